@@ -1,0 +1,18 @@
+/**
+ * The SQLite schema steps, in order. Imported statically so that a consumer
+ * of the published package migrates without `--allow-read`.
+ *
+ * @module
+ */
+import * as createJobs from "./0001_create_jobs.ts";
+
+/** One schema step. */
+export interface Migration {
+  /** Number of the step; applied in increasing order, recorded in `queue_migrations`. */
+  readonly version: number;
+  /** The statements. */
+  readonly sql: string;
+}
+
+/** Every step, oldest first. Append only: an applied step is never edited. */
+export const migrations: readonly Migration[] = [createJobs];

@@ -1,0 +1,60 @@
+/**
+ * Background jobs for Deno, kept in one SQLite file: retries with backoff, a
+ * failed-jobs table, timeouts, leases that survive crashes, and a worker that
+ * claims and settles in batches.
+ *
+ * @example Define a job, dispatch it, work the queue
+ * ```ts
+ * import { defineJob, Queue } from "@renox/queue";
+ * import { z } from "zod";
+ *
+ * const sendReceipt = defineJob({
+ *   name: "send-receipt",
+ *   schema: z.object({ orderId: z.number().int() }),
+ *   async handle({ orderId }, ctx) {
+ *     console.log(`receipt ${orderId} (attempt ${ctx.attempt})`);
+ *   },
+ * });
+ *
+ * await using queue = await Queue.open({ path: ":memory:", jobs: [sendReceipt] });
+ * await queue.dispatch(sendReceipt, { orderId: 7 });
+ * await queue.work({ stopWhenEmpty: true }).done;
+ * ```
+ *
+ * @module
+ */
+export { type Backoff } from "./src/backoff.ts";
+export { type Clock, systemClock } from "./src/clock.ts";
+export type { Dispatcher, DispatchOptions } from "./src/dispatcher.ts";
+export {
+  JobTimeoutError,
+  PayloadIntegrityError,
+  PermanentError,
+  QueueClosedError,
+  ValidationError,
+  type ValidationIssue,
+} from "./src/errors.ts";
+export type { JobEventDetail, QueueEvent, QueueEventMap, QueueEventTarget } from "./src/events.ts";
+export {
+  defineJob,
+  type FailedJobContext,
+  type JobConfig,
+  type JobContext,
+  type JobDefinition,
+  type PayloadOf,
+  type PayloadSchema,
+} from "./src/job.ts";
+export type { JobsSource } from "./src/registry.ts";
+export {
+  type FailedJob,
+  type FailedListOptions,
+  type PruneFailedOptions,
+  Queue,
+  type QueueCounts,
+  type QueueOptions,
+  type QueueTransaction,
+} from "./src/queue.ts";
+export type { Runner, RunnerStats, StopOptions } from "./src/runner.ts";
+export { type Durability, SqliteStore, type SqliteStoreOptions } from "./src/stores/sqlite.ts";
+export type * from "./src/stores/store.ts";
+export type { ResolvedWorkOptions, WorkOptions } from "./src/work_options.ts";

@@ -1,0 +1,15 @@
+/**
+ * Where stored times come from. Tests inject their own to move time without
+ * sleeping.
+ *
+ * @module
+ */
+
+/** A source of the current time in integer milliseconds since the epoch. */
+export interface Clock {
+  /** The current time, in integer milliseconds since the epoch. */
+  now(): number;
+}
+
+/** The wall clock. */
+export const systemClock: Clock = { now: () => Date.now() };

@@ -1,0 +1,98 @@
+/**
+ * The error classes a caller may want to catch. Every class sets `name` and
+ * passes `cause` through.
+ *
+ * @module
+ */
+
+/** One problem zod found in a payload, as reported in {@linkcode ValidationError.issues}. */
+export interface ValidationIssue {
+  /** Where in the payload the problem is, e.g. `["orderId"]`. */
+  readonly path: readonly PropertyKey[];
+  /** What is wrong there. */
+  readonly message: string;
+}
+
+/**
+ * A payload or an option was refused before anything was stored.
+ *
+ * @example Catching a payload that fails its schema
+ * ```ts
+ * import { ValidationError } from "@renox/queue";
+ * try {
+ *   throw new ValidationError("send-receipt", "payload.orderId: expected number", []);
+ * } catch (error) {
+ *   if (error instanceof ValidationError) console.log(error.jobName, error.issues.length);
+ * }
+ * ```
+ */
+export class ValidationError extends Error {
+  /** The job whose payload was refused, or `undefined` for a bad option. */
+  readonly jobName: string | undefined;
+  /** zod's issues, when a schema refused the payload; empty otherwise. */
+  readonly issues: readonly ValidationIssue[];
+
+  /** Builds the error; `detail` follows `Cannot dispatch "<job>": `. */
+  constructor(
+    jobName: string | undefined,
+    detail: string,
+    issues: readonly ValidationIssue[] = [],
+    options?: ErrorOptions,
+  ) {
+    super(jobName === undefined ? detail : `Cannot dispatch "${jobName}": ${detail}`, options);
+    this.name = "ValidationError";
+    this.jobName = jobName;
+    this.issues = issues;
+  }
+}
+
+/**
+ * Thrown by a handler to fail the job now, without further attempts.
+ *
+ * @example Failing for good
+ * ```ts
+ * import { PermanentError } from "@renox/queue";
+ * function charge(cardValid: boolean) {
+ *   if (!cardValid) throw new PermanentError("card was declined: no retry can help");
+ * }
+ * charge(true);
+ * ```
+ */
+export class PermanentError extends Error {
+  /** Builds the error with a message saying why no retry can help. */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "PermanentError";
+  }
+}
+
+/** An attempt ran past its job's `timeoutMs`. */
+export class JobTimeoutError extends Error {
+  /** The limit that was passed, in milliseconds. */
+  readonly timeoutMs: number;
+
+  /** Builds the error for a job that ran past `timeoutMs`. */
+  constructor(jobName: string, timeoutMs: number, options?: ErrorOptions) {
+    super(`Job "${jobName}" timed out: ran past ${timeoutMs} ms`, options);
+    this.name = "JobTimeoutError";
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** The queue was used after {@linkcode Queue.close}. */
+export class QueueClosedError extends Error {
+  /** Builds the error naming what was attempted. */
+  constructor(action: string, options?: ErrorOptions) {
+    super(`Cannot ${action}: the queue is closed`, options);
+    this.name = "QueueClosedError";
+  }
+}
+
+/** A stored payload no longer decodes, or fails authentication; the job fails for good. */
+export class PayloadIntegrityError extends Error {
+  /** Builds the error; `detail` says what did not decode. */
+  constructor(jobName: string, detail: string, options?: ErrorOptions) {
+    super(`Stored payload of "${jobName}" cannot be used: ${detail}`, options);
+    this.name = "PayloadIntegrityError";
+  }
+}

@@ -1,0 +1,156 @@
+/**
+ * The events a queue and its workers send, in one typed map.
+ *
+ * @module
+ */
+
+/** What every job event says about the job. */
+export interface JobEventDetail {
+  /** The job's id. */
+  readonly id: number;
+  /** The job's name. */
+  readonly name: string;
+  /** The queue it is on. */
+  readonly queue: string;
+  /** The attempt concerned: 1 for the first start of the handler. */
+  readonly attempt: number;
+}
+
+/** Every event name with the `detail` its `CustomEvent` carries. */
+export interface QueueEventMap {
+  /** A job was stored. `attempt` is 0. */
+  "job:queued": JobEventDetail & {
+    /** When it is due, in ms since the epoch. */ readonly availableAt: number;
+  };
+  /** A handler started. */
+  "job:start": JobEventDetail;
+  /** A handler succeeded and the job was deleted. */
+  "job:complete": JobEventDetail & {
+    /** How long the attempt ran. */ readonly durationMs: number;
+  };
+  /** An attempt ended without success and the job will run again. */
+  "job:retry": JobEventDetail & {
+    /** Why, or null when the handler released the job. */ readonly error: Error | null;
+    /** Wait before the next attempt. */ readonly delayMs: number;
+  };
+  /** The job failed for good and moved to the failed jobs. */
+  "job:failed": JobEventDetail & {
+    /** Why. */ readonly error: Error;
+  };
+  /** A worker stopped claiming and every job it held has settled. */
+  "worker:stop": {
+    /** Jobs that succeeded. */ readonly completed: number;
+    /** Jobs that failed for good. */ readonly failed: number;
+    /** Attempts that ended in a retry. */ readonly retried: number;
+  };
+  /**
+   * Something went wrong that no caller can catch: the store failed in the
+   * worker loop, or a `failed` hook threw. Logged to stderr when nobody listens.
+   */
+  "queue:error": {
+    /** What failed. */ readonly error: Error;
+    /** Where: e.g. `"claim"`, `"settle"`, `"failed hook of send-receipt"`. */
+    readonly during: string;
+  };
+}
+
+/** An event of the map, typed by name. */
+export type QueueEvent<K extends keyof QueueEventMap> = CustomEvent<QueueEventMap[K]>;
+
+type AnyListener = EventListenerOrEventListenerObject | ((event: CustomEvent<never>) => void);
+
+/**
+ * An `EventTarget` with the events of {@linkcode QueueEventMap}. A listener
+ * that throws is reported as `queue:error` instead of ending the process, and
+ * an event is built only when someone listens, so a busy worker pays nothing
+ * for events nobody reads.
+ */
+export class QueueEventTarget extends EventTarget {
+  readonly #listeners = new Map<string, number>();
+  readonly #wrapped = new WeakMap<AnyListener, Map<string, EventListener>>();
+  readonly #forwardTo: QueueEventTarget | undefined;
+
+  /** `forwardTo` also receives every event this target sends. */
+  constructor(forwardTo?: QueueEventTarget) {
+    super();
+    this.#forwardTo = forwardTo;
+  }
+
+  /** Listens for one event of the map. */
+  override addEventListener<K extends keyof QueueEventMap>(
+    type: K,
+    listener: ((event: QueueEvent<K>) => void) | null,
+    options?: boolean | AddEventListenerOptions,
+  ): void;
+  /** Listens for any event. */
+  override addEventListener(
+    type: string,
+    listener: EventListenerOrEventListenerObject | null,
+    options?: boolean | AddEventListenerOptions,
+  ): void;
+  override addEventListener(
+    type: string,
+    listener: AnyListener | null,
+    options?: boolean | AddEventListenerOptions,
+  ): void {
+    if (listener === null) return;
+    let byType = this.#wrapped.get(listener);
+    if (byType === undefined) this.#wrapped.set(listener, byType = new Map());
+    let guarded = byType.get(type);
+    if (guarded === undefined) {
+      guarded = (event) => this.#call(listener, event);
+      byType.set(type, guarded);
+      this.#listeners.set(type, (this.#listeners.get(type) ?? 0) + 1);
+    }
+    super.addEventListener(type, guarded, options);
+  }
+
+  /** Stops a listener added with {@linkcode QueueEventTarget.addEventListener}. */
+  override removeEventListener<K extends keyof QueueEventMap>(
+    type: K,
+    listener: ((event: QueueEvent<K>) => void) | null,
+    options?: boolean | EventListenerOptions,
+  ): void;
+  /** Stops a listener of any event. */
+  override removeEventListener(
+    type: string,
+    listener: EventListenerOrEventListenerObject | null,
+    options?: boolean | EventListenerOptions,
+  ): void;
+  override removeEventListener(
+    type: string,
+    listener: AnyListener | null,
+    options?: boolean | EventListenerOptions,
+  ): void {
+    const guarded = listener === null ? undefined : this.#wrapped.get(listener)?.get(type);
+    if (guarded === undefined) return;
+    super.removeEventListener(type, guarded, options);
+  }
+
+  /** Whether anyone listens for `type` here or on the target this one forwards to. */
+  hasListeners(type: keyof QueueEventMap): boolean {
+    return (this.#listeners.get(type) ?? 0) > 0 || (this.#forwardTo?.hasListeners(type) ?? false);
+  }
+
+  /** Sends `type` with `detail` here and to the target this one forwards to. */
+  emit<K extends keyof QueueEventMap>(type: K, detail: QueueEventMap[K]): void {
+    if ((this.#listeners.get(type) ?? 0) > 0) this.dispatchEvent(new CustomEvent(type, { detail }));
+    if (this.#forwardTo !== undefined) this.#forwardTo.emit(type, detail);
+    else if (type === "queue:error" && !this.hasListeners("queue:error")) {
+      const { error, during } = detail as QueueEventMap["queue:error"];
+      console.error(`@renox/queue: ${during}:`, error);
+    }
+  }
+
+  #call(listener: AnyListener, event: Event): void {
+    try {
+      if (typeof listener === "function") (listener as EventListener).call(this, event);
+      else listener.handleEvent(event);
+    } catch (error) {
+      const during = `a listener of ${event.type}`;
+      const cause = error instanceof Error ? error : new Error(String(error));
+      if (event.type === "queue:error") console.error(`@renox/queue: ${during}:`, cause);
+      else this.emit("queue:error", { error: cause, during });
+    }
+  }
+}

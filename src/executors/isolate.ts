@@ -1,0 +1,95 @@
+/**
+ * Runs handlers in this isolate, on the event loop. The executor for hosts
+ * without Web Workers: a timeout aborts `ctx.signal`, but a handler that
+ * ignores it keeps running in the background.
+ *
+ * @module
+ */
+import type { Dispatcher } from "../dispatcher.ts";
+import { PayloadIntegrityError, PermanentError } from "../errors.ts";
+import type { JobContext } from "../job.ts";
+import { decodePayload } from "../payload.ts";
+import type { JobRegistry } from "../registry.ts";
+import type { ExecutionRequest, ExecutionResult, Executor, FailedHookRequest } from "./executor.ts";
+
+/** Runs handlers in the calling isolate. */
+export class IsolateExecutor implements Executor {
+  readonly #registry: JobRegistry;
+  readonly #dispatcher: Dispatcher;
+
+  /** `dispatcher` becomes each handler's `ctx.queue`. */
+  constructor(registry: JobRegistry, dispatcher: Dispatcher) {
+    this.#registry = registry;
+    this.#dispatcher = dispatcher;
+  }
+
+  /** Decodes the payload and runs the handler. */
+  async run(request: ExecutionRequest): Promise<ExecutionResult> {
+    let releaseDelayMs: number | undefined;
+    try {
+      const job = this.#definition(request.name);
+      const payload = decodePayload(job, request.payload);
+      const ctx: JobContext = {
+        id: request.id,
+        name: request.name,
+        queueName: request.queueName,
+        attempt: request.attempt,
+        signal: request.signal,
+        queue: this.#dispatcher,
+        release(delayMs = 0) {
+          if (!(Number.isFinite(delayMs) && delayMs >= 0)) {
+            throw new RangeError(
+              `ctx.release: delayMs must be a finite number >= 0: got ${delayMs}`,
+            );
+          }
+          releaseDelayMs = delayMs;
+        },
+      };
+      await job.handle(payload, ctx);
+    } catch (thrown) {
+      if (releaseDelayMs !== undefined) return { kind: "release", delayMs: releaseDelayMs };
+      const error = asError(thrown);
+      const permanent = error instanceof PermanentError || error instanceof PayloadIntegrityError;
+      return { kind: "error", error, permanent };
+    }
+    return releaseDelayMs === undefined
+      ? { kind: "success" }
+      : { kind: "release", delayMs: releaseDelayMs };
+  }
+
+  /** Runs the `failed` hook with the decoded payload; skipped when the payload no longer decodes. */
+  async runFailedHook(request: FailedHookRequest): Promise<void> {
+    const job = this.#definition(request.name);
+    if (job.failed === undefined) return;
+    let payload: unknown;
+    try {
+      payload = decodePayload(job, request.payload);
+    } catch {
+      return; // The hook is typed for a valid payload; the failure itself is recorded.
+    }
+    await job.failed(payload, request.error, {
+      id: request.id,
+      name: request.name,
+      queueName: request.queueName,
+      attempts: request.attempts,
+      queue: this.#dispatcher,
+    });
+  }
+
+  /** Nothing to free. */
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  #definition(name: string) {
+    const job = this.#registry.get(name);
+    if (job === undefined) throw new PermanentError(`No job named "${name}" is registered here`);
+    return job;
+  }
+}
+
+/** `thrown` as an `Error`, wrapping anything else that was thrown. */
+export function asError(thrown: unknown): Error {
+  if (thrown instanceof Error) return thrown;
+  return new Error(`Non-error thrown: ${String(thrown)}`, { cause: thrown });
+}

@@ -1,0 +1,220 @@
+/**
+ * Job definitions: what a job is called, what its payload looks like, how it
+ * runs and how it is retried.
+ *
+ * @module
+ */
+import type { z } from "zod";
+import { assertBackoff, type Backoff, defaultBackoff } from "./backoff.ts";
+import type { Dispatcher } from "./dispatcher.ts";
+import { assertQueueName } from "./names.ts";
+
+/** What a handler learns about the attempt it is running. */
+export interface JobContext {
+  /** The job's id, the same across its attempts. */
+  readonly id: number;
+  /** The job's name, as given to {@linkcode defineJob}. */
+  readonly name: string;
+  /** The queue the job was taken from. */
+  readonly queueName: string;
+  /** This attempt's number: 1 for the first start of the handler. */
+  readonly attempt: number;
+  /**
+   * Aborted when the attempt passes its `timeoutMs` (reason: a
+   * `JobTimeoutError`), when the worker stops, or when the job's lease was lost.
+   */
+  readonly signal: AbortSignal;
+  /** Dispatches more jobs from inside the handler. */
+  readonly queue: Dispatcher;
+  /**
+   * Ends this attempt without failing it once the handler returns: the job
+   * comes back after `delayMs` (default 0). It still counts as an attempt.
+   */
+  release(delayMs?: number): void;
+}
+
+/** What a `failed` hook learns about the job that failed for good. */
+export interface FailedJobContext {
+  /** The job's id. */
+  readonly id: number;
+  /** The job's name. */
+  readonly name: string;
+  /** The queue the job ran on. */
+  readonly queueName: string;
+  /** How many times the handler started. */
+  readonly attempts: number;
+  /** Dispatches more jobs, e.g. a notification. */
+  readonly queue: Dispatcher;
+}
+
+/** A zod schema for a job's payload. */
+// deno-lint-ignore no-explicit-any
+export type PayloadSchema = z.ZodType<any, any>;
+
+/** The settings {@linkcode defineJob} takes. */
+export interface JobConfig<S extends PayloadSchema> {
+  /** Stable name, stored with each job; 1 to 255 characters. */
+  name: string;
+  /** Schema the payload is checked against at dispatch and again before each run. */
+  schema: S;
+  /**
+   * Queue the job goes to unless dispatch names another.
+   * @default {"default"}
+   */
+  queue?: string;
+  /**
+   * Starts of the handler before the job fails for good; `Infinity` with `retryUntil`.
+   * @default {3}
+   */
+  maxAttempts?: number;
+  /**
+   * Times a worker may die while running the job before it fails for good.
+   * @default {2}
+   */
+  maxCrashes?: number;
+  /**
+   * Delay before each retry.
+   * @default {(attempt) => 10_000 * attempt}
+   */
+  backoff?: Backoff;
+  /**
+   * Spread of each retry delay, as a fraction (0.2 = ±20 %), so that jobs that
+   * failed together come back spread out.
+   * @default {0.2}
+   */
+  jitter?: number;
+  /**
+   * Limit for one attempt; at this point `ctx.signal` aborts and the attempt fails.
+   * @default {60_000}
+   */
+  timeoutMs?: number;
+  /**
+   * Deadline for retries, computed at dispatch from the dispatch time: once it
+   * has passed, a failure is final even if attempts remain.
+   */
+  retryUntil?: (dispatchedAt: Date) => Date;
+  /**
+   * Default priority; higher runs first within a queue.
+   * @default {0}
+   */
+  priority?: number;
+  /** Runs the job. Throw to fail the attempt; throw `PermanentError` to fail for good. */
+  handle(payload: z.output<S>, ctx: JobContext): void | Promise<void>;
+  /** Runs once when the job fails for good. An error it throws is logged, never retried. */
+  failed?(payload: z.output<S>, error: Error, ctx: FailedJobContext): void | Promise<void>;
+}
+
+/** A job as {@linkcode defineJob} returns it: every setting resolved. */
+export interface JobDefinition<S extends PayloadSchema = PayloadSchema> {
+  /** Stable name, stored with each job. */
+  readonly name: string;
+  /** Schema the payload is checked against. */
+  readonly schema: S;
+  /** Default queue. */
+  readonly queue: string;
+  /** Starts of the handler before the job fails for good. */
+  readonly maxAttempts: number;
+  /** Worker deaths tolerated before the job fails for good. */
+  readonly maxCrashes: number;
+  /** Delay before each retry. */
+  readonly backoff: Backoff;
+  /** Spread of each retry delay, as a fraction. */
+  readonly jitter: number;
+  /** Limit for one attempt, in milliseconds. */
+  readonly timeoutMs: number;
+  /** Deadline for retries, from the dispatch time. */
+  readonly retryUntil: ((dispatchedAt: Date) => Date) | undefined;
+  /** Default priority. */
+  readonly priority: number;
+  /** Runs the job. */
+  readonly handle: (payload: z.output<S>, ctx: JobContext) => void | Promise<void>;
+  /** Runs once when the job fails for good. */
+  readonly failed:
+    | ((payload: z.output<S>, error: Error, ctx: FailedJobContext) => void | Promise<void>)
+    | undefined;
+}
+
+/** The payload a job's dispatch takes (its schema's input type). */
+export type PayloadOf<J> = J extends JobDefinition<infer S> ? z.input<S> : never;
+
+const DEFINITIONS = new WeakSet<object>();
+
+/**
+ * Defines a job. Export it from your jobs module so that every process (the
+ * app, the `work` command, each Web Worker) knows it by name.
+ *
+ * @example Defining a job
+ * ```ts
+ * import { defineJob } from "@renox/queue";
+ * import { z } from "zod";
+ *
+ * export const sendReceipt = defineJob({
+ *   name: "send-receipt",
+ *   schema: z.object({ orderId: z.number().int() }),
+ *   maxAttempts: 5,
+ *   backoff: [1_000, 5_000, 30_000],
+ *   async handle({ orderId }, ctx) {
+ *     console.log(`receipt for order ${orderId}, attempt ${ctx.attempt}`);
+ *   },
+ * });
+ * ```
+ */
+export function defineJob<S extends PayloadSchema>(config: JobConfig<S>): JobDefinition<S> {
+  const { name } = config;
+  if (typeof name !== "string" || name.length === 0 || name.length > 255) {
+    throw new TypeError(`defineJob: name must be a string of 1 to 255 characters: got ${name}`);
+  }
+  const where = `Job "${name}"`;
+  if (typeof config.schema?.safeParse !== "function") {
+    throw new TypeError(`${where}: schema must be a zod schema`);
+  }
+  if (typeof config.handle !== "function") {
+    throw new TypeError(`${where}: handle must be a function`);
+  }
+  const queue = config.queue ?? "default";
+  assertQueueName(queue, where);
+  const definition: JobDefinition<S> = {
+    name,
+    schema: config.schema,
+    queue,
+    maxAttempts: positive(where, "maxAttempts", config.maxAttempts ?? 3, true),
+    maxCrashes: positive(where, "maxCrashes", config.maxCrashes ?? 2, true),
+    backoff: config.backoff ?? defaultBackoff,
+    jitter: config.jitter ?? 0.2,
+    timeoutMs: positive(where, "timeoutMs", config.timeoutMs ?? 60_000, false),
+    retryUntil: config.retryUntil,
+    priority: config.priority ?? 0,
+    handle: config.handle,
+    failed: config.failed,
+  };
+  assertBackoff(name, definition.backoff);
+  if (!(definition.jitter >= 0 && definition.jitter <= 1)) {
+    throw new RangeError(`${where}: jitter must be a fraction from 0 to 1: got ${config.jitter}`);
+  }
+  assertPriority(definition.priority, where);
+  DEFINITIONS.add(definition);
+  return Object.freeze(definition);
+}
+
+/** Whether `value` was made by {@linkcode defineJob}. */
+export function isJobDefinition(value: unknown): value is JobDefinition {
+  return typeof value === "object" && value !== null && DEFINITIONS.has(value);
+}
+
+/** Throws a `RangeError` naming `where` unless `priority` is a safe integer. */
+export function assertPriority(priority: unknown, where: string): void {
+  if (!Number.isSafeInteger(priority)) {
+    throw new RangeError(`${where}: priority must be an integer: got ${String(priority)}`);
+  }
+}
+
+function positive(where: string, field: string, value: number, integer: boolean): number {
+  const ok = integer
+    ? value === Infinity || (Number.isInteger(value) && value > 0)
+    : Number.isFinite(value) && value > 0;
+  if (!ok) {
+    const kind = integer ? "a positive integer" : "a positive number";
+    throw new RangeError(`${where}: ${field} must be ${kind}: got ${value}`);
+  }
+  return value;
+}

@@ -1,0 +1,152 @@
+/**
+ * The rules that decide a job's fate: whether a claimed job may start, and
+ * what an attempt's result does to it. Pure functions of their inputs.
+ *
+ * @module
+ */
+import { retryDelayMs } from "./backoff.ts";
+import type { ExecutionResult } from "./executors/executor.ts";
+import type { JobDefinition } from "./job.ts";
+import type { ClaimedJob, Settlement, StoredError } from "./stores/store.ts";
+
+/** What settling an attempt means, for the store and for the events sent after it. */
+export type Outcome =
+  | { readonly kind: "complete"; readonly settlement: Settlement }
+  | {
+    readonly kind: "retry";
+    readonly settlement: Settlement;
+    readonly error: Error | null;
+    readonly delayMs: number;
+  }
+  | { readonly kind: "fail"; readonly settlement: Settlement; readonly error: Error };
+
+/**
+ * Why a claimed job must fail before its handler starts, or null when it may
+ * run. `job.attempts` includes this claim, so the starts so far are one less.
+ */
+export function refusalBeforeStart(
+  job: ClaimedJob,
+  definition: JobDefinition | undefined,
+  now: number,
+): string | null {
+  if (definition === undefined) {
+    return `no job named "${job.name}" is registered in the process that claimed it`;
+  }
+  const started = job.attempts - 1;
+  if (job.crashes >= definition.maxCrashes) {
+    return `worker crashed while running it: ${job.crashes} of ${definition.maxCrashes} crashes allowed`;
+  }
+  if (started >= definition.maxAttempts) {
+    return job.recovered
+      ? "attempts spent: worker died during its last attempt"
+      : `attempts spent: released ${started} times`;
+  }
+  if (job.retryUntil !== null && now > job.retryUntil) {
+    return `retry deadline passed at ${new Date(job.retryUntil).toISOString()}`;
+  }
+  return null;
+}
+
+/** The settlement of a job refused before start: it fails without running. */
+export function failBeforeStart(job: ClaimedJob, reason: string, now: number): Outcome {
+  const error = new Error(reason);
+  return {
+    kind: "fail",
+    error,
+    settlement: {
+      kind: "fail",
+      id: job.id,
+      token: job.token,
+      error: { message: reason, stack: null },
+      attempts: job.attempts - 1,
+      failedAt: now,
+    },
+  };
+}
+
+/** What an attempt's result does to its job. */
+export function outcomeOf(
+  job: ClaimedJob,
+  definition: JobDefinition,
+  result: ExecutionResult,
+  now: number,
+  random: () => number = Math.random,
+): Outcome {
+  const { id, token } = job;
+  switch (result.kind) {
+    case "success":
+      return { kind: "complete", settlement: { kind: "complete", id, token } };
+    case "release":
+      return {
+        kind: "retry",
+        error: null,
+        delayMs: result.delayMs,
+        settlement: {
+          kind: "release",
+          id,
+          token,
+          availableAt: now + result.delayMs,
+          error: null,
+          refundAttempt: false,
+        },
+      };
+    case "error": {
+      const stored = storedError(result.error);
+      const final = result.permanent || job.attempts >= definition.maxAttempts ||
+        (job.retryUntil !== null && now >= job.retryUntil);
+      if (final) {
+        return {
+          kind: "fail",
+          error: result.error,
+          settlement: {
+            kind: "fail",
+            id,
+            token,
+            error: stored,
+            attempts: job.attempts,
+            failedAt: now,
+          },
+        };
+      }
+      const delayMs = retryDelayMs(definition.backoff, job.attempts, definition.jitter, random);
+      return {
+        kind: "retry",
+        error: result.error,
+        delayMs,
+        settlement: {
+          kind: "release",
+          id,
+          token,
+          availableAt: now + delayMs,
+          error: stored.message,
+          refundAttempt: false,
+        },
+      };
+    }
+  }
+}
+
+/**
+ * A job whose attempt was cut short by the worker stopping: it goes back at
+ * once and gets its attempt back, since the handler did not get to finish.
+ */
+export function releaseOnStop(job: ClaimedJob, now: number): Outcome {
+  return {
+    kind: "retry",
+    error: null,
+    delayMs: 0,
+    settlement: {
+      kind: "release",
+      id: job.id,
+      token: job.token,
+      availableAt: now,
+      error: "worker stopped during the attempt",
+      refundAttempt: true,
+    },
+  };
+}
+
+/** An error in the form the store keeps. */
+export function storedError(error: Error): StoredError {
+  return { message: `${error.name}: ${error.message}`, stack: error.stack ?? null };
+}

@@ -1,0 +1,468 @@
+/**
+ * The queue: open it on a database, dispatch jobs, run workers, and look
+ * after failed jobs.
+ *
+ * @module
+ */
+import { type Clock, systemClock } from "./clock.ts";
+import type { Dispatcher, DispatchOptions } from "./dispatcher.ts";
+import { QueueClosedError } from "./errors.ts";
+import { QueueEventTarget } from "./events.ts";
+import { IsolateExecutor } from "./executors/isolate.ts";
+import { assertPriority, type JobDefinition, type PayloadOf } from "./job.ts";
+import { assertQueueName } from "./names.ts";
+import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from "./payload.ts";
+import { JobRegistry, type JobsSource } from "./registry.ts";
+import { Runner } from "./runner.ts";
+import { type Durability, SqliteStore } from "./stores/sqlite.ts";
+import type { FailedJobRow, NewJobRow, Store, StoreTransaction } from "./stores/store.ts";
+import { resolveWorkOptions, type WorkOptions } from "./work_options.ts";
+
+/** Options for {@linkcode Queue.open}. */
+export interface QueueOptions {
+  /** The jobs module's URL (`import.meta.resolve("./jobs.ts")`), or the job definitions. */
+  jobs: JobsSource;
+  /**
+   * SQLite file to keep jobs in, created with its folder if missing; `":memory:"` for one process.
+   * @default {"./.renox/queue.db"}
+   */
+  path?: string;
+  /** A store opened by the caller, used instead of `path`; the queue closes it on close. */
+  store?: Store;
+  /**
+   * Source of stored times; tests inject one to move time without sleeping.
+   * @default {the wall clock}
+   */
+  clock?: Clock;
+  /**
+   * SQLite `synchronous` level: `"normal"` survives a process crash, `"full"` also power loss.
+   * @default {"normal"}
+   */
+  durability?: Durability;
+  /**
+   * How long to wait for another process's write lock before failing.
+   * @default {30_000}
+   */
+  busyTimeoutMs?: number;
+  /**
+   * Largest payload accepted at dispatch, in bytes of JSON.
+   * @default {262_144}
+   */
+  maxPayloadBytes?: number;
+}
+
+/** Jobs in one queue by state. */
+export interface QueueCounts {
+  /** Due now and waiting (including jobs whose worker died). */
+  readonly pending: number;
+  /** Waiting for a later time. */
+  readonly delayed: number;
+  /** Running, leased to a worker. */
+  readonly reserved: number;
+  /** Failed for good. */
+  readonly failed: number;
+}
+
+/** A job that failed for good. */
+export interface FailedJob {
+  /** The job's id, kept from when it was queued; `retry(id)` brings it back under it. */
+  readonly id: number;
+  /** The queue it ran on. */
+  readonly queue: string;
+  /** The job's name. */
+  readonly name: string;
+  /** The stored payload text (still encrypted if it was). */
+  readonly payload: string;
+  /** Why it failed: `ErrorName: message`. */
+  readonly error: string;
+  /** The error's stack, when there was one. */
+  readonly stack: string | null;
+  /** How many times its handler started. */
+  readonly attempts: number;
+  /** How many times its worker died while running it. */
+  readonly crashes: number;
+  /** When it was first dispatched. */
+  readonly createdAt: Date;
+  /** When it failed. */
+  readonly failedAt: Date;
+}
+
+/** Options for {@linkcode Queue.failed}. */
+export interface FailedListOptions {
+  /**
+   * Jobs at most, 1 to 1000.
+   * @default {100}
+   */
+  limit?: number;
+  /**
+   * Jobs to skip.
+   * @default {0}
+   */
+  offset?: number;
+}
+
+/** Options for {@linkcode Queue.pruneFailed}. */
+export interface PruneFailedOptions {
+  /** Delete failed jobs that failed longer ago than this. */
+  olderThanMs: number;
+}
+
+/** The handle {@linkcode Queue.transaction} passes to its callback. */
+export interface QueueTransaction extends Dispatcher {
+  /**
+   * Runs the app's own statement in the same transaction (`?` placeholders on
+   * SQLite) and returns its rows.
+   */
+  query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<Row[]>;
+}
+
+/**
+ * A queue of jobs kept in a database. Open one per process and share it.
+ *
+ * @example Dispatch a job and work the queue until it is empty
+ * ```ts
+ * import { defineJob, Queue } from "@renox/queue";
+ * import { z } from "zod";
+ *
+ * const greet = defineJob({
+ *   name: "greet",
+ *   schema: z.object({ who: z.string() }),
+ *   handle({ who }) {
+ *     console.log(`hello, ${who}`);
+ *   },
+ * });
+ *
+ * await using queue = await Queue.open({ path: ":memory:", jobs: [greet] });
+ * await queue.dispatch(greet, { who: "world" });
+ * await queue.work({ stopWhenEmpty: true }).done;
+ * ```
+ */
+export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposable {
+  readonly #store: Store;
+  readonly #registry: JobRegistry;
+  readonly #clock: Clock;
+  readonly #maxPayloadBytes: number;
+  readonly #executor: IsolateExecutor;
+  readonly #runners = new Set<Runner>();
+  #closing: Promise<void> | null = null;
+
+  private constructor(store: Store, registry: JobRegistry, clock: Clock, maxPayloadBytes: number) {
+    super();
+    this.#store = store;
+    this.#registry = registry;
+    this.#clock = clock;
+    this.#maxPayloadBytes = maxPayloadBytes;
+    this.#executor = new IsolateExecutor(registry, this);
+  }
+
+  /** Loads the job definitions, opens the database and brings its schema up to date. */
+  static async open(options: QueueOptions): Promise<Queue> {
+    const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+    if (!Number.isSafeInteger(maxPayloadBytes) || maxPayloadBytes < 2) {
+      throw new RangeError(`maxPayloadBytes must be an integer >= 2: got ${maxPayloadBytes}`);
+    }
+    const registry = await JobRegistry.load(options.jobs);
+    const store = options.store ?? await SqliteStore.open(options.path ?? "./.renox/queue.db", {
+      ...(options.durability !== undefined && { durability: options.durability }),
+      ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
+    });
+    return new Queue(store, registry, options.clock ?? systemClock, maxPayloadBytes);
+  }
+
+  /**
+   * Stores one job and returns its id.
+   *
+   * Throws `ValidationError` when the payload fails the job's schema or the
+   * size cap, `TypeError`/`RangeError` for an unregistered job or a bad
+   * option, and `QueueClosedError` after close; nothing is stored then.
+   */
+  async dispatch<J extends JobDefinition>(
+    job: J,
+    payload: PayloadOf<J>,
+    options?: DispatchOptions,
+  ): Promise<number> {
+    const [id] = await this.dispatchMany(job, [payload], options);
+    return id!;
+  }
+
+  /** Stores many jobs of one kind in one transaction (all or none) and returns their ids. */
+  async dispatchMany<J extends JobDefinition>(
+    job: J,
+    payloads: readonly PayloadOf<J>[],
+    options?: DispatchOptions,
+  ): Promise<number[]> {
+    const rows = this.#rows(job, payloads, options, "dispatch");
+    if (rows.length === 0) return [];
+    const ids = await this.#store.push(rows);
+    this.#queued(rows, ids);
+    return ids;
+  }
+
+  /**
+   * Runs `fn` in one database transaction: the app's own statements
+   * (`tx.query`) and the jobs it dispatches (`tx.dispatch`) commit together or
+   * not at all. Other work on this queue waits until it ends, so await only
+   * `tx` inside, never `queue.dispatch`.
+   *
+   * @example An order and its receipt job, together
+   * ```ts
+   * import { defineJob, Queue } from "@renox/queue";
+   * import { z } from "zod";
+   *
+   * const receipt = defineJob({ name: "receipt", schema: z.object({ orderId: z.number() }), handle() {} });
+   * await using queue = await Queue.open({ path: ":memory:", jobs: [receipt] });
+   * await queue.transaction(async (tx) => {
+   *   await tx.query("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY)");
+   *   const [order] = await tx.query<{ id: number }>("INSERT INTO orders DEFAULT VALUES RETURNING id");
+   *   await tx.dispatch(receipt, { orderId: order!.id });
+   * });
+   * ```
+   */
+  async transaction<T>(fn: (tx: QueueTransaction) => T | Promise<T>): Promise<T> {
+    this.#assertOpen("start a transaction");
+    const queued: [NewJobRow[], number[]][] = [];
+    const result = await this.#store.transaction((storeTx: StoreTransaction) => {
+      const dispatchMany = async <J extends JobDefinition>(
+        job: J,
+        payloads: readonly PayloadOf<J>[],
+        options?: DispatchOptions,
+      ) => {
+        const rows = this.#rows(job, payloads, options, "dispatch");
+        const ids = rows.length === 0 ? [] : await storeTx.push(rows);
+        queued.push([rows, ids]);
+        return ids;
+      };
+      return fn({
+        dispatchMany,
+        dispatch: async (job, payload, options) =>
+          (await dispatchMany(job, [payload], options))[0]!,
+        query: (sql, params) => storeTx.query(sql, params),
+      });
+    });
+    for (const [rows, ids] of queued) this.#queued(rows, ids);
+    return result;
+  }
+
+  /**
+   * Runs a job now, in this isolate, without storing it: one attempt, no
+   * retries. Rejects with the handler's error.
+   */
+  async dispatchSync<J extends JobDefinition>(job: J, payload: PayloadOf<J>): Promise<void> {
+    const [row] = this.#rows(job, [payload], undefined, "dispatch");
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), job.timeoutMs);
+    try {
+      const result = await this.#executor.run({
+        id: 0,
+        name: job.name,
+        queueName: row!.queue,
+        payload: row!.payload,
+        attempt: 1,
+        signal: controller.signal,
+      });
+      if (result.kind === "error") throw result.error;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * Starts a worker that runs due jobs in this process until stopped.
+   *
+   * @example A worker that stops once the queue is empty
+   * ```ts
+   * import { defineJob, Queue } from "@renox/queue";
+   * import { z } from "zod";
+   *
+   * const noop = defineJob({ name: "noop", schema: z.null(), handle() {} });
+   * await using queue = await Queue.open({ path: ":memory:", jobs: [noop] });
+   * await queue.dispatchMany(noop, [null, null, null]);
+   * const worker = queue.work({ concurrency: 4, stopWhenEmpty: true });
+   * await worker.done;
+   * console.log(worker.stats.completed); // 3
+   * ```
+   */
+  work(options: WorkOptions = {}): Runner {
+    this.#assertOpen("start a worker");
+    const resolved = resolveWorkOptions(options, this.#registry.defaultQueues());
+    const runner = new Runner({
+      store: this.#store,
+      registry: this.#registry,
+      executor: this.#executor,
+      clock: this.#clock,
+      events: this,
+      random: Math.random,
+    }, resolved);
+    this.#runners.add(runner);
+    runner.done.finally(() => this.#runners.delete(runner));
+    return runner;
+  }
+
+  /** Jobs per queue by state, keyed by queue name. */
+  async counts(): Promise<Record<string, QueueCounts>> {
+    this.#assertOpen("count jobs");
+    const rows = await this.#store.counts(this.#clock.now());
+    return Object.fromEntries(
+      rows.map(({ queue, ...counts }) => [queue, counts]),
+    );
+  }
+
+  /** Failed jobs, newest first. */
+  async failed(options: FailedListOptions = {}): Promise<FailedJob[]> {
+    this.#assertOpen("list failed jobs");
+    const limit = options.limit ?? 100;
+    const offset = options.offset ?? 0;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+      throw new RangeError(`failed: limit must be an integer from 1 to 1000: got ${limit}`);
+    }
+    if (!Number.isSafeInteger(offset) || offset < 0) {
+      throw new RangeError(`failed: offset must be an integer >= 0: got ${offset}`);
+    }
+    return (await this.#store.failed({ limit, offset })).map(toFailedJob);
+  }
+
+  /** One failed job by id, or null. */
+  async failedJob(id: number): Promise<FailedJob | null> {
+    this.#assertOpen("read a failed job");
+    const row = await this.#store.failedJob(assertId(id));
+    return row === null ? null : toFailedJob(row);
+  }
+
+  /** Puts a failed job back on its queue, due now, with fresh attempts; false if it is not there. */
+  async retry(id: number): Promise<boolean> {
+    this.#assertOpen("retry a job");
+    const moved = await this.#store.retry([assertId(id)], this.#clock.now());
+    this.#notifyRunners();
+    return moved.length === 1;
+  }
+
+  /** Puts every failed job back; returns how many. */
+  async retryAll(): Promise<number> {
+    this.#assertOpen("retry jobs");
+    const moved = await this.#store.retry("all", this.#clock.now());
+    this.#notifyRunners();
+    return moved.length;
+  }
+
+  /** Deletes one failed job; false if it was not there. */
+  async forget(id: number): Promise<boolean> {
+    this.#assertOpen("forget a job");
+    return await this.#store.forget(assertId(id));
+  }
+
+  /** Deletes every failed job; returns how many. */
+  async flushFailed(): Promise<number> {
+    this.#assertOpen("flush failed jobs");
+    return await this.#store.flushFailed();
+  }
+
+  /** Deletes failed jobs that failed more than `olderThanMs` ago; returns how many. */
+  async pruneFailed(options: PruneFailedOptions): Promise<number> {
+    this.#assertOpen("prune failed jobs");
+    const { olderThanMs } = options;
+    if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
+      throw new RangeError(`pruneFailed: olderThanMs must be a number >= 0: got ${olderThanMs}`);
+    }
+    return await this.#store.pruneFailed(this.#clock.now() - olderThanMs);
+  }
+
+  /** Deletes the jobs of one queue (of every queue when omitted) that have not finished. */
+  async clear(queue?: string): Promise<number> {
+    this.#assertOpen("clear jobs");
+    if (queue !== undefined) assertQueueName(queue, "clear");
+    return await this.#store.clear(queue);
+  }
+
+  /** Stops every worker of this queue (each with its grace period), then closes the database. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      await Promise.all([...this.#runners].map((runner) => runner.stop()));
+      await this.#executor.close();
+      await this.#store.close();
+    })();
+    return this.#closing;
+  }
+
+  /** Same as {@linkcode Queue.close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  #assertOpen(action: string): void {
+    if (this.#closing !== null) throw new QueueClosedError(action);
+  }
+
+  /** Validates and encodes payloads into rows; throws before anything is stored. */
+  #rows(
+    job: JobDefinition,
+    payloads: readonly unknown[],
+    options: DispatchOptions | undefined,
+    action: string,
+  ): NewJobRow[] {
+    this.#assertOpen(action);
+    if (!this.#registry.has(job)) {
+      const name = typeof job?.name === "string" ? `"${job.name}"` : String(job);
+      throw new TypeError(
+        `Cannot ${action} ${name}: it is not a job registered with this queue (export it from the jobs module)`,
+      );
+    }
+    if (!Array.isArray(payloads)) {
+      throw new TypeError(`Cannot ${action} "${job.name}": payloads must be an array`);
+    }
+    const where = `Cannot ${action} "${job.name}"`;
+    const queue = options?.queue ?? job.queue;
+    assertQueueName(queue, where);
+    const delayMs = options?.delayMs ?? 0;
+    if (!Number.isFinite(delayMs) || delayMs < 0) {
+      throw new RangeError(`${where}: delayMs must be a finite number >= 0: got ${delayMs}`);
+    }
+    const priority = options?.priority ?? job.priority;
+    assertPriority(priority, where);
+    const createdAt = this.#clock.now();
+    const retryUntil = job.retryUntil === undefined
+      ? null
+      : job.retryUntil(new Date(createdAt)).getTime();
+    if (retryUntil !== null && !Number.isFinite(retryUntil)) {
+      throw new RangeError(`${where}: retryUntil returned an invalid date`);
+    }
+    return payloads.map((payload) => ({
+      queue,
+      name: job.name,
+      payload: encodePayload(job, payload, this.#maxPayloadBytes),
+      priority,
+      availableAt: createdAt + Math.round(delayMs),
+      retryUntil,
+      createdAt,
+    }));
+  }
+
+  #queued(rows: readonly NewJobRow[], ids: readonly number[]): void {
+    if (this.hasListeners("job:queued")) {
+      rows.forEach((row, index) =>
+        this.emit("job:queued", {
+          id: ids[index]!,
+          name: row.name,
+          queue: row.queue,
+          attempt: 0,
+          availableAt: row.availableAt,
+        })
+      );
+    }
+    this.#notifyRunners();
+  }
+
+  #notifyRunners(): void {
+    for (const runner of this.#runners) runner.notify();
+  }
+}
+
+function assertId(id: number): number {
+  if (!Number.isSafeInteger(id) || id < 1) {
+    throw new RangeError(`A job id must be a positive integer: got ${id}`);
+  }
+  return id;
+}
+
+function toFailedJob(row: FailedJobRow): FailedJob {
+  return { ...row, createdAt: new Date(row.createdAt), failedAt: new Date(row.failedAt) };
+}

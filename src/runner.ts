@@ -1,0 +1,377 @@
+/**
+ * The worker loop: claim up to the free slots in one statement, hand the jobs
+ * to an executor, settle everything that finished in one transaction, repeat.
+ *
+ * @module
+ */
+import type { Clock } from "./clock.ts";
+import { JobTimeoutError } from "./errors.ts";
+import { QueueEventTarget } from "./events.ts";
+import { asError } from "./executors/isolate.ts";
+import type { ExecutionResult, Executor } from "./executors/executor.ts";
+import type { JobDefinition } from "./job.ts";
+import {
+  failBeforeStart,
+  type Outcome,
+  outcomeOf,
+  refusalBeforeStart,
+  releaseOnStop,
+} from "./lifecycle.ts";
+import type { JobRegistry } from "./registry.ts";
+import type { ClaimedJob, Store } from "./stores/store.ts";
+import type { ResolvedWorkOptions } from "./work_options.ts";
+
+/** What a runner needs from the queue that starts it. @internal */
+export interface RunnerDeps {
+  /** Where jobs are claimed and settled. */
+  readonly store: Store;
+  /** The job definitions, for their retry rules. */
+  readonly registry: JobRegistry;
+  /** Where handlers run. */
+  readonly executor: Executor;
+  /** Source of stored times. */
+  readonly clock: Clock;
+  /** Receives every event the runner sends. */
+  readonly events: QueueEventTarget;
+  /** Source of jitter. */
+  readonly random: () => number;
+}
+
+/** Options for {@linkcode Runner.stop}. */
+export interface StopOptions {
+  /**
+   * How long running jobs may finish before they are aborted and released.
+   * @default {the worker's graceMs}
+   */
+  graceMs?: number;
+}
+
+/** Counts of what a runner has done so far. */
+export interface RunnerStats {
+  /** Jobs that succeeded. */
+  readonly completed: number;
+  /** Jobs that failed for good. */
+  readonly failed: number;
+  /** Attempts that ended in a retry or a release. */
+  readonly retried: number;
+}
+
+interface RunningJob {
+  readonly job: ClaimedJob;
+  readonly definition: JobDefinition;
+  readonly controller: AbortController;
+  readonly startedAt: number;
+  timer: ReturnType<typeof setTimeout> | undefined;
+}
+
+interface Finished {
+  readonly job: ClaimedJob;
+  readonly outcome: Outcome;
+  readonly durationMs: number;
+}
+
+/**
+ * A running worker, as {@linkcode Queue.work} returns it. It sends the job
+ * events of {@linkcode QueueEventMap} for its own jobs (the queue gets them
+ * too) and `worker:stop` once it has stopped.
+ */
+export class Runner extends QueueEventTarget implements AsyncDisposable {
+  /** Settles once the runner has stopped and every job it held has settled. */
+  readonly done: Promise<void>;
+  readonly #deps: RunnerDeps;
+  readonly #options: ResolvedWorkOptions;
+  readonly #running = new Map<number, RunningJob>();
+  readonly #hooks = new Set<Promise<void>>();
+  readonly #startedAt = performance.now();
+  #finished: Finished[] = [];
+  #claimed = 0;
+  #stopping = false;
+  #graceExpired = false;
+  #graceDeadline = Infinity;
+  #graceTimer: ReturnType<typeof setTimeout> | undefined;
+  #renewing = false;
+  #wake: (() => void) | null = null;
+  #stats = { completed: 0, failed: 0, retried: 0 };
+
+  /** Starts the loop at once. @internal */
+  constructor(deps: RunnerDeps, options: ResolvedWorkOptions) {
+    super(deps.events);
+    this.#deps = deps;
+    this.#options = options;
+    this.done = this.#loop();
+  }
+
+  /** The options this runner runs with, defaults filled in. */
+  get options(): ResolvedWorkOptions {
+    return this.#options;
+  }
+
+  /** What the runner has done so far. */
+  get stats(): RunnerStats {
+    return { ...this.#stats };
+  }
+
+  /** Jobs running now. */
+  get running(): number {
+    return this.#running.size;
+  }
+
+  /** Looks for due jobs now instead of at the next poll. */
+  notify(): void {
+    this.#wake?.();
+  }
+
+  /**
+   * Claims nothing more, lets running jobs finish within the grace period,
+   * then aborts them and releases them for a retry. Calling it again with a
+   * shorter grace (e.g. 0 on a second signal) cuts the wait short.
+   */
+  stop(options: StopOptions = {}): Promise<void> {
+    const graceMs = options.graceMs ?? this.#options.graceMs;
+    this.#stopping = true;
+    const deadline = performance.now() + graceMs;
+    if (deadline < this.#graceDeadline && !this.#graceExpired) {
+      this.#graceDeadline = deadline;
+      clearTimeout(this.#graceTimer);
+      this.#graceTimer = setTimeout(() => this.#abortRunning(), graceMs);
+    }
+    this.notify();
+    return this.done;
+  }
+
+  /** Same as {@linkcode Runner.stop} with the default grace. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.stop();
+  }
+
+  async #loop(): Promise<void> {
+    const { leaseMs, pollMs, stopWhenEmpty } = this.#options;
+    const renewal = setInterval(() => void this.#renew(), Math.max(1, Math.floor(leaseMs / 3)));
+    try {
+      for (;;) {
+        if (this.#finished.length > 0) await this.#settle();
+        const claiming = this.#mayClaim();
+        const idle = this.#running.size === 0 && this.#finished.length === 0;
+        if ((!claiming || this.#graceExpired) && idle) break;
+        if (this.#graceExpired && this.#running.size === 0) break; // settles keep failing
+        const free = Math.min(
+          this.#options.concurrency - this.#running.size,
+          this.#options.maxJobs - this.#claimed,
+        );
+        const claimed = claiming && free > 0 ? await this.#claim(free) : 0;
+        const empty = claimed === 0 && this.#running.size === 0 && this.#finished.length === 0;
+        if (claiming && stopWhenEmpty && empty) break;
+        if (this.#finished.length === 0) await this.#sleep(pollMs);
+      }
+    } finally {
+      clearInterval(renewal);
+      clearTimeout(this.#graceTimer);
+      this.#stopping = true;
+      await Promise.allSettled(this.#hooks);
+      this.emit("worker:stop", this.stats);
+    }
+  }
+
+  #mayClaim(): boolean {
+    return !this.#stopping && this.#claimed < this.#options.maxJobs &&
+      performance.now() - this.#startedAt < this.#options.maxTimeMs;
+  }
+
+  /** Claims up to `limit` jobs and starts them; returns how many, or null on error. */
+  async #claim(limit: number): Promise<number | null> {
+    const { store, clock } = this.#deps;
+    let jobs: ClaimedJob[];
+    try {
+      jobs = await store.claim({
+        queues: this.#options.queues,
+        limit,
+        now: clock.now(),
+        leaseMs: this.#options.leaseMs,
+        token: newToken(),
+      });
+    } catch (error) {
+      this.emit("queue:error", { error: asError(error), during: "claim" });
+      return null;
+    }
+    this.#claimed += jobs.length;
+    for (const job of jobs) this.#start(job);
+    return jobs.length;
+  }
+
+  #start(job: ClaimedJob): void {
+    const definition = this.#deps.registry.get(job.name);
+    const now = this.#deps.clock.now();
+    const refusal = refusalBeforeStart(job, definition, now);
+    if (refusal !== null || definition === undefined) {
+      this.#finished.push({
+        job,
+        outcome: failBeforeStart(job, refusal ?? "", now),
+        durationMs: 0,
+      });
+      return;
+    }
+    const controller = new AbortController();
+    const entry: RunningJob = {
+      job,
+      definition,
+      controller,
+      startedAt: performance.now(),
+      timer: undefined,
+    };
+    this.#running.set(job.id, entry);
+    this.emit("job:start", { id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
+    entry.timer = setTimeout(() => {
+      const error = new JobTimeoutError(job.name, definition.timeoutMs);
+      controller.abort(error);
+      this.#finish(entry, { kind: "error", error, permanent: false });
+    }, definition.timeoutMs);
+    this.#deps.executor.run({
+      id: job.id,
+      name: job.name,
+      queueName: job.queue,
+      payload: job.payload,
+      attempt: job.attempts,
+      signal: controller.signal,
+    }).then(
+      (result) => this.#finish(entry, result),
+      (error) => this.#finish(entry, { kind: "error", error: asError(error), permanent: false }),
+    );
+  }
+
+  #finish(entry: RunningJob, result: ExecutionResult): void {
+    if (!this.#forget(entry)) return; // already timed out, released on stop, or lost
+    const outcome = outcomeOf(
+      entry.job,
+      entry.definition,
+      result,
+      this.#deps.clock.now(),
+      this.#deps.random,
+    );
+    this.#finished.push({
+      job: entry.job,
+      outcome,
+      durationMs: performance.now() - entry.startedAt,
+    });
+    this.notify();
+  }
+
+  /** Removes a running job; false if it was no longer running. */
+  #forget(entry: RunningJob): boolean {
+    if (this.#running.get(entry.job.id) !== entry) return false;
+    this.#running.delete(entry.job.id);
+    clearTimeout(entry.timer);
+    return true;
+  }
+
+  #abortRunning(): void {
+    this.#graceExpired = true;
+    const now = this.#deps.clock.now();
+    for (const entry of [...this.#running.values()]) {
+      this.#forget(entry);
+      entry.controller.abort(new Error("The worker is stopping"));
+      this.#finished.push({
+        job: entry.job,
+        outcome: releaseOnStop(entry.job, now),
+        durationMs: 0,
+      });
+    }
+    this.notify();
+  }
+
+  /** Settles every finished job in one transaction, then sends their events. */
+  async #settle(): Promise<void> {
+    const batch = this.#finished;
+    this.#finished = [];
+    let applied: boolean[];
+    try {
+      applied = await this.#deps.store.settle(batch.map(({ outcome }) => outcome.settlement));
+    } catch (error) {
+      this.#finished = batch.concat(this.#finished);
+      this.emit("queue:error", { error: asError(error), during: "settle" });
+      if (!this.#graceExpired) await this.#sleep(this.#options.pollMs);
+      return;
+    }
+    batch.forEach((finished, index) => {
+      if (applied[index]) this.#report(finished);
+    });
+  }
+
+  #report({ job, outcome, durationMs }: Finished): void {
+    const detail = { id: job.id, name: job.name, queue: job.queue, attempt: job.attempts };
+    switch (outcome.kind) {
+      case "complete":
+        this.#stats.completed++;
+        this.emit("job:complete", { ...detail, durationMs });
+        return;
+      case "retry":
+        this.#stats.retried++;
+        this.emit("job:retry", { ...detail, error: outcome.error, delayMs: outcome.delayMs });
+        return;
+      case "fail": {
+        this.#stats.failed++;
+        const attempts = outcome.settlement.kind === "fail"
+          ? outcome.settlement.attempts
+          : job.attempts;
+        this.emit("job:failed", { ...detail, attempt: attempts, error: outcome.error });
+        this.#runFailedHook(job, attempts, outcome.error);
+        return;
+      }
+    }
+  }
+
+  #runFailedHook(job: ClaimedJob, attempts: number, error: Error): void {
+    if (this.#deps.registry.get(job.name)?.failed === undefined) return;
+    const hook = this.#deps.executor.runFailedHook({
+      id: job.id,
+      name: job.name,
+      queueName: job.queue,
+      payload: job.payload,
+      attempts,
+      error,
+    }).catch((thrown) => {
+      this.emit("queue:error", { error: asError(thrown), during: `failed hook of ${job.name}` });
+    }).finally(() => this.#hooks.delete(hook));
+    this.#hooks.add(hook);
+  }
+
+  async #renew(): Promise<void> {
+    if (this.#renewing || this.#running.size === 0) return;
+    this.#renewing = true;
+    try {
+      const leases = [...this.#running.values()].map(({ job }) => ({
+        id: job.id,
+        token: job.token,
+      }));
+      const until = this.#deps.clock.now() + this.#options.leaseMs;
+      for (const id of await this.#deps.store.renew(leases, until)) {
+        const entry = this.#running.get(id);
+        if (entry === undefined || !this.#forget(entry)) continue;
+        const error = new Error(`Lost the lease of job ${id}: another worker may run it now`);
+        entry.controller.abort(error);
+        this.emit("queue:error", { error, during: "lease renewal" });
+      }
+    } catch (error) {
+      this.emit("queue:error", { error: asError(error), during: "lease renewal" });
+    } finally {
+      this.#renewing = false;
+    }
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#wake = null;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#wake = done;
+    });
+  }
+}
+
+/** A random reservation token that fits a JavaScript number exactly. */
+function newToken(): number {
+  const [high, low] = crypto.getRandomValues(new Uint32Array(2));
+  return (high! & 0x1fffff) * 0x1_0000_0000 + low!;
+}

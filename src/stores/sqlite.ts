@@ -1,0 +1,465 @@
+/**
+ * The default store: every job in one SQLite file, through `node:sqlite`.
+ *
+ * @module
+ */
+import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
+import { migrations } from "../../migrations/sqlite/mod.ts";
+import { type Durability, openConnection, retryWhileBusy } from "./_sqlite_connection.ts";
+import type {
+  ClaimedJob,
+  ClaimRequest,
+  FailedJobRow,
+  Lease,
+  NewJobRow,
+  Page,
+  QueueCountsRow,
+  Settlement,
+  Store,
+  StoreTransaction,
+} from "./store.ts";
+
+export type { Durability } from "./_sqlite_connection.ts";
+
+/** Options for {@linkcode SqliteStore.open}. */
+export interface SqliteStoreOptions {
+  /**
+   * `"normal"` survives a process crash and may lose the last commits on
+   * power loss; `"full"` syncs every commit.
+   * @default {"normal"}
+   */
+  durability?: Durability;
+  /**
+   * How long to wait for another connection's write lock before failing.
+   * @default {30_000}
+   */
+  busyTimeoutMs?: number;
+}
+
+/** The marker a claim writes when it takes over an expired lease. */
+const DIED = "worker died during attempt ";
+
+const INSERT =
+  `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`;
+const COMPLETE = "DELETE FROM jobs WHERE id = ? AND token = ?";
+const RELEASE =
+  `UPDATE jobs SET token = NULL, available_at = ?, last_error = ?, attempts = attempts - ?
+  WHERE id = ? AND token = ?`;
+const COPY_TO_FAILED = `INSERT OR REPLACE INTO failed_jobs
+  (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at)
+  SELECT id, queue, name, payload, priority, ?, ?, ?, crashes, created_at, ?
+  FROM jobs WHERE id = ? AND token = ?`;
+const RENEW = "UPDATE jobs SET available_at = ? WHERE id = ? AND token = ?";
+const COUNTS = `SELECT queue,
+    SUM(available_at <= ?1) AS pending,
+    SUM(token IS NULL AND available_at > ?1) AS delayed,
+    SUM(token IS NOT NULL AND available_at > ?1) AS reserved
+  FROM jobs GROUP BY queue`;
+const FAILED_COUNTS = "SELECT queue, COUNT(*) AS failed FROM failed_jobs GROUP BY queue";
+const FAILED_COLUMNS =
+  "id, queue, name, payload, error, stack, attempts, crashes, created_at, failed_at";
+const FAILED_PAGE =
+  `SELECT ${FAILED_COLUMNS} FROM failed_jobs ORDER BY failed_at DESC, id DESC LIMIT ? OFFSET ?`;
+const FAILED_ONE = `SELECT ${FAILED_COLUMNS} FROM failed_jobs WHERE id = ?`;
+const RETRY_COPY = `INSERT INTO jobs (id, queue, name, payload, priority, available_at, created_at)
+  SELECT id, queue, name, payload, priority, ?, created_at FROM failed_jobs`;
+const RETRY_ONE = `${RETRY_COPY} WHERE id = ? RETURNING id`;
+const RETRY_ALL = `${RETRY_COPY} ORDER BY id RETURNING id`;
+const FORGET = "DELETE FROM failed_jobs WHERE id = ?";
+const FLUSH = "DELETE FROM failed_jobs";
+const PRUNE = "DELETE FROM failed_jobs WHERE failed_at < ?";
+const CLEAR_ONE = "DELETE FROM jobs WHERE queue = ?";
+const CLEAR_ALL = "DELETE FROM jobs";
+
+/** The claim statement for `queueCount` queues, looked at in the given order. */
+function claimSql(queueCount: number): string {
+  const perQueue = `SELECT id FROM (SELECT id FROM jobs WHERE queue = ? AND available_at <= ?
+    ORDER BY priority DESC, available_at LIMIT ?)`;
+  return `UPDATE jobs SET token = ?, available_at = ?, attempts = attempts + 1,
+      crashes = crashes + (token IS NOT NULL),
+      last_error = CASE WHEN token IS NULL THEN last_error ELSE '${DIED}' || attempts END
+    WHERE id IN (${Array(queueCount).fill(perQueue).join(" UNION ALL ")} LIMIT ?)
+    RETURNING id, queue, name, payload, priority, attempts, crashes, retry_until, last_error,
+      created_at, last_error IS NOT NULL AND last_error = '${DIED}' || (attempts - 1) AS recovered`;
+}
+
+interface ClaimRow {
+  id: number;
+  queue: string;
+  name: string;
+  payload: string;
+  priority: number;
+  attempts: number;
+  crashes: number;
+  retry_until: number | null;
+  last_error: string | null;
+  created_at: number;
+  recovered: number;
+}
+
+interface FailedRow {
+  id: number;
+  queue: string;
+  name: string;
+  payload: string;
+  error: string;
+  stack: string | null;
+  attempts: number;
+  crashes: number;
+  created_at: number;
+  failed_at: number;
+}
+
+/**
+ * Jobs in one SQLite file. One connection per store; its operations run one
+ * at a time, and an app transaction holds the others back until it ends.
+ *
+ * @example Opening a store directly
+ * ```ts
+ * import { SqliteStore } from "@renox/queue";
+ * await using store = await SqliteStore.open(":memory:");
+ * console.log(await store.counts(Date.now()));
+ * ```
+ */
+export class SqliteStore implements Store {
+  readonly #db: DatabaseSync;
+  readonly #busyTimeoutMs: number;
+  readonly #statements = new Map<string, StatementSync>();
+  /** Settles when the app transaction now running ends; null when none runs. */
+  #transaction: Promise<void> | null = null;
+  #closed = false;
+
+  private constructor(db: DatabaseSync, busyTimeoutMs: number) {
+    this.#db = db;
+    this.#busyTimeoutMs = busyTimeoutMs;
+  }
+
+  /** Opens (creating if needed) the file at `path`, or `":memory:"`, and migrates it. */
+  static async open(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
+    const durability = options.durability ?? "normal";
+    if (durability !== "normal" && durability !== "full") {
+      throw new TypeError(`durability must be "normal" or "full": got ${String(durability)}`);
+    }
+    const busyTimeoutMs = options.busyTimeoutMs ?? 30_000;
+    if (!(Number.isFinite(busyTimeoutMs) && busyTimeoutMs >= 0)) {
+      throw new RangeError(`busyTimeoutMs must be a finite number >= 0: got ${busyTimeoutMs}`);
+    }
+    const db = await openConnection(path, durability, busyTimeoutMs);
+    const store = new SqliteStore(db, busyTimeoutMs);
+    try {
+      await store.migrate();
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+    return store;
+  }
+
+  /** Applies the schema steps this file lacks, in one write transaction. */
+  migrate(): Promise<void> {
+    return this.#write(() => {
+      this.#db.exec(`CREATE TABLE IF NOT EXISTS queue_migrations (
+        version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
+      const rows = this.#db.prepare("SELECT version FROM queue_migrations").all();
+      const applied = new Set(rows.map((row) => Number(row.version)));
+      const newest = migrations.at(-1)?.version ?? 0;
+      const ahead = [...applied].filter((version) => version > newest);
+      if (ahead.length > 0) {
+        throw new Error(
+          `Cannot open the queue database: it has schema step ${
+            Math.max(...ahead)
+          }, newer than this version of @renox/queue knows (${newest})`,
+        );
+      }
+      for (const migration of migrations) {
+        if (applied.has(migration.version)) continue;
+        this.#db.exec(migration.sql);
+        this.#db.prepare("INSERT INTO queue_migrations (version, applied_at) VALUES (?, ?)")
+          .run(migration.version, Date.now());
+      }
+    });
+  }
+
+  /** Inserts jobs in one transaction. */
+  push(rows: readonly NewJobRow[]): Promise<number[]> {
+    if (rows.length === 1) return this.#run(() => this.#insert(rows));
+    return this.#write(() => this.#insert(rows));
+  }
+
+  /** Runs `fn` inside `BEGIN IMMEDIATE` … `COMMIT`, rolling back if it throws. */
+  async transaction<T>(fn: (tx: StoreTransaction) => T | Promise<T>): Promise<T> {
+    let end!: () => void;
+    const ended = new Promise<void>((resolve) => end = resolve);
+    await this.#idle();
+    this.#transaction = ended;
+    let open = false;
+    try {
+      await retryWhileBusy(() => this.#db.exec("BEGIN IMMEDIATE"), this.#busyTimeoutMs);
+      open = true;
+      const tx = this.#transactionHandle(() => open);
+      const result = await fn(tx);
+      this.#db.exec("COMMIT");
+      open = false;
+      return result;
+    } finally {
+      if (open) {
+        open = false;
+        this.#db.exec("ROLLBACK");
+      }
+      this.#transaction = null;
+      end();
+    }
+  }
+
+  /** Leases due jobs in one `UPDATE … RETURNING`. */
+  claim(request: ClaimRequest): Promise<ClaimedJob[]> {
+    const { queues, limit, now, leaseMs, token } = request;
+    const statement = this.#prepare(claimSql(queues.length));
+    const params: SQLInputValue[] = [token, now + leaseMs];
+    for (const queue of queues) params.push(queue, now, limit);
+    params.push(limit);
+    return this.#run(() =>
+      (statement.all(...params) as unknown as ClaimRow[]).map((row) => ({
+        id: row.id,
+        queue: row.queue,
+        name: row.name,
+        payload: row.payload,
+        priority: row.priority,
+        attempts: row.attempts,
+        crashes: row.crashes,
+        recovered: row.recovered === 1,
+        retryUntil: row.retry_until,
+        lastError: row.last_error,
+        createdAt: row.created_at,
+        token,
+      }))
+    );
+  }
+
+  /** Applies settlements in one transaction, each fenced by its token. */
+  settle(settlements: readonly Settlement[]): Promise<boolean[]> {
+    return this.#write(() =>
+      settlements.map((settlement) => {
+        const { id, token } = settlement;
+        switch (settlement.kind) {
+          case "complete":
+            return this.#prepare(COMPLETE).run(id, token).changes === 1;
+          case "release":
+            return this.#prepare(RELEASE).run(
+              settlement.availableAt,
+              settlement.error,
+              settlement.refundAttempt ? 1 : 0,
+              id,
+              token,
+            ).changes === 1;
+          case "fail": {
+            const { error } = settlement;
+            const copied = this.#prepare(COPY_TO_FAILED).run(
+              error.message,
+              error.stack,
+              settlement.attempts,
+              settlement.failedAt,
+              id,
+              token,
+            ).changes === 1;
+            if (copied) this.#prepare(COMPLETE).run(id, token);
+            return copied;
+          }
+        }
+      })
+    );
+  }
+
+  /** Extends leases in one transaction; returns the ids whose lease was lost. */
+  renew(leases: readonly Lease[], until: number): Promise<number[]> {
+    return this.#write(() => {
+      const statement = this.#prepare(RENEW);
+      return leases.filter(({ id, token }) => statement.run(until, id, token).changes === 0)
+        .map(({ id }) => id);
+    });
+  }
+
+  /** Jobs per queue by state, failed jobs included. */
+  counts(now: number): Promise<QueueCountsRow[]> {
+    return this.#run(() => {
+      const byQueue = new Map<string, QueueCountsRow>();
+      for (const row of this.#prepare(COUNTS).all(now)) {
+        byQueue.set(String(row.queue), {
+          queue: String(row.queue),
+          pending: Number(row.pending),
+          delayed: Number(row.delayed),
+          reserved: Number(row.reserved),
+          failed: 0,
+        });
+      }
+      for (const row of this.#prepare(FAILED_COUNTS).all()) {
+        const queue = String(row.queue);
+        const counts = byQueue.get(queue) ?? { queue, pending: 0, delayed: 0, reserved: 0 };
+        byQueue.set(queue, { ...counts, failed: Number(row.failed) });
+      }
+      return [...byQueue.values()].sort((a, b) => a.queue < b.queue ? -1 : 1);
+    });
+  }
+
+  /** Failed jobs, newest first. */
+  failed(page: Page): Promise<FailedJobRow[]> {
+    return this.#run(() =>
+      (this.#prepare(FAILED_PAGE).all(page.limit, page.offset) as unknown as FailedRow[])
+        .map(toFailedJobRow)
+    );
+  }
+
+  /** One failed job, or null. */
+  failedJob(id: number): Promise<FailedJobRow | null> {
+    return this.#run(() => {
+      const row = this.#prepare(FAILED_ONE).get(id) as unknown as FailedRow | undefined;
+      return row ? toFailedJobRow(row) : null;
+    });
+  }
+
+  /** Moves failed jobs back in one transaction; a job is in exactly one table throughout. */
+  retry(ids: readonly number[] | "all", now: number): Promise<number[]> {
+    return this.#write(() => {
+      if (ids === "all") {
+        const moved = this.#prepare(RETRY_ALL).all(now).map((row) => Number(row.id));
+        this.#prepare(FLUSH).run();
+        return moved;
+      }
+      const moved: number[] = [];
+      for (const id of ids) {
+        if (this.#prepare(RETRY_ONE).get(now, id) === undefined) continue;
+        this.#prepare(FORGET).run(id);
+        moved.push(id);
+      }
+      return moved;
+    });
+  }
+
+  /** Deletes one failed job. */
+  forget(id: number): Promise<boolean> {
+    return this.#run(() => this.#prepare(FORGET).run(id).changes === 1);
+  }
+
+  /** Deletes every failed job. */
+  flushFailed(): Promise<number> {
+    return this.#run(() => Number(this.#prepare(FLUSH).run().changes));
+  }
+
+  /** Deletes failed jobs older than `before`. */
+  pruneFailed(before: number): Promise<number> {
+    return this.#run(() => Number(this.#prepare(PRUNE).run(before).changes));
+  }
+
+  /** Deletes waiting and leased jobs of one queue, or of all. */
+  clear(queue?: string): Promise<number> {
+    return this.#run(() =>
+      Number(
+        queue === undefined
+          ? this.#prepare(CLEAR_ALL).run().changes
+          : this.#prepare(CLEAR_ONE).run(queue).changes,
+      )
+    );
+  }
+
+  /** Closes the connection once the running transaction, if any, has ended. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    await this.#idle();
+    this.#closed = true;
+    this.#db.close();
+  }
+
+  /** Same as {@linkcode SqliteStore.close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  #insert(rows: readonly NewJobRow[]): number[] {
+    const statement = this.#prepare(INSERT);
+    return rows.map((row) =>
+      Number(
+        statement.get(
+          row.queue,
+          row.name,
+          row.payload,
+          row.priority,
+          row.availableAt,
+          row.retryUntil,
+          row.createdAt,
+        )!.id,
+      )
+    );
+  }
+
+  #transactionHandle(isOpen: () => boolean): StoreTransaction {
+    const check = () => {
+      if (!isOpen()) throw new Error("This transaction has ended: use it only inside its callback");
+    };
+    return {
+      push: (rows) => {
+        check();
+        return Promise.resolve(this.#insert(rows));
+      },
+      query: <Row>(sql: string, params: readonly unknown[] = []) => {
+        check();
+        return Promise.resolve(
+          this.#db.prepare(sql).all(...params as SQLInputValue[]) as unknown as Row[],
+        );
+      },
+    };
+  }
+
+  #prepare(sql: string): StatementSync {
+    let statement = this.#statements.get(sql);
+    if (statement === undefined) {
+      statement = this.#db.prepare(sql);
+      this.#statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  async #idle(): Promise<void> {
+    while (this.#transaction !== null) await this.#transaction;
+    if (this.#closed) throw new Error("The SQLite store is closed");
+  }
+
+  /** Runs one statement (its own transaction), after any app transaction. */
+  #run<T>(step: () => T): Promise<T> {
+    return retryWhileBusy(step, this.#busyTimeoutMs, this.#waitTurn);
+  }
+
+  /** Holds a statement back while an app transaction runs or after close. */
+  readonly #waitTurn = (): Promise<void> | undefined =>
+    this.#transaction !== null || this.#closed ? this.#idle() : undefined;
+
+  /** Runs `step` inside `BEGIN IMMEDIATE` … `COMMIT`, rolling back if it throws. */
+  #write<T>(step: () => T): Promise<T> {
+    return this.#run(() => {
+      this.#db.exec("BEGIN IMMEDIATE");
+      try {
+        const result = step();
+        this.#db.exec("COMMIT");
+        return result;
+      } catch (error) {
+        this.#db.exec("ROLLBACK");
+        throw error;
+      }
+    });
+  }
+}
+
+function toFailedJobRow(row: FailedRow): FailedJobRow {
+  return {
+    id: row.id,
+    queue: row.queue,
+    name: row.name,
+    payload: row.payload,
+    error: row.error,
+    stack: row.stack,
+    attempts: row.attempts,
+    crashes: row.crashes,
+    createdAt: row.created_at,
+    failedAt: row.failed_at,
+  };
+}

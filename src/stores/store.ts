@@ -1,0 +1,218 @@
+/**
+ * The one interface every storage engine implements. A store owns its SQL;
+ * nothing outside a store builds a statement.
+ *
+ * @module
+ */
+
+/** A job to insert, already validated and encoded. */
+export interface NewJobRow {
+  /** Queue name (validated). */
+  readonly queue: string;
+  /** Job name. */
+  readonly name: string;
+  /** Encoded payload text. */
+  readonly payload: string;
+  /** Higher runs first within a queue. */
+  readonly priority: number;
+  /** When the job is due, in ms since the epoch. */
+  readonly availableAt: number;
+  /** Deadline for retries, in ms since the epoch, or null. */
+  readonly retryUntil: number | null;
+  /** Dispatch time, in ms since the epoch. */
+  readonly createdAt: number;
+}
+
+/** What to claim in one statement. */
+export interface ClaimRequest {
+  /** Queues in the order they are looked at: every job of the first before the second. */
+  readonly queues: readonly string[];
+  /** How many jobs at most. */
+  readonly limit: number;
+  /** The current time: jobs due at or before it are taken. */
+  readonly now: number;
+  /** The lease each claimed job gets, in ms from `now`. */
+  readonly leaseMs: number;
+  /** The reservation token written on each claimed row; settles must present it. */
+  readonly token: number;
+}
+
+/** A job as a claim hands it over: leased to the claimer. */
+export interface ClaimedJob {
+  /** The job's id. */
+  readonly id: number;
+  /** Queue it was taken from. */
+  readonly queue: string;
+  /** Job name. */
+  readonly name: string;
+  /** Stored payload text. */
+  readonly payload: string;
+  /** Its priority. */
+  readonly priority: number;
+  /** Starts of the handler, this claim included. */
+  readonly attempts: number;
+  /** Worker deaths so far, the one this claim recovered from included. */
+  readonly crashes: number;
+  /** True when this claim took over an expired lease (its last worker died). */
+  readonly recovered: boolean;
+  /** Deadline for retries, or null. */
+  readonly retryUntil: number | null;
+  /** The error of the last attempt, or null. */
+  readonly lastError: string | null;
+  /** Dispatch time. */
+  readonly createdAt: number;
+  /** The reservation token that fences this claim's settle. */
+  readonly token: number;
+}
+
+/** An error as it is stored. */
+export interface StoredError {
+  /** `Name: message`. */
+  readonly message: string;
+  /** The stack, when there was one. */
+  readonly stack: string | null;
+}
+
+/** How a claimed job ends its attempt. Every kind is fenced by `id` + `token`. */
+export type Settlement =
+  | {
+    /** The handler succeeded: the job is deleted. */
+    readonly kind: "complete";
+    /** The job's id. */
+    readonly id: number;
+    /** Its reservation token. */
+    readonly token: number;
+  }
+  | {
+    /** The job goes back to wait until `availableAt`. */
+    readonly kind: "release";
+    /** The job's id. */
+    readonly id: number;
+    /** Its reservation token. */
+    readonly token: number;
+    /** When it is due again. */
+    readonly availableAt: number;
+    /** Why, kept as the job's last error, or null. */
+    readonly error: string | null;
+    /** True when the handler did not really run, so the attempt is given back. */
+    readonly refundAttempt: boolean;
+  }
+  | {
+    /** The job fails for good: it moves to the failed jobs. */
+    readonly kind: "fail";
+    /** The job's id. */
+    readonly id: number;
+    /** Its reservation token. */
+    readonly token: number;
+    /** Why. */
+    readonly error: StoredError;
+    /** Starts of the handler to record. */
+    readonly attempts: number;
+    /** When it failed. */
+    readonly failedAt: number;
+  };
+
+/** A lease to renew. */
+export interface Lease {
+  /** The job's id. */
+  readonly id: number;
+  /** Its reservation token. */
+  readonly token: number;
+}
+
+/** A job that failed for good, as a store lists it. */
+export interface FailedJobRow {
+  /** The job's id (kept from when it was queued). */
+  readonly id: number;
+  /** Queue it ran on. */
+  readonly queue: string;
+  /** Job name. */
+  readonly name: string;
+  /** Stored payload text. */
+  readonly payload: string;
+  /** Why it failed. */
+  readonly error: string;
+  /** Stack of the error, or null. */
+  readonly stack: string | null;
+  /** Starts of the handler. */
+  readonly attempts: number;
+  /** Worker deaths while running it. */
+  readonly crashes: number;
+  /** Dispatch time. */
+  readonly createdAt: number;
+  /** When it failed. */
+  readonly failedAt: number;
+}
+
+/** Jobs in one queue by state. */
+export interface QueueCountsRow {
+  /** Queue name. */
+  readonly queue: string;
+  /** Due now and waiting. */
+  readonly pending: number;
+  /** Waiting for a later time. */
+  readonly delayed: number;
+  /** Leased to a worker. */
+  readonly reserved: number;
+  /** In the failed jobs. */
+  readonly failed: number;
+}
+
+/** A slice of a listing. */
+export interface Page {
+  /** Rows at most. */
+  readonly limit: number;
+  /** Rows to skip. */
+  readonly offset: number;
+}
+
+/** The part of a store usable inside {@linkcode Store.transaction}. */
+export interface StoreTransaction {
+  /** Inserts jobs as part of the transaction; returns their ids in order. */
+  push(rows: readonly NewJobRow[]): Promise<number[]>;
+  /**
+   * Runs the app's own statement inside the transaction and returns its rows.
+   * Parameters use the engine's placeholders (`?` for SQLite).
+   */
+  query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<Row[]>;
+}
+
+/** A storage engine for jobs. */
+export interface Store extends AsyncDisposable {
+  /** Brings the schema up to date; safe to call from several processes at once. */
+  migrate(): Promise<void>;
+  /** Inserts jobs in one transaction; returns their ids in order. */
+  push(rows: readonly NewJobRow[]): Promise<number[]>;
+  /** Runs `fn` in one transaction: its pushes and queries commit or roll back together. */
+  transaction<T>(fn: (tx: StoreTransaction) => T | Promise<T>): Promise<T>;
+  /** Leases up to `limit` due jobs in one statement, in claim order. */
+  claim(request: ClaimRequest): Promise<ClaimedJob[]>;
+  /**
+   * Applies settlements in one transaction; for each, whether it applied
+   * (false: its lease was lost to another claim and nothing changed).
+   */
+  settle(settlements: readonly Settlement[]): Promise<boolean[]>;
+  /** Extends leases to `until`; returns the ids whose lease was lost. */
+  renew(leases: readonly Lease[], until: number): Promise<number[]>;
+  /** Jobs per queue by state, at `now`. */
+  counts(now: number): Promise<QueueCountsRow[]>;
+  /** Failed jobs, newest first. */
+  failed(page: Page): Promise<FailedJobRow[]>;
+  /** One failed job, or null. */
+  failedJob(id: number): Promise<FailedJobRow | null>;
+  /**
+   * Moves failed jobs back to their queues, due at `now`, with fresh attempts;
+   * `"all"` for every one. Returns the ids moved; an id already gone is skipped.
+   */
+  retry(ids: readonly number[] | "all", now: number): Promise<number[]>;
+  /** Deletes one failed job; whether it existed. */
+  forget(id: number): Promise<boolean>;
+  /** Deletes every failed job; how many. */
+  flushFailed(): Promise<number>;
+  /** Deletes failed jobs that failed before `before`; how many. */
+  pruneFailed(before: number): Promise<number>;
+  /** Deletes jobs waiting in `queue` (every queue when omitted), leased ones included; how many. */
+  clear(queue?: string): Promise<number>;
+  /** Closes the connection; later calls fail. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,102 @@
+/**
+ * The options of {@linkcode Queue.work}, and the one place their defaults are
+ * resolved and checked.
+ *
+ * @module
+ */
+import { assertQueueName } from "./names.ts";
+
+/** Options for {@linkcode Queue.work}. */
+export interface WorkOptions {
+  /**
+   * Queues to take jobs from, in order: every due job of the first before any of the second.
+   * @default {the queues of the registered jobs, "default" first}
+   */
+  queues?: readonly string[];
+  /**
+   * Jobs run at once.
+   * @default {1}
+   */
+  concurrency?: number;
+  /**
+   * How long a claimed job stays leased without renewal; renewed every third of it.
+   * A job whose worker died comes back after this.
+   * @default {30_000}
+   */
+  leaseMs?: number;
+  /**
+   * On stop, how long running jobs may finish before they are aborted and released.
+   * @default {10_000}
+   */
+  graceMs?: number;
+  /**
+   * How often an idle worker looks for due jobs.
+   * @default {1_000}
+   */
+  pollMs?: number;
+  /**
+   * Stop once nothing is due now (delayed jobs do not keep the worker alive).
+   * @default {false}
+   */
+  stopWhenEmpty?: boolean;
+  /**
+   * Stop claiming after this many jobs, and stop once they settle.
+   * @default {Infinity}
+   */
+  maxJobs?: number;
+  /**
+   * Stop claiming after this long, and stop once running jobs settle.
+   * @default {Infinity}
+   */
+  maxTimeMs?: number;
+}
+
+/** {@linkcode WorkOptions} with every default filled in. */
+export type ResolvedWorkOptions = {
+  readonly [K in keyof WorkOptions]-?: NonNullable<WorkOptions[K]>;
+};
+
+/** Fills in defaults and refuses bad values with an error naming the option. */
+export function resolveWorkOptions(
+  options: WorkOptions,
+  defaultQueues: readonly string[],
+): ResolvedWorkOptions {
+  const queues = options.queues ?? defaultQueues;
+  if (!Array.isArray(queues) || queues.length === 0) {
+    throw new TypeError("work: queues must be a non-empty array of queue names");
+  }
+  for (const queue of queues) assertQueueName(queue, "work");
+  if (new Set(queues).size !== queues.length) {
+    throw new TypeError(`work: queues lists a queue twice: ${queues.join(",")}`);
+  }
+  return {
+    queues: [...queues],
+    concurrency: count("concurrency", options.concurrency ?? 1),
+    leaseMs: duration("leaseMs", options.leaseMs ?? 30_000, 100),
+    graceMs: duration("graceMs", options.graceMs ?? 10_000, 0),
+    pollMs: duration("pollMs", options.pollMs ?? 1_000, 1),
+    stopWhenEmpty: options.stopWhenEmpty ?? false,
+    maxJobs: options.maxJobs === undefined || options.maxJobs === Infinity
+      ? Infinity
+      : count("maxJobs", options.maxJobs),
+    maxTimeMs: options.maxTimeMs === undefined || options.maxTimeMs === Infinity
+      ? Infinity
+      : duration("maxTimeMs", options.maxTimeMs, 0),
+  };
+}
+
+function count(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1 || value > 10_000) {
+    throw new RangeError(`work: ${name} must be an integer from 1 to 10000: got ${value}`);
+  }
+  return value;
+}
+
+function duration(name: string, value: number, min: number): number {
+  if (!Number.isFinite(value) || value < min || value > 2_147_483_647) {
+    throw new RangeError(
+      `work: ${name} must be a number of ms from ${min} to 2147483647: got ${value}`,
+    );
+  }
+  return value;
+}
