@@ -1,0 +1,75 @@
+/**
+ * Shared test fixtures: temp database files, a clock tests move by hand, and
+ * waiting on an event with a deadline instead of sleeping.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import type { Clock } from "../src/clock.ts";
+
+/** A temp folder removed on dispose, with a fresh database path inside. */
+export interface TempDir extends AsyncDisposable {
+  /** The folder. */
+  readonly dir: string;
+  /** `dir/queue.db`. */
+  readonly dbPath: string;
+}
+
+/** Makes a temp folder for one test; `await using` removes it. */
+export async function tempDir(): Promise<TempDir> {
+  const dir = await Deno.makeTempDir({ prefix: "renox-queue-test-" });
+  return {
+    dir,
+    dbPath: join(dir, "queue.db"),
+    [Symbol.asyncDispose]: () => Deno.remove(dir, { recursive: true }),
+  };
+}
+
+/** A clock that moves only when told to. */
+export class ManualClock implements Clock {
+  #now: number;
+
+  /** Starts at `start` (ms since the epoch). */
+  constructor(start = Date.UTC(2026, 0, 1)) {
+    this.#now = start;
+  }
+
+  /** The current time of this clock. */
+  now(): number {
+    return this.#now;
+  }
+
+  /** Moves the clock forward by `ms`. */
+  advance(ms: number): void {
+    this.#now += ms;
+  }
+}
+
+/**
+ * Resolves with the first `type` event on `target` whose detail `accept`s,
+ * or rejects after `timeoutMs`.
+ */
+export function nextEvent<D>(
+  target: EventTarget,
+  type: string,
+  accept: (detail: D) => boolean = () => true,
+  timeoutMs = 5_000,
+): Promise<D> {
+  return new Promise((resolve, reject) => {
+    const listener = (event: Event) => {
+      const detail = (event as CustomEvent<D>).detail;
+      if (!accept(detail)) return;
+      cleanup();
+      resolve(detail);
+    };
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new Error(`No "${type}" event within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const cleanup = () => {
+      clearTimeout(timer);
+      target.removeEventListener(type, listener);
+    };
+    target.addEventListener(type, listener);
+  });
+}
