@@ -41,8 +41,12 @@ export {
   type JobConfig,
   type JobContext,
   type JobDefinition,
+  type PayloadInput,
   type PayloadOf,
+  type PayloadOutput,
   type PayloadSchema,
+  type SchemaIssue,
+  type SchemaResult,
 } from "./src/job.ts";
 export type { JobsSource } from "./src/registry.ts";
 export {

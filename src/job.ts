@@ -4,7 +4,6 @@
  *
  * @module
  */
-import type { z } from "zod";
 import { assertBackoff, type Backoff, defaultBackoff } from "./backoff.ts";
 import type { Dispatcher } from "./dispatcher.ts";
 import { assertQueueName } from "./names.ts";
@@ -47,9 +46,43 @@ export interface FailedJobContext {
   readonly queue: Dispatcher;
 }
 
-/** A zod schema for a job's payload. */
+/** One problem a schema found, as zod reports it. */
+export interface SchemaIssue {
+  /** Where in the value. */
+  readonly path: readonly PropertyKey[];
+  /** What is wrong there. */
+  readonly message: string;
+}
+
+/** What a schema's `safeParse` returns. */
+export type SchemaResult<Output> =
+  | {
+    /** The value passed. */ readonly success: true;
+    /** The parsed value. */ readonly data: Output;
+  }
+  | {
+    /** The value failed. */ readonly success: false;
+    /** Why. */ readonly error: { readonly issues: readonly SchemaIssue[] };
+  };
+
+/**
+ * The schema of a job's payload: any zod 4 schema (`z.object({...})`) fits.
+ * `_input` is what dispatch takes, `_output` what the handler gets.
+ */
 // deno-lint-ignore no-explicit-any
-export type PayloadSchema = z.ZodType<any, any>;
+export interface PayloadSchema<Output = any, Input = any> {
+  /** The parsed type (zod's `z.output`); only read by the type checker. */
+  readonly _output: Output;
+  /** The accepted type (zod's `z.input`); only read by the type checker. */
+  readonly _input: Input;
+  /** Checks a value without throwing. */
+  safeParse(value: unknown): SchemaResult<Output>;
+}
+
+/** The payload a handler receives for schema `S`. */
+export type PayloadOutput<S extends PayloadSchema> = S["_output"];
+/** The payload dispatch takes for schema `S`. */
+export type PayloadInput<S extends PayloadSchema> = S["_input"];
 
 /** The settings {@linkcode defineJob} takes. */
 export interface JobConfig<S extends PayloadSchema> {
@@ -99,13 +132,16 @@ export interface JobConfig<S extends PayloadSchema> {
    */
   priority?: number;
   /** Runs the job. Throw to fail the attempt; throw `PermanentError` to fail for good. */
-  handle(payload: z.output<S>, ctx: JobContext): void | Promise<void>;
+  handle(payload: PayloadOutput<S>, ctx: JobContext): void | Promise<void>;
   /** Runs once when the job fails for good. An error it throws is logged, never retried. */
-  failed?(payload: z.output<S>, error: Error, ctx: FailedJobContext): void | Promise<void>;
+  failed?(payload: PayloadOutput<S>, error: Error, ctx: FailedJobContext): void | Promise<void>;
 }
 
 /** A job as {@linkcode defineJob} returns it: every setting resolved. */
-export interface JobDefinition<S extends PayloadSchema = PayloadSchema> {
+// `any` as the default keeps `JobDefinition` (no argument) assignable from every definition:
+// the schema type sits in both argument and result positions, which would make it invariant.
+// deno-lint-ignore no-explicit-any
+export interface JobDefinition<S extends PayloadSchema = any> {
   /** Stable name, stored with each job. */
   readonly name: string;
   /** Schema the payload is checked against. */
@@ -127,15 +163,15 @@ export interface JobDefinition<S extends PayloadSchema = PayloadSchema> {
   /** Default priority. */
   readonly priority: number;
   /** Runs the job. */
-  readonly handle: (payload: z.output<S>, ctx: JobContext) => void | Promise<void>;
+  readonly handle: (payload: PayloadOutput<S>, ctx: JobContext) => void | Promise<void>;
   /** Runs once when the job fails for good. */
   readonly failed:
-    | ((payload: z.output<S>, error: Error, ctx: FailedJobContext) => void | Promise<void>)
+    | ((payload: PayloadOutput<S>, error: Error, ctx: FailedJobContext) => void | Promise<void>)
     | undefined;
 }
 
 /** The payload a job's dispatch takes (its schema's input type). */
-export type PayloadOf<J> = J extends JobDefinition<infer S> ? z.input<S> : never;
+export type PayloadOf<J> = J extends JobDefinition<infer S> ? PayloadInput<S> : never;
 
 const DEFINITIONS = new WeakSet<object>();
 

@@ -17,7 +17,6 @@
  *
  * @module
  */
-import type { z } from "zod";
 import type { Dispatcher, DispatchOptions } from "./dispatcher.ts";
 import type { JobDefinition, PayloadOf } from "./job.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from "./payload.ts";
@@ -130,7 +129,7 @@ export class QueueFake implements Dispatcher {
   /** Throws unless `job` was dispatched (with a payload `predicate` accepts, when given). */
   assertDispatched<S extends JobDefinition>(
     job: S,
-    predicate?: (payload: z.input<S["schema"]>, options: DispatchOptions) => boolean,
+    predicate?: (payload: PayloadOf<S>, options: DispatchOptions) => boolean,
   ): void {
     if (this.#matching(job, predicate).length === 0) {
       throw new Error(
@@ -144,7 +143,7 @@ export class QueueFake implements Dispatcher {
   /** Throws if `job` was dispatched (with a payload `predicate` accepts, when given). */
   assertNotDispatched<S extends JobDefinition>(
     job: S,
-    predicate?: (payload: z.input<S["schema"]>, options: DispatchOptions) => boolean,
+    predicate?: (payload: PayloadOf<S>, options: DispatchOptions) => boolean,
   ): void {
     const count = this.#matching(job, predicate).length;
     if (count > 0) {
