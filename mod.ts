@@ -25,7 +25,6 @@
  */
 export { type Backoff } from "./src/backoff.ts";
 export { type Clock, systemClock } from "./src/clock.ts";
-export type { Dispatcher, DispatchOptions } from "./src/dispatcher.ts";
 export {
   JobTimeoutError,
   PayloadIntegrityError,
@@ -37,6 +36,8 @@ export {
 export type { JobEventDetail, QueueEvent, QueueEventMap, QueueEventTarget } from "./src/events.ts";
 export {
   defineJob,
+  type Dispatcher,
+  type DispatchOptions,
   type FailedJobContext,
   type JobConfig,
   type JobContext,

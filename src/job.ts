@@ -1,12 +1,77 @@
 /**
  * Job definitions: what a job is called, what its payload looks like, how it
- * runs and how it is retried.
+ * runs and how it is retried; and the dispatch contract every dispatcher
+ * (the queue, a transaction, a handler's `ctx.queue`, the test fake) keeps.
  *
  * @module
  */
 import { assertBackoff, type Backoff, defaultBackoff } from "./backoff.ts";
-import type { Dispatcher } from "./dispatcher.ts";
 import { assertQueueName } from "./names.ts";
+
+/** Options for one dispatch. */
+export interface DispatchOptions {
+  /**
+   * Wait this long before the job is due.
+   * @default {0}
+   */
+  delayMs?: number;
+  /**
+   * Queue to put the job on.
+   * @default {the job's own queue}
+   */
+  queue?: string;
+  /**
+   * Higher runs first within a queue.
+   * @default {the job's own priority}
+   */
+  priority?: number;
+}
+
+/** Something jobs can be dispatched to. */
+export interface Dispatcher {
+  /** Stores one job and returns its id. */
+  dispatch<J extends JobDefinition>(
+    job: J,
+    payload: PayloadOf<J>,
+    options?: DispatchOptions,
+  ): Promise<number>;
+  /** Stores many jobs of one kind, all or none, and returns their ids in order. */
+  dispatchMany<J extends JobDefinition>(
+    job: J,
+    payloads: readonly PayloadOf<J>[],
+    options?: DispatchOptions,
+  ): Promise<number[]>;
+}
+
+/** {@linkcode DispatchOptions} checked, with the job's defaults filled in. */
+export interface ResolvedDispatch {
+  /** Queue to put the jobs on. */
+  readonly queue: string;
+  /** Wait before they are due, in whole ms. */
+  readonly delayMs: number;
+  /** Their priority. */
+  readonly priority: number;
+}
+
+/**
+ * Checks dispatch options for `job` and fills in its defaults; `where`
+ * starts each error message (e.g. `Cannot dispatch "send-receipt"`).
+ */
+export function resolveDispatch(
+  job: JobDefinition,
+  options: DispatchOptions | undefined,
+  where: string,
+): ResolvedDispatch {
+  const queue = options?.queue ?? job.queue;
+  assertQueueName(queue, where);
+  const delayMs = options?.delayMs ?? 0;
+  if (typeof delayMs !== "number" || !Number.isFinite(delayMs) || delayMs < 0) {
+    throw new RangeError(`${where}: delayMs must be a finite number >= 0: got ${delayMs}`);
+  }
+  const priority = options?.priority ?? job.priority;
+  assertPriority(priority, where);
+  return { queue, delayMs: Math.round(delayMs), priority };
+}
 
 /** What a handler learns about the attempt it is running. */
 export interface JobContext {
@@ -204,8 +269,11 @@ export function defineJob<S extends PayloadSchema>(config: JobConfig<S>): JobDef
   if (typeof config.schema?.safeParse !== "function") {
     throw new TypeError(`${where}: schema must be a zod schema`);
   }
-  if (typeof config.handle !== "function") {
-    throw new TypeError(`${where}: handle must be a function`);
+  for (const hook of ["handle", "failed", "retryUntil"] as const) {
+    const value = config[hook];
+    if (typeof value !== "function" && (hook === "handle" || value !== undefined)) {
+      throw new TypeError(`${where}: ${hook} must be a function`);
+    }
   }
   const queue = config.queue ?? "default";
   assertQueueName(queue, where);

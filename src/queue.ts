@@ -5,11 +5,17 @@
  * @module
  */
 import { type Clock, systemClock } from "./clock.ts";
-import type { Dispatcher, DispatchOptions } from "./dispatcher.ts";
 import { QueueClosedError } from "./errors.ts";
 import { QueueEventTarget } from "./events.ts";
 import { IsolateExecutor } from "./executors/isolate.ts";
-import { assertPriority, type JobDefinition, type PayloadOf } from "./job.ts";
+import {
+  type Dispatcher,
+  type DispatchOptions,
+  isJobDefinition,
+  type JobDefinition,
+  type PayloadOf,
+  resolveDispatch,
+} from "./job.ts";
 import { assertQueueName } from "./names.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from "./payload.ts";
 import { JobRegistry, type JobsSource } from "./registry.ts";
@@ -400,7 +406,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     action: string,
   ): NewJobRow[] {
     this.#assertOpen(action);
-    if (!this.#registry.has(job)) {
+    if (!isJobDefinition(job) || !this.#registry.has(job)) {
       const name = typeof job?.name === "string" ? `"${job.name}"` : String(job);
       throw new TypeError(
         `Cannot ${action} ${name}: it is not a job registered with this queue (export it from the jobs module)`,
@@ -410,14 +416,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
       throw new TypeError(`Cannot ${action} "${job.name}": payloads must be an array`);
     }
     const where = `Cannot ${action} "${job.name}"`;
-    const queue = options?.queue ?? job.queue;
-    assertQueueName(queue, where);
-    const delayMs = options?.delayMs ?? 0;
-    if (!Number.isFinite(delayMs) || delayMs < 0) {
-      throw new RangeError(`${where}: delayMs must be a finite number >= 0: got ${delayMs}`);
-    }
-    const priority = options?.priority ?? job.priority;
-    assertPriority(priority, where);
+    const { queue, delayMs, priority } = resolveDispatch(job, options, where);
     const createdAt = this.#clock.now();
     const retryUntil = job.retryUntil === undefined
       ? null
@@ -430,7 +429,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
       name: job.name,
       payload: encodePayload(job, payload, this.#maxPayloadBytes),
       priority,
-      availableAt: createdAt + Math.round(delayMs),
+      availableAt: createdAt + delayMs,
       retryUntil,
       createdAt,
     }));

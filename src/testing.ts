@@ -17,8 +17,13 @@
  *
  * @module
  */
-import type { Dispatcher, DispatchOptions } from "./dispatcher.ts";
-import type { JobDefinition, PayloadOf } from "./job.ts";
+import {
+  type Dispatcher,
+  type DispatchOptions,
+  type JobDefinition,
+  type PayloadOf,
+  resolveDispatch,
+} from "./job.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from "./payload.ts";
 import type { Queue } from "./queue.ts";
 import type { RunnerStats } from "./runner.ts";
@@ -116,6 +121,7 @@ export class QueueFake implements Dispatcher {
     options: DispatchOptions = {},
   ): Promise<number[]> {
     try {
+      resolveDispatch(job, options, `Cannot dispatch "${job.name}"`);
       const encoded = payloads.map((payload) => encodePayload(job, payload, this.#maxPayloadBytes));
       for (const text of encoded) {
         this.#recorded.push({ job, payload: JSON.parse(text), options });

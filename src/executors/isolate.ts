@@ -5,9 +5,8 @@
  *
  * @module
  */
-import type { Dispatcher } from "../dispatcher.ts";
 import { PayloadIntegrityError, PermanentError } from "../errors.ts";
-import type { JobContext } from "../job.ts";
+import type { Dispatcher, JobContext } from "../job.ts";
 import { decodePayload } from "../payload.ts";
 import type { JobRegistry } from "../registry.ts";
 import type { ExecutionRequest, ExecutionResult, Executor, FailedHookRequest } from "./executor.ts";

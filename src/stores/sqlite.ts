@@ -397,15 +397,15 @@ export class SqliteStore implements Store {
       if (!isOpen()) throw new Error("This transaction has ended: use it only inside its callback");
     };
     return {
-      push: (rows) => {
+      // deno-lint-ignore require-await
+      push: async (rows) => {
         check();
-        return Promise.resolve(this.#insert(rows));
+        return this.#insert(rows);
       },
-      query: <Row>(sql: string, params: readonly unknown[] = []) => {
+      // deno-lint-ignore require-await
+      query: async <Row>(sql: string, params: readonly unknown[] = []) => {
         check();
-        return Promise.resolve(
-          this.#db.prepare(sql).all(...params as SQLInputValue[]) as unknown as Row[],
-        );
+        return this.#db.prepare(sql).all(...params as SQLInputValue[]) as unknown as Row[];
       },
     };
   }

@@ -1,0 +1,597 @@
+import assert from "node:assert/strict";
+import { z } from "zod";
+import {
+  defineJob,
+  type JobContext,
+  PermanentError,
+  Queue,
+  QueueClosedError,
+  type QueueEventMap,
+  ValidationError,
+} from "../mod.ts";
+import { drain } from "../src/testing.ts";
+import { ManualClock, nextEvent, tempDir } from "./_helpers.ts";
+import { runAdminChildren } from "./fixtures/queue/child.ts";
+import { alwaysFails } from "./fixtures/queue/jobs.ts";
+
+const order = defineJob({
+  name: "send-receipt",
+  schema: z.object({ orderId: z.number().int() }),
+  handle() {},
+});
+const boom = defineJob({
+  name: "boom",
+  schema: z.number(),
+  handle(n) {
+    throw new PermanentError(`boom ${n}`);
+  },
+});
+const JOBS = [order, boom];
+
+function memoryQueue(clock?: ManualClock): Promise<Queue> {
+  return Queue.open({ path: ":memory:", jobs: JOBS, ...(clock && { clock }) });
+}
+
+/** Dispatches `count` jobs that fail for good and works them; returns their ids. */
+async function makeFailed(queue: Queue, count: number, first = 1): Promise<number[]> {
+  const ids = await queue.dispatchMany(boom, Array.from({ length: count }, (_, i) => first + i));
+  assert.equal((await drain(queue, { concurrency: 8 })).failed, count);
+  return ids;
+}
+
+/** The ids in each table, read through the app-SQL door of a transaction. */
+function tables(queue: Queue): Promise<{ jobs: number[]; failed: number[] }> {
+  return queue.transaction(async (tx) => ({
+    jobs: (await tx.query<{ id: number }>("SELECT id FROM jobs ORDER BY id")).map((r) => r.id),
+    failed: (await tx.query<{ id: number }>("SELECT id FROM failed_jobs ORDER BY id"))
+      .map((r) => r.id),
+  }));
+}
+
+function queuedEvents(queue: Queue): QueueEventMap["job:queued"][] {
+  const seen: QueueEventMap["job:queued"][] = [];
+  queue.addEventListener("job:queued", (event) => seen.push(event.detail));
+  return seen;
+}
+
+Deno.test("Queue.dispatch() stores the job and returns its id", async () => {
+  await using queue = await memoryQueue();
+  const first = await queue.dispatch(order, { orderId: 7 });
+  const second = await queue.dispatch(order, { orderId: 8 });
+  assert.ok(Number.isSafeInteger(first) && first > 0);
+  assert.ok(second > first);
+  assert.deepEqual(await queue.counts(), {
+    default: { pending: 2, delayed: 0, reserved: 0, failed: 0 },
+  });
+});
+
+Deno.test("Queue.dispatch() with delayMs stores the job as delayed until then", async () => {
+  const clock = new ManualClock();
+  await using queue = await memoryQueue(clock);
+  const seen = queuedEvents(queue);
+  await queue.dispatch(order, { orderId: 1 }, { delayMs: 5_000 });
+  assert.equal(seen[0]?.availableAt, clock.now() + 5_000);
+  assert.deepEqual((await queue.counts()).default, {
+    pending: 0,
+    delayed: 1,
+    reserved: 0,
+    failed: 0,
+  });
+  clock.advance(5_000);
+  assert.equal((await queue.counts()).default?.pending, 1);
+});
+
+Deno.test("Queue.dispatch() with a queue option puts the job on that queue", async () => {
+  await using queue = await memoryQueue();
+  await queue.dispatch(order, { orderId: 1 }, { queue: "high" });
+  await queue.dispatch(order, { orderId: 2 });
+  assert.deepEqual(Object.keys(await queue.counts()), ["default", "high"]);
+  assert.equal((await queue.counts()).high?.pending, 1);
+  assert.equal((await drain(queue)).completed, 1, "a worker takes only the queues it is given");
+  assert.equal((await drain(queue, { queues: ["high"] })).completed, 1);
+});
+
+Deno.test("Queue.dispatch() with a priority runs the job before lower ones", async () => {
+  const ran: string[] = [];
+  const job = defineJob({
+    name: "ranked",
+    schema: z.string(),
+    priority: 1,
+    handle: (label) => void ran.push(label),
+  });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
+  await queue.dispatch(job, "low", { priority: -5 });
+  await queue.dispatch(job, "default");
+  await queue.dispatch(job, "urgent", { priority: 10 });
+  await drain(queue, { concurrency: 1 });
+  assert.deepEqual(ran, ["urgent", "default", "low"]);
+});
+
+Deno.test("Queue.dispatchMany() stores every job in one go and returns the ids in order", async () => {
+  await using queue = await memoryQueue();
+  const ids = await queue.dispatchMany(
+    order,
+    Array.from({ length: 100 }, (_, i) => ({ orderId: i })),
+  );
+  assert.equal(ids.length, 100);
+  assert.deepEqual(ids, ids.toSorted((a, b) => a - b));
+  assert.equal(new Set(ids).size, 100);
+  assert.equal((await queue.counts()).default?.pending, 100);
+});
+
+Deno.test("Queue.dispatchMany() stores nothing when one payload among 100 is bad", async () => {
+  await using queue = await memoryQueue();
+  await queue.dispatch(order, { orderId: 0 });
+  const before = await queue.counts();
+  const payloads = Array.from({ length: 100 }, (_, i) => ({ orderId: i }));
+  payloads[63] = { orderId: 6.3 };
+  await assert.rejects(
+    queue.dispatchMany(order, payloads),
+    (error: unknown) => error instanceof ValidationError && /payload\.orderId/.test(error.message),
+  );
+  assert.deepEqual(await queue.counts(), before);
+});
+
+Deno.test("Queue.dispatchMany() with no payloads returns [] and stores nothing", async () => {
+  await using queue = await memoryQueue();
+  assert.deepEqual(await queue.dispatchMany(order, []), []);
+  assert.deepEqual(await queue.counts(), {});
+});
+
+Deno.test("Queue sends job:queued with the stored job's details", async () => {
+  const clock = new ManualClock();
+  await using queue = await memoryQueue(clock);
+  const event = nextEvent<QueueEventMap["job:queued"]>(queue, "job:queued");
+  const id = await queue.dispatch(order, { orderId: 3 }, { queue: "mail", delayMs: 250 });
+  assert.deepEqual(await event, {
+    id,
+    name: "send-receipt",
+    queue: "mail",
+    attempt: 0,
+    availableAt: clock.now() + 250,
+  });
+});
+
+Deno.test("Queue.dispatch() refuses a job not registered with this queue", async () => {
+  const stranger = defineJob({ name: "stranger", schema: z.null(), handle() {} });
+  const twin = defineJob({ name: "send-receipt", schema: order.schema, handle() {} });
+  await using queue = await memoryQueue();
+  for (const [job, name] of [[stranger, "stranger"], [twin, "send-receipt"]] as const) {
+    await assert.rejects(queue.dispatch(job, { orderId: 1 } as never), (error: unknown) => {
+      assert.ok(error instanceof TypeError);
+      assert.equal(
+        error.message,
+        `Cannot dispatch "${name}": it is not a job registered with this queue (export it from the jobs module)`,
+      );
+      return true;
+    });
+  }
+  await assert.rejects(queue.dispatchSync(twin, { orderId: 1 }), TypeError);
+  await assert.rejects(queue.transaction((tx) => tx.dispatch(stranger, null)), TypeError);
+  assert.deepEqual(await queue.counts(), {});
+});
+
+Deno.test("Queue.dispatch() refuses something that is not a job with a clear error", async () => {
+  await using queue = await memoryQueue();
+  for (const notAJob of [null, undefined, "send-receipt", { ...order }]) {
+    await assert.rejects(
+      queue.dispatch(notAJob as typeof order, { orderId: 1 }),
+      (error: unknown) =>
+        error instanceof TypeError && /not a job registered with this queue/.test(error.message),
+      `refusing ${String(notAJob)}`,
+    );
+  }
+  assert.deepEqual(await queue.counts(), {});
+});
+
+Deno.test("Queue.dispatch() refuses queue names outside [A-Za-z0-9_.:-]{1,64} (S07)", async () => {
+  await using dir = await tempDir();
+  await using queue = await Queue.open({ path: dir.dbPath, jobs: JOBS });
+  const bad = [
+    "default'); DROP TABLE jobs;--",
+    "",
+    "q".repeat(65),
+    "ünïcödé",
+    "😀",
+    "has space",
+    "line\nbreak",
+    "semi;colon",
+  ];
+  for (const name of bad) {
+    await assert.rejects(
+      queue.dispatch(order, { orderId: 1 }, { queue: name }),
+      (error: unknown) => {
+        assert.ok(error instanceof TypeError);
+        assert.ok(error.message.startsWith('Cannot dispatch "send-receipt": queue name '));
+        assert.match(error.message, /is invalid: use 1 to 64 of A-Z a-z 0-9 _ \. : -$/);
+        return true;
+      },
+    );
+    await assert.rejects(queue.dispatchMany(order, [{ orderId: 1 }], { queue: name }), TypeError);
+    await assert.rejects(queue.clear(name), TypeError);
+    assert.throws(() => queue.work({ queues: [name] }), TypeError);
+    assert.deepEqual(await queue.counts(), {});
+  }
+  const longest = "Aa0_.:-".padEnd(64, "z");
+  await queue.dispatch(order, { orderId: 1 }, { queue: longest });
+  assert.deepEqual(Object.keys(await queue.counts()), [longest]);
+  assert.equal((await drain(queue, { queues: [longest] })).completed, 1);
+});
+
+Deno.test("Queue.dispatch() refuses a negative, NaN or infinite delayMs", async () => {
+  await using queue = await memoryQueue();
+  for (const delayMs of [-1, -0.5, NaN, Infinity, -Infinity]) {
+    await assert.rejects(queue.dispatch(order, { orderId: 1 }, { delayMs }), (error: unknown) => {
+      assert.ok(error instanceof RangeError);
+      assert.match(
+        error.message,
+        /^Cannot dispatch "send-receipt": delayMs must be a finite number/,
+      );
+      return true;
+    });
+  }
+  assert.deepEqual(await queue.counts(), {});
+});
+
+Deno.test("Queue.dispatch() refuses a non-integer priority", async () => {
+  await using queue = await memoryQueue();
+  for (const priority of [0.5, NaN, Infinity, 2 ** 53]) {
+    await assert.rejects(
+      queue.dispatch(order, { orderId: 1 }, { priority }),
+      (error: unknown) =>
+        error instanceof RangeError && /priority must be an integer/.test(error.message),
+    );
+  }
+  assert.deepEqual(await queue.counts(), {});
+});
+
+Deno.test("Queue refuses every use after close() with QueueClosedError", async () => {
+  const queue = await memoryQueue();
+  await queue.close();
+  const uses: [string, () => Promise<unknown>][] = [
+    ["dispatch", () => queue.dispatch(order, { orderId: 1 })],
+    ["dispatchMany", () => queue.dispatchMany(order, [])],
+    ["dispatchSync", () => queue.dispatchSync(order, { orderId: 1 })],
+    ["transaction", () => queue.transaction(() => {})],
+    ["work", () => Promise.resolve().then(() => queue.work())],
+    ["counts", () => queue.counts()],
+    ["failed", () => queue.failed()],
+    ["retry", () => queue.retry(1)],
+    ["clear", () => queue.clear()],
+  ];
+  for (const [what, use] of uses) {
+    await assert.rejects(use(), QueueClosedError, what);
+  }
+  await assert.rejects(queue.dispatch(order, { orderId: 1 }), {
+    name: "QueueClosedError",
+    message: "Cannot dispatch: the queue is closed",
+  });
+});
+
+Deno.test("Queue.close() is idempotent, stops workers, and await using closes the queue", async () => {
+  let kept: Queue;
+  let worker;
+  {
+    await using queue = await memoryQueue();
+    kept = queue;
+    worker = queue.work({ pollMs: 5 });
+  }
+  await worker.done;
+  await kept.close();
+  await Promise.all([kept.close(), kept.close()]);
+  await assert.rejects(kept.dispatch(order, { orderId: 1 }), QueueClosedError);
+});
+
+Deno.test("Queue.transaction() commits app rows and dispatched jobs together", async () => {
+  await using queue = await memoryQueue();
+  const seen = queuedEvents(queue);
+  const jobId = await queue.transaction(async (tx) => {
+    await tx.query("CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER)");
+    const [row] = await tx.query<{ id: number }>(
+      "INSERT INTO orders (total) VALUES (?) RETURNING id",
+      [42],
+    );
+    const id = await tx.dispatch(order, { orderId: row!.id });
+    assert.equal(seen.length, 0, "job:queued waits for the commit");
+    return id;
+  });
+  assert.deepEqual(seen.map(({ id }) => id), [jobId]);
+  assert.equal((await queue.counts()).default?.pending, 1);
+  const orders = await queue.transaction((tx) => tx.query("SELECT id, total FROM orders"));
+  assert.deepEqual(orders.map((row) => ({ ...row })), [{ id: 1, total: 42 }]);
+});
+
+Deno.test("Queue.transaction() keeps neither the app row nor the job when its callback throws", async () => {
+  await using queue = await memoryQueue();
+  await queue.transaction((tx) => tx.query("CREATE TABLE orders (id INTEGER PRIMARY KEY)"));
+  const seen = queuedEvents(queue);
+  await assert.rejects(
+    queue.transaction(async (tx) => {
+      await tx.query("INSERT INTO orders DEFAULT VALUES");
+      await tx.dispatch(order, { orderId: 1 });
+      await tx.dispatchMany(order, [{ orderId: 2 }, { orderId: 3 }]);
+      throw new Error("payment declined");
+    }),
+    /payment declined/,
+  );
+  assert.deepEqual(await queue.counts(), {});
+  assert.deepEqual(await queue.transaction((tx) => tx.query("SELECT * FROM orders")), []);
+  assert.equal(seen.length, 0, "no job:queued for a rolled-back dispatch");
+  await queue.dispatch(order, { orderId: 4 });
+  assert.equal(seen.length, 1, "the queue works after a rollback");
+});
+
+Deno.test("Queue.transaction() rolls back everything when tx.dispatch gets a bad payload", async () => {
+  await using queue = await memoryQueue();
+  await queue.transaction((tx) => tx.query("CREATE TABLE orders (id INTEGER PRIMARY KEY)"));
+  await assert.rejects(
+    queue.transaction(async (tx) => {
+      await tx.query("INSERT INTO orders DEFAULT VALUES");
+      await tx.dispatch(order, { orderId: 1 });
+      await tx.dispatch(order, { orderId: "two" } as never);
+    }),
+    ValidationError,
+  );
+  assert.deepEqual(await queue.counts(), {});
+  assert.deepEqual(await queue.transaction((tx) => tx.query("SELECT * FROM orders")), []);
+});
+
+Deno.test("Queue.transaction() refuses its handle once the transaction has ended", async () => {
+  await using queue = await memoryQueue();
+  let leaked: Parameters<Parameters<Queue["transaction"]>[0]>[0] | undefined;
+  await queue.transaction((tx) => void (leaked = tx));
+  await assert.rejects(leaked!.dispatch(order, { orderId: 1 }), /This transaction has ended/);
+  await assert.rejects(async () => await leaked!.query("SELECT 1"), /This transaction has ended/);
+  assert.deepEqual(await queue.counts(), {});
+});
+
+Deno.test("QueueTransaction.query() reports failures as rejections, not synchronous throws", async () => {
+  await using queue = await memoryQueue();
+  const outcomes = await queue.transaction((tx) => {
+    const settle = (run: () => Promise<unknown>) => {
+      try {
+        return run().then(() => "resolved", () => "rejected");
+      } catch {
+        return "threw synchronously";
+      }
+    };
+    return Promise.all([
+      settle(() => tx.query("SELEC nonsense")),
+      settle(() => tx.query("SELECT 1")),
+    ]);
+  });
+  assert.deepEqual(outcomes, ["rejected", "resolved"]);
+});
+
+Deno.test("Queue.dispatchSync() runs the handler now, attempt 1, storing nothing", async () => {
+  const calls: [unknown, number, string][] = [];
+  const job = defineJob({
+    name: "sync",
+    schema: z.object({ n: z.number() }),
+    queue: "reports",
+    handle(payload, ctx: JobContext) {
+      calls.push([payload, ctx.attempt, ctx.queueName]);
+    },
+  });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
+  const seen = queuedEvents(queue);
+  assert.equal(await queue.dispatchSync(job, { n: 1 }), undefined);
+  assert.deepEqual(calls, [[{ n: 1 }, 1, "reports"]]);
+  assert.deepEqual(await queue.counts(), {});
+  assert.equal(seen.length, 0);
+});
+
+Deno.test("Queue.dispatchSync() rejects with the handler's own error and stores nothing", async () => {
+  const failure = new Error("card declined");
+  const job = defineJob({
+    name: "charge",
+    schema: z.null(),
+    handle() {
+      throw failure;
+    },
+  });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
+  await assert.rejects(queue.dispatchSync(job, null), (error) => error === failure);
+  assert.deepEqual(await queue.counts(), {});
+  assert.deepEqual(await queue.failed(), []);
+});
+
+Deno.test("Queue.dispatchSync() validates the payload before running anything", async () => {
+  let ran = false;
+  const job = defineJob({ name: "checked", schema: z.number(), handle: () => void (ran = true) });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
+  await assert.rejects(queue.dispatchSync(job, "1" as never), ValidationError);
+  assert.equal(ran, false);
+});
+
+Deno.test("Queue.failed() lists failed jobs newest first, by page", async () => {
+  const clock = new ManualClock();
+  await using queue = await memoryQueue(clock);
+  const ids: number[] = [];
+  for (let n = 1; n <= 3; n++) {
+    ids.push(...await makeFailed(queue, 1, n));
+    clock.advance(1_000);
+  }
+  const newestFirst = ids.toReversed();
+  assert.deepEqual((await queue.failed()).map(({ id }) => id), newestFirst);
+  assert.deepEqual((await queue.failed({ limit: 2 })).map(({ id }) => id), newestFirst.slice(0, 2));
+  assert.deepEqual((await queue.failed({ limit: 1, offset: 1 })).map(({ id }) => id), [ids[1]]);
+  assert.deepEqual(await queue.failed({ offset: 3 }), []);
+  for (const limit of [0, -1, 1.5, 1001, NaN]) {
+    await assert.rejects(queue.failed({ limit }), RangeError, `limit ${limit}`);
+  }
+  for (const offset of [-1, 0.5, NaN]) {
+    await assert.rejects(queue.failed({ offset }), RangeError, `offset ${offset}`);
+  }
+});
+
+Deno.test("Queue.failedJob() returns one failed job with why it failed", async () => {
+  const clock = new ManualClock();
+  await using queue = await memoryQueue(clock);
+  const [id] = await makeFailed(queue, 1, 7);
+  const failed = await queue.failedJob(id!);
+  assert.ok(failed !== null);
+  const { stack, ...rest } = failed;
+  assert.deepEqual(rest, {
+    id: id!,
+    queue: "default",
+    name: "boom",
+    payload: "7",
+    error: "PermanentError: boom 7",
+    attempts: 1,
+    crashes: 0,
+    createdAt: new Date(clock.now()),
+    failedAt: new Date(clock.now()),
+  });
+  assert.match(stack ?? "", /PermanentError: boom 7/);
+  assert.equal(await queue.failedJob(id! + 1000), null);
+  await assert.rejects(queue.failedJob(0), RangeError);
+});
+
+Deno.test("Queue.retry() puts a failed job back under its id with fresh attempts", async () => {
+  let fail = true;
+  const attempts: [number, number][] = [];
+  const flaky = defineJob({
+    name: "flaky",
+    schema: z.null(),
+    handle(_payload, ctx) {
+      attempts.push([ctx.id, ctx.attempt]);
+      if (fail) throw new PermanentError("not yet");
+    },
+  });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [flaky] });
+  const id = await queue.dispatch(flaky, null);
+  await drain(queue);
+  assert.equal((await queue.counts()).default?.failed, 1);
+  assert.equal(await queue.retry(id), true);
+  assert.deepEqual(await queue.counts(), {
+    default: { pending: 1, delayed: 0, reserved: 0, failed: 0 },
+  });
+  assert.equal(await queue.failedJob(id), null);
+  fail = false;
+  assert.equal((await drain(queue)).completed, 1);
+  assert.deepEqual(attempts, [[id, 1], [id, 1]]);
+  assert.equal(await queue.retry(id), false, "no longer failed");
+  assert.equal(await queue.retry(999_999), false, "unknown id");
+  for (const bad of [0, -1, 1.5, NaN]) await assert.rejects(queue.retry(bad), RangeError);
+});
+
+Deno.test("Queue.retryAll() puts every failed job back and returns how many", async () => {
+  await using queue = await memoryQueue();
+  const ids = await makeFailed(queue, 5);
+  assert.equal(await queue.retryAll(), 5);
+  assert.deepEqual(await tables(queue), { jobs: ids, failed: [] });
+  assert.equal(await queue.retryAll(), 0);
+});
+
+Deno.test("Queue.forget() and flushFailed() delete failed jobs", async () => {
+  await using queue = await memoryQueue();
+  const ids = await makeFailed(queue, 4);
+  assert.equal(await queue.forget(ids[0]!), true);
+  assert.equal(await queue.forget(ids[0]!), false);
+  assert.equal(await queue.failedJob(ids[0]!), null);
+  assert.equal((await queue.counts()).default?.failed, 3);
+  assert.equal(await queue.flushFailed(), 3);
+  assert.equal(await queue.flushFailed(), 0);
+  assert.deepEqual(await queue.counts(), {});
+  await assert.rejects(queue.forget(-3), RangeError);
+});
+
+Deno.test("Queue.pruneFailed() deletes only jobs that failed longer ago than olderThanMs", async () => {
+  const clock = new ManualClock();
+  await using queue = await memoryQueue(clock);
+  const old = await makeFailed(queue, 2, 1);
+  clock.advance(10_000);
+  const recent = await makeFailed(queue, 1, 3);
+  clock.advance(1_000);
+  assert.equal(await queue.pruneFailed({ olderThanMs: 60_000 }), 0);
+  assert.equal(await queue.pruneFailed({ olderThanMs: 5_000 }), old.length);
+  assert.deepEqual((await queue.failed()).map(({ id }) => id), recent);
+  assert.equal(await queue.pruneFailed({ olderThanMs: 0 }), 1);
+  for (const olderThanMs of [-1, NaN, Infinity]) {
+    await assert.rejects(queue.pruneFailed({ olderThanMs }), RangeError);
+  }
+});
+
+Deno.test("Queue.clear() deletes waiting jobs of one queue or of all, never failed ones", async () => {
+  await using queue = await memoryQueue();
+  await makeFailed(queue, 1);
+  await queue.dispatchMany(order, [{ orderId: 1 }, { orderId: 2 }], { queue: "a" });
+  await queue.dispatch(order, { orderId: 3 }, { queue: "b", delayMs: 60_000 });
+  await queue.dispatch(order, { orderId: 4 });
+  assert.equal(await queue.clear("a"), 2);
+  assert.equal(await queue.clear("nothing-here"), 0);
+  assert.deepEqual(Object.keys(await queue.counts()), ["b", "default"]);
+  assert.equal(await queue.clear(), 2);
+  assert.deepEqual(await queue.counts(), {
+    default: { pending: 0, delayed: 0, reserved: 0, failed: 1 },
+  });
+});
+
+Deno.test("Queue.counts() reports pending, delayed, reserved and failed per queue", async () => {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => release = resolve);
+  const slow = defineJob({ name: "slow", schema: z.null(), handle: () => gate });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [slow, boom] });
+  await makeFailed(queue, 2);
+  await queue.dispatchMany(slow, [null, null]);
+  await queue.dispatch(slow, null, { delayMs: 60_000 });
+  await queue.dispatch(slow, null, { queue: "other" });
+  const started = nextEvent(queue, "job:start");
+  const worker = queue.work({ queues: ["default"], pollMs: 5 });
+  await started;
+  assert.deepEqual(await queue.counts(), {
+    default: { pending: 1, delayed: 1, reserved: 1, failed: 2 },
+    other: { pending: 1, delayed: 0, reserved: 0, failed: 0 },
+  });
+  release();
+  await worker.stop();
+});
+
+Deno.test("Two queues retrying the same failed jobs at once bring each back exactly once (R10)", async () => {
+  await using dir = await tempDir();
+  await using a = await Queue.open({ path: dir.dbPath, jobs: JOBS });
+  await using b = await Queue.open({ path: dir.dbPath, jobs: JOBS });
+  const ids = await makeFailed(a, 30);
+  for (const id of ids) {
+    const results = await Promise.all([a.retry(id), b.retry(id)]);
+    assert.equal(results.filter(Boolean).length, 1, `job ${id}: ${results}`);
+  }
+  assert.deepEqual(await tables(b), { jobs: ids, failed: [] });
+});
+
+Deno.test("Retry and forget racing on one failed job leave it in exactly one place or gone (R10)", async () => {
+  await using dir = await tempDir();
+  await using a = await Queue.open({ path: dir.dbPath, jobs: JOBS });
+  await using b = await Queue.open({ path: dir.dbPath, jobs: JOBS });
+  const ids = await makeFailed(a, 30);
+  const retried: number[] = [];
+  for (const [index, id] of ids.entries()) {
+    const [retriedIt, forgotIt] = index % 2 === 0
+      ? await Promise.all([a.retry(id), b.forget(id)])
+      : (await Promise.all([b.forget(id), a.retry(id)])).toReversed();
+    assert.equal(Number(retriedIt) + Number(forgotIt), 1, `job ${id}`);
+    if (retriedIt) retried.push(id);
+  }
+  assert.deepEqual(await tables(a), { jobs: retried, failed: [] });
+});
+
+Deno.test("Two processes retrying, or retrying and forgetting, the same jobs never double them (R10)", async () => {
+  await using dir = await tempDir();
+  await using queue = await Queue.open({ path: dir.dbPath, jobs: [alwaysFails] });
+  const ids = await queue.dispatchMany(alwaysFails, Array.from({ length: 40 }, (_, n) => ({ n })));
+  assert.equal((await drain(queue, { concurrency: 8 })).failed, 40);
+  const [both, retryOnly] = [ids.slice(0, 20), ids.slice(20)];
+
+  const [first, second] = await runAdminChildren(dir.dbPath, [["retry", both], ["retry", both]]);
+  both.forEach((id, i) => assert.equal(Number(first![i]) + Number(second![i]), 1, `job ${id}`));
+
+  const [retries, forgets] = await runAdminChildren(dir.dbPath, [
+    ["retry", retryOnly],
+    ["forget", retryOnly],
+  ]);
+  retryOnly.forEach((id, i) => assert.equal(Number(retries![i]) + Number(forgets![i]), 1, `${id}`));
+
+  const back = [...both, ...retryOnly.filter((_, i) => retries![i])];
+  assert.deepEqual(await tables(queue), { jobs: back.toSorted((x, y) => x - y), failed: [] });
+});

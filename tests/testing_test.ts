@@ -1,0 +1,257 @@
+import assert from "node:assert/strict";
+import { z } from "zod";
+import { defineJob, type Dispatcher, PermanentError, Queue, ValidationError } from "../mod.ts";
+import { drain, QueueFake } from "../src/testing.ts";
+import { ManualClock, tempDir } from "./_helpers.ts";
+
+const welcome = defineJob({
+  name: "welcome",
+  schema: z.object({ userId: z.number().int() }),
+  handle() {},
+});
+const invoice = defineJob({
+  name: "invoice",
+  schema: z.object({ total: z.number() }),
+  handle() {},
+});
+
+Deno.test("drain() runs every due job, then stops and returns its stats", async () => {
+  const ran: number[] = [];
+  const flaky = defineJob({
+    name: "flaky",
+    schema: z.number(),
+    backoff: [0],
+    jitter: 0,
+    handle(n, ctx) {
+      if (n === 2 && ctx.attempt === 1) throw new Error("first try fails");
+      if (n === 3) throw new PermanentError("never works");
+      ran.push(n);
+    },
+  });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [flaky] });
+  await queue.dispatchMany(flaky, [1, 2, 3, 4]);
+  const stats = await drain(queue, { concurrency: 2 });
+  assert.deepEqual(stats, { completed: 3, failed: 1, retried: 1 });
+  assert.deepEqual(ran.toSorted(), [1, 2, 4]);
+  assert.deepEqual(await queue.counts(), {
+    default: { pending: 0, delayed: 0, reserved: 0, failed: 1 },
+  });
+});
+
+Deno.test("drain() on an empty queue returns at once with zero stats", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: [welcome] });
+  assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 0 });
+});
+
+Deno.test("drain() leaves delayed jobs queued until the clock reaches them", async () => {
+  const clock = new ManualClock();
+  const ran: number[] = [];
+  const job = defineJob({ name: "later", schema: z.number(), handle: (n) => void ran.push(n) });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [job], clock });
+  await queue.dispatch(job, 1);
+  await queue.dispatch(job, 2, { delayMs: 60_000 });
+  assert.equal((await drain(queue)).completed, 1);
+  assert.deepEqual(ran, [1]);
+  assert.deepEqual(await queue.counts(), {
+    default: { pending: 0, delayed: 1, reserved: 0, failed: 0 },
+  });
+  clock.advance(59_999);
+  assert.equal((await drain(queue)).completed, 0);
+  clock.advance(1);
+  assert.equal((await drain(queue)).completed, 1);
+  assert.deepEqual(ran, [1, 2]);
+  assert.deepEqual(await queue.counts(), {});
+});
+
+Deno.test("drain() leaves a retry waiting for its backoff until the clock reaches it", async () => {
+  const clock = new ManualClock();
+  const attempts: number[] = [];
+  const job = defineJob({
+    name: "retrying",
+    schema: z.null(),
+    backoff: [5_000],
+    jitter: 0,
+    handle(_payload, ctx) {
+      attempts.push(ctx.attempt);
+      if (ctx.attempt === 1) throw new Error("try again");
+    },
+  });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [job], clock });
+  await queue.dispatch(job, null);
+  assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 1 });
+  assert.equal((await queue.counts()).default?.delayed, 1);
+  clock.advance(5_000);
+  assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
+  assert.deepEqual(attempts, [1, 2]);
+});
+
+Deno.test("drain() rejects after timeoutMs when a handler never finishes, and releases the job", async () => {
+  await using dir = await tempDir();
+  let aborted = false;
+  const stuck = defineJob({
+    name: "stuck",
+    schema: z.null(),
+    handle(_payload, ctx) {
+      return new Promise((_resolve, reject) => {
+        ctx.signal.addEventListener("abort", () => {
+          aborted = true;
+          reject(ctx.signal.reason);
+        });
+      });
+    },
+  });
+  await using queue = await Queue.open({ path: dir.dbPath, jobs: [stuck] });
+  await queue.dispatch(stuck, null);
+  const started = performance.now();
+  await assert.rejects(
+    drain(queue, { timeoutMs: 50, graceMs: 0 }),
+    /^Error: drain: the queue still had due jobs after 50 ms$/,
+  );
+  assert.ok(performance.now() - started < 5_000);
+  assert.ok(aborted, "the handler's signal was aborted");
+  assert.deepEqual(await queue.counts(), {
+    default: { pending: 1, delayed: 0, reserved: 0, failed: 0 },
+  });
+});
+
+Deno.test("QueueFake records each dispatch as a worker would see it, with made-up ids", async () => {
+  const fake = new QueueFake();
+  const first = await fake.dispatch(welcome, { userId: 1 }, { delayMs: 500, queue: "mail" });
+  const more = await fake.dispatchMany(invoice, [{ total: 1 }, { total: 2 }]);
+  assert.equal(first, 1);
+  assert.deepEqual(more, [2, 3]);
+  assert.deepEqual(fake.dispatched.map(({ job, payload, options }) => [job, payload, options]), [
+    [welcome, { userId: 1 }, { delayMs: 500, queue: "mail" }],
+    [invoice, { total: 1 }, {}],
+    [invoice, { total: 2 }, {}],
+  ]);
+  assert.deepEqual(await fake.dispatchMany(invoice, []), []);
+});
+
+Deno.test("QueueFake refuses a payload that fails its schema and records nothing", async () => {
+  const fake = new QueueFake();
+  await assert.rejects(
+    fake.dispatch(welcome, { userId: "7" } as never),
+    (error: unknown) =>
+      error instanceof ValidationError && error.jobName === "welcome" &&
+      /^Cannot dispatch "welcome": payload\.userId: /.test(error.message),
+  );
+  await assert.rejects(
+    fake.dispatchMany(welcome, [{ userId: 1 }, { userId: 1.5 }]),
+    ValidationError,
+  );
+  assert.equal(fake.dispatched.length, 0);
+  fake.assertNothingDispatched();
+});
+
+Deno.test("QueueFake refuses a payload over its size cap", async () => {
+  const note = defineJob({ name: "note", schema: z.string(), handle() {} });
+  const fake = new QueueFake({ maxPayloadBytes: 10 });
+  await fake.dispatch(note, "12345678");
+  await assert.rejects(fake.dispatch(note, "123456789"), /over the cap of 10 bytes/);
+  fake.assertDispatchedTimes(note, 1);
+});
+
+Deno.test("QueueFake refuses the options the real queue refuses", async () => {
+  const fake = new QueueFake();
+  const bad = [
+    { queue: "default'); DROP TABLE jobs;--" },
+    { queue: "" },
+    { delayMs: -1 },
+    { delayMs: NaN },
+    { priority: 1.5 },
+  ];
+  for (const options of bad) {
+    await assert.rejects(
+      fake.dispatch(welcome, { userId: 1 }, options),
+      (error: unknown) => error instanceof TypeError || error instanceof RangeError,
+      `QueueFake accepted ${JSON.stringify(options)}`,
+    );
+  }
+  fake.assertNothingDispatched();
+});
+
+Deno.test("QueueFake.assertDispatched() passes when the job was dispatched", async () => {
+  const fake = new QueueFake();
+  await fake.dispatch(welcome, { userId: 7 });
+  fake.assertDispatched(welcome);
+  fake.assertDispatched(welcome, (payload) => payload.userId === 7);
+  fake.assertDispatched(welcome, (_payload, options) => options.delayMs === undefined);
+});
+
+Deno.test("QueueFake.assertDispatched() throws a clear message when it was not", async () => {
+  const fake = new QueueFake();
+  assert.throws(
+    () => fake.assertDispatched(welcome),
+    { message: 'Expected "welcome" to be dispatched: it was not dispatched' },
+  );
+  await fake.dispatch(welcome, { userId: 7 });
+  await fake.dispatch(welcome, { userId: 8 });
+  assert.throws(() => fake.assertDispatched(welcome, (payload) => payload.userId === 9), {
+    message:
+      'Expected "welcome" to be dispatched with a matching payload: it was dispatched 2 times, none matching',
+  });
+});
+
+Deno.test("QueueFake tells apart two definitions that share a name", async () => {
+  const twin = defineJob({
+    name: "welcome",
+    schema: z.object({ userId: z.number() }),
+    handle() {},
+  });
+  const fake = new QueueFake();
+  await fake.dispatch(twin, { userId: 1 });
+  assert.throws(() => fake.assertDispatched(welcome), /it was not dispatched/);
+  fake.assertNotDispatched(welcome);
+});
+
+Deno.test("QueueFake.assertNotDispatched() passes or throws with the count", async () => {
+  const fake = new QueueFake();
+  fake.assertNotDispatched(welcome);
+  await fake.dispatch(welcome, { userId: 1 });
+  await fake.dispatch(welcome, { userId: 2 });
+  fake.assertNotDispatched(welcome, (payload) => payload.userId === 3);
+  fake.assertNotDispatched(invoice);
+  assert.throws(() => fake.assertNotDispatched(welcome), {
+    message: 'Expected "welcome" not to be dispatched: it was, 2 times',
+  });
+  assert.throws(() => fake.assertNotDispatched(welcome, (payload) => payload.userId === 2), {
+    message: 'Expected "welcome" not to be dispatched: it was, 1 times',
+  });
+});
+
+Deno.test("QueueFake.assertDispatchedTimes() passes on the exact count and throws otherwise", async () => {
+  const fake = new QueueFake();
+  fake.assertDispatchedTimes(welcome, 0);
+  await fake.dispatchMany(welcome, [{ userId: 1 }, { userId: 2 }, { userId: 3 }]);
+  fake.assertDispatchedTimes(welcome, 3);
+  assert.throws(() => fake.assertDispatchedTimes(welcome, 2), {
+    message: 'Expected "welcome" dispatched 2 times: it was 3 times',
+  });
+  assert.throws(() => fake.assertDispatchedTimes(invoice, 1), {
+    message: 'Expected "invoice" dispatched 1 times: it was 0 times',
+  });
+});
+
+Deno.test("QueueFake.assertNothingDispatched() passes when empty and names what was dispatched", async () => {
+  const fake = new QueueFake();
+  fake.assertNothingDispatched();
+  await fake.dispatch(welcome, { userId: 1 });
+  await fake.dispatch(invoice, { total: 5 });
+  await fake.dispatch(welcome, { userId: 2 });
+  assert.throws(() => fake.assertNothingDispatched(), {
+    message: "Expected nothing dispatched: got 3 (welcome, invoice)",
+  });
+});
+
+Deno.test("QueueFake can stand in wherever the app takes a Dispatcher", async () => {
+  async function signUp(queue: Dispatcher, userId: number) {
+    await queue.dispatch(welcome, { userId }, { delayMs: 1_000 });
+  }
+  const fake = new QueueFake();
+  await signUp(fake, 42);
+  fake.assertDispatched(
+    welcome,
+    (payload, options) => payload.userId === 42 && options.delayMs === 1_000,
+  );
+});
