@@ -59,8 +59,8 @@ export async function retryWhileBusy<T>(
   const deadline = Date.now() + timeoutMs;
   let pauseMs = 2;
   for (;;) {
-    const wait = beforeEachTry?.();
-    if (wait !== undefined) await wait;
+    // Re-check after every wait: another caller may have taken the connection meanwhile.
+    for (let wait = beforeEachTry?.(); wait !== undefined; wait = beforeEachTry?.()) await wait;
     try {
       return step();
     } catch (error) {

@@ -191,7 +191,9 @@ export class SqliteStore implements Store {
   async transaction<T>(fn: (tx: StoreTransaction) => T | Promise<T>): Promise<T> {
     let end!: () => void;
     const ended = new Promise<void>((resolve) => end = resolve);
-    await this.#idle();
+    // Take the lane in the same tick the previous holder is seen gone, so no one slips in.
+    while (this.#transaction !== null) await this.#transaction;
+    if (this.#closed) throw new Error("The SQLite store is closed");
     this.#transaction = ended;
     let open = false;
     try {
@@ -215,25 +217,28 @@ export class SqliteStore implements Store {
   /** Leases due jobs in one `UPDATE … RETURNING`. */
   claim(request: ClaimRequest): Promise<ClaimedJob[]> {
     const { queues, limit, now, leaseMs, token } = request;
-    const statement = this.#prepare(claimSql(queues.length));
     const params: SQLInputValue[] = [token, now + leaseMs];
     for (const queue of queues) params.push(queue, now, limit);
     params.push(limit);
+    const rank = (queue: string) => queues.indexOf(queue);
     return this.#run(() =>
-      (statement.all(...params) as unknown as ClaimRow[]).map((row) => ({
-        id: row.id,
-        queue: row.queue,
-        name: row.name,
-        payload: row.payload,
-        priority: row.priority,
-        attempts: row.attempts,
-        crashes: row.crashes,
-        recovered: row.recovered === 1,
-        retryUntil: row.retry_until,
-        lastError: row.last_error,
-        createdAt: row.created_at,
-        token,
-      }))
+      // RETURNING gives rows in no set order: put them back in claim order.
+      (this.#prepare(claimSql(queues.length)).all(...params) as unknown as ClaimRow[])
+        .sort((a, b) => rank(a.queue) - rank(b.queue) || b.priority - a.priority || a.id - b.id)
+        .map((row) => ({
+          id: row.id,
+          queue: row.queue,
+          name: row.name,
+          payload: row.payload,
+          priority: row.priority,
+          attempts: row.attempts,
+          crashes: row.crashes,
+          recovered: row.recovered === 1,
+          retryUntil: row.retry_until,
+          lastError: row.last_error,
+          createdAt: row.created_at,
+          token,
+        }))
     );
   }
 
@@ -364,8 +369,8 @@ export class SqliteStore implements Store {
 
   /** Closes the connection once the running transaction, if any, has ended. */
   async close(): Promise<void> {
+    while (!this.#closed && this.#transaction !== null) await this.#transaction;
     if (this.#closed) return;
-    await this.#idle();
     this.#closed = true;
     this.#db.close();
   }

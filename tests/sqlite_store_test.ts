@@ -1,0 +1,443 @@
+import assert from "node:assert/strict";
+import { DatabaseSync, type SQLInputValue } from "node:sqlite";
+import { fileURLToPath } from "node:url";
+import { migrations } from "../migrations/sqlite/mod.ts";
+import { openConnection } from "../src/stores/_sqlite_connection.ts";
+import { type Durability, SqliteStore } from "../src/stores/sqlite.ts";
+import { tempDir } from "./_helpers.ts";
+import { claim, LEASE_MS, newJob, storeContract, T0 } from "./store_contract.ts";
+
+storeContract("SqliteStore (file)", async () => {
+  const dir = await tempDir();
+  const store = await SqliteStore.open(dir.dbPath);
+  return {
+    store,
+    async [Symbol.asyncDispose]() {
+      await store.close();
+      await dir[Symbol.asyncDispose]();
+    },
+  };
+});
+
+storeContract("SqliteStore (:memory:)", async () => {
+  const store = await SqliteStore.open(":memory:");
+  return { store, [Symbol.asyncDispose]: () => store.close() };
+});
+
+/** Runs one statement on a second connection to `path`, closed afterwards; returns its rows. */
+function queryFile(path: string, sql: string, ...params: SQLInputValue[]) {
+  const db = new DatabaseSync(path);
+  try {
+    return db.prepare(sql).all(...params).map((row) => ({ ...row }));
+  } finally {
+    db.close();
+  }
+}
+
+/** The single value of a one-row, one-column result. */
+function only(rows: readonly Record<string, unknown>[]): unknown {
+  assert.equal(rows.length, 1);
+  return Object.values(rows[0]!)[0];
+}
+
+/** Reads a pragma on the store's own connection, through an app transaction. */
+async function storePragma(store: SqliteStore, name: string): Promise<unknown> {
+  return only(await store.transaction((tx) => tx.query(`PRAGMA ${name}`)));
+}
+
+/** A fixture script under tests/fixtures/store/, run as a real process. */
+class Child implements AsyncDisposable {
+  readonly #process: Deno.ChildProcess;
+  readonly #stdin: WritableStreamDefaultWriter<Uint8Array>;
+  readonly #lines: string[] = [];
+  readonly #pumps: Promise<void>;
+  #cursor = 0;
+  #stderr = "";
+  #ended = false;
+  #stdinClosed = false;
+  #wake: () => void = () => {};
+  #changed = this.#nextChange();
+
+  constructor(script: string, args: readonly string[]) {
+    const url = new URL(`./fixtures/store/${script}`, import.meta.url);
+    this.#process = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", fileURLToPath(url), ...args],
+      cwd: fileURLToPath(new URL("..", import.meta.url)),
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    this.#stdin = this.#process.stdin.getWriter();
+    let partial = "";
+    this.#pumps = Promise.all([
+      this.#pump(this.#process.stdout, (text) => {
+        const parts = (partial + text).split("\n");
+        partial = parts.pop()!;
+        this.#lines.push(...parts);
+      }),
+      this.#pump(this.#process.stderr, (text) => this.#stderr += text),
+    ]).then(() => {
+      this.#ended = true;
+      this.#wake();
+    });
+  }
+
+  /** How the process ended. */
+  get status(): Promise<Deno.CommandStatus> {
+    return this.#process.status;
+  }
+
+  /** What the process wrote to stderr so far. */
+  get stderr(): string {
+    return this.#stderr;
+  }
+
+  /** The next line starting with `prefix`, or an error after `timeoutMs` or at exit. */
+  async line(prefix: string, timeoutMs = 15_000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const index = this.#lines.findIndex((line, i) =>
+        i >= this.#cursor && line.startsWith(prefix)
+      );
+      if (index >= 0) {
+        this.#cursor = index + 1;
+        return this.#lines[index]!;
+      }
+      const remaining = deadline - Date.now();
+      if (this.#ended || remaining <= 0) {
+        throw new Error(
+          `No "${prefix}" line from the child (${this.#ended ? "it exited" : "timed out"}):\n` +
+            `stdout: ${this.#lines.join("\n")}\nstderr: ${this.#stderr}`,
+        );
+      }
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        this.#changed,
+        new Promise((resolve) => timer = setTimeout(resolve, remaining)),
+      ]);
+      clearTimeout(timer);
+    }
+  }
+
+  /** Writes `text` to the child's stdin. */
+  async send(text: string): Promise<void> {
+    await this.#stdin.write(new TextEncoder().encode(text));
+  }
+
+  /** Ends the child's stdin. */
+  async closeStdin(): Promise<void> {
+    if (this.#stdinClosed) return;
+    this.#stdinClosed = true;
+    await this.#stdin.close().catch(() => {});
+  }
+
+  /** Kills the child if it still runs, and waits for it and its output. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.closeStdin();
+    try {
+      this.#process.kill("SIGKILL");
+    } catch {
+      // it has exited already
+    }
+    await this.#process.status;
+    await this.#pumps;
+  }
+
+  async #pump(stream: ReadableStream<Uint8Array>, onText: (text: string) => void) {
+    for await (const text of stream.pipeThrough(new TextDecoderStream())) {
+      onText(text);
+      this.#wake();
+    }
+  }
+
+  #nextChange(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.#wake = () => {
+        this.#changed = this.#nextChange();
+        resolve();
+      };
+    });
+  }
+}
+
+Deno.test("SqliteStore: its connection uses WAL, synchronous NORMAL, foreign keys and a short busy wait", async () => {
+  await using dir = await tempDir();
+  await using store = await SqliteStore.open(dir.dbPath);
+  assert.equal(await storePragma(store, "journal_mode"), "wal");
+  assert.equal(await storePragma(store, "synchronous"), 1, "NORMAL");
+  assert.equal(await storePragma(store, "foreign_keys"), 1);
+  const busyTimeout = Number(await storePragma(store, "busy_timeout"));
+  assert.ok(busyTimeout > 0 && busyTimeout <= 50, `one blocking wait stays short: ${busyTimeout}`);
+  assert.equal(
+    only(queryFile(dir.dbPath, "PRAGMA journal_mode")),
+    "wal",
+    "WAL is kept in the file",
+  );
+});
+
+Deno.test('SqliteStore: durability "full" sets synchronous FULL', async () => {
+  await using dir = await tempDir();
+  await using store = await SqliteStore.open(dir.dbPath, { durability: "full" });
+  assert.equal(await storePragma(store, "synchronous"), 2, "FULL");
+});
+
+Deno.test("openConnection() sets the pragmas on every connection it opens", async () => {
+  await using dir = await tempDir();
+  for (const [durability, synchronous] of [["normal", 1], ["full", 2]] as const) {
+    const db = await openConnection(dir.dbPath, durability, 1_000);
+    try {
+      const pragma = (name: string) => only(db.prepare(`PRAGMA ${name}`).all());
+      assert.deepEqual(
+        [pragma("journal_mode"), pragma("synchronous"), pragma("foreign_keys")],
+        ["wal", synchronous, 1],
+        durability,
+      );
+    } finally {
+      db.close();
+    }
+  }
+});
+
+Deno.test("SqliteStore.open() refuses a bad durability or busyTimeoutMs", async () => {
+  await assert.rejects(
+    SqliteStore.open(":memory:", { durability: "fast" as Durability }),
+    (error) => error instanceof TypeError && /durability/.test(error.message),
+  );
+  for (const busyTimeoutMs of [-1, Number.NaN, Infinity]) {
+    await assert.rejects(SqliteStore.open(":memory:", { busyTimeoutMs }), RangeError);
+  }
+});
+
+// The store builds its claim in claimSql() (private to src/stores/sqlite.ts):
+// an UPDATE whose WHERE picks ids with this SELECT once per queue, joined with
+// UNION ALL. The SELECTs are copied here; keep them in step with claimSql().
+const CLAIM_PICK =
+  "SELECT id FROM jobs WHERE queue = ? AND available_at <= ? ORDER BY priority DESC, available_at LIMIT ?";
+const TWO_QUEUE_PICK =
+  `SELECT id FROM (${CLAIM_PICK}) UNION ALL SELECT id FROM (${CLAIM_PICK}) LIMIT ?`;
+
+Deno.test("SqliteStore: the claim walks jobs_claim_order in claim order, with no temp B-tree", async () => {
+  await using dir = await tempDir();
+  await using store = await SqliteStore.open(dir.dbPath);
+  await store.push(Array.from({ length: 600 }, (_, n) =>
+    newJob({
+      queue: ["high", "default", "low"][n % 3]!,
+      priority: n % 4,
+      availableAt: T0 + (n % 7) * 1_000 - 3_000,
+    })));
+  const db = new DatabaseSync(dir.dbPath);
+  try {
+    for (const stats of ["without statistics", "after ANALYZE"]) {
+      if (stats === "after ANALYZE") db.exec("ANALYZE");
+      const plans = [
+        db.prepare(`EXPLAIN QUERY PLAN ${CLAIM_PICK}`).all("default", T0, 10),
+        db.prepare(`EXPLAIN QUERY PLAN ${TWO_QUEUE_PICK}`).all("high", T0, 10, "low", T0, 10, 10),
+      ];
+      for (const plan of plans) {
+        const details = plan.map((row) => String(row.detail));
+        assert.ok(!details.some((d) => d.includes("USE TEMP B-TREE")), `${stats}: ${details}`);
+        assert.ok(details.some((d) => d.includes("jobs_claim_order")), `${stats}: ${details}`);
+      }
+    }
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("SqliteStore: migrations are recorded in queue_migrations and reopening changes nothing", async () => {
+  await using dir = await tempDir();
+  const first = await SqliteStore.open(dir.dbPath);
+  const [id] = await first.push([newJob()]);
+  await first.close();
+  const recorded = () =>
+    queryFile(dir.dbPath, "SELECT version, applied_at FROM queue_migrations ORDER BY version");
+  const schema = () =>
+    queryFile(dir.dbPath, "SELECT type, name, sql FROM sqlite_schema ORDER BY name");
+  const [versionsBefore, schemaBefore] = [recorded(), schema()];
+  assert.deepEqual(versionsBefore.map((row) => row.version), migrations.map((m) => m.version));
+
+  await using again = await SqliteStore.open(dir.dbPath);
+  await again.migrate();
+  assert.deepEqual(recorded(), versionsBefore);
+  assert.deepEqual(schema(), schemaBefore);
+  assert.deepEqual((await claim(again)).map((job) => job.id), [id], "the job is still there");
+});
+
+Deno.test("SqliteStore.open() refuses a database with a schema step newer than it knows", async () => {
+  await using dir = await tempDir();
+  await (await SqliteStore.open(dir.dbPath)).close();
+  const newest = migrations.at(-1)!.version;
+  queryFile(
+    dir.dbPath,
+    "INSERT INTO queue_migrations (version, applied_at) VALUES (?, ?)",
+    newest + 1,
+    0,
+  );
+  await assert.rejects(SqliteStore.open(dir.dbPath), (error) => {
+    assert.ok(error instanceof Error);
+    assert.match(error.message, new RegExp(`schema step ${newest + 1}, newer than`));
+    assert.match(error.message, /@renox\/queue/);
+    return true;
+  });
+  assert.equal(
+    only(queryFile(dir.dbPath, "SELECT MAX(version) FROM queue_migrations")),
+    newest + 1,
+  );
+});
+
+Deno.test("SqliteStore.open(): processes opening the same fresh file at once all succeed", async () => {
+  await using dir = await tempDir();
+  const children = Array.from({ length: 4 }, () => new Child("open_store.ts", [dir.dbPath]));
+  try {
+    await Promise.all(children.map((child) => child.line("ready", 30_000)));
+    await Promise.all(children.map((child) => child.send("go\n")));
+    for (const child of children) {
+      const status = await child.status;
+      assert.equal(status.code, 0, child.stderr);
+      await child.line("opened");
+    }
+  } finally {
+    await Promise.all(children.map((child) => child[Symbol.asyncDispose]()));
+  }
+  assert.deepEqual(
+    queryFile(dir.dbPath, "SELECT version FROM queue_migrations ORDER BY version")
+      .map((row) => row.version),
+    migrations.map((m) => m.version),
+  );
+  assert.equal(only(queryFile(dir.dbPath, "SELECT COUNT(*) FROM jobs")), 4);
+});
+
+Deno.test("SqliteStore: push, claim and settle wait out another process's 2 s write lock (R15)", async () => {
+  await using dir = await tempDir();
+  await using store = await SqliteStore.open(dir.dbPath);
+  const [settled] = await store.push([newJob()]);
+  const [claimable] = await store.push([newJob({ availableAt: T0 + 1 })]);
+  assert.deepEqual((await claim(store, { token: 1 })).map((job) => job.id), [settled]);
+
+  await using child = new Child("hold_lock.ts", [dir.dbPath, "2000"]);
+  await child.line("locked");
+  const started = Date.now();
+  const timed = <T>(call: Promise<T>) => call.then((value) => ({ value, at: Date.now() }));
+  const results = await Promise.allSettled([
+    timed(store.push([newJob({ availableAt: T0 + 10 * LEASE_MS })])),
+    timed(claim(store, { now: T0 + 1, token: 2 })),
+    timed(store.settle([{ kind: "complete", id: settled!, token: 1 }])),
+  ]);
+  const releasedAt = Number((await child.line("released")).split(" ")[1]);
+  const busy = results.filter((result) => result.status === "rejected");
+  console.log(`R15: BUSY surfaced ${busy.length}`);
+  assert.deepEqual(busy, [], "no call failed while the lock was held");
+  const done = results.map((result) => (result as PromiseFulfilledResult<{ at: number }>).value.at);
+  const [push, claimed, settle] = results.map((result) =>
+    (result as PromiseFulfilledResult<{ value: unknown }>).value.value
+  );
+  for (const [index, at] of done.entries()) {
+    const call = ["push", "claim", "settle"][index];
+    console.log(`R15: ${call} waited ${at - started} ms, done ${at - releasedAt} ms after release`);
+    assert.ok(at >= releasedAt - 5, "it could not finish while the lock was held");
+    assert.ok(at - releasedAt < 500, `it resumed ${at - releasedAt} ms after release`);
+  }
+  assert.equal((push as number[]).length, 1);
+  assert.deepEqual((claimed as { id: number }[]).map((job) => job.id), [claimable]);
+  assert.deepEqual(settle, [true]);
+  assert.equal((await child.status).code, 0, child.stderr);
+});
+
+Deno.test("SqliteStore: with busyTimeoutMs 200, a call against a 2 s lock rejects saying the database stayed locked", async () => {
+  await using dir = await tempDir();
+  await using store = await SqliteStore.open(dir.dbPath, { busyTimeoutMs: 200 });
+  const [id] = await store.push([newJob()]);
+  await claim(store, { token: 1 });
+  await using child = new Child("hold_lock.ts", [dir.dbPath, "2000"]);
+  await child.line("locked");
+  const locked = /stayed locked/;
+  const started = Date.now();
+  await assert.rejects(store.push([newJob()]), locked);
+  const waited = Date.now() - started;
+  console.log(`busyTimeoutMs 200: push gave up after ${waited} ms`);
+  assert.ok(waited >= 150 && waited < 1_500, `gave up after ${waited} ms`);
+  await assert.rejects(claim(store, { now: T0 + LEASE_MS, token: 2 }), locked);
+  await assert.rejects(store.settle([{ kind: "complete", id: id!, token: 1 }]), locked);
+  await assert.rejects(SqliteStore.open(dir.dbPath, { busyTimeoutMs: 200 }), locked);
+  await child.closeStdin();
+  await child.line("released");
+  assert.deepEqual(await store.settle([{ kind: "complete", id: id!, token: 1 }]), [true]);
+});
+
+Deno.test("SqliteStore: an app transaction holds back other operations until it commits", async () => {
+  await using dir = await tempDir();
+  await using store = await SqliteStore.open(dir.dbPath);
+  let openGate!: () => void;
+  const gate = new Promise<void>((resolve) => openGate = resolve);
+  let started!: () => void;
+  const inside = new Promise<void>((resolve) => started = resolve);
+  let insideId = 0;
+  const transaction = store.transaction(async (tx) => {
+    [insideId] = (await tx.push([newJob()])) as [number];
+    started();
+    await gate;
+  });
+  await inside;
+  const visible = () => Number(only(queryFile(dir.dbPath, "SELECT COUNT(*) FROM jobs")));
+  let outsideDone = false;
+  let committedFirst: boolean | undefined;
+  const outside = store.push([newJob()]).then(([id]) => {
+    outsideDone = true;
+    committedFirst = Number(
+      only(queryFile(dir.dbPath, "SELECT COUNT(*) FROM jobs WHERE id = ?", insideId)),
+    ) === 1;
+    return id!;
+  });
+  for (let turn = 0; turn < 10; turn++) await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(outsideDone, false, "the push waits while the transaction is open");
+  assert.equal(visible(), 0, "nothing is committed yet");
+  openGate();
+  await transaction;
+  const outsideId = await outside;
+  assert.equal(committedFirst, true, "the push resolved only after the transaction committed");
+  assert.ok(insideId < outsideId, `inside ${insideId} < outside ${outsideId}`);
+  assert.equal(visible(), 2);
+});
+
+Deno.test("SqliteStore: close() lets transactions started before it finish", async () => {
+  await using dir = await tempDir();
+  const store = await SqliteStore.open(dir.dbPath);
+  let openGate!: () => void;
+  const gate = new Promise<void>((resolve) => openGate = resolve);
+  let started!: () => void;
+  const firstStarted = new Promise<void>((resolve) => started = resolve);
+  const first = store.transaction(async (tx) => {
+    await tx.push([newJob()]);
+    started();
+    await gate;
+  });
+  await firstStarted;
+  const second = store.transaction((tx) => tx.push([newJob()]));
+  const closing = store.close();
+  openGate();
+  const results = await Promise.allSettled([first, second, closing]);
+  await store.close();
+  assert.deepEqual(
+    results.map((result) => result.status === "rejected" ? String(result.reason) : "ok"),
+    ["ok", "ok", "ok"],
+  );
+  assert.equal(only(queryFile(dir.dbPath, "SELECT COUNT(*) FROM jobs")), 2);
+});
+
+Deno.test("SqliteStore: two stores on one file never claim the same job", async () => {
+  await using dir = await tempDir();
+  await using one = await SqliteStore.open(dir.dbPath);
+  await using two = await SqliteStore.open(dir.dbPath);
+  const pushed = await one.push(Array.from({ length: 50 }, () => newJob()));
+  const claimed: number[] = [];
+  for (let token = 1;; token += 2) {
+    const [a, b] = await Promise.all([
+      claim(one, { limit: 7, token }),
+      claim(two, { limit: 7, token: token + 1 }),
+    ]);
+    if (a.length + b.length === 0) break;
+    claimed.push(...a.map((job) => job.id), ...b.map((job) => job.id));
+  }
+  assert.equal(new Set(claimed).size, claimed.length, "no job claimed twice");
+  assert.deepEqual([...claimed].sort((x, y) => x - y), pushed);
+});
