@@ -122,9 +122,12 @@ export class QueueEventTarget extends EventTarget {
     listener: AnyListener | null,
     options?: boolean | EventListenerOptions,
   ): void {
-    const guarded = listener === null ? undefined : this.#wrapped.get(listener)?.get(type);
-    if (guarded === undefined) return;
+    const byType = listener === null ? undefined : this.#wrapped.get(listener);
+    const guarded = byType?.get(type);
+    if (byType === undefined || guarded === undefined) return;
     super.removeEventListener(type, guarded, options);
+    byType.delete(type);
+    this.#listeners.set(type, (this.#listeners.get(type) ?? 1) - 1);
   }
 
   /** Whether anyone listens for `type` here or on the target this one forwards to. */
@@ -134,9 +137,11 @@ export class QueueEventTarget extends EventTarget {
 
   /** Sends `type` with `detail` here and to the target this one forwards to. */
   emit<K extends keyof QueueEventMap>(type: K, detail: QueueEventMap[K]): void {
+    // Decided before dispatching: a listener that removes itself still counts as having heard it.
+    const heard = this.hasListeners(type);
     if ((this.#listeners.get(type) ?? 0) > 0) this.dispatchEvent(new CustomEvent(type, { detail }));
     if (this.#forwardTo !== undefined) this.#forwardTo.emit(type, detail);
-    else if (type === "queue:error" && !this.hasListeners("queue:error")) {
+    else if (type === "queue:error" && !heard) {
       const { error, during } = detail as QueueEventMap["queue:error"];
       console.error(`@renox/queue: ${during}:`, error);
     }

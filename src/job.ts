@@ -176,9 +176,9 @@ export interface JobConfig<S extends PayloadSchema> {
    */
   backoff?: Backoff;
   /**
-   * Spread of each retry delay, as a fraction (0.2 = ±20 %), so that jobs that
-   * failed together come back spread out.
-   * @default {0.2}
+   * Spread of each retry delay, as a fraction (0.5 = ±50 %), so that jobs that
+   * failed together come back spread out rather than all at once.
+   * @default {0.5}
    */
   jitter?: number;
   /**
@@ -284,7 +284,7 @@ export function defineJob<S extends PayloadSchema>(config: JobConfig<S>): JobDef
     maxAttempts: positive(where, "maxAttempts", config.maxAttempts ?? 3, true),
     maxCrashes: positive(where, "maxCrashes", config.maxCrashes ?? 2, true),
     backoff: config.backoff ?? defaultBackoff,
-    jitter: config.jitter ?? 0.2,
+    jitter: config.jitter ?? 0.5,
     timeoutMs: positive(where, "timeoutMs", config.timeoutMs ?? 60_000, false),
     retryUntil: config.retryUntil,
     priority: config.priority ?? 0,

@@ -57,7 +57,7 @@ export function failBeforeStart(job: ClaimedJob, reason: string, now: number): O
       kind: "fail",
       id: job.id,
       token: job.token,
-      error: { message: reason, stack: null },
+      error: { message: `${error.name}: ${reason}`, stack: null },
       attempts: job.attempts - 1,
       failedAt: now,
     },

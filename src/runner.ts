@@ -18,7 +18,7 @@ import {
   releaseOnStop,
 } from "./lifecycle.ts";
 import type { JobRegistry } from "./registry.ts";
-import type { ClaimedJob, Store } from "./stores/store.ts";
+import type { ClaimedJob, ClaimRequest, SettleResult, Store } from "./stores/store.ts";
 import type { ResolvedWorkOptions } from "./work_options.ts";
 
 /** What a runner needs from the queue that starts it. @internal */
@@ -91,6 +91,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   #graceTimer: ReturnType<typeof setTimeout> | undefined;
   #renewing = false;
   #wake: (() => void) | null = null;
+  #wakeRequested = false;
   #stats = { completed: 0, failed: 0, retried: 0 };
 
   /** Starts the loop at once. @internal */
@@ -118,6 +119,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
 
   /** Looks for due jobs now instead of at the next poll. */
   notify(): void {
+    this.#wakeRequested = true;
     this.#wake?.();
   }
 
@@ -128,6 +130,11 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
    */
   stop(options: StopOptions = {}): Promise<void> {
     const graceMs = options.graceMs ?? this.#options.graceMs;
+    if (!(graceMs >= 0 && graceMs <= 2_147_483_647)) {
+      return Promise.reject(
+        new RangeError(`stop: graceMs must be a number of ms from 0 to 2147483647: got ${graceMs}`),
+      );
+    }
     this.#stopping = true;
     const deadline = performance.now() + graceMs;
     if (deadline < this.#graceDeadline && !this.#graceExpired) {
@@ -149,27 +156,27 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     const renewal = setInterval(() => void this.#renew(), Math.max(1, Math.floor(leaseMs / 3)));
     try {
       for (;;) {
-        if (this.#finished.length > 0) await this.#settle();
-        const claiming = this.#mayClaim();
+        const free = this.#freeSlots();
+        const claimed = this.#finished.length > 0 || free > 0 ? await this.#tick(free) : 0;
+        if (this.#graceExpired && this.#running.size === 0) break;
         const idle = this.#running.size === 0 && this.#finished.length === 0;
-        if ((!claiming || this.#graceExpired) && idle) break;
-        if (this.#graceExpired && this.#running.size === 0) break; // settles keep failing
-        const free = Math.min(
-          this.#options.concurrency - this.#running.size,
-          this.#options.maxJobs - this.#claimed,
-        );
-        const claimed = claiming && free > 0 ? await this.#claim(free) : 0;
-        const empty = claimed === 0 && this.#running.size === 0 && this.#finished.length === 0;
-        if (claiming && stopWhenEmpty && empty) break;
+        if (idle && (!this.#mayClaim() || (stopWhenEmpty && claimed === 0))) break;
         if (this.#finished.length === 0) await this.#sleep(pollMs);
       }
     } finally {
       clearInterval(renewal);
-      clearTimeout(this.#graceTimer);
       this.#stopping = true;
+      this.#graceExpired = true; // nothing is left to abort: a later stop() starts no timer
+      clearTimeout(this.#graceTimer);
       await Promise.allSettled(this.#hooks);
       this.emit("worker:stop", this.stats);
     }
+  }
+
+  #freeSlots(): number {
+    if (!this.#mayClaim()) return 0;
+    const { concurrency, maxJobs } = this.#options;
+    return Math.min(concurrency - this.#running.size, maxJobs - this.#claimed);
   }
 
   #mayClaim(): boolean {
@@ -177,25 +184,44 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       performance.now() - this.#startedAt < this.#options.maxTimeMs;
   }
 
-  /** Claims up to `limit` jobs and starts them; returns how many, or null on error. */
-  async #claim(limit: number): Promise<number | null> {
+  /**
+   * One write per tick: settles every finished job and claims up to `free`
+   * jobs in the same transaction, then starts them. Returns how many were
+   * claimed, or null when the store failed (the finished jobs are kept).
+   */
+  async #tick(free: number): Promise<number | null> {
     const { store, clock } = this.#deps;
-    let jobs: ClaimedJob[];
-    try {
-      jobs = await store.claim({
+    const batch = this.#finished;
+    this.#finished = [];
+    const request: ClaimRequest | undefined = free > 0
+      ? {
         queues: this.#options.queues,
-        limit,
+        limit: free,
         now: clock.now(),
         leaseMs: this.#options.leaseMs,
         token: newToken(),
-      });
+      }
+      : undefined;
+    let result: SettleResult;
+    try {
+      result = batch.length > 0
+        ? await store.settle(batch.map(({ outcome }) => outcome.settlement), request)
+        : { applied: [], claimed: await store.claim(request!) };
     } catch (error) {
-      this.emit("queue:error", { error: asError(error), during: "claim" });
+      this.#finished = batch.concat(this.#finished);
+      this.emit("queue:error", {
+        error: asError(error),
+        during: batch.length > 0 ? "settle" : "claim",
+      });
+      if (!this.#graceExpired) await this.#sleep(this.#options.pollMs);
       return null;
     }
-    this.#claimed += jobs.length;
-    for (const job of jobs) this.#start(job);
-    return jobs.length;
+    batch.forEach((finished, index) => {
+      if (result.applied[index]) this.#report(finished);
+    });
+    this.#claimed += result.claimed.length;
+    for (const job of result.claimed) this.#start(job);
+    return result.claimed.length;
   }
 
   #start(job: ClaimedJob): void {
@@ -278,24 +304,6 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.notify();
   }
 
-  /** Settles every finished job in one transaction, then sends their events. */
-  async #settle(): Promise<void> {
-    const batch = this.#finished;
-    this.#finished = [];
-    let applied: boolean[];
-    try {
-      applied = await this.#deps.store.settle(batch.map(({ outcome }) => outcome.settlement));
-    } catch (error) {
-      this.#finished = batch.concat(this.#finished);
-      this.emit("queue:error", { error: asError(error), during: "settle" });
-      if (!this.#graceExpired) await this.#sleep(this.#options.pollMs);
-      return;
-    }
-    batch.forEach((finished, index) => {
-      if (applied[index]) this.#report(finished);
-    });
-  }
-
   #report({ job, outcome, durationMs }: Finished): void {
     const detail = { id: job.id, name: job.name, queue: job.queue, attempt: job.attempts };
     switch (outcome.kind) {
@@ -338,13 +346,12 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     if (this.#renewing || this.#running.size === 0) return;
     this.#renewing = true;
     try {
-      const leases = [...this.#running.values()].map(({ job }) => ({
-        id: job.id,
-        token: job.token,
-      }));
+      const renewed = [...this.#running.values()];
+      const leases = renewed.map(({ job }) => ({ id: job.id, token: job.token }));
       const until = this.#deps.clock.now() + this.#options.leaseMs;
       for (const id of await this.#deps.store.renew(leases, until)) {
-        const entry = this.#running.get(id);
+        // Only the attempt whose lease was renewed: the job may have settled and come back meanwhile.
+        const entry = renewed.find(({ job }) => job.id === id);
         if (entry === undefined || !this.#forget(entry)) continue;
         const error = new Error(`Lost the lease of job ${id}: another worker may run it now`);
         entry.controller.abort(error);
@@ -357,11 +364,17 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     }
   }
 
+  /** Waits `ms`, or less when woken; a wake-up that came while the loop was busy ends it at once. */
   #sleep(ms: number): Promise<void> {
+    if (this.#wakeRequested) {
+      this.#wakeRequested = false;
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
         this.#wake = null;
+        this.#wakeRequested = false;
         resolve();
       };
       const timer = setTimeout(done, ms);

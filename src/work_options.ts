@@ -75,7 +75,7 @@ export function resolveWorkOptions(
     leaseMs: duration("leaseMs", options.leaseMs ?? 30_000, 100),
     graceMs: duration("graceMs", options.graceMs ?? 10_000, 0),
     pollMs: duration("pollMs", options.pollMs ?? 1_000, 1),
-    stopWhenEmpty: options.stopWhenEmpty ?? false,
+    stopWhenEmpty: flag("stopWhenEmpty", options.stopWhenEmpty ?? false),
     maxJobs: options.maxJobs === undefined || options.maxJobs === Infinity
       ? Infinity
       : count("maxJobs", options.maxJobs),
@@ -83,6 +83,13 @@ export function resolveWorkOptions(
       ? Infinity
       : duration("maxTimeMs", options.maxTimeMs, 0),
   };
+}
+
+function flag(name: string, value: boolean): boolean {
+  if (typeof value !== "boolean") {
+    throw new TypeError(`work: ${name} must be true or false: got ${String(value)}`);
+  }
+  return value;
 }
 
 function count(name: string, value: number): number {

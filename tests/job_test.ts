@@ -37,7 +37,7 @@ Deno.test("defineJob() fills in the documented defaults", () => {
   assert.equal(job.maxAttempts, 3);
   assert.equal(job.maxCrashes, 2);
   assert.equal(job.timeoutMs, 60_000);
-  assert.equal(job.jitter, 0.2);
+  assert.equal(job.jitter, 0.5);
   assert.equal(job.priority, 0);
   assert.equal(job.retryUntil, undefined);
   assert.equal(job.failed, undefined);
@@ -58,7 +58,7 @@ Deno.test("defineJob() treats settings passed as undefined like omitted ones", (
   assert.equal(job.queue, "default");
   assert.equal(job.maxAttempts, 3);
   assert.equal(job.timeoutMs, 60_000);
-  assert.equal(job.jitter, 0.2);
+  assert.equal(job.jitter, 0.5);
   assert.equal(job.priority, 0);
 });
 

@@ -339,7 +339,7 @@ Deno.test("SqliteStore: push, claim and settle wait out another process's 2 s wr
   }
   assert.equal((push as number[]).length, 1);
   assert.deepEqual((claimed as { id: number }[]).map((job) => job.id), [claimable]);
-  assert.deepEqual(settle, [true]);
+  assert.deepEqual(settle, { applied: [true], claimed: [] });
   assert.equal((await child.status).code, 0, child.stderr);
 });
 
@@ -361,7 +361,7 @@ Deno.test("SqliteStore: with busyTimeoutMs 200, a call against a 2 s lock reject
   await assert.rejects(SqliteStore.open(dir.dbPath, { busyTimeoutMs: 200 }), locked);
   await child.closeStdin();
   await child.line("released");
-  assert.deepEqual(await store.settle([{ kind: "complete", id: id!, token: 1 }]), [true]);
+  assert.deepEqual((await store.settle([{ kind: "complete", id: id!, token: 1 }])).applied, [true]);
 });
 
 Deno.test("SqliteStore: an app transaction holds back other operations until it commits", async () => {

@@ -68,7 +68,7 @@ async function failedJobs(store: Store, failedAts: number[], job: Partial<NewJob
     const [id] = await store.push([newJob(job)]);
     const [claimed] = await claim(store, { queues: [job.queue ?? "default"], limit: 1, token: 77 });
     assert.equal(claimed?.id, id);
-    assert.deepEqual(await store.settle([fail(id!, 77, failedAt)]), [true]);
+    assert.deepEqual((await store.settle([fail(id!, 77, failedAt)])).applied, [true]);
     failed.push(id!);
   }
   return failed;
@@ -183,7 +183,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     const [third] = await claim(store, { now: T0 + 2 * LEASE_MS, token: 3 });
     assert.deepEqual([third?.attempts, third?.crashes, third?.recovered], [3, 2, true]);
     const now = T0 + 2 * LEASE_MS;
-    assert.deepEqual(await store.settle([release(id!, 3, now)]), [true]);
+    assert.deepEqual((await store.settle([release(id!, 3, now)])).applied, [true]);
     const [fourth] = await claim(store, { now, token: 4 });
     assert.deepEqual([fourth?.attempts, fourth?.crashes, fourth?.recovered], [4, 2, false]);
   });
@@ -191,9 +191,15 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   test("release puts the job back, due at availableAt, with its error; refundAttempt gives the attempt back", async (store) => {
     const [id] = await store.push([newJob()]);
     await claim(store, { token: 1 });
-    assert.deepEqual(await store.settle([release(id!, 1, T0 + 5_000, "Error: later")]), [true]);
+    assert.deepEqual((await store.settle([release(id!, 1, T0 + 5_000, "Error: later")])).applied, [
+      true,
+    ]);
     assert.deepEqual(await countsAt(store, T0), { default: [0, 1, 0, 0] });
-    assert.deepEqual(await store.settle([complete(id!, 1)]), [false], "the released token is void");
+    assert.deepEqual(
+      (await store.settle([complete(id!, 1)])).applied,
+      [false],
+      "the released token is void",
+    );
     assert.deepEqual(await claim(store, { now: T0 + 4_999, token: 2 }), []);
     const [job] = await claim(store, { now: T0 + 5_000, token: 3 });
     assert.deepEqual(
@@ -201,7 +207,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
       [id, 2, 0, false, "Error: later"],
     );
     const refund = { ...release(id!, 3, T0 + 5_000), refundAttempt: true };
-    assert.deepEqual(await store.settle([refund]), [true]);
+    assert.deepEqual((await store.settle([refund])).applied, [true]);
     const [again] = await claim(store, { now: T0 + 5_000, token: 4 });
     assert.deepEqual([again?.attempts, again?.lastError], [2, null], "refundAttempt gives it back");
   });
@@ -215,7 +221,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     await claim(store, { queues: ["mail"], now: T0 + LEASE_MS, token: 2 });
     const error = { message: "TypeError: nope", stack: "TypeError: nope\n    at x (y.ts:1:2)" };
     const failedAt = T0 + LEASE_MS + 1;
-    assert.deepEqual(await store.settle([fail(id!, 2, failedAt, 2, error)]), [true]);
+    assert.deepEqual((await store.settle([fail(id!, 2, failedAt, 2, error)])).applied, [true]);
     assert.deepEqual({ ...await store.failedJob(id!) }, {
       id: id!,
       queue: "mail",
@@ -241,28 +247,44 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     const now = T0 + LEASE_MS + 10;
     const stale = [complete(id!, A), release(id!, A, now, "Error: stale"), fail(id!, A, now)];
     for (const settlement of stale) {
-      assert.deepEqual(await store.settle([settlement]), [false], settlement.kind);
+      assert.deepEqual((await store.settle([settlement])).applied, [false], settlement.kind);
     }
     assert.deepEqual(await countsAt(store, now), { default: [0, 0, 1, 0] });
     assert.deepEqual(await store.failed({ limit: 10, offset: 0 }), []);
     assert.deepEqual(await store.renew([{ id: id!, token: A }], now + LEASE_MS), [id]);
-    assert.deepEqual(await store.settle([complete(id!, B)]), [true]);
-    assert.deepEqual(await store.settle([complete(id!, A)]), [false]);
+    assert.deepEqual((await store.settle([complete(id!, B)])).applied, [true]);
+    assert.deepEqual((await store.settle([complete(id!, A)])).applied, [false]);
     assert.deepEqual(await store.counts(now), []);
+  });
+
+  test("settle() with a claim request claims the next jobs in the same call, after settling", async (store) => {
+    const [a, b, c] = await store.push([newJob(), newJob(), newJob()]);
+    await claim(store, { limit: 1, token: 1 });
+    const request = { queues: ["default"], limit: 5, now: T0, leaseMs: LEASE_MS, token: 2 };
+    const { applied, claimed } = await store.settle([release(a!, 1, T0)], request);
+    assert.deepEqual(applied, [true]);
+    assert.deepEqual(ids(claimed), [a, b, c], "the job released in this call is claimable again");
+    assert.ok(claimed.every((job) => job.token === 2));
+    assert.deepEqual((await store.settle([complete(b!, 1)])).applied, [false], "b is leased to 2");
+    assert.deepEqual((await store.settle([], request)).claimed, [], "nothing left to claim");
   });
 
   test("settle() applies a batch, reporting each settlement; complete deletes the job", async (store) => {
     const [a, b, c, d] = await store.push([newJob(), newJob(), newJob(), newJob()]);
     await claim(store, { token: 1 });
-    const result = await store.settle([
+    const { applied } = await store.settle([
       complete(a!, 1),
       complete(b!, 999),
       release(c!, 1, T0 + 1_000),
       fail(d!, 1),
     ]);
-    assert.deepEqual(result, [true, false, true, true]);
+    assert.deepEqual(applied, [true, false, true, true]);
     assert.deepEqual(await countsAt(store, T0), { default: [0, 1, 1, 1] });
-    assert.deepEqual(await store.settle([complete(a!, 1)]), [false], "a completed job is gone");
+    assert.deepEqual(
+      (await store.settle([complete(a!, 1)])).applied,
+      [false],
+      "a completed job is gone",
+    );
     assert.deepEqual(sorted(ids(await claim(store, { now: T0 + 9 * LEASE_MS, token: 2 }))), [b, c]);
   });
 
@@ -270,9 +292,9 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     const [id] = await store.push([newJob()]);
     const token = Number.MAX_SAFE_INTEGER;
     await claim(store, { token });
-    assert.deepEqual(await store.settle([complete(id!, token - 1)]), [false]);
+    assert.deepEqual((await store.settle([complete(id!, token - 1)])).applied, [false]);
     assert.deepEqual(await store.renew([{ id: id!, token }], T0 + 2 * LEASE_MS), []);
-    assert.deepEqual(await store.settle([complete(id!, token)]), [true]);
+    assert.deepEqual((await store.settle([complete(id!, token)])).applied, [true]);
   });
 
   test("renew() extends leases and reports the ids whose lease was lost", async (store) => {
@@ -399,7 +421,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     assert.equal(await store.clear("a"), 3);
     assert.equal(await store.clear("nothing-here"), 0);
     assert.deepEqual(await countsAt(store, T0), { a: [0, 0, 0, 1], b: [1, 0, 0, 0] });
-    assert.deepEqual(await store.settle([complete(leased!, 1)]), [false]);
+    assert.deepEqual((await store.settle([complete(leased!, 1)])).applied, [false]);
     assert.deepEqual(ids(await claim(store, { queues: ["a", "b"], token: 2 })), [kept]);
     await store.push([newJob({ queue: "c" })]);
     assert.equal(await store.clear(), 2);

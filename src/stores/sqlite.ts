@@ -15,6 +15,7 @@ import type {
   Page,
   QueueCountsRow,
   Settlement,
+  SettleResult,
   Store,
   StoreTransaction,
 } from "./store.ts";
@@ -72,8 +73,16 @@ const PRUNE = "DELETE FROM failed_jobs WHERE failed_at < ?";
 const CLEAR_ONE = "DELETE FROM jobs WHERE queue = ?";
 const CLEAR_ALL = "DELETE FROM jobs";
 
+const claimStatements = new Map<number, string>();
+
 /** The claim statement for `queueCount` queues, looked at in the given order. */
 function claimSql(queueCount: number): string {
+  let sql = claimStatements.get(queueCount);
+  if (sql === undefined) claimStatements.set(queueCount, sql = buildClaimSql(queueCount));
+  return sql;
+}
+
+function buildClaimSql(queueCount: number): string {
   const perQueue = `SELECT id FROM (SELECT id FROM jobs WHERE queue = ? AND available_at <= ?
     ORDER BY priority DESC, available_at LIMIT ?)`;
   return `UPDATE jobs SET token = ?, available_at = ?, attempts = attempts + 1,
@@ -216,64 +225,15 @@ export class SqliteStore implements Store {
 
   /** Leases due jobs in one `UPDATE … RETURNING`. */
   claim(request: ClaimRequest): Promise<ClaimedJob[]> {
-    const { queues, limit, now, leaseMs, token } = request;
-    const params: SQLInputValue[] = [token, now + leaseMs];
-    for (const queue of queues) params.push(queue, now, limit);
-    params.push(limit);
-    const rank = (queue: string) => queues.indexOf(queue);
-    return this.#run(() =>
-      // RETURNING gives rows in no set order: put them back in claim order.
-      (this.#prepare(claimSql(queues.length)).all(...params) as unknown as ClaimRow[])
-        .sort((a, b) => rank(a.queue) - rank(b.queue) || b.priority - a.priority || a.id - b.id)
-        .map((row) => ({
-          id: row.id,
-          queue: row.queue,
-          name: row.name,
-          payload: row.payload,
-          priority: row.priority,
-          attempts: row.attempts,
-          crashes: row.crashes,
-          recovered: row.recovered === 1,
-          retryUntil: row.retry_until,
-          lastError: row.last_error,
-          createdAt: row.created_at,
-          token,
-        }))
-    );
+    return this.#run(() => this.#claim(request));
   }
 
-  /** Applies settlements in one transaction, each fenced by its token. */
-  settle(settlements: readonly Settlement[]): Promise<boolean[]> {
-    return this.#write(() =>
-      settlements.map((settlement) => {
-        const { id, token } = settlement;
-        switch (settlement.kind) {
-          case "complete":
-            return this.#prepare(COMPLETE).run(id, token).changes === 1;
-          case "release":
-            return this.#prepare(RELEASE).run(
-              settlement.availableAt,
-              settlement.error,
-              settlement.refundAttempt ? 1 : 0,
-              id,
-              token,
-            ).changes === 1;
-          case "fail": {
-            const { error } = settlement;
-            const copied = this.#prepare(COPY_TO_FAILED).run(
-              error.message,
-              error.stack,
-              settlement.attempts,
-              settlement.failedAt,
-              id,
-              token,
-            ).changes === 1;
-            if (copied) this.#prepare(COMPLETE).run(id, token);
-            return copied;
-          }
-        }
-      })
-    );
+  /** Applies settlements, each fenced by its token, then claims, all in one transaction. */
+  settle(settlements: readonly Settlement[], then?: ClaimRequest): Promise<SettleResult> {
+    return this.#write(() => ({
+      applied: settlements.map((settlement) => this.#apply(settlement)),
+      claimed: then === undefined ? [] : this.#claim(then),
+    }));
   }
 
   /** Extends leases in one transaction; returns the ids whose lease was lost. */
@@ -378,6 +338,60 @@ export class SqliteStore implements Store {
   /** Same as {@linkcode SqliteStore.close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
+  }
+
+  #claim(request: ClaimRequest): ClaimedJob[] {
+    const { queues, limit, now, leaseMs, token } = request;
+    const params: SQLInputValue[] = [token, now + leaseMs];
+    for (const queue of queues) params.push(queue, now, limit);
+    params.push(limit);
+    const rank = (queue: string) => queues.indexOf(queue);
+    // RETURNING gives rows in no set order: put them back in claim order.
+    return (this.#prepare(claimSql(queues.length)).all(...params) as unknown as ClaimRow[])
+      .sort((a, b) => rank(a.queue) - rank(b.queue) || b.priority - a.priority || a.id - b.id)
+      .map((row) => ({
+        id: row.id,
+        queue: row.queue,
+        name: row.name,
+        payload: row.payload,
+        priority: row.priority,
+        attempts: row.attempts,
+        crashes: row.crashes,
+        recovered: row.recovered === 1,
+        retryUntil: row.retry_until,
+        lastError: row.last_error,
+        createdAt: row.created_at,
+        token,
+      }));
+  }
+
+  #apply(settlement: Settlement): boolean {
+    const { id, token } = settlement;
+    switch (settlement.kind) {
+      case "complete":
+        return this.#prepare(COMPLETE).run(id, token).changes === 1;
+      case "release":
+        return this.#prepare(RELEASE).run(
+          settlement.availableAt,
+          settlement.error,
+          settlement.refundAttempt ? 1 : 0,
+          id,
+          token,
+        ).changes === 1;
+      case "fail": {
+        const { error } = settlement;
+        const copied = this.#prepare(COPY_TO_FAILED).run(
+          error.message,
+          error.stack,
+          settlement.attempts,
+          settlement.failedAt,
+          id,
+          token,
+        ).changes === 1;
+        if (copied) this.#prepare(COMPLETE).run(id, token);
+        return copied;
+      }
+    }
   }
 
   #insert(rows: readonly NewJobRow[]): number[] {

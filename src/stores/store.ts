@@ -112,6 +112,17 @@ export type Settlement =
     readonly failedAt: number;
   };
 
+/** What {@linkcode Store.settle} did. */
+export interface SettleResult {
+  /**
+   * For each settlement, in order, whether it applied (false: its lease was
+   * lost to another claim and nothing changed).
+   */
+  readonly applied: boolean[];
+  /** The jobs claimed after settling, in claim order; empty without a claim request. */
+  readonly claimed: ClaimedJob[];
+}
+
 /** A lease to renew. */
 export interface Lease {
   /** The job's id. */
@@ -188,10 +199,10 @@ export interface Store extends AsyncDisposable {
   /** Leases up to `limit` due jobs in one statement, in claim order. */
   claim(request: ClaimRequest): Promise<ClaimedJob[]>;
   /**
-   * Applies settlements in one transaction; for each, whether it applied
-   * (false: its lease was lost to another claim and nothing changed).
+   * Applies settlements in one transaction and, when `then` is given, claims
+   * the next jobs in that same transaction (one commit per worker tick).
    */
-  settle(settlements: readonly Settlement[]): Promise<boolean[]>;
+  settle(settlements: readonly Settlement[], then?: ClaimRequest): Promise<SettleResult>;
   /** Extends leases to `until`; returns the ids whose lease was lost. */
   renew(leases: readonly Lease[], until: number): Promise<number[]>;
   /** Jobs per queue by state, at `now`. */

@@ -1,0 +1,172 @@
+/**
+ * The raw SQLite ceiling: what this machine does with plain `node:sqlite`
+ * statements on the same schema and pragmas as the store, with none of the
+ * queue's code in the way. Every figure of ours is read against these.
+ *
+ * @module
+ */
+import { DatabaseSync, type StatementSync } from "node:sqlite";
+import { migrations } from "../migrations/sqlite/mod.ts";
+import { type Measurement, measureRate } from "./measurement.ts";
+import { withTempDatabase } from "./temp_database.ts";
+
+/** Jobs per transaction in the batched ceiling. */
+export const CEILING_BATCH_SIZE = 50;
+
+/** The store's busy wait per statement (`_sqlite_connection.ts`), in ms. */
+const BUSY_TIMEOUT_MS = 50;
+const LEASE_MS = 30_000;
+const QUEUE = "default";
+const NAME = "bench-noop";
+
+const INSERT =
+  `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`;
+/** A claim as the store makes one: due rows of a queue in index order get a token and a lease. */
+const CLAIM = `UPDATE jobs SET token = ?, available_at = ?, attempts = attempts + 1
+  WHERE id IN (SELECT id FROM jobs WHERE queue = ? AND available_at <= ?
+    ORDER BY priority DESC, available_at LIMIT ?)
+  RETURNING id, payload`;
+/** A completion as the store settles one: fenced by the claim's token. */
+const DELETE = "DELETE FROM jobs WHERE id = ? AND token = ?";
+
+/** Statements of one raw connection, prepared once. */
+interface RawStatements {
+  readonly db: DatabaseSync;
+  readonly insert: StatementSync;
+  readonly claim: StatementSync;
+  readonly remove: StatementSync;
+}
+
+/**
+ * The raw measurements: autocommit insert, one-transaction insert, and the
+ * insert + claim + delete cycle unbatched and in batches of
+ * {@linkcode CEILING_BATCH_SIZE}. The batched cycle is the baseline of them all.
+ */
+export function ceilingMeasurements(): Measurement[] {
+  return [
+    {
+      id: "raw-insert-autocommit",
+      name: "raw autocommit insert",
+      label: "raw SQLite: INSERT … RETURNING id, autocommit",
+      baseline: "ceiling-batched",
+      run: (jobs) => withRaw(jobs, jobs, insertAutocommit),
+    },
+    {
+      id: "raw-insert-one-transaction",
+      name: "raw one-transaction insert",
+      label: "raw SQLite: INSERT … RETURNING id, all in one transaction",
+      baseline: "ceiling-batched",
+      run: (jobs) => withRaw(jobs, jobs, insertInOneTransaction),
+    },
+    {
+      id: "ceiling-unbatched",
+      name: "unbatched ceiling",
+      label: "raw SQLite ceiling: insert + claim + delete, each autocommit",
+      baseline: "ceiling-batched",
+      run: (jobs) => withRaw(jobs, 0, cycleUnbatched),
+    },
+    {
+      id: "ceiling-batched",
+      name: "batched ceiling",
+      label: `raw SQLite ceiling: insert + claim + delete, ${CEILING_BATCH_SIZE} per transaction`,
+      baseline: "ceiling-batched",
+      run: (jobs) => withRaw(jobs, 0, cycleBatched),
+    },
+  ];
+}
+
+/**
+ * Opens a raw connection on a fresh file, times `work`, and checks that the
+ * table then holds `left` jobs: a ceiling that skipped work would flatter it.
+ */
+function withRaw(
+  jobs: number,
+  left: number,
+  work: (raw: RawStatements, jobs: number) => void,
+): Promise<number> {
+  return withTempDatabase(async (path) => {
+    const db = openRaw(path);
+    try {
+      const raw = {
+        db,
+        insert: db.prepare(INSERT),
+        claim: db.prepare(CLAIM),
+        remove: db.prepare(DELETE),
+      };
+      const rate = await measureRate(jobs, () => work(raw, jobs));
+      const count = Number(db.prepare("SELECT COUNT(*) AS n FROM jobs").get()!.n);
+      if (count !== left) {
+        throw new Error(`The ceiling left ${count} jobs in the table instead of ${left}`);
+      }
+      return rate;
+    } finally {
+      db.close();
+    }
+  });
+}
+
+/** A connection with the store's pragmas and the migrations' schema. */
+function openRaw(path: string): DatabaseSync {
+  const db = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS });
+  try {
+    db.exec("PRAGMA journal_mode = WAL");
+    db.exec("PRAGMA synchronous = NORMAL");
+    db.exec("PRAGMA foreign_keys = ON");
+    for (const migration of migrations) db.exec(migration.sql);
+    assertClaimWalksIndex(db);
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+/** A ceiling whose claim sorts would be a false floor: refuse to measure it. */
+function assertClaimWalksIndex(db: DatabaseSync): void {
+  const plan = db.prepare(`EXPLAIN QUERY PLAN ${CLAIM}`).all(0, 0, QUEUE, 0, 1)
+    .map((row) => String(row.detail));
+  if (plan.some((detail) => detail.includes("TEMP B-TREE"))) {
+    throw new Error(`The ceiling's claim sorts instead of walking an index: ${plan.join("; ")}`);
+  }
+}
+
+function insertOne(raw: RawStatements, index: number, now: number): void {
+  raw.insert.get(QUEUE, NAME, `{"n":${index}}`, 0, now, null, now);
+}
+
+function insertAutocommit(raw: RawStatements, jobs: number): void {
+  for (let index = 0; index < jobs; index++) insertOne(raw, index, Date.now());
+}
+
+function insertInOneTransaction(raw: RawStatements, jobs: number): void {
+  raw.db.exec("BEGIN IMMEDIATE");
+  const now = Date.now();
+  for (let index = 0; index < jobs; index++) insertOne(raw, index, now);
+  raw.db.exec("COMMIT");
+}
+
+function cycleUnbatched(raw: RawStatements, jobs: number): void {
+  for (let index = 0; index < jobs; index++) {
+    const now = Date.now();
+    insertOne(raw, index, now);
+    const token = index + 1;
+    for (const row of raw.claim.all(token, now + LEASE_MS, QUEUE, now, 1)) {
+      raw.remove.run(Number(row.id), token);
+    }
+  }
+}
+
+function cycleBatched(raw: RawStatements, jobs: number): void {
+  for (let first = 0; first < jobs; first += CEILING_BATCH_SIZE) {
+    const size = Math.min(CEILING_BATCH_SIZE, jobs - first);
+    const now = Date.now();
+    const token = first + 1;
+    raw.db.exec("BEGIN IMMEDIATE");
+    for (let index = first; index < first + size; index++) insertOne(raw, index, now);
+    for (const row of raw.claim.all(token, now + LEASE_MS, QUEUE, now, size)) {
+      raw.remove.run(Number(row.id), token);
+    }
+    raw.db.exec("COMMIT");
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * What one measurement of the bench is, and how its work is timed.
+ *
+ * @module
+ */
+
+/** One figure of the report: a piece of work done on `jobs` jobs, timed, in jobs per second. */
+export interface Measurement {
+  /** Stable key, used in the JSON output and to name a baseline. */
+  readonly id: string;
+  /** What the table's measurement column says. */
+  readonly label: string;
+  /** A short name, for the baseline column of the rows compared with it. */
+  readonly name: string;
+  /** The `id` of the measurement this one is compared with (its own for a baseline). */
+  readonly baseline: string;
+  /** The ratio to the baseline this figure should reach, as a fraction; none if absent. */
+  readonly target?: number;
+  /**
+   * Does the work once on a fresh database and returns jobs per second.
+   * Setup (opening, migrating, pre-queueing jobs) is not timed.
+   */
+  run(jobs: number): Promise<number>;
+}
+
+/** Times `work`, which handles `jobs` jobs, and returns jobs per second. */
+export async function measureRate(jobs: number, work: () => unknown): Promise<number> {
+  const start = performance.now();
+  await work();
+  const elapsedMs = performance.now() - start;
+  return jobs / (Math.max(elapsedMs, 0.001) / 1000);
+}

@@ -1,0 +1,196 @@
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+import type { QueueEventMap } from "../src/events.ts";
+import { defineJob, type JobContext } from "../src/job.ts";
+import { Queue } from "../src/queue.ts";
+import { drain } from "../src/testing.ts";
+import { nextEvent } from "./_helpers.ts";
+import { events, gate, record } from "./fixtures/runner/harness.ts";
+
+type Detail<K extends keyof QueueEventMap> = QueueEventMap[K];
+
+/** A job whose first attempt waits on `held` (ignoring its signal); later attempts return. */
+function heldJob(name: string, held: PromiseWithResolvers<void>) {
+  const seen: { attempt: number; signal: AbortSignal }[] = [];
+  const job = defineJob({
+    name,
+    schema: z.null(),
+    async handle(_payload, ctx: JobContext) {
+      seen.push({ attempt: ctx.attempt, signal: ctx.signal });
+      if (seen.length === 1) await held.promise;
+    },
+  });
+  return { job, seen };
+}
+
+Deno.test("stop(): nothing more is claimed, jobs that finish within grace complete, the rest are aborted and released", async () => {
+  const shortGate = gate();
+  const longGate = gate();
+  const short = heldJob("short", shortGate);
+  const long = heldJob("long", longGate);
+  const waitingGate = gate();
+  waitingGate.resolve();
+  const waiting = heldJob("waiting", waitingGate);
+  await using queue = await Queue.open({
+    path: ":memory:",
+    jobs: [short.job, long.job, waiting.job],
+  });
+  await queue.dispatch(short.job, null);
+  const longId = await queue.dispatch(long.job, null);
+  await queue.dispatch(waiting.job, null);
+
+  const worker = queue.work({ concurrency: 2, pollMs: 5 });
+  const stops = record<Detail<"worker:stop">>(worker, "worker:stop");
+  const retries = record<Detail<"job:retry">>(worker, "job:retry");
+  await events(worker, "job:start", 2);
+  const stopping = worker.stop({ graceMs: 150 });
+  await queue.dispatch(waiting.job, null); // dispatched after the stop: never claimed
+  shortGate.resolve();
+  try {
+    await stopping;
+  } finally {
+    longGate.resolve();
+  }
+
+  assert.equal(short.seen.length, 1);
+  assert.equal(waiting.seen.length, 0, "a job was claimed after stop()");
+  const [longRun] = long.seen;
+  assert.ok(longRun?.signal.aborted, "the long job's signal was not aborted");
+  assert.match(String(longRun.signal.reason?.message), /stopping/);
+  assert.deepEqual(retries, [{
+    id: longId,
+    name: "long",
+    queue: "default",
+    attempt: 1,
+    error: null,
+    delayMs: 0,
+  }]);
+  assert.deepEqual(stops, [{ completed: 1, failed: 0, retried: 1 }]);
+  assert.deepEqual(worker.stats, stops[0]);
+  assert.deepEqual(await queue.counts(), {
+    default: { pending: 3, delayed: 0, reserved: 0, failed: 0 },
+  });
+
+  // The released job got its attempt back: its next run is attempt 1 again.
+  assert.deepEqual(await drain(queue, { concurrency: 3 }), { completed: 3, failed: 0, retried: 0 });
+  assert.deepEqual(long.seen.map((run) => run.attempt), [1, 1]);
+});
+
+Deno.test("stop() called again with a shorter grace cuts the wait", async () => {
+  const held = gate();
+  const { job, seen } = heldJob("held", held);
+  await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
+  await queue.dispatch(job, null);
+  const worker = queue.work({ pollMs: 5 });
+  await nextEvent(worker, "job:start");
+  const startedAt = performance.now();
+  const first = worker.stop({ graceMs: 30_000 });
+  const second = worker.stop({ graceMs: 0 });
+  try {
+    await second;
+    await first;
+  } finally {
+    held.resolve();
+  }
+  const tookMs = performance.now() - startedAt;
+  assert.ok(tookMs < 2_000, `stop took ${tookMs} ms`);
+  assert.ok(seen[0]?.signal.aborted);
+  assert.equal((await queue.counts()).default?.pending, 1);
+});
+
+Deno.test("stop() with a longer grace than a pending one does not extend the wait", async () => {
+  const held = gate();
+  const { job } = heldJob("held-longer", held);
+  await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
+  await queue.dispatch(job, null);
+  const worker = queue.work({ pollMs: 5 });
+  await nextEvent(worker, "job:start");
+  const startedAt = performance.now();
+  const first = worker.stop({ graceMs: 50 });
+  void worker.stop({ graceMs: 30_000 });
+  try {
+    await first;
+  } finally {
+    held.resolve();
+  }
+  assert.ok(performance.now() - startedAt < 2_000);
+});
+
+Deno.test("stop() resolves with done, and worker:stop fires once however often stop() is called", async () => {
+  const { job } = heldJob("quick", Promise.withResolvers());
+  await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
+  const worker = queue.work({ pollMs: 5 });
+  const stops = record<Detail<"worker:stop">>(queue, "worker:stop");
+  let doneSettled = false;
+  worker.done.then(() => doneSettled = true);
+  await Promise.all([worker.stop(), worker.stop({ graceMs: 0 }), worker.stop()]);
+  assert.ok(doneSettled);
+  assert.deepEqual(stops, [{ completed: 0, failed: 0, retried: 0 }]);
+});
+
+Deno.test("`await using` a worker stops it at the end of the block", async () => {
+  const quick = defineJob({ name: "quick", schema: z.null(), handle() {} });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [quick] });
+  await queue.dispatch(quick, null);
+  let stopped = false;
+  {
+    await using worker = queue.work({ pollMs: 5, graceMs: 100 });
+    worker.done.then(() => stopped = true);
+    await nextEvent(worker, "job:complete");
+    assert.equal(stopped, false);
+  }
+  assert.equal(stopped, true);
+});
+
+Deno.test("Queue.close() stops its workers and releases their running jobs after grace", async () => {
+  const held = gate();
+  const { job, seen } = heldJob("closing", held);
+  const queue = await Queue.open({ path: ":memory:", jobs: [job] });
+  try {
+    await queue.dispatch(job, null);
+    const worker = queue.work({ pollMs: 5, graceMs: 20 });
+    await nextEvent(worker, "job:start");
+    const stopped = nextEvent<Detail<"worker:stop">>(worker, "worker:stop");
+    await queue.close();
+    assert.deepEqual(await stopped, { completed: 0, failed: 0, retried: 1 });
+    assert.ok(seen[0]?.signal.aborted);
+  } finally {
+    held.resolve();
+    await queue.close();
+  }
+});
+
+Deno.test("stop() on an idle worker returns at once, not after its poll interval or grace", async () => {
+  const quick = defineJob({ name: "quick", schema: z.null(), handle() {} });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [quick] });
+  await queue.dispatch(quick, null);
+  const worker = queue.work({ pollMs: 60_000, graceMs: 5_000 });
+  await nextEvent(worker, "job:complete");
+  const startedAt = performance.now();
+  await worker.stop();
+  const tookMs = performance.now() - startedAt;
+  assert.ok(tookMs < 1_000, `stop() took ${Math.round(tookMs)} ms with nothing running`);
+});
+
+Deno.test("stop() on a worker that already stopped leaves no timer behind to hold the process", async () => {
+  const fixture = fileURLToPath(new URL("./fixtures/runner/stop_after_done.ts", import.meta.url));
+  const config = fileURLToPath(new URL("../deno.json", import.meta.url));
+  const graceMs = 2_000;
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--quiet", "--config", config, fixture, String(graceMs)],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const stderr = new TextDecoder().decode(output.stderr);
+  assert.ok(output.success, `the child failed: ${stderr}`);
+  const report = JSON.parse(new TextDecoder().decode(output.stdout)) as {
+    completed: number;
+    lingerMs: number;
+  };
+  assert.equal(report.completed, 1);
+  assert.ok(
+    report.lingerMs < 500,
+    `the process lingered ${Math.round(report.lingerMs)} ms after the queue closed`,
+  );
+});
