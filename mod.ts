@@ -59,7 +59,7 @@ export {
   type QueueOptions,
   type QueueTransaction,
 } from "./src/queue.ts";
-export type { Runner, RunnerStats, StopOptions } from "./src/runner.ts";
+export type { Runner, RunnerStats, StopOptions, StopReason } from "./src/runner.ts";
 export { type Durability, SqliteStore, type SqliteStoreOptions } from "./src/stores/sqlite.ts";
 export type * from "./src/stores/store.ts";
-export type { ResolvedWorkOptions, WorkOptions } from "./src/work_options.ts";
+export type { Executors, ResolvedWorkOptions, WorkOptions } from "./src/work_options.ts";

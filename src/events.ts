@@ -42,6 +42,7 @@ export interface QueueEventMap {
     /** Jobs that succeeded. */ readonly completed: number;
     /** Jobs that failed for good. */ readonly failed: number;
     /** Attempts that ended in a retry. */ readonly retried: number;
+    /** Why it stopped. */ readonly reason: "requested" | "empty" | "limit" | "stuck";
   };
   /**
    * Something went wrong that no caller can catch: the store failed in the

@@ -290,7 +290,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   work(options: WorkOptions = {}): Runner {
     this.#assertOpen("start a worker");
-    const resolved = resolveWorkOptions(options, this.#registry.defaultQueues());
+    const resolved = resolveWorkOptions(options, this.#registry.defaultQueues(), false);
     const runner = new Runner({
       store: this.#store,
       registry: this.#registry,

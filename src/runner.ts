@@ -46,6 +46,14 @@ export interface StopOptions {
   graceMs?: number;
 }
 
+/**
+ * Why a runner stopped: `"requested"` by `stop()`, `"empty"` with
+ * `stopWhenEmpty`, `"limit"` at `maxJobs` or `maxTimeMs`, or `"stuck"` when a
+ * Web Worker stuck in synchronous code could not be terminated: the process
+ * should exit and be restarted (the `work` command exits with code 3).
+ */
+export type StopReason = "requested" | "empty" | "limit" | "stuck";
+
 /** Counts of what a runner has done so far. */
 export interface RunnerStats {
   /** Jobs that succeeded. */
@@ -93,6 +101,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   #wake: (() => void) | null = null;
   #wakeRequested = false;
   #stats = { completed: 0, failed: 0, retried: 0 };
+  #stopReason: StopReason | null = null;
 
   /** Starts the loop at once. @internal */
   constructor(deps: RunnerDeps, options: ResolvedWorkOptions) {
@@ -110,6 +119,11 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   /** What the runner has done so far. */
   get stats(): RunnerStats {
     return { ...this.#stats };
+  }
+
+  /** Why the runner stopped or is stopping; null while it runs. */
+  get stopReason(): StopReason | null {
+    return this.#stopReason;
   }
 
   /** Jobs running now. */
@@ -136,6 +150,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       );
     }
     this.#stopping = true;
+    this.#stopReason ??= "requested";
     const deadline = performance.now() + graceMs;
     if (deadline < this.#graceDeadline && !this.#graceExpired) {
       this.#graceDeadline = deadline;
@@ -160,16 +175,21 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         const claimed = this.#finished.length > 0 || free > 0 ? await this.#tick(free) : 0;
         if (this.#graceExpired && this.#running.size === 0) break;
         const idle = this.#running.size === 0 && this.#finished.length === 0;
-        if (idle && (!this.#mayClaim() || (stopWhenEmpty && claimed === 0))) break;
+        if (idle && !this.#mayClaim()) break;
+        if (idle && stopWhenEmpty && claimed === 0) {
+          this.#stopReason ??= "empty";
+          break;
+        }
         if (this.#finished.length === 0) await this.#sleep(pollMs);
       }
     } finally {
       clearInterval(renewal);
+      this.#stopReason ??= "limit"; // the only way out that sets no reason of its own
       this.#stopping = true;
       this.#graceExpired = true; // nothing is left to abort: a later stop() starts no timer
       clearTimeout(this.#graceTimer);
       await Promise.allSettled(this.#hooks);
-      this.emit("worker:stop", this.stats);
+      this.emit("worker:stop", { ...this.stats, reason: this.#stopReason });
     }
   }
 

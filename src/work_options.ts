@@ -14,10 +14,22 @@ export interface WorkOptions {
    */
   queues?: readonly string[];
   /**
-   * Jobs run at once.
+   * Jobs run at once, across all Web Workers.
    * @default {1}
    */
   concurrency?: number;
+  /**
+   * Where handlers run: `"workers"` in a pool of Web Workers (hard timeouts,
+   * CPU-bound jobs in parallel; needs the jobs module as a URL), or
+   * `"isolate"` in this isolate (for hosts without `Worker`).
+   * @default {"workers" where `Worker` exists and the jobs came from a module URL, else "isolate"}
+   */
+  executor?: Executors;
+  /**
+   * Web Workers in the pool, each running many jobs; only with `executor: "workers"`.
+   * @default {the smaller of concurrency and the machine's cores}
+   */
+  workers?: number;
   /**
    * How long a claimed job stays leased without renewal; renewed every third of it.
    * A job whose worker died comes back after this.
@@ -51,6 +63,9 @@ export interface WorkOptions {
   maxTimeMs?: number;
 }
 
+/** Where handlers run. */
+export type Executors = "workers" | "isolate";
+
 /** {@linkcode WorkOptions} with every default filled in. */
 export type ResolvedWorkOptions = {
   readonly [K in keyof WorkOptions]-?: NonNullable<WorkOptions[K]>;
@@ -60,6 +75,7 @@ export type ResolvedWorkOptions = {
 export function resolveWorkOptions(
   options: WorkOptions,
   defaultQueues: readonly string[],
+  canUseWorkers: boolean,
 ): ResolvedWorkOptions {
   const queues = options.queues ?? defaultQueues;
   if (!Array.isArray(queues) || queues.length === 0) {
@@ -69,9 +85,26 @@ export function resolveWorkOptions(
   if (new Set(queues).size !== queues.length) {
     throw new TypeError(`work: queues lists a queue twice: ${queues.join(",")}`);
   }
+  const concurrency = count("concurrency", options.concurrency ?? 1);
+  const executor = options.executor ?? (canUseWorkers ? "workers" : "isolate");
+  if (executor !== "workers" && executor !== "isolate") {
+    throw new TypeError(`work: executor must be "workers" or "isolate": got ${String(executor)}`);
+  }
+  if (executor === "workers" && !canUseWorkers) {
+    throw new TypeError(
+      'work: executor "workers" needs Web Workers and the jobs given as a module URL (Queue.open({ jobs: import.meta.resolve("./jobs.ts") }))',
+    );
+  }
+  const cores = Math.max(1, navigator.hardwareConcurrency ?? 1);
   return {
     queues: [...queues],
-    concurrency: count("concurrency", options.concurrency ?? 1),
+    concurrency,
+    executor,
+    workers: executor === "isolate"
+      ? 0
+      : options.workers === undefined
+      ? Math.min(concurrency, cores)
+      : Math.min(count("workers", options.workers), concurrency),
     leaseMs: duration("leaseMs", options.leaseMs ?? 30_000, 100),
     graceMs: duration("graceMs", options.graceMs ?? 10_000, 0),
     pollMs: duration("pollMs", options.pollMs ?? 1_000, 1),

@@ -66,8 +66,8 @@ Deno.test("stop(): nothing more is claimed, jobs that finish within grace comple
     error: null,
     delayMs: 0,
   }]);
-  assert.deepEqual(stops, [{ completed: 1, failed: 0, retried: 1 }]);
-  assert.deepEqual(worker.stats, stops[0]);
+  assert.deepEqual(stops, [{ completed: 1, failed: 0, retried: 1, reason: "requested" }]);
+  assert.deepEqual({ ...worker.stats, reason: worker.stopReason }, stops[0]);
   assert.deepEqual(await queue.counts(), {
     default: { pending: 3, delayed: 0, reserved: 0, failed: 0 },
   });
@@ -126,7 +126,7 @@ Deno.test("stop() resolves with done, and worker:stop fires once however often s
   worker.done.then(() => doneSettled = true);
   await Promise.all([worker.stop(), worker.stop({ graceMs: 0 }), worker.stop()]);
   assert.ok(doneSettled);
-  assert.deepEqual(stops, [{ completed: 0, failed: 0, retried: 0 }]);
+  assert.deepEqual(stops, [{ completed: 0, failed: 0, retried: 0, reason: "requested" }]);
 });
 
 Deno.test("`await using` a worker stops it at the end of the block", async () => {
@@ -153,7 +153,7 @@ Deno.test("Queue.close() stops its workers and releases their running jobs after
     await nextEvent(worker, "job:start");
     const stopped = nextEvent<Detail<"worker:stop">>(worker, "worker:stop");
     await queue.close();
-    assert.deepEqual(await stopped, { completed: 0, failed: 0, retried: 1 });
+    assert.deepEqual(await stopped, { completed: 0, failed: 0, retried: 1, reason: "requested" });
     assert.ok(seen[0]?.signal.aborted);
   } finally {
     held.resolve();

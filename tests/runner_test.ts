@@ -225,7 +225,7 @@ Deno.test("maxTimeMs stops an idle worker on its own", async () => {
   await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
   const worker = queue.work({ maxTimeMs: 50, pollMs: 5 });
   const stopped = await nextEvent<Detail<"worker:stop">>(worker, "worker:stop", () => true, 2_000);
-  assert.deepEqual(stopped, { completed: 0, failed: 0, retried: 0 });
+  assert.deepEqual(stopped, { completed: 0, failed: 0, retried: 0, reason: "limit" });
   await worker.done;
 });
 

@@ -5,9 +5,11 @@ import { Queue } from "../src/queue.ts";
 import { resolveWorkOptions, type WorkOptions } from "../src/work_options.ts";
 
 Deno.test("resolveWorkOptions() fills in every default", () => {
-  assert.deepEqual(resolveWorkOptions({}, ["default", "mail"]), {
+  assert.deepEqual(resolveWorkOptions({}, ["default", "mail"], false), {
     queues: ["default", "mail"],
     concurrency: 1,
+    executor: "isolate",
+    workers: 0,
     leaseMs: 30_000,
     graceMs: 10_000,
     pollMs: 1_000,
@@ -28,13 +30,18 @@ Deno.test("resolveWorkOptions() gives the default to an option passed as undefin
     maxJobs: undefined,
     maxTimeMs: undefined,
   } as unknown as WorkOptions;
-  assert.deepEqual(resolveWorkOptions(explicit, ["default"]), resolveWorkOptions({}, ["default"]));
+  assert.deepEqual(
+    resolveWorkOptions(explicit, ["default"], false),
+    resolveWorkOptions({}, ["default"], false),
+  );
 });
 
 Deno.test("resolveWorkOptions() keeps every valid value given", () => {
   const given = {
     queues: ["high", "default"],
     concurrency: 8,
+    executor: "workers",
+    workers: 3,
     leaseMs: 100,
     graceMs: 0,
     pollMs: 1,
@@ -42,14 +49,14 @@ Deno.test("resolveWorkOptions() keeps every valid value given", () => {
     maxJobs: 10_000,
     maxTimeMs: 0,
   };
-  assert.deepEqual(resolveWorkOptions(given, ["default"]), given);
-  assert.equal(resolveWorkOptions({ maxJobs: Infinity }, ["default"]).maxJobs, Infinity);
-  assert.equal(resolveWorkOptions({ maxTimeMs: Infinity }, ["default"]).maxTimeMs, Infinity);
+  assert.deepEqual(resolveWorkOptions(given as WorkOptions, ["default"], true), given);
+  assert.equal(resolveWorkOptions({ maxJobs: Infinity }, ["default"], false).maxJobs, Infinity);
+  assert.equal(resolveWorkOptions({ maxTimeMs: Infinity }, ["default"], false).maxTimeMs, Infinity);
 });
 
 Deno.test("resolveWorkOptions() copies the queue list so later changes to it do not leak in", () => {
   const queues = ["high", "default"];
-  const resolved = resolveWorkOptions({ queues }, ["default"]);
+  const resolved = resolveWorkOptions({ queues }, ["default"], false);
   queues.push("low");
   assert.deepEqual(resolved.queues, ["high", "default"]);
 });
@@ -79,7 +86,7 @@ const refused: [string, WorkOptions, typeof RangeError | typeof TypeError, RegEx
 
 for (const [what, options, type, message] of refused) {
   Deno.test(`resolveWorkOptions() refuses ${what} with a ${type.name} naming the option`, () => {
-    assert.throws(() => resolveWorkOptions(options, ["default"]), (error: unknown) => {
+    assert.throws(() => resolveWorkOptions(options, ["default"], false), (error: unknown) => {
       assert.ok(error instanceof type, `expected ${type.name}, got ${String(error)}`);
       assert.match(error.message, /^work: /);
       assert.match(error.message, message);
@@ -89,13 +96,13 @@ for (const [what, options, type, message] of refused) {
 }
 
 Deno.test("resolveWorkOptions() refuses an empty default queue list when no queues are given", () => {
-  assert.throws(() => resolveWorkOptions({}, []), TypeError);
+  assert.throws(() => resolveWorkOptions({}, [], false), TypeError);
 });
 
 Deno.test("resolveWorkOptions() refuses a stopWhenEmpty that is not a boolean", () => {
   // A string such as "false" read from the environment would otherwise be truthy.
   const options = { stopWhenEmpty: "false" } as unknown as WorkOptions;
-  assert.throws(() => resolveWorkOptions(options, ["default"]), /stopWhenEmpty/);
+  assert.throws(() => resolveWorkOptions(options, ["default"], false), /stopWhenEmpty/);
 });
 
 Deno.test("Queue.work() refuses bad options before a worker starts or anything is claimed", async () => {
@@ -115,4 +122,26 @@ Deno.test("Queue.work() refuses bad options before a worker starts or anything i
   assert.deepEqual(await queue.counts(), {
     default: { pending: 1, delayed: 0, reserved: 0, failed: 0 },
   });
+});
+
+Deno.test("resolveWorkOptions() picks Web Workers only where they can be used", () => {
+  assert.equal(resolveWorkOptions({}, ["default"], true).executor, "workers");
+  assert.equal(resolveWorkOptions({}, ["default"], false).executor, "isolate");
+  assert.equal(resolveWorkOptions({ executor: "isolate" }, ["default"], true).workers, 0);
+  assert.throws(
+    () => resolveWorkOptions({ executor: "workers" }, ["default"], false),
+    /executor "workers" needs Web Workers and the jobs given as a module URL/,
+  );
+  assert.throws(
+    () => resolveWorkOptions({ executor: "threads" as never }, ["default"], true),
+    /executor must be "workers" or "isolate"/,
+  );
+});
+
+Deno.test("resolveWorkOptions() sizes the pool at most to the concurrency", () => {
+  const cores = navigator.hardwareConcurrency;
+  assert.equal(resolveWorkOptions({ concurrency: 64 }, ["default"], true).workers, cores);
+  assert.equal(resolveWorkOptions({ concurrency: 1 }, ["default"], true).workers, 1);
+  assert.equal(resolveWorkOptions({ concurrency: 2, workers: 8 }, ["default"], true).workers, 2);
+  assert.throws(() => resolveWorkOptions({ workers: 0 }, ["default"], true), /workers must be/);
 });
