@@ -169,6 +169,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   async #loop(): Promise<void> {
     const { leaseMs, pollMs, stopWhenEmpty } = this.#options;
     const renewal = setInterval(() => void this.#renew(), Math.max(1, Math.floor(leaseMs / 3)));
+    const changes = this.#deps.store.watch(() => this.notify());
     try {
       for (;;) {
         const free = this.#freeSlots();
@@ -184,6 +185,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       }
     } finally {
       clearInterval(renewal);
+      changes[Symbol.dispose]();
       this.#stopReason ??= "limit"; // the only way out that sets no reason of its own
       this.#stopping = true;
       this.#graceExpired = true; // nothing is left to abort: a later stop() starts no timer

@@ -198,7 +198,7 @@ Deno.test("job:start, job:complete and worker:stop reach both the runner and its
     assert.ok(durationMs >= 15 && durationMs < 5_000, `durationMs ${durationMs}`);
     assert.deepEqual(seen.stop, [{ completed: 1, failed: 0, retried: 0, reason: "empty" }]);
   }
-  assert.deepEqual(onWorker.stop[0], worker.stats);
+  assert.deepEqual(onWorker.stop[0], { ...worker.stats, reason: worker.stopReason });
 });
 
 Deno.test("job:retry carries the error and delay; job:failed the error and the attempts", async () => {

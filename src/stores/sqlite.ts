@@ -6,6 +6,7 @@
 import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
 import { migrations } from "../../migrations/sqlite/mod.ts";
 import { type Durability, openConnection, retryWhileBusy } from "./_sqlite_connection.ts";
+import { FileWatch } from "./_file_watch.ts";
 import type {
   ClaimedJob,
   ClaimRequest,
@@ -134,14 +135,19 @@ interface FailedRow {
 export class SqliteStore implements Store {
   readonly #db: DatabaseSync;
   readonly #busyTimeoutMs: number;
+  readonly #changes: FileWatch;
   readonly #statements = new Map<string, StatementSync>();
   /** Settles when the app transaction now running ends; null when none runs. */
   #transaction: Promise<void> | null = null;
   #closed = false;
 
-  private constructor(db: DatabaseSync, busyTimeoutMs: number) {
+  private constructor(db: DatabaseSync, busyTimeoutMs: number, path: string) {
     this.#db = db;
     this.#busyTimeoutMs = busyTimeoutMs;
+    // Every commit in WAL mode writes the -wal file: a change there may be new jobs.
+    this.#changes = new FileWatch(
+      path === ":memory:" || path.startsWith("file:") ? null : `${path}-wal`,
+    );
   }
 
   /** Opens (creating if needed) the file at `path`, or `":memory:"`, and migrates it. */
@@ -155,7 +161,7 @@ export class SqliteStore implements Store {
       throw new RangeError(`busyTimeoutMs must be a finite number >= 0: got ${busyTimeoutMs}`);
     }
     const db = await openConnection(path, durability, busyTimeoutMs);
-    const store = new SqliteStore(db, busyTimeoutMs);
+    const store = new SqliteStore(db, busyTimeoutMs, path);
     try {
       await store.migrate();
     } catch (error) {
@@ -327,11 +333,17 @@ export class SqliteStore implements Store {
     );
   }
 
+  /** Calls `listener` when the database's WAL file changes (any process's commit). */
+  watch(listener: () => void): Disposable {
+    return this.#changes.add(listener);
+  }
+
   /** Closes the connection once the running transaction, if any, has ended. */
   async close(): Promise<void> {
     while (!this.#closed && this.#transaction !== null) await this.#transaction;
     if (this.#closed) return;
     this.#closed = true;
+    this.#changes.close();
     this.#db.close();
   }
 

@@ -224,6 +224,13 @@ export interface Store extends AsyncDisposable {
   pruneFailed(before: number): Promise<number>;
   /** Deletes jobs waiting in `queue` (every queue when omitted), leased ones included; how many. */
   clear(queue?: string): Promise<number>;
+  /**
+   * Calls `listener` soon after another connection (maybe another process)
+   * may have added or freed jobs, so idle workers look at once instead of at
+   * their next poll. Best effort: a store that cannot watch never calls it,
+   * and workers keep polling. Dispose the result to stop.
+   */
+  watch(listener: () => void): Disposable;
   /** Closes the connection; later calls fail. */
   close(): Promise<void>;
 }
