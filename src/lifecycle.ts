@@ -90,14 +90,28 @@ export function outcomeOf(
           refundAttempt: false,
         },
       };
+    case "interrupted":
+      return putBack(job, now, result.error.message);
+    case "crash":
     case "error": {
-      const stored = storedError(result.error);
-      const final = result.permanent || job.attempts >= definition.maxAttempts ||
+      const crashed = result.kind === "crash";
+      const crashesSpent = crashed && job.crashes + 1 >= definition.maxCrashes;
+      const error = crashesSpent
+        ? new Error(
+          `worker crashed while running it: ${
+            job.crashes + 1
+          } of ${definition.maxCrashes} crashes allowed (${result.error.message})`,
+          { cause: result.error },
+        )
+        : result.error;
+      const stored = storedError(error);
+      const final = (result.kind === "error" && result.permanent) || crashesSpent ||
+        job.attempts >= definition.maxAttempts ||
         (job.retryUntil !== null && now >= job.retryUntil);
       if (final) {
         return {
           kind: "fail",
-          error: result.error,
+          error,
           settlement: {
             kind: "fail",
             id,
@@ -105,13 +119,14 @@ export function outcomeOf(
             error: stored,
             attempts: job.attempts,
             failedAt: now,
+            ...(crashed && { crashed }),
           },
         };
       }
       const delayMs = retryDelayMs(definition.backoff, job.attempts, definition.jitter, random);
       return {
         kind: "retry",
-        error: result.error,
+        error,
         delayMs,
         settlement: {
           kind: "release",
@@ -120,6 +135,7 @@ export function outcomeOf(
           availableAt: now + delayMs,
           error: stored.message,
           refundAttempt: false,
+          ...(crashed && { crashed }),
         },
       };
     }
@@ -127,10 +143,11 @@ export function outcomeOf(
 }
 
 /**
- * A job whose attempt was cut short by the worker stopping: it goes back at
- * once and gets its attempt back, since the handler did not get to finish.
+ * A job whose attempt was cut short through no fault of its own (the worker
+ * stopping, its Web Worker terminated for another job): it goes back at once
+ * and gets its attempt back, since the handler did not get to finish.
  */
-export function releaseOnStop(job: ClaimedJob, now: number): Outcome {
+export function putBack(job: ClaimedJob, now: number, reason: string): Outcome {
   return {
     kind: "retry",
     error: null,
@@ -140,7 +157,7 @@ export function releaseOnStop(job: ClaimedJob, now: number): Outcome {
       id: job.id,
       token: job.token,
       availableAt: now,
-      error: "worker stopped during the attempt",
+      error: reason,
       refundAttempt: true,
     },
   };

@@ -8,6 +8,7 @@ import { type Clock, systemClock } from "./clock.ts";
 import { QueueClosedError } from "./errors.ts";
 import { QueueEventTarget } from "./events.ts";
 import { IsolateExecutor } from "./executors/isolate.ts";
+import { WebWorkerPool } from "./executors/web_workers.ts";
 import {
   type Dispatcher,
   type DispatchOptions,
@@ -290,11 +291,21 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   work(options: WorkOptions = {}): Runner {
     this.#assertOpen("start a worker");
-    const resolved = resolveWorkOptions(options, this.#registry.defaultQueues(), false);
+    const jobsUrl = this.#registry.moduleUrl;
+    const canUseWorkers = typeof Worker === "function" && jobsUrl !== undefined;
+    const resolved = resolveWorkOptions(options, this.#registry.defaultQueues(), canUseWorkers);
+    const executor = resolved.executor === "workers"
+      ? new WebWorkerPool({
+        jobsUrl: jobsUrl!,
+        size: resolved.workers,
+        graceMs: resolved.graceMs,
+        dispatch: (name, payloads, options) => this.#dispatchByName(name, payloads, options),
+      })
+      : new IsolateExecutor(this.#registry, this);
     const runner = new Runner({
       store: this.#store,
       registry: this.#registry,
-      executor: this.#executor,
+      executor,
       clock: this.#clock,
       events: this,
       random: Math.random,
@@ -392,6 +403,21 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /** Same as {@linkcode Queue.close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
+  }
+
+  /** Dispatch from a handler in a Web Worker, which names its job instead of passing it. */
+  #dispatchByName(
+    name: string,
+    payloads: unknown[],
+    options: DispatchOptions | undefined,
+  ): Promise<number[]> {
+    const job = this.#registry.get(name);
+    if (job === undefined) {
+      return Promise.reject(
+        new TypeError(`Cannot dispatch "${name}": no job of that name is registered`),
+      );
+    }
+    return this.dispatchMany(job, payloads, options);
   }
 
   #assertOpen(action: string): void {

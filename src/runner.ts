@@ -14,8 +14,8 @@ import {
   failBeforeStart,
   type Outcome,
   outcomeOf,
+  putBack,
   refusalBeforeStart,
-  releaseOnStop,
 } from "./lifecycle.ts";
 import type { JobRegistry } from "./registry.ts";
 import type { ClaimedJob, ClaimRequest, SettleResult, Store } from "./stores/store.ts";
@@ -27,7 +27,7 @@ export interface RunnerDeps {
   readonly store: Store;
   /** The job definitions, for their retry rules. */
   readonly registry: JobRegistry;
-  /** Where handlers run. */
+  /** Where handlers run; the runner closes it when it stops. */
   readonly executor: Executor;
   /** Source of stored times. */
   readonly clock: Clock;
@@ -109,6 +109,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.#deps = deps;
     this.#options = options;
     this.done = this.#loop();
+    deps.executor.stuck?.then((error) => this.#onStuck(error));
   }
 
   /** The options this runner runs with, defaults filled in. */
@@ -191,6 +192,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       this.#graceExpired = true; // nothing is left to abort: a later stop() starts no timer
       clearTimeout(this.#graceTimer);
       await Promise.allSettled(this.#hooks);
+      await this.#deps.executor.close();
       this.emit("worker:stop", { ...this.stats, reason: this.#stopReason });
     }
   }
@@ -199,6 +201,14 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     if (!this.#mayClaim()) return 0;
     const { concurrency, maxJobs } = this.#options;
     return Math.min(concurrency - this.#running.size, maxJobs - this.#claimed);
+  }
+
+  /** A thread that cannot be stopped: finish what runs, then stop so the process can exit. */
+  #onStuck(error: Error): void {
+    if (this.#graceExpired) return; // already stopped
+    this.#stopReason = "stuck";
+    this.emit("queue:error", { error, during: "Web Worker pool" });
+    void this.stop();
   }
 
   #mayClaim(): boolean {
@@ -319,7 +329,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       entry.controller.abort(new Error("The worker is stopping"));
       this.#finished.push({
         job: entry.job,
-        outcome: releaseOnStop(entry.job, now),
+        outcome: putBack(entry.job, now, "worker stopped during the attempt"),
         durationMs: 0,
       });
     }

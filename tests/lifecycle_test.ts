@@ -5,8 +5,8 @@ import { defineJob } from "../src/job.ts";
 import {
   failBeforeStart,
   outcomeOf,
+  putBack,
   refusalBeforeStart,
-  releaseOnStop,
   storedError,
 } from "../src/lifecycle.ts";
 import type { ClaimedJob } from "../src/stores/store.ts";
@@ -250,10 +250,10 @@ Deno.test("outcomeOf() fails an error once the retry deadline is reached, attemp
   assert.equal(beforeDeadline.kind, "retry");
 });
 
-// releaseOnStop
+// putBack
 
-Deno.test("releaseOnStop() puts the job back at once and gives its attempt back", () => {
-  assert.deepEqual(releaseOnStop(claimed({ attempts: 2 }), NOW), {
+Deno.test("putBack() puts the job back at once and gives its attempt back", () => {
+  assert.deepEqual(putBack(claimed({ attempts: 2 }), NOW, "worker stopped during the attempt"), {
     kind: "retry",
     error: null,
     delayMs: 0,

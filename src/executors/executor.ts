@@ -41,6 +41,18 @@ export type ExecutionResult =
     readonly error: Error;
     /** True when no retry can help (`PermanentError`, `PayloadIntegrityError`). */
     readonly permanent: boolean;
+  }
+  | {
+    /** The Web Worker running it died: the attempt ends and counts a crash. */
+    readonly kind: "crash";
+    /** What happened to the Web Worker. */
+    readonly error: Error;
+  }
+  | {
+    /** Stopped through no fault of its own (its Web Worker was terminated for another job): put back, attempt given back. */
+    readonly kind: "interrupted";
+    /** Why. */
+    readonly error: Error;
   };
 
 /** A job's `failed` hook to run. */
@@ -67,4 +79,9 @@ export interface Executor {
   runFailedHook(request: FailedHookRequest): Promise<void>;
   /** Frees what the executor holds. */
   close(): Promise<void>;
+  /**
+   * Resolves if the executor has a thread it cannot stop (a Web Worker in a
+   * synchronous loop): the process should stop claiming, finish, and exit.
+   */
+  readonly stuck?: Promise<Error>;
 }

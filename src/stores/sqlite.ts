@@ -45,12 +45,12 @@ const INSERT =
   `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`;
 const COMPLETE = "DELETE FROM jobs WHERE id = ? AND token = ?";
-const RELEASE =
-  `UPDATE jobs SET token = NULL, available_at = ?, last_error = ?, attempts = attempts - ?
+const RELEASE = `UPDATE jobs SET token = NULL, available_at = ?, last_error = ?,
+    attempts = attempts - ?, crashes = crashes + ?
   WHERE id = ? AND token = ?`;
 const COPY_TO_FAILED = `INSERT OR REPLACE INTO failed_jobs
   (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at)
-  SELECT id, queue, name, payload, priority, ?, ?, ?, crashes, created_at, ?
+  SELECT id, queue, name, payload, priority, ?, ?, ?, crashes + ?, created_at, ?
   FROM jobs WHERE id = ? AND token = ?`;
 const RENEW = "UPDATE jobs SET available_at = ? WHERE id = ? AND token = ?";
 const COUNTS = `SELECT queue,
@@ -387,6 +387,7 @@ export class SqliteStore implements Store {
           settlement.availableAt,
           settlement.error,
           settlement.refundAttempt ? 1 : 0,
+          settlement.crashed ? 1 : 0,
           id,
           token,
         ).changes === 1;
@@ -396,6 +397,7 @@ export class SqliteStore implements Store {
           error.message,
           error.stack,
           settlement.attempts,
+          settlement.crashed ? 1 : 0,
           settlement.failedAt,
           id,
           token,

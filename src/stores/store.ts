@@ -96,6 +96,8 @@ export type Settlement =
     readonly error: string | null;
     /** True when the handler did not really run, so the attempt is given back. */
     readonly refundAttempt: boolean;
+    /** True when the attempt ended because its worker died: counts a crash. */
+    readonly crashed?: boolean;
   }
   | {
     /** The job fails for good: it moves to the failed jobs. */
@@ -110,6 +112,8 @@ export type Settlement =
     readonly attempts: number;
     /** When it failed. */
     readonly failedAt: number;
+    /** True when the attempt ended because its worker died: counts a crash. */
+    readonly crashed?: boolean;
   };
 
 /** What {@linkcode Store.settle} did. */

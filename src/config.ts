@@ -1,0 +1,74 @@
+/**
+ * The settings an app reads from its environment, validated with errors that
+ * name the variable and the value.
+ *
+ * @module
+ */
+import { z } from "zod";
+
+/** The queue's settings, as {@linkcode readConfig} returns them. */
+export interface QueueConfig {
+  /**
+   * The SQLite file, from `QUEUE_DB`.
+   * @default {"./.renox/queue.db"}
+   */
+  readonly db: string;
+  /**
+   * Jobs a serving app runs at once in its own process, from `QUEUE_WORKERS`; 0 runs none there
+   * (a separate `work` process does the work).
+   * @default {2}
+   */
+  readonly workers: number;
+}
+
+/** The variables {@linkcode readConfig} reads. */
+const VARIABLES = ["QUEUE_DB", "QUEUE_WORKERS"] as const;
+
+const MAX_WORKERS = 10_000;
+
+const schema = z.object({
+  QUEUE_DB: z.string({ error: "must be a path" }).default("./.renox/queue.db"),
+  QUEUE_WORKERS: z.string({ error: "must be a whole number >= 0" })
+    .regex(/^\s*\d+\s*$/, { error: "must be a whole number >= 0" })
+    .transform(Number)
+    .refine((workers) => workers <= MAX_WORKERS, { error: `must be at most ${MAX_WORKERS}` })
+    .default(2),
+});
+
+/**
+ * Reads {@linkcode QueueConfig} from environment variables: `QUEUE_DB` (the
+ * SQLite file, default `./.renox/queue.db`) and `QUEUE_WORKERS` (jobs a
+ * serving app runs in its own process, default 2, 0 for none). An unset or
+ * empty variable takes its default; a bad value throws a `TypeError` that
+ * names the variable and the value.
+ *
+ * By default it reads the process environment, one variable at a time, so
+ * `--allow-env=QUEUE_DB,QUEUE_WORKERS` is enough.
+ *
+ * @example Read the settings, with the defaults filled in
+ * ```ts
+ * import { readConfig } from "@renox/queue";
+ *
+ * const config = readConfig({ QUEUE_WORKERS: "4" });
+ * console.log(config); // { db: "./.renox/queue.db", workers: 4 }
+ * ```
+ */
+export function readConfig(
+  env: Record<string, string | undefined> = processEnv(),
+): QueueConfig {
+  // An empty variable (`QUEUE_WORKERS=`) is read as unset, as shells and .env files often leave them.
+  const result = schema.safeParse({
+    QUEUE_DB: env.QUEUE_DB || undefined,
+    QUEUE_WORKERS: env.QUEUE_WORKERS || undefined,
+  });
+  if (result.success) return { db: result.data.QUEUE_DB, workers: result.data.QUEUE_WORKERS };
+  const problems = result.error.issues.map((issue) => {
+    const variable = String(issue.path[0]);
+    return `${variable} ${issue.message}: got ${JSON.stringify(env[variable])}`;
+  });
+  throw new TypeError(problems.join("; "));
+}
+
+function processEnv(): Record<string, string | undefined> {
+  return Object.fromEntries(VARIABLES.map((name) => [name, Deno.env.get(name)]));
+}

@@ -1,0 +1,74 @@
+/**
+ * The messages between the pool (main thread) and each Web Worker, and how
+ * errors cross that boundary.
+ *
+ * @internal
+ * @module
+ */
+import type { DispatchOptions } from "../job.ts";
+
+/** An error as it crosses the boundary. */
+export interface WireError {
+  readonly name: string;
+  readonly message: string;
+  readonly stack: string | undefined;
+}
+
+/** What an attempt sent to a Web Worker needs (its signal stays behind). */
+export interface WireRequest {
+  readonly id: number;
+  readonly name: string;
+  readonly queueName: string;
+  readonly payload: string;
+  readonly attempt: number;
+}
+
+/** Main thread to Web Worker. */
+export type ToWorker =
+  | { readonly type: "init"; readonly jobsUrl: string }
+  | { readonly type: "run"; readonly runId: number; readonly request: WireRequest }
+  | { readonly type: "abort"; readonly runId: number; readonly reason: WireError }
+  | {
+    readonly type: "failed-hook";
+    readonly runId: number;
+    readonly request: WireRequest & { readonly attempts: number };
+    readonly error: WireError;
+  }
+  | {
+    readonly type: "dispatched";
+    readonly callId: number;
+    readonly ids?: number[];
+    readonly error?: WireError;
+  };
+
+/** Web Worker to main thread. */
+export type FromWorker =
+  | {
+    readonly type: "result";
+    readonly runId: number;
+    readonly kind: "success" | "release" | "error";
+    readonly delayMs?: number;
+    readonly error?: WireError;
+    readonly permanent?: boolean;
+  }
+  | { readonly type: "hook-done"; readonly runId: number; readonly error?: WireError }
+  | {
+    readonly type: "dispatch";
+    readonly callId: number;
+    readonly name: string;
+    readonly payloads: unknown[];
+    readonly options: DispatchOptions | undefined;
+  };
+
+/** `error` in a form that survives `postMessage`. */
+export function toWire(error: Error): WireError {
+  return { name: error.name, message: error.message, stack: error.stack };
+}
+
+/** An `Error` again, with the name, message and stack it had. */
+export function fromWire(wire: WireError): Error {
+  const error = new Error(wire.message);
+  error.name = wire.name;
+  if (wire.stack !== undefined) error.stack = wire.stack;
+  return error;
+}

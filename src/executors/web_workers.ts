@@ -1,0 +1,302 @@
+/**
+ * Runs handlers in a pool of Web Workers: true parallelism, and timeouts that
+ * really stop the work. Each Web Worker imports the jobs module once and runs
+ * many jobs; the main thread keeps every store write.
+ *
+ * @module
+ */
+import type { DispatchOptions } from "../job.ts";
+import type { ExecutionRequest, ExecutionResult, Executor, FailedHookRequest } from "./executor.ts";
+import { asError } from "./isolate.ts";
+import { workerThreads } from "./_thread_probe.ts";
+import { fromWire, type FromWorker, toWire, type ToWorker } from "./_worker_messages.ts";
+
+/** Stores what handlers dispatch: the queue's `dispatchMany`, by job name. */
+export type DispatchByName = (
+  name: string,
+  payloads: unknown[],
+  options: DispatchOptions | undefined,
+) => Promise<number[]>;
+
+/** Options for {@linkcode WebWorkerPool}. */
+export interface WebWorkerPoolOptions {
+  /** The jobs module's URL, imported by each Web Worker. */
+  readonly jobsUrl: string;
+  /** Web Workers to keep. */
+  readonly size: number;
+  /** After an attempt is aborted, how long it may take to stop before its Web Worker is terminated. */
+  readonly graceMs: number;
+  /** Where handlers' `ctx.queue.dispatch` calls go. */
+  readonly dispatch: DispatchByName;
+}
+
+interface PendingRun {
+  readonly jobId: number;
+  readonly resolve: (result: ExecutionResult) => void;
+  readonly cleanup: () => void;
+  aborted: boolean;
+  killTimer: ReturnType<typeof setTimeout> | undefined;
+}
+
+interface PoolWorker {
+  readonly worker: Worker;
+  /** Its thread's name (`worker-N`), or null where threads cannot be seen. */
+  readonly thread: string | null;
+  readonly runs: Map<number, PendingRun>;
+  readonly hooks: Map<number, { resolve(): void; reject(error: Error): void }>;
+  retired: boolean;
+}
+
+/** How often the pool looks for Web Workers that ended on their own (`self.close()`). */
+const LIVENESS_MS = 500;
+/** How long a terminated thread may take to end before it counts as stuck. */
+const TERMINATE_WAIT_MS = 250;
+
+/**
+ * A pool of Web Workers. An attempt aborted on timeout that does not stop
+ * within `graceMs` has its Web Worker terminated and replaced; jobs sharing
+ * that Web Worker are put back without losing an attempt. A Web Worker that
+ * dies (uncaught error, `self.close()`) counts a crash for the jobs it ran.
+ * A Web Worker stuck in a synchronous loop cannot be terminated by Deno:
+ * `stuck` then resolves, and the process should finish its other jobs and
+ * exit to be restarted.
+ */
+export class WebWorkerPool implements Executor {
+  /** Resolves when a Web Worker thread could not be stopped. */
+  readonly stuck: Promise<Error>;
+  readonly #options: WebWorkerPoolOptions;
+  readonly #workers: PoolWorker[] = [];
+  readonly #timers = new Set<ReturnType<typeof setTimeout>>();
+  readonly #liveness: ReturnType<typeof setInterval> | undefined;
+  #reportStuck!: (error: Error) => void;
+  #nextId = 0;
+  #closed = false;
+
+  /** Starts `options.size` Web Workers. */
+  constructor(options: WebWorkerPoolOptions) {
+    this.#options = options;
+    this.stuck = new Promise((resolve) => this.#reportStuck = resolve);
+    for (let i = 0; i < options.size; i++) this.#workers.push(this.#spawn());
+    if (this.#workers.some(({ thread }) => thread !== null)) {
+      this.#liveness = setInterval(() => this.#findDead(), LIVENESS_MS);
+    }
+  }
+
+  /** Runs one attempt in the least busy Web Worker. */
+  run(request: ExecutionRequest): Promise<ExecutionResult> {
+    const { signal, ...wire } = request;
+    const slot = this.#pick();
+    const runId = ++this.#nextId;
+    return new Promise((resolve) => {
+      const onAbort = () => this.#abort(slot, runId, signal.reason);
+      const pending: PendingRun = {
+        jobId: request.id,
+        resolve,
+        cleanup: () => signal.removeEventListener("abort", onAbort),
+        aborted: false,
+        killTimer: undefined,
+      };
+      slot.runs.set(runId, pending);
+      this.#post(slot, { type: "run", runId, request: wire });
+      if (signal.aborted) onAbort();
+      else signal.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /** Runs a job's `failed` hook in a Web Worker. */
+  runFailedHook(request: FailedHookRequest): Promise<void> {
+    const { error, ...wire } = request;
+    const slot = this.#pick();
+    const runId = ++this.#nextId;
+    return new Promise((resolve, reject) => {
+      slot.hooks.set(runId, { resolve, reject });
+      this.#post(slot, {
+        type: "failed-hook",
+        runId,
+        request: { ...wire, attempt: request.attempts },
+        error: toWire(error),
+      });
+    });
+  }
+
+  /** Terminates every Web Worker; attempts still running are put back. */
+  close(): Promise<void> {
+    this.#closed = true;
+    clearInterval(this.#liveness);
+    for (const timer of this.#timers) clearTimeout(timer);
+    this.#timers.clear();
+    for (const slot of [...this.#workers]) {
+      this.#end(slot, (runId) => ({
+        kind: "interrupted",
+        error: new Error(`The Web Worker pool closed during run ${runId}`),
+      }));
+    }
+    return Promise.resolve();
+  }
+
+  #spawn(): PoolWorker {
+    const before = workerThreads();
+    const worker = new Worker(new URL("./_worker_entry.ts", import.meta.url), { type: "module" });
+    const after = workerThreads();
+    const born = before === null || after === null ? [] : [...after].filter((n) => !before.has(n));
+    const slot: PoolWorker = {
+      worker,
+      thread: born.length === 1 ? born[0]! : null,
+      runs: new Map(),
+      hooks: new Map(),
+      retired: false,
+    };
+    worker.onmessage = ({ data }: MessageEvent<FromWorker>) => this.#receive(slot, data);
+    worker.onerror = (event) => {
+      event.preventDefault(); // an error in a Web Worker must not end this process
+      this.#retire(slot, "died", `Web Worker died: ${event.message}`);
+    };
+    this.#post(slot, { type: "init", jobsUrl: this.#options.jobsUrl });
+    return slot;
+  }
+
+  #receive(slot: PoolWorker, message: FromWorker): void {
+    switch (message.type) {
+      case "result": {
+        const pending = slot.runs.get(message.runId);
+        if (pending === undefined) return;
+        this.#settle(slot, message.runId, pending);
+        if (message.kind === "success") pending.resolve({ kind: "success" });
+        else if (message.kind === "release") {
+          pending.resolve({ kind: "release", delayMs: message.delayMs ?? 0 });
+        } else {
+          pending.resolve({
+            kind: "error",
+            error: fromWire(message.error!),
+            permanent: message.permanent ?? false,
+          });
+        }
+        return;
+      }
+      case "hook-done": {
+        const hook = slot.hooks.get(message.runId);
+        slot.hooks.delete(message.runId);
+        if (message.error === undefined) hook?.resolve();
+        else hook?.reject(fromWire(message.error));
+        return;
+      }
+      case "dispatch":
+        this.#options.dispatch(message.name, message.payloads, message.options).then(
+          (ids) => this.#post(slot, { type: "dispatched", callId: message.callId, ids }),
+          (error) =>
+            this.#post(slot, {
+              type: "dispatched",
+              callId: message.callId,
+              error: toWire(asError(error)),
+            }),
+        );
+        return;
+    }
+  }
+
+  /** The least busy live Web Worker, preferring ones with no attempt left to stop. */
+  #pick(): PoolWorker {
+    if (this.#workers.length === 0) this.#workers.push(this.#spawn());
+    const draining = (slot: PoolWorker) => [...slot.runs.values()].some((run) => run.aborted);
+    return this.#workers.reduce((best, slot) => {
+      const rank = (s: PoolWorker) => (draining(s) ? 1_000_000 : 0) + s.runs.size;
+      return rank(slot) < rank(best) ? slot : best;
+    });
+  }
+
+  #abort(slot: PoolWorker, runId: number, reason: unknown): void {
+    const pending = slot.runs.get(runId);
+    if (pending === undefined || slot.retired) return;
+    pending.aborted = true;
+    this.#post(slot, { type: "abort", runId, reason: toWire(asError(reason)) });
+    pending.killTimer = this.#after(this.#options.graceMs, () => {
+      this.#retire(
+        slot,
+        "hung",
+        `Web Worker terminated: job ${pending.jobId} did not stop within ${this.#options.graceMs} ms of being aborted`,
+      );
+    });
+  }
+
+  #settle(slot: PoolWorker, runId: number, pending: PendingRun): void {
+    slot.runs.delete(runId);
+    pending.cleanup();
+    if (pending.killTimer !== undefined) {
+      clearTimeout(pending.killTimer);
+      this.#timers.delete(pending.killTimer);
+    }
+  }
+
+  /**
+   * Terminates a Web Worker and replaces it. `"died"`: its running jobs count
+   * a crash. `"hung"`: the aborted job was already settled by the runner; the
+   * others sharing the Web Worker are put back with their attempt given back.
+   */
+  #retire(slot: PoolWorker, cause: "died" | "hung", why: string): void {
+    if (slot.retired) return;
+    this.#end(
+      slot,
+      (_runId, pending) =>
+        cause === "died" && !pending.aborted
+          ? { kind: "crash", error: new Error(why) }
+          : { kind: "interrupted", error: new Error(why) },
+    );
+    if (!this.#closed) this.#workers.push(this.#spawn());
+    if (cause === "hung") this.#after(TERMINATE_WAIT_MS, () => this.#checkStopped(slot, why));
+  }
+
+  /** Terminates a Web Worker and ends what it still ran. */
+  #end(
+    slot: PoolWorker,
+    resultOf: (runId: number, pending: PendingRun) => ExecutionResult,
+  ): void {
+    slot.retired = true;
+    this.#workers.splice(this.#workers.indexOf(slot), 1);
+    slot.worker.terminate();
+    for (const [runId, pending] of [...slot.runs]) {
+      this.#settle(slot, runId, pending);
+      pending.resolve(resultOf(runId, pending));
+    }
+    for (const hook of slot.hooks.values()) {
+      hook.reject(new Error("The Web Worker running this failed hook was terminated"));
+    }
+    slot.hooks.clear();
+  }
+
+  /** After terminate(): a thread that is still there is stuck in synchronous code. */
+  #checkStopped(slot: PoolWorker, why: string): void {
+    const threads = workerThreads();
+    if (threads !== null && slot.thread !== null && !threads.has(slot.thread)) return;
+    this.#reportStuck(
+      new Error(
+        `${why}; its thread ${
+          slot.thread === null ? "cannot be checked here" : "is still running"
+        }: a synchronous loop cannot be stopped, so this process should exit and be restarted`,
+      ),
+    );
+  }
+
+  /** Web Workers that ended on their own (`self.close()`, `Deno.exit()`) send nothing: look. */
+  #findDead(): void {
+    const threads = workerThreads();
+    if (threads === null) return;
+    for (const slot of [...this.#workers]) {
+      if (slot.thread !== null && !threads.has(slot.thread)) {
+        this.#retire(slot, "died", "Web Worker ended while running the job");
+      }
+    }
+  }
+
+  #post(slot: PoolWorker, message: ToWorker): void {
+    if (!slot.retired) slot.worker.postMessage(message);
+  }
+
+  #after(ms: number, fn: () => void): ReturnType<typeof setTimeout> {
+    const timer = setTimeout(() => {
+      this.#timers.delete(timer);
+      fn();
+    }, ms);
+    this.#timers.add(timer);
+    return timer;
+  }
+}
