@@ -79,6 +79,12 @@ export class JobTimeoutError extends Error {
   }
 }
 
+/** `thrown` as an `Error`, wrapping anything else that was thrown. @internal */
+export function asError(thrown: unknown): Error {
+  if (thrown instanceof Error) return thrown;
+  return new Error(`Non-error thrown: ${String(thrown)}`, { cause: thrown });
+}
+
 /** The queue was used after {@linkcode Queue.close}. */
 export class QueueClosedError extends Error {
   /** Builds the error naming what was attempted. */

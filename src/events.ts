@@ -3,6 +3,25 @@
  *
  * @module
  */
+import { asError } from "./errors.ts";
+
+/** Counts of what a worker has done so far. */
+export interface RunnerStats {
+  /** Jobs that succeeded. */
+  readonly completed: number;
+  /** Jobs that failed for good. */
+  readonly failed: number;
+  /** Attempts that ended in a retry or a release. */
+  readonly retried: number;
+}
+
+/**
+ * Why a worker stopped: `"requested"` by `stop()`, `"empty"` with
+ * `stopWhenEmpty`, `"limit"` at `maxJobs` or `maxTimeMs`, or `"stuck"` when a
+ * Web Worker stuck in synchronous code could not be terminated: the process
+ * should exit and be restarted (the `work` command exits with code 3).
+ */
+export type StopReason = "requested" | "empty" | "limit" | "stuck";
 
 /** What every job event says about the job. */
 export interface JobEventDetail {
@@ -38,11 +57,8 @@ export interface QueueEventMap {
     /** Why. */ readonly error: Error;
   };
   /** A worker stopped claiming and every job it held has settled. */
-  "worker:stop": {
-    /** Jobs that succeeded. */ readonly completed: number;
-    /** Jobs that failed for good. */ readonly failed: number;
-    /** Attempts that ended in a retry. */ readonly retried: number;
-    /** Why it stopped. */ readonly reason: "requested" | "empty" | "limit" | "stuck";
+  "worker:stop": RunnerStats & {
+    /** Why it stopped. */ readonly reason: StopReason;
   };
   /**
    * Something went wrong that no caller can catch: the store failed in the
@@ -97,12 +113,22 @@ export class QueueEventTarget extends EventTarget {
     if (listener === null) return;
     let byType = this.#wrapped.get(listener);
     if (byType === undefined) this.#wrapped.set(listener, byType = new Map());
-    let guarded = byType.get(type);
-    if (guarded === undefined) {
-      guarded = (event) => this.#call(listener, event);
-      byType.set(type, guarded);
-      this.#listeners.set(type, (this.#listeners.get(type) ?? 0) + 1);
-    }
+    if (byType.has(type)) return; // already listening, as EventTarget would ignore it too
+    const once = typeof options === "object" && options.once === true;
+    const guarded = (event: Event) => {
+      if (once) this.removeEventListener(type, listener as EventListener);
+      this.#call(listener, event);
+    };
+    byType.set(type, guarded);
+    this.#listeners.set(type, (this.#listeners.get(type) ?? 0) + 1);
+    const signal = typeof options === "object" ? options.signal : undefined;
+    signal?.addEventListener(
+      "abort",
+      () => this.removeEventListener(type, listener as EventListener),
+      {
+        once: true,
+      },
+    );
     super.addEventListener(type, guarded, options);
   }
 
@@ -149,14 +175,20 @@ export class QueueEventTarget extends EventTarget {
   }
 
   #call(listener: AnyListener, event: Event): void {
-    try {
-      if (typeof listener === "function") (listener as EventListener).call(this, event);
-      else listener.handleEvent(event);
-    } catch (error) {
+    const report = (thrown: unknown) => {
       const during = `a listener of ${event.type}`;
-      const cause = error instanceof Error ? error : new Error(String(error));
-      if (event.type === "queue:error") console.error(`@renox/queue: ${during}:`, cause);
-      else this.emit("queue:error", { error: cause, during });
+      const error = asError(thrown);
+      if (event.type === "queue:error") console.error(`@renox/queue: ${during}:`, error);
+      else this.emit("queue:error", { error, during });
+    };
+    try {
+      const result: unknown = typeof listener === "function"
+        ? (listener as EventListener).call(this, event)
+        : listener.handleEvent(event);
+      // An async listener that rejects must not become an unhandled rejection either.
+      if (result instanceof Promise) result.catch(report);
+    } catch (error) {
+      report(error);
     }
   }
 }

@@ -315,9 +315,9 @@ export function assertPriority(priority: unknown, where: string): void {
 function positive(where: string, field: string, value: number, integer: boolean): number {
   const ok = integer
     ? value === Infinity || (Number.isInteger(value) && value > 0)
-    : Number.isFinite(value) && value > 0;
+    : Number.isFinite(value) && value > 0 && value <= 2_147_483_647;
   if (!ok) {
-    const kind = integer ? "a positive integer" : "a positive number";
+    const kind = integer ? "a positive integer" : "a positive number of ms up to 2147483647";
     throw new RangeError(`${where}: ${field} must be ${kind}: got ${value}`);
   }
   return value;

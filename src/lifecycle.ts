@@ -41,7 +41,7 @@ export function refusalBeforeStart(
       ? "attempts spent: worker died during its last attempt"
       : `attempts spent: released ${started} times`;
   }
-  if (job.retryUntil !== null && now > job.retryUntil) {
+  if (job.retryUntil !== null && now >= job.retryUntil) {
     return `retry deadline passed at ${new Date(job.retryUntil).toISOString()}`;
   }
   return null;
@@ -165,5 +165,22 @@ export function putBack(job: ClaimedJob, now: number, reason: string): Outcome {
 
 /** An error in the form the store keeps. */
 export function storedError(error: Error): StoredError {
-  return { message: `${error.name}: ${error.message}`, stack: error.stack ?? null };
+  const stack = error.stack === undefined || error.stack === null ? null : String(error.stack);
+  return { message: `${String(error.name)}: ${String(error.message)}`, stack };
+}
+
+/** A job whose rules themselves failed (e.g. a backoff function that threw): it fails for good. */
+export function failWith(job: ClaimedJob, error: Error, now: number): Outcome {
+  return {
+    kind: "fail",
+    error,
+    settlement: {
+      kind: "fail",
+      id: job.id,
+      token: job.token,
+      error: storedError(error),
+      attempts: job.attempts,
+      failedAt: now,
+    },
+  };
 }

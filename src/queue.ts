@@ -5,7 +5,7 @@
  * @module
  */
 import { type Clock, systemClock } from "./clock.ts";
-import { QueueClosedError } from "./errors.ts";
+import { JobTimeoutError, QueueClosedError } from "./errors.ts";
 import { QueueEventTarget } from "./events.ts";
 import { IsolateExecutor } from "./executors/isolate.ts";
 import { WebWorkerPool } from "./executors/web_workers.ts";
@@ -159,7 +159,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#registry = registry;
     this.#clock = clock;
     this.#maxPayloadBytes = maxPayloadBytes;
-    this.#executor = new IsolateExecutor(registry, this);
+    this.#executor = new IsolateExecutor(registry, this.#handlerDispatcher);
   }
 
   /** Loads the job definitions, opens the database and brings its schema up to date. */
@@ -198,12 +198,32 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     payloads: readonly PayloadOf<J>[],
     options?: DispatchOptions,
   ): Promise<number[]> {
-    const rows = this.#rows(job, payloads, options, "dispatch");
+    return await this.#dispatchMany(job, payloads, options, false);
+  }
+
+  async #dispatchMany(
+    job: JobDefinition,
+    payloads: readonly unknown[],
+    options: DispatchOptions | undefined,
+    fromHandler: boolean,
+  ): Promise<number[]> {
+    const rows = this.#rows(job, payloads, options, "dispatch", fromHandler);
     if (rows.length === 0) return [];
     const ids = await this.#store.push(rows);
     this.#queued(rows, ids);
     return ids;
   }
+
+  /**
+   * `ctx.queue` of handlers and failed hooks: it keeps working while the
+   * queue closes, so a job finishing within the grace period can still
+   * dispatch its follow-ups.
+   */
+  readonly #handlerDispatcher: Dispatcher = {
+    dispatch: async (job, payload, options) =>
+      (await this.#dispatchMany(job, [payload], options, true))[0]!,
+    dispatchMany: (job, payloads, options) => this.#dispatchMany(job, payloads, options, true),
+  };
 
   /**
    * Runs `fn` in one database transaction: the app's own statements
@@ -252,22 +272,38 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
 
   /**
    * Runs a job now, in this isolate, without storing it: one attempt, no
-   * retries. Rejects with the handler's error.
+   * retries. Rejects with the handler's error, or `JobTimeoutError` past the
+   * job's `timeoutMs` (the handler is aborted but, in this isolate, may keep running).
    */
   async dispatchSync<J extends JobDefinition>(job: J, payload: PayloadOf<J>): Promise<void> {
     const [row] = this.#rows(job, [payload], undefined, "dispatch");
     const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(), job.timeoutMs);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const overtime = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const error = new JobTimeoutError(job.name, job.timeoutMs);
+        controller.abort(error);
+        reject(error);
+      }, job.timeoutMs);
+    });
     try {
-      const result = await this.#executor.run({
-        id: 0,
-        name: job.name,
-        queueName: row!.queue,
-        payload: row!.payload,
-        attempt: 1,
-        signal: controller.signal,
-      });
-      if (result.kind === "error") throw result.error;
+      const result = await Promise.race([
+        this.#executor.run({
+          id: 0,
+          name: job.name,
+          queueName: row!.queue,
+          payload: row!.payload,
+          attempt: 1,
+          signal: controller.signal,
+        }),
+        overtime,
+      ]);
+      if (result.kind === "release") {
+        throw new Error(
+          `dispatchSync "${job.name}": the handler released the job, but a job run now cannot be put back`,
+        );
+      }
+      if (result.kind !== "success") throw result.error;
     } finally {
       clearTimeout(timer);
     }
@@ -301,7 +337,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         graceMs: resolved.graceMs,
         dispatch: (name, payloads, options) => this.#dispatchByName(name, payloads, options),
       })
-      : new IsolateExecutor(this.#registry, this);
+      : new IsolateExecutor(this.#registry, this.#handlerDispatcher);
     const runner = new Runner({
       store: this.#store,
       registry: this.#registry,
@@ -311,7 +347,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
       random: Math.random,
     }, resolved);
     this.#runners.add(runner);
-    runner.done.finally(() => this.#runners.delete(runner));
+    const forget = () => this.#runners.delete(runner);
+    runner.done.then(forget, forget);
     return runner;
   }
 
@@ -393,8 +430,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /** Stops every worker of this queue (each with its grace period), then closes the database. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      await Promise.all([...this.#runners].map((runner) => runner.stop()));
-      await this.#executor.close();
+      await Promise.allSettled([...this.#runners].map((runner) => runner.stop()));
       await this.#store.close();
     })();
     return this.#closing;
@@ -417,7 +453,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         new TypeError(`Cannot dispatch "${name}": no job of that name is registered`),
       );
     }
-    return this.dispatchMany(job, payloads, options);
+    return this.#dispatchMany(job, payloads, options, true);
   }
 
   #assertOpen(action: string): void {
@@ -430,8 +466,9 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     payloads: readonly unknown[],
     options: DispatchOptions | undefined,
     action: string,
+    fromHandler = false,
   ): NewJobRow[] {
-    this.#assertOpen(action);
+    if (!fromHandler) this.#assertOpen(action);
     if (!isJobDefinition(job) || !this.#registry.has(job)) {
       const name = typeof job?.name === "string" ? `"${job.name}"` : String(job);
       throw new TypeError(

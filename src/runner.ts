@@ -5,13 +5,15 @@
  * @module
  */
 import type { Clock } from "./clock.ts";
-import { JobTimeoutError } from "./errors.ts";
-import { QueueEventTarget } from "./events.ts";
-import { asError } from "./executors/isolate.ts";
+import { asError, JobTimeoutError } from "./errors.ts";
+import { QueueEventTarget, type RunnerStats, type StopReason } from "./events.ts";
+
+export type { RunnerStats, StopReason } from "./events.ts";
 import type { ExecutionResult, Executor } from "./executors/executor.ts";
 import type { JobDefinition } from "./job.ts";
 import {
   failBeforeStart,
+  failWith,
   type Outcome,
   outcomeOf,
   putBack,
@@ -44,24 +46,6 @@ export interface StopOptions {
    * @default {the worker's graceMs}
    */
   graceMs?: number;
-}
-
-/**
- * Why a runner stopped: `"requested"` by `stop()`, `"empty"` with
- * `stopWhenEmpty`, `"limit"` at `maxJobs` or `maxTimeMs`, or `"stuck"` when a
- * Web Worker stuck in synchronous code could not be terminated: the process
- * should exit and be restarted (the `work` command exits with code 3).
- */
-export type StopReason = "requested" | "empty" | "limit" | "stuck";
-
-/** Counts of what a runner has done so far. */
-export interface RunnerStats {
-  /** Jobs that succeeded. */
-  readonly completed: number;
-  /** Jobs that failed for good. */
-  readonly failed: number;
-  /** Attempts that ended in a retry or a release. */
-  readonly retried: number;
 }
 
 interface RunningJob {
@@ -98,6 +82,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   #graceDeadline = Infinity;
   #graceTimer: ReturnType<typeof setTimeout> | undefined;
   #renewing = false;
+  #renewal: Promise<void> = Promise.resolve();
   #wake: (() => void) | null = null;
   #wakeRequested = false;
   #stats = { completed: 0, failed: 0, retried: 0 };
@@ -175,7 +160,9 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       for (;;) {
         const free = this.#freeSlots();
         const claimed = this.#finished.length > 0 || free > 0 ? await this.#tick(free) : 0;
-        if (this.#graceExpired && this.#running.size === 0) break;
+        // After grace: leave once every settle was written, or once writing them failed.
+        const unsettled = this.#finished.length > 0 && claimed !== null;
+        if (this.#graceExpired && this.#running.size === 0 && !unsettled) break;
         const idle = this.#running.size === 0 && this.#finished.length === 0;
         if (idle && !this.#mayClaim()) break;
         if (idle && stopWhenEmpty && claimed === 0) {
@@ -187,6 +174,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     } finally {
       clearInterval(renewal);
       changes[Symbol.dispose]();
+      await this.#renewal;
       this.#stopReason ??= "limit"; // the only way out that sets no reason of its own
       this.#stopping = true;
       this.#graceExpired = true; // nothing is left to abort: a later stop() starts no timer
@@ -252,7 +240,13 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       if (result.applied[index]) this.#report(finished);
     });
     this.#claimed += result.claimed.length;
-    for (const job of result.claimed) this.#start(job);
+    for (const job of result.claimed) {
+      // A stop that came while the claim waited on the store: start nothing, put it back.
+      if (this.#stopping) {
+        const outcome = putBack(job, clock.now(), "worker stopped before the attempt began");
+        this.#finished.push({ job, outcome, durationMs: 0 });
+      } else this.#start(job);
+    }
     return result.claimed.length;
   }
 
@@ -298,13 +292,13 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
 
   #finish(entry: RunningJob, result: ExecutionResult): void {
     if (!this.#forget(entry)) return; // already timed out, released on stop, or lost
-    const outcome = outcomeOf(
-      entry.job,
-      entry.definition,
-      result,
-      this.#deps.clock.now(),
-      this.#deps.random,
-    );
+    const now = this.#deps.clock.now();
+    let outcome: Outcome;
+    try {
+      outcome = outcomeOf(entry.job, entry.definition, result, now, this.#deps.random);
+    } catch (error) {
+      outcome = failWith(entry.job, asError(error), now); // e.g. a backoff function that threw
+    }
     this.#finished.push({
       job: entry.job,
       outcome,
@@ -361,22 +355,38 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
 
   #runFailedHook(job: ClaimedJob, attempts: number, error: Error): void {
     if (this.#deps.registry.get(job.name)?.failed === undefined) return;
-    const hook = this.#deps.executor.runFailedHook({
+    const limitMs = this.#deps.registry.get(job.name)!.timeoutMs;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const overtime = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`The failed hook of job ${job.id} ran past ${limitMs} ms`)),
+        limitMs,
+      );
+    });
+    const run = this.#deps.executor.runFailedHook({
       id: job.id,
       name: job.name,
       queueName: job.queue,
       payload: job.payload,
       attempts,
       error,
-    }).catch((thrown) => {
+    });
+    const hook = Promise.race([run, overtime]).catch((thrown) => {
       this.emit("queue:error", { error: asError(thrown), during: `failed hook of ${job.name}` });
-    }).finally(() => this.#hooks.delete(hook));
+    }).finally(() => {
+      clearTimeout(timer);
+      this.#hooks.delete(hook);
+    });
     this.#hooks.add(hook);
   }
 
-  async #renew(): Promise<void> {
+  #renew(): void {
     if (this.#renewing || this.#running.size === 0) return;
     this.#renewing = true;
+    this.#renewal = this.#renewLeases().finally(() => this.#renewing = false);
+  }
+
+  async #renewLeases(): Promise<void> {
     try {
       const renewed = [...this.#running.values()];
       const leases = renewed.map(({ job }) => ({ id: job.id, token: job.token }));
@@ -391,8 +401,6 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       }
     } catch (error) {
       this.emit("queue:error", { error: asError(error), during: "lease renewal" });
-    } finally {
-      this.#renewing = false;
     }
   }
 

@@ -111,7 +111,7 @@ export function resolveWorkOptions(
     stopWhenEmpty: flag("stopWhenEmpty", options.stopWhenEmpty ?? false),
     maxJobs: options.maxJobs === undefined || options.maxJobs === Infinity
       ? Infinity
-      : count("maxJobs", options.maxJobs),
+      : positiveInteger("maxJobs", options.maxJobs),
     maxTimeMs: options.maxTimeMs === undefined || options.maxTimeMs === Infinity
       ? Infinity
       : duration("maxTimeMs", options.maxTimeMs, 0),
@@ -121,6 +121,13 @@ export function resolveWorkOptions(
 function flag(name: string, value: boolean): boolean {
   if (typeof value !== "boolean") {
     throw new TypeError(`work: ${name} must be true or false: got ${String(value)}`);
+  }
+  return value;
+}
+
+function positiveInteger(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(`work: ${name} must be a positive integer: got ${value}`);
   }
   return value;
 }

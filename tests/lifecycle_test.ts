@@ -101,8 +101,12 @@ Deno.test("refusalBeforeStart() refuses a job whose retry deadline has passed", 
   );
 });
 
-Deno.test("refusalBeforeStart() lets a job run at its retry deadline exactly", () => {
-  assert.equal(refusalBeforeStart(claimed({ attempts: 2, retryUntil: NOW }), mail, NOW), null);
+Deno.test("refusalBeforeStart() counts a retry deadline reached exactly as passed, as outcomeOf does", () => {
+  assert.match(
+    refusalBeforeStart(claimed({ attempts: 2, retryUntil: NOW }), mail, NOW) ?? "",
+    /retry deadline passed/,
+  );
+  assert.equal(refusalBeforeStart(claimed({ attempts: 2, retryUntil: NOW + 1 }), mail, NOW), null);
 });
 
 Deno.test("refusalBeforeStart() never spends the attempts of a job with maxAttempts Infinity", () => {

@@ -10,7 +10,8 @@
 /// <reference lib="deno.worker" />
 import type { Dispatcher, DispatchOptions, JobDefinition } from "../job.ts";
 import { JobRegistry } from "../registry.ts";
-import { asError, IsolateExecutor } from "./isolate.ts";
+import { asError } from "../errors.ts";
+import { IsolateExecutor } from "./isolate.ts";
 import { fromWire, type FromWorker, toWire, type ToWorker } from "./_worker_messages.ts";
 
 const aborts = new Map<number, AbortController>();

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { PayloadIntegrityError, PermanentError } from "../errors.ts";
+import { asError, PayloadIntegrityError, PermanentError } from "../errors.ts";
 import type { Dispatcher, JobContext } from "../job.ts";
 import { decodePayload } from "../payload.ts";
 import type { JobRegistry } from "../registry.ts";
@@ -85,10 +85,4 @@ export class IsolateExecutor implements Executor {
     if (job === undefined) throw new PermanentError(`No job named "${name}" is registered here`);
     return job;
   }
-}
-
-/** `thrown` as an `Error`, wrapping anything else that was thrown. */
-export function asError(thrown: unknown): Error {
-  if (thrown instanceof Error) return thrown;
-  return new Error(`Non-error thrown: ${String(thrown)}`, { cause: thrown });
 }

@@ -7,7 +7,7 @@
  */
 import type { DispatchOptions } from "../job.ts";
 import type { ExecutionRequest, ExecutionResult, Executor, FailedHookRequest } from "./executor.ts";
-import { asError } from "./isolate.ts";
+import { asError } from "../errors.ts";
 import { workerThreads } from "./_thread_probe.ts";
 import { fromWire, type FromWorker, toWire, type ToWorker } from "./_worker_messages.ts";
 

@@ -3,10 +3,12 @@
  *
  * @module
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
 import { migrations } from "../../migrations/sqlite/mod.ts";
 import { type Durability, openConnection, retryWhileBusy } from "./_sqlite_connection.ts";
 import { FileWatch } from "./_file_watch.ts";
+import { QueueClosedError } from "../errors.ts";
 import type {
   ClaimedJob,
   ClaimRequest,
@@ -139,6 +141,8 @@ export class SqliteStore implements Store {
   readonly #statements = new Map<string, StatementSync>();
   /** Settles when the app transaction now running ends; null when none runs. */
   #transaction: Promise<void> | null = null;
+  /** Set inside a transaction's callback, to refuse calls that would wait for it forever. */
+  readonly #insideTransaction = new AsyncLocalStorage<true>();
   #closed = false;
 
   private constructor(db: DatabaseSync, busyTimeoutMs: number, path: string) {
@@ -207,25 +211,32 @@ export class SqliteStore implements Store {
     let end!: () => void;
     const ended = new Promise<void>((resolve) => end = resolve);
     // Take the lane in the same tick the previous holder is seen gone, so no one slips in.
+    if (this.#transaction !== null && this.#insideTransaction.getStore()) {
+      throw new Error(
+        "Cannot start a transaction inside another on the same queue: use its tx handle",
+      );
+    }
     while (this.#transaction !== null) await this.#transaction;
-    if (this.#closed) throw new Error("The SQLite store is closed");
+    if (this.#closed) throw new QueueClosedError("start a transaction");
     this.#transaction = ended;
     let open = false;
     try {
       await retryWhileBusy(() => this.#db.exec("BEGIN IMMEDIATE"), this.#busyTimeoutMs);
       open = true;
       const tx = this.#transactionHandle(() => open);
-      const result = await fn(tx);
+      const result = await this.#insideTransaction.run(true, () => fn(tx));
       this.#db.exec("COMMIT");
       open = false;
       return result;
     } finally {
-      if (open) {
+      try {
+        // SQLite may already have rolled back on its own (ON CONFLICT ROLLBACK, I/O error).
+        if (open && this.#db.isTransaction) this.#db.exec("ROLLBACK");
+      } finally {
         open = false;
-        this.#db.exec("ROLLBACK");
+        this.#transaction = null;
+        end();
       }
-      this.#transaction = null;
-      end();
     }
   }
 
@@ -454,7 +465,7 @@ export class SqliteStore implements Store {
 
   async #idle(): Promise<void> {
     while (this.#transaction !== null) await this.#transaction;
-    if (this.#closed) throw new Error("The SQLite store is closed");
+    if (this.#closed) throw new QueueClosedError("use the SQLite store");
   }
 
   /** Runs one statement (its own transaction), after any app transaction. */
@@ -463,8 +474,17 @@ export class SqliteStore implements Store {
   }
 
   /** Holds a statement back while an app transaction runs or after close. */
-  readonly #waitTurn = (): Promise<void> | undefined =>
-    this.#transaction !== null || this.#closed ? this.#idle() : undefined;
+  readonly #waitTurn = (): Promise<void> | undefined => {
+    if (this.#transaction === null && !this.#closed) return undefined;
+    if (this.#transaction !== null && this.#insideTransaction.getStore()) {
+      return Promise.reject(
+        new Error(
+          "Cannot use the queue inside its own transaction callback: it would wait for itself; use the tx handle (tx.dispatch, tx.query)",
+        ),
+      );
+    }
+    return this.#idle();
+  };
 
   /** Runs `step` inside `BEGIN IMMEDIATE` … `COMMIT`, rolling back if it throws. */
   #write<T>(step: () => T): Promise<T> {
@@ -475,7 +495,7 @@ export class SqliteStore implements Store {
         this.#db.exec("COMMIT");
         return result;
       } catch (error) {
-        this.#db.exec("ROLLBACK");
+        if (this.#db.isTransaction) this.#db.exec("ROLLBACK");
         throw error;
       }
     });

@@ -1,0 +1,215 @@
+/**
+ * The admin commands on a queue's database: `failed`, `retry`, `forget`,
+ * `flush`, `prune-failed`, `clear` and `migrate`. Each opens the queue with
+ * no jobs registered: they read and move rows, they never run a handler.
+ *
+ * @module
+ * @internal
+ */
+import { Queue } from "../queue.ts";
+import {
+  expectPositionals,
+  type ParsedArgs,
+  readDb,
+  readInteger,
+  readNumber,
+  readQueueNames,
+  readSwitch,
+  UsageError,
+} from "./args.ts";
+import type { Command } from "./command.ts";
+import { firstLine, formatTable } from "./table.ts";
+
+/** Opens the queue on the command's database, migrating it, with no jobs registered. */
+export function openAdminQueue(args: ParsedArgs): Promise<Queue> {
+  return Queue.open({ path: readDb(args), jobs: [] });
+}
+
+/** Reads the positional job ids, each a positive whole number. */
+function readIds(args: ParsedArgs): number[] {
+  return args.positionals.map((text) => {
+    const id = /^\d+$/.test(text) ? Number(text) : NaN;
+    if (!(id >= 1 && Number.isSafeInteger(id))) {
+      throw new UsageError(args.command, `a job id must be a positive whole number: got "${text}"`);
+    }
+    return id;
+  });
+}
+
+function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
+const failed: Command = {
+  name: "failed",
+  operands: "",
+  summary: "list failed jobs, newest first",
+  description:
+    "Lists the jobs that failed for good, newest first: id, queue, name, attempts, when it failed\nand the first line of its error.",
+  flags: {
+    limit: { type: "string", value: "N", help: "show at most N jobs, 1 to 1000 (default 100)" },
+    json: { type: "boolean", help: "print a JSON array, with payloads and stacks" },
+  },
+  async run(args) {
+    expectPositionals(args, 0, 0, "");
+    const limit = readInteger(args, "limit", 1, 1000) ?? 100;
+    const json = readSwitch(args, "json");
+    await using queue = await openAdminQueue(args);
+    const jobs = await queue.failed({ limit });
+    if (json) {
+      console.log(JSON.stringify(jobs, null, 2));
+    } else if (jobs.length === 0) {
+      console.log("No failed jobs");
+    } else {
+      console.log(formatTable(
+        ["id", "queue", "name", "attempts", "failed at", "error"],
+        jobs.map((job) => [
+          String(job.id),
+          job.queue,
+          job.name,
+          String(job.attempts),
+          job.failedAt.toISOString().replace("T", " ").slice(0, 19),
+          firstLine(job.error, 100),
+        ]),
+        ["right", "left", "left", "right"],
+      ));
+    }
+    return 0;
+  },
+};
+
+const retry: Command = {
+  name: "retry",
+  operands: "<id…|all>",
+  summary: "put failed jobs back on their queues",
+  description:
+    "Puts failed jobs back on their queues, due now, with fresh attempts: the ones named by id, or\nevery one with `all`. Exits 1 if an id is not a failed job (the others are retried).",
+  flags: {},
+  async run(args) {
+    expectPositionals(args, 1, Infinity, "job ids, or all");
+    if (args.positionals.includes("all")) {
+      if (args.positionals.length > 1) {
+        throw new UsageError(args.command, "give job ids or all, not both");
+      }
+      await using queue = await openAdminQueue(args);
+      console.log(`Retried ${plural(await queue.retryAll(), "failed job")}`);
+      return 0;
+    }
+    const ids = readIds(args);
+    await using queue = await openAdminQueue(args);
+    let missing = 0;
+    for (const id of ids) {
+      if (await queue.retry(id)) {
+        console.log(`Retried job ${id}`);
+      } else {
+        missing++;
+        console.error(`queue retry: no failed job ${id}`);
+      }
+    }
+    return missing === 0 ? 0 : 1;
+  },
+};
+
+const forget: Command = {
+  name: "forget",
+  operands: "<id>",
+  summary: "delete one failed job",
+  description: "Deletes one failed job for good. Exits 1 if it is not a failed job.",
+  flags: {},
+  async run(args) {
+    expectPositionals(args, 1, 1, "the job id");
+    const [id] = readIds(args);
+    await using queue = await openAdminQueue(args);
+    if (!await queue.forget(id!)) {
+      console.error(`queue forget: no failed job ${id}`);
+      return 1;
+    }
+    console.log(`Forgot failed job ${id}`);
+    return 0;
+  },
+};
+
+const flush: Command = {
+  name: "flush",
+  operands: "",
+  summary: "delete every failed job",
+  description: "Deletes every failed job for good.",
+  flags: {},
+  async run(args) {
+    expectPositionals(args, 0, 0, "");
+    await using queue = await openAdminQueue(args);
+    console.log(`Deleted ${plural(await queue.flushFailed(), "failed job")}`);
+    return 0;
+  },
+};
+
+const pruneFailed: Command = {
+  name: "prune-failed",
+  operands: "",
+  summary: "delete failed jobs older than some hours",
+  description: "Deletes the failed jobs that failed more than --hours ago.",
+  flags: {
+    hours: { type: "string", value: "N", help: "age in hours, >= 0, decimals allowed (required)" },
+  },
+  async run(args) {
+    expectPositionals(args, 0, 0, "");
+    const hours = readNumber(args, "hours", false);
+    if (hours === undefined) throw new UsageError(args.command, "--hours is required");
+    await using queue = await openAdminQueue(args);
+    const count = await queue.pruneFailed({ olderThanMs: hours * 3_600_000 });
+    console.log(
+      `Deleted ${plural(count, "failed job")} that failed more than ${plural(hours, "hour")} ago`,
+    );
+    return 0;
+  },
+};
+
+const clear: Command = {
+  name: "clear",
+  operands: "",
+  summary: "delete the jobs waiting in a queue (or in every queue)",
+  description:
+    "Deletes the jobs of one queue, or of every queue without --queue, that have not finished:\npending, delayed and reserved. Failed jobs stay (see flush).",
+  flags: { queue: { type: "string", value: "NAME", help: "only this queue" } },
+  async run(args) {
+    expectPositionals(args, 0, 0, "");
+    const queueName = readQueueNames(args, "queue");
+    if (queueName !== undefined && queueName.length !== 1) {
+      throw new UsageError(args.command, `--queue takes one queue: got "${args.values.queue}"`);
+    }
+    await using queue = await openAdminQueue(args);
+    const count = await queue.clear(queueName?.[0]);
+    const where = queueName === undefined ? "every queue" : `queue ${queueName[0]}`;
+    console.log(`Deleted ${plural(count, "job")} from ${where}`);
+    return 0;
+  },
+};
+
+const migrate: Command = {
+  name: "migrate",
+  operands: "",
+  summary: "bring the database's schema up to date",
+  description:
+    "Creates the database if missing and applies the schema steps it lacks (opening a queue does the\nsame), then prints the schema version it is at.",
+  flags: {},
+  async run(args) {
+    expectPositionals(args, 0, 0, "");
+    await using queue = await openAdminQueue(args);
+    const [row] = await queue.transaction((tx) =>
+      tx.query<{ version: number }>("SELECT MAX(version) AS version FROM queue_migrations")
+    );
+    console.log(`${readDb(args)} is at schema version ${row?.version ?? 0}`);
+    return 0;
+  },
+};
+
+/** The admin commands, in the order the help lists them. */
+export const ADMIN_COMMANDS: readonly Command[] = [
+  failed,
+  retry,
+  forget,
+  flush,
+  pruneFailed,
+  clear,
+  migrate,
+];

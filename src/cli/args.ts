@@ -1,0 +1,185 @@
+/**
+ * Reading a command's arguments: `node:util`'s `parseArgs` in strict mode,
+ * with one-line errors that name the flag and the value, and readers that
+ * check each value.
+ *
+ * @module
+ * @internal
+ */
+import { parseArgs } from "node:util";
+import { readConfig } from "../config.ts";
+import { assertQueueName } from "../names.ts";
+
+/** A flag a command takes. */
+export interface Flag {
+  /** `"string"` for a flag with a value, `"boolean"` for a switch. */
+  readonly type: "string" | "boolean";
+  /** A one-letter alias (`-h`). */
+  readonly short?: string;
+  /** The value's placeholder in the help (`PATH`, `N`). */
+  readonly value?: string;
+  /** One line for the help. */
+  readonly help: string;
+}
+
+/** A command's arguments once parsed: flag values by name, then the positional arguments. */
+export interface ParsedArgs {
+  /** The command, for error messages. */
+  readonly command: string;
+  /** Flag values: a string for a flag with a value, true for a switch, undefined when absent. */
+  readonly values: Readonly<Record<string, string | boolean | undefined>>;
+  /** The arguments that are not flags. */
+  readonly positionals: readonly string[];
+}
+
+/** Bad command-line input: the CLI prints the message and exits with code 2. */
+export class UsageError extends Error {
+  /** Builds the error; `command` prefixes the message. */
+  constructor(command: string, detail: string) {
+    super(`${command}: ${detail}`);
+    this.name = "UsageError";
+  }
+}
+
+/** Parses `args` against `flags`; unknown flags, missing values and values given to switches throw. */
+export function parseFlags(
+  command: string,
+  args: readonly string[],
+  flags: Readonly<Record<string, Flag>>,
+): ParsedArgs {
+  const options = Object.fromEntries(
+    Object.entries(flags).map((
+      [name, { type, short }],
+    ) => [name, { type, ...(short && { short }) }]),
+  );
+  try {
+    const { values, positionals } = parseArgs({
+      args: [...args],
+      options,
+      strict: true,
+      allowPositionals: true,
+    });
+    return { command, values, positionals };
+  } catch (error) {
+    throw new UsageError(command, describeParseError(args, flags, error));
+  }
+}
+
+/** Says which argument `parseArgs` refused, from its tokens, in one line. */
+function describeParseError(
+  args: readonly string[],
+  flags: Readonly<Record<string, Flag>>,
+  error: unknown,
+): string {
+  const { tokens } = parseArgs({
+    args: [...args],
+    strict: false,
+    allowPositionals: true,
+    tokens: true,
+  });
+  const byShort = new Map(Object.entries(flags).map(([name, flag]) => [flag.short, name]));
+  for (const token of tokens) {
+    if (token.kind !== "option") continue;
+    const name = token.rawName.startsWith("--") ? token.name : byShort.get(token.name);
+    const flag = name === undefined ? undefined : flags[name];
+    if (flag === undefined) return `unknown flag ${token.rawName}`;
+    if (flag.type === "boolean" && token.value !== undefined) {
+      return `${token.rawName} takes no value: got ${JSON.stringify(token.value)}`;
+    }
+    if (flag.type === "string" && token.value === undefined) {
+      return `${token.rawName} needs a value`;
+    }
+    if (flag.type === "string" && !token.inlineValue && token.value.startsWith("-")) {
+      return `${token.rawName} needs a value: got the flag ${token.value} (write ${token.rawName}=${token.value} if that is the value)`;
+    }
+  }
+  return (error as Error).message.split("\n")[0]!;
+}
+
+/** A string flag's value, or undefined when absent; an empty value throws. */
+export function readString(args: ParsedArgs, name: string): string | undefined {
+  const value = args.values[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== "string" || value.trim() === "") {
+    throw new UsageError(args.command, `--${name} needs a value`);
+  }
+  return value;
+}
+
+/** A switch: true when given. */
+export function readSwitch(args: ParsedArgs, name: string): boolean {
+  return args.values[name] === true;
+}
+
+/** A whole-number flag from `min` to `max`, or undefined when absent. */
+export function readInteger(
+  args: ParsedArgs,
+  name: string,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+): number | undefined {
+  const text = readString(args, name);
+  if (text === undefined) return undefined;
+  const value = /^\d+$/.test(text) ? Number(text) : NaN;
+  if (!(value >= min && value <= max)) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
+    throw new UsageError(args.command, `--${name} must be a whole number ${range}: got "${text}"`);
+  }
+  return value;
+}
+
+/** A decimal-number flag, > 0 when `positive`, else >= 0; undefined when absent. */
+export function readNumber(args: ParsedArgs, name: string, positive: boolean): number | undefined {
+  const text = readString(args, name);
+  if (text === undefined) return undefined;
+  const value = /^\d+(\.\d+)?$/.test(text) ? Number(text) : NaN;
+  if (!(positive ? value > 0 : value >= 0) || !Number.isFinite(value)) {
+    throw new UsageError(
+      args.command,
+      `--${name} must be a number ${positive ? "> 0" : ">= 0"}: got "${text}"`,
+    );
+  }
+  return value;
+}
+
+/** A comma-separated list of queue names, each checked, or undefined when absent. */
+export function readQueueNames(args: ParsedArgs, name: string): string[] | undefined {
+  const text = readString(args, name);
+  if (text === undefined) return undefined;
+  const queues = text.split(",").map((queue) => queue.trim());
+  for (const queue of queues) {
+    try {
+      assertQueueName(queue, `--${name}`);
+    } catch (error) {
+      throw new UsageError(args.command, (error as Error).message);
+    }
+  }
+  if (new Set(queues).size !== queues.length) {
+    throw new UsageError(args.command, `--${name} lists a queue twice: got "${text}"`);
+  }
+  return queues;
+}
+
+/** The database path: `--db`, else `QUEUE_DB`, else `./.renox/queue.db`. */
+export function readDb(args: ParsedArgs): string {
+  const db = readString(args, "db");
+  if (db !== undefined) return db;
+  try {
+    // Only the variable the CLI uses: a bad QUEUE_WORKERS is the serving app's concern.
+    return readConfig({ QUEUE_DB: Deno.env.get("QUEUE_DB") }).db;
+  } catch (error) {
+    throw new UsageError(args.command, (error as Error).message);
+  }
+}
+
+/** Throws unless there are between `min` and `max` positional arguments. */
+export function expectPositionals(args: ParsedArgs, min: number, max: number, what: string): void {
+  const count = args.positionals.length;
+  if (count < min) throw new UsageError(args.command, `missing ${what}`);
+  if (count > max) {
+    throw new UsageError(
+      args.command,
+      `unexpected argument ${JSON.stringify(args.positionals[max])}`,
+    );
+  }
+}

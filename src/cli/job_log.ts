@@ -1,0 +1,81 @@
+/**
+ * What a worker process prints when its output is not a terminal: one JSON
+ * line per job outcome, and one when the worker starts, is asked to stop,
+ * and stops. Log collectors read them as they are.
+ *
+ * @module
+ * @internal
+ */
+import type { QueueEvent } from "../events.ts";
+import type { Queue } from "../queue.ts";
+import type { Runner } from "../runner.ts";
+
+function write(record: Record<string, unknown>): void {
+  console.log(JSON.stringify(record));
+}
+
+/** `Name: message`, first line only: one log line per event. */
+function describe(error: Error): string {
+  return `${error.name}: ${error.message}`.split("\n", 1)[0]!;
+}
+
+/** Writes a worker's events as JSON lines on stdout while attached. */
+export class JsonLog {
+  readonly #queue: Queue;
+  readonly #worker: Runner;
+  readonly #db: string;
+  readonly #onComplete = ({ detail }: QueueEvent<"job:complete">) => {
+    const { durationMs, ...job } = detail;
+    write({ event: "job:complete", ...job, durationMs: Math.round(durationMs * 10) / 10 });
+  };
+  readonly #onRetry = ({ detail }: QueueEvent<"job:retry">) => {
+    const { error, ...job } = detail;
+    write({ event: "job:retry", ...job, error: error === null ? null : describe(error) });
+  };
+  readonly #onFailed = ({ detail }: QueueEvent<"job:failed">) => {
+    write({ event: "job:failed", ...detail, error: describe(detail.error) });
+  };
+  readonly #onError = ({ detail }: QueueEvent<"queue:error">) => {
+    write({ event: "queue:error", during: detail.during, error: describe(detail.error) });
+  };
+
+  /** Listens to `worker` (and to `queue` for the errors no caller sees). */
+  constructor(queue: Queue, worker: Runner, db: string) {
+    this.#queue = queue;
+    this.#worker = worker;
+    this.#db = db;
+    worker.addEventListener("job:complete", this.#onComplete);
+    worker.addEventListener("job:retry", this.#onRetry);
+    worker.addEventListener("job:failed", this.#onFailed);
+    queue.addEventListener("queue:error", this.#onError);
+  }
+
+  /** Writes `worker:start` with what the worker runs. */
+  started(): void {
+    const { queues, concurrency, executor, workers } = this.#worker.options;
+    write({
+      event: "worker:start",
+      pid: Deno.pid,
+      db: this.#db,
+      queues,
+      concurrency,
+      executor,
+      workers,
+    });
+  }
+
+  /** Writes `worker:stopping`: a signal came, running jobs get `graceMs` to finish. */
+  stopping(signal: Deno.Signal, graceMs: number): void {
+    write({ event: "worker:stopping", signal, graceMs });
+  }
+
+  /** Writes `worker:stop` with why and what the worker did, and stops listening. */
+  stopped(): Promise<void> {
+    this.#worker.removeEventListener("job:complete", this.#onComplete);
+    this.#worker.removeEventListener("job:retry", this.#onRetry);
+    this.#worker.removeEventListener("job:failed", this.#onFailed);
+    this.#queue.removeEventListener("queue:error", this.#onError);
+    write({ event: "worker:stop", reason: this.#worker.stopReason, ...this.#worker.stats });
+    return Promise.resolve();
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * The `stats` command: jobs per queue by state, once or refreshed every
+ * second until a signal.
+ *
+ * @module
+ * @internal
+ */
+import type { QueueCounts } from "../queue.ts";
+import { expectPositionals, readSwitch } from "./args.ts";
+import { openAdminQueue } from "./admin.ts";
+import type { Command } from "./command.ts";
+import { onSignals } from "./stop_signals.ts";
+import { formatTable } from "./table.ts";
+
+const REFRESH_MS = 1_000;
+
+function countsTable(counts: Record<string, QueueCounts>): string {
+  const queues = Object.keys(counts).sort();
+  if (queues.length === 0) return "No jobs";
+  const columns = ["pending", "delayed", "reserved", "failed"] as const;
+  return formatTable(
+    ["queue", ...columns],
+    queues.map((queue) => [queue, ...columns.map((column) => String(counts[queue]![column]))]),
+    ["left", "right", "right", "right", "right"],
+  );
+}
+
+/** `stats [--watch] [--json]`. */
+export const stats: Command = {
+  name: "stats",
+  operands: "",
+  summary: "count jobs per queue: pending, delayed, reserved, failed",
+  description:
+    "Counts the jobs of each queue by state: pending (due now), delayed (due later), reserved\n(running) and failed. With --watch, counts again every second until Ctrl-C.",
+  flags: {
+    watch: { type: "boolean", help: "refresh every second until SIGINT or SIGTERM" },
+    json: { type: "boolean", help: "print JSON (with --watch, one line per refresh)" },
+  },
+  async run(args) {
+    expectPositionals(args, 0, 0, "");
+    const json = readSwitch(args, "json");
+    const watch = readSwitch(args, "watch");
+    await using queue = await openAdminQueue(args);
+    const print = async () => {
+      const counts = await queue.counts();
+      if (json) console.log(JSON.stringify(counts, null, watch ? undefined : 2));
+      else if (watch && Deno.stdout.isTerminal()) {
+        // Home and clear, then the table: a screen that redraws in place.
+        console.log(`\x1b[H\x1b[2J${new Date().toLocaleTimeString()}\n\n${countsTable(counts)}`);
+      } else console.log(countsTable(counts));
+    };
+    await print();
+    if (!watch) return 0;
+    const stopped = Promise.withResolvers<void>();
+    using _signals = onSignals(() => stopped.resolve());
+    for (;;) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const tick = new Promise<"tick">((resolve) => timer = setTimeout(() => resolve("tick"), REFRESH_MS));
+      const woke = await Promise.race([tick, stopped.promise]);
+      clearTimeout(timer);
+      if (woke !== "tick") return 0;
+      await print();
+    }
+  },
+};

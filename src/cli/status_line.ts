@@ -1,0 +1,145 @@
+/**
+ * What a worker process shows in a terminal: one status line (processed,
+ * failed, rate, pending per queue) redrawn in place, with failures and
+ * signals printed above it.
+ *
+ * @module
+ * @internal
+ */
+import type { QueueEvent } from "../events.ts";
+import type { Queue } from "../queue.ts";
+import type { Runner, RunnerStats } from "../runner.ts";
+
+/** How often the line is redrawn, and so how often it counts pending jobs. */
+const REFRESH_MS = 500;
+/** The rate is measured over this much recent time. */
+const RATE_WINDOW_MS = 5_000;
+
+/** What the status line shows. */
+export interface StatusSnapshot {
+  /** The worker's counts so far. */
+  readonly stats: RunnerStats;
+  /** Jobs running now. */
+  readonly running: number;
+  /** Jobs finished (done or failed for good) per second, recently. */
+  readonly ratePerSecond: number;
+  /** Pending jobs of each queue the worker takes, in its order. */
+  readonly pending: readonly (readonly [queue: string, count: number])[];
+}
+
+/** The status line's text, e.g. `processed 12 · failed 1 · … · pending high 0, default 3`. */
+export function formatStatusLine({ stats, running, ratePerSecond, pending }: StatusSnapshot): string {
+  const queues = pending.map(([queue, count]) => `${queue} ${count}`).join(", ");
+  return [
+    `processed ${stats.completed + stats.failed}`,
+    `failed ${stats.failed}`,
+    `retried ${stats.retried}`,
+    `running ${running}`,
+    `${ratePerSecond.toFixed(1)}/s`,
+    `pending ${queues}`,
+  ].join(" · ");
+}
+
+const encoder = new TextEncoder();
+
+function write(text: string): void {
+  Deno.stdout.writeSync(encoder.encode(text));
+}
+
+/** Draws a worker's status line on stdout, a terminal, while attached. */
+export class StatusLine {
+  readonly #queue: Queue;
+  readonly #worker: Runner;
+  readonly #db: string;
+  readonly #samples: { at: number; processed: number }[] = [];
+  #pending: (readonly [string, number])[] = [];
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #refreshing: Promise<void> | null = null;
+  readonly #onFailed = ({ detail }: QueueEvent<"job:failed">) => {
+    this.#above(
+      `failed ${detail.name} #${detail.id} after ${detail.attempt} attempts: ${detail.error.message}`,
+    );
+  };
+  readonly #onError = ({ detail }: QueueEvent<"queue:error">) => {
+    this.#above(`error during ${detail.during}: ${detail.error.message}`);
+  };
+
+  /** Listens to `worker` (and to `queue` for the errors no caller sees). */
+  constructor(queue: Queue, worker: Runner, db: string) {
+    this.#queue = queue;
+    this.#worker = worker;
+    this.#db = db;
+    worker.addEventListener("job:failed", this.#onFailed);
+    queue.addEventListener("queue:error", this.#onError);
+  }
+
+  /** Prints what the worker runs, then starts redrawing the line. */
+  started(): void {
+    const { queues, concurrency, executor } = this.#worker.options;
+    write(
+      `Working ${queues.join(", ")} in ${this.#db} (concurrency ${concurrency}, ${executor}); Ctrl-C stops\n`,
+    );
+    void this.#refresh();
+    this.#timer = setInterval(() => void this.#refresh(), REFRESH_MS);
+  }
+
+  /** Says that a signal came and how long running jobs get. */
+  stopping(signal: Deno.Signal, graceMs: number): void {
+    this.#above(
+      graceMs > 0
+        ? `${signal}: claiming nothing more; running jobs get ${graceMs / 1000} s (again to stop now)`
+        : `${signal} again: stopping now, running jobs go back to their queues`,
+    );
+  }
+
+  /** Draws the line a last time, ends it, prints why the worker stopped, and stops listening. */
+  async stopped(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#refreshing;
+    await this.#refresh();
+    this.#worker.removeEventListener("job:failed", this.#onFailed);
+    this.#queue.removeEventListener("queue:error", this.#onError);
+    write(`\nStopped (${this.#worker.stopReason})\n`);
+  }
+
+  #refresh(): Promise<void> {
+    this.#refreshing ??= (async () => {
+      try {
+        const counts = await this.#queue.counts();
+        this.#pending = this.#worker.options.queues.map((queue) => [
+          queue,
+          counts[queue]?.pending ?? 0,
+        ]);
+      } catch {
+        // Best effort: the worker loop reports store errors itself; keep the last counts.
+      }
+      this.#draw();
+    })().finally(() => this.#refreshing = null);
+    return this.#refreshing;
+  }
+
+  #draw(): void {
+    const { stats } = this.#worker;
+    const now = performance.now();
+    this.#samples.push({ at: now, processed: stats.completed + stats.failed });
+    while (this.#samples.length > 2 && now - this.#samples[1]!.at >= RATE_WINDOW_MS) {
+      this.#samples.shift();
+    }
+    const first = this.#samples[0]!;
+    const seconds = (now - first.at) / 1000;
+    const line = formatStatusLine({
+      stats,
+      running: this.#worker.running,
+      ratePerSecond: seconds > 0 ? (stats.completed + stats.failed - first.processed) / seconds : 0,
+      pending: this.#pending,
+    });
+    // A line wider than the terminal wraps, and `\r` would then redraw only its last part.
+    const columns = Deno.consoleSize().columns;
+    write(`\r${line.length < columns ? line : `${line.slice(0, columns - 2)}…`}\x1b[K`);
+  }
+
+  #above(text: string): void {
+    write(`\r\x1b[K${text}\n`);
+    this.#draw();
+  }
+}
