@@ -2,6 +2,7 @@
  * The rules that decide a job's fate: whether a claimed job may start, and
  * what an attempt's result does to it. Pure functions of their inputs.
  *
+ * @internal
  * @module
  */
 import { retryDelayMs } from "./backoff.ts";
@@ -9,16 +10,19 @@ import type { ExecutionResult } from "./executors/executor.ts";
 import type { JobDefinition } from "./job.ts";
 import type { ClaimedJob, Settlement, StoredError } from "./stores/store.ts";
 
+type Fail = Extract<Settlement, { kind: "fail" }>;
+type Release = Extract<Settlement, { kind: "release" }>;
+
 /** What settling an attempt means, for the store and for the events sent after it. */
 export type Outcome =
-  | { readonly kind: "complete"; readonly settlement: Settlement }
+  | { readonly kind: "complete"; readonly settlement: Extract<Settlement, { kind: "complete" }> }
   | {
     readonly kind: "retry";
-    readonly settlement: Settlement;
+    readonly settlement: Release;
     readonly error: Error | null;
     readonly delayMs: number;
   }
-  | { readonly kind: "fail"; readonly settlement: Settlement; readonly error: Error };
+  | { readonly kind: "fail"; readonly settlement: Fail; readonly error: Error };
 
 /**
  * Why a claimed job must fail before its handler starts, or null when it may

@@ -1,6 +1,7 @@
 /**
  * The rules for queue names, checked wherever a name enters the system.
  *
+ * @internal
  * @module
  */
 

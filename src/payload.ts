@@ -2,6 +2,7 @@
  * Turning a payload into the text that is stored, and back, with the checks
  * that keep bad payloads out of the store.
  *
+ * @internal
  * @module
  */
 import { PayloadIntegrityError, ValidationError, type ValidationIssue } from "./errors.ts";

@@ -1,6 +1,7 @@
 /**
  * The job definitions a process knows, by name.
  *
+ * @internal
  * @module
  */
 import { isJobDefinition, type JobDefinition } from "./job.ts";

@@ -320,7 +320,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     const now = this.#deps.clock.now();
     for (const entry of [...this.#running.values()]) {
       this.#forget(entry);
-      entry.controller.abort(new Error("The worker is stopping"));
+      entry.controller.abort(new Error("Job aborted: the worker is stopping"));
       this.#finished.push({
         job: entry.job,
         outcome: putBack(entry.job, now, "worker stopped during the attempt"),
@@ -343,9 +343,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         return;
       case "fail": {
         this.#stats.failed++;
-        const attempts = outcome.settlement.kind === "fail"
-          ? outcome.settlement.attempts
-          : job.attempts;
+        const { attempts } = outcome.settlement;
         this.emit("job:failed", { ...detail, attempt: attempts, error: outcome.error });
         this.#runFailedHook(job, attempts, outcome.error);
         return;

@@ -74,6 +74,15 @@ export async function drain(queue: Queue, options: DrainOptions = {}): Promise<R
   return runner.stats;
 }
 
+/** Options for {@linkcode QueueFake}. */
+export interface QueueFakeOptions {
+  /**
+   * Largest payload accepted, in bytes of JSON, as `QueueOptions.maxPayloadBytes`.
+   * @default {262_144}
+   */
+  maxPayloadBytes?: number;
+}
+
 /** One dispatch a {@linkcode QueueFake} recorded. */
 export interface RecordedDispatch {
   /** The job dispatched. */
@@ -94,8 +103,8 @@ export class QueueFake implements Dispatcher {
   readonly #maxPayloadBytes: number;
   #nextId = 1;
 
-  /** `maxPayloadBytes` is the cap to check payloads against, as on the real queue. */
-  constructor(options: { maxPayloadBytes?: number } = {}) {
+  /** Checks payloads against the same cap as the real queue. */
+  constructor(options: QueueFakeOptions = {}) {
     this.#maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
   }
 

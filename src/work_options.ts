@@ -2,6 +2,7 @@
  * The options of {@linkcode Queue.work}, and the one place their defaults are
  * resolved and checked.
  *
+ * @internal
  * @module
  */
 import { assertQueueName } from "./names.ts";

@@ -30,6 +30,8 @@ export interface ParsedArgs {
   readonly values: Readonly<Record<string, string | boolean | undefined>>;
   /** The arguments that are not flags. */
   readonly positionals: readonly string[];
+  /** The arguments as given, after the command's name. */
+  readonly raw: readonly string[];
 }
 
 /** Bad command-line input: the CLI prints the message and exits with code 2. */
@@ -59,7 +61,7 @@ export function parseFlags(
       strict: true,
       allowPositionals: true,
     });
-    return { command, values, positionals };
+    return { command, values, positionals, raw: args };
   } catch (error) {
     throw new UsageError(command, describeParseError(args, flags, error));
   }

@@ -37,6 +37,18 @@ export const COMMON_FLAGS: Readonly<Record<string, Flag>> = {
 /** How the CLI is started, for usage lines. */
 export const PROGRAM = "deno run -A jsr:@renox/queue/cli";
 
+/** The exit codes of every command. */
+export const EXIT = {
+  /** Done. */
+  ok: 0,
+  /** Failed: the error was printed. */
+  failure: 1,
+  /** Bad command-line input: starting again would fail the same way. */
+  usage: 2,
+  /** A job was stuck in synchronous code: the worker process must be replaced. */
+  stuck: 3,
+} as const;
+
 /** The exit codes, as every help text lists them. */
 export const EXIT_CODES = `Exit codes:
   0  done (a worker stopped by a signal, a limit, or an empty queue also exits 0)

@@ -55,7 +55,9 @@ export const stats: Command = {
     using _signals = onSignals(() => stopped.resolve());
     for (;;) {
       let timer: ReturnType<typeof setTimeout> | undefined;
-      const tick = new Promise<"tick">((resolve) => timer = setTimeout(() => resolve("tick"), REFRESH_MS));
+      const tick = new Promise<"tick">((resolve) =>
+        timer = setTimeout(() => resolve("tick"), REFRESH_MS)
+      );
       const woke = await Promise.race([tick, stopped.promise]);
       clearTimeout(timer);
       if (woke !== "tick") return 0;

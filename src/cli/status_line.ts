@@ -28,7 +28,9 @@ export interface StatusSnapshot {
 }
 
 /** The status line's text, e.g. `processed 12 · failed 1 · … · pending high 0, default 3`. */
-export function formatStatusLine({ stats, running, ratePerSecond, pending }: StatusSnapshot): string {
+export function formatStatusLine(
+  { stats, running, ratePerSecond, pending }: StatusSnapshot,
+): string {
   const queues = pending.map(([queue, count]) => `${queue} ${count}`).join(", ");
   return [
     `processed ${stats.completed + stats.failed}`,
@@ -77,7 +79,9 @@ export class StatusLine {
   started(): void {
     const { queues, concurrency, executor } = this.#worker.options;
     write(
-      `Working ${queues.join(", ")} in ${this.#db} (concurrency ${concurrency}, ${executor}); Ctrl-C stops\n`,
+      `Working ${
+        queues.join(", ")
+      } in ${this.#db} (concurrency ${concurrency}, ${executor}); Ctrl-C stops\n`,
     );
     void this.#refresh();
     this.#timer = setInterval(() => void this.#refresh(), REFRESH_MS);
@@ -87,7 +91,9 @@ export class StatusLine {
   stopping(signal: Deno.Signal, graceMs: number): void {
     this.#above(
       graceMs > 0
-        ? `${signal}: claiming nothing more; running jobs get ${graceMs / 1000} s (again to stop now)`
+        ? `${signal}: claiming nothing more; running jobs get ${
+          graceMs / 1000
+        } s (again to stop now)`
         : `${signal} again: stopping now, running jobs go back to their queues`,
     );
   }

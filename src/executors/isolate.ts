@@ -3,6 +3,7 @@
  * without Web Workers: a timeout aborts `ctx.signal`, but a handler that
  * ignores it keeps running in the background.
  *
+ * @internal
  * @module
  */
 import { asError, PayloadIntegrityError, PermanentError } from "../errors.ts";

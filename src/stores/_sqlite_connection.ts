@@ -67,7 +67,7 @@ export async function retryWhileBusy<T>(
       if (!isBusy(error)) throw error;
       if (Date.now() >= deadline) {
         throw new Error(
-          `SQLite database stayed locked by another connection for over ${timeoutMs} ms`,
+          `Cannot use the SQLite database: another connection held its lock for over ${timeoutMs} ms`,
           { cause: error },
         );
       }

@@ -1,0 +1,106 @@
+/**
+ * The command line of `@renox/queue`: the `work` command that runs jobs
+ * (supervised, with graceful stops on SIGINT/SIGTERM), and admin commands on
+ * the same database: `failed`, `retry`, `forget`, `flush`, `prune-failed`,
+ * `clear`, `stats`, `migrate`.
+ *
+ * ```sh
+ * deno run -A jsr:@renox/queue/cli work --jobs ./jobs.ts --queue high,default --concurrency 4
+ * deno run -A jsr:@renox/queue/cli failed
+ * deno run -A jsr:@renox/queue/cli retry all
+ * deno run -A jsr:@renox/queue/cli help work
+ * ```
+ *
+ * Exit codes: 0 done, 1 failed, 2 usage error, 3 a worker was stuck in
+ * synchronous code (restart it; the supervisor does).
+ *
+ * @example Run a command from code
+ * ```ts
+ * import { main } from "@renox/queue/cli";
+ *
+ * const code = await main(["stats", "--db", ":memory:", "--json"]);
+ * console.log(code); // 0
+ * ```
+ *
+ * @module
+ */
+import { ADMIN_COMMANDS } from "./cli/admin.ts";
+import { type ParsedArgs, parseFlags, UsageError } from "./cli/args.ts";
+import { type Command, COMMON_FLAGS, commandHelp, EXIT, EXIT_CODES, PROGRAM } from "./cli/command.ts";
+import { stats } from "./cli/stats.ts";
+import { work } from "./cli/work.ts";
+
+const help: Command = {
+  name: "help",
+  operands: "[command]",
+  summary: "print the help of the CLI or of one command",
+  description: "Prints the help of the CLI, or of one command.",
+  flags: {},
+  run(args: ParsedArgs) {
+    const [name, ...extra] = args.positionals;
+    if (extra.length > 0) {
+      throw new UsageError(args.command, `unexpected argument ${JSON.stringify(extra[0])}`);
+    }
+    console.log(name === undefined ? overview() : commandHelp(find(name)));
+    return Promise.resolve(EXIT.ok);
+  },
+};
+
+const COMMANDS: readonly Command[] = [work, ...ADMIN_COMMANDS.slice(0, -1), stats, ...ADMIN_COMMANDS.slice(-1), help];
+
+function find(name: string): Command {
+  const command = COMMANDS.find((candidate) => candidate.name === name);
+  if (command === undefined) {
+    throw new UsageError("queue", `unknown command ${JSON.stringify(name)}; see "${PROGRAM} help"`);
+  }
+  return command;
+}
+
+function overview(): string {
+  const width = Math.max(...COMMANDS.map(({ name }) => name.length));
+  return [
+    "@renox/queue: background jobs kept in one SQLite file",
+    "",
+    `Usage: ${PROGRAM} <command> [flags]`,
+    "",
+    "Commands:",
+    ...COMMANDS.map(({ name, summary }) => `  ${name.padEnd(width)}  ${summary}`),
+    "",
+    `Every command takes ${Object.keys(COMMON_FLAGS).map((flag) => `--${flag}`).join(", ")}.`,
+    `The database is --db, else $QUEUE_DB, else ./.renox/queue.db. "<command> --help" says more.`,
+    "",
+    EXIT_CODES,
+  ].join("\n");
+}
+
+/**
+ * Runs one command line (without the program name) and resolves with its
+ * exit code: 0 done, 1 failed, 2 usage error, 3 a worker stopped stuck.
+ * Errors are printed on one line to stderr (`--verbose` adds the stack).
+ */
+export async function main(args: string[]): Promise<number> {
+  const [name, ...rest] = args;
+  if (name === undefined || name === "--help" || name === "-h") {
+    (name === undefined ? console.error : console.log)(overview());
+    return name === undefined ? EXIT.usage : EXIT.ok;
+  }
+  try {
+    const command = find(name);
+    if (rest.includes("--help") || rest.includes("-h")) {
+      console.log(commandHelp(command));
+      return EXIT.ok;
+    }
+    return await command.run(parseFlags(command.name, rest, { ...command.flags, ...COMMON_FLAGS }));
+  } catch (error) {
+    if (error instanceof UsageError) {
+      console.error(`queue ${error.message}`);
+      return EXIT.usage;
+    }
+    const failure = error instanceof Error ? error : new Error(String(error));
+    console.error(`queue ${name}: ${failure.message.split("\n", 1)[0]}`);
+    if (rest.includes("--verbose")) console.error(failure.stack);
+    return EXIT.failure;
+  }
+}
+
+if (import.meta.main) Deno.exit(await main(Deno.args));

@@ -1,0 +1,81 @@
+/**
+ * The supervisor of `work`: runs the worker as a child process and starts a
+ * new one when it crashes or exits stuck, with a growing pause between
+ * starts, the way Supervisor or systemd keep a PHP `queue:work` alive.
+ *
+ * @module
+ * @internal
+ */
+import { EXIT } from "./command.ts";
+import { onSignals, STOP_SIGNALS } from "./stop_signals.ts";
+
+/** The pause before the first restart; it doubles on each crash in a row. */
+const FIRST_DELAY_MS = 500;
+/** The longest pause between restarts. */
+const MAX_DELAY_MS = 30_000;
+/** A child that ran this long was healthy: the next pause starts from the first again. */
+const HEALTHY_RUN_MS = 60_000;
+
+/** The CLI's entry module, which the child runs. */
+const CLI_URL = new URL("../cli.ts", import.meta.url).href;
+
+function describe(status: Deno.CommandStatus): string {
+  if (status.signal !== null) return `was killed by ${status.signal}`;
+  if (status.code === EXIT.stuck) return "exited with code 3 (a job was stuck in synchronous code)";
+  return `exited with code ${status.code}`;
+}
+
+function say(text: string): void {
+  // In a terminal, first erase the child's unfinished status line.
+  console.error(`${Deno.stderr.isTerminal() ? "\r\x1b[K" : ""}queue work: ${text}`);
+}
+
+/**
+ * Runs `deno run -A <cli> ...args` until it exits 0 or with a usage error,
+ * starting it again after a crash or a stuck exit. A stop signal is passed on
+ * to the child (SIGHUP as SIGTERM), and then the child's exit code is
+ * returned without a restart.
+ */
+export async function supervise(args: readonly string[]): Promise<number> {
+  let child: Deno.ChildProcess | null = null;
+  const stop = Promise.withResolvers<"stop">();
+  let stopping = false;
+  const forward = (signal: Deno.Signal) => {
+    stopping = true;
+    stop.resolve("stop");
+    try {
+      child?.kill(signal === "SIGHUP" ? "SIGTERM" : signal);
+    } catch {
+      // The child has just exited: its status is on its way.
+    }
+  };
+  // A hang-up (the terminal closed) would end this process and orphan the child: stop it instead.
+  const signals = Deno.build.os === "windows" ? STOP_SIGNALS : [...STOP_SIGNALS, "SIGHUP"] as const;
+  using _signals = onSignals(forward, signals);
+  let delayMs = FIRST_DELAY_MS;
+  for (;;) {
+    const startedAt = performance.now();
+    child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", CLI_URL, ...args],
+      stdin: "null",
+      stdout: "inherit",
+      stderr: "inherit",
+      // Its own process group: Ctrl-C reaches only this process, which passes it on once.
+      detached: true,
+    }).spawn();
+    const status = await child.status;
+    child = null;
+    if (stopping || status.success) return status.code;
+    if (status.signal === null && status.code === EXIT.usage) return EXIT.usage;
+    if (performance.now() - startedAt >= HEALTHY_RUN_MS) delayMs = FIRST_DELAY_MS;
+    say(`the worker ${describe(status)}; starting another in ${delayMs / 1000} s`);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const waited = await Promise.race([
+      new Promise<"wait">((resolve) => timer = setTimeout(() => resolve("wait"), delayMs)),
+      stop.promise,
+    ]);
+    clearTimeout(timer);
+    if (waited === "stop") return 0;
+    delayMs = Math.min(delayMs * 2, MAX_DELAY_MS);
+  }
+}

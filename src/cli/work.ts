@@ -1,0 +1,214 @@
+/**
+ * The `work` command: reads its flags into work options, then either
+ * supervises a worker process or, with `--no-supervise`, is the worker.
+ *
+ * @module
+ * @internal
+ */
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { Queue } from "../queue.ts";
+import type { Executors, WorkOptions } from "../work_options.ts";
+import {
+  expectPositionals,
+  type ParsedArgs,
+  readDb,
+  readInteger,
+  readNumber,
+  readQueueNames,
+  readString,
+  readSwitch,
+  UsageError,
+} from "./args.ts";
+import { type Command, EXIT } from "./command.ts";
+import { JsonLog } from "./job_log.ts";
+import { StatusLine } from "./status_line.ts";
+import { onSignals } from "./stop_signals.ts";
+import { supervise } from "./supervise.ts";
+
+const MAX_MS = 2_147_483_647;
+
+const EXECUTORS: readonly Executors[] = ["workers", "isolate"];
+
+/** Everything `work` needs, read from its flags. */
+interface WorkSettings {
+  readonly db: string;
+  readonly jobs: string;
+  readonly supervise: boolean;
+  readonly options: WorkOptions;
+}
+
+/** What a worker process shows while it runs: a status line or JSON lines. */
+interface WorkReport {
+  started(): void;
+  stopping(signal: Deno.Signal, graceMs: number): void;
+  stopped(): Promise<void>;
+}
+
+/** A path resolved against the cwd into a file URL; a URL (`file:`, `https:`, `jsr:`) as given. */
+function jobsUrl(jobs: string): string {
+  return /^[a-z][a-z0-9+.-]+:/i.test(jobs) ? jobs : pathToFileURL(resolve(jobs)).href;
+}
+
+function readSettings(args: ParsedArgs): WorkSettings {
+  expectPositionals(args, 0, 0, "");
+  const jobs = readString(args, "jobs");
+  if (jobs === undefined) {
+    throw new UsageError(
+      args.command,
+      "--jobs is required: the jobs module, e.g. --jobs ./jobs.ts",
+    );
+  }
+  const once = readSwitch(args, "once");
+  const maxJobs = readInteger(args, "max-jobs", 1);
+  if (once && maxJobs !== undefined) {
+    throw new UsageError(args.command, "--once is --max-jobs 1: give one of them");
+  }
+  const executorFlag = readString(args, "executor");
+  const executor = EXECUTORS.find((kind) => kind === executorFlag);
+  if (executorFlag !== undefined && executor === undefined) {
+    throw new UsageError(
+      args.command,
+      `--executor must be workers or isolate: got "${executorFlag}"`,
+    );
+  }
+  const maxTime = readNumber(args, "max-time", true);
+  const options = given<WorkOptions>({
+    queues: readQueueNames(args, "queue"),
+    concurrency: readInteger(args, "concurrency", 1, 10_000),
+    workers: readInteger(args, "workers", 1, 10_000),
+    executor,
+    stopWhenEmpty: readSwitch(args, "stop-when-empty"),
+    maxJobs: once ? 1 : maxJobs,
+    maxTimeMs: maxTime === undefined ? undefined : Math.min(maxTime * 1000, MAX_MS),
+    pollMs: readInteger(args, "sleep-ms", 1, MAX_MS),
+    leaseMs: readInteger(args, "lease-ms", 100, MAX_MS),
+    graceMs: readInteger(args, "grace-ms", 0, MAX_MS),
+  });
+  return {
+    db: readDb(args),
+    jobs: jobsUrl(jobs),
+    supervise: !readSwitch(args, "no-supervise"),
+    options,
+  };
+}
+
+/** `options` without its undefined entries, which here stand for "the default". */
+function given<T extends object>(options: { [K in keyof T]: T[K] | undefined }): T {
+  return Object.fromEntries(
+    Object.entries(options).filter(([, value]) => value !== undefined),
+  ) as T;
+}
+
+/**
+ * Runs the worker in this process until it stops: a first signal stops it
+ * gracefully, a second at once. Resolves with the exit code: 3 when it
+ * stopped stuck, else 0.
+ */
+async function runWorker(settings: WorkSettings): Promise<number> {
+  const queue = await Queue.open({ path: settings.db, jobs: settings.jobs });
+  let stuck = false;
+  try {
+    const worker = queue.work(settings.options);
+    const report: WorkReport = Deno.stdout.isTerminal()
+      ? new StatusLine(queue, worker, settings.db)
+      : new JsonLog(queue, worker, settings.db);
+    report.started();
+    {
+      using _signals = onSignals((signal, count) => {
+        const graceMs = count === 1 ? worker.options.graceMs : 0;
+        report.stopping(signal, graceMs);
+        void worker.stop({ graceMs });
+      });
+      await worker.done;
+    }
+    await report.stopped();
+    stuck = worker.stopReason === "stuck";
+    return stuck ? EXIT.stuck : EXIT.ok;
+  } finally {
+    // A Web Worker stuck in synchronous code may never answer; the process exits regardless.
+    await (stuck ? closeWithin(queue, 2_000) : queue.close());
+  }
+}
+
+async function closeWithin(queue: Queue, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([queue.close(), new Promise((resolve) => timer = setTimeout(resolve, ms))]);
+  clearTimeout(timer);
+}
+
+/** `work --jobs ./jobs.ts [flags]`. */
+export const work: Command = {
+  name: "work",
+  operands: "",
+  summary: "run jobs until stopped (in a supervised child process by default)",
+  description: `Runs the jobs of the jobs module (--jobs) from the database until stopped.
+
+Supervised by default: this process runs the worker as a child process and starts a new one
+(after 0.5 s, doubling up to 30 s; back to 0.5 s once a child ran a minute) when it crashes or
+exits with code 3. A child that exits 0 (--stop-when-empty, --once, --max-jobs, --max-time) ends
+it with 0. SIGINT and SIGTERM are passed to the child, and it exits with the child's code. Before
+the first child it opens the queue once, so a jobs module that cannot load fails at once (exit 1).
+--no-supervise runs the worker in this process.
+
+SIGINT or SIGTERM stops the worker gracefully: it claims nothing more, lets running jobs finish
+within --grace-ms, then puts the rest back on their queues. A second signal stops it at once.
+
+In a terminal it shows a status line; otherwise it prints one JSON line per job outcome
+({"event":"job:complete","id":…,"name":…,"queue":…,"attempt":…,"durationMs":…}, job:retry,
+job:failed) and for worker:start, worker:stopping and worker:stop.`,
+  flags: {
+    jobs: { type: "string", value: "PATH", help: "the jobs module (required), a path or a URL" },
+    queue: {
+      type: "string",
+      value: "A,B",
+      help: "queues to take jobs from, first one first (default: the jobs' queues)",
+    },
+    concurrency: { type: "string", value: "N", help: "jobs run at once (default 1)" },
+    workers: {
+      type: "string",
+      value: "N",
+      help: "Web Workers in the pool (default: min(concurrency, cores))",
+    },
+    executor: {
+      type: "string",
+      value: "KIND",
+      help: "where handlers run: workers or isolate (default: workers where possible)",
+    },
+    once: { type: "boolean", help: "run one job, then exit (--max-jobs 1)" },
+    "stop-when-empty": { type: "boolean", help: "exit once nothing is due now" },
+    "max-jobs": {
+      type: "string",
+      value: "N",
+      help: "exit after claiming N jobs and settling them",
+    },
+    "max-time": {
+      type: "string",
+      value: "S",
+      help: "stop claiming after S seconds, exit once running jobs settle",
+    },
+    "sleep-ms": {
+      type: "string",
+      value: "N",
+      help: "how often an idle worker looks (default 1000)",
+    },
+    "lease-ms": {
+      type: "string",
+      value: "N",
+      help: "lease of a claimed job, renewed while it runs (default 30000)",
+    },
+    "grace-ms": {
+      type: "string",
+      value: "N",
+      help: "on stop, how long running jobs may finish (default 10000)",
+    },
+    "no-supervise": { type: "boolean", help: "run the worker in this process" },
+  },
+  async run(args) {
+    const settings = readSettings(args);
+    if (!settings.supervise) return await runWorker(settings);
+    // Fail fast on what every child would fail on: a jobs module that cannot load, a bad database.
+    await (await Queue.open({ path: settings.db, jobs: settings.jobs })).close();
+    return await supervise(["work", "--no-supervise", ...args.raw]);
+  },
+};
