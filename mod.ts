@@ -25,6 +25,7 @@
  */
 export { type Backoff } from "./src/backoff.ts";
 export { type Clock, systemClock } from "./src/clock.ts";
+export { type QueueConfig, readConfig } from "./src/config.ts";
 export {
   JobTimeoutError,
   PayloadIntegrityError,

@@ -1,14 +1,18 @@
 /**
  * Dispatches a few of the examples' jobs to `QUEUE_DB` (default
- * `./.renox/queue.db`) for `deno task work` to run.
+ * `./.renox/queue.db`). `deno task work` (the CLI's `work` command on the
+ * examples' jobs module, examples/demo/jobs.ts) runs them, from this terminal
+ * or another one; `deno task work --stop-when-empty` exits once they are done.
  *
  * @module
  */
-import { Queue } from "../mod.ts";
+import { Queue, readConfig } from "../mod.ts";
 import { resizeImage, sendNewsletter } from "./demo/jobs.ts";
 
-const path = Deno.env.get("QUEUE_DB") ?? "./.renox/queue.db";
-await using queue = await Queue.open({ path, jobs: import.meta.resolve("./demo/jobs.ts") });
+await using queue = await Queue.open({
+  path: readConfig().db,
+  jobs: import.meta.resolve("./demo/jobs.ts"),
+});
 const ids = await queue.dispatchMany(
   resizeImage,
   Array.from({ length: 10 }, (_, i) => ({ imageId: i + 1, width: 640 })),

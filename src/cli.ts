@@ -26,7 +26,14 @@
  */
 import { ADMIN_COMMANDS } from "./cli/admin.ts";
 import { type ParsedArgs, parseFlags, UsageError } from "./cli/args.ts";
-import { type Command, COMMON_FLAGS, commandHelp, EXIT, EXIT_CODES, PROGRAM } from "./cli/command.ts";
+import {
+  type Command,
+  commandHelp,
+  COMMON_FLAGS,
+  EXIT,
+  EXIT_CODES,
+  PROGRAM,
+} from "./cli/command.ts";
 import { stats } from "./cli/stats.ts";
 import { work } from "./cli/work.ts";
 
@@ -46,12 +53,12 @@ const help: Command = {
   },
 };
 
-const COMMANDS: readonly Command[] = [work, ...ADMIN_COMMANDS.slice(0, -1), stats, ...ADMIN_COMMANDS.slice(-1), help];
+const COMMANDS: readonly Command[] = [work, ...ADMIN_COMMANDS, stats, help];
 
 function find(name: string): Command {
   const command = COMMANDS.find((candidate) => candidate.name === name);
   if (command === undefined) {
-    throw new UsageError("queue", `unknown command ${JSON.stringify(name)}; see "${PROGRAM} help"`);
+    throw new UsageError(null, `unknown command ${JSON.stringify(name)} (see --help)`);
   }
   return command;
 }
@@ -93,7 +100,7 @@ export async function main(args: string[]): Promise<number> {
     return await command.run(parseFlags(command.name, rest, { ...command.flags, ...COMMON_FLAGS }));
   } catch (error) {
     if (error instanceof UsageError) {
-      console.error(`queue ${error.message}`);
+      console.error(error.message);
       return EXIT.usage;
     }
     const failure = error instanceof Error ? error : new Error(String(error));

@@ -1,6 +1,7 @@
 /**
- * The demo's jobs module: every job the demo dispatches, defined once and
- * imported by URL by the queue (and, later, by each Web Worker).
+ * The examples' jobs module: every job the demo, the dispatch script and the
+ * serving app dispatch, defined once and imported by URL by the queue, by each
+ * Web Worker, and by `deno task work` (`--jobs ./examples/demo/jobs.ts`).
  *
  * @module
  */
@@ -46,6 +47,19 @@ export const sendNewsletter = defineJob({
   name: "send-newsletter",
   schema: z.object({ issue: z.string() }),
   handle() {},
+});
+
+/** An order placed through the serving app (examples/serve/main.ts): pretend to pack and ship it. */
+export const fulfilOrder = defineJob({
+  name: "fulfil-order",
+  schema: z.object({
+    sku: z.string().min(1).max(64),
+    quantity: z.number().int().positive().max(100),
+    email: z.email(),
+  }),
+  async handle({ quantity }, ctx) {
+    await pause(20 + quantity, ctx.signal);
+  },
 });
 
 function pause(ms: number, signal: AbortSignal): Promise<void> {

@@ -36,9 +36,11 @@ export interface ParsedArgs {
 
 /** Bad command-line input: the CLI prints the message and exits with code 2. */
 export class UsageError extends Error {
-  /** Builds the error; `command` prefixes the message. */
-  constructor(command: string, detail: string) {
-    super(`${command}: ${detail}`);
+  /** Builds `queue <command>: <detail> (see <command> --help)`; `command` null when unknown. */
+  constructor(command: string | null, detail: string) {
+    super(
+      command === null ? `queue: ${detail}` : `queue ${command}: ${detail} (see ${command} --help)`,
+    );
     this.name = "UsageError";
   }
 }
@@ -54,36 +56,64 @@ export function parseFlags(
       [name, { type, short }],
     ) => [name, { type, ...(short && { short }) }]),
   );
+  const joined = joinNegativeValues(args, flags);
   try {
     const { values, positionals } = parseArgs({
-      args: [...args],
+      args: joined,
       options,
       strict: true,
       allowPositionals: true,
     });
     return { command, values, positionals, raw: args };
   } catch (error) {
-    throw new UsageError(command, describeParseError(args, flags, error));
+    throw new UsageError(command, describeParseError(joined, flags, options, error));
   }
+}
+
+/**
+ * Joins `--flag -1` into `--flag=-1` for flags that take a value, so that the
+ * flag's reader can say what is wrong with a negative number, instead of
+ * `parseArgs` taking it for a flag.
+ */
+function joinNegativeValues(
+  args: readonly string[],
+  flags: Readonly<Record<string, Flag>>,
+): string[] {
+  const joined: string[] = [];
+  for (let index = 0; index < args.length; index++) {
+    const arg = args[index]!;
+    const next = args[index + 1];
+    if (
+      next !== undefined && /^-\d/.test(next) && flags[arg.slice(2)]?.type === "string" &&
+      arg.startsWith("--")
+    ) {
+      joined.push(`${arg}=${next}`);
+      index++;
+    } else {
+      joined.push(arg);
+    }
+  }
+  return joined;
 }
 
 /** Says which argument `parseArgs` refused, from its tokens, in one line. */
 function describeParseError(
   args: readonly string[],
   flags: Readonly<Record<string, Flag>>,
+  options: Record<string, { type: "string" | "boolean"; short?: string }>,
   error: unknown,
 ): string {
   const { tokens } = parseArgs({
     args: [...args],
+    options,
     strict: false,
     allowPositionals: true,
     tokens: true,
   });
-  const byShort = new Map(Object.entries(flags).map(([name, flag]) => [flag.short, name]));
   for (const token of tokens) {
     if (token.kind !== "option") continue;
-    const name = token.rawName.startsWith("--") ? token.name : byShort.get(token.name);
-    const flag = name === undefined ? undefined : flags[name];
+    // `name` is the long name, also for a known short alias (`-h` → `help`).
+    const flag = Object.hasOwn(flags, token.name) ? flags[token.name] : undefined;
     if (flag === undefined) return `unknown flag ${token.rawName}`;
     if (flag.type === "boolean" && token.value !== undefined) {
       return `${token.rawName} takes no value: got ${JSON.stringify(token.value)}`;
@@ -91,7 +121,7 @@ function describeParseError(
     if (flag.type === "string" && token.value === undefined) {
       return `${token.rawName} needs a value`;
     }
-    if (flag.type === "string" && !token.inlineValue && token.value.startsWith("-")) {
+    if (flag.type === "string" && !token.inlineValue && token.value?.startsWith("-")) {
       return `${token.rawName} needs a value: got the flag ${token.value} (write ${token.rawName}=${token.value} if that is the value)`;
     }
   }

@@ -11,7 +11,7 @@ import type { Flag, ParsedArgs } from "./args.ts";
 export interface Command {
   /** What the user types: `work`, `retry`. */
   readonly name: string;
-  /** The positional arguments in the usage line, e.g. `<id…|all>`; empty for none. */
+  /** What follows the name in the usage line, e.g. `<id…|all>`; empty for nothing. */
   readonly operands: string;
   /** One line for the list of commands. */
   readonly summary: string;

@@ -19,10 +19,9 @@ function describe(error: Error): string {
   return `${error.name}: ${error.message}`.split("\n", 1)[0]!;
 }
 
-/** Writes a worker's events as JSON lines on stdout while attached. */
+/** Writes the events of a queue's worker as JSON lines on stdout while attached. */
 export class JsonLog {
   readonly #queue: Queue;
-  readonly #worker: Runner;
   readonly #db: string;
   readonly #onComplete = ({ detail }: QueueEvent<"job:complete">) => {
     const { durationMs, ...job } = detail;
@@ -39,20 +38,19 @@ export class JsonLog {
     write({ event: "queue:error", during: detail.during, error: describe(detail.error) });
   };
 
-  /** Listens to `worker` (and to `queue` for the errors no caller sees). */
-  constructor(queue: Queue, worker: Runner, db: string) {
+  /** Listens to `queue`, whose one worker this process runs. */
+  constructor(queue: Queue, db: string) {
     this.#queue = queue;
-    this.#worker = worker;
     this.#db = db;
-    worker.addEventListener("job:complete", this.#onComplete);
-    worker.addEventListener("job:retry", this.#onRetry);
-    worker.addEventListener("job:failed", this.#onFailed);
+    queue.addEventListener("job:complete", this.#onComplete);
+    queue.addEventListener("job:retry", this.#onRetry);
+    queue.addEventListener("job:failed", this.#onFailed);
     queue.addEventListener("queue:error", this.#onError);
   }
 
   /** Writes `worker:start` with what the worker runs. */
-  started(): void {
-    const { queues, concurrency, executor, workers } = this.#worker.options;
+  started(worker: Runner): void {
+    const { queues, concurrency, executor, workers } = worker.options;
     write({
       event: "worker:start",
       pid: Deno.pid,
@@ -70,12 +68,12 @@ export class JsonLog {
   }
 
   /** Writes `worker:stop` with why and what the worker did, and stops listening. */
-  stopped(): Promise<void> {
-    this.#worker.removeEventListener("job:complete", this.#onComplete);
-    this.#worker.removeEventListener("job:retry", this.#onRetry);
-    this.#worker.removeEventListener("job:failed", this.#onFailed);
+  stopped(worker: Runner): Promise<void> {
+    this.#queue.removeEventListener("job:complete", this.#onComplete);
+    this.#queue.removeEventListener("job:retry", this.#onRetry);
+    this.#queue.removeEventListener("job:failed", this.#onFailed);
     this.#queue.removeEventListener("queue:error", this.#onError);
-    write({ event: "worker:stop", reason: this.#worker.stopReason, ...this.#worker.stats });
+    write({ event: "worker:stop", reason: worker.stopReason, ...worker.stats });
     return Promise.resolve();
   }
 }

@@ -49,10 +49,14 @@ export const stats: Command = {
         console.log(`\x1b[H\x1b[2J${new Date().toLocaleTimeString()}\n\n${countsTable(counts)}`);
       } else console.log(countsTable(counts));
     };
-    await print();
-    if (!watch) return 0;
+    if (!watch) {
+      await print();
+      return 0;
+    }
+    // Listening before the first count: a signal at any point after start ends it with 0.
     const stopped = Promise.withResolvers<void>();
     using _signals = onSignals(() => stopped.resolve());
+    await print();
     for (;;) {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const tick = new Promise<"tick">((resolve) =>

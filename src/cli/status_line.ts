@@ -9,6 +9,7 @@
 import type { QueueEvent } from "../events.ts";
 import type { Queue } from "../queue.ts";
 import type { Runner, RunnerStats } from "../runner.ts";
+import { firstLine } from "./table.ts";
 
 /** How often the line is redrawn, and so how often it counts pending jobs. */
 const REFRESH_MS = 500;
@@ -51,33 +52,35 @@ function write(text: string): void {
 /** Draws a worker's status line on stdout, a terminal, while attached. */
 export class StatusLine {
   readonly #queue: Queue;
-  readonly #worker: Runner;
   readonly #db: string;
+  #worker: Runner | undefined;
   readonly #samples: { at: number; processed: number }[] = [];
   #pending: (readonly [string, number])[] = [];
   #timer: ReturnType<typeof setInterval> | undefined;
   #refreshing: Promise<void> | null = null;
   readonly #onFailed = ({ detail }: QueueEvent<"job:failed">) => {
     this.#above(
-      `failed ${detail.name} #${detail.id} after ${detail.attempt} attempts: ${detail.error.message}`,
+      `failed ${detail.name} #${detail.id} after ${detail.attempt} attempts: ${
+        firstLine(detail.error.message, 200)
+      }`,
     );
   };
   readonly #onError = ({ detail }: QueueEvent<"queue:error">) => {
-    this.#above(`error during ${detail.during}: ${detail.error.message}`);
+    this.#above(`error during ${detail.during}: ${firstLine(detail.error.message, 200)}`);
   };
 
-  /** Listens to `worker` (and to `queue` for the errors no caller sees). */
-  constructor(queue: Queue, worker: Runner, db: string) {
+  /** Listens to `queue`, whose one worker this process runs. */
+  constructor(queue: Queue, db: string) {
     this.#queue = queue;
-    this.#worker = worker;
     this.#db = db;
-    worker.addEventListener("job:failed", this.#onFailed);
+    queue.addEventListener("job:failed", this.#onFailed);
     queue.addEventListener("queue:error", this.#onError);
   }
 
-  /** Prints what the worker runs, then starts redrawing the line. */
-  started(): void {
-    const { queues, concurrency, executor } = this.#worker.options;
+  /** Prints what `worker` runs, then starts redrawing its line. */
+  started(worker: Runner): void {
+    this.#worker = worker;
+    const { queues, concurrency, executor } = worker.options;
     write(
       `Working ${
         queues.join(", ")
@@ -99,20 +102,20 @@ export class StatusLine {
   }
 
   /** Draws the line a last time, ends it, prints why the worker stopped, and stops listening. */
-  async stopped(): Promise<void> {
+  async stopped(worker: Runner): Promise<void> {
     clearInterval(this.#timer);
     await this.#refreshing;
     await this.#refresh();
-    this.#worker.removeEventListener("job:failed", this.#onFailed);
+    this.#queue.removeEventListener("job:failed", this.#onFailed);
     this.#queue.removeEventListener("queue:error", this.#onError);
-    write(`\nStopped (${this.#worker.stopReason})\n`);
+    write(`\nStopped (${worker.stopReason})\n`);
   }
 
   #refresh(): Promise<void> {
     this.#refreshing ??= (async () => {
       try {
         const counts = await this.#queue.counts();
-        this.#pending = this.#worker.options.queues.map((queue) => [
+        this.#pending = this.#worker!.options.queues.map((queue) => [
           queue,
           counts[queue]?.pending ?? 0,
         ]);
@@ -125,6 +128,7 @@ export class StatusLine {
   }
 
   #draw(): void {
+    if (this.#worker === undefined) return; // a failure or an error before the worker started
     const { stats } = this.#worker;
     const now = performance.now();
     this.#samples.push({ at: now, processed: stats.completed + stats.failed });
@@ -140,8 +144,9 @@ export class StatusLine {
       pending: this.#pending,
     });
     // A line wider than the terminal wraps, and `\r` would then redraw only its last part.
-    const columns = Deno.consoleSize().columns;
-    write(`\r${line.length < columns ? line : `${line.slice(0, columns - 2)}…`}\x1b[K`);
+    const { columns } = Deno.consoleSize(); // 0 when the terminal does not say
+    const fits = columns === 0 || line.length < columns;
+    write(`\r${fits ? line : `${line.slice(0, columns - 2)}…`}\x1b[K`);
   }
 
   #above(text: string): void {

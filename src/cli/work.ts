@@ -8,6 +8,7 @@
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { Queue } from "../queue.ts";
+import type { Runner } from "../runner.ts";
 import type { Executors, WorkOptions } from "../work_options.ts";
 import {
   expectPositionals,
@@ -40,9 +41,9 @@ interface WorkSettings {
 
 /** What a worker process shows while it runs: a status line or JSON lines. */
 interface WorkReport {
-  started(): void;
+  started(worker: Runner): void;
   stopping(signal: Deno.Signal, graceMs: number): void;
-  stopped(): Promise<void>;
+  stopped(worker: Runner): Promise<void>;
 }
 
 /** A path resolved against the cwd into a file URL; a URL (`file:`, `https:`, `jsr:`) as given. */
@@ -109,20 +110,22 @@ async function runWorker(settings: WorkSettings): Promise<number> {
   const queue = await Queue.open({ path: settings.db, jobs: settings.jobs });
   let stuck = false;
   try {
-    const worker = queue.work(settings.options);
+    // Listening before the worker starts: it may claim a job within `queue.work()`.
     const report: WorkReport = Deno.stdout.isTerminal()
-      ? new StatusLine(queue, worker, settings.db)
-      : new JsonLog(queue, worker, settings.db);
-    report.started();
-    {
-      using _signals = onSignals((signal, count) => {
-        const graceMs = count === 1 ? worker.options.graceMs : 0;
-        report.stopping(signal, graceMs);
-        void worker.stop({ graceMs });
-      });
-      await worker.done;
-    }
-    await report.stopped();
+      ? new StatusLine(queue, settings.db)
+      : new JsonLog(queue, settings.db);
+    const started: { worker?: Runner } = {};
+    using _signals = onSignals((signal, count) => {
+      const { worker } = started;
+      if (worker === undefined) return; // cannot be: no await between listening and starting
+      const graceMs = count === 1 ? worker.options.graceMs : 0;
+      report.stopping(signal, graceMs);
+      void worker.stop({ graceMs });
+    });
+    const worker = started.worker = queue.work(settings.options);
+    report.started(worker);
+    await worker.done;
+    await report.stopped(worker);
     stuck = worker.stopReason === "stuck";
     return stuck ? EXIT.stuck : EXIT.ok;
   } finally {
@@ -140,7 +143,7 @@ async function closeWithin(queue: Queue, ms: number): Promise<void> {
 /** `work --jobs ./jobs.ts [flags]`. */
 export const work: Command = {
   name: "work",
-  operands: "",
+  operands: "--jobs PATH",
   summary: "run jobs until stopped (in a supervised child process by default)",
   description: `Runs the jobs of the jobs module (--jobs) from the database until stopped.
 

@@ -1,0 +1,62 @@
+import assert from "node:assert/strict";
+import { readConfig } from "../mod.ts";
+
+Deno.test("readConfig() fills in the defaults when nothing is set", () => {
+  assert.deepEqual(readConfig({}), { db: "./.renox/queue.db", workers: 2 });
+});
+
+Deno.test("readConfig() reads QUEUE_DB and QUEUE_WORKERS; 0 workers turns them off", () => {
+  assert.deepEqual(readConfig({ QUEUE_DB: "/var/lib/app/jobs.db", QUEUE_WORKERS: "8" }), {
+    db: "/var/lib/app/jobs.db",
+    workers: 8,
+  });
+  assert.equal(readConfig({ QUEUE_WORKERS: "0" }).workers, 0);
+  assert.equal(readConfig({ QUEUE_WORKERS: " 3 " }).workers, 3);
+});
+
+Deno.test("readConfig() takes an empty variable for an unset one", () => {
+  assert.deepEqual(readConfig({ QUEUE_DB: "", QUEUE_WORKERS: "" }), {
+    db: "./.renox/queue.db",
+    workers: 2,
+  });
+});
+
+Deno.test("readConfig() refuses a bad QUEUE_WORKERS with an error naming the variable and the value", () => {
+  for (const value of ["two", "-1", "1.5", "2e3", "0x10"]) {
+    assert.throws(() => readConfig({ QUEUE_WORKERS: value }), {
+      name: "TypeError",
+      message: `QUEUE_WORKERS must be a whole number >= 0: got ${JSON.stringify(value)}`,
+    });
+  }
+  assert.throws(() => readConfig({ QUEUE_WORKERS: "10001" }), {
+    message: 'QUEUE_WORKERS must be at most 10000: got "10001"',
+  });
+});
+
+Deno.test("readConfig() reads the process environment by default, with nothing more than --allow-env for its variables", async () => {
+  const code = `import { readConfig } from ${JSON.stringify(import.meta.resolve("../mod.ts"))};
+    console.log(JSON.stringify(readConfig()));`;
+  const run = async (env: Record<string, string>) => {
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "--quiet", "--allow-env=QUEUE_DB,QUEUE_WORKERS", "-"],
+      cwd: new URL("..", import.meta.url),
+      env,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(code));
+    await writer.close();
+    return await child.output();
+  };
+  const [set, bad] = await Promise.all([
+    run({ QUEUE_DB: "/tmp/x.db", QUEUE_WORKERS: "5" }),
+    run({ QUEUE_WORKERS: "lots" }),
+  ]);
+  const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+  assert.equal(set.code, 0, decode(set.stderr));
+  assert.deepEqual(JSON.parse(decode(set.stdout)), { db: "/tmp/x.db", workers: 5 });
+  assert.notEqual(bad.code, 0);
+  assert.match(decode(bad.stderr), /QUEUE_WORKERS must be a whole number >= 0: got "lots"/);
+});
