@@ -111,6 +111,7 @@ export class QueueEventTarget extends EventTarget {
     options?: boolean | AddEventListenerOptions,
   ): void {
     if (listener === null) return;
+    if (typeof options === "object" && options.signal?.aborted) return; // EventTarget adds none
     let byType = this.#wrapped.get(listener);
     if (byType === undefined) this.#wrapped.set(listener, byType = new Map());
     if (byType.has(type)) return; // already listening, as EventTarget would ignore it too

@@ -279,3 +279,110 @@ Deno.test("worker:stop fires once per worker, after its last job event", async (
   await worker.stop(); // a second stop sends nothing more
   assert.deepEqual(order, ["job:start", "job:complete", "worker:stop"]);
 });
+
+// Listeners that remove themselves: once, AbortSignal, async
+
+Deno.test("a { once: true } listener and one removed by its AbortSignal stop counting as listening", () => {
+  const target = new QueueEventTarget();
+  const heard: string[] = [];
+  const onStart = () => heard.push("start");
+  target.addEventListener("job:start", onStart, { once: true });
+  target.addEventListener("queue:error", () => heard.push("once"), { once: true });
+  const controller = new AbortController();
+  target.addEventListener("queue:error", () => heard.push("signal"), {
+    signal: controller.signal,
+  });
+  const whileHeard = captureConsoleError(() => {
+    target.emit("job:start", startDetail);
+    target.emit("job:start", startDetail);
+    target.emit("queue:error", { error: new Error("heard"), during: "claim" });
+  });
+  assert.deepEqual(heard, ["start", "once", "signal"]);
+  assert.equal(whileHeard.length, 0);
+  assert.equal(target.hasListeners("job:start"), false, "a once listener still counted");
+  assert.equal(target.hasListeners("queue:error"), true, "the signal listener is still there");
+  controller.abort();
+  assert.equal(target.hasListeners("queue:error"), false, "an aborted listener still counted");
+
+  // Nobody listens any more: the error must reach stderr, not vanish.
+  const original = console.error;
+  const logged: unknown[][] = [];
+  console.error = (...args: unknown[]) => logged.push(args);
+  try {
+    target.emit("queue:error", { error: new Error("unheard"), during: "settle" });
+  } finally {
+    console.error = original;
+  }
+  assert.equal(logged.length, 1, "a queue:error with nobody listening was not logged");
+  assert.match(String(logged[0]![0]), /settle/);
+  assert.deepEqual(heard, ["start", "once", "signal"]);
+
+  // The same function can listen once again after it was heard.
+  target.addEventListener("job:start", onStart, { once: true });
+  target.emit("job:start", startDetail);
+  assert.deepEqual(heard, ["start", "once", "signal", "start"]);
+});
+
+Deno.test("a listener added with an already aborted signal is neither called nor counted", () => {
+  const target = new QueueEventTarget();
+  let calls = 0;
+  target.addEventListener("queue:error", () => calls++, { signal: AbortSignal.abort() });
+  assert.equal(target.hasListeners("queue:error"), false);
+  const logged = captureConsoleError(() =>
+    target.emit("queue:error", { error: new Error("unheard"), during: "claim" })
+  );
+  assert.equal(calls, 0);
+  assert.equal(logged.length, 1, "a queue:error with nobody listening was not logged");
+});
+
+Deno.test("an async listener that rejects becomes a queue:error and the worker keeps running", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: [quick] });
+  const ids = await queue.dispatchMany(quick, [{ n: 1 }, { n: 2 }]);
+  const reported = events<Detail<"queue:error">>(
+    queue,
+    "queue:error",
+    2,
+    (detail) => detail.during === "a listener of job:start",
+  );
+  queue.addEventListener("job:start", async (event) => {
+    await Promise.resolve();
+    throw new Error(`async listener bug ${event.detail.id}`);
+  });
+  const worker = queue.work({ stopWhenEmpty: true, pollMs: 5 });
+  await worker.done;
+  assert.deepEqual(worker.stats, { completed: 2, failed: 0, retried: 0 });
+  const errors = await reported;
+  assert.deepEqual(
+    errors.map((detail) => detail.error.message).sort(),
+    ids.map((id) => `async listener bug ${id}`).sort(),
+  );
+});
+
+Deno.test("an async queue:error listener that rejects is logged to stderr, not sent again", async () => {
+  const target = new QueueEventTarget();
+  let calls = 0;
+  target.addEventListener("queue:error", async () => {
+    calls++;
+    await Promise.resolve();
+    throw new Error("async error listener bug");
+  });
+  const original = console.error;
+  const logged = Promise.withResolvers<unknown[]>();
+  console.error = (...args: unknown[]) => logged.resolve(args);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    target.emit("queue:error", { error: new Error("x"), during: "claim" });
+    const args = await Promise.race([
+      logged.promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error("nothing logged within 2 s")), 2_000);
+      }),
+    ]);
+    assert.match(String(args[0]), /a listener of queue:error/);
+    assert.equal((args[1] as Error).message, "async error listener bug");
+  } finally {
+    clearTimeout(timer);
+    console.error = original;
+  }
+  assert.equal(calls, 1);
+});

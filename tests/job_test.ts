@@ -186,3 +186,9 @@ Deno.test("defineJob() refuses a failed hook or retryUntil that is not a functio
   assertRefused({ failed: "notify-admin" }, TypeError, "failed");
   assertRefused({ retryUntil: 60_000 }, TypeError, "retryUntil");
 });
+
+Deno.test("defineJob() refuses a timeoutMs past 2^31-1 ms, which a timer cannot wait", () => {
+  // setTimeout fires at once past 2^31-1 ms: the job would time out the moment it starts.
+  assertRefused({ timeoutMs: 3e9 }, RangeError, "timeoutMs");
+  assert.equal(defineJob(config({ timeoutMs: 2_147_483_647 })).timeoutMs, 2_147_483_647);
+});

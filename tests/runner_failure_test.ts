@@ -184,3 +184,91 @@ Deno.test("a handler that throws something other than an Error fails with an Err
   const [failed] = await queue.failed();
   assert.equal(failed?.error, "Error: Non-error thrown: plain string");
 });
+
+for (
+  const [what, backoff, message] of [
+    ["throws", () => {
+      throw new Error("backoff bug");
+    }, /^Error: backoff bug$/],
+    [
+      "returns NaN",
+      () => NaN,
+      /^RangeError: .*NaN/,
+    ],
+  ] as const
+) {
+  Deno.test(`a job whose backoff function ${what} fails for good with that error, with no unhandled rejection`, async () => {
+    // Were the error to escape the worker as an unhandled rejection, Deno would fail this test.
+    let runs = 0;
+    const job = defineJob({
+      name: "bad-backoff",
+      schema: z.null(),
+      maxAttempts: 3,
+      backoff,
+      handle() {
+        runs++;
+        throw new Error("handler failure");
+      },
+    });
+    await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
+    const id = await queue.dispatch(job, null);
+    const failures = record<Detail<"job:failed">>(queue, "job:failed");
+    assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 0 });
+    assert.equal(runs, 1);
+    assert.equal(failures[0]?.id, id);
+    const failed = await queue.failedJob(id);
+    assert.match(failed?.error ?? "", message);
+    assert.equal(failed?.attempts, 1);
+    assert.deepEqual(await queue.counts(), {
+      default: { pending: 0, delayed: 0, reserved: 0, failed: 1 },
+    });
+  });
+}
+
+Deno.test("a failed hook that never settles is given up after the job's timeoutMs, and the worker stops", async () => {
+  let hookCalls = 0;
+  const job = defineJob({
+    name: "hung-hook",
+    schema: z.null(),
+    maxAttempts: 1,
+    timeoutMs: 100,
+    handle() {
+      throw new Error("handler failure");
+    },
+    failed() {
+      hookCalls++;
+      return new Promise<void>(() => {}); // never settles
+    },
+  });
+  const queue = await Queue.open({ path: ":memory:", jobs: [job] });
+  const errors = record<Detail<"queue:error">>(queue, "queue:error");
+  let tookMs: number;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let stopped = false;
+  try {
+    await queue.dispatch(job, null);
+    const worker = queue.work({ stopWhenEmpty: true, pollMs: 5 });
+    const startedAt = performance.now();
+    await Promise.race([
+      worker.done,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error("worker.done did not settle within 3 s: it waits on the hook")),
+          3_000,
+        );
+      }),
+    ]);
+    stopped = true;
+    tookMs = performance.now() - startedAt;
+    assert.deepEqual(worker.stats, { completed: 0, failed: 1, retried: 0 });
+  } finally {
+    clearTimeout(timer);
+    // A worker stuck on the hook would hold close() forever: leave it then, the test has failed.
+    if (stopped) await queue.close();
+  }
+  assert.equal(hookCalls, 1);
+  assert.equal(errors.length, 1);
+  assert.equal(errors[0]!.during, "failed hook of hung-hook");
+  assert.match(errors[0]!.error.message, /failed hook .* ran past 100 ms/);
+  assert.ok(tookMs >= 95 && tookMs < 2_000, `the worker stopped after ${Math.round(tookMs)} ms`);
+});

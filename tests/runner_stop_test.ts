@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import type { QueueEventMap } from "../src/events.ts";
 import { defineJob, type JobContext } from "../src/job.ts";
 import { Queue } from "../src/queue.ts";
 import { drain } from "../src/testing.ts";
-import { nextEvent } from "./_helpers.ts";
-import { events, gate, record } from "./fixtures/runner/harness.ts";
+import { nextEvent, tempDir } from "./_helpers.ts";
+import { events, gate, readRows, record } from "./fixtures/runner/harness.ts";
 
 type Detail<K extends keyof QueueEventMap> = QueueEventMap[K];
 
@@ -193,4 +194,110 @@ Deno.test("stop() on a worker that already stopped leaves no timer behind to hol
     report.lingerMs < 500,
     `the process lingered ${Math.round(report.lingerMs)} ms after the queue closed`,
   );
+});
+
+/** Resolves once `signal` aborts; rejects after `timeoutMs`. */
+function aborted(signal: AbortSignal, timeoutMs = 5_000): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no abort within ${timeoutMs} ms`)), timeoutMs);
+    signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      resolve();
+    }, { once: true });
+  });
+}
+
+/**
+ * Two jobs run on a file queue, "held" (ignoring its signal) and "quick".
+ * "quick" returns while another connection holds the write lock, so its
+ * settle waits; `stop({ graceMs: 0 })` comes during that wait and aborts
+ * "held". With `lateJob`, a third job is due by then, so the waiting
+ * settle's claim takes it while the worker is stopping. Returns what the
+ * file holds once the worker is done.
+ */
+async function stopWhileSettleWaitsOnLock(lateJob: boolean) {
+  await using dir = await tempDir();
+  const heldGate = gate();
+  const quickGate = gate();
+  const held = heldJob("held", heldGate);
+  const quick = heldJob("quick", quickGate);
+  const lateGate = gate();
+  lateGate.resolve(); // were "late" started, it would end at once
+  const late = heldJob("late", lateGate);
+  await using queue = await Queue.open({
+    path: dir.dbPath,
+    jobs: [held.job, quick.job, late.job],
+  });
+  await queue.dispatch(held.job, null);
+  await queue.dispatch(quick.job, null);
+  const worker = queue.work({ concurrency: 2, pollMs: 5 });
+  let stoppedAt = Infinity;
+  const startsAfterStop: string[] = [];
+  worker.addEventListener("job:start", (event) => {
+    if (performance.now() >= stoppedAt) startsAfterStop.push(event.detail.name);
+  });
+  const quickCompleted = nextEvent(worker, "job:complete").then(() => performance.now());
+  let unlockedAt = Infinity;
+  try {
+    await events(worker, "job:start", 2);
+    if (lateJob) await queue.dispatch(late.job, null);
+    // A second connection takes the write lock, as another process would.
+    const other = new DatabaseSync(dir.dbPath);
+    other.exec("BEGIN IMMEDIATE");
+    const lockedAt = performance.now();
+    let stopping: Promise<void>;
+    try {
+      quickGate.resolve(); // "quick" returns; settling it (and claiming) now waits on the lock
+      // The settle starts in the microtasks after "quick" returns; one timer turn later it waits.
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      stoppedAt = performance.now();
+      stopping = worker.stop({ graceMs: 0 });
+      await aborted(held.seen[0]!.signal);
+      // A short hold of the lock, so that the settle is still waiting after the abort.
+      const restMs = Math.max(0, lockedAt + 300 - performance.now());
+      await new Promise((resolve) => setTimeout(resolve, restMs));
+    } finally {
+      unlockedAt = performance.now();
+      other.exec("COMMIT");
+      other.close();
+    }
+    await stopping;
+  } finally {
+    heldGate.resolve();
+  }
+  assert.ok(
+    (await quickCompleted) >= unlockedAt,
+    "quick settled before the lock was released: the scenario did not happen",
+  );
+  assert.equal(quick.seen.length, 1);
+  return {
+    counts: await queue.counts(),
+    attempts: Object.fromEntries(
+      readRows<{ name: string; attempts: number }>(dir.dbPath, "SELECT name, attempts FROM jobs")
+        .map((row) => [row.name, row.attempts]),
+    ),
+    startsAfterStop,
+    lateRuns: late.seen.length,
+    stats: worker.stats,
+  };
+}
+
+Deno.test("stop({ graceMs: 0 }) while a settle waits on another connection's lock still releases the aborted job", async () => {
+  const result = await stopWhileSettleWaitsOnLock(false);
+  assert.deepEqual(result.counts, {
+    default: { pending: 1, delayed: 0, reserved: 0, failed: 0 },
+  }, "the aborted job must be put back, not left reserved until its lease ends");
+  assert.deepEqual(result.attempts, { held: 0 }, "the aborted attempt is given back");
+  assert.deepEqual(result.stats, { completed: 1, failed: 0, retried: 1 });
+});
+
+Deno.test("stop({ graceMs: 0 }) while a settle waits on a lock starts none of the jobs that settle claims, and puts them back", async () => {
+  const result = await stopWhileSettleWaitsOnLock(true);
+  assert.deepEqual(result.startsAfterStop, [], "a job started after stop()");
+  assert.equal(result.lateRuns, 0);
+  assert.deepEqual(result.counts, {
+    default: { pending: 2, delayed: 0, reserved: 0, failed: 0 },
+  });
+  assert.deepEqual(result.attempts, { held: 0, late: 0 });
 });

@@ -441,3 +441,20 @@ Deno.test("SqliteStore: two stores on one file never claim the same job", async 
   assert.equal(new Set(claimed).size, claimed.length, "no job claimed twice");
   assert.deepEqual([...claimed].sort((x, y) => x - y), pushed);
 });
+
+Deno.test("SqliteStore: a write SQLite rolled back on its own rejects with SQLite's error, and the store goes on", async () => {
+  await using store = await SqliteStore.open(":memory:");
+  // RAISE(ROLLBACK) ends the whole transaction inside SQLite, before the store's own ROLLBACK.
+  await store.transaction((tx) =>
+    tx.query(`CREATE TRIGGER refuse_poison BEFORE INSERT ON jobs WHEN NEW.name = 'poison'
+      BEGIN SELECT RAISE(ROLLBACK, 'poison job refused'); END`)
+  );
+  await assert.rejects(store.push([newJob(), newJob({ name: "poison" })]), /poison job refused/);
+  assert.deepEqual(await store.counts(T0), [], "nothing of the refused batch was kept");
+  await assert.rejects(
+    store.transaction((tx) => tx.push([newJob(), newJob({ name: "poison" })])),
+    /poison job refused/,
+  );
+  assert.equal((await store.push([newJob(), newJob()])).length, 2);
+  assert.equal((await store.counts(T0))[0]?.pending, 2);
+});

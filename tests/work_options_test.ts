@@ -145,3 +145,18 @@ Deno.test("resolveWorkOptions() sizes the pool at most to the concurrency", () =
   assert.equal(resolveWorkOptions({ concurrency: 2, workers: 8 }, ["default"], true).workers, 2);
   assert.throws(() => resolveWorkOptions({ workers: 0 }, ["default"], true), /workers must be/);
 });
+
+Deno.test("work() accepts a maxJobs past 10000: it is a count of jobs, not of slots", async () => {
+  assert.equal(resolveWorkOptions({ maxJobs: 20_000 }, ["default"], false).maxJobs, 20_000);
+  assert.equal(
+    resolveWorkOptions({ maxJobs: Number.MAX_SAFE_INTEGER }, ["default"], false).maxJobs,
+    Number.MAX_SAFE_INTEGER,
+  );
+  const job = defineJob({ name: "many", schema: z.null(), handle() {} });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
+  await queue.dispatch(job, null);
+  const worker = queue.work({ maxJobs: 20_000, stopWhenEmpty: true, pollMs: 5 });
+  assert.equal(worker.options.maxJobs, 20_000);
+  await worker.done;
+  assert.equal(worker.stats.completed, 1);
+});

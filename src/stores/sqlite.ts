@@ -142,7 +142,7 @@ export class SqliteStore implements Store {
   /** Settles when the app transaction now running ends; null when none runs. */
   #transaction: Promise<void> | null = null;
   /** Set inside a transaction's callback, to refuse calls that would wait for it forever. */
-  readonly #insideTransaction = new AsyncLocalStorage<true>();
+  readonly #insideTransaction = new AsyncLocalStorage<Promise<void>>();
   #closed = false;
 
   private constructor(db: DatabaseSync, busyTimeoutMs: number, path: string) {
@@ -211,7 +211,7 @@ export class SqliteStore implements Store {
     let end!: () => void;
     const ended = new Promise<void>((resolve) => end = resolve);
     // Take the lane in the same tick the previous holder is seen gone, so no one slips in.
-    if (this.#transaction !== null && this.#insideTransaction.getStore()) {
+    if (this.#transaction !== null && this.#insideTransaction.getStore() === this.#transaction) {
       throw new Error(
         "Cannot start a transaction inside another on the same queue: use its tx handle",
       );
@@ -224,7 +224,8 @@ export class SqliteStore implements Store {
       await retryWhileBusy(() => this.#db.exec("BEGIN IMMEDIATE"), this.#busyTimeoutMs);
       open = true;
       const tx = this.#transactionHandle(() => open);
-      const result = await this.#insideTransaction.run(true, () => fn(tx));
+      const result = await this.#insideTransaction.run(ended, () => fn(tx));
+      this.#assertStillOpen();
       this.#db.exec("COMMIT");
       open = false;
       return result;
@@ -439,6 +440,7 @@ export class SqliteStore implements Store {
   #transactionHandle(isOpen: () => boolean): StoreTransaction {
     const check = () => {
       if (!isOpen()) throw new Error("This transaction has ended: use it only inside its callback");
+      this.#assertStillOpen();
     };
     return {
       // deno-lint-ignore require-await
@@ -452,6 +454,15 @@ export class SqliteStore implements Store {
         return this.#db.prepare(sql).all(...params as SQLInputValue[]) as unknown as Row[];
       },
     };
+  }
+
+  /** SQLite rolls back on its own after some errors; going on would write outside the transaction. */
+  #assertStillOpen(): void {
+    if (!this.#db.isTransaction) {
+      throw new Error(
+        "Cannot go on with this transaction: SQLite rolled it back after a statement failed",
+      );
+    }
   }
 
   #prepare(sql: string): StatementSync {
@@ -476,7 +487,8 @@ export class SqliteStore implements Store {
   /** Holds a statement back while an app transaction runs or after close. */
   readonly #waitTurn = (): Promise<void> | undefined => {
     if (this.#transaction === null && !this.#closed) return undefined;
-    if (this.#transaction !== null && this.#insideTransaction.getStore()) {
+    // Only the transaction's own callback: work it merely started may wait its turn later.
+    if (this.#transaction !== null && this.#insideTransaction.getStore() === this.#transaction) {
       return Promise.reject(
         new Error(
           "Cannot use the queue inside its own transaction callback: it would wait for itself; use the tx handle (tx.dispatch, tx.query)",

@@ -1,0 +1,226 @@
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+import type { QueueEventMap } from "../src/events.ts";
+import { defineJob } from "../src/job.ts";
+import { Queue } from "../src/queue.ts";
+import { SqliteStore } from "../src/stores/sqlite.ts";
+import { nextEvent, tempDir } from "./_helpers.ts";
+
+const CONFIG = fileURLToPath(new URL("../deno.json", import.meta.url));
+
+/** A fixture script under tests/fixtures/watch/, run as a real process, read line by line. */
+class Child implements AsyncDisposable {
+  readonly #process: Deno.ChildProcess;
+  readonly #stdin: WritableStreamDefaultWriter<Uint8Array>;
+  readonly #lines: string[] = [];
+  readonly #pumps: Promise<void>;
+  #stderr = "";
+  #ended = false;
+  #changed = Promise.withResolvers<void>();
+
+  constructor(script: string, args: readonly string[]) {
+    const url = new URL(`./fixtures/watch/${script}`, import.meta.url);
+    this.#process = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "--quiet", "--config", CONFIG, fileURLToPath(url), ...args],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    this.#stdin = this.#process.stdin.getWriter();
+    let partial = "";
+    this.#pumps = Promise.all([
+      this.#pump(this.#process.stdout, (text) => {
+        const parts = (partial + text).split("\n");
+        partial = parts.pop()!;
+        this.#lines.push(...parts);
+      }),
+      this.#pump(this.#process.stderr, (text) => this.#stderr += text),
+    ]).then(() => {
+      this.#ended = true;
+      this.#changed.resolve();
+    });
+  }
+
+  /** How the process ended. */
+  get status(): Promise<Deno.CommandStatus> {
+    return this.#process.status;
+  }
+
+  /** The first line not read yet that starts with `prefix`; rejects after `timeoutMs` or at exit. */
+  async line(prefix: string, timeoutMs = 15_000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const index = this.#lines.findIndex((line) => line.startsWith(prefix));
+      if (index >= 0) return this.#lines.splice(0, index + 1).at(-1)!;
+      const remaining = deadline - Date.now();
+      if (this.#ended || remaining <= 0) {
+        throw new Error(
+          `No "${prefix}" line from the child (${this.#ended ? "it exited" : "timed out"}):\n` +
+            `stdout: ${this.#lines.join("\n")}\nstderr: ${this.#stderr}`,
+        );
+      }
+      await within(this.#changed.promise, remaining, `a "${prefix}" line`).catch(() => {});
+    }
+  }
+
+  /** Writes `text` to the child's stdin. */
+  async send(text: string): Promise<void> {
+    await this.#stdin.write(new TextEncoder().encode(text));
+  }
+
+  /** Ends the child's stdin, then waits for it to exit, killing it after `timeoutMs`. */
+  async exit(timeoutMs: number): Promise<Deno.CommandStatus> {
+    await this.#stdin.close().catch(() => {});
+    try {
+      return await within(this.#process.status, timeoutMs, "the child's exit");
+    } finally {
+      await this[Symbol.asyncDispose]();
+    }
+  }
+
+  /** Kills the child if it still runs, and waits for it and its output. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.#stdin.close().catch(() => {});
+    try {
+      this.#process.kill("SIGKILL");
+    } catch {
+      // it has exited already
+    }
+    await this.#process.status;
+    await this.#pumps;
+  }
+
+  async #pump(stream: ReadableStream<Uint8Array>, onText: (text: string) => void) {
+    for await (const text of stream.pipeThrough(new TextDecoderStream())) {
+      onText(text);
+      const changed = this.#changed;
+      this.#changed = Promise.withResolvers();
+      changed.resolve();
+    }
+  }
+}
+
+/** `promise`, or a rejection once `ms` have passed: a wait that never ends fails instead. */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what}: nothing within ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A watch listener that counts its calls and can be waited on. */
+function watcher() {
+  const calls: number[] = [];
+  let next = Promise.withResolvers<number>();
+  return {
+    calls,
+    listener() {
+      const at = Date.now();
+      calls.push(at);
+      next.resolve(at);
+      next = Promise.withResolvers();
+    },
+    /** The time of the next call, or a rejection after `ms`. */
+    nextCall(ms: number): Promise<number> {
+      return within(next.promise, ms, "a watch call");
+    },
+  };
+}
+
+Deno.test("SqliteStore.watch() calls its listener when another process commits to the file, until disposed", async () => {
+  await using dir = await tempDir();
+  await using store = await SqliteStore.open(dir.dbPath);
+  await using child = new Child("push_jobs.ts", [dir.dbPath]);
+  await child.line("ready");
+  // Watching starts once the child has opened the file, so only its commits can call.
+  const disposed = watcher();
+  const control = watcher();
+  const handle = store.watch(disposed.listener);
+  using _control = store.watch(control.listener);
+
+  const called = disposed.nextCall(1_000);
+  await child.send("push\n");
+  const calledAt = await called;
+  const pushedAt = Number((await child.line("pushed")).split(" ")[2]);
+  console.log(`watch: called ${calledAt - pushedAt} ms after the other process's push began`);
+  assert.ok(calledAt >= pushedAt, "the call came before the push, so something else caused it");
+  assert.ok(calledAt - pushedAt < 1_000, `called ${calledAt - pushedAt} ms after the push`);
+  assert.equal((await store.counts(Date.now()))[0]?.pending, 1, "the job is visible here");
+
+  handle[Symbol.dispose]();
+  handle[Symbol.dispose](); // twice is harmless
+  const callsBefore = disposed.calls.length;
+  // The control listener shares the same file watch: when it hears the next commit, a listener
+  // still registered would have been called in the same turn.
+  const heard = control.nextCall(1_000);
+  await child.send("push\n");
+  await heard;
+  await child.line("pushed");
+  assert.equal(disposed.calls.length, callsBefore, "a disposed listener was called");
+  assert.equal((await child.exit(10_000)).code, 0);
+});
+
+Deno.test("disposing the last watch handle closes the file watch, so a process can exit", async () => {
+  await using dir = await tempDir();
+  await using child = new Child("watch_then_exit.ts", [dir.dbPath, "dispose"]);
+  await child.line("watched");
+  // An open Deno.watchFs keeps the event loop alive: the child would never exit.
+  const status = await within(child.status, 10_000, "the exit of a child whose watches ended");
+  assert.equal(status.code, 0);
+});
+
+Deno.test("an in-memory store's watch never calls, opens no file watch, and disposes safely", async () => {
+  // In a child: with its watches kept, the process still exits, so no watcher was opened.
+  {
+    await using child = new Child("watch_then_exit.ts", [":memory:", "keep"]);
+    await child.line("watched");
+    const status = await within(child.status, 10_000, "the exit of a child watching :memory:");
+    assert.equal(status.code, 0);
+  }
+  await using store = await SqliteStore.open(":memory:");
+  const watch = watcher();
+  const handle = store.watch(watch.listener);
+  const now = Date.now();
+  await store.push([{
+    queue: "default",
+    name: "unwatched",
+    payload: "null",
+    priority: 0,
+    availableAt: now,
+    retryUntil: null,
+    createdAt: now,
+  }]);
+  // A negative check: give a (nonexistent) file event a moment to arrive.
+  await assert.rejects(watch.nextCall(100), /nothing within 100 ms/);
+  assert.deepEqual(watch.calls, []);
+  handle[Symbol.dispose]();
+  handle[Symbol.dispose]();
+});
+
+Deno.test("a worker polling every 10 s picks up a job another process dispatched in well under 1 s", async () => {
+  await using dir = await tempDir();
+  const watched = defineJob({ name: "watched", schema: z.null(), handle() {} });
+  await using queue = await Queue.open({ path: dir.dbPath, jobs: [watched] });
+  await using child = new Child("push_jobs.ts", [dir.dbPath, "watched"]);
+  await child.line("ready");
+  // work() runs its first claim before it returns: from here the worker sleeps for 10 s.
+  await using worker = queue.work({ pollMs: 10_000, graceMs: 1_000 });
+  const started = nextEvent<QueueEventMap["job:start"]>(worker, "job:start", () => true, 5_000);
+  const completed = nextEvent<QueueEventMap["job:complete"]>(worker, "job:complete");
+  await child.send("push\n");
+  const startedAt = await started.then(() => Date.now());
+  const [, id, pushedAt] = (await child.line("pushed")).split(" ").map(Number);
+  const pickupMs = startedAt - pushedAt!;
+  console.log(`cross-process pick-up with pollMs 10000: ${pickupMs} ms`);
+  assert.ok(pickupMs < 1_000, `picked up after ${pickupMs} ms`);
+  assert.equal((await completed).id, id);
+  assert.equal((await child.exit(10_000)).code, 0);
+});
