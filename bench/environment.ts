@@ -20,6 +20,11 @@ export interface Environment {
   readonly os: string;
   /** `Deno.build.arch`. */
   readonly arch: string;
+  /**
+   * The machine's 1-minute load average when the bench started
+   * (`Deno.loadavg()`): above the core count, other work competed for them.
+   */
+  readonly loadAverage: number;
 }
 
 /** Reads the versions and the machine's core count. */
@@ -38,12 +43,18 @@ export function readEnvironment(): Environment {
     cores: navigator.hardwareConcurrency,
     os: Deno.build.os,
     arch: Deno.build.arch,
+    loadAverage: Deno.loadavg()[0] ?? 0,
   };
 }
 
-/** One line: `Deno 2.9.6 (V8 …) · SQLite 3.x · 2 cores (navigator.hardwareConcurrency) · linux x86_64`. */
+/**
+ * One line: `Deno 2.9.6 (V8 …) · SQLite 3.x · 2 cores (navigator.hardwareConcurrency) ·
+ * linux x86_64 · load average 0.4 at start`.
+ */
 export function formatEnvironment(environment: Environment): string {
-  const { deno, v8, sqlite, cores, os, arch } = environment;
+  const { deno, v8, sqlite, cores, os, arch, loadAverage } = environment;
   return `Deno ${deno} (V8 ${v8}) · SQLite ${sqlite} · ${cores} cores ` +
-    `(navigator.hardwareConcurrency) · ${os} ${arch}`;
+    `(navigator.hardwareConcurrency) · ${os} ${arch} · load average ${
+      loadAverage.toFixed(1)
+    } at start`;
 }

@@ -1,14 +1,25 @@
 /**
  * `deno task bench`: our dispatch and drain rates beside the raw SQLite
- * ceiling of this machine, every figure a median of several interleaved runs
- * and a ratio to a baseline measured in the same run.
+ * ceiling of this machine, the Web Worker executor beside the isolate one,
+ * CPU-bound jobs in 1 and 2 Web Workers, and cross-process pick-up latency;
+ * every figure a median of several interleaved runs and a ratio to a
+ * baseline measured in the same run.
  *
  * @module
  */
 import { ceilingMeasurements } from "./ceiling.ts";
+import { CPU_JOB_MS, cpuMeasurements } from "./cpu.ts";
+import { calibrateSpin, type SpinCalibration } from "./cpu_work.ts";
 import { readEnvironment } from "./environment.ts";
-import { parseBenchFlags, USAGE, UsageError } from "./flags.ts";
-import { queueMeasurements } from "./queue.ts";
+import { MAX_WORKER_DRAIN_JOBS, parseBenchFlags, USAGE, UsageError } from "./flags.ts";
+import { withComparisons } from "./groups.ts";
+import { pickupMeasurements } from "./pickup.ts";
+import { buildPickupRows } from "./pickup_report.ts";
+import {
+  dispatchMeasurements,
+  isolateDrainMeasurements,
+  workerDrainMeasurements,
+} from "./queue.ts";
 import { buildRows, formatJson, formatMarkdown, type Report } from "./report.ts";
 import { runRounds } from "./rounds.ts";
 
@@ -31,26 +42,60 @@ export async function main(args: readonly string[]): Promise<number> {
   }
   const started = performance.now();
   const environment = readEnvironment();
-  const measurements = [...ceilingMeasurements(), ...queueMeasurements()];
   const warmupJobs = Math.max(1, Math.round(flags.jobs * WARMUP_SHARE));
+  const workerDrainJobs = Math.min(flags.jobs, MAX_WORKER_DRAIN_JOBS);
+  let cpu: SpinCalibration | null = null;
+  const measurements = withComparisons({
+    ceiling: ceilingMeasurements(),
+    dispatch: dispatchMeasurements(),
+    drain: isolateDrainMeasurements(),
+    workers: workerDrainMeasurements(
+      workerDrainJobs,
+      Math.max(1, Math.round(workerDrainJobs * WARMUP_SHARE)),
+    ),
+    cpu: cpuMeasurements(() => cpu ??= calibrateSpin(CPU_JOB_MS)),
+  }, flags.only);
   const samples = await runRounds(measurements, {
     runs: flags.runs,
     jobs: flags.jobs,
     warmupJobs,
     onRound: (round, runs) =>
-      console.error(round === 0 ? "bench: warm-up round" : `bench: round ${round} of ${runs}`),
+      progress(started, round === 0 ? "warm-up round" : `round ${round} of ${runs}`),
+  });
+  const pickups = flags.only.has("pickup") ? pickupMeasurements() : [];
+  // Every pick-up measurement has fixed counts: `jobs` is unused, `warmupJobs` only turns the
+  // warm-up round on.
+  const pickupSamples = await runRounds(pickups, {
+    runs: flags.runs,
+    jobs: 0,
+    warmupJobs: 1,
+    onRound: (round, runs) =>
+      progress(
+        started,
+        round === 0 ? "pick-up warm-up round" : `pick-up round ${round} of ${runs}`,
+      ),
   });
   const report: Report = {
     environment,
     runs: flags.runs,
     jobs: flags.jobs,
     warmupJobs,
+    workerDrainJobs: measurements.some(({ id }) => id.startsWith("drain-workers-"))
+      ? workerDrainJobs
+      : null,
+    cpu,
     elapsedMs: performance.now() - started,
     rows: buildRows(measurements, samples),
+    pickup: buildPickupRows(pickups, pickupSamples),
   };
   console.log(formatMarkdown(report));
   if (flags.json) console.log(formatJson(report));
   return 0;
+}
+
+/** Says on stderr what starts now, and how long the bench has run. */
+function progress(started: number, what: string): void {
+  console.error(`bench: ${what} (at ${((performance.now() - started) / 1000).toFixed(0)} s)`);
 }
 
 if (import.meta.main) Deno.exit(await main(Deno.args));

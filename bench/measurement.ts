@@ -3,9 +3,10 @@
  *
  * @module
  */
+import type { Runnable } from "./rounds.ts";
 
 /** One figure of the report: a piece of work done on `jobs` jobs, timed, in jobs per second. */
-export interface Measurement {
+export interface Measurement extends Runnable<number> {
   /** Stable key, used in the JSON output and to name a baseline. */
   readonly id: string;
   /** What the table's measurement column says. */
@@ -14,6 +15,11 @@ export interface Measurement {
   readonly name: string;
   /** The `id` of the measurement this one is compared with (its own for a baseline). */
   readonly baseline: string;
+  /**
+   * Ids of further measurements this one is also compared with, each ratio
+   * paired by round like the baseline's (e.g. the batched ceiling).
+   */
+  readonly alsoComparedWith?: readonly string[];
   /** The ratio to the baseline this figure should reach, as a fraction; none if absent. */
   readonly target?: number;
   /**

@@ -1,38 +1,31 @@
 /**
- * Our figures: `Queue.dispatch()` one at a time, `Queue.dispatchMany()` in
- * one call, and draining pre-queued no-op jobs with `Queue.work()` at several
- * concurrencies, each through the public API only.
+ * Our throughput figures: `Queue.dispatch()` one at a time,
+ * `Queue.dispatchMany()` in one call, and draining pre-queued no-op jobs
+ * with `Queue.work()` at several concurrencies, in this isolate and in Web
+ * Workers, each through the public API only.
  *
  * @module
  */
-import { z } from "zod";
-import { defineJob, Queue } from "../mod.ts";
+import type { Executors } from "../mod.ts";
+import { noop } from "./jobs.ts";
 import { type Measurement, measureRate } from "./measurement.ts";
-import { withTempDatabase } from "./temp_database.ts";
+import { assertPending, withQueue } from "./queue_fixture.ts";
 
-/** Concurrencies the drain is measured at. */
+/** Concurrencies the drains are measured at. */
 export const DRAIN_CONCURRENCIES = [1, 8, 32] as const;
 
 /** The drain's poll interval, in ms. */
 const DRAIN_POLL_MS = 5;
-
-const noop = defineJob({
-  name: "bench-noop",
-  schema: z.object({ n: z.number().int() }),
-  handle() {},
-});
 
 function payloads(jobs: number): { n: number }[] {
   return Array.from({ length: jobs }, (_, n) => ({ n }));
 }
 
 /**
- * The measurements of our own code: single dispatch (against the raw
- * autocommit insert, target 70 %), `dispatchMany` (against the raw
- * one-transaction insert), and the drains (against the batched ceiling,
- * target 40 % at concurrency 32).
+ * Single dispatch (against the raw autocommit insert, target 70 %) and
+ * `dispatchMany` (against the raw one-transaction insert).
  */
-export function queueMeasurements(): Measurement[] {
+export function dispatchMeasurements(): Measurement[] {
   return [
     {
       id: "dispatch-single",
@@ -49,22 +42,42 @@ export function queueMeasurements(): Measurement[] {
       baseline: "raw-insert-one-transaction",
       run: dispatchMany,
     },
-    ...DRAIN_CONCURRENCIES.map((concurrency): Measurement => ({
-      id: `drain-c${concurrency}`,
-      name: `drain c${concurrency}`,
-      label: `queue.work() drain of no-op jobs, concurrency ${concurrency}`,
-      baseline: "ceiling-batched",
-      ...(concurrency === 32 && { target: 0.4 }),
-      run: (jobs) => drain(jobs, concurrency),
-    })),
   ];
 }
 
-function withQueue(fn: (queue: Queue) => Promise<number>): Promise<number> {
-  return withTempDatabase(async (path) => {
-    await using queue = await Queue.open({ path, jobs: [noop] });
-    return await fn(queue);
-  });
+/**
+ * The drains with `executor: "isolate"`, against the batched ceiling
+ * (target 40 % at concurrency 32).
+ */
+export function isolateDrainMeasurements(): Measurement[] {
+  return DRAIN_CONCURRENCIES.map((concurrency): Measurement => ({
+    id: `drain-c${concurrency}`,
+    name: `isolate drain c${concurrency}`,
+    label: `queue.work() drain of no-op jobs, isolate executor, concurrency ${concurrency}`,
+    baseline: "ceiling-batched",
+    ...(concurrency === 32 && { target: 0.4 }),
+    run: (jobs) => drain(jobs, concurrency, "isolate"),
+  }));
+}
+
+/**
+ * The drains with `executor: "workers"` (as many Web Workers as the
+ * default: the smaller of concurrency and cores), against the isolate drain
+ * at the same concurrency and also against the batched ceiling. They run
+ * `jobs` jobs per timed run and `warmupJobs` in the warm-up round, whatever
+ * the other measurements run.
+ */
+export function workerDrainMeasurements(jobs: number, warmupJobs: number): Measurement[] {
+  return DRAIN_CONCURRENCIES.map((concurrency): Measurement => ({
+    fixedJobs: jobs,
+    fixedWarmupJobs: warmupJobs,
+    id: `drain-workers-c${concurrency}`,
+    name: `workers drain c${concurrency}`,
+    label: `queue.work() drain of no-op jobs, Web Worker executor, concurrency ${concurrency}`,
+    baseline: `drain-c${concurrency}`,
+    alsoComparedWith: ["ceiling-batched"],
+    run: (jobs) => drain(jobs, concurrency, "workers"),
+  }));
 }
 
 function dispatchSingle(jobs: number): Promise<number> {
@@ -87,31 +100,31 @@ function dispatchMany(jobs: number): Promise<number> {
   });
 }
 
-function drain(jobs: number, concurrency: number): Promise<number> {
+/**
+ * Pre-queues `jobs` no-op jobs, then times a worker that drains them and
+ * stops. With Web Workers the timing includes starting the pool (each Web
+ * Worker imports the jobs module), as every `work()` call pays it.
+ */
+function drain(jobs: number, concurrency: number, executor: Executors): Promise<number> {
   return withQueue(async (queue) => {
     await queue.dispatchMany(noop, payloads(jobs));
     let completed = 0;
     const rate = await measureRate(jobs, async () => {
-      const worker = queue.work({ concurrency, stopWhenEmpty: true, pollMs: DRAIN_POLL_MS });
+      const worker = queue.work({
+        executor,
+        concurrency,
+        stopWhenEmpty: true,
+        pollMs: DRAIN_POLL_MS,
+      });
       await worker.done;
       completed = worker.stats.completed;
     });
     if (completed !== jobs) {
-      throw new Error(`The drain at concurrency ${concurrency} ran ${completed} of ${jobs} jobs`);
+      throw new Error(
+        `The ${executor} drain at concurrency ${concurrency} ran ${completed} of ${jobs} jobs`,
+      );
     }
     await assertPending(queue, 0);
     return rate;
   });
-}
-
-/** A figure for work that was not all done would flatter us: check what the queue holds. */
-async function assertPending(queue: Queue, expected: number): Promise<void> {
-  const counts = Object.values(await queue.counts());
-  const pending = counts.reduce((sum, { pending }) => sum + pending, 0);
-  const other = counts.reduce((sum, c) => sum + c.delayed + c.reserved + c.failed, 0);
-  if (pending !== expected || other !== 0) {
-    throw new Error(
-      `Expected ${expected} pending jobs and nothing else: got ${pending} pending, ${other} other`,
-    );
-  }
 }

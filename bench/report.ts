@@ -1,13 +1,26 @@
 /**
  * Turning samples into the report: each measurement's median, its ratio to
  * its baseline's median from the same bench run, whether it meets its
- * target, printed as a markdown table or as JSON.
+ * target, printed as markdown tables or as JSON.
  *
  * @module
  */
+import { CPU_BASELINE_ROW, CPU_SPEEDUP_ROW, RAW_SPEEDUP_ROW } from "./cpu.ts";
+import type { SpinCalibration } from "./cpu_work.ts";
 import { type Environment, formatEnvironment } from "./environment.ts";
 import type { Measurement } from "./measurement.ts";
 import { median } from "./median.ts";
+import { formatPickupTable, type PickupRow } from "./pickup_report.ts";
+
+/** A further comparison of a row, paired by round like its baseline's. */
+export interface OtherRatio {
+  /** The other measurement's id. */
+  readonly id: string;
+  /** Its short name. */
+  readonly name: string;
+  /** Median over the rounds of this figure ÷ that one in the same round. */
+  readonly ratio: number;
+}
 
 /** One line of the report. */
 export interface ReportRow {
@@ -30,6 +43,10 @@ export interface ReportRow {
   readonly ratio: number;
   /** This median over the baseline's median, for comparison with `ratio`. */
   readonly ratioOfMedians: number;
+  /** Ratios to the measurements of `alsoComparedWith`. */
+  readonly also: readonly OtherRatio[];
+  /** Whether its jobs per run were fixed rather than `--jobs`. */
+  readonly fixed: boolean;
   /** The ratio this row should reach, or null when it has no target. */
   readonly target: number | null;
   /** Whether `ratio >= target`, or null when there is no target. */
@@ -44,12 +61,18 @@ export interface Report {
   readonly runs: number;
   /** Jobs per run. */
   readonly jobs: number;
-  /** Jobs per measurement in the untimed warm-up round. */
+  /** Jobs per measurement in the untimed warm-up round (those whose size is not fixed). */
   readonly warmupJobs: number;
+  /** Jobs per run of the Web Worker drains, or null when they did not run. */
+  readonly workerDrainJobs: number | null;
+  /** The CPU-bound job's size, or null when the CPU measurements did not run. */
+  readonly cpu: SpinCalibration | null;
   /** Wall time of the whole bench, warm-up included, in ms. */
   readonly elapsedMs: number;
-  /** One row per measurement, in the order they ran. */
+  /** One row per throughput measurement, in the order they ran. */
   readonly rows: readonly ReportRow[];
+  /** One row per pick-up latency measurement. */
+  readonly pickup: readonly PickupRow[];
 }
 
 /**
@@ -79,7 +102,9 @@ export function buildRows(
       throw new Error(`"${measurement.id}" and its baseline ran a different number of rounds`);
     }
     const medianJobsPerSecond = median(own);
-    const ratio = median(own.map((value, round) => value / base[round]!));
+    const pairedRatio = (other: readonly number[]) =>
+      median(own.map((value, round) => value / other[round]!));
+    const ratio = pairedRatio(base);
     const target = measurement.target ?? null;
     return {
       id: measurement.id,
@@ -90,48 +115,105 @@ export function buildRows(
       baselineName: baseline.name,
       ratio,
       ratioOfMedians: medianJobsPerSecond / median(base),
+      also: (measurement.alsoComparedWith ?? []).map((id) => {
+        const other = byId.get(id);
+        if (other === undefined) {
+          throw new Error(`"${measurement.id}" is compared with unknown "${id}"`);
+        }
+        return { id, name: other.name, ratio: pairedRatio(samplesOf(id)) };
+      }),
+      fixed: measurement.fixedJobs !== undefined,
       target,
       met: target === null ? null : ratio >= target,
     };
   });
 }
 
-/** The report as markdown: a title line, the table, the machine line, and how it was run. */
+/**
+ * The report as markdown: a title line, the throughput table, the CPU
+ * speedup, the pick-up latency table, the machine line, and how it was run.
+ */
 export function formatMarkdown(report: Report): string {
+  const sections = ["## @renox/queue bench"];
+  if (report.rows.length > 0) sections.push(formatRateTable(report.rows));
+  const speedup = report.rows.find(({ id }) => id === CPU_SPEEDUP_ROW)?.also[0];
+  const rawSpeedup = report.rows.find(({ id }) => id === RAW_SPEEDUP_ROW)?.also[0];
+  const isolate = report.rows.find(({ id }) => id === CPU_BASELINE_ROW);
+  if (speedup !== undefined && rawSpeedup !== undefined && report.cpu !== null) {
+    sections.push(
+      `CPU-bound speedup, 2 Web Workers over 1: **${speedup.ratio.toFixed(2)}×** on ` +
+        `${report.environment.cores} cores (navigator.hardwareConcurrency); plain Web Workers ` +
+        `without the queue, same rounds: ${rawSpeedup.ratio.toFixed(2)}×. One job is ` +
+        `${report.cpu.iterations.toLocaleString("en-US")} iterations, ` +
+        `${report.cpu.msPerJob.toFixed(1)} ms when calibrated in the main isolate` +
+        (isolate === undefined
+          ? ""
+          : ` (${
+            (1000 / isolate.medianJobsPerSecond).toFixed(1)
+          } ms a job at the isolate row's rate)`) +
+        `; timed on a warm worker (each Web Worker ran short jobs first), from dispatch to the ` +
+        `last completion.`,
+    );
+  }
+  if (report.pickup.length > 0) sections.push(formatPickupTable(report.pickup));
+  const seconds = (report.elapsedMs / 1000).toFixed(1);
+  const runs = `${report.runs} run${report.runs === 1 ? "" : "s"}`;
+  const footnote = [
+    `Each figure: median of ${runs}, each on a fresh temp-file database, after one untimed ` +
+    `warm-up round. Each round runs every measurement once, beside its baseline (order ` +
+    `reversed every other round); a ratio is the median over the rounds of figure ÷ baseline ` +
+    `in the same round.`,
+  ];
+  if (report.rows.some(({ fixed }) => !fixed)) {
+    footnote.push(
+      ` Throughput rows run ${report.jobs.toLocaleString("en-US")} jobs per run (warm-up ` +
+        `${report.warmupJobs.toLocaleString("en-US")})` +
+        (report.workerDrainJobs === null
+          ? ""
+          : `, the Web Worker drains ${
+            report.workerDrainJobs.toLocaleString("en-US")
+          } (their time includes starting the pool)`) +
+        (report.cpu === null ? "." : "; CPU rows the count in their label."),
+    );
+  }
+  if (report.pickup.length > 0) {
+    footnote.push(
+      ` Pick-up: wall-clock ms (performance.timeOrigin + now()) from just before dispatch() ` +
+        `to the first line of the handler, in a Web Worker; each job is dispatched 2 ms after ` +
+        `the previous one completed (the poll-only baseline waits a random 0–50 ms more, so ` +
+        `that its dispatches fall anywhere in the poll interval); p50 and p99 are per run, ` +
+        `their median over the runs is shown, and max is the slowest of all runs.`,
+    );
+  }
+  footnote.push(` Whole bench: ${seconds} s.`);
+  sections.push(`${formatEnvironment(report.environment)}\n${footnote.join("")}`);
+  return sections.join("\n\n");
+}
+
+function formatRateTable(rows: readonly ReportRow[]): string {
   const header = [
     "measurement",
     "median jobs/s",
     "ratio to baseline",
     "baseline",
+    "also",
     "target",
     "met?",
   ];
-  const lines = report.rows.map((row) => [
+  const lines = rows.map((row) => [
     row.label,
     Math.round(row.medianJobsPerSecond).toLocaleString("en-US"),
     percent(row.ratio),
     row.baseline === row.id ? `${row.baselineName} (itself)` : row.baselineName,
+    row.also.length === 0
+      ? "—"
+      : row.also.map(({ name, ratio }) => `${percent(ratio)} of ${name}`).join("; "),
     row.target === null ? "—" : `≥ ${percent(row.target)}`,
     row.met === null ? "—" : row.met ? "yes" : "**no**",
   ]);
   const right = new Set([1, 2]);
-  const table = [header, header.map((_, i) => right.has(i) ? "---:" : "---"), ...lines]
-    .map((cells) => `| ${cells.join(" | ")} |`);
-  const seconds = (report.elapsedMs / 1000).toFixed(1);
-  return [
-    "## @renox/queue bench",
-    "",
-    ...table,
-    "",
-    formatEnvironment(report.environment),
-    `Each figure: median of ${report.runs} runs of ${
-      report.jobs.toLocaleString("en-US")
-    } jobs, each on a fresh temp-file database, after one untimed warm-up round of ${
-      report.warmupJobs.toLocaleString("en-US")
-    } jobs. Each round runs every measurement once, beside its baseline (order reversed ` +
-    `every other round); a ratio is the median over the rounds of figure ÷ baseline in the ` +
-    `same round. Whole bench: ${seconds} s.`,
-  ].join("\n");
+  return [header, header.map((_, i) => right.has(i) ? "---:" : "---"), ...lines]
+    .map((cells) => `| ${cells.join(" | ")} |`).join("\n");
 }
 
 /** The report as indented JSON (rates in jobs per second, ratios as fractions). */

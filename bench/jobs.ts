@@ -1,0 +1,42 @@
+/**
+ * The bench's jobs module: every job the bench runs, in one module that the
+ * queue, each Web Worker and the pick-up worker process import by URL.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { defineJob } from "../mod.ts";
+import { spin } from "./cpu_work.ts";
+import { signalPickup } from "./pickup_signal.ts";
+import { wallClockMs } from "./wall_clock.ts";
+
+/** This module's URL, for `Queue.open({ jobs })` and the Web Workers. */
+export const BENCH_JOBS_URL: string = import.meta.url;
+
+/** Does nothing: what the drains measure is the queue's own cost per job. */
+export const noop = defineJob({
+  name: "bench-noop",
+  schema: z.object({ n: z.number().int() }),
+  handle() {},
+});
+
+/** Holds its thread for `iterations` of synchronous arithmetic (about 20 ms in the bench). */
+export const cpuBound = defineJob({
+  name: "bench-cpu",
+  schema: z.object({ iterations: z.number().int().min(1) }),
+  handle({ iterations }) {
+    spin(iterations);
+  },
+});
+
+/**
+ * Signals, first thing, how long after `sentAt` (wall clock, ms) its handler
+ * started.
+ */
+export const pickup = defineJob({
+  name: "bench-pickup",
+  schema: z.object({ sentAt: z.number() }),
+  handle({ sentAt }, ctx) {
+    signalPickup({ id: ctx.id, latencyMs: wallClockMs() - sentAt });
+  },
+});
