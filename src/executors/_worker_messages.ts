@@ -26,7 +26,11 @@ export interface WireRequest {
 /** Main thread to Web Worker. */
 export type ToWorker =
   | { readonly type: "init"; readonly jobsUrl: string }
-  | { readonly type: "run"; readonly runId: number; readonly request: WireRequest }
+  | {
+    /** The attempts one worker tick handed this Web Worker, started together. */
+    readonly type: "run";
+    readonly runs: { readonly runId: number; readonly request: WireRequest }[];
+  }
   | { readonly type: "abort"; readonly runId: number; readonly reason: WireError }
   | {
     readonly type: "failed-hook";
@@ -41,15 +45,21 @@ export type ToWorker =
     readonly error?: WireError;
   };
 
+/** How one attempt ended, as a Web Worker reports it. */
+export interface WireResult {
+  readonly runId: number;
+  readonly kind: "success" | "release" | "error";
+  readonly delayMs?: number;
+  readonly error?: WireError;
+  readonly permanent?: boolean;
+}
+
 /** Web Worker to main thread. */
 export type FromWorker =
   | {
-    readonly type: "result";
-    readonly runId: number;
-    readonly kind: "success" | "release" | "error";
-    readonly delayMs?: number;
-    readonly error?: WireError;
-    readonly permanent?: boolean;
+    /** Several results at once, so the runner settles them in one transaction. */
+    readonly type: "results";
+    readonly results: WireResult[];
   }
   | { readonly type: "hook-done"; readonly runId: number; readonly error?: WireError }
   | {

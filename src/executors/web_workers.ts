@@ -9,7 +9,13 @@ import type { DispatchOptions } from "../job.ts";
 import type { ExecutionRequest, ExecutionResult, Executor, FailedHookRequest } from "./executor.ts";
 import { asError } from "../errors.ts";
 import { workerThreads } from "./_thread_probe.ts";
-import { fromWire, type FromWorker, toWire, type ToWorker } from "./_worker_messages.ts";
+import {
+  fromWire,
+  type FromWorker,
+  toWire,
+  type ToWorker,
+  type WireRequest,
+} from "./_worker_messages.ts";
 
 /** Stores what handlers dispatch: the queue's `dispatchMany`, by job name. */
 export type DispatchByName = (
@@ -44,6 +50,8 @@ interface PoolWorker {
   readonly thread: string | null;
   readonly runs: Map<number, PendingRun>;
   readonly hooks: Map<number, { resolve(): void; reject(error: Error): void }>;
+  /** Attempts to post together at the end of this tick. */
+  outgoing: { runId: number; request: WireRequest }[];
   retired: boolean;
 }
 
@@ -97,7 +105,7 @@ export class WebWorkerPool implements Executor {
         killTimer: undefined,
       };
       slot.runs.set(runId, pending);
-      this.#post(slot, { type: "run", runId, request: wire });
+      this.#send(slot, runId, wire);
       if (signal.aborted) onAbort();
       else signal.addEventListener("abort", onAbort, { once: true });
     });
@@ -144,6 +152,7 @@ export class WebWorkerPool implements Executor {
       thread: born.length === 1 ? born[0]! : null,
       runs: new Map(),
       hooks: new Map(),
+      outgoing: [],
       retired: false,
     };
     worker.onmessage = ({ data }: MessageEvent<FromWorker>) => this.#receive(slot, data);
@@ -157,22 +166,23 @@ export class WebWorkerPool implements Executor {
 
   #receive(slot: PoolWorker, message: FromWorker): void {
     switch (message.type) {
-      case "result": {
-        const pending = slot.runs.get(message.runId);
-        if (pending === undefined) return;
-        this.#settle(slot, message.runId, pending);
-        if (message.kind === "success") pending.resolve({ kind: "success" });
-        else if (message.kind === "release") {
-          pending.resolve({ kind: "release", delayMs: message.delayMs ?? 0 });
-        } else {
-          pending.resolve({
-            kind: "error",
-            error: fromWire(message.error!),
-            permanent: message.permanent ?? false,
-          });
+      case "results":
+        for (const result of message.results) {
+          const pending = slot.runs.get(result.runId);
+          if (pending === undefined) continue;
+          this.#settle(slot, result.runId, pending);
+          if (result.kind === "success") pending.resolve({ kind: "success" });
+          else if (result.kind === "release") {
+            pending.resolve({ kind: "release", delayMs: result.delayMs ?? 0 });
+          } else {
+            pending.resolve({
+              kind: "error",
+              error: fromWire(result.error!),
+              permanent: result.permanent ?? false,
+            });
+          }
         }
         return;
-      }
       case "hook-done": {
         const hook = slot.hooks.get(message.runId);
         slot.hooks.delete(message.runId);
@@ -204,9 +214,23 @@ export class WebWorkerPool implements Executor {
     });
   }
 
+  /** Queues an attempt; every attempt queued in this tick goes to the Web Worker in one message. */
+  #send(slot: PoolWorker, runId: number, request: WireRequest): void {
+    slot.outgoing.push({ runId, request });
+    if (slot.outgoing.length === 1) queueMicrotask(() => this.#flushRuns(slot));
+  }
+
+  #flushRuns(slot: PoolWorker): void {
+    if (slot.outgoing.length === 0) return;
+    const runs = slot.outgoing;
+    slot.outgoing = [];
+    this.#post(slot, { type: "run", runs });
+  }
+
   #abort(slot: PoolWorker, runId: number, reason: unknown): void {
     const pending = slot.runs.get(runId);
     if (pending === undefined || slot.retired) return;
+    this.#flushRuns(slot); // the run must reach the Web Worker before its abort
     pending.aborted = true;
     this.#post(slot, { type: "abort", runId, reason: toWire(asError(reason)) });
     pending.killTimer = this.#after(this.#options.graceMs, () => {
