@@ -54,6 +54,20 @@ export function refusalBeforeStart(
 /** The settlement of a job refused before start: it fails without running. */
 export function failBeforeStart(job: ClaimedJob, reason: string, now: number): Outcome {
   const error = new Error(reason);
+  // The stack would point into this module, not at anything the job did.
+  const stored = { message: `${error.name}: ${reason}`, stack: null };
+  return failure(job, error, stored, job.attempts - 1, now, false);
+}
+
+/** The outcome that moves a job to the failed jobs. */
+function failure(
+  job: ClaimedJob,
+  error: Error,
+  stored: StoredError,
+  attempts: number,
+  now: number,
+  crashed: boolean,
+): Outcome {
   return {
     kind: "fail",
     error,
@@ -61,9 +75,10 @@ export function failBeforeStart(job: ClaimedJob, reason: string, now: number): O
       kind: "fail",
       id: job.id,
       token: job.token,
-      error: { message: `${error.name}: ${reason}`, stack: null },
-      attempts: job.attempts - 1,
+      error: stored,
+      attempts,
       failedAt: now,
+      ...(crashed && { crashed }),
     },
   };
 }
@@ -112,21 +127,7 @@ export function outcomeOf(
       const final = (result.kind === "error" && result.permanent) || crashesSpent ||
         job.attempts >= definition.maxAttempts ||
         (job.retryUntil !== null && now >= job.retryUntil);
-      if (final) {
-        return {
-          kind: "fail",
-          error,
-          settlement: {
-            kind: "fail",
-            id,
-            token,
-            error: stored,
-            attempts: job.attempts,
-            failedAt: now,
-            ...(crashed && { crashed }),
-          },
-        };
-      }
+      if (final) return failure(job, error, stored, job.attempts, now, crashed);
       const delayMs = retryDelayMs(definition.backoff, job.attempts, definition.jitter, random);
       return {
         kind: "retry",
@@ -175,16 +176,5 @@ export function storedError(error: Error): StoredError {
 
 /** A job whose rules themselves failed (e.g. a backoff function that threw): it fails for good. */
 export function failWith(job: ClaimedJob, error: Error, now: number): Outcome {
-  return {
-    kind: "fail",
-    error,
-    settlement: {
-      kind: "fail",
-      id: job.id,
-      token: job.token,
-      error: storedError(error),
-      attempts: job.attempts,
-      failedAt: now,
-    },
-  };
+  return failure(job, error, storedError(error), job.attempts, now, false);
 }
