@@ -63,4 +63,4 @@ export {
 export type { Runner, RunnerStats, StopOptions, StopReason } from "./src/runner.ts";
 export { type Durability, SqliteStore, type SqliteStoreOptions } from "./src/stores/sqlite.ts";
 export type * from "./src/stores/store.ts";
-export type { Executors, ResolvedWorkOptions, WorkOptions } from "./src/work_options.ts";
+export type { ExecutorKind, ResolvedWorkOptions, WorkOptions } from "./src/work_options.ts";

@@ -25,7 +25,7 @@ export interface WorkOptions {
    * `"isolate"` in this isolate (for hosts without `Worker`).
    * @default {"workers" where `Worker` exists and the jobs came from a module URL, else "isolate"}
    */
-  executor?: Executors;
+  executor?: ExecutorKind;
   /**
    * Web Workers in the pool, each running many jobs; only with `executor: "workers"`.
    * @default {the smaller of concurrency and the machine's cores}
@@ -65,7 +65,7 @@ export interface WorkOptions {
 }
 
 /** Where handlers run. */
-export type Executors = "workers" | "isolate";
+export type ExecutorKind = "workers" | "isolate";
 
 /** {@linkcode WorkOptions} with every default filled in. */
 export type ResolvedWorkOptions = {

@@ -9,7 +9,7 @@ import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { Queue } from "../queue.ts";
 import type { Runner } from "../runner.ts";
-import type { Executors, WorkOptions } from "../work_options.ts";
+import type { ExecutorKind, WorkOptions } from "../work_options.ts";
 import {
   expectPositionals,
   type ParsedArgs,
@@ -29,7 +29,7 @@ import { supervise } from "./supervise.ts";
 
 const MAX_MS = 2_147_483_647;
 
-const EXECUTORS: readonly Executors[] = ["workers", "isolate"];
+const EXECUTORS: readonly ExecutorKind[] = ["workers", "isolate"];
 
 /** Everything `work` needs, read from its flags. */
 interface WorkSettings {
