@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { Executors } from "../mod.ts";
+import type { ExecutorKind } from "../mod.ts";
 import { SPIN_WARMUP_CALLS, SPIN_WARMUP_ITERATIONS, type SpinCalibration } from "./cpu_work.ts";
 import { cpuBound } from "./jobs.ts";
 import { type Measurement, measureRate } from "./measurement.ts";
@@ -97,7 +97,7 @@ export function cpuMeasurements(calibration: () => SpinCalibration): Measurement
 function drainCpu(
   jobs: number,
   iterations: number,
-  executor: Executors,
+  executor: ExecutorKind,
   workers: number,
 ): Promise<number> {
   return withQueue(async (queue) => {

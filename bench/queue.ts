@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { Executors } from "../mod.ts";
+import type { ExecutorKind } from "../mod.ts";
 import { noop } from "./jobs.ts";
 import { type Measurement, measureRate } from "./measurement.ts";
 import { assertPending, withQueue } from "./queue_fixture.ts";
@@ -105,7 +105,7 @@ function dispatchMany(jobs: number): Promise<number> {
  * stops. With Web Workers the timing includes starting the pool (each Web
  * Worker imports the jobs module), as every `work()` call pays it.
  */
-function drain(jobs: number, concurrency: number, executor: Executors): Promise<number> {
+function drain(jobs: number, concurrency: number, executor: ExecutorKind): Promise<number> {
   return withQueue(async (queue) => {
     await queue.dispatchMany(noop, payloads(jobs));
     let completed = 0;
