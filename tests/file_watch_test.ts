@@ -1,107 +1,19 @@
 import assert from "node:assert/strict";
-import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import type { QueueEventMap } from "../src/events.ts";
 import { defineJob } from "../src/job.ts";
 import { Queue } from "../src/queue.ts";
 import { SqliteStore } from "../src/stores/sqlite.ts";
+import { ChildScript } from "./_child.ts";
 import { nextEvent, tempDir } from "./_helpers.ts";
 
-const CONFIG = fileURLToPath(new URL("../deno.json", import.meta.url));
-
-/** A fixture script under tests/fixtures/watch/, run as a real process, read line by line. */
-class Child implements AsyncDisposable {
-  readonly #process: Deno.ChildProcess;
-  readonly #stdin: WritableStreamDefaultWriter<Uint8Array>;
-  readonly #lines: string[] = [];
-  readonly #pumps: Promise<void>;
-  #stderr = "";
-  #ended = false;
-  #changed = Promise.withResolvers<void>();
-
+/** A fixture script under tests/fixtures/watch/. */
+class Child extends ChildScript {
   constructor(script: string, args: readonly string[]) {
-    const url = new URL(`./fixtures/watch/${script}`, import.meta.url);
-    this.#process = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "--quiet", "--config", CONFIG, fileURLToPath(url), ...args],
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    this.#stdin = this.#process.stdin.getWriter();
-    let partial = "";
-    this.#pumps = Promise.all([
-      this.#pump(this.#process.stdout, (text) => {
-        const parts = (partial + text).split("\n");
-        partial = parts.pop()!;
-        this.#lines.push(...parts);
-      }),
-      this.#pump(this.#process.stderr, (text) => this.#stderr += text),
-    ]).then(() => {
-      this.#ended = true;
-      this.#changed.resolve();
-    });
-  }
-
-  /** How the process ended. */
-  get status(): Promise<Deno.CommandStatus> {
-    return this.#process.status;
-  }
-
-  /** The first line not read yet that starts with `prefix`; rejects after `timeoutMs` or at exit. */
-  async line(prefix: string, timeoutMs = 15_000): Promise<string> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const index = this.#lines.findIndex((line) => line.startsWith(prefix));
-      if (index >= 0) return this.#lines.splice(0, index + 1).at(-1)!;
-      const remaining = deadline - Date.now();
-      if (this.#ended || remaining <= 0) {
-        throw new Error(
-          `No "${prefix}" line from the child (${this.#ended ? "it exited" : "timed out"}):\n` +
-            `stdout: ${this.#lines.join("\n")}\nstderr: ${this.#stderr}`,
-        );
-      }
-      await within(this.#changed.promise, remaining, `a "${prefix}" line`).catch(() => {});
-    }
-  }
-
-  /** Writes `text` to the child's stdin. */
-  async send(text: string): Promise<void> {
-    await this.#stdin.write(new TextEncoder().encode(text));
-  }
-
-  /** Ends the child's stdin, then waits for it to exit, killing it after `timeoutMs`. */
-  async exit(timeoutMs: number): Promise<Deno.CommandStatus> {
-    await this.#stdin.close().catch(() => {});
-    try {
-      return await within(this.#process.status, timeoutMs, "the child's exit");
-    } finally {
-      await this[Symbol.asyncDispose]();
-    }
-  }
-
-  /** Kills the child if it still runs, and waits for it and its output. */
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.#stdin.close().catch(() => {});
-    try {
-      this.#process.kill("SIGKILL");
-    } catch {
-      // it has exited already
-    }
-    await this.#process.status;
-    await this.#pumps;
-  }
-
-  async #pump(stream: ReadableStream<Uint8Array>, onText: (text: string) => void) {
-    for await (const text of stream.pipeThrough(new TextDecoderStream())) {
-      onText(text);
-      const changed = this.#changed;
-      this.#changed = Promise.withResolvers();
-      changed.resolve();
-    }
+    super(new URL(`./fixtures/watch/${script}`, import.meta.url), args);
   }
 }
 
-/** `promise`, or a rejection once `ms` have passed: a wait that never ends fails instead. */
 async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
-import { fileURLToPath } from "node:url";
 import { migrations } from "../migrations/sqlite/mod.ts";
 import { openConnection } from "../src/stores/_sqlite_connection.ts";
 import { type Durability, SqliteStore } from "../src/stores/sqlite.ts";
+import { ChildScript } from "./_child.ts";
 import { tempDir } from "./_helpers.ts";
 import { claim, LEASE_MS, newJob, storeContract, T0 } from "./store_contract.ts";
 
@@ -45,118 +45,10 @@ async function storePragma(store: SqliteStore, name: string): Promise<unknown> {
   return only(await store.transaction((tx) => tx.query(`PRAGMA ${name}`)));
 }
 
-/** A fixture script under tests/fixtures/store/, run as a real process. */
-class Child implements AsyncDisposable {
-  readonly #process: Deno.ChildProcess;
-  readonly #stdin: WritableStreamDefaultWriter<Uint8Array>;
-  readonly #lines: string[] = [];
-  readonly #pumps: Promise<void>;
-  #cursor = 0;
-  #stderr = "";
-  #ended = false;
-  #stdinClosed = false;
-  #wake: () => void = () => {};
-  #changed = this.#nextChange();
-
+/** A fixture script under tests/fixtures/store/. */
+class Child extends ChildScript {
   constructor(script: string, args: readonly string[]) {
-    const url = new URL(`./fixtures/store/${script}`, import.meta.url);
-    this.#process = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", fileURLToPath(url), ...args],
-      cwd: fileURLToPath(new URL("..", import.meta.url)),
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    this.#stdin = this.#process.stdin.getWriter();
-    let partial = "";
-    this.#pumps = Promise.all([
-      this.#pump(this.#process.stdout, (text) => {
-        const parts = (partial + text).split("\n");
-        partial = parts.pop()!;
-        this.#lines.push(...parts);
-      }),
-      this.#pump(this.#process.stderr, (text) => this.#stderr += text),
-    ]).then(() => {
-      this.#ended = true;
-      this.#wake();
-    });
-  }
-
-  /** How the process ended. */
-  get status(): Promise<Deno.CommandStatus> {
-    return this.#process.status;
-  }
-
-  /** What the process wrote to stderr so far. */
-  get stderr(): string {
-    return this.#stderr;
-  }
-
-  /** The next line starting with `prefix`, or an error after `timeoutMs` or at exit. */
-  async line(prefix: string, timeoutMs = 15_000): Promise<string> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const index = this.#lines.findIndex((line, i) =>
-        i >= this.#cursor && line.startsWith(prefix)
-      );
-      if (index >= 0) {
-        this.#cursor = index + 1;
-        return this.#lines[index]!;
-      }
-      const remaining = deadline - Date.now();
-      if (this.#ended || remaining <= 0) {
-        throw new Error(
-          `No "${prefix}" line from the child (${this.#ended ? "it exited" : "timed out"}):\n` +
-            `stdout: ${this.#lines.join("\n")}\nstderr: ${this.#stderr}`,
-        );
-      }
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([
-        this.#changed,
-        new Promise((resolve) => timer = setTimeout(resolve, remaining)),
-      ]);
-      clearTimeout(timer);
-    }
-  }
-
-  /** Writes `text` to the child's stdin. */
-  async send(text: string): Promise<void> {
-    await this.#stdin.write(new TextEncoder().encode(text));
-  }
-
-  /** Ends the child's stdin. */
-  async closeStdin(): Promise<void> {
-    if (this.#stdinClosed) return;
-    this.#stdinClosed = true;
-    await this.#stdin.close().catch(() => {});
-  }
-
-  /** Kills the child if it still runs, and waits for it and its output. */
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.closeStdin();
-    try {
-      this.#process.kill("SIGKILL");
-    } catch {
-      // it has exited already
-    }
-    await this.#process.status;
-    await this.#pumps;
-  }
-
-  async #pump(stream: ReadableStream<Uint8Array>, onText: (text: string) => void) {
-    for await (const text of stream.pipeThrough(new TextDecoderStream())) {
-      onText(text);
-      this.#wake();
-    }
-  }
-
-  #nextChange(): Promise<void> {
-    return new Promise<void>((resolve) => {
-      this.#wake = () => {
-        this.#changed = this.#nextChange();
-        resolve();
-      };
-    });
+    super(new URL(`./fixtures/store/${script}`, import.meta.url), args);
   }
 }
 
