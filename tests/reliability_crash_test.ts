@@ -13,21 +13,13 @@ import { closesWorker, forever, gated, sleeper, throwsLater } from "./fixtures/r
 import { type LedgerRow, readLedger } from "./fixtures/reliability/ledger.ts";
 import {
   all,
+  type JobRow,
   JOBS_URL,
   one,
   openReader,
   startWorker,
   waitUntil,
 } from "./fixtures/reliability/harness.ts";
-
-interface JobRow {
-  id: number;
-  token: number | null;
-  available_at: number;
-  attempts: number;
-  crashes: number;
-  last_error: string | null;
-}
 
 interface FailedRow {
   id: number;

@@ -13,6 +13,7 @@ import { readLedger } from "./fixtures/reliability/ledger.ts";
 import {
   all,
   type ChildLine,
+  type JobRow,
   JOBS_URL,
   locksHeld,
   one,
@@ -21,15 +22,6 @@ import {
   startWorker,
   waitUntil,
 } from "./fixtures/reliability/harness.ts";
-
-interface JobRow {
-  id: number;
-  token: number | null;
-  available_at: number;
-  attempts: number;
-  crashes: number;
-  last_error: string | null;
-}
 
 Deno.test("R02: SIGTERM with short and long jobs running: nothing is claimed after it, short jobs finish, long ones are released, the process exits within grace + 1 s", async () => {
   await using tmp = await tempDir();
