@@ -47,19 +47,23 @@ export {
   type PayloadOf,
   type PayloadOutput,
   type PayloadSchema,
+  type PlannedJobs,
   type SchemaIssue,
   type SchemaResult,
 } from "./src/job.ts";
 export type { JobsSource } from "./src/registry.ts";
 export {
   type FailedJob,
-  type FailedListOptions,
-  type PruneFailedOptions,
+  type ListOptions,
+  type PruneOptions,
   Queue,
   type QueueCounts,
   type QueueOptions,
   type QueueTransaction,
+  type RunningJob,
 } from "./src/queue.ts";
+export { BatchBuilder, type BatchStatus } from "./src/batch.ts";
+export { ChainBuilder, type ChainOptions } from "./src/chain.ts";
 export type { Runner, RunnerStats, StopOptions, StopReason } from "./src/runner.ts";
 export { type Durability, SqliteStore, type SqliteStoreOptions } from "./src/stores/sqlite.ts";
 export type * from "./src/stores/store.ts";

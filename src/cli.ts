@@ -26,6 +26,7 @@
  */
 import { ADMIN_COMMANDS } from "./cli/admin.ts";
 import { type ParsedArgs, parseFlags, UsageError } from "./cli/args.ts";
+import { BATCH_COMMANDS } from "./cli/batches.ts";
 import {
   type Command,
   commandHelp,
@@ -53,7 +54,7 @@ const help: Command = {
   },
 };
 
-const COMMANDS: readonly Command[] = [work, ...ADMIN_COMMANDS, stats, help];
+const COMMANDS: readonly Command[] = [work, ...ADMIN_COMMANDS, ...BATCH_COMMANDS, stats, help];
 
 function find(name: string): Command {
   const command = COMMANDS.find((candidate) => candidate.name === name);

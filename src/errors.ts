@@ -32,14 +32,22 @@ export class ValidationError extends Error {
   /** zod's issues, when a schema refused the payload; empty otherwise. */
   readonly issues: readonly ValidationIssue[];
 
-  /** Builds the error; `detail` follows `Cannot dispatch "<job>": `. */
+  /**
+   * Builds the error; `detail` follows `Cannot dispatch "<job>"<role>: `,
+   * where `options.role` places the job (` as link 2 of a chain`).
+   */
   constructor(
     jobName: string | undefined,
     detail: string,
     issues: readonly ValidationIssue[] = [],
-    options?: ErrorOptions,
+    options?: ErrorOptions & { role?: string },
   ) {
-    super(jobName === undefined ? detail : `Cannot dispatch "${jobName}": ${detail}`, options);
+    super(
+      jobName === undefined
+        ? detail
+        : `Cannot dispatch "${jobName}"${options?.role ?? ""}: ${detail}`,
+      options,
+    );
     this.name = "ValidationError";
     this.jobName = jobName;
     this.issues = issues;

@@ -43,6 +43,16 @@ export interface Dispatcher {
   ): Promise<number[]>;
 }
 
+/** Jobs of one kind that a chain or batch builder gathered, dispatched later in one go. */
+export interface PlannedJobs {
+  /** Their definition (checked when dispatched). */
+  readonly job: JobDefinition;
+  /** Their payloads (checked when dispatched). */
+  readonly payloads: readonly unknown[];
+  /** Their dispatch options. */
+  readonly options: DispatchOptions | undefined;
+}
+
 /** {@linkcode DispatchOptions} checked, with the job's defaults filled in. */
 export interface ResolvedDispatch {
   /** Queue to put the jobs on. */
@@ -90,6 +100,27 @@ export interface JobContext {
   readonly signal: AbortSignal;
   /** Dispatches more jobs from inside the handler. */
   readonly queue: Dispatcher;
+  /**
+   * The batch this job belongs to, or whose `then`/`catch`/`finally` it is;
+   * null outside batches.
+   */
+  readonly batchId: number | null;
+  /**
+   * Adds a job to this job's batch, counted like the others (an import that
+   * discovers more work). Rejects outside a batch, or once the batch was
+   * cancelled or has finished.
+   */
+  addToBatch<J extends JobDefinition>(
+    job: J,
+    payload: PayloadOf<J>,
+    options?: DispatchOptions,
+  ): Promise<number>;
+  /**
+   * Reports how far this attempt has got, 0 to 100. Stored on the running
+   * job at most once a second (the latest value wins) and shown by
+   * `queue.counts()`; it is cleared when the job is claimed again.
+   */
+  progress(percent: number): void;
   /**
    * Ends this attempt without failing it once the handler returns: the job
    * comes back after `delayMs` (default 0). It still counts as an attempt.

@@ -77,7 +77,7 @@ function failure(
       token: job.token,
       error: stored,
       attempts,
-      failedAt: now,
+      at: now,
       ...(crashed && { crashed }),
     },
   };
@@ -94,7 +94,7 @@ export function outcomeOf(
   const { id, token } = job;
   switch (result.kind) {
     case "success":
-      return { kind: "complete", settlement: { kind: "complete", id, token } };
+      return { kind: "complete", settlement: { kind: "complete", id, token, at: now } };
     case "release":
       return {
         kind: "retry",
@@ -104,6 +104,7 @@ export function outcomeOf(
           kind: "release",
           id,
           token,
+          at: now,
           availableAt: now + result.delayMs,
           error: null,
           refundAttempt: false,
@@ -137,6 +138,7 @@ export function outcomeOf(
           kind: "release",
           id,
           token,
+          at: now,
           availableAt: now + delayMs,
           error: stored.message,
           refundAttempt: false,
@@ -161,6 +163,7 @@ export function putBack(job: ClaimedJob, now: number, reason: string): Outcome {
       kind: "release",
       id: job.id,
       token: job.token,
+      at: now,
       availableAt: now,
       error: reason,
       refundAttempt: true,

@@ -15,19 +15,26 @@ const encoder = new TextEncoder();
 
 /**
  * Checks `payload` against the job's schema, as the worker will see it after
- * a JSON round trip, and returns the JSON text to store.
+ * a JSON round trip, and returns the JSON text to store. `role` places the
+ * job in error messages (` as link 2 of a chain`).
  */
-export function encodePayload(job: JobDefinition, payload: unknown, maxBytes: number): string {
+export function encodePayload(
+  job: JobDefinition,
+  payload: unknown,
+  maxBytes: number,
+  role = "",
+): string {
   let json: string | undefined;
   try {
     json = JSON.stringify(payload);
   } catch (error) {
     throw new ValidationError(job.name, `payload is not JSON: ${describe(error)}`, [], {
       cause: error,
+      role,
     });
   }
   if (json === undefined) {
-    throw new ValidationError(job.name, `payload is not JSON: got ${typeof payload}`);
+    throw new ValidationError(job.name, `payload is not JSON: got ${typeof payload}`, [], { role });
   }
   // A UTF-8 byte is at most 3 per UTF-16 unit, so short text needs no count.
   const bytes = json.length * 3 <= maxBytes ? json.length : encoder.encode(json).length;
@@ -35,12 +42,17 @@ export function encodePayload(job: JobDefinition, payload: unknown, maxBytes: nu
     throw new ValidationError(
       job.name,
       `payload is ${bytes} bytes of JSON: over the cap of ${maxBytes} bytes`,
+      [],
+      { role },
     );
   }
   const result = job.schema.safeParse(JSON.parse(json));
   if (!result.success) {
     const issues = toIssues(result.error.issues);
-    throw new ValidationError(job.name, formatIssues(issues), issues, { cause: result.error });
+    throw new ValidationError(job.name, formatIssues(issues), issues, {
+      cause: result.error,
+      role,
+    });
   }
   return json;
 }

@@ -4,9 +4,12 @@
  *
  * @module
  */
+import { BatchBuilder, type BatchPlan, type BatchStatus, toBatchStatus } from "./batch.ts";
+import { ChainBuilder, type ChainOptions, type ChainPlan } from "./chain.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { JobTimeoutError, QueueClosedError } from "./errors.ts";
 import { QueueEventTarget } from "./events.ts";
+import type { HandlerQueue } from "./executors/executor.ts";
 import { IsolateExecutor } from "./executors/isolate.ts";
 import { WebWorkerPool } from "./executors/web_workers.ts";
 import {
@@ -15,6 +18,7 @@ import {
   isJobDefinition,
   type JobDefinition,
   type PayloadOf,
+  type PlannedJobs,
   resolveDispatch,
 } from "./job.ts";
 import { assertQueueName } from "./names.ts";
@@ -22,7 +26,15 @@ import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from "./payload.ts";
 import { JobRegistry, type JobsSource } from "./registry.ts";
 import { Runner } from "./runner.ts";
 import { type Durability, SqliteStore } from "./stores/sqlite.ts";
-import type { FailedJobRow, NewJobRow, Store, StoreTransaction } from "./stores/store.ts";
+import type {
+  FailedJobRow,
+  HeldJobRow,
+  NewJobRow,
+  Page,
+  RunningJobRow,
+  Store,
+  StoreTransaction,
+} from "./stores/store.ts";
 import { resolveWorkOptions, type WorkOptions } from "./work_options.ts";
 
 /** Options for {@linkcode Queue.open}. */
@@ -68,6 +80,24 @@ export interface QueueCounts {
   readonly reserved: number;
   /** Failed for good. */
   readonly failed: number;
+  /** The jobs counted in `reserved` whose lease is live, with the progress they reported. */
+  readonly running: RunningJob[];
+}
+
+/** A job running now. */
+export interface RunningJob {
+  /** The job's id. */
+  readonly id: number;
+  /** The job's name. */
+  readonly name: string;
+  /** The attempt running: 1 for the first start of the handler. */
+  readonly attempt: number;
+  /** What its handler last reported through `ctx.progress()`, 0 to 100, or null. */
+  readonly progress: number | null;
+  /** When its lease ends unless its worker renews it. */
+  readonly leasedUntil: Date;
+  /** Its batch, or null. */
+  readonly batchId: number | null;
 }
 
 /** A job that failed for good. */
@@ -92,30 +122,38 @@ export interface FailedJob {
   readonly createdAt: Date;
   /** When it failed. */
   readonly failedAt: Date;
+  /** The batch it belongs to or follows up, or null. */
+  readonly batchId: number | null;
+  /** The chain it is a link of, or null; retrying it resumes the chain. */
+  readonly chainId: number | null;
 }
 
-/** Options for {@linkcode Queue.failed}. */
-export interface FailedListOptions {
+/** Options for {@linkcode Queue.failed} and {@linkcode Queue.batches}. */
+export interface ListOptions {
   /**
-   * Jobs at most, 1 to 1000.
+   * Rows at most, 1 to 1000.
    * @default {100}
    */
   limit?: number;
   /**
-   * Jobs to skip.
+   * Rows to skip.
    * @default {0}
    */
   offset?: number;
 }
 
-/** Options for {@linkcode Queue.pruneFailed}. */
-export interface PruneFailedOptions {
-  /** Delete failed jobs that failed longer ago than this. */
+/** Options for {@linkcode Queue.pruneFailed} and {@linkcode Queue.pruneBatches}. */
+export interface PruneOptions {
+  /** Delete what ended longer ago than this. */
   olderThanMs: number;
 }
 
 /** The handle {@linkcode Queue.transaction} passes to its callback. */
 export interface QueueTransaction extends Dispatcher {
+  /** Builds a chain stored as part of the transaction. */
+  chain(options?: ChainOptions): ChainBuilder;
+  /** Builds a batch stored as part of the transaction. */
+  batch(name: string): BatchBuilder;
   /**
    * Runs the app's own statement in the same transaction (`?` placeholders on
    * SQLite) and returns its rows.
@@ -159,7 +197,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#registry = registry;
     this.#clock = clock;
     this.#maxPayloadBytes = maxPayloadBytes;
-    this.#executor = new IsolateExecutor(registry, this.#handlerDispatcher);
+    this.#executor = new IsolateExecutor(registry, this.#handlerQueue);
   }
 
   /** Loads the job definitions, opens the database and brings its schema up to date. */
@@ -207,7 +245,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     options: DispatchOptions | undefined,
     fromHandler: boolean,
   ): Promise<number[]> {
-    const rows = this.#rows(job, payloads, options, "dispatch", fromHandler);
+    const rows = this.#rows(job, payloads, options, { fromHandler });
     if (rows.length === 0) return [];
     const ids = await this.#store.push(rows);
     this.#queued(rows, ids);
@@ -215,14 +253,87 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   }
 
   /**
-   * `ctx.queue` of handlers and failed hooks: it keeps working while the
-   * queue closes, so a job finishing within the grace period can still
-   * dispatch its follow-ups.
+   * Starts a chain: jobs that run one after another, each queued when the
+   * one before succeeds. See {@linkcode ChainBuilder}.
    */
-  readonly #handlerDispatcher: Dispatcher = {
+  chain(options: ChainOptions = {}): ChainBuilder {
+    this.#assertOpen("dispatch a chain");
+    return this.#chainBuilder(options, this.#store);
+  }
+
+  /**
+   * Starts a batch: jobs tracked together, with callbacks when they all
+   * succeed, at the first failure, and when they are done. See
+   * {@linkcode BatchBuilder}.
+   */
+  batch(name: string): BatchBuilder {
+    this.#assertOpen("dispatch a batch");
+    return this.#batchBuilder(name, this.#store);
+  }
+
+  #chainBuilder(options: ChainOptions, target: Pick<StoreTransaction, "pushChain">): ChainBuilder {
+    if (options.queue !== undefined) assertQueueName(options.queue, "chain");
+    return new ChainBuilder(options, async (plan: ChainPlan) => {
+      const [first, ...next] = plan.links.map((link, index) =>
+        this.#plannedRows(link, ` as link ${index + 1} of a chain`)[0]!
+      );
+      const onFailure = plan.onFailure.map((link) =>
+        toHeld(this.#plannedRows(link, " as the catch of a chain")[0]!)
+      );
+      const id = await target.pushChain({ first: first!, next: next.map(toHeld), onFailure });
+      this.#queued([first!], [id]);
+      return id;
+    });
+  }
+
+  #batchBuilder(name: string, target: Pick<StoreTransaction, "pushBatch">): BatchBuilder {
+    if (typeof name !== "string" || name.length === 0 || name.length > 255) {
+      throw new TypeError(`batch: name must be a string of 1 to 255 characters: got ${name}`);
+    }
+    return new BatchBuilder(name, async (plan: BatchPlan) => {
+      const where = ` in batch "${plan.name}"`;
+      const jobs = plan.jobs.flatMap((planned) => this.#plannedRows(planned, where));
+      const held = (role: string, list: readonly PlannedJobs[]): HeldJobRow[] =>
+        list.map((planned) =>
+          toHeld(this.#plannedRows(planned, ` as the ${role} of batch "${plan.name}"`)[0]!)
+        );
+      const pushed = await target.pushBatch({
+        name: plan.name,
+        allowFailures: plan.allowFailures,
+        createdAt: this.#clock.now(),
+        jobs,
+        then: held("then", plan.then),
+        catch: held("catch", plan.catch),
+        finally: held("finally", plan.finally),
+      });
+      this.#queued(jobs, pushed.jobIds);
+      return pushed.id;
+    });
+  }
+
+  /** The rows of jobs a builder planned; `role` says where they are in the error messages. */
+  #plannedRows({ job, payloads, options }: PlannedJobs, role: string): NewJobRow[] {
+    return this.#rows(job, payloads, options, { role });
+  }
+
+  /**
+   * `ctx.queue` and `ctx.addToBatch` of handlers and failed hooks: they keep
+   * working while the queue closes, so a job finishing within the grace
+   * period can still dispatch its follow-ups.
+   */
+  readonly #handlerQueue: HandlerQueue = {
     dispatch: async (job, payload, options) =>
       (await this.#dispatchMany(job, [payload], options, true))[0]!,
     dispatchMany: (job, payloads, options) => this.#dispatchMany(job, payloads, options, true),
+    addToBatch: async (batchId, job, payloads, options) => {
+      const rows = this.#rows(job, payloads, options, {
+        fromHandler: true,
+        role: ` into batch ${batchId}`,
+      });
+      const ids = await this.#store.addToBatch(batchId, rows);
+      this.#queued(rows, ids);
+      return ids;
+    },
   };
 
   /**
@@ -254,7 +365,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         payloads: readonly PayloadOf<J>[],
         options?: DispatchOptions,
       ) => {
-        const rows = this.#rows(job, payloads, options, "dispatch");
+        const rows = this.#rows(job, payloads, options);
         const ids = rows.length === 0 ? [] : await storeTx.push(rows);
         queued.push([rows, ids]);
         return ids;
@@ -264,6 +375,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         dispatch: async (job, payload, options) =>
           (await dispatchMany(job, [payload], options))[0]!,
         query: (sql, params) => storeTx.query(sql, params),
+        chain: (options = {}) => this.#chainBuilder(options, storeTx),
+        batch: (name) => this.#batchBuilder(name, storeTx),
       });
     });
     for (const [rows, ids] of queued) this.#queued(rows, ids);
@@ -276,7 +389,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * job's `timeoutMs` (the handler is aborted but, in this isolate, may keep running).
    */
   async dispatchSync<J extends JobDefinition>(job: J, payload: PayloadOf<J>): Promise<void> {
-    const [row] = this.#rows(job, [payload], undefined, "dispatch");
+    const [row] = this.#rows(job, [payload], undefined);
     const controller = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const overtime = new Promise<never>((_, reject) => {
@@ -294,7 +407,9 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
           queueName: row!.queue,
           payload: row!.payload,
           attempt: 1,
+          batchId: null,
           signal: controller.signal,
+          onProgress: () => {}, // nothing stored to show it on
         }),
         overtime,
       ]);
@@ -335,9 +450,10 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         jobsUrl: jobsUrl!,
         size: resolved.workers,
         graceMs: resolved.graceMs,
-        dispatch: (name, payloads, options) => this.#dispatchByName(name, payloads, options),
+        dispatch: (name, payloads, options, batchId) =>
+          this.#dispatchByName(name, payloads, options, batchId),
       })
-      : new IsolateExecutor(this.#registry, this.#handlerDispatcher);
+      : new IsolateExecutor(this.#registry, this.#handlerQueue);
     const runner = new Runner({
       store: this.#store,
       registry: this.#registry,
@@ -352,27 +468,65 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return runner;
   }
 
-  /** Jobs per queue by state, keyed by queue name. */
+  /** Jobs per queue by state, keyed by queue name, with the running jobs and their progress. */
   async counts(): Promise<Record<string, QueueCounts>> {
     this.#assertOpen("count jobs");
-    const rows = await this.#store.counts(this.#clock.now());
+    const now = this.#clock.now();
+    const [rows, running] = [await this.#store.counts(now), await this.#store.running(now)];
     return Object.fromEntries(
-      rows.map(({ queue, ...counts }) => [queue, counts]),
+      rows.map(({ queue, ...counts }) => [
+        queue,
+        { ...counts, running: running.filter((job) => job.queue === queue).map(toRunningJob) },
+      ]),
     );
   }
 
   /** Failed jobs, newest first. */
-  async failed(options: FailedListOptions = {}): Promise<FailedJob[]> {
+  async failed(options: ListOptions = {}): Promise<FailedJob[]> {
     this.#assertOpen("list failed jobs");
-    const limit = options.limit ?? 100;
-    const offset = options.offset ?? 0;
-    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
-      throw new RangeError(`failed: limit must be an integer from 1 to 1000: got ${limit}`);
-    }
-    if (!Number.isSafeInteger(offset) || offset < 0) {
-      throw new RangeError(`failed: offset must be an integer >= 0: got ${offset}`);
-    }
-    return (await this.#store.failed({ limit, offset })).map(toFailedJob);
+    return (await this.#store.failed(page(options, "failed"))).map(toFailedJob);
+  }
+
+  /** Where a batch stands, or null if there is no batch with that id (or it was pruned). */
+  async batchStatus(id: number): Promise<BatchStatus | null> {
+    this.#assertOpen("read a batch");
+    const row = await this.#store.batch(assertId(id, "A batch id"));
+    return row === null ? null : toBatchStatus(row);
+  }
+
+  /** Batches, newest first. */
+  async batches(options: ListOptions = {}): Promise<BatchStatus[]> {
+    this.#assertOpen("list batches");
+    return (await this.#store.batches(page(options, "batches"))).map(toBatchStatus);
+  }
+
+  /**
+   * Cancels a batch: its jobs that are not running are skipped, running ones
+   * finish, `then` never fires, `finally` fires once nothing is pending.
+   * False if the batch is not there, was cancelled already or has finished.
+   */
+  async cancelBatch(id: number): Promise<boolean> {
+    this.#assertOpen("cancel a batch");
+    const cancelled = await this.#store.cancelBatch(assertId(id, "A batch id"), this.#clock.now());
+    this.#notifyRunners(); // its finally jobs may be due now
+    return cancelled;
+  }
+
+  /** Puts every failed job of a batch back, pending in the batch again; returns how many. */
+  async retryBatch(id: number): Promise<number> {
+    this.#assertOpen("retry a batch");
+    const moved = await this.#store.retry(
+      { batchId: assertId(id, "A batch id") },
+      this.#clock.now(),
+    );
+    this.#notifyRunners();
+    return moved.length;
+  }
+
+  /** Deletes batches that finished or were cancelled more than `olderThanMs` ago; returns how many. */
+  async pruneBatches(options: PruneOptions): Promise<number> {
+    this.#assertOpen("prune batches");
+    return await this.#store.pruneBatches(cutoff(this.#clock.now(), options, "pruneBatches"));
   }
 
   /** One failed job by id, or null. */
@@ -382,7 +536,11 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return row === null ? null : toFailedJob(row);
   }
 
-  /** Puts a failed job back on its queue, due now, with fresh attempts; false if it is not there. */
+  /**
+   * Puts a failed job back on its queue, due now, with fresh attempts; false
+   * if it is not there. A batch job is pending in its batch again; a chain
+   * link resumes its chain.
+   */
   async retry(id: number): Promise<boolean> {
     this.#assertOpen("retry a job");
     const moved = await this.#store.retry([assertId(id)], this.#clock.now());
@@ -398,7 +556,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return moved.length;
   }
 
-  /** Deletes one failed job; false if it was not there. */
+  /** Deletes one failed job; false if it was not there. A chain it stopped is dropped. */
   async forget(id: number): Promise<boolean> {
     this.#assertOpen("forget a job");
     return await this.#store.forget(assertId(id));
@@ -411,20 +569,19 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   }
 
   /** Deletes failed jobs that failed more than `olderThanMs` ago; returns how many. */
-  async pruneFailed(options: PruneFailedOptions): Promise<number> {
+  async pruneFailed(options: PruneOptions): Promise<number> {
     this.#assertOpen("prune failed jobs");
-    const { olderThanMs } = options;
-    if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
-      throw new RangeError(`pruneFailed: olderThanMs must be a number >= 0: got ${olderThanMs}`);
-    }
-    return await this.#store.pruneFailed(this.#clock.now() - olderThanMs);
+    return await this.#store.pruneFailed(cutoff(this.#clock.now(), options, "pruneFailed"));
   }
 
-  /** Deletes the jobs of one queue (of every queue when omitted) that have not finished. */
+  /**
+   * Deletes the jobs of one queue (of every queue when omitted) that have not
+   * finished; batch jobs among them count as skipped in their batch.
+   */
   async clear(queue?: string): Promise<number> {
     this.#assertOpen("clear jobs");
     if (queue !== undefined) assertQueueName(queue, "clear");
-    return await this.#store.clear(queue);
+    return await this.#store.clear(queue, this.#clock.now());
   }
 
   /** Stops every worker of this queue (each with its grace period), then closes the database. */
@@ -446,6 +603,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     name: string,
     payloads: unknown[],
     options: DispatchOptions | undefined,
+    batchId: number | null,
   ): Promise<number[]> {
     const job = this.#registry.get(name);
     if (job === undefined) {
@@ -453,32 +611,36 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         new TypeError(`Cannot dispatch "${name}": no job of that name is registered`),
       );
     }
-    return this.#dispatchMany(job, payloads, options, true);
+    return batchId === null
+      ? this.#dispatchMany(job, payloads, options, true)
+      : this.#handlerQueue.addToBatch(batchId, job, payloads, options);
   }
 
   #assertOpen(action: string): void {
     if (this.#closing !== null) throw new QueueClosedError(action);
   }
 
-  /** Validates and encodes payloads into rows; throws before anything is stored. */
+  /**
+   * Validates and encodes payloads into rows; throws before anything is
+   * stored. `role` follows the job's name in error messages (" as link 2 of a chain").
+   */
   #rows(
     job: JobDefinition,
     payloads: readonly unknown[],
     options: DispatchOptions | undefined,
-    action: string,
-    fromHandler = false,
+    { fromHandler = false, role = "" }: { fromHandler?: boolean; role?: string } = {},
   ): NewJobRow[] {
-    if (!fromHandler) this.#assertOpen(action);
+    if (!fromHandler) this.#assertOpen("dispatch");
     if (!isJobDefinition(job) || !this.#registry.has(job)) {
       const name = typeof job?.name === "string" ? `"${job.name}"` : String(job);
       throw new TypeError(
-        `Cannot ${action} ${name}: it is not a job registered with this queue (export it from the jobs module)`,
+        `Cannot dispatch ${name}${role}: it is not a job registered with this queue (export it from the jobs module)`,
       );
     }
     if (!Array.isArray(payloads)) {
-      throw new TypeError(`Cannot ${action} "${job.name}": payloads must be an array`);
+      throw new TypeError(`Cannot dispatch "${job.name}"${role}: payloads must be an array`);
     }
-    const where = `Cannot ${action} "${job.name}"`;
+    const where = `Cannot dispatch "${job.name}"${role}`;
     const { queue, delayMs, priority } = resolveDispatch(job, options, where);
     const createdAt = this.#clock.now();
     const retryUntil = job.retryUntil === undefined
@@ -490,7 +652,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return payloads.map((payload) => ({
       queue,
       name: job.name,
-      payload: encodePayload(job, payload, this.#maxPayloadBytes),
+      payload: encodePayload(job, payload, this.#maxPayloadBytes, role),
       priority,
       availableAt: createdAt + delayMs,
       retryUntil,
@@ -518,13 +680,57 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   }
 }
 
-function assertId(id: number): number {
+function assertId(id: number, what = "A job id"): number {
   if (!Number.isSafeInteger(id) || id < 1) {
-    throw new RangeError(`A job id must be a positive integer: got ${id}`);
+    throw new RangeError(`${what} must be a positive integer: got ${id}`);
   }
   return id;
 }
 
+/** Checks {@linkcode ListOptions} and fills in their defaults; `method` starts each error. */
+function page(options: ListOptions, method: string): Page {
+  const limit = options.limit ?? 100;
+  const offset = options.offset ?? 0;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+    throw new RangeError(`${method}: limit must be an integer from 1 to 1000: got ${limit}`);
+  }
+  if (!Number.isSafeInteger(offset) || offset < 0) {
+    throw new RangeError(`${method}: offset must be an integer >= 0: got ${offset}`);
+  }
+  return { limit, offset };
+}
+
+/** The time before which {@linkcode PruneOptions} prune. */
+function cutoff(now: number, { olderThanMs }: PruneOptions, method: string): number {
+  if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
+    throw new RangeError(`${method}: olderThanMs must be a number >= 0: got ${olderThanMs}`);
+  }
+  return now - olderThanMs;
+}
+
+/** A job row that waits for another's outcome: its delay and retry window become relative. */
+function toHeld(row: NewJobRow): HeldJobRow {
+  return {
+    queue: row.queue,
+    name: row.name,
+    payload: row.payload,
+    priority: row.priority,
+    delayMs: row.availableAt - row.createdAt,
+    retryForMs: row.retryUntil === null ? null : row.retryUntil - row.createdAt,
+  };
+}
+
 function toFailedJob(row: FailedJobRow): FailedJob {
   return { ...row, createdAt: new Date(row.createdAt), failedAt: new Date(row.failedAt) };
+}
+
+function toRunningJob(row: RunningJobRow): RunningJob {
+  return {
+    id: row.id,
+    name: row.name,
+    attempt: row.attempts,
+    progress: row.progress,
+    leasedUntil: new Date(row.leasedUntil),
+    batchId: row.batchId,
+  };
 }

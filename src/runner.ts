@@ -20,7 +20,7 @@ import {
   refusalBeforeStart,
 } from "./lifecycle.ts";
 import type { JobRegistry } from "./registry.ts";
-import type { ClaimedJob, ClaimRequest, SettleResult, Store } from "./stores/store.ts";
+import type { ClaimedJob, ClaimRequest, Settlement, SettleResult, Store } from "./stores/store.ts";
 import type { ResolvedWorkOptions } from "./work_options.ts";
 
 /** What a runner needs from the queue that starts it. @internal */
@@ -48,12 +48,21 @@ export interface StopOptions {
   graceMs?: number;
 }
 
+/** The most often a running job's progress is written to the store. */
+const PROGRESS_INTERVAL_MS = 1_000;
+
 interface RunningJob {
   readonly job: ClaimedJob;
   readonly definition: JobDefinition;
   readonly controller: AbortController;
   readonly startedAt: number;
   timer: ReturnType<typeof setTimeout> | undefined;
+  /** The latest progress the handler reported and not yet written, or null. */
+  progress: number | null;
+  /** When its progress was last written (performance.now), or -Infinity. */
+  progressWrittenAt: number;
+  /** Set while a progress write waits for its turn. */
+  progressTimer: ReturnType<typeof setTimeout> | undefined;
 }
 
 interface Finished {
@@ -76,6 +85,8 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   readonly #hooks = new Set<Promise<void>>();
   readonly #startedAt = performance.now();
   #finished: Finished[] = [];
+  /** Running jobs whose progress is due to be written with the next tick. */
+  readonly #progressDue = new Set<RunningJob>();
   #claimed = 0;
   #stopping = false;
   #graceExpired = false;
@@ -159,7 +170,8 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     try {
       for (;;) {
         const free = this.#freeSlots();
-        const claimed = this.#finished.length > 0 || free > 0 ? await this.#tick(free) : 0;
+        const busy = this.#finished.length > 0 || this.#progressDue.size > 0;
+        const claimed = busy || free > 0 ? await this.#tick(free) : 0;
         // After grace: leave once every settle was written, or once writing them failed.
         const unsettled = this.#finished.length > 0 && claimed !== null;
         if (this.#graceExpired && this.#running.size === 0 && !unsettled) break;
@@ -205,14 +217,17 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   }
 
   /**
-   * One write per tick: settles every finished job and claims up to `free`
-   * jobs in the same transaction, then starts them. Returns how many were
-   * claimed, or null when the store failed (the finished jobs are kept).
+   * One write per tick: settles every finished job, writes due progress and
+   * claims up to `free` jobs in the same transaction, then starts them.
+   * Returns how many were claimed, or null when the store failed (the
+   * finished jobs are kept).
    */
   async #tick(free: number): Promise<number | null> {
     const { store, clock } = this.#deps;
-    const batch = this.#finished;
+    const settling = this.#finished;
     this.#finished = [];
+    const settlements: Settlement[] = settling.map(({ outcome }) => outcome.settlement);
+    settlements.push(...this.#takeDueProgress());
     const request: ClaimRequest | undefined = free > 0
       ? {
         queues: this.#options.queues,
@@ -224,19 +239,19 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       : undefined;
     let result: SettleResult;
     try {
-      result = batch.length > 0
-        ? await store.settle(batch.map(({ outcome }) => outcome.settlement), request)
+      result = settlements.length > 0
+        ? await store.settle(settlements, request)
         : { applied: [], claimed: await store.claim(request!) };
     } catch (error) {
-      this.#finished = batch.concat(this.#finished);
+      this.#finished = settling.concat(this.#finished);
       this.emit("queue:error", {
         error: asError(error),
-        during: batch.length > 0 ? "settle" : "claim",
+        during: settling.length > 0 ? "settle" : "claim",
       });
       if (!this.#graceExpired) await this.#sleep(this.#options.pollMs);
       return null;
     }
-    batch.forEach((finished, index) => {
+    settling.forEach((finished, index) => {
       if (result.applied[index]) this.#report(finished);
     });
     this.#claimed += result.claimed.length;
@@ -269,6 +284,9 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       controller,
       startedAt: performance.now(),
       timer: undefined,
+      progress: null,
+      progressWrittenAt: -Infinity,
+      progressTimer: undefined,
     };
     this.#running.set(job.id, entry);
     this.emit("job:start", { id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
@@ -283,7 +301,9 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       queueName: job.queue,
       payload: job.payload,
       attempt: job.attempts,
+      batchId: job.batchId,
       signal: controller.signal,
+      onProgress: (percent) => this.#onProgress(entry, percent),
     }).then(
       (result) => this.#finish(entry, result),
       (error) => this.#finish(entry, { kind: "error", error: asError(error), permanent: false }),
@@ -312,7 +332,37 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     if (this.#running.get(entry.job.id) !== entry) return false;
     this.#running.delete(entry.job.id);
     clearTimeout(entry.timer);
+    clearTimeout(entry.progressTimer);
+    this.#progressDue.delete(entry);
     return true;
+  }
+
+  /** Keeps the latest progress and has it written once its interval has passed. */
+  #onProgress(entry: RunningJob, percent: number): void {
+    if (this.#running.get(entry.job.id) !== entry) return;
+    entry.progress = percent;
+    if (entry.progressTimer !== undefined || this.#progressDue.has(entry)) return;
+    const waitMs = entry.progressWrittenAt + PROGRESS_INTERVAL_MS - performance.now();
+    entry.progressTimer = setTimeout(() => {
+      entry.progressTimer = undefined;
+      this.#progressDue.add(entry);
+      this.notify();
+    }, Math.max(0, waitMs));
+  }
+
+  /** The progress writes due now, each fenced like a settle; the job stays leased. */
+  #takeDueProgress(): Settlement[] {
+    const at = this.#deps.clock.now();
+    const writes: Settlement[] = [];
+    for (const entry of this.#progressDue) {
+      if (entry.progress === null) continue;
+      const { id, token } = entry.job;
+      writes.push({ kind: "progress", id, token, at, percent: entry.progress });
+      entry.progress = null;
+      entry.progressWrittenAt = performance.now();
+    }
+    this.#progressDue.clear();
+    return writes;
   }
 
   #abortRunning(): void {

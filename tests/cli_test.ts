@@ -162,7 +162,7 @@ Deno.test("work --no-supervise --stop-when-empty drains the jobs dispatched befo
     retried: 0,
   });
   assert.deepEqual(await queue.counts(), {
-    default: { pending: 0, delayed: 0, reserved: 0, failed: 2 },
+    default: { pending: 0, delayed: 0, reserved: 0, failed: 2, running: [] },
   });
 });
 
@@ -254,7 +254,7 @@ Deno.test("work --no-supervise: SIGTERM releases a running job after --grace-ms 
   });
   assert.equal(records.at(-1)!.reason, "requested");
   assert.deepEqual(await queue.counts(), {
-    default: { pending: 1, delayed: 0, reserved: 0, failed: 0 },
+    default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
   });
   assert.equal(await queue.failedJob(id), null);
 });
@@ -425,6 +425,7 @@ Deno.test("retry <id…> and retry all put failed jobs back; an id that is not f
     delayed: 0,
     reserved: 0,
     failed: 0,
+    running: [],
   });
 });
 

@@ -37,6 +37,7 @@ function claimed(fields: Partial<ClaimedJob> = {}): ClaimedJob {
     retryUntil: null,
     lastError: null,
     createdAt: NOW - 1_000,
+    batchId: null,
     token: 42,
     ...fields,
   };
@@ -141,7 +142,7 @@ Deno.test("failBeforeStart() fails the job with the reason and records only the 
     token: 42,
     error: { message: "Error: attempts spent: released 3 times", stack: null },
     attempts: 3,
-    failedAt: NOW,
+    at: NOW,
   });
 });
 
@@ -150,7 +151,7 @@ Deno.test("failBeforeStart() fails the job with the reason and records only the 
 Deno.test("outcomeOf() completes a job whose handler succeeded", () => {
   assert.deepEqual(outcomeOf(claimed(), mail, { kind: "success" }, NOW), {
     kind: "complete",
-    settlement: { kind: "complete", id: 7, token: 42 },
+    settlement: { kind: "complete", id: 7, token: 42, at: NOW },
   });
 });
 
@@ -166,6 +167,7 @@ Deno.test("outcomeOf() puts a released job back after its delay, counting the at
       availableAt: NOW + 2_500,
       error: null,
       refundAttempt: false,
+      at: NOW,
     },
   });
 });
@@ -190,6 +192,7 @@ Deno.test("outcomeOf() retries a thrown error after the backoff of the attempt t
       availableAt: NOW + 1_000,
       error: "Error: smtp down",
       refundAttempt: false,
+      at: NOW,
     },
   });
   const second = outcomeOf(
@@ -228,7 +231,7 @@ Deno.test("outcomeOf() fails a permanent error at once, recording the attempts",
     token: 42,
     error: { message: "PermanentError: card declined", stack: error.stack ?? null },
     attempts: 1,
-    failedAt: NOW,
+    at: NOW,
   });
 });
 
@@ -268,6 +271,7 @@ Deno.test("putBack() puts the job back at once and gives its attempt back", () =
       availableAt: NOW,
       error: "worker stopped during the attempt",
       refundAttempt: true,
+      at: NOW,
     },
   });
 });

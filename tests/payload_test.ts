@@ -27,7 +27,7 @@ function payloadOfBytes(bytes: number): { text: string } {
   return { text: "x".repeat(bytes - overhead) };
 }
 
-async function totals(queue: Queue): Promise<QueueCounts> {
+async function totals(queue: Queue): Promise<Omit<QueueCounts, "running">> {
   let pending = 0, delayed = 0, reserved = 0, failed = 0;
   for (const counts of Object.values(await queue.counts())) {
     pending += counts.pending;

@@ -51,7 +51,7 @@ Deno.test("Queue.transaction() that SQLite rolled back on its own rejects with S
     );
     await within(queue.dispatch(note, { n: 2 }), 2_000, "a dispatch after the rollback");
     assert.deepEqual(await within(queue.counts(), 2_000, "counts() after the rollback"), {
-      default: { pending: 1, delayed: 0, reserved: 0, failed: 0 },
+      default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
     });
     const [row] = await within(
       queue.transaction((tx) => tx.query<{ rows: number }>("SELECT COUNT(*) AS rows FROM t")),

@@ -61,7 +61,7 @@ Deno.test("Queue.dispatch() stores the job and returns its id", async () => {
   assert.ok(Number.isSafeInteger(first) && first > 0);
   assert.ok(second > first);
   assert.deepEqual(await queue.counts(), {
-    default: { pending: 2, delayed: 0, reserved: 0, failed: 0 },
+    default: { pending: 2, delayed: 0, reserved: 0, failed: 0, running: [] },
   });
 });
 
@@ -76,6 +76,7 @@ Deno.test("Queue.dispatch() with delayMs stores the job as delayed until then", 
     delayed: 1,
     reserved: 0,
     failed: 0,
+    running: [],
   });
   clock.advance(5_000);
   assert.equal((await queue.counts()).default?.pending, 1);
@@ -442,6 +443,8 @@ Deno.test("Queue.failedJob() returns one failed job with why it failed", async (
     crashes: 0,
     createdAt: new Date(clock.now()),
     failedAt: new Date(clock.now()),
+    batchId: null,
+    chainId: null,
   });
   assert.match(stack ?? "", /PermanentError: boom 7/);
   assert.equal(await queue.failedJob(id! + 1000), null);
@@ -465,7 +468,7 @@ Deno.test("Queue.retry() puts a failed job back under its id with fresh attempts
   assert.equal((await queue.counts()).default?.failed, 1);
   assert.equal(await queue.retry(id), true);
   assert.deepEqual(await queue.counts(), {
-    default: { pending: 1, delayed: 0, reserved: 0, failed: 0 },
+    default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
   });
   assert.equal(await queue.failedJob(id), null);
   fail = false;
@@ -524,7 +527,7 @@ Deno.test("Queue.clear() deletes waiting jobs of one queue or of all, never fail
   assert.deepEqual(Object.keys(await queue.counts()), ["b", "default"]);
   assert.equal(await queue.clear(), 2);
   assert.deepEqual(await queue.counts(), {
-    default: { pending: 0, delayed: 0, reserved: 0, failed: 1 },
+    default: { pending: 0, delayed: 0, reserved: 0, failed: 1, running: [] },
   });
 });
 
@@ -534,15 +537,32 @@ Deno.test("Queue.counts() reports pending, delayed, reserved and failed per queu
   const slow = defineJob({ name: "slow", schema: z.null(), handle: () => gate });
   await using queue = await Queue.open({ path: ":memory:", jobs: [slow, boom] });
   await makeFailed(queue, 2);
-  await queue.dispatchMany(slow, [null, null]);
+  const [firstSlow] = await queue.dispatchMany(slow, [null, null]);
   await queue.dispatch(slow, null, { delayMs: 60_000 });
   await queue.dispatch(slow, null, { queue: "other" });
   const started = nextEvent(queue, "job:start");
+  const claimedFrom = Date.now();
   const worker = queue.work({ queues: ["default"], pollMs: 5 });
   await started;
-  assert.deepEqual(await queue.counts(), {
-    default: { pending: 1, delayed: 1, reserved: 1, failed: 2 },
-    other: { pending: 1, delayed: 0, reserved: 0, failed: 0 },
+  const counts = await queue.counts();
+  const countedBy = Date.now();
+  const [running] = counts.default?.running ?? [];
+  assert.ok(running !== undefined, "the started job is listed as running");
+  const { leasedUntil, ...rest } = running;
+  assert.ok(
+    leasedUntil.getTime() >= claimedFrom + 30_000 && leasedUntil.getTime() <= countedBy + 30_000,
+    `leasedUntil ${leasedUntil.toISOString()} is not now + the default 30 s lease`,
+  );
+  assert.deepEqual(rest, {
+    id: firstSlow!,
+    name: "slow",
+    attempt: 1,
+    progress: null,
+    batchId: null,
+  });
+  assert.deepEqual(counts, {
+    default: { pending: 1, delayed: 1, reserved: 1, failed: 2, running: [running] },
+    other: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
   });
   release();
   await worker.stop();

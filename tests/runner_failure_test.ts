@@ -220,7 +220,7 @@ for (
     assert.match(failed?.error ?? "", message);
     assert.equal(failed?.attempts, 1);
     assert.deepEqual(await queue.counts(), {
-      default: { pending: 0, delayed: 0, reserved: 0, failed: 1 },
+      default: { pending: 0, delayed: 0, reserved: 0, failed: 1, running: [] },
     });
   });
 }

@@ -11,7 +11,7 @@ import { readRows, record, seededRandom } from "./fixtures/runner/harness.ts";
 type Detail<K extends keyof QueueEventMap> = QueueEventMap[K];
 
 const counts = (pending: number, delayed: number, failed: number) => ({
-  default: { pending, delayed, reserved: 0, failed },
+  default: { pending, delayed, reserved: 0, failed, running: [] },
 });
 
 /** A job that always throws, with the given retry settings. */
@@ -118,7 +118,7 @@ Deno.test("a job that spends maxAttempts moves to the failed jobs with its attem
   assert.equal(failed.createdAt.getTime(), createdAt);
   assert.equal(failed.failedAt.getTime(), clock.now());
   assert.deepEqual(await queue.counts(), {
-    mail: { pending: 0, delayed: 0, reserved: 0, failed: 1 },
+    mail: { pending: 0, delayed: 0, reserved: 0, failed: 1, running: [] },
   });
 });
 

@@ -70,7 +70,7 @@ Deno.test("stop(): nothing more is claimed, jobs that finish within grace comple
   assert.deepEqual(stops, [{ completed: 1, failed: 0, retried: 1, reason: "requested" }]);
   assert.deepEqual({ ...worker.stats, reason: worker.stopReason }, stops[0]);
   assert.deepEqual(await queue.counts(), {
-    default: { pending: 3, delayed: 0, reserved: 0, failed: 0 },
+    default: { pending: 3, delayed: 0, reserved: 0, failed: 0, running: [] },
   });
 
   // The released job got its attempt back: its next run is attempt 1 again.
@@ -286,7 +286,7 @@ async function stopWhileSettleWaitsOnLock(lateJob: boolean) {
 Deno.test("stop({ graceMs: 0 }) while a settle waits on another connection's lock still releases the aborted job", async () => {
   const result = await stopWhileSettleWaitsOnLock(false);
   assert.deepEqual(result.counts, {
-    default: { pending: 1, delayed: 0, reserved: 0, failed: 0 },
+    default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
   }, "the aborted job must be put back, not left reserved until its lease ends");
   assert.deepEqual(result.attempts, { held: 0 }, "the aborted attempt is given back");
   assert.deepEqual(result.stats, { completed: 1, failed: 0, retried: 1 });
@@ -297,7 +297,7 @@ Deno.test("stop({ graceMs: 0 }) while a settle waits on a lock starts none of th
   assert.deepEqual(result.startsAfterStop, [], "a job started after stop()");
   assert.equal(result.lateRuns, 0);
   assert.deepEqual(result.counts, {
-    default: { pending: 2, delayed: 0, reserved: 0, failed: 0 },
+    default: { pending: 2, delayed: 0, reserved: 0, failed: 0, running: [] },
   });
   assert.deepEqual(result.attempts, { held: 0, late: 0 });
 });

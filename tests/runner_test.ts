@@ -174,7 +174,7 @@ Deno.test("stopWhenEmpty stops once nothing is due now; delayed jobs do not keep
   assert.deepEqual(order, ["now-1", "now-2"]);
   assert.deepEqual(worker.stats, { completed: 2, failed: 0, retried: 0 });
   assert.deepEqual(await queue.counts(), {
-    default: { pending: 0, delayed: 1, reserved: 0, failed: 0 },
+    default: { pending: 0, delayed: 1, reserved: 0, failed: 0, running: [] },
   });
 });
 

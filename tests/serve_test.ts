@@ -118,7 +118,7 @@ Deno.test("with QUEUE_WORKERS=0 the serve example only dispatches, and the work 
   assert.equal(accepted.status, 202);
   const { id } = await accepted.json();
   assert.deepEqual(await status(app.origin), {
-    counts: { default: { pending: 1, delayed: 0, reserved: 0, failed: 0 } },
+    counts: { default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] } },
     worker: null,
   });
 

@@ -213,7 +213,7 @@ Deno.test("SqliteStore: push, claim and settle wait out another process's 2 s wr
   const results = await Promise.allSettled([
     timed(store.push([newJob({ availableAt: T0 + 10 * LEASE_MS })])),
     timed(claim(store, { now: T0 + 1, token: 2 })),
-    timed(store.settle([{ kind: "complete", id: settled!, token: 1 }])),
+    timed(store.settle([{ kind: "complete", id: settled!, token: 1, at: T0 }])),
   ]);
   const releasedAt = Number((await child.line("released")).split(" ")[1]);
   const busy = results.filter((result) => result.status === "rejected");
@@ -249,11 +249,14 @@ Deno.test("SqliteStore: with busyTimeoutMs 200, a call against a 2 s lock reject
   console.log(`busyTimeoutMs 200: push gave up after ${waited} ms`);
   assert.ok(waited >= 150 && waited < 1_500, `gave up after ${waited} ms`);
   await assert.rejects(claim(store, { now: T0 + LEASE_MS, token: 2 }), locked);
-  await assert.rejects(store.settle([{ kind: "complete", id: id!, token: 1 }]), locked);
+  await assert.rejects(store.settle([{ kind: "complete", id: id!, token: 1, at: T0 }]), locked);
   await assert.rejects(SqliteStore.open(dir.dbPath, { busyTimeoutMs: 200 }), locked);
   await child.closeStdin();
   await child.line("released");
-  assert.deepEqual((await store.settle([{ kind: "complete", id: id!, token: 1 }])).applied, [true]);
+  assert.deepEqual(
+    (await store.settle([{ kind: "complete", id: id!, token: 1, at: T0 }])).applied,
+    [true],
+  );
 });
 
 Deno.test("SqliteStore: an app transaction holds back other operations until it commits", async () => {

@@ -55,11 +55,16 @@ const BOOM: StoredError = {
   message: "Error: boom",
   stack: "Error: boom\n    at handle (a.ts:1:1)",
 };
-const complete = (id: number, token: number): Settlement => ({ kind: "complete", id, token });
+const complete = (id: number, token: number, at = T0): Settlement => ({
+  kind: "complete",
+  id,
+  token,
+  at,
+});
 const release = (id: number, token: number, availableAt: number, error: string | null = null) =>
-  ({ kind: "release", id, token, availableAt, error, refundAttempt: false }) as const;
-const fail = (id: number, token: number, failedAt = T0, attempts = 1, error = BOOM) =>
-  ({ kind: "fail", id, token, error, attempts, failedAt }) as const;
+  ({ kind: "release", id, token, at: T0, availableAt, error, refundAttempt: false }) as const;
+const fail = (id: number, token: number, at = T0, attempts = 1, error = BOOM) =>
+  ({ kind: "fail", id, token, error, attempts, at }) as const;
 
 /** Pushes one job per `failedAt`, claims each and fails it then; returns the ids. */
 async function failedJobs(store: Store, failedAts: number[], job: Partial<NewJobRow> = {}) {
@@ -110,7 +115,14 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     const [id] = await store.push([row]);
     const claimed = await claim(store, { queues: ["mail"], token: 42 });
     const { availableAt: _, ...fields } = row;
-    const leased = { attempts: 1, crashes: 0, recovered: false, lastError: null, token: 42 };
+    const leased = {
+      attempts: 1,
+      crashes: 0,
+      recovered: false,
+      lastError: null,
+      token: 42,
+      batchId: null,
+    };
     assert.deepEqual(plain(claimed), [{ id: id!, ...fields, ...leased }]);
   });
 
@@ -233,6 +245,8 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
       crashes: 1,
       createdAt: T0 - 10,
       failedAt,
+      batchId: null,
+      chainId: null,
     });
     assert.deepEqual(await claim(store, { queues: ["mail"], now: T0 + 99 * LEASE_MS }), []);
     assert.deepEqual(await countsAt(store, T0), { mail: [0, 0, 0, 1] });
@@ -418,13 +432,13 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     await claim(store, { queues: ["a"], token: 1 });
     await store.push([newJob({ queue: "a" }), newJob({ queue: "a", availableAt: T0 + 5_000 })]);
     const [kept] = await store.push([newJob({ queue: "b" })]);
-    assert.equal(await store.clear("a"), 3);
-    assert.equal(await store.clear("nothing-here"), 0);
+    assert.equal(await store.clear("a", T0), 3);
+    assert.equal(await store.clear("nothing-here", T0), 0);
     assert.deepEqual(await countsAt(store, T0), { a: [0, 0, 0, 1], b: [1, 0, 0, 0] });
     assert.deepEqual((await store.settle([complete(leased!, 1)])).applied, [false]);
     assert.deepEqual(ids(await claim(store, { queues: ["a", "b"], token: 2 })), [kept]);
     await store.push([newJob({ queue: "c" })]);
-    assert.equal(await store.clear(), 2);
+    assert.equal(await store.clear(undefined, T0), 2);
     assert.deepEqual(await countsAt(store, T0), { a: [0, 0, 0, 1] });
   });
 
@@ -574,6 +588,6 @@ function operations(store: Store): [string, () => Promise<unknown>][] {
     ["forget", () => store.forget(1)],
     ["flushFailed", () => store.flushFailed()],
     ["pruneFailed", () => store.pruneFailed(T0)],
-    ["clear", () => store.clear()],
+    ["clear", () => store.clear(undefined, T0)],
   ];
 }

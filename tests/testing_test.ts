@@ -34,7 +34,7 @@ Deno.test("drain() runs every due job, then stops and returns its stats", async 
   assert.deepEqual(stats, { completed: 3, failed: 1, retried: 1 });
   assert.deepEqual(ran.toSorted(), [1, 2, 4]);
   assert.deepEqual(await queue.counts(), {
-    default: { pending: 0, delayed: 0, reserved: 0, failed: 1 },
+    default: { pending: 0, delayed: 0, reserved: 0, failed: 1, running: [] },
   });
 });
 
@@ -53,7 +53,7 @@ Deno.test("drain() leaves delayed jobs queued until the clock reaches them", asy
   assert.equal((await drain(queue)).completed, 1);
   assert.deepEqual(ran, [1]);
   assert.deepEqual(await queue.counts(), {
-    default: { pending: 0, delayed: 1, reserved: 0, failed: 0 },
+    default: { pending: 0, delayed: 1, reserved: 0, failed: 0, running: [] },
   });
   clock.advance(59_999);
   assert.equal((await drain(queue)).completed, 0);
@@ -110,7 +110,7 @@ Deno.test("drain() rejects after timeoutMs when a handler never finishes, and re
   assert.ok(performance.now() - started < 5_000);
   assert.ok(aborted, "the handler's signal was aborted");
   assert.deepEqual(await queue.counts(), {
-    default: { pending: 1, delayed: 0, reserved: 0, failed: 0 },
+    default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
   });
 });
 

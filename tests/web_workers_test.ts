@@ -294,6 +294,6 @@ Deno.test("Web Worker pool: stop() terminates every Web Worker of the pool and r
     } ms after stop() returned`,
   );
   assert.deepEqual(await queue.counts(), {
-    default: { pending: 3, delayed: 0, reserved: 0, failed: 0 },
+    default: { pending: 3, delayed: 0, reserved: 0, failed: 0, running: [] },
   });
 });

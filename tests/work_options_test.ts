@@ -120,7 +120,7 @@ Deno.test("Queue.work() refuses bad options before a worker starts or anything i
   assert.throws(() => queue.work({ queues: ["default", "default"] }), TypeError);
   assert.equal(runs, 0);
   assert.deepEqual(await queue.counts(), {
-    default: { pending: 1, delayed: 0, reserved: 0, failed: 0 },
+    default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
   });
 });
 

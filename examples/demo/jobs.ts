@@ -62,6 +62,42 @@ export const fulfilOrder = defineJob({
   },
 });
 
+/**
+ * One page of a catalogue import, run as part of a batch: it reports its
+ * progress row by row, and the last page finds one more page and adds it to
+ * its own batch.
+ */
+export const importProducts = defineJob({
+  name: "import-products",
+  schema: z.object({ page: z.number().int().positive(), findsMore: z.boolean() }),
+  async handle({ page, findsMore }, ctx) {
+    const rows = 5;
+    for (let row = 1; row <= rows; row++) {
+      await pause(40, ctx.signal);
+      ctx.progress((row / rows) * 100);
+    }
+    if (findsMore) await ctx.addToBatch(importProducts, { page: page + 1, findsMore: false });
+  },
+});
+
+/** A batch's callback: it learns its batch from `ctx.batchId`. */
+export const reportImport = defineJob({
+  name: "report-import",
+  schema: z.object({ outcome: z.enum(["all imported", "import over"]) }),
+  handle({ outcome }, ctx) {
+    if (ctx.batchId === null) throw new PermanentError(`${outcome}: not run as a batch callback`);
+  },
+});
+
+/** One step of an order, run as a link of a chain: pack, then ship, then email. */
+export const orderStep = defineJob({
+  name: "order-step",
+  schema: z.object({ orderId: z.number().int(), step: z.enum(["pack", "ship", "email"]) }),
+  async handle(_, ctx) {
+    await pause(30, ctx.signal);
+  },
+});
+
 function pause(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(resolve, ms);

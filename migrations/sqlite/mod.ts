@@ -5,6 +5,7 @@
  * @module
  */
 import * as createJobs from "./0001_create_jobs.ts";
+import * as batchesAndChains from "./0002_batches_and_chains.ts";
 
 /** One schema step. */
 export interface Migration {
@@ -15,4 +16,4 @@ export interface Migration {
 }
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
-export const migrations: readonly Migration[] = [createJobs];
+export const migrations: readonly Migration[] = [createJobs, batchesAndChains];

@@ -25,19 +25,23 @@ export function openAdminQueue(args: ParsedArgs): Promise<Queue> {
   return Queue.open({ path: readDb(args), jobs: [] });
 }
 
-/** Reads the positional job ids, each a positive whole number. */
-function readIds(args: ParsedArgs): number[] {
+/** Reads the positional ids (of jobs, or of what `noun` names), each a positive whole number. */
+export function readIds(args: ParsedArgs, noun = "job"): number[] {
   return args.positionals.map((text) => {
     const id = /^\d+$/.test(text) ? Number(text) : NaN;
     if (!(id >= 1 && Number.isSafeInteger(id))) {
-      throw new UsageError(args.command, `a job id must be a positive whole number: got "${text}"`);
+      throw new UsageError(
+        args.command,
+        `a ${noun} id must be a positive whole number: got "${text}"`,
+      );
     }
     return id;
   });
 }
 
-function plural(count: number, noun: string): string {
-  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+/** `count` and `noun`, in its plural form (`nouns` by default) unless the count is 1. */
+export function plural(count: number, noun: string, nouns = `${noun}s`): string {
+  return `${count} ${count === 1 ? noun : nouns}`;
 }
 
 const failed: Command = {
@@ -143,18 +147,31 @@ const flush: Command = {
   },
 };
 
+/** The `--hours` flag of the prune commands. */
+export const HOURS_FLAG = {
+  hours: {
+    type: "string",
+    value: "N",
+    help: "age in hours, >= 0, decimals allowed (required)",
+  },
+} as const;
+
+/** Reads the required `--hours` flag. */
+export function readHours(args: ParsedArgs): number {
+  const hours = readNumber(args, "hours", false);
+  if (hours === undefined) throw new UsageError(args.command, "--hours is required");
+  return hours;
+}
+
 const pruneFailed: Command = {
   name: "prune-failed",
   operands: "",
   summary: "delete failed jobs older than some hours",
   description: "Deletes the failed jobs that failed more than --hours ago.",
-  flags: {
-    hours: { type: "string", value: "N", help: "age in hours, >= 0, decimals allowed (required)" },
-  },
+  flags: HOURS_FLAG,
   async run(args) {
     expectPositionals(args, 0, 0, "");
-    const hours = readNumber(args, "hours", false);
-    if (hours === undefined) throw new UsageError(args.command, "--hours is required");
+    const hours = readHours(args);
     await using queue = await openAdminQueue(args);
     const count = await queue.pruneFailed({ olderThanMs: hours * 3_600_000 });
     console.log(

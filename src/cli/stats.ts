@@ -14,24 +14,40 @@ import { formatTable } from "./table.ts";
 
 const REFRESH_MS = 1_000;
 
+/** The counts per queue, then the running jobs with their progress, if any. */
 function countsTable(counts: Record<string, QueueCounts>): string {
   const queues = Object.keys(counts).sort();
   if (queues.length === 0) return "No jobs";
   const columns = ["pending", "delayed", "reserved", "failed"] as const;
-  return formatTable(
+  const table = formatTable(
     ["queue", ...columns],
     queues.map((queue) => [queue, ...columns.map((column) => String(counts[queue]![column]))]),
     ["left", "right", "right", "right", "right"],
   );
+  const running = queues.flatMap((queue) => counts[queue]!.running.map((job) => ({ queue, job })));
+  if (running.length === 0) return table;
+  return `${table}\n\nRunning\n${
+    formatTable(
+      ["id", "queue", "name", "attempt", "progress"],
+      running.map(({ queue, job }) => [
+        String(job.id),
+        queue,
+        job.name,
+        String(job.attempt),
+        job.progress === null ? "-" : `${Math.floor(job.progress)}%`,
+      ]),
+      ["right", "left", "left", "right", "right"],
+    )
+  }`;
 }
 
 /** `stats [--watch] [--json]`. */
 export const stats: Command = {
   name: "stats",
   operands: "",
-  summary: "count jobs per queue: pending, delayed, reserved, failed",
+  summary: "count jobs per queue: pending, delayed, reserved, failed; list running ones",
   description:
-    "Counts the jobs of each queue by state: pending (due now), delayed (due later), reserved\n(running) and failed. With --watch, counts again every second until Ctrl-C.",
+    "Counts the jobs of each queue by state: pending (due now), delayed (due later), reserved\n(running) and failed, then lists the running jobs with the progress their handlers report.\nWith --watch, counts again every second until Ctrl-C.",
   flags: {
     watch: { type: "boolean", help: "refresh every second until SIGINT or SIGTERM" },
     json: { type: "boolean", help: "print JSON (with --watch, one line per refresh)" },

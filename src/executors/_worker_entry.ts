@@ -9,7 +9,8 @@
 /// <reference no-default-lib="true" />
 /// <reference lib="deno.worker" />
 import { asError } from "../errors.ts";
-import type { Dispatcher, DispatchOptions, JobDefinition } from "../job.ts";
+import type { DispatchOptions, JobDefinition } from "../job.ts";
+import type { HandlerQueue } from "./executor.ts";
 import { JobRegistry } from "../registry.ts";
 import { IsolateExecutor } from "./isolate.ts";
 import {
@@ -28,6 +29,8 @@ let executor: Promise<IsolateExecutor> | null = null;
 
 let running = 0;
 let results: WireResult[] = [];
+/** The latest progress per attempt, sent with the next batch of results or on its own. */
+const progress = new Map<number, number>();
 let flushScheduled = false;
 /** A macrotask hop (about 10 µs, where setTimeout(0) costs milliseconds). */
 const yielder = new MessageChannel();
@@ -45,37 +48,59 @@ function send(message: FromWorker): void {
  */
 function report(result: WireResult): void {
   results.push(result);
+  progress.delete(result.runId);
   if (running === 0) flush();
-  else if (!flushScheduled) {
-    flushScheduled = true;
-    yielder.port2.postMessage(null);
-  }
+  else scheduleFlush();
+}
+
+/** Sends once after a macrotask hop, so a burst of calls becomes one message. */
+function scheduleFlush(): void {
+  if (flushScheduled) return;
+  flushScheduled = true;
+  yielder.port2.postMessage(null);
 }
 
 function flush(): void {
   flushScheduled = false;
+  if (progress.size > 0) {
+    send({
+      type: "progress",
+      reports: [...progress].map(([runId, percent]) => ({ runId, percent })),
+    });
+    progress.clear();
+  }
   if (results.length === 0) return;
   send({ type: "results", results });
   results = [];
 }
 
-/** `ctx.queue` inside a Web Worker: the main thread validates and stores. */
-const dispatcher: Dispatcher = {
+/** Asks the main thread, which validates and stores, to dispatch (into a batch when `batchId` is set). */
+function dispatchThroughMain(
+  job: JobDefinition,
+  payloads: readonly unknown[],
+  options: DispatchOptions | undefined,
+  batchId: number | null,
+): Promise<number[]> {
+  return new Promise<number[]>((resolve, reject) => {
+    const callId = ++nextCallId;
+    calls.set(callId, { resolve, reject });
+    try {
+      send({ type: "dispatch", callId, name: job.name, payloads: [...payloads], options, batchId });
+    } catch (error) {
+      calls.delete(callId);
+      reject(asError(error));
+    }
+  });
+}
+
+/** `ctx.queue` and `ctx.addToBatch` inside a Web Worker. */
+const handlerQueue: HandlerQueue = {
   async dispatch(job, payload, options) {
-    return (await this.dispatchMany(job, [payload], options))[0]!;
+    return (await dispatchThroughMain(job, [payload], options, null))[0]!;
   },
-  dispatchMany(job: JobDefinition, payloads: readonly unknown[], options?: DispatchOptions) {
-    return new Promise<number[]>((resolve, reject) => {
-      const callId = ++nextCallId;
-      calls.set(callId, { resolve, reject });
-      try {
-        send({ type: "dispatch", callId, name: job.name, payloads: [...payloads], options });
-      } catch (error) {
-        calls.delete(callId);
-        reject(asError(error));
-      }
-    });
-  },
+  dispatchMany: (job, payloads, options) => dispatchThroughMain(job, payloads, options, null),
+  addToBatch: (batchId, job, payloads, options) =>
+    dispatchThroughMain(job, payloads, options, batchId),
 };
 
 /** Runs one attempt and reports how it ended. */
@@ -84,7 +109,14 @@ async function attempt(runId: number, request: WireRequest): Promise<void> {
   aborts.set(runId, controller);
   let outcome: WireResult;
   try {
-    const result = await (await executor!).run({ ...request, signal: controller.signal });
+    const result = await (await executor!).run({
+      ...request,
+      signal: controller.signal,
+      onProgress(percent) {
+        progress.set(runId, percent);
+        scheduleFlush();
+      },
+    });
     if (result.kind === "success") outcome = { runId, kind: "success" };
     else if (result.kind === "release") {
       outcome = { runId, kind: "release", delayMs: result.delayMs };
@@ -107,7 +139,7 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
     case "init":
       // A failure to load surfaces as each run's error; catch here so it is not unhandled.
       executor = JobRegistry.load(data.jobsUrl).then((registry) =>
-        new IsolateExecutor(registry, dispatcher)
+        new IsolateExecutor(registry, handlerQueue)
       );
       executor.catch(() => {});
       return;

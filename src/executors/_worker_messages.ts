@@ -21,6 +21,16 @@ export interface WireRequest {
   readonly queueName: string;
   readonly payload: string;
   readonly attempt: number;
+  readonly batchId: number | null;
+}
+
+/** What a failed hook sent to a Web Worker needs (its error travels beside it). */
+export interface WireFailedHook {
+  readonly id: number;
+  readonly name: string;
+  readonly queueName: string;
+  readonly payload: string;
+  readonly attempts: number;
 }
 
 /** Main thread to Web Worker. */
@@ -35,7 +45,7 @@ export type ToWorker =
   | {
     readonly type: "failed-hook";
     readonly runId: number;
-    readonly request: WireRequest & { readonly attempts: number };
+    readonly request: WireFailedHook;
     readonly error: WireError;
   }
   | {
@@ -63,11 +73,18 @@ export type FromWorker =
   }
   | { readonly type: "hook-done"; readonly runId: number; readonly error?: WireError }
   | {
+    /** The latest progress of each attempt that reported some since the last message. */
+    readonly type: "progress";
+    readonly reports: { readonly runId: number; readonly percent: number }[];
+  }
+  | {
     readonly type: "dispatch";
     readonly callId: number;
     readonly name: string;
     readonly payloads: unknown[];
     readonly options: DispatchOptions | undefined;
+    /** Set when the jobs join this batch (`ctx.addToBatch`). */
+    readonly batchId: number | null;
   };
 
 /** `error` in a form that survives `postMessage`. */

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { Dispatcher, DispatchOptions, JobDefinition } from "../job.ts";
 
 /** One attempt to run. */
 export interface ExecutionRequest {
@@ -18,8 +19,23 @@ export interface ExecutionRequest {
   readonly payload: string;
   /** This attempt's number. */
   readonly attempt: number;
+  /** The batch the job belongs to or follows up, or null. */
+  readonly batchId: number | null;
   /** Aborted on timeout, on stop and when the lease is lost; its reason says which. */
   readonly signal: AbortSignal;
+  /** Receives the progress the handler reports (already checked to be 0 to 100). */
+  readonly onProgress: (percent: number) => void;
+}
+
+/** What handlers reach through their context: dispatch, and growing their batch. */
+export interface HandlerQueue extends Dispatcher {
+  /** Adds counted jobs to batch `batchId`; returns their ids. */
+  addToBatch(
+    batchId: number,
+    job: JobDefinition,
+    payloads: readonly unknown[],
+    options: DispatchOptions | undefined,
+  ): Promise<number[]>;
 }
 
 /** How an attempt ended, as the handler saw it. */

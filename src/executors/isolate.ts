@@ -7,20 +7,26 @@
  * @module
  */
 import { asError, PayloadIntegrityError, PermanentError } from "../errors.ts";
-import type { Dispatcher, JobContext } from "../job.ts";
+import type { JobContext } from "../job.ts";
 import { decodePayload } from "../payload.ts";
 import type { JobRegistry } from "../registry.ts";
-import type { ExecutionRequest, ExecutionResult, Executor, FailedHookRequest } from "./executor.ts";
+import type {
+  ExecutionRequest,
+  ExecutionResult,
+  Executor,
+  FailedHookRequest,
+  HandlerQueue,
+} from "./executor.ts";
 
 /** Runs handlers in the calling isolate. */
 export class IsolateExecutor implements Executor {
   readonly #registry: JobRegistry;
-  readonly #dispatcher: Dispatcher;
+  readonly #queue: HandlerQueue;
 
-  /** `dispatcher` becomes each handler's `ctx.queue`. */
-  constructor(registry: JobRegistry, dispatcher: Dispatcher) {
+  /** `queue` serves each handler's `ctx.queue` and `ctx.addToBatch`. */
+  constructor(registry: JobRegistry, queue: HandlerQueue) {
     this.#registry = registry;
-    this.#dispatcher = dispatcher;
+    this.#queue = queue;
   }
 
   /** Decodes the payload and runs the handler. */
@@ -29,13 +35,32 @@ export class IsolateExecutor implements Executor {
     try {
       const job = this.#definition(request.name);
       const payload = decodePayload(job, request.payload);
+      const { batchId } = request;
+      const queue = this.#queue;
       const ctx: JobContext = {
         id: request.id,
         name: request.name,
         queueName: request.queueName,
         attempt: request.attempt,
         signal: request.signal,
-        queue: this.#dispatcher,
+        queue,
+        batchId,
+        async addToBatch(job, payload, options) {
+          if (batchId === null) {
+            throw new Error(
+              `ctx.addToBatch: job ${request.id} (${request.name}) is not in a batch`,
+            );
+          }
+          return (await queue.addToBatch(batchId, job, [payload], options))[0]!;
+        },
+        progress(percent) {
+          if (typeof percent !== "number" || !(percent >= 0 && percent <= 100)) {
+            throw new RangeError(
+              `ctx.progress: percent must be a number from 0 to 100: got ${String(percent)}`,
+            );
+          }
+          request.onProgress(percent);
+        },
         release(delayMs = 0) {
           if (!(Number.isFinite(delayMs) && delayMs >= 0)) {
             throw new RangeError(
@@ -72,7 +97,7 @@ export class IsolateExecutor implements Executor {
       name: request.name,
       queueName: request.queueName,
       attempts: request.attempts,
-      queue: this.#dispatcher,
+      queue: this.#queue,
     });
   }
 

@@ -17,11 +17,15 @@ import {
   type WireRequest,
 } from "./_worker_messages.ts";
 
-/** Stores what handlers dispatch: the queue's `dispatchMany`, by job name. */
+/**
+ * Stores what handlers dispatch, by job name: the queue's `dispatchMany`, or
+ * its `addToBatch` when `batchId` is not null.
+ */
 export type DispatchByName = (
   name: string,
   payloads: unknown[],
   options: DispatchOptions | undefined,
+  batchId: number | null,
 ) => Promise<number[]>;
 
 /** Options for {@linkcode WebWorkerPool}. */
@@ -32,13 +36,14 @@ export interface WebWorkerPoolOptions {
   readonly size: number;
   /** After an attempt is aborted, how long it may take to stop before its Web Worker is terminated. */
   readonly graceMs: number;
-  /** Where handlers' `ctx.queue.dispatch` calls go. */
+  /** Where handlers' `ctx.queue.dispatch` and `ctx.addToBatch` calls go. */
   readonly dispatch: DispatchByName;
 }
 
 interface PendingRun {
   readonly jobId: number;
   readonly resolve: (result: ExecutionResult) => void;
+  readonly onProgress: (percent: number) => void;
   readonly cleanup: () => void;
   aborted: boolean;
   killTimer: ReturnType<typeof setTimeout> | undefined;
@@ -92,7 +97,7 @@ export class WebWorkerPool implements Executor {
 
   /** Runs one attempt in the least busy Web Worker. */
   run(request: ExecutionRequest): Promise<ExecutionResult> {
-    const { signal, ...wire } = request;
+    const { signal, onProgress, ...wire } = request;
     const slot = this.#pick();
     const runId = ++this.#nextId;
     return new Promise((resolve) => {
@@ -100,6 +105,7 @@ export class WebWorkerPool implements Executor {
       const pending: PendingRun = {
         jobId: request.id,
         resolve,
+        onProgress,
         cleanup: () => signal.removeEventListener("abort", onAbort),
         aborted: false,
         killTimer: undefined,
@@ -121,7 +127,7 @@ export class WebWorkerPool implements Executor {
       this.#post(slot, {
         type: "failed-hook",
         runId,
-        request: { ...wire, attempt: request.attempts },
+        request: wire,
         error: toWire(error),
       });
     });
@@ -190,16 +196,20 @@ export class WebWorkerPool implements Executor {
         else hook?.reject(fromWire(message.error));
         return;
       }
+      case "progress":
+        for (const { runId, percent } of message.reports) slot.runs.get(runId)?.onProgress(percent);
+        return;
       case "dispatch":
-        this.#options.dispatch(message.name, message.payloads, message.options).then(
-          (ids) => this.#post(slot, { type: "dispatched", callId: message.callId, ids }),
-          (error) =>
-            this.#post(slot, {
-              type: "dispatched",
-              callId: message.callId,
-              error: toWire(asError(error)),
-            }),
-        );
+        this.#options.dispatch(message.name, message.payloads, message.options, message.batchId)
+          .then(
+            (ids) => this.#post(slot, { type: "dispatched", callId: message.callId, ids }),
+            (error) =>
+              this.#post(slot, {
+                type: "dispatched",
+                callId: message.callId,
+                error: toWire(asError(error)),
+              }),
+          );
         return;
     }
   }

@@ -8,15 +8,21 @@ import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
 import { migrations } from "../../migrations/sqlite/mod.ts";
 import { type Durability, openConnection, retryWhileBusy } from "./_sqlite_connection.ts";
 import { FileWatch } from "./_file_watch.ts";
+import { type JobLinks, SqliteComposition } from "./_sqlite_composition.ts";
 import { QueueClosedError } from "../errors.ts";
 import type {
+  BatchRow,
   ClaimedJob,
   ClaimRequest,
   FailedJobRow,
   Lease,
+  NewBatchRow,
+  NewChainRow,
   NewJobRow,
   Page,
+  PushedBatch,
   QueueCountsRow,
+  RunningJobRow,
   Settlement,
   SettleResult,
   Store,
@@ -46,13 +52,16 @@ const DIED = "worker died during attempt ";
 const INSERT =
   `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`;
-const COMPLETE = "DELETE FROM jobs WHERE id = ? AND token = ?";
+const LINKS = "batch_id, batch_member, chain_id";
+const COMPLETE = `DELETE FROM jobs WHERE id = ? AND token = ? RETURNING ${LINKS}`;
+const PROGRESS = "UPDATE jobs SET progress = ? WHERE id = ? AND token = ?";
 const RELEASE = `UPDATE jobs SET token = NULL, available_at = ?, last_error = ?,
     attempts = attempts - ?, crashes = crashes + ?
   WHERE id = ? AND token = ?`;
 const COPY_TO_FAILED = `INSERT OR REPLACE INTO failed_jobs
-  (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at)
-  SELECT id, queue, name, payload, priority, ?, ?, ?, crashes + ?, created_at, ?
+  (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
+    ${LINKS})
+  SELECT id, queue, name, payload, priority, ?, ?, ?, crashes + ?, created_at, ?, ${LINKS}
   FROM jobs WHERE id = ? AND token = ?`;
 const RENEW = "UPDATE jobs SET available_at = ? WHERE id = ? AND token = ?";
 const COUNTS = `SELECT queue,
@@ -62,19 +71,25 @@ const COUNTS = `SELECT queue,
   FROM jobs GROUP BY queue`;
 const FAILED_COUNTS = "SELECT queue, COUNT(*) AS failed FROM failed_jobs GROUP BY queue";
 const FAILED_COLUMNS =
-  "id, queue, name, payload, error, stack, attempts, crashes, created_at, failed_at";
+  "id, queue, name, payload, error, stack, attempts, crashes, created_at, failed_at, batch_id, chain_id";
 const FAILED_PAGE =
   `SELECT ${FAILED_COLUMNS} FROM failed_jobs ORDER BY failed_at DESC, id DESC LIMIT ? OFFSET ?`;
 const FAILED_ONE = `SELECT ${FAILED_COLUMNS} FROM failed_jobs WHERE id = ?`;
-const RETRY_COPY = `INSERT INTO jobs (id, queue, name, payload, priority, available_at, created_at)
-  SELECT id, queue, name, payload, priority, ?, created_at FROM failed_jobs`;
-const RETRY_ONE = `${RETRY_COPY} WHERE id = ? RETURNING id`;
-const RETRY_ALL = `${RETRY_COPY} ORDER BY id RETURNING id`;
+const RETRY_COPY = `INSERT INTO jobs
+  (id, queue, name, payload, priority, available_at, created_at, ${LINKS})
+  SELECT id, queue, name, payload, priority, ?, created_at, ${LINKS} FROM failed_jobs`;
+const RETRY_ONE = `${RETRY_COPY} WHERE id = ? RETURNING id, ${LINKS}`;
+const RETRY_ALL = `${RETRY_COPY} ORDER BY id RETURNING id, ${LINKS}`;
+const RETRY_BATCH =
+  `${RETRY_COPY} WHERE batch_id = ? AND batch_member = 1 ORDER BY id RETURNING id, ${LINKS}`;
+const FORGET_BATCH = "DELETE FROM failed_jobs WHERE batch_id = ? AND batch_member = 1";
 const FORGET = "DELETE FROM failed_jobs WHERE id = ?";
 const FLUSH = "DELETE FROM failed_jobs";
 const PRUNE = "DELETE FROM failed_jobs WHERE failed_at < ?";
-const CLEAR_ONE = "DELETE FROM jobs WHERE queue = ?";
-const CLEAR_ALL = "DELETE FROM jobs";
+const CLEAR_ONE = `DELETE FROM jobs WHERE queue = ? RETURNING ${LINKS}`;
+const CLEAR_ALL = `DELETE FROM jobs RETURNING ${LINKS}`;
+const RUNNING = `SELECT id, queue, name, attempts, progress, available_at, batch_id FROM jobs
+  WHERE token IS NOT NULL AND available_at > ? ORDER BY id`;
 
 const claimStatements = new Map<number, string>();
 
@@ -88,12 +103,12 @@ function claimSql(queueCount: number): string {
 function buildClaimSql(queueCount: number): string {
   const perQueue = `SELECT id FROM (SELECT id FROM jobs WHERE queue = ? AND available_at <= ?
     ORDER BY priority DESC, available_at LIMIT ?)`;
-  return `UPDATE jobs SET token = ?, available_at = ?, attempts = attempts + 1,
+  return `UPDATE jobs SET token = ?, available_at = ?, attempts = attempts + 1, progress = NULL,
       crashes = crashes + (token IS NOT NULL),
       last_error = CASE WHEN token IS NULL THEN last_error ELSE '${DIED}' || attempts END
     WHERE id IN (${Array(queueCount).fill(perQueue).join(" UNION ALL ")} LIMIT ?)
     RETURNING id, queue, name, payload, priority, attempts, crashes, retry_until, last_error,
-      created_at, last_error IS NOT NULL AND last_error = '${DIED}' || (attempts - 1) AS recovered`;
+      created_at, batch_id, last_error IS NOT NULL AND last_error = '${DIED}' || (attempts - 1) AS recovered`;
 }
 
 interface ClaimRow {
@@ -107,6 +122,7 @@ interface ClaimRow {
   retry_until: number | null;
   last_error: string | null;
   created_at: number;
+  batch_id: number | null;
   recovered: number;
 }
 
@@ -121,6 +137,8 @@ interface FailedRow {
   crashes: number;
   created_at: number;
   failed_at: number;
+  batch_id: number | null;
+  chain_id: number | null;
 }
 
 /**
@@ -139,6 +157,7 @@ export class SqliteStore implements Store {
   readonly #busyTimeoutMs: number;
   readonly #changes: FileWatch;
   readonly #statements = new Map<string, StatementSync>();
+  readonly #composition = new SqliteComposition((sql) => this.#prepare(sql));
   /** Settles when the app transaction now running ends; null when none runs. */
   #transaction: Promise<void> | null = null;
   /** Set inside a transaction's callback, to refuse calls that would wait for it forever. */
@@ -204,6 +223,56 @@ export class SqliteStore implements Store {
   push(rows: readonly NewJobRow[]): Promise<number[]> {
     if (rows.length === 1) return this.#run(() => this.#insert(rows));
     return this.#write(() => this.#insert(rows));
+  }
+
+  /** Inserts a chain's first link and its waiting links in one transaction. */
+  pushChain(chain: NewChainRow): Promise<number> {
+    return this.#write(() => this.#composition.insertChain(chain, (rows) => this.#insert(rows)));
+  }
+
+  /** Inserts a batch with its jobs and callbacks in one transaction. */
+  pushBatch(batch: NewBatchRow): Promise<PushedBatch> {
+    return this.#write(() => this.#composition.insertBatch(batch));
+  }
+
+  /** Adds counted jobs to a batch that is still running. */
+  addToBatch(batchId: number, rows: readonly NewJobRow[]): Promise<number[]> {
+    return this.#write(() => this.#composition.addToBatch(batchId, rows));
+  }
+
+  /** One batch, or null. */
+  batch(id: number): Promise<BatchRow | null> {
+    return this.#run(() => this.#composition.batch(id));
+  }
+
+  /** Batches, newest first. */
+  batches(page: Page): Promise<BatchRow[]> {
+    return this.#run(() => this.#composition.batches(page));
+  }
+
+  /** Cancels a running batch, skipping its waiting jobs. */
+  cancelBatch(id: number, now: number): Promise<boolean> {
+    return this.#write(() => this.#composition.cancel(id, now));
+  }
+
+  /** Deletes batches finished or cancelled before `before`. */
+  pruneBatches(before: number): Promise<number> {
+    return this.#write(() => this.#composition.prune(before));
+  }
+
+  /** Jobs leased now, with their progress. */
+  running(now: number): Promise<RunningJobRow[]> {
+    return this.#run(() =>
+      this.#prepare(RUNNING).all(now).map((row) => ({
+        id: Number(row.id),
+        queue: String(row.queue),
+        name: String(row.name),
+        attempts: Number(row.attempts),
+        progress: row.progress === null ? null : Number(row.progress),
+        leasedUntil: Number(row.available_at),
+        batchId: row.batch_id === null ? null : Number(row.batch_id),
+      }))
+    );
   }
 
   /** Runs `fn` inside `BEGIN IMMEDIATE` … `COMMIT`, rolling back if it throws. */
@@ -302,47 +371,57 @@ export class SqliteStore implements Store {
   }
 
   /** Moves failed jobs back in one transaction; a job is in exactly one table throughout. */
-  retry(ids: readonly number[] | "all", now: number): Promise<number[]> {
+  retry(
+    ids: readonly number[] | "all" | { readonly batchId: number },
+    now: number,
+  ): Promise<number[]> {
     return this.#write(() => {
+      let moved: (JobLinks & { id: number })[];
       if (ids === "all") {
-        const moved = this.#prepare(RETRY_ALL).all(now).map((row) => Number(row.id));
+        moved = this.#prepare(RETRY_ALL).all(now) as unknown as typeof moved;
         this.#prepare(FLUSH).run();
-        return moved;
+      } else if (!Array.isArray(ids)) {
+        const { batchId } = ids as { readonly batchId: number };
+        moved = this.#prepare(RETRY_BATCH).all(now, batchId) as unknown as typeof moved;
+        this.#prepare(FORGET_BATCH).run(batchId);
+      } else {
+        moved = [];
+        for (const id of ids as readonly number[]) {
+          const row = this.#prepare(RETRY_ONE).get(now, id) as (typeof moved)[number] | undefined;
+          if (row === undefined) continue;
+          this.#prepare(FORGET).run(id);
+          moved.push(row);
+        }
       }
-      const moved: number[] = [];
-      for (const id of ids) {
-        if (this.#prepare(RETRY_ONE).get(now, id) === undefined) continue;
-        this.#prepare(FORGET).run(id);
-        moved.push(id);
-      }
-      return moved;
+      this.#composition.retried(moved);
+      return moved.map((row) => Number(row.id));
     });
   }
 
-  /** Deletes one failed job. */
+  /** Deletes one failed job, and the waiting links of its chain. */
   forget(id: number): Promise<boolean> {
-    return this.#run(() => this.#prepare(FORGET).run(id).changes === 1);
+    return this.#deleteFailed(() => this.#prepare(FORGET).run(id).changes).then((n) => n === 1);
   }
 
   /** Deletes every failed job. */
   flushFailed(): Promise<number> {
-    return this.#run(() => Number(this.#prepare(FLUSH).run().changes));
+    return this.#deleteFailed(() => this.#prepare(FLUSH).run().changes);
   }
 
   /** Deletes failed jobs older than `before`. */
   pruneFailed(before: number): Promise<number> {
-    return this.#run(() => Number(this.#prepare(PRUNE).run(before).changes));
+    return this.#deleteFailed(() => this.#prepare(PRUNE).run(before).changes);
   }
 
-  /** Deletes waiting and leased jobs of one queue, or of all. */
-  clear(queue?: string): Promise<number> {
-    return this.#run(() =>
-      Number(
-        queue === undefined
-          ? this.#prepare(CLEAR_ALL).run().changes
-          : this.#prepare(CLEAR_ONE).run(queue).changes,
-      )
-    );
+  /** Deletes waiting and leased jobs of one queue, or of all; batch jobs count as skipped. */
+  clear(queue: string | undefined, now: number): Promise<number> {
+    return this.#write(() => {
+      const deleted = (queue === undefined
+        ? this.#prepare(CLEAR_ALL).all()
+        : this.#prepare(CLEAR_ONE).all(queue)) as unknown as JobLinks[];
+      this.#composition.cleared(deleted, now);
+      return deleted.length;
+    });
   }
 
   /** Calls `listener` when the database's WAL file changes (any process's commit). */
@@ -362,6 +441,15 @@ export class SqliteStore implements Store {
   /** Same as {@linkcode SqliteStore.close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
+  }
+
+  /** Deletes failed jobs with `remove`, then the chain links that can never run now. */
+  #deleteFailed(remove: () => number | bigint): Promise<number> {
+    return this.#write(() => {
+      const deleted = Number(remove());
+      if (deleted > 0) this.#composition.dropOrphanLinks();
+      return deleted;
+    });
   }
 
   #claim(request: ClaimRequest): ClaimedJob[] {
@@ -385,6 +473,7 @@ export class SqliteStore implements Store {
         retryUntil: row.retry_until,
         lastError: row.last_error,
         createdAt: row.created_at,
+        batchId: row.batch_id,
         token,
       }));
   }
@@ -392,8 +481,13 @@ export class SqliteStore implements Store {
   #apply(settlement: Settlement): boolean {
     const { id, token } = settlement;
     switch (settlement.kind) {
-      case "complete":
-        return this.#prepare(COMPLETE).run(id, token).changes === 1;
+      case "complete": {
+        const links = this.#prepare(COMPLETE).get(id, token) as JobLinks | undefined;
+        if (links !== undefined) this.#composition.settled(links, "complete", settlement.at);
+        return links !== undefined;
+      }
+      case "progress":
+        return this.#prepare(PROGRESS).run(settlement.percent, id, token).changes === 1;
       case "release":
         return this.#prepare(RELEASE).run(
           settlement.availableAt,
@@ -410,12 +504,14 @@ export class SqliteStore implements Store {
           error.stack,
           settlement.attempts,
           settlement.crashed ? 1 : 0,
-          settlement.failedAt,
+          settlement.at,
           id,
           token,
         ).changes === 1;
-        if (copied) this.#prepare(COMPLETE).run(id, token);
-        return copied;
+        if (!copied) return false;
+        const links = this.#prepare(COMPLETE).get(id, token) as unknown as JobLinks;
+        this.#composition.settled(links, "fail", settlement.at);
+        return true;
       }
     }
   }
@@ -447,6 +543,16 @@ export class SqliteStore implements Store {
       push: async (rows) => {
         check();
         return this.#insert(rows);
+      },
+      // deno-lint-ignore require-await
+      pushChain: async (chain) => {
+        check();
+        return this.#composition.insertChain(chain, (rows) => this.#insert(rows));
+      },
+      // deno-lint-ignore require-await
+      pushBatch: async (batch) => {
+        check();
+        return this.#composition.insertBatch(batch);
       },
       // deno-lint-ignore require-await
       query: async <Row>(sql: string, params: readonly unknown[] = []) => {
@@ -526,5 +632,7 @@ function toFailedJobRow(row: FailedRow): FailedJobRow {
     crashes: row.crashes,
     createdAt: row.created_at,
     failedAt: row.failed_at,
+    batchId: row.batch_id,
+    chainId: row.chain_id,
   };
 }

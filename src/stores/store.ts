@@ -23,6 +23,104 @@ export interface NewJobRow {
   readonly createdAt: number;
 }
 
+/**
+ * A job that waits for another job's outcome (a chain's next link or catch, a
+ * batch's callback) and is queued when that outcome is settled. Its delay and
+ * retry window count from that moment.
+ */
+export interface HeldJobRow {
+  /** Queue name (validated). */
+  readonly queue: string;
+  /** Job name. */
+  readonly name: string;
+  /** Encoded payload text. */
+  readonly payload: string;
+  /** Higher runs first within a queue. */
+  readonly priority: number;
+  /** Wait after it is queued before it is due, in ms. */
+  readonly delayMs: number;
+  /** Retry window from when it is queued, in ms, or null for none. */
+  readonly retryForMs: number | null;
+}
+
+/** A chain to insert: its first link is queued now, the rest wait. */
+export interface NewChainRow {
+  /** The first link, queued at once; its id becomes the chain's id. */
+  readonly first: NewJobRow;
+  /** The later links in order, each queued when the one before succeeds. */
+  readonly next: readonly HeldJobRow[];
+  /** Queued once, when a link fails for good. */
+  readonly onFailure: readonly HeldJobRow[];
+}
+
+/** A batch to insert with its jobs and callbacks. */
+export interface NewBatchRow {
+  /** The batch's name, for people. */
+  readonly name: string;
+  /** When false, the first failure cancels the batch. */
+  readonly allowFailures: boolean;
+  /** Dispatch time, in ms since the epoch. */
+  readonly createdAt: number;
+  /** The batch's jobs, queued at once. */
+  readonly jobs: readonly NewJobRow[];
+  /** Queued when every job has succeeded, unless the batch was cancelled. */
+  readonly then: readonly HeldJobRow[];
+  /** Queued at the first job that fails for good. */
+  readonly catch: readonly HeldJobRow[];
+  /** Queued once nothing in the batch is pending. */
+  readonly finally: readonly HeldJobRow[];
+}
+
+/** The ids a stored batch got. */
+export interface PushedBatch {
+  /** The batch's id. */
+  readonly id: number;
+  /** Its jobs' ids, in order. */
+  readonly jobIds: number[];
+}
+
+/** A batch as a store reads it. `total = pending + failed + skipped + succeeded`. */
+export interface BatchRow {
+  /** The batch's id. */
+  readonly id: number;
+  /** Its name. */
+  readonly name: string;
+  /** Jobs in the batch. */
+  readonly total: number;
+  /** Jobs that have not succeeded, failed for good or been skipped. */
+  readonly pending: number;
+  /** Jobs in the failed jobs. */
+  readonly failed: number;
+  /** Jobs removed unrun by a cancel or a clear. */
+  readonly skipped: number;
+  /** Whether failures leave the batch running. */
+  readonly allowFailures: boolean;
+  /** Dispatch time. */
+  readonly createdAt: number;
+  /** When it was cancelled, or null. */
+  readonly cancelledAt: number | null;
+  /** When nothing was pending any more, or null. */
+  readonly finishedAt: number | null;
+}
+
+/** A leased job, as a store lists it. */
+export interface RunningJobRow {
+  /** The job's id. */
+  readonly id: number;
+  /** Queue it was taken from. */
+  readonly queue: string;
+  /** Job name. */
+  readonly name: string;
+  /** Starts of the handler, this one included. */
+  readonly attempts: number;
+  /** Progress its handler last reported, 0 to 100, or null. */
+  readonly progress: number | null;
+  /** When its lease ends unless renewed. */
+  readonly leasedUntil: number;
+  /** Its batch, or null. */
+  readonly batchId: number | null;
+}
+
 /** What to claim in one statement. */
 export interface ClaimRequest {
   /** Queues in the order they are looked at: every job of the first before the second. */
@@ -61,6 +159,8 @@ export interface ClaimedJob {
   readonly lastError: string | null;
   /** Dispatch time. */
   readonly createdAt: number;
+  /** The batch it belongs to or follows up, or null. */
+  readonly batchId: number | null;
   /** The reservation token that fences this claim's settle. */
   readonly token: number;
 }
@@ -73,15 +173,33 @@ export interface StoredError {
   readonly stack: string | null;
 }
 
-/** How a claimed job ends its attempt. Every kind is fenced by `id` + `token`. */
+/**
+ * A write about a claimed job: how its attempt ended, or the progress of an
+ * attempt still running. Every kind is fenced by `id` + `token`; `at` is when
+ * it happened, the time follow-up jobs are queued at.
+ */
 export type Settlement =
   | {
-    /** The handler succeeded: the job is deleted. */
+    /** The handler succeeded: the job is deleted, its chain or batch moves on. */
     readonly kind: "complete";
     /** The job's id. */
     readonly id: number;
     /** Its reservation token. */
     readonly token: number;
+    /** When it ended. */
+    readonly at: number;
+  }
+  | {
+    /** The handler, still running, reported progress: the job stays leased. */
+    readonly kind: "progress";
+    /** The job's id. */
+    readonly id: number;
+    /** Its reservation token. */
+    readonly token: number;
+    /** When it was reported. */
+    readonly at: number;
+    /** 0 to 100. */
+    readonly percent: number;
   }
   | {
     /** The job goes back to wait until `availableAt`. */
@@ -90,6 +208,8 @@ export type Settlement =
     readonly id: number;
     /** Its reservation token. */
     readonly token: number;
+    /** When it ended. */
+    readonly at: number;
     /** When it is due again. */
     readonly availableAt: number;
     /** Why, kept as the job's last error, or null. */
@@ -111,7 +231,7 @@ export type Settlement =
     /** Starts of the handler to record. */
     readonly attempts: number;
     /** When it failed. */
-    readonly failedAt: number;
+    readonly at: number;
     /** True when the attempt ended because its worker died: counts a crash. */
     readonly crashed?: boolean;
   };
@@ -157,6 +277,10 @@ export interface FailedJobRow {
   readonly createdAt: number;
   /** When it failed. */
   readonly failedAt: number;
+  /** The batch it belongs to or follows up, or null. */
+  readonly batchId: number | null;
+  /** The chain it is a link of, or null. */
+  readonly chainId: number | null;
 }
 
 /** Jobs in one queue by state. */
@@ -185,6 +309,10 @@ export interface Page {
 export interface StoreTransaction {
   /** Inserts jobs as part of the transaction; returns their ids in order. */
   push(rows: readonly NewJobRow[]): Promise<number[]>;
+  /** Inserts a chain as part of the transaction; returns its id. */
+  pushChain(chain: NewChainRow): Promise<number>;
+  /** Inserts a batch as part of the transaction. */
+  pushBatch(batch: NewBatchRow): Promise<PushedBatch>;
   /**
    * Runs the app's own statement inside the transaction and returns its rows.
    * Parameters use the engine's placeholders (`?` for SQLite).
@@ -198,6 +326,32 @@ export interface Store extends AsyncDisposable {
   migrate(): Promise<void>;
   /** Inserts jobs in one transaction; returns their ids in order. */
   push(rows: readonly NewJobRow[]): Promise<number[]>;
+  /** Inserts a chain's first link and its waiting links in one transaction; returns the chain's id. */
+  pushChain(chain: NewChainRow): Promise<number>;
+  /**
+   * Inserts a batch, its jobs and its callbacks in one transaction. A batch
+   * without jobs is finished at once and queues its callbacks.
+   */
+  pushBatch(batch: NewBatchRow): Promise<PushedBatch>;
+  /**
+   * Adds jobs to a batch that is neither cancelled nor finished, counting
+   * them, in one transaction; returns their ids. Rejects naming the reason otherwise.
+   */
+  addToBatch(batchId: number, rows: readonly NewJobRow[]): Promise<number[]>;
+  /** One batch, or null. */
+  batch(id: number): Promise<BatchRow | null>;
+  /** Batches, newest first. */
+  batches(page: Page): Promise<BatchRow[]>;
+  /**
+   * Cancels a batch that is neither cancelled nor finished: its jobs that are
+   * not running are skipped, and its finally callbacks are queued if nothing
+   * is left pending. Returns false (changing nothing) otherwise.
+   */
+  cancelBatch(id: number, now: number): Promise<boolean>;
+  /** Deletes batches finished or cancelled before `before`, with their waiting callbacks; how many. */
+  pruneBatches(before: number): Promise<number>;
+  /** Jobs leased now, with their progress, in id order. */
+  running(now: number): Promise<RunningJobRow[]>;
   /** Runs `fn` in one transaction: its pushes and queries commit or roll back together. */
   transaction<T>(fn: (tx: StoreTransaction) => T | Promise<T>): Promise<T>;
   /** Leases up to `limit` due jobs in one statement, in claim order. */
@@ -217,17 +371,26 @@ export interface Store extends AsyncDisposable {
   failedJob(id: number): Promise<FailedJobRow | null>;
   /**
    * Moves failed jobs back to their queues, due at `now`, with fresh attempts;
-   * `"all"` for every one. Returns the ids moved; an id already gone is skipped.
+   * `"all"` for every one, `{ batchId }` for the failed jobs of one batch.
+   * A batch job moved back is pending in its batch again. Returns the ids
+   * moved; an id already gone is skipped.
    */
-  retry(ids: readonly number[] | "all", now: number): Promise<number[]>;
-  /** Deletes one failed job; whether it existed. */
+  retry(
+    ids: readonly number[] | "all" | { readonly batchId: number },
+    now: number,
+  ): Promise<number[]>;
+  /** Deletes one failed job; whether it existed. A chain it was a link of loses its waiting links. */
   forget(id: number): Promise<boolean>;
   /** Deletes every failed job; how many. */
   flushFailed(): Promise<number>;
   /** Deletes failed jobs that failed before `before`; how many. */
   pruneFailed(before: number): Promise<number>;
-  /** Deletes jobs waiting in `queue` (every queue when omitted), leased ones included; how many. */
-  clear(queue?: string): Promise<number>;
+  /**
+   * Deletes jobs waiting in `queue` (every queue when omitted), leased ones
+   * included; batch jobs among them count as skipped, and a batch left with
+   * nothing pending finishes at `now`. Returns how many.
+   */
+  clear(queue: string | undefined, now: number): Promise<number>;
   /**
    * Calls `listener` soon after another connection (maybe another process)
    * may have added or freed jobs, so idle workers look at once instead of at

@@ -1,0 +1,114 @@
+/**
+ * Chains: jobs that run one after another. Only the first is queued at
+ * dispatch; each next one is queued in the transaction that settles the
+ * success of the one before.
+ *
+ * @module
+ */
+import type { DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
+
+/** Options for {@linkcode Queue.chain}. */
+export interface ChainOptions {
+  /**
+   * Queue for every job of the chain (its catch included) whose dispatch
+   * options name none.
+   * @default {each job's own queue}
+   */
+  queue?: string;
+}
+
+/** A chain as its builder hands it over to be checked and stored. */
+export interface ChainPlan {
+  /** The links in order, one payload each. */
+  readonly links: readonly PlannedJobs[];
+  /** Jobs queued once, when a link fails for good. */
+  readonly onFailure: readonly PlannedJobs[];
+}
+
+/**
+ * Builds a chain: `.then()` adds a link, `.catch()` a job to queue once if a
+ * link fails for good, `.dispatch()` stores it. A link that fails for good
+ * stops the chain; `queue.retry(id)` of that link resumes it where it stopped.
+ *
+ * @example Three steps, in order, with a clean-up on failure
+ * ```ts
+ * import { defineJob, Queue } from "@renox/queue";
+ * import { z } from "zod";
+ *
+ * const step = defineJob({ name: "step", schema: z.object({ n: z.number() }), handle({ n }) {
+ *   console.log(`step ${n}`);
+ * } });
+ * const cleanUp = defineJob({ name: "clean-up", schema: z.null(), handle() {} });
+ *
+ * await using queue = await Queue.open({ path: ":memory:", jobs: [step, cleanUp] });
+ * await queue.chain()
+ *   .then(step, { n: 1 })
+ *   .then(step, { n: 2 })
+ *   .then(step, { n: 3 })
+ *   .catch(cleanUp, null)
+ *   .dispatch();
+ * await queue.work({ stopWhenEmpty: true }).done; // step 1, step 2, step 3
+ * ```
+ */
+export class ChainBuilder {
+  readonly #submit: (plan: ChainPlan) => Promise<number>;
+  readonly #queue: string | undefined;
+  readonly #links: PlannedJobs[] = [];
+  readonly #onFailure: PlannedJobs[] = [];
+  #dispatched = false;
+
+  /** Made by `queue.chain()` and `tx.chain()`. @internal */
+  constructor(options: ChainOptions, submit: (plan: ChainPlan) => Promise<number>) {
+    this.#queue = options.queue;
+    this.#submit = submit;
+  }
+
+  /** Adds a link that runs after the ones before it have succeeded. */
+  then<J extends JobDefinition>(job: J, payload: PayloadOf<J>, options?: DispatchOptions): this {
+    this.#links.push(this.#plan("then", job, payload, options));
+    return this;
+  }
+
+  /** Adds a job queued once, when any link fails for good. */
+  catch<J extends JobDefinition>(job: J, payload: PayloadOf<J>, options?: DispatchOptions): this {
+    this.#onFailure.push(this.#plan("catch", job, payload, options));
+    return this;
+  }
+
+  /**
+   * Checks every payload, then stores the chain in one transaction and
+   * returns its id, which is also its first job's id. Nothing is stored if
+   * any payload is refused; an empty chain is refused.
+   */
+  async dispatch(): Promise<number> {
+    if (this.#dispatched) {
+      throw new Error("This chain was already dispatched: build a new one with queue.chain()");
+    }
+    if (this.#links.length === 0) {
+      throw new TypeError("Cannot dispatch an empty chain: add a job with .then(job, payload)");
+    }
+    const id = await this.#submit({ links: this.#links, onFailure: this.#onFailure });
+    this.#dispatched = true;
+    return id;
+  }
+
+  #plan(
+    method: string,
+    job: JobDefinition,
+    payload: unknown,
+    options: DispatchOptions | undefined,
+  ): PlannedJobs {
+    if (typeof job === "function") {
+      // `await chain` would call then(resolve, reject): say what happened instead of storing it.
+      throw new TypeError(
+        `chain.${method}(job, payload) takes a job definition, not a callback: a chain is not a promise, await chain.dispatch()`,
+      );
+    }
+    const queue = options?.queue ?? this.#queue;
+    return {
+      job,
+      payloads: [payload],
+      options: queue === undefined ? options : { ...options, queue },
+    };
+  }
+}
