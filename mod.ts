@@ -26,6 +26,7 @@
 export { type Backoff } from "./src/backoff.ts";
 export { type Clock, systemClock } from "./src/clock.ts";
 export { type QueueConfig, readConfig } from "./src/config.ts";
+export { generateAppKey } from "./src/encryption.ts";
 export {
   JobTimeoutError,
   PayloadIntegrityError,
@@ -51,6 +52,14 @@ export {
   type SchemaIssue,
   type SchemaResult,
 } from "./src/job.ts";
+export {
+  type JobMiddleware,
+  type RateLimited,
+  rateLimited,
+  type WithoutOverlapping,
+  withoutOverlapping,
+  type WithoutOverlappingOptions,
+} from "./src/middleware.ts";
 export type { JobsSource } from "./src/registry.ts";
 export {
   type FailedJob,

@@ -35,6 +35,7 @@ import {
   EXIT_CODES,
   PROGRAM,
 } from "./cli/command.ts";
+import { keyGenerate } from "./cli/key_generate.ts";
 import { stats } from "./cli/stats.ts";
 import { work } from "./cli/work.ts";
 
@@ -54,7 +55,14 @@ const help: Command = {
   },
 };
 
-const COMMANDS: readonly Command[] = [work, ...ADMIN_COMMANDS, ...BATCH_COMMANDS, stats, help];
+const COMMANDS: readonly Command[] = [
+  work,
+  ...ADMIN_COMMANDS,
+  ...BATCH_COMMANDS,
+  stats,
+  keyGenerate,
+  help,
+];
 
 function find(name: string): Command {
   const command = COMMANDS.find((candidate) => candidate.name === name);

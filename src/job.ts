@@ -6,6 +6,7 @@
  * @module
  */
 import { assertBackoff, type Backoff, defaultBackoff } from "./backoff.ts";
+import type { JobMiddleware } from "./middleware.ts";
 import { assertQueueName } from "./names.ts";
 
 /** Options for one dispatch. */
@@ -227,6 +228,42 @@ export interface JobConfig<S extends PayloadSchema> {
    * @default {0}
    */
   priority?: number;
+  /**
+   * Keep the payload encrypted at rest with `APP_KEY` (AES-256-GCM): the
+   * database, failed jobs, logs and errors never hold its plaintext.
+   * @default {false}
+   */
+  encrypted?: boolean;
+  /**
+   * While a job of this kind with the same `uniqueId` is queued or running,
+   * for at most this long, dispatching another returns the holder's id and
+   * stores nothing.
+   */
+  uniqueForMs?: number;
+  /**
+   * The id that makes two dispatches the same job, for `uniqueForMs` and
+   * `debounceMs`; 1 to 255 characters.
+   * @default {() => "" (one per job name)}
+   */
+  uniqueId?: (payload: PayloadInput<S>) => string;
+  /**
+   * When a unique job lets the next one in: `"completed"` once it succeeded
+   * or failed for good, `"processing"` as soon as it starts.
+   * @default {"completed"}
+   */
+  uniqueUntil?: "completed" | "processing";
+  /**
+   * Dispatching again with the same `uniqueId` while the job still waits
+   * replaces its payload and moves its start to this long from now.
+   */
+  debounceMs?: number;
+  /** With `debounceMs`: the job starts at the latest this long after the first dispatch. */
+  debounceMaxWaitMs?: number;
+  /**
+   * Rules checked before each attempt: {@linkcode withoutOverlapping},
+   * {@linkcode rateLimited}. A job they hold back is put back without using an attempt.
+   */
+  middleware?: (payload: PayloadOutput<S>) => readonly JobMiddleware[];
   /** Runs the job. Throw to fail the attempt; throw `PermanentError` to fail for good. */
   handle(payload: PayloadOutput<S>, ctx: JobContext): void | Promise<void>;
   /** Runs once when the job fails for good. An error it throws is logged, never retried. */
@@ -258,6 +295,20 @@ export interface JobDefinition<S extends PayloadSchema = any> {
   readonly retryUntil: ((dispatchedAt: Date) => Date) | undefined;
   /** Default priority. */
   readonly priority: number;
+  /** Whether the payload is encrypted at rest. */
+  readonly encrypted: boolean;
+  /** How long a unique job keeps others out, or undefined when it is not unique. */
+  readonly uniqueForMs: number | undefined;
+  /** The id that makes two dispatches the same job. */
+  readonly uniqueId: (payload: PayloadInput<S>) => string;
+  /** When a unique job lets the next one in. */
+  readonly uniqueUntil: "completed" | "processing";
+  /** The debounce delay, or undefined when the job is not debounced. */
+  readonly debounceMs: number | undefined;
+  /** The longest a debounced job waits after its first dispatch, or undefined. */
+  readonly debounceMaxWaitMs: number | undefined;
+  /** Rules checked before each attempt, or undefined. */
+  readonly middleware: ((payload: PayloadOutput<S>) => readonly JobMiddleware[]) | undefined;
   /** Runs the job. */
   readonly handle: (payload: PayloadOutput<S>, ctx: JobContext) => void | Promise<void>;
   /** Runs once when the job fails for good. */
@@ -300,7 +351,7 @@ export function defineJob<S extends PayloadSchema>(config: JobConfig<S>): JobDef
   if (typeof config.schema?.safeParse !== "function") {
     throw new TypeError(`${where}: schema must be a zod schema`);
   }
-  for (const hook of ["handle", "failed", "retryUntil"] as const) {
+  for (const hook of ["handle", "failed", "retryUntil", "uniqueId", "middleware"] as const) {
     const value = config[hook];
     if (typeof value !== "function" && (hook === "handle" || value !== undefined)) {
       throw new TypeError(`${where}: ${hook} must be a function`);
@@ -319,9 +370,32 @@ export function defineJob<S extends PayloadSchema>(config: JobConfig<S>): JobDef
     timeoutMs: positive(where, "timeoutMs", config.timeoutMs ?? 60_000, false),
     retryUntil: config.retryUntil,
     priority: config.priority ?? 0,
+    encrypted: config.encrypted ?? false,
+    uniqueForMs: optionalMs(where, "uniqueForMs", config.uniqueForMs),
+    uniqueId: config.uniqueId ?? (() => ""),
+    uniqueUntil: config.uniqueUntil ?? "completed",
+    debounceMs: optionalMs(where, "debounceMs", config.debounceMs),
+    debounceMaxWaitMs: optionalMs(where, "debounceMaxWaitMs", config.debounceMaxWaitMs),
+    middleware: config.middleware,
     handle: config.handle,
     failed: config.failed,
   };
+  if (typeof definition.encrypted !== "boolean") {
+    throw new TypeError(`${where}: encrypted must be true or false: got ${config.encrypted}`);
+  }
+  if (definition.uniqueUntil !== "completed" && definition.uniqueUntil !== "processing") {
+    throw new TypeError(
+      `${where}: uniqueUntil must be "completed" or "processing": got ${config.uniqueUntil}`,
+    );
+  }
+  if (definition.uniqueForMs !== undefined && definition.debounceMs !== undefined) {
+    throw new TypeError(
+      `${where}: a job is either unique (uniqueForMs) or debounced (debounceMs), not both`,
+    );
+  }
+  if (definition.debounceMaxWaitMs !== undefined && definition.debounceMs === undefined) {
+    throw new TypeError(`${where}: debounceMaxWaitMs needs debounceMs`);
+  }
   assertBackoff(name, definition.backoff);
   if (!(definition.jitter >= 0 && definition.jitter <= 1)) {
     throw new RangeError(`${where}: jitter must be a fraction from 0 to 1: got ${config.jitter}`);
@@ -341,6 +415,11 @@ export function assertPriority(priority: unknown, where: string): void {
   if (!Number.isSafeInteger(priority)) {
     throw new RangeError(`${where}: priority must be an integer: got ${String(priority)}`);
   }
+}
+
+/** An optional positive duration in ms, checked like `timeoutMs`. */
+function optionalMs(where: string, field: string, value: number | undefined): number | undefined {
+  return value === undefined ? undefined : Math.round(positive(where, field, value, false));
 }
 
 function positive(where: string, field: string, value: number, integer: boolean): number {

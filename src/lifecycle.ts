@@ -22,7 +22,12 @@ export type Outcome =
     readonly error: Error | null;
     readonly delayMs: number;
   }
-  | { readonly kind: "fail"; readonly settlement: Fail; readonly error: Error };
+  | { readonly kind: "fail"; readonly settlement: Fail; readonly error: Error }
+  | {
+    /** Held back by its middleware before it started: put back, attempt given back. */
+    readonly kind: "held";
+    readonly settlement: Release;
+  };
 
 /**
  * Why a claimed job must fail before its handler starts, or null when it may
@@ -165,6 +170,26 @@ export function putBack(job: ClaimedJob, now: number, reason: string): Outcome {
       token: job.token,
       at: now,
       availableAt: now,
+      error: reason,
+      refundAttempt: true,
+    },
+  };
+}
+
+/**
+ * A job its middleware held back (a lock held elsewhere, a rate limit
+ * reached): it is due again at `retryAt` and gets its attempt back, since
+ * its handler never ran.
+ */
+export function holdBack(job: ClaimedJob, now: number, retryAt: number, reason: string): Outcome {
+  return {
+    kind: "held",
+    settlement: {
+      kind: "release",
+      id: job.id,
+      token: job.token,
+      at: now,
+      availableAt: retryAt,
       error: reason,
       refundAttempt: true,
     },

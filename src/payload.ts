@@ -5,6 +5,7 @@
  * @internal
  * @module
  */
+import { isEncryptedPayload, type PayloadCipher } from "./encryption.ts";
 import { PayloadIntegrityError, ValidationError, type ValidationIssue } from "./errors.ts";
 import type { JobDefinition } from "./job.ts";
 
@@ -57,7 +58,28 @@ export function encodePayload(
   return json;
 }
 
-/** Parses a stored payload and checks it against the job's current schema. */
+/**
+ * Opens a stored payload for a handler: decrypts it when it is encrypted,
+ * then parses it and checks it against the job's schema. Throws
+ * `PayloadIntegrityError` when any step fails, or when an encrypted job's
+ * payload is not encrypted.
+ */
+export async function openPayload(
+  job: JobDefinition,
+  stored: string,
+  cipher: PayloadCipher | null,
+): Promise<unknown> {
+  if (isEncryptedPayload(stored)) {
+    if (cipher === null) {
+      throw new PayloadIntegrityError(job.name, "it is encrypted, and this process has no APP_KEY");
+    }
+    return decodePayload(job, await cipher.decrypt(job.name, stored));
+  }
+  if (job.encrypted) throw new PayloadIntegrityError(job.name, "expected an encrypted payload");
+  return decodePayload(job, stored);
+}
+
+/** Parses a stored payload's JSON text and checks it against the job's current schema. */
 export function decodePayload(job: JobDefinition, stored: string): unknown {
   let value: unknown;
   try {

@@ -7,6 +7,7 @@
 import { BatchBuilder, type BatchPlan, type BatchStatus, toBatchStatus } from "./batch.ts";
 import { ChainBuilder, type ChainOptions, type ChainPlan } from "./chain.ts";
 import { type Clock, systemClock } from "./clock.ts";
+import { type AppKeys, PayloadCipher } from "./encryption.ts";
 import { JobTimeoutError, QueueClosedError } from "./errors.ts";
 import { QueueEventTarget } from "./events.ts";
 import type { HandlerQueue } from "./executors/executor.ts";
@@ -29,6 +30,7 @@ import { type Durability, SqliteStore } from "./stores/sqlite.ts";
 import type {
   FailedJobRow,
   HeldJobRow,
+  KeyedJobRow,
   NewJobRow,
   Page,
   RunningJobRow,
@@ -68,6 +70,17 @@ export interface QueueOptions {
    * @default {262_144}
    */
   maxPayloadBytes?: number;
+  /**
+   * The key that encrypts the payloads of jobs defined with `encrypted: true`
+   * (base64 of 32 bytes); required when such a job is registered.
+   * @default {the APP_KEY environment variable}
+   */
+  appKey?: string;
+  /**
+   * Earlier keys that still decrypt the payloads they encrypted, after a rotation.
+   * @default {the APP_PREVIOUS_KEYS environment variable, comma-separated}
+   */
+  previousAppKeys?: readonly string[];
 }
 
 /** Jobs in one queue by state. */
@@ -187,17 +200,28 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   readonly #registry: JobRegistry;
   readonly #clock: Clock;
   readonly #maxPayloadBytes: number;
+  readonly #appKeys: AppKeys | null;
+  readonly #cipher: PayloadCipher | null;
   readonly #executor: IsolateExecutor;
   readonly #runners = new Set<Runner>();
   #closing: Promise<void> | null = null;
 
-  private constructor(store: Store, registry: JobRegistry, clock: Clock, maxPayloadBytes: number) {
+  private constructor(parts: {
+    store: Store;
+    registry: JobRegistry;
+    clock: Clock;
+    maxPayloadBytes: number;
+    appKeys: AppKeys | null;
+    cipher: PayloadCipher | null;
+  }) {
     super();
-    this.#store = store;
-    this.#registry = registry;
-    this.#clock = clock;
-    this.#maxPayloadBytes = maxPayloadBytes;
-    this.#executor = new IsolateExecutor(registry, this.#handlerQueue);
+    this.#store = parts.store;
+    this.#registry = parts.registry;
+    this.#clock = parts.clock;
+    this.#maxPayloadBytes = parts.maxPayloadBytes;
+    this.#appKeys = parts.appKeys;
+    this.#cipher = parts.cipher;
+    this.#executor = new IsolateExecutor(parts.registry, this.#handlerQueue, parts.cipher);
   }
 
   /** Loads the job definitions, opens the database and brings its schema up to date. */
@@ -207,11 +231,14 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
       throw new RangeError(`maxPayloadBytes must be an integer >= 2: got ${maxPayloadBytes}`);
     }
     const registry = await JobRegistry.load(options.jobs);
+    const appKeys = readAppKeys(options, registry.encryptedJobs());
+    const cipher = appKeys === null ? null : await PayloadCipher.fromKeys(appKeys);
     const store = options.store ?? await SqliteStore.open(options.path ?? "./.renox/queue.db", {
       ...(options.durability !== undefined && { durability: options.durability }),
       ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
     });
-    return new Queue(store, registry, options.clock ?? systemClock, maxPayloadBytes);
+    const clock = options.clock ?? systemClock;
+    return new Queue({ store, registry, clock, maxPayloadBytes, appKeys, cipher });
   }
 
   /**
@@ -245,11 +272,52 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     options: DispatchOptions | undefined,
     fromHandler: boolean,
   ): Promise<number[]> {
-    const rows = this.#rows(job, payloads, options, { fromHandler });
-    if (rows.length === 0) return [];
-    const ids = await this.#store.push(rows);
-    this.#queued(rows, ids);
+    const rows = await this.#rows(job, payloads, options, { fromHandler });
+    const { ids, stored } = await this.#push(this.#store, job, payloads, rows);
+    this.#queued(...stored);
     return ids;
+  }
+
+  /**
+   * Stores rows through `target`: a unique or debounced job by its key, which
+   * may name a job already stored. Returns the id standing for each row, and
+   * the rows stored as new jobs with their ids.
+   */
+  async #push(
+    target: Pick<StoreTransaction, "push" | "pushKeyed">,
+    job: JobDefinition,
+    payloads: readonly unknown[],
+    rows: NewJobRow[],
+  ): Promise<{ ids: number[]; stored: [NewJobRow[], number[]] }> {
+    if (rows.length === 0) return { ids: [], stored: [[], []] };
+    if (job.uniqueForMs === undefined && job.debounceMs === undefined) {
+      const ids = await target.push(rows);
+      return { ids, stored: [rows, ids] };
+    }
+    const keyed = rows.map((row, index): KeyedJobRow => {
+      const key = `${job.name}\0${uniqueIdOf(job, payloads[index])}`;
+      if (job.uniqueForMs !== undefined) {
+        const releaseOnStart = job.uniqueUntil === "processing";
+        return {
+          ...row,
+          key: { kind: "unique", key, expiresAt: row.createdAt + job.uniqueForMs, releaseOnStart },
+        };
+      }
+      const latestAt = job.debounceMaxWaitMs === undefined
+        ? null
+        : row.createdAt + job.debounceMaxWaitMs;
+      return {
+        ...row,
+        availableAt: row.availableAt + job.debounceMs!,
+        key: { kind: "debounce", key, latestAt },
+      };
+    });
+    const pushed = await target.pushKeyed(keyed);
+    const fresh = pushed.flatMap((push, index) => push.outcome === "stored" ? [index] : []);
+    return {
+      ids: pushed.map((push) => push.id),
+      stored: [fresh.map((index) => keyed[index]!), fresh.map((index) => pushed[index]!.id)],
+    };
   }
 
   /**
@@ -258,7 +326,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   chain(options: ChainOptions = {}): ChainBuilder {
     this.#assertOpen("dispatch a chain");
-    return this.#chainBuilder(options, this.#store);
+    return this.#chainBuilder(options, this.#store, (rows, ids) => this.#queued(rows, ids));
   }
 
   /**
@@ -268,52 +336,67 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   batch(name: string): BatchBuilder {
     this.#assertOpen("dispatch a batch");
-    return this.#batchBuilder(name, this.#store);
+    return this.#batchBuilder(name, this.#store, (rows, ids) => this.#queued(rows, ids));
   }
 
-  #chainBuilder(options: ChainOptions, target: Pick<StoreTransaction, "pushChain">): ChainBuilder {
+  /** A chain builder storing through `target`; `queued` hears of its first job once it counts. */
+  #chainBuilder(
+    options: ChainOptions,
+    target: Pick<StoreTransaction, "pushChain">,
+    queued: (rows: NewJobRow[], ids: number[]) => void,
+  ): ChainBuilder {
     if (options.queue !== undefined) assertQueueName(options.queue, "chain");
     return new ChainBuilder(options, async (plan: ChainPlan) => {
-      const [first, ...next] = plan.links.map((link, index) =>
-        this.#plannedRows(link, ` as link ${index + 1} of a chain`)[0]!
+      const [first, ...next] = await this.#plannedRows(
+        plan.links,
+        (index) => ` as link ${index + 1} of a chain`,
       );
-      const onFailure = plan.onFailure.map((link) =>
-        toHeld(this.#plannedRows(link, " as the catch of a chain")[0]!)
-      );
+      const onFailure = (await this.#plannedRows(plan.onFailure, () => " as the catch of a chain"))
+        .map(toHeld);
       const id = await target.pushChain({ first: first!, next: next.map(toHeld), onFailure });
-      this.#queued([first!], [id]);
+      queued([first!], [id]);
       return id;
     });
   }
 
-  #batchBuilder(name: string, target: Pick<StoreTransaction, "pushBatch">): BatchBuilder {
+  /** A batch builder storing through `target`; `queued` hears of its jobs once they count. */
+  #batchBuilder(
+    name: string,
+    target: Pick<StoreTransaction, "pushBatch">,
+    queued: (rows: NewJobRow[], ids: number[]) => void,
+  ): BatchBuilder {
     if (typeof name !== "string" || name.length === 0 || name.length > 255) {
       throw new TypeError(`batch: name must be a string of 1 to 255 characters: got ${name}`);
     }
     return new BatchBuilder(name, async (plan: BatchPlan) => {
-      const where = ` in batch "${plan.name}"`;
-      const jobs = plan.jobs.flatMap((planned) => this.#plannedRows(planned, where));
-      const held = (role: string, list: readonly PlannedJobs[]): HeldJobRow[] =>
-        list.map((planned) =>
-          toHeld(this.#plannedRows(planned, ` as the ${role} of batch "${plan.name}"`)[0]!)
-        );
+      const jobs = await this.#plannedRows(plan.jobs, () => ` in batch "${plan.name}"`);
+      const held = async (role: string, list: readonly PlannedJobs[]): Promise<HeldJobRow[]> =>
+        (await this.#plannedRows(list, () => ` as the ${role} of batch "${plan.name}"`))
+          .map(toHeld);
       const pushed = await target.pushBatch({
         name: plan.name,
         allowFailures: plan.allowFailures,
         createdAt: this.#clock.now(),
         jobs,
-        then: held("then", plan.then),
-        catch: held("catch", plan.catch),
-        finally: held("finally", plan.finally),
+        then: await held("then", plan.then),
+        catch: await held("catch", plan.catch),
+        finally: await held("finally", plan.finally),
       });
-      this.#queued(jobs, pushed.jobIds);
+      queued(jobs, pushed.jobIds);
       return pushed.id;
     });
   }
 
-  /** The rows of jobs a builder planned; `role` says where they are in the error messages. */
-  #plannedRows({ job, payloads, options }: PlannedJobs, role: string): NewJobRow[] {
-    return this.#rows(job, payloads, options, { role });
+  /** The rows of jobs a builder planned, in order; `role(index)` places them in error messages. */
+  async #plannedRows(
+    planned: readonly PlannedJobs[],
+    role: (index: number) => string,
+  ): Promise<NewJobRow[]> {
+    const rows: NewJobRow[] = [];
+    for (const [index, { job, payloads, options }] of planned.entries()) {
+      rows.push(...await this.#rows(job, payloads, options, { role: role(index) }));
+    }
+    return rows;
   }
 
   /**
@@ -326,7 +409,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
       (await this.#dispatchMany(job, [payload], options, true))[0]!,
     dispatchMany: (job, payloads, options) => this.#dispatchMany(job, payloads, options, true),
     addToBatch: async (batchId, job, payloads, options) => {
-      const rows = this.#rows(job, payloads, options, {
+      const rows = await this.#rows(job, payloads, options, {
         fromHandler: true,
         role: ` into batch ${batchId}`,
       });
@@ -365,9 +448,9 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         payloads: readonly PayloadOf<J>[],
         options?: DispatchOptions,
       ) => {
-        const rows = this.#rows(job, payloads, options);
-        const ids = rows.length === 0 ? [] : await storeTx.push(rows);
-        queued.push([rows, ids]);
+        const rows = await this.#rows(job, payloads, options);
+        const { ids, stored } = await this.#push(storeTx, job, payloads, rows);
+        queued.push(stored);
         return ids;
       };
       return fn({
@@ -375,8 +458,9 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         dispatch: async (job, payload, options) =>
           (await dispatchMany(job, [payload], options))[0]!,
         query: (sql, params) => storeTx.query(sql, params),
-        chain: (options = {}) => this.#chainBuilder(options, storeTx),
-        batch: (name) => this.#batchBuilder(name, storeTx),
+        chain: (options = {}) =>
+          this.#chainBuilder(options, storeTx, (rows, ids) => queued.push([rows, ids])),
+        batch: (name) => this.#batchBuilder(name, storeTx, (rows, ids) => queued.push([rows, ids])),
       });
     });
     for (const [rows, ids] of queued) this.#queued(rows, ids);
@@ -389,7 +473,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * job's `timeoutMs` (the handler is aborted but, in this isolate, may keep running).
    */
   async dispatchSync<J extends JobDefinition>(job: J, payload: PayloadOf<J>): Promise<void> {
-    const [row] = this.#rows(job, [payload], undefined);
+    const [row] = await this.#rows(job, [payload], undefined);
     const controller = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const overtime = new Promise<never>((_, reject) => {
@@ -450,10 +534,11 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         jobsUrl: jobsUrl!,
         size: resolved.workers,
         graceMs: resolved.graceMs,
+        appKeys: this.#appKeys,
         dispatch: (name, payloads, options, batchId) =>
           this.#dispatchByName(name, payloads, options, batchId),
       })
-      : new IsolateExecutor(this.#registry, this.#handlerQueue);
+      : new IsolateExecutor(this.#registry, this.#handlerQueue, this.#cipher);
     const runner = new Runner({
       store: this.#store,
       registry: this.#registry,
@@ -461,6 +546,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
       clock: this.#clock,
       events: this,
       random: Math.random,
+      cipher: this.#cipher,
     }, resolved);
     this.#runners.add(runner);
     const forget = () => this.#runners.delete(runner);
@@ -624,12 +710,12 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * Validates and encodes payloads into rows; throws before anything is
    * stored. `role` follows the job's name in error messages (" as link 2 of a chain").
    */
-  #rows(
+  async #rows(
     job: JobDefinition,
     payloads: readonly unknown[],
     options: DispatchOptions | undefined,
     { fromHandler = false, role = "" }: { fromHandler?: boolean; role?: string } = {},
-  ): NewJobRow[] {
+  ): Promise<NewJobRow[]> {
     if (!fromHandler) this.#assertOpen("dispatch");
     if (!isJobDefinition(job) || !this.#registry.has(job)) {
       const name = typeof job?.name === "string" ? `"${job.name}"` : String(job);
@@ -649,10 +735,16 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     if (retryUntil !== null && !Number.isFinite(retryUntil)) {
       throw new RangeError(`${where}: retryUntil returned an invalid date`);
     }
-    return payloads.map((payload) => ({
+    const texts = payloads.map((payload) =>
+      encodePayload(job, payload, this.#maxPayloadBytes, role)
+    );
+    const stored = job.encrypted
+      ? await Promise.all(texts.map((text) => this.#cipher!.encrypt(job.name, text)))
+      : texts;
+    return stored.map((payload) => ({
       queue,
       name: job.name,
-      payload: encodePayload(job, payload, this.#maxPayloadBytes, role),
+      payload,
       priority,
       availableAt: createdAt + delayMs,
       retryUntil,
@@ -678,6 +770,41 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   #notifyRunners(): void {
     for (const runner of this.#runners) runner.notify();
   }
+}
+
+/**
+ * The app's keys from the options, else from `APP_KEY` and
+ * `APP_PREVIOUS_KEYS`; null when no key is set. Throws naming the jobs that
+ * need one when `encrypted` lists any and there is none.
+ */
+function readAppKeys(options: QueueOptions, encrypted: readonly string[]): AppKeys | null {
+  const fromEnv = (name: string) =>
+    encrypted.length > 0 || options.appKey !== undefined ? Deno.env.get(name) : undefined;
+  const current = options.appKey ?? fromEnv("APP_KEY");
+  const previous = options.previousAppKeys ??
+    (fromEnv("APP_PREVIOUS_KEYS") ?? "").split(",").map((key) => key.trim()).filter(Boolean);
+  if (current === undefined || current === "") {
+    if (encrypted.length === 0) return null;
+    throw new TypeError(
+      `APP_KEY is not set, and the encrypted jobs ${
+        encrypted.map((name) => `"${name}"`).join(", ")
+      } need it: set it to the base64 of 32 random bytes (the CLI's key:generate prints one)`,
+    );
+  }
+  return { current, previous };
+}
+
+/** A unique or debounced job's `uniqueId` for one payload, checked. */
+function uniqueIdOf(job: JobDefinition, payload: unknown): string {
+  const id = job.uniqueId(payload);
+  if (typeof id !== "string" || id.length > 255) {
+    throw new TypeError(
+      `Cannot dispatch "${job.name}": uniqueId must return a string of at most 255 characters: got ${
+        typeof id === "string" ? `${id.length} characters` : typeof id
+      }`,
+    );
+  }
+  return id;
 }
 
 function assertId(id: number, what = "A job id"): number {

@@ -65,6 +65,11 @@ export class JobRegistry {
     return this.#byName.get(job.name) === job;
   }
 
+  /** The names of the known jobs whose payloads are encrypted. */
+  encryptedJobs(): string[] {
+    return [...this.#byName.values()].filter((job) => job.encrypted).map((job) => job.name);
+  }
+
   /** The queues the known jobs go to by default: `"default"` first, then by name. */
   defaultQueues(): string[] {
     const queues = new Set([...this.#byName.values()].map((job) => job.queue));

@@ -10,10 +10,14 @@ import { QueueEventTarget, type RunnerStats, type StopReason } from "./events.ts
 
 export type { RunnerStats, StopReason } from "./events.ts";
 import type { ExecutionResult, Executor } from "./executors/executor.ts";
+import type { PayloadCipher } from "./encryption.ts";
 import type { JobDefinition } from "./job.ts";
+import { assertMiddleware, describeRules, guardRequest, type JobMiddleware } from "./middleware.ts";
+import { openPayload } from "./payload.ts";
 import {
   failBeforeStart,
   failWith,
+  holdBack,
   type Outcome,
   outcomeOf,
   putBack,
@@ -37,6 +41,8 @@ export interface RunnerDeps {
   readonly events: QueueEventTarget;
   /** Source of jitter. */
   readonly random: () => number;
+  /** Opens encrypted payloads for middleware; null without `APP_KEY`. */
+  readonly cipher: PayloadCipher | null;
 }
 
 /** Options for {@linkcode Runner.stop}. */
@@ -255,14 +261,80 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       if (result.applied[index]) this.#report(finished);
     });
     this.#claimed += result.claimed.length;
-    for (const job of result.claimed) {
-      // A stop that came while the claim waited on the store: start nothing, put it back.
-      if (this.#stopping) {
-        const outcome = putBack(job, clock.now(), "worker stopped before the attempt began");
-        this.#finished.push({ job, outcome, durationMs: 0 });
-      } else this.#start(job);
-    }
+    // A stop that came while the claim waited on the store: start nothing, put it back.
+    if (this.#stopping) {
+      this.#putBackUnstarted(result.claimed, "worker stopped before the attempt began");
+    } else for (const job of await this.#guard(result.claimed)) this.#start(job);
     return result.claimed.length;
+  }
+
+  #putBackUnstarted(jobs: readonly ClaimedJob[], reason: string): void {
+    const now = this.#deps.clock.now();
+    for (const job of jobs) {
+      this.#finished.push({ job, outcome: putBack(job, now, reason), durationMs: 0 });
+    }
+  }
+
+  /**
+   * Checks the middleware of claimed jobs in one store call and returns the
+   * jobs that may start; those held back are put back without using an attempt.
+   */
+  async #guard(claimed: readonly ClaimedJob[]): Promise<ClaimedJob[]> {
+    const { registry, clock, store } = this.#deps;
+    const now = clock.now();
+    const guarded: { job: ClaimedJob; rules: readonly JobMiddleware[] }[] = [];
+    const free: ClaimedJob[] = [];
+    for (const job of claimed) {
+      const definition = registry.get(job.name);
+      if (definition?.middleware === undefined) {
+        free.push(job);
+        continue;
+      }
+      let payload: unknown;
+      try {
+        payload = await openPayload(definition, job.payload, this.#deps.cipher);
+      } catch {
+        free.push(job); // its attempt fails at once with the same PayloadIntegrityError
+        continue;
+      }
+      try {
+        const rules = assertMiddleware(definition.middleware(payload), job.name);
+        if (rules.length === 0) free.push(job);
+        else guarded.push({ job, rules });
+      } catch (error) {
+        const outcome = outcomeOf(
+          job,
+          definition,
+          { kind: "error", error: asError(error), permanent: false },
+          now,
+          this.#deps.random,
+        );
+        this.#finished.push({ job, outcome, durationMs: 0 });
+      }
+    }
+    if (guarded.length === 0) return free;
+    let verdicts: (number | null)[];
+    try {
+      const expireMs = (job: ClaimedJob) =>
+        registry.get(job.name)!.timeoutMs + this.#options.graceMs;
+      verdicts = await store.acquire(
+        guarded.map(({ job, rules }) => guardRequest(job, rules, now, expireMs(job))),
+        now,
+      );
+    } catch (error) {
+      this.emit("queue:error", { error: asError(error), during: "middleware" });
+      this.#putBackUnstarted(guarded.map(({ job }) => job), "middleware could not be checked");
+      return free;
+    }
+    guarded.forEach(({ job, rules }, index) => {
+      const retryAt = verdicts[index];
+      if (retryAt === null || retryAt === undefined) free.push(job);
+      else {
+        const outcome = holdBack(job, now, retryAt, `held back by ${describeRules(rules)}`);
+        this.#finished.push({ job, outcome, durationMs: 0 });
+      }
+    });
+    return free;
   }
 
   #start(job: ClaimedJob): void {
@@ -391,6 +463,8 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         this.#stats.retried++;
         this.emit("job:retry", { ...detail, error: outcome.error, delayMs: outcome.delayMs });
         return;
+      case "held":
+        return; // not an attempt: the handler never ran
       case "fail": {
         this.#stats.failed++;
         const { attempts } = outcome.settlement;

@@ -6,6 +6,7 @@ import { type Durability, SqliteStore } from "../src/stores/sqlite.ts";
 import { ChildScript } from "./_child.ts";
 import { tempDir } from "./_helpers.ts";
 import { claim, LEASE_MS, newJob, storeContract, T0 } from "./store_contract.ts";
+import { compositionContract } from "./store_contract_composition.ts";
 
 storeContract("SqliteStore (file)", async () => {
   const dir = await tempDir();
@@ -20,6 +21,23 @@ storeContract("SqliteStore (file)", async () => {
 });
 
 storeContract("SqliteStore (:memory:)", async () => {
+  const store = await SqliteStore.open(":memory:");
+  return { store, [Symbol.asyncDispose]: () => store.close() };
+});
+
+compositionContract("SqliteStore (file)", async () => {
+  const dir = await tempDir();
+  const store = await SqliteStore.open(dir.dbPath);
+  return {
+    store,
+    async [Symbol.asyncDispose]() {
+      await store.close();
+      await dir[Symbol.asyncDispose]();
+    },
+  };
+});
+
+compositionContract("SqliteStore (:memory:)", async () => {
   const store = await SqliteStore.open(":memory:");
   return { store, [Symbol.asyncDispose]: () => store.close() };
 });

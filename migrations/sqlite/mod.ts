@@ -6,6 +6,7 @@
  */
 import * as createJobs from "./0001_create_jobs.ts";
 import * as batchesAndChains from "./0002_batches_and_chains.ts";
+import * as jobKeysAndLocks from "./0003_job_keys_and_locks.ts";
 
 /** One schema step. */
 export interface Migration {
@@ -16,4 +17,4 @@ export interface Migration {
 }
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
-export const migrations: readonly Migration[] = [createJobs, batchesAndChains];
+export const migrations: readonly Migration[] = [createJobs, batchesAndChains, jobKeysAndLocks];

@@ -8,6 +8,7 @@
  */
 /// <reference no-default-lib="true" />
 /// <reference lib="deno.worker" />
+import { PayloadCipher } from "../encryption.ts";
 import { asError } from "../errors.ts";
 import type { DispatchOptions, JobDefinition } from "../job.ts";
 import type { HandlerQueue } from "./executor.ts";
@@ -138,9 +139,10 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
   switch (data.type) {
     case "init":
       // A failure to load surfaces as each run's error; catch here so it is not unhandled.
-      executor = JobRegistry.load(data.jobsUrl).then((registry) =>
-        new IsolateExecutor(registry, handlerQueue)
-      );
+      executor = Promise.all([
+        JobRegistry.load(data.jobsUrl),
+        data.appKeys === null ? null : PayloadCipher.fromKeys(data.appKeys),
+      ]).then(([registry, cipher]) => new IsolateExecutor(registry, handlerQueue, cipher));
       executor.catch(() => {});
       return;
     case "run":

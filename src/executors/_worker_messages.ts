@@ -5,6 +5,7 @@
  * @internal
  * @module
  */
+import type { AppKeys } from "../encryption.ts";
 import type { DispatchOptions } from "../job.ts";
 
 /** An error as it crosses the boundary. */
@@ -35,7 +36,7 @@ export interface WireFailedHook {
 
 /** Main thread to Web Worker. */
 export type ToWorker =
-  | { readonly type: "init"; readonly jobsUrl: string }
+  | { readonly type: "init"; readonly jobsUrl: string; readonly appKeys: AppKeys | null }
   | {
     /** The attempts one worker tick handed this Web Worker, started together. */
     readonly type: "run";

@@ -8,7 +8,8 @@
  */
 import { asError, PayloadIntegrityError, PermanentError } from "../errors.ts";
 import type { JobContext } from "../job.ts";
-import { decodePayload } from "../payload.ts";
+import type { PayloadCipher } from "../encryption.ts";
+import { openPayload } from "../payload.ts";
 import type { JobRegistry } from "../registry.ts";
 import type {
   ExecutionRequest,
@@ -22,11 +23,16 @@ import type {
 export class IsolateExecutor implements Executor {
   readonly #registry: JobRegistry;
   readonly #queue: HandlerQueue;
+  readonly #cipher: PayloadCipher | null;
 
-  /** `queue` serves each handler's `ctx.queue` and `ctx.addToBatch`. */
-  constructor(registry: JobRegistry, queue: HandlerQueue) {
+  /**
+   * `queue` serves each handler's `ctx.queue` and `ctx.addToBatch`; `cipher`
+   * opens encrypted payloads (null where no `APP_KEY` is set).
+   */
+  constructor(registry: JobRegistry, queue: HandlerQueue, cipher: PayloadCipher | null) {
     this.#registry = registry;
     this.#queue = queue;
+    this.#cipher = cipher;
   }
 
   /** Decodes the payload and runs the handler. */
@@ -34,7 +40,7 @@ export class IsolateExecutor implements Executor {
     let releaseDelayMs: number | undefined;
     try {
       const job = this.#definition(request.name);
-      const payload = decodePayload(job, request.payload);
+      const payload = await openPayload(job, request.payload, this.#cipher);
       const { batchId } = request;
       const queue = this.#queue;
       const ctx: JobContext = {
@@ -88,7 +94,7 @@ export class IsolateExecutor implements Executor {
     if (job.failed === undefined) return;
     let payload: unknown;
     try {
-      payload = decodePayload(job, request.payload);
+      payload = await openPayload(job, request.payload, this.#cipher);
     } catch {
       return; // The hook is typed for a valid payload; the failure itself is recorded.
     }

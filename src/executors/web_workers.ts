@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { AppKeys } from "../encryption.ts";
 import type { DispatchOptions } from "../job.ts";
 import type { ExecutionRequest, ExecutionResult, Executor, FailedHookRequest } from "./executor.ts";
 import { asError } from "../errors.ts";
@@ -36,6 +37,8 @@ export interface WebWorkerPoolOptions {
   readonly size: number;
   /** After an attempt is aborted, how long it may take to stop before its Web Worker is terminated. */
   readonly graceMs: number;
+  /** The keys that open encrypted payloads, or null. */
+  readonly appKeys: AppKeys | null;
   /** Where handlers' `ctx.queue.dispatch` and `ctx.addToBatch` calls go. */
   readonly dispatch: DispatchByName;
 }
@@ -166,7 +169,11 @@ export class WebWorkerPool implements Executor {
       event.preventDefault(); // an error in a Web Worker must not end this process
       this.#retire(slot, "died", `Web Worker died: ${event.message}`);
     };
-    this.#post(slot, { type: "init", jobsUrl: this.#options.jobsUrl });
+    this.#post(slot, {
+      type: "init",
+      jobsUrl: this.#options.jobsUrl,
+      appKeys: this.#options.appKeys,
+    });
     return slot;
   }
 

@@ -72,6 +72,8 @@ const FINISH = `UPDATE batches SET finished_at = ? WHERE id = ? AND pending = 0
   AND finished_at IS NULL RETURNING failed, skipped, cancelled_at`;
 const CANCEL = `UPDATE batches SET cancelled_at = ? WHERE id = ? AND cancelled_at IS NULL
   AND finished_at IS NULL`;
+const SKIP_IF_CANCELLED = `DELETE FROM jobs WHERE id = ?1
+  AND EXISTS (SELECT 1 FROM batches WHERE id = ?2 AND cancelled_at IS NOT NULL)`;
 const SKIP_WAITING_MEMBERS =
   "DELETE FROM jobs WHERE batch_id = ? AND batch_member = 1 AND token IS NULL";
 const PRUNE_HELD = `DELETE FROM held_jobs WHERE batch_id IN
@@ -161,6 +163,20 @@ export class SqliteComposition {
       if (batch.allow_failures === 0) this.cancel(batchId, at);
     }
     this.#finishIfDone(batchId, at);
+  }
+
+  /**
+   * Skips a batch job just put back (released for a retry, held back, or
+   * given back by a stopping worker) if its batch was cancelled meanwhile.
+   * Returns whether it was skipped (deleted).
+   */
+  putBack(id: number, links: JobLinks, at: number): boolean {
+    const { batch_id: batchId } = links;
+    if (batchId === null || links.batch_member !== 1) return false;
+    if (this.#prepare(SKIP_IF_CANCELLED).run(id, batchId).changes === 0) return false;
+    this.#prepare(MEMBERS_SKIPPED).run(1, batchId);
+    this.#finishIfDone(batchId, at);
+    return true;
   }
 
   /** Counts batch jobs moved back from the failed jobs as pending again. */

@@ -9,12 +9,16 @@ import { migrations } from "../../migrations/sqlite/mod.ts";
 import { type Durability, openConnection, retryWhileBusy } from "./_sqlite_connection.ts";
 import { FileWatch } from "./_file_watch.ts";
 import { type JobLinks, SqliteComposition } from "./_sqlite_composition.ts";
+import { SqliteGuards } from "./_sqlite_guards.ts";
 import { QueueClosedError } from "../errors.ts";
 import type {
   BatchRow,
   ClaimedJob,
   ClaimRequest,
   FailedJobRow,
+  GuardRequest,
+  KeyedJobRow,
+  KeyedPush,
   Lease,
   NewBatchRow,
   NewChainRow,
@@ -57,7 +61,7 @@ const COMPLETE = `DELETE FROM jobs WHERE id = ? AND token = ? RETURNING ${LINKS}
 const PROGRESS = "UPDATE jobs SET progress = ? WHERE id = ? AND token = ?";
 const RELEASE = `UPDATE jobs SET token = NULL, available_at = ?, last_error = ?,
     attempts = attempts - ?, crashes = crashes + ?
-  WHERE id = ? AND token = ?`;
+  WHERE id = ? AND token = ? RETURNING ${LINKS}`;
 const COPY_TO_FAILED = `INSERT OR REPLACE INTO failed_jobs
   (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
     ${LINKS})
@@ -86,8 +90,8 @@ const FORGET_BATCH = "DELETE FROM failed_jobs WHERE batch_id = ? AND batch_membe
 const FORGET = "DELETE FROM failed_jobs WHERE id = ?";
 const FLUSH = "DELETE FROM failed_jobs";
 const PRUNE = "DELETE FROM failed_jobs WHERE failed_at < ?";
-const CLEAR_ONE = `DELETE FROM jobs WHERE queue = ? RETURNING ${LINKS}`;
-const CLEAR_ALL = `DELETE FROM jobs RETURNING ${LINKS}`;
+const CLEAR_ONE = `DELETE FROM jobs WHERE queue = ? RETURNING id, ${LINKS}`;
+const CLEAR_ALL = `DELETE FROM jobs RETURNING id, ${LINKS}`;
 const RUNNING = `SELECT id, queue, name, attempts, progress, available_at, batch_id FROM jobs
   WHERE token IS NOT NULL AND available_at > ? ORDER BY id`;
 
@@ -158,6 +162,7 @@ export class SqliteStore implements Store {
   readonly #changes: FileWatch;
   readonly #statements = new Map<string, StatementSync>();
   readonly #composition = new SqliteComposition((sql) => this.#prepare(sql));
+  readonly #guards = new SqliteGuards((sql) => this.#prepare(sql));
   /** Settles when the app transaction now running ends; null when none runs. */
   #transaction: Promise<void> | null = null;
   /** Set inside a transaction's callback, to refuse calls that would wait for it forever. */
@@ -223,6 +228,16 @@ export class SqliteStore implements Store {
   push(rows: readonly NewJobRow[]): Promise<number[]> {
     if (rows.length === 1) return this.#run(() => this.#insert(rows));
     return this.#write(() => this.#insert(rows));
+  }
+
+  /** Inserts unique or debounced jobs in one transaction, each unless its key is held. */
+  pushKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedPush[]> {
+    return this.#write(() => this.#guards.pushKeyed(rows, (batch) => this.#insert(batch)));
+  }
+
+  /** Checks claimed jobs' middleware in one transaction. */
+  acquire(requests: readonly GuardRequest[], now: number): Promise<(number | null)[]> {
+    return this.#write(() => this.#guards.acquire(requests, now));
   }
 
   /** Inserts a chain's first link and its waiting links in one transaction. */
@@ -317,10 +332,18 @@ export class SqliteStore implements Store {
 
   /** Applies settlements, each fenced by its token, then claims, all in one transaction. */
   settle(settlements: readonly Settlement[], then?: ClaimRequest): Promise<SettleResult> {
-    return this.#write(() => ({
-      applied: settlements.map((settlement) => this.#apply(settlement)),
-      claimed: then === undefined ? [] : this.#claim(then),
-    }));
+    return this.#write(() => {
+      const applied = settlements.map((settlement) => this.#apply(settlement));
+      const ended: number[] = [];
+      const attemptsEnded: number[] = [];
+      settlements.forEach(({ kind, id }, index) => {
+        if (!applied[index] || kind === "progress") return;
+        attemptsEnded.push(id);
+        if (kind !== "release") ended.push(id);
+      });
+      this.#guards.released(ended, attemptsEnded);
+      return { applied, claimed: then === undefined ? [] : this.#claim(then) };
+    });
   }
 
   /** Extends leases in one transaction; returns the ids whose lease was lost. */
@@ -418,8 +441,12 @@ export class SqliteStore implements Store {
     return this.#write(() => {
       const deleted = (queue === undefined
         ? this.#prepare(CLEAR_ALL).all()
-        : this.#prepare(CLEAR_ONE).all(queue)) as unknown as JobLinks[];
+        : this.#prepare(CLEAR_ONE).all(queue)) as unknown as (JobLinks & { id: number })[];
       this.#composition.cleared(deleted, now);
+      const ids = deleted.map((row) =>
+        row.id
+      );
+      this.#guards.released(ids, ids);
       return deleted.length;
     });
   }
@@ -458,9 +485,12 @@ export class SqliteStore implements Store {
     for (const queue of queues) params.push(queue, now, limit);
     params.push(limit);
     const rank = (queue: string) => queues.indexOf(queue);
+    const rows = this.#prepare(claimSql(queues.length)).all(...params) as unknown as ClaimRow[];
+    this.#guards.started(rows.map((row) => row.id));
     // RETURNING gives rows in no set order: put them back in claim order.
-    return (this.#prepare(claimSql(queues.length)).all(...params) as unknown as ClaimRow[])
-      .sort((a, b) => rank(a.queue) - rank(b.queue) || b.priority - a.priority || a.id - b.id)
+    return rows.sort((a, b) =>
+      rank(a.queue) - rank(b.queue) || b.priority - a.priority || a.id - b.id
+    )
       .map((row) => ({
         id: row.id,
         queue: row.queue,
@@ -488,15 +518,20 @@ export class SqliteStore implements Store {
       }
       case "progress":
         return this.#prepare(PROGRESS).run(settlement.percent, id, token).changes === 1;
-      case "release":
-        return this.#prepare(RELEASE).run(
+      case "release": {
+        const links = this.#prepare(RELEASE).get(
           settlement.availableAt,
           settlement.error,
           settlement.refundAttempt ? 1 : 0,
           settlement.crashed ? 1 : 0,
           id,
           token,
-        ).changes === 1;
+        ) as JobLinks | undefined;
+        if (links === undefined) return false;
+        // A job put back in a batch cancelled meanwhile is skipped, not run again.
+        if (this.#composition.putBack(id, links, settlement.at)) this.#guards.released([id], []);
+        return true;
+      }
       case "fail": {
         const { error } = settlement;
         const copied = this.#prepare(COPY_TO_FAILED).run(
@@ -543,6 +578,11 @@ export class SqliteStore implements Store {
       push: async (rows) => {
         check();
         return this.#insert(rows);
+      },
+      // deno-lint-ignore require-await
+      pushKeyed: async (rows) => {
+        check();
+        return this.#guards.pushKeyed(rows, (batch) => this.#insert(batch));
       },
       // deno-lint-ignore require-await
       pushChain: async (chain) => {

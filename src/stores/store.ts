@@ -23,6 +23,62 @@ export interface NewJobRow {
   readonly createdAt: number;
 }
 
+/** What makes a dispatch the same job as one already stored. */
+export type JobKey =
+  | {
+    /** While a job holds the key (until it settles, or starts with `releaseOnStart`), no other is stored. */
+    readonly kind: "unique";
+    /** The job's name and its unique id. */
+    readonly key: string;
+    /** When the hold ends on its own. */
+    readonly expiresAt: number;
+    /** Whether the hold ends when the job is claimed rather than when it settles. */
+    readonly releaseOnStart: boolean;
+  }
+  | {
+    /** While the job holding the key has not started, a new dispatch replaces its payload and due time. */
+    readonly kind: "debounce";
+    /** The job's name and its unique id. */
+    readonly key: string;
+    /** The latest due time, counted from the first dispatch; null for no cap. */
+    readonly latestAt: number | null;
+  };
+
+/** A job to insert unless its key already names one. */
+export interface KeyedJobRow extends NewJobRow {
+  /** The key that makes two dispatches the same job. */
+  readonly key: JobKey;
+}
+
+/** What {@linkcode Store.pushKeyed} did with one row. */
+export interface KeyedPush {
+  /** The id of the job that now stands for the row. */
+  readonly id: number;
+  /**
+   * `"stored"`: a new job. `"held"`: a unique job holds the key; nothing was
+   * stored and `id` is the holder's. `"debounced"`: the waiting job took the
+   * row's payload and due time.
+   */
+  readonly outcome: "stored" | "held" | "debounced";
+}
+
+/** The middleware of one claimed job, to check before it starts. */
+export interface GuardRequest {
+  /** The job's id. */
+  readonly id: number;
+  /** Its reservation token: the locks it takes are released with its settle. */
+  readonly token: number;
+  /** Overlap locks to take: fewer than `limit` live holders of `key`, or wait until `retryAt`. */
+  readonly locks: readonly {
+    readonly key: string;
+    readonly limit: number;
+    readonly expiresAt: number;
+    readonly retryAt: number;
+  }[];
+  /** Rate limits to count against: fewer than `max` starts in the current window of `perMs`. */
+  readonly rates: readonly { readonly key: string; readonly max: number; readonly perMs: number }[];
+}
+
 /**
  * A job that waits for another job's outcome (a chain's next link or catch, a
  * batch's callback) and is queued when that outcome is settled. Its delay and
@@ -309,6 +365,8 @@ export interface Page {
 export interface StoreTransaction {
   /** Inserts jobs as part of the transaction; returns their ids in order. */
   push(rows: readonly NewJobRow[]): Promise<number[]>;
+  /** Inserts keyed jobs as part of the transaction. */
+  pushKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedPush[]>;
   /** Inserts a chain as part of the transaction; returns its id. */
   pushChain(chain: NewChainRow): Promise<number>;
   /** Inserts a batch as part of the transaction. */
@@ -326,6 +384,18 @@ export interface Store extends AsyncDisposable {
   migrate(): Promise<void>;
   /** Inserts jobs in one transaction; returns their ids in order. */
   push(rows: readonly NewJobRow[]): Promise<number[]>;
+  /**
+   * Inserts unique or debounced jobs in one transaction, each unless its key
+   * already names a job that holds it; says what happened to each row.
+   */
+  pushKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedPush[]>;
+  /**
+   * Checks the middleware of claimed jobs in one transaction, in order: a job
+   * whose every rule passes takes its locks and counts its starts and gets
+   * null; another takes nothing and gets the time to try again. Locks are
+   * released by the job's settle, whatever its kind, or expire.
+   */
+  acquire(requests: readonly GuardRequest[], now: number): Promise<(number | null)[]>;
   /** Inserts a chain's first link and its waiting links in one transaction; returns the chain's id. */
   pushChain(chain: NewChainRow): Promise<number>;
   /**

@@ -1,0 +1,164 @@
+/**
+ * Encrypted payloads: AES-256-GCM through WebCrypto. Each stored payload
+ * names its format version and the id of the key that sealed it, carries a
+ * fresh random 96-bit IV, and binds the job's name as additional
+ * authenticated data, so a ciphertext moved to another job does not open.
+ *
+ * @module
+ */
+import { PayloadIntegrityError } from "./errors.ts";
+
+/** What every encrypted payload starts with: the format, version 1. */
+const PREFIX = "enc1:";
+const IV_BYTES = 12;
+const KEY_BYTES = 32;
+const KEY_ID_BYTES = 8;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder("utf-8", { fatal: true });
+
+interface Key {
+  readonly id: string;
+  readonly key: CryptoKey;
+}
+
+/** The app's keys as text: base64 of 32 bytes each. */
+export interface AppKeys {
+  /** Encrypts, and decrypts what it encrypted (`APP_KEY`). */
+  readonly current: string;
+  /** Still decrypt what they encrypted (`APP_PREVIOUS_KEYS`). */
+  readonly previous: readonly string[];
+}
+
+/** Whether a stored payload is an encrypted one (its plaintext stays hidden). */
+export function isEncryptedPayload(stored: string): boolean {
+  return stored.startsWith(PREFIX);
+}
+
+/**
+ * A fresh key for `APP_KEY`: 32 random bytes, base64.
+ *
+ * @example Print a key
+ * ```ts
+ * import { generateAppKey } from "@renox/queue";
+ * console.log(generateAppKey().length); // 44
+ * ```
+ */
+export function generateAppKey(): string {
+  return crypto.getRandomValues(new Uint8Array(KEY_BYTES)).toBase64();
+}
+
+/**
+ * Seals and opens payloads with the app's keys: the current key encrypts,
+ * it and the previous keys decrypt, the one named by the payload's key id.
+ */
+export class PayloadCipher {
+  readonly #current: Key;
+  readonly #byId: ReadonlyMap<string, Key>;
+
+  private constructor(current: Key, all: readonly Key[]) {
+    this.#current = current;
+    this.#byId = new Map(all.map((key) => [key.id, key]));
+  }
+
+  /**
+   * Imports the current key (base64 of 32 bytes, `base64:` prefix allowed,
+   * as `APP_KEY` holds it) and the previous keys still accepted for
+   * decryption (`APP_PREVIOUS_KEYS`). A malformed key throws a `TypeError`
+   * naming it, never showing it.
+   */
+  static async fromKeys(keys: AppKeys): Promise<PayloadCipher> {
+    const currentKey = await importKey(keys.current, "APP_KEY");
+    const previousKeys = await Promise.all(
+      keys.previous.map((text, index) => importKey(text, `APP_PREVIOUS_KEYS[${index}]`)),
+    );
+    return new PayloadCipher(currentKey, [...previousKeys, currentKey]);
+  }
+
+  /** The id of the key that encrypts, as stored payloads name it. */
+  get keyId(): string {
+    return this.#current.id;
+  }
+
+  /** Encrypts the payload text of job `jobName` with the current key and a fresh IV. */
+  async encrypt(jobName: string, plaintext: string): Promise<string> {
+    const iv = crypto.getRandomValues(new Uint8Array(IV_BYTES));
+    const sealed = await crypto.subtle.encrypt(
+      { name: "AES-GCM", iv, additionalData: boundTo(jobName) },
+      this.#current.key,
+      encoder.encode(plaintext),
+    );
+    return `${PREFIX}${this.#current.id}:${iv.toBase64()}:${new Uint8Array(sealed).toBase64()}`;
+  }
+
+  /**
+   * Opens a payload encrypted for job `jobName`. Throws
+   * `PayloadIntegrityError` when it is malformed, names an unknown key, or
+   * fails authentication (changed, truncated, or sealed for another job).
+   */
+  async decrypt(jobName: string, stored: string): Promise<string> {
+    const fail = (detail: string) => new PayloadIntegrityError(jobName, detail);
+    if (!isEncryptedPayload(stored)) throw fail("expected an encrypted payload");
+    const [keyId, ivText, sealedText, ...extra] = stored.slice(PREFIX.length).split(":");
+    if (keyId === undefined || ivText === undefined || sealedText === undefined || extra.length) {
+      throw fail("the encrypted payload is malformed");
+    }
+    const key = this.#byId.get(keyId);
+    if (key === undefined) {
+      throw fail(
+        `it was encrypted with key ${keyId}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS`,
+      );
+    }
+    const iv = fromBase64(ivText);
+    const sealed = fromBase64(sealedText);
+    if (iv === null || iv.length !== IV_BYTES || sealed === null || sealed.length < 16) {
+      throw fail("the encrypted payload is malformed");
+    }
+    let opened: ArrayBuffer;
+    try {
+      opened = await crypto.subtle.decrypt(
+        { name: "AES-GCM", iv, additionalData: boundTo(jobName) },
+        key.key,
+        sealed,
+      );
+    } catch {
+      throw fail(
+        "the encrypted payload failed authentication (changed, or not sealed for this job)",
+      );
+    }
+    try {
+      return decoder.decode(opened);
+    } catch {
+      throw fail("the decrypted payload is not UTF-8 text");
+    }
+  }
+}
+
+/** The additional authenticated data: the format and the job's name. */
+function boundTo(jobName: string): Uint8Array<ArrayBuffer> {
+  return encoder.encode(`@renox/queue payload v1\0${jobName}`);
+}
+
+function fromBase64(text: string): Uint8Array<ArrayBuffer> | null {
+  try {
+    return Uint8Array.fromBase64(text);
+  } catch {
+    return null;
+  }
+}
+
+async function importKey(text: string, name: string): Promise<Key> {
+  const raw = typeof text === "string" ? fromBase64(text.trim().replace(/^base64:/, "")) : null;
+  if (raw === null || raw.length !== KEY_BYTES) {
+    throw new TypeError(
+      `${name} must be the base64 of 32 random bytes (generate one with the CLI's key:generate)${
+        raw === null ? "" : `: it decodes to ${raw.length} bytes`
+      }`,
+    );
+  }
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", raw));
+  const id = [...digest.subarray(0, KEY_ID_BYTES)].map((b) => b.toString(16).padStart(2, "0"))
+    .join("");
+  const key = await crypto.subtle.importKey("raw", raw, "AES-GCM", false, ["encrypt", "decrypt"]);
+  return { id, key };
+}
