@@ -1,17 +1,17 @@
 /**
  * Dispatches a few of the examples' jobs to `QUEUE_DB` (default
  * `./.renox/queue.db`). `deno task work` (the CLI's `work` command on the
- * examples' jobs module, examples/demo/jobs.ts) runs them, from this terminal
+ * examples' jobs module, examples/jobs.ts) runs them, from this terminal
  * or another one; `deno task work --stop-when-empty` exits once they are done.
  *
  * @module
  */
 import { Queue, readConfig } from "../mod.ts";
-import { resizeImage, sendNewsletter } from "./demo/jobs.ts";
+import { resizeImage, sendNewsletter } from "./jobs.ts";
 
 await using queue = await Queue.open({
   path: readConfig().db,
-  jobs: import.meta.resolve("./demo/jobs.ts"),
+  jobs: import.meta.resolve("./jobs.ts"),
 });
 const ids = await queue.dispatchMany(
   resizeImage,

@@ -123,7 +123,7 @@ Deno.test("with QUEUE_WORKERS=0 the serve example only dispatches, and the work 
   });
 
   const work = await runCli(
-    ["work", "--no-supervise", "--stop-when-empty", "--jobs", "./examples/demo/jobs.ts"],
+    ["work", "--no-supervise", "--stop-when-empty", "--jobs", "./examples/jobs.ts"],
     { QUEUE_DB: tmp.dbPath },
   );
 

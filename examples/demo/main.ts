@@ -1,17 +1,21 @@
 /**
  * `deno task demo`: a mixed workload on the embedded SQLite default (retries,
- * a failure, a delayed job, a batch with progress, a chain), worked to
+ * a failure with an encrypted payload, a delayed job, a batch with progress,
+ * a chain, a unique job, a debounced job, a rate-limited job), worked to
  * completion with a live progress line, then a summary.
  *
  * @module
  */
-import { Queue } from "../../mod.ts";
+import { generateAppKey, Queue } from "../../mod.ts";
 import {
+  callPartnerApi,
   chargeCard,
   importProducts,
   orderStep,
+  rebuildSearchIndex,
   reportImport,
   resizeImage,
+  saveDraft,
   sendNewsletter,
   syncInventory,
 } from "./jobs.ts";
@@ -19,7 +23,9 @@ import {
 const path = "./.renox/demo.db";
 for (const suffix of ["", "-wal", "-shm"]) await Deno.remove(path + suffix).catch(() => {});
 
-await using queue = await Queue.open({ path, jobs: import.meta.resolve("./jobs.ts") });
+// A real app sets APP_KEY once (the CLI's key:generate prints one); the demo makes a throwaway key.
+const appKey = Deno.env.get("APP_KEY") || generateAppKey();
+await using queue = await Queue.open({ path, jobs: import.meta.resolve("./jobs.ts"), appKey });
 
 const done = new Map<string, number>();
 const retried: string[] = [];
@@ -53,6 +59,15 @@ const batchId = await queue.batch("import catalogue.csv")
   .finally(reportImport, { outcome: "import over" })
   .dispatch();
 
+const indexIds = new Set<number>();
+for (let i = 0; i < 3; i++) indexIds.add(await queue.dispatch(rebuildSearchIndex, { siteId: 1 }));
+const draftIds = new Set<number>();
+for (const text of ["Dear", "Dear all,", "Dear all, the party is on Friday."]) {
+  draftIds.add(await queue.dispatch(saveDraft, { docId: 9, text }));
+}
+const apiCalls = 10;
+await queue.dispatchMany(callPartnerApi, Array.from({ length: apiCalls }, (_, call) => ({ call })));
+
 await queue.chain()
   .then(orderStep, { orderId: 1042, step: "pack" })
   .then(orderStep, { orderId: 1042, step: "ship" })
@@ -82,7 +97,10 @@ for (const [name, count] of done) console.log(`  ${name}: ${count}`);
 console.log(`Retried (${retried.length}):`);
 for (const line of retried) console.log(`  ${line}`);
 console.log(`Failed for good (${failed.length}), kept in failed_jobs:`);
-for (const job of await queue.failed()) console.log(`  ${job.name} #${job.id}: ${job.error}`);
+for (const job of await queue.failed()) {
+  console.log(`  ${job.name} #${job.id}: ${job.error}`);
+  console.log(`    stored payload (encrypted): ${job.payload.slice(0, 40)}…`);
+}
 const batch = (await queue.batchStatus(batchId))!;
 console.log(
   `Batch "${batch.name}": ${batch.succeeded} of ${batch.total} pages imported ` +
@@ -91,6 +109,18 @@ console.log(
 console.log(
   `Chain pack → ship → email: ${done.get(orderStep.name)} of 3 links ran, ` +
     "each queued when the one before succeeded",
+);
+console.log(
+  `Unique: 3 dispatches of rebuild-search-index stored ${indexIds.size} job, ` +
+    `which ran ${done.get(rebuildSearchIndex.name) ?? 0} time`,
+);
+console.log(
+  `Debounced: 3 saves of draft 9 became ${draftIds.size} job, ` +
+    `which ran ${done.get(saveDraft.name) ?? 0} time with the last text`,
+);
+console.log(
+  `Rate limit: ${done.get(callPartnerApi.name) ?? 0} of ${apiCalls} partner API calls ran, ` +
+    "at most 5 per half second",
 );
 
 async function progressLine(running: { name: string; progress: number | null }[]) {

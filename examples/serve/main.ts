@@ -11,7 +11,7 @@
  * once in this process, default 2; 0 runs none here).
  *
  * A second terminal running `deno task work` (the `work` command on the same
- * jobs module, examples/demo/jobs.ts) with `QUEUE_DB` pointing at the same
+ * jobs module, examples/jobs.ts) with `QUEUE_DB` pointing at the same
  * file shares the work: each job runs once, in whichever process claims it
  * first. With `QUEUE_WORKERS=0` this app only dispatches and that process
  * does all the work.
@@ -27,7 +27,7 @@
  * @module
  */
 import { type PayloadOf, Queue, readConfig, type Runner, ValidationError } from "../../mod.ts";
-import { fulfilOrder } from "../demo/jobs.ts";
+import { fulfilOrder } from "../jobs.ts";
 
 const config = readConfig();
 const port = Number(Deno.env.get("PORT") ?? "8000");
@@ -48,7 +48,7 @@ const listeners = (["SIGINT", "SIGTERM"] as const).map((signal) =>
 );
 for (const [signal, listener] of listeners) Deno.addSignalListener(signal, listener);
 
-const queue = await Queue.open({ path: config.db, jobs: import.meta.resolve("../demo/jobs.ts") });
+const queue = await Queue.open({ path: config.db, jobs: import.meta.resolve("../jobs.ts") });
 if (config.workers > 0) worker = queue.work({ concurrency: config.workers });
 
 function json(body: unknown, status = 200): Response {
