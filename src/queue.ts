@@ -667,7 +667,9 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   async clear(queue?: string): Promise<number> {
     this.#assertOpen("clear jobs");
     if (queue !== undefined) assertQueueName(queue, "clear");
-    return await this.#store.clear(queue, this.#clock.now());
+    const cleared = await this.#store.clear(queue, this.#clock.now());
+    this.#notifyRunners(); // a batch it finished may have queued its callbacks
+    return cleared;
   }
 
   /** Stops every worker of this queue (each with its grace period), then closes the database. */

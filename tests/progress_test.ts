@@ -1,0 +1,239 @@
+/**
+ * Per-job progress: `ctx.progress()` reported by a handler, written to the
+ * running job at most once a second, shown by `queue.counts()`. Writes are
+ * counted by a SQLite trigger the test adds on `UPDATE OF progress`.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import { defineJob, type JobContext, Queue, type QueueEventMap, type RunningJob } from "../mod.ts";
+import { drain } from "../src/testing.ts";
+import { ManualClock, nextEvent, tempDir } from "./_helpers.ts";
+import { openGate, openTables, progressing } from "./fixtures/batch/jobs.ts";
+
+const WW_JOBS = new URL("./fixtures/batch/jobs.ts", import.meta.url).href;
+
+/** Logs every non-null progress written to `jobs`, with the time of the write in ms. */
+async function logProgressWrites(queue: Queue): Promise<void> {
+  await queue.transaction(async (tx) => {
+    await tx.query("CREATE TABLE progress_log (job_id INTEGER, progress REAL, at_ms REAL)");
+    await tx.query(`CREATE TRIGGER progress_written AFTER UPDATE OF progress ON jobs
+      WHEN NEW.progress IS NOT NULL
+      BEGIN
+        INSERT INTO progress_log VALUES (NEW.id, NEW.progress, julianday('now') * 86400000.0);
+      END`);
+  });
+}
+
+async function progressWrites(
+  queue: Queue,
+): Promise<{ jobId: number; progress: number; atMs: number }[]> {
+  const rows = await queue.transaction((tx) =>
+    tx.query<{ job_id: number; progress: number; at_ms: number }>(
+      "SELECT job_id, progress, at_ms FROM progress_log ORDER BY rowid",
+    )
+  );
+  return rows.map((row) => ({ jobId: row.job_id, progress: row.progress, atMs: row.at_ms }));
+}
+
+/** The one running job of the default queue once `accept` takes it; fails after `timeoutMs`. */
+async function runningJob(
+  queue: Queue,
+  accept: (job: RunningJob) => boolean,
+  timeoutMs = 5_000,
+): Promise<RunningJob> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const running = (await queue.counts()).default?.running ?? [];
+    if (running.length === 1 && accept(running[0]!)) return running[0]!;
+    if (performance.now() > deadline) {
+      throw new Error(`No such running job within ${timeoutMs} ms: ${JSON.stringify(running)}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** A job that runs `steps` in order, each awaited, with the gates the test opens between them. */
+function steppedJob(name: string, steps: ((ctx: JobContext) => unknown)[]) {
+  return defineJob({
+    name,
+    schema: z.null(),
+    maxAttempts: 3,
+    async handle(_payload, ctx) {
+      for (const step of steps) await step(ctx);
+    },
+  });
+}
+
+Deno.test("ctx.progress() shows in counts().running while the job runs, null until the first write", async () => {
+  const clock = new ManualClock();
+  const before = Promise.withResolvers<void>();
+  const hold = Promise.withResolvers<void>();
+  const job = steppedJob("reporting", [
+    () => before.promise,
+    (ctx) => ctx.progress(30),
+    () => hold.promise,
+  ]);
+  await using queue = await Queue.open({ path: ":memory:", jobs: [job], clock });
+  const id = await queue.dispatch(job, null);
+  const started = nextEvent<QueueEventMap["job:start"]>(queue, "job:start");
+  const worker = queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 10 });
+  await started;
+
+  assert.deepEqual((await queue.counts()).default!.running, [{
+    id,
+    name: "reporting",
+    attempt: 1,
+    progress: null,
+    leasedUntil: new Date(clock.now() + 30_000),
+    batchId: null,
+  }]);
+  before.resolve();
+  const reported = await runningJob(queue, (running) => running.progress !== null);
+  assert.equal(reported.progress, 30);
+  assert.equal(reported.id, id);
+  hold.resolve();
+  await worker.done;
+
+  assert.deepEqual(await queue.counts(), {});
+});
+
+Deno.test("ctx.progress() is written at most once a second per job, the latest value winning, however often it is reported", async () => {
+  await using tmp = await tempDir();
+  const firstBurstDone = Promise.withResolvers<void>();
+  const secondBurst = Promise.withResolvers<void>();
+  const finish = Promise.withResolvers<void>();
+  const job = steppedJob("chatty", [
+    (ctx) => {
+      for (let n = 1; n <= 1_000; n++) ctx.progress(n / 10); // ends at 100
+    },
+    () => firstBurstDone.resolve(),
+    () => secondBurst.promise,
+    (ctx) => {
+      for (let n = 0; n < 1_000; n++) ctx.progress(n / 20);
+      ctx.progress(55);
+    },
+    () => finish.promise,
+  ]);
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [job] });
+  await logProgressWrites(queue);
+  const id = await queue.dispatch(job, null);
+  const worker = queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 10 });
+  await firstBurstDone.promise;
+
+  await runningJob(queue, (running) => running.progress === 100);
+  const [first, ...more] = await progressWrites(queue);
+  assert.deepEqual(more, []);
+  assert.deepEqual({ jobId: first!.jobId, progress: first!.progress }, {
+    jobId: id,
+    progress: 100,
+  });
+
+  secondBurst.resolve();
+  await runningJob(queue, (running) => running.progress === 55);
+  const writes = await progressWrites(queue);
+  assert.deepEqual(writes.map((write) => write.progress), [100, 55]);
+  const gapMs = writes[1]!.atMs - writes[0]!.atMs;
+  assert.ok(gapMs >= 950, `the second write came ${gapMs.toFixed(0)} ms after the first`);
+
+  finish.resolve();
+  await worker.done;
+  assert.deepEqual((await progressWrites(queue)).map((write) => write.progress), [100, 55]);
+  assert.deepEqual(await queue.counts(), {});
+});
+
+Deno.test("progress is reset to null when the job is claimed again", async () => {
+  await using tmp = await tempDir();
+  const firstAttempt = Promise.withResolvers<void>();
+  const secondAttempt = Promise.withResolvers<void>();
+  const job = steppedJob("twice", [
+    async (ctx) => {
+      if (ctx.attempt === 1) {
+        ctx.progress(70);
+        await firstAttempt.promise;
+        ctx.release(0);
+      } else await secondAttempt.promise;
+    },
+  ]);
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [job] });
+  const id = await queue.dispatch(job, null);
+  const worker = queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 10 });
+  await runningJob(queue, (running) => running.progress === 70);
+
+  const secondStart = nextEvent<QueueEventMap["job:start"]>(
+    queue,
+    "job:start",
+    (detail) => detail.attempt === 2,
+  );
+  firstAttempt.resolve();
+  await secondStart;
+
+  const [running] = (await queue.counts()).default!.running;
+  assert.deepEqual([running!.id, running!.attempt, running!.progress], [id, 2, null]);
+  const [row] = await queue.transaction((tx) =>
+    tx.query<{ progress: number | null }>("SELECT progress FROM jobs WHERE id = ?", [id])
+  );
+  assert.equal(row!.progress, null);
+  secondAttempt.resolve();
+  await worker.done;
+  assert.deepEqual(worker.stats, { completed: 1, failed: 0, retried: 1 }); // the release
+});
+
+Deno.test("ctx.progress() throws a RangeError at once for a value that is not a number from 0 to 100", async () => {
+  const thrown: string[] = [];
+  const job = steppedJob("bad reports", [
+    (ctx) => {
+      for (const value of [-1, 101, NaN, "50", Infinity, null]) {
+        assert.throws(() => ctx.progress(value as number), (error: unknown) => {
+          thrown.push(`${(error as Error).name}: ${(error as Error).message}`);
+          return true;
+        });
+      }
+      ctx.progress(0);
+      ctx.progress(100);
+    },
+  ]);
+  await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
+  await queue.dispatch(job, null);
+
+  assert.deepEqual(await drain(queue, { executor: "isolate" }), {
+    completed: 1,
+    failed: 0,
+    retried: 0,
+  });
+  const message = "RangeError: ctx.progress: percent must be a number from 0 to 100: got";
+  assert.deepEqual(thrown, [
+    `${message} -1`,
+    `${message} 101`,
+    `${message} NaN`,
+    `${message} 50`,
+    `${message} Infinity`,
+    `${message} null`,
+  ]);
+});
+
+Deno.test("Web Workers: ctx.progress() reported 1 000 times in a Web Worker is written once and shown by counts()", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: WW_JOBS });
+  using db = openTables(tmp.dbPath);
+  await logProgressWrites(queue);
+  const id = await queue.dispatch(progressing, { db: tmp.dbPath, label: "p", percent: 42 });
+  const worker = queue.work({ workers: 1, stopWhenEmpty: true, pollMs: 10 });
+
+  const running = await runningJob(queue, (job) => job.progress !== null);
+  assert.deepEqual([running.id, running.name, running.progress, running.batchId], [
+    id,
+    "bw.progressing",
+    42,
+    null,
+  ]);
+  openGate(db, "p");
+  await worker.done;
+
+  assert.equal(worker.options.executor, "workers");
+  assert.equal(worker.stats.completed, 1);
+  assert.deepEqual((await progressWrites(queue)).map((write) => [write.jobId, write.progress]), [
+    [id, 42],
+  ]);
+});
