@@ -1,0 +1,1109 @@
+/**
+ * Encrypted payloads (`encrypted: true`): the cipher, the stored format, keys
+ * and their rotation, and what a changed payload does to its job
+ * (RELIABILITY.md S01, S02). Tampering goes through a second node:sqlite
+ * connection on the queue's file, as an attacker with write access would.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { z } from "zod";
+import {
+  defineJob,
+  type FailedJob,
+  generateAppKey,
+  PayloadIntegrityError,
+  PermanentError,
+  Queue,
+  type QueueEventMap,
+  withoutOverlapping,
+} from "../mod.ts";
+import { PayloadCipher } from "../src/encryption.ts";
+import { tempDir } from "./_helpers.ts";
+import { runCli } from "./fixtures/cli/cli_process.ts";
+import { failingSecretJob, secretJob, SEEN_SQL, type SeenRow } from "./fixtures/encryption/jobs.ts";
+
+const JOBS_URL = new URL("./fixtures/encryption/jobs.ts", import.meta.url).href;
+
+const KEY_A = generateAppKey();
+const KEY_B = generateAppKey();
+/** What must never show up in the database, errors or events. */
+const SECRET = `s3cr3t-${crypto.randomUUID()}`;
+
+const encoder = new TextEncoder();
+
+// ---------------------------------------------------------------------------
+// Helpers
+
+/** The id a stored payload names for `key`: the first 8 bytes of SHA-256 of the raw key, hex. */
+async function keyIdOf(key: string): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", Uint8Array.fromBase64(key)));
+  return [...digest.subarray(0, 8)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+const STORED = /^enc1:([0-9a-f]{16}):([A-Za-z0-9+/]+={0,2}):([A-Za-z0-9+/]+={0,2})$/;
+
+interface Parsed {
+  readonly keyId: string;
+  readonly iv: Uint8Array<ArrayBuffer>;
+  /** Ciphertext followed by the 16-byte tag. */
+  readonly sealed: Uint8Array<ArrayBuffer>;
+}
+
+function parse(stored: string): Parsed {
+  const match = STORED.exec(stored);
+  assert.ok(match, `not the enc1 format: ${stored}`);
+  return {
+    keyId: match[1]!,
+    iv: Uint8Array.fromBase64(match[2]!),
+    sealed: Uint8Array.fromBase64(match[3]!),
+  };
+}
+
+function build({ keyId, iv, sealed }: Parsed): string {
+  return `enc1:${keyId}:${iv.toBase64()}:${sealed.toBase64()}`;
+}
+
+function flipBit(
+  bytes: Uint8Array<ArrayBuffer>,
+  index: number,
+  bit: number,
+): Uint8Array<ArrayBuffer> {
+  const copy = bytes.slice();
+  copy[index] = copy[index]! ^ (1 << bit);
+  return copy;
+}
+
+/** A second connection on the queue's file; `using` closes it. */
+function openSide(path: string): DatabaseSync & Disposable {
+  const db = new DatabaseSync(path, { timeout: 20_000 });
+  return Object.assign(db, { [Symbol.dispose]: () => db.isOpen && db.close() });
+}
+
+function storedPayload(db: DatabaseSync, id: number): string {
+  const row = db.prepare("SELECT payload FROM jobs WHERE id = ?").get(id) as
+    | { payload: string }
+    | undefined;
+  assert.ok(row, `job ${id} is not in the jobs table`);
+  return row.payload;
+}
+
+function setPayload(db: DatabaseSync, id: number, payload: string): void {
+  const { changes } = db.prepare("UPDATE jobs SET payload = ? WHERE id = ?").run(payload, id);
+  assert.equal(changes, 1);
+}
+
+function countJobs(db: DatabaseSync): number {
+  return (db.prepare("SELECT COUNT(*) AS n FROM jobs").get() as { n: number }).n;
+}
+
+function recordEvents<K extends keyof QueueEventMap>(
+  target: EventTarget,
+  type: K,
+): QueueEventMap[K][] {
+  const seen: QueueEventMap[K][] = [];
+  target.addEventListener(type, (event) => seen.push((event as CustomEvent).detail));
+  return seen;
+}
+
+/** Sets (or with undefined, deletes) environment variables while `fn` runs, then restores them. */
+async function withEnv<T>(
+  vars: Record<string, string | undefined>,
+  fn: () => Promise<T>,
+): Promise<T> {
+  const saved = Object.fromEntries(Object.keys(vars).map((name) => [name, Deno.env.get(name)]));
+  const apply = (values: Record<string, string | undefined>) => {
+    for (const [name, value] of Object.entries(values)) {
+      if (value === undefined) Deno.env.delete(name);
+      else Deno.env.set(name, value);
+    }
+  };
+  apply(vars);
+  try {
+    return await fn();
+  } finally {
+    apply(saved);
+  }
+}
+
+/** Asserts that none of `texts` holds the plaintext secret. */
+function assertNoSecret(where: string, ...texts: (string | null | undefined)[]): void {
+  for (const text of texts) {
+    if (text === null || text === undefined) continue;
+    assert.ok(!text.includes(SECRET), `${where} holds the plaintext: ${text}`);
+  }
+}
+
+const secretSchema = z.object({ secret: z.string(), n: z.number(), pad: z.string().optional() });
+type SecretPayload = z.output<typeof secretSchema>;
+
+/** Two encrypted jobs (of different names) and a plain one, counting what ran. */
+function makeJobs() {
+  const runs: { name: string; payload: SecretPayload }[] = [];
+  const hooks: { name: string; payload: SecretPayload }[] = [];
+  const middlewareSaw: SecretPayload[] = [];
+  const common = {
+    schema: secretSchema,
+    encrypted: true,
+    maxAttempts: 3,
+    backoff: () => 0, // a retry would be due at once, so the worker would run it
+    jitter: 0,
+  } as const;
+  const alpha = defineJob({
+    ...common,
+    name: "enc.alpha",
+    handle(payload) {
+      runs.push({ name: "enc.alpha", payload });
+    },
+    failed(payload) {
+      hooks.push({ name: "enc.alpha", payload });
+    },
+  });
+  const beta = defineJob({
+    ...common,
+    name: "enc.beta",
+    handle(payload) {
+      runs.push({ name: "enc.beta", payload });
+    },
+    failed(payload) {
+      hooks.push({ name: "enc.beta", payload });
+    },
+  });
+  const guarded = defineJob({
+    ...common,
+    name: "enc.guarded",
+    middleware(payload) {
+      middlewareSaw.push(payload);
+      return [withoutOverlapping("enc-guarded")];
+    },
+    handle(payload) {
+      runs.push({ name: "enc.guarded", payload });
+    },
+    failed(payload) {
+      hooks.push({ name: "enc.guarded", payload });
+    },
+  });
+  const plain = defineJob({
+    name: "plain.job",
+    schema: z.object({ n: z.number() }),
+    handle() {
+      runs.push({ name: "plain.job", payload: { secret: "", n: 0 } });
+    },
+  });
+  return { alpha, beta, guarded, plain, runs, hooks, middlewareSaw };
+}
+
+type Jobs = ReturnType<typeof makeJobs>;
+
+/** One tampered job: dispatched with `payload`, its stored text replaced by `tamper(...)`. */
+interface TamperCase {
+  readonly label: string;
+  readonly job?: "alpha" | "beta" | "guarded";
+  readonly payload?: SecretPayload;
+  /** The new stored text, from this job's stored text and every case's, in order. */
+  readonly tamper: (stored: string, all: readonly string[]) => string;
+  /** What the PayloadIntegrityError's message says after `cannot be used: `. */
+  readonly detail: RegExp;
+}
+
+/**
+ * Dispatches one job per case, tampers with each row through a second
+ * connection, works the queue in this isolate, and checks that every job
+ * failed for good with PayloadIntegrityError on its first attempt, without
+ * its handler, its middleware or its failed hook running, and without a retry.
+ */
+async function assertTamperedJobsFail(cases: readonly TamperCase[]): Promise<void> {
+  await using tmp = await tempDir();
+  const jobs = makeJobs();
+  await using queue = await Queue.open({
+    path: tmp.dbPath,
+    jobs: [jobs.alpha, jobs.beta, jobs.guarded],
+    appKey: KEY_A,
+  });
+  using side = openSide(tmp.dbPath);
+  const ids: number[] = [];
+  for (const [index, c] of cases.entries()) {
+    ids.push(
+      await queue.dispatch(jobs[c.job ?? "alpha"], c.payload ?? { secret: SECRET, n: index }),
+    );
+  }
+  const original = ids.map((id) => storedPayload(side, id));
+  const tampered = cases.map((c, index) => c.tamper(original[index]!, original));
+  tampered.forEach((text, index) => {
+    assert.notEqual(text, original[index], `${cases[index]!.label}: the tamper changed nothing`);
+    setPayload(side, ids[index]!, text);
+  });
+  const failedEvents = recordEvents(queue, "job:failed");
+  const retryEvents = recordEvents(queue, "job:retry");
+  const errors = recordEvents(queue, "queue:error");
+  const worker = queue.work({ executor: "isolate", concurrency: 16, stopWhenEmpty: true });
+  await worker.done;
+
+  assert.deepEqual(jobs.runs, [], "a handler ran");
+  assert.deepEqual(jobs.middlewareSaw, [], "a middleware ran");
+  assert.deepEqual(jobs.hooks, [], "a failed hook ran");
+  assert.deepEqual(worker.stats, { completed: 0, failed: cases.length, retried: 0 });
+  assert.deepEqual(retryEvents, []);
+  assert.deepEqual(errors, []);
+  assert.equal(countJobs(side), 0);
+
+  const failed = new Map<number, FailedJob>(
+    (await queue.failed({ limit: 1000 })).map((row) => [row.id, row]),
+  );
+  assert.equal(failed.size, cases.length);
+  cases.forEach((c, index) => {
+    const id = ids[index]!;
+    const name = `enc.${c.job ?? "alpha"}`;
+    const row = failed.get(id);
+    assert.ok(row, `${c.label}: job ${id} is not among the failed jobs`);
+    const prefix = `PayloadIntegrityError: Stored payload of "${name}" cannot be used: `;
+    assert.ok(row.error.startsWith(prefix), `${c.label}: ${row.error}`);
+    assert.match(row.error.slice(prefix.length), c.detail, c.label);
+    assert.equal(row.attempts, 1, c.label);
+    assert.equal(row.crashes, 0, c.label);
+    assert.equal(row.payload, tampered[index], `${c.label}: failed_jobs keeps what was stored`);
+    assertNoSecret(`${c.label}: failed row`, row.payload, row.error, row.stack);
+    const events = failedEvents.filter((event) => event.id === id);
+    assert.equal(events.length, 1, c.label);
+    const event = events[0]!;
+    assert.ok(event.error instanceof PayloadIntegrityError, `${c.label}: ${event.error}`);
+    assert.equal(event.attempt, 1, c.label);
+    const eventPrefix = `Stored payload of "${name}" cannot be used: `;
+    assert.ok(event.error.message.startsWith(eventPrefix), `${c.label}: ${event.error.message}`);
+    assert.match(event.error.message.slice(eventPrefix.length), c.detail, c.label);
+    assertNoSecret(`${c.label}: job:failed event`, event.error.message, event.error.stack);
+  });
+}
+
+const AUTH = /failed authentication \(changed, or not sealed for this job\)/;
+const MALFORMED = /^the encrypted payload is malformed$/;
+const NOT_ENCRYPTED = /^expected an encrypted payload$/;
+
+/** A case per bit flip at `positions` of the IV, the ciphertext and the tag. */
+function bitFlipCases(
+  payload: SecretPayload,
+  cipherLength: number,
+  pick: (length: number) => number[],
+): TamperCase[] {
+  const cases: TamperCase[] = [];
+  const add = (part: "iv" | "ciphertext" | "tag", index: number) => {
+    const bit = index % 8;
+    cases.push({
+      label: `${part}[${index}] bit ${bit}`,
+      payload,
+      detail: AUTH,
+      tamper(stored) {
+        const parsed = parse(stored);
+        assert.equal(parsed.sealed.length, cipherLength + 16);
+        if (part === "iv") return build({ ...parsed, iv: flipBit(parsed.iv, index, bit) });
+        const at = part === "ciphertext" ? index : cipherLength + index;
+        return build({ ...parsed, sealed: flipBit(parsed.sealed, at, bit) });
+      },
+    });
+  };
+  for (const index of pick(12)) add("iv", index);
+  for (const index of pick(cipherLength)) add("ciphertext", index);
+  for (const index of pick(16)) add("tag", index);
+  return cases;
+}
+
+function jsonBytes(payload: unknown): number {
+  return encoder.encode(JSON.stringify(payload)).length;
+}
+
+// ---------------------------------------------------------------------------
+// PayloadCipher
+
+Deno.test("PayloadCipher: encrypt then decrypt gives back the text, for every kind of text", async () => {
+  const cipher = await PayloadCipher.fromKeys({ current: KEY_A, previous: [] });
+  const texts = [
+    JSON.stringify({ secret: SECRET }),
+    "",
+    "\u0000",
+    "ünïcödé 🔐 \u{10FFFF} 中文",
+    "x".repeat(100_000),
+  ];
+  for (const text of texts) {
+    const stored = await cipher.encrypt("job", text);
+    assert.equal(await cipher.decrypt("job", stored), text);
+    assert.equal(parse(stored).sealed.length, encoder.encode(text).length + 16);
+  }
+});
+
+Deno.test("PayloadCipher: stored text is enc1:<current key id>:<12-byte IV>:<ciphertext+tag>, without the plaintext", async () => {
+  const cipher = await PayloadCipher.fromKeys({ current: KEY_B, previous: [KEY_A] });
+  const idB = await keyIdOf(KEY_B);
+  assert.equal(cipher.keyId, idB);
+  assert.notEqual(idB, await keyIdOf(KEY_A));
+  const text = JSON.stringify({ secret: SECRET, n: 1 });
+  const stored = await cipher.encrypt("job", text);
+  assert.ok(stored.startsWith(`enc1:${idB}:`), stored);
+  const parsed = parse(stored);
+  assert.equal(parsed.keyId, idB);
+  assert.equal(parsed.iv.length, 12);
+  assert.equal(parsed.sealed.length, encoder.encode(text).length + 16);
+  assertNoSecret("stored text", stored);
+  assert.ok(!stored.includes(SECRET.slice(0, 12)));
+  // The same text twice: a fresh IV, so a different stored text.
+  const again = await cipher.encrypt("job", text);
+  assert.notEqual(again, stored);
+  assert.notDeepEqual(parse(again).iv, parsed.iv);
+});
+
+Deno.test("PayloadCipher: the `base64:` prefix and surrounding spaces are accepted and give the same key id", async () => {
+  const plain = await PayloadCipher.fromKeys({ current: KEY_A, previous: [] });
+  const prefixed = await PayloadCipher.fromKeys({ current: ` base64:${KEY_A}\n`, previous: [] });
+  assert.equal(prefixed.keyId, plain.keyId);
+  assert.equal(plain.keyId, await keyIdOf(KEY_A));
+  const stored = await plain.encrypt("job", "hello");
+  assert.equal(await prefixed.decrypt("job", stored), "hello");
+});
+
+Deno.test("PayloadCipher: every single-bit flip of IV, ciphertext and tag, and a different job name, fail authentication without showing the plaintext", async () => {
+  const cipher = await PayloadCipher.fromKeys({ current: KEY_A, previous: [] });
+  const text = JSON.stringify({ secret: SECRET });
+  const stored = await cipher.encrypt("job.a", text);
+  const parsed = parse(stored);
+  const tampered: string[] = [];
+  for (let i = 0; i < parsed.iv.length; i++) {
+    for (let bit = 0; bit < 8; bit++) {
+      tampered.push(build({ ...parsed, iv: flipBit(parsed.iv, i, bit) }));
+    }
+  }
+  for (let i = 0; i < parsed.sealed.length; i++) {
+    for (let bit = 0; bit < 8; bit++) {
+      tampered.push(build({ ...parsed, sealed: flipBit(parsed.sealed, i, bit) }));
+    }
+  }
+  assert.equal(tampered.length, (12 + text.length + 16) * 8);
+  const outcomes = await Promise.allSettled(tampered.map((t) => cipher.decrypt("job.a", t)));
+  outcomes.forEach((outcome, index) => {
+    assert.equal(outcome.status, "rejected", `flip ${index} opened`);
+    const error = (outcome as PromiseRejectedResult).reason;
+    assert.ok(error instanceof PayloadIntegrityError, String(error));
+    assert.equal(error.name, "PayloadIntegrityError");
+    assert.equal(
+      error.message,
+      'Stored payload of "job.a" cannot be used: the encrypted payload failed authentication (changed, or not sealed for this job)',
+    );
+    assertNoSecret("decrypt error", error.message, error.stack);
+  });
+  // The untouched text still opens, but only for the job it was sealed for.
+  assert.equal(await cipher.decrypt("job.a", stored), text);
+  await assert.rejects(cipher.decrypt("job.b", stored), (error: Error) => {
+    assert.ok(error instanceof PayloadIntegrityError);
+    assert.match(
+      error.message,
+      /^Stored payload of "job\.b" cannot be used: .*failed authentication/,
+    );
+    assertNoSecret("decrypt error", error.message, error.stack);
+    return true;
+  });
+});
+
+Deno.test("PayloadCipher: previous keys decrypt what they sealed; an unknown key id is named", async () => {
+  const a = await PayloadCipher.fromKeys({ current: KEY_A, previous: [] });
+  const rotated = await PayloadCipher.fromKeys({ current: KEY_B, previous: [KEY_A] });
+  const onlyB = await PayloadCipher.fromKeys({ current: KEY_B, previous: [] });
+  const fromA = await a.encrypt("job", "old");
+  const fromB = await rotated.encrypt("job", "new");
+  assert.equal(parse(fromB).keyId, await keyIdOf(KEY_B));
+  assert.equal(await rotated.decrypt("job", fromA), "old");
+  assert.equal(await rotated.decrypt("job", fromB), "new");
+  assert.equal(await onlyB.decrypt("job", fromB), "new");
+  const idA = await keyIdOf(KEY_A);
+  await assert.rejects(
+    onlyB.decrypt("job", fromA),
+    (error: Error) =>
+      error instanceof PayloadIntegrityError &&
+      error.message ===
+        `Stored payload of "job" cannot be used: it was encrypted with key ${idA}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS`,
+  );
+  await assert.rejects(a.decrypt("job", fromB), PayloadIntegrityError);
+});
+
+Deno.test("PayloadCipher: 100,000 encryptions never repeat an IV", async () => {
+  const cipher = await PayloadCipher.fromKeys({ current: KEY_A, previous: [] });
+  const total = 100_000;
+  const ivs = new Set<string>();
+  const chunk = 5_000;
+  for (let start = 0; start < total; start += chunk) {
+    const stored = await Promise.all(
+      Array.from({ length: chunk }, () => cipher.encrypt("j", "1")),
+    );
+    for (const text of stored) {
+      const iv = text.split(":")[2]!;
+      assert.equal(iv.length, 16); // 12 bytes of base64, no padding
+      ivs.add(iv);
+    }
+  }
+  assert.equal(ivs.size, total);
+});
+
+// ---------------------------------------------------------------------------
+// Dispatch and the stored payload
+
+Deno.test("Queue: an encrypted job's row holds enc1 text under the current key with a fresh 12-byte IV, and its handler gets the payload back", async () => {
+  await using tmp = await tempDir();
+  const jobs = makeJobs();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [jobs.alpha], appKey: KEY_A });
+  using side = openSide(tmp.dbPath);
+  const payload = { secret: SECRET, n: 7 };
+  const ids = await queue.dispatchMany(jobs.alpha, [payload, payload]);
+  const stored = ids.map((id) => storedPayload(side, id));
+  const idA = await keyIdOf(KEY_A);
+  for (const text of stored) {
+    assert.ok(text.startsWith(`enc1:${idA}:`), text);
+    const parsed = parse(text);
+    assert.equal(parsed.iv.length, 12);
+    assert.equal(parsed.sealed.length, jsonBytes(payload) + 16);
+    assertNoSecret("jobs row", text);
+    assert.ok(!text.includes('"secret"'), text);
+  }
+  assert.notEqual(stored[0], stored[1]);
+  assert.notDeepEqual(parse(stored[0]!).iv, parse(stored[1]!).iv);
+  // The whole database file holds no plaintext either.
+  side.exec("PRAGMA wal_checkpoint(FULL)");
+  const file = new TextDecoder().decode(await Deno.readFile(tmp.dbPath));
+  assert.ok(!file.includes(SECRET), "the database file holds the plaintext");
+
+  const worker = queue.work({ executor: "isolate", stopWhenEmpty: true });
+  await worker.done;
+  assert.deepEqual(worker.stats, { completed: 2, failed: 0, retried: 0 });
+  assert.deepEqual(jobs.runs, [
+    { name: "enc.alpha", payload },
+    { name: "enc.alpha", payload },
+  ]);
+});
+
+Deno.test("Queue: the size cap applies to the plaintext JSON of an encrypted job, not its ciphertext", async () => {
+  const jobs = makeJobs();
+  const payload = { secret: "x", n: 1 };
+  const cap = jsonBytes(payload);
+  await using queue = await Queue.open({
+    path: ":memory:",
+    jobs: [jobs.alpha],
+    appKey: KEY_A,
+    maxPayloadBytes: cap,
+  });
+  await queue.dispatch(jobs.alpha, payload); // its ciphertext is far longer than the cap
+  await assert.rejects(
+    queue.dispatch(jobs.alpha, { secret: "xx", n: 1 }),
+    /over the cap of \d+ bytes/,
+  );
+  assert.equal((await queue.counts()).default?.pending, 1);
+});
+
+Deno.test("Queue: a failing encrypted job keeps only ciphertext in failed(), its job:failed event, and the failed hook sees the payload", async () => {
+  await using tmp = await tempDir();
+  const hooks: { payload: unknown; error: string }[] = [];
+  const fails = defineJob({
+    name: "enc.fails",
+    schema: secretSchema,
+    encrypted: true,
+    maxAttempts: 1,
+    handle() {
+      throw new Error("the handler gave up");
+    },
+    failed(payload, error) {
+      hooks.push({ payload, error: error.message });
+    },
+  });
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [fails], appKey: KEY_A });
+  using side = openSide(tmp.dbPath);
+  const payload = { secret: SECRET, n: 3 };
+  const id = await queue.dispatch(fails, payload);
+  const stored = storedPayload(side, id);
+  const failedEvents = recordEvents(queue, "job:failed");
+  await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+
+  assert.deepEqual(hooks, [{ payload, error: "the handler gave up" }]);
+  const [row, ...more] = await queue.failed();
+  assert.equal(more.length, 0);
+  assert.equal(row!.id, id);
+  assert.equal(row!.payload, stored);
+  assert.equal(row!.error, "Error: the handler gave up");
+  assertNoSecret("failed()", row!.payload, row!.error, row!.stack);
+  assert.deepEqual((await queue.failedJob(id))?.payload, stored);
+  const raw = side.prepare("SELECT payload, error, stack FROM failed_jobs WHERE id = ?").get(
+    id,
+  ) as {
+    payload: string;
+    error: string;
+    stack: string | null;
+  };
+  assert.equal(raw.payload, stored);
+  assertNoSecret("failed_jobs row", raw.payload, raw.error, raw.stack);
+  assert.equal(failedEvents.length, 1);
+  assertNoSecret("job:failed", failedEvents[0]!.error.message, failedEvents[0]!.error.stack);
+});
+
+Deno.test("Queue: retrying a failed encrypted job keeps the identical ciphertext, and it then runs with the payload", async () => {
+  await using tmp = await tempDir();
+  const seen: unknown[] = [];
+  let calls = 0;
+  const flaky = defineJob({
+    name: "enc.flaky",
+    schema: secretSchema,
+    encrypted: true,
+    handle(payload) {
+      seen.push(payload);
+      if (++calls === 1) throw new PermanentError("not this time");
+    },
+  });
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [flaky], appKey: KEY_A });
+  using side = openSide(tmp.dbPath);
+  const payload = { secret: SECRET, n: 9 };
+  const id = await queue.dispatch(flaky, payload);
+  const stored = storedPayload(side, id);
+  await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+  assert.equal((await queue.failedJob(id))?.payload, stored);
+
+  assert.equal(await queue.retry(id), true);
+  assert.equal(storedPayload(side, id), stored);
+  const worker = queue.work({ executor: "isolate", stopWhenEmpty: true });
+  await worker.done;
+  assert.deepEqual(worker.stats, { completed: 1, failed: 0, retried: 0 });
+  assert.deepEqual(seen, [payload, payload]);
+  assert.equal(countJobs(side), 0);
+  assert.deepEqual(await queue.failed(), []);
+});
+
+Deno.test("Queue.dispatchSync() runs an encrypted job with the decrypted payload and stores nothing", async () => {
+  await using tmp = await tempDir();
+  const jobs = makeJobs();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [jobs.alpha], appKey: KEY_A });
+  using side = openSide(tmp.dbPath);
+  const payload = { secret: SECRET, n: 4, pad: "p" };
+  await queue.dispatchSync(jobs.alpha, payload);
+  assert.deepEqual(jobs.runs, [{ name: "enc.alpha", payload }]);
+  assert.equal(countJobs(side), 0);
+});
+
+Deno.test("Queue: middleware of an encrypted job sees the decrypted payload", async () => {
+  const jobs = makeJobs();
+  await using queue = await Queue.open({ path: ":memory:", jobs: [jobs.guarded], appKey: KEY_A });
+  const payload = { secret: SECRET, n: 5 };
+  await queue.dispatch(jobs.guarded, payload);
+  const worker = queue.work({ executor: "isolate", stopWhenEmpty: true });
+  await worker.done;
+  assert.deepEqual(worker.stats, { completed: 1, failed: 0, retried: 0 });
+  assert.deepEqual(jobs.middlewareSaw, [payload]);
+  assert.deepEqual(jobs.runs, [{ name: "enc.guarded", payload }]);
+});
+
+// ---------------------------------------------------------------------------
+// S01: tampering
+
+Deno.test("S01: a bit flip at every byte of a short payload's IV, ciphertext and tag fails its job for good, handler never run", async () => {
+  const payload = { secret: SECRET, n: 1 };
+  const length = jsonBytes(payload);
+  const every = (n: number) => Array.from({ length: n }, (_, i) => i);
+  const cases = bitFlipCases(payload, length, every);
+  assert.equal(cases.length, 12 + length + 16);
+  await assertTamperedJobsFail(cases);
+});
+
+Deno.test("S01: sampled bit flips in a long payload's IV, ciphertext and tag fail their jobs for good", async () => {
+  const payload = { secret: SECRET, n: 2, pad: "p".repeat(8_000) };
+  const length = jsonBytes(payload);
+  const sample = (
+    n: number,
+  ) => [...new Set([0, 1, Math.floor(n / 3), Math.floor(n / 2), n - 2, n - 1])];
+  const cases = bitFlipCases(payload, length, sample);
+  assert.ok(cases.length >= 15);
+  await assertTamperedJobsFail(cases);
+});
+
+Deno.test("S01: ciphertexts swapped between jobs of different names fail both (the name is bound)", async () => {
+  await assertTamperedJobsFail([
+    { label: "alpha gets beta's", job: "alpha", detail: AUTH, tamper: (_, all) => all[1]! },
+    { label: "beta gets alpha's", job: "beta", detail: AUTH, tamper: (_, all) => all[0]! },
+    // The middleware path opens the payload before the handler would: still no run.
+    { label: "guarded gets alpha's", job: "guarded", detail: AUTH, tamper: (_, all) => all[0]! },
+  ]);
+});
+
+Deno.test("S01: truncated payloads fail their jobs for good", async () => {
+  const cut = (stored: string, drop: number) => {
+    const parsed = parse(stored);
+    return build({ ...parsed, sealed: parsed.sealed.slice(0, parsed.sealed.length - drop) });
+  };
+  await assertTamperedJobsFail([
+    { label: "tag short by 1 byte", detail: AUTH, tamper: (s) => cut(s, 1) },
+    { label: "whole tag gone", detail: AUTH, tamper: (s) => cut(s, 16) },
+    {
+      label: "under 16 bytes left",
+      detail: MALFORMED,
+      tamper: (s) => cut(s, parse(s).sealed.length - 15),
+    },
+    {
+      label: "sealed part empty",
+      detail: MALFORMED,
+      tamper: (s) => cut(s, parse(s).sealed.length),
+    },
+    {
+      label: "no sealed part",
+      detail: MALFORMED,
+      tamper: (s) => s.slice(0, s.lastIndexOf(":")),
+    },
+    { label: "prefix only", detail: MALFORMED, tamper: () => "enc1:" },
+    { label: "empty text", detail: NOT_ENCRYPTED, tamper: () => "" },
+  ]);
+});
+
+Deno.test("S01: a garbled format, key id, IV or field count fails its job for good", async () => {
+  const idA = await keyIdOf(KEY_A);
+  const otherId = idA.slice(0, -1) + (idA.endsWith("0") ? "1" : "0");
+  const withIv = (s: string, iv: Uint8Array<ArrayBuffer>) => build({ ...parse(s), iv });
+  await assertTamperedJobsFail([
+    { label: "enc2 prefix", detail: NOT_ENCRYPTED, tamper: (s) => s.replace(/^enc1:/, "enc2:") },
+    {
+      label: "upper-case prefix",
+      detail: NOT_ENCRYPTED,
+      tamper: (s) => s.replace(/^enc1:/, "ENC1:"),
+    },
+    {
+      label: "plaintext JSON in an encrypted job's row",
+      detail: NOT_ENCRYPTED,
+      tamper: () => JSON.stringify({ secret: "not-it", n: 1 }),
+    },
+    {
+      label: "key id changed in its last digit",
+      detail: new RegExp(
+        `^it was encrypted with key ${otherId}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS$`,
+      ),
+      tamper: (s) => s.replace(`enc1:${idA}:`, `enc1:${otherId}:`),
+    },
+    {
+      label: "key id of zeros",
+      detail:
+        /^it was encrypted with key 0{16}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS$/,
+      tamper: (s) => s.replace(`enc1:${idA}:`, `enc1:${"0".repeat(16)}:`),
+    },
+    {
+      label: "key id missing",
+      detail: /^it was encrypted with key , which is neither APP_KEY nor in APP_PREVIOUS_KEYS$/,
+      tamper: (s) => s.replace(`enc1:${idA}:`, "enc1::"),
+    },
+    { label: "extra field", detail: MALFORMED, tamper: (s) => `${s}:AAAA` },
+    {
+      label: "IV not base64",
+      detail: MALFORMED,
+      tamper: (s) => s.replace(/^(enc1:[0-9a-f]+:)[^:]+:/, "$1!!!!not*base64!!!!:"),
+    },
+    {
+      label: "IV of 11 bytes",
+      detail: MALFORMED,
+      tamper: (s) => withIv(s, parse(s).iv.slice(0, 11)),
+    },
+    { label: "IV of 16 bytes", detail: MALFORMED, tamper: (s) => withIv(s, new Uint8Array(16)) },
+    {
+      label: "sealed part not base64",
+      detail: MALFORMED,
+      tamper: (s) => s.replace(/:[^:]+$/, ":%%%%"),
+    },
+  ]);
+});
+
+Deno.test("S01: in a Web Worker, a tampered job fails for good and its handler never runs; an untouched one runs", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS_URL, appKey: KEY_A });
+  using side = openSide(tmp.dbPath);
+  side.exec(SEEN_SQL);
+  const payload = (n: number) => ({ db: tmp.dbPath, secret: SECRET, n });
+  const [good, flipped, swapped] = [
+    await queue.dispatch(secretJob, payload(0)),
+    await queue.dispatch(secretJob, payload(1)),
+    await queue.dispatch(secretJob, payload(2)),
+  ];
+  const other = await queue.dispatch(failingSecretJob, payload(3));
+  const parsed = parse(storedPayload(side, flipped!));
+  const last = parsed.sealed.length - 1;
+  setPayload(side, flipped!, build({ ...parsed, sealed: flipBit(parsed.sealed, last, 7) }));
+  setPayload(side, swapped!, storedPayload(side, other)); // sealed for "enc.fx.fails"
+  setPayload(side, other, storedPayload(side, good!).replace(/^enc1:/, "enc9:"));
+  const failedEvents = recordEvents(queue, "job:failed");
+  const retryEvents = recordEvents(queue, "job:retry");
+  const worker = queue.work({
+    executor: "workers",
+    workers: 2,
+    concurrency: 4,
+    stopWhenEmpty: true,
+  });
+  await worker.done;
+
+  assert.deepEqual(worker.stats, { completed: 1, failed: 3, retried: 0 });
+  assert.deepEqual(retryEvents, []);
+  const seen = side.prepare("SELECT * FROM seen ORDER BY rowid").all() as unknown as SeenRow[];
+  assert.deepEqual(
+    seen.map(({ job_id, kind, payload, in_worker }) => ({ job_id, kind, in_worker, payload })),
+    [{ job_id: good, kind: "handle", in_worker: 1, payload: JSON.stringify(payload(0)) }],
+  );
+  const failed = new Map((await queue.failed()).map((row) => [row.id, row]));
+  const expectations: [number, string, RegExp][] = [
+    [flipped!, "enc.fx.secret", AUTH],
+    [swapped!, "enc.fx.secret", AUTH],
+    [other, "enc.fx.fails", NOT_ENCRYPTED],
+  ];
+  for (const [id, name, detail] of expectations) {
+    const row = failed.get(id);
+    assert.ok(row, `job ${id} did not fail`);
+    const prefix = `PayloadIntegrityError: Stored payload of "${name}" cannot be used: `;
+    assert.ok(row.error.startsWith(prefix), row.error);
+    assert.match(row.error.slice(prefix.length), detail);
+    assert.equal(row.attempts, 1);
+    assertNoSecret("failed row", row.payload, row.error, row.stack);
+    const event = failedEvents.find((e) => e.id === id);
+    assert.ok(event);
+    assert.equal(event.error.name, "PayloadIntegrityError");
+    assertNoSecret("job:failed", event.error.message, event.error.stack);
+  }
+});
+
+// ---------------------------------------------------------------------------
+// Web Workers and the isolate executor
+
+for (const executor of ["workers", "isolate"] as const) {
+  Deno.test(`Queue: encrypted jobs run with their payload in the ${executor} executor, and the failed hook sees it too`, async () => {
+    await using tmp = await tempDir();
+    await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS_URL, appKey: KEY_A });
+    using side = openSide(tmp.dbPath);
+    side.exec(SEEN_SQL);
+    const payload = (n: number) => ({ db: tmp.dbPath, secret: SECRET, n });
+    const ids = await queue.dispatchMany(secretJob, [payload(0), payload(1), payload(2)]);
+    const failing = await queue.dispatch(failingSecretJob, payload(3));
+    const stored = storedPayload(side, failing);
+    const failedEvents = recordEvents(queue, "job:failed");
+    const worker = queue.work({
+      executor,
+      ...(executor === "workers" && { workers: 2 }),
+      concurrency: 4,
+      stopWhenEmpty: true,
+    });
+    await worker.done;
+    assert.deepEqual(worker.stats, { completed: 3, failed: 1, retried: 0 });
+
+    const inWorker = executor === "workers" ? 1 : 0;
+    const seen = side.prepare("SELECT * FROM seen ORDER BY job_id, kind DESC")
+      .all() as unknown as SeenRow[];
+    assert.deepEqual(
+      seen.map(({ job_id, kind, payload, in_worker }) => ({ job_id, kind, in_worker, payload })),
+      [
+        ...ids.map((id, n) => ({
+          job_id: id,
+          kind: "handle",
+          in_worker: inWorker,
+          payload: JSON.stringify(payload(n)),
+        })),
+        {
+          job_id: failing,
+          kind: "handle",
+          in_worker: inWorker,
+          payload: JSON.stringify(payload(3)),
+        },
+        {
+          job_id: failing,
+          kind: "failed",
+          in_worker: inWorker,
+          payload: JSON.stringify(payload(3)),
+        },
+      ],
+    );
+    const [row] = await queue.failed();
+    assert.equal(row?.id, failing);
+    assert.equal(row.payload, stored);
+    assert.equal(row.error, "Error: the handler gave up");
+    assertNoSecret("failed row", row.payload, row.error, row.stack);
+    assert.equal(failedEvents.length, 1);
+    assertNoSecret("job:failed", failedEvents[0]!.error.message, failedEvents[0]!.error.stack);
+  });
+}
+
+// ---------------------------------------------------------------------------
+// S02: rotation
+
+/** Opens the fixture jobs' queue with these keys, through the options or through the environment. */
+function openWithKeys(
+  path: string,
+  via: "options" | "env",
+  current: string,
+  previous: readonly string[],
+): Promise<Queue> {
+  if (via === "options") {
+    return Queue.open({ path, jobs: JOBS_URL, appKey: current, previousAppKeys: previous });
+  }
+  return withEnv({
+    APP_KEY: current,
+    // A `base64:` prefix and spaces around the commas are allowed.
+    APP_PREVIOUS_KEYS: previous.length === 0
+      ? undefined
+      : previous.map((key) => ` base64:${key} `).join(",") + ",",
+  }, () => Queue.open({ path, jobs: JOBS_URL }));
+}
+
+for (
+  const [via, executor] of [["options", "isolate"], ["env", "workers"]] as const
+) {
+  Deno.test(`S02: rotating APP_KEY (keys through ${via}, ${executor} executor): old jobs run with the old key listed, fail naming it once dropped`, async () => {
+    await using tmp = await tempDir();
+    const [idA, idB] = [await keyIdOf(KEY_A), await keyIdOf(KEY_B)];
+    const payload = (n: number) => ({ db: tmp.dbPath, secret: SECRET, n });
+    using side = openSide(tmp.dbPath);
+    const work = async (queue: Queue, queues: string[]) => {
+      const worker = queue.work({
+        executor,
+        ...(executor === "workers" && { workers: 1 }),
+        queues,
+        stopWhenEmpty: true,
+      });
+      await worker.done;
+      return worker.stats;
+    };
+    const seenIds = () =>
+      (side.prepare("SELECT job_id FROM seen WHERE kind = 'handle' ORDER BY job_id").all() as {
+        job_id: number;
+      }[]).map((row) => row.job_id);
+
+    // 1. Under key A.
+    let aNow: number[], aLater: number[];
+    {
+      await using queue = await openWithKeys(tmp.dbPath, via, KEY_A, []);
+      side.exec(SEEN_SQL);
+      aNow = await queue.dispatchMany(secretJob, [payload(1), payload(2)], { queue: "now" });
+      aLater = await queue.dispatchMany(secretJob, [payload(3), payload(4)], { queue: "later" });
+    }
+    for (const id of [...aNow, ...aLater]) assert.equal(parse(storedPayload(side, id)).keyId, idA);
+
+    // 2. APP_KEY = B, A in APP_PREVIOUS_KEYS: the A jobs run; new ones are sealed with B.
+    let bNow: number, bLater: number;
+    {
+      await using queue = await openWithKeys(tmp.dbPath, via, KEY_B, [KEY_A]);
+      bNow = await queue.dispatch(secretJob, payload(5), { queue: "now" });
+      bLater = await queue.dispatch(secretJob, payload(6), { queue: "later" });
+      assert.equal(parse(storedPayload(side, bNow)).keyId, idB);
+      assert.equal(parse(storedPayload(side, bLater)).keyId, idB);
+      assert.deepEqual(await work(queue, ["now"]), { completed: 3, failed: 0, retried: 0 });
+      assert.deepEqual(seenIds(), [...aNow, bNow].sort((x, y) => x - y));
+    }
+    const seenPayloads = side.prepare("SELECT payload FROM seen ORDER BY job_id").all() as {
+      payload: string;
+    }[];
+    assert.deepEqual(seenPayloads.map((row) => JSON.parse(row.payload).n), [1, 2, 5]);
+
+    // 3. Only B: the jobs still sealed with A fail for good naming key A; B's runs.
+    {
+      await using queue = await openWithKeys(tmp.dbPath, via, KEY_B, []);
+      const retries = recordEvents(queue, "job:retry");
+      assert.deepEqual(await work(queue, ["later"]), { completed: 1, failed: 2, retried: 0 });
+      assert.deepEqual(retries, []);
+      assert.deepEqual(seenIds(), [...aNow, bNow, bLater].sort((x, y) => x - y));
+      const failed = await queue.failed();
+      assert.deepEqual(failed.map((row) => row.id).sort((x, y) => x - y), aLater);
+      for (const row of failed) {
+        assert.equal(
+          row.error,
+          `PayloadIntegrityError: Stored payload of "enc.fx.secret" cannot be used: it was encrypted with key ${idA}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS`,
+        );
+        assert.equal(row.attempts, 1);
+        assertNoSecret("failed row", row.payload, row.error, row.stack);
+      }
+      assert.equal(countJobs(side), 0);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Queue.open and keys
+
+Deno.test("Queue.open() refuses to start without APP_KEY when an encrypted job is registered, naming APP_KEY and the jobs", async () => {
+  const jobs = makeJobs();
+  await withEnv({ APP_KEY: undefined, APP_PREVIOUS_KEYS: undefined }, async () => {
+    for (const appKey of [undefined, ""]) {
+      await assert.rejects(
+        Queue.open({
+          path: ":memory:",
+          jobs: [jobs.plain, jobs.alpha, jobs.beta],
+          ...(appKey !== undefined && { appKey }),
+        }),
+        (error: Error) => {
+          assert.ok(error instanceof TypeError, String(error));
+          assert.match(error.message, /^APP_KEY is not set/);
+          assert.ok(error.message.includes('"enc.alpha"'), error.message);
+          assert.ok(error.message.includes('"enc.beta"'), error.message);
+          assert.ok(!error.message.includes("plain.job"), error.message);
+          return true;
+        },
+      );
+    }
+  });
+});
+
+Deno.test("Queue.open() refuses malformed keys naming APP_KEY or APP_PREVIOUS_KEYS[i], never printing the key", async () => {
+  const jobs = makeJobs();
+  const short = crypto.getRandomValues(new Uint8Array(16)).toBase64();
+  const long = crypto.getRandomValues(new Uint8Array(33)).toBase64();
+  const notBase64 = `not*base64*${crypto.randomUUID()}`;
+  const cases: {
+    label: string;
+    appKey?: string;
+    previousAppKeys?: string[];
+    env?: Record<string, string>;
+    name: string;
+    bad: string;
+    detail: RegExp | null;
+  }[] = [
+    { label: "16-byte APP_KEY", appKey: short, name: "APP_KEY", bad: short, detail: /16 bytes/ },
+    { label: "33-byte APP_KEY", appKey: long, name: "APP_KEY", bad: long, detail: /33 bytes/ },
+    {
+      label: "APP_KEY not base64",
+      appKey: notBase64,
+      name: "APP_KEY",
+      bad: notBase64,
+      detail: null,
+    },
+    {
+      label: "previous[0] short",
+      appKey: KEY_A,
+      previousAppKeys: [short],
+      name: "APP_PREVIOUS_KEYS[0]",
+      bad: short,
+      detail: /16 bytes/,
+    },
+    {
+      label: "previous[1] not base64",
+      appKey: KEY_A,
+      previousAppKeys: [KEY_B, notBase64],
+      name: "APP_PREVIOUS_KEYS[1]",
+      bad: notBase64,
+      detail: null,
+    },
+    {
+      label: "env APP_KEY short",
+      env: { APP_KEY: short },
+      name: "APP_KEY",
+      bad: short,
+      detail: /16 bytes/,
+    },
+    {
+      label: "env APP_PREVIOUS_KEYS[0] not base64",
+      env: { APP_KEY: KEY_A, APP_PREVIOUS_KEYS: notBase64 },
+      name: "APP_PREVIOUS_KEYS[0]",
+      bad: notBase64,
+      detail: null,
+    },
+    {
+      label: "env APP_PREVIOUS_KEYS[1] long",
+      env: { APP_KEY: KEY_A, APP_PREVIOUS_KEYS: `${KEY_B},${long}` },
+      name: "APP_PREVIOUS_KEYS[1]",
+      bad: long,
+      detail: /33 bytes/,
+    },
+  ];
+  for (const c of cases) {
+    await withEnv({ APP_KEY: undefined, APP_PREVIOUS_KEYS: undefined, ...c.env }, async () => {
+      await assert.rejects(
+        Queue.open({
+          path: ":memory:",
+          jobs: [jobs.alpha],
+          ...(c.appKey !== undefined && { appKey: c.appKey }),
+          ...(c.previousAppKeys !== undefined && { previousAppKeys: c.previousAppKeys }),
+        }),
+        (error: Error) => {
+          assert.ok(error instanceof TypeError, `${c.label}: ${error}`);
+          assert.ok(
+            error.message.startsWith(`${c.name} must be the base64 of 32 random bytes`),
+            `${c.label}: ${error.message}`,
+          );
+          if (c.detail === null) assert.ok(!error.message.includes("decodes to"), c.label);
+          else assert.match(error.message, c.detail, c.label);
+          for (const key of [c.bad, KEY_A, KEY_B]) {
+            assert.ok(!error.message.includes(key), `${c.label}: the message shows a key`);
+            assert.ok(!(error.stack ?? "").includes(key), `${c.label}: the stack shows a key`);
+          }
+          return true;
+        },
+      );
+    });
+  }
+});
+
+Deno.test("Queue.open() without an encrypted job needs no key and does not read APP_KEY or APP_PREVIOUS_KEYS", async () => {
+  const jobs = makeJobs();
+  const read: string[] = [];
+  const get = Deno.env.get;
+  Deno.env.get = (name: string) => {
+    read.push(name);
+    return get.call(Deno.env, name);
+  };
+  try {
+    await withEnv({ APP_KEY: "garbage!", APP_PREVIOUS_KEYS: "more,garbage" }, async () => {
+      read.length = 0; // withEnv read them to restore them later
+      {
+        await using queue = await Queue.open({ path: ":memory:", jobs: [jobs.plain] });
+        await queue.dispatch(jobs.plain, { n: 1 });
+        const worker = queue.work({ executor: "isolate", stopWhenEmpty: true });
+        await worker.done;
+        assert.equal(worker.stats.completed, 1);
+      }
+      assert.deepEqual(read.filter((name) => name.startsWith("APP_")), []);
+      // With an encrypted job registered, the same environment is read (and refused).
+      await assert.rejects(
+        Queue.open({ path: ":memory:", jobs: [jobs.plain, jobs.alpha] }),
+        /^TypeError: APP_KEY must be the base64/,
+      );
+      assert.ok(read.includes("APP_KEY"), `read: ${read}`);
+    });
+    await withEnv({ APP_KEY: undefined, APP_PREVIOUS_KEYS: undefined }, async () => {
+      await using queue = await Queue.open({ path: ":memory:", jobs: [jobs.plain] });
+      assert.equal(await queue.dispatch(jobs.plain, { n: 2 }), 1);
+    });
+  } finally {
+    Deno.env.get = get;
+  }
+});
+
+Deno.test("Queue.open() takes APP_KEY and APP_PREVIOUS_KEYS from the environment; the options win over it", async () => {
+  const jobs = makeJobs();
+  const [idA, idB] = [await keyIdOf(KEY_A), await keyIdOf(KEY_B)];
+  await withEnv({ APP_KEY: KEY_A, APP_PREVIOUS_KEYS: undefined }, async () => {
+    {
+      await using queue = await Queue.open({ path: ":memory:", jobs: [jobs.alpha] });
+      await queue.dispatch(jobs.alpha, { secret: SECRET, n: 1 });
+      const [row] = await queue.transaction((tx) =>
+        tx.query<{ payload: string }>("SELECT payload FROM jobs")
+      );
+      assert.equal(parse(row!.payload).keyId, idA);
+    }
+    {
+      await using queue = await Queue.open({ path: ":memory:", jobs: [jobs.alpha], appKey: KEY_B });
+      await queue.dispatch(jobs.alpha, { secret: SECRET, n: 1 });
+      const [row] = await queue.transaction((tx) =>
+        tx.query<{ payload: string }>("SELECT payload FROM jobs")
+      );
+      assert.equal(parse(row!.payload).keyId, idB);
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------
+// CLI
+
+Deno.test("CLI: key:generate prints one base64 line of 32 bytes and exits 0; two runs differ", async () => {
+  const runs = await Promise.all([runCli(["key:generate"]), runCli(["key:generate"])]);
+  const keys = runs.map(({ code, stdout, stderr }) => {
+    assert.equal(code, 0, stderr);
+    assert.equal(stderr, "");
+    assert.match(stdout, /^[A-Za-z0-9+/]{43}=\n$/);
+    const key = stdout.trimEnd();
+    assert.equal(key.length, 44);
+    assert.equal(Uint8Array.fromBase64(key).length, 32);
+    return key;
+  });
+  assert.notEqual(keys[0], keys[1]);
+  // What it prints is a key the queue takes.
+  const cipher = await PayloadCipher.fromKeys({ current: keys[0]!, previous: [keys[1]!] });
+  assert.equal(cipher.keyId, await keyIdOf(keys[0]!));
+  assert.equal(generateAppKey().length, 44);
+});
