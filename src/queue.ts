@@ -48,6 +48,13 @@ export interface QueueOptions {
    * @default {"./.renox/queue.db"}
    */
   path?: string;
+  /**
+   * A PostgreSQL URL (`postgres://…`): the queue keeps its jobs there, in the
+   * `public` schema, instead of a SQLite file. The driver is loaded only then.
+   * For more settings, open a `PostgresStore` from `@renox/queue/postgres` and pass it as `store`.
+   * @default {DATABASE_URL, when it is a postgres:// URL and neither path nor store is given}
+   */
+  url?: string;
   /** A store opened by the caller, used instead of `path`; the queue closes it on close. */
   store?: Store;
   /**
@@ -233,10 +240,15 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     const registry = await JobRegistry.load(options.jobs);
     const appKeys = readAppKeys(options, registry.encryptedJobs());
     const cipher = appKeys === null ? null : await PayloadCipher.fromKeys(appKeys);
-    const store = options.store ?? await SqliteStore.open(options.path ?? "./.renox/queue.db", {
-      ...(options.durability !== undefined && { durability: options.durability }),
-      ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
-    });
+    const url = options.url ??
+      (options.path === undefined && options.store === undefined ? databaseUrl() : undefined);
+    const store = options.store ??
+      (url !== undefined
+        ? await openPostgres(url)
+        : await SqliteStore.open(options.path ?? "./.renox/queue.db", {
+          ...(options.durability !== undefined && { durability: options.durability }),
+          ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
+        }));
     const clock = options.clock ?? systemClock;
     return new Queue({ store, registry, clock, maxPayloadBytes, appKeys, cipher });
   }
@@ -772,6 +784,28 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   #notifyRunners(): void {
     for (const runner of this.#runners) runner.notify();
   }
+}
+
+/** `DATABASE_URL` when it names a PostgreSQL database (and the environment may be read). */
+function databaseUrl(): string | undefined {
+  let url: string | undefined;
+  try {
+    url = Deno.env.get("DATABASE_URL");
+  } catch {
+    return undefined; // no --allow-env: the SQLite default
+  }
+  return url !== undefined && /^postgres(ql)?:\/\//.test(url) ? url : undefined;
+}
+
+/**
+ * Opens the PostgreSQL store. Imported on demand, by a URL the type checker
+ * does not follow, so apps on SQLite never download the driver.
+ */
+async function openPostgres(url: string): Promise<Store> {
+  const module: { PostgresStore: { open(url: string): Promise<Store> } } = await import(
+    new URL("./stores/postgres.ts", import.meta.url).href
+  );
+  return await module.PostgresStore.open(url);
 }
 
 /**

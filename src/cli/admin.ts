@@ -8,6 +8,8 @@
  */
 import { Queue } from "../queue.ts";
 import {
+  databaseOptions,
+  displayDb,
   expectPositionals,
   type ParsedArgs,
   readDb,
@@ -22,7 +24,7 @@ import { firstLine, formatTable } from "./table.ts";
 
 /** Opens the queue on the command's database, migrating it, with no jobs registered. */
 export function openAdminQueue(args: ParsedArgs): Promise<Queue> {
-  return Queue.open({ path: readDb(args), jobs: [] });
+  return Queue.open({ ...databaseOptions(readDb(args)), jobs: [] });
 }
 
 /** Reads the positional ids (of jobs, or of what `noun` names), each a positive whole number. */
@@ -215,7 +217,7 @@ const migrate: Command = {
     const [row] = await queue.transaction((tx) =>
       tx.query<{ version: number }>("SELECT MAX(version) AS version FROM queue_migrations")
     );
-    console.log(`${readDb(args)} is at schema version ${row?.version ?? 0}`);
+    console.log(`${displayDb(readDb(args))} is at schema version ${row?.version ?? 0}`);
     return 0;
   },
 };

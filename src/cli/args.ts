@@ -204,6 +204,20 @@ export function readDb(args: ParsedArgs): string {
   }
 }
 
+/**
+ * Where `Queue.open` finds the database named by `--db` or `QUEUE_DB`: a
+ * `postgres://` or `postgresql://` URL selects PostgreSQL, anything else is a
+ * SQLite file.
+ */
+export function databaseOptions(db: string): { url: string } | { path: string } {
+  return /^postgres(ql)?:\/\//.test(db) ? { url: db } : { path: db };
+}
+
+/** The database as the CLI prints it: a URL's password replaced by `***`. */
+export function displayDb(db: string): string {
+  return db.replace(/^(postgres(?:ql)?:\/\/[^:/@]*):[^@]*@/, "$1:***@");
+}
+
 /** Throws unless there are between `min` and `max` positional arguments. */
 export function expectPositionals(args: ParsedArgs, min: number, max: number, what: string): void {
   const count = args.positionals.length;

@@ -11,6 +11,8 @@ import { Queue } from "../queue.ts";
 import type { Runner } from "../runner.ts";
 import type { ExecutorKind, WorkOptions } from "../work_options.ts";
 import {
+  databaseOptions,
+  displayDb,
   expectPositionals,
   type ParsedArgs,
   readDb,
@@ -107,12 +109,12 @@ function given<T extends object>(options: { [K in keyof T]: T[K] | undefined }):
  * stopped stuck, else 0.
  */
 async function runWorker(settings: WorkSettings): Promise<number> {
-  const queue = await Queue.open({ path: settings.db, jobs: settings.jobs });
+  const queue = await Queue.open({ ...databaseOptions(settings.db), jobs: settings.jobs });
   let stuck = false;
   try {
     // Listening before the worker starts: it may claim a job within `queue.work()`.
     const report: WorkReport = Deno.stdout.isTerminal()
-      ? new StatusLine(queue, settings.db)
+      ? new StatusLine(queue, displayDb(settings.db))
       : new JsonLog(queue, settings.db);
     const started: { worker?: Runner } = {};
     using _signals = onSignals((signal, count) => {
@@ -211,7 +213,7 @@ job:failed) and for worker:start, worker:stopping and worker:stop.`,
     const settings = readSettings(args);
     if (!settings.supervise) return await runWorker(settings);
     // Fail fast on what every child would fail on: a jobs module that cannot load, a bad database.
-    await (await Queue.open({ path: settings.db, jobs: settings.jobs })).close();
+    await (await Queue.open({ ...databaseOptions(settings.db), jobs: settings.jobs })).close();
     return await supervise(["work", "--no-supervise", ...args.raw]);
   },
 };

@@ -8,6 +8,7 @@
  * @module
  */
 import type { StatementSync } from "node:sqlite";
+import { countMembers, type JobLinks, type StoredBatch, toBatchRow } from "./_rows.ts";
 import type {
   BatchRow,
   HeldJobRow,
@@ -20,13 +21,6 @@ import type {
 
 /** What a waiting job is waiting for. */
 type HeldRole = "link" | "chain-catch" | "then" | "catch" | "finally";
-
-/** The links of a job to its chain and batch, as the settling statements return them. */
-export interface JobLinks {
-  readonly batch_id: number | null;
-  readonly batch_member: number;
-  readonly chain_id: number | null;
-}
 
 const INSERT_LINKED = `INSERT INTO jobs
   (queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member)
@@ -79,19 +73,6 @@ const SKIP_WAITING_MEMBERS =
 const PRUNE_HELD = `DELETE FROM held_jobs WHERE batch_id IN
   (SELECT id FROM batches WHERE finished_at < ?1 OR cancelled_at < ?1)`;
 const PRUNE = "DELETE FROM batches WHERE finished_at < ?1 OR cancelled_at < ?1";
-
-interface StoredBatch {
-  id: number;
-  name: string;
-  total: number;
-  pending: number;
-  failed: number;
-  skipped: number;
-  allow_failures: number;
-  created_at: number;
-  cancelled_at: number | null;
-  finished_at: number | null;
-}
 
 /** Chains and batches on one SQLite connection. */
 export class SqliteComposition {
@@ -303,28 +284,4 @@ export class SqliteComposition {
     }
     this.#queueCallbacks(batchId, "finally", at);
   }
-}
-
-/** Counted batch jobs per batch. */
-function countMembers(rows: readonly JobLinks[]): Map<number, number> {
-  const counts = new Map<number, number>();
-  for (const { batch_id: batchId, batch_member: member } of rows) {
-    if (batchId !== null && member === 1) counts.set(batchId, (counts.get(batchId) ?? 0) + 1);
-  }
-  return counts;
-}
-
-function toBatchRow(row: StoredBatch): BatchRow {
-  return {
-    id: row.id,
-    name: row.name,
-    total: row.total,
-    pending: row.pending,
-    failed: row.failed,
-    skipped: row.skipped,
-    allowFailures: row.allow_failures === 1,
-    createdAt: row.created_at,
-    cancelledAt: row.cancelled_at,
-    finishedAt: row.finished_at,
-  };
 }

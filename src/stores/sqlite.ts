@@ -8,7 +8,16 @@ import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
 import { migrations } from "../../migrations/sqlite/mod.ts";
 import { type Durability, openConnection, retryWhileBusy } from "./_sqlite_connection.ts";
 import { FileWatch } from "./_file_watch.ts";
-import { type JobLinks, SqliteComposition } from "./_sqlite_composition.ts";
+import { SqliteComposition } from "./_sqlite_composition.ts";
+import {
+  type ClaimRow,
+  type FailedRow,
+  type JobLinks,
+  type RunningRow,
+  toClaimedJobs,
+  toFailedJobRow,
+  toRunningJobRow,
+} from "./_rows.ts";
 import { SqliteGuards } from "./_sqlite_guards.ts";
 import { QueueClosedError } from "../errors.ts";
 import type {
@@ -113,36 +122,6 @@ function buildClaimSql(queueCount: number): string {
     WHERE id IN (${Array(queueCount).fill(perQueue).join(" UNION ALL ")} LIMIT ?)
     RETURNING id, queue, name, payload, priority, attempts, crashes, retry_until, last_error,
       created_at, batch_id, last_error IS NOT NULL AND last_error = '${DIED}' || (attempts - 1) AS recovered`;
-}
-
-interface ClaimRow {
-  id: number;
-  queue: string;
-  name: string;
-  payload: string;
-  priority: number;
-  attempts: number;
-  crashes: number;
-  retry_until: number | null;
-  last_error: string | null;
-  created_at: number;
-  batch_id: number | null;
-  recovered: number;
-}
-
-interface FailedRow {
-  id: number;
-  queue: string;
-  name: string;
-  payload: string;
-  error: string;
-  stack: string | null;
-  attempts: number;
-  crashes: number;
-  created_at: number;
-  failed_at: number;
-  batch_id: number | null;
-  chain_id: number | null;
 }
 
 /**
@@ -278,15 +257,7 @@ export class SqliteStore implements Store {
   /** Jobs leased now, with their progress. */
   running(now: number): Promise<RunningJobRow[]> {
     return this.#run(() =>
-      this.#prepare(RUNNING).all(now).map((row) => ({
-        id: Number(row.id),
-        queue: String(row.queue),
-        name: String(row.name),
-        attempts: Number(row.attempts),
-        progress: row.progress === null ? null : Number(row.progress),
-        leasedUntil: Number(row.available_at),
-        batchId: row.batch_id === null ? null : Number(row.batch_id),
-      }))
+      (this.#prepare(RUNNING).all(now) as unknown as RunningRow[]).map(toRunningJobRow)
     );
   }
 
@@ -484,28 +455,9 @@ export class SqliteStore implements Store {
     const params: SQLInputValue[] = [token, now + leaseMs];
     for (const queue of queues) params.push(queue, now, limit);
     params.push(limit);
-    const rank = (queue: string) => queues.indexOf(queue);
     const rows = this.#prepare(claimSql(queues.length)).all(...params) as unknown as ClaimRow[];
     this.#guards.started(rows.map((row) => row.id));
-    // RETURNING gives rows in no set order: put them back in claim order.
-    return rows.sort((a, b) =>
-      rank(a.queue) - rank(b.queue) || b.priority - a.priority || a.id - b.id
-    )
-      .map((row) => ({
-        id: row.id,
-        queue: row.queue,
-        name: row.name,
-        payload: row.payload,
-        priority: row.priority,
-        attempts: row.attempts,
-        crashes: row.crashes,
-        recovered: row.recovered === 1,
-        retryUntil: row.retry_until,
-        lastError: row.last_error,
-        createdAt: row.created_at,
-        batchId: row.batch_id,
-        token,
-      }));
+    return toClaimedJobs(rows, queues, token);
   }
 
   #apply(settlement: Settlement): boolean {
@@ -658,21 +610,4 @@ export class SqliteStore implements Store {
       }
     });
   }
-}
-
-function toFailedJobRow(row: FailedRow): FailedJobRow {
-  return {
-    id: row.id,
-    queue: row.queue,
-    name: row.name,
-    payload: row.payload,
-    error: row.error,
-    stack: row.stack,
-    attempts: row.attempts,
-    crashes: row.crashes,
-    createdAt: row.created_at,
-    failedAt: row.failed_at,
-    batchId: row.batch_id,
-    chainId: row.chain_id,
-  };
 }

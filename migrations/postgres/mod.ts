@@ -1,0 +1,14 @@
+/**
+ * The PostgreSQL schema steps, in order, numbered as SQLite's are. Imported
+ * statically so that a consumer of the published package migrates without
+ * `--allow-read`.
+ *
+ * @module
+ */
+import type { Migration } from "../sqlite/mod.ts";
+import * as createJobs from "./0001_create_jobs.ts";
+import * as batchesAndChains from "./0002_batches_and_chains.ts";
+import * as jobKeysAndLocks from "./0003_job_keys_and_locks.ts";
+
+/** Every step, oldest first. Append only: an applied step is never edited. */
+export const migrations: readonly Migration[] = [createJobs, batchesAndChains, jobKeysAndLocks];

@@ -1,0 +1,667 @@
+/**
+ * The PostgreSQL store: the same queue across many machines. Claims take due
+ * jobs in one statement with `FOR UPDATE SKIP LOCKED`, each worker tick
+ * settles in one transaction, leases are measured on the database's clock,
+ * and idle workers wake on `LISTEN/NOTIFY` (polling stays as the fallback).
+ *
+ * This module is the only one that imports the `postgres` driver, from the
+ * `@renox/queue/postgres` entry point: SQLite users never download it.
+ *
+ * @example Open a queue on PostgreSQL
+ * ```ts ignore
+ * import { Queue } from "@renox/queue";
+ * import { PostgresStore } from "@renox/queue/postgres";
+ *
+ * const store = await PostgresStore.open("postgres://postgres@127.0.0.1:5432/app");
+ * const queue = await Queue.open({ store, jobs: import.meta.resolve("./jobs.ts") });
+ * ```
+ *
+ * @module
+ */
+import postgres from "postgres";
+import { migrations } from "../../migrations/postgres/mod.ts";
+import { QueueClosedError } from "../errors.ts";
+import { PostgresComposition } from "./_postgres_composition.ts";
+import {
+  type ClaimRow,
+  type FailedRow,
+  type JobLinks,
+  type RunningRow,
+  toClaimedJobs,
+  toFailedJobRow,
+  toRunningJobRow,
+} from "./_rows.ts";
+import { PostgresGuards } from "./_postgres_guards.ts";
+import type { Rows, Run } from "./_postgres_run.ts";
+import type {
+  BatchRow,
+  ClaimedJob,
+  ClaimRequest,
+  FailedJobRow,
+  GuardRequest,
+  KeyedJobRow,
+  KeyedPush,
+  Lease,
+  NewBatchRow,
+  NewChainRow,
+  NewJobRow,
+  Page,
+  PushedBatch,
+  QueueCountsRow,
+  RunningJobRow,
+  Settlement,
+  SettleResult,
+  Store,
+  StoreTransaction,
+} from "./store.ts";
+
+/** Options for {@linkcode PostgresStore.open}. */
+export interface PostgresStoreOptions {
+  /**
+   * The schema the queue's tables live in, created if missing; a name of
+   * letters, digits and underscores.
+   * @default {"public"}
+   */
+  schema?: string;
+  /**
+   * Whose clock claims and lease renewals go by: `"database"` (`now()` on
+   * the server, so hosts whose clocks disagree still agree on leases) or
+   * `"caller"` (the times the queue passes in, e.g. a test's clock).
+   * @default {"database"}
+   */
+  clock?: "database" | "caller";
+  /**
+   * Connections in the pool, one more is opened for `LISTEN`.
+   * @default {4}
+   */
+  maxConnections?: number;
+}
+
+/** The database's clock in ms since the epoch, as SQL. */
+const DB_NOW = "(floor(extract(epoch from clock_timestamp()) * 1000))::bigint";
+/** The marker a claim writes when it takes over an expired lease. */
+const DIED = "worker died during attempt ";
+/** The advisory lock that lets one process at a time migrate a schema. */
+const MIGRATION_LOCK = 7_204_310;
+
+const LINKS = "batch_id, batch_member, chain_id";
+/** Rows come as one array per column; ids follow the rows' order, as the sequence does. */
+const INSERT =
+  `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at)
+  SELECT queue, name, payload, priority, available_at, retry_until, created_at
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::bigint[],
+    $7::bigint[]) WITH ORDINALITY
+    AS row(queue, name, payload, priority, available_at, retry_until, created_at, position)
+  ORDER BY position
+  RETURNING id`;
+const COMPLETE = `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${LINKS}`;
+const PROGRESS = "UPDATE jobs SET progress = $1 WHERE id = $2 AND token = $3";
+const RELEASE = `UPDATE jobs SET token = NULL, available_at = $1, last_error = $2,
+    attempts = attempts - $3, crashes = crashes + $4
+  WHERE id = $5 AND token = $6 RETURNING ${LINKS}`;
+const COPY_TO_FAILED = `INSERT INTO failed_jobs
+  (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
+    ${LINKS})
+  SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINKS}
+  FROM jobs WHERE id = $6 AND token = $7
+  ON CONFLICT (id) DO UPDATE SET queue = excluded.queue, name = excluded.name,
+    payload = excluded.payload, priority = excluded.priority, error = excluded.error,
+    stack = excluded.stack, attempts = excluded.attempts, crashes = excluded.crashes,
+    created_at = excluded.created_at, failed_at = excluded.failed_at,
+    batch_id = excluded.batch_id, batch_member = excluded.batch_member,
+    chain_id = excluded.chain_id`;
+/** Renews to `$1` ms after now, on the database's clock when `$2` is null, else after `$2`. */
+const RENEW = `UPDATE jobs j SET available_at = COALESCE($2::bigint, ${DB_NOW}) + $1::bigint
+  FROM unnest($3::bigint[], $4::bigint[]) AS lease(id, token)
+  WHERE j.id = lease.id AND j.token = lease.token
+  RETURNING j.id, j.token`;
+const COUNTS = `SELECT queue,
+    COUNT(*) FILTER (WHERE available_at <= $1) AS pending,
+    COUNT(*) FILTER (WHERE token IS NULL AND available_at > $1) AS delayed,
+    COUNT(*) FILTER (WHERE token IS NOT NULL AND available_at > $1) AS reserved
+  FROM jobs GROUP BY queue`;
+const FAILED_COUNTS = "SELECT queue, COUNT(*) AS failed FROM failed_jobs GROUP BY queue";
+const FAILED_COLUMNS =
+  "id, queue, name, payload, error, stack, attempts, crashes, created_at, failed_at, batch_id, chain_id";
+const FAILED_PAGE =
+  `SELECT ${FAILED_COLUMNS} FROM failed_jobs ORDER BY failed_at DESC, id DESC LIMIT $1 OFFSET $2`;
+const FAILED_ONE = `SELECT ${FAILED_COLUMNS} FROM failed_jobs WHERE id = $1`;
+const RETRY_COPY = `INSERT INTO jobs
+  (id, queue, name, payload, priority, available_at, created_at, ${LINKS})
+  SELECT id, queue, name, payload, priority, $1, created_at, ${LINKS} FROM failed_jobs`;
+const RETRY_ONE = `${RETRY_COPY} WHERE id = $2 RETURNING id, ${LINKS}`;
+const RETRY_ALL = `${RETRY_COPY} ORDER BY id RETURNING id, ${LINKS}`;
+const RETRY_BATCH =
+  `${RETRY_COPY} WHERE batch_id = $2 AND batch_member = 1 ORDER BY id RETURNING id, ${LINKS}`;
+const FORGET = "DELETE FROM failed_jobs WHERE id = $1";
+const FORGET_BATCH = "DELETE FROM failed_jobs WHERE batch_id = $1 AND batch_member = 1";
+const FLUSH = "DELETE FROM failed_jobs";
+const PRUNE = "DELETE FROM failed_jobs WHERE failed_at < $1";
+const CLEAR_ONE = `DELETE FROM jobs WHERE queue = $1 RETURNING id, ${LINKS}`;
+const CLEAR_ALL = `DELETE FROM jobs RETURNING id, ${LINKS}`;
+const RUNNING = `SELECT id, queue, name, attempts, progress, available_at, batch_id FROM jobs
+  WHERE token IS NOT NULL AND available_at > $1 ORDER BY id`;
+const NOTIFY = "SELECT pg_notify($1, '')";
+
+const claimStatements = new Map<number, string>();
+
+/**
+ * The claim for `queueCount` queues: each queue's due jobs in claim order,
+ * locked with `SKIP LOCKED` so concurrent claims never wait for each other
+ * or take the same job, then the first `limit` of them in queue order.
+ * `$3` null means now on the database's clock.
+ */
+function claimSql(queueCount: number): string {
+  let sql = claimStatements.get(queueCount);
+  if (sql === undefined) claimStatements.set(queueCount, sql = buildClaimSql(queueCount));
+  return sql;
+}
+
+function buildClaimSql(queueCount: number): string {
+  const perQueue = Array.from(
+    { length: queueCount },
+    (_, index) =>
+      `q${index} AS (SELECT id, ${index} AS rank, priority, available_at FROM jobs
+      WHERE queue = $${index + 5} AND available_at <= (SELECT t FROM now_ms)
+      ORDER BY priority DESC, available_at LIMIT $4 FOR UPDATE SKIP LOCKED)`,
+  );
+  const union = Array.from({ length: queueCount }, (_, index) => `SELECT * FROM q${index}`)
+    .join(" UNION ALL ");
+  return `WITH now_ms AS (SELECT COALESCE($3::bigint, ${DB_NOW}) AS t), ${perQueue.join(", ")},
+    picked AS (SELECT id FROM (${union}) candidates
+      ORDER BY rank, priority DESC, available_at, id LIMIT $4)
+    UPDATE jobs j SET token = $1, available_at = (SELECT t FROM now_ms) + $2,
+      attempts = j.attempts + 1, progress = NULL,
+      crashes = j.crashes + CASE WHEN j.token IS NULL THEN 0 ELSE 1 END,
+      last_error = CASE WHEN j.token IS NULL THEN j.last_error ELSE '${DIED}' || j.attempts END
+    FROM picked WHERE j.id = picked.id
+    RETURNING j.id, j.queue, j.name, j.payload, j.priority, j.attempts, j.crashes, j.retry_until,
+      j.last_error, j.created_at, j.batch_id,
+      (j.last_error IS NOT NULL AND j.last_error = '${DIED}' || (j.attempts - 1)) AS recovered`;
+}
+
+type Sql = postgres.Sql<Record<string, never>>;
+type Connection = postgres.TransactionSql<Record<string, never>> | Sql;
+
+/**
+ * Jobs in a PostgreSQL database, shared by any number of processes on any
+ * number of machines. Each operation takes a pooled connection; every write
+ * that may add or free jobs notifies the other processes' watchers.
+ */
+export class PostgresStore implements Store {
+  readonly #sql: Sql;
+  readonly #channel: string;
+  readonly #dbClock: boolean;
+  readonly #listeners = new Set<() => void>();
+  #listening: Promise<{ unlisten(): Promise<void> } | null> | null = null;
+  #closed = false;
+
+  private constructor(sql: Sql, channel: string, dbClock: boolean) {
+    this.#sql = sql;
+    this.#channel = channel;
+    this.#dbClock = dbClock;
+  }
+
+  /** Connects to `url` (`postgres://…`), creates the schema if missing and migrates it. */
+  static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+    const schema = options.schema ?? "public";
+    if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(schema)) {
+      throw new TypeError(
+        `schema must be 1 to 63 letters, digits and underscores, not starting with a digit: got ${schema}`,
+      );
+    }
+    const clock = options.clock ?? "database";
+    if (clock !== "database" && clock !== "caller") {
+      throw new TypeError(`clock must be "database" or "caller": got ${String(clock)}`);
+    }
+    const maxConnections = options.maxConnections ?? 4;
+    if (!Number.isSafeInteger(maxConnections) || maxConnections < 1) {
+      throw new RangeError(`maxConnections must be a whole number >= 1: got ${maxConnections}`);
+    }
+    if (!/^postgres(ql)?:\/\//.test(url)) {
+      throw new TypeError(`url must start with postgres:// or postgresql://: got ${redact(url)}`);
+    }
+    const sql = postgres(url, {
+      max: maxConnections,
+      onnotice: () => {},
+      connection: { search_path: schema, application_name: "@renox/queue" },
+      // Ids, tokens and times are bigint columns that fit a JavaScript number exactly.
+      types: {
+        bigint: { to: 20, from: [20], serialize: String, parse: Number },
+      },
+    }) as unknown as Sql;
+    const store = new PostgresStore(sql, `renox_queue_${schema}`, clock === "database");
+    try {
+      await sql.unsafe(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+      await store.migrate();
+    } catch (error) {
+      await sql.end({ timeout: 1 });
+      throw error;
+    }
+    return store;
+  }
+
+  /** Applies the schema steps the database lacks, under an advisory lock: safe from several processes at once. */
+  migrate(): Promise<void> {
+    return this.#begin(async (run) => {
+      await run("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
+      await run(`CREATE TABLE IF NOT EXISTS queue_migrations (
+        version integer PRIMARY KEY, applied_at bigint NOT NULL)`);
+      const rows = await run<{ version: number }>("SELECT version FROM queue_migrations");
+      const applied = new Set(rows.map((row) => row.version));
+      const newest = migrations.at(-1)?.version ?? 0;
+      const ahead = [...applied].filter((version) => version > newest);
+      if (ahead.length > 0) {
+        throw new Error(
+          `Cannot open the queue database: it has schema step ${
+            Math.max(...ahead)
+          }, newer than this version of @renox/queue knows (${newest})`,
+        );
+      }
+      for (const migration of migrations) {
+        if (applied.has(migration.version)) continue;
+        await run(migration.sql);
+        await run("INSERT INTO queue_migrations (version, applied_at) VALUES ($1, $2)", [
+          migration.version,
+          Date.now(),
+        ]);
+      }
+    });
+  }
+
+  /** Inserts jobs in one statement. */
+  push(rows: readonly NewJobRow[]): Promise<number[]> {
+    return this.#begin(async (run) => {
+      const ids = await insert(run, rows);
+      await this.#notify(run);
+      return ids;
+    });
+  }
+
+  /** Inserts unique or debounced jobs in one transaction, each unless its key is held. */
+  pushKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedPush[]> {
+    return this.#begin(async (run) => {
+      const pushed = await new PostgresGuards(run).pushKeyed(rows, (batch) => insert(run, batch));
+      await this.#notify(run);
+      return pushed;
+    });
+  }
+
+  /** Checks claimed jobs' middleware in one transaction. */
+  acquire(requests: readonly GuardRequest[], now: number): Promise<(number | null)[]> {
+    return this.#begin((run) => new PostgresGuards(run).acquire(requests, now));
+  }
+
+  /** Inserts a chain's first link and its waiting links in one transaction. */
+  pushChain(chain: NewChainRow): Promise<number> {
+    return this.#begin(async (run) => {
+      const id = await new PostgresComposition(run).insertChain(chain, (rows) => insert(run, rows));
+      await this.#notify(run);
+      return id;
+    });
+  }
+
+  /** Inserts a batch with its jobs and callbacks in one transaction. */
+  pushBatch(batch: NewBatchRow): Promise<PushedBatch> {
+    return this.#begin(async (run) => {
+      const pushed = await new PostgresComposition(run).insertBatch(batch);
+      await this.#notify(run);
+      return pushed;
+    });
+  }
+
+  /** Adds counted jobs to a batch that is still running. */
+  addToBatch(batchId: number, rows: readonly NewJobRow[]): Promise<number[]> {
+    return this.#begin(async (run) => {
+      const ids = await new PostgresComposition(run).addToBatch(batchId, rows);
+      await this.#notify(run);
+      return ids;
+    });
+  }
+
+  /** One batch, or null. */
+  batch(id: number): Promise<BatchRow | null> {
+    return this.#begin((run) => new PostgresComposition(run).batch(id));
+  }
+
+  /** Batches, newest first. */
+  batches(page: Page): Promise<BatchRow[]> {
+    return this.#begin((run) => new PostgresComposition(run).batches(page));
+  }
+
+  /** Cancels a running batch, skipping its waiting jobs. */
+  cancelBatch(id: number, now: number): Promise<boolean> {
+    return this.#begin(async (run) => {
+      const cancelled = await new PostgresComposition(run).cancel(id, now);
+      if (cancelled) await this.#notify(run);
+      return cancelled;
+    });
+  }
+
+  /** Deletes batches finished or cancelled before `before`. */
+  pruneBatches(before: number): Promise<number> {
+    return this.#begin((run) => new PostgresComposition(run).prune(before));
+  }
+
+  /** Jobs leased now, with their progress. */
+  running(now: number): Promise<RunningJobRow[]> {
+    return this.#begin(async (run) => (await run<RunningRow>(RUNNING, [now])).map(toRunningJobRow));
+  }
+
+  /** Runs `fn` in one transaction: its pushes and queries commit or roll back together. */
+  transaction<T>(fn: (tx: StoreTransaction) => T | Promise<T>): Promise<T> {
+    return this.#begin(async (run) => {
+      let open = true;
+      const check = () => {
+        if (!open) throw new Error("This transaction has ended: use it only inside its callback");
+      };
+      const handle: StoreTransaction = {
+        push: async (rows) => (check(), await insert(run, rows)),
+        pushKeyed: async (
+          rows,
+        ) => (check(),
+          await new PostgresGuards(run).pushKeyed(rows, (batch) => insert(run, batch))),
+        pushChain: async (
+          chain,
+        ) => (check(),
+          await new PostgresComposition(run).insertChain(chain, (rows) => insert(run, rows))),
+        pushBatch: async (
+          batch,
+        ) => (check(), await new PostgresComposition(run).insertBatch(batch)),
+        query: async <Row>(text: string, params: readonly unknown[] = []) => {
+          check();
+          return [...await run<Row>(text, params)];
+        },
+      };
+      try {
+        const result = await fn(handle);
+        await this.#notify(run);
+        return result;
+      } finally {
+        open = false;
+      }
+    });
+  }
+
+  /** Leases due jobs in one statement with `FOR UPDATE SKIP LOCKED`. */
+  claim(request: ClaimRequest): Promise<ClaimedJob[]> {
+    return this.#begin((run) => this.#claim(run, request));
+  }
+
+  /** Applies settlements, each fenced by its token, then claims, all in one transaction. */
+  settle(settlements: readonly Settlement[], then?: ClaimRequest): Promise<SettleResult> {
+    return this.#begin(async (run) => {
+      const composition = new PostgresComposition(run);
+      const guards = new PostgresGuards(run);
+      const applied: boolean[] = [];
+      const ended: number[] = [];
+      const attemptsEnded: number[] = [];
+      let queuedAny = false;
+      for (const settlement of settlements) {
+        const result = await this.#apply(run, composition, settlement);
+        applied.push(result !== "lost");
+        if (result === "lost" || settlement.kind === "progress") continue;
+        queuedAny = true;
+        attemptsEnded.push(settlement.id);
+        if (settlement.kind !== "release" || result === "skipped") ended.push(settlement.id);
+      }
+      await guards.released(ended, attemptsEnded);
+      if (queuedAny) await this.#notify(run);
+      return { applied, claimed: then === undefined ? [] : await this.#claim(run, then) };
+    });
+  }
+
+  /** Extends leases in one statement; returns the ids whose lease was lost. */
+  renew(leases: readonly Lease[], until: number): Promise<number[]> {
+    if (leases.length === 0) return Promise.resolve([]);
+    return this.#begin(async (run) => {
+      // On the database's clock, the lease length asked for, from the database's now.
+      const [base, length] = this.#dbClock ? [null, until - Date.now()] : [until, 0];
+      const renewed = await run<{ id: number; token: number }>(RENEW, [
+        length,
+        base,
+        leases.map((lease) => lease.id),
+        leases.map((lease) => lease.token),
+      ]);
+      const kept = new Set(renewed.map((row) => `${row.id}:${row.token}`));
+      return leases.filter((lease) => !kept.has(`${lease.id}:${lease.token}`)).map(({ id }) => id);
+    });
+  }
+
+  /** Jobs per queue by state, failed jobs included. */
+  counts(now: number): Promise<QueueCountsRow[]> {
+    return this.#begin(async (run) => {
+      const byQueue = new Map<string, QueueCountsRow>();
+      for (const row of await run<Record<string, string | number>>(COUNTS, [now])) {
+        const queue = String(row.queue);
+        byQueue.set(queue, {
+          queue,
+          pending: Number(row.pending),
+          delayed: Number(row.delayed),
+          reserved: Number(row.reserved),
+          failed: 0,
+        });
+      }
+      for (const row of await run<{ queue: string; failed: number }>(FAILED_COUNTS)) {
+        const counts = byQueue.get(row.queue) ??
+          { queue: row.queue, pending: 0, delayed: 0, reserved: 0 };
+        byQueue.set(row.queue, { ...counts, failed: Number(row.failed) });
+      }
+      return [...byQueue.values()].sort((a, b) => a.queue < b.queue ? -1 : 1);
+    });
+  }
+
+  /** Failed jobs, newest first. */
+  failed(page: Page): Promise<FailedJobRow[]> {
+    return this.#begin(async (run) =>
+      (await run<FailedRow>(FAILED_PAGE, [page.limit, page.offset])).map(toFailedJobRow)
+    );
+  }
+
+  /** One failed job, or null. */
+  failedJob(id: number): Promise<FailedJobRow | null> {
+    return this.#begin(async (run) => {
+      const [row] = await run<FailedRow>(FAILED_ONE, [id]);
+      return row === undefined ? null : toFailedJobRow(row);
+    });
+  }
+
+  /** Moves failed jobs back in one transaction; a job is in exactly one table throughout. */
+  retry(
+    ids: readonly number[] | "all" | { readonly batchId: number },
+    now: number,
+  ): Promise<number[]> {
+    return this.#begin(async (run) => {
+      let moved: (JobLinks & { id: number })[];
+      if (ids === "all") {
+        moved = [...await run<JobLinks & { id: number }>(RETRY_ALL, [now])];
+        await run(FLUSH);
+      } else if (!Array.isArray(ids)) {
+        const { batchId } = ids as { readonly batchId: number };
+        moved = [...await run<JobLinks & { id: number }>(RETRY_BATCH, [now, batchId])];
+        await run(FORGET_BATCH, [batchId]);
+      } else {
+        moved = [];
+        for (const id of ids as readonly number[]) {
+          const [row] = await run<JobLinks & { id: number }>(RETRY_ONE, [now, id]);
+          if (row === undefined) continue;
+          await run(FORGET, [id]);
+          moved.push(row);
+        }
+      }
+      await new PostgresComposition(run).retried(moved);
+      if (moved.length > 0) await this.#notify(run);
+      return moved.map((row) => row.id);
+    });
+  }
+
+  /** Deletes one failed job, and the waiting links of its chain. */
+  async forget(id: number): Promise<boolean> {
+    return await this.#deleteFailed(FORGET, [id]) === 1;
+  }
+
+  /** Deletes every failed job. */
+  flushFailed(): Promise<number> {
+    return this.#deleteFailed(FLUSH, []);
+  }
+
+  /** Deletes failed jobs older than `before`. */
+  pruneFailed(before: number): Promise<number> {
+    return this.#deleteFailed(PRUNE, [before]);
+  }
+
+  /** Deletes waiting and leased jobs of one queue, or of all; batch jobs count as skipped. */
+  clear(queue: string | undefined, now: number): Promise<number> {
+    return this.#begin(async (run) => {
+      const deleted = queue === undefined
+        ? await run<JobLinks & { id: number }>(CLEAR_ALL)
+        : await run<JobLinks & { id: number }>(CLEAR_ONE, [queue]);
+      await new PostgresComposition(run).cleared(deleted, now);
+      const ids = deleted.map((row) => row.id);
+      await new PostgresGuards(run).released(ids, ids);
+      await this.#notify(run);
+      return deleted.length;
+    });
+  }
+
+  /**
+   * Calls `listener` when any process commits a write that may add or free
+   * jobs (`LISTEN` on the schema's channel). The first watcher opens the
+   * listening connection; a failure to listen only leaves workers polling.
+   */
+  watch(listener: () => void): Disposable {
+    this.#listeners.add(listener);
+    this.#listening ??= this.#sql.listen(this.#channel, () => {
+      for (const each of [...this.#listeners]) each();
+    }).catch(() => null);
+    return {
+      [Symbol.dispose]: () => {
+        this.#listeners.delete(listener);
+      },
+    };
+  }
+
+  /** Closes every connection; later calls fail. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const listening = await this.#listening;
+    await listening?.unlisten().catch(() => {});
+    await this.#sql.end({ timeout: 5 });
+  }
+
+  /** Same as {@linkcode PostgresStore.close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  /** Runs `step` in one transaction with a {@linkcode Run} bound to it. */
+  async #begin<T>(step: (run: Run) => Promise<T>): Promise<T> {
+    if (this.#closed) throw new QueueClosedError("use the PostgreSQL store");
+    const result = await this.#sql.begin((tx) => step(runOn(tx)));
+    return result as T;
+  }
+
+  async #claim(run: Run, request: ClaimRequest): Promise<ClaimedJob[]> {
+    const { queues, limit, now, leaseMs, token } = request;
+    const rows = await run<ClaimRow>(claimSql(queues.length), [
+      token,
+      leaseMs,
+      this.#dbClock ? null : now,
+      limit,
+      ...queues,
+    ]);
+    await new PostgresGuards(run).started(rows.map((row) => row.id));
+    return toClaimedJobs(rows, queues, token);
+  }
+
+  /** Applies one settlement: `"lost"` when its lease was lost, `"skipped"` when a put-back batch job was skipped. */
+  async #apply(
+    run: Run,
+    composition: PostgresComposition,
+    settlement: Settlement,
+  ): Promise<"applied" | "lost" | "skipped"> {
+    const { id, token } = settlement;
+    switch (settlement.kind) {
+      case "complete": {
+        const [links] = await run<JobLinks>(COMPLETE, [id, token]);
+        if (links === undefined) return "lost";
+        await composition.settled(links, "complete", settlement.at);
+        return "applied";
+      }
+      case "progress":
+        return (await run(PROGRESS, [settlement.percent, id, token])).count === 1
+          ? "applied"
+          : "lost";
+      case "release": {
+        const [links] = await run<JobLinks>(RELEASE, [
+          settlement.availableAt,
+          settlement.error,
+          settlement.refundAttempt ? 1 : 0,
+          settlement.crashed ? 1 : 0,
+          id,
+          token,
+        ]);
+        if (links === undefined) return "lost";
+        // A job put back in a batch cancelled meanwhile is skipped, not run again.
+        return await composition.putBack(id, links, settlement.at) ? "skipped" : "applied";
+      }
+      case "fail": {
+        const { error } = settlement;
+        const copied = await run(COPY_TO_FAILED, [
+          error.message,
+          error.stack,
+          settlement.attempts,
+          settlement.crashed ? 1 : 0,
+          settlement.at,
+          id,
+          token,
+        ]);
+        if (copied.count === 0) return "lost";
+        const [links] = await run<JobLinks>(COMPLETE, [id, token]);
+        await composition.settled(links!, "fail", settlement.at);
+        return "applied";
+      }
+    }
+  }
+
+  async #deleteFailed(text: string, params: readonly unknown[]): Promise<number> {
+    return await this.#begin(async (run) => {
+      const deleted = (await run(text, params)).count;
+      if (deleted > 0) await new PostgresComposition(run).dropOrphanLinks();
+      return deleted;
+    });
+  }
+
+  /** Tells every watcher, once the transaction commits, that jobs may have been added or freed. */
+  async #notify(run: Run): Promise<void> {
+    await run(NOTIFY, [this.#channel]);
+  }
+}
+
+/** A {@linkcode Run} on one connection or transaction: prepared statements, `$n` parameters. */
+function runOn(connection: Connection): Run {
+  return <Row>(text: string, params: readonly unknown[] = []) =>
+    connection.unsafe(text, params as never[], { prepare: true }) as unknown as Promise<Rows<Row>>;
+}
+
+/** Inserts jobs in one statement; returns their ids in order. */
+async function insert(run: Run, rows: readonly NewJobRow[]): Promise<number[]> {
+  if (rows.length === 0) return [];
+  const column = <T>(pick: (row: NewJobRow) => T) => rows.map(pick);
+  const inserted = await run<{ id: number }>(INSERT, [
+    column((row) => row.queue),
+    column((row) => row.name),
+    column((row) => row.payload),
+    column((row) => row.priority),
+    column((row) => row.availableAt),
+    column((row) => row.retryUntil),
+    column((row) => row.createdAt),
+  ]);
+  return inserted.map((row) => row.id).sort((a, b) => a - b);
+}
+
+/** A URL with its password replaced, for error messages. */
+function redact(url: string): string {
+  return url.replace(/\/\/([^:/@]*):[^@]*@/, "//$1:***@");
+}

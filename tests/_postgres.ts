@@ -1,0 +1,41 @@
+/**
+ * PostgreSQL for tests: the URL from `QUEUE_TEST_POSTGRES_URL`, and stores
+ * opened in a fresh schema that is dropped when the store is disposed.
+ *
+ * @module
+ */
+import { PostgresStore, type PostgresStoreOptions } from "../src/stores/postgres.ts";
+
+/** The test database's URL, or null when tests that need PostgreSQL should skip. */
+export function postgresTestUrl(): string | null {
+  return Deno.env.get("QUEUE_TEST_POSTGRES_URL") || null;
+}
+
+/** A fresh schema name, unique to this process and call. */
+export function freshSchema(): string {
+  return `t_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
+}
+
+/** A store in a new schema of its own; disposing it drops the schema and closes the store. */
+export async function openTestPostgresStore(
+  url: string,
+  options: PostgresStoreOptions = {},
+): Promise<{ store: PostgresStore; schema: string } & AsyncDisposable> {
+  const schema = options.schema ?? freshSchema();
+  const store = await PostgresStore.open(url, { ...options, schema });
+  return {
+    store,
+    schema,
+    async [Symbol.asyncDispose]() {
+      try {
+        await store.transaction((tx) => tx.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
+      } catch {
+        // already closed by the test: drop it through a store of its own
+        const dropper = await PostgresStore.open(url, { schema });
+        await dropper.transaction((tx) => tx.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
+        await dropper.close();
+      }
+      await store.close();
+    },
+  };
+}
