@@ -8,7 +8,7 @@
  * @module
  */
 import type { Run } from "./_postgres_run.ts";
-import type { GuardRequest, KeyedJobRow, KeyedPush, NewJobRow } from "./store.ts";
+import type { GuardRequest, KeyedJobRow, KeyedPush, Lease, NewJobRow } from "./store.ts";
 
 const LOCK_KEY = "SELECT pg_advisory_xact_lock(hashtextextended($1, 7204))";
 const FIND_UNIQUE =
@@ -25,7 +25,11 @@ const SET_KEY = `INSERT INTO job_keys (key, kind, job_id, expires_at, release_on
 const RELEASE_KEYS = "DELETE FROM job_keys WHERE job_id = ANY($1::bigint[])";
 const RELEASE_KEYS_ON_START =
   "DELETE FROM job_keys WHERE release_on_start = 1 AND job_id = ANY($1::bigint[])";
-const RELEASE_LOCKS = "DELETE FROM job_locks WHERE job_id = ANY($1::bigint[])";
+const DROP_LOCKS = "DELETE FROM job_locks WHERE job_id = ANY($1::bigint[])";
+/** Only a lock its own attempt took: matched by job id and token. */
+const RELEASE_LOCKS =
+  `DELETE FROM job_locks l USING unnest($1::bigint[], $2::bigint[]) AS a(id, token)
+  WHERE l.job_id = a.id AND l.token = a.token`;
 const DROP_EXPIRED_LOCKS = "DELETE FROM job_locks WHERE key = $1 AND expires_at <= $2";
 const COUNT_LOCKS = "SELECT COUNT(*) AS n FROM job_locks WHERE key = $1";
 const TAKE_LOCK = "INSERT INTO job_locks (key, job_id, token, expires_at) VALUES ($1, $2, $3, $4)";
@@ -140,9 +144,21 @@ export class PostgresGuards {
     if (ids.length > 0) await this.#run(RELEASE_KEYS_ON_START, [ids]);
   }
 
-  /** Releases the keys of jobs that `ended` and the locks of every one whose attempt ended. */
-  async released(ended: readonly number[], attemptsEnded: readonly number[]): Promise<void> {
+  /**
+   * Releases the keys of jobs that `ended`, and the locks each attempt in
+   * `attempts` took, fenced by its token.
+   */
+  async released(ended: readonly number[], attempts: readonly Lease[]): Promise<void> {
     if (ended.length > 0) await this.#run(RELEASE_KEYS, [ended]);
-    if (attemptsEnded.length > 0) await this.#run(RELEASE_LOCKS, [attemptsEnded]);
+    if (attempts.length > 0) {
+      await this.#run(RELEASE_LOCKS, [attempts.map((a) => a.id), attempts.map((a) => a.token)]);
+    }
+  }
+
+  /** Releases every key and lock of jobs that were deleted (cleared, or skipped in a cancelled batch). */
+  async removed(ids: readonly number[]): Promise<void> {
+    if (ids.length === 0) return;
+    await this.#run(RELEASE_KEYS, [ids]);
+    await this.#run(DROP_LOCKS, [ids]);
   }
 }

@@ -9,7 +9,7 @@
  * @module
  */
 import type { StatementSync } from "node:sqlite";
-import type { GuardRequest, KeyedJobRow, KeyedPush, NewJobRow } from "./store.ts";
+import type { GuardRequest, KeyedJobRow, KeyedPush, Lease, NewJobRow } from "./store.ts";
 
 const FIND_UNIQUE =
   "SELECT job_id FROM job_keys WHERE key = ? AND kind = 'unique' AND expires_at > ?";
@@ -23,7 +23,11 @@ const IDS = "(SELECT value FROM json_each(?))";
 const RELEASE_KEYS = `DELETE FROM job_keys WHERE job_id IN ${IDS}`;
 const RELEASE_KEYS_ON_START =
   `DELETE FROM job_keys WHERE release_on_start = 1 AND job_id IN ${IDS}`;
-const RELEASE_LOCKS = `DELETE FROM job_locks WHERE job_id IN ${IDS}`;
+const DROP_LOCKS = `DELETE FROM job_locks WHERE job_id IN ${IDS}`;
+/** Locks of the attempts passed as a JSON array of [id, token] pairs: only a lock its own attempt took. */
+const RELEASE_LOCKS = `DELETE FROM job_locks WHERE rowid IN (SELECT l.rowid FROM json_each(?) p
+  JOIN job_locks l ON l.job_id = json_extract(p.value, '$[0]')
+    AND l.token = json_extract(p.value, '$[1]'))`;
 const DROP_EXPIRED_LOCKS = "DELETE FROM job_locks WHERE key = ? AND expires_at <= ?";
 const COUNT_LOCKS = "SELECT COUNT(*) AS n FROM job_locks WHERE key = ?";
 const TAKE_LOCK = "INSERT INTO job_locks (key, job_id, token, expires_at) VALUES (?, ?, ?, ?)";
@@ -116,11 +120,23 @@ export class SqliteGuards {
 
   /**
    * Releases what settled jobs held: the keys of those that `ended`
-   * (succeeded, failed for good, or were deleted) and the locks of every one
-   * whose attempt ended (`attemptsEnded`, which includes `ended`).
+   * (succeeded or failed for good), and the locks each attempt in
+   * `attempts` took, fenced by its token: a lock that an earlier, dead
+   * attempt of the same job took stays until it expires.
    */
-  released(ended: readonly number[], attemptsEnded: readonly number[]): void {
+  released(ended: readonly number[], attempts: readonly Lease[]): void {
     if (ended.length > 0) this.#prepare(RELEASE_KEYS).run(JSON.stringify(ended));
-    if (attemptsEnded.length > 0) this.#prepare(RELEASE_LOCKS).run(JSON.stringify(attemptsEnded));
+    if (attempts.length > 0) {
+      this.#prepare(RELEASE_LOCKS).run(
+        JSON.stringify(attempts.map(({ id, token }) => [id, token])),
+      );
+    }
+  }
+
+  /** Releases every key and lock of jobs that were deleted (cleared, or skipped in a cancelled batch). */
+  removed(ids: readonly number[]): void {
+    if (ids.length === 0) return;
+    this.#prepare(RELEASE_KEYS).run(JSON.stringify(ids));
+    this.#prepare(DROP_LOCKS).run(JSON.stringify(ids));
   }
 }

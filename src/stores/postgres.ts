@@ -395,17 +395,20 @@ export class PostgresStore implements Store {
       const guards = new PostgresGuards(run);
       const applied: boolean[] = [];
       const ended: number[] = [];
-      const attemptsEnded: number[] = [];
+      const attempts: Lease[] = [];
+      const skipped: number[] = [];
       let queuedAny = false;
       for (const settlement of settlements) {
         const result = await this.#apply(run, composition, settlement);
         applied.push(result !== "lost");
         if (result === "lost" || settlement.kind === "progress") continue;
         queuedAny = true;
-        attemptsEnded.push(settlement.id);
-        if (settlement.kind !== "release" || result === "skipped") ended.push(settlement.id);
+        attempts.push({ id: settlement.id, token: settlement.token });
+        if (result === "skipped") skipped.push(settlement.id);
+        else if (settlement.kind !== "release") ended.push(settlement.id);
       }
-      await guards.released(ended, attemptsEnded);
+      await guards.released(ended, attempts);
+      await guards.removed(skipped);
       if (queuedAny) await this.#notify(run);
       return { applied, claimed: then === undefined ? [] : await this.#claim(run, then) };
     });
@@ -518,7 +521,7 @@ export class PostgresStore implements Store {
         : await run<JobLinks & { id: number }>(CLEAR_ONE, [queue]);
       await new PostgresComposition(run).cleared(deleted, now);
       const ids = deleted.map((row) => row.id);
-      await new PostgresGuards(run).released(ids, ids);
+      await new PostgresGuards(run).removed(ids);
       await this.#notify(run);
       return deleted.length;
     });

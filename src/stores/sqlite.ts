@@ -306,13 +306,13 @@ export class SqliteStore implements Store {
     return this.#write(() => {
       const applied = settlements.map((settlement) => this.#apply(settlement));
       const ended: number[] = [];
-      const attemptsEnded: number[] = [];
-      settlements.forEach(({ kind, id }, index) => {
+      const attempts: Lease[] = [];
+      settlements.forEach(({ kind, id, token }, index) => {
         if (!applied[index] || kind === "progress") return;
-        attemptsEnded.push(id);
+        attempts.push({ id, token });
         if (kind !== "release") ended.push(id);
       });
-      this.#guards.released(ended, attemptsEnded);
+      this.#guards.released(ended, attempts);
       return { applied, claimed: then === undefined ? [] : this.#claim(then) };
     });
   }
@@ -417,7 +417,7 @@ export class SqliteStore implements Store {
       const ids = deleted.map((row) =>
         row.id
       );
-      this.#guards.released(ids, ids);
+      this.#guards.removed(ids);
       return deleted.length;
     });
   }
@@ -481,7 +481,7 @@ export class SqliteStore implements Store {
         ) as JobLinks | undefined;
         if (links === undefined) return false;
         // A job put back in a batch cancelled meanwhile is skipped, not run again.
-        if (this.#composition.putBack(id, links, settlement.at)) this.#guards.released([id], []);
+        if (this.#composition.putBack(id, links, settlement.at)) this.#guards.removed([id]);
         return true;
       }
       case "fail": {

@@ -1,0 +1,399 @@
+/**
+ * Job middleware: `withoutOverlapping` (at most `limit` at once, held-back
+ * jobs keep their attempts, the lock released however the attempt ends and
+ * expiring when its worker was killed), `rateLimited` (aligned windows),
+ * argument checks, and a `middleware()` that throws.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import {
+  defineJob,
+  JobTimeoutError,
+  PermanentError,
+  Queue,
+  type QueueEventMap,
+  rateLimited,
+  withoutOverlapping,
+} from "../mod.ts";
+import { drain } from "../src/testing.ts";
+import { ManualClock, nextEvent, tempDir } from "./_helpers.ts";
+import { DEAD_LOCK_EXPIRE_MS, holdsLock } from "./fixtures/guards/jobs.ts";
+import { count, JOBS_URL, startWork, workerStarted } from "./fixtures/guards/harness.ts";
+import { openReader, waitUntil } from "./fixtures/reliability/harness.ts";
+import { readLedger } from "./fixtures/reliability/ledger.ts";
+import { record } from "./fixtures/runner/harness.ts";
+
+type Detail<K extends keyof QueueEventMap> = QueueEventMap[K];
+
+const payload = z.object({ n: z.number().int() });
+
+/** What the overlap jobs saw: how many ran at once at most, and each run's attempt. */
+const overlap = { running: 0, max: 0, attempts: [] as number[] };
+
+function overlapJob(name: string, limit: number) {
+  return defineJob({
+    name,
+    schema: payload,
+    middleware: () => [withoutOverlapping(`lock:${name}`, { limit, releaseAfterMs: 20 })],
+    async handle(_payload, ctx) {
+      overlap.attempts.push(ctx.attempt);
+      overlap.running++;
+      overlap.max = Math.max(overlap.max, overlap.running);
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      overlap.running--;
+    },
+  });
+}
+
+const limitOne = overlapJob("m.limit-1", 1);
+const limitTwo = overlapJob("m.limit-2", 2);
+
+/** Holds the lock "shared" and ends as its payload says. */
+const locked = defineJob({
+  name: "m.locked",
+  schema: z.object({ mode: z.enum(["ok", "throw", "permanent", "timeout", "release"]) }),
+  maxAttempts: 2,
+  backoff: [60_000],
+  jitter: 0,
+  timeoutMs: 100,
+  middleware: () => [withoutOverlapping("shared", { releaseAfterMs: 5_000 })],
+  async handle({ mode }, ctx) {
+    if (mode === "throw") throw new Error("thrown");
+    if (mode === "permanent") throw new PermanentError("permanent");
+    if (mode === "release") ctx.release(60_000);
+    if (mode === "timeout") {
+      await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+    }
+  },
+});
+
+/** Another job type naming the same lock "shared": it only completes if the lock is free. */
+const probe = defineJob({
+  name: "m.probe",
+  schema: payload,
+  middleware: () => [withoutOverlapping("shared", { releaseAfterMs: 5_000 })],
+  handle() {},
+});
+
+const rateRuns: number[] = [];
+
+/** At most 3 starts per aligned 1 s window. */
+const rated = defineJob({
+  name: "m.rated",
+  schema: payload,
+  middleware: () => [rateLimited("rate", 3, 1_000)],
+  handle({ n }) {
+    rateRuns.push(n);
+  },
+});
+
+let middlewareCalls = 0;
+let badHandlerRuns = 0;
+
+/** A middleware that throws. */
+const throwingMiddleware = defineJob({
+  name: "m.throwing-middleware",
+  schema: payload,
+  maxAttempts: 2,
+  backoff: [0],
+  jitter: 0,
+  middleware: () => {
+    middlewareCalls++;
+    throw new Error("middleware broke");
+  },
+  handle() {
+    badHandlerRuns++;
+  },
+});
+
+/** A middleware that returns something other than an array of rules. */
+const notRules = defineJob({
+  name: "m.not-rules",
+  schema: payload,
+  maxAttempts: 1,
+  middleware: () => "withoutOverlapping" as never,
+  handle() {
+    badHandlerRuns++;
+  },
+});
+
+const ALL = [limitOne, limitTwo, locked, probe, rated, throwingMiddleware, notRules];
+
+for (const [job, limit] of [[limitOne, 1], [limitTwo, 2]] as const) {
+  Deno.test(`withoutOverlapping limit ${limit}: never more than ${limit} run at once with concurrency 8; held-back jobs keep their attempts and send no job:retry`, async () => {
+    await using tmp = await tempDir();
+    await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL });
+    using db = openReader(tmp.dbPath);
+    Object.assign(overlap, { running: 0, max: 0, attempts: [] });
+    const retries = record<Detail<"job:retry">>(queue, "job:retry");
+    const starts = record<Detail<"job:start">>(queue, "job:start");
+    await queue.dispatchMany(job, Array.from({ length: 12 }, (_, n) => ({ n })));
+
+    const worker = queue.work({ executor: "isolate", concurrency: 8, pollMs: 10 });
+    // While the first runs, the others were put back without using an attempt.
+    const held = await waitUntil(
+      "jobs held back",
+      () => {
+        const rows = db.prepare(
+          "SELECT attempts, last_error FROM jobs WHERE token IS NULL AND last_error IS NOT NULL",
+        ).all() as { attempts: number; last_error: string }[];
+        return rows.length > 0 ? rows : undefined;
+      },
+      5_000,
+      2,
+    );
+    for (const row of held) {
+      assert.equal(row.attempts, 0);
+      assert.equal(row.last_error, `held back by withoutOverlapping(lock:${job.name})`);
+    }
+    await waitUntil("all 12 completed", () => count(db, "jobs") === 0, 10_000);
+    await worker.stop();
+
+    assert.equal(overlap.max, limit, `at most ${limit} at once, and that many did run together`);
+    assert.equal(worker.stats.completed, 12);
+    assert.deepEqual(overlap.attempts, Array(12).fill(1), "every run was attempt 1");
+    assert.equal(starts.length, 12, "job:start only for runs that started");
+    assert.deepEqual(retries, []);
+    assert.equal(count(db, "job_locks"), 0);
+  });
+}
+
+/** Runs one `locked` job to its outcome, then checks the lock is gone and another job can take it. */
+async function lockReleasedAfter(
+  mode: "ok" | "throw" | "permanent" | "timeout" | "release",
+  expected: { completed: number; failed: number; retried: number },
+) {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL });
+  using db = openReader(tmp.dbPath);
+  const failed = record<Detail<"job:failed">>(queue, "job:failed");
+  await queue.dispatch(locked, { mode });
+  assert.deepEqual(await drain(queue), expected);
+  assert.equal(count(db, "job_locks"), 0, `lock left after "${mode}"`);
+  // Held back, the probe would wait 5 s and drain would stop with nothing completed.
+  await queue.dispatch(probe, { n: 1 });
+  assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
+  return failed;
+}
+
+Deno.test("withoutOverlapping: the lock is released when the job succeeds", async () => {
+  await lockReleasedAfter("ok", { completed: 1, failed: 0, retried: 0 });
+});
+
+Deno.test("withoutOverlapping: the lock is released when the attempt throws and the job is retried", async () => {
+  await lockReleasedAfter("throw", { completed: 0, failed: 0, retried: 1 });
+});
+
+Deno.test("withoutOverlapping: the lock is released when the job releases itself", async () => {
+  await lockReleasedAfter("release", { completed: 0, failed: 0, retried: 1 });
+});
+
+Deno.test("withoutOverlapping: the lock is released when the job fails for good", async () => {
+  const failed = await lockReleasedAfter("permanent", { completed: 0, failed: 1, retried: 0 });
+  assert.equal(failed[0]?.error.name, "PermanentError");
+});
+
+Deno.test("withoutOverlapping: the lock is released when the attempt times out", async () => {
+  // maxAttempts 2: the first timeout is retried 60 s later, so drain sees one retry.
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL });
+  using db = openReader(tmp.dbPath);
+  const retries = record<Detail<"job:retry">>(queue, "job:retry");
+  await queue.dispatch(locked, { mode: "timeout" });
+  assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 1 });
+  assert.ok(retries[0]?.error instanceof JobTimeoutError);
+  assert.equal(count(db, "job_locks"), 0);
+  await queue.dispatch(probe, { n: 1 });
+  assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
+});
+
+Deno.test("withoutOverlapping: the lock of a `work` process killed with SIGKILL lasts until expireAfterMs, then others run", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS_URL });
+  using db = openReader(tmp.dbPath);
+  const hung = await queue.dispatch(holdsLock, { n: 1, hang: true });
+
+  await using child = startWork(tmp.dbPath, ["--lease-ms", "500", "--sleep-ms", "50"]);
+  await workerStarted(child);
+  await waitUntil(
+    "the hanging attempt started",
+    () => readLedger(db, "job_id = ?", hung).length > 0,
+  );
+  child.kill("SIGKILL");
+  assert.equal((await child.exit(10_000)).signal, "SIGKILL");
+  const [lock] = db.prepare("SELECT job_id, expires_at FROM job_locks").all() as {
+    job_id: number;
+    expires_at: number;
+  }[];
+  assert.equal(lock?.job_id, hung);
+  const [started] = readLedger(db, "job_id = ?", hung);
+  assert.ok(
+    lock!.expires_at <= started!.start + DEAD_LOCK_EXPIRE_MS &&
+      lock!.expires_at > started!.start + DEAD_LOCK_EXPIRE_MS - 500,
+    `the lock expires expireAfterMs after it was taken: ${lock!.expires_at - started!.start} ms`,
+  );
+
+  const other = await queue.dispatch(holdsLock, { n: 2, hang: false });
+  const starts: { id: number; at: number }[] = [];
+  queue.addEventListener(
+    "job:start",
+    ({ detail }) => starts.push({ id: detail.id, at: Date.now() }),
+  );
+  const worker = queue.work({ executor: "isolate", concurrency: 2, pollMs: 20, leaseMs: 500 });
+  await waitUntil("both jobs completed", () => count(db, "jobs") === 0, 10_000);
+  await worker.stop();
+
+  const early = starts.filter(({ at }) => at < lock!.expires_at);
+  assert.deepEqual(
+    early.map(({ id, at }) => ({ id, msBeforeExpiry: lock!.expires_at - at })),
+    [],
+    "a job naming the lock started before the killed holder's lock expired",
+  );
+  assert.deepEqual(starts.map(({ id }) => id).sort(), [hung, other].sort());
+  assert.equal(count(db, "job_locks"), 0);
+});
+
+Deno.test("rateLimited: at most max starts per window aligned to multiples of perMs", async () => {
+  await using tmp = await tempDir();
+  // 100 ms before a window boundary (the default start is a multiple of 1 s).
+  const clock = new ManualClock(Date.UTC(2026, 0, 1) - 100);
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL, clock });
+  using db = openReader(tmp.dbPath);
+  const retries = record<Detail<"job:retry">>(queue, "job:retry");
+  rateRuns.length = 0;
+  await queue.dispatchMany(rated, Array.from({ length: 10 }, (_, n) => ({ n })));
+
+  assert.deepEqual(await drain(queue, { concurrency: 4 }), { completed: 3, failed: 0, retried: 0 });
+  const held = db.prepare("SELECT available_at, attempts, last_error FROM jobs").all() as {
+    available_at: number;
+    attempts: number;
+    last_error: string;
+  }[];
+  assert.equal(held.length, 7);
+  for (const row of held) {
+    assert.equal(row.available_at, Date.UTC(2026, 0, 1), "back when the window ends");
+    assert.equal(row.attempts, 0);
+    assert.equal(row.last_error, "held back by rateLimited(rate, 3 per 1000 ms)");
+  }
+  clock.advance(99);
+  assert.deepEqual(await drain(queue, { concurrency: 4 }), { completed: 0, failed: 0, retried: 0 });
+  clock.advance(1); // a new window, only 100 ms after the first starts
+  assert.deepEqual(await drain(queue, { concurrency: 4 }), { completed: 3, failed: 0, retried: 0 });
+  clock.advance(999);
+  assert.deepEqual(await drain(queue, { concurrency: 4 }), { completed: 0, failed: 0, retried: 0 });
+  clock.advance(1);
+  assert.deepEqual(await drain(queue, { concurrency: 4 }), { completed: 3, failed: 0, retried: 0 });
+  clock.advance(1_000);
+  assert.deepEqual(await drain(queue, { concurrency: 4 }), { completed: 1, failed: 0, retried: 0 });
+  assert.deepEqual(rateRuns.toSorted((a, b) => a - b), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  assert.deepEqual(retries, []);
+});
+
+Deno.test("withoutOverlapping and rateLimited refuse bad arguments naming the rule and field", () => {
+  const cases: [() => unknown, ErrorConstructor, RegExp][] = [
+    [() => withoutOverlapping(""), TypeError, /^withoutOverlapping: key /],
+    [() => withoutOverlapping("x".repeat(256)), TypeError, /^withoutOverlapping: key /],
+    [() => withoutOverlapping(7 as never), TypeError, /^withoutOverlapping: key /],
+    [() => withoutOverlapping("k", { limit: 0 }), RangeError, /^withoutOverlapping: limit .*0/],
+    [() => withoutOverlapping("k", { limit: 1.5 }), RangeError, /^withoutOverlapping: limit /],
+    [
+      () => withoutOverlapping("k", { releaseAfterMs: -1 }),
+      RangeError,
+      /^withoutOverlapping: releaseAfterMs /,
+    ],
+    [
+      () => withoutOverlapping("k", { expireAfterMs: 0 }),
+      RangeError,
+      /^withoutOverlapping: expireAfterMs /,
+    ],
+    [
+      () => withoutOverlapping("k", { expireAfterMs: Infinity }),
+      RangeError,
+      /^withoutOverlapping: expireAfterMs /,
+    ],
+    [() => rateLimited("", 1, 1_000), TypeError, /^rateLimited: key /],
+    [() => rateLimited("r", 0, 1_000), RangeError, /^rateLimited: max .*0/],
+    [() => rateLimited("r", NaN, 1_000), RangeError, /^rateLimited: max /],
+    [() => rateLimited("r", 5, 0), RangeError, /^rateLimited: perMs .*0/],
+    [() => rateLimited("r", 5, -1_000), RangeError, /^rateLimited: perMs /],
+    [
+      () => defineJob({ name: "m.bad", schema: payload, middleware: [] as never, handle() {} }),
+      TypeError,
+      /"m\.bad".*middleware must be a function/,
+    ],
+  ];
+  for (const [call, type, message] of cases) {
+    assert.throws(call, (error: Error) => {
+      assert.ok(error instanceof type, `${error} is a ${type.name}`);
+      assert.match(error.message, message);
+      return true;
+    });
+  }
+  assert.deepEqual(withoutOverlapping("k"), {
+    kind: "without-overlapping",
+    key: "k",
+    limit: 1,
+    releaseAfterMs: 1_000,
+    expireAfterMs: undefined,
+  });
+});
+
+Deno.test("a middleware() that throws fails the attempt like a handler error; the handler never runs", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL });
+  const retries = record<Detail<"job:retry">>(queue, "job:retry");
+  middlewareCalls = 0;
+  badHandlerRuns = 0;
+  const id = await queue.dispatch(throwingMiddleware, { n: 1 });
+
+  assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 1 });
+  assert.equal(middlewareCalls, 2);
+  assert.equal(badHandlerRuns, 0);
+  assert.equal(retries[0]?.error?.message, "middleware broke");
+  const failed = await queue.failedJob(id);
+  assert.equal(failed?.attempts, 2);
+  assert.match(failed!.error, /^Error: middleware broke/);
+});
+
+Deno.test("a middleware() that returns no array of rules fails the attempt with a TypeError", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL });
+  badHandlerRuns = 0;
+  const id = await queue.dispatch(notRules, { n: 1 });
+  assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 0 });
+  assert.equal(badHandlerRuns, 0);
+  assert.match(
+    (await queue.failedJob(id))!.error,
+    /^TypeError: Job "m\.not-rules": middleware\(payload\) must return an array/,
+  );
+});
+
+Deno.test("a job held back by its lock is due again releaseAfterMs later, then runs as attempt 1", async () => {
+  await using tmp = await tempDir();
+  const clock = new ManualClock();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL, clock });
+  using db = openReader(tmp.dbPath);
+  const holder = await queue.dispatch(locked, { mode: "timeout" });
+  const worker = queue.work({ executor: "isolate", pollMs: 10, concurrency: 2 });
+  await nextEvent<Detail<"job:start">>(queue, "job:start", (event) => event.id === holder);
+  const heldAt = clock.now();
+  const id = await queue.dispatch(probe, { n: 2 });
+  const row = await waitUntil(
+    "the probe held back",
+    () =>
+      db.prepare(
+        "SELECT available_at, attempts, token FROM jobs WHERE id = ? AND last_error IS NOT NULL",
+      )
+        .get(id) as { available_at: number; attempts: number; token: number | null } | undefined,
+  );
+  assert.deepEqual({ ...row }, { available_at: heldAt + 5_000, attempts: 0, token: null });
+  // The holder times out (retry in 60 s), which frees the lock; the probe still waits its 5 s.
+  await nextEvent<Detail<"job:retry">>(queue, "job:retry", (event) => event.id === holder);
+  clock.advance(5_000);
+  const started = await nextEvent<Detail<"job:start">>(queue, "job:start", (e) => e.id === id);
+  assert.equal(started.attempt, 1);
+  await nextEvent<Detail<"job:complete">>(queue, "job:complete", (event) => event.id === id);
+  await worker.stop();
+});
