@@ -83,6 +83,8 @@ const PRUNE = "DELETE FROM batches WHERE finished_at < $1 OR cancelled_at < $1";
 /** Chains and batches, run through the store's current transaction. */
 export class PostgresComposition {
   readonly #run: Run;
+  /** Jobs this object moved from waiting to queued (chain links, callbacks). */
+  queued = 0;
 
   /** `run` sends one statement in the store's current transaction. */
   constructor(run: Run) {
@@ -142,7 +144,7 @@ export class PostgresComposition {
     const { chain_id: chainId, batch_id: batchId } = links;
     if (chainId !== null) {
       if (kind === "fail") {
-        await this.#run(QUEUE_HELD_OF_CHAIN, [at, chainId, "chain-catch"]);
+        this.queued += (await this.#run(QUEUE_HELD_OF_CHAIN, [at, chainId, "chain-catch"])).count;
         await this.#run(DROP_CHAIN_CATCH, [chainId]);
       } else await this.#nextLink(chainId, at);
     }
@@ -261,14 +263,14 @@ export class PostgresComposition {
     const [next] = await this.#run<{ id: number }>(NEXT_LINK, [chainId]);
     if (next === undefined) await this.#run(DROP_HELD_OF_CHAIN, [chainId]);
     else {
-      await this.#run(QUEUE_HELD_ONE, [at, next.id]);
+      this.queued += (await this.#run(QUEUE_HELD_ONE, [at, next.id])).count;
       await this.#run(DROP_HELD_ONE, [next.id]);
     }
   }
 
   /** Queues a batch's callbacks of one role; deleting them makes each fire at most once. */
   async #queueCallbacks(batchId: number, role: HeldRole, at: number): Promise<void> {
-    await this.#run(QUEUE_HELD_OF_BATCH, [at, batchId, role]);
+    this.queued += (await this.#run(QUEUE_HELD_OF_BATCH, [at, batchId, role])).count;
     await this.#run(DROP_HELD_OF_BATCH, [batchId, role]);
   }
 

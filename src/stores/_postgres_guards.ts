@@ -23,8 +23,6 @@ const SET_KEY = `INSERT INTO job_keys (key, kind, job_id, expires_at, release_on
     expires_at = excluded.expires_at, release_on_start = excluded.release_on_start,
     latest_at = excluded.latest_at`;
 const RELEASE_KEYS = "DELETE FROM job_keys WHERE job_id = ANY($1::bigint[])";
-const RELEASE_KEYS_ON_START =
-  "DELETE FROM job_keys WHERE release_on_start = 1 AND job_id = ANY($1::bigint[])";
 const DROP_LOCKS = "DELETE FROM job_locks WHERE job_id = ANY($1::bigint[])";
 /** Only a lock its own attempt took: matched by job id and token. */
 const RELEASE_LOCKS =
@@ -137,11 +135,6 @@ export class PostgresGuards {
    */
   async #lockKeys(keys: readonly string[]): Promise<void> {
     for (const key of [...new Set(keys)].sort()) await this.#run(LOCK_KEY, [key]);
-  }
-
-  /** Releases the keys of jobs that were just claimed and let the next one in on start. */
-  async started(ids: readonly number[]): Promise<void> {
-    if (ids.length > 0) await this.#run(RELEASE_KEYS_ON_START, [ids]);
   }
 
   /**

@@ -95,6 +95,28 @@ const INSERT =
   ORDER BY position
   RETURNING id`;
 const COMPLETE = `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${LINKS}`;
+/**
+ * A tick's successes in one statement: each job deleted if its token still
+ * matches, with the unique keys it held and the overlap locks its attempt
+ * took. Returns the deleted jobs with their links.
+ */
+const COMPLETE_MANY = `WITH done AS (
+    DELETE FROM jobs j USING unnest($1::bigint[], $2::bigint[]) AS s(id, token)
+    WHERE j.id = s.id AND j.token = s.token
+    RETURNING j.id, j.token, j.batch_id, j.batch_member, j.chain_id),
+  keys AS (DELETE FROM job_keys WHERE job_id IN (SELECT id FROM done)),
+  locks AS (DELETE FROM job_locks l USING done WHERE l.job_id = done.id AND l.token = done.token)
+  SELECT id, batch_id, batch_member, chain_id FROM done`;
+/** Inserts jobs and notifies the watchers, in one statement (its own transaction). */
+const INSERT_AND_NOTIFY = `WITH inserted AS (INSERT INTO jobs
+    (queue, name, payload, priority, available_at, retry_until, created_at)
+    SELECT queue, name, payload, priority, available_at, retry_until, created_at
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::bigint[],
+      $7::bigint[]) WITH ORDINALITY
+      AS row(queue, name, payload, priority, available_at, retry_until, created_at, position)
+    ORDER BY position
+    RETURNING id)
+  SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($8, '')) AS notified`;
 const PROGRESS = "UPDATE jobs SET progress = $1 WHERE id = $2 AND token = $3";
 const RELEASE = `UPDATE jobs SET token = NULL, available_at = $1, last_error = $2,
     attempts = attempts - $3, crashes = crashes + $4
@@ -169,15 +191,18 @@ function buildClaimSql(queueCount: number): string {
     .join(" UNION ALL ");
   return `WITH now_ms AS (SELECT COALESCE($3::bigint, ${DB_NOW}) AS t), ${perQueue.join(", ")},
     picked AS (SELECT id FROM (${union}) candidates
-      ORDER BY rank, priority DESC, available_at, id LIMIT $4)
-    UPDATE jobs j SET token = $1, available_at = (SELECT t FROM now_ms) + $2,
+      ORDER BY rank, priority DESC, available_at, id LIMIT $4),
+    claimed AS (UPDATE jobs j SET token = $1, available_at = (SELECT t FROM now_ms) + $2,
       attempts = j.attempts + 1, progress = NULL,
       crashes = j.crashes + CASE WHEN j.token IS NULL THEN 0 ELSE 1 END,
       last_error = CASE WHEN j.token IS NULL THEN j.last_error ELSE '${DIED}' || j.attempts END
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, j.queue, j.name, j.payload, j.priority, j.attempts, j.crashes, j.retry_until,
       j.last_error, j.created_at, j.batch_id,
-      (j.last_error IS NOT NULL AND j.last_error = '${DIED}' || (j.attempts - 1)) AS recovered`;
+      (j.last_error IS NOT NULL AND j.last_error = '${DIED}' || (j.attempts - 1)) AS recovered),
+    started AS (DELETE FROM job_keys WHERE release_on_start = 1
+      AND job_id IN (SELECT id FROM claimed))
+    SELECT * FROM claimed`;
 }
 
 type Sql = postgres.Sql<Record<string, never>>;
@@ -269,13 +294,15 @@ export class PostgresStore implements Store {
     });
   }
 
-  /** Inserts jobs in one statement. */
-  push(rows: readonly NewJobRow[]): Promise<number[]> {
-    return this.#begin(async (run) => {
-      const ids = await insert(run, rows);
-      await this.#notify(run);
-      return ids;
-    });
+  /** Inserts jobs and wakes the watchers in one statement: one round trip. */
+  async push(rows: readonly NewJobRow[]): Promise<number[]> {
+    if (this.#closed) throw new QueueClosedError("use the PostgreSQL store");
+    if (rows.length === 0) return [];
+    const inserted = await runOn(this.#sql)<{ id: number }>(INSERT_AND_NOTIFY, [
+      ...columnsOf(rows),
+      this.#channel,
+    ]);
+    return inserted.map((row) => row.id).sort((a, b) => a - b);
   }
 
   /** Inserts unique or debounced jobs in one transaction, each unless its key is held. */
@@ -393,23 +420,39 @@ export class PostgresStore implements Store {
     return this.#begin(async (run) => {
       const composition = new PostgresComposition(run);
       const guards = new PostgresGuards(run);
+      const successes = settlements.filter((settlement) => settlement.kind === "complete");
+      const completed = new Map<number, JobLinks>();
+      if (successes.length > 0) {
+        const done = await run<JobLinks & { id: number }>(COMPLETE_MANY, [
+          successes.map((settlement) => settlement.id),
+          successes.map((settlement) => settlement.token),
+        ]);
+        for (const row of done) completed.set(row.id, row);
+      }
       const applied: boolean[] = [];
       const ended: number[] = [];
       const attempts: Lease[] = [];
       const skipped: number[] = [];
-      let queuedAny = false;
+      let released = 0;
       for (const settlement of settlements) {
+        if (settlement.kind === "complete") {
+          const links = completed.get(settlement.id);
+          applied.push(links !== undefined);
+          if (links !== undefined) await composition.settled(links, "complete", settlement.at);
+          continue; // its keys and locks went with it
+        }
         const result = await this.#apply(run, composition, settlement);
         applied.push(result !== "lost");
         if (result === "lost" || settlement.kind === "progress") continue;
-        queuedAny = true;
         attempts.push({ id: settlement.id, token: settlement.token });
         if (result === "skipped") skipped.push(settlement.id);
-        else if (settlement.kind !== "release") ended.push(settlement.id);
+        else if (settlement.kind === "fail") ended.push(settlement.id);
+        else released++;
       }
       await guards.released(ended, attempts);
       await guards.removed(skipped);
-      if (queuedAny) await this.#notify(run);
+      // Wake other processes only when this made a job claimable: a retry, or a follow-up queued.
+      if (released > 0 || composition.queued > 0) await this.#notify(run);
       return { applied, claimed: then === undefined ? [] : await this.#claim(run, then) };
     });
   }
@@ -574,7 +617,6 @@ export class PostgresStore implements Store {
       limit,
       ...queues,
     ]);
-    await new PostgresGuards(run).started(rows.map((row) => row.id));
     return toClaimedJobs(rows, queues, token);
   }
 
@@ -586,12 +628,8 @@ export class PostgresStore implements Store {
   ): Promise<"applied" | "lost" | "skipped"> {
     const { id, token } = settlement;
     switch (settlement.kind) {
-      case "complete": {
-        const [links] = await run<JobLinks>(COMPLETE, [id, token]);
-        if (links === undefined) return "lost";
-        await composition.settled(links, "complete", settlement.at);
-        return "applied";
-      }
+      case "complete":
+        throw new Error("complete settlements are applied together, before the others");
       case "progress":
         return (await run(PROGRESS, [settlement.percent, id, token])).count === 1
           ? "applied"
@@ -651,8 +689,14 @@ function runOn(connection: Connection): Run {
 /** Inserts jobs in one statement; returns their ids in order. */
 async function insert(run: Run, rows: readonly NewJobRow[]): Promise<number[]> {
   if (rows.length === 0) return [];
+  const inserted = await run<{ id: number }>(INSERT, columnsOf(rows));
+  return inserted.map((row) => row.id).sort((a, b) => a - b);
+}
+
+/** New job rows as one array per column, the parameters of the insert statements. */
+function columnsOf(rows: readonly NewJobRow[]): unknown[][] {
   const column = <T>(pick: (row: NewJobRow) => T) => rows.map(pick);
-  const inserted = await run<{ id: number }>(INSERT, [
+  return [
     column((row) => row.queue),
     column((row) => row.name),
     column((row) => row.payload),
@@ -660,8 +704,7 @@ async function insert(run: Run, rows: readonly NewJobRow[]): Promise<number[]> {
     column((row) => row.availableAt),
     column((row) => row.retryUntil),
     column((row) => row.createdAt),
-  ]);
-  return inserted.map((row) => row.id).sort((a, b) => a - b);
+  ];
 }
 
 /** A URL with its password replaced, for error messages. */
