@@ -100,9 +100,11 @@ const COMPLETE = `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${LINK
  * matches, with the unique keys it held and the overlap locks its attempt
  * took. Returns the deleted jobs with their links.
  */
-const COMPLETE_MANY = `WITH done AS (
-    DELETE FROM jobs j USING unnest($1::bigint[], $2::bigint[]) AS s(id, token)
-    WHERE j.id = s.id AND j.token = s.token
+const COMPLETE_MANY = `WITH locked AS (
+    SELECT j.id, j.token FROM jobs j JOIN unnest($1::bigint[], $2::bigint[]) AS s(id, token)
+      ON j.id = s.id AND j.token = s.token
+    ORDER BY j.id FOR UPDATE OF j),
+  done AS (DELETE FROM jobs j USING locked WHERE j.id = locked.id
     RETURNING j.id, j.token, j.batch_id, j.batch_member, j.chain_id),
   keys AS (DELETE FROM job_keys WHERE job_id IN (SELECT id FROM done)),
   locks AS (DELETE FROM job_locks l USING done WHERE l.job_id = done.id AND l.token = done.token)
@@ -133,10 +135,19 @@ const COPY_TO_FAILED = `INSERT INTO failed_jobs
     batch_id = excluded.batch_id, batch_member = excluded.batch_member,
     chain_id = excluded.chain_id`;
 /** Renews to `$1` ms after now, on the database's clock when `$2` is null, else after `$2`. */
-const RENEW = `UPDATE jobs j SET available_at = COALESCE($2::bigint, ${DB_NOW}) + $1::bigint
-  FROM unnest($3::bigint[], $4::bigint[]) AS lease(id, token)
-  WHERE j.id = lease.id AND j.token = lease.token
-  RETURNING j.id, j.token`;
+/**
+ * Returns the leases still held; renews those whose row no settle holds right
+ * now (`SKIP LOCKED`: a job being settled needs no renewal, and waiting for
+ * it could deadlock with that settle).
+ */
+const RENEW = `WITH held AS (
+    SELECT j.id, j.token FROM jobs j JOIN unnest($3::bigint[], $4::bigint[]) AS lease(id, token)
+      ON j.id = lease.id AND j.token = lease.token),
+  renewable AS (SELECT id FROM jobs WHERE id IN (SELECT id FROM held)
+    ORDER BY id FOR UPDATE SKIP LOCKED),
+  renewed AS (UPDATE jobs j SET available_at = COALESCE($2::bigint, ${DB_NOW}) + $1::bigint
+    FROM renewable WHERE j.id = renewable.id)
+  SELECT id, token FROM held`;
 const COUNTS = `SELECT queue,
     COUNT(*) FILTER (WHERE available_at <= $1) AS pending,
     COUNT(*) FILTER (WHERE token IS NULL AND available_at > $1) AS delayed,
@@ -257,8 +268,7 @@ export class PostgresStore implements Store {
     }) as unknown as Sql;
     const store = new PostgresStore(sql, `renox_queue_${schema}`, clock === "database");
     try {
-      await sql.unsafe(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
-      await store.migrate();
+      await store.#migrate(schema);
     } catch (error) {
       await sql.end({ timeout: 1 });
       throw error;
@@ -268,8 +278,14 @@ export class PostgresStore implements Store {
 
   /** Applies the schema steps the database lacks, under an advisory lock: safe from several processes at once. */
   migrate(): Promise<void> {
+    return this.#migrate(null);
+  }
+
+  /** Migrates; first creates `schema` when given, under the same lock (creating it races otherwise). */
+  #migrate(schema: string | null): Promise<void> {
     return this.#begin(async (run) => {
       await run("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
+      if (schema !== null) await run(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
       await run(`CREATE TABLE IF NOT EXISTS queue_migrations (
         version integer PRIMARY KEY, applied_at bigint NOT NULL)`);
       const rows = await run<{ version: number }>("SELECT version FROM queue_migrations");
@@ -415,45 +431,49 @@ export class PostgresStore implements Store {
     return this.#begin((run) => this.#claim(run, request));
   }
 
-  /** Applies settlements, each fenced by its token, then claims, all in one transaction. */
+  /**
+   * Applies settlements, each fenced by its token, then claims, all in one
+   * transaction. Rows are locked in one order everywhere (jobs by id, then
+   * batches by id), so two processes settling at once never deadlock.
+   */
   settle(settlements: readonly Settlement[], then?: ClaimRequest): Promise<SettleResult> {
     return this.#begin(async (run) => {
       const composition = new PostgresComposition(run);
       const guards = new PostgresGuards(run);
-      const successes = settlements.filter((settlement) => settlement.kind === "complete");
-      const completed = new Map<number, JobLinks>();
-      if (successes.length > 0) {
-        const done = await run<JobLinks & { id: number }>(COMPLETE_MANY, [
-          successes.map((settlement) => settlement.id),
-          successes.map((settlement) => settlement.token),
-        ]);
-        for (const row of done) completed.set(row.id, row);
+      const outcomes = await this.#applyToJobs(run, settlements);
+      // Chains and batches second, in batch order: the batch rows are what processes share.
+      const moves = settlements.flatMap((settlement, index) => {
+        const outcome = outcomes[index]!;
+        return outcome.links === null ? [] : [{ settlement, links: outcome.links, index }];
+      }).sort((a, b) => (a.links.batch_id ?? 0) - (b.links.batch_id ?? 0) || a.index - b.index);
+      const skipped = new Set<number>();
+      for (const { settlement, links } of moves) {
+        if (settlement.kind === "release") {
+          if (await composition.putBack(settlement.id, links, settlement.at)) {
+            skipped.add(settlement.id); // put back into a batch cancelled meanwhile
+          }
+        } else if (settlement.kind !== "progress") {
+          await composition.settled(links, settlement.kind, settlement.at);
+        }
       }
-      const applied: boolean[] = [];
       const ended: number[] = [];
       const attempts: Lease[] = [];
-      const skipped: number[] = [];
       let released = 0;
-      for (const settlement of settlements) {
-        if (settlement.kind === "complete") {
-          const links = completed.get(settlement.id);
-          applied.push(links !== undefined);
-          if (links !== undefined) await composition.settled(links, "complete", settlement.at);
-          continue; // its keys and locks went with it
-        }
-        const result = await this.#apply(run, composition, settlement);
-        applied.push(result !== "lost");
-        if (result === "lost" || settlement.kind === "progress") continue;
+      settlements.forEach((settlement, index) => {
+        const { applied } = outcomes[index]!;
+        if (!applied || settlement.kind === "progress" || settlement.kind === "complete") return;
         attempts.push({ id: settlement.id, token: settlement.token });
-        if (result === "skipped") skipped.push(settlement.id);
-        else if (settlement.kind === "fail") ended.push(settlement.id);
-        else released++;
-      }
-      await guards.released(ended, attempts);
-      await guards.removed(skipped);
+        if (settlement.kind === "fail") ended.push(settlement.id);
+        else if (!skipped.has(settlement.id)) released++;
+      });
+      await guards.released(ended, attempts); // a success's keys and locks went with it
+      await guards.removed([...skipped]);
       // Wake other processes only when this made a job claimable: a retry, or a follow-up queued.
       if (released > 0 || composition.queued > 0) await this.#notify(run);
-      return { applied, claimed: then === undefined ? [] : await this.#claim(run, then) };
+      return {
+        applied: outcomes.map((outcome) => outcome.applied),
+        claimed: then === undefined ? [] : await this.#claim(run, then),
+      };
     });
   }
 
@@ -620,20 +640,47 @@ export class PostgresStore implements Store {
     return toClaimedJobs(rows, queues, token);
   }
 
-  /** Applies one settlement: `"lost"` when its lease was lost, `"skipped"` when a put-back batch job was skipped. */
-  async #apply(
+  /**
+   * The job-row half of a settle: successes in one statement, then each other
+   * settlement in id order. Says for each whether it applied, and the links
+   * of a job whose chain or batch must move.
+   */
+  async #applyToJobs(
     run: Run,
-    composition: PostgresComposition,
-    settlement: Settlement,
-  ): Promise<"applied" | "lost" | "skipped"> {
+    settlements: readonly Settlement[],
+  ): Promise<{ applied: boolean; links: JobLinks | null }[]> {
+    const successes = settlements.filter((settlement) => settlement.kind === "complete");
+    const completed = new Map<number, JobLinks>();
+    if (successes.length > 0) {
+      const done = await run<JobLinks & { id: number }>(COMPLETE_MANY, [
+        successes.map((settlement) => settlement.id),
+        successes.map((settlement) => settlement.token),
+      ]);
+      for (const row of done) completed.set(row.id, row);
+    }
+    const outcomes = settlements.map((settlement) => {
+      const links = completed.get(settlement.id) ?? null;
+      return { applied: settlement.kind === "complete" && links !== null, links };
+    });
+    const others = [...settlements.keys()].filter((index) =>
+      settlements[index]!.kind !== "complete"
+    )
+      .sort((a, b) => settlements[a]!.id - settlements[b]!.id);
+    for (const index of others) {
+      const links = await this.#applyToJob(run, settlements[index]!);
+      outcomes[index] = { applied: links !== "lost", links: links === "lost" ? null : links };
+    }
+    return outcomes;
+  }
+
+  /** One release, failure or progress on its job row: `"lost"` when its lease was lost. */
+  async #applyToJob(run: Run, settlement: Settlement): Promise<JobLinks | null | "lost"> {
     const { id, token } = settlement;
     switch (settlement.kind) {
       case "complete":
-        throw new Error("complete settlements are applied together, before the others");
+        throw new Error("complete settlements are applied together, in COMPLETE_MANY");
       case "progress":
-        return (await run(PROGRESS, [settlement.percent, id, token])).count === 1
-          ? "applied"
-          : "lost";
+        return (await run(PROGRESS, [settlement.percent, id, token])).count === 1 ? null : "lost";
       case "release": {
         const [links] = await run<JobLinks>(RELEASE, [
           settlement.availableAt,
@@ -643,9 +690,7 @@ export class PostgresStore implements Store {
           id,
           token,
         ]);
-        if (links === undefined) return "lost";
-        // A job put back in a batch cancelled meanwhile is skipped, not run again.
-        return await composition.putBack(id, links, settlement.at) ? "skipped" : "applied";
+        return links ?? "lost";
       }
       case "fail": {
         const { error } = settlement;
@@ -660,8 +705,7 @@ export class PostgresStore implements Store {
         ]);
         if (copied.count === 0) return "lost";
         const [links] = await run<JobLinks>(COMPLETE, [id, token]);
-        await composition.settled(links!, "fail", settlement.at);
-        return "applied";
+        return links!;
       }
     }
   }
