@@ -3,8 +3,9 @@
  *
  * @module
  */
+import { CEILING_BATCH_SIZE } from "./ceiling.ts";
 import { CPU_JOB_MS, CPU_JOBS } from "./cpu.ts";
-import { type Group, GROUPS, isGroup } from "./groups.ts";
+import { type Group, GROUPS, isGroup, POSTGRES_GROUPS } from "./groups.ts";
 import {
   IDLE_POLL_MS,
   IN_PROCESS_JOBS,
@@ -12,9 +13,27 @@ import {
   POLL_ONLY_JOBS,
   POLL_ONLY_MS,
 } from "./pickup.ts";
+import {
+  DRAIN_PROCESSES,
+  MAX_POSTGRES_COMMIT_JOBS,
+  MAX_POSTGRES_JOBS,
+  POSTGRES_DRAIN_CONCURRENCIES,
+  POSTGRES_PICKUP_JOBS,
+} from "./postgres_sizes.ts";
+import { DEFAULT_POSTGRES_URL, isPostgresUrl, redactPostgresUrl } from "./postgres_url.ts";
+
+/** The stores the bench can measure. */
+export const STORES = ["sqlite", "postgres"] as const;
+
+/** One store the bench can measure. */
+export type StoreName = typeof STORES[number];
 
 /** What the flags ask for, defaults filled in. */
 export interface BenchFlags {
+  /** The store measured. */
+  readonly store: StoreName;
+  /** `--postgres-url`, or null when not given (the environment then decides). */
+  readonly postgresUrl: string | null;
   /** Runs per measurement; every figure is the median of them. */
   readonly runs: number;
   /** Jobs per run of each measurement whose size is not fixed. */
@@ -39,14 +58,26 @@ export class UsageError extends Error {
 /** Most jobs per run of a Web Worker drain (`--jobs` lowers it, never raises it). */
 export const MAX_WORKER_DRAIN_JOBS = 3_000;
 
-/** The usage text. */
-export const USAGE = `Usage: deno task bench [--runs N] [--jobs N] [--only GROUP,...] [--json]
+const PG_CONCURRENCIES = POSTGRES_DRAIN_CONCURRENCIES.join(" and ");
 
+/** The usage text. */
+export const USAGE =
+  `Usage: deno task bench [--store sqlite|postgres] [--postgres-url URL] [--runs N]
+                       [--jobs N] [--only GROUP,...] [--json]
+
+  --store NAME     the store to measure: sqlite (default) or postgres
+  --postgres-url URL
+                   the server of --store postgres (default: QUEUE_TEST_POSTGRES_URL, else
+                   DATABASE_URL when it is a postgres:// URL, else
+                   ${DEFAULT_POSTGRES_URL}); every run gets a fresh schema,
+                   dropped afterwards
   --runs N         runs of each measurement; every figure is their median (default 5)
   --jobs N         jobs per run of the ceiling, dispatch and isolate drain measurements
-                   (default 20000); the Web Worker drains run min(N, ${MAX_WORKER_DRAIN_JOBS})
-  --only GROUP,... run only these groups (default: all), plus the baselines their rows
-                   are compared with:
+                   (default 20000); the Web Worker drains run min(N, ${MAX_WORKER_DRAIN_JOBS}); on
+                   PostgreSQL every row runs min(N, ${MAX_POSTGRES_JOBS}), those that commit once per
+                   job min(N, ${MAX_POSTGRES_COMMIT_JOBS})
+  --only GROUP,... run only these groups (default: all of the store's), plus the baselines
+                   their rows are compared with. SQLite:
                      ceiling   raw node:sqlite insert and insert + claim + delete
                      dispatch  queue.dispatch() and queue.dispatchMany()
                      drain     queue.work() drains of no-op jobs, isolate executor,
@@ -60,6 +91,16 @@ export const USAGE = `Usage: deno task bench [--runs N] [--jobs N] [--only GROUP
                                (pollMs ${IDLE_POLL_MS}); ${IN_PROCESS_JOBS} for a worker in this process;
                                ${POLL_ONLY_JOBS} for the baseline, a worker process polling every
                                ${POLL_ONLY_MS} ms with no watch
+                   PostgreSQL (--store postgres):
+                     ceiling   raw postgres driver, server's durability settings: autocommit
+                               INSERT, all rows in one INSERT … unnest, and insert + claim
+                               (FOR UPDATE SKIP LOCKED) + delete, ${CEILING_BATCH_SIZE} per transaction
+                     dispatch  queue.dispatch() and queue.dispatchMany()
+                     drain     isolate drains of no-op jobs, concurrency ${PG_CONCURRENCIES}, by 1 worker
+                               in this process and by ${DRAIN_PROCESSES} worker processes on one schema
+                     pickup    pick-up latency (p50/p99) of serial jobs in a worker process:
+                               ${POSTGRES_PICKUP_JOBS} per run woken by LISTEN/NOTIFY (pollMs ${IDLE_POLL_MS}); ${POLL_ONLY_JOBS} for
+                               the baseline, polling every ${POLL_ONLY_MS} ms without LISTEN
   --json           also print the results as JSON, after the tables
   --help           print this and exit`;
 
@@ -74,6 +115,8 @@ const MAX_JOBS = 10_000_000;
  * an unknown group, or a value that is not a whole number in range.
  */
 export function parseBenchFlags(args: readonly string[]): BenchFlags {
+  let store: StoreName = "sqlite";
+  let postgresUrl: string | null = null;
   let runs = DEFAULT_RUNS;
   let jobs = DEFAULT_JOBS;
   let only: Set<Group> | null = null;
@@ -100,6 +143,26 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
         else jobs = wholeNumber(name, value, MAX_JOBS);
         break;
       }
+      case "--store": {
+        const value = inline ?? args[++index];
+        if (!(STORES as readonly (string | undefined)[]).includes(value)) {
+          throw new UsageError(`--store must be ${STORES.join(" or ")}: got ${value ?? "nothing"}`);
+        }
+        store = value as StoreName;
+        break;
+      }
+      case "--postgres-url": {
+        const value = inline ?? args[++index];
+        if (value === undefined || !isPostgresUrl(value)) {
+          throw new UsageError(
+            `--postgres-url needs a postgres:// or postgresql:// URL: got ${
+              value === undefined ? "nothing" : redactPostgresUrl(value)
+            }`,
+          );
+        }
+        postgresUrl = value;
+        break;
+      }
       case "--only": {
         const value = inline ?? args[++index];
         if (value === undefined) throw new UsageError("--only needs a list of groups: got nothing");
@@ -113,7 +176,19 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
         );
     }
   }
-  return { runs, jobs, only: only ?? new Set(GROUPS), json, help };
+  if (postgresUrl !== null && store !== "postgres") {
+    throw new UsageError("--postgres-url needs --store postgres");
+  }
+  const storeGroups: readonly Group[] = store === "postgres" ? POSTGRES_GROUPS : GROUPS;
+  const unmeasured = [...only ?? []].filter((group) => !storeGroups.includes(group));
+  if (unmeasured.length > 0) {
+    throw new UsageError(
+      `--only: --store ${store} does not measure ${unmeasured.join(", ")}: choose from ${
+        storeGroups.join(", ")
+      }`,
+    );
+  }
+  return { store, postgresUrl, runs, jobs, only: only ?? new Set(storeGroups), json, help };
 }
 
 function wholeNumber(name: string, value: string, max: number): number {

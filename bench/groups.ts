@@ -11,6 +11,9 @@ export const GROUPS = ["ceiling", "dispatch", "drain", "workers", "cpu", "pickup
 /** One group of measurements. */
 export type Group = typeof GROUPS[number];
 
+/** The groups `--store postgres` measures (Web Workers and CPU-bound jobs do not depend on it). */
+export const POSTGRES_GROUPS: readonly Group[] = ["ceiling", "dispatch", "drain", "pickup"];
+
 /** Whether `name` is a group. */
 export function isGroup(name: string): name is Group {
   return (GROUPS as readonly string[]).includes(name);

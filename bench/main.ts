@@ -3,7 +3,8 @@
  * ceiling of this machine, the Web Worker executor beside the isolate one,
  * CPU-bound jobs in 1 and 2 Web Workers, and cross-process pick-up latency;
  * every figure a median of several interleaved runs and a ratio to a
- * baseline measured in the same run.
+ * baseline measured in the same run. `--store postgres` measures the
+ * PostgreSQL store beside the raw PostgreSQL ceiling instead.
  *
  * @module
  */
@@ -15,6 +16,8 @@ import { MAX_WORKER_DRAIN_JOBS, parseBenchFlags, USAGE, UsageError } from "./fla
 import { withComparisons } from "./groups.ts";
 import { pickupMeasurements } from "./pickup.ts";
 import { buildPickupRows } from "./pickup_report.ts";
+import type { PostgresBench } from "./postgres_groups.ts";
+import { redactPostgresUrl, resolvePostgresUrl } from "./postgres_url.ts";
 import {
   dispatchMeasurements,
   isolateDrainMeasurements,
@@ -45,16 +48,35 @@ export async function main(args: readonly string[]): Promise<number> {
   const warmupJobs = Math.max(1, Math.round(flags.jobs * WARMUP_SHARE));
   const workerDrainJobs = Math.min(flags.jobs, MAX_WORKER_DRAIN_JOBS);
   let cpu: SpinCalibration | null = null;
-  const measurements = withComparisons({
-    ceiling: ceilingMeasurements(),
-    dispatch: dispatchMeasurements(),
-    drain: isolateDrainMeasurements(),
-    workers: workerDrainMeasurements(
-      workerDrainJobs,
-      Math.max(1, Math.round(workerDrainJobs * WARMUP_SHARE)),
-    ),
-    cpu: cpuMeasurements(() => cpu ??= calibrateSpin(CPU_JOB_MS)),
-  }, flags.only);
+  let postgres: PostgresBench | null = null;
+  if (flags.store === "postgres") {
+    const url = resolvePostgresUrl(flags.postgresUrl, (name) => Deno.env.get(name));
+    // Imported only here, so that the SQLite bench never loads the driver.
+    const { postgresBench } = await import("./postgres_groups.ts");
+    try {
+      postgres = await postgresBench(url, flags.jobs);
+    } catch (error) {
+      console.error(
+        `bench: cannot reach PostgreSQL at ${redactPostgresUrl(url)}: ${
+          error instanceof Error ? error.message : String(error)
+        }`,
+      );
+      return 1;
+    }
+  }
+  const measurements = withComparisons(
+    postgres?.byGroup ?? {
+      ceiling: ceilingMeasurements(),
+      dispatch: dispatchMeasurements(),
+      drain: isolateDrainMeasurements(),
+      workers: workerDrainMeasurements(
+        workerDrainJobs,
+        Math.max(1, Math.round(workerDrainJobs * WARMUP_SHARE)),
+      ),
+      cpu: cpuMeasurements(() => cpu ??= calibrateSpin(CPU_JOB_MS)),
+    },
+    flags.only,
+  );
   const samples = await runRounds(measurements, {
     runs: flags.runs,
     jobs: flags.jobs,
@@ -62,7 +84,7 @@ export async function main(args: readonly string[]): Promise<number> {
     onRound: (round, runs) =>
       progress(started, round === 0 ? "warm-up round" : `round ${round} of ${runs}`),
   });
-  const pickups = flags.only.has("pickup") ? pickupMeasurements() : [];
+  const pickups = flags.only.has("pickup") ? postgres?.pickups ?? pickupMeasurements() : [];
   // Every pick-up measurement has fixed counts: `jobs` is unused, `warmupJobs` only turns the
   // warm-up round on.
   const pickupSamples = await runRounds(pickups, {
@@ -77,6 +99,8 @@ export async function main(args: readonly string[]): Promise<number> {
   });
   const report: Report = {
     environment,
+    store: flags.store,
+    postgres: postgres?.server ?? null,
     runs: flags.runs,
     jobs: flags.jobs,
     warmupJobs,

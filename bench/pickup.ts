@@ -34,16 +34,16 @@ export const POLL_ONLY_MS = 50;
 /** Untimed jobs at the start of every run (the Web Worker imports the jobs module). */
 const PER_RUN_WARMUP_JOBS = 5;
 /** Jobs per run in the warm-up round. */
-const WARMUP_ROUND_JOBS = 20;
+export const WARMUP_ROUND_JOBS = 20;
 /** Wait after a job completed before the next dispatch, so that the worker is idle again. */
-const IDLE_GAP_MS = 2;
+export const IDLE_GAP_MS = 2;
 /**
  * The poll-only baseline waits a random share of a poll interval more: a
  * worker starts its poll sleep right when a job completes, so a dispatch at
  * a fixed gap after each completion would always wait almost a whole
  * interval, where a job arriving at a random moment waits half of one on average.
  */
-const pollPhase = () => IDLE_GAP_MS + Math.random() * POLL_ONLY_MS;
+export const pollPhase = (): number => IDLE_GAP_MS + Math.random() * POLL_ONLY_MS;
 /** A job that has not started and completed by then fails the run. */
 const JOB_TIMEOUT_MS = IDLE_POLL_MS * 4;
 /** A worker process that has not said it is ready by then fails the run. */
@@ -118,49 +118,73 @@ function crossProcess(
   return withTempDatabase(async (path) => {
     // Created and migrated here first, so the worker only opens it.
     await using queue = await Queue.open({ path, jobs: BENCH_JOBS_URL });
-    const child = pickupWorkerCommand({ db: path, ...options }).spawn();
-    const stdin = child.stdin.getWriter();
-    const log = new PickupLog();
-    const ready = Promise.withResolvers<void>();
-    const readyTimer = setTimeout(
-      () => ready.reject(new Error(`The pick-up worker was not ready in ${READY_TIMEOUT_MS} ms`)),
-      READY_TIMEOUT_MS,
-    );
-    const reading = (async () => {
-      for await (const text of readLines(child.stdout)) {
-        const line = parsePickupWorkerLine(text);
-        if (line?.kind === "ready") ready.resolve();
-        else if (line?.kind === "start") log.started(line.id, line.latencyMs);
-        else if (line?.kind === "complete") log.completed(line.id);
-      }
-      const ended = new Error("The pick-up worker process ended before the run did");
-      ready.reject(ended);
-      log.fail(ended);
-    })();
-    try {
-      await ready.promise.finally(() => clearTimeout(readyTimer));
-      const sample = await serialPickups(queue, log, jobs, gapMs);
-      if (!options.watch && sample.p50Ms < options.pollMs / 5) {
-        console.error(
-          `bench: the poll-only pick-up p50 is ${sample.p50Ms.toFixed(2)} ms with pollMs ` +
-            `${options.pollMs}: its worker was woken, so it is no baseline (does the store ` +
-            `now watch file: URIs?)`,
-        );
-      }
-      return sample;
-    } finally {
-      await stdin.close().catch(() => {});
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const stopped = await Promise.race([
-        child.status.then(() => true),
-        new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), STOP_TIMEOUT_MS)),
-      ]);
-      clearTimeout(timer);
-      if (!stopped) child.kill("SIGKILL");
-      await reading.catch(() => {});
-      await child.status;
-    }
+    return await pickupsFromProcess(queue, pickupWorkerCommand({ db: path, ...options }), {
+      jobs,
+      gapMs,
+      pollOnlyMs: options.watch ? null : options.pollMs,
+    });
   });
+}
+
+/**
+ * Starts the pick-up worker process of `command` on `queue`'s database,
+ * waits until it is ready, times serial pick-ups dispatched from `queue`,
+ * and stops the process. `pollOnlyMs` names the poll interval of a worker
+ * that should not be woken (null for one that should): a p50 far below it
+ * says the baseline is none.
+ */
+export async function pickupsFromProcess(
+  queue: Queue,
+  command: Deno.Command,
+  options: {
+    readonly jobs: number;
+    readonly gapMs: () => number;
+    readonly pollOnlyMs: number | null;
+  },
+): Promise<LatencySample> {
+  const { jobs, gapMs, pollOnlyMs } = options;
+  const child = command.spawn();
+  const stdin = child.stdin.getWriter();
+  const log = new PickupLog();
+  const ready = Promise.withResolvers<void>();
+  const readyTimer = setTimeout(
+    () => ready.reject(new Error(`The pick-up worker was not ready in ${READY_TIMEOUT_MS} ms`)),
+    READY_TIMEOUT_MS,
+  );
+  const reading = (async () => {
+    for await (const text of readLines(child.stdout)) {
+      const line = parsePickupWorkerLine(text);
+      if (line?.kind === "ready") ready.resolve();
+      else if (line?.kind === "start") log.started(line.id, line.latencyMs);
+      else if (line?.kind === "complete") log.completed(line.id);
+    }
+    const ended = new Error("The pick-up worker process ended before the run did");
+    ready.reject(ended);
+    log.fail(ended);
+  })();
+  try {
+    await ready.promise.finally(() => clearTimeout(readyTimer));
+    const sample = await serialPickups(queue, log, jobs, gapMs);
+    if (pollOnlyMs !== null && sample.p50Ms < pollOnlyMs / 5) {
+      console.error(
+        `bench: the poll-only pick-up p50 is ${sample.p50Ms.toFixed(2)} ms with pollMs ` +
+          `${pollOnlyMs}: its worker was woken, so it is no baseline (does the store ` +
+          `now watch what the baseline opens?)`,
+      );
+    }
+    return sample;
+  } finally {
+    await stdin.close().catch(() => {});
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const stopped = await Promise.race([
+      child.status.then(() => true),
+      new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), STOP_TIMEOUT_MS)),
+    ]);
+    clearTimeout(timer);
+    if (!stopped) child.kill("SIGKILL");
+    await reading.catch(() => {});
+    await child.status;
+  }
 }
 
 /** A worker in this process, woken by `dispatch()` itself. */

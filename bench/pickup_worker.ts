@@ -7,10 +7,12 @@
  *
  * ```sh
  * deno run -A bench/pickup_worker.ts --db PATH --poll-ms N [--no-watch]
+ * deno run -A bench/pickup_worker.ts --db postgres://… --schema NAME --poll-ms N [--no-watch]
  * ```
  *
  * `--no-watch` opens the database as a `file:` URI, which the SQLite store
- * does not watch: the worker then learns of new jobs only by polling.
+ * does not watch, or on PostgreSQL hides the store's `watch()` so that it
+ * never `LISTEN`s: the worker then learns of new jobs only by polling.
  *
  * @module
  */
@@ -18,11 +20,14 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { Queue } from "../mod.ts";
 import { BENCH_JOBS_URL } from "./jobs.ts";
 import { listenForPickups } from "./pickup_signal.ts";
+import { isPostgresUrl } from "./postgres_url.ts";
 
 /** How the pick-up worker process is asked to run. */
 export interface PickupWorkerOptions {
-  /** The database file (a plain path). */
+  /** The database file (a plain path), or a `postgres://` URL. */
   readonly db: string;
+  /** The PostgreSQL schema, with a `postgres://` URL. */
+  readonly schema?: string;
   /** The worker's `pollMs`. */
   readonly pollMs: number;
   /** Whether the store may watch the WAL file for other processes' commits. */
@@ -41,6 +46,7 @@ export function pickupWorkerCommand(options: PickupWorkerOptions): Deno.Command 
   const config = fileURLToPath(new URL("../deno.json", import.meta.url));
   const args = ["run", "-A", "--quiet", "--config", config, script];
   args.push("--db", options.db, "--poll-ms", String(options.pollMs));
+  if (options.schema !== undefined) args.push("--schema", options.schema);
   if (!options.watch) args.push("--no-watch");
   return new Deno.Command(Deno.execPath(), {
     args,
@@ -74,28 +80,42 @@ function formatLine(line: PickupWorkerLine): string {
 
 function parseArgs(args: readonly string[]): PickupWorkerOptions {
   let db: string | undefined;
+  let schema: string | undefined;
   let pollMs: number | undefined;
   let watch = true;
   for (let index = 0; index < args.length; index++) {
     const arg = args[index];
     if (arg === "--db") db = args[++index];
+    else if (arg === "--schema") schema = args[++index];
     else if (arg === "--poll-ms") pollMs = Number(args[++index]);
     else if (arg === "--no-watch") watch = false;
     else throw new Error(`pickup_worker: unexpected argument ${arg}`);
   }
   if (db === undefined || !(pollMs !== undefined && pollMs >= 1)) {
-    throw new Error("pickup_worker: usage: --db PATH --poll-ms N [--no-watch]");
+    throw new Error(
+      "pickup_worker: usage: --db PATH|postgres://… [--schema NAME] --poll-ms N [--no-watch]",
+    );
   }
-  return { db, pollMs, watch };
+  if (isPostgresUrl(db) && schema === undefined) {
+    throw new Error("pickup_worker: a postgres:// URL needs --schema NAME");
+  }
+  return { db, pollMs, watch, ...(schema !== undefined && { schema }) };
 }
 
 /** Runs the worker until stdin closes. */
 async function runPickupWorker(options: PickupWorkerOptions): Promise<void> {
   const print = (line: PickupWorkerLine) => console.log(formatLine(line));
-  await using queue = await Queue.open({
-    path: options.watch ? options.db : pathToFileURL(options.db).href,
-    jobs: BENCH_JOBS_URL,
-  });
+  await using queue = isPostgresUrl(options.db)
+    // Imported only here, so that the SQLite bench never loads the driver.
+    ? await (await import("./postgres_queue.ts")).openPostgresQueue(
+      options.db,
+      options.schema!,
+      { watch: options.watch },
+    )
+    : await Queue.open({
+      path: options.watch ? options.db : pathToFileURL(options.db).href,
+      jobs: BENCH_JOBS_URL,
+    });
   using _pickups = listenForPickups(({ id, latencyMs }) => print({ kind: "start", id, latencyMs }));
   const worker = queue.work({ executor: "workers", concurrency: 1, pollMs: options.pollMs });
   worker.addEventListener(

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { ExecutorKind } from "../mod.ts";
+import type { ExecutorKind, Queue } from "../mod.ts";
 import { noop } from "./jobs.ts";
 import { type Measurement, measureRate } from "./measurement.ts";
 import { assertPending, withQueue } from "./queue_fixture.ts";
@@ -15,9 +15,13 @@ import { assertPending, withQueue } from "./queue_fixture.ts";
 export const DRAIN_CONCURRENCIES = [1, 8, 32] as const;
 
 /** The drain's poll interval, in ms. */
-const DRAIN_POLL_MS = 5;
+export const DRAIN_POLL_MS = 5;
 
-function payloads(jobs: number): { n: number }[] {
+/** Runs `fn` on a queue on a fresh database, closed and removed afterwards. */
+export type QueueFixture = <T>(fn: (queue: Queue) => Promise<T>) => Promise<T>;
+
+/** `jobs` payloads of the no-op job. */
+export function payloads(jobs: number): { n: number }[] {
   return Array.from({ length: jobs }, (_, n) => ({ n }));
 }
 
@@ -80,9 +84,10 @@ export function workerDrainMeasurements(jobs: number, warmupJobs: number): Measu
   }));
 }
 
-function dispatchSingle(jobs: number): Promise<number> {
+/** Times `jobs` calls of `dispatch()`, one at a time, on a fresh queue of `fixture`. */
+export function dispatchSingle(jobs: number, fixture: QueueFixture = withQueue): Promise<number> {
   const all = payloads(jobs);
-  return withQueue(async (queue) => {
+  return fixture(async (queue) => {
     const rate = await measureRate(jobs, async () => {
       for (const payload of all) await queue.dispatch(noop, payload);
     });
@@ -91,9 +96,10 @@ function dispatchSingle(jobs: number): Promise<number> {
   });
 }
 
-function dispatchMany(jobs: number): Promise<number> {
+/** Times one `dispatchMany()` of `jobs` jobs on a fresh queue of `fixture`. */
+export function dispatchMany(jobs: number, fixture: QueueFixture = withQueue): Promise<number> {
   const all = payloads(jobs);
-  return withQueue(async (queue) => {
+  return fixture(async (queue) => {
     const rate = await measureRate(jobs, () => queue.dispatchMany(noop, all));
     await assertPending(queue, jobs);
     return rate;
@@ -101,12 +107,17 @@ function dispatchMany(jobs: number): Promise<number> {
 }
 
 /**
- * Pre-queues `jobs` no-op jobs, then times a worker that drains them and
- * stops. With Web Workers the timing includes starting the pool (each Web
+ * Pre-queues `jobs` no-op jobs on a fresh queue of `fixture`, then times a
+ * worker that drains them and stops. With Web Workers the timing includes starting the pool (each Web
  * Worker imports the jobs module), as every `work()` call pays it.
  */
-function drain(jobs: number, concurrency: number, executor: ExecutorKind): Promise<number> {
-  return withQueue(async (queue) => {
+export function drain(
+  jobs: number,
+  concurrency: number,
+  executor: ExecutorKind,
+  fixture: QueueFixture = withQueue,
+): Promise<number> {
+  return fixture(async (queue) => {
     await queue.dispatchMany(noop, payloads(jobs));
     let completed = 0;
     const rate = await measureRate(jobs, async () => {

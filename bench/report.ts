@@ -11,6 +11,11 @@ import { type Environment, formatEnvironment } from "./environment.ts";
 import type { Measurement } from "./measurement.ts";
 import { median } from "./median.ts";
 import { formatPickupTable, type PickupRow } from "./pickup_report.ts";
+import {
+  formatPostgresServer,
+  POSTGRES_METHOD_NOTE,
+  type PostgresServer,
+} from "./postgres_environment.ts";
 
 /** A further comparison of a row, paired by round like its baseline's. */
 export interface OtherRatio {
@@ -57,6 +62,10 @@ export interface ReportRow {
 export interface Report {
   /** Versions and machine. */
   readonly environment: Environment;
+  /** The store measured. */
+  readonly store: "sqlite" | "postgres";
+  /** The PostgreSQL server, or null on SQLite. */
+  readonly postgres: PostgresServer | null;
   /** Runs per measurement. */
   readonly runs: number;
   /** Jobs per run. */
@@ -134,7 +143,9 @@ export function buildRows(
  * speedup, the pick-up latency table, the machine line, and how it was run.
  */
 export function formatMarkdown(report: Report): string {
-  const sections = ["## @renox/queue bench"];
+  const sections = [
+    report.postgres === null ? "## @renox/queue bench" : "## @renox/queue bench: PostgreSQL store",
+  ];
   if (report.rows.length > 0) sections.push(formatRateTable(report.rows));
   const speedup = report.rows.find(({ id }) => id === CPU_SPEEDUP_ROW)?.also[0];
   const rawSpeedup = report.rows.find(({ id }) => id === RAW_SPEEDUP_ROW)?.also[0];
@@ -159,7 +170,9 @@ export function formatMarkdown(report: Report): string {
   const seconds = (report.elapsedMs / 1000).toFixed(1);
   const runs = `${report.runs} run${report.runs === 1 ? "" : "s"}`;
   const footnote = [
-    `Each figure: median of ${runs}, each on a fresh temp-file database, after one untimed ` +
+    `Each figure: median of ${runs}, each on a fresh ${
+      report.postgres === null ? "temp-file database" : "PostgreSQL schema (dropped afterwards)"
+    }, after one untimed ` +
     `warm-up round. Each round runs every measurement once, beside its baseline (order ` +
     `reversed every other round); a ratio is the median over the rounds of figure ÷ baseline ` +
     `in the same round.`,
@@ -185,8 +198,10 @@ export function formatMarkdown(report: Report): string {
         `their median over the runs is shown, and max is the slowest of all runs.`,
     );
   }
+  if (report.postgres !== null) footnote.push(POSTGRES_METHOD_NOTE);
   footnote.push(` Whole bench: ${seconds} s.`);
-  sections.push(`${formatEnvironment(report.environment)}\n${footnote.join("")}`);
+  const server = report.postgres === null ? "" : `\n${formatPostgresServer(report.postgres)}`;
+  sections.push(`${formatEnvironment(report.environment)}${server}\n${footnote.join("")}`);
   return sections.join("\n\n");
 }
 
