@@ -61,6 +61,15 @@ export {
   type WithoutOverlappingOptions,
 } from "./src/middleware.ts";
 export type { JobsSource } from "./src/registry.ts";
+export type { JobList, JobListOptions, JobState, ListedJob } from "./src/job_list.ts";
+export type {
+  JobTypeMetrics,
+  MetricsOptions,
+  MetricsSummary,
+  MinuteMetrics,
+  QueueMetrics,
+} from "./src/metrics.ts";
+export type { WorkerInfo, WorkersOptions } from "./src/workers_seen.ts";
 export {
   type FailedJob,
   type ListOptions,

@@ -2,12 +2,14 @@
  * The command line of `@renox/queue`: the `work` command that runs jobs
  * (supervised, with graceful stops on SIGINT/SIGTERM), and admin commands on
  * the same database: `failed`, `retry`, `forget`, `flush`, `prune-failed`,
- * `clear`, `stats`, `migrate`.
+ * `clear`, `stats`, `migrate`, and `dashboard`, which serves the dashboard
+ * over HTTP.
  *
  * ```sh
  * deno run -A jsr:@renox/queue/cli work --jobs ./jobs.ts --queue high,default --concurrency 4
  * deno run -A jsr:@renox/queue/cli failed
  * deno run -A jsr:@renox/queue/cli retry all
+ * deno run -A jsr:@renox/queue/cli dashboard --port 8080
  * deno run -A jsr:@renox/queue/cli help work
  * ```
  *
@@ -27,6 +29,7 @@
 import { ADMIN_COMMANDS } from "./cli/admin.ts";
 import { type ParsedArgs, parseFlags, UsageError } from "./cli/args.ts";
 import { BATCH_COMMANDS } from "./cli/batches.ts";
+import { dashboardCommand } from "./cli/dashboard.ts";
 import {
   type Command,
   commandHelp,
@@ -60,6 +63,7 @@ const COMMANDS: readonly Command[] = [
   ...ADMIN_COMMANDS,
   ...BATCH_COMMANDS,
   stats,
+  dashboardCommand,
   keyGenerate,
   help,
 ];

@@ -23,6 +23,13 @@ import {
   resolveDispatch,
 } from "./job.ts";
 import { assertQueueName } from "./names.ts";
+import { jobFilter, type JobList, type JobListOptions, toJobList } from "./job_list.ts";
+import {
+  type MetricsOptions,
+  metricsWindow,
+  type QueueMetrics,
+  summarizeMetrics,
+} from "./metrics.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from "./payload.ts";
 import { JobRegistry, type JobsSource } from "./registry.ts";
 import { Runner } from "./runner.ts";
@@ -38,6 +45,7 @@ import type {
   StoreTransaction,
 } from "./stores/store.ts";
 import { resolveWorkOptions, type WorkOptions } from "./work_options.ts";
+import { seenSince, toWorkerInfo, type WorkerInfo, type WorkersOptions } from "./workers_seen.ts";
 
 /** Options for {@linkcode Queue.open}. */
 export interface QueueOptions {
@@ -577,6 +585,40 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         { ...counts, running: running.filter((job) => job.queue === queue).map(toRunningJob) },
       ]),
     );
+  }
+
+  /**
+   * Jobs that have not finished (pending, delayed, running), filtered by
+   * state, queue and name, in dispatch order, a page at a time; running jobs
+   * carry their progress.
+   */
+  async jobs(options: JobListOptions = {}): Promise<JobList> {
+    this.#assertOpen("list jobs");
+    const filter = jobFilter(options);
+    const listing = await this.#store.jobs(filter, page(options, "jobs"), this.#clock.now());
+    return toJobList(listing);
+  }
+
+  /**
+   * What settled in the last `windowMs` (default an hour), from the metrics
+   * rollup the workers' settles write: jobs per minute, and per queue and per
+   * job type the runs, failures, average and p95 runtime, and average wait.
+   * The rollup keeps 7 days.
+   */
+  async metrics(options: MetricsOptions = {}): Promise<QueueMetrics> {
+    this.#assertOpen("read metrics");
+    const window = metricsWindow(this.#clock.now(), options);
+    return summarizeMetrics(await this.#store.metrics(window.since, window.until), window);
+  }
+
+  /**
+   * Workers that wrote a heartbeat in the last `seenWithinMs` (default 30 s),
+   * in this process or any other on the same database, earliest started first.
+   */
+  async workers(options: WorkersOptions = {}): Promise<WorkerInfo[]> {
+    this.#assertOpen("list workers");
+    const since = seenSince(this.#clock.now(), options);
+    return (await this.#store.workers(since)).map(toWorkerInfo);
   }
 
   /** Failed jobs, newest first. */

@@ -56,6 +56,14 @@ export interface StopOptions {
 
 /** The most often a running job's progress is written to the store. */
 const PROGRESS_INTERVAL_MS = 1_000;
+/**
+ * The longest wait between two heartbeats: they ride on the lease-renewal
+ * timer (every third of the lease), capped so a long lease still shows the
+ * worker alive.
+ */
+const MAX_HEARTBEAT_MS = 10_000;
+/** A worker row not written for this long belongs to a worker that died: the next heartbeat drops it. */
+const STALE_WORKER_MS = 24 * 60 * 60 * 1_000;
 
 interface RunningJob {
   readonly job: ClaimedJob;
@@ -75,6 +83,8 @@ interface Finished {
   readonly job: ClaimedJob;
   readonly outcome: Outcome;
   readonly durationMs: number;
+  /** True when the handler ran: its duration goes to the metrics rollup. */
+  readonly ran?: boolean;
 }
 
 /**
@@ -104,12 +114,15 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   #wakeRequested = false;
   #stats = { completed: 0, failed: 0, retried: 0 };
   #stopReason: StopReason | null = null;
+  readonly #workerId = crypto.randomUUID();
+  readonly #workerStartedAt: number;
 
   /** Starts the loop at once. @internal */
   constructor(deps: RunnerDeps, options: ResolvedWorkOptions) {
     super(deps.events);
     this.#deps = deps;
     this.#options = options;
+    this.#workerStartedAt = deps.clock.now();
     this.done = this.#loop();
     deps.executor.stuck?.then((error) => this.#onStuck(error));
   }
@@ -171,8 +184,10 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
 
   async #loop(): Promise<void> {
     const { leaseMs, pollMs, stopWhenEmpty } = this.#options;
-    const renewal = setInterval(() => void this.#renew(), Math.max(1, Math.floor(leaseMs / 3)));
+    const renewEveryMs = Math.max(1, Math.floor(Math.min(leaseMs / 3, MAX_HEARTBEAT_MS)));
+    const renewal = setInterval(() => void this.#renew(), renewEveryMs);
     const changes = this.#deps.store.watch(() => this.notify());
+    this.#renew(); // the first heartbeat: the worker is seen from its start
     try {
       for (;;) {
         const free = this.#freeSlots();
@@ -193,6 +208,9 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       clearInterval(renewal);
       changes[Symbol.dispose]();
       await this.#renewal;
+      await this.#deps.store.removeWorker(this.#workerId).catch((error) =>
+        this.emit("queue:error", { error: asError(error), during: "worker heartbeat" })
+      );
       this.#stopReason ??= "limit"; // the only way out that sets no reason of its own
       this.#stopping = true;
       this.#graceExpired = true; // nothing is left to abort: a later stop() starts no timer
@@ -232,7 +250,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     const { store, clock } = this.#deps;
     const settling = this.#finished;
     this.#finished = [];
-    const settlements: Settlement[] = settling.map(({ outcome }) => outcome.settlement);
+    const settlements: Settlement[] = settling.map(timedSettlement);
     settlements.push(...this.#takeDueProgress());
     const request: ClaimRequest | undefined = free > 0
       ? {
@@ -395,6 +413,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       job: entry.job,
       outcome,
       durationMs: performance.now() - entry.startedAt,
+      ran: true,
     });
     this.notify();
   }
@@ -502,10 +521,34 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.#hooks.add(hook);
   }
 
+  /** Renews the leases of running jobs, if any, then writes the worker's heartbeat. */
   #renew(): void {
-    if (this.#renewing || this.#running.size === 0) return;
+    if (this.#renewing) return;
     this.#renewing = true;
-    this.#renewal = this.#renewLeases().finally(() => this.#renewing = false);
+    this.#renewal = (async () => {
+      if (this.#running.size > 0) await this.#renewLeases();
+      await this.#heartbeat();
+    })().finally(() => this.#renewing = false);
+  }
+
+  /** Records this worker as seen now, with how many jobs it runs. */
+  async #heartbeat(): Promise<void> {
+    const { clock, store } = this.#deps;
+    const now = clock.now();
+    try {
+      await store.heartbeat({
+        id: this.#workerId,
+        host: hostName(),
+        pid: Deno.pid,
+        queues: this.#options.queues,
+        concurrency: this.#options.concurrency,
+        startedAt: this.#workerStartedAt,
+        lastSeenAt: now,
+        running: this.#running.size,
+      }, now - STALE_WORKER_MS);
+    } catch (error) {
+      this.emit("queue:error", { error: asError(error), during: "worker heartbeat" });
+    }
   }
 
   async #renewLeases(): Promise<void> {
@@ -542,6 +585,29 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       const timer = setTimeout(done, ms);
       this.#wake = done;
     });
+  }
+}
+
+/**
+ * A finished attempt's settlement, with the handler's runtime when it ran and
+ * ended in a success, a failure for good, or an error it is retried after.
+ */
+function timedSettlement({ outcome, durationMs, ran }: Finished): Settlement {
+  const settlement = outcome.settlement;
+  if (ran !== true) return settlement;
+  if (settlement.kind === "release" && (settlement.error === null || settlement.refundAttempt)) {
+    return settlement;
+  }
+  return { ...settlement, durationMs };
+}
+
+/** The machine's name where the process may read it without a permission prompt, else "unknown". */
+function hostName(): string {
+  try {
+    const sys = Deno.permissions.querySync({ name: "sys", kind: "hostname" });
+    return sys.state === "granted" ? Deno.hostname() : "unknown";
+  } catch {
+    return "unknown";
   }
 }
 

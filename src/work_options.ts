@@ -32,7 +32,8 @@ export interface WorkOptions {
    */
   workers?: number;
   /**
-   * How long a claimed job stays leased without renewal; renewed every third of it.
+   * How long a claimed job stays leased without renewal; renewed every third of it (at most
+   * 10 s apart, the worker's heartbeat riding on the same timer).
    * A job whose worker died comes back after this.
    * @default {30_000}
    */

@@ -8,6 +8,7 @@
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { storeContract } from "./store_contract.ts";
 import { compositionContract } from "./store_contract_composition.ts";
+import { statsContract } from "./store_contract_stats.ts";
 import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
 
 const url = postgresTestUrl();
@@ -22,6 +23,7 @@ if (url === null) {
   const open = () => openTestPostgresStore(url, { clock: "caller" });
   storeContract("PostgresStore", open);
   compositionContract("PostgresStore", open);
+  statsContract("PostgresStore", open);
 }
 
 Deno.test("PostgresStore.open() refuses a bad schema name, clock or URL before connecting", async () => {

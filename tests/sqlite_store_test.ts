@@ -7,6 +7,7 @@ import { ChildScript } from "./_child.ts";
 import { tempDir } from "./_helpers.ts";
 import { claim, LEASE_MS, newJob, storeContract, T0 } from "./store_contract.ts";
 import { compositionContract } from "./store_contract_composition.ts";
+import { statsContract } from "./store_contract_stats.ts";
 
 storeContract("SqliteStore (file)", async () => {
   const dir = await tempDir();
@@ -38,6 +39,23 @@ compositionContract("SqliteStore (file)", async () => {
 });
 
 compositionContract("SqliteStore (:memory:)", async () => {
+  const store = await SqliteStore.open(":memory:");
+  return { store, [Symbol.asyncDispose]: () => store.close() };
+});
+
+statsContract("SqliteStore (file)", async () => {
+  const dir = await tempDir();
+  const store = await SqliteStore.open(dir.dbPath);
+  return {
+    store,
+    async [Symbol.asyncDispose]() {
+      await store.close();
+      await dir[Symbol.asyncDispose]();
+    },
+  };
+});
+
+statsContract("SqliteStore (:memory:)", async () => {
   const store = await SqliteStore.open(":memory:");
   return { store, [Symbol.asyncDispose]: () => store.close() };
 });

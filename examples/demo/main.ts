@@ -4,9 +4,15 @@
  * a chain, a unique job, a debounced job, a rate-limited job), worked to
  * completion with a live progress line, then a summary.
  *
+ * `deno task demo --serve` then keeps the queue open with a worker and serves
+ * its dashboard on 127.0.0.1 (port `PORT`, default 8080, or any free one if
+ * that is taken), printing its URL, until Ctrl-C. Without `--serve` the demo
+ * ends on its own.
+ *
  * @module
  */
 import { generateAppKey, Queue } from "../../mod.ts";
+import { dashboard } from "../../src/dashboard.ts";
 import {
   callPartnerApi,
   chargeCard,
@@ -122,6 +128,34 @@ console.log(
   `Rate limit: ${done.get(callPartnerApi.name) ?? 0} of ${apiCalls} partner API calls ran, ` +
     "at most 5 per half second",
 );
+
+if (Deno.args.includes("--serve")) await serveDashboard();
+
+/** Serves the dashboard, with a worker to run what it retries, until SIGINT or SIGTERM. */
+async function serveDashboard(): Promise<void> {
+  const stop = Promise.withResolvers<void>();
+  const onSignal = () => stop.resolve();
+  const signals = ["SIGINT", "SIGTERM"] as const;
+  for (const signal of signals) Deno.addSignalListener(signal, onSignal);
+  const handler = dashboard(queue, { title: "@renox/queue demo" });
+  const listen = (port: number) =>
+    Deno.serve({ hostname: "127.0.0.1", port, onListen: () => {} }, handler);
+  let server: Deno.HttpServer<Deno.NetAddr>;
+  try {
+    server = listen(Number(Deno.env.get("PORT") ?? "8080"));
+  } catch (error) {
+    if (!(error instanceof Deno.errors.AddrInUse)) throw error;
+    server = listen(0);
+  }
+  const serving = queue.work({ concurrency: 2, pollMs: 200 });
+  console.log(
+    `\nDashboard: http://127.0.0.1:${server.addr.port}/ (a worker runs what you retry; Ctrl-C to stop)`,
+  );
+  await stop.promise;
+  for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
+  await server.shutdown();
+  await serving.stop();
+}
 
 async function progressLine(running: { name: string; progress: number | null }[]) {
   const batch = (await queue.batchStatus(batchId))!;

@@ -9,6 +9,12 @@ import type { Migration } from "../sqlite/mod.ts";
 import * as createJobs from "./0001_create_jobs.ts";
 import * as batchesAndChains from "./0002_batches_and_chains.ts";
 import * as jobKeysAndLocks from "./0003_job_keys_and_locks.ts";
+import * as metricsAndWorkers from "./0004_metrics_and_workers.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
-export const migrations: readonly Migration[] = [createJobs, batchesAndChains, jobKeysAndLocks];
+export const migrations: readonly Migration[] = [
+  createJobs,
+  batchesAndChains,
+  jobKeysAndLocks,
+  metricsAndWorkers,
+];

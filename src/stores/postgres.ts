@@ -32,6 +32,8 @@ import {
   toRunningJobRow,
 } from "./_rows.ts";
 import { PostgresGuards } from "./_postgres_guards.ts";
+import { PostgresStats } from "./_postgres_stats.ts";
+import { MetricsPruning, type SettledJobRow } from "./_stats_rows.ts";
 import type { Rows, Run } from "./_postgres_run.ts";
 import type {
   BatchRow,
@@ -39,9 +41,12 @@ import type {
   ClaimRequest,
   FailedJobRow,
   GuardRequest,
+  JobFilter,
+  JobListing,
   KeyedJobRow,
   KeyedPush,
   Lease,
+  MetricsRow,
   NewBatchRow,
   NewChainRow,
   NewJobRow,
@@ -53,6 +58,7 @@ import type {
   SettleResult,
   Store,
   StoreTransaction,
+  WorkerRow,
 } from "./store.ts";
 
 /** Options for {@linkcode PostgresStore.open}. */
@@ -94,7 +100,9 @@ const INSERT =
     AS row(queue, name, payload, priority, available_at, retry_until, created_at, position)
   ORDER BY position
   RETURNING id`;
-const COMPLETE = `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${LINKS}`;
+/** What a settle statement returns of its job: its links, and what the metrics rollup needs. */
+const SETTLED = `${LINKS}, queue, name, waited_ms`;
+const COMPLETE = `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${SETTLED}`;
 /**
  * A tick's successes in one statement: each job deleted if its token still
  * matches, with the unique keys it held and the overlap locks its attempt
@@ -105,10 +113,11 @@ const COMPLETE_MANY = `WITH locked AS (
       ON j.id = s.id AND j.token = s.token
     ORDER BY j.id FOR UPDATE OF j),
   done AS (DELETE FROM jobs j USING locked WHERE j.id = locked.id
-    RETURNING j.id, j.token, j.batch_id, j.batch_member, j.chain_id),
+    RETURNING j.id, j.token, j.batch_id, j.batch_member, j.chain_id, j.queue, j.name,
+      j.waited_ms),
   keys AS (DELETE FROM job_keys WHERE job_id IN (SELECT id FROM done)),
   locks AS (DELETE FROM job_locks l USING done WHERE l.job_id = done.id AND l.token = done.token)
-  SELECT id, batch_id, batch_member, chain_id FROM done`;
+  SELECT id, batch_id, batch_member, chain_id, queue, name, waited_ms FROM done`;
 /** Inserts jobs and notifies the watchers, in one statement (its own transaction). */
 const INSERT_AND_NOTIFY = `WITH inserted AS (INSERT INTO jobs
     (queue, name, payload, priority, available_at, retry_until, created_at)
@@ -122,7 +131,7 @@ const INSERT_AND_NOTIFY = `WITH inserted AS (INSERT INTO jobs
 const PROGRESS = "UPDATE jobs SET progress = $1 WHERE id = $2 AND token = $3";
 const RELEASE = `UPDATE jobs SET token = NULL, available_at = $1, last_error = $2,
     attempts = attempts - $3, crashes = crashes + $4
-  WHERE id = $5 AND token = $6 RETURNING ${LINKS}`;
+  WHERE id = $5 AND token = $6 RETURNING ${SETTLED}`;
 const COPY_TO_FAILED = `INSERT INTO failed_jobs
   (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
     ${LINKS})
@@ -204,7 +213,7 @@ function buildClaimSql(queueCount: number): string {
     picked AS (SELECT id FROM (${union}) candidates
       ORDER BY rank, priority DESC, available_at, id LIMIT $4),
     claimed AS (UPDATE jobs j SET token = $1, available_at = (SELECT t FROM now_ms) + $2,
-      attempts = j.attempts + 1, progress = NULL,
+      waited_ms = (SELECT t FROM now_ms) - j.available_at, attempts = j.attempts + 1, progress = NULL,
       crashes = j.crashes + CASE WHEN j.token IS NULL THEN 0 ELSE 1 END,
       last_error = CASE WHEN j.token IS NULL THEN j.last_error ELSE '${DIED}' || j.attempts END
     FROM picked WHERE j.id = picked.id
@@ -229,6 +238,7 @@ export class PostgresStore implements Store {
   readonly #channel: string;
   readonly #dbClock: boolean;
   readonly #listeners = new Set<() => void>();
+  readonly #pruning = new MetricsPruning();
   #listening: Promise<{ unlisten(): Promise<void> } | null> | null = null;
   #closed = false;
 
@@ -441,6 +451,13 @@ export class PostgresStore implements Store {
       const composition = new PostgresComposition(run);
       const guards = new PostgresGuards(run);
       const outcomes = await this.#applyToJobs(run, settlements);
+      await new PostgresStats(run, this.#pruning).record(
+        settlements,
+        outcomes.map((outcome) => outcome.applied),
+        outcomes.flatMap((outcome, index) =>
+          outcome.links === null ? [] : [{ ...outcome.links, id: settlements[index]!.id }]
+        ),
+      );
       // Chains and batches second, in batch order: the batch rows are what processes share.
       const moves = settlements.flatMap((settlement, index) => {
         const outcome = outcomes[index]!;
@@ -515,6 +532,33 @@ export class PostgresStore implements Store {
       }
       return [...byQueue.values()].sort((a, b) => a.queue < b.queue ? -1 : 1);
     });
+  }
+
+  /** A page of the jobs not yet finished that match `filter`, and how many match. */
+  jobs(filter: JobFilter, page: Page, now: number): Promise<JobListing> {
+    return this.#begin((run) => new PostgresStats(run, this.#pruning).jobs(filter, page, now));
+  }
+
+  /** The metrics rollup's rows with `since <= minute < until`. */
+  metrics(since: number, until: number): Promise<MetricsRow[]> {
+    return this.#begin((run) => new PostgresStats(run, this.#pruning).metrics(since, until));
+  }
+
+  /** Writes a worker's row and drops those of workers not seen since `staleBefore`. */
+  heartbeat(worker: WorkerRow, staleBefore: number): Promise<void> {
+    return this.#begin((run) =>
+      new PostgresStats(run, this.#pruning).heartbeat(worker, staleBefore)
+    );
+  }
+
+  /** Deletes a worker's row; whether it was there. */
+  removeWorker(id: string): Promise<boolean> {
+    return this.#begin((run) => new PostgresStats(run, this.#pruning).removeWorker(id));
+  }
+
+  /** Workers last seen at or after `seenSince`. */
+  workers(seenSince: number): Promise<WorkerRow[]> {
+    return this.#begin((run) => new PostgresStats(run, this.#pruning).workers(seenSince));
   }
 
   /** Failed jobs, newest first. */
@@ -648,11 +692,11 @@ export class PostgresStore implements Store {
   async #applyToJobs(
     run: Run,
     settlements: readonly Settlement[],
-  ): Promise<{ applied: boolean; links: JobLinks | null }[]> {
+  ): Promise<{ applied: boolean; links: SettledJob | null }[]> {
     const successes = settlements.filter((settlement) => settlement.kind === "complete");
-    const completed = new Map<number, JobLinks>();
+    const completed = new Map<number, SettledJob>();
     if (successes.length > 0) {
-      const done = await run<JobLinks & { id: number }>(COMPLETE_MANY, [
+      const done = await run<SettledJob & { id: number }>(COMPLETE_MANY, [
         successes.map((settlement) => settlement.id),
         successes.map((settlement) => settlement.token),
       ]);
@@ -674,7 +718,7 @@ export class PostgresStore implements Store {
   }
 
   /** One release, failure or progress on its job row: `"lost"` when its lease was lost. */
-  async #applyToJob(run: Run, settlement: Settlement): Promise<JobLinks | null | "lost"> {
+  async #applyToJob(run: Run, settlement: Settlement): Promise<SettledJob | null | "lost"> {
     const { id, token } = settlement;
     switch (settlement.kind) {
       case "complete":
@@ -682,7 +726,7 @@ export class PostgresStore implements Store {
       case "progress":
         return (await run(PROGRESS, [settlement.percent, id, token])).count === 1 ? null : "lost";
       case "release": {
-        const [links] = await run<JobLinks>(RELEASE, [
+        const [links] = await run<SettledJob>(RELEASE, [
           settlement.availableAt,
           settlement.error,
           settlement.refundAttempt ? 1 : 0,
@@ -704,7 +748,7 @@ export class PostgresStore implements Store {
           token,
         ]);
         if (copied.count === 0) return "lost";
-        const [links] = await run<JobLinks>(COMPLETE, [id, token]);
+        const [links] = await run<SettledJob>(COMPLETE, [id, token]);
         return links!;
       }
     }
@@ -723,6 +767,9 @@ export class PostgresStore implements Store {
     await run(NOTIFY, [this.#channel]);
   }
 }
+
+/** A settled job as the settle statements return it: its links, queue, name and wait. */
+type SettledJob = JobLinks & Omit<SettledJobRow, "id">;
 
 /** A {@linkcode Run} on one connection or transaction: prepared statements, `$n` parameters. */
 function runOn(connection: Connection): Run {

@@ -19,6 +19,8 @@ import {
   toRunningJobRow,
 } from "./_rows.ts";
 import { SqliteGuards } from "./_sqlite_guards.ts";
+import { SqliteStats } from "./_sqlite_stats.ts";
+import type { SettledJobRow } from "./_stats_rows.ts";
 import { QueueClosedError } from "../errors.ts";
 import type {
   BatchRow,
@@ -26,9 +28,12 @@ import type {
   ClaimRequest,
   FailedJobRow,
   GuardRequest,
+  JobFilter,
+  JobListing,
   KeyedJobRow,
   KeyedPush,
   Lease,
+  MetricsRow,
   NewBatchRow,
   NewChainRow,
   NewJobRow,
@@ -40,9 +45,13 @@ import type {
   SettleResult,
   Store,
   StoreTransaction,
+  WorkerRow,
 } from "./store.ts";
 
 export type { Durability } from "./_sqlite_connection.ts";
+
+/** A settled job as the settle statements return it: its links, queue, name and wait. */
+type SettledJob = JobLinks & Omit<SettledJobRow, "id">;
 
 /** Options for {@linkcode SqliteStore.open}. */
 export interface SqliteStoreOptions {
@@ -66,11 +75,13 @@ const INSERT =
   `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`;
 const LINKS = "batch_id, batch_member, chain_id";
-const COMPLETE = `DELETE FROM jobs WHERE id = ? AND token = ? RETURNING ${LINKS}`;
+/** What a settle statement returns of its job: its links, and what the metrics rollup needs. */
+const SETTLED = `${LINKS}, queue, name, waited_ms`;
+const COMPLETE = `DELETE FROM jobs WHERE id = ? AND token = ? RETURNING ${SETTLED}`;
 const PROGRESS = "UPDATE jobs SET progress = ? WHERE id = ? AND token = ?";
 const RELEASE = `UPDATE jobs SET token = NULL, available_at = ?, last_error = ?,
     attempts = attempts - ?, crashes = crashes + ?
-  WHERE id = ? AND token = ? RETURNING ${LINKS}`;
+  WHERE id = ? AND token = ? RETURNING ${SETTLED}`;
 const COPY_TO_FAILED = `INSERT OR REPLACE INTO failed_jobs
   (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
     ${LINKS})
@@ -116,7 +127,8 @@ function claimSql(queueCount: number): string {
 function buildClaimSql(queueCount: number): string {
   const perQueue = `SELECT id FROM (SELECT id FROM jobs WHERE queue = ? AND available_at <= ?
     ORDER BY priority DESC, available_at LIMIT ?)`;
-  return `UPDATE jobs SET token = ?, available_at = ?, attempts = attempts + 1, progress = NULL,
+  return `UPDATE jobs SET token = ?, available_at = ?, waited_ms = ? - available_at,
+      attempts = attempts + 1, progress = NULL,
       crashes = crashes + (token IS NOT NULL),
       last_error = CASE WHEN token IS NULL THEN last_error ELSE '${DIED}' || attempts END
     WHERE id IN (${Array(queueCount).fill(perQueue).join(" UNION ALL ")} LIMIT ?)
@@ -142,6 +154,7 @@ export class SqliteStore implements Store {
   readonly #statements = new Map<string, StatementSync>();
   readonly #composition = new SqliteComposition((sql) => this.#prepare(sql));
   readonly #guards = new SqliteGuards((sql) => this.#prepare(sql));
+  readonly #stats = new SqliteStats((sql) => this.#prepare(sql));
   /** Settles when the app transaction now running ends; null when none runs. */
   #transaction: Promise<void> | null = null;
   /** Set inside a transaction's callback, to refuse calls that would wait for it forever. */
@@ -304,7 +317,13 @@ export class SqliteStore implements Store {
   /** Applies settlements, each fenced by its token, then claims, all in one transaction. */
   settle(settlements: readonly Settlement[], then?: ClaimRequest): Promise<SettleResult> {
     return this.#write(() => {
-      const applied = settlements.map((settlement) => this.#apply(settlement));
+      const settled: SettledJobRow[] = [];
+      const applied = settlements.map((settlement) => {
+        const job = this.#apply(settlement);
+        if (job !== null && job !== "lost") settled.push({ ...job, id: settlement.id });
+        return job !== "lost";
+      });
+      this.#stats.record(settlements, applied, settled);
       const ended: number[] = [];
       const attempts: Lease[] = [];
       settlements.forEach(({ kind, id, token }, index) => {
@@ -346,6 +365,31 @@ export class SqliteStore implements Store {
       }
       return [...byQueue.values()].sort((a, b) => a.queue < b.queue ? -1 : 1);
     });
+  }
+
+  /** A page of the jobs not yet finished that match `filter`, and how many match. */
+  jobs(filter: JobFilter, page: Page, now: number): Promise<JobListing> {
+    return this.#run(() => this.#stats.jobs(filter, page, now));
+  }
+
+  /** The metrics rollup's rows with `since <= minute < until`. */
+  metrics(since: number, until: number): Promise<MetricsRow[]> {
+    return this.#run(() => this.#stats.metrics(since, until));
+  }
+
+  /** Writes a worker's row and drops those of workers not seen since `staleBefore`. */
+  heartbeat(worker: WorkerRow, staleBefore: number): Promise<void> {
+    return this.#write(() => this.#stats.heartbeat(worker, staleBefore));
+  }
+
+  /** Deletes a worker's row; whether it was there. */
+  removeWorker(id: string): Promise<boolean> {
+    return this.#run(() => this.#stats.removeWorker(id));
+  }
+
+  /** Workers last seen at or after `seenSince`. */
+  workers(seenSince: number): Promise<WorkerRow[]> {
+    return this.#run(() => this.#stats.workers(seenSince));
   }
 
   /** Failed jobs, newest first. */
@@ -452,7 +496,7 @@ export class SqliteStore implements Store {
 
   #claim(request: ClaimRequest): ClaimedJob[] {
     const { queues, limit, now, leaseMs, token } = request;
-    const params: SQLInputValue[] = [token, now + leaseMs];
+    const params: SQLInputValue[] = [token, now + leaseMs, now];
     for (const queue of queues) params.push(queue, now, limit);
     params.push(limit);
     const rows = this.#prepare(claimSql(queues.length)).all(...params) as unknown as ClaimRow[];
@@ -460,29 +504,36 @@ export class SqliteStore implements Store {
     return toClaimedJobs(rows, queues, token);
   }
 
-  #apply(settlement: Settlement): boolean {
+  /**
+   * Applies one settlement and moves its chain or batch: `"lost"` when its
+   * lease was lost, else the settled job's row (null for a progress write).
+   */
+  #apply(settlement: Settlement): SettledJob | null | "lost" {
     const { id, token } = settlement;
     switch (settlement.kind) {
       case "complete": {
-        const links = this.#prepare(COMPLETE).get(id, token) as JobLinks | undefined;
-        if (links !== undefined) this.#composition.settled(links, "complete", settlement.at);
-        return links !== undefined;
+        const job = this.#prepare(COMPLETE).get(id, token) as SettledJob | undefined;
+        if (job === undefined) return "lost";
+        this.#composition.settled(job, "complete", settlement.at);
+        return job;
       }
       case "progress":
-        return this.#prepare(PROGRESS).run(settlement.percent, id, token).changes === 1;
+        return this.#prepare(PROGRESS).run(settlement.percent, id, token).changes === 1
+          ? null
+          : "lost";
       case "release": {
-        const links = this.#prepare(RELEASE).get(
+        const job = this.#prepare(RELEASE).get(
           settlement.availableAt,
           settlement.error,
           settlement.refundAttempt ? 1 : 0,
           settlement.crashed ? 1 : 0,
           id,
           token,
-        ) as JobLinks | undefined;
-        if (links === undefined) return false;
+        ) as SettledJob | undefined;
+        if (job === undefined) return "lost";
         // A job put back in a batch cancelled meanwhile is skipped, not run again.
-        if (this.#composition.putBack(id, links, settlement.at)) this.#guards.removed([id]);
-        return true;
+        if (this.#composition.putBack(id, job, settlement.at)) this.#guards.removed([id]);
+        return job;
       }
       case "fail": {
         const { error } = settlement;
@@ -495,10 +546,10 @@ export class SqliteStore implements Store {
           id,
           token,
         ).changes === 1;
-        if (!copied) return false;
-        const links = this.#prepare(COMPLETE).get(id, token) as unknown as JobLinks;
-        this.#composition.settled(links, "fail", settlement.at);
-        return true;
+        if (!copied) return "lost";
+        const job = this.#prepare(COMPLETE).get(id, token) as unknown as SettledJob;
+        this.#composition.settled(job, "fail", settlement.at);
+        return job;
       }
     }
   }

@@ -177,6 +177,142 @@ export interface RunningJobRow {
   readonly batchId: number | null;
 }
 
+/**
+ * Upper bounds, in ms, of the buckets of the metrics rollup's runtime
+ * histogram, a 1-2-5 log scale. A run falls in the first bucket whose bound
+ * it does not exceed; one more bucket, after these, holds longer runs. Every
+ * store uses these bounds, so a p95 read from any of them means the same.
+ */
+export const RUNTIME_BUCKETS_MS: readonly number[] = Object.freeze([
+  1,
+  2,
+  5,
+  10,
+  20,
+  50,
+  100,
+  200,
+  500,
+  1_000,
+  2_000,
+  5_000,
+  10_000,
+  20_000,
+  60_000,
+  300_000,
+]);
+
+/**
+ * The index of the runtime histogram bucket a run of `durationMs` falls in:
+ * the first `i` with `durationMs <= RUNTIME_BUCKETS_MS[i]`, else
+ * `RUNTIME_BUCKETS_MS.length` (the bucket of longer runs).
+ */
+export function runtimeBucket(durationMs: number): number {
+  const index = RUNTIME_BUCKETS_MS.findIndex((bound) => durationMs <= bound);
+  return index === -1 ? RUNTIME_BUCKETS_MS.length : index;
+}
+
+/** How long metrics rows are kept: rows of minutes older than this before a settle are pruned. */
+export const METRICS_RETENTION_MS = 7 * 24 * 60 * 60 * 1_000;
+
+/** One row of the metrics rollup: what settled in one minute, for one job name on one queue. */
+export interface MetricsRow {
+  /** The minute's start, in ms since the epoch (a multiple of 60,000). */
+  readonly minute: number;
+  /** Queue name. */
+  readonly queue: string;
+  /** Job name. */
+  readonly name: string;
+  /** Attempts that succeeded. */
+  readonly completed: number;
+  /** Jobs that failed for good. */
+  readonly failed: number;
+  /** Attempts that ended in an error and were released for a retry. */
+  readonly retried: number;
+  /** Total runtime of the attempts that carried `durationMs`, in ms. */
+  readonly runtimeMs: number;
+  /** Total wait of the same attempts: due time to claim, in ms. */
+  readonly waitMs: number;
+  /**
+   * Runs per runtime bucket: `RUNTIME_BUCKETS_MS.length + 1` counts, in the
+   * order of {@linkcode RUNTIME_BUCKETS_MS}, the longer runs last. Their sum
+   * is the number of attempts that carried `durationMs`.
+   */
+  readonly runtimeBuckets: readonly number[];
+}
+
+/** A worker as it records itself. */
+export interface WorkerRow {
+  /** A random id, unique per worker (a process may run several). */
+  readonly id: string;
+  /** The machine's host name, or `"unknown"`. */
+  readonly host: string;
+  /** The process id. */
+  readonly pid: number;
+  /** The queues it claims from, in order. */
+  readonly queues: readonly string[];
+  /** Jobs it runs at once at most. */
+  readonly concurrency: number;
+  /** When it started, in ms since the epoch. */
+  readonly startedAt: number;
+  /** When it last wrote this row, in ms since the epoch. */
+  readonly lastSeenAt: number;
+  /** Jobs it was running then. */
+  readonly running: number;
+}
+
+/**
+ * A job's state in a listing, at the listing's `now`: `"pending"` when due
+ * (`available_at <= now`, which includes a job whose worker's lease expired),
+ * `"delayed"` when not leased and due later, `"running"` when leased with a
+ * live lease. The same rule as {@linkcode Store.counts}.
+ */
+export type JobState = "pending" | "delayed" | "running";
+
+/** Which jobs {@linkcode Store.jobs} lists; a null field matches every job. */
+export interface JobFilter {
+  /** Only jobs in this state. */
+  readonly state: JobState | null;
+  /** Only jobs of this queue. */
+  readonly queue: string | null;
+  /** Only jobs of this name. */
+  readonly name: string | null;
+}
+
+/** A job not yet finished, as {@linkcode Store.jobs} lists it. */
+export interface ListedJobRow {
+  /** The job's id. */
+  readonly id: number;
+  /** Queue name. */
+  readonly queue: string;
+  /** Job name. */
+  readonly name: string;
+  /** Its state at the listing's `now`. */
+  readonly state: JobState;
+  /** Higher runs first within a queue. */
+  readonly priority: number;
+  /** Starts of the handler so far (the running one included). */
+  readonly attempts: number;
+  /** When it is due; for a running job, when its lease ends. */
+  readonly availableAt: number;
+  /** Dispatch time. */
+  readonly createdAt: number;
+  /** Progress its handler last reported in the running attempt, 0 to 100, or null. */
+  readonly progress: number | null;
+  /** The batch it belongs to or follows up, or null. */
+  readonly batchId: number | null;
+  /** The error of its last attempt (or why it was put back), or null. */
+  readonly lastError: string | null;
+}
+
+/** A page of {@linkcode Store.jobs}. */
+export interface JobListing {
+  /** Jobs matching the filter, on every page. */
+  readonly total: number;
+  /** The page's jobs, in id order. */
+  readonly rows: ListedJobRow[];
+}
+
 /** What to claim in one statement. */
 export interface ClaimRequest {
   /** Queues in the order they are looked at: every job of the first before the second. */
@@ -244,6 +380,8 @@ export type Settlement =
     readonly token: number;
     /** When it ended. */
     readonly at: number;
+    /** How long the handler ran, in ms; added to the metrics rollup's runtime. */
+    readonly durationMs?: number;
   }
   | {
     /** The handler, still running, reported progress: the job stays leased. */
@@ -274,6 +412,11 @@ export type Settlement =
     readonly refundAttempt: boolean;
     /** True when the attempt ended because its worker died: counts a crash. */
     readonly crashed?: boolean;
+    /**
+     * How long the handler ran, in ms, when the attempt ran and ended in an
+     * error; added to the metrics rollup's runtime.
+     */
+    readonly durationMs?: number;
   }
   | {
     /** The job fails for good: it moves to the failed jobs. */
@@ -290,6 +433,11 @@ export type Settlement =
     readonly at: number;
     /** True when the attempt ended because its worker died: counts a crash. */
     readonly crashed?: boolean;
+    /**
+     * How long the handler ran, in ms, when it ran (absent when the job was
+     * refused before its start); added to the metrics rollup's runtime.
+     */
+    readonly durationMs?: number;
   };
 
 /** What {@linkcode Store.settle} did. */
@@ -424,17 +572,51 @@ export interface Store extends AsyncDisposable {
   running(now: number): Promise<RunningJobRow[]>;
   /** Runs `fn` in one transaction: its pushes and queries commit or roll back together. */
   transaction<T>(fn: (tx: StoreTransaction) => T | Promise<T>): Promise<T>;
-  /** Leases up to `limit` due jobs in one statement, in claim order. */
+  /**
+   * Leases up to `limit` due jobs in one statement, in claim order. Each
+   * claimed job keeps how long it had been due (`now` less the due time the
+   * claim replaced: its dispatch or release time, or the end of a dead
+   * worker's lease) until it settles, for the metrics rollup.
+   */
   claim(request: ClaimRequest): Promise<ClaimedJob[]>;
   /**
    * Applies settlements in one transaction and, when `then` is given, claims
    * the next jobs in that same transaction (one commit per worker tick).
+   *
+   * The same transaction adds to the metrics rollup, one upsert per (minute
+   * of `at`, queue, name): each applied `complete` counts in `completed`,
+   * `fail` in `failed`, and `release` with a non-null `error` and no
+   * `refundAttempt` in `retried`. Each of those three that carries
+   * `durationMs` adds it to `runtimeMs` and to its bucket
+   * ({@linkcode runtimeBucket}), and adds the job's wait (see
+   * {@linkcode Store.claim}) to `waitMs`. Progress writes and settlements
+   * that did not apply count nowhere. Rows of minutes more than
+   * {@linkcode METRICS_RETENTION_MS} before `at` are deleted, at most once a
+   * minute (of `at`) per store instance.
    */
   settle(settlements: readonly Settlement[], then?: ClaimRequest): Promise<SettleResult>;
   /** Extends leases to `until`; returns the ids whose lease was lost. */
   renew(leases: readonly Lease[], until: number): Promise<number[]>;
   /** Jobs per queue by state, at `now`. */
   counts(now: number): Promise<QueueCountsRow[]>;
+  /**
+   * Jobs not yet finished that match `filter` (states as of `now`, see
+   * {@linkcode JobState}), in id order, one page of them, with how many match
+   * in all.
+   */
+  jobs(filter: JobFilter, page: Page, now: number): Promise<JobListing>;
+  /** The metrics rollup's rows with `since <= minute < until`, by minute, then queue, then name. */
+  metrics(since: number, until: number): Promise<MetricsRow[]>;
+  /**
+   * Writes a worker's row, replacing the one with its id, and deletes the
+   * rows of workers last seen before `staleBefore` (those that died
+   * without removing theirs).
+   */
+  heartbeat(worker: WorkerRow, staleBefore: number): Promise<void>;
+  /** Deletes a worker's row; whether it was there. */
+  removeWorker(id: string): Promise<boolean>;
+  /** Workers last seen at or after `seenSince`, earliest started first, then by id. */
+  workers(seenSince: number): Promise<WorkerRow[]>;
   /** Failed jobs, newest first. */
   failed(page: Page): Promise<FailedJobRow[]>;
   /** One failed job, or null. */

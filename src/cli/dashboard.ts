@@ -1,0 +1,66 @@
+/**
+ * The `dashboard` command: serves the dashboard of the queue's database over
+ * HTTP, on 127.0.0.1 by default, until SIGINT or SIGTERM.
+ *
+ * @module
+ * @internal
+ */
+import { dashboard } from "../dashboard.ts";
+import { isLoopbackAddress } from "../dashboard/gate.ts";
+import { openAdminQueue } from "./admin.ts";
+import {
+  displayDb,
+  expectPositionals,
+  readDb,
+  readInteger,
+  readString,
+  readSwitch,
+} from "./args.ts";
+import { type Command, EXIT } from "./command.ts";
+import { onSignals } from "./stop_signals.ts";
+
+/** `dashboard [--port N] [--host HOST] [--read-only]`. */
+export const dashboardCommand: Command = {
+  name: "dashboard",
+  operands: "",
+  summary: "serve the dashboard of the queue's database over HTTP until Ctrl-C",
+  description:
+    "Serves the dashboard (queues, jobs, failed jobs, batches, job types) over HTTP and prints its\nURL, until SIGINT or SIGTERM. Only requests from a loopback address get in: to reach it from\nanother machine, use an SSH tunnel, or mount dashboard() in your app with a gate.",
+  flags: {
+    port: { type: "string", value: "N", help: "the port, 0 for any free one (default 8080)" },
+    host: { type: "string", value: "HOST", help: "the address to listen on (default 127.0.0.1)" },
+    "read-only": { type: "boolean", help: "refuse every action (retry, forget, flush, cancel)" },
+  },
+  async run(args) {
+    expectPositionals(args, 0, 0, "");
+    const port = readInteger(args, "port", 0, 65_535) ?? 8080;
+    const host = readString(args, "host") ?? "127.0.0.1";
+    const readOnly = readSwitch(args, "read-only");
+    // Listening before the queue opens: a signal at any point after start ends it with 0.
+    const stopped = Promise.withResolvers<void>();
+    using _signals = onSignals(() => stopped.resolve());
+    await using queue = await openAdminQueue(args);
+    const server = Deno.serve(
+      { hostname: host, port, onListen: () => {} },
+      dashboard(queue, { readOnly }),
+    );
+    try {
+      const { hostname, port: listening } = server.addr;
+      const urlHost = hostname.includes(":") ? `[${hostname}]` : hostname;
+      console.log(
+        `Dashboard of ${displayDb(readDb(args))}${
+          readOnly ? " (read-only)" : ""
+        }: http://${urlHost}:${listening}/ (Ctrl-C to stop)`,
+      );
+      if (!isLoopbackAddress(hostname)) {
+        console.log(
+          `Listening on ${hostname}, but only requests from a loopback address get in (403 for others)`,
+        );
+      }
+      await stopped.promise;
+    } finally {
+      await server.shutdown();
+    }
+    return EXIT.ok;
+  },
+};

@@ -1,0 +1,82 @@
+/**
+ * The dashboard's actions, each a POST: retry, forget, retry all and flush
+ * failed jobs; cancel a batch and retry its failed jobs. By the time one
+ * runs, the router has checked the gate, read-only mode, the body type, the
+ * origin and the CSRF token.
+ *
+ * @internal
+ * @module
+ */
+import type { PageContext } from "./context.ts";
+import { readId } from "./query.ts";
+
+/** What an action did, told back as a notice on the page it returns to. */
+export interface ActionResult {
+  /** The notice's code (see the layout's notices). */
+  readonly notice: string;
+  /** The count the notice tells. */
+  readonly count: number;
+  /** The page to return to, a path under the dashboard. */
+  readonly back: string;
+  /** False when nothing was there to act on. */
+  readonly ok: boolean;
+}
+
+/** Reads a form field; null when absent. */
+export type FormField = (name: string) => string | null;
+
+/** An action found for a path: run it with the request's form. */
+export type Action = (ctx: PageContext, field: FormField) => Promise<ActionResult>;
+
+/** The action at `segments` (the path under the dashboard, split), or null when there is none. */
+export function findAction(segments: readonly string[]): Action | null {
+  const [section, second, verb, ...rest] = segments;
+  if (rest.length > 0) return null;
+  if (section === "failed" && verb === undefined) {
+    if (second === "retry-all") return retryAll;
+    if (second === "flush") return flush;
+    return null;
+  }
+  const id = readId(second);
+  if (id === null || verb === undefined) return null;
+  if (section === "failed" && verb === "retry") return (ctx) => retryOne(ctx, id);
+  if (section === "failed" && verb === "forget") return (ctx) => forgetOne(ctx, id);
+  if (section === "batches" && verb === "cancel") return (ctx) => cancelBatch(ctx, id);
+  if (section === "batches" && verb === "retry") return (ctx) => retryBatch(ctx, id);
+  return null;
+}
+
+async function retryOne(ctx: PageContext, id: number): Promise<ActionResult> {
+  const ok = await ctx.queue.retry(id);
+  return { ok, notice: ok ? "retried" : "gone", count: ok ? 1 : 0, back: "/failed" };
+}
+
+async function forgetOne(ctx: PageContext, id: number): Promise<ActionResult> {
+  const ok = await ctx.queue.forget(id);
+  return { ok, notice: ok ? "forgotten" : "gone", count: ok ? 1 : 0, back: "/failed" };
+}
+
+async function retryAll(ctx: PageContext): Promise<ActionResult> {
+  const count = await ctx.queue.retryAll();
+  return { ok: true, notice: "retried", count, back: "/failed" };
+}
+
+/** Deletes every failed job, only with `confirm=yes` (the form's required checkbox). */
+async function flush(ctx: PageContext, field: FormField): Promise<ActionResult> {
+  if (field("confirm") !== "yes") {
+    return { ok: false, notice: "flush-unconfirmed", count: 0, back: "/failed" };
+  }
+  const count = await ctx.queue.flushFailed();
+  return { ok: true, notice: "flushed", count, back: "/failed" };
+}
+
+async function cancelBatch(ctx: PageContext, id: number): Promise<ActionResult> {
+  const ok = await ctx.queue.cancelBatch(id);
+  return { ok, notice: ok ? "cancelled" : "gone", count: ok ? 1 : 0, back: "/batches" };
+}
+
+async function retryBatch(ctx: PageContext, id: number): Promise<ActionResult> {
+  const count = await ctx.queue.retryBatch(id);
+  const ok = count > 0;
+  return { ok, notice: ok ? "batch-retried" : "gone", count, back: "/batches" };
+}

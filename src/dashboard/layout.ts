@@ -1,0 +1,137 @@
+/**
+ * The frame of every page (head with the nonce'd stylesheet and live-refresh
+ * script, navigation, notices) and the small pieces pages share: action
+ * forms, pagination, and the notices an action redirects back with.
+ *
+ * @internal
+ * @module
+ */
+import { LIVE_SCRIPT, STYLES } from "./assets.ts";
+import type { PageContext } from "./context.ts";
+import { CSRF_FIELD } from "./csrf.ts";
+import { type Html, html, type HtmlValue, trusted } from "./html.ts";
+import { readCount } from "./query.ts";
+
+/** The pages, by their path under the dashboard. */
+export const SECTIONS = [
+  { path: "/", label: "Overview" },
+  { path: "/jobs", label: "Jobs" },
+  { path: "/failed", label: "Failed" },
+  { path: "/batches", label: "Batches" },
+  { path: "/job-types", label: "Job types" },
+] as const;
+
+/** A page's path. */
+export type Section = (typeof SECTIONS)[number]["path"];
+
+/** What an action redirects back with in `?notice=`, and how it is told. */
+const NOTICES: Record<string, (count: number) => string> = {
+  retried: (n) =>
+    `Put ${n} failed ${n === 1 ? "job" : "jobs"} back on ${
+      n === 1 ? "its queue" : "their queues"
+    }.`,
+  forgotten: (n) => `Deleted ${n} failed ${n === 1 ? "job" : "jobs"}.`,
+  flushed: (n) => `Deleted every failed job: ${n}.`,
+  gone: () => "Nothing changed: that job or batch is no longer there, or has moved on.",
+  cancelled: () => "Cancelled the batch: its jobs that had not started are skipped.",
+  "batch-retried": (n) => `Put the batch's ${n} failed ${n === 1 ? "job" : "jobs"} back.`,
+  "flush-unconfirmed": () => "Nothing deleted: tick the box to confirm the flush.",
+};
+
+/** A whole page. */
+export interface PageSpec {
+  /** The page's heading (escaped). */
+  readonly heading: string;
+  /** Which navigation entry it is under. */
+  readonly section: Section;
+  /** Its JSON's path under the dashboard, query included, for live refresh; null for none. */
+  readonly api: string | null;
+  /** The page's content. */
+  readonly body: Html;
+}
+
+/** The page, framed: head, navigation, the notice an action left, then `spec.body`. */
+export function layout(ctx: PageContext, spec: PageSpec): Html {
+  const nav = SECTIONS.map(({ path, label }) =>
+    html`
+      <a href="${ctx.base}${path}" ${path === spec.section
+        ? trusted(' aria-current="page"')
+        : ""}>${label}</a>
+    `
+  );
+  const api = spec.api === null ? "" : html`
+    data-api="${ctx.base}${spec.api}"
+  `;
+  return html`
+    <!doctype html>
+    <html lang="en" ${api}>
+      <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>${spec.heading} · ${ctx.title}</title>
+        <link rel="icon" href="${ctx.base}/favicon.svg" type="image/svg+xml">
+        <style nonce="${ctx.nonce}">${trusted(STYLES)}</style>
+      </head>
+      <body>
+    <header><strong>${ctx.title}</strong><nav>${nav}</nav>
+    <span class="muted">${ctx.canWrite
+      ? ""
+      : "read-only · "}<span id="live-at"></span></span></header>
+    <main>
+    <h1>${spec.heading}</h1>
+    ${notice(ctx.url.searchParams)}
+    <p id="live-changed" class="notice" hidden>This list has changed: <a href="${ctx.url
+      .pathname}${ctx.url.search}">reload</a>.</p>
+    ${spec.body}
+    </main>
+    ${spec.api === null ? "" : html`<script nonce="${ctx.nonce}">${trusted(LIVE_SCRIPT)}</script>`}
+      </body>
+    </html>
+  `;
+}
+
+function notice(params: URLSearchParams): Html | null {
+  const code = params.get("notice");
+  const tell = code === null ? undefined : Object.hasOwn(NOTICES, code) ? NOTICES[code] : undefined;
+  if (tell === undefined) return null;
+  const bad = code === "gone" || code === "flush-unconfirmed";
+  return html`<p class="notice${bad ? " bad" : ""}" role="status">${tell(readCount(params))}</p>`;
+}
+
+/**
+ * A POST form with one button, carrying the CSRF token; nothing when the
+ * request may not take actions. `fields` adds inputs before the button.
+ */
+export function actionForm(
+  ctx: PageContext,
+  path: string,
+  label: string,
+  options: { danger?: boolean; fields?: HtmlValue } = {},
+): Html | null {
+  if (!ctx.canWrite) return null;
+  return html`<form class="inline" method="post" action="${ctx.base}${path}">
+<input type="hidden" name="${CSRF_FIELD}" value="${ctx.csrfToken}">${options.fields ?? ""}
+<button type="submit"${options.danger ? trusted(' class="danger"') : ""}>${label}</button></form>`;
+}
+
+/** Previous and next links for a listing at `path`, keeping the other query parameters. */
+export function pager(
+  ctx: PageContext,
+  path: string,
+  page: number,
+  hasMore: boolean,
+  summary: string,
+): Html {
+  const link = (to: number) => {
+    const params = new URLSearchParams(ctx.url.searchParams);
+    params.delete("notice");
+    params.delete("count");
+    params.set("page", String(to));
+    return `${ctx.base}${path}?${params}`;
+  };
+  return html`<div class="pager">
+${page > 1 ? html`<a href="${link(page - 1)}" rel="prev">← Previous</a>` : ""}
+<span class="muted">${summary}</span>
+${hasMore ? html`<a href="${link(page + 1)}" rel="next">Next →</a>` : ""}
+</div>`;
+}

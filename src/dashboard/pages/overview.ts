@@ -1,0 +1,150 @@
+/**
+ * The overview: per queue the jobs pending, delayed, running and failed,
+ * what settled in the last hour (as charts, and per queue with the average
+ * wait), and the workers seen.
+ *
+ * @internal
+ * @module
+ */
+import type { QueueMetrics } from "../../metrics.ts";
+import type { QueueCounts } from "../../queue.ts";
+import type { WorkerInfo } from "../../workers_seen.ts";
+import { barChart } from "../charts.ts";
+import type { PageContext } from "../context.ts";
+import { formatDuration, formatTime } from "../format.ts";
+import { type Html, html } from "../html.ts";
+import { layout } from "../layout.ts";
+
+/** The overview's JSON. */
+export interface OverviewData {
+  /** Jobs per queue by state, with the running ones. */
+  readonly counts: Record<string, QueueCounts>;
+  /** The last hour's metrics. */
+  readonly metrics: QueueMetrics;
+  /** Workers seen in the last 30 s. */
+  readonly workers: WorkerInfo[];
+}
+
+/** Reads what the overview shows. */
+export async function loadOverview(ctx: PageContext): Promise<OverviewData> {
+  const { queue } = ctx;
+  return {
+    counts: await queue.counts(),
+    metrics: await queue.metrics({ windowMs: 3_600_000 }),
+    workers: await queue.workers(),
+  };
+}
+
+/** The overview page. */
+export function renderOverview(ctx: PageContext, data: OverviewData): Html {
+  return layout(ctx, {
+    heading: "Overview",
+    section: "/",
+    api: "/api/overview",
+    body: html`${queuesTable(ctx.base, data)}
+<h2>Last hour</h2>
+${charts(data.metrics)}
+<h2>Workers seen <span class="muted">(<span data-live="workers/length" data-empty="0">${data.workers.length}</span> in the last 30 s)</span></h2>
+${workersTable(data.workers)}`,
+  });
+}
+
+function queuesTable(base: string, { counts, metrics }: OverviewData): Html {
+  const queues = [...new Set([...Object.keys(counts), ...Object.keys(metrics.byQueue)])].sort();
+  if (queues.length === 0) return html`<p class="muted">No jobs yet.</p>`;
+  const live = (queue: string, field: string, value: number) =>
+    html`<td class="num" data-live="counts/${queue}/${field}" data-empty="0">${value}</td>`;
+  const rows = queues.map((queue) => {
+    const count = counts[queue];
+    const hour = metrics.byQueue[queue];
+    return html`<tr><th scope="row"><a href="${base}/jobs?queue=${
+      encodeURIComponent(queue)
+    }">${queue}</a></th>
+${live(queue, "pending", count?.pending ?? 0)}${live(queue, "delayed", count?.delayed ?? 0)}
+${live(queue, "reserved", count?.reserved ?? 0)}${live(queue, "failed", count?.failed ?? 0)}
+<td class="num">${hour?.completed ?? 0}</td><td class="num">${hour?.failed ?? 0}</td>
+<td class="num">${hour?.retried ?? 0}</td><td class="num">${
+      formatDuration(hour?.averageWaitMs ?? null)
+    }</td></tr>`;
+  });
+  return html`
+    <table>
+      <thead>
+        <tr>
+          <th>Queue</th>
+          <th class="num">Pending</th>
+          <th class="num">Delayed</th>
+          <th class="num">Running</th>
+          <th class="num">Failed</th>
+          <th class="num">Completed (1 h)</th>
+          <th class="num">Failed (1 h)</th>
+          <th class="num">Retried (1 h)</th>
+          <th class="num">Average wait (1 h)</th>
+        </tr>
+      </thead>
+      <tbody>${rows}</tbody>
+    </table>
+  `;
+}
+
+function charts(metrics: QueueMetrics): Html {
+  const minutes = metrics.perMinute;
+  const label = (date: Date) => `${date.toISOString().slice(11, 16)} UTC`;
+  const total = (field: "completed" | "failed" | "retried") =>
+    minutes.reduce((sum, minute) => sum + minute[field], 0);
+  const chart = (field: "completed" | "failed", tone: "ok" | "bad", caption: string) =>
+    html`<figure><figcaption>${caption}: ${total(field)}</figcaption>${
+      barChart({
+        title: `${caption} per minute over the last hour: ${total(field)} in all`,
+        tone,
+        startLabel: `${minutes.length} min ago`,
+        endLabel: "now",
+        bars: minutes.map((minute) => ({
+          value: minute[field],
+          label: `${label(minute.minute)}: ${minute[field]}`,
+        })),
+      })
+    }</figure>`;
+  return html`<div class="charts">
+${chart("completed", "ok", "Jobs completed")}
+${chart("failed", "bad", "Jobs failed for good")}
+</div>
+<p class="muted">Attempts retried after an error: ${total("retried")}.</p>`;
+}
+
+function workersTable(workers: readonly WorkerInfo[]): Html {
+  if (workers.length === 0) {
+    return html`<p class="muted">No worker has written a heartbeat in the last 30 s.</p>`;
+  }
+  const rows = workers.map((worker, index) =>
+    html`
+      <tr>
+        <td><code title="${worker.id}">${worker.id.slice(0, 8)}</code></td>
+        <td>${worker.host}</td>
+        <td class="num">${worker.pid}</td>
+        <td>${worker.queues.join(", ")}</td>
+        <td
+          class="num"><span data-live="workers/${index}/running">${worker.running}</span> / ${worker
+            .concurrency}</td>
+        <td>${formatTime(worker.startedAt)}</td>
+        <td data-live="workers/${index}/lastSeenAt">${worker.lastSeenAt.toISOString()}</td>
+      </tr>
+    `
+  );
+  return html`
+    <table>
+      <thead>
+        <tr>
+          <th>Worker</th>
+          <th>Host</th>
+          <th class="num">PID</th>
+          <th>Queues</th>
+          <th class="num">Running / concurrency</th>
+          <th>Started (UTC)</th>
+          <th>Last seen</th>
+        </tr>
+      </thead>
+      <tbody>${rows}</tbody>
+    </table>
+  `;
+}

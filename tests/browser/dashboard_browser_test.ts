@@ -1,0 +1,126 @@
+/**
+ * The dashboard in a real browser: Debian's Chromium, headless, driven by
+ * playwright-core. It opens the overview (whose styles and live-refresh
+ * script must run under the page's CSP), goes to the failed jobs, retries
+ * one by clicking, sees it leave the list, and saves a screenshot to
+ * `.renox/browser/dashboard_failed.png`.
+ *
+ * Skips, saying why, when `chromium` is not installed (`.ci/run` installs
+ * it with apt-get). Run alone with `deno task test:browser`.
+ */
+import assert from "node:assert/strict";
+import { chromium } from "playwright-core";
+import { dashboard } from "../../src/dashboard.ts";
+import { drainQueue, HOSTILE, hostile, openQueue } from "../_dashboard.ts";
+
+/** Where the screenshot goes, from the project's root. */
+const SCREENSHOT = new URL("../../.renox/browser/dashboard_failed.png", import.meta.url);
+
+/** Flags for a headless Chromium on a machine without network or GPU. */
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+/** The path `which chromium` prints, or null when there is none. */
+function findChromium(): string | null {
+  try {
+    const { success, stdout } = new Deno.Command("which", { args: ["chromium"], stderr: "null" })
+      .outputSync();
+    const path = new TextDecoder().decode(stdout).trim();
+    return success && path !== "" ? path : null;
+  } catch {
+    return null;
+  }
+}
+
+const executablePath = findChromium();
+const name =
+  "dashboard in Chromium: the overview opens under its CSP, a failed job is retried by a click and leaves the failed list";
+
+if (executablePath === null) {
+  console.log(
+    "Dashboard browser test skipped: chromium is not installed (apt-get install -y chromium)",
+  );
+  Deno.test({ name, ignore: true, fn() {} });
+} else {
+  Deno.test(name, async () => {
+    const { queue } = await openQueue();
+    await using _ = queue;
+    const [keep, retry] = await queue.dispatchMany(hostile, [
+      { note: "stays failed" },
+      { note: "retried from the browser" },
+    ]);
+    await drainQueue(queue);
+    await using server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      dashboard(queue, { title: "Browser test" }),
+    );
+    const origin = `http://127.0.0.1:${server.addr.port}`;
+    const profile = await Deno.makeTempDir({ prefix: "renox-chromium-" });
+    const context = await chromium.launchPersistentContext(profile, {
+      executablePath,
+      headless: true,
+      args: CHROMIUM_ARGS,
+      timeout: 20_000,
+    });
+    try {
+      const page = await context.newPage();
+      page.setDefaultTimeout(10_000);
+      const problems: string[] = [];
+      page.on("console", (message) => {
+        if (message.type() === "error") problems.push(`console: ${message.text()}`);
+      });
+      page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+
+      await page.goto(`${origin}/`);
+      assert.equal(await page.title(), "Overview · Browser test");
+      // The live-refresh script ran (it fetched /api/overview and stamped the time) and the
+      // stylesheet applied: both inline, allowed only by the CSP's nonce.
+      // (Expressions as text: they run in the page, whose DOM types this file does not load.)
+      await page.waitForFunction(
+        'document.getElementById("live-at").textContent.startsWith("updated")',
+      );
+      const headerBackground = await page.evaluate(
+        'getComputedStyle(document.querySelector("header")).backgroundColor',
+      );
+      assert.notEqual(headerBackground, "rgba(0, 0, 0, 0)", "the stylesheet applied");
+      assert.equal(
+        await page.locator(`td[data-live="counts/${HOSTILE.queue}/failed"]`).textContent(),
+        "2",
+      );
+
+      await page.click('nav a:has-text("Failed")');
+      await page.waitForURL(`${origin}/failed`);
+      assert.equal(await page.locator("tbody tr").count(), 2);
+      const name = await page.locator(`#failed-${retry} td:nth-child(3)`).textContent();
+      assert.equal(name, HOSTILE.name, "the hostile name shows as text");
+
+      await page.click(`#failed-${retry} button:has-text("Retry")`);
+      await page.waitForURL(`${origin}/failed?notice=retried&count=1`);
+      assert.equal(
+        (await page.locator('p.notice[role="status"]').textContent())?.trim(),
+        "Put 1 failed job back on its queue.",
+      );
+      assert.equal(await page.locator(`#failed-${retry}`).count(), 0, "it left the list");
+      assert.equal(await page.locator(`#failed-${keep}`).count(), 1, "the other one stays");
+      assert.deepEqual((await queue.failed()).map((job) => job.id), [keep]);
+      assert.deepEqual((await queue.jobs({ state: "pending" })).jobs.map((job) => job.id), [retry]);
+
+      await Deno.mkdir(new URL(".", SCREENSHOT), { recursive: true });
+      await page.screenshot({ path: SCREENSHOT.pathname, fullPage: true });
+      assert.ok((await Deno.stat(SCREENSHOT)).size > 1_000, "a screenshot was saved");
+      console.log(`screenshot: ${SCREENSHOT.pathname}`);
+      assert.deepEqual(problems, [], "no script error and no CSP violation");
+    } finally {
+      await context.close();
+      await Deno.remove(profile, { recursive: true });
+    }
+  });
+}

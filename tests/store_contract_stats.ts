@@ -1,0 +1,458 @@
+/**
+ * The contract of what the dashboard reads, every {@linkcode Store} keeps:
+ * the per-minute metrics rollup written by `settle`, the workers' heartbeats,
+ * and the listing of jobs not yet finished. A store's test file calls
+ * {@linkcode statsContract} with a way to open a fresh, empty store. Only the
+ * `Store` API is used, and times are passed in, so the same cases run
+ * against every engine.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import {
+  type ListedJobRow,
+  type MetricsRow,
+  type NewJobRow,
+  RUNTIME_BUCKETS_MS,
+  type Settlement,
+  type Store,
+  type WorkerRow,
+} from "../src/stores/store.ts";
+import { claim, LEASE_MS, newJob, type OpenedStore, T0 } from "./store_contract.ts";
+
+const MINUTE = 60_000;
+const DAY = 24 * 60 * MINUTE;
+const BOOM = { message: "Error: boom", stack: null };
+
+/** A histogram with `counts` at the given bucket indexes and zero elsewhere. */
+function buckets(counts: Record<number, number> = {}): number[] {
+  return Array.from({ length: RUNTIME_BUCKETS_MS.length + 1 }, (_, index) => counts[index] ?? 0);
+}
+
+/** A rollup row of "default"/"contract-job" at minute `T0` with `fields` set. */
+function metricsRow(fields: Partial<MetricsRow>): MetricsRow {
+  return {
+    minute: T0,
+    queue: "default",
+    name: "contract-job",
+    completed: 0,
+    failed: 0,
+    retried: 0,
+    runtimeMs: 0,
+    waitMs: 0,
+    runtimeBuckets: buckets(),
+    ...fields,
+  };
+}
+
+/** Rows as plain objects with plain arrays (drivers may hand out other prototypes). */
+const plain = <R extends object>(rows: readonly R[]) =>
+  rows.map((row) =>
+    Object.fromEntries(
+      Object.entries(row).map(([key, value]) => [key, Array.isArray(value) ? [...value] : value]),
+    )
+  );
+
+/** Every rollup row of the first 8 days from `T0`. */
+function allMetrics(store: Store): Promise<MetricsRow[]> {
+  return store.metrics(T0 - DAY, T0 + 8 * DAY);
+}
+
+/** Pushes one job per row, claims them all at `now` with `token`; returns their ids in order. */
+async function claimed(
+  store: Store,
+  rows: Partial<NewJobRow>[],
+  now: number,
+  token: number,
+): Promise<number[]> {
+  const ids = await store.push(rows.map((row) => newJob(row)));
+  const queues = [...new Set(rows.map((row) => row.queue ?? "default"))];
+  const jobs = await claim(store, { queues, limit: 100, now, token });
+  assert.deepEqual(jobs.map((job) => job.id).sort((a, b) => a - b), ids);
+  return ids;
+}
+
+/** A worker row started at `T0`, last seen at `lastSeenAt`. */
+function worker(id: string, lastSeenAt: number, fields: Partial<WorkerRow> = {}): WorkerRow {
+  return {
+    id,
+    host: "box-1",
+    pid: 4242,
+    queues: ["high", "default"],
+    concurrency: 4,
+    startedAt: T0,
+    lastSeenAt,
+    running: 0,
+    ...fields,
+  };
+}
+
+/** Registers the contract's cases as `Deno.test`s named `${name}: …`. */
+export function statsContract(name: string, open: () => Promise<OpenedStore>): void {
+  const test = (what: string, fn: (store: Store) => Promise<void>) =>
+    Deno.test(`${name}: ${what}`, async () => {
+      await using opened = await open();
+      await fn(opened.store);
+    });
+
+  test("settle() adds a completed, timed attempt to its minute's rollup row, with its wait since due", async (store) => {
+    const [id] = await claimed(store, [{ availableAt: T0 + 1_000 }], T0 + 1_250, 7);
+    const settled = await store.settle([{
+      kind: "complete",
+      id: id!,
+      token: 7,
+      at: T0 + 61_000,
+      durationMs: 42,
+    }]);
+    assert.deepEqual(settled.applied, [true]);
+    assert.deepEqual(plain(await allMetrics(store)), [
+      metricsRow({
+        minute: T0 + MINUTE,
+        completed: 1,
+        runtimeMs: 42,
+        waitMs: 250,
+        runtimeBuckets: buckets({ 5: 1 }), // 20 < 42 <= 50
+      }),
+    ]);
+  });
+
+  test("settle() adds up a tick per (minute, queue, name), and later ticks add to the same rows", async (store) => {
+    const rows = [
+      { queue: "mail", name: "send" },
+      { queue: "mail", name: "send" },
+      { queue: "mail", name: "send" },
+      { queue: "mail", name: "bounce" },
+      { queue: "default", name: "send" },
+    ];
+    const ids = await claimed(store, rows, T0 + 100, 1);
+    const done = (index: number, at: number, durationMs: number): Settlement => ({
+      kind: "complete",
+      id: ids[index]!,
+      token: 1,
+      at,
+      durationMs,
+    });
+    await store.settle([
+      done(0, T0 + 1_000, 1),
+      done(1, T0 + 59_999, 3),
+      done(2, T0 + MINUTE, 0.5),
+      done(3, T0 + 2_000, 700),
+      done(4, T0 + 3_000, 400_000),
+    ]);
+    const [later] = await claimed(store, [{ queue: "mail", name: "send" }], T0 + 200, 2);
+    await store.settle([{
+      kind: "fail",
+      id: later!,
+      token: 2,
+      error: BOOM,
+      attempts: 1,
+      at: T0 + 30_000,
+      durationMs: 2,
+    }]);
+    assert.deepEqual(plain(await allMetrics(store)), [
+      metricsRow({
+        queue: "default",
+        name: "send",
+        completed: 1,
+        runtimeMs: 400_000,
+        waitMs: 100,
+        runtimeBuckets: buckets({ 16: 1 }), // above the last bound
+      }),
+      metricsRow({
+        queue: "mail",
+        name: "bounce",
+        completed: 1,
+        runtimeMs: 700,
+        waitMs: 100,
+        runtimeBuckets: buckets({ 9: 1 }), // 500 < 700 <= 1000
+      }),
+      metricsRow({
+        queue: "mail",
+        name: "send",
+        completed: 2,
+        failed: 1,
+        runtimeMs: 6,
+        waitMs: 100 + 100 + 200,
+        runtimeBuckets: buckets({ 0: 1, 1: 1, 2: 1 }), // 1, 2 (the fail), 3
+      }),
+      metricsRow({
+        minute: T0 + MINUTE,
+        queue: "mail",
+        name: "send",
+        completed: 1,
+        runtimeMs: 0.5,
+        waitMs: 100,
+        runtimeBuckets: buckets({ 0: 1 }),
+      }),
+    ]);
+  });
+
+  test("settle() counts fail as failed, a release with an error as retried, and nothing for put-backs, progress or lost leases", async (store) => {
+    const ids = await claimed(store, Array.from({ length: 7 }, () => ({})), T0, 3);
+    const at = T0 + 5_000;
+    const [failTimed, failUntimed, retry, putBack, released, progressed, lost] = ids as [
+      number,
+      number,
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
+    const release = { kind: "release", token: 3, at, availableAt: at + 1_000 } as const;
+    const settled = await store.settle([
+      { kind: "fail", id: failTimed, token: 3, error: BOOM, attempts: 1, at, durationMs: 12 },
+      { kind: "fail", id: failUntimed, token: 3, error: BOOM, attempts: 1, at },
+      { ...release, id: retry, error: "Error: flaky", refundAttempt: false, durationMs: 8 },
+      { ...release, id: putBack, error: "worker stopped", refundAttempt: true },
+      { ...release, id: released, error: null, refundAttempt: false },
+      { kind: "progress", id: progressed, token: 3, at, percent: 50 },
+      { kind: "complete", id: lost, token: 999, at, durationMs: 5 },
+    ]);
+    assert.deepEqual(settled.applied, [true, true, true, true, true, true, false]);
+    assert.deepEqual(plain(await allMetrics(store)), [
+      metricsRow({
+        failed: 2,
+        retried: 1,
+        runtimeMs: 20,
+        waitMs: 0,
+        runtimeBuckets: buckets({ 3: 1, 4: 1 }), // 8 <= 10, 12 <= 20
+      }),
+    ]);
+  });
+
+  test("a job's wait counts from when it was due to its claim: after a release, and after a dead worker's lease", async (store) => {
+    const [id] = await claimed(store, [{}], T0 + 40, 1);
+    const retryAt = T0 + 10_000;
+    await store.settle([{
+      kind: "release",
+      id: id!,
+      token: 1,
+      at: T0 + 1_000,
+      availableAt: retryAt,
+      error: "Error: flaky",
+      refundAttempt: false,
+      durationMs: 900,
+    }]);
+    assert.equal((await claim(store, { now: retryAt - 1, token: 2 })).length, 0, "not due yet");
+    assert.equal((await claim(store, { now: retryAt + 300, token: 2 })).length, 1);
+    // Worker 2 dies: the lease ends at retryAt + 300 + LEASE_MS, and worker 3 claims 500 ms later.
+    const leaseEnd = retryAt + 300 + LEASE_MS;
+    assert.equal((await claim(store, { now: leaseEnd + 500, token: 3 })).length, 1);
+    await store.settle([{
+      kind: "complete",
+      id: id!,
+      token: 3,
+      at: leaseEnd + 600,
+      durationMs: 10,
+    }]);
+    assert.equal(Math.floor((leaseEnd + 600) / MINUTE) * MINUTE, T0, "one minute, one row");
+    assert.deepEqual(plain(await allMetrics(store)), [
+      metricsRow({
+        completed: 1,
+        retried: 1,
+        runtimeMs: 910,
+        waitMs: 40 + 500, // the attempt its dead worker never settled counts nothing
+        runtimeBuckets: buckets({ 3: 1, 9: 1 }), // 10 <= 10, 500 < 900 <= 1000
+      }),
+    ]);
+  });
+
+  test("metrics() returns the rows with since <= minute < until, by minute, queue, name", async (store) => {
+    const rows = [0, 1, 2, 3].map((minute) => ({ queue: minute % 2 ? "a" : "b", name: "n" }));
+    const ids = await claimed(store, rows, T0, 1);
+    await store.settle(ids.map((id, minute) => ({
+      kind: "complete",
+      id,
+      token: 1,
+      at: T0 + minute * MINUTE + 10,
+    })));
+    const minutes = (list: MetricsRow[]) => list.map((row) => [row.minute - T0, row.queue]);
+    assert.deepEqual(minutes(await store.metrics(T0 + MINUTE, T0 + 3 * MINUTE)), [
+      [MINUTE, "a"],
+      [2 * MINUTE, "b"],
+    ]);
+    assert.deepEqual(minutes(await store.metrics(T0 + MINUTE + 1, T0 + 3 * MINUTE + 1)), [
+      [2 * MINUTE, "b"],
+      [3 * MINUTE, "a"],
+    ]);
+    assert.deepEqual(await store.metrics(T0 + 4 * MINUTE, T0 + 9 * MINUTE), []);
+  });
+
+  test("settle() prunes rollup rows older than 7 days before its time, at most once a minute", async (store) => {
+    const settleOne = async (at: number, token: number) => {
+      const [id] = await claimed(store, [{ availableAt: at - 10 }], at - 10, token);
+      await store.settle([{ kind: "complete", id: id!, token, at }]);
+    };
+    const minutes = async () => (await allMetrics(store)).map((row) => (row.minute - T0) / MINUTE);
+    await settleOne(T0, 1); // a prune here finds nothing to delete
+    await settleOne(T0 + 7 * DAY, 2); // cutoff T0: the row of minute T0 is kept
+    assert.deepEqual(await minutes(), [0, 7 * 24 * 60]);
+    await settleOne(T0 + 7 * DAY + 59_999, 3); // within a minute of the last prune: none
+    assert.deepEqual(await minutes(), [0, 7 * 24 * 60]);
+    await settleOne(T0 + 7 * DAY + MINUTE, 4); // cutoff T0 + 1 minute: the row of minute T0 goes
+    assert.deepEqual(await minutes(), [7 * 24 * 60, 7 * 24 * 60 + 1]);
+  });
+
+  test("heartbeat() writes and replaces a worker's row; workers() lists those seen since, earliest started first", async (store) => {
+    await store.heartbeat(worker("b", T0 + 1_000), 0);
+    await store.heartbeat(worker("a", T0 + 2_000, { startedAt: T0 + 5 }), 0);
+    await store.heartbeat(worker("c", T0 + 3_000, { queues: ["x"], concurrency: 1 }), 0);
+    await store.heartbeat(worker("b", T0 + 9_000, { running: 3 }), 0);
+    assert.deepEqual(
+      plain(await store.workers(T0 + 2_000)),
+      [
+        { ...worker("b", T0 + 9_000, { running: 3 }), queues: ["high", "default"] },
+        { ...worker("c", T0 + 3_000, { concurrency: 1 }), queues: ["x"] },
+        { ...worker("a", T0 + 2_000, { startedAt: T0 + 5 }), queues: ["high", "default"] },
+      ].sort((x, y) => x.startedAt - y.startedAt || (x.id < y.id ? -1 : 1)),
+    );
+    assert.deepEqual((await store.workers(T0 + 3_001)).map((row) => row.id), ["b"]);
+  });
+
+  test("heartbeat() drops workers last seen before staleBefore; removeWorker() deletes one row", async (store) => {
+    await store.heartbeat(worker("old", T0), 0);
+    await store.heartbeat(worker("live", T0 + 5_000), 0);
+    await store.heartbeat(worker("me", T0 + 9_000), T0 + 1);
+    assert.deepEqual((await store.workers(0)).map((row) => row.id), ["live", "me"]);
+    assert.equal(await store.removeWorker("me"), true);
+    assert.equal(await store.removeWorker("me"), false);
+    assert.deepEqual((await store.workers(0)).map((row) => row.id), ["live"]);
+  });
+
+  test("jobs() lists unfinished jobs in id order with their state at now; an expired lease is pending", async (store) => {
+    const now = T0 + LEASE_MS + 10_000;
+    const [due, later, running, dead] = await store.push([
+      newJob({ name: "due", availableAt: T0, createdAt: T0 - 5 }),
+      newJob({ name: "later", availableAt: now + 60_000, priority: 2 }),
+      newJob({ name: "running", queue: "mail" }),
+      newJob({ name: "dead", queue: "dead" }),
+    ]) as [number, number, number, number];
+    assert.equal((await claim(store, { queues: ["mail"], now: now - 5, token: 5 })).length, 1);
+    assert.equal(
+      (await claim(store, { queues: ["dead"], now: now - LEASE_MS - 1, token: 6 })).length,
+      1,
+    );
+    await store.settle([{ kind: "progress", id: running, token: 5, at: now - 2, percent: 37.5 }]);
+    const listing = await store.jobs({ state: null, queue: null, name: null }, {
+      limit: 10,
+      offset: 0,
+    }, now);
+    const expected: ListedJobRow[] = [
+      {
+        id: due,
+        queue: "default",
+        name: "due",
+        state: "pending",
+        priority: 0,
+        attempts: 0,
+        availableAt: T0,
+        createdAt: T0 - 5,
+        progress: null,
+        batchId: null,
+        lastError: null,
+      },
+      {
+        id: later,
+        queue: "default",
+        name: "later",
+        state: "delayed",
+        priority: 2,
+        attempts: 0,
+        availableAt: now + 60_000,
+        createdAt: T0,
+        progress: null,
+        batchId: null,
+        lastError: null,
+      },
+      {
+        id: running,
+        queue: "mail",
+        name: "running",
+        state: "running",
+        priority: 0,
+        attempts: 1,
+        availableAt: now - 5 + LEASE_MS,
+        createdAt: T0,
+        progress: 37.5,
+        batchId: null,
+        lastError: null,
+      },
+      {
+        id: dead,
+        queue: "dead",
+        name: "dead",
+        state: "pending",
+        priority: 0,
+        attempts: 1,
+        availableAt: now - 1,
+        createdAt: T0,
+        progress: null,
+        batchId: null,
+        lastError: null,
+      },
+    ];
+    assert.equal(listing.total, 4);
+    assert.deepEqual(plain(listing.rows), expected);
+  });
+
+  test("jobs() filters by state, queue and name, pages in id order, and counts every match", async (store) => {
+    const ids = await store.push([
+      ...Array.from({ length: 5 }, () => newJob({ queue: "a", name: "x" })),
+      newJob({ queue: "a", name: "y" }),
+      newJob({ queue: "b", name: "x" }),
+      newJob({ queue: "a", name: "x", availableAt: T0 + 99_000 }),
+    ]);
+    const list = async (
+      filter: Partial<Parameters<Store["jobs"]>[0]>,
+      limit = 100,
+      offset = 0,
+    ) => {
+      const all = { state: null, queue: null, name: null, ...filter };
+      const { total, rows } = await store.jobs(all, { limit, offset }, T0);
+      return { total, ids: rows.map((row) => row.id) };
+    };
+    assert.deepEqual(await list({ queue: "a", name: "x", state: "pending" }, 2, 1), {
+      total: 5,
+      ids: ids.slice(1, 3),
+    });
+    assert.deepEqual(await list({ queue: "a", name: "x" }, 2, 4), {
+      total: 6,
+      ids: [ids[4]!, ids[7]!],
+    });
+    assert.deepEqual(await list({ name: "x", state: "delayed" }), { total: 1, ids: [ids[7]!] });
+    assert.deepEqual(await list({ queue: "b" }), { total: 1, ids: [ids[6]!] });
+    assert.deepEqual(await list({ state: "running" }), { total: 0, ids: [] });
+    assert.deepEqual(await list({ queue: "a'); DROP TABLE jobs;--" }), { total: 0, ids: [] });
+    assert.deepEqual(await list({}, 3, 6), { total: 8, ids: ids.slice(6) });
+  });
+
+  test("jobs() shows a released job's last error and no progress left from its last attempt", async (store) => {
+    const [id] = await claimed(store, [{}], T0, 1);
+    await store.settle([
+      { kind: "progress", id: id!, token: 1, at: T0 + 1, percent: 80 },
+    ]);
+    await store.settle([{
+      kind: "release",
+      id: id!,
+      token: 1,
+      at: T0 + 2,
+      availableAt: T0 + 5,
+      error: "Error: <b>flaky</b>",
+      refundAttempt: false,
+    }]);
+    const { rows } = await store.jobs({ state: null, queue: null, name: null }, {
+      limit: 10,
+      offset: 0,
+    }, T0 + 3);
+    assert.deepEqual(
+      plain(rows).map(({ state, progress, lastError, attempts }) => ({
+        state,
+        progress,
+        lastError,
+        attempts,
+      })),
+      [{ state: "delayed", progress: null, lastError: "Error: <b>flaky</b>", attempts: 1 }],
+    );
+  });
+}
