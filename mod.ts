@@ -70,16 +70,15 @@ export type {
   QueueMetrics,
 } from "./src/metrics.ts";
 export type { WorkerInfo, WorkersOptions } from "./src/workers_seen.ts";
-export {
-  type FailedJob,
-  type ListOptions,
-  type PruneOptions,
-  Queue,
-  type QueueCounts,
-  type QueueOptions,
-  type QueueTransaction,
-  type RunningJob,
-} from "./src/queue.ts";
+export { Queue, type QueueOptions, type QueueTransaction } from "./src/queue.ts";
+export type { StoreOptions } from "./src/store_options.ts";
+export type {
+  FailedJob,
+  ListOptions,
+  PruneOptions,
+  QueueCounts,
+  RunningJob,
+} from "./src/admin_views.ts";
 export { BatchBuilder, type BatchStatus } from "./src/batch.ts";
 export { ChainBuilder, type ChainOptions } from "./src/chain.ts";
 export type { Runner, RunnerStats, StopOptions, StopReason } from "./src/runner.ts";

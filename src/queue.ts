@@ -4,6 +4,17 @@
  *
  * @module
  */
+import {
+  assertId,
+  cutoff,
+  type FailedJob,
+  type ListOptions,
+  page,
+  type PruneOptions,
+  type QueueCounts,
+  toFailedJob,
+  toRunningJob,
+} from "./admin_views.ts";
 import { BatchBuilder, type BatchPlan, type BatchStatus, toBatchStatus } from "./batch.ts";
 import { ChainBuilder, type ChainOptions, type ChainPlan } from "./chain.ts";
 import { type Clock, systemClock } from "./clock.ts";
@@ -13,15 +24,7 @@ import { QueueEventTarget } from "./events.ts";
 import type { HandlerQueue } from "./executors/executor.ts";
 import { IsolateExecutor } from "./executors/isolate.ts";
 import { WebWorkerPool } from "./executors/web_workers.ts";
-import {
-  type Dispatcher,
-  type DispatchOptions,
-  isJobDefinition,
-  type JobDefinition,
-  type PayloadOf,
-  type PlannedJobs,
-  resolveDispatch,
-} from "./job.ts";
+import type { Dispatcher, DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
 import { assertQueueName } from "./names.ts";
 import { jobFilter, type JobList, type JobListOptions, toJobList } from "./job_list.ts";
 import {
@@ -30,56 +33,24 @@ import {
   type QueueMetrics,
   summarizeMetrics,
 } from "./metrics.ts";
-import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from "./payload.ts";
+import { JobRows, toHeld } from "./job_rows.ts";
+import { DEFAULT_MAX_PAYLOAD_BYTES } from "./payload.ts";
 import { JobRegistry, type JobsSource } from "./registry.ts";
 import { Runner } from "./runner.ts";
-import { type Durability, SqliteStore } from "./stores/sqlite.ts";
-import type {
-  FailedJobRow,
-  HeldJobRow,
-  KeyedJobRow,
-  NewJobRow,
-  Page,
-  RunningJobRow,
-  Store,
-  StoreTransaction,
-} from "./stores/store.ts";
+import { openStore, type StoreOptions } from "./store_options.ts";
+import type { HeldJobRow, NewJobRow, Store, StoreTransaction } from "./stores/store.ts";
 import { resolveWorkOptions, type WorkOptions } from "./work_options.ts";
 import { seenSince, toWorkerInfo, type WorkerInfo, type WorkersOptions } from "./workers_seen.ts";
 
-/** Options for {@linkcode Queue.open}. */
-export interface QueueOptions {
+/** Options for {@linkcode Queue.open}: where its store is, and the rest. */
+export interface QueueOptions extends StoreOptions {
   /** The jobs module's URL (`import.meta.resolve("./jobs.ts")`), or the job definitions. */
   jobs: JobsSource;
-  /**
-   * SQLite file to keep jobs in, created with its folder if missing; `":memory:"` for one process.
-   * @default {"./.renox/queue.db"}
-   */
-  path?: string;
-  /**
-   * A PostgreSQL URL (`postgres://…`): the queue keeps its jobs there, in the
-   * `public` schema, instead of a SQLite file. The driver is loaded only then.
-   * For more settings, open a `PostgresStore` from `@renox/queue/postgres` and pass it as `store`.
-   * @default {DATABASE_URL, when it is a postgres:// URL and neither path nor store is given}
-   */
-  url?: string;
-  /** A store opened by the caller, used instead of `path`; the queue closes it on close. */
-  store?: Store;
   /**
    * Source of stored times; tests inject one to move time without sleeping.
    * @default {the wall clock}
    */
   clock?: Clock;
-  /**
-   * SQLite `synchronous` level: `"normal"` survives a process crash, `"full"` also power loss.
-   * @default {"normal"}
-   */
-  durability?: Durability;
-  /**
-   * How long to wait for another process's write lock before failing.
-   * @default {30_000}
-   */
-  busyTimeoutMs?: number;
   /**
    * Largest payload accepted at dispatch, in bytes of JSON.
    * @default {262_144}
@@ -96,84 +67,6 @@ export interface QueueOptions {
    * @default {the APP_PREVIOUS_KEYS environment variable, comma-separated}
    */
   previousAppKeys?: readonly string[];
-}
-
-/** Jobs in one queue by state. */
-export interface QueueCounts {
-  /** Due now and waiting (including jobs whose worker died). */
-  readonly pending: number;
-  /** Waiting for a later time. */
-  readonly delayed: number;
-  /** Running, leased to a worker. */
-  readonly reserved: number;
-  /** Failed for good. */
-  readonly failed: number;
-  /** The jobs counted in `reserved` whose lease is live, with the progress they reported. */
-  readonly running: RunningJob[];
-}
-
-/** A job running now. */
-export interface RunningJob {
-  /** The job's id. */
-  readonly id: number;
-  /** The job's name. */
-  readonly name: string;
-  /** The attempt running: 1 for the first start of the handler. */
-  readonly attempt: number;
-  /** What its handler last reported through `ctx.progress()`, 0 to 100, or null. */
-  readonly progress: number | null;
-  /** When its lease ends unless its worker renews it. */
-  readonly leasedUntil: Date;
-  /** Its batch, or null. */
-  readonly batchId: number | null;
-}
-
-/** A job that failed for good. */
-export interface FailedJob {
-  /** The job's id, kept from when it was queued; `retry(id)` brings it back under it. */
-  readonly id: number;
-  /** The queue it ran on. */
-  readonly queue: string;
-  /** The job's name. */
-  readonly name: string;
-  /** The stored payload text (still encrypted if it was). */
-  readonly payload: string;
-  /** Why it failed: `ErrorName: message`. */
-  readonly error: string;
-  /** The error's stack, when there was one. */
-  readonly stack: string | null;
-  /** How many times its handler started. */
-  readonly attempts: number;
-  /** How many times its worker died while running it. */
-  readonly crashes: number;
-  /** When it was first dispatched. */
-  readonly createdAt: Date;
-  /** When it failed. */
-  readonly failedAt: Date;
-  /** The batch it belongs to or follows up, or null. */
-  readonly batchId: number | null;
-  /** The chain it is a link of, or null; retrying it resumes the chain. */
-  readonly chainId: number | null;
-}
-
-/** Options for {@linkcode Queue.failed} and {@linkcode Queue.batches}. */
-export interface ListOptions {
-  /**
-   * Rows at most, 1 to 1000.
-   * @default {100}
-   */
-  limit?: number;
-  /**
-   * Rows to skip.
-   * @default {0}
-   */
-  offset?: number;
-}
-
-/** Options for {@linkcode Queue.pruneFailed} and {@linkcode Queue.pruneBatches}. */
-export interface PruneOptions {
-  /** Delete what ended longer ago than this. */
-  olderThanMs: number;
 }
 
 /** The handle {@linkcode Queue.transaction} passes to its callback. */
@@ -214,7 +107,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   readonly #store: Store;
   readonly #registry: JobRegistry;
   readonly #clock: Clock;
-  readonly #maxPayloadBytes: number;
+  readonly #jobRows: JobRows;
   readonly #appKeys: AppKeys | null;
   readonly #cipher: PayloadCipher | null;
   readonly #executor: IsolateExecutor;
@@ -233,7 +126,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#store = parts.store;
     this.#registry = parts.registry;
     this.#clock = parts.clock;
-    this.#maxPayloadBytes = parts.maxPayloadBytes;
+    this.#jobRows = new JobRows(parts.registry, parts.clock, parts.maxPayloadBytes, parts.cipher);
     this.#appKeys = parts.appKeys;
     this.#cipher = parts.cipher;
     this.#executor = new IsolateExecutor(parts.registry, this.#handlerQueue, parts.cipher);
@@ -248,15 +141,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     const registry = await JobRegistry.load(options.jobs);
     const appKeys = readAppKeys(options, registry.encryptedJobs());
     const cipher = appKeys === null ? null : await PayloadCipher.fromKeys(appKeys);
-    const url = options.url ??
-      (options.path === undefined && options.store === undefined ? databaseUrl() : undefined);
-    const store = options.store ??
-      (url !== undefined
-        ? await openPostgres(url)
-        : await SqliteStore.open(options.path ?? "./.renox/queue.db", {
-          ...(options.durability !== undefined && { durability: options.durability }),
-          ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
-        }));
+    const store = await openStore(options);
     const clock = options.clock ?? systemClock;
     return new Queue({ store, registry, clock, maxPayloadBytes, appKeys, cipher });
   }
@@ -292,7 +177,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     options: DispatchOptions | undefined,
     fromHandler: boolean,
   ): Promise<number[]> {
-    const rows = await this.#rows(job, payloads, options, { fromHandler });
+    if (!fromHandler) this.#assertOpen("dispatch");
+    const rows = await this.#jobRows.rows(job, payloads, options);
     const { ids, stored } = await this.#push(this.#store, job, payloads, rows);
     this.#queued(...stored);
     return ids;
@@ -310,28 +196,11 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     rows: NewJobRow[],
   ): Promise<{ ids: number[]; stored: [NewJobRow[], number[]] }> {
     if (rows.length === 0) return { ids: [], stored: [[], []] };
-    if (job.uniqueForMs === undefined && job.debounceMs === undefined) {
+    const keyed = this.#jobRows.keyed(job, payloads, rows);
+    if (keyed === null) {
       const ids = await target.push(rows);
       return { ids, stored: [rows, ids] };
     }
-    const keyed = rows.map((row, index): KeyedJobRow => {
-      const key = `${job.name}\0${uniqueIdOf(job, payloads[index])}`;
-      if (job.uniqueForMs !== undefined) {
-        const releaseOnStart = job.uniqueUntil === "processing";
-        return {
-          ...row,
-          key: { kind: "unique", key, expiresAt: row.createdAt + job.uniqueForMs, releaseOnStart },
-        };
-      }
-      const latestAt = job.debounceMaxWaitMs === undefined
-        ? null
-        : row.createdAt + job.debounceMaxWaitMs;
-      return {
-        ...row,
-        availableAt: row.availableAt + job.debounceMs!,
-        key: { kind: "debounce", key, latestAt },
-      };
-    });
     const pushed = await target.pushKeyed(keyed);
     const fresh = pushed.flatMap((push, index) => push.outcome === "stored" ? [index] : []);
     return {
@@ -412,9 +281,10 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     planned: readonly PlannedJobs[],
     role: (index: number) => string,
   ): Promise<NewJobRow[]> {
+    this.#assertOpen("dispatch");
     const rows: NewJobRow[] = [];
     for (const [index, { job, payloads, options }] of planned.entries()) {
-      rows.push(...await this.#rows(job, payloads, options, { role: role(index) }));
+      rows.push(...await this.#jobRows.rows(job, payloads, options, role(index)));
     }
     return rows;
   }
@@ -429,10 +299,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
       (await this.#dispatchMany(job, [payload], options, true))[0]!,
     dispatchMany: (job, payloads, options) => this.#dispatchMany(job, payloads, options, true),
     addToBatch: async (batchId, job, payloads, options) => {
-      const rows = await this.#rows(job, payloads, options, {
-        fromHandler: true,
-        role: ` into batch ${batchId}`,
-      });
+      const rows = await this.#jobRows.rows(job, payloads, options, ` into batch ${batchId}`);
       const ids = await this.#store.addToBatch(batchId, rows);
       this.#queued(rows, ids);
       return ids;
@@ -468,7 +335,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         payloads: readonly PayloadOf<J>[],
         options?: DispatchOptions,
       ) => {
-        const rows = await this.#rows(job, payloads, options);
+        this.#assertOpen("dispatch");
+        const rows = await this.#jobRows.rows(job, payloads, options);
         const { ids, stored } = await this.#push(storeTx, job, payloads, rows);
         queued.push(stored);
         return ids;
@@ -493,7 +361,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * job's `timeoutMs` (the handler is aborted but, in this isolate, may keep running).
    */
   async dispatchSync<J extends JobDefinition>(job: J, payload: PayloadOf<J>): Promise<void> {
-    const [row] = await this.#rows(job, [payload], undefined);
+    this.#assertOpen("dispatch");
+    const [row] = await this.#jobRows.rows(job, [payload], undefined);
     const controller = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const overtime = new Promise<never>((_, reject) => {
@@ -762,52 +631,6 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     if (this.#closing !== null) throw new QueueClosedError(action);
   }
 
-  /**
-   * Validates and encodes payloads into rows; throws before anything is
-   * stored. `role` follows the job's name in error messages (" as link 2 of a chain").
-   */
-  async #rows(
-    job: JobDefinition,
-    payloads: readonly unknown[],
-    options: DispatchOptions | undefined,
-    { fromHandler = false, role = "" }: { fromHandler?: boolean; role?: string } = {},
-  ): Promise<NewJobRow[]> {
-    if (!fromHandler) this.#assertOpen("dispatch");
-    if (!isJobDefinition(job) || !this.#registry.has(job)) {
-      const name = typeof job?.name === "string" ? `"${job.name}"` : String(job);
-      throw new TypeError(
-        `Cannot dispatch ${name}${role}: it is not a job registered with this queue (export it from the jobs module)`,
-      );
-    }
-    if (!Array.isArray(payloads)) {
-      throw new TypeError(`Cannot dispatch "${job.name}"${role}: payloads must be an array`);
-    }
-    const where = `Cannot dispatch "${job.name}"${role}`;
-    const { queue, delayMs, priority } = resolveDispatch(job, options, where);
-    const createdAt = this.#clock.now();
-    const retryUntil = job.retryUntil === undefined
-      ? null
-      : job.retryUntil(new Date(createdAt)).getTime();
-    if (retryUntil !== null && !Number.isFinite(retryUntil)) {
-      throw new RangeError(`${where}: retryUntil returned an invalid date`);
-    }
-    const texts = payloads.map((payload) =>
-      encodePayload(job, payload, this.#maxPayloadBytes, role)
-    );
-    const stored = job.encrypted
-      ? await Promise.all(texts.map((text) => this.#cipher!.encrypt(job.name, text)))
-      : texts;
-    return stored.map((payload) => ({
-      queue,
-      name: job.name,
-      payload,
-      priority,
-      availableAt: createdAt + delayMs,
-      retryUntil,
-      createdAt,
-    }));
-  }
-
   #queued(rows: readonly NewJobRow[], ids: readonly number[]): void {
     if (this.hasListeners("job:queued")) {
       rows.forEach((row, index) =>
@@ -826,28 +649,6 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   #notifyRunners(): void {
     for (const runner of this.#runners) runner.notify();
   }
-}
-
-/** `DATABASE_URL` when it names a PostgreSQL database (and the environment may be read). */
-function databaseUrl(): string | undefined {
-  let url: string | undefined;
-  try {
-    url = Deno.env.get("DATABASE_URL");
-  } catch {
-    return undefined; // no --allow-env: the SQLite default
-  }
-  return url !== undefined && /^postgres(ql)?:\/\//.test(url) ? url : undefined;
-}
-
-/**
- * Opens the PostgreSQL store. Imported on demand, by a URL the type checker
- * does not follow, so apps on SQLite never download the driver.
- */
-async function openPostgres(url: string): Promise<Store> {
-  const module: { PostgresStore: { open(url: string): Promise<Store> } } = await import(
-    new URL("./stores/postgres.ts", import.meta.url).href
-  );
-  return await module.PostgresStore.open(url);
 }
 
 /**
@@ -870,72 +671,4 @@ function readAppKeys(options: QueueOptions, encrypted: readonly string[]): AppKe
     );
   }
   return { current, previous };
-}
-
-/** A unique or debounced job's `uniqueId` for one payload, checked. */
-function uniqueIdOf(job: JobDefinition, payload: unknown): string {
-  const id = job.uniqueId(payload);
-  if (typeof id !== "string" || id.length > 255) {
-    throw new TypeError(
-      `Cannot dispatch "${job.name}": uniqueId must return a string of at most 255 characters: got ${
-        typeof id === "string" ? `${id.length} characters` : typeof id
-      }`,
-    );
-  }
-  return id;
-}
-
-function assertId(id: number, what = "A job id"): number {
-  if (!Number.isSafeInteger(id) || id < 1) {
-    throw new RangeError(`${what} must be a positive integer: got ${id}`);
-  }
-  return id;
-}
-
-/** Checks {@linkcode ListOptions} and fills in their defaults; `method` starts each error. */
-function page(options: ListOptions, method: string): Page {
-  const limit = options.limit ?? 100;
-  const offset = options.offset ?? 0;
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
-    throw new RangeError(`${method}: limit must be an integer from 1 to 1000: got ${limit}`);
-  }
-  if (!Number.isSafeInteger(offset) || offset < 0) {
-    throw new RangeError(`${method}: offset must be an integer >= 0: got ${offset}`);
-  }
-  return { limit, offset };
-}
-
-/** The time before which {@linkcode PruneOptions} prune. */
-function cutoff(now: number, { olderThanMs }: PruneOptions, method: string): number {
-  if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
-    throw new RangeError(`${method}: olderThanMs must be a number >= 0: got ${olderThanMs}`);
-  }
-  return now - olderThanMs;
-}
-
-/** A job row that waits for another's outcome: its delay and retry window become relative. */
-function toHeld(row: NewJobRow): HeldJobRow {
-  return {
-    queue: row.queue,
-    name: row.name,
-    payload: row.payload,
-    priority: row.priority,
-    delayMs: row.availableAt - row.createdAt,
-    retryForMs: row.retryUntil === null ? null : row.retryUntil - row.createdAt,
-  };
-}
-
-function toFailedJob(row: FailedJobRow): FailedJob {
-  return { ...row, createdAt: new Date(row.createdAt), failedAt: new Date(row.failedAt) };
-}
-
-function toRunningJob(row: RunningJobRow): RunningJob {
-  return {
-    id: row.id,
-    name: row.name,
-    attempt: row.attempts,
-    progress: row.progress,
-    leasedUntil: new Date(row.leasedUntil),
-    batchId: row.batchId,
-  };
 }

@@ -5,7 +5,7 @@
  * @module
  * @internal
  */
-import type { QueueCounts } from "../queue.ts";
+import type { QueueCounts } from "../admin_views.ts";
 import { expectPositionals, readSwitch } from "./args.ts";
 import { openAdminQueue } from "./admin.ts";
 import type { Command } from "./command.ts";

@@ -7,7 +7,7 @@
  * @module
  */
 import type { QueueMetrics } from "../../metrics.ts";
-import type { QueueCounts } from "../../queue.ts";
+import type { QueueCounts } from "../../admin_views.ts";
 import type { WorkerInfo } from "../../workers_seen.ts";
 import { barChart } from "../charts.ts";
 import type { PageContext } from "../context.ts";

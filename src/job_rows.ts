@@ -1,0 +1,140 @@
+/**
+ * Turning a dispatch into the rows a store inserts: the job checked against
+ * the registry, its options resolved, each payload checked, capped and (for
+ * an encrypted job) sealed; unique and debounced jobs keyed; jobs that wait
+ * for another's outcome made relative. Nothing here writes: every error is
+ * thrown before anything is stored.
+ *
+ * @internal
+ * @module
+ */
+import type { Clock } from "./clock.ts";
+import type { PayloadCipher } from "./encryption.ts";
+import {
+  type DispatchOptions,
+  isJobDefinition,
+  type JobDefinition,
+  resolveDispatch,
+} from "./job.ts";
+import { encodePayload } from "./payload.ts";
+import type { JobRegistry } from "./registry.ts";
+import type { HeldJobRow, KeyedJobRow, NewJobRow } from "./stores/store.ts";
+
+/** Builds the rows of the jobs a queue dispatches. */
+export class JobRows {
+  readonly #registry: JobRegistry;
+  readonly #clock: Clock;
+  readonly #maxPayloadBytes: number;
+  readonly #cipher: PayloadCipher | null;
+
+  /** `cipher` seals encrypted jobs' payloads; it is set whenever such a job is registered. */
+  constructor(
+    registry: JobRegistry,
+    clock: Clock,
+    maxPayloadBytes: number,
+    cipher: PayloadCipher | null,
+  ) {
+    this.#registry = registry;
+    this.#clock = clock;
+    this.#maxPayloadBytes = maxPayloadBytes;
+    this.#cipher = cipher;
+  }
+
+  /**
+   * One row per payload of `job`, due after `options.delayMs`. `role`
+   * follows the job's name in error messages (` as link 2 of a chain`).
+   */
+  async rows(
+    job: JobDefinition,
+    payloads: readonly unknown[],
+    options: DispatchOptions | undefined,
+    role = "",
+  ): Promise<NewJobRow[]> {
+    if (!isJobDefinition(job) || !this.#registry.has(job)) {
+      const name = typeof job?.name === "string" ? `"${job.name}"` : String(job);
+      throw new TypeError(
+        `Cannot dispatch ${name}${role}: it is not a job registered with this queue (export it from the jobs module)`,
+      );
+    }
+    if (!Array.isArray(payloads)) {
+      throw new TypeError(`Cannot dispatch "${job.name}"${role}: payloads must be an array`);
+    }
+    const where = `Cannot dispatch "${job.name}"${role}`;
+    const { queue, delayMs, priority } = resolveDispatch(job, options, where);
+    const createdAt = this.#clock.now();
+    const retryUntil = job.retryUntil === undefined
+      ? null
+      : job.retryUntil(new Date(createdAt)).getTime();
+    if (retryUntil !== null && !Number.isFinite(retryUntil)) {
+      throw new RangeError(`${where}: retryUntil returned an invalid date`);
+    }
+    const texts = payloads.map((payload) =>
+      encodePayload(job, payload, this.#maxPayloadBytes, role)
+    );
+    const stored = job.encrypted
+      ? await Promise.all(texts.map((text) => this.#cipher!.encrypt(job.name, text)))
+      : texts;
+    return stored.map((payload) => ({
+      queue,
+      name: job.name,
+      payload,
+      priority,
+      availableAt: createdAt + delayMs,
+      retryUntil,
+      createdAt,
+    }));
+  }
+
+  /**
+   * The rows of a unique or debounced job with their keys (its name and
+   * `uniqueId(payload)`); null for a job that is neither. A debounced job is
+   * due `debounceMs` later than its row.
+   */
+  keyed(job: JobDefinition, payloads: readonly unknown[], rows: readonly NewJobRow[]) {
+    if (job.uniqueForMs === undefined && job.debounceMs === undefined) return null;
+    return rows.map((row, index): KeyedJobRow => {
+      // JSON: unambiguous for any name and id, and free of NUL, which PostgreSQL text refuses.
+      const key = JSON.stringify([job.name, uniqueIdOf(job, payloads[index])]);
+      if (job.uniqueForMs !== undefined) {
+        const releaseOnStart = job.uniqueUntil === "processing";
+        return {
+          ...row,
+          key: { kind: "unique", key, expiresAt: row.createdAt + job.uniqueForMs, releaseOnStart },
+        };
+      }
+      const latestAt = job.debounceMaxWaitMs === undefined
+        ? null
+        : row.createdAt + job.debounceMaxWaitMs;
+      return {
+        ...row,
+        availableAt: row.availableAt + job.debounceMs!,
+        key: { kind: "debounce", key, latestAt },
+      };
+    });
+  }
+}
+
+/** A job row that waits for another's outcome: its delay and retry window become relative. */
+export function toHeld(row: NewJobRow): HeldJobRow {
+  return {
+    queue: row.queue,
+    name: row.name,
+    payload: row.payload,
+    priority: row.priority,
+    delayMs: row.availableAt - row.createdAt,
+    retryForMs: row.retryUntil === null ? null : row.retryUntil - row.createdAt,
+  };
+}
+
+/** A unique or debounced job's `uniqueId` for one payload, checked. */
+function uniqueIdOf(job: JobDefinition, payload: unknown): string {
+  const id = job.uniqueId(payload);
+  if (typeof id !== "string" || id.length > 255) {
+    throw new TypeError(
+      `Cannot dispatch "${job.name}": uniqueId must return a string of at most 255 characters: got ${
+        typeof id === "string" ? `${id.length} characters` : typeof id
+      }`,
+    );
+  }
+  return id;
+}

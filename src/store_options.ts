@@ -1,0 +1,69 @@
+/**
+ * Where a queue keeps its jobs: a SQLite file (the default), a PostgreSQL
+ * database by URL or `DATABASE_URL`, or a store the caller opened.
+ *
+ * @module
+ */
+import { type Durability, SqliteStore } from "./stores/sqlite.ts";
+import type { Store } from "./stores/store.ts";
+
+/** The options of {@linkcode Queue.open} that choose and open its store. */
+export interface StoreOptions {
+  /**
+   * SQLite file to keep jobs in, created with its folder if missing; `":memory:"` for one process.
+   * @default {"./.renox/queue.db"}
+   */
+  path?: string;
+  /**
+   * A PostgreSQL URL (`postgres://…`): the queue keeps its jobs there, in the
+   * `public` schema, instead of a SQLite file. The driver is loaded only then.
+   * For more settings, open a `PostgresStore` from `@renox/queue/postgres` and pass it as `store`.
+   * @default {DATABASE_URL, when it is a postgres:// URL and neither path nor store is given}
+   */
+  url?: string;
+  /** A store opened by the caller, used instead of `path`; the queue closes it on close. */
+  store?: Store;
+  /**
+   * SQLite `synchronous` level: `"normal"` survives a process crash, `"full"` also power loss.
+   * @default {"normal"}
+   */
+  durability?: Durability;
+  /**
+   * How long to wait for another process's write lock before failing (SQLite).
+   * @default {30_000}
+   */
+  busyTimeoutMs?: number;
+}
+
+/** Opens the store `options` name: `store`, else `url` or `DATABASE_URL`, else the SQLite file. */
+export async function openStore(options: StoreOptions): Promise<Store> {
+  if (options.store !== undefined) return options.store;
+  const url = options.url ?? (options.path === undefined ? databaseUrl() : undefined);
+  if (url !== undefined) return await openPostgres(url);
+  return await SqliteStore.open(options.path ?? "./.renox/queue.db", {
+    ...(options.durability !== undefined && { durability: options.durability }),
+    ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
+  });
+}
+
+/** `DATABASE_URL` when it names a PostgreSQL database (and the environment may be read). */
+function databaseUrl(): string | undefined {
+  let url: string | undefined;
+  try {
+    url = Deno.env.get("DATABASE_URL");
+  } catch {
+    return undefined; // no --allow-env: the SQLite default
+  }
+  return url !== undefined && /^postgres(ql)?:\/\//.test(url) ? url : undefined;
+}
+
+/**
+ * Opens the PostgreSQL store. Imported on demand, by a URL the type checker
+ * does not follow, so apps on SQLite never download the driver.
+ */
+async function openPostgres(url: string): Promise<Store> {
+  const module: { PostgresStore: { open(url: string): Promise<Store> } } = await import(
+    new URL("./stores/postgres.ts", import.meta.url).href
+  );
+  return await module.PostgresStore.open(url);
+}
