@@ -1,17 +1,18 @@
 /**
  * Chains: links run one after another, each queued in the transaction that
  * settles the success of the one before; a catch fires once; retry resumes
- * and forget drops. The tables are read through a second connection or the
- * transaction's `tx.query`, never through the store's own methods.
+ * and forget drops. The tables are read through a connection of the test's
+ * own (`db.query`) or the transaction's `tx.query`, never through the store's
+ * own methods. Every test runs on every store.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, PermanentError, Queue, type QueueEventMap } from "../mod.ts";
+import { defineJob, PermanentError, type Queue, type QueueEventMap } from "../mod.ts";
 import { drain } from "../src/testing.ts";
-import { ManualClock, nextEvent, tempDir } from "./_helpers.ts";
-import { readRows } from "./fixtures/runner/harness.ts";
+import { ManualClock, nextEvent } from "./_helpers.ts";
+import { storeTest } from "./_stores.ts";
 
 interface JobRow {
   id: number;
@@ -35,13 +36,13 @@ interface HeldRow {
 function chainJobs() {
   const log: string[] = [];
   const failing = new Set<number>();
-  /** Called at the start of every `step` run, to look at the tables from inside a link. */
-  let onStep: (n: number) => void = () => {};
+  /** Awaited at the start of every `step` run, to look at the tables from inside a link. */
+  let onStep: (n: number) => Promise<void> = () => Promise.resolve();
   const step = defineJob({
     name: "step",
     schema: z.object({ n: z.number().int() }),
-    handle({ n }) {
-      onStep(n);
+    async handle({ n }) {
+      await onStep(n);
       log.push(`step ${n}`);
     },
   });
@@ -57,6 +58,8 @@ function chainJobs() {
       log.push(`fragile ${n}`);
     },
   });
+  /** Awaited at the start of every `flaky` run. */
+  let onFlaky: (attempt: number) => Promise<void> = () => Promise.resolve();
   /** Fails its first attempt, succeeds on its second, straight away. */
   const flaky = defineJob({
     name: "flaky",
@@ -64,7 +67,8 @@ function chainJobs() {
     maxAttempts: 2,
     backoff: [0],
     jitter: 0,
-    handle({ n }, ctx) {
+    async handle({ n }, ctx) {
+      await onFlaky(ctx.attempt);
       log.push(`flaky ${n} attempt ${ctx.attempt}`);
       if (ctx.attempt === 1) throw new Error("first attempt fails");
     },
@@ -84,8 +88,11 @@ function chainJobs() {
     flaky,
     cleanUp,
     jobs: [step, fragile, flaky, cleanUp],
-    setOnStep(fn: (n: number) => void) {
+    setOnStep(fn: (n: number) => Promise<void>) {
       onStep = fn;
+    },
+    setOnFlaky(fn: (attempt: number) => Promise<void>) {
+      onFlaky = fn;
     },
   };
 }
@@ -118,84 +125,108 @@ function payloads(rows: readonly { name: string; payload: string }[]): string[] 
   return rows.map((row) => `${row.name} ${row.payload}`);
 }
 
-Deno.test("Queue.chain() stores only the first link in jobs; the others and the catch wait in held_jobs", async () => {
+storeTest(
+  "Queue.chain() stores only the first link in jobs; the others and the catch wait in held_jobs",
+  async (db) => {
+    const t = chainJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const id = await queue.chain()
+      .then(t.step, { n: 1 })
+      .then(t.step, { n: 2 })
+      .then(t.step, { n: 3 })
+      .catch(t.cleanUp, { tag: "a" })
+      .dispatch();
+
+    const { jobs, held, failed } = await tables(queue);
+    assert.deepEqual(jobs, [
+      { id, queue: "default", name: "step", payload: '{"n":1}', chain_id: id },
+    ]);
+    assert.deepEqual(
+      held.map(({ role, chain_id, position, name, payload }) => ({
+        role,
+        chain_id,
+        position,
+        name,
+        payload,
+      })),
+      [
+        { role: "link", chain_id: id, position: 0, name: "step", payload: '{"n":2}' },
+        { role: "link", chain_id: id, position: 1, name: "step", payload: '{"n":3}' },
+        {
+          role: "chain-catch",
+          chain_id: id,
+          position: 0,
+          name: "clean-up",
+          payload: '{"tag":"a"}',
+        },
+      ],
+    );
+    assert.deepEqual(failed, []);
+    assert.deepEqual(await queue.counts(), {
+      default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
+    });
+  },
+);
+
+storeTest(
+  "a chain runs its links in order, each in jobs right after the settle of the one before, and never queues its catch on success",
+  async (db) => {
+    const t = chainJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const jobsNow = async () =>
+      payloads(await db.query<JobRow>("SELECT name, payload FROM jobs ORDER BY id"));
+    // Link n + 1 waits until the read made when link n's settle was announced has
+    // been answered, so that read cannot see what link n + 1 does.
+    const announced = [1, 2, 3].map(() => Promise.withResolvers<void>());
+    const seenFromLinks: Record<number, string[]> = {};
+    t.setOnStep(async (n) => {
+      if (n > 1) await announced[n - 2]!.promise;
+      seenFromLinks[n] = await jobsNow();
+    });
+    const seenAtSettle: string[][] = [];
+    queue.addEventListener("job:complete", () => {
+      const index = seenAtSettle.length;
+      seenAtSettle.push([]);
+      void jobsNow().then((rows) => seenAtSettle[index] = rows)
+        .finally(() => announced[index]!.resolve());
+    });
+    const id = await queue.chain()
+      .then(t.step, { n: 1 })
+      .then(t.step, { n: 2 })
+      .then(t.step, { n: 3 })
+      .catch(t.cleanUp, { tag: "a" })
+      .dispatch();
+
+    const stats = await drain(queue, { executor: "isolate", concurrency: 4 });
+
+    assert.equal(stats.completed, 3);
+    assert.deepEqual(t.log, ["step 1", "step 2", "step 3"]);
+    // While a link runs, it is the only job: the next one is not queued yet.
+    assert.deepEqual(seenFromLinks, {
+      1: ['step {"n":1}'],
+      2: ['step {"n":2}'],
+      3: ['step {"n":3}'],
+    });
+    // Once a link's settle has committed, the next link is already in jobs, and only it.
+    assert.deepEqual(seenAtSettle, [['step {"n":2}'], ['step {"n":3}'], []]);
+    assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+    assert.equal(await queue.failedJob(id), null);
+    assert.deepEqual(await queue.counts(), {});
+  },
+);
+
+storeTest("a chain link being retried holds the next link back until it succeeds", async (db) => {
   const t = chainJobs();
-  await using queue = await Queue.open({ path: ":memory:", jobs: t.jobs });
-  const id = await queue.chain()
-    .then(t.step, { n: 1 })
-    .then(t.step, { n: 2 })
-    .then(t.step, { n: 3 })
-    .catch(t.cleanUp, { tag: "a" })
-    .dispatch();
-
-  const { jobs, held, failed } = await tables(queue);
-  assert.deepEqual(jobs, [
-    { id, queue: "default", name: "step", payload: '{"n":1}', chain_id: id },
-  ]);
-  assert.deepEqual(
-    held.map(({ role, chain_id, position, name, payload }) => ({
-      role,
-      chain_id,
-      position,
-      name,
-      payload,
-    })),
-    [
-      { role: "link", chain_id: id, position: 0, name: "step", payload: '{"n":2}' },
-      { role: "link", chain_id: id, position: 1, name: "step", payload: '{"n":3}' },
-      { role: "chain-catch", chain_id: id, position: 0, name: "clean-up", payload: '{"tag":"a"}' },
-    ],
-  );
-  assert.deepEqual(failed, []);
-  assert.deepEqual(await queue.counts(), {
-    default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
-  });
-});
-
-Deno.test("a chain runs its links in order, each in jobs right after the settle of the one before, and never queues its catch on success", async () => {
-  await using tmp = await tempDir();
-  const t = chainJobs();
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: t.jobs });
-  const seenFromLinks: Record<number, string[]> = {};
-  t.setOnStep((n) => {
-    const rows = readRows<JobRow>(tmp.dbPath, "SELECT name, payload FROM jobs ORDER BY id");
-    seenFromLinks[n] = payloads(rows);
-  });
-  const seenAtSettle: string[][] = [];
-  queue.addEventListener("job:complete", () => {
-    seenAtSettle.push(payloads(readRows<JobRow>(tmp.dbPath, "SELECT name, payload FROM jobs")));
-  });
-  const id = await queue.chain()
-    .then(t.step, { n: 1 })
-    .then(t.step, { n: 2 })
-    .then(t.step, { n: 3 })
-    .catch(t.cleanUp, { tag: "a" })
-    .dispatch();
-
-  const stats = await drain(queue, { executor: "isolate", concurrency: 4 });
-
-  assert.equal(stats.completed, 3);
-  assert.deepEqual(t.log, ["step 1", "step 2", "step 3"]);
-  // While a link runs, it is the only job: the next one is not queued yet.
-  assert.deepEqual(seenFromLinks, {
-    1: ['step {"n":1}'],
-    2: ['step {"n":2}'],
-    3: ['step {"n":3}'],
-  });
-  // Once a link's settle has committed, the next link is already in jobs, and only it.
-  assert.deepEqual(seenAtSettle, [['step {"n":2}'], ['step {"n":3}'], []]);
-  assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
-  assert.equal(await queue.failedJob(id), null);
-  assert.deepEqual(await queue.counts(), {});
-});
-
-Deno.test("a chain link being retried holds the next link back until it succeeds", async () => {
-  await using tmp = await tempDir();
-  const t = chainJobs();
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: t.jobs });
-  const atRetry: string[][] = [];
+  await using queue = await db.open({ jobs: t.jobs });
+  // The second attempt waits until the read made at the retry has been answered.
+  const read = Promise.withResolvers<void>();
+  t.setOnFlaky((attempt) => attempt === 2 ? read.promise : Promise.resolve());
+  const atRetry: Promise<string[]>[] = [];
   queue.addEventListener("job:retry", () => {
-    atRetry.push(payloads(readRows<JobRow>(tmp.dbPath, "SELECT name, payload FROM jobs")));
+    atRetry.push(
+      db.query<JobRow>("SELECT name, payload FROM jobs").then((rows) => payloads(rows))
+        .finally(() => read.resolve()),
+    );
   });
   await queue.chain().then(t.flaky, { n: 1 }).then(t.step, { n: 2 }).dispatch();
 
@@ -203,80 +234,86 @@ Deno.test("a chain link being retried holds the next link back until it succeeds
 
   assert.deepEqual(stats, { completed: 2, failed: 0, retried: 1 });
   assert.deepEqual(t.log, ["flaky 1 attempt 1", "flaky 1 attempt 2", "step 2"]);
-  assert.deepEqual(atRetry, [['flaky {"n":1}']]);
+  assert.deepEqual(await Promise.all(atRetry), [['flaky {"n":1}']]);
 });
 
-Deno.test("a link that fails for good stops the chain and queues every catch job once, with the link's failure naming the chain", async () => {
+storeTest(
+  "a link that fails for good stops the chain and queues every catch job once, with the link's failure naming the chain",
+  async (db) => {
+    const t = chainJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    t.failing.add(2);
+    const id = await queue.chain()
+      .then(t.step, { n: 1 })
+      .then(t.fragile, { n: 2 })
+      .then(t.step, { n: 3 })
+      .catch(t.cleanUp, { tag: "a" })
+      .catch(t.cleanUp, { tag: "b" })
+      .dispatch();
+
+    const stats = await drain(queue, { executor: "isolate", concurrency: 1 });
+
+    assert.deepEqual(stats, { completed: 3, failed: 1, retried: 0 });
+    assert.deepEqual(t.log, ["step 1", "fragile 2 failed", "catch a", "catch b"]);
+    const [failed, ...others] = await queue.failed();
+    assert.deepEqual(others, []);
+    assert.equal(failed!.name, "fragile");
+    assert.equal(failed!.chainId, id);
+    assert.equal(failed!.batchId, null);
+    assert.equal(failed!.error, "PermanentError: fragile 2");
+    assert.equal((await queue.failedJob(failed!.id))!.chainId, id);
+    const { jobs, held } = await tables(queue);
+    assert.deepEqual(jobs, []);
+    assert.deepEqual(payloads(held), ['step {"n":3}']);
+    assert.equal(held[0]!.role, "link");
+  },
+);
+
+storeTest(
+  "Queue.retry() of the failed link resumes the chain where it stopped; a later failure does not fire the catch again",
+  async (db) => {
+    const t = chainJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    t.failing.add(2).add(4);
+    const id = await queue.chain()
+      .then(t.step, { n: 1 })
+      .then(t.fragile, { n: 2 })
+      .then(t.step, { n: 3 })
+      .then(t.fragile, { n: 4 })
+      .then(t.step, { n: 5 })
+      .catch(t.cleanUp, { tag: "a" })
+      .dispatch();
+    await drain(queue, { executor: "isolate" });
+    assert.deepEqual(t.log, ["step 1", "fragile 2 failed", "catch a"]);
+    const [second] = await queue.failed();
+
+    t.failing.delete(2);
+    assert.equal(await queue.retry(second!.id), true);
+    assert.deepEqual((await tables(queue)).jobs.map((row) => [row.id, row.chain_id]), [
+      [second!.id, id],
+    ]);
+    await drain(queue, { executor: "isolate" });
+
+    assert.deepEqual(t.log.slice(3), ["fragile 2", "step 3", "fragile 4 failed"]);
+    const [fourth, ...rest] = await queue.failed();
+    assert.deepEqual(rest, []);
+    assert.equal(fourth!.chainId, id);
+    assert.equal(fourth!.payload, '{"n":4}');
+    assert.deepEqual(payloads((await tables(queue)).held), ['step {"n":5}']);
+
+    t.failing.delete(4);
+    assert.equal(await queue.retry(fourth!.id), true);
+    await drain(queue, { executor: "isolate" });
+
+    assert.deepEqual(t.log.slice(6), ["fragile 4", "step 5"]);
+    assert.equal(t.log.filter((line) => line.startsWith("catch")).length, 1);
+    assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+  },
+);
+
+storeTest("forgetting or flushing the failed link drops the rest of its chain", async (db) => {
   const t = chainJobs();
-  await using queue = await Queue.open({ path: ":memory:", jobs: t.jobs });
-  t.failing.add(2);
-  const id = await queue.chain()
-    .then(t.step, { n: 1 })
-    .then(t.fragile, { n: 2 })
-    .then(t.step, { n: 3 })
-    .catch(t.cleanUp, { tag: "a" })
-    .catch(t.cleanUp, { tag: "b" })
-    .dispatch();
-
-  const stats = await drain(queue, { executor: "isolate", concurrency: 1 });
-
-  assert.deepEqual(stats, { completed: 3, failed: 1, retried: 0 });
-  assert.deepEqual(t.log, ["step 1", "fragile 2 failed", "catch a", "catch b"]);
-  const [failed, ...others] = await queue.failed();
-  assert.deepEqual(others, []);
-  assert.equal(failed!.name, "fragile");
-  assert.equal(failed!.chainId, id);
-  assert.equal(failed!.batchId, null);
-  assert.equal(failed!.error, "PermanentError: fragile 2");
-  assert.equal((await queue.failedJob(failed!.id))!.chainId, id);
-  const { jobs, held } = await tables(queue);
-  assert.deepEqual(jobs, []);
-  assert.deepEqual(payloads(held), ['step {"n":3}']);
-  assert.equal(held[0]!.role, "link");
-});
-
-Deno.test("Queue.retry() of the failed link resumes the chain where it stopped; a later failure does not fire the catch again", async () => {
-  const t = chainJobs();
-  await using queue = await Queue.open({ path: ":memory:", jobs: t.jobs });
-  t.failing.add(2).add(4);
-  const id = await queue.chain()
-    .then(t.step, { n: 1 })
-    .then(t.fragile, { n: 2 })
-    .then(t.step, { n: 3 })
-    .then(t.fragile, { n: 4 })
-    .then(t.step, { n: 5 })
-    .catch(t.cleanUp, { tag: "a" })
-    .dispatch();
-  await drain(queue, { executor: "isolate" });
-  assert.deepEqual(t.log, ["step 1", "fragile 2 failed", "catch a"]);
-  const [second] = await queue.failed();
-
-  t.failing.delete(2);
-  assert.equal(await queue.retry(second!.id), true);
-  assert.deepEqual((await tables(queue)).jobs.map((row) => [row.id, row.chain_id]), [
-    [second!.id, id],
-  ]);
-  await drain(queue, { executor: "isolate" });
-
-  assert.deepEqual(t.log.slice(3), ["fragile 2", "step 3", "fragile 4 failed"]);
-  const [fourth, ...rest] = await queue.failed();
-  assert.deepEqual(rest, []);
-  assert.equal(fourth!.chainId, id);
-  assert.equal(fourth!.payload, '{"n":4}');
-  assert.deepEqual(payloads((await tables(queue)).held), ['step {"n":5}']);
-
-  t.failing.delete(4);
-  assert.equal(await queue.retry(fourth!.id), true);
-  await drain(queue, { executor: "isolate" });
-
-  assert.deepEqual(t.log.slice(6), ["fragile 4", "step 5"]);
-  assert.equal(t.log.filter((line) => line.startsWith("catch")).length, 1);
-  assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
-});
-
-Deno.test("forgetting or flushing the failed link drops the rest of its chain", async () => {
-  const t = chainJobs();
-  await using queue = await Queue.open({ path: ":memory:", jobs: t.jobs });
+  await using queue = await db.open({ jobs: t.jobs });
   t.failing.add(1).add(2);
   const forgotten = await queue.chain()
     .then(t.fragile, { n: 1 })
@@ -307,10 +344,10 @@ Deno.test("forgetting or flushing the failed link drops the rest of its chain", 
   assert.deepEqual(t.log, ["fragile 1 failed", "fragile 2 failed"]);
 });
 
-Deno.test("pruning the failed link drops the rest of its chain", async () => {
+storeTest("pruning the failed link drops the rest of its chain", async (db) => {
   const clock = new ManualClock();
   const t = chainJobs();
-  await using queue = await Queue.open({ path: ":memory:", jobs: t.jobs, clock });
+  await using queue = await db.open({ jobs: t.jobs, clock });
   t.failing.add(1);
   await queue.chain().then(t.fragile, { n: 1 }).then(t.step, { n: 2 }).dispatch();
   await drain(queue, { executor: "isolate" });
@@ -324,130 +361,145 @@ Deno.test("pruning the failed link drops the rest of its chain", async () => {
   assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
 });
 
-Deno.test("Queue.chain().dispatch() refuses an empty chain, even one with a catch, and stores nothing", async () => {
-  const t = chainJobs();
-  await using queue = await Queue.open({ path: ":memory:", jobs: t.jobs });
-  const message = "Cannot dispatch an empty chain: add a job with .then(job, payload)";
+storeTest(
+  "Queue.chain().dispatch() refuses an empty chain, even one with a catch, and stores nothing",
+  async (db) => {
+    const t = chainJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const message = "Cannot dispatch an empty chain: add a job with .then(job, payload)";
 
-  await assert.rejects(queue.chain().dispatch(), { name: "TypeError", message });
-  await assert.rejects(queue.chain().catch(t.cleanUp, { tag: "a" }).dispatch(), {
-    name: "TypeError",
-    message,
-  });
+    await assert.rejects(queue.chain().dispatch(), { name: "TypeError", message });
+    await assert.rejects(queue.chain().catch(t.cleanUp, { tag: "a" }).dispatch(), {
+      name: "TypeError",
+      message,
+    });
 
-  assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
-});
+    assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+  },
+);
 
-Deno.test("Queue.chain().dispatch() refuses a bad payload in link 3 or in the catch, naming where it is, and stores nothing", async () => {
-  const t = chainJobs();
-  await using queue = await Queue.open({ path: ":memory:", jobs: t.jobs });
+storeTest(
+  "Queue.chain().dispatch() refuses a bad payload in link 3 or in the catch, naming where it is, and stores nothing",
+  async (db) => {
+    const t = chainJobs();
+    await using queue = await db.open({ jobs: t.jobs });
 
-  await assert.rejects(
-    queue.chain()
+    await assert.rejects(
+      queue.chain()
+        .then(t.step, { n: 1 })
+        .then(t.step, { n: 2 })
+        .then(t.step, { n: "three" } as never)
+        .dispatch(),
+      {
+        name: "ValidationError",
+        message:
+          'Cannot dispatch "step" as link 3 of a chain: payload.n: Invalid input: expected number, received string',
+      },
+    );
+    await assert.rejects(
+      queue.chain().then(t.step, { n: 1 }).catch(t.cleanUp, { tag: 5 } as never).dispatch(),
+      {
+        name: "ValidationError",
+        message:
+          'Cannot dispatch "clean-up" as the catch of a chain: payload.tag: Invalid input: expected string, received number',
+      },
+    );
+
+    assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+    assert.deepEqual(await queue.counts(), {});
+  },
+);
+
+storeTest(
+  "a chain builder dispatched twice refuses the second time and stores the chain once",
+  async (db) => {
+    const t = chainJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const chain = queue.chain().then(t.step, { n: 1 }).then(t.step, { n: 2 });
+    const id = await chain.dispatch();
+
+    await assert.rejects(chain.dispatch(), {
+      name: "Error",
+      message: "This chain was already dispatched: build a new one with queue.chain()",
+    });
+
+    const { jobs, held } = await tables(queue);
+    assert.deepEqual(jobs.map((row) => row.id), [id]);
+    assert.equal(held.length, 1);
+  },
+);
+
+storeTest(
+  "chain({ queue }) puts every link and catch there unless its own options name a queue",
+  async (db) => {
+    const t = chainJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const starts: QueueEventMap["job:start"][] = [];
+    queue.addEventListener("job:start", (event) => starts.push(event.detail));
+    await queue.chain({ queue: "chains" })
       .then(t.step, { n: 1 })
-      .then(t.step, { n: 2 })
-      .then(t.step, { n: "three" } as never)
-      .dispatch(),
-    {
-      name: "ValidationError",
-      message:
-        'Cannot dispatch "step" as link 3 of a chain: payload.n: Invalid input: expected number, received string',
-    },
-  );
-  await assert.rejects(
-    queue.chain().then(t.step, { n: 1 }).catch(t.cleanUp, { tag: 5 } as never).dispatch(),
-    {
-      name: "ValidationError",
-      message:
-        'Cannot dispatch "clean-up" as the catch of a chain: payload.tag: Invalid input: expected string, received number',
-    },
-  );
+      .then(t.step, { n: 2 }, { queue: "elsewhere" })
+      .then(t.step, { n: 3 })
+      .catch(t.cleanUp, { tag: "a" })
+      .catch(t.cleanUp, { tag: "b" }, { queue: "elsewhere" })
+      .dispatch();
 
-  assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
-  assert.deepEqual(await queue.counts(), {});
-});
+    const { jobs, held } = await tables(queue);
+    assert.deepEqual(jobs.map((row) => row.queue), ["chains"]);
+    assert.deepEqual(held.map((row) => [row.payload, row.queue]), [
+      ['{"n":2}', "elsewhere"],
+      ['{"n":3}', "chains"],
+      ['{"tag":"a"}', "chains"],
+      ['{"tag":"b"}', "elsewhere"],
+    ]);
+    await drain(queue, { executor: "isolate", queues: ["chains", "elsewhere"] });
+    assert.deepEqual(starts.map((start) => [start.name, start.queue]), [
+      ["step", "chains"],
+      ["step", "elsewhere"],
+      ["step", "chains"],
+    ]);
+    assert.throws(() => queue.chain({ queue: "no way" }), {
+      name: "TypeError",
+      message: 'chain: queue name "no way" is invalid: use 1 to 64 of A-Z a-z 0-9 _ . : -',
+    });
+  },
+);
 
-Deno.test("a chain builder dispatched twice refuses the second time and stores the chain once", async () => {
-  const t = chainJobs();
-  await using queue = await Queue.open({ path: ":memory:", jobs: t.jobs });
-  const chain = queue.chain().then(t.step, { n: 1 }).then(t.step, { n: 2 });
-  const id = await chain.dispatch();
+storeTest(
+  "a later link's delayMs counts from when it is queued, not from the chain's dispatch",
+  async (db) => {
+    const clock = new ManualClock();
+    const t = chainJobs();
+    await using queue = await db.open({ jobs: t.jobs, clock });
+    await queue.chain()
+      .then(t.step, { n: 1 })
+      .then(t.step, { n: 2 }, { delayMs: 5_000 })
+      .dispatch();
+    assert.equal((await tables(queue)).held[0]!.delay_ms, 5_000);
 
-  await assert.rejects(chain.dispatch(), {
-    name: "Error",
-    message: "This chain was already dispatched: build a new one with queue.chain()",
-  });
+    clock.advance(60_000);
+    await drain(queue, { executor: "isolate" });
+    const queuedAt = clock.now();
 
-  const { jobs, held } = await tables(queue);
-  assert.deepEqual(jobs.map((row) => row.id), [id]);
-  assert.equal(held.length, 1);
-});
+    assert.deepEqual(t.log, ["step 1"]);
+    const counts = (await queue.counts()).default!;
+    assert.deepEqual([counts.pending, counts.delayed], [0, 1]);
+    const [row] = await queue.transaction((tx) =>
+      tx.query<{ available_at: number; created_at: number }>(
+        "SELECT available_at, created_at FROM jobs",
+      )
+    );
+    assert.deepEqual({ ...row }, { available_at: queuedAt + 5_000, created_at: queuedAt });
+    clock.advance(4_999);
+    assert.equal((await queue.counts()).default!.delayed, 1);
+    clock.advance(1);
+    assert.equal((await queue.counts()).default!.pending, 1);
+    await drain(queue, { executor: "isolate" });
+    assert.deepEqual(t.log, ["step 1", "step 2"]);
+  },
+);
 
-Deno.test("chain({ queue }) puts every link and catch there unless its own options name a queue", async () => {
-  const t = chainJobs();
-  await using queue = await Queue.open({ path: ":memory:", jobs: t.jobs });
-  const starts: QueueEventMap["job:start"][] = [];
-  queue.addEventListener("job:start", (event) => starts.push(event.detail));
-  await queue.chain({ queue: "chains" })
-    .then(t.step, { n: 1 })
-    .then(t.step, { n: 2 }, { queue: "elsewhere" })
-    .then(t.step, { n: 3 })
-    .catch(t.cleanUp, { tag: "a" })
-    .catch(t.cleanUp, { tag: "b" }, { queue: "elsewhere" })
-    .dispatch();
-
-  const { jobs, held } = await tables(queue);
-  assert.deepEqual(jobs.map((row) => row.queue), ["chains"]);
-  assert.deepEqual(held.map((row) => [row.payload, row.queue]), [
-    ['{"n":2}', "elsewhere"],
-    ['{"n":3}', "chains"],
-    ['{"tag":"a"}', "chains"],
-    ['{"tag":"b"}', "elsewhere"],
-  ]);
-  await drain(queue, { executor: "isolate", queues: ["chains", "elsewhere"] });
-  assert.deepEqual(starts.map((start) => [start.name, start.queue]), [
-    ["step", "chains"],
-    ["step", "elsewhere"],
-    ["step", "chains"],
-  ]);
-  assert.throws(() => queue.chain({ queue: "no way" }), {
-    name: "TypeError",
-    message: 'chain: queue name "no way" is invalid: use 1 to 64 of A-Z a-z 0-9 _ . : -',
-  });
-});
-
-Deno.test("a later link's delayMs counts from when it is queued, not from the chain's dispatch", async () => {
-  const clock = new ManualClock();
-  const t = chainJobs();
-  await using queue = await Queue.open({ path: ":memory:", jobs: t.jobs, clock });
-  await queue.chain()
-    .then(t.step, { n: 1 })
-    .then(t.step, { n: 2 }, { delayMs: 5_000 })
-    .dispatch();
-  assert.equal((await tables(queue)).held[0]!.delay_ms, 5_000);
-
-  clock.advance(60_000);
-  await drain(queue, { executor: "isolate" });
-  const queuedAt = clock.now();
-
-  assert.deepEqual(t.log, ["step 1"]);
-  const counts = (await queue.counts()).default!;
-  assert.deepEqual([counts.pending, counts.delayed], [0, 1]);
-  const [row] = await queue.transaction((tx) =>
-    tx.query<{ available_at: number; created_at: number }>(
-      "SELECT available_at, created_at FROM jobs",
-    )
-  );
-  assert.deepEqual({ ...row }, { available_at: queuedAt + 5_000, created_at: queuedAt });
-  clock.advance(4_999);
-  assert.equal((await queue.counts()).default!.delayed, 1);
-  clock.advance(1);
-  assert.equal((await queue.counts()).default!.pending, 1);
-  await drain(queue, { executor: "isolate" });
-  assert.deepEqual(t.log, ["step 1", "step 2"]);
-});
-
-Deno.test("a later link's retryUntil window counts from when it is queued", async () => {
+storeTest("a later link's retryUntil window counts from when it is queued", async (db) => {
   const clock = new ManualClock();
   const t = chainJobs();
   const bounded = defineJob({
@@ -456,11 +508,7 @@ Deno.test("a later link's retryUntil window counts from when it is queued", asyn
     retryUntil: (dispatchedAt) => new Date(dispatchedAt.getTime() + 30_000),
     handle() {},
   });
-  await using queue = await Queue.open({
-    path: ":memory:",
-    jobs: [...t.jobs, bounded],
-    clock,
-  });
+  await using queue = await db.open({ jobs: [...t.jobs, bounded], clock });
   await queue.chain().then(t.step, { n: 1 }).then(bounded, null).dispatch();
   clock.advance(60_000);
   const started = nextEvent<QueueEventMap["job:start"]>(
@@ -476,65 +524,71 @@ Deno.test("a later link's retryUntil window counts from when it is queued", asyn
   assert.deepEqual(await queue.failed(), []);
 });
 
-Deno.test("tx.chain() is stored with its transaction, and not at all when the transaction rolls back; job:queued waits for the commit", async () => {
-  const t = chainJobs();
-  await using queue = await Queue.open({ path: ":memory:", jobs: t.jobs });
-  const queued: number[] = [];
-  queue.addEventListener("job:queued", (event) => queued.push(event.detail.id));
+storeTest(
+  "tx.chain() is stored with its transaction, and not at all when the transaction rolls back; job:queued waits for the commit",
+  async (db) => {
+    const t = chainJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const queued: number[] = [];
+    queue.addEventListener("job:queued", (event) => queued.push(event.detail.id));
 
-  await assert.rejects(
-    queue.transaction(async (tx) => {
-      await tx.chain().then(t.step, { n: 1 }).then(t.step, { n: 2 }).dispatch();
-      throw new Error("roll back");
-    }),
-    { message: "roll back" },
-  );
-  assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
-  assert.deepEqual(queued, [], "no job:queued for a rolled-back chain");
+    await assert.rejects(
+      queue.transaction(async (tx) => {
+        await tx.chain().then(t.step, { n: 1 }).then(t.step, { n: 2 }).dispatch();
+        throw new Error("roll back");
+      }),
+      { message: "roll back" },
+    );
+    assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+    assert.deepEqual(queued, [], "no job:queued for a rolled-back chain");
 
-  const id = await queue.transaction(async (tx) => {
-    const id = await tx.chain().then(t.step, { n: 3 }).then(t.step, { n: 4 })
-      .catch(t.cleanUp, { tag: "a" }).dispatch();
-    assert.deepEqual(queued, [], "job:queued waits for the commit");
-    return id;
-  });
-  assert.deepEqual(queued, [id]);
-  const { jobs, held } = await tables(queue);
-  assert.deepEqual(jobs.map((row) => [row.id, row.chain_id, row.payload]), [
-    [id, id, '{"n":3}'],
-  ]);
-  assert.deepEqual(held.map((row) => row.role), ["link", "chain-catch"]);
-  await drain(queue, { executor: "isolate" });
-  assert.deepEqual(t.log, ["step 3", "step 4"]);
-  assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
-});
+    const id = await queue.transaction(async (tx) => {
+      const id = await tx.chain().then(t.step, { n: 3 }).then(t.step, { n: 4 })
+        .catch(t.cleanUp, { tag: "a" }).dispatch();
+      assert.deepEqual(queued, [], "job:queued waits for the commit");
+      return id;
+    });
+    assert.deepEqual(queued, [id]);
+    const { jobs, held } = await tables(queue);
+    assert.deepEqual(jobs.map((row) => [row.id, row.chain_id, row.payload]), [
+      [id, id, '{"n":3}'],
+    ]);
+    assert.deepEqual(held.map((row) => row.role), ["link", "chain-catch"]);
+    await drain(queue, { executor: "isolate" });
+    assert.deepEqual(t.log, ["step 3", "step 4"]);
+    assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+  },
+);
 
-Deno.test("awaiting a chain builder instead of its dispatch() rejects with a TypeError saying a chain is not a promise", async () => {
-  const t = chainJobs();
-  await using queue = await Queue.open({ path: ":memory:", jobs: t.jobs });
-  const chain = queue.chain().then(t.step, { n: 1 });
+storeTest(
+  "awaiting a chain builder instead of its dispatch() rejects with a TypeError saying a chain is not a promise",
+  async (db) => {
+    const t = chainJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const chain = queue.chain().then(t.step, { n: 1 });
 
-  await assert.rejects(
-    async () => {
-      await (chain as unknown as Promise<unknown>);
-    },
-    {
+    await assert.rejects(
+      async () => {
+        await (chain as unknown as Promise<unknown>);
+      },
+      {
+        name: "TypeError",
+        message:
+          "chain.then(job, payload) takes a job definition, not a callback: a chain is not a promise, await chain.dispatch()",
+      },
+    );
+    assert.throws(() => queue.chain().catch((() => {}) as never, null as never), {
       name: "TypeError",
       message:
-        "chain.then(job, payload) takes a job definition, not a callback: a chain is not a promise, await chain.dispatch()",
-    },
-  );
-  assert.throws(() => queue.chain().catch((() => {}) as never, null as never), {
-    name: "TypeError",
-    message:
-      "chain.catch(job, payload) takes a job definition, not a callback: a chain is not a promise, await chain.dispatch()",
-  });
-  assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
-});
+        "chain.catch(job, payload) takes a job definition, not a callback: a chain is not a promise, await chain.dispatch()",
+    });
+    assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+  },
+);
 
-Deno.test("a chain's first link is announced with job:queued under the chain's id", async () => {
+storeTest("a chain's first link is announced with job:queued under the chain's id", async (db) => {
   const t = chainJobs();
-  await using queue = await Queue.open({ path: ":memory:", jobs: t.jobs });
+  await using queue = await db.open({ jobs: t.jobs });
   const queued = nextEvent<QueueEventMap["job:queued"]>(queue, "job:queued");
   const id = await queue.chain().then(t.step, { n: 1 }).then(t.step, { n: 2 }).dispatch();
   const detail = await queued;

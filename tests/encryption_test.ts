@@ -1,12 +1,15 @@
 /**
  * Encrypted payloads (`encrypted: true`): the cipher, the stored format, keys
  * and their rotation, and what a changed payload does to its job
- * (RELIABILITY.md S01, S02). Tampering goes through a second node:sqlite
- * connection on the queue's file, as an attacker with write access would.
+ * (RELIABILITY.md S01, S02), on every store. Tampering goes through a
+ * connection of the test's own on the queue's database, as an attacker with
+ * write access would. Jobs in Web Workers write what they saw to a SQLite
+ * file of the test's own.
  *
  * @module
  */
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { z } from "zod";
 import {
@@ -20,7 +23,7 @@ import {
   withoutOverlapping,
 } from "../mod.ts";
 import { PayloadCipher } from "../src/encryption.ts";
-import { tempDir } from "./_helpers.ts";
+import { orQueueError, type StoreContext, storeTest } from "./_stores.ts";
 import { runCli } from "./fixtures/cli/cli_process.ts";
 import { failingSecretJob, secretJob, SEEN_SQL, type SeenRow } from "./fixtures/encryption/jobs.ts";
 
@@ -75,27 +78,26 @@ function flipBit(
   return copy;
 }
 
-/** A second connection on the queue's file; `using` closes it. */
-function openSide(path: string): DatabaseSync & Disposable {
-  const db = new DatabaseSync(path, { timeout: 20_000 });
-  return Object.assign(db, { [Symbol.dispose]: () => db.isOpen && db.close() });
+/** A SQLite file of the test's own with the `seen` table the fixture jobs write to; `using` closes it. */
+function openSeen(db: StoreContext): DatabaseSync & Disposable & { readonly path: string } {
+  const path = join(db.dir, "seen.db");
+  const seen = new DatabaseSync(path, { timeout: 20_000 });
+  seen.exec(SEEN_SQL);
+  return Object.assign(seen, { path, [Symbol.dispose]: () => seen.isOpen && seen.close() });
 }
 
-function storedPayload(db: DatabaseSync, id: number): string {
-  const row = db.prepare("SELECT payload FROM jobs WHERE id = ?").get(id) as
-    | { payload: string }
-    | undefined;
+async function storedPayload(db: StoreContext, id: number): Promise<string> {
+  const [row] = await db.query<{ payload: string }>("SELECT payload FROM jobs WHERE id = ?", [id]);
   assert.ok(row, `job ${id} is not in the jobs table`);
   return row.payload;
 }
 
-function setPayload(db: DatabaseSync, id: number, payload: string): void {
-  const { changes } = db.prepare("UPDATE jobs SET payload = ? WHERE id = ?").run(payload, id);
-  assert.equal(changes, 1);
-}
-
-function countJobs(db: DatabaseSync): number {
-  return (db.prepare("SELECT COUNT(*) AS n FROM jobs").get() as { n: number }).n;
+async function setPayload(db: StoreContext, id: number, payload: string): Promise<void> {
+  const changed = await db.query("UPDATE jobs SET payload = ? WHERE id = ? RETURNING id", [
+    payload,
+    id,
+  ]);
+  assert.equal(changed.length, 1);
 }
 
 function recordEvents<K extends keyof QueueEventMap>(
@@ -213,27 +215,27 @@ interface TamperCase {
  * failed for good with PayloadIntegrityError on its first attempt, without
  * its handler, its middleware or its failed hook running, and without a retry.
  */
-async function assertTamperedJobsFail(cases: readonly TamperCase[]): Promise<void> {
-  await using tmp = await tempDir();
+async function assertTamperedJobsFail(
+  db: StoreContext,
+  cases: readonly TamperCase[],
+): Promise<void> {
   const jobs = makeJobs();
-  await using queue = await Queue.open({
-    path: tmp.dbPath,
+  await using queue = await db.open({
     jobs: [jobs.alpha, jobs.beta, jobs.guarded],
     appKey: KEY_A,
   });
-  using side = openSide(tmp.dbPath);
   const ids: number[] = [];
   for (const [index, c] of cases.entries()) {
     ids.push(
       await queue.dispatch(jobs[c.job ?? "alpha"], c.payload ?? { secret: SECRET, n: index }),
     );
   }
-  const original = ids.map((id) => storedPayload(side, id));
+  const original = await Promise.all(ids.map((id) => storedPayload(db, id)));
   const tampered = cases.map((c, index) => c.tamper(original[index]!, original));
-  tampered.forEach((text, index) => {
+  for (const [index, text] of tampered.entries()) {
     assert.notEqual(text, original[index], `${cases[index]!.label}: the tamper changed nothing`);
-    setPayload(side, ids[index]!, text);
-  });
+    await setPayload(db, ids[index]!, text);
+  }
   const failedEvents = recordEvents(queue, "job:failed");
   const retryEvents = recordEvents(queue, "job:retry");
   const errors = recordEvents(queue, "queue:error");
@@ -246,7 +248,7 @@ async function assertTamperedJobsFail(cases: readonly TamperCase[]): Promise<voi
   assert.deepEqual(worker.stats, { completed: 0, failed: cases.length, retried: 0 });
   assert.deepEqual(retryEvents, []);
   assert.deepEqual(errors, []);
-  assert.equal(countJobs(side), 0);
+  assert.equal(await db.count("jobs"), 0);
 
   const failed = new Map<number, FailedJob>(
     (await queue.failed({ limit: 1000 })).map((row) => [row.id, row]),
@@ -444,150 +446,157 @@ Deno.test("PayloadCipher: 100,000 encryptions never repeat an IV", async () => {
 // ---------------------------------------------------------------------------
 // Dispatch and the stored payload
 
-Deno.test("Queue: an encrypted job's row holds enc1 text under the current key with a fresh 12-byte IV, and its handler gets the payload back", async () => {
-  await using tmp = await tempDir();
+storeTest(
+  "Queue: an encrypted job's row holds enc1 text under the current key with a fresh 12-byte IV, and its handler gets the payload back",
+  async (db) => {
+    const jobs = makeJobs();
+    await using queue = await db.open({ jobs: [jobs.alpha], appKey: KEY_A });
+    const payload = { secret: SECRET, n: 7 };
+    const ids = await queue.dispatchMany(jobs.alpha, [payload, payload]);
+    const stored = await Promise.all(ids.map((id) => storedPayload(db, id)));
+    const idA = await keyIdOf(KEY_A);
+    for (const text of stored) {
+      assert.ok(text.startsWith(`enc1:${idA}:`), text);
+      const parsed = parse(text);
+      assert.equal(parsed.iv.length, 12);
+      assert.equal(parsed.sealed.length, jsonBytes(payload) + 16);
+      assertNoSecret("jobs row", text);
+      assert.ok(!text.includes('"secret"'), text);
+    }
+    assert.notEqual(stored[0], stored[1]);
+    assert.notDeepEqual(parse(stored[0]!).iv, parse(stored[1]!).iv);
+    if (db.file !== null) {
+      // The whole SQLite file holds no plaintext either.
+      const side = new DatabaseSync(db.file, { timeout: 20_000 });
+      try {
+        side.exec("PRAGMA wal_checkpoint(FULL)");
+      } finally {
+        side.close();
+      }
+      const file = new TextDecoder().decode(await Deno.readFile(db.file));
+      assert.ok(!file.includes(SECRET), "the database file holds the plaintext");
+    }
+
+    const worker = queue.work({ executor: "isolate", stopWhenEmpty: true });
+    await worker.done;
+    assert.deepEqual(worker.stats, { completed: 2, failed: 0, retried: 0 });
+    assert.deepEqual(jobs.runs, [
+      { name: "enc.alpha", payload },
+      { name: "enc.alpha", payload },
+    ]);
+  },
+);
+
+storeTest(
+  "Queue: the size cap applies to the plaintext JSON of an encrypted job, not its ciphertext",
+  async (db) => {
+    const jobs = makeJobs();
+    const payload = { secret: "x", n: 1 };
+    const cap = jsonBytes(payload);
+    await using queue = await db.open({ jobs: [jobs.alpha], appKey: KEY_A, maxPayloadBytes: cap });
+    await queue.dispatch(jobs.alpha, payload); // its ciphertext is far longer than the cap
+    await assert.rejects(
+      queue.dispatch(jobs.alpha, { secret: "xx", n: 1 }),
+      /over the cap of \d+ bytes/,
+    );
+    assert.equal((await queue.counts()).default?.pending, 1);
+  },
+);
+
+storeTest(
+  "Queue: a failing encrypted job keeps only ciphertext in failed(), its job:failed event, and the failed hook sees the payload",
+  async (db) => {
+    const hooks: { payload: unknown; error: string }[] = [];
+    const fails = defineJob({
+      name: "enc.fails",
+      schema: secretSchema,
+      encrypted: true,
+      maxAttempts: 1,
+      handle() {
+        throw new Error("the handler gave up");
+      },
+      failed(payload, error) {
+        hooks.push({ payload, error: error.message });
+      },
+    });
+    await using queue = await db.open({ jobs: [fails], appKey: KEY_A });
+    const payload = { secret: SECRET, n: 3 };
+    const id = await queue.dispatch(fails, payload);
+    const stored = await storedPayload(db, id);
+    const failedEvents = recordEvents(queue, "job:failed");
+    await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+
+    assert.deepEqual(hooks, [{ payload, error: "the handler gave up" }]);
+    const [row, ...more] = await queue.failed();
+    assert.equal(more.length, 0);
+    assert.equal(row!.id, id);
+    assert.equal(row!.payload, stored);
+    assert.equal(row!.error, "Error: the handler gave up");
+    assertNoSecret("failed()", row!.payload, row!.error, row!.stack);
+    assert.deepEqual((await queue.failedJob(id))?.payload, stored);
+    const [raw] = await db.query<{ payload: string; error: string; stack: string | null }>(
+      "SELECT payload, error, stack FROM failed_jobs WHERE id = ?",
+      [id],
+    );
+    assert.ok(raw);
+    assert.equal(raw.payload, stored);
+    assertNoSecret("failed_jobs row", raw.payload, raw.error, raw.stack);
+    assert.equal(failedEvents.length, 1);
+    assertNoSecret("job:failed", failedEvents[0]!.error.message, failedEvents[0]!.error.stack);
+  },
+);
+
+storeTest(
+  "Queue: retrying a failed encrypted job keeps the identical ciphertext, and it then runs with the payload",
+  async (db) => {
+    const seen: unknown[] = [];
+    let calls = 0;
+    const flaky = defineJob({
+      name: "enc.flaky",
+      schema: secretSchema,
+      encrypted: true,
+      handle(payload) {
+        seen.push(payload);
+        if (++calls === 1) throw new PermanentError("not this time");
+      },
+    });
+    await using queue = await db.open({ jobs: [flaky], appKey: KEY_A });
+    const payload = { secret: SECRET, n: 9 };
+    const id = await queue.dispatch(flaky, payload);
+    const stored = await storedPayload(db, id);
+    await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+    assert.equal((await queue.failedJob(id))?.payload, stored);
+
+    assert.equal(await queue.retry(id), true);
+    assert.equal(await storedPayload(db, id), stored);
+    const worker = queue.work({ executor: "isolate", stopWhenEmpty: true });
+    await worker.done;
+    assert.deepEqual(worker.stats, { completed: 1, failed: 0, retried: 0 });
+    assert.deepEqual(seen, [payload, payload]);
+    assert.equal(await db.count("jobs"), 0);
+    assert.deepEqual(await queue.failed(), []);
+  },
+);
+
+storeTest(
+  "Queue.dispatchSync() runs an encrypted job with the decrypted payload and stores nothing",
+  async (db) => {
+    const jobs = makeJobs();
+    await using queue = await db.open({ jobs: [jobs.alpha], appKey: KEY_A });
+    const payload = { secret: SECRET, n: 4, pad: "p" };
+    await queue.dispatchSync(jobs.alpha, payload);
+    assert.deepEqual(jobs.runs, [{ name: "enc.alpha", payload }]);
+    assert.equal(await db.count("jobs"), 0);
+  },
+);
+
+storeTest("Queue: middleware of an encrypted job sees the decrypted payload", async (db) => {
   const jobs = makeJobs();
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [jobs.alpha], appKey: KEY_A });
-  using side = openSide(tmp.dbPath);
-  const payload = { secret: SECRET, n: 7 };
-  const ids = await queue.dispatchMany(jobs.alpha, [payload, payload]);
-  const stored = ids.map((id) => storedPayload(side, id));
-  const idA = await keyIdOf(KEY_A);
-  for (const text of stored) {
-    assert.ok(text.startsWith(`enc1:${idA}:`), text);
-    const parsed = parse(text);
-    assert.equal(parsed.iv.length, 12);
-    assert.equal(parsed.sealed.length, jsonBytes(payload) + 16);
-    assertNoSecret("jobs row", text);
-    assert.ok(!text.includes('"secret"'), text);
-  }
-  assert.notEqual(stored[0], stored[1]);
-  assert.notDeepEqual(parse(stored[0]!).iv, parse(stored[1]!).iv);
-  // The whole database file holds no plaintext either.
-  side.exec("PRAGMA wal_checkpoint(FULL)");
-  const file = new TextDecoder().decode(await Deno.readFile(tmp.dbPath));
-  assert.ok(!file.includes(SECRET), "the database file holds the plaintext");
-
-  const worker = queue.work({ executor: "isolate", stopWhenEmpty: true });
-  await worker.done;
-  assert.deepEqual(worker.stats, { completed: 2, failed: 0, retried: 0 });
-  assert.deepEqual(jobs.runs, [
-    { name: "enc.alpha", payload },
-    { name: "enc.alpha", payload },
-  ]);
-});
-
-Deno.test("Queue: the size cap applies to the plaintext JSON of an encrypted job, not its ciphertext", async () => {
-  const jobs = makeJobs();
-  const payload = { secret: "x", n: 1 };
-  const cap = jsonBytes(payload);
-  await using queue = await Queue.open({
-    path: ":memory:",
-    jobs: [jobs.alpha],
-    appKey: KEY_A,
-    maxPayloadBytes: cap,
-  });
-  await queue.dispatch(jobs.alpha, payload); // its ciphertext is far longer than the cap
-  await assert.rejects(
-    queue.dispatch(jobs.alpha, { secret: "xx", n: 1 }),
-    /over the cap of \d+ bytes/,
-  );
-  assert.equal((await queue.counts()).default?.pending, 1);
-});
-
-Deno.test("Queue: a failing encrypted job keeps only ciphertext in failed(), its job:failed event, and the failed hook sees the payload", async () => {
-  await using tmp = await tempDir();
-  const hooks: { payload: unknown; error: string }[] = [];
-  const fails = defineJob({
-    name: "enc.fails",
-    schema: secretSchema,
-    encrypted: true,
-    maxAttempts: 1,
-    handle() {
-      throw new Error("the handler gave up");
-    },
-    failed(payload, error) {
-      hooks.push({ payload, error: error.message });
-    },
-  });
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [fails], appKey: KEY_A });
-  using side = openSide(tmp.dbPath);
-  const payload = { secret: SECRET, n: 3 };
-  const id = await queue.dispatch(fails, payload);
-  const stored = storedPayload(side, id);
-  const failedEvents = recordEvents(queue, "job:failed");
-  await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
-
-  assert.deepEqual(hooks, [{ payload, error: "the handler gave up" }]);
-  const [row, ...more] = await queue.failed();
-  assert.equal(more.length, 0);
-  assert.equal(row!.id, id);
-  assert.equal(row!.payload, stored);
-  assert.equal(row!.error, "Error: the handler gave up");
-  assertNoSecret("failed()", row!.payload, row!.error, row!.stack);
-  assert.deepEqual((await queue.failedJob(id))?.payload, stored);
-  const raw = side.prepare("SELECT payload, error, stack FROM failed_jobs WHERE id = ?").get(
-    id,
-  ) as {
-    payload: string;
-    error: string;
-    stack: string | null;
-  };
-  assert.equal(raw.payload, stored);
-  assertNoSecret("failed_jobs row", raw.payload, raw.error, raw.stack);
-  assert.equal(failedEvents.length, 1);
-  assertNoSecret("job:failed", failedEvents[0]!.error.message, failedEvents[0]!.error.stack);
-});
-
-Deno.test("Queue: retrying a failed encrypted job keeps the identical ciphertext, and it then runs with the payload", async () => {
-  await using tmp = await tempDir();
-  const seen: unknown[] = [];
-  let calls = 0;
-  const flaky = defineJob({
-    name: "enc.flaky",
-    schema: secretSchema,
-    encrypted: true,
-    handle(payload) {
-      seen.push(payload);
-      if (++calls === 1) throw new PermanentError("not this time");
-    },
-  });
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [flaky], appKey: KEY_A });
-  using side = openSide(tmp.dbPath);
-  const payload = { secret: SECRET, n: 9 };
-  const id = await queue.dispatch(flaky, payload);
-  const stored = storedPayload(side, id);
-  await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
-  assert.equal((await queue.failedJob(id))?.payload, stored);
-
-  assert.equal(await queue.retry(id), true);
-  assert.equal(storedPayload(side, id), stored);
-  const worker = queue.work({ executor: "isolate", stopWhenEmpty: true });
-  await worker.done;
-  assert.deepEqual(worker.stats, { completed: 1, failed: 0, retried: 0 });
-  assert.deepEqual(seen, [payload, payload]);
-  assert.equal(countJobs(side), 0);
-  assert.deepEqual(await queue.failed(), []);
-});
-
-Deno.test("Queue.dispatchSync() runs an encrypted job with the decrypted payload and stores nothing", async () => {
-  await using tmp = await tempDir();
-  const jobs = makeJobs();
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [jobs.alpha], appKey: KEY_A });
-  using side = openSide(tmp.dbPath);
-  const payload = { secret: SECRET, n: 4, pad: "p" };
-  await queue.dispatchSync(jobs.alpha, payload);
-  assert.deepEqual(jobs.runs, [{ name: "enc.alpha", payload }]);
-  assert.equal(countJobs(side), 0);
-});
-
-Deno.test("Queue: middleware of an encrypted job sees the decrypted payload", async () => {
-  const jobs = makeJobs();
-  await using queue = await Queue.open({ path: ":memory:", jobs: [jobs.guarded], appKey: KEY_A });
+  await using queue = await db.open({ jobs: [jobs.guarded], appKey: KEY_A });
   const payload = { secret: SECRET, n: 5 };
   await queue.dispatch(jobs.guarded, payload);
   const worker = queue.work({ executor: "isolate", stopWhenEmpty: true });
-  await worker.done;
+  await orQueueError(queue, worker.done);
   assert.deepEqual(worker.stats, { completed: 1, failed: 0, retried: 0 });
   assert.deepEqual(jobs.middlewareSaw, [payload]);
   assert.deepEqual(jobs.runs, [{ name: "enc.guarded", payload }]);
@@ -596,41 +605,50 @@ Deno.test("Queue: middleware of an encrypted job sees the decrypted payload", as
 // ---------------------------------------------------------------------------
 // S01: tampering
 
-Deno.test("S01: a bit flip at every byte of a short payload's IV, ciphertext and tag fails its job for good, handler never run", async () => {
-  const payload = { secret: SECRET, n: 1 };
-  const length = jsonBytes(payload);
-  const every = (n: number) => Array.from({ length: n }, (_, i) => i);
-  const cases = bitFlipCases(payload, length, every);
-  assert.equal(cases.length, 12 + length + 16);
-  await assertTamperedJobsFail(cases);
-});
+storeTest(
+  "S01: a bit flip at every byte of a short payload's IV, ciphertext and tag fails its job for good, handler never run",
+  async (db) => {
+    const payload = { secret: SECRET, n: 1 };
+    const length = jsonBytes(payload);
+    const every = (n: number) => Array.from({ length: n }, (_, i) => i);
+    const cases = bitFlipCases(payload, length, every);
+    assert.equal(cases.length, 12 + length + 16);
+    await assertTamperedJobsFail(db, cases);
+  },
+);
 
-Deno.test("S01: sampled bit flips in a long payload's IV, ciphertext and tag fail their jobs for good", async () => {
-  const payload = { secret: SECRET, n: 2, pad: "p".repeat(8_000) };
-  const length = jsonBytes(payload);
-  const sample = (
-    n: number,
-  ) => [...new Set([0, 1, Math.floor(n / 3), Math.floor(n / 2), n - 2, n - 1])];
-  const cases = bitFlipCases(payload, length, sample);
-  assert.ok(cases.length >= 15);
-  await assertTamperedJobsFail(cases);
-});
+storeTest(
+  "S01: sampled bit flips in a long payload's IV, ciphertext and tag fail their jobs for good",
+  async (db) => {
+    const payload = { secret: SECRET, n: 2, pad: "p".repeat(8_000) };
+    const length = jsonBytes(payload);
+    const sample = (
+      n: number,
+    ) => [...new Set([0, 1, Math.floor(n / 3), Math.floor(n / 2), n - 2, n - 1])];
+    const cases = bitFlipCases(payload, length, sample);
+    assert.ok(cases.length >= 15);
+    await assertTamperedJobsFail(db, cases);
+  },
+);
 
-Deno.test("S01: ciphertexts swapped between jobs of different names fail both (the name is bound)", async () => {
-  await assertTamperedJobsFail([
-    { label: "alpha gets beta's", job: "alpha", detail: AUTH, tamper: (_, all) => all[1]! },
-    { label: "beta gets alpha's", job: "beta", detail: AUTH, tamper: (_, all) => all[0]! },
-    // The middleware path opens the payload before the handler would: still no run.
-    { label: "guarded gets alpha's", job: "guarded", detail: AUTH, tamper: (_, all) => all[0]! },
-  ]);
-});
+storeTest(
+  "S01: ciphertexts swapped between jobs of different names fail both (the name is bound)",
+  async (db) => {
+    await assertTamperedJobsFail(db, [
+      { label: "alpha gets beta's", job: "alpha", detail: AUTH, tamper: (_, all) => all[1]! },
+      { label: "beta gets alpha's", job: "beta", detail: AUTH, tamper: (_, all) => all[0]! },
+      // The middleware path opens the payload before the handler would: still no run.
+      { label: "guarded gets alpha's", job: "guarded", detail: AUTH, tamper: (_, all) => all[0]! },
+    ]);
+  },
+);
 
-Deno.test("S01: truncated payloads fail their jobs for good", async () => {
+storeTest("S01: truncated payloads fail their jobs for good", async (db) => {
   const cut = (stored: string, drop: number) => {
     const parsed = parse(stored);
     return build({ ...parsed, sealed: parsed.sealed.slice(0, parsed.sealed.length - drop) });
   };
-  await assertTamperedJobsFail([
+  await assertTamperedJobsFail(db, [
     { label: "tag short by 1 byte", detail: AUTH, tamper: (s) => cut(s, 1) },
     { label: "whole tag gone", detail: AUTH, tamper: (s) => cut(s, 16) },
     {
@@ -653,11 +671,11 @@ Deno.test("S01: truncated payloads fail their jobs for good", async () => {
   ]);
 });
 
-Deno.test("S01: a garbled format, key id, IV or field count fails its job for good", async () => {
+storeTest("S01: a garbled format, key id, IV or field count fails its job for good", async (db) => {
   const idA = await keyIdOf(KEY_A);
   const otherId = idA.slice(0, -1) + (idA.endsWith("0") ? "1" : "0");
   const withIv = (s: string, iv: Uint8Array<ArrayBuffer>) => build({ ...parse(s), iv });
-  await assertTamperedJobsFail([
+  await assertTamperedJobsFail(db, [
     { label: "enc2 prefix", detail: NOT_ENCRYPTED, tamper: (s) => s.replace(/^enc1:/, "enc2:") },
     {
       label: "upper-case prefix",
@@ -707,118 +725,120 @@ Deno.test("S01: a garbled format, key id, IV or field count fails its job for go
   ]);
 });
 
-Deno.test("S01: in a Web Worker, a tampered job fails for good and its handler never runs; an untouched one runs", async () => {
-  await using tmp = await tempDir();
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS_URL, appKey: KEY_A });
-  using side = openSide(tmp.dbPath);
-  side.exec(SEEN_SQL);
-  const payload = (n: number) => ({ db: tmp.dbPath, secret: SECRET, n });
-  const [good, flipped, swapped] = [
-    await queue.dispatch(secretJob, payload(0)),
-    await queue.dispatch(secretJob, payload(1)),
-    await queue.dispatch(secretJob, payload(2)),
-  ];
-  const other = await queue.dispatch(failingSecretJob, payload(3));
-  const parsed = parse(storedPayload(side, flipped!));
-  const last = parsed.sealed.length - 1;
-  setPayload(side, flipped!, build({ ...parsed, sealed: flipBit(parsed.sealed, last, 7) }));
-  setPayload(side, swapped!, storedPayload(side, other)); // sealed for "enc.fx.fails"
-  setPayload(side, other, storedPayload(side, good!).replace(/^enc1:/, "enc9:"));
-  const failedEvents = recordEvents(queue, "job:failed");
-  const retryEvents = recordEvents(queue, "job:retry");
-  const worker = queue.work({
-    executor: "workers",
-    workers: 2,
-    concurrency: 4,
-    stopWhenEmpty: true,
-  });
-  await worker.done;
+storeTest(
+  "S01: in a Web Worker, a tampered job fails for good and its handler never runs; an untouched one runs",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS_URL, appKey: KEY_A });
+    using side = openSeen(db);
+    const payload = (n: number) => ({ db: side.path, secret: SECRET, n });
+    const [good, flipped, swapped] = [
+      await queue.dispatch(secretJob, payload(0)),
+      await queue.dispatch(secretJob, payload(1)),
+      await queue.dispatch(secretJob, payload(2)),
+    ];
+    const other = await queue.dispatch(failingSecretJob, payload(3));
+    const parsed = parse(await storedPayload(db, flipped!));
+    const last = parsed.sealed.length - 1;
+    await setPayload(db, flipped!, build({ ...parsed, sealed: flipBit(parsed.sealed, last, 7) }));
+    await setPayload(db, swapped!, await storedPayload(db, other)); // sealed for "enc.fx.fails"
+    await setPayload(db, other, (await storedPayload(db, good!)).replace(/^enc1:/, "enc9:"));
+    const failedEvents = recordEvents(queue, "job:failed");
+    const retryEvents = recordEvents(queue, "job:retry");
+    const worker = queue.work({
+      executor: "workers",
+      workers: 2,
+      concurrency: 4,
+      stopWhenEmpty: true,
+    });
+    await worker.done;
 
-  assert.deepEqual(worker.stats, { completed: 1, failed: 3, retried: 0 });
-  assert.deepEqual(retryEvents, []);
-  const seen = side.prepare("SELECT * FROM seen ORDER BY rowid").all() as unknown as SeenRow[];
-  assert.deepEqual(
-    seen.map(({ job_id, kind, payload, in_worker }) => ({ job_id, kind, in_worker, payload })),
-    [{ job_id: good, kind: "handle", in_worker: 1, payload: JSON.stringify(payload(0)) }],
-  );
-  const failed = new Map((await queue.failed()).map((row) => [row.id, row]));
-  const expectations: [number, string, RegExp][] = [
-    [flipped!, "enc.fx.secret", AUTH],
-    [swapped!, "enc.fx.secret", AUTH],
-    [other, "enc.fx.fails", NOT_ENCRYPTED],
-  ];
-  for (const [id, name, detail] of expectations) {
-    const row = failed.get(id);
-    assert.ok(row, `job ${id} did not fail`);
-    const prefix = `PayloadIntegrityError: Stored payload of "${name}" cannot be used: `;
-    assert.ok(row.error.startsWith(prefix), row.error);
-    assert.match(row.error.slice(prefix.length), detail);
-    assert.equal(row.attempts, 1);
-    assertNoSecret("failed row", row.payload, row.error, row.stack);
-    const event = failedEvents.find((e) => e.id === id);
-    assert.ok(event);
-    assert.equal(event.error.name, "PayloadIntegrityError");
-    assertNoSecret("job:failed", event.error.message, event.error.stack);
-  }
-});
+    assert.deepEqual(worker.stats, { completed: 1, failed: 3, retried: 0 });
+    assert.deepEqual(retryEvents, []);
+    const seen = side.prepare("SELECT * FROM seen ORDER BY rowid").all() as unknown as SeenRow[];
+    assert.deepEqual(
+      seen.map(({ job_id, kind, payload, in_worker }) => ({ job_id, kind, in_worker, payload })),
+      [{ job_id: good, kind: "handle", in_worker: 1, payload: JSON.stringify(payload(0)) }],
+    );
+    const failed = new Map((await queue.failed()).map((row) => [row.id, row]));
+    const expectations: [number, string, RegExp][] = [
+      [flipped!, "enc.fx.secret", AUTH],
+      [swapped!, "enc.fx.secret", AUTH],
+      [other, "enc.fx.fails", NOT_ENCRYPTED],
+    ];
+    for (const [id, name, detail] of expectations) {
+      const row = failed.get(id);
+      assert.ok(row, `job ${id} did not fail`);
+      const prefix = `PayloadIntegrityError: Stored payload of "${name}" cannot be used: `;
+      assert.ok(row.error.startsWith(prefix), row.error);
+      assert.match(row.error.slice(prefix.length), detail);
+      assert.equal(row.attempts, 1);
+      assertNoSecret("failed row", row.payload, row.error, row.stack);
+      const event = failedEvents.find((e) => e.id === id);
+      assert.ok(event);
+      assert.equal(event.error.name, "PayloadIntegrityError");
+      assertNoSecret("job:failed", event.error.message, event.error.stack);
+    }
+  },
+);
 
 // ---------------------------------------------------------------------------
 // Web Workers and the isolate executor
 
 for (const executor of ["workers", "isolate"] as const) {
-  Deno.test(`Queue: encrypted jobs run with their payload in the ${executor} executor, and the failed hook sees it too`, async () => {
-    await using tmp = await tempDir();
-    await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS_URL, appKey: KEY_A });
-    using side = openSide(tmp.dbPath);
-    side.exec(SEEN_SQL);
-    const payload = (n: number) => ({ db: tmp.dbPath, secret: SECRET, n });
-    const ids = await queue.dispatchMany(secretJob, [payload(0), payload(1), payload(2)]);
-    const failing = await queue.dispatch(failingSecretJob, payload(3));
-    const stored = storedPayload(side, failing);
-    const failedEvents = recordEvents(queue, "job:failed");
-    const worker = queue.work({
-      executor,
-      ...(executor === "workers" && { workers: 2 }),
-      concurrency: 4,
-      stopWhenEmpty: true,
-    });
-    await worker.done;
-    assert.deepEqual(worker.stats, { completed: 3, failed: 1, retried: 0 });
+  storeTest(
+    `Queue: encrypted jobs run with their payload in the ${executor} executor, and the failed hook sees it too`,
+    async (db) => {
+      await using queue = await db.open({ jobs: JOBS_URL, appKey: KEY_A });
+      using side = openSeen(db);
+      const payload = (n: number) => ({ db: side.path, secret: SECRET, n });
+      const ids = await queue.dispatchMany(secretJob, [payload(0), payload(1), payload(2)]);
+      const failing = await queue.dispatch(failingSecretJob, payload(3));
+      const stored = await storedPayload(db, failing);
+      const failedEvents = recordEvents(queue, "job:failed");
+      const worker = queue.work({
+        executor,
+        ...(executor === "workers" && { workers: 2 }),
+        concurrency: 4,
+        stopWhenEmpty: true,
+      });
+      await worker.done;
+      assert.deepEqual(worker.stats, { completed: 3, failed: 1, retried: 0 });
 
-    const inWorker = executor === "workers" ? 1 : 0;
-    const seen = side.prepare("SELECT * FROM seen ORDER BY job_id, kind DESC")
-      .all() as unknown as SeenRow[];
-    assert.deepEqual(
-      seen.map(({ job_id, kind, payload, in_worker }) => ({ job_id, kind, in_worker, payload })),
-      [
-        ...ids.map((id, n) => ({
-          job_id: id,
-          kind: "handle",
-          in_worker: inWorker,
-          payload: JSON.stringify(payload(n)),
-        })),
-        {
-          job_id: failing,
-          kind: "handle",
-          in_worker: inWorker,
-          payload: JSON.stringify(payload(3)),
-        },
-        {
-          job_id: failing,
-          kind: "failed",
-          in_worker: inWorker,
-          payload: JSON.stringify(payload(3)),
-        },
-      ],
-    );
-    const [row] = await queue.failed();
-    assert.equal(row?.id, failing);
-    assert.equal(row.payload, stored);
-    assert.equal(row.error, "Error: the handler gave up");
-    assertNoSecret("failed row", row.payload, row.error, row.stack);
-    assert.equal(failedEvents.length, 1);
-    assertNoSecret("job:failed", failedEvents[0]!.error.message, failedEvents[0]!.error.stack);
-  });
+      const inWorker = executor === "workers" ? 1 : 0;
+      const seen = side.prepare("SELECT * FROM seen ORDER BY job_id, kind DESC")
+        .all() as unknown as SeenRow[];
+      assert.deepEqual(
+        seen.map(({ job_id, kind, payload, in_worker }) => ({ job_id, kind, in_worker, payload })),
+        [
+          ...ids.map((id, n) => ({
+            job_id: id,
+            kind: "handle",
+            in_worker: inWorker,
+            payload: JSON.stringify(payload(n)),
+          })),
+          {
+            job_id: failing,
+            kind: "handle",
+            in_worker: inWorker,
+            payload: JSON.stringify(payload(3)),
+          },
+          {
+            job_id: failing,
+            kind: "failed",
+            in_worker: inWorker,
+            payload: JSON.stringify(payload(3)),
+          },
+        ],
+      );
+      const [row] = await queue.failed();
+      assert.equal(row?.id, failing);
+      assert.equal(row.payload, stored);
+      assert.equal(row.error, "Error: the handler gave up");
+      assertNoSecret("failed row", row.payload, row.error, row.stack);
+      assert.equal(failedEvents.length, 1);
+      assertNoSecret("job:failed", failedEvents[0]!.error.message, failedEvents[0]!.error.stack);
+    },
+  );
 }
 
 // ---------------------------------------------------------------------------
@@ -826,13 +846,13 @@ for (const executor of ["workers", "isolate"] as const) {
 
 /** Opens the fixture jobs' queue with these keys, through the options or through the environment. */
 function openWithKeys(
-  path: string,
+  db: StoreContext,
   via: "options" | "env",
   current: string,
   previous: readonly string[],
 ): Promise<Queue> {
   if (via === "options") {
-    return Queue.open({ path, jobs: JOBS_URL, appKey: current, previousAppKeys: previous });
+    return db.open({ jobs: JOBS_URL, appKey: current, previousAppKeys: previous });
   }
   return withEnv({
     APP_KEY: current,
@@ -840,82 +860,86 @@ function openWithKeys(
     APP_PREVIOUS_KEYS: previous.length === 0
       ? undefined
       : previous.map((key) => ` base64:${key} `).join(",") + ",",
-  }, () => Queue.open({ path, jobs: JOBS_URL }));
+  }, () => db.open({ jobs: JOBS_URL }));
 }
 
 for (
   const [via, executor] of [["options", "isolate"], ["env", "workers"]] as const
 ) {
-  Deno.test(`S02: rotating APP_KEY (keys through ${via}, ${executor} executor): old jobs run with the old key listed, fail naming it once dropped`, async () => {
-    await using tmp = await tempDir();
-    const [idA, idB] = [await keyIdOf(KEY_A), await keyIdOf(KEY_B)];
-    const payload = (n: number) => ({ db: tmp.dbPath, secret: SECRET, n });
-    using side = openSide(tmp.dbPath);
-    const work = async (queue: Queue, queues: string[]) => {
-      const worker = queue.work({
-        executor,
-        ...(executor === "workers" && { workers: 1 }),
-        queues,
-        stopWhenEmpty: true,
-      });
-      await worker.done;
-      return worker.stats;
-    };
-    const seenIds = () =>
-      (side.prepare("SELECT job_id FROM seen WHERE kind = 'handle' ORDER BY job_id").all() as {
-        job_id: number;
-      }[]).map((row) => row.job_id);
+  storeTest(
+    `S02: rotating APP_KEY (keys through ${via}, ${executor} executor): old jobs run with the old key listed, fail naming it once dropped`,
+    async (db) => {
+      const [idA, idB] = [await keyIdOf(KEY_A), await keyIdOf(KEY_B)];
+      using side = openSeen(db);
+      const payload = (n: number) => ({ db: side.path, secret: SECRET, n });
+      const work = async (queue: Queue, queues: string[]) => {
+        const worker = queue.work({
+          executor,
+          ...(executor === "workers" && { workers: 1 }),
+          queues,
+          stopWhenEmpty: true,
+        });
+        await worker.done;
+        return worker.stats;
+      };
+      const seenIds = () =>
+        (side.prepare("SELECT job_id FROM seen WHERE kind = 'handle' ORDER BY job_id").all() as {
+          job_id: number;
+        }[]).map((row) => row.job_id);
 
-    // 1. Under key A.
-    let aNow: number[], aLater: number[];
-    {
-      await using queue = await openWithKeys(tmp.dbPath, via, KEY_A, []);
-      side.exec(SEEN_SQL);
-      aNow = await queue.dispatchMany(secretJob, [payload(1), payload(2)], { queue: "now" });
-      aLater = await queue.dispatchMany(secretJob, [payload(3), payload(4)], { queue: "later" });
-    }
-    for (const id of [...aNow, ...aLater]) assert.equal(parse(storedPayload(side, id)).keyId, idA);
-
-    // 2. APP_KEY = B, A in APP_PREVIOUS_KEYS: the A jobs run; new ones are sealed with B.
-    let bNow: number, bLater: number;
-    {
-      await using queue = await openWithKeys(tmp.dbPath, via, KEY_B, [KEY_A]);
-      bNow = await queue.dispatch(secretJob, payload(5), { queue: "now" });
-      bLater = await queue.dispatch(secretJob, payload(6), { queue: "later" });
-      assert.equal(parse(storedPayload(side, bNow)).keyId, idB);
-      assert.equal(parse(storedPayload(side, bLater)).keyId, idB);
-      assert.deepEqual(await work(queue, ["now"]), { completed: 3, failed: 0, retried: 0 });
-      assert.deepEqual(seenIds(), [...aNow, bNow].sort((x, y) => x - y));
-    }
-    const seenPayloads = side.prepare("SELECT payload FROM seen ORDER BY job_id").all() as {
-      payload: string;
-    }[];
-    assert.deepEqual(seenPayloads.map((row) => JSON.parse(row.payload).n), [1, 2, 5]);
-
-    // 3. Only B: the jobs still sealed with A fail for good naming key A; B's runs.
-    {
-      await using queue = await openWithKeys(tmp.dbPath, via, KEY_B, []);
-      const retries = recordEvents(queue, "job:retry");
-      assert.deepEqual(await work(queue, ["later"]), { completed: 1, failed: 2, retried: 0 });
-      assert.deepEqual(retries, []);
-      assert.deepEqual(seenIds(), [...aNow, bNow, bLater].sort((x, y) => x - y));
-      const failed = await queue.failed();
-      assert.deepEqual(failed.map((row) => row.id).sort((x, y) => x - y), aLater);
-      for (const row of failed) {
-        assert.equal(
-          row.error,
-          `PayloadIntegrityError: Stored payload of "enc.fx.secret" cannot be used: it was encrypted with key ${idA}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS`,
-        );
-        assert.equal(row.attempts, 1);
-        assertNoSecret("failed row", row.payload, row.error, row.stack);
+      // 1. Under key A.
+      let aNow: number[], aLater: number[];
+      {
+        await using queue = await openWithKeys(db, via, KEY_A, []);
+        aNow = await queue.dispatchMany(secretJob, [payload(1), payload(2)], { queue: "now" });
+        aLater = await queue.dispatchMany(secretJob, [payload(3), payload(4)], { queue: "later" });
       }
-      assert.equal(countJobs(side), 0);
-    }
-  });
+      for (const id of [...aNow, ...aLater]) {
+        assert.equal(parse(await storedPayload(db, id)).keyId, idA);
+      }
+
+      // 2. APP_KEY = B, A in APP_PREVIOUS_KEYS: the A jobs run; new ones are sealed with B.
+      let bNow: number, bLater: number;
+      {
+        await using queue = await openWithKeys(db, via, KEY_B, [KEY_A]);
+        bNow = await queue.dispatch(secretJob, payload(5), { queue: "now" });
+        bLater = await queue.dispatch(secretJob, payload(6), { queue: "later" });
+        assert.equal(parse(await storedPayload(db, bNow)).keyId, idB);
+        assert.equal(parse(await storedPayload(db, bLater)).keyId, idB);
+        assert.deepEqual(await work(queue, ["now"]), { completed: 3, failed: 0, retried: 0 });
+        assert.deepEqual(seenIds(), [...aNow, bNow].sort((x, y) => x - y));
+      }
+      const seenPayloads = side.prepare("SELECT payload FROM seen ORDER BY job_id").all() as {
+        payload: string;
+      }[];
+      assert.deepEqual(seenPayloads.map((row) => JSON.parse(row.payload).n), [1, 2, 5]);
+
+      // 3. Only B: the jobs still sealed with A fail for good naming key A; B's runs.
+      {
+        await using queue = await openWithKeys(db, via, KEY_B, []);
+        const retries = recordEvents(queue, "job:retry");
+        assert.deepEqual(await work(queue, ["later"]), { completed: 1, failed: 2, retried: 0 });
+        assert.deepEqual(retries, []);
+        assert.deepEqual(seenIds(), [...aNow, bNow, bLater].sort((x, y) => x - y));
+        const failed = await queue.failed();
+        assert.deepEqual(failed.map((row) => row.id).sort((x, y) => x - y), aLater);
+        for (const row of failed) {
+          assert.equal(
+            row.error,
+            `PayloadIntegrityError: Stored payload of "enc.fx.secret" cannot be used: it was encrypted with key ${idA}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS`,
+          );
+          assert.equal(row.attempts, 1);
+          assertNoSecret("failed row", row.payload, row.error, row.stack);
+        }
+        assert.equal(await db.count("jobs"), 0);
+      }
+    },
+  );
 }
 
 // ---------------------------------------------------------------------------
-// Queue.open and keys
+// Queue.open and keys. Refusing a key, and which variables are read, are
+// settled before a store is opened: those tests run once, on SQLite's :memory:.
 
 Deno.test("Queue.open() refuses to start without APP_KEY when an encrypted job is registered, naming APP_KEY and the jobs", async () => {
   const jobs = makeJobs();
@@ -1064,28 +1088,25 @@ Deno.test("Queue.open() without an encrypted job needs no key and does not read 
   }
 });
 
-Deno.test("Queue.open() takes APP_KEY and APP_PREVIOUS_KEYS from the environment; the options win over it", async () => {
-  const jobs = makeJobs();
-  const [idA, idB] = [await keyIdOf(KEY_A), await keyIdOf(KEY_B)];
-  await withEnv({ APP_KEY: KEY_A, APP_PREVIOUS_KEYS: undefined }, async () => {
-    {
-      await using queue = await Queue.open({ path: ":memory:", jobs: [jobs.alpha] });
-      await queue.dispatch(jobs.alpha, { secret: SECRET, n: 1 });
-      const [row] = await queue.transaction((tx) =>
-        tx.query<{ payload: string }>("SELECT payload FROM jobs")
-      );
-      assert.equal(parse(row!.payload).keyId, idA);
-    }
-    {
-      await using queue = await Queue.open({ path: ":memory:", jobs: [jobs.alpha], appKey: KEY_B });
-      await queue.dispatch(jobs.alpha, { secret: SECRET, n: 1 });
-      const [row] = await queue.transaction((tx) =>
-        tx.query<{ payload: string }>("SELECT payload FROM jobs")
-      );
-      assert.equal(parse(row!.payload).keyId, idB);
-    }
-  });
-});
+storeTest(
+  "Queue.open() takes APP_KEY and APP_PREVIOUS_KEYS from the environment; the options win over it",
+  async (db) => {
+    const jobs = makeJobs();
+    const [idA, idB] = [await keyIdOf(KEY_A), await keyIdOf(KEY_B)];
+    await withEnv({ APP_KEY: KEY_A, APP_PREVIOUS_KEYS: undefined }, async () => {
+      {
+        await using queue = await db.open({ jobs: [jobs.alpha] });
+        const id = await queue.dispatch(jobs.alpha, { secret: SECRET, n: 1 });
+        assert.equal(parse(await storedPayload(db, id)).keyId, idA);
+      }
+      {
+        await using queue = await db.open({ jobs: [jobs.alpha], appKey: KEY_B });
+        const id = await queue.dispatch(jobs.alpha, { secret: SECRET, n: 1 });
+        assert.equal(parse(await storedPayload(db, id)).keyId, idB);
+      }
+    });
+  },
+);
 
 // ---------------------------------------------------------------------------
 // CLI

@@ -2,7 +2,8 @@
  * Job middleware: `withoutOverlapping` (at most `limit` at once, held-back
  * jobs keep their attempts, the lock released however the attempt ends and
  * expiring when its worker was killed), `rateLimited` (aligned windows),
- * argument checks, and a `middleware()` that throws.
+ * argument checks, and a `middleware()` that throws; on every store, but for
+ * the test that kills a `work` process on a SQLite file.
  *
  * @module
  */
@@ -19,6 +20,7 @@ import {
 } from "../mod.ts";
 import { drain } from "../src/testing.ts";
 import { ManualClock, nextEvent, tempDir } from "./_helpers.ts";
+import { orQueueError, type StoreContext, storeTest, waitFor } from "./_stores.ts";
 import { DEAD_LOCK_EXPIRE_MS, holdsLock } from "./fixtures/guards/jobs.ts";
 import { count, JOBS_URL, startWork, workerStarted } from "./fixtures/guards/harness.ts";
 import { openReader, waitUntil } from "./fixtures/reliability/harness.ts";
@@ -122,93 +124,113 @@ const notRules = defineJob({
 const ALL = [limitOne, limitTwo, locked, probe, rated, throwingMiddleware, notRules];
 
 for (const [job, limit] of [[limitOne, 1], [limitTwo, 2]] as const) {
-  Deno.test(`withoutOverlapping limit ${limit}: never more than ${limit} run at once with concurrency 8; held-back jobs keep their attempts and send no job:retry`, async () => {
-    await using tmp = await tempDir();
-    await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL });
-    using db = openReader(tmp.dbPath);
-    Object.assign(overlap, { running: 0, max: 0, attempts: [] });
-    const retries = record<Detail<"job:retry">>(queue, "job:retry");
-    const starts = record<Detail<"job:start">>(queue, "job:start");
-    await queue.dispatchMany(job, Array.from({ length: 12 }, (_, n) => ({ n })));
+  storeTest(
+    `withoutOverlapping limit ${limit}: never more than ${limit} run at once with concurrency 8; held-back jobs keep their attempts and send no job:retry`,
+    async (db) => {
+      await using queue = await db.open({ jobs: ALL });
+      Object.assign(overlap, { running: 0, max: 0, attempts: [] });
+      const retries = record<Detail<"job:retry">>(queue, "job:retry");
+      const starts = record<Detail<"job:start">>(queue, "job:start");
+      await queue.dispatchMany(job, Array.from({ length: 12 }, (_, n) => ({ n })));
 
-    const worker = queue.work({ executor: "isolate", concurrency: 8, pollMs: 10 });
-    // While the first runs, the others were put back without using an attempt.
-    const held = await waitUntil(
-      "jobs held back",
-      () => {
-        const rows = db.prepare(
-          "SELECT attempts, last_error FROM jobs WHERE token IS NULL AND last_error IS NOT NULL",
-        ).all() as { attempts: number; last_error: string }[];
-        return rows.length > 0 ? rows : undefined;
-      },
-      5_000,
-      2,
-    );
-    for (const row of held) {
-      assert.equal(row.attempts, 0);
-      assert.equal(row.last_error, `held back by withoutOverlapping(lock:${job.name})`);
-    }
-    await waitUntil("all 12 completed", () => count(db, "jobs") === 0, 10_000);
-    await worker.stop();
+      const worker = queue.work({ executor: "isolate", concurrency: 8, pollMs: 10 });
+      // While the first runs, the others were put back without using an attempt.
+      const held = await orQueueError(
+        queue,
+        waitFor(
+          "jobs held back",
+          async () => {
+            const rows = await db.query<{ attempts: number; last_error: string }>(
+              "SELECT attempts, last_error FROM jobs WHERE token IS NULL AND last_error IS NOT NULL",
+            );
+            return rows.length > 0 ? rows : undefined;
+          },
+          5_000,
+          2,
+        ),
+      );
+      for (const row of held) {
+        assert.equal(row.attempts, 0);
+        assert.equal(row.last_error, `held back by withoutOverlapping(lock:${job.name})`);
+      }
+      await orQueueError(
+        queue,
+        waitFor("all 12 completed", async () => await db.count("jobs") === 0, 10_000),
+      );
+      await worker.stop();
 
-    assert.equal(overlap.max, limit, `at most ${limit} at once, and that many did run together`);
-    assert.equal(worker.stats.completed, 12);
-    assert.deepEqual(overlap.attempts, Array(12).fill(1), "every run was attempt 1");
-    assert.equal(starts.length, 12, "job:start only for runs that started");
-    assert.deepEqual(retries, []);
-    assert.equal(count(db, "job_locks"), 0);
-  });
+      assert.equal(overlap.max, limit, `at most ${limit} at once, and that many did run together`);
+      assert.equal(worker.stats.completed, 12);
+      assert.deepEqual(overlap.attempts, Array(12).fill(1), "every run was attempt 1");
+      assert.equal(starts.length, 12, "job:start only for runs that started");
+      assert.deepEqual(retries, []);
+      assert.equal(await db.count("job_locks"), 0);
+    },
+  );
 }
 
 /** Runs one `locked` job to its outcome, then checks the lock is gone and another job can take it. */
 async function lockReleasedAfter(
+  db: StoreContext,
   mode: "ok" | "throw" | "permanent" | "timeout" | "release",
   expected: { completed: number; failed: number; retried: number },
 ) {
-  await using tmp = await tempDir();
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL });
-  using db = openReader(tmp.dbPath);
+  await using queue = await db.open({ jobs: ALL });
   const failed = record<Detail<"job:failed">>(queue, "job:failed");
   await queue.dispatch(locked, { mode });
-  assert.deepEqual(await drain(queue), expected);
-  assert.equal(count(db, "job_locks"), 0, `lock left after "${mode}"`);
+  assert.deepEqual(await orQueueError(queue, drain(queue)), expected);
+  assert.equal(await db.count("job_locks"), 0, `lock left after "${mode}"`);
   // Held back, the probe would wait 5 s and drain would stop with nothing completed.
   await queue.dispatch(probe, { n: 1 });
-  assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
+  assert.deepEqual(await orQueueError(queue, drain(queue)), {
+    completed: 1,
+    failed: 0,
+    retried: 0,
+  });
   return failed;
 }
 
-Deno.test("withoutOverlapping: the lock is released when the job succeeds", async () => {
-  await lockReleasedAfter("ok", { completed: 1, failed: 0, retried: 0 });
+storeTest("withoutOverlapping: the lock is released when the job succeeds", async (db) => {
+  await lockReleasedAfter(db, "ok", { completed: 1, failed: 0, retried: 0 });
 });
 
-Deno.test("withoutOverlapping: the lock is released when the attempt throws and the job is retried", async () => {
-  await lockReleasedAfter("throw", { completed: 0, failed: 0, retried: 1 });
+storeTest(
+  "withoutOverlapping: the lock is released when the attempt throws and the job is retried",
+  async (db) => {
+    await lockReleasedAfter(db, "throw", { completed: 0, failed: 0, retried: 1 });
+  },
+);
+
+storeTest("withoutOverlapping: the lock is released when the job releases itself", async (db) => {
+  await lockReleasedAfter(db, "release", { completed: 0, failed: 0, retried: 1 });
 });
 
-Deno.test("withoutOverlapping: the lock is released when the job releases itself", async () => {
-  await lockReleasedAfter("release", { completed: 0, failed: 0, retried: 1 });
-});
-
-Deno.test("withoutOverlapping: the lock is released when the job fails for good", async () => {
-  const failed = await lockReleasedAfter("permanent", { completed: 0, failed: 1, retried: 0 });
+storeTest("withoutOverlapping: the lock is released when the job fails for good", async (db) => {
+  const failed = await lockReleasedAfter(db, "permanent", { completed: 0, failed: 1, retried: 0 });
   assert.equal(failed[0]?.error.name, "PermanentError");
 });
 
-Deno.test("withoutOverlapping: the lock is released when the attempt times out", async () => {
+storeTest("withoutOverlapping: the lock is released when the attempt times out", async (db) => {
   // maxAttempts 2: the first timeout is retried 60 s later, so drain sees one retry.
-  await using tmp = await tempDir();
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL });
-  using db = openReader(tmp.dbPath);
+  await using queue = await db.open({ jobs: ALL });
   const retries = record<Detail<"job:retry">>(queue, "job:retry");
   await queue.dispatch(locked, { mode: "timeout" });
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 1 });
+  assert.deepEqual(await orQueueError(queue, drain(queue)), {
+    completed: 0,
+    failed: 0,
+    retried: 1,
+  });
   assert.ok(retries[0]?.error instanceof JobTimeoutError);
-  assert.equal(count(db, "job_locks"), 0);
+  assert.equal(await db.count("job_locks"), 0);
   await queue.dispatch(probe, { n: 1 });
-  assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
+  assert.deepEqual(await orQueueError(queue, drain(queue)), {
+    completed: 1,
+    failed: 0,
+    retried: 0,
+  });
 });
 
+// SQLite only: the `work` child process and its ledger are on the test's SQLite file.
 Deno.test("withoutOverlapping: the lock of a `work` process killed with SIGKILL lasts until expireAfterMs, then others run", async () => {
   await using tmp = await tempDir();
   await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS_URL });
@@ -255,41 +277,41 @@ Deno.test("withoutOverlapping: the lock of a `work` process killed with SIGKILL 
   assert.equal(count(db, "job_locks"), 0);
 });
 
-Deno.test("rateLimited: at most max starts per window aligned to multiples of perMs", async () => {
-  await using tmp = await tempDir();
-  // 100 ms before a window boundary (the default start is a multiple of 1 s).
-  const clock = new ManualClock(Date.UTC(2026, 0, 1) - 100);
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL, clock });
-  using db = openReader(tmp.dbPath);
-  const retries = record<Detail<"job:retry">>(queue, "job:retry");
-  rateRuns.length = 0;
-  await queue.dispatchMany(rated, Array.from({ length: 10 }, (_, n) => ({ n })));
+storeTest(
+  "rateLimited: at most max starts per window aligned to multiples of perMs",
+  async (db) => {
+    // 100 ms before a window boundary (the default start is a multiple of 1 s).
+    const clock = new ManualClock(Date.UTC(2026, 0, 1) - 100);
+    await using queue = await db.open({ jobs: ALL, clock });
+    const work = () => orQueueError(queue, drain(queue, { concurrency: 4 }));
+    const retries = record<Detail<"job:retry">>(queue, "job:retry");
+    rateRuns.length = 0;
+    await queue.dispatchMany(rated, Array.from({ length: 10 }, (_, n) => ({ n })));
 
-  assert.deepEqual(await drain(queue, { concurrency: 4 }), { completed: 3, failed: 0, retried: 0 });
-  const held = db.prepare("SELECT available_at, attempts, last_error FROM jobs").all() as {
-    available_at: number;
-    attempts: number;
-    last_error: string;
-  }[];
-  assert.equal(held.length, 7);
-  for (const row of held) {
-    assert.equal(row.available_at, Date.UTC(2026, 0, 1), "back when the window ends");
-    assert.equal(row.attempts, 0);
-    assert.equal(row.last_error, "held back by rateLimited(rate, 3 per 1000 ms)");
-  }
-  clock.advance(99);
-  assert.deepEqual(await drain(queue, { concurrency: 4 }), { completed: 0, failed: 0, retried: 0 });
-  clock.advance(1); // a new window, only 100 ms after the first starts
-  assert.deepEqual(await drain(queue, { concurrency: 4 }), { completed: 3, failed: 0, retried: 0 });
-  clock.advance(999);
-  assert.deepEqual(await drain(queue, { concurrency: 4 }), { completed: 0, failed: 0, retried: 0 });
-  clock.advance(1);
-  assert.deepEqual(await drain(queue, { concurrency: 4 }), { completed: 3, failed: 0, retried: 0 });
-  clock.advance(1_000);
-  assert.deepEqual(await drain(queue, { concurrency: 4 }), { completed: 1, failed: 0, retried: 0 });
-  assert.deepEqual(rateRuns.toSorted((a, b) => a - b), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
-  assert.deepEqual(retries, []);
-});
+    assert.deepEqual(await work(), { completed: 3, failed: 0, retried: 0 });
+    const held = await db.query<{ available_at: number; attempts: number; last_error: string }>(
+      "SELECT available_at, attempts, last_error FROM jobs",
+    );
+    assert.equal(held.length, 7);
+    for (const row of held) {
+      assert.equal(row.available_at, Date.UTC(2026, 0, 1), "back when the window ends");
+      assert.equal(row.attempts, 0);
+      assert.equal(row.last_error, "held back by rateLimited(rate, 3 per 1000 ms)");
+    }
+    clock.advance(99);
+    assert.deepEqual(await work(), { completed: 0, failed: 0, retried: 0 });
+    clock.advance(1); // a new window, only 100 ms after the first starts
+    assert.deepEqual(await work(), { completed: 3, failed: 0, retried: 0 });
+    clock.advance(999);
+    assert.deepEqual(await work(), { completed: 0, failed: 0, retried: 0 });
+    clock.advance(1);
+    assert.deepEqual(await work(), { completed: 3, failed: 0, retried: 0 });
+    clock.advance(1_000);
+    assert.deepEqual(await work(), { completed: 1, failed: 0, retried: 0 });
+    assert.deepEqual(rateRuns.toSorted((a, b) => a - b), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert.deepEqual(retries, []);
+  },
+);
 
 Deno.test("withoutOverlapping and rateLimited refuse bad arguments naming the rule and field", () => {
   const cases: [() => unknown, ErrorConstructor, RegExp][] = [
@@ -340,60 +362,72 @@ Deno.test("withoutOverlapping and rateLimited refuse bad arguments naming the ru
   });
 });
 
-Deno.test("a middleware() that throws fails the attempt like a handler error; the handler never runs", async () => {
-  await using tmp = await tempDir();
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL });
-  const retries = record<Detail<"job:retry">>(queue, "job:retry");
-  middlewareCalls = 0;
-  badHandlerRuns = 0;
-  const id = await queue.dispatch(throwingMiddleware, { n: 1 });
+storeTest(
+  "a middleware() that throws fails the attempt like a handler error; the handler never runs",
+  async (db) => {
+    await using queue = await db.open({ jobs: ALL });
+    const retries = record<Detail<"job:retry">>(queue, "job:retry");
+    middlewareCalls = 0;
+    badHandlerRuns = 0;
+    const id = await queue.dispatch(throwingMiddleware, { n: 1 });
 
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 1 });
-  assert.equal(middlewareCalls, 2);
-  assert.equal(badHandlerRuns, 0);
-  assert.equal(retries[0]?.error?.message, "middleware broke");
-  const failed = await queue.failedJob(id);
-  assert.equal(failed?.attempts, 2);
-  assert.match(failed!.error, /^Error: middleware broke/);
-});
+    assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 1 });
+    assert.equal(middlewareCalls, 2);
+    assert.equal(badHandlerRuns, 0);
+    assert.equal(retries[0]?.error?.message, "middleware broke");
+    const failed = await queue.failedJob(id);
+    assert.equal(failed?.attempts, 2);
+    assert.match(failed!.error, /^Error: middleware broke/);
+  },
+);
 
-Deno.test("a middleware() that returns no array of rules fails the attempt with a TypeError", async () => {
-  await using tmp = await tempDir();
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL });
-  badHandlerRuns = 0;
-  const id = await queue.dispatch(notRules, { n: 1 });
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 0 });
-  assert.equal(badHandlerRuns, 0);
-  assert.match(
-    (await queue.failedJob(id))!.error,
-    /^TypeError: Job "m\.not-rules": middleware\(payload\) must return an array/,
-  );
-});
+storeTest(
+  "a middleware() that returns no array of rules fails the attempt with a TypeError",
+  async (db) => {
+    await using queue = await db.open({ jobs: ALL });
+    badHandlerRuns = 0;
+    const id = await queue.dispatch(notRules, { n: 1 });
+    assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 0 });
+    assert.equal(badHandlerRuns, 0);
+    assert.match(
+      (await queue.failedJob(id))!.error,
+      /^TypeError: Job "m\.not-rules": middleware\(payload\) must return an array/,
+    );
+  },
+);
 
-Deno.test("a job held back by its lock is due again releaseAfterMs later, then runs as attempt 1", async () => {
-  await using tmp = await tempDir();
-  const clock = new ManualClock();
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL, clock });
-  using db = openReader(tmp.dbPath);
-  const holder = await queue.dispatch(locked, { mode: "timeout" });
-  const worker = queue.work({ executor: "isolate", pollMs: 10, concurrency: 2 });
-  await nextEvent<Detail<"job:start">>(queue, "job:start", (event) => event.id === holder);
-  const heldAt = clock.now();
-  const id = await queue.dispatch(probe, { n: 2 });
-  const row = await waitUntil(
-    "the probe held back",
-    () =>
-      db.prepare(
-        "SELECT available_at, attempts, token FROM jobs WHERE id = ? AND last_error IS NOT NULL",
-      )
-        .get(id) as { available_at: number; attempts: number; token: number | null } | undefined,
-  );
-  assert.deepEqual({ ...row }, { available_at: heldAt + 5_000, attempts: 0, token: null });
-  // The holder times out (retry in 60 s), which frees the lock; the probe still waits its 5 s.
-  await nextEvent<Detail<"job:retry">>(queue, "job:retry", (event) => event.id === holder);
-  clock.advance(5_000);
-  const started = await nextEvent<Detail<"job:start">>(queue, "job:start", (e) => e.id === id);
-  assert.equal(started.attempt, 1);
-  await nextEvent<Detail<"job:complete">>(queue, "job:complete", (event) => event.id === id);
-  await worker.stop();
-});
+storeTest(
+  "a job held back by its lock is due again releaseAfterMs later, then runs as attempt 1",
+  async (db) => {
+    const clock = new ManualClock();
+    await using queue = await db.open({ jobs: ALL, clock });
+    const holder = await queue.dispatch(locked, { mode: "timeout" });
+    const worker = queue.work({ executor: "isolate", pollMs: 10, concurrency: 2 });
+    await orQueueError(
+      queue,
+      nextEvent<Detail<"job:start">>(queue, "job:start", (event) => event.id === holder),
+    );
+    const heldAt = clock.now();
+    const id = await queue.dispatch(probe, { n: 2 });
+    const row = await orQueueError(
+      queue,
+      waitFor("the probe held back", async () => {
+        const [held] = await db.query<
+          { available_at: number; attempts: number; token: number | null }
+        >(
+          "SELECT available_at, attempts, token FROM jobs WHERE id = ? AND last_error IS NOT NULL",
+          [id],
+        );
+        return held;
+      }),
+    );
+    assert.deepEqual({ ...row }, { available_at: heldAt + 5_000, attempts: 0, token: null });
+    // The holder times out (retry in 60 s), which frees the lock; the probe still waits its 5 s.
+    await nextEvent<Detail<"job:retry">>(queue, "job:retry", (event) => event.id === holder);
+    clock.advance(5_000);
+    const started = await nextEvent<Detail<"job:start">>(queue, "job:start", (e) => e.id === id);
+    assert.equal(started.attempt, 1);
+    await nextEvent<Detail<"job:complete">>(queue, "job:complete", (event) => event.id === id);
+    await worker.stop();
+  },
+);

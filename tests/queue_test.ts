@@ -1,3 +1,9 @@
+/**
+ * The queue's API: dispatch and its checks, transactions, close, the failed
+ * jobs, clear and counts, on every store.
+ *
+ * @module
+ */
 import assert from "node:assert/strict";
 import { z } from "zod";
 import {
@@ -11,6 +17,7 @@ import {
 } from "../mod.ts";
 import { drain } from "../src/testing.ts";
 import { ManualClock, nextEvent, tempDir } from "./_helpers.ts";
+import { type StoreContext, storeTest } from "./_stores.ts";
 import { runAdminChildren } from "./fixtures/queue/child.ts";
 import { alwaysFails } from "./fixtures/queue/jobs.ts";
 
@@ -28,9 +35,15 @@ const boom = defineJob({
 });
 const JOBS = [order, boom];
 
-function memoryQueue(clock?: ManualClock): Promise<Queue> {
-  return Queue.open({ path: ":memory:", jobs: JOBS, ...(clock && { clock }) });
+function openQueue(db: StoreContext, clock?: ManualClock): Promise<Queue> {
+  return db.open({ jobs: JOBS, ...(clock && { clock }) });
 }
+
+/** A table of the app's own, with an id the database assigns. */
+const ORDERS_SQL = {
+  sqlite: "CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER)",
+  postgres: "CREATE TABLE orders (id serial PRIMARY KEY, total integer)",
+};
 
 /** Dispatches `count` jobs that fail for good and works them; returns their ids. */
 async function makeFailed(queue: Queue, count: number, first = 1): Promise<number[]> {
@@ -54,8 +67,8 @@ function queuedEvents(queue: Queue): QueueEventMap["job:queued"][] {
   return seen;
 }
 
-Deno.test("Queue.dispatch() stores the job and returns its id", async () => {
-  await using queue = await memoryQueue();
+storeTest("Queue.dispatch() stores the job and returns its id", async (db) => {
+  await using queue = await openQueue(db);
   const first = await queue.dispatch(order, { orderId: 7 });
   const second = await queue.dispatch(order, { orderId: 8 });
   assert.ok(Number.isSafeInteger(first) && first > 0);
@@ -65,9 +78,9 @@ Deno.test("Queue.dispatch() stores the job and returns its id", async () => {
   });
 });
 
-Deno.test("Queue.dispatch() with delayMs stores the job as delayed until then", async () => {
+storeTest("Queue.dispatch() with delayMs stores the job as delayed until then", async (db) => {
   const clock = new ManualClock();
-  await using queue = await memoryQueue(clock);
+  await using queue = await openQueue(db, clock);
   const seen = queuedEvents(queue);
   await queue.dispatch(order, { orderId: 1 }, { delayMs: 5_000 });
   assert.equal(seen[0]?.availableAt, clock.now() + 5_000);
@@ -82,8 +95,8 @@ Deno.test("Queue.dispatch() with delayMs stores the job as delayed until then", 
   assert.equal((await queue.counts()).default?.pending, 1);
 });
 
-Deno.test("Queue.dispatch() with a queue option puts the job on that queue", async () => {
-  await using queue = await memoryQueue();
+storeTest("Queue.dispatch() with a queue option puts the job on that queue", async (db) => {
+  await using queue = await openQueue(db);
   await queue.dispatch(order, { orderId: 1 }, { queue: "high" });
   await queue.dispatch(order, { orderId: 2 });
   assert.deepEqual(Object.keys(await queue.counts()), ["default", "high"]);
@@ -92,7 +105,7 @@ Deno.test("Queue.dispatch() with a queue option puts the job on that queue", asy
   assert.equal((await drain(queue, { queues: ["high"] })).completed, 1);
 });
 
-Deno.test("Queue.dispatch() with a priority runs the job before lower ones", async () => {
+storeTest("Queue.dispatch() with a priority runs the job before lower ones", async (db) => {
   const ran: string[] = [];
   const job = defineJob({
     name: "ranked",
@@ -100,7 +113,7 @@ Deno.test("Queue.dispatch() with a priority runs the job before lower ones", asy
     priority: 1,
     handle: (label) => void ran.push(label),
   });
-  await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
+  await using queue = await db.open({ jobs: [job] });
   await queue.dispatch(job, "low", { priority: -5 });
   await queue.dispatch(job, "default");
   await queue.dispatch(job, "urgent", { priority: 10 });
@@ -108,20 +121,23 @@ Deno.test("Queue.dispatch() with a priority runs the job before lower ones", asy
   assert.deepEqual(ran, ["urgent", "default", "low"]);
 });
 
-Deno.test("Queue.dispatchMany() stores every job in one go and returns the ids in order", async () => {
-  await using queue = await memoryQueue();
-  const ids = await queue.dispatchMany(
-    order,
-    Array.from({ length: 100 }, (_, i) => ({ orderId: i })),
-  );
-  assert.equal(ids.length, 100);
-  assert.deepEqual(ids, ids.toSorted((a, b) => a - b));
-  assert.equal(new Set(ids).size, 100);
-  assert.equal((await queue.counts()).default?.pending, 100);
-});
+storeTest(
+  "Queue.dispatchMany() stores every job in one go and returns the ids in order",
+  async (db) => {
+    await using queue = await openQueue(db);
+    const ids = await queue.dispatchMany(
+      order,
+      Array.from({ length: 100 }, (_, i) => ({ orderId: i })),
+    );
+    assert.equal(ids.length, 100);
+    assert.deepEqual(ids, ids.toSorted((a, b) => a - b));
+    assert.equal(new Set(ids).size, 100);
+    assert.equal((await queue.counts()).default?.pending, 100);
+  },
+);
 
-Deno.test("Queue.dispatchMany() stores nothing when one payload among 100 is bad", async () => {
-  await using queue = await memoryQueue();
+storeTest("Queue.dispatchMany() stores nothing when one payload among 100 is bad", async (db) => {
+  await using queue = await openQueue(db);
   await queue.dispatch(order, { orderId: 0 });
   const before = await queue.counts();
   const payloads = Array.from({ length: 100 }, (_, i) => ({ orderId: i }));
@@ -133,15 +149,15 @@ Deno.test("Queue.dispatchMany() stores nothing when one payload among 100 is bad
   assert.deepEqual(await queue.counts(), before);
 });
 
-Deno.test("Queue.dispatchMany() with no payloads returns [] and stores nothing", async () => {
-  await using queue = await memoryQueue();
+storeTest("Queue.dispatchMany() with no payloads returns [] and stores nothing", async (db) => {
+  await using queue = await openQueue(db);
   assert.deepEqual(await queue.dispatchMany(order, []), []);
   assert.deepEqual(await queue.counts(), {});
 });
 
-Deno.test("Queue sends job:queued with the stored job's details", async () => {
+storeTest("Queue sends job:queued with the stored job's details", async (db) => {
   const clock = new ManualClock();
-  await using queue = await memoryQueue(clock);
+  await using queue = await openQueue(db, clock);
   const event = nextEvent<QueueEventMap["job:queued"]>(queue, "job:queued");
   const id = await queue.dispatch(order, { orderId: 3 }, { queue: "mail", delayMs: 250 });
   assert.deepEqual(await event, {
@@ -153,10 +169,10 @@ Deno.test("Queue sends job:queued with the stored job's details", async () => {
   });
 });
 
-Deno.test("Queue.dispatch() refuses a job not registered with this queue", async () => {
+storeTest("Queue.dispatch() refuses a job not registered with this queue", async (db) => {
   const stranger = defineJob({ name: "stranger", schema: z.null(), handle() {} });
   const twin = defineJob({ name: "send-receipt", schema: order.schema, handle() {} });
-  await using queue = await memoryQueue();
+  await using queue = await openQueue(db);
   for (const [job, name] of [[stranger, "stranger"], [twin, "send-receipt"]] as const) {
     await assert.rejects(queue.dispatch(job, { orderId: 1 } as never), (error: unknown) => {
       assert.ok(error instanceof TypeError);
@@ -172,8 +188,8 @@ Deno.test("Queue.dispatch() refuses a job not registered with this queue", async
   assert.deepEqual(await queue.counts(), {});
 });
 
-Deno.test("Queue.dispatch() refuses something that is not a job with a clear error", async () => {
-  await using queue = await memoryQueue();
+storeTest("Queue.dispatch() refuses something that is not a job with a clear error", async (db) => {
+  await using queue = await openQueue(db);
   for (const notAJob of [null, undefined, "send-receipt", { ...order }]) {
     await assert.rejects(
       queue.dispatch(notAJob as typeof order, { orderId: 1 }),
@@ -185,42 +201,44 @@ Deno.test("Queue.dispatch() refuses something that is not a job with a clear err
   assert.deepEqual(await queue.counts(), {});
 });
 
-Deno.test("Queue.dispatch() refuses queue names outside [A-Za-z0-9_.:-]{1,64} (S07)", async () => {
-  await using dir = await tempDir();
-  await using queue = await Queue.open({ path: dir.dbPath, jobs: JOBS });
-  const bad = [
-    "default'); DROP TABLE jobs;--",
-    "",
-    "q".repeat(65),
-    "ünïcödé",
-    "😀",
-    "has space",
-    "line\nbreak",
-    "semi;colon",
-  ];
-  for (const name of bad) {
-    await assert.rejects(
-      queue.dispatch(order, { orderId: 1 }, { queue: name }),
-      (error: unknown) => {
-        assert.ok(error instanceof TypeError);
-        assert.ok(error.message.startsWith('Cannot dispatch "send-receipt": queue name '));
-        assert.match(error.message, /is invalid: use 1 to 64 of A-Z a-z 0-9 _ \. : -$/);
-        return true;
-      },
-    );
-    await assert.rejects(queue.dispatchMany(order, [{ orderId: 1 }], { queue: name }), TypeError);
-    await assert.rejects(queue.clear(name), TypeError);
-    assert.throws(() => queue.work({ queues: [name] }), TypeError);
-    assert.deepEqual(await queue.counts(), {});
-  }
-  const longest = "Aa0_.:-".padEnd(64, "z");
-  await queue.dispatch(order, { orderId: 1 }, { queue: longest });
-  assert.deepEqual(Object.keys(await queue.counts()), [longest]);
-  assert.equal((await drain(queue, { queues: [longest] })).completed, 1);
-});
+storeTest(
+  "Queue.dispatch() refuses queue names outside [A-Za-z0-9_.:-]{1,64} (S07)",
+  async (db) => {
+    await using queue = await openQueue(db);
+    const bad = [
+      "default'); DROP TABLE jobs;--",
+      "",
+      "q".repeat(65),
+      "ünïcödé",
+      "😀",
+      "has space",
+      "line\nbreak",
+      "semi;colon",
+    ];
+    for (const name of bad) {
+      await assert.rejects(
+        queue.dispatch(order, { orderId: 1 }, { queue: name }),
+        (error: unknown) => {
+          assert.ok(error instanceof TypeError);
+          assert.ok(error.message.startsWith('Cannot dispatch "send-receipt": queue name '));
+          assert.match(error.message, /is invalid: use 1 to 64 of A-Z a-z 0-9 _ \. : -$/);
+          return true;
+        },
+      );
+      await assert.rejects(queue.dispatchMany(order, [{ orderId: 1 }], { queue: name }), TypeError);
+      await assert.rejects(queue.clear(name), TypeError);
+      assert.throws(() => queue.work({ queues: [name] }), TypeError);
+      assert.deepEqual(await queue.counts(), {});
+    }
+    const longest = "Aa0_.:-".padEnd(64, "z");
+    await queue.dispatch(order, { orderId: 1 }, { queue: longest });
+    assert.deepEqual(Object.keys(await queue.counts()), [longest]);
+    assert.equal((await drain(queue, { queues: [longest] })).completed, 1);
+  },
+);
 
-Deno.test("Queue.dispatch() refuses a negative, NaN or infinite delayMs", async () => {
-  await using queue = await memoryQueue();
+storeTest("Queue.dispatch() refuses a negative, NaN or infinite delayMs", async (db) => {
+  await using queue = await openQueue(db);
   for (const delayMs of [-1, -0.5, NaN, Infinity, -Infinity]) {
     await assert.rejects(queue.dispatch(order, { orderId: 1 }, { delayMs }), (error: unknown) => {
       assert.ok(error instanceof RangeError);
@@ -234,8 +252,8 @@ Deno.test("Queue.dispatch() refuses a negative, NaN or infinite delayMs", async 
   assert.deepEqual(await queue.counts(), {});
 });
 
-Deno.test("Queue.dispatch() refuses a non-integer priority", async () => {
-  await using queue = await memoryQueue();
+storeTest("Queue.dispatch() refuses a non-integer priority", async (db) => {
+  await using queue = await openQueue(db);
   for (const priority of [0.5, NaN, Infinity, 2 ** 53]) {
     await assert.rejects(
       queue.dispatch(order, { orderId: 1 }, { priority }),
@@ -246,8 +264,8 @@ Deno.test("Queue.dispatch() refuses a non-integer priority", async () => {
   assert.deepEqual(await queue.counts(), {});
 });
 
-Deno.test("Queue refuses every use after close() with QueueClosedError", async () => {
-  const queue = await memoryQueue();
+storeTest("Queue refuses every use after close() with QueueClosedError", async (db) => {
+  const queue = await openQueue(db);
   await queue.close();
   const uses: [string, () => Promise<unknown>][] = [
     ["dispatch", () => queue.dispatch(order, { orderId: 1 })],
@@ -269,27 +287,30 @@ Deno.test("Queue refuses every use after close() with QueueClosedError", async (
   });
 });
 
-Deno.test("Queue.close() is idempotent, stops workers, and await using closes the queue", async () => {
-  let kept: Queue;
-  let worker;
-  {
-    await using queue = await memoryQueue();
-    kept = queue;
-    worker = queue.work({ pollMs: 5 });
-  }
-  await worker.done;
-  await kept.close();
-  await Promise.all([kept.close(), kept.close()]);
-  await assert.rejects(kept.dispatch(order, { orderId: 1 }), QueueClosedError);
-});
+storeTest(
+  "Queue.close() is idempotent, stops workers, and await using closes the queue",
+  async (db) => {
+    let kept: Queue;
+    let worker;
+    {
+      await using queue = await openQueue(db);
+      kept = queue;
+      worker = queue.work({ pollMs: 5 });
+    }
+    await worker.done;
+    await kept.close();
+    await Promise.all([kept.close(), kept.close()]);
+    await assert.rejects(kept.dispatch(order, { orderId: 1 }), QueueClosedError);
+  },
+);
 
-Deno.test("Queue.transaction() commits app rows and dispatched jobs together", async () => {
-  await using queue = await memoryQueue();
+storeTest("Queue.transaction() commits app rows and dispatched jobs together", async (db) => {
+  await using queue = await openQueue(db);
   const seen = queuedEvents(queue);
   const jobId = await queue.transaction(async (tx) => {
-    await tx.query("CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER)");
+    await tx.query(db.pick(ORDERS_SQL));
     const [row] = await tx.query<{ id: number }>(
-      "INSERT INTO orders (total) VALUES (?) RETURNING id",
+      db.sql("INSERT INTO orders (total) VALUES (?) RETURNING id"),
       [42],
     );
     const id = await tx.dispatch(order, { orderId: row!.id });
@@ -302,43 +323,49 @@ Deno.test("Queue.transaction() commits app rows and dispatched jobs together", a
   assert.deepEqual(orders.map((row) => ({ ...row })), [{ id: 1, total: 42 }]);
 });
 
-Deno.test("Queue.transaction() keeps neither the app row nor the job when its callback throws", async () => {
-  await using queue = await memoryQueue();
-  await queue.transaction((tx) => tx.query("CREATE TABLE orders (id INTEGER PRIMARY KEY)"));
-  const seen = queuedEvents(queue);
-  await assert.rejects(
-    queue.transaction(async (tx) => {
-      await tx.query("INSERT INTO orders DEFAULT VALUES");
-      await tx.dispatch(order, { orderId: 1 });
-      await tx.dispatchMany(order, [{ orderId: 2 }, { orderId: 3 }]);
-      throw new Error("payment declined");
-    }),
-    /payment declined/,
-  );
-  assert.deepEqual(await queue.counts(), {});
-  assert.deepEqual(await queue.transaction((tx) => tx.query("SELECT * FROM orders")), []);
-  assert.equal(seen.length, 0, "no job:queued for a rolled-back dispatch");
-  await queue.dispatch(order, { orderId: 4 });
-  assert.equal(seen.length, 1, "the queue works after a rollback");
-});
+storeTest(
+  "Queue.transaction() keeps neither the app row nor the job when its callback throws",
+  async (db) => {
+    await using queue = await openQueue(db);
+    await queue.transaction((tx) => tx.query(db.pick(ORDERS_SQL)));
+    const seen = queuedEvents(queue);
+    await assert.rejects(
+      queue.transaction(async (tx) => {
+        await tx.query("INSERT INTO orders DEFAULT VALUES");
+        await tx.dispatch(order, { orderId: 1 });
+        await tx.dispatchMany(order, [{ orderId: 2 }, { orderId: 3 }]);
+        throw new Error("payment declined");
+      }),
+      /payment declined/,
+    );
+    assert.deepEqual(await queue.counts(), {});
+    assert.deepEqual(await queue.transaction((tx) => tx.query("SELECT * FROM orders")), []);
+    assert.equal(seen.length, 0, "no job:queued for a rolled-back dispatch");
+    await queue.dispatch(order, { orderId: 4 });
+    assert.equal(seen.length, 1, "the queue works after a rollback");
+  },
+);
 
-Deno.test("Queue.transaction() rolls back everything when tx.dispatch gets a bad payload", async () => {
-  await using queue = await memoryQueue();
-  await queue.transaction((tx) => tx.query("CREATE TABLE orders (id INTEGER PRIMARY KEY)"));
-  await assert.rejects(
-    queue.transaction(async (tx) => {
-      await tx.query("INSERT INTO orders DEFAULT VALUES");
-      await tx.dispatch(order, { orderId: 1 });
-      await tx.dispatch(order, { orderId: "two" } as never);
-    }),
-    ValidationError,
-  );
-  assert.deepEqual(await queue.counts(), {});
-  assert.deepEqual(await queue.transaction((tx) => tx.query("SELECT * FROM orders")), []);
-});
+storeTest(
+  "Queue.transaction() rolls back everything when tx.dispatch gets a bad payload",
+  async (db) => {
+    await using queue = await openQueue(db);
+    await queue.transaction((tx) => tx.query(db.pick(ORDERS_SQL)));
+    await assert.rejects(
+      queue.transaction(async (tx) => {
+        await tx.query("INSERT INTO orders DEFAULT VALUES");
+        await tx.dispatch(order, { orderId: 1 });
+        await tx.dispatch(order, { orderId: "two" } as never);
+      }),
+      ValidationError,
+    );
+    assert.deepEqual(await queue.counts(), {});
+    assert.deepEqual(await queue.transaction((tx) => tx.query("SELECT * FROM orders")), []);
+  },
+);
 
-Deno.test("Queue.transaction() refuses its handle once the transaction has ended", async () => {
-  await using queue = await memoryQueue();
+storeTest("Queue.transaction() refuses its handle once the transaction has ended", async (db) => {
+  await using queue = await openQueue(db);
   let leaked: Parameters<Parameters<Queue["transaction"]>[0]>[0] | undefined;
   await queue.transaction((tx) => void (leaked = tx));
   await assert.rejects(leaked!.dispatch(order, { orderId: 1 }), /This transaction has ended/);
@@ -346,25 +373,35 @@ Deno.test("Queue.transaction() refuses its handle once the transaction has ended
   assert.deepEqual(await queue.counts(), {});
 });
 
-Deno.test("QueueTransaction.query() reports failures as rejections, not synchronous throws", async () => {
-  await using queue = await memoryQueue();
-  const outcomes = await queue.transaction((tx) => {
-    const settle = (run: () => Promise<unknown>) => {
-      try {
-        return run().then(() => "resolved", () => "rejected");
-      } catch {
-        return "threw synchronously";
-      }
-    };
-    return Promise.all([
-      settle(() => tx.query("SELEC nonsense")),
-      settle(() => tx.query("SELECT 1")),
-    ]);
-  });
-  assert.deepEqual(outcomes, ["rejected", "resolved"]);
-});
+storeTest(
+  "QueueTransaction.query() reports failures as rejections, not synchronous throws",
+  async (db) => {
+    await using queue = await openQueue(db);
+    let outcomes: string[] = [];
+    const transaction = queue.transaction(async (tx) => {
+      const settle = (run: () => Promise<unknown>) => {
+        try {
+          return run().then(() => "resolved", () => "rejected");
+        } catch {
+          return "threw synchronously";
+        }
+      };
+      outcomes = await Promise.all([
+        settle(() => tx.query("SELECT 1")),
+        settle(() => tx.query("SELEC nonsense")),
+      ]);
+    });
+    if (db.kind === "postgres") {
+      // A failed statement aborts a PostgreSQL transaction: it cannot commit.
+      await assert.rejects(transaction, /syntax error/);
+    } else {
+      await transaction;
+    }
+    assert.deepEqual(outcomes, ["resolved", "rejected"]);
+  },
+);
 
-Deno.test("Queue.dispatchSync() runs the handler now, attempt 1, storing nothing", async () => {
+storeTest("Queue.dispatchSync() runs the handler now, attempt 1, storing nothing", async (db) => {
   const calls: [unknown, number, string][] = [];
   const job = defineJob({
     name: "sync",
@@ -374,7 +411,7 @@ Deno.test("Queue.dispatchSync() runs the handler now, attempt 1, storing nothing
       calls.push([payload, ctx.attempt, ctx.queueName]);
     },
   });
-  await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
+  await using queue = await db.open({ jobs: [job] });
   const seen = queuedEvents(queue);
   assert.equal(await queue.dispatchSync(job, { n: 1 }), undefined);
   assert.deepEqual(calls, [[{ n: 1 }, 1, "reports"]]);
@@ -382,32 +419,35 @@ Deno.test("Queue.dispatchSync() runs the handler now, attempt 1, storing nothing
   assert.equal(seen.length, 0);
 });
 
-Deno.test("Queue.dispatchSync() rejects with the handler's own error and stores nothing", async () => {
-  const failure = new Error("card declined");
-  const job = defineJob({
-    name: "charge",
-    schema: z.null(),
-    handle() {
-      throw failure;
-    },
-  });
-  await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
-  await assert.rejects(queue.dispatchSync(job, null), (error) => error === failure);
-  assert.deepEqual(await queue.counts(), {});
-  assert.deepEqual(await queue.failed(), []);
-});
+storeTest(
+  "Queue.dispatchSync() rejects with the handler's own error and stores nothing",
+  async (db) => {
+    const failure = new Error("card declined");
+    const job = defineJob({
+      name: "charge",
+      schema: z.null(),
+      handle() {
+        throw failure;
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    await assert.rejects(queue.dispatchSync(job, null), (error) => error === failure);
+    assert.deepEqual(await queue.counts(), {});
+    assert.deepEqual(await queue.failed(), []);
+  },
+);
 
-Deno.test("Queue.dispatchSync() validates the payload before running anything", async () => {
+storeTest("Queue.dispatchSync() validates the payload before running anything", async (db) => {
   let ran = false;
   const job = defineJob({ name: "checked", schema: z.number(), handle: () => void (ran = true) });
-  await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
+  await using queue = await db.open({ jobs: [job] });
   await assert.rejects(queue.dispatchSync(job, "1" as never), ValidationError);
   assert.equal(ran, false);
 });
 
-Deno.test("Queue.failed() lists failed jobs newest first, by page", async () => {
+storeTest("Queue.failed() lists failed jobs newest first, by page", async (db) => {
   const clock = new ManualClock();
-  await using queue = await memoryQueue(clock);
+  await using queue = await openQueue(db, clock);
   const ids: number[] = [];
   for (let n = 1; n <= 3; n++) {
     ids.push(...await makeFailed(queue, 1, n));
@@ -426,9 +466,9 @@ Deno.test("Queue.failed() lists failed jobs newest first, by page", async () => 
   }
 });
 
-Deno.test("Queue.failedJob() returns one failed job with why it failed", async () => {
+storeTest("Queue.failedJob() returns one failed job with why it failed", async (db) => {
   const clock = new ManualClock();
-  await using queue = await memoryQueue(clock);
+  await using queue = await openQueue(db, clock);
   const [id] = await makeFailed(queue, 1, 7);
   const failed = await queue.failedJob(id!);
   assert.ok(failed !== null);
@@ -451,7 +491,7 @@ Deno.test("Queue.failedJob() returns one failed job with why it failed", async (
   await assert.rejects(queue.failedJob(0), RangeError);
 });
 
-Deno.test("Queue.retry() puts a failed job back under its id with fresh attempts", async () => {
+storeTest("Queue.retry() puts a failed job back under its id with fresh attempts", async (db) => {
   let fail = true;
   const attempts: [number, number][] = [];
   const flaky = defineJob({
@@ -462,7 +502,7 @@ Deno.test("Queue.retry() puts a failed job back under its id with fresh attempts
       if (fail) throw new PermanentError("not yet");
     },
   });
-  await using queue = await Queue.open({ path: ":memory:", jobs: [flaky] });
+  await using queue = await db.open({ jobs: [flaky] });
   const id = await queue.dispatch(flaky, null);
   await drain(queue);
   assert.equal((await queue.counts()).default?.failed, 1);
@@ -479,16 +519,16 @@ Deno.test("Queue.retry() puts a failed job back under its id with fresh attempts
   for (const bad of [0, -1, 1.5, NaN]) await assert.rejects(queue.retry(bad), RangeError);
 });
 
-Deno.test("Queue.retryAll() puts every failed job back and returns how many", async () => {
-  await using queue = await memoryQueue();
+storeTest("Queue.retryAll() puts every failed job back and returns how many", async (db) => {
+  await using queue = await openQueue(db);
   const ids = await makeFailed(queue, 5);
   assert.equal(await queue.retryAll(), 5);
   assert.deepEqual(await tables(queue), { jobs: ids, failed: [] });
   assert.equal(await queue.retryAll(), 0);
 });
 
-Deno.test("Queue.forget() and flushFailed() delete failed jobs", async () => {
-  await using queue = await memoryQueue();
+storeTest("Queue.forget() and flushFailed() delete failed jobs", async (db) => {
+  await using queue = await openQueue(db);
   const ids = await makeFailed(queue, 4);
   assert.equal(await queue.forget(ids[0]!), true);
   assert.equal(await queue.forget(ids[0]!), false);
@@ -500,42 +540,48 @@ Deno.test("Queue.forget() and flushFailed() delete failed jobs", async () => {
   await assert.rejects(queue.forget(-3), RangeError);
 });
 
-Deno.test("Queue.pruneFailed() deletes only jobs that failed longer ago than olderThanMs", async () => {
-  const clock = new ManualClock();
-  await using queue = await memoryQueue(clock);
-  const old = await makeFailed(queue, 2, 1);
-  clock.advance(10_000);
-  const recent = await makeFailed(queue, 1, 3);
-  clock.advance(1_000);
-  assert.equal(await queue.pruneFailed({ olderThanMs: 60_000 }), 0);
-  assert.equal(await queue.pruneFailed({ olderThanMs: 5_000 }), old.length);
-  assert.deepEqual((await queue.failed()).map(({ id }) => id), recent);
-  assert.equal(await queue.pruneFailed({ olderThanMs: 0 }), 1);
-  for (const olderThanMs of [-1, NaN, Infinity]) {
-    await assert.rejects(queue.pruneFailed({ olderThanMs }), RangeError);
-  }
-});
+storeTest(
+  "Queue.pruneFailed() deletes only jobs that failed longer ago than olderThanMs",
+  async (db) => {
+    const clock = new ManualClock();
+    await using queue = await openQueue(db, clock);
+    const old = await makeFailed(queue, 2, 1);
+    clock.advance(10_000);
+    const recent = await makeFailed(queue, 1, 3);
+    clock.advance(1_000);
+    assert.equal(await queue.pruneFailed({ olderThanMs: 60_000 }), 0);
+    assert.equal(await queue.pruneFailed({ olderThanMs: 5_000 }), old.length);
+    assert.deepEqual((await queue.failed()).map(({ id }) => id), recent);
+    assert.equal(await queue.pruneFailed({ olderThanMs: 0 }), 1);
+    for (const olderThanMs of [-1, NaN, Infinity]) {
+      await assert.rejects(queue.pruneFailed({ olderThanMs }), RangeError);
+    }
+  },
+);
 
-Deno.test("Queue.clear() deletes waiting jobs of one queue or of all, never failed ones", async () => {
-  await using queue = await memoryQueue();
-  await makeFailed(queue, 1);
-  await queue.dispatchMany(order, [{ orderId: 1 }, { orderId: 2 }], { queue: "a" });
-  await queue.dispatch(order, { orderId: 3 }, { queue: "b", delayMs: 60_000 });
-  await queue.dispatch(order, { orderId: 4 });
-  assert.equal(await queue.clear("a"), 2);
-  assert.equal(await queue.clear("nothing-here"), 0);
-  assert.deepEqual(Object.keys(await queue.counts()), ["b", "default"]);
-  assert.equal(await queue.clear(), 2);
-  assert.deepEqual(await queue.counts(), {
-    default: { pending: 0, delayed: 0, reserved: 0, failed: 1, running: [] },
-  });
-});
+storeTest(
+  "Queue.clear() deletes waiting jobs of one queue or of all, never failed ones",
+  async (db) => {
+    await using queue = await openQueue(db);
+    await makeFailed(queue, 1);
+    await queue.dispatchMany(order, [{ orderId: 1 }, { orderId: 2 }], { queue: "a" });
+    await queue.dispatch(order, { orderId: 3 }, { queue: "b", delayMs: 60_000 });
+    await queue.dispatch(order, { orderId: 4 });
+    assert.equal(await queue.clear("a"), 2);
+    assert.equal(await queue.clear("nothing-here"), 0);
+    assert.deepEqual(Object.keys(await queue.counts()), ["b", "default"]);
+    assert.equal(await queue.clear(), 2);
+    assert.deepEqual(await queue.counts(), {
+      default: { pending: 0, delayed: 0, reserved: 0, failed: 1, running: [] },
+    });
+  },
+);
 
-Deno.test("Queue.counts() reports pending, delayed, reserved and failed per queue", async () => {
+storeTest("Queue.counts() reports pending, delayed, reserved and failed per queue", async (db) => {
   let release!: () => void;
   const gate = new Promise<void>((resolve) => release = resolve);
   const slow = defineJob({ name: "slow", schema: z.null(), handle: () => gate });
-  await using queue = await Queue.open({ path: ":memory:", jobs: [slow, boom] });
+  await using queue = await db.open({ jobs: [slow, boom] });
   await makeFailed(queue, 2);
   const [firstSlow] = await queue.dispatchMany(slow, [null, null]);
   await queue.dispatch(slow, null, { delayMs: 60_000 });
@@ -568,34 +614,40 @@ Deno.test("Queue.counts() reports pending, delayed, reserved and failed per queu
   await worker.stop();
 });
 
-Deno.test("Two queues retrying the same failed jobs at once bring each back exactly once (R10)", async () => {
-  await using dir = await tempDir();
-  await using a = await Queue.open({ path: dir.dbPath, jobs: JOBS });
-  await using b = await Queue.open({ path: dir.dbPath, jobs: JOBS });
-  const ids = await makeFailed(a, 30);
-  for (const id of ids) {
-    const results = await Promise.all([a.retry(id), b.retry(id)]);
-    assert.equal(results.filter(Boolean).length, 1, `job ${id}: ${results}`);
-  }
-  assert.deepEqual(await tables(b), { jobs: ids, failed: [] });
-});
+storeTest(
+  "Two queues retrying the same failed jobs at once bring each back exactly once (R10)",
+  async (db) => {
+    await using a = await openQueue(db);
+    await using b = await openQueue(db);
+    const ids = await makeFailed(a, 30);
+    for (const id of ids) {
+      const results = await Promise.all([a.retry(id), b.retry(id)]);
+      assert.equal(results.filter(Boolean).length, 1, `job ${id}: ${results}`);
+    }
+    assert.deepEqual(await tables(b), { jobs: ids, failed: [] });
+  },
+);
 
-Deno.test("Retry and forget racing on one failed job leave it in exactly one place or gone (R10)", async () => {
-  await using dir = await tempDir();
-  await using a = await Queue.open({ path: dir.dbPath, jobs: JOBS });
-  await using b = await Queue.open({ path: dir.dbPath, jobs: JOBS });
-  const ids = await makeFailed(a, 30);
-  const retried: number[] = [];
-  for (const [index, id] of ids.entries()) {
-    const [retriedIt, forgotIt] = index % 2 === 0
-      ? await Promise.all([a.retry(id), b.forget(id)])
-      : (await Promise.all([b.forget(id), a.retry(id)])).toReversed();
-    assert.equal(Number(retriedIt) + Number(forgotIt), 1, `job ${id}`);
-    if (retriedIt) retried.push(id);
-  }
-  assert.deepEqual(await tables(a), { jobs: retried, failed: [] });
-});
+storeTest(
+  "Retry and forget racing on one failed job leave it in exactly one place or gone (R10)",
+  async (db) => {
+    await using a = await openQueue(db);
+    await using b = await openQueue(db);
+    const ids = await makeFailed(a, 30);
+    const retried: number[] = [];
+    for (const [index, id] of ids.entries()) {
+      const [retriedIt, forgotIt] = index % 2 === 0
+        ? await Promise.all([a.retry(id), b.forget(id)])
+        : (await Promise.all([b.forget(id), a.retry(id)])).toReversed();
+      assert.equal(Number(retriedIt) + Number(forgotIt), 1, `job ${id}`);
+      if (retriedIt) retried.push(id);
+    }
+    assert.deepEqual(await tables(a), { jobs: retried, failed: [] });
+  },
+);
 
+// SQLite only: the child processes open the queue's SQLite file (fixtures/queue/admin_child.ts).
+// On PostgreSQL the two-queue R10 tests above race two connection pools on one schema.
 Deno.test("Two processes retrying, or retrying and forgetting, the same jobs never double them (R10)", async () => {
   await using dir = await tempDir();
   await using queue = await Queue.open({ path: dir.dbPath, jobs: [alwaysFails] });

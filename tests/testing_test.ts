@@ -1,8 +1,14 @@
+/**
+ * drain() on every store, and QueueFake (which stores nothing, so it runs once).
+ *
+ * @module
+ */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, type Dispatcher, PermanentError, Queue, ValidationError } from "../mod.ts";
+import { defineJob, type Dispatcher, PermanentError, ValidationError } from "../mod.ts";
 import { drain, QueueFake } from "../src/testing.ts";
-import { ManualClock, tempDir } from "./_helpers.ts";
+import { ManualClock } from "./_helpers.ts";
+import { storeTest } from "./_stores.ts";
 
 const welcome = defineJob({
   name: "welcome",
@@ -15,7 +21,7 @@ const invoice = defineJob({
   handle() {},
 });
 
-Deno.test("drain() runs every due job, then stops and returns its stats", async () => {
+storeTest("drain() runs every due job, then stops and returns its stats", async (db) => {
   const ran: number[] = [];
   const flaky = defineJob({
     name: "flaky",
@@ -28,7 +34,7 @@ Deno.test("drain() runs every due job, then stops and returns its stats", async 
       ran.push(n);
     },
   });
-  await using queue = await Queue.open({ path: ":memory:", jobs: [flaky] });
+  await using queue = await db.open({ jobs: [flaky] });
   await queue.dispatchMany(flaky, [1, 2, 3, 4]);
   const stats = await drain(queue, { concurrency: 2 });
   assert.deepEqual(stats, { completed: 3, failed: 1, retried: 1 });
@@ -38,16 +44,16 @@ Deno.test("drain() runs every due job, then stops and returns its stats", async 
   });
 });
 
-Deno.test("drain() on an empty queue returns at once with zero stats", async () => {
-  await using queue = await Queue.open({ path: ":memory:", jobs: [welcome] });
+storeTest("drain() on an empty queue returns at once with zero stats", async (db) => {
+  await using queue = await db.open({ jobs: [welcome] });
   assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 0 });
 });
 
-Deno.test("drain() leaves delayed jobs queued until the clock reaches them", async () => {
+storeTest("drain() leaves delayed jobs queued until the clock reaches them", async (db) => {
   const clock = new ManualClock();
   const ran: number[] = [];
   const job = defineJob({ name: "later", schema: z.number(), handle: (n) => void ran.push(n) });
-  await using queue = await Queue.open({ path: ":memory:", jobs: [job], clock });
+  await using queue = await db.open({ jobs: [job], clock });
   await queue.dispatch(job, 1);
   await queue.dispatch(job, 2, { delayMs: 60_000 });
   assert.equal((await drain(queue)).completed, 1);
@@ -63,56 +69,61 @@ Deno.test("drain() leaves delayed jobs queued until the clock reaches them", asy
   assert.deepEqual(await queue.counts(), {});
 });
 
-Deno.test("drain() leaves a retry waiting for its backoff until the clock reaches it", async () => {
-  const clock = new ManualClock();
-  const attempts: number[] = [];
-  const job = defineJob({
-    name: "retrying",
-    schema: z.null(),
-    backoff: [5_000],
-    jitter: 0,
-    handle(_payload, ctx) {
-      attempts.push(ctx.attempt);
-      if (ctx.attempt === 1) throw new Error("try again");
-    },
-  });
-  await using queue = await Queue.open({ path: ":memory:", jobs: [job], clock });
-  await queue.dispatch(job, null);
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 1 });
-  assert.equal((await queue.counts()).default?.delayed, 1);
-  clock.advance(5_000);
-  assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
-  assert.deepEqual(attempts, [1, 2]);
-});
+storeTest(
+  "drain() leaves a retry waiting for its backoff until the clock reaches it",
+  async (db) => {
+    const clock = new ManualClock();
+    const attempts: number[] = [];
+    const job = defineJob({
+      name: "retrying",
+      schema: z.null(),
+      backoff: [5_000],
+      jitter: 0,
+      handle(_payload, ctx) {
+        attempts.push(ctx.attempt);
+        if (ctx.attempt === 1) throw new Error("try again");
+      },
+    });
+    await using queue = await db.open({ jobs: [job], clock });
+    await queue.dispatch(job, null);
+    assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 1 });
+    assert.equal((await queue.counts()).default?.delayed, 1);
+    clock.advance(5_000);
+    assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
+    assert.deepEqual(attempts, [1, 2]);
+  },
+);
 
-Deno.test("drain() rejects after timeoutMs when a handler never finishes, and releases the job", async () => {
-  await using dir = await tempDir();
-  let aborted = false;
-  const stuck = defineJob({
-    name: "stuck",
-    schema: z.null(),
-    handle(_payload, ctx) {
-      return new Promise((_resolve, reject) => {
-        ctx.signal.addEventListener("abort", () => {
-          aborted = true;
-          reject(ctx.signal.reason);
+storeTest(
+  "drain() rejects after timeoutMs when a handler never finishes, and releases the job",
+  async (db) => {
+    let aborted = false;
+    const stuck = defineJob({
+      name: "stuck",
+      schema: z.null(),
+      handle(_payload, ctx) {
+        return new Promise((_resolve, reject) => {
+          ctx.signal.addEventListener("abort", () => {
+            aborted = true;
+            reject(ctx.signal.reason);
+          });
         });
-      });
-    },
-  });
-  await using queue = await Queue.open({ path: dir.dbPath, jobs: [stuck] });
-  await queue.dispatch(stuck, null);
-  const started = performance.now();
-  await assert.rejects(
-    drain(queue, { timeoutMs: 50, graceMs: 0 }),
-    /^Error: drain: the queue still had due jobs after 50 ms$/,
-  );
-  assert.ok(performance.now() - started < 5_000);
-  assert.ok(aborted, "the handler's signal was aborted");
-  assert.deepEqual(await queue.counts(), {
-    default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
-  });
-});
+      },
+    });
+    await using queue = await db.open({ jobs: [stuck] });
+    await queue.dispatch(stuck, null);
+    const started = performance.now();
+    await assert.rejects(
+      drain(queue, { timeoutMs: 50, graceMs: 0 }),
+      /^Error: drain: the queue still had due jobs after 50 ms$/,
+    );
+    assert.ok(performance.now() - started < 5_000);
+    assert.ok(aborted, "the handler's signal was aborted");
+    assert.deepEqual(await queue.counts(), {
+      default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
+    });
+  },
+);
 
 Deno.test("QueueFake records each dispatch as a worker would see it, with made-up ids", async () => {
   const fake = new QueueFake();

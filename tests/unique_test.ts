@@ -2,8 +2,9 @@
  * Unique jobs (`uniqueForMs`, `uniqueId`, `uniqueUntil`) and debounced jobs
  * (`debounceMs`, `debounceMaxWaitMs`): what dispatch returns and stores, when
  * a key is held and released; and R12 (no key or lock left behind after any
- * outcome, a rolled-back dispatch or a kill -9), counted through a second
- * connection on the database file.
+ * outcome, a rolled-back dispatch or a kill -9), counted through a connection
+ * of the test's own. On every store, but for the kill -9 of a `work` process
+ * on a SQLite file.
  *
  * @module
  */
@@ -19,6 +20,7 @@ import {
 } from "../mod.ts";
 import { drain } from "../src/testing.ts";
 import { ManualClock, nextEvent, tempDir } from "./_helpers.ts";
+import { orQueueError, type StoreContext, storeTest } from "./_stores.ts";
 import { crashOnce } from "./fixtures/guards/jobs.ts";
 import { count, JOBS_URL, startWork, workerStarted } from "./fixtures/guards/harness.ts";
 import { openReader, waitUntil } from "./fixtures/reliability/harness.ts";
@@ -36,7 +38,7 @@ interface JobRow {
 }
 
 interface KeyRow {
-  /** The key as hex: node:sqlite reads TEXT only up to its first NUL, and keys hold one. */
+  /** The key as hex (upper case): node:sqlite reads TEXT only up to its first NUL, and keys hold one. */
   key: string;
   kind: string;
   job_id: number;
@@ -226,14 +228,21 @@ const ALL = [
   r12Retry,
 ];
 
-async function open(dbPath: string, clock = new ManualClock()) {
-  const queue = await Queue.open({ path: dbPath, jobs: ALL, clock });
+async function open(db: StoreContext, clock = new ManualClock()) {
+  const queue = await db.open({ jobs: ALL, clock });
   return { queue, clock };
 }
 
-function keys(db: ReturnType<typeof openReader>): KeyRow[] {
-  return db.prepare("SELECT hex(key) AS key, kind, job_id, expires_at FROM job_keys ORDER BY key")
-    .all() as unknown as KeyRow[];
+/** The key as upper-case hex, in each store's syntax. */
+const KEY_HEX = {
+  sqlite: "hex(key)",
+  postgres: "upper(encode(convert_to(key, 'UTF8'), 'hex'))",
+};
+
+function keys(db: StoreContext): Promise<KeyRow[]> {
+  return db.query<KeyRow>(
+    `SELECT ${db.pick(KEY_HEX)} AS key, kind, job_id, expires_at FROM job_keys ORDER BY key`,
+  );
 }
 
 function hex(text: string): string {
@@ -241,253 +250,260 @@ function hex(text: string): string {
     .join("").toUpperCase();
 }
 
-function jobRow(db: ReturnType<typeof openReader>, id: number): JobRow | undefined {
-  return db.prepare("SELECT id, payload, available_at, attempts, token FROM jobs WHERE id = ?")
-    .get(id) as JobRow | undefined;
+async function jobRow(db: StoreContext, id: number): Promise<JobRow | undefined> {
+  const [row] = await db.query<JobRow>(
+    "SELECT id, payload, available_at, attempts, token FROM jobs WHERE id = ?",
+    [id],
+  );
+  return row;
 }
 
-Deno.test("a unique dispatch while the holder waits returns the holder's id, stores nothing and sends no job:queued", async () => {
-  await using tmp = await tempDir();
-  const { queue, clock } = await open(tmp.dbPath);
+storeTest(
+  "a unique dispatch while the holder waits returns the holder's id, stores nothing and sends no job:queued",
+  async (db) => {
+    const { queue, clock } = await open(db);
+    await using _ = queue;
+    const queued = record<Detail<"job:queued">>(queue, "job:queued");
+
+    const first = await queue.dispatch(unique, { user: "ann", n: 1 });
+    const again = await queue.dispatch(unique, { user: "ann", n: 2 });
+    assert.equal(again, first);
+    assert.equal(await db.count("jobs"), 1);
+    assert.deepEqual(queued.map((event) => event.id), [first]);
+    assert.equal(
+      JSON.parse((await jobRow(db, first))!.payload).n,
+      1,
+      "the holder keeps its payload",
+    );
+    assert.deepEqual((await keys(db)).map((row) => ({ ...row })), [{
+      key: hex(JSON.stringify(["u.unique", "ann"])),
+      kind: "unique",
+      job_id: first,
+      expires_at: clock.now() + 60_000,
+    }]);
+
+    const other = await queue.dispatch(unique, { user: "bob", n: 3 });
+    assert.notEqual(other, first);
+    assert.equal(await db.count("jobs"), 2);
+    assert.equal(await db.count("job_keys"), 2);
+    assert.deepEqual(queued.map((event) => event.id), [first, other]);
+  },
+);
+
+storeTest("a unique job lets the next dispatch store once it has completed", async (db) => {
+  const { queue } = await open(db);
   await using _ = queue;
-  using db = openReader(tmp.dbPath);
-  const queued = record<Detail<"job:queued">>(queue, "job:queued");
-
-  const first = await queue.dispatch(unique, { user: "ann", n: 1 });
-  const again = await queue.dispatch(unique, { user: "ann", n: 2 });
-  assert.equal(again, first);
-  assert.equal(count(db, "jobs"), 1);
-  assert.deepEqual(queued.map((event) => event.id), [first]);
-  assert.equal(JSON.parse(jobRow(db, first)!.payload).n, 1, "the holder keeps its payload");
-  assert.deepEqual(keys(db).map((row) => ({ ...row })), [{
-    key: hex("u.unique\0ann"),
-    kind: "unique",
-    job_id: first,
-    expires_at: clock.now() + 60_000,
-  }]);
-
-  const other = await queue.dispatch(unique, { user: "bob", n: 3 });
-  assert.notEqual(other, first);
-  assert.equal(count(db, "jobs"), 2);
-  assert.equal(count(db, "job_keys"), 2);
-  assert.deepEqual(queued.map((event) => event.id), [first, other]);
-});
-
-Deno.test("a unique job lets the next dispatch store once it has completed", async () => {
-  await using tmp = await tempDir();
-  const { queue } = await open(tmp.dbPath);
-  await using _ = queue;
-  using db = openReader(tmp.dbPath);
   seen.length = 0;
 
   const first = await queue.dispatch(unique, { user: "ann", n: 1 });
   assert.equal(await queue.dispatch(unique, { user: "ann", n: 2 }), first);
   assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
   assert.deepEqual(seen, [{ user: "ann", n: 1, attempt: 1 }]);
-  assert.equal(count(db, "job_keys"), 0);
+  assert.equal(await db.count("job_keys"), 0);
 
   const next = await queue.dispatch(unique, { user: "ann", n: 3 });
   assert.notEqual(next, first);
-  assert.equal(count(db, "jobs"), 1);
-  assert.equal(keys(db)[0]?.job_id, next);
+  assert.equal(await db.count("jobs"), 1);
+  assert.equal((await keys(db))[0]?.job_id, next);
 });
 
-Deno.test("a unique job lets the next dispatch store once it has failed for good", async () => {
-  await using tmp = await tempDir();
-  const { queue } = await open(tmp.dbPath);
+storeTest("a unique job lets the next dispatch store once it has failed for good", async (db) => {
+  const { queue } = await open(db);
   await using _ = queue;
-  using db = openReader(tmp.dbPath);
 
   const first = await queue.dispatch(uniqueFails, { user: "ann", n: 1 });
   assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 0 });
-  assert.equal(count(db, "failed_jobs"), 1);
-  assert.equal(count(db, "job_keys"), 0);
+  assert.equal(await db.count("failed_jobs"), 1);
+  assert.equal(await db.count("job_keys"), 0);
   const next = await queue.dispatch(uniqueFails, { user: "ann", n: 2 });
   assert.notEqual(next, first);
-  assert.equal(count(db, "jobs"), 1);
+  assert.equal(await db.count("jobs"), 1);
 });
 
-Deno.test("a unique key expires uniqueForMs after its dispatch, and the old holder's end leaves the new key alone", async () => {
-  await using tmp = await tempDir();
-  const { queue, clock } = await open(tmp.dbPath);
+storeTest(
+  "a unique key expires uniqueForMs after its dispatch, and the old holder's end leaves the new key alone",
+  async (db) => {
+    const { queue, clock } = await open(db);
+    await using _ = queue;
+
+    const first = await queue.dispatch(shortUnique, { user: "ann", n: 1 });
+    clock.advance(4_999);
+    assert.equal(await queue.dispatch(shortUnique, { user: "ann", n: 2 }), first);
+    assert.equal(await db.count("jobs"), 1);
+    clock.advance(1);
+    const second = await queue.dispatch(shortUnique, { user: "ann", n: 3 });
+    assert.notEqual(second, first, "the key expired at dispatch + uniqueForMs");
+    assert.equal(await db.count("jobs"), 2);
+    assert.deepEqual((await keys(db)).map((row) => [row.job_id, row.expires_at]), [
+      [second, clock.now() + 5_000],
+    ]);
+
+    // Both run; the first one's settle must not release the key the second holds.
+    assert.deepEqual(await drain(queue, { concurrency: 1 }), {
+      completed: 2,
+      failed: 0,
+      retried: 0,
+    });
+    assert.equal(await db.count("job_keys"), 0);
+    const third = await queue.dispatch(shortUnique, { user: "ann", n: 4 });
+    assert.equal(await queue.dispatch(shortUnique, { user: "ann", n: 5 }), third);
+  },
+);
+
+storeTest("a unique job holds its key across a retry and a release with backoff", async (db) => {
+  const { queue, clock } = await open(db);
   await using _ = queue;
-  using db = openReader(tmp.dbPath);
-
-  const first = await queue.dispatch(shortUnique, { user: "ann", n: 1 });
-  clock.advance(4_999);
-  assert.equal(await queue.dispatch(shortUnique, { user: "ann", n: 2 }), first);
-  assert.equal(count(db, "jobs"), 1);
-  clock.advance(1);
-  const second = await queue.dispatch(shortUnique, { user: "ann", n: 3 });
-  assert.notEqual(second, first, "the key expired at dispatch + uniqueForMs");
-  assert.equal(count(db, "jobs"), 2);
-  assert.deepEqual(keys(db).map((row) => [row.job_id, row.expires_at]), [
-    [second, clock.now() + 5_000],
-  ]);
-
-  // Both run; the first one's settle must not release the key the second holds.
-  assert.deepEqual(await drain(queue, { concurrency: 1 }), { completed: 2, failed: 0, retried: 0 });
-  assert.equal(count(db, "job_keys"), 0);
-  const third = await queue.dispatch(shortUnique, { user: "ann", n: 4 });
-  assert.equal(await queue.dispatch(shortUnique, { user: "ann", n: 5 }), third);
-});
-
-Deno.test("a unique job holds its key across a retry and a release with backoff", async () => {
-  await using tmp = await tempDir();
-  const { queue, clock } = await open(tmp.dbPath);
-  await using _ = queue;
-  using db = openReader(tmp.dbPath);
   const queued = record<Detail<"job:queued">>(queue, "job:queued");
   const retries = record<Detail<"job:retry">>(queue, "job:retry");
 
   const first = await queue.dispatch(uniqueRetries, { user: "ann", n: 1 });
   assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 1 });
-  assert.equal(count(db, "job_keys"), 1);
+  assert.equal(await db.count("job_keys"), 1);
   assert.equal(await queue.dispatch(uniqueRetries, { user: "ann", n: 2 }), first);
 
   clock.advance(1_000);
   assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 1 });
   assert.equal(retries[1]?.delayMs, 500, "attempt 2 released itself for 500 ms");
-  assert.equal(count(db, "job_keys"), 1);
+  assert.equal(await db.count("job_keys"), 1);
   assert.equal(await queue.dispatch(uniqueRetries, { user: "ann", n: 3 }), first);
-  assert.equal(count(db, "jobs"), 1);
+  assert.equal(await db.count("jobs"), 1);
 
   clock.advance(500);
   assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
-  assert.equal(count(db, "job_keys"), 0);
+  assert.equal(await db.count("job_keys"), 0);
   const next = await queue.dispatch(uniqueRetries, { user: "ann", n: 4 });
   assert.notEqual(next, first);
   assert.deepEqual(queued.map((event) => event.id), [first, next]);
 });
 
-Deno.test('a unique job with uniqueUntil "completed" holds its key while it runs', async () => {
-  await using tmp = await tempDir();
-  const { queue } = await open(tmp.dbPath);
+storeTest('a unique job with uniqueUntil "completed" holds its key while it runs', async (db) => {
+  const { queue } = await open(db);
   await using _ = queue;
-  using db = openReader(tmp.dbPath);
   hold.gate = gate();
 
   const first = await queue.dispatch(uniqueGated, { user: "ann", n: 1 });
   const worker = queue.work({ pollMs: 10 });
   await nextEvent<Detail<"job:start">>(queue, "job:start", (event) => event.id === first);
-  assert.equal(count(db, "job_keys"), 1);
+  assert.equal(await db.count("job_keys"), 1);
   assert.equal(await queue.dispatch(uniqueGated, { user: "ann", n: 2 }), first);
-  assert.equal(count(db, "jobs"), 1);
+  assert.equal(await db.count("jobs"), 1);
   hold.gate.resolve();
   await nextEvent(queue, "job:complete");
   await worker.stop();
-  assert.equal(count(db, "job_keys"), 0);
+  assert.equal(await db.count("job_keys"), 0);
 });
 
-Deno.test('a unique job with uniqueUntil "processing" releases its key when it is claimed', async () => {
-  await using tmp = await tempDir();
-  const { queue } = await open(tmp.dbPath);
+storeTest(
+  'a unique job with uniqueUntil "processing" releases its key when it is claimed',
+  async (db) => {
+    const { queue } = await open(db);
+    await using _ = queue;
+    hold.gate = gate();
+
+    const first = await queue.dispatch(uniqueProcessing, { user: "ann", n: 1 });
+    assert.equal(await queue.dispatch(uniqueProcessing, { user: "ann", n: 2 }), first);
+    const worker = queue.work({ pollMs: 10, concurrency: 1 });
+    await nextEvent<Detail<"job:start">>(queue, "job:start", (event) => event.id === first);
+    assert.equal(await db.count("job_keys"), 0, "released in the claim");
+
+    const second = await queue.dispatch(uniqueProcessing, { user: "ann", n: 3 });
+    assert.notEqual(second, first);
+    assert.equal(await queue.dispatch(uniqueProcessing, { user: "ann", n: 4 }), second);
+    assert.equal(await db.count("jobs"), 2);
+    assert.deepEqual((await keys(db)).map((row) => row.job_id), [second]);
+
+    hold.gate.resolve();
+    await nextEvent<Detail<"job:complete">>(queue, "job:complete", (event) => event.id === second);
+    await worker.stop();
+    assert.equal(await db.count("job_keys"), 0);
+    assert.equal(await db.count("jobs"), 0);
+  },
+);
+
+storeTest(
+  "dispatchMany with the same uniqueId twice in one call stores it once and returns its id for both",
+  async (db) => {
+    const { queue } = await open(db);
+    await using _ = queue;
+    const queued = record<Detail<"job:queued">>(queue, "job:queued");
+
+    const ids = await queue.dispatchMany(unique, [
+      { user: "ann", n: 1 },
+      { user: "bob", n: 2 },
+      { user: "ann", n: 3 },
+    ]);
+    assert.equal(ids.length, 3);
+    assert.equal(ids[2], ids[0]);
+    assert.notEqual(ids[1], ids[0]);
+    assert.equal(await db.count("jobs"), 2);
+    assert.equal(await db.count("job_keys"), 2);
+    assert.deepEqual(queued.map((event) => event.id), [ids[0], ids[1]]);
+    assert.equal(JSON.parse((await jobRow(db, ids[0]!))!.payload).n, 1);
+  },
+);
+
+storeTest(
+  "a unique tx.dispatch rolled back leaves no job and no job_keys row; committed, it holds the key",
+  async (db) => {
+    const { queue } = await open(db);
+    await using _ = queue;
+
+    let inside: [number, number] | undefined;
+    await assert.rejects(
+      queue.transaction(async (tx) => {
+        const a = await tx.dispatch(unique, { user: "ann", n: 1 });
+        const b = await tx.dispatch(unique, { user: "ann", n: 2 });
+        inside = [a, b];
+        throw new Error("roll back");
+      }),
+      /roll back/,
+    );
+    assert.equal(inside?.[1], inside?.[0], "held within the transaction");
+    assert.equal(await db.count("jobs"), 0);
+    assert.equal(await db.count("job_keys"), 0);
+
+    const committed = await queue.transaction((tx) => tx.dispatch(unique, { user: "ann", n: 3 }));
+    assert.equal(await db.count("job_keys"), 1);
+    assert.equal(await queue.dispatch(unique, { user: "ann", n: 4 }), committed);
+  },
+);
+
+storeTest("queue.clear() releases the unique keys of the jobs it deletes", async (db) => {
+  const { queue } = await open(db);
   await using _ = queue;
-  using db = openReader(tmp.dbPath);
-  hold.gate = gate();
-
-  const first = await queue.dispatch(uniqueProcessing, { user: "ann", n: 1 });
-  assert.equal(await queue.dispatch(uniqueProcessing, { user: "ann", n: 2 }), first);
-  const worker = queue.work({ pollMs: 10, concurrency: 1 });
-  await nextEvent<Detail<"job:start">>(queue, "job:start", (event) => event.id === first);
-  assert.equal(count(db, "job_keys"), 0, "released in the claim");
-
-  const second = await queue.dispatch(uniqueProcessing, { user: "ann", n: 3 });
-  assert.notEqual(second, first);
-  assert.equal(await queue.dispatch(uniqueProcessing, { user: "ann", n: 4 }), second);
-  assert.equal(count(db, "jobs"), 2);
-  assert.deepEqual(keys(db).map((row) => row.job_id), [second]);
-
-  hold.gate.resolve();
-  await nextEvent<Detail<"job:complete">>(queue, "job:complete", (event) => event.id === second);
-  await worker.stop();
-  assert.equal(count(db, "job_keys"), 0);
-  assert.equal(count(db, "jobs"), 0);
-});
-
-Deno.test("dispatchMany with the same uniqueId twice in one call stores it once and returns its id for both", async () => {
-  await using tmp = await tempDir();
-  const { queue } = await open(tmp.dbPath);
-  await using _ = queue;
-  using db = openReader(tmp.dbPath);
-  const queued = record<Detail<"job:queued">>(queue, "job:queued");
-
-  const ids = await queue.dispatchMany(unique, [
-    { user: "ann", n: 1 },
-    { user: "bob", n: 2 },
-    { user: "ann", n: 3 },
-  ]);
-  assert.equal(ids.length, 3);
-  assert.equal(ids[2], ids[0]);
-  assert.notEqual(ids[1], ids[0]);
-  assert.equal(count(db, "jobs"), 2);
-  assert.equal(count(db, "job_keys"), 2);
-  assert.deepEqual(queued.map((event) => event.id), [ids[0], ids[1]]);
-  assert.equal(JSON.parse(jobRow(db, ids[0]!)!.payload).n, 1);
-});
-
-Deno.test("a unique tx.dispatch rolled back leaves no job and no job_keys row; committed, it holds the key", async () => {
-  await using tmp = await tempDir();
-  const { queue } = await open(tmp.dbPath);
-  await using _ = queue;
-  using db = openReader(tmp.dbPath);
-
-  let inside: [number, number] | undefined;
-  await assert.rejects(
-    queue.transaction(async (tx) => {
-      const a = await tx.dispatch(unique, { user: "ann", n: 1 });
-      const b = await tx.dispatch(unique, { user: "ann", n: 2 });
-      inside = [a, b];
-      throw new Error("roll back");
-    }),
-    /roll back/,
-  );
-  assert.equal(inside?.[1], inside?.[0], "held within the transaction");
-  assert.equal(count(db, "jobs"), 0);
-  assert.equal(count(db, "job_keys"), 0);
-
-  const committed = await queue.transaction((tx) => tx.dispatch(unique, { user: "ann", n: 3 }));
-  assert.equal(count(db, "job_keys"), 1);
-  assert.equal(await queue.dispatch(unique, { user: "ann", n: 4 }), committed);
-});
-
-Deno.test("queue.clear() releases the unique keys of the jobs it deletes", async () => {
-  await using tmp = await tempDir();
-  const { queue } = await open(tmp.dbPath);
-  await using _ = queue;
-  using db = openReader(tmp.dbPath);
 
   const first = await queue.dispatch(unique, { user: "ann", n: 1 });
   assert.equal(await queue.clear(), 1);
-  assert.equal(count(db, "job_keys"), 0);
+  assert.equal(await db.count("job_keys"), 0);
   const next = await queue.dispatch(unique, { user: "ann", n: 2 });
   assert.notEqual(next, first);
-  assert.equal(count(db, "jobs"), 1);
+  assert.equal(await db.count("jobs"), 1);
 });
 
-Deno.test("a uniqueId that returns a non-string or more than 255 characters is a TypeError, and nothing is stored", async () => {
-  await using tmp = await tempDir();
-  const { queue } = await open(tmp.dbPath);
-  await using _ = queue;
-  using db = openReader(tmp.dbPath);
+storeTest(
+  "a uniqueId that returns a non-string or more than 255 characters is a TypeError, and nothing is stored",
+  async (db) => {
+    const { queue } = await open(db);
+    await using _ = queue;
 
-  await assert.rejects(
-    queue.dispatch(badId, { user: "ann", n: 7 }),
-    (error: Error) =>
-      error instanceof TypeError &&
-      /"u\.bad-id".*uniqueId must return a string/.test(error.message),
-  );
-  await assert.rejects(
-    queue.dispatchMany(longId, [{ user: "ann", n: 255 }, { user: "bob", n: 256 }]),
-    (error: Error) =>
-      error instanceof TypeError && /uniqueId .*at most 255 characters.*256/.test(error.message),
-  );
-  assert.equal(count(db, "jobs"), 0);
-  assert.equal(count(db, "job_keys"), 0);
-  // 255 characters is fine.
-  await queue.dispatch(longId, { user: "ann", n: 255 });
-  assert.equal(count(db, "job_keys"), 1);
-});
+    await assert.rejects(
+      queue.dispatch(badId, { user: "ann", n: 7 }),
+      (error: Error) =>
+        error instanceof TypeError &&
+        /"u\.bad-id".*uniqueId must return a string/.test(error.message),
+    );
+    await assert.rejects(
+      queue.dispatchMany(longId, [{ user: "ann", n: 255 }, { user: "bob", n: 256 }]),
+      (error: Error) =>
+        error instanceof TypeError && /uniqueId .*at most 255 characters.*256/.test(error.message),
+    );
+    assert.equal(await db.count("jobs"), 0);
+    assert.equal(await db.count("job_keys"), 0);
+    // 255 characters is fine.
+    await queue.dispatch(longId, { user: "ann", n: 255 });
+    assert.equal(await db.count("job_keys"), 1);
+  },
+);
 
 Deno.test("defineJob refuses unique with debounce, debounceMaxWaitMs without debounceMs, and a bad uniqueUntil or duration", () => {
   const base = { schema: byUser, handle() {} };
@@ -526,63 +542,63 @@ Deno.test("defineJob refuses unique with debounce, debounceMaxWaitMs without deb
   );
 });
 
-Deno.test("a debounced dispatch returns the waiting job's id, replaces its payload and moves its due time; the handler runs once with the last payload", async () => {
-  await using tmp = await tempDir();
-  const { queue, clock } = await open(tmp.dbPath);
+storeTest(
+  "a debounced dispatch returns the waiting job's id, replaces its payload and moves its due time; the handler runs once with the last payload",
+  async (db) => {
+    const { queue, clock } = await open(db);
+    await using _ = queue;
+    const queued = record<Detail<"job:queued">>(queue, "job:queued");
+    debounced.length = 0;
+
+    const first = await queue.dispatch(debounce, { user: "ann", n: 1 });
+    assert.equal((await jobRow(db, first))!.available_at, clock.now() + 1_000);
+    clock.advance(300);
+    assert.equal(await queue.dispatch(debounce, { user: "ann", n: 2 }), first);
+    clock.advance(300);
+    assert.equal(await queue.dispatch(debounce, { user: "ann", n: 3 }), first);
+    const row = (await jobRow(db, first))!;
+    assert.equal(row.available_at, clock.now() + 1_000, "due debounceMs after the last dispatch");
+    assert.deepEqual(JSON.parse(row.payload), { user: "ann", n: 3 });
+    assert.equal(await db.count("jobs"), 1);
+    assert.deepEqual(queued.map((event) => event.id), [first]);
+
+    clock.advance(999);
+    assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 0 });
+    clock.advance(1);
+    assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
+    assert.deepEqual(debounced, [{ user: "ann", n: 3 }]);
+    assert.equal(await db.count("job_keys"), 0);
+  },
+);
+
+storeTest(
+  "a debounced job's due time is capped at debounceMaxWaitMs after its first dispatch",
+  async (db) => {
+    const { queue, clock } = await open(db);
+    await using _ = queue;
+    const t0 = clock.now();
+
+    const id = await queue.dispatch(debounce, { user: "ann", n: 1 });
+    clock.advance(800);
+    await queue.dispatch(debounce, { user: "ann", n: 2 });
+    assert.equal((await jobRow(db, id))!.available_at, t0 + 1_800);
+    clock.advance(800); // t0 + 1600: now + 1000 = 2600 > cap 2500
+    assert.equal(await queue.dispatch(debounce, { user: "ann", n: 3 }), id);
+    assert.equal((await jobRow(db, id))!.available_at, t0 + 2_500);
+    clock.advance(800); // t0 + 2400
+    assert.equal(await queue.dispatch(debounce, { user: "ann", n: 4 }), id);
+    assert.equal((await jobRow(db, id))!.available_at, t0 + 2_500);
+    assert.equal(await db.count("jobs"), 1);
+    // Another user has its own key and its own due time.
+    const other = await queue.dispatch(debounce, { user: "bob", n: 5 });
+    assert.notEqual(other, id);
+    assert.equal((await jobRow(db, other))!.available_at, clock.now() + 1_000);
+  },
+);
+
+storeTest("a dispatch after the debounced job started stores a new job", async (db) => {
+  const { queue, clock } = await open(db);
   await using _ = queue;
-  using db = openReader(tmp.dbPath);
-  const queued = record<Detail<"job:queued">>(queue, "job:queued");
-  debounced.length = 0;
-
-  const first = await queue.dispatch(debounce, { user: "ann", n: 1 });
-  assert.equal(jobRow(db, first)!.available_at, clock.now() + 1_000);
-  clock.advance(300);
-  assert.equal(await queue.dispatch(debounce, { user: "ann", n: 2 }), first);
-  clock.advance(300);
-  assert.equal(await queue.dispatch(debounce, { user: "ann", n: 3 }), first);
-  const row = jobRow(db, first)!;
-  assert.equal(row.available_at, clock.now() + 1_000, "due debounceMs after the last dispatch");
-  assert.deepEqual(JSON.parse(row.payload), { user: "ann", n: 3 });
-  assert.equal(count(db, "jobs"), 1);
-  assert.deepEqual(queued.map((event) => event.id), [first]);
-
-  clock.advance(999);
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 0 });
-  clock.advance(1);
-  assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
-  assert.deepEqual(debounced, [{ user: "ann", n: 3 }]);
-  assert.equal(count(db, "job_keys"), 0);
-});
-
-Deno.test("a debounced job's due time is capped at debounceMaxWaitMs after its first dispatch", async () => {
-  await using tmp = await tempDir();
-  const { queue, clock } = await open(tmp.dbPath);
-  await using _ = queue;
-  using db = openReader(tmp.dbPath);
-  const t0 = clock.now();
-
-  const id = await queue.dispatch(debounce, { user: "ann", n: 1 });
-  clock.advance(800);
-  await queue.dispatch(debounce, { user: "ann", n: 2 });
-  assert.equal(jobRow(db, id)!.available_at, t0 + 1_800);
-  clock.advance(800); // t0 + 1600: now + 1000 = 2600 > cap 2500
-  assert.equal(await queue.dispatch(debounce, { user: "ann", n: 3 }), id);
-  assert.equal(jobRow(db, id)!.available_at, t0 + 2_500);
-  clock.advance(800); // t0 + 2400
-  assert.equal(await queue.dispatch(debounce, { user: "ann", n: 4 }), id);
-  assert.equal(jobRow(db, id)!.available_at, t0 + 2_500);
-  assert.equal(count(db, "jobs"), 1);
-  // Another user has its own key and its own due time.
-  const other = await queue.dispatch(debounce, { user: "bob", n: 5 });
-  assert.notEqual(other, id);
-  assert.equal(jobRow(db, other)!.available_at, clock.now() + 1_000);
-});
-
-Deno.test("a dispatch after the debounced job started stores a new job", async () => {
-  await using tmp = await tempDir();
-  const { queue, clock } = await open(tmp.dbPath);
-  await using _ = queue;
-  using db = openReader(tmp.dbPath);
   debounced.length = 0;
   hold.gate = gate();
 
@@ -592,8 +608,12 @@ Deno.test("a dispatch after the debounced job started stores a new job", async (
   await nextEvent<Detail<"job:start">>(queue, "job:start", (event) => event.id === first);
   const second = await queue.dispatch(debounceGated, { user: "ann", n: 2 });
   assert.notEqual(second, first);
-  assert.equal(count(db, "jobs"), 2);
-  assert.equal(JSON.parse(jobRow(db, first)!.payload).n, 1, "the running job keeps its payload");
+  assert.equal(await db.count("jobs"), 2);
+  assert.equal(
+    JSON.parse((await jobRow(db, first))!.payload).n,
+    1,
+    "the running job keeps its payload",
+  );
   assert.equal(await queue.dispatch(debounceGated, { user: "ann", n: 3 }), second);
 
   hold.gate.resolve();
@@ -602,53 +622,50 @@ Deno.test("a dispatch after the debounced job started stores a new job", async (
   await nextEvent<Detail<"job:complete">>(queue, "job:complete", (event) => event.id === second);
   await worker.stop();
   assert.deepEqual(debounced, [{ user: "ann", n: 1 }, { user: "ann", n: 3 }]);
-  assert.equal(count(db, "job_keys"), 0);
+  assert.equal(await db.count("job_keys"), 0);
 });
 
 // R12: zero orphaned keys and locks.
 
 async function r12(
+  db: StoreContext,
   job: typeof r12Ok,
   expected: { completed: number; failed: number; retried: number },
-  check: (queue: Queue, db: ReturnType<typeof openReader>) => Promise<void> = async () => {},
+  check: (queue: Queue) => Promise<void> = async () => {},
 ) {
-  await using tmp = await tempDir();
-  const queue = await Queue.open({ path: tmp.dbPath, jobs: ALL });
+  const queue = await db.open({ jobs: ALL });
   await using _ = queue;
-  using db = openReader(tmp.dbPath);
   await queue.dispatch(job, { user: "ann", n: 1 });
-  assert.equal(count(db, "job_keys"), 1);
-  assert.deepEqual(await drain(queue), expected);
-  assert.equal(count(db, "job_keys"), 0, "orphaned unique keys");
-  assert.equal(count(db, "job_locks"), 0, "orphaned overlap locks");
-  await check(queue, db);
+  assert.equal(await db.count("job_keys"), 1);
+  assert.deepEqual(await orQueueError(queue, drain(queue)), expected);
+  assert.equal(await db.count("job_keys"), 0, "orphaned unique keys");
+  assert.equal(await db.count("job_locks"), 0, "orphaned overlap locks");
+  await check(queue);
 }
 
-Deno.test("R12: no job_keys or job_locks row is left after a success", async () => {
-  await r12(r12Ok, { completed: 1, failed: 0, retried: 0 });
+storeTest("R12: no job_keys or job_locks row is left after a success", async (db) => {
+  await r12(db, r12Ok, { completed: 1, failed: 0, retried: 0 });
 });
 
-Deno.test("R12: no job_keys or job_locks row is left after a permanent failure", async () => {
-  await r12(r12Permanent, { completed: 0, failed: 1, retried: 0 }, async (queue) => {
+storeTest("R12: no job_keys or job_locks row is left after a permanent failure", async (db) => {
+  await r12(db, r12Permanent, { completed: 0, failed: 1, retried: 0 }, async (queue) => {
     assert.match((await queue.failed())[0]!.error, /PermanentError: never/);
   });
 });
 
-Deno.test("R12: no job_keys or job_locks row is left after a final timeout", async () => {
-  await r12(r12Timeout, { completed: 0, failed: 1, retried: 0 }, async (queue) => {
+storeTest("R12: no job_keys or job_locks row is left after a final timeout", async (db) => {
+  await r12(db, r12Timeout, { completed: 0, failed: 1, retried: 0 }, async (queue) => {
     const [failed] = await queue.failed();
     assert.match(failed!.error, new RegExp(JobTimeoutError.name));
   });
 });
 
-Deno.test("R12: no job_keys or job_locks row is left after retries then success", async () => {
-  await r12(r12Retry, { completed: 1, failed: 0, retried: 2 });
+storeTest("R12: no job_keys or job_locks row is left after retries then success", async (db) => {
+  await r12(db, r12Retry, { completed: 1, failed: 0, retried: 2 });
 });
 
-Deno.test("R12: no job_keys row is left by a rolled-back transaction", async () => {
-  await using tmp = await tempDir();
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: ALL });
-  using db = openReader(tmp.dbPath);
+storeTest("R12: no job_keys row is left by a rolled-back transaction", async (db) => {
+  await using queue = await db.open({ jobs: ALL });
   await assert.rejects(
     queue.transaction(async (tx) => {
       await tx.dispatchMany(r12Ok, [{ user: "a", n: 1 }, { user: "b", n: 2 }]);
@@ -657,10 +674,11 @@ Deno.test("R12: no job_keys row is left by a rolled-back transaction", async () 
     }),
     /roll back/,
   );
-  assert.equal(count(db, "job_keys"), 0);
-  assert.equal(count(db, "jobs"), 0);
+  assert.equal(await db.count("job_keys"), 0);
+  assert.equal(await db.count("jobs"), 0);
 });
 
+// SQLite only: the `work` child process and its ledger are on the test's SQLite file.
 Deno.test("R12: after a kill -9 of the `work` process running a unique locked job, recovery after the lease leaves no key or lock", async () => {
   await using tmp = await tempDir();
   await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS_URL });

@@ -94,8 +94,8 @@ export class PostgresGuards {
   async acquire(requests: readonly GuardRequest[], now: number): Promise<(number | null)[]> {
     await this.#lockKeys(
       requests.flatMap((request) => [
-        ...request.locks.map((lock) => `lock\0${lock.key}`),
-        ...request.rates.map((rate) => `rate\0${rate.key}`),
+        ...request.locks.map((lock) => JSON.stringify(["lock", lock.key])),
+        ...request.rates.map((rate) => JSON.stringify(["rate", rate.key])),
       ]),
     );
     const verdicts: (number | null)[] = [];

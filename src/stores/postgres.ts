@@ -168,15 +168,22 @@ const FAILED_COLUMNS =
 const FAILED_PAGE =
   `SELECT ${FAILED_COLUMNS} FROM failed_jobs ORDER BY failed_at DESC, id DESC LIMIT $1 OFFSET $2`;
 const FAILED_ONE = `SELECT ${FAILED_COLUMNS} FROM failed_jobs WHERE id = $1`;
-const RETRY_COPY = `INSERT INTO jobs
-  (id, queue, name, payload, priority, available_at, created_at, ${LINKS})
-  SELECT id, queue, name, payload, priority, $1, created_at, ${LINKS} FROM failed_jobs`;
-const RETRY_ONE = `${RETRY_COPY} WHERE id = $2 RETURNING id, ${LINKS}`;
-const RETRY_ALL = `${RETRY_COPY} ORDER BY id RETURNING id, ${LINKS}`;
-const RETRY_BATCH =
-  `${RETRY_COPY} WHERE batch_id = $2 AND batch_member = 1 ORDER BY id RETURNING id, ${LINKS}`;
+/**
+ * Moves failed jobs back in one statement: the delete locks each row, so a
+ * concurrent retry or forget of the same job finds it gone and moves nothing.
+ * The selection (`WHERE …`) is appended to the delete.
+ */
+function retryStatement(where: string): string {
+  return `WITH moved AS (DELETE FROM failed_jobs ${where}
+      RETURNING id, queue, name, payload, priority, created_at, ${LINKS})
+    INSERT INTO jobs (id, queue, name, payload, priority, available_at, created_at, ${LINKS})
+    SELECT id, queue, name, payload, priority, $1, created_at, ${LINKS} FROM moved ORDER BY id
+    RETURNING id, ${LINKS}`;
+}
+const RETRY_ONE = retryStatement("WHERE id = $2");
+const RETRY_ALL = retryStatement("");
+const RETRY_BATCH = retryStatement("WHERE batch_id = $2 AND batch_member = 1");
 const FORGET = "DELETE FROM failed_jobs WHERE id = $1";
-const FORGET_BATCH = "DELETE FROM failed_jobs WHERE batch_id = $1 AND batch_member = 1";
 const FLUSH = "DELETE FROM failed_jobs";
 const PRUNE = "DELETE FROM failed_jobs WHERE failed_at < $1";
 const CLEAR_ONE = `DELETE FROM jobs WHERE queue = $1 RETURNING id, ${LINKS}`;
@@ -585,18 +592,13 @@ export class PostgresStore implements Store {
       let moved: (JobLinks & { id: number })[];
       if (ids === "all") {
         moved = [...await run<JobLinks & { id: number }>(RETRY_ALL, [now])];
-        await run(FLUSH);
       } else if (!Array.isArray(ids)) {
         const { batchId } = ids as { readonly batchId: number };
         moved = [...await run<JobLinks & { id: number }>(RETRY_BATCH, [now, batchId])];
-        await run(FORGET_BATCH, [batchId]);
       } else {
         moved = [];
         for (const id of ids as readonly number[]) {
-          const [row] = await run<JobLinks & { id: number }>(RETRY_ONE, [now, id]);
-          if (row === undefined) continue;
-          await run(FORGET, [id]);
-          moved.push(row);
+          moved.push(...await run<JobLinks & { id: number }>(RETRY_ONE, [now, id]));
         }
       }
       await new PostgresComposition(run).retried(moved);

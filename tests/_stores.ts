@@ -1,0 +1,213 @@
+/**
+ * Runs a feature test once per store: on SQLite (a temp file) and, when
+ * `QUEUE_TEST_POSTGRES_URL` is set, on PostgreSQL (a fresh schema, dropped
+ * afterwards). Without the variable the PostgreSQL variants are not
+ * registered: each test file that uses this says once why, and lists one
+ * ignored test that names the variable.
+ *
+ * ```ts ignore
+ * storeTest("Queue.dispatch() stores the job", async (db) => {
+ *   await using queue = await db.open({ jobs: [job] });
+ *   await queue.dispatch(job, null);
+ *   assert.equal(await db.count("jobs"), 1);
+ * });
+ * ```
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { Queue, type QueueOptions } from "../src/queue.ts";
+import { PostgresStore } from "../src/stores/postgres.ts";
+import { SqliteStore } from "../src/stores/sqlite.ts";
+import type { Store } from "../src/stores/store.ts";
+import { tempDir } from "./_helpers.ts";
+import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
+
+/** The database a variant of a test runs on. */
+export type StoreKind = "sqlite" | "postgres";
+
+/** What a test may pass to {@linkcode StoreContext.open}: everything but where the jobs live. */
+export type TestQueueOptions = Omit<
+  QueueOptions,
+  "path" | "url" | "store" | "durability" | "busyTimeoutMs"
+>;
+
+/** One variant's database, handed to the test body by {@linkcode storeTest}. */
+export interface StoreContext {
+  /** Which store this variant runs on. */
+  readonly kind: StoreKind;
+  /** A temp folder of the test's own, removed afterwards: for files the test or its jobs write. */
+  readonly dir: string;
+  /** The SQLite file of this test's database; null on PostgreSQL. */
+  readonly file: string | null;
+  /**
+   * Opens a queue on this test's database: every call of one test opens
+   * another queue (another connection) on the same database. On PostgreSQL
+   * the store goes by the caller's clock when `options.clock` is given, else
+   * by the database's. Queues left open are closed when the test ends.
+   */
+  open(options: TestQueueOptions): Promise<Queue>;
+  /** `text` with its `?` and `?N` placeholders in this store's syntax (`$n` on PostgreSQL). */
+  sql(text: string): string;
+  /**
+   * Runs one statement (`?` or `?N` placeholders) in a transaction of a
+   * store of its own on this test's database, like a second connection, and
+   * returns its rows as plain objects.
+   */
+  query<Row = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<Row[]>;
+  /** Rows of `table` matching `where` (placeholders as in {@linkcode StoreContext.query}). */
+  count(table: string, where?: string, params?: readonly unknown[]): Promise<number>;
+  /** The choice for this store, for statements whose syntax differs (DDL, triggers). */
+  pick<T>(choices: { readonly sqlite: T; readonly postgres: T }): T;
+}
+
+const STORE_NAMES: Record<StoreKind, string> = { sqlite: "SQLite", postgres: "PostgreSQL" };
+
+let skipNoted = false;
+
+/** The stores feature tests run on here: SQLite always, PostgreSQL when its URL is set. */
+function testStores(): StoreKind[] {
+  return postgresTestUrl() === null ? ["sqlite"] : ["sqlite", "postgres"];
+}
+
+/**
+ * Registers `fn` as one test per store, named `"SQLite: <name>"` and
+ * `"PostgreSQL: <name>"`. Each run gets a fresh database, removed when the
+ * test ends after every queue it opened is closed.
+ */
+export function storeTest(name: string, fn: (db: StoreContext) => Promise<void>): void {
+  const url = postgresTestUrl();
+  if (url === null && !skipNoted) {
+    skipNoted = true;
+    console.log(
+      "PostgreSQL variants of the feature tests skipped: QUEUE_TEST_POSTGRES_URL is not set",
+    );
+    Deno.test({
+      name: "PostgreSQL: feature tests skipped, QUEUE_TEST_POSTGRES_URL is not set",
+      ignore: true,
+      fn() {},
+    });
+  }
+  for (const kind of testStores()) {
+    Deno.test(`${STORE_NAMES[kind]}: ${name}`, async () => {
+      await using db = await openContext(kind, url);
+      await fn(db);
+    });
+  }
+}
+
+/**
+ * Polls `probe` every `everyMs` until it returns something other than
+ * undefined, false or null, and resolves with that; rejects after `timeoutMs`.
+ * For waiting on rows, which have no event to wait on.
+ */
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined | false | null>,
+  timeoutMs = 5_000,
+  everyMs = 10,
+): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false && value !== null) return value;
+    if (performance.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+}
+
+/**
+ * Settles as `work` does, but rejects with the error of the first
+ * `queue:error` of `queue` before then. For tests that expect none: a store
+ * that fails on every tick would otherwise keep a worker looping until the
+ * test's deadline.
+ */
+export function orQueueError<T>(queue: EventTarget, work: Promise<T>): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const listener = (event: Event) => {
+      const { error, during } = (event as CustomEvent<{ error: Error; during: string }>).detail;
+      reject(new Error(`queue:error during ${during}: ${error}`, { cause: error }));
+    };
+    queue.addEventListener("queue:error", listener);
+    work.then(resolve, reject).finally(() => queue.removeEventListener("queue:error", listener));
+  });
+}
+
+/** `?N` becomes `$N` and each bare `?` the next `$n`; quoted text is left alone. */
+function toDollarPlaceholders(text: string): string {
+  let next = 0;
+  return text.replace(/'(?:[^']|'')*'|\?(\d*)/g, (match, number: string | undefined) => {
+    if (match.startsWith("'")) return match;
+    return number ? `$${number}` : `$${++next}`;
+  });
+}
+
+async function openContext(
+  kind: StoreKind,
+  url: string | null,
+): Promise<StoreContext & AsyncDisposable> {
+  const dir = await tempDir();
+  const dbPath = join(dir.dir, "queue.db");
+  const queues: Queue[] = [];
+  /**
+   * The store `query` reads through, opened on first use and closed last. On
+   * PostgreSQL it makes the test's schema, and drops it when disposed.
+   */
+  let reader: Promise<{ store: Store; schema: string } & AsyncDisposable> | null = null;
+  const openReader = () =>
+    reader ??= kind === "sqlite"
+      ? SqliteStore.open(dbPath).then((store) => ({
+        store,
+        schema: "",
+        [Symbol.asyncDispose]: () => store.close(),
+      }))
+      : openTestPostgresStore(url!, { maxConnections: 2 });
+  const sql = (text: string) => kind === "sqlite" ? text : toDollarPlaceholders(text);
+  const query = async <Row>(text: string, params: readonly unknown[] = []): Promise<Row[]> => {
+    const { store } = await openReader();
+    const rows = await store.transaction((tx) => tx.query<Row & object>(sql(text), params));
+    return rows.map((row) => ({ ...row }));
+  };
+  return {
+    kind,
+    dir: dir.dir,
+    file: kind === "sqlite" ? dbPath : null,
+    async open(options) {
+      let queue: Queue;
+      if (kind === "sqlite") {
+        queue = await Queue.open({ ...options, path: dbPath });
+      } else {
+        // The schema is made (and later dropped) by the reader's store.
+        const { schema } = await openReader();
+        const clock = options.clock === undefined ? "database" : "caller";
+        const store = await PostgresStore.open(url!, { schema, clock });
+        try {
+          queue = await Queue.open({ ...options, store });
+        } catch (error) {
+          await store.close();
+          throw error;
+        }
+      }
+      queues.push(queue);
+      return queue;
+    },
+    sql,
+    query,
+    async count(table, where = "TRUE", params = []) {
+      const [row] = await query<{ n: number }>(
+        `SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`,
+        params,
+      );
+      return Number(row!.n);
+    },
+    pick: (choices) => choices[kind],
+    async [Symbol.asyncDispose]() {
+      try {
+        await Promise.all(queues.map((queue) => queue.close()));
+        if (reader !== null) await (await reader)[Symbol.asyncDispose]();
+      } finally {
+        await dir[Symbol.asyncDispose]();
+      }
+    },
+  };
+}
