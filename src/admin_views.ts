@@ -88,7 +88,9 @@ export interface PruneOptions {
 /** Throws a `RangeError` unless `id` is a positive integer; `what` names it (`A batch id`). */
 export function assertId(id: number, what = "A job id"): number {
   if (!Number.isSafeInteger(id) || id < 1) {
-    throw new RangeError(`${what} must be a positive integer: got ${id}`);
+    throw new RangeError(
+      `${what} must be a positive integer: got ${typeof id === "string" ? JSON.stringify(id) : id}`,
+    );
   }
   return id;
 }

@@ -14,6 +14,13 @@ export type Backoff = readonly number[] | ((attempt: number) => number);
 export const defaultBackoff: Backoff = (attempt) => 10_000 * attempt;
 
 /**
+ * The longest delay anything accepts (a dispatch's `delayMs`, a release, a
+ * backoff): about 100 years, so that every stored time stays an exact
+ * integer in both stores' columns.
+ */
+export const MAX_DELAY_MS = 100 * 365 * 24 * 60 * 60 * 1_000;
+
+/**
  * The delay after `attempt` failed, spread by ±`jitter` (a fraction of the
  * delay) so that jobs that failed together do not all come back together.
  */
@@ -26,11 +33,13 @@ export function retryDelayMs(
   const base = typeof backoff === "function"
     ? backoff(attempt)
     : backoff[Math.min(attempt, backoff.length) - 1] ?? 0;
-  if (!Number.isFinite(base) || base < 0) {
-    throw new RangeError(`Backoff for attempt ${attempt} must be a finite delay >= 0: got ${base}`);
+  if (!Number.isFinite(base) || base < 0 || base > MAX_DELAY_MS) {
+    throw new RangeError(
+      `Backoff for attempt ${attempt} must be a delay from 0 to ${MAX_DELAY_MS} ms: got ${base}`,
+    );
   }
   const spread = base * jitter * (2 * random() - 1);
-  return Math.max(0, Math.round(base + spread));
+  return Math.min(MAX_DELAY_MS, Math.max(0, Math.round(base + spread)));
 }
 
 /** Checks a backoff given to `defineJob`, naming the job in the error. */
@@ -42,7 +51,7 @@ export function assertBackoff(jobName: string, backoff: Backoff): void {
     );
   }
   for (const delay of backoff) {
-    if (typeof delay !== "number" || !Number.isFinite(delay) || delay < 0) {
+    if (typeof delay !== "number" || !(delay >= 0 && delay <= MAX_DELAY_MS)) {
       throw new RangeError(
         `Job "${jobName}": backoff delays must be finite numbers >= 0: got ${String(delay)}`,
       );

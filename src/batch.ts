@@ -161,14 +161,18 @@ export class BatchBuilder {
         `Batch "${this.#name}" was already dispatched: build a new one with queue.batch()`,
       );
     }
-    const id = await this.#submit({
-      name: this.#name,
-      jobs: this.#jobs,
-      ...this.#callbacks,
-      allowFailures: this.#allowFailures,
-    });
-    this.#dispatched = true;
-    return id;
+    this.#dispatched = true; // before the await: a second call meanwhile must not store a copy
+    try {
+      return await this.#submit({
+        name: this.#name,
+        jobs: this.#jobs,
+        ...this.#callbacks,
+        allowFailures: this.#allowFailures,
+      });
+    } catch (error) {
+      this.#dispatched = false; // nothing was stored
+      throw error;
+    }
   }
 
   #callback(

@@ -87,9 +87,13 @@ export class ChainBuilder {
     if (this.#links.length === 0) {
       throw new TypeError("Cannot dispatch an empty chain: add a job with .then(job, payload)");
     }
-    const id = await this.#submit({ links: this.#links, onFailure: this.#onFailure });
-    this.#dispatched = true;
-    return id;
+    this.#dispatched = true; // before the await: a second call meanwhile must not store a copy
+    try {
+      return await this.#submit({ links: this.#links, onFailure: this.#onFailure });
+    } catch (error) {
+      this.#dispatched = false; // nothing was stored
+      throw error;
+    }
   }
 
   #plan(

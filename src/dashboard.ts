@@ -104,7 +104,9 @@ export function dashboard(queue: Queue, options: DashboardOptions = {}): Dashboa
     throw new TypeError(`dashboard: basePath must be a string: got ${typeof given}`);
   }
   const basePath = given.replace(/\/$/, "");
-  if (!BASE_PATH.test(basePath)) {
+  if (
+    !BASE_PATH.test(basePath) || basePath.split("/").some((part) => part === "." || part === "..")
+  ) {
     throw new TypeError(
       `dashboard: basePath must be "" or "/"-separated segments of letters, digits and -._~: got ${
         JSON.stringify(options.basePath)

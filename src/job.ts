@@ -5,9 +5,9 @@
  *
  * @module
  */
-import { assertBackoff, type Backoff, defaultBackoff } from "./backoff.ts";
+import { assertBackoff, type Backoff, defaultBackoff, MAX_DELAY_MS } from "./backoff.ts";
 import type { JobMiddleware } from "./middleware.ts";
-import { assertQueueName } from "./names.ts";
+import { assertName, assertQueueName } from "./names.ts";
 
 /** Options for one dispatch. */
 export interface DispatchOptions {
@@ -76,8 +76,10 @@ export function resolveDispatch(
   const queue = options?.queue ?? job.queue;
   assertQueueName(queue, where);
   const delayMs = options?.delayMs ?? 0;
-  if (typeof delayMs !== "number" || !Number.isFinite(delayMs) || delayMs < 0) {
-    throw new RangeError(`${where}: delayMs must be a finite number >= 0: got ${delayMs}`);
+  if (typeof delayMs !== "number" || !(delayMs >= 0 && delayMs <= MAX_DELAY_MS)) {
+    throw new RangeError(
+      `${where}: delayMs must be a number of ms from 0 to ${MAX_DELAY_MS}: got ${String(delayMs)}`,
+    );
   }
   const priority = options?.priority ?? job.priority;
   assertPriority(priority, where);
@@ -343,10 +345,7 @@ const DEFINITIONS = new WeakSet<object>();
  * ```
  */
 export function defineJob<S extends PayloadSchema>(config: JobConfig<S>): JobDefinition<S> {
-  const { name } = config;
-  if (typeof name !== "string" || name.length === 0 || name.length > 255) {
-    throw new TypeError(`defineJob: name must be a string of 1 to 255 characters: got ${name}`);
-  }
+  const name = assertName(config.name, "defineJob", "name");
   const where = `Job "${name}"`;
   if (typeof config.schema?.safeParse !== "function") {
     throw new TypeError(`${where}: schema must be a zod schema`);
@@ -410,10 +409,14 @@ export function isJobDefinition(value: unknown): value is JobDefinition {
   return typeof value === "object" && value !== null && DEFINITIONS.has(value);
 }
 
-/** Throws a `RangeError` naming `where` unless `priority` is a safe integer. */
+/** Throws a `RangeError` naming `where` unless `priority` is a 32-bit integer (what every store keeps). */
 export function assertPriority(priority: unknown, where: string): void {
-  if (!Number.isSafeInteger(priority)) {
-    throw new RangeError(`${where}: priority must be an integer: got ${String(priority)}`);
+  if (!Number.isSafeInteger(priority) || Math.abs(priority as number) > 2_147_483_647) {
+    throw new RangeError(
+      `${where}: priority must be an integer from -2147483647 to 2147483647: got ${
+        String(priority)
+      }`,
+    );
   }
 }
 

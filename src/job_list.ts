@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { assertQueueName } from "./names.ts";
+import { assertName, assertQueueName } from "./names.ts";
 import type { JobFilter, JobListing, JobState, ListedJobRow } from "./stores/store.ts";
 
 export type { JobState } from "./stores/store.ts";
@@ -84,11 +84,7 @@ export function jobFilter(options: JobListOptions): JobFilter {
     );
   }
   if (queue !== undefined) assertQueueName(queue, "jobs");
-  if (name !== undefined && (typeof name !== "string" || name.length === 0 || name.length > 255)) {
-    throw new TypeError(
-      `jobs: name must be a string of 1 to 255 characters: got ${JSON.stringify(name)}`,
-    );
-  }
+  if (name !== undefined) assertName(name, "jobs", "name");
   return { state: state ?? null, queue: queue ?? null, name: name ?? null };
 }
 

@@ -128,7 +128,15 @@ export function toHeld(row: NewJobRow): HeldJobRow {
 
 /** A unique or debounced job's `uniqueId` for one payload, checked. */
 function uniqueIdOf(job: JobDefinition, payload: unknown): string {
-  const id = job.uniqueId(payload);
+  let id: unknown;
+  try {
+    id = job.uniqueId(payload);
+  } catch (error) {
+    throw new TypeError(
+      `Cannot dispatch "${job.name}": its uniqueId threw: ${(error as Error)?.message ?? error}`,
+      { cause: error },
+    );
+  }
   if (typeof id !== "string" || id.length > 255) {
     throw new TypeError(
       `Cannot dispatch "${job.name}": uniqueId must return a string of at most 255 characters: got ${

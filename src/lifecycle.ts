@@ -104,13 +104,13 @@ export function outcomeOf(
       return {
         kind: "retry",
         error: null,
-        delayMs: result.delayMs,
+        delayMs: Math.round(result.delayMs),
         settlement: {
           kind: "release",
           id,
           token,
           at: now,
-          availableAt: now + result.delayMs,
+          availableAt: now + Math.round(result.delayMs),
           error: null,
           refundAttempt: false,
         },
@@ -170,7 +170,7 @@ export function putBack(job: ClaimedJob, now: number, reason: string): Outcome {
       token: job.token,
       at: now,
       availableAt: now,
-      error: reason,
+      error: storable(reason),
       refundAttempt: true,
     },
   };
@@ -190,7 +190,7 @@ export function holdBack(job: ClaimedJob, now: number, retryAt: number, reason: 
       token: job.token,
       at: now,
       availableAt: retryAt,
-      error: reason,
+      error: storable(reason),
       refundAttempt: true,
     },
   };
@@ -198,8 +198,16 @@ export function holdBack(job: ClaimedJob, now: number, retryAt: number, reason: 
 
 /** An error in the form the store keeps. */
 export function storedError(error: Error): StoredError {
-  const stack = error.stack === undefined || error.stack === null ? null : String(error.stack);
-  return { message: `${String(error.name)}: ${String(error.message)}`, stack };
+  const stack = error.stack === undefined || error.stack === null ? null : storable(error.stack);
+  return { message: storable(`${String(error.name)}: ${String(error.message)}`), stack };
+}
+
+/**
+ * Text every store keeps as given: NUL (which PostgreSQL text refuses) and
+ * lone surrogates become U+FFFD, so no error message can make a settle fail.
+ */
+function storable(text: unknown): string {
+  return String(text).replaceAll("\0", "\uFFFD").toWellFormed();
 }
 
 /** A job whose rules themselves failed (e.g. a backoff function that threw): it fails for good. */

@@ -8,6 +8,7 @@
  * @module
  */
 
+import { assertName } from "./names.ts";
 import type { GuardRequest } from "./stores/store.ts";
 
 /** At most `limit` jobs holding `key` run at once, across all processes. */
@@ -122,7 +123,9 @@ export function rateLimited(key: string, max: number, perMs: number): RateLimite
 
 /**
  * Checks what a job's `middleware(payload)` returned: an array of rules made
- * by {@linkcode withoutOverlapping} and {@linkcode rateLimited}.
+ * by {@linkcode withoutOverlapping} and {@linkcode rateLimited}. Each rule is
+ * checked again field by field, so a hand-made object with a bad field is
+ * refused with the field's name instead of reaching the store.
  */
 export function assertMiddleware(rules: unknown, jobName: string): readonly JobMiddleware[] {
   const kinds = new Set(["without-overlapping", "rate-limited"]);
@@ -134,7 +137,15 @@ export function assertMiddleware(rules: unknown, jobName: string): readonly JobM
       `Job "${jobName}": middleware(payload) must return an array of withoutOverlapping() and rateLimited() rules`,
     );
   }
-  return rules;
+  return (rules as JobMiddleware[]).map((rule) =>
+    rule.kind === "without-overlapping"
+      ? withoutOverlapping(rule.key, {
+        limit: rule.limit,
+        releaseAfterMs: rule.releaseAfterMs,
+        ...(rule.expireAfterMs !== undefined && { expireAfterMs: rule.expireAfterMs }),
+      })
+      : rateLimited(rule.key, rule.max, rule.perMs)
+  );
 }
 
 /**
@@ -171,12 +182,7 @@ export function describeRules(rules: readonly JobMiddleware[]): string {
 }
 
 function assertKey(key: unknown, where: string): string {
-  if (typeof key !== "string" || key.length === 0 || key.length > 255) {
-    throw new TypeError(
-      `${where}: key must be a string of 1 to 255 characters: got ${String(key)}`,
-    );
-  }
-  return key;
+  return assertName(key, where, "key");
 }
 
 function wholeNumber(value: number, where: string): number {

@@ -1,5 +1,6 @@
 /**
- * The rules for queue names, checked wherever a name enters the system.
+ * The rules for names (queues, jobs, batches, middleware keys), checked
+ * wherever a name enters the system.
  *
  * @internal
  * @module
@@ -15,4 +16,21 @@ export function assertQueueName(name: unknown, where: string): asserts name is s
       `${where}: queue name ${shown} is invalid: use 1 to 64 of A-Z a-z 0-9 _ . : -`,
     );
   }
+}
+
+/**
+ * Throws a `TypeError` naming `where` unless `name` is a well-formed string
+ * of 1 to 255 characters without NUL: what both stores keep unchanged.
+ */
+export function assertName(name: unknown, where: string, what: string): string {
+  if (
+    typeof name !== "string" || name.length === 0 || name.length > 255 || name.includes("\0") ||
+    !name.isWellFormed()
+  ) {
+    const shown = typeof name === "string" ? JSON.stringify(name.slice(0, 64)) : String(name);
+    throw new TypeError(
+      `${where}: ${what} must be a string of 1 to 255 characters, without NUL or lone surrogates: got ${shown}`,
+    );
+  }
+  return name;
 }

@@ -25,7 +25,7 @@ import type { HandlerQueue } from "./executors/executor.ts";
 import { IsolateExecutor } from "./executors/isolate.ts";
 import { WebWorkerPool } from "./executors/web_workers.ts";
 import type { Dispatcher, DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
-import { assertQueueName } from "./names.ts";
+import { assertName, assertQueueName } from "./names.ts";
 import { jobFilter, type JobList, type JobListOptions, toJobList } from "./job_list.ts";
 import {
   type MetricsOptions,
@@ -254,9 +254,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     target: Pick<StoreTransaction, "pushBatch">,
     queued: (rows: NewJobRow[], ids: number[]) => void,
   ): BatchBuilder {
-    if (typeof name !== "string" || name.length === 0 || name.length > 255) {
-      throw new TypeError(`batch: name must be a string of 1 to 255 characters: got ${name}`);
-    }
+    assertName(name, "batch", "name");
     return new BatchBuilder(name, async (plan: BatchPlan) => {
       const jobs = await this.#plannedRows(plan.jobs, () => ` in batch "${plan.name}"`);
       const held = async (role: string, list: readonly PlannedJobs[]): Promise<HeldJobRow[]> =>
@@ -662,6 +660,9 @@ function readAppKeys(options: QueueOptions, encrypted: readonly string[]): AppKe
   const current = options.appKey ?? fromEnv("APP_KEY");
   const previous = options.previousAppKeys ??
     (fromEnv("APP_PREVIOUS_KEYS") ?? "").split(",").map((key) => key.trim()).filter(Boolean);
+  if (!Array.isArray(previous)) {
+    throw new TypeError(`previousAppKeys must be an array of keys: got ${typeof previous}`);
+  }
   if (current === undefined || current === "") {
     if (encrypted.length === 0) return null;
     throw new TypeError(

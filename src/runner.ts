@@ -54,6 +54,8 @@ export interface StopOptions {
   graceMs?: number;
 }
 
+/** The longest the loop runs on microtasks alone before it lets timers run. */
+const YIELD_EVERY_MS = 20;
 /** The most often a running job's progress is written to the store. */
 const PROGRESS_INTERVAL_MS = 1_000;
 /**
@@ -114,6 +116,8 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   #wakeRequested = false;
   #stats = { completed: 0, failed: 0, retried: 0 };
   #stopReason: StopReason | null = null;
+  /** When the loop last let timers run. */
+  #yieldedAt = performance.now();
   readonly #workerId = crypto.randomUUID();
   readonly #workerStartedAt: number;
 
@@ -202,6 +206,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
           this.#stopReason ??= "empty";
           break;
         }
+        if (performance.now() - this.#yieldedAt > YIELD_EVERY_MS) await this.#yieldToTimers();
         if (this.#finished.length === 0) await this.#sleep(pollMs);
       }
     } finally {
@@ -341,7 +346,12 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       );
     } catch (error) {
       this.emit("queue:error", { error: asError(error), during: "middleware" });
-      this.#putBackUnstarted(guarded.map(({ job }) => job), "middleware could not be checked");
+      // Back after a poll, not at once: a store that keeps refusing must not spin the loop.
+      const retryAt = now + this.#options.pollMs;
+      for (const { job } of guarded) {
+        const outcome = holdBack(job, now, retryAt, "middleware could not be checked");
+        this.#finished.push({ job, outcome, durationMs: 0 });
+      }
       return free;
     }
     guarded.forEach(({ job, rules }, index) => {
@@ -569,6 +579,19 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     }
   }
 
+  /**
+   * Lets timers run (lease renewals, timeouts, a stop's grace): a loop that
+   * always has work to settle would otherwise run on microtasks alone.
+   */
+  #yieldToTimers(): Promise<void> {
+    return new Promise((resolve) =>
+      setTimeout(() => {
+        this.#yieldedAt = performance.now();
+        resolve();
+      }, 0)
+    );
+  }
+
   /** Waits `ms`, or less when woken; a wake-up that came while the loop was busy ends it at once. */
   #sleep(ms: number): Promise<void> {
     if (this.#wakeRequested) {
@@ -582,7 +605,10 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         this.#wakeRequested = false;
         resolve();
       };
-      const timer = setTimeout(done, ms);
+      const timer = setTimeout(() => {
+        this.#yieldedAt = performance.now();
+        done();
+      }, ms);
       this.#wake = done;
     });
   }

@@ -782,9 +782,11 @@ storeTest("Queue.batch() takes a name of 1 to 255 characters", async (db) => {
   await using queue = await db.open({ jobs: t.jobs });
   const long = "n".repeat(255);
   for (const name of ["", "n".repeat(256), 42 as never, undefined as never]) {
+    const shown = typeof name === "string" ? JSON.stringify(name.slice(0, 64)) : String(name);
     assert.throws(() => queue.batch(name), {
       name: "TypeError",
-      message: `batch: name must be a string of 1 to 255 characters: got ${name}`,
+      message:
+        `batch: name must be a string of 1 to 255 characters, without NUL or lone surrogates: got ${shown}`,
     });
   }
   const id = await queue.batch(long).dispatch();

@@ -50,7 +50,10 @@ Deno.test("Queue.jobs() refuses a bad state, queue, name, limit or offset, namin
       /^TypeError: jobs: state must be "pending", "delayed" or "running": got "done"$/,
     ],
     [{ queue: "a b" }, /^TypeError: jobs: queue name "a b" is invalid/],
-    [{ name: "" }, /^TypeError: jobs: name must be a string of 1 to 255 characters: got ""$/],
+    [
+      { name: "" },
+      /^TypeError: jobs: name must be a string of 1 to 255 characters, without NUL or lone surrogates: got ""$/,
+    ],
     [{ limit: 0 }, /^RangeError: jobs: limit must be an integer from 1 to 1000: got 0$/],
     [{ offset: -1 }, /^RangeError: jobs: offset must be an integer >= 0: got -1$/],
   ];

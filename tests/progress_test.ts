@@ -239,7 +239,7 @@ storeTest(
       `${message} -1`,
       `${message} 101`,
       `${message} NaN`,
-      `${message} 50`,
+      `${message} "50"`,
       `${message} Infinity`,
       `${message} null`,
     ]);

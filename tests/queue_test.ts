@@ -244,7 +244,7 @@ storeTest("Queue.dispatch() refuses a negative, NaN or infinite delayMs", async 
       assert.ok(error instanceof RangeError);
       assert.match(
         error.message,
-        /^Cannot dispatch "send-receipt": delayMs must be a finite number/,
+        /^Cannot dispatch "send-receipt": delayMs must be a number of ms from 0 to 3153600000000: got /,
       );
       return true;
     });

@@ -32,13 +32,24 @@ export function isLoopbackAddress(hostname: string): boolean {
 
 /**
  * The default gate: full access for a TCP connection from a loopback
- * address, refused otherwise (also when `info` is missing, or for a Unix
- * socket: the address cannot show who is at the other end).
+ * address that also asked for a loopback host, refused otherwise (also when
+ * `info` is missing, or for a Unix socket: the address cannot show who is at
+ * the other end). The `Host` check stops DNS rebinding: a page of another
+ * site whose name now points at 127.0.0.1 still names its own host.
  */
-export function loopbackOnly(_request: Request, info: Deno.ServeHandlerInfo | undefined): boolean {
+export function loopbackOnly(request: Request, info: Deno.ServeHandlerInfo | undefined): boolean {
   const address = info?.remoteAddr;
-  return address !== undefined && address.transport === "tcp" &&
-    isLoopbackAddress(address.hostname);
+  if (address === undefined || address.transport !== "tcp") return false;
+  if (!isLoopbackAddress(address.hostname)) return false;
+  let host: string;
+  try {
+    host = new URL(request.url).hostname;
+    const header = request.headers.get("host");
+    if (header !== null) host = new URL(`http://${header}`).hostname;
+  } catch {
+    return false;
+  }
+  return host === "localhost" || isLoopbackAddress(host);
 }
 
 /** Runs the gate: the access it grants (at most `"read"` when `readOnly`), or null to refuse. */

@@ -182,16 +182,15 @@ async function runAction(
   if (crossOrigin !== null) {
     return textResponse(`403 Forbidden: the request comes from another site: ${crossOrigin}`, 403);
   }
-  const length = Number(request.headers.get("content-length") ?? "0");
-  if (length > MAX_BODY_BYTES) {
-    return textResponse(
-      `413 Content Too Large: an action's body is at most ${MAX_BODY_BYTES} bytes`,
-      413,
-    );
-  }
+  const tooLarge = () =>
+    textResponse(`413 Content Too Large: an action's body is at most ${MAX_BODY_BYTES} bytes`, 413);
+  if (Number(request.headers.get("content-length") ?? "0") > MAX_BODY_BYTES) return tooLarge();
+  // The header may be missing or wrong: count what actually arrives, and stop at the cap.
+  const body = await readCapped(request, MAX_BODY_BYTES);
+  if (body === null) return tooLarge();
   let field: FormField;
   try {
-    field = await readForm(request);
+    field = await readForm(request, body);
   } catch {
     return textResponse("400 Bad Request: the body is not a readable form or JSON object", 400);
   }
@@ -221,11 +220,37 @@ async function runAction(
   return seeOther(`${setup.base}${result.back}?${params}`);
 }
 
-/** The fields of a form or a JSON object body. */
-async function readForm(request: Request): Promise<FormField> {
+/** The request's body, or null as soon as it passes `maxBytes`. */
+async function readCapped(
+  request: Request,
+  maxBytes: number,
+): Promise<Uint8Array<ArrayBuffer> | null> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  if (request.body !== null) {
+    for await (const chunk of request.body) {
+      size += chunk.length;
+      if (size > maxBytes) {
+        await request.body.cancel().catch(() => {});
+        return null;
+      }
+      chunks.push(chunk);
+    }
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return bytes;
+}
+
+/** The fields of a form or a JSON object, from the request's already-read `bytes`. */
+async function readForm(request: Request, bytes: Uint8Array<ArrayBuffer>): Promise<FormField> {
   const type = (request.headers.get("content-type") ?? "").toLowerCase();
   if (type.startsWith("application/json")) {
-    const body: unknown = await request.json();
+    const body: unknown = JSON.parse(new TextDecoder().decode(bytes));
     if (typeof body !== "object" || body === null || Array.isArray(body)) {
       throw new TypeError("not a JSON object");
     }
@@ -234,7 +259,7 @@ async function readForm(request: Request): Promise<FormField> {
       return typeof value === "string" ? value : null;
     };
   }
-  const form = await request.formData();
+  const form = await new Response(bytes, { headers: { "content-type": type } }).formData();
   return (name) => {
     const value = form.get(name);
     return typeof value === "string" ? value : null;

@@ -6,6 +6,7 @@
  * @internal
  * @module
  */
+import { MAX_DELAY_MS } from "../backoff.ts";
 import { asError, PayloadIntegrityError, PermanentError } from "../errors.ts";
 import type { JobContext } from "../job.ts";
 import type { PayloadCipher } from "../encryption.ts";
@@ -61,16 +62,19 @@ export class IsolateExecutor implements Executor {
         },
         progress(percent) {
           if (typeof percent !== "number" || !(percent >= 0 && percent <= 100)) {
+            const shown = typeof percent === "string" ? JSON.stringify(percent) : String(percent);
             throw new RangeError(
-              `ctx.progress: percent must be a number from 0 to 100: got ${String(percent)}`,
+              `ctx.progress: percent must be a number from 0 to 100: got ${shown}`,
             );
           }
           request.onProgress(percent);
         },
         release(delayMs = 0) {
-          if (!(Number.isFinite(delayMs) && delayMs >= 0)) {
+          if (!(typeof delayMs === "number" && delayMs >= 0 && delayMs <= MAX_DELAY_MS)) {
             throw new RangeError(
-              `ctx.release: delayMs must be a finite number >= 0: got ${delayMs}`,
+              `ctx.release: delayMs must be a number of ms from 0 to ${MAX_DELAY_MS}: got ${
+                String(delayMs)
+              }`,
             );
           }
           releaseDelayMs = delayMs;

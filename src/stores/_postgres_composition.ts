@@ -74,8 +74,7 @@ const CANCEL = `UPDATE batches SET cancelled_at = $1 WHERE id = $2 AND cancelled
   AND finished_at IS NULL`;
 const SKIP_WAITING_MEMBERS =
   "DELETE FROM jobs WHERE batch_id = $1 AND batch_member = 1 AND token IS NULL";
-const SKIP_IF_CANCELLED = `DELETE FROM jobs WHERE id = $1
-  AND EXISTS (SELECT 1 FROM batches WHERE id = $2 AND cancelled_at IS NOT NULL)`;
+const SKIP_ONE = "DELETE FROM jobs WHERE id = $1";
 const PRUNE_HELD = `DELETE FROM held_jobs WHERE batch_id IN
   (SELECT id FROM batches WHERE finished_at < $1 OR cancelled_at < $1)`;
 const PRUNE = "DELETE FROM batches WHERE finished_at < $1 OR cancelled_at < $1";
@@ -166,7 +165,10 @@ export class PostgresComposition {
   async putBack(id: number, links: JobLinks, at: number): Promise<boolean> {
     const { batch_id: batchId } = links;
     if (batchId === null || links.batch_member !== 1) return false;
-    if ((await this.#run(SKIP_IF_CANCELLED, [id, batchId])).count === 0) return false;
+    // Lock the batch first: a cancel committing meanwhile is then seen, never missed.
+    const [batch] = await this.#run<{ cancelled_at: number | null }>(BATCH_LOCK, [batchId]);
+    if (batch?.cancelled_at === null || batch === undefined) return false;
+    if ((await this.#run(SKIP_ONE, [id])).count === 0) return false;
     await this.#run(MEMBERS_SKIPPED, [1, batchId]);
     await this.#finishIfDone(batchId, at);
     return true;

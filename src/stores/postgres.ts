@@ -18,6 +18,7 @@
  *
  * @module
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import postgres from "postgres";
 import { migrations } from "../../migrations/postgres/mod.ts";
 import { QueueClosedError } from "../errors.ts";
@@ -102,7 +103,6 @@ const INSERT =
   RETURNING id`;
 /** What a settle statement returns of its job: its links, and what the metrics rollup needs. */
 const SETTLED = `${LINKS}, queue, name, waited_ms`;
-const COMPLETE = `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${SETTLED}`;
 /**
  * A tick's successes in one statement: each job deleted if its token still
  * matches, with the unique keys it held and the overlap locks its attempt
@@ -132,28 +132,33 @@ const PROGRESS = "UPDATE jobs SET progress = $1 WHERE id = $2 AND token = $3";
 const RELEASE = `UPDATE jobs SET token = NULL, available_at = $1, last_error = $2,
     attempts = attempts - $3, crashes = crashes + $4
   WHERE id = $5 AND token = $6 RETURNING ${SETTLED}`;
-const COPY_TO_FAILED = `INSERT INTO failed_jobs
-  (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
-    ${LINKS})
-  SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINKS}
-  FROM jobs WHERE id = $6 AND token = $7
-  ON CONFLICT (id) DO UPDATE SET queue = excluded.queue, name = excluded.name,
+/** Moves a job to the failed jobs in one statement, fenced by its token; returns what it settled. */
+const FAIL = `WITH gone AS (DELETE FROM jobs WHERE id = $6 AND token = $7
+    RETURNING id, queue, name, payload, priority, crashes, created_at, waited_ms, ${LINKS}),
+  failed AS (INSERT INTO failed_jobs
+    (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
+      ${LINKS})
+    SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINKS}
+    FROM gone
+    ON CONFLICT (id) DO UPDATE SET queue = excluded.queue, name = excluded.name,
     payload = excluded.payload, priority = excluded.priority, error = excluded.error,
     stack = excluded.stack, attempts = excluded.attempts, crashes = excluded.crashes,
     created_at = excluded.created_at, failed_at = excluded.failed_at,
     batch_id = excluded.batch_id, batch_member = excluded.batch_member,
-    chain_id = excluded.chain_id`;
-/** Renews to `$1` ms after now, on the database's clock when `$2` is null, else after `$2`. */
+    chain_id = excluded.chain_id)
+  SELECT ${SETTLED} FROM gone`;
 /**
- * Returns the leases still held; renews those whose row no settle holds right
- * now (`SKIP LOCKED`: a job being settled needs no renewal, and waiting for
- * it could deadlock with that settle).
+ * Returns the leases still held, and renews them to `$1` ms after now (on the
+ * database's clock when `$2` is null, else after `$2`), each fenced by its
+ * token. A row a settle holds right now is skipped (`SKIP LOCKED`): it is
+ * being settled, or it gets its renewal next time, within its lease; waiting
+ * for it could deadlock with that settle.
  */
 const RENEW = `WITH held AS (
     SELECT j.id, j.token FROM jobs j JOIN unnest($3::bigint[], $4::bigint[]) AS lease(id, token)
       ON j.id = lease.id AND j.token = lease.token),
-  renewable AS (SELECT id FROM jobs WHERE id IN (SELECT id FROM held)
-    ORDER BY id FOR UPDATE SKIP LOCKED),
+  renewable AS (SELECT j.id FROM jobs j JOIN held ON j.id = held.id AND j.token = held.token
+    ORDER BY j.id FOR UPDATE OF j SKIP LOCKED),
   renewed AS (UPDATE jobs j SET available_at = COALESCE($2::bigint, ${DB_NOW}) + $1::bigint
     FROM renewable WHERE j.id = renewable.id)
   SELECT id, token FROM held`;
@@ -246,6 +251,8 @@ export class PostgresStore implements Store {
   readonly #dbClock: boolean;
   readonly #listeners = new Set<() => void>();
   readonly #pruning = new MetricsPruning();
+  /** Set inside a transaction's callback, to refuse work that would escape the transaction. */
+  readonly #insideTransaction = new AsyncLocalStorage<boolean>();
   #listening: Promise<{ unlisten(): Promise<void> } | null> | null = null;
   #closed = false;
 
@@ -258,9 +265,13 @@ export class PostgresStore implements Store {
   /** Connects to `url` (`postgres://…`), creates the schema if missing and migrates it. */
   static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
     const schema = options.schema ?? "public";
-    if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(schema)) {
+    // Lower case only (the unquoted name in search_path is folded to lower case), and short
+    // enough that "renox_queue_" + schema is a valid NOTIFY channel (63 bytes).
+    if (!/^[a-z_][a-z0-9_]{0,50}$/.test(schema)) {
       throw new TypeError(
-        `schema must be 1 to 63 letters, digits and underscores, not starting with a digit: got ${schema}`,
+        `schema must be 1 to 51 lower-case letters, digits and underscores, not starting with a digit: got ${
+          JSON.stringify(schema)
+        }`,
       );
     }
     const clock = options.clock ?? "database";
@@ -280,7 +291,7 @@ export class PostgresStore implements Store {
       connection: { search_path: schema, application_name: "@renox/queue" },
       // Ids, tokens and times are bigint columns that fit a JavaScript number exactly.
       types: {
-        bigint: { to: 20, from: [20], serialize: String, parse: Number },
+        bigint: { to: 20, from: [20], serialize: String, parse: safeInteger },
       },
     }) as unknown as Sql;
     const store = new PostgresStore(sql, `renox_queue_${schema}`, clock === "database");
@@ -329,7 +340,7 @@ export class PostgresStore implements Store {
 
   /** Inserts jobs and wakes the watchers in one statement: one round trip. */
   async push(rows: readonly NewJobRow[]): Promise<number[]> {
-    if (this.#closed) throw new QueueClosedError("use the PostgreSQL store");
+    this.#assertUsable();
     if (rows.length === 0) return [];
     const inserted = await runOn(this.#sql)<{ id: number }>(INSERT_AND_NOTIFY, [
       ...columnsOf(rows),
@@ -434,7 +445,7 @@ export class PostgresStore implements Store {
         },
       };
       try {
-        const result = await fn(handle);
+        const result = await this.#insideTransaction.run(true, () => fn(handle));
         await this.#notify(run);
         return result;
       } finally {
@@ -669,9 +680,23 @@ export class PostgresStore implements Store {
 
   /** Runs `step` in one transaction with a {@linkcode Run} bound to it. */
   async #begin<T>(step: (run: Run) => Promise<T>): Promise<T> {
-    if (this.#closed) throw new QueueClosedError("use the PostgreSQL store");
+    this.#assertUsable();
     const result = await this.#sql.begin((tx) => step(runOn(tx)));
     return result as T;
+  }
+
+  /**
+   * Refuses use after close, and use from inside this store's own
+   * transaction callback: that work would run on another connection, outside
+   * the transaction, and could wait for a lock the transaction holds.
+   */
+  #assertUsable(): void {
+    if (this.#closed) throw new QueueClosedError("use the PostgreSQL store");
+    if (this.#insideTransaction.getStore() === true) {
+      throw new Error(
+        "Cannot use the queue inside its own transaction callback: it would run outside the transaction; use the tx handle (tx.dispatch, tx.query)",
+      );
+    }
   }
 
   async #claim(run: Run, request: ClaimRequest): Promise<ClaimedJob[]> {
@@ -740,7 +765,7 @@ export class PostgresStore implements Store {
       }
       case "fail": {
         const { error } = settlement;
-        const copied = await run(COPY_TO_FAILED, [
+        const [failed] = await run<SettledJob>(FAIL, [
           error.message,
           error.stack,
           settlement.attempts,
@@ -749,9 +774,7 @@ export class PostgresStore implements Store {
           id,
           token,
         ]);
-        if (copied.count === 0) return "lost";
-        const [links] = await run<SettledJob>(COMPLETE, [id, token]);
-        return links!;
+        return failed ?? "lost";
       }
     }
   }
@@ -798,6 +821,17 @@ function columnsOf(rows: readonly NewJobRow[]): unknown[][] {
     column((row) => row.retryUntil),
     column((row) => row.createdAt),
   ];
+}
+
+/** An int8 column's text as a number, refusing one a JavaScript number cannot hold exactly. */
+function safeInteger(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) {
+    throw new RangeError(
+      `A bigint value ${text} is beyond JavaScript's safe integers: cast it to text in the query`,
+    );
+  }
+  return value;
 }
 
 /** A URL with its password replaced, for error messages. */

@@ -311,7 +311,9 @@ export class SqliteStore implements Store {
 
   /** Leases due jobs in one `UPDATE … RETURNING`. */
   claim(request: ClaimRequest): Promise<ClaimedJob[]> {
-    return this.#run(() => this.#claim(request));
+    // One transaction: the claim and the keys it releases commit together, and a busy retry
+    // cannot claim twice.
+    return this.#write(() => this.#claim(request));
   }
 
   /** Applies settlements, each fenced by its token, then claims, all in one transaction. */
