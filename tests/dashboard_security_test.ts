@@ -17,8 +17,10 @@ import {
   flaky,
   HOSTILE,
   hostile,
+  LOCAL,
   openQueue,
   openSession,
+  ORIGIN,
   plain,
   postForm,
   type Session,
@@ -308,6 +310,93 @@ Deno.test("S05: a script (no Origin) may act with the cookie and the token in a 
   });
   assert.equal(again.status, 400, "a JSON body must be an object");
   await again.body?.cancel();
+});
+
+Deno.test("S04: the default gate refuses a loopback connection that asked for another host (DNS rebinding)", async () => {
+  const { queue, state } = await fixture();
+  await using _ = queue;
+  const handler = dashboard(queue);
+  const session = await openSession(handler);
+  for (const host of ["attacker.example", "attacker.example:8080", "127.0.0.1.nip.example"]) {
+    for (const path of GET_ROUTES) {
+      const response = await fetchFrom(handler, path, { headers: { host } });
+      assert.equal(response.status, 403, `${path} for Host ${host}`);
+      assert.match(await response.text(), /gate refused/);
+    }
+    // The rebound page's own origin matches its Host: only the gate stands in the way.
+    await refuseEveryAction(
+      state,
+      403,
+      (path) => postForm(handler, path, session, { headers: { host, origin: `http://${host}` } }),
+      /gate refused/,
+    );
+  }
+  const byUrl = await handler(new Request("http://attacker.example:8080/failed"), LOCAL);
+  assert.equal(byUrl.status, 403, "a request URL naming another host, without a Host header");
+  await byUrl.body?.cancel();
+  for (const host of ["localhost:8080", "localhost", "127.0.0.1:8080", "[::1]:8080"]) {
+    const response = await fetchFrom(handler, "/failed", { headers: { host } });
+    assert.equal(response.status, 200, `Host ${host}`);
+    await response.body?.cancel();
+  }
+  const allowed = await postForm(handler, "/failed/1/retry", session, {
+    headers: { host: "127.0.0.1:8080" },
+  });
+  assert.equal(allowed.status, 303, "a POST naming a loopback host goes through");
+  assert.deepEqual(await failedIds(queue), []);
+});
+
+Deno.test("S05: an action whose streamed body passes the cap without a Content-Length gets 413 and changes nothing", async () => {
+  const { queue, state } = await fixture();
+  await using _ = queue;
+  const handler = dashboard(queue);
+  const session = await openSession(handler);
+  const encoder = new TextEncoder();
+  const kib = encoder.encode("a".repeat(1024));
+  let pulled = 0;
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(encoder.encode(`_csrf=${session.token}&pad=`));
+    },
+    pull(controller) {
+      if (pulled === 200) return controller.close();
+      pulled++;
+      controller.enqueue(kib);
+    },
+  });
+  const request = new Request(`${ORIGIN}/failed/1/retry`, {
+    method: "POST",
+    body,
+    headers: {
+      cookie: session.cookie,
+      origin: ORIGIN,
+      "sec-fetch-site": "same-origin",
+      "content-type": "application/x-www-form-urlencoded",
+    },
+  });
+  assert.equal(request.headers.get("content-length"), null);
+  const before = await state();
+  const response = await handler(request, LOCAL);
+  assert.equal(response.status, 413);
+  assert.match(
+    await response.text(),
+    /^413 Content Too Large: an action's body is at most 65536 bytes/,
+  );
+  assert.deepEqual(await state(), before, "the action did not run");
+  assert.ok(pulled < 200, `reading stopped at the cap: ${pulled} KiB pulled`);
+});
+
+Deno.test("dashboard() refuses a basePath with . or .. segments", async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  for (const basePath of ["/../x", "/a/./b", "/a/..", "/.", "/a/../"]) {
+    assert.throws(
+      () => dashboard(queue, { basePath }),
+      (error: Error) => error instanceof TypeError && /basePath must be/.test(error.message),
+      basePath,
+    );
+  }
+  dashboard(queue, { basePath: "/a.b/..c/~d" }); // dots inside a segment are fine
 });
 
 /** Checks a page's headers and that its only script and style carry the CSP's nonce. */

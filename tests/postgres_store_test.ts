@@ -32,6 +32,16 @@ Deno.test("PostgresStore.open() refuses a bad schema name, clock or URL before c
     PostgresStore.open("postgres://x@127.0.0.1:1/db", { schema: "a-b" }),
     /schema must be/,
   );
+  // Lower case only (search_path folds it), and short enough for its NOTIFY channel.
+  for (const schema of ["Upper", "a".repeat(52)]) {
+    await rejects(
+      PostgresStore.open("postgres://x@127.0.0.1:1/db", { schema }),
+      (error: Error) =>
+        error instanceof TypeError &&
+        /schema must be 1 to 51 lower-case letters, digits and underscores/.test(error.message),
+      schema,
+    );
+  }
   await rejects(
     PostgresStore.open("postgres://x@127.0.0.1:1/db", { clock: "wall" as never }),
     /clock must be "database" or "caller"/,
