@@ -160,20 +160,7 @@ export function outcomeOf(
  * and gets its attempt back, since the handler did not get to finish.
  */
 export function putBack(job: ClaimedJob, now: number, reason: string): Outcome {
-  return {
-    kind: "retry",
-    error: null,
-    delayMs: 0,
-    settlement: {
-      kind: "release",
-      id: job.id,
-      token: job.token,
-      at: now,
-      availableAt: now,
-      error: storable(reason),
-      refundAttempt: true,
-    },
-  };
+  return { kind: "retry", error: null, delayMs: 0, settlement: giveBack(job, now, now, reason) };
 }
 
 /**
@@ -182,17 +169,19 @@ export function putBack(job: ClaimedJob, now: number, reason: string): Outcome {
  * its handler never ran.
  */
 export function holdBack(job: ClaimedJob, now: number, retryAt: number, reason: string): Outcome {
+  return { kind: "held", settlement: giveBack(job, now, retryAt, reason) };
+}
+
+/** The release of a job whose handler did not get to finish: due at `availableAt`, attempt given back. */
+function giveBack(job: ClaimedJob, now: number, availableAt: number, reason: string): Release {
   return {
-    kind: "held",
-    settlement: {
-      kind: "release",
-      id: job.id,
-      token: job.token,
-      at: now,
-      availableAt: retryAt,
-      error: storable(reason),
-      refundAttempt: true,
-    },
+    kind: "release",
+    id: job.id,
+    token: job.token,
+    at: now,
+    availableAt,
+    error: storable(reason),
+    refundAttempt: true,
   };
 }
 

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { isPostgresUrl } from "./stores/database_url.ts";
 import { type Durability, SqliteStore } from "./stores/sqlite.ts";
 import type { Store } from "./stores/store.ts";
 
@@ -54,7 +55,7 @@ function databaseUrl(): string | undefined {
   } catch {
     return undefined; // no --allow-env: the SQLite default
   }
-  return url !== undefined && /^postgres(ql)?:\/\//.test(url) ? url : undefined;
+  return url !== undefined && isPostgresUrl(url) ? url : undefined;
 }
 
 /**

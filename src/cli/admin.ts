@@ -9,7 +9,6 @@
 import { Queue } from "../queue.ts";
 import {
   databaseOptions,
-  displayDb,
   expectPositionals,
   type ParsedArgs,
   readDb,
@@ -19,6 +18,7 @@ import {
   readSwitch,
   UsageError,
 } from "./args.ts";
+import { redactPassword } from "../stores/database_url.ts";
 import type { Command } from "./command.ts";
 import { firstLine, formatTable } from "./table.ts";
 
@@ -217,7 +217,7 @@ const migrate: Command = {
     const [row] = await queue.transaction((tx) =>
       tx.query<{ version: number }>("SELECT MAX(version) AS version FROM queue_migrations")
     );
-    console.log(`${displayDb(readDb(args))} is at schema version ${row?.version ?? 0}`);
+    console.log(`${redactPassword(readDb(args))} is at schema version ${row?.version ?? 0}`);
     return 0;
   },
 };

@@ -9,6 +9,7 @@
 import { parseArgs } from "node:util";
 import { readConfig } from "../config.ts";
 import { assertQueueName } from "../names.ts";
+import { isPostgresUrl } from "../stores/database_url.ts";
 
 /** A flag a command takes. */
 export interface Flag {
@@ -210,12 +211,7 @@ export function readDb(args: ParsedArgs): string {
  * SQLite file.
  */
 export function databaseOptions(db: string): { url: string } | { path: string } {
-  return /^postgres(ql)?:\/\//.test(db) ? { url: db } : { path: db };
-}
-
-/** The database as the CLI prints it: a URL's password replaced by `***`. */
-export function displayDb(db: string): string {
-  return db.replace(/^(postgres(?:ql)?:\/\/[^:/@]*):[^@]*@/, "$1:***@");
+  return isPostgresUrl(db) ? { url: db } : { path: db };
 }
 
 /** Throws unless there are between `min` and `max` positional arguments. */

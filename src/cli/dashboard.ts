@@ -8,14 +8,8 @@
 import { dashboard } from "../dashboard.ts";
 import { isLoopbackAddress } from "../dashboard/gate.ts";
 import { openAdminQueue } from "./admin.ts";
-import {
-  displayDb,
-  expectPositionals,
-  readDb,
-  readInteger,
-  readString,
-  readSwitch,
-} from "./args.ts";
+import { expectPositionals, readDb, readInteger, readString, readSwitch } from "./args.ts";
+import { redactPassword } from "../stores/database_url.ts";
 import { type Command, EXIT } from "./command.ts";
 import { onSignals } from "./stop_signals.ts";
 
@@ -48,7 +42,7 @@ export const dashboardCommand: Command = {
       const { hostname, port: listening } = server.addr;
       const urlHost = hostname.includes(":") ? `[${hostname}]` : hostname;
       console.log(
-        `Dashboard of ${displayDb(readDb(args))}${
+        `Dashboard of ${redactPassword(readDb(args))}${
           readOnly ? " (read-only)" : ""
         }: http://${urlHost}:${listening}/ (Ctrl-C to stop)`,
       );

@@ -12,7 +12,6 @@ import type { Runner } from "../runner.ts";
 import type { ExecutorKind, WorkOptions } from "../work_options.ts";
 import {
   databaseOptions,
-  displayDb,
   expectPositionals,
   type ParsedArgs,
   readDb,
@@ -23,6 +22,7 @@ import {
   readSwitch,
   UsageError,
 } from "./args.ts";
+import { redactPassword } from "../stores/database_url.ts";
 import { type Command, EXIT } from "./command.ts";
 import { JsonLog } from "./job_log.ts";
 import { StatusLine } from "./status_line.ts";
@@ -114,7 +114,7 @@ async function runWorker(settings: WorkSettings): Promise<number> {
   try {
     // Listening before the worker starts: it may claim a job within `queue.work()`.
     const report: WorkReport = Deno.stdout.isTerminal()
-      ? new StatusLine(queue, displayDb(settings.db))
+      ? new StatusLine(queue, redactPassword(settings.db))
       : new JsonLog(queue, settings.db);
     const started: { worker?: Runner } = {};
     using _signals = onSignals((signal, count) => {

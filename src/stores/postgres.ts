@@ -23,6 +23,7 @@ import postgres from "postgres";
 import { migrations } from "../../migrations/postgres/mod.ts";
 import { QueueClosedError } from "../errors.ts";
 import { PostgresComposition } from "./_postgres_composition.ts";
+import { isPostgresUrl, redactPassword } from "./database_url.ts";
 import {
   type FailedRow,
   type JobLinks,
@@ -201,8 +202,10 @@ export class PostgresStore implements Store {
     if (!Number.isSafeInteger(maxConnections) || maxConnections < 1) {
       throw new RangeError(`maxConnections must be a whole number >= 1: got ${maxConnections}`);
     }
-    if (!/^postgres(ql)?:\/\//.test(url)) {
-      throw new TypeError(`url must start with postgres:// or postgresql://: got ${redact(url)}`);
+    if (!isPostgresUrl(url)) {
+      throw new TypeError(
+        `url must start with postgres:// or postgresql://: got ${redactPassword(url)}`,
+      );
     }
     const sql = postgres(url, {
       max: maxConnections,
@@ -632,9 +635,4 @@ function safeInteger(text: string): number {
     );
   }
   return value;
-}
-
-/** A URL with its password replaced, for error messages. */
-function redact(url: string): string {
-  return url.replace(/\/\/([^:/@]*):[^@]*@/, "//$1:***@");
 }
