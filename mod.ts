@@ -83,5 +83,4 @@ export { BatchBuilder, type BatchStatus } from "./src/batch.ts";
 export { ChainBuilder, type ChainOptions } from "./src/chain.ts";
 export type { Runner, RunnerStats, StopOptions, StopReason } from "./src/runner.ts";
 export { type Durability, SqliteStore, type SqliteStoreOptions } from "./src/stores/sqlite.ts";
-export type * from "./src/stores/store.ts";
 export type { ExecutorKind, ResolvedWorkOptions, WorkOptions } from "./src/work_options.ts";

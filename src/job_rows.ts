@@ -18,7 +18,7 @@ import {
 } from "./job.ts";
 import { encodePayload } from "./payload.ts";
 import type { JobRegistry } from "./registry.ts";
-import type { HeldJobRow, KeyedJobRow, NewJobRow } from "./stores/store.ts";
+import type { KeyedJobRow, NewJobRow, WaitingJobRow } from "./stores/store.ts";
 
 /** Builds the rows of the jobs a queue dispatches. */
 export class JobRows {
@@ -115,7 +115,7 @@ export class JobRows {
 }
 
 /** A job row that waits for another's outcome: its delay and retry window become relative. */
-export function toHeld(row: NewJobRow): HeldJobRow {
+export function toHeld(row: NewJobRow): WaitingJobRow {
   return {
     queue: row.queue,
     name: row.name,

@@ -38,7 +38,7 @@ import { DEFAULT_MAX_PAYLOAD_BYTES } from "./payload.ts";
 import { JobRegistry, type JobsSource } from "./registry.ts";
 import { Runner } from "./runner.ts";
 import { openStore, type StoreOptions } from "./store_options.ts";
-import type { HeldJobRow, NewJobRow, Store, StoreTransaction } from "./stores/store.ts";
+import type { NewJobRow, Store, StoreTransaction, WaitingJobRow } from "./stores/store.ts";
 import { resolveWorkOptions, type WorkOptions } from "./work_options.ts";
 import { seenSince, toWorkerInfo, type WorkerInfo, type WorkersOptions } from "./workers_seen.ts";
 
@@ -257,7 +257,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     assertName(name, "batch", "name");
     return new BatchBuilder(name, async (plan: BatchPlan) => {
       const jobs = await this.#plannedRows(plan.jobs, () => ` in batch "${plan.name}"`);
-      const held = async (role: string, list: readonly PlannedJobs[]): Promise<HeldJobRow[]> =>
+      const held = async (role: string, list: readonly PlannedJobs[]): Promise<WaitingJobRow[]> =>
         (await this.#plannedRows(list, () => ` as the ${role} of batch "${plan.name}"`))
           .map(toHeld);
       const pushed = await target.pushBatch({

@@ -172,12 +172,12 @@ function counters(
   };
 }
 
-/** Rows in `jobs`, `held_jobs` and `batches`. */
+/** Rows in `jobs`, `waiting_jobs` and `batches`. */
 async function rowCounts(
   db: StoreContext,
 ): Promise<{ jobs: number; held: number; batches: number }> {
   const [row] = await db.query<{ jobs: number; held: number; batches: number }>(
-    `SELECT (SELECT COUNT(*) FROM jobs) AS jobs, (SELECT COUNT(*) FROM held_jobs) AS held,
+    `SELECT (SELECT COUNT(*) FROM jobs) AS jobs, (SELECT COUNT(*) FROM waiting_jobs) AS held,
       (SELECT COUNT(*) FROM batches) AS batches`,
   );
   return { jobs: row!.jobs, held: row!.held, batches: row!.batches };
@@ -374,7 +374,7 @@ storeTest(
     assert.equal(await queue.cancelBatch(id), false);
     assert.deepEqual(await readBatch(db, queue, id), counters(3, 1, 0, 0, 2, { cancelled: true }));
     const held = await db.query<{ role: string }>(
-      "SELECT role FROM held_jobs WHERE batch_id = ?",
+      "SELECT role FROM waiting_jobs WHERE batch_id = ?",
       [id],
     );
     assert.deepEqual(held.map((row) => row.role), ["finally"], "its then can never fire now");

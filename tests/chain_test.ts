@@ -97,7 +97,7 @@ function chainJobs() {
   };
 }
 
-/** The rows of `jobs`, `held_jobs` and `failed_jobs`, read in one transaction of the queue. */
+/** The rows of `jobs`, `waiting_jobs` and `failed_jobs`, read in one transaction of the queue. */
 async function tables(
   queue: Queue,
 ): Promise<{ jobs: JobRow[]; held: HeldRow[]; failed: number[] }> {
@@ -107,7 +107,7 @@ async function tables(
     ),
     held: plain(
       await tx.query<HeldRow>(
-        "SELECT role, chain_id, position, queue, name, payload, delay_ms FROM held_jobs ORDER BY id",
+        "SELECT role, chain_id, position, queue, name, payload, delay_ms FROM waiting_jobs ORDER BY id",
       ),
     ),
     failed: (await tx.query<{ id: number }>("SELECT id FROM failed_jobs ORDER BY id"))
@@ -126,7 +126,7 @@ function payloads(rows: readonly { name: string; payload: string }[]): string[] 
 }
 
 storeTest(
-  "Queue.chain() stores only the first link in jobs; the others and the catch wait in held_jobs",
+  "Queue.chain() stores only the first link in jobs; the others and the catch wait in waiting_jobs",
   async (db) => {
     const t = chainJobs();
     await using queue = await db.open({ jobs: t.jobs });

@@ -275,7 +275,7 @@ Deno.test("R14: a batch of 1,000 with 10 % failing, worked by two processes kill
   const finally1 = callbackIds(db, "finally", batchId);
   const then1 = callbackIds(db, "then", batchId);
   const thenHeld = count(
-    "SELECT COUNT(*) AS n FROM held_jobs WHERE batch_id = ? AND role = 'then'",
+    "SELECT COUNT(*) AS n FROM waiting_jobs WHERE batch_id = ? AND role = 'then'",
     batchId,
   );
 
@@ -360,7 +360,7 @@ Deno.test("R14: a batch of 1,000 with 10 % failing, worked by two processes kill
   assert.deepEqual(catch2, catch1, "catch ran again after the retry");
   assert.deepEqual(finally2, finally1, "finally ran again after the retry");
   assert.equal(count("SELECT COUNT(*) AS n FROM failed_jobs"), 0);
-  assert.equal(count("SELECT COUNT(*) AS n FROM held_jobs"), 0);
+  assert.equal(count("SELECT COUNT(*) AS n FROM waiting_jobs"), 0);
   const succeededIds = db.prepare(
     `SELECT DISTINCT job_id FROM ledger WHERE info = '"member"' AND outcome = 'success' ORDER BY job_id`,
   ).all().map((row) => Number(row.job_id));

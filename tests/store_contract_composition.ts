@@ -16,13 +16,13 @@ import type {
   BatchRow,
   ClaimedJob,
   ClaimRequest,
-  HeldJobRow,
   NewBatchRow,
   NewChainRow,
   NewJobRow,
   Settlement,
   Store,
   StoredError,
+  WaitingJobRow,
 } from "../src/stores/store.ts";
 import { claim, LEASE_MS, newJob, type OpenedStore, T0 } from "./store_contract.ts";
 
@@ -30,7 +30,7 @@ import { claim, LEASE_MS, newJob, type OpenedStore, T0 } from "./store_contract.
 const LATER = T0 + 1_000 * LEASE_MS;
 
 /** A waiting job named `name`, in "cb", due as soon as it is queued. */
-function held(name: string, overrides: Partial<HeldJobRow> = {}): HeldJobRow {
+function held(name: string, overrides: Partial<WaitingJobRow> = {}): WaitingJobRow {
   const what = { queue: "cb", name, payload: `{"job":"${name}"}`, priority: 0 };
   return { ...what, delayMs: 0, retryForMs: null, ...overrides };
 }
@@ -41,8 +41,8 @@ const member = (name: string, overrides: Partial<NewJobRow> = {}) =>
 
 /** A chain whose links run in `queue`; its catch jobs wait in "cb". */
 function newChain(
-  links: readonly [string, ...(string | HeldJobRow)[]],
-  onFailure: readonly (string | HeldJobRow)[] = [],
+  links: readonly [string, ...(string | WaitingJobRow)[]],
+  onFailure: readonly (string | WaitingJobRow)[] = [],
   queue = "default",
 ): NewChainRow {
   const [first, ...next] = links;

@@ -8,6 +8,7 @@ import * as createJobs from "./0001_create_jobs.ts";
 import * as batchesAndChains from "./0002_batches_and_chains.ts";
 import * as jobKeysAndLocks from "./0003_job_keys_and_locks.ts";
 import * as metricsAndWorkers from "./0004_metrics_and_workers.ts";
+import * as whatJobsHold from "./0005_what_jobs_hold.ts";
 
 /** One schema step. */
 export interface Migration {
@@ -23,4 +24,5 @@ export const migrations: readonly Migration[] = [
   batchesAndChains,
   jobKeysAndLocks,
   metricsAndWorkers,
+  whatJobsHold,
 ];

@@ -28,6 +28,8 @@ export interface ClaimRow {
   readonly last_error: string | null;
   readonly created_at: number;
   readonly batch_id: number | null;
+  /** Whether and until when it holds a key (`jobs.keyed`). */
+  readonly keyed: number;
   /** 1/0 on SQLite, a boolean on PostgreSQL. */
   readonly recovered: number | boolean;
 }

@@ -1,0 +1,7 @@
+/**
+ * What a job holds, as columns its settle reads, and one word for follow-ups:
+ * the same statements as SQLite's step 5, which both engines run unchanged.
+ *
+ * @module
+ */
+export { sql, version } from "../sqlite/0005_what_jobs_hold.ts";

@@ -1,0 +1,36 @@
+/**
+ * What a job holds, as columns its settle reads, and one word for follow-ups.
+ *
+ * `jobs.keyed` says whether the job holds a unique or debounce key in
+ * `job_keys` (0 none, 1 until it succeeds or fails for good, 2 until it
+ * starts), and `jobs.locked` whether its running attempt took middleware
+ * locks in `job_locks` (1, reset by each claim). The settle releases keys
+ * and locks only for the jobs whose columns say so, instead of looking for
+ * them after every job. Rows already holding keys or locks are marked.
+ *
+ * `held_jobs` becomes `waiting_jobs`: chain links and batch callbacks wait
+ * there for the outcome that queues them ("held" now means only a job that
+ * middleware put back).
+ *
+ * @module
+ */
+
+/** Number of the step. */
+export const version = 5;
+
+/** The statements. */
+export const sql = `
+ALTER TABLE jobs ADD COLUMN keyed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN locked INTEGER NOT NULL DEFAULT 0;
+UPDATE jobs SET keyed = CASE WHEN EXISTS (SELECT 1 FROM job_keys k
+    WHERE k.job_id = jobs.id AND k.release_on_start = 1) THEN 2 ELSE 1 END
+  WHERE id IN (SELECT job_id FROM job_keys);
+UPDATE jobs SET locked = 1 WHERE id IN (SELECT job_id FROM job_locks);
+
+ALTER TABLE held_jobs RENAME TO waiting_jobs;
+DROP INDEX held_jobs_chain;
+DROP INDEX held_jobs_batch;
+CREATE INDEX waiting_jobs_chain ON waiting_jobs (chain_id, role, position)
+  WHERE chain_id IS NOT NULL;
+CREATE INDEX waiting_jobs_batch ON waiting_jobs (batch_id, role) WHERE batch_id IS NOT NULL;
+`;

@@ -1,0 +1,255 @@
+/**
+ * What PostgreSQL does its own way: inserts of any size as one `unnest`
+ * statement, the claim with `FOR UPDATE SKIP LOCKED` on the database's
+ * clock, a tick's successes in one statement, failures and retries that
+ * move a row between tables in one statement (so a concurrent claim, retry
+ * or forget finds it in exactly one), renewals that skip rows a settle
+ * holds, advisory locks on keys, and `NOTIFY` to wake other processes.
+ *
+ * @internal
+ * @module
+ */
+import type { ClaimRow } from "./_rows.ts";
+import type { ClaimRequest, Lease, StoredError } from "./store.ts";
+import {
+  type Dialect,
+  type FailSettlement,
+  type JobInsert,
+  type MovedJob,
+  type RetrySelection,
+  SETTLED_COLUMNS,
+  type SettledJob,
+} from "./sql/dialect.ts";
+import { each, exec, type Script } from "./sql/script.ts";
+import { type Statement, statement } from "./sql/statement.ts";
+
+/** The database's clock in ms since the epoch, as SQL. */
+const DB_NOW = "(floor(extract(epoch from clock_timestamp()) * 1000))::bigint";
+/** The marker a claim writes when it takes over an expired lease. */
+const DIED = "worker died during attempt ";
+const LINKS = "batch_id, batch_member, chain_id";
+
+/** New rows as one array per column; ids follow the rows' order, as the sequence does. */
+const NEW_ROWS = `SELECT queue, name, payload, priority, available_at, retry_until, created_at,
+    batch_id, batch_member, keyed
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::bigint[],
+    $7::bigint[], $8::bigint[], $9::int[], $10::int[]) WITH ORDINALITY
+    AS row(queue, name, payload, priority, available_at, retry_until, created_at, batch_id,
+      batch_member, keyed, position)
+  ORDER BY position`;
+const INSERT_COLUMNS =
+  "queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member, keyed";
+const INSERT = statement(`INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id`);
+/** Inserts jobs and notifies the watchers, in one statement. */
+const INSERT_AND_NOTIFY = statement(
+  `WITH inserted AS (INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id)
+  SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($11, '')) AS notified`,
+);
+/** A tick's successes: each job deleted if its token still matches, rows locked in id order. */
+const COMPLETE_MANY = statement(
+  `WITH locked AS (
+    SELECT j.id FROM jobs j JOIN unnest($1::bigint[], $2::bigint[]) AS s(id, token)
+      ON j.id = s.id AND j.token = s.token
+    ORDER BY j.id FOR UPDATE OF j)
+  DELETE FROM jobs j USING locked WHERE j.id = locked.id
+  RETURNING ${SETTLED_COLUMNS.split(", ").map((column) => `j.${column}`).join(", ")}`,
+);
+/** Moves a job to the failed jobs in one statement, fenced by its token. */
+const FAIL = statement(
+  `WITH gone AS (DELETE FROM jobs WHERE id = $6 AND token = $7
+    RETURNING id, queue, name, payload, priority, crashes, created_at, waited_ms, keyed, locked,
+      ${LINKS}),
+  failed AS (INSERT INTO failed_jobs
+    (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
+      ${LINKS})
+    SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINKS}
+    FROM gone
+    ON CONFLICT (id) DO UPDATE SET queue = excluded.queue, name = excluded.name,
+    payload = excluded.payload, priority = excluded.priority, error = excluded.error,
+    stack = excluded.stack, attempts = excluded.attempts, crashes = excluded.crashes,
+    created_at = excluded.created_at, failed_at = excluded.failed_at,
+    batch_id = excluded.batch_id, batch_member = excluded.batch_member,
+    chain_id = excluded.chain_id)
+  SELECT ${SETTLED_COLUMNS} FROM gone`,
+);
+/**
+ * Moves failed jobs back in one statement: the delete locks each row, so a
+ * concurrent retry or forget of the same job finds it gone and moves nothing.
+ */
+function retryStatement(where: string): Statement {
+  return statement(`WITH moved AS (DELETE FROM failed_jobs ${where}
+      RETURNING id, queue, name, payload, priority, created_at, ${LINKS})
+    INSERT INTO jobs (id, queue, name, payload, priority, available_at, created_at, ${LINKS})
+    SELECT id, queue, name, payload, priority, $1, created_at, ${LINKS} FROM moved ORDER BY id
+    RETURNING id, ${LINKS}`);
+}
+const RETRY_ONE = retryStatement("WHERE id = $2");
+const RETRY_ALL = retryStatement("");
+const RETRY_BATCH = retryStatement("WHERE batch_id = $2 AND batch_member = 1");
+/**
+ * Returns the leases still held, and renews them to `$1` ms after now (on the
+ * database's clock when `$2` is null, else after `$2`), each fenced by its
+ * token. A row a settle holds right now is skipped (`SKIP LOCKED`): it is
+ * being settled, or it gets its renewal next time, within its lease; waiting
+ * for it could deadlock with that settle.
+ */
+const RENEW = statement(
+  `WITH held AS (
+    SELECT j.id, j.token FROM jobs j JOIN unnest($3::bigint[], $4::bigint[]) AS lease(id, token)
+      ON j.id = lease.id AND j.token = lease.token),
+  renewable AS (SELECT j.id FROM jobs j JOIN held ON j.id = held.id AND j.token = held.token
+    ORDER BY j.id FOR UPDATE OF j SKIP LOCKED),
+  renewed AS (UPDATE jobs j SET available_at = COALESCE($2::bigint, ${DB_NOW}) + $1::bigint
+    FROM renewable WHERE j.id = renewable.id)
+  SELECT id, token FROM held`,
+);
+const LOCK_KEY = statement("SELECT pg_advisory_xact_lock(hashtextextended($1, 7204))");
+const NOTIFY = statement("SELECT pg_notify($1, '')");
+
+const claimStatements = new Map<number, Statement>();
+
+/**
+ * The claim for `queueCount` queues: each queue's due jobs in claim order,
+ * locked with `SKIP LOCKED` so concurrent claims never wait for each other
+ * or take the same job, then the first `limit` of them in queue order.
+ * `$3` null means now on the database's clock.
+ */
+function claimStatement(queueCount: number): Statement {
+  let claim = claimStatements.get(queueCount);
+  if (claim !== undefined) return claim;
+  const perQueue = Array.from(
+    { length: queueCount },
+    (_, index) =>
+      `q${index} AS (SELECT id, ${index} AS rank, priority, available_at FROM jobs
+      WHERE queue = $${index + 5} AND available_at <= (SELECT t FROM now_ms)
+      ORDER BY priority DESC, available_at LIMIT $4 FOR UPDATE SKIP LOCKED)`,
+  );
+  const union = Array.from({ length: queueCount }, (_, index) => `SELECT * FROM q${index}`)
+    .join(" UNION ALL ");
+  claim = statement(
+    `WITH now_ms AS (SELECT COALESCE($3::bigint, ${DB_NOW}) AS t), ${perQueue.join(", ")},
+    picked AS (SELECT id FROM (${union}) candidates
+      ORDER BY rank, priority DESC, available_at, id LIMIT $4)
+    UPDATE jobs j SET token = $1, available_at = (SELECT t FROM now_ms) + $2,
+      waited_ms = (SELECT t FROM now_ms) - j.available_at, attempts = j.attempts + 1,
+      progress = NULL, locked = 0,
+      crashes = j.crashes + CASE WHEN j.token IS NULL THEN 0 ELSE 1 END,
+      last_error = CASE WHEN j.token IS NULL THEN j.last_error ELSE '${DIED}' || j.attempts END
+    FROM picked WHERE j.id = picked.id
+    RETURNING j.id, j.queue, j.name, j.payload, j.priority, j.attempts, j.crashes, j.retry_until,
+      j.last_error, j.created_at, j.batch_id, j.keyed,
+      (j.last_error IS NOT NULL AND j.last_error = '${DIED}' || (j.attempts - 1)) AS recovered`,
+  );
+  claimStatements.set(queueCount, claim);
+  return claim;
+}
+
+/** What the PostgreSQL dialect needs from its store. */
+export interface PostgresDialectOptions {
+  /** The `NOTIFY` channel of the store's schema. */
+  readonly channel: string;
+  /** Whether claims and renewals go by the database's clock instead of the caller's times. */
+  readonly dbClock: boolean;
+}
+
+/** PostgreSQL's operations for one store. */
+export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): Dialect {
+  return {
+    engine: "postgres",
+    insertsInOneStatement: true,
+
+    *insertJobs(rows: readonly JobInsert[], notify: boolean): Script<number[]> {
+      if (rows.length === 0) return [];
+      const column = <T>(pick: (row: JobInsert) => T) => rows.map(pick);
+      const params: unknown[] = [
+        column((row) => row.queue),
+        column((row) => row.name),
+        column((row) => row.payload),
+        column((row) => row.priority),
+        column((row) => row.availableAt),
+        column((row) => row.retryUntil),
+        column((row) => row.createdAt),
+        column((row) => row.batchId),
+        column((row) => row.batchId === null ? 0 : 1),
+        column((row) => row.keyed),
+      ];
+      const { rows: inserted } = notify
+        ? yield* exec<{ id: number }>(INSERT_AND_NOTIFY, ...params, channel)
+        : yield* exec<{ id: number }>(INSERT, ...params);
+      return inserted.map((row) => Number(row.id)).sort((a, b) => a - b);
+    },
+
+    *claim(request: ClaimRequest): Script<ClaimRow[]> {
+      const { queues, limit, now, leaseMs, token } = request;
+      return (yield* exec<ClaimRow>(
+        claimStatement(queues.length),
+        token,
+        leaseMs,
+        dbClock ? null : now,
+        limit,
+        ...queues,
+      )).rows;
+    },
+
+    *completeJobs(leases: readonly Lease[]): Script<SettledJob[]> {
+      if (leases.length === 0) return [];
+      return (yield* exec<SettledJob>(
+        COMPLETE_MANY,
+        leases.map(({ id }) => id),
+        leases.map(({ token }) => token),
+      )).rows;
+    },
+
+    *failJob(settlement: FailSettlement, error: StoredError): Script<SettledJob | null> {
+      const { rows: [job] } = yield* exec<SettledJob>(
+        FAIL,
+        error.message,
+        error.stack,
+        settlement.attempts,
+        settlement.crashed ? 1 : 0,
+        settlement.at,
+        settlement.id,
+        settlement.token,
+      );
+      return job ?? null;
+    },
+
+    *retryFailed(selection: RetrySelection, now: number): Script<MovedJob[]> {
+      if (selection === "all") return (yield* exec<MovedJob>(RETRY_ALL, now)).rows;
+      if (!Array.isArray(selection)) {
+        const { batchId } = selection as { readonly batchId: number };
+        return (yield* exec<MovedJob>(RETRY_BATCH, now, batchId)).rows;
+      }
+      const moved = yield* each<MovedJob>(
+        RETRY_ONE,
+        (selection as readonly number[]).map((id) => [now, id]),
+      );
+      return moved.flatMap((result) => result.rows);
+    },
+
+    *renew(leases: readonly Lease[], until: number): Script<number[]> {
+      if (leases.length === 0) return [];
+      // On the database's clock: the lease length asked for, from the database's now.
+      const [length, base] = dbClock ? [until - Date.now(), null] : [0, until];
+      const { rows } = yield* exec<{ id: number; token: number }>(
+        RENEW,
+        length,
+        base,
+        leases.map((lease) => lease.id),
+        leases.map((lease) => lease.token),
+      );
+      const kept = new Set(rows.map((row) => `${row.id}:${row.token}`));
+      return leases.filter((lease) => !kept.has(`${lease.id}:${lease.token}`)).map(({ id }) => id);
+    },
+
+    *lockKeys(keys: readonly string[]): Script<void> {
+      yield* each(LOCK_KEY, [...new Set(keys)].sort().map((key) => [key]));
+    },
+
+    notify: () => notifyOn(channel),
+  };
+}
+
+function* notifyOn(channel: string): Script<void> {
+  yield* exec(NOTIFY, channel);
+}

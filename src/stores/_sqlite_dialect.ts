@@ -1,0 +1,174 @@
+/**
+ * What SQLite does its own way: one prepared insert per job, the claim as
+ * one `UPDATE … RETURNING` over each queue's claim-ordered index, a failure
+ * and a retry as copy-then-delete (no statement may write two tables), and
+ * no row or key locks (its one writer already serializes every write
+ * transaction) or notifications (other processes watch the WAL file).
+ *
+ * @internal
+ * @module
+ */
+import type { ClaimRow } from "./_rows.ts";
+import type { ClaimRequest, Lease, StoredError } from "./store.ts";
+import {
+  type Dialect,
+  type FailSettlement,
+  type JobInsert,
+  type MovedJob,
+  type RetrySelection,
+  SETTLED_COLUMNS,
+  type SettledJob,
+} from "./sql/dialect.ts";
+import { done, each, exec, type Script } from "./sql/script.ts";
+import { type Statement, statement } from "./sql/statement.ts";
+
+/** The marker a claim writes when it takes over an expired lease. */
+const DIED = "worker died during attempt ";
+const LINKS = "batch_id, batch_member, chain_id";
+
+const INSERT = statement(
+  `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at,
+    batch_id, batch_member, keyed)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
+);
+const COMPLETE = statement(
+  `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${SETTLED_COLUMNS}`,
+);
+const COPY_TO_FAILED = statement(
+  `INSERT OR REPLACE INTO failed_jobs
+  (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
+    ${LINKS})
+  SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINKS}
+  FROM jobs WHERE id = $6 AND token = $7`,
+);
+const RENEW = statement("UPDATE jobs SET available_at = $1 WHERE id = $2 AND token = $3");
+const RETRY_COPY = `INSERT INTO jobs
+  (id, queue, name, payload, priority, available_at, created_at, ${LINKS})
+  SELECT id, queue, name, payload, priority, $1, created_at, ${LINKS} FROM failed_jobs`;
+const RETRY_ONE = statement(`${RETRY_COPY} WHERE id = $2 RETURNING id, ${LINKS}`);
+const RETRY_ALL = statement(`${RETRY_COPY} ORDER BY id RETURNING id, ${LINKS}`);
+const RETRY_BATCH = statement(
+  `${RETRY_COPY} WHERE batch_id = $2 AND batch_member = 1 ORDER BY id RETURNING id, ${LINKS}`,
+);
+const FORGET = statement("DELETE FROM failed_jobs WHERE id = $1");
+const FORGET_ALL = statement("DELETE FROM failed_jobs");
+const FORGET_BATCH = statement(
+  "DELETE FROM failed_jobs WHERE batch_id = $1 AND batch_member = 1",
+);
+
+const claimStatements = new Map<number, Statement>();
+
+/** The claim statement for `queueCount` queues, looked at in the given order. */
+function claimStatement(queueCount: number): Statement {
+  let claim = claimStatements.get(queueCount);
+  if (claim === undefined) {
+    const perQueue = (index: number) =>
+      `SELECT id FROM (SELECT id FROM jobs WHERE queue = $${5 + index}
+        AND available_at <= $2 ORDER BY priority DESC, available_at LIMIT $3)`;
+    claim = statement(
+      `UPDATE jobs SET token = $1, available_at = $2 + $4,
+        waited_ms = $2 - available_at, attempts = attempts + 1, progress = NULL, locked = 0,
+        crashes = crashes + (token IS NOT NULL),
+        last_error = CASE WHEN token IS NULL THEN last_error ELSE '${DIED}' || attempts END
+      WHERE id IN (${Array.from({ length: queueCount }, (_, i) => perQueue(i)).join(" UNION ALL ")}
+        LIMIT $3)
+      RETURNING id, queue, name, payload, priority, attempts, crashes, retry_until, last_error,
+        created_at, batch_id, keyed,
+        last_error IS NOT NULL AND last_error = '${DIED}' || (attempts - 1) AS recovered`,
+    );
+    claimStatements.set(queueCount, claim);
+  }
+  return claim;
+}
+
+/** SQLite's operations. */
+export const sqliteDialect: Dialect = {
+  engine: "sqlite",
+  insertsInOneStatement: false,
+
+  *insertJobs(rows: readonly JobInsert[]): Script<number[]> {
+    const inserted = yield* each<{ id: number }>(
+      INSERT,
+      rows.map((row) => [
+        row.queue,
+        row.name,
+        row.payload,
+        row.priority,
+        row.availableAt,
+        row.retryUntil,
+        row.createdAt,
+        row.batchId,
+        row.batchId === null ? 0 : 1,
+        row.keyed,
+      ]),
+    );
+    return inserted.map(({ rows: [row] }) => Number(row!.id));
+  },
+
+  claim(request: ClaimRequest): Script<ClaimRow[]> {
+    const { queues, limit, now, leaseMs, token } = request;
+    return claimRows(claimStatement(queues.length), [
+      token,
+      now,
+      limit,
+      leaseMs,
+      ...queues,
+    ]);
+  },
+
+  *completeJobs(leases: readonly Lease[]): Script<SettledJob[]> {
+    const deleted = yield* each<SettledJob>(COMPLETE, leases.map(({ id, token }) => [id, token]));
+    return deleted.flatMap((result) => result.rows);
+  },
+
+  *failJob(settlement: FailSettlement, error: StoredError): Script<SettledJob | null> {
+    const { id, token } = settlement;
+    const { count } = yield* exec(
+      COPY_TO_FAILED,
+      error.message,
+      error.stack,
+      settlement.attempts,
+      settlement.crashed ? 1 : 0,
+      settlement.at,
+      id,
+      token,
+    );
+    if (count === 0) return null;
+    const { rows: [job] } = yield* exec<SettledJob>(COMPLETE, id, token);
+    return job ?? null;
+  },
+
+  *retryFailed(selection: RetrySelection, now: number): Script<MovedJob[]> {
+    if (selection === "all") {
+      const { rows } = yield* exec<MovedJob>(RETRY_ALL, now);
+      yield* exec(FORGET_ALL);
+      return rows;
+    }
+    if (!Array.isArray(selection)) {
+      const { batchId } = selection as { readonly batchId: number };
+      const { rows } = yield* exec<MovedJob>(RETRY_BATCH, now, batchId);
+      yield* exec(FORGET_BATCH, batchId);
+      return rows;
+    }
+    const moved: MovedJob[] = [];
+    for (const id of selection as readonly number[]) {
+      const { rows: [row] } = yield* exec<MovedJob>(RETRY_ONE, now, id);
+      if (row === undefined) continue;
+      yield* exec(FORGET, id);
+      moved.push(row);
+    }
+    return moved;
+  },
+
+  *renew(leases: readonly Lease[], until: number): Script<number[]> {
+    const renewed = yield* each(RENEW, leases.map(({ id, token }) => [until, id, token]));
+    return leases.filter((_, index) => renewed[index]!.count === 0).map(({ id }) => id);
+  },
+
+  lockKeys: () => done(undefined),
+  notify: () => done(undefined),
+};
+
+function* claimRows(claim: Statement, params: readonly unknown[]): Script<ClaimRow[]> {
+  return (yield* exec<ClaimRow>(claim, ...params)).rows;
+}

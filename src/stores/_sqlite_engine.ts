@@ -1,0 +1,208 @@
+/**
+ * The SQLite engine: one `node:sqlite` connection, scripts driven
+ * synchronously inside `BEGIN IMMEDIATE` … `COMMIT` (no microtask between
+ * two statements, so nothing else reaches the connection mid-transaction),
+ * busy waits that yield to the event loop, app transactions that hold the
+ * other work back until they end, and a watch on the WAL file.
+ *
+ * Every statement is read with `all()` or `run()`, never `get()`: on an
+ * autocommit write, `get()` returns the row and swallows the commit's error
+ * (a full disk then "stores" a job that is not there).
+ *
+ * @internal
+ * @module
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
+import type { Migration } from "../../migrations/sqlite/mod.ts";
+import { QueueClosedError } from "../errors.ts";
+import { FileWatch } from "./_file_watch.ts";
+import { retryWhileBusy } from "./_sqlite_connection.ts";
+import type { Engine, EngineTransaction, RunMode } from "./sql/engine.ts";
+import { migrationPlan } from "./sql/engine.ts";
+import { type Result, runSync, type Script, type Step } from "./sql/script.ts";
+import type { Statement } from "./sql/statement.ts";
+
+/** One SQLite connection that runs scripts. */
+export class SqliteEngine implements Engine {
+  readonly #db: DatabaseSync;
+  readonly #busyTimeoutMs: number;
+  readonly #changes: FileWatch;
+  readonly #statements = new Map<string, StatementSync>();
+  /** Settles when the app transaction now running ends; null when none runs. */
+  #transaction: Promise<void> | null = null;
+  /** Set inside a transaction's callback, to refuse calls that would wait for it forever. */
+  readonly #insideTransaction = new AsyncLocalStorage<Promise<void>>();
+  #closed = false;
+  readonly #step = (step: Step): unknown => {
+    if ("each" in step) return step.each.map((params) => this.#execute(step.statement, params));
+    return this.#execute(step.statement, step.params);
+  };
+
+  /** Runs on `db`, opened at `path` (`:memory:` or a `file:` URI watch nothing). */
+  constructor(db: DatabaseSync, path: string, busyTimeoutMs: number) {
+    this.#db = db;
+    this.#busyTimeoutMs = busyTimeoutMs;
+    // Every commit in WAL mode writes the -wal file: a change there may be new jobs.
+    this.#changes = new FileWatch(
+      path === ":memory:" || path.startsWith("file:") ? null : `${path}-wal`,
+    );
+  }
+
+  /** Runs the script in one write transaction, or statement by statement. */
+  run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
+    if (mode === "statement") return this.#whenFree(() => runSync(start(), this.#step));
+    return this.#whenFree(() => this.#inWriteTransaction(() => runSync(start(), this.#step)));
+  }
+
+  /** Runs `fn` inside `BEGIN IMMEDIATE` … `COMMIT`, rolling back if it throws. */
+  async transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+    let end!: () => void;
+    const ended = new Promise<void>((resolve) => end = resolve);
+    if (this.#transaction !== null && this.#insideTransaction.getStore() === this.#transaction) {
+      throw new Error(
+        "Cannot start a transaction inside another on the same queue: use its tx handle",
+      );
+    }
+    // Take the lane in the same tick the previous holder is seen gone, so no one slips in.
+    while (this.#transaction !== null) await this.#transaction;
+    if (this.#closed) throw new QueueClosedError("start a transaction");
+    this.#transaction = ended;
+    let open = false;
+    try {
+      await retryWhileBusy(() => this.#db.exec("BEGIN IMMEDIATE"), this.#busyTimeoutMs);
+      open = true;
+      const check = () => {
+        if (!open) {
+          throw new Error("This transaction has ended: use it only inside its callback");
+        }
+        this.#assertStillOpen();
+      };
+      const tx: EngineTransaction = {
+        // deno-lint-ignore require-await
+        run: async (script) => {
+          check();
+          return runSync(script, this.#step);
+        },
+        // deno-lint-ignore require-await
+        query: async <Row>(text: string, params: readonly unknown[]) => {
+          check();
+          return this.#db.prepare(text).all(...params.map(bind)) as unknown as Row[];
+        },
+      };
+      const result = await this.#insideTransaction.run(ended, () => fn(tx));
+      this.#assertStillOpen();
+      this.#db.exec("COMMIT");
+      open = false;
+      return result;
+    } finally {
+      try {
+        // SQLite may already have rolled back on its own (ON CONFLICT ROLLBACK, I/O error).
+        if (open && this.#db.isTransaction) this.#db.exec("ROLLBACK");
+      } finally {
+        open = false;
+        this.#transaction = null;
+        end();
+      }
+    }
+  }
+
+  /** Applies the steps this file lacks, in one write transaction. */
+  migrate(migrations: readonly Migration[]): Promise<void> {
+    return this.#whenFree(() =>
+      this.#inWriteTransaction(() => {
+        this.#db.exec(`CREATE TABLE IF NOT EXISTS queue_migrations (
+          version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
+        const rows = this.#db.prepare("SELECT version FROM queue_migrations").all();
+        const applied = new Set(rows.map((row) => Number(row.version)));
+        for (const migration of migrationPlan(migrations, applied)) {
+          this.#db.exec(migration.sql);
+          this.#db.prepare("INSERT INTO queue_migrations (version, applied_at) VALUES (?, ?)")
+            .run(migration.version, Date.now());
+        }
+      })
+    );
+  }
+
+  /** Calls `listener` when the database's WAL file changes (any process's commit). */
+  watch(listener: () => void): Disposable {
+    return this.#changes.add(listener);
+  }
+
+  /** Closes the connection once the running transaction, if any, has ended. */
+  async close(): Promise<void> {
+    while (!this.#closed && this.#transaction !== null) await this.#transaction;
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#changes.close();
+    this.#db.close();
+  }
+
+  #execute(statement: Statement, params: readonly unknown[]): Result {
+    let prepared = this.#statements.get(statement.sqlite);
+    if (prepared === undefined) {
+      prepared = this.#db.prepare(statement.sqlite);
+      this.#statements.set(statement.sqlite, prepared);
+    }
+    const values = params.map(bind);
+    if (statement.returnsRows) {
+      const rows = prepared.all(...values);
+      return { rows, count: rows.length };
+    }
+    return { rows: [], count: Number(prepared.run(...values).changes) };
+  }
+
+  /** SQLite rolls back on its own after some errors; going on would write outside the transaction. */
+  #assertStillOpen(): void {
+    if (!this.#db.isTransaction) {
+      throw new Error(
+        "Cannot go on with this transaction: SQLite rolled it back after a statement failed",
+      );
+    }
+  }
+
+  /** Runs `step` (its own commit, or a whole transaction) once no app transaction runs. */
+  #whenFree<T>(step: () => T): Promise<T> {
+    return retryWhileBusy(step, this.#busyTimeoutMs, this.#waitTurn);
+  }
+
+  /** Holds a step back while an app transaction runs or after close. */
+  readonly #waitTurn = (): Promise<void> | undefined => {
+    if (this.#transaction === null && !this.#closed) return undefined;
+    // Only the transaction's own callback: work it merely started may wait its turn later.
+    if (this.#transaction !== null && this.#insideTransaction.getStore() === this.#transaction) {
+      return Promise.reject(
+        new Error(
+          "Cannot use the queue inside its own transaction callback: it would wait for itself; use the tx handle (tx.dispatch, tx.query)",
+        ),
+      );
+    }
+    return this.#idle();
+  };
+
+  async #idle(): Promise<void> {
+    while (this.#transaction !== null) await this.#transaction;
+    if (this.#closed) throw new QueueClosedError("use the SQLite store");
+  }
+
+  /** Runs `step` inside `BEGIN IMMEDIATE` … `COMMIT`, rolling back if it throws. */
+  #inWriteTransaction<T>(step: () => T): T {
+    this.#db.exec("BEGIN IMMEDIATE");
+    try {
+      const result = step();
+      this.#db.exec("COMMIT");
+      return result;
+    } catch (error) {
+      if (this.#db.isTransaction) this.#db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+}
+
+/** A parameter as SQLite binds it: booleans as 1/0, undefined as null, arrays as JSON text. */
+function bind(value: unknown): SQLInputValue {
+  if (value === undefined) return null;
+  if (typeof value === "boolean") return value ? 1 : 0;
+  if (Array.isArray(value)) return JSON.stringify(value);
+  return value as SQLInputValue;
+}

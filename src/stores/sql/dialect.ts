@@ -1,0 +1,92 @@
+/**
+ * What really differs between the SQL engines, as operations named for what
+ * they do: each returns a script, so the shared rules call them like any
+ * other step. Everything else is a shared statement.
+ *
+ * @internal
+ * @module
+ */
+import type { ClaimRequest, Lease, NewJobRow, Settlement, StoredError } from "../store.ts";
+import type { EngineName } from "./statement.ts";
+import type { Script } from "./script.ts";
+import type { ClaimRow, JobLinks } from "../_rows.ts";
+
+/** How a job holds a unique or debounce key: the `jobs.keyed` column. */
+export const KEYED = {
+  /** It holds none. */
+  none: 0,
+  /** It holds one until it succeeds or fails for good. */
+  untilSettled: 1,
+  /** It holds one until it starts. */
+  untilStarted: 2,
+} as const;
+
+/** A job row to insert: a new job, maybe a batch's member, maybe holding a key. */
+export interface JobInsert extends NewJobRow {
+  /** The batch it is a counted member of, or null. */
+  readonly batchId: number | null;
+  /** How it holds a key ({@linkcode KEYED}). */
+  readonly keyed: number;
+}
+
+/** New jobs as inserts that hold no key, counted members of `batchId` when given. */
+export function jobInserts(rows: readonly NewJobRow[], batchId: number | null = null): JobInsert[] {
+  return rows.map((row) => ({ ...row, batchId, keyed: KEYED.none }));
+}
+
+/** A job as the settle statements return it, before or as they change it. */
+export interface SettledJob extends JobLinks {
+  readonly id: number;
+  readonly queue: string;
+  readonly name: string;
+  readonly waited_ms: number | null;
+  /** {@linkcode KEYED}: whether its settle must release a key. */
+  readonly keyed: number;
+  /** 1 when the attempt took middleware locks its settle must release. */
+  readonly locked: number;
+}
+
+/** The columns every settle statement returns, in the order of {@linkcode SettledJob}. */
+export const SETTLED_COLUMNS =
+  "id, batch_id, batch_member, chain_id, queue, name, waited_ms, keyed, locked";
+
+/** A job moved back from the failed jobs, with its links. */
+export interface MovedJob extends JobLinks {
+  readonly id: number;
+}
+
+/** Which failed jobs a retry moves back. */
+export type RetrySelection = readonly number[] | "all" | { readonly batchId: number };
+
+/** A settlement that fails a job for good. */
+export type FailSettlement = Extract<Settlement, { kind: "fail" }>;
+
+/** The engine-specific operations, each a script. */
+export interface Dialect {
+  /** Which engine's statement texts to run. */
+  readonly engine: EngineName;
+  /** Whether {@linkcode Dialect.insertJobs} stores any number of rows in one statement. */
+  readonly insertsInOneStatement: boolean;
+  /**
+   * Inserts jobs; their ids in order. With `notify`, also wakes other
+   * processes' watchers (in the same statement where the engine can).
+   */
+  insertJobs(rows: readonly JobInsert[], notify: boolean): Script<number[]>;
+  /** Leases due jobs in one statement, as {@linkcode ClaimRequest} says; rows in no set order. */
+  claim(request: ClaimRequest): Script<ClaimRow[]>;
+  /** Deletes succeeded jobs, each fenced by its token; the rows deleted. */
+  completeJobs(leases: readonly Lease[]): Script<SettledJob[]>;
+  /** Moves a job to the failed jobs, fenced by its token; the job, or null when its lease was lost. */
+  failJob(settlement: FailSettlement, error: StoredError): Script<SettledJob | null>;
+  /** Moves failed jobs back to their queues, due at `now`; a job is in exactly one table throughout. */
+  retryFailed(selection: RetrySelection, now: number): Script<MovedJob[]>;
+  /** Extends leases to `until`; the ids whose lease was lost. */
+  renew(leases: readonly Lease[], until: number): Script<number[]>;
+  /**
+   * Makes transactions that check the same keys take turns until they end
+   * (all keys up front, in one order); a no-op where writes are serialized.
+   */
+  lockKeys(keys: readonly string[]): Script<void>;
+  /** Wakes other processes' watchers when the transaction commits; a no-op where a file watch does. */
+  notify(): Script<void>;
+}

@@ -1,0 +1,161 @@
+/**
+ * Unique and debounced jobs, and job middleware: keys written with the job
+ * they name, overlap locks and rate windows checked for a tick's claimed
+ * jobs in one transaction, and all of it released in the transaction that
+ * settles, claims or deletes the job. The job row says what it holds
+ * (`keyed`, `locked`), so a plain job's settle runs none of these statements.
+ *
+ * @internal
+ * @module
+ */
+import type { GuardRequest, KeyedJobRow, KeyedPush, Lease } from "../store.ts";
+import { type Dialect, KEYED } from "./dialect.ts";
+import { each, exec, type Script } from "./script.ts";
+import { statement } from "./statement.ts";
+
+const FIND_UNIQUE = statement(
+  "SELECT job_id FROM job_keys WHERE key = $1 AND kind = 'unique' AND expires_at > $2",
+);
+const FIND_DEBOUNCED = statement(
+  `SELECT k.job_id, k.latest_at FROM job_keys k JOIN jobs j ON j.id = k.job_id
+  WHERE k.key = $1 AND k.kind = 'debounce' AND j.token IS NULL AND j.attempts = 0
+  {{forUpdate j}}`,
+);
+const DEBOUNCE = statement("UPDATE jobs SET payload = $1, available_at = $2 WHERE id = $3");
+const SET_KEY = statement(
+  `INSERT INTO job_keys (key, kind, job_id, expires_at, release_on_start, latest_at)
+  VALUES ($1, $2, $3, $4, $5, $6)
+  ON CONFLICT (key) DO UPDATE SET kind = excluded.kind, job_id = excluded.job_id,
+    expires_at = excluded.expires_at, release_on_start = excluded.release_on_start,
+    latest_at = excluded.latest_at`,
+);
+const RELEASE_KEYS = statement("DELETE FROM job_keys WHERE job_id IN {{ids $1}}");
+const RELEASE_KEYS_ON_START = statement(
+  "DELETE FROM job_keys WHERE release_on_start = 1 AND job_id IN {{ids $1}}",
+);
+const DROP_LOCKS = statement("DELETE FROM job_locks WHERE job_id IN {{ids $1}}");
+/** Only a lock its own attempt took: matched by job id and token. */
+const RELEASE_LOCKS = statement(
+  "DELETE FROM job_locks WHERE (job_id, token) IN (SELECT id, token FROM {{pairs $1}} p)",
+);
+const DROP_EXPIRED_LOCKS = statement("DELETE FROM job_locks WHERE key = $1 AND expires_at <= $2");
+const COUNT_LOCKS = statement("SELECT COUNT(*) AS n FROM job_locks WHERE key = $1");
+const TAKE_LOCK = statement(
+  "INSERT INTO job_locks (key, job_id, token, expires_at) VALUES ($1, $2, $3, $4)",
+);
+const MARK_LOCKED = statement("UPDATE jobs SET locked = 1 WHERE id = $1 AND token = $2");
+const RATE_WINDOW = statement("SELECT window_start, starts FROM rate_windows WHERE key = $1");
+const COUNT_START = statement(
+  `INSERT INTO rate_windows (key, window_start, starts) VALUES ($1, $2, $3)
+  ON CONFLICT (key) DO UPDATE SET window_start = excluded.window_start, starts = excluded.starts`,
+);
+
+/** Inserts each row unless its key names a job that holds it; see {@linkcode KeyedPush}. */
+export function* pushKeyed(dialect: Dialect, rows: readonly KeyedJobRow[]): Script<KeyedPush[]> {
+  yield* dialect.lockKeys(rows.map((row) => row.key.key));
+  const pushed: KeyedPush[] = [];
+  for (const row of rows) {
+    const { key } = row;
+    if (key.kind === "unique") {
+      const { rows: [holder] } = yield* exec<{ job_id: number }>(
+        FIND_UNIQUE,
+        key.key,
+        row.createdAt,
+      );
+      if (holder !== undefined) {
+        pushed.push({ id: Number(holder.job_id), outcome: "held" });
+        continue;
+      }
+      const keyed = key.releaseOnStart ? KEYED.untilStarted : KEYED.untilSettled;
+      const [id] = yield* dialect.insertJobs([{ ...row, batchId: null, keyed }], false);
+      yield* exec(SET_KEY, key.key, "unique", id, key.expiresAt, key.releaseOnStart ? 1 : 0, null);
+      pushed.push({ id: id!, outcome: "stored" });
+      continue;
+    }
+    const { rows: [waiting] } = yield* exec<{ job_id: number; latest_at: number | null }>(
+      FIND_DEBOUNCED,
+      key.key,
+    );
+    if (waiting !== undefined) {
+      const due = waiting.latest_at === null
+        ? row.availableAt
+        : Math.min(row.availableAt, Number(waiting.latest_at));
+      yield* exec(DEBOUNCE, row.payload, due, waiting.job_id);
+      pushed.push({ id: Number(waiting.job_id), outcome: "debounced" });
+      continue;
+    }
+    const [id] = yield* dialect.insertJobs(
+      [{ ...row, batchId: null, keyed: KEYED.untilSettled }],
+      false,
+    );
+    yield* exec(SET_KEY, key.key, "debounce", id, null, 0, key.latestAt);
+    pushed.push({ id: id!, outcome: "stored" });
+  }
+  return pushed;
+}
+
+/** Checks each claimed job's middleware in order; see {@linkcode Store.acquire}. */
+export function* acquire(
+  dialect: Dialect,
+  requests: readonly GuardRequest[],
+  now: number,
+): Script<(number | null)[]> {
+  yield* dialect.lockKeys(requests.flatMap((request) => [
+    ...request.locks.map((lock) => JSON.stringify(["lock", lock.key])),
+    ...request.rates.map((rate) => JSON.stringify(["rate", rate.key])),
+  ]));
+  const verdicts: (number | null)[] = [];
+  for (const request of requests) {
+    let retryAt: number | null = null;
+    const later = (at: number) => retryAt = Math.max(retryAt ?? at, at);
+    for (const lock of request.locks) {
+      yield* exec(DROP_EXPIRED_LOCKS, lock.key, now);
+      const { rows: [held] } = yield* exec<{ n: number }>(COUNT_LOCKS, lock.key);
+      if (Number(held!.n) >= lock.limit) later(lock.retryAt);
+    }
+    const windows: { key: string; start: number; used: number }[] = [];
+    for (const rate of request.rates) {
+      const start = Math.floor(now / rate.perMs) * rate.perMs;
+      const { rows: [row] } = yield* exec<{ window_start: number; starts: number }>(
+        RATE_WINDOW,
+        rate.key,
+      );
+      const used = row !== undefined && Number(row.window_start) === start ? Number(row.starts) : 0;
+      if (used >= rate.max) later(start + rate.perMs);
+      windows.push({ key: rate.key, start, used });
+    }
+    verdicts.push(retryAt);
+    if (retryAt !== null) continue;
+    for (const lock of request.locks) {
+      yield* exec(TAKE_LOCK, lock.key, request.id, request.token, lock.expiresAt);
+    }
+    if (request.locks.length > 0) yield* exec(MARK_LOCKED, request.id, request.token);
+    yield* each(COUNT_START, windows.map(({ key, start, used }) => [key, start, used + 1]));
+  }
+  return verdicts;
+}
+
+/** Releases the keys of jobs just claimed that let the next one in when they start. */
+export function* releaseOnStart(ids: readonly number[]): Script<void> {
+  if (ids.length > 0) yield* exec(RELEASE_KEYS_ON_START, ids);
+}
+
+/**
+ * Releases what settled jobs held: the keys of those that `ended` (succeeded
+ * or failed for good), and the locks each attempt in `attempts` took, fenced
+ * by its token: a lock an earlier, dead attempt of the same job took stays
+ * until it expires.
+ */
+export function* releaseHeld(ended: readonly number[], attempts: readonly Lease[]): Script<void> {
+  if (ended.length > 0) yield* exec(RELEASE_KEYS, ended);
+  if (attempts.length > 0) {
+    yield* exec(RELEASE_LOCKS, attempts.map(({ id, token }) => [id, token]));
+  }
+}
+
+/** Releases every key and lock of jobs that were deleted unrun (cleared, or skipped by a cancel). */
+export function* releaseRemoved(ids: readonly number[]): Script<void> {
+  if (ids.length === 0) return;
+  yield* exec(RELEASE_KEYS, ids);
+  yield* exec(DROP_LOCKS, ids);
+}

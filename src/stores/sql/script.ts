@@ -1,0 +1,78 @@
+/**
+ * Storage rules as scripts: a rule that spans statements is a generator that
+ * yields each statement and receives its result, written once and driven by
+ * each engine. `runSync` drives it inside SQLite's synchronous write
+ * transaction, feeding each result straight back, so no other code can reach
+ * the one connection between two statements; `runAsync` awaits each
+ * statement inside a PostgreSQL transaction.
+ *
+ * @example A rule written once
+ * ```ts ignore
+ * function* cancelBatch(id: number, at: number): Script<boolean> {
+ *   const { count } = yield* exec(MARK_CANCELLED, at, id);
+ *   if (count === 0) return false;
+ *   yield* exec(SKIP_WAITING_MEMBERS, id);
+ *   return true;
+ * }
+ * ```
+ *
+ * @internal
+ * @module
+ */
+import type { Statement } from "./statement.ts";
+
+/** What one statement did: the rows it returned, and how many rows it changed or returned. */
+export interface Result<Row = Record<string, unknown>> {
+  /** Rows returned (empty for a statement without `RETURNING` that is not a read). */
+  readonly rows: Row[];
+  /** Rows changed, or returned when the statement returns rows. */
+  readonly count: number;
+}
+
+/** One statement to run, or the same statement once per parameter list (a plain loop on SQLite). */
+export type Step =
+  | { readonly statement: Statement; readonly params: readonly unknown[] }
+  | { readonly statement: Statement; readonly each: readonly (readonly unknown[])[] };
+
+/** A storage rule: yields steps, receives their results, returns `T`. */
+export type Script<T> = Generator<Step, T, unknown>;
+
+/** Runs `statement` with `params`; its result. */
+export function* exec<Row = Record<string, unknown>>(
+  statement: Statement,
+  ...params: readonly unknown[]
+): Script<Result<Row>> {
+  return (yield { statement, params }) as Result<Row>;
+}
+
+/** Runs `statement` once per parameter list, in order; their results. */
+export function* each<Row = Record<string, unknown>>(
+  statement: Statement,
+  paramLists: readonly (readonly unknown[])[],
+): Script<Result<Row>[]> {
+  if (paramLists.length === 0) return [];
+  return (yield { statement, each: paramLists }) as Result<Row>[];
+}
+
+/** A script with nothing to run. */
+// deno-lint-ignore require-yield
+export function* done<T>(value: T): Script<T> {
+  return value;
+}
+
+/** Drives `script` to its end, running each step with `run` (synchronously). */
+export function runSync<T>(script: Script<T>, run: (step: Step) => unknown): T {
+  let next = script.next();
+  while (!next.done) next = script.next(run(next.value));
+  return next.value;
+}
+
+/** Drives `script` to its end, awaiting each step's `run`. */
+export async function runAsync<T>(
+  script: Script<T>,
+  run: (step: Step) => Promise<unknown>,
+): Promise<T> {
+  let next = script.next();
+  while (!next.done) next = script.next(await run(next.value));
+  return next.value;
+}

@@ -1,0 +1,259 @@
+/**
+ * The one store of every SQL engine: each storage operation is a script of
+ * shared statements and rules, run by an {@linkcode Engine} with the
+ * engine's {@linkcode Dialect} for what really differs.
+ *
+ * @internal
+ * @module
+ */
+import { MetricsPruning } from "../_stats_rows.ts";
+import type {
+  BatchRow,
+  ClaimedJob,
+  ClaimRequest,
+  FailedJobRow,
+  GuardRequest,
+  JobFilter,
+  JobListing,
+  KeyedJobRow,
+  KeyedPush,
+  Lease,
+  MetricsRow,
+  NewBatchRow,
+  NewChainRow,
+  NewJobRow,
+  Page,
+  PushedBatch,
+  QueueCountsRow,
+  RunningJobRow,
+  Settlement,
+  SettleResult,
+  Store,
+  StoreTransaction,
+  WorkerRow,
+} from "../store.ts";
+import * as chainsBatches from "./chains_batches.ts";
+import { type Dialect, jobInserts, type RetrySelection } from "./dialect.ts";
+import type { Engine, EngineTransaction } from "./engine.ts";
+import * as failedJobs from "./failed_jobs.ts";
+import * as keys from "./keys.ts";
+import type { Script } from "./script.ts";
+import * as stats from "./stats.ts";
+import * as tick from "./tick.ts";
+import type { Migration } from "../../../migrations/sqlite/mod.ts";
+
+/** A store of jobs in a SQL database. */
+export class SqlStore implements Store {
+  readonly #engine: Engine;
+  readonly #dialect: Dialect;
+  readonly #migrations: readonly Migration[];
+  readonly #pruning = new MetricsPruning();
+
+  /** Runs on `engine` with `dialect`; `migrations` are the engine's schema steps. */
+  constructor(engine: Engine, dialect: Dialect, migrations: readonly Migration[]) {
+    this.#engine = engine;
+    this.#dialect = dialect;
+    this.#migrations = migrations;
+  }
+
+  /** Brings the schema up to date; safe to call from several processes at once. */
+  migrate(): Promise<void> {
+    return this.#engine.migrate(this.#migrations);
+  }
+
+  /** Inserts jobs in one transaction (one statement where the engine can); their ids in order. */
+  push(rows: readonly NewJobRow[]): Promise<number[]> {
+    const oneStatement = rows.length === 1 || this.#dialect.insertsInOneStatement;
+    return this.#engine.run(
+      () => this.#dialect.insertJobs(jobInserts(rows), true),
+      oneStatement ? "statement" : "write",
+    );
+  }
+
+  /** Inserts unique or debounced jobs in one transaction, each unless its key is held. */
+  pushKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedPush[]> {
+    return this.#write(() => this.#notifying(keys.pushKeyed(this.#dialect, rows)));
+  }
+
+  /** Checks claimed jobs' middleware in one transaction. */
+  acquire(requests: readonly GuardRequest[], now: number): Promise<(number | null)[]> {
+    return this.#write(() => keys.acquire(this.#dialect, requests, now));
+  }
+
+  /** Inserts a chain's first link and its waiting links in one transaction. */
+  pushChain(chain: NewChainRow): Promise<number> {
+    return this.#write(() => this.#notifying(chainsBatches.insertChain(this.#dialect, chain)));
+  }
+
+  /** Inserts a batch with its jobs and callbacks in one transaction. */
+  pushBatch(batch: NewBatchRow): Promise<PushedBatch> {
+    return this.#write(() => this.#notifying(chainsBatches.insertBatch(this.#dialect, batch)));
+  }
+
+  /** Adds counted jobs to a batch that is still running. */
+  addToBatch(batchId: number, rows: readonly NewJobRow[]): Promise<number[]> {
+    return this.#write(() =>
+      this.#notifying(chainsBatches.addToBatch(this.#dialect, batchId, rows))
+    );
+  }
+
+  /** One batch, or null. */
+  batch(id: number): Promise<BatchRow | null> {
+    return this.#read(() => chainsBatches.batch(id));
+  }
+
+  /** Batches, newest first. */
+  batches(page: Page): Promise<BatchRow[]> {
+    return this.#read(() => chainsBatches.batches(page));
+  }
+
+  /** Cancels a running batch, skipping its waiting jobs. */
+  cancelBatch(id: number, now: number): Promise<boolean> {
+    const dialect = this.#dialect;
+    return this.#write(function* () {
+      const queued = yield* chainsBatches.cancel(id, now);
+      if (queued === null) return false;
+      yield* dialect.notify();
+      return true;
+    });
+  }
+
+  /** Deletes batches finished or cancelled before `before`. */
+  pruneBatches(before: number): Promise<number> {
+    return this.#write(() => chainsBatches.prune(before));
+  }
+
+  /** Jobs leased now, with their progress. */
+  running(now: number): Promise<RunningJobRow[]> {
+    return this.#read(() => stats.running(now));
+  }
+
+  /** Runs `fn` in one transaction: its pushes and queries commit or roll back together. */
+  transaction<T>(fn: (tx: StoreTransaction) => T | Promise<T>): Promise<T> {
+    const dialect = this.#dialect;
+    return this.#engine.transaction(async (tx: EngineTransaction) => {
+      const handle: StoreTransaction = {
+        push: (rows) => tx.run(dialect.insertJobs(jobInserts(rows), false)),
+        pushKeyed: (rows) => tx.run(keys.pushKeyed(dialect, rows)),
+        pushChain: (chain) => tx.run(chainsBatches.insertChain(dialect, chain)),
+        pushBatch: (batch) => tx.run(chainsBatches.insertBatch(dialect, batch)),
+        query: <Row>(text: string, params: readonly unknown[] = []) => tx.query<Row>(text, params),
+      };
+      const result = await fn(handle);
+      await tx.run(dialect.notify());
+      return result;
+    });
+  }
+
+  /** Leases due jobs in one statement. */
+  claim(request: ClaimRequest): Promise<ClaimedJob[]> {
+    // One transaction: the claim and the keys it releases commit together, and a busy retry
+    // cannot claim twice.
+    return this.#write(() => tick.claim(this.#dialect, request));
+  }
+
+  /** Applies settlements, each fenced by its token, then claims, all in one transaction. */
+  settle(settlements: readonly Settlement[], then?: ClaimRequest): Promise<SettleResult> {
+    return this.#write(() => tick.settle(this.#dialect, this.#pruning, settlements, then));
+  }
+
+  /** Extends leases in one transaction; returns the ids whose lease was lost. */
+  renew(leases: readonly Lease[], until: number): Promise<number[]> {
+    return this.#write(() => this.#dialect.renew(leases, until));
+  }
+
+  /** Jobs per queue by state, failed jobs included. */
+  counts(now: number): Promise<QueueCountsRow[]> {
+    return this.#read(() => stats.counts(now));
+  }
+
+  /** A page of the jobs not yet finished that match `filter`, and how many match. */
+  jobs(filter: JobFilter, page: Page, now: number): Promise<JobListing> {
+    return this.#read(() => stats.jobs(filter, page, now));
+  }
+
+  /** The metrics rollup's rows with `since <= minute < until`. */
+  metrics(since: number, until: number): Promise<MetricsRow[]> {
+    return this.#read(() => stats.metrics(since, until));
+  }
+
+  /** Writes a worker's row and drops those of workers not seen since `staleBefore`. */
+  heartbeat(worker: WorkerRow, staleBefore: number): Promise<void> {
+    return this.#write(() => stats.heartbeat(worker, staleBefore));
+  }
+
+  /** Deletes a worker's row; whether it was there. */
+  removeWorker(id: string): Promise<boolean> {
+    return this.#engine.run(() => stats.removeWorker(id), "statement");
+  }
+
+  /** Workers last seen at or after `seenSince`. */
+  workers(seenSince: number): Promise<WorkerRow[]> {
+    return this.#read(() => stats.workers(seenSince));
+  }
+
+  /** Failed jobs, newest first. */
+  failed(page: Page): Promise<FailedJobRow[]> {
+    return this.#read(() => stats.failed(page));
+  }
+
+  /** One failed job, or null. */
+  failedJob(id: number): Promise<FailedJobRow | null> {
+    return this.#read(() => stats.failedJob(id));
+  }
+
+  /** Moves failed jobs back in one transaction; a job is in exactly one table throughout. */
+  retry(selection: RetrySelection, now: number): Promise<number[]> {
+    return this.#write(() => failedJobs.retry(this.#dialect, selection, now));
+  }
+
+  /** Deletes one failed job, and the waiting links of its chain. */
+  forget(id: number): Promise<boolean> {
+    return this.#write(() => failedJobs.forget(id));
+  }
+
+  /** Deletes every failed job. */
+  flushFailed(): Promise<number> {
+    return this.#write(() => failedJobs.flush());
+  }
+
+  /** Deletes failed jobs older than `before`. */
+  pruneFailed(before: number): Promise<number> {
+    return this.#write(() => failedJobs.prune(before));
+  }
+
+  /** Deletes waiting and leased jobs of one queue, or of all; batch jobs count as skipped. */
+  clear(queue: string | undefined, now: number): Promise<number> {
+    return this.#write(() => failedJobs.clear(this.#dialect, queue, now));
+  }
+
+  /** Calls `listener` soon after another connection may have added or freed jobs. */
+  watch(listener: () => void): Disposable {
+    return this.#engine.watch(listener);
+  }
+
+  /** Closes the connection; later calls fail. */
+  close(): Promise<void> {
+    return this.#engine.close();
+  }
+
+  /** Same as {@linkcode SqlStore.close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  #write<T>(start: () => Script<T>): Promise<T> {
+    return this.#engine.run(start, "write");
+  }
+
+  #read<T>(start: () => Script<T>): Promise<T> {
+    return this.#engine.run(start, "statement");
+  }
+
+  /** `script`, then a wake-up for other processes' watchers. */
+  *#notifying<T>(script: Script<T>): Script<T> {
+    const result = yield* script;
+    yield* this.#dialect.notify();
+    return result;
+  }
+}

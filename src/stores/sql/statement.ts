@@ -1,0 +1,88 @@
+/**
+ * One statement text for every engine. Statements are written once with
+ * PostgreSQL's `$n` placeholders; SQLite's text binds `?n` instead, and the
+ * few spots where the engines' SQL really differs are written as a macro in
+ * double braces, expanded for each engine when the module loads:
+ *
+ * - `{{ids $n}}`: the ids in parameter `n`, an array of numbers (bound as
+ *   JSON), as a subquery of one column (`job_id IN {{ids $1}}`).
+ * - `{{pairs $n}}`: the `[id, token]` pairs in parameter `n`, an array
+ *   (bound as JSON), as a table of columns `id` and `token`.
+ * - `{{forUpdate}}` / `{{forUpdate t}}`: a row lock on the rows read
+ *   (`FOR UPDATE [OF t]`) on PostgreSQL; nothing on SQLite, whose one
+ *   writer already serializes every write transaction.
+ *
+ * @internal
+ * @module
+ */
+
+/** The engines a statement is translated for. */
+export type EngineName = "sqlite" | "postgres";
+
+/** A statement, translated once for each engine. */
+export interface Statement {
+  /** The text PostgreSQL runs (`$n` placeholders). */
+  readonly postgres: string;
+  /** The text SQLite runs (`?n` placeholders). */
+  readonly sqlite: string;
+  /** Whether it returns rows (a read, or a write with `RETURNING`), so engines read them. */
+  readonly returnsRows: boolean;
+}
+
+const MACROS: Record<string, Record<EngineName, (argument: string) => string>> = {
+  ids: {
+    sqlite: (n) => `(SELECT value FROM json_each(?${n}))`,
+    postgres: (n) => `(SELECT value::bigint FROM jsonb_array_elements_text($${n}::jsonb))`,
+  },
+  pairs: {
+    sqlite: (n) =>
+      `(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token
+        FROM json_each(?${n}))`,
+    postgres: (n) =>
+      `(SELECT (value->>0)::bigint AS id, (value->>1)::bigint AS token
+        FROM jsonb_array_elements($${n}::jsonb))`,
+  },
+  forUpdate: {
+    sqlite: () => "",
+    postgres: (table) => table === "" ? "FOR UPDATE" : `FOR UPDATE OF ${table}`,
+  },
+};
+
+/**
+ * Translates `text` for every engine. Placeholders inside quoted literals
+ * (a JSON path such as `'$[0]'`) are left as they are.
+ */
+export function statement(text: string): Statement {
+  return {
+    postgres: expand(text, "postgres"),
+    sqlite: expand(toQuestionMarks(text), "sqlite"),
+    returnsRows: /^\s*(SELECT|WITH)\b/i.test(text) || /\bRETURNING\b/i.test(text),
+  };
+}
+
+/** `$n` placeholders outside quoted literals as `?n`. */
+function toQuestionMarks(text: string): string {
+  let out = "";
+  let quote: string | null = null;
+  for (let index = 0; index < text.length; index++) {
+    const char = text[index]!;
+    if (quote !== null) {
+      if (char === quote) quote = null;
+      out += char;
+    } else if (char === "'" || char === '"') {
+      quote = char;
+      out += char;
+    } else if (char === "$" && /[0-9]/.test(text[index + 1] ?? "")) out += "?";
+    else out += char;
+  }
+  return out;
+}
+
+/** Expands the `{{macro argument}}` spots for `engine`. */
+function expand(text: string, engine: EngineName): string {
+  return text.replace(/\{\{(\w+)\s*([^}]*)\}\}/g, (_, name: string, argument: string) => {
+    const macro = MACROS[name];
+    if (macro === undefined) throw new Error(`Unknown statement macro {{${name}}}`);
+    return macro[engine](argument.trim().replace(/^[$?]/, ""));
+  });
+}

@@ -1,0 +1,212 @@
+/**
+ * What the dashboard and the admin commands read, and the metrics rollup the
+ * settle transaction adds to: counts per queue, running and listed jobs,
+ * failed jobs, the per-minute rollup, and the workers' heartbeats.
+ *
+ * @internal
+ * @module
+ */
+import { type FailedRow, type RunningRow, toFailedJobRow, toRunningJobRow } from "../_rows.ts";
+import {
+  metricsIncrements,
+  type MetricsPruning,
+  RUNTIME_BUCKET_COLUMNS,
+  type SettledJobRow,
+  type StoredListedJob,
+  type StoredMetrics,
+  type StoredWorker,
+  toListedJobRow,
+  toMetricsRow,
+  toWorkerRow,
+} from "../_stats_rows.ts";
+import type {
+  FailedJobRow,
+  JobFilter,
+  JobListing,
+  MetricsRow,
+  Page,
+  QueueCountsRow,
+  RunningJobRow,
+  Settlement,
+  WorkerRow,
+} from "../store.ts";
+import { each, exec, type Script } from "./script.ts";
+import { statement } from "./statement.ts";
+
+const BUCKETS = RUNTIME_BUCKET_COLUMNS;
+
+const ADD_METRICS = statement(
+  `INSERT INTO job_metrics
+  (minute, queue, name, completed, failed, retried, runtime_ms, wait_ms, ${BUCKETS.join(", ")})
+  VALUES (${Array.from({ length: 8 + BUCKETS.length }, (_, index) => `$${index + 1}`).join(", ")})
+  ON CONFLICT (minute, queue, name) DO UPDATE SET
+    completed = job_metrics.completed + excluded.completed,
+    failed = job_metrics.failed + excluded.failed,
+    retried = job_metrics.retried + excluded.retried,
+    runtime_ms = job_metrics.runtime_ms + excluded.runtime_ms,
+    wait_ms = job_metrics.wait_ms + excluded.wait_ms,
+    ${
+    BUCKETS.map((column) => `${column} = job_metrics.${column} + excluded.${column}`).join(", ")
+  }`,
+);
+const PRUNE_METRICS = statement("DELETE FROM job_metrics WHERE minute < $1");
+const METRICS = statement(
+  `SELECT minute, queue, name, completed, failed, retried, runtime_ms, wait_ms,
+    ${BUCKETS.join(", ")}
+  FROM job_metrics WHERE minute >= $1 AND minute < $2 ORDER BY minute, queue, name`,
+);
+
+const HEARTBEAT = statement(
+  `INSERT INTO workers (id, host, pid, queues, concurrency, started_at, last_seen_at, running)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+  ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+    queues = excluded.queues, concurrency = excluded.concurrency,
+    started_at = excluded.started_at, last_seen_at = excluded.last_seen_at,
+    running = excluded.running`,
+);
+const DROP_STALE_WORKERS = statement("DELETE FROM workers WHERE last_seen_at < $1");
+const REMOVE_WORKER = statement("DELETE FROM workers WHERE id = $1");
+const WORKERS = statement(
+  `SELECT id, host, pid, queues, concurrency, started_at, last_seen_at, running
+  FROM workers WHERE last_seen_at >= $1 ORDER BY started_at, id`,
+);
+
+/** A job's state at $1, as `JobState` defines it (the rule of the counts). */
+const STATE = `CASE WHEN available_at <= $1 THEN 'pending'
+  WHEN token IS NULL THEN 'delayed' ELSE 'running' END`;
+/** Jobs matching $2 state, $3 queue and $4 name, each null for any. */
+const MATCHING = `FROM jobs WHERE (CAST($2 AS text) IS NULL OR ${STATE} = CAST($2 AS text))
+  AND (CAST($3 AS text) IS NULL OR queue = CAST($3 AS text))
+  AND (CAST($4 AS text) IS NULL OR name = CAST($4 AS text))`;
+const LIST_JOBS = statement(
+  `SELECT id, queue, name, ${STATE} AS state, priority, attempts, available_at,
+    created_at, progress, batch_id, last_error
+  ${MATCHING} ORDER BY id LIMIT $5 OFFSET $6`,
+);
+const COUNT_JOBS = statement(`SELECT COUNT(*) AS total ${MATCHING}`);
+const COUNTS = statement(
+  `SELECT queue,
+    COUNT(*) FILTER (WHERE available_at <= $1) AS pending,
+    COUNT(*) FILTER (WHERE token IS NULL AND available_at > $1) AS delayed,
+    COUNT(*) FILTER (WHERE token IS NOT NULL AND available_at > $1) AS reserved
+  FROM jobs GROUP BY queue`,
+);
+const FAILED_COUNTS = statement(
+  "SELECT queue, COUNT(*) AS failed FROM failed_jobs GROUP BY queue",
+);
+const RUNNING = statement(
+  `SELECT id, queue, name, attempts, progress, available_at, batch_id FROM jobs
+  WHERE token IS NOT NULL AND available_at > $1 ORDER BY id`,
+);
+const FAILED_COLUMNS =
+  "id, queue, name, payload, error, stack, attempts, crashes, created_at, failed_at, batch_id, chain_id";
+const FAILED_PAGE = statement(
+  `SELECT ${FAILED_COLUMNS} FROM failed_jobs ORDER BY failed_at DESC, id DESC LIMIT $1 OFFSET $2`,
+);
+const FAILED_ONE = statement(`SELECT ${FAILED_COLUMNS} FROM failed_jobs WHERE id = $1`);
+
+/**
+ * Adds a tick's applied settlements to the rollup, as `Store.settle`
+ * specifies; `jobs` are the settled jobs as the settle statements returned
+ * them (their queue, name and wait). Prunes old rows when `pruning` says so.
+ */
+export function* recordMetrics(
+  settlements: readonly Settlement[],
+  applied: readonly boolean[],
+  jobs: readonly SettledJobRow[],
+  pruning: MetricsPruning,
+): Script<void> {
+  const increments = metricsIncrements(settlements, applied, jobs);
+  yield* each(
+    ADD_METRICS,
+    increments.map((group) => [
+      group.minute,
+      group.queue,
+      group.name,
+      group.completed,
+      group.failed,
+      group.retried,
+      group.runtimeMs,
+      group.waitMs,
+      ...group.buckets,
+    ]),
+  );
+  const cutoff = settlements.length === 0 ? null : pruning.due(settlements);
+  if (cutoff !== null) yield* exec(PRUNE_METRICS, cutoff);
+}
+
+/** The rollup's rows with `since <= minute < until`. */
+export function* metrics(since: number, until: number): Script<MetricsRow[]> {
+  return (yield* exec<StoredMetrics>(METRICS, since, until)).rows.map(toMetricsRow);
+}
+
+/** Writes a worker's row and drops those of workers not seen since `staleBefore`. */
+export function* heartbeat(worker: WorkerRow, staleBefore: number): Script<void> {
+  yield* exec(
+    HEARTBEAT,
+    worker.id,
+    worker.host,
+    worker.pid,
+    JSON.stringify(worker.queues),
+    worker.concurrency,
+    worker.startedAt,
+    worker.lastSeenAt,
+    worker.running,
+  );
+  yield* exec(DROP_STALE_WORKERS, staleBefore);
+}
+
+/** Deletes a worker's row; whether it was there. */
+export function* removeWorker(id: string): Script<boolean> {
+  return (yield* exec(REMOVE_WORKER, id)).count === 1;
+}
+
+/** Workers last seen at or after `seenSince`. */
+export function* workers(seenSince: number): Script<WorkerRow[]> {
+  return (yield* exec<StoredWorker>(WORKERS, seenSince)).rows.map(toWorkerRow);
+}
+
+/** A page of the jobs not yet finished that match `filter`, and how many match. */
+export function* jobs(filter: JobFilter, page: Page, now: number): Script<JobListing> {
+  const match = [now, filter.state, filter.queue, filter.name];
+  const { rows: [counted] } = yield* exec<{ total: number }>(COUNT_JOBS, ...match);
+  const { rows } = yield* exec<StoredListedJob>(LIST_JOBS, ...match, page.limit, page.offset);
+  return { total: Number(counted!.total), rows: rows.map(toListedJobRow) };
+}
+
+/** Jobs per queue by state, failed jobs included, by queue name. */
+export function* counts(now: number): Script<QueueCountsRow[]> {
+  const byQueue = new Map<string, QueueCountsRow>();
+  for (const row of (yield* exec<Record<string, unknown>>(COUNTS, now)).rows) {
+    const queue = String(row.queue);
+    byQueue.set(queue, {
+      queue,
+      pending: Number(row.pending),
+      delayed: Number(row.delayed),
+      reserved: Number(row.reserved),
+      failed: 0,
+    });
+  }
+  for (const row of (yield* exec<{ queue: string; failed: number }>(FAILED_COUNTS)).rows) {
+    const queue = String(row.queue);
+    const counted = byQueue.get(queue) ?? { queue, pending: 0, delayed: 0, reserved: 0 };
+    byQueue.set(queue, { ...counted, failed: Number(row.failed) });
+  }
+  return [...byQueue.values()].sort((a, b) => a.queue < b.queue ? -1 : 1);
+}
+
+/** Jobs leased now, with their progress, in id order. */
+export function* running(now: number): Script<RunningJobRow[]> {
+  return (yield* exec<RunningRow>(RUNNING, now)).rows.map(toRunningJobRow);
+}
+
+/** Failed jobs, newest first. */
+export function* failed(page: Page): Script<FailedJobRow[]> {
+  return (yield* exec<FailedRow>(FAILED_PAGE, page.limit, page.offset)).rows.map(toFailedJobRow);
+}
+
+/** One failed job, or null. */
+export function* failedJob(id: number): Script<FailedJobRow | null> {
+  const { rows: [row] } = yield* exec<FailedRow>(FAILED_ONE, id);
+  return row === undefined ? null : toFailedJobRow(row);
+}

@@ -1,0 +1,129 @@
+/**
+ * One worker tick: the claim, and the settle that records how the tick's
+ * attempts ended. Rows are changed in one order everywhere: job rows first
+ * (successes together, then the rest by id), then chains and batches in
+ * batch order, then keys and locks, so two processes settling at once never
+ * deadlock where the engine locks rows.
+ *
+ * @internal
+ * @module
+ */
+import { type ClaimRow, toClaimedJobs } from "../_rows.ts";
+import type { MetricsPruning } from "../_stats_rows.ts";
+import type { ClaimedJob, ClaimRequest, Lease, Settlement, SettleResult } from "../store.ts";
+import * as chainsBatches from "./chains_batches.ts";
+import { type Dialect, KEYED, type SettledJob } from "./dialect.ts";
+import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
+import { exec, type Script } from "./script.ts";
+import { SETTLED_COLUMNS } from "./dialect.ts";
+import { statement } from "./statement.ts";
+import { recordMetrics } from "./stats.ts";
+
+const PROGRESS = statement("UPDATE jobs SET progress = $1 WHERE id = $2 AND token = $3");
+const RELEASE = statement(
+  `UPDATE jobs SET token = NULL, available_at = $1, last_error = $2,
+    attempts = attempts - $3, crashes = crashes + $4
+  WHERE id = $5 AND token = $6 RETURNING ${SETTLED_COLUMNS}`,
+);
+
+/** Leases due jobs in one statement, and releases the keys that end when their job starts. */
+export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJob[]> {
+  const rows: ClaimRow[] = yield* dialect.claim(request);
+  yield* releaseOnStart(
+    rows.filter((row) => Number(row.keyed) === KEYED.untilStarted).map((row) => Number(row.id)),
+  );
+  return toClaimedJobs(rows, request.queues, request.token);
+}
+
+/** Applies settlements, each fenced by its token, then claims, all in one transaction. */
+export function* settle(
+  dialect: Dialect,
+  pruning: MetricsPruning,
+  settlements: readonly Settlement[],
+  then: ClaimRequest | undefined,
+): Script<SettleResult> {
+  const jobs = yield* applyToJobs(dialect, settlements);
+  const applied = jobs.map((job) => job !== "lost");
+  const settledJobs = jobs.flatMap((job) => job === "lost" || job === null ? [] : [job]);
+  yield* recordMetrics(settlements, applied, settledJobs, pruning);
+
+  // Chains and batches second, in batch order: the batch rows are what processes share.
+  const moves = settlements.flatMap((settlement, index) => {
+    const job = jobs[index]!;
+    return job === "lost" || job === null ? [] : [{ settlement, job, index }];
+  }).sort((a, b) => (a.job.batch_id ?? 0) - (b.job.batch_id ?? 0) || a.index - b.index);
+  let queued = 0;
+  const skipped: number[] = [];
+  for (const { settlement, job } of moves) {
+    if (settlement.kind === "release") {
+      const putBack = yield* chainsBatches.putBack(settlement.id, job, settlement.at);
+      queued += putBack.queued;
+      if (putBack.skipped) skipped.push(settlement.id);
+    } else if (settlement.kind !== "progress") {
+      queued += yield* chainsBatches.settled(job, settlement.kind, settlement.at);
+    }
+  }
+
+  // Keys and locks last, and only for the jobs whose row says they hold any.
+  const ended: number[] = [];
+  const attempts: Lease[] = [];
+  let released = 0;
+  for (const { settlement, job } of moves) {
+    if (Number(job.locked) === 1) attempts.push({ id: settlement.id, token: settlement.token });
+    if (settlement.kind === "release") {
+      if (!skipped.includes(settlement.id)) released++;
+    } else if (Number(job.keyed) !== KEYED.none) ended.push(settlement.id);
+  }
+  yield* releaseHeld(ended, attempts);
+  yield* releaseRemoved(skipped);
+  // Wake other processes only when this made a job claimable: a retry, or a follow-up queued.
+  if (released > 0 || queued > 0) yield* dialect.notify();
+  return { applied, claimed: then === undefined ? [] : yield* claim(dialect, then) };
+}
+
+/**
+ * The job-row half of a settle: successes in one step, then each other
+ * settlement in id order. For each settlement: the job as settled (null for
+ * a progress write), or `"lost"` when its lease was lost.
+ */
+function* applyToJobs(
+  dialect: Dialect,
+  settlements: readonly Settlement[],
+): Script<(SettledJob | null | "lost")[]> {
+  const successes = settlements.filter((settlement) => settlement.kind === "complete");
+  const completed = new Map<number, SettledJob>();
+  for (const job of yield* dialect.completeJobs(successes)) completed.set(Number(job.id), job);
+  const jobs: (SettledJob | null | "lost")[] = settlements.map((settlement) =>
+    settlement.kind === "complete" ? completed.get(settlement.id) ?? "lost" : "lost"
+  );
+  const others = [...settlements.keys()]
+    .filter((index) => settlements[index]!.kind !== "complete")
+    .sort((a, b) => settlements[a]!.id - settlements[b]!.id);
+  for (const index of others) jobs[index] = yield* applyToJob(dialect, settlements[index]!);
+  return jobs;
+}
+
+/** One release, failure or progress write on its job row. */
+function* applyToJob(dialect: Dialect, settlement: Settlement): Script<SettledJob | null | "lost"> {
+  const { id, token } = settlement;
+  switch (settlement.kind) {
+    case "complete":
+      throw new Error("complete settlements are applied together, by completeJobs");
+    case "progress":
+      return (yield* exec(PROGRESS, settlement.percent, id, token)).count === 1 ? null : "lost";
+    case "release": {
+      const { rows: [job] } = yield* exec<SettledJob>(
+        RELEASE,
+        settlement.availableAt,
+        settlement.error,
+        settlement.refundAttempt ? 1 : 0,
+        settlement.crashed ? 1 : 0,
+        id,
+        token,
+      );
+      return job ?? "lost";
+    }
+    case "fail":
+      return (yield* dialect.failJob(settlement, settlement.error)) ?? "lost";
+  }
+}
