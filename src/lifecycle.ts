@@ -38,6 +38,7 @@ export function refusalBeforeStart(
   definition: JobDefinition | undefined,
   now: number,
 ): string | null {
+  // Claims ask only for known names; a store that ignores them still cannot run an unknown job.
   if (definition === undefined) {
     return `no job named "${job.name}" is registered in the process that claimed it`;
   }

@@ -12,6 +12,7 @@ export type JobsSource = string | URL | readonly JobDefinition[];
 /** The job definitions of one process, looked up by name. */
 export class JobRegistry {
   readonly #byName = new Map<string, JobDefinition>();
+  #names: readonly string[] | undefined;
   /** The jobs module's URL, when the definitions came from one (Web Workers import it too). */
   readonly moduleUrl: string | undefined;
 
@@ -63,6 +64,11 @@ export class JobRegistry {
   /** Whether `job` is the very definition this process knows by its name. */
   has(job: JobDefinition): boolean {
     return this.#byName.get(job.name) === job;
+  }
+
+  /** The names of the known jobs, in the order they were defined: what a worker here can run. */
+  names(): readonly string[] {
+    return this.#names ??= Object.freeze([...this.#byName.keys()]);
   }
 
   /** The names of the known jobs whose payloads are encrypted. */

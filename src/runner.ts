@@ -264,6 +264,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         now: clock.now(),
         leaseMs: this.#options.leaseMs,
         token: newToken(),
+        names: this.#deps.registry.names(),
       }
       : undefined;
     let result: SettleResult;

@@ -10,11 +10,11 @@
  * @module
  */
 import type { ClaimRow } from "./_rows.ts";
-import type { ClaimRequest, Lease, StoredError } from "./store.ts";
+import type { ClaimRequest, Lease, NewJobRow, StoredError } from "./store.ts";
 import {
   type Dialect,
   type FailSettlement,
-  type JobInsert,
+  type InsertedAs,
   type MovedJob,
   type RetrySelection,
   SETTLED_COLUMNS,
@@ -106,22 +106,25 @@ const RENEW = statement(
 const LOCK_KEY = statement("SELECT pg_advisory_xact_lock(hashtextextended($1, 7204))");
 const NOTIFY = statement("SELECT pg_notify($1, '')");
 
-const claimStatements = new Map<number, Statement>();
+const claimStatements = new Map<string, Statement>();
 
 /**
  * The claim for `queueCount` queues: each queue's due jobs in claim order,
  * locked with `SKIP LOCKED` so concurrent claims never wait for each other
  * or take the same job, then the first `limit` of them in queue order.
- * `$3` null means now on the database's clock.
+ * `$3` null means now on the database's clock. With `byName`, only jobs
+ * whose name is in the last parameter.
  */
-function claimStatement(queueCount: number): Statement {
-  let claim = claimStatements.get(queueCount);
+function claimStatement(queueCount: number, byName: boolean): Statement {
+  const cacheKey = `${queueCount}:${byName}`;
+  let claim = claimStatements.get(cacheKey);
   if (claim !== undefined) return claim;
+  const names = byName ? `AND name IN {{texts $${5 + queueCount}}}` : "";
   const perQueue = Array.from(
     { length: queueCount },
     (_, index) =>
       `q${index} AS (SELECT id, ${index} AS rank, priority, available_at FROM jobs
-      WHERE queue = $${index + 5} AND available_at <= (SELECT t FROM now_ms)
+      WHERE queue = $${index + 5} AND available_at <= (SELECT t FROM now_ms) ${names}
       ORDER BY priority DESC, available_at LIMIT $4 FOR UPDATE SKIP LOCKED)`,
   );
   const union = Array.from({ length: queueCount }, (_, index) => `SELECT * FROM q${index}`)
@@ -140,7 +143,7 @@ function claimStatement(queueCount: number): Statement {
       j.last_error, j.created_at, j.batch_id, j.keyed,
       (j.last_error IS NOT NULL AND j.last_error = '${DIED}' || (j.attempts - 1)) AS recovered`,
   );
-  claimStatements.set(queueCount, claim);
+  claimStatements.set(cacheKey, claim);
   return claim;
 }
 
@@ -158,9 +161,9 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
     engine: "postgres",
     insertsInOneStatement: true,
 
-    *insertJobs(rows: readonly JobInsert[], notify: boolean): Script<number[]> {
+    *insertJobs(rows: readonly NewJobRow[], as: InsertedAs, notify: boolean): Script<number[]> {
       if (rows.length === 0) return [];
-      const column = <T>(pick: (row: JobInsert) => T) => rows.map(pick);
+      const column = <T>(pick: (row: NewJobRow) => T) => rows.map(pick);
       const params: unknown[] = [
         column((row) => row.queue),
         column((row) => row.name),
@@ -169,9 +172,9 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         column((row) => row.availableAt),
         column((row) => row.retryUntil),
         column((row) => row.createdAt),
-        column((row) => row.batchId),
-        column((row) => row.batchId === null ? 0 : 1),
-        column((row) => row.keyed),
+        column(() => as.batchId),
+        column(() => as.batchId === null ? 0 : 1),
+        column(() => as.keyed),
       ];
       const { rows: inserted } = notify
         ? yield* exec<{ id: number }>(INSERT_AND_NOTIFY, ...params, channel)
@@ -180,14 +183,15 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
     },
 
     *claim(request: ClaimRequest): Script<ClaimRow[]> {
-      const { queues, limit, now, leaseMs, token } = request;
+      const { queues, limit, now, leaseMs, token, names } = request;
       return (yield* exec<ClaimRow>(
-        claimStatement(queues.length),
+        claimStatement(queues.length, names !== undefined),
         token,
         leaseMs,
         dbClock ? null : now,
         limit,
         ...queues,
+        ...(names === undefined ? [] : [names]),
       )).rows;
     },
 

@@ -9,11 +9,11 @@
  * @module
  */
 import type { ClaimRow } from "./_rows.ts";
-import type { ClaimRequest, Lease, StoredError } from "./store.ts";
+import type { ClaimRequest, Lease, NewJobRow, StoredError } from "./store.ts";
 import {
   type Dialect,
   type FailSettlement,
-  type JobInsert,
+  type InsertedAs,
   type MovedJob,
   type RetrySelection,
   SETTLED_COLUMNS,
@@ -29,10 +29,11 @@ const LINKS = "batch_id, batch_member, chain_id";
 const INSERT = statement(
   `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at,
     batch_id, batch_member, keyed)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 );
 const COMPLETE = statement(
   `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${SETTLED_COLUMNS}`,
+  { oneRow: true },
 );
 const COPY_TO_FAILED = statement(
   `INSERT OR REPLACE INTO failed_jobs
@@ -45,7 +46,9 @@ const RENEW = statement("UPDATE jobs SET available_at = $1 WHERE id = $2 AND tok
 const RETRY_COPY = `INSERT INTO jobs
   (id, queue, name, payload, priority, available_at, created_at, ${LINKS})
   SELECT id, queue, name, payload, priority, $1, created_at, ${LINKS} FROM failed_jobs`;
-const RETRY_ONE = statement(`${RETRY_COPY} WHERE id = $2 RETURNING id, ${LINKS}`);
+const RETRY_ONE = statement(`${RETRY_COPY} WHERE id = $2 RETURNING id, ${LINKS}`, {
+  oneRow: true,
+});
 const RETRY_ALL = statement(`${RETRY_COPY} ORDER BY id RETURNING id, ${LINKS}`);
 const RETRY_BATCH = statement(
   `${RETRY_COPY} WHERE batch_id = $2 AND batch_member = 1 ORDER BY id RETURNING id, ${LINKS}`,
@@ -56,15 +59,20 @@ const FORGET_BATCH = statement(
   "DELETE FROM failed_jobs WHERE batch_id = $1 AND batch_member = 1",
 );
 
-const claimStatements = new Map<number, Statement>();
+const claimStatements = new Map<string, Statement>();
 
-/** The claim statement for `queueCount` queues, looked at in the given order. */
-function claimStatement(queueCount: number): Statement {
-  let claim = claimStatements.get(queueCount);
+/**
+ * The claim statement for `queueCount` queues, looked at in the given order;
+ * with `byName`, only jobs whose name is in the last parameter.
+ */
+function claimStatement(queueCount: number, byName: boolean): Statement {
+  const cacheKey = `${queueCount}:${byName}`;
+  let claim = claimStatements.get(cacheKey);
   if (claim === undefined) {
+    const names = byName ? `AND name IN {{texts $${5 + queueCount}}}` : "";
     const perQueue = (index: number) =>
       `SELECT id FROM (SELECT id FROM jobs WHERE queue = $${5 + index}
-        AND available_at <= $2 ORDER BY priority DESC, available_at LIMIT $3)`;
+        AND available_at <= $2 ${names} ORDER BY priority DESC, available_at LIMIT $3)`;
     claim = statement(
       `UPDATE jobs SET token = $1, available_at = $2 + $4,
         waited_ms = $2 - available_at, attempts = attempts + 1, progress = NULL, locked = 0,
@@ -76,7 +84,7 @@ function claimStatement(queueCount: number): Statement {
         created_at, batch_id, keyed,
         last_error IS NOT NULL AND last_error = '${DIED}' || (attempts - 1) AS recovered`,
     );
-    claimStatements.set(queueCount, claim);
+    claimStatements.set(cacheKey, claim);
   }
   return claim;
 }
@@ -86,33 +94,34 @@ export const sqliteDialect: Dialect = {
   engine: "sqlite",
   insertsInOneStatement: false,
 
-  *insertJobs(rows: readonly JobInsert[]): Script<number[]> {
-    const inserted = yield* each<{ id: number }>(
-      INSERT,
-      rows.map((row) => [
-        row.queue,
-        row.name,
-        row.payload,
-        row.priority,
-        row.availableAt,
-        row.retryUntil,
-        row.createdAt,
-        row.batchId,
-        row.batchId === null ? 0 : 1,
-        row.keyed,
-      ]),
-    );
-    return inserted.map(({ rows: [row] }) => Number(row!.id));
+  *insertJobs(rows: readonly NewJobRow[], as: InsertedAs): Script<number[]> {
+    const member = as.batchId === null ? 0 : 1;
+    const values = (row: NewJobRow) => [
+      row.queue,
+      row.name,
+      row.payload,
+      row.priority,
+      row.availableAt,
+      row.retryUntil,
+      row.createdAt,
+      as.batchId,
+      member,
+      as.keyed,
+    ];
+    // Without RETURNING: run() reports the new row id, and is the cheaper read.
+    if (rows.length === 1) return [(yield* exec(INSERT, ...values(rows[0]!))).lastId!];
+    return (yield* each(INSERT, rows.map(values))).map((result) => result.lastId!);
   },
 
   claim(request: ClaimRequest): Script<ClaimRow[]> {
-    const { queues, limit, now, leaseMs, token } = request;
-    return claimRows(claimStatement(queues.length), [
+    const { queues, limit, now, leaseMs, token, names } = request;
+    return claimRows(claimStatement(queues.length, names !== undefined), [
       token,
       now,
       limit,
       leaseMs,
       ...queues,
+      ...(names === undefined ? [] : [names]),
     ]);
   },
 

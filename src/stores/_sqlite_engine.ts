@@ -5,9 +5,9 @@
  * busy waits that yield to the event loop, app transactions that hold the
  * other work back until they end, and a watch on the WAL file.
  *
- * Every statement is read with `all()` or `run()`, never `get()`: on an
- * autocommit write, `get()` returns the row and swallows the commit's error
- * (a full disk then "stores" a job that is not there).
+ * A write outside a transaction is read with `all()` or `run()`, never
+ * `get()`: on an autocommit write, `get()` returns the row and swallows the
+ * commit's error (a full disk then "stores" a job that is not there).
  *
  * @internal
  * @module
@@ -145,11 +145,17 @@ export class SqliteEngine implements Engine {
       this.#statements.set(statement.sqlite, prepared);
     }
     const values = params.map(bind);
-    if (statement.returnsRows) {
-      const rows = prepared.all(...values);
-      return { rows, count: rows.length };
+    if (!statement.returnsRows) {
+      const { changes, lastInsertRowid } = prepared.run(...values);
+      return { rows: [], count: Number(changes), lastId: Number(lastInsertRowid) };
     }
-    return { rows: [], count: Number(prepared.run(...values).changes) };
+    // get() is cheaper, but on a write outside a transaction it swallows the commit's error.
+    if (statement.oneRow && (statement.readsOnly || this.#db.isTransaction)) {
+      const row = prepared.get(...values);
+      return row === undefined ? { rows: [], count: 0 } : { rows: [row], count: 1 };
+    }
+    const rows = prepared.all(...values);
+    return { rows, count: rows.length };
   }
 
   /** SQLite rolls back on its own after some errors; going on would write outside the transaction. */

@@ -35,6 +35,11 @@ export interface ClaimRequest {
   readonly leaseMs: number;
   /** The reservation token written on each claimed row; settles must present it. */
   readonly token: number;
+  /**
+   * Only jobs of these names: the ones the claiming process can run, so a
+   * job waits for a worker that knows it. Every name when absent.
+   */
+  readonly names?: readonly string[];
 }
 
 /** A job as a claim hands it over: leased to the claimer. */

@@ -20,7 +20,7 @@ import type {
   PushedBatch,
   WaitingJobRow,
 } from "../store.ts";
-import { type Dialect, jobInserts } from "./dialect.ts";
+import { type Dialect, KEYED, PLAIN } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
@@ -56,6 +56,7 @@ const DROP_CHAIN_CATCH = statement(
 );
 const NEXT_LINK = statement(
   "SELECT id FROM waiting_jobs WHERE chain_id = $1 AND role = 'link' ORDER BY position LIMIT 1",
+  { oneRow: true },
 );
 const DROP_ORPHAN_LINKS = statement(
   `DELETE FROM waiting_jobs WHERE chain_id IS NOT NULL
@@ -66,13 +67,15 @@ const DROP_ORPHAN_LINKS = statement(
 const INSERT_BATCH = statement(
   `INSERT INTO batches (name, total, pending, allow_failures, created_at)
   VALUES ($1, $2, $2, $3, $4) RETURNING id`,
+  { oneRow: true },
 );
 const BATCH_COLUMNS =
   "id, name, total, pending, failed, skipped, allow_failures, created_at, cancelled_at, finished_at";
-const BATCH_ONE = statement(`SELECT ${BATCH_COLUMNS} FROM batches WHERE id = $1`);
+const BATCH_ONE = statement(`SELECT ${BATCH_COLUMNS} FROM batches WHERE id = $1`, { oneRow: true });
 /** A batch's state, locked until the transaction ends where the engine locks rows. */
 const BATCH_LOCK = statement(
   "SELECT cancelled_at, finished_at FROM batches WHERE id = $1 {{forUpdate}}",
+  { oneRow: true },
 );
 const BATCH_PAGE = statement(
   `SELECT ${BATCH_COLUMNS} FROM batches ORDER BY id DESC LIMIT $1 OFFSET $2`,
@@ -84,6 +87,7 @@ const MEMBER_SUCCEEDED = statement("UPDATE batches SET pending = pending - 1 WHE
 const MEMBER_FAILED = statement(
   `UPDATE batches SET pending = pending - 1, failed = failed + 1 WHERE id = $1
   RETURNING allow_failures, cancelled_at`,
+  { oneRow: true },
 );
 const MEMBERS_RETRIED = statement(
   `UPDATE batches SET pending = pending + $1, failed = failed - $1,
@@ -95,6 +99,7 @@ const MEMBERS_SKIPPED = statement(
 const FINISH = statement(
   `UPDATE batches SET finished_at = $1 WHERE id = $2 AND pending = 0
   AND finished_at IS NULL RETURNING failed, skipped, cancelled_at`,
+  { oneRow: true },
 );
 const CANCEL = statement(
   `UPDATE batches SET cancelled_at = $1 WHERE id = $2 AND cancelled_at IS NULL
@@ -112,7 +117,7 @@ const PRUNE = statement("DELETE FROM batches WHERE finished_at < $1 OR cancelled
 
 /** Inserts a chain; its id is its first link's job id. */
 export function* insertChain(dialect: Dialect, chain: NewChainRow): Script<number> {
-  const [id] = yield* dialect.insertJobs(jobInserts([chain.first]), false);
+  const [id] = yield* dialect.insertJobs([chain.first], PLAIN, false);
   yield* exec(START_CHAIN, id);
   yield* wait(chain.next, "link", id!, null);
   yield* wait(chain.onFailure, "chain-catch", id!, null);
@@ -129,7 +134,7 @@ export function* insertBatch(dialect: Dialect, batch: NewBatchRow): Script<Pushe
     batch.createdAt,
   );
   const id = Number(row!.id);
-  const jobIds = yield* dialect.insertJobs(jobInserts(batch.jobs, id), false);
+  const jobIds = yield* dialect.insertJobs(batch.jobs, { batchId: id, keyed: KEYED.none }, false);
   yield* wait(batch.then, "then", null, id);
   yield* wait(batch.catch, "catch", null, id);
   yield* wait(batch.finally, "finally", null, id);
@@ -154,7 +159,7 @@ export function* addToBatch(
     ? "it has finished"
     : null;
   if (refusal !== null) throw new Error(`Cannot add jobs to batch ${batchId}: ${refusal}`);
-  const ids = yield* dialect.insertJobs(jobInserts(rows, batchId), false);
+  const ids = yield* dialect.insertJobs(rows, { batchId, keyed: KEYED.none }, false);
   yield* exec(GROW_BATCH, rows.length, batchId);
   return ids;
 }

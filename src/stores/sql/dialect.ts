@@ -21,18 +21,16 @@ export const KEYED = {
   untilStarted: 2,
 } as const;
 
-/** A job row to insert: a new job, maybe a batch's member, maybe holding a key. */
-export interface JobInsert extends NewJobRow {
-  /** The batch it is a counted member of, or null. */
+/** What the jobs of one insert share: their batch and how they hold a key. */
+export interface InsertedAs {
+  /** The batch they are counted members of, or null. */
   readonly batchId: number | null;
-  /** How it holds a key ({@linkcode KEYED}). */
+  /** How they hold a key ({@linkcode KEYED}). */
   readonly keyed: number;
 }
 
-/** New jobs as inserts that hold no key, counted members of `batchId` when given. */
-export function jobInserts(rows: readonly NewJobRow[], batchId: number | null = null): JobInsert[] {
-  return rows.map((row) => ({ ...row, batchId, keyed: KEYED.none }));
-}
+/** Jobs of no batch that hold no key. */
+export const PLAIN: InsertedAs = Object.freeze({ batchId: null, keyed: KEYED.none });
 
 /** A job as the settle statements return it, before or as they change it. */
 export interface SettledJob extends JobLinks {
@@ -68,10 +66,11 @@ export interface Dialect {
   /** Whether {@linkcode Dialect.insertJobs} stores any number of rows in one statement. */
   readonly insertsInOneStatement: boolean;
   /**
-   * Inserts jobs; their ids in order. With `notify`, also wakes other
-   * processes' watchers (in the same statement where the engine can).
+   * Inserts jobs `as` members of a batch or holders of a key (or neither);
+   * their ids in order. With `notify`, also wakes other processes' watchers
+   * (in the same statement where the engine can).
    */
-  insertJobs(rows: readonly JobInsert[], notify: boolean): Script<number[]>;
+  insertJobs(rows: readonly NewJobRow[], as: InsertedAs, notify: boolean): Script<number[]>;
   /** Leases due jobs in one statement, as {@linkcode ClaimRequest} says; rows in no set order. */
   claim(request: ClaimRequest): Script<ClaimRow[]>;
   /** Deletes succeeded jobs, each fenced by its token; the rows deleted. */

@@ -15,11 +15,13 @@ import { statement } from "./statement.ts";
 
 const FIND_UNIQUE = statement(
   "SELECT job_id FROM job_keys WHERE key = $1 AND kind = 'unique' AND expires_at > $2",
+  { oneRow: true },
 );
 const FIND_DEBOUNCED = statement(
   `SELECT k.job_id, k.latest_at FROM job_keys k JOIN jobs j ON j.id = k.job_id
   WHERE k.key = $1 AND k.kind = 'debounce' AND j.token IS NULL AND j.attempts = 0
   {{forUpdate j}}`,
+  { oneRow: true },
 );
 const DEBOUNCE = statement("UPDATE jobs SET payload = $1, available_at = $2 WHERE id = $3");
 const SET_KEY = statement(
@@ -39,12 +41,16 @@ const RELEASE_LOCKS = statement(
   "DELETE FROM job_locks WHERE (job_id, token) IN (SELECT id, token FROM {{pairs $1}} p)",
 );
 const DROP_EXPIRED_LOCKS = statement("DELETE FROM job_locks WHERE key = $1 AND expires_at <= $2");
-const COUNT_LOCKS = statement("SELECT COUNT(*) AS n FROM job_locks WHERE key = $1");
+const COUNT_LOCKS = statement("SELECT COUNT(*) AS n FROM job_locks WHERE key = $1", {
+  oneRow: true,
+});
 const TAKE_LOCK = statement(
   "INSERT INTO job_locks (key, job_id, token, expires_at) VALUES ($1, $2, $3, $4)",
 );
 const MARK_LOCKED = statement("UPDATE jobs SET locked = 1 WHERE id = $1 AND token = $2");
-const RATE_WINDOW = statement("SELECT window_start, starts FROM rate_windows WHERE key = $1");
+const RATE_WINDOW = statement("SELECT window_start, starts FROM rate_windows WHERE key = $1", {
+  oneRow: true,
+});
 const COUNT_START = statement(
   `INSERT INTO rate_windows (key, window_start, starts) VALUES ($1, $2, $3)
   ON CONFLICT (key) DO UPDATE SET window_start = excluded.window_start, starts = excluded.starts`,
@@ -67,7 +73,7 @@ export function* pushKeyed(dialect: Dialect, rows: readonly KeyedJobRow[]): Scri
         continue;
       }
       const keyed = key.releaseOnStart ? KEYED.untilStarted : KEYED.untilSettled;
-      const [id] = yield* dialect.insertJobs([{ ...row, batchId: null, keyed }], false);
+      const [id] = yield* dialect.insertJobs([row], { batchId: null, keyed }, false);
       yield* exec(SET_KEY, key.key, "unique", id, key.expiresAt, key.releaseOnStart ? 1 : 0, null);
       pushed.push({ id: id!, outcome: "stored" });
       continue;
@@ -85,7 +91,8 @@ export function* pushKeyed(dialect: Dialect, rows: readonly KeyedJobRow[]): Scri
       continue;
     }
     const [id] = yield* dialect.insertJobs(
-      [{ ...row, batchId: null, keyed: KEYED.untilSettled }],
+      [row],
+      { batchId: null, keyed: KEYED.untilSettled },
       false,
     );
     yield* exec(SET_KEY, key.key, "debounce", id, null, 0, key.latestAt);

@@ -27,6 +27,8 @@ export interface Result<Row = Record<string, unknown>> {
   readonly rows: Row[];
   /** Rows changed, or returned when the statement returns rows. */
   readonly count: number;
+  /** The row id of the row an `INSERT` without `RETURNING` stored, where the engine says (SQLite). */
+  readonly lastId?: number;
 }
 
 /** One statement to run, or the same statement once per parameter list (a plain loop on SQLite). */

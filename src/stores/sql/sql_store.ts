@@ -33,7 +33,7 @@ import type {
   WorkerRow,
 } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
-import { type Dialect, jobInserts, type RetrySelection } from "./dialect.ts";
+import { type Dialect, PLAIN, type RetrySelection } from "./dialect.ts";
 import type { Engine, EngineTransaction } from "./engine.ts";
 import * as failedJobs from "./failed_jobs.ts";
 import * as keys from "./keys.ts";
@@ -65,7 +65,7 @@ export class SqlStore implements Store {
   push(rows: readonly NewJobRow[]): Promise<number[]> {
     const oneStatement = rows.length === 1 || this.#dialect.insertsInOneStatement;
     return this.#engine.run(
-      () => this.#dialect.insertJobs(jobInserts(rows), true),
+      () => this.#dialect.insertJobs(rows, PLAIN, true),
       oneStatement ? "statement" : "write",
     );
   }
@@ -133,7 +133,7 @@ export class SqlStore implements Store {
     const dialect = this.#dialect;
     return this.#engine.transaction(async (tx: EngineTransaction) => {
       const handle: StoreTransaction = {
-        push: (rows) => tx.run(dialect.insertJobs(jobInserts(rows), false)),
+        push: (rows) => tx.run(dialect.insertJobs(rows, PLAIN, false)),
         pushKeyed: (rows) => tx.run(keys.pushKeyed(dialect, rows)),
         pushChain: (chain) => tx.run(chainsBatches.insertChain(dialect, chain)),
         pushBatch: (batch) => tx.run(chainsBatches.insertBatch(dialect, batch)),

@@ -6,6 +6,8 @@
  *
  * - `{{ids $n}}`: the ids in parameter `n`, an array of numbers (bound as
  *   JSON), as a subquery of one column (`job_id IN {{ids $1}}`).
+ * - `{{texts $n}}`: the strings in parameter `n`, an array (bound as JSON),
+ *   as a subquery of one column (`name IN {{texts $1}}`).
  * - `{{pairs $n}}`: the `[id, token]` pairs in parameter `n`, an array
  *   (bound as JSON), as a table of columns `id` and `token`.
  * - `{{forUpdate}}` / `{{forUpdate t}}`: a row lock on the rows read
@@ -27,12 +29,29 @@ export interface Statement {
   readonly sqlite: string;
   /** Whether it returns rows (a read, or a write with `RETURNING`), so engines read them. */
   readonly returnsRows: boolean;
+  /** Whether it only reads (a `SELECT`). */
+  readonly readsOnly: boolean;
+  /** Whether it returns one row at most (an engine may then read it the cheaper way). */
+  readonly oneRow: boolean;
+}
+
+/** What the text alone does not say about a statement. */
+export interface StatementOptions {
+  /**
+   * It returns one row at most (it matches by a unique key, or has `LIMIT 1`).
+   * @default {false}
+   */
+  readonly oneRow?: boolean;
 }
 
 const MACROS: Record<string, Record<EngineName, (argument: string) => string>> = {
   ids: {
     sqlite: (n) => `(SELECT value FROM json_each(?${n}))`,
     postgres: (n) => `(SELECT value::bigint FROM jsonb_array_elements_text($${n}::jsonb))`,
+  },
+  texts: {
+    sqlite: (n) => `(SELECT value FROM json_each(?${n}))`,
+    postgres: (n) => `(SELECT jsonb_array_elements_text($${n}::jsonb))`,
   },
   pairs: {
     sqlite: (n) =>
@@ -52,11 +71,13 @@ const MACROS: Record<string, Record<EngineName, (argument: string) => string>> =
  * Translates `text` for every engine. Placeholders inside quoted literals
  * (a JSON path such as `'$[0]'`) are left as they are.
  */
-export function statement(text: string): Statement {
+export function statement(text: string, options: StatementOptions = {}): Statement {
   return {
     postgres: expand(text, "postgres"),
     sqlite: expand(toQuestionMarks(text), "sqlite"),
     returnsRows: /^\s*(SELECT|WITH)\b/i.test(text) || /\bRETURNING\b/i.test(text),
+    readsOnly: /^\s*SELECT\b/i.test(text),
+    oneRow: options.oneRow ?? false,
   };
 }
 

@@ -83,7 +83,7 @@ const LIST_JOBS = statement(
     created_at, progress, batch_id, last_error
   ${MATCHING} ORDER BY id LIMIT $5 OFFSET $6`,
 );
-const COUNT_JOBS = statement(`SELECT COUNT(*) AS total ${MATCHING}`);
+const COUNT_JOBS = statement(`SELECT COUNT(*) AS total ${MATCHING}`, { oneRow: true });
 const COUNTS = statement(
   `SELECT queue,
     COUNT(*) FILTER (WHERE available_at <= $1) AS pending,
@@ -103,7 +103,9 @@ const FAILED_COLUMNS =
 const FAILED_PAGE = statement(
   `SELECT ${FAILED_COLUMNS} FROM failed_jobs ORDER BY failed_at DESC, id DESC LIMIT $1 OFFSET $2`,
 );
-const FAILED_ONE = statement(`SELECT ${FAILED_COLUMNS} FROM failed_jobs WHERE id = $1`);
+const FAILED_ONE = statement(`SELECT ${FAILED_COLUMNS} FROM failed_jobs WHERE id = $1`, {
+  oneRow: true,
+});
 
 /**
  * Adds a tick's applied settlements to the rollup, as `Store.settle`

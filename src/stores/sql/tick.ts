@@ -24,6 +24,7 @@ const RELEASE = statement(
   `UPDATE jobs SET token = NULL, available_at = $1, last_error = $2,
     attempts = attempts - $3, crashes = crashes + $4
   WHERE id = $5 AND token = $6 RETURNING ${SETTLED_COLUMNS}`,
+  { oneRow: true },
 );
 
 /** Leases due jobs in one statement, and releases the keys that end when their job starts. */
