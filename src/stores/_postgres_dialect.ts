@@ -25,7 +25,7 @@ import { type Statement, statement } from "./sql/statement.ts";
 
 /** The database's clock in ms since the epoch, as SQL. */
 const DB_NOW = "(floor(extract(epoch from clock_timestamp()) * 1000))::bigint";
-/** The marker a claim writes when it takes over an expired lease. */
+/** The last error a claim writes when it takes over an expired lease (`jobs.recovered` is the state). */
 const DIED = "worker died during attempt ";
 const LINKS = "batch_id, batch_member, chain_id";
 
@@ -137,11 +137,11 @@ function claimStatement(queueCount: number, byName: boolean): Statement {
       waited_ms = (SELECT t FROM now_ms) - j.available_at, attempts = j.attempts + 1,
       progress = NULL, locked = 0,
       crashes = j.crashes + CASE WHEN j.token IS NULL THEN 0 ELSE 1 END,
+      recovered = CASE WHEN j.token IS NULL THEN 0 ELSE 1 END,
       last_error = CASE WHEN j.token IS NULL THEN j.last_error ELSE '${DIED}' || j.attempts END
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, j.queue, j.name, j.payload, j.priority, j.attempts, j.crashes, j.retry_until,
-      j.last_error, j.created_at, j.batch_id, j.keyed,
-      (j.last_error IS NOT NULL AND j.last_error = '${DIED}' || (j.attempts - 1)) AS recovered`,
+      j.last_error, j.created_at, j.batch_id, j.keyed, j.recovered`,
   );
   claimStatements.set(cacheKey, claim);
   return claim;

@@ -30,8 +30,8 @@ export interface ClaimRow {
   readonly batch_id: number | null;
   /** Whether and until when it holds a key (`jobs.keyed`). */
   readonly keyed: number;
-  /** 1/0 on SQLite, a boolean on PostgreSQL. */
-  readonly recovered: number | boolean;
+  /** 1 when the claim took over an expired lease (`jobs.recovered`). */
+  readonly recovered: number;
 }
 
 /** A failed job as the listing statements return it. */
@@ -93,7 +93,7 @@ export function toClaimedJobs(
       priority: row.priority,
       attempts: row.attempts,
       crashes: row.crashes,
-      recovered: row.recovered === 1 || row.recovered === true,
+      recovered: Number(row.recovered) === 1,
       retryUntil: row.retry_until,
       lastError: row.last_error,
       createdAt: row.created_at,

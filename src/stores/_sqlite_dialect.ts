@@ -22,7 +22,7 @@ import {
 import { done, each, exec, type Script } from "./sql/script.ts";
 import { type Statement, statement } from "./sql/statement.ts";
 
-/** The marker a claim writes when it takes over an expired lease. */
+/** The last error a claim writes when it takes over an expired lease (`jobs.recovered` is the state). */
 const DIED = "worker died during attempt ";
 const LINKS = "batch_id, batch_member, chain_id";
 
@@ -76,13 +76,12 @@ function claimStatement(queueCount: number, byName: boolean): Statement {
     claim = statement(
       `UPDATE jobs SET token = $1, available_at = $2 + $4,
         waited_ms = $2 - available_at, attempts = attempts + 1, progress = NULL, locked = 0,
-        crashes = crashes + (token IS NOT NULL),
+        crashes = crashes + (token IS NOT NULL), recovered = (token IS NOT NULL),
         last_error = CASE WHEN token IS NULL THEN last_error ELSE '${DIED}' || attempts END
       WHERE id IN (${Array.from({ length: queueCount }, (_, i) => perQueue(i)).join(" UNION ALL ")}
         LIMIT $3)
       RETURNING id, queue, name, payload, priority, attempts, crashes, retry_until, last_error,
-        created_at, batch_id, keyed,
-        last_error IS NOT NULL AND last_error = '${DIED}' || (attempts - 1) AS recovered`,
+        created_at, batch_id, keyed, recovered`,
     );
     claimStatements.set(cacheKey, claim);
   }
