@@ -69,7 +69,7 @@ export type {
   MinuteMetrics,
   QueueMetrics,
 } from "./src/metrics.ts";
-export type { WorkerInfo, WorkersOptions } from "./src/workers_seen.ts";
+export type { UnclaimedJobs, WorkerInfo, WorkersOptions } from "./src/workers_seen.ts";
 export { Queue, type QueueOptions, type QueueTransaction } from "./src/queue.ts";
 export type { StoreOptions } from "./src/store_options.ts";
 export type {

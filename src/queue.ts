@@ -40,7 +40,14 @@ import { Runner } from "./runner.ts";
 import { openStore, type StoreOptions } from "./store_options.ts";
 import type { NewJobRow, Store, StoreTransaction, WaitingJobRow } from "./stores/store.ts";
 import { resolveWorkOptions, type WorkOptions } from "./work_options.ts";
-import { seenSince, toWorkerInfo, type WorkerInfo, type WorkersOptions } from "./workers_seen.ts";
+import {
+  seenSince,
+  toWorkerInfo,
+  type UnclaimedJobs,
+  unclaimedJobs,
+  type WorkerInfo,
+  type WorkersOptions,
+} from "./workers_seen.ts";
 
 /** Options for {@linkcode Queue.open}: where its store is, and the rest. */
 export interface QueueOptions extends StoreOptions {
@@ -476,6 +483,21 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#assertOpen("read metrics");
     const window = metricsWindow(this.#clock.now(), options);
     return summarizeMetrics(await this.#store.metrics(window.since, window.until), window);
+  }
+
+  /**
+   * Due jobs that no worker seen within `seenWithinMs` can claim, by queue
+   * and name: no such worker lists their queue and has a definition of their
+   * name (no worker runs, or the jobs module that defines them is not
+   * deployed yet). They wait; a worker claims only jobs it knows.
+   */
+  async unclaimed(options: WorkersOptions = {}): Promise<UnclaimedJobs[]> {
+    this.#assertOpen("list unclaimed jobs");
+    const now = this.#clock.now();
+    return unclaimedJobs(
+      await this.#store.pendingByName(now),
+      await this.#store.workers(seenSince(now, options)),
+    );
   }
 
   /**

@@ -556,6 +556,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         startedAt: this.#workerStartedAt,
         lastSeenAt: now,
         running: this.#running.size,
+        names: this.#deps.registry.names(),
       }, now - STALE_WORKER_MS);
     } catch (error) {
       this.emit("queue:error", { error: asError(error), during: "worker heartbeat" });

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { WorkerRow } from "./stores/store.ts";
+import type { PendingByName, WorkerRow } from "./stores/store.ts";
 
 /** Options for {@linkcode Queue.workers}. */
 export interface WorkersOptions {
@@ -35,6 +35,8 @@ export interface WorkerInfo {
   readonly lastSeenAt: Date;
   /** Jobs it was running at its last heartbeat. */
   readonly running: number;
+  /** The job names its process has definitions for: the only jobs it claims. */
+  readonly names: readonly string[];
 }
 
 /** The earliest heartbeat {@linkcode WorkersOptions} accept at `now`. */
@@ -46,6 +48,29 @@ export function seenSince(now: number, options: WorkersOptions): number {
     );
   }
   return now - seenWithinMs;
+}
+
+/** Due jobs of one name on one queue that no worker seen lately can claim. */
+export interface UnclaimedJobs {
+  /** The queue they wait on. */
+  readonly queue: string;
+  /** Their job name. */
+  readonly name: string;
+  /** How many are due. */
+  readonly pending: number;
+}
+
+/**
+ * The groups of `pending` (due jobs per queue and name) that no worker in
+ * `workers` can claim: none of them lists the queue and knows the name.
+ */
+export function unclaimedJobs(
+  pending: readonly PendingByName[],
+  workers: readonly WorkerRow[],
+): UnclaimedJobs[] {
+  return pending.filter(({ queue, name }) =>
+    !workers.some((worker) => worker.queues.includes(queue) && worker.names.includes(name))
+  );
 }
 
 /** The public form of a worker's row. */

@@ -201,6 +201,7 @@ Deno.test("dashboard: the jobs page lists pending, delayed and running jobs with
       queues: ["media"],
       concurrency: 1,
       running: 0, // its first heartbeat, before it claimed
+      names: ["plain", "slow"],
     });
     assert.equal(startedAt, new Date(NOON).toISOString());
     assert.equal(lastSeenAt, new Date(NOON).toISOString());

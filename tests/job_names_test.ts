@@ -1,14 +1,19 @@
 /**
  * A worker claims only the jobs its process knows: two processes with
  * different jobs modules on one database (a rolling deploy) each run their
- * own jobs and leave the others waiting, never failing them as unknown.
+ * own jobs and leave the others due, never failing them as unknown, and
+ * `queue.unclaimed()` (with the dashboard and `stats`) names what no worker
+ * knows.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob } from "../mod.ts";
+import { dashboard } from "../src/dashboard.ts";
 import { drain } from "../src/testing.ts";
+import { fetchFrom } from "./_dashboard.ts";
+import { runCli, waitUntil } from "./fixtures/cli/cli_process.ts";
 import { storeTest } from "./_stores.ts";
 
 const ran: string[] = [];
@@ -46,5 +51,45 @@ storeTest(
     assert.deepEqual(ran.sort(), ["v1:1", "v1:2", "v2:1", "v2:2", "v2:3"]);
     assert.equal(await db.count("jobs"), 0);
     assert.equal(await db.count("failed_jobs"), 0);
+  },
+);
+
+storeTest(
+  "queue.unclaimed() and the dashboard list due jobs no worker seen lately knows, by queue and name",
+  async (db) => {
+    const oldApp = await db.open({ jobs: [oldJob] });
+    const newApp = await db.open({ jobs: [newJob] });
+    await newApp.dispatchMany(newJob, [1, 2, 3]);
+    await oldApp.dispatch(oldJob, 1, { delayMs: 60_000 });
+    await oldApp.dispatch(oldJob, 2);
+    assert.deepEqual(await newApp.unclaimed(), [
+      { queue: "default", name: "resize-v1", pending: 1 },
+      { queue: "default", name: "resize-v2", pending: 3 },
+    ], "no worker runs: every due job, none of the delayed");
+
+    const worker = oldApp.work({ executor: "isolate", pollMs: 10 });
+    try {
+      await waitUntil(
+        "the old worker ran its due job and wrote a heartbeat",
+        async () =>
+          (await oldApp.workers()).length === 1 &&
+          await db.count("jobs", "name = ?", ["resize-v1"]) === 1,
+      );
+      assert.deepEqual(await newApp.unclaimed(), [
+        { queue: "default", name: "resize-v2", pending: 3 },
+      ]);
+      const page = await (await fetchFrom(dashboard(newApp), "/")).text();
+      assert.match(page, /Waiting for a worker that knows them/);
+      assert.match(page, /<td>default<\/td>\s*<td>resize-v2<\/td>\s*<td class="num">3<\/td>/);
+      if (db.file !== null) {
+        const stats = await runCli(["stats", "--db", db.file]);
+        assert.equal(stats.code, 0, stats.stderr);
+        assert.match(stats.stdout, /Waiting for a worker that knows them/);
+        assert.match(stats.stdout, /default\s+resize-v2\s+3/);
+      }
+    } finally {
+      await worker.stop();
+    }
+    assert.deepEqual(await oldApp.workers(), [], "a stopped worker removes its row");
   },
 );

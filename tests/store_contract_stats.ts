@@ -83,6 +83,7 @@ function worker(id: string, lastSeenAt: number, fields: Partial<WorkerRow> = {})
     startedAt: T0,
     lastSeenAt,
     running: 0,
+    names: ["send-receipt"],
     ...fields,
   };
 }
@@ -297,13 +298,16 @@ export function statsContract(name: string, open: () => Promise<OpenedStore>): v
   test("heartbeat() writes and replaces a worker's row; workers() lists those seen since, earliest started first", async (store) => {
     await store.heartbeat(worker("b", T0 + 1_000), 0);
     await store.heartbeat(worker("a", T0 + 2_000, { startedAt: T0 + 5 }), 0);
-    await store.heartbeat(worker("c", T0 + 3_000, { queues: ["x"], concurrency: 1 }), 0);
+    await store.heartbeat(
+      worker("c", T0 + 3_000, { queues: ["x"], concurrency: 1, names: ["a", "b"] }),
+      0,
+    );
     await store.heartbeat(worker("b", T0 + 9_000, { running: 3 }), 0);
     assert.deepEqual(
       plain(await store.workers(T0 + 2_000)),
       [
         { ...worker("b", T0 + 9_000, { running: 3 }), queues: ["high", "default"] },
-        { ...worker("c", T0 + 3_000, { concurrency: 1 }), queues: ["x"] },
+        { ...worker("c", T0 + 3_000, { concurrency: 1 }), queues: ["x"], names: ["a", "b"] },
         { ...worker("a", T0 + 2_000, { startedAt: T0 + 5 }), queues: ["high", "default"] },
       ].sort((x, y) => x.startedAt - y.startedAt || (x.id < y.id ? -1 : 1)),
     );
@@ -454,5 +458,46 @@ export function statsContract(name: string, open: () => Promise<OpenedStore>): v
       })),
       [{ state: "delayed", progress: null, lastError: "Error: <b>flaky</b>", attempts: 1 }],
     );
+  });
+
+  test("pendingByName() counts due jobs per queue and name, expired leases included, by queue then name", async (store) => {
+    const now = T0 + 10;
+    await store.push([
+      newJob({ name: "x", queue: "b", availableAt: T0 }),
+      newJob({ name: "x", queue: "b", availableAt: T0 }),
+      newJob({ name: "y", queue: "b", availableAt: T0 }),
+      newJob({ name: "x", queue: "a", availableAt: T0 }),
+      newJob({ name: "x", queue: "a", availableAt: now + 60_000 }),
+      newJob({ name: "leased", queue: "a", availableAt: T0 }),
+      newJob({ name: "expired", queue: "a", availableAt: T0 }),
+    ]);
+    await claim(store, { queues: ["a"], limit: 1, now: T0, token: 5, names: ["leased"] });
+    await claim(store, {
+      queues: ["a"],
+      limit: 1,
+      now: T0,
+      token: 6,
+      leaseMs: 5,
+      names: ["expired"],
+    });
+    assert.deepEqual(plain(await store.pendingByName(now)), [
+      { queue: "a", name: "expired", pending: 1 },
+      { queue: "a", name: "x", pending: 1 },
+      { queue: "b", name: "x", pending: 2 },
+      { queue: "b", name: "y", pending: 1 },
+    ]);
+  });
+
+  test("claim() with names takes only jobs of those names, in claim order", async (store) => {
+    const ids = await store.push([
+      newJob({ name: "a", priority: 1 }),
+      newJob({ name: "b", priority: 9 }),
+      newJob({ name: "c" }),
+      newJob({ name: "a" }),
+    ]);
+    const claimed = await claim(store, { names: ["a", "c"], limit: 10 });
+    assert.deepEqual(claimed.map((job) => job.id), [ids[0], ids[2], ids[3]]);
+    assert.deepEqual((await claim(store, { names: [], token: 2 })).map((job) => job.id), []);
+    assert.deepEqual((await claim(store, { token: 3 })).map((job) => job.id), [ids[1]]);
   });
 }

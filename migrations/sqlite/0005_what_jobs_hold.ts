@@ -9,7 +9,9 @@
  * them after every job. Rows already holding keys or locks are marked.
  * `jobs.recovered` is set by each claim: 1 when it took over an expired
  * lease (the last worker died), so that state is a column rather than a
- * matched error text.
+ * matched error text. `workers.names` lists the job names each worker's
+ * process knows (the only jobs it claims), so a due job that no live worker
+ * knows can be shown.
  *
  * `held_jobs` becomes `waiting_jobs`: chain links and batch callbacks wait
  * there for the outcome that queues them ("held" now means only a job that
@@ -26,6 +28,7 @@ export const sql = `
 ALTER TABLE jobs ADD COLUMN keyed INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN locked INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN recovered INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE workers ADD COLUMN names TEXT NOT NULL DEFAULT '[]';
 UPDATE jobs SET keyed = CASE WHEN EXISTS (SELECT 1 FROM job_keys k
     WHERE k.job_id = jobs.id AND k.release_on_start = 1) THEN 2 ELSE 1 END
   WHERE id IN (SELECT job_id FROM job_keys);

@@ -6,6 +6,7 @@
  * @internal
  */
 import type { QueueCounts } from "../admin_views.ts";
+import type { UnclaimedJobs } from "../workers_seen.ts";
 import { expectPositionals, readSwitch } from "./args.ts";
 import { openAdminQueue } from "./admin.ts";
 import type { Command } from "./command.ts";
@@ -14,8 +15,23 @@ import { formatTable } from "./table.ts";
 
 const REFRESH_MS = 1_000;
 
-/** The counts per queue, then the running jobs with their progress, if any. */
-function countsTable(counts: Record<string, QueueCounts>): string {
+/**
+ * The counts per queue, then the running jobs with their progress, then
+ * `unclaimed`, the due jobs no worker knows, if any.
+ */
+function countsTable(counts: Record<string, QueueCounts>, unclaimed: UnclaimedJobs[]): string {
+  const table = queueTables(counts);
+  if (unclaimed.length === 0) return table;
+  return `${table}\n\nWaiting for a worker that knows them (none seen in the last 30 s)\n${
+    formatTable(
+      ["queue", "name", "due"],
+      unclaimed.map(({ queue, name, pending }) => [queue, name, String(pending)]),
+      ["left", "left", "right"],
+    )
+  }`;
+}
+
+function queueTables(counts: Record<string, QueueCounts>): string {
   const queues = Object.keys(counts).sort();
   if (queues.length === 0) return "No jobs";
   const columns = ["pending", "delayed", "reserved", "failed"] as const;
@@ -59,11 +75,14 @@ export const stats: Command = {
     await using queue = await openAdminQueue(args);
     const print = async () => {
       const counts = await queue.counts();
+      // Jobs no worker knows, once some worker runs (with none, every due job would be listed).
+      const table = async () =>
+        countsTable(counts, (await queue.workers()).length > 0 ? await queue.unclaimed() : []);
       if (json) console.log(JSON.stringify(counts, null, watch ? undefined : 2));
       else if (watch && Deno.stdout.isTerminal()) {
         // Home and clear, then the table: a screen that redraws in place.
-        console.log(`\x1b[H\x1b[2J${new Date().toLocaleTimeString()}\n\n${countsTable(counts)}`);
-      } else console.log(countsTable(counts));
+        console.log(`\x1b[H\x1b[2J${new Date().toLocaleTimeString()}\n\n${await table()}`);
+      } else console.log(await table());
     };
     if (!watch) {
       await print();

@@ -140,12 +140,13 @@ export interface StoredListedJob {
   readonly last_error: string | null;
 }
 
-/** A worker row; `queues` is a JSON array. */
+/** A worker row; `queues` and `names` are JSON arrays. */
 export interface StoredWorker {
   readonly id: string;
   readonly host: string;
   readonly pid: number;
   readonly queues: string;
+  readonly names: string;
   readonly concurrency: number;
   readonly started_at: number;
   readonly last_seen_at: number;
@@ -191,6 +192,7 @@ export function toWorkerRow(row: StoredWorker): WorkerRow {
     host: row.host,
     pid: Number(row.pid),
     queues: JSON.parse(row.queues) as string[],
+    names: JSON.parse(row.names) as string[],
     concurrency: Number(row.concurrency),
     startedAt: Number(row.started_at),
     lastSeenAt: Number(row.last_seen_at),

@@ -129,6 +129,8 @@ export interface WorkerRow {
   readonly lastSeenAt: number;
   /** Jobs it was running then. */
   readonly running: number;
+  /** The job names its process has definitions for: the only jobs it claims. */
+  readonly names: readonly string[];
 }
 
 /**
@@ -173,6 +175,16 @@ export interface ListedJobRow {
   readonly batchId: number | null;
   /** The error of its last attempt (or why it was put back), or null. */
   readonly lastError: string | null;
+}
+
+/** How many due jobs of one name wait in one queue. */
+export interface PendingByName {
+  /** Queue name. */
+  readonly queue: string;
+  /** Job name. */
+  readonly name: string;
+  /** Due now and waiting (including jobs whose worker died). */
+  readonly pending: number;
 }
 
 /** A page of `Store.jobs`. */

@@ -23,6 +23,7 @@ import type {
   JobListing,
   MetricsRow,
   Page,
+  PendingByName,
   QueueCountsRow,
   RunningJobRow,
   WorkerRow,
@@ -180,6 +181,8 @@ export interface AdminStore {
 export interface StatsStore {
   /** Jobs per queue by state, at `now`. */
   counts(now: number): Promise<QueueCountsRow[]>;
+  /** Due jobs per queue and job name, at `now`, by queue then name. */
+  pendingByName(now: number): Promise<PendingByName[]>;
   /** Jobs leased now, with their progress, in id order. */
   running(now: number): Promise<RunningJobRow[]>;
   /**

@@ -1,14 +1,14 @@
 /**
  * The overview: per queue the jobs pending, delayed, running and failed,
  * what settled in the last hour (as charts, and per queue with the average
- * wait), and the workers seen.
+ * wait), the workers seen, and the due jobs none of them knows.
  *
  * @internal
  * @module
  */
 import type { QueueMetrics } from "../../metrics.ts";
 import type { QueueCounts } from "../../admin_views.ts";
-import type { WorkerInfo } from "../../workers_seen.ts";
+import type { UnclaimedJobs, WorkerInfo } from "../../workers_seen.ts";
 import { barChart } from "../charts.ts";
 import type { PageContext } from "../context.ts";
 import { formatDuration, formatTime } from "../format.ts";
@@ -23,6 +23,8 @@ export interface OverviewData {
   readonly metrics: QueueMetrics;
   /** Workers seen in the last 30 s. */
   readonly workers: WorkerInfo[];
+  /** Due jobs that none of those workers can claim (none knows their name on their queue). */
+  readonly unclaimed: UnclaimedJobs[];
 }
 
 /** Reads what the overview shows. */
@@ -32,6 +34,7 @@ export async function loadOverview(ctx: PageContext): Promise<OverviewData> {
     counts: await queue.counts(),
     metrics: await queue.metrics({ windowMs: 3_600_000 }),
     workers: await queue.workers(),
+    unclaimed: await queue.unclaimed(),
   };
 }
 
@@ -45,7 +48,7 @@ export function renderOverview(ctx: PageContext, data: OverviewData): Html {
 <h2>Last hour</h2>
 ${charts(data.metrics)}
 <h2>Workers seen <span class="muted">(<span data-live="workers/length" data-empty="0">${data.workers.length}</span> in the last 30 s)</span></h2>
-${workersTable(data.workers)}`,
+${workersTable(data.workers)}${unclaimedTable(data.unclaimed)}`,
   });
 }
 
@@ -110,6 +113,35 @@ ${chart("completed", "ok", "Jobs completed")}
 ${chart("failed", "bad", "Jobs failed for good")}
 </div>
 <p class="muted">Attempts retried after an error: ${total("retried")}.</p>`;
+}
+
+function unclaimedTable(unclaimed: readonly UnclaimedJobs[]): Html {
+  if (unclaimed.length === 0) return html``;
+  const rows = unclaimed.map(({ queue, name, pending }) =>
+    html`
+      <tr>
+        <td>${queue}</td>
+        <td>${name}</td>
+        <td class="num">${pending}</td>
+      </tr>
+    `
+  );
+  return html`
+    <h2>Waiting for a worker that knows them</h2>
+    <p
+      class="muted">Due jobs that no worker seen in the last 30 s can claim: none works their queue with a
+    definition of their name (no worker runs, or the jobs module that defines them is not deployed yet).</p>
+    <table>
+      <thead>
+        <tr>
+          <th>Queue</th>
+          <th>Job</th>
+          <th class="num">Due</th>
+        </tr>
+      </thead>
+      <tbody>${rows}</tbody>
+    </table>
+  `;
 }
 
 function workersTable(workers: readonly WorkerInfo[]): Html {

@@ -23,6 +23,7 @@ import type {
   NewChainRow,
   NewJobRow,
   Page,
+  PendingByName,
   PushedBatch,
   QueueCountsRow,
   RunningJobRow,
@@ -121,6 +122,11 @@ export class SqlStore implements Store {
   /** Deletes batches finished or cancelled before `before`. */
   pruneBatches(before: number): Promise<number> {
     return this.#write(() => chainsBatches.prune(before));
+  }
+
+  /** Due jobs per queue and job name. */
+  pendingByName(now: number): Promise<PendingByName[]> {
+    return this.#read(() => stats.pendingByName(now));
   }
 
   /** Jobs leased now, with their progress. */

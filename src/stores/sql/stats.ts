@@ -25,6 +25,7 @@ import type {
   JobListing,
   MetricsRow,
   Page,
+  PendingByName,
   QueueCountsRow,
   RunningJobRow,
   Settlement,
@@ -57,17 +58,18 @@ const METRICS = statement(
 );
 
 const HEARTBEAT = statement(
-  `INSERT INTO workers (id, host, pid, queues, concurrency, started_at, last_seen_at, running)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+  `INSERT INTO workers
+    (id, host, pid, queues, concurrency, started_at, last_seen_at, running, names)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
   ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
     queues = excluded.queues, concurrency = excluded.concurrency,
     started_at = excluded.started_at, last_seen_at = excluded.last_seen_at,
-    running = excluded.running`,
+    running = excluded.running, names = excluded.names`,
 );
 const DROP_STALE_WORKERS = statement("DELETE FROM workers WHERE last_seen_at < $1");
 const REMOVE_WORKER = statement("DELETE FROM workers WHERE id = $1");
 const WORKERS = statement(
-  `SELECT id, host, pid, queues, concurrency, started_at, last_seen_at, running
+  `SELECT id, host, pid, queues, concurrency, started_at, last_seen_at, running, names
   FROM workers WHERE last_seen_at >= $1 ORDER BY started_at, id`,
 );
 
@@ -93,6 +95,10 @@ const COUNTS = statement(
 );
 const FAILED_COUNTS = statement(
   "SELECT queue, COUNT(*) AS failed FROM failed_jobs GROUP BY queue",
+);
+const PENDING_BY_NAME = statement(
+  `SELECT queue, name, COUNT(*) AS pending FROM jobs WHERE available_at <= $1
+  GROUP BY queue, name ORDER BY queue, name`,
 );
 const RUNNING = statement(
   `SELECT id, queue, name, attempts, progress, available_at, batch_id FROM jobs
@@ -154,6 +160,7 @@ export function* heartbeat(worker: WorkerRow, staleBefore: number): Script<void>
     worker.startedAt,
     worker.lastSeenAt,
     worker.running,
+    JSON.stringify(worker.names),
   );
   yield* exec(DROP_STALE_WORKERS, staleBefore);
 }
@@ -195,6 +202,12 @@ export function* counts(now: number): Script<QueueCountsRow[]> {
     byQueue.set(queue, { ...counted, failed: Number(row.failed) });
   }
   return [...byQueue.values()].sort((a, b) => a.queue < b.queue ? -1 : 1);
+}
+
+/** Due jobs per queue and name, at `now`. */
+export function* pendingByName(now: number): Script<PendingByName[]> {
+  const { rows } = yield* exec<PendingByName>(PENDING_BY_NAME, now);
+  return rows.map((row) => ({ queue: row.queue, name: row.name, pending: Number(row.pending) }));
 }
 
 /** Jobs leased now, with their progress, in id order. */
