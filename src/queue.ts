@@ -20,7 +20,7 @@ import type { ChainBuilder, ChainOptions } from "./chain.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { CommitBuffer, Dispatch, type DispatchRules, type StoreTarget } from "./dispatch.ts";
 import { type AppKeys, PayloadCipher } from "./encryption.ts";
-import { JobTimeoutError, QueueClosedError } from "./errors.ts";
+import { QueueClosedError } from "./errors.ts";
 import { QueueEventTarget } from "./events.ts";
 import type { HandlerQueue } from "./executors/executor.ts";
 import { IsolateExecutor } from "./executors/isolate.ts";
@@ -35,40 +35,16 @@ import {
   summarizeMetrics,
 } from "./metrics.ts";
 import { JobRows } from "./job_rows.ts";
-import { DEFAULT_MAX_PAYLOAD_BYTES } from "./payload.ts";
-import { JobRegistry, type JobsSource } from "./registry.ts";
+import { JobRegistry } from "./registry.ts";
+import { maxPayloadBytesOf, type QueueOptions, readAppKeys } from "./queue_options.ts";
+import { runNow } from "./run_now.ts";
 import { Runner } from "./runner.ts";
-import { openStore, type StoreOptions } from "./store_options.ts";
+import { openStore } from "./store_options.ts";
 import type { NewJobRow, Store, StoreTransaction } from "./stores/store.ts";
 import { resolveWorkOptions, type WorkOptions } from "./work_options.ts";
 import { seenSince, toWorkerInfo, type WorkerInfo, type WorkersOptions } from "./workers_seen.ts";
 
-/** Options for {@linkcode Queue.open}: where its store is, and the rest. */
-export interface QueueOptions extends StoreOptions {
-  /** The jobs module's URL (`import.meta.resolve("./jobs.ts")`), or the job definitions. */
-  jobs: JobsSource;
-  /**
-   * Source of stored times; tests inject one to move time without sleeping.
-   * @default {the wall clock}
-   */
-  clock?: Clock;
-  /**
-   * Largest payload accepted at dispatch, in bytes of JSON.
-   * @default {262_144}
-   */
-  maxPayloadBytes?: number;
-  /**
-   * The key that encrypts the payloads of jobs defined with `encrypted: true`
-   * (base64 of 32 bytes); required when such a job is registered.
-   * @default {the APP_KEY environment variable}
-   */
-  appKey?: string;
-  /**
-   * Earlier keys that still decrypt the payloads they encrypted, after a rotation.
-   * @default {the APP_PREVIOUS_KEYS environment variable, comma-separated}
-   */
-  previousAppKeys?: readonly string[];
-}
+export type { QueueOptions } from "./queue_options.ts";
 
 /** The handle {@linkcode Queue.transaction} passes to its callback. */
 export interface QueueTransaction extends Dispatcher {
@@ -145,10 +121,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
 
   /** Loads the job definitions, opens the database and brings its schema up to date. */
   static async open(options: QueueOptions): Promise<Queue> {
-    const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
-    if (!Number.isSafeInteger(maxPayloadBytes) || maxPayloadBytes < 2) {
-      throw new RangeError(`maxPayloadBytes must be an integer >= 2: got ${maxPayloadBytes}`);
-    }
+    const maxPayloadBytes = maxPayloadBytesOf(options);
     const registry = await JobRegistry.load(options.jobs);
     const appKeys = readAppKeys(options, registry.encryptedJobs());
     const cipher = appKeys === null ? null : await PayloadCipher.fromKeys(appKeys);
@@ -262,38 +235,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   async dispatchSync<J extends JobDefinition>(job: J, payload: PayloadOf<J>): Promise<void> {
     this.#assertOpen("dispatch");
     const [row] = await this.#dispatchRules.jobRows.rows(job, [payload], undefined);
-    const controller = new AbortController();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const overtime = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const error = new JobTimeoutError(job.name, job.timeoutMs);
-        controller.abort(error);
-        reject(error);
-      }, job.timeoutMs);
-    });
-    try {
-      const result = await Promise.race([
-        this.#executor.run({
-          id: 0,
-          name: job.name,
-          queueName: row!.queue,
-          payload: row!.payload,
-          attempt: 1,
-          batchId: null,
-          signal: controller.signal,
-          onProgress: () => {}, // nothing stored to show it on
-        }),
-        overtime,
-      ]);
-      if (result.kind === "release") {
-        throw new Error(
-          `dispatchSync "${job.name}": the handler released the job, but a job run now cannot be put back`,
-        );
-      }
-      if (result.kind !== "success") throw result.error;
-    } finally {
-      clearTimeout(timer);
-    }
+    await runNow(this.#executor, job, row!);
   }
 
   /**
@@ -530,29 +472,4 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   #notifyRunners(): void {
     for (const runner of this.#runners) runner.notify();
   }
-}
-
-/**
- * The app's keys from the options, else from `APP_KEY` and
- * `APP_PREVIOUS_KEYS`; null when no key is set. Throws naming the jobs that
- * need one when `encrypted` lists any and there is none.
- */
-function readAppKeys(options: QueueOptions, encrypted: readonly string[]): AppKeys | null {
-  const fromEnv = (name: string) =>
-    encrypted.length > 0 || options.appKey !== undefined ? Deno.env.get(name) : undefined;
-  const current = options.appKey ?? fromEnv("APP_KEY");
-  const previous = options.previousAppKeys ??
-    (fromEnv("APP_PREVIOUS_KEYS") ?? "").split(",").map((key) => key.trim()).filter(Boolean);
-  if (!Array.isArray(previous)) {
-    throw new TypeError(`previousAppKeys must be an array of keys: got ${typeof previous}`);
-  }
-  if (current === undefined || current === "") {
-    if (encrypted.length === 0) return null;
-    throw new TypeError(
-      `APP_KEY is not set, and the encrypted jobs ${
-        encrypted.map((name) => `"${name}"`).join(", ")
-      } need it: set it to the base64 of 32 random bytes (the CLI's key:generate prints one)`,
-    );
-  }
-  return { current, previous };
 }
