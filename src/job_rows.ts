@@ -115,7 +115,7 @@ export class JobRows {
 }
 
 /** A job row that waits for another's outcome: its delay and retry window become relative. */
-export function toHeld(row: NewJobRow): WaitingJobRow {
+export function toWaiting(row: NewJobRow): WaitingJobRow {
   return {
     queue: row.queue,
     name: row.name,

@@ -15,17 +15,18 @@ import {
   toFailedJob,
   toRunningJob,
 } from "./admin_views.ts";
-import { BatchBuilder, type BatchPlan, type BatchStatus, toBatchStatus } from "./batch.ts";
-import { ChainBuilder, type ChainOptions, type ChainPlan } from "./chain.ts";
+import { type BatchBuilder, type BatchStatus, toBatchStatus } from "./batch.ts";
+import type { ChainBuilder, ChainOptions } from "./chain.ts";
 import { type Clock, systemClock } from "./clock.ts";
+import { CommitBuffer, Dispatch, type DispatchRules, type StoreTarget } from "./dispatch.ts";
 import { type AppKeys, PayloadCipher } from "./encryption.ts";
-import { JobTimeoutError, QueueClosedError } from "./errors.ts";
+import { QueueClosedError } from "./errors.ts";
 import { QueueEventTarget } from "./events.ts";
 import type { HandlerQueue } from "./executors/executor.ts";
 import { IsolateExecutor } from "./executors/isolate.ts";
 import { WebWorkerPool } from "./executors/web_workers.ts";
-import type { Dispatcher, DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
-import { assertName, assertQueueName } from "./names.ts";
+import type { Dispatcher, DispatchOptions, JobDefinition, PayloadOf } from "./job.ts";
+import { assertQueueName } from "./names.ts";
 import { jobFilter, type JobList, type JobListOptions, toJobList } from "./job_list.ts";
 import {
   type MetricsOptions,
@@ -33,12 +34,13 @@ import {
   type QueueMetrics,
   summarizeMetrics,
 } from "./metrics.ts";
-import { JobRows, toHeld } from "./job_rows.ts";
-import { DEFAULT_MAX_PAYLOAD_BYTES } from "./payload.ts";
-import { JobRegistry, type JobsSource } from "./registry.ts";
+import { JobRows } from "./job_rows.ts";
+import { JobRegistry } from "./registry.ts";
+import { maxPayloadBytesOf, type QueueOptions, readAppKeys } from "./queue_options.ts";
+import { runNow } from "./run_now.ts";
 import { Runner } from "./runner.ts";
-import { openStore, type StoreOptions } from "./store_options.ts";
-import type { NewJobRow, Store, StoreTransaction, WaitingJobRow } from "./stores/store.ts";
+import { openStore } from "./store_options.ts";
+import type { NewJobRow, Store, StoreTransaction } from "./stores/store.ts";
 import { resolveWorkOptions, type WorkOptions } from "./work_options.ts";
 import {
   seenSince,
@@ -49,32 +51,7 @@ import {
   type WorkersOptions,
 } from "./workers_seen.ts";
 
-/** Options for {@linkcode Queue.open}: where its store is, and the rest. */
-export interface QueueOptions extends StoreOptions {
-  /** The jobs module's URL (`import.meta.resolve("./jobs.ts")`), or the job definitions. */
-  jobs: JobsSource;
-  /**
-   * Source of stored times; tests inject one to move time without sleeping.
-   * @default {the wall clock}
-   */
-  clock?: Clock;
-  /**
-   * Largest payload accepted at dispatch, in bytes of JSON.
-   * @default {262_144}
-   */
-  maxPayloadBytes?: number;
-  /**
-   * The key that encrypts the payloads of jobs defined with `encrypted: true`
-   * (base64 of 32 bytes); required when such a job is registered.
-   * @default {the APP_KEY environment variable}
-   */
-  appKey?: string;
-  /**
-   * Earlier keys that still decrypt the payloads they encrypted, after a rotation.
-   * @default {the APP_PREVIOUS_KEYS environment variable, comma-separated}
-   */
-  previousAppKeys?: readonly string[];
-}
+export type { QueueOptions } from "./queue_options.ts";
 
 /** The handle {@linkcode Queue.transaction} passes to its callback. */
 export interface QueueTransaction extends Dispatcher {
@@ -114,7 +91,11 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   readonly #store: Store;
   readonly #registry: JobRegistry;
   readonly #clock: Clock;
-  readonly #jobRows: JobRows;
+  readonly #dispatchRules: DispatchRules;
+  /** Dispatch by the app: refused once the queue closes. */
+  readonly #dispatch: Dispatch<StoreTarget>;
+  /** Dispatch by handlers and failed hooks (`ctx.queue`, `ctx.addToBatch`, Web Workers). */
+  readonly #handlerDispatch: Dispatch<StoreTarget>;
   readonly #appKeys: AppKeys | null;
   readonly #cipher: PayloadCipher | null;
   readonly #executor: IsolateExecutor;
@@ -133,7 +114,13 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#store = parts.store;
     this.#registry = parts.registry;
     this.#clock = parts.clock;
-    this.#jobRows = new JobRows(parts.registry, parts.clock, parts.maxPayloadBytes, parts.cipher);
+    const jobRows = new JobRows(parts.registry, parts.clock, parts.maxPayloadBytes, parts.cipher);
+    const rules = { jobRows, registry: parts.registry, clock: parts.clock };
+    this.#dispatchRules = rules;
+    const sink = (rows: readonly NewJobRow[], ids: readonly number[]) => this.#queued(rows, ids);
+    const assertOpen = () => this.#assertOpen("dispatch");
+    this.#dispatch = new Dispatch(rules, { target: parts.store, sink, assertOpen });
+    this.#handlerDispatch = new Dispatch(rules, { target: parts.store, sink, assertOpen() {} });
     this.#appKeys = parts.appKeys;
     this.#cipher = parts.cipher;
     this.#executor = new IsolateExecutor(parts.registry, this.#handlerQueue, parts.cipher);
@@ -141,10 +128,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
 
   /** Loads the job definitions, opens the database and brings its schema up to date. */
   static async open(options: QueueOptions): Promise<Queue> {
-    const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
-    if (!Number.isSafeInteger(maxPayloadBytes) || maxPayloadBytes < 2) {
-      throw new RangeError(`maxPayloadBytes must be an integer >= 2: got ${maxPayloadBytes}`);
-    }
+    const maxPayloadBytes = maxPayloadBytesOf(options);
     const registry = await JobRegistry.load(options.jobs);
     const appKeys = readAppKeys(options, registry.encryptedJobs());
     const cipher = appKeys === null ? null : await PayloadCipher.fromKeys(appKeys);
@@ -165,55 +149,16 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     payload: PayloadOf<J>,
     options?: DispatchOptions,
   ): Promise<number> {
-    const [id] = await this.dispatchMany(job, [payload], options);
-    return id!;
+    return await this.#dispatch.dispatch(job, payload, options);
   }
 
   /** Stores many jobs of one kind in one transaction (all or none) and returns their ids. */
-  async dispatchMany<J extends JobDefinition>(
+  dispatchMany<J extends JobDefinition>(
     job: J,
     payloads: readonly PayloadOf<J>[],
     options?: DispatchOptions,
   ): Promise<number[]> {
-    return await this.#dispatchMany(job, payloads, options, false);
-  }
-
-  async #dispatchMany(
-    job: JobDefinition,
-    payloads: readonly unknown[],
-    options: DispatchOptions | undefined,
-    fromHandler: boolean,
-  ): Promise<number[]> {
-    if (!fromHandler) this.#assertOpen("dispatch");
-    const rows = await this.#jobRows.rows(job, payloads, options);
-    const { ids, stored } = await this.#push(this.#store, job, payloads, rows);
-    this.#queued(...stored);
-    return ids;
-  }
-
-  /**
-   * Stores rows through `target`: a unique or debounced job by its key, which
-   * may name a job already stored. Returns the id standing for each row, and
-   * the rows stored as new jobs with their ids.
-   */
-  async #push(
-    target: Pick<StoreTransaction, "push" | "pushKeyed">,
-    job: JobDefinition,
-    payloads: readonly unknown[],
-    rows: NewJobRow[],
-  ): Promise<{ ids: number[]; stored: [NewJobRow[], number[]] }> {
-    if (rows.length === 0) return { ids: [], stored: [[], []] };
-    const keyed = this.#jobRows.keyed(job, payloads, rows);
-    if (keyed === null) {
-      const ids = await target.push(rows);
-      return { ids, stored: [rows, ids] };
-    }
-    const pushed = await target.pushKeyed(keyed);
-    const fresh = pushed.flatMap((push, index) => push.outcome === "stored" ? [index] : []);
-    return {
-      ids: pushed.map((push) => push.id),
-      stored: [fresh.map((index) => keyed[index]!), fresh.map((index) => pushed[index]!.id)],
-    };
+    return this.#dispatch.dispatchMany(job, payloads, options);
   }
 
   /**
@@ -222,7 +167,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   chain(options: ChainOptions = {}): ChainBuilder {
     this.#assertOpen("dispatch a chain");
-    return this.#chainBuilder(options, this.#store, (rows, ids) => this.#queued(rows, ids));
+    return this.#dispatch.chain(options);
   }
 
   /**
@@ -232,66 +177,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   batch(name: string): BatchBuilder {
     this.#assertOpen("dispatch a batch");
-    return this.#batchBuilder(name, this.#store, (rows, ids) => this.#queued(rows, ids));
-  }
-
-  /** A chain builder storing through `target`; `queued` hears of its first job once it counts. */
-  #chainBuilder(
-    options: ChainOptions,
-    target: Pick<StoreTransaction, "pushChain">,
-    queued: (rows: NewJobRow[], ids: number[]) => void,
-  ): ChainBuilder {
-    if (options.queue !== undefined) assertQueueName(options.queue, "chain");
-    return new ChainBuilder(options, async (plan: ChainPlan) => {
-      const [first, ...next] = await this.#plannedRows(
-        plan.links,
-        (index) => ` as link ${index + 1} of a chain`,
-      );
-      const onFailure = (await this.#plannedRows(plan.onFailure, () => " as the catch of a chain"))
-        .map(toHeld);
-      const id = await target.pushChain({ first: first!, next: next.map(toHeld), onFailure });
-      queued([first!], [id]);
-      return id;
-    });
-  }
-
-  /** A batch builder storing through `target`; `queued` hears of its jobs once they count. */
-  #batchBuilder(
-    name: string,
-    target: Pick<StoreTransaction, "pushBatch">,
-    queued: (rows: NewJobRow[], ids: number[]) => void,
-  ): BatchBuilder {
-    assertName(name, "batch", "name");
-    return new BatchBuilder(name, async (plan: BatchPlan) => {
-      const jobs = await this.#plannedRows(plan.jobs, () => ` in batch "${plan.name}"`);
-      const held = async (role: string, list: readonly PlannedJobs[]): Promise<WaitingJobRow[]> =>
-        (await this.#plannedRows(list, () => ` as the ${role} of batch "${plan.name}"`))
-          .map(toHeld);
-      const pushed = await target.pushBatch({
-        name: plan.name,
-        allowFailures: plan.allowFailures,
-        createdAt: this.#clock.now(),
-        jobs,
-        then: await held("then", plan.then),
-        catch: await held("catch", plan.catch),
-        finally: await held("finally", plan.finally),
-      });
-      queued(jobs, pushed.jobIds);
-      return pushed.id;
-    });
-  }
-
-  /** The rows of jobs a builder planned, in order; `role(index)` places them in error messages. */
-  async #plannedRows(
-    planned: readonly PlannedJobs[],
-    role: (index: number) => string,
-  ): Promise<NewJobRow[]> {
-    this.#assertOpen("dispatch");
-    const rows: NewJobRow[] = [];
-    for (const [index, { job, payloads, options }] of planned.entries()) {
-      rows.push(...await this.#jobRows.rows(job, payloads, options, role(index)));
-    }
-    return rows;
+    return this.#dispatch.batch(name);
   }
 
   /**
@@ -300,15 +186,11 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * period can still dispatch its follow-ups.
    */
   readonly #handlerQueue: HandlerQueue = {
-    dispatch: async (job, payload, options) =>
-      (await this.#dispatchMany(job, [payload], options, true))[0]!,
-    dispatchMany: (job, payloads, options) => this.#dispatchMany(job, payloads, options, true),
-    addToBatch: async (batchId, job, payloads, options) => {
-      const rows = await this.#jobRows.rows(job, payloads, options, ` into batch ${batchId}`);
-      const ids = await this.#store.addToBatch(batchId, rows);
-      this.#queued(rows, ids);
-      return ids;
-    },
+    dispatch: (job, payload, options) => this.#handlerDispatch.dispatch(job, payload, options),
+    dispatchMany: (job, payloads, options) =>
+      this.#handlerDispatch.dispatchMany(job, payloads, options),
+    addToBatch: (batchId, job, payloads, options) =>
+      this.#handlerDispatch.addToBatch(batchId, job, payloads, options),
   };
 
   /**
@@ -333,30 +215,22 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async transaction<T>(fn: (tx: QueueTransaction) => T | Promise<T>): Promise<T> {
     this.#assertOpen("start a transaction");
-    const queued: [NewJobRow[], number[]][] = [];
+    const committed = new CommitBuffer();
     const result = await this.#store.transaction((storeTx: StoreTransaction) => {
-      const dispatchMany = async <J extends JobDefinition>(
-        job: J,
-        payloads: readonly PayloadOf<J>[],
-        options?: DispatchOptions,
-      ) => {
-        this.#assertOpen("dispatch");
-        const rows = await this.#jobRows.rows(job, payloads, options);
-        const { ids, stored } = await this.#push(storeTx, job, payloads, rows);
-        queued.push(stored);
-        return ids;
-      };
+      const dispatch = new Dispatch(this.#dispatchRules, {
+        target: storeTx,
+        sink: committed.sink,
+        assertOpen: () => this.#assertOpen("dispatch"),
+      });
       return fn({
-        dispatchMany,
-        dispatch: async (job, payload, options) =>
-          (await dispatchMany(job, [payload], options))[0]!,
+        dispatch: (job, payload, options) => dispatch.dispatch(job, payload, options),
+        dispatchMany: (job, payloads, options) => dispatch.dispatchMany(job, payloads, options),
         query: (sql, params) => storeTx.query(sql, params),
-        chain: (options = {}) =>
-          this.#chainBuilder(options, storeTx, (rows, ids) => queued.push([rows, ids])),
-        batch: (name) => this.#batchBuilder(name, storeTx, (rows, ids) => queued.push([rows, ids])),
+        chain: (options) => dispatch.chain(options),
+        batch: (name) => dispatch.batch(name),
       });
     });
-    for (const [rows, ids] of queued) this.#queued(rows, ids);
+    committed.flush((rows, ids) => this.#queued(rows, ids));
     return result;
   }
 
@@ -367,39 +241,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async dispatchSync<J extends JobDefinition>(job: J, payload: PayloadOf<J>): Promise<void> {
     this.#assertOpen("dispatch");
-    const [row] = await this.#jobRows.rows(job, [payload], undefined);
-    const controller = new AbortController();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const overtime = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const error = new JobTimeoutError(job.name, job.timeoutMs);
-        controller.abort(error);
-        reject(error);
-      }, job.timeoutMs);
-    });
-    try {
-      const result = await Promise.race([
-        this.#executor.run({
-          id: 0,
-          name: job.name,
-          queueName: row!.queue,
-          payload: row!.payload,
-          attempt: 1,
-          batchId: null,
-          signal: controller.signal,
-          onProgress: () => {}, // nothing stored to show it on
-        }),
-        overtime,
-      ]);
-      if (result.kind === "release") {
-        throw new Error(
-          `dispatchSync "${job.name}": the handler released the job, but a job run now cannot be put back`,
-        );
-      }
-      if (result.kind !== "success") throw result.error;
-    } finally {
-      clearTimeout(timer);
-    }
+    const [row] = await this.#dispatchRules.jobRows.rows(job, [payload], undefined);
+    await runNow(this.#executor, job, row!);
   }
 
   /**
@@ -430,7 +273,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         graceMs: resolved.graceMs,
         appKeys: this.#appKeys,
         dispatch: (name, payloads, options, batchId) =>
-          this.#dispatchByName(name, payloads, options, batchId),
+          this.#handlerDispatch.byName(name, payloads, options, batchId),
       })
       : new IsolateExecutor(this.#registry, this.#handlerQueue, this.#cipher);
     const runner = new Runner({
@@ -629,24 +472,6 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return this.close();
   }
 
-  /** Dispatch from a handler in a Web Worker, which names its job instead of passing it. */
-  #dispatchByName(
-    name: string,
-    payloads: unknown[],
-    options: DispatchOptions | undefined,
-    batchId: number | null,
-  ): Promise<number[]> {
-    const job = this.#registry.get(name);
-    if (job === undefined) {
-      return Promise.reject(
-        new TypeError(`Cannot dispatch "${name}": no job of that name is registered`),
-      );
-    }
-    return batchId === null
-      ? this.#dispatchMany(job, payloads, options, true)
-      : this.#handlerQueue.addToBatch(batchId, job, payloads, options);
-  }
-
   #assertOpen(action: string): void {
     if (this.#closing !== null) throw new QueueClosedError(action);
   }
@@ -669,29 +494,4 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   #notifyRunners(): void {
     for (const runner of this.#runners) runner.notify();
   }
-}
-
-/**
- * The app's keys from the options, else from `APP_KEY` and
- * `APP_PREVIOUS_KEYS`; null when no key is set. Throws naming the jobs that
- * need one when `encrypted` lists any and there is none.
- */
-function readAppKeys(options: QueueOptions, encrypted: readonly string[]): AppKeys | null {
-  const fromEnv = (name: string) =>
-    encrypted.length > 0 || options.appKey !== undefined ? Deno.env.get(name) : undefined;
-  const current = options.appKey ?? fromEnv("APP_KEY");
-  const previous = options.previousAppKeys ??
-    (fromEnv("APP_PREVIOUS_KEYS") ?? "").split(",").map((key) => key.trim()).filter(Boolean);
-  if (!Array.isArray(previous)) {
-    throw new TypeError(`previousAppKeys must be an array of keys: got ${typeof previous}`);
-  }
-  if (current === undefined || current === "") {
-    if (encrypted.length === 0) return null;
-    throw new TypeError(
-      `APP_KEY is not set, and the encrypted jobs ${
-        encrypted.map((name) => `"${name}"`).join(", ")
-      } need it: set it to the base64 of 32 random bytes (the CLI's key:generate prints one)`,
-    );
-  }
-  return { current, previous };
 }

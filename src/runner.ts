@@ -1,36 +1,49 @@
 /**
  * The worker loop: claim up to the free slots in one statement, hand the jobs
  * to an executor, settle everything that finished in one transaction, repeat.
+ * Around that core, each in `src/runner/`: the lease keeper (renewals and
+ * heartbeat), throttled progress writes, the middleware check between claim
+ * and start, the time-boxed `failed` hooks, the sleep between polls, and the
+ * stop state.
  *
  * @module
  */
 import type { Clock } from "./clock.ts";
+import type { PayloadCipher } from "./encryption.ts";
 import { asError, JobTimeoutError } from "./errors.ts";
 import { QueueEventTarget, type RunnerStats, type StopReason } from "./events.ts";
-
-export type { RunnerStats, StopReason } from "./events.ts";
 import type { ExecutionResult, Executor } from "./executors/executor.ts";
-import type { PayloadCipher } from "./encryption.ts";
-import type { JobDefinition } from "./job.ts";
-import { assertMiddleware, describeRules, guardRequest, type JobMiddleware } from "./middleware.ts";
-import { openPayload } from "./payload.ts";
 import {
   failBeforeStart,
   failWith,
-  holdBack,
   type Outcome,
   outcomeOf,
   putBack,
   refusalBeforeStart,
 } from "./lifecycle.ts";
 import type { JobRegistry } from "./registry.ts";
-import type { ClaimedJob, ClaimRequest, Settlement, SettleResult, Store } from "./stores/store.ts";
+import type { FinishedJob, RunningJob } from "./runner/attempts.ts";
+import { FailedHooks } from "./runner/failed_hooks.ts";
+import { LeaseKeeper } from "./runner/lease_keeper.ts";
+import { MiddlewareCheck } from "./runner/middleware_check.ts";
+import { PollSleep } from "./runner/poll_sleep.ts";
+import { ProgressWrites } from "./runner/progress_writes.ts";
+import { RUNNING, type StopState } from "./runner/stop_state.ts";
+import type {
+  ClaimedJob,
+  ClaimRequest,
+  Settlement,
+  SettleResult,
+  WorkerStore,
+} from "./stores/store.ts";
 import type { ResolvedWorkOptions } from "./work_options.ts";
+
+export type { RunnerStats, StopReason } from "./events.ts";
 
 /** What a runner needs from the queue that starts it. @internal */
 export interface RunnerDeps {
   /** Where jobs are claimed and settled. */
-  readonly store: Store;
+  readonly store: WorkerStore;
   /** The job definitions, for their retry rules. */
   readonly registry: JobRegistry;
   /** Where handlers run; the runner closes it when it stops. */
@@ -54,41 +67,6 @@ export interface StopOptions {
   graceMs?: number;
 }
 
-/** The longest the loop runs on microtasks alone before it lets timers run. */
-const YIELD_EVERY_MS = 20;
-/** The most often a running job's progress is written to the store. */
-const PROGRESS_INTERVAL_MS = 1_000;
-/**
- * The longest wait between two heartbeats: they ride on the lease-renewal
- * timer (every third of the lease), capped so a long lease still shows the
- * worker alive.
- */
-const MAX_HEARTBEAT_MS = 10_000;
-/** A worker row not written for this long belongs to a worker that died: the next heartbeat drops it. */
-const STALE_WORKER_MS = 24 * 60 * 60 * 1_000;
-
-interface RunningJob {
-  readonly job: ClaimedJob;
-  readonly definition: JobDefinition;
-  readonly controller: AbortController;
-  readonly startedAt: number;
-  timer: ReturnType<typeof setTimeout> | undefined;
-  /** The latest progress the handler reported and not yet written, or null. */
-  progress: number | null;
-  /** When its progress was last written (performance.now), or -Infinity. */
-  progressWrittenAt: number;
-  /** Set while a progress write waits for its turn. */
-  progressTimer: ReturnType<typeof setTimeout> | undefined;
-}
-
-interface Finished {
-  readonly job: ClaimedJob;
-  readonly outcome: Outcome;
-  readonly durationMs: number;
-  /** True when the handler ran: its duration goes to the metrics rollup. */
-  readonly ran?: boolean;
-}
-
 /**
  * A running worker, as {@linkcode Queue.work} returns it. It sends the job
  * events of {@linkcode QueueEventMap} for its own jobs (the queue gets them
@@ -100,35 +78,40 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   readonly #deps: RunnerDeps;
   readonly #options: ResolvedWorkOptions;
   readonly #running = new Map<number, RunningJob>();
-  readonly #hooks = new Set<Promise<void>>();
   readonly #startedAt = performance.now();
-  #finished: Finished[] = [];
-  /** Running jobs whose progress is due to be written with the next tick. */
-  readonly #progressDue = new Set<RunningJob>();
+  readonly #leases: LeaseKeeper;
+  readonly #progress: ProgressWrites;
+  readonly #middleware: MiddlewareCheck;
+  readonly #failedHooks: FailedHooks;
+  #finished: FinishedJob[] = [];
   #claimed = 0;
-  #stopping = false;
-  #graceExpired = false;
-  #graceDeadline = Infinity;
-  #graceTimer: ReturnType<typeof setTimeout> | undefined;
-  #renewing = false;
-  #renewal: Promise<void> = Promise.resolve();
-  #wake: (() => void) | null = null;
-  #wakeRequested = false;
+  #state: StopState = RUNNING;
+  readonly #pollSleep = new PollSleep();
   #stats = { completed: 0, failed: 0, retried: 0 };
-  #stopReason: StopReason | null = null;
-  /** When the loop last let timers run. */
-  #yieldedAt = performance.now();
-  readonly #workerId = crypto.randomUUID();
-  readonly #workerStartedAt: number;
 
   /** Starts the loop at once. @internal */
   constructor(deps: RunnerDeps, options: ResolvedWorkOptions) {
     super(deps.events);
     this.#deps = deps;
     this.#options = options;
-    this.#workerStartedAt = deps.clock.now();
+    const { store, registry, clock, executor } = deps;
+    this.#leases = new LeaseKeeper({
+      store,
+      clock,
+      events: this,
+      running: this.#running,
+      forget: (entry) => this.#forget(entry),
+      names: deps.registry.names(),
+    }, options);
+    this.#progress = new ProgressWrites(this.#running, clock, () => this.notify());
+    this.#middleware = new MiddlewareCheck({
+      ...deps,
+      events: this,
+      settleLater: (finished) => this.#finished.push(finished),
+    }, options);
+    this.#failedHooks = new FailedHooks(registry, executor, this);
     this.done = this.#loop();
-    deps.executor.stuck?.then((error) => this.#onStuck(error));
+    executor.stuck?.then((error) => this.#onStuck(error));
   }
 
   /** The options this runner runs with, defaults filled in. */
@@ -143,7 +126,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
 
   /** Why the runner stopped or is stopping; null while it runs. */
   get stopReason(): StopReason | null {
-    return this.#stopReason;
+    return this.#state.phase === "running" ? null : this.#state.reason;
   }
 
   /** Jobs running now. */
@@ -153,8 +136,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
 
   /** Looks for due jobs now instead of at the next poll. */
   notify(): void {
-    this.#wakeRequested = true;
-    this.#wake?.();
+    this.#pollSleep.wake();
   }
 
   /**
@@ -169,14 +151,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         new RangeError(`stop: graceMs must be a number of ms from 0 to 2147483647: got ${graceMs}`),
       );
     }
-    this.#stopping = true;
-    this.#stopReason ??= "requested";
-    const deadline = performance.now() + graceMs;
-    if (deadline < this.#graceDeadline && !this.#graceExpired) {
-      this.#graceDeadline = deadline;
-      clearTimeout(this.#graceTimer);
-      this.#graceTimer = setTimeout(() => this.#abortRunning(), graceMs);
-    }
+    this.#stopWithin(graceMs);
     this.notify();
     return this.done;
   }
@@ -187,42 +162,38 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   }
 
   async #loop(): Promise<void> {
-    const { leaseMs, pollMs, stopWhenEmpty } = this.#options;
-    const renewEveryMs = Math.max(1, Math.floor(Math.min(leaseMs / 3, MAX_HEARTBEAT_MS)));
-    const renewal = setInterval(() => void this.#renew(), renewEveryMs);
+    const { pollMs, stopWhenEmpty } = this.#options;
     const changes = this.#deps.store.watch(() => this.notify());
-    this.#renew(); // the first heartbeat: the worker is seen from its start
+    this.#leases.start();
+    let emptied = false;
     try {
       for (;;) {
         const free = this.#freeSlots();
-        const busy = this.#finished.length > 0 || this.#progressDue.size > 0;
+        const busy = this.#finished.length > 0 || this.#progress.due;
         const claimed = busy || free > 0 ? await this.#tick(free) : 0;
         // After grace: leave once every settle was written, or once writing them failed.
         const unsettled = this.#finished.length > 0 && claimed !== null;
-        if (this.#graceExpired && this.#running.size === 0 && !unsettled) break;
+        if (this.#state.phase === "grace over" && this.#running.size === 0 && !unsettled) break;
         const idle = this.#running.size === 0 && this.#finished.length === 0;
         if (idle && !this.#mayClaim()) break;
         if (idle && stopWhenEmpty && claimed === 0) {
-          this.#stopReason ??= "empty";
+          emptied = true;
           break;
         }
-        if (performance.now() - this.#yieldedAt > YIELD_EVERY_MS) await this.#yieldToTimers();
-        if (this.#finished.length === 0) await this.#sleep(pollMs);
+        if (this.#pollSleep.timersStarved) await this.#pollSleep.yieldToTimers();
+        if (this.#finished.length === 0) await this.#pollSleep.sleep(pollMs);
       }
     } finally {
-      clearInterval(renewal);
+      const state = this.#state;
+      if (state.phase === "stopping") clearTimeout(state.graceTimer);
+      // Stopped with nothing left to abort: a later stop() starts no timer.
+      const reason = state.phase !== "running" ? state.reason : emptied ? "empty" : "limit";
+      this.#state = { phase: "stopped", reason };
       changes[Symbol.dispose]();
-      await this.#renewal;
-      await this.#deps.store.removeWorker(this.#workerId).catch((error) =>
-        this.emit("queue:error", { error: asError(error), during: "worker heartbeat" })
-      );
-      this.#stopReason ??= "limit"; // the only way out that sets no reason of its own
-      this.#stopping = true;
-      this.#graceExpired = true; // nothing is left to abort: a later stop() starts no timer
-      clearTimeout(this.#graceTimer);
-      await Promise.allSettled(this.#hooks);
+      await this.#leases.stop();
+      await this.#failedHooks.ended();
       await this.#deps.executor.close();
-      this.emit("worker:stop", { ...this.stats, reason: this.#stopReason });
+      this.emit("worker:stop", { ...this.stats, reason });
     }
   }
 
@@ -232,17 +203,38 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     return Math.min(concurrency - this.#running.size, maxJobs - this.#claimed);
   }
 
-  /** A thread that cannot be stopped: finish what runs, then stop so the process can exit. */
-  #onStuck(error: Error): void {
-    if (this.#graceExpired) return; // already stopped
-    this.#stopReason = "stuck";
-    this.emit("queue:error", { error, during: "Web Worker pool" });
-    void this.stop();
+  #mayClaim(): boolean {
+    return this.#state.phase === "running" && this.#claimed < this.#options.maxJobs &&
+      performance.now() - this.#startedAt < this.#options.maxTimeMs;
   }
 
-  #mayClaim(): boolean {
-    return !this.#stopping && this.#claimed < this.#options.maxJobs &&
-      performance.now() - this.#startedAt < this.#options.maxTimeMs;
+  /** Moves to stopping, or to an earlier grace deadline; `reason` overrides the one already set. */
+  #stopWithin(graceMs: number, reason?: StopReason): void {
+    const state = this.#state;
+    if (state.phase === "grace over" || state.phase === "stopped") return;
+    const graceDeadline = performance.now() + graceMs;
+    if (state.phase === "stopping") {
+      if (graceDeadline >= state.graceDeadline) {
+        if (reason !== undefined) this.#state = { ...state, reason };
+        return;
+      }
+      clearTimeout(state.graceTimer);
+    }
+    this.#state = {
+      phase: "stopping",
+      reason: reason ?? (state.phase === "stopping" ? state.reason : "requested"),
+      graceDeadline,
+      graceTimer: setTimeout(() => this.#abortRunning(), graceMs),
+    };
+  }
+
+  /** A thread that cannot be stopped: finish what runs, then stop so the process can exit. */
+  #onStuck(error: Error): void {
+    const { phase } = this.#state;
+    if (phase === "grace over" || phase === "stopped") return;
+    this.#stopWithin(this.#options.graceMs, "stuck");
+    this.emit("queue:error", { error, during: "Web Worker pool" });
+    this.notify();
   }
 
   /**
@@ -256,7 +248,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     const settling = this.#finished;
     this.#finished = [];
     const settlements: Settlement[] = settling.map(timedSettlement);
-    settlements.push(...this.#takeDueProgress());
+    if (this.#progress.due) settlements.push(...this.#progress.take());
     const request: ClaimRequest | undefined = free > 0
       ? {
         queues: this.#options.queues,
@@ -278,7 +270,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         error: asError(error),
         during: settling.length > 0 ? "settle" : "claim",
       });
-      if (!this.#graceExpired) await this.#sleep(this.#options.pollMs);
+      if (this.#state.phase !== "grace over") await this.#pollSleep.sleep(this.#options.pollMs);
       return null;
     }
     settling.forEach((finished, index) => {
@@ -286,9 +278,9 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     });
     this.#claimed += result.claimed.length;
     // A stop that came while the claim waited on the store: start nothing, put it back.
-    if (this.#stopping) {
+    if (this.#state.phase !== "running") {
       this.#putBackUnstarted(result.claimed, "worker stopped before the attempt began");
-    } else for (const job of await this.#guard(result.claimed)) this.#start(job);
+    } else for (const job of await this.#middleware.check(result.claimed)) this.#start(job);
     return result.claimed.length;
   }
 
@@ -297,73 +289,6 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     for (const job of jobs) {
       this.#finished.push({ job, outcome: putBack(job, now, reason), durationMs: 0 });
     }
-  }
-
-  /**
-   * Checks the middleware of claimed jobs in one store call and returns the
-   * jobs that may start; those held back are put back without using an attempt.
-   */
-  async #guard(claimed: readonly ClaimedJob[]): Promise<ClaimedJob[]> {
-    const { registry, clock, store } = this.#deps;
-    const now = clock.now();
-    const guarded: { job: ClaimedJob; rules: readonly JobMiddleware[] }[] = [];
-    const free: ClaimedJob[] = [];
-    for (const job of claimed) {
-      const definition = registry.get(job.name);
-      if (definition?.middleware === undefined) {
-        free.push(job);
-        continue;
-      }
-      let payload: unknown;
-      try {
-        payload = await openPayload(definition, job.payload, this.#deps.cipher);
-      } catch {
-        free.push(job); // its attempt fails at once with the same PayloadIntegrityError
-        continue;
-      }
-      try {
-        const rules = assertMiddleware(definition.middleware(payload), job.name);
-        if (rules.length === 0) free.push(job);
-        else guarded.push({ job, rules });
-      } catch (error) {
-        const outcome = outcomeOf(
-          job,
-          definition,
-          { kind: "error", error: asError(error), permanent: false },
-          now,
-          this.#deps.random,
-        );
-        this.#finished.push({ job, outcome, durationMs: 0 });
-      }
-    }
-    if (guarded.length === 0) return free;
-    let verdicts: (number | null)[];
-    try {
-      const expireMs = (job: ClaimedJob) =>
-        registry.get(job.name)!.timeoutMs + this.#options.graceMs;
-      verdicts = await store.acquire(
-        guarded.map(({ job, rules }) => guardRequest(job, rules, now, expireMs(job))),
-        now,
-      );
-    } catch (error) {
-      this.emit("queue:error", { error: asError(error), during: "middleware" });
-      // Back after a poll, not at once: a store that keeps refusing must not spin the loop.
-      const retryAt = now + this.#options.pollMs;
-      for (const { job } of guarded) {
-        const outcome = holdBack(job, now, retryAt, "middleware could not be checked");
-        this.#finished.push({ job, outcome, durationMs: 0 });
-      }
-      return free;
-    }
-    guarded.forEach(({ job, rules }, index) => {
-      const retryAt = verdicts[index];
-      if (retryAt === null || retryAt === undefined) free.push(job);
-      else {
-        const outcome = holdBack(job, now, retryAt, `held back by ${describeRules(rules)}`);
-        this.#finished.push({ job, outcome, durationMs: 0 });
-      }
-    });
-    return free;
   }
 
   #start(job: ClaimedJob): void {
@@ -404,7 +329,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       attempt: job.attempts,
       batchId: job.batchId,
       signal: controller.signal,
-      onProgress: (percent) => this.#onProgress(entry, percent),
+      onProgress: (percent) => this.#progress.report(entry, percent),
     }).then(
       (result) => this.#finish(entry, result),
       (error) => this.#finish(entry, { kind: "error", error: asError(error), permanent: false }),
@@ -434,41 +359,14 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     if (this.#running.get(entry.job.id) !== entry) return false;
     this.#running.delete(entry.job.id);
     clearTimeout(entry.timer);
-    clearTimeout(entry.progressTimer);
-    this.#progressDue.delete(entry);
+    this.#progress.forget(entry);
     return true;
   }
 
-  /** Keeps the latest progress and has it written once its interval has passed. */
-  #onProgress(entry: RunningJob, percent: number): void {
-    if (this.#running.get(entry.job.id) !== entry) return;
-    entry.progress = percent;
-    if (entry.progressTimer !== undefined || this.#progressDue.has(entry)) return;
-    const waitMs = entry.progressWrittenAt + PROGRESS_INTERVAL_MS - performance.now();
-    entry.progressTimer = setTimeout(() => {
-      entry.progressTimer = undefined;
-      this.#progressDue.add(entry);
-      this.notify();
-    }, Math.max(0, waitMs));
-  }
-
-  /** The progress writes due now, each fenced like a settle; the job stays leased. */
-  #takeDueProgress(): Settlement[] {
-    const at = this.#deps.clock.now();
-    const writes: Settlement[] = [];
-    for (const entry of this.#progressDue) {
-      if (entry.progress === null) continue;
-      const { id, token } = entry.job;
-      writes.push({ kind: "progress", id, token, at, percent: entry.progress });
-      entry.progress = null;
-      entry.progressWrittenAt = performance.now();
-    }
-    this.#progressDue.clear();
-    return writes;
-  }
-
   #abortRunning(): void {
-    this.#graceExpired = true;
+    const state = this.#state;
+    if (state.phase !== "stopping") return;
+    this.#state = { phase: "grace over", reason: state.reason };
     const now = this.#deps.clock.now();
     for (const entry of [...this.#running.values()]) {
       this.#forget(entry);
@@ -482,7 +380,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.notify();
   }
 
-  #report({ job, outcome, durationMs }: Finished): void {
+  #report({ job, outcome, durationMs }: FinishedJob): void {
     const detail = { id: job.id, name: job.name, queue: job.queue, attempt: job.attempts };
     switch (outcome.kind) {
       case "complete":
@@ -499,120 +397,10 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         this.#stats.failed++;
         const { attempts } = outcome.settlement;
         this.emit("job:failed", { ...detail, attempt: attempts, error: outcome.error });
-        this.#runFailedHook(job, attempts, outcome.error);
+        this.#failedHooks.run(job, attempts, outcome.error);
         return;
       }
     }
-  }
-
-  #runFailedHook(job: ClaimedJob, attempts: number, error: Error): void {
-    if (this.#deps.registry.get(job.name)?.failed === undefined) return;
-    const limitMs = this.#deps.registry.get(job.name)!.timeoutMs;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const overtime = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error(`The failed hook of job ${job.id} ran past ${limitMs} ms`)),
-        limitMs,
-      );
-    });
-    const run = this.#deps.executor.runFailedHook({
-      id: job.id,
-      name: job.name,
-      queueName: job.queue,
-      payload: job.payload,
-      attempts,
-      error,
-    });
-    const hook = Promise.race([run, overtime]).catch((thrown) => {
-      this.emit("queue:error", { error: asError(thrown), during: `failed hook of ${job.name}` });
-    }).finally(() => {
-      clearTimeout(timer);
-      this.#hooks.delete(hook);
-    });
-    this.#hooks.add(hook);
-  }
-
-  /** Renews the leases of running jobs, if any, then writes the worker's heartbeat. */
-  #renew(): void {
-    if (this.#renewing) return;
-    this.#renewing = true;
-    this.#renewal = (async () => {
-      if (this.#running.size > 0) await this.#renewLeases();
-      await this.#heartbeat();
-    })().finally(() => this.#renewing = false);
-  }
-
-  /** Records this worker as seen now, with how many jobs it runs. */
-  async #heartbeat(): Promise<void> {
-    const { clock, store } = this.#deps;
-    const now = clock.now();
-    try {
-      await store.heartbeat({
-        id: this.#workerId,
-        host: hostName(),
-        pid: Deno.pid,
-        queues: this.#options.queues,
-        concurrency: this.#options.concurrency,
-        startedAt: this.#workerStartedAt,
-        lastSeenAt: now,
-        running: this.#running.size,
-        names: this.#deps.registry.names(),
-      }, now - STALE_WORKER_MS);
-    } catch (error) {
-      this.emit("queue:error", { error: asError(error), during: "worker heartbeat" });
-    }
-  }
-
-  async #renewLeases(): Promise<void> {
-    try {
-      const renewed = [...this.#running.values()];
-      const leases = renewed.map(({ job }) => ({ id: job.id, token: job.token }));
-      const until = this.#deps.clock.now() + this.#options.leaseMs;
-      for (const id of await this.#deps.store.renew(leases, until)) {
-        // Only the attempt whose lease was renewed: the job may have settled and come back meanwhile.
-        const entry = renewed.find(({ job }) => job.id === id);
-        if (entry === undefined || !this.#forget(entry)) continue;
-        const error = new Error(`Lost the lease of job ${id}: another worker may run it now`);
-        entry.controller.abort(error);
-        this.emit("queue:error", { error, during: "lease renewal" });
-      }
-    } catch (error) {
-      this.emit("queue:error", { error: asError(error), during: "lease renewal" });
-    }
-  }
-
-  /**
-   * Lets timers run (lease renewals, timeouts, a stop's grace): a loop that
-   * always has work to settle would otherwise run on microtasks alone.
-   */
-  #yieldToTimers(): Promise<void> {
-    return new Promise((resolve) =>
-      setTimeout(() => {
-        this.#yieldedAt = performance.now();
-        resolve();
-      }, 0)
-    );
-  }
-
-  /** Waits `ms`, or less when woken; a wake-up that came while the loop was busy ends it at once. */
-  #sleep(ms: number): Promise<void> {
-    if (this.#wakeRequested) {
-      this.#wakeRequested = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.#wake = null;
-        this.#wakeRequested = false;
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        this.#yieldedAt = performance.now();
-        done();
-      }, ms);
-      this.#wake = done;
-    });
   }
 }
 
@@ -620,23 +408,13 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
  * A finished attempt's settlement, with the handler's runtime when it ran and
  * ended in a success, a failure for good, or an error it is retried after.
  */
-function timedSettlement({ outcome, durationMs, ran }: Finished): Settlement {
+function timedSettlement({ outcome, durationMs, ran }: FinishedJob): Settlement {
   const settlement = outcome.settlement;
   if (ran !== true) return settlement;
   if (settlement.kind === "release" && (settlement.error === null || settlement.refundAttempt)) {
     return settlement;
   }
   return { ...settlement, durationMs };
-}
-
-/** The machine's name where the process may read it without a permission prompt, else "unknown". */
-function hostName(): string {
-  try {
-    const sys = Deno.permissions.querySync({ name: "sys", kind: "hostname" });
-    return sys.state === "granted" ? Deno.hostname() : "unknown";
-  } catch {
-    return "unknown";
-  }
 }
 
 /** A random reservation token that fits a JavaScript number exactly. */

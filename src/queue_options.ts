@@ -1,0 +1,72 @@
+/**
+ * The options of {@linkcode Queue.open} beyond its store: the jobs, the
+ * clock, the payload cap and the app's keys, with the rules that read them.
+ *
+ * @module
+ */
+import type { Clock } from "./clock.ts";
+import type { AppKeys } from "./encryption.ts";
+import { DEFAULT_MAX_PAYLOAD_BYTES } from "./payload.ts";
+import type { JobsSource } from "./registry.ts";
+import type { StoreOptions } from "./store_options.ts";
+
+/** Options for {@linkcode Queue.open}: where its store is, and the rest. */
+export interface QueueOptions extends StoreOptions {
+  /** The jobs module's URL (`import.meta.resolve("./jobs.ts")`), or the job definitions. */
+  jobs: JobsSource;
+  /**
+   * Source of stored times; tests inject one to move time without sleeping.
+   * @default {the wall clock}
+   */
+  clock?: Clock;
+  /**
+   * Largest payload accepted at dispatch, in bytes of JSON.
+   * @default {262_144}
+   */
+  maxPayloadBytes?: number;
+  /**
+   * The key that encrypts the payloads of jobs defined with `encrypted: true`
+   * (base64 of 32 bytes); required when such a job is registered.
+   * @default {the APP_KEY environment variable}
+   */
+  appKey?: string;
+  /**
+   * Earlier keys that still decrypt the payloads they encrypted, after a rotation.
+   * @default {the APP_PREVIOUS_KEYS environment variable, comma-separated}
+   */
+  previousAppKeys?: readonly string[];
+}
+
+/** The payload cap from the options, checked; throws `RangeError` for one below 2 bytes. @internal */
+export function maxPayloadBytesOf(options: QueueOptions): number {
+  const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+  if (!Number.isSafeInteger(maxPayloadBytes) || maxPayloadBytes < 2) {
+    throw new RangeError(`maxPayloadBytes must be an integer >= 2: got ${maxPayloadBytes}`);
+  }
+  return maxPayloadBytes;
+}
+
+/**
+ * The app's keys from the options, else from `APP_KEY` and
+ * `APP_PREVIOUS_KEYS`; null when no key is set. Throws naming the jobs that
+ * need one when `encrypted` lists any and there is none. @internal
+ */
+export function readAppKeys(options: QueueOptions, encrypted: readonly string[]): AppKeys | null {
+  const fromEnv = (name: string) =>
+    encrypted.length > 0 || options.appKey !== undefined ? Deno.env.get(name) : undefined;
+  const current = options.appKey ?? fromEnv("APP_KEY");
+  const previous = options.previousAppKeys ??
+    (fromEnv("APP_PREVIOUS_KEYS") ?? "").split(",").map((key) => key.trim()).filter(Boolean);
+  if (!Array.isArray(previous)) {
+    throw new TypeError(`previousAppKeys must be an array of keys: got ${typeof previous}`);
+  }
+  if (current === undefined || current === "") {
+    if (encrypted.length === 0) return null;
+    throw new TypeError(
+      `APP_KEY is not set, and the encrypted jobs ${
+        encrypted.map((name) => `"${name}"`).join(", ")
+      } need it: set it to the base64 of 32 random bytes (the CLI's key:generate prints one)`,
+    );
+  }
+  return { current, previous };
+}

@@ -1,0 +1,42 @@
+/**
+ * The runner's record of one attempt: while its handler runs, then once it
+ * has finished and waits to be settled with the next tick.
+ *
+ * @internal
+ * @module
+ */
+import type { JobDefinition } from "../job.ts";
+import type { Outcome } from "../lifecycle.ts";
+import type { ClaimedJob } from "../stores/store.ts";
+
+/** An attempt whose handler runs now. */
+export interface RunningJob {
+  /** The claimed job. */
+  readonly job: ClaimedJob;
+  /** Its definition, for its retry rules. */
+  readonly definition: JobDefinition;
+  /** Aborts the handler: on timeout, on stop, and when the lease is lost. */
+  readonly controller: AbortController;
+  /** When the handler started (performance.now). */
+  readonly startedAt: number;
+  /** Ends the attempt at the job's `timeoutMs`. */
+  timer: ReturnType<typeof setTimeout> | undefined;
+  /** The latest progress the handler reported and not yet written, or null. */
+  progress: number | null;
+  /** When its progress was last written (performance.now), or -Infinity. */
+  progressWrittenAt: number;
+  /** Set while a progress write waits for its turn. */
+  progressTimer: ReturnType<typeof setTimeout> | undefined;
+}
+
+/** An attempt that ended, or a claimed job that never started, waiting to be settled. */
+export interface FinishedJob {
+  /** The claimed job. */
+  readonly job: ClaimedJob;
+  /** What settling it means. */
+  readonly outcome: Outcome;
+  /** How long the handler ran; 0 when it did not start. */
+  readonly durationMs: number;
+  /** True when the handler ran: its duration goes to the metrics rollup. */
+  readonly ran?: boolean;
+}

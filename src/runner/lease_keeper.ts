@@ -1,0 +1,138 @@
+/**
+ * Lease renewal and the worker heartbeat: every third of the lease (at most
+ * 10 s apart) the leases of the running jobs are renewed and the worker's
+ * row is written; a job whose lease was lost is aborted. When the runner
+ * stops, its worker row is removed.
+ *
+ * @internal
+ * @module
+ */
+import type { Clock } from "../clock.ts";
+import { asError } from "../errors.ts";
+import type { QueueEventTarget } from "../events.ts";
+import type { WorkerStore } from "../stores/store.ts";
+import type { ResolvedWorkOptions } from "../work_options.ts";
+import type { RunningJob } from "./attempts.ts";
+
+/**
+ * The longest wait between two heartbeats: they ride on the lease-renewal
+ * timer (every third of the lease), capped so a long lease still shows the
+ * worker alive.
+ */
+const MAX_HEARTBEAT_MS = 10_000;
+/** A worker row not written for this long belongs to a worker that died: the next heartbeat drops it. */
+const STALE_WORKER_MS = 24 * 60 * 60 * 1_000;
+
+/** What the lease keeper needs. */
+export interface LeaseKeeperDeps {
+  /** Where leases are renewed and the worker's row is kept. */
+  readonly store: Pick<WorkerStore, "renew" | "heartbeat" | "removeWorker">;
+  /** Source of stored times. */
+  readonly clock: Clock;
+  /** Receives `queue:error` when a renewal or heartbeat fails, or a lease is lost. */
+  readonly events: Pick<QueueEventTarget, "emit">;
+  /** The attempts running now, by job id. */
+  readonly running: ReadonlyMap<number, RunningJob>;
+  /** Stops tracking an attempt whose lease was lost; false if it was no longer running. */
+  readonly forget: (entry: RunningJob) => boolean;
+  /** The job names this worker's process knows, shown in its row. */
+  readonly names: readonly string[];
+}
+
+/** How long leases last, and how the worker's row shows it. */
+export type LeaseKeeperOptions = Pick<ResolvedWorkOptions, "leaseMs" | "queues" | "concurrency">;
+
+/** Renews the leases of running jobs and writes the worker's heartbeat. */
+export class LeaseKeeper {
+  readonly #deps: LeaseKeeperDeps;
+  readonly #options: LeaseKeeperOptions;
+  readonly #workerId = crypto.randomUUID();
+  readonly #workerStartedAt: number;
+  #interval: ReturnType<typeof setInterval> | undefined;
+  #renewing = false;
+  #renewal: Promise<void> = Promise.resolve();
+
+  /** Starts nothing yet: {@linkcode LeaseKeeper.start} does. */
+  constructor(deps: LeaseKeeperDeps, options: LeaseKeeperOptions) {
+    this.#deps = deps;
+    this.#options = options;
+    this.#workerStartedAt = deps.clock.now();
+  }
+
+  /** Writes the first heartbeat now, so the worker is seen from its start, then renews on a timer. */
+  start(): void {
+    const { leaseMs } = this.#options;
+    const renewEveryMs = Math.max(1, Math.floor(Math.min(leaseMs / 3, MAX_HEARTBEAT_MS)));
+    this.#interval = setInterval(() => this.#renew(), renewEveryMs);
+    this.#renew();
+  }
+
+  /** Stops renewing, waits for a renewal under way, then removes the worker's row. */
+  async stop(): Promise<void> {
+    clearInterval(this.#interval);
+    await this.#renewal;
+    await this.#deps.store.removeWorker(this.#workerId).catch((error) =>
+      this.#deps.events.emit("queue:error", { error: asError(error), during: "worker heartbeat" })
+    );
+  }
+
+  /** Renews the leases of running jobs, if any, then writes the worker's heartbeat. */
+  #renew(): void {
+    if (this.#renewing) return;
+    this.#renewing = true;
+    this.#renewal = (async () => {
+      if (this.#deps.running.size > 0) await this.#renewLeases();
+      await this.#heartbeat();
+    })().finally(() => this.#renewing = false);
+  }
+
+  /** Records this worker as seen now, with how many jobs it runs. */
+  async #heartbeat(): Promise<void> {
+    const { clock, store } = this.#deps;
+    const now = clock.now();
+    try {
+      await store.heartbeat({
+        id: this.#workerId,
+        host: hostName(),
+        pid: Deno.pid,
+        queues: this.#options.queues,
+        concurrency: this.#options.concurrency,
+        startedAt: this.#workerStartedAt,
+        lastSeenAt: now,
+        running: this.#deps.running.size,
+        names: this.#deps.names,
+      }, now - STALE_WORKER_MS);
+    } catch (error) {
+      this.#deps.events.emit("queue:error", { error: asError(error), during: "worker heartbeat" });
+    }
+  }
+
+  async #renewLeases(): Promise<void> {
+    const { clock, store, events, running, forget } = this.#deps;
+    try {
+      const renewed = [...running.values()];
+      const leases = renewed.map(({ job }) => ({ id: job.id, token: job.token }));
+      const until = clock.now() + this.#options.leaseMs;
+      for (const id of await store.renew(leases, until)) {
+        // Only the attempt whose lease was renewed: the job may have settled and come back meanwhile.
+        const entry = renewed.find(({ job }) => job.id === id);
+        if (entry === undefined || !forget(entry)) continue;
+        const error = new Error(`Lost the lease of job ${id}: another worker may run it now`);
+        entry.controller.abort(error);
+        events.emit("queue:error", { error, during: "lease renewal" });
+      }
+    } catch (error) {
+      events.emit("queue:error", { error: asError(error), during: "lease renewal" });
+    }
+  }
+}
+
+/** The machine's name where the process may read it without a permission prompt, else "unknown". */
+function hostName(): string {
+  try {
+    const sys = Deno.permissions.querySync({ name: "sys", kind: "hostname" });
+    return sys.state === "granted" ? Deno.hostname() : "unknown";
+  } catch {
+    return "unknown";
+  }
+}

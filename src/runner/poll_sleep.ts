@@ -1,0 +1,62 @@
+/**
+ * The loop's sleep between polls: a wake-up (a store change, a finished
+ * job, a stop) ends it early, and a loop that always has work to settle
+ * still lets timers run (lease renewals, timeouts, a stop's grace) at least
+ * every 20 ms instead of running on microtasks alone.
+ *
+ * @internal
+ * @module
+ */
+
+/** The longest the loop runs on microtasks alone before it lets timers run. */
+const YIELD_EVERY_MS = 20;
+
+/** Sleeps between polls until woken. */
+export class PollSleep {
+  #wake: (() => void) | null = null;
+  #wakeRequested = false;
+  /** When the loop last let timers run (performance.now). */
+  #yieldedAt = performance.now();
+
+  /** Ends the current sleep, or the next one at once when the loop is busy. */
+  wake(): void {
+    this.#wakeRequested = true;
+    this.#wake?.();
+  }
+
+  /** Whether the loop has run on microtasks alone too long and should yield to timers. */
+  get timersStarved(): boolean {
+    return performance.now() - this.#yieldedAt > YIELD_EVERY_MS;
+  }
+
+  /** Lets timers run, then resolves. */
+  yieldToTimers(): Promise<void> {
+    return new Promise((resolve) =>
+      setTimeout(() => {
+        this.#yieldedAt = performance.now();
+        resolve();
+      }, 0)
+    );
+  }
+
+  /** Waits `ms`, or less when woken; a wake-up that came while the loop was busy ends it at once. */
+  sleep(ms: number): Promise<void> {
+    if (this.#wakeRequested) {
+      this.#wakeRequested = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#wake = null;
+        this.#wakeRequested = false;
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.#yieldedAt = performance.now();
+        done();
+      }, ms);
+      this.#wake = done;
+    });
+  }
+}
