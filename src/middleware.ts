@@ -9,7 +9,7 @@
  */
 
 import { assertName } from "./names.ts";
-import type { GuardRequest } from "./stores/store.ts";
+import type { MiddlewareRequest } from "./stores/store.ts";
 
 /** At most `limit` jobs holding `key` run at once, across all processes. */
 export interface WithoutOverlapping {
@@ -152,12 +152,12 @@ export function assertMiddleware(rules: unknown, jobName: string): readonly JobM
  * What the store checks for one claimed job: its overlap locks (expiring
  * after `expireAfterMs`, else `timeoutMs + graceMs`) and its rate limits.
  */
-export function guardRequest(
+export function middlewareRequest(
   job: { readonly id: number; readonly token: number },
   rules: readonly JobMiddleware[],
   now: number,
   defaultExpireMs: number,
-): GuardRequest {
+): MiddlewareRequest {
   const locks = rules.filter((rule) => rule.kind === "without-overlapping").map((rule) => ({
     key: rule.key,
     limit: rule.limit,

@@ -7,7 +7,7 @@
  */
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { storeContract } from "./store_contract.ts";
-import { compositionContract } from "./store_contract_composition.ts";
+import { chainsBatchesContract } from "./store_contract_chains_batches.ts";
 import { statsContract } from "./store_contract_stats.ts";
 import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
 
@@ -22,7 +22,7 @@ if (url === null) {
 } else {
   const open = () => openTestPostgresStore(url, { clock: "caller" });
   storeContract("PostgresStore", open);
-  compositionContract("PostgresStore", open);
+  chainsBatchesContract("PostgresStore", open);
   statsContract("PostgresStore", open);
 }
 

@@ -6,7 +6,7 @@ import { type Durability, SqliteStore } from "../src/stores/sqlite.ts";
 import { ChildScript } from "./_child.ts";
 import { tempDir } from "./_helpers.ts";
 import { claim, LEASE_MS, newJob, storeContract, T0 } from "./store_contract.ts";
-import { compositionContract } from "./store_contract_composition.ts";
+import { chainsBatchesContract } from "./store_contract_chains_batches.ts";
 import { statsContract } from "./store_contract_stats.ts";
 
 storeContract("SqliteStore (file)", async () => {
@@ -26,7 +26,7 @@ storeContract("SqliteStore (:memory:)", async () => {
   return { store, [Symbol.asyncDispose]: () => store.close() };
 });
 
-compositionContract("SqliteStore (file)", async () => {
+chainsBatchesContract("SqliteStore (file)", async () => {
   const dir = await tempDir();
   const store = await SqliteStore.open(dir.dbPath);
   return {
@@ -38,7 +38,7 @@ compositionContract("SqliteStore (file)", async () => {
   };
 });
 
-compositionContract("SqliteStore (:memory:)", async () => {
+chainsBatchesContract("SqliteStore (:memory:)", async () => {
   const store = await SqliteStore.open(":memory:");
   return { store, [Symbol.asyncDispose]: () => store.close() };
 });

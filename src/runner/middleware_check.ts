@@ -14,8 +14,8 @@ import { holdBack, outcomeOf } from "../lifecycle.ts";
 import {
   assertMiddleware,
   describeRules,
-  guardRequest,
   type JobMiddleware,
+  middlewareRequest,
 } from "../middleware.ts";
 import { openPayload } from "../payload.ts";
 import type { JobRegistry } from "../registry.ts";
@@ -96,7 +96,7 @@ export class MiddlewareCheck {
     try {
       const expireMs = (job: ClaimedJob) => registry.get(job.name)!.timeoutMs + this.#graceMs;
       verdicts = await store.acquire(
-        guarded.map(({ job, rules }) => guardRequest(job, rules, now, expireMs(job))),
+        guarded.map(({ job, rules }) => middlewareRequest(job, rules, now, expireMs(job))),
         now,
       );
     } catch (error) {

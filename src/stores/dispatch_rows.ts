@@ -56,11 +56,11 @@ export interface KeyedPush {
   /** The id of the job that now stands for the row. */
   readonly id: number;
   /**
-   * `"stored"`: a new job. `"held"`: a unique job holds the key; nothing was
+   * `"stored"`: a new job. `"duplicate"`: a unique job holds the key; nothing was
    * stored and `id` is the holder's. `"debounced"`: the waiting job took the
    * row's payload and due time.
    */
-  readonly outcome: "stored" | "held" | "debounced";
+  readonly outcome: "stored" | "duplicate" | "debounced";
 }
 
 /**

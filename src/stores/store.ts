@@ -31,8 +31,8 @@ import type {
 import type {
   ClaimedJob,
   ClaimRequest,
-  GuardRequest,
   Lease,
+  MiddlewareRequest,
   Settlement,
   SettleResult,
 } from "./tick_rows.ts";
@@ -117,7 +117,7 @@ export interface WorkerStore {
    * null; another takes nothing and gets the time to try again. Locks are
    * released by the job's settle, whatever its kind, or expire.
    */
-  acquire(requests: readonly GuardRequest[], now: number): Promise<(number | null)[]>;
+  acquire(requests: readonly MiddlewareRequest[], now: number): Promise<(number | null)[]>;
   /**
    * Writes a worker's row, replacing the one with its id, and deletes the
    * rows of workers last seen before `staleBefore` (those that died

@@ -7,7 +7,7 @@
  */
 
 /** The middleware of one claimed job, to check before it starts. */
-export interface GuardRequest {
+export interface MiddlewareRequest {
   /** The job's id. */
   readonly id: number;
   /** Its reservation token: the locks it takes are released with its settle. */

@@ -8,7 +8,7 @@
  * @internal
  * @module
  */
-import type { GuardRequest, KeyedJobRow, KeyedPush, Lease } from "../store.ts";
+import type { KeyedJobRow, KeyedPush, Lease, MiddlewareRequest } from "../store.ts";
 import { type Dialect, KEYED } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
@@ -69,7 +69,7 @@ export function* pushKeyed(dialect: Dialect, rows: readonly KeyedJobRow[]): Scri
         row.createdAt,
       );
       if (holder !== undefined) {
-        pushed.push({ id: Number(holder.job_id), outcome: "held" });
+        pushed.push({ id: Number(holder.job_id), outcome: "duplicate" });
         continue;
       }
       const keyed = key.releaseOnStart ? KEYED.untilStarted : KEYED.untilSettled;
@@ -104,7 +104,7 @@ export function* pushKeyed(dialect: Dialect, rows: readonly KeyedJobRow[]): Scri
 /** Checks each claimed job's middleware in order; see {@linkcode Store.acquire}. */
 export function* acquire(
   dialect: Dialect,
-  requests: readonly GuardRequest[],
+  requests: readonly MiddlewareRequest[],
   now: number,
 ): Script<(number | null)[]> {
   yield* dialect.lockKeys(requests.flatMap((request) => [

@@ -12,13 +12,13 @@ import type {
   ClaimedJob,
   ClaimRequest,
   FailedJobRow,
-  GuardRequest,
   JobFilter,
   JobListing,
   KeyedJobRow,
   KeyedPush,
   Lease,
   MetricsRow,
+  MiddlewareRequest,
   NewBatchRow,
   NewChainRow,
   NewJobRow,
@@ -77,7 +77,7 @@ export class SqlStore implements Store {
   }
 
   /** Checks claimed jobs' middleware in one transaction. */
-  acquire(requests: readonly GuardRequest[], now: number): Promise<(number | null)[]> {
+  acquire(requests: readonly MiddlewareRequest[], now: number): Promise<(number | null)[]> {
     return this.#write(() => keys.acquire(this.#dialect, requests, now));
   }
 

@@ -1,7 +1,7 @@
 /**
  * The contract of chains, batches and progress every {@linkcode Store} keeps,
  * at the store level (no queue): a store's test file calls
- * {@linkcode compositionContract} with a way to open a fresh, empty store.
+ * {@linkcode chainsBatchesContract} with a way to open a fresh, empty store.
  * Only the `Store` API is used, so the same cases run against every engine.
  * Times are passed in, never read from a clock.
  *
@@ -30,7 +30,7 @@ import { claim, LEASE_MS, newJob, type OpenedStore, T0 } from "./store_contract.
 const LATER = T0 + 1_000 * LEASE_MS;
 
 /** A waiting job named `name`, in "cb", due as soon as it is queued. */
-function held(name: string, overrides: Partial<WaitingJobRow> = {}): WaitingJobRow {
+function waiting(name: string, overrides: Partial<WaitingJobRow> = {}): WaitingJobRow {
   const what = { queue: "cb", name, payload: `{"job":"${name}"}`, priority: 0 };
   return { ...what, delayMs: 0, retryForMs: null, ...overrides };
 }
@@ -48,8 +48,8 @@ function newChain(
   const [first, ...next] = links;
   return {
     first: member(first, { queue }),
-    next: next.map((link) => typeof link === "string" ? held(link, { queue }) : link),
-    onFailure: onFailure.map((job) => typeof job === "string" ? held(job) : job),
+    next: next.map((link) => typeof link === "string" ? waiting(link, { queue }) : link),
+    onFailure: onFailure.map((job) => typeof job === "string" ? waiting(job) : job),
   };
 }
 
@@ -161,7 +161,7 @@ const fresh = (total: number): Expected => ({
 });
 
 /** Registers the composition contract's cases as `Deno.test`s named `${name}: …`. */
-export function compositionContract(name: string, open: () => Promise<OpenedStore>): void {
+export function chainsBatchesContract(name: string, open: () => Promise<OpenedStore>): void {
   const test = (what: string, fn: (store: Store) => Promise<void>) =>
     Deno.test(`${name}: ${what}`, async () => {
       await using opened = await open();
@@ -188,7 +188,7 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
   });
 
   test("completing a link queues the next one, claimable by the same settle's claim request", async (store) => {
-    const link2 = held("link-2", { queue: "other", payload: '{"n":2}', priority: 4 });
+    const link2 = waiting("link-2", { queue: "other", payload: '{"n":2}', priority: 4 });
     const chainId = await store.pushChain(newChain(["link-1", link2, "link-3"]));
     const [first] = await take(store);
     assert.equal(first?.id, chainId);
@@ -302,7 +302,7 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
   });
 
   test("a queued job's delay and retry window count from the settle's at", async (store) => {
-    const link2 = held("link-2", { queue: "other", delayMs: 5_000, retryForMs: 60_000 });
+    const link2 = waiting("link-2", { queue: "other", delayMs: 5_000, retryForMs: 60_000 });
     await store.pushChain(newChain(["link-1", link2]));
     const [first] = await take(store);
     const settled = await store.settle([done(first!, T0 + 1_000)], request(["other"], T0 + 1_000));
@@ -311,7 +311,7 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
     const [second] = await take(store, ["other"], T0 + 6_000);
     assert.deepEqual([second?.name, second?.retryUntil], ["link-2", T0 + 61_000]);
 
-    const catchJob = held("x-catch", { delayMs: 2_000, retryForMs: 500 });
+    const catchJob = waiting("x-catch", { delayMs: 2_000, retryForMs: 500 });
     await store.pushChain(newChain(["x-1"], [catchJob], "x"));
     const [x1] = await take(store, ["x"], T0 + 7_000);
     assert.deepEqual(await apply(store, failed(x1!, T0 + 7_500)), [true]);
@@ -321,8 +321,8 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
 
     const { id } = await store.pushBatch(newBatch({
       jobs: [member("m1", { queue: "y" })],
-      then: [held("then", { delayMs: 10, retryForMs: 20 })],
-      finally: [held("finally", { delayMs: 50 })],
+      then: [waiting("then", { delayMs: 10, retryForMs: 20 })],
+      finally: [waiting("finally", { delayMs: 50 })],
     }));
     const [m1] = await take(store, ["y"]);
     assert.deepEqual(await apply(store, done(m1!, T0 + 10_000)), [true]);
@@ -378,9 +378,9 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
   test("an empty batch is finished at once and queues its then and finally jobs, never its catch", async (store) => {
     const { id, jobIds } = await store.pushBatch(newBatch({
       createdAt: T0 + 7,
-      then: [held("then")],
-      catch: [held("catch")],
-      finally: [held("finally")],
+      then: [waiting("then")],
+      catch: [waiting("catch")],
+      finally: [waiting("finally")],
     }));
     assert.deepEqual(jobIds, []);
     await expectBatch(store, id, { ...fresh(0), finishedAt: T0 + 7 });
@@ -390,7 +390,7 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
 
   test("complete counts a member as succeeded; release and progress change no counter", async (store) => {
     const { id, jobIds } = await store.pushBatch(
-      newBatch({ jobs: [member("m1"), member("m2"), member("m3")], finally: [held("finally")] }),
+      newBatch({ jobs: [member("m1"), member("m2"), member("m3")], finally: [waiting("finally")] }),
     );
     await expectBatch(store, id, fresh(3));
     const [j1, j2, j3] = await take(store);
@@ -411,9 +411,9 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
   test("then and finally jobs are queued when the last member succeeds; callbacks carry the batch id but are not counted", async (store) => {
     const { id } = await store.pushBatch(newBatch({
       jobs: [member("m1"), member("m2")],
-      then: [held("then-a"), held("then-b")],
-      catch: [held("catch")],
-      finally: [held("finally")],
+      then: [waiting("then-a"), waiting("then-b")],
+      catch: [waiting("catch")],
+      finally: [waiting("finally")],
     }));
     const [m1, m2] = await take(store);
     assert.deepEqual(await apply(store, done(m1!, T0 + 1)), [true]);
@@ -447,9 +447,9 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
         ...["m1", "m2", "m3", "m4", "m5"].map((name) => member(name)),
         member("m6", { availableAt: T0 + 10_000 }),
       ],
-      then: [held("then", { queue: "default" })],
-      catch: [held("catch", { queue: "default" })],
-      finally: [held("finally", { queue: "default" })],
+      then: [waiting("then", { queue: "default" })],
+      catch: [waiting("catch", { queue: "default" })],
+      finally: [waiting("finally", { queue: "default" })],
     }));
     const [j1, j2, j3, j4] = await take(store, ["default"], T0, 4);
     assert.deepEqual(ids([j1!, j2!, j3!, j4!]), jobIds.slice(0, 4));
@@ -497,9 +497,9 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
     const { id } = await store.pushBatch(newBatch({
       allowFailures: true,
       jobs: ["m1", "m2", "m3", "m4"].map((name) => member(name)),
-      then: [held("then")],
-      catch: [held("catch")],
-      finally: [held("finally")],
+      then: [waiting("then")],
+      catch: [waiting("catch")],
+      finally: [waiting("finally")],
     }));
     const [j1, j2, j3] = await take(store, ["default"], T0, 3);
     assert.deepEqual(await apply(store, failed(j1!, T0 + 1)), [true]);
@@ -528,9 +528,9 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
     const { id, jobIds: [m1, m2] } = await store.pushBatch(newBatch({
       allowFailures: true,
       jobs: ["m1", "m2", "m3"].map((name) => member(name)),
-      then: [held("then")],
-      catch: [held("catch")],
-      finally: [held("finally")],
+      then: [waiting("then")],
+      catch: [waiting("catch")],
+      finally: [waiting("finally")],
     }));
     const [j1, j2, j3] = await take(store);
     assert.deepEqual(
@@ -580,9 +580,9 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
   test("a member retried in a cancelled batch runs and is counted, but then never fires and finally not twice", async (store) => {
     const { id, jobIds: [m1] } = await store.pushBatch(newBatch({
       jobs: [member("m1"), member("m2")],
-      then: [held("then")],
-      catch: [held("catch")],
-      finally: [held("finally")],
+      then: [waiting("then")],
+      catch: [waiting("catch")],
+      finally: [waiting("finally")],
     }));
     const [j1, j2] = await take(store);
     assert.deepEqual(await apply(store, failed(j1!, T0 + 1), done(j2!, T0 + 2)), [true, true]);
@@ -609,9 +609,9 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
     assert.equal(await store.cancelBatch(424_242, T0), false, "no such batch");
     const { id } = await store.pushBatch(newBatch({
       jobs: ["m1", "m2", "m3", "m4"].map((name) => member(name)),
-      then: [held("then")],
-      catch: [held("catch")],
-      finally: [held("finally")],
+      then: [waiting("then")],
+      catch: [waiting("catch")],
+      finally: [waiting("finally")],
     }));
     const [j1, j2] = await take(store, ["default"], T0, 2);
     assert.equal(await store.cancelBatch(id, T0 + 5), true);
@@ -630,7 +630,7 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
     assert.equal(await store.cancelBatch(id, T0 + 9), false, "finished");
     await expectBatch(store, id, finished);
 
-    const empty = await store.pushBatch(newBatch({ then: [held("empty-then")] }));
+    const empty = await store.pushBatch(newBatch({ then: [waiting("empty-then")] }));
     assert.deepEqual(await drain(store, ["cb"], T0), [`empty-then@${empty.id}`]);
     assert.equal(await store.cancelBatch(empty.id, T0 + 1), false, "finished, never cancelled");
     await expectBatch(store, empty.id, { ...fresh(0), finishedAt: T0 });
@@ -640,9 +640,9 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
     const { id } = await store.pushBatch(newBatch({
       allowFailures: true,
       jobs: [member("m1"), member("m2", { availableAt: T0 + 10_000 })],
-      then: [held("then")],
-      catch: [held("catch")],
-      finally: [held("finally")],
+      then: [waiting("then")],
+      catch: [waiting("catch")],
+      finally: [waiting("finally")],
     }));
     assert.equal(await store.cancelBatch(id, T0 + 3), true);
     await expectBatch(store, id, {
@@ -663,7 +663,7 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
     const c = await store.pushBatch(newBatch({
       name: "c",
       jobs: [member("c1", { queue: "c" }), member("c2", { queue: "c" })],
-      finally: [held("c-finally")],
+      finally: [waiting("c-finally")],
     }));
     const [c1] = await take(store, ["c"], T0, 1);
     assert.equal(await store.cancelBatch(c.id, T0 + 1), true);
@@ -673,7 +673,7 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
       name: "e",
       allowFailures: true,
       jobs: [member("e1", { queue: "e" })],
-      then: [held("e-then")],
+      then: [waiting("e-then")],
     }));
     const [e1] = await take(store, ["e"]);
     assert.deepEqual(await apply(store, failed(e1!, T0 + 1)), [true]);
@@ -698,8 +698,8 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
   test("addToBatch() adds counted members to a running batch, and then waits for them", async (store) => {
     const { id, jobIds: [m1] } = await store.pushBatch(newBatch({
       jobs: [member("m1")],
-      then: [held("then")],
-      finally: [held("finally")],
+      then: [waiting("then")],
+      finally: [waiting("finally")],
     }));
     const [j1] = await take(store);
     const added = await store.addToBatch(id, [member("m2"), member("m3", { queue: "other" })]);
@@ -767,9 +767,9 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
   test("clear(queue, now) counts cleared members as skipped and finishes a batch left with nothing pending", async (store) => {
     const { id } = await store.pushBatch(newBatch({
       jobs: [member("m1"), member("m2"), member("m3", { queue: "other" })],
-      then: [held("then")],
-      catch: [held("catch")],
-      finally: [held("finally")],
+      then: [waiting("then")],
+      catch: [waiting("catch")],
+      finally: [waiting("finally")],
     }));
     await store.push([newJob()]);
     const [j1] = await take(store, ["default"], T0, 1);
@@ -788,8 +788,8 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
 
     const other = await store.pushBatch(newBatch({
       jobs: [member("x1", { queue: "x" })],
-      then: [held("x-then", { queue: "x" })],
-      finally: [held("x-finally", { queue: "x" })],
+      then: [waiting("x-then", { queue: "x" })],
+      finally: [waiting("x-finally", { queue: "x" })],
     }));
     assert.equal(await store.clear(undefined, T0 + 9), 1);
     await expectBatch(store, other.id, { ...fresh(1), pending: 0, skipped: 1, finishedAt: T0 + 9 });
@@ -864,9 +864,9 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
     const chainId = await store.pushChain(newChain(["link-1", "link-2"], ["chain-catch"]));
     const { id } = await store.pushBatch(newBatch({
       jobs: [member("m1")],
-      then: [held("then")],
-      catch: [held("catch")],
-      finally: [held("finally")],
+      then: [waiting("then")],
+      catch: [waiting("catch")],
+      finally: [waiting("finally")],
     }));
     const [oldLink, oldMember] = await take(store);
     assert.equal(oldLink?.id, chainId);
@@ -897,9 +897,9 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
       const chainId = await tx.pushChain(newChain(["link-1", "link-2"], ["chain-catch"]));
       const pushed = await tx.pushBatch(newBatch({
         jobs: [member("m1")],
-        finally: [held("finally")],
+        finally: [waiting("finally")],
       }));
-      const empty = await tx.pushBatch(newBatch({ finally: [held("empty-finally")] }));
+      const empty = await tx.pushBatch(newBatch({ finally: [waiting("empty-finally")] }));
       return [chainId, [pushed, empty]] as const;
     });
     const [batch, empty] = pushed;
@@ -929,8 +929,10 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
     await assert.rejects(
       store.transaction(async (tx) => {
         await tx.pushChain(newChain(["lost-1", "lost-2"], ["lost-catch"]));
-        await tx.pushBatch(newBatch({ jobs: [member("lost-m1")], finally: [held("lost-f")] }));
-        await tx.pushBatch(newBatch({ then: [held("lost-then")], finally: [held("lost-f")] }));
+        await tx.pushBatch(newBatch({ jobs: [member("lost-m1")], finally: [waiting("lost-f")] }));
+        await tx.pushBatch(
+          newBatch({ then: [waiting("lost-then")], finally: [waiting("lost-f")] }),
+        );
         throw thrown;
       }),
       (error) => error === thrown,
@@ -941,7 +943,7 @@ export function compositionContract(name: string, open: () => Promise<OpenedStor
 
     const chainId = await store.pushChain(newChain(["after-1", "after-2"], ["after-catch"]));
     const { id, jobIds } = await store.pushBatch(
-      newBatch({ jobs: [member("after-m1")], finally: [held("after-f")] }),
+      newBatch({ jobs: [member("after-m1")], finally: [waiting("after-f")] }),
     );
     await expectBatch(store, id, fresh(1));
     assert.deepEqual((await store.batches({ limit: 10, offset: 0 })).length, 1);
