@@ -332,15 +332,16 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * Due jobs that no worker seen within `seenWithinMs` can claim, by queue
    * and name: no such worker lists their queue and has a definition of their
    * name (no worker runs, or the jobs module that defines them is not
-   * deployed yet). They wait; a worker claims only jobs it knows.
+   * deployed yet). They wait; a worker claims only jobs it knows. Empty
+   * while no worker is seen at all: then nothing is claimed, which
+   * {@linkcode Queue.workers} shows.
    */
   async unclaimed(options: WorkersOptions = {}): Promise<UnclaimedJobs[]> {
     this.#assertOpen("list unclaimed jobs");
     const now = this.#clock.now();
-    return unclaimedJobs(
-      await this.#store.pendingByName(now),
-      await this.#store.workers(seenSince(now, options)),
-    );
+    const workers = await this.#store.workers(seenSince(now, options));
+    if (workers.length === 0) return [];
+    return unclaimedJobs(await this.#store.pendingByName(now), workers);
   }
 
   /**

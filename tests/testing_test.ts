@@ -112,12 +112,11 @@ storeTest(
     });
     await using queue = await db.open({ jobs: [stuck] });
     await queue.dispatch(stuck, null);
-    const started = performance.now();
+    // Long enough that even a loaded machine has claimed and started the job by then.
     await assert.rejects(
-      drain(queue, { timeoutMs: 50, graceMs: 0 }),
-      /^Error: drain: the queue still had due jobs after 50 ms$/,
+      drain(queue, { timeoutMs: 2_000, graceMs: 0 }),
+      /^Error: drain: the queue still had due jobs after 2000 ms$/,
     );
-    assert.ok(performance.now() - started < 5_000);
     assert.ok(aborted, "the handler's signal was aborted");
     assert.deepEqual(await queue.counts(), {
       default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },

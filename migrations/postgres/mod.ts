@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { Migration } from "../sqlite/mod.ts";
+import type { Migration } from "../migration.ts";
 import * as createJobs from "./0001_create_jobs.ts";
 import * as batchesAndChains from "./0002_batches_and_chains.ts";
 import * as jobKeysAndLocks from "./0003_job_keys_and_locks.ts";

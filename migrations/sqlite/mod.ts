@@ -4,19 +4,12 @@
  *
  * @module
  */
+import type { Migration } from "../migration.ts";
 import * as createJobs from "./0001_create_jobs.ts";
 import * as batchesAndChains from "./0002_batches_and_chains.ts";
 import * as jobKeysAndLocks from "./0003_job_keys_and_locks.ts";
 import * as metricsAndWorkers from "./0004_metrics_and_workers.ts";
 import * as whatJobsHold from "./0005_what_jobs_hold.ts";
-
-/** One schema step. */
-export interface Migration {
-  /** Number of the step; applied in increasing order, recorded in `queue_migrations`. */
-  readonly version: number;
-  /** The statements. */
-  readonly sql: string;
-}
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [

@@ -22,7 +22,7 @@ const REFRESH_MS = 1_000;
 function countsTable(counts: Record<string, QueueCounts>, unclaimed: UnclaimedJobs[]): string {
   const table = queueTables(counts);
   if (unclaimed.length === 0) return table;
-  return `${table}\n\nWaiting for a worker that knows them (none seen in the last 30 s)\n${
+  return `${table}\n\nDue jobs no running worker knows (waiting for one that does)\n${
     formatTable(
       ["queue", "name", "due"],
       unclaimed.map(({ queue, name, pending }) => [queue, name, String(pending)]),
@@ -75,9 +75,7 @@ export const stats: Command = {
     await using queue = await openAdminQueue(args);
     const print = async () => {
       const counts = await queue.counts();
-      // Jobs no worker knows, once some worker runs (with none, every due job would be listed).
-      const table = async () =>
-        countsTable(counts, (await queue.workers()).length > 0 ? await queue.unclaimed() : []);
+      const table = async () => countsTable(counts, await queue.unclaimed());
       if (json) console.log(JSON.stringify(counts, null, watch ? undefined : 2));
       else if (watch && Deno.stdout.isTerminal()) {
         // Home and clear, then the table: a screen that redraws in place.

@@ -12,9 +12,12 @@
 import type { ClaimRow } from "./_rows.ts";
 import type { ClaimRequest, Lease, NewJobRow, StoredError } from "./store.ts";
 import {
+  CLAIM_SETS,
+  CLAIMED_COLUMNS,
   type Dialect,
   type FailSettlement,
   type InsertedAs,
+  LINK_COLUMNS,
   type MovedJob,
   type RetrySelection,
   SETTLED_COLUMNS,
@@ -25,9 +28,6 @@ import { type Statement, statement } from "./sql/statement.ts";
 
 /** The database's clock in ms since the epoch, as SQL. */
 const DB_NOW = "(floor(extract(epoch from clock_timestamp()) * 1000))::bigint";
-/** The last error a claim writes when it takes over an expired lease (`jobs.recovered` is the state). */
-const DIED = "worker died during attempt ";
-const LINKS = "batch_id, batch_member, chain_id";
 
 /** New rows as one array per column; ids follow the rows' order, as the sequence does. */
 const NEW_ROWS = `SELECT queue, name, payload, priority, available_at, retry_until, created_at,
@@ -52,17 +52,17 @@ const COMPLETE_MANY = statement(
       ON j.id = s.id AND j.token = s.token
     ORDER BY j.id FOR UPDATE OF j)
   DELETE FROM jobs j USING locked WHERE j.id = locked.id
-  RETURNING ${SETTLED_COLUMNS.split(", ").map((column) => `j.${column}`).join(", ")}`,
+  RETURNING ${qualified(SETTLED_COLUMNS)}`,
 );
 /** Moves a job to the failed jobs in one statement, fenced by its token. */
 const FAIL = statement(
   `WITH gone AS (DELETE FROM jobs WHERE id = $6 AND token = $7
     RETURNING id, queue, name, payload, priority, crashes, created_at, waited_ms, keyed, locked,
-      ${LINKS}),
+      ${LINK_COLUMNS}),
   failed AS (INSERT INTO failed_jobs
     (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
-      ${LINKS})
-    SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINKS}
+      ${LINK_COLUMNS})
+    SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINK_COLUMNS}
     FROM gone
     ON CONFLICT (id) DO UPDATE SET queue = excluded.queue, name = excluded.name,
     payload = excluded.payload, priority = excluded.priority, error = excluded.error,
@@ -78,10 +78,10 @@ const FAIL = statement(
  */
 function retryStatement(where: string): Statement {
   return statement(`WITH moved AS (DELETE FROM failed_jobs ${where}
-      RETURNING id, queue, name, payload, priority, created_at, ${LINKS})
-    INSERT INTO jobs (id, queue, name, payload, priority, available_at, created_at, ${LINKS})
-    SELECT id, queue, name, payload, priority, $1, created_at, ${LINKS} FROM moved ORDER BY id
-    RETURNING id, ${LINKS}`);
+      RETURNING id, queue, name, payload, priority, created_at, ${LINK_COLUMNS})
+    INSERT INTO jobs (id, queue, name, payload, priority, available_at, created_at, ${LINK_COLUMNS})
+    SELECT id, queue, name, payload, priority, $1, created_at, ${LINK_COLUMNS} FROM moved ORDER BY id
+    RETURNING id, ${LINK_COLUMNS}`);
 }
 const RETRY_ONE = retryStatement("WHERE id = $2");
 const RETRY_ALL = retryStatement("");
@@ -134,14 +134,9 @@ function claimStatement(queueCount: number, byName: boolean): Statement {
     picked AS (SELECT id FROM (${union}) candidates
       ORDER BY rank, priority DESC, available_at, id LIMIT $4)
     UPDATE jobs j SET token = $1, available_at = (SELECT t FROM now_ms) + $2,
-      waited_ms = (SELECT t FROM now_ms) - j.available_at, attempts = j.attempts + 1,
-      progress = NULL, locked = 0,
-      crashes = j.crashes + CASE WHEN j.token IS NULL THEN 0 ELSE 1 END,
-      recovered = CASE WHEN j.token IS NULL THEN 0 ELSE 1 END,
-      last_error = CASE WHEN j.token IS NULL THEN j.last_error ELSE '${DIED}' || j.attempts END
+      waited_ms = (SELECT t FROM now_ms) - j.available_at, ${CLAIM_SETS}
     FROM picked WHERE j.id = picked.id
-    RETURNING j.id, j.queue, j.name, j.payload, j.priority, j.attempts, j.crashes, j.retry_until,
-      j.last_error, j.created_at, j.batch_id, j.keyed, j.recovered`,
+    RETURNING ${qualified(CLAIMED_COLUMNS)}`,
   );
   claimStatements.set(cacheKey, claim);
   return claim;
@@ -256,4 +251,9 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
 
 function* notifyOn(channel: string): Script<void> {
   yield* exec(NOTIFY, channel);
+}
+
+/** `columns` (a comma-separated list) each qualified with the table alias `j`. */
+function qualified(columns: string): string {
+  return columns.split(", ").map((column) => `j.${column}`).join(", ");
 }

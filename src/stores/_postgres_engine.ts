@@ -9,11 +9,11 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type postgres from "postgres";
-import type { Migration } from "../../migrations/sqlite/mod.ts";
+import type { Migration } from "../../migrations/migration.ts";
 import { QueueClosedError } from "../errors.ts";
 import type { Engine, EngineTransaction, RunMode } from "./sql/engine.ts";
 import { migrationPlan } from "./sql/engine.ts";
-import { type Result, runAsync, type Script, type Step } from "./sql/script.ts";
+import { oneWriteAtMost, type Result, runAsync, type Script, type Step } from "./sql/script.ts";
 
 /** The advisory lock that lets one process at a time migrate a schema. */
 const MIGRATION_LOCK = 7_204_310;
@@ -44,7 +44,7 @@ export class PostgresEngine implements Engine {
   async run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
     this.#assertUsable();
     if (mode === "statement") {
-      return await runAsync(start(), (step) => execute(this.#sql, step, false));
+      return await runAsync(start(), oneWriteAtMost((step) => execute(this.#sql, step, false)));
     }
     return await this.#begin((tx) => runAsync(start(), (step) => execute(tx, step, true)));
   }

@@ -11,9 +11,12 @@
 import type { ClaimRow } from "./_rows.ts";
 import type { ClaimRequest, Lease, NewJobRow, StoredError } from "./store.ts";
 import {
+  CLAIM_SETS,
+  CLAIMED_COLUMNS,
   type Dialect,
   type FailSettlement,
   type InsertedAs,
+  LINK_COLUMNS,
   type MovedJob,
   type RetrySelection,
   SETTLED_COLUMNS,
@@ -21,10 +24,6 @@ import {
 } from "./sql/dialect.ts";
 import { done, each, exec, type Script } from "./sql/script.ts";
 import { type Statement, statement } from "./sql/statement.ts";
-
-/** The last error a claim writes when it takes over an expired lease (`jobs.recovered` is the state). */
-const DIED = "worker died during attempt ";
-const LINKS = "batch_id, batch_member, chain_id";
 
 const INSERT = statement(
   `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at,
@@ -38,20 +37,20 @@ const COMPLETE = statement(
 const COPY_TO_FAILED = statement(
   `INSERT OR REPLACE INTO failed_jobs
   (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
-    ${LINKS})
-  SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINKS}
+    ${LINK_COLUMNS})
+  SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINK_COLUMNS}
   FROM jobs WHERE id = $6 AND token = $7`,
 );
 const RENEW = statement("UPDATE jobs SET available_at = $1 WHERE id = $2 AND token = $3");
 const RETRY_COPY = `INSERT INTO jobs
-  (id, queue, name, payload, priority, available_at, created_at, ${LINKS})
-  SELECT id, queue, name, payload, priority, $1, created_at, ${LINKS} FROM failed_jobs`;
-const RETRY_ONE = statement(`${RETRY_COPY} WHERE id = $2 RETURNING id, ${LINKS}`, {
+  (id, queue, name, payload, priority, available_at, created_at, ${LINK_COLUMNS})
+  SELECT id, queue, name, payload, priority, $1, created_at, ${LINK_COLUMNS} FROM failed_jobs`;
+const RETRY_ONE = statement(`${RETRY_COPY} WHERE id = $2 RETURNING id, ${LINK_COLUMNS}`, {
   oneRow: true,
 });
-const RETRY_ALL = statement(`${RETRY_COPY} ORDER BY id RETURNING id, ${LINKS}`);
+const RETRY_ALL = statement(`${RETRY_COPY} ORDER BY id RETURNING id, ${LINK_COLUMNS}`);
 const RETRY_BATCH = statement(
-  `${RETRY_COPY} WHERE batch_id = $2 AND batch_member = 1 ORDER BY id RETURNING id, ${LINKS}`,
+  `${RETRY_COPY} WHERE batch_id = $2 AND batch_member = 1 ORDER BY id RETURNING id, ${LINK_COLUMNS}`,
 );
 const FORGET = statement("DELETE FROM failed_jobs WHERE id = $1");
 const FORGET_ALL = statement("DELETE FROM failed_jobs");
@@ -74,14 +73,11 @@ function claimStatement(queueCount: number, byName: boolean): Statement {
       `SELECT id FROM (SELECT id FROM jobs WHERE queue = $${5 + index}
         AND available_at <= $2 ${names} ORDER BY priority DESC, available_at LIMIT $3)`;
     claim = statement(
-      `UPDATE jobs SET token = $1, available_at = $2 + $4,
-        waited_ms = $2 - available_at, attempts = attempts + 1, progress = NULL, locked = 0,
-        crashes = crashes + (token IS NOT NULL), recovered = (token IS NOT NULL),
-        last_error = CASE WHEN token IS NULL THEN last_error ELSE '${DIED}' || attempts END
+      `UPDATE jobs SET token = $1, available_at = $2 + $4, waited_ms = $2 - available_at,
+        ${CLAIM_SETS}
       WHERE id IN (${Array.from({ length: queueCount }, (_, i) => perQueue(i)).join(" UNION ALL ")}
         LIMIT $3)
-      RETURNING id, queue, name, payload, priority, attempts, crashes, retry_until, last_error,
-        created_at, batch_id, keyed, recovered`,
+      RETURNING ${CLAIMED_COLUMNS}`,
     );
     claimStatements.set(cacheKey, claim);
   }

@@ -14,13 +14,13 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
-import type { Migration } from "../../migrations/sqlite/mod.ts";
+import type { Migration } from "../../migrations/migration.ts";
 import { QueueClosedError } from "../errors.ts";
 import { FileWatch } from "./_file_watch.ts";
 import { retryWhileBusy } from "./_sqlite_connection.ts";
 import type { Engine, EngineTransaction, RunMode } from "./sql/engine.ts";
 import { migrationPlan } from "./sql/engine.ts";
-import { type Result, runSync, type Script, type Step } from "./sql/script.ts";
+import { oneWriteAtMost, type Result, runSync, type Script, type Step } from "./sql/script.ts";
 import type { Statement } from "./sql/statement.ts";
 
 /** One SQLite connection that runs scripts. */
@@ -51,7 +51,9 @@ export class SqliteEngine implements Engine {
 
   /** Runs the script in one write transaction, or statement by statement. */
   run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
-    if (mode === "statement") return this.#whenFree(() => runSync(start(), this.#step));
+    if (mode === "statement") {
+      return this.#whenFree(() => runSync(start(), oneWriteAtMost(this.#step)));
+    }
     return this.#whenFree(() => this.#inWriteTransaction(() => runSync(start(), this.#step)));
   }
 

@@ -23,7 +23,7 @@ export interface OverviewData {
   readonly metrics: QueueMetrics;
   /** Workers seen in the last 30 s. */
   readonly workers: WorkerInfo[];
-  /** Due jobs that none of those workers can claim (none knows their name on their queue). */
+  /** Due jobs none of those workers can claim (none knows their name on their queue); empty without workers. */
   readonly unclaimed: UnclaimedJobs[];
 }
 
@@ -127,7 +127,7 @@ function unclaimedTable(unclaimed: readonly UnclaimedJobs[]): Html {
     `
   );
   return html`
-    <h2>Waiting for a worker that knows them</h2>
+    <h2>Due jobs no running worker knows</h2>
     <p
       class="muted">Due jobs that no worker seen in the last 30 s can claim: none works their queue with a
     definition of their name (no worker runs, or the jobs module that defines them is not deployed yet).</p>

@@ -44,6 +44,25 @@ export interface SettledJob extends JobLinks {
   readonly locked: number;
 }
 
+/**
+ * What every claim writes on a job it leases, after its token, lease and
+ * wait: one more attempt, no progress and no locks yet, and, when it takes
+ * over a dead worker's lease (the row still has a token), a crash, the
+ * `recovered` mark and an error saying so.
+ */
+export const CLAIM_SETS = `attempts = attempts + 1, progress = NULL, locked = 0,
+  crashes = crashes + CASE WHEN token IS NULL THEN 0 ELSE 1 END,
+  recovered = CASE WHEN token IS NULL THEN 0 ELSE 1 END,
+  last_error = CASE WHEN token IS NULL THEN last_error
+    ELSE 'worker died during attempt ' || attempts END`;
+
+/** The columns a claim returns, in the order of `ClaimRow`. */
+export const CLAIMED_COLUMNS =
+  "id, queue, name, payload, priority, attempts, crashes, retry_until, last_error, created_at, batch_id, keyed, recovered";
+
+/** The links of a job to its chain and batch, as columns. */
+export const LINK_COLUMNS = "batch_id, batch_member, chain_id";
+
 /** The columns every settle statement returns, in the order of {@linkcode SettledJob}. */
 export const SETTLED_COLUMNS =
   "id, batch_id, batch_member, chain_id, queue, name, waited_ms, keyed, locked";

@@ -7,7 +7,7 @@
  * @internal
  * @module
  */
-import type { Migration } from "../../../migrations/sqlite/mod.ts";
+import type { Migration } from "../../../migrations/migration.ts";
 import type { Script } from "./script.ts";
 
 /**

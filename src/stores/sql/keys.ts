@@ -14,7 +14,9 @@ import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
 const FIND_UNIQUE = statement(
-  "SELECT job_id FROM job_keys WHERE key = $1 AND kind = 'unique' AND expires_at > $2",
+  // A key whose job is gone is stale (a process older than schema step 5 did not mark its job).
+  `SELECT job_id FROM job_keys WHERE key = $1 AND kind = 'unique' AND expires_at > $2
+    AND EXISTS (SELECT 1 FROM jobs WHERE jobs.id = job_keys.job_id)`,
   { oneRow: true },
 );
 const FIND_DEBOUNCED = statement(

@@ -62,6 +62,24 @@ export function* done<T>(value: T): Script<T> {
   return value;
 }
 
+/**
+ * `run`, refusing a second write: outside a transaction each statement
+ * commits alone, so a script that writes twice could stop half done (and
+ * a busy retry would write its first statement again).
+ */
+export function oneWriteAtMost<R>(run: (step: Step) => R): (step: Step) => R {
+  let writes = 0;
+  return (step) => {
+    if (!step.statement.readsOnly) writes += "each" in step ? step.each.length : 1;
+    if (writes > 1) {
+      throw new Error(
+        "A script run statement by statement may write once at most: run it in a write transaction",
+      );
+    }
+    return run(step);
+  };
+}
+
 /** Drives `script` to its end, running each step with `run` (synchronously). */
 export function runSync<T>(script: Script<T>, run: (step: Step) => unknown): T {
   let next = script.next();

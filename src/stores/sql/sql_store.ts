@@ -36,12 +36,13 @@ import type {
 import * as chainsBatches from "./chains_batches.ts";
 import { type Dialect, PLAIN, type RetrySelection } from "./dialect.ts";
 import type { Engine, EngineTransaction } from "./engine.ts";
+import { clear } from "./clear.ts";
 import * as failedJobs from "./failed_jobs.ts";
 import * as keys from "./keys.ts";
 import type { Script } from "./script.ts";
 import * as stats from "./stats.ts";
 import * as tick from "./tick.ts";
-import type { Migration } from "../../../migrations/sqlite/mod.ts";
+import type { Migration } from "../../../migrations/migration.ts";
 
 /** A store of jobs in a SQL database. */
 export class SqlStore implements Store {
@@ -230,7 +231,7 @@ export class SqlStore implements Store {
 
   /** Deletes waiting and leased jobs of one queue, or of all; batch jobs count as skipped. */
   clear(queue: string | undefined, now: number): Promise<number> {
-    return this.#write(() => failedJobs.clear(this.#dialect, queue, now));
+    return this.#write(() => clear(this.#dialect, queue, now));
   }
 
   /** Calls `listener` soon after another connection may have added or freed jobs. */

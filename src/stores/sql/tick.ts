@@ -12,10 +12,9 @@ import { type ClaimRow, toClaimedJobs } from "../_rows.ts";
 import type { MetricsPruning } from "../_stats_rows.ts";
 import type { ClaimedJob, ClaimRequest, Lease, Settlement, SettleResult } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
-import { type Dialect, KEYED, type SettledJob } from "./dialect.ts";
+import { type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
 import { exec, type Script } from "./script.ts";
-import { SETTLED_COLUMNS } from "./dialect.ts";
 import { statement } from "./statement.ts";
 import { recordMetrics } from "./stats.ts";
 
@@ -73,7 +72,7 @@ export function* settle(
     if (Number(job.locked) === 1) attempts.push({ id: settlement.id, token: settlement.token });
     if (settlement.kind === "release") {
       if (!skipped.includes(settlement.id)) released++;
-    } else if (Number(job.keyed) !== KEYED.none) ended.push(settlement.id);
+    } else if (Number(job.keyed) === KEYED.untilSettled) ended.push(settlement.id);
   }
   yield* releaseHeld(ended, attempts);
   yield* releaseRemoved(skipped);

@@ -1,0 +1,30 @@
+/**
+ * Clearing a queue: deleting its waiting and leased jobs, counting batch
+ * jobs among them as skipped, in one write transaction.
+ *
+ * @internal
+ * @module
+ */
+import type { JobLinks } from "../_rows.ts";
+import * as chainsBatches from "./chains_batches.ts";
+import { type Dialect, LINK_COLUMNS } from "./dialect.ts";
+import { releaseRemoved } from "./keys.ts";
+import { exec, type Script } from "./script.ts";
+import { statement } from "./statement.ts";
+
+const CLEAR_ONE = statement(`DELETE FROM jobs WHERE queue = $1 RETURNING id, ${LINK_COLUMNS}`);
+const CLEAR_ALL = statement(`DELETE FROM jobs RETURNING id, ${LINK_COLUMNS}`);
+
+/**
+ * Deletes waiting and leased jobs of one queue, or of all; batch jobs count
+ * as skipped, and a batch left with nothing pending finishes at `now`.
+ */
+export function* clear(dialect: Dialect, queue: string | undefined, now: number): Script<number> {
+  const { rows: deleted } = queue === undefined
+    ? yield* exec<JobLinks & { id: number }>(CLEAR_ALL)
+    : yield* exec<JobLinks & { id: number }>(CLEAR_ONE, queue);
+  yield* chainsBatches.cleared(deleted, now);
+  yield* releaseRemoved(deleted.map((row) => Number(row.id)));
+  yield* dialect.notify();
+  return deleted.length;
+}
