@@ -44,7 +44,10 @@ import { seenSince, toWorkerInfo, type WorkerInfo, type WorkersOptions } from ".
 
 /** Options for {@linkcode Queue.open}: where its store is, and the rest. */
 export interface QueueOptions extends StoreOptions {
-  /** The jobs module's URL (`import.meta.resolve("./jobs.ts")`), or the job definitions. */
+  /**
+   * The jobs module: its URL (`import.meta.resolve("./jobs.ts")`), or a path relative to the
+   * current folder; or the job definitions.
+   */
   jobs: JobsSource;
   /**
    * Source of stored times; tests inject one to move time without sleeping.
@@ -441,13 +444,20 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return runner;
   }
 
-  /** Jobs per queue by state, keyed by queue name, with the running jobs and their progress. */
+  /**
+   * Jobs per queue by state, keyed by queue name, with the running jobs and
+   * their progress. Every queue the registered jobs name is there, with zeros
+   * when idle, and so is every other queue that holds a job.
+   */
   async counts(): Promise<Record<string, QueueCounts>> {
     this.#assertOpen("count jobs");
     const now = this.#clock.now();
     const [rows, running] = [await this.#store.counts(now), await this.#store.running(now)];
+    const idle = { pending: 0, delayed: 0, reserved: 0, failed: 0 };
+    const byQueue = new Map(this.#registry.defaultQueues().map((queue) => [queue, idle]));
+    for (const { queue, ...counts } of rows) byQueue.set(queue, counts);
     return Object.fromEntries(
-      rows.map(({ queue, ...counts }) => [
+      [...byQueue].map(([queue, counts]) => [
         queue,
         { ...counts, running: running.filter((job) => job.queue === queue).map(toRunningJob) },
       ]),

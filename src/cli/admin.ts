@@ -6,9 +6,9 @@
  * @module
  * @internal
  */
+import { databaseOptions } from "../config.ts";
 import { Queue } from "../queue.ts";
 import {
-  databaseOptions,
   expectPositionals,
   type ParsedArgs,
   readDb,

@@ -5,13 +5,12 @@
  * @module
  * @internal
  */
-import { resolve } from "node:path";
-import { pathToFileURL } from "node:url";
+import { databaseOptions } from "../config.ts";
 import { Queue } from "../queue.ts";
+import { moduleUrl } from "../registry.ts";
 import type { Runner } from "../runner.ts";
 import type { ExecutorKind, WorkOptions } from "../work_options.ts";
 import {
-  databaseOptions,
   expectPositionals,
   type ParsedArgs,
   readDb,
@@ -46,11 +45,6 @@ interface WorkReport {
   started(worker: Runner): void;
   stopping(signal: Deno.Signal, graceMs: number): void;
   stopped(worker: Runner): Promise<void>;
-}
-
-/** A path resolved against the cwd into a file URL; a URL (`file:`, `https:`, `jsr:`) as given. */
-function jobsUrl(jobs: string): string {
-  return /^[a-z][a-z0-9+.-]+:/i.test(jobs) ? jobs : pathToFileURL(resolve(jobs)).href;
 }
 
 function readSettings(args: ParsedArgs): WorkSettings {
@@ -90,7 +84,7 @@ function readSettings(args: ParsedArgs): WorkSettings {
   });
   return {
     db: readDb(args),
-    jobs: jobsUrl(jobs),
+    jobs: moduleUrl(jobs),
     supervise: !readSwitch(args, "no-supervise"),
     options,
   };
