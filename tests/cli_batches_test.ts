@@ -53,6 +53,7 @@ Deno.test("batches prints a table, newest first, with state and progress; --json
   const ids = await fourBatches(queue);
   const db = ["--db", tmp.dbPath];
 
+  await (await Queue.open({ path: `${tmp.dir}/empty.db`, jobs: [] })).close();
   const [table, json, limited, empty] = await Promise.all([
     runCli(["batches", ...db]),
     runCli(["batches", "--json", ...db]),

@@ -371,6 +371,7 @@ Deno.test("failed lists failed jobs as a table, as JSON, and up to --limit", asy
   const ids = await withFailed(queue, 3);
   const db = ["--db", tmp.dbPath];
 
+  await (await Queue.open({ path: join(tmp.dir, "empty.db"), jobs: [] })).close();
   const [table, json, limited, none] = await Promise.all([
     runCli(["failed", ...db]),
     runCli(["failed", "--json", ...db]),
@@ -508,6 +509,7 @@ Deno.test("stats prints the counts per queue (a table, or JSON), and migrate the
 
 Deno.test("stats --watch --json prints a line a second until SIGINT, then exits 0", async () => {
   await using tmp = await tempDir();
+  await (await Queue.open({ path: tmp.dbPath, jobs: [] })).close();
   await using watch = startCli(["stats", "--watch", "--json", "--db", tmp.dbPath]);
   await watch.waitForRecord(() => true);
   watch.kill("SIGINT");

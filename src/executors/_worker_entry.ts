@@ -71,8 +71,31 @@ function flush(): void {
     progress.clear();
   }
   if (results.length === 0) return;
-  send({ type: "results", results });
+  const batch = results;
   results = [];
+  try {
+    send({ type: "results", results: batch });
+  } catch {
+    // One result would not clone: send each on its own, so the others still arrive.
+    for (const result of batch) sendAlone(result);
+  }
+}
+
+/** Sends one result; one that will not clone goes as an error saying why. */
+function sendAlone(result: WireResult): void {
+  try {
+    send({ type: "results", results: [result] });
+  } catch (error) {
+    send({
+      type: "results",
+      results: [{
+        runId: result.runId,
+        kind: "error",
+        error: toWire(asError(error)),
+        permanent: false,
+      }],
+    });
+  }
 }
 
 /** Asks the main thread, which validates and stores, to dispatch (into a batch when `batchId` is set). */

@@ -88,9 +88,30 @@ export type FromWorker =
     readonly batchId: number | null;
   };
 
-/** `error` in a form that survives `postMessage`. */
+/**
+ * `error` in a form that survives `postMessage`: strings only. A handler may
+ * throw an error whose `name` or `stack` is a function, or whose getters
+ * throw; each field is then read defensively, so one odd error can never make
+ * the message carrying it (and its siblings' results) fail to clone.
+ */
 export function toWire(error: Error): WireError {
-  return { name: error.name, message: error.message, stack: error.stack };
+  const stack = text(() => error.stack, undefined);
+  return {
+    name: text(() => error.name, "Error"),
+    message: text(() => error.message, ""),
+    stack: stack === "" ? undefined : stack,
+  };
+}
+
+/** A field as a string: `String()` of it, `fallback` when it is missing or cannot be read. */
+function text<T extends string | undefined>(read: () => unknown, fallback: T): string | T {
+  try {
+    const value = read();
+    if (value === undefined || value === null) return fallback;
+    return typeof value === "string" ? value : String(value);
+  } catch {
+    return fallback;
+  }
 }
 
 /** An `Error` again, with the name, message and stack it had. */
