@@ -427,6 +427,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         appKeys: this.#appKeys,
         dispatch: (name, payloads, options, batchId) =>
           this.#dispatchByName(name, payloads, options, batchId),
+        fallback: () => new IsolateExecutor(this.#registry, this.#handlerQueue, this.#cipher),
+        onFallback: (error) => this.emit("queue:error", { error, during: "starting Web Workers" }),
       })
       : new IsolateExecutor(this.#registry, this.#handlerQueue, this.#cipher);
     const runner = new Runner({

@@ -38,6 +38,13 @@ export interface WireFailedHook {
 export type ToWorker =
   | { readonly type: "init"; readonly jobsUrl: string; readonly appKeys: AppKeys | null }
   | {
+    /**
+     * The pool heard "ready": runs may start. Until then none does, so a Web
+     * Worker that dies before this failed to start, and no job made it die.
+     */
+    readonly type: "go";
+  }
+  | {
     /** The attempts one worker tick handed this Web Worker, started together. */
     readonly type: "run";
     readonly runs: { readonly runId: number; readonly request: WireRequest }[];
@@ -67,6 +74,15 @@ export interface WireResult {
 
 /** Web Worker to main thread. */
 export type FromWorker =
+  | {
+    /** The jobs module loaded: the Web Worker can run jobs. */
+    readonly type: "ready";
+  }
+  | {
+    /** The jobs module (or the key) failed to load: the Web Worker cannot run any job. */
+    readonly type: "init-failed";
+    readonly error: WireError;
+  }
   | {
     /** Several results at once, so the runner settles them in one transaction. */
     readonly type: "results";
