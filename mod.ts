@@ -25,7 +25,7 @@
  */
 export { type Backoff } from "./src/backoff.ts";
 export { type Clock, systemClock } from "./src/clock.ts";
-export { type QueueConfig, readConfig } from "./src/config.ts";
+export { type DatabaseOptions, type QueueConfig, readConfig } from "./src/config.ts";
 export { generateAppKey } from "./src/encryption.ts";
 export {
   JobTimeoutError,

@@ -10,7 +10,7 @@ import { Queue, readConfig } from "../mod.ts";
 import { resizeImage, sendNewsletter } from "./jobs.ts";
 
 await using queue = await Queue.open({
-  path: readConfig().db,
+  ...readConfig().database,
   jobs: import.meta.resolve("./jobs.ts"),
 });
 const ids = await queue.dispatchMany(

@@ -109,9 +109,19 @@ export function page(options: ListOptions, method: string): Page {
 }
 
 /** The time before which {@linkcode PruneOptions} prune. */
-export function cutoff(now: number, { olderThanMs }: PruneOptions, method: string): number {
-  if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
-    throw new RangeError(`${method}: olderThanMs must be a number >= 0: got ${olderThanMs}`);
+export function cutoff(now: number, options: PruneOptions | undefined, method: string): number {
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError(
+      `${method}: options with olderThanMs are required, e.g. { olderThanMs: 86_400_000 }`,
+    );
+  }
+  const { olderThanMs } = options;
+  if (typeof olderThanMs !== "number" || !Number.isFinite(olderThanMs) || olderThanMs < 0) {
+    throw new RangeError(
+      `${method}: olderThanMs must be a number >= 0: got ${
+        JSON.stringify(olderThanMs) ?? "undefined"
+      }`,
+    );
   }
   return now - olderThanMs;
 }

@@ -213,3 +213,14 @@ export function toBatchStatus(row: BatchRow): BatchStatus {
       row.total === 0 ? 100 : Math.floor(((row.total - row.pending) / row.total) * 100),
   };
 }
+
+/**
+ * What a progress bar shows for a batch: the share of its jobs that ran to an
+ * end (succeeded or failed), 0 to 100, rounded down. Unlike `progress()`, a
+ * skipped job does not count, so a batch cancelled before any job ran shows
+ * 0 %, not a full bar.
+ */
+export function ranShare(batch: Pick<BatchStatus, "total" | "succeeded" | "failed">): number {
+  if (batch.total === 0) return 100;
+  return Math.floor(((batch.succeeded + batch.failed) / batch.total) * 100);
+}

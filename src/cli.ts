@@ -79,7 +79,7 @@ function find(name: string): Command {
 function overview(): string {
   const width = Math.max(...COMMANDS.map(({ name }) => name.length));
   return [
-    "@renox/queue: background jobs kept in one SQLite file",
+    "@renox/queue: background jobs kept in a SQLite file or a PostgreSQL database",
     "",
     `Usage: ${PROGRAM} <command> [flags]`,
     "",
@@ -87,7 +87,8 @@ function overview(): string {
     ...COMMANDS.map(({ name, summary }) => `  ${name.padEnd(width)}  ${summary}`),
     "",
     `Every command takes ${Object.keys(COMMON_FLAGS).map((flag) => `--${flag}`).join(", ")}.`,
-    `The database is --db, else $QUEUE_DB, else ./.renox/queue.db. "<command> --help" says more.`,
+    `The database (a SQLite file or a postgres:// URL) is --db, else $QUEUE_DB, else`,
+    `./.renox/queue.db in the current folder. "<command> --help" says more.`,
     "",
     EXIT_CODES,
   ].join("\n");

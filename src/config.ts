@@ -4,15 +4,25 @@
  *
  * @module
  */
-import { z } from "zod";
+// A full specifier: an app importing this module from another folder resolves bare names with
+// its own import map, which need not list this dependency.
+// deno-lint-ignore no-import-prefix
+import { z } from "npm:zod@4";
+import { isPostgresUrl } from "./stores/database_url.ts";
 
 /** The queue's settings, as {@linkcode readConfig} returns them. */
 export interface QueueConfig {
   /**
-   * The SQLite file, from `QUEUE_DB`.
+   * The database, from `QUEUE_DB`: a SQLite file (relative to the current
+   * folder) or a `postgres://` URL.
    * @default {"./.renox/queue.db"}
    */
   readonly db: string;
+  /**
+   * `db` as `Queue.open` takes it: `{ url }` for a `postgres://` URL, else
+   * `{ path }`. Spread it into the options: `Queue.open({ ...config.database, jobs })`.
+   */
+  readonly database: DatabaseOptions;
   /**
    * Jobs a serving app runs at once in its own process, from `QUEUE_WORKERS`; 0 runs none there
    * (a separate `work` process does the work).
@@ -21,13 +31,25 @@ export interface QueueConfig {
   readonly workers: number;
 }
 
+/** Where `Queue.open` finds a database named by one string: `{ url }` or `{ path }`. */
+export type DatabaseOptions = { readonly url: string } | { readonly path: string };
+
+/**
+ * The one rule for a database named by one string (`QUEUE_DB`, `--db`): a
+ * `postgres://` or `postgresql://` URL selects PostgreSQL, anything else is a
+ * SQLite file.
+ */
+export function databaseOptions(db: string): DatabaseOptions {
+  return isPostgresUrl(db) ? { url: db } : { path: db };
+}
+
 /** The variables {@linkcode readConfig} reads. */
 const VARIABLES = ["QUEUE_DB", "QUEUE_WORKERS"] as const;
 
 const MAX_WORKERS = 10_000;
 
 const schema = z.object({
-  QUEUE_DB: z.string({ error: "must be a path" }).default("./.renox/queue.db"),
+  QUEUE_DB: z.string({ error: "must be a path or a postgres:// URL" }).default("./.renox/queue.db"),
   QUEUE_WORKERS: z.string({ error: "must be a whole number >= 0" })
     .regex(/^\s*\d+\s*$/, { error: "must be a whole number >= 0" })
     .transform(Number)
@@ -37,8 +59,10 @@ const schema = z.object({
 
 /**
  * Reads {@linkcode QueueConfig} from environment variables: `QUEUE_DB` (the
- * SQLite file, default `./.renox/queue.db`) and `QUEUE_WORKERS` (jobs a
- * serving app runs in its own process, default 2, 0 for none). An unset or
+ * SQLite file, default `./.renox/queue.db` in the current folder, or a
+ * `postgres://` URL) and `QUEUE_WORKERS` (jobs a serving app runs in its own
+ * process, default 2, 0 for none). Open the queue with
+ * `Queue.open({ ...config.database, jobs })`, so a URL selects PostgreSQL. An unset or
  * empty variable takes its default; a bad value throws a `TypeError` that
  * names the variable and the value.
  *
@@ -50,7 +74,8 @@ const schema = z.object({
  * import { readConfig } from "@renox/queue";
  *
  * const config = readConfig({ QUEUE_WORKERS: "4" });
- * console.log(config); // { db: "./.renox/queue.db", workers: 4 }
+ * console.log(config.db, config.workers); // ./.renox/queue.db 4
+ * console.log(config.database); // { path: "./.renox/queue.db" }
  * ```
  */
 export function readConfig(
@@ -61,7 +86,10 @@ export function readConfig(
     QUEUE_DB: env.QUEUE_DB || undefined,
     QUEUE_WORKERS: env.QUEUE_WORKERS || undefined,
   });
-  if (result.success) return { db: result.data.QUEUE_DB, workers: result.data.QUEUE_WORKERS };
+  if (result.success) {
+    const db = result.data.QUEUE_DB;
+    return { db, database: databaseOptions(db), workers: result.data.QUEUE_WORKERS };
+  }
   const problems = result.error.issues.map((issue) => {
     const variable = String(issue.path[0]);
     return `${variable} ${issue.message}: got ${JSON.stringify(env[variable])}`;

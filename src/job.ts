@@ -396,8 +396,17 @@ export function defineJob<S extends PayloadSchema>(config: JobConfig<S>): JobDef
     throw new TypeError(`${where}: debounceMaxWaitMs needs debounceMs`);
   }
   assertBackoff(name, definition.backoff);
-  if (!(definition.jitter >= 0 && definition.jitter <= 1)) {
-    throw new RangeError(`${where}: jitter must be a fraction from 0 to 1: got ${config.jitter}`);
+  if (definition.maxAttempts === Infinity && definition.retryUntil === undefined) {
+    throw new RangeError(
+      `${where}: maxAttempts Infinity needs retryUntil, or the job would retry forever`,
+    );
+  }
+  if (
+    typeof definition.jitter !== "number" || !(definition.jitter >= 0 && definition.jitter <= 1)
+  ) {
+    throw new RangeError(
+      `${where}: jitter must be a number from 0 to 1: got ${JSON.stringify(config.jitter)}`,
+    );
   }
   assertPriority(definition.priority, where);
   DEFINITIONS.add(definition);

@@ -60,6 +60,12 @@ export class JobRows {
       throw new TypeError(`Cannot dispatch "${job.name}"${role}: payloads must be an array`);
     }
     const where = `Cannot dispatch "${job.name}"${role}`;
+    // `map` skips the holes of a sparse array (`new Array(3)`), which would store nothing.
+    for (let index = 0; index < payloads.length; index++) {
+      if (!(index in payloads)) {
+        throw new TypeError(`${where}: payloads[${index}] is missing (a hole in the array)`);
+      }
+    }
     const { queue, delayMs, priority } = resolveDispatch(job, options, where);
     const createdAt = this.#clock.now();
     const retryUntil = job.retryUntil === undefined

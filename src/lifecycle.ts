@@ -192,12 +192,28 @@ export function storedError(error: Error): StoredError {
   return { message: storable(`${String(error.name)}: ${String(error.message)}`), stack };
 }
 
+/** The most of an error's message, and of its stack, that is stored: 64 KiB of UTF-8 each. */
+export const MAX_ERROR_BYTES = 64 * 1024;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
 /**
  * Text every store keeps as given: NUL (which PostgreSQL text refuses) and
- * lone surrogates become U+FFFD, so no error message can make a settle fail.
+ * lone surrogates become U+FFFD, so no error message can make a settle fail;
+ * past {@linkcode MAX_ERROR_BYTES} it is cut, saying so, as payloads are
+ * capped (a 10 MB message would otherwise be stored, logged and served whole).
  */
 function storable(text: unknown): string {
-  return String(text).replaceAll("\0", "\uFFFD").toWellFormed();
+  const clean = String(text).replaceAll("\0", "\uFFFD").toWellFormed();
+  // A UTF-16 unit is at most 3 bytes of UTF-8, so short text needs no count.
+  if (clean.length * 3 <= MAX_ERROR_BYTES) return clean;
+  const bytes = encoder.encode(clean);
+  if (bytes.length <= MAX_ERROR_BYTES) return clean;
+  const note = `\n… [cut: ${bytes.length} bytes, the first ${MAX_ERROR_BYTES} kept]`;
+  // A character cut in two decodes as U+FFFD, which the stores keep.
+  const kept = decoder.decode(bytes.subarray(0, MAX_ERROR_BYTES - encoder.encode(note).length));
+  return kept + note;
 }
 
 /** A job whose rules themselves failed (e.g. a backoff function that threw): it fails for good. */

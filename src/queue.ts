@@ -274,6 +274,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         appKeys: this.#appKeys,
         dispatch: (name, payloads, options, batchId) =>
           this.#handlerDispatch.byName(name, payloads, options, batchId),
+        fallback: () => new IsolateExecutor(this.#registry, this.#handlerQueue, this.#cipher),
+        onFallback: (error) => this.emit("queue:error", { error, during: "starting Web Workers" }),
       })
       : new IsolateExecutor(this.#registry, this.#handlerQueue, this.#cipher);
     const runner = new Runner({
@@ -291,13 +293,20 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return runner;
   }
 
-  /** Jobs per queue by state, keyed by queue name, with the running jobs and their progress. */
+  /**
+   * Jobs per queue by state, keyed by queue name, with the running jobs and
+   * their progress. Every queue the registered jobs name is there, with zeros
+   * when idle, and so is every other queue that holds a job.
+   */
   async counts(): Promise<Record<string, QueueCounts>> {
     this.#assertOpen("count jobs");
     const now = this.#clock.now();
     const [rows, running] = [await this.#store.counts(now), await this.#store.running(now)];
+    const idle = { pending: 0, delayed: 0, reserved: 0, failed: 0 };
+    const byQueue = new Map(this.#registry.defaultQueues().map((queue) => [queue, idle]));
+    for (const { queue, ...counts } of rows) byQueue.set(queue, counts);
     return Object.fromEntries(
-      rows.map(({ queue, ...counts }) => [
+      [...byQueue].map(([queue, counts]) => [
         queue,
         { ...counts, running: running.filter((job) => job.queue === queue).map(toRunningJob) },
       ]),

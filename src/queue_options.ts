@@ -12,7 +12,10 @@ import type { StoreOptions } from "./store_options.ts";
 
 /** Options for {@linkcode Queue.open}: where its store is, and the rest. */
 export interface QueueOptions extends StoreOptions {
-  /** The jobs module's URL (`import.meta.resolve("./jobs.ts")`), or the job definitions. */
+  /**
+   * The jobs module: its URL (`import.meta.resolve("./jobs.ts")`), or a path relative to the
+   * current folder; or the job definitions.
+   */
   jobs: JobsSource;
   /**
    * Source of stored times; tests inject one to move time without sleeping.

@@ -4,10 +4,27 @@
  * @internal
  * @module
  */
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { isJobDefinition, type JobDefinition } from "./job.ts";
 
-/** Where job definitions come from: a jobs module's URL, or the definitions themselves. */
+/**
+ * Where job definitions come from: a jobs module's URL or path (a relative
+ * path is resolved against the current folder), or the definitions themselves.
+ */
 export type JobsSource = string | URL | readonly JobDefinition[];
+
+/**
+ * A jobs module's URL: a URL (`file:`, `https:`, `jsr:`) as given, a path
+ * resolved against the current folder (not against this library's folder,
+ * where a bare `import()` would look).
+ */
+export function moduleUrl(source: string | URL): string {
+  const text = String(source);
+  if (text.trim() === "") throw new TypeError("jobs must name a jobs module: got an empty string");
+  // Two letters at least before the colon: `C:\\jobs.ts` is a Windows path, not a URL.
+  return /^[a-z][a-z0-9+.-]+:/i.test(text) ? text : pathToFileURL(resolve(text)).href;
+}
 
 /** The job definitions of one process, looked up by name. */
 export class JobRegistry {
@@ -40,7 +57,7 @@ export class JobRegistry {
       }
       return new JobRegistry(source, undefined);
     }
-    const url = String(source);
+    const url = moduleUrl(source);
     let exports: Record<string, unknown>;
     try {
       exports = await import(url);

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { isPostgresUrl } from "./stores/database_url.ts";
+import { isPostgresUrl, redactPassword } from "./stores/database_url.ts";
 import { type Durability, SqliteStore } from "./stores/sqlite.ts";
 import type { Store } from "./stores/store.ts";
 
@@ -12,6 +12,8 @@ import type { Store } from "./stores/store.ts";
 export interface StoreOptions {
   /**
    * SQLite file to keep jobs in, created with its folder if missing; `":memory:"` for one process.
+   * A relative path is resolved against the current folder. A URL (`postgres://…`) is refused:
+   * pass it as `url` (`readConfig().database` picks the right one).
    * @default {"./.renox/queue.db"}
    */
   path?: string;
@@ -39,12 +41,30 @@ export interface StoreOptions {
 /** Opens the store `options` name: `store`, else `url` or `DATABASE_URL`, else the SQLite file. */
 export async function openStore(options: StoreOptions): Promise<Store> {
   if (options.store !== undefined) return options.store;
+  if (options.path !== undefined) assertPath(options.path);
   const url = options.url ?? (options.path === undefined ? databaseUrl() : undefined);
   if (url !== undefined) return await openPostgres(url);
   return await SqliteStore.open(options.path ?? "./.renox/queue.db", {
     ...(options.durability !== undefined && { durability: options.durability }),
     ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
   });
+}
+
+/** Throws a `TypeError` unless `path` can name a SQLite file: not empty, not a URL. */
+function assertPath(path: unknown): void {
+  if (typeof path !== "string" || path.trim() === "") {
+    throw new TypeError(
+      `Queue.open: path must name a SQLite file (or ":memory:"): got ${JSON.stringify(path)}`,
+    );
+  }
+  // `file:` is SQLite's own URI filename form; any other scheme names another kind of database.
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(path) && !/^file:/i.test(path)) {
+    throw new TypeError(
+      `Queue.open: path is a URL, not a SQLite file: got "${
+        redactPassword(path)
+      }" (pass a database URL as url, e.g. Queue.open({ ...readConfig().database, jobs }))`,
+    );
+  }
 }
 
 /** `DATABASE_URL` when it names a PostgreSQL database (and the environment may be read). */

@@ -5,6 +5,7 @@
  * @module
  */
 import { join } from "node:path";
+import type { QueueCounts } from "../src/admin_views.ts";
 import type { Clock } from "../src/clock.ts";
 
 /** A temp folder removed on dispose, with a fresh database path inside. */
@@ -72,4 +73,19 @@ export function nextEvent<D>(
     };
     target.addEventListener(type, listener);
   });
+}
+
+/**
+ * `queue.counts()` without the queues that hold nothing: `counts()` lists
+ * every queue the jobs name, with zeros, so "nothing stored" reads `{}` here.
+ */
+export async function heldCounts(
+  queue: { counts(): Promise<Record<string, QueueCounts>> },
+): Promise<Record<string, QueueCounts>> {
+  const counts = await queue.counts();
+  return Object.fromEntries(
+    Object.entries(counts).filter(([, { pending, delayed, reserved, failed }]) =>
+      [pending, delayed, reserved, failed].some((count) => count !== 0)
+    ),
+  );
 }

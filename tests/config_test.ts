@@ -2,12 +2,17 @@ import assert from "node:assert/strict";
 import { readConfig } from "../mod.ts";
 
 Deno.test("readConfig() fills in the defaults when nothing is set", () => {
-  assert.deepEqual(readConfig({}), { db: "./.renox/queue.db", workers: 2 });
+  assert.deepEqual(readConfig({}), {
+    db: "./.renox/queue.db",
+    database: { path: "./.renox/queue.db" },
+    workers: 2,
+  });
 });
 
 Deno.test("readConfig() reads QUEUE_DB and QUEUE_WORKERS; 0 workers turns them off", () => {
   assert.deepEqual(readConfig({ QUEUE_DB: "/var/lib/app/jobs.db", QUEUE_WORKERS: "8" }), {
     db: "/var/lib/app/jobs.db",
+    database: { path: "/var/lib/app/jobs.db" },
     workers: 8,
   });
   assert.equal(readConfig({ QUEUE_WORKERS: "0" }).workers, 0);
@@ -17,6 +22,7 @@ Deno.test("readConfig() reads QUEUE_DB and QUEUE_WORKERS; 0 workers turns them o
 Deno.test("readConfig() takes an empty variable for an unset one", () => {
   assert.deepEqual(readConfig({ QUEUE_DB: "", QUEUE_WORKERS: "" }), {
     db: "./.renox/queue.db",
+    database: { path: "./.renox/queue.db" },
     workers: 2,
   });
 });
@@ -56,7 +62,11 @@ Deno.test("readConfig() reads the process environment by default, with nothing m
   ]);
   const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
   assert.equal(set.code, 0, decode(set.stderr));
-  assert.deepEqual(JSON.parse(decode(set.stdout)), { db: "/tmp/x.db", workers: 5 });
+  assert.deepEqual(JSON.parse(decode(set.stdout)), {
+    db: "/tmp/x.db",
+    database: { path: "/tmp/x.db" },
+    workers: 5,
+  });
   assert.notEqual(bad.code, 0);
   assert.match(decode(bad.stderr), /QUEUE_WORKERS must be a whole number >= 0: got "lots"/);
 });

@@ -93,7 +93,8 @@ Deno.test("defineJob() keeps every setting it is given", () => {
 });
 
 Deno.test("defineJob() accepts unlimited attempts, a jitter of 0 or 1 and a 255-character name", () => {
-  assert.equal(defineJob(config({ maxAttempts: Infinity })).maxAttempts, Infinity);
+  const retryUntil = (at: Date) => new Date(at.getTime() + 60_000);
+  assert.equal(defineJob(config({ maxAttempts: Infinity, retryUntil })).maxAttempts, Infinity);
   assert.equal(defineJob(config({ jitter: 0 })).jitter, 0);
   assert.equal(defineJob(config({ jitter: 1 })).jitter, 1);
   assert.equal(defineJob(config({ name: "n".repeat(255) })).name.length, 255);
@@ -170,6 +171,16 @@ Deno.test("defineJob() refuses a jitter outside 0 to 1", () => {
   for (const jitter of [2, -0.1, NaN]) {
     assertRefused({ jitter }, RangeError, "jitter");
   }
+});
+
+Deno.test("defineJob() refuses a jitter given as a string, though it would read as a number", () => {
+  for (const jitter of ["0.5", "1", true]) {
+    assertRefused({ jitter }, RangeError, "jitter");
+  }
+});
+
+Deno.test("defineJob() refuses maxAttempts Infinity without retryUntil, which would retry forever", () => {
+  assertRefused({ maxAttempts: Infinity }, RangeError, "retryUntil");
 });
 
 Deno.test("defineJob() refuses a non-integer priority", () => {

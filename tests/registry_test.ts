@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { relative } from "node:path";
+import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { defineJob, type JobDefinition, Queue } from "../mod.ts";
 import { drain } from "../src/testing.ts";
@@ -126,4 +128,11 @@ Deno.test("A worker takes jobs from every queue the registered jobs name by defa
   const stats = await drain(queue);
   assert.equal(stats.completed, 3);
   assert.deepEqual(ran, ["plain", "mail", "report"], "default first, then by queue name");
+});
+
+Deno.test("Queue.open() resolves a relative jobs path against the current folder, not the library's", async () => {
+  const path = relative(Deno.cwd(), fileURLToPath(JOBS_URL));
+  assert.ok(!path.startsWith("/") && !/^[a-z]+:/i.test(path), path);
+  await using queue = await Queue.open({ path: ":memory:", jobs: `./${path}` });
+  assert.equal(typeof await queue.dispatch(recordOrder, { orderId: 2 }), "number");
 });

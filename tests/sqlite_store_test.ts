@@ -76,9 +76,9 @@ function only(rows: readonly Record<string, unknown>[]): unknown {
   return Object.values(rows[0]!)[0];
 }
 
-/** Reads a pragma on the store's own connection, through an app transaction. */
+/** Reads a pragma on the store's own connection, through an app transaction (its table-valued form: tx.query refuses PRAGMA). */
 async function storePragma(store: SqliteStore, name: string): Promise<unknown> {
-  return only(await store.transaction((tx) => tx.query(`PRAGMA ${name}`)));
+  return only(await store.transaction((tx) => tx.query(`SELECT * FROM pragma_${name}`)));
 }
 
 /** A fixture script under tests/fixtures/store/. */

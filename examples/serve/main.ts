@@ -48,7 +48,7 @@ const listeners = (["SIGINT", "SIGTERM"] as const).map((signal) =>
 );
 for (const [signal, listener] of listeners) Deno.addSignalListener(signal, listener);
 
-const queue = await Queue.open({ path: config.db, jobs: import.meta.resolve("../jobs.ts") });
+const queue = await Queue.open({ ...config.database, jobs: import.meta.resolve("../jobs.ts") });
 if (config.workers > 0) worker = queue.work({ concurrency: config.workers });
 
 function json(body: unknown, status = 200): Response {

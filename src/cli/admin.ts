@@ -6,9 +6,10 @@
  * @module
  * @internal
  */
+import { resolve } from "node:path";
+import { databaseOptions } from "../config.ts";
 import { Queue } from "../queue.ts";
 import {
-  databaseOptions,
   expectPositionals,
   type ParsedArgs,
   readDb,
@@ -22,9 +23,30 @@ import { redactPassword } from "../stores/database_url.ts";
 import type { Command } from "./command.ts";
 import { firstLine, formatTable } from "./table.ts";
 
-/** Opens the queue on the command's database, migrating it, with no jobs registered. */
-export function openAdminQueue(args: ParsedArgs): Promise<Queue> {
-  return Queue.open({ ...databaseOptions(readDb(args)), jobs: [] });
+/**
+ * Opens the queue on the command's database, migrating it, with no jobs
+ * registered. A SQLite file must exist, unless `create` (migrate): a mistyped
+ * `--db` is an error, not a new empty database.
+ */
+export async function openAdminQueue(args: ParsedArgs, create = false): Promise<Queue> {
+  const options = databaseOptions(readDb(args));
+  if ("path" in options && !create) assertDatabaseFile(options.path);
+  return await Queue.open({ ...options, jobs: [] });
+}
+
+/** Throws unless the SQLite file `path` exists (`:memory:` and `file:` URIs pass). */
+function assertDatabaseFile(path: string): void {
+  if (path === ":memory:" || path.startsWith("file:")) return;
+  try {
+    if (Deno.statSync(path).isFile) return;
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+  throw new Error(
+    `no database at ${
+      resolve(path)
+    }: check --db or QUEUE_DB (the work and migrate commands create it)`,
+  );
 }
 
 /** Reads the positional ids (of jobs, or of what `noun` names), each a positive whole number. */
@@ -213,7 +235,7 @@ const migrate: Command = {
   flags: {},
   async run(args) {
     expectPositionals(args, 0, 0, "");
-    await using queue = await openAdminQueue(args);
+    await using queue = await openAdminQueue(args, true);
     const [row] = await queue.transaction((tx) =>
       tx.query<{ version: number }>("SELECT MAX(version) AS version FROM queue_migrations")
     );

@@ -9,7 +9,6 @@
 import { parseArgs } from "node:util";
 import { readConfig } from "../config.ts";
 import { assertQueueName } from "../names.ts";
-import { isPostgresUrl } from "../stores/database_url.ts";
 
 /** A flag a command takes. */
 export interface Flag {
@@ -203,15 +202,6 @@ export function readDb(args: ParsedArgs): string {
   } catch (error) {
     throw new UsageError(args.command, (error as Error).message);
   }
-}
-
-/**
- * Where `Queue.open` finds the database named by `--db` or `QUEUE_DB`: a
- * `postgres://` or `postgresql://` URL selects PostgreSQL, anything else is a
- * SQLite file.
- */
-export function databaseOptions(db: string): { url: string } | { path: string } {
-  return isPostgresUrl(db) ? { url: db } : { path: db };
 }
 
 /** Throws unless there are between `min` and `max` positional arguments. */

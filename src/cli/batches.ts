@@ -6,7 +6,7 @@
  * @module
  * @internal
  */
-import type { BatchStatus } from "../batch.ts";
+import { type BatchStatus, ranShare } from "../batch.ts";
 import { expectPositionals, readInteger, readSwitch } from "./args.ts";
 import { HOURS_FLAG, openAdminQueue, plural, readHours, readIds } from "./admin.ts";
 import type { Command } from "./command.ts";
@@ -27,7 +27,7 @@ const batches: Command = {
   operands: "",
   summary: "list batches, newest first, with their progress",
   description:
-    "Lists batches, newest first: id, name, state, progress, and how many jobs are pending,\nsucceeded, failed and skipped out of the total.",
+    "Lists batches, newest first: id, name, state, progress (the share of jobs that ran: succeeded\nor failed, not skipped), and how many jobs are pending, succeeded, failed and skipped out of\nthe total.",
   flags: {
     limit: { type: "string", value: "N", help: "show at most N batches, 1 to 1000 (default 100)" },
     json: { type: "boolean", help: "print a JSON array" },
@@ -62,7 +62,7 @@ const batches: Command = {
           String(batch.id),
           firstLine(batch.name, 40),
           state(batch),
-          `${batch.progress()}%`,
+          `${ranShare(batch)}%`,
           String(batch.total),
           String(batch.pending),
           String(batch.succeeded),

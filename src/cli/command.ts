@@ -5,6 +5,8 @@
  * @module
  * @internal
  */
+import { relative } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { Flag, ParsedArgs } from "./args.ts";
 
 /** One command of the CLI. */
@@ -27,15 +29,32 @@ export interface Command {
 export const COMMON_FLAGS: Readonly<Record<string, Flag>> = {
   db: {
     type: "string",
-    value: "PATH",
-    help: "the SQLite file (default: $QUEUE_DB, else ./.renox/queue.db)",
+    value: "DB",
+    help:
+      "a SQLite file or a postgres:// URL (default: $QUEUE_DB, else ./.renox/queue.db in the current folder)",
   },
   verbose: { type: "boolean", help: "print the stack of an error" },
   help: { type: "boolean", short: "h", help: "print this help" },
 };
 
-/** How the CLI is started, for usage lines. */
-export const PROGRAM = "deno run -A jsr:@renox/queue/cli";
+/**
+ * How the CLI is started, for usage lines: `jsr:@renox/queue/cli` when it
+ * comes from JSR, the path of its module when it runs from source.
+ */
+export const PROGRAM: string = program(new URL("../cli.ts", import.meta.url));
+
+function program(cli: URL): string {
+  if (cli.protocol !== "file:") return "deno run -A jsr:@renox/queue/cli";
+  const path = fileURLToPath(cli);
+  let shown = path;
+  try {
+    const fromHere = relative(Deno.cwd(), path);
+    if (!fromHere.startsWith("..")) shown = fromHere.startsWith(".") ? fromHere : `./${fromHere}`;
+  } catch {
+    // no read permission for the current folder: the absolute path
+  }
+  return `deno run -A ${shown}`;
+}
 
 /** The exit codes of every command. */
 export const EXIT = {

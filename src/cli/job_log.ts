@@ -14,9 +14,13 @@ function write(record: Record<string, unknown>): void {
   console.log(JSON.stringify(record));
 }
 
-/** `Name: message`, first line only: one log line per event. */
+/** The longest error text a log line carries (the stored error is capped at 64 KiB too). */
+const MAX_LOGGED_CHARS = 2_000;
+
+/** `Name: message`, first line only, cut to {@linkcode MAX_LOGGED_CHARS}: one log line per event. */
 function describe(error: Error): string {
-  return `${error.name}: ${error.message}`.split("\n", 1)[0]!;
+  const line = `${error.name}: ${error.message}`.split("\n", 1)[0]!;
+  return line.length <= MAX_LOGGED_CHARS ? line : `${line.slice(0, MAX_LOGGED_CHARS - 1)}…`;
 }
 
 /** Writes the events of a queue's worker as JSON lines on stdout while attached. */

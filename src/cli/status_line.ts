@@ -9,7 +9,7 @@
 import type { QueueEvent } from "../events.ts";
 import type { Queue } from "../queue.ts";
 import type { Runner, RunnerStats } from "../runner.ts";
-import { firstLine } from "./table.ts";
+import { firstLine, printable } from "./table.ts";
 
 /** How often the line is redrawn, and so how often it counts pending jobs. */
 const REFRESH_MS = 500;
@@ -60,7 +60,7 @@ export class StatusLine {
   #refreshing: Promise<void> | null = null;
   readonly #onFailed = ({ detail }: QueueEvent<"job:failed">) => {
     this.#above(
-      `failed ${detail.name} #${detail.id} after ${detail.attempt} attempts: ${
+      `failed ${printable(detail.name)} #${detail.id} after ${detail.attempt} attempts: ${
         firstLine(detail.error.message, 200)
       }`,
     );
@@ -82,9 +82,9 @@ export class StatusLine {
     this.#worker = worker;
     const { queues, concurrency, executor } = worker.options;
     write(
-      `Working ${
-        queues.join(", ")
-      } in ${this.#db} (concurrency ${concurrency}, ${executor}); Ctrl-C stops\n`,
+      `Working ${queues.join(", ")} in ${
+        printable(this.#db)
+      } (concurrency ${concurrency}, ${executor}); Ctrl-C stops\n`,
     );
     void this.#refresh();
     this.#timer = setInterval(() => void this.#refresh(), REFRESH_MS);

@@ -17,7 +17,24 @@ const MAX_DELAY_MS = 30_000;
 const HEALTHY_RUN_MS = 60_000;
 
 /** The CLI's entry module, which the child runs. */
-const CLI_URL = new URL("../cli.ts", import.meta.url).href;
+export const CLI_URL = new URL("../cli.ts", import.meta.url).href;
+/**
+ * After a second stop signal, how long the child has to exit before it is
+ * killed: a worker stuck in synchronous code never runs its signal listener.
+ */
+export const KILL_AFTER_MS = 2_000;
+
+/** How {@linkcode supervise} starts and judges its child. */
+export interface SuperviseOptions {
+  /** The Deno flags of the child, before the CLI's module (see deno_flags.ts). */
+  readonly denoFlags: readonly string[];
+  /**
+   * Whether the child was given a limit (`--once`, `--max-jobs`, `--max-time`,
+   * `--stop-when-empty`) that explains an exit 0; without one, an exit 0 (a
+   * handler calling `Deno.exit(0)`) is restarted like a crash.
+   */
+  readonly mayFinish: boolean;
+}
 
 function describe(status: Deno.CommandStatus): string {
   if (status.signal !== null) return `was killed by ${status.signal}`;
@@ -31,22 +48,39 @@ function say(text: string): void {
 }
 
 /**
- * Runs `deno run -A <cli> ...args` until it exits 0 or with a usage error,
- * starting it again after a crash or a stuck exit. A stop signal is passed on
- * to the child (SIGHUP as SIGTERM), and then the child's exit code is
- * returned without a restart.
+ * Runs `deno run <flags> <cli> ...args` until it exits 0 for a reason its
+ * limit flags explain, or with a usage error, starting it again after a
+ * crash, a stuck exit or an unexplained exit 0. A stop signal is passed on to
+ * the child (SIGHUP as SIGTERM), and then the child's exit code is returned
+ * without a restart. A second signal is passed on too, and a child still
+ * running {@linkcode KILL_AFTER_MS} later is killed with SIGKILL.
  */
-export async function supervise(args: readonly string[]): Promise<number> {
+export async function supervise(
+  args: readonly string[],
+  options: SuperviseOptions,
+): Promise<number> {
   let child: Deno.ChildProcess | null = null;
   const stop = Promise.withResolvers<"stop">();
   let stopping = false;
-  const forward = (signal: Deno.Signal) => {
-    stopping = true;
-    stop.resolve("stop");
+  let killTimer: ReturnType<typeof setTimeout> | undefined;
+  const kill = (signal: Deno.Signal) => {
     try {
-      child?.kill(signal === "SIGHUP" ? "SIGTERM" : signal);
+      child?.kill(signal);
     } catch {
       // The child has just exited: its status is on its way.
+    }
+  };
+  const forward = (signal: Deno.Signal, count: number) => {
+    stopping = true;
+    stop.resolve("stop");
+    kill(signal === "SIGHUP" ? "SIGTERM" : signal);
+    if (count === 2 && child !== null) {
+      killTimer = setTimeout(() => {
+        say(
+          `the worker did not stop within ${KILL_AFTER_MS / 1000} s of the second signal: SIGKILL`,
+        );
+        kill("SIGKILL");
+      }, KILL_AFTER_MS);
     }
   };
   // A hang-up (the terminal closed) would end this process and orphan the child: stop it instead.
@@ -56,7 +90,7 @@ export async function supervise(args: readonly string[]): Promise<number> {
   for (;;) {
     const startedAt = performance.now();
     child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", CLI_URL, ...args],
+      args: ["run", ...options.denoFlags, CLI_URL, ...args],
       stdin: "null",
       stdout: "inherit",
       stderr: "inherit",
@@ -65,10 +99,15 @@ export async function supervise(args: readonly string[]): Promise<number> {
     }).spawn();
     const status = await child.status;
     child = null;
-    if (stopping || status.success) return status.code;
+    clearTimeout(killTimer);
+    if (stopping) return status.signal === "SIGKILL" ? EXIT.stuck : status.code;
+    if (status.success && options.mayFinish) return status.code;
     if (status.signal === null && status.code === EXIT.usage) return EXIT.usage;
     if (performance.now() - startedAt >= HEALTHY_RUN_MS) delayMs = FIRST_DELAY_MS;
-    say(`the worker ${describe(status)}; starting another in ${delayMs / 1000} s`);
+    const why = status.success
+      ? "exited with code 0, though no limit flag asked it to (did a job call Deno.exit()?)"
+      : describe(status);
+    say(`the worker ${why}; starting another in ${delayMs / 1000} s`);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const waited = await Promise.race([
       new Promise<"wait">((resolve) => timer = setTimeout(() => resolve("wait"), delayMs)),

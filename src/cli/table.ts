@@ -9,12 +9,36 @@
 /** Where a column's cells sit in their width. */
 export type Align = "left" | "right";
 
-/** Lays out `rows` under `headers`; `align` per column (left by default). */
+/**
+ * Control characters (C0, DEL, C1), line and paragraph separators, and the
+ * bidirectional overrides: in a terminal they move the cursor, set the
+ * title, clear the screen or reorder text, and a newline breaks a table row.
+ */
+// deno-lint-ignore no-control-regex -- matching control characters is the point
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+const NAMED: Readonly<Record<string, string>> = { "\n": "\\n", "\r": "\\r", "\t": "\\t" };
+
+/**
+ * `text` safe to print to a terminal: each control character written as an
+ * escape (`\x1b`, `\n`, `\u202e`), so stored text (error messages, job and
+ * batch names) shows what it holds and cannot drive the terminal.
+ */
+export function printable(text: string): string {
+  return text.replace(UNPRINTABLE, (char) => {
+    const code = char.charCodeAt(0);
+    return NAMED[char] ??
+      (code <= 0xff ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16)}`);
+  });
+}
+
+/** Lays out `rows` under `headers`, every cell {@linkcode printable}; `align` per column (left by default). */
 export function formatTable(
   headers: readonly string[],
-  rows: readonly (readonly string[])[],
+  rawRows: readonly (readonly string[])[],
   align: readonly Align[] = [],
 ): string {
+  const rows = rawRows.map((row) => row.map(printable));
   const widths = headers.map((header, column) =>
     Math.max(header.length, ...rows.map((row) => (row[column] ?? "").length))
   );
@@ -27,8 +51,8 @@ export function formatTable(
     .join("\n");
 }
 
-/** The first line of `text`, cut to `max` characters with an ellipsis. */
+/** The first line of `text`, {@linkcode printable}, cut to `max` characters with an ellipsis. */
 export function firstLine(text: string, max: number): string {
-  const line = text.split("\n", 1)[0]!;
+  const line = printable(text.split("\n", 1)[0]!);
   return line.length <= max ? line : `${line.slice(0, max - 1)}…`;
 }

@@ -5,13 +5,12 @@
  * @module
  * @internal
  */
-import { resolve } from "node:path";
-import { pathToFileURL } from "node:url";
+import { databaseOptions } from "../config.ts";
 import { Queue } from "../queue.ts";
+import { moduleUrl } from "../registry.ts";
 import type { Runner } from "../runner.ts";
 import type { ExecutorKind, WorkOptions } from "../work_options.ts";
 import {
-  databaseOptions,
   expectPositionals,
   type ParsedArgs,
   readDb,
@@ -22,12 +21,14 @@ import {
   readSwitch,
   UsageError,
 } from "./args.ts";
-import { redactPassword } from "../stores/database_url.ts";
+import { resolve } from "node:path";
+import { isPostgresUrl, redactPassword } from "../stores/database_url.ts";
+import { childDenoFlags, filePath, withFolder } from "./deno_flags.ts";
 import { type Command, EXIT } from "./command.ts";
 import { JsonLog } from "./job_log.ts";
 import { StatusLine } from "./status_line.ts";
 import { onSignals } from "./stop_signals.ts";
-import { supervise } from "./supervise.ts";
+import { CLI_URL, supervise } from "./supervise.ts";
 
 const MAX_MS = 2_147_483_647;
 
@@ -38,6 +39,8 @@ interface WorkSettings {
   readonly db: string;
   readonly jobs: string;
   readonly supervise: boolean;
+  /** `--deno-flags`, split on spaces: the supervised child's Deno flags, instead of the discovered ones. */
+  readonly denoFlags: readonly string[] | undefined;
   readonly options: WorkOptions;
 }
 
@@ -46,11 +49,6 @@ interface WorkReport {
   started(worker: Runner): void;
   stopping(signal: Deno.Signal, graceMs: number): void;
   stopped(worker: Runner): Promise<void>;
-}
-
-/** A path resolved against the cwd into a file URL; a URL (`file:`, `https:`, `jsr:`) as given. */
-function jobsUrl(jobs: string): string {
-  return /^[a-z][a-z0-9+.-]+:/i.test(jobs) ? jobs : pathToFileURL(resolve(jobs)).href;
 }
 
 function readSettings(args: ParsedArgs): WorkSettings {
@@ -88,10 +86,12 @@ function readSettings(args: ParsedArgs): WorkSettings {
     leaseMs: readInteger(args, "lease-ms", 100, MAX_MS),
     graceMs: readInteger(args, "grace-ms", 0, MAX_MS),
   });
+  const denoFlags = readString(args, "deno-flags")?.trim().split(/\s+/);
   return {
     db: readDb(args),
-    jobs: jobsUrl(jobs),
+    jobs: moduleUrl(jobs),
     supervise: !readSwitch(args, "no-supervise"),
+    denoFlags,
     options,
   };
 }
@@ -113,9 +113,10 @@ async function runWorker(settings: WorkSettings): Promise<number> {
   let stuck = false;
   try {
     // Listening before the worker starts: it may claim a job within `queue.work()`.
+    const shown = shownDb(settings.db);
     const report: WorkReport = Deno.stdout.isTerminal()
-      ? new StatusLine(queue, redactPassword(settings.db))
-      : new JsonLog(queue, settings.db);
+      ? new StatusLine(queue, shown)
+      : new JsonLog(queue, shown);
     const started: { worker?: Runner } = {};
     using _signals = onSignals((signal, count) => {
       const { worker } = started;
@@ -136,6 +137,36 @@ async function runWorker(settings: WorkSettings): Promise<number> {
   }
 }
 
+/**
+ * The database as `work` shows it: a URL without its password, a SQLite file
+ * as the absolute path it resolves to (the default depends on the current folder).
+ */
+function shownDb(db: string): string {
+  if (isPostgresUrl(db)) return redactPassword(db);
+  return db === ":memory:" || db.startsWith("file:") ? db : resolve(db);
+}
+
+/** What the supervised child must reach, for a partial grant of permissions to keep. */
+function childNeeds(settings: WorkSettings): Parameters<typeof childDenoFlags>[1] {
+  const files = [filePath(CLI_URL), filePath(settings.jobs)].filter((path) => path !== null);
+  const sqlite = isPostgresUrl(settings.db) || settings.db === ":memory:"
+    ? []
+    : withFolder(resolve(settings.db));
+  const host = isPostgresUrl(settings.db) ? new URL(settings.db) : null;
+  return {
+    read: [Deno.cwd(), ...files.flatMap((path) => withFolder(path)), ...sqlite],
+    write: sqlite,
+    net: host === null ? [] : [host.host],
+    env: ["QUEUE_DB", "QUEUE_WORKERS", "DATABASE_URL", "APP_KEY", "APP_PREVIOUS_KEYS", "NO_COLOR"],
+  };
+}
+
+/** Whether a limit flag explains a worker's exit 0. */
+function mayFinish(options: WorkOptions): boolean {
+  return options.stopWhenEmpty === true || options.maxJobs !== undefined ||
+    options.maxTimeMs !== undefined;
+}
+
 async function closeWithin(queue: Queue, ms: number): Promise<void> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   await Promise.race([queue.close(), new Promise((resolve) => timer = setTimeout(resolve, ms))]);
@@ -151,10 +182,17 @@ export const work: Command = {
 
 Supervised by default: this process runs the worker as a child process and starts a new one
 (after 0.5 s, doubling up to 30 s; back to 0.5 s once a child ran a minute) when it crashes or
-exits with code 3. A child that exits 0 (--stop-when-empty, --once, --max-jobs, --max-time) ends
-it with 0. SIGINT and SIGTERM are passed to the child, and it exits with the child's code. Before
+exits with code 3. A child that exits 0 because of a limit (--stop-when-empty, --once, --max-jobs,
+--max-time) ends it with 0; an exit 0 no limit explains (a job called Deno.exit) is restarted.
+SIGINT and SIGTERM are passed to the child, and it exits with the child's code; after a second
+signal a child still running 2 s later (stuck in synchronous code) is killed with SIGKILL. Before
 the first child it opens the queue once, so a jobs module that cannot load fails at once (exit 1).
 --no-supervise runs the worker in this process.
+
+The child runs with this process's Deno flags: its permissions as Deno.permissions reports them
+(a kind granted whole, else the paths, hosts and variables the worker needs that are granted),
+and, on Linux, its other flags (--config, --import-map, --unstable-*, --no-lock, ...) read from
+/proc/self/cmdline. Where those cannot be read, give them with --deno-flags="...".
 
 SIGINT or SIGTERM stops the worker gracefully: it claims nothing more, lets running jobs finish
 within --grace-ms, then puts the rest back on their queues. A second signal stops it at once.
@@ -208,12 +246,21 @@ job:failed) and for worker:start, worker:stopping and worker:stop.`,
       help: "on stop, how long running jobs may finish (default 10000)",
     },
     "no-supervise": { type: "boolean", help: "run the worker in this process" },
+    "deno-flags": {
+      type: "string",
+      value: "FLAGS",
+      help: 'the supervised worker\'s Deno flags, e.g. --deno-flags="--config=app.json -R -W" ' +
+        "(default: this process's own, see above)",
+    },
   },
   async run(args) {
     const settings = readSettings(args);
     if (!settings.supervise) return await runWorker(settings);
     // Fail fast on what every child would fail on: a jobs module that cannot load, a bad database.
     await (await Queue.open({ ...databaseOptions(settings.db), jobs: settings.jobs })).close();
-    return await supervise(["work", "--no-supervise", ...args.raw]);
+    return await supervise(["work", "--no-supervise", ...args.raw], {
+      denoFlags: childDenoFlags(settings.denoFlags, childNeeds(settings)),
+      mayFinish: mayFinish(settings.options),
+    });
   },
 };

@@ -6,7 +6,10 @@
  * @internal
  * @module
  */
-import { z } from "zod";
+// A full specifier: an app importing this module from another folder resolves bare names with
+// its own import map, which need not list this dependency.
+// deno-lint-ignore no-import-prefix
+import { z } from "npm:zod@4";
 import type { JobState } from "../job_list.ts";
 
 /**

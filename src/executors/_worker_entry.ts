@@ -27,6 +27,8 @@ const aborts = new Map<number, AbortController>();
 const calls = new Map<number, { resolve(ids: number[]): void; reject(error: Error): void }>();
 let nextCallId = 0;
 let executor: Promise<IsolateExecutor> | null = null;
+/** Resolves on the pool's "go", after it heard "ready": no attempt starts before. */
+const go = Promise.withResolvers<void>();
 
 let running = 0;
 let results: WireResult[] = [];
@@ -71,8 +73,31 @@ function flush(): void {
     progress.clear();
   }
   if (results.length === 0) return;
-  send({ type: "results", results });
+  const batch = results;
   results = [];
+  try {
+    send({ type: "results", results: batch });
+  } catch {
+    // One result would not clone: send each on its own, so the others still arrive.
+    for (const result of batch) sendAlone(result);
+  }
+}
+
+/** Sends one result; one that will not clone goes as an error saying why. */
+function sendAlone(result: WireResult): void {
+  try {
+    send({ type: "results", results: [result] });
+  } catch (error) {
+    send({
+      type: "results",
+      results: [{
+        runId: result.runId,
+        kind: "error",
+        error: toWire(asError(error)),
+        permanent: false,
+      }],
+    });
+  }
 }
 
 /** Asks the main thread, which validates and stores, to dispatch (into a batch when `batchId` is set). */
@@ -110,6 +135,7 @@ async function attempt(runId: number, request: WireRequest): Promise<void> {
   aborts.set(runId, controller);
   let outcome: WireResult;
   try {
+    await go.promise;
     const result = await (await executor!).run({
       ...request,
       signal: controller.signal,
@@ -143,7 +169,14 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
         JobRegistry.load(data.jobsUrl),
         data.appKeys === null ? null : PayloadCipher.fromKeys(data.appKeys),
       ]).then(([registry, cipher]) => new IsolateExecutor(registry, handlerQueue, cipher));
-      executor.catch(() => {});
+      // Told before any run's result: the pool then runs this Web Worker's jobs elsewhere.
+      executor.then(
+        () => send({ type: "ready" }),
+        (error) => send({ type: "init-failed", error: toWire(asError(error)) }),
+      );
+      return;
+    case "go":
+      go.resolve();
       return;
     case "run":
       // Count them all as running first, so their results go back together.
@@ -155,6 +188,7 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
       return;
     case "failed-hook":
       try {
+        await go.promise;
         await (await executor!).runFailedHook({ ...data.request, error: fromWire(data.error) });
         send({ type: "hook-done", runId: data.runId });
       } catch (error) {

@@ -38,6 +38,13 @@ export interface WireFailedHook {
 export type ToWorker =
   | { readonly type: "init"; readonly jobsUrl: string; readonly appKeys: AppKeys | null }
   | {
+    /**
+     * The pool heard "ready": runs may start. Until then none does, so a Web
+     * Worker that dies before this failed to start, and no job made it die.
+     */
+    readonly type: "go";
+  }
+  | {
     /** The attempts one worker tick handed this Web Worker, started together. */
     readonly type: "run";
     readonly runs: { readonly runId: number; readonly request: WireRequest }[];
@@ -68,6 +75,15 @@ export interface WireResult {
 /** Web Worker to main thread. */
 export type FromWorker =
   | {
+    /** The jobs module loaded: the Web Worker can run jobs. */
+    readonly type: "ready";
+  }
+  | {
+    /** The jobs module (or the key) failed to load: the Web Worker cannot run any job. */
+    readonly type: "init-failed";
+    readonly error: WireError;
+  }
+  | {
     /** Several results at once, so the runner settles them in one transaction. */
     readonly type: "results";
     readonly results: WireResult[];
@@ -88,9 +104,30 @@ export type FromWorker =
     readonly batchId: number | null;
   };
 
-/** `error` in a form that survives `postMessage`. */
+/**
+ * `error` in a form that survives `postMessage`: strings only. A handler may
+ * throw an error whose `name` or `stack` is a function, or whose getters
+ * throw; each field is then read defensively, so one odd error can never make
+ * the message carrying it (and its siblings' results) fail to clone.
+ */
 export function toWire(error: Error): WireError {
-  return { name: error.name, message: error.message, stack: error.stack };
+  const stack = text(() => error.stack, undefined);
+  return {
+    name: text(() => error.name, "Error"),
+    message: text(() => error.message, ""),
+    stack: stack === "" ? undefined : stack,
+  };
+}
+
+/** A field as a string: `String()` of it, `fallback` when it is missing or cannot be read. */
+function text<T extends string | undefined>(read: () => unknown, fallback: T): string | T {
+  try {
+    const value = read();
+    if (value === undefined || value === null) return fallback;
+    return typeof value === "string" ? value : String(value);
+  } catch {
+    return fallback;
+  }
 }
 
 /** An `Error` again, with the name, message and stack it had. */

@@ -41,10 +41,20 @@ export interface WebWorkerPoolOptions {
   readonly appKeys: AppKeys | null;
   /** Where handlers' `ctx.queue.dispatch` and `ctx.addToBatch` calls go. */
   readonly dispatch: DispatchByName;
+  /**
+   * Makes the executor that runs every job once a Web Worker fails before it
+   * is ready (it cannot load its script or the jobs module, e.g. without read
+   * permission): the isolate executor.
+   */
+  readonly fallback: () => Executor;
+  /** Told once, with the cause, when the pool falls back. */
+  readonly onFallback: (error: Error) => void;
 }
 
 interface PendingRun {
   readonly jobId: number;
+  /** The attempt as asked, to run it elsewhere if its Web Worker never starts. */
+  readonly request: ExecutionRequest;
   readonly resolve: (result: ExecutionResult) => void;
   readonly onProgress: (percent: number) => void;
   readonly cleanup: () => void;
@@ -57,7 +67,12 @@ interface PoolWorker {
   /** Its thread's name (`worker-N`), or null where threads cannot be seen. */
   readonly thread: string | null;
   readonly runs: Map<number, PendingRun>;
-  readonly hooks: Map<number, { resolve(): void; reject(error: Error): void }>;
+  readonly hooks: Map<
+    number,
+    { request: FailedHookRequest; resolve(): void; reject(error: Error): void }
+  >;
+  /** Whether it loaded the jobs module: a failure before that is the pool's, not a job's. */
+  ready: boolean;
   /** Attempts to post together at the end of this tick. */
   outgoing: { runId: number; request: WireRequest }[];
   retired: boolean;
@@ -73,6 +88,9 @@ const TERMINATE_WAIT_MS = 250;
  * within `graceMs` has its Web Worker terminated and replaced; jobs sharing
  * that Web Worker are put back without losing an attempt. A Web Worker that
  * dies (uncaught error, `self.close()`) counts a crash for the jobs it ran.
+ * A Web Worker that fails before it is ready (its script or the jobs module
+ * cannot load) is no job's fault: the pool says so once and runs every job
+ * in its fallback executor (the isolate) from then on.
  * A Web Worker stuck in a synchronous loop cannot be terminated by Deno:
  * `stuck` then resolves, and the process should finish its other jobs and
  * exit to be restarted.
@@ -87,6 +105,8 @@ export class WebWorkerPool implements Executor {
   #reportStuck!: (error: Error) => void;
   #nextId = 0;
   #closed = false;
+  /** Runs every job once a Web Worker failed to start; null while the pool works. */
+  #fallback: Executor | null = null;
 
   /** Starts `options.size` Web Workers. */
   constructor(options: WebWorkerPoolOptions) {
@@ -100,6 +120,7 @@ export class WebWorkerPool implements Executor {
 
   /** Runs one attempt in the least busy Web Worker. */
   run(request: ExecutionRequest): Promise<ExecutionResult> {
+    if (this.#fallback !== null) return this.#fallback.run(request);
     const { signal, onProgress, ...wire } = request;
     const slot = this.#pick();
     const runId = ++this.#nextId;
@@ -107,6 +128,7 @@ export class WebWorkerPool implements Executor {
       const onAbort = () => this.#abort(slot, runId, signal.reason);
       const pending: PendingRun = {
         jobId: request.id,
+        request,
         resolve,
         onProgress,
         cleanup: () => signal.removeEventListener("abort", onAbort),
@@ -122,11 +144,12 @@ export class WebWorkerPool implements Executor {
 
   /** Runs a job's `failed` hook in a Web Worker. */
   runFailedHook(request: FailedHookRequest): Promise<void> {
+    if (this.#fallback !== null) return this.#fallback.runFailedHook(request);
     const { error, ...wire } = request;
     const slot = this.#pick();
     const runId = ++this.#nextId;
     return new Promise((resolve, reject) => {
-      slot.hooks.set(runId, { resolve, reject });
+      slot.hooks.set(runId, { request, resolve, reject });
       this.#post(slot, {
         type: "failed-hook",
         runId,
@@ -137,7 +160,8 @@ export class WebWorkerPool implements Executor {
   }
 
   /** Terminates every Web Worker; attempts still running are put back. */
-  close(): Promise<void> {
+  async close(): Promise<void> {
+    await this.#fallback?.close();
     this.#closed = true;
     clearInterval(this.#liveness);
     for (const timer of this.#timers) clearTimeout(timer);
@@ -148,7 +172,6 @@ export class WebWorkerPool implements Executor {
         error: new Error(`The Web Worker pool closed during run ${runId}`),
       }));
     }
-    return Promise.resolve();
   }
 
   #spawn(): PoolWorker {
@@ -161,13 +184,15 @@ export class WebWorkerPool implements Executor {
       thread: born.length === 1 ? born[0]! : null,
       runs: new Map(),
       hooks: new Map(),
+      ready: false,
       outgoing: [],
       retired: false,
     };
     worker.onmessage = ({ data }: MessageEvent<FromWorker>) => this.#receive(slot, data);
     worker.onerror = (event) => {
       event.preventDefault(); // an error in a Web Worker must not end this process
-      this.#retire(slot, "died", `Web Worker died: ${event.message}`);
+      if (!slot.ready) this.#fallBack(new Error(`Web Worker failed to start: ${event.message}`));
+      else this.#retire(slot, "died", `Web Worker died: ${event.message}`);
     };
     this.#post(slot, {
       type: "init",
@@ -179,6 +204,17 @@ export class WebWorkerPool implements Executor {
 
   #receive(slot: PoolWorker, message: FromWorker): void {
     switch (message.type) {
+      case "ready":
+        slot.ready = true;
+        this.#post(slot, { type: "go" });
+        return;
+      case "init-failed":
+        this.#fallBack(
+          new Error(
+            `Web Worker failed to load the jobs module: ${fromWire(message.error).message}`,
+          ),
+        );
+        return;
       case "results":
         for (const result of message.results) {
           const pending = slot.runs.get(result.runId);
@@ -304,6 +340,37 @@ export class WebWorkerPool implements Executor {
     slot.hooks.clear();
   }
 
+  /**
+   * A Web Worker failed before it was ready: no Web Worker of this process
+   * will do better (same script, same permissions), so every Web Worker is
+   * terminated, the attempts they held run in the fallback executor without
+   * being charged anything, and so does every later one. Said once.
+   */
+  #fallBack(cause: Error): void {
+    if (this.#fallback !== null || this.#closed) return;
+    const fallback = this.#fallback = this.#options.fallback();
+    clearInterval(this.#liveness);
+    this.#options.onFallback(
+      new Error(
+        `${cause.message}; running jobs in this isolate instead (timeouts are soft there)`,
+        { cause },
+      ),
+    );
+    for (const slot of [...this.#workers]) {
+      slot.retired = true;
+      this.#workers.splice(this.#workers.indexOf(slot), 1);
+      slot.worker.terminate();
+      for (const [runId, pending] of [...slot.runs]) {
+        this.#settle(slot, runId, pending);
+        void fallback.run(pending.request).then(pending.resolve);
+      }
+      for (const hook of slot.hooks.values()) {
+        fallback.runFailedHook(hook.request).then(hook.resolve, hook.reject);
+      }
+      slot.hooks.clear();
+    }
+  }
+
   /** After terminate(): a thread that is still there is stuck in synchronous code. */
   #checkStopped(slot: PoolWorker, why: string): void {
     const threads = workerThreads();
@@ -323,7 +390,8 @@ export class WebWorkerPool implements Executor {
     if (threads === null) return;
     for (const slot of [...this.#workers]) {
       if (slot.thread !== null && !threads.has(slot.thread)) {
-        this.#retire(slot, "died", "Web Worker ended while running the job");
+        if (!slot.ready) this.#fallBack(new Error("Web Worker ended before it was ready"));
+        else this.#retire(slot, "died", "Web Worker ended while running the job");
       }
     }
   }

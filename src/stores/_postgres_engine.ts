@@ -8,7 +8,10 @@
  * @module
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import type postgres from "postgres";
+// A full specifier: an app importing this module from another folder resolves bare names with
+// its own import map, which need not list this dependency.
+// deno-lint-ignore no-import-prefix
+import type postgres from "npm:postgres@^3.4.9";
 import type { Migration } from "../../migrations/migration.ts";
 import { QueueClosedError } from "../errors.ts";
 import type { Engine, EngineTransaction, RunMode } from "./sql/engine.ts";

@@ -18,7 +18,10 @@
  *
  * @module
  */
-import postgres from "postgres";
+// A full specifier: an app importing this module from another folder resolves bare names with
+// its own import map, which need not list this dependency.
+// deno-lint-ignore no-import-prefix
+import postgres from "npm:postgres@^3.4.9";
 import { migrations } from "../../migrations/postgres/mod.ts";
 import { postgresDialect } from "./_postgres_dialect.ts";
 import { PostgresEngine, type Sql } from "./_postgres_engine.ts";

@@ -5,7 +5,7 @@
  * @internal
  * @module
  */
-import type { BatchStatus } from "../../batch.ts";
+import { type BatchStatus, ranShare } from "../../batch.ts";
 import type { PageContext } from "../context.ts";
 import { formatTime } from "../format.ts";
 import { type Html, html } from "../html.ts";
@@ -14,7 +14,10 @@ import { readPaging } from "../query.ts";
 
 /** A batch as the page and its JSON show it. */
 export type BatchSummary = Omit<BatchStatus, "progress"> & {
-  /** The share of jobs that have run to an end or been skipped, 0 to 100, rounded down. */
+  /**
+   * The share of jobs that ran to an end (succeeded or failed), 0 to 100,
+   * rounded down; skipped jobs do not fill the bar.
+   */
   readonly progress: number;
   /** `"cancelled"`, `"finished"`, or `"running"`. */
   readonly status: "cancelled" | "finished" | "running";
@@ -41,9 +44,9 @@ export async function loadBatches(ctx: PageContext): Promise<BatchesData> {
     limit: paging.limit,
     hasMore: rows.length > paging.limit,
     batches: rows.slice(0, paging.limit).map((batch) => {
-      const { progress, ...fields } = batch;
+      const { progress: _progress, ...fields } = batch;
       const status = batch.cancelled ? "cancelled" : batch.finished ? "finished" : "running";
-      return { ...fields, progress: progress.call(batch), status };
+      return { ...fields, progress: ranShare(batch), status };
     }),
   };
 }

@@ -144,7 +144,10 @@ export class SqlStore implements Store {
         pushKeyed: (rows) => tx.run(keys.pushKeyed(dialect, rows)),
         pushChain: (chain) => tx.run(chainsBatches.insertChain(dialect, chain)),
         pushBatch: (batch) => tx.run(chainsBatches.insertBatch(dialect, batch)),
-        query: <Row>(text: string, params: readonly unknown[] = []) => tx.query<Row>(text, params),
+        query: async <Row>(text: string, params: readonly unknown[] = []) => {
+          assertNoTransactionControl(text);
+          return await tx.query<Row>(text, params);
+        },
       };
       const result = await fn(handle);
       await tx.run(dialect.notify());
@@ -262,5 +265,31 @@ export class SqlStore implements Store {
     const result = yield* script;
     yield* this.#dialect.notify();
     return result;
+  }
+}
+
+/**
+ * The first words of statements that would end, nest or reconfigure the
+ * transaction `transaction()` owns (a `COMMIT` would commit the dispatches
+ * of a callback that then throws). Both engines run only a text's first
+ * statement with parameters, so only that one is looked at.
+ */
+const TRANSACTION_CONTROL =
+  /^(BEGIN|START|COMMIT|END|ROLLBACK|ABORT|SAVEPOINT|RELEASE|PRAGMA|VACUUM|SET\s+(SESSION\s+CHARACTERISTICS|TRANSACTION)|PREPARE\s+TRANSACTION)\b/i;
+
+/** Throws a `TypeError` when the app's statement is transaction control. */
+function assertNoTransactionControl(text: unknown): void {
+  if (typeof text !== "string") {
+    throw new TypeError(`tx.query: the statement must be a string: got ${typeof text}`);
+  }
+  // Leading blanks, `-- line` and `/* block */` comments, and a stray `;`, before the first word.
+  const statement = text.replace(/^(\s|;|--[^\n]*(\n|$)|\/\*[\s\S]*?\*\/)*/, "");
+  const keyword = TRANSACTION_CONTROL.exec(statement);
+  if (keyword !== null) {
+    throw new TypeError(
+      `Cannot run ${
+        keyword[0].toUpperCase()
+      } in tx.query: the transaction belongs to queue.transaction(), which commits when the callback returns and rolls back when it throws`,
+    );
   }
 }

@@ -1,0 +1,170 @@
+/**
+ * What the queue refuses or fills in at its edges (issue 18): holes in a
+ * dispatch, a prune without options, transaction control in `tx.query`,
+ * counts of an idle queue, stored error text past its cap, and the bar of a
+ * batch cancelled before any job ran.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import { defineJob, PermanentError, Queue } from "../mod.ts";
+import { dashboard } from "../src/dashboard.ts";
+/** The cap the issue asks for, 64 KiB of UTF-8 (`MAX_ERROR_BYTES` in src/lifecycle.ts). */
+const MAX_ERROR_BYTES = 64 * 1024;
+import { drain } from "../src/testing.ts";
+import { fetchFrom } from "./_dashboard.ts";
+import { tempDir } from "./_helpers.ts";
+import { storeTest } from "./_stores.ts";
+import { runCli } from "./fixtures/cli/cli_process.ts";
+
+const note = defineJob({ name: "input.note", schema: z.object({ n: z.number() }), handle() {} });
+const mail = defineJob({
+  name: "input.mail",
+  queue: "mail",
+  schema: z.null(),
+  handle() {},
+});
+const huge = defineJob({
+  name: "input.huge",
+  schema: z.object({ size: z.number() }),
+  handle({ size }) {
+    const error = new PermanentError("x".repeat(size));
+    error.stack = `PermanentError: ${"y".repeat(size)}`;
+    throw error;
+  },
+});
+const JOBS = [note, mail, huge];
+
+Deno.test("Queue.dispatchMany() refuses an array with holes, naming the first, and stores nothing", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: JOBS });
+  await assert.rejects(queue.dispatchMany(note, new Array(3)), {
+    name: "TypeError",
+    message: `Cannot dispatch "input.note": payloads[0] is missing (a hole in the array)`,
+  });
+  const sparse = [{ n: 1 }];
+  sparse[2] = { n: 3 };
+  await assert.rejects(queue.dispatchMany(note, sparse), /payloads\[1\] is missing/);
+  assert.equal((await queue.counts())["default"]!.pending, 0);
+});
+
+Deno.test("Queue.pruneFailed() and pruneBatches() without options say olderThanMs is required", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: JOBS });
+  const prune = queue.pruneFailed as (options?: unknown) => Promise<number>;
+  await assert.rejects(prune.call(queue), {
+    name: "TypeError",
+    message: "pruneFailed: options with olderThanMs are required, e.g. { olderThanMs: 86_400_000 }",
+  });
+  const pruneBatches = queue.pruneBatches as (options?: unknown) => Promise<number>;
+  await assert.rejects(
+    pruneBatches.call(queue),
+    /^TypeError: pruneBatches: options with olderThanMs/,
+  );
+  await assert.rejects(prune.call(queue, {}), {
+    name: "RangeError",
+    message: "pruneFailed: olderThanMs must be a number >= 0: got undefined",
+  });
+});
+
+Deno.test("Queue.counts() lists every queue the jobs name, with zeros, when the queue is idle", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: JOBS });
+  const counts = await queue.counts();
+  assert.deepEqual(Object.keys(counts), ["default", "mail"]);
+  assert.deepEqual(counts["default"], {
+    pending: 0,
+    delayed: 0,
+    reserved: 0,
+    failed: 0,
+    running: [],
+  });
+  await queue.dispatch(note, { n: 1 }, { queue: "elsewhere" });
+  const later = await queue.counts();
+  assert.deepEqual(Object.keys(later).sort(), ["default", "elsewhere", "mail"]);
+  assert.equal(later["elsewhere"]!.pending, 1);
+});
+
+storeTest(
+  "tx.query() refuses transaction control, so a throwing callback still rolls back its dispatch",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    const statements = [
+      "COMMIT",
+      "  commit;",
+      "-- done\nCOMMIT",
+      "/* x */ END",
+      "ROLLBACK",
+      "BEGIN",
+      "START TRANSACTION",
+      "SAVEPOINT s",
+      "RELEASE s",
+      "PRAGMA foreign_keys = OFF",
+    ];
+    for (const statement of statements) {
+      await assert.rejects(
+        queue.transaction(async (tx) => {
+          await tx.dispatch(note, { n: 1 });
+          await tx.query(statement);
+        }),
+        (error: unknown) => {
+          assert.ok(error instanceof TypeError, `${statement}: ${error}`);
+          assert.match(
+            error.message,
+            /^Cannot run [A-Z]+ in tx\.query: the transaction belongs to/,
+          );
+          return true;
+        },
+      );
+    }
+    // The dispatch of a callback that swallows the refusal and then throws is rolled back too.
+    await assert.rejects(
+      queue.transaction(async (tx) => {
+        await tx.dispatch(note, { n: 2 });
+        await tx.query("COMMIT").catch(() => {});
+        throw new Error("the app's own failure");
+      }),
+      /the app's own failure/,
+    );
+    assert.equal(await db.count("jobs"), 0);
+    // Ordinary statements still run.
+    const [row] = await queue.transaction((tx) => tx.query<{ one: number }>("SELECT 1 AS one"));
+    assert.equal(Number(row!.one), 1);
+  },
+);
+
+storeTest(
+  "A failed job's stored message and stack are cut to 64 KiB each, saying so",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    const size = 1_000_000;
+    await queue.dispatch(huge, { size });
+    await drain(queue, { executor: "isolate" });
+    const [failed] = await queue.failed();
+    assert.ok(failed !== undefined);
+    const bytes = (text: string) => new TextEncoder().encode(text).length;
+    assert.ok(bytes(failed.error) <= MAX_ERROR_BYTES, `message is ${bytes(failed.error)} bytes`);
+    assert.ok(bytes(failed.stack!) <= MAX_ERROR_BYTES, `stack is ${bytes(failed.stack!)} bytes`);
+    assert.match(failed.error, /^PermanentError: x{1000}/);
+    assert.match(failed.error, /… \[cut: 1000016 bytes, the first 65536 kept\]$/);
+    assert.match(failed.stack!, /\[cut: \d+ bytes, the first 65536 kept\]$/);
+    const [short] = await Promise.all([queue.dispatch(huge, { size: 10 })]);
+    await drain(queue, { executor: "isolate" });
+    assert.equal((await queue.failedJob(short))!.error, `PermanentError: ${"x".repeat(10)}`);
+  },
+);
+
+Deno.test("A batch cancelled before any job ran shows 0 % in the dashboard and the batches command", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  const id = await queue.batch("upload.csv").pushMany(note, [{ n: 1 }, { n: 2 }, { n: 3 }])
+    .dispatch();
+  assert.equal(await queue.cancelBatch(id), true);
+  const response = await fetchFrom(dashboard(queue), "/api/batches");
+  const { batches } = await response.json() as { batches: { progress: number }[] };
+  assert.equal(batches[0]!.progress, 0);
+  const html = await (await fetchFrom(dashboard(queue), "/batches")).text();
+  assert.match(html, /<progress max="100" value="0"/);
+  const cli = await runCli(["batches", "--db", tmp.dbPath]);
+  assert.equal(cli.code, 0, cli.stderr);
+  const row = cli.stdout.split("\n").find((line) => line.includes("upload.csv"))!;
+  assert.match(row, /cancelled\s+0%\s+3\s+0\s+0\s+0\s+3/);
+});
