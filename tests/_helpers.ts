@@ -79,7 +79,7 @@ export function nextEvent<D>(
  * `queue.counts()` without the queues that hold nothing: `counts()` lists
  * every queue the jobs name, with zeros, so "nothing stored" reads `{}` here.
  */
-export async function heldCounts(
+export async function storedCounts(
   queue: { counts(): Promise<Record<string, QueueCounts>> },
 ): Promise<Record<string, QueueCounts>> {
   const counts = await queue.counts();

@@ -19,7 +19,7 @@ import {
 } from "../mod.ts";
 import { drain } from "../src/testing.ts";
 import { join } from "node:path";
-import { heldCounts, ManualClock, nextEvent } from "./_helpers.ts";
+import { ManualClock, nextEvent, storedCounts } from "./_helpers.ts";
 import { type StoreContext, storeTest, waitFor } from "./_stores.ts";
 import { events } from "./fixtures/runner/harness.ts";
 import {
@@ -773,7 +773,7 @@ storeTest(
 
     assert.deepEqual(await rowCounts(db), { jobs: 0, held: 0, batches: 0 });
     assert.deepEqual(await queue.batches(), []);
-    assert.deepEqual(await heldCounts(queue), {});
+    assert.deepEqual(await storedCounts(queue), {});
   },
 );
 

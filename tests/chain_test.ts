@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, PermanentError, type Queue, type QueueEventMap } from "../mod.ts";
 import { drain } from "../src/testing.ts";
-import { heldCounts, ManualClock, nextEvent } from "./_helpers.ts";
+import { ManualClock, nextEvent, storedCounts } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 
 interface JobRow {
@@ -211,7 +211,7 @@ storeTest(
     assert.deepEqual(seenAtSettle, [['step {"n":2}'], ['step {"n":3}'], []]);
     assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
     assert.equal(await queue.failedJob(id), null);
-    assert.deepEqual(await heldCounts(queue), {});
+    assert.deepEqual(await storedCounts(queue), {});
   },
 );
 
@@ -406,7 +406,7 @@ storeTest(
     );
 
     assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
-    assert.deepEqual(await heldCounts(queue), {});
+    assert.deepEqual(await storedCounts(queue), {});
   },
 );
 

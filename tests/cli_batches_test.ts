@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, PermanentError, Queue } from "../mod.ts";
 import { drain } from "../src/testing.ts";
-import { heldCounts, ManualClock, nextEvent, tempDir } from "./_helpers.ts";
+import { ManualClock, nextEvent, storedCounts, tempDir } from "./_helpers.ts";
 import { runCli, waitUntil } from "./fixtures/cli/cli_process.ts";
 
 const failing = new Set<string>();
@@ -336,5 +336,5 @@ Deno.test("stats lists a running job with its progress, and batches shows its ca
     batches.stdout.trimEnd().split("\n")[2]!,
     /^ *\d+ {2}live +cancelling +0% +1 +1 +0 +0 +0 /,
   );
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });

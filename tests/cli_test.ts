@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { Queue } from "../mod.ts";
 import { formatStatusLine } from "../src/cli/status_line.ts";
 import { migrations } from "../migrations/sqlite/mod.ts";
-import { heldCounts, tempDir } from "./_helpers.ts";
+import { storedCounts, tempDir } from "./_helpers.ts";
 import { runCli, startCli, waitUntil } from "./fixtures/cli/cli_process.ts";
 import { exitStuckOnce, fails, record, waitForStop } from "./fixtures/cli/jobs.ts";
 
@@ -330,7 +330,7 @@ Deno.test("work (supervised) starts a new worker process after one exits with co
     failed: 0,
     retried: 0,
   });
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 Deno.test("work (supervised) passes SIGTERM to its worker process and exits with its code", async () => {
@@ -470,11 +470,11 @@ Deno.test("clear --queue deletes the waiting jobs of one queue, clear those of e
   const one = await runCli(["clear", "--queue", "default", ...db]);
   assert.equal(one.code, 0, one.stderr);
   assert.equal(one.stdout.trim(), "Deleted 2 jobs from queue default");
-  assert.deepEqual(Object.keys(await heldCounts(queue)).sort(), ["high", "mail"]);
+  assert.deepEqual(Object.keys(await storedCounts(queue)).sort(), ["high", "mail"]);
 
   const every = await runCli(["clear", ...db]);
   assert.equal(every.stdout.trim(), "Deleted 2 jobs from every queue");
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 Deno.test("stats prints the counts per queue (a table, or JSON), and migrate the schema version", async () => {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { heldCounts } from "./_helpers.ts";
+import { storedCounts } from "./_helpers.ts";
 import { z } from "zod";
 import { defineJob, Queue, type QueueCounts, ValidationError } from "../mod.ts";
 import { drain } from "../src/testing.ts";
@@ -64,7 +64,7 @@ Deno.test("Queue.dispatch() refuses a payload one byte over the cap and stores n
     queue.dispatch(textJob, payloadOfBytes(CAP + 1)),
     assertValidationError("text", /payload is 262145 bytes of JSON: over the cap of 262144 bytes/),
   );
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 Deno.test("Queue.dispatch() refuses a 10 MB payload and stores nothing", async () => {
@@ -73,7 +73,7 @@ Deno.test("Queue.dispatch() refuses a 10 MB payload and stores nothing", async (
     queue.dispatch(textJob, { text: "y".repeat(10 * 1024 * 1024) }),
     assertValidationError("text", /over the cap of 262144 bytes/),
   );
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 Deno.test("Queue.dispatchMany() refuses the whole batch when one payload is over the cap", async () => {
@@ -81,7 +81,7 @@ Deno.test("Queue.dispatchMany() refuses the whole batch when one payload is over
   const payloads = Array.from({ length: 10 }, () => payloadOfBytes(100));
   payloads[7] = payloadOfBytes(CAP + 1);
   await assert.rejects(queue.dispatchMany(textJob, payloads), ValidationError);
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 Deno.test("Queue.open() applies a custom maxPayloadBytes", async () => {
@@ -137,7 +137,7 @@ Deno.test("Queue.dispatch() refuses a payload that fails its schema with zod's i
       return true;
     },
   );
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 Deno.test("Queue.dispatch() checks the payload as the worker will see it after JSON", async () => {
@@ -154,7 +154,7 @@ Deno.test("Queue.dispatch() checks the payload as the worker will see it after J
     queue.dispatch(dates, { at: new Date() }),
     assertValidationError("dates", /payload\.at: /),
   );
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 Deno.test("Queue.dispatch() refuses payloads that are not JSON with a ValidationError", async () => {
@@ -184,7 +184,7 @@ Deno.test("Queue.dispatch() refuses payloads that are not JSON with a Validation
       what,
     );
   }
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 Deno.test("Fuzzed payloads round-trip exactly to the handler or are refused with a ValidationError (S03)", async () => {
@@ -252,7 +252,7 @@ Deno.test("Deeply nested payloads never crash the process: they round-trip or ar
   }
   assert.equal(outcomes.length, 6);
   assert.equal(outcomes.filter((outcome) => outcome === "1000000: refused").length, 2);
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 Deno.test("A __proto__ payload does not pollute prototypes through a zod object schema", async () => {

@@ -17,7 +17,7 @@ import {
   type RunningJob,
 } from "../mod.ts";
 import { drain } from "../src/testing.ts";
-import { heldCounts, ManualClock, nextEvent } from "./_helpers.ts";
+import { ManualClock, nextEvent, storedCounts } from "./_helpers.ts";
 import { type StoreContext, storeTest } from "./_stores.ts";
 import { openGate, openTables, progressing } from "./fixtures/batch/jobs.ts";
 
@@ -123,7 +123,7 @@ storeTest(
     hold.resolve();
     await worker.done;
 
-    assert.deepEqual(await heldCounts(queue), {});
+    assert.deepEqual(await storedCounts(queue), {});
   },
 );
 
@@ -169,7 +169,7 @@ storeTest(
     finish.resolve();
     await worker.done;
     assert.deepEqual((await progressWrites(db)).map((write) => write.progress), [100, 55]);
-    assert.deepEqual(await heldCounts(queue), {});
+    assert.deepEqual(await storedCounts(queue), {});
   },
 );
 

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, JobTimeoutError, Queue, QueueClosedError } from "../mod.ts";
-import { heldCounts, nextEvent, tempDir } from "./_helpers.ts";
+import { nextEvent, storedCounts, tempDir } from "./_helpers.ts";
 import { gate, readRows } from "./fixtures/runner/harness.ts";
 
 const note = defineJob({ name: "note", schema: z.object({ n: z.number() }), handle() {} });
@@ -235,5 +235,5 @@ Deno.test("Queue.dispatchSync() rejects when the handler releases the job, since
     queue.dispatchSync(releasing, null),
     /"releasing".*released the job.*cannot be put back/,
   );
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });

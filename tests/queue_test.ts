@@ -16,7 +16,7 @@ import {
   ValidationError,
 } from "../mod.ts";
 import { drain } from "../src/testing.ts";
-import { heldCounts, ManualClock, nextEvent, tempDir } from "./_helpers.ts";
+import { ManualClock, nextEvent, storedCounts, tempDir } from "./_helpers.ts";
 import { type StoreContext, storeTest } from "./_stores.ts";
 import { runAdminChildren } from "./fixtures/queue/child.ts";
 import { alwaysFails } from "./fixtures/queue/jobs.ts";
@@ -152,7 +152,7 @@ storeTest("Queue.dispatchMany() stores nothing when one payload among 100 is bad
 storeTest("Queue.dispatchMany() with no payloads returns [] and stores nothing", async (db) => {
   await using queue = await openQueue(db);
   assert.deepEqual(await queue.dispatchMany(order, []), []);
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 storeTest("Queue sends job:queued with the stored job's details", async (db) => {
@@ -185,7 +185,7 @@ storeTest("Queue.dispatch() refuses a job not registered with this queue", async
   }
   await assert.rejects(queue.dispatchSync(twin, { orderId: 1 }), TypeError);
   await assert.rejects(queue.transaction((tx) => tx.dispatch(stranger, null)), TypeError);
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 storeTest("Queue.dispatch() refuses something that is not a job with a clear error", async (db) => {
@@ -198,7 +198,7 @@ storeTest("Queue.dispatch() refuses something that is not a job with a clear err
       `refusing ${String(notAJob)}`,
     );
   }
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 storeTest(
@@ -228,11 +228,11 @@ storeTest(
       await assert.rejects(queue.dispatchMany(order, [{ orderId: 1 }], { queue: name }), TypeError);
       await assert.rejects(queue.clear(name), TypeError);
       assert.throws(() => queue.work({ queues: [name] }), TypeError);
-      assert.deepEqual(await heldCounts(queue), {});
+      assert.deepEqual(await storedCounts(queue), {});
     }
     const longest = "Aa0_.:-".padEnd(64, "z");
     await queue.dispatch(order, { orderId: 1 }, { queue: longest });
-    assert.deepEqual(Object.keys(await heldCounts(queue)), [longest]);
+    assert.deepEqual(Object.keys(await storedCounts(queue)), [longest]);
     assert.equal((await drain(queue, { queues: [longest] })).completed, 1);
   },
 );
@@ -249,7 +249,7 @@ storeTest("Queue.dispatch() refuses a negative, NaN or infinite delayMs", async 
       return true;
     });
   }
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 storeTest("Queue.dispatch() refuses a non-integer priority", async (db) => {
@@ -261,7 +261,7 @@ storeTest("Queue.dispatch() refuses a non-integer priority", async (db) => {
         error instanceof RangeError && /priority must be an integer/.test(error.message),
     );
   }
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 storeTest("Queue refuses every use after close() with QueueClosedError", async (db) => {
@@ -338,7 +338,7 @@ storeTest(
       }),
       /payment declined/,
     );
-    assert.deepEqual(await heldCounts(queue), {});
+    assert.deepEqual(await storedCounts(queue), {});
     assert.deepEqual(await queue.transaction((tx) => tx.query("SELECT * FROM orders")), []);
     assert.equal(seen.length, 0, "no job:queued for a rolled-back dispatch");
     await queue.dispatch(order, { orderId: 4 });
@@ -359,7 +359,7 @@ storeTest(
       }),
       ValidationError,
     );
-    assert.deepEqual(await heldCounts(queue), {});
+    assert.deepEqual(await storedCounts(queue), {});
     assert.deepEqual(await queue.transaction((tx) => tx.query("SELECT * FROM orders")), []);
   },
 );
@@ -370,7 +370,7 @@ storeTest("Queue.transaction() refuses its handle once the transaction has ended
   await queue.transaction((tx) => void (leaked = tx));
   await assert.rejects(leaked!.dispatch(order, { orderId: 1 }), /This transaction has ended/);
   await assert.rejects(async () => await leaked!.query("SELECT 1"), /This transaction has ended/);
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 storeTest(
@@ -415,7 +415,7 @@ storeTest("Queue.dispatchSync() runs the handler now, attempt 1, storing nothing
   const seen = queuedEvents(queue);
   assert.equal(await queue.dispatchSync(job, { n: 1 }), undefined);
   assert.deepEqual(calls, [[{ n: 1 }, 1, "reports"]]);
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
   assert.equal(seen.length, 0);
 });
 
@@ -432,7 +432,7 @@ storeTest(
     });
     await using queue = await db.open({ jobs: [job] });
     await assert.rejects(queue.dispatchSync(job, null), (error) => error === failure);
-    assert.deepEqual(await heldCounts(queue), {});
+    assert.deepEqual(await storedCounts(queue), {});
     assert.deepEqual(await queue.failed(), []);
   },
 );
@@ -536,7 +536,7 @@ storeTest("Queue.forget() and flushFailed() delete failed jobs", async (db) => {
   assert.equal((await queue.counts()).default?.failed, 3);
   assert.equal(await queue.flushFailed(), 3);
   assert.equal(await queue.flushFailed(), 0);
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
   await assert.rejects(queue.forget(-3), RangeError);
 });
 
@@ -569,7 +569,7 @@ storeTest(
     await queue.dispatch(order, { orderId: 4 });
     assert.equal(await queue.clear("a"), 2);
     assert.equal(await queue.clear("nothing-here"), 0);
-    assert.deepEqual(Object.keys(await heldCounts(queue)).sort(), ["b", "default"]);
+    assert.deepEqual(Object.keys(await storedCounts(queue)).sort(), ["b", "default"]);
     assert.equal(await queue.clear(), 2);
     assert.deepEqual(await queue.counts(), {
       default: { pending: 0, delayed: 0, reserved: 0, failed: 1, running: [] },

@@ -5,7 +5,7 @@ import type { QueueEventMap } from "../src/events.ts";
 import { defineJob, type JobContext } from "../src/job.ts";
 import { Queue } from "../src/queue.ts";
 import { drain } from "../src/testing.ts";
-import { heldCounts, ManualClock, nextEvent, tempDir } from "./_helpers.ts";
+import { ManualClock, nextEvent, storedCounts, tempDir } from "./_helpers.ts";
 import { gate, record } from "./fixtures/runner/harness.ts";
 
 type Detail<K extends keyof QueueEventMap> = QueueEventMap[K];
@@ -65,7 +65,7 @@ Deno.test("a job whose worker died is recovered after its lease, and the dead wo
   assert.deepEqual(fromA, []);
   assert.deepEqual(workerA.stats, { completed: 0, failed: 0, retried: 0 });
   assert.deepEqual(workerB.stats, { completed: 1, failed: 0, retried: 0 });
-  assert.deepEqual(await heldCounts(queueA), {});
+  assert.deepEqual(await storedCounts(queueA), {});
   assert.deepEqual(await queueA.failed(), []);
 });
 
@@ -103,7 +103,7 @@ Deno.test("a dead worker's late failure does not overwrite the job another worke
   secondAttempt.resolve();
   await workerB.stop();
   assert.deepEqual(workerB.stats, { completed: 1, failed: 0, retried: 0 });
-  assert.deepEqual(await heldCounts(queueB), {});
+  assert.deepEqual(await storedCounts(queueB), {});
 });
 
 Deno.test("a live worker that finds its lease taken aborts its handler and reports a queue:error", async () => {
@@ -138,7 +138,7 @@ Deno.test("a live worker that finds its lease taken aborts its handler and repor
   assert.equal(firstSignal.reason, error);
   assert.deepEqual(fromA, []);
   assert.deepEqual(workerA.stats, { completed: 0, failed: 0, retried: 0 });
-  assert.deepEqual(await heldCounts(queueA), {});
+  assert.deepEqual(await storedCounts(queueA), {});
 });
 
 Deno.test("after maxCrashes recoveries the job fails without running, saying its worker crashed", async () => {

@@ -10,7 +10,7 @@ import { PermanentError } from "../src/errors.ts";
 import type { QueueEventMap } from "../src/events.ts";
 import { defineJob, type FailedJobContext } from "../src/job.ts";
 import { drain } from "../src/testing.ts";
-import { heldCounts, ManualClock, nextEvent } from "./_helpers.ts";
+import { ManualClock, nextEvent, storedCounts } from "./_helpers.ts";
 import { record, seededRandom } from "./fixtures/runner/harness.ts";
 import { storeTest } from "./_stores.ts";
 
@@ -129,7 +129,7 @@ storeTest(
     assert.match(failed.stack ?? "", /boom 4 attempt 2/);
     assert.equal(failed.createdAt.getTime(), createdAt);
     assert.equal(failed.failedAt.getTime(), clock.now());
-    assert.deepEqual(await heldCounts(queue), {
+    assert.deepEqual(await storedCounts(queue), {
       mail: { pending: 0, delayed: 0, reserved: 0, failed: 1, running: [] },
     });
   },

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, type Dispatcher, PermanentError, ValidationError } from "../mod.ts";
 import { drain, QueueFake } from "../src/testing.ts";
-import { heldCounts, ManualClock } from "./_helpers.ts";
+import { ManualClock, storedCounts } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 
 const welcome = defineJob({
@@ -66,7 +66,7 @@ storeTest("drain() leaves delayed jobs queued until the clock reaches them", asy
   clock.advance(1);
   assert.equal((await drain(queue)).completed, 1);
   assert.deepEqual(ran, [1, 2]);
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 storeTest(

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { Queue, ValidationError } from "../mod.ts";
 import type { QueueEventMap } from "../src/events.ts";
-import { heldCounts, tempDir } from "./_helpers.ts";
+import { storedCounts, tempDir } from "./_helpers.ts";
 import { currentThread, readLedger } from "./fixtures/reliability/ledger.ts";
 import { openReader, waitUntil } from "./fixtures/reliability/harness.ts";
 import {
@@ -96,7 +96,7 @@ Deno.test("Web Worker pool: ctx.queue.dispatch() in a Web Worker stores a job th
     ["success", { n: 7 }],
   ]);
   assert.equal(worker.stats.completed, 2);
-  assert.deepEqual(await heldCounts(queue), {});
+  assert.deepEqual(await storedCounts(queue), {});
 });
 
 Deno.test("Web Worker pool: errors keep their name across the boundary; PermanentError fails at once", async () => {
