@@ -89,3 +89,28 @@ export async function storedCounts(
     ),
   );
 }
+
+/** Whether a file or folder exists at `path` (a marker a job or child process writes). */
+export function exists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** `promise`, or a rejection once `ms` have passed saying `what` did not happen: a hang fails. */
+export async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what}: nothing within ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

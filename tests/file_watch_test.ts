@@ -5,26 +5,12 @@ import { defineJob } from "../src/job.ts";
 import { Queue } from "../src/queue.ts";
 import { SqliteStore } from "../src/stores/sqlite.ts";
 import { ChildScript } from "./_child.ts";
-import { nextEvent, tempDir } from "./_helpers.ts";
+import { nextEvent, tempDir, within } from "./_helpers.ts";
 
 /** A fixture script under tests/fixtures/watch/. */
 class Child extends ChildScript {
   constructor(script: string, args: readonly string[]) {
     super(new URL(`./fixtures/watch/${script}`, import.meta.url), args);
-  }
-}
-
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what}: nothing within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

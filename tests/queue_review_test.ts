@@ -9,25 +9,10 @@
 import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, JobTimeoutError, Queue, QueueClosedError } from "../mod.ts";
-import { nextEvent, storedCounts, tempDir } from "./_helpers.ts";
+import { nextEvent, storedCounts, tempDir, within } from "./_helpers.ts";
 import { gate, readRows } from "./fixtures/runner/harness.ts";
 
 const note = defineJob({ name: "note", schema: z.object({ n: z.number() }), handle() {} });
-
-/** `promise`, or a rejection once `ms` have passed: a call that hangs fails instead. */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** The `note` jobs stored in the file, read through a connection of its own. */
 function storedNotes(path: string): number[] {

@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { Queue } from "../mod.ts";
-import { tempDir } from "./_helpers.ts";
+import { exists, tempDir } from "./_helpers.ts";
 import { sleeper, tick } from "./fixtures/reliability/jobs.ts";
 import { readLedger } from "./fixtures/reliability/ledger.ts";
 import {
@@ -228,12 +228,3 @@ Deno.test("R03: an idle worker process runs every job that short-lived processes
     );
   }
 });
-
-function exists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Queue } from "../mod.ts";
-import { tempDir } from "./_helpers.ts";
+import { exists, tempDir, within } from "./_helpers.ts";
 import { startCli, waitUntil } from "./fixtures/cli/cli_process.ts";
 import { exitOnce, spin } from "./fixtures/cli/supervise_jobs.ts";
 
@@ -111,30 +111,6 @@ await queue.dispatch(probe, { done: ${JSON.stringify(done)} });`,
   assert.equal(probe.net, "prompt", "the child has no --allow-net: it did not get -A");
   assert.notEqual(probe.pid, parent.pid);
 });
-
-function exists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Resolves with `promise`, or rejects after `ms` saying what did not happen. */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 Deno.test("work (supervised) starts another worker when one exits 0 with no limit flag to explain it", async () => {
   await using tmp = await tempDir();
