@@ -62,6 +62,12 @@ export type DrainStopReason = "empty" | "time" | "jobs" | "closed";
 /** Options for {@linkcode Queue.drainAfter}. */
 export interface DrainAfterOptions extends DrainOptions {
   /**
+   * The time budget of each drain after a response: keep it within what the host lets an
+   * isolate run after its last response, and above your jobs' usual runtime.
+   * @default {5_000}
+   */
+  maxMs?: number;
+  /**
    * Starts the drain once this settles, e.g. `info.completed` of `Deno.serve`'s handler
    * (settles once the response was sent), so the drain never delays the response.
    * @default {the next turn of the event loop after drainAfter() returns}

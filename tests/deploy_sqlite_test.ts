@@ -72,7 +72,7 @@ Deno.test("SQLite with --allow-read --allow-write --allow-env only: the CLI's ad
   assert.deepEqual(JSON.parse((await admin("stats", "--json")).stdout), {}, "jobs were left");
 });
 
-Deno.test("the SQLite default without --allow-read/--allow-write says which flags to add, and that PostgreSQL needs neither", async () => {
+Deno.test("the SQLite default without --allow-read/--allow-write says which flags to add and points to DATABASE_URL", async () => {
   const { code, stdout, stderr } = await run(
     ["--allow-env"],
     "tests/fixtures/deploy/open_default.ts",

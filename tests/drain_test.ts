@@ -4,7 +4,7 @@ import { PermanentError, QueueClosedError } from "../src/errors.ts";
 import { defineJob } from "../src/job.ts";
 import { Queue } from "../src/queue.ts";
 import { NO_CRON_MESSAGE } from "../src/serverless.ts";
-import { nextEvent, within } from "./_helpers.ts";
+import { nextEvent, tempDir, within } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 
 const ok = defineJob({ name: "ok", schema: z.number(), handle() {} });
@@ -251,4 +251,25 @@ Deno.test({
     assert.throws(() => queue.serverless({ drainMs: -5 }), /serverless: drainMs must be/);
     assert.throws(() => queue.serverless({ cron: "" }), /serverless: cron must be/);
   },
+});
+
+Deno.test("without Worker in the isolate, work() runs jobs given by URL in the isolate, and so does drain()", async () => {
+  const worker = Object.getOwnPropertyDescriptor(globalThis, "Worker")!;
+  await using tmp = await tempDir();
+  const jobs = new URL("./fixtures/deploy/sqlite_jobs.ts", import.meta.url).href;
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs });
+  delete (globalThis as { Worker?: unknown }).Worker;
+  try {
+    const { note } = await import("./fixtures/deploy/sqlite_jobs.ts");
+    await queue.dispatchMany(note, [1, 2]);
+    const runner = queue.work({ stopWhenEmpty: true, pollMs: 10 });
+    assert.equal(runner.options.executor, "isolate");
+    await runner.done;
+    assert.equal(runner.stats.completed, 2);
+    await queue.dispatch(note, 3);
+    assert.equal((await queue.drain()).completed, 1);
+    assert.throws(() => queue.work({ executor: "workers" }), /needs Web Workers/);
+  } finally {
+    Object.defineProperty(globalThis, "Worker", worker);
+  }
 });
