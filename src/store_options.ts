@@ -110,8 +110,11 @@ function databaseUrl(): string | undefined {
 }
 
 /**
- * Opens the PostgreSQL store. Imported on demand, by a URL the type checker
- * does not follow, so apps on SQLite never download the driver.
+ * Opens the PostgreSQL store, imported on demand: apps on SQLite never load
+ * the driver at run time. The specifier is a literal, so the module is in the
+ * app's graph: it loads without `--allow-read`, and hosts that bundle the
+ * graph (Deno Deploy) include it. Type-checking an app fetches the driver's
+ * types once.
  */
 async function openPostgres(url: string): Promise<Store> {
   const { PostgresStore } = await import("./stores/postgres.ts");
