@@ -362,6 +362,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * the top level of the app's main module, as Deno Deploy finds cron jobs
    * there. Throws when `Deno.cron` is missing: run with `--unstable-cron`, or
    * add `"unstable": ["cron"]` to the app's `deno.json` (Deno Deploy has it).
+   * Returns `Deno.cron`'s promise, which settles once the job is unregistered
+   * (`signal` aborted); do not await it at the top level.
    *
    * @example Drain every minute on Deno Deploy
    * ```ts ignore

@@ -92,7 +92,8 @@ storeTest(
     const retries: unknown[] = [];
     queue.addEventListener("job:retry", (event) => retries.push((event as CustomEvent).detail));
 
-    const drained = queue.drain({ maxMs: 300 });
+    // Long enough that a loaded machine still claims the job within it.
+    const drained = queue.drain({ maxMs: 3_000 });
     await within(started, 10_000, "the blocking job started");
     await queue.dispatch(ok, 1); // due meanwhile: whether it runs in time is not promised
     const result = await within(drained, 10_000, "the drain ended");

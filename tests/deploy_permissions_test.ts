@@ -100,3 +100,24 @@ Deno.test("a jobs module by URL the app does not import says how to load it with
   assert.match(stdout, /unless the app imports it too/);
   assert.match(stdout, /or grant --allow-read/);
 });
+
+Deno.test("serverless() with --unstable-cron registers its Deno.cron job, refuses a bad expression, and its signal unregisters it", async () => {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--no-prompt", "--quiet", "--unstable-cron", "tests/fixtures/deploy/cron_app.ts"],
+    cwd: ROOT,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  // A job left registered keeps the process alive: give up after 30 s.
+  const deadline = setTimeout(() => child.kill("SIGKILL"), 30_000);
+  const { code, stdout, stderr } = await child.output();
+  clearTimeout(deadline);
+  const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+  assert.equal(code, 0, decode(stderr));
+  assert.deepEqual(decode(stdout).trim().split("\n"), [
+    'refused: serverless: Deno.cron refused the job "bad-expression" on "every minute": Invalid cron schedule',
+    "registered",
+    "unregistered",
+  ]);
+});
