@@ -11,7 +11,7 @@ import { defineJob } from "../src/job.ts";
 import { Queue, type QueueOptions } from "../src/queue.ts";
 import { tempDir } from "./_helpers.ts";
 import { postgresTestUrl } from "./_postgres.ts";
-import { freePort, freshDatabase, ServeProcess } from "./fixtures/deploy/serve_process.ts";
+import { freshDatabase, ServeProcess } from "./fixtures/deploy/serve_process.ts";
 
 const ORDERS = 5;
 const url = postgresTestUrl();
@@ -25,10 +25,8 @@ async function killMidDrain(
   env: Record<string, string>,
   open: (jobs: QueueOptions["jobs"]) => Promise<Queue>,
 ): Promise<void> {
-  const port = freePort();
   {
-    await using app = new ServeProcess("tests/fixtures/deploy/slow_app.ts", port, flags(port), env);
-    await app.ready();
+    await using app = await ServeProcess.start("tests/fixtures/deploy/slow_app.ts", flags, env);
     const response = await fetch(`${app.origin}/orders?count=${ORDERS}`, { method: "POST" });
     assert.equal(response.status, 202, await response.text());
     await app.until(
