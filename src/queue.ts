@@ -346,7 +346,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   drainAfter<R extends Response>(response: R, options: DrainAfterOptions = {}): R {
     const { after, ...drainOptions } = options;
-    const resolved = { maxMs: 5_000, ...drainOptions };
+    const resolved = { ...drainOptions, maxMs: drainOptions.maxMs ?? 5_000 };
     resolveDrainOptions(resolved, this.#registry.defaultQueues()); // a bad option throws here
     if (this.#closing !== null) return response;
     const start = () => this.#afterResponses.request(resolved);
@@ -368,9 +368,10 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * @example Drain every minute on Deno Deploy
    * ```ts ignore
    * import { Queue } from "@renox/queue";
-   * import * as jobs from "./jobs.ts";
+   * import "./jobs.ts"; // in the app's graph: the URL below loads without --allow-read
    *
-   * const queue = await Queue.open({ url: Deno.env.get("DATABASE_URL"), jobs: Object.values(jobs) });
+   * const url = Deno.env.get("DATABASE_URL")!;
+   * const queue = await Queue.open({ url, jobs: import.meta.resolve("./jobs.ts") });
    * queue.serverless({ cron: "* * * * *", drainMs: 50_000 });
    * ```
    */

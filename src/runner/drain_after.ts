@@ -26,11 +26,6 @@ export class DrainAfterResponses {
     this.#onError = onError;
   }
 
-  /** Settles once no drain runs or is due to run. */
-  get idle(): Promise<void> {
-    return this.#running ?? Promise.resolve();
-  }
-
   /** Starts a drain, or asks the running one to be followed by another with `options`. */
   request(options: DrainOptions): void {
     if (this.#running !== null) {
