@@ -114,7 +114,11 @@ export class JobRows {
    * `uniqueId(payload)`); null for a job that is neither. A debounced job is
    * due `debounceMs` later than its row.
    */
-  keyed(job: JobDefinition, payloads: readonly unknown[], rows: readonly NewJobRow[]) {
+  keyed(
+    job: JobDefinition,
+    payloads: readonly unknown[],
+    rows: readonly NewJobRow[],
+  ): KeyedJobRow[] | null {
     if (job.uniqueForMs === undefined && job.debounceMs === undefined) return null;
     return rows.map((row, index): KeyedJobRow => {
       // JSON: unambiguous for any name and id, and free of NUL, which PostgreSQL text refuses.
