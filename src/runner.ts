@@ -183,7 +183,8 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         if (this.#state.phase === "grace over" && this.#running.size === 0 && !unsettled) break;
         const idle = this.#running.size === 0 && this.#finished.length === 0;
         if (idle && !this.#mayClaim()) break;
-        if (idle && stopWhenEmpty && claimed === 0) {
+        const sealing = this.#deps.schedules?.missedRows === true; // a slot waits for its row
+        if (idle && stopWhenEmpty && claimed === 0 && !sealing) {
           emptied = true;
           break;
         }

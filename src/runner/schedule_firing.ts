@@ -82,9 +82,12 @@ export class ScheduleFirer implements ScheduleFiring {
     this.#wanted.clear();
     for (const schedule of this.#byName.values()) {
       if (!schedule.job.encrypted) continue;
+      const times = timesOf(schedule);
+      // The slot due now (a tick is usually a little after it), then the next ones.
+      for (const slot of times.latest(now, 1)) wanted.push({ schedule, slot });
       let slot: number | null = now;
       for (let ahead = 0; ahead < SEALED_AHEAD; ahead++) {
-        slot = timesOf(schedule).next(slot);
+        slot = times.next(slot);
         if (slot === null) break;
         wanted.push({ schedule, slot });
       }
