@@ -44,9 +44,7 @@ function schedulesTable(ctx: PageContext, schedules: readonly ScheduleInfo[]): H
     const rule = schedule.cron === null
       ? `every ${schedule.everyMs! / 1000} s`
       : `${schedule.cron} (${schedule.timezone})`;
-    const next = schedule.nextRuns.map((date) =>
-      html`${formatTime(date)}<br>`
-    );
+    const next = schedule.nextRuns.map((date) => html`${formatTime(date)}<br>`);
     const actions = [
       schedule.paused
         ? actionForm(ctx, schedulePath(schedule.name, "resume"), "Resume")
