@@ -93,8 +93,8 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   #state: StopState = RUNNING;
   readonly #pollSleep = new PollSleep();
   #stats = { completed: 0, failed: 0, retried: 0 };
-  /** The time of the last tick that fired schedules. */
-  #firedAt = -Infinity;
+  /** The time of the last tick that fired schedules (0: none yet). */
+  #firedAt = 0;
 
   /** Starts the loop at once. @internal */
   constructor(deps: RunnerDeps, options: ResolvedWorkOptions) {

@@ -9,7 +9,7 @@
  * @internal
  * @module
  */
-import { Cron } from "croner";
+import { Cron } from "npm:croner@11";
 
 /** How a schedule's slots are given: a cron expression in a time zone, or a fixed interval. */
 export type SlotRule =

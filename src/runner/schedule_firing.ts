@@ -28,7 +28,7 @@ export class ScheduleFirer implements ScheduleFiring {
   readonly #sealed = new Map<string, { row: FiredJobRow | null; at: number }>();
   /** Slots a tick met without a sealed row. */
   readonly #wanted = new Map<string, { schedule: ScheduleDefinition; slot: number }>();
-  #nextSlot: number | null = null;
+  #nextSlot: { after: number; slot: number | null } | null = null;
   readonly #encrypted: boolean;
 
   /** Fires `schedules`, building rows with `jobRows`; `onError` hears of refused payloads. */
@@ -111,13 +111,17 @@ export class ScheduleFirer implements ScheduleFiring {
 
   /** The next slot of any schedule this process defines after `now`, or null. */
   nextSlot(now: number): number | null {
-    if (this.#nextSlot !== null && this.#nextSlot > now) return this.#nextSlot;
+    // The last answer holds for any time from the one it was computed for up to that slot.
+    const cached = this.#nextSlot;
+    if (cached !== null && cached.after <= now && (cached.slot === null || cached.slot > now)) {
+      return cached.slot;
+    }
     let next: number | null = null;
     for (const schedule of this.#byName.values()) {
       const slot = timesOf(schedule).next(now);
       if (slot !== null && (next === null || slot < next)) next = slot;
     }
-    this.#nextSlot = next;
+    this.#nextSlot = { after: now, slot: next };
     return next;
   }
 
