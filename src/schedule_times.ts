@@ -9,6 +9,9 @@
  * @internal
  * @module
  */
+// Inline specifier: an app that imports this module from source resolves it with its own import
+// map, which need not list this dependency.
+// deno-lint-ignore no-import-prefix
 import { Cron } from "npm:croner@11";
 
 /** How a schedule's slots are given: a cron expression in a time zone, or a fixed interval. */
