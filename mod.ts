@@ -61,6 +61,15 @@ export {
   type WithoutOverlappingOptions,
 } from "./src/middleware.ts";
 export type { JobsSource } from "./src/registry.ts";
+export {
+  defineSchedule,
+  type MissedPolicy,
+  type OverlapPolicy,
+  type ScheduleConfig,
+  type ScheduleDefinition,
+  type ScheduledRun,
+} from "./src/schedule.ts";
+export type { BackfillOptions, BackfillResult, ScheduleInfo } from "./src/schedule_views.ts";
 export type { JobList, JobListOptions, JobState, ListedJob } from "./src/job_list.ts";
 export type {
   JobTypeMetrics,

@@ -39,6 +39,7 @@ import {
   PROGRAM,
 } from "./cli/command.ts";
 import { keyGenerate } from "./cli/key_generate.ts";
+import { SCHEDULE_COMMANDS } from "./cli/schedules.ts";
 import { stats } from "./cli/stats.ts";
 import { work } from "./cli/work.ts";
 
@@ -62,6 +63,7 @@ const COMMANDS: readonly Command[] = [
   work,
   ...ADMIN_COMMANDS,
   ...BATCH_COMMANDS,
+  ...SCHEDULE_COMMANDS,
   stats,
   dashboardCommand,
   keyGenerate,

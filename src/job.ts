@@ -8,6 +8,7 @@
 import { assertBackoff, type Backoff, defaultBackoff, MAX_DELAY_MS } from "./backoff.ts";
 import type { JobMiddleware } from "./middleware.ts";
 import { assertName, assertQueueName } from "./names.ts";
+import type { ScheduledRun } from "./schedule.ts";
 
 /** Options for one dispatch. */
 export interface DispatchOptions {
@@ -16,6 +17,11 @@ export interface DispatchOptions {
    * @default {0}
    */
   delayMs?: number;
+  /**
+   * Make the job due at this time instead (a time already past is due at
+   * once). Not together with `delayMs`.
+   */
+  at?: Date;
   /**
    * Queue to put the job on.
    * @default {the job's own queue}
@@ -60,6 +66,8 @@ export interface ResolvedDispatch {
   readonly queue: string;
   /** Wait before they are due, in whole ms. */
   readonly delayMs: number;
+  /** When they are due, in ms since the epoch, when `at` was given; null otherwise. */
+  readonly at: number | null;
   /** Their priority. */
   readonly priority: number;
 }
@@ -81,9 +89,18 @@ export function resolveDispatch(
       `${where}: delayMs must be a number of ms from 0 to ${MAX_DELAY_MS}: got ${String(delayMs)}`,
     );
   }
+  const at = options?.at;
+  if (at !== undefined) {
+    if (options?.delayMs !== undefined) {
+      throw new TypeError(`${where}: give either at or delayMs, not both`);
+    }
+    if (!(at instanceof Date) || !Number.isFinite(at.getTime())) {
+      throw new TypeError(`${where}: at must be a valid Date: got ${String(at)}`);
+    }
+  }
   const priority = options?.priority ?? job.priority;
   assertPriority(priority, where);
-  return { queue, delayMs: Math.round(delayMs), priority };
+  return { queue, delayMs: Math.round(delayMs), at: at?.getTime() ?? null, priority };
 }
 
 /** What a handler learns about the attempt it is running. */
@@ -108,6 +125,12 @@ export interface JobContext {
    * null outside batches.
    */
   readonly batchId: number | null;
+  /**
+   * The schedule that fired this job and the slot it was fired for (for
+   * `triggerSchedule`, the time it was triggered); null for a job not fired
+   * by a schedule.
+   */
+  readonly scheduled: ScheduledRun | null;
   /**
    * Adds a job to this job's batch, counted like the others (an import that
    * discovers more work). Rejects outside a batch, or once the batch was

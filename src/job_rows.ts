@@ -50,6 +50,24 @@ export class JobRows {
     options: DispatchOptions | undefined,
     role = "",
   ): Promise<NewJobRow[]> {
+    const rows = this.plainRows(job, payloads, options, role);
+    if (!job.encrypted) return rows;
+    const sealed = await Promise.all(
+      rows.map((row) => this.#cipher!.encrypt(job.name, row.payload)),
+    );
+    return rows.map((row, index) => ({ ...row, payload: sealed[index]! }));
+  }
+
+  /**
+   * {@linkcode JobRows.rows} without sealing: the payloads as checked JSON
+   * text, even for an encrypted job (seal them before storing).
+   */
+  plainRows(
+    job: JobDefinition,
+    payloads: readonly unknown[],
+    options: DispatchOptions | undefined,
+    role = "",
+  ): NewJobRow[] {
     if (!isJobDefinition(job) || !this.#registry.has(job)) {
       const name = typeof job?.name === "string" ? `"${job.name}"` : String(job);
       throw new TypeError(
@@ -66,7 +84,7 @@ export class JobRows {
         throw new TypeError(`${where}: payloads[${index}] is missing (a hole in the array)`);
       }
     }
-    const { queue, delayMs, priority } = resolveDispatch(job, options, where);
+    const { queue, delayMs, at, priority } = resolveDispatch(job, options, where);
     const createdAt = this.#clock.now();
     const retryUntil = job.retryUntil === undefined
       ? null
@@ -74,21 +92,21 @@ export class JobRows {
     if (retryUntil !== null && !Number.isFinite(retryUntil)) {
       throw new RangeError(`${where}: retryUntil returned an invalid date`);
     }
-    const texts = payloads.map((payload) =>
-      encodePayload(job, payload, this.#maxPayloadBytes, role)
-    );
-    const stored = job.encrypted
-      ? await Promise.all(texts.map((text) => this.#cipher!.encrypt(job.name, text)))
-      : texts;
-    return stored.map((payload) => ({
+    return payloads.map((payload) => ({
       queue,
       name: job.name,
-      payload,
+      payload: encodePayload(job, payload, this.#maxPayloadBytes, role),
       priority,
-      availableAt: createdAt + delayMs,
+      availableAt: at ?? createdAt + delayMs,
       retryUntil,
       createdAt,
     }));
+  }
+
+  /** Seals the payload of a row of an encrypted job (the rest is returned as it is). */
+  async seal(job: JobDefinition, row: NewJobRow): Promise<NewJobRow> {
+    if (!job.encrypted) return row;
+    return { ...row, payload: await this.#cipher!.encrypt(job.name, row.payload) };
   }
 
   /**
@@ -96,7 +114,11 @@ export class JobRows {
    * `uniqueId(payload)`); null for a job that is neither. A debounced job is
    * due `debounceMs` later than its row.
    */
-  keyed(job: JobDefinition, payloads: readonly unknown[], rows: readonly NewJobRow[]) {
+  keyed(
+    job: JobDefinition,
+    payloads: readonly unknown[],
+    rows: readonly NewJobRow[],
+  ): KeyedJobRow[] | null {
     if (job.uniqueForMs === undefined && job.debounceMs === undefined) return null;
     return rows.map((row, index): KeyedJobRow => {
       // JSON: unambiguous for any name and id, and free of NUL, which PostgreSQL text refuses.

@@ -39,6 +39,16 @@ import { JobRegistry } from "./registry.ts";
 import { maxPayloadBytesOf, type QueueOptions, readAppKeys } from "./queue_options.ts";
 import { runNow } from "./run_now.ts";
 import { Runner } from "./runner.ts";
+import { ScheduleFirer } from "./runner/schedule_firing.ts";
+import { type ScheduleDefinition, timesOf } from "./schedule.ts";
+import { jobRow, scheduleRows } from "./schedule_jobs.ts";
+import { slotsBetween } from "./schedule_times.ts";
+import {
+  type BackfillOptions,
+  type BackfillResult,
+  type ScheduleInfo,
+  toScheduleInfo,
+} from "./schedule_views.ts";
 import { openStore } from "./store_options.ts";
 import type { NewJobRow, Store, StoreTransaction } from "./stores/store.ts";
 import { type ResolvedWorkOptions, resolveWorkOptions, type WorkOptions } from "./work_options.ts";
@@ -100,6 +110,7 @@ export interface QueueTransaction extends Dispatcher {
 export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposable {
   readonly #store: Store;
   readonly #registry: JobRegistry;
+  readonly #jobRows: JobRows;
   readonly #clock: Clock;
   readonly #dispatchRules: DispatchRules;
   /** Dispatch by the app: refused once the queue closes. */
@@ -123,12 +134,14 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     maxPayloadBytes: number;
     appKeys: AppKeys | null;
     cipher: PayloadCipher | null;
+    jobRows: JobRows;
   }) {
     super();
     this.#store = parts.store;
     this.#registry = parts.registry;
     this.#clock = parts.clock;
-    const jobRows = new JobRows(parts.registry, parts.clock, parts.maxPayloadBytes, parts.cipher);
+    const jobRows = parts.jobRows;
+    this.#jobRows = jobRows;
     const rules = { jobRows, registry: parts.registry, clock: parts.clock };
     this.#dispatchRules = rules;
     const sink = (rows: readonly NewJobRow[], ids: readonly number[]) => this.#queued(rows, ids);
@@ -140,15 +153,34 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#executor = new IsolateExecutor(parts.registry, this.#handlerQueue, parts.cipher);
   }
 
-  /** Loads the job definitions, opens the database and brings its schema up to date. */
+  /**
+   * Loads the job definitions and schedules, opens the database, brings its
+   * schema up to date and syncs the schedules into it (adds new ones,
+   * updates changed ones, deletes those no longer defined; paused state is
+   * kept); a queue opened with no jobs (`jobs: []`, as the CLI's admin
+   * commands do) leaves the stored schedules as they are. A schedule that is wrong (its job not registered, its payload
+   * refused by the job's schema, two with one name) is refused here, with an
+   * error naming it, before anything is written.
+   */
   static async open(options: QueueOptions): Promise<Queue> {
     const maxPayloadBytes = maxPayloadBytesOf(options);
     const registry = await JobRegistry.load(options.jobs);
     const appKeys = readAppKeys(options, registry.encryptedJobs());
     const cipher = appKeys === null ? null : await PayloadCipher.fromKeys(appKeys);
-    const store = await openStore(options);
     const clock = options.clock ?? systemClock;
-    return new Queue({ store, registry, clock, maxPayloadBytes, appKeys, cipher });
+    const jobRows = new JobRows(registry, clock, maxPayloadBytes, cipher);
+    const schedules = scheduleRows(registry, jobRows, clock.now());
+    const store = await openStore(options);
+    // A queue with no jobs (the CLI's admin commands) reads schedules; it does not define them.
+    if (registry.names().length > 0) {
+      try {
+        await store.syncSchedules(schedules, clock.now());
+      } catch (error) {
+        if (options.store === undefined) await store.close();
+        throw error;
+      }
+    }
+    return new Queue({ store, registry, clock, maxPayloadBytes, appKeys, cipher, jobRows });
   }
 
   /**
@@ -173,6 +205,22 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     options?: DispatchOptions,
   ): Promise<number[]> {
     return this.#dispatch.dispatchMany(job, payloads, options);
+  }
+
+  /**
+   * Stores one job named `name` (a job registered with this queue) and
+   * returns its id: for callers that know a job by its stored name (a CLI,
+   * a webhook). The payload is checked against that job's schema; an
+   * unknown name is refused with a `TypeError`.
+   */
+  async dispatchByName(name: string, payload: unknown, options?: DispatchOptions): Promise<number> {
+    this.#assertOpen("dispatch");
+    if (typeof name !== "string" || this.#registry.get(name) === undefined) {
+      throw new TypeError(
+        `Cannot dispatch ${JSON.stringify(name)}: no job of that name is registered`,
+      );
+    }
+    return (await this.#dispatch.byName(name, [payload], options, null))[0]!;
   }
 
   /**
@@ -405,6 +453,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         onFallback: (error) => this.emit("queue:error", { error, during: "starting Web Workers" }),
       })
       : new IsolateExecutor(this.#registry, this.#handlerQueue, this.#cipher);
+    const schedules = this.#registry.schedules();
     const runner = new Runner({
       store: this.#store,
       registry: this.#registry,
@@ -413,6 +462,15 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
       events: this,
       random: Math.random,
       cipher: this.#cipher,
+      schedules: resolved.schedules && schedules.length > 0
+        ? new ScheduleFirer(
+          schedules,
+          this.#jobRows,
+          Math.random,
+          (error) => this.emit("queue:error", { error, during: "firing a schedule" }),
+        )
+        : null,
+      readsScheduled: schedules.length > 0,
     }, resolved);
     this.#runners.add(runner);
     const forget = () => this.#runners.delete(runner);
@@ -595,6 +653,103 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return cleared;
   }
 
+  /**
+   * The stored schedules, by name: each with its rule, policies, paused
+   * state, next slot and next 5 runs, and its last fired slot and job.
+   */
+  async schedules(): Promise<ScheduleInfo[]> {
+    this.#assertOpen("list schedules");
+    const now = this.#clock.now();
+    return (await this.#store.schedules()).map((row) => toScheduleInfo(row, now));
+  }
+
+  /**
+   * Pauses a schedule: no slot fires until it is resumed, in any process,
+   * across restarts and syncs. False when no schedule has that name.
+   */
+  async pauseSchedule(name: string): Promise<boolean> {
+    this.#assertOpen("pause a schedule");
+    return await this.#store.setSchedulePaused(
+      assertScheduleName(name),
+      true,
+      this.#clock.now(),
+    );
+  }
+
+  /**
+   * Resumes a paused schedule. The slots it missed while paused are fired
+   * by its `missed` policy at the next tick. False when no schedule has that name.
+   */
+  async resumeSchedule(name: string): Promise<boolean> {
+    this.#assertOpen("resume a schedule");
+    const resumed = await this.#store.setSchedulePaused(
+      assertScheduleName(name),
+      false,
+      this.#clock.now(),
+    );
+    this.#notifyRunners();
+    return resumed;
+  }
+
+  /**
+   * Stores one job of a schedule now, outside its slot sequence (the next
+   * slot still fires), even while it is paused or its last job runs; its
+   * `ctx.scheduled.slot` is now. Returns the job's id, or null when the
+   * job's own unique key is held. Refuses a name no schedule here defines.
+   */
+  async triggerSchedule(name: string): Promise<number | null> {
+    this.#assertOpen("trigger a schedule");
+    const schedule = this.#schedule(name, "trigger");
+    const now = this.#clock.now();
+    const row = await this.#jobRows.seal(schedule.job, jobRow(schedule, this.#jobRows, now, now));
+    const [id] = await this.#store.runSchedule(name, [{ slot: now, manual: true, row }], now);
+    this.#notifyRunners();
+    return id ?? null;
+  }
+
+  /**
+   * Stores one job for every slot of a schedule in `[from, to]`, oldest
+   * first, each due now, skipping slots already fired (each slot is one job
+   * ever, whoever fires it). Refuses a range of more than the schedule's
+   * `maxCatchUp` slots (nothing is stored then), a range that ends after
+   * now, and a name no schedule here defines.
+   */
+  async backfillSchedule(name: string, options: BackfillOptions): Promise<BackfillResult> {
+    this.#assertOpen("backfill a schedule");
+    const schedule = this.#schedule(name, "backfill");
+    const where = `Cannot backfill schedule "${name}"`;
+    const { from, to } = options ?? {};
+    for (const [key, value] of [["from", from], ["to", to]] as const) {
+      if (!(value instanceof Date) || !Number.isFinite(value.getTime())) {
+        throw new TypeError(`${where}: ${key} must be a valid Date: got ${String(value)}`);
+      }
+    }
+    const now = this.#clock.now();
+    if (from!.getTime() > to!.getTime()) throw new RangeError(`${where}: from is after to`);
+    if (to!.getTime() > now) {
+      throw new RangeError(`${where}: to is in the future (slots to come fire on their own)`);
+    }
+    const cap = schedule.maxCatchUp;
+    const slots = slotsBetween(timesOf(schedule), from!.getTime(), to!.getTime(), cap);
+    if (slots.length > cap) {
+      throw new RangeError(
+        `${where}: the range holds more than ${cap} slots (its maxCatchUp): narrow it`,
+      );
+    }
+    const runs = [];
+    for (const slot of slots) {
+      const row = await this.#jobRows.seal(
+        schedule.job,
+        jobRow(schedule, this.#jobRows, slot, now),
+      );
+      runs.push({ slot, manual: false, row });
+    }
+    const ids = runs.length === 0 ? [] : await this.#store.runSchedule(name, runs, now);
+    this.#notifyRunners();
+    const jobIds = ids.filter((id): id is number => id !== null);
+    return { jobIds, skipped: ids.length - jobIds.length };
+  }
+
   /** Stops every worker of this queue (each with its grace period), then closes the database. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
@@ -607,6 +762,19 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /** Same as {@linkcode Queue.close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
+  }
+
+  /** The schedule this process defines by `name`; a `TypeError` naming it otherwise. */
+  #schedule(name: string, action: string): ScheduleDefinition {
+    const schedule = this.#registry.schedules().find((each) => each.name === name);
+    if (schedule === undefined) {
+      throw new TypeError(
+        `Cannot ${action} schedule ${
+          JSON.stringify(name)
+        }: no schedule of that name is defined in the jobs module`,
+      );
+    }
+    return schedule;
   }
 
   #assertOpen(action: string): void {
@@ -631,4 +799,12 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   #notifyRunners(): void {
     for (const runner of this.#runners) runner.notify();
   }
+}
+
+/** `name` when it is a string; a `TypeError` otherwise. */
+function assertScheduleName(name: unknown): string {
+  if (typeof name !== "string") {
+    throw new TypeError(`A schedule name must be a string: got ${typeof name}`);
+  }
+  return name;
 }

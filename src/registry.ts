@@ -7,12 +7,14 @@
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { isJobDefinition, type JobDefinition } from "./job.ts";
+import { isScheduleDefinition, type ScheduleDefinition } from "./schedule.ts";
 
 /**
  * Where job definitions come from: a jobs module's URL or path (a relative
- * path is resolved against the current folder), or the definitions themselves.
+ * path is resolved against the current folder), or the definitions
+ * themselves (jobs, and the schedules that dispatch them).
  */
-export type JobsSource = string | URL | readonly JobDefinition[];
+export type JobsSource = string | URL | readonly (JobDefinition | ScheduleDefinition)[];
 
 /**
  * A jobs module's URL: a URL (`file:`, `https:`, `jsr:`) as given, a path
@@ -49,12 +51,18 @@ function readHint(url: string): string {
 /** The job definitions of one process, looked up by name. */
 export class JobRegistry {
   readonly #byName = new Map<string, JobDefinition>();
+  readonly #schedules: readonly ScheduleDefinition[];
   #names: readonly string[] | undefined;
   /** The jobs module's URL, when the definitions came from one (Web Workers import it too). */
   readonly moduleUrl: string | undefined;
 
-  private constructor(definitions: Iterable<JobDefinition>, moduleUrl: string | undefined) {
+  private constructor(
+    definitions: Iterable<JobDefinition>,
+    schedules: readonly ScheduleDefinition[],
+    moduleUrl: string | undefined,
+  ) {
     this.moduleUrl = moduleUrl;
+    this.#schedules = Object.freeze([...schedules]);
     for (const definition of definitions) {
       const known = this.#byName.get(definition.name);
       if (known !== undefined && known !== definition) {
@@ -71,11 +79,17 @@ export class JobRegistry {
         throw new TypeError("jobs must be a jobs module URL or an array of defineJob() results");
       }
       for (const [index, item] of source.entries()) {
-        if (!isJobDefinition(item)) {
-          throw new TypeError(`jobs[${index}] is not a job: make it with defineJob()`);
+        if (!isJobDefinition(item) && !isScheduleDefinition(item)) {
+          throw new TypeError(
+            `jobs[${index}] is not a job or a schedule: make it with defineJob() or defineSchedule()`,
+          );
         }
       }
-      return new JobRegistry(source, undefined);
+      return new JobRegistry(
+        source.filter(isJobDefinition),
+        source.filter(isScheduleDefinition),
+        undefined,
+      );
     }
     const url = moduleUrl(source);
     let exports: Record<string, unknown>;
@@ -91,7 +105,7 @@ export class JobRegistry {
     if (definitions.length === 0) {
       throw new Error(`The jobs module ${url} exports no job: export the results of defineJob()`);
     }
-    return new JobRegistry(definitions, url);
+    return new JobRegistry(definitions, Object.values(exports).filter(isScheduleDefinition), url);
   }
 
   /** The definition named `name`, if this process knows it. */
@@ -107,6 +121,11 @@ export class JobRegistry {
   /** The names of the known jobs, in the order they were defined: what a worker here can run. */
   names(): readonly string[] {
     return this.#names ??= Object.freeze([...this.#byName.keys()]);
+  }
+
+  /** The schedules defined beside the jobs, in the order they were exported. */
+  schedules(): readonly ScheduleDefinition[] {
+    return this.#schedules;
   }
 
   /** The names of the known jobs whose payloads are encrypted. */

@@ -38,6 +38,7 @@ export async function runNow(
         payload: row.payload,
         attempt: 1,
         batchId: null,
+        scheduled: null,
         signal: controller.signal,
         onProgress: () => {}, // nothing stored to show it on
       }),

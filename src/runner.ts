@@ -28,6 +28,7 @@ import { LeaseKeeper } from "./runner/lease_keeper.ts";
 import { MiddlewareCheck } from "./runner/middleware_check.ts";
 import { PollSleep } from "./runner/poll_sleep.ts";
 import { ProgressWrites } from "./runner/progress_writes.ts";
+import type { ScheduleFirer } from "./runner/schedule_firing.ts";
 import { RUNNING, type StopState } from "./runner/stop_state.ts";
 import type {
   ClaimedJob,
@@ -56,6 +57,10 @@ export interface RunnerDeps {
   readonly random: () => number;
   /** Opens encrypted payloads for middleware; null without `APP_KEY`. */
   readonly cipher: PayloadCipher | null;
+  /** Fires the schedules' due slots in this runner's ticks; null when it fires none. */
+  readonly schedules: ScheduleFirer | null;
+  /** Whether claims look up the schedule that fired each job (some schedule is defined). */
+  readonly readsScheduled: boolean;
 }
 
 /** Options for {@linkcode Runner.stop}. */
@@ -88,6 +93,8 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   #state: StopState = RUNNING;
   readonly #pollSleep = new PollSleep();
   #stats = { completed: 0, failed: 0, retried: 0 };
+  /** The time of the last tick that fired schedules (0: none yet). */
+  #firedAt = 0;
 
   /** Starts the loop at once. @internal */
   constructor(deps: RunnerDeps, options: ResolvedWorkOptions) {
@@ -170,18 +177,19 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       for (;;) {
         const free = this.#freeSlots();
         const busy = this.#finished.length > 0 || this.#progress.due;
-        const claimed = busy || free > 0 ? await this.#tick(free) : 0;
+        const claimed = busy || free > 0 || this.#slotDue() ? await this.#tick(free) : 0;
         // After grace: leave once every settle was written, or once writing them failed.
         const unsettled = this.#finished.length > 0 && claimed !== null;
         if (this.#state.phase === "grace over" && this.#running.size === 0 && !unsettled) break;
         const idle = this.#running.size === 0 && this.#finished.length === 0;
         if (idle && !this.#mayClaim()) break;
-        if (idle && stopWhenEmpty && claimed === 0) {
+        const sealing = this.#deps.schedules?.missedRows === true; // a slot waits for its row
+        if (idle && stopWhenEmpty && claimed === 0 && !sealing) {
           emptied = true;
           break;
         }
         if (this.#pollSleep.timersStarved) await this.#pollSleep.yieldToTimers();
-        if (this.#finished.length === 0) await this.#pollSleep.sleep(pollMs);
+        if (this.#finished.length === 0) await this.#pollSleep.sleep(this.#sleepMs(pollMs));
       }
     } finally {
       const state = this.#state;
@@ -201,6 +209,28 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     if (!this.#mayClaim()) return 0;
     const { concurrency, maxJobs } = this.#options;
     return Math.min(concurrency - this.#running.size, maxJobs - this.#claimed);
+  }
+
+  /** The schedules this runner fires, while it may claim; null otherwise. */
+  #firing(): ScheduleFirer | null {
+    return this.#mayClaim() ? this.#deps.schedules : null;
+  }
+
+  /** Whether a schedule's slot came since the last tick that fired (a busy worker still fires it). */
+  #slotDue(): boolean {
+    const firing = this.#firing();
+    if (firing === null) return false;
+    const next = firing.nextSlot(this.#firedAt);
+    return next !== null && next <= this.#deps.clock.now();
+  }
+
+  /** The poll, or less when a schedule's next slot comes sooner. */
+  #sleepMs(pollMs: number): number {
+    const firing = this.#firing();
+    if (firing === null) return pollMs;
+    const now = this.#deps.clock.now();
+    const next = firing.nextSlot(now);
+    return next === null ? pollMs : Math.max(0, Math.min(pollMs, next - now + 1));
   }
 
   #mayClaim(): boolean {
@@ -249,16 +279,22 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.#finished = [];
     const settlements: Settlement[] = settling.map(timedSettlement);
     if (this.#progress.due) settlements.push(...this.#progress.take());
-    const request: ClaimRequest | undefined = free > 0
+    const schedules = this.#firing() ?? undefined;
+    if (schedules?.needsPreparing) await schedules.prepare(clock.now());
+    const now = clock.now();
+    const request: ClaimRequest | undefined = free > 0 || schedules !== undefined
       ? {
         queues: this.#options.queues,
         limit: free,
-        now: clock.now(),
+        now,
         leaseMs: this.#options.leaseMs,
         token: newToken(),
         names: this.#deps.registry.names(),
+        ...(schedules === undefined ? {} : { schedules }),
+        readsScheduled: this.#deps.readsScheduled,
       }
       : undefined;
+    if (schedules !== undefined) this.#firedAt = now;
     let result: SettleResult;
     try {
       result = settlements.length > 0
@@ -276,6 +312,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     settling.forEach((finished, index) => {
       if (result.applied[index]) this.#report(finished);
     });
+    if (schedules?.missedRows) this.notify(); // tick again once their rows are sealed
     this.#claimed += result.claimed.length;
     // A stop that came while the claim waited on the store: start nothing, put it back.
     if (this.#state.phase !== "running") {
@@ -328,6 +365,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       payload: job.payload,
       attempt: job.attempts,
       batchId: job.batchId,
+      scheduled: job.scheduled ?? null,
       signal: controller.signal,
       onProgress: (percent) => this.#progress.report(entry, percent),
     }).then(

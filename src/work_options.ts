@@ -63,6 +63,13 @@ export interface WorkOptions {
    * @default {Infinity}
    */
   maxTimeMs?: number;
+  /**
+   * Fire the schedules' due slots in this worker's ticks. Turn it off for
+   * workers that should only run jobs (`work --no-schedules`); any one
+   * worker with it on fires every slot, once.
+   * @default {true}
+   */
+  schedules?: boolean;
 }
 
 /** Where handlers run. */
@@ -117,6 +124,7 @@ export function resolveWorkOptions(
     maxTimeMs: options.maxTimeMs === undefined || options.maxTimeMs === Infinity
       ? Infinity
       : duration("maxTimeMs", options.maxTimeMs, 0),
+    schedules: flag("schedules", options.schedules ?? true),
   };
 }
 

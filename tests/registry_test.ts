@@ -68,7 +68,10 @@ Deno.test("Queue.open() refuses an array holding something that is not a job", a
       Queue.open({ path: ":memory:", jobs: jobs as JobDefinition[] }),
       (error: unknown) => {
         assert.ok(error instanceof TypeError);
-        assert.equal(error.message, "jobs[1] is not a job: make it with defineJob()");
+        assert.equal(
+          error.message,
+          "jobs[1] is not a job or a schedule: make it with defineJob() or defineSchedule()",
+        );
         return true;
       },
     );

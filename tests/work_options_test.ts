@@ -16,6 +16,7 @@ Deno.test("resolveWorkOptions() fills in every default", () => {
     stopWhenEmpty: false,
     maxJobs: Infinity,
     maxTimeMs: Infinity,
+    schedules: true,
   });
 });
 
@@ -48,6 +49,7 @@ Deno.test("resolveWorkOptions() keeps every valid value given", () => {
     stopWhenEmpty: true,
     maxJobs: 10_000,
     maxTimeMs: 0,
+    schedules: false,
   };
   assert.deepEqual(resolveWorkOptions(given as WorkOptions, ["default"], true), given);
   assert.equal(resolveWorkOptions({ maxJobs: Infinity }, ["default"], false).maxJobs, Infinity);
@@ -72,6 +74,7 @@ const refused: [string, WorkOptions, typeof RangeError | typeof TypeError, RegEx
   ["leaseMs Infinity", { leaseMs: Infinity }, RangeError, /leaseMs/],
   ["graceMs -1", { graceMs: -1 }, RangeError, /graceMs/],
   ["pollMs 0", { pollMs: 0 }, RangeError, /pollMs/],
+  ["schedules as a string", { schedules: "no" as unknown as boolean }, TypeError, /schedules/],
   ["pollMs NaN", { pollMs: NaN }, RangeError, /pollMs/],
   ["maxJobs 0", { maxJobs: 0 }, RangeError, /maxJobs/],
   ["maxJobs 2.5", { maxJobs: 2.5 }, RangeError, /maxJobs/],

@@ -1,10 +1,11 @@
 /**
- * The demo's jobs module: the examples' jobs, and one whose payload is
- * encrypted (so this module needs `APP_KEY`, which the demo sets).
+ * The demo's jobs module: the examples' jobs, one whose payload is
+ * encrypted (so this module needs `APP_KEY`, which the demo sets), and a
+ * schedule that fires every second while the demo runs.
  *
  * @module
  */
-import { defineJob, PermanentError } from "../../mod.ts";
+import { defineJob, defineSchedule, PermanentError } from "../../mod.ts";
 import { z } from "zod";
 
 export * from "../jobs.ts";
@@ -24,4 +25,22 @@ export const chargeCard = defineJob({
     if (ctx.attempt === 1) throw new Error(`payment gateway timed out for order ${orderId}`);
     throw new PermanentError(`card declined for order ${orderId}`);
   },
+});
+
+/** Notes the slot it was fired for (`ctx.scheduled`). */
+export const heartbeat = defineJob({
+  name: "heartbeat",
+  schema: z.object({ second: z.string() }),
+  handle({ second }, ctx) {
+    if (ctx.scheduled === null) throw new Error(`heartbeat ${second} was not fired by a schedule`);
+  },
+});
+
+/** Every second, one heartbeat job per slot however many workers run; missed slots are skipped. */
+export const everySecond = defineSchedule({
+  name: "heartbeat-every-second",
+  everyMs: 1_000,
+  job: heartbeat,
+  payload: (slot) => ({ second: slot.toISOString().slice(11, 19) }),
+  missed: "skip",
 });

@@ -1,7 +1,8 @@
 /**
  * `deno task demo`: a mixed workload on the embedded SQLite default (retries,
  * a failure with an encrypted payload, a delayed job, a batch with progress,
- * a chain, a unique job, a debounced job, a rate-limited job), worked to
+ * a chain, a unique job, a debounced job, a rate-limited job, a schedule
+ * firing every second), worked to
  * completion with a live progress line, then a summary.
  *
  * `deno task demo --serve` then keeps the queue open with a worker and serves
@@ -16,6 +17,8 @@ import { dashboard } from "../../src/dashboard.ts";
 import {
   callPartnerApi,
   chargeCard,
+  everySecond,
+  heartbeat,
   importProducts,
   orderStep,
   rebuildSearchIndex,
@@ -88,7 +91,8 @@ for (;;) {
   const counts = Object.values(await queue.counts());
   const open = counts.reduce((sum, c) => sum + c.pending + c.delayed + c.reserved, 0);
   line = await progressLine(counts.flatMap((c) => c.running));
-  if (open === 0) break;
+  // Done once nothing is left and the schedule has fired at least once.
+  if (open === 0 && (done.get(heartbeat.name) ?? 0) > 0) break;
   if (terminal) Deno.stdout.writeSync(new TextEncoder().encode(`\r${line}\x1b[K`));
   await new Promise((resolve) => setTimeout(resolve, 100));
 }
@@ -127,6 +131,13 @@ console.log(
 console.log(
   `Rate limit: ${done.get(callPartnerApi.name) ?? 0} of ${apiCalls} partner API calls ran, ` +
     "at most 5 per half second",
+);
+const [schedule] = await queue.schedules();
+console.log(
+  `Schedule "${everySecond.name}": fired ${
+    done.get(heartbeat.name) ?? 0
+  } heartbeat jobs, one per ` +
+    `second, the last for slot ${schedule?.lastSlot?.toISOString()} (job #${schedule?.lastJobId})`,
 );
 
 if (Deno.args.includes("--serve")) await serveDashboard();

@@ -85,6 +85,7 @@ function readSettings(args: ParsedArgs): WorkSettings {
     pollMs: readInteger(args, "sleep-ms", 1, MAX_MS),
     leaseMs: readInteger(args, "lease-ms", 100, MAX_MS),
     graceMs: readInteger(args, "grace-ms", 0, MAX_MS),
+    schedules: readSwitch(args, "no-schedules") ? false : undefined,
   });
   const denoFlags = readString(args, "deno-flags")?.trim().split(/\s+/);
   return {
@@ -246,6 +247,10 @@ job:failed) and for worker:start, worker:stopping and worker:stop.`,
       help: "on stop, how long running jobs may finish (default 10000)",
     },
     "no-supervise": { type: "boolean", help: "run the worker in this process" },
+    "no-schedules": {
+      type: "boolean",
+      help: "fire no schedule slots here, only run jobs (another worker fires them)",
+    },
     "deno-flags": {
       type: "string",
       value: "FLAGS",

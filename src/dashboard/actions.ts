@@ -1,6 +1,7 @@
 /**
  * The dashboard's actions, each a POST: retry, forget, retry all and flush
- * failed jobs; cancel a batch and retry its failed jobs. By the time one
+ * failed jobs; cancel a batch and retry its failed jobs; pause, resume and
+ * run a schedule now. By the time one
  * runs, the router has checked the gate, read-only mode, the body type, the
  * origin and the CSRF token.
  *
@@ -36,6 +37,9 @@ export function findAction(segments: readonly string[]): Action | null {
     if (second === "retry-all") return retryAll;
     if (second === "flush") return flush;
     return null;
+  }
+  if (section === "schedules" && second !== undefined && verb !== undefined) {
+    return scheduleAction(decodeName(second), verb);
   }
   const id = readId(second);
   if (id === null || verb === undefined) return null;
@@ -79,4 +83,40 @@ async function retryBatch(ctx: PageContext, id: number): Promise<ActionResult> {
   const count = await ctx.queue.retryBatch(id);
   const ok = count > 0;
   return { ok, notice: ok ? "batch-retried" : "gone", count, back: "/batches" };
+}
+
+/** A path segment as the schedule name it encodes, or null when it is not valid percent-encoding. */
+function decodeName(segment: string): string | null {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return null;
+  }
+}
+
+function scheduleAction(name: string | null, verb: string): Action | null {
+  if (name === null) return null;
+  switch (verb) {
+    case "pause":
+    case "resume":
+      return async (ctx) => {
+        const ok = verb === "pause"
+          ? await ctx.queue.pauseSchedule(name)
+          : await ctx.queue.resumeSchedule(name);
+        const notice = ok ? `schedule-${verb}d` : "schedule-gone";
+        return { ok, notice, count: ok ? 1 : 0, back: "/schedules" };
+      };
+    case "run":
+      return async (ctx) => {
+        const id = await ctx.queue.triggerSchedule(name);
+        return {
+          ok: id !== null,
+          notice: "schedule-run",
+          count: id === null ? 0 : 1,
+          back: "/schedules",
+        };
+      };
+    default:
+      return null;
+  }
 }

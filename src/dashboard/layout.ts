@@ -18,6 +18,7 @@ export const SECTIONS = [
   { path: "/jobs", label: "Jobs" },
   { path: "/failed", label: "Failed" },
   { path: "/batches", label: "Batches" },
+  { path: "/schedules", label: "Schedules" },
   { path: "/job-types", label: "Job types" },
 ] as const;
 
@@ -36,6 +37,11 @@ const NOTICES: Record<string, (count: number) => string> = {
   cancelled: () => "Cancelled the batch: its jobs that had not started are skipped.",
   "batch-retried": (n) => `Put the batch's ${n} failed ${n === 1 ? "job" : "jobs"} back.`,
   "flush-unconfirmed": () => "Nothing deleted: tick the box to confirm the flush.",
+  "schedule-paused": () => "Paused the schedule: no slot fires until it is resumed.",
+  "schedule-resumed": () => "Resumed the schedule: the slots it missed fire by its missed policy.",
+  "schedule-run": () => "Queued one job of the schedule.",
+  "schedule-gone": () => "Nothing changed: no schedule of that name is stored.",
+  "schedule-held": () => "Nothing queued: the schedule's job is unique and one is already queued.",
 };
 
 /** A whole page. */
@@ -94,7 +100,8 @@ function notice(params: URLSearchParams): Html | null {
   const code = params.get("notice");
   const tell = code === null ? undefined : Object.hasOwn(NOTICES, code) ? NOTICES[code] : undefined;
   if (tell === undefined) return null;
-  const bad = code === "gone" || code === "flush-unconfirmed";
+  const bad = code === "gone" || code === "flush-unconfirmed" || code === "schedule-gone" ||
+    code === "schedule-held";
   return html`<p class="notice${bad ? " bad" : ""}" role="status">${tell(readCount(params))}</p>`;
 }
 

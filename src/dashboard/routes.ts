@@ -21,6 +21,7 @@ import { loadFailed, loadFailedDetail, renderFailed, renderFailedDetail } from "
 import { loadJobTypes, renderJobTypes } from "./pages/job_types.ts";
 import { loadJobs, renderJobs } from "./pages/jobs.ts";
 import { loadOverview, renderOverview } from "./pages/overview.ts";
+import { loadSchedules, renderSchedules } from "./pages/schedules.ts";
 import { readId } from "./query.ts";
 import { acceptedBody, crossOriginReason } from "./request_checks.ts";
 import { assetResponse, jsonResponse, pageResponse, seeOther, textResponse } from "./responses.ts";
@@ -71,6 +72,8 @@ function findPage(segments: readonly string[]): PageRoute | null {
       return { load: loadBatches, render: renderBatches };
     case "job-types":
       return { load: loadJobTypes, render: renderJobTypes };
+    case "schedules":
+      return { load: loadSchedules, render: renderSchedules };
     default:
       return null;
   }

@@ -23,6 +23,7 @@ export interface WireRequest {
   readonly payload: string;
   readonly attempt: number;
   readonly batchId: number | null;
+  readonly scheduled: { readonly name: string; readonly slot: number } | null;
 }
 
 /** What a failed hook sent to a Web Worker needs (its error travels beside it). */

@@ -21,6 +21,8 @@ export interface ExecutionRequest {
   readonly attempt: number;
   /** The batch the job belongs to or follows up, or null. */
   readonly batchId: number | null;
+  /** The schedule and slot (ms since the epoch) that fired the job, or null. */
+  readonly scheduled: { readonly name: string; readonly slot: number } | null;
   /** Aborted on timeout, on stop and when the lease is lost; its reason says which. */
   readonly signal: AbortSignal;
   /** Receives the progress the handler reports (already checked to be 0 to 100). */

@@ -52,6 +52,9 @@ export class IsolateExecutor implements Executor {
         signal: request.signal,
         queue,
         batchId,
+        scheduled: request.scheduled === null
+          ? null
+          : { name: request.scheduled.name, slot: new Date(request.scheduled.slot) },
         async addToBatch(job, payload, options) {
           if (batchId === null) {
             throw new Error(

@@ -154,6 +154,7 @@ export interface PostgresDialectOptions {
 export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): Dialect {
   return {
     engine: "postgres",
+    usesDatabaseClock: dbClock,
     insertsInOneStatement: true,
 
     *insertJobs(rows: readonly NewJobRow[], as: InsertedAs, notify: boolean): Script<number[]> {

@@ -87,6 +87,7 @@ function claimStatement(queueCount: number, byName: boolean): Statement {
 /** SQLite's operations. */
 export const sqliteDialect: Dialect = {
   engine: "sqlite",
+  usesDatabaseClock: false,
   insertsInOneStatement: false,
 
   *insertJobs(rows: readonly NewJobRow[], as: InsertedAs): Script<number[]> {

@@ -28,6 +28,7 @@ import type {
   RunningJobRow,
   WorkerRow,
 } from "./read_rows.ts";
+import type { ScheduleRow, ScheduleRun, StoredScheduleRow } from "./schedule_rows.ts";
 import type {
   ClaimedJob,
   ClaimRequest,
@@ -40,6 +41,7 @@ import type {
 export type * from "./dispatch_rows.ts";
 export type * from "./read_rows.ts";
 export type * from "./tick_rows.ts";
+export type * from "./schedule_rows.ts";
 export { METRICS_RETENTION_MS, RUNTIME_BUCKETS_MS, runtimeBucket } from "./read_rows.ts";
 
 /** The part of a store usable inside {@linkcode Store.transaction}. */
@@ -197,8 +199,33 @@ export interface StatsStore {
   workers(seenSince: number): Promise<WorkerRow[]>;
 }
 
+/**
+ * Schedules: what `Queue.open` syncs, and what the admin commands read and
+ * change. Their slots are fired by the worker's claim ({@linkcode ClaimRequest.schedules}).
+ */
+export interface ScheduleStore {
+  /**
+   * Stores the jobs module's schedules in one transaction: adds new ones,
+   * updates changed ones (a changed cron, interval or time zone starts again
+   * at its `firstSlot`), deletes those not in `rows`; paused state and last
+   * run are kept.
+   */
+  syncSchedules(rows: readonly ScheduleRow[], now: number): Promise<void>;
+  /** Every stored schedule, by name. */
+  schedules(): Promise<StoredScheduleRow[]>;
+  /** Pauses or resumes a schedule; false when it is not stored. */
+  setSchedulePaused(name: string, paused: boolean, now: number): Promise<boolean>;
+  /**
+   * Stores jobs of a schedule outside its slot sequence or tick (a trigger,
+   * a backfill) in one transaction; for each run its job's id, or null when
+   * its slot was fired already or the job's unique key is held.
+   */
+  runSchedule(name: string, runs: readonly ScheduleRun[], now: number): Promise<(number | null)[]>;
+}
+
 /** A storage engine for jobs: every role, and its lifetime. */
-export interface Store extends JobWrites, WorkerStore, AdminStore, StatsStore, AsyncDisposable {
+export interface Store
+  extends JobWrites, WorkerStore, AdminStore, StatsStore, ScheduleStore, AsyncDisposable {
   /** Brings the schema up to date; safe to call from several processes at once. */
   migrate(): Promise<void>;
   /** Closes the connection; later calls fail. */

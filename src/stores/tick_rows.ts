@@ -6,6 +6,8 @@
  * @module
  */
 
+import type { ScheduleFiring } from "./schedule_rows.ts";
+
 /** The middleware of one claimed job, to check before it starts. */
 export interface MiddlewareRequest {
   /** The job's id. */
@@ -40,6 +42,14 @@ export interface ClaimRequest {
    * job waits for a worker that knows it. Every name when absent.
    */
   readonly names?: readonly string[];
+  /**
+   * Fire the schedules' due slots first, in the same transaction, building
+   * their jobs with this; no firing when absent. With `limit` 0 the request
+   * only fires.
+   */
+  readonly schedules?: ScheduleFiring;
+  /** Look up which claimed jobs a schedule fired, for their `scheduled`. */
+  readonly readsScheduled?: boolean;
 }
 
 /** A job as a claim hands it over: leased to the claimer. */
@@ -70,6 +80,8 @@ export interface ClaimedJob {
   readonly batchId: number | null;
   /** The reservation token that fences this claim's settle. */
   readonly token: number;
+  /** The schedule and slot (ms since the epoch) it was fired for, when a schedule fired it. */
+  readonly scheduled?: { readonly name: string; readonly slot: number };
 }
 
 /** An error as it is stored. */

@@ -82,6 +82,8 @@ export type FailSettlement = Extract<Settlement, { kind: "fail" }>;
 export interface Dialect {
   /** Which engine's statement texts to run. */
   readonly engine: EngineName;
+  /** Whether statements read the time from the database (`{{now $n}}` given null) rather than the caller. */
+  readonly usesDatabaseClock: boolean;
   /** Whether {@linkcode Dialect.insertJobs} stores any number of rows in one statement. */
   readonly insertsInOneStatement: boolean;
   /**

@@ -144,6 +144,17 @@ export function* acquire(
   return verdicts;
 }
 
+/** The job holding unique key `key` at `at`, or null when none does. */
+export function* uniqueHolder(key: string, at: number): Script<number | null> {
+  const { rows: [holder] } = yield* exec<{ job_id: number }>(FIND_UNIQUE, key, at);
+  return holder === undefined ? null : Number(holder.job_id);
+}
+
+/** Makes job `jobId` hold unique key `key` until it settles, or until `expiresAt`. */
+export function* holdUnique(key: string, jobId: number, expiresAt: number): Script<void> {
+  yield* exec(SET_KEY, key, "unique", jobId, expiresAt, 0, null);
+}
+
 /** Releases the keys of jobs just claimed that let the next one in when they start. */
 export function* releaseOnStart(ids: readonly number[]): Script<void> {
   if (ids.length > 0) yield* exec(RELEASE_KEYS_ON_START, ids);

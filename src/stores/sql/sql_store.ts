@@ -27,9 +27,12 @@ import type {
   PushedBatch,
   QueueCountsRow,
   RunningJobRow,
+  ScheduleRow,
+  ScheduleRun,
   Settlement,
   SettleResult,
   Store,
+  StoredScheduleRow,
   StoreTransaction,
   WorkerRow,
 } from "../store.ts";
@@ -39,6 +42,7 @@ import type { Engine, EngineTransaction } from "./engine.ts";
 import { clear } from "./clear.ts";
 import * as failedJobs from "./failed_jobs.ts";
 import * as keys from "./keys.ts";
+import * as schedules from "./schedules.ts";
 import type { Script } from "./script.ts";
 import * as stats from "./stats.ts";
 import * as tick from "./tick.ts";
@@ -235,6 +239,26 @@ export class SqlStore implements Store {
   /** Deletes waiting and leased jobs of one queue, or of all; batch jobs count as skipped. */
   clear(queue: string | undefined, now: number): Promise<number> {
     return this.#write(() => clear(this.#dialect, queue, now));
+  }
+
+  /** Stores the jobs module's schedules in one transaction. */
+  syncSchedules(rows: readonly ScheduleRow[], now: number): Promise<void> {
+    return this.#write(() => schedules.syncSchedules(rows, now));
+  }
+
+  /** Every stored schedule, by name. */
+  schedules(): Promise<StoredScheduleRow[]> {
+    return this.#read(() => schedules.listSchedules());
+  }
+
+  /** Pauses or resumes a schedule. */
+  setSchedulePaused(name: string, paused: boolean, now: number): Promise<boolean> {
+    return this.#engine.run(() => schedules.setPaused(name, paused, now), "statement");
+  }
+
+  /** Stores jobs of a schedule outside its tick, in one transaction. */
+  runSchedule(name: string, runs: readonly ScheduleRun[], now: number): Promise<(number | null)[]> {
+    return this.#write(() => schedules.runSchedule(this.#dialect, name, runs, now));
   }
 
   /** Calls `listener` soon after another connection may have added or freed jobs. */

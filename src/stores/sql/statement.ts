@@ -10,6 +10,8 @@
  *   as a subquery of one column (`name IN {{texts $1}}`).
  * - `{{pairs $n}}`: the `[id, token]` pairs in parameter `n`, an array
  *   (bound as JSON), as a table of columns `id` and `token`.
+ * - `{{now $n}}`: the time in ms since the epoch: parameter `n`, or on
+ *   PostgreSQL the database's clock when it is null.
  * - `{{forUpdate}}` / `{{forUpdate t}}`: a row lock on the rows read
  *   (`FOR UPDATE [OF t]`) on PostgreSQL; nothing on SQLite, whose one
  *   writer already serializes every write transaction.
@@ -60,6 +62,11 @@ const MACROS: Record<string, Record<EngineName, (argument: string) => string>> =
     postgres: (n) =>
       `(SELECT (value->>0)::bigint AS id, (value->>1)::bigint AS token
         FROM jsonb_array_elements($${n}::jsonb))`,
+  },
+  now: {
+    sqlite: (n) => `?${n}`,
+    postgres: (n) =>
+      `COALESCE($${n}::bigint, (floor(extract(epoch from clock_timestamp()) * 1000))::bigint)`,
   },
   forUpdate: {
     sqlite: () => "",

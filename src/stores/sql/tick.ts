@@ -14,6 +14,7 @@ import type { ClaimedJob, ClaimRequest, Lease, Settlement, SettleResult } from "
 import * as chainsBatches from "./chains_batches.ts";
 import { type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
+import { fireDue, withScheduled } from "./schedules.ts";
 import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 import { recordMetrics } from "./stats.ts";
@@ -26,13 +27,19 @@ const RELEASE = statement(
   { oneRow: true },
 );
 
-/** Leases due jobs in one statement, and releases the keys that end when their job starts. */
+/**
+ * Fires the schedules' due slots (when the request carries them), leases due
+ * jobs in one statement, and releases the keys that end when their job starts.
+ */
 export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJob[]> {
+  if (request.schedules !== undefined) yield* fireDue(dialect, request.schedules, request.now);
+  if (request.limit === 0) return [];
   const rows: ClaimRow[] = yield* dialect.claim(request);
   yield* releaseOnStart(
     rows.filter((row) => Number(row.keyed) === KEYED.untilStarted).map((row) => Number(row.id)),
   );
-  return toClaimedJobs(rows, request.queues, request.token);
+  const jobs = toClaimedJobs(rows, request.queues, request.token);
+  return request.readsScheduled === true ? yield* withScheduled(jobs) : jobs;
 }
 
 /** Applies settlements, each fenced by its token, then claims, all in one transaction. */

@@ -1,0 +1,88 @@
+/**
+ * Schedules: each with its rule, paused or active, its next fire times, its
+ * last run, and pause, resume and run-now actions.
+ *
+ * @internal
+ * @module
+ */
+import type { ScheduleInfo } from "../../schedule_views.ts";
+import type { PageContext } from "../context.ts";
+import { formatTime } from "../format.ts";
+import { type Html, html } from "../html.ts";
+import { actionForm, layout } from "../layout.ts";
+
+/** The schedules page's JSON. */
+export interface SchedulesData {
+  /** Every stored schedule, by name. */
+  readonly schedules: ScheduleInfo[];
+}
+
+/** Reads every stored schedule. */
+export async function loadSchedules(ctx: PageContext): Promise<SchedulesData> {
+  return { schedules: await ctx.queue.schedules() };
+}
+
+/** The path of an action on the schedule `name` (names may hold any character). */
+export function schedulePath(name: string, verb: string): string {
+  return `/schedules/${encodeURIComponent(name)}/${verb}`;
+}
+
+/** The schedules page. */
+export function renderSchedules(ctx: PageContext, data: SchedulesData): Html {
+  return layout(ctx, {
+    heading: "Schedules",
+    section: "/schedules",
+    api: "/api/schedules",
+    body: data.schedules.length === 0
+      ? html`<p class="muted">No schedules: define them with defineSchedule() in the jobs module.</p>`
+      : schedulesTable(ctx, data.schedules),
+  });
+}
+
+function schedulesTable(ctx: PageContext, schedules: readonly ScheduleInfo[]): Html {
+  const rows = schedules.map((schedule, index) => {
+    const rule = schedule.cron === null
+      ? `every ${schedule.everyMs! / 1000} s`
+      : `${schedule.cron} (${schedule.timezone})`;
+    const next = schedule.nextRuns.map((date) => html`${formatTime(date)}<br>`);
+    const actions = [
+      schedule.paused
+        ? actionForm(ctx, schedulePath(schedule.name, "resume"), "Resume")
+        : actionForm(ctx, schedulePath(schedule.name, "pause"), "Pause", { danger: true }),
+      actionForm(ctx, schedulePath(schedule.name, "run"), "Run now"),
+    ];
+    return html`
+      <tr>
+        <td>${schedule.name}</td>
+        <td>${schedule.job}</td>
+        <td><code>${rule}</code></td>
+        <td data-live="schedules/${index}/paused">${schedule.paused ? "paused" : "active"}</td>
+        <td>
+          <ul class="plain">${next}</ul>
+        </td>
+        <td>${schedule.lastSlot === null ? "never" : formatTime(schedule.lastSlot)}</td>
+        <td class="num">${schedule.lastJobId ?? ""}</td>
+        <td>missed: ${schedule.missed}, overlap: ${schedule.overlap}</td>
+        <td>${actions}</td>
+      </tr>
+    `;
+  });
+  return html`
+    <table>
+      <thead>
+        <tr>
+          <th>Name</th>
+          <th>Job</th>
+          <th>Rule</th>
+          <th>State</th>
+          <th>Next runs (UTC)</th>
+          <th>Last slot (UTC)</th>
+          <th class="num">Last job</th>
+          <th>Policies</th>
+          <th>${ctx.canWrite ? "Actions" : ""}</th>
+        </tr>
+      </thead>
+      <tbody>${rows}</tbody>
+    </table>
+  `;
+}

@@ -1,0 +1,104 @@
+/**
+ * The slots of a schedule: the instants it fires at, from a cron expression
+ * in a time zone (through `croner`, whose rules for daylight saving are the
+ * ones we promise: a local time that does not exist fires once at the first
+ * valid instant after it, one that exists twice fires once, at the first),
+ * or every `everyMs` counted from the Unix epoch, so every process and host
+ * computes the same slots.
+ *
+ * @internal
+ * @module
+ */
+// Inline specifier: an app that imports this module from source resolves it with its own import
+// map, which need not list this dependency.
+// deno-lint-ignore no-import-prefix
+import { Cron } from "npm:croner@11";
+
+/** How a schedule's slots are given: a cron expression in a time zone, or a fixed interval. */
+export type SlotRule =
+  | { readonly cron: string; readonly timezone: string }
+  | { readonly everyMs: number };
+
+/** The slots of one schedule, as ms since the epoch. */
+export interface ScheduleTimes {
+  /** The first slot strictly after `after`, or null when there is none (a cron that never fires again). */
+  next(after: number): number | null;
+  /** Up to `count` of the latest slots at or before `atOrBefore`, oldest first. */
+  latest(atOrBefore: number, count: number): number[];
+}
+
+/**
+ * The slots of `rule`. Throws a `TypeError` saying what is wrong with a cron
+ * expression or time zone (an expression must have 5 fields, or 6 with
+ * seconds first).
+ */
+export function scheduleTimes(rule: SlotRule): ScheduleTimes {
+  if ("everyMs" in rule) return intervalTimes(rule.everyMs);
+  const fields = rule.cron.trim().split(/\s+/);
+  if (fields.length !== 5 && fields.length !== 6) {
+    throw new TypeError(
+      `cron must have 5 fields (minute hour day month weekday) or 6 (seconds first): got ${fields.length} in ${
+        JSON.stringify(rule.cron)
+      }`,
+    );
+  }
+  let cron: Cron;
+  try {
+    cron = new Cron(rule.cron, { timezone: rule.timezone, paused: true });
+    cron.nextRun(new Date(0)); // an unknown time zone is only found when a time is converted
+  } catch (error) {
+    const message = (error as Error).message.replace(/^Cron\w*: /, "");
+    const what = /time ?zone/i.test(message)
+      ? `timezone ${JSON.stringify(rule.timezone)} is not an IANA time zone`
+      : `cron ${JSON.stringify(rule.cron)} does not parse: ${message}`;
+    throw new TypeError(what, { cause: error });
+  }
+  return {
+    next(after) {
+      return cron.nextRun(new Date(after))?.getTime() ?? null;
+    },
+    latest(atOrBefore, count) {
+      // previousRuns looks strictly before its reference.
+      return cron.previousRuns(count, new Date(atOrBefore + 1)).map((date) => date.getTime())
+        .reverse();
+    },
+  };
+}
+
+function intervalTimes(everyMs: number): ScheduleTimes {
+  return {
+    next: (after) => (Math.floor(after / everyMs) + 1) * everyMs,
+    latest(atOrBefore, count) {
+      const last = Math.floor(atOrBefore / everyMs) * everyMs;
+      return Array.from({ length: count }, (_, index) => last - (count - 1 - index) * everyMs)
+        .filter((slot) => slot >= 0);
+    },
+  };
+}
+
+/** The next `count` slots after `after`. */
+export function nextSlots(times: ScheduleTimes, after: number, count: number): number[] {
+  const slots: number[] = [];
+  let slot = times.next(after);
+  while (slot !== null && slots.length < count) {
+    slots.push(slot);
+    slot = times.next(slot);
+  }
+  return slots;
+}
+
+/** The slots in `[from, to]`, oldest first, stopping after `limit + 1` (so a caller sees it was over). */
+export function slotsBetween(
+  times: ScheduleTimes,
+  from: number,
+  to: number,
+  limit: number,
+): number[] {
+  const slots: number[] = [];
+  let slot = times.next(from - 1);
+  while (slot !== null && slot <= to && slots.length <= limit) {
+    slots.push(slot);
+    slot = times.next(slot);
+  }
+  return slots;
+}
