@@ -165,20 +165,28 @@ export function* addToBatch(
 }
 
 /**
- * Moves the chain and batch of a job that just succeeded or failed for good;
- * how many follow-up jobs it queued.
+ * Moves the chain and batch of a job that just succeeded, failed for good,
+ * or was cancelled (its chain stops as at a failure, and drops the links
+ * that can never run now; its batch counts it as skipped); how many
+ * follow-up jobs it queued.
  */
-export function* settled(links: JobLinks, kind: "complete" | "fail", at: number): Script<number> {
+export function* settled(
+  links: JobLinks,
+  kind: "complete" | "fail" | "cancel",
+  at: number,
+): Script<number> {
   const { chain_id: chainId, batch_id: batchId } = links;
   let queued = 0;
   if (chainId !== null) {
-    if (kind === "fail") {
+    if (kind !== "complete") {
       queued += (yield* exec(QUEUE_WAITING_OF_CHAIN, at, chainId, "chain-catch")).count;
       yield* exec(DROP_CHAIN_CATCH, chainId);
+      if (kind === "cancel") yield* exec(DROP_WAITING_OF_CHAIN, chainId);
     } else queued += yield* nextLink(chainId, at);
   }
   if (batchId === null || Number(links.batch_member) !== 1) return queued;
-  if (kind === "complete") yield* exec(MEMBER_SUCCEEDED, batchId);
+  if (kind === "cancel") yield* exec(MEMBERS_SKIPPED, 1, batchId);
+  else if (kind === "complete") yield* exec(MEMBER_SUCCEEDED, batchId);
   else {
     const { rows: [batch] } = yield* exec<{ allow_failures: number }>(MEMBER_FAILED, batchId);
     if (batch === undefined) return queued; // pruned while the job ran
