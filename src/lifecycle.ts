@@ -125,7 +125,13 @@ export function outcomeOf(
     case "success":
       return {
         kind: "complete",
-        settlement: { kind: "complete", id, token, at: now, output: result.output ?? null },
+        settlement: {
+          kind: "complete",
+          id,
+          token,
+          at: now,
+          ...(result.output !== undefined && result.output !== null && { output: result.output }),
+        },
       };
     case "release":
       return {

@@ -101,7 +101,9 @@ export function toClaimedJobs(
       createdAt: row.created_at,
       batchId: row.batch_id,
       token,
-      cancelRequested: row.cancel_requested ?? null,
+      // Only when set: a cancel asked while an earlier attempt ran is rare.
+      ...(row.cancel_requested !== null && row.cancel_requested !== undefined &&
+        { cancelRequested: row.cancel_requested }),
     }));
 }
 
