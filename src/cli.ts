@@ -38,6 +38,7 @@ import {
   EXIT_CODES,
   PROGRAM,
 } from "./cli/command.ts";
+import { JOB_CONTROL_COMMANDS } from "./cli/job_control.ts";
 import { keyGenerate } from "./cli/key_generate.ts";
 import { stats } from "./cli/stats.ts";
 import { work } from "./cli/work.ts";
@@ -62,6 +63,7 @@ const COMMANDS: readonly Command[] = [
   work,
   ...ADMIN_COMMANDS,
   ...BATCH_COMMANDS,
+  ...JOB_CONTROL_COMMANDS,
   stats,
   dashboardCommand,
   keyGenerate,
