@@ -16,6 +16,7 @@ import { readCount } from "./query.ts";
 export const SECTIONS = [
   { path: "/", label: "Overview" },
   { path: "/jobs", label: "Jobs" },
+  { path: "/completed", label: "Completed" },
   { path: "/failed", label: "Failed" },
   { path: "/batches", label: "Batches" },
   { path: "/job-types", label: "Job types" },
@@ -36,6 +37,12 @@ const NOTICES: Record<string, (count: number) => string> = {
   cancelled: () => "Cancelled the batch: its jobs that had not started are skipped.",
   "batch-retried": (n) => `Put the batch's ${n} failed ${n === 1 ? "job" : "jobs"} back.`,
   "flush-unconfirmed": () => "Nothing deleted: tick the box to confirm the flush.",
+  "job-cancelled": () => "Cancelled the job: it had not started, and is kept as cancelled.",
+  "job-cancelling": () =>
+    "The job is running: its worker was asked to stop it, and does within about a second.",
+  "job-finished": () => "Nothing changed: the job has already finished.",
+  paused: () => "Paused the queue: no worker claims its jobs until it is resumed.",
+  resumed: () => "Resumed the queue.",
 };
 
 /** A whole page. */
@@ -94,7 +101,7 @@ function notice(params: URLSearchParams): Html | null {
   const code = params.get("notice");
   const tell = code === null ? undefined : Object.hasOwn(NOTICES, code) ? NOTICES[code] : undefined;
   if (tell === undefined) return null;
-  const bad = code === "gone" || code === "flush-unconfirmed";
+  const bad = code === "gone" || code === "flush-unconfirmed" || code === "job-finished";
   return html`<p class="notice${bad ? " bad" : ""}" role="status">${tell(readCount(params))}</p>`;
 }
 
