@@ -483,3 +483,47 @@ Deno.test("external mode dispatches and refuses to work", async () => {
   assert.ok((await queue.dispatch(step, { n: 1 })) > 0);
   assert.throws(() => queue.work(), /mode "external" \(another process works its jobs\)/);
 });
+
+Deno.test("the claim's pause check is one primary-key lookup inside the claim's one statement", async () => {
+  const { DatabaseSync } = await import("node:sqlite");
+  const { SqliteStore } = await import("../src/stores/sqlite.ts");
+  const { notPaused } = await import("../src/stores/sql/job_control.ts");
+  const { sqliteDialect } = await import("../src/stores/_sqlite_dialect.ts");
+  const dir = await Deno.makeTempDir();
+  try {
+    const store = await SqliteStore.open(`${dir}/queue.db`);
+    await store.close();
+    const db = new DatabaseSync(`${dir}/queue.db`);
+    try {
+      const pick = `SELECT id FROM jobs WHERE queue = ?1 AND available_at <= ?2
+        AND ${notPaused("?1", "?2")} ORDER BY priority DESC, available_at LIMIT ?3`;
+      const details = db.prepare(`EXPLAIN QUERY PLAN ${pick}`).all("default", 0, 10)
+        .map((row) => String(row.detail));
+      assert.ok(!details.some((d) => d.includes("TEMP B-TREE")), details.join("; "));
+      assert.ok(details.some((d) => d.includes("jobs_claim_order")), details.join("; "));
+      assert.ok(
+        details.some((d) => /SEARCH p USING INDEX sqlite_autoindex_queue_pauses_1/.test(d)),
+        details.join("; "),
+      );
+    } finally {
+      db.close();
+    }
+    // The claim is still one step of its script.
+    const script = sqliteDialect.claim({
+      queues: ["high", "default"],
+      limit: 4,
+      now: 0,
+      leaseMs: 1_000,
+      token: 1,
+    });
+    let steps = 0;
+    let next = script.next();
+    while (!next.done) {
+      steps++;
+      next = script.next({ rows: [], count: 0 });
+    }
+    assert.equal(steps, 1);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
