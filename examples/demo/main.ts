@@ -2,7 +2,8 @@
  * `deno task demo`: a mixed workload on the embedded SQLite default (retries,
  * a failure with an encrypted payload, a delayed job, a batch with progress,
  * a chain, a unique job, a debounced job, a rate-limited job), worked to
- * completion with a live progress line, then a summary.
+ * completion with a live progress line, then a summary; then a job's output
+ * awaited with `dispatchAndWait`, and a running job cancelled.
  *
  * `deno task demo --serve` then keeps the queue open with a worker and serves
  * its dashboard on 127.0.0.1 (port `PORT`, default 8080, or any free one if
@@ -16,8 +17,10 @@ import { dashboard } from "../../src/dashboard.ts";
 import {
   callPartnerApi,
   chargeCard,
+  exportReport,
   importProducts,
   orderStep,
+  quoteOrder,
   rebuildSearchIndex,
   reportImport,
   resizeImage,
@@ -129,7 +132,38 @@ console.log(
     "at most 5 per half second",
 );
 
+await jobControl();
+
 if (Deno.args.includes("--serve")) await serveDashboard();
+
+/** A result awaited from the worker, and a running job cancelled: its handler aborts at once. */
+async function jobControl(): Promise<void> {
+  const control = queue.work({ concurrency: 2, pollMs: 200 });
+  const { totalCents } = await queue.dispatchAndWait(quoteOrder, {
+    items: [{ cents: 1_999, qty: 2 }, { cents: 450, qty: 3 }],
+  }, { timeoutMs: 30_000 });
+  console.log(`Awaited result: quote-order returned totalCents ${totalCents}`);
+  const exportId = await queue.dispatch(exportReport, { reportId: 7 });
+  const startedExport = Promise.withResolvers<void>();
+  const cancelled = Promise.withResolvers<number>();
+  queue.addEventListener("job:start", ({ detail }) => {
+    if (detail.id === exportId) startedExport.resolve();
+  });
+  queue.addEventListener("job:cancelled", ({ detail }) => {
+    if (detail.id === exportId) cancelled.resolve(performance.now());
+  });
+  await startedExport.promise;
+  const askedAt = performance.now();
+  const outcome = await queue.cancel(exportId, { reason: "the user closed the page" });
+  const stoppedAt = await cancelled.promise;
+  const result = await queue.result(exportId);
+  console.log(
+    `Cancel: export-report #${exportId} was running ("${outcome}"), stopped ${
+      Math.round(stoppedAt - askedAt)
+    } ms later; its result: ${result?.state} (${result?.error})`,
+  );
+  await control.stop();
+}
 
 /** Serves the dashboard, with a worker to run what it retries, until SIGINT or SIGTERM. */
 async function serveDashboard(): Promise<void> {
