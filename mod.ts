@@ -96,7 +96,7 @@ export type {
   RunningJob,
 } from "./src/admin_views.ts";
 export { BatchBuilder, type BatchStatus } from "./src/batch.ts";
-export { ChainBuilder, type ChainOptions } from "./src/chain.ts";
+export { ChainBuilder, type ChainOptions, previousOutput } from "./src/chain.ts";
 export type { Runner, RunnerStats, StopOptions, StopReason } from "./src/runner.ts";
 export { type Durability, SqliteStore, type SqliteStoreOptions } from "./src/stores/sqlite.ts";
 export type { ExecutorKind, ResolvedWorkOptions, WorkOptions } from "./src/work_options.ts";

@@ -14,14 +14,15 @@ import type { DispatchTarget } from "./dispatch.ts";
 import type { Executor } from "./executors/executor.ts";
 import type { JobRegistry } from "./registry.ts";
 import { runNow } from "./run_now.ts";
-import type {
-  KeyedJobRow,
-  KeyedPush,
-  NewBatchRow,
-  NewChainRow,
-  NewJobRow,
-  PushedBatch,
-  WaitingJobRow,
+import {
+  FROM_PREVIOUS_OUTPUT,
+  type KeyedJobRow,
+  type KeyedPush,
+  type NewBatchRow,
+  type NewChainRow,
+  type NewJobRow,
+  type PushedBatch,
+  type WaitingJobRow,
 } from "./stores/store.ts";
 
 /** Runs what is dispatched instead of storing it. */
@@ -55,8 +56,11 @@ export class InlineTarget implements DispatchTarget {
   /** Runs the links in order; at a failure runs the chain's `catch` and rejects. */
   async pushChain(chain: NewChainRow): Promise<number> {
     try {
-      await this.#run(chain.first);
-      for (const link of chain.next) await this.#run(link);
+      let output = await this.#run(chain.first);
+      for (const link of chain.next) {
+        const payload = link.payload === FROM_PREVIOUS_OUTPUT ? output ?? "null" : link.payload;
+        output = await this.#run({ ...link, payload });
+      }
     } catch (error) {
       for (const onFailure of chain.onFailure) await this.#run(onFailure);
       throw error;
@@ -86,9 +90,10 @@ export class InlineTarget implements DispatchTarget {
     return { id: 0, jobIds: batch.jobs.map(() => 0) };
   }
 
-  async #run(row: NewJobRow | WaitingJobRow): Promise<void> {
+  /** Runs one job; its stored output text, or null. */
+  async #run(row: NewJobRow | WaitingJobRow): Promise<string | null> {
     const job = this.#registry.get(row.name);
     if (job === undefined) throw new TypeError(`No job named "${row.name}" is registered`);
-    await runNow(this.#executor, job, row);
+    return await runNow(this.#executor, job, row);
   }
 }

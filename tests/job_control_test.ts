@@ -14,6 +14,7 @@ import {
   JobCancelledError,
   JobWaitTimeoutError,
   PermanentError,
+  previousOutput,
   Queue,
   type QueueEventMap,
   ValidationError,
@@ -92,6 +93,16 @@ function controlJobs() {
     uniqueId: ({ key }) => key,
     handle() {},
   });
+  const doubled: number[] = [];
+  const double = defineJob({
+    name: "double",
+    schema: z.object({ sum: z.number() }),
+    output: z.object({ sum: z.number() }),
+    handle({ sum }) {
+      doubled.push(sum * 2);
+      return { sum: sum * 2 };
+    },
+  });
   const log: string[] = [];
   const step = defineJob({
     name: "step",
@@ -102,7 +113,9 @@ function controlJobs() {
     },
   });
   return {
-    jobs: [add, wrongOutput, bigOutput, noOutput, secret, broken, slow, unique, step],
+    jobs: [add, wrongOutput, bigOutput, noOutput, secret, broken, slow, unique, step, double],
+    double,
+    doubled,
     add,
     wrongOutput,
     bigOutput,
@@ -526,4 +539,44 @@ Deno.test("the claim's pause check is one primary-key lookup inside the claim's 
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+storeTest("a chain link given previousOutput gets the output of the link before", async (db) => {
+  const { jobs, add, double, doubled, secret, step } = controlJobs();
+  const queue = await db.open({ appKey: TEST_KEY, jobs });
+  const chainId = await queue.chain()
+    .then(add, { a: 2, b: 3 })
+    .then(double, previousOutput)
+    .then(double, previousOutput)
+    .dispatch();
+  const [waiting] = await db.query<{ payload: string }>(
+    "SELECT payload FROM waiting_jobs WHERE chain_id = ? ORDER BY position LIMIT 1",
+    [chainId],
+  );
+  assert.equal(waiting?.payload, "<previous output>");
+  await drain(queue, { executor: "isolate" });
+  assert.deepEqual(doubled, [10, 20]);
+  const [last] = await queue.completed({ name: "double", limit: 1 });
+  assert.equal(last?.output, '{"sum":20}');
+  await assert.rejects(
+    queue.chain().then(double, previousOutput).dispatch(),
+    /link 1 of a chain: the first link has no previous output/,
+  );
+  await assert.rejects(
+    queue.chain().then(secret, { pin: "1" }).then(double, previousOutput).dispatch(),
+    /previousOutput cannot pass an output to or from an encrypted job/,
+  );
+  // An output that does not fit the next job's schema fails that link for good.
+  await queue.chain().then(add, { a: 1, b: 1 }).then(step, previousOutput).dispatch();
+  await drain(queue, { executor: "isolate" });
+  const [failed] = await queue.failed();
+  assert.equal(failed?.name, "step");
+  assert.match(failed!.error, /PayloadIntegrityError/);
+});
+
+Deno.test("inline mode passes outputs along a chain too", async () => {
+  const { jobs, add, double, doubled } = controlJobs();
+  await using queue = await Queue.open({ mode: "inline", jobs, appKey: TEST_KEY });
+  await queue.chain().then(add, { a: 1, b: 2 }).then(double, previousOutput).dispatch();
+  assert.deepEqual(doubled, [6]);
 });

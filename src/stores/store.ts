@@ -50,6 +50,7 @@ export type * from "./dispatch_rows.ts";
 export type * from "./job_control_rows.ts";
 export type * from "./read_rows.ts";
 export type * from "./tick_rows.ts";
+export { FROM_PREVIOUS_OUTPUT } from "./dispatch_rows.ts";
 export { METRICS_RETENTION_MS, RUNTIME_BUCKETS_MS, runtimeBucket } from "./read_rows.ts";
 
 /** The part of a store usable inside {@linkcode Store.transaction}. */

@@ -68,7 +68,8 @@ export function* settle(
       queued += putBack.queued;
       if (putBack.skipped) skipped.push(settlement.id);
     } else if (settlement.kind !== "progress") {
-      queued += yield* chainsBatches.settled(job, settlement.kind, settlement.at);
+      const output = settlement.kind === "complete" ? settlement.output ?? null : null;
+      queued += yield* chainsBatches.settled(job, settlement.kind, settlement.at, output);
     }
   }
 
