@@ -314,9 +314,10 @@ export interface JobConfig<
 /** A job as {@linkcode defineJob} returns it: every setting resolved. */
 // `any` as the default keeps `JobDefinition` (no argument) assignable from every definition:
 // the schema type sits in both argument and result positions, which would make it invariant.
-// deno-lint-ignore no-explicit-any
 export interface JobDefinition<
+  // deno-lint-ignore no-explicit-any
   S extends PayloadSchema = any,
+  // deno-lint-ignore no-explicit-any
   O extends PayloadSchema | undefined = any,
 > {
   /** Stable name, stored with each job. */
