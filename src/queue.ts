@@ -580,6 +580,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     }
     const id = await this.#dispatch.dispatch(job, payload, dispatchOptions);
     await this.#store.markAwaited(id);
+    this.#notifyRunners(); // a claim that ran while the mark held the row skipped it
     const row = await awaitResult(
       { store: this.#store, clock: this.#clock, events: this },
       id,

@@ -247,9 +247,15 @@ export function* completedJob(id: number): Script<CompletedJobRow | null> {
   return row === undefined ? null : toCompletedJobRow(row);
 }
 
-/** Marks job `id` as awaited, so the settle that ends it wakes the waiters; whether it is there. */
-export function* markAwaited(id: number): Script<boolean> {
-  return (yield* exec(AWAIT, id)).count === 1;
+/**
+ * Marks job `id` as awaited, so the settle that ends it wakes the waiters;
+ * whether it is there. Wakes workers again: a claim that ran while this
+ * held the row skipped it (`SKIP LOCKED`), after the dispatch had woken them.
+ */
+export function* markAwaited(dialect: Dialect, id: number): Script<boolean> {
+  const marked = (yield* exec(AWAIT, id)).count === 1;
+  if (marked) yield* dialect.notify();
+  return marked;
 }
 
 /**

@@ -268,7 +268,7 @@ export class SqlStore implements Store {
 
   /** Marks a job awaited. */
   markAwaited(id: number): Promise<boolean> {
-    return this.#engine.run(() => jobControl.markAwaited(id), "statement");
+    return this.#write(() => jobControl.markAwaited(this.#dialect, id));
   }
 
   /** Cancels a job in one transaction. */
