@@ -581,3 +581,40 @@ Deno.test("inline mode passes outputs along a chain too", async () => {
   await queue.chain().then(add, { a: 1, b: 2 }).then(double, previousOutput).dispatch();
   assert.deepEqual(doubled, [6]);
 });
+
+storeTest("a running batch job cancelled counts as skipped, and the batch finishes", async (db) => {
+  const { jobs, slow, started, step } = controlJobs();
+  const queue = await db.open({ appKey: TEST_KEY, jobs });
+  const batchId = await queue.batch("long").push(slow, null).finally(step, { n: 1 }).dispatch();
+  const worker = queue.work({ executor: "isolate", queues: ["default", "steps"] });
+  try {
+    const id = await within(started, 30_000, "the batch job's start");
+    const cancelled = nextEvent(queue, "job:cancelled", () => true, 30_000);
+    assert.equal(await queue.cancel(id), "cancelling");
+    await cancelled;
+    await nextEvent(queue, "job:complete", () => true, 30_000); // the finally callback
+  } finally {
+    await worker.stop();
+  }
+  const status = await queue.batchStatus(batchId);
+  assert.equal(status?.skipped, 1);
+  assert.equal(status?.failed, 0);
+  assert.equal(status?.finished, true);
+});
+
+storeTest(
+  "a job claimed again with a cancel asked (its last worker ended first) is cancelled, not run",
+  async (db) => {
+    const { jobs, step, log } = controlJobs();
+    const queue = await db.open({ appKey: TEST_KEY, jobs });
+    const id = await queue.dispatch(step, { n: 5 });
+    await db.query("UPDATE jobs SET cancel_requested = ? WHERE id = ?", ["asked while it ran", id]);
+    await drain(queue, { executor: "isolate", queues: ["steps"] });
+    assert.deepEqual(log, []);
+    assert.deepEqual(await queue.result(id), {
+      state: "cancelled",
+      attempts: 1,
+      error: "asked while it ran",
+    });
+  },
+);
