@@ -304,7 +304,12 @@ export function* cancelsAsked(leases: readonly Lease[]): Script<CancelRequested[
 }
 
 /** Pauses `queue` from `now` until `until` (null: until resumed). */
-export function* pause(queue: string, now: number, until: number | null, reason: string | null) {
+export function* pause(
+  queue: string,
+  now: number,
+  until: number | null,
+  reason: string | null,
+): Script<void> {
   yield* exec(PAUSE, queue, now, until, reason);
 }
 
