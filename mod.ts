@@ -100,3 +100,10 @@ export { ChainBuilder, type ChainOptions, previousOutput } from "./src/chain.ts"
 export type { Runner, RunnerStats, StopOptions, StopReason } from "./src/runner.ts";
 export { type Durability, SqliteStore, type SqliteStoreOptions } from "./src/stores/sqlite.ts";
 export type { ExecutorKind, ResolvedWorkOptions, WorkOptions } from "./src/work_options.ts";
+export type {
+  DrainAfterOptions,
+  DrainOptions,
+  DrainResult,
+  DrainStopReason,
+  ServerlessOptions,
+} from "./src/drain_options.ts";

@@ -67,7 +67,17 @@ import { runNow } from "./run_now.ts";
 import { Runner } from "./runner.ts";
 import { openStore } from "./store_options.ts";
 import type { JobResultRow, NewJobRow, Store, StoreTransaction } from "./stores/store.ts";
-import { resolveWorkOptions, type WorkOptions } from "./work_options.ts";
+import { type ResolvedWorkOptions, resolveWorkOptions, type WorkOptions } from "./work_options.ts";
+import {
+  type DrainAfterOptions,
+  type DrainOptions,
+  type DrainResult,
+  resolveDrainOptions,
+  type ServerlessOptions,
+} from "./drain_options.ts";
+import { runDrain } from "./runner/drain.ts";
+import { DrainAfterResponses } from "./runner/drain_after.ts";
+import { registerDrainCron } from "./serverless.ts";
 import {
   seenSince,
   toWorkerInfo,
@@ -129,6 +139,10 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   readonly #keepCompletedMs: number;
   readonly #mode: QueueMode;
   #closing: Promise<void> | null = null;
+  readonly #afterResponses = new DrainAfterResponses(
+    (options) => this.drain(options),
+    (error) => this.emit("queue:error", { error, during: "drain after a response" }),
+  );
 
   private constructor(parts: {
     store: Store;
@@ -323,16 +337,129 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   work(options: WorkOptions = {}): Runner {
     this.#assertOpen("start a worker");
+    const canUseWorkers = typeof Worker === "function" && this.#registry.moduleUrl !== undefined;
+    const resolved = resolveWorkOptions(options, this.#registry.defaultQueues(), canUseWorkers);
+    return this.#startRunner(resolved);
+  }
+
+  /**
+   * Runs due jobs in this isolate until nothing is due now, or the time or
+   * job budget is spent, and resolves with what ran. Jobs still running when
+   * `maxMs` is spent are aborted and put back on their queue without using
+   * an attempt, as `stop()` does. A drain is a worker that stops by itself:
+   * claims, settles, leases and events are the same as with
+   * {@linkcode Queue.work}, and it shows among the workers while it runs.
+   * For hosts that run code only while serving requests (see
+   * {@linkcode Queue.serverless} and {@linkcode Queue.drainAfter}).
+   *
+   * @example Run what is due, for up to two seconds
+   * ```ts
+   * import { defineJob, Queue } from "@renox/queue";
+   * import { z } from "zod";
+   *
+   * const noop = defineJob({ name: "noop", schema: z.null(), handle() {} });
+   * await using queue = await Queue.open({ path: ":memory:", jobs: [noop] });
+   * await queue.dispatchMany(noop, [null, null, null]);
+   * const result = await queue.drain({ maxMs: 2_000, concurrency: 2 });
+   * console.log(result); // { completed: 3, failed: 0, retried: 0, stoppedBecause: "empty" }
+   * ```
+   */
+  drain(options: DrainOptions = {}): Promise<DrainResult> {
+    try {
+      this.#assertOpen("drain");
+      const resolved = resolveDrainOptions(options, this.#registry.defaultQueues());
+      return runDrain(() => this.#startRunner(resolved));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Returns `response` as it is, and drains briefly once it was sent (see
+   * {@linkcode Queue.drain}; `maxMs` defaults to 5 s here), so a job a
+   * request dispatched usually runs while the host keeps this isolate alive
+   * for that request, instead of at the next cron tick. At most one such
+   * drain runs at a time; one asked for meanwhile runs after it. Errors go
+   * to `queue:error`; after close it drains nothing.
+   *
+   * @example Drain after each response of a `deno serve` app
+   * ```ts
+   * import { defineJob, Queue } from "@renox/queue";
+   * import { z } from "zod";
+   *
+   * const receipt = defineJob({ name: "receipt", schema: z.number(), handle() {} });
+   * const queue = await Queue.open({ path: ":memory:", jobs: [receipt] });
+   * const app = {
+   *   async fetch(_req: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
+   *     await queue.dispatch(receipt, 7);
+   *     return queue.drainAfter(new Response("ordered"), { after: info.completed });
+   *   },
+   * };
+   * const remoteAddr = { transport: "tcp" as const, hostname: "127.0.0.1", port: 50_000 };
+   * const response = await app.fetch(new Request("http://localhost/"), {
+   *   remoteAddr,
+   *   completed: Promise.resolve(),
+   * });
+   * console.log(response.status); // 200
+   * await queue.close();
+   * ```
+   */
+  drainAfter<R extends Response>(response: R, options: DrainAfterOptions = {}): R {
+    const { after, ...drainOptions } = options;
+    const resolved = { ...drainOptions, maxMs: drainOptions.maxMs ?? 5_000 };
+    resolveDrainOptions(resolved, this.#registry.defaultQueues()); // a bad option throws here
+    if (this.#closing !== null) return response;
+    const start = () => this.#afterResponses.request(resolved);
+    if (after === undefined) setTimeout(start, 0);
+    else after.then(start, start); // a client that went away still leaves jobs to run
+    return response;
+  }
+
+  /**
+   * Registers a top-level `Deno.cron` job that drains the queue for up to
+   * `drainMs` every tick (every minute by default), for hosts that keep an
+   * isolate alive only while it serves requests and cron ticks. Call it at
+   * the top level of the app's main module, as Deno Deploy finds cron jobs
+   * there. Throws when `Deno.cron` is missing: run with `--unstable-cron`, or
+   * add `"unstable": ["cron"]` to the app's `deno.json` (Deno Deploy has it).
+   * Returns `Deno.cron`'s promise, which settles once the job is unregistered
+   * (`signal` aborted); do not await it at the top level.
+   *
+   * @example Drain every minute on Deno Deploy
+   * ```ts ignore
+   * import { Queue } from "@renox/queue";
+   * import "./jobs.ts"; // in the app's graph: the URL below loads without --allow-read
+   *
+   * const url = Deno.env.get("DATABASE_URL")!;
+   * const queue = await Queue.open({ url, jobs: import.meta.resolve("./jobs.ts") });
+   * queue.serverless({ cron: "* * * * *", drainMs: 50_000 });
+   * ```
+   */
+  serverless(options: ServerlessOptions = {}): Promise<void> {
+    this.#assertOpen("register a drain cron job");
+    const queues = this.#registry.defaultQueues();
+    return registerDrainCron(
+      options,
+      async (drainOptions) => {
+        try {
+          await this.drain(drainOptions);
+        } catch (error) {
+          if (!(error instanceof QueueClosedError)) throw error;
+        }
+      },
+      (drainOptions) => resolveDrainOptions(drainOptions, queues),
+    );
+  }
+
+  #startRunner(resolved: ResolvedWorkOptions): Runner {
     if (this.#mode !== "worker") {
       throw new TypeError(
-        `Cannot start a worker: this queue was opened with mode "${this.#mode}" (${
+        `Cannot work jobs in this process: this queue was opened with mode "${this.#mode}" (${
           this.#mode === "inline" ? "jobs run at dispatch" : "another process works its jobs"
         }); open it with mode "worker" to work jobs here`,
       );
     }
     const jobsUrl = this.#registry.moduleUrl;
-    const canUseWorkers = typeof Worker === "function" && jobsUrl !== undefined;
-    const resolved = resolveWorkOptions(options, this.#registry.defaultQueues(), canUseWorkers);
     const executor = resolved.executor === "workers"
       ? new WebWorkerPool({
         jobsUrl: jobsUrl!,

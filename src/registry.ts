@@ -26,6 +26,26 @@ export function moduleUrl(source: string | URL): string {
   return /^[a-z][a-z0-9+.-]+:/i.test(text) ? text : pathToFileURL(resolve(text)).href;
 }
 
+/**
+ * Why a local jobs module may not load without `--allow-read`, and the two
+ * ways out: a module the app imports itself is in its module graph, and
+ * loads by URL without the permission.
+ */
+function readHint(url: string): string {
+  if (!url.startsWith("file:")) return "";
+  let granted = false;
+  try {
+    granted = Deno.permissions.querySync({ name: "read", path: new URL(url) }).state === "granted";
+  } catch {
+    // no permissions API here: say nothing more
+    return "";
+  }
+  return granted
+    ? ""
+    : " (a module loaded by URL at run time needs --allow-read, unless the app imports it too: " +
+      'add import "./jobs.ts" (the jobs module) to the app, or grant --allow-read)';
+}
+
 /** The job definitions of one process, looked up by name. */
 export class JobRegistry {
   readonly #byName = new Map<string, JobDefinition>();
@@ -62,9 +82,10 @@ export class JobRegistry {
     try {
       exports = await import(url);
     } catch (error) {
-      throw new Error(`Cannot import the jobs module ${url}: ${(error as Error).message}`, {
-        cause: error,
-      });
+      throw new Error(
+        `Cannot import the jobs module ${url}: ${(error as Error).message}${readHint(url)}`,
+        { cause: error },
+      );
     }
     const definitions = Object.values(exports).filter(isJobDefinition);
     if (definitions.length === 0) {

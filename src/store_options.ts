@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { dirname } from "node:path";
 import { isPostgresUrl, redactPassword } from "./stores/database_url.ts";
 import { type Durability, SqliteStore } from "./stores/sqlite.ts";
 import type { Store } from "./stores/store.ts";
@@ -44,10 +45,40 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   if (options.path !== undefined) assertPath(options.path);
   const url = options.url ?? (options.path === undefined ? databaseUrl() : undefined);
   if (url !== undefined) return await openPostgres(url);
-  return await SqliteStore.open(options.path ?? "./.renox/queue.db", {
-    ...(options.durability !== undefined && { durability: options.durability }),
-    ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
-  });
+  const path = options.path ?? "./.renox/queue.db";
+  try {
+    return await SqliteStore.open(path, {
+      ...(options.durability !== undefined && { durability: options.durability }),
+      ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
+    });
+  } catch (error) {
+    if (error instanceof Deno.errors.NotCapable) throw sqlitePermissionError(path, error);
+    throw error;
+  }
+}
+
+/**
+ * The error for a SQLite file this process may not read or write: which
+ * flags to add, for its folder, and the way out on a host without a disk.
+ */
+function sqlitePermissionError(path: string, cause: Error): Error {
+  const folder = dirname(path);
+  const missing = (["read", "write"] as const).filter((name) => {
+    try {
+      return Deno.permissions.querySync({ name, path: folder }).state !== "granted";
+    } catch {
+      return true;
+    }
+  }).map((name) => `--allow-${name}=${folder}`);
+  return new Deno.errors.NotCapable(
+    `Cannot open the SQLite file ${path}: the SQLite store needs to read and write its folder; ` +
+      `run with ${
+        missing.length > 0 ? missing.join(" ") : `--allow-read=${folder} --allow-write=${folder}`
+      }` +
+      " (on a host without a writable disk, keep the jobs in PostgreSQL: set DATABASE_URL to a postgres:// URL): " +
+      cause.message,
+    { cause },
+  );
 }
 
 /** Throws a `TypeError` unless `path` can name a SQLite file: not empty, not a URL. */
@@ -79,12 +110,13 @@ function databaseUrl(): string | undefined {
 }
 
 /**
- * Opens the PostgreSQL store. Imported on demand, by a URL the type checker
- * does not follow, so apps on SQLite never download the driver.
+ * Opens the PostgreSQL store, imported on demand: apps on SQLite never load
+ * the driver at run time. The specifier is a literal, so the module is in the
+ * app's graph: it loads without `--allow-read`, and hosts that bundle the
+ * graph (Deno Deploy) include it. Type-checking an app fetches the driver's
+ * types once.
  */
 async function openPostgres(url: string): Promise<Store> {
-  const module: { PostgresStore: { open(url: string): Promise<Store> } } = await import(
-    new URL("./stores/postgres.ts", import.meta.url).href
-  );
-  return await module.PostgresStore.open(url);
+  const { PostgresStore } = await import("./stores/postgres.ts");
+  return await PostgresStore.open(url);
 }

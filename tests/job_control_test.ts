@@ -496,6 +496,7 @@ Deno.test("external mode dispatches and refuses to work", async () => {
   });
   assert.ok((await queue.dispatch(step, { n: 1 })) > 0);
   assert.throws(() => queue.work(), /mode "external" \(another process works its jobs\)/);
+  await assert.rejects(queue.drain(), /mode "external"/);
 });
 
 Deno.test("the claim's pause check is one primary-key lookup inside the claim's one statement", async () => {

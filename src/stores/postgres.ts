@@ -5,7 +5,8 @@
  * and idle workers wake on `LISTEN/NOTIFY` (polling stays as the fallback).
  *
  * This module is the only one that imports the `postgres` driver, from the
- * `@renox/queue/postgres` entry point: SQLite users never download it.
+ * `@renox/queue/postgres` entry point (and `Queue.open({ url })` on demand):
+ * SQLite apps never load it at run time.
  *
  * @example Open a queue on PostgreSQL
  * ```ts ignore

@@ -1,0 +1,120 @@
+/**
+ * A Deno Deploy-style app: an `export default { fetch }` module served by
+ * `deno serve`, with no Web Worker, no writable disk and no long-lived
+ * worker process. Jobs live in PostgreSQL (`DATABASE_URL`); they run in this
+ * isolate, right after the responses of the requests that dispatched them
+ * (`queue.drainAfter()`), and at each minute's cron tick
+ * (`queue.serverless()`) for whatever is left, e.g. retries after backoff.
+ *
+ * - `POST /orders` with `{"sku":"mug","quantity":2}` dispatches a
+ *   `fulfil-order` job: 202 with the order's id, 400 when the body fails the
+ *   job's schema.
+ * - `GET /` shows the queue's counts.
+ * - `/admin/queue` is the dashboard, behind HTTP Basic auth with the user
+ *   `admin` and the password in `DASHBOARD_PASSWORD` (refused for everyone
+ *   while it is unset).
+ *
+ * Settings from the environment: `DATABASE_URL` (required, `postgres://…`),
+ * `DASHBOARD_PASSWORD`, and `DRAIN_AFTER_RESPONSE_MS` (how long to drain
+ * after each response, default 5000; 0 leaves every job to the cron ticks).
+ *
+ * ```sh
+ * DATABASE_URL=postgres://postgres@127.0.0.1:5432/app DASHBOARD_PASSWORD=secret \
+ *   deno serve --unstable-cron --allow-net --allow-env examples/deploy/main.ts
+ * curl -X POST localhost:8000/orders -d '{"sku":"mug","quantity":2}'
+ * ```
+ *
+ * On Deno Deploy, set `DATABASE_URL` and `DASHBOARD_PASSWORD` in the
+ * project's environment variables, and `"unstable": ["cron"]` in its
+ * deno.json if it runs elsewhere too; `--unstable-cron` is only for local runs.
+ *
+ * @module
+ */
+import { timingSafeEqual } from "node:crypto";
+import { Queue, ValidationError } from "../../mod.ts";
+import { dashboard } from "../../src/dashboard.ts";
+// Imported here, so the queue loads it by URL without --allow-read (it is in the app's graph).
+import { fulfilOrder } from "./jobs.ts";
+
+const databaseUrl = Deno.env.get("DATABASE_URL");
+if (databaseUrl === undefined || !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+  throw new TypeError("DATABASE_URL must be set to a postgres:// URL: this app has no disk");
+}
+const drainAfterMs = Number(Deno.env.get("DRAIN_AFTER_RESPONSE_MS") ?? "5000");
+if (!Number.isInteger(drainAfterMs) || drainAfterMs < 0) {
+  throw new TypeError(
+    `DRAIN_AFTER_RESPONSE_MS must be a whole number of ms: got "${
+      Deno.env.get("DRAIN_AFTER_RESPONSE_MS")
+    }"`,
+  );
+}
+const password = Deno.env.get("DASHBOARD_PASSWORD") ?? "";
+
+const queue = await Queue.open({ url: databaseUrl, jobs: import.meta.resolve("./jobs.ts") });
+// At the top level, where Deno Deploy looks for cron jobs: each minute, drain for up to 50 s.
+queue.serverless({ cron: "* * * * *", drainMs: 50_000, concurrency: 4 });
+
+const admin = dashboard(queue, { basePath: "/admin/queue", gate: mayAdminister });
+
+/** Whether the request carries `admin` and the dashboard password, compared in constant time. */
+function mayAdminister(request: Request): boolean {
+  if (password === "") return false;
+  const header = request.headers.get("authorization") ?? "";
+  const given = new TextEncoder().encode(header);
+  const expected = new TextEncoder().encode(`Basic ${btoa(`admin:${password}`)}`);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+async function placeOrder(request: Request): Promise<Response> {
+  let body: { sku?: unknown; quantity?: unknown };
+  try {
+    body = await request.json();
+  } catch {
+    return Response.json({ error: "The body must be JSON" }, { status: 400 });
+  }
+  const orderId = crypto.randomUUID();
+  try {
+    await queue.dispatch(fulfilOrder, {
+      orderId,
+      sku: body?.sku as string,
+      quantity: body?.quantity as number,
+      placedAt: Date.now(),
+    });
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error;
+    return Response.json({ error: error.message }, { status: 400 });
+  }
+  return Response.json({ orderId }, { status: 202 });
+}
+
+async function route(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
+  const { pathname } = new URL(request.url);
+  if (pathname === "/orders") {
+    if (request.method !== "POST") return Response.json({ error: "Use POST" }, { status: 405 });
+    return await placeOrder(request);
+  }
+  if (pathname === "/") return Response.json(await queue.counts());
+  if (pathname === "/admin/queue" || pathname.startsWith("/admin/queue/")) {
+    if (!mayAdminister(request)) {
+      return new Response("The dashboard needs the admin password", {
+        status: 401,
+        headers: { "www-authenticate": 'Basic realm="queue dashboard", charset="UTF-8"' },
+      });
+    }
+    return await admin(request, info);
+  }
+  return Response.json({ error: "Not found" }, { status: 404 });
+}
+
+export default {
+  async fetch(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
+    const response = await route(request, info);
+    if (drainAfterMs === 0) return response;
+    // Once the response is sent, run what is due while the host keeps this isolate alive.
+    return queue.drainAfter(response, {
+      after: info.completed,
+      maxMs: drainAfterMs,
+      concurrency: 4,
+    });
+  },
+} satisfies Deno.ServeDefaultExport;
