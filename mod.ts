@@ -28,7 +28,9 @@ export { type Clock, systemClock } from "./src/clock.ts";
 export { type DatabaseOptions, type QueueConfig, readConfig } from "./src/config.ts";
 export { generateAppKey } from "./src/encryption.ts";
 export {
+  JobCancelledError,
   JobTimeoutError,
+  JobWaitTimeoutError,
   PayloadIntegrityError,
   PermanentError,
   QueueClosedError,
@@ -41,9 +43,11 @@ export {
   type Dispatcher,
   type DispatchOptions,
   type FailedJobContext,
+  type HandlerReturn,
   type JobConfig,
   type JobContext,
   type JobDefinition,
+  type OutputOf,
   type PayloadInput,
   type PayloadOf,
   type PayloadOutput,
@@ -79,7 +83,19 @@ export type {
   QueueMetrics,
 } from "./src/metrics.ts";
 export type { UnclaimedJobs, WorkerInfo, WorkersOptions } from "./src/workers_seen.ts";
-export { Queue, type QueueOptions, type QueueTransaction } from "./src/queue.ts";
+export { Queue, type QueueMode, type QueueOptions, type QueueTransaction } from "./src/queue.ts";
+export type {
+  CancelOptions,
+  CancelOutcome,
+  CancelResult,
+  CompletedJob,
+  CompletedOptions,
+  DispatchAndWaitOptions,
+  JobResult,
+  JobResultState,
+  PausedQueue,
+  PauseOptions,
+} from "./src/job_control.ts";
 export type { StoreOptions } from "./src/store_options.ts";
 export type {
   FailedJob,
@@ -89,7 +105,7 @@ export type {
   RunningJob,
 } from "./src/admin_views.ts";
 export { BatchBuilder, type BatchStatus } from "./src/batch.ts";
-export { ChainBuilder, type ChainOptions } from "./src/chain.ts";
+export { ChainBuilder, type ChainOptions, previousOutput } from "./src/chain.ts";
 export type { Runner, RunnerStats, StopOptions, StopReason } from "./src/runner.ts";
 export { type Durability, SqliteStore, type SqliteStoreOptions } from "./src/stores/sqlite.ts";
 export type { ExecutorKind, ResolvedWorkOptions, WorkOptions } from "./src/work_options.ts";

@@ -7,6 +7,20 @@
  */
 import type { DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
 
+/**
+ * The payload of a chain link that takes the output of the link before it
+ * (`defineJob({ output })`): `.then(next, previousOutput)`. The output is
+ * checked against the next job's schema when it runs (a mismatch fails it
+ * for good). Not for the first link, nor next to an encrypted job.
+ *
+ * @example Passing an output on
+ * ```ts ignore
+ * await queue.chain().then(fetchRates, { currency: "EUR" }).then(priceOrder, previousOutput)
+ *   .dispatch();
+ * ```
+ */
+export const previousOutput: unique symbol = Symbol("previousOutput");
+
 /** Options for {@linkcode Queue.chain}. */
 export interface ChainOptions {
   /**
@@ -63,8 +77,16 @@ export class ChainBuilder {
     this.#submit = submit;
   }
 
-  /** Adds a link that runs after the ones before it have succeeded. */
-  then<J extends JobDefinition>(job: J, payload: PayloadOf<J>, options?: DispatchOptions): this {
+  /**
+   * Adds a link that runs after the ones before it have succeeded; with
+   * {@linkcode previousOutput} as its payload, it gets the output of the
+   * link before it.
+   */
+  then<J extends JobDefinition>(
+    job: J,
+    payload: PayloadOf<J> | typeof previousOutput,
+    options?: DispatchOptions,
+  ): this {
     this.#links.push(this.#plan("then", job, payload, options));
     return this;
   }

@@ -38,6 +38,7 @@ import {
   EXIT_CODES,
   PROGRAM,
 } from "./cli/command.ts";
+import { JOB_CONTROL_COMMANDS } from "./cli/job_control.ts";
 import { keyGenerate } from "./cli/key_generate.ts";
 import { SCHEDULE_COMMANDS } from "./cli/schedules.ts";
 import { stats } from "./cli/stats.ts";
@@ -64,6 +65,7 @@ const COMMANDS: readonly Command[] = [
   ...ADMIN_COMMANDS,
   ...BATCH_COMMANDS,
   ...SCHEDULE_COMMANDS,
+  ...JOB_CONTROL_COMMANDS,
   stats,
   dashboardCommand,
   keyGenerate,

@@ -13,13 +13,26 @@
  * @module
  */
 import { BatchBuilder, type BatchPlan } from "./batch.ts";
-import { ChainBuilder, type ChainOptions, type ChainPlan } from "./chain.ts";
+import { ChainBuilder, type ChainOptions, type ChainPlan, previousOutput } from "./chain.ts";
 import type { Clock } from "./clock.ts";
-import type { Dispatcher, DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
+import {
+  type Dispatcher,
+  type DispatchOptions,
+  type JobDefinition,
+  type PayloadOf,
+  type PlannedJobs,
+  resolveDispatch,
+} from "./job.ts";
 import { type JobRows, toWaiting } from "./job_rows.ts";
 import { assertName, assertQueueName } from "./names.ts";
 import type { JobRegistry } from "./registry.ts";
-import type { JobWrites, NewJobRow, StoreTransaction, WaitingJobRow } from "./stores/store.ts";
+import {
+  FROM_PREVIOUS_OUTPUT,
+  type JobWrites,
+  type NewJobRow,
+  type StoreTransaction,
+  type WaitingJobRow,
+} from "./stores/store.ts";
 
 /** Where a dispatch stores its jobs: the store, or an open store transaction. */
 export type DispatchTarget = Pick<
@@ -125,10 +138,7 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
   chain(options: ChainOptions = {}): ChainBuilder {
     if (options.queue !== undefined) assertQueueName(options.queue, "chain");
     return new ChainBuilder(options, async (plan: ChainPlan) => {
-      const [first, ...next] = await this.#plannedRows(
-        plan.links,
-        (index) => ` as link ${index + 1} of a chain`,
-      );
+      const [first, ...next] = await this.#linkRows(plan.links);
       const onFailure = (await this.#plannedRows(plan.onFailure, () => " as the catch of a chain"))
         .map(toWaiting);
       const id = await this.#target.pushChain({
@@ -199,6 +209,48 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
     return batchId === null
       ? await this.dispatchMany(job, payloads, options)
       : await this.addToBatch(batchId, job, payloads, options);
+  }
+
+  /**
+   * The rows of a chain's links, in order; a link planned with
+   * `previousOutput` gets the stored marker the settle of the link before
+   * replaces with its output.
+   */
+  async #linkRows(links: readonly PlannedJobs[]): Promise<NewJobRow[]> {
+    const rows: NewJobRow[] = [];
+    for (const [index, link] of links.entries()) {
+      const role = ` as link ${index + 1} of a chain`;
+      if (link.payloads[0] !== previousOutput) {
+        rows.push(...await this.#plannedRows([link], () => role));
+        continue;
+      }
+      const where = `Cannot dispatch "${link.job?.name}"${role}`;
+      await this.#rules.jobRows.rows(link.job, [], link.options, role); // registered, options valid
+      const before = links[index - 1]?.job;
+      if (before === undefined) {
+        throw new TypeError(
+          `${where}: the first link has no previous output to take: give it a payload`,
+        );
+      }
+      if (link.job.encrypted || before.encrypted) {
+        throw new TypeError(
+          `${where}: previousOutput cannot pass an output to or from an encrypted job: give it a payload`,
+        );
+      }
+      const { queue, delayMs, priority } = resolveDispatch(link.job, link.options, where);
+      const createdAt = this.#rules.clock.now();
+      const retryUntil = link.job.retryUntil?.(new Date(createdAt)).getTime() ?? null;
+      rows.push({
+        queue,
+        name: link.job.name,
+        payload: FROM_PREVIOUS_OUTPUT,
+        priority,
+        availableAt: createdAt + delayMs,
+        retryUntil,
+        createdAt,
+      });
+    }
+    return rows;
   }
 
   /** The rows of jobs a builder planned, in order; `role(index)` places them in error messages. */

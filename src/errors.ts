@@ -34,18 +34,19 @@ export class ValidationError extends Error {
 
   /**
    * Builds the error; `detail` follows `Cannot dispatch "<job>"<role>: `,
-   * where `options.role` places the job (` as link 2 of a chain`).
+   * where `options.role` places the job (` as link 2 of a chain`) and
+   * `options.action` replaces `dispatch` (`store the output of`).
    */
   constructor(
     jobName: string | undefined,
     detail: string,
     issues: readonly ValidationIssue[] = [],
-    options?: ErrorOptions & { role?: string },
+    options?: ErrorOptions & { role?: string; action?: string },
   ) {
     super(
       jobName === undefined
         ? detail
-        : `Cannot dispatch "${jobName}"${options?.role ?? ""}: ${detail}`,
+        : `Cannot ${options?.action ?? "dispatch"} "${jobName}"${options?.role ?? ""}: ${detail}`,
       options,
     );
     this.name = "ValidationError";
@@ -108,5 +109,50 @@ export class PayloadIntegrityError extends Error {
   constructor(jobName: string, detail: string, options?: ErrorOptions) {
     super(`Stored payload of "${jobName}" cannot be used: ${detail}`, options);
     this.name = "PayloadIntegrityError";
+  }
+}
+
+/**
+ * A job was cancelled (`queue.cancel()`): the reason `ctx.signal` aborts
+ * with, and the error `dispatchAndWait` rejects with for a cancelled job.
+ *
+ * @example Telling a cancel from a timeout
+ * ```ts
+ * import { JobCancelledError } from "@renox/queue";
+ * const error = new JobCancelledError(7, "export", "asked by the user");
+ * console.log(error instanceof JobCancelledError, error.reason);
+ * ```
+ */
+export class JobCancelledError extends Error {
+  /** The job's id. */
+  readonly jobId: number;
+  /** Why it was cancelled. */
+  readonly reason: string;
+
+  /** Builds the error for job `jobId` of `jobName`, cancelled for `reason`. */
+  constructor(jobId: number, jobName: string, reason: string, options?: ErrorOptions) {
+    super(`Job ${jobId} ("${jobName}") was cancelled: ${reason}`, options);
+    this.name = "JobCancelledError";
+    this.jobId = jobId;
+    this.reason = reason;
+  }
+}
+
+/** `dispatchAndWait` gave up waiting; the job itself keeps its course. */
+export class JobWaitTimeoutError extends Error {
+  /** The job's id. */
+  readonly jobId: number;
+  /** How long it waited, in ms. */
+  readonly timeoutMs: number;
+
+  /** Builds the error for job `jobId`, waited on for `timeoutMs`. */
+  constructor(jobId: number, timeoutMs: number, options?: ErrorOptions) {
+    super(
+      `Gave up waiting for job ${jobId} after ${timeoutMs} ms: it keeps running, see queue.result(${jobId})`,
+      options,
+    );
+    this.name = "JobWaitTimeoutError";
+    this.jobId = jobId;
+    this.timeoutMs = timeoutMs;
   }
 }

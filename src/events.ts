@@ -56,6 +56,21 @@ export interface QueueEventMap {
   "job:failed": JobEventDetail & {
     /** Why. */ readonly error: Error;
   };
+  /** A job was cancelled while its worker held it (`queue.cancel()`), and settled as cancelled. */
+  "job:cancelled": JobEventDetail & {
+    /** Why. */ readonly reason: string;
+  };
+  /** This queue paused one of its queues (`queue.pause()`): claims skip it. */
+  "queue:paused": {
+    /** The queue paused. */ readonly queue: string;
+    /** When it resumes on its own, in ms since the epoch, or null. */
+    readonly until: number | null;
+    /** Why, or null. */ readonly reason: string | null;
+  };
+  /** This queue resumed one of its queues (`queue.resume()`). */
+  "queue:resumed": {
+    /** The queue resumed. */ readonly queue: string;
+  };
   /** A worker stopped claiming and every job it held has settled. */
   "worker:stop": RunnerStats & {
     /** Why it stopped. */ readonly reason: StopReason;

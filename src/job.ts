@@ -206,8 +206,28 @@ export type PayloadOutput<S extends PayloadSchema> = S["_output"];
 /** The payload dispatch takes for schema `S`. */
 export type PayloadInput<S extends PayloadSchema> = S["_input"];
 
+/**
+ * What a handler returns: with an `output` schema, a value of its input
+ * type (checked and stored as the job's result); without one, anything,
+ * which is ignored.
+ */
+export type HandlerReturn<O extends PayloadSchema | undefined> = O extends PayloadSchema
+  ? PayloadInput<O> | Promise<PayloadInput<O>>
+  : unknown;
+
+/** The output a job's result holds (its `output` schema's type), or `undefined` without one. */
+export type OutputOf<J> = J extends JobDefinition<PayloadSchema, infer O>
+  ? O extends PayloadSchema ? PayloadOutput<O> : undefined
+  : never;
+
+/** The default cap on a stored output: 256 KiB of JSON. */
+export const DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024;
+
 /** The settings {@linkcode defineJob} takes. */
-export interface JobConfig<S extends PayloadSchema> {
+export interface JobConfig<
+  S extends PayloadSchema,
+  O extends PayloadSchema | undefined = undefined,
+> {
   /** Stable name, stored with each job; 1 to 255 characters. */
   name: string;
   /** Schema the payload is checked against at dispatch and again before each run. */
@@ -289,8 +309,27 @@ export interface JobConfig<S extends PayloadSchema> {
    * {@linkcode rateLimited}. A job they hold back is put back without using an attempt.
    */
   middleware?: (payload: PayloadOutput<S>) => readonly JobMiddleware[];
+  /**
+   * Schema of the handler's return value, the job's output: checked when the
+   * handler returns (a mismatch fails the attempt with a `ValidationError`),
+   * then stored with the job's settle, encrypted for an encrypted job, and
+   * read back by `queue.result()` and `queue.dispatchAndWait()`. Without it
+   * the return value is ignored.
+   */
+  output?: O;
+  /**
+   * Largest output stored, in bytes of JSON; a bigger one fails the attempt.
+   * @default {262_144}
+   */
+  maxOutputBytes?: number;
+  /**
+   * How long a finished job (its output, or its cancel) is kept in the
+   * completed jobs, in ms; 0 keeps none.
+   * @default {the queue's keepCompletedMs}
+   */
+  keepCompletedMs?: number;
   /** Runs the job. Throw to fail the attempt; throw `PermanentError` to fail for good. */
-  handle(payload: PayloadOutput<S>, ctx: JobContext): void | Promise<void>;
+  handle(payload: PayloadOutput<S>, ctx: JobContext): HandlerReturn<O>;
   /** Runs once when the job fails for good. An error it throws is logged, never retried. */
   failed?(payload: PayloadOutput<S>, error: Error, ctx: FailedJobContext): void | Promise<void>;
 }
@@ -298,8 +337,12 @@ export interface JobConfig<S extends PayloadSchema> {
 /** A job as {@linkcode defineJob} returns it: every setting resolved. */
 // `any` as the default keeps `JobDefinition` (no argument) assignable from every definition:
 // the schema type sits in both argument and result positions, which would make it invariant.
-// deno-lint-ignore no-explicit-any
-export interface JobDefinition<S extends PayloadSchema = any> {
+export interface JobDefinition<
+  // deno-lint-ignore no-explicit-any
+  S extends PayloadSchema = any,
+  // deno-lint-ignore no-explicit-any
+  O extends PayloadSchema | undefined = any,
+> {
   /** Stable name, stored with each job. */
   readonly name: string;
   /** Schema the payload is checked against. */
@@ -334,8 +377,14 @@ export interface JobDefinition<S extends PayloadSchema = any> {
   readonly debounceMaxWaitMs: number | undefined;
   /** Rules checked before each attempt, or undefined. */
   readonly middleware: ((payload: PayloadOutput<S>) => readonly JobMiddleware[]) | undefined;
+  /** Schema of the handler's return value, or undefined when its return value is ignored. */
+  readonly output: O;
+  /** Largest output stored, in bytes of JSON. */
+  readonly maxOutputBytes: number;
+  /** How long a finished job is kept, in ms, or undefined for the queue's default. */
+  readonly keepCompletedMs: number | undefined;
   /** Runs the job. */
-  readonly handle: (payload: PayloadOutput<S>, ctx: JobContext) => void | Promise<void>;
+  readonly handle: (payload: PayloadOutput<S>, ctx: JobContext) => HandlerReturn<O>;
   /** Runs once when the job fails for good. */
   readonly failed:
     | ((payload: PayloadOutput<S>, error: Error, ctx: FailedJobContext) => void | Promise<void>)
@@ -367,12 +416,28 @@ const DEFINITIONS = new WeakSet<object>();
  * });
  * ```
  */
-export function defineJob<S extends PayloadSchema>(config: JobConfig<S>): JobDefinition<S> {
+export function defineJob<
+  S extends PayloadSchema,
+  O extends PayloadSchema | undefined = undefined,
+>(config: JobConfig<S, O>): JobDefinition<S, O> {
   const name = assertName(config.name, "defineJob", "name");
   const where = `Job "${name}"`;
   if (typeof config.schema?.safeParse !== "function") {
     throw new TypeError(`${where}: schema must be a zod schema`);
   }
+  if (
+    config.output !== undefined &&
+    typeof (config.output as { safeParse?: unknown } | null)?.safeParse !== "function"
+  ) {
+    throw new TypeError(`${where}: output must be a zod schema: got ${typeOf(config.output)}`);
+  }
+  const maxOutputBytes = config.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+  if (!Number.isSafeInteger(maxOutputBytes) || maxOutputBytes < 2) {
+    throw new RangeError(`${where}: maxOutputBytes must be an integer >= 2: got ${maxOutputBytes}`);
+  }
+  const keepCompletedMs = config.keepCompletedMs === undefined
+    ? undefined
+    : assertKeepMs(config.keepCompletedMs, where);
   for (const hook of ["handle", "failed", "retryUntil", "uniqueId", "middleware"] as const) {
     const value = config[hook];
     if (typeof value !== "function" && (hook === "handle" || value !== undefined)) {
@@ -381,7 +446,7 @@ export function defineJob<S extends PayloadSchema>(config: JobConfig<S>): JobDef
   }
   const queue = config.queue ?? "default";
   assertQueueName(queue, where);
-  const definition: JobDefinition<S> = {
+  const definition: JobDefinition<S, O> = {
     name,
     schema: config.schema,
     queue,
@@ -399,6 +464,9 @@ export function defineJob<S extends PayloadSchema>(config: JobConfig<S>): JobDef
     debounceMs: optionalMs(where, "debounceMs", config.debounceMs),
     debounceMaxWaitMs: optionalMs(where, "debounceMaxWaitMs", config.debounceMaxWaitMs),
     middleware: config.middleware,
+    output: config.output as O,
+    maxOutputBytes,
+    keepCompletedMs,
     handle: config.handle,
     failed: config.failed,
   };
@@ -450,6 +518,28 @@ export function assertPriority(priority: unknown, where: string): void {
       }`,
     );
   }
+}
+
+/**
+ * Throws a `RangeError` naming `where` unless `keepMs` is a whole number of
+ * ms from 0 (keep nothing) to 10 years.
+ */
+export function assertKeepMs(keepMs: unknown, where: string, field = "keepCompletedMs"): number {
+  if (!Number.isSafeInteger(keepMs) || (keepMs as number) < 0 || (keepMs as number) > MAX_KEEP_MS) {
+    throw new RangeError(
+      `${where}: ${field} must be a whole number of ms from 0 to ${MAX_KEEP_MS}: got ${
+        String(keepMs)
+      }`,
+    );
+  }
+  return keepMs as number;
+}
+
+/** The longest a finished job can be kept: ten years. */
+const MAX_KEEP_MS = 10 * 365 * 24 * 60 * 60 * 1_000;
+
+function typeOf(value: unknown): string {
+  return value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
 }
 
 /** An optional positive duration in ms, checked like `timeoutMs`. */

@@ -27,7 +27,30 @@ export type Outcome =
     /** Held back by its middleware before it started: put back, attempt given back. */
     readonly kind: "held";
     readonly settlement: Release;
+  }
+  | {
+    /** Cancelled (`queue.cancel()`): not retried, no `failed` hook. */
+    readonly kind: "cancelled";
+    readonly settlement: Extract<Settlement, { kind: "cancel" }>;
+    readonly reason: string;
   };
+
+/**
+ * The outcome of a job cancelled while it ran (or claimed with a cancel
+ * asked): deleted, kept as cancelled until `keepUntil`.
+ */
+export function cancelled(
+  job: ClaimedJob,
+  reason: string,
+  now: number,
+  keepUntil: number,
+): Outcome {
+  return {
+    kind: "cancelled",
+    reason,
+    settlement: { kind: "cancel", id: job.id, token: job.token, at: now, reason, keepUntil },
+  };
+}
 
 /**
  * Why a claimed job must fail before its handler starts, or null when it may
@@ -100,7 +123,16 @@ export function outcomeOf(
   const { id, token } = job;
   switch (result.kind) {
     case "success":
-      return { kind: "complete", settlement: { kind: "complete", id, token, at: now } };
+      return {
+        kind: "complete",
+        settlement: {
+          kind: "complete",
+          id,
+          token,
+          at: now,
+          ...(result.output !== undefined && result.output !== null && { output: result.output }),
+        },
+      };
     case "release":
       return {
         kind: "retry",

@@ -20,12 +20,32 @@ import type { ChainBuilder, ChainOptions } from "./chain.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { CommitBuffer, Dispatch, type DispatchRules, type StoreTarget } from "./dispatch.ts";
 import { type AppKeys, PayloadCipher } from "./encryption.ts";
-import { QueueClosedError } from "./errors.ts";
+import { awaitResult } from "./await_result.ts";
+import { JobCancelledError, QueueClosedError } from "./errors.ts";
 import { QueueEventTarget } from "./events.ts";
 import type { HandlerQueue } from "./executors/executor.ts";
 import { IsolateExecutor } from "./executors/isolate.ts";
 import { WebWorkerPool } from "./executors/web_workers.ts";
-import type { Dispatcher, DispatchOptions, JobDefinition, PayloadOf } from "./job.ts";
+import type { Dispatcher, DispatchOptions, JobDefinition, OutputOf, PayloadOf } from "./job.ts";
+import { InlineTarget } from "./inline_target.ts";
+import {
+  type CancelOptions,
+  cancelReason,
+  type CancelResult,
+  type CompletedJob,
+  type CompletedOptions,
+  type DispatchAndWaitOptions,
+  type JobResult,
+  keepCompletedMsOf,
+  type PausedQueue,
+  type PauseOptions,
+  resolvePause,
+  storedErrorToError,
+  toCompletedJob,
+  toPausedQueue,
+  waitTimeoutMs,
+} from "./job_control.ts";
+import { decodeOutput } from "./output.ts";
 import { assertQueueName } from "./names.ts";
 import { jobFilter, type JobList, type JobListOptions, toJobList } from "./job_list.ts";
 import {
@@ -36,7 +56,13 @@ import {
 } from "./metrics.ts";
 import { JobRows } from "./job_rows.ts";
 import { JobRegistry } from "./registry.ts";
-import { maxPayloadBytesOf, type QueueOptions, readAppKeys } from "./queue_options.ts";
+import {
+  maxPayloadBytesOf,
+  modeOf,
+  type QueueMode,
+  type QueueOptions,
+  readAppKeys,
+} from "./queue_options.ts";
 import { runNow } from "./run_now.ts";
 import { Runner } from "./runner.ts";
 import { ScheduleFirer } from "./runner/schedule_firing.ts";
@@ -50,7 +76,7 @@ import {
   toScheduleInfo,
 } from "./schedule_views.ts";
 import { openStore } from "./store_options.ts";
-import type { NewJobRow, Store, StoreTransaction } from "./stores/store.ts";
+import type { JobResultRow, NewJobRow, Store, StoreTransaction } from "./stores/store.ts";
 import { type ResolvedWorkOptions, resolveWorkOptions, type WorkOptions } from "./work_options.ts";
 import {
   type DrainAfterOptions,
@@ -71,7 +97,7 @@ import {
   type WorkersOptions,
 } from "./workers_seen.ts";
 
-export type { QueueOptions } from "./queue_options.ts";
+export type { QueueMode, QueueOptions } from "./queue_options.ts";
 
 /** The handle {@linkcode Queue.transaction} passes to its callback. */
 export interface QueueTransaction extends Dispatcher {
@@ -121,6 +147,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   readonly #cipher: PayloadCipher | null;
   readonly #executor: IsolateExecutor;
   readonly #runners = new Set<Runner>();
+  readonly #keepCompletedMs: number;
+  readonly #mode: QueueMode;
   #closing: Promise<void> | null = null;
   readonly #afterResponses = new DrainAfterResponses(
     (options) => this.drain(options),
@@ -135,22 +163,29 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     appKeys: AppKeys | null;
     cipher: PayloadCipher | null;
     jobRows: JobRows;
+    keepCompletedMs: number;
+    mode: QueueMode;
   }) {
     super();
     this.#store = parts.store;
     this.#registry = parts.registry;
     this.#clock = parts.clock;
+    this.#keepCompletedMs = parts.keepCompletedMs;
+    this.#mode = parts.mode;
     const jobRows = parts.jobRows;
     this.#jobRows = jobRows;
     const rules = { jobRows, registry: parts.registry, clock: parts.clock };
     this.#dispatchRules = rules;
     const sink = (rows: readonly NewJobRow[], ids: readonly number[]) => this.#queued(rows, ids);
     const assertOpen = () => this.#assertOpen("dispatch");
-    this.#dispatch = new Dispatch(rules, { target: parts.store, sink, assertOpen });
-    this.#handlerDispatch = new Dispatch(rules, { target: parts.store, sink, assertOpen() {} });
+    this.#executor = new IsolateExecutor(parts.registry, this.#handlerQueue, parts.cipher);
+    const target = parts.mode === "inline"
+      ? new InlineTarget(parts.registry, this.#executor)
+      : parts.store;
+    this.#dispatch = new Dispatch(rules, { target, sink, assertOpen });
+    this.#handlerDispatch = new Dispatch(rules, { target, sink, assertOpen() {} });
     this.#appKeys = parts.appKeys;
     this.#cipher = parts.cipher;
-    this.#executor = new IsolateExecutor(parts.registry, this.#handlerQueue, parts.cipher);
   }
 
   /**
@@ -158,21 +193,26 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * schema up to date and syncs the schedules into it (adds new ones,
    * updates changed ones, deletes those no longer defined; paused state is
    * kept); a queue opened with no jobs (`jobs: []`, as the CLI's admin
-   * commands do) leaves the stored schedules as they are. A schedule that is wrong (its job not registered, its payload
-   * refused by the job's schema, two with one name) is refused here, with an
-   * error naming it, before anything is written.
+   * commands do) leaves the stored schedules as they are. A schedule that is
+   * wrong (its job not registered, its payload refused by the job's schema,
+   * two with one name) is refused here, with an error naming it, before
+   * anything is written. With `mode: "inline"` no database is opened: jobs
+   * run at dispatch, and schedules are not synced.
    */
   static async open(options: QueueOptions): Promise<Queue> {
     const maxPayloadBytes = maxPayloadBytesOf(options);
+    const mode = modeOf(options);
+    const keepCompletedMs = keepCompletedMsOf(options.keepCompletedMs);
     const registry = await JobRegistry.load(options.jobs);
     const appKeys = readAppKeys(options, registry.encryptedJobs());
     const cipher = appKeys === null ? null : await PayloadCipher.fromKeys(appKeys);
     const clock = options.clock ?? systemClock;
     const jobRows = new JobRows(registry, clock, maxPayloadBytes, cipher);
     const schedules = scheduleRows(registry, jobRows, clock.now());
-    const store = await openStore(options);
+    // Inline: nothing is stored; an empty store in memory answers the admin reads.
+    const store = await openStore(mode === "inline" ? { path: ":memory:" } : options);
     // A queue with no jobs (the CLI's admin commands) reads schedules; it does not define them.
-    if (registry.names().length > 0) {
+    if (registry.names().length > 0 && mode !== "inline") {
       try {
         await store.syncSchedules(schedules, clock.now());
       } catch (error) {
@@ -180,7 +220,22 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         throw error;
       }
     }
-    return new Queue({ store, registry, clock, maxPayloadBytes, appKeys, cipher, jobRows });
+    return new Queue({
+      store,
+      registry,
+      clock,
+      maxPayloadBytes,
+      appKeys,
+      cipher,
+      jobRows,
+      keepCompletedMs,
+      mode,
+    });
+  }
+
+  /** What this process does with jobs: `"worker"`, `"external"` or `"inline"`. */
+  get mode(): QueueMode {
+    return this.#mode;
   }
 
   /**
@@ -277,6 +332,11 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async transaction<T>(fn: (tx: QueueTransaction) => T | Promise<T>): Promise<T> {
     this.#assertOpen("start a transaction");
+    if (this.#mode === "inline") {
+      throw new TypeError(
+        'Cannot start a transaction: an inline queue (mode "inline") has no database to share',
+      );
+    }
     const committed = new CommitBuffer();
     const result = await this.#store.transaction((storeTx: StoreTransaction) => {
       const dispatch = new Dispatch(this.#dispatchRules, {
@@ -440,6 +500,13 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   }
 
   #startRunner(resolved: ResolvedWorkOptions): Runner {
+    if (this.#mode !== "worker") {
+      throw new TypeError(
+        `Cannot work jobs in this process: this queue was opened with mode "${this.#mode}" (${
+          this.#mode === "inline" ? "jobs run at dispatch" : "another process works its jobs"
+        }); open it with mode "worker" to work jobs here`,
+      );
+    }
     const jobsUrl = this.#registry.moduleUrl;
     const executor = resolved.executor === "workers"
       ? new WebWorkerPool({
@@ -471,6 +538,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         )
         : null,
       readsScheduled: schedules.length > 0,
+      keepCompletedMs: this.#keepCompletedMs,
     }, resolved);
     this.#runners.add(runner);
     const forget = () => this.#runners.delete(runner);
@@ -750,6 +818,167 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return { jobIds, skipped: ids.length - jobIds.length };
   }
 
+  /**
+   * Dispatches a job and waits until it ends, wherever it runs (another
+   * process included: the wait wakes on the store's watch, not by polling).
+   * Resolves with its output (undefined for a job without an `output`
+   * schema); rejects with its final error once it failed for good, a
+   * `JobCancelledError` if it was cancelled, or a `JobWaitTimeoutError`
+   * after `timeoutMs` (the job keeps its course). On an inline queue the job
+   * runs here and now.
+   *
+   * @example Waiting for a job's output
+   * ```ts
+   * import { defineJob, Queue } from "@renox/queue";
+   * import { z } from "zod";
+   *
+   * const add = defineJob({
+   *   name: "add",
+   *   schema: z.object({ a: z.number(), b: z.number() }),
+   *   output: z.object({ sum: z.number() }),
+   *   handle: ({ a, b }) => ({ sum: a + b }),
+   * });
+   * await using queue = await Queue.open({ path: ":memory:", jobs: [add] });
+   * const worker = queue.work({ executor: "isolate" });
+   * const { sum } = await queue.dispatchAndWait(add, { a: 2, b: 3 }, { timeoutMs: 10_000 });
+   * console.log(sum); // 5
+   * await worker.stop();
+   * ```
+   */
+  async dispatchAndWait<J extends JobDefinition>(
+    job: J,
+    payload: PayloadOf<J>,
+    options?: DispatchAndWaitOptions,
+  ): Promise<OutputOf<J>> {
+    this.#assertOpen("dispatch");
+    const timeoutMs = waitTimeoutMs(options);
+    const { timeoutMs: _timeout, signal, ...dispatchOptions } = options ?? {};
+    if (this.#mode === "inline") {
+      const [row] = await this.#dispatchRules.jobRows.rows(job, [payload], dispatchOptions);
+      const output = await runNow(this.#executor, job, row!);
+      return (output === null
+        ? undefined
+        : await decodeOutput(job.name, output, this.#cipher)) as OutputOf<J>;
+    }
+    const id = await this.#dispatch.dispatch(job, payload, dispatchOptions);
+    await this.#store.markAwaited(id);
+    this.#notifyRunners(); // a claim that ran while the mark held the row skipped it
+    const row = await awaitResult(
+      { store: this.#store, clock: this.#clock, events: this },
+      id,
+      timeoutMs,
+      signal,
+    );
+    return (await this.#output(id, row)) as OutputOf<J>;
+  }
+
+  /**
+   * Where a job stands: pending, running, completed (with its output),
+   * failed (with its error) or cancelled; null if no job has that id (or it
+   * finished and is no longer kept: see `keepCompletedMs`).
+   */
+  async result(id: number): Promise<JobResult | null> {
+    this.#assertOpen("read a job's result");
+    const row = await this.#store.result(assertId(id), this.#clock.now());
+    if (row === null) return null;
+    const output = row.state === "completed" && row.output !== null
+      ? { output: await decodeOutput(row.name, row.output, this.#cipher) }
+      : {};
+    const error = row.error === null ? {} : { error: row.error };
+    return { state: row.state, attempts: row.attempts, ...output, ...error };
+  }
+
+  /** Finished jobs kept in the completed jobs (succeeded or cancelled), last finished first. */
+  async completed(options: CompletedOptions = {}): Promise<CompletedJob[]> {
+    this.#assertOpen("list completed jobs");
+    if (options.queue !== undefined) assertQueueName(options.queue, "completed");
+    if (options.name !== undefined && typeof options.name !== "string") {
+      throw new TypeError(`completed: name must be a string: got ${typeof options.name}`);
+    }
+    const rows = await this.#store.completed(
+      { name: options.name, queue: options.queue },
+      page(options, "completed"),
+    );
+    return rows.map(toCompletedJob);
+  }
+
+  /** One kept finished job by id, or null. */
+  async completedJob(id: number): Promise<CompletedJob | null> {
+    this.#assertOpen("read a completed job");
+    const row = await this.#store.completedJob(assertId(id));
+    return row === null ? null : toCompletedJob(row);
+  }
+
+  /** Deletes kept finished jobs that finished more than `olderThanMs` ago; returns how many. */
+  async pruneCompleted(options: PruneOptions): Promise<number> {
+    this.#assertOpen("prune completed jobs");
+    return await this.#store.pruneCompleted(cutoff(this.#clock.now(), options, "pruneCompleted"));
+  }
+
+  /**
+   * Cancels one job. A job that has not started (pending or delayed) is
+   * removed at once and kept as cancelled: `"cancelled"`; in a batch it
+   * counts as skipped, a chain stops at it (its `catch` is queued), its
+   * unique key and locks are released. A running job is asked to stop:
+   * `"cancelling"`; its worker sees it within about a second, aborts
+   * `ctx.signal` with a `JobCancelledError`, terminates its Web Worker if it
+   * does not stop within `graceMs`, and settles it as cancelled (not
+   * retried, no `failed` hook). `"finished"` if it had already ended,
+   * `"not-found"` if no job has that id.
+   */
+  async cancel(id: number, options?: CancelOptions): Promise<CancelResult> {
+    this.#assertOpen("cancel a job");
+    const reason = cancelReason(options);
+    const jobId = assertId(id);
+    const now = this.#clock.now();
+    const name = (await this.#store.result(jobId, now))?.name;
+    const keepMs = (name === undefined ? undefined : this.#registry.get(name)?.keepCompletedMs) ??
+      this.#keepCompletedMs;
+    const outcome = await this.#store.cancel({
+      id: jobId,
+      reason,
+      now,
+      keepUntil: now + keepMs,
+    });
+    for (const runner of this.#runners) {
+      runner.notify();
+      runner.lookForCancels();
+    }
+    return outcome;
+  }
+
+  /**
+   * Pauses a queue for every process on this database: claims skip it until
+   * `resume()`, or for `forMs`. Dispatch still stores its jobs; running
+   * jobs finish. Sends `queue:paused`.
+   */
+  async pause(queue: string, options?: PauseOptions): Promise<void> {
+    this.#assertOpen("pause a queue");
+    const now = this.#clock.now();
+    const pause = resolvePause(queue, options, now);
+    await this.#store.pause(pause.queue, now, pause.until, pause.reason);
+    this.emit("queue:paused", pause);
+  }
+
+  /**
+   * Resumes a paused queue and wakes idle workers at once; false if it was
+   * not paused. Sends `queue:resumed` when it was.
+   */
+  async resume(queue: string): Promise<boolean> {
+    this.#assertOpen("resume a queue");
+    assertQueueName(queue, "resume");
+    const resumed = await this.#store.resume(queue, this.#clock.now());
+    this.#notifyRunners();
+    if (resumed) this.emit("queue:resumed", { queue });
+    return resumed;
+  }
+
+  /** The queues paused now, by name. */
+  async paused(): Promise<PausedQueue[]> {
+    this.#assertOpen("list paused queues");
+    return (await this.#store.paused(this.#clock.now())).map(toPausedQueue);
+  }
+
   /** Stops every worker of this queue (each with its grace period), then closes the database. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
@@ -775,6 +1004,15 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
       );
     }
     return schedule;
+  }
+
+  /** The output of a job that ended, or its final error. */
+  async #output(id: number, row: JobResultRow): Promise<unknown> {
+    if (row.state === "failed") throw storedErrorToError(row.error ?? "Error: failed");
+    if (row.state === "cancelled") {
+      throw new JobCancelledError(id, row.name, row.error ?? "cancelled");
+    }
+    return row.output === null ? undefined : await decodeOutput(row.name, row.output, this.#cipher);
   }
 
   #assertOpen(action: string): void {

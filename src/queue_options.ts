@@ -38,6 +38,35 @@ export interface QueueOptions extends StoreOptions {
    * @default {the APP_PREVIOUS_KEYS environment variable, comma-separated}
    */
   previousAppKeys?: readonly string[];
+  /**
+   * How long finished jobs (succeeded or cancelled) are kept in the completed
+   * jobs with their output, in ms, for jobs that do not set their own; 0
+   * deletes a job at its settle and keeps nothing.
+   * @default {86_400_000 (24 hours)}
+   */
+  keepCompletedMs?: number;
+  /**
+   * What this process does with jobs: `"worker"` stores them and may work
+   * them; `"external"` only dispatches (another process works them:
+   * `work()` refuses); `"inline"` needs no store and runs each job at
+   * dispatch, here and now (for tests and tools).
+   * @default {"worker"}
+   */
+  mode?: QueueMode;
+}
+
+/** What a process does with jobs: see {@linkcode QueueOptions.mode}. */
+export type QueueMode = "worker" | "external" | "inline";
+
+/** The mode from the options, checked. @internal */
+export function modeOf(options: QueueOptions): QueueMode {
+  const mode = options.mode ?? "worker";
+  if (mode !== "worker" && mode !== "external" && mode !== "inline") {
+    throw new TypeError(
+      `Queue.open: mode must be "worker", "external" or "inline": got ${JSON.stringify(mode)}`,
+    );
+  }
+  return mode;
 }
 
 /** The payload cap from the options, checked; throws `RangeError` for one below 2 bytes. @internal */

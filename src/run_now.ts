@@ -12,14 +12,15 @@ import type { NewJobRow } from "./stores/store.ts";
 
 /**
  * Runs `row`, a checked row of `job` that is never stored, on `executor`.
- * Rejects with the handler's error, or `JobTimeoutError` past the job's
+ * Resolves with its stored output text (null without an `output` schema);
+ * rejects with the handler's error, or `JobTimeoutError` past the job's
  * `timeoutMs` (the handler is aborted but, in this isolate, may keep running).
  */
 export async function runNow(
   executor: Pick<Executor, "run">,
   job: JobDefinition,
-  row: NewJobRow,
-): Promise<void> {
+  row: Pick<NewJobRow, "queue" | "payload">,
+): Promise<string | null> {
   const controller = new AbortController();
   let timer: ReturnType<typeof setTimeout> | undefined;
   const overtime = new Promise<never>((_, reject) => {
@@ -50,6 +51,7 @@ export async function runNow(
       );
     }
     if (result.kind !== "success") throw result.error;
+    return result.output ?? null;
   } finally {
     clearTimeout(timer);
   }

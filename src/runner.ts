@@ -10,10 +10,11 @@
  */
 import type { Clock } from "./clock.ts";
 import type { PayloadCipher } from "./encryption.ts";
-import { asError, JobTimeoutError } from "./errors.ts";
+import { asError, JobCancelledError, JobTimeoutError } from "./errors.ts";
 import { QueueEventTarget, type RunnerStats, type StopReason } from "./events.ts";
 import type { ExecutionResult, Executor } from "./executors/executor.ts";
 import {
+  cancelled,
   failBeforeStart,
   failWith,
   type Outcome,
@@ -61,6 +62,8 @@ export interface RunnerDeps {
   readonly schedules: ScheduleFirer | null;
   /** Whether claims look up the schedule that fired each job (some schedule is defined). */
   readonly readsScheduled: boolean;
+  /** How long finished jobs are kept, in ms, for jobs that do not say (`keepCompletedMs`). */
+  readonly keepCompletedMs: number;
 }
 
 /** Options for {@linkcode Runner.stop}. */
@@ -108,6 +111,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       events: this,
       running: this.#running,
       forget: (entry) => this.#forget(entry),
+      cancel: (entry, reason) => this.#cancel(entry, reason),
       names: deps.registry.names(),
     }, options);
     this.#progress = new ProgressWrites(this.#running, clock, () => this.notify());
@@ -146,6 +150,11 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.#pollSleep.wake();
   }
 
+  /** Looks soon for cancels asked of the jobs it runs (a `queue.cancel()` in this process). @internal */
+  lookForCancels(): void {
+    this.#leases.lookForCancels();
+  }
+
   /**
    * Claims nothing more, lets running jobs finish within the grace period,
    * then aborts them and releases them for a retry. Calling it again with a
@@ -170,7 +179,10 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
 
   async #loop(): Promise<void> {
     const { pollMs, stopWhenEmpty } = this.#options;
-    const changes = this.#deps.store.watch(() => this.notify());
+    const changes = this.#deps.store.watch(() => {
+      this.notify();
+      this.#leases.lookForCancels();
+    });
     this.#leases.start();
     let emptied = false;
     try {
@@ -340,6 +352,16 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       });
       return;
     }
+    if (job.cancelRequested !== undefined && job.cancelRequested !== null) {
+      // Cancelled while an earlier attempt ran, which ended before its worker saw it.
+      const keepUntil = now + this.#keepMs(definition);
+      this.#finished.push({
+        job,
+        outcome: cancelled(job, job.cancelRequested, now, keepUntil),
+        durationMs: 0,
+      });
+      return;
+    }
     const controller = new AbortController();
     const entry: RunningJob = {
       job,
@@ -380,6 +402,10 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     let outcome: Outcome;
     try {
       outcome = outcomeOf(entry.job, entry.definition, result, now, this.#deps.random);
+      if (outcome.kind === "complete") {
+        const keepUntil = now + this.#keepMs(entry.definition);
+        outcome = { ...outcome, settlement: { ...outcome.settlement, keepUntil } };
+      }
     } catch (error) {
       outcome = failWith(entry.job, asError(error), now); // e.g. a backoff function that threw
     }
@@ -390,6 +416,29 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       ran: true,
     });
     this.notify();
+  }
+
+  /**
+   * A cancel was asked of a running job: its signal aborts with a
+   * `JobCancelledError` (a Web Worker that does not stop within `graceMs` is
+   * terminated, as on a timeout) and it settles as cancelled at once.
+   */
+  #cancel(entry: RunningJob, reason: string): void {
+    if (!this.#forget(entry)) return;
+    const { job, definition } = entry;
+    entry.controller.abort(new JobCancelledError(job.id, job.name, reason));
+    const now = this.#deps.clock.now();
+    this.#finished.push({
+      job,
+      outcome: cancelled(job, reason, now, now + this.#keepMs(definition)),
+      durationMs: performance.now() - entry.startedAt,
+      ran: true,
+    });
+    this.notify();
+  }
+
+  #keepMs(definition: { readonly keepCompletedMs: number | undefined }): number {
+    return definition.keepCompletedMs ?? this.#deps.keepCompletedMs;
   }
 
   /** Removes a running job; false if it was no longer running. */
@@ -431,6 +480,9 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         return;
       case "held":
         return; // not an attempt: the handler never ran
+      case "cancelled":
+        this.emit("job:cancelled", { ...detail, reason: outcome.reason });
+        return;
       case "fail": {
         this.#stats.failed++;
         const { attempts } = outcome.settlement;

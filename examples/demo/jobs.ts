@@ -44,3 +44,31 @@ export const everySecond = defineSchedule({
   payload: (slot) => ({ second: slot.toISOString().slice(11, 19) }),
   missed: "skip",
 });
+
+/** Prices an order: its output (the total) is stored and awaited by the demo. */
+export const quoteOrder = defineJob({
+  name: "quote-order",
+  schema: z.object({
+    items: z.array(z.object({ cents: z.number().int(), qty: z.number().int() })),
+  }),
+  output: z.object({ totalCents: z.number().int() }),
+  handle: ({ items }) => ({
+    totalCents: items.reduce((sum, item) => sum + item.cents * item.qty, 0),
+  }),
+});
+
+/** A long export that stops when its signal aborts: the demo cancels it while it runs. */
+export const exportReport = defineJob({
+  name: "export-report",
+  schema: z.object({ reportId: z.number().int() }),
+  timeoutMs: 120_000,
+  async handle(_payload, ctx) {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(resolve, 60_000);
+      ctx.signal.addEventListener("abort", () => {
+        clearTimeout(timer);
+        reject(ctx.signal.reason);
+      }, { once: true });
+    });
+  },
+});

@@ -3,7 +3,8 @@
  * a failure with an encrypted payload, a delayed job, a batch with progress,
  * a chain, a unique job, a debounced job, a rate-limited job, a schedule
  * firing every second), worked to
- * completion with a live progress line, then a summary.
+ * completion with a live progress line, then a summary; then a job's output
+ * awaited with `dispatchAndWait`, and a running job cancelled.
  *
  * `deno task demo --serve` then keeps the queue open with a worker and serves
  * its dashboard on 127.0.0.1 (port `PORT`, default 8080, or any free one if
@@ -18,9 +19,11 @@ import {
   callPartnerApi,
   chargeCard,
   everySecond,
+  exportReport,
   heartbeat,
   importProducts,
   orderStep,
+  quoteOrder,
   rebuildSearchIndex,
   reportImport,
   resizeImage,
@@ -140,7 +143,38 @@ console.log(
     `second, the last for slot ${schedule?.lastSlot?.toISOString()} (job #${schedule?.lastJobId})`,
 );
 
+await jobControl();
+
 if (Deno.args.includes("--serve")) await serveDashboard();
+
+/** A result awaited from the worker, and a running job cancelled: its handler aborts at once. */
+async function jobControl(): Promise<void> {
+  const control = queue.work({ concurrency: 2, pollMs: 200 });
+  const { totalCents } = await queue.dispatchAndWait(quoteOrder, {
+    items: [{ cents: 1_999, qty: 2 }, { cents: 450, qty: 3 }],
+  }, { timeoutMs: 30_000 });
+  console.log(`Awaited result: quote-order returned totalCents ${totalCents}`);
+  const exportId = await queue.dispatch(exportReport, { reportId: 7 });
+  const startedExport = Promise.withResolvers<void>();
+  const cancelled = Promise.withResolvers<number>();
+  queue.addEventListener("job:start", ({ detail }) => {
+    if (detail.id === exportId) startedExport.resolve();
+  });
+  queue.addEventListener("job:cancelled", ({ detail }) => {
+    if (detail.id === exportId) cancelled.resolve(performance.now());
+  });
+  await startedExport.promise;
+  const askedAt = performance.now();
+  const outcome = await queue.cancel(exportId, { reason: "the user closed the page" });
+  const stoppedAt = await cancelled.promise;
+  const result = await queue.result(exportId);
+  console.log(
+    `Cancel: export-report #${exportId} was running ("${outcome}"), stopped ${
+      Math.round(stoppedAt - askedAt)
+    } ms later; its result: ${result?.state} (${result?.error})`,
+  );
+  await control.stop();
+}
 
 /** Serves the dashboard, with a worker to run what it retries, until SIGINT or SIGTERM. */
 async function serveDashboard(): Promise<void> {

@@ -11,6 +11,7 @@ import * as jobKeysAndLocks from "./0003_job_keys_and_locks.ts";
 import * as metricsAndWorkers from "./0004_metrics_and_workers.ts";
 import * as whatJobsHold from "./0005_what_jobs_hold.ts";
 import * as schedules from "./0006_schedules.ts";
+import * as jobControl from "./0007_job_control.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -20,4 +21,5 @@ export const migrations: readonly Migration[] = [
   metricsAndWorkers,
   whatJobsHold,
   schedules,
+  jobControl,
 ];

@@ -1,7 +1,7 @@
 /**
  * The dashboard's actions, each a POST: retry, forget, retry all and flush
  * failed jobs; cancel a batch and retry its failed jobs; pause, resume and
- * run a schedule now. By the time one
+ * run a schedule now; cancel a job; pause and resume a queue. By the time one
  * runs, the router has checked the gate, read-only mode, the body type, the
  * origin and the CSRF token.
  *
@@ -41,8 +41,15 @@ export function findAction(segments: readonly string[]): Action | null {
   if (section === "schedules" && second !== undefined && verb !== undefined) {
     return scheduleAction(decodeName(second), verb);
   }
+  if (section === "queues" && second !== undefined && verb === "pause") {
+    return (ctx) => pauseQueue(ctx, second);
+  }
+  if (section === "queues" && second !== undefined && verb === "resume") {
+    return (ctx) => resumeQueue(ctx, second);
+  }
   const id = readId(second);
   if (id === null || verb === undefined) return null;
+  if (section === "jobs" && verb === "cancel") return (ctx) => cancelJob(ctx, id);
   if (section === "failed" && verb === "retry") return (ctx) => retryOne(ctx, id);
   if (section === "failed" && verb === "forget") return (ctx) => forgetOne(ctx, id);
   if (section === "batches" && verb === "cancel") return (ctx) => cancelBatch(ctx, id);
@@ -118,5 +125,32 @@ function scheduleAction(name: string | null, verb: string): Action | null {
       };
     default:
       return null;
+  }
+}
+
+async function cancelJob(ctx: PageContext, id: number): Promise<ActionResult> {
+  const outcome = await ctx.queue.cancel(id, { reason: "cancelled from the dashboard" });
+  const ok = outcome === "cancelled" || outcome === "cancelling";
+  const notice = outcome === "not-found" ? "gone" : `job-${outcome}`;
+  return { ok, notice, count: ok ? 1 : 0, back: `/jobs/${id}` };
+}
+
+/** `queue` is a path segment: the queue checks its name (a bad one is a 400). */
+async function pauseQueue(ctx: PageContext, queue: string): Promise<ActionResult> {
+  await ctx.queue.pause(queueName(queue), { reason: "paused from the dashboard" });
+  return { ok: true, notice: "paused", count: 1, back: "/" };
+}
+
+async function resumeQueue(ctx: PageContext, queue: string): Promise<ActionResult> {
+  const ok = await ctx.queue.resume(queueName(queue));
+  return { ok, notice: ok ? "resumed" : "gone", count: ok ? 1 : 0, back: "/" };
+}
+
+/** A queue name from its path segment; a malformed escape is a bad request. */
+function queueName(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new TypeError(`the queue name in the path is not valid percent-encoding: ${segment}`);
   }
 }

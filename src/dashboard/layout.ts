@@ -16,6 +16,7 @@ import { readCount } from "./query.ts";
 export const SECTIONS = [
   { path: "/", label: "Overview" },
   { path: "/jobs", label: "Jobs" },
+  { path: "/completed", label: "Completed" },
   { path: "/failed", label: "Failed" },
   { path: "/batches", label: "Batches" },
   { path: "/schedules", label: "Schedules" },
@@ -42,6 +43,12 @@ const NOTICES: Record<string, (count: number) => string> = {
   "schedule-run": () => "Queued one job of the schedule.",
   "schedule-gone": () => "Nothing changed: no schedule of that name is stored.",
   "schedule-held": () => "Nothing queued: the schedule's job is unique and one is already queued.",
+  "job-cancelled": () => "Cancelled the job: it had not started, and is kept as cancelled.",
+  "job-cancelling": () =>
+    "The job is running: its worker was asked to stop it, and does within about a second.",
+  "job-finished": () => "Nothing changed: the job has already finished.",
+  paused: () => "Paused the queue: no worker claims its jobs until it is resumed.",
+  resumed: () => "Resumed the queue.",
 };
 
 /** A whole page. */
@@ -100,8 +107,8 @@ function notice(params: URLSearchParams): Html | null {
   const code = params.get("notice");
   const tell = code === null ? undefined : Object.hasOwn(NOTICES, code) ? NOTICES[code] : undefined;
   if (tell === undefined) return null;
-  const bad = code === "gone" || code === "flush-unconfirmed" || code === "schedule-gone" ||
-    code === "schedule-held";
+  const bad = code === "gone" || code === "flush-unconfirmed" || code === "job-finished" ||
+    code === "schedule-gone" || code === "schedule-held";
   return html`<p class="notice${bad ? " bad" : ""}" role="status">${tell(readCount(params))}</p>`;
 }
 

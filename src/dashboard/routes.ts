@@ -17,6 +17,12 @@ import { newNonce } from "./headers.ts";
 import { type Html, html } from "./html.ts";
 import { layout } from "./layout.ts";
 import { loadBatches, renderBatches } from "./pages/batches.ts";
+import {
+  loadCompleted,
+  loadJobDetail,
+  renderCompleted,
+  renderJobDetail,
+} from "./pages/completed.ts";
 import { loadFailed, loadFailedDetail, renderFailed, renderFailedDetail } from "./pages/failed.ts";
 import { loadJobTypes, renderJobTypes } from "./pages/job_types.ts";
 import { loadJobs, renderJobs } from "./pages/jobs.ts";
@@ -56,6 +62,10 @@ function findPage(segments: readonly string[]): PageRoute | null {
   const [section, second, ...rest] = segments;
   if (rest.length > 0) return null;
   if (section === undefined) return { load: loadOverview, render: renderOverview };
+  if (section === "jobs" && second !== undefined) {
+    const id = readId(second);
+    return id === null ? null : { load: (ctx) => loadJobDetail(ctx, id), render: renderJobDetail };
+  }
   if (section === "failed" && second !== undefined) {
     const id = readId(second);
     return id === null
@@ -70,6 +80,8 @@ function findPage(segments: readonly string[]): PageRoute | null {
       return { load: loadFailed, render: renderFailed };
     case "batches":
       return { load: loadBatches, render: renderBatches };
+    case "completed":
+      return { load: loadCompleted, render: renderCompleted };
     case "job-types":
       return { load: loadJobTypes, render: renderJobTypes };
     case "schedules":

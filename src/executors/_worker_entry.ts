@@ -144,8 +144,9 @@ async function attempt(runId: number, request: WireRequest): Promise<void> {
         scheduleFlush();
       },
     });
-    if (result.kind === "success") outcome = { runId, kind: "success" };
-    else if (result.kind === "release") {
+    if (result.kind === "success") {
+      outcome = { runId, kind: "success", output: result.output ?? null };
+    } else if (result.kind === "release") {
       outcome = { runId, kind: "release", delayMs: result.delayMs };
     } else {
       const permanent = result.kind === "error" && result.permanent;

@@ -68,6 +68,7 @@ export type ToWorker =
 export interface WireResult {
   readonly runId: number;
   readonly kind: "success" | "release" | "error";
+  readonly output?: string | null;
   readonly delayMs?: number;
   readonly error?: WireError;
   readonly permanent?: boolean;

@@ -45,6 +45,8 @@ export type ExecutionResult =
   | {
     /** The handler returned. */
     readonly kind: "success";
+    /** Its output as stored (checked, capped, sealed for an encrypted job); null or absent without one. */
+    readonly output?: string | null;
   }
   | {
     /** The handler called `ctx.release(delayMs)`. */

@@ -10,6 +10,7 @@ import { MAX_DELAY_MS } from "../backoff.ts";
 import { asError, PayloadIntegrityError, PermanentError } from "../errors.ts";
 import type { JobContext } from "../job.ts";
 import type { PayloadCipher } from "../encryption.ts";
+import { encodeOutput } from "../output.ts";
 import { openPayload } from "../payload.ts";
 import type { JobRegistry } from "../registry.ts";
 import type {
@@ -39,6 +40,7 @@ export class IsolateExecutor implements Executor {
   /** Decodes the payload and runs the handler. */
   async run(request: ExecutionRequest): Promise<ExecutionResult> {
     let releaseDelayMs: number | undefined;
+    let output: string | null = null;
     try {
       const job = this.#definition(request.name);
       const payload = await openPayload(job, request.payload, this.#cipher);
@@ -83,7 +85,8 @@ export class IsolateExecutor implements Executor {
           releaseDelayMs = delayMs;
         },
       };
-      await job.handle(payload, ctx);
+      const returned = await job.handle(payload, ctx);
+      if (releaseDelayMs === undefined) output = await encodeOutput(job, returned, this.#cipher);
     } catch (thrown) {
       if (releaseDelayMs !== undefined) return { kind: "release", delayMs: releaseDelayMs };
       const error = asError(thrown);
@@ -91,7 +94,7 @@ export class IsolateExecutor implements Executor {
       return { kind: "error", error, permanent };
     }
     return releaseDelayMs === undefined
-      ? { kind: "success" }
+      ? { kind: "success", output }
       : { kind: "release", delayMs: releaseDelayMs };
   }
 

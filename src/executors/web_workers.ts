@@ -220,8 +220,9 @@ export class WebWorkerPool implements Executor {
           const pending = slot.runs.get(result.runId);
           if (pending === undefined) continue;
           this.#settle(slot, result.runId, pending);
-          if (result.kind === "success") pending.resolve({ kind: "success" });
-          else if (result.kind === "release") {
+          if (result.kind === "success") {
+            pending.resolve({ kind: "success", output: result.output ?? null });
+          } else if (result.kind === "release") {
             pending.resolve({ kind: "release", delayMs: result.delayMs ?? 0 });
           } else {
             pending.resolve({

@@ -20,13 +20,15 @@ import type { RunningJob } from "./attempts.ts";
  * worker alive.
  */
 const MAX_HEARTBEAT_MS = 10_000;
+/** The shortest time between two looks for cancels that other writes set off. */
+const CANCEL_LOOK_MS = 100;
 /** A worker row not written for this long belongs to a worker that died: the next heartbeat drops it. */
 const STALE_WORKER_MS = 24 * 60 * 60 * 1_000;
 
 /** What the lease keeper needs. */
 export interface LeaseKeeperDeps {
   /** Where leases are renewed and the worker's row is kept. */
-  readonly store: Pick<WorkerStore, "renew" | "heartbeat" | "removeWorker">;
+  readonly store: Pick<WorkerStore, "renew" | "heartbeat" | "removeWorker" | "cancelsAsked">;
   /** Source of stored times. */
   readonly clock: Clock;
   /** Receives `queue:error` when a renewal or heartbeat fails, or a lease is lost. */
@@ -35,6 +37,8 @@ export interface LeaseKeeperDeps {
   readonly running: ReadonlyMap<number, RunningJob>;
   /** Stops tracking an attempt whose lease was lost; false if it was no longer running. */
   readonly forget: (entry: RunningJob) => boolean;
+  /** Stops an attempt whose job had a cancel asked (`queue.cancel()`). */
+  readonly cancel: (entry: RunningJob, reason: string) => void;
   /** The job names this worker's process knows, shown in its row. */
   readonly names: readonly string[];
 }
@@ -51,6 +55,11 @@ export class LeaseKeeper {
   #interval: ReturnType<typeof setInterval> | undefined;
   #renewing = false;
   #renewal: Promise<void> = Promise.resolve();
+  /** Set while a look for cancels runs; `#lookAgain` asks for one more after it. */
+  #looking = false;
+  #lookAgain = false;
+  #lookTimer: ReturnType<typeof setTimeout> | undefined;
+  #lookedAt = -Infinity;
 
   /** Starts nothing yet: {@linkcode LeaseKeeper.start} does. */
   constructor(deps: LeaseKeeperDeps, options: LeaseKeeperOptions) {
@@ -67,8 +76,52 @@ export class LeaseKeeper {
     this.#renew();
   }
 
+  /**
+   * Looks soon for cancels asked of the running jobs: called when another
+   * connection wrote (the WAL watch, NOTIFY), so a cancel is seen within
+   * moments rather than at the next renewal. At most one look every
+   * {@linkcode CANCEL_LOOK_MS}, the last call always followed by one.
+   */
+  lookForCancels(): void {
+    if (this.#deps.running.size === 0 || this.#lookTimer !== undefined) return;
+    if (this.#looking) {
+      this.#lookAgain = true;
+      return;
+    }
+    const waitMs = Math.max(0, this.#lookedAt + CANCEL_LOOK_MS - performance.now());
+    this.#lookTimer = setTimeout(() => {
+      this.#lookTimer = undefined;
+      void this.#lookNow();
+    }, waitMs);
+  }
+
+  async #lookNow(): Promise<void> {
+    const { store, running, events, cancel } = this.#deps;
+    if (running.size === 0) return;
+    this.#looking = true;
+    this.#lookedAt = performance.now();
+    try {
+      const looked = [...running.values()];
+      const leases = looked.map(({ job }) => ({ id: job.id, token: job.token }));
+      for (const asked of await store.cancelsAsked(leases)) {
+        const entry = looked.find(({ job }) => job.id === asked.id && job.token === asked.token);
+        if (entry !== undefined) cancel(entry, asked.reason);
+      }
+    } catch (error) {
+      events.emit("queue:error", { error: asError(error), during: "looking for cancels" });
+    } finally {
+      this.#looking = false;
+      if (this.#lookAgain) {
+        this.#lookAgain = false;
+        this.lookForCancels();
+      }
+    }
+  }
+
   /** Stops renewing, waits for a renewal under way, then removes the worker's row. */
   async stop(): Promise<void> {
+    clearTimeout(this.#lookTimer);
+    this.#lookTimer = undefined;
     clearInterval(this.#interval);
     await this.#renewal;
     await this.#deps.store.removeWorker(this.#workerId).catch((error) =>
@@ -82,6 +135,7 @@ export class LeaseKeeper {
     this.#renewing = true;
     this.#renewal = (async () => {
       if (this.#deps.running.size > 0) await this.#renewLeases();
+      if (this.#deps.running.size > 0 && !this.#looking) await this.#lookNow();
       await this.#heartbeat();
     })().finally(() => this.#renewing = false);
   }

@@ -23,6 +23,7 @@ import {
   SETTLED_COLUMNS,
   type SettledJob,
 } from "./sql/dialect.ts";
+import { notPaused } from "./sql/job_control.ts";
 import { each, exec, type Script } from "./sql/script.ts";
 import { type Statement, statement } from "./sql/statement.ts";
 
@@ -105,6 +106,9 @@ const RENEW = statement(
 );
 const LOCK_KEY = statement("SELECT pg_advisory_xact_lock(hashtextextended($1, 7204))");
 const NOTIFY = statement("SELECT pg_notify($1, '')");
+const NOTIFY_AWAITED = statement(
+  "SELECT pg_notify($1, '') FROM jobs WHERE id IN {{ids $2}} AND awaited = 1 LIMIT 1",
+);
 
 const claimStatements = new Map<string, Statement>();
 
@@ -125,6 +129,7 @@ function claimStatement(queueCount: number, byName: boolean): Statement {
     (_, index) =>
       `q${index} AS (SELECT id, ${index} AS rank, priority, available_at FROM jobs
       WHERE queue = $${index + 5} AND available_at <= (SELECT t FROM now_ms) ${names}
+        AND ${notPaused(`$${index + 5}`, "(SELECT t FROM now_ms)")}
       ORDER BY priority DESC, available_at LIMIT $4 FOR UPDATE SKIP LOCKED)`,
   );
   const union = Array.from({ length: queueCount }, (_, index) => `SELECT * FROM q${index}`)
@@ -247,6 +252,10 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
     },
 
     notify: () => notifyOn(channel),
+
+    *notifyAwaited(ids: readonly number[]): Script<void> {
+      if (ids.length > 0) yield* exec(NOTIFY_AWAITED, channel, ids);
+    },
   };
 }
 

@@ -32,6 +32,8 @@ export interface ClaimRow {
   readonly keyed: number;
   /** 1 when the claim took over an expired lease (`jobs.recovered`). */
   readonly recovered: number;
+  /** The reason of a cancel asked of it, or null (`jobs.cancel_requested`). */
+  readonly cancel_requested: string | null;
 }
 
 /** A failed job as the listing statements return it. */
@@ -99,6 +101,9 @@ export function toClaimedJobs(
       createdAt: row.created_at,
       batchId: row.batch_id,
       token,
+      // Only when set: a cancel asked while an earlier attempt ran is rare.
+      ...(row.cancel_requested !== null && row.cancel_requested !== undefined &&
+        { cancelRequested: row.cancel_requested }),
     }));
 }
 

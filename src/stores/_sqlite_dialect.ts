@@ -22,6 +22,7 @@ import {
   SETTLED_COLUMNS,
   type SettledJob,
 } from "./sql/dialect.ts";
+import { notPaused } from "./sql/job_control.ts";
 import { done, each, exec, type Script } from "./sql/script.ts";
 import { type Statement, statement } from "./sql/statement.ts";
 
@@ -71,7 +72,8 @@ function claimStatement(queueCount: number, byName: boolean): Statement {
     const names = byName ? `AND name IN {{texts $${5 + queueCount}}}` : "";
     const perQueue = (index: number) =>
       `SELECT id FROM (SELECT id FROM jobs WHERE queue = $${5 + index}
-        AND available_at <= $2 ${names} ORDER BY priority DESC, available_at LIMIT $3)`;
+        AND available_at <= $2 ${names} AND ${notPaused(`$${5 + index}`, "$2")}
+        ORDER BY priority DESC, available_at LIMIT $3)`;
     claim = statement(
       `UPDATE jobs SET token = $1, available_at = $2 + $4, waited_ms = $2 - available_at,
         ${CLAIM_SETS}
@@ -172,6 +174,7 @@ export const sqliteDialect: Dialect = {
 
   lockKeys: () => done(undefined),
   notify: () => done(undefined),
+  notifyAwaited: () => done(undefined),
 };
 
 function* claimRows(claim: Statement, params: readonly unknown[]): Script<ClaimRow[]> {

@@ -63,7 +63,8 @@ export function metricsIncrements(
   const groups = new Map<string, MetricsIncrement>();
   settlements.forEach((settlement, index) => {
     const job = byId.get(settlement.id);
-    if (!applied[index] || settlement.kind === "progress" || job === undefined) return;
+    if (!applied[index] || job === undefined) return;
+    if (settlement.kind === "progress" || settlement.kind === "cancel") return;
     const minute = Math.floor(settlement.at / MINUTE_MS) * MINUTE_MS;
     const key = JSON.stringify([minute, job.queue, job.name]);
     let group = groups.get(key);

@@ -83,6 +83,13 @@ export interface WaitingJobRow {
   readonly retryForMs: number | null;
 }
 
+/**
+ * The stored payload of a chain link that takes the previous link's output
+ * as its payload; the settle of that link puts the output in its place.
+ * Neither JSON nor an encrypted payload, so no real payload is ever taken for it.
+ */
+export const FROM_PREVIOUS_OUTPUT = "<previous output>";
+
 /** A chain to insert: its first link is queued now, the rest wait. */
 export interface NewChainRow {
   /** The first link, queued at once; its id becomes the chain's id. */

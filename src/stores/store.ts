@@ -30,6 +30,15 @@ import type {
 } from "./read_rows.ts";
 import type { ScheduleRow, ScheduleRun, StoredScheduleRow } from "./schedule_rows.ts";
 import type {
+  CancelOutcome,
+  CancelRequest,
+  CancelRequested,
+  CompletedFilter,
+  CompletedJobRow,
+  JobResultRow,
+  PauseRow,
+} from "./job_control_rows.ts";
+import type {
   ClaimedJob,
   ClaimRequest,
   Lease,
@@ -39,9 +48,11 @@ import type {
 } from "./tick_rows.ts";
 
 export type * from "./dispatch_rows.ts";
+export type * from "./job_control_rows.ts";
 export type * from "./read_rows.ts";
 export type * from "./tick_rows.ts";
 export type * from "./schedule_rows.ts";
+export { FROM_PREVIOUS_OUTPUT } from "./dispatch_rows.ts";
 export { METRICS_RETENTION_MS, RUNTIME_BUCKETS_MS, runtimeBucket } from "./read_rows.ts";
 
 /** The part of a store usable inside {@linkcode Store.transaction}. */
@@ -128,6 +139,8 @@ export interface WorkerStore {
   heartbeat(worker: WorkerRow, staleBefore: number): Promise<void>;
   /** Deletes a worker's row; whether it was there. */
   removeWorker(id: string): Promise<boolean>;
+  /** Which of `leases` (running jobs) had a cancel asked (`queue.cancel()`), with the reason. */
+  cancelsAsked(leases: readonly Lease[]): Promise<CancelRequested[]>;
   /**
    * Calls `listener` soon after another connection (maybe another process)
    * may have added or freed jobs, so idle workers look at once instead of at
@@ -223,9 +236,43 @@ export interface ScheduleStore {
   runSchedule(name: string, runs: readonly ScheduleRun[], now: number): Promise<(number | null)[]>;
 }
 
+/** Job control: results and the kept history, awaiting, cancelling, pausing queues. */
+export interface JobControlStore {
+  /** Where job `id` stands at `now`, or null when no table holds it. */
+  result(id: number, now: number): Promise<JobResultRow | null>;
+  /** Kept finished jobs matching `filter`, last finished first. */
+  completed(filter: CompletedFilter, page: Page): Promise<CompletedJobRow[]>;
+  /** One kept finished job, or null. */
+  completedJob(id: number): Promise<CompletedJobRow | null>;
+  /** Deletes kept finished jobs that finished before `before`; how many. */
+  pruneCompleted(before: number): Promise<number>;
+  /** Marks a job awaited, so the settle that ends it wakes watchers; whether it is still there. */
+  markAwaited(id: number): Promise<boolean>;
+  /**
+   * Cancels a job in one transaction: one not running is deleted, recorded
+   * as cancelled, counted as skipped in its batch, stops its chain (whose
+   * `catch` is queued) and releases its keys and locks; a running one gets
+   * its cancel asked, which its worker sees.
+   */
+  cancel(request: CancelRequest): Promise<CancelOutcome>;
+  /** Pauses `queue` (claims skip it) until `until`, or until resumed when null. */
+  pause(queue: string, now: number, until: number | null, reason: string | null): Promise<void>;
+  /** Resumes `queue` and wakes idle workers; whether it was paused. */
+  resume(queue: string, now: number): Promise<boolean>;
+  /** The queues paused at `now`. */
+  paused(now: number): Promise<PauseRow[]>;
+}
+
 /** A storage engine for jobs: every role, and its lifetime. */
 export interface Store
-  extends JobWrites, WorkerStore, AdminStore, StatsStore, ScheduleStore, AsyncDisposable {
+  extends
+    JobWrites,
+    WorkerStore,
+    AdminStore,
+    StatsStore,
+    ScheduleStore,
+    JobControlStore,
+    AsyncDisposable {
   /** Brings the schema up to date; safe to call from several processes at once. */
   migrate(): Promise<void>;
   /** Closes the connection; later calls fail. */

@@ -82,6 +82,8 @@ export interface ClaimedJob {
   readonly token: number;
   /** The schedule and slot (ms since the epoch) it was fired for, when a schedule fired it. */
   readonly scheduled?: { readonly name: string; readonly slot: number };
+  /** The reason of a cancel asked while it ran before: it is cancelled, not run. Null or absent: none. */
+  readonly cancelRequested?: string | null;
 }
 
 /** An error as it is stored. */
@@ -108,6 +110,29 @@ export type Settlement =
     /** When it ended. */
     readonly at: number;
     /** How long the handler ran, in ms; added to the metrics rollup's runtime. */
+    readonly durationMs?: number;
+    /** The handler's stored output text (`defineJob({ output })`), or null. */
+    readonly output?: string | null;
+    /** Keep the job in the completed jobs until then; absent or not after `at`: not kept. */
+    readonly keepUntil?: number;
+  }
+  | {
+    /**
+     * The job was cancelled while it ran: it is deleted (kept as cancelled
+     * until `keepUntil`), its chain stops, its batch counts it as skipped.
+     */
+    readonly kind: "cancel";
+    /** The job's id. */
+    readonly id: number;
+    /** Its reservation token. */
+    readonly token: number;
+    /** When it was stopped. */
+    readonly at: number;
+    /** Why it was cancelled. */
+    readonly reason: string;
+    /** Keep it in the completed jobs until then; not after `at`: not kept. */
+    readonly keepUntil: number;
+    /** How long the handler ran, in ms. */
     readonly durationMs?: number;
   }
   | {

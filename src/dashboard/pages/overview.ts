@@ -1,19 +1,21 @@
 /**
  * The overview: per queue the jobs pending, delayed, running and failed,
  * what settled in the last hour (as charts, and per queue with the average
- * wait), the workers seen, and the due jobs none of them knows.
+ * wait), the workers seen, and the due jobs none of them knows; a banner
+ * names the paused queues, and each queue has its pause or resume button.
  *
  * @internal
  * @module
  */
 import type { QueueMetrics } from "../../metrics.ts";
 import type { QueueCounts } from "../../admin_views.ts";
+import type { PausedQueue } from "../../job_control.ts";
 import type { UnclaimedJobs, WorkerInfo } from "../../workers_seen.ts";
 import { barChart } from "../charts.ts";
 import type { PageContext } from "../context.ts";
 import { formatDuration, formatTime } from "../format.ts";
 import { type Html, html } from "../html.ts";
-import { layout } from "../layout.ts";
+import { actionForm, layout } from "../layout.ts";
 
 /** The overview's JSON. */
 export interface OverviewData {
@@ -25,6 +27,8 @@ export interface OverviewData {
   readonly workers: WorkerInfo[];
   /** Due jobs none of those workers can claim (none knows their name on their queue); empty without workers. */
   readonly unclaimed: UnclaimedJobs[];
+  /** The queues paused now. */
+  readonly paused: PausedQueue[];
 }
 
 /** Reads what the overview shows. */
@@ -35,6 +39,7 @@ export async function loadOverview(ctx: PageContext): Promise<OverviewData> {
     metrics: await queue.metrics({ windowMs: 3_600_000 }),
     workers: await queue.workers(),
     unclaimed: await queue.unclaimed(),
+    paused: await queue.paused(),
   };
 }
 
@@ -44,7 +49,7 @@ export function renderOverview(ctx: PageContext, data: OverviewData): Html {
     heading: "Overview",
     section: "/",
     api: "/api/overview",
-    body: html`${queuesTable(ctx.base, data)}
+    body: html`${pausedBanner(data.paused)}${queuesTable(ctx, data)}
 <h2>Last hour</h2>
 ${charts(data.metrics)}
 <h2>Workers seen <span class="muted">(<span data-live="workers/length" data-empty="0">${data.workers.length}</span> in the last 30 s)</span></h2>
@@ -52,8 +57,35 @@ ${workersTable(data.workers)}${unclaimedTable(data.unclaimed)}`,
   });
 }
 
-function queuesTable(base: string, { counts, metrics }: OverviewData): Html {
-  const queues = [...new Set([...Object.keys(counts), ...Object.keys(metrics.byQueue)])].sort();
+function pausedBanner(paused: readonly PausedQueue[]): Html | null {
+  if (paused.length === 0) return null;
+  const items = paused.map((pause) =>
+    html`<li><strong>${pause.queue}</strong>${
+      pause.until === null ? " until resumed" : ` until ${formatTime(pause.until)} UTC`
+    }${
+      pause.reason === null ? "" : html`
+        — ${pause.reason}
+      `
+    }</li>`
+  );
+  return html`<div class="notice bad" role="status">Paused: no worker claims the jobs of
+<ul>${items}</ul></div>`;
+}
+
+function queuesTable(ctx: PageContext, { counts, metrics, paused }: OverviewData): Html {
+  const base = ctx.base;
+  const queues = [
+    ...new Set([
+      ...Object.keys(counts),
+      ...Object.keys(metrics.byQueue),
+      ...paused.map((pause) => pause.queue),
+    ]),
+  ].sort();
+  const isPaused = (queue: string) => paused.some((pause) => pause.queue === queue);
+  const toggle = (queue: string) =>
+    isPaused(queue)
+      ? actionForm(ctx, `/queues/${encodeURIComponent(queue)}/resume`, "Resume")
+      : actionForm(ctx, `/queues/${encodeURIComponent(queue)}/pause`, "Pause");
   if (queues.length === 0) return html`<p class="muted">No jobs yet.</p>`;
   const live = (queue: string, field: string, value: number) =>
     html`<td class="num" data-live="counts/${queue}/${field}" data-empty="0">${value}</td>`;
@@ -68,7 +100,13 @@ ${live(queue, "reserved", count?.reserved ?? 0)}${live(queue, "failed", count?.f
 <td class="num">${hour?.completed ?? 0}</td><td class="num">${hour?.failed ?? 0}</td>
 <td class="num">${hour?.retried ?? 0}</td><td class="num">${
       formatDuration(hour?.averageWaitMs ?? null)
-    }</td></tr>`;
+    }</td><td>${
+      isPaused(queue)
+        ? html`
+          <strong>paused</strong>
+        `
+        : ""
+    }${toggle(queue)}</td></tr>`;
   });
   return html`
     <table>
@@ -83,6 +121,7 @@ ${live(queue, "reserved", count?.reserved ?? 0)}${live(queue, "failed", count?.f
           <th class="num">Failed (1 h)</th>
           <th class="num">Retried (1 h)</th>
           <th class="num">Average wait (1 h)</th>
+          <th>${ctx.canWrite ? "Pause" : ""}</th>
         </tr>
       </thead>
       <tbody>${rows}</tbody>

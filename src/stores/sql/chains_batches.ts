@@ -11,6 +11,7 @@
  * @module
  */
 import { countMembers, type JobLinks, type StoredBatch, toBatchRow } from "../_rows.ts";
+import { FROM_PREVIOUS_OUTPUT } from "../dispatch_rows.ts";
 import type {
   BatchRow,
   NewBatchRow,
@@ -39,7 +40,14 @@ const QUEUE_WAITING = `INSERT INTO jobs
   SELECT queue, name, payload, priority, $1 + delay_ms, $1 + retry_for_ms, $1, batch_id,
     CASE WHEN role = 'link' THEN chain_id END
   FROM waiting_jobs`;
-const QUEUE_WAITING_ONE = statement(`${QUEUE_WAITING} WHERE id = $2`);
+/** Queues a chain's next link; one waiting for the previous output ($3) takes it ($4). */
+const QUEUE_LINK = statement(
+  `INSERT INTO jobs
+  (queue, name, payload, priority, available_at, retry_until, created_at, batch_id, chain_id)
+  SELECT queue, name, CASE WHEN payload = $3 THEN $4 ELSE payload END, priority, $1 + delay_ms,
+    $1 + retry_for_ms, $1, batch_id, chain_id
+  FROM waiting_jobs WHERE id = $2`,
+);
 const QUEUE_WAITING_OF_BATCH = statement(
   `${QUEUE_WAITING} WHERE batch_id = $2 AND role = $3 ORDER BY position`,
 );
@@ -165,20 +173,29 @@ export function* addToBatch(
 }
 
 /**
- * Moves the chain and batch of a job that just succeeded or failed for good;
- * how many follow-up jobs it queued.
+ * Moves the chain and batch of a job that just succeeded, failed for good,
+ * or was cancelled (its chain stops as at a failure, and drops the links
+ * that can never run now; its batch counts it as skipped); how many
+ * follow-up jobs it queued.
  */
-export function* settled(links: JobLinks, kind: "complete" | "fail", at: number): Script<number> {
+export function* settled(
+  links: JobLinks,
+  kind: "complete" | "fail" | "cancel",
+  at: number,
+  output: string | null = null,
+): Script<number> {
   const { chain_id: chainId, batch_id: batchId } = links;
   let queued = 0;
   if (chainId !== null) {
-    if (kind === "fail") {
+    if (kind !== "complete") {
       queued += (yield* exec(QUEUE_WAITING_OF_CHAIN, at, chainId, "chain-catch")).count;
       yield* exec(DROP_CHAIN_CATCH, chainId);
-    } else queued += yield* nextLink(chainId, at);
+      if (kind === "cancel") yield* exec(DROP_WAITING_OF_CHAIN, chainId);
+    } else queued += yield* nextLink(chainId, at, output);
   }
   if (batchId === null || Number(links.batch_member) !== 1) return queued;
-  if (kind === "complete") yield* exec(MEMBER_SUCCEEDED, batchId);
+  if (kind === "cancel") yield* exec(MEMBERS_SKIPPED, 1, batchId);
+  else if (kind === "complete") yield* exec(MEMBER_SUCCEEDED, batchId);
   else {
     const { rows: [batch] } = yield* exec<{ allow_failures: number }>(MEMBER_FAILED, batchId);
     if (batch === undefined) return queued; // pruned while the job ran
@@ -286,14 +303,18 @@ function* wait(
   );
 }
 
-/** Queues a chain's next link, or, after its last, drops the catch it no longer needs. */
-function* nextLink(chainId: number, at: number): Script<number> {
+/**
+ * Queues a chain's next link (with `output`, the link before's, as its
+ * payload if it asked for it), or, after its last, drops the catch it no
+ * longer needs.
+ */
+function* nextLink(chainId: number, at: number, output: string | null): Script<number> {
   const { rows: [next] } = yield* exec<{ id: number }>(NEXT_LINK, chainId);
   if (next === undefined) {
     yield* exec(DROP_WAITING_OF_CHAIN, chainId);
     return 0;
   }
-  const { count } = yield* exec(QUEUE_WAITING_ONE, at, next.id);
+  const { count } = yield* exec(QUEUE_LINK, at, next.id, FROM_PREVIOUS_OUTPUT, output ?? "null");
   yield* exec(DROP_WAITING_ONE, next.id);
   return count;
 }

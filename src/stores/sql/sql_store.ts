@@ -9,11 +9,17 @@
 import { MetricsPruning } from "../_stats_rows.ts";
 import type {
   BatchRow,
+  CancelOutcome,
+  CancelRequest,
+  CancelRequested,
   ClaimedJob,
   ClaimRequest,
+  CompletedFilter,
+  CompletedJobRow,
   FailedJobRow,
   JobFilter,
   JobListing,
+  JobResultRow,
   KeyedJobRow,
   KeyedPush,
   Lease,
@@ -23,6 +29,7 @@ import type {
   NewChainRow,
   NewJobRow,
   Page,
+  PauseRow,
   PendingByName,
   PushedBatch,
   QueueCountsRow,
@@ -41,6 +48,8 @@ import { type Dialect, PLAIN, type RetrySelection } from "./dialect.ts";
 import type { Engine, EngineTransaction } from "./engine.ts";
 import { clear } from "./clear.ts";
 import * as failedJobs from "./failed_jobs.ts";
+import * as jobControl from "./job_control.ts";
+import { CompletedPruning } from "./job_control.ts";
 import * as keys from "./keys.ts";
 import * as schedules from "./schedules.ts";
 import type { Script } from "./script.ts";
@@ -53,7 +62,7 @@ export class SqlStore implements Store {
   readonly #engine: Engine;
   readonly #dialect: Dialect;
   readonly #migrations: readonly Migration[];
-  readonly #pruning = new MetricsPruning();
+  readonly #pruning = { metrics: new MetricsPruning(), completed: new CompletedPruning() };
 
   /** Runs on `engine` with `dialect`; `migrations` are the engine's schema steps. */
   constructor(engine: Engine, dialect: Dialect, migrations: readonly Migration[]) {
@@ -259,6 +268,56 @@ export class SqlStore implements Store {
   /** Stores jobs of a schedule outside its tick, in one transaction. */
   runSchedule(name: string, runs: readonly ScheduleRun[], now: number): Promise<(number | null)[]> {
     return this.#write(() => schedules.runSchedule(this.#dialect, name, runs, now));
+  }
+
+  /** Where job `id` stands at `now`, read in one statement. */
+  result(id: number, now: number): Promise<JobResultRow | null> {
+    return this.#read(() => jobControl.result(id, now));
+  }
+
+  /** Kept finished jobs, last finished first. */
+  completed(filter: CompletedFilter, page: Page): Promise<CompletedJobRow[]> {
+    return this.#read(() => jobControl.completed(filter, page));
+  }
+
+  /** One kept finished job, or null. */
+  completedJob(id: number): Promise<CompletedJobRow | null> {
+    return this.#read(() => jobControl.completedJob(id));
+  }
+
+  /** Deletes kept finished jobs that finished before `before`. */
+  pruneCompleted(before: number): Promise<number> {
+    return this.#engine.run(() => jobControl.pruneCompleted(before), "statement");
+  }
+
+  /** Marks a job awaited. */
+  markAwaited(id: number): Promise<boolean> {
+    return this.#write(() => jobControl.markAwaited(this.#dialect, id));
+  }
+
+  /** Cancels a job in one transaction. */
+  cancel(request: CancelRequest): Promise<CancelOutcome> {
+    return this.#write(() => jobControl.cancel(this.#dialect, request));
+  }
+
+  /** Which of `leases` had a cancel asked. */
+  cancelsAsked(leases: readonly Lease[]): Promise<CancelRequested[]> {
+    return this.#read(() => jobControl.cancelsAsked(leases));
+  }
+
+  /** Pauses a queue. */
+  pause(queue: string, now: number, until: number | null, reason: string | null): Promise<void> {
+    return this.#engine.run(() => jobControl.pause(queue, now, until, reason), "statement");
+  }
+
+  /** Resumes a queue and wakes idle workers. */
+  resume(queue: string, now: number): Promise<boolean> {
+    return this.#write(() => jobControl.resume(this.#dialect, queue, now));
+  }
+
+  /** The queues paused at `now`. */
+  paused(now: number): Promise<PauseRow[]> {
+    return this.#read(() => jobControl.paused(now));
   }
 
   /** Calls `listener` soon after another connection may have added or freed jobs. */

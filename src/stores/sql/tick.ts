@@ -13,6 +13,7 @@ import type { MetricsPruning } from "../_stats_rows.ts";
 import type { ClaimedJob, ClaimRequest, Lease, Settlement, SettleResult } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
 import { type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
+import { type CompletedPruning, recordFinished } from "./job_control.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
 import { exec, type Script } from "./script.ts";
@@ -45,14 +46,21 @@ export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJ
 /** Applies settlements, each fenced by its token, then claims, all in one transaction. */
 export function* settle(
   dialect: Dialect,
-  pruning: MetricsPruning,
+  pruning: { readonly metrics: MetricsPruning; readonly completed: CompletedPruning },
   settlements: readonly Settlement[],
   then: ClaimRequest | undefined,
 ): Script<SettleResult> {
+  // Job control, before the job rows change: wake whoever awaits a job that ends, keep the ended.
+  yield* dialect.notifyAwaited(
+    settlements.flatMap((settlement) =>
+      settlement.kind === "release" || settlement.kind === "progress" ? [] : [settlement.id]
+    ),
+  );
+  yield* recordFinished(settlements, pruning.completed);
   const jobs = yield* applyToJobs(dialect, settlements);
   const applied = jobs.map((job) => job !== "lost");
   const settledJobs = jobs.flatMap((job) => job === "lost" || job === null ? [] : [job]);
-  yield* recordMetrics(settlements, applied, settledJobs, pruning);
+  yield* recordMetrics(settlements, applied, settledJobs, pruning.metrics);
 
   // Chains and batches second, in batch order: the batch rows are what processes share.
   const moves = settlements.flatMap((settlement, index) => {
@@ -67,7 +75,8 @@ export function* settle(
       queued += putBack.queued;
       if (putBack.skipped) skipped.push(settlement.id);
     } else if (settlement.kind !== "progress") {
-      queued += yield* chainsBatches.settled(job, settlement.kind, settlement.at);
+      const output = settlement.kind === "complete" ? settlement.output ?? null : null;
+      queued += yield* chainsBatches.settled(job, settlement.kind, settlement.at, output);
     }
   }
 
@@ -132,5 +141,7 @@ function* applyToJob(dialect: Dialect, settlement: Settlement): Script<SettledJo
     }
     case "fail":
       return (yield* dialect.failJob(settlement, settlement.error)) ?? "lost";
+    case "cancel":
+      return (yield* dialect.completeJobs([{ id, token }]))[0] ?? "lost";
   }
 }

@@ -1,0 +1,144 @@
+/**
+ * The job-control commands: `cancel <id>`, `pause <queue>`, `resume
+ * <queue>` and `paused`. Like the other admin commands they open the queue
+ * with no jobs registered.
+ *
+ * @module
+ * @internal
+ */
+import { expectPositionals, readString, readSwitch, UsageError } from "./args.ts";
+import { openAdminQueue, readIds } from "./admin.ts";
+import type { Command } from "./command.ts";
+import { firstLine, formatTable } from "./table.ts";
+
+/** The units `--for` takes: `500ms`, `30s`, `10m`, `2h`, `1d`. */
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** `--for 10m` in ms; throws a usage error naming the flag otherwise. @internal */
+export function readDurationMs(command: string, text: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim());
+  const ms = match === null ? NaN : Number(match[1]) * UNIT_MS[match[2]!]!;
+  if (!(ms > 0)) {
+    throw new UsageError(
+      command,
+      `--for must be a positive duration such as 90s, 10m, 2h or 1d: got ${JSON.stringify(text)}`,
+    );
+  }
+  return ms;
+}
+
+function time(date: Date): string {
+  return date.toISOString().replace("T", " ").slice(0, 19);
+}
+
+const cancel: Command = {
+  name: "cancel",
+  operands: "<id>",
+  summary: "cancel a job: remove it if it waits, stop it if it runs",
+  description:
+    "Cancels one job. A job that waits (pending or delayed) is removed and kept as cancelled; a\nrunning job is asked to stop: its worker aborts it within about a second and it is not\nretried. Exits 1 if there is no such job or it has already finished.",
+  flags: {
+    reason: { type: "string", value: "TEXT", help: "why, kept with the job (default cancelled)" },
+  },
+  async run(args) {
+    expectPositionals(args, 1, 1, "the job id");
+    const [id] = readIds(args);
+    const reason = readString(args, "reason");
+    await using queue = await openAdminQueue(args);
+    const outcome = await queue.cancel(id!, reason === undefined ? {} : { reason });
+    switch (outcome) {
+      case "cancelled":
+        console.log(`Cancelled job ${id}`);
+        return 0;
+      case "cancelling":
+        console.log(`Job ${id} is running: its worker was asked to stop it`);
+        return 0;
+      case "finished":
+        console.error(`queue cancel: job ${id} has already finished`);
+        return 1;
+      case "not-found":
+        console.error(`queue cancel: no job ${id}`);
+        return 1;
+    }
+  },
+};
+
+const pause: Command = {
+  name: "pause",
+  operands: "<queue>",
+  summary: "pause a queue: workers everywhere stop claiming its jobs",
+  description:
+    "Pauses a queue for every worker on this database: its jobs are still stored but none is\nclaimed until resume, or until --for has passed. Running jobs finish.",
+  flags: {
+    for: { type: "string", value: "DURATION", help: "resume on its own after 90s, 10m, 2h, 1d" },
+    reason: { type: "string", value: "TEXT", help: "why, shown by paused and the dashboard" },
+  },
+  async run(args) {
+    expectPositionals(args, 1, 1, "the queue name");
+    const name = args.positionals[0]!;
+    const forText = readString(args, "for");
+    const forMs = forText === undefined ? undefined : readDurationMs(args.command, forText);
+    const reason = readString(args, "reason");
+    await using queue = await openAdminQueue(args);
+    await queue.pause(name, {
+      ...(forMs !== undefined && { forMs }),
+      ...(reason !== undefined && { reason }),
+    });
+    console.log(
+      `Paused queue ${name}${forText === undefined ? "" : ` for ${forText}`}`,
+    );
+    return 0;
+  },
+};
+
+const resume: Command = {
+  name: "resume",
+  operands: "<queue>",
+  summary: "resume a paused queue",
+  description:
+    "Resumes a paused queue; idle workers look at it at once. Exits 1 if it was not paused.",
+  flags: {},
+  async run(args) {
+    expectPositionals(args, 1, 1, "the queue name");
+    const name = args.positionals[0]!;
+    await using queue = await openAdminQueue(args);
+    if (!await queue.resume(name)) {
+      console.error(`queue resume: queue ${name} is not paused`);
+      return 1;
+    }
+    console.log(`Resumed queue ${name}`);
+    return 0;
+  },
+};
+
+const paused: Command = {
+  name: "paused",
+  operands: "",
+  summary: "list the paused queues",
+  description: "Lists the paused queues: since when, until when, and why.",
+  flags: { json: { type: "boolean", help: "print a JSON array" } },
+  async run(args) {
+    expectPositionals(args, 0, 0, "");
+    const json = readSwitch(args, "json");
+    await using queue = await openAdminQueue(args);
+    const list = await queue.paused();
+    if (json) console.log(JSON.stringify(list, null, 2));
+    else if (list.length === 0) console.log("No paused queues");
+    else {
+      console.log(formatTable(
+        ["queue", "paused at", "until", "reason"],
+        list.map((row) => [
+          firstLine(row.queue, 64),
+          time(row.pausedAt),
+          row.until === null ? "resumed by hand" : time(row.until),
+          row.reason === null ? "" : firstLine(row.reason, 60),
+        ]),
+        ["left", "left", "left", "left"],
+      ));
+    }
+    return 0;
+  },
+};
+
+/** The job-control commands, in the order the help lists them. */
+export const JOB_CONTROL_COMMANDS: readonly Command[] = [cancel, pause, resume, paused];

@@ -1,0 +1,215 @@
+/**
+ * Finished jobs: the completed jobs page (kept for `keepCompletedMs`,
+ * filtered by name and queue, with their duration and output), and one
+ * job's page by id, whatever its state: its output or error, and a Cancel
+ * button while it waits or runs. Outputs are shown escaped, as stored; an
+ * encrypted one only says so (the dashboard never decrypts).
+ *
+ * @internal
+ * @module
+ */
+import { isEncryptedPayload } from "../../encryption.ts";
+import type { CompletedJob, JobResultState } from "../../job_control.ts";
+import type { PageContext } from "../context.ts";
+import { firstLine, formatDuration, formatTime } from "../format.ts";
+import { type Html, html } from "../html.ts";
+import { actionForm, layout, pager } from "../layout.ts";
+import { readJobFilters, readPaging } from "../query.ts";
+
+/** A kept job as the pages show it: the output parsed, or null when encrypted or absent. */
+export interface CompletedView extends Omit<CompletedJob, "payload" | "output"> {
+  /** Whether the stored output is encrypted (it is then not shown). */
+  readonly encrypted: boolean;
+  /** The output as parsed JSON (the stored text when it is not JSON); null without one. */
+  readonly output: unknown;
+}
+
+/** The completed list's JSON. */
+export interface CompletedData {
+  /** The page shown, from 1. */
+  readonly page: number;
+  /** Jobs per page. */
+  readonly limit: number;
+  /** Whether there is a next page. */
+  readonly hasMore: boolean;
+  /** The filters applied. */
+  readonly filters: { readonly name: string | null; readonly queue: string | null };
+  /** This page's jobs, last finished first. */
+  readonly jobs: CompletedView[];
+}
+
+/** One job's JSON. */
+export interface JobDetailData {
+  /** The job's id. */
+  readonly id: number;
+  /** Its state now. */
+  readonly state: JobResultState;
+  /** How many times its handler started. */
+  readonly attempts: number;
+  /** Why it failed or was cancelled, or null. */
+  readonly error: string | null;
+  /** Its kept record once it finished, or null. */
+  readonly kept: CompletedView | null;
+}
+
+function view({ payload: _payload, output, ...job }: CompletedJob): CompletedView {
+  const encrypted = output !== null && isEncryptedPayload(output);
+  let parsed: unknown = null;
+  if (output !== null && !encrypted) {
+    try {
+      parsed = JSON.parse(output);
+    } catch {
+      parsed = output;
+    }
+  }
+  return { ...job, encrypted, output: parsed };
+}
+
+/** Reads the page of kept jobs the query asks for. */
+export async function loadCompleted(ctx: PageContext): Promise<CompletedData> {
+  const paging = readPaging(ctx.url.searchParams);
+  const { name, queue } = readJobFilters(ctx.url.searchParams);
+  const rows = await ctx.queue.completed({
+    limit: paging.limit + 1,
+    offset: paging.offset,
+    ...(name !== undefined && { name }),
+    ...(queue !== undefined && { queue }),
+  });
+  return {
+    page: paging.page,
+    limit: paging.limit,
+    hasMore: rows.length > paging.limit,
+    filters: { name: name ?? null, queue: queue ?? null },
+    jobs: rows.slice(0, paging.limit).map(view),
+  };
+}
+
+/** Reads one job by id, or null when no table holds it. */
+export async function loadJobDetail(ctx: PageContext, id: number): Promise<JobDetailData | null> {
+  const kept = await ctx.queue.completedJob(id);
+  if (kept !== null) {
+    return { id, state: kept.state, attempts: kept.attempts, error: kept.error, kept: view(kept) };
+  }
+  // Read without opening the output: the dashboard never decrypts.
+  const failed = await ctx.queue.failedJob(id);
+  if (failed !== null) {
+    return { id, state: "failed", attempts: failed.attempts, error: failed.error, kept: null };
+  }
+  const result = await ctx.queue.result(id);
+  if (result === null) return null;
+  return { id, state: result.state, attempts: result.attempts, error: null, kept: null };
+}
+
+function outputCell(job: CompletedView, max: number): Html | string {
+  if (job.encrypted) return html`<strong>encrypted</strong>`;
+  if (job.output === null) return html`<span class="muted">none</span>`;
+  return firstLine(typeof job.output === "string" ? job.output : JSON.stringify(job.output), max);
+}
+
+/** The completed jobs page. */
+export function renderCompleted(ctx: PageContext, data: CompletedData): Html {
+  const value = (text: string | null) => text ?? "";
+  const filters = html`<form class="filters" method="get" action="${ctx.base}/completed">
+<label>Name <input name="name" value="${value(data.filters.name)}"></label>
+<label>Queue <input name="queue" value="${value(data.filters.queue)}"></label>
+<button type="submit">Filter</button></form>`;
+  const first = (data.page - 1) * data.limit;
+  const summary = data.jobs.length === 0
+    ? "No finished jobs kept."
+    : `${first + 1}–${first + data.jobs.length}`;
+  const rows = data.jobs.map((job) =>
+    html`
+      <tr id="completed-${job.id}">
+        <td class="num"><a href="${ctx.base}/jobs/${job.id}">${job.id}</a></td>
+        <td>${job.queue}</td>
+        <td>${job.name}</td>
+        <td>${job.state}</td>
+        <td class="num">${job.attempts}</td>
+        <td class="num">${formatDuration(job.durationMs)}</td>
+        <td>${formatTime(job.finishedAt)}</td>
+        <td>${job.state === "cancelled"
+          ? html`<span class="error">${firstLine(job.error ?? "", 80)}</span>`
+          : outputCell(job, 80)}</td>
+      </tr>
+    `
+  );
+  const table = data.jobs.length === 0 ? null : html`
+    <table>
+      <thead>
+        <tr>
+          <th class="num">ID</th>
+          <th>Queue</th>
+          <th>Name</th>
+          <th>State</th>
+          <th class="num">Attempts</th>
+          <th class="num">Duration</th>
+          <th>Finished (UTC)</th>
+          <th>Output</th>
+        </tr>
+      </thead>
+      <tbody>${rows}</tbody>
+    </table>
+  `;
+  return layout(ctx, {
+    heading: "Completed jobs",
+    section: "/completed",
+    api: `/api/completed${ctx.url.search}`,
+    body: html`<p class="muted">Jobs that succeeded or were cancelled, kept for keepCompletedMs.</p>
+${filters}${table}${pager(ctx, "/completed", data.page, data.hasMore, summary)}`,
+  });
+}
+
+/** One job's page. */
+export function renderJobDetail(ctx: PageContext, data: JobDetailData): Html {
+  const { kept } = data;
+  const running = data.state === "pending" || data.state === "running";
+  const cancel = running
+    ? actionForm(ctx, `/jobs/${data.id}/cancel`, "Cancel", { danger: true })
+    : null;
+  const failedLink = data.state === "failed"
+    ? html`<a href="${ctx.base}/failed/${data.id}">the failed job, with its stack and retry →</a>`
+    : null;
+  const output = kept === null || kept.state !== "completed"
+    ? null
+    : html`<h2>Output</h2>${
+      kept.encrypted
+        ? html`<p><strong>encrypted</strong> <span class="muted">— kept encrypted with APP_KEY; the dashboard never decrypts it.</span></p>`
+        : kept.output === null
+        ? html`<p class="muted">None (the job has no output schema).</p>`
+        : html`<pre>${
+          typeof kept.output === "string" ? kept.output : JSON.stringify(kept.output, null, 2)
+        }</pre>`
+    }`;
+  const times = kept === null ? null : html`
+    <dt>Name</dt>
+    <dd>${kept.name}</dd>
+    <dt>Queue</dt>
+    <dd>${kept.queue}</dd>
+    <dt>Dispatched</dt>
+    <dd>${formatTime(kept.createdAt)} UTC</dd>
+    <dt>Finished</dt>
+    <dd>${formatTime(kept.finishedAt)} UTC</dd>
+    <dt>Duration</dt>
+    <dd>${formatDuration(kept.durationMs)}</dd>
+  `;
+  return layout(ctx, {
+    heading: `Job ${data.id}`,
+    section: "/jobs",
+    api: `/api/jobs/${data.id}`,
+    body: html`
+      <div class="actions">${cancel} ${failedLink}</div>
+      <dl class="fields">
+        <dt>State</dt>
+        <dd>${data.state}</dd>
+        <dt>Attempts</dt>
+        <dd>${data.attempts}</dd>
+        ${times}
+      </dl>
+      ${data.error === null ? null : html`
+        <h2>Error</h2>
+        <pre class="error">${data.error}</pre>
+      `}
+      ${output}
+    `,
+  });
+}

@@ -1,0 +1,109 @@
+/**
+ * A job's output: the handler's return value checked against the job's
+ * `output` schema, capped, turned into the text the settle stores (sealed
+ * for an encrypted job), and read back for `queue.result()`.
+ *
+ * @internal
+ * @module
+ */
+import { isEncryptedPayload, type PayloadCipher } from "./encryption.ts";
+import { PayloadIntegrityError, ValidationError } from "./errors.ts";
+import type { JobDefinition } from "./job.ts";
+
+const encoder = new TextEncoder();
+const ACTION = { action: "store the output of" } as const;
+
+/** What the cipher binds an output to, so it cannot pass for the job's payload. */
+function sealedAs(jobName: string): string {
+  return `${jobName}#output`;
+}
+
+/**
+ * The text to store for what a handler of `job` returned, or null when the
+ * job has no `output` schema. Throws `ValidationError` naming the job when
+ * the value fails the schema, is not JSON, or is over `maxOutputBytes`.
+ */
+export async function encodeOutput(
+  job: JobDefinition,
+  returned: unknown,
+  cipher: PayloadCipher | null,
+): Promise<string | null> {
+  const schema = job.output as JobDefinition["output"] | undefined;
+  if (schema === undefined) return null;
+  const result = schema.safeParse(returned);
+  if (!result.success) {
+    const issues = result.error.issues.map(({ path, message }: {
+      path: readonly PropertyKey[];
+      message: string;
+    }) => ({ path: [...path], message }));
+    const detail = issues.map(({ path, message }: { path: PropertyKey[]; message: string }) =>
+      `${["output", ...path.map(String)].join(".")}: ${message}`
+    ).join("; ");
+    throw new ValidationError(job.name, detail, issues, { ...ACTION, cause: result.error });
+  }
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(result.data);
+  } catch (error) {
+    throw new ValidationError(job.name, `output is not JSON: ${(error as Error).message}`, [], {
+      ...ACTION,
+      cause: error,
+    });
+  }
+  if (json === undefined) json = "null";
+  const bytes = json.length * 3 <= job.maxOutputBytes ? json.length : encoder.encode(json).length;
+  if (bytes > job.maxOutputBytes) {
+    throw new ValidationError(
+      job.name,
+      `output is ${bytes} bytes of JSON: over the cap of ${job.maxOutputBytes} bytes (maxOutputBytes)`,
+      [],
+      ACTION,
+    );
+  }
+  if (!job.encrypted) return json;
+  if (cipher === null) {
+    throw new PayloadIntegrityError(
+      job.name,
+      "its output must be encrypted, and there is no APP_KEY",
+    );
+  }
+  return await cipher.encrypt(sealedAs(job.name), json);
+}
+
+/** Whether a stored output is encrypted. */
+export function isEncryptedOutput(stored: string): boolean {
+  return isEncryptedPayload(stored);
+}
+
+/**
+ * A stored output of job `jobName` as a value: decrypted (with `cipher`)
+ * when it is sealed, then parsed. Throws `PayloadIntegrityError` when it
+ * cannot be opened.
+ */
+export async function decodeOutput(
+  jobName: string,
+  stored: string,
+  cipher: PayloadCipher | null,
+): Promise<unknown> {
+  let json = stored;
+  if (isEncryptedPayload(stored)) {
+    if (cipher === null) {
+      throw new PayloadIntegrityError(
+        jobName,
+        "its output is encrypted, and this process has no APP_KEY",
+      );
+    }
+    json = await cipher.decrypt(sealedAs(jobName), stored);
+  }
+  try {
+    return JSON.parse(json);
+  } catch (error) {
+    throw new PayloadIntegrityError(
+      jobName,
+      `its output is not JSON: ${(error as Error).message}`,
+      {
+        cause: error,
+      },
+    );
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * The rows of job control: a finished job kept in `completed_jobs`, where a
+ * job stands (its result), what a cancel did, and a paused queue.
+ *
+ * @module
+ */
+
+/** How a kept job ended: it succeeded, or it was cancelled. */
+export type FinishedState = "completed" | "cancelled";
+
+/** A job kept in `completed_jobs`. */
+export interface CompletedJobRow {
+  /** The job's id. */
+  readonly id: number;
+  /** Queue it ran on. */
+  readonly queue: string;
+  /** Job name. */
+  readonly name: string;
+  /** How it ended. */
+  readonly state: FinishedState;
+  /** The stored payload text (still encrypted if it was). */
+  readonly payload: string;
+  /** The stored output text (encrypted for an encrypted job), or null. */
+  readonly output: string | null;
+  /** Why it was cancelled, or null. */
+  readonly error: string | null;
+  /** Starts of its handler. */
+  readonly attempts: number;
+  /** Dispatch time. */
+  readonly createdAt: number;
+  /** When its last attempt started, or null when it never started. */
+  readonly startedAt: number | null;
+  /** When it finished. */
+  readonly finishedAt: number;
+  /** How long its last attempt ran, in ms, or null. */
+  readonly durationMs: number | null;
+}
+
+/** Where one job stands, as the store finds it. */
+export interface JobResultRow {
+  /** Its state now. */
+  readonly state: "pending" | "running" | "completed" | "failed" | "cancelled";
+  /** Job name. */
+  readonly name: string;
+  /** Starts of its handler so far. */
+  readonly attempts: number;
+  /** The stored output text, when it completed with one. */
+  readonly output: string | null;
+  /** The stored error (`Name: message`), when it failed or was cancelled. */
+  readonly error: string | null;
+  /** The reason of a cancel asked of it while it runs, or null. */
+  readonly cancelRequested: string | null;
+}
+
+/** Which kept jobs to list. */
+export interface CompletedFilter {
+  /** Only jobs of this name. */
+  readonly name?: string | undefined;
+  /** Only jobs of this queue. */
+  readonly queue?: string | undefined;
+}
+
+/**
+ * What a cancel did: `"cancelled"` (the job had not started: removed and
+ * recorded), `"cancelling"` (it runs: its worker was asked to stop it),
+ * `"finished"` (it had already ended) or `"not-found"`.
+ */
+export type CancelOutcome = "cancelled" | "cancelling" | "finished" | "not-found";
+
+/** A cancel to record. */
+export interface CancelRequest {
+  /** The job's id. */
+  readonly id: number;
+  /** Why, kept as its error. */
+  readonly reason: string;
+  /** Now. */
+  readonly now: number;
+  /** Keep the record until then; at or before `now`, record nothing. */
+  readonly keepUntil: number;
+}
+
+/** A running job whose cancel was asked. */
+export interface CancelRequested {
+  /** The job's id. */
+  readonly id: number;
+  /** The reservation token of the attempt that runs it. */
+  readonly token: number;
+  /** Why. */
+  readonly reason: string;
+}
+
+/** A paused queue. */
+export interface PauseRow {
+  /** The queue. */
+  readonly queue: string;
+  /** When it was paused. */
+  readonly pausedAt: number;
+  /** When it resumes on its own, or null for never. */
+  readonly until: number | null;
+  /** Why, or null. */
+  readonly reason: string | null;
+}
