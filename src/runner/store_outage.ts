@@ -12,6 +12,10 @@
 /** SQLite's primary result codes that mean the database, not the row: BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN. */
 const SQLITE_OUTAGE_CODES = new Set([5, 6, 7, 8, 10, 13, 14]);
 
+/** SQLite's messages for those codes. */
+const SQLITE_OUTAGE_MESSAGE =
+  /database or disk is full|readonly database|disk I\/O error|database (table )?is locked|unable to open database file|out of memory/i;
+
 /** PostgreSQL's SQLSTATE classes and codes for a server that cannot serve now. */
 const POSTGRES_OUTAGE =
   /^(08[0-9A-Z]{3}|53[0-9A-Z]{3}|57P0[123]|58[0-9A-Z]{3}|25006|40001|40P01|55P03)$/;
@@ -41,6 +45,8 @@ export function isStoreOutage(error: unknown): boolean {
       return true;
     }
     if (CONNECTION_NAMES.test(error.name)) return true;
+    // node:sqlite's exec() (a failed COMMIT) sets no errcode: its message is the only sign.
+    if (code === "ERR_SQLITE_ERROR" && SQLITE_OUTAGE_MESSAGE.test(error.message)) return true;
     error = error.cause;
   }
   return false;

@@ -15,8 +15,8 @@ const SQLITE_FULL = 13;
 /** `error` as a clearer error naming the cause when SQLite could not write `path`; else `error`. */
 export function explainWriteError(error: unknown, path: string): unknown {
   if (!(error instanceof Error)) return error;
-  const errcode = (error as { errcode?: unknown }).errcode;
-  if (typeof errcode !== "number") return error;
+  const errcode = codeOf(error);
+  if (errcode === null) return error;
   const primary = errcode & 0xff;
   let cause: string;
   if (primary === SQLITE_FULL) cause = "the disk is full";
@@ -31,6 +31,21 @@ export function explainWriteError(error: unknown, path: string): unknown {
     },
   );
   return Object.assign(wrapped, { errcode });
+}
+
+/**
+ * SQLite's result code of `error`: node:sqlite sets `errcode` on a
+ * statement's error, but not on `exec()`'s (a failed `COMMIT`), whose
+ * message is then the only sign.
+ */
+function codeOf(error: Error): number | null {
+  const errcode = (error as { errcode?: unknown }).errcode;
+  if (typeof errcode === "number") return errcode;
+  if ((error as { code?: unknown }).code !== "ERR_SQLITE_ERROR") return null;
+  if (/database or disk is full/i.test(error.message)) return SQLITE_FULL;
+  if (/readonly database/i.test(error.message)) return SQLITE_READONLY;
+  if (/disk I\/O error/i.test(error.message)) return SQLITE_IOERR;
+  return null;
 }
 
 /** Why `path` or its WAL cannot be written now (read-only), or null when both can. */
