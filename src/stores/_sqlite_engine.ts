@@ -19,6 +19,7 @@ import { QueueClosedError } from "../errors.ts";
 import { FileWatch } from "./_file_watch.ts";
 import { retryWhileBusy } from "./_sqlite_connection.ts";
 import { explainWriteError } from "./_sqlite_write_errors.ts";
+import { IdleCheckpoint } from "./_wal_checkpoint.ts";
 import type { Engine, EngineTransaction, RunMode } from "./sql/engine.ts";
 import { migrationPlan } from "./sql/engine.ts";
 import { oneWriteAtMost, type Result, runSync, type Script, type Step } from "./sql/script.ts";
@@ -30,6 +31,7 @@ export class SqliteEngine implements Engine {
   readonly #path: string;
   readonly #busyTimeoutMs: number;
   readonly #changes: FileWatch;
+  readonly #checkpoint: IdleCheckpoint | null;
   readonly #statements = new Map<string, StatementSync>();
   /** Settles when the app transaction now running ends; null when none runs. */
   #transaction: Promise<void> | null = null;
@@ -47,9 +49,11 @@ export class SqliteEngine implements Engine {
     this.#path = path;
     this.#busyTimeoutMs = busyTimeoutMs;
     // Every commit in WAL mode writes the -wal file: a change there may be new jobs.
-    this.#changes = new FileWatch(
-      path === ":memory:" || path.startsWith("file:") ? null : `${path}-wal`,
-    );
+    const file = path === ":memory:" || path.startsWith("file:") ? null : path;
+    this.#changes = new FileWatch(file === null ? null : `${file}-wal`);
+    this.#checkpoint = file === null
+      ? null
+      : new IdleCheckpoint(db, `${file}-wal`, () => this.#transaction === null && !this.#closed);
   }
 
   /** Runs the script in one write transaction, or statement by statement. */
@@ -57,11 +61,13 @@ export class SqliteEngine implements Engine {
     const ran = mode === "statement"
       ? this.#whenFree(() => runSync(start(), oneWriteAtMost(this.#step)))
       : this.#whenFree(() => this.#inWriteTransaction(() => runSync(start(), this.#step)));
+    this.#checkpoint?.start();
     return ran.catch(this.#explain);
   }
 
   /** Runs `fn` inside `BEGIN IMMEDIATE` … `COMMIT`, rolling back if it throws. */
   transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+    this.#checkpoint?.start();
     return this.#runTransaction(fn).catch(this.#explain);
   }
 
@@ -149,6 +155,7 @@ export class SqliteEngine implements Engine {
     if (this.#closed) return;
     this.#closed = true;
     this.#changes.close();
+    this.#checkpoint?.close();
     this.#db.close();
   }
 
