@@ -29,7 +29,7 @@ import { MiddlewareCheck } from "./runner/middleware_check.ts";
 import { PollSleep } from "./runner/poll_sleep.ts";
 import { ProgressWrites } from "./runner/progress_writes.ts";
 import { settleApart } from "./runner/settle_apart.ts";
-import { isStoreOutage } from "./runner/store_outage.ts";
+import { isStoreOutage } from "./stores/store_outage.ts";
 import { RUNNING, type StopState } from "./runner/stop_state.ts";
 import type {
   ClaimedJob,

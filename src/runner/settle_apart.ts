@@ -14,7 +14,7 @@ import { asError } from "../errors.ts";
 import { failWith, type Outcome, storedError } from "../lifecycle.ts";
 import type { Settlement, WorkerStore } from "../stores/store.ts";
 import type { FinishedJob } from "./attempts.ts";
-import { isStoreOutage } from "./store_outage.ts";
+import { isStoreOutage } from "../stores/store_outage.ts";
 
 /** A job the database refused to settle on its own. */
 export interface PoisonedSettle {

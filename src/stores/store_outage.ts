@@ -36,15 +36,31 @@ const CONNECTION_CODES = new Set([
 const CONNECTION_NAMES =
   /^(ConnectionRefused|ConnectionReset|ConnectionAborted|BrokenPipe|TimedOut|NotConnected|Interrupted|QueueClosedError)$/;
 
-/** Whether `error` (or an error it wraps) says the database cannot take writes now. */
-export function isStoreOutage(error: unknown): boolean {
+/** PostgreSQL's SQLSTATEs of a connection that failed or that the server ended. */
+const POSTGRES_CONNECTION = /^(08[0-9A-Z]{3}|57P0[123])$/;
+
+/** Whether `error` (or an error it wraps) says the connection to the server failed or was cut. */
+export function isConnectionLost(error: unknown): boolean {
   for (let depth = 0; error instanceof Error && depth < 5; depth++) {
-    const { errcode, code } = error as { errcode?: unknown; code?: unknown };
-    if (typeof errcode === "number" && SQLITE_OUTAGE_CODES.has(errcode & 0xff)) return true;
-    if (typeof code === "string" && (CONNECTION_CODES.has(code) || POSTGRES_OUTAGE.test(code))) {
+    const { code } = error as { code?: unknown };
+    if (
+      typeof code === "string" && (CONNECTION_CODES.has(code) || POSTGRES_CONNECTION.test(code))
+    ) {
       return true;
     }
     if (CONNECTION_NAMES.test(error.name)) return true;
+    error = error.cause;
+  }
+  return false;
+}
+
+/** Whether `error` (or an error it wraps) says the database cannot take writes now. */
+export function isStoreOutage(error: unknown): boolean {
+  if (isConnectionLost(error)) return true;
+  for (let depth = 0; error instanceof Error && depth < 5; depth++) {
+    const { errcode, code } = error as { errcode?: unknown; code?: unknown };
+    if (typeof errcode === "number" && SQLITE_OUTAGE_CODES.has(errcode & 0xff)) return true;
+    if (typeof code === "string" && POSTGRES_OUTAGE.test(code)) return true;
     // node:sqlite's exec() (a failed COMMIT) sets no errcode: its message is the only sign.
     if (code === "ERR_SQLITE_ERROR" && SQLITE_OUTAGE_MESSAGE.test(error.message)) return true;
     error = error.cause;
