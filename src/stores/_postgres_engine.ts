@@ -14,6 +14,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type postgres from "npm:postgres@^3.4.9";
 import type { Migration } from "../../migrations/migration.ts";
 import { QueueClosedError } from "../errors.ts";
+import { guardStrayWrites } from "./_postgres_crash_guard.ts";
 import { isConnectionLost } from "./store_outage.ts";
 import type { Engine, EngineTransaction, RunMode } from "./sql/engine.ts";
 import { migrationPlan } from "./sql/engine.ts";
@@ -28,7 +29,9 @@ type Connection = postgres.TransactionSql<Record<string, never>> | Sql;
 
 /** A postgres.js pool that runs scripts. */
 export class PostgresEngine implements Engine {
-  readonly #sql: Sql;
+  /** The pool; replaced by a new one when connections are lost (see `#connected`). */
+  #sql: Sql;
+  readonly #connect: () => Sql;
   readonly #schema: string;
   readonly #channel: string;
   readonly #listeners = new Set<() => void>();
@@ -38,10 +41,12 @@ export class PostgresEngine implements Engine {
   /** Set when a call failed for want of a connection: LISTEN is taken again once calls work. */
   #disconnected = false;
   #closed = false;
+  readonly #unguard = guardStrayWrites();
 
-  /** Runs on `sql`, whose connections search `schema`; watchers listen on `channel`. */
-  constructor(sql: Sql, schema: string, channel: string) {
-    this.#sql = sql;
+  /** Runs on a pool `connect` opens, whose connections search `schema`; watchers listen on `channel`. */
+  constructor(connect: () => Sql, schema: string, channel: string) {
+    this.#connect = connect;
+    this.#sql = connect();
     this.#schema = schema;
     this.#channel = channel;
   }
@@ -127,9 +132,13 @@ export class PostgresEngine implements Engine {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    const listening = await this.#listening;
-    await listening?.unlisten().catch(() => {});
-    await this.#sql.end({ timeout: 5 });
+    try {
+      const listening = await this.#listening;
+      await listening?.unlisten().catch(() => {});
+      await this.#sql.end({ timeout: 5 });
+    } finally {
+      this.#unguard();
+    }
   }
 
   /**
@@ -145,6 +154,7 @@ export class PostgresEngine implements Engine {
       result = await call();
     } catch (error) {
       if (!isConnectionLost(error)) throw error;
+      if (!this.#disconnected && !this.#closed) this.#renewPool();
       this.#disconnected = true;
       throw unreachable(error);
     }
@@ -155,13 +165,27 @@ export class PostgresEngine implements Engine {
     return result;
   }
 
+  /**
+   * Swaps the pool for a new one and ends the old at once. After a server
+   * restart or a cut connection, postgres.js 3.4.9 can leave a call on a
+   * surviving connection waiting forever (upstream porsager/postgres#1208,
+   * #1215); ending the old pool rejects such calls with its connection
+   * error, so the worker retries them on fresh connections instead of
+   * hanging.
+   */
+  #renewPool(): void {
+    const old = this.#sql;
+    this.#sql = this.#connect();
+    this.#listening = null; // the old pool's LISTEN ends with it; taken again once calls work
+    void old.end({ timeout: 0 }).catch(() => {});
+  }
+
   /** Drops the LISTEN subscription, if any, and takes a new one. */
   async #listenAgain(): Promise<void> {
     const listening = this.#listening;
-    if (listening === null || this.#closed) return;
     this.#listening = null;
     await (await listening)?.unlisten().catch(() => {});
-    if (this.#closed || this.#listeners.size === 0) return;
+    if (this.#closed || this.#listeners.size === 0 || this.#listening !== null) return;
     this.#listen();
   }
 

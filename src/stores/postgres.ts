@@ -98,26 +98,27 @@ export class PostgresStore extends SqlStore {
         `url must start with postgres:// or postgresql://: got ${redactPassword(url)}`,
       );
     }
-    const sql = postgres(url, {
-      max: maxConnections,
-      connect_timeout: Math.ceil(connectTimeoutMs / 1000),
-      onnotice: () => {},
-      connection: { search_path: schema, application_name: "@renox/queue" },
-      // Ids, tokens and times are bigint columns that fit a JavaScript number exactly.
-      types: {
-        bigint: { to: 20, from: [20], serialize: String, parse: safeInteger },
-      },
-    }) as unknown as Sql;
+    const connect = () =>
+      postgres(url, {
+        max: maxConnections,
+        connect_timeout: Math.ceil(connectTimeoutMs / 1000),
+        onnotice: () => {},
+        connection: { search_path: schema, application_name: "@renox/queue" },
+        // Ids, tokens and times are bigint columns that fit a JavaScript number exactly.
+        types: {
+          bigint: { to: 20, from: [20], serialize: String, parse: safeInteger },
+        },
+      }) as unknown as Sql;
     const channel = `renox_queue_${schema}`;
     const store = new PostgresStore(
-      new PostgresEngine(sql, schema, channel),
+      new PostgresEngine(connect, schema, channel),
       channel,
       clock === "database",
     );
     try {
       await store.migrate();
     } catch (error) {
-      await sql.end({ timeout: 1 });
+      await store.close().catch(() => {});
       throw error;
     }
     return store;
