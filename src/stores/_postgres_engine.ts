@@ -52,9 +52,9 @@ export class PostgresEngine implements Engine {
   }
 
   /** Runs the script in one transaction, or statement by statement on the pool. */
-  run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
+  async run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
     this.#assertUsable();
-    return this.#connected(() => {
+    return await this.#connected(() => {
       if (mode === "statement") {
         return runAsync(start(), oneWriteAtMost((step) => execute(this.#sql, step, false)));
       }
@@ -63,9 +63,9 @@ export class PostgresEngine implements Engine {
   }
 
   /** Runs `fn` in one transaction. */
-  transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+  async transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
     this.#assertUsable();
-    return this.#connected(() => this.#transaction(fn));
+    return await this.#connected(() => this.#transaction(fn));
   }
 
   async #transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {

@@ -107,4 +107,11 @@ export interface Dialect {
   lockKeys(keys: readonly string[]): Script<void>;
   /** Wakes other processes' watchers when the transaction commits; a no-op where a file watch does. */
   notify(): Script<void>;
+  /**
+   * The time the rules of this transaction go by: `given` (the caller's
+   * clock), or the database's own where the store goes by it (PostgreSQL
+   * by default, so hosts whose clocks disagree agree on due times, lock
+   * expiry and rate windows).
+   */
+  now(given: number): Script<number>;
 }
