@@ -13,7 +13,9 @@ const QUEUE_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
 export function assertQueueName(name: unknown, where: string): asserts name is string {
   if (typeof name !== "string" || !QUEUE_NAME.test(name)) {
     throw new TypeError(
-      `${where}: queue name ${shown(name)} is invalid: use 1 to 64 of A-Z a-z 0-9 _ . : -`,
+      `${where}: queue name ${
+        typeof name === "string" ? JSON.stringify(name.slice(0, 80)) : shown(name)
+      } is invalid: use 1 to 64 of A-Z a-z 0-9 _ . : -`,
     );
   }
 }
@@ -29,7 +31,7 @@ export function assertName(name: unknown, where: string, what: string): string {
   ) {
     throw new TypeError(
       `${where}: ${what} must be a string of 1 to 255 characters, without NUL or lone surrogates: got ${
-        shown(name)
+        typeof name === "string" ? JSON.stringify(name.slice(0, 64)) : shown(name)
       }`,
     );
   }
