@@ -23,6 +23,7 @@ const TICK_MS = 100;
 interface Sample {
   readonly t: number;
   readonly rss: number;
+  readonly heap: number;
   readonly files: number;
   readonly completed: number;
   readonly failed: number;

@@ -1,7 +1,7 @@
 /**
  * A worker process of the soak: `soak_worker.ts <database file>`. Works the
  * queue until its stdin closes, printing a JSON line every second with its
- * resident memory, its open file descriptors and what it has done.
+ * resident memory, its JS heap, its open file descriptors and what it has done.
  *
  * @module
  */
@@ -27,6 +27,7 @@ const report = () =>
     type: "sample",
     t: Date.now(),
     rss: Deno.memoryUsage().rss,
+    heap: Deno.memoryUsage().heapUsed,
     files: openFiles(),
     ...worker.stats,
   }));
