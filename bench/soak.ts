@@ -137,6 +137,7 @@ async function soak(path: string, durationMs: number): Promise<number> {
         marks.map((ms) => `${label(ms)} ${mib(at(samples, ms).rss)}`).join(", ")
       }` +
         `; after the first minute ${mib(low)}–${mib(high)} (±${(drift * 100).toFixed(1)} %)` +
+        `; JS heap ${marks.map((ms) => `${label(ms)} ${mib(at(samples, ms).heap)}`).join(", ")}` +
         `; open files ${base.files} at ${label(minute)}, ${
           at(samples, durationMs).files
         } at the end`,
