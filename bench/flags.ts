@@ -44,6 +44,8 @@ export interface BenchFlags {
   readonly json: boolean;
   /** Print the usage and do nothing else. */
   readonly help: boolean;
+  /** `--only soak`: run the soak (and nothing else) for this many minutes; null otherwise. */
+  readonly soakMinutes: number | null;
 }
 
 /** A flag the bench does not know, or a bad value: the caller prints it and exits 2. */
@@ -54,6 +56,9 @@ export class UsageError extends Error {
     this.name = "UsageError";
   }
 }
+
+/** How long the soak dispatches, in minutes, without `--soak-minutes`. */
+const DEFAULT_SOAK_MINUTES = 10;
 
 /** Most jobs per run of a Web Worker drain (`--jobs` lowers it, never raises it). */
 export const MAX_WORKER_DRAIN_JOBS = 3_000;
@@ -101,6 +106,10 @@ export const USAGE =
                      pickup    pick-up latency (p50/p99) of serial jobs in a worker process:
                                ${POSTGRES_PICKUP_JOBS} per run woken by LISTEN/NOTIFY (pollMs ${IDLE_POLL_MS}); ${POLL_ONLY_JOBS} for
                                the baseline, polling every ${POLL_ONLY_MS} ms without LISTEN
+                   soak      (only alone, SQLite) ${DEFAULT_SOAK_MINUTES} minutes of mixed dispatch (ok, failing,
+                               delayed, unique) drained by 2 worker processes: worker RSS at
+                               1, 5 and 10 min, open files, jobs/s, counters against rows
+  --soak-minutes N how long the soak dispatches (default ${DEFAULT_SOAK_MINUTES})
   --json           also print the results as JSON, after the tables
   --help           print this and exit`;
 
@@ -122,6 +131,8 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
   let only: Set<Group> | null = null;
   let json = false;
   let help = false;
+  let soak = false;
+  let soakMinutes = DEFAULT_SOAK_MINUTES;
   for (let index = 0; index < args.length; index++) {
     const arg = args[index]!;
     const equals = arg.indexOf("=");
@@ -163,9 +174,19 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
         postgresUrl = value;
         break;
       }
+      case "--soak-minutes": {
+        const value = inline ?? args[++index];
+        if (value === undefined) throw new UsageError("--soak-minutes needs a number: got nothing");
+        soakMinutes = wholeNumber(name, value, 24 * 60);
+        break;
+      }
       case "--only": {
         const value = inline ?? args[++index];
         if (value === undefined) throw new UsageError("--only needs a list of groups: got nothing");
+        if (value.trim() === "soak") {
+          soak = true;
+          break;
+        }
         only ??= new Set();
         for (const group of groups(value)) only.add(group);
         break;
@@ -188,7 +209,19 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
       }`,
     );
   }
-  return { store, postgresUrl, runs, jobs, only: only ?? new Set(storeGroups), json, help };
+  if (soak && (only !== null || store !== "sqlite")) {
+    throw new UsageError("--only soak runs alone, on SQLite: drop the other groups and --store");
+  }
+  return {
+    store,
+    postgresUrl,
+    runs,
+    jobs,
+    only: only ?? new Set(storeGroups),
+    json,
+    help,
+    soakMinutes: soak ? soakMinutes : null,
+  };
 }
 
 function wholeNumber(name: string, value: string, max: number): number {

@@ -25,6 +25,7 @@ import {
 } from "./queue.ts";
 import { buildRows, formatJson, formatMarkdown, type Report } from "./report.ts";
 import { runRounds } from "./rounds.ts";
+import { runSoak } from "./soak.ts";
 
 /** The warm-up round's share of the jobs of a timed run. */
 const WARMUP_SHARE = 0.1;
@@ -43,6 +44,7 @@ export async function main(args: readonly string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  if (flags.soakMinutes !== null) return await runSoak(flags.soakMinutes);
   const started = performance.now();
   const environment = readEnvironment();
   const warmupJobs = Math.max(1, Math.round(flags.jobs * WARMUP_SHARE));

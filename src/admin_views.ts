@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 import type { FailedJobRow, Page, RunningJobRow } from "./stores/store.ts";
 
 /** Jobs in one queue by state. */
@@ -89,7 +90,7 @@ export interface PruneOptions {
 export function assertId(id: number, what = "A job id"): number {
   if (!Number.isSafeInteger(id) || id < 1) {
     throw new RangeError(
-      `${what} must be a positive integer: got ${typeof id === "string" ? JSON.stringify(id) : id}`,
+      `${what} must be a positive integer: got ${shown(id)}`,
     );
   }
   return id;
@@ -100,10 +101,10 @@ export function page(options: ListOptions, method: string): Page {
   const limit = options.limit ?? 100;
   const offset = options.offset ?? 0;
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
-    throw new RangeError(`${method}: limit must be an integer from 1 to 1000: got ${limit}`);
+    throw new RangeError(`${method}: limit must be an integer from 1 to 1000: got ${shown(limit)}`);
   }
   if (!Number.isSafeInteger(offset) || offset < 0) {
-    throw new RangeError(`${method}: offset must be an integer >= 0: got ${offset}`);
+    throw new RangeError(`${method}: offset must be an integer >= 0: got ${shown(offset)}`);
   }
   return { limit, offset };
 }
@@ -118,9 +119,7 @@ export function cutoff(now: number, options: PruneOptions | undefined, method: s
   const { olderThanMs } = options;
   if (typeof olderThanMs !== "number" || !Number.isFinite(olderThanMs) || olderThanMs < 0) {
     throw new RangeError(
-      `${method}: olderThanMs must be a number >= 0: got ${
-        JSON.stringify(olderThanMs) ?? "undefined"
-      }`,
+      `${method}: olderThanMs must be a number >= 0: got ${shown(olderThanMs)}`,
     );
   }
   return now - olderThanMs;

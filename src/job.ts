@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 import { assertBackoff, type Backoff, defaultBackoff, MAX_DELAY_MS } from "./backoff.ts";
 import type { JobMiddleware } from "./middleware.ts";
 import { assertName, assertQueueName } from "./names.ts";
@@ -86,7 +87,7 @@ export function resolveDispatch(
   const delayMs = options?.delayMs ?? 0;
   if (typeof delayMs !== "number" || !(delayMs >= 0 && delayMs <= MAX_DELAY_MS)) {
     throw new RangeError(
-      `${where}: delayMs must be a number of ms from 0 to ${MAX_DELAY_MS}: got ${String(delayMs)}`,
+      `${where}: delayMs must be a number of ms from 0 to ${MAX_DELAY_MS}: got ${shown(delayMs)}`,
     );
   }
   const at = options?.at;
@@ -514,7 +515,7 @@ export function assertPriority(priority: unknown, where: string): void {
   if (!Number.isSafeInteger(priority) || Math.abs(priority as number) > 2_147_483_647) {
     throw new RangeError(
       `${where}: priority must be an integer from -2147483647 to 2147483647: got ${
-        String(priority)
+        shown(priority)
       }`,
     );
   }

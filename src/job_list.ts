@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 import { assertName, assertQueueName } from "./names.ts";
 import type { JobFilter, JobListing, JobState, ListedJobRow } from "./stores/store.ts";
 
@@ -80,7 +81,7 @@ export function jobFilter(options: JobListOptions): JobFilter {
   const { state, queue, name } = options;
   if (state !== undefined && !STATES.includes(state)) {
     throw new TypeError(
-      `jobs: state must be "pending", "delayed" or "running": got ${JSON.stringify(state)}`,
+      `jobs: state must be "pending", "delayed" or "running": got ${shown(state)}`,
     );
   }
   if (queue !== undefined) assertQueueName(queue, "jobs");

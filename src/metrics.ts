@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 import { type MetricsRow, RUNTIME_BUCKETS_MS } from "./stores/store.ts";
 
 const MINUTE_MS = 60_000;
@@ -92,7 +93,9 @@ export function metricsWindow(now: number, options: MetricsOptions): MetricsWind
   const windowMs = options.windowMs ?? 3_600_000;
   if (!(Number.isFinite(windowMs) && windowMs >= MINUTE_MS && windowMs <= MAX_WINDOW_MS)) {
     throw new RangeError(
-      `metrics: windowMs must be a number of ms from ${MINUTE_MS} (1 minute) to ${MAX_WINDOW_MS} (7 days): got ${windowMs}`,
+      `metrics: windowMs must be a number of ms from ${MINUTE_MS} (1 minute) to ${MAX_WINDOW_MS} (7 days): got ${
+        shown(windowMs)
+      }`,
     );
   }
   const until = Math.floor(now / MINUTE_MS) * MINUTE_MS + MINUTE_MS;

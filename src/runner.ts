@@ -30,6 +30,8 @@ import { MiddlewareCheck } from "./runner/middleware_check.ts";
 import { PollSleep } from "./runner/poll_sleep.ts";
 import { ProgressWrites } from "./runner/progress_writes.ts";
 import type { ScheduleFirer } from "./runner/schedule_firing.ts";
+import { settleApart } from "./runner/settle_apart.ts";
+import { isStoreOutage } from "./stores/store_outage.ts";
 import { RUNNING, type StopState } from "./runner/stop_state.ts";
 import type {
   ClaimedJob,
@@ -98,6 +100,8 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   #stats = { completed: 0, failed: 0, retried: 0 };
   /** The time of the last tick that fired schedules (0: none yet). */
   #firedAt = 0;
+  /** The error of a store that stopped taking writes, until a write goes through again. */
+  #outage: Error | null = null;
 
   /** Starts the loop at once. @internal */
   constructor(deps: RunnerDeps, options: ResolvedWorkOptions) {
@@ -294,7 +298,9 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     const schedules = this.#firing() ?? undefined;
     if (schedules?.needsPreparing) await schedules.prepare(clock.now());
     const now = clock.now();
-    const request: ClaimRequest | undefined = free > 0 || schedules !== undefined
+    // While the store is out, claim nothing until the settles kept in memory are written.
+    const claiming = !(this.#outage !== null && settlements.length > 0);
+    const request: ClaimRequest | undefined = claiming && (free > 0 || schedules !== undefined)
       ? {
         queues: this.#options.queues,
         limit: free,
@@ -306,21 +312,21 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         readsScheduled: this.#deps.readsScheduled,
       }
       : undefined;
-    if (schedules !== undefined) this.#firedAt = now;
+    if (request?.schedules !== undefined) this.#firedAt = now;
     let result: SettleResult;
     try {
       result = settlements.length > 0
         ? await store.settle(settlements, request)
         : { applied: [], claimed: await store.claim(request!) };
     } catch (error) {
+      const failure = asError(error);
+      if (settling.length > 0 && !isStoreOutage(failure)) return await this.#settleApart(settling);
       this.#finished = settling.concat(this.#finished);
-      this.emit("queue:error", {
-        error: asError(error),
-        during: settling.length > 0 ? "settle" : "claim",
-      });
-      if (this.#state.phase !== "grace over") await this.#pollSleep.sleep(this.#options.pollMs);
+      this.#storeOut(failure, settling.length > 0 ? "settle" : "claim");
+      if (this.#state.phase !== "grace over") await this.#pollSleep.sleep(this.#outageRetryMs);
       return null;
     }
+    this.#outage = null;
     settling.forEach((finished, index) => {
       if (result.applied[index]) this.#report(finished);
     });
@@ -331,6 +337,39 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       this.#putBackUnstarted(result.claimed, "worker stopped before the attempt began");
     } else for (const job of await this.#middleware.check(result.claimed)) this.#start(job);
     return result.claimed.length;
+  }
+
+  /**
+   * The tick's settles, refused together, written one by one: the others
+   * settle, a poisoned one fails or is put back with the database's error.
+   * Returns 0 (nothing claimed), or null when the store went out meanwhile.
+   */
+  async #settleApart(settling: FinishedJob[]): Promise<number | null> {
+    const { store, clock } = this.#deps;
+    const apart = await settleApart(store, settling, timedSettlement, clock.now());
+    apart.settled.forEach((finished) => this.#report(finished));
+    for (const { finished, error, instead } of apart.poisoned) {
+      this.emit("queue:error", { error, during: `settle of job ${finished.job.id}` });
+      if (instead !== null) this.#report(instead);
+    }
+    if (apart.outage === null) {
+      this.#outage = null;
+      return 0;
+    }
+    this.#finished = apart.kept.concat(this.#finished);
+    this.#storeOut(apart.outage, "settle");
+    return null;
+  }
+
+  /** The store refused a write for a reason that holds for every job: say so once per outage. */
+  #storeOut(error: Error, during: string): void {
+    if (this.#outage === null || !isStoreOutage(error)) this.emit("queue:error", { error, during });
+    this.#outage = isStoreOutage(error) ? error : null;
+  }
+
+  /** How soon a tick the store refused is tried again: often enough to resume soon after a fix. */
+  get #outageRetryMs(): number {
+    return Math.min(this.#options.pollMs, OUTAGE_RETRY_MS);
   }
 
   #putBackUnstarted(jobs: readonly ClaimedJob[], reason: string): void {
@@ -493,6 +532,9 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     }
   }
 }
+
+/** The longest pause before a refused tick is tried again, in ms. */
+const OUTAGE_RETRY_MS = 250;
 
 /**
  * A finished attempt's settlement, with the handler's runtime when it ran and

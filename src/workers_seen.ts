@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 import type { PendingByName, WorkerRow } from "./stores/store.ts";
 
 /** Options for {@linkcode Queue.workers}. */
@@ -44,7 +45,9 @@ export function seenSince(now: number, options: WorkersOptions): number {
   const seenWithinMs = options.seenWithinMs ?? 30_000;
   if (!(Number.isFinite(seenWithinMs) && seenWithinMs >= 1_000 && seenWithinMs <= 86_400_000)) {
     throw new RangeError(
-      `workers: seenWithinMs must be a number of ms from 1000 to 86400000: got ${seenWithinMs}`,
+      `workers: seenWithinMs must be a number of ms from 1000 to 86400000: got ${
+        shown(seenWithinMs)
+      }`,
     );
   }
   return now - seenWithinMs;

@@ -87,7 +87,7 @@ function storedIds(dbPath: string): Set<number> {
 
 Deno.test({
   name:
-    "On a full disk, dispatch(), dispatchMany() and transaction() store what they return or reject saying the disk is full",
+    "On a full disk, dispatch(), dispatchMany(), transaction(), chains, batches and the admin writes do what they return or reject saying the disk is full",
   ignore: refusal !== null,
   async fn() {
     await using disk = await fullDisk();
@@ -108,6 +108,25 @@ Deno.test({
       for (let n = 0; n < 5; n++) {
         await attempt(() => queue.dispatchMany(big, [PAYLOAD, PAYLOAD, PAYLOAD]));
         await attempt(() => queue.transaction((tx) => tx.dispatch(big, PAYLOAD)));
+        await attempt(() => queue.chain().then(big, PAYLOAD).then(big, PAYLOAD).dispatch());
+        await attempt(async () => {
+          await queue.batch("full").push(big, PAYLOAD).push(big, PAYLOAD).dispatch();
+          return [];
+        });
+      }
+      // The admin writes: each does what it says or rejects saying the disk is full.
+      const admin: [string, () => Promise<unknown>][] = [
+        ["retryAll", () => queue.retryAll()],
+        ["retry", () => queue.retry(1)],
+        ["forget", () => queue.forget(1)],
+        ["flushFailed", () => queue.flushFailed()],
+        ["pruneFailed", () => queue.pruneFailed({ olderThanMs: 0 })],
+        ["pruneBatches", () => queue.pruneBatches({ olderThanMs: 0 })],
+        ["cancelBatch", () => queue.cancelBatch(1)],
+        ["clear", () => queue.clear()],
+      ];
+      for (const [name, write] of admin) {
+        await write().catch((error: Error) => errors.push(`${name}: ${error.message}`));
       }
     } finally {
       await queue.close();

@@ -30,13 +30,21 @@ import { type Statement, statement } from "./sql/statement.ts";
 /** The database's clock in ms since the epoch, as SQL. */
 const DB_NOW = "(floor(extract(epoch from clock_timestamp()) * 1000))::bigint";
 
-/** New rows as one array per column; ids follow the rows' order, as the sequence does. */
-const NEW_ROWS = `SELECT queue, name, payload, priority, available_at, retry_until, created_at,
-    batch_id, batch_member, keyed
+/**
+ * New rows as one array per column; ids follow the rows' order, as the
+ * sequence does. With `$11` true the rows' times are moved onto the
+ * database's clock: each row's due time, retry deadline and creation time
+ * keep their distance from its creation time, which becomes the database's
+ * now (a dispatcher whose clock is off then still delays by what it asked).
+ */
+const NEW_ROWS = `SELECT queue, name, payload, priority, available_at + shift.ms,
+    retry_until + shift.ms, created_at + shift.ms, batch_id, batch_member, keyed
   FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::bigint[],
     $7::bigint[], $8::bigint[], $9::int[], $10::int[]) WITH ORDINALITY
     AS row(queue, name, payload, priority, available_at, retry_until, created_at, batch_id,
       batch_member, keyed, position)
+  CROSS JOIN LATERAL (SELECT CASE WHEN $11::boolean THEN ${DB_NOW} - row.created_at ELSE 0 END
+    AS ms) AS shift
   ORDER BY position`;
 const INSERT_COLUMNS =
   "queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member, keyed";
@@ -44,8 +52,9 @@ const INSERT = statement(`INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETUR
 /** Inserts jobs and notifies the watchers, in one statement. */
 const INSERT_AND_NOTIFY = statement(
   `WITH inserted AS (INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id)
-  SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($11, '')) AS notified`,
+  SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($12, '')) AS notified`,
 );
+const NOW = statement(`SELECT ${DB_NOW} AS t`, { oneRow: true });
 /** A tick's successes: each job deleted if its token still matches, rows locked in id order. */
 const COMPLETE_MANY = statement(
   `WITH locked AS (
@@ -176,6 +185,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         column(() => as.batchId),
         column(() => as.batchId === null ? 0 : 1),
         column(() => as.keyed),
+        dbClock,
       ];
       const { rows: inserted } = notify
         ? yield* exec<{ id: number }>(INSERT_AND_NOTIFY, ...params, channel)
@@ -255,6 +265,11 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
 
     *notifyAwaited(ids: readonly number[]): Script<void> {
       if (ids.length > 0) yield* exec(NOTIFY_AWAITED, channel, ids);
+    },
+
+    *now(given: number): Script<number> {
+      if (!dbClock) return given;
+      return Number((yield* exec<{ t: number }>(NOW)).rows[0]!.t);
     },
   };
 }

@@ -14,6 +14,8 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type postgres from "npm:postgres@^3.4.9";
 import type { Migration } from "../../migrations/migration.ts";
 import { QueueClosedError } from "../errors.ts";
+import { guardStrayWrites } from "./_postgres_crash_guard.ts";
+import { isConnectionLost } from "./store_outage.ts";
 import type { Engine, EngineTransaction, RunMode } from "./sql/engine.ts";
 import { migrationPlan } from "./sql/engine.ts";
 import { oneWriteAtMost, type Result, runAsync, type Script, type Step } from "./sql/script.ts";
@@ -27,18 +29,24 @@ type Connection = postgres.TransactionSql<Record<string, never>> | Sql;
 
 /** A postgres.js pool that runs scripts. */
 export class PostgresEngine implements Engine {
-  readonly #sql: Sql;
+  /** The pool; replaced by a new one when connections are lost (see `#connected`). */
+  #sql: Sql;
+  readonly #connect: () => Sql;
   readonly #schema: string;
   readonly #channel: string;
   readonly #listeners = new Set<() => void>();
   /** Set inside a transaction's callback, to refuse work that would escape the transaction. */
   readonly #insideTransaction = new AsyncLocalStorage<boolean>();
   #listening: Promise<{ unlisten(): Promise<void> } | null> | null = null;
+  /** Set when a call failed for want of a connection: LISTEN is taken again once calls work. */
+  #disconnected = false;
   #closed = false;
+  readonly #unguard = guardStrayWrites();
 
-  /** Runs on `sql`, whose connections search `schema`; watchers listen on `channel`. */
-  constructor(sql: Sql, schema: string, channel: string) {
-    this.#sql = sql;
+  /** Runs on a pool `connect` opens, whose connections search `schema`; watchers listen on `channel`. */
+  constructor(connect: () => Sql, schema: string, channel: string) {
+    this.#connect = connect;
+    this.#sql = connect();
     this.#schema = schema;
     this.#channel = channel;
   }
@@ -46,15 +54,21 @@ export class PostgresEngine implements Engine {
   /** Runs the script in one transaction, or statement by statement on the pool. */
   async run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
     this.#assertUsable();
-    if (mode === "statement") {
-      return await runAsync(start(), oneWriteAtMost((step) => execute(this.#sql, step, false)));
-    }
-    return await this.#begin((tx) => runAsync(start(), (step) => execute(tx, step, true)));
+    return await this.#connected(() => {
+      if (mode === "statement") {
+        return runAsync(start(), oneWriteAtMost((step) => execute(this.#sql, step, false)));
+      }
+      return this.#begin((tx) => runAsync(start(), (step) => execute(tx, step, true)));
+    });
   }
 
   /** Runs `fn` in one transaction. */
   async transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
     this.#assertUsable();
+    return await this.#connected(() => this.#transaction(fn));
+  }
+
+  async #transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
     return await this.#begin(async (connection) => {
       let open = true;
       const check = () => {
@@ -106,9 +120,7 @@ export class PostgresEngine implements Engine {
    */
   watch(listener: () => void): Disposable {
     this.#listeners.add(listener);
-    this.#listening ??= this.#sql.listen(this.#channel, () => {
-      for (const each of [...this.#listeners]) each();
-    }).catch(() => null);
+    this.#listen();
     return {
       [Symbol.dispose]: () => {
         this.#listeners.delete(listener);
@@ -120,9 +132,70 @@ export class PostgresEngine implements Engine {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    const listening = await this.#listening;
-    await listening?.unlisten().catch(() => {});
-    await this.#sql.end({ timeout: 5 });
+    try {
+      const listening = await this.#listening;
+      await listening?.unlisten().catch(() => {});
+      await this.#sql.end({ timeout: 5 });
+    } finally {
+      this.#unguard();
+    }
+  }
+
+  /**
+   * Runs `call`; a failure for want of a connection (server down or
+   * restarting, connection cut) rejects saying so. The first call that
+   * works after one takes LISTEN again: the driver re-subscribes once when
+   * its listening connection closes, and gives up if the server is still
+   * down then.
+   */
+  async #connected<T>(call: () => Promise<T>): Promise<T> {
+    let result: T;
+    try {
+      result = await call();
+    } catch (error) {
+      if (!isConnectionLost(error)) throw error;
+      if (!this.#disconnected && !this.#closed) this.#renewPool();
+      this.#disconnected = true;
+      throw unreachable(error);
+    }
+    if (this.#disconnected) {
+      this.#disconnected = false;
+      void this.#listenAgain();
+    }
+    return result;
+  }
+
+  /**
+   * Swaps the pool for a new one and ends the old at once. After a server
+   * restart or a cut connection, postgres.js 3.4.9 can leave a call on a
+   * surviving connection waiting forever (upstream porsager/postgres#1208,
+   * #1215); ending the old pool rejects such calls with its connection
+   * error, so the worker retries them on fresh connections instead of
+   * hanging.
+   */
+  #renewPool(): void {
+    const old = this.#sql;
+    this.#sql = this.#connect();
+    this.#listening = null; // the old pool's LISTEN ends with it; taken again once calls work
+    void old.end({ timeout: 0 }).catch(() => {});
+  }
+
+  /** Drops the LISTEN subscription, if any, and takes a new one. */
+  async #listenAgain(): Promise<void> {
+    const listening = this.#listening;
+    this.#listening = null;
+    await (await listening)?.unlisten().catch(() => {});
+    if (this.#closed || this.#listeners.size === 0 || this.#listening !== null) return;
+    this.#listen();
+  }
+
+  #listen(): void {
+    this.#listening ??= this.#sql.listen(this.#channel, () => {
+      for (const each of [...this.#listeners]) each();
+    }).catch((error) => {
+      if (isConnectionLost(error)) this.#disconnected = true; // listen once the server answers
+      return null;
+    });
   }
 
   async #begin<T>(step: (tx: Connection) => Promise<T>): Promise<T> {
@@ -142,6 +215,20 @@ export class PostgresEngine implements Engine {
       );
     }
   }
+}
+
+/**
+ * A connection failure as an error that says the database cannot be
+ * reached, keeping the driver's error (and its `code`) as the cause.
+ */
+function unreachable(error: unknown): Error {
+  const cause = error instanceof Error ? error : new Error(String(error));
+  const wrapped = new Error(
+    `Cannot reach the PostgreSQL database: ${cause.message}` +
+      " (the server is down, restarting or cut the connection; calls work again once it is back)",
+    { cause },
+  );
+  return Object.assign(wrapped, { code: (cause as { code?: unknown }).code });
 }
 
 /**

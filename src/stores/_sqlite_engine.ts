@@ -18,6 +18,8 @@ import type { Migration } from "../../migrations/migration.ts";
 import { QueueClosedError } from "../errors.ts";
 import { FileWatch } from "./_file_watch.ts";
 import { retryWhileBusy } from "./_sqlite_connection.ts";
+import { explainWriteError } from "./_sqlite_write_errors.ts";
+import { IdleCheckpoint } from "./_wal_checkpoint.ts";
 import type { Engine, EngineTransaction, RunMode } from "./sql/engine.ts";
 import { migrationPlan } from "./sql/engine.ts";
 import { oneWriteAtMost, type Result, runSync, type Script, type Step } from "./sql/script.ts";
@@ -26,8 +28,10 @@ import type { Statement } from "./sql/statement.ts";
 /** One SQLite connection that runs scripts. */
 export class SqliteEngine implements Engine {
   readonly #db: DatabaseSync;
+  readonly #path: string;
   readonly #busyTimeoutMs: number;
   readonly #changes: FileWatch;
+  readonly #checkpoint: IdleCheckpoint | null;
   readonly #statements = new Map<string, StatementSync>();
   /** Settles when the app transaction now running ends; null when none runs. */
   #transaction: Promise<void> | null = null;
@@ -42,23 +46,37 @@ export class SqliteEngine implements Engine {
   /** Runs on `db`, opened at `path` (`:memory:` or a `file:` URI watch nothing). */
   constructor(db: DatabaseSync, path: string, busyTimeoutMs: number) {
     this.#db = db;
+    this.#path = path;
     this.#busyTimeoutMs = busyTimeoutMs;
     // Every commit in WAL mode writes the -wal file: a change there may be new jobs.
-    this.#changes = new FileWatch(
-      path === ":memory:" || path.startsWith("file:") ? null : `${path}-wal`,
-    );
+    const file = path === ":memory:" || path.startsWith("file:") ? null : path;
+    this.#changes = new FileWatch(file === null ? null : `${file}-wal`);
+    this.#checkpoint = file === null
+      ? null
+      : new IdleCheckpoint(db, `${file}-wal`, () => this.#transaction === null && !this.#closed);
   }
 
   /** Runs the script in one write transaction, or statement by statement. */
   run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
-    if (mode === "statement") {
-      return this.#whenFree(() => runSync(start(), oneWriteAtMost(this.#step)));
-    }
-    return this.#whenFree(() => this.#inWriteTransaction(() => runSync(start(), this.#step)));
+    const ran = mode === "statement"
+      ? this.#whenFree(() => runSync(start(), oneWriteAtMost(this.#step)))
+      : this.#whenFree(() => this.#inWriteTransaction(() => runSync(start(), this.#step)));
+    this.#checkpoint?.start();
+    return ran.catch(this.#explain);
   }
 
   /** Runs `fn` inside `BEGIN IMMEDIATE` … `COMMIT`, rolling back if it throws. */
-  async transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+  transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+    this.#checkpoint?.start();
+    return this.#runTransaction(fn).catch(this.#explain);
+  }
+
+  /** Rethrows a write error with its cause named (disk full, read-only). */
+  readonly #explain = (error: unknown): never => {
+    throw explainWriteError(error, this.#path);
+  };
+
+  async #runTransaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
     let end!: () => void;
     const ended = new Promise<void>((resolve) => end = resolve);
     if (this.#transaction !== null && this.#insideTransaction.getStore() === this.#transaction) {
@@ -137,6 +155,7 @@ export class SqliteEngine implements Engine {
     if (this.#closed) return;
     this.#closed = true;
     this.#changes.close();
+    this.#checkpoint?.close();
     this.#db.close();
   }
 

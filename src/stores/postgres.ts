@@ -49,6 +49,13 @@ export interface PostgresStoreOptions {
    * @default {4}
    */
   maxConnections?: number;
+  /**
+   * How long a call waits for a new connection to the server before it
+   * rejects, in ms (whole seconds; a server that refuses connections, e.g.
+   * one that is down on a reachable host, is reported at once).
+   * @default {10_000}
+   */
+  connectTimeoutMs?: number;
 }
 
 /**
@@ -81,30 +88,38 @@ export class PostgresStore extends SqlStore {
     if (!Number.isSafeInteger(maxConnections) || maxConnections < 1) {
       throw new RangeError(`maxConnections must be a whole number >= 1: got ${maxConnections}`);
     }
+    const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+    if (!Number.isFinite(connectTimeoutMs) || connectTimeoutMs < 1_000) {
+      throw new RangeError(
+        `connectTimeoutMs must be a number of ms >= 1000: got ${connectTimeoutMs}`,
+      );
+    }
     if (!isPostgresUrl(url)) {
       throw new TypeError(
         `url must start with postgres:// or postgresql://: got ${redactPassword(url)}`,
       );
     }
-    const sql = postgres(url, {
-      max: maxConnections,
-      onnotice: () => {},
-      connection: { search_path: schema, application_name: "@renox/queue" },
-      // Ids, tokens and times are bigint columns that fit a JavaScript number exactly.
-      types: {
-        bigint: { to: 20, from: [20], serialize: String, parse: safeInteger },
-      },
-    }) as unknown as Sql;
+    const connect = () =>
+      postgres(url, {
+        max: maxConnections,
+        connect_timeout: Math.ceil(connectTimeoutMs / 1000),
+        onnotice: () => {},
+        connection: { search_path: schema, application_name: "@renox/queue" },
+        // Ids, tokens and times are bigint columns that fit a JavaScript number exactly.
+        types: {
+          bigint: { to: 20, from: [20], serialize: String, parse: safeInteger },
+        },
+      }) as unknown as Sql;
     const channel = `renox_queue_${schema}`;
     const store = new PostgresStore(
-      new PostgresEngine(sql, schema, channel),
+      new PostgresEngine(connect, schema, channel),
       channel,
       clock === "database",
     );
     try {
       await store.migrate();
     } catch (error) {
-      await sql.end({ timeout: 1 });
+      await store.close().catch(() => {});
       throw error;
     }
     return store;

@@ -114,4 +114,11 @@ export interface Dialect {
    * awaited (`dispatchAndWait`); run before their settle deletes them.
    */
   notifyAwaited(ids: readonly number[]): Script<void>;
+  /**
+   * The time the rules of this transaction go by: `given` (the caller's
+   * clock), or the database's own where the store goes by it (PostgreSQL
+   * by default, so hosts whose clocks disagree agree on due times, lock
+   * expiry and rate windows).
+   */
+  now(given: number): Script<number>;
 }

@@ -64,11 +64,13 @@ export function* pushKeyed(dialect: Dialect, rows: readonly KeyedJobRow[]): Scri
   const pushed: KeyedPush[] = [];
   for (const row of rows) {
     const { key } = row;
+    // Key times on the store's clock, as insertJobs puts the job's times.
+    const shift = (yield* dialect.now(row.createdAt)) - row.createdAt;
     if (key.kind === "unique") {
       const { rows: [holder] } = yield* exec<{ job_id: number }>(
         FIND_UNIQUE,
         key.key,
-        row.createdAt,
+        row.createdAt + shift,
       );
       if (holder !== undefined) {
         pushed.push({ id: Number(holder.job_id), outcome: "duplicate" });
@@ -76,7 +78,15 @@ export function* pushKeyed(dialect: Dialect, rows: readonly KeyedJobRow[]): Scri
       }
       const keyed = key.releaseOnStart ? KEYED.untilStarted : KEYED.untilSettled;
       const [id] = yield* dialect.insertJobs([row], { batchId: null, keyed }, false);
-      yield* exec(SET_KEY, key.key, "unique", id, key.expiresAt, key.releaseOnStart ? 1 : 0, null);
+      yield* exec(
+        SET_KEY,
+        key.key,
+        "unique",
+        id,
+        key.expiresAt + shift,
+        key.releaseOnStart ? 1 : 0,
+        null,
+      );
       pushed.push({ id: id!, outcome: "stored" });
       continue;
     }
@@ -86,8 +96,8 @@ export function* pushKeyed(dialect: Dialect, rows: readonly KeyedJobRow[]): Scri
     );
     if (waiting !== undefined) {
       const due = waiting.latest_at === null
-        ? row.availableAt
-        : Math.min(row.availableAt, Number(waiting.latest_at));
+        ? row.availableAt + shift
+        : Math.min(row.availableAt + shift, Number(waiting.latest_at));
       yield* exec(DEBOUNCE, row.payload, due, waiting.job_id);
       pushed.push({ id: Number(waiting.job_id), outcome: "debounced" });
       continue;
@@ -97,7 +107,8 @@ export function* pushKeyed(dialect: Dialect, rows: readonly KeyedJobRow[]): Scri
       { batchId: null, keyed: KEYED.untilSettled },
       false,
     );
-    yield* exec(SET_KEY, key.key, "debounce", id, null, 0, key.latestAt);
+    const latestAt = key.latestAt === null ? null : key.latestAt + shift;
+    yield* exec(SET_KEY, key.key, "debounce", id, null, 0, latestAt);
     pushed.push({ id: id!, outcome: "stored" });
   }
   return pushed;
@@ -113,6 +124,10 @@ export function* acquire(
     ...request.locks.map((lock) => JSON.stringify(["lock", lock.key])),
     ...request.rates.map((rate) => JSON.stringify(["rate", rate.key])),
   ]));
+  // Locks expire and rate windows turn on the store's clock; the caller's times move onto it.
+  const clockNow = yield* dialect.now(now);
+  const shift = clockNow - now;
+  now = clockNow;
   const verdicts: (number | null)[] = [];
   for (const request of requests) {
     let retryAt: number | null = null;
@@ -120,7 +135,7 @@ export function* acquire(
     for (const lock of request.locks) {
       yield* exec(DROP_EXPIRED_LOCKS, lock.key, now);
       const { rows: [held] } = yield* exec<{ n: number }>(COUNT_LOCKS, lock.key);
-      if (Number(held!.n) >= lock.limit) later(lock.retryAt);
+      if (Number(held!.n) >= lock.limit) later(lock.retryAt + shift);
     }
     const windows: { key: string; start: number; used: number }[] = [];
     for (const rate of request.rates) {
@@ -136,7 +151,7 @@ export function* acquire(
     verdicts.push(retryAt);
     if (retryAt !== null) continue;
     for (const lock of request.locks) {
-      yield* exec(TAKE_LOCK, lock.key, request.id, request.token, lock.expiresAt);
+      yield* exec(TAKE_LOCK, lock.key, request.id, request.token, lock.expiresAt + shift);
     }
     if (request.locks.length > 0) yield* exec(MARK_LOCKED, request.id, request.token);
     yield* each(COUNT_START, windows.map(({ key, start, used }) => [key, start, used + 1]));

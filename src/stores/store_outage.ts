@@ -1,0 +1,69 @@
+/**
+ * Telling an outage from a refusal: an error that says the database cannot
+ * take writes right now (the disk is full, the file is read-only, an I/O
+ * error, a lock held too long, the connection lost or the server shutting
+ * down) holds for every settle of a tick, so the runner keeps them all and
+ * tries again; any other error may be about one job's row only.
+ *
+ * @internal
+ * @module
+ */
+
+/** SQLite's primary result codes that mean the database, not the row: BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN. */
+const SQLITE_OUTAGE_CODES = new Set([5, 6, 7, 8, 10, 13, 14]);
+
+/** SQLite's messages for those codes. */
+const SQLITE_OUTAGE_MESSAGE =
+  /database or disk is full|readonly database|disk I\/O error|database (table )?is locked|unable to open database file|out of memory/i;
+
+/** PostgreSQL's SQLSTATE classes and codes for a server that cannot serve now. */
+const POSTGRES_OUTAGE =
+  /^(08[0-9A-Z]{3}|53[0-9A-Z]{3}|57P0[123]|58[0-9A-Z]{3}|25006|40001|40P01|55P03)$/;
+
+/** Driver and socket errors of a connection that is gone or cannot be made. */
+const CONNECTION_CODES = new Set([
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+  "CONNECT_TIMEOUT",
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENOTFOUND",
+]);
+const CONNECTION_NAMES =
+  /^(ConnectionRefused|ConnectionReset|ConnectionAborted|BrokenPipe|TimedOut|NotConnected|Interrupted|QueueClosedError)$/;
+
+/** PostgreSQL's SQLSTATEs of a connection that failed or that the server ended. */
+const POSTGRES_CONNECTION = /^(08[0-9A-Z]{3}|57P0[123])$/;
+
+/** Whether `error` (or an error it wraps) says the connection to the server failed or was cut. */
+export function isConnectionLost(error: unknown): boolean {
+  for (let depth = 0; error instanceof Error && depth < 5; depth++) {
+    const { code } = error as { code?: unknown };
+    if (
+      typeof code === "string" && (CONNECTION_CODES.has(code) || POSTGRES_CONNECTION.test(code))
+    ) {
+      return true;
+    }
+    if (CONNECTION_NAMES.test(error.name)) return true;
+    error = error.cause;
+  }
+  return false;
+}
+
+/** Whether `error` (or an error it wraps) says the database cannot take writes now. */
+export function isStoreOutage(error: unknown): boolean {
+  if (isConnectionLost(error)) return true;
+  for (let depth = 0; error instanceof Error && depth < 5; depth++) {
+    const { errcode, code } = error as { errcode?: unknown; code?: unknown };
+    if (typeof errcode === "number" && SQLITE_OUTAGE_CODES.has(errcode & 0xff)) return true;
+    if (typeof code === "string" && POSTGRES_OUTAGE.test(code)) return true;
+    // node:sqlite's exec() (a failed COMMIT) sets no errcode: its message is the only sign.
+    if (code === "ERR_SQLITE_ERROR" && SQLITE_OUTAGE_MESSAGE.test(error.message)) return true;
+    error = error.cause;
+  }
+  return false;
+}
