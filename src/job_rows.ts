@@ -18,6 +18,7 @@ import {
 } from "./job.ts";
 import { encodePayload } from "./payload.ts";
 import type { JobRegistry } from "./registry.ts";
+import { activeTraceparent } from "./trace_context.ts";
 import type { KeyedJobRow, NewJobRow, WaitingJobRow } from "./stores/store.ts";
 
 /** Builds the rows of the jobs a queue dispatches. */
@@ -67,6 +68,7 @@ export class JobRows {
       }
     }
     const { queue, delayMs, priority } = resolveDispatch(job, options, where);
+    const trace = activeTraceparent();
     const createdAt = this.#clock.now();
     const retryUntil = job.retryUntil === undefined
       ? null
@@ -88,6 +90,7 @@ export class JobRows {
       availableAt: createdAt + delayMs,
       retryUntil,
       createdAt,
+      trace,
     }));
   }
 
@@ -129,6 +132,7 @@ export function toWaiting(row: NewJobRow): WaitingJobRow {
     priority: row.priority,
     delayMs: row.availableAt - row.createdAt,
     retryForMs: row.retryUntil === null ? null : row.retryUntil - row.createdAt,
+    trace: row.trace ?? null,
   };
 }
 

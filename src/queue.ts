@@ -25,6 +25,8 @@ import { QueueEventTarget } from "./events.ts";
 import type { HandlerQueue } from "./executors/executor.ts";
 import { IsolateExecutor } from "./executors/isolate.ts";
 import { WebWorkerPool } from "./executors/web_workers.ts";
+import { type JobLogLine, openLogLines } from "./job_logs.ts";
+import { QueueGauges } from "./queue_gauges.ts";
 import type { Dispatcher, DispatchOptions, JobDefinition, PayloadOf } from "./job.ts";
 import { assertQueueName } from "./names.ts";
 import { jobFilter, type JobList, type JobListOptions, toJobList } from "./job_list.ts";
@@ -101,6 +103,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   readonly #executor: IsolateExecutor;
   readonly #runners = new Set<Runner>();
   #closing: Promise<void> | null = null;
+  readonly #gauges: QueueGauges;
 
   private constructor(parts: {
     store: Store;
@@ -124,6 +127,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#appKeys = parts.appKeys;
     this.#cipher = parts.cipher;
     this.#executor = new IsolateExecutor(parts.registry, this.#handlerQueue, parts.cipher);
+    this.#gauges = new QueueGauges(parts.store, parts.clock);
   }
 
   /** Loads the job definitions, opens the database and brings its schema up to date. */
@@ -272,6 +276,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         size: resolved.workers,
         graceMs: resolved.graceMs,
         appKeys: this.#appKeys,
+        captureConsole: resolved.captureConsole,
         dispatch: (name, payloads, options, batchId) =>
           this.#handlerDispatch.byName(name, payloads, options, batchId),
         fallback: () => new IsolateExecutor(this.#registry, this.#handlerQueue, this.#cipher),
@@ -411,6 +416,24 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return await this.#store.pruneBatches(cutoff(this.#clock.now(), options, "pruneBatches"));
   }
 
+  /**
+   * A job's log: the lines its handler wrote with `ctx.log()` (and, with
+   * `captureConsole`, printed), across its attempts, oldest first. An
+   * encrypted job's lines are opened with the queue's keys. Empty when the
+   * job wrote none, or its log was pruned (a day after the job is gone).
+   *
+   * @example Read what a failed attempt wrote
+   * ```ts ignore
+   * for (const line of await queue.logs(id)) {
+   *   console.log(line.attempt, line.at.toISOString(), line.message, line.fields);
+   * }
+   * ```
+   */
+  async logs(id: number): Promise<JobLogLine[]> {
+    this.#assertOpen("read a job's log");
+    return await openLogLines(await this.#store.logs(assertId(id)), this.#cipher);
+  }
+
   /** One failed job by id, or null. */
   async failedJob(id: number): Promise<FailedJob | null> {
     this.#assertOpen("read a failed job");
@@ -472,6 +495,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   close(): Promise<void> {
     this.#closing ??= (async () => {
       await Promise.allSettled([...this.#runners].map((runner) => runner.stop()));
+      this.#gauges.remove();
       await this.#store.close();
     })();
     return this.#closing;

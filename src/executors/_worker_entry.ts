@@ -11,7 +11,9 @@
 import { PayloadCipher } from "../encryption.ts";
 import { asError } from "../errors.ts";
 import type { DispatchOptions, JobDefinition } from "../job.ts";
-import type { HandlerQueue } from "./executor.ts";
+import { AsyncLocalStorage } from "node:async_hooks";
+import { captureConsole } from "./_console_capture.ts";
+import type { HandlerQueue, LogCall } from "./executor.ts";
 import { JobRegistry } from "../registry.ts";
 import { IsolateExecutor } from "./isolate.ts";
 import {
@@ -34,6 +36,10 @@ let running = 0;
 let results: WireResult[] = [];
 /** The latest progress per attempt, sent with the next batch of results or on its own. */
 const progress = new Map<number, number>();
+/** Lines logged since the last message, sent before the results they precede. */
+let logLines: { runId: number; line: LogCall }[] = [];
+/** The attempt whose handler is running, for console capture. */
+const current = new AsyncLocalStorage<number>();
 let flushScheduled = false;
 /** A macrotask hop (about 10 µs, where setTimeout(0) costs milliseconds). */
 const yielder = new MessageChannel();
@@ -65,6 +71,15 @@ function scheduleFlush(): void {
 
 function flush(): void {
   flushScheduled = false;
+  if (logLines.length > 0) {
+    const lines = logLines;
+    logLines = [];
+    try {
+      send({ type: "logs", lines });
+    } catch {
+      // Fields are JSON text and messages strings: only an odd level could fail; drop the batch.
+    }
+  }
   if (progress.size > 0) {
     send({
       type: "progress",
@@ -136,14 +151,20 @@ async function attempt(runId: number, request: WireRequest): Promise<void> {
   let outcome: WireResult;
   try {
     await go.promise;
-    const result = await (await executor!).run({
-      ...request,
-      signal: controller.signal,
-      onProgress(percent) {
-        progress.set(runId, percent);
-        scheduleFlush();
-      },
-    });
+    const ready = await executor!;
+    const result = await current.run(runId, () =>
+      ready.run({
+        ...request,
+        signal: controller.signal,
+        onProgress(percent) {
+          progress.set(runId, percent);
+          scheduleFlush();
+        },
+        onLog(line) {
+          logLines.push({ runId, line });
+          scheduleFlush();
+        },
+      }));
     if (result.kind === "success") outcome = { runId, kind: "success" };
     else if (result.kind === "release") {
       outcome = { runId, kind: "release", delayMs: result.delayMs };
@@ -164,6 +185,12 @@ async function attempt(runId: number, request: WireRequest): Promise<void> {
 self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
   switch (data.type) {
     case "init":
+      if (data.captureConsole === true) captureConsole((level, message) => {
+        const runId = current.getStore();
+        if (runId === undefined || !aborts.has(runId)) return;
+        logLines.push({ runId, line: { level, message, fields: null } });
+        scheduleFlush();
+      });
       // A failure to load surfaces as each run's error; catch here so it is not unhandled.
       executor = Promise.all([
         JobRegistry.load(data.jobsUrl),

@@ -11,6 +11,7 @@ import { asError, PayloadIntegrityError, PermanentError } from "../errors.ts";
 import type { JobContext } from "../job.ts";
 import type { PayloadCipher } from "../encryption.ts";
 import { openPayload } from "../payload.ts";
+import { withTraceparent } from "../trace_context.ts";
 import type { JobRegistry } from "../registry.ts";
 import type {
   ExecutionRequest,
@@ -18,6 +19,7 @@ import type {
   Executor,
   FailedHookRequest,
   HandlerQueue,
+  LogCall,
 } from "./executor.ts";
 
 /** Runs handlers in the calling isolate. */
@@ -69,6 +71,9 @@ export class IsolateExecutor implements Executor {
           }
           request.onProgress(percent);
         },
+        log(message, fields) {
+          request.onLog?.(checkedLogLine("info", message, fields));
+        },
         release(delayMs = 0) {
           if (!(typeof delayMs === "number" && delayMs >= 0 && delayMs <= MAX_DELAY_MS)) {
             throw new RangeError(
@@ -80,7 +85,7 @@ export class IsolateExecutor implements Executor {
           releaseDelayMs = delayMs;
         },
       };
-      await job.handle(payload, ctx);
+      await withTraceparent(request.traceparent, () => job.handle(payload, ctx));
     } catch (thrown) {
       if (releaseDelayMs !== undefined) return { kind: "release", delayMs: releaseDelayMs };
       const error = asError(thrown);
@@ -121,4 +126,28 @@ export class IsolateExecutor implements Executor {
     if (job === undefined) throw new PermanentError(`No job named "${name}" is registered here`);
     return job;
   }
+}
+
+/** A `ctx.log()` call as a line, or a `TypeError` naming what was wrong with it. */
+export function checkedLogLine(level: string, message: unknown, fields: unknown): LogCall {
+  if (typeof message !== "string") {
+    throw new TypeError(`ctx.log: message must be a string: got ${describe(message)}`);
+  }
+  if (fields === undefined || fields === null) return { level, message, fields: null };
+  if (typeof fields !== "object" || Array.isArray(fields)) {
+    throw new TypeError(`ctx.log: fields must be an object: got ${describe(fields)}`);
+  }
+  let text: string;
+  try {
+    text = JSON.stringify(fields);
+  } catch (error) {
+    throw new TypeError(
+      `ctx.log: fields must be JSON-serializable: ${error instanceof Error ? error.message : error}`,
+    );
+  }
+  return { level, message, fields: text };
+}
+
+function describe(value: unknown): string {
+  return value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
 }

@@ -32,6 +32,12 @@ export interface ClaimRow {
   readonly keyed: number;
   /** 1 when the claim took over an expired lease (`jobs.recovered`). */
   readonly recovered: number;
+  /** How long it had been due when claimed, in ms. */
+  readonly waited_ms: number | null;
+  /** The `traceparent` active at dispatch, or null. */
+  readonly trace: string | null;
+  /** The `traceparent` of its last retried attempt's span, or null. */
+  readonly last_span: string | null;
 }
 
 /** A failed job as the listing statements return it. */
@@ -99,6 +105,9 @@ export function toClaimedJobs(
       createdAt: row.created_at,
       batchId: row.batch_id,
       token,
+      waitedMs: row.waited_ms === null ? 0 : Math.max(0, Number(row.waited_ms)),
+      trace: row.trace,
+      lastSpan: row.last_span,
     }));
 }
 

@@ -70,6 +70,12 @@ export interface ClaimedJob {
   readonly batchId: number | null;
   /** The reservation token that fences this claim's settle. */
   readonly token: number;
+  /** How long it had been due when claimed, in ms. */
+  readonly waitedMs?: number;
+  /** The W3C `traceparent` active when it was dispatched, or null. */
+  readonly trace?: string | null;
+  /** The `traceparent` of the span of its last attempt that was retried, or null. */
+  readonly lastSpan?: string | null;
 }
 
 /** An error as it is stored. */

@@ -17,6 +17,7 @@ import type {
   KeyedJobRow,
   KeyedPush,
   Lease,
+  LogLineRow,
   MetricsRow,
   MiddlewareRequest,
   NewBatchRow,
@@ -31,6 +32,7 @@ import type {
   SettleResult,
   Store,
   StoreTransaction,
+  TickRecords,
   WorkerRow,
 } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
@@ -38,6 +40,8 @@ import { type Dialect, PLAIN, type RetrySelection } from "./dialect.ts";
 import type { Engine, EngineTransaction } from "./engine.ts";
 import { clear } from "./clear.ts";
 import * as failedJobs from "./failed_jobs.ts";
+import * as jobLogs from "./job_logs.ts";
+import { LogPruning } from "./job_logs.ts";
 import * as keys from "./keys.ts";
 import type { Script } from "./script.ts";
 import * as stats from "./stats.ts";
@@ -49,7 +53,7 @@ export class SqlStore implements Store {
   readonly #engine: Engine;
   readonly #dialect: Dialect;
   readonly #migrations: readonly Migration[];
-  readonly #pruning = new MetricsPruning();
+  readonly #pruning = { metrics: new MetricsPruning(), logs: new LogPruning() };
 
   /** Runs on `engine` with `dialect`; `migrations` are the engine's schema steps. */
   constructor(engine: Engine, dialect: Dialect, migrations: readonly Migration[]) {
@@ -162,9 +166,20 @@ export class SqlStore implements Store {
     return this.#write(() => tick.claim(this.#dialect, request));
   }
 
-  /** Applies settlements, each fenced by its token, then claims, all in one transaction. */
-  settle(settlements: readonly Settlement[], then?: ClaimRequest): Promise<SettleResult> {
-    return this.#write(() => tick.settle(this.#dialect, this.#pruning, settlements, then));
+  /** Applies settlements, each fenced by its token, writes log lines and spans, then claims, all in one transaction. */
+  settle(
+    settlements: readonly Settlement[],
+    then?: ClaimRequest,
+    records?: TickRecords,
+  ): Promise<SettleResult> {
+    return this.#write(() =>
+      tick.settle(this.#dialect, this.#pruning, settlements, then, records)
+    );
+  }
+
+  /** One job's log, oldest line first. */
+  logs(jobId: number): Promise<LogLineRow[]> {
+    return this.#read(() => jobLogs.logOf(jobId));
   }
 
   /** Extends leases in one transaction; returns the ids whose lease was lost. */

@@ -10,12 +10,20 @@
  */
 import { type ClaimRow, toClaimedJobs } from "../_rows.ts";
 import type { MetricsPruning } from "../_stats_rows.ts";
-import type { ClaimedJob, ClaimRequest, Lease, Settlement, SettleResult } from "../store.ts";
+import type {
+  ClaimedJob,
+  ClaimRequest,
+  Lease,
+  Settlement,
+  SettleResult,
+  TickRecords,
+} from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
 import { type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
 import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
+import { type LogPruning, recordSpans, writeLogs } from "./job_logs.ts";
 import { recordMetrics } from "./stats.ts";
 
 const PROGRESS = statement("UPDATE jobs SET progress = $1 WHERE id = $2 AND token = $3");
@@ -35,17 +43,29 @@ export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJ
   return toClaimedJobs(rows, request.queues, request.token);
 }
 
-/** Applies settlements, each fenced by its token, then claims, all in one transaction. */
+/**
+ * Applies settlements, each fenced by its token, writes what the tick
+ * records beside them (log lines, retried attempts' spans), then claims, all
+ * in one transaction.
+ */
 export function* settle(
   dialect: Dialect,
-  pruning: MetricsPruning,
+  pruning: { readonly metrics: MetricsPruning; readonly logs: LogPruning },
   settlements: readonly Settlement[],
   then: ClaimRequest | undefined,
+  records: TickRecords = {},
 ): Script<SettleResult> {
   const jobs = yield* applyToJobs(dialect, settlements);
   const applied = jobs.map((job) => job !== "lost");
   const settledJobs = jobs.flatMap((job) => job === "lost" || job === null ? [] : [job]);
-  yield* recordMetrics(settlements, applied, settledJobs, pruning);
+  const retried = new Set(
+    settlements.flatMap((s, index) => s.kind === "release" && applied[index] ? [s.id] : []),
+  );
+  yield* recordSpans((records.spans ?? []).filter((span) => retried.has(span.id)));
+  yield* recordMetrics(settlements, applied, settledJobs, pruning.metrics);
+  const at = [...settlements, ...records.logs?.lines ?? []]
+    .reduce((latest, { at }) => Math.max(latest, at), -Infinity);
+  yield* writeLogs(records.logs, pruning.logs, at);
 
   // Chains and batches second, in batch order: the batch rows are what processes share.
   const moves = settlements.flatMap((settlement, index) => {

@@ -1,0 +1,111 @@
+/**
+ * One span per attempt: `job <name>`, of kind CONSUMER, parented to the
+ * trace context stored at dispatch and linked to the span of the job's
+ * previous attempt when it was retried. Attributes follow the OpenTelemetry
+ * messaging conventions. Without an SDK every call here is a no-op of
+ * `npm:@opentelemetry/api`.
+ *
+ * @internal
+ * @module
+ */
+import { type Attributes, type Link, type Span, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
+import type { Outcome } from "../lifecycle.ts";
+import type { ClaimedJob } from "../stores/store.ts";
+import { contextOf, fromTraceparent, toTraceparent } from "../trace_context.ts";
+
+/** The instrumentation scope every span and metric of the queue is recorded under. */
+export const INSTRUMENTATION_SCOPE = "@renox/queue";
+
+/** The value of `messaging.system`. */
+export const MESSAGING_SYSTEM = "renox-queue";
+
+/** How an attempt's span ended, as its `renox.job.outcome` attribute says. */
+export type SpanOutcome = Outcome["kind"] | "release" | "stopped" | "lost";
+
+/** An attempt's span and the `traceparent` that hands it to the handler. */
+export interface AttemptSpan {
+  readonly span: Span;
+  /** Null when the span is not recording (no SDK, or not sampled). */
+  readonly traceparent: string | null;
+  ended: boolean;
+}
+
+/** The `renox.job.outcome` of an attempt that ended in `outcome` (`"release"`: `ctx.release()`). */
+export function spanOutcomeOf(outcome: Outcome): SpanOutcome {
+  return outcome.kind === "retry" && outcome.error === null ? "release" : outcome.kind;
+}
+
+/** Starts the span of one attempt. */
+export function startAttemptSpan(job: ClaimedJob): AttemptSpan {
+  const tracer = trace.getTracer(INSTRUMENTATION_SCOPE);
+  const previous = fromTraceparent(job.lastSpan);
+  const links: Link[] = previous === null
+    ? []
+    : [{ context: previous, attributes: { "renox.link": "previous attempt" } }];
+  const attributes: Attributes = {
+    "messaging.system": MESSAGING_SYSTEM,
+    "messaging.operation.type": "process",
+    "messaging.operation.name": "job",
+    "messaging.destination.name": job.queue,
+    "messaging.message.id": String(job.id),
+    "renox.job.name": job.name,
+    "renox.job.attempt": job.attempts,
+  };
+  if (job.batchId !== null) attributes["renox.batch.id"] = job.batchId;
+  const span = tracer.startSpan(
+    `job ${job.name}`,
+    { kind: SpanKind.CONSUMER, attributes, links },
+    contextOf(job.trace),
+  );
+  const traceparent = span.isRecording() ? toTraceparent(span.spanContext()) : null;
+  return { span, traceparent, ended: false };
+}
+
+/**
+ * Ends an attempt's span once: with its outcome, and for an error, a
+ * timeout or a failure the exception and an error status. The exception of
+ * an encrypted job carries only its type: its message may hold decrypted
+ * values.
+ */
+export function endAttemptSpan(
+  attempt: AttemptSpan | undefined,
+  outcome: SpanOutcome,
+  error: Error | null,
+  encrypted: boolean,
+): void {
+  if (attempt === undefined || attempt.ended) return;
+  attempt.ended = true;
+  const { span } = attempt;
+  if (!span.isRecording()) {
+    span.end();
+    return;
+  }
+  span.setAttribute("renox.job.outcome", outcome);
+  if (error !== null && outcome !== "held") {
+    const type = safeName(error);
+    span.setAttribute("error.type", type);
+    if (encrypted) span.recordException({ name: type, message: "(hidden: the job is encrypted)" });
+    else span.recordException(error);
+    span.setStatus({
+      code: SpanStatusCode.ERROR,
+      message: encrypted ? type : `${type}: ${safeMessage(error)}`,
+    });
+  }
+  span.end();
+}
+
+function safeName(error: Error): string {
+  try {
+    return typeof error.name === "string" && error.name !== "" ? error.name : "Error";
+  } catch {
+    return "Error";
+  }
+}
+
+function safeMessage(error: Error): string {
+  try {
+    return String(error.message);
+  } catch {
+    return "";
+  }
+}
