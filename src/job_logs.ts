@@ -53,7 +53,12 @@ export async function openLogLines(
         message: string;
         fields: string | null;
       };
-      return { ...base, message: opened.message, fields: parseFields(opened.fields), sealed: false };
+      return {
+        ...base,
+        message: opened.message,
+        fields: parseFields(opened.fields),
+        sealed: false,
+      };
     } catch {
       const message = "(encrypted line: it cannot be opened with the keys this queue has)";
       return { ...base, message, fields: null, sealed: true };

@@ -9,8 +9,8 @@
  * @module
  */
 import {
-  context,
   type Context,
+  context,
   ROOT_CONTEXT,
   type SpanContext,
   trace,

@@ -185,12 +185,14 @@ async function attempt(runId: number, request: WireRequest): Promise<void> {
 self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
   switch (data.type) {
     case "init":
-      if (data.captureConsole === true) captureConsole((level, message) => {
-        const runId = current.getStore();
-        if (runId === undefined || !aborts.has(runId)) return;
-        logLines.push({ runId, line: { level, message, fields: null } });
-        scheduleFlush();
-      });
+      if (data.captureConsole === true) {
+        captureConsole((level, message) => {
+          const runId = current.getStore();
+          if (runId === undefined || !aborts.has(runId)) return;
+          logLines.push({ runId, line: { level, message, fields: null } });
+          scheduleFlush();
+        });
+      }
       // A failure to load surfaces as each run's error; catch here so it is not unhandled.
       executor = Promise.all([
         JobRegistry.load(data.jobsUrl),

@@ -142,7 +142,9 @@ export function checkedLogLine(level: string, message: unknown, fields: unknown)
     text = JSON.stringify(fields);
   } catch (error) {
     throw new TypeError(
-      `ctx.log: fields must be JSON-serializable: ${error instanceof Error ? error.message : error}`,
+      `ctx.log: fields must be JSON-serializable: ${
+        error instanceof Error ? error.message : error
+      }`,
     );
   }
   return { level, message, fields: text };

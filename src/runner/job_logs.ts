@@ -84,7 +84,10 @@ export class JobLogBuffer {
     const taken = this.#lines;
     this.#lines = [];
     this.#bytesByJob = new Map();
-    const lines = [...this.#unwritten, ...await Promise.all(taken.map((line) => this.#stored(line)))];
+    const lines = [
+      ...this.#unwritten,
+      ...await Promise.all(taken.map((line) => this.#stored(line))),
+    ];
     this.#unwritten = [];
     return lines.length === 0 ? null : { lines, maxBytesPerJob: this.#maxBytesPerJob };
   }
@@ -107,7 +110,7 @@ export class JobLogBuffer {
     this.#lines = this.#lines.filter((line) => {
       if (line.job.id !== jobId || held <= this.#maxBytesPerJob) return true;
       held -= line.bytes;
-      dropped++;
+      dropped += line.line.level === "cap" ? droppedBy(line.line.fields) : 1;
       job = line.job;
       return false;
     });
@@ -130,7 +133,9 @@ export class JobLogBuffer {
     const base = { jobId: job.id, attempt: job.attempts, at, level: line.level, bytes };
     if (!encrypted) return { ...base, message: line.message, fields: line.fields, encrypted };
     // An encrypted job runs only where its key is: without one, no plaintext is ever stored.
-    if (this.#cipher === null) throw new Error(`Cannot seal a log line of job ${job.id}: no APP_KEY`);
+    if (this.#cipher === null) {
+      throw new Error(`Cannot seal a log line of job ${job.id}: no APP_KEY`);
+    }
     const sealed = await this.#cipher.encrypt(
       logSealedFor(job.id),
       JSON.stringify({ message: line.message, fields: line.fields }),
@@ -142,5 +147,13 @@ export class JobLogBuffer {
 const encoder = new TextEncoder();
 
 function byteLength(text: string): number {
-  return text.length < 256 && /^[\x00-\x7f]*$/.test(text) ? text.length : encoder.encode(text).length;
+  return text.length < 256 && /^[\x00-\x7f]*$/.test(text)
+    ? text.length
+    : encoder.encode(text).length;
+}
+
+/** How many lines a `cap` line says it dropped. */
+function droppedBy(fields: string | null): number {
+  const dropped = (JSON.parse(fields ?? "{}") as { dropped?: unknown }).dropped;
+  return typeof dropped === "number" ? dropped : 0;
 }

@@ -8,7 +8,14 @@
  * @internal
  * @module
  */
-import { type Attributes, type Link, type Span, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
+import {
+  type Attributes,
+  type Link,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from "@opentelemetry/api";
 import type { Outcome } from "../lifecycle.ts";
 import type { ClaimedJob } from "../stores/store.ts";
 import { contextOf, fromTraceparent, toTraceparent } from "../trace_context.ts";

@@ -85,7 +85,7 @@ export function* writeLogs(
     yield* each(INSERT_LINE, lines.map(lineParams));
     const max = writes!.maxBytesPerJob;
     const jobIds = [...new Set(lines.map((line) => line.jobId))];
-    const { rows } = yield* exec<{ job_id: number }>(OVER_CAP, JSON.stringify(jobIds), max);
+    const { rows } = yield* exec<{ job_id: number }>(OVER_CAP, jobIds, max);
     for (const { job_id: jobId } of rows) yield* keepUnderCap(Number(jobId), max, at);
   }
   const cutoff = Number.isFinite(at) ? pruning.due(at) : null;

@@ -172,9 +172,7 @@ export class SqlStore implements Store {
     then?: ClaimRequest,
     records?: TickRecords,
   ): Promise<SettleResult> {
-    return this.#write(() =>
-      tick.settle(this.#dialect, this.#pruning, settlements, then, records)
-    );
+    return this.#write(() => tick.settle(this.#dialect, this.#pruning, settlements, then, records));
   }
 
   /** One job's log, oldest line first. */
