@@ -62,7 +62,7 @@ export {
 } from "./src/middleware.ts";
 export type { JobsSource } from "./src/registry.ts";
 export type { JobList, JobListOptions, JobState, ListedJob } from "./src/job_list.ts";
-export type { JobLogLine } from "./src/job_logs.ts";
+export type { JobLogLine, LogsOptions } from "./src/job_logs.ts";
 export type {
   JobTypeMetrics,
   MetricsOptions,

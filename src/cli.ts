@@ -2,7 +2,7 @@
  * The command line of `@renox/queue`: the `work` command that runs jobs
  * (supervised, with graceful stops on SIGINT/SIGTERM), and admin commands on
  * the same database: `failed`, `retry`, `forget`, `flush`, `prune-failed`,
- * `clear`, `stats`, `migrate`, and `dashboard`, which serves the dashboard
+ * `clear`, `stats`, `migrate`, `logs`, and `dashboard`, which serves the dashboard
  * over HTTP.
  *
  * ```sh
@@ -39,6 +39,7 @@ import {
   PROGRAM,
 } from "./cli/command.ts";
 import { keyGenerate } from "./cli/key_generate.ts";
+import { logsCommand } from "./cli/logs.ts";
 import { stats } from "./cli/stats.ts";
 import { work } from "./cli/work.ts";
 
@@ -62,6 +63,7 @@ const COMMANDS: readonly Command[] = [
   work,
   ...ADMIN_COMMANDS,
   ...BATCH_COMMANDS,
+  logsCommand,
   stats,
   dashboardCommand,
   keyGenerate,

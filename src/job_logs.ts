@@ -32,6 +32,16 @@ export interface JobLogLine {
   readonly sealed: boolean;
 }
 
+/** Options for {@linkcode Queue.logs}. */
+export interface LogsOptions {
+  /**
+   * Open an encrypted job's lines with the queue's keys; with `false` they
+   * come back `sealed`, their text unread (what the dashboard does).
+   * @default {true}
+   */
+  open?: boolean;
+}
+
 /** What an encrypted job's log lines are bound to (the AES-GCM additional data): its id. */
 export function logSealedFor(jobId: number): string {
   return `job-log:${jobId}`;
@@ -60,7 +70,9 @@ export async function openLogLines(
         sealed: false,
       };
     } catch {
-      const message = "(encrypted line: it cannot be opened with the keys this queue has)";
+      const message = cipher === null
+        ? "(encrypted line, not opened)"
+        : "(encrypted line: it cannot be opened with the keys this queue has)";
       return { ...base, message, fields: null, sealed: true };
     }
   }));

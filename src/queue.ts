@@ -25,7 +25,7 @@ import { QueueEventTarget } from "./events.ts";
 import type { HandlerQueue } from "./executors/executor.ts";
 import { IsolateExecutor } from "./executors/isolate.ts";
 import { WebWorkerPool } from "./executors/web_workers.ts";
-import { type JobLogLine, openLogLines } from "./job_logs.ts";
+import { type JobLogLine, type LogsOptions, openLogLines } from "./job_logs.ts";
 import { QueueGauges } from "./queue_gauges.ts";
 import type { Dispatcher, DispatchOptions, JobDefinition, PayloadOf } from "./job.ts";
 import { assertQueueName } from "./names.ts";
@@ -429,9 +429,13 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * }
    * ```
    */
-  async logs(id: number): Promise<JobLogLine[]> {
+  async logs(id: number, options: LogsOptions = {}): Promise<JobLogLine[]> {
     this.#assertOpen("read a job's log");
-    return await openLogLines(await this.#store.logs(assertId(id)), this.#cipher);
+    const open = options.open ?? true;
+    if (typeof open !== "boolean") {
+      throw new TypeError(`logs: open must be true or false: got ${String(open)}`);
+    }
+    return await openLogLines(await this.#store.logs(assertId(id)), open ? this.#cipher : null);
   }
 
   /** One failed job by id, or null. */

@@ -19,7 +19,9 @@ import { layout } from "./layout.ts";
 import { loadBatches, renderBatches } from "./pages/batches.ts";
 import { loadFailed, loadFailedDetail, renderFailed, renderFailedDetail } from "./pages/failed.ts";
 import { loadJobTypes, renderJobTypes } from "./pages/job_types.ts";
+import { loadJobLog, renderJobLog } from "./pages/job_log.ts";
 import { loadJobs, renderJobs } from "./pages/jobs.ts";
+import { serveMetrics } from "./metrics_route.ts";
 import { loadOverview, renderOverview } from "./pages/overview.ts";
 import { readId } from "./query.ts";
 import { acceptedBody, crossOriginReason } from "./request_checks.ts";
@@ -39,6 +41,8 @@ export interface DashboardSetup {
   readonly readOnly: boolean;
   /** Its CSRF tokens (its secret). */
   readonly csrf: CsrfTokens;
+  /** The gate of `GET /metrics`, or null when metrics are not served. */
+  readonly metricsGate: DashboardGate | null;
 }
 
 /** A page: what it reads (also its JSON) and how it is drawn; null data is a 404. */
@@ -60,6 +64,10 @@ function findPage(segments: readonly string[]): PageRoute | null {
     return id === null
       ? null
       : { load: (ctx) => loadFailedDetail(ctx, id), render: renderFailedDetail };
+  }
+  if (section === "jobs" && second !== undefined) {
+    const id = readId(second);
+    return id === null ? null : { load: (ctx) => loadJobLog(ctx, id), render: renderJobLog };
   }
   if (second !== undefined) return null;
   switch (section) {
@@ -90,6 +98,8 @@ export async function route(
   request: Request,
   info: Deno.ServeHandlerInfo | undefined,
 ): Promise<Response> {
+  const metrics = await serveMetrics(setup, request, info);
+  if (metrics !== null) return metrics;
   const access = await askGate(setup.gate, setup.readOnly, request, info);
   if (access === null) {
     return textResponse("403 Forbidden: this dashboard's gate refused the request", 403);

@@ -110,7 +110,7 @@ function jobsTable(ctx: PageContext, jobs: readonly ListedJob[]): Html | null {
       : html`<a href="${ctx.base}/batches#batch-${job.batchId}">${job.batchId}</a>`;
     return html`
       <tr>
-        <td class="num">${job.id}</td>
+        <td class="num"><a href="${ctx.base}/jobs/${job.id}">${job.id}</a></td>
         <td>${job.queue}</td>
         <td>${job.name}</td>
         <td class="state-${job.state}">${job.state}</td>
