@@ -39,7 +39,7 @@ export async function runNow(
         attempt: 1,
         batchId: null,
         signal: controller.signal,
-        onProgress: () => {}, // nothing stored to show it on
+        onProgress: () => {}, // nothing stored to show it on, nor its ctx.log() lines
       }),
       overtime,
     ]);

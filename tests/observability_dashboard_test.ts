@@ -8,7 +8,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import parsePrometheus from "npm:parse-prometheus-text-format@1";
+import parsePrometheus from "parse-prometheus-text-format";
 import { z } from "zod";
 import { defineJob, generateAppKey, PermanentError, Queue } from "../mod.ts";
 import { bearerToken, dashboard } from "../src/dashboard.ts";

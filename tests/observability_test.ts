@@ -9,14 +9,20 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { context, SpanKind, SpanStatusCode, trace } from "npm:@opentelemetry/api@1";
-import { AsyncLocalStorageContextManager } from "npm:@opentelemetry/context-async-hooks@2";
+import { context, metrics, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import {
   BasicTracerProvider,
   InMemorySpanExporter,
   type ReadableSpan,
   SimpleSpanProcessor,
-} from "npm:@opentelemetry/sdk-trace-base@2";
+} from "@opentelemetry/sdk-trace-base";
+import {
+  AggregationTemporality,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from "@opentelemetry/sdk-metrics";
 import { z } from "zod";
 import { defineJob, generateAppKey, PermanentError } from "../mod.ts";
 import { ChildScript } from "./_child.ts";
@@ -296,6 +302,11 @@ Deno.test("in a Web Worker the handler's spans nest under the attempt span, and 
     assert.deepEqual(inner?.fields, { traceId, parentSpanId: span!.spanContext().spanId });
     const printed = lines.find((line) => line.level === "log");
     assert.equal(printed?.message, "printed by the handler 42");
+    // What the handler dispatched is traced under its attempt too.
+    const followUp = lines.find((line) => line.message === "follow-up")!.fields!.id as number;
+    const [child] = attemptSpans(followUp);
+    assert.equal(child!.spanContext().traceId, traceId);
+    assert.equal(child!.parentSpanContext?.spanId, span!.spanContext().spanId);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -336,5 +347,53 @@ Deno.test("logs survive a crash of the attempt that wrote them, up to its last t
     }
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("metrics go through the OpenTelemetry API: counters, histograms and per-queue gauges", async () => {
+  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+  const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+  const provider = new MeterProvider({ readers: [reader] });
+  metrics.setGlobalMeterProvider(provider);
+  try {
+    await using queue = await Queue.open({
+      path: ":memory:",
+      jobs: [jobs.chatty, jobs.flaky, jobs.doomed],
+    });
+    await queue.dispatchMany(jobs.chatty, [{ lines: 0 }, { lines: 0 }]);
+    await queue.dispatch(jobs.flaky, null);
+    await queue.dispatch(jobs.doomed, null);
+    await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 10 }).done;
+    await queue.dispatch(jobs.chatty, { lines: 0 }, { delayMs: 60_000 });
+    await reader.forceFlush();
+    const found = exporter.getMetrics().flatMap((resource) =>
+      resource.scopeMetrics.filter((scope) => scope.scope.name === "@renox/queue")
+        .flatMap((scope) => scope.metrics)
+    );
+    const byName = new Map(found.map((metric) => [metric.descriptor.name, metric]));
+    const total = (name: string, job: string) =>
+      byName.get(name)?.dataPoints
+        .filter((point) => point.attributes["renox.job.name"] === job)
+        .reduce((sum, point) => sum + (point.value as number), 0);
+    assert.equal(total("renox.jobs.completed", "chatty"), 2);
+    assert.equal(total("renox.jobs.completed", "flaky"), 1);
+    assert.equal(total("renox.jobs.retried", "flaky"), 1);
+    assert.equal(total("renox.jobs.failed", "doomed"), 1);
+    const duration = byName.get("renox.job.duration")!;
+    assert.equal(duration.descriptor.unit, "s");
+    const runs = duration.dataPoints.reduce(
+      (sum, point) => sum + (point.value as { count: number }).count,
+      0,
+    );
+    assert.equal(runs, 5, "2 chatty, 2 flaky attempts, 1 doomed");
+    assert.equal(byName.get("renox.job.wait")!.descriptor.unit, "s");
+    const delayed = byName.get("renox.jobs.delayed")!.dataPoints.find((point) =>
+      point.attributes["messaging.destination.name"] === "default"
+    );
+    assert.equal(delayed?.value, 1);
+    assert.ok(byName.has("renox.jobs.pending") && byName.has("renox.jobs.running"));
+  } finally {
+    await provider.shutdown();
+    metrics.disable();
   }
 });

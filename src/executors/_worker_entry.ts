@@ -15,6 +15,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { captureConsole } from "./_console_capture.ts";
 import type { HandlerQueue, LogCall } from "./executor.ts";
 import { JobRegistry } from "../registry.ts";
+import { activeTraceparent } from "../trace_context.ts";
 import { IsolateExecutor } from "./isolate.ts";
 import {
   fromWire,
@@ -40,6 +41,8 @@ const progress = new Map<number, number>();
 let logLines: { runId: number; line: LogCall }[] = [];
 /** The attempt whose handler is running, for console capture. */
 const current = new AsyncLocalStorage<number>();
+/** The attempt span of each running attempt, for what its handler dispatches. */
+const traceparents = new Map<number, string>();
 let flushScheduled = false;
 /** A macrotask hop (about 10 µs, where setTimeout(0) costs milliseconds). */
 const yielder = new MessageChannel();
@@ -126,7 +129,18 @@ function dispatchThroughMain(
     const callId = ++nextCallId;
     calls.set(callId, { resolve, reject });
     try {
-      send({ type: "dispatch", callId, name: job.name, payloads: [...payloads], options, batchId });
+      const runId = current.getStore();
+      const traceparent = activeTraceparent() ??
+        (runId === undefined ? null : traceparents.get(runId) ?? null);
+      send({
+        type: "dispatch",
+        callId,
+        name: job.name,
+        payloads: [...payloads],
+        options,
+        batchId,
+        traceparent,
+      });
     } catch (error) {
       calls.delete(callId);
       reject(asError(error));
@@ -148,6 +162,7 @@ const handlerQueue: HandlerQueue = {
 async function attempt(runId: number, request: WireRequest): Promise<void> {
   const controller = new AbortController();
   aborts.set(runId, controller);
+  if (typeof request.traceparent === "string") traceparents.set(runId, request.traceparent);
   let outcome: WireResult;
   try {
     await go.promise;
@@ -177,6 +192,7 @@ async function attempt(runId: number, request: WireRequest): Promise<void> {
     outcome = { runId, kind: "error", error: toWire(asError(error)), permanent: false };
   } finally {
     aborts.delete(runId);
+    traceparents.delete(runId);
     running--;
   }
   report(outcome);

@@ -115,6 +115,8 @@ export type FromWorker =
     readonly options: DispatchOptions | undefined;
     /** Set when the jobs join this batch (`ctx.addToBatch`). */
     readonly batchId: number | null;
+    /** The trace context active where the handler dispatched, stored with the jobs. */
+    readonly traceparent?: string | null;
   };
 
 /**

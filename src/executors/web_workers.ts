@@ -9,6 +9,7 @@ import type { AppKeys } from "../encryption.ts";
 import type { DispatchOptions } from "../job.ts";
 import type { ExecutionRequest, ExecutionResult, Executor, FailedHookRequest } from "./executor.ts";
 import { asError } from "../errors.ts";
+import { withTraceparent } from "../trace_context.ts";
 import { workerThreads } from "./_thread_probe.ts";
 import {
   fromWire,
@@ -252,7 +253,16 @@ export class WebWorkerPool implements Executor {
         for (const { runId, line } of message.lines) slot.runs.get(runId)?.request.onLog?.(line);
         return;
       case "dispatch":
-        this.#options.dispatch(message.name, message.payloads, message.options, message.batchId)
+        withTraceparent(
+          message.traceparent,
+          () =>
+            this.#options.dispatch(
+              message.name,
+              message.payloads,
+              message.options,
+              message.batchId,
+            ),
+        )
           .then(
             (ids) => this.#post(slot, { type: "dispatched", callId: message.callId, ids }),
             (error) =>

@@ -146,10 +146,9 @@ export class JobLogBuffer {
 
 const encoder = new TextEncoder();
 
+/** UTF-8 size of `text`: its length when every character is ASCII (the common case, no copy). */
 function byteLength(text: string): number {
-  return text.length < 256 && /^[\x00-\x7f]*$/.test(text)
-    ? text.length
-    : encoder.encode(text).length;
+  return /[^ -~\t\n\r]/.test(text) ? encoder.encode(text).length : text.length;
 }
 
 /** How many lines a `cap` line says it dropped. */
