@@ -341,7 +341,12 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       controller.abort(error);
       this.#finish(entry, { kind: "error", error, permanent: false });
     }, definition.timeoutMs);
+    const span = entry.span;
     this.#deps.executor.run({
+      get traceparent() {
+        return span.traceparent;
+      },
+      traceContext: span.context,
       id: job.id,
       name: job.name,
       queueName: job.queue,
@@ -350,7 +355,6 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       batchId: job.batchId,
       signal: controller.signal,
       onProgress: (percent) => this.#progress.report(entry, percent),
-      traceparent: entry.span.traceparent,
       onLog: (line) => this.#logs.add(job, definition.encrypted, this.#deps.clock.now(), line),
     }).then(
       (result) => this.#finish(entry, result),
@@ -374,7 +378,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       outcome,
       durationMs: performance.now() - entry.startedAt,
       ran: true,
-      traceparent: entry.span?.traceparent ?? null,
+      traceparent: outcome.kind === "retry" ? entry.span?.traceparent ?? null : null,
     });
     this.notify();
   }

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { Context } from "@opentelemetry/api";
 import type { Dispatcher, DispatchOptions, JobDefinition } from "../job.ts";
 
 /** One attempt to run. */
@@ -30,6 +31,11 @@ export interface ExecutionRequest {
    * runs so its own spans nest under it; null or absent outside a trace.
    */
   readonly traceparent?: string | null;
+  /**
+   * The same span as a context, for an executor in this isolate (which then
+   * need not read `traceparent`); it never crosses to a Web Worker.
+   */
+  readonly traceContext?: Context;
   /** Receives the lines the handler writes with `ctx.log()` (and, when captured, prints). */
   readonly onLog?: (line: LogCall) => void;
 }

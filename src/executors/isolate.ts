@@ -11,6 +11,7 @@ import { asError, PayloadIntegrityError, PermanentError } from "../errors.ts";
 import type { JobContext } from "../job.ts";
 import type { PayloadCipher } from "../encryption.ts";
 import { openPayload } from "../payload.ts";
+import { context } from "@opentelemetry/api";
 import { withTraceparent } from "../trace_context.ts";
 import type { JobRegistry } from "../registry.ts";
 import type {
@@ -85,7 +86,10 @@ export class IsolateExecutor implements Executor {
           releaseDelayMs = delayMs;
         },
       };
-      await withTraceparent(request.traceparent, () => job.handle(payload, ctx));
+      const handle = () => job.handle(payload, ctx);
+      await (request.traceContext === undefined
+        ? withTraceparent(request.traceparent, handle)
+        : context.with(request.traceContext, handle));
     } catch (thrown) {
       if (releaseDelayMs !== undefined) return { kind: "release", delayMs: releaseDelayMs };
       const error = asError(thrown);

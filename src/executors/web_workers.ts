@@ -127,7 +127,7 @@ export class WebWorkerPool implements Executor {
   /** Runs one attempt in the least busy Web Worker. */
   run(request: ExecutionRequest): Promise<ExecutionResult> {
     if (this.#fallback !== null) return this.#fallback.run(request);
-    const { signal, onProgress, onLog: _onLog, ...wire } = request;
+    const { signal, onProgress, onLog: _onLog, traceContext: _context, ...wire } = request;
     const slot = this.#pick();
     const runId = ++this.#nextId;
     return new Promise((resolve) => {

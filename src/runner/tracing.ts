@@ -10,6 +10,7 @@
  */
 import {
   type Attributes,
+  type Context,
   type Link,
   type Span,
   SpanKind,
@@ -29,12 +30,37 @@ export const MESSAGING_SYSTEM = "renox-queue";
 /** How an attempt's span ended, as its `renox.job.outcome` attribute says. */
 export type SpanOutcome = Outcome["kind"] | "release" | "stopped" | "lost";
 
-/** An attempt's span and the `traceparent` that hands it to the handler. */
-export interface AttemptSpan {
+/**
+ * An attempt's span, the context that makes it the handler's active span,
+ * and its `traceparent` for what crosses a boundary (a Web Worker, the job
+ * row on a retry), read only when asked: reading a span's ids is the
+ * costly part of a span in some SDKs (Deno's).
+ */
+export class AttemptSpan {
+  /** The span. */
   readonly span: Span;
-  /** Null when the span is not recording (no SDK, or not sampled). */
-  readonly traceparent: string | null;
-  ended: boolean;
+  /** The context whose active span it is. */
+  readonly context: Context;
+  /** Whether the span records (an SDK is installed and sampled it). */
+  readonly recording: boolean;
+  /** Set once the span ended. */
+  ended = false;
+  #traceparent: string | null | undefined;
+
+  /** Wraps a span just started under `parent`. */
+  constructor(span: Span, parent: Context) {
+    this.span = span;
+    this.context = trace.setSpan(parent, span);
+    this.recording = span.isRecording();
+  }
+
+  /** The span as a `traceparent`; null when it does not record. */
+  get traceparent(): string | null {
+    if (this.#traceparent === undefined) {
+      this.#traceparent = this.recording ? toTraceparent(this.span.spanContext()) : null;
+    }
+    return this.#traceparent;
+  }
 }
 
 /** The `renox.job.outcome` of an attempt that ended in `outcome` (`"release"`: `ctx.release()`). */
@@ -42,9 +68,11 @@ export function spanOutcomeOf(outcome: Outcome): SpanOutcome {
   return outcome.kind === "retry" && outcome.error === null ? "release" : outcome.kind;
 }
 
+/** The queue's tracer: the API's proxy, which records through whichever SDK is installed later. */
+const tracer = trace.getTracer(INSTRUMENTATION_SCOPE);
+
 /** Starts the span of one attempt. */
 export function startAttemptSpan(job: ClaimedJob): AttemptSpan {
-  const tracer = trace.getTracer(INSTRUMENTATION_SCOPE);
   const previous = fromTraceparent(job.lastSpan);
   const links: Link[] = previous === null
     ? []
@@ -59,13 +87,13 @@ export function startAttemptSpan(job: ClaimedJob): AttemptSpan {
     "renox.job.attempt": job.attempts,
   };
   if (job.batchId !== null) attributes["renox.batch.id"] = job.batchId;
+  const parent = contextOf(job.trace);
   const span = tracer.startSpan(
     `job ${job.name}`,
     { kind: SpanKind.CONSUMER, attributes, links },
-    contextOf(job.trace),
+    parent,
   );
-  const traceparent = span.isRecording() ? toTraceparent(span.spanContext()) : null;
-  return { span, traceparent, ended: false };
+  return new AttemptSpan(span, parent);
 }
 
 /**
@@ -83,7 +111,7 @@ export function endAttemptSpan(
   if (attempt === undefined || attempt.ended) return;
   attempt.ended = true;
   const { span } = attempt;
-  if (!span.isRecording()) {
+  if (!attempt.recording) {
     span.end();
     return;
   }
