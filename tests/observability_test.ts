@@ -149,6 +149,28 @@ storeTest(
   },
 );
 
+storeTest("a timed-out attempt's span has an error status and records the timeout", async (db) => {
+  exporter.reset();
+  const slow = defineJob({
+    name: "slow",
+    schema: z.null(),
+    maxAttempts: 1,
+    timeoutMs: 50,
+    async handle(_, ctx) {
+      await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve));
+    },
+  });
+  const queue = await db.open({ jobs: [slow] });
+  const id = await queue.dispatch(slow, null);
+  await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+  const [span] = attemptSpans(id);
+  assert.equal(span!.attributes["renox.job.outcome"], "fail");
+  assert.equal(span!.status.code, SpanStatusCode.ERROR);
+  assert.equal(span!.attributes["error.type"], "JobTimeoutError");
+  const exception = span!.events.find((event) => event.name === "exception");
+  assert.equal(exception?.attributes?.["exception.type"], "JobTimeoutError");
+});
+
 storeTest("an encrypted job's span and log never show its decrypted values", async (db) => {
   exporter.reset();
   const queue = await db.open({ jobs: [secretive], appKey: KEY });
