@@ -7,7 +7,9 @@
  * @internal
  * @module
  */
-import { type BatchObservableCallback, type Meter, metrics } from "@opentelemetry/api";
+// A full specifier, as for zod: an app importing this from another folder need not list it.
+// deno-lint-ignore no-import-prefix
+import { type BatchObservableCallback, type Meter, metrics } from "npm:@opentelemetry/api@1";
 import type { Clock } from "./clock.ts";
 import { INSTRUMENTATION_SCOPE } from "./runner/tracing.ts";
 import type { StatsStore } from "./stores/store.ts";

@@ -8,14 +8,11 @@
  * @internal
  * @module
  */
-import {
-  type Context,
-  context,
-  ROOT_CONTEXT,
-  type SpanContext,
-  trace,
-  TraceFlags,
-} from "@opentelemetry/api";
+// A full specifier, as for zod: an app importing this from another folder need not list it.
+// deno-lint-ignore no-import-prefix
+import type { Context, SpanContext } from "npm:@opentelemetry/api@1";
+// deno-lint-ignore no-import-prefix
+import { context, ROOT_CONTEXT, trace, TraceFlags } from "npm:@opentelemetry/api@1";
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 const INVALID_TRACE = "00000000000000000000000000000000";

@@ -5,7 +5,9 @@
  *
  * @module
  */
-import type { Context } from "@opentelemetry/api";
+// A full specifier, as for zod: an app importing this from another folder need not list it.
+// deno-lint-ignore no-import-prefix
+import type { Context } from "npm:@opentelemetry/api@1";
 import type { Dispatcher, DispatchOptions, JobDefinition } from "../job.ts";
 
 /** One attempt to run. */

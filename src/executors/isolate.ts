@@ -11,7 +11,9 @@ import { asError, PayloadIntegrityError, PermanentError } from "../errors.ts";
 import type { JobContext } from "../job.ts";
 import type { PayloadCipher } from "../encryption.ts";
 import { openPayload } from "../payload.ts";
-import { context } from "@opentelemetry/api";
+// A full specifier, as for zod: an app importing this from another folder need not list it.
+// deno-lint-ignore no-import-prefix
+import { context } from "npm:@opentelemetry/api@1";
 import { withTraceparent } from "../trace_context.ts";
 import type { JobRegistry } from "../registry.ts";
 import type {

@@ -7,7 +7,9 @@
  * @internal
  * @module
  */
-import { type Attributes, type Counter, type Histogram, metrics } from "@opentelemetry/api";
+// A full specifier, as for zod: an app importing this from another folder need not list it.
+// deno-lint-ignore no-import-prefix
+import { type Attributes, type Counter, type Histogram, metrics } from "npm:@opentelemetry/api@1";
 import type { ClaimedJob } from "../stores/store.ts";
 import { INSTRUMENTATION_SCOPE } from "./tracing.ts";
 

@@ -8,15 +8,11 @@
  * @internal
  * @module
  */
-import {
-  type Attributes,
-  type Context,
-  type Link,
-  type Span,
-  SpanKind,
-  SpanStatusCode,
-  trace,
-} from "@opentelemetry/api";
+// A full specifier, as for zod: an app importing this from another folder need not list it.
+// deno-lint-ignore no-import-prefix
+import type { Attributes, Context, Link, Span } from "npm:@opentelemetry/api@1";
+// deno-lint-ignore no-import-prefix
+import { SpanKind, SpanStatusCode, trace } from "npm:@opentelemetry/api@1";
 import type { Outcome } from "../lifecycle.ts";
 import type { ClaimedJob } from "../stores/store.ts";
 import { contextOf, fromTraceparent, toTraceparent } from "../trace_context.ts";
