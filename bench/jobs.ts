@@ -20,6 +20,15 @@ export const noop = defineJob({
   handle() {},
 });
 
+/** Writes one line to its job log: what the observability drain measures beside `noop`. */
+export const logged = defineJob({
+  name: "bench-logged",
+  schema: z.object({ n: z.number().int() }),
+  handle({ n }, ctx) {
+    ctx.log("handled", { n });
+  },
+});
+
 /** Holds its thread for `iterations` of synchronous arithmetic (about 20 ms in the bench). */
 export const cpuBound = defineJob({
   name: "bench-cpu",

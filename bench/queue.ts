@@ -7,7 +7,8 @@
  * @module
  */
 import type { ExecutorKind, Queue } from "../mod.ts";
-import { noop } from "./jobs.ts";
+import { trace } from "@opentelemetry/api";
+import { logged, noop } from "./jobs.ts";
 import { type Measurement, measureRate } from "./measurement.ts";
 import { assertPending, withQueue } from "./queue_fixture.ts";
 
@@ -61,7 +62,14 @@ export function isolateDrainMeasurements(): Measurement[] {
     baseline: "ceiling-batched",
     ...(concurrency === 32 && { target: 0.4 }),
     run: (jobs) => drain(jobs, concurrency, "isolate"),
-  }));
+  })).concat({
+    id: "drain-logged-c32",
+    name: "isolate drain c32, logged",
+    label:
+      "queue.work() drain, isolate executor, concurrency 32, jobs dispatched in a span, each writing one ctx.log() line (spans recorded under OTEL_DENO=true)",
+    baseline: "drain-c32",
+    run: (jobs) => drain(jobs, 32, "isolate", withQueue, logged),
+  });
 }
 
 /**
@@ -116,9 +124,17 @@ export function drain(
   concurrency: number,
   executor: ExecutorKind,
   fixture: QueueFixture = withQueue,
+  job: typeof noop | typeof logged = noop,
 ): Promise<number> {
   return fixture(async (queue) => {
-    await queue.dispatchMany(noop, payloads(jobs));
+    if (job === noop) await queue.dispatchMany(noop, payloads(jobs));
+    else {
+      // As an app would: dispatched while handling a request, so the trace context is stored.
+      await trace.getTracer("bench").startActiveSpan("bench dispatch", async (span) => {
+        await queue.dispatchMany(job, payloads(jobs));
+        span.end();
+      });
+    }
     let completed = 0;
     const rate = await measureRate(jobs, async () => {
       const worker = queue.work({

@@ -2,7 +2,7 @@
  * The command line of `@renox/queue`: the `work` command that runs jobs
  * (supervised, with graceful stops on SIGINT/SIGTERM), and admin commands on
  * the same database: `failed`, `retry`, `forget`, `flush`, `prune-failed`,
- * `clear`, `stats`, `migrate`, and `dashboard`, which serves the dashboard
+ * `clear`, `stats`, `migrate`, `logs`, and `dashboard`, which serves the dashboard
  * over HTTP.
  *
  * ```sh
@@ -41,6 +41,7 @@ import {
 import { JOB_CONTROL_COMMANDS } from "./cli/job_control.ts";
 import { keyGenerate } from "./cli/key_generate.ts";
 import { SCHEDULE_COMMANDS } from "./cli/schedules.ts";
+import { logsCommand } from "./cli/logs.ts";
 import { stats } from "./cli/stats.ts";
 import { work } from "./cli/work.ts";
 
@@ -66,6 +67,7 @@ const COMMANDS: readonly Command[] = [
   ...BATCH_COMMANDS,
   ...SCHEDULE_COMMANDS,
   ...JOB_CONTROL_COMMANDS,
+  logsCommand,
   stats,
   dashboardCommand,
   keyGenerate,

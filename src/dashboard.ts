@@ -31,9 +31,10 @@ import {
   isLoopbackAddress,
   loopbackOnly,
 } from "./dashboard/gate.ts";
+import { bearerToken } from "./dashboard/metrics_route.ts";
 import { route } from "./dashboard/routes.ts";
 
-export { type DashboardAccess, type DashboardGate, isLoopbackAddress, loopbackOnly };
+export { bearerToken, type DashboardAccess, type DashboardGate, isLoopbackAddress, loopbackOnly };
 
 /** Options for {@linkcode dashboard}. */
 export interface DashboardOptions {
@@ -63,6 +64,19 @@ export interface DashboardOptions {
    * @default {"@renox/queue"}
    */
   title?: string;
+  /**
+   * Also serve `GET /metrics` (under `basePath`): the queue's counters and
+   * gauges from the store, per queue and job name, in the Prometheus text
+   * format (OpenMetrics when the scraper's `Accept` asks for it).
+   * @default {false}
+   */
+  metrics?: boolean;
+  /**
+   * Who may read `/metrics`, e.g. {@linkcode bearerToken} for a scraper's
+   * token. Any access it grants means read.
+   * @default {the dashboard's gate}
+   */
+  metricsGate?: DashboardGate;
 }
 
 /** The handler {@linkcode dashboard} returns: a `Deno.serve` handler, or part of an app's. */
@@ -125,6 +139,22 @@ export function dashboard(queue: Queue, options: DashboardOptions = {}): Dashboa
   if (typeof title !== "string" || title.length === 0 || title.length > 100) {
     throw new TypeError(`dashboard: title must be a string of 1 to 100 characters: got ${title}`);
   }
-  const setup = { queue, base: basePath, title, gate, readOnly, csrf: new CsrfTokens() };
+  const metrics = options.metrics ?? false;
+  if (typeof metrics !== "boolean") {
+    throw new TypeError(`dashboard: metrics must be true or false: got ${String(metrics)}`);
+  }
+  const metricsGate = options.metricsGate ?? gate;
+  if (typeof metricsGate !== "function") {
+    throw new TypeError(`dashboard: metricsGate must be a function: got ${typeof metricsGate}`);
+  }
+  const setup = {
+    queue,
+    base: basePath,
+    title,
+    gate,
+    readOnly,
+    csrf: new CsrfTokens(),
+    metricsGate: metrics ? metricsGate : null,
+  };
   return (request, info) => route(setup, request, info);
 }

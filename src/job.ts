@@ -149,6 +149,20 @@ export interface JobContext {
    */
   progress(percent: number): void;
   /**
+   * Appends a line to this job's log, kept with the job (per attempt, read
+   * back with `queue.logs(id)`, the `logs` command and the dashboard). Lines
+   * are written with the worker's next tick, so they survive a crash of the
+   * attempt up to then; an encrypted job's lines are encrypted with its key.
+   * `fields` must be a JSON-serializable object. A job keeps at most the
+   * worker's `maxLogBytes` (64 KiB by default), dropping its oldest lines.
+   *
+   * @example Log a step with fields
+   * ```ts ignore
+   * ctx.log("charged the card", { orderId: payload.orderId, cents: 1_250 });
+   * ```
+   */
+  log(message: string, fields?: Record<string, unknown>): void;
+  /**
    * Ends this attempt without failing it once the handler returns: the job
    * comes back after `delayMs` (default 0). It still counts as an attempt.
    */

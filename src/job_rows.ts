@@ -18,6 +18,7 @@ import {
 } from "./job.ts";
 import { encodePayload } from "./payload.ts";
 import type { JobRegistry } from "./registry.ts";
+import { activeTraceparent } from "./trace_context.ts";
 import type { KeyedJobRow, NewJobRow, WaitingJobRow } from "./stores/store.ts";
 
 /** Builds the rows of the jobs a queue dispatches. */
@@ -85,6 +86,7 @@ export class JobRows {
       }
     }
     const { queue, delayMs, at, priority } = resolveDispatch(job, options, where);
+    const trace = activeTraceparent();
     const createdAt = this.#clock.now();
     const retryUntil = job.retryUntil === undefined
       ? null
@@ -100,6 +102,7 @@ export class JobRows {
       availableAt: at ?? createdAt + delayMs,
       retryUntil,
       createdAt,
+      trace,
     }));
   }
 
@@ -151,6 +154,7 @@ export function toWaiting(row: NewJobRow): WaitingJobRow {
     priority: row.priority,
     delayMs: row.availableAt - row.createdAt,
     retryForMs: row.retryUntil === null ? null : row.retryUntil - row.createdAt,
+    trace: row.trace ?? null,
   };
 }
 

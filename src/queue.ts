@@ -46,6 +46,8 @@ import {
   waitTimeoutMs,
 } from "./job_control.ts";
 import { decodeOutput } from "./output.ts";
+import { type JobLogLine, type LogsOptions, openLogLines } from "./job_logs.ts";
+import { QueueGauges } from "./queue_gauges.ts";
 import { assertQueueName } from "./names.ts";
 import { jobFilter, type JobList, type JobListOptions, toJobList } from "./job_list.ts";
 import {
@@ -154,6 +156,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     (options) => this.drain(options),
     (error) => this.emit("queue:error", { error, during: "drain after a response" }),
   );
+  readonly #gauges: QueueGauges;
 
   private constructor(parts: {
     store: Store;
@@ -186,6 +189,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#handlerDispatch = new Dispatch(rules, { target, sink, assertOpen() {} });
     this.#appKeys = parts.appKeys;
     this.#cipher = parts.cipher;
+    this.#gauges = new QueueGauges(parts.store, parts.clock);
   }
 
   /**
@@ -514,6 +518,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         size: resolved.workers,
         graceMs: resolved.graceMs,
         appKeys: this.#appKeys,
+        captureConsole: resolved.captureConsole,
         dispatch: (name, payloads, options, batchId) =>
           this.#handlerDispatch.byName(name, payloads, options, batchId),
         fallback: () => new IsolateExecutor(this.#registry, this.#handlerQueue, this.#cipher),
@@ -662,6 +667,29 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   async pruneBatches(options: PruneOptions): Promise<number> {
     this.#assertOpen("prune batches");
     return await this.#store.pruneBatches(cutoff(this.#clock.now(), options, "pruneBatches"));
+  }
+
+  /**
+   * A job's log: the lines its handler wrote with `ctx.log()` (and, with
+   * `captureConsole`, printed), across its attempts, oldest first. An
+   * encrypted job's lines are opened with the queue's keys. Empty when the
+   * job wrote none, or its log was pruned (with the job's history: once it is in neither the
+   * jobs, the failed jobs nor the kept finished jobs).
+   *
+   * @example Read what a failed attempt wrote
+   * ```ts ignore
+   * for (const line of await queue.logs(id)) {
+   *   console.log(line.attempt, line.at.toISOString(), line.message, line.fields);
+   * }
+   * ```
+   */
+  async logs(id: number, options: LogsOptions = {}): Promise<JobLogLine[]> {
+    this.#assertOpen("read a job's log");
+    const open = options.open ?? true;
+    if (typeof open !== "boolean") {
+      throw new TypeError(`logs: open must be true or false: got ${String(open)}`);
+    }
+    return await openLogLines(await this.#store.logs(assertId(id)), open ? this.#cipher : null);
   }
 
   /** One failed job by id, or null. */
@@ -983,6 +1011,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   close(): Promise<void> {
     this.#closing ??= (async () => {
       await Promise.allSettled([...this.#runners].map((runner) => runner.stop()));
+      this.#gauges.remove();
       await this.#store.close();
     })();
     return this.#closing;

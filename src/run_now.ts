@@ -41,7 +41,7 @@ export async function runNow(
         batchId: null,
         scheduled: null,
         signal: controller.signal,
-        onProgress: () => {}, // nothing stored to show it on
+        onProgress: () => {}, // nothing stored to show it on, nor its ctx.log() lines
       }),
       overtime,
     ]);

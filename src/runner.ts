@@ -25,6 +25,8 @@ import {
 import type { JobRegistry } from "./registry.ts";
 import type { FinishedJob, RunningJob } from "./runner/attempts.ts";
 import { FailedHooks } from "./runner/failed_hooks.ts";
+import { JobLogBuffer } from "./runner/job_logs.ts";
+import { JobMetrics } from "./runner/job_metrics.ts";
 import { LeaseKeeper } from "./runner/lease_keeper.ts";
 import { MiddlewareCheck } from "./runner/middleware_check.ts";
 import { PollSleep } from "./runner/poll_sleep.ts";
@@ -33,6 +35,7 @@ import type { ScheduleFirer } from "./runner/schedule_firing.ts";
 import { settleApart } from "./runner/settle_apart.ts";
 import { isStoreOutage } from "./stores/store_outage.ts";
 import { RUNNING, type StopState } from "./runner/stop_state.ts";
+import { endAttemptSpan, spanOutcomeOf, startAttemptSpan } from "./runner/tracing.ts";
 import type {
   ClaimedJob,
   ClaimRequest,
@@ -93,6 +96,8 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   readonly #progress: ProgressWrites;
   readonly #middleware: MiddlewareCheck;
   readonly #failedHooks: FailedHooks;
+  readonly #logs: JobLogBuffer;
+  readonly #metrics = new JobMetrics();
   #finished: FinishedJob[] = [];
   #claimed = 0;
   #state: StopState = RUNNING;
@@ -114,7 +119,11 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       clock,
       events: this,
       running: this.#running,
-      forget: (entry) => this.#forget(entry),
+      forget: (entry) => {
+        if (!this.#forget(entry)) return false;
+        endAttemptSpan(entry.span, "lost", null, entry.definition.encrypted);
+        return true;
+      },
       cancel: (entry, reason) => this.#cancel(entry, reason),
       names: deps.registry.names(),
     }, options);
@@ -125,6 +134,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       settleLater: (finished) => this.#finished.push(finished),
     }, options);
     this.#failedHooks = new FailedHooks(registry, executor, this);
+    this.#logs = new JobLogBuffer(deps.cipher, options.maxLogBytes, () => this.notify());
     this.done = this.#loop();
     executor.stuck?.then((error) => this.#onStuck(error));
   }
@@ -192,7 +202,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     try {
       for (;;) {
         const free = this.#freeSlots();
-        const busy = this.#finished.length > 0 || this.#progress.due;
+        const busy = this.#finished.length > 0 || this.#progress.due || this.#logs.due;
         const claimed = busy || free > 0 || this.#slotDue() ? await this.#tick(free) : 0;
         // After grace: leave once every settle was written, or once writing them failed.
         const unsettled = this.#finished.length > 0 && claimed !== null;
@@ -214,6 +224,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       const reason = state.phase !== "running" ? state.reason : emptied ? "empty" : "limit";
       this.#state = { phase: "stopped", reason };
       changes[Symbol.dispose]();
+      this.#logs.close();
       await this.#leases.stop();
       await this.#failedHooks.ended();
       await this.#deps.executor.close();
@@ -313,13 +324,20 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       }
       : undefined;
     if (request?.schedules !== undefined) this.#firedAt = now;
+    const logs = await this.#logs.take();
+    const spans = settling.flatMap(({ job, outcome, traceparent }) =>
+      outcome.kind === "retry" && typeof traceparent === "string"
+        ? [{ id: job.id, traceparent }]
+        : []
+    );
     let result: SettleResult;
     try {
-      result = settlements.length > 0
-        ? await store.settle(settlements, request)
+      result = settlements.length > 0 || logs !== null
+        ? await store.settle(settlements, request, logs === null ? { spans } : { logs, spans })
         : { applied: [], claimed: await store.claim(request!) };
     } catch (error) {
       const failure = asError(error);
+      this.#logs.putBack(logs); // written with a later tick
       if (settling.length > 0 && !isStoreOutage(failure)) return await this.#settleApart(settling);
       this.#finished = settling.concat(this.#finished);
       this.#storeOut(failure, settling.length > 0 ? "settle" : "claim");
@@ -413,13 +431,20 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       progressTimer: undefined,
     };
     this.#running.set(job.id, entry);
+    entry.span = startAttemptSpan(job);
+    this.#metrics.started(job);
     this.emit("job:start", { id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
     entry.timer = setTimeout(() => {
       const error = new JobTimeoutError(job.name, definition.timeoutMs);
       controller.abort(error);
       this.#finish(entry, { kind: "error", error, permanent: false });
     }, definition.timeoutMs);
+    const span = entry.span;
     this.#deps.executor.run({
+      get traceparent() {
+        return span.traceparent;
+      },
+      traceContext: span.context,
       id: job.id,
       name: job.name,
       queueName: job.queue,
@@ -429,6 +454,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       scheduled: job.scheduled ?? null,
       signal: controller.signal,
       onProgress: (percent) => this.#progress.report(entry, percent),
+      onLog: (line) => this.#logs.add(job, definition.encrypted, this.#deps.clock.now(), line),
     }).then(
       (result) => this.#finish(entry, result),
       (error) => this.#finish(entry, { kind: "error", error: asError(error), permanent: false }),
@@ -448,11 +474,17 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     } catch (error) {
       outcome = failWith(entry.job, asError(error), now); // e.g. a backoff function that threw
     }
+    const error = outcome.kind === "complete" || outcome.kind === "held" ||
+        outcome.kind === "cancelled"
+      ? null
+      : outcome.error;
+    endAttemptSpan(entry.span, spanOutcomeOf(outcome), error, entry.definition.encrypted);
     this.#finished.push({
       job: entry.job,
       outcome,
       durationMs: performance.now() - entry.startedAt,
       ran: true,
+      traceparent: outcome.kind === "retry" ? entry.span?.traceparent ?? null : null,
     });
     this.notify();
   }
@@ -496,7 +528,9 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     const now = this.#deps.clock.now();
     for (const entry of [...this.#running.values()]) {
       this.#forget(entry);
-      entry.controller.abort(new Error("Job aborted: the worker is stopping"));
+      const stopping = new Error("Job aborted: the worker is stopping");
+      endAttemptSpan(entry.span, "stopped", null, entry.definition.encrypted);
+      entry.controller.abort(stopping);
       this.#finished.push({
         job: entry.job,
         outcome: putBack(entry.job, now, "worker stopped during the attempt"),
@@ -506,8 +540,14 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.notify();
   }
 
-  #report({ job, outcome, durationMs }: FinishedJob): void {
+  #report({ job, outcome, durationMs, ran }: FinishedJob): void {
     const detail = { id: job.id, name: job.name, queue: job.queue, attempt: job.attempts };
+    if (
+      outcome.kind !== "held" && outcome.kind !== "cancelled" &&
+      (outcome.kind !== "retry" || outcome.error !== null)
+    ) {
+      this.#metrics.settled(job, outcome.kind, ran === true ? durationMs : null);
+    }
     switch (outcome.kind) {
       case "complete":
         this.#stats.completed++;

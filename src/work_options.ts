@@ -70,6 +70,19 @@ export interface WorkOptions {
    * @default {true}
    */
   schedules?: boolean;
+  /**
+   * In Web Workers, also write what a running handler prints with
+   * `console.log`/`info`/`warn`/`error`/`debug` into its job's log (it is
+   * still printed). Not in the isolate executor, whose console is the app's.
+   * @default {false}
+   */
+  captureConsole?: boolean;
+  /**
+   * The most a job's log keeps, in bytes (the lines of all its attempts
+   * together): past it the oldest lines are dropped, and one line says how many.
+   * @default {65_536}
+   */
+  maxLogBytes?: number;
 }
 
 /** Where handlers run. */
@@ -125,12 +138,23 @@ export function resolveWorkOptions(
       ? Infinity
       : duration("maxTimeMs", options.maxTimeMs, 0),
     schedules: flag("schedules", options.schedules ?? true),
+    captureConsole: flag("captureConsole", options.captureConsole ?? false),
+    maxLogBytes: logBytes(options.maxLogBytes ?? 65_536),
   };
 }
 
 function flag(name: string, value: boolean): boolean {
   if (typeof value !== "boolean") {
     throw new TypeError(`work: ${name} must be true or false: got ${String(value)}`);
+  }
+  return value;
+}
+
+function logBytes(value: number): number {
+  if (!Number.isSafeInteger(value) || value < 1_024 || value > 16_777_216) {
+    throw new RangeError(
+      `work: maxLogBytes must be an integer number of bytes from 1024 to 16777216: got ${value}`,
+    );
   }
   return value;
 }

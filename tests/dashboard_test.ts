@@ -517,7 +517,17 @@ Deno.test("dashboard: every page has its JSON under /api/; unknown routes, a gon
   const missingJson = await fetchFrom(handler, "/api/failed/12345");
   assert.equal(missingJson.status, 404);
   assert.match((await missingJson.json()).error, /nothing at \/api\/failed\/12345/);
-  for (const path of ["/nope", "/failed/abc", "/failed/0", "/jobs/1", "/api", "/api/nope"]) {
+  for (
+    const path of [
+      "/nope",
+      "/failed/abc",
+      "/failed/0",
+      "/jobs/abc",
+      "/jobs/1/x",
+      "/api",
+      "/api/nope",
+    ]
+  ) {
     assert.equal((await fetchFrom(handler, path)).status, 404, path);
   }
   const badQueue = await fetchFrom(handler, "/jobs?queue=no%20spaces");

@@ -17,6 +17,8 @@ Deno.test("resolveWorkOptions() fills in every default", () => {
     maxJobs: Infinity,
     maxTimeMs: Infinity,
     schedules: true,
+    captureConsole: false,
+    maxLogBytes: 65_536,
   });
 });
 
@@ -30,6 +32,8 @@ Deno.test("resolveWorkOptions() gives the default to an option passed as undefin
     stopWhenEmpty: undefined,
     maxJobs: undefined,
     maxTimeMs: undefined,
+    captureConsole: undefined,
+    maxLogBytes: undefined,
   } as unknown as WorkOptions;
   assert.deepEqual(
     resolveWorkOptions(explicit, ["default"], false),
@@ -50,6 +54,8 @@ Deno.test("resolveWorkOptions() keeps every valid value given", () => {
     maxJobs: 10_000,
     maxTimeMs: 0,
     schedules: false,
+    captureConsole: true,
+    maxLogBytes: 1_024,
   };
   assert.deepEqual(resolveWorkOptions(given as WorkOptions, ["default"], true), given);
   assert.equal(resolveWorkOptions({ maxJobs: Infinity }, ["default"], false).maxJobs, Infinity);
@@ -162,4 +168,17 @@ Deno.test("work() accepts a maxJobs past 10000: it is a count of jobs, not of sl
   assert.equal(worker.options.maxJobs, 20_000);
   await worker.done;
   assert.equal(worker.stats.completed, 1);
+});
+
+Deno.test("resolveWorkOptions() refuses a captureConsole that is not a boolean and a maxLogBytes out of range", () => {
+  assert.throws(
+    () => resolveWorkOptions({ captureConsole: "yes" as unknown as boolean }, ["default"], false),
+    /work: captureConsole must be true or false: got yes/,
+  );
+  for (const maxLogBytes of [0, 1_023, 1.5, 16_777_217, NaN]) {
+    assert.throws(
+      () => resolveWorkOptions({ maxLogBytes }, ["default"], false),
+      /work: maxLogBytes must be an integer number of bytes from 1024 to 16777216/,
+    );
+  }
 });

@@ -13,6 +13,7 @@ import * as metricsAndWorkers from "./0004_metrics_and_workers.ts";
 import * as whatJobsHold from "./0005_what_jobs_hold.ts";
 import * as schedules from "./0006_schedules.ts";
 import * as jobControl from "./0007_job_control.ts";
+import * as observability from "./0008_observability.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -23,4 +24,5 @@ export const migrations: readonly Migration[] = [
   whatJobsHold,
   schedules,
   jobControl,
+  observability,
 ];

@@ -7,13 +7,14 @@
  */
 import { dashboard } from "../dashboard.ts";
 import { isLoopbackAddress } from "../dashboard/gate.ts";
+import { bearerToken } from "../dashboard/metrics_route.ts";
 import { openAdminQueue } from "./admin.ts";
 import { expectPositionals, readDb, readInteger, readString, readSwitch } from "./args.ts";
 import { redactPassword } from "../stores/database_url.ts";
 import { type Command, EXIT } from "./command.ts";
 import { onSignals } from "./stop_signals.ts";
 
-/** `dashboard [--port N] [--host HOST] [--read-only]`. */
+/** `dashboard [--port N] [--host HOST] [--read-only] [--metrics]`. */
 export const dashboardCommand: Command = {
   name: "dashboard",
   operands: "",
@@ -24,19 +25,30 @@ export const dashboardCommand: Command = {
     port: { type: "string", value: "N", help: "the port, 0 for any free one (default 8080)" },
     host: { type: "string", value: "HOST", help: "the address to listen on (default 127.0.0.1)" },
     "read-only": { type: "boolean", help: "refuse every action (retry, forget, flush, cancel)" },
+    metrics: {
+      type: "boolean",
+      help:
+        "also serve GET /metrics (Prometheus text); with $QUEUE_METRICS_TOKEN set, a scraper sends it as a Bearer token",
+    },
   },
   async run(args) {
     expectPositionals(args, 0, 0, "");
     const port = readInteger(args, "port", 0, 65_535) ?? 8080;
     const host = readString(args, "host") ?? "127.0.0.1";
     const readOnly = readSwitch(args, "read-only");
+    const metrics = readSwitch(args, "metrics");
+    const token = metrics ? Deno.env.get("QUEUE_METRICS_TOKEN") : undefined;
     // Listening before the queue opens: a signal at any point after start ends it with 0.
     const stopped = Promise.withResolvers<void>();
     using _signals = onSignals(() => stopped.resolve());
     await using queue = await openAdminQueue(args);
     const server = Deno.serve(
       { hostname: host, port, onListen: () => {} },
-      dashboard(queue, { readOnly }),
+      dashboard(queue, {
+        readOnly,
+        metrics,
+        ...token === undefined || token === "" ? {} : { metricsGate: bearerToken(token) },
+      }),
     );
     try {
       const { hostname, port: listening } = server.addr;
@@ -46,6 +58,7 @@ export const dashboardCommand: Command = {
           readOnly ? " (read-only)" : ""
         }: http://${urlHost}:${listening}/ (Ctrl-C to stop)`,
       );
+      if (metrics) console.log(`Metrics: http://${urlHost}:${listening}/metrics`);
       if (!isLoopbackAddress(hostname)) {
         console.log(
           `Listening on ${hostname}, but only requests from a loopback address get in (403 for others)`,

@@ -26,6 +26,7 @@ import {
 import { loadFailed, loadFailedDetail, renderFailed, renderFailedDetail } from "./pages/failed.ts";
 import { loadJobTypes, renderJobTypes } from "./pages/job_types.ts";
 import { loadJobs, renderJobs } from "./pages/jobs.ts";
+import { serveMetrics } from "./metrics_route.ts";
 import { loadOverview, renderOverview } from "./pages/overview.ts";
 import { loadSchedules, renderSchedules } from "./pages/schedules.ts";
 import { readId } from "./query.ts";
@@ -46,6 +47,8 @@ export interface DashboardSetup {
   readonly readOnly: boolean;
   /** Its CSRF tokens (its secret). */
   readonly csrf: CsrfTokens;
+  /** The gate of `GET /metrics`, or null when metrics are not served. */
+  readonly metricsGate: DashboardGate | null;
 }
 
 /** A page: what it reads (also its JSON) and how it is drawn; null data is a 404. */
@@ -105,6 +108,8 @@ export async function route(
   request: Request,
   info: Deno.ServeHandlerInfo | undefined,
 ): Promise<Response> {
+  const metrics = await serveMetrics(setup, request, info);
+  if (metrics !== null) return metrics;
   const access = await askGate(setup.gate, setup.readOnly, request, info);
   if (access === null) {
     return textResponse("403 Forbidden: this dashboard's gate refused the request", 403);

@@ -11,8 +11,11 @@
 import { PayloadCipher } from "../encryption.ts";
 import { asError } from "../errors.ts";
 import type { DispatchOptions, JobDefinition } from "../job.ts";
-import type { HandlerQueue } from "./executor.ts";
+import { AsyncLocalStorage } from "node:async_hooks";
+import { captureConsole } from "./_console_capture.ts";
+import type { HandlerQueue, LogCall } from "./executor.ts";
 import { JobRegistry } from "../registry.ts";
+import { activeTraceparent } from "../trace_context.ts";
 import { IsolateExecutor } from "./isolate.ts";
 import {
   fromWire,
@@ -34,6 +37,12 @@ let running = 0;
 let results: WireResult[] = [];
 /** The latest progress per attempt, sent with the next batch of results or on its own. */
 const progress = new Map<number, number>();
+/** Lines logged since the last message, sent before the results they precede. */
+let logLines: { runId: number; line: LogCall }[] = [];
+/** The attempt whose handler is running, for console capture. */
+const current = new AsyncLocalStorage<number>();
+/** The attempt span of each running attempt, for what its handler dispatches. */
+const traceparents = new Map<number, string>();
 let flushScheduled = false;
 /** A macrotask hop (about 10 µs, where setTimeout(0) costs milliseconds). */
 const yielder = new MessageChannel();
@@ -65,6 +74,15 @@ function scheduleFlush(): void {
 
 function flush(): void {
   flushScheduled = false;
+  if (logLines.length > 0) {
+    const lines = logLines;
+    logLines = [];
+    try {
+      send({ type: "logs", lines });
+    } catch {
+      // Fields are JSON text and messages strings: only an odd level could fail; drop the batch.
+    }
+  }
   if (progress.size > 0) {
     send({
       type: "progress",
@@ -111,7 +129,18 @@ function dispatchThroughMain(
     const callId = ++nextCallId;
     calls.set(callId, { resolve, reject });
     try {
-      send({ type: "dispatch", callId, name: job.name, payloads: [...payloads], options, batchId });
+      const runId = current.getStore();
+      const traceparent = activeTraceparent() ??
+        (runId === undefined ? null : traceparents.get(runId) ?? null);
+      send({
+        type: "dispatch",
+        callId,
+        name: job.name,
+        payloads: [...payloads],
+        options,
+        batchId,
+        traceparent,
+      });
     } catch (error) {
       calls.delete(callId);
       reject(asError(error));
@@ -133,17 +162,24 @@ const handlerQueue: HandlerQueue = {
 async function attempt(runId: number, request: WireRequest): Promise<void> {
   const controller = new AbortController();
   aborts.set(runId, controller);
+  if (typeof request.traceparent === "string") traceparents.set(runId, request.traceparent);
   let outcome: WireResult;
   try {
     await go.promise;
-    const result = await (await executor!).run({
-      ...request,
-      signal: controller.signal,
-      onProgress(percent) {
-        progress.set(runId, percent);
-        scheduleFlush();
-      },
-    });
+    const ready = await executor!;
+    const result = await current.run(runId, () =>
+      ready.run({
+        ...request,
+        signal: controller.signal,
+        onProgress(percent) {
+          progress.set(runId, percent);
+          scheduleFlush();
+        },
+        onLog(line) {
+          logLines.push({ runId, line });
+          scheduleFlush();
+        },
+      }));
     if (result.kind === "success") {
       outcome = { runId, kind: "success", output: result.output ?? null };
     } else if (result.kind === "release") {
@@ -157,6 +193,7 @@ async function attempt(runId: number, request: WireRequest): Promise<void> {
     outcome = { runId, kind: "error", error: toWire(asError(error)), permanent: false };
   } finally {
     aborts.delete(runId);
+    traceparents.delete(runId);
     running--;
   }
   report(outcome);
@@ -165,6 +202,14 @@ async function attempt(runId: number, request: WireRequest): Promise<void> {
 self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
   switch (data.type) {
     case "init":
+      if (data.captureConsole === true) {
+        captureConsole((level, message) => {
+          const runId = current.getStore();
+          if (runId === undefined || !aborts.has(runId)) return;
+          logLines.push({ runId, line: { level, message, fields: null } });
+          scheduleFlush();
+        });
+      }
       // A failure to load surfaces as each run's error; catch here so it is not unhandled.
       executor = Promise.all([
         JobRegistry.load(data.jobsUrl),

@@ -7,6 +7,7 @@
  */
 import type { AppKeys } from "../encryption.ts";
 import type { DispatchOptions } from "../job.ts";
+import type { LogCall } from "./executor.ts";
 
 /** An error as it crosses the boundary. */
 export interface WireError {
@@ -24,6 +25,7 @@ export interface WireRequest {
   readonly attempt: number;
   readonly batchId: number | null;
   readonly scheduled: { readonly name: string; readonly slot: number } | null;
+  readonly traceparent?: string | null;
 }
 
 /** What a failed hook sent to a Web Worker needs (its error travels beside it). */
@@ -37,7 +39,13 @@ export interface WireFailedHook {
 
 /** Main thread to Web Worker. */
 export type ToWorker =
-  | { readonly type: "init"; readonly jobsUrl: string; readonly appKeys: AppKeys | null }
+  | {
+    readonly type: "init";
+    readonly jobsUrl: string;
+    readonly appKeys: AppKeys | null;
+    /** Write what handlers print with `console.*` into their job's log too. */
+    readonly captureConsole?: boolean;
+  }
   | {
     /**
      * The pool heard "ready": runs may start. Until then none does, so a Web
@@ -92,6 +100,11 @@ export type FromWorker =
   }
   | { readonly type: "hook-done"; readonly runId: number; readonly error?: WireError }
   | {
+    /** The lines attempts logged since the last message, in order (sent before their results). */
+    readonly type: "logs";
+    readonly lines: { readonly runId: number; readonly line: LogCall }[];
+  }
+  | {
     /** The latest progress of each attempt that reported some since the last message. */
     readonly type: "progress";
     readonly reports: { readonly runId: number; readonly percent: number }[];
@@ -104,6 +117,8 @@ export type FromWorker =
     readonly options: DispatchOptions | undefined;
     /** Set when the jobs join this batch (`ctx.addToBatch`). */
     readonly batchId: number | null;
+    /** The trace context active where the handler dispatched, stored with the jobs. */
+    readonly traceparent?: string | null;
   };
 
 /**

@@ -5,6 +5,9 @@
  *
  * @module
  */
+// A full specifier, as for zod: an app importing this from another folder need not list it.
+// deno-lint-ignore no-import-prefix
+import type { Context } from "npm:@opentelemetry/api@1";
 import type { Dispatcher, DispatchOptions, JobDefinition } from "../job.ts";
 
 /** One attempt to run. */
@@ -27,6 +30,28 @@ export interface ExecutionRequest {
   readonly signal: AbortSignal;
   /** Receives the progress the handler reports (already checked to be 0 to 100). */
   readonly onProgress: (percent: number) => void;
+  /**
+   * The `traceparent` of the attempt's span, made active while the handler
+   * runs so its own spans nest under it; null or absent outside a trace.
+   */
+  readonly traceparent?: string | null;
+  /**
+   * The same span as a context, for an executor in this isolate (which then
+   * need not read `traceparent`); it never crosses to a Web Worker.
+   */
+  readonly traceContext?: Context;
+  /** Receives the lines the handler writes with `ctx.log()` (and, when captured, prints). */
+  readonly onLog?: (line: LogCall) => void;
+}
+
+/** One line a handler wrote, checked, as it crosses to the runner. */
+export interface LogCall {
+  /** `"info"` for `ctx.log()`, else the `console` method it came from. */
+  readonly level: string;
+  /** The text. */
+  readonly message: string;
+  /** The fields as JSON text, or null. */
+  readonly fields: string | null;
 }
 
 /** What handlers reach through their context: dispatch, and growing their batch. */

@@ -12,6 +12,10 @@ import type { JobContext } from "../job.ts";
 import type { PayloadCipher } from "../encryption.ts";
 import { encodeOutput } from "../output.ts";
 import { openPayload } from "../payload.ts";
+// A full specifier, as for zod: an app importing this from another folder need not list it.
+// deno-lint-ignore no-import-prefix
+import { context } from "npm:@opentelemetry/api@1";
+import { withTraceparent } from "../trace_context.ts";
 import type { JobRegistry } from "../registry.ts";
 import type {
   ExecutionRequest,
@@ -19,6 +23,7 @@ import type {
   Executor,
   FailedHookRequest,
   HandlerQueue,
+  LogCall,
 } from "./executor.ts";
 
 /** Runs handlers in the calling isolate. */
@@ -74,6 +79,9 @@ export class IsolateExecutor implements Executor {
           }
           request.onProgress(percent);
         },
+        log(message, fields) {
+          request.onLog?.(checkedLogLine("info", message, fields));
+        },
         release(delayMs = 0) {
           if (!(typeof delayMs === "number" && delayMs >= 0 && delayMs <= MAX_DELAY_MS)) {
             throw new RangeError(
@@ -85,8 +93,13 @@ export class IsolateExecutor implements Executor {
           releaseDelayMs = delayMs;
         },
       };
-      const returned = await job.handle(payload, ctx);
-      if (releaseDelayMs === undefined) output = await encodeOutput(job, returned, this.#cipher);
+      const handle = () => job.handle(payload, ctx);
+      const returned = await (request.traceContext === undefined
+        ? withTraceparent(request.traceparent, handle)
+        : context.with(request.traceContext, handle));
+      if (releaseDelayMs === undefined) {
+        output = await encodeOutput(job, returned, this.#cipher);
+      }
     } catch (thrown) {
       if (releaseDelayMs !== undefined) return { kind: "release", delayMs: releaseDelayMs };
       const error = asError(thrown);
@@ -127,4 +140,30 @@ export class IsolateExecutor implements Executor {
     if (job === undefined) throw new PermanentError(`No job named "${name}" is registered here`);
     return job;
   }
+}
+
+/** A `ctx.log()` call as a line, or a `TypeError` naming what was wrong with it. */
+export function checkedLogLine(level: string, message: unknown, fields: unknown): LogCall {
+  if (typeof message !== "string") {
+    throw new TypeError(`ctx.log: message must be a string: got ${describe(message)}`);
+  }
+  if (fields === undefined || fields === null) return { level, message, fields: null };
+  if (typeof fields !== "object" || Array.isArray(fields)) {
+    throw new TypeError(`ctx.log: fields must be an object: got ${describe(fields)}`);
+  }
+  let text: string;
+  try {
+    text = JSON.stringify(fields);
+  } catch (error) {
+    throw new TypeError(
+      `ctx.log: fields must be JSON-serializable: ${
+        error instanceof Error ? error.message : error
+      }`,
+    );
+  }
+  return { level, message, fields: text };
+}
+
+function describe(value: unknown): string {
+  return value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
 }

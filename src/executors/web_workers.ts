@@ -9,6 +9,7 @@ import type { AppKeys } from "../encryption.ts";
 import type { DispatchOptions } from "../job.ts";
 import type { ExecutionRequest, ExecutionResult, Executor, FailedHookRequest } from "./executor.ts";
 import { asError } from "../errors.ts";
+import { withTraceparent } from "../trace_context.ts";
 import { workerThreads } from "./_thread_probe.ts";
 import {
   fromWire,
@@ -39,6 +40,11 @@ export interface WebWorkerPoolOptions {
   readonly graceMs: number;
   /** The keys that open encrypted payloads, or null. */
   readonly appKeys: AppKeys | null;
+  /**
+   * Write what handlers print with `console.*` into their job's log too.
+   * @default {false}
+   */
+  readonly captureConsole?: boolean;
   /** Where handlers' `ctx.queue.dispatch` and `ctx.addToBatch` calls go. */
   readonly dispatch: DispatchByName;
   /**
@@ -121,7 +127,7 @@ export class WebWorkerPool implements Executor {
   /** Runs one attempt in the least busy Web Worker. */
   run(request: ExecutionRequest): Promise<ExecutionResult> {
     if (this.#fallback !== null) return this.#fallback.run(request);
-    const { signal, onProgress, ...wire } = request;
+    const { signal, onProgress, onLog: _onLog, traceContext: _context, ...wire } = request;
     const slot = this.#pick();
     const runId = ++this.#nextId;
     return new Promise((resolve) => {
@@ -198,6 +204,7 @@ export class WebWorkerPool implements Executor {
       type: "init",
       jobsUrl: this.#options.jobsUrl,
       appKeys: this.#options.appKeys,
+      captureConsole: this.#options.captureConsole ?? false,
     });
     return slot;
   }
@@ -243,8 +250,20 @@ export class WebWorkerPool implements Executor {
       case "progress":
         for (const { runId, percent } of message.reports) slot.runs.get(runId)?.onProgress(percent);
         return;
+      case "logs":
+        for (const { runId, line } of message.lines) slot.runs.get(runId)?.request.onLog?.(line);
+        return;
       case "dispatch":
-        this.#options.dispatch(message.name, message.payloads, message.options, message.batchId)
+        withTraceparent(
+          message.traceparent,
+          () =>
+            this.#options.dispatch(
+              message.name,
+              message.payloads,
+              message.options,
+              message.batchId,
+            ),
+        )
           .then(
             (ids) => this.#post(slot, { type: "dispatched", callId: message.callId, ids }),
             (error) =>

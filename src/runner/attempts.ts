@@ -8,6 +8,7 @@
 import type { JobDefinition } from "../job.ts";
 import type { Outcome } from "../lifecycle.ts";
 import type { ClaimedJob } from "../stores/store.ts";
+import type { AttemptSpan } from "./tracing.ts";
 
 /** An attempt whose handler runs now. */
 export interface RunningJob {
@@ -27,6 +28,8 @@ export interface RunningJob {
   progressWrittenAt: number;
   /** Set while a progress write waits for its turn. */
   progressTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The attempt's span (a no-op one without an SDK). */
+  span?: AttemptSpan;
 }
 
 /** An attempt that ended, or a claimed job that never started, waiting to be settled. */
@@ -39,4 +42,6 @@ export interface FinishedJob {
   readonly durationMs: number;
   /** True when the handler ran: its duration goes to the metrics rollup. */
   readonly ran?: boolean;
+  /** The `traceparent` of the attempt's span, kept on the job when it is retried; null when not traced. */
+  readonly traceparent?: string | null;
 }

@@ -32,27 +32,27 @@ const DB_NOW = "(floor(extract(epoch from clock_timestamp()) * 1000))::bigint";
 
 /**
  * New rows as one array per column; ids follow the rows' order, as the
- * sequence does. With `$11` true the rows' times are moved onto the
+ * sequence does. With `$12` true the rows' times are moved onto the
  * database's clock: each row's due time, retry deadline and creation time
  * keep their distance from its creation time, which becomes the database's
  * now (a dispatcher whose clock is off then still delays by what it asked).
  */
 const NEW_ROWS = `SELECT queue, name, payload, priority, available_at + shift.ms,
-    retry_until + shift.ms, created_at + shift.ms, batch_id, batch_member, keyed
+    retry_until + shift.ms, created_at + shift.ms, batch_id, batch_member, keyed, trace
   FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::bigint[],
-    $7::bigint[], $8::bigint[], $9::int[], $10::int[]) WITH ORDINALITY
+    $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::text[]) WITH ORDINALITY
     AS row(queue, name, payload, priority, available_at, retry_until, created_at, batch_id,
-      batch_member, keyed, position)
-  CROSS JOIN LATERAL (SELECT CASE WHEN $11::boolean THEN ${DB_NOW} - row.created_at ELSE 0 END
+      batch_member, keyed, trace, position)
+  CROSS JOIN LATERAL (SELECT CASE WHEN $12::boolean THEN ${DB_NOW} - row.created_at ELSE 0 END
     AS ms) AS shift
   ORDER BY position`;
 const INSERT_COLUMNS =
-  "queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member, keyed";
+  "queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member, keyed, trace";
 const INSERT = statement(`INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id`);
 /** Inserts jobs and notifies the watchers, in one statement. */
 const INSERT_AND_NOTIFY = statement(
   `WITH inserted AS (INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id)
-  SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($12, '')) AS notified`,
+  SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($13, '')) AS notified`,
 );
 const NOW = statement(`SELECT ${DB_NOW} AS t`, { oneRow: true });
 /** A tick's successes: each job deleted if its token still matches, rows locked in id order. */
@@ -68,18 +68,19 @@ const COMPLETE_MANY = statement(
 const FAIL = statement(
   `WITH gone AS (DELETE FROM jobs WHERE id = $6 AND token = $7
     RETURNING id, queue, name, payload, priority, crashes, created_at, waited_ms, keyed, locked,
-      ${LINK_COLUMNS}),
+      ${LINK_COLUMNS}, trace),
   failed AS (INSERT INTO failed_jobs
     (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
-      ${LINK_COLUMNS})
-    SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINK_COLUMNS}
+      ${LINK_COLUMNS}, trace)
+    SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINK_COLUMNS},
+      trace
     FROM gone
     ON CONFLICT (id) DO UPDATE SET queue = excluded.queue, name = excluded.name,
     payload = excluded.payload, priority = excluded.priority, error = excluded.error,
     stack = excluded.stack, attempts = excluded.attempts, crashes = excluded.crashes,
     created_at = excluded.created_at, failed_at = excluded.failed_at,
     batch_id = excluded.batch_id, batch_member = excluded.batch_member,
-    chain_id = excluded.chain_id)
+    chain_id = excluded.chain_id, trace = excluded.trace)
   SELECT ${SETTLED_COLUMNS} FROM gone`,
 );
 /**
@@ -88,9 +89,11 @@ const FAIL = statement(
  */
 function retryStatement(where: string): Statement {
   return statement(`WITH moved AS (DELETE FROM failed_jobs ${where}
-      RETURNING id, queue, name, payload, priority, created_at, ${LINK_COLUMNS})
-    INSERT INTO jobs (id, queue, name, payload, priority, available_at, created_at, ${LINK_COLUMNS})
-    SELECT id, queue, name, payload, priority, $1, created_at, ${LINK_COLUMNS} FROM moved ORDER BY id
+      RETURNING id, queue, name, payload, priority, created_at, ${LINK_COLUMNS}, trace)
+    INSERT INTO jobs (id, queue, name, payload, priority, available_at, created_at, ${LINK_COLUMNS},
+      trace)
+    SELECT id, queue, name, payload, priority, $1, created_at, ${LINK_COLUMNS}, trace FROM moved
+    ORDER BY id
     RETURNING id, ${LINK_COLUMNS}`);
 }
 const RETRY_ONE = retryStatement("WHERE id = $2");
@@ -185,6 +188,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         column(() => as.batchId),
         column(() => as.batchId === null ? 0 : 1),
         column(() => as.keyed),
+        column((row) => row.trace ?? null),
         dbClock,
       ];
       const { rows: inserted } = notify

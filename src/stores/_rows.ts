@@ -34,6 +34,12 @@ export interface ClaimRow {
   readonly recovered: number;
   /** The reason of a cancel asked of it, or null (`jobs.cancel_requested`). */
   readonly cancel_requested: string | null;
+  /** How long it had been due when claimed, in ms. */
+  readonly waited_ms: number | null;
+  /** The `traceparent` active at dispatch, or null. */
+  readonly trace: string | null;
+  /** The `traceparent` of its last retried attempt's span, or null. */
+  readonly last_span: string | null;
 }
 
 /** A failed job as the listing statements return it. */
@@ -104,6 +110,9 @@ export function toClaimedJobs(
       // Only when set: a cancel asked while an earlier attempt ran is rare.
       ...(row.cancel_requested !== null && row.cancel_requested !== undefined &&
         { cancelRequested: row.cancel_requested }),
+      waitedMs: row.waited_ms === null ? 0 : Math.max(0, Number(row.waited_ms)),
+      trace: row.trace,
+      lastSpan: row.last_span,
     }));
 }
 

@@ -28,8 +28,8 @@ import { type Statement, statement } from "./sql/statement.ts";
 
 const INSERT = statement(
   `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at,
-    batch_id, batch_member, keyed)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+    batch_id, batch_member, keyed, trace)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 );
 const COMPLETE = statement(
   `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${SETTLED_COLUMNS}`,
@@ -38,14 +38,15 @@ const COMPLETE = statement(
 const COPY_TO_FAILED = statement(
   `INSERT OR REPLACE INTO failed_jobs
   (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
-    ${LINK_COLUMNS})
-  SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINK_COLUMNS}
+    ${LINK_COLUMNS}, trace)
+  SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINK_COLUMNS},
+    trace
   FROM jobs WHERE id = $6 AND token = $7`,
 );
 const RENEW = statement("UPDATE jobs SET available_at = $1 WHERE id = $2 AND token = $3");
 const RETRY_COPY = `INSERT INTO jobs
-  (id, queue, name, payload, priority, available_at, created_at, ${LINK_COLUMNS})
-  SELECT id, queue, name, payload, priority, $1, created_at, ${LINK_COLUMNS} FROM failed_jobs`;
+  (id, queue, name, payload, priority, available_at, created_at, ${LINK_COLUMNS}, trace)
+  SELECT id, queue, name, payload, priority, $1, created_at, ${LINK_COLUMNS}, trace FROM failed_jobs`;
 const RETRY_ONE = statement(`${RETRY_COPY} WHERE id = $2 RETURNING id, ${LINK_COLUMNS}`, {
   oneRow: true,
 });
@@ -105,6 +106,7 @@ export const sqliteDialect: Dialect = {
       as.batchId,
       member,
       as.keyed,
+      row.trace ?? null,
     ];
     // Without RETURNING: run() reports the new row id, and is the cheaper read.
     if (rows.length === 1) return [(yield* exec(INSERT, ...values(rows[0]!))).lastId!];

@@ -22,6 +22,11 @@ export interface NewJobRow {
   readonly retryUntil: number | null;
   /** Dispatch time, in ms since the epoch. */
   readonly createdAt: number;
+  /**
+   * The W3C `traceparent` active at dispatch, which each attempt's span is
+   * parented to; null (or absent) outside a trace.
+   */
+  readonly trace?: string | null;
 }
 
 /** What makes a dispatch the same job as one already stored. */
@@ -81,6 +86,8 @@ export interface WaitingJobRow {
   readonly delayMs: number;
   /** Retry window from when it is queued, in ms, or null for none. */
   readonly retryForMs: number | null;
+  /** The W3C `traceparent` active at dispatch, or null (or absent). */
+  readonly trace?: string | null;
 }
 
 /**

@@ -46,9 +46,11 @@ import type {
   Settlement,
   SettleResult,
 } from "./tick_rows.ts";
+import type { LogLineRow, TickRecords } from "./log_rows.ts";
 
 export type * from "./dispatch_rows.ts";
 export type * from "./job_control_rows.ts";
+export type * from "./log_rows.ts";
 export type * from "./read_rows.ts";
 export type * from "./tick_rows.ts";
 export type * from "./schedule_rows.ts";
@@ -120,8 +122,19 @@ export interface WorkerStore {
    * that did not apply count nowhere. Rows of minutes more than
    * {@linkcode METRICS_RETENTION_MS} before `at` are deleted, at most once a
    * minute (of `at`) per store instance.
+   *
+   * `records`, in the same transaction: the log lines handlers wrote (each
+   * job's lines kept under `maxBytesPerJob`, the oldest dropped and one
+   * `cap` line saying how many), and the span of each attempt whose release
+   * applied (kept on its job for the next attempt to link to). Lines of jobs
+   * in neither the jobs nor the failed jobs, older than a day, are pruned
+   * at most once a minute.
    */
-  settle(settlements: readonly Settlement[], then?: ClaimRequest): Promise<SettleResult>;
+  settle(
+    settlements: readonly Settlement[],
+    then?: ClaimRequest,
+    records?: TickRecords,
+  ): Promise<SettleResult>;
   /** Extends leases to `until`; returns the ids whose lease was lost. */
   renew(leases: readonly Lease[], until: number): Promise<number[]>;
   /**
@@ -210,6 +223,8 @@ export interface StatsStore {
   metrics(since: number, until: number): Promise<MetricsRow[]>;
   /** Workers last seen at or after `seenSince`, earliest started first, then by id. */
   workers(seenSince: number): Promise<WorkerRow[]>;
+  /** One job's log (what its handler wrote with `ctx.log()`), oldest line first. */
+  logs(jobId: number): Promise<LogLineRow[]>;
 }
 
 /**

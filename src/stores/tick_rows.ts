@@ -84,6 +84,12 @@ export interface ClaimedJob {
   readonly scheduled?: { readonly name: string; readonly slot: number };
   /** The reason of a cancel asked while it ran before: it is cancelled, not run. Null or absent: none. */
   readonly cancelRequested?: string | null;
+  /** How long it had been due when claimed, in ms. */
+  readonly waitedMs?: number;
+  /** The W3C `traceparent` active when it was dispatched, or null. */
+  readonly trace?: string | null;
+  /** The `traceparent` of the span of its last attempt that was retried, or null. */
+  readonly lastSpan?: string | null;
 }
 
 /** An error as it is stored. */

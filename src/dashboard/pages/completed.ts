@@ -8,6 +8,8 @@
  * @internal
  * @module
  */
+import type { JobLogLine } from "../../job_logs.ts";
+import { logSection } from "./job_log.ts";
 import { isEncryptedPayload } from "../../encryption.ts";
 import type { CompletedJob, JobResultState } from "../../job_control.ts";
 import type { PageContext } from "../context.ts";
@@ -50,6 +52,8 @@ export interface JobDetailData {
   readonly error: string | null;
   /** Its kept record once it finished, or null. */
   readonly kept: CompletedView | null;
+  /** Its log, oldest line first; encrypted lines unopened. */
+  readonly lines: JobLogLine[];
 }
 
 function view({ payload: _payload, output, ...job }: CompletedJob): CompletedView {
@@ -86,6 +90,15 @@ export async function loadCompleted(ctx: PageContext): Promise<CompletedData> {
 
 /** Reads one job by id, or null when no table holds it. */
 export async function loadJobDetail(ctx: PageContext, id: number): Promise<JobDetailData | null> {
+  const found = await jobState(ctx, id);
+  // Read without opening encrypted lines: the dashboard never decrypts.
+  return found === null ? null : { ...found, lines: await ctx.queue.logs(id, { open: false }) };
+}
+
+async function jobState(
+  ctx: PageContext,
+  id: number,
+): Promise<Omit<JobDetailData, "lines"> | null> {
   const kept = await ctx.queue.completedJob(id);
   if (kept !== null) {
     return { id, state: kept.state, attempts: kept.attempts, error: kept.error, kept: view(kept) };
@@ -210,6 +223,8 @@ export function renderJobDetail(ctx: PageContext, data: JobDetailData): Html {
         <pre class="error">${data.error}</pre>
       `}
       ${output}
+      <h2>Log</h2>
+      ${logSection(data.lines)}
     `,
   });
 }

@@ -14,6 +14,8 @@ import { firstLine, formatTime } from "../format.ts";
 import { type Html, html } from "../html.ts";
 import { actionForm, layout, pager } from "../layout.ts";
 import { readPaging } from "../query.ts";
+import { logSection } from "./job_log.ts";
+import type { JobLogLine } from "../../job_logs.ts";
 
 /** A failed job as the list shows it: everything but the payload and stack. */
 export type FailedSummary = Omit<FailedJob, "payload" | "stack">;
@@ -40,6 +42,8 @@ export interface FailedDetailData {
   readonly encrypted: boolean;
   /** The payload as parsed JSON, or as stored text when it is not JSON; null when encrypted. */
   readonly payload: unknown;
+  /** Its log, oldest line first; an encrypted job's lines unopened. */
+  readonly log: JobLogLine[];
 }
 
 /** Reads the page of failed jobs the query asks for. */
@@ -73,7 +77,7 @@ export async function loadFailedDetail(
       payload = stored;
     }
   }
-  return { job, encrypted, payload };
+  return { job, encrypted, payload, log: await ctx.queue.logs(id, { open: false }) };
 }
 
 /** The failed list page. */
@@ -186,6 +190,7 @@ export function renderFailedDetail(ctx: PageContext, data: FailedDetailData): Ht
         ? html`<p class="muted">No stack was kept.</p>`
         : html`<pre>${job.stack}</pre>`}
       <h2>Payload</h2>${payload}
+      <h2>Log</h2>${logSection(data.log)}
     `,
   });
 }

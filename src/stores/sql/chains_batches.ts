@@ -31,21 +31,24 @@ type WaitingRole = "link" | "chain-catch" | "then" | "catch" | "finally";
 const START_CHAIN = statement("UPDATE jobs SET chain_id = id WHERE id = $1");
 const INSERT_WAITING = statement(
   `INSERT INTO waiting_jobs
-  (role, chain_id, batch_id, position, queue, name, payload, priority, delay_ms, retry_for_ms)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+  (role, chain_id, batch_id, position, queue, name, payload, priority, delay_ms, retry_for_ms,
+    trace)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 );
 /** Queues waiting jobs (the selection is appended): due `delay_ms` after $1. */
 const QUEUE_WAITING = `INSERT INTO jobs
-  (queue, name, payload, priority, available_at, retry_until, created_at, batch_id, chain_id)
+  (queue, name, payload, priority, available_at, retry_until, created_at, batch_id, chain_id,
+    trace)
   SELECT queue, name, payload, priority, $1 + delay_ms, $1 + retry_for_ms, $1, batch_id,
-    CASE WHEN role = 'link' THEN chain_id END
+    CASE WHEN role = 'link' THEN chain_id END, trace
   FROM waiting_jobs`;
 /** Queues a chain's next link; one waiting for the previous output ($3) takes it ($4). */
 const QUEUE_LINK = statement(
   `INSERT INTO jobs
-  (queue, name, payload, priority, available_at, retry_until, created_at, batch_id, chain_id)
+  (queue, name, payload, priority, available_at, retry_until, created_at, batch_id, chain_id,
+    trace)
   SELECT queue, name, CASE WHEN payload = $3 THEN $4 ELSE payload END, priority, $1 + delay_ms,
-    $1 + retry_for_ms, $1, batch_id, chain_id
+    $1 + retry_for_ms, $1, batch_id, chain_id, trace
   FROM waiting_jobs WHERE id = $2`,
 );
 const QUEUE_WAITING_OF_BATCH = statement(
@@ -299,6 +302,7 @@ function* wait(
       row.priority,
       row.delayMs,
       row.retryForMs,
+      row.trace ?? null,
     ]),
   );
 }

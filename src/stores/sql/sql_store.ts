@@ -23,6 +23,7 @@ import type {
   KeyedJobRow,
   KeyedPush,
   Lease,
+  LogLineRow,
   MetricsRow,
   MiddlewareRequest,
   NewBatchRow,
@@ -41,6 +42,7 @@ import type {
   Store,
   StoredScheduleRow,
   StoreTransaction,
+  TickRecords,
   WorkerRow,
 } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
@@ -50,6 +52,8 @@ import { clear } from "./clear.ts";
 import * as failedJobs from "./failed_jobs.ts";
 import * as jobControl from "./job_control.ts";
 import { CompletedPruning } from "./job_control.ts";
+import * as jobLogs from "./job_logs.ts";
+import { LogPruning } from "./job_logs.ts";
 import * as keys from "./keys.ts";
 import * as schedules from "./schedules.ts";
 import type { Script } from "./script.ts";
@@ -62,7 +66,11 @@ export class SqlStore implements Store {
   readonly #engine: Engine;
   readonly #dialect: Dialect;
   readonly #migrations: readonly Migration[];
-  readonly #pruning = { metrics: new MetricsPruning(), completed: new CompletedPruning() };
+  readonly #pruning = {
+    metrics: new MetricsPruning(),
+    completed: new CompletedPruning(),
+    logs: new LogPruning(),
+  };
 
   /** Runs on `engine` with `dialect`; `migrations` are the engine's schema steps. */
   constructor(engine: Engine, dialect: Dialect, migrations: readonly Migration[]) {
@@ -175,9 +183,18 @@ export class SqlStore implements Store {
     return this.#write(() => tick.claim(this.#dialect, request));
   }
 
-  /** Applies settlements, each fenced by its token, then claims, all in one transaction. */
-  settle(settlements: readonly Settlement[], then?: ClaimRequest): Promise<SettleResult> {
-    return this.#write(() => tick.settle(this.#dialect, this.#pruning, settlements, then));
+  /** Applies settlements, each fenced by its token, writes log lines and spans, then claims, all in one transaction. */
+  settle(
+    settlements: readonly Settlement[],
+    then?: ClaimRequest,
+    records?: TickRecords,
+  ): Promise<SettleResult> {
+    return this.#write(() => tick.settle(this.#dialect, this.#pruning, settlements, then, records));
+  }
+
+  /** One job's log, oldest line first. */
+  logs(jobId: number): Promise<LogLineRow[]> {
+    return this.#read(() => jobLogs.logOf(jobId));
   }
 
   /** Extends leases in one transaction; returns the ids whose lease was lost. */

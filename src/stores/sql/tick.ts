@@ -10,7 +10,14 @@
  */
 import { type ClaimRow, toClaimedJobs } from "../_rows.ts";
 import type { MetricsPruning } from "../_stats_rows.ts";
-import type { ClaimedJob, ClaimRequest, Lease, Settlement, SettleResult } from "../store.ts";
+import type {
+  ClaimedJob,
+  ClaimRequest,
+  Lease,
+  Settlement,
+  SettleResult,
+  TickRecords,
+} from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
 import { type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
 import { type CompletedPruning, recordFinished } from "./job_control.ts";
@@ -18,6 +25,7 @@ import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
 import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
+import { type LogPruning, recordSpans, writeLogs } from "./job_logs.ts";
 import { recordMetrics } from "./stats.ts";
 
 const PROGRESS = statement("UPDATE jobs SET progress = $1 WHERE id = $2 AND token = $3");
@@ -43,12 +51,21 @@ export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJ
   return request.readsScheduled === true ? yield* withScheduled(jobs) : jobs;
 }
 
-/** Applies settlements, each fenced by its token, then claims, all in one transaction. */
+/**
+ * Applies settlements, each fenced by its token, writes what the tick
+ * records beside them (log lines, retried attempts' spans), then claims, all
+ * in one transaction.
+ */
 export function* settle(
   dialect: Dialect,
-  pruning: { readonly metrics: MetricsPruning; readonly completed: CompletedPruning },
+  pruning: {
+    readonly metrics: MetricsPruning;
+    readonly completed: CompletedPruning;
+    readonly logs: LogPruning;
+  },
   settlements: readonly Settlement[],
   then: ClaimRequest | undefined,
+  records: TickRecords = {},
 ): Script<SettleResult> {
   // Job control, before the job rows change: wake whoever awaits a job that ends, keep the ended.
   yield* dialect.notifyAwaited(
@@ -60,7 +77,14 @@ export function* settle(
   const jobs = yield* applyToJobs(dialect, settlements);
   const applied = jobs.map((job) => job !== "lost");
   const settledJobs = jobs.flatMap((job) => job === "lost" || job === null ? [] : [job]);
+  const retried = new Set(
+    settlements.flatMap((s, index) => s.kind === "release" && applied[index] ? [s.id] : []),
+  );
+  yield* recordSpans((records.spans ?? []).filter((span) => retried.has(span.id)));
   yield* recordMetrics(settlements, applied, settledJobs, pruning.metrics);
+  const at = [...settlements, ...records.logs?.lines ?? []]
+    .reduce((latest, { at }) => Math.max(latest, at), -Infinity);
+  yield* writeLogs(records.logs, pruning.logs, at);
 
   // Chains and batches second, in batch order: the batch rows are what processes share.
   const moves = settlements.flatMap((settlement, index) => {

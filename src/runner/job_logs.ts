@@ -1,0 +1,158 @@
+/**
+ * The lines running handlers wrote (`ctx.log()`, captured console calls),
+ * kept until the next tick writes them with its settle: one batched write
+ * per tick, never one per line. Lines are written at least once a second
+ * while a job runs, so they survive a crash of the attempt up to then. An
+ * encrypted job's lines are sealed with its key before they leave memory.
+ *
+ * @internal
+ * @module
+ */
+import type { PayloadCipher } from "../encryption.ts";
+import type { LogCall } from "../executors/executor.ts";
+import { logSealedFor } from "../job_logs.ts";
+import type { ClaimedJob, LogWrites, NewLogLine } from "../stores/store.ts";
+
+/** How often lines of running jobs are written, in ms: a tick is asked for after this. */
+const WRITE_EVERY_MS = 1_000;
+/** A longer message is cut to this many characters, saying how many were cut. */
+const MAX_MESSAGE_CHARS = 8_192;
+
+interface BufferedLine {
+  readonly job: ClaimedJob;
+  readonly encrypted: boolean;
+  readonly at: number;
+  readonly line: LogCall;
+  readonly bytes: number;
+}
+
+/** A runner's unwritten lines. */
+export class JobLogBuffer {
+  readonly #cipher: PayloadCipher | null;
+  readonly #maxBytesPerJob: number;
+  readonly #wake: () => void;
+  #lines: BufferedLine[] = [];
+  #bytesByJob = new Map<number, number>();
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #takenAt = performance.now();
+  /** Lines already sealed whose settle failed, written first with the next tick. */
+  #unwritten: NewLogLine[] = [];
+
+  /** `wake` asks the runner for a tick once lines are due. */
+  constructor(cipher: PayloadCipher | null, maxBytesPerJob: number, wake: () => void) {
+    this.#cipher = cipher;
+    this.#maxBytesPerJob = maxBytesPerJob;
+    this.#wake = wake;
+  }
+
+  /** Whether lines wait to be written and the last write was at least a second ago. */
+  get due(): boolean {
+    return this.#lines.length > 0 && performance.now() - this.#takenAt >= WRITE_EVERY_MS;
+  }
+
+  /** Keeps one line of `job`'s running attempt. */
+  add(job: ClaimedJob, encrypted: boolean, at: number, call: LogCall): void {
+    const message = call.message.length > MAX_MESSAGE_CHARS
+      ? `${call.message.slice(0, MAX_MESSAGE_CHARS)}… (${
+        call.message.length - MAX_MESSAGE_CHARS
+      } more characters)`
+      : call.message;
+    const line = { ...call, message };
+    const bytes = byteLength(message) + (line.fields === null ? 0 : byteLength(line.fields));
+    this.#lines.push({ job, encrypted, at, line, bytes });
+    const held = (this.#bytesByJob.get(job.id) ?? 0) + bytes;
+    this.#bytesByJob.set(job.id, held);
+    // A handler logging faster than ticks write: keep memory under the cap too.
+    if (held > 2 * this.#maxBytesPerJob) this.#dropOldest(job.id, at);
+    if (this.#timer === undefined) {
+      const waitMs = Math.max(0, WRITE_EVERY_MS - (performance.now() - this.#takenAt));
+      this.#timer = setTimeout(() => {
+        this.#timer = undefined;
+        this.#wake();
+      }, waitMs);
+    }
+  }
+
+  /**
+   * Hands every kept line over for the next settle (lines whose write failed
+   * first), encrypted where its job is; null when there are none.
+   */
+  async take(): Promise<LogWrites | null> {
+    this.#takenAt = performance.now();
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const taken = this.#lines;
+    this.#lines = [];
+    this.#bytesByJob = new Map();
+    const lines = [
+      ...this.#unwritten,
+      ...await Promise.all(taken.map((line) => this.#stored(line))),
+    ];
+    this.#unwritten = [];
+    return lines.length === 0 ? null : { lines, maxBytesPerJob: this.#maxBytesPerJob };
+  }
+
+  /** Keeps the lines of a settle that failed, to be written with the next tick. */
+  putBack(writes: LogWrites | null): void {
+    if (writes !== null) this.#unwritten = [...writes.lines, ...this.#unwritten];
+  }
+
+  /** Stops the timer. */
+  close(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #dropOldest(jobId: number, at: number): void {
+    let held = this.#bytesByJob.get(jobId) ?? 0;
+    let dropped = 0;
+    let job: ClaimedJob | undefined;
+    this.#lines = this.#lines.filter((line) => {
+      if (line.job.id !== jobId || held <= this.#maxBytesPerJob) return true;
+      held -= line.bytes;
+      dropped += line.line.level === "cap" ? droppedBy(line.line.fields) : 1;
+      job = line.job;
+      return false;
+    });
+    this.#bytesByJob.set(jobId, held);
+    if (job === undefined) return;
+    const message = `log capped at ${this.#maxBytesPerJob} bytes per job: ${dropped} older line${
+      dropped === 1 ? "" : "s"
+    } dropped`;
+    const fields = JSON.stringify({ dropped });
+    this.#lines.unshift({
+      job,
+      encrypted: false,
+      at,
+      line: { level: "cap", message, fields },
+      bytes: message.length + fields.length,
+    });
+  }
+
+  async #stored({ job, encrypted, at, line, bytes }: BufferedLine): Promise<NewLogLine> {
+    const base = { jobId: job.id, attempt: job.attempts, at, level: line.level, bytes };
+    if (!encrypted) return { ...base, message: line.message, fields: line.fields, encrypted };
+    // An encrypted job runs only where its key is: without one, no plaintext is ever stored.
+    if (this.#cipher === null) {
+      throw new Error(`Cannot seal a log line of job ${job.id}: no APP_KEY`);
+    }
+    const sealed = await this.#cipher.encrypt(
+      logSealedFor(job.id),
+      JSON.stringify({ message: line.message, fields: line.fields }),
+    );
+    return { ...base, message: sealed, fields: null, encrypted: true };
+  }
+}
+
+const encoder = new TextEncoder();
+
+/** UTF-8 size of `text`: its length when every character is ASCII (the common case, no copy). */
+function byteLength(text: string): number {
+  return /[^ -~\t\n\r]/.test(text) ? encoder.encode(text).length : text.length;
+}
+
+/** How many lines a `cap` line says it dropped. */
+function droppedBy(fields: string | null): number {
+  const dropped = (JSON.parse(fields ?? "{}") as { dropped?: unknown }).dropped;
+  return typeof dropped === "number" ? dropped : 0;
+}

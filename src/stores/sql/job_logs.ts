@@ -1,0 +1,173 @@
+/**
+ * Job logs and the attempt spans a retry links to: what a tick's settle
+ * writes beside its settlements (in the same transaction, so a tick's lines
+ * are batched into its one commit), the per-job cap, reading one job's log,
+ * and pruning.
+ *
+ * Pruning rule: a job's lines go with its history. Once the job is in none
+ * of `jobs`, `failed_jobs` and `completed_jobs` (it succeeded and its kept
+ * record expired after `keepCompletedMs`, or it was forgotten or cleared),
+ * its lines are deleted by a settle, at most once a minute per store
+ * instance.
+ *
+ * @internal
+ * @module
+ */
+import type { AttemptSpan, LogLineRow, LogWrites, NewLogLine } from "../log_rows.ts";
+import { each, exec, type Script } from "./script.ts";
+import { statement } from "./statement.ts";
+
+const MINUTE_MS = 60_000;
+/** Room kept under the cap for the line that says how many lines it dropped. */
+const CAP_LINE_ROOM = 128;
+
+const INSERT_LINE = statement(
+  `INSERT INTO job_logs (job_id, attempt, at, level, message, fields, encrypted, bytes)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+);
+const OVER_CAP = statement(
+  `SELECT job_id FROM job_logs WHERE job_id IN {{ids $1}}
+  GROUP BY job_id HAVING SUM(bytes) > $2 ORDER BY job_id`,
+);
+const NEWEST_FIRST = statement(
+  "SELECT id, bytes, level, fields FROM job_logs WHERE job_id = $1 ORDER BY id DESC",
+);
+const DROP_UP_TO = statement("DELETE FROM job_logs WHERE job_id = $1 AND id <= $2");
+const INSERT_CAP_LINE = statement(
+  `INSERT INTO job_logs (id, job_id, attempt, at, level, message, fields, encrypted, bytes)
+  VALUES ($1, $2, 0, $3, 'cap', $4, $5, 0, $6)`,
+);
+const LOG_OF = statement(
+  `SELECT id, job_id, attempt, at, level, message, fields, encrypted FROM job_logs
+  WHERE job_id = $1 ORDER BY id`,
+);
+const PRUNE = statement(
+  `DELETE FROM job_logs WHERE job_id NOT IN (SELECT id FROM jobs)
+  AND job_id NOT IN (SELECT id FROM failed_jobs) AND job_id NOT IN (SELECT id FROM completed_jobs)`,
+);
+const SET_LAST_SPAN = statement("UPDATE jobs SET last_span = $1 WHERE id = $2");
+
+/** Decides when a settle prunes old lines: at most once a minute per store instance. */
+export class LogPruning {
+  #prunedAt = -Infinity;
+
+  /** Whether a prune is due at `at`; true counts as pruning then. */
+  due(at: number): boolean {
+    if (!(at >= this.#prunedAt + MINUTE_MS)) return false;
+    this.#prunedAt = at;
+    return true;
+  }
+}
+
+/**
+ * Records the spans of attempts whose release applied (run after their
+ * rows were released, in the same transaction), in id order.
+ */
+export function* recordSpans(spans: readonly AttemptSpan[]): Script<void> {
+  const sorted = [...spans].sort((a, b) => a.id - b.id);
+  yield* each(SET_LAST_SPAN, sorted.map(({ id, traceparent }) => [traceparent, id]));
+}
+
+/**
+ * Appends a tick's lines, then keeps each job they belong to under the cap
+ * (dropping its oldest lines and saying so in one `cap` line), then prunes
+ * when `pruning` says a prune is due at `at`.
+ */
+export function* writeLogs(
+  writes: LogWrites | undefined,
+  pruning: LogPruning,
+  at: number,
+): Script<void> {
+  const lines = writes?.lines ?? [];
+  if (lines.length > 0) {
+    yield* each(INSERT_LINE, lines.map(lineParams));
+    const max = writes!.maxBytesPerJob;
+    const jobIds = [...new Set(lines.map((line) => line.jobId))];
+    const { rows } = yield* exec<{ job_id: number }>(OVER_CAP, jobIds, max);
+    for (const { job_id: jobId } of rows) yield* keepUnderCap(Number(jobId), max, at);
+  }
+  if (Number.isFinite(at) && pruning.due(at)) yield* exec(PRUNE);
+}
+
+/** One job's log, oldest line first. */
+export function* logOf(jobId: number): Script<LogLineRow[]> {
+  const { rows } = yield* exec<StoredLogLine>(LOG_OF, jobId);
+  return rows.map((row) => ({
+    id: Number(row.id),
+    jobId: Number(row.job_id),
+    attempt: Number(row.attempt),
+    at: Number(row.at),
+    level: row.level,
+    message: row.message,
+    fields: row.fields,
+    encrypted: Number(row.encrypted) === 1,
+  }));
+}
+
+interface StoredLogLine {
+  readonly id: number;
+  readonly job_id: number;
+  readonly attempt: number;
+  readonly at: number;
+  readonly level: string;
+  readonly message: string;
+  readonly fields: string | null;
+  readonly encrypted: number;
+}
+
+function lineParams(line: NewLogLine): unknown[] {
+  return [
+    line.jobId,
+    line.attempt,
+    line.at,
+    line.level,
+    line.message,
+    line.fields,
+    line.encrypted ? 1 : 0,
+    line.bytes,
+  ];
+}
+
+/**
+ * Drops a job's oldest lines until the rest fit under `max` bytes with room
+ * for the `cap` line, which takes the place of the newest line dropped and
+ * counts every line dropped so far.
+ */
+function* keepUnderCap(jobId: number, max: number, at: number): Script<void> {
+  const { rows } = yield* exec<{ id: number; bytes: number; level: string; fields: string | null }>(
+    NEWEST_FIRST,
+    jobId,
+  );
+  let kept = 0;
+  let cutoff: number | null = null;
+  let dropped = 0;
+  for (const row of rows) {
+    if (row.level === "cap") {
+      dropped += droppedBefore(row.fields);
+      cutoff ??= Number(row.id);
+      continue;
+    }
+    if (cutoff === null && kept + Number(row.bytes) <= max - CAP_LINE_ROOM) {
+      kept += Number(row.bytes);
+      continue;
+    }
+    cutoff ??= Number(row.id);
+    dropped++;
+  }
+  if (cutoff === null) return;
+  yield* exec(DROP_UP_TO, jobId, cutoff);
+  const message = `log capped at ${max} bytes per job: ${dropped} older line${
+    dropped === 1 ? "" : "s"
+  } dropped`;
+  const fields = JSON.stringify({ dropped });
+  yield* exec(INSERT_CAP_LINE, cutoff, jobId, at, message, fields, message.length + fields.length);
+}
+
+function droppedBefore(fields: string | null): number {
+  try {
+    const dropped = (JSON.parse(fields ?? "{}") as { dropped?: unknown }).dropped;
+    return typeof dropped === "number" ? dropped : 0;
+  } catch {
+    return 0;
+  }
+}

@@ -1,0 +1,424 @@
+/**
+ * Traces, metrics and job logs: one span per attempt parented to the
+ * dispatching span (across a real process boundary and into Web Workers),
+ * linked on retry, with the messaging conventions' attributes; job logs
+ * written with the tick's settle, capped, encrypted for encrypted jobs, and
+ * kept across a crash up to the last tick. Spans are seen through the SDK's
+ * own in-memory exporter.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { context, metrics, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  type ReadableSpan,
+  SimpleSpanProcessor,
+} from "@opentelemetry/sdk-trace-base";
+import {
+  AggregationTemporality,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from "@opentelemetry/sdk-metrics";
+import { z } from "zod";
+import { defineJob, generateAppKey, PermanentError } from "../mod.ts";
+import { ChildScript } from "./_child.ts";
+import { ManualClock, within } from "./_helpers.ts";
+import { storeTest } from "./_stores.ts";
+import { Queue } from "../src/queue.ts";
+import * as jobs from "./fixtures/observability/jobs.ts";
+
+const exporter = new InMemorySpanExporter();
+context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+trace.setGlobalTracerProvider(
+  new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }),
+);
+const tracer = trace.getTracer("observability test");
+const JOBS_URL = new URL("./fixtures/observability/jobs.ts", import.meta.url).href;
+const KEY = generateAppKey();
+
+/** The attempt spans of job `id`, in the order they ended. */
+function attemptSpans(id: number): ReadableSpan[] {
+  return exporter.getFinishedSpans().filter((span) =>
+    span.attributes["messaging.message.id"] === String(id)
+  );
+}
+
+/** Runs `fn` inside a fresh span; returns its result and the span's ids. */
+async function inSpan<T>(
+  fn: () => Promise<T>,
+): Promise<{ result: T; traceId: string; spanId: string }> {
+  return await tracer.startActiveSpan("request", async (span) => {
+    try {
+      const result = await fn();
+      return { result, ...span.spanContext() };
+    } finally {
+      span.end();
+    }
+  });
+}
+
+const secretive = defineJob({
+  name: "secretive",
+  schema: z.object({ secret: z.string() }),
+  encrypted: true,
+  maxAttempts: 1,
+  handle({ secret }, ctx) {
+    ctx.log(`the secret is ${secret}`, { secret });
+    throw new PermanentError(`failed holding ${secret}`);
+  },
+});
+
+storeTest(
+  "an attempt runs in a CONSUMER span `job <name>` parented to the dispatching span",
+  async (db) => {
+    exporter.reset();
+    const queue = await db.open({ jobs: [jobs.chatty] });
+    const { result: id, traceId, spanId } = await inSpan(() =>
+      queue.dispatch(jobs.chatty, { lines: 1 })
+    );
+    await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+    const [span, ...more] = attemptSpans(id);
+    assert.equal(more.length, 0, "one span per attempt");
+    assert.equal(span!.name, "job chatty");
+    assert.equal(span!.kind, SpanKind.CONSUMER);
+    assert.equal(span!.spanContext().traceId, traceId);
+    assert.equal(span!.parentSpanContext?.spanId, spanId);
+    assert.deepEqual(
+      {
+        system: span!.attributes["messaging.system"],
+        destination: span!.attributes["messaging.destination.name"],
+        operation: span!.attributes["messaging.operation.type"],
+        attempt: span!.attributes["renox.job.attempt"],
+        outcome: span!.attributes["renox.job.outcome"],
+      },
+      {
+        system: "renox-queue",
+        destination: "default",
+        operation: "process",
+        attempt: 1,
+        outcome: "complete",
+      },
+    );
+    assert.equal(span!.status.code, SpanStatusCode.UNSET);
+  },
+);
+
+storeTest("chains and batches carry the dispatching trace to every job they queue", async (db) => {
+  exporter.reset();
+  const queue = await db.open({ jobs: [jobs.chatty] });
+  const { result: ids, traceId } = await inSpan(async () => {
+    const chain = await queue.chain().then(jobs.chatty, { lines: 1 }).then(jobs.chatty, {
+      lines: 2,
+    }).dispatch();
+    const batch = await queue.batch("b").push(jobs.chatty, { lines: 3 }).then(jobs.chatty, {
+      lines: 4,
+    }).dispatch();
+    const many = await queue.dispatchMany(jobs.chatty, [{ lines: 5 }, { lines: 6 }]);
+    return { chain, batch, many };
+  });
+  await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+  const spans = exporter.getFinishedSpans().filter((span) =>
+    span.spanContext().traceId === traceId
+  );
+  // Two links of the chain, the batch's job and its `then`, two of dispatchMany.
+  assert.equal(spans.filter((span) => span.name === "job chatty").length, 6);
+  assert.ok(ids.many.every((id) => attemptSpans(id).length === 1));
+});
+
+storeTest(
+  "a retried attempt's span links to the previous attempt's, and its error sets the status",
+  async (db) => {
+    exporter.reset();
+    const queue = await db.open({ jobs: [jobs.flaky] });
+    const { result: id } = await inSpan(() => queue.dispatch(jobs.flaky, null));
+    await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 10 }).done;
+    const [first, second] = attemptSpans(id);
+    assert.ok(first !== undefined && second !== undefined, "two attempts, two spans");
+    assert.equal(first.attributes["renox.job.outcome"], "retry");
+    assert.equal(first.status.code, SpanStatusCode.ERROR);
+    const exception = first.events.find((event) => event.name === "exception");
+    assert.equal(exception?.attributes?.["exception.message"], "first attempt fails");
+    assert.equal(second.attributes["renox.job.attempt"], 2);
+    assert.equal(second.attributes["renox.job.outcome"], "complete");
+    assert.deepEqual(second.links.map((link) => link.context.spanId), [first.spanContext().spanId]);
+    assert.equal(second.parentSpanContext?.spanId, first.parentSpanContext?.spanId);
+  },
+);
+
+storeTest("a timed-out attempt's span has an error status and records the timeout", async (db) => {
+  exporter.reset();
+  const slow = defineJob({
+    name: "slow",
+    schema: z.null(),
+    maxAttempts: 1,
+    timeoutMs: 50,
+    async handle(_, ctx) {
+      await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve));
+    },
+  });
+  const queue = await db.open({ jobs: [slow] });
+  const id = await queue.dispatch(slow, null);
+  await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+  const [span] = attemptSpans(id);
+  assert.equal(span!.attributes["renox.job.outcome"], "fail");
+  assert.equal(span!.status.code, SpanStatusCode.ERROR);
+  assert.equal(span!.attributes["error.type"], "JobTimeoutError");
+  const exception = span!.events.find((event) => event.name === "exception");
+  assert.equal(exception?.attributes?.["exception.type"], "JobTimeoutError");
+});
+
+storeTest("an encrypted job's span and log never show its decrypted values", async (db) => {
+  exporter.reset();
+  const queue = await db.open({ jobs: [secretive], appKey: KEY });
+  const id = await queue.dispatch(secretive, { secret: "hunter2-swordfish" });
+  await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+  const [span] = attemptSpans(id);
+  assert.equal(span!.attributes["renox.job.outcome"], "fail");
+  assert.equal(span!.status.code, SpanStatusCode.ERROR);
+  assert.ok(!JSON.stringify(span!.events).includes("hunter2"), JSON.stringify(span!.events));
+  assert.ok(!(span!.status.message ?? "").includes("hunter2"));
+  const [line] = await queue.logs(id);
+  assert.equal(line!.message, "the secret is hunter2-swordfish");
+  assert.deepEqual(line!.fields, { secret: "hunter2-swordfish" });
+  const stored = await db.query<{ message: string; fields: string | null }>(
+    "SELECT message, fields FROM job_logs WHERE job_id = ?",
+    [id],
+  );
+  assert.equal(stored.length, 1);
+  assert.ok(!stored[0]!.message.includes("hunter2") && stored[0]!.fields === null);
+  if (db.file !== null) {
+    await queue.close();
+    for (const suffix of ["", "-wal"]) {
+      const bytes = await Deno.readFile(db.file + suffix).catch(() => new Uint8Array());
+      // The failed job keeps its error text; the log line ("the secret is …") is sealed.
+      const text = new TextDecoder("latin1").decode(bytes);
+      assert.ok(!text.includes("the secret is"), `log line readable in ${suffix || "file"}`);
+    }
+  }
+});
+
+storeTest(
+  "ctx.log() lines are kept per attempt, with their fields, and read back by queue.logs()",
+  async (db) => {
+    exporter.reset();
+    const queue = await db.open({ jobs: [jobs.flaky, jobs.chatty] });
+    const id = await queue.dispatch(jobs.flaky, null);
+    await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 10 }).done;
+    const lines = await queue.logs(id);
+    assert.deepEqual(
+      lines.map(({ attempt, level, message, fields }) => ({ attempt, level, message, fields })),
+      [
+        { attempt: 1, level: "info", message: "attempt 1 starts", fields: null },
+        { attempt: 2, level: "info", message: "attempt 2 starts", fields: null },
+      ],
+    );
+    assert.ok(lines.every((line) => line.at instanceof Date && !line.sealed));
+    assert.deepEqual(await queue.logs(id + 1000), []);
+    await assert.rejects(() => queue.logs(-1), RangeError);
+  },
+);
+
+storeTest(
+  "ctx.log() refuses a message that is not a string and fields that are not JSON",
+  async (db) => {
+    exporter.reset();
+    const bad = defineJob({
+      name: "bad-log",
+      schema: z.string(),
+      maxAttempts: 1,
+      handle(kind, ctx) {
+        if (kind === "number") ctx.log(42 as unknown as string);
+        const cyclic: Record<string, unknown> = {};
+        cyclic.self = cyclic;
+        ctx.log("cyclic", cyclic);
+      },
+    });
+    const queue = await db.open({ jobs: [bad] });
+    const [a, b] = await queue.dispatchMany(bad, ["number", "cyclic"]);
+    await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+    const failed = await Promise.all([queue.failedJob(a!), queue.failedJob(b!)]);
+    assert.match(failed[0]!.error, /ctx\.log: message must be a string: got number/);
+    assert.match(failed[1]!.error, /ctx\.log: fields must be JSON-serializable/);
+  },
+);
+
+storeTest("a job's log is capped: the oldest lines go, and one line says how many", async (db) => {
+  exporter.reset();
+  const queue = await db.open({ jobs: [jobs.chatty] });
+  const text = "x".repeat(90);
+  const id = await queue.dispatch(jobs.chatty, { lines: 100, text });
+  await queue.work({ executor: "isolate", stopWhenEmpty: true, maxLogBytes: 2_048 }).done;
+  const lines = await queue.logs(id);
+  const [cap, ...kept] = lines;
+  assert.equal(cap!.level, "cap");
+  const dropped = (cap!.fields as { dropped: number }).dropped;
+  assert.equal(dropped + kept.length, 100);
+  assert.match(
+    cap!.message,
+    new RegExp(`log capped at 2048 bytes per job: ${dropped} older lines dropped`),
+  );
+  assert.equal(kept.at(-1)!.message, `${text} 100`, "the newest line is kept");
+  const [sum] = await db.query<{ bytes: number }>(
+    "SELECT SUM(bytes) AS bytes FROM job_logs WHERE job_id = ?",
+    [id],
+  );
+  assert.ok(Number(sum!.bytes) <= 2_048, `stored ${sum!.bytes} bytes`);
+});
+
+storeTest(
+  "the logs of a job go with its history: pruned by a settle once its kept record expired",
+  async (db) => {
+    exporter.reset();
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const queue = await db.open({ jobs: [jobs.chatty], clock });
+    const gone = await queue.dispatch(jobs.chatty, { lines: 2 });
+    await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+    assert.equal((await queue.logs(gone)).length, 2);
+    clock.advance(24 * 60 * 60 * 1_000 + 60_000);
+    const next = await queue.dispatch(jobs.chatty, { lines: 1 });
+    await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+    assert.deepEqual(await queue.logs(gone), []);
+    assert.equal((await queue.logs(next)).length, 1);
+  },
+);
+
+Deno.test("spans cross a real process boundary: dispatched in one process, worked in another", async () => {
+  exporter.reset();
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = `${dir}/queue.db`;
+    await (await Queue.open({ path, jobs: JOBS_URL })).close();
+    await using child = new ChildScript(
+      new URL("./fixtures/observability/dispatch_in_span.ts", import.meta.url),
+      [path],
+    );
+    const sent = JSON.parse(await child.line("{", 30_000)) as {
+      traceId: string;
+      spanId: string;
+      id: number;
+    };
+    assert.equal((await child.exit(30_000)).code, 0, child.stderr);
+    await using queue = await Queue.open({ path, jobs: JOBS_URL });
+    await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+    const [span] = attemptSpans(sent.id);
+    assert.equal(span!.spanContext().traceId, sent.traceId);
+    assert.equal(span!.parentSpanContext?.spanId, sent.spanId);
+    assert.equal(span!.parentSpanContext?.isRemote, true);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("in a Web Worker the handler's spans nest under the attempt span, and console output is captured", async () => {
+  exporter.reset();
+  const dir = await Deno.makeTempDir();
+  try {
+    await using queue = await Queue.open({ path: `${dir}/queue.db`, jobs: JOBS_URL });
+    const { result: id, traceId } = await inSpan(() => queue.dispatch(jobs.nested, null));
+    await queue.work({ executor: "workers", workers: 1, stopWhenEmpty: true, captureConsole: true })
+      .done;
+    const [span] = attemptSpans(id);
+    const lines = await queue.logs(id);
+    const inner = lines.find((line) => line.message === "inner span");
+    assert.deepEqual(inner?.fields, { traceId, parentSpanId: span!.spanContext().spanId });
+    const printed = lines.find((line) => line.level === "log");
+    assert.equal(printed?.message, "printed by the handler 42");
+    // What the handler dispatched is traced under its attempt too.
+    const followUp = lines.find((line) => line.message === "follow-up")!.fields!.id as number;
+    const [child] = attemptSpans(followUp);
+    assert.equal(child!.spanContext().traceId, traceId);
+    assert.equal(child!.parentSpanContext?.spanId, span!.spanContext().spanId);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("logs survive a crash of the attempt that wrote them, up to its last tick", async () => {
+  exporter.reset();
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = `${dir}/queue.db`;
+    const queue = await Queue.open({ path, jobs: JOBS_URL });
+    const id = await queue.dispatch(jobs.hangs, null);
+    await queue.close();
+    const child = new ChildScript(
+      new URL("./fixtures/observability/work_and_crash.ts", import.meta.url),
+      [path],
+    );
+    try {
+      await child.line("started", 30_000);
+      await using reader = await Queue.open({ path, jobs: JOBS_URL });
+      // Written with a tick at most about a second after the line: wait for it, then kill.
+      await within(
+        (async () => {
+          while ((await reader.logs(id)).length === 0) {
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+        })(),
+        30_000,
+        "the line to be written",
+      );
+      await child[Symbol.asyncDispose](); // SIGKILL, mid-attempt
+      const [line] = await reader.logs(id);
+      assert.deepEqual([line!.message, line!.fields, line!.attempt], ["before the crash", {
+        step: 1,
+      }, 1]);
+    } finally {
+      await child[Symbol.asyncDispose]();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("metrics go through the OpenTelemetry API: counters, histograms and per-queue gauges", async () => {
+  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+  const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+  const provider = new MeterProvider({ readers: [reader] });
+  metrics.setGlobalMeterProvider(provider);
+  try {
+    await using queue = await Queue.open({
+      path: ":memory:",
+      jobs: [jobs.chatty, jobs.flaky, jobs.doomed],
+    });
+    await queue.dispatchMany(jobs.chatty, [{ lines: 0 }, { lines: 0 }]);
+    await queue.dispatch(jobs.flaky, null);
+    await queue.dispatch(jobs.doomed, null);
+    await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 10 }).done;
+    await queue.dispatch(jobs.chatty, { lines: 0 }, { delayMs: 60_000 });
+    await reader.forceFlush();
+    const found = exporter.getMetrics().flatMap((resource) =>
+      resource.scopeMetrics.filter((scope) => scope.scope.name === "@renox/queue")
+        .flatMap((scope) => scope.metrics)
+    );
+    const byName = new Map(found.map((metric) => [metric.descriptor.name, metric]));
+    const total = (name: string, job: string) =>
+      byName.get(name)?.dataPoints
+        .filter((point) => point.attributes["renox.job.name"] === job)
+        .reduce((sum, point) => sum + (point.value as number), 0);
+    assert.equal(total("renox.jobs.completed", "chatty"), 2);
+    assert.equal(total("renox.jobs.completed", "flaky"), 1);
+    assert.equal(total("renox.jobs.retried", "flaky"), 1);
+    assert.equal(total("renox.jobs.failed", "doomed"), 1);
+    const duration = byName.get("renox.job.duration")!;
+    assert.equal(duration.descriptor.unit, "s");
+    const runs = duration.dataPoints.reduce(
+      (sum, point) => sum + (point.value as { count: number }).count,
+      0,
+    );
+    assert.equal(runs, 5, "2 chatty, 2 flaky attempts, 1 doomed");
+    assert.equal(byName.get("renox.job.wait")!.descriptor.unit, "s");
+    const delayed = byName.get("renox.jobs.delayed")!.dataPoints.find((point) =>
+      point.attributes["messaging.destination.name"] === "default"
+    );
+    assert.equal(delayed?.value, 1);
+    assert.ok(byName.has("renox.jobs.pending") && byName.has("renox.jobs.running"));
+  } finally {
+    await provider.shutdown();
+    metrics.disable();
+  }
+});
