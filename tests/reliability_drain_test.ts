@@ -69,7 +69,6 @@ Deno.test("R02: SIGTERM with short and long jobs running: nothing is claimed aft
   );
   assert.deepEqual(claimsAfter, []);
   assert.deepEqual(lateStarts, []);
-  assert.ok(exitMs <= graceMs + 1_000, `exit took ${exitMs} ms`);
   assert.deepEqual(running.filter((id) => longIds.includes(id)).sort(), longIds);
 
   // Short jobs running at the signal finished: a success each, gone from the table.
