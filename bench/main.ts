@@ -9,6 +9,7 @@
  * @module
  */
 import { ceilingMeasurements } from "./ceiling.ts";
+import { delayedStartMeasurement } from "./delayed_start.ts";
 import { CPU_JOB_MS, cpuMeasurements } from "./cpu.ts";
 import { calibrateSpin, type SpinCalibration } from "./cpu_work.ts";
 import { readEnvironment } from "./environment.ts";
@@ -84,7 +85,9 @@ export async function main(args: readonly string[]): Promise<number> {
     onRound: (round, runs) =>
       progress(started, round === 0 ? "warm-up round" : `round ${round} of ${runs}`),
   });
-  const pickups = flags.only.has("pickup") ? postgres?.pickups ?? pickupMeasurements() : [];
+  const pickups = flags.only.has("pickup")
+    ? postgres?.pickups ?? [...pickupMeasurements(), delayedStartMeasurement()]
+    : [];
   // Every pick-up measurement has fixed counts: `jobs` is unused, `warmupJobs` only turns the
   // warm-up round on.
   const pickupSamples = await runRounds(pickups, {

@@ -181,7 +181,11 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
           break;
         }
         if (this.#pollSleep.timersStarved) await this.#pollSleep.yieldToTimers();
-        if (this.#finished.length === 0) await this.#pollSleep.sleep(pollMs);
+        if (this.#finished.length === 0) {
+          // Took every due job the free slots allowed: sleep until the next one is due.
+          const allDueTaken = claimed !== null && claimed < free && this.#mayClaim();
+          await this.#pollSleep.sleep(allDueTaken ? await this.#untilNextDue(pollMs) : pollMs);
+        }
       }
     } finally {
       const state = this.#state;
@@ -195,6 +199,22 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       await this.#deps.executor.close();
       this.emit("worker:stop", { ...this.stats, reason });
     }
+  }
+
+  /**
+   * How long to sleep so that the next job of the worker's queues to become
+   * due (a delayed job, a retry, a lease that runs out) starts on time:
+   * `pollMs` at most, and `pollMs` when the store cannot say.
+   */
+  async #untilNextDue(pollMs: number): Promise<number> {
+    const { store, clock } = this.#deps;
+    let next: number | null;
+    try {
+      next = await store.nextDueAt(this.#options.queues, clock.now());
+    } catch {
+      return pollMs; // the next claim reports what is wrong with the store
+    }
+    return next === null ? pollMs : Math.min(pollMs, Math.max(0, next - clock.now()));
   }
 
   #freeSlots(): number {

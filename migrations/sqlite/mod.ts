@@ -10,6 +10,7 @@ import * as batchesAndChains from "./0002_batches_and_chains.ts";
 import * as jobKeysAndLocks from "./0003_job_keys_and_locks.ts";
 import * as metricsAndWorkers from "./0004_metrics_and_workers.ts";
 import * as whatJobsHold from "./0005_what_jobs_hold.ts";
+import * as jobsByDueTime from "./0011_jobs_by_due_time.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -18,4 +19,5 @@ export const migrations: readonly Migration[] = [
   jobKeysAndLocks,
   metricsAndWorkers,
   whatJobsHold,
+  jobsByDueTime,
 ];

@@ -109,6 +109,13 @@ export interface WorkerStore {
    * minute (of `at`) per store instance.
    */
   settle(settlements: readonly Settlement[], then?: ClaimRequest): Promise<SettleResult>;
+  /**
+   * The earliest time after `after` at which a job of `queues` becomes due
+   * (a delayed job, a retry's backoff, or a lease that runs out), or null
+   * when none will: an idle worker sleeps until then instead of until its
+   * next poll. One index seek per queue.
+   */
+  nextDueAt(queues: readonly string[], after: number): Promise<number | null>;
   /** Extends leases to `until`; returns the ids whose lease was lost. */
   renew(leases: readonly Lease[], until: number): Promise<number[]>;
   /**

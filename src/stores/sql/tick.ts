@@ -14,7 +14,7 @@ import type { ClaimedJob, ClaimRequest, Lease, Settlement, SettleResult } from "
 import * as chainsBatches from "./chains_batches.ts";
 import { type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
-import { exec, type Script } from "./script.ts";
+import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 import { recordMetrics } from "./stats.ts";
 
@@ -25,6 +25,30 @@ const RELEASE = statement(
   WHERE id = $5 AND token = $6 RETURNING ${SETTLED_COLUMNS}`,
   { oneRow: true },
 );
+
+const NEXT_DUE = statement(
+  "SELECT MIN(available_at) AS at FROM jobs WHERE queue = $1 AND available_at > $2",
+  { oneRow: true },
+);
+
+/**
+ * The earliest time after `after` at which a job of `queues` becomes due (a
+ * delayed job, a retry, or a lease that runs out), or null: one seek per
+ * queue on `jobs_due_time`.
+ */
+export function* nextDueAt(queues: readonly string[], after: number): Script<number | null> {
+  const results = yield* each<{ at: number | string | null }>(
+    NEXT_DUE,
+    queues.map((queue) => [queue, after]),
+  );
+  let next: number | null = null;
+  for (const { rows: [row] } of results) {
+    if (row?.at === null || row?.at === undefined) continue;
+    const at = Number(row.at);
+    if (next === null || at < next) next = at;
+  }
+  return next;
+}
 
 /** Leases due jobs in one statement, and releases the keys that end when their job starts. */
 export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJob[]> {
