@@ -23,6 +23,7 @@ import {
 } from "./lifecycle.ts";
 import type { JobRegistry } from "./registry.ts";
 import type { FinishedJob, RunningJob } from "./runner/attempts.ts";
+import { ClaimAhead, SETTLE_GROUP } from "./runner/claim_ahead.ts";
 import { FailedHooks } from "./runner/failed_hooks.ts";
 import { LeaseKeeper } from "./runner/lease_keeper.ts";
 import { MiddlewareCheck } from "./runner/middleware_check.ts";
@@ -84,6 +85,11 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   readonly #middleware: MiddlewareCheck;
   readonly #failedHooks: FailedHooks;
   #finished: FinishedJob[] = [];
+  /** When the oldest of `#finished` finished (performance.now); Infinity when none waits. */
+  #unsettledSince = Infinity;
+  /** Whether one of `#finished` is to be settled before another job starts (see `#settleLater`). */
+  #settleFirst = false;
+  readonly #ahead: ClaimAhead;
   #claimed = 0;
   #state: StopState = RUNNING;
   readonly #pollSleep = new PollSleep();
@@ -94,6 +100,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     super(deps.events);
     this.#deps = deps;
     this.#options = options;
+    this.#ahead = new ClaimAhead(options);
     const { store, registry, clock, executor } = deps;
     this.#leases = new LeaseKeeper({
       store,
@@ -107,7 +114,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.#middleware = new MiddlewareCheck({
       ...deps,
       events: this,
-      settleLater: (finished) => this.#finished.push(finished),
+      settleLater: (finished) => this.#settleLater(finished),
     }, options);
     this.#failedHooks = new FailedHooks(registry, executor, this);
     this.done = this.#loop();
@@ -168,13 +175,17 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     let emptied = false;
     try {
       for (;;) {
+        if (!this.#settleFirst) this.#startAhead();
         const free = this.#freeSlots();
-        const busy = this.#finished.length > 0 || this.#progress.due;
-        const claimed = busy || free > 0 ? await this.#tick(free) : 0;
+        // Claim when slots are free and nothing claimed ahead is left to fill them.
+        const limit = free > 0 && this.#ahead.size === 0 ? free + this.#aheadAllowance(free) : 0;
+        const settleDue = this.#settleDue();
+        const claimed = settleDue || limit > 0 ? await this.#tick(limit, free) : 0;
         // After grace: leave once every settle was written, or once writing them failed.
         const unsettled = this.#finished.length > 0 && claimed !== null;
         if (this.#state.phase === "grace over" && this.#running.size === 0 && !unsettled) break;
-        const idle = this.#running.size === 0 && this.#finished.length === 0;
+        const idle = this.#running.size === 0 && this.#finished.length === 0 &&
+          this.#ahead.size === 0;
         if (idle && !this.#mayClaim()) break;
         if (idle && stopWhenEmpty && claimed === 0) {
           emptied = true;
@@ -183,8 +194,12 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         if (this.#pollSleep.timersStarved) await this.#pollSleep.yieldToTimers();
         if (this.#finished.length === 0) {
           // Took every due job the free slots allowed: sleep until the next one is due.
-          const allDueTaken = claimed !== null && claimed < free && this.#mayClaim();
+          const allDueTaken = claimed !== null && claimed < limit && this.#mayClaim();
           await this.#pollSleep.sleep(allDueTaken ? await this.#untilNextDue(pollMs) : pollMs);
+        } else if (!this.#settleDue()) {
+          // Finished jobs wait for their group: until a slot frees, or the group's time is up.
+          const waitedMs = performance.now() - this.#unsettledSince;
+          await this.#pollSleep.sleep(Math.max(0, SETTLE_GROUP.withinMs - waitedMs));
         }
       }
     } finally {
@@ -217,6 +232,46 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     return next === null ? pollMs : Math.min(pollMs, Math.max(0, next - clock.now()));
   }
 
+  /**
+   * Whether finished jobs are to be settled now: at once while nothing is
+   * claimed ahead, else once their group is full or its time is up; always
+   * when progress is due or the worker stops.
+   */
+  #settleDue(): boolean {
+    if (this.#progress.due) return true;
+    if (this.#finished.length === 0) return false;
+    return this.#ahead.size === 0 || this.#settleFirst || this.#state.phase !== "running" ||
+      this.#finished.length >= SETTLE_GROUP.jobs ||
+      performance.now() - this.#unsettledSince >= SETTLE_GROUP.withinMs;
+  }
+
+  /** Jobs a claim may take beyond the `free` slots, within `maxJobs`. */
+  #aheadAllowance(free: number): number {
+    return this.#ahead.allowance(this.#options.maxJobs - this.#claimed - free);
+  }
+
+  /**
+   * Starts jobs claimed ahead in the free slots; once the worker stops
+   * claiming (a stop, `maxTimeMs`), puts them all back instead.
+   */
+  #startAhead(): void {
+    if (this.#ahead.size === 0) return;
+    if (this.#state.phase !== "running" || !this.#withinTime()) {
+      this.#putBackUnstarted(this.#ahead.takeAll(), "worker stopped before the attempt began");
+      return;
+    }
+    while (this.#running.size < this.#options.concurrency) {
+      const taken = this.#ahead.take();
+      if (taken === undefined) return;
+      if (taken.fresh) this.#start(taken.job);
+      else {
+        // Its lease was not renewed while it waited: another worker may take it, so run it later.
+        this.#claimed--;
+        this.#putBackUnstarted([taken.job], "claimed ahead and not started within its lease");
+      }
+    }
+  }
+
   #freeSlots(): number {
     if (!this.#mayClaim()) return 0;
     const { concurrency, maxJobs } = this.#options;
@@ -225,7 +280,11 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
 
   #mayClaim(): boolean {
     return this.#state.phase === "running" && this.#claimed < this.#options.maxJobs &&
-      performance.now() - this.#startedAt < this.#options.maxTimeMs;
+      this.#withinTime();
+  }
+
+  #withinTime(): boolean {
+    return performance.now() - this.#startedAt < this.#options.maxTimeMs;
   }
 
   /** Moves to stopping, or to an earlier grace deadline; `reason` overrides the one already set. */
@@ -259,20 +318,24 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
 
   /**
    * One write per tick: settles every finished job, writes due progress and
-   * claims up to `free` jobs in the same transaction, then starts them.
-   * Returns how many were claimed, or null when the store failed (the
-   * finished jobs are kept).
+   * claims up to `limit` jobs in the same transaction, then starts up to
+   * `free` of them and keeps the rest claimed ahead. Returns how many were
+   * claimed, or null when the store failed (the finished jobs are kept).
    */
-  async #tick(free: number): Promise<number | null> {
+  async #tick(limit: number, free: number): Promise<number | null> {
     const { store, clock } = this.#deps;
     const settling = this.#finished;
+    const unsettledSince = this.#unsettledSince;
+    const settleFirst = this.#settleFirst;
     this.#finished = [];
+    this.#unsettledSince = Infinity;
+    this.#settleFirst = false;
     const settlements: Settlement[] = settling.map(timedSettlement);
     if (this.#progress.due) settlements.push(...this.#progress.take());
-    const request: ClaimRequest | undefined = free > 0
+    const request: ClaimRequest | undefined = limit > 0
       ? {
         queues: this.#options.queues,
-        limit: free,
+        limit,
         now: clock.now(),
         leaseMs: this.#options.leaseMs,
         token: newToken(),
@@ -286,6 +349,10 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         : { applied: [], claimed: await store.claim(request!) };
     } catch (error) {
       this.#finished = settling.concat(this.#finished);
+      if (this.#finished.length > 0) {
+        this.#unsettledSince = Math.min(unsettledSince, performance.now());
+        this.#settleFirst ||= settleFirst;
+      }
       this.emit("queue:error", {
         error: asError(error),
         during: settling.length > 0 ? "settle" : "claim",
@@ -300,14 +367,32 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     // A stop that came while the claim waited on the store: start nothing, put it back.
     if (this.#state.phase !== "running") {
       this.#putBackUnstarted(result.claimed, "worker stopped before the attempt began");
-    } else for (const job of await this.#middleware.check(result.claimed)) this.#start(job);
+    } else {
+      const startable = await this.#middleware.check(result.claimed);
+      for (const job of startable.slice(0, free)) this.#start(job);
+      this.#ahead.add(startable.slice(free));
+    }
     return result.claimed.length;
+  }
+
+  /**
+   * Keeps how an attempt ended for the next settle. Only plain successes
+   * wait for a group: a batch job's, a retry's or a failure's settle is
+   * written before the next job starts, so the next job sees its batch
+   * counters, and its events and hooks come at once.
+   */
+  #settleLater(finished: FinishedJob): void {
+    if (this.#finished.length === 0) this.#unsettledSince = performance.now();
+    if (finished.outcome.kind !== "complete" || finished.job.batchId !== null) {
+      this.#settleFirst = true;
+    }
+    this.#finished.push(finished);
   }
 
   #putBackUnstarted(jobs: readonly ClaimedJob[], reason: string): void {
     const now = this.#deps.clock.now();
     for (const job of jobs) {
-      this.#finished.push({ job, outcome: putBack(job, now, reason), durationMs: 0 });
+      this.#settleLater({ job, outcome: putBack(job, now, reason), durationMs: 0 });
     }
   }
 
@@ -316,7 +401,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     const now = this.#deps.clock.now();
     const refusal = refusalBeforeStart(job, definition, now);
     if (refusal !== null || definition === undefined) {
-      this.#finished.push({
+      this.#settleLater({
         job,
         outcome: failBeforeStart(job, refusal ?? "", now),
         durationMs: 0,
@@ -365,12 +450,9 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     } catch (error) {
       outcome = failWith(entry.job, asError(error), now); // e.g. a backoff function that threw
     }
-    this.#finished.push({
-      job: entry.job,
-      outcome,
-      durationMs: performance.now() - entry.startedAt,
-      ran: true,
-    });
+    const durationMs = performance.now() - entry.startedAt;
+    this.#ahead.noteRun(durationMs);
+    this.#settleLater({ job: entry.job, outcome, durationMs, ran: true });
     this.notify();
   }
 
@@ -391,7 +473,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     for (const entry of [...this.#running.values()]) {
       this.#forget(entry);
       entry.controller.abort(new Error("Job aborted: the worker is stopping"));
-      this.#finished.push({
+      this.#settleLater({
         job: entry.job,
         outcome: putBack(entry.job, now, "worker stopped during the attempt"),
         durationMs: 0,

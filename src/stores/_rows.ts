@@ -32,6 +32,8 @@ export interface ClaimRow {
   readonly keyed: number;
   /** 1 when the claim took over an expired lease (`jobs.recovered`). */
   readonly recovered: number;
+  /** How long it had been due when claimed, in ms: the longer, the earlier its due time. */
+  readonly waited_ms: number | string;
 }
 
 /** A failed job as the listing statements return it. */
@@ -75,7 +77,10 @@ export interface StoredBatch {
   readonly finished_at: number | null;
 }
 
-/** Claimed rows in claim order (queues in the order given, then priority, then id), as jobs. */
+/**
+ * Claimed rows in claim order (queues in the order given, then priority,
+ * then due time, then id), as jobs.
+ */
 export function toClaimedJobs(
   rows: readonly ClaimRow[],
   queues: readonly string[],
@@ -84,7 +89,10 @@ export function toClaimedJobs(
   const rank = (queue: string) => queues.indexOf(queue);
   // RETURNING gives rows in no set order: put them back in claim order.
   return [...rows]
-    .sort((a, b) => rank(a.queue) - rank(b.queue) || b.priority - a.priority || a.id - b.id)
+    .sort((a, b) =>
+      rank(a.queue) - rank(b.queue) || b.priority - a.priority ||
+      Number(b.waited_ms) - Number(a.waited_ms) || a.id - b.id
+    )
     .map((row) => ({
       id: row.id,
       queue: row.queue,

@@ -58,7 +58,7 @@ export const CLAIM_SETS = `attempts = attempts + 1, progress = NULL, locked = 0,
 
 /** The columns a claim returns, in the order of `ClaimRow`. */
 export const CLAIMED_COLUMNS =
-  "id, queue, name, payload, priority, attempts, crashes, retry_until, last_error, created_at, batch_id, keyed, recovered";
+  "id, queue, name, payload, priority, attempts, crashes, retry_until, last_error, created_at, batch_id, keyed, recovered, waited_ms";
 
 /** The links of a job to its chain and batch, as columns. */
 export const LINK_COLUMNS = "batch_id, batch_member, chain_id";
