@@ -20,6 +20,7 @@ import { buildPickupRows } from "./pickup_report.ts";
 import type { PostgresBench } from "./postgres_groups.ts";
 import { redactPostgresUrl, resolvePostgresUrl } from "./postgres_url.ts";
 import {
+  delayedBesideMeasurement,
   dispatchMeasurements,
   isolateDrainMeasurements,
   workerDrainMeasurements,
@@ -69,12 +70,18 @@ export async function main(args: readonly string[]): Promise<number> {
     postgres?.byGroup ?? {
       ceiling: ceilingMeasurements(),
       dispatch: dispatchMeasurements(),
-      drain: isolateDrainMeasurements(),
+      drain: [...isolateDrainMeasurements(), delayedBesideMeasurement()],
       workers: workerDrainMeasurements(
         workerDrainJobs,
         Math.max(1, Math.round(workerDrainJobs * WARMUP_SHARE)),
       ),
       cpu: cpuMeasurements(() => cpu ??= calibrateSpin(CPU_JOB_MS)),
+      // Imported only here, so that a bench without --peers loads none of them.
+      ...(flags.peers && {
+        peers: await (await import("./peers/mod.ts")).peerMeasurements((why) =>
+          console.error(`bench: --peers: ${why}`)
+        ),
+      }),
     },
     flags.only,
   );
