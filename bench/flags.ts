@@ -42,6 +42,8 @@ export interface BenchFlags {
   readonly only: ReadonlySet<Group>;
   /** Also print the results as JSON. */
   readonly json: boolean;
+  /** Also measure the peers (other queues) on the same workloads. */
+  readonly peers: boolean;
   /** Print the usage and do nothing else. */
   readonly help: boolean;
 }
@@ -63,7 +65,7 @@ const PG_CONCURRENCIES = POSTGRES_DRAIN_CONCURRENCIES.join(" and ");
 /** The usage text. */
 export const USAGE =
   `Usage: deno task bench [--store sqlite|postgres] [--postgres-url URL] [--runs N]
-                       [--jobs N] [--only GROUP,...] [--json]
+                       [--jobs N] [--only GROUP,...] [--peers] [--json]
 
   --store NAME     the store to measure: sqlite (default) or postgres
   --postgres-url URL
@@ -86,6 +88,7 @@ export const USAGE =
                      cpu       ${CPU_JOBS} CPU-bound jobs of ~${CPU_JOB_MS} ms each per run (fixed),
                                concurrency 2: isolate executor, 1 Web Worker, 2 Web Workers,
                                and the same work in 1 and 2 plain Web Workers (no queue)
+                     peers     the same as --peers
                      pickup    pick-up latency (p50/p99) of serial jobs, fixed counts:
                                ${PICKUP_JOBS} per run for a worker process woken by its WAL watch
                                (pollMs ${IDLE_POLL_MS}); ${IN_PROCESS_JOBS} for a worker in this process;
@@ -101,6 +104,9 @@ export const USAGE =
                      pickup    pick-up latency (p50/p99) of serial jobs in a worker process:
                                ${POSTGRES_PICKUP_JOBS} per run woken by LISTEN/NOTIFY (pollMs ${IDLE_POLL_MS}); ${POLL_ONLY_JOBS} for
                                the baseline, polling every ${POLL_ONLY_MS} ms without LISTEN
+  --peers          also measure other queues on the same workloads, each row beside ours with
+                   its ratio to ours (SQLite): Deno KV queues (a child process with
+                   --unstable-kv), BullMQ when Redis answers at 127.0.0.1:6379; fixed job counts
   --json           also print the results as JSON, after the tables
   --help           print this and exit`;
 
@@ -121,6 +127,7 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
   let jobs = DEFAULT_JOBS;
   let only: Set<Group> | null = null;
   let json = false;
+  let peers = false;
   let help = false;
   for (let index = 0; index < args.length; index++) {
     const arg = args[index]!;
@@ -129,10 +136,12 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
     const inline = name === arg ? undefined : arg.slice(equals + 1);
     switch (name) {
       case "--json":
+      case "--peers":
       case "--help":
       case "-h":
         if (inline !== undefined) throw new UsageError(`${name} takes no value: got ${arg}`);
         if (name === "--json") json = true;
+        else if (name === "--peers") peers = true;
         else help = true;
         break;
       case "--runs":
@@ -188,7 +197,13 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
       }`,
     );
   }
-  return { store, postgresUrl, runs, jobs, only: only ?? new Set(storeGroups), json, help };
+  if (only?.has("peers")) peers = true;
+  if (peers && store !== "sqlite") {
+    throw new UsageError("--peers measures the SQLite workloads' peers: not with --store postgres");
+  }
+  const chosen = only ?? new Set(storeGroups.filter((group) => group !== "peers"));
+  if (peers) chosen.add("peers");
+  return { store, postgresUrl, runs, jobs, only: chosen, json, peers, help };
 }
 
 function wholeNumber(name: string, value: string, max: number): number {
