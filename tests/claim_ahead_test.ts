@@ -13,17 +13,17 @@ storeTest(
   async (db) => {
     const order: number[] = [];
     const reservedSeen: number[] = [];
-    let queueRef: { counts(): Promise<Record<string, { reserved: number }>> } | undefined;
+    const opened: { queue?: { counts(): Promise<Record<string, { reserved: number }>> } } = {};
     const job = defineJob({
       name: "quick",
       schema: z.number(),
       async handle(n) {
         order.push(n);
-        if (n === 5) reservedSeen.push((await queueRef!.counts()).default!.reserved);
+        if (n === 5) reservedSeen.push((await opened.queue!.counts()).default!.reserved);
       },
     });
     await using queue = await db.open({ jobs: [job] });
-    queueRef = queue;
+    opened.queue = queue;
     await queue.dispatchMany(job, Array.from({ length: JOBS }, (_, n) => n));
     const stats = await drain(queue, { concurrency: 1 });
     assert.equal(stats.completed, JOBS);
