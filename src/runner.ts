@@ -340,6 +340,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         leaseMs: this.#options.leaseMs,
         token: newToken(),
         names: this.#deps.registry.names(),
+        ...(limit > free && { aheadFrom: free }),
       }
       : undefined;
     let result: SettleResult;

@@ -7,6 +7,8 @@ import { gate, record } from "./fixtures/runner/harness.ts";
 import { storeTest } from "./_stores.ts";
 
 const JOBS = 20;
+/** Enough quick jobs that the running mean forgets a slow first one (JIT, a loaded machine). */
+const MANY_JOBS = 300;
 
 storeTest(
   "a worker at concurrency 1 claims quick jobs ahead, leased, and runs each once in order",
@@ -19,17 +21,19 @@ storeTest(
       schema: z.number(),
       async handle(n) {
         order.push(n);
-        if (n === 5) reservedSeen.push((await opened.queue!.counts()).default!.reserved);
+        if (n === MANY_JOBS - 100) {
+          reservedSeen.push((await opened.queue!.counts()).default!.reserved);
+        }
       },
     });
     await using queue = await db.open({ jobs: [job] });
     opened.queue = queue;
-    await queue.dispatchMany(job, Array.from({ length: JOBS }, (_, n) => n));
+    await queue.dispatchMany(job, Array.from({ length: MANY_JOBS }, (_, n) => n));
     const stats = await drain(queue, { concurrency: 1 });
-    assert.equal(stats.completed, JOBS);
-    assert.deepEqual(order, Array.from({ length: JOBS }, (_, n) => n));
-    // Job 5 ran while the jobs after it were already claimed: leased, not yet started.
-    assert.ok(reservedSeen[0]! > 1, `reserved while job 5 ran: ${reservedSeen[0]}`);
+    assert.equal(stats.completed, MANY_JOBS);
+    assert.deepEqual(order, Array.from({ length: MANY_JOBS }, (_, n) => n));
+    // That job ran while jobs after it were already claimed: leased, not yet started.
+    assert.ok(reservedSeen[0]! > 1, `reserved while it ran: ${reservedSeen[0]}`);
     const left = (await queue.counts()).default;
     assert.deepEqual([left?.pending, left?.reserved, left?.failed], [0, 0, 0]);
   },
@@ -91,5 +95,33 @@ storeTest(
     assert.equal(stats.completed, JOBS);
     assert.deepEqual([...runs.values()], Array(JOBS).fill(1), "a job ran twice or not at all");
     assert.deepEqual(failed, []);
+  },
+);
+
+storeTest(
+  "a batch job is never claimed ahead: a cancel from inside a running member skips every member not started",
+  async (db) => {
+    const ran: number[] = [];
+    const opened: { queue?: { cancelBatch(id: number): Promise<boolean> } } = {};
+    const job = defineJob({
+      name: "member",
+      schema: z.number(),
+      async handle(n, ctx) {
+        ran.push(n);
+        if (n === MANY_JOBS / 2) await opened.queue!.cancelBatch(ctx.batchId!);
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    opened.queue = queue;
+    // Plain jobs first, so the worker has learned its jobs are quick and claims ahead.
+    await queue.dispatchMany(job, Array.from({ length: MANY_JOBS / 2 }, (_, n) => -1 - n));
+    const batch = queue.batch("cancelled-midway");
+    for (let n = 0; n < MANY_JOBS; n++) batch.push(job, n);
+    const id = await batch.dispatch();
+    await drain(queue, { concurrency: 1 });
+    const members = ran.filter((n) => n >= 0);
+    assert.deepEqual(members, Array.from({ length: MANY_JOBS / 2 + 1 }, (_, n) => n));
+    const status = (await queue.batchStatus(id))!;
+    assert.deepEqual([status.skipped, status.pending, status.failed], [MANY_JOBS / 2 - 1, 0, 0]);
   },
 );

@@ -12,7 +12,9 @@
  * lease is not started but put back, so a job never starts on a lease
  * nobody renewed. What a crash can hold back: the jobs claimed ahead and not
  * yet started (at most {@linkcode MAX_AHEAD}) come back when their lease
- * runs out, each counting a crash like the job that was running.
+ * runs out, each counting a crash like the job that was running. Batch
+ * jobs are never claimed ahead (`ClaimRequest.aheadFrom`): a batch job waits
+ * unleased until a slot can start it, so a cancel can still skip it.
  *
  * @internal
  * @module
@@ -30,7 +32,7 @@ export const AHEAD_BUDGET_MS = 20;
  */
 export const SETTLE_GROUP = { jobs: 64, withinMs: 5 } as const;
 /** The weight of the newest run time in the running mean. */
-const MEAN_WEIGHT = 0.1;
+const MEAN_WEIGHT = 0.25;
 
 /** A job claimed ahead, and when (performance.now). */
 interface AheadJob {

@@ -40,6 +40,13 @@ export interface ClaimRequest {
    * job waits for a worker that knows it. Every name when absent.
    */
   readonly names?: readonly string[];
+  /**
+   * When set, only the first `aheadFrom` jobs in claim order may be batch
+   * jobs: the claim stops before the first batch job past them (the worker
+   * claims jobs ahead of its free slots, and a batch job is to wait unleased
+   * until it can start, so that a cancel skips it). Absent: no such stop.
+   */
+  readonly aheadFrom?: number;
 }
 
 /** A job as a claim hands it over: leased to the claimer. */

@@ -50,9 +50,37 @@ export function* nextDueAt(queues: readonly string[], after: number): Script<num
   return next;
 }
 
-/** Leases due jobs in one statement, and releases the keys that end when their job starts. */
+/**
+ * Gives claimed rows back as the claim found them: unleased, due when they
+ * were (the claim set `available_at` to now + lease and `waited_ms` to now
+ * less the old due time), their attempt not counted.
+ */
+const UNCLAIM = statement(
+  `UPDATE jobs SET token = NULL, available_at = available_at - $1 - waited_ms,
+    attempts = attempts - 1
+  WHERE id IN {{ids $2}} AND token = $3`,
+);
+
+/**
+ * Leases due jobs in one statement, and releases the keys that end when
+ * their job starts. With `aheadFrom`, gives back (in the same transaction)
+ * the first batch job past the first `aheadFrom` and every job after it.
+ */
 export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJob[]> {
-  const rows: ClaimRow[] = yield* dialect.claim(request);
+  let rows: ClaimRow[] = yield* dialect.claim(request);
+  const { aheadFrom } = request;
+  if (aheadFrom !== undefined && rows.length > aheadFrom) {
+    const ordered = toClaimedJobs(rows, request.queues, request.token);
+    // A recovered job (its worker died) keeps its claim: giving it back would lose its crash.
+    const cut = ordered.findIndex((job, index) =>
+      index >= aheadFrom && job.batchId !== null && !job.recovered
+    );
+    if (cut >= 0) {
+      const back = new Set(ordered.slice(cut).filter((job) => !job.recovered).map((job) => job.id));
+      yield* exec(UNCLAIM, request.leaseMs, [...back], request.token);
+      rows = rows.filter((row) => !back.has(Number(row.id)));
+    }
+  }
   yield* releaseOnStart(
     rows.filter((row) => Number(row.keyed) === KEYED.untilStarted).map((row) => Number(row.id)),
   );
