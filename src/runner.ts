@@ -369,6 +369,8 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     if (this.#state.phase !== "running") {
       this.#putBackUnstarted(result.claimed, "worker stopped before the attempt began");
     } else {
+      // Short of jobs ahead (none more due, or batch jobs given back): claim none ahead a while.
+      if (limit > free && result.claimed.length < limit) this.#ahead.pause();
       const startable = await this.#middleware.check(result.claimed);
       for (const job of startable.slice(0, free)) this.#start(job);
       this.#ahead.add(startable.slice(free));

@@ -31,6 +31,13 @@ export const AHEAD_BUDGET_MS = 20;
  * (ms), whichever comes first. With nothing claimed ahead they are settled at once.
  */
 export const SETTLE_GROUP = { jobs: 64, withinMs: 5 } as const;
+/**
+ * How long a worker claims nothing ahead after a claim that could have taken
+ * jobs ahead came back short (ms): nothing more was due, or the claim gave
+ * back batch jobs (see `ClaimRequest.aheadFrom`), and claiming ahead again
+ * at once would only claim and give them back again.
+ */
+export const PAUSE_AFTER_SHORT_CLAIM_MS = 1_000;
 /** The weight of the newest run time in the running mean. */
 const MEAN_WEIGHT = 0.25;
 
@@ -56,6 +63,8 @@ export class ClaimAhead {
   #first = 0;
   /** Running mean of handler run times, in ms; NaN until one ran. */
   #meanRunMs = NaN;
+  /** Claims take nothing ahead until then (performance.now). */
+  #pausedUntil = -Infinity;
 
   /** For a worker with `leaseMs` leases and `concurrency` slots. */
   constructor(options: { readonly leaseMs: number; readonly concurrency: number }) {
@@ -82,10 +91,15 @@ export class ClaimAhead {
    */
   allowance(most: number): number {
     const mean = this.#meanRunMs;
-    if (Number.isNaN(mean) || most <= 0) return 0;
+    if (Number.isNaN(mean) || most <= 0 || performance.now() < this.#pausedUntil) return 0;
     const budgetMs = Math.min(AHEAD_BUDGET_MS, this.#leaseMs / 10) * this.#concurrency;
     const fits = Math.floor(budgetMs / Math.max(mean, 0.01));
     return Math.max(0, Math.min(MAX_AHEAD, most, fits));
+  }
+
+  /** Claims nothing ahead for {@linkcode PAUSE_AFTER_SHORT_CLAIM_MS}. */
+  pause(): void {
+    this.#pausedUntil = performance.now() + PAUSE_AFTER_SHORT_CLAIM_MS;
   }
 
   /** Keeps `jobs`, claimed now, after those already here. */
