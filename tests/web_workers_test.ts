@@ -184,7 +184,7 @@ Deno.test("Web Worker pool: timeoutMs aborts ctx.signal inside the Web Worker wi
   const worker = queue.work({ executor: "workers", workers: 1, pollMs: 20, graceMs: 1_000 });
   try {
     // Generous: a Web Worker's start (its isolate, the jobs module) can take seconds under load.
-    await waitUntil("the handler saw its signal abort", () => readLedger(db).length === 1, 30_000);
+    await waitUntil("the handler saw its signal abort", () => readLedger(db).length === 1, 90_000);
   } finally {
     await worker.stop();
   }
