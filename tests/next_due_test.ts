@@ -49,11 +49,13 @@ storeTest("a worker wakes at each of several due times in turn", async (db) => {
       () => order.length === 3,
       60_000,
     );
-    await queue.dispatch(job, 3, { delayMs: 600 });
-    await queue.dispatch(job, 1, { delayMs: 200 });
-    await queue.dispatch(job, 2, { delayMs: 400 });
+    // Due times fixed up front, so that slow dispatches (a loaded machine) cannot reorder them.
+    const base = Date.now() + 2_000;
+    for (const n of [3, 1, 2]) {
+      await queue.dispatch(job, n, { delayMs: Math.max(0, base + n * 300 - Date.now()) });
+    }
     await third;
-    assert.deepEqual(order, [1, 2, 3]);
+    assert.deepEqual(order, [1, 2, 3], JSON.stringify(order));
   } finally {
     await worker.stop();
   }
