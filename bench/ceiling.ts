@@ -22,9 +22,12 @@ const NAME = "bench-noop";
 const INSERT =
   `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`;
-/** A claim as the store makes one: due rows of a queue in index order get a token and a lease. */
+/**
+ * A claim as the store makes one: due rows of a queue in claim-index order get a token and a
+ * lease (the store names the index, as here: `jobs_due_time` would make the planner sort).
+ */
 const CLAIM = `UPDATE jobs SET token = ?, available_at = ?, attempts = attempts + 1
-  WHERE id IN (SELECT id FROM jobs WHERE queue = ? AND available_at <= ?
+  WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_claim_order WHERE queue = ? AND available_at <= ?
     ORDER BY priority DESC, available_at LIMIT ?)
   RETURNING id, payload`;
 /** A completion as the store settles one: fenced by the claim's token. */
@@ -39,9 +42,12 @@ interface RawStatements {
 }
 
 /**
- * The raw measurements: autocommit insert, one-transaction insert, and the
+ * The raw measurements: autocommit insert, one-transaction insert, the
  * insert + claim + delete cycle unbatched and in batches of
- * {@linkcode CEILING_BATCH_SIZE}. The batched cycle is the baseline of them all.
+ * {@linkcode CEILING_BATCH_SIZE}, and the drain of pre-inserted rows: one
+ * claim + delete per commit, and {@linkcode CEILING_BATCH_SIZE} claimed and
+ * deleted per transaction (the drain ceiling our drains are read against).
+ * The batched cycle is the baseline of the others.
  */
 export function ceilingMeasurements(): Measurement[] {
   return [
@@ -73,17 +79,34 @@ export function ceilingMeasurements(): Measurement[] {
       baseline: "ceiling-batched",
       run: (jobs) => withRaw(jobs, 0, cycleBatched),
     },
+    {
+      id: "raw-drain-unbatched",
+      name: "raw drain, 1 per commit",
+      label: "raw SQLite drain of pre-inserted rows: claim 1 + delete 1 per commit",
+      baseline: "raw-drain-batched",
+      run: (jobs) => withRaw(jobs, 0, drainUnbatched, insertInOneTransaction),
+    },
+    {
+      id: "raw-drain-batched",
+      name: "drain ceiling",
+      label:
+        `raw SQLite drain ceiling: pre-inserted rows, claim ${CEILING_BATCH_SIZE} + delete ${CEILING_BATCH_SIZE} per transaction`,
+      baseline: "ceiling-batched",
+      run: (jobs) => withRaw(jobs, 0, drainBatched, insertInOneTransaction),
+    },
   ];
 }
 
 /**
- * Opens a raw connection on a fresh file, times `work`, and checks that the
- * table then holds `left` jobs: a ceiling that skipped work would flatter it.
+ * Opens a raw connection on a fresh file, runs `prepare` untimed, times
+ * `work`, and checks that the table then holds `left` jobs: a ceiling that
+ * skipped work would flatter it.
  */
 function withRaw(
   jobs: number,
   left: number,
   work: (raw: RawStatements, jobs: number) => void,
+  prepare?: (raw: RawStatements, jobs: number) => void,
 ): Promise<number> {
   return withTempDatabase(async (path) => {
     const db = openRaw(path);
@@ -94,6 +117,7 @@ function withRaw(
         claim: db.prepare(CLAIM),
         remove: db.prepare(DELETE),
       };
+      prepare?.(raw, jobs);
       const rate = await measureRate(jobs, () => work(raw, jobs));
       const count = Number(db.prepare("SELECT COUNT(*) AS n FROM jobs").get()!.n);
       if (count !== left) {
@@ -165,6 +189,31 @@ function cycleBatched(raw: RawStatements, jobs: number): void {
     raw.db.exec("BEGIN IMMEDIATE");
     for (let index = first; index < first + size; index++) insertOne(raw, index, now);
     for (const row of raw.claim.all(token, now + LEASE_MS, QUEUE, now, size)) {
+      raw.remove.run(Number(row.id), token);
+    }
+    raw.db.exec("COMMIT");
+  }
+}
+
+/** One transaction per job: claim it, delete it, commit (what a worker that commits per job does). */
+function drainUnbatched(raw: RawStatements, jobs: number): void {
+  for (let token = 1; token <= jobs; token++) {
+    const now = Date.now();
+    raw.db.exec("BEGIN IMMEDIATE");
+    for (const row of raw.claim.all(token, now + LEASE_MS, QUEUE, now, 1)) {
+      raw.remove.run(Number(row.id), token);
+    }
+    raw.db.exec("COMMIT");
+  }
+}
+
+/** {@linkcode CEILING_BATCH_SIZE} claimed and deleted per transaction. */
+function drainBatched(raw: RawStatements, jobs: number): void {
+  for (let first = 0; first < jobs; first += CEILING_BATCH_SIZE) {
+    const now = Date.now();
+    const token = first + 1;
+    raw.db.exec("BEGIN IMMEDIATE");
+    for (const row of raw.claim.all(token, now + LEASE_MS, QUEUE, now, CEILING_BATCH_SIZE)) {
       raw.remove.run(Number(row.id), token);
     }
     raw.db.exec("COMMIT");

@@ -42,6 +42,8 @@ export interface BenchFlags {
   readonly only: ReadonlySet<Group>;
   /** Also print the results as JSON. */
   readonly json: boolean;
+  /** Also measure the peers (other queues) on the same workloads. */
+  readonly peers: boolean;
   /** Print the usage and do nothing else. */
   readonly help: boolean;
   /** `--only soak`: run the soak (and nothing else) for this many minutes; null otherwise. */
@@ -68,7 +70,7 @@ const PG_CONCURRENCIES = POSTGRES_DRAIN_CONCURRENCIES.join(" and ");
 /** The usage text. */
 export const USAGE =
   `Usage: deno task bench [--store sqlite|postgres] [--postgres-url URL] [--runs N]
-                       [--jobs N] [--only GROUP,...] [--json]
+                       [--jobs N] [--only GROUP,...] [--peers] [--json]
 
   --store NAME     the store to measure: sqlite (default) or postgres
   --postgres-url URL
@@ -92,6 +94,7 @@ export const USAGE =
                      cpu       ${CPU_JOBS} CPU-bound jobs of ~${CPU_JOB_MS} ms each per run (fixed),
                                concurrency 2: isolate executor, 1 Web Worker, 2 Web Workers,
                                and the same work in 1 and 2 plain Web Workers (no queue)
+                     peers     the same as --peers
                      pickup    pick-up latency (p50/p99) of serial jobs, fixed counts:
                                ${PICKUP_JOBS} per run for a worker process woken by its WAL watch
                                (pollMs ${IDLE_POLL_MS}); ${IN_PROCESS_JOBS} for a worker in this process;
@@ -111,6 +114,9 @@ export const USAGE =
                                delayed, unique) drained by 2 worker processes: worker RSS at
                                1, 5 and 10 min, open files, jobs/s, counters against rows
   --soak-minutes N how long the soak dispatches (default ${DEFAULT_SOAK_MINUTES})
+  --peers          also measure other queues on the same workloads, each row beside ours with
+                   its ratio to ours (SQLite): Deno KV queues (a child process with
+                   --unstable-kv), BullMQ when Redis answers at 127.0.0.1:6379; fixed job counts
   --json           also print the results as JSON, after the tables
   --help           print this and exit`;
 
@@ -131,6 +137,7 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
   let jobs = DEFAULT_JOBS;
   let only: Set<Group> | null = null;
   let json = false;
+  let peers = false;
   let help = false;
   let soak = false;
   let soakMinutes = DEFAULT_SOAK_MINUTES;
@@ -141,10 +148,12 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
     const inline = name === arg ? undefined : arg.slice(equals + 1);
     switch (name) {
       case "--json":
+      case "--peers":
       case "--help":
       case "-h":
         if (inline !== undefined) throw new UsageError(`${name} takes no value: got ${arg}`);
         if (name === "--json") json = true;
+        else if (name === "--peers") peers = true;
         else help = true;
         break;
       case "--runs":
@@ -210,16 +219,25 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
       }`,
     );
   }
-  if (soak && (only !== null || store !== "sqlite")) {
-    throw new UsageError("--only soak runs alone, on SQLite: drop the other groups and --store");
+  if (soak && (only !== null || store !== "sqlite" || peers)) {
+    throw new UsageError(
+      "--only soak runs alone, on SQLite: drop the other groups, --peers and --store",
+    );
   }
+  if (only?.has("peers")) peers = true;
+  if (peers && store !== "sqlite") {
+    throw new UsageError("--peers measures the SQLite workloads' peers: not with --store postgres");
+  }
+  const chosen = only ?? new Set(storeGroups.filter((group) => group !== "peers"));
+  if (peers) chosen.add("peers");
   return {
     store,
     postgresUrl,
     runs,
     jobs,
-    only: only ?? new Set(storeGroups),
+    only: chosen,
     json,
+    peers,
     help,
     soakMinutes: soak ? soakMinutes : null,
   };

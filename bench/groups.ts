@@ -6,7 +6,15 @@
  */
 
 /** Every group, in the order the report shows them. */
-export const GROUPS = ["ceiling", "dispatch", "drain", "workers", "cpu", "pickup"] as const;
+export const GROUPS = [
+  "ceiling",
+  "dispatch",
+  "drain",
+  "workers",
+  "cpu",
+  "pickup",
+  "peers",
+] as const;
 
 /** One group of measurements. */
 export type Group = typeof GROUPS[number];

@@ -9,6 +9,7 @@
  * @module
  */
 import { ceilingMeasurements } from "./ceiling.ts";
+import { delayedStartMeasurement } from "./delayed_start.ts";
 import { CPU_JOB_MS, cpuMeasurements } from "./cpu.ts";
 import { calibrateSpin, type SpinCalibration } from "./cpu_work.ts";
 import { readEnvironment } from "./environment.ts";
@@ -19,6 +20,7 @@ import { buildPickupRows } from "./pickup_report.ts";
 import type { PostgresBench } from "./postgres_groups.ts";
 import { redactPostgresUrl, resolvePostgresUrl } from "./postgres_url.ts";
 import {
+  delayedBesideMeasurement,
   dispatchMeasurements,
   isolateDrainMeasurements,
   workerDrainMeasurements,
@@ -70,12 +72,18 @@ export async function main(args: readonly string[]): Promise<number> {
     postgres?.byGroup ?? {
       ceiling: ceilingMeasurements(),
       dispatch: dispatchMeasurements(),
-      drain: isolateDrainMeasurements(),
+      drain: [...isolateDrainMeasurements(), delayedBesideMeasurement()],
       workers: workerDrainMeasurements(
         workerDrainJobs,
         Math.max(1, Math.round(workerDrainJobs * WARMUP_SHARE)),
       ),
       cpu: cpuMeasurements(() => cpu ??= calibrateSpin(CPU_JOB_MS)),
+      // Imported only here, so that a bench without --peers loads none of them.
+      ...(flags.peers && {
+        peers: await (await import("./peers/mod.ts")).peerMeasurements((why) =>
+          console.error(`bench: --peers: ${why}`)
+        ),
+      }),
     },
     flags.only,
   );
@@ -86,7 +94,9 @@ export async function main(args: readonly string[]): Promise<number> {
     onRound: (round, runs) =>
       progress(started, round === 0 ? "warm-up round" : `round ${round} of ${runs}`),
   });
-  const pickups = flags.only.has("pickup") ? postgres?.pickups ?? pickupMeasurements() : [];
+  const pickups = flags.only.has("pickup")
+    ? postgres?.pickups ?? [...pickupMeasurements(), delayedStartMeasurement()]
+    : [];
   // Every pick-up measurement has fixed counts: `jobs` is unused, `warmupJobs` only turns the
   // warm-up round on.
   const pickupSamples = await runRounds(pickups, {

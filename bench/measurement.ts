@@ -23,6 +23,11 @@ export interface Measurement extends Runnable<number> {
   /** The ratio to the baseline this figure should reach, as a fraction; none if absent. */
   readonly target?: number;
   /**
+   * The ratio to the baseline this figure should stay at or under (a peer's
+   * row, whose baseline is ours: 0.67 says ours is to be 1.5× theirs).
+   */
+  readonly targetAtMost?: number;
+  /**
    * Does the work once on a fresh database and returns jobs per second.
    * Setup (opening, migrating, pre-queueing jobs) is not timed.
    */

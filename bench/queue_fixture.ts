@@ -19,14 +19,18 @@ export function withQueue<T>(fn: (queue: Queue) => Promise<T>): Promise<T> {
   });
 }
 
-/** A figure for work that was not all done would flatter us: check what the queue holds. */
-export async function assertPending(queue: Queue, expected: number): Promise<void> {
+/**
+ * A figure for work that was not all done would flatter us: check what the
+ * queue holds (`expected` pending and `delayed` delayed jobs, nothing else).
+ */
+export async function assertPending(queue: Queue, expected: number, delayed = 0): Promise<void> {
   const counts = Object.values(await queue.counts());
   const pending = counts.reduce((sum, { pending }) => sum + pending, 0);
-  const other = counts.reduce((sum, c) => sum + c.delayed + c.reserved + c.failed, 0);
-  if (pending !== expected || other !== 0) {
+  const waiting = counts.reduce((sum, c) => sum + c.delayed, 0);
+  const other = counts.reduce((sum, c) => sum + c.reserved + c.failed, 0);
+  if (pending !== expected || waiting !== delayed || other !== 0) {
     throw new Error(
-      `Expected ${expected} pending jobs and nothing else: got ${pending} pending, ${other} other`,
+      `Expected ${expected} pending and ${delayed} delayed jobs and nothing else: got ${pending} pending, ${waiting} delayed, ${other} other`,
     );
   }
 }

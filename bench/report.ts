@@ -54,7 +54,9 @@ export interface ReportRow {
   readonly fixed: boolean;
   /** The ratio this row should reach, or null when it has no target. */
   readonly target: number | null;
-  /** Whether `ratio >= target`, or null when there is no target. */
+  /** The ratio this row should stay at or under, or null (a peer's row, its baseline ours). */
+  readonly targetAtMost: number | null;
+  /** Whether `ratio >= target` (or `ratio <= targetAtMost`), or null when there is no target. */
   readonly met: boolean | null;
 }
 
@@ -115,6 +117,7 @@ export function buildRows(
       median(own.map((value, round) => value / other[round]!));
     const ratio = pairedRatio(base);
     const target = measurement.target ?? null;
+    const targetAtMost = measurement.targetAtMost ?? null;
     return {
       id: measurement.id,
       label: measurement.label,
@@ -133,7 +136,8 @@ export function buildRows(
       }),
       fixed: measurement.fixedJobs !== undefined,
       target,
-      met: target === null ? null : ratio >= target,
+      targetAtMost,
+      met: target !== null ? ratio >= target : targetAtMost !== null ? ratio <= targetAtMost : null,
     };
   });
 }
@@ -223,7 +227,11 @@ function formatRateTable(rows: readonly ReportRow[]): string {
     row.also.length === 0
       ? "—"
       : row.also.map(({ name, ratio }) => `${percent(ratio)} of ${name}`).join("; "),
-    row.target === null ? "—" : `≥ ${percent(row.target)}`,
+    row.target !== null
+      ? `≥ ${percent(row.target)}`
+      : row.targetAtMost !== null
+      ? `≤ ${percent(row.targetAtMost)}`
+      : "—",
     row.met === null ? "—" : row.met ? "yes" : "**no**",
   ]);
   const right = new Set([1, 2]);

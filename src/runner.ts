@@ -24,6 +24,7 @@ import {
 } from "./lifecycle.ts";
 import type { JobRegistry } from "./registry.ts";
 import type { FinishedJob, RunningJob } from "./runner/attempts.ts";
+import { ClaimAhead, SETTLE_GROUP } from "./runner/claim_ahead.ts";
 import { FailedHooks } from "./runner/failed_hooks.ts";
 import { JobLogBuffer } from "./runner/job_logs.ts";
 import { JobMetrics } from "./runner/job_metrics.ts";
@@ -99,6 +100,11 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   readonly #logs: JobLogBuffer;
   readonly #metrics = new JobMetrics();
   #finished: FinishedJob[] = [];
+  /** When the oldest of `#finished` finished (performance.now); Infinity when none waits. */
+  #unsettledSince = Infinity;
+  /** Whether one of `#finished` is to be settled before another job starts (see `#settleLater`). */
+  #settleFirst = false;
+  readonly #ahead: ClaimAhead;
   #claimed = 0;
   #state: StopState = RUNNING;
   readonly #pollSleep = new PollSleep();
@@ -113,6 +119,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     super(deps.events);
     this.#deps = deps;
     this.#options = options;
+    this.#ahead = new ClaimAhead(options);
     const { store, registry, clock, executor } = deps;
     this.#leases = new LeaseKeeper({
       store,
@@ -131,7 +138,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.#middleware = new MiddlewareCheck({
       ...deps,
       events: this,
-      settleLater: (finished) => this.#finished.push(finished),
+      settleLater: (finished) => this.#settleLater(finished),
     }, options);
     this.#failedHooks = new FailedHooks(registry, executor, this);
     this.#logs = new JobLogBuffer(deps.cipher, options.maxLogBytes, () => this.notify());
@@ -201,13 +208,19 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     let emptied = false;
     try {
       for (;;) {
+        if (!this.#settleFirst) this.#startAhead();
         const free = this.#freeSlots();
-        const busy = this.#finished.length > 0 || this.#progress.due || this.#logs.due;
-        const claimed = busy || free > 0 || this.#slotDue() ? await this.#tick(free) : 0;
+        // Claim when slots are free and nothing claimed ahead is left to fill them.
+        const limit = free > 0 && this.#ahead.size === 0 ? free + this.#aheadAllowance(free) : 0;
+        const settleDue = this.#settleDue() || this.#logs.due;
+        const claimed = settleDue || limit > 0 || this.#slotDue()
+          ? await this.#tick(limit, free)
+          : 0;
         // After grace: leave once every settle was written, or once writing them failed.
         const unsettled = this.#finished.length > 0 && claimed !== null;
         if (this.#state.phase === "grace over" && this.#running.size === 0 && !unsettled) break;
-        const idle = this.#running.size === 0 && this.#finished.length === 0;
+        const idle = this.#running.size === 0 && this.#finished.length === 0 &&
+          this.#ahead.size === 0;
         if (idle && !this.#mayClaim()) break;
         const sealing = this.#deps.schedules?.missedRows === true; // a slot waits for its row
         if (idle && stopWhenEmpty && claimed === 0 && !sealing) {
@@ -215,7 +228,16 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
           break;
         }
         if (this.#pollSleep.timersStarved) await this.#pollSleep.yieldToTimers();
-        if (this.#finished.length === 0) await this.#pollSleep.sleep(this.#sleepMs(pollMs));
+        if (this.#finished.length === 0) {
+          // Took every due job the free slots allowed: sleep until the next one is due.
+          const allDueTaken = claimed !== null && claimed < limit && this.#mayClaim();
+          const untilDueMs = allDueTaken ? await this.#untilNextDue(pollMs) : pollMs;
+          await this.#pollSleep.sleep(this.#sleepMs(untilDueMs));
+        } else if (!this.#settleDue()) {
+          // Finished jobs wait for their group: until a slot frees, or the group's time is up.
+          const waitedMs = performance.now() - this.#unsettledSince;
+          await this.#pollSleep.sleep(Math.max(0, SETTLE_GROUP.withinMs - waitedMs));
+        }
       }
     } finally {
       const state = this.#state;
@@ -229,6 +251,62 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       await this.#failedHooks.ended();
       await this.#deps.executor.close();
       this.emit("worker:stop", { ...this.stats, reason });
+    }
+  }
+
+  /**
+   * How long to sleep so that the next job of the worker's queues to become
+   * due (a delayed job, a retry, a lease that runs out) starts on time:
+   * `pollMs` at most, and `pollMs` when the store cannot say.
+   */
+  async #untilNextDue(pollMs: number): Promise<number> {
+    const { store, clock } = this.#deps;
+    let next: number | null;
+    try {
+      next = await store.nextDueAt(this.#options.queues, clock.now());
+    } catch {
+      return pollMs; // the next claim reports what is wrong with the store
+    }
+    return next === null ? pollMs : Math.min(pollMs, Math.max(0, next - clock.now()));
+  }
+
+  /**
+   * Whether finished jobs are to be settled now: at once while nothing is
+   * claimed ahead, else once their group is full or its time is up; always
+   * when progress is due or the worker stops.
+   */
+  #settleDue(): boolean {
+    if (this.#progress.due) return true;
+    if (this.#finished.length === 0) return false;
+    return this.#ahead.size === 0 || this.#settleFirst || this.#state.phase !== "running" ||
+      this.#finished.length >= SETTLE_GROUP.jobs ||
+      performance.now() - this.#unsettledSince >= SETTLE_GROUP.withinMs;
+  }
+
+  /** Jobs a claim may take beyond the `free` slots, within `maxJobs`. */
+  #aheadAllowance(free: number): number {
+    return this.#ahead.allowance(this.#options.maxJobs - this.#claimed - free);
+  }
+
+  /**
+   * Starts jobs claimed ahead in the free slots; once the worker stops
+   * claiming (a stop, `maxTimeMs`), puts them all back instead.
+   */
+  #startAhead(): void {
+    if (this.#ahead.size === 0) return;
+    if (this.#state.phase !== "running" || !this.#withinTime()) {
+      this.#putBackUnstarted(this.#ahead.takeAll(), "worker stopped before the attempt began");
+      return;
+    }
+    while (this.#running.size < this.#options.concurrency) {
+      const taken = this.#ahead.take();
+      if (taken === undefined) return;
+      if (taken.fresh) this.#start(taken.job);
+      else {
+        // Its lease was not renewed while it waited: another worker may take it, so run it later.
+        this.#claimed--;
+        this.#putBackUnstarted([taken.job], "claimed ahead and not started within its lease");
+      }
     }
   }
 
@@ -262,7 +340,11 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
 
   #mayClaim(): boolean {
     return this.#state.phase === "running" && this.#claimed < this.#options.maxJobs &&
-      performance.now() - this.#startedAt < this.#options.maxTimeMs;
+      this.#withinTime();
+  }
+
+  #withinTime(): boolean {
+    return performance.now() - this.#startedAt < this.#options.maxTimeMs;
   }
 
   /** Moves to stopping, or to an earlier grace deadline; `reason` overrides the one already set. */
@@ -296,14 +378,18 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
 
   /**
    * One write per tick: settles every finished job, writes due progress and
-   * claims up to `free` jobs in the same transaction, then starts them.
-   * Returns how many were claimed, or null when the store failed (the
-   * finished jobs are kept).
+   * claims up to `limit` jobs in the same transaction, then starts up to
+   * `free` of them and keeps the rest claimed ahead. Returns how many were
+   * claimed, or null when the store failed (the finished jobs are kept).
    */
-  async #tick(free: number): Promise<number | null> {
+  async #tick(limit: number, free: number): Promise<number | null> {
     const { store, clock } = this.#deps;
     const settling = this.#finished;
+    const unsettledSince = this.#unsettledSince;
+    const settleFirst = this.#settleFirst;
     this.#finished = [];
+    this.#unsettledSince = Infinity;
+    this.#settleFirst = false;
     const settlements: Settlement[] = settling.map(timedSettlement);
     if (this.#progress.due) settlements.push(...this.#progress.take());
     const schedules = this.#firing() ?? undefined;
@@ -311,14 +397,15 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     const now = clock.now();
     // While the store is out, claim nothing until the settles kept in memory are written.
     const claiming = !(this.#outage !== null && settlements.length > 0);
-    const request: ClaimRequest | undefined = claiming && (free > 0 || schedules !== undefined)
+    const request: ClaimRequest | undefined = claiming && (limit > 0 || schedules !== undefined)
       ? {
         queues: this.#options.queues,
-        limit: free,
+        limit,
         now,
         leaseMs: this.#options.leaseMs,
         token: newToken(),
         names: this.#deps.registry.names(),
+        ...(limit > free && { aheadFrom: free }),
         ...(schedules === undefined ? {} : { schedules }),
         readsScheduled: this.#deps.readsScheduled,
       }
@@ -340,6 +427,10 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       this.#logs.putBack(logs); // written with a later tick
       if (settling.length > 0 && !isStoreOutage(failure)) return await this.#settleApart(settling);
       this.#finished = settling.concat(this.#finished);
+      if (this.#finished.length > 0) {
+        this.#unsettledSince = Math.min(unsettledSince, performance.now());
+        this.#settleFirst ||= settleFirst;
+      }
       this.#storeOut(failure, settling.length > 0 ? "settle" : "claim");
       if (this.#state.phase !== "grace over") await this.#pollSleep.sleep(this.#outageRetryMs);
       return null;
@@ -353,7 +444,13 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     // A stop that came while the claim waited on the store: start nothing, put it back.
     if (this.#state.phase !== "running") {
       this.#putBackUnstarted(result.claimed, "worker stopped before the attempt began");
-    } else for (const job of await this.#middleware.check(result.claimed)) this.#start(job);
+    } else {
+      // Short of jobs ahead (none more due, or batch jobs given back): claim none ahead a while.
+      if (limit > free && result.claimed.length < limit) this.#ahead.pause();
+      const startable = await this.#middleware.check(result.claimed);
+      for (const job of startable.slice(0, free)) this.#start(job);
+      this.#ahead.add(startable.slice(free));
+    }
     return result.claimed.length;
   }
 
@@ -375,6 +472,8 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       return 0;
     }
     this.#finished = apart.kept.concat(this.#finished);
+    this.#unsettledSince = Math.min(this.#unsettledSince, performance.now());
+    this.#settleFirst = true; // written as soon as the store takes writes again
     this.#storeOut(apart.outage, "settle");
     return null;
   }
@@ -390,10 +489,24 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     return Math.min(this.#options.pollMs, OUTAGE_RETRY_MS);
   }
 
+  /**
+   * Keeps how an attempt ended for the next settle. Only plain successes
+   * wait for a group: a batch job's, a retry's or a failure's settle is
+   * written before the next job starts, so the next job sees its batch
+   * counters, and its events and hooks come at once.
+   */
+  #settleLater(finished: FinishedJob): void {
+    if (this.#finished.length === 0) this.#unsettledSince = performance.now();
+    if (finished.outcome.kind !== "complete" || finished.job.batchId !== null) {
+      this.#settleFirst = true;
+    }
+    this.#finished.push(finished);
+  }
+
   #putBackUnstarted(jobs: readonly ClaimedJob[], reason: string): void {
     const now = this.#deps.clock.now();
     for (const job of jobs) {
-      this.#finished.push({ job, outcome: putBack(job, now, reason), durationMs: 0 });
+      this.#settleLater({ job, outcome: putBack(job, now, reason), durationMs: 0 });
     }
   }
 
@@ -402,7 +515,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     const now = this.#deps.clock.now();
     const refusal = refusalBeforeStart(job, definition, now);
     if (refusal !== null || definition === undefined) {
-      this.#finished.push({
+      this.#settleLater({
         job,
         outcome: failBeforeStart(job, refusal ?? "", now),
         durationMs: 0,
@@ -412,7 +525,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     if (job.cancelRequested !== undefined && job.cancelRequested !== null) {
       // Cancelled while an earlier attempt ran, which ended before its worker saw it.
       const keepUntil = now + this.#keepMs(definition);
-      this.#finished.push({
+      this.#settleLater({
         job,
         outcome: cancelled(job, job.cancelRequested, now, keepUntil),
         durationMs: 0,
@@ -479,10 +592,12 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       ? null
       : outcome.error;
     endAttemptSpan(entry.span, spanOutcomeOf(outcome), error, entry.definition.encrypted);
-    this.#finished.push({
+    const durationMs = performance.now() - entry.startedAt;
+    this.#ahead.noteRun(durationMs);
+    this.#settleLater({
       job: entry.job,
       outcome,
-      durationMs: performance.now() - entry.startedAt,
+      durationMs,
       ran: true,
       traceparent: outcome.kind === "retry" ? entry.span?.traceparent ?? null : null,
     });
@@ -499,7 +614,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     const { job, definition } = entry;
     entry.controller.abort(new JobCancelledError(job.id, job.name, reason));
     const now = this.#deps.clock.now();
-    this.#finished.push({
+    this.#settleLater({
       job,
       outcome: cancelled(job, reason, now, now + this.#keepMs(definition)),
       durationMs: performance.now() - entry.startedAt,
@@ -531,7 +646,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       const stopping = new Error("Job aborted: the worker is stopping");
       endAttemptSpan(entry.span, "stopped", null, entry.definition.encrypted);
       entry.controller.abort(stopping);
-      this.#finished.push({
+      this.#settleLater({
         job: entry.job,
         outcome: putBack(entry.job, now, "worker stopped during the attempt"),
         durationMs: 0,

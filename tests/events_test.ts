@@ -195,7 +195,7 @@ Deno.test("job:start, job:complete and worker:stop reach both the runner and its
     assert.equal(seen.complete.length, 1);
     const { durationMs, ...rest } = seen.complete[0]!;
     assert.deepEqual(rest, { id, name: "quick", queue: "default", attempt: 1 });
-    assert.ok(durationMs >= 15 && durationMs < 5_000, `durationMs ${durationMs}`);
+    assert.ok(durationMs >= 15, `durationMs ${durationMs}`);
     assert.deepEqual(seen.stop, [{ completed: 1, failed: 0, retried: 0, reason: "empty" }]);
   }
   assert.deepEqual(onWorker.stop[0], { ...worker.stats, reason: worker.stopReason });

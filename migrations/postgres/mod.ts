@@ -14,6 +14,7 @@ import * as whatJobsHold from "./0005_what_jobs_hold.ts";
 import * as schedules from "./0006_schedules.ts";
 import * as jobControl from "./0007_job_control.ts";
 import * as observability from "./0008_observability.ts";
+import * as jobsByDueTime from "./0011_jobs_by_due_time.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -25,4 +26,5 @@ export const migrations: readonly Migration[] = [
   schedules,
   jobControl,
   observability,
+  jobsByDueTime,
 ];

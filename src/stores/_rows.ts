@@ -34,8 +34,8 @@ export interface ClaimRow {
   readonly recovered: number;
   /** The reason of a cancel asked of it, or null (`jobs.cancel_requested`). */
   readonly cancel_requested: string | null;
-  /** How long it had been due when claimed, in ms. */
-  readonly waited_ms: number | null;
+  /** How long it had been due when claimed, in ms: the longer, the earlier its due time. */
+  readonly waited_ms: number | string | null;
   /** The `traceparent` active at dispatch, or null. */
   readonly trace: string | null;
   /** The `traceparent` of its last retried attempt's span, or null. */
@@ -83,7 +83,10 @@ export interface StoredBatch {
   readonly finished_at: number | null;
 }
 
-/** Claimed rows in claim order (queues in the order given, then priority, then id), as jobs. */
+/**
+ * Claimed rows in claim order (queues in the order given, then priority,
+ * then due time, then id), as jobs.
+ */
 export function toClaimedJobs(
   rows: readonly ClaimRow[],
   queues: readonly string[],
@@ -92,7 +95,10 @@ export function toClaimedJobs(
   const rank = (queue: string) => queues.indexOf(queue);
   // RETURNING gives rows in no set order: put them back in claim order.
   return [...rows]
-    .sort((a, b) => rank(a.queue) - rank(b.queue) || b.priority - a.priority || a.id - b.id)
+    .sort((a, b) =>
+      rank(a.queue) - rank(b.queue) || b.priority - a.priority ||
+      Number(b.waited_ms) - Number(a.waited_ms) || a.id - b.id
+    )
     .map((row) => ({
       id: row.id,
       queue: row.queue,

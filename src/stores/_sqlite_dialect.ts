@@ -63,28 +63,78 @@ const FORGET_BATCH = statement(
 const claimStatements = new Map<string, Statement>();
 
 /**
- * The claim statement for `queueCount` queues, looked at in the given order;
- * with `byName`, only jobs whose name is in the last parameter.
+ * A queue's priority levels, highest first: one seek per level on the claim
+ * index, however many jobs each level holds. One more than
+ * {@linkcode MAX_CLAIM_ARMS} at most, which says "too many".
  */
-function claimStatement(queueCount: number, byName: boolean): Statement {
-  const cacheKey = `${queueCount}:${byName}`;
+const LEVELS = statement(
+  `WITH RECURSIVE levels(priority) AS (
+    SELECT MAX(priority) FROM jobs INDEXED BY jobs_claim_order WHERE queue = $1
+    UNION ALL
+    SELECT (SELECT MAX(priority) FROM jobs INDEXED BY jobs_claim_order
+      WHERE queue = $1 AND priority < levels.priority)
+    FROM levels WHERE levels.priority IS NOT NULL LIMIT $2
+  )
+  SELECT priority FROM levels WHERE priority IS NOT NULL`,
+);
+
+/** Most (queue, priority) ranges one claim seeks; past it the claim walks each queue's index. */
+const MAX_CLAIM_ARMS = 16;
+
+/**
+ * The claim statement over `arms` ranges of (queue, priority), looked at in
+ * the given order, each a seek to its due jobs in due order, so delayed jobs
+ * at a higher priority cost nothing; with `byName`, only jobs whose name is
+ * in parameter 5. Parameters: token, now, limit, leaseMs, names, then a
+ * queue and a priority per arm.
+ */
+function levelClaimStatement(arms: number, byName: boolean): Statement {
+  const cacheKey = `levels:${arms}:${byName}`;
   let claim = claimStatements.get(cacheKey);
   if (claim === undefined) {
-    const names = byName ? `AND name IN {{texts $${5 + queueCount}}}` : "";
+    const names = byName ? "AND name IN {{texts $5}}" : "";
+    const arm = (index: number) =>
+      `SELECT id FROM (SELECT id FROM jobs INDEXED BY jobs_claim_order
+        WHERE queue = $${6 + 2 * index} AND priority = $${7 + 2 * index}
+        AND available_at <= $2 ${names} AND ${notPaused(`$${6 + 2 * index}`, "$2")}
+        ORDER BY available_at LIMIT $3)`;
+    claim = claimSetting(Array.from({ length: arms }, (_, i) => arm(i)).join(" UNION ALL "));
+    claimStatements.set(cacheKey, claim);
+  }
+  return claim;
+}
+
+/**
+ * The claim statement that walks each of `queueCount` queues' claim index in
+ * order (for queues with more priority levels than {@linkcode MAX_CLAIM_ARMS});
+ * with `byName`, only jobs whose name is in parameter 5. Parameters: token,
+ * now, limit, leaseMs, names, then the queues.
+ */
+function walkingClaimStatement(queueCount: number, byName: boolean): Statement {
+  const cacheKey = `walk:${queueCount}:${byName}`;
+  let claim = claimStatements.get(cacheKey);
+  if (claim === undefined) {
+    const names = byName ? "AND name IN {{texts $5}}" : "";
     const perQueue = (index: number) =>
-      `SELECT id FROM (SELECT id FROM jobs WHERE queue = $${5 + index}
-        AND available_at <= $2 ${names} AND ${notPaused(`$${5 + index}`, "$2")}
+      `SELECT id FROM (SELECT id FROM jobs INDEXED BY jobs_claim_order WHERE queue = $${6 + index}
+        AND available_at <= $2 ${names} AND ${notPaused(`$${6 + index}`, "$2")}
         ORDER BY priority DESC, available_at LIMIT $3)`;
-    claim = statement(
-      `UPDATE jobs SET token = $1, available_at = $2 + $4, waited_ms = $2 - available_at,
-        ${CLAIM_SETS}
-      WHERE id IN (${Array.from({ length: queueCount }, (_, i) => perQueue(i)).join(" UNION ALL ")}
-        LIMIT $3)
-      RETURNING ${CLAIMED_COLUMNS}`,
+    claim = claimSetting(
+      Array.from({ length: queueCount }, (_, i) => perQueue(i)).join(" UNION ALL "),
     );
     claimStatements.set(cacheKey, claim);
   }
   return claim;
+}
+
+/** The claim's write: the rows `ids` selects, `LIMIT $3` of them, get the token and a lease. */
+function claimSetting(ids: string): Statement {
+  return statement(
+    `UPDATE jobs SET token = $1, available_at = $2 + $4, waited_ms = $2 - available_at,
+      ${CLAIM_SETS}
+    WHERE id IN (${ids} LIMIT $3)
+    RETURNING ${CLAIMED_COLUMNS}`,
+  );
 }
 
 /** SQLite's operations. */
@@ -113,16 +163,24 @@ export const sqliteDialect: Dialect = {
     return (yield* each(INSERT, rows.map(values))).map((result) => result.lastId!);
   },
 
-  claim(request: ClaimRequest): Script<ClaimRow[]> {
+  *claim(request: ClaimRequest): Script<ClaimRow[]> {
     const { queues, limit, now, leaseMs, token, names } = request;
-    return claimRows(claimStatement(queues.length, names !== undefined), [
-      token,
-      now,
-      limit,
-      leaseMs,
-      ...queues,
-      ...(names === undefined ? [] : [names]),
-    ]);
+    const params = [token, now, limit, leaseMs, names ?? null];
+    const byName = names !== undefined;
+    // Each queue's priority levels first (a few seeks), then one seek per level to its due jobs:
+    // walking the index instead would step over every delayed job at a higher priority.
+    const levels = yield* each<{ priority: number }>(
+      LEVELS,
+      queues.map((queue) => [queue, MAX_CLAIM_ARMS + 1]),
+    );
+    const arms = queues.flatMap((queue, index) =>
+      levels[index]!.rows.map(({ priority }) => [queue, priority] as const)
+    );
+    if (arms.length === 0) return [];
+    if (arms.length > MAX_CLAIM_ARMS) {
+      return yield* claimRows(walkingClaimStatement(queues.length, byName), [...params, ...queues]);
+    }
+    return yield* claimRows(levelClaimStatement(arms.length, byName), [...params, ...arms.flat()]);
   },
 
   *completeJobs(leases: readonly Lease[]): Script<SettledJob[]> {

@@ -127,14 +127,21 @@ export interface WorkerStore {
    * job's lines kept under `maxBytesPerJob`, the oldest dropped and one
    * `cap` line saying how many), and the span of each attempt whose release
    * applied (kept on its job for the next attempt to link to). Lines of jobs
-   * in neither the jobs nor the failed jobs, older than a day, are pruned
-   * at most once a minute.
+   * in none of the jobs, the failed jobs and the kept finished jobs are
+   * pruned at most once a minute.
    */
   settle(
     settlements: readonly Settlement[],
     then?: ClaimRequest,
     records?: TickRecords,
   ): Promise<SettleResult>;
+  /**
+   * The earliest time after `after` at which a job of `queues` becomes due
+   * (a delayed job, a retry's backoff, or a lease that runs out), or null
+   * when none will: an idle worker sleeps until then instead of until its
+   * next poll. One index seek per queue.
+   */
+  nextDueAt(queues: readonly string[], after: number): Promise<number | null>;
   /** Extends leases to `until`; returns the ids whose lease was lost. */
   renew(leases: readonly Lease[], until: number): Promise<number[]>;
   /**

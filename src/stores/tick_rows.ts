@@ -50,6 +50,13 @@ export interface ClaimRequest {
   readonly schedules?: ScheduleFiring;
   /** Look up which claimed jobs a schedule fired, for their `scheduled`. */
   readonly readsScheduled?: boolean;
+  /**
+   * When set, only the first `aheadFrom` jobs in claim order may be batch
+   * jobs: the claim stops before the first batch job past them (the worker
+   * claims jobs ahead of its free slots, and a batch job is to wait unleased
+   * until it can start, so that a cancel skips it). Absent: no such stop.
+   */
+  readonly aheadFrom?: number;
 }
 
 /** A job as a claim hands it over: leased to the claimer. */

@@ -197,6 +197,11 @@ export class SqlStore implements Store {
     return this.#read(() => jobLogs.logOf(jobId));
   }
 
+  /** The earliest time after `after` at which a job of `queues` becomes due, or null. */
+  nextDueAt(queues: readonly string[], after: number): Promise<number | null> {
+    return this.#read(() => tick.nextDueAt(queues, after));
+  }
+
   /** Extends leases in one transaction; returns the ids whose lease was lost. */
   renew(leases: readonly Lease[], until: number): Promise<number[]> {
     return this.#write(() => this.#dialect.renew(leases, until));

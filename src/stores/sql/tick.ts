@@ -23,7 +23,7 @@ import { type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect
 import { type CompletedPruning, recordFinished } from "./job_control.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
-import { exec, type Script } from "./script.ts";
+import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 import { type LogPruning, recordSpans, writeLogs } from "./job_logs.ts";
 import { recordMetrics } from "./stats.ts";
@@ -36,14 +36,64 @@ const RELEASE = statement(
   { oneRow: true },
 );
 
+const NEXT_DUE = statement(
+  "SELECT MIN(available_at) AS at FROM jobs WHERE queue = $1 AND available_at > $2",
+  { oneRow: true },
+);
+
+/**
+ * The earliest time after `after` at which a job of `queues` becomes due (a
+ * delayed job, a retry, or a lease that runs out), or null: one seek per
+ * queue on `jobs_due_time`.
+ */
+export function* nextDueAt(queues: readonly string[], after: number): Script<number | null> {
+  const results = yield* each<{ at: number | string | null }>(
+    NEXT_DUE,
+    queues.map((queue) => [queue, after]),
+  );
+  let next: number | null = null;
+  for (const { rows: [row] } of results) {
+    if (row?.at === null || row?.at === undefined) continue;
+    const at = Number(row.at);
+    if (next === null || at < next) next = at;
+  }
+  return next;
+}
+
+/**
+ * Gives claimed rows back as the claim found them: unleased, due when they
+ * were (the claim set `available_at` to now + lease and `waited_ms` to now
+ * less the old due time), their attempt not counted.
+ */
+const UNCLAIM = statement(
+  `UPDATE jobs SET token = NULL, available_at = available_at - $1 - waited_ms,
+    attempts = attempts - 1
+  WHERE id IN {{ids $2}} AND token = $3`,
+);
+
 /**
  * Fires the schedules' due slots (when the request carries them), leases due
- * jobs in one statement, and releases the keys that end when their job starts.
+ * jobs in one statement, and releases the keys that end when their job
+ * starts. With `aheadFrom`, gives back (in the same transaction) the first
+ * batch job past the first `aheadFrom` and every job after it.
  */
 export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJob[]> {
   if (request.schedules !== undefined) yield* fireDue(dialect, request.schedules, request.now);
   if (request.limit === 0) return [];
-  const rows: ClaimRow[] = yield* dialect.claim(request);
+  let rows: ClaimRow[] = yield* dialect.claim(request);
+  const { aheadFrom } = request;
+  if (aheadFrom !== undefined && rows.length > aheadFrom) {
+    const ordered = toClaimedJobs(rows, request.queues, request.token);
+    // A recovered job (its worker died) keeps its claim: giving it back would lose its crash.
+    const cut = ordered.findIndex((job, index) =>
+      index >= aheadFrom && job.batchId !== null && !job.recovered
+    );
+    if (cut >= 0) {
+      const back = new Set(ordered.slice(cut).filter((job) => !job.recovered).map((job) => job.id));
+      yield* exec(UNCLAIM, request.leaseMs, [...back], request.token);
+      rows = rows.filter((row) => !back.has(Number(row.id)));
+    }
+  }
   yield* releaseOnStart(
     rows.filter((row) => Number(row.keyed) === KEYED.untilStarted).map((row) => Number(row.id)),
   );

@@ -1,0 +1,7 @@
+/**
+ * Jobs by queue and due time: the same statement as SQLite's step 11, which
+ * both engines run unchanged.
+ *
+ * @module
+ */
+export { sql, version } from "../sqlite/0011_jobs_by_due_time.ts";

@@ -1,0 +1,130 @@
+/**
+ * Jobs claimed ahead: when handlers are quick, a tick claims more jobs than
+ * the worker has free slots and keeps the rest here, leased under the same
+ * token, to start as slots free up without another claim. One claim and one
+ * settle then serve many jobs instead of one, which is what lets a worker at
+ * concurrency 1 go faster than a loop that commits once per job.
+ *
+ * How much is claimed ahead is bounded by time, not only by count: no more
+ * jobs than the recent handlers would run in {@linkcode AHEAD_BUDGET_MS}
+ * (a tenth of the lease at most), and never more than
+ * {@linkcode MAX_AHEAD}. A job that waited here longer than a third of its
+ * lease is not started but put back, so a job never starts on a lease
+ * nobody renewed. What a crash can hold back: the jobs claimed ahead and not
+ * yet started (at most {@linkcode MAX_AHEAD}) come back when their lease
+ * runs out, each counting a crash like the job that was running. Batch
+ * jobs are never claimed ahead (`ClaimRequest.aheadFrom`): a batch job waits
+ * unleased until a slot can start it, so a cancel can still skip it.
+ *
+ * @internal
+ * @module
+ */
+import type { ClaimedJob } from "../stores/store.ts";
+
+/** Most jobs claimed beyond the free slots. */
+export const MAX_AHEAD = 50;
+/** The work claimed ahead: about this many ms of recent handlers' run time per slot. */
+export const AHEAD_BUDGET_MS = 20;
+/**
+ * While jobs claimed ahead wait, finished jobs are settled in groups: once
+ * this many have finished, or once the first of them has waited this long
+ * (ms), whichever comes first. With nothing claimed ahead they are settled at once.
+ */
+export const SETTLE_GROUP = { jobs: 64, withinMs: 5 } as const;
+/**
+ * How long a worker claims nothing ahead after a claim that could have taken
+ * jobs ahead came back short (ms): nothing more was due, or the claim gave
+ * back batch jobs (see `ClaimRequest.aheadFrom`), and claiming ahead again
+ * at once would only claim and give them back again.
+ */
+export const PAUSE_AFTER_SHORT_CLAIM_MS = 1_000;
+/** The weight of the newest run time in the running mean. */
+const MEAN_WEIGHT = 0.25;
+
+/** A job claimed ahead, and when (performance.now). */
+interface AheadJob {
+  readonly job: ClaimedJob;
+  readonly claimedAt: number;
+}
+
+/** What {@linkcode ClaimAhead.take} hands out. */
+export interface TakenJob {
+  /** The job, leased to this worker. */
+  readonly job: ClaimedJob;
+  /** False when it waited past a third of its lease: put it back instead of starting it. */
+  readonly fresh: boolean;
+}
+
+/** The jobs a worker claimed ahead of its free slots, in claim order. */
+export class ClaimAhead {
+  readonly #leaseMs: number;
+  readonly #concurrency: number;
+  #jobs: AheadJob[] = [];
+  #first = 0;
+  /** Running mean of handler run times, in ms; NaN until one ran. */
+  #meanRunMs = NaN;
+  /** Claims take nothing ahead until then (performance.now). */
+  #pausedUntil = -Infinity;
+
+  /** For a worker with `leaseMs` leases and `concurrency` slots. */
+  constructor(options: { readonly leaseMs: number; readonly concurrency: number }) {
+    this.#leaseMs = options.leaseMs;
+    this.#concurrency = options.concurrency;
+  }
+
+  /** Jobs waiting here. */
+  get size(): number {
+    return this.#jobs.length - this.#first;
+  }
+
+  /** Records how long a handler ran, in ms. */
+  noteRun(durationMs: number): void {
+    this.#meanRunMs = Number.isNaN(this.#meanRunMs)
+      ? durationMs
+      : this.#meanRunMs + MEAN_WEIGHT * (durationMs - this.#meanRunMs);
+  }
+
+  /**
+   * How many jobs a claim may take beyond the free slots: none until a
+   * handler ran (nothing says they are quick), then what the recent run
+   * times fit in the budget, `most` at the highest.
+   */
+  allowance(most: number): number {
+    const mean = this.#meanRunMs;
+    if (Number.isNaN(mean) || most <= 0 || performance.now() < this.#pausedUntil) return 0;
+    const budgetMs = Math.min(AHEAD_BUDGET_MS, this.#leaseMs / 10) * this.#concurrency;
+    const fits = Math.floor(budgetMs / Math.max(mean, 0.01));
+    return Math.max(0, Math.min(MAX_AHEAD, most, fits));
+  }
+
+  /** Claims nothing ahead for {@linkcode PAUSE_AFTER_SHORT_CLAIM_MS}. */
+  pause(): void {
+    this.#pausedUntil = performance.now() + PAUSE_AFTER_SHORT_CLAIM_MS;
+  }
+
+  /** Keeps `jobs`, claimed now, after those already here. */
+  add(jobs: readonly ClaimedJob[]): void {
+    const claimedAt = performance.now();
+    for (const job of jobs) this.#jobs.push({ job, claimedAt });
+  }
+
+  /** The next job in claim order, or undefined. */
+  take(): TakenJob | undefined {
+    const next = this.#jobs[this.#first];
+    if (next === undefined) return undefined;
+    this.#first++;
+    if (this.#first === this.#jobs.length) {
+      this.#jobs = [];
+      this.#first = 0;
+    }
+    return { job: next.job, fresh: performance.now() - next.claimedAt <= this.#leaseMs / 3 };
+  }
+
+  /** Every job here, in claim order, leaving none. */
+  takeAll(): ClaimedJob[] {
+    const jobs = this.#jobs.slice(this.#first).map(({ job }) => job);
+    this.#jobs = [];
+    this.#first = 0;
+    return jobs;
+  }
+}
