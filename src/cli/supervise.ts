@@ -85,36 +85,46 @@ export async function supervise(
   };
   // A hang-up (the terminal closed) would end this process and orphan the child: stop it instead.
   const signals = Deno.build.os === "windows" ? STOP_SIGNALS : [...STOP_SIGNALS, "SIGHUP"] as const;
-  using _signals = onSignals(forward, signals);
-  let delayMs = FIRST_DELAY_MS;
-  for (;;) {
-    const startedAt = performance.now();
-    child = new Deno.Command(Deno.execPath(), {
-      args: ["run", ...options.denoFlags, CLI_URL, ...args],
-      stdin: "null",
-      stdout: "inherit",
-      stderr: "inherit",
-      // Its own process group: Ctrl-C reaches only this process, which passes it on once.
-      detached: true,
-    }).spawn();
-    const status = await child.status;
-    child = null;
-    clearTimeout(killTimer);
-    if (stopping) return status.signal === "SIGKILL" ? EXIT.stuck : status.code;
-    if (status.success && options.mayFinish) return status.code;
-    if (status.signal === null && status.code === EXIT.usage) return EXIT.usage;
-    if (performance.now() - startedAt >= HEALTHY_RUN_MS) delayMs = FIRST_DELAY_MS;
-    const why = status.success
-      ? "exited with code 0, though no limit flag asked it to (did a job call Deno.exit()?)"
-      : describe(status);
-    say(`the worker ${why}; starting another in ${delayMs / 1000} s`);
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const waited = await Promise.race([
-      new Promise<"wait">((resolve) => timer = setTimeout(() => resolve("wait"), delayMs)),
-      stop.promise,
-    ]);
-    clearTimeout(timer);
-    if (waited === "stop") return 0;
-    delayMs = Math.min(delayMs * 2, MAX_DELAY_MS);
+  const listening = onSignals(forward, signals);
+  try {
+    return await superviseLoop();
+  } finally {
+    // Once stopping, more stop signals (Ctrl-C pressed again) must not end this process by their
+    // default action between here and its exit code: it keeps listening, and the CLI exits next.
+    if (!stopping) listening[Symbol.dispose]();
+  }
+
+  async function superviseLoop(): Promise<number> {
+    let delayMs = FIRST_DELAY_MS;
+    for (;;) {
+      const startedAt = performance.now();
+      child = new Deno.Command(Deno.execPath(), {
+        args: ["run", ...options.denoFlags, CLI_URL, ...args],
+        stdin: "null",
+        stdout: "inherit",
+        stderr: "inherit",
+        // Its own process group: Ctrl-C reaches only this process, which passes it on once.
+        detached: true,
+      }).spawn();
+      const status = await child.status;
+      child = null;
+      clearTimeout(killTimer);
+      if (stopping) return status.signal === "SIGKILL" ? EXIT.stuck : status.code;
+      if (status.success && options.mayFinish) return status.code;
+      if (status.signal === null && status.code === EXIT.usage) return EXIT.usage;
+      if (performance.now() - startedAt >= HEALTHY_RUN_MS) delayMs = FIRST_DELAY_MS;
+      const why = status.success
+        ? "exited with code 0, though no limit flag asked it to (did a job call Deno.exit()?)"
+        : describe(status);
+      say(`the worker ${why}; starting another in ${delayMs / 1000} s`);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const waited = await Promise.race([
+        new Promise<"wait">((resolve) => timer = setTimeout(() => resolve("wait"), delayMs)),
+        stop.promise,
+      ]);
+      clearTimeout(timer);
+      if (waited === "stop") return 0;
+      delayMs = Math.min(delayMs * 2, MAX_DELAY_MS);
+    }
   }
 }
