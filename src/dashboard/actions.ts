@@ -39,7 +39,7 @@ export function findAction(segments: readonly string[]): Action | null {
     return null;
   }
   if (section === "schedules" && second !== undefined && verb !== undefined) {
-    return scheduleAction(decodeName(second), verb);
+    return scheduleAction(decodeSegment(second), verb);
   }
   if (section === "queues" && second !== undefined && verb === "pause") {
     return (ctx) => pauseQueue(ctx, second);
@@ -92,8 +92,8 @@ async function retryBatch(ctx: PageContext, id: number): Promise<ActionResult> {
   return { ok, notice: ok ? "batch-retried" : "gone", count, back: "/batches" };
 }
 
-/** A path segment as the schedule name it encodes, or null when it is not valid percent-encoding. */
-function decodeName(segment: string): string | null {
+/** A path segment as the name it encodes, or null when it is not valid percent-encoding. */
+function decodeSegment(segment: string): string | null {
   try {
     return decodeURIComponent(segment);
   } catch {
@@ -148,9 +148,9 @@ async function resumeQueue(ctx: PageContext, queue: string): Promise<ActionResul
 
 /** A queue name from its path segment; a malformed escape is a bad request. */
 function queueName(segment: string): string {
-  try {
-    return decodeURIComponent(segment);
-  } catch {
+  const name = decodeSegment(segment);
+  if (name === null) {
     throw new TypeError(`the queue name in the path is not valid percent-encoding: ${segment}`);
   }
+  return name;
 }

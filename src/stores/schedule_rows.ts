@@ -35,28 +35,8 @@ export interface ScheduleRow {
   readonly firstSlot: number | null;
 }
 
-/** A schedule as it is stored. */
-export interface StoredScheduleRow {
-  /** Its stable name. */
-  readonly name: string;
-  /** The job it dispatches. */
-  readonly job: string;
-  /** The queue that job goes to. */
-  readonly queue: string;
-  /** The cron expression, or null for an interval. */
-  readonly cron: string | null;
-  /** The interval in ms, or null. */
-  readonly everyMs: number | null;
-  /** The IANA time zone of `cron`. */
-  readonly timezone: string;
-  /** `"skip"`, `"once"` or `"all"`. */
-  readonly missed: string;
-  /** The most missed slots `"all"` fires. */
-  readonly maxCatchUp: number;
-  /** `"skip"` or `"allow"`. */
-  readonly overlap: string;
-  /** The spread of each job's due time, in ms. */
-  readonly jitterMs: number;
+/** A schedule as it is stored: its settings, without what only a sync needs, and its state. */
+export interface StoredScheduleRow extends Omit<ScheduleRow, "definition" | "firstSlot"> {
   /** The next slot to fire, or null when there is none. */
   readonly nextSlot: number | null;
   /** Whether it is paused. */
