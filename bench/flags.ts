@@ -5,6 +5,7 @@
  */
 import { CEILING_BATCH_SIZE } from "./ceiling.ts";
 import { CPU_JOB_MS, CPU_JOBS } from "./cpu.ts";
+import { DEFAULT_SCALE_JOBS, SCALE_CHUNK, SCALE_CONCURRENCY } from "./scale.ts";
 import { type Group, GROUPS, isGroup, POSTGRES_GROUPS } from "./groups.ts";
 import {
   IDLE_POLL_MS,
@@ -48,6 +49,8 @@ export interface BenchFlags {
   readonly help: boolean;
   /** `--only soak`: run the soak (and nothing else) for this many minutes; null otherwise. */
   readonly soakMinutes: number | null;
+  /** `--only scale`: run the scale bench (and nothing else) on this many jobs; null otherwise. */
+  readonly scaleJobs: number | null;
 }
 
 /** A flag the bench does not know, or a bad value: the caller prints it and exits 2. */
@@ -113,12 +116,27 @@ export const USAGE =
                    soak      (only alone, SQLite) ${DEFAULT_SOAK_MINUTES} minutes of mixed dispatch (ok, failing,
                                delayed, unique) drained by 2 worker processes: worker RSS at
                                1, 5 and 10 min, open files, jobs/s, counters against rows
+                   scale     (only alone, SQLite) ${
+    count(DEFAULT_SCALE_JOBS)
+  } no-op jobs stored by a process with
+                               dispatchMany (${
+    count(SCALE_CHUNK)
+  } per call), then drained by a worker process
+                               at concurrency ${SCALE_CONCURRENCY}; the same on --jobs jobs before and after,
+                               as the baseline: drain rate of the first --jobs jobs of the big
+                               queue against the small one's, rate per tenth, peak RSS of both
+                               processes (from /proc), largest WAL; about 3 minutes
   --soak-minutes N how long the soak dispatches (default ${DEFAULT_SOAK_MINUTES})
+  --scale-jobs N   jobs of the scale bench's big queue (default ${count(DEFAULT_SCALE_JOBS)})
   --peers          also measure other queues on the same workloads, each row beside ours with
                    its ratio to ours (SQLite): Deno KV queues (a child process with
                    --unstable-kv), BullMQ when Redis answers at 127.0.0.1:6379; fixed job counts
   --json           also print the results as JSON, after the tables
   --help           print this and exit`;
+
+function count(n: number): string {
+  return n.toLocaleString("en-US");
+}
 
 const DEFAULT_RUNS = 5;
 const DEFAULT_JOBS = 20_000;
@@ -141,6 +159,8 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
   let help = false;
   let soak = false;
   let soakMinutes = DEFAULT_SOAK_MINUTES;
+  let scale = false;
+  let scaleJobs = DEFAULT_SCALE_JOBS;
   for (let index = 0; index < args.length; index++) {
     const arg = args[index]!;
     const equals = arg.indexOf("=");
@@ -190,11 +210,21 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
         soakMinutes = wholeNumber(name, value, 24 * 60);
         break;
       }
+      case "--scale-jobs": {
+        const value = inline ?? args[++index];
+        if (value === undefined) throw new UsageError("--scale-jobs needs a number: got nothing");
+        scaleJobs = wholeNumber(name, value, MAX_JOBS);
+        break;
+      }
       case "--only": {
         const value = inline ?? args[++index];
         if (value === undefined) throw new UsageError("--only needs a list of groups: got nothing");
         if (value.trim() === "soak") {
           soak = true;
+          break;
+        }
+        if (value.trim() === "scale") {
+          scale = true;
           break;
         }
         only ??= new Set();
@@ -224,6 +254,11 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
       "--only soak runs alone, on SQLite: drop the other groups, --peers and --store",
     );
   }
+  if (scale && (only !== null || soak || store !== "sqlite" || peers)) {
+    throw new UsageError(
+      "--only scale runs alone, on SQLite: drop the other groups, --peers and --store",
+    );
+  }
   if (only?.has("peers")) peers = true;
   if (peers && store !== "sqlite") {
     throw new UsageError("--peers measures the SQLite workloads' peers: not with --store postgres");
@@ -240,6 +275,7 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
     peers,
     help,
     soakMinutes: soak ? soakMinutes : null,
+    scaleJobs: scale ? scaleJobs : null,
   };
 }
 
