@@ -4,13 +4,14 @@
  * {@linkcode SCALE_CHUNK}, and a worker child process drains them all at
  * concurrency {@linkcode SCALE_CONCURRENCY} (isolate executor); the same is
  * done to a queue of `--jobs` jobs (20,000) before and after, the baseline
- * of the same run. Each child's resident memory is sampled from outside
- * (`/proc/<pid>/status`: VmRSS, and VmHWM, its peak). It reports the drain
+ * of the same run. Each child's peak resident memory is read from outside
+ * (VmHWM in `/proc/<pid>/status`). It reports the drain
  * rate over the first `--jobs` jobs of the million against the whole small
  * queue's (target 90 %), the rate of each tenth of the million, the peak RSS
  * of the dispatching process (target under 200 MB) and of the worker (under
- * 100 MB), and the largest WAL seen; it exits 1 when a target is missed or
- * a child did not do all its work.
+ * 100 MB), how much of that V8 holds for the JS heap, and the largest WAL
+ * seen; it exits 1 when a target is missed or a child did not do all its
+ * work.
  *
  * @module
  */
@@ -45,7 +46,7 @@ interface ChildRun {
   /** Its `at` lines: ms since `go` and jobs completed by then (drain only). */
   readonly progress: readonly { readonly ms: number; readonly completed: number }[];
   /** Its `done` line. */
-  readonly done: { readonly ms: number; readonly completed: number };
+  readonly done: { readonly ms: number; readonly completed: number; readonly heapTotal: number };
   /** Peak resident memory (VmHWM), in bytes. */
   readonly peakRss: number;
   /** Largest WAL file seen while it ran, in bytes. */
@@ -119,6 +120,11 @@ export async function runScale(jobs: number, baselineJobs: number): Promise<numb
     `| worker process, peak RSS | ${mb(before.drain.peakRss)} / ${mb(after.drain.peakRss)} | ${
       mb(big.drain.peakRss)
     } | |`,
+    `| V8 heap held at the end (heapTotal), dispatching / worker | ${
+      mb(before.dispatch.done.heapTotal)
+    } / ${mb(before.drain.done.heapTotal)} | ${mb(big.dispatch.done.heapTotal)} / ${
+      mb(big.drain.done.heapTotal)
+    } | |`,
     `| largest WAL, dispatch / drain | ${mb(before.dispatch.maxWal)} / ${
       mb(before.drain.maxWal)
     } | ${mb(big.dispatch.maxWal)} / ${mb(big.drain.maxWal)} | |`,
@@ -187,7 +193,7 @@ async function runChild(task: ScaleChildTask, path: string): Promise<ChildRun> {
   };
   const timer = setInterval(sample, SAMPLE_MS);
   const progress: { ms: number; completed: number }[] = [];
-  let done: { ms: number; completed: number } | null = null;
+  let done: { ms: number; completed: number; heapTotal: number } | null = null;
   try {
     for await (const text of readLines(child.stdout)) {
       const line = parseScaleChildLine(text);

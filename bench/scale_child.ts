@@ -8,10 +8,12 @@
  * ```
  *
  * `dispatch` stores `jobs` no-op jobs with `dispatchMany`, `chunk` per call,
- * and prints `done <ms>`. `drain` opens the queue, prints `ready`, and on
- * `go` (a line on stdin) drains it with the isolate executor until it finds
- * it empty, printing `at <ms since go> <completed>` every
- * {@linkcode PROGRESS_MS} and `done <ms since go> <completed>` at the end.
+ * and prints `done <ms> <jobs> <V8 heap bytes>`. `drain` opens the queue,
+ * prints `ready`, and on `go` (a line on stdin) drains it with the isolate
+ * executor until it finds it empty, printing `at <ms since go> <completed>`
+ * every {@linkcode PROGRESS_MS} and `done <ms since go> <completed> <V8 heap
+ * bytes>` at the end. The V8 heap is `Deno.memoryUsage().heapTotal`: what V8
+ * holds for the JS heap, used or not.
  *
  * @module
  */
@@ -28,7 +30,12 @@ export const PROGRESS_MS = 10;
 export type ScaleChildLine =
   | { readonly kind: "ready" }
   | { readonly kind: "at"; readonly ms: number; readonly completed: number }
-  | { readonly kind: "done"; readonly ms: number; readonly completed: number };
+  | {
+    readonly kind: "done";
+    readonly ms: number;
+    readonly completed: number;
+    readonly heapTotal: number;
+  };
 
 /** What a child is asked to do. */
 export type ScaleChildTask =
@@ -57,10 +64,13 @@ export function scaleChildCommand(task: ScaleChildTask): Deno.Command {
 
 /** Reads one line of a child's output; null for a line that is not part of the protocol. */
 export function parseScaleChildLine(line: string): ScaleChildLine | null {
-  const [kind, ms, completed] = line.split(" ");
+  const [kind, ms, completed, heapTotal] = line.split(" ");
   if (kind === "ready" && ms === undefined) return { kind };
-  if ((kind === "at" || kind === "done") && ms !== undefined) {
-    return { kind, ms: Number(ms), completed: Number(completed ?? 0) };
+  if (kind === "at" && ms !== undefined) {
+    return { kind, ms: Number(ms), completed: Number(completed) };
+  }
+  if (kind === "done" && heapTotal !== undefined) {
+    return { kind, ms: Number(ms), completed: Number(completed), heapTotal: Number(heapTotal) };
   }
   return null;
 }
@@ -86,7 +96,7 @@ async function dispatchAll(queue: Queue, jobs: number, chunk: number): Promise<v
     const size = Math.min(chunk, jobs - sent);
     await queue.dispatchMany(noop, Array.from({ length: size }, (_, n) => ({ n: sent + n })));
   }
-  console.log(`done ${performance.now() - started}`);
+  console.log(`done ${performance.now() - started} ${jobs} ${Deno.memoryUsage().heapTotal}`);
 }
 
 /** Waits for `go`, then drains until empty, saying how far it got every {@linkcode PROGRESS_MS}. */
@@ -109,7 +119,8 @@ async function drainAll(queue: Queue, concurrency: number): Promise<void> {
     }, PROGRESS_MS);
     await worker.done;
     clearInterval(timer);
-    console.log(`done ${performance.now() - started} ${worker.stats.completed}`);
+    const heapTotal = Deno.memoryUsage().heapTotal;
+    console.log(`done ${performance.now() - started} ${worker.stats.completed} ${heapTotal}`);
     break;
   }
 }
