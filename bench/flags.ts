@@ -5,7 +5,12 @@
  */
 import { CEILING_BATCH_SIZE } from "./ceiling.ts";
 import { CPU_JOB_MS, CPU_JOBS } from "./cpu.ts";
-import { DEFAULT_SCALE_JOBS, SCALE_CHUNK, SCALE_CONCURRENCY } from "./scale.ts";
+import {
+  DEFAULT_SCALE_CHUNK,
+  DEFAULT_SCALE_JOBS,
+  SCALE_CONCURRENCY,
+  type ScaleOptions,
+} from "./scale.ts";
 import { type Group, GROUPS, isGroup, POSTGRES_GROUPS } from "./groups.ts";
 import {
   IDLE_POLL_MS,
@@ -49,8 +54,8 @@ export interface BenchFlags {
   readonly help: boolean;
   /** `--only soak`: run the soak (and nothing else) for this many minutes; null otherwise. */
   readonly soakMinutes: number | null;
-  /** `--only scale`: run the scale bench (and nothing else) on this many jobs; null otherwise. */
-  readonly scaleJobs: number | null;
+  /** `--only scale`: run the scale bench (and nothing else) so; null otherwise. */
+  readonly scale: ScaleOptions | null;
 }
 
 /** A flag the bench does not know, or a bad value: the caller prints it and exits 2. */
@@ -120,14 +125,20 @@ export const USAGE =
     count(DEFAULT_SCALE_JOBS)
   } no-op jobs stored by a process with
                                dispatchMany (${
-    count(SCALE_CHUNK)
+    count(DEFAULT_SCALE_CHUNK)
   } per call), then drained by a worker process
                                at concurrency ${SCALE_CONCURRENCY}; the same on --jobs jobs before and after,
                                as the baseline: drain rate of the first --jobs jobs of the big
                                queue against the small one's, rate per tenth, peak RSS of both
-                               processes (from /proc), largest WAL; about 3 minutes
+                               processes (from /proc), largest WAL; 70 s at load 2
   --soak-minutes N how long the soak dispatches (default ${DEFAULT_SOAK_MINUTES})
   --scale-jobs N   jobs of the scale bench's big queue (default ${count(DEFAULT_SCALE_JOBS)})
+  --scale-chunk N  jobs per dispatchMany call in the scale bench (default ${
+    count(DEFAULT_SCALE_CHUNK)
+  })
+  --scale-v8-flags FLAGS
+                   run the scale bench's child processes with --v8-flags=FLAGS (e.g.
+                   --max-semi-space-size=2), to see what V8's heap sizing does to their RSS
   --peers          also measure other queues on the same workloads, each row beside ours with
                    its ratio to ours (SQLite): Deno KV queues (a child process with
                    --unstable-kv), BullMQ when Redis answers at 127.0.0.1:6379; fixed job counts
@@ -161,6 +172,8 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
   let soakMinutes = DEFAULT_SOAK_MINUTES;
   let scale = false;
   let scaleJobs = DEFAULT_SCALE_JOBS;
+  let scaleChunk = DEFAULT_SCALE_CHUNK;
+  let scaleV8Flags: string | null = null;
   for (let index = 0; index < args.length; index++) {
     const arg = args[index]!;
     const equals = arg.indexOf("=");
@@ -210,10 +223,24 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
         soakMinutes = wholeNumber(name, value, 24 * 60);
         break;
       }
-      case "--scale-jobs": {
+      case "--scale-jobs":
+      case "--scale-chunk": {
         const value = inline ?? args[++index];
-        if (value === undefined) throw new UsageError("--scale-jobs needs a number: got nothing");
-        scaleJobs = wholeNumber(name, value, MAX_JOBS);
+        if (value === undefined) throw new UsageError(`${name} needs a number: got nothing`);
+        if (name === "--scale-jobs") scaleJobs = wholeNumber(name, value, MAX_JOBS);
+        else scaleChunk = wholeNumber(name, value, MAX_JOBS);
+        break;
+      }
+      case "--scale-v8-flags": {
+        const value = inline ?? args[++index];
+        if (value === undefined || !/^--[a-z0-9_=.,-]+$/i.test(value)) {
+          throw new UsageError(
+            `--scale-v8-flags needs V8 flags such as --max-semi-space-size=2: got ${
+              value ?? "nothing"
+            }`,
+          );
+        }
+        scaleV8Flags = value;
         break;
       }
       case "--only": {
@@ -275,7 +302,7 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
     peers,
     help,
     soakMinutes: soak ? soakMinutes : null,
-    scaleJobs: scale ? scaleJobs : null,
+    scale: scale ? { jobs: scaleJobs, chunk: scaleChunk, v8Flags: scaleV8Flags } : null,
   };
 }
 

@@ -48,7 +48,7 @@ export async function main(args: readonly string[]): Promise<number> {
     return 0;
   }
   if (flags.soakMinutes !== null) return await runSoak(flags.soakMinutes);
-  if (flags.scaleJobs !== null) return await runScale(flags.scaleJobs, flags.jobs);
+  if (flags.scale !== null) return await runScale(flags.scale, flags.jobs);
   const started = performance.now();
   const environment = readEnvironment();
   const warmupJobs = Math.max(1, Math.round(flags.jobs * WARMUP_SHARE));

@@ -1,7 +1,7 @@
 /**
  * The scale bench (`deno task bench --only scale`): a million queued jobs.
  * A child process stores them with `dispatchMany` in chunks of
- * {@linkcode SCALE_CHUNK}, and a worker child process drains them all at
+ * {@linkcode DEFAULT_SCALE_CHUNK}, and a worker child process drains them all at
  * concurrency {@linkcode SCALE_CONCURRENCY} (isolate executor); the same is
  * done to a queue of `--jobs` jobs (20,000) before and after, the baseline
  * of the same run. Each child's peak resident memory is read from outside
@@ -24,8 +24,18 @@ import { parseScaleChildLine, scaleChildCommand, type ScaleChildTask } from "./s
 /** Jobs of the scale run, without `--scale-jobs`. */
 export const DEFAULT_SCALE_JOBS = 1_000_000;
 
-/** Jobs per `dispatchMany` call. */
-export const SCALE_CHUNK = 10_000;
+/** Jobs per `dispatchMany` call, without `--scale-chunk`. */
+export const DEFAULT_SCALE_CHUNK = 10_000;
+
+/** How the scale bench runs (`--scale-jobs`, `--scale-chunk`, `--scale-v8-flags`). */
+export interface ScaleOptions {
+  /** Jobs in the big queue. */
+  readonly jobs: number;
+  /** Jobs per `dispatchMany` call. */
+  readonly chunk: number;
+  /** V8 flags the child processes run with, or null for none. */
+  readonly v8Flags: string | null;
+}
 
 /** The worker's concurrency. */
 export const SCALE_CONCURRENCY = 32;
@@ -62,17 +72,18 @@ interface QueueRun {
   readonly fileBytes: number;
 }
 
-/** Runs the scale bench with `jobs` in the big queue and `baselineJobs` in the small one. */
-export async function runScale(jobs: number, baselineJobs: number): Promise<number> {
+/** Runs the scale bench as `options` say, with `baselineJobs` in the small queue. */
+export async function runScale(options: ScaleOptions, baselineJobs: number): Promise<number> {
+  const { jobs } = options;
   const load = () => Deno.loadavg().map((n) => n.toFixed(2)).join(", ");
   const loadBefore = load();
   const say = (what: string) => console.error(`bench: scale: ${what}`);
   say(`baseline, ${baselineJobs.toLocaleString("en-US")} jobs`);
-  const before = await queueRun(baselineJobs);
+  const before = await queueRun(baselineJobs, options);
   say(`${jobs.toLocaleString("en-US")} jobs`);
-  const big = await queueRun(jobs);
+  const big = await queueRun(jobs, options);
   say(`baseline again, ${baselineJobs.toLocaleString("en-US")} jobs`);
-  const after = await queueRun(baselineJobs);
+  const after = await queueRun(baselineJobs, options);
   const loadAfter = load();
 
   const lines: string[] = [];
@@ -97,8 +108,10 @@ export async function runScale(jobs: number, baselineJobs: number): Promise<numb
 
   lines.push(
     `scale: ${count(jobs)} no-op jobs against ${count(baselineJobs)} (before and after), ` +
-      `dispatchMany ${count(SCALE_CHUNK)} per call, drained by one worker process at ` +
-      `concurrency ${SCALE_CONCURRENCY} (isolate executor); load average ${loadBefore} ` +
+      `dispatchMany ${count(options.chunk)} per call, drained by one worker process at ` +
+      `concurrency ${SCALE_CONCURRENCY} (isolate executor)${
+        options.v8Flags === null ? "" : `, children run with --v8-flags=${options.v8Flags}`
+      }; load average ${loadBefore} ` +
       `before, ${loadAfter} after`,
     "",
     "| | " + count(baselineJobs) + " (before / after) | " + count(jobs) + " | ratio |",
@@ -161,13 +174,18 @@ export async function runScale(jobs: number, baselineJobs: number): Promise<numb
 }
 
 /** A fresh database: `jobs` dispatched by one child, drained by another; the rows checked. */
-async function queueRun(jobs: number): Promise<QueueRun> {
+async function queueRun(jobs: number, options: ScaleOptions): Promise<QueueRun> {
   const dir = await Deno.makeTempDir({ prefix: "renox-queue-scale-" });
   const path = join(dir, "scale.db");
   try {
-    const dispatch = await runChild({ kind: "dispatch", path, jobs, chunk: SCALE_CHUNK }, path);
+    const { chunk, v8Flags } = options;
+    const dispatch = await runChild({ kind: "dispatch", path, jobs, chunk }, path, v8Flags);
     const fileBytes = (await Deno.stat(path)).size;
-    const drain = await runChild({ kind: "drain", path, concurrency: SCALE_CONCURRENCY }, path);
+    const drain = await runChild(
+      { kind: "drain", path, concurrency: SCALE_CONCURRENCY },
+      path,
+      v8Flags,
+    );
     const db = new DatabaseSync(path, { readOnly: true });
     const left = Number(db.prepare("SELECT COUNT(*) AS n FROM jobs").get()!.n);
     db.close();
@@ -179,11 +197,15 @@ async function queueRun(jobs: number): Promise<QueueRun> {
 }
 
 /**
- * Runs one child to its end, sampling its memory and the WAL's size; a
- * drain child is told `go` once it is ready.
+ * Runs one child (with `v8Flags`, unless null) to its end, sampling its
+ * memory and the WAL's size; a drain child is told `go` once it is ready.
  */
-async function runChild(task: ScaleChildTask, path: string): Promise<ChildRun> {
-  const child = scaleChildCommand(task).spawn();
+async function runChild(
+  task: ScaleChildTask,
+  path: string,
+  v8Flags: string | null,
+): Promise<ChildRun> {
+  const child = scaleChildCommand(task, v8Flags).spawn();
   const stdin = child.stdin.getWriter();
   let peakRss = 0;
   let maxWal = 0;

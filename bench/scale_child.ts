@@ -47,15 +47,28 @@ export type ScaleChildTask =
   }
   | { readonly kind: "drain"; readonly path: string; readonly concurrency: number };
 
-/** The command that starts a child for `task` (stdin and stdout piped, stderr inherited). */
-export function scaleChildCommand(task: ScaleChildTask): Deno.Command {
+/**
+ * The command that starts a child for `task` (stdin and stdout piped,
+ * stderr inherited), with `--v8-flags=v8Flags` unless that is null.
+ */
+export function scaleChildCommand(task: ScaleChildTask, v8Flags: string | null): Deno.Command {
   const script = fileURLToPath(import.meta.url);
   const config = fileURLToPath(new URL("../deno.json", import.meta.url));
   const args = task.kind === "dispatch"
     ? [task.path, String(task.jobs), String(task.chunk)]
     : [task.path, String(task.concurrency)];
   return new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--quiet", "--config", config, script, task.kind, ...args],
+    args: [
+      "run",
+      "-A",
+      "--quiet",
+      ...(v8Flags === null ? [] : [`--v8-flags=${v8Flags}`]),
+      "--config",
+      config,
+      script,
+      task.kind,
+      ...args,
+    ],
     stdin: "piped",
     stdout: "piped",
     stderr: "inherit",
