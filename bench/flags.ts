@@ -54,7 +54,7 @@ export interface BenchFlags {
   readonly help: boolean;
   /** `--only soak`: run the soak (and nothing else) for this many minutes; null otherwise. */
   readonly soakMinutes: number | null;
-  /** `--only scale`: run the scale bench (and nothing else) so; null otherwise. */
+  /** `--only scale`: how to run the scale bench (and nothing else); null otherwise. */
   readonly scale: ScaleOptions | null;
 }
 
@@ -74,6 +74,8 @@ const DEFAULT_SOAK_MINUTES = 10;
 export const MAX_WORKER_DRAIN_JOBS = 3_000;
 
 const PG_CONCURRENCIES = POSTGRES_DRAIN_CONCURRENCIES.join(" and ");
+const SCALE_JOBS_TEXT = DEFAULT_SCALE_JOBS.toLocaleString("en-US");
+const SCALE_CHUNK_TEXT = DEFAULT_SCALE_CHUNK.toLocaleString("en-US");
 
 /** The usage text. */
 export const USAGE =
@@ -121,21 +123,15 @@ export const USAGE =
                    soak      (only alone, SQLite) ${DEFAULT_SOAK_MINUTES} minutes of mixed dispatch (ok, failing,
                                delayed, unique) drained by 2 worker processes: worker RSS at
                                1, 5 and 10 min, open files, jobs/s, counters against rows
-                   scale     (only alone, SQLite) ${
-    count(DEFAULT_SCALE_JOBS)
-  } no-op jobs stored by a process with
-                               dispatchMany (${
-    count(DEFAULT_SCALE_CHUNK)
-  } per call), then drained by a worker process
+                   scale     (only alone, SQLite) ${SCALE_JOBS_TEXT} no-op jobs stored by a process with
+                               dispatchMany (${SCALE_CHUNK_TEXT} per call), then drained by a worker process
                                at concurrency ${SCALE_CONCURRENCY}; the same on --jobs jobs before and after,
                                as the baseline: drain rate of the first --jobs jobs of the big
                                queue against the small one's, rate per tenth, peak RSS of both
                                processes (from /proc), largest WAL; 70 s at load 2
   --soak-minutes N how long the soak dispatches (default ${DEFAULT_SOAK_MINUTES})
-  --scale-jobs N   jobs of the scale bench's big queue (default ${count(DEFAULT_SCALE_JOBS)})
-  --scale-chunk N  jobs per dispatchMany call in the scale bench (default ${
-    count(DEFAULT_SCALE_CHUNK)
-  })
+  --scale-jobs N   jobs of the scale bench's big queue (default ${SCALE_JOBS_TEXT})
+  --scale-chunk N  jobs per dispatchMany call in the scale bench (default ${SCALE_CHUNK_TEXT})
   --scale-v8-flags FLAGS
                    run the scale bench's child processes with --v8-flags=FLAGS (e.g.
                    --max-semi-space-size=2), to see what V8's heap sizing does to their RSS
@@ -144,10 +140,6 @@ export const USAGE =
                    --unstable-kv), BullMQ when Redis answers at 127.0.0.1:6379; fixed job counts
   --json           also print the results as JSON, after the tables
   --help           print this and exit`;
-
-function count(n: number): string {
-  return n.toLocaleString("en-US");
-}
 
 const DEFAULT_RUNS = 5;
 const DEFAULT_JOBS = 20_000;
@@ -174,6 +166,7 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
   let scaleJobs = DEFAULT_SCALE_JOBS;
   let scaleChunk = DEFAULT_SCALE_CHUNK;
   let scaleV8Flags: string | null = null;
+  const scaleFlags: string[] = [];
   for (let index = 0; index < args.length; index++) {
     const arg = args[index]!;
     const equals = arg.indexOf("=");
@@ -227,6 +220,7 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
       case "--scale-chunk": {
         const value = inline ?? args[++index];
         if (value === undefined) throw new UsageError(`${name} needs a number: got nothing`);
+        scaleFlags.push(name);
         if (name === "--scale-jobs") scaleJobs = wholeNumber(name, value, MAX_JOBS);
         else scaleChunk = wholeNumber(name, value, MAX_JOBS);
         break;
@@ -240,6 +234,7 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
             }`,
           );
         }
+        scaleFlags.push(name);
         scaleV8Flags = value;
         break;
       }
@@ -285,6 +280,9 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
     throw new UsageError(
       "--only scale runs alone, on SQLite: drop the other groups, --peers and --store",
     );
+  }
+  if (!scale && scaleFlags.length > 0) {
+    throw new UsageError(`${scaleFlags.join(", ")}: only with --only scale`);
   }
   if (only?.has("peers")) peers = true;
   if (peers && store !== "sqlite") {
