@@ -5,6 +5,12 @@
  */
 import { CEILING_BATCH_SIZE } from "./ceiling.ts";
 import { CPU_JOB_MS, CPU_JOBS } from "./cpu.ts";
+import {
+  DEFAULT_SCALE_CHUNK,
+  DEFAULT_SCALE_JOBS,
+  SCALE_CONCURRENCY,
+  type ScaleOptions,
+} from "./scale.ts";
 import { type Group, GROUPS, isGroup, POSTGRES_GROUPS } from "./groups.ts";
 import {
   IDLE_POLL_MS,
@@ -48,6 +54,8 @@ export interface BenchFlags {
   readonly help: boolean;
   /** `--only soak`: run the soak (and nothing else) for this many minutes; null otherwise. */
   readonly soakMinutes: number | null;
+  /** `--only scale`: how to run the scale bench (and nothing else); null otherwise. */
+  readonly scale: ScaleOptions | null;
 }
 
 /** A flag the bench does not know, or a bad value: the caller prints it and exits 2. */
@@ -66,6 +74,8 @@ const DEFAULT_SOAK_MINUTES = 10;
 export const MAX_WORKER_DRAIN_JOBS = 3_000;
 
 const PG_CONCURRENCIES = POSTGRES_DRAIN_CONCURRENCIES.join(" and ");
+const SCALE_JOBS_TEXT = DEFAULT_SCALE_JOBS.toLocaleString("en-US");
+const SCALE_CHUNK_TEXT = DEFAULT_SCALE_CHUNK.toLocaleString("en-US");
 
 /** The usage text. */
 export const USAGE =
@@ -113,7 +123,18 @@ export const USAGE =
                    soak      (only alone, SQLite) ${DEFAULT_SOAK_MINUTES} minutes of mixed dispatch (ok, failing,
                                delayed, unique) drained by 2 worker processes: worker RSS at
                                1, 5 and 10 min, open files, jobs/s, counters against rows
+                   scale     (only alone, SQLite) ${SCALE_JOBS_TEXT} no-op jobs stored by a process with
+                               dispatchMany (${SCALE_CHUNK_TEXT} per call), then drained by a worker process
+                               at concurrency ${SCALE_CONCURRENCY}; the same on --jobs jobs before and after,
+                               as the baseline: drain rate of the first --jobs jobs of the big
+                               queue against the small one's, rate per tenth, peak RSS of both
+                               processes (from /proc), largest WAL; 70 s at load 2
   --soak-minutes N how long the soak dispatches (default ${DEFAULT_SOAK_MINUTES})
+  --scale-jobs N   jobs of the scale bench's big queue (default ${SCALE_JOBS_TEXT})
+  --scale-chunk N  jobs per dispatchMany call in the scale bench (default ${SCALE_CHUNK_TEXT})
+  --scale-v8-flags FLAGS
+                   run the scale bench's child processes with --v8-flags=FLAGS (e.g.
+                   --max-semi-space-size=2), to see what V8's heap sizing does to their RSS
   --peers          also measure other queues on the same workloads, each row beside ours with
                    its ratio to ours (SQLite): Deno KV queues (a child process with
                    --unstable-kv), BullMQ when Redis answers at 127.0.0.1:6379; fixed job counts
@@ -141,6 +162,11 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
   let help = false;
   let soak = false;
   let soakMinutes = DEFAULT_SOAK_MINUTES;
+  let scale = false;
+  let scaleJobs = DEFAULT_SCALE_JOBS;
+  let scaleChunk = DEFAULT_SCALE_CHUNK;
+  let scaleV8Flags: string | null = null;
+  const scaleFlags: string[] = [];
   for (let index = 0; index < args.length; index++) {
     const arg = args[index]!;
     const equals = arg.indexOf("=");
@@ -190,11 +216,37 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
         soakMinutes = wholeNumber(name, value, 24 * 60);
         break;
       }
+      case "--scale-jobs":
+      case "--scale-chunk": {
+        const value = inline ?? args[++index];
+        if (value === undefined) throw new UsageError(`${name} needs a number: got nothing`);
+        scaleFlags.push(name);
+        if (name === "--scale-jobs") scaleJobs = wholeNumber(name, value, MAX_JOBS);
+        else scaleChunk = wholeNumber(name, value, MAX_JOBS);
+        break;
+      }
+      case "--scale-v8-flags": {
+        const value = inline ?? args[++index];
+        if (value === undefined || !/^--[a-z0-9_=.,-]+$/i.test(value)) {
+          throw new UsageError(
+            `--scale-v8-flags needs V8 flags such as --max-semi-space-size=2: got ${
+              value ?? "nothing"
+            }`,
+          );
+        }
+        scaleFlags.push(name);
+        scaleV8Flags = value;
+        break;
+      }
       case "--only": {
         const value = inline ?? args[++index];
         if (value === undefined) throw new UsageError("--only needs a list of groups: got nothing");
         if (value.trim() === "soak") {
           soak = true;
+          break;
+        }
+        if (value.trim() === "scale") {
+          scale = true;
           break;
         }
         only ??= new Set();
@@ -224,6 +276,14 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
       "--only soak runs alone, on SQLite: drop the other groups, --peers and --store",
     );
   }
+  if (scale && (only !== null || soak || store !== "sqlite" || peers)) {
+    throw new UsageError(
+      "--only scale runs alone, on SQLite: drop the other groups, --peers and --store",
+    );
+  }
+  if (!scale && scaleFlags.length > 0) {
+    throw new UsageError(`${scaleFlags.join(", ")}: only with --only scale`);
+  }
   if (only?.has("peers")) peers = true;
   if (peers && store !== "sqlite") {
     throw new UsageError("--peers measures the SQLite workloads' peers: not with --store postgres");
@@ -240,6 +300,7 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
     peers,
     help,
     soakMinutes: soak ? soakMinutes : null,
+    scale: scale ? { jobs: scaleJobs, chunk: scaleChunk, v8Flags: scaleV8Flags } : null,
   };
 }
 

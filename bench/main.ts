@@ -27,6 +27,7 @@ import {
 } from "./queue.ts";
 import { buildRows, formatJson, formatMarkdown, type Report } from "./report.ts";
 import { runRounds } from "./rounds.ts";
+import { runScale } from "./scale.ts";
 import { runSoak } from "./soak.ts";
 
 /** The warm-up round's share of the jobs of a timed run. */
@@ -47,6 +48,7 @@ export async function main(args: readonly string[]): Promise<number> {
     return 0;
   }
   if (flags.soakMinutes !== null) return await runSoak(flags.soakMinutes);
+  if (flags.scale !== null) return await runScale(flags.scale, flags.jobs);
   const started = performance.now();
   const environment = readEnvironment();
   const warmupJobs = Math.max(1, Math.round(flags.jobs * WARMUP_SHARE));

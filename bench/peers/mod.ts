@@ -10,7 +10,7 @@
  */
 import type { Measurement } from "../measurement.ts";
 import { bullAddBulk, bullAddSingle, bullDrain, PEER_BULK_SIZE, redisAnswers } from "./bullmq.ts";
-import { denoKv } from "./deno_kv.ts";
+import { DENO_KV_BULK_SIZE, denoKv } from "./deno_kv.ts";
 
 /** Jobs per run of each BullMQ measurement. */
 export const BULLMQ_JOBS = 5_000;
@@ -41,7 +41,7 @@ export async function peerMeasurements(onSkip: (why: string) => void): Promise<M
       ...fixed(DENO_KV_JOBS),
       id: "peer-kv-bulk",
       name: "Deno KV bulk",
-      label: `peer: Deno KV atomic enqueue, ${PEER_BULK_SIZE} per commit`,
+      label: `peer: Deno KV atomic enqueue, ${DENO_KV_BULK_SIZE} per commit (its most)`,
       baseline: "dispatch-many",
       targetAtMost: DENO_KV_SHARE,
       run: (jobs) => denoKv("bulk", jobs),
