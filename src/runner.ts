@@ -542,9 +542,10 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       progress: null,
       progressWrittenAt: -Infinity,
       progressTimer: undefined,
+      span: startAttemptSpan(job),
     };
     this.#running.set(job.id, entry);
-    entry.span = startAttemptSpan(job);
+    const { span } = entry;
     this.#metrics.started(job);
     this.emit("job:start", { id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
     entry.timer = setTimeout(() => {
@@ -552,12 +553,11 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       controller.abort(error);
       this.#finish(entry, { kind: "error", error, permanent: false });
     }, definition.timeoutMs);
-    const span = entry.span;
     this.#deps.executor.run({
       get traceparent() {
-        return span.traceparent;
+        return span?.traceparent ?? null;
       },
-      traceContext: span.context,
+      traceContext: span?.context,
       id: job.id,
       name: job.name,
       queueName: job.queue,
