@@ -439,6 +439,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     settling.forEach((finished, index) => {
       if (result.applied[index]) this.#report(finished);
     });
+    this.#metrics.flush();
     if (schedules?.missedRows) this.notify(); // tick again once their rows are sealed
     this.#claimed += result.claimed.length;
     // A stop that came while the claim waited on the store: start nothing, put it back.
@@ -467,6 +468,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       this.emit("queue:error", { error, during: `settle of job ${finished.job.id}` });
       if (instead !== null) this.#report(instead);
     }
+    this.#metrics.flush();
     if (apart.outage === null) {
       this.#outage = null;
       return 0;

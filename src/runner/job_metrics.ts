@@ -1,6 +1,7 @@
 /**
- * The runner's OpenTelemetry instruments: counters of settled attempts and
- * histograms of runtime and wait, recorded when a tick's settle applied.
+ * The runner's OpenTelemetry instruments: counters of settled attempts,
+ * added once per tick, and histograms of runtime and wait, recorded per
+ * attempt.
  * Names and units are listed in the README ("Observability"). Without an
  * SDK the instruments are no-ops of `npm:@opentelemetry/api`.
  *
@@ -34,6 +35,9 @@ const DURATION_BOUNDARIES = [
   300,
 ];
 
+/** How a counted attempt settled: each kind has its counter. */
+type SettledKind = "complete" | "retry" | "fail";
+
 /** The instruments one runner records to. */
 export class JobMetrics {
   readonly #completed: Counter;
@@ -43,6 +47,8 @@ export class JobMetrics {
   readonly #wait: Histogram;
   /** The attributes of each queue's jobs of each name, made once and handed to every record. */
   readonly #attributes = new Map<string, Map<string, Attributes>>();
+  /** Attempts settled since the last flush, by their attributes. */
+  readonly #counts = new Map<Attributes, Record<SettledKind, number>>();
 
   /** Creates (or, with an SDK, looks up) the instruments. */
   constructor() {
@@ -77,16 +83,32 @@ export class JobMetrics {
     this.#wait.record((job.waitedMs ?? 0) / 1_000, this.#attributesOf(job));
   }
 
-  /** An attempt's settle applied: counts it, and records its runtime when the handler ran. */
-  settled(job: ClaimedJob, kind: "complete" | "retry" | "fail", durationMs: number | null): void {
+  /**
+   * An attempt's settle applied: records its runtime when the handler ran,
+   * and counts it towards the next {@linkcode JobMetrics.flush}.
+   */
+  settled(job: ClaimedJob, kind: SettledKind, durationMs: number | null): void {
     const attributes = this.#attributesOf(job);
-    const counter = kind === "complete"
-      ? this.#completed
-      : kind === "fail"
-      ? this.#failed
-      : this.#retried;
-    counter.add(1, attributes);
+    let counts = this.#counts.get(attributes);
+    if (counts === undefined) {
+      this.#counts.set(attributes, counts = { complete: 0, retry: 0, fail: 0 });
+    }
+    counts[kind]++;
     if (durationMs !== null) this.#duration.record(durationMs / 1_000, attributes);
+  }
+
+  /**
+   * Adds the attempts counted since the last flush to the counters: one
+   * `add()` per queue, job name and counter for a tick's settles rather
+   * than one per attempt (a counter's sum is the same, each call costs).
+   */
+  flush(): void {
+    for (const [attributes, counts] of this.#counts) {
+      if (counts.complete > 0) this.#completed.add(counts.complete, attributes);
+      if (counts.retry > 0) this.#retried.add(counts.retry, attributes);
+      if (counts.fail > 0) this.#failed.add(counts.fail, attributes);
+    }
+    this.#counts.clear();
   }
 
   /** The attributes every record of `job` carries (SDKs copy what they keep, none changes them). */
