@@ -439,6 +439,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     settling.forEach((finished, index) => {
       if (result.applied[index]) this.#report(finished);
     });
+    this.#metrics.flush();
     if (schedules?.missedRows) this.notify(); // tick again once their rows are sealed
     this.#claimed += result.claimed.length;
     // A stop that came while the claim waited on the store: start nothing, put it back.
@@ -467,6 +468,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       this.emit("queue:error", { error, during: `settle of job ${finished.job.id}` });
       if (instead !== null) this.#report(instead);
     }
+    this.#metrics.flush();
     if (apart.outage === null) {
       this.#outage = null;
       return 0;
@@ -542,9 +544,10 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       progress: null,
       progressWrittenAt: -Infinity,
       progressTimer: undefined,
+      span: startAttemptSpan(job),
     };
     this.#running.set(job.id, entry);
-    entry.span = startAttemptSpan(job);
+    const { span } = entry;
     this.#metrics.started(job);
     this.emit("job:start", { id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
     entry.timer = setTimeout(() => {
@@ -552,12 +555,11 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       controller.abort(error);
       this.#finish(entry, { kind: "error", error, permanent: false });
     }, definition.timeoutMs);
-    const span = entry.span;
     this.#deps.executor.run({
       get traceparent() {
-        return span.traceparent;
+        return span?.traceparent ?? null;
       },
-      traceContext: span.context,
+      traceContext: span?.context,
       id: job.id,
       name: job.name,
       queueName: job.queue,

@@ -37,9 +37,10 @@ export interface ExecutionRequest {
   readonly traceparent?: string | null;
   /**
    * The same span as a context, for an executor in this isolate (which then
-   * need not read `traceparent`); it never crosses to a Web Worker.
+   * need not read `traceparent`); it never crosses to a Web Worker. Absent
+   * or undefined without a span (no SDK installed).
    */
-  readonly traceContext?: Context;
+  readonly traceContext?: Context | undefined;
   /** Receives the lines the handler writes with `ctx.log()` (and, when captured, prints). */
   readonly onLog?: (line: LogCall) => void;
 }

@@ -28,8 +28,8 @@ export interface RunningJob {
   progressWrittenAt: number;
   /** Set while a progress write waits for its turn. */
   progressTimer: ReturnType<typeof setTimeout> | undefined;
-  /** The attempt's span (a no-op one without an SDK). */
-  span?: AttemptSpan;
+  /** The attempt's span; undefined without a tracer SDK. */
+  readonly span: AttemptSpan | undefined;
 }
 
 /** An attempt that ended, or a claimed job that never started, waiting to be settled. */

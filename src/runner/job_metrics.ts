@@ -1,6 +1,7 @@
 /**
- * The runner's OpenTelemetry instruments: counters of settled attempts and
- * histograms of runtime and wait, recorded when a tick's settle applied.
+ * The runner's OpenTelemetry instruments: counters of settled attempts,
+ * added once per tick, and histograms of runtime and wait, recorded per
+ * attempt.
  * Names and units are listed in the README ("Observability"). Without an
  * SDK the instruments are no-ops of `npm:@opentelemetry/api`.
  *
@@ -34,6 +35,9 @@ const DURATION_BOUNDARIES = [
   300,
 ];
 
+/** How a counted attempt settled: each kind has its counter. */
+type SettledKind = "complete" | "retry" | "fail";
+
 /** The instruments one runner records to. */
 export class JobMetrics {
   readonly #completed: Counter;
@@ -41,6 +45,10 @@ export class JobMetrics {
   readonly #retried: Counter;
   readonly #duration: Histogram;
   readonly #wait: Histogram;
+  /** The attributes of each queue's jobs of each name, made once and handed to every record. */
+  readonly #attributes = new Map<string, Map<string, Attributes>>();
+  /** Attempts settled since the last flush, by their attributes. */
+  readonly #counts = new Map<Attributes, Record<SettledKind, number>>();
 
   /** Creates (or, with an SDK, looks up) the instruments. */
   constructor() {
@@ -72,22 +80,46 @@ export class JobMetrics {
 
   /** An attempt starts: records how long its job had waited. */
   started(job: ClaimedJob): void {
-    this.#wait.record((job.waitedMs ?? 0) / 1_000, attributesOf(job));
+    this.#wait.record((job.waitedMs ?? 0) / 1_000, this.#attributesOf(job));
   }
 
-  /** An attempt's settle applied: counts it, and records its runtime when the handler ran. */
-  settled(job: ClaimedJob, kind: "complete" | "retry" | "fail", durationMs: number | null): void {
-    const attributes = attributesOf(job);
-    const counter = kind === "complete"
-      ? this.#completed
-      : kind === "fail"
-      ? this.#failed
-      : this.#retried;
-    counter.add(1, attributes);
+  /**
+   * An attempt's settle applied: records its runtime when the handler ran,
+   * and counts it towards the next {@linkcode JobMetrics.flush}.
+   */
+  settled(job: ClaimedJob, kind: SettledKind, durationMs: number | null): void {
+    const attributes = this.#attributesOf(job);
+    let counts = this.#counts.get(attributes);
+    if (counts === undefined) {
+      this.#counts.set(attributes, counts = { complete: 0, retry: 0, fail: 0 });
+    }
+    counts[kind]++;
     if (durationMs !== null) this.#duration.record(durationMs / 1_000, attributes);
   }
-}
 
-function attributesOf(job: ClaimedJob): Attributes {
-  return { "messaging.destination.name": job.queue, "renox.job.name": job.name };
+  /**
+   * Adds the attempts counted since the last flush to the counters: one
+   * `add()` per queue, job name and counter for a tick's settles rather
+   * than one per attempt (a counter's sum is the same, each call costs).
+   */
+  flush(): void {
+    for (const [attributes, counts] of this.#counts) {
+      if (counts.complete > 0) this.#completed.add(counts.complete, attributes);
+      if (counts.retry > 0) this.#retried.add(counts.retry, attributes);
+      if (counts.fail > 0) this.#failed.add(counts.fail, attributes);
+    }
+    this.#counts.clear();
+  }
+
+  /** The attributes every record of `job` carries (SDKs copy what they keep, none changes them). */
+  #attributesOf({ queue, name }: ClaimedJob): Attributes {
+    let byName = this.#attributes.get(queue);
+    if (byName === undefined) this.#attributes.set(queue, byName = new Map());
+    let attributes = byName.get(name);
+    if (attributes === undefined) {
+      attributes = Object.freeze({ "messaging.destination.name": queue, "renox.job.name": name });
+      byName.set(name, attributes);
+    }
+    return attributes;
+  }
 }

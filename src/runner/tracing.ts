@@ -2,8 +2,8 @@
  * One span per attempt: `job <name>`, of kind CONSUMER, parented to the
  * trace context stored at dispatch and linked to the span of the job's
  * previous attempt when it was retried. Attributes follow the OpenTelemetry
- * messaging conventions. Without an SDK every call here is a no-op of
- * `npm:@opentelemetry/api`.
+ * messaging conventions. Without an SDK no span is started at all: the
+ * attempt's hot path skips even the API's no-op span and its context.
  *
  * @internal
  * @module
@@ -12,7 +12,7 @@
 // deno-lint-ignore no-import-prefix
 import type { Attributes, Context, Link, Span } from "npm:@opentelemetry/api@1";
 // deno-lint-ignore no-import-prefix
-import { SpanKind, SpanStatusCode, trace } from "npm:@opentelemetry/api@1";
+import { ProxyTracerProvider, SpanKind, SpanStatusCode, trace } from "npm:@opentelemetry/api@1";
 import type { Outcome } from "../lifecycle.ts";
 import type { ClaimedJob } from "../stores/store.ts";
 import { contextOf, fromTraceparent, toTraceparent } from "../trace_context.ts";
@@ -67,8 +67,33 @@ export function spanOutcomeOf(outcome: Outcome): SpanOutcome {
 /** The queue's tracer: the API's proxy, which records through whichever SDK is installed later. */
 const tracer = trace.getTracer(INSTRUMENTATION_SCOPE);
 
-/** Starts the span of one attempt. */
-export function startAttemptSpan(job: ClaimedJob): AttemptSpan {
+/** Set once a tracer SDK was seen; from then on every attempt starts its span. */
+let sdkSeen = false;
+
+/**
+ * Whether a tracer SDK is installed: Deno's (`OTEL_DENO=true`, which
+ * registers its own provider) or one an app registered with
+ * `trace.setGlobalTracerProvider()` (a delegate of the API's proxy). Looked
+ * up again on each attempt until one is seen, since an app may install its
+ * SDK after this module loaded; a provider from another copy of the API
+ * counts as installed.
+ */
+function sdkInstalled(): boolean {
+  if (!sdkSeen) {
+    const provider = trace.getTracerProvider();
+    sdkSeen = !(provider instanceof ProxyTracerProvider) ||
+      provider.getDelegateTracer(INSTRUMENTATION_SCOPE) !== undefined;
+  }
+  return sdkSeen;
+}
+
+/**
+ * Starts the span of one attempt; undefined without a tracer SDK, where a
+ * span would record nothing (the handler then runs in the context it was
+ * called in, as any code does without an SDK).
+ */
+export function startAttemptSpan(job: ClaimedJob): AttemptSpan | undefined {
+  if (!sdkInstalled()) return undefined;
   const previous = fromTraceparent(job.lastSpan);
   const links: Link[] = previous === null
     ? []
