@@ -70,9 +70,6 @@ export class UsageError extends Error {
 /** How long the soak dispatches, in minutes, without `--soak-minutes`. */
 const DEFAULT_SOAK_MINUTES = 10;
 
-/** Most jobs per run of a Web Worker drain (`--jobs` lowers it, never raises it). */
-export const MAX_WORKER_DRAIN_JOBS = 3_000;
-
 const PG_CONCURRENCIES = POSTGRES_DRAIN_CONCURRENCIES.join(" and ");
 const SCALE_JOBS_TEXT = DEFAULT_SCALE_JOBS.toLocaleString("en-US");
 const SCALE_CHUNK_TEXT = DEFAULT_SCALE_CHUNK.toLocaleString("en-US");
@@ -89,10 +86,9 @@ export const USAGE =
                    ${DEFAULT_POSTGRES_URL}); every run gets a fresh schema,
                    dropped afterwards
   --runs N         runs of each measurement; every figure is their median (default 5)
-  --jobs N         jobs per run of the ceiling, dispatch and isolate drain measurements
-                   (default 20000); the Web Worker drains run min(N, ${MAX_WORKER_DRAIN_JOBS}); on
-                   PostgreSQL every row runs min(N, ${MAX_POSTGRES_JOBS}), those that commit once per
-                   job min(N, ${MAX_POSTGRES_COMMIT_JOBS})
+  --jobs N         jobs per run of the ceiling, dispatch and drain measurements (isolate
+                   and Web Workers; default 20000); on PostgreSQL every row runs
+                   min(N, ${MAX_POSTGRES_JOBS}), those that commit once per job min(N, ${MAX_POSTGRES_COMMIT_JOBS})
   --only GROUP,... run only these groups (default: all of the store's), plus the baselines
                    their rows are compared with. SQLite:
                      ceiling   raw node:sqlite insert and insert + claim + delete

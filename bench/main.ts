@@ -13,7 +13,7 @@ import { delayedStartMeasurement } from "./delayed_start.ts";
 import { CPU_JOB_MS, cpuMeasurements } from "./cpu.ts";
 import { calibrateSpin, type SpinCalibration } from "./cpu_work.ts";
 import { readEnvironment } from "./environment.ts";
-import { MAX_WORKER_DRAIN_JOBS, parseBenchFlags, USAGE, UsageError } from "./flags.ts";
+import { parseBenchFlags, USAGE, UsageError } from "./flags.ts";
 import { withComparisons } from "./groups.ts";
 import { pickupMeasurements } from "./pickup.ts";
 import { buildPickupRows } from "./pickup_report.ts";
@@ -52,7 +52,6 @@ export async function main(args: readonly string[]): Promise<number> {
   const started = performance.now();
   const environment = readEnvironment();
   const warmupJobs = Math.max(1, Math.round(flags.jobs * WARMUP_SHARE));
-  const workerDrainJobs = Math.min(flags.jobs, MAX_WORKER_DRAIN_JOBS);
   let cpu: SpinCalibration | null = null;
   let postgres: PostgresBench | null = null;
   if (flags.store === "postgres") {
@@ -75,10 +74,7 @@ export async function main(args: readonly string[]): Promise<number> {
       ceiling: ceilingMeasurements(),
       dispatch: dispatchMeasurements(),
       drain: [...isolateDrainMeasurements(), delayedBesideMeasurement()],
-      workers: workerDrainMeasurements(
-        workerDrainJobs,
-        Math.max(1, Math.round(workerDrainJobs * WARMUP_SHARE)),
-      ),
+      workers: workerDrainMeasurements(),
       cpu: cpuMeasurements(() => cpu ??= calibrateSpin(CPU_JOB_MS)),
       // Imported only here, so that a bench without --peers loads none of them.
       ...(flags.peers && {
@@ -118,9 +114,7 @@ export async function main(args: readonly string[]): Promise<number> {
     runs: flags.runs,
     jobs: flags.jobs,
     warmupJobs,
-    workerDrainJobs: measurements.some(({ id }) => id.startsWith("drain-workers-"))
-      ? workerDrainJobs
-      : null,
+    workerDrains: measurements.some(({ id }) => id.startsWith("drain-workers-")),
     cpu,
     elapsedMs: performance.now() - started,
     rows: buildRows(measurements, samples),

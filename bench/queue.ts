@@ -109,14 +109,13 @@ export function delayedBesideMeasurement(): Measurement {
  * The drains with `executor: "workers"` (as many Web Workers as the
  * default: the smaller of concurrency and cores), against the isolate drain
  * at the same concurrency (targets 90 % at concurrency 1, 70 % at 32) and
- * also against the raw drain ceiling. They run
- * `jobs` jobs per timed run and `warmupJobs` in the warm-up round, whatever
- * the other measurements run.
+ * also against the raw drain ceiling. They run as many jobs as the isolate
+ * drains: starting the pool (about a tenth of a second, each Web Worker
+ * importing the jobs module) is timed, as every `work()` call pays it, but
+ * is then a small share of the run rather than most of it.
  */
-export function workerDrainMeasurements(jobs: number, warmupJobs: number): Measurement[] {
+export function workerDrainMeasurements(): Measurement[] {
   return DRAIN_CONCURRENCIES.map((concurrency): Measurement => ({
-    fixedJobs: jobs,
-    fixedWarmupJobs: warmupJobs,
     id: `drain-workers-c${concurrency}`,
     name: `workers drain c${concurrency}`,
     label: `queue.work() drain of no-op jobs, Web Worker executor, concurrency ${concurrency}`,

@@ -74,8 +74,8 @@ export interface Report {
   readonly jobs: number;
   /** Jobs per measurement in the untimed warm-up round (those whose size is not fixed). */
   readonly warmupJobs: number;
-  /** Jobs per run of the Web Worker drains, or null when they did not run. */
-  readonly workerDrainJobs: number | null;
+  /** Whether the Web Worker drains ran (their time includes starting the pool). */
+  readonly workerDrains: boolean;
   /** The CPU-bound job's size, or null when the CPU measurements did not run. */
   readonly cpu: SpinCalibration | null;
   /** Wall time of the whole bench, warm-up included, in ms. */
@@ -185,11 +185,9 @@ export function formatMarkdown(report: Report): string {
     footnote.push(
       ` Throughput rows run ${report.jobs.toLocaleString("en-US")} jobs per run (warm-up ` +
         `${report.warmupJobs.toLocaleString("en-US")})` +
-        (report.workerDrainJobs === null
-          ? ""
-          : `, the Web Worker drains ${
-            report.workerDrainJobs.toLocaleString("en-US")
-          } (their time includes starting the pool)`) +
+        (report.workerDrains
+          ? ", the Web Worker drains too (their time includes starting the pool)"
+          : "") +
         (report.cpu === null ? "." : "; CPU rows the count in their label."),
     );
   }

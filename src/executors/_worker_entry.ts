@@ -32,6 +32,14 @@ let nextCallId = 0;
 let executor: Promise<IsolateExecutor> | null = null;
 /** Resolves on the pool's "go", after it heard "ready": no attempt starts before. */
 const go = Promise.withResolvers<void>();
+/** The loaded executor once "go" came: attempts then start without waiting on either. */
+let started: IsolateExecutor | null = null;
+
+/** The executor, once the pool said "go" (it says so only after the jobs module loaded). */
+async function whenStarted(): Promise<IsolateExecutor> {
+  await go.promise;
+  return await executor!;
+}
 
 let running = 0;
 let results: WireResult[] = [];
@@ -165,8 +173,7 @@ async function attempt(runId: number, request: WireRequest): Promise<void> {
   if (typeof request.traceparent === "string") traceparents.set(runId, request.traceparent);
   let outcome: WireResult;
   try {
-    await go.promise;
-    const ready = await executor!;
+    const ready = started ?? await whenStarted();
     const result = await current.run(runId, () =>
       ready.run({
         ...request,
@@ -223,6 +230,7 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
       return;
     case "go":
       go.resolve();
+      started = await executor!; // resolved: "ready" was sent only after it loaded
       return;
     case "run":
       // Count them all as running first, so their results go back together.
@@ -234,8 +242,7 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
       return;
     case "failed-hook":
       try {
-        await go.promise;
-        await (await executor!).runFailedHook({ ...data.request, error: fromWire(data.error) });
+        await (await whenStarted()).runFailedHook({ ...data.request, error: fromWire(data.error) });
         send({ type: "hook-done", runId: data.runId });
       } catch (error) {
         send({ type: "hook-done", runId: data.runId, error: toWire(asError(error)) });

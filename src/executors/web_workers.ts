@@ -62,8 +62,8 @@ interface PendingRun {
   /** The attempt as asked, to run it elsewhere if its Web Worker never starts. */
   readonly request: ExecutionRequest;
   readonly resolve: (result: ExecutionResult) => void;
-  readonly onProgress: (percent: number) => void;
-  readonly cleanup: () => void;
+  /** Listens on the attempt's signal until it settles. */
+  readonly onAbort: () => void;
   aborted: boolean;
   killTimer: ReturnType<typeof setTimeout> | undefined;
 }
@@ -79,6 +79,8 @@ interface PoolWorker {
   >;
   /** Whether it loaded the jobs module: a failure before that is the pool's, not a job's. */
   ready: boolean;
+  /** Of its runs, how many were aborted and have not stopped yet. */
+  aborting: number;
   /** Attempts to post together at the end of this tick. */
   outgoing: { runId: number; request: WireRequest }[];
   retired: boolean;
@@ -127,7 +129,7 @@ export class WebWorkerPool implements Executor {
   /** Runs one attempt in the least busy Web Worker. */
   run(request: ExecutionRequest): Promise<ExecutionResult> {
     if (this.#fallback !== null) return this.#fallback.run(request);
-    const { signal, onProgress, onLog: _onLog, traceContext: _context, ...wire } = request;
+    const { signal } = request;
     const slot = this.#pick();
     const runId = ++this.#nextId;
     return new Promise((resolve) => {
@@ -136,15 +138,23 @@ export class WebWorkerPool implements Executor {
         jobId: request.id,
         request,
         resolve,
-        onProgress,
-        cleanup: () => signal.removeEventListener("abort", onAbort),
+        onAbort,
         aborted: false,
         killTimer: undefined,
       };
       slot.runs.set(runId, pending);
-      this.#send(slot, runId, wire);
+      this.#send(slot, runId, {
+        id: request.id,
+        name: request.name,
+        queueName: request.queueName,
+        payload: request.payload,
+        attempt: request.attempt,
+        batchId: request.batchId,
+        scheduled: request.scheduled,
+        traceparent: request.traceparent ?? null,
+      });
       if (signal.aborted) onAbort();
-      else signal.addEventListener("abort", onAbort, { once: true });
+      else signal.addEventListener("abort", onAbort);
     });
   }
 
@@ -191,6 +201,7 @@ export class WebWorkerPool implements Executor {
       runs: new Map(),
       hooks: new Map(),
       ready: false,
+      aborting: 0,
       outgoing: [],
       retired: false,
     };
@@ -248,7 +259,9 @@ export class WebWorkerPool implements Executor {
         return;
       }
       case "progress":
-        for (const { runId, percent } of message.reports) slot.runs.get(runId)?.onProgress(percent);
+        for (const { runId, percent } of message.reports) {
+          slot.runs.get(runId)?.request.onProgress(percent);
+        }
         return;
       case "logs":
         for (const { runId, line } of message.lines) slot.runs.get(runId)?.request.onLog?.(line);
@@ -280,11 +293,16 @@ export class WebWorkerPool implements Executor {
   /** The least busy live Web Worker, preferring ones with no attempt left to stop. */
   #pick(): PoolWorker {
     if (this.#workers.length === 0) this.#workers.push(this.#spawn());
-    const draining = (slot: PoolWorker) => [...slot.runs.values()].some((run) => run.aborted);
-    return this.#workers.reduce((best, slot) => {
-      const rank = (s: PoolWorker) => (draining(s) ? 1_000_000 : 0) + s.runs.size;
-      return rank(slot) < rank(best) ? slot : best;
-    });
+    let best = this.#workers[0]!;
+    let bestRank = Infinity;
+    for (const slot of this.#workers) {
+      const rank = (slot.aborting > 0 ? 1_000_000 : 0) + slot.runs.size;
+      if (rank < bestRank) {
+        best = slot;
+        bestRank = rank;
+      }
+    }
+    return best;
   }
 
   /** Queues an attempt; every attempt queued in this tick goes to the Web Worker in one message. */
@@ -302,9 +320,10 @@ export class WebWorkerPool implements Executor {
 
   #abort(slot: PoolWorker, runId: number, reason: unknown): void {
     const pending = slot.runs.get(runId);
-    if (pending === undefined || slot.retired) return;
+    if (pending === undefined || pending.aborted || slot.retired) return;
     this.#flushRuns(slot); // the run must reach the Web Worker before its abort
     pending.aborted = true;
+    slot.aborting++;
     this.#post(slot, { type: "abort", runId, reason: toWire(asError(reason)) });
     pending.killTimer = this.#after(this.#options.graceMs, () => {
       this.#retire(
@@ -317,7 +336,8 @@ export class WebWorkerPool implements Executor {
 
   #settle(slot: PoolWorker, runId: number, pending: PendingRun): void {
     slot.runs.delete(runId);
-    pending.cleanup();
+    pending.request.signal.removeEventListener("abort", pending.onAbort);
+    if (pending.aborted) slot.aborting--;
     if (pending.killTimer !== undefined) {
       clearTimeout(pending.killTimer);
       this.#timers.delete(pending.killTimer);
