@@ -224,7 +224,9 @@ Deno.test("Web Worker pool: a job sharing a Web Worker with one that hangs past 
   await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
   using db = openReader(tmp.dbPath);
   const hangId = await queue.dispatch(hangs, { db: tmp.dbPath }, { priority: 10 });
-  const siblingId = await queue.dispatch(sibling, { db: tmp.dbPath, holdMs: 3_000 });
+  // Held far longer than the hung job's timeout and grace, so a loaded machine still kills the hung
+  // job's Web Worker while the sibling runs in it.
+  const siblingId = await queue.dispatch(sibling, { db: tmp.dbPath, holdMs: 15_000 });
   const retries = recordEvents(queue, "job:retry");
   const worker = queue.work({
     executor: "workers",
@@ -237,7 +239,7 @@ Deno.test("Web Worker pool: a job sharing a Web Worker with one that hangs past 
     await waitUntil(
       "the sibling succeeded",
       () => readLedger(db, "job_id = ? AND outcome = 'success'", siblingId).length === 1,
-      10_000,
+      30_000,
     );
   } finally {
     await worker.stop();

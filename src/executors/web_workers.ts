@@ -88,8 +88,13 @@ interface PoolWorker {
 
 /** How often the pool looks for Web Workers that ended on their own (`self.close()`). */
 const LIVENESS_MS = 500;
-/** How long a terminated thread may take to end before it counts as stuck. */
-const TERMINATE_WAIT_MS = 250;
+/** How often the pool looks whether a terminated thread has ended. */
+const TERMINATE_CHECK_MS = 250;
+/**
+ * How long a terminated thread may take to end before it counts as stuck: a
+ * loaded machine can take over a second to end one that is not stuck.
+ */
+const TERMINATE_WAIT_MS = 3_000;
 
 /**
  * A pool of Web Workers. An attempt aborted on timeout that does not stop
@@ -359,7 +364,7 @@ export class WebWorkerPool implements Executor {
           : { kind: "interrupted", error: new Error(why) },
     );
     if (!this.#closed) this.#workers.push(this.#spawn());
-    if (cause === "hung") this.#after(TERMINATE_WAIT_MS, () => this.#checkStopped(slot, why));
+    if (cause === "hung") this.#after(TERMINATE_CHECK_MS, () => this.#checkStopped(slot, why, 0));
   }
 
   /** Terminates a Web Worker and ends what it still ran. */
@@ -411,10 +416,15 @@ export class WebWorkerPool implements Executor {
     }
   }
 
-  /** After terminate(): a thread that is still there is stuck in synchronous code. */
-  #checkStopped(slot: PoolWorker, why: string): void {
+  /** After terminate(): a thread still there `TERMINATE_WAIT_MS` later is stuck in synchronous code. */
+  #checkStopped(slot: PoolWorker, why: string, waitedMs: number): void {
     const threads = workerThreads();
     if (threads !== null && slot.thread !== null && !threads.has(slot.thread)) return;
+    waitedMs += TERMINATE_CHECK_MS;
+    if (threads !== null && slot.thread !== null && waitedMs < TERMINATE_WAIT_MS) {
+      this.#after(TERMINATE_CHECK_MS, () => this.#checkStopped(slot, why, waitedMs));
+      return;
+    }
     this.#reportStuck(
       new Error(
         `${why}; its thread ${
