@@ -29,7 +29,7 @@ storeTest(
     await using queue = await db.open({ jobs: [job] });
     opened.queue = queue;
     await queue.dispatchMany(job, Array.from({ length: MANY_JOBS }, (_, n) => n));
-    const stats = await drain(queue, { concurrency: 1 });
+    const stats = await drain(queue, { concurrency: 1, timeoutMs: 60_000 });
     assert.equal(stats.completed, MANY_JOBS);
     assert.deepEqual(order, Array.from({ length: MANY_JOBS }, (_, n) => n));
     // Those jobs ran while jobs after them were already claimed: leased, not yet started.
@@ -72,7 +72,7 @@ storeTest(
     // Put back untouched: a later worker runs each at attempt 1.
     const attempts: number[] = [];
     queue.addEventListener("job:start", ({ detail }) => attempts.push(detail.attempt));
-    assert.equal((await drain(queue, { concurrency: 1 })).completed, JOBS - 4);
+    assert.equal((await drain(queue, { concurrency: 1, timeoutMs: 60_000 })).completed, JOBS - 4);
     assert.deepEqual([...new Set(attempts)], [1]);
   },
 );
@@ -119,7 +119,7 @@ storeTest(
     const batch = queue.batch("cancelled-midway");
     for (let n = 0; n < MANY_JOBS; n++) batch.push(job, n);
     const id = await batch.dispatch();
-    await drain(queue, { concurrency: 1 });
+    await drain(queue, { concurrency: 1, timeoutMs: 60_000 });
     const members = ran.filter((n) => n >= 0);
     assert.equal(new Set(members).size, members.length, "a member ran twice");
     assert.ok(members.includes(MANY_JOBS / 2), "the cancelling member ran");

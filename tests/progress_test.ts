@@ -164,7 +164,10 @@ storeTest(
     const writes = await progressWrites(db);
     assert.deepEqual(writes.map((write) => write.progress), [100, 55]);
     const gapMs = writes[1]!.atMs - writes[0]!.atMs;
-    assert.ok(gapMs >= 950, `the second write came ${gapMs.toFixed(0)} ms after the first`);
+    // The times are the statements' times in the database; the throttle decides on the worker's
+    // clock a tick earlier, and a loaded machine delays one tick more than another. A write per
+    // report would come within milliseconds, so half the period still tells the two apart.
+    assert.ok(gapMs >= 500, `the second write came ${gapMs.toFixed(0)} ms after the first`);
 
     finish.resolve();
     await worker.done;
