@@ -120,6 +120,7 @@ export const USAGE =
                      pickup    pick-up latency (p50/p99) of serial jobs in a worker process:
                                ${POSTGRES_PICKUP_JOBS} per run woken by LISTEN/NOTIFY (pollMs ${IDLE_POLL_MS}); ${POLL_ONLY_JOBS} for
                                the baseline, polling every ${POLL_ONLY_MS} ms without LISTEN
+                     peers     the same as --peers
                    soak      (only alone, SQLite) ${DEFAULT_SOAK_MINUTES} minutes of mixed dispatch (ok, failing,
                                delayed, unique) drained by 2 worker processes: worker RSS at
                                1, 5 and 10 min, open files, jobs/s, counters against rows
@@ -136,8 +137,10 @@ export const USAGE =
                    run the scale bench's child processes with --v8-flags=FLAGS (e.g.
                    --max-semi-space-size=2), to see what V8's heap sizing does to their RSS
   --peers          also measure other queues on the same workloads, each row beside ours with
-                   its ratio to ours (SQLite): Deno KV queues (a child process with
-                   --unstable-kv), BullMQ when Redis answers at 127.0.0.1:6379; fixed job counts
+                   its ratio to ours. SQLite: Deno KV queues (a child process with
+                   --unstable-kv), BullMQ when Redis answers at 127.0.0.1:6379; fixed job
+                   counts. PostgreSQL: pg-boss and Graphile Worker, each run in a fresh
+                   database, dropped afterwards
   --json           also print the results as JSON, after the tables
   --help           print this and exit`;
 
@@ -285,9 +288,6 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
     throw new UsageError(`${scaleFlags.join(", ")}: only with --only scale`);
   }
   if (only?.has("peers")) peers = true;
-  if (peers && store !== "sqlite") {
-    throw new UsageError("--peers measures the SQLite workloads' peers: not with --store postgres");
-  }
   const chosen = only ?? new Set(storeGroups.filter((group) => group !== "peers"));
   if (peers) chosen.add("peers");
   return {

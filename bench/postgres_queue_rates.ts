@@ -12,6 +12,7 @@ import { withPostgresQueue } from "./postgres_queue.ts";
 import {
   DRAIN_PROCESSES,
   POSTGRES_DRAIN_CONCURRENCIES,
+  POSTGRES_PROCESS_DRAIN_CONCURRENCIES,
   type PostgresSizes,
 } from "./postgres_sizes.ts";
 import { dispatchMany, dispatchSingle, drain, type QueueFixture } from "./queue.ts";
@@ -54,9 +55,10 @@ export function postgresDispatchMeasurements(url: string, sizes: PostgresSizes):
 
 /**
  * The isolate drains at each of {@linkcode POSTGRES_DRAIN_CONCURRENCIES}:
- * one worker in this process, against the batched ceiling; then
- * {@linkcode DRAIN_PROCESSES} worker processes at that concurrency each,
- * against the batched ceiling and also the one-process drain.
+ * one worker in this process, against the batched ceiling (target 50 % at
+ * concurrency 32); then {@linkcode DRAIN_PROCESSES} worker processes at each
+ * of {@linkcode POSTGRES_PROCESS_DRAIN_CONCURRENCIES}, against the batched
+ * ceiling and, first, the one-process drain (target 1.5× at 32).
  */
 export function postgresDrainMeasurements(url: string, sizes: PostgresSizes): Measurement[] {
   const fixture: QueueFixture = (fn) => withPostgresQueue(url, fn);
@@ -67,16 +69,18 @@ export function postgresDrainMeasurements(url: string, sizes: PostgresSizes): Me
     label: `queue.work() drain of no-op jobs, isolate executor, concurrency ${concurrency}, ` +
       `1 worker in this process (${count(sizes.jobs)} jobs)`,
     baseline: "ceiling-batched",
+    ...(concurrency === 32 && { target: 0.5 }),
     run: (jobs) => drain(jobs, concurrency, "isolate", fixture),
   }));
-  const processes = POSTGRES_DRAIN_CONCURRENCIES.map((concurrency): Measurement => ({
+  const processes = POSTGRES_PROCESS_DRAIN_CONCURRENCIES.map((concurrency): Measurement => ({
     ...fixed(sizes.jobs),
     id: `drain-${DRAIN_PROCESSES}p-c${concurrency}`,
     name: `${DRAIN_PROCESSES}-process drain c${concurrency}`,
     label: `the same drain, ${DRAIN_PROCESSES} worker processes × concurrency ${concurrency}, ` +
       `start to empty (${count(sizes.jobs)} jobs)`,
-    baseline: "ceiling-batched",
-    alsoComparedWith: [`drain-c${concurrency}`],
+    baseline: `drain-c${concurrency}`,
+    alsoComparedWith: ["ceiling-batched"],
+    ...(concurrency === 32 && { target: 1.5 }),
     run: (jobs) => processDrain(url, jobs, DRAIN_PROCESSES, concurrency),
   }));
   return [...inProcess, ...processes];
