@@ -55,20 +55,34 @@ const INSERT_AND_NOTIFY = statement(
   SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($13, '')) AS notified`,
 );
 const NOW = statement(`SELECT ${DB_NOW} AS t`, { oneRow: true });
-/** A tick's successes: each job deleted if its token still matches, rows locked in id order. */
+/**
+ * The `NOTIFY` on channel `$n` that wakes whoever awaits one of the jobs a
+ * statement's `gone` deleted, as a CTE joined to its result: it runs once,
+ * and only when one of them is awaited.
+ */
+function wakeAwaiters(channel: number): string {
+  return `woken AS (SELECT pg_notify($${channel}, '') FROM gone WHERE awaited = 1 LIMIT 1)`;
+}
+/**
+ * A tick's successes: each job deleted if its token still matches, rows
+ * locked in id order, and whoever awaits one of them woken.
+ */
 const COMPLETE_MANY = statement(
   `WITH locked AS (
     SELECT j.id FROM jobs j JOIN unnest($1::bigint[], $2::bigint[]) AS s(id, token)
       ON j.id = s.id AND j.token = s.token
-    ORDER BY j.id FOR UPDATE OF j)
-  DELETE FROM jobs j USING locked WHERE j.id = locked.id
-  RETURNING ${qualified(SETTLED_COLUMNS)}`,
+    ORDER BY j.id FOR UPDATE OF j),
+  gone AS (DELETE FROM jobs j USING locked WHERE j.id = locked.id
+    RETURNING ${qualified(SETTLED_COLUMNS)}, j.awaited),
+  ${wakeAwaiters(3)}
+  SELECT ${SETTLED_COLUMNS} FROM gone LEFT JOIN woken ON true`,
 );
-/** Moves a job to the failed jobs in one statement, fenced by its token. */
+/** Moves a job to the failed jobs in one statement, fenced by its token, waking its awaiters. */
 const FAIL = statement(
   `WITH gone AS (DELETE FROM jobs WHERE id = $6 AND token = $7
     RETURNING id, queue, name, payload, priority, crashes, created_at, waited_ms, keyed, locked,
-      ${LINK_COLUMNS}, trace),
+      ${LINK_COLUMNS}, trace, awaited),
+  ${wakeAwaiters(8)},
   failed AS (INSERT INTO failed_jobs
     (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
       ${LINK_COLUMNS}, trace)
@@ -81,7 +95,7 @@ const FAIL = statement(
     created_at = excluded.created_at, failed_at = excluded.failed_at,
     batch_id = excluded.batch_id, batch_member = excluded.batch_member,
     chain_id = excluded.chain_id, trace = excluded.trace)
-  SELECT ${SETTLED_COLUMNS} FROM gone`,
+  SELECT ${SETTLED_COLUMNS} FROM gone LEFT JOIN woken ON true`,
 );
 /**
  * Moves failed jobs back in one statement: the delete locks each row, so a
@@ -118,9 +132,6 @@ const RENEW = statement(
 );
 const LOCK_KEY = statement("SELECT pg_advisory_xact_lock(hashtextextended($1, 7204))");
 const NOTIFY = statement("SELECT pg_notify($1, '')");
-const NOTIFY_AWAITED = statement(
-  "SELECT pg_notify($1, '') FROM jobs WHERE id IN {{ids $2}} AND awaited = 1 LIMIT 1",
-);
 
 const claimStatements = new Map<string, Statement>();
 
@@ -216,6 +227,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         COMPLETE_MANY,
         leases.map(({ id }) => id),
         leases.map(({ token }) => token),
+        channel,
       )).rows;
     },
 
@@ -229,6 +241,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         settlement.at,
         settlement.id,
         settlement.token,
+        channel,
       );
       return job ?? null;
     },
@@ -266,10 +279,6 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
     },
 
     notify: () => notifyOn(channel),
-
-    *notifyAwaited(ids: readonly number[]): Script<void> {
-      if (ids.length > 0) yield* exec(NOTIFY_AWAITED, channel, ids);
-    },
 
     *now(given: number): Script<number> {
       if (!dbClock) return given;
