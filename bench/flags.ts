@@ -25,7 +25,9 @@ import {
   MAX_POSTGRES_JOBS,
   POSTGRES_DRAIN_CONCURRENCIES,
   POSTGRES_PICKUP_JOBS,
+  POSTGRES_PROCESS_DRAIN_CONCURRENCIES,
 } from "./postgres_sizes.ts";
+import { DELAYED_BESIDE } from "./queue.ts";
 import { DEFAULT_POSTGRES_URL, isPostgresUrl, redactPostgresUrl } from "./postgres_url.ts";
 
 /** The stores the bench can measure. */
@@ -73,7 +75,9 @@ const DEFAULT_SOAK_MINUTES = 10;
 /** Most jobs per run of a Web Worker drain (`--jobs` lowers it, never raises it). */
 export const MAX_WORKER_DRAIN_JOBS = 3_000;
 
-const PG_CONCURRENCIES = POSTGRES_DRAIN_CONCURRENCIES.join(" and ");
+const PG_CONCURRENCIES = POSTGRES_DRAIN_CONCURRENCIES.join(", ");
+const PG_PROCESS_CONCURRENCIES = POSTGRES_PROCESS_DRAIN_CONCURRENCIES.join(" and ");
+const DELAYED = DELAYED_BESIDE.toLocaleString("en-US");
 const SCALE_JOBS_TEXT = DEFAULT_SCALE_JOBS.toLocaleString("en-US");
 const SCALE_CHUNK_TEXT = DEFAULT_SCALE_CHUNK.toLocaleString("en-US");
 
@@ -115,8 +119,9 @@ export const USAGE =
                                INSERT, all rows in one INSERT … unnest, and insert + claim
                                (FOR UPDATE SKIP LOCKED) + delete, ${CEILING_BATCH_SIZE} per transaction
                      dispatch  queue.dispatch() and queue.dispatchMany()
-                     drain     isolate drains of no-op jobs, concurrency ${PG_CONCURRENCIES}, by 1 worker
-                               in this process and by ${DRAIN_PROCESSES} worker processes on one schema
+                     drain     isolate drains of no-op jobs: 1 worker in this process at concurrency
+                               ${PG_CONCURRENCIES}, and at 32 beside ${DELAYED} delayed priority-5 jobs;
+                               ${DRAIN_PROCESSES} worker processes on one schema at ${PG_PROCESS_CONCURRENCIES} each
                      pickup    pick-up latency (p50/p99) of serial jobs in a worker process:
                                ${POSTGRES_PICKUP_JOBS} per run woken by LISTEN/NOTIFY (pollMs ${IDLE_POLL_MS}); ${POLL_ONLY_JOBS} for
                                the baseline, polling every ${POLL_ONLY_MS} ms without LISTEN

@@ -15,7 +15,14 @@ import {
   POSTGRES_PROCESS_DRAIN_CONCURRENCIES,
   type PostgresSizes,
 } from "./postgres_sizes.ts";
-import { dispatchMany, dispatchSingle, drain, type QueueFixture } from "./queue.ts";
+import {
+  DELAYED_BESIDE,
+  delayedBesideMeasurement,
+  dispatchMany,
+  dispatchSingle,
+  drain,
+  type QueueFixture,
+} from "./queue.ts";
 
 function fixed(jobs: number): Pick<Measurement, "fixedJobs" | "fixedWarmupJobs"> {
   return { fixedJobs: jobs, fixedWarmupJobs: Math.max(1, Math.round(jobs / 10)) };
@@ -58,7 +65,9 @@ export function postgresDispatchMeasurements(url: string, sizes: PostgresSizes):
  * one worker in this process, against the batched ceiling (target 50 % at
  * concurrency 32); then {@linkcode DRAIN_PROCESSES} worker processes at each
  * of {@linkcode POSTGRES_PROCESS_DRAIN_CONCURRENCIES}, against the batched
- * ceiling and, first, the one-process drain (target 1.5× at 32).
+ * ceiling and, first, the one-process drain (target 1.5× at 32); and the
+ * in-process drain at 32 beside many delayed higher-priority jobs, against
+ * the same drain without them (target 90 %).
  */
 export function postgresDrainMeasurements(url: string, sizes: PostgresSizes): Measurement[] {
   const fixture: QueueFixture = (fn) => withPostgresQueue(url, fn);
@@ -83,5 +92,11 @@ export function postgresDrainMeasurements(url: string, sizes: PostgresSizes): Me
     ...(concurrency === 32 && { target: 1.5 }),
     run: (jobs) => processDrain(url, jobs, DRAIN_PROCESSES, concurrency),
   }));
-  return [...inProcess, ...processes];
+  const delayedBeside = delayedBesideMeasurement(fixture, {
+    ...fixed(sizes.jobs),
+    label: `the in-process drain at concurrency 32 beside ${
+      count(DELAYED_BESIDE)
+    } delayed priority-5 jobs (${count(sizes.jobs)} jobs)`,
+  });
+  return [...inProcess, delayedBeside, ...processes];
 }
