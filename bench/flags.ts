@@ -25,7 +25,9 @@ import {
   MAX_POSTGRES_JOBS,
   POSTGRES_DRAIN_CONCURRENCIES,
   POSTGRES_PICKUP_JOBS,
+  POSTGRES_PROCESS_DRAIN_CONCURRENCIES,
 } from "./postgres_sizes.ts";
+import { DELAYED_BESIDE } from "./queue.ts";
 import { DEFAULT_POSTGRES_URL, isPostgresUrl, redactPostgresUrl } from "./postgres_url.ts";
 
 /** The stores the bench can measure. */
@@ -70,7 +72,9 @@ export class UsageError extends Error {
 /** How long the soak dispatches, in minutes, without `--soak-minutes`. */
 const DEFAULT_SOAK_MINUTES = 10;
 
-const PG_CONCURRENCIES = POSTGRES_DRAIN_CONCURRENCIES.join(" and ");
+const PG_CONCURRENCIES = POSTGRES_DRAIN_CONCURRENCIES.join(", ");
+const PG_PROCESS_CONCURRENCIES = POSTGRES_PROCESS_DRAIN_CONCURRENCIES.join(" and ");
+const DELAYED = DELAYED_BESIDE.toLocaleString("en-US");
 const SCALE_JOBS_TEXT = DEFAULT_SCALE_JOBS.toLocaleString("en-US");
 const SCALE_CHUNK_TEXT = DEFAULT_SCALE_CHUNK.toLocaleString("en-US");
 
@@ -111,11 +115,13 @@ export const USAGE =
                                INSERT, all rows in one INSERT … unnest, and insert + claim
                                (FOR UPDATE SKIP LOCKED) + delete, ${CEILING_BATCH_SIZE} per transaction
                      dispatch  queue.dispatch() and queue.dispatchMany()
-                     drain     isolate drains of no-op jobs, concurrency ${PG_CONCURRENCIES}, by 1 worker
-                               in this process and by ${DRAIN_PROCESSES} worker processes on one schema
+                     drain     isolate drains of no-op jobs: 1 worker in this process at concurrency
+                               ${PG_CONCURRENCIES}, and at 32 beside ${DELAYED} delayed priority-5 jobs;
+                               ${DRAIN_PROCESSES} worker processes on one schema at ${PG_PROCESS_CONCURRENCIES} each
                      pickup    pick-up latency (p50/p99) of serial jobs in a worker process:
                                ${POSTGRES_PICKUP_JOBS} per run woken by LISTEN/NOTIFY (pollMs ${IDLE_POLL_MS}); ${POLL_ONLY_JOBS} for
                                the baseline, polling every ${POLL_ONLY_MS} ms without LISTEN
+                     peers     the same as --peers
                    soak      (only alone, SQLite) ${DEFAULT_SOAK_MINUTES} minutes of mixed dispatch (ok, failing,
                                delayed, unique) drained by 2 worker processes: worker RSS at
                                1, 5 and 10 min, open files, jobs/s, counters against rows
@@ -132,8 +138,10 @@ export const USAGE =
                    run the scale bench's child processes with --v8-flags=FLAGS (e.g.
                    --max-semi-space-size=2), to see what V8's heap sizing does to their RSS
   --peers          also measure other queues on the same workloads, each row beside ours with
-                   its ratio to ours (SQLite): Deno KV queues (a child process with
-                   --unstable-kv), BullMQ when Redis answers at 127.0.0.1:6379; fixed job counts
+                   its ratio to ours. SQLite: Deno KV queues (a child process with
+                   --unstable-kv), BullMQ when Redis answers at 127.0.0.1:6379; fixed job
+                   counts. PostgreSQL: pg-boss and Graphile Worker, each run in a fresh
+                   database, dropped afterwards
   --json           also print the results as JSON, after the tables
   --help           print this and exit`;
 
@@ -281,9 +289,6 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
     throw new UsageError(`${scaleFlags.join(", ")}: only with --only scale`);
   }
   if (only?.has("peers")) peers = true;
-  if (peers && store !== "sqlite") {
-    throw new UsageError("--peers measures the SQLite workloads' peers: not with --store postgres");
-  }
   const chosen = only ?? new Set(storeGroups.filter((group) => group !== "peers"));
   if (peers) chosen.add("peers");
   return {

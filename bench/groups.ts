@@ -20,7 +20,13 @@ export const GROUPS = [
 export type Group = typeof GROUPS[number];
 
 /** The groups `--store postgres` measures (Web Workers and CPU-bound jobs do not depend on it). */
-export const POSTGRES_GROUPS: readonly Group[] = ["ceiling", "dispatch", "drain", "pickup"];
+export const POSTGRES_GROUPS: readonly Group[] = [
+  "ceiling",
+  "dispatch",
+  "drain",
+  "pickup",
+  "peers",
+];
 
 /** Whether `name` is a group. */
 export function isGroup(name: string): name is Group {

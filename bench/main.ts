@@ -59,7 +59,7 @@ export async function main(args: readonly string[]): Promise<number> {
     // Imported only here, so that the SQLite bench never loads the driver.
     const { postgresBench } = await import("./postgres_groups.ts");
     try {
-      postgres = await postgresBench(url, flags.jobs);
+      postgres = await postgresBench(url, flags.jobs, flags.peers);
     } catch (error) {
       console.error(
         `bench: cannot reach PostgreSQL at ${redactPostgresUrl(url)}: ${
@@ -92,8 +92,10 @@ export async function main(args: readonly string[]): Promise<number> {
     onRound: (round, runs) =>
       progress(started, round === 0 ? "warm-up round" : `round ${round} of ${runs}`),
   });
-  const pickups = flags.only.has("pickup")
-    ? postgres?.pickups ?? [...pickupMeasurements(), delayedStartMeasurement()]
+  const pickups = postgres !== null
+    ? withComparisons(postgres.pickups, flags.only)
+    : flags.only.has("pickup")
+    ? [...pickupMeasurements(), delayedStartMeasurement()]
     : [];
   // Every pick-up measurement has fixed counts: `jobs` is unused, `warmupJobs` only turns the
   // warm-up round on.

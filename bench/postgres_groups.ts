@@ -23,22 +23,37 @@ export interface PostgresBench {
   readonly server: PostgresServer;
   /** Throughput measurements by group. */
   readonly byGroup: Readonly<Partial<Record<Group, readonly Measurement[]>>>;
-  /** The pick-up latency measurements. */
-  readonly pickups: readonly PickupMeasurement[];
+  /** The pick-up latency measurements by group: ours, and with `peers` the peers'. */
+  readonly pickups: Readonly<Partial<Record<Group, readonly PickupMeasurement[]>>>;
 }
 
-/** The measurements on the server at `url`, sized by `--jobs`. */
-export async function postgresBench(url: string, jobs: number): Promise<PostgresBench> {
+/**
+ * The measurements on the server at `url`, sized by `--jobs`; with `peers`,
+ * pg-boss's and Graphile Worker's too.
+ */
+export async function postgresBench(
+  url: string,
+  jobs: number,
+  peers: boolean,
+): Promise<PostgresBench> {
   const server = await readPostgresServer(url);
   const sizes = postgresSizes(jobs);
+  // Imported only here, so that a bench without --peers loads none of them.
+  const peerRows = peers
+    ? (await import("./peers/postgres.ts")).postgresPeerMeasurements(url, sizes)
+    : null;
   return {
     server,
     byGroup: {
       ceiling: postgresCeilingMeasurements(url, sizes),
       dispatch: postgresDispatchMeasurements(url, sizes),
       drain: postgresDrainMeasurements(url, sizes),
+      ...(peerRows !== null && { peers: peerRows.measurements }),
     },
-    pickups: postgresPickupMeasurements(url),
+    pickups: {
+      pickup: postgresPickupMeasurements(url),
+      ...(peerRows !== null && { peers: peerRows.pickups }),
+    },
   };
 }
 

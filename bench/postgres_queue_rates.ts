@@ -12,9 +12,17 @@ import { withPostgresQueue } from "./postgres_queue.ts";
 import {
   DRAIN_PROCESSES,
   POSTGRES_DRAIN_CONCURRENCIES,
+  POSTGRES_PROCESS_DRAIN_CONCURRENCIES,
   type PostgresSizes,
 } from "./postgres_sizes.ts";
-import { dispatchMany, dispatchSingle, drain, type QueueFixture } from "./queue.ts";
+import {
+  DELAYED_BESIDE,
+  delayedBesideMeasurement,
+  dispatchMany,
+  dispatchSingle,
+  drain,
+  type QueueFixture,
+} from "./queue.ts";
 
 function fixed(jobs: number): Pick<Measurement, "fixedJobs" | "fixedWarmupJobs"> {
   return { fixedJobs: jobs, fixedWarmupJobs: Math.max(1, Math.round(jobs / 10)) };
@@ -54,9 +62,12 @@ export function postgresDispatchMeasurements(url: string, sizes: PostgresSizes):
 
 /**
  * The isolate drains at each of {@linkcode POSTGRES_DRAIN_CONCURRENCIES}:
- * one worker in this process, against the batched ceiling; then
- * {@linkcode DRAIN_PROCESSES} worker processes at that concurrency each,
- * against the batched ceiling and also the one-process drain.
+ * one worker in this process, against the batched ceiling (target 50 % at
+ * concurrency 32); then {@linkcode DRAIN_PROCESSES} worker processes at each
+ * of {@linkcode POSTGRES_PROCESS_DRAIN_CONCURRENCIES}, against the batched
+ * ceiling and, first, the one-process drain (target 1.5× at 32); and the
+ * in-process drain at 32 beside many delayed higher-priority jobs, against
+ * the same drain without them (target 90 %).
  */
 export function postgresDrainMeasurements(url: string, sizes: PostgresSizes): Measurement[] {
   const fixture: QueueFixture = (fn) => withPostgresQueue(url, fn);
@@ -67,17 +78,25 @@ export function postgresDrainMeasurements(url: string, sizes: PostgresSizes): Me
     label: `queue.work() drain of no-op jobs, isolate executor, concurrency ${concurrency}, ` +
       `1 worker in this process (${count(sizes.jobs)} jobs)`,
     baseline: "ceiling-batched",
+    ...(concurrency === 32 && { target: 0.5 }),
     run: (jobs) => drain(jobs, concurrency, "isolate", fixture),
   }));
-  const processes = POSTGRES_DRAIN_CONCURRENCIES.map((concurrency): Measurement => ({
+  const processes = POSTGRES_PROCESS_DRAIN_CONCURRENCIES.map((concurrency): Measurement => ({
     ...fixed(sizes.jobs),
     id: `drain-${DRAIN_PROCESSES}p-c${concurrency}`,
     name: `${DRAIN_PROCESSES}-process drain c${concurrency}`,
     label: `the same drain, ${DRAIN_PROCESSES} worker processes × concurrency ${concurrency}, ` +
       `start to empty (${count(sizes.jobs)} jobs)`,
-    baseline: "ceiling-batched",
-    alsoComparedWith: [`drain-c${concurrency}`],
+    baseline: `drain-c${concurrency}`,
+    alsoComparedWith: ["ceiling-batched"],
+    ...(concurrency === 32 && { target: 1.5 }),
     run: (jobs) => processDrain(url, jobs, DRAIN_PROCESSES, concurrency),
   }));
-  return [...inProcess, ...processes];
+  const delayedBeside = delayedBesideMeasurement(fixture, {
+    ...fixed(sizes.jobs),
+    label: `the in-process drain at concurrency 32 beside ${
+      count(DELAYED_BESIDE)
+    } delayed priority-5 jobs (${count(sizes.jobs)} jobs)`,
+  });
+  return [...inProcess, delayedBeside, ...processes];
 }

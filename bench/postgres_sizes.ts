@@ -15,8 +15,10 @@ export const MAX_POSTGRES_JOBS = 2_000;
 export const POSTGRES_PICKUP_JOBS = 300;
 /** Worker processes of the multi-process drains. */
 export const DRAIN_PROCESSES = 3;
-/** Concurrencies the PostgreSQL drains are measured at, per worker. */
-export const POSTGRES_DRAIN_CONCURRENCIES = [8, 32] as const;
+/** Concurrencies the PostgreSQL drains in this process are measured at. */
+export const POSTGRES_DRAIN_CONCURRENCIES = [1, 8, 32] as const;
+/** Concurrencies, per worker, of the drains by {@linkcode DRAIN_PROCESSES} worker processes. */
+export const POSTGRES_PROCESS_DRAIN_CONCURRENCIES = [8, 32] as const;
 
 /** The job counts of one bench run, from `--jobs`. */
 export interface PostgresSizes {

@@ -84,9 +84,13 @@ export const DELAYED_BESIDE = 200_000;
  * The isolate drain at concurrency 32 with {@linkcode DELAYED_BESIDE}
  * delayed priority-5 jobs queued beside the due priority-0 ones, against
  * the same drain without them (target 90 %: a claim's cost does not depend
- * on delayed jobs at a higher priority).
+ * on delayed jobs at a higher priority), on a fresh queue of `fixture`;
+ * `more` overrides fields (a label with the job count).
  */
-export function delayedBesideMeasurement(): Measurement {
+export function delayedBesideMeasurement(
+  fixture: QueueFixture = withQueue,
+  more: Partial<Measurement> = {},
+): Measurement {
   return {
     id: "drain-c32-delayed-beside",
     name: "isolate drain c32, delayed beside",
@@ -95,8 +99,9 @@ export function delayedBesideMeasurement(): Measurement {
     } delayed priority-5 jobs`,
     baseline: "drain-c32",
     target: 0.9,
+    ...more,
     run: (jobs) =>
-      withQueue(async (queue) => {
+      fixture(async (queue) => {
         const delayed = payloads(DELAYED_BESIDE);
         await queue.dispatchMany(noop, delayed, { delayMs: 3_600_000, priority: 5 });
         const rate = await drain(jobs, 32, "isolate", (fn) => fn(queue), noop, DELAYED_BESIDE);

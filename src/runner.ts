@@ -104,6 +104,12 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   #unsettledSince = Infinity;
   /** Whether one of `#finished` is to be settled before another job starts (see `#settleLater`). */
   #settleFirst = false;
+  /**
+   * While a tick is writing: whether what it settles was to be written
+   * before another job starts; null when no tick is writing. Jobs claimed
+   * ahead start in slots that free up meanwhile only when it is false.
+   */
+  #tickSettlesFirst: boolean | null = null;
   readonly #ahead: ClaimAhead;
   #claimed = 0;
   #state: StopState = RUNNING;
@@ -210,9 +216,15 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       for (;;) {
         if (!this.#settleFirst) this.#startAhead();
         const free = this.#freeSlots();
-        // Claim when slots are free and nothing claimed ahead is left to fill them.
-        const limit = free > 0 && this.#ahead.size === 0 ? free + this.#aheadAllowance(free) : 0;
         const settleDue = this.#settleDue() || this.#logs.due;
+        // Claim when slots are free and nothing claimed ahead is left to fill them, or, when a
+        // settle is due anyway while jobs claimed ahead fill every slot, top them up in the
+        // same transaction: one round of statements then serves a group in and a group out.
+        const limit = free > 0 && this.#ahead.size === 0
+          ? free + this.#aheadAllowance(free)
+          : settleDue && free === 0 && this.#ahead.size > 0 && !this.#settleFirst
+          ? Math.max(0, this.#aheadAllowance(0) - this.#ahead.size)
+          : 0;
         const claimed = settleDue || limit > 0 || this.#slotDue()
           ? await this.#tick(limit, free)
           : 0;
@@ -418,11 +430,13 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         : []
     );
     let result: SettleResult;
+    this.#tickSettlesFirst = settleFirst;
     try {
       result = settlements.length > 0 || logs !== null
         ? await store.settle(settlements, request, logs === null ? { spans } : { logs, spans })
         : { applied: [], claimed: await store.claim(request!) };
     } catch (error) {
+      this.#tickSettlesFirst = null;
       const failure = asError(error);
       this.#logs.putBack(logs); // written with a later tick
       if (settling.length > 0 && !isStoreOutage(failure)) return await this.#settleApart(settling);
@@ -435,6 +449,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       if (this.#state.phase !== "grace over") await this.#pollSleep.sleep(this.#outageRetryMs);
       return null;
     }
+    this.#tickSettlesFirst = null;
     this.#outage = null;
     settling.forEach((finished, index) => {
       if (result.applied[index]) this.#report(finished);
@@ -449,8 +464,9 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       // Short of jobs ahead (none more due, or batch jobs given back): claim none ahead a while.
       if (limit > free && result.claimed.length < limit) this.#ahead.pause();
       const startable = await this.#middleware.check(result.claimed);
-      for (const job of startable.slice(0, free)) this.#start(job);
-      this.#ahead.add(startable.slice(free));
+      // After the jobs claimed ahead before (slots that freed during the tick may have taken some).
+      this.#ahead.add(startable);
+      this.#startAhead();
     }
     return result.claimed.length;
   }
@@ -603,6 +619,9 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       ran: true,
       traceparent: outcome.kind === "retry" ? entry.span?.traceparent ?? null : null,
     });
+    // While a tick writes, the loop waits for it: start the next job claimed ahead here, so the
+    // slot works during the round trip and the next tick settles a fuller group.
+    if (this.#tickSettlesFirst === false && !this.#settleFirst) this.#startAhead();
     this.notify();
   }
 

@@ -173,6 +173,27 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     assert.deepEqual(order, [c, b, a, e, d]);
   });
 
+  test("claim() takes due jobs past delayed ones at higher priorities, with few or many priority levels", async (store) => {
+    // 20 levels: more than a claim seeks one by one, so the claim walks the queue's index instead.
+    for (const levels of [3, 20]) {
+      const queue = `levels-${levels}`;
+      await store.push(
+        Array.from(
+          { length: levels },
+          (_, level) => newJob({ queue, priority: 100 + level, availableAt: T0 + 60_000 }),
+        ),
+      );
+      const [late] = await store.push([newJob({ queue, priority: 1, availableAt: T0 - 1_000 })]);
+      const [early] = await store.push([newJob({ queue, priority: 1, availableAt: T0 - 2_000 })]);
+      const [top] = await store.push([newJob({ queue, priority: 2, availableAt: T0 })]);
+      const order: number[] = [];
+      for (let token = 1; token <= 4; token++) {
+        order.push(...ids(await claim(store, { queues: [queue], limit: 2, token })));
+      }
+      assert.deepEqual(order, [top, early, late], `${levels} levels`);
+    }
+  });
+
   test("claim() returns the jobs it took in claim order", async (store) => {
     const [low] = await store.push([newJob({ queue: "low", priority: 9 })]);
     const [highLow] = await store.push([newJob({ queue: "high", priority: 0 })]);

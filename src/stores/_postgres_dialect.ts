@@ -55,20 +55,34 @@ const INSERT_AND_NOTIFY = statement(
   SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($13, '')) AS notified`,
 );
 const NOW = statement(`SELECT ${DB_NOW} AS t`, { oneRow: true });
-/** A tick's successes: each job deleted if its token still matches, rows locked in id order. */
+/**
+ * The `NOTIFY` on channel `$n` that wakes whoever awaits one of the jobs a
+ * statement's `gone` deleted, as a CTE joined to its result: it runs once,
+ * and only when one of them is awaited.
+ */
+function wakeAwaiters(channel: number): string {
+  return `woken AS (SELECT pg_notify($${channel}, '') FROM gone WHERE awaited = 1 LIMIT 1)`;
+}
+/**
+ * A tick's successes: each job deleted if its token still matches, rows
+ * locked in id order, and whoever awaits one of them woken.
+ */
 const COMPLETE_MANY = statement(
   `WITH locked AS (
     SELECT j.id FROM jobs j JOIN unnest($1::bigint[], $2::bigint[]) AS s(id, token)
       ON j.id = s.id AND j.token = s.token
-    ORDER BY j.id FOR UPDATE OF j)
-  DELETE FROM jobs j USING locked WHERE j.id = locked.id
-  RETURNING ${qualified(SETTLED_COLUMNS)}`,
+    ORDER BY j.id FOR UPDATE OF j),
+  gone AS (DELETE FROM jobs j USING locked WHERE j.id = locked.id
+    RETURNING ${qualified(SETTLED_COLUMNS)}, j.awaited),
+  ${wakeAwaiters(3)}
+  SELECT ${SETTLED_COLUMNS} FROM gone LEFT JOIN woken ON true`,
 );
-/** Moves a job to the failed jobs in one statement, fenced by its token. */
+/** Moves a job to the failed jobs in one statement, fenced by its token, waking its awaiters. */
 const FAIL = statement(
   `WITH gone AS (DELETE FROM jobs WHERE id = $6 AND token = $7
     RETURNING id, queue, name, payload, priority, crashes, created_at, waited_ms, keyed, locked,
-      ${LINK_COLUMNS}, trace),
+      ${LINK_COLUMNS}, trace, awaited),
+  ${wakeAwaiters(8)},
   failed AS (INSERT INTO failed_jobs
     (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
       ${LINK_COLUMNS}, trace)
@@ -81,7 +95,7 @@ const FAIL = statement(
     created_at = excluded.created_at, failed_at = excluded.failed_at,
     batch_id = excluded.batch_id, batch_member = excluded.batch_member,
     chain_id = excluded.chain_id, trace = excluded.trace)
-  SELECT ${SETTLED_COLUMNS} FROM gone`,
+  SELECT ${SETTLED_COLUMNS} FROM gone LEFT JOIN woken ON true`,
 );
 /**
  * Moves failed jobs back in one statement: the delete locks each row, so a
@@ -118,40 +132,63 @@ const RENEW = statement(
 );
 const LOCK_KEY = statement("SELECT pg_advisory_xact_lock(hashtextextended($1, 7204))");
 const NOTIFY = statement("SELECT pg_notify($1, '')");
-const NOTIFY_AWAITED = statement(
-  "SELECT pg_notify($1, '') FROM jobs WHERE id IN {{ids $2}} AND awaited = 1 LIMIT 1",
-);
 
 const claimStatements = new Map<string, Statement>();
+
+/**
+ * Most priority levels of a queue one claim seeks one by one; past it the
+ * claim walks that queue's index in claim order.
+ */
+const MAX_CLAIM_LEVELS = 16;
 
 /**
  * The claim for `queueCount` queues: each queue's due jobs in claim order,
  * locked with `SKIP LOCKED` so concurrent claims never wait for each other
  * or take the same job, then the first `limit` of them in queue order.
- * `$3` null means now on the database's clock. With `byName`, only jobs
- * whose name is in the last parameter.
+ * Each queue's priority levels are found first (one index seek per level,
+ * {@linkcode MAX_CLAIM_LEVELS} + 1 at most), then each level's due jobs
+ * are one seek on `jobs_claim_order` in due order: delayed jobs at a higher
+ * priority are never walked over. A queue with more levels walks its index
+ * instead. `$3` null means now on the database's clock. With `byName`, only
+ * jobs whose name is in the last parameter.
  */
 function claimStatement(queueCount: number, byName: boolean): Statement {
   const cacheKey = `${queueCount}:${byName}`;
   let claim = claimStatements.get(cacheKey);
   if (claim !== undefined) return claim;
   const names = byName ? `AND name IN {{texts $${5 + queueCount}}}` : "";
-  const perQueue = Array.from(
-    { length: queueCount },
-    (_, index) =>
-      `q${index} AS (SELECT id, ${index} AS rank, priority, available_at FROM jobs
-      WHERE queue = $${index + 5} AND available_at <= (SELECT t FROM now_ms) ${names}
-        AND ${notPaused(`$${index + 5}`, "(SELECT t FROM now_ms)")}
-      ORDER BY priority DESC, available_at LIMIT $4 FOR UPDATE SKIP LOCKED)`,
-  );
+  const now = "(SELECT t FROM now_ms)";
+  const perQueue = Array.from({ length: queueCount }, (_, index) => {
+    const queue = `$${index + 5}`;
+    const due = `queue = ${queue} AND available_at <= ${now} ${names}
+        AND ${notPaused(queue, now)}`;
+    return `l${index}(priority) AS (
+      SELECT MAX(priority) FROM jobs WHERE queue = ${queue}
+      UNION ALL
+      SELECT (SELECT MAX(priority) FROM jobs WHERE queue = ${queue} AND priority < l.priority)
+      FROM l${index} l WHERE l.priority IS NOT NULL),
+    levels${index} AS (
+      SELECT priority FROM l${index} WHERE priority IS NOT NULL LIMIT ${MAX_CLAIM_LEVELS + 1}),
+    q${index} AS (
+      SELECT due.id, ${index} AS rank, due.priority, due.available_at FROM levels${index} level
+        CROSS JOIN LATERAL (SELECT id, priority, available_at FROM jobs
+          WHERE priority = level.priority AND ${due}
+          ORDER BY available_at LIMIT $4 FOR UPDATE SKIP LOCKED) due
+        WHERE (SELECT COUNT(*) FROM levels${index}) <= ${MAX_CLAIM_LEVELS}
+      UNION ALL
+      SELECT walked.id, ${index}, walked.priority, walked.available_at FROM (
+        SELECT id, priority, available_at FROM jobs WHERE ${due}
+        ORDER BY priority DESC, available_at LIMIT $4 FOR UPDATE SKIP LOCKED) walked
+        WHERE (SELECT COUNT(*) FROM levels${index}) > ${MAX_CLAIM_LEVELS})`;
+  });
   const union = Array.from({ length: queueCount }, (_, index) => `SELECT * FROM q${index}`)
     .join(" UNION ALL ");
   claim = statement(
-    `WITH now_ms AS (SELECT COALESCE($3::bigint, ${DB_NOW}) AS t), ${perQueue.join(", ")},
+    `WITH RECURSIVE now_ms AS (SELECT COALESCE($3::bigint, ${DB_NOW}) AS t), ${perQueue.join(", ")},
     picked AS (SELECT id FROM (${union}) candidates
       ORDER BY rank, priority DESC, available_at, id LIMIT $4)
-    UPDATE jobs j SET token = $1, available_at = (SELECT t FROM now_ms) + $2,
-      waited_ms = (SELECT t FROM now_ms) - j.available_at, ${CLAIM_SETS}
+    UPDATE jobs j SET token = $1, available_at = ${now} + $2,
+      waited_ms = ${now} - j.available_at, ${CLAIM_SETS}
     FROM picked WHERE j.id = picked.id
     RETURNING ${qualified(CLAIMED_COLUMNS)}`,
   );
@@ -216,6 +253,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         COMPLETE_MANY,
         leases.map(({ id }) => id),
         leases.map(({ token }) => token),
+        channel,
       )).rows;
     },
 
@@ -229,6 +267,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         settlement.at,
         settlement.id,
         settlement.token,
+        channel,
       );
       return job ?? null;
     },
@@ -266,10 +305,6 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
     },
 
     notify: () => notifyOn(channel),
-
-    *notifyAwaited(ids: readonly number[]): Script<void> {
-      if (ids.length > 0) yield* exec(NOTIFY_AWAITED, channel, ids);
-    },
 
     *now(given: number): Script<number> {
       if (!dbClock) return given;

@@ -234,7 +234,6 @@ export const sqliteDialect: Dialect = {
 
   lockKeys: () => done(undefined),
   notify: () => done(undefined),
-  notifyAwaited: () => done(undefined),
   // One machine, one clock.
   now: (given) => done(given),
 };

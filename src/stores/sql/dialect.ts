@@ -94,9 +94,16 @@ export interface Dialect {
   insertJobs(rows: readonly NewJobRow[], as: InsertedAs, notify: boolean): Script<number[]>;
   /** Leases due jobs in one statement, as {@linkcode ClaimRequest} says; rows in no set order. */
   claim(request: ClaimRequest): Script<ClaimRow[]>;
-  /** Deletes succeeded jobs, each fenced by its token; the rows deleted. */
+  /**
+   * Deletes succeeded jobs, each fenced by its token; the rows deleted.
+   * Wakes whoever awaits one of them (`dispatchAndWait`) in other processes,
+   * in the same statement, where no file watch does.
+   */
   completeJobs(leases: readonly Lease[]): Script<SettledJob[]>;
-  /** Moves a job to the failed jobs, fenced by its token; the job, or null when its lease was lost. */
+  /**
+   * Moves a job to the failed jobs, fenced by its token, waking its awaiters
+   * as {@linkcode Dialect.completeJobs} does; the job, or null when its lease was lost.
+   */
   failJob(settlement: FailSettlement, error: StoredError): Script<SettledJob | null>;
   /** Moves failed jobs back to their queues, due at `now`; a job is in exactly one table throughout. */
   retryFailed(selection: RetrySelection, now: number): Script<MovedJob[]>;
@@ -109,11 +116,6 @@ export interface Dialect {
   lockKeys(keys: readonly string[]): Script<void>;
   /** Wakes other processes' watchers when the transaction commits; a no-op where a file watch does. */
   notify(): Script<void>;
-  /**
-   * Like {@linkcode Dialect.notify}, but only when one of the jobs `ids` is
-   * awaited (`dispatchAndWait`); run before their settle deletes them.
-   */
-  notifyAwaited(ids: readonly number[]): Script<void>;
   /**
    * The time the rules of this transaction go by: `given` (the caller's
    * clock), or the database's own where the store goes by it (PostgreSQL

@@ -23,7 +23,7 @@ import type { Lease, Page, Settlement } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
 import { type Dialect, LINK_COLUMNS } from "./dialect.ts";
 import { releaseRemoved } from "./keys.ts";
-import { each, exec, type Script } from "./script.ts";
+import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
 /**
@@ -38,12 +38,18 @@ export function notPaused(queue: string, now: string): string {
 /** No token: the value the record statement's fence takes for a job not leased. */
 const UNLEASED = -1;
 
-/** Copies a job about to be deleted into `completed_jobs`, fenced by its token (`-1`: none). */
+/**
+ * Copies jobs about to be deleted into `completed_jobs`, each fenced by its
+ * token (`-1`: none), all of a settle's in one statement.
+ */
 const RECORD = statement(
   `INSERT INTO completed_jobs (id, queue, name, state, payload, output, error, attempts,
     created_at, started_at, finished_at, duration_ms, keep_until)
-  SELECT id, queue, name, $1, payload, $2, $3, attempts, created_at, $4, $5, $6, $7
-  FROM jobs WHERE id = $8 AND COALESCE(token, -1) = $9
+  SELECT j.id, j.queue, j.name, r.state, j.payload, r.output, r.error, j.attempts, j.created_at,
+    r.started_at, r.finished_at, r.duration_ms, r.keep_until
+  FROM {{rows $1 id int, token int, state text, output text, error text, started_at int,
+    finished_at int, duration_ms int, keep_until int}} r, jobs j
+  WHERE j.id = r.id AND COALESCE(j.token, -1) = r.token
   ON CONFLICT (id) DO UPDATE SET state = excluded.state, output = excluded.output,
     error = excluded.error, attempts = excluded.attempts, started_at = excluded.started_at,
     finished_at = excluded.finished_at, duration_ms = excluded.duration_ms,
@@ -127,25 +133,27 @@ export function* recordFinished(
     (settlement.kind === "complete" || settlement.kind === "cancel") &&
     (settlement.keepUntil ?? 0) > settlement.at
   );
-  yield* each(
-    RECORD,
-    kept.map((settlement) => {
-      const duration = settlement.durationMs === undefined
-        ? null
-        : Math.round(settlement.durationMs);
-      return [
-        settlement.kind === "complete" ? "completed" : "cancelled",
-        settlement.kind === "complete" ? settlement.output ?? null : null,
-        settlement.kind === "cancel" ? settlement.reason : null,
-        duration === null ? null : settlement.at - duration,
-        settlement.at,
-        duration,
-        settlement.keepUntil,
-        settlement.id,
-        settlement.token,
-      ];
-    }),
-  );
+  if (kept.length > 0) {
+    yield* exec(
+      RECORD,
+      kept.map((settlement) => {
+        const duration = settlement.durationMs === undefined
+          ? null
+          : Math.round(settlement.durationMs);
+        return [
+          settlement.id,
+          settlement.token,
+          settlement.kind === "complete" ? "completed" : "cancelled",
+          settlement.kind === "complete" ? settlement.output ?? null : null,
+          settlement.kind === "cancel" ? settlement.reason : null,
+          duration === null ? null : settlement.at - duration,
+          settlement.at,
+          duration,
+          settlement.keepUntil,
+        ];
+      }),
+    );
+  }
   if (settlements.length === 0) return;
   const cutoff = pruning.due(settlements);
   if (cutoff !== null) yield* exec(PRUNE_KEPT, cutoff);
@@ -279,7 +287,7 @@ export function* cancel(dialect: Dialect, request: CancelRequest): Script<Cancel
   }
   if (keepUntil > now) {
     const token = job.token === null ? UNLEASED : Number(job.token);
-    yield* exec(RECORD, "cancelled", null, reason, null, now, null, keepUntil, id, token);
+    yield* exec(RECORD, [[id, token, "cancelled", null, reason, null, now, null, keepUntil]]);
   }
   yield* exec(REMOVE, id);
   yield* chainsBatches.settled(job, "cancel", now);

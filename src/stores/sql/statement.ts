@@ -10,6 +10,9 @@
  *   as a subquery of one column (`name IN {{texts $1}}`).
  * - `{{pairs $n}}`: the `[id, token]` pairs in parameter `n`, an array
  *   (bound as JSON), as a table of columns `id` and `token`.
+ * - `{{rows $n name type, …}}`: the rows in parameter `n`, an array of
+ *   arrays (bound as JSON), as a table of the named columns, one per
+ *   position; `type` is `int` (a whole number) or `text`.
  * - `{{now $n}}`: the time in ms since the epoch: parameter `n`, or on
  *   PostgreSQL the database's clock when it is null.
  * - `{{forUpdate}}` / `{{forUpdate t}}`: a row lock on the rows read
@@ -63,6 +66,16 @@ const MACROS: Record<string, Record<EngineName, (argument: string) => string>> =
       `(SELECT (value->>0)::bigint AS id, (value->>1)::bigint AS token
         FROM jsonb_array_elements($${n}::jsonb))`,
   },
+  rows: {
+    sqlite: (argument) =>
+      jsonTable(argument, "json_each", (index) => `json_extract(value, '$[${index}]')`),
+    postgres: (argument) =>
+      jsonTable(
+        argument,
+        "jsonb_array_elements",
+        (index, type) => type === "int" ? `(value->>${index})::bigint` : `(value->>${index})`,
+      ),
+  },
   now: {
     sqlite: (n) => `?${n}`,
     postgres: (n) =>
@@ -73,6 +86,31 @@ const MACROS: Record<string, Record<EngineName, (argument: string) => string>> =
     postgres: (table) => table === "" ? "FOR UPDATE" : `FOR UPDATE OF ${table}`,
   },
 };
+
+/**
+ * The `{{rows}}` macro's table: `argument` is the parameter's number, then
+ * the columns as `name type` separated by commas; `column` reads position
+ * `index` of a row (`value`) as `type`.
+ */
+function jsonTable(
+  argument: string,
+  elements: "json_each" | "jsonb_array_elements",
+  column: (index: number, type: "int" | "text") => string,
+): string {
+  const match = /^(\d+)\s+(.+)$/s.exec(argument);
+  if (match === null) throw new Error(`{{rows}} needs a parameter and columns: got ${argument}`);
+  const columns = match[2]!.split(",").map((spec, index) => {
+    const [name, type, ...rest] = spec.trim().split(/\s+/);
+    if (name === undefined || (type !== "int" && type !== "text") || rest.length > 0) {
+      throw new Error(`{{rows}} column must be "name int" or "name text": got ${spec.trim()}`);
+    }
+    return `${column(index, type)} AS ${name}`;
+  });
+  const source = elements === "json_each"
+    ? `json_each(?${match[1]})`
+    : `jsonb_array_elements($${match[1]}::jsonb)`;
+  return `(SELECT ${columns.join(", ")} FROM ${source})`;
+}
 
 /**
  * Translates `text` for every engine. Placeholders inside quoted literals

@@ -117,12 +117,8 @@ export function* settle(
   then: ClaimRequest | undefined,
   records: TickRecords = {},
 ): Script<SettleResult> {
-  // Job control, before the job rows change: wake whoever awaits a job that ends, keep the ended.
-  yield* dialect.notifyAwaited(
-    settlements.flatMap((settlement) =>
-      settlement.kind === "release" || settlement.kind === "progress" ? [] : [settlement.id]
-    ),
-  );
+  // Job control, before the job rows change: keep the ended (their awaiters are woken by the
+  // statements that delete them).
   yield* recordFinished(settlements, pruning.completed);
   const jobs = yield* applyToJobs(dialect, settlements);
   const applied = jobs.map((job) => job !== "lost");
