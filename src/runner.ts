@@ -23,6 +23,7 @@ import {
   refusalBeforeStart,
 } from "./lifecycle.ts";
 import type { JobRegistry } from "./registry.ts";
+import { AttemptTimeouts } from "./runner/attempt_timeouts.ts";
 import type { FinishedJob, RunningJob } from "./runner/attempts.ts";
 import { ClaimAhead, SETTLE_GROUP } from "./runner/claim_ahead.ts";
 import { FailedHooks } from "./runner/failed_hooks.ts";
@@ -99,6 +100,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   readonly #failedHooks: FailedHooks;
   readonly #logs: JobLogBuffer;
   readonly #metrics = new JobMetrics();
+  readonly #timeouts = new AttemptTimeouts<RunningJob>((entry) => this.#timedOut(entry));
   #finished: FinishedJob[] = [];
   /** When the oldest of `#finished` finished (performance.now); Infinity when none waits. */
   #unsettledSince = Infinity;
@@ -246,6 +248,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       const reason = state.phase !== "running" ? state.reason : emptied ? "empty" : "limit";
       this.#state = { phase: "stopped", reason };
       changes[Symbol.dispose]();
+      this.#timeouts.close();
       this.#logs.close();
       await this.#leases.stop();
       await this.#failedHooks.ended();
@@ -538,7 +541,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       definition,
       controller,
       startedAt: performance.now(),
-      timer: undefined,
+      deadline: null,
       progress: null,
       progressWrittenAt: -Infinity,
       progressTimer: undefined,
@@ -547,11 +550,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     entry.span = startAttemptSpan(job);
     this.#metrics.started(job);
     this.emit("job:start", { id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
-    entry.timer = setTimeout(() => {
-      const error = new JobTimeoutError(job.name, definition.timeoutMs);
-      controller.abort(error);
-      this.#finish(entry, { kind: "error", error, permanent: false });
-    }, definition.timeoutMs);
+    entry.deadline = this.#timeouts.add(entry, definition.timeoutMs);
     const span = entry.span;
     this.#deps.executor.run({
       get traceparent() {
@@ -572,6 +571,13 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       (result) => this.#finish(entry, result),
       (error) => this.#finish(entry, { kind: "error", error: asError(error), permanent: false }),
     );
+  }
+
+  /** The attempt ran out of its `timeoutMs`: its signal aborts and it ends with a timeout error. */
+  #timedOut(entry: RunningJob): void {
+    const error = new JobTimeoutError(entry.job.name, entry.definition.timeoutMs);
+    entry.controller.abort(error);
+    this.#finish(entry, { kind: "error", error, permanent: false });
   }
 
   #finish(entry: RunningJob, result: ExecutionResult): void {
@@ -631,7 +637,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   #forget(entry: RunningJob): boolean {
     if (this.#running.get(entry.job.id) !== entry) return false;
     this.#running.delete(entry.job.id);
-    clearTimeout(entry.timer);
+    if (entry.deadline !== null) this.#timeouts.end(entry.deadline);
     this.#progress.forget(entry);
     return true;
   }

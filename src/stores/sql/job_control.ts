@@ -23,7 +23,7 @@ import type { Lease, Page, Settlement } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
 import { type Dialect, LINK_COLUMNS } from "./dialect.ts";
 import { releaseRemoved } from "./keys.ts";
-import { each, exec, type Script } from "./script.ts";
+import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
 /**
@@ -38,17 +38,41 @@ export function notPaused(queue: string, now: string): string {
 /** No token: the value the record statement's fence takes for a job not leased. */
 const UNLEASED = -1;
 
-/** Copies a job about to be deleted into `completed_jobs`, fenced by its token (`-1`: none). */
+/**
+ * Copies jobs about to be deleted into `completed_jobs`, each fenced by its
+ * token (`-1`: none), in one statement: parameter 1 holds one row per job,
+ * in the order of {@linkcode RecordRow}.
+ */
 const RECORD = statement(
   `INSERT INTO completed_jobs (id, queue, name, state, payload, output, error, attempts,
     created_at, started_at, finished_at, duration_ms, keep_until)
-  SELECT id, queue, name, $1, payload, $2, $3, attempts, created_at, $4, $5, $6, $7
-  FROM jobs WHERE id = $8 AND COALESCE(token, -1) = $9
+  SELECT j.id, j.queue, j.name, f.state, j.payload, f.output, f.error, j.attempts, j.created_at,
+    f.started_at, f.finished_at, f.duration_ms, f.keep_until
+  FROM {{records $1 id bigint, token bigint, state text, output text, error text,
+    started_at bigint, finished_at bigint, duration_ms bigint, keep_until bigint}} f
+  JOIN jobs j ON j.id = f.id AND COALESCE(j.token, -1) = f.token
+  WHERE true
   ON CONFLICT (id) DO UPDATE SET state = excluded.state, output = excluded.output,
     error = excluded.error, attempts = excluded.attempts, started_at = excluded.started_at,
     finished_at = excluded.finished_at, duration_ms = excluded.duration_ms,
     keep_until = excluded.keep_until`,
 );
+
+/**
+ * One job of {@linkcode RECORD}: id, token, state, output, error,
+ * started_at, finished_at, duration_ms, keep_until.
+ */
+type RecordRow = readonly [
+  number,
+  number,
+  FinishedState,
+  string | null,
+  string | null,
+  number | null,
+  number,
+  number | null,
+  number,
+];
 const PRUNE_KEPT = statement("DELETE FROM completed_jobs WHERE keep_until <= $1");
 const PRUNE_FINISHED = statement("DELETE FROM completed_jobs WHERE finished_at < $1");
 const RESULT = statement(
@@ -111,41 +135,34 @@ export class CompletedPruning {
   }
 }
 
-type Recorded = Extract<Settlement, { kind: "complete" | "cancel" }>;
-
 /**
- * The settle's `completed_jobs` step, before the job rows are deleted: each
- * success or cancel that keeps its job is copied with its output (or
- * reason), fenced by its token; kept rows past their time are pruned at
- * most once a minute.
+ * The settle's `completed_jobs` step, before the job rows are deleted: the
+ * successes and cancels that keep their job are copied with their output
+ * (or reason), each fenced by its token, in one statement; kept rows past
+ * their time are pruned at most once a minute.
  */
 export function* recordFinished(
   settlements: readonly Settlement[],
   pruning: CompletedPruning,
 ): Script<void> {
-  const kept = settlements.filter((settlement): settlement is Recorded =>
-    (settlement.kind === "complete" || settlement.kind === "cancel") &&
-    (settlement.keepUntil ?? 0) > settlement.at
-  );
-  yield* each(
-    RECORD,
-    kept.map((settlement) => {
-      const duration = settlement.durationMs === undefined
-        ? null
-        : Math.round(settlement.durationMs);
-      return [
-        settlement.kind === "complete" ? "completed" : "cancelled",
-        settlement.kind === "complete" ? settlement.output ?? null : null,
-        settlement.kind === "cancel" ? settlement.reason : null,
-        duration === null ? null : settlement.at - duration,
-        settlement.at,
-        duration,
-        settlement.keepUntil,
-        settlement.id,
-        settlement.token,
-      ];
-    }),
-  );
+  const rows = settlements.flatMap((settlement): RecordRow[] => {
+    if (settlement.kind !== "complete" && settlement.kind !== "cancel") return [];
+    const { keepUntil = 0, at } = settlement;
+    if (keepUntil <= at) return [];
+    const duration = settlement.durationMs === undefined ? null : Math.round(settlement.durationMs);
+    return [[
+      settlement.id,
+      settlement.token,
+      settlement.kind === "complete" ? "completed" : "cancelled",
+      settlement.kind === "complete" ? settlement.output ?? null : null,
+      settlement.kind === "cancel" ? settlement.reason : null,
+      duration === null ? null : at - duration,
+      at,
+      duration,
+      keepUntil,
+    ]];
+  });
+  if (rows.length > 0) yield* exec(RECORD, rows);
   if (settlements.length === 0) return;
   const cutoff = pruning.due(settlements);
   if (cutoff !== null) yield* exec(PRUNE_KEPT, cutoff);
@@ -279,7 +296,8 @@ export function* cancel(dialect: Dialect, request: CancelRequest): Script<Cancel
   }
   if (keepUntil > now) {
     const token = job.token === null ? UNLEASED : Number(job.token);
-    yield* exec(RECORD, "cancelled", null, reason, null, now, null, keepUntil, id, token);
+    const row: RecordRow = [id, token, "cancelled", null, reason, null, now, null, keepUntil];
+    yield* exec(RECORD, [row]);
   }
   yield* exec(REMOVE, id);
   yield* chainsBatches.settled(job, "cancel", now);

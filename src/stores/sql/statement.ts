@@ -10,6 +10,10 @@
  *   as a subquery of one column (`name IN {{texts $1}}`).
  * - `{{pairs $n}}`: the `[id, token]` pairs in parameter `n`, an array
  *   (bound as JSON), as a table of columns `id` and `token`.
+ * - `{{records $n name type, …}}`: the rows in parameter `n`, an array of
+ *   arrays (bound as JSON), as a table with the columns named, each of the
+ *   SQL type given (PostgreSQL casts to it): one statement for many rows that
+ *   each carry their own values.
  * - `{{now $n}}`: the time in ms since the epoch: parameter `n`, or on
  *   PostgreSQL the database's clock when it is null.
  * - `{{forUpdate}}` / `{{forUpdate t}}`: a row lock on the rows read
@@ -63,6 +67,20 @@ const MACROS: Record<string, Record<EngineName, (argument: string) => string>> =
       `(SELECT (value->>0)::bigint AS id, (value->>1)::bigint AS token
         FROM jsonb_array_elements($${n}::jsonb))`,
   },
+  records: {
+    sqlite: (argument) => {
+      const { n, columns } = recordColumns(argument);
+      const picked = columns.map(({ name }, index) => `value ->> ${index} AS ${name}`);
+      return `(SELECT ${picked.join(", ")} FROM json_each(?${n}))`;
+    },
+    postgres: (argument) => {
+      const { n, columns } = recordColumns(argument);
+      const picked = columns.map(({ name, type }, index) =>
+        `(value->>${index})::${type} AS ${name}`
+      );
+      return `(SELECT ${picked.join(", ")} FROM jsonb_array_elements($${n}::jsonb))`;
+    },
+  },
   now: {
     sqlite: (n) => `?${n}`,
     postgres: (n) =>
@@ -104,6 +122,25 @@ function toQuestionMarks(text: string): string {
     else out += char;
   }
   return out;
+}
+
+/** The parameter number and the `name type` columns of a `{{records $n …}}` macro. */
+function recordColumns(argument: string): {
+  n: string;
+  columns: { name: string; type: string }[];
+} {
+  const [, n, list] = /^(\d+)\s+(.+)$/s.exec(argument) ?? [];
+  if (n === undefined || list === undefined) {
+    throw new Error(`{{records}} needs a parameter and columns: got "${argument}"`);
+  }
+  const columns = list.split(",").map((column) => {
+    const [name, type, ...rest] = column.trim().split(/\s+/);
+    if (name === undefined || type === undefined || rest.length > 0) {
+      throw new Error(`{{records}} columns are "name type": got "${column.trim()}"`);
+    }
+    return { name, type };
+  });
+  return { n, columns };
 }
 
 /** Expands the `{{macro argument}}` spots for `engine`. */
