@@ -549,7 +549,14 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.#running.set(job.id, entry);
     entry.span = startAttemptSpan(job);
     this.#metrics.started(job);
-    this.emit("job:start", { id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
+    if (this.hasListeners("job:start")) {
+      this.emit("job:start", {
+        id: job.id,
+        name: job.name,
+        queue: job.queue,
+        attempt: job.attempts,
+      });
+    }
     entry.deadline = this.#timeouts.add(entry, definition.timeoutMs);
     const span = entry.span;
     this.#deps.executor.run({
@@ -662,7 +669,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   }
 
   #report({ job, outcome, durationMs, ran }: FinishedJob): void {
-    const detail = { id: job.id, name: job.name, queue: job.queue, attempt: job.attempts };
+    const detail = () => ({ id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
     if (
       outcome.kind !== "held" && outcome.kind !== "cancelled" &&
       (outcome.kind !== "retry" || outcome.error !== null)
@@ -672,21 +679,24 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     switch (outcome.kind) {
       case "complete":
         this.#stats.completed++;
-        this.emit("job:complete", { ...detail, durationMs });
+        // A quick job's events cost more than its handler: make them only for a listener.
+        if (this.hasListeners("job:complete")) {
+          this.emit("job:complete", { ...detail(), durationMs });
+        }
         return;
       case "retry":
         this.#stats.retried++;
-        this.emit("job:retry", { ...detail, error: outcome.error, delayMs: outcome.delayMs });
+        this.emit("job:retry", { ...detail(), error: outcome.error, delayMs: outcome.delayMs });
         return;
       case "held":
         return; // not an attempt: the handler never ran
       case "cancelled":
-        this.emit("job:cancelled", { ...detail, reason: outcome.reason });
+        this.emit("job:cancelled", { ...detail(), reason: outcome.reason });
         return;
       case "fail": {
         this.#stats.failed++;
         const { attempts } = outcome.settlement;
-        this.emit("job:failed", { ...detail, attempt: attempts, error: outcome.error });
+        this.emit("job:failed", { ...detail(), attempt: attempts, error: outcome.error });
         this.#failedHooks.run(job, attempts, outcome.error);
         return;
       }
