@@ -6,7 +6,8 @@
  * deadlines in a first-in, first-out lane, and the one timer waits for the
  * earliest head of a lane. An attempt that ends takes its deadline out at
  * once (it is marked, and skipped or compacted away); once no attempt runs,
- * the lanes are emptied and the timer cleared.
+ * the lanes are emptied (the timer stays set until it fires or the runner
+ * closes them).
  *
  * @internal
  * @module
@@ -69,7 +70,9 @@ export class AttemptTimeouts<T> {
     deadline.item = null;
     this.#live--;
     if (this.#live === 0) {
-      this.#reset(); // every deadline left has ended
+      // Every deadline left has ended. The timer stays: the next attempts' deadlines come after
+      // it, and a worker that starts a few jobs at a time would otherwise set a timer each time.
+      this.#lanes.clear();
       return;
     }
     const { lane } = deadline;
@@ -86,10 +89,6 @@ export class AttemptTimeouts<T> {
     for (const lane of this.#lanes.values()) {
       for (const deadline of lane.deadlines) deadline.item = null;
     }
-    this.#reset();
-  }
-
-  #reset(): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#timerAt = Infinity;
