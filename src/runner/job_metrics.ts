@@ -41,8 +41,6 @@ export class JobMetrics {
   readonly #retried: Counter;
   readonly #duration: Histogram;
   readonly #wait: Histogram;
-  /** The attributes of each queue and job name seen (the worker's queues and names), made once. */
-  readonly #attributes = new Map<string, Map<string, Attributes>>();
 
   /** Creates (or, with an SDK, looks up) the instruments. */
   constructor() {
@@ -74,12 +72,12 @@ export class JobMetrics {
 
   /** An attempt starts: records how long its job had waited. */
   started(job: ClaimedJob): void {
-    this.#wait.record((job.waitedMs ?? 0) / 1_000, this.#attributesOf(job));
+    this.#wait.record((job.waitedMs ?? 0) / 1_000, attributesOf(job));
   }
 
   /** An attempt's settle applied: counts it, and records its runtime when the handler ran. */
   settled(job: ClaimedJob, kind: "complete" | "retry" | "fail", durationMs: number | null): void {
-    const attributes = this.#attributesOf(job);
+    const attributes = attributesOf(job);
     const counter = kind === "complete"
       ? this.#completed
       : kind === "fail"
@@ -88,18 +86,8 @@ export class JobMetrics {
     counter.add(1, attributes);
     if (durationMs !== null) this.#duration.record(durationMs / 1_000, attributes);
   }
+}
 
-  #attributesOf(job: ClaimedJob): Attributes {
-    let byName = this.#attributes.get(job.queue);
-    if (byName === undefined) this.#attributes.set(job.queue, byName = new Map());
-    let attributes = byName.get(job.name);
-    if (attributes === undefined) {
-      attributes = Object.freeze({
-        "messaging.destination.name": job.queue,
-        "renox.job.name": job.name,
-      });
-      byName.set(job.name, attributes);
-    }
-    return attributes;
-  }
+function attributesOf(job: ClaimedJob): Attributes {
+  return { "messaging.destination.name": job.queue, "renox.job.name": job.name };
 }
