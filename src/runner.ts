@@ -23,6 +23,7 @@ import {
   refusalBeforeStart,
 } from "./lifecycle.ts";
 import type { JobRegistry } from "./registry.ts";
+import { AttemptTimeouts } from "./runner/attempt_timeouts.ts";
 import type { FinishedJob, RunningJob } from "./runner/attempts.ts";
 import { ClaimAhead, SETTLE_GROUP } from "./runner/claim_ahead.ts";
 import { FailedHooks } from "./runner/failed_hooks.ts";
@@ -99,6 +100,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   readonly #failedHooks: FailedHooks;
   readonly #logs: JobLogBuffer;
   readonly #metrics = new JobMetrics();
+  readonly #timeouts = new AttemptTimeouts<RunningJob>((entry) => this.#timedOut(entry));
   #finished: FinishedJob[] = [];
   /** When the oldest of `#finished` finished (performance.now); Infinity when none waits. */
   #unsettledSince = Infinity;
@@ -258,6 +260,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       const reason = state.phase !== "running" ? state.reason : emptied ? "empty" : "limit";
       this.#state = { phase: "stopped", reason };
       changes[Symbol.dispose]();
+      this.#timeouts.close();
       this.#logs.close();
       await this.#leases.stop();
       await this.#failedHooks.ended();
@@ -556,7 +559,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       definition,
       controller,
       startedAt: performance.now(),
-      timer: undefined,
+      deadline: null,
       progress: null,
       progressWrittenAt: -Infinity,
       progressTimer: undefined,
@@ -565,12 +568,15 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.#running.set(job.id, entry);
     const { span } = entry;
     this.#metrics.started(job);
-    this.emit("job:start", { id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
-    entry.timer = setTimeout(() => {
-      const error = new JobTimeoutError(job.name, definition.timeoutMs);
-      controller.abort(error);
-      this.#finish(entry, { kind: "error", error, permanent: false });
-    }, definition.timeoutMs);
+    if (this.hasListeners("job:start")) {
+      this.emit("job:start", {
+        id: job.id,
+        name: job.name,
+        queue: job.queue,
+        attempt: job.attempts,
+      });
+    }
+    entry.deadline = this.#timeouts.add(entry, definition.timeoutMs);
     this.#deps.executor.run({
       get traceparent() {
         return span?.traceparent ?? null;
@@ -590,6 +596,13 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       (result) => this.#finish(entry, result),
       (error) => this.#finish(entry, { kind: "error", error: asError(error), permanent: false }),
     );
+  }
+
+  /** The attempt ran out of its `timeoutMs`: its signal aborts and it ends with a timeout error. */
+  #timedOut(entry: RunningJob): void {
+    const error = new JobTimeoutError(entry.job.name, entry.definition.timeoutMs);
+    entry.controller.abort(error);
+    this.#finish(entry, { kind: "error", error, permanent: false });
   }
 
   #finish(entry: RunningJob, result: ExecutionResult): void {
@@ -652,7 +665,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   #forget(entry: RunningJob): boolean {
     if (this.#running.get(entry.job.id) !== entry) return false;
     this.#running.delete(entry.job.id);
-    clearTimeout(entry.timer);
+    if (entry.deadline !== null) this.#timeouts.end(entry.deadline);
     this.#progress.forget(entry);
     return true;
   }
@@ -677,7 +690,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   }
 
   #report({ job, outcome, durationMs, ran }: FinishedJob): void {
-    const detail = { id: job.id, name: job.name, queue: job.queue, attempt: job.attempts };
+    const detail = () => ({ id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
     if (
       outcome.kind !== "held" && outcome.kind !== "cancelled" &&
       (outcome.kind !== "retry" || outcome.error !== null)
@@ -687,21 +700,24 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     switch (outcome.kind) {
       case "complete":
         this.#stats.completed++;
-        this.emit("job:complete", { ...detail, durationMs });
+        // A quick job's events cost more than its handler: make them only for a listener.
+        if (this.hasListeners("job:complete")) {
+          this.emit("job:complete", { ...detail(), durationMs });
+        }
         return;
       case "retry":
         this.#stats.retried++;
-        this.emit("job:retry", { ...detail, error: outcome.error, delayMs: outcome.delayMs });
+        this.emit("job:retry", { ...detail(), error: outcome.error, delayMs: outcome.delayMs });
         return;
       case "held":
         return; // not an attempt: the handler never ran
       case "cancelled":
-        this.emit("job:cancelled", { ...detail, reason: outcome.reason });
+        this.emit("job:cancelled", { ...detail(), reason: outcome.reason });
         return;
       case "fail": {
         this.#stats.failed++;
         const { attempts } = outcome.settlement;
-        this.emit("job:failed", { ...detail, attempt: attempts, error: outcome.error });
+        this.emit("job:failed", { ...detail(), attempt: attempts, error: outcome.error });
         this.#failedHooks.run(job, attempts, outcome.error);
         return;
       }

@@ -22,7 +22,7 @@ import { postgresTestUrl } from "./_postgres.ts";
 import { tempDir } from "./_helpers.ts";
 import { tick } from "./fixtures/reliability_postgres/jobs.ts";
 import { type LedgerRow, stamp } from "./fixtures/reliability_postgres/ledger.ts";
-import { MAX_AHEAD } from "../src/runner/claim_ahead.ts";
+import { mostAhead } from "../src/runner/claim_ahead.ts";
 import {
   type ChildProcess,
   cliEvent,
@@ -197,7 +197,7 @@ Deno.test({
     );
     assert.ok(recovered.length >= 1, "the killed process held no job: nothing came back");
     // What a process holds: its running jobs and those it claimed ahead of its free slots.
-    const held = concurrency + MAX_AHEAD;
+    const held = concurrency + mostAhead(concurrency);
     assert.ok(
       recovered.length <= held,
       `${recovered.length} jobs came back, more than the ${held} the process could hold`,

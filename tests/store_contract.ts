@@ -346,6 +346,56 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     assert.deepEqual(sorted(ids(await claim(store, { now: T0 + 9 * LEASE_MS, token: 2 }))), [b, c]);
   });
 
+  test("one settle keeps each kept success and cancel with its own output, times and fence, across claims", async (store) => {
+    const [a, b, c, d] = await store.push([
+      newJob({ payload: '{"n":1}' }),
+      newJob({ payload: '{"n":2}' }),
+      newJob(),
+      newJob(),
+    ]);
+    const big = Number.MAX_SAFE_INTEGER;
+    await claim(store, { limit: 2, token: 1 });
+    await claim(store, { limit: 2, token: big });
+    const keepUntil = T0 + 60_000;
+    const output = '{"text":"quote \\" backslash \\\\ newline \\n ünïcødé 🚀","n":-1.5e-7}';
+    const reason = `stop "now"\n— 'please' 🛑`;
+    const { applied } = await store.settle([
+      { kind: "complete", id: a!, token: 1, at: T0 + 20, durationMs: 12.4, output, keepUntil },
+      { kind: "complete", id: b!, token: 1, at: T0 + 30, keepUntil },
+      { kind: "cancel", id: c!, token: big, at: T0 + 40, reason, keepUntil, durationMs: 3 },
+      { kind: "complete", id: d!, token: 1, at: T0 + 50, output: "lost", keepUntil },
+    ]);
+    assert.deepEqual(applied, [true, true, true, false], "d is leased to the other claim");
+    const kept = new Map((await store.completed({}, { limit: 10, offset: 0 })).map((row) => [
+      row.id,
+      { ...row },
+    ]));
+    assert.deepEqual([...kept.keys()].sort((x, y) => x - y), [a, b, c]);
+    assert.deepEqual(kept.get(a!), {
+      id: a,
+      queue: "default",
+      name: "contract-job",
+      state: "completed",
+      payload: '{"n":1}',
+      output,
+      error: null,
+      attempts: 1,
+      createdAt: T0,
+      startedAt: T0 + 8,
+      finishedAt: T0 + 20,
+      durationMs: 12,
+    });
+    assert.deepEqual(
+      [kept.get(b!)?.state, kept.get(b!)?.output, kept.get(b!)?.startedAt, kept.get(b!)?.payload],
+      ["completed", null, null, '{"n":2}'],
+    );
+    assert.deepEqual(
+      [kept.get(c!)?.state, kept.get(c!)?.error, kept.get(c!)?.durationMs],
+      ["cancelled", reason, 3],
+    );
+    assert.deepEqual(await countsAt(store, T0), { default: [0, 0, 1, 0] });
+  });
+
   test("settles are fenced exactly, even with tokens up to 2^53 - 1", async (store) => {
     const [id] = await store.push([newJob()]);
     const token = Number.MAX_SAFE_INTEGER;

@@ -8,6 +8,7 @@
 import type { JobDefinition } from "../job.ts";
 import type { Outcome } from "../lifecycle.ts";
 import type { ClaimedJob } from "../stores/store.ts";
+import type { Deadline } from "./attempt_timeouts.ts";
 import type { AttemptSpan } from "./tracing.ts";
 
 /** An attempt whose handler runs now. */
@@ -20,8 +21,8 @@ export interface RunningJob {
   readonly controller: AbortController;
   /** When the handler started (performance.now). */
   readonly startedAt: number;
-  /** Ends the attempt at the job's `timeoutMs`. */
-  timer: ReturnType<typeof setTimeout> | undefined;
+  /** Ends the attempt at the job's `timeoutMs`; null until it started. */
+  deadline: Deadline<RunningJob> | null;
   /** The latest progress the handler reported and not yet written, or null. */
   progress: number | null;
   /** When its progress was last written (performance.now), or -Infinity. */

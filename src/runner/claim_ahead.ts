@@ -8,10 +8,10 @@
  * How much is claimed ahead is bounded by time, not only by count: no more
  * jobs than the recent handlers would run in {@linkcode AHEAD_BUDGET_MS}
  * (a tenth of the lease at most), and never more than
- * {@linkcode MAX_AHEAD}. A job that waited here longer than a third of its
- * lease is not started but put back, so a job never starts on a lease
- * nobody renewed. What a crash can hold back: the jobs claimed ahead and not
- * yet started (at most {@linkcode MAX_AHEAD}) come back when their lease
+ * {@linkcode mostAhead} (50, or 8 per slot where that is more). A job that
+ * waited here longer than a third of its lease is not started but put back,
+ * so a job never starts on a lease nobody renewed. What a crash can hold back: the jobs claimed ahead and not
+ * yet started (at most {@linkcode mostAhead}) come back when their lease
  * runs out, each counting a crash like the job that was running. Batch
  * jobs are never claimed ahead (`ClaimRequest.aheadFrom`): a batch job waits
  * unleased until a slot can start it, so a cancel can still skip it.
@@ -21,8 +21,20 @@
  */
 import type { ClaimedJob } from "../stores/store.ts";
 
-/** Most jobs claimed beyond the free slots. */
+/** Most jobs claimed beyond the free slots at low concurrency. */
 export const MAX_AHEAD = 50;
+/**
+ * Most jobs claimed beyond the free slots per slot, where that is more than
+ * {@linkcode MAX_AHEAD}: a busy worker at high concurrency claims and
+ * settles more jobs per transaction (a transaction's own cost, its commit
+ * and its claim's seeks, is then shared by more jobs).
+ */
+export const MAX_AHEAD_PER_SLOT = 8;
+
+/** Most jobs a worker of `concurrency` slots claims beyond its free slots. */
+export function mostAhead(concurrency: number): number {
+  return Math.max(MAX_AHEAD, MAX_AHEAD_PER_SLOT * concurrency);
+}
 /** The work claimed ahead: about this many ms of recent handlers' run time per slot. */
 export const AHEAD_BUDGET_MS = 20;
 /**
@@ -30,7 +42,7 @@ export const AHEAD_BUDGET_MS = 20;
  * this many have finished, or once the first of them has waited this long
  * (ms), whichever comes first. With nothing claimed ahead they are settled at once.
  */
-export const SETTLE_GROUP = { jobs: 64, withinMs: 5 } as const;
+export const SETTLE_GROUP = { jobs: 512, withinMs: 5 } as const;
 /**
  * How long a worker claims nothing ahead after a claim that could have taken
  * jobs ahead came back short (ms): nothing more was due, or the claim gave
@@ -59,6 +71,7 @@ export interface TakenJob {
 export class ClaimAhead {
   readonly #leaseMs: number;
   readonly #concurrency: number;
+  readonly #most: number;
   #jobs: AheadJob[] = [];
   #first = 0;
   /** Running mean of handler run times, in ms; NaN until one ran. */
@@ -70,6 +83,7 @@ export class ClaimAhead {
   constructor(options: { readonly leaseMs: number; readonly concurrency: number }) {
     this.#leaseMs = options.leaseMs;
     this.#concurrency = options.concurrency;
+    this.#most = mostAhead(options.concurrency);
   }
 
   /** Jobs waiting here. */
@@ -94,7 +108,7 @@ export class ClaimAhead {
     if (Number.isNaN(mean) || most <= 0 || performance.now() < this.#pausedUntil) return 0;
     const budgetMs = Math.min(AHEAD_BUDGET_MS, this.#leaseMs / 10) * this.#concurrency;
     const fits = Math.floor(budgetMs / Math.max(mean, 0.01));
-    return Math.max(0, Math.min(MAX_AHEAD, most, fits));
+    return Math.max(0, Math.min(this.#most, most, fits));
   }
 
   /** Claims nothing ahead for {@linkcode PAUSE_AFTER_SHORT_CLAIM_MS}. */

@@ -29,13 +29,16 @@ export class PollSleep {
     return performance.now() - this.#yieldedAt > YIELD_EVERY_MS;
   }
 
-  /** Lets timers run, then resolves. */
+  /**
+   * Lets due timers run, then resolves: one turn of the event loop
+   * (`setImmediate`, a few µs; a `setTimeout(0)` waits a millisecond or more).
+   */
   yieldToTimers(): Promise<void> {
     return new Promise((resolve) =>
-      setTimeout(() => {
+      setImmediate(() => {
         this.#yieldedAt = performance.now();
         resolve();
-      }, 0)
+      })
     );
   }
 

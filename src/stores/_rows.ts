@@ -92,7 +92,8 @@ export function toClaimedJobs(
   queues: readonly string[],
   token: number,
 ): ClaimedJob[] {
-  const rank = (queue: string) => queues.indexOf(queue);
+  const ranks = new Map(queues.map((queue, index) => [queue, index]));
+  const rank = (queue: string) => ranks.get(queue) ?? -1;
   // RETURNING gives rows in no set order: put them back in claim order.
   return [...rows]
     .sort((a, b) =>

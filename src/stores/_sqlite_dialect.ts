@@ -35,6 +35,10 @@ const COMPLETE = statement(
   `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${SETTLED_COLUMNS}`,
   { oneRow: true },
 );
+/** Deletes succeeded jobs of one claim: parameter 1 is its token, parameter 2 their ids. */
+const COMPLETE_MANY = statement(
+  `DELETE FROM jobs WHERE token = $1 AND id IN {{ids $2}} RETURNING ${SETTLED_COLUMNS}`,
+);
 const COPY_TO_FAILED = statement(
   `INSERT OR REPLACE INTO failed_jobs
   (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
@@ -184,7 +188,14 @@ export const sqliteDialect: Dialect = {
   },
 
   *completeJobs(leases: readonly Lease[]): Script<SettledJob[]> {
-    const deleted = yield* each<SettledJob>(COMPLETE, leases.map(({ id, token }) => [id, token]));
+    // One statement per claim's token (a tick's successes come from a claim or a few).
+    const idsByToken = new Map<number, number[]>();
+    for (const { id, token } of leases) {
+      const ids = idsByToken.get(token);
+      if (ids === undefined) idsByToken.set(token, [id]);
+      else ids.push(id);
+    }
+    const deleted = yield* each<SettledJob>(COMPLETE_MANY, [...idsByToken]);
     return deleted.flatMap((result) => result.rows);
   },
 

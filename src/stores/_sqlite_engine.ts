@@ -13,7 +13,7 @@
  * @module
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
+import type { DatabaseSync, SQLInputValue, SQLOutputValue, StatementSync } from "node:sqlite";
 import type { Migration } from "../../migrations/migration.ts";
 import { QueueClosedError } from "../errors.ts";
 import { FileWatch } from "./_file_watch.ts";
@@ -32,7 +32,7 @@ export class SqliteEngine implements Engine {
   readonly #busyTimeoutMs: number;
   readonly #changes: FileWatch;
   readonly #checkpoint: IdleCheckpoint | null;
-  readonly #statements = new Map<string, StatementSync>();
+  readonly #statements = new Map<string, Prepared>();
   /** Settles when the app transaction now running ends; null when none runs. */
   #transaction: Promise<void> | null = null;
   /** Set inside a transaction's callback, to refuse calls that would wait for it forever. */
@@ -162,20 +162,21 @@ export class SqliteEngine implements Engine {
   #execute(statement: Statement, params: readonly unknown[]): Result {
     let prepared = this.#statements.get(statement.sqlite);
     if (prepared === undefined) {
-      prepared = this.#db.prepare(statement.sqlite);
+      prepared = prepare(this.#db, statement);
       this.#statements.set(statement.sqlite, prepared);
     }
     const values = params.map(bind);
-    if (!statement.returnsRows) {
-      const { changes, lastInsertRowid } = prepared.run(...values);
+    const { sql, returnsRows, columns } = prepared;
+    if (!returnsRows) {
+      const { changes, lastInsertRowid } = sql.run(...values);
       return { rows: [], count: Number(changes), lastId: Number(lastInsertRowid) };
     }
     // get() is cheaper, but on a write outside a transaction it swallows the commit's error.
     if (statement.oneRow && (statement.readsOnly || this.#db.isTransaction)) {
-      const row = prepared.get(...values);
-      return row === undefined ? { rows: [], count: 0 } : { rows: [row], count: 1 };
+      const row = sql.get(...values);
+      return row === undefined ? { rows: [], count: 0 } : { rows: [toRow(row, columns)], count: 1 };
     }
-    const rows = prepared.all(...values);
+    const rows = sql.all(...values).map((row) => toRow(row, columns));
     return { rows, count: rows.length };
   }
 
@@ -224,6 +225,42 @@ export class SqliteEngine implements Engine {
       throw error;
     }
   }
+}
+
+/** A statement prepared on the connection, and how it hands over the rows it returns. */
+interface Prepared {
+  readonly sql: StatementSync;
+  /** Whether it returns rows. */
+  readonly returnsRows: boolean;
+  /** Its columns' names when it hands over rows as arrays; null when as objects. */
+  readonly columns: readonly string[] | null;
+}
+
+/** `setReturnArrays`, which the `node:sqlite` types of some Deno versions lack. */
+type ArraysOption = { setReturnArrays?: (enabled: boolean) => void };
+
+/**
+ * Prepares `statement`. One that returns rows hands them over as arrays,
+ * made into objects here: `node:sqlite`'s own row objects are slow to build
+ * and to read (a claim's 17 columns cost microseconds per row). A runtime
+ * without `setReturnArrays` hands over its objects.
+ */
+function prepare(db: DatabaseSync, statement: Statement): Prepared {
+  const sql = db.prepare(statement.sqlite);
+  const { returnsRows } = statement;
+  const arrays = (sql as StatementSync & ArraysOption).setReturnArrays;
+  if (!returnsRows || arrays === undefined) return { sql, returnsRows, columns: null };
+  arrays.call(sql, true);
+  return { sql, returnsRows, columns: sql.columns().map((column) => column.name) };
+}
+
+/** A row as it is handed over (an array of `columns`, or an object), as an object. */
+function toRow(row: unknown, columns: readonly string[] | null): Record<string, unknown> {
+  if (columns === null) return row as Record<string, unknown>;
+  const values = row as readonly SQLOutputValue[];
+  const object: Record<string, unknown> = {};
+  for (let index = 0; index < columns.length; index++) object[columns[index]!] = values[index];
+  return object;
 }
 
 /** A parameter as SQLite binds it: booleans as 1/0, undefined as null, arrays as JSON text. */

@@ -120,10 +120,10 @@ export class CompletedPruning {
 type Recorded = Extract<Settlement, { kind: "complete" | "cancel" }>;
 
 /**
- * The settle's `completed_jobs` step, before the job rows are deleted: each
- * success or cancel that keeps its job is copied with its output (or
- * reason), fenced by its token; kept rows past their time are pruned at
- * most once a minute.
+ * The settle's `completed_jobs` step, before the job rows are deleted: the
+ * successes and cancels that keep their job are copied with their output
+ * (or reason), each fenced by its token, in one statement; kept rows past
+ * their time are pruned at most once a minute.
  */
 export function* recordFinished(
   settlements: readonly Settlement[],
