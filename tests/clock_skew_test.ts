@@ -1,8 +1,9 @@
 /**
  * Clock skew on PostgreSQL: a dispatcher and a worker whose clocks run 30 s
  * ahead of the database's (injected). Delayed jobs are due by the
- * database's clock, and overlap locks expire and rate windows turn on it
- * too, so hosts whose clocks disagree still agree. Runs when
+ * database's clock, and so are jobs retried from the failed jobs; overlap
+ * locks expire and rate windows turn on it too, so hosts whose clocks
+ * disagree still agree. Runs when
  * `QUEUE_TEST_POSTGRES_URL` is set.
  *
  * @module
@@ -20,6 +21,14 @@ const SKEW_MS = 30_000;
 const ahead = { now: () => Date.now() + SKEW_MS };
 
 const delayed = defineJob({ name: "skew.delayed", schema: z.null(), handle() {} });
+const failing = defineJob({
+  name: "skew.failing",
+  schema: z.null(),
+  maxAttempts: 1,
+  handle() {
+    throw new Error("fails on purpose");
+  },
+});
 const guarded = defineJob({
   name: "skew.guarded",
   schema: z.null(),
@@ -62,6 +71,36 @@ Deno.test({
     );
     assert.equal(Number(row!.available_at) - Number(row!.created_at), 2_000);
     assert.ok(dueInMs <= 2_000 && dueInMs > -5_000, `due ${dueInMs} ms from the database's now`);
+  },
+});
+
+Deno.test({
+  name:
+    "PostgreSQL: an admin whose clock is 30 s ahead retries a failed job due by the database's clock",
+  ignore: url === null,
+  async fn() {
+    await using test = await openTestPostgresStore(url!);
+    await using queue = await Queue.open({ store: test.store, jobs: [failing], clock: ahead });
+    const failed = nextEvent(queue, "job:failed", () => true, 20_000);
+    const worker = queue.work({ concurrency: 1, pollMs: 20 });
+    const id = await queue.dispatch(failing, null);
+    try {
+      await failed;
+    } finally {
+      await worker.stop();
+    }
+    assert.equal(await queue.retry(id), true);
+    const now = await dbNow(queue);
+    const [row] = await queue.transaction((tx) =>
+      tx.query<{ available_at: number }>("SELECT available_at FROM jobs WHERE id = $1", [id])
+    );
+    const dueInMs = Number(row!.available_at) - now;
+    console.log(
+      `clock skew: admin ${SKEW_MS / 1000} s ahead: the retried job is due ${dueInMs} ms after ` +
+        `the database's now`,
+    );
+    // Due at once by the database's clock; the admin's would put it 30 s ahead.
+    assert.ok(dueInMs <= 0 && dueInMs > -5_000, `due ${dueInMs} ms from the database's now`);
   },
 });
 
