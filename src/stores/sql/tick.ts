@@ -29,8 +29,13 @@ import { type LogPruning, recordSpans, writeLogs } from "./job_logs.ts";
 import { recordMetrics } from "./stats.ts";
 
 const PROGRESS = statement("UPDATE jobs SET progress = $1 WHERE id = $2 AND token = $3");
+/**
+ * Puts a job back, due `$1` ms after `$7` (the release's time; on
+ * PostgreSQL the database's now when null, so a worker whose clock is off
+ * still waits out the delay it asked for).
+ */
 const RELEASE = statement(
-  `UPDATE jobs SET token = NULL, available_at = $1, last_error = $2,
+  `UPDATE jobs SET token = NULL, available_at = {{now $7}} + $1, last_error = $2,
     attempts = attempts - $3, crashes = crashes + $4
   WHERE id = $5 AND token = $6 RETURNING ${SETTLED_COLUMNS}`,
   { oneRow: true },
@@ -204,12 +209,13 @@ function* applyToJob(dialect: Dialect, settlement: Settlement): Script<SettledJo
     case "release": {
       const { rows: [job] } = yield* exec<SettledJob>(
         RELEASE,
-        settlement.availableAt,
+        settlement.availableAt - settlement.at,
         settlement.error,
         settlement.refundAttempt ? 1 : 0,
         settlement.crashed ? 1 : 0,
         id,
         token,
+        dialect.usesDatabaseClock ? null : settlement.at,
       );
       return job ?? "lost";
     }
