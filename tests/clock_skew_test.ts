@@ -2,7 +2,7 @@
  * Clock skew on PostgreSQL: a dispatcher and a worker whose clocks run 30 s
  * ahead of the database's (injected). Delayed jobs are due by the
  * database's clock, and so are retries after a backoff, jobs held back by
- * a rate limit and jobs retried from the failed jobs; overlap locks expire
+ * a rate limit, a chain's next link and jobs retried from the failed jobs; overlap locks expire
  * and rate windows turn on it too, so hosts whose clocks disagree still
  * agree. Runs when
  * `QUEUE_TEST_POSTGRES_URL` is set.
@@ -46,6 +46,7 @@ const limited = defineJob({
   middleware: () => [rateLimited("skew-held", 1, 60_000)],
   handle() {},
 });
+const link = defineJob({ name: "skew.link", schema: z.null(), handle() {} });
 const guarded = defineJob({
   name: "skew.guarded",
   schema: z.null(),
@@ -164,6 +165,37 @@ Deno.test({
     } finally {
       await worker.stop();
     }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgreSQL: a worker whose clock is 30 s ahead queues a chain's next link due by the database's clock",
+  ignore: url === null,
+  async fn() {
+    await using test = await openTestPostgresStore(url!);
+    await using queue = await Queue.open({ store: test.store, jobs: [link], clock: ahead });
+    const completed = nextEvent(queue, "job:complete", () => true, 20_000);
+    // The next link waits on a queue no worker works, to be read where it was queued.
+    await queue.chain().then(link, null).then(link, null, { queue: "skew-later" }).dispatch();
+    const worker = queue.work({ concurrency: 1, pollMs: 20 });
+    try {
+      await completed;
+    } finally {
+      await worker.stop();
+    }
+    const [row] = await queue.transaction((tx) =>
+      tx.query<{ available_at: number }>(
+        "SELECT available_at FROM jobs WHERE queue = 'skew-later'",
+      )
+    );
+    const dueInMs = Number(row!.available_at) - await dbNow(queue);
+    console.log(
+      `clock skew: worker ${SKEW_MS / 1000} s ahead: the chain's next link is due ${dueInMs} ms ` +
+        `after the database's now`,
+    );
+    // The worker's clock would put it 30 s ahead.
+    assert.ok(dueInMs <= 0 && dueInMs > -5_000, `due ${dueInMs} ms from the database's now`);
   },
 });
 

@@ -146,16 +146,20 @@ export function* settle(
     const job = jobs[index]!;
     return job === "lost" || job === null ? [] : [{ settlement, job, index }];
   }).sort((a, b) => (a.job.batch_id ?? 0) - (b.job.batch_id ?? 0) || a.index - b.index);
+  // What a chain or batch queues next is due by the store's clock: the settlements' times move
+  // onto it (one read of the database's clock on PostgreSQL, only when such a job settled).
+  const linked = moves.some(({ job }) => job.batch_id !== null || job.chain_id !== null);
+  const shift = linked ? (yield* dialect.now(at)) - at : 0;
   let queued = 0;
   const skipped: number[] = [];
   for (const { settlement, job } of moves) {
     if (settlement.kind === "release") {
-      const putBack = yield* chainsBatches.putBack(settlement.id, job, settlement.at);
+      const putBack = yield* chainsBatches.putBack(settlement.id, job, settlement.at + shift);
       queued += putBack.queued;
       if (putBack.skipped) skipped.push(settlement.id);
     } else if (settlement.kind !== "progress") {
       const output = settlement.kind === "complete" ? settlement.output ?? null : null;
-      queued += yield* chainsBatches.settled(job, settlement.kind, settlement.at, output);
+      queued += yield* chainsBatches.settled(job, settlement.kind, settlement.at + shift, output);
     }
   }
 
