@@ -1,10 +1,12 @@
 /**
  * A worker process of the soak: `soak_worker.ts <database file>`. Works the
  * queue until its stdin closes, printing a JSON line every second with its
- * resident memory, its JS heap, its open file descriptors and what it has done.
+ * resident memory, the space V8 holds for its main isolate's young
+ * generation, its JS heap, its open file descriptors and what it has done.
  *
  * @module
  */
+import { getHeapSpaceStatistics } from "node:v8";
 import { Queue } from "../mod.ts";
 import { SOAK_JOBS_URL } from "./soak_jobs.ts";
 
@@ -20,6 +22,18 @@ function openFiles(): number {
   }
 }
 
+/**
+ * Bytes V8 holds for this isolate's young generation (new objects and new
+ * large objects). V8 sizes it to the allocation rate, within a cap.
+ */
+function youngGeneration(): number {
+  return getHeapSpaceStatistics()
+    .filter(({ space_name }) =>
+      space_name === "new_space" || space_name === "new_large_object_space"
+    )
+    .reduce((sum, space) => sum + space.space_size, 0);
+}
+
 const queue = await Queue.open({ path, jobs: SOAK_JOBS_URL });
 const worker = queue.work({ concurrency: 8, pollMs: 200 });
 const report = () =>
@@ -27,6 +41,7 @@ const report = () =>
     type: "sample",
     t: Date.now(),
     rss: Deno.memoryUsage().rss,
+    young: youngGeneration(),
     heap: Deno.memoryUsage().heapUsed,
     files: openFiles(),
     ...worker.stats,

@@ -147,7 +147,8 @@ export interface WorkerStore {
   /**
    * Checks the middleware of claimed jobs in one transaction, in order: a job
    * whose every rule passes takes its locks and counts its starts and gets
-   * null; another takes nothing and gets the time to try again. Locks are
+   * null; another takes nothing and gets the time to try again, on the
+   * caller's clock (as every time it is given and every release). Locks are
    * released by the job's settle, whatever its kind, or expire.
    */
   acquire(requests: readonly MiddlewareRequest[], now: number): Promise<(number | null)[]>;

@@ -169,7 +169,10 @@ export type Settlement =
     readonly token: number;
     /** When it ended. */
     readonly at: number;
-    /** When it is due again. */
+    /**
+     * When it is due again, on the same clock as `at`: a store that goes by
+     * the database's clock makes it due as long after its own now.
+     */
     readonly availableAt: number;
     /** Why, kept as the job's last error, or null. */
     readonly error: string | null;

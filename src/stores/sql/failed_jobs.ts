@@ -15,9 +15,13 @@ const FORGET = statement("DELETE FROM failed_jobs WHERE id = $1");
 const FLUSH = statement("DELETE FROM failed_jobs");
 const PRUNE = statement("DELETE FROM failed_jobs WHERE failed_at < $1");
 
-/** Moves failed jobs back to their queues, due at `now`; the ids moved. */
+/**
+ * Moves failed jobs back to their queues, due now on the store's clock (the
+ * database's on PostgreSQL, else `now`); the ids moved.
+ */
 export function* retry(dialect: Dialect, selection: RetrySelection, now: number): Script<number[]> {
-  const moved = yield* dialect.retryFailed(selection, now);
+  // A caller whose clock runs ahead would otherwise hold the retried jobs back by as much.
+  const moved = yield* dialect.retryFailed(selection, yield* dialect.now(now));
   yield* chainsBatches.retried(moved);
   if (moved.length > 0) yield* dialect.notify();
   return moved.map((row) => Number(row.id));

@@ -135,7 +135,7 @@ export function* acquire(
     for (const lock of request.locks) {
       yield* exec(DROP_EXPIRED_LOCKS, lock.key, now);
       const { rows: [held] } = yield* exec<{ n: number }>(COUNT_LOCKS, lock.key);
-      if (Number(held!.n) >= lock.limit) later(lock.retryAt + shift);
+      if (Number(held!.n) >= lock.limit) later(lock.retryAt);
     }
     const windows: { key: string; start: number; used: number }[] = [];
     for (const rate of request.rates) {
@@ -145,7 +145,8 @@ export function* acquire(
         rate.key,
       );
       const used = row !== undefined && Number(row.window_start) === start ? Number(row.starts) : 0;
-      if (used >= rate.max) later(start + rate.perMs);
+      // When the window turns, on the caller's clock as every verdict is (the release moves it back).
+      if (used >= rate.max) later(start + rate.perMs - shift);
       windows.push({ key: rate.key, start, used });
     }
     verdicts.push(retryAt);

@@ -29,8 +29,13 @@ import { type LogPruning, recordSpans, writeLogs } from "./job_logs.ts";
 import { recordMetrics } from "./stats.ts";
 
 const PROGRESS = statement("UPDATE jobs SET progress = $1 WHERE id = $2 AND token = $3");
+/**
+ * Puts a job back, due `$1` ms after `$7` (the release's time; on
+ * PostgreSQL the database's now when null, so a worker whose clock is off
+ * still waits out the delay it asked for).
+ */
 const RELEASE = statement(
-  `UPDATE jobs SET token = NULL, available_at = $1, last_error = $2,
+  `UPDATE jobs SET token = NULL, available_at = {{now $7}} + $1, last_error = $2,
     attempts = attempts - $3, crashes = crashes + $4
   WHERE id = $5 AND token = $6 RETURNING ${SETTLED_COLUMNS}`,
   { oneRow: true },
@@ -137,16 +142,20 @@ export function* settle(
     const job = jobs[index]!;
     return job === "lost" || job === null ? [] : [{ settlement, job, index }];
   }).sort((a, b) => (a.job.batch_id ?? 0) - (b.job.batch_id ?? 0) || a.index - b.index);
+  // What a chain or batch queues next is due by the store's clock: the settlements' times move
+  // onto it (one read of the database's clock on PostgreSQL, only when such a job settled).
+  const linked = moves.some(({ job }) => job.batch_id !== null || job.chain_id !== null);
+  const shift = linked ? (yield* dialect.now(at)) - at : 0;
   let queued = 0;
   const skipped: number[] = [];
   for (const { settlement, job } of moves) {
     if (settlement.kind === "release") {
-      const putBack = yield* chainsBatches.putBack(settlement.id, job, settlement.at);
+      const putBack = yield* chainsBatches.putBack(settlement.id, job, settlement.at + shift);
       queued += putBack.queued;
       if (putBack.skipped) skipped.push(settlement.id);
     } else if (settlement.kind !== "progress") {
       const output = settlement.kind === "complete" ? settlement.output ?? null : null;
-      queued += yield* chainsBatches.settled(job, settlement.kind, settlement.at, output);
+      queued += yield* chainsBatches.settled(job, settlement.kind, settlement.at + shift, output);
     }
   }
 
@@ -200,12 +209,13 @@ function* applyToJob(dialect: Dialect, settlement: Settlement): Script<SettledJo
     case "release": {
       const { rows: [job] } = yield* exec<SettledJob>(
         RELEASE,
-        settlement.availableAt,
+        settlement.availableAt - settlement.at,
         settlement.error,
         settlement.refundAttempt ? 1 : 0,
         settlement.crashed ? 1 : 0,
         id,
         token,
+        dialect.usesDatabaseClock ? null : settlement.at,
       );
       return job ?? "lost";
     }
