@@ -198,6 +198,16 @@ storeTest(
     await queue.dispatch(slow, null);
     queue.drainAfter(new Response(), { maxMs: 30_000 });
     await within(started.promise, 10_000, "the first drain started the slow job");
+    // The drain's worker row is written with its first heartbeat, which may follow the job's start.
+    await within(
+      (async () => {
+        while ((await queue.workers()).length === 0) {
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+      })(),
+      10_000,
+      "the first drain's worker row",
+    );
     const seen = (await queue.workers()).length;
 
     await queue.dispatch(ok, 1);
