@@ -219,14 +219,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         if (!this.#settleFirst) this.#startAhead();
         const free = this.#freeSlots();
         const settleDue = this.#settleDue() || this.#logs.due;
-        // Claim when slots are free and nothing claimed ahead is left to fill them, or, when a
-        // settle is due anyway while jobs claimed ahead fill every slot, top them up in the
-        // same transaction: one round of statements then serves a group in and a group out.
-        const limit = free > 0 && this.#ahead.size === 0
-          ? free + this.#aheadAllowance(free)
-          : settleDue && free === 0 && this.#ahead.size > 0 && !this.#settleFirst
-          ? Math.max(0, this.#aheadAllowance(0) - this.#ahead.size)
-          : 0;
+        const limit = this.#claimLimit(free, settleDue);
         const claimed = settleDue || limit > 0 || this.#slotDue()
           ? await this.#tick(limit, free)
           : 0;
@@ -596,6 +589,21 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       (result) => this.#finish(entry, result),
       (error) => this.#finish(entry, { kind: "error", error: asError(error), permanent: false }),
     );
+  }
+
+  /**
+   * How many jobs the next tick claims: when slots are free and nothing
+   * claimed ahead is left to fill them, those slots and what may be claimed
+   * ahead; when a settle is due anyway while jobs claimed ahead fill every
+   * slot, what tops that buffer up, in the same transaction (one round of
+   * statements then serves a group in and a group out); else none.
+   */
+  #claimLimit(free: number, settleDue: boolean): number {
+    if (free > 0 && this.#ahead.size === 0) return free + this.#aheadAllowance(free);
+    if (settleDue && free === 0 && this.#ahead.size > 0 && !this.#settleFirst) {
+      return Math.max(0, this.#aheadAllowance(0) - this.#ahead.size);
+    }
+    return 0;
   }
 
   /** The attempt ran out of its `timeoutMs`: its signal aborts and it ends with a timeout error. */

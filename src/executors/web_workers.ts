@@ -364,7 +364,10 @@ export class WebWorkerPool implements Executor {
           : { kind: "interrupted", error: new Error(why) },
     );
     if (!this.#closed) this.#workers.push(this.#spawn());
-    if (cause === "hung") this.#after(TERMINATE_CHECK_MS, () => this.#checkStopped(slot, why, 0));
+    if (cause === "hung") {
+      const until = performance.now() + TERMINATE_WAIT_MS;
+      this.#after(TERMINATE_CHECK_MS, () => this.#checkStopped(slot, why, until));
+    }
   }
 
   /** Terminates a Web Worker and ends what it still ran. */
@@ -416,14 +419,15 @@ export class WebWorkerPool implements Executor {
     }
   }
 
-  /** After terminate(): a thread still there `TERMINATE_WAIT_MS` later is stuck in synchronous code. */
-  #checkStopped(slot: PoolWorker, why: string, waitedMs: number): void {
+  /** After terminate(): a thread still there at `until` (performance.now) is stuck in synchronous code. */
+  #checkStopped(slot: PoolWorker, why: string, until: number): void {
     const threads = workerThreads();
-    if (threads !== null && slot.thread !== null && !threads.has(slot.thread)) return;
-    waitedMs += TERMINATE_CHECK_MS;
-    if (threads !== null && slot.thread !== null && waitedMs < TERMINATE_WAIT_MS) {
-      this.#after(TERMINATE_CHECK_MS, () => this.#checkStopped(slot, why, waitedMs));
-      return;
+    if (threads !== null && slot.thread !== null) {
+      if (!threads.has(slot.thread)) return;
+      if (performance.now() < until) {
+        this.#after(TERMINATE_CHECK_MS, () => this.#checkStopped(slot, why, until));
+        return;
+      }
     }
     this.#reportStuck(
       new Error(

@@ -10,8 +10,9 @@
  * (a tenth of the lease at most), and never more than
  * {@linkcode mostAhead} (50, or 8 per slot where that is more). A job that
  * waited here longer than a third of its lease is not started but put back,
- * so a job never starts on a lease nobody renewed. What a crash can hold back: the jobs claimed ahead and not
- * yet started (at most {@linkcode mostAhead}) come back when their lease
+ * so a job never starts on a lease nobody renewed. What a crash can hold
+ * back: the jobs claimed ahead and not yet started (at most
+ * {@linkcode mostAhead}) come back when their lease
  * runs out, each counting a crash like the job that was running. Batch
  * jobs are never claimed ahead (`ClaimRequest.aheadFrom`): a batch job waits
  * unleased until a slot can start it, so a cancel can still skip it.
