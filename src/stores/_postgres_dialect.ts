@@ -147,7 +147,8 @@ const MAX_CLAIM_LEVELS = 16;
  * or take the same job, then the first `limit` of them in queue order.
  * Each queue's priority levels are found first (one index seek per level,
  * {@linkcode MAX_CLAIM_LEVELS} + 1 at most), then each level's due jobs
- * are one seek on `jobs_claim_order` in due order: delayed jobs at a higher
+ * are one seek on `jobs_claim_order` in due order (then id, so jobs due at
+ * once go in the order they were stored): delayed jobs at a higher
  * priority are never walked over. A queue with more levels walks its index
  * instead. `$3` null means now on the database's clock. With `byName`, only
  * jobs whose name is in the last parameter.
@@ -173,12 +174,12 @@ function claimStatement(queueCount: number, byName: boolean): Statement {
       SELECT due.id, ${index} AS rank, due.priority, due.available_at FROM levels${index} level
         CROSS JOIN LATERAL (SELECT id, priority, available_at FROM jobs
           WHERE priority = level.priority AND ${due}
-          ORDER BY available_at LIMIT $4 FOR UPDATE SKIP LOCKED) due
+          ORDER BY available_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) due
         WHERE (SELECT COUNT(*) FROM levels${index}) <= ${MAX_CLAIM_LEVELS}
       UNION ALL
       SELECT walked.id, ${index}, walked.priority, walked.available_at FROM (
         SELECT id, priority, available_at FROM jobs WHERE ${due}
-        ORDER BY priority DESC, available_at LIMIT $4 FOR UPDATE SKIP LOCKED) walked
+        ORDER BY priority DESC, available_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) walked
         WHERE (SELECT COUNT(*) FROM levels${index}) > ${MAX_CLAIM_LEVELS})`;
   });
   const union = Array.from({ length: queueCount }, (_, index) => `SELECT * FROM q${index}`)
