@@ -1,12 +1,16 @@
 /**
  * The soak's jobs module: a mix of jobs that succeed, fail for good after
  * two attempts, and hold a unique key. Delayed jobs are dispatched with a
- * delay; nothing else differs.
+ * delay; nothing else differs. Every isolate that loads it collects garbage
+ * in full every 10 s when `gc()` is exposed (see `soak_collect.ts`).
  *
  * @module
  */
 import { z } from "zod";
 import { defineJob } from "../mod.ts";
+import { collectPeriodically } from "./soak_collect.ts";
+
+collectPeriodically();
 
 /** This module's URL, for the worker processes. */
 export const SOAK_JOBS_URL: string = import.meta.url;
