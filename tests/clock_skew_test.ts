@@ -14,7 +14,7 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, Queue, rateLimited, withoutOverlapping } from "../mod.ts";
+import { defineJob, defineSchedule, Queue, rateLimited, withoutOverlapping } from "../mod.ts";
 import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
 import { nextEvent } from "./_helpers.ts";
 
@@ -536,6 +536,42 @@ Deno.test({
       assert.equal(counts.default?.running.length, 1, "its lease is live");
       const listed = await queue.jobs();
       assert.deepEqual(listed.jobs.map((job) => job.state).sort(), ["delayed", "running"]);
+    } finally {
+      await worker.stop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgreSQL: a worker whose clock is 30 s ahead fires a schedule's slots by the database's clock",
+  ignore: url === null,
+  async fn() {
+    await using test = await openTestPostgresStore(url!);
+    const every = defineSchedule({ name: "skew-every", everyMs: 2_000, job: link, payload: null });
+    await using queue = await Queue.open({ store: test.store, jobs: [link, every], clock: ahead });
+    const worker = queue.work({ concurrency: 1, pollMs: 20 });
+    try {
+      const deadline = Date.now() + 20_000;
+      let fired: { slot: number; fired_at: number } | undefined;
+      while (fired === undefined && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        [fired] = await queue.transaction((tx) =>
+          tx.query<{ slot: number; fired_at: number }>(
+            "SELECT slot, fired_at FROM schedule_runs ORDER BY slot LIMIT 1",
+          )
+        );
+      }
+      assert.ok(fired !== undefined, "a slot fired");
+      const firedAfterSlot = Number(fired.fired_at) - Number(fired.slot);
+      const firedAgo = await dbNow(queue) - Number(fired.fired_at);
+      console.log(
+        `clock skew: worker ${SKEW_MS / 1000} s ahead fired a slot ${firedAfterSlot} ms after it ` +
+          `came, ${firedAgo} ms before the database's now`,
+      );
+      // The worker's clock would fire slots up to 30 s before the database's clock reaches them.
+      assert.ok(firedAfterSlot >= 0 && firedAfterSlot < 10_000, `${firedAfterSlot} ms after`);
+      assert.ok(firedAgo >= 0 && firedAgo < 10_000, `fired ${firedAgo} ms ago`);
     } finally {
       await worker.stop();
     }

@@ -261,8 +261,9 @@ export interface ScheduleStore {
   /**
    * Stores the jobs module's schedules in one transaction: adds new ones,
    * updates changed ones (a changed cron, interval or time zone starts again
-   * at its `firstSlot`), deletes those not in `rows`; paused state and last
-   * run are kept.
+   * at its first slot after now: the database's now on a store that goes by
+   * its clock, else `now`), deletes those not in `rows`; paused state and
+   * last run are kept.
    */
   syncSchedules(rows: readonly ScheduleRow[], now: number): Promise<void>;
   /** Every stored schedule, by name. */

@@ -275,7 +275,7 @@ export class SqlStore implements Store {
 
   /** Stores the jobs module's schedules in one transaction. */
   syncSchedules(rows: readonly ScheduleRow[], now: number): Promise<void> {
-    return this.#write(() => schedules.syncSchedules(rows, now));
+    return this.#write(() => schedules.syncSchedules(this.#dialect, rows, now));
   }
 
   /** Every stored schedule, by name. */
