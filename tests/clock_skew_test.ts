@@ -577,3 +577,28 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "PostgreSQL: an admin whose clock is 30 s ahead cancels a batch or clears its queue, and the batch's finally callback is due by the database's clock",
+  ignore: url === null,
+  async fn() {
+    await using test = await openTestPostgresStore(url!);
+    await using queue = await Queue.open({ store: test.store, jobs: [link], clock: ahead });
+    for (const end of ["cancelBatch", "clear"] as const) {
+      // Members on a queue no worker works; the callback on its own, to be read where it waits.
+      const id = await queue.batch(`skew-${end}`).push(link, null, { queue: `skew-${end}` })
+        .finally(link, null, { queue: `skew-${end}-finally` }).dispatch();
+      if (end === "cancelBatch") assert.equal(await queue.cancelBatch(id), true);
+      else assert.equal(await queue.clear(`skew-${end}`), 1);
+      const dueInMs = await timeOf(queue, "SELECT available_at AS t FROM jobs WHERE queue = $1", [
+        `skew-${end}-finally`,
+      ]) - await dbNow(queue);
+      console.log(
+        `clock skew: admin ${SKEW_MS / 1000} s ahead, ${end}(): the batch's finally is due ` +
+          `${dueInMs} ms after the database's now`,
+      );
+      assert.ok(dueInMs <= 0 && dueInMs > -5_000, `due ${dueInMs} ms from the database's now`);
+    }
+  },
+});
