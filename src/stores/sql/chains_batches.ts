@@ -121,7 +121,8 @@ const SKIP_WAITING_MEMBERS = statement(
 );
 const SKIP_ONE = statement("DELETE FROM jobs WHERE id = $1");
 /** Batches finished or cancelled more than `$2` ms before `{{now $1}}`. */
-const ENDED_BEFORE = "finished_at < {{now $1}} - $2 OR cancelled_at < {{now $1}} - $2";
+const ENDED_BEFORE =
+  "finished_at < (SELECT {{now $1}} - $2) OR cancelled_at < (SELECT {{now $1}} - $2)";
 const PRUNE_WAITING = statement(
   `DELETE FROM waiting_jobs WHERE batch_id IN (SELECT id FROM batches WHERE ${ENDED_BEFORE})`,
 );

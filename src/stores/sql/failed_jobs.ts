@@ -14,7 +14,7 @@ import { type Statement, statement } from "./statement.ts";
 const FORGET = statement("DELETE FROM failed_jobs WHERE id = $1");
 const FLUSH = statement("DELETE FROM failed_jobs");
 /** Failed jobs that failed more than `$2` ms before `{{now $1}}`. */
-const PRUNE = statement("DELETE FROM failed_jobs WHERE failed_at < {{now $1}} - $2");
+const PRUNE = statement("DELETE FROM failed_jobs WHERE failed_at < (SELECT {{now $1}} - $2)");
 
 /**
  * Moves failed jobs back to their queues, due now on the store's clock (the

@@ -57,10 +57,13 @@ const RECORD = statement(
     finished_at = excluded.finished_at, duration_ms = excluded.duration_ms,
     keep_until = excluded.keep_until`,
 );
-const PRUNE_KEPT = statement("DELETE FROM completed_jobs WHERE keep_until <= {{now $1}}");
+/** Kept jobs whose time ran out by `{{now $1}}` (read once: the index on `keep_until` serves it). */
+const PRUNE_KEPT = statement(
+  "DELETE FROM completed_jobs WHERE keep_until <= (SELECT {{now $1}})",
+);
 /** Kept jobs that finished more than `$2` ms before `{{now $1}}`. */
 const PRUNE_FINISHED = statement(
-  "DELETE FROM completed_jobs WHERE finished_at < {{now $1}} - $2",
+  "DELETE FROM completed_jobs WHERE finished_at < (SELECT {{now $1}} - $2)",
 );
 /** Where job `$1` stands; `leased` is 1 when its lease still runs at `{{now $2}}`. */
 const RESULT = statement(

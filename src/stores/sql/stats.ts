@@ -72,12 +72,14 @@ const HEARTBEAT = statement(
     last_seen_at = excluded.last_seen_at, running = excluded.running, names = excluded.names`,
 );
 /** Workers last seen more than `$2` ms before `{{now $1}}`. */
-const DROP_STALE_WORKERS = statement("DELETE FROM workers WHERE last_seen_at < {{now $1}} - $2");
+const DROP_STALE_WORKERS = statement(
+  "DELETE FROM workers WHERE last_seen_at < (SELECT {{now $1}} - $2)",
+);
 const REMOVE_WORKER = statement("DELETE FROM workers WHERE id = $1");
 /** Workers seen in the `$2` ms up to `{{now $1}}`. */
 const WORKERS = statement(
   `SELECT id, host, pid, queues, concurrency, started_at, last_seen_at, running, names
-  FROM workers WHERE last_seen_at >= {{now $1}} - $2 ORDER BY started_at, id`,
+  FROM workers WHERE last_seen_at >= (SELECT {{now $1}} - $2) ORDER BY started_at, id`,
 );
 
 /**
