@@ -606,7 +606,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   async unclaimed(options: WorkersOptions = {}): Promise<UnclaimedJobs[]> {
     this.#assertOpen("list unclaimed jobs");
     const now = this.#clock.now();
-    const workers = await this.#store.workers(seenSince(now, options));
+    const workers = await this.#store.workers(seenSince(now, options), now);
     if (workers.length === 0) return [];
     return unclaimedJobs(await this.#store.pendingByName(now), workers);
   }
@@ -617,8 +617,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async workers(options: WorkersOptions = {}): Promise<WorkerInfo[]> {
     this.#assertOpen("list workers");
-    const since = seenSince(this.#clock.now(), options);
-    return (await this.#store.workers(since)).map(toWorkerInfo);
+    const now = this.#clock.now();
+    return (await this.#store.workers(seenSince(now, options), now)).map(toWorkerInfo);
   }
 
   /** Failed jobs, newest first. */
@@ -666,7 +666,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /** Deletes batches that finished or were cancelled more than `olderThanMs` ago; returns how many. */
   async pruneBatches(options: PruneOptions): Promise<number> {
     this.#assertOpen("prune batches");
-    return await this.#store.pruneBatches(cutoff(this.#clock.now(), options, "pruneBatches"));
+    const now = this.#clock.now();
+    return await this.#store.pruneBatches(cutoff(now, options, "pruneBatches"), now);
   }
 
   /**
@@ -734,7 +735,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /** Deletes failed jobs that failed more than `olderThanMs` ago; returns how many. */
   async pruneFailed(options: PruneOptions): Promise<number> {
     this.#assertOpen("prune failed jobs");
-    return await this.#store.pruneFailed(cutoff(this.#clock.now(), options, "pruneFailed"));
+    const now = this.#clock.now();
+    return await this.#store.pruneFailed(cutoff(now, options, "pruneFailed"), now);
   }
 
   /**
@@ -940,7 +942,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /** Deletes kept finished jobs that finished more than `olderThanMs` ago; returns how many. */
   async pruneCompleted(options: PruneOptions): Promise<number> {
     this.#assertOpen("prune completed jobs");
-    return await this.#store.pruneCompleted(cutoff(this.#clock.now(), options, "pruneCompleted"));
+    const now = this.#clock.now();
+    return await this.#store.pruneCompleted(cutoff(now, options, "pruneCompleted"), now);
   }
 
   /**

@@ -32,9 +32,10 @@ export function scheduleRows(registry: JobRegistry, jobRows: JobRows, now: numbe
         `${where}: its job "${schedule.job.name}" is not registered with this queue (export it from the jobs module)`,
       );
     }
-    const firstSlot = timesOf(schedule).next(now);
+    // The payload is checked for the first slot after now; the store finds where the schedule starts.
+    const firstSlot = timesOf(schedule).next(now) ?? now;
     try {
-      jobRow(schedule, jobRows, firstSlot ?? now, now);
+      jobRow(schedule, jobRows, firstSlot, now);
     } catch (error) {
       throw new TypeError(`${where}: ${(error as Error).message}`, { cause: error });
     }
@@ -50,7 +51,6 @@ export function scheduleRows(registry: JobRegistry, jobRows: JobRows, now: numbe
       overlap: schedule.overlap,
       jitterMs: schedule.jitterMs,
       definition: definitionText(schedule),
-      firstSlot,
     };
   });
 }

@@ -309,7 +309,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     }
     assert.deepEqual(await countsAt(store, now), { default: [0, 0, 1, 0] });
     assert.deepEqual(await store.failed({ limit: 10, offset: 0 }), []);
-    assert.deepEqual(await store.renew([{ id: id!, token: A }], now + LEASE_MS), [id]);
+    assert.deepEqual(await store.renew([{ id: id!, token: A }], now + LEASE_MS, now), [id]);
     assert.deepEqual((await store.settle([complete(id!, B)])).applied, [true]);
     assert.deepEqual((await store.settle([complete(id!, A)])).applied, [false]);
     assert.deepEqual(await store.counts(now), []);
@@ -401,7 +401,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     const token = Number.MAX_SAFE_INTEGER;
     await claim(store, { token });
     assert.deepEqual((await store.settle([complete(id!, token - 1)])).applied, [false]);
-    assert.deepEqual(await store.renew([{ id: id!, token }], T0 + 2 * LEASE_MS), []);
+    assert.deepEqual(await store.renew([{ id: id!, token }], T0 + 2 * LEASE_MS, T0), []);
     assert.deepEqual((await store.settle([complete(id!, token)])).applied, [true]);
   });
 
@@ -409,12 +409,16 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     const [a, b] = await store.push([newJob(), newJob()]);
     const [waiting] = await store.push([newJob({ availableAt: T0 + 1 })]);
     assert.deepEqual(sorted(ids(await claim(store, { token: 1 }))), [a, b]);
-    const lost = await store.renew([
-      { id: a!, token: 1 },
-      { id: b!, token: 2 },
-      { id: waiting!, token: 1 },
-      { id: 987_654, token: 1 },
-    ], T0 + 3 * LEASE_MS);
+    const lost = await store.renew(
+      [
+        { id: a!, token: 1 },
+        { id: b!, token: 2 },
+        { id: waiting!, token: 1 },
+        { id: 987_654, token: 1 },
+      ],
+      T0 + 3 * LEASE_MS,
+      T0,
+    );
     assert.deepEqual(sorted(lost), sorted([b!, waiting!, 987_654]));
     const atOldEnd = await claim(store, { now: T0 + LEASE_MS, token: 3 });
     assert.deepEqual(sorted(ids(atOldEnd)), sorted([b!, waiting!]), "a's lease was extended");
@@ -512,7 +516,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     assert.equal(await store.forget(newest!), true);
     assert.equal(await store.forget(newest!), false);
     assert.equal(await store.failedJob(newest!), null);
-    assert.equal(await store.pruneFailed(T0 - 1), 1, "only what failed strictly before");
+    assert.equal(await store.pruneFailed(T0 - 1, T0), 1, "only what failed strictly before");
     assert.equal(await store.failedJob(old!), null);
     assert.deepEqual(ids(await store.failed({ limit: 10, offset: 0 })), [newer, atCut]);
     assert.equal(await store.flushFailed(), 2);
@@ -673,7 +677,7 @@ function operations(store: Store): [string, () => Promise<unknown>][] {
     ["transaction", () => store.transaction(() => 1)],
     ["claim", () => claim(store)],
     ["settle", () => store.settle([complete(1, 1)])],
-    ["renew", () => store.renew([{ id: 1, token: 1 }], T0)],
+    ["renew", () => store.renew([{ id: 1, token: 1 }], T0, T0)],
     ["counts", () => store.counts(T0)],
     ["failed", () => store.failed({ limit: 1, offset: 0 })],
     ["failedJob", () => store.failedJob(1)],
@@ -681,7 +685,7 @@ function operations(store: Store): [string, () => Promise<unknown>][] {
     ["retry all", () => store.retry("all", T0)],
     ["forget", () => store.forget(1)],
     ["flushFailed", () => store.flushFailed()],
-    ["pruneFailed", () => store.pruneFailed(T0)],
+    ["pruneFailed", () => store.pruneFailed(T0, T0)],
     ["clear", () => store.clear(undefined, T0)],
   ];
 }

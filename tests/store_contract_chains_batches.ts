@@ -286,7 +286,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
     const [liveFirst] = await take(store, ["e"]);
     assert.equal(liveFirst?.id, live);
     assert.equal(await store.forget(a), true);
-    assert.equal(await store.pruneFailed(T0 + 2), 2, "b and c");
+    assert.equal(await store.pruneFailed(T0 + 2, T0 + 2), 2, "b and c");
     assert.equal(await store.flushFailed(), 1, "d");
     const dropped = ["a", "b", "c", "d"];
     assert.deepEqual(await take(store, dropped, LATER), []);
@@ -679,10 +679,14 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
     assert.deepEqual(await apply(store, failed(e1!, T0 + 1)), [true]);
     await expectBatch(store, e.id, { ...fresh(1), pending: 0, failed: 1, finishedAt: T0 + 1 });
 
-    assert.equal(await store.pruneBatches(T0 + 2), 3, "a (T0), c (cancelled T0+1), e (T0+1)");
+    assert.equal(
+      await store.pruneBatches(T0 + 2, T0 + 2),
+      3,
+      "a (T0), c (cancelled T0+1), e (T0+1)",
+    );
     for (const gone of [a, c, e]) assert.equal(await store.batch(gone.id), null);
     assert.deepEqual(ids(await store.batches({ limit: 10, offset: 0 })), [d.id, b.id]);
-    assert.equal(await store.pruneBatches(T0 + 2), 0);
+    assert.equal(await store.pruneBatches(T0 + 2, T0 + 2), 0);
 
     assert.deepEqual(await apply(store, done(c1!, T0 + 3)), [true]);
     assert.deepEqual(await drain(store, ["cb"], LATER), [], "c's finally was deleted");
@@ -692,7 +696,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
     assert.deepEqual(await drain(store, ["cb"], LATER), [], "e's then was deleted");
     assert.equal(await store.batch(e.id), null);
     await expectBatch(store, d.id, fresh(1), "a running batch is never pruned");
-    assert.equal(await store.pruneBatches(LATER), 1, "b");
+    assert.equal(await store.pruneBatches(LATER, LATER), 1, "b");
   });
 
   test("addToBatch() adds counted members to a running batch, and then waits for them", async (store) => {

@@ -304,24 +304,24 @@ export function statsContract(name: string, open: () => Promise<OpenedStore>): v
     );
     await store.heartbeat(worker("b", T0 + 9_000, { running: 3 }), 0);
     assert.deepEqual(
-      plain(await store.workers(T0 + 2_000)),
+      plain(await store.workers(T0 + 2_000, T0)),
       [
         { ...worker("b", T0 + 9_000, { running: 3 }), queues: ["high", "default"] },
         { ...worker("c", T0 + 3_000, { concurrency: 1 }), queues: ["x"], names: ["a", "b"] },
         { ...worker("a", T0 + 2_000, { startedAt: T0 + 5 }), queues: ["high", "default"] },
       ].sort((x, y) => x.startedAt - y.startedAt || (x.id < y.id ? -1 : 1)),
     );
-    assert.deepEqual((await store.workers(T0 + 3_001)).map((row) => row.id), ["b"]);
+    assert.deepEqual((await store.workers(T0 + 3_001, T0)).map((row) => row.id), ["b"]);
   });
 
   test("heartbeat() drops workers last seen before staleBefore; removeWorker() deletes one row", async (store) => {
     await store.heartbeat(worker("old", T0), 0);
     await store.heartbeat(worker("live", T0 + 5_000), 0);
     await store.heartbeat(worker("me", T0 + 9_000), T0 + 1);
-    assert.deepEqual((await store.workers(0)).map((row) => row.id), ["live", "me"]);
+    assert.deepEqual((await store.workers(0, T0)).map((row) => row.id), ["live", "me"]);
     assert.equal(await store.removeWorker("me"), true);
     assert.equal(await store.removeWorker("me"), false);
-    assert.deepEqual((await store.workers(0)).map((row) => row.id), ["live"]);
+    assert.deepEqual((await store.workers(0, T0)).map((row) => row.id), ["live"]);
   });
 
   test("jobs() lists unfinished jobs in id order with their state at now; an expired lease is pending", async (store) => {

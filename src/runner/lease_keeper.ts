@@ -166,8 +166,8 @@ export class LeaseKeeper {
     try {
       const renewed = [...running.values()];
       const leases = renewed.map(({ job }) => ({ id: job.id, token: job.token }));
-      const until = clock.now() + this.#options.leaseMs;
-      for (const id of await store.renew(leases, until)) {
+      const now = clock.now();
+      for (const id of await store.renew(leases, now + this.#options.leaseMs, now)) {
         // Only the attempt whose lease was renewed: the job may have settled and come back meanwhile.
         const entry = renewed.find(({ job }) => job.id === id);
         if (entry === undefined || !forget(entry)) continue;

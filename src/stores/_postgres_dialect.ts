@@ -77,7 +77,11 @@ const COMPLETE_MANY = statement(
   ${wakeAwaiters(3)}
   SELECT ${SETTLED_COLUMNS} FROM gone LEFT JOIN woken ON true`,
 );
-/** Moves a job to the failed jobs in one statement, fenced by its token, waking its awaiters. */
+/**
+ * Moves a job to the failed jobs in one statement, fenced by its token,
+ * waking its awaiters; it failed at `{{now $5}}` (the caller's time, or the
+ * database's now).
+ */
 const FAIL = statement(
   `WITH gone AS (DELETE FROM jobs WHERE id = $6 AND token = $7
     RETURNING id, queue, name, payload, priority, crashes, created_at, waited_ms, keyed, locked,
@@ -86,8 +90,8 @@ const FAIL = statement(
   failed AS (INSERT INTO failed_jobs
     (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
       ${LINK_COLUMNS}, trace)
-    SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINK_COLUMNS},
-      trace
+    SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, {{now $5}},
+      ${LINK_COLUMNS}, trace
     FROM gone
     ON CONFLICT (id) DO UPDATE SET queue = excluded.queue, name = excluded.name,
     payload = excluded.payload, priority = excluded.priority, error = excluded.error,
@@ -114,8 +118,8 @@ const RETRY_ONE = retryStatement("WHERE id = $2");
 const RETRY_ALL = retryStatement("");
 const RETRY_BATCH = retryStatement("WHERE batch_id = $2 AND batch_member = 1");
 /**
- * Returns the leases still held, and renews them to `$1` ms after now (on the
- * database's clock when `$2` is null, else after `$2`), each fenced by its
+ * Returns the leases still held, and renews them to `$1` ms after `{{now $2}}`
+ * (the caller's now, or the database's), each fenced by its
  * token. A row a settle holds right now is skipped (`SKIP LOCKED`): it is
  * being settled, or it gets its renewal next time, within its lease; waiting
  * for it could deadlock with that settle.
@@ -126,7 +130,7 @@ const RENEW = statement(
       ON j.id = lease.id AND j.token = lease.token),
   renewable AS (SELECT j.id FROM jobs j JOIN held ON j.id = held.id AND j.token = held.token
     ORDER BY j.id FOR UPDATE OF j SKIP LOCKED),
-  renewed AS (UPDATE jobs j SET available_at = COALESCE($2::bigint, ${DB_NOW}) + $1::bigint
+  renewed AS (UPDATE jobs j SET available_at = {{now $2}} + $1::bigint
     FROM renewable WHERE j.id = renewable.id)
   SELECT id, token FROM held`,
 );
@@ -265,7 +269,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         error.stack,
         settlement.attempts,
         settlement.crashed ? 1 : 0,
-        settlement.at,
+        dbClock ? null : settlement.at,
         settlement.id,
         settlement.token,
         channel,
@@ -286,14 +290,12 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
       return moved.flatMap((result) => result.rows);
     },
 
-    *renew(leases: readonly Lease[], until: number): Script<number[]> {
+    *renew(leases: readonly Lease[], until: number, now: number): Script<number[]> {
       if (leases.length === 0) return [];
-      // On the database's clock: the lease length asked for, from the database's now.
-      const [length, base] = dbClock ? [until - Date.now(), null] : [0, until];
       const { rows } = yield* exec<{ id: number; token: number }>(
         RENEW,
-        length,
-        base,
+        until - now,
+        dbClock ? null : now,
         leases.map((lease) => lease.id),
         leases.map((lease) => lease.token),
       );

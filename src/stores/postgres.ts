@@ -38,9 +38,10 @@ export interface PostgresStoreOptions {
    */
   schema?: string;
   /**
-   * Whose clock claims and lease renewals go by: `"database"` (`now()` on
-   * the server, so hosts whose clocks disagree still agree on leases) or
-   * `"caller"` (the times the queue passes in, e.g. a test's clock).
+   * Whose clock the times the store writes and compares go by (due times,
+   * leases, locks, pauses, recorded times, prune cutoffs, counts):
+   * `"database"` (the server's clock, so hosts whose clocks disagree still
+   * agree) or `"caller"` (the times the queue passes in, e.g. a test's clock).
    * @default {"database"}
    */
   clock?: "database" | "caller";

@@ -31,12 +31,10 @@ export interface ScheduleRow {
   readonly jitterMs: number;
   /** Every setting and the payload, as one text: a change of it is a changed schedule. */
   readonly definition: string;
-  /** Its first slot after now: where a new schedule, or one whose slots changed, starts. */
-  readonly firstSlot: number | null;
 }
 
 /** A schedule as it is stored: its settings, without what only a sync needs, and its state. */
-export interface StoredScheduleRow extends Omit<ScheduleRow, "definition" | "firstSlot"> {
+export interface StoredScheduleRow extends Omit<ScheduleRow, "definition"> {
   /** The next slot to fire, or null when there is none. */
   readonly nextSlot: number | null;
   /** Whether it is paused. */

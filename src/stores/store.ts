@@ -142,8 +142,12 @@ export interface WorkerStore {
    * next poll. One index seek per queue.
    */
   nextDueAt(queues: readonly string[], after: number): Promise<number | null>;
-  /** Extends leases to `until`; returns the ids whose lease was lost. */
-  renew(leases: readonly Lease[], until: number): Promise<number[]>;
+  /**
+   * Extends leases to `until`, `now` being the caller's now (a store on the
+   * database's clock extends them as long after its own now); returns the
+   * ids whose lease was lost.
+   */
+  renew(leases: readonly Lease[], until: number, now: number): Promise<number[]>;
   /**
    * Checks the middleware of claimed jobs in one transaction, in order: a job
    * whose every rule passes takes its locks and counts its starts and gets
@@ -153,9 +157,11 @@ export interface WorkerStore {
    */
   acquire(requests: readonly MiddlewareRequest[], now: number): Promise<(number | null)[]>;
   /**
-   * Writes a worker's row, replacing the one with its id, and deletes the
-   * rows of workers last seen before `staleBefore` (those that died
-   * without removing theirs).
+   * Writes a worker's row, replacing the one with its id (its start time is
+   * kept from the first), and deletes the rows of workers last seen before
+   * `staleBefore` (those that died without removing theirs). The row's
+   * `lastSeenAt` is the caller's now: a store on the database's clock
+   * stamps its own now and moves the other times by as much.
    */
   heartbeat(worker: WorkerRow, staleBefore: number): Promise<void>;
   /** Deletes a worker's row; whether it was there. */
@@ -191,8 +197,12 @@ export interface AdminStore {
   forget(id: number): Promise<boolean>;
   /** Deletes every failed job; how many. */
   flushFailed(): Promise<number>;
-  /** Deletes failed jobs that failed before `before`; how many. */
-  pruneFailed(before: number): Promise<number>;
+  /**
+   * Deletes failed jobs that failed before `before`, `now` being the
+   * caller's now (a store on the database's clock cuts as long before its
+   * own now); how many.
+   */
+  pruneFailed(before: number, now: number): Promise<number>;
   /**
    * Deletes jobs waiting in `queue` (every queue when omitted), leased ones
    * included; batch jobs among them count as skipped, and a batch left with
@@ -209,8 +219,12 @@ export interface AdminStore {
    * is left pending. Returns false (changing nothing) otherwise.
    */
   cancelBatch(id: number, now: number): Promise<boolean>;
-  /** Deletes batches finished or cancelled before `before`, with their waiting callbacks; how many. */
-  pruneBatches(before: number): Promise<number>;
+  /**
+   * Deletes batches finished or cancelled before `before` (`now` being the
+   * caller's now, as for {@linkcode AdminStore.pruneFailed}), with their
+   * waiting callbacks; how many.
+   */
+  pruneBatches(before: number, now: number): Promise<number>;
 }
 
 /** What the dashboard and stats read: counts, running and listed jobs, metrics, workers. */
@@ -229,8 +243,12 @@ export interface StatsStore {
   jobs(filter: JobFilter, page: Page, now: number): Promise<JobListing>;
   /** The metrics rollup's rows with `since <= minute < until`, by minute, then queue, then name. */
   metrics(since: number, until: number): Promise<MetricsRow[]>;
-  /** Workers last seen at or after `seenSince`, earliest started first, then by id. */
-  workers(seenSince: number): Promise<WorkerRow[]>;
+  /**
+   * Workers last seen at or after `seenSince`, `now` being the caller's now
+   * (a store on the database's clock looks as far back from its own now),
+   * earliest started first, then by id.
+   */
+  workers(seenSince: number, now: number): Promise<WorkerRow[]>;
   /** One job's log (what its handler wrote with `ctx.log()`), oldest line first. */
   logs(jobId: number): Promise<LogLineRow[]>;
 }
@@ -243,8 +261,9 @@ export interface ScheduleStore {
   /**
    * Stores the jobs module's schedules in one transaction: adds new ones,
    * updates changed ones (a changed cron, interval or time zone starts again
-   * at its `firstSlot`), deletes those not in `rows`; paused state and last
-   * run are kept.
+   * at its first slot after now: the database's now on a store that goes by
+   * its clock, else `now`), deletes those not in `rows`; paused state and
+   * last run are kept.
    */
   syncSchedules(rows: readonly ScheduleRow[], now: number): Promise<void>;
   /** Every stored schedule, by name. */
@@ -267,8 +286,11 @@ export interface JobControlStore {
   completed(filter: CompletedFilter, page: Page): Promise<CompletedJobRow[]>;
   /** One kept finished job, or null. */
   completedJob(id: number): Promise<CompletedJobRow | null>;
-  /** Deletes kept finished jobs that finished before `before`; how many. */
-  pruneCompleted(before: number): Promise<number>;
+  /**
+   * Deletes kept finished jobs that finished before `before` (`now` being
+   * the caller's now, as for {@linkcode AdminStore.pruneFailed}); how many.
+   */
+  pruneCompleted(before: number, now: number): Promise<number>;
   /** Marks a job awaited, so the settle that ends it wakes watchers; whether it is still there. */
   markAwaited(id: number): Promise<boolean>;
   /**

@@ -21,7 +21,7 @@ import type {
   PushedBatch,
   WaitingJobRow,
 } from "../store.ts";
-import { type Dialect, KEYED, PLAIN } from "./dialect.ts";
+import { clockParam, type Dialect, KEYED, PLAIN } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
@@ -120,11 +120,13 @@ const SKIP_WAITING_MEMBERS = statement(
   "DELETE FROM jobs WHERE batch_id = $1 AND batch_member = 1 AND token IS NULL",
 );
 const SKIP_ONE = statement("DELETE FROM jobs WHERE id = $1");
+/** Batches finished or cancelled more than `$2` ms before `{{now $1}}`. */
+const ENDED_BEFORE =
+  "finished_at < (SELECT {{now $1}} - $2) OR cancelled_at < (SELECT {{now $1}} - $2)";
 const PRUNE_WAITING = statement(
-  `DELETE FROM waiting_jobs WHERE batch_id IN
-  (SELECT id FROM batches WHERE finished_at < $1 OR cancelled_at < $1)`,
+  `DELETE FROM waiting_jobs WHERE batch_id IN (SELECT id FROM batches WHERE ${ENDED_BEFORE})`,
 );
-const PRUNE = statement("DELETE FROM batches WHERE finished_at < $1 OR cancelled_at < $1");
+const PRUNE = statement(`DELETE FROM batches WHERE ${ENDED_BEFORE}`);
 
 /** Inserts a chain; its id is its first link's job id. */
 export function* insertChain(dialect: Dialect, chain: NewChainRow): Script<number> {
@@ -277,10 +279,15 @@ export function* batches(page: Page): Script<BatchRow[]> {
   return (yield* exec<StoredBatch>(BATCH_PAGE, page.limit, page.offset)).rows.map(toBatchRow);
 }
 
-/** Deletes batches finished or cancelled before `before`, and their waiting callbacks. */
-export function* prune(before: number): Script<number> {
-  yield* exec(PRUNE_WAITING, before);
-  return (yield* exec(PRUNE, before)).count;
+/**
+ * Deletes batches finished or cancelled before `before` (`now` being the
+ * caller's now: on the store's clock, as long before its now), and their
+ * waiting callbacks.
+ */
+export function* prune(dialect: Dialect, before: number, now: number): Script<number> {
+  const params = [clockParam(dialect, now), now - before];
+  yield* exec(PRUNE_WAITING, ...params);
+  return (yield* exec(PRUNE, ...params)).count;
 }
 
 function* wait(

@@ -17,13 +17,16 @@ const CLEAR_ALL = statement(`DELETE FROM jobs RETURNING id, ${LINK_COLUMNS}`);
 
 /**
  * Deletes waiting and leased jobs of one queue, or of all; batch jobs count
- * as skipped, and a batch left with nothing pending finishes at `now`.
+ * as skipped, and a batch left with nothing pending finishes at `now`
+ * (moved onto the database's clock where the store goes by it).
  */
 export function* clear(dialect: Dialect, queue: string | undefined, now: number): Script<number> {
   const { rows: deleted } = queue === undefined
     ? yield* exec<JobLinks & { id: number }>(CLEAR_ALL)
     : yield* exec<JobLinks & { id: number }>(CLEAR_ONE, queue);
-  yield* chainsBatches.cleared(deleted, now);
+  // What a batch left with nothing pending queues (its finally callbacks) is due by the store's clock.
+  const batched = deleted.some((row) => row.batch_id !== null);
+  yield* chainsBatches.cleared(deleted, batched ? yield* dialect.now(now) : now);
   yield* releaseRemoved(deleted.map((row) => Number(row.id)));
   yield* dialect.notify();
   return deleted.length;

@@ -78,6 +78,17 @@ export type RetrySelection = readonly number[] | "all" | { readonly batchId: num
 /** A settlement that fails a job for good. */
 export type FailSettlement = Extract<Settlement, { kind: "fail" }>;
 
+/**
+ * The parameter a `{{now $n}}` takes for a rule the caller runs at `now`:
+ * null where the store goes by the database's clock (the statement then
+ * reads it), else `now`. A time the caller gives, `t`, is stored as
+ * `{{now $n}} + (t - now)`, so it keeps its distance from the caller's now
+ * on whichever clock the store goes by; a cutoff the same way.
+ */
+export function clockParam(dialect: Dialect, now: number): number | null {
+  return dialect.usesDatabaseClock ? null : now;
+}
+
 /** The engine-specific operations, each a script. */
 export interface Dialect {
   /** Which engine's statement texts to run. */
@@ -107,8 +118,11 @@ export interface Dialect {
   failJob(settlement: FailSettlement, error: StoredError): Script<SettledJob | null>;
   /** Moves failed jobs back to their queues, due at `now`; a job is in exactly one table throughout. */
   retryFailed(selection: RetrySelection, now: number): Script<MovedJob[]>;
-  /** Extends leases to `until`; the ids whose lease was lost. */
-  renew(leases: readonly Lease[], until: number): Script<number[]>;
+  /**
+   * Extends leases to `until`, given with the caller's `now`: on the
+   * database's clock, as long after its now; the ids whose lease was lost.
+   */
+  renew(leases: readonly Lease[], until: number, now: number): Script<number[]>;
   /**
    * Makes transactions that check the same keys take turns until they end
    * (all keys up front, in one order); a no-op where writes are serialized.

@@ -7,13 +7,14 @@
  * @module
  */
 import * as chainsBatches from "./chains_batches.ts";
-import type { Dialect, RetrySelection } from "./dialect.ts";
+import { clockParam, type Dialect, type RetrySelection } from "./dialect.ts";
 import { exec, type Script } from "./script.ts";
 import { type Statement, statement } from "./statement.ts";
 
 const FORGET = statement("DELETE FROM failed_jobs WHERE id = $1");
 const FLUSH = statement("DELETE FROM failed_jobs");
-const PRUNE = statement("DELETE FROM failed_jobs WHERE failed_at < $1");
+/** Failed jobs that failed more than `$2` ms before `{{now $1}}`. */
+const PRUNE = statement("DELETE FROM failed_jobs WHERE failed_at < (SELECT {{now $1}} - $2)");
 
 /**
  * Moves failed jobs back to their queues, due now on the store's clock (the
@@ -37,9 +38,12 @@ export function* flush(): Script<number> {
   return yield* deleteFailed(FLUSH);
 }
 
-/** Deletes failed jobs that failed before `before`; how many. */
-export function* prune(before: number): Script<number> {
-  return yield* deleteFailed(PRUNE, before);
+/**
+ * Deletes failed jobs that failed before `before`, `now` being the caller's
+ * now (on the database's clock, as long before its now); how many.
+ */
+export function* prune(dialect: Dialect, before: number, now: number): Script<number> {
+  return yield* deleteFailed(PRUNE, clockParam(dialect, now), now - before);
 }
 
 /** Deletes failed jobs, then the chain links that can never run now; how many. */

@@ -21,7 +21,7 @@ import type {
 } from "../job_control_rows.ts";
 import type { Lease, Page, Settlement } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
-import { type Dialect, LINK_COLUMNS } from "./dialect.ts";
+import { clockParam, type Dialect, LINK_COLUMNS } from "./dialect.ts";
 import { releaseRemoved } from "./keys.ts";
 import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
@@ -40,30 +40,41 @@ const UNLEASED = -1;
 
 /**
  * Copies jobs about to be deleted into `completed_jobs`, each fenced by its
- * token (`-1`: none), all of a settle's in one statement.
+ * token (`-1`: none), all of a settle's in one statement. Each row's times
+ * are given as ms after `{{now $2}}` (the caller's now, or the database's).
  */
 const RECORD = statement(
   `INSERT INTO completed_jobs (id, queue, name, state, payload, output, error, attempts,
     created_at, started_at, finished_at, duration_ms, keep_until)
   SELECT j.id, j.queue, j.name, r.state, j.payload, r.output, r.error, j.attempts, j.created_at,
-    r.started_at, r.finished_at, r.duration_ms, r.keep_until
-  FROM {{rows $1 id int, token int, state text, output text, error text, started_at int,
-    finished_at int, duration_ms int, keep_until int}} r, jobs j
+    clock.t + r.started_ms, clock.t + r.finished_ms, r.duration_ms, clock.t + r.keep_ms
+  FROM {{rows $1 id int, token int, state text, output text, error text, started_ms int,
+    finished_ms int, duration_ms int, keep_ms int}} r CROSS JOIN (SELECT {{now $2}} AS t) clock,
+    jobs j
   WHERE j.id = r.id AND COALESCE(j.token, -1) = r.token
   ON CONFLICT (id) DO UPDATE SET state = excluded.state, output = excluded.output,
     error = excluded.error, attempts = excluded.attempts, started_at = excluded.started_at,
     finished_at = excluded.finished_at, duration_ms = excluded.duration_ms,
     keep_until = excluded.keep_until`,
 );
-const PRUNE_KEPT = statement("DELETE FROM completed_jobs WHERE keep_until <= $1");
-const PRUNE_FINISHED = statement("DELETE FROM completed_jobs WHERE finished_at < $1");
+/** Kept jobs whose time ran out by `{{now $1}}` (read once: the index on `keep_until` serves it). */
+const PRUNE_KEPT = statement(
+  "DELETE FROM completed_jobs WHERE keep_until <= (SELECT {{now $1}})",
+);
+/** Kept jobs that finished more than `$2` ms before `{{now $1}}`. */
+const PRUNE_FINISHED = statement(
+  "DELETE FROM completed_jobs WHERE finished_at < (SELECT {{now $1}} - $2)",
+);
+/** Where job `$1` stands; `leased` is 1 when its lease still runs at `{{now $2}}`. */
 const RESULT = statement(
-  `SELECT 'job' AS source, name, attempts, token, available_at, CAST(NULL AS TEXT) AS output,
-    CAST(NULL AS TEXT) AS error, cancel_requested AS state FROM jobs WHERE id = $1
-  UNION ALL SELECT 'kept', name, attempts, CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), output,
-    error, state FROM completed_jobs WHERE id = $1
-  UNION ALL SELECT 'failed', name, attempts, CAST(NULL AS BIGINT), CAST(NULL AS BIGINT),
-    CAST(NULL AS TEXT), error, CAST(NULL AS TEXT) FROM failed_jobs WHERE id = $1`,
+  `SELECT 'job' AS source, name, attempts,
+    CASE WHEN token IS NOT NULL AND available_at > {{now $2}} THEN 1 ELSE 0 END AS leased,
+    CAST(NULL AS TEXT) AS output, CAST(NULL AS TEXT) AS error, cancel_requested AS state
+    FROM jobs WHERE id = $1
+  UNION ALL SELECT 'kept', name, attempts, 0, output, error, state FROM completed_jobs
+    WHERE id = $1
+  UNION ALL SELECT 'failed', name, attempts, 0, CAST(NULL AS TEXT), error, CAST(NULL AS TEXT)
+    FROM failed_jobs WHERE id = $1`,
 );
 const COMPLETED_COLUMNS =
   "id, queue, name, state, payload, output, error, attempts, created_at, started_at, finished_at, duration_ms";
@@ -77,8 +88,12 @@ const COMPLETED_ONE = statement(`SELECT ${COMPLETED_COLUMNS} FROM completed_jobs
   oneRow: true,
 });
 const AWAIT = statement("UPDATE jobs SET awaited = 1 WHERE id = $1");
+/** Job `$1`, locked, and whether its lease still runs at `now`, `{{now $2}}`. */
 const FIND = statement(
-  `SELECT id, token, available_at, keyed, ${LINK_COLUMNS} FROM jobs WHERE id = $1 {{forUpdate}}`,
+  `SELECT id, keyed, ${LINK_COLUMNS}, token,
+    CASE WHEN token IS NOT NULL AND available_at > {{now $2}} THEN 1 ELSE 0 END AS leased,
+    {{now $2}} AS now
+  FROM jobs WHERE id = $1 {{forUpdate}}`,
   { oneRow: true },
 );
 const FINISHED = statement(
@@ -90,18 +105,20 @@ const CANCELS_ASKED = statement(
   `SELECT id, token, cancel_requested FROM jobs
   WHERE id IN {{ids $1}} AND cancel_requested IS NOT NULL`,
 );
+/** Pauses `$1` at `{{now $2}}`, until `$3` ms after it (null: until resumed). */
 const PAUSE = statement(
-  `INSERT INTO queue_pauses (queue, paused_at, until, reason) VALUES ($1, $2, $3, $4)
+  `INSERT INTO queue_pauses (queue, paused_at, until, reason)
+  VALUES ($1, {{now $2}}, {{now $2}} + $3, $4)
   ON CONFLICT (queue) DO UPDATE SET paused_at = excluded.paused_at, until = excluded.until,
     reason = excluded.reason`,
 );
 const RESUME = statement(
-  "DELETE FROM queue_pauses WHERE queue = $1 AND (until IS NULL OR until > $2)",
+  "DELETE FROM queue_pauses WHERE queue = $1 AND (until IS NULL OR until > {{now $2}})",
 );
 const DROP_PAUSE = statement("DELETE FROM queue_pauses WHERE queue = $1");
 const PAUSED = statement(
   `SELECT queue, paused_at, until, reason FROM queue_pauses
-  WHERE until IS NULL OR until > $1 ORDER BY queue`,
+  WHERE until IS NULL OR until > {{now $1}} ORDER BY queue`,
 );
 
 /** When `completed_jobs` was last pruned by a settle of this store: at most once a minute. */
@@ -126,6 +143,7 @@ type Recorded = Extract<Settlement, { kind: "complete" | "cancel" }>;
  * their time are pruned at most once a minute.
  */
 export function* recordFinished(
+  dialect: Dialect,
   settlements: readonly Settlement[],
   pruning: CompletedPruning,
 ): Script<void> {
@@ -133,6 +151,8 @@ export function* recordFinished(
     (settlement.kind === "complete" || settlement.kind === "cancel") &&
     (settlement.keepUntil ?? 0) > settlement.at
   );
+  // Times as ms after the tick's latest end, which the statement puts on the store's clock.
+  const at = Math.max(...settlements.map((settlement) => settlement.at));
   if (kept.length > 0) {
     yield* exec(
       RECORD,
@@ -146,43 +166,43 @@ export function* recordFinished(
           settlement.kind === "complete" ? "completed" : "cancelled",
           settlement.kind === "complete" ? settlement.output ?? null : null,
           settlement.kind === "cancel" ? settlement.reason : null,
-          duration === null ? null : settlement.at - duration,
-          settlement.at,
+          duration === null ? null : settlement.at - duration - at,
+          settlement.at - at,
           duration,
-          settlement.keepUntil,
+          (settlement.keepUntil ?? 0) - at,
         ];
       }),
+      clockParam(dialect, at),
     );
   }
   if (settlements.length === 0) return;
   const cutoff = pruning.due(settlements);
-  if (cutoff !== null) yield* exec(PRUNE_KEPT, cutoff);
+  if (cutoff !== null) yield* exec(PRUNE_KEPT, clockParam(dialect, cutoff));
 }
 
-/** Deletes kept jobs that finished before `before`; how many. */
-export function* pruneCompleted(before: number): Script<number> {
-  return (yield* exec(PRUNE_FINISHED, before)).count;
+/** Deletes kept jobs that finished before `before`, `now` being the caller's now; how many. */
+export function* pruneCompleted(dialect: Dialect, before: number, now: number): Script<number> {
+  return (yield* exec(PRUNE_FINISHED, clockParam(dialect, now), now - before)).count;
 }
 
 interface StoredResult {
   readonly source: "job" | "kept" | "failed";
   readonly name: string;
   readonly attempts: number;
-  readonly token: number | null;
-  readonly available_at: number | null;
+  readonly leased: number;
   readonly output: string | null;
   readonly error: string | null;
   readonly state: string | null;
 }
 
 /** Where job `id` stands at `now`, from the one table that holds it, or null. */
-export function* result(id: number, now: number): Script<JobResultRow | null> {
-  const { rows: [row] } = yield* exec<StoredResult>(RESULT, id);
+export function* result(dialect: Dialect, id: number, now: number): Script<JobResultRow | null> {
+  const { rows: [row] } = yield* exec<StoredResult>(RESULT, id, clockParam(dialect, now));
   if (row === undefined) return null;
   const base = { name: row.name, attempts: Number(row.attempts) };
   switch (row.source) {
     case "job": {
-      const leased = row.token !== null && Number(row.available_at) > now;
+      const leased = Number(row.leased) === 1;
       return {
         ...base,
         state: leased ? "running" : "pending",
@@ -273,21 +293,25 @@ export function* markAwaited(dialect: Dialect, id: number): Script<boolean> {
  * cancel asked, for its worker to see.
  */
 export function* cancel(dialect: Dialect, request: CancelRequest): Script<CancelOutcome> {
-  const { id, reason, now, keepUntil } = request;
+  const { id, reason, keepUntil } = request;
   const { rows: [job] } = yield* exec<
-    JobLinks & { id: number; token: number | null; available_at: number; keyed: number }
-  >(FIND, id);
+    JobLinks & { id: number; token: number | null; leased: number; now: number; keyed: number }
+  >(FIND, id, clockParam(dialect, request.now));
   if (job === undefined) {
     return (yield* exec(FINISHED, id)).rows.length > 0 ? "finished" : "not-found";
   }
-  if (job.token !== null && Number(job.available_at) > now) {
+  if (Number(job.leased) === 1) {
     yield* exec(ASK_CANCEL, reason, id);
     yield* dialect.notify();
     return "cancelling";
   }
-  if (keepUntil > now) {
+  // The store's now (the database's on PostgreSQL), read by the find: what the cancel queues
+  // (a chain's catch, a batch's callbacks) is due by it.
+  const now = Number(job.now);
+  const keepMs = keepUntil - request.now;
+  if (keepMs > 0) {
     const token = job.token === null ? UNLEASED : Number(job.token);
-    yield* exec(RECORD, [[id, token, "cancelled", null, reason, null, now, null, keepUntil]]);
+    yield* exec(RECORD, [[id, token, "cancelled", null, reason, null, 0, null, keepMs]], now);
   }
   yield* exec(REMOVE, id);
   yield* chainsBatches.settled(job, "cancel", now);
@@ -311,29 +335,33 @@ export function* cancelsAsked(leases: readonly Lease[]): Script<CancelRequested[
   }));
 }
 
-/** Pauses `queue` from `now` until `until` (null: until resumed). */
+/**
+ * Pauses `queue` from `now` until `until` (null: until resumed): on the
+ * store's clock, as long after its now.
+ */
 export function* pause(
+  dialect: Dialect,
   queue: string,
   now: number,
   until: number | null,
   reason: string | null,
 ): Script<void> {
-  yield* exec(PAUSE, queue, now, until, reason);
+  yield* exec(PAUSE, queue, clockParam(dialect, now), until === null ? null : until - now, reason);
 }
 
 /** Resumes `queue`; whether it was paused at `now`. Wakes idle workers. */
 export function* resume(dialect: Dialect, queue: string, now: number): Script<boolean> {
-  const { count } = yield* exec(RESUME, queue, now);
+  const { count } = yield* exec(RESUME, queue, clockParam(dialect, now));
   yield* exec(DROP_PAUSE, queue);
   yield* dialect.notify();
   return count > 0;
 }
 
 /** The queues paused at `now`, by name. */
-export function* paused(now: number): Script<PauseRow[]> {
+export function* paused(dialect: Dialect, now: number): Script<PauseRow[]> {
   const { rows } = yield* exec<
     { queue: string; paused_at: number; until: number | null; reason: string | null }
-  >(PAUSED, now);
+  >(PAUSED, clockParam(dialect, now));
   return rows.map((row) => ({
     queue: row.queue,
     pausedAt: Number(row.paused_at),

@@ -14,6 +14,7 @@
  * @module
  */
 import type { AttemptSpan, LogLineRow, LogWrites, NewLogLine } from "../log_rows.ts";
+import { clockParam, type Dialect } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
@@ -21,9 +22,10 @@ const MINUTE_MS = 60_000;
 /** Room kept under the cap for the line that says how many lines it dropped. */
 const CAP_LINE_ROOM = 128;
 
+/** A line written `$3` ms after `{{now $9}}` (the tick's time: the caller's, or the database's now). */
 const INSERT_LINE = statement(
   `INSERT INTO job_logs (job_id, attempt, at, level, message, fields, encrypted, bytes)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+  VALUES ($1, $2, {{now $9}} + $3, $4, $5, $6, $7, $8)`,
 );
 const OVER_CAP = statement(
   `SELECT job_id FROM job_logs WHERE job_id IN {{ids $1}}
@@ -35,7 +37,7 @@ const NEWEST_FIRST = statement(
 const DROP_UP_TO = statement("DELETE FROM job_logs WHERE job_id = $1 AND id <= $2");
 const INSERT_CAP_LINE = statement(
   `INSERT INTO job_logs (id, job_id, attempt, at, level, message, fields, encrypted, bytes)
-  VALUES ($1, $2, 0, $3, 'cap', $4, $5, 0, $6)`,
+  VALUES ($1, $2, 0, {{now $3}}, 'cap', $4, $5, 0, $6)`,
 );
 const LOG_OF = statement(
   `SELECT id, job_id, attempt, at, level, message, fields, encrypted FROM job_logs
@@ -71,20 +73,24 @@ export function* recordSpans(spans: readonly AttemptSpan[]): Script<void> {
 /**
  * Appends a tick's lines, then keeps each job they belong to under the cap
  * (dropping its oldest lines and saying so in one `cap` line), then prunes
- * when `pruning` says a prune is due at `at`.
+ * when `pruning` says a prune is due at `at` (the tick's latest time, on the
+ * caller's clock: the lines' times keep their distance from it on the
+ * store's clock).
  */
 export function* writeLogs(
+  dialect: Dialect,
   writes: LogWrites | undefined,
   pruning: LogPruning,
   at: number,
 ): Script<void> {
   const lines = writes?.lines ?? [];
   if (lines.length > 0) {
-    yield* each(INSERT_LINE, lines.map(lineParams));
+    const now = clockParam(dialect, at);
+    yield* each(INSERT_LINE, lines.map((line) => [...lineParams(line, at), now]));
     const max = writes!.maxBytesPerJob;
     const jobIds = [...new Set(lines.map((line) => line.jobId))];
     const { rows } = yield* exec<{ job_id: number }>(OVER_CAP, jobIds, max);
-    for (const { job_id: jobId } of rows) yield* keepUnderCap(Number(jobId), max, at);
+    for (const { job_id: jobId } of rows) yield* keepUnderCap(Number(jobId), max, now);
   }
   if (Number.isFinite(at) && pruning.due(at)) yield* exec(PRUNE);
 }
@@ -115,11 +121,12 @@ interface StoredLogLine {
   readonly encrypted: number;
 }
 
-function lineParams(line: NewLogLine): unknown[] {
+/** A line's first eight parameters, its time as ms after `at`. */
+function lineParams(line: NewLogLine, at: number): unknown[] {
   return [
     line.jobId,
     line.attempt,
-    line.at,
+    line.at - at,
     line.level,
     line.message,
     line.fields,
@@ -131,9 +138,9 @@ function lineParams(line: NewLogLine): unknown[] {
 /**
  * Drops a job's oldest lines until the rest fit under `max` bytes with room
  * for the `cap` line, which takes the place of the newest line dropped and
- * counts every line dropped so far.
+ * counts every line dropped so far; it is written at `{{now}}` of `now`.
  */
-function* keepUnderCap(jobId: number, max: number, at: number): Script<void> {
+function* keepUnderCap(jobId: number, max: number, now: number | null): Script<void> {
   const { rows } = yield* exec<{ id: number; bytes: number; level: string; fields: string | null }>(
     NEWEST_FIRST,
     jobId,
@@ -160,7 +167,7 @@ function* keepUnderCap(jobId: number, max: number, at: number): Script<void> {
     dropped === 1 ? "" : "s"
   } dropped`;
   const fields = JSON.stringify({ dropped });
-  yield* exec(INSERT_CAP_LINE, cutoff, jobId, at, message, fields, message.length + fields.length);
+  yield* exec(INSERT_CAP_LINE, cutoff, jobId, now, message, fields, message.length + fields.length);
 }
 
 function droppedBefore(fields: string | null): number {

@@ -130,9 +130,16 @@ interface ScheduleTableRow {
  * Stores the jobs module's schedules: adds new ones, updates changed ones
  * (a change of cron, interval or time zone restarts at its first slot after
  * now; other changes keep the next slot), deletes the ones no longer
- * defined. A schedule's paused state and last run are kept.
+ * defined. A schedule's paused state and last run are kept. Now is the
+ * store's (the database's on PostgreSQL, so a host whose clock is off
+ * does not start a schedule early or late), else `now`.
  */
-export function* syncSchedules(rows: readonly ScheduleRow[], now: number): Script<void> {
+export function* syncSchedules(
+  dialect: Dialect,
+  rows: readonly ScheduleRow[],
+  now: number,
+): Script<void> {
+  const at = yield* dialect.now(now);
   for (const row of [...rows].sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) {
     const { rows: [stored] } = yield* exec<
       { definition: string; cron: string | null; every_ms: number | null; timezone: string }
@@ -149,8 +156,8 @@ export function* syncSchedules(rows: readonly ScheduleRow[], now: number): Scrip
       row.overlap,
       row.jitterMs,
       row.definition,
-      row.firstSlot,
-      now,
+      timesOf({ cron: row.cron, every_ms: row.everyMs, timezone: row.timezone }).next(at),
+      at,
     ];
     if (stored === undefined) {
       yield* exec(INSERT, ...values);

@@ -134,26 +134,27 @@ export class SqlStore implements Store {
   cancelBatch(id: number, now: number): Promise<boolean> {
     const dialect = this.#dialect;
     return this.#write(function* () {
-      const queued = yield* chainsBatches.cancel(id, now);
+      // What the cancel queues (finally callbacks) is due by the store's clock.
+      const queued = yield* chainsBatches.cancel(id, yield* dialect.now(now));
       if (queued === null) return false;
       yield* dialect.notify();
       return true;
     });
   }
 
-  /** Deletes batches finished or cancelled before `before`. */
-  pruneBatches(before: number): Promise<number> {
-    return this.#write(() => chainsBatches.prune(before));
+  /** Deletes batches finished or cancelled before `before`, `now` being the caller's now. */
+  pruneBatches(before: number, now: number): Promise<number> {
+    return this.#write(() => chainsBatches.prune(this.#dialect, before, now));
   }
 
   /** Due jobs per queue and job name. */
   pendingByName(now: number): Promise<PendingByName[]> {
-    return this.#read(() => stats.pendingByName(now));
+    return this.#read(() => stats.pendingByName(this.#dialect, now));
   }
 
   /** Jobs leased now, with their progress. */
   running(now: number): Promise<RunningJobRow[]> {
-    return this.#read(() => stats.running(now));
+    return this.#read(() => stats.running(this.#dialect, now));
   }
 
   /** Runs `fn` in one transaction: its pushes and queries commit or roll back together. */
@@ -197,24 +198,24 @@ export class SqlStore implements Store {
     return this.#read(() => jobLogs.logOf(jobId));
   }
 
-  /** The earliest time after `after` at which a job of `queues` becomes due, or null. */
+  /** The earliest time after `after` (the caller's now) at which a job of `queues` becomes due, on the caller's clock, or null. */
   nextDueAt(queues: readonly string[], after: number): Promise<number | null> {
-    return this.#read(() => tick.nextDueAt(queues, after));
+    return this.#read(() => tick.nextDueAt(this.#dialect, queues, after));
   }
 
   /** Extends leases in one transaction; returns the ids whose lease was lost. */
-  renew(leases: readonly Lease[], until: number): Promise<number[]> {
-    return this.#write(() => this.#dialect.renew(leases, until));
+  renew(leases: readonly Lease[], until: number, now: number): Promise<number[]> {
+    return this.#write(() => this.#dialect.renew(leases, until, now));
   }
 
   /** Jobs per queue by state, failed jobs included. */
   counts(now: number): Promise<QueueCountsRow[]> {
-    return this.#read(() => stats.counts(now));
+    return this.#read(() => stats.counts(this.#dialect, now));
   }
 
   /** A page of the jobs not yet finished that match `filter`, and how many match. */
   jobs(filter: JobFilter, page: Page, now: number): Promise<JobListing> {
-    return this.#read(() => stats.jobs(filter, page, now));
+    return this.#read(() => stats.jobs(this.#dialect, filter, page, now));
   }
 
   /** The metrics rollup's rows with `since <= minute < until`. */
@@ -224,7 +225,7 @@ export class SqlStore implements Store {
 
   /** Writes a worker's row and drops those of workers not seen since `staleBefore`. */
   heartbeat(worker: WorkerRow, staleBefore: number): Promise<void> {
-    return this.#write(() => stats.heartbeat(worker, staleBefore));
+    return this.#write(() => stats.heartbeat(this.#dialect, worker, staleBefore));
   }
 
   /** Deletes a worker's row; whether it was there. */
@@ -232,9 +233,9 @@ export class SqlStore implements Store {
     return this.#engine.run(() => stats.removeWorker(id), "statement");
   }
 
-  /** Workers last seen at or after `seenSince`. */
-  workers(seenSince: number): Promise<WorkerRow[]> {
-    return this.#read(() => stats.workers(seenSince));
+  /** Workers last seen at or after `seenSince`, `now` being the caller's now. */
+  workers(seenSince: number, now: number): Promise<WorkerRow[]> {
+    return this.#read(() => stats.workers(this.#dialect, seenSince, now));
   }
 
   /** Failed jobs, newest first. */
@@ -262,9 +263,9 @@ export class SqlStore implements Store {
     return this.#write(() => failedJobs.flush());
   }
 
-  /** Deletes failed jobs older than `before`. */
-  pruneFailed(before: number): Promise<number> {
-    return this.#write(() => failedJobs.prune(before));
+  /** Deletes failed jobs older than `before`, `now` being the caller's now. */
+  pruneFailed(before: number, now: number): Promise<number> {
+    return this.#write(() => failedJobs.prune(this.#dialect, before, now));
   }
 
   /** Deletes waiting and leased jobs of one queue, or of all; batch jobs count as skipped. */
@@ -274,7 +275,7 @@ export class SqlStore implements Store {
 
   /** Stores the jobs module's schedules in one transaction. */
   syncSchedules(rows: readonly ScheduleRow[], now: number): Promise<void> {
-    return this.#write(() => schedules.syncSchedules(rows, now));
+    return this.#write(() => schedules.syncSchedules(this.#dialect, rows, now));
   }
 
   /** Every stored schedule, by name. */
@@ -294,7 +295,7 @@ export class SqlStore implements Store {
 
   /** Where job `id` stands at `now`, read in one statement. */
   result(id: number, now: number): Promise<JobResultRow | null> {
-    return this.#read(() => jobControl.result(id, now));
+    return this.#read(() => jobControl.result(this.#dialect, id, now));
   }
 
   /** Kept finished jobs, last finished first. */
@@ -307,9 +308,12 @@ export class SqlStore implements Store {
     return this.#read(() => jobControl.completedJob(id));
   }
 
-  /** Deletes kept finished jobs that finished before `before`. */
-  pruneCompleted(before: number): Promise<number> {
-    return this.#engine.run(() => jobControl.pruneCompleted(before), "statement");
+  /** Deletes kept finished jobs that finished before `before`, `now` being the caller's now. */
+  pruneCompleted(before: number, now: number): Promise<number> {
+    return this.#engine.run(
+      () => jobControl.pruneCompleted(this.#dialect, before, now),
+      "statement",
+    );
   }
 
   /** Marks a job awaited. */
@@ -329,7 +333,10 @@ export class SqlStore implements Store {
 
   /** Pauses a queue. */
   pause(queue: string, now: number, until: number | null, reason: string | null): Promise<void> {
-    return this.#engine.run(() => jobControl.pause(queue, now, until, reason), "statement");
+    return this.#engine.run(
+      () => jobControl.pause(this.#dialect, queue, now, until, reason),
+      "statement",
+    );
   }
 
   /** Resumes a queue and wakes idle workers. */
@@ -339,7 +346,7 @@ export class SqlStore implements Store {
 
   /** The queues paused at `now`. */
   paused(now: number): Promise<PauseRow[]> {
-    return this.#read(() => jobControl.paused(now));
+    return this.#read(() => jobControl.paused(this.#dialect, now));
   }
 
   /** Calls `listener` soon after another connection may have added or freed jobs. */

@@ -14,7 +14,10 @@
  *   arrays (bound as JSON), as a table of the named columns, one per
  *   position; `type` is `int` (a whole number) or `text`.
  * - `{{now $n}}`: the time in ms since the epoch: parameter `n`, or on
- *   PostgreSQL the database's clock when it is null.
+ *   PostgreSQL the database's clock when it is null (see `clockParam`).
+ *   Compare an indexed column with `(SELECT {{now $n}})`: PostgreSQL then
+ *   reads the clock once and seeks the index, where a bare comparison with
+ *   the (volatile) clock scans the table.
  * - `{{forUpdate}}` / `{{forUpdate t}}`: a row lock on the rows read
  *   (`FOR UPDATE [OF t]`) on PostgreSQL; nothing on SQLite, whose one
  *   writer already serializes every write transaction.

@@ -31,6 +31,7 @@ import type {
   Settlement,
   WorkerRow,
 } from "../store.ts";
+import { clockParam, type Dialect } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
@@ -57,27 +58,40 @@ const METRICS = statement(
   FROM job_metrics WHERE minute >= $1 AND minute < $2 ORDER BY minute, queue, name`,
 );
 
+/**
+ * A worker's row, seen at `{{now $7}}` (the caller's now, or the
+ * database's): it started `$6` ms before that (a negative number), a time
+ * kept from its first heartbeat.
+ */
 const HEARTBEAT = statement(
   `INSERT INTO workers
     (id, host, pid, queues, concurrency, started_at, last_seen_at, running, names)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+  VALUES ($1, $2, $3, $4, $5, {{now $7}} + $6, {{now $7}}, $8, $9)
   ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
     queues = excluded.queues, concurrency = excluded.concurrency,
-    started_at = excluded.started_at, last_seen_at = excluded.last_seen_at,
-    running = excluded.running, names = excluded.names`,
+    last_seen_at = excluded.last_seen_at, running = excluded.running, names = excluded.names`,
 );
-const DROP_STALE_WORKERS = statement("DELETE FROM workers WHERE last_seen_at < $1");
+/** Workers last seen more than `$2` ms before `{{now $1}}`. */
+const DROP_STALE_WORKERS = statement(
+  "DELETE FROM workers WHERE last_seen_at < (SELECT {{now $1}} - $2)",
+);
 const REMOVE_WORKER = statement("DELETE FROM workers WHERE id = $1");
+/** Workers seen in the `$2` ms up to `{{now $1}}`. */
 const WORKERS = statement(
   `SELECT id, host, pid, queues, concurrency, started_at, last_seen_at, running, names
-  FROM workers WHERE last_seen_at >= $1 ORDER BY started_at, id`,
+  FROM workers WHERE last_seen_at >= (SELECT {{now $1}} - $2) ORDER BY started_at, id`,
 );
 
-/** A job's state at $1, as `JobState` defines it (the rule of the counts). */
-const STATE = `CASE WHEN available_at <= $1 THEN 'pending'
+/**
+ * The jobs with the time the states go by, `clock.t` (`{{now $1}}`: the
+ * caller's now, or the database's, read once per statement).
+ */
+const JOBS_AT = "FROM jobs CROSS JOIN (SELECT {{now $1}} AS t) clock";
+/** A job's state at `clock.t`, as `JobState` defines it (the rule of the counts). */
+const STATE = `CASE WHEN available_at <= clock.t THEN 'pending'
   WHEN token IS NULL THEN 'delayed' ELSE 'running' END`;
 /** Jobs matching $2 state, $3 queue and $4 name, each null for any. */
-const MATCHING = `FROM jobs WHERE (CAST($2 AS text) IS NULL OR ${STATE} = CAST($2 AS text))
+const MATCHING = `${JOBS_AT} WHERE (CAST($2 AS text) IS NULL OR ${STATE} = CAST($2 AS text))
   AND (CAST($3 AS text) IS NULL OR queue = CAST($3 AS text))
   AND (CAST($4 AS text) IS NULL OR name = CAST($4 AS text))`;
 const LIST_JOBS = statement(
@@ -88,21 +102,21 @@ const LIST_JOBS = statement(
 const COUNT_JOBS = statement(`SELECT COUNT(*) AS total ${MATCHING}`, { oneRow: true });
 const COUNTS = statement(
   `SELECT queue,
-    COUNT(*) FILTER (WHERE available_at <= $1) AS pending,
-    COUNT(*) FILTER (WHERE token IS NULL AND available_at > $1) AS delayed,
-    COUNT(*) FILTER (WHERE token IS NOT NULL AND available_at > $1) AS reserved
-  FROM jobs GROUP BY queue`,
+    COUNT(*) FILTER (WHERE available_at <= clock.t) AS pending,
+    COUNT(*) FILTER (WHERE token IS NULL AND available_at > clock.t) AS delayed,
+    COUNT(*) FILTER (WHERE token IS NOT NULL AND available_at > clock.t) AS reserved
+  ${JOBS_AT} GROUP BY queue`,
 );
 const FAILED_COUNTS = statement(
   "SELECT queue, COUNT(*) AS failed FROM failed_jobs GROUP BY queue",
 );
 const PENDING_BY_NAME = statement(
-  `SELECT queue, name, COUNT(*) AS pending FROM jobs WHERE available_at <= $1
+  `SELECT queue, name, COUNT(*) AS pending FROM jobs WHERE available_at <= (SELECT {{now $1}})
   GROUP BY queue, name ORDER BY queue, name`,
 );
 const RUNNING = statement(
   `SELECT id, queue, name, attempts, progress, available_at, batch_id FROM jobs
-  WHERE token IS NOT NULL AND available_at > $1 ORDER BY id`,
+  WHERE token IS NOT NULL AND available_at > (SELECT {{now $1}}) ORDER BY id`,
 );
 const FAILED_COLUMNS =
   "id, queue, name, payload, error, stack, attempts, crashes, created_at, failed_at, batch_id, chain_id";
@@ -148,8 +162,18 @@ export function* metrics(since: number, until: number): Script<MetricsRow[]> {
   return (yield* exec<StoredMetrics>(METRICS, since, until)).rows.map(toMetricsRow);
 }
 
-/** Writes a worker's row and drops those of workers not seen since `staleBefore`. */
-export function* heartbeat(worker: WorkerRow, staleBefore: number): Script<void> {
+/**
+ * Writes a worker's row and drops those of workers not seen since
+ * `staleBefore`: its times keep their distance from its `lastSeenAt` (the
+ * caller's now) on the store's clock, so a host whose clock is off neither
+ * stamps its row off nor drops live workers' rows as stale.
+ */
+export function* heartbeat(
+  dialect: Dialect,
+  worker: WorkerRow,
+  staleBefore: number,
+): Script<void> {
+  const now = clockParam(dialect, worker.lastSeenAt);
   yield* exec(
     HEARTBEAT,
     worker.id,
@@ -157,12 +181,12 @@ export function* heartbeat(worker: WorkerRow, staleBefore: number): Script<void>
     worker.pid,
     JSON.stringify(worker.queues),
     worker.concurrency,
-    worker.startedAt,
-    worker.lastSeenAt,
+    worker.startedAt - worker.lastSeenAt,
+    now,
     worker.running,
     JSON.stringify(worker.names),
   );
-  yield* exec(DROP_STALE_WORKERS, staleBefore);
+  yield* exec(DROP_STALE_WORKERS, now, worker.lastSeenAt - staleBefore);
 }
 
 /** Deletes a worker's row; whether it was there. */
@@ -170,23 +194,29 @@ export function* removeWorker(id: string): Script<boolean> {
   return (yield* exec(REMOVE_WORKER, id)).count === 1;
 }
 
-/** Workers last seen at or after `seenSince`. */
-export function* workers(seenSince: number): Script<WorkerRow[]> {
-  return (yield* exec<StoredWorker>(WORKERS, seenSince)).rows.map(toWorkerRow);
+/** Workers last seen at or after `seenSince`, `now` being the caller's now. */
+export function* workers(dialect: Dialect, seenSince: number, now: number): Script<WorkerRow[]> {
+  const { rows } = yield* exec<StoredWorker>(WORKERS, clockParam(dialect, now), now - seenSince);
+  return rows.map(toWorkerRow);
 }
 
-/** A page of the jobs not yet finished that match `filter`, and how many match. */
-export function* jobs(filter: JobFilter, page: Page, now: number): Script<JobListing> {
-  const match = [now, filter.state, filter.queue, filter.name];
+/** A page of the jobs not yet finished that match `filter`, and how many match, at `now`. */
+export function* jobs(
+  dialect: Dialect,
+  filter: JobFilter,
+  page: Page,
+  now: number,
+): Script<JobListing> {
+  const match = [clockParam(dialect, now), filter.state, filter.queue, filter.name];
   const { rows: [counted] } = yield* exec<{ total: number }>(COUNT_JOBS, ...match);
   const { rows } = yield* exec<StoredListedJob>(LIST_JOBS, ...match, page.limit, page.offset);
   return { total: Number(counted!.total), rows: rows.map(toListedJobRow) };
 }
 
-/** Jobs per queue by state, failed jobs included, by queue name. */
-export function* counts(now: number): Script<QueueCountsRow[]> {
+/** Jobs per queue by state at `now`, failed jobs included, by queue name. */
+export function* counts(dialect: Dialect, now: number): Script<QueueCountsRow[]> {
   const byQueue = new Map<string, QueueCountsRow>();
-  for (const row of (yield* exec<Record<string, unknown>>(COUNTS, now)).rows) {
+  for (const row of (yield* exec<Record<string, unknown>>(COUNTS, clockParam(dialect, now))).rows) {
     const queue = String(row.queue);
     byQueue.set(queue, {
       queue,
@@ -205,14 +235,14 @@ export function* counts(now: number): Script<QueueCountsRow[]> {
 }
 
 /** Due jobs per queue and name, at `now`. */
-export function* pendingByName(now: number): Script<PendingByName[]> {
-  const { rows } = yield* exec<PendingByName>(PENDING_BY_NAME, now);
+export function* pendingByName(dialect: Dialect, now: number): Script<PendingByName[]> {
+  const { rows } = yield* exec<PendingByName>(PENDING_BY_NAME, clockParam(dialect, now));
   return rows.map((row) => ({ queue: row.queue, name: row.name, pending: Number(row.pending) }));
 }
 
-/** Jobs leased now, with their progress, in id order. */
-export function* running(now: number): Script<RunningJobRow[]> {
-  return (yield* exec<RunningRow>(RUNNING, now)).rows.map(toRunningJobRow);
+/** Jobs leased at `now`, with their progress, in id order. */
+export function* running(dialect: Dialect, now: number): Script<RunningJobRow[]> {
+  return (yield* exec<RunningRow>(RUNNING, clockParam(dialect, now))).rows.map(toRunningJobRow);
 }
 
 /** Failed jobs, newest first. */

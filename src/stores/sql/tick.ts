@@ -19,7 +19,7 @@ import type {
   TickRecords,
 } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
-import { type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
+import { clockParam, type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
 import { type CompletedPruning, recordFinished } from "./job_control.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
@@ -41,25 +41,38 @@ const RELEASE = statement(
   { oneRow: true },
 );
 
+/**
+ * How long after `{{now $2}}` (the caller's now, or the database's) the
+ * earliest job of queue `$1` due after it becomes due.
+ */
 const NEXT_DUE = statement(
-  "SELECT MIN(available_at) AS at FROM jobs WHERE queue = $1 AND available_at > $2",
+  `SELECT (SELECT MIN(available_at) FROM jobs WHERE queue = $1 AND available_at > clock.t)
+    - clock.t AS in_ms
+  FROM (SELECT {{now $2}} AS t) clock`,
   { oneRow: true },
 );
 
 /**
- * The earliest time after `after` at which a job of `queues` becomes due (a
- * delayed job, a retry, or a lease that runs out), or null: one seek per
- * queue on `jobs_due_time`.
+ * The earliest time after `after` (the caller's now) at which a job of
+ * `queues` becomes due (a delayed job, a retry, or a lease that runs out),
+ * or null: one seek per queue on `jobs_due_time`. The time is on the
+ * caller's clock: as long after `after` as the job is due after the
+ * store's now, so a worker whose clock is off still wakes when it is due.
  */
-export function* nextDueAt(queues: readonly string[], after: number): Script<number | null> {
-  const results = yield* each<{ at: number | string | null }>(
+export function* nextDueAt(
+  dialect: Dialect,
+  queues: readonly string[],
+  after: number,
+): Script<number | null> {
+  const now = clockParam(dialect, after);
+  const results = yield* each<{ in_ms: number | string | null }>(
     NEXT_DUE,
-    queues.map((queue) => [queue, after]),
+    queues.map((queue) => [queue, now]),
   );
   let next: number | null = null;
   for (const { rows: [row] } of results) {
-    if (row?.at === null || row?.at === undefined) continue;
-    const at = Number(row.at);
+    if (row?.in_ms === null || row?.in_ms === undefined) continue;
+    const at = after + Number(row.in_ms);
     if (next === null || at < next) next = at;
   }
   return next;
@@ -124,7 +137,7 @@ export function* settle(
 ): Script<SettleResult> {
   // Job control, before the job rows change: keep the ended (their awaiters are woken by the
   // statements that delete them).
-  yield* recordFinished(settlements, pruning.completed);
+  yield* recordFinished(dialect, settlements, pruning.completed);
   const jobs = yield* applyToJobs(dialect, settlements);
   const applied = jobs.map((job) => job !== "lost");
   const settledJobs = jobs.flatMap((job) => job === "lost" || job === null ? [] : [job]);
@@ -135,7 +148,7 @@ export function* settle(
   yield* recordMetrics(settlements, applied, settledJobs, pruning.metrics);
   const at = [...settlements, ...records.logs?.lines ?? []]
     .reduce((latest, { at }) => Math.max(latest, at), -Infinity);
-  yield* writeLogs(records.logs, pruning.logs, at);
+  yield* writeLogs(dialect, records.logs, pruning.logs, at);
 
   // Chains and batches second, in batch order: the batch rows are what processes share.
   const moves = settlements.flatMap((settlement, index) => {
@@ -215,7 +228,7 @@ function* applyToJob(dialect: Dialect, settlement: Settlement): Script<SettledJo
         settlement.crashed ? 1 : 0,
         id,
         token,
-        dialect.usesDatabaseClock ? null : settlement.at,
+        clockParam(dialect, settlement.at),
       );
       return job ?? "lost";
     }
