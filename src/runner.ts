@@ -43,6 +43,7 @@ import type {
   ClaimRequest,
   Settlement,
   SettleResult,
+  SpendLimits,
   WorkerStore,
 } from "./stores/store.ts";
 import type { ResolvedWorkOptions } from "./work_options.ts";
@@ -113,6 +114,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
    */
   #tickSettlesFirst: boolean | null = null;
   readonly #ahead: ClaimAhead;
+  #spendLimitsByName: Readonly<Record<string, SpendLimits>> | undefined;
   #claimed = 0;
   #state: StopState = RUNNING;
   readonly #pollSleep = new PollSleep();
@@ -291,6 +293,17 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       performance.now() - this.#unsettledSince >= SETTLE_GROUP.withinMs;
   }
 
+  /** Each known job's `maxAttempts` and `maxCrashes`, for claims that take jobs ahead. */
+  #spendLimits(): Readonly<Record<string, SpendLimits>> {
+    const { registry } = this.#deps;
+    return this.#spendLimitsByName ??= Object.fromEntries(
+      registry.names().map((name) => {
+        const { maxAttempts, maxCrashes } = registry.get(name)!;
+        return [name, { attempts: maxAttempts, crashes: maxCrashes }];
+      }),
+    );
+  }
+
   /** Jobs a claim may take beyond the `free` slots, within `maxJobs`. */
   #aheadAllowance(free: number): number {
     return this.#ahead.allowance(this.#options.maxJobs - this.#claimed - free);
@@ -413,7 +426,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         leaseMs: this.#options.leaseMs,
         token: newToken(),
         names: this.#deps.registry.names(),
-        ...(limit > free && { aheadFrom: free }),
+        ...(limit > free && { aheadFrom: free, spendLimits: this.#spendLimits() }),
         ...(schedules === undefined ? {} : { schedules }),
         readsScheduled: this.#deps.readsScheduled,
       }

@@ -149,6 +149,36 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     assert.deepEqual(rest, { id: id!, ...fields, ...leased });
   });
 
+  test("claim() past aheadFrom gives back a job one worker death would fail; it keeps its crashes", async (store) => {
+    const [a, b, c] = await store.push([newJob(), newJob(), newJob()]);
+    // One attempt allowed: a death while it waited ahead would fail it unrun, so it is not held.
+    const oneAttempt = { "contract-job": { attempts: 1, crashes: 2 } };
+    const first = await claim(store, {
+      limit: 3,
+      aheadFrom: 1,
+      spendLimits: oneAttempt,
+      token: 1,
+      leaseMs: 10 * LEASE_MS,
+    });
+    assert.deepEqual(ids(first), [a]);
+    const again = await claim(store, { limit: 3, token: 2 });
+    assert.deepEqual(again.map((job) => [job.id, job.attempts]), [[b, 1], [c, 1]]);
+    // Token 2's worker dies: both come back with a crash, and a second crash would fail them.
+    const later = T0 + LEASE_MS + 1;
+    const twoCrashes = { "contract-job": { attempts: 3, crashes: 2 } };
+    const recovered = await claim(store, {
+      limit: 3,
+      now: later,
+      aheadFrom: 1,
+      spendLimits: twoCrashes,
+      token: 3,
+    });
+    assert.deepEqual(recovered.map((job) => [job.id, job.crashes, job.recovered]), [[b, 1, true]]);
+    // Given back with its crash counted once and its new attempt given back.
+    const back = await claim(store, { limit: 3, now: later, token: 4 });
+    assert.deepEqual(back.map((job) => [job.id, job.attempts, job.crashes]), [[c, 2, 1]]);
+  });
+
   test("claim() takes at most `limit` jobs, every due job of the first queue before the second", async (store) => {
     const [low1, low2] = await store.push([newJob({ queue: "low" }), newJob({ queue: "low" })]);
     const [high1, high2, high3] = await store.push([1, 2, 3].map(() => newJob({ queue: "high" })));

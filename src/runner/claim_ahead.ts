@@ -13,9 +13,11 @@
  * so a job never starts on a lease nobody renewed. What a crash can hold
  * back: the jobs claimed ahead and not yet started (at most
  * {@linkcode mostAhead}) come back when their lease
- * runs out, each counting a crash like the job that was running. Batch
- * jobs are never claimed ahead (`ClaimRequest.aheadFrom`): a batch job waits
- * unleased until a slot can start it, so a cancel can still skip it.
+ * runs out, each counting a crash and an attempt like the job that was
+ * running. Batch jobs are never claimed ahead (`ClaimRequest.aheadFrom`): a
+ * batch job waits unleased until a slot can start it, so a cancel can still
+ * skip it. Nor is a job that one such death would fail (its last attempt or
+ * crash, `ClaimRequest.spendLimits`): it must not fail without having run.
  *
  * @internal
  * @module

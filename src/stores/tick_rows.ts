@@ -57,6 +57,22 @@ export interface ClaimRequest {
    * until it can start, so that a cancel skips it). Absent: no such stop.
    */
   readonly aheadFrom?: number;
+  /**
+   * With `aheadFrom`, each job name's `maxAttempts` and `maxCrashes`: a job
+   * past the first `aheadFrom` that one worker death would fail (it is on
+   * its last attempt or its last crash) is not held ahead either, as a batch
+   * job is not, so a job never fails for a death that came before it ran.
+   * A name absent here has no such stop.
+   */
+  readonly spendLimits?: Readonly<Record<string, SpendLimits>>;
+}
+
+/** What a job may spend before it fails: its definition's `maxAttempts` and `maxCrashes`. */
+export interface SpendLimits {
+  /** Most starts of its handler. */
+  readonly attempts: number;
+  /** Most worker deaths while it is leased. */
+  readonly crashes: number;
 }
 
 /** A job as a claim hands it over: leased to the claimer. */

@@ -93,7 +93,8 @@ const UNCLAIM = statement(
  * Fires the schedules' due slots (when the request carries them), leases due
  * jobs in one statement, and releases the keys that end when their job
  * starts. With `aheadFrom`, gives back (in the same transaction) the first
- * batch job past the first `aheadFrom` and every job after it.
+ * job past the first `aheadFrom` that is not to be held ahead (a batch job,
+ * or one that one worker death would fail) and every job after it.
  */
 export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJob[]> {
   if (request.schedules !== undefined) yield* fireDue(dialect, request.schedules, request.now);
@@ -102,12 +103,24 @@ export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJ
   const { aheadFrom } = request;
   if (aheadFrom !== undefined && rows.length > aheadFrom) {
     const ordered = toClaimedJobs(rows, request.queues, request.token);
-    // A recovered job (its worker died) keeps its claim: giving it back would lose its crash.
-    const cut = ordered.findIndex((job, index) =>
-      index >= aheadFrom && job.batchId !== null && !job.recovered
-    );
+    const limits = request.spendLimits ?? {};
+    // A job one more worker death would fail is not held ahead: it must not fail unrun.
+    const failsOnDeath = (job: ClaimedJob) => {
+      const limit = limits[job.name];
+      return limit !== undefined &&
+        (job.attempts >= limit.attempts || job.crashes + 1 >= limit.crashes);
+    };
+    // A recovered batch job (its worker died) keeps its claim, as it would without claiming ahead.
+    const notHeld = (job: ClaimedJob) =>
+      (job.batchId !== null && !job.recovered) || failsOnDeath(job);
+    const cut = ordered.findIndex((job, index) => index >= aheadFrom && notHeld(job));
     if (cut >= 0) {
-      const back = new Set(ordered.slice(cut).filter((job) => !job.recovered).map((job) => job.id));
+      // Given back, a job keeps the crashes counted so far (only its new attempt is given back).
+      const back = new Set(
+        ordered.slice(cut).filter((job) => !job.recovered || failsOnDeath(job)).map((job) =>
+          job.id
+        ),
+      );
       yield* exec(UNCLAIM, request.leaseMs, [...back], request.token);
       rows = rows.filter((row) => !back.has(Number(row.id)));
     }
