@@ -249,12 +249,12 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * size cap, `TypeError`/`RangeError` for an unregistered job or a bad
    * option, and `QueueClosedError` after close; nothing is stored then.
    */
-  async dispatch<J extends JobDefinition>(
+  dispatch<J extends JobDefinition>(
     job: J,
     payload: PayloadOf<J>,
     options?: DispatchOptions,
   ): Promise<number> {
-    return await this.#dispatch.dispatch(job, payload, options);
+    return this.#dispatch.dispatch(job, payload, options);
   }
 
   /** Stores many jobs of one kind in one transaction (all or none) and returns their ids. */

@@ -58,11 +58,14 @@ export class SqliteEngine implements Engine {
 
   /** Runs the script in one write transaction, or statement by statement. */
   run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
-    const ran = mode === "statement"
-      ? this.#whenFree(() => runSync(start(), oneWriteAtMost(this.#step)))
-      : this.#whenFree(() => this.#inWriteTransaction(() => runSync(start(), this.#step)));
     this.#checkpoint?.start();
-    return ran.catch(this.#explain);
+    // Explained where SQLite throws, rather than in a `catch` of the promise: one promise fewer
+    // per statement on the hot path (a single dispatch).
+    return this.#whenFree(
+      mode === "statement"
+        ? () => this.#explained(() => runSync(start(), oneWriteAtMost(this.#step)))
+        : () => this.#explained(() => this.#inWriteTransaction(() => runSync(start(), this.#step))),
+    );
   }
 
   /** Runs `fn` inside `BEGIN IMMEDIATE` … `COMMIT`, rolling back if it throws. */
@@ -75,6 +78,15 @@ export class SqliteEngine implements Engine {
   readonly #explain = (error: unknown): never => {
     throw explainWriteError(error, this.#path);
   };
+
+  /** `step()`, its write error rethrown with its cause named (a busy error stays as it is). */
+  #explained<T>(step: () => T): T {
+    try {
+      return step();
+    } catch (error) {
+      return this.#explain(error);
+    }
+  }
 
   async #runTransaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
     let end!: () => void;
