@@ -54,9 +54,6 @@ const current = new AsyncLocalStorage<number>();
 /** The attempt span of each running attempt, for what its handler dispatches. */
 const traceparents = new Map<number, string>();
 let flushScheduled = false;
-/** A macrotask hop (about 10 µs, where setTimeout(0) costs milliseconds). */
-const yielder = new MessageChannel();
-yielder.port1.onmessage = () => flush();
 
 function send(message: FromWorker): void {
   self.postMessage(message);
@@ -76,11 +73,15 @@ function report(result: WireResult): void {
   else scheduleFlush();
 }
 
-/** Sends once after a macrotask hop, so a burst of calls becomes one message. */
+/**
+ * Sends once after a macrotask hop, so a burst of calls becomes one message:
+ * `setImmediate` (about 2 µs, a `MessageChannel` round 5-7 µs; `setTimeout(0)`
+ * costs milliseconds).
+ */
 function scheduleFlush(): void {
   if (flushScheduled) return;
   flushScheduled = true;
-  yielder.port2.postMessage(null);
+  setImmediate(flush);
 }
 
 function flush(): void {
