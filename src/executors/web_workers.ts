@@ -16,7 +16,7 @@ import {
   type FromWorker,
   toWire,
   type ToWorker,
-  type WireRequest,
+  type WireRun,
 } from "./_worker_messages.ts";
 
 /**
@@ -82,7 +82,7 @@ interface PoolWorker {
   /** Of its runs, how many were aborted and have not stopped yet. */
   aborting: number;
   /** Attempts to post together at the end of this tick. */
-  outgoing: { runId: number; request: WireRequest }[];
+  outgoing: WireRun[];
   retired: boolean;
 }
 
@@ -148,16 +148,17 @@ export class WebWorkerPool implements Executor {
         killTimer: undefined,
       };
       slot.runs.set(runId, pending);
-      this.#send(slot, runId, {
-        id: request.id,
-        name: request.name,
-        queueName: request.queueName,
-        payload: request.payload,
-        attempt: request.attempt,
-        batchId: request.batchId,
-        scheduled: request.scheduled,
-        traceparent: request.traceparent ?? null,
-      });
+      this.#send(slot, [
+        runId,
+        request.id,
+        request.name,
+        request.queueName,
+        request.payload,
+        request.attempt,
+        request.batchId,
+        request.scheduled,
+        request.traceparent ?? null,
+      ]);
       if (signal.aborted) onAbort();
       else signal.addEventListener("abort", onAbort);
     });
@@ -239,6 +240,12 @@ export class WebWorkerPool implements Executor {
         );
         return;
       case "results":
+        for (const runId of message.done) {
+          const pending = slot.runs.get(runId);
+          if (pending === undefined) continue;
+          this.#settle(slot, runId, pending);
+          pending.resolve({ kind: "success", output: null });
+        }
         for (const result of message.results) {
           const pending = slot.runs.get(result.runId);
           if (pending === undefined) continue;
@@ -311,8 +318,8 @@ export class WebWorkerPool implements Executor {
   }
 
   /** Queues an attempt; every attempt queued in this tick goes to the Web Worker in one message. */
-  #send(slot: PoolWorker, runId: number, request: WireRequest): void {
-    slot.outgoing.push({ runId, request });
+  #send(slot: PoolWorker, run: WireRun): void {
+    slot.outgoing.push(run);
     if (slot.outgoing.length === 1) queueMicrotask(() => this.#flushRuns(slot));
   }
 
