@@ -5,7 +5,8 @@
  * concurrency {@linkcode SCALE_CONCURRENCY} (isolate executor); the same is
  * done to a queue of `--jobs` jobs (20,000) before and after, the baseline
  * of the same run. Each child's peak resident memory is read from outside
- * (VmHWM in `/proc/<pid>/status`). It reports the drain
+ * (VmHWM in `/proc/<pid>/status`), with the split of the largest RSS
+ * sampled into anonymous and file-backed memory. It reports the drain
  * rate over the first `--jobs` jobs of the million against the whole small
  * queue's (target 90 %), the rate of each tenth of the million, the peak RSS
  * of the dispatching process (target under 200 MB) and of the worker (under
@@ -59,8 +60,26 @@ interface ChildRun {
   readonly done: { readonly ms: number; readonly completed: number; readonly heapTotal: number };
   /** Peak resident memory (VmHWM), in bytes. */
   readonly peakRss: number;
+  /**
+   * The largest resident memory sampled (VmRSS), split into anonymous memory
+   * (V8's heap, the C heap, stacks) and file-backed pages (the mapped `deno`
+   * binary and libraries), in bytes.
+   */
+  readonly sampledPeak: Residence;
   /** Largest WAL file seen while it ran, in bytes. */
   readonly maxWal: number;
+}
+
+/** A process's resident memory, from `/proc/<pid>/status`, in bytes. */
+interface Residence {
+  /** VmHWM: the peak, as the kernel kept it. */
+  readonly peak: number;
+  /** VmRSS: resident now. */
+  readonly resident: number;
+  /** RssAnon. */
+  readonly anonymous: number;
+  /** RssFile. */
+  readonly fileBacked: number;
 }
 
 /** One queue's dispatch and drain. */
@@ -96,6 +115,8 @@ export async function runScale(options: ScaleOptions, baselineJobs: number): Pro
   const perSecond = (n: number) => `${Math.round(n).toLocaleString("en-US")} jobs/s`;
   const mb = (bytes: number) => `${(bytes / 1000 / 1000).toFixed(1)} MB`;
   const count = (n: number) => n.toLocaleString("en-US");
+  const split = ({ sampledPeak }: ChildRun) =>
+    `${mb(sampledPeak.anonymous)} + ${mb(sampledPeak.fileBacked)}`;
 
   const baselineDispatch = median(
     [before, after].map((run) => rate(run.jobs, run.dispatch.done.ms)),
@@ -133,6 +154,12 @@ export async function runScale(options: ScaleOptions, baselineJobs: number): Pro
     `| worker process, peak RSS | ${mb(before.drain.peakRss)} / ${mb(after.drain.peakRss)} | ${
       mb(big.drain.peakRss)
     } | |`,
+    `| largest RSS sampled, anonymous + file-backed, dispatching | ${split(before.dispatch)} / ${
+      split(after.dispatch)
+    } | ${split(big.dispatch)} | |`,
+    `| largest RSS sampled, anonymous + file-backed, worker | ${split(before.drain)} / ${
+      split(after.drain)
+    } | ${split(big.drain)} | |`,
     `| V8 heap held at the end (heapTotal), dispatching / worker | ${
       mb(before.dispatch.done.heapTotal)
     } / ${mb(before.drain.done.heapTotal)} | ${mb(big.dispatch.done.heapTotal)} / ${
@@ -208,9 +235,12 @@ async function runChild(
   const child = scaleChildCommand(task, v8Flags).spawn();
   const stdin = child.stdin.getWriter();
   let peakRss = 0;
+  let sampledPeak: Residence = { peak: 0, resident: 0, anonymous: 0, fileBacked: 0 };
   let maxWal = 0;
   const sample = () => {
-    peakRss = Math.max(peakRss, peakRssOf(child.pid));
+    const now = residenceOf(child.pid);
+    peakRss = Math.max(peakRss, now.peak);
+    if (now.resident > sampledPeak.resident) sampledPeak = now;
     maxWal = Math.max(maxWal, sizeOf(`${path}-wal`));
   };
   const timer = setInterval(sample, SAMPLE_MS);
@@ -234,18 +264,27 @@ async function runChild(
   if (!status.success || done === null) {
     throw new Error(`scale: the ${task.kind} child ended with code ${status.code} before done`);
   }
-  return { progress, done, peakRss, maxWal };
+  return { progress, done, peakRss, sampledPeak, maxWal };
 }
 
-/** VmHWM of process `pid` in bytes (0 once it is gone). */
-function peakRssOf(pid: number): number {
+/** The resident memory of process `pid` (all 0 once it is gone). */
+function residenceOf(pid: number): Residence {
+  let status = "";
   try {
-    const status = Deno.readTextFileSync(`/proc/${pid}/status`);
-    const kib = /^VmHWM:\s+(\d+) kB$/m.exec(status)?.[1];
-    return kib === undefined ? 0 : Number(kib) * 1024;
+    status = Deno.readTextFileSync(`/proc/${pid}/status`);
   } catch {
-    return 0;
+    // gone: every field reads 0
   }
+  const bytes = (field: string) => {
+    const kib = new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(status)?.[1];
+    return kib === undefined ? 0 : Number(kib) * 1024;
+  };
+  return {
+    peak: bytes("VmHWM"),
+    resident: bytes("VmRSS"),
+    anonymous: bytes("RssAnon"),
+    fileBacked: bytes("RssFile"),
+  };
 }
 
 /** The size of the file at `path`, 0 when there is none. */

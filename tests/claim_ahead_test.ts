@@ -5,6 +5,8 @@ import { defineJob } from "../src/job.ts";
 import { drain } from "../src/testing.ts";
 import { gate, record } from "./fixtures/runner/harness.ts";
 import { storeTest } from "./_stores.ts";
+import { ClaimAhead } from "../src/runner/claim_ahead.ts";
+import type { ClaimedJob } from "../src/stores/store.ts";
 
 const JOBS = 20;
 /** Enough quick jobs that the running mean forgets a slow first one (JIT, a loaded machine). */
@@ -131,3 +133,22 @@ storeTest(
     );
   },
 );
+
+Deno.test("ClaimAhead hands out jobs in claim order when more are claimed before it runs dry", () => {
+  const ahead = new ClaimAhead({ leaseMs: 60_000, concurrency: 4 });
+  const claimed = (ids: number[]) => ids.map((id) => ({ id }) as ClaimedJob);
+  const taken: number[] = [];
+  const take = (count: number) => {
+    for (let n = 0; n < count; n++) taken.push(ahead.take()!.job.id);
+  };
+  ahead.add(claimed([1, 2, 3, 4, 5]));
+  take(3); // past half: the taken ones are dropped, the rest kept in order
+  ahead.add(claimed([6, 7]));
+  take(1);
+  assert.equal(ahead.size, 3);
+  ahead.add(claimed([8]));
+  take(2);
+  assert.deepEqual(ahead.takeAll().map(({ id }) => id), [7, 8]);
+  assert.deepEqual(taken, [1, 2, 3, 4, 5, 6]);
+  assert.equal(ahead.take(), undefined);
+});

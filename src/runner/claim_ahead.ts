@@ -130,8 +130,11 @@ export class ClaimAhead {
     const next = this.#jobs[this.#first];
     if (next === undefined) return undefined;
     this.#first++;
-    if (this.#first === this.#jobs.length) {
-      this.#jobs = [];
+    // Drop the taken jobs once they fill half the array: a busy worker claims more before this
+    // runs dry, and the array would otherwise keep every job it handed out (and its payload)
+    // alive until then.
+    if (this.#first * 2 >= this.#jobs.length) {
+      this.#jobs = this.#jobs.slice(this.#first);
       this.#first = 0;
     }
     return { job: next.job, fresh: performance.now() - next.claimedAt <= this.#leaseMs / 3 };
