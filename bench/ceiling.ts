@@ -155,23 +155,21 @@ function assertClaimWalksIndex(db: DatabaseSync): void {
   }
 }
 
+/**
+ * One insert, read with `all()` as the store reads its writes. `get()` leaves
+ * the statement before SQLite's end-of-statement work: outside a transaction,
+ * besides swallowing the commit's error, it skips the WAL's autocheckpoint, so
+ * the WAL grows without bound (over 350 MB for 20,000 rows) and its write-back
+ * (and the checkpoint's fsyncs) lands in `close()`, outside the timing: a
+ * ceiling no correct writer can reach.
+ */
 function insertOne(raw: RawStatements, index: number, now: number): void {
-  raw.insert.get(QUEUE, NAME, `{"n":${index}}`, 0, now, null, now);
+  raw.insert.all(QUEUE, NAME, `{"n":${index}}`, 0, now, null, now);
 }
 
-/**
- * One commit per row, each insert read with `all()` as the store reads every
- * write outside a transaction. `get()` leaves the statement before SQLite's
- * end-of-statement work: besides swallowing the commit's error, it skips the
- * WAL's autocheckpoint, so the WAL grows without bound (over 350 MB for
- * 20,000 rows) and its write-back (and the checkpoint's fsyncs) lands in
- * `close()`, outside the timing: a ceiling no correct writer can reach.
- */
+/** One commit per row. */
 function insertAutocommit(raw: RawStatements, jobs: number): void {
-  for (let index = 0; index < jobs; index++) {
-    const now = Date.now();
-    raw.insert.all(QUEUE, NAME, `{"n":${index}}`, 0, now, null, now);
-  }
+  for (let index = 0; index < jobs; index++) insertOne(raw, index, Date.now());
 }
 
 function insertInOneTransaction(raw: RawStatements, jobs: number): void {

@@ -238,9 +238,9 @@ async function runChild(
   let sampledPeak: Residence = { peak: 0, resident: 0, anonymous: 0, fileBacked: 0 };
   let maxWal = 0;
   const sample = () => {
-    const now = residenceOf(child.pid);
-    peakRss = Math.max(peakRss, now.peak);
-    if (now.resident > sampledPeak.resident) sampledPeak = now;
+    const residence = residenceOf(child.pid);
+    peakRss = Math.max(peakRss, residence.peak);
+    if (residence.resident > sampledPeak.resident) sampledPeak = residence;
     maxWal = Math.max(maxWal, sizeOf(`${path}-wal`));
   };
   const timer = setInterval(sample, SAMPLE_MS);

@@ -9,6 +9,7 @@ import { retryDelayMs } from "./backoff.ts";
 import type { ExecutionResult } from "./executors/executor.ts";
 import type { JobDefinition } from "./job.ts";
 import type { ClaimedJob, Settlement, StoredError } from "./stores/store.ts";
+import { attemptsSpent, crashesSpent } from "./stores/spend_limits.ts";
 
 type Fail = Extract<Settlement, { kind: "fail" }>;
 type Release = Extract<Settlement, { kind: "release" }>;
@@ -66,10 +67,11 @@ export function refusalBeforeStart(
     return `no job named "${job.name}" is registered in the process that claimed it`;
   }
   const started = job.attempts - 1;
-  if (job.crashes >= definition.maxCrashes) {
+  const limits = { attempts: definition.maxAttempts, crashes: definition.maxCrashes };
+  if (crashesSpent(job, limits)) {
     return `worker crashed while running it: ${job.crashes} of ${definition.maxCrashes} crashes allowed`;
   }
-  if (started >= definition.maxAttempts) {
+  if (attemptsSpent(job, limits)) {
     return job.recovered
       ? "attempts spent: worker died during its last attempt"
       : `attempts spent: released ${started} times`;

@@ -179,6 +179,24 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     assert.deepEqual(back.map((job) => [job.id, job.attempts, job.crashes]), [[c, 2, 1]]);
   });
 
+  test("claim() past aheadFrom keeps a recovered job that has spent its attempts, to fail it as recovered", async (store) => {
+    const [a, b] = await store.push([newJob(), newJob()]);
+    await claim(store, { limit: 2, token: 1 });
+    // Its worker died: with one attempt allowed, both have spent theirs and will fail unrun.
+    const oneAttempt = { "contract-job": { attempts: 1, crashes: 2 } };
+    const recovered = await claim(store, {
+      limit: 2,
+      now: T0 + LEASE_MS + 1,
+      aheadFrom: 1,
+      spendLimits: oneAttempt,
+      token: 2,
+    });
+    assert.deepEqual(
+      recovered.map((job) => [job.id, job.attempts, job.crashes, job.recovered]),
+      [[a, 2, 1, true], [b, 2, 1, true]],
+    );
+  });
+
   test("claim() takes at most `limit` jobs, every due job of the first queue before the second", async (store) => {
     const [low1, low2] = await store.push([newJob({ queue: "low" }), newJob({ queue: "low" })]);
     const [high1, high2, high3] = await store.push([1, 2, 3].map(() => newJob({ queue: "high" })));

@@ -14,6 +14,7 @@ import type { ClaimRequest, Lease, NewJobRow, StoredError } from "./store.ts";
 import {
   CLAIM_SETS,
   CLAIMED_COLUMNS,
+  clockParam,
   type Dialect,
   type FailSettlement,
   type InsertedAs,
@@ -25,10 +26,7 @@ import {
 } from "./sql/dialect.ts";
 import { notPaused } from "./sql/job_control.ts";
 import { each, exec, type Script } from "./sql/script.ts";
-import { type Statement, statement } from "./sql/statement.ts";
-
-/** The database's clock in ms since the epoch, as SQL. */
-const DB_NOW = "(floor(extract(epoch from clock_timestamp()) * 1000))::bigint";
+import { POSTGRES_NOW, type Statement, statement } from "./sql/statement.ts";
 
 /**
  * New rows as one array per column; ids follow the rows' order, as the
@@ -43,7 +41,7 @@ const NEW_ROWS = `SELECT queue, name, payload, priority, available_at + shift.ms
     $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::text[]) WITH ORDINALITY
     AS row(queue, name, payload, priority, available_at, retry_until, created_at, batch_id,
       batch_member, keyed, trace, position)
-  CROSS JOIN LATERAL (SELECT CASE WHEN $12::boolean THEN ${DB_NOW} - row.created_at ELSE 0 END
+  CROSS JOIN LATERAL (SELECT CASE WHEN $12::boolean THEN ${POSTGRES_NOW} - row.created_at ELSE 0 END
     AS ms) AS shift
   ORDER BY position`;
 const INSERT_COLUMNS =
@@ -54,7 +52,7 @@ const INSERT_AND_NOTIFY = statement(
   `WITH inserted AS (INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id)
   SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($13, '')) AS notified`,
 );
-const NOW = statement(`SELECT ${DB_NOW} AS t`, { oneRow: true });
+const NOW = statement(`SELECT ${POSTGRES_NOW} AS t`, { oneRow: true });
 /**
  * The `NOTIFY` on channel `$n` that wakes whoever awaits one of the jobs a
  * statement's `gone` deleted, as a CTE joined to its result: it runs once,
@@ -189,7 +187,7 @@ function claimStatement(queueCount: number, byName: boolean): Statement {
   const union = Array.from({ length: queueCount }, (_, index) => `SELECT * FROM q${index}`)
     .join(" UNION ALL ");
   claim = statement(
-    `WITH RECURSIVE now_ms AS (SELECT COALESCE($3::bigint, ${DB_NOW}) AS t), ${perQueue.join(", ")},
+    `WITH RECURSIVE now_ms AS (SELECT {{now $3}} AS t), ${perQueue.join(", ")},
     picked AS (SELECT id FROM (${union}) candidates
       ORDER BY rank, priority DESC, available_at, id LIMIT $4)
     UPDATE jobs j SET token = $1, available_at = ${now} + $2,
@@ -211,7 +209,7 @@ export interface PostgresDialectOptions {
 
 /** PostgreSQL's operations for one store. */
 export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): Dialect {
-  return {
+  const dialect: Dialect = {
     engine: "postgres",
     usesDatabaseClock: dbClock,
     insertsInOneStatement: true,
@@ -245,7 +243,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         claimStatement(queues.length, names !== undefined),
         token,
         leaseMs,
-        dbClock ? null : now,
+        clockParam(dialect, now),
         limit,
         ...queues,
         ...(names === undefined ? [] : [names]),
@@ -269,7 +267,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         error.stack,
         settlement.attempts,
         settlement.crashed ? 1 : 0,
-        dbClock ? null : settlement.at,
+        clockParam(dialect, settlement.at),
         settlement.id,
         settlement.token,
         channel,
@@ -295,7 +293,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
       const { rows } = yield* exec<{ id: number; token: number }>(
         RENEW,
         until - now,
-        dbClock ? null : now,
+        clockParam(dialect, now),
         leases.map((lease) => lease.id),
         leases.map((lease) => lease.token),
       );
@@ -314,6 +312,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
       return Number((yield* exec<{ t: number }>(NOW)).rows[0]!.t);
     },
   };
+  return dialect;
 }
 
 function* notifyOn(channel: string): Script<void> {

@@ -39,7 +39,8 @@ export interface PostgresStoreOptions {
   schema?: string;
   /**
    * Whose clock the times the store writes and compares go by (due times,
-   * leases, locks, pauses, recorded times, prune cutoffs, counts):
+   * leases, locks, pauses, recorded times, prune cutoffs, counts; the
+   * README's "Clocks" limit lists the few that stay the caller's):
    * `"database"` (the server's clock, so hosts whose clocks disagree still
    * agree) or `"caller"` (the times the queue passes in, e.g. a test's clock).
    * @default {"database"}

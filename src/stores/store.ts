@@ -54,6 +54,7 @@ export type * from "./log_rows.ts";
 export type * from "./read_rows.ts";
 export type * from "./tick_rows.ts";
 export type * from "./schedule_rows.ts";
+export type { SpendLimits } from "./spend_limits.ts";
 export { FROM_PREVIOUS_OUTPUT } from "./dispatch_rows.ts";
 export { METRICS_RETENTION_MS, RUNTIME_BUCKETS_MS, runtimeBucket } from "./read_rows.ts";
 

@@ -7,6 +7,7 @@
  */
 
 import type { ScheduleFiring } from "./schedule_rows.ts";
+import type { SpendLimits } from "./spend_limits.ts";
 
 /** The middleware of one claimed job, to check before it starts. */
 export interface MiddlewareRequest {
@@ -65,14 +66,6 @@ export interface ClaimRequest {
    * A name absent here has no such stop.
    */
   readonly spendLimits?: Readonly<Record<string, SpendLimits>>;
-}
-
-/** What a job may spend before it fails: its definition's `maxAttempts` and `maxCrashes`. */
-export interface SpendLimits {
-  /** Most starts of its handler. */
-  readonly attempts: number;
-  /** Most worker deaths while it is leased. */
-  readonly crashes: number;
 }
 
 /** A job as a claim hands it over: leased to the claimer. */

@@ -83,7 +83,9 @@ export type FailSettlement = Extract<Settlement, { kind: "fail" }>;
  * null where the store goes by the database's clock (the statement then
  * reads it), else `now`. A time the caller gives, `t`, is stored as
  * `{{now $n}} + (t - now)`, so it keeps its distance from the caller's now
- * on whichever clock the store goes by; a cutoff the same way.
+ * on whichever clock the store goes by; a cutoff the same way. Use it where
+ * the time only goes into SQL; where the script needs the store's time as a
+ * value (to compute with it in JS), read it with {@linkcode Dialect.now}.
  */
 export function clockParam(dialect: Dialect, now: number): number | null {
   return dialect.usesDatabaseClock ? null : now;

@@ -125,9 +125,8 @@ const PAUSED = statement(
 export class CompletedPruning {
   #prunedAt = -Infinity;
 
-  /** The time to prune kept rows up to, if a prune is due for a tick settling `settlements`. */
-  due(settlements: readonly Settlement[]): number | null {
-    const at = Math.max(...settlements.map((settlement) => settlement.at));
+  /** The time to prune kept rows up to, if a prune is due for a tick whose latest settle is `at`. */
+  due(at: number): number | null {
     if (!(at >= this.#prunedAt + 60_000)) return null;
     this.#prunedAt = at;
     return at;
@@ -147,12 +146,13 @@ export function* recordFinished(
   settlements: readonly Settlement[],
   pruning: CompletedPruning,
 ): Script<void> {
+  if (settlements.length === 0) return;
+  // Times as ms after the tick's latest end, which the statement puts on the store's clock.
+  const at = Math.max(...settlements.map((settlement) => settlement.at));
   const kept = settlements.filter((settlement): settlement is Recorded =>
     (settlement.kind === "complete" || settlement.kind === "cancel") &&
     (settlement.keepUntil ?? 0) > settlement.at
   );
-  // Times as ms after the tick's latest end, which the statement puts on the store's clock.
-  const at = Math.max(...settlements.map((settlement) => settlement.at));
   if (kept.length > 0) {
     yield* exec(
       RECORD,
@@ -175,8 +175,7 @@ export function* recordFinished(
       clockParam(dialect, at),
     );
   }
-  if (settlements.length === 0) return;
-  const cutoff = pruning.due(settlements);
+  const cutoff = pruning.due(at);
   if (cutoff !== null) yield* exec(PRUNE_KEPT, clockParam(dialect, cutoff));
 }
 

@@ -29,7 +29,7 @@ import type {
   ScheduleRun,
   StoredScheduleRow,
 } from "../schedule_rows.ts";
-import { type Dialect, KEYED } from "./dialect.ts";
+import { clockParam, type Dialect, KEYED } from "./dialect.ts";
 import { holdUnique, pushKeyed, uniqueHolder } from "./keys.ts";
 import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
@@ -177,7 +177,7 @@ export function* syncSchedules(
  * `now` (the database's clock where the dialect reads it); how many jobs it stored.
  */
 export function* fireDue(dialect: Dialect, firing: ScheduleFiring, now: number): Script<number> {
-  const { rows } = yield* exec<DueRow>(DUE, dialect.usesDatabaseClock ? null : now);
+  const { rows } = yield* exec<DueRow>(DUE, clockParam(dialect, now));
   let stored = 0;
   for (const due of rows) {
     const at = Number(due.now);

@@ -52,6 +52,9 @@ export interface StatementOptions {
   readonly oneRow?: boolean;
 }
 
+/** PostgreSQL's clock in ms since the epoch, as SQL: the time `{{now $n}}` reads when given null. */
+export const POSTGRES_NOW = "(floor(extract(epoch from clock_timestamp()) * 1000))::bigint";
+
 const MACROS: Record<string, Record<EngineName, (argument: string) => string>> = {
   ids: {
     sqlite: (n) => `(SELECT value FROM json_each(?${n}))`,
@@ -81,8 +84,7 @@ const MACROS: Record<string, Record<EngineName, (argument: string) => string>> =
   },
   now: {
     sqlite: (n) => `?${n}`,
-    postgres: (n) =>
-      `COALESCE($${n}::bigint, (floor(extract(epoch from clock_timestamp()) * 1000))::bigint)`,
+    postgres: (n) => `COALESCE($${n}::bigint, ${POSTGRES_NOW})`,
   },
   forUpdate: {
     sqlite: () => "",

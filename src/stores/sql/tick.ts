@@ -9,6 +9,7 @@
  * @module
  */
 import { type ClaimRow, toClaimedJobs } from "../_rows.ts";
+import { oneDeathSpends, spent } from "../spend_limits.ts";
 import type { MetricsPruning } from "../_stats_rows.ts";
 import type {
   ClaimedJob,
@@ -104,23 +105,24 @@ export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJ
   if (aheadFrom !== undefined && rows.length > aheadFrom) {
     const ordered = toClaimedJobs(rows, request.queues, request.token);
     const limits = request.spendLimits ?? {};
-    // A job one more worker death would fail is not held ahead: it must not fail unrun.
-    const failsOnDeath = (job: ClaimedJob) => {
-      const limit = limits[job.name];
-      return limit !== undefined &&
-        (job.attempts >= limit.attempts || job.crashes + 1 >= limit.crashes);
+    const limitsOf = (job: ClaimedJob) => limits[job.name];
+    // Spent already: it fails without starting, so holding it costs nothing.
+    const refused = (job: ClaimedJob) => {
+      const limit = limitsOf(job);
+      return limit !== undefined && spent(job, limit);
     };
-    // A recovered batch job (its worker died) keeps its claim, as it would without claiming ahead.
-    const notHeld = (job: ClaimedJob) =>
-      (job.batchId !== null && !job.recovered) || failsOnDeath(job);
-    const cut = ordered.findIndex((job, index) => index >= aheadFrom && notHeld(job));
+    // One more worker death would fail it: it is not held, so it never fails without having run.
+    // Nor is a batch job: it waits unleased until a slot can start it, so a cancel can skip it.
+    const notHeld = (job: ClaimedJob) => {
+      const limit = limitsOf(job);
+      return job.batchId !== null || (limit !== undefined && oneDeathSpends(job, limit));
+    };
+    const cut = ordered.findIndex((job, index) =>
+      index >= aheadFrom && notHeld(job) && !refused(job)
+    );
     if (cut >= 0) {
       // Given back, a job keeps the crashes counted so far (only its new attempt is given back).
-      const back = new Set(
-        ordered.slice(cut).filter((job) => !job.recovered || failsOnDeath(job)).map((job) =>
-          job.id
-        ),
-      );
+      const back = new Set(ordered.slice(cut).filter((job) => !refused(job)).map((job) => job.id));
       yield* exec(UNCLAIM, request.leaseMs, [...back], request.token);
       rows = rows.filter((row) => !back.has(Number(row.id)));
     }
