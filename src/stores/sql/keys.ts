@@ -60,12 +60,14 @@ const COUNT_START = statement(
 
 /** Inserts each row unless its key names a job that holds it; see {@linkcode KeyedPush}. */
 export function* pushKeyed(dialect: Dialect, rows: readonly KeyedJobRow[]): Script<KeyedPush[]> {
+  const first = rows[0];
+  if (first === undefined) return [];
   yield* dialect.lockKeys(rows.map((row) => row.key.key));
+  // Key times on the store's clock, as insertJobs puts the job's times: read once per call.
+  const shift = (yield* dialect.now(first.createdAt)) - first.createdAt;
   const pushed: KeyedPush[] = [];
   for (const row of rows) {
     const { key } = row;
-    // Key times on the store's clock, as insertJobs puts the job's times.
-    const shift = (yield* dialect.now(row.createdAt)) - row.createdAt;
     if (key.kind === "unique") {
       const { rows: [holder] } = yield* exec<{ job_id: number }>(
         FIND_UNIQUE,
