@@ -219,19 +219,28 @@ storeTest(
   "maxTimeMs stops claiming after that time and lets the running job finish",
   async (db) => {
     const order: string[] = [];
+    const held = gate();
     const job = defineJob({
       name: "slow",
       schema: z.object({ label: z.string() }),
       async handle({ label }) {
         order.push(`start ${label}`);
-        await new Promise((resolve) => setTimeout(resolve, 250));
+        await held.promise;
         order.push(`end ${label}`);
       },
     });
     await using queue = await db.open({ jobs: [job] });
     await queue.dispatch(job, { label: "a" });
     await queue.dispatch(job, { label: "b" });
-    const worker = queue.work({ maxTimeMs: 100, concurrency: 1, pollMs: 5 });
+    // Long enough that a loaded machine still claims the first job within it.
+    const maxTimeMs = 3_000;
+    const startedAt = performance.now();
+    const worker = queue.work({ maxTimeMs, concurrency: 1, pollMs: 5 });
+    await nextEvent(worker, "job:start", () => true, 60_000);
+    // The running job outlasts maxTimeMs: when it ends, the worker's time is up.
+    const left = startedAt + maxTimeMs + 200 - performance.now();
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, left)));
+    held.resolve();
     await worker.done;
     assert.deepEqual(order, ["start a", "end a"]);
     assert.deepEqual(worker.stats, { completed: 1, failed: 0, retried: 0 });
