@@ -252,7 +252,7 @@ storeTest("maxTimeMs stops an idle worker on its own", async (db) => {
   const job = labelJob("idle", []);
   await using queue = await db.open({ jobs: [job] });
   const worker = queue.work({ maxTimeMs: 50, pollMs: 5 });
-  const stopped = await nextEvent<Detail<"worker:stop">>(worker, "worker:stop", () => true, 2_000);
+  const stopped = await nextEvent<Detail<"worker:stop">>(worker, "worker:stop", () => true, 30_000);
   assert.deepEqual(stopped, { completed: 0, failed: 0, retried: 0, reason: "limit" });
   await worker.done;
 });
