@@ -105,16 +105,15 @@ export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJ
   if (aheadFrom !== undefined && rows.length > aheadFrom) {
     const ordered = toClaimedJobs(rows, request.queues, request.token);
     const limits = request.spendLimits ?? {};
-    const limitsOf = (job: ClaimedJob) => limits[job.name];
     // Spent already: it fails without starting, so holding it costs nothing.
     const refused = (job: ClaimedJob) => {
-      const limit = limitsOf(job);
+      const limit = limits[job.name];
       return limit !== undefined && spent(job, limit);
     };
     // One more worker death would fail it: it is not held, so it never fails without having run.
     // Nor is a batch job: it waits unleased until a slot can start it, so a cancel can skip it.
     const notHeld = (job: ClaimedJob) => {
-      const limit = limitsOf(job);
+      const limit = limits[job.name];
       return job.batchId !== null || (limit !== undefined && oneDeathSpends(job, limit));
     };
     const cut = ordered.findIndex((job, index) =>
