@@ -98,8 +98,9 @@ export const USAGE =
                      ceiling   raw node:sqlite insert and insert + claim + delete
                      dispatch  queue.dispatch() and queue.dispatchMany()
                      drain     queue.work() drains of no-op jobs, isolate executor,
-                               concurrency 1, 8, 32, and at 32 of jobs dispatched in a
-                               span that each write one ctx.log() line
+                               concurrency 1, 8, 32; at 32 of jobs dispatched in a
+                               span that each write one ctx.log() line; at 32 keeping
+                               no finished job (keepCompletedMs: 0), as the ceiling
                      workers   the same drains in Web Workers (runs drain and ceiling too)
                      cpu       ${CPU_JOBS} CPU-bound jobs of ~${CPU_JOB_MS} ms each per run (fixed),
                                concurrency 2: isolate executor, 1 Web Worker, 2 Web Workers,

@@ -10,7 +10,7 @@ import type { ExecutorKind, Queue } from "../mod.ts";
 import { trace } from "@opentelemetry/api";
 import { logged, noop } from "./jobs.ts";
 import { type Measurement, measureRate } from "./measurement.ts";
-import { assertPending, withQueue } from "./queue_fixture.ts";
+import { assertPending, withQueue, withQueueKeeping } from "./queue_fixture.ts";
 
 /** Concurrencies the drains are measured at. */
 export const DRAIN_CONCURRENCIES = [1, 8, 32] as const;
@@ -56,7 +56,10 @@ export function dispatchMeasurements(): Measurement[] {
  * (claim and delete 50 per transaction; targets
  * 35 % at concurrency 8, 50 % at 32), and at concurrency 1 against the raw
  * drain that commits once per job (target 1.5×: a default worker beats any
- * design that commits per job).
+ * design that commits per job). Beside them: c32 of jobs that each write a
+ * log line, and c32 keeping no finished job (`keepCompletedMs: 0`), which
+ * shows what the default's copy of each finished job into `completed_jobs`
+ * costs against a ceiling that keeps none.
  */
 export function isolateDrainMeasurements(): Measurement[] {
   return DRAIN_CONCURRENCIES.map((concurrency): Measurement => ({
@@ -74,6 +77,14 @@ export function isolateDrainMeasurements(): Measurement[] {
       "queue.work() drain, isolate executor, concurrency 32, jobs dispatched in a span, each writing one ctx.log() line (spans recorded under OTEL_DENO=true)",
     baseline: "drain-c32",
     run: (jobs) => drain(jobs, 32, "isolate", withQueue, logged),
+  }, {
+    id: "drain-c32-unkept",
+    name: "isolate drain c32, results not kept",
+    label:
+      "queue.work() drain of no-op jobs, isolate executor, concurrency 32, keepCompletedMs: 0 (no finished job kept, as the raw ceiling keeps none; the default keeps each 24 h)",
+    baseline: "raw-drain-batched",
+    alsoComparedWith: ["drain-c32"],
+    run: (jobs) => drain(jobs, 32, "isolate", (fn) => withQueueKeeping(0, fn)),
   });
 }
 

@@ -13,8 +13,23 @@ import { withTempDatabase } from "./temp_database.ts";
  * module URL (so both executors can run them), calls `fn`, and closes it.
  */
 export function withQueue<T>(fn: (queue: Queue) => Promise<T>): Promise<T> {
+  return withQueueKeeping(undefined, fn);
+}
+
+/**
+ * {@linkcode withQueue} with `keepCompletedMs` set (undefined: the default,
+ * 24 h): `0` keeps no finished job, as the raw ceilings keep none.
+ */
+export function withQueueKeeping<T>(
+  keepCompletedMs: number | undefined,
+  fn: (queue: Queue) => Promise<T>,
+): Promise<T> {
   return withTempDatabase(async (path) => {
-    await using queue = await Queue.open({ path, jobs: BENCH_JOBS_URL });
+    await using queue = await Queue.open({
+      path,
+      jobs: BENCH_JOBS_URL,
+      ...(keepCompletedMs !== undefined && { keepCompletedMs }),
+    });
     return await fn(queue);
   });
 }
