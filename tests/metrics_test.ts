@@ -9,6 +9,7 @@ import { defineJob, PermanentError, Queue } from "../mod.ts";
 import { estimateQuantile, metricsWindow, summarizeMetrics } from "../src/metrics.ts";
 import { type MetricsRow, RUNTIME_BUCKETS_MS, runtimeBucket } from "../src/stores/store.ts";
 import { ManualClock } from "./_helpers.ts";
+import { storeTest } from "./_stores.ts";
 
 const NOON = Date.UTC(2026, 0, 1, 12, 0, 0);
 const MINUTE = 60_000;
@@ -190,3 +191,29 @@ Deno.test("a worker's settles record completions, retries after errors and failu
   assert.equal(metrics.byQueue.default!.runs, 5);
   await assert.rejects(queue.metrics({ windowMs: 10 }), RangeError);
 });
+
+storeTest(
+  "worker processes settle into rows of their own shard, and the metrics read adds the shards up",
+  async (db) => {
+    const clock = new ManualClock(NOON);
+    const quick = jobs[0];
+    // Four queues are four stores, each drawing its shard: all four alike is one chance in 1024³.
+    const queues = await Promise.all([1, 2, 3, 4].map(() => db.open({ jobs: [quick], clock })));
+    for (const [index, queue] of queues.entries()) {
+      await queue.dispatchMany(quick, Array.from({ length: index + 1 }, () => null));
+      await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 5 }).done;
+    }
+    const rows = await db.query<{ shard: number; completed: number }>(
+      "SELECT shard, completed FROM job_metrics",
+    );
+    const shards = new Set(rows.map((row) => Number(row.shard)));
+    assert.equal(shards.size, rows.length, "one row per shard of the minute, queue and name");
+    assert.ok(rows.length > 1, `the four stores added to ${rows.length} row(s)`);
+    assert.equal(rows.reduce((sum, row) => sum + Number(row.completed), 0), 10);
+    const metrics = await queues[0]!.metrics({ windowMs: MINUTE });
+    assert.deepEqual(metrics.perMinute.map((m) => [m.minute.getTime(), m.completed]), [[NOON, 10]]);
+    assert.equal(metrics.byJob.length, 1);
+    assert.equal(metrics.byJob[0]!.completed, 10);
+    assert.equal(metrics.byJob[0]!.runs, 10);
+  },
+);

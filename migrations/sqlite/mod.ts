@@ -14,6 +14,7 @@ import * as schedules from "./0006_schedules.ts";
 import * as jobControl from "./0007_job_control.ts";
 import * as observability from "./0008_observability.ts";
 import * as jobsByDueTime from "./0011_jobs_by_due_time.ts";
+import * as metricsByStore from "./0012_metrics_by_store.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -26,4 +27,5 @@ export const migrations: readonly Migration[] = [
   jobControl,
   observability,
   jobsByDueTime,
+  metricsByStore,
 ];

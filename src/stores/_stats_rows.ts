@@ -96,8 +96,23 @@ export function metricsIncrements(
   );
 }
 
-/** Decides when a store prunes old rollup rows: at most once a minute of the settles' time. */
-export class MetricsPruning {
+/**
+ * How many shards a store draws its own from: worker processes on one
+ * database then add to different rows (two of three processes share one
+ * once in about 1,500 openings).
+ */
+export const METRICS_SHARDS = 1024;
+
+/**
+ * A store's part of the metrics rollup: the shard its settles add to, drawn
+ * at random when the store opens (rows are per minute, queue, job name and
+ * shard, so worker processes settling at once on PostgreSQL do not wait for
+ * each other's row lock; reads add the shards up), and when it prunes old
+ * rows: at most once a minute of the settles' time.
+ */
+export class MetricsRollup {
+  /** The shard this store's settles add to, in [0, {@linkcode METRICS_SHARDS}). */
+  readonly shard: number = Math.floor(Math.random() * METRICS_SHARDS);
   #prunedAt = -Infinity;
 
   /**

@@ -6,7 +6,7 @@
  * @internal
  * @module
  */
-import { MetricsPruning } from "../_stats_rows.ts";
+import { MetricsRollup } from "../_stats_rows.ts";
 import type {
   BatchRow,
   CancelOutcome,
@@ -66,8 +66,9 @@ export class SqlStore implements Store {
   readonly #engine: Engine;
   readonly #dialect: Dialect;
   readonly #migrations: readonly Migration[];
-  readonly #pruning = {
-    metrics: new MetricsPruning(),
+  /** What this store's settles keep between ticks: its metrics shard, and when each prune ran. */
+  readonly #upkeep = {
+    metrics: new MetricsRollup(),
     completed: new CompletedPruning(),
     logs: new LogPruning(),
   };
@@ -190,7 +191,7 @@ export class SqlStore implements Store {
     then?: ClaimRequest,
     records?: TickRecords,
   ): Promise<SettleResult> {
-    return this.#write(() => tick.settle(this.#dialect, this.#pruning, settlements, then, records));
+    return this.#write(() => tick.settle(this.#dialect, this.#upkeep, settlements, then, records));
   }
 
   /** One job's log, oldest line first. */

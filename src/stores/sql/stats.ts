@@ -9,7 +9,7 @@
 import { type FailedRow, type RunningRow, toFailedJobRow, toRunningJobRow } from "../_rows.ts";
 import {
   metricsIncrements,
-  type MetricsPruning,
+  type MetricsRollup,
   RUNTIME_BUCKET_COLUMNS,
   type SettledJobRow,
   type StoredListedJob,
@@ -37,11 +37,13 @@ import { statement } from "./statement.ts";
 
 const BUCKETS = RUNTIME_BUCKET_COLUMNS;
 
+/** Adds to the row of (minute, queue, name, shard): `$1` … `$4`, then the counts. */
 const ADD_METRICS = statement(
   `INSERT INTO job_metrics
-  (minute, queue, name, completed, failed, retried, runtime_ms, wait_ms, ${BUCKETS.join(", ")})
-  VALUES (${Array.from({ length: 8 + BUCKETS.length }, (_, index) => `$${index + 1}`).join(", ")})
-  ON CONFLICT (minute, queue, name) DO UPDATE SET
+  (minute, queue, name, shard, completed, failed, retried, runtime_ms, wait_ms,
+    ${BUCKETS.join(", ")})
+  VALUES (${Array.from({ length: 9 + BUCKETS.length }, (_, index) => `$${index + 1}`).join(", ")})
+  ON CONFLICT (minute, queue, name, shard) DO UPDATE SET
     completed = job_metrics.completed + excluded.completed,
     failed = job_metrics.failed + excluded.failed,
     retried = job_metrics.retried + excluded.retried,
@@ -52,10 +54,13 @@ const ADD_METRICS = statement(
   }`,
 );
 const PRUNE_METRICS = statement("DELETE FROM job_metrics WHERE minute < $1");
+/** The rollup's rows of minutes `$1` up to `$2`, each store's shards added up. */
 const METRICS = statement(
-  `SELECT minute, queue, name, completed, failed, retried, runtime_ms, wait_ms,
-    ${BUCKETS.join(", ")}
-  FROM job_metrics WHERE minute >= $1 AND minute < $2 ORDER BY minute, queue, name`,
+  `SELECT minute, queue, name, SUM(completed) AS completed, SUM(failed) AS failed,
+    SUM(retried) AS retried, SUM(runtime_ms) AS runtime_ms, SUM(wait_ms) AS wait_ms,
+    ${BUCKETS.map((column) => `SUM(${column}) AS ${column}`).join(", ")}
+  FROM job_metrics WHERE minute >= $1 AND minute < $2
+  GROUP BY minute, queue, name ORDER BY minute, queue, name`,
 );
 
 /**
@@ -130,13 +135,14 @@ const FAILED_ONE = statement(`SELECT ${FAILED_COLUMNS} FROM failed_jobs WHERE id
 /**
  * Adds a tick's applied settlements to the rollup, as `Store.settle`
  * specifies; `jobs` are the settled jobs as the settle statements returned
- * them (their queue, name and wait). Prunes old rows when `pruning` says so.
+ * them (their queue, name and wait), on the rows of `rollup`'s shard. Prunes
+ * old rows when `rollup` says so.
  */
 export function* recordMetrics(
   settlements: readonly Settlement[],
   applied: readonly boolean[],
   jobs: readonly SettledJobRow[],
-  pruning: MetricsPruning,
+  rollup: MetricsRollup,
 ): Script<void> {
   const increments = metricsIncrements(settlements, applied, jobs);
   yield* each(
@@ -145,6 +151,7 @@ export function* recordMetrics(
       group.minute,
       group.queue,
       group.name,
+      rollup.shard,
       group.completed,
       group.failed,
       group.retried,
@@ -153,7 +160,7 @@ export function* recordMetrics(
       ...group.buckets,
     ]),
   );
-  const cutoff = settlements.length === 0 ? null : pruning.due(settlements);
+  const cutoff = settlements.length === 0 ? null : rollup.due(settlements);
   if (cutoff !== null) yield* exec(PRUNE_METRICS, cutoff);
 }
 

@@ -10,7 +10,7 @@
  */
 import { type ClaimRow, toClaimedJobs } from "../_rows.ts";
 import { oneDeathSpends, spent } from "../spend_limits.ts";
-import type { MetricsPruning } from "../_stats_rows.ts";
+import type { MetricsRollup } from "../_stats_rows.ts";
 import type {
   ClaimedJob,
   ClaimRequest,
@@ -136,12 +136,12 @@ export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJ
 /**
  * Applies settlements, each fenced by its token, writes what the tick
  * records beside them (log lines, retried attempts' spans), then claims, all
- * in one transaction.
+ * in one transaction; `upkeep` is what the store keeps between its ticks.
  */
 export function* settle(
   dialect: Dialect,
-  pruning: {
-    readonly metrics: MetricsPruning;
+  upkeep: {
+    readonly metrics: MetricsRollup;
     readonly completed: CompletedPruning;
     readonly logs: LogPruning;
   },
@@ -151,7 +151,7 @@ export function* settle(
 ): Script<SettleResult> {
   // Job control, before the job rows change: keep the ended (their awaiters are woken by the
   // statements that delete them).
-  yield* recordFinished(dialect, settlements, pruning.completed);
+  yield* recordFinished(dialect, settlements, upkeep.completed);
   const jobs = yield* applyToJobs(dialect, settlements);
   const applied = jobs.map((job) => job !== "lost");
   const settledJobs = jobs.flatMap((job) => job === "lost" || job === null ? [] : [job]);
@@ -159,10 +159,10 @@ export function* settle(
     settlements.flatMap((s, index) => s.kind === "release" && applied[index] ? [s.id] : []),
   );
   yield* recordSpans((records.spans ?? []).filter((span) => retried.has(span.id)));
-  yield* recordMetrics(settlements, applied, settledJobs, pruning.metrics);
+  yield* recordMetrics(settlements, applied, settledJobs, upkeep.metrics);
   const at = [...settlements, ...records.logs?.lines ?? []]
     .reduce((latest, { at }) => Math.max(latest, at), -Infinity);
-  yield* writeLogs(dialect, records.logs, pruning.logs, at);
+  yield* writeLogs(dialect, records.logs, upkeep.logs, at);
 
   // Chains and batches second, in batch order: the batch rows are what processes share.
   const moves = settlements.flatMap((settlement, index) => {
