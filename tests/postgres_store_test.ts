@@ -5,8 +5,11 @@
  *
  * @module
  */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { postgresDialect } from "../src/stores/_postgres_dialect.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
-import { storeContract } from "./store_contract.ts";
+import { newJob, storeContract, T0 } from "./store_contract.ts";
 import { chainsBatchesContract } from "./store_contract_chains_batches.ts";
 import { statsContract } from "./store_contract_stats.ts";
 import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
@@ -51,4 +54,60 @@ Deno.test("PostgresStore.open() refuses a bad schema name, clock or URL before c
     (error: Error) =>
       /url must start with postgres:\/\//.test(error.message) && !error.message.includes("secret"),
   );
+});
+
+Deno.test({
+  name: "PostgresStore: a claim reads only the due jobs it takes, not every due job of the level",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestPostgresStore(url!, { clock: "caller" });
+    // 2,000 jobs due at one time and priority: before the claim index ended with the id, the
+    // claim read and sorted all of them to take the first 10 by (due time, id).
+    await opened.store.push(Array.from({ length: 2_000 }, () => newJob({ availableAt: T0 })));
+    const request = {
+      queues: ["default"],
+      limit: 10,
+      now: T0 + 1_000,
+      leaseMs: 30_000,
+      token: 7,
+      names: ["contract-job"],
+    };
+    const step = postgresDialect({ channel: "unused", dbClock: false }).claim(request).next();
+    if (step.done || !("params" in step.value)) throw new Error("the claim runs one statement");
+    const { statement, params } = step.value;
+    const sql = postgres(url!, { max: 1, onnotice: () => {} });
+    try {
+      const [row] = await sql.begin(async (tx) => {
+        await tx.unsafe(`SET LOCAL search_path TO "${opened.schema}"`);
+        await tx.unsafe("ANALYZE jobs"); // as autovacuum would have by then
+        // The plan a prepared claim gets once the server stops planning it for its parameters.
+        await tx.unsafe("SET LOCAL plan_cache_mode = force_generic_plan");
+        return await tx.unsafe(
+          `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.postgres}`,
+          params as never[],
+        );
+      });
+      type PlanNode = Record<string, unknown> & { Plans?: PlanNode[] };
+      const nodes: PlanNode[] = [];
+      const walk = (node: PlanNode) => {
+        nodes.push(node);
+        for (const child of node.Plans ?? []) walk(child);
+      };
+      walk((Object.values(row!)[0] as { Plan: PlanNode }[])[0]!.Plan);
+      // Every read of the jobs table (the levels' seeks, the due jobs' scan, the update's lookups).
+      const scans = nodes.filter((node) =>
+        node["Relation Name"] === "jobs" && String(node["Node Type"]).endsWith("Scan")
+      );
+      const read = scans.map((node) => `${node["Node Type"]} ${node["Index Name"]}: ${node["Actual Rows"]}`);
+      assert.ok(
+        scans.some((node) =>
+          node["Index Name"] === "jobs_claim_order" && node["Actual Rows"] === 10
+        ),
+        read.join(", "),
+      );
+      assert.ok(scans.every((node) => Number(node["Actual Rows"]) <= 10), read.join(", "));
+    } finally {
+      await sql.end();
+    }
+  },
 });
