@@ -23,6 +23,7 @@ import {
   DRAIN_PROCESSES,
   MAX_POSTGRES_COMMIT_JOBS,
   MAX_POSTGRES_JOBS,
+  MAX_POSTGRES_PROCESS_DRAIN_JOBS,
   POSTGRES_DRAIN_CONCURRENCIES,
   POSTGRES_PICKUP_JOBS,
   POSTGRES_PROCESS_DRAIN_CONCURRENCIES,
@@ -118,7 +119,10 @@ export const USAGE =
                      dispatch  queue.dispatch() and queue.dispatchMany()
                      drain     isolate drains of no-op jobs: 1 worker in this process at concurrency
                                ${PG_CONCURRENCIES}, and at 32 beside ${DELAYED} delayed priority-5 jobs;
-                               ${DRAIN_PROCESSES} worker processes on one schema at ${PG_PROCESS_CONCURRENCIES} each
+                               1 and ${DRAIN_PROCESSES} worker processes on one schema at ${PG_PROCESS_CONCURRENCIES}
+                               each (${
+    MAX_POSTGRES_PROCESS_DRAIN_JOBS.toLocaleString("en-US")
+  } jobs per run)
                      pickup    pick-up latency (p50/p99) of serial jobs in a worker process:
                                ${POSTGRES_PICKUP_JOBS} per run woken by LISTEN/NOTIFY (pollMs ${IDLE_POLL_MS}); ${POLL_ONLY_JOBS} for
                                the baseline, polling every ${POLL_ONLY_MS} ms without LISTEN

@@ -63,9 +63,10 @@ export function postgresDispatchMeasurements(url: string, sizes: PostgresSizes):
 /**
  * The isolate drains at each of {@linkcode POSTGRES_DRAIN_CONCURRENCIES}:
  * one worker in this process, against the batched ceiling (target 50 % at
- * concurrency 32); then {@linkcode DRAIN_PROCESSES} worker processes at each
- * of {@linkcode POSTGRES_PROCESS_DRAIN_CONCURRENCIES}, against the batched
- * ceiling and, first, the one-process drain (target 1.5× at 32); and the
+ * concurrency 32); then one worker process and {@linkcode DRAIN_PROCESSES}
+ * worker processes at each of {@linkcode POSTGRES_PROCESS_DRAIN_CONCURRENCIES},
+ * timed alike, the latter against the former (target 1.5× at 32) and the
+ * batched ceiling; and the
  * in-process drain at 32 beside many delayed higher-priority jobs, against
  * the same drain without them (target 90 %).
  */
@@ -81,17 +82,25 @@ export function postgresDrainMeasurements(url: string, sizes: PostgresSizes): Me
     ...(concurrency === 32 && { target: 0.5 }),
     run: (jobs) => drain(jobs, concurrency, "isolate", fixture),
   }));
-  const processes = POSTGRES_PROCESS_DRAIN_CONCURRENCIES.map((concurrency): Measurement => ({
-    ...fixed(sizes.jobs),
+  const processes = POSTGRES_PROCESS_DRAIN_CONCURRENCIES.flatMap((concurrency): Measurement[] => [{
+    ...fixed(sizes.processDrainJobs),
+    id: `drain-1p-c${concurrency}`,
+    name: `1-worker-process drain c${concurrency}`,
+    label: `the same drain by 1 worker process × concurrency ${concurrency}, start to empty ` +
+      `(${count(sizes.processDrainJobs)} jobs)`,
+    baseline: "ceiling-batched",
+    run: (jobs) => processDrain(url, jobs, 1, concurrency),
+  }, {
+    ...fixed(sizes.processDrainJobs),
     id: `drain-${DRAIN_PROCESSES}p-c${concurrency}`,
     name: `${DRAIN_PROCESSES}-process drain c${concurrency}`,
     label: `the same drain, ${DRAIN_PROCESSES} worker processes × concurrency ${concurrency}, ` +
-      `start to empty (${count(sizes.jobs)} jobs)`,
-    baseline: `drain-c${concurrency}`,
+      `start to empty (${count(sizes.processDrainJobs)} jobs)`,
+    baseline: `drain-1p-c${concurrency}`,
     alsoComparedWith: ["ceiling-batched"],
     ...(concurrency === 32 && { target: 1.5 }),
     run: (jobs) => processDrain(url, jobs, DRAIN_PROCESSES, concurrency),
-  }));
+  }]);
   const delayedBeside = delayedBesideMeasurement(fixture, {
     ...fixed(sizes.jobs),
     label: `the in-process drain at concurrency 32 beside ${

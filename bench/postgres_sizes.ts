@@ -11,6 +11,13 @@
 export const MAX_POSTGRES_COMMIT_JOBS = 500;
 /** Most jobs per run of the other throughput rows (one-transaction insert, ceiling, drains). */
 export const MAX_POSTGRES_JOBS = 2_000;
+/**
+ * Most jobs per run of the drains by worker processes (one, and
+ * {@linkcode DRAIN_PROCESSES}): at 2,000 a run took a few hundred ms, so
+ * how soon each process got going and how soon the last found the queue
+ * empty weighed as much as how fast they drained together.
+ */
+export const MAX_POSTGRES_PROCESS_DRAIN_JOBS = 20_000;
 /** Serial jobs per timed run with a worker process woken by `LISTEN/NOTIFY`. */
 export const POSTGRES_PICKUP_JOBS = 300;
 /** Worker processes of the multi-process drains. */
@@ -26,6 +33,8 @@ export interface PostgresSizes {
   readonly commitJobs: number;
   /** Jobs per run of the other throughput rows. */
   readonly jobs: number;
+  /** Jobs per run of the drains by worker processes. */
+  readonly processDrainJobs: number;
 }
 
 /** The counts for `--jobs N`. */
@@ -33,5 +42,6 @@ export function postgresSizes(jobs: number): PostgresSizes {
   return {
     commitJobs: Math.min(jobs, MAX_POSTGRES_COMMIT_JOBS),
     jobs: Math.min(jobs, MAX_POSTGRES_JOBS),
+    processDrainJobs: Math.min(jobs, MAX_POSTGRES_PROCESS_DRAIN_JOBS),
   };
 }
