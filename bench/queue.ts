@@ -11,6 +11,7 @@ import { trace } from "@opentelemetry/api";
 import { logged, noop } from "./jobs.ts";
 import { type Measurement, measureRate } from "./measurement.ts";
 import { assertPending, withQueue, withQueueKeeping } from "./queue_fixture.ts";
+import { rawRoundTripRate } from "./raw_round_trip.ts";
 
 /** Concurrencies the drains are measured at. */
 export const DRAIN_CONCURRENCIES = [1, 8, 32] as const;
@@ -128,7 +129,9 @@ export function delayedBesideMeasurement(
  * also against the raw drain ceiling. They run as many jobs as the isolate
  * drains: starting the pool (about a tenth of a second, each Web Worker
  * importing the jobs module) is timed, as every `work()` call pays it, but
- * is then a small share of the run rather than most of it.
+ * is then a small share of the run rather than most of it. Beside them, the
+ * raw round trip to a bare Web Worker against the isolate drain at
+ * concurrency 1: the hand-off alone, which bounds the Web Worker drain there.
  */
 export function workerDrainMeasurements(): Measurement[] {
   return DRAIN_CONCURRENCIES.map((concurrency): Measurement => ({
@@ -140,7 +143,14 @@ export function workerDrainMeasurements(): Measurement[] {
     ...(concurrency === 1 && { target: 0.9 }),
     ...(concurrency === 32 && { target: 0.7 }),
     run: (jobs) => drain(jobs, concurrency, "workers"),
-  }));
+  })).concat({
+    id: "raw-web-worker-round-trip",
+    name: "raw Web Worker round trip",
+    label:
+      "raw Web Worker round trip, one at a time: one attempt's message to a bare Web Worker that answers at once (no queue; what each job at concurrency 1 hands off twice)",
+    baseline: "drain-c1",
+    run: rawRoundTripRate,
+  });
 }
 
 /** Times `jobs` calls of `dispatch()`, one at a time, on a fresh queue of `fixture`. */
