@@ -607,13 +607,16 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   /**
    * How many jobs the next tick claims: when slots are free and nothing
    * claimed ahead is left to fill them, those slots and what may be claimed
-   * ahead; when a settle is due anyway while jobs claimed ahead fill every
-   * slot, what tops that buffer up, in the same transaction (one round of
-   * statements then serves a group in and a group out); else none.
+   * ahead; when a settle is due anyway while every slot runs, what tops the
+   * jobs claimed ahead up, in the same transaction (one round of statements
+   * then serves a group in and a group out); else none. That includes the
+   * settle due because the last job claimed ahead just started: claiming
+   * the next group only once its slot frees would hold that slot idle for a
+   * tick of its own.
    */
   #claimLimit(free: number, settleDue: boolean): number {
     if (free > 0 && this.#ahead.size === 0) return free + this.#aheadAllowance(free);
-    if (settleDue && free === 0 && this.#ahead.size > 0 && !this.#settleFirst) {
+    if (settleDue && free === 0 && !this.#settleFirst && this.#mayClaim()) {
       return Math.max(0, this.#aheadAllowance(0) - this.#ahead.size);
     }
     return 0;

@@ -1,10 +1,13 @@
 import assert from "node:assert/strict";
+import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { z } from "zod";
 import type { QueueEventMap } from "../src/events.ts";
 import { defineJob } from "../src/job.ts";
+import { Queue } from "../src/queue.ts";
 import { drain } from "../src/testing.ts";
 import { gate, record } from "./fixtures/runner/harness.ts";
 import { storeTest } from "./_stores.ts";
+import { tempDir } from "./_helpers.ts";
 import { ClaimAhead } from "../src/runner/claim_ahead.ts";
 import type { ClaimedJob } from "../src/stores/store.ts";
 
@@ -39,6 +42,48 @@ storeTest(
     assert.ok(most > 1, `reserved while they ran: ${reservedSeen.join(", ")}`);
     const left = (await queue.counts()).default;
     assert.deepEqual([left?.pending, left?.reserved, left?.failed], [0, 0, 0]);
+  },
+);
+
+/** How long the last job claimed ahead waits to see the next group claimed while it runs. */
+const NEXT_GROUP_WAIT_MS = 5_000;
+
+Deno.test(
+  "SQLite: a worker at concurrency 1 claims the next group while the last job claimed ahead runs, not once it ends",
+  async () => {
+    await using tmp = await tempDir();
+    const alone: number[] = [];
+    const opened: { reader?: StatementSync } = {};
+    const job = defineJob({
+      name: "quick-in-groups",
+      schema: z.number(),
+      async handle(n, ctx) {
+        // The first half teaches the worker that its jobs are quick; one miss is enough to fail.
+        if (n < MANY_JOBS / 2 || alone.length > 0) return;
+        const deadline = Date.now() + NEXT_GROUP_WAIT_MS;
+        for (;;) {
+          // Claimed after this one (and not started: one slot), and not claimed at all.
+          const { after, unclaimed } = opened.reader!.get(ctx.id) as Record<string, number>;
+          if (after! > 0 || unclaimed === 0) return;
+          if (Date.now() > deadline) {
+            alone.push(n);
+            return;
+          }
+          await new Promise((resolve) => setTimeout(resolve, 1));
+        }
+      },
+    });
+    await using queue = await Queue.open({ path: tmp.dbPath, jobs: [job] });
+    // A connection of its own, read outside any transaction: a cheap look that keeps jobs quick.
+    using db = new DatabaseSync(tmp.dbPath, { readOnly: true });
+    opened.reader = db.prepare(
+      `SELECT COUNT(*) FILTER (WHERE token IS NOT NULL AND id > ?1) AS after,
+        COUNT(*) FILTER (WHERE token IS NULL) AS unclaimed FROM jobs`,
+    );
+    await queue.dispatchMany(job, Array.from({ length: MANY_JOBS }, (_, n) => n));
+    const stats = await drain(queue, { concurrency: 1, timeoutMs: 60_000 });
+    assert.equal(stats.completed, MANY_JOBS);
+    assert.deepEqual(alone, [], "ran as the last job claimed while others waited unclaimed");
   },
 );
 
