@@ -8,7 +8,7 @@
  * How much is claimed ahead is bounded by time, not only by count: no more
  * jobs than the recent handlers would run in {@linkcode AHEAD_BUDGET_MS}
  * (a tenth of the lease at most), and never more than
- * {@linkcode mostAhead} (50, or 8 per slot where that is more). A job that
+ * {@linkcode mostAhead} (50, or 16 per slot where that is more). A job that
  * waited here longer than a third of its lease is not started but put back,
  * so a job never starts on a lease nobody renewed. What a crash can hold
  * back: the jobs claimed ahead and not yet started (at most
@@ -30,9 +30,11 @@ export const MAX_AHEAD = 50;
  * Most jobs claimed beyond the free slots per slot, where that is more than
  * {@linkcode MAX_AHEAD}: a busy worker at high concurrency claims and
  * settles more jobs per transaction (a transaction's own cost, its commit
- * and its claim's seeks, is then shared by more jobs).
+ * and its claim's seeks, is then shared by more jobs). 16 rather than 8
+ * drained no-op jobs at concurrency 32 faster in 8 of 8 paired runs (+6 to
+ * +60 %), with claims of up to 544 jobs.
  */
-export const MAX_AHEAD_PER_SLOT = 8;
+export const MAX_AHEAD_PER_SLOT = 16;
 
 /** Most jobs a worker of `concurrency` slots claims beyond its free slots. */
 export function mostAhead(concurrency: number): number {
