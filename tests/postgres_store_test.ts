@@ -98,7 +98,9 @@ Deno.test({
       const scans = nodes.filter((node) =>
         node["Relation Name"] === "jobs" && String(node["Node Type"]).endsWith("Scan")
       );
-      const read = scans.map((node) => `${node["Node Type"]} ${node["Index Name"]}: ${node["Actual Rows"]}`);
+      const read = scans.map((node) =>
+        `${node["Node Type"]} ${node["Index Name"]}: ${node["Actual Rows"]}`
+      );
       assert.ok(
         scans.some((node) =>
           node["Index Name"] === "jobs_claim_order" && node["Actual Rows"] === 10
