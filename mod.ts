@@ -73,8 +73,8 @@ export {
   type ScheduleDefinition,
   type ScheduledRun,
 } from "./src/schedule.ts";
-export type { BackfillOptions, BackfillResult, ScheduleInfo } from "./src/schedule_views.ts";
-export type { JobList, JobListOptions, JobState, ListedJob } from "./src/job_list.ts";
+export type { BackfillOptions, BackfillResult, ScheduleInfo } from "./src/schedules/views.ts";
+export type { JobList, JobListOptions, JobState, ListedJob } from "./src/admin/job_list.ts";
 export type { JobLogLine, LogsOptions } from "./src/job_logs.ts";
 export type {
   JobTypeMetrics,
@@ -82,8 +82,8 @@ export type {
   MetricsSummary,
   MinuteMetrics,
   QueueMetrics,
-} from "./src/metrics.ts";
-export type { UnclaimedJobs, WorkerInfo, WorkersOptions } from "./src/workers_seen.ts";
+} from "./src/admin/metrics.ts";
+export type { UnclaimedJobs, WorkerInfo, WorkersOptions } from "./src/admin/workers.ts";
 export { Queue, type QueueMode, type QueueOptions, type QueueTransaction } from "./src/queue.ts";
 export type {
   CancelOptions,
@@ -96,7 +96,7 @@ export type {
   JobResultState,
   PausedQueue,
   PauseOptions,
-} from "./src/job_control.ts";
+} from "./src/admin/job_control.ts";
 export type { StoreOptions } from "./src/store_options.ts";
 export type {
   FailedJob,
@@ -104,16 +104,16 @@ export type {
   PruneOptions,
   QueueCounts,
   RunningJob,
-} from "./src/admin_views.ts";
+} from "./src/admin/listing.ts";
 export { BatchBuilder, type BatchStatus } from "./src/batch.ts";
 export { ChainBuilder, type ChainOptions, previousOutput } from "./src/chain.ts";
-export type { Runner, RunnerStats, StopOptions, StopReason } from "./src/runner.ts";
-export { type Durability, SqliteStore, type SqliteStoreOptions } from "./src/stores/sqlite.ts";
-export type { ExecutorKind, ResolvedWorkOptions, WorkOptions } from "./src/work_options.ts";
+export type { Runner, RunnerStats, StopOptions, StopReason } from "./src/runner/runner.ts";
+export { type Durability, SqliteStore, type SqliteStoreOptions } from "./src/stores/sqlite/mod.ts";
+export type { ExecutorKind, ResolvedWorkOptions, WorkOptions } from "./src/runner/work_options.ts";
 export type {
   DrainAfterOptions,
   DrainOptions,
   DrainResult,
   DrainStopReason,
   ServerlessOptions,
-} from "./src/drain_options.ts";
+} from "./src/drains/options.ts";

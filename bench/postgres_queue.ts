@@ -6,7 +6,7 @@
  * @module
  */
 import { Queue } from "../mod.ts";
-import { PostgresStore } from "../src/stores/postgres.ts";
+import { PostgresStore } from "../src/stores/postgres/mod.ts";
 import { BENCH_JOBS_URL } from "./jobs.ts";
 import { withTempSchema } from "./postgres_schema.ts";
 import { withoutWatch } from "./unwatched_store.ts";

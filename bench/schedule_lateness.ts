@@ -12,7 +12,7 @@
 import { parseArgs } from "node:util";
 import { z } from "zod";
 import { defineJob, defineSchedule, Queue } from "../mod.ts";
-import { PostgresStore } from "../src/stores/postgres.ts";
+import { PostgresStore } from "../src/stores/postgres/mod.ts";
 import { percentile } from "./percentile.ts";
 import { withTempDatabase } from "./temp_database.ts";
 

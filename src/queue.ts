@@ -14,20 +14,25 @@ import {
   type QueueCounts,
   toFailedJob,
   toRunningJob,
-} from "./admin_views.ts";
+} from "./admin/listing.ts";
 import { type BatchBuilder, type BatchStatus, toBatchStatus } from "./batch.ts";
 import type { ChainBuilder, ChainOptions } from "./chain.ts";
 import { type Clock, systemClock } from "./clock.ts";
-import { CommitBuffer, Dispatch, type DispatchRules, type StoreTarget } from "./dispatch.ts";
+import {
+  CommitBuffer,
+  Dispatch,
+  type DispatchRules,
+  type StoreTarget,
+} from "./dispatch/dispatch.ts";
 import { type AppKeys, PayloadCipher } from "./encryption.ts";
-import { awaitResult } from "./await_result.ts";
+import { awaitResult } from "./admin/await_result.ts";
 import { JobCancelledError, QueueClosedError } from "./errors.ts";
 import { QueueEventTarget } from "./events.ts";
 import type { HandlerQueue } from "./executors/executor.ts";
 import { IsolateExecutor } from "./executors/isolate.ts";
 import { WebWorkerPool } from "./executors/web_workers.ts";
 import type { Dispatcher, DispatchOptions, JobDefinition, OutputOf, PayloadOf } from "./job.ts";
-import { InlineTarget } from "./inline_target.ts";
+import { InlineTarget } from "./dispatch/inline_target.ts";
 import {
   type CancelOptions,
   cancelReason,
@@ -44,19 +49,19 @@ import {
   toCompletedJob,
   toPausedQueue,
   waitTimeoutMs,
-} from "./job_control.ts";
+} from "./admin/job_control.ts";
 import { decodeOutput } from "./output.ts";
 import { type JobLogLine, type LogsOptions, openLogLines } from "./job_logs.ts";
-import { QueueGauges } from "./queue_gauges.ts";
+import { QueueGauges } from "./admin/queue_gauges.ts";
 import { assertQueueName } from "./names.ts";
-import { jobFilter, type JobList, type JobListOptions, toJobList } from "./job_list.ts";
+import { jobFilter, type JobList, type JobListOptions, toJobList } from "./admin/job_list.ts";
 import {
   type MetricsOptions,
   metricsWindow,
   type QueueMetrics,
   summarizeMetrics,
-} from "./metrics.ts";
-import { JobRows } from "./job_rows.ts";
+} from "./admin/metrics.ts";
+import { JobRows } from "./dispatch/job_rows.ts";
 import { JobRegistry } from "./registry.ts";
 import {
   maxPayloadBytesOf,
@@ -65,31 +70,35 @@ import {
   type QueueOptions,
   readAppKeys,
 } from "./queue_options.ts";
-import { runNow } from "./run_now.ts";
-import { Runner } from "./runner.ts";
-import { ScheduleFirer } from "./runner/schedule_firing.ts";
+import { runNow } from "./dispatch/run_now.ts";
+import { Runner } from "./runner/runner.ts";
+import { ScheduleFirer } from "./schedules/firing.ts";
 import { type ScheduleDefinition, timesOf } from "./schedule.ts";
-import { jobRow, scheduleRows } from "./schedule_jobs.ts";
+import { jobRow, scheduleRows } from "./schedules/slot_jobs.ts";
 import { slotsBetween } from "./schedule_times.ts";
 import {
   type BackfillOptions,
   type BackfillResult,
   type ScheduleInfo,
   toScheduleInfo,
-} from "./schedule_views.ts";
+} from "./schedules/views.ts";
 import { openStore } from "./store_options.ts";
 import type { JobResultRow, NewJobRow, Store, StoreTransaction } from "./stores/store.ts";
-import { type ResolvedWorkOptions, resolveWorkOptions, type WorkOptions } from "./work_options.ts";
+import {
+  type ResolvedWorkOptions,
+  resolveWorkOptions,
+  type WorkOptions,
+} from "./runner/work_options.ts";
 import {
   type DrainAfterOptions,
   type DrainOptions,
   type DrainResult,
   resolveDrainOptions,
   type ServerlessOptions,
-} from "./drain_options.ts";
-import { runDrain } from "./runner/drain.ts";
-import { DrainAfterResponses } from "./runner/drain_after.ts";
-import { registerDrainCron } from "./serverless.ts";
+} from "./drains/options.ts";
+import { runDrain } from "./drains/drain.ts";
+import { DrainAfterResponses } from "./drains/after_response.ts";
+import { registerDrainCron } from "./drains/serverless.ts";
 import {
   seenSince,
   toWorkerInfo,
@@ -97,7 +106,7 @@ import {
   unclaimedJobs,
   type WorkerInfo,
   type WorkersOptions,
-} from "./workers_seen.ts";
+} from "./admin/workers.ts";
 
 export type { QueueMode, QueueOptions } from "./queue_options.ts";
 

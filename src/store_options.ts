@@ -6,7 +6,7 @@
  */
 import { dirname } from "node:path";
 import { isPostgresUrl, redactPassword } from "./stores/database_url.ts";
-import { type Durability, SqliteStore } from "./stores/sqlite.ts";
+import { type Durability, SqliteStore } from "./stores/sqlite/mod.ts";
 import type { Store } from "./stores/store.ts";
 
 /** The options of {@linkcode Queue.open} that choose and open its store. */
@@ -117,6 +117,6 @@ function databaseUrl(): string | undefined {
  * types once.
  */
 async function openPostgres(url: string): Promise<Store> {
-  const { PostgresStore } = await import("./stores/postgres.ts");
+  const { PostgresStore } = await import("./stores/postgres/mod.ts");
   return await PostgresStore.open(url);
 }

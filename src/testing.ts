@@ -26,8 +26,8 @@ import {
 } from "./job.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from "./payload.ts";
 import type { Queue } from "./queue.ts";
-import type { RunnerStats } from "./runner.ts";
-import type { WorkOptions } from "./work_options.ts";
+import type { RunnerStats } from "./runner/runner.ts";
+import type { WorkOptions } from "./runner/work_options.ts";
 
 /** Options for {@linkcode drain}. */
 export interface DrainOptions extends Omit<WorkOptions, "stopWhenEmpty"> {

@@ -5,7 +5,7 @@
  * @module
  */
 import { join } from "node:path";
-import type { QueueCounts } from "../src/admin_views.ts";
+import type { QueueCounts } from "../src/admin/listing.ts";
 import type { Clock } from "../src/clock.ts";
 
 /** A temp folder removed on dispose, with a fresh database path inside. */

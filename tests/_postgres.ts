@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { PostgresStore, type PostgresStoreOptions } from "../src/stores/postgres.ts";
+import { PostgresStore, type PostgresStoreOptions } from "../src/stores/postgres/mod.ts";
 
 /** The test database's URL, or null when tests that need PostgreSQL should skip. */
 export function postgresTestUrl(): string | null {

@@ -17,8 +17,8 @@
  */
 import { join } from "node:path";
 import { Queue, type QueueOptions } from "../src/queue.ts";
-import { PostgresStore } from "../src/stores/postgres.ts";
-import { SqliteStore } from "../src/stores/sqlite.ts";
+import { PostgresStore } from "../src/stores/postgres/mod.ts";
+import { SqliteStore } from "../src/stores/sqlite/mod.ts";
 import type { Store } from "../src/stores/store.ts";
 import { tempDir } from "./_helpers.ts";
 import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";

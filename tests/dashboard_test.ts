@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, Queue } from "../mod.ts";
 import { dashboard } from "../src/dashboard.ts";
-import { SqliteStore } from "../src/stores/sqlite.ts";
+import { SqliteStore } from "../src/stores/sqlite/mod.ts";
 import {
   drainQueue,
   failedIds,

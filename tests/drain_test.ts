@@ -3,7 +3,7 @@ import { z } from "zod";
 import { PermanentError, QueueClosedError } from "../src/errors.ts";
 import { defineJob } from "../src/job.ts";
 import { Queue } from "../src/queue.ts";
-import { NO_CRON_MESSAGE } from "../src/serverless.ts";
+import { NO_CRON_MESSAGE } from "../src/drains/serverless.ts";
 import { nextEvent, tempDir, within } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 

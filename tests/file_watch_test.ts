@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { QueueEventMap } from "../src/events.ts";
 import { defineJob } from "../src/job.ts";
 import { Queue } from "../src/queue.ts";
-import { SqliteStore } from "../src/stores/sqlite.ts";
+import { SqliteStore } from "../src/stores/sqlite/mod.ts";
 import { ChildScript } from "./_child.ts";
 import { nextEvent, tempDir, within } from "./_helpers.ts";
 

@@ -12,7 +12,7 @@ import { z } from "zod";
 import { defineJob, type JobContext } from "../src/job.ts";
 import { rateLimited, withoutOverlapping } from "../src/middleware.ts";
 import { Queue } from "../src/queue.ts";
-import { PostgresStore } from "../src/stores/postgres.ts";
+import { PostgresStore } from "../src/stores/postgres/mod.ts";
 import { ManualClock } from "./_helpers.ts";
 import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
 import { orQueueError, storeTest, waitFor } from "./_stores.ts";

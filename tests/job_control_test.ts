@@ -501,8 +501,8 @@ Deno.test("external mode dispatches and refuses to work", async () => {
 
 Deno.test("the claim's pause check is one primary-key lookup inside the claim's one write statement", async () => {
   const { DatabaseSync } = await import("node:sqlite");
-  const { SqliteStore } = await import("../src/stores/sqlite.ts");
-  const { sqliteDialect } = await import("../src/stores/_sqlite_dialect.ts");
+  const { SqliteStore } = await import("../src/stores/sqlite/mod.ts");
+  const { sqliteDialect } = await import("../src/stores/sqlite/dialect.ts");
   const dir = await Deno.makeTempDir();
   try {
     const store = await SqliteStore.open(`${dir}/queue.db`);

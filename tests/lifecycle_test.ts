@@ -8,7 +8,7 @@ import {
   putBack,
   refusalBeforeStart,
   storedError,
-} from "../src/lifecycle.ts";
+} from "../src/runner/outcomes.ts";
 import type { ClaimedJob } from "../src/stores/store.ts";
 
 const NOW = Date.UTC(2026, 0, 1);

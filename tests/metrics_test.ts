@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, PermanentError, Queue } from "../mod.ts";
-import { estimateQuantile, metricsWindow, summarizeMetrics } from "../src/metrics.ts";
+import { estimateQuantile, metricsWindow, summarizeMetrics } from "../src/admin/metrics.ts";
 import { type MetricsRow, RUNTIME_BUCKETS_MS, runtimeBucket } from "../src/stores/store.ts";
 import { ManualClock } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";

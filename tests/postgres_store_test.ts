@@ -7,8 +7,8 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { postgresDialect } from "../src/stores/_postgres_dialect.ts";
-import { PostgresStore } from "../src/stores/postgres.ts";
+import { postgresDialect } from "../src/stores/postgres/dialect.ts";
+import { PostgresStore } from "../src/stores/postgres/mod.ts";
 import { newJob, storeContract, T0 } from "./store_contract.ts";
 import { chainsBatchesContract } from "./store_contract_chains_batches.ts";
 import { statsContract } from "./store_contract_stats.ts";

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
 import { migrations } from "../migrations/sqlite/mod.ts";
-import { openConnection } from "../src/stores/_sqlite_connection.ts";
-import { type Durability, SqliteStore } from "../src/stores/sqlite.ts";
+import { openConnection } from "../src/stores/sqlite/connection.ts";
+import { type Durability, SqliteStore } from "../src/stores/sqlite/mod.ts";
 import { ChildScript } from "./_child.ts";
 import { tempDir } from "./_helpers.ts";
 import { claim, LEASE_MS, newJob, storeContract, T0 } from "./store_contract.ts";

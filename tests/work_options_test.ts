@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob } from "../src/job.ts";
 import { Queue } from "../src/queue.ts";
-import { resolveWorkOptions, type WorkOptions } from "../src/work_options.ts";
+import { resolveWorkOptions, type WorkOptions } from "../src/runner/work_options.ts";
 
 Deno.test("resolveWorkOptions() fills in every default", () => {
   assert.deepEqual(resolveWorkOptions({}, ["default", "mail"], false), {

@@ -8,7 +8,7 @@
  */
 import type { QueueEvent } from "../events.ts";
 import type { Queue } from "../queue.ts";
-import type { Runner } from "../runner.ts";
+import type { Runner } from "../runner/runner.ts";
 
 function write(record: Record<string, unknown>): void {
   console.log(JSON.stringify(record));

@@ -11,7 +11,7 @@
 import { databaseOptions } from "../config.ts";
 import { Queue } from "../queue.ts";
 import { moduleUrl } from "../registry.ts";
-import type { ScheduleInfo } from "../schedule_views.ts";
+import type { ScheduleInfo } from "../schedules/views.ts";
 import {
   expectPositionals,
   type ParsedArgs,

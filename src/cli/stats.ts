@@ -5,8 +5,8 @@
  * @module
  * @internal
  */
-import type { QueueCounts } from "../admin_views.ts";
-import type { UnclaimedJobs } from "../workers_seen.ts";
+import type { QueueCounts } from "../admin/listing.ts";
+import type { UnclaimedJobs } from "../admin/workers.ts";
 import { expectPositionals, readSwitch } from "./args.ts";
 import { openAdminQueue } from "./admin.ts";
 import type { Command } from "./command.ts";

@@ -8,7 +8,7 @@
  */
 import type { QueueEvent } from "../events.ts";
 import type { Queue } from "../queue.ts";
-import type { Runner, RunnerStats } from "../runner.ts";
+import type { Runner, RunnerStats } from "../runner/runner.ts";
 import { firstLine, printable } from "./table.ts";
 
 /** How often the line is redrawn, and so how often it counts pending jobs. */

@@ -8,8 +8,8 @@
 import { databaseOptions } from "../config.ts";
 import { Queue } from "../queue.ts";
 import { moduleUrl } from "../registry.ts";
-import type { Runner } from "../runner.ts";
-import type { ExecutorKind, WorkOptions } from "../work_options.ts";
+import type { Runner } from "../runner/runner.ts";
+import type { ExecutorKind, WorkOptions } from "../runner/work_options.ts";
 import {
   expectPositionals,
   type ParsedArgs,

@@ -10,7 +10,7 @@
 // its own import map, which need not list this dependency.
 // deno-lint-ignore no-import-prefix
 import { z } from "npm:zod@4";
-import type { JobState } from "../job_list.ts";
+import type { JobState } from "../admin/job_list.ts";
 
 /**
  * A whole number from `min` to `max`: out-of-range values (infinities

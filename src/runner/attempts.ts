@@ -6,7 +6,7 @@
  * @module
  */
 import type { JobDefinition } from "../job.ts";
-import type { Outcome } from "../lifecycle.ts";
+import type { Outcome } from "./outcomes.ts";
 import type { ClaimedJob } from "../stores/store.ts";
 import type { Deadline } from "./attempt_timeouts.ts";
 import type { AttemptSpan } from "./tracing.ts";

@@ -11,7 +11,7 @@ import type { Clock } from "../clock.ts";
 import { asError } from "../errors.ts";
 import type { QueueEventTarget } from "../events.ts";
 import type { WorkerStore } from "../stores/store.ts";
-import type { ResolvedWorkOptions } from "../work_options.ts";
+import type { ResolvedWorkOptions } from "./work_options.ts";
 import type { RunningJob } from "./attempts.ts";
 
 /**

@@ -10,7 +10,7 @@ import type { Clock } from "../clock.ts";
 import type { PayloadCipher } from "../encryption.ts";
 import { asError } from "../errors.ts";
 import type { QueueEventTarget } from "../events.ts";
-import { holdBack, outcomeOf } from "../lifecycle.ts";
+import { holdBack, outcomeOf } from "./outcomes.ts";
 import {
   assertMiddleware,
   describeRules,
@@ -20,7 +20,7 @@ import {
 import { openPayload } from "../payload.ts";
 import type { JobRegistry } from "../registry.ts";
 import type { ClaimedJob, WorkerStore } from "../stores/store.ts";
-import type { ResolvedWorkOptions } from "../work_options.ts";
+import type { ResolvedWorkOptions } from "./work_options.ts";
 import type { FinishedJob } from "./attempts.ts";
 
 /** What the middleware check needs. */

@@ -11,7 +11,7 @@
  * @module
  */
 import { asError } from "../errors.ts";
-import { failWith, type Outcome, storedError } from "../lifecycle.ts";
+import { failWith, type Outcome, storedError } from "./outcomes.ts";
 import type { Settlement, WorkerStore } from "../stores/store.ts";
 import type { FinishedJob } from "./attempts.ts";
 import { isStoreOutage } from "../stores/store_outage.ts";

@@ -13,7 +13,7 @@
 import type { Attributes, Context, Link, Span } from "npm:@opentelemetry/api@1";
 // deno-lint-ignore no-import-prefix
 import { ProxyTracerProvider, SpanKind, SpanStatusCode, trace } from "npm:@opentelemetry/api@1";
-import type { Outcome } from "../lifecycle.ts";
+import type { Outcome } from "./outcomes.ts";
 import type { ClaimedJob } from "../stores/store.ts";
 import { contextOf, fromTraceparent, toTraceparent } from "../trace_context.ts";
 

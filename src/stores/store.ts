@@ -15,7 +15,7 @@ import type {
   NewChainRow,
   NewJobRow,
   PushedBatch,
-} from "./dispatch_rows.ts";
+} from "./rows/dispatch.ts";
 import type {
   BatchRow,
   FailedJobRow,
@@ -27,8 +27,8 @@ import type {
   QueueCountsRow,
   RunningJobRow,
   WorkerRow,
-} from "./read_rows.ts";
-import type { ScheduleRow, ScheduleRun, StoredScheduleRow } from "./schedule_rows.ts";
+} from "./rows/read.ts";
+import type { ScheduleRow, ScheduleRun, StoredScheduleRow } from "./rows/schedules.ts";
 import type {
   CancelOutcome,
   CancelRequest,
@@ -37,7 +37,7 @@ import type {
   CompletedJobRow,
   JobResultRow,
   PauseRow,
-} from "./job_control_rows.ts";
+} from "./rows/job_control.ts";
 import type {
   ClaimedJob,
   ClaimRequest,
@@ -45,18 +45,18 @@ import type {
   MiddlewareRequest,
   Settlement,
   SettleResult,
-} from "./tick_rows.ts";
-import type { LogLineRow, TickRecords } from "./log_rows.ts";
+} from "./rows/tick.ts";
+import type { LogLineRow, TickRecords } from "./rows/logs.ts";
 
-export type * from "./dispatch_rows.ts";
-export type * from "./job_control_rows.ts";
-export type * from "./log_rows.ts";
-export type * from "./read_rows.ts";
-export type * from "./tick_rows.ts";
-export type * from "./schedule_rows.ts";
-export type { SpendLimits } from "./spend_limits.ts";
-export { FROM_PREVIOUS_OUTPUT } from "./dispatch_rows.ts";
-export { METRICS_RETENTION_MS, RUNTIME_BUCKETS_MS, runtimeBucket } from "./read_rows.ts";
+export type * from "./rows/dispatch.ts";
+export type * from "./rows/job_control.ts";
+export type * from "./rows/logs.ts";
+export type * from "./rows/read.ts";
+export type * from "./rows/tick.ts";
+export type * from "./rows/schedules.ts";
+export type { SpendLimits } from "./rows/spend_limits.ts";
+export { FROM_PREVIOUS_OUTPUT } from "./rows/dispatch.ts";
+export { METRICS_RETENTION_MS, RUNTIME_BUCKETS_MS, runtimeBucket } from "./rows/read.ts";
 
 /** The part of a store usable inside {@linkcode Store.transaction}. */
 export interface StoreTransaction {

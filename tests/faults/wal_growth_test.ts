@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { Queue } from "../../mod.ts";
-import { WAL_CAP_BYTES } from "../../src/stores/_wal_checkpoint.ts";
+import { WAL_CAP_BYTES } from "../../src/stores/sqlite/wal_checkpoint.ts";
 import { tempDir } from "../_helpers.ts";
 import { tick } from "../fixtures/reliability/jobs.ts";
 import {

@@ -11,7 +11,7 @@
 import type { JobLogLine } from "../../job_logs.ts";
 import { logSection } from "./job_log.ts";
 import { isEncryptedPayload } from "../../encryption.ts";
-import type { CompletedJob, JobResultState } from "../../job_control.ts";
+import type { CompletedJob, JobResultState } from "../../admin/job_control.ts";
 import type { PageContext } from "../context.ts";
 import { firstLine, formatDuration, formatTime } from "../format.ts";
 import { type Html, html } from "../html.ts";

@@ -8,7 +8,7 @@
  * @module
  */
 import { isEncryptedPayload } from "../../encryption.ts";
-import type { FailedJob } from "../../admin_views.ts";
+import type { FailedJob } from "../../admin/listing.ts";
 import type { PageContext } from "../context.ts";
 import { firstLine, formatTime } from "../format.ts";
 import { type Html, html } from "../html.ts";

@@ -6,7 +6,7 @@
  * @internal
  * @module
  */
-import type { JobTypeMetrics } from "../../metrics.ts";
+import type { JobTypeMetrics } from "../../admin/metrics.ts";
 import type { PageContext } from "../context.ts";
 import { formatDuration, formatTime } from "../format.ts";
 import { type Html, html } from "../html.ts";

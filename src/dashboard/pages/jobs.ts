@@ -5,7 +5,7 @@
  * @internal
  * @module
  */
-import type { JobState, ListedJob } from "../../job_list.ts";
+import type { JobState, ListedJob } from "../../admin/job_list.ts";
 import type { PageContext } from "../context.ts";
 import { firstLine, formatPercent, formatTime } from "../format.ts";
 import { type Html, html, trusted } from "../html.ts";

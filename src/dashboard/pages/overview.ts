@@ -7,10 +7,10 @@
  * @internal
  * @module
  */
-import type { QueueMetrics } from "../../metrics.ts";
-import type { QueueCounts } from "../../admin_views.ts";
-import type { PausedQueue } from "../../job_control.ts";
-import type { UnclaimedJobs, WorkerInfo } from "../../workers_seen.ts";
+import type { QueueMetrics } from "../../admin/metrics.ts";
+import type { QueueCounts } from "../../admin/listing.ts";
+import type { PausedQueue } from "../../admin/job_control.ts";
+import type { UnclaimedJobs, WorkerInfo } from "../../admin/workers.ts";
 import { barChart } from "../charts.ts";
 import type { PageContext } from "../context.ts";
 import { formatDuration, formatTime } from "../format.ts";

@@ -5,7 +5,7 @@
  * @internal
  * @module
  */
-import type { ScheduleInfo } from "../../schedule_views.ts";
+import type { ScheduleInfo } from "../../schedules/views.ts";
 import type { PageContext } from "../context.ts";
 import { formatTime } from "../format.ts";
 import { type Html, html } from "../html.ts";

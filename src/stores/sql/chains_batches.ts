@@ -10,8 +10,8 @@
  * @internal
  * @module
  */
-import { countMembers, type JobLinks, type StoredBatch, toBatchRow } from "../_rows.ts";
-import { FROM_PREVIOUS_OUTPUT } from "../dispatch_rows.ts";
+import { countMembers, type JobLinks, type StoredBatch, toBatchRow } from "./stored_rows.ts";
+import { FROM_PREVIOUS_OUTPUT } from "../rows/dispatch.ts";
 import type {
   BatchRow,
   NewBatchRow,

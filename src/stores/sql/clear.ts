@@ -5,7 +5,7 @@
  * @internal
  * @module
  */
-import type { JobLinks } from "../_rows.ts";
+import type { JobLinks } from "./stored_rows.ts";
 import * as chainsBatches from "./chains_batches.ts";
 import { type Dialect, LINK_COLUMNS } from "./dialect.ts";
 import { releaseRemoved } from "./keys.ts";

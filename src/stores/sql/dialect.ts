@@ -9,7 +9,7 @@
 import type { ClaimRequest, Lease, NewJobRow, Settlement, StoredError } from "../store.ts";
 import type { EngineName } from "./statement.ts";
 import type { Script } from "./script.ts";
-import type { ClaimRow, JobLinks } from "../_rows.ts";
+import type { ClaimRow, JobLinks } from "./stored_rows.ts";
 
 /** How a job holds a unique or debounce key: the `jobs.keyed` column. */
 export const KEYED = {

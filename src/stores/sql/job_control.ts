@@ -8,7 +8,7 @@
  * @internal
  * @module
  */
-import type { JobLinks } from "../_rows.ts";
+import type { JobLinks } from "./stored_rows.ts";
 import type {
   CancelOutcome,
   CancelRequest,
@@ -18,7 +18,7 @@ import type {
   FinishedState,
   JobResultRow,
   PauseRow,
-} from "../job_control_rows.ts";
+} from "../rows/job_control.ts";
 import type { Lease, Page, Settlement } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
 import { clockParam, type Dialect, LINK_COLUMNS } from "./dialect.ts";

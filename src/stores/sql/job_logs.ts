@@ -13,7 +13,7 @@
  * @internal
  * @module
  */
-import type { AttemptSpan, LogLineRow, LogWrites, NewLogLine } from "../log_rows.ts";
+import type { AttemptSpan, LogLineRow, LogWrites, NewLogLine } from "../rows/logs.ts";
 import { clockParam, type Dialect } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";

@@ -28,7 +28,7 @@ import type {
   ScheduleRow,
   ScheduleRun,
   StoredScheduleRow,
-} from "../schedule_rows.ts";
+} from "../rows/schedules.ts";
 import { clockParam, type Dialect, KEYED } from "./dialect.ts";
 import { holdUnique, pushKeyed, uniqueHolder } from "./keys.ts";
 import { exec, type Script } from "./script.ts";

@@ -6,7 +6,7 @@
  * @internal
  * @module
  */
-import { MetricsRollup } from "../_stats_rows.ts";
+import { MetricsRollup } from "./metrics_rollup.ts";
 import type {
   BatchRow,
   CancelOutcome,

@@ -6,7 +6,7 @@
  * @internal
  * @module
  */
-import { type FailedRow, type RunningRow, toFailedJobRow, toRunningJobRow } from "../_rows.ts";
+import { type FailedRow, type RunningRow, toFailedJobRow, toRunningJobRow } from "./stored_rows.ts";
 import {
   metricsIncrements,
   type MetricsRollup,
@@ -18,7 +18,7 @@ import {
   toListedJobRow,
   toMetricsRow,
   toWorkerRow,
-} from "../_stats_rows.ts";
+} from "./metrics_rollup.ts";
 import type {
   FailedJobRow,
   JobFilter,

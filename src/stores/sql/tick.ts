@@ -8,9 +8,9 @@
  * @internal
  * @module
  */
-import { type ClaimRow, toClaimedJobs } from "../_rows.ts";
-import { oneDeathSpends, spent } from "../spend_limits.ts";
-import type { MetricsRollup } from "../_stats_rows.ts";
+import { type ClaimRow, toClaimedJobs } from "./stored_rows.ts";
+import { oneDeathSpends, spent } from "../rows/spend_limits.ts";
+import type { MetricsRollup } from "./metrics_rollup.ts";
 import type {
   ClaimedJob,
   ClaimRequest,

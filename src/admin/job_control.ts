@@ -1,0 +1,218 @@
+/**
+ * Job control as the queue offers it: a job's result and the kept history
+ * of finished jobs, waiting for a job dispatched elsewhere to end, cancel
+ * outcomes, and paused queues, with the rules that check their options.
+ * "Finished" means succeeded or cancelled (kept in the completed jobs for
+ * `keepCompletedMs`); a job that failed for good is in the failed jobs.
+ *
+ * @module
+ */
+import { assertKeepMs } from "../job.ts";
+import type { DispatchOptions } from "../job.ts";
+import { assertName, assertQueueName } from "../names.ts";
+import type { CancelOutcome, CompletedJobRow, PauseRow } from "../stores/store.ts";
+
+export type { CancelOutcome } from "../stores/store.ts";
+
+/** How long finished jobs are kept unless the queue or the job says: 24 hours. */
+export const DEFAULT_KEEP_COMPLETED_MS = 24 * 60 * 60 * 1_000;
+
+/** Where a job stands: see {@linkcode JobResult}. */
+export type JobResultState = "pending" | "running" | "completed" | "failed" | "cancelled";
+
+/** Where a job stands, as `queue.result(id)` reads it. */
+export interface JobResult<Output = unknown> {
+  /**
+   * `"pending"` (waiting, delayed, or due again after a retry), `"running"`,
+   * `"completed"`, `"failed"` (for good) or `"cancelled"`.
+   */
+  readonly state: JobResultState;
+  /** Its output, once completed, for a job defined with `output` (decrypted if it was encrypted). */
+  readonly output?: Output;
+  /** Why it failed (`ErrorName: message`) or was cancelled. */
+  readonly error?: string;
+  /** How many times its handler started. */
+  readonly attempts: number;
+}
+
+/** A finished job kept in the completed jobs. */
+export interface CompletedJob {
+  /** The job's id. */
+  readonly id: number;
+  /** The queue it ran on. */
+  readonly queue: string;
+  /** The job's name. */
+  readonly name: string;
+  /** `"completed"` (it succeeded) or `"cancelled"`. */
+  readonly state: "completed" | "cancelled";
+  /** The stored payload text (still encrypted if it was). */
+  readonly payload: string;
+  /** The stored output text (JSON, or sealed for an encrypted job), or null. */
+  readonly output: string | null;
+  /** Why it was cancelled, or null. */
+  readonly error: string | null;
+  /** How many times its handler started. */
+  readonly attempts: number;
+  /** When it was dispatched. */
+  readonly createdAt: Date;
+  /** When its last attempt started, or null if it never started. */
+  readonly startedAt: Date | null;
+  /** When it finished. */
+  readonly finishedAt: Date;
+  /** How long its last attempt ran, in ms, or null. */
+  readonly durationMs: number | null;
+}
+
+/** Options for `Queue.completed`. */
+export interface CompletedOptions {
+  /**
+   * Rows at most, 1 to 1000.
+   * @default {100}
+   */
+  limit?: number;
+  /**
+   * Rows to skip.
+   * @default {0}
+   */
+  offset?: number;
+  /** Only jobs of this name. */
+  name?: string;
+  /** Only jobs of this queue. */
+  queue?: string;
+}
+
+/** Options for `Queue.dispatchAndWait`: the dispatch's, and how long to wait. */
+export interface DispatchAndWaitOptions extends DispatchOptions {
+  /**
+   * Give up waiting after this long, rejecting with `JobWaitTimeoutError`
+   * (the job keeps its course).
+   * @default {no limit}
+   */
+  timeoutMs?: number;
+  /** Stops waiting when aborted, rejecting with its reason (the job keeps its course). */
+  signal?: AbortSignal;
+}
+
+/** Options for `Queue.cancel`. */
+export interface CancelOptions {
+  /**
+   * Why, kept with the cancelled job and passed to the `JobCancelledError`.
+   * @default {"cancelled"}
+   */
+  reason?: string;
+}
+
+/** Options for `Queue.pause`. */
+export interface PauseOptions {
+  /**
+   * Resume on its own after this long, in ms.
+   * @default {until resumed}
+   */
+  forMs?: number;
+  /** Why, shown by `paused()`, the CLI and the dashboard. */
+  reason?: string;
+}
+
+/** A queue that is paused. */
+export interface PausedQueue {
+  /** The queue. */
+  readonly queue: string;
+  /** When it was paused. */
+  readonly pausedAt: Date;
+  /** When it resumes on its own, or null. */
+  readonly until: Date | null;
+  /** Why, or null. */
+  readonly reason: string | null;
+}
+
+/** The queue's `keepCompletedMs` option, checked. @internal */
+export function keepCompletedMsOf(keepCompletedMs: number | undefined): number {
+  return keepCompletedMs === undefined
+    ? DEFAULT_KEEP_COMPLETED_MS
+    : assertKeepMs(keepCompletedMs, "Queue.open");
+}
+
+/** A kept row as the queue hands it out. @internal */
+export function toCompletedJob(row: CompletedJobRow): CompletedJob {
+  return {
+    id: row.id,
+    queue: row.queue,
+    name: row.name,
+    state: row.state,
+    payload: row.payload,
+    output: row.output,
+    error: row.error,
+    attempts: row.attempts,
+    createdAt: new Date(row.createdAt),
+    startedAt: row.startedAt === null ? null : new Date(row.startedAt),
+    finishedAt: new Date(row.finishedAt),
+    durationMs: row.durationMs,
+  };
+}
+
+/** A pause row as the queue hands it out. @internal */
+export function toPausedQueue(row: PauseRow): PausedQueue {
+  return {
+    queue: row.queue,
+    pausedAt: new Date(row.pausedAt),
+    until: row.until === null ? null : new Date(row.until),
+    reason: row.reason,
+  };
+}
+
+/** The cancel's reason, checked. @internal */
+export function cancelReason(options: CancelOptions | undefined): string {
+  const reason = options?.reason ?? "cancelled";
+  return assertName(reason, "cancel", "reason");
+}
+
+/** A pause's queue, end and reason, checked; throws naming what was wrong. @internal */
+export function resolvePause(
+  queue: unknown,
+  options: PauseOptions | undefined,
+  now: number,
+): { queue: string; until: number | null; reason: string | null } {
+  assertQueueName(queue, "pause");
+  const forMs = options?.forMs;
+  if (
+    forMs !== undefined &&
+    (typeof forMs !== "number" || !Number.isFinite(forMs) || forMs <= 0 || forMs > 2 ** 41)
+  ) {
+    throw new RangeError(`pause: forMs must be a positive number of ms: got ${String(forMs)}`);
+  }
+  const reason = options?.reason === undefined
+    ? null
+    : assertName(options.reason, "pause", "reason");
+  return { queue, until: forMs === undefined ? null : now + Math.ceil(forMs), reason };
+}
+
+/** The wait's timeout, checked. @internal */
+export function waitTimeoutMs(options: DispatchAndWaitOptions | undefined): number | undefined {
+  const timeoutMs = options?.timeoutMs;
+  if (
+    timeoutMs !== undefined &&
+    (typeof timeoutMs !== "number" || !(timeoutMs > 0 && timeoutMs <= 2_147_483_647))
+  ) {
+    throw new RangeError(
+      `dispatchAndWait: timeoutMs must be a positive number of ms up to 2147483647: got ${
+        String(timeoutMs)
+      }`,
+    );
+  }
+  const signal = options?.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new TypeError("dispatchAndWait: signal must be an AbortSignal");
+  }
+  return timeoutMs;
+}
+
+/** An `Error` again from its stored text (`Name: message`). @internal */
+export function storedErrorToError(stored: string): Error {
+  const match = /^([A-Za-z_$][\w$]*): ([\s\S]*)$/.exec(stored);
+  const error = new Error(match === null ? stored : match[2]);
+  if (match !== null) error.name = match[1]!;
+  return error;
+}
+
+/** What a cancel did, as `Queue.cancel` returns it. */
+export type CancelResult = CancelOutcome;

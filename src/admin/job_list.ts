@@ -1,0 +1,103 @@
+/**
+ * Listing the jobs that have not finished: pending, delayed and running,
+ * filtered by queue and job name, a page at a time.
+ *
+ * @module
+ */
+import { shown } from "../shown.ts";
+import { assertName, assertQueueName } from "../names.ts";
+import type { JobFilter, JobListing, JobState, ListedJobRow } from "../stores/store.ts";
+
+export type { JobState } from "../stores/store.ts";
+
+const STATES: readonly JobState[] = ["pending", "delayed", "running"];
+
+/** Options for {@linkcode Queue.jobs}. */
+export interface JobListOptions {
+  /**
+   * Only jobs in this state: `"pending"` (due now, including jobs whose
+   * worker died), `"delayed"` (due later) or `"running"` (leased to a live worker).
+   * @default {every state}
+   */
+  state?: JobState;
+  /**
+   * Only jobs of this queue.
+   * @default {every queue}
+   */
+  queue?: string;
+  /**
+   * Only jobs of this name.
+   * @default {every name}
+   */
+  name?: string;
+  /**
+   * Jobs at most, 1 to 1000.
+   * @default {100}
+   */
+  limit?: number;
+  /**
+   * Jobs to skip.
+   * @default {0}
+   */
+  offset?: number;
+}
+
+/** A job that has not finished. */
+export interface ListedJob {
+  /** The job's id. */
+  readonly id: number;
+  /** The queue it is on. */
+  readonly queue: string;
+  /** The job's name. */
+  readonly name: string;
+  /** Its state now. */
+  readonly state: JobState;
+  /** Higher runs first within its queue. */
+  readonly priority: number;
+  /** Starts of its handler so far, the running one included. */
+  readonly attempts: number;
+  /** When it is due; for a running job, when its lease ends unless renewed. */
+  readonly availableAt: Date;
+  /** When it was dispatched. */
+  readonly createdAt: Date;
+  /** For a running job, what its handler last reported through `ctx.progress()`; else null. */
+  readonly progress: number | null;
+  /** The batch it belongs to or follows up, or null. */
+  readonly batchId: number | null;
+  /** The error of its last attempt, or why it was put back, or null. */
+  readonly lastError: string | null;
+}
+
+/** A page of {@linkcode Queue.jobs}. */
+export interface JobList {
+  /** Jobs matching the filter, on every page. */
+  readonly total: number;
+  /** This page's jobs, in id order (dispatch order). */
+  readonly jobs: ListedJob[];
+}
+
+/** Checks the filter of {@linkcode JobListOptions}; a field left out matches every job. */
+export function jobFilter(options: JobListOptions): JobFilter {
+  const { state, queue, name } = options;
+  if (state !== undefined && !STATES.includes(state)) {
+    throw new TypeError(
+      `jobs: state must be "pending", "delayed" or "running": got ${shown(state)}`,
+    );
+  }
+  if (queue !== undefined) assertQueueName(queue, "jobs");
+  if (name !== undefined) assertName(name, "jobs", "name");
+  return { state: state ?? null, queue: queue ?? null, name: name ?? null };
+}
+
+/** The public form of a store's listing. */
+export function toJobList(listing: JobListing): JobList {
+  return { total: listing.total, jobs: listing.rows.map(toListedJob) };
+}
+
+function toListedJob(row: ListedJobRow): ListedJob {
+  return {
+    ...row,
+    availableAt: new Date(row.availableAt),
+    createdAt: new Date(row.createdAt),
+  };
+}

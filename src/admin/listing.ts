@@ -1,0 +1,143 @@
+/**
+ * What the queue's admin calls take and return: jobs by state, running and
+ * failed jobs as the API shows them, listing and pruning options, with the
+ * checks of those options and the mapping from store rows.
+ *
+ * @module
+ */
+import { shown } from "../shown.ts";
+import type { FailedJobRow, Page, RunningJobRow } from "../stores/store.ts";
+
+/** Jobs in one queue by state. */
+export interface QueueCounts {
+  /** Due now and waiting (including jobs whose worker died). */
+  readonly pending: number;
+  /** Waiting for a later time. */
+  readonly delayed: number;
+  /** Running, leased to a worker. */
+  readonly reserved: number;
+  /** Failed for good. */
+  readonly failed: number;
+  /** The jobs counted in `reserved` whose lease is live, with the progress they reported. */
+  readonly running: RunningJob[];
+}
+
+/** A job running now. */
+export interface RunningJob {
+  /** The job's id. */
+  readonly id: number;
+  /** The job's name. */
+  readonly name: string;
+  /** The attempt running: 1 for the first start of the handler. */
+  readonly attempt: number;
+  /** What its handler last reported through `ctx.progress()`, 0 to 100, or null. */
+  readonly progress: number | null;
+  /** When its lease ends unless its worker renews it. */
+  readonly leasedUntil: Date;
+  /** Its batch, or null. */
+  readonly batchId: number | null;
+}
+
+/** A job that failed for good. */
+export interface FailedJob {
+  /** The job's id, kept from when it was queued; `retry(id)` brings it back under it. */
+  readonly id: number;
+  /** The queue it ran on. */
+  readonly queue: string;
+  /** The job's name. */
+  readonly name: string;
+  /** The stored payload text (still encrypted if it was). */
+  readonly payload: string;
+  /** Why it failed: `ErrorName: message`. */
+  readonly error: string;
+  /** The error's stack, when there was one. */
+  readonly stack: string | null;
+  /** How many times its handler started. */
+  readonly attempts: number;
+  /** How many times its worker died while running it. */
+  readonly crashes: number;
+  /** When it was first dispatched. */
+  readonly createdAt: Date;
+  /** When it failed. */
+  readonly failedAt: Date;
+  /** The batch it belongs to or follows up, or null. */
+  readonly batchId: number | null;
+  /** The chain it is a link of, or null; retrying it resumes the chain. */
+  readonly chainId: number | null;
+}
+
+/** Options for `Queue.failed` and `Queue.batches`. */
+export interface ListOptions {
+  /**
+   * Rows at most, 1 to 1000.
+   * @default {100}
+   */
+  limit?: number;
+  /**
+   * Rows to skip.
+   * @default {0}
+   */
+  offset?: number;
+}
+
+/** Options for `Queue.pruneFailed` and `Queue.pruneBatches`. */
+export interface PruneOptions {
+  /** Delete what ended longer ago than this. */
+  olderThanMs: number;
+}
+
+/** Throws a `RangeError` unless `id` is a positive integer; `what` names it (`A batch id`). */
+export function assertId(id: number, what = "A job id"): number {
+  if (!Number.isSafeInteger(id) || id < 1) {
+    throw new RangeError(
+      `${what} must be a positive integer: got ${shown(id)}`,
+    );
+  }
+  return id;
+}
+
+/** Checks {@linkcode ListOptions} and fills in their defaults; `method` starts each error. */
+export function page(options: ListOptions, method: string): Page {
+  const limit = options.limit ?? 100;
+  const offset = options.offset ?? 0;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+    throw new RangeError(`${method}: limit must be an integer from 1 to 1000: got ${shown(limit)}`);
+  }
+  if (!Number.isSafeInteger(offset) || offset < 0) {
+    throw new RangeError(`${method}: offset must be an integer >= 0: got ${shown(offset)}`);
+  }
+  return { limit, offset };
+}
+
+/** The time before which {@linkcode PruneOptions} prune. */
+export function cutoff(now: number, options: PruneOptions | undefined, method: string): number {
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError(
+      `${method}: options with olderThanMs are required, e.g. { olderThanMs: 86_400_000 }`,
+    );
+  }
+  const { olderThanMs } = options;
+  if (typeof olderThanMs !== "number" || !Number.isFinite(olderThanMs) || olderThanMs < 0) {
+    throw new RangeError(
+      `${method}: olderThanMs must be a number >= 0: got ${shown(olderThanMs)}`,
+    );
+  }
+  return now - olderThanMs;
+}
+
+/** A failed job row as the API shows it. */
+export function toFailedJob(row: FailedJobRow): FailedJob {
+  return { ...row, createdAt: new Date(row.createdAt), failedAt: new Date(row.failedAt) };
+}
+
+/** A running job row as the API shows it. */
+export function toRunningJob(row: RunningJobRow): RunningJob {
+  return {
+    id: row.id,
+    name: row.name,
+    attempt: row.attempts,
+    progress: row.progress,
+    leasedUntil: new Date(row.leasedUntil),
+    batchId: row.batchId,
+  };
+}

@@ -1,0 +1,82 @@
+/**
+ * The workers a queue's database has seen: each running worker writes a
+ * heartbeat row at its start and on its lease-renewal timer (every third of
+ * its lease, at most 10 s apart), and deletes it when it stops.
+ *
+ * @module
+ */
+import { shown } from "../shown.ts";
+import type { PendingByName, WorkerRow } from "../stores/store.ts";
+
+/** Options for {@linkcode Queue.workers}. */
+export interface WorkersOptions {
+  /**
+   * List workers whose last heartbeat is at most this old, in ms, from
+   * 1,000 to 86,400,000 (a day).
+   * @default {30_000}
+   */
+  seenWithinMs?: number;
+}
+
+/** A worker, in this process or another, as its last heartbeat described it. */
+export interface WorkerInfo {
+  /** A random id, unique per worker. */
+  readonly id: string;
+  /** The machine it runs on, or `"unknown"` where the process may not read its name. */
+  readonly host: string;
+  /** Its process id. */
+  readonly pid: number;
+  /** The queues it claims from, in order. */
+  readonly queues: readonly string[];
+  /** Jobs it runs at once at most. */
+  readonly concurrency: number;
+  /** When it started. */
+  readonly startedAt: Date;
+  /** Its last heartbeat. */
+  readonly lastSeenAt: Date;
+  /** Jobs it was running at its last heartbeat. */
+  readonly running: number;
+  /** The job names its process has definitions for: the only jobs it claims. */
+  readonly names: readonly string[];
+}
+
+/** The earliest heartbeat {@linkcode WorkersOptions} accept at `now`. */
+export function seenSince(now: number, options: WorkersOptions): number {
+  const seenWithinMs = options.seenWithinMs ?? 30_000;
+  if (!(Number.isFinite(seenWithinMs) && seenWithinMs >= 1_000 && seenWithinMs <= 86_400_000)) {
+    throw new RangeError(
+      `workers: seenWithinMs must be a number of ms from 1000 to 86400000: got ${
+        shown(seenWithinMs)
+      }`,
+    );
+  }
+  return now - seenWithinMs;
+}
+
+/** Due jobs of one name on one queue that no worker seen lately can claim. */
+export interface UnclaimedJobs {
+  /** The queue they wait on. */
+  readonly queue: string;
+  /** Their job name. */
+  readonly name: string;
+  /** How many are due. */
+  readonly pending: number;
+}
+
+/**
+ * The groups of `pending` (due jobs per queue and name) that no worker in
+ * `workers` can claim: none of them lists the queue and knows the name.
+ */
+export function unclaimedJobs(
+  pending: readonly PendingByName[],
+  workers: readonly WorkerRow[],
+): UnclaimedJobs[] {
+  return pending.filter(({ queue, name }) =>
+    !workers.some((worker) => worker.queues.includes(queue) && worker.names.includes(name))
+  );
+}
+
+/** The public form of a worker's row. */
+export function toWorkerInfo(row: WorkerRow): WorkerInfo {
+  return { ...row, startedAt: new Date(row.startedAt), lastSeenAt: new Date(row.lastSeenAt) };
+}

@@ -1,0 +1,99 @@
+/**
+ * Inline mode (`Queue.open({ mode: "inline" })`): a dispatch target that
+ * stores nothing and runs each job at once, in this isolate, like Laravel's
+ * `sync` driver. One attempt with the job's timeout, no retries, middleware
+ * skipped; every id is 0. A chain runs link by link and stops at a failure
+ * (its `catch` runs, then the dispatch rejects with the failure); a batch
+ * runs its jobs in order (stopping at a failure unless it allows failures),
+ * then its `then`, `catch` and `finally` as a stored batch would fire them.
+ *
+ * @internal
+ * @module
+ */
+import type { DispatchTarget } from "./dispatch.ts";
+import type { Executor } from "../executors/executor.ts";
+import type { JobRegistry } from "../registry.ts";
+import { runNow } from "./run_now.ts";
+import {
+  FROM_PREVIOUS_OUTPUT,
+  type KeyedJobRow,
+  type KeyedPush,
+  type NewBatchRow,
+  type NewChainRow,
+  type NewJobRow,
+  type PushedBatch,
+  type WaitingJobRow,
+} from "../stores/store.ts";
+
+/** Runs what is dispatched instead of storing it. */
+export class InlineTarget implements DispatchTarget {
+  readonly #registry: JobRegistry;
+  readonly #executor: Pick<Executor, "run">;
+
+  /** Runs jobs of `registry` on `executor` (the isolate executor). */
+  constructor(registry: JobRegistry, executor: Pick<Executor, "run">) {
+    this.#registry = registry;
+    this.#executor = executor;
+  }
+
+  /** Runs each job in order; rejects with the first failure. */
+  async push(rows: readonly NewJobRow[]): Promise<number[]> {
+    for (const row of rows) await this.#run(row);
+    return rows.map(() => 0);
+  }
+
+  /** Runs each job in order, as jobs of no batch (there is none to add them to). */
+  addToBatch(_batchId: number, rows: readonly NewJobRow[]): Promise<number[]> {
+    return this.push(rows);
+  }
+
+  /** Runs each job in order: an inline job is never a duplicate. */
+  async pushKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedPush[]> {
+    await this.push(rows);
+    return rows.map(() => ({ id: 0, outcome: "stored" as const }));
+  }
+
+  /** Runs the links in order; at a failure runs the chain's `catch` and rejects. */
+  async pushChain(chain: NewChainRow): Promise<number> {
+    try {
+      let output = await this.#run(chain.first);
+      for (const link of chain.next) {
+        const payload = link.payload === FROM_PREVIOUS_OUTPUT ? output ?? "null" : link.payload;
+        output = await this.#run({ ...link, payload });
+      }
+    } catch (error) {
+      for (const onFailure of chain.onFailure) await this.#run(onFailure);
+      throw error;
+    }
+    return 0;
+  }
+
+  /** Runs the batch's jobs, then its callbacks; rejects with the first failure after them. */
+  async pushBatch(batch: NewBatchRow): Promise<PushedBatch> {
+    let failure: unknown = undefined;
+    let failed = false;
+    for (const job of batch.jobs) {
+      if (failed && !batch.allowFailures) break;
+      try {
+        await this.#run(job);
+      } catch (error) {
+        if (!failed) {
+          failed = true;
+          failure = error;
+          for (const onCatch of batch.catch) await this.#run(onCatch);
+        }
+      }
+    }
+    if (!failed) { for (const then of batch.then) await this.#run(then); }
+    for (const always of batch.finally) await this.#run(always);
+    if (failed) throw failure;
+    return { id: 0, jobIds: batch.jobs.map(() => 0) };
+  }
+
+  /** Runs one job; its stored output text, or null. */
+  async #run(row: NewJobRow | WaitingJobRow): Promise<string | null> {
+    const job = this.#registry.get(row.name);
+    if (job === undefined) throw new TypeError(`No job named "${row.name}" is registered`);
+    return await runNow(this.#executor, job, row);
+  }
+}

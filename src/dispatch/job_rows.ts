@@ -1,0 +1,180 @@
+/**
+ * Turning a dispatch into the rows a store inserts: the job checked against
+ * the registry, its options resolved, each payload checked, capped and (for
+ * an encrypted job) sealed; unique and debounced jobs keyed; jobs that wait
+ * for another's outcome made relative. Nothing here writes: every error is
+ * thrown before anything is stored.
+ *
+ * @internal
+ * @module
+ */
+import type { Clock } from "../clock.ts";
+import type { PayloadCipher } from "../encryption.ts";
+import {
+  type DispatchOptions,
+  isJobDefinition,
+  type JobDefinition,
+  resolveDispatch,
+} from "../job.ts";
+import { encodePayload } from "../payload.ts";
+import type { JobRegistry } from "../registry.ts";
+import { activeTraceparent } from "../trace_context.ts";
+import type { KeyedJobRow, NewJobRow, WaitingJobRow } from "../stores/store.ts";
+
+/** Builds the rows of the jobs a queue dispatches. */
+export class JobRows {
+  readonly #registry: JobRegistry;
+  readonly #clock: Clock;
+  readonly #maxPayloadBytes: number;
+  readonly #cipher: PayloadCipher | null;
+
+  /** `cipher` seals encrypted jobs' payloads; it is set whenever such a job is registered. */
+  constructor(
+    registry: JobRegistry,
+    clock: Clock,
+    maxPayloadBytes: number,
+    cipher: PayloadCipher | null,
+  ) {
+    this.#registry = registry;
+    this.#clock = clock;
+    this.#maxPayloadBytes = maxPayloadBytes;
+    this.#cipher = cipher;
+  }
+
+  /**
+   * One row per payload of `job`, due after `options.delayMs`. `role`
+   * follows the job's name in error messages (` as link 2 of a chain`).
+   */
+  async rows(
+    job: JobDefinition,
+    payloads: readonly unknown[],
+    options: DispatchOptions | undefined,
+    role = "",
+  ): Promise<NewJobRow[]> {
+    const rows = this.plainRows(job, payloads, options, role);
+    if (!job.encrypted) return rows;
+    const sealed = await Promise.all(
+      rows.map((row) => this.#cipher!.encrypt(job.name, row.payload)),
+    );
+    return rows.map((row, index) => ({ ...row, payload: sealed[index]! }));
+  }
+
+  /**
+   * {@linkcode JobRows.rows} without sealing: the payloads as checked JSON
+   * text, even for an encrypted job (seal them before storing).
+   */
+  plainRows(
+    job: JobDefinition,
+    payloads: readonly unknown[],
+    options: DispatchOptions | undefined,
+    role = "",
+  ): NewJobRow[] {
+    if (!isJobDefinition(job) || !this.#registry.has(job)) {
+      const name = typeof job?.name === "string" ? `"${job.name}"` : String(job);
+      throw new TypeError(
+        `Cannot dispatch ${name}${role}: it is not a job registered with this queue (export it from the jobs module)`,
+      );
+    }
+    if (!Array.isArray(payloads)) {
+      throw new TypeError(`Cannot dispatch "${job.name}"${role}: payloads must be an array`);
+    }
+    const where = `Cannot dispatch "${job.name}"${role}`;
+    // `map` skips the holes of a sparse array (`new Array(3)`), which would store nothing.
+    for (let index = 0; index < payloads.length; index++) {
+      if (!(index in payloads)) {
+        throw new TypeError(`${where}: payloads[${index}] is missing (a hole in the array)`);
+      }
+    }
+    const { queue, delayMs, at, priority } = resolveDispatch(job, options, where);
+    const trace = activeTraceparent();
+    const createdAt = this.#clock.now();
+    const retryUntil = job.retryUntil === undefined
+      ? null
+      : job.retryUntil(new Date(createdAt)).getTime();
+    if (retryUntil !== null && !Number.isFinite(retryUntil)) {
+      throw new RangeError(`${where}: retryUntil returned an invalid date`);
+    }
+    return payloads.map((payload) => ({
+      queue,
+      name: job.name,
+      payload: encodePayload(job, payload, this.#maxPayloadBytes, role),
+      priority,
+      availableAt: at ?? createdAt + delayMs,
+      retryUntil,
+      createdAt,
+      trace,
+    }));
+  }
+
+  /** Seals the payload of a row of an encrypted job (the rest is returned as it is). */
+  async seal(job: JobDefinition, row: NewJobRow): Promise<NewJobRow> {
+    if (!job.encrypted) return row;
+    return { ...row, payload: await this.#cipher!.encrypt(job.name, row.payload) };
+  }
+
+  /**
+   * The rows of a unique or debounced job with their keys (its name and
+   * `uniqueId(payload)`); null for a job that is neither. A debounced job is
+   * due `debounceMs` later than its row.
+   */
+  keyed(
+    job: JobDefinition,
+    payloads: readonly unknown[],
+    rows: readonly NewJobRow[],
+  ): KeyedJobRow[] | null {
+    if (job.uniqueForMs === undefined && job.debounceMs === undefined) return null;
+    return rows.map((row, index): KeyedJobRow => {
+      // JSON: unambiguous for any name and id, and free of NUL, which PostgreSQL text refuses.
+      const key = JSON.stringify([job.name, uniqueIdOf(job, payloads[index])]);
+      if (job.uniqueForMs !== undefined) {
+        const releaseOnStart = job.uniqueUntil === "processing";
+        return {
+          ...row,
+          key: { kind: "unique", key, expiresAt: row.createdAt + job.uniqueForMs, releaseOnStart },
+        };
+      }
+      const latestAt = job.debounceMaxWaitMs === undefined
+        ? null
+        : row.createdAt + job.debounceMaxWaitMs;
+      return {
+        ...row,
+        availableAt: row.availableAt + job.debounceMs!,
+        key: { kind: "debounce", key, latestAt },
+      };
+    });
+  }
+}
+
+/** A job row that waits for another's outcome: its delay and retry window become relative. */
+export function toWaiting(row: NewJobRow): WaitingJobRow {
+  return {
+    queue: row.queue,
+    name: row.name,
+    payload: row.payload,
+    priority: row.priority,
+    delayMs: row.availableAt - row.createdAt,
+    retryForMs: row.retryUntil === null ? null : row.retryUntil - row.createdAt,
+    trace: row.trace ?? null,
+  };
+}
+
+/** A unique or debounced job's `uniqueId` for one payload, checked. */
+function uniqueIdOf(job: JobDefinition, payload: unknown): string {
+  let id: unknown;
+  try {
+    id = job.uniqueId(payload);
+  } catch (error) {
+    throw new TypeError(
+      `Cannot dispatch "${job.name}": its uniqueId threw: ${(error as Error)?.message ?? error}`,
+      { cause: error },
+    );
+  }
+  if (typeof id !== "string" || id.length > 255) {
+    throw new TypeError(
+      `Cannot dispatch "${job.name}": uniqueId must return a string of at most 255 characters: got ${
+        typeof id === "string" ? `${id.length} characters` : typeof id
+      }`,
+    );
+  }
+  return id;
+}

@@ -1,0 +1,48 @@
+/**
+ * A drain: one runner on the same tick path as `work()` (claim → run →
+ * settle), stopping once nothing is due, within a time and a job budget,
+ * whose jobs still running at the end of the time budget are put back
+ * without using an attempt, as `stop()` does.
+ *
+ * @internal
+ * @module
+ */
+import type { DrainResult, DrainStopReason } from "./options.ts";
+import type { Runner } from "../runner/runner.ts";
+
+/**
+ * Starts a runner with `start` (its options carry the budgets: `maxTimeMs`,
+ * `maxJobs`, `stopWhenEmpty`), stops it at the end of the time budget, and
+ * resolves with what it did once every job it held has settled.
+ */
+export async function runDrain(start: () => Runner): Promise<DrainResult> {
+  // Taken before the runner starts its own clock: its budget is over when this one's is.
+  const startedAt = performance.now();
+  const runner = start();
+  const maxMs = runner.options.maxTimeMs;
+  let timeUp = false;
+  const timer = setTimeout(() => {
+    if (runner.stopReason !== null) return; // it ended, or the queue closed it, first
+    timeUp = true;
+    void runner.stop({ graceMs: 0 });
+  }, maxMs);
+  try {
+    await runner.done;
+  } finally {
+    clearTimeout(timer);
+  }
+  const { completed, failed, retried } = runner.stats;
+  return { completed, failed, retried, stoppedBecause: why(performance.now() - startedAt) };
+
+  function why(elapsedMs: number): DrainStopReason {
+    if (timeUp) return "time";
+    switch (runner.stopReason) {
+      case "empty":
+        return "empty";
+      case "limit": // claiming stopped at a budget: the time's, or else the jobs'
+        return elapsedMs >= maxMs ? "time" : "jobs";
+      default: // a stop() from elsewhere: the queue is closing
+        return "closed";
+    }
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * The cron job of {@linkcode Queue.serverless}: on hosts that keep an
+ * isolate alive only while it serves requests and cron ticks (Deno Deploy),
+ * a top-level `Deno.cron` drains the queue for up to `drainMs` each tick.
+ *
+ * @internal
+ * @module
+ */
+import type { DrainOptions, ServerlessOptions } from "./options.ts";
+
+/** `Deno.cron`'s overload with options, as far as the queue uses it. */
+type Cron = (
+  name: string,
+  schedule: string,
+  options: { signal?: AbortSignal },
+  handler: () => Promise<void>,
+) => Promise<void>;
+
+/** What {@linkcode Queue.serverless} says when the runtime has no `Deno.cron`. */
+export const NO_CRON_MESSAGE =
+  'serverless: Deno.cron is not available: run with --unstable-cron, or add "unstable": ["cron"] to the app\'s deno.json';
+
+/**
+ * Registers the drain cron job: each tick drains for up to `drainMs` with
+ * the options' concurrency and queues. Throws when `Deno.cron` is missing or
+ * an option is bad (checked by `check` before anything is registered).
+ */
+export function registerDrainCron(
+  options: ServerlessOptions,
+  drain: (options: DrainOptions) => Promise<unknown>,
+  check: (options: DrainOptions) => void,
+): Promise<void> {
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError(`serverless: options must be an object: got ${String(options)}`);
+  }
+  const schedule = options.cron ?? "* * * * *";
+  if (typeof schedule !== "string" || schedule.trim() === "") {
+    throw new TypeError(`serverless: cron must be a cron expression: got ${String(schedule)}`);
+  }
+  const name = options.name ?? "renox-queue drain";
+  if (typeof name !== "string" || name.trim() === "") {
+    throw new TypeError(`serverless: name must be a non-empty string: got ${String(name)}`);
+  }
+  const drainOptions: DrainOptions = {
+    maxMs: options.drainMs ?? 50_000,
+    ...(options.concurrency !== undefined && { concurrency: options.concurrency }),
+    ...(options.queues !== undefined && { queues: options.queues }),
+  };
+  try {
+    check(drainOptions);
+  } catch (error) {
+    const message = (error as Error).message.replace(/^drain: maxMs/, "serverless: drainMs")
+      .replace(/^drain:/, "serverless:");
+    throw error instanceof RangeError ? new RangeError(message) : new TypeError(message);
+  }
+  const cron = (Deno as unknown as { cron?: Cron }).cron;
+  if (typeof cron !== "function") throw new Error(NO_CRON_MESSAGE);
+  const cronOptions = options.signal === undefined ? {} : { signal: options.signal };
+  try {
+    return cron(name, schedule, cronOptions, async () => {
+      await drain(drainOptions);
+    });
+  } catch (error) {
+    throw new TypeError(
+      `serverless: Deno.cron refused the job "${name}" on "${schedule}": ${
+        (error as Error).message
+      }`,
+      { cause: error },
+    );
+  }
+}

@@ -1,0 +1,256 @@
+/**
+ * The rules that decide a job's fate: whether a claimed job may start, and
+ * what an attempt's result does to it. Pure functions of their inputs.
+ *
+ * @internal
+ * @module
+ */
+import { retryDelayMs } from "../backoff.ts";
+import type { ExecutionResult } from "../executors/executor.ts";
+import type { JobDefinition } from "../job.ts";
+import type { ClaimedJob, Settlement, StoredError } from "../stores/store.ts";
+import { attemptsSpent, crashesSpent } from "../stores/rows/spend_limits.ts";
+
+type Fail = Extract<Settlement, { kind: "fail" }>;
+type Release = Extract<Settlement, { kind: "release" }>;
+
+/** What settling an attempt means, for the store and for the events sent after it. */
+export type Outcome =
+  | { readonly kind: "complete"; readonly settlement: Extract<Settlement, { kind: "complete" }> }
+  | {
+    readonly kind: "retry";
+    readonly settlement: Release;
+    readonly error: Error | null;
+    readonly delayMs: number;
+  }
+  | { readonly kind: "fail"; readonly settlement: Fail; readonly error: Error }
+  | {
+    /** Held back by its middleware before it started: put back, attempt given back. */
+    readonly kind: "held";
+    readonly settlement: Release;
+  }
+  | {
+    /** Cancelled (`queue.cancel()`): not retried, no `failed` hook. */
+    readonly kind: "cancelled";
+    readonly settlement: Extract<Settlement, { kind: "cancel" }>;
+    readonly reason: string;
+  };
+
+/**
+ * The outcome of a job cancelled while it ran (or claimed with a cancel
+ * asked): deleted, kept as cancelled until `keepUntil`.
+ */
+export function cancelled(
+  job: ClaimedJob,
+  reason: string,
+  now: number,
+  keepUntil: number,
+): Outcome {
+  return {
+    kind: "cancelled",
+    reason,
+    settlement: { kind: "cancel", id: job.id, token: job.token, at: now, reason, keepUntil },
+  };
+}
+
+/**
+ * Why a claimed job must fail before its handler starts, or null when it may
+ * run. `job.attempts` includes this claim, so the starts so far are one less.
+ */
+export function refusalBeforeStart(
+  job: ClaimedJob,
+  definition: JobDefinition | undefined,
+  now: number,
+): string | null {
+  // Claims ask only for known names; a store that ignores them still cannot run an unknown job.
+  if (definition === undefined) {
+    return `no job named "${job.name}" is registered in the process that claimed it`;
+  }
+  const started = job.attempts - 1;
+  const limits = { attempts: definition.maxAttempts, crashes: definition.maxCrashes };
+  if (crashesSpent(job, limits)) {
+    return `worker crashed while running it: ${job.crashes} of ${definition.maxCrashes} crashes allowed`;
+  }
+  if (attemptsSpent(job, limits)) {
+    return job.recovered
+      ? "attempts spent: worker died during its last attempt"
+      : `attempts spent: released ${started} times`;
+  }
+  if (job.retryUntil !== null && now >= job.retryUntil) {
+    return `retry deadline passed at ${new Date(job.retryUntil).toISOString()}`;
+  }
+  return null;
+}
+
+/** The settlement of a job refused before start: it fails without running. */
+export function failBeforeStart(job: ClaimedJob, reason: string, now: number): Outcome {
+  const error = new Error(reason);
+  // The stack would point into this module, not at anything the job did.
+  const stored = { message: `${error.name}: ${reason}`, stack: null };
+  return failure(job, error, stored, job.attempts - 1, now, false);
+}
+
+/** The outcome that moves a job to the failed jobs. */
+function failure(
+  job: ClaimedJob,
+  error: Error,
+  stored: StoredError,
+  attempts: number,
+  now: number,
+  crashed: boolean,
+): Outcome {
+  return {
+    kind: "fail",
+    error,
+    settlement: {
+      kind: "fail",
+      id: job.id,
+      token: job.token,
+      error: stored,
+      attempts,
+      at: now,
+      ...(crashed && { crashed }),
+    },
+  };
+}
+
+/** What an attempt's result does to its job. */
+export function outcomeOf(
+  job: ClaimedJob,
+  definition: JobDefinition,
+  result: ExecutionResult,
+  now: number,
+  random: () => number = Math.random,
+): Outcome {
+  const { id, token } = job;
+  switch (result.kind) {
+    case "success":
+      return {
+        kind: "complete",
+        settlement: {
+          kind: "complete",
+          id,
+          token,
+          at: now,
+          ...(result.output !== undefined && result.output !== null && { output: result.output }),
+        },
+      };
+    case "release":
+      return {
+        kind: "retry",
+        error: null,
+        delayMs: Math.round(result.delayMs),
+        settlement: {
+          kind: "release",
+          id,
+          token,
+          at: now,
+          availableAt: now + Math.round(result.delayMs),
+          error: null,
+          refundAttempt: false,
+        },
+      };
+    case "interrupted":
+      return putBack(job, now, result.error.message);
+    case "crash":
+    case "error": {
+      const crashed = result.kind === "crash";
+      const crashesSpent = crashed && job.crashes + 1 >= definition.maxCrashes;
+      const error = crashesSpent
+        ? new Error(
+          `worker crashed while running it: ${
+            job.crashes + 1
+          } of ${definition.maxCrashes} crashes allowed (${result.error.message})`,
+          { cause: result.error },
+        )
+        : result.error;
+      const stored = storedError(error);
+      const final = (result.kind === "error" && result.permanent) || crashesSpent ||
+        job.attempts >= definition.maxAttempts ||
+        (job.retryUntil !== null && now >= job.retryUntil);
+      if (final) return failure(job, error, stored, job.attempts, now, crashed);
+      const delayMs = retryDelayMs(definition.backoff, job.attempts, definition.jitter, random);
+      return {
+        kind: "retry",
+        error,
+        delayMs,
+        settlement: {
+          kind: "release",
+          id,
+          token,
+          at: now,
+          availableAt: now + delayMs,
+          error: stored.message,
+          refundAttempt: false,
+          ...(crashed && { crashed }),
+        },
+      };
+    }
+  }
+}
+
+/**
+ * A job whose attempt was cut short through no fault of its own (the worker
+ * stopping, its Web Worker terminated for another job): it goes back at once
+ * and gets its attempt back, since the handler did not get to finish.
+ */
+export function putBack(job: ClaimedJob, now: number, reason: string): Outcome {
+  return { kind: "retry", error: null, delayMs: 0, settlement: giveBack(job, now, now, reason) };
+}
+
+/**
+ * A job its middleware held back (a lock held elsewhere, a rate limit
+ * reached): it is due again at `retryAt` and gets its attempt back, since
+ * its handler never ran.
+ */
+export function holdBack(job: ClaimedJob, now: number, retryAt: number, reason: string): Outcome {
+  return { kind: "held", settlement: giveBack(job, now, retryAt, reason) };
+}
+
+/** The release of a job whose handler did not get to finish: due at `availableAt`, attempt given back. */
+function giveBack(job: ClaimedJob, now: number, availableAt: number, reason: string): Release {
+  return {
+    kind: "release",
+    id: job.id,
+    token: job.token,
+    at: now,
+    availableAt,
+    error: storable(reason),
+    refundAttempt: true,
+  };
+}
+
+/** An error in the form the store keeps. */
+export function storedError(error: Error): StoredError {
+  const stack = error.stack === undefined || error.stack === null ? null : storable(error.stack);
+  return { message: storable(`${String(error.name)}: ${String(error.message)}`), stack };
+}
+
+/** The most of an error's message, and of its stack, that is stored: 64 KiB of UTF-8 each. */
+export const MAX_ERROR_BYTES = 64 * 1024;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/**
+ * Text every store keeps as given: NUL (which PostgreSQL text refuses) and
+ * lone surrogates become U+FFFD, so no error message can make a settle fail;
+ * past {@linkcode MAX_ERROR_BYTES} it is cut, saying so, as payloads are
+ * capped (a 10 MB message would otherwise be stored, logged and served whole).
+ */
+function storable(text: unknown): string {
+  const clean = String(text).replaceAll("\0", "\uFFFD").toWellFormed();
+  // A UTF-16 unit is at most 3 bytes of UTF-8, so short text needs no count.
+  if (clean.length * 3 <= MAX_ERROR_BYTES) return clean;
+  const bytes = encoder.encode(clean);
+  if (bytes.length <= MAX_ERROR_BYTES) return clean;
+  const note = `\n… [cut: ${bytes.length} bytes, the first ${MAX_ERROR_BYTES} kept]`;
+  // A character cut in two decodes as U+FFFD, which the stores keep.
+  const kept = decoder.decode(bytes.subarray(0, MAX_ERROR_BYTES - encoder.encode(note).length));
+  return kept + note;
+}
+
+/** A job whose rules themselves failed (e.g. a backoff function that threw): it fails for good. */
+export function failWith(job: ClaimedJob, error: Error, now: number): Outcome {
+  return failure(job, error, storedError(error), job.attempts, now, false);
+}

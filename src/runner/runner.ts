@@ -1,0 +1,772 @@
+/**
+ * The worker loop: claim up to the free slots in one statement, hand the jobs
+ * to an executor, settle everything that finished in one transaction, repeat.
+ * Around that core, each in `src/runner/`: the lease keeper (renewals and
+ * heartbeat), throttled progress writes, the middleware check between claim
+ * and start, the time-boxed `failed` hooks, the sleep between polls, and the
+ * stop state.
+ *
+ * @module
+ */
+import type { Clock } from "../clock.ts";
+import type { PayloadCipher } from "../encryption.ts";
+import { asError, JobCancelledError, JobTimeoutError } from "../errors.ts";
+import { QueueEventTarget, type RunnerStats, type StopReason } from "../events.ts";
+import type { ExecutionResult, Executor } from "../executors/executor.ts";
+import {
+  cancelled,
+  failBeforeStart,
+  failWith,
+  type Outcome,
+  outcomeOf,
+  putBack,
+  refusalBeforeStart,
+} from "./outcomes.ts";
+import type { JobRegistry } from "../registry.ts";
+import { AttemptTimeouts } from "./attempt_timeouts.ts";
+import type { FinishedJob, RunningJob } from "./attempts.ts";
+import { ClaimAhead, SETTLE_GROUP } from "./claim_ahead.ts";
+import { FailedHooks } from "./failed_hooks.ts";
+import { JobLogBuffer } from "./log_buffer.ts";
+import { JobMetrics } from "./job_metrics.ts";
+import { LeaseKeeper } from "./lease_keeper.ts";
+import { MiddlewareCheck } from "./middleware_check.ts";
+import { PollSleep } from "./poll_sleep.ts";
+import { ProgressWrites } from "./progress_writes.ts";
+import type { ScheduleFirer } from "../schedules/firing.ts";
+import { settleApart } from "./settle_apart.ts";
+import { isStoreOutage } from "../stores/store_outage.ts";
+import { RUNNING, type StopState } from "./stop_state.ts";
+import { endAttemptSpan, spanOutcomeOf, startAttemptSpan } from "./tracing.ts";
+import type {
+  ClaimedJob,
+  ClaimRequest,
+  Settlement,
+  SettleResult,
+  SpendLimits,
+  WorkerStore,
+} from "../stores/store.ts";
+import type { ResolvedWorkOptions } from "./work_options.ts";
+
+export type { RunnerStats, StopReason } from "../events.ts";
+
+/** What a runner needs from the queue that starts it. @internal */
+export interface RunnerDeps {
+  /** Where jobs are claimed and settled. */
+  readonly store: WorkerStore;
+  /** The job definitions, for their retry rules. */
+  readonly registry: JobRegistry;
+  /** Where handlers run; the runner closes it when it stops. */
+  readonly executor: Executor;
+  /** Source of stored times. */
+  readonly clock: Clock;
+  /** Receives every event the runner sends. */
+  readonly events: QueueEventTarget;
+  /** Source of jitter. */
+  readonly random: () => number;
+  /** Opens encrypted payloads for middleware; null without `APP_KEY`. */
+  readonly cipher: PayloadCipher | null;
+  /** Fires the schedules' due slots in this runner's ticks; null when it fires none. */
+  readonly schedules: ScheduleFirer | null;
+  /** Whether claims look up the schedule that fired each job (some schedule is defined). */
+  readonly readsScheduled: boolean;
+  /** How long finished jobs are kept, in ms, for jobs that do not say (`keepCompletedMs`). */
+  readonly keepCompletedMs: number;
+}
+
+/** Options for {@linkcode Runner.stop}. */
+export interface StopOptions {
+  /**
+   * How long running jobs may finish before they are aborted and released.
+   * @default {the worker's graceMs}
+   */
+  graceMs?: number;
+}
+
+/**
+ * A running worker, as {@linkcode Queue.work} returns it. It sends the job
+ * events of {@linkcode QueueEventMap} for its own jobs (the queue gets them
+ * too) and `worker:stop` once it has stopped.
+ */
+export class Runner extends QueueEventTarget implements AsyncDisposable {
+  /** Settles once the runner has stopped and every job it held has settled. */
+  readonly done: Promise<void>;
+  readonly #deps: RunnerDeps;
+  readonly #options: ResolvedWorkOptions;
+  readonly #running = new Map<number, RunningJob>();
+  readonly #startedAt = performance.now();
+  readonly #leases: LeaseKeeper;
+  readonly #progress: ProgressWrites;
+  readonly #middleware: MiddlewareCheck;
+  readonly #failedHooks: FailedHooks;
+  readonly #logs: JobLogBuffer;
+  readonly #metrics = new JobMetrics();
+  readonly #timeouts = new AttemptTimeouts<RunningJob>((entry) => this.#timedOut(entry));
+  #finished: FinishedJob[] = [];
+  /** When the oldest of `#finished` finished (performance.now); Infinity when none waits. */
+  #unsettledSince = Infinity;
+  /** Whether one of `#finished` is to be settled before another job starts (see `#settleLater`). */
+  #settleFirst = false;
+  /**
+   * While a tick is writing: whether what it settles was to be written
+   * before another job starts; null when no tick is writing. Jobs claimed
+   * ahead start in slots that free up meanwhile only when it is false.
+   */
+  #tickSettlesFirst: boolean | null = null;
+  readonly #ahead: ClaimAhead;
+  #spendLimitsByName: Readonly<Record<string, SpendLimits>> | undefined;
+  #claimed = 0;
+  #state: StopState = RUNNING;
+  readonly #pollSleep = new PollSleep();
+  #stats = { completed: 0, failed: 0, retried: 0 };
+  /** The time of the last tick that fired schedules (0: none yet). */
+  #firedAt = 0;
+  /** The error of a store that stopped taking writes, until a write goes through again. */
+  #outage: Error | null = null;
+
+  /** Starts the loop at once. @internal */
+  constructor(deps: RunnerDeps, options: ResolvedWorkOptions) {
+    super(deps.events);
+    this.#deps = deps;
+    this.#options = options;
+    this.#ahead = new ClaimAhead(options);
+    const { store, registry, clock, executor } = deps;
+    this.#leases = new LeaseKeeper({
+      store,
+      clock,
+      events: this,
+      running: this.#running,
+      forget: (entry) => {
+        if (!this.#forget(entry)) return false;
+        endAttemptSpan(entry.span, "lost", null, entry.definition.encrypted);
+        return true;
+      },
+      cancel: (entry, reason) => this.#cancel(entry, reason),
+      names: deps.registry.names(),
+    }, options);
+    this.#progress = new ProgressWrites(this.#running, clock, () => this.notify());
+    this.#middleware = new MiddlewareCheck({
+      ...deps,
+      events: this,
+      settleLater: (finished) => this.#settleLater(finished),
+    }, options);
+    this.#failedHooks = new FailedHooks(registry, executor, this);
+    this.#logs = new JobLogBuffer(deps.cipher, options.maxLogBytes, () => this.notify());
+    this.done = this.#loop();
+    executor.stuck?.then((error) => this.#onStuck(error));
+  }
+
+  /** The options this runner runs with, defaults filled in. */
+  get options(): ResolvedWorkOptions {
+    return this.#options;
+  }
+
+  /** What the runner has done so far. */
+  get stats(): RunnerStats {
+    return { ...this.#stats };
+  }
+
+  /** Why the runner stopped or is stopping; null while it runs. */
+  get stopReason(): StopReason | null {
+    return this.#state.phase === "running" ? null : this.#state.reason;
+  }
+
+  /** Jobs running now. */
+  get running(): number {
+    return this.#running.size;
+  }
+
+  /** Looks for due jobs now instead of at the next poll. */
+  notify(): void {
+    this.#pollSleep.wake();
+  }
+
+  /** Looks soon for cancels asked of the jobs it runs (a `queue.cancel()` in this process). @internal */
+  lookForCancels(): void {
+    this.#leases.lookForCancels();
+  }
+
+  /**
+   * Claims nothing more, lets running jobs finish within the grace period,
+   * then aborts them and releases them for a retry. Calling it again with a
+   * shorter grace (e.g. 0 on a second signal) cuts the wait short.
+   */
+  stop(options: StopOptions = {}): Promise<void> {
+    const graceMs = options.graceMs ?? this.#options.graceMs;
+    if (!(graceMs >= 0 && graceMs <= 2_147_483_647)) {
+      return Promise.reject(
+        new RangeError(`stop: graceMs must be a number of ms from 0 to 2147483647: got ${graceMs}`),
+      );
+    }
+    this.#stopWithin(graceMs);
+    this.notify();
+    return this.done;
+  }
+
+  /** Same as {@linkcode Runner.stop} with the default grace. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.stop();
+  }
+
+  async #loop(): Promise<void> {
+    const { pollMs, stopWhenEmpty } = this.#options;
+    const changes = this.#deps.store.watch(() => {
+      this.notify();
+      this.#leases.lookForCancels();
+    });
+    this.#leases.start();
+    let emptied = false;
+    try {
+      for (;;) {
+        if (!this.#settleFirst) this.#startAhead();
+        const free = this.#freeSlots();
+        const settleDue = this.#settleDue() || this.#logs.due;
+        const limit = this.#claimLimit(free, settleDue);
+        const claimed = settleDue || limit > 0 || this.#slotDue()
+          ? await this.#tick(limit, free)
+          : 0;
+        // After grace: leave once every settle was written, or once writing them failed.
+        const unsettled = this.#finished.length > 0 && claimed !== null;
+        if (this.#state.phase === "grace over" && this.#running.size === 0 && !unsettled) break;
+        const idle = this.#running.size === 0 && this.#finished.length === 0 &&
+          this.#ahead.size === 0;
+        if (idle && !this.#mayClaim()) break;
+        const sealing = this.#deps.schedules?.missedRows === true; // a slot waits for its row
+        if (idle && stopWhenEmpty && claimed === 0 && !sealing) {
+          emptied = true;
+          break;
+        }
+        if (this.#pollSleep.timersStarved) await this.#pollSleep.yieldToTimers();
+        if (this.#finished.length === 0) {
+          // Took every due job the free slots allowed: sleep until the next one is due.
+          const allDueTaken = claimed !== null && claimed < limit && this.#mayClaim();
+          const untilDueMs = allDueTaken ? await this.#untilNextDue(pollMs) : pollMs;
+          await this.#pollSleep.sleep(this.#sleepMs(untilDueMs));
+        } else if (!this.#settleDue()) {
+          // Finished jobs wait for their group: until a slot frees, or the group's time is up.
+          const waitedMs = performance.now() - this.#unsettledSince;
+          await this.#pollSleep.sleep(Math.max(0, SETTLE_GROUP.withinMs - waitedMs));
+        }
+      }
+    } finally {
+      const state = this.#state;
+      if (state.phase === "stopping") clearTimeout(state.graceTimer);
+      // Stopped with nothing left to abort: a later stop() starts no timer.
+      const reason = state.phase !== "running" ? state.reason : emptied ? "empty" : "limit";
+      this.#state = { phase: "stopped", reason };
+      changes[Symbol.dispose]();
+      this.#timeouts.close();
+      this.#logs.close();
+      await this.#leases.stop();
+      await this.#failedHooks.ended();
+      await this.#deps.executor.close();
+      this.emit("worker:stop", { ...this.stats, reason });
+    }
+  }
+
+  /**
+   * How long to sleep so that the next job of the worker's queues to become
+   * due (a delayed job, a retry, a lease that runs out) starts on time:
+   * `pollMs` at most, and `pollMs` when the store cannot say.
+   */
+  async #untilNextDue(pollMs: number): Promise<number> {
+    const { store, clock } = this.#deps;
+    let next: number | null;
+    try {
+      next = await store.nextDueAt(this.#options.queues, clock.now());
+    } catch {
+      return pollMs; // the next claim reports what is wrong with the store
+    }
+    return next === null ? pollMs : Math.min(pollMs, Math.max(0, next - clock.now()));
+  }
+
+  /**
+   * Whether finished jobs are to be settled now: at once while nothing is
+   * claimed ahead, else once their group is full or its time is up; always
+   * when progress is due or the worker stops.
+   */
+  #settleDue(): boolean {
+    if (this.#progress.due) return true;
+    if (this.#finished.length === 0) return false;
+    return this.#ahead.size === 0 || this.#settleFirst || this.#state.phase !== "running" ||
+      this.#finished.length >= SETTLE_GROUP.jobs ||
+      performance.now() - this.#unsettledSince >= SETTLE_GROUP.withinMs;
+  }
+
+  /** Each known job's `maxAttempts` and `maxCrashes`, for claims that take jobs ahead. */
+  #spendLimits(): Readonly<Record<string, SpendLimits>> {
+    const { registry } = this.#deps;
+    return this.#spendLimitsByName ??= Object.fromEntries(
+      registry.names().map((name) => {
+        const { maxAttempts, maxCrashes } = registry.get(name)!;
+        return [name, { attempts: maxAttempts, crashes: maxCrashes }];
+      }),
+    );
+  }
+
+  /** Jobs a claim may take beyond the `free` slots, within `maxJobs`. */
+  #aheadAllowance(free: number): number {
+    return this.#ahead.allowance(this.#options.maxJobs - this.#claimed - free);
+  }
+
+  /**
+   * Starts jobs claimed ahead in the free slots; once the worker stops
+   * claiming (a stop, `maxTimeMs`), puts them all back instead.
+   */
+  #startAhead(): void {
+    if (this.#ahead.size === 0) return;
+    if (this.#state.phase !== "running" || !this.#withinTime()) {
+      this.#putBackUnstarted(this.#ahead.takeAll(), "worker stopped before the attempt began");
+      return;
+    }
+    while (this.#running.size < this.#options.concurrency) {
+      const taken = this.#ahead.take();
+      if (taken === undefined) return;
+      if (taken.fresh) this.#start(taken.job);
+      else {
+        // Its lease was not renewed while it waited: another worker may take it, so run it later.
+        this.#claimed--;
+        this.#putBackUnstarted([taken.job], "claimed ahead and not started within its lease");
+      }
+    }
+  }
+
+  #freeSlots(): number {
+    if (!this.#mayClaim()) return 0;
+    const { concurrency, maxJobs } = this.#options;
+    return Math.min(concurrency - this.#running.size, maxJobs - this.#claimed);
+  }
+
+  /** The schedules this runner fires, while it may claim; null otherwise. */
+  #firing(): ScheduleFirer | null {
+    return this.#mayClaim() ? this.#deps.schedules : null;
+  }
+
+  /** Whether a schedule's slot came since the last tick that fired (a busy worker still fires it). */
+  #slotDue(): boolean {
+    const firing = this.#firing();
+    if (firing === null) return false;
+    const next = firing.nextSlot(this.#firedAt);
+    return next !== null && next <= this.#deps.clock.now();
+  }
+
+  /** The poll, or less when a schedule's next slot comes sooner. */
+  #sleepMs(pollMs: number): number {
+    const firing = this.#firing();
+    if (firing === null) return pollMs;
+    const now = this.#deps.clock.now();
+    const next = firing.nextSlot(now);
+    return next === null ? pollMs : Math.max(0, Math.min(pollMs, next - now + 1));
+  }
+
+  #mayClaim(): boolean {
+    return this.#state.phase === "running" && this.#claimed < this.#options.maxJobs &&
+      this.#withinTime();
+  }
+
+  #withinTime(): boolean {
+    return performance.now() - this.#startedAt < this.#options.maxTimeMs;
+  }
+
+  /** Moves to stopping, or to an earlier grace deadline; `reason` overrides the one already set. */
+  #stopWithin(graceMs: number, reason?: StopReason): void {
+    const state = this.#state;
+    if (state.phase === "grace over" || state.phase === "stopped") return;
+    const graceDeadline = performance.now() + graceMs;
+    if (state.phase === "stopping") {
+      if (graceDeadline >= state.graceDeadline) {
+        if (reason !== undefined) this.#state = { ...state, reason };
+        return;
+      }
+      clearTimeout(state.graceTimer);
+    }
+    this.#state = {
+      phase: "stopping",
+      reason: reason ?? (state.phase === "stopping" ? state.reason : "requested"),
+      graceDeadline,
+      graceTimer: setTimeout(() => this.#abortRunning(), graceMs),
+    };
+  }
+
+  /** A thread that cannot be stopped: finish what runs, then stop so the process can exit. */
+  #onStuck(error: Error): void {
+    const { phase } = this.#state;
+    if (phase === "grace over" || phase === "stopped") return;
+    this.#stopWithin(this.#options.graceMs, "stuck");
+    this.emit("queue:error", { error, during: "Web Worker pool" });
+    this.notify();
+  }
+
+  /**
+   * One write per tick: settles every finished job, writes due progress and
+   * claims up to `limit` jobs in the same transaction, then starts up to
+   * `free` of them and keeps the rest claimed ahead. Returns how many were
+   * claimed, or null when the store failed (the finished jobs are kept).
+   */
+  async #tick(limit: number, free: number): Promise<number | null> {
+    const { store, clock } = this.#deps;
+    const settling = this.#finished;
+    const unsettledSince = this.#unsettledSince;
+    const settleFirst = this.#settleFirst;
+    this.#finished = [];
+    this.#unsettledSince = Infinity;
+    this.#settleFirst = false;
+    const settlements: Settlement[] = settling.map(timedSettlement);
+    if (this.#progress.due) settlements.push(...this.#progress.take());
+    const schedules = this.#firing() ?? undefined;
+    if (schedules?.needsPreparing) await schedules.prepare(clock.now());
+    const now = clock.now();
+    // While the store is out, claim nothing until the settles kept in memory are written.
+    const claiming = !(this.#outage !== null && settlements.length > 0);
+    const request: ClaimRequest | undefined = claiming && (limit > 0 || schedules !== undefined)
+      ? {
+        queues: this.#options.queues,
+        limit,
+        now,
+        leaseMs: this.#options.leaseMs,
+        token: newToken(),
+        names: this.#deps.registry.names(),
+        ...(limit > free && { aheadFrom: free, spendLimits: this.#spendLimits() }),
+        ...(schedules === undefined ? {} : { schedules }),
+        readsScheduled: this.#deps.readsScheduled,
+      }
+      : undefined;
+    if (request?.schedules !== undefined) this.#firedAt = now;
+    const logs = await this.#logs.take();
+    const spans = settling.flatMap(({ job, outcome, traceparent }) =>
+      outcome.kind === "retry" && typeof traceparent === "string"
+        ? [{ id: job.id, traceparent }]
+        : []
+    );
+    let result: SettleResult;
+    this.#tickSettlesFirst = settleFirst;
+    try {
+      result = settlements.length > 0 || logs !== null
+        ? await store.settle(settlements, request, logs === null ? { spans } : { logs, spans })
+        : { applied: [], claimed: await store.claim(request!) };
+    } catch (error) {
+      this.#tickSettlesFirst = null;
+      const failure = asError(error);
+      this.#logs.putBack(logs); // written with a later tick
+      if (settling.length > 0 && !isStoreOutage(failure)) return await this.#settleApart(settling);
+      this.#finished = settling.concat(this.#finished);
+      if (this.#finished.length > 0) {
+        this.#unsettledSince = Math.min(unsettledSince, performance.now());
+        this.#settleFirst ||= settleFirst;
+      }
+      this.#storeOut(failure, settling.length > 0 ? "settle" : "claim");
+      if (this.#state.phase !== "grace over") await this.#pollSleep.sleep(this.#outageRetryMs);
+      return null;
+    }
+    this.#tickSettlesFirst = null;
+    this.#outage = null;
+    settling.forEach((finished, index) => {
+      if (result.applied[index]) this.#report(finished);
+    });
+    this.#metrics.flush();
+    if (schedules?.missedRows) this.notify(); // tick again once their rows are sealed
+    this.#claimed += result.claimed.length;
+    // A stop that came while the claim waited on the store: start nothing, put it back.
+    if (this.#state.phase !== "running") {
+      this.#putBackUnstarted(result.claimed, "worker stopped before the attempt began");
+    } else {
+      // Short of jobs ahead (none more due, or batch jobs given back): claim none ahead a while.
+      if (limit > free && result.claimed.length < limit) this.#ahead.pause();
+      const startable = await this.#middleware.check(result.claimed);
+      // After the jobs claimed ahead before (slots that freed during the tick may have taken some).
+      this.#ahead.add(startable);
+      this.#startAhead();
+    }
+    return result.claimed.length;
+  }
+
+  /**
+   * The tick's settles, refused together, written one by one: the others
+   * settle, a poisoned one fails or is put back with the database's error.
+   * Returns 0 (nothing claimed), or null when the store went out meanwhile.
+   */
+  async #settleApart(settling: FinishedJob[]): Promise<number | null> {
+    const { store, clock } = this.#deps;
+    const apart = await settleApart(store, settling, timedSettlement, clock.now());
+    apart.settled.forEach((finished) => this.#report(finished));
+    for (const { finished, error, instead } of apart.poisoned) {
+      this.emit("queue:error", { error, during: `settle of job ${finished.job.id}` });
+      if (instead !== null) this.#report(instead);
+    }
+    this.#metrics.flush();
+    if (apart.outage === null) {
+      this.#outage = null;
+      return 0;
+    }
+    this.#finished = apart.kept.concat(this.#finished);
+    this.#unsettledSince = Math.min(this.#unsettledSince, performance.now());
+    this.#settleFirst = true; // written as soon as the store takes writes again
+    this.#storeOut(apart.outage, "settle");
+    return null;
+  }
+
+  /** The store refused a write for a reason that holds for every job: say so once per outage. */
+  #storeOut(error: Error, during: string): void {
+    if (this.#outage === null || !isStoreOutage(error)) this.emit("queue:error", { error, during });
+    this.#outage = isStoreOutage(error) ? error : null;
+  }
+
+  /** How soon a tick the store refused is tried again: often enough to resume soon after a fix. */
+  get #outageRetryMs(): number {
+    return Math.min(this.#options.pollMs, OUTAGE_RETRY_MS);
+  }
+
+  /**
+   * Keeps how an attempt ended for the next settle. Only plain successes
+   * wait for a group: a batch job's, a retry's or a failure's settle is
+   * written before the next job starts, so the next job sees its batch
+   * counters, and its events and hooks come at once.
+   */
+  #settleLater(finished: FinishedJob): void {
+    if (this.#finished.length === 0) this.#unsettledSince = performance.now();
+    if (finished.outcome.kind !== "complete" || finished.job.batchId !== null) {
+      this.#settleFirst = true;
+    }
+    this.#finished.push(finished);
+  }
+
+  #putBackUnstarted(jobs: readonly ClaimedJob[], reason: string): void {
+    const now = this.#deps.clock.now();
+    for (const job of jobs) {
+      this.#settleLater({ job, outcome: putBack(job, now, reason), durationMs: 0 });
+    }
+  }
+
+  #start(job: ClaimedJob): void {
+    const definition = this.#deps.registry.get(job.name);
+    const now = this.#deps.clock.now();
+    const refusal = refusalBeforeStart(job, definition, now);
+    if (refusal !== null || definition === undefined) {
+      this.#settleLater({
+        job,
+        outcome: failBeforeStart(job, refusal ?? "", now),
+        durationMs: 0,
+      });
+      return;
+    }
+    if (job.cancelRequested !== undefined && job.cancelRequested !== null) {
+      // Cancelled while an earlier attempt ran, which ended before its worker saw it.
+      const keepUntil = now + this.#keepMs(definition);
+      this.#settleLater({
+        job,
+        outcome: cancelled(job, job.cancelRequested, now, keepUntil),
+        durationMs: 0,
+      });
+      return;
+    }
+    const controller = new AbortController();
+    const entry: RunningJob = {
+      job,
+      definition,
+      controller,
+      startedAt: performance.now(),
+      deadline: null,
+      progress: null,
+      progressWrittenAt: -Infinity,
+      progressTimer: undefined,
+      span: startAttemptSpan(job),
+    };
+    this.#running.set(job.id, entry);
+    const { span } = entry;
+    this.#metrics.started(job);
+    if (this.hasListeners("job:start")) {
+      this.emit("job:start", {
+        id: job.id,
+        name: job.name,
+        queue: job.queue,
+        attempt: job.attempts,
+      });
+    }
+    entry.deadline = this.#timeouts.add(entry, definition.timeoutMs);
+    this.#deps.executor.run({
+      get traceparent() {
+        return span?.traceparent ?? null;
+      },
+      traceContext: span?.context,
+      id: job.id,
+      name: job.name,
+      queueName: job.queue,
+      payload: job.payload,
+      attempt: job.attempts,
+      batchId: job.batchId,
+      scheduled: job.scheduled ?? null,
+      signal: controller.signal,
+      onProgress: (percent) => this.#progress.report(entry, percent),
+      onLog: (line) => this.#logs.add(job, definition.encrypted, this.#deps.clock.now(), line),
+    }).then(
+      (result) => this.#finish(entry, result),
+      (error) => this.#finish(entry, { kind: "error", error: asError(error), permanent: false }),
+    );
+  }
+
+  /**
+   * How many jobs the next tick claims: when slots are free and nothing
+   * claimed ahead is left to fill them, those slots and what may be claimed
+   * ahead; when a settle is due anyway while every slot runs, what tops the
+   * jobs claimed ahead up, in the same transaction (one round of statements
+   * then serves a group in and a group out); else none. That includes the
+   * settle due because the last job claimed ahead just started: claiming
+   * the next group only once its slot frees would hold that slot idle for a
+   * tick of its own.
+   */
+  #claimLimit(free: number, settleDue: boolean): number {
+    if (free > 0 && this.#ahead.size === 0) return free + this.#aheadAllowance(free);
+    if (settleDue && free === 0 && !this.#settleFirst && this.#mayClaim()) {
+      return Math.max(0, this.#aheadAllowance(0) - this.#ahead.size);
+    }
+    return 0;
+  }
+
+  /** The attempt ran out of its `timeoutMs`: its signal aborts and it ends with a timeout error. */
+  #timedOut(entry: RunningJob): void {
+    const error = new JobTimeoutError(entry.job.name, entry.definition.timeoutMs);
+    entry.controller.abort(error);
+    this.#finish(entry, { kind: "error", error, permanent: false });
+  }
+
+  #finish(entry: RunningJob, result: ExecutionResult): void {
+    if (!this.#forget(entry)) return; // already timed out, released on stop, or lost
+    const now = this.#deps.clock.now();
+    let outcome: Outcome;
+    try {
+      outcome = outcomeOf(entry.job, entry.definition, result, now, this.#deps.random);
+      if (outcome.kind === "complete") {
+        const keepUntil = now + this.#keepMs(entry.definition);
+        outcome = { ...outcome, settlement: { ...outcome.settlement, keepUntil } };
+      }
+    } catch (error) {
+      outcome = failWith(entry.job, asError(error), now); // e.g. a backoff function that threw
+    }
+    const error = outcome.kind === "complete" || outcome.kind === "held" ||
+        outcome.kind === "cancelled"
+      ? null
+      : outcome.error;
+    endAttemptSpan(entry.span, spanOutcomeOf(outcome), error, entry.definition.encrypted);
+    const durationMs = performance.now() - entry.startedAt;
+    this.#ahead.noteRun(durationMs);
+    this.#settleLater({
+      job: entry.job,
+      outcome,
+      durationMs,
+      ran: true,
+      traceparent: outcome.kind === "retry" ? entry.span?.traceparent ?? null : null,
+    });
+    // While a tick writes, the loop waits for it: start the next job claimed ahead here, so the
+    // slot works during the round trip and the next tick settles a fuller group.
+    if (this.#tickSettlesFirst === false && !this.#settleFirst) this.#startAhead();
+    this.notify();
+  }
+
+  /**
+   * A cancel was asked of a running job: its signal aborts with a
+   * `JobCancelledError` (a Web Worker that does not stop within `graceMs` is
+   * terminated, as on a timeout) and it settles as cancelled at once.
+   */
+  #cancel(entry: RunningJob, reason: string): void {
+    if (!this.#forget(entry)) return;
+    const { job, definition } = entry;
+    entry.controller.abort(new JobCancelledError(job.id, job.name, reason));
+    const now = this.#deps.clock.now();
+    this.#settleLater({
+      job,
+      outcome: cancelled(job, reason, now, now + this.#keepMs(definition)),
+      durationMs: performance.now() - entry.startedAt,
+      ran: true,
+    });
+    this.notify();
+  }
+
+  #keepMs(definition: { readonly keepCompletedMs: number | undefined }): number {
+    return definition.keepCompletedMs ?? this.#deps.keepCompletedMs;
+  }
+
+  /** Removes a running job; false if it was no longer running. */
+  #forget(entry: RunningJob): boolean {
+    if (this.#running.get(entry.job.id) !== entry) return false;
+    this.#running.delete(entry.job.id);
+    if (entry.deadline !== null) this.#timeouts.end(entry.deadline);
+    this.#progress.forget(entry);
+    return true;
+  }
+
+  #abortRunning(): void {
+    const state = this.#state;
+    if (state.phase !== "stopping") return;
+    this.#state = { phase: "grace over", reason: state.reason };
+    const now = this.#deps.clock.now();
+    for (const entry of [...this.#running.values()]) {
+      this.#forget(entry);
+      const stopping = new Error("Job aborted: the worker is stopping");
+      endAttemptSpan(entry.span, "stopped", null, entry.definition.encrypted);
+      entry.controller.abort(stopping);
+      this.#settleLater({
+        job: entry.job,
+        outcome: putBack(entry.job, now, "worker stopped during the attempt"),
+        durationMs: 0,
+      });
+    }
+    this.notify();
+  }
+
+  #report({ job, outcome, durationMs, ran }: FinishedJob): void {
+    const detail = () => ({ id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
+    if (
+      outcome.kind !== "held" && outcome.kind !== "cancelled" &&
+      (outcome.kind !== "retry" || outcome.error !== null)
+    ) {
+      this.#metrics.settled(job, outcome.kind, ran === true ? durationMs : null);
+    }
+    switch (outcome.kind) {
+      case "complete":
+        this.#stats.completed++;
+        // A quick job's events cost more than its handler: make them only for a listener.
+        if (this.hasListeners("job:complete")) {
+          this.emit("job:complete", { ...detail(), durationMs });
+        }
+        return;
+      case "retry":
+        this.#stats.retried++;
+        this.emit("job:retry", { ...detail(), error: outcome.error, delayMs: outcome.delayMs });
+        return;
+      case "held":
+        return; // not an attempt: the handler never ran
+      case "cancelled":
+        this.emit("job:cancelled", { ...detail(), reason: outcome.reason });
+        return;
+      case "fail": {
+        this.#stats.failed++;
+        const { attempts } = outcome.settlement;
+        this.emit("job:failed", { ...detail(), attempt: attempts, error: outcome.error });
+        this.#failedHooks.run(job, attempts, outcome.error);
+        return;
+      }
+    }
+  }
+}
+
+/** The longest pause before a refused tick is tried again, in ms. */
+const OUTAGE_RETRY_MS = 250;
+
+/**
+ * A finished attempt's settlement, with the handler's runtime when it ran and
+ * ended in a success, a failure for good, or an error it is retried after.
+ */
+function timedSettlement({ outcome, durationMs, ran }: FinishedJob): Settlement {
+  const settlement = outcome.settlement;
+  if (ran !== true) return settlement;
+  if (settlement.kind === "release" && (settlement.error === null || settlement.refundAttempt)) {
+    return settlement;
+  }
+  return { ...settlement, durationMs };
+}
+
+/** A random reservation token that fits a JavaScript number exactly. */
+function newToken(): number {
+  const [high, low] = crypto.getRandomValues(new Uint32Array(2));
+  return (high! & 0x1fffff) * 0x1_0000_0000 + low!;
+}

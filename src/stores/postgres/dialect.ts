@@ -1,0 +1,329 @@
+/**
+ * What PostgreSQL does its own way: inserts of any size as one `unnest`
+ * statement, the claim with `FOR UPDATE SKIP LOCKED` on the database's
+ * clock, a tick's successes in one statement, failures and retries that
+ * move a row between tables in one statement (so a concurrent claim, retry
+ * or forget finds it in exactly one), renewals that skip rows a settle
+ * holds, advisory locks on keys, and `NOTIFY` to wake other processes.
+ *
+ * @internal
+ * @module
+ */
+import type { ClaimRow } from "../sql/stored_rows.ts";
+import type { ClaimRequest, Lease, NewJobRow, StoredError } from "../store.ts";
+import {
+  CLAIM_SETS,
+  CLAIMED_COLUMNS,
+  clockParam,
+  type Dialect,
+  type FailSettlement,
+  type InsertedAs,
+  LINK_COLUMNS,
+  type MovedJob,
+  type RetrySelection,
+  SETTLED_COLUMNS,
+  type SettledJob,
+} from "../sql/dialect.ts";
+import { notPaused } from "../sql/job_control.ts";
+import { each, exec, type Script } from "../sql/script.ts";
+import { POSTGRES_NOW, type Statement, statement } from "../sql/statement.ts";
+
+/**
+ * New rows as one array per column; ids follow the rows' order, as the
+ * sequence does. With `$12` true the rows' times are moved onto the
+ * database's clock: each row's due time, retry deadline and creation time
+ * keep their distance from its creation time, which becomes the database's
+ * now (a dispatcher whose clock is off then still delays by what it asked).
+ */
+const NEW_ROWS = `SELECT queue, name, payload, priority, available_at + shift.ms,
+    retry_until + shift.ms, created_at + shift.ms, batch_id, batch_member, keyed, trace
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::bigint[],
+    $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::text[]) WITH ORDINALITY
+    AS row(queue, name, payload, priority, available_at, retry_until, created_at, batch_id,
+      batch_member, keyed, trace, position)
+  CROSS JOIN LATERAL (SELECT CASE WHEN $12::boolean THEN ${POSTGRES_NOW} - row.created_at ELSE 0 END
+    AS ms) AS shift
+  ORDER BY position`;
+const INSERT_COLUMNS =
+  "queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member, keyed, trace";
+const INSERT = statement(`INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id`);
+/** Inserts jobs and notifies the watchers, in one statement. */
+const INSERT_AND_NOTIFY = statement(
+  `WITH inserted AS (INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id)
+  SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($13, '')) AS notified`,
+);
+const NOW = statement(`SELECT ${POSTGRES_NOW} AS t`, { oneRow: true });
+/**
+ * The `NOTIFY` on channel `$n` that wakes whoever awaits one of the jobs a
+ * statement's `gone` deleted, as a CTE joined to its result: it runs once,
+ * and only when one of them is awaited.
+ */
+function wakeAwaiters(channel: number): string {
+  return `woken AS (SELECT pg_notify($${channel}, '') FROM gone WHERE awaited = 1 LIMIT 1)`;
+}
+/**
+ * A tick's successes: each job deleted if its token still matches, rows
+ * locked in id order, and whoever awaits one of them woken. The ids are
+ * looked up as `= ANY` (the primary key's index): joined with the pairs,
+ * the planner read the whole table (20,000 rows for a settle of 288).
+ */
+const COMPLETE_MANY = statement(
+  `WITH locked AS (
+    SELECT j.id FROM jobs j WHERE j.id = ANY($1::bigint[])
+      AND (j.id, j.token) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
+    ORDER BY j.id FOR UPDATE OF j),
+  gone AS (DELETE FROM jobs j USING locked WHERE j.id = locked.id
+    RETURNING ${qualified(SETTLED_COLUMNS)}, j.awaited),
+  ${wakeAwaiters(3)}
+  SELECT ${SETTLED_COLUMNS} FROM gone LEFT JOIN woken ON true`,
+);
+/**
+ * Moves a job to the failed jobs in one statement, fenced by its token,
+ * waking its awaiters; it failed at `{{now $5}}` (the caller's time, or the
+ * database's now).
+ */
+const FAIL = statement(
+  `WITH gone AS (DELETE FROM jobs WHERE id = $6 AND token = $7
+    RETURNING id, queue, name, payload, priority, crashes, created_at, waited_ms, keyed, locked,
+      ${LINK_COLUMNS}, trace, awaited),
+  ${wakeAwaiters(8)},
+  failed AS (INSERT INTO failed_jobs
+    (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
+      ${LINK_COLUMNS}, trace)
+    SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, {{now $5}},
+      ${LINK_COLUMNS}, trace
+    FROM gone
+    ON CONFLICT (id) DO UPDATE SET queue = excluded.queue, name = excluded.name,
+    payload = excluded.payload, priority = excluded.priority, error = excluded.error,
+    stack = excluded.stack, attempts = excluded.attempts, crashes = excluded.crashes,
+    created_at = excluded.created_at, failed_at = excluded.failed_at,
+    batch_id = excluded.batch_id, batch_member = excluded.batch_member,
+    chain_id = excluded.chain_id, trace = excluded.trace)
+  SELECT ${SETTLED_COLUMNS} FROM gone LEFT JOIN woken ON true`,
+);
+/**
+ * Moves failed jobs back in one statement: the delete locks each row, so a
+ * concurrent retry or forget of the same job finds it gone and moves nothing.
+ */
+function retryStatement(where: string): Statement {
+  return statement(`WITH moved AS (DELETE FROM failed_jobs ${where}
+      RETURNING id, queue, name, payload, priority, created_at, ${LINK_COLUMNS}, trace)
+    INSERT INTO jobs (id, queue, name, payload, priority, available_at, created_at, ${LINK_COLUMNS},
+      trace)
+    SELECT id, queue, name, payload, priority, $1, created_at, ${LINK_COLUMNS}, trace FROM moved
+    ORDER BY id
+    RETURNING id, ${LINK_COLUMNS}`);
+}
+const RETRY_ONE = retryStatement("WHERE id = $2");
+const RETRY_ALL = retryStatement("");
+const RETRY_BATCH = retryStatement("WHERE batch_id = $2 AND batch_member = 1");
+/**
+ * Returns the leases still held, and renews them to `$1` ms after `{{now $2}}`
+ * (the caller's now, or the database's), each fenced by its
+ * token. A row a settle holds right now is skipped (`SKIP LOCKED`): it is
+ * being settled, or it gets its renewal next time, within its lease; waiting
+ * for it could deadlock with that settle.
+ */
+const RENEW = statement(
+  `WITH held AS (
+    SELECT j.id, j.token FROM jobs j JOIN unnest($3::bigint[], $4::bigint[]) AS lease(id, token)
+      ON j.id = lease.id AND j.token = lease.token),
+  renewable AS (SELECT j.id FROM jobs j JOIN held ON j.id = held.id AND j.token = held.token
+    ORDER BY j.id FOR UPDATE OF j SKIP LOCKED),
+  renewed AS (UPDATE jobs j SET available_at = {{now $2}} + $1::bigint
+    FROM renewable WHERE j.id = renewable.id)
+  SELECT id, token FROM held`,
+);
+const LOCK_KEY = statement("SELECT pg_advisory_xact_lock(hashtextextended($1, 7204))");
+const NOTIFY = statement("SELECT pg_notify($1, '')");
+
+const claimStatements = new Map<string, Statement>();
+
+/**
+ * Most priority levels of a queue one claim seeks one by one; past it the
+ * claim walks that queue's index in claim order.
+ */
+const MAX_CLAIM_LEVELS = 16;
+
+/**
+ * The claim for `queueCount` queues: each queue's due jobs in claim order,
+ * locked with `SKIP LOCKED` so concurrent claims never wait for each other
+ * or take the same job, then the first `limit` of them in queue order.
+ * Each queue's priority levels are found first (one index seek per level,
+ * {@linkcode MAX_CLAIM_LEVELS} + 1 at most), then each level's due jobs
+ * are one seek on `jobs_claim_order` in due order (then id, so jobs due at
+ * once go in the order they were stored): delayed jobs at a higher
+ * priority are never walked over. A queue with more levels walks its index
+ * instead. `$3` null means now on the database's clock. With `byName`, only
+ * jobs whose name is in the last parameter. The picked rows are updated by
+ * `id = ANY` (the primary key's index): joined with them instead, the
+ * planner read the whole table on a small one.
+ */
+function claimStatement(queueCount: number, byName: boolean): Statement {
+  const cacheKey = `${queueCount}:${byName}`;
+  let claim = claimStatements.get(cacheKey);
+  if (claim !== undefined) return claim;
+  const names = byName ? `AND name IN {{texts $${5 + queueCount}}}` : "";
+  const now = "(SELECT t FROM now_ms)";
+  const perQueue = Array.from({ length: queueCount }, (_, index) => {
+    const queue = `$${index + 5}`;
+    const due = `queue = ${queue} AND available_at <= ${now} ${names}
+        AND ${notPaused(queue, now)}`;
+    return `l${index}(priority) AS (
+      SELECT MAX(priority) FROM jobs WHERE queue = ${queue}
+      UNION ALL
+      SELECT (SELECT MAX(priority) FROM jobs WHERE queue = ${queue} AND priority < l.priority)
+      FROM l${index} l WHERE l.priority IS NOT NULL),
+    levels${index} AS (
+      SELECT priority FROM l${index} WHERE priority IS NOT NULL LIMIT ${MAX_CLAIM_LEVELS + 1}),
+    q${index} AS (
+      SELECT due.id, ${index} AS rank, due.priority, due.available_at FROM levels${index} level
+        CROSS JOIN LATERAL (SELECT id, priority, available_at FROM jobs
+          WHERE priority = level.priority AND ${due}
+          ORDER BY available_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) due
+        WHERE (SELECT COUNT(*) FROM levels${index}) <= ${MAX_CLAIM_LEVELS}
+      UNION ALL
+      SELECT walked.id, ${index}, walked.priority, walked.available_at FROM (
+        SELECT id, priority, available_at FROM jobs WHERE ${due}
+        ORDER BY priority DESC, available_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) walked
+        WHERE (SELECT COUNT(*) FROM levels${index}) > ${MAX_CLAIM_LEVELS})`;
+  });
+  const union = Array.from({ length: queueCount }, (_, index) => `SELECT * FROM q${index}`)
+    .join(" UNION ALL ");
+  claim = statement(
+    `WITH RECURSIVE now_ms AS (SELECT {{now $3}} AS t), ${perQueue.join(", ")},
+    picked AS (SELECT id FROM (${union}) candidates
+      ORDER BY rank, priority DESC, available_at, id LIMIT $4)
+    UPDATE jobs j SET token = $1, available_at = ${now} + $2,
+      waited_ms = ${now} - j.available_at, ${CLAIM_SETS}
+    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+    RETURNING ${qualified(CLAIMED_COLUMNS)}`,
+  );
+  claimStatements.set(cacheKey, claim);
+  return claim;
+}
+
+/** What the PostgreSQL dialect needs from its store. */
+export interface PostgresDialectOptions {
+  /** The `NOTIFY` channel of the store's schema. */
+  readonly channel: string;
+  /** Whether claims and renewals go by the database's clock instead of the caller's times. */
+  readonly dbClock: boolean;
+}
+
+/** PostgreSQL's operations for one store. */
+export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): Dialect {
+  const dialect: Dialect = {
+    engine: "postgres",
+    usesDatabaseClock: dbClock,
+    insertsInOneStatement: true,
+
+    *insertJobs(rows: readonly NewJobRow[], as: InsertedAs, notify: boolean): Script<number[]> {
+      if (rows.length === 0) return [];
+      const column = <T>(pick: (row: NewJobRow) => T) => rows.map(pick);
+      const params: unknown[] = [
+        column((row) => row.queue),
+        column((row) => row.name),
+        column((row) => row.payload),
+        column((row) => row.priority),
+        column((row) => row.availableAt),
+        column((row) => row.retryUntil),
+        column((row) => row.createdAt),
+        column(() => as.batchId),
+        column(() => as.batchId === null ? 0 : 1),
+        column(() => as.keyed),
+        column((row) => row.trace ?? null),
+        dbClock,
+      ];
+      const { rows: inserted } = notify
+        ? yield* exec<{ id: number }>(INSERT_AND_NOTIFY, ...params, channel)
+        : yield* exec<{ id: number }>(INSERT, ...params);
+      return inserted.map((row) => Number(row.id)).sort((a, b) => a - b);
+    },
+
+    *claim(request: ClaimRequest): Script<ClaimRow[]> {
+      const { queues, limit, now, leaseMs, token, names } = request;
+      return (yield* exec<ClaimRow>(
+        claimStatement(queues.length, names !== undefined),
+        token,
+        leaseMs,
+        clockParam(dialect, now),
+        limit,
+        ...queues,
+        ...(names === undefined ? [] : [names]),
+      )).rows;
+    },
+
+    *completeJobs(leases: readonly Lease[]): Script<SettledJob[]> {
+      if (leases.length === 0) return [];
+      return (yield* exec<SettledJob>(
+        COMPLETE_MANY,
+        leases.map(({ id }) => id),
+        leases.map(({ token }) => token),
+        channel,
+      )).rows;
+    },
+
+    *failJob(settlement: FailSettlement, error: StoredError): Script<SettledJob | null> {
+      const { rows: [job] } = yield* exec<SettledJob>(
+        FAIL,
+        error.message,
+        error.stack,
+        settlement.attempts,
+        settlement.crashed ? 1 : 0,
+        clockParam(dialect, settlement.at),
+        settlement.id,
+        settlement.token,
+        channel,
+      );
+      return job ?? null;
+    },
+
+    *retryFailed(selection: RetrySelection, now: number): Script<MovedJob[]> {
+      if (selection === "all") return (yield* exec<MovedJob>(RETRY_ALL, now)).rows;
+      if (!Array.isArray(selection)) {
+        const { batchId } = selection as { readonly batchId: number };
+        return (yield* exec<MovedJob>(RETRY_BATCH, now, batchId)).rows;
+      }
+      const moved = yield* each<MovedJob>(
+        RETRY_ONE,
+        (selection as readonly number[]).map((id) => [now, id]),
+      );
+      return moved.flatMap((result) => result.rows);
+    },
+
+    *renew(leases: readonly Lease[], until: number, now: number): Script<number[]> {
+      if (leases.length === 0) return [];
+      const { rows } = yield* exec<{ id: number; token: number }>(
+        RENEW,
+        until - now,
+        clockParam(dialect, now),
+        leases.map((lease) => lease.id),
+        leases.map((lease) => lease.token),
+      );
+      const kept = new Set(rows.map((row) => `${row.id}:${row.token}`));
+      return leases.filter((lease) => !kept.has(`${lease.id}:${lease.token}`)).map(({ id }) => id);
+    },
+
+    *lockKeys(keys: readonly string[]): Script<void> {
+      yield* each(LOCK_KEY, [...new Set(keys)].sort().map((key) => [key]));
+    },
+
+    notify: () => notifyOn(channel),
+
+    *now(given: number): Script<number> {
+      if (!dbClock) return given;
+      return Number((yield* exec<{ t: number }>(NOW)).rows[0]!.t);
+    },
+  };
+  return dialect;
+}
+
+function* notifyOn(channel: string): Script<void> {
+  yield* exec(NOTIFY, channel);
+}
+
+/** `columns` (a comma-separated list) each qualified with the table alias `j`. */
+function qualified(columns: string): string {
+  return columns.split(", ").map((column) => `j.${column}`).join(", ");
+}

@@ -1,0 +1,256 @@
+/**
+ * The PostgreSQL engine: a postgres.js pool, scripts awaited statement by
+ * statement inside `sql.begin` (the statements of one step pipelined on the
+ * transaction's connection), app transactions, migrations under an advisory
+ * lock, and `LISTEN` on the schema's channel.
+ *
+ * @internal
+ * @module
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+// A full specifier: an app importing this module from another folder resolves bare names with
+// its own import map, which need not list this dependency.
+// deno-lint-ignore no-import-prefix
+import type postgres from "npm:postgres@^3.4.9";
+import type { Migration } from "../../../migrations/migration.ts";
+import { QueueClosedError } from "../../errors.ts";
+import { guardStrayWrites } from "./crash_guard.ts";
+import { isConnectionLost } from "../store_outage.ts";
+import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
+import { migrationPlan } from "../sql/engine.ts";
+import { oneWriteAtMost, type Result, runAsync, type Script, type Step } from "../sql/script.ts";
+
+/** The advisory lock that lets one process at a time migrate a schema. */
+const MIGRATION_LOCK = 7_204_310;
+
+/** The driver's pool. */
+export type Sql = postgres.Sql<Record<string, never>>;
+type Connection = postgres.TransactionSql<Record<string, never>> | Sql;
+
+/** A postgres.js pool that runs scripts. */
+export class PostgresEngine implements Engine {
+  /** The pool; replaced by a new one when connections are lost (see `#connected`). */
+  #sql: Sql;
+  readonly #connect: () => Sql;
+  readonly #schema: string;
+  readonly #channel: string;
+  readonly #listeners = new Set<() => void>();
+  /** Set inside a transaction's callback, to refuse work that would escape the transaction. */
+  readonly #insideTransaction = new AsyncLocalStorage<boolean>();
+  #listening: Promise<{ unlisten(): Promise<void> } | null> | null = null;
+  /** Set when a call failed for want of a connection: LISTEN is taken again once calls work. */
+  #disconnected = false;
+  #closed = false;
+  readonly #unguard = guardStrayWrites();
+
+  /** Runs on a pool `connect` opens, whose connections search `schema`; watchers listen on `channel`. */
+  constructor(connect: () => Sql, schema: string, channel: string) {
+    this.#connect = connect;
+    this.#sql = connect();
+    this.#schema = schema;
+    this.#channel = channel;
+  }
+
+  /** Runs the script in one transaction, or statement by statement on the pool. */
+  async run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
+    this.#assertUsable();
+    return await this.#connected(() => {
+      if (mode === "statement") {
+        return runAsync(start(), oneWriteAtMost((step) => execute(this.#sql, step, false)));
+      }
+      return this.#begin((tx) => runAsync(start(), (step) => execute(tx, step, true)));
+    });
+  }
+
+  /** Runs `fn` in one transaction. */
+  async transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+    this.#assertUsable();
+    return await this.#connected(() => this.#transaction(fn));
+  }
+
+  async #transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+    return await this.#begin(async (connection) => {
+      let open = true;
+      const check = () => {
+        if (!open) throw new Error("This transaction has ended: use it only inside its callback");
+      };
+      const tx: EngineTransaction = {
+        run: async (script) => {
+          check();
+          return await runAsync(script, (step) => execute(connection, step, true));
+        },
+        query: async <Row>(text: string, params: readonly unknown[]) => {
+          check();
+          return [...await connection.unsafe(text, params as never[], { prepare: true })] as Row[];
+        },
+      };
+      try {
+        return await this.#insideTransaction.run(true, () => fn(tx));
+      } finally {
+        open = false;
+      }
+    });
+  }
+
+  /** Applies the steps the database lacks under an advisory lock, creating the schema first. */
+  async migrate(migrations: readonly Migration[]): Promise<void> {
+    this.#assertUsable();
+    await this.#begin(async (tx) => {
+      await tx.unsafe("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
+      // Under the same lock: creating the schema races otherwise.
+      await tx.unsafe(`CREATE SCHEMA IF NOT EXISTS "${this.#schema}"`);
+      await tx.unsafe(`CREATE TABLE IF NOT EXISTS queue_migrations (
+        version integer PRIMARY KEY, applied_at bigint NOT NULL)`);
+      const rows = await tx.unsafe("SELECT version FROM queue_migrations");
+      const applied = new Set(rows.map((row) => Number(row.version)));
+      for (const migration of migrationPlan(migrations, applied)) {
+        await tx.unsafe(migration.sql);
+        await tx.unsafe("INSERT INTO queue_migrations (version, applied_at) VALUES ($1, $2)", [
+          migration.version,
+          Date.now(),
+        ]);
+      }
+    });
+  }
+
+  /**
+   * Calls `listener` when any process commits a write that may add or free
+   * jobs (`LISTEN` on the schema's channel). The first watcher opens the
+   * listening connection; a failure to listen only leaves workers polling.
+   */
+  watch(listener: () => void): Disposable {
+    this.#listeners.add(listener);
+    this.#listen();
+    return {
+      [Symbol.dispose]: () => {
+        this.#listeners.delete(listener);
+      },
+    };
+  }
+
+  /** Closes every connection; later calls fail. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    try {
+      const listening = await this.#listening;
+      await listening?.unlisten().catch(() => {});
+      await this.#sql.end({ timeout: 5 });
+    } finally {
+      this.#unguard();
+    }
+  }
+
+  /**
+   * Runs `call`; a failure for want of a connection (server down or
+   * restarting, connection cut) rejects saying so. The first call that
+   * works after one takes LISTEN again: the driver re-subscribes once when
+   * its listening connection closes, and gives up if the server is still
+   * down then.
+   */
+  async #connected<T>(call: () => Promise<T>): Promise<T> {
+    let result: T;
+    try {
+      result = await call();
+    } catch (error) {
+      if (!isConnectionLost(error)) throw error;
+      if (!this.#disconnected && !this.#closed) this.#renewPool();
+      this.#disconnected = true;
+      throw unreachable(error);
+    }
+    if (this.#disconnected) {
+      this.#disconnected = false;
+      void this.#listenAgain();
+    }
+    return result;
+  }
+
+  /**
+   * Swaps the pool for a new one and ends the old at once. After a server
+   * restart or a cut connection, postgres.js 3.4.9 can leave a call on a
+   * surviving connection waiting forever (upstream porsager/postgres#1208,
+   * #1215); ending the old pool rejects such calls with its connection
+   * error, so the worker retries them on fresh connections instead of
+   * hanging.
+   */
+  #renewPool(): void {
+    const old = this.#sql;
+    this.#sql = this.#connect();
+    this.#listening = null; // the old pool's LISTEN ends with it; taken again once calls work
+    void old.end({ timeout: 0 }).catch(() => {});
+  }
+
+  /** Drops the LISTEN subscription, if any, and takes a new one. */
+  async #listenAgain(): Promise<void> {
+    const listening = this.#listening;
+    this.#listening = null;
+    await (await listening)?.unlisten().catch(() => {});
+    if (this.#closed || this.#listeners.size === 0 || this.#listening !== null) return;
+    this.#listen();
+  }
+
+  #listen(): void {
+    this.#listening ??= this.#sql.listen(this.#channel, () => {
+      for (const each of [...this.#listeners]) each();
+    }).catch((error) => {
+      if (isConnectionLost(error)) this.#disconnected = true; // listen once the server answers
+      return null;
+    });
+  }
+
+  async #begin<T>(step: (tx: Connection) => Promise<T>): Promise<T> {
+    return await this.#sql.begin((tx) => step(tx)) as T;
+  }
+
+  /**
+   * Refuses use after close, and use from inside this store's own
+   * transaction callback: that work would run on another connection, outside
+   * the transaction, and could wait for a lock the transaction holds.
+   */
+  #assertUsable(): void {
+    if (this.#closed) throw new QueueClosedError("use the PostgreSQL store");
+    if (this.#insideTransaction.getStore() === true) {
+      throw new Error(
+        "Cannot use the queue inside its own transaction callback: it would run outside the transaction; use the tx handle (tx.dispatch, tx.query)",
+      );
+    }
+  }
+}
+
+/**
+ * A connection failure as an error that says the database cannot be
+ * reached, keeping the driver's error (and its `code`) as the cause.
+ */
+function unreachable(error: unknown): Error {
+  const cause = error instanceof Error ? error : new Error(String(error));
+  const wrapped = new Error(
+    `Cannot reach the PostgreSQL database: ${cause.message}` +
+      " (the server is down, restarting or cut the connection; calls work again once it is back)",
+    { cause },
+  );
+  return Object.assign(wrapped, { code: (cause as { code?: unknown }).code });
+}
+
+/**
+ * Runs a step on `connection`. Inside a transaction the statements of an
+ * `each` step are sent together (pipelined on its one connection, run in
+ * order); on the pool they go one after another.
+ */
+async function execute(connection: Connection, step: Step, pipelined: boolean): Promise<unknown> {
+  if (!("each" in step)) return await send(connection, step.statement.postgres, step.params);
+  if (pipelined) {
+    return await Promise.all(
+      step.each.map((params) => send(connection, step.statement.postgres, params)),
+    );
+  }
+  const results: Result[] = [];
+  for (const params of step.each) {
+    results.push(await send(connection, step.statement.postgres, params));
+  }
+  return results;
+}
+
+async function send(connection: Connection, text: string, params: readonly unknown[]) {
+  const rows = await connection.unsafe(text, params as never[], { prepare: true });
+  return { rows: [...rows], count: rows.count } as Result;
+}

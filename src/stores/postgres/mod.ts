@@ -1,0 +1,140 @@
+/**
+ * The PostgreSQL store: the same queue across many machines. Claims take due
+ * jobs in one statement with `FOR UPDATE SKIP LOCKED`, each worker tick
+ * settles in one transaction, leases are measured on the database's clock,
+ * and idle workers wake on `LISTEN/NOTIFY` (polling stays as the fallback).
+ *
+ * This module is the only one that imports the `postgres` driver, from the
+ * `@renox/queue/postgres` entry point (and `Queue.open({ url })` on demand):
+ * SQLite apps never load it at run time.
+ *
+ * @example Open a queue on PostgreSQL
+ * ```ts ignore
+ * import { Queue } from "@renox/queue";
+ * import { PostgresStore } from "@renox/queue/postgres";
+ *
+ * const store = await PostgresStore.open("postgres://postgres@127.0.0.1:5432/app");
+ * const queue = await Queue.open({ store, jobs: import.meta.resolve("./jobs.ts") });
+ * ```
+ *
+ * @module
+ */
+// A full specifier: an app importing this module from another folder resolves bare names with
+// its own import map, which need not list this dependency.
+// deno-lint-ignore no-import-prefix
+import postgres from "npm:postgres@^3.4.9";
+import { migrations } from "../../../migrations/postgres/mod.ts";
+import { postgresDialect } from "./dialect.ts";
+import { PostgresEngine, type Sql } from "./engine.ts";
+import { isPostgresUrl, redactPassword } from "../database_url.ts";
+import { SqlStore } from "../sql/sql_store.ts";
+
+/** Options for {@linkcode PostgresStore.open}. */
+export interface PostgresStoreOptions {
+  /**
+   * The schema the queue's tables live in, created if missing; a name of
+   * letters, digits and underscores.
+   * @default {"public"}
+   */
+  schema?: string;
+  /**
+   * Whose clock the times the store writes and compares go by (due times,
+   * leases, locks, pauses, recorded times, prune cutoffs, counts; the
+   * README's "Clocks" limit lists the few that stay the caller's):
+   * `"database"` (the server's clock, so hosts whose clocks disagree still
+   * agree) or `"caller"` (the times the queue passes in, e.g. a test's clock).
+   * @default {"database"}
+   */
+  clock?: "database" | "caller";
+  /**
+   * Connections in the pool, one more is opened for `LISTEN`.
+   * @default {4}
+   */
+  maxConnections?: number;
+  /**
+   * How long a call waits for a new connection to the server before it
+   * rejects, in ms (whole seconds; a server that refuses connections, e.g.
+   * one that is down on a reachable host, is reported at once).
+   * @default {10_000}
+   */
+  connectTimeoutMs?: number;
+}
+
+/**
+ * Jobs in a PostgreSQL database, shared by any number of processes on any
+ * number of machines. Each operation takes a pooled connection; every write
+ * that may add or free jobs notifies the other processes' watchers.
+ */
+export class PostgresStore extends SqlStore {
+  private constructor(engine: PostgresEngine, channel: string, dbClock: boolean) {
+    super(engine, postgresDialect({ channel, dbClock }), migrations);
+  }
+
+  /** Connects to `url` (`postgres://…`), creates the schema if missing and migrates it. */
+  static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+    const schema = options.schema ?? "public";
+    // Lower case only (the unquoted name in search_path is folded to lower case), and short
+    // enough that "renox_queue_" + schema is a valid NOTIFY channel (63 bytes).
+    if (!/^[a-z_][a-z0-9_]{0,50}$/.test(schema)) {
+      throw new TypeError(
+        `schema must be 1 to 51 lower-case letters, digits and underscores, not starting with a digit: got ${
+          JSON.stringify(schema)
+        }`,
+      );
+    }
+    const clock = options.clock ?? "database";
+    if (clock !== "database" && clock !== "caller") {
+      throw new TypeError(`clock must be "database" or "caller": got ${String(clock)}`);
+    }
+    const maxConnections = options.maxConnections ?? 4;
+    if (!Number.isSafeInteger(maxConnections) || maxConnections < 1) {
+      throw new RangeError(`maxConnections must be a whole number >= 1: got ${maxConnections}`);
+    }
+    const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+    if (!Number.isFinite(connectTimeoutMs) || connectTimeoutMs < 1_000) {
+      throw new RangeError(
+        `connectTimeoutMs must be a number of ms >= 1000: got ${connectTimeoutMs}`,
+      );
+    }
+    if (!isPostgresUrl(url)) {
+      throw new TypeError(
+        `url must start with postgres:// or postgresql://: got ${redactPassword(url)}`,
+      );
+    }
+    const connect = () =>
+      postgres(url, {
+        max: maxConnections,
+        connect_timeout: Math.ceil(connectTimeoutMs / 1000),
+        onnotice: () => {},
+        connection: { search_path: schema, application_name: "@renox/queue" },
+        // Ids, tokens and times are bigint columns that fit a JavaScript number exactly.
+        types: {
+          bigint: { to: 20, from: [20], serialize: String, parse: safeInteger },
+        },
+      }) as unknown as Sql;
+    const channel = `renox_queue_${schema}`;
+    const store = new PostgresStore(
+      new PostgresEngine(connect, schema, channel),
+      channel,
+      clock === "database",
+    );
+    try {
+      await store.migrate();
+    } catch (error) {
+      await store.close().catch(() => {});
+      throw error;
+    }
+    return store;
+  }
+}
+
+/** An int8 column's text as a number, refusing one a JavaScript number cannot hold exactly. */
+function safeInteger(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) {
+    throw new RangeError(
+      `A bigint value ${text} is beyond JavaScript's safe integers: cast it to text in the query`,
+    );
+  }
+  return value;
+}

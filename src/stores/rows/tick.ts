@@ -1,0 +1,237 @@
+/**
+ * The rows of a worker's tick: what to claim, a job as a claim hands it
+ * over, the middleware to check before it starts, and how each attempt
+ * ended (its settlement).
+ *
+ * @module
+ */
+
+import type { ScheduleFiring } from "./schedules.ts";
+import type { SpendLimits } from "./spend_limits.ts";
+
+/** The middleware of one claimed job, to check before it starts. */
+export interface MiddlewareRequest {
+  /** The job's id. */
+  readonly id: number;
+  /** Its reservation token: the locks it takes are released with its settle. */
+  readonly token: number;
+  /** Overlap locks to take: fewer than `limit` live holders of `key`, or wait until `retryAt`. */
+  readonly locks: readonly {
+    readonly key: string;
+    readonly limit: number;
+    readonly expiresAt: number;
+    readonly retryAt: number;
+  }[];
+  /** Rate limits to count against: fewer than `max` starts in the current window of `perMs`. */
+  readonly rates: readonly { readonly key: string; readonly max: number; readonly perMs: number }[];
+}
+
+/** What to claim in one statement. */
+export interface ClaimRequest {
+  /** Queues in the order they are looked at: every job of the first before the second. */
+  readonly queues: readonly string[];
+  /** How many jobs at most. */
+  readonly limit: number;
+  /** The current time: jobs due at or before it are taken. */
+  readonly now: number;
+  /** The lease each claimed job gets, in ms from `now`. */
+  readonly leaseMs: number;
+  /** The reservation token written on each claimed row; settles must present it. */
+  readonly token: number;
+  /**
+   * Only jobs of these names: the ones the claiming process can run, so a
+   * job waits for a worker that knows it. Every name when absent.
+   */
+  readonly names?: readonly string[];
+  /**
+   * Fire the schedules' due slots first, in the same transaction, building
+   * their jobs with this; no firing when absent. With `limit` 0 the request
+   * only fires.
+   */
+  readonly schedules?: ScheduleFiring;
+  /** Look up which claimed jobs a schedule fired, for their `scheduled`. */
+  readonly readsScheduled?: boolean;
+  /**
+   * When set, only the first `aheadFrom` jobs in claim order may be batch
+   * jobs: the claim stops before the first batch job past them (the worker
+   * claims jobs ahead of its free slots, and a batch job is to wait unleased
+   * until it can start, so that a cancel skips it). Absent: no such stop.
+   */
+  readonly aheadFrom?: number;
+  /**
+   * With `aheadFrom`, each job name's `maxAttempts` and `maxCrashes`: a job
+   * past the first `aheadFrom` that one worker death would fail (it is on
+   * its last attempt or its last crash) is not held ahead either, as a batch
+   * job is not, so a job never fails for a death that came before it ran.
+   * A name absent here has no such stop.
+   */
+  readonly spendLimits?: Readonly<Record<string, SpendLimits>>;
+}
+
+/** A job as a claim hands it over: leased to the claimer. */
+export interface ClaimedJob {
+  /** The job's id. */
+  readonly id: number;
+  /** Queue it was taken from. */
+  readonly queue: string;
+  /** Job name. */
+  readonly name: string;
+  /** Stored payload text. */
+  readonly payload: string;
+  /** Its priority. */
+  readonly priority: number;
+  /** Starts of the handler, this claim included. */
+  readonly attempts: number;
+  /** Worker deaths so far, the one this claim recovered from included. */
+  readonly crashes: number;
+  /** True when this claim took over an expired lease (its last worker died). */
+  readonly recovered: boolean;
+  /** Deadline for retries, or null. */
+  readonly retryUntil: number | null;
+  /** The error of the last attempt, or null. */
+  readonly lastError: string | null;
+  /** Dispatch time. */
+  readonly createdAt: number;
+  /** The batch it belongs to or follows up, or null. */
+  readonly batchId: number | null;
+  /** The reservation token that fences this claim's settle. */
+  readonly token: number;
+  /** The schedule and slot (ms since the epoch) it was fired for, when a schedule fired it. */
+  readonly scheduled?: { readonly name: string; readonly slot: number };
+  /** The reason of a cancel asked while it ran before: it is cancelled, not run. Null or absent: none. */
+  readonly cancelRequested?: string | null;
+  /** How long it had been due when claimed, in ms. */
+  readonly waitedMs?: number;
+  /** The W3C `traceparent` active when it was dispatched, or null. */
+  readonly trace?: string | null;
+  /** The `traceparent` of the span of its last attempt that was retried, or null. */
+  readonly lastSpan?: string | null;
+}
+
+/** An error as it is stored. */
+export interface StoredError {
+  /** `Name: message`. */
+  readonly message: string;
+  /** The stack, when there was one. */
+  readonly stack: string | null;
+}
+
+/**
+ * A write about a claimed job: how its attempt ended, or the progress of an
+ * attempt still running. Every kind is fenced by `id` + `token`; `at` is when
+ * it happened, the time follow-up jobs are queued at.
+ */
+export type Settlement =
+  | {
+    /** The handler succeeded: the job is deleted, its chain or batch moves on. */
+    readonly kind: "complete";
+    /** The job's id. */
+    readonly id: number;
+    /** Its reservation token. */
+    readonly token: number;
+    /** When it ended. */
+    readonly at: number;
+    /** How long the handler ran, in ms; added to the metrics rollup's runtime. */
+    readonly durationMs?: number;
+    /** The handler's stored output text (`defineJob({ output })`), or null. */
+    readonly output?: string | null;
+    /** Keep the job in the completed jobs until then; absent or not after `at`: not kept. */
+    readonly keepUntil?: number;
+  }
+  | {
+    /**
+     * The job was cancelled while it ran: it is deleted (kept as cancelled
+     * until `keepUntil`), its chain stops, its batch counts it as skipped.
+     */
+    readonly kind: "cancel";
+    /** The job's id. */
+    readonly id: number;
+    /** Its reservation token. */
+    readonly token: number;
+    /** When it was stopped. */
+    readonly at: number;
+    /** Why it was cancelled. */
+    readonly reason: string;
+    /** Keep it in the completed jobs until then; not after `at`: not kept. */
+    readonly keepUntil: number;
+    /** How long the handler ran, in ms. */
+    readonly durationMs?: number;
+  }
+  | {
+    /** The handler, still running, reported progress: the job stays leased. */
+    readonly kind: "progress";
+    /** The job's id. */
+    readonly id: number;
+    /** Its reservation token. */
+    readonly token: number;
+    /** When it was reported. */
+    readonly at: number;
+    /** 0 to 100. */
+    readonly percent: number;
+  }
+  | {
+    /** The job goes back to wait until `availableAt`. */
+    readonly kind: "release";
+    /** The job's id. */
+    readonly id: number;
+    /** Its reservation token. */
+    readonly token: number;
+    /** When it ended. */
+    readonly at: number;
+    /**
+     * When it is due again, on the same clock as `at`: a store that goes by
+     * the database's clock makes it due as long after its own now.
+     */
+    readonly availableAt: number;
+    /** Why, kept as the job's last error, or null. */
+    readonly error: string | null;
+    /** True when the handler did not really run, so the attempt is given back. */
+    readonly refundAttempt: boolean;
+    /** True when the attempt ended because its worker died: counts a crash. */
+    readonly crashed?: boolean;
+    /**
+     * How long the handler ran, in ms, when the attempt ran and ended in an
+     * error; added to the metrics rollup's runtime.
+     */
+    readonly durationMs?: number;
+  }
+  | {
+    /** The job fails for good: it moves to the failed jobs. */
+    readonly kind: "fail";
+    /** The job's id. */
+    readonly id: number;
+    /** Its reservation token. */
+    readonly token: number;
+    /** Why. */
+    readonly error: StoredError;
+    /** Starts of the handler to record. */
+    readonly attempts: number;
+    /** When it failed. */
+    readonly at: number;
+    /** True when the attempt ended because its worker died: counts a crash. */
+    readonly crashed?: boolean;
+    /**
+     * How long the handler ran, in ms, when it ran (absent when the job was
+     * refused before its start); added to the metrics rollup's runtime.
+     */
+    readonly durationMs?: number;
+  };
+
+/** What `Store.settle` did. */
+export interface SettleResult {
+  /**
+   * For each settlement, in order, whether it applied (false: its lease was
+   * lost to another claim and nothing changed).
+   */
+  readonly applied: boolean[];
+  /** The jobs claimed after settling, in claim order; empty without a claim request. */
+  readonly claimed: ClaimedJob[];
+}
+
+/** A lease to renew. */
+export interface Lease {
+  /** The job's id. */
+  readonly id: number;
+  /** Its reservation token. */
+  readonly token: number;
+}

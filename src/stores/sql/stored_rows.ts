@@ -1,0 +1,180 @@
+/**
+ * Rows as the SQL stores read them (snake_case columns), and their mapping to
+ * the store's row types: one place for both engines, so SQLite and
+ * PostgreSQL hand out the same objects.
+ *
+ * @internal
+ * @module
+ */
+import type { BatchRow, ClaimedJob, FailedJobRow, RunningJobRow } from "../store.ts";
+
+/** The links of a job to its chain and batch, as the settling statements return them. */
+export interface JobLinks {
+  readonly batch_id: number | null;
+  readonly batch_member: number;
+  readonly chain_id: number | null;
+}
+
+/** A claimed job as the claim statement returns it. */
+export interface ClaimRow {
+  readonly id: number;
+  readonly queue: string;
+  readonly name: string;
+  readonly payload: string;
+  readonly priority: number;
+  readonly attempts: number;
+  readonly crashes: number;
+  readonly retry_until: number | null;
+  readonly last_error: string | null;
+  readonly created_at: number;
+  readonly batch_id: number | null;
+  /** Whether and until when it holds a key (`jobs.keyed`). */
+  readonly keyed: number;
+  /** 1 when the claim took over an expired lease (`jobs.recovered`). */
+  readonly recovered: number;
+  /** The reason of a cancel asked of it, or null (`jobs.cancel_requested`). */
+  readonly cancel_requested: string | null;
+  /** How long it had been due when claimed, in ms: the longer, the earlier its due time. */
+  readonly waited_ms: number | string | null;
+  /** The `traceparent` active at dispatch, or null. */
+  readonly trace: string | null;
+  /** The `traceparent` of its last retried attempt's span, or null. */
+  readonly last_span: string | null;
+}
+
+/** A failed job as the listing statements return it. */
+export interface FailedRow {
+  readonly id: number;
+  readonly queue: string;
+  readonly name: string;
+  readonly payload: string;
+  readonly error: string;
+  readonly stack: string | null;
+  readonly attempts: number;
+  readonly crashes: number;
+  readonly created_at: number;
+  readonly failed_at: number;
+  readonly batch_id: number | null;
+  readonly chain_id: number | null;
+}
+
+/** A leased job as the running-jobs statement returns it. */
+export interface RunningRow {
+  readonly id: number;
+  readonly queue: string;
+  readonly name: string;
+  readonly attempts: number;
+  readonly progress: number | null;
+  readonly available_at: number;
+  readonly batch_id: number | null;
+}
+
+/** A batch row. */
+export interface StoredBatch {
+  readonly id: number;
+  readonly name: string;
+  readonly total: number;
+  readonly pending: number;
+  readonly failed: number;
+  readonly skipped: number;
+  readonly allow_failures: number;
+  readonly created_at: number;
+  readonly cancelled_at: number | null;
+  readonly finished_at: number | null;
+}
+
+/**
+ * Claimed rows in claim order (queues in the order given, then priority,
+ * then due time, then id), as jobs.
+ */
+export function toClaimedJobs(
+  rows: readonly ClaimRow[],
+  queues: readonly string[],
+  token: number,
+): ClaimedJob[] {
+  const ranks = new Map(queues.map((queue, index) => [queue, index]));
+  const rank = (queue: string) => ranks.get(queue) ?? -1;
+  // RETURNING gives rows in no set order: put them back in claim order.
+  return [...rows]
+    .sort((a, b) =>
+      rank(a.queue) - rank(b.queue) || b.priority - a.priority ||
+      Number(b.waited_ms) - Number(a.waited_ms) || a.id - b.id
+    )
+    .map((row) => ({
+      id: row.id,
+      queue: row.queue,
+      name: row.name,
+      payload: row.payload,
+      priority: row.priority,
+      attempts: row.attempts,
+      crashes: row.crashes,
+      recovered: Number(row.recovered) === 1,
+      retryUntil: row.retry_until,
+      lastError: row.last_error,
+      createdAt: row.created_at,
+      batchId: row.batch_id,
+      token,
+      // Only when set: a cancel asked while an earlier attempt ran is rare.
+      ...(row.cancel_requested !== null && row.cancel_requested !== undefined &&
+        { cancelRequested: row.cancel_requested }),
+      waitedMs: row.waited_ms === null ? 0 : Math.max(0, Number(row.waited_ms)),
+      trace: row.trace,
+      lastSpan: row.last_span,
+    }));
+}
+
+/** A failed job row as the store hands it out. */
+export function toFailedJobRow(row: FailedRow): FailedJobRow {
+  return {
+    id: row.id,
+    queue: row.queue,
+    name: row.name,
+    payload: row.payload,
+    error: row.error,
+    stack: row.stack,
+    attempts: row.attempts,
+    crashes: row.crashes,
+    createdAt: row.created_at,
+    failedAt: row.failed_at,
+    batchId: row.batch_id,
+    chainId: row.chain_id,
+  };
+}
+
+/** A running job row as the store hands it out. */
+export function toRunningJobRow(row: RunningRow): RunningJobRow {
+  return {
+    id: row.id,
+    queue: row.queue,
+    name: row.name,
+    attempts: row.attempts,
+    progress: row.progress,
+    leasedUntil: row.available_at,
+    batchId: row.batch_id,
+  };
+}
+
+/** A batch row as the store hands it out. */
+export function toBatchRow(row: StoredBatch): BatchRow {
+  return {
+    id: row.id,
+    name: row.name,
+    total: row.total,
+    pending: row.pending,
+    failed: row.failed,
+    skipped: row.skipped,
+    allowFailures: row.allow_failures === 1,
+    createdAt: row.created_at,
+    cancelledAt: row.cancelled_at,
+    finishedAt: row.finished_at,
+  };
+}
+
+/** Counted batch jobs per batch. */
+export function countMembers(rows: readonly JobLinks[]): Map<number, number> {
+  const counts = new Map<number, number>();
+  for (const { batch_id: batchId, batch_member: member } of rows) {
+    if (batchId !== null && member === 1) counts.set(batchId, (counts.get(batchId) ?? 0) + 1);
+  }
+  return counts;
+}

@@ -1,0 +1,254 @@
+/**
+ * What SQLite does its own way: one prepared insert per job, the claim as
+ * one `UPDATE … RETURNING` over each queue's claim-ordered index, a failure
+ * and a retry as copy-then-delete (no statement may write two tables), and
+ * no row or key locks (its one writer already serializes every write
+ * transaction) or notifications (other processes watch the WAL file).
+ *
+ * @internal
+ * @module
+ */
+import type { ClaimRow } from "../sql/stored_rows.ts";
+import type { ClaimRequest, Lease, NewJobRow, StoredError } from "../store.ts";
+import {
+  CLAIM_SETS,
+  CLAIMED_COLUMNS,
+  type Dialect,
+  type FailSettlement,
+  type InsertedAs,
+  LINK_COLUMNS,
+  type MovedJob,
+  type RetrySelection,
+  SETTLED_COLUMNS,
+  type SettledJob,
+} from "../sql/dialect.ts";
+import { notPaused } from "../sql/job_control.ts";
+import { done, each, exec, type Script } from "../sql/script.ts";
+import { type Statement, statement } from "../sql/statement.ts";
+
+const INSERT = statement(
+  `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at,
+    batch_id, batch_member, keyed, trace)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+);
+const COMPLETE = statement(
+  `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${SETTLED_COLUMNS}`,
+  { oneRow: true },
+);
+/** Deletes succeeded jobs of one claim: parameter 1 is its token, parameter 2 their ids. */
+const COMPLETE_MANY = statement(
+  `DELETE FROM jobs WHERE token = $1 AND id IN {{ids $2}} RETURNING ${SETTLED_COLUMNS}`,
+);
+const COPY_TO_FAILED = statement(
+  `INSERT OR REPLACE INTO failed_jobs
+  (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
+    ${LINK_COLUMNS}, trace)
+  SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINK_COLUMNS},
+    trace
+  FROM jobs WHERE id = $6 AND token = $7`,
+);
+const RENEW = statement("UPDATE jobs SET available_at = $1 WHERE id = $2 AND token = $3");
+const RETRY_COPY = `INSERT INTO jobs
+  (id, queue, name, payload, priority, available_at, created_at, ${LINK_COLUMNS}, trace)
+  SELECT id, queue, name, payload, priority, $1, created_at, ${LINK_COLUMNS}, trace FROM failed_jobs`;
+const RETRY_ONE = statement(`${RETRY_COPY} WHERE id = $2 RETURNING id, ${LINK_COLUMNS}`, {
+  oneRow: true,
+});
+const RETRY_ALL = statement(`${RETRY_COPY} ORDER BY id RETURNING id, ${LINK_COLUMNS}`);
+const RETRY_BATCH = statement(
+  `${RETRY_COPY} WHERE batch_id = $2 AND batch_member = 1 ORDER BY id RETURNING id, ${LINK_COLUMNS}`,
+);
+const FORGET = statement("DELETE FROM failed_jobs WHERE id = $1");
+const FORGET_ALL = statement("DELETE FROM failed_jobs");
+const FORGET_BATCH = statement(
+  "DELETE FROM failed_jobs WHERE batch_id = $1 AND batch_member = 1",
+);
+
+const claimStatements = new Map<string, Statement>();
+
+/**
+ * A queue's priority levels, highest first: one seek per level on the claim
+ * index, however many jobs each level holds. One more than
+ * {@linkcode MAX_CLAIM_ARMS} at most, which says "too many".
+ */
+const LEVELS = statement(
+  `WITH RECURSIVE levels(priority) AS (
+    SELECT MAX(priority) FROM jobs INDEXED BY jobs_claim_order WHERE queue = $1
+    UNION ALL
+    SELECT (SELECT MAX(priority) FROM jobs INDEXED BY jobs_claim_order
+      WHERE queue = $1 AND priority < levels.priority)
+    FROM levels WHERE levels.priority IS NOT NULL LIMIT $2
+  )
+  SELECT priority FROM levels WHERE priority IS NOT NULL`,
+);
+
+/** Most (queue, priority) ranges one claim seeks; past it the claim walks each queue's index. */
+const MAX_CLAIM_ARMS = 16;
+
+/**
+ * The claim statement over `arms` ranges of (queue, priority), looked at in
+ * the given order, each a seek to its due jobs in due order, so delayed jobs
+ * at a higher priority cost nothing; with `byName`, only jobs whose name is
+ * in parameter 5. Parameters: token, now, limit, leaseMs, names, then a
+ * queue and a priority per arm.
+ */
+function levelClaimStatement(arms: number, byName: boolean): Statement {
+  const cacheKey = `levels:${arms}:${byName}`;
+  let claim = claimStatements.get(cacheKey);
+  if (claim === undefined) {
+    const names = byName ? "AND name IN {{texts $5}}" : "";
+    const arm = (index: number) =>
+      `SELECT id FROM (SELECT id FROM jobs INDEXED BY jobs_claim_order
+        WHERE queue = $${6 + 2 * index} AND priority = $${7 + 2 * index}
+        AND available_at <= $2 ${names} AND ${notPaused(`$${6 + 2 * index}`, "$2")}
+        ORDER BY available_at LIMIT $3)`;
+    claim = claimSetting(Array.from({ length: arms }, (_, i) => arm(i)).join(" UNION ALL "));
+    claimStatements.set(cacheKey, claim);
+  }
+  return claim;
+}
+
+/**
+ * The claim statement that walks each of `queueCount` queues' claim index in
+ * order (for queues with more priority levels than {@linkcode MAX_CLAIM_ARMS});
+ * with `byName`, only jobs whose name is in parameter 5. Parameters: token,
+ * now, limit, leaseMs, names, then the queues.
+ */
+function walkingClaimStatement(queueCount: number, byName: boolean): Statement {
+  const cacheKey = `walk:${queueCount}:${byName}`;
+  let claim = claimStatements.get(cacheKey);
+  if (claim === undefined) {
+    const names = byName ? "AND name IN {{texts $5}}" : "";
+    const perQueue = (index: number) =>
+      `SELECT id FROM (SELECT id FROM jobs INDEXED BY jobs_claim_order WHERE queue = $${6 + index}
+        AND available_at <= $2 ${names} AND ${notPaused(`$${6 + index}`, "$2")}
+        ORDER BY priority DESC, available_at LIMIT $3)`;
+    claim = claimSetting(
+      Array.from({ length: queueCount }, (_, i) => perQueue(i)).join(" UNION ALL "),
+    );
+    claimStatements.set(cacheKey, claim);
+  }
+  return claim;
+}
+
+/** The claim's write: the rows `ids` selects, `LIMIT $3` of them, get the token and a lease. */
+function claimSetting(ids: string): Statement {
+  return statement(
+    `UPDATE jobs SET token = $1, available_at = $2 + $4, waited_ms = $2 - available_at,
+      ${CLAIM_SETS}
+    WHERE id IN (${ids} LIMIT $3)
+    RETURNING ${CLAIMED_COLUMNS}`,
+  );
+}
+
+/** SQLite's operations. */
+export const sqliteDialect: Dialect = {
+  engine: "sqlite",
+  usesDatabaseClock: false,
+  insertsInOneStatement: false,
+
+  *insertJobs(rows: readonly NewJobRow[], as: InsertedAs): Script<number[]> {
+    const member = as.batchId === null ? 0 : 1;
+    const values = (row: NewJobRow) => [
+      row.queue,
+      row.name,
+      row.payload,
+      row.priority,
+      row.availableAt,
+      row.retryUntil,
+      row.createdAt,
+      as.batchId,
+      member,
+      as.keyed,
+      row.trace ?? null,
+    ];
+    // Without RETURNING: run() reports the new row id, and is the cheaper read.
+    if (rows.length === 1) return [(yield* exec(INSERT, ...values(rows[0]!))).lastId!];
+    return (yield* each(INSERT, rows.map(values))).map((result) => result.lastId!);
+  },
+
+  *claim(request: ClaimRequest): Script<ClaimRow[]> {
+    const { queues, limit, now, leaseMs, token, names } = request;
+    const params = [token, now, limit, leaseMs, names ?? null];
+    const byName = names !== undefined;
+    // Each queue's priority levels first (a few seeks), then one seek per level to its due jobs:
+    // walking the index instead would step over every delayed job at a higher priority.
+    const levels = yield* each<{ priority: number }>(
+      LEVELS,
+      queues.map((queue) => [queue, MAX_CLAIM_ARMS + 1]),
+    );
+    const arms = queues.flatMap((queue, index) =>
+      levels[index]!.rows.map(({ priority }) => [queue, priority] as const)
+    );
+    if (arms.length === 0) return [];
+    if (arms.length > MAX_CLAIM_ARMS) {
+      return yield* claimRows(walkingClaimStatement(queues.length, byName), [...params, ...queues]);
+    }
+    return yield* claimRows(levelClaimStatement(arms.length, byName), [...params, ...arms.flat()]);
+  },
+
+  *completeJobs(leases: readonly Lease[]): Script<SettledJob[]> {
+    // One statement per claim's token (a tick's successes come from a claim or a few).
+    const idsByToken = new Map<number, number[]>();
+    for (const { id, token } of leases) {
+      const ids = idsByToken.get(token);
+      if (ids === undefined) idsByToken.set(token, [id]);
+      else ids.push(id);
+    }
+    const deleted = yield* each<SettledJob>(COMPLETE_MANY, [...idsByToken]);
+    return deleted.flatMap((result) => result.rows);
+  },
+
+  *failJob(settlement: FailSettlement, error: StoredError): Script<SettledJob | null> {
+    const { id, token } = settlement;
+    const { count } = yield* exec(
+      COPY_TO_FAILED,
+      error.message,
+      error.stack,
+      settlement.attempts,
+      settlement.crashed ? 1 : 0,
+      settlement.at,
+      id,
+      token,
+    );
+    if (count === 0) return null;
+    const { rows: [job] } = yield* exec<SettledJob>(COMPLETE, id, token);
+    return job ?? null;
+  },
+
+  *retryFailed(selection: RetrySelection, now: number): Script<MovedJob[]> {
+    if (selection === "all") {
+      const { rows } = yield* exec<MovedJob>(RETRY_ALL, now);
+      yield* exec(FORGET_ALL);
+      return rows;
+    }
+    if (!Array.isArray(selection)) {
+      const { batchId } = selection as { readonly batchId: number };
+      const { rows } = yield* exec<MovedJob>(RETRY_BATCH, now, batchId);
+      yield* exec(FORGET_BATCH, batchId);
+      return rows;
+    }
+    const moved: MovedJob[] = [];
+    for (const id of selection as readonly number[]) {
+      const { rows: [row] } = yield* exec<MovedJob>(RETRY_ONE, now, id);
+      if (row === undefined) continue;
+      yield* exec(FORGET, id);
+      moved.push(row);
+    }
+    return moved;
+  },
+
+  *renew(leases: readonly Lease[], until: number): Script<number[]> {
+    const renewed = yield* each(RENEW, leases.map(({ id, token }) => [until, id, token]));
+    return leases.filter((_, index) => renewed[index]!.count === 0).map(({ id }) => id);
+  },
+
+  lockKeys: () => done(undefined),
+  notify: () => done(undefined),
+  // One machine, one clock.
+  now: (given) => done(given),
+};
+
+function* claimRows(claim: Statement, params: readonly unknown[]): Script<ClaimRow[]> {
+  return (yield* exec<ClaimRow>(claim, ...params)).rows;
+}

@@ -1,0 +1,284 @@
+/**
+ * The SQLite engine: one `node:sqlite` connection, scripts driven
+ * synchronously inside `BEGIN IMMEDIATE` … `COMMIT` (no microtask between
+ * two statements, so nothing else reaches the connection mid-transaction),
+ * busy waits that yield to the event loop, app transactions that hold the
+ * other work back until they end, and a watch on the WAL file.
+ *
+ * A write outside a transaction is read with `all()` or `run()`, never
+ * `get()`: on an autocommit write, `get()` returns the row and swallows the
+ * commit's error (a full disk then "stores" a job that is not there).
+ *
+ * @internal
+ * @module
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import type { DatabaseSync, SQLInputValue, SQLOutputValue, StatementSync } from "node:sqlite";
+import type { Migration } from "../../../migrations/migration.ts";
+import { QueueClosedError } from "../../errors.ts";
+import { FileWatch } from "./file_watch.ts";
+import { retryWhileBusy } from "./connection.ts";
+import { explainWriteError } from "./write_errors.ts";
+import { IdleCheckpoint } from "./wal_checkpoint.ts";
+import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
+import { migrationPlan } from "../sql/engine.ts";
+import { oneWriteAtMost, type Result, runSync, type Script, type Step } from "../sql/script.ts";
+import type { Statement } from "../sql/statement.ts";
+
+/** One SQLite connection that runs scripts. */
+export class SqliteEngine implements Engine {
+  readonly #db: DatabaseSync;
+  readonly #path: string;
+  readonly #busyTimeoutMs: number;
+  readonly #changes: FileWatch;
+  readonly #checkpoint: IdleCheckpoint | null;
+  readonly #statements = new Map<string, Prepared>();
+  /** Settles when the app transaction now running ends; null when none runs. */
+  #transaction: Promise<void> | null = null;
+  /** Set inside a transaction's callback, to refuse calls that would wait for it forever. */
+  readonly #insideTransaction = new AsyncLocalStorage<Promise<void>>();
+  #closed = false;
+  readonly #step = (step: Step): unknown => {
+    if ("each" in step) return step.each.map((params) => this.#execute(step.statement, params));
+    return this.#execute(step.statement, step.params);
+  };
+
+  /** Runs on `db`, opened at `path` (`:memory:` or a `file:` URI watch nothing). */
+  constructor(db: DatabaseSync, path: string, busyTimeoutMs: number) {
+    this.#db = db;
+    this.#path = path;
+    this.#busyTimeoutMs = busyTimeoutMs;
+    // Every commit in WAL mode writes the -wal file: a change there may be new jobs.
+    const file = path === ":memory:" || path.startsWith("file:") ? null : path;
+    this.#changes = new FileWatch(file === null ? null : `${file}-wal`);
+    this.#checkpoint = file === null
+      ? null
+      : new IdleCheckpoint(db, `${file}-wal`, () => this.#transaction === null && !this.#closed);
+  }
+
+  /** Runs the script in one write transaction, or statement by statement. */
+  run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
+    this.#checkpoint?.start();
+    // Explained where SQLite throws, rather than in a `catch` of the promise: one promise fewer
+    // per statement on the hot path (a single dispatch).
+    return this.#whenFree(
+      mode === "statement"
+        ? () => this.#explained(() => runSync(start(), oneWriteAtMost(this.#step)))
+        : () => this.#explained(() => this.#inWriteTransaction(() => runSync(start(), this.#step))),
+    );
+  }
+
+  /** Runs `fn` inside `BEGIN IMMEDIATE` … `COMMIT`, rolling back if it throws. */
+  transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+    this.#checkpoint?.start();
+    return this.#runTransaction(fn).catch(this.#explain);
+  }
+
+  /** Rethrows a write error with its cause named (disk full, read-only). */
+  readonly #explain = (error: unknown): never => {
+    throw explainWriteError(error, this.#path);
+  };
+
+  /** `step()`, its write error rethrown with its cause named (a busy error stays as it is). */
+  #explained<T>(step: () => T): T {
+    try {
+      return step();
+    } catch (error) {
+      return this.#explain(error);
+    }
+  }
+
+  async #runTransaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+    let end!: () => void;
+    const ended = new Promise<void>((resolve) => end = resolve);
+    if (this.#transaction !== null && this.#insideTransaction.getStore() === this.#transaction) {
+      throw new Error(
+        "Cannot start a transaction inside another on the same queue: use its tx handle",
+      );
+    }
+    // Take the lane in the same tick the previous holder is seen gone, so no one slips in.
+    while (this.#transaction !== null) await this.#transaction;
+    if (this.#closed) throw new QueueClosedError("start a transaction");
+    this.#transaction = ended;
+    let open = false;
+    try {
+      await retryWhileBusy(() => this.#db.exec("BEGIN IMMEDIATE"), this.#busyTimeoutMs);
+      open = true;
+      const check = () => {
+        if (!open) {
+          throw new Error("This transaction has ended: use it only inside its callback");
+        }
+        this.#assertStillOpen();
+      };
+      const tx: EngineTransaction = {
+        // deno-lint-ignore require-await
+        run: async (script) => {
+          check();
+          return runSync(script, this.#step);
+        },
+        // deno-lint-ignore require-await
+        query: async <Row>(text: string, params: readonly unknown[]) => {
+          check();
+          return this.#db.prepare(text).all(...params.map(bind)) as unknown as Row[];
+        },
+      };
+      const result = await this.#insideTransaction.run(ended, () => fn(tx));
+      this.#assertStillOpen();
+      this.#db.exec("COMMIT");
+      open = false;
+      return result;
+    } finally {
+      try {
+        // SQLite may already have rolled back on its own (ON CONFLICT ROLLBACK, I/O error).
+        if (open && this.#db.isTransaction) this.#db.exec("ROLLBACK");
+      } finally {
+        open = false;
+        this.#transaction = null;
+        end();
+      }
+    }
+  }
+
+  /** Applies the steps this file lacks, in one write transaction. */
+  migrate(migrations: readonly Migration[]): Promise<void> {
+    return this.#whenFree(() =>
+      this.#inWriteTransaction(() => {
+        this.#db.exec(`CREATE TABLE IF NOT EXISTS queue_migrations (
+          version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
+        const rows = this.#db.prepare("SELECT version FROM queue_migrations").all();
+        const applied = new Set(rows.map((row) => Number(row.version)));
+        for (const migration of migrationPlan(migrations, applied)) {
+          this.#db.exec(migration.sql);
+          this.#db.prepare("INSERT INTO queue_migrations (version, applied_at) VALUES (?, ?)")
+            .run(migration.version, Date.now());
+        }
+      })
+    );
+  }
+
+  /** Calls `listener` when the database's WAL file changes (any process's commit). */
+  watch(listener: () => void): Disposable {
+    return this.#changes.add(listener);
+  }
+
+  /** Closes the connection once the running transaction, if any, has ended. */
+  async close(): Promise<void> {
+    while (!this.#closed && this.#transaction !== null) await this.#transaction;
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#changes.close();
+    this.#checkpoint?.close();
+    this.#db.close();
+  }
+
+  #execute(statement: Statement, params: readonly unknown[]): Result {
+    let prepared = this.#statements.get(statement.sqlite);
+    if (prepared === undefined) {
+      prepared = prepare(this.#db, statement);
+      this.#statements.set(statement.sqlite, prepared);
+    }
+    const values = params.map(bind);
+    const { sql, returnsRows, columns } = prepared;
+    if (!returnsRows) {
+      const { changes, lastInsertRowid } = sql.run(...values);
+      return { rows: [], count: Number(changes), lastId: Number(lastInsertRowid) };
+    }
+    // get() is cheaper, but on a write outside a transaction it swallows the commit's error.
+    if (statement.oneRow && (statement.readsOnly || this.#db.isTransaction)) {
+      const row = sql.get(...values);
+      return row === undefined ? { rows: [], count: 0 } : { rows: [toRow(row, columns)], count: 1 };
+    }
+    const rows = sql.all(...values).map((row) => toRow(row, columns));
+    return { rows, count: rows.length };
+  }
+
+  /** SQLite rolls back on its own after some errors; going on would write outside the transaction. */
+  #assertStillOpen(): void {
+    if (!this.#db.isTransaction) {
+      throw new Error(
+        "Cannot go on with this transaction: SQLite rolled it back after a statement failed",
+      );
+    }
+  }
+
+  /** Runs `step` (its own commit, or a whole transaction) once no app transaction runs. */
+  #whenFree<T>(step: () => T): Promise<T> {
+    return retryWhileBusy(step, this.#busyTimeoutMs, this.#waitTurn);
+  }
+
+  /** Holds a step back while an app transaction runs or after close. */
+  readonly #waitTurn = (): Promise<void> | undefined => {
+    if (this.#transaction === null && !this.#closed) return undefined;
+    // Only the transaction's own callback: work it merely started may wait its turn later.
+    if (this.#transaction !== null && this.#insideTransaction.getStore() === this.#transaction) {
+      return Promise.reject(
+        new Error(
+          "Cannot use the queue inside its own transaction callback: it would wait for itself; use the tx handle (tx.dispatch, tx.query)",
+        ),
+      );
+    }
+    return this.#idle();
+  };
+
+  async #idle(): Promise<void> {
+    while (this.#transaction !== null) await this.#transaction;
+    if (this.#closed) throw new QueueClosedError("use the SQLite store");
+  }
+
+  /** Runs `step` inside `BEGIN IMMEDIATE` … `COMMIT`, rolling back if it throws. */
+  #inWriteTransaction<T>(step: () => T): T {
+    this.#db.exec("BEGIN IMMEDIATE");
+    try {
+      const result = step();
+      this.#db.exec("COMMIT");
+      return result;
+    } catch (error) {
+      if (this.#db.isTransaction) this.#db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+}
+
+/** A statement prepared on the connection, and how it hands over the rows it returns. */
+interface Prepared {
+  readonly sql: StatementSync;
+  /** Whether it returns rows. */
+  readonly returnsRows: boolean;
+  /** Its columns' names when it hands over rows as arrays; null when as objects. */
+  readonly columns: readonly string[] | null;
+}
+
+/** `setReturnArrays`, which the `node:sqlite` types of some Deno versions lack. */
+type ArraysOption = { setReturnArrays?: (enabled: boolean) => void };
+
+/**
+ * Prepares `statement`. One that returns rows hands them over as arrays,
+ * made into objects here: `node:sqlite`'s own row objects are slow to build
+ * and to read (a claim's 17 columns cost microseconds per row). A runtime
+ * without `setReturnArrays` hands over its objects.
+ */
+function prepare(db: DatabaseSync, statement: Statement): Prepared {
+  const sql = db.prepare(statement.sqlite);
+  const { returnsRows } = statement;
+  const arrays = (sql as StatementSync & ArraysOption).setReturnArrays;
+  if (!returnsRows || arrays === undefined) return { sql, returnsRows, columns: null };
+  arrays.call(sql, true);
+  return { sql, returnsRows, columns: sql.columns().map((column) => column.name) };
+}
+
+/** A row as it is handed over (an array of `columns`, or an object), as an object. */
+function toRow(row: unknown, columns: readonly string[] | null): Record<string, unknown> {
+  if (columns === null) return row as Record<string, unknown>;
+  const values = row as readonly SQLOutputValue[];
+  const object: Record<string, unknown> = {};
+  for (let index = 0; index < columns.length; index++) object[columns[index]!] = values[index];
+  return object;
+}
+
+/** A parameter as SQLite binds it: booleans as 1/0, undefined as null, arrays as JSON text. */
+function bind(value: unknown): SQLInputValue {
+  if (value === undefined) return null;
+  if (typeof value === "boolean") return value ? 1 : 0;
+  if (Array.isArray(value)) return JSON.stringify(value);
+  return value as SQLInputValue;
+}

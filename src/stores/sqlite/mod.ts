@@ -1,0 +1,65 @@
+/**
+ * The default store: every job in one SQLite file, through `node:sqlite`.
+ *
+ * @module
+ */
+import { migrations } from "../../../migrations/sqlite/mod.ts";
+import { type Durability, openConnection } from "./connection.ts";
+import { sqliteDialect } from "./dialect.ts";
+import { SqliteEngine } from "./engine.ts";
+import { SqlStore } from "../sql/sql_store.ts";
+
+export type { Durability } from "./connection.ts";
+
+/** Options for {@linkcode SqliteStore.open}. */
+export interface SqliteStoreOptions {
+  /**
+   * `"normal"` survives a process crash and may lose the last commits on
+   * power loss; `"full"` syncs every commit.
+   * @default {"normal"}
+   */
+  durability?: Durability;
+  /**
+   * How long to wait for another connection's write lock before failing.
+   * @default {30_000}
+   */
+  busyTimeoutMs?: number;
+}
+
+/**
+ * Jobs in one SQLite file. One connection per store; its operations run one
+ * at a time, and an app transaction holds the others back until it ends.
+ *
+ * @example Opening a store directly
+ * ```ts
+ * import { SqliteStore } from "@renox/queue";
+ * await using store = await SqliteStore.open(":memory:");
+ * console.log(await store.counts(Date.now()));
+ * ```
+ */
+export class SqliteStore extends SqlStore {
+  private constructor(engine: SqliteEngine) {
+    super(engine, sqliteDialect, migrations);
+  }
+
+  /** Opens (creating if needed) the file at `path`, or `":memory:"`, and migrates it. */
+  static async open(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
+    const durability = options.durability ?? "normal";
+    if (durability !== "normal" && durability !== "full") {
+      throw new TypeError(`durability must be "normal" or "full": got ${String(durability)}`);
+    }
+    const busyTimeoutMs = options.busyTimeoutMs ?? 30_000;
+    if (!(Number.isFinite(busyTimeoutMs) && busyTimeoutMs >= 0)) {
+      throw new RangeError(`busyTimeoutMs must be a finite number >= 0: got ${busyTimeoutMs}`);
+    }
+    const db = await openConnection(path, durability, busyTimeoutMs);
+    const store = new SqliteStore(new SqliteEngine(db, path, busyTimeoutMs));
+    try {
+      await store.migrate();
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+    return store;
+  }
+}
