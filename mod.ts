@@ -53,6 +53,7 @@ export {
   type PayloadOutput,
   type PayloadSchema,
   type PlannedJobs,
+  type ScheduledRun,
   type SchemaIssue,
   type SchemaResult,
 } from "./src/job.ts";
@@ -71,7 +72,6 @@ export {
   type OverlapPolicy,
   type ScheduleConfig,
   type ScheduleDefinition,
-  type ScheduledRun,
 } from "./src/schedule.ts";
 export type { BackfillOptions, BackfillResult, ScheduleInfo } from "./src/schedules/views.ts";
 export type { JobList, JobListOptions, JobState, ListedJob } from "./src/admin/job_list.ts";

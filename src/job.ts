@@ -9,7 +9,6 @@ import { shown } from "./shown.ts";
 import { assertBackoff, type Backoff, defaultBackoff, MAX_DELAY_MS } from "./backoff.ts";
 import type { JobMiddleware } from "./middleware.ts";
 import { assertName, assertQueueName } from "./names.ts";
-import type { ScheduledRun } from "./schedule.ts";
 
 /** Options for one dispatch. */
 export interface DispatchOptions {
@@ -102,6 +101,14 @@ export function resolveDispatch(
   const priority = options?.priority ?? job.priority;
   assertPriority(priority, where);
   return { queue, delayMs: Math.round(delayMs), at: at?.getTime() ?? null, priority };
+}
+
+/** The slot a scheduled job was fired for, as `ctx.scheduled` gives it. */
+export interface ScheduledRun {
+  /** The schedule's name. */
+  readonly name: string;
+  /** The slot: when the schedule was due (for a triggered job, when it was triggered). */
+  readonly slot: Date;
 }
 
 /** What a handler learns about the attempt it is running. */

@@ -29,14 +29,6 @@ export type MissedPolicy = "skip" | "once" | "all";
  */
 export type OverlapPolicy = "skip" | "allow";
 
-/** The slot a scheduled job was fired for, as `ctx.scheduled` gives it. */
-export interface ScheduledRun {
-  /** The schedule's name. */
-  readonly name: string;
-  /** The slot: when the schedule was due (for a triggered job, when it was triggered). */
-  readonly slot: Date;
-}
-
 /** The settings {@linkcode defineSchedule} takes. */
 export interface ScheduleConfig<J extends JobDefinition> {
   /** Stable name, stored; 1 to 255 characters. Renaming makes a new schedule. */

@@ -14,6 +14,9 @@ import type { Context, SpanContext } from "npm:@opentelemetry/api@1";
 // deno-lint-ignore no-import-prefix
 import { context, ROOT_CONTEXT, trace, TraceFlags } from "npm:@opentelemetry/api@1";
 
+/** The instrumentation scope every span and metric of the queue is recorded under. */
+export const INSTRUMENTATION_SCOPE = "@renox/queue";
+
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 const INVALID_TRACE = "00000000000000000000000000000000";
 const INVALID_SPAN = "0000000000000000";

@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, type JobDefinition } from "../src/job.ts";
 import type { Queue } from "../src/queue.ts";
-import { defineSchedule, type ScheduleConfig, type ScheduledRun } from "../src/schedule.ts";
+import type { ScheduledRun } from "../src/job.ts";
+import { defineSchedule, type ScheduleConfig } from "../src/schedule.ts";
 import { ManualClock, within } from "./_helpers.ts";
 import { type StoreContext, storeTest, waitFor } from "./_stores.ts";
 

@@ -11,7 +11,7 @@
 // deno-lint-ignore no-import-prefix
 import { type BatchObservableCallback, type Meter, metrics } from "npm:@opentelemetry/api@1";
 import type { Clock } from "../clock.ts";
-import { INSTRUMENTATION_SCOPE } from "../runner/tracing.ts";
+import { INSTRUMENTATION_SCOPE } from "../trace_context.ts";
 import type { StatsStore } from "../stores/store.ts";
 
 /** One queue's gauges, until {@linkcode QueueGauges.remove}. */

@@ -12,7 +12,7 @@
 // deno-lint-ignore no-import-prefix
 import { type Attributes, type Counter, type Histogram, metrics } from "npm:@opentelemetry/api@1";
 import type { ClaimedJob } from "../stores/store.ts";
-import { INSTRUMENTATION_SCOPE } from "./tracing.ts";
+import { INSTRUMENTATION_SCOPE } from "../trace_context.ts";
 
 /** Seconds, the unit of every duration the queue records. */
 const SECONDS = "s";

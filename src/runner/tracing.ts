@@ -15,10 +15,12 @@ import type { Attributes, Context, Link, Span } from "npm:@opentelemetry/api@1";
 import { ProxyTracerProvider, SpanKind, SpanStatusCode, trace } from "npm:@opentelemetry/api@1";
 import type { Outcome } from "./outcomes.ts";
 import type { ClaimedJob } from "../stores/store.ts";
-import { contextOf, fromTraceparent, toTraceparent } from "../trace_context.ts";
-
-/** The instrumentation scope every span and metric of the queue is recorded under. */
-export const INSTRUMENTATION_SCOPE = "@renox/queue";
+import {
+  contextOf,
+  fromTraceparent,
+  INSTRUMENTATION_SCOPE,
+  toTraceparent,
+} from "../trace_context.ts";
 
 /** The value of `messaging.system`. */
 export const MESSAGING_SYSTEM = "renox-queue";
