@@ -92,6 +92,8 @@ export type {
   CompletedJob,
   CompletedOptions,
   DispatchAndWaitOptions,
+  FinishedJob,
+  FinishedOptions,
   JobResult,
   JobResultState,
   PausedQueue,
@@ -107,7 +109,14 @@ export type {
 } from "./src/admin/listing.ts";
 export { BatchBuilder, type BatchStatus } from "./src/batch.ts";
 export { ChainBuilder, type ChainOptions, previousOutput } from "./src/chain.ts";
-export type { Runner, RunnerStats, StopOptions, StopReason } from "./src/runner/runner.ts";
+export type {
+  QueueWorker,
+  Runner,
+  RunnerStats,
+  StopOptions,
+  StopReason,
+  WorkerStats,
+} from "./src/runner/runner.ts";
 export { type Durability, SqliteStore, type SqliteStoreOptions } from "./src/stores/sqlite/mod.ts";
 export type { ExecutorKind, ResolvedWorkOptions, WorkOptions } from "./src/runner/work_options.ts";
 export type {

@@ -101,7 +101,7 @@ export const USAGE =
                      drain     queue.work() drains of no-op jobs, isolate executor,
                                concurrency 1, 8, 32; at 32 of jobs dispatched in a
                                span that each write one ctx.log() line; at 32 keeping
-                               no finished job (keepCompletedMs: 0), as the ceiling
+                               no finished job (keepFinishedMs: 0), as the ceiling
                      workers   the same drains in Web Workers (runs drain and ceiling too),
                                and a raw round trip to a bare Web Worker, one at a time
                      cpu       ${CPU_JOBS} CPU-bound jobs of ~${CPU_JOB_MS} ms each per run (fixed),

@@ -58,7 +58,7 @@ export function dispatchMeasurements(): Measurement[] {
  * 35 % at concurrency 8, 50 % at 32), and at concurrency 1 against the raw
  * drain that commits once per job (target 1.5×: a default worker beats any
  * design that commits per job). Beside them: c32 of jobs that each write a
- * log line, and c32 keeping no finished job (`keepCompletedMs: 0`), which
+ * log line, and c32 keeping no finished job (`keepFinishedMs: 0`), which
  * shows what the default's copy of each finished job into `completed_jobs`
  * costs against a ceiling that keeps none.
  */
@@ -82,7 +82,7 @@ export function isolateDrainMeasurements(): Measurement[] {
     id: "drain-c32-unkept",
     name: "isolate drain c32, results not kept",
     label:
-      "queue.work() drain of no-op jobs, isolate executor, concurrency 32, keepCompletedMs: 0 (no finished job kept, as the raw ceiling keeps none; the default keeps each 24 h)",
+      "queue.work() drain of no-op jobs, isolate executor, concurrency 32, keepFinishedMs: 0 (no finished job kept, as the raw ceiling keeps none; the default keeps each 24 h)",
     baseline: "raw-drain-batched",
     alsoComparedWith: ["drain-c32"],
     run: (jobs) => drain(jobs, 32, "isolate", (fn) => withQueueKeeping(0, fn)),

@@ -17,18 +17,18 @@ export function withQueue<T>(fn: (queue: Queue) => Promise<T>): Promise<T> {
 }
 
 /**
- * {@linkcode withQueue} with `keepCompletedMs` set (undefined: the default,
+ * {@linkcode withQueue} with `keepFinishedMs` set (undefined: the default,
  * 24 h): `0` keeps no finished job, as the raw ceilings keep none.
  */
 export function withQueueKeeping<T>(
-  keepCompletedMs: number | undefined,
+  keepFinishedMs: number | undefined,
   fn: (queue: Queue) => Promise<T>,
 ): Promise<T> {
   return withTempDatabase(async (path) => {
     await using queue = await Queue.open({
       path,
       jobs: BENCH_JOBS_URL,
-      ...(keepCompletedMs !== undefined && { keepCompletedMs }),
+      ...(keepFinishedMs !== undefined && { keepFinishedMs }),
     });
     return await fn(queue);
   });

@@ -6,7 +6,7 @@
 import { asError } from "./errors.ts";
 
 /** Counts of what a worker has done so far. */
-export interface RunnerStats {
+export interface WorkerStats {
   /** Jobs that succeeded. */
   readonly completed: number;
   /** Jobs that failed for good. */
@@ -15,13 +15,17 @@ export interface RunnerStats {
   readonly retried: number;
 }
 
+/** @deprecated Use {@linkcode WorkerStats}. */
+export type RunnerStats = WorkerStats;
+
 /**
- * Why a worker stopped: `"requested"` by `stop()`, `"empty"` with
- * `stopWhenEmpty`, `"limit"` at `maxJobs` or `maxTimeMs`, or `"stuck"` when a
- * Web Worker stuck in synchronous code could not be terminated: the process
- * should exit and be restarted (the `work` command exits with code 3).
+ * Why a worker or a drain stopped: `"requested"` by `stop()`, `"empty"` once
+ * nothing was due (`stopWhenEmpty`, a drain), `"time"` at `maxTimeMs`, `"jobs"`
+ * at `maxJobs`, `"stuck"` when a Web Worker stuck in synchronous code could not
+ * be terminated (the process should exit and be restarted: the `work` command
+ * exits with code 3), or `"closed"` when the queue closed under a drain.
  */
-export type StopReason = "requested" | "empty" | "limit" | "stuck";
+export type StopReason = "requested" | "empty" | "time" | "jobs" | "stuck" | "closed";
 
 /** What every job event says about the job. */
 export interface JobEventDetail {
@@ -72,7 +76,7 @@ export interface QueueEventMap {
     /** The queue resumed. */ readonly queue: string;
   };
   /** A worker stopped claiming and every job it held has settled. */
-  "worker:stop": RunnerStats & {
+  "worker:stop": WorkerStats & {
     /** Why it stopped. */ readonly reason: StopReason;
   };
   /**

@@ -347,8 +347,10 @@ export interface JobConfig<
   /**
    * How long a finished job (its output, or its cancel) is kept in the
    * completed jobs, in ms; 0 keeps none.
-   * @default {the queue's keepCompletedMs}
+   * @default {the queue's keepFinishedMs}
    */
+  keepFinishedMs?: number;
+  /** @deprecated Use `keepFinishedMs`; still accepted (`keepFinishedMs` wins when both are given). */
   keepCompletedMs?: number;
   /** Runs the job. Throw to fail the attempt; throw `PermanentError` to fail for good. */
   handle(payload: PayloadOutput<S>, ctx: JobContext): HandlerReturn<O>;
@@ -404,7 +406,7 @@ export interface JobDefinition<
   /** Largest output stored, in bytes of JSON. */
   readonly maxOutputBytes: number;
   /** How long a finished job is kept, in ms, or undefined for the queue's default. */
-  readonly keepCompletedMs: number | undefined;
+  readonly keepFinishedMs: number | undefined;
   /** Runs the job. */
   readonly handle: (payload: PayloadOutput<S>, ctx: JobContext) => HandlerReturn<O>;
   /** Runs once when the job fails for good. */
@@ -457,9 +459,7 @@ export function defineJob<
   if (!Number.isSafeInteger(maxOutputBytes) || maxOutputBytes < 2) {
     throw new RangeError(`${where}: maxOutputBytes must be an integer >= 2: got ${maxOutputBytes}`);
   }
-  const keepCompletedMs = config.keepCompletedMs === undefined
-    ? undefined
-    : assertKeepMs(config.keepCompletedMs, where);
+  const keepFinishedMs = keepMsOption(config, where);
   for (const hook of ["handle", "failed", "retryUntil", "uniqueId", "middleware"] as const) {
     const value = config[hook];
     if (typeof value !== "function" && (hook === "handle" || value !== undefined)) {
@@ -488,7 +488,7 @@ export function defineJob<
     middleware: config.middleware,
     output: config.output as O,
     maxOutputBytes,
-    keepCompletedMs,
+    keepFinishedMs,
     handle: config.handle,
     failed: config.failed,
   };
@@ -543,10 +543,23 @@ export function assertPriority(priority: unknown, where: string): void {
 }
 
 /**
+ * The `keepFinishedMs` option of a job or a queue, checked: or its deprecated
+ * name `keepCompletedMs`; undefined when neither is given. @internal
+ */
+export function keepMsOption(
+  options: { readonly keepFinishedMs?: number; readonly keepCompletedMs?: number },
+  where: string,
+): number | undefined {
+  if (options.keepFinishedMs !== undefined) return assertKeepMs(options.keepFinishedMs, where);
+  if (options.keepCompletedMs === undefined) return undefined;
+  return assertKeepMs(options.keepCompletedMs, where, "keepCompletedMs");
+}
+
+/**
  * Throws a `RangeError` naming `where` unless `keepMs` is a whole number of
  * ms from 0 (keep nothing) to 10 years.
  */
-export function assertKeepMs(keepMs: unknown, where: string, field = "keepCompletedMs"): number {
+export function assertKeepMs(keepMs: unknown, where: string, field = "keepFinishedMs"): number {
   if (!Number.isSafeInteger(keepMs) || (keepMs as number) < 0 || (keepMs as number) > MAX_KEEP_MS) {
     throw new RangeError(
       `${where}: ${field} must be a whole number of ms from 0 to ${MAX_KEEP_MS}: got ${

@@ -35,18 +35,18 @@ import type { Dispatcher, DispatchOptions, JobDefinition, OutputOf, PayloadOf } 
 import { InlineTarget } from "./dispatch/inline_target.ts";
 import {
   type CancelOptions,
+  type CancelOutcome,
   cancelReason,
-  type CancelResult,
-  type CompletedJob,
-  type CompletedOptions,
   type DispatchAndWaitOptions,
+  type FinishedJob,
+  type FinishedOptions,
   type JobResult,
-  keepCompletedMsOf,
+  keepFinishedMsOf,
   type PausedQueue,
   type PauseOptions,
   resolvePause,
   storedErrorToError,
-  toCompletedJob,
+  toFinishedJob,
   toPausedQueue,
   waitTimeoutMs,
 } from "./admin/job_control.ts";
@@ -71,7 +71,7 @@ import {
   readAppKeys,
 } from "./queue_options.ts";
 import { runNow } from "./dispatch/run_now.ts";
-import { Runner } from "./runner/runner.ts";
+import { QueueWorker } from "./runner/runner.ts";
 import { ScheduleFirer } from "./schedules/firing.ts";
 import { type ScheduleDefinition, timesOf } from "./schedule.ts";
 import { jobRow, scheduleRows } from "./schedules/slot_jobs.ts";
@@ -93,6 +93,7 @@ import {
   type DrainAfterOptions,
   type DrainOptions,
   type DrainResult,
+  maxTimeMsOf,
   resolveDrainOptions,
   type ServerlessOptions,
 } from "./drains/options.ts";
@@ -157,8 +158,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   readonly #appKeys: AppKeys | null;
   readonly #cipher: PayloadCipher | null;
   readonly #executor: IsolateExecutor;
-  readonly #runners = new Set<Runner>();
-  readonly #keepCompletedMs: number;
+  readonly #runners = new Set<QueueWorker>();
+  readonly #keepFinishedMs: number;
   readonly #mode: QueueMode;
   #closing: Promise<void> | null = null;
   readonly #afterResponses = new DrainAfterResponses(
@@ -175,14 +176,14 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     appKeys: AppKeys | null;
     cipher: PayloadCipher | null;
     jobRows: JobRows;
-    keepCompletedMs: number;
+    keepFinishedMs: number;
     mode: QueueMode;
   }) {
     super();
     this.#store = parts.store;
     this.#registry = parts.registry;
     this.#clock = parts.clock;
-    this.#keepCompletedMs = parts.keepCompletedMs;
+    this.#keepFinishedMs = parts.keepFinishedMs;
     this.#mode = parts.mode;
     const jobRows = parts.jobRows;
     this.#jobRows = jobRows;
@@ -215,7 +216,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   static async open(options: QueueOptions): Promise<Queue> {
     const maxPayloadBytes = maxPayloadBytesOf(options);
     const mode = modeOf(options);
-    const keepCompletedMs = keepCompletedMsOf(options.keepCompletedMs);
+    const keepFinishedMs = keepFinishedMsOf(options);
     const registry = await JobRegistry.load(options.jobs);
     const appKeys = readAppKeys(options, registry.encryptedJobs());
     const cipher = appKeys === null ? null : await PayloadCipher.fromKeys(appKeys);
@@ -241,7 +242,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
       appKeys,
       cipher,
       jobRows,
-      keepCompletedMs,
+      keepFinishedMs,
       mode,
     });
   }
@@ -396,7 +397,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * console.log(worker.stats.completed); // 3
    * ```
    */
-  work(options: WorkOptions = {}): Runner {
+  work(options: WorkOptions = {}): QueueWorker {
     this.#assertOpen("start a worker");
     const canUseWorkers = typeof Worker === "function" && this.#registry.moduleUrl !== undefined;
     const resolved = resolveWorkOptions(options, this.#registry.defaultQueues(), canUseWorkers);
@@ -406,7 +407,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /**
    * Runs due jobs in this isolate until nothing is due now, or the time or
    * job budget is spent, and resolves with what ran. Jobs still running when
-   * `maxMs` is spent are aborted and put back on their queue without using
+   * `maxTimeMs` is spent are aborted and put back on their queue without using
    * an attempt, as `stop()` does. A drain is a worker that stops by itself:
    * claims, settles, leases and events are the same as with
    * {@linkcode Queue.work}, and it shows among the workers while it runs.
@@ -421,7 +422,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * const noop = defineJob({ name: "noop", schema: z.null(), handle() {} });
    * await using queue = await Queue.open({ path: ":memory:", jobs: [noop] });
    * await queue.dispatchMany(noop, [null, null, null]);
-   * const result = await queue.drain({ maxMs: 2_000, concurrency: 2 });
+   * const result = await queue.drain({ maxTimeMs: 2_000, concurrency: 2 });
    * console.log(result); // { completed: 3, failed: 0, retried: 0, stoppedBecause: "empty" }
    * ```
    */
@@ -437,7 +438,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
 
   /**
    * Returns `response` as it is, and drains briefly once it was sent (see
-   * {@linkcode Queue.drain}; `maxMs` defaults to 5 s here), so a job a
+   * {@linkcode Queue.drain}; `maxTimeMs` defaults to 5 s here), so a job a
    * request dispatched usually runs while the host keeps this isolate alive
    * for that request, instead of at the next cron tick. At most one such
    * drain runs at a time; one asked for meanwhile runs after it. Errors go
@@ -467,7 +468,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   drainAfter<R extends Response>(response: R, options: DrainAfterOptions = {}): R {
     const { after, ...drainOptions } = options;
-    const resolved = { ...drainOptions, maxMs: drainOptions.maxMs ?? 5_000 };
+    const resolved = { ...drainOptions, maxTimeMs: maxTimeMsOf(drainOptions, 5_000) };
     resolveDrainOptions(resolved, this.#registry.defaultQueues()); // a bad option throws here
     if (this.#closing !== null) return response;
     const start = () => this.#afterResponses.request(resolved);
@@ -478,7 +479,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
 
   /**
    * Registers a top-level `Deno.cron` job that drains the queue for up to
-   * `drainMs` every tick (every minute by default), for hosts that keep an
+   * `maxTimeMs` every tick (every minute by default), for hosts that keep an
    * isolate alive only while it serves requests and cron ticks. Call it at
    * the top level of the app's main module, as Deno Deploy finds cron jobs
    * there. Throws when `Deno.cron` is missing: run with `--unstable-cron`, or
@@ -493,7 +494,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    *
    * const url = Deno.env.get("DATABASE_URL")!;
    * const queue = await Queue.open({ url, jobs: import.meta.resolve("./jobs.ts") });
-   * queue.serverless({ cron: "* * * * *", drainMs: 50_000 });
+   * queue.serverless({ cron: "* * * * *", maxTimeMs: 50_000 });
    * ```
    */
   serverless(options: ServerlessOptions = {}): Promise<void> {
@@ -512,7 +513,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     );
   }
 
-  #startRunner(resolved: ResolvedWorkOptions): Runner {
+  #startRunner(resolved: ResolvedWorkOptions): QueueWorker {
     if (this.#mode !== "worker") {
       throw new TypeError(
         `Cannot work jobs in this process: this queue was opened with mode "${this.#mode}" (${
@@ -535,7 +536,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
       })
       : new IsolateExecutor(this.#registry, this.#handlerQueue, this.#cipher);
     const schedules = this.#registry.schedules();
-    const runner = new Runner({
+    const runner = new QueueWorker({
       store: this.#store,
       registry: this.#registry,
       executor,
@@ -552,7 +553,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         )
         : null,
       readsScheduled: schedules.length > 0,
-      keepCompletedMs: this.#keepCompletedMs,
+      keepFinishedMs: this.#keepFinishedMs,
     }, resolved);
     this.#runners.add(runner);
     const forget = () => this.#runners.delete(runner);
@@ -914,7 +915,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /**
    * Where a job stands: pending, running, completed (with its output),
    * failed (with its error) or cancelled; null if no job has that id (or it
-   * finished and is no longer kept: see `keepCompletedMs`).
+   * finished and is no longer kept: see `keepFinishedMs`).
    */
   async result(id: number): Promise<JobResult | null> {
     this.#assertOpen("read a job's result");
@@ -927,32 +928,47 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return { state: row.state, attempts: row.attempts, ...output, ...error };
   }
 
-  /** Finished jobs kept in the completed jobs (succeeded or cancelled), last finished first. */
-  async completed(options: CompletedOptions = {}): Promise<CompletedJob[]> {
-    this.#assertOpen("list completed jobs");
-    if (options.queue !== undefined) assertQueueName(options.queue, "completed");
+  /** Finished jobs kept in the finished jobs (succeeded or cancelled), last finished first. */
+  async finished(options: FinishedOptions = {}): Promise<FinishedJob[]> {
+    this.#assertOpen("list finished jobs");
+    if (options.queue !== undefined) assertQueueName(options.queue, "finished");
     if (options.name !== undefined && typeof options.name !== "string") {
-      throw new TypeError(`completed: name must be a string: got ${typeof options.name}`);
+      throw new TypeError(`finished: name must be a string: got ${typeof options.name}`);
     }
-    const rows = await this.#store.completed(
+    const rows = await this.#store.finished(
       { name: options.name, queue: options.queue },
-      page(options, "completed"),
+      page(options, "finished"),
     );
-    return rows.map(toCompletedJob);
+    return rows.map(toFinishedJob);
+  }
+
+  /** @deprecated Use {@linkcode Queue.finished}. */
+  completed(options: FinishedOptions = {}): Promise<FinishedJob[]> {
+    return this.finished(options);
   }
 
   /** One kept finished job by id, or null. */
-  async completedJob(id: number): Promise<CompletedJob | null> {
-    this.#assertOpen("read a completed job");
-    const row = await this.#store.completedJob(assertId(id));
-    return row === null ? null : toCompletedJob(row);
+  async finishedJob(id: number): Promise<FinishedJob | null> {
+    this.#assertOpen("read a finished job");
+    const row = await this.#store.finishedJob(assertId(id));
+    return row === null ? null : toFinishedJob(row);
+  }
+
+  /** @deprecated Use {@linkcode Queue.finishedJob}. */
+  completedJob(id: number): Promise<FinishedJob | null> {
+    return this.finishedJob(id);
   }
 
   /** Deletes kept finished jobs that finished more than `olderThanMs` ago; returns how many. */
-  async pruneCompleted(options: PruneOptions): Promise<number> {
-    this.#assertOpen("prune completed jobs");
+  async pruneFinished(options: PruneOptions): Promise<number> {
+    this.#assertOpen("prune finished jobs");
     const now = this.#clock.now();
-    return await this.#store.pruneCompleted(cutoff(now, options, "pruneCompleted"), now);
+    return await this.#store.pruneFinished(cutoff(now, options, "pruneFinished"), now);
+  }
+
+  /** @deprecated Use {@linkcode Queue.pruneFinished}. */
+  pruneCompleted(options: PruneOptions): Promise<number> {
+    return this.pruneFinished(options);
   }
 
   /**
@@ -966,14 +982,14 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * retried, no `failed` hook). `"finished"` if it had already ended,
    * `"not-found"` if no job has that id.
    */
-  async cancel(id: number, options?: CancelOptions): Promise<CancelResult> {
+  async cancel(id: number, options?: CancelOptions): Promise<CancelOutcome> {
     this.#assertOpen("cancel a job");
     const reason = cancelReason(options);
     const jobId = assertId(id);
     const now = this.#clock.now();
     const name = (await this.#store.result(jobId, now))?.name;
-    const keepMs = (name === undefined ? undefined : this.#registry.get(name)?.keepCompletedMs) ??
-      this.#keepCompletedMs;
+    const keepMs = (name === undefined ? undefined : this.#registry.get(name)?.keepFinishedMs) ??
+      this.#keepFinishedMs;
     const outcome = await this.#store.cancel({
       id: jobId,
       reason,

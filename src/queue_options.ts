@@ -44,6 +44,8 @@ export interface QueueOptions extends StoreOptions {
    * deletes a job at its settle and keeps nothing.
    * @default {86_400_000 (24 hours)}
    */
+  keepFinishedMs?: number;
+  /** @deprecated Use `keepFinishedMs`; still accepted (`keepFinishedMs` wins when both are given). */
   keepCompletedMs?: number;
   /**
    * What this process does with jobs: `"worker"` stores them and may work

@@ -26,52 +26,66 @@ import {
 } from "./job.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from "./payload.ts";
 import type { Queue } from "./queue.ts";
-import type { RunnerStats } from "./runner/runner.ts";
+import type { WorkerStats } from "./events.ts";
 import type { WorkOptions } from "./runner/work_options.ts";
 
-/** Options for {@linkcode drain}. */
-export interface DrainOptions extends Omit<WorkOptions, "stopWhenEmpty"> {
+/** Options for {@linkcode workUntilEmpty}. */
+export interface WorkUntilEmptyOptions extends Omit<WorkOptions, "stopWhenEmpty" | "maxTimeMs"> {
   /**
    * Give up (stopping the worker) and throw if the queue is not empty by then.
    * @default {10_000}
    */
+  maxTimeMs?: number;
+  /** @deprecated Use `maxTimeMs`; still accepted (`maxTimeMs` wins when both are given). */
   timeoutMs?: number;
 }
+
+/** @deprecated Use {@linkcode WorkUntilEmptyOptions}. */
+export type DrainOptions = WorkUntilEmptyOptions;
 
 /**
  * Works `queue` until nothing is due now, then stops. Delayed jobs and
  * retries waiting for their backoff stay queued: move an injected clock
  * forward and drain again.
  *
- * @example Drain after dispatching
+ * @example Work until empty after dispatching
  * ```ts
  * import { defineJob, Queue } from "@renox/queue";
- * import { drain } from "@renox/queue/testing";
+ * import { workUntilEmpty } from "@renox/queue/testing";
  * import { z } from "zod";
  *
  * const job = defineJob({ name: "job", schema: z.number(), handle() {} });
  * await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
  * await queue.dispatchMany(job, [1, 2, 3]);
- * const stats = await drain(queue);
+ * const stats = await workUntilEmpty(queue);
  * console.log(stats.completed); // 3
  * ```
  */
-export async function drain(queue: Queue, options: DrainOptions = {}): Promise<RunnerStats> {
-  const { timeoutMs = 10_000, ...work } = options;
-  const runner = queue.work({ pollMs: 10, ...work, stopWhenEmpty: true });
+export async function workUntilEmpty(
+  queue: Queue,
+  options: WorkUntilEmptyOptions = {},
+): Promise<WorkerStats> {
+  const { maxTimeMs, timeoutMs, ...work } = options;
+  const budgetMs = maxTimeMs ?? timeoutMs ?? 10_000;
+  const worker = queue.work({ pollMs: 10, ...work, stopWhenEmpty: true });
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timedOut = new Promise<"timeout">((resolve) => {
-    timer = setTimeout(() => resolve("timeout"), timeoutMs);
+    timer = setTimeout(() => resolve("timeout"), budgetMs);
   });
   try {
-    if (await Promise.race([runner.done, timedOut]) === "timeout") {
-      await runner.stop({ graceMs: 0 });
-      throw new Error(`drain: the queue still had due jobs after ${timeoutMs} ms`);
+    if (await Promise.race([worker.done, timedOut]) === "timeout") {
+      await worker.stop({ graceMs: 0 });
+      throw new Error(`workUntilEmpty: the queue still had due jobs after ${budgetMs} ms`);
     }
   } finally {
     clearTimeout(timer);
   }
-  return runner.stats;
+  return worker.stats;
+}
+
+/** @deprecated Use {@linkcode workUntilEmpty}. */
+export function drain(queue: Queue, options: WorkUntilEmptyOptions = {}): Promise<WorkerStats> {
+  return workUntilEmpty(queue, options);
 }
 
 /** Options for {@linkcode QueueFake}. */

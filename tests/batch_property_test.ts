@@ -14,7 +14,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { z } from "zod";
-import { defineJob, type JobContext, PermanentError, Queue, type Runner } from "../mod.ts";
+import { defineJob, type JobContext, PermanentError, Queue, type QueueWorker } from "../mod.ts";
 import { tempDir } from "./_helpers.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -351,7 +351,7 @@ async function runSeed(seed: number, log: string[]): Promise<SeedResult> {
 
   /** Works up to `maxJobs` jobs (all when undefined) on `queue`, feeding its events to the model. */
   const work = async (queue: Queue, maxJobs: number | undefined, concurrency: number) => {
-    const runner: Runner = queue.work({
+    const runner: QueueWorker = queue.work({
       executor: "isolate",
       stopWhenEmpty: true,
       concurrency,

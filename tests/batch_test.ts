@@ -17,7 +17,7 @@ import {
   type QueueEventMap,
   ValidationError,
 } from "../mod.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { join } from "node:path";
 import { ManualClock, nextEvent, storedCounts } from "./_helpers.ts";
 import { type StoreContext, storeTest, waitFor } from "./_stores.ts";
@@ -216,7 +216,7 @@ storeTest(
     assert.equal(before.finishedAt, null);
     assert.equal(before.progress(), 0);
 
-    await drain(queue, isolate(1));
+    await workUntilEmpty(queue, isolate(1));
 
     // Each member saw the ones before it settled: one less pending, one more succeeded.
     assert.deepEqual(seenWhileRunning, [
@@ -295,7 +295,7 @@ storeTest(
     assert.equal(failed!.batchId, id);
     assert.equal(await queue.retry(failed!.id), true);
     assert.deepEqual(await readBatch(db, queue, id), counters(4, 1, 1, 0, 2, { cancelled: true }));
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
     assert.deepEqual(
       await readBatch(db, queue, id),
       counters(4, 0, 2, 0, 2, { cancelled: true, finished: true }),
@@ -320,7 +320,7 @@ storeTest(
       .dispatch();
     assert.equal((await queue.batchStatus(id))!.allowFailures, true);
 
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
 
     assert.deepEqual(t.worked(), ["a", "b", "c", "d"]);
     assert.deepEqual(await readBatch(db, queue, id), counters(4, 0, 2, 2, 0, { finished: true }));
@@ -330,7 +330,7 @@ storeTest(
     const [d, b] = await queue.failed();
     assert.equal(await queue.retry(b!.id), true);
     assert.deepEqual(await readBatch(db, queue, id), counters(4, 1, 2, 1, 0));
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
     assert.deepEqual(await readBatch(db, queue, id), counters(4, 0, 2, 2, 0, { finished: true }));
     assert.deepEqual([t.fired("then"), t.fired("catch"), t.fired("finally")], [[], ["c"], ["f"]]);
 
@@ -343,7 +343,7 @@ storeTest(
     assert.equal(await queue.retryBatch(id), 1);
     assert.deepEqual(await readBatch(db, queue, id), counters(4, 2, 2, 0, 0));
 
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
 
     assert.deepEqual(await readBatch(db, queue, id), counters(4, 0, 4, 0, 0, { finished: true }));
     assert.deepEqual([t.fired("then"), t.fired("catch"), t.fired("finally")], [["t"], ["c"], [
@@ -430,7 +430,11 @@ storeTest(
       .push(t.work, { label: "delayed" }, { delayMs: 60_000 })
       .finally(t.callback, { role: "finally", tag: "f" })
       .dispatch();
-    assert.deepEqual(await drain(queue, isolate()), { completed: 0, failed: 0, retried: 1 });
+    assert.deepEqual(await workUntilEmpty(queue, isolate()), {
+      completed: 0,
+      failed: 0,
+      retried: 1,
+    });
     assert.deepEqual(await readBatch(db, queue, id), counters(2, 2, 0, 0, 0));
 
     assert.equal(await queue.cancelBatch(id), true);
@@ -440,7 +444,7 @@ storeTest(
       counters(2, 0, 0, 0, 2, { cancelled: true, finished: true }),
     );
     clock.advance(120_000);
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
     assert.deepEqual(t.worked(), []);
     assert.deepEqual(t.fired("finally"), ["f"]);
   },
@@ -499,7 +503,7 @@ storeTest(
     assert.deepEqual(await queue.counts(), {
       default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
     }, "only the finally job is left");
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
     assert.deepEqual([t.fired("then"), t.fired("finally")], [[], ["f"]]);
     assert.deepEqual(attempts.sort(), ["release 1", "retry 1", "stop 1"]);
   },
@@ -552,7 +556,7 @@ storeTest(
       .then(t.work, { label: "then-callback" })
       .finally(t.callback, { role: "finally", tag: "f" })
       .dispatch();
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
 
     assert.deepEqual(await readBatch(db, queue, id), counters(1, 0, 1, 0, 0, { finished: true }));
     const [failed, ...others] = await queue.failed();
@@ -562,7 +566,7 @@ storeTest(
     assert.equal(await queue.retry(failed!.id), true);
     assert.deepEqual(await readBatch(db, queue, id), counters(1, 0, 1, 0, 0, { finished: true }));
     t.failing.clear();
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
     assert.deepEqual(t.worked(), ["a", "then-callback", "then-callback"]);
     assert.deepEqual(t.ran.filter((run) => run.label === "then-callback").map((r) => r.batchId), [
       id,
@@ -585,7 +589,7 @@ storeTest(
       .dispatch();
     assert.deepEqual(await readBatch(db, queue, id), counters(1, 1, 0, 0, 0));
 
-    await drain(queue, isolate(2));
+    await workUntilEmpty(queue, isolate(2));
 
     const [grown] = t.grown;
     assert.equal(grown!.batchId, id);
@@ -625,7 +629,7 @@ storeTest(
     const finished = await queue.batch("finished")
       .finally(t.grow, { label: "finally", add: 1 })
       .dispatch();
-    await drain(queue, isolate()); // an empty batch finished at once: its finally runs now
+    await workUntilEmpty(queue, isolate()); // an empty batch finished at once: its finally runs now
 
     const byLabel = Object.fromEntries(t.grown.map((g) => [g.label, g]));
     assert.deepEqual(byLabel.loose!.refusals, [
@@ -665,7 +669,7 @@ storeTest(
     assert.equal(await queue.pruneBatches({ olderThanMs: 500 }), 1);
     assert.equal(await queue.batchStatus(id), null);
 
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
 
     assert.deepEqual(t.grown, [{
       label: "late",
@@ -696,7 +700,7 @@ storeTest(
     assert.deepEqual(status.finishedAt, status.createdAt);
     assert.equal(status.progress(), 100);
     assert.equal((await queue.counts()).default?.pending, 2);
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
     assert.deepEqual([t.fired("then"), t.fired("catch"), t.fired("finally")], [["t"], [], ["f"]]);
   },
 );
@@ -712,7 +716,7 @@ storeTest(
       .finally(t.callback, { role: "finally", tag: "f" }, { delayMs: 5_000 })
       .dispatch();
     clock.advance(60_000);
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
     const finishedAt = clock.now();
 
     const [row] = await queue.transaction((tx) =>
@@ -721,7 +725,7 @@ storeTest(
     assert.equal(row!.available_at, finishedAt + 5_000);
     assert.deepEqual(t.fired("finally"), []);
     clock.advance(5_000);
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
     assert.deepEqual(t.fired("finally"), ["f"]);
   },
 );
@@ -832,7 +836,7 @@ storeTest(
     const succeededOld = await queue.batch("succeeded old").push(t.work, { label: "a" })
       .catch(t.callback, { role: "catch", tag: "unfired" })
       .dispatch();
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
     const runningOld = await queue.batch("running old").push(t.work, { label: "waiting" })
       .finally(t.callback, { role: "finally", tag: "f" })
       .dispatch();
@@ -877,7 +881,7 @@ storeTest(
       default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
     });
 
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
     assert.deepEqual(t.worked(), []);
     assert.deepEqual([t.fired("then"), t.fired("finally")], [[], ["f"]]);
   },
@@ -975,7 +979,7 @@ storeTest(
     assert.deepEqual(queued, ["work", "work"]);
     assert.deepEqual(await rowCounts(db), { jobs: 2, held: 1, batches: 1 });
     assert.deepEqual(await readBatch(db, queue, id), counters(2, 2, 0, 0, 0));
-    await drain(queue, isolate());
+    await workUntilEmpty(queue, isolate());
     assert.deepEqual(await readBatch(db, queue, id), counters(2, 0, 2, 0, 0, { finished: true }));
     assert.deepEqual(t.fired("then"), ["t"]);
   },

@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, PermanentError, type Queue, type QueueEventMap } from "../mod.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, nextEvent, storedCounts } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 
@@ -197,7 +197,7 @@ storeTest(
       .catch(t.cleanUp, { tag: "a" })
       .dispatch();
 
-    const stats = await drain(queue, { executor: "isolate", concurrency: 4 });
+    const stats = await workUntilEmpty(queue, { executor: "isolate", concurrency: 4 });
 
     assert.equal(stats.completed, 3);
     assert.deepEqual(t.log, ["step 1", "step 2", "step 3"]);
@@ -230,7 +230,7 @@ storeTest("a chain link being retried holds the next link back until it succeeds
   });
   await queue.chain().then(t.flaky, { n: 1 }).then(t.step, { n: 2 }).dispatch();
 
-  const stats = await drain(queue, { executor: "isolate", concurrency: 2 });
+  const stats = await workUntilEmpty(queue, { executor: "isolate", concurrency: 2 });
 
   assert.deepEqual(stats, { completed: 2, failed: 0, retried: 1 });
   assert.deepEqual(t.log, ["flaky 1 attempt 1", "flaky 1 attempt 2", "step 2"]);
@@ -251,7 +251,7 @@ storeTest(
       .catch(t.cleanUp, { tag: "b" })
       .dispatch();
 
-    const stats = await drain(queue, { executor: "isolate", concurrency: 1 });
+    const stats = await workUntilEmpty(queue, { executor: "isolate", concurrency: 1 });
 
     assert.deepEqual(stats, { completed: 3, failed: 1, retried: 0 });
     assert.deepEqual(t.log, ["step 1", "fragile 2 failed", "catch a", "catch b"]);
@@ -283,7 +283,7 @@ storeTest(
       .then(t.step, { n: 5 })
       .catch(t.cleanUp, { tag: "a" })
       .dispatch();
-    await drain(queue, { executor: "isolate" });
+    await workUntilEmpty(queue, { executor: "isolate" });
     assert.deepEqual(t.log, ["step 1", "fragile 2 failed", "catch a"]);
     const [second] = await queue.failed();
 
@@ -292,7 +292,7 @@ storeTest(
     assert.deepEqual((await tables(queue)).jobs.map((row) => [row.id, row.chain_id]), [
       [second!.id, id],
     ]);
-    await drain(queue, { executor: "isolate" });
+    await workUntilEmpty(queue, { executor: "isolate" });
 
     assert.deepEqual(t.log.slice(3), ["fragile 2", "step 3", "fragile 4 failed"]);
     const [fourth, ...rest] = await queue.failed();
@@ -303,7 +303,7 @@ storeTest(
 
     t.failing.delete(4);
     assert.equal(await queue.retry(fourth!.id), true);
-    await drain(queue, { executor: "isolate" });
+    await workUntilEmpty(queue, { executor: "isolate" });
 
     assert.deepEqual(t.log.slice(6), ["fragile 4", "step 5"]);
     assert.equal(t.log.filter((line) => line.startsWith("catch")).length, 1);
@@ -324,7 +324,7 @@ storeTest("forgetting or flushing the failed link drops the rest of its chain", 
     .then(t.fragile, { n: 2 })
     .then(t.step, { n: 20 })
     .dispatch();
-  await drain(queue, { executor: "isolate" });
+  await workUntilEmpty(queue, { executor: "isolate" });
   assert.deepEqual(
     (await tables(queue)).held.map((row) => [row.chain_id, row.payload]),
     [[forgotten, '{"n":10}'], [forgotten, '{"n":11}'], [flushed, '{"n":20}']],
@@ -340,7 +340,7 @@ storeTest("forgetting or flushing the failed link drops the rest of its chain", 
   assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
   t.failing.clear();
   assert.equal(await queue.retry(forgotten), false);
-  assert.equal((await drain(queue, { executor: "isolate" })).completed, 0);
+  assert.equal((await workUntilEmpty(queue, { executor: "isolate" })).completed, 0);
   assert.deepEqual(t.log, ["fragile 1 failed", "fragile 2 failed"]);
 });
 
@@ -350,7 +350,7 @@ storeTest("pruning the failed link drops the rest of its chain", async (db) => {
   await using queue = await db.open({ jobs: t.jobs, clock });
   t.failing.add(1);
   await queue.chain().then(t.fragile, { n: 1 }).then(t.step, { n: 2 }).dispatch();
-  await drain(queue, { executor: "isolate" });
+  await workUntilEmpty(queue, { executor: "isolate" });
   assert.equal((await tables(queue)).held.length, 1);
 
   assert.equal(await queue.pruneFailed({ olderThanMs: 1_000 }), 0);
@@ -452,7 +452,7 @@ storeTest(
       ['{"tag":"a"}', "chains"],
       ['{"tag":"b"}', "elsewhere"],
     ]);
-    await drain(queue, { executor: "isolate", queues: ["chains", "elsewhere"] });
+    await workUntilEmpty(queue, { executor: "isolate", queues: ["chains", "elsewhere"] });
     assert.deepEqual(starts.map((start) => [start.name, start.queue]), [
       ["step", "chains"],
       ["step", "elsewhere"],
@@ -478,7 +478,7 @@ storeTest(
     assert.equal((await tables(queue)).held[0]!.delay_ms, 5_000);
 
     clock.advance(60_000);
-    await drain(queue, { executor: "isolate" });
+    await workUntilEmpty(queue, { executor: "isolate" });
     const queuedAt = clock.now();
 
     assert.deepEqual(t.log, ["step 1"]);
@@ -494,7 +494,7 @@ storeTest(
     assert.equal((await queue.counts()).default!.delayed, 1);
     clock.advance(1);
     assert.equal((await queue.counts()).default!.pending, 1);
-    await drain(queue, { executor: "isolate" });
+    await workUntilEmpty(queue, { executor: "isolate" });
     assert.deepEqual(t.log, ["step 1", "step 2"]);
   },
 );
@@ -554,7 +554,7 @@ storeTest(
       [id, id, '{"n":3}'],
     ]);
     assert.deepEqual(held.map((row) => row.role), ["link", "chain-catch"]);
-    await drain(queue, { executor: "isolate" });
+    await workUntilEmpty(queue, { executor: "isolate" });
     assert.deepEqual(t.log, ["step 3", "step 4"]);
     assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
   },

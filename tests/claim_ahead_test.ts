@@ -4,7 +4,7 @@ import { z } from "zod";
 import type { QueueEventMap } from "../src/events.ts";
 import { defineJob } from "../src/job.ts";
 import { Queue } from "../src/queue.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { gate, record } from "./fixtures/runner/harness.ts";
 import { storeTest } from "./_stores.ts";
 import { tempDir } from "./_helpers.ts";
@@ -34,7 +34,7 @@ storeTest(
     await using queue = await db.open({ jobs: [job] });
     opened.queue = queue;
     await queue.dispatchMany(job, Array.from({ length: MANY_JOBS }, (_, n) => n));
-    const stats = await drain(queue, { concurrency: 1, timeoutMs: 60_000 });
+    const stats = await workUntilEmpty(queue, { concurrency: 1, timeoutMs: 60_000 });
     assert.equal(stats.completed, MANY_JOBS);
     assert.deepEqual(order, Array.from({ length: MANY_JOBS }, (_, n) => n));
     // Those jobs ran while jobs after them were already claimed: leased, not yet started.
@@ -81,7 +81,7 @@ Deno.test(
         COUNT(*) FILTER (WHERE token IS NULL) AS unclaimed FROM jobs`,
     );
     await queue.dispatchMany(job, Array.from({ length: MANY_JOBS }, (_, n) => n));
-    const stats = await drain(queue, { concurrency: 1, timeoutMs: 60_000 });
+    const stats = await workUntilEmpty(queue, { concurrency: 1, timeoutMs: 60_000 });
     assert.equal(stats.completed, MANY_JOBS);
     assert.deepEqual(alone, [], "ran as the last job claimed while others waited unclaimed");
   },
@@ -119,7 +119,10 @@ storeTest(
     // Put back untouched: a later worker runs each at attempt 1.
     const attempts: number[] = [];
     queue.addEventListener("job:start", ({ detail }) => attempts.push(detail.attempt));
-    assert.equal((await drain(queue, { concurrency: 1, timeoutMs: 60_000 })).completed, JOBS - 4);
+    assert.equal(
+      (await workUntilEmpty(queue, { concurrency: 1, timeoutMs: 60_000 })).completed,
+      JOBS - 4,
+    );
     assert.deepEqual([...new Set(attempts)], [1]);
   },
 );
@@ -139,7 +142,11 @@ storeTest(
     await using queue = await db.open({ jobs: [job] });
     await queue.dispatchMany(job, Array.from({ length: JOBS }, (_, n) => n));
     const failed = record(queue, "job:failed");
-    const stats = await drain(queue, { concurrency: 1, leaseMs: 1_200, timeoutMs: 60_000 });
+    const stats = await workUntilEmpty(queue, {
+      concurrency: 1,
+      leaseMs: 1_200,
+      timeoutMs: 60_000,
+    });
     assert.equal(stats.completed, JOBS);
     assert.deepEqual([...runs.values()], Array(JOBS).fill(1), "a job ran twice or not at all");
     assert.deepEqual(failed, []);
@@ -166,7 +173,7 @@ storeTest(
     const batch = queue.batch("cancelled-midway");
     for (let n = 0; n < MANY_JOBS; n++) batch.push(job, n);
     const id = await batch.dispatch();
-    await drain(queue, { concurrency: 1, timeoutMs: 60_000 });
+    await workUntilEmpty(queue, { concurrency: 1, timeoutMs: 60_000 });
     const members = ran.filter((n) => n >= 0);
     assert.equal(new Set(members).size, members.length, "a member ran twice");
     assert.ok(members.includes(MANY_JOBS / 2), "the cancelling member ran");

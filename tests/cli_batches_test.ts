@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, PermanentError, Queue } from "../mod.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, nextEvent, storedCounts, tempDir } from "./_helpers.ts";
 import { runCli, waitUntil } from "./fixtures/cli/cli_process.ts";
 
@@ -37,7 +37,7 @@ async function fourBatches(queue: Queue): Promise<Record<string, number>> {
     .pushMany(work, [{ label: "a" }, { label: "b" }]).dispatch();
   const failed = await queue.batch("half")
     .pushMany(work, [{ label: "ok" }, { label: "broken" }]).allowFailures().dispatch();
-  await drain(queue, { executor: "isolate" });
+  await workUntilEmpty(queue, { executor: "isolate" });
   const cancelled = await queue.batch("stopped").pushMany(work, [{ label: "x" }, { label: "y" }])
     .dispatch();
   assert.equal(await queue.cancelBatch(cancelled), true);
@@ -235,7 +235,7 @@ Deno.test("retry-batch puts a batch's failed jobs back (exit 0), exits 1 for no 
   assert.deepEqual(await queue.failed(), []);
 
   failing.clear();
-  await drain(queue, { executor: "isolate" });
+  await workUntilEmpty(queue, { executor: "isolate" });
   const after = (await queue.batchStatus(ids.failed!))!;
   assert.deepEqual([after.succeeded, after.failed, after.finished], [2, 0, true]);
 });

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { z } from "zod";
 import { defineJob, PermanentError, Queue } from "../mod.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { tempDir } from "./_helpers.ts";
 import { ROOT, runCli } from "./fixtures/cli/cli_process.ts";
 
@@ -28,7 +28,7 @@ Deno.test("failed and batches print stored text with its control characters esca
   {
     await using queue = await Queue.open({ path: tmp.dbPath, jobs: [hostile] });
     await queue.batch(`upload${HOSTILE}\nsecond line.csv`).push(hostile, null).dispatch();
-    await drain(queue, { executor: "isolate" });
+    await workUntilEmpty(queue, { executor: "isolate" });
   }
   for (const command of ["failed", "batches"]) {
     const result = await runCli([command, "--db", tmp.dbPath]);

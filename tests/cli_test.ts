@@ -186,7 +186,7 @@ Deno.test("work --once runs exactly one job even with --concurrency 4", async ()
   assert.equal(result.code, 0, result.stderr);
   const lines = jsonLines(result.stdout);
   assert.equal(lines.filter((line) => line.event === "job:complete").length, 1);
-  assert.equal(lines.at(-1)!.reason, "limit");
+  assert.equal(lines.at(-1)!.reason, "jobs");
   assert.equal((await queue.counts()).default!.pending, 5);
 });
 
@@ -323,7 +323,7 @@ Deno.test("work (supervised) starts a new worker process after one exits with co
   assert.notEqual(starts[1]!.pid, starts[0]!.pid);
   assert.deepEqual(jsonLines(result.stdout).at(-1), {
     event: "worker:stop",
-    reason: "limit",
+    reason: "jobs",
     completed: 1,
     failed: 0,
     retried: 0,

@@ -286,7 +286,7 @@ const slow = defineJob({
 const logged = defineJob({
   name: "skew.logged",
   schema: z.null(),
-  keepCompletedMs: 60_000,
+  keepFinishedMs: 60_000,
   handle(_payload, ctx) {
     ctx.log("one line");
   },
@@ -391,7 +391,7 @@ Deno.test({
     assert.ok(keptFor > 45_000 && keptFor <= 60_000, `kept for ${keptFor} ms more`);
     // What failed or finished moments ago is not older than 20 s by the database's clock.
     assert.equal(await queue.pruneFailed({ olderThanMs: 20_000 }), 0);
-    assert.equal(await queue.pruneCompleted({ olderThanMs: 20_000 }), 0);
+    assert.equal(await queue.pruneFinished({ olderThanMs: 20_000 }), 0);
     assert.equal((await queue.failed()).length, 1);
   },
 });

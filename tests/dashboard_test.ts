@@ -394,7 +394,7 @@ Deno.test("dashboard: the job types page shows runs, failures, average and p95 r
   const store = await SqliteStore.open(":memory:");
   const clock = new ManualClock(NOON + 30_000);
   await using queue = await Queue.open({ store, jobs: [], clock });
-  const ids = await store.push(Array.from({ length: 21 }, (_, n) => ({
+  const ids = await store.insertJobs(Array.from({ length: 21 }, (_, n) => ({
     queue: n < 20 ? "mail" : "default",
     name: n < 20 ? "send" : "report",
     payload: "{}",

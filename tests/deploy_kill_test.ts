@@ -58,7 +58,7 @@ async function killMidDrain(
   const deadline = performance.now() + 30_000;
   while (runs.length < ORDERS) {
     assert.ok(performance.now() < deadline, `only ${runs.length} jobs ran again within 30 s`);
-    const result = await queue.drain({ maxMs: 10_000, concurrency: ORDERS });
+    const result = await queue.drain({ maxTimeMs: 10_000, concurrency: ORDERS });
     assert.equal(result.failed, 0);
     if (runs.length < ORDERS) await new Promise((resolve) => setTimeout(resolve, 100));
   }

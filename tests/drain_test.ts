@@ -53,7 +53,7 @@ storeTest(
     await queue.dispatch(flaky, null);
     await queue.dispatch(ok, 6, { delayMs: 60_000 });
 
-    const result = await queue.drain({ maxMs: 30_000, concurrency: 3 });
+    const result = await queue.drain({ maxTimeMs: 30_000, concurrency: 3 });
 
     assert.deepEqual(result, { completed: 5, failed: 1, retried: 1, stoppedBecause: "empty" });
     const counts = (await queue.counts()).default!;
@@ -76,7 +76,7 @@ storeTest(
     const queue = await db.open({ jobs: [ok] });
     await queue.dispatchMany(ok, [1, 2, 3, 4, 5]);
 
-    const result = await queue.drain({ maxJobs: 2, concurrency: 4, maxMs: 30_000 });
+    const result = await queue.drain({ maxJobs: 2, concurrency: 4, maxTimeMs: 30_000 });
 
     assert.deepEqual(result, { completed: 2, failed: 0, retried: 0, stoppedBecause: "jobs" });
     assert.equal(await db.count("jobs"), 3);
@@ -93,7 +93,7 @@ storeTest(
     queue.addEventListener("job:retry", (event) => retries.push((event as CustomEvent).detail));
 
     // Long enough that a loaded machine still claims the job within it.
-    const drained = queue.drain({ maxMs: 3_000 });
+    const drained = queue.drain({ maxTimeMs: 3_000 });
     await within(started, 10_000, "the blocking job started");
     await queue.dispatch(ok, 1); // due meanwhile: whether it runs in time is not promised
     const result = await within(drained, 10_000, "the drain ended");
@@ -108,7 +108,7 @@ storeTest(
     assert.equal(row!.token, null, "the job is no longer reserved");
     assert.equal(retries.length >= 1, true);
 
-    const next = await queue.drain({ maxMs: 30_000 });
+    const next = await queue.drain({ maxTimeMs: 30_000 });
     assert.equal(next.stoppedBecause, "empty");
     assert.deepEqual(attempts, [1, 1], "the next drain ran it as attempt 1 again");
     assert.equal(await db.count("jobs"), 0);
@@ -120,7 +120,7 @@ storeTest(
   async (db) => {
     const queue = await db.open({ jobs: [ok] });
     await queue.dispatch(ok, 1);
-    await assert.rejects(queue.drain({ maxMs: -1 }), /^RangeError: drain: maxMs must be/);
+    await assert.rejects(queue.drain({ maxTimeMs: -1 }), /^RangeError: drain: maxTimeMs must be/);
     await assert.rejects(queue.drain({ maxJobs: 0 }), /drain: maxJobs must be a positive integer/);
     await assert.rejects(queue.drain({ concurrency: 1.5 }), /drain: concurrency must be/);
     await assert.rejects(queue.drain({ queues: [] }), /^TypeError: drain: queues/);
@@ -145,7 +145,7 @@ storeTest(
     });
     const queue = await db.open({ jobs: [slow] });
     await queue.dispatchMany(slow, [null, null]);
-    const drained = queue.drain({ maxMs: 60_000 });
+    const drained = queue.drain({ maxTimeMs: 60_000 });
     await within(started.promise, 10_000, "the slow job started");
     const closing = queue.close();
     release.resolve();
@@ -168,7 +168,7 @@ storeTest(
     const response = new Response("ordered", { status: 202 });
 
     const completed = nextEvent(queue, "job:complete", () => true, 10_000);
-    const returned = queue.drainAfter(response, { after: sent.promise, maxMs: 10_000 });
+    const returned = queue.drainAfter(response, { after: sent.promise, maxTimeMs: 10_000 });
 
     assert.equal(returned, response);
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -196,7 +196,7 @@ storeTest(
     const drains: string[] = [];
     queue.addEventListener("worker:stop", () => drains.push("stop"));
     await queue.dispatch(slow, null);
-    queue.drainAfter(new Response(), { maxMs: 30_000 });
+    queue.drainAfter(new Response(), { maxTimeMs: 30_000 });
     await within(started.promise, 10_000, "the first drain started the slow job");
     // The drain's worker row is written with its first heartbeat, which may follow the job's start.
     await within(
@@ -211,8 +211,8 @@ storeTest(
     const seen = (await queue.workers()).length;
 
     await queue.dispatch(ok, 1);
-    queue.drainAfter(new Response(), { maxMs: 30_000 });
-    queue.drainAfter(new Response(), { maxMs: 30_000 });
+    queue.drainAfter(new Response(), { maxTimeMs: 30_000 });
+    queue.drainAfter(new Response(), { maxTimeMs: 30_000 });
     assert.equal((await queue.workers()).length, seen, "a second drain started beside the first");
     const okDone = nextEvent(
       queue,
@@ -240,7 +240,10 @@ storeTest(
   "drainAfter() refuses a bad option at once, and drains nothing after close",
   async (db) => {
     const queue = await db.open({ jobs: [ok] });
-    assert.throws(() => queue.drainAfter(new Response(), { maxMs: Number.NaN }), /drain: maxMs/);
+    assert.throws(
+      () => queue.drainAfter(new Response(), { maxTimeMs: Number.NaN }),
+      /drain: maxTimeMs/,
+    );
     await queue.dispatch(ok, 1);
     await queue.close();
     const response = new Response("bye");
@@ -248,6 +251,18 @@ storeTest(
     await new Promise((resolve) => setTimeout(resolve, 20));
     const reader = await db.open({ jobs: [ok] });
     assert.equal((await reader.counts()).default!.pending, 1);
+  },
+);
+
+storeTest(
+  "drain() and drainAfter() still take the deprecated maxMs, and maxTimeMs wins over it",
+  async (db) => {
+    await using queue = await db.open({ jobs: [ok] });
+    await queue.dispatchMany(ok, [1, 2]);
+    await assert.rejects(queue.drain({ maxMs: -1 }), /^RangeError: drain: maxTimeMs must be/);
+    assert.throws(() => queue.drainAfter(new Response(), { maxMs: Number.NaN }), /maxTimeMs/);
+    const result = await queue.drain({ maxTimeMs: 30_000, maxMs: -1 });
+    assert.deepEqual(result, { completed: 2, failed: 0, retried: 0, stoppedBecause: "empty" });
   },
 );
 
@@ -259,7 +274,8 @@ Deno.test({
     assert.throws(() => queue.serverless(), (error: Error) => error.message === NO_CRON_MESSAGE);
     assert.match(NO_CRON_MESSAGE, /--unstable-cron/);
     assert.match(NO_CRON_MESSAGE, /"unstable": \["cron"\]/);
-    assert.throws(() => queue.serverless({ drainMs: -5 }), /serverless: drainMs must be/);
+    assert.throws(() => queue.serverless({ maxTimeMs: -5 }), /serverless: maxTimeMs must be/);
+    assert.throws(() => queue.serverless({ drainMs: -5 }), /serverless: maxTimeMs must be/);
     assert.throws(() => queue.serverless({ cron: "" }), /serverless: cron must be/);
   },
 });

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { type QueueEventMap, QueueEventTarget } from "../src/events.ts";
 import { defineJob } from "../src/job.ts";
 import { Queue } from "../src/queue.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, nextEvent } from "./_helpers.ts";
 import { captureConsoleError, events, gate, record } from "./fixtures/runner/harness.ts";
 
@@ -207,7 +207,7 @@ Deno.test("job:retry carries the error and delay; job:failed the error and the a
   const id = await queue.dispatch(flaky, null);
   const retries = record<Detail<"job:retry">>(queue, "job:retry");
   const failures = record<Detail<"job:failed">>(queue, "job:failed");
-  await drain(queue);
+  await workUntilEmpty(queue);
   clock.advance(5_000);
   const worker = queue.work({ stopWhenEmpty: true, pollMs: 5 });
   const failuresOnWorker = record<Detail<"job:failed">>(worker, "job:failed");
@@ -246,10 +246,10 @@ Deno.test("a listener removed from the queue hears nothing more", async () => {
   const listener = (event: CustomEvent<Detail<"job:complete">>) => heard.push(event.detail.id);
   queue.addEventListener("job:complete", listener);
   const [first] = await queue.dispatchMany(quick, [{ n: 1 }]);
-  await drain(queue);
+  await workUntilEmpty(queue);
   queue.removeEventListener("job:complete", listener);
   await queue.dispatch(quick, { n: 2 });
-  const stats = await drain(queue);
+  const stats = await workUntilEmpty(queue);
   assert.equal(stats.completed, 1);
   assert.deepEqual(heard, [first]);
 });

@@ -86,7 +86,7 @@ Deno.test("an in-memory store's watch never calls, opens no file watch, and disp
   const watch = watcher();
   const handle = store.watch(watch.listener);
   const now = Date.now();
-  await store.push([{
+  await store.insertJobs([{
     queue: "default",
     name: "unwatched",
     payload: "null",

@@ -19,7 +19,7 @@ import {
   type QueueEventMap,
   ValidationError,
 } from "../mod.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, nextEvent, within } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 import * as moduleJobs from "./fixtures/job_control/jobs.ts";
@@ -53,7 +53,7 @@ function controlJobs() {
   const noOutput = defineJob({
     name: "no-output",
     schema: z.null(),
-    keepCompletedMs: 0,
+    keepFinishedMs: 0,
     handle: () => "ignored",
   });
   const secret = defineJob({
@@ -136,7 +136,7 @@ storeTest("a job's output is stored with its settle and read back by result()", 
   const queue = await db.open({ appKey: TEST_KEY, jobs });
   const id = await queue.dispatch(add, { a: 2, b: 3 });
   assert.deepEqual(await queue.result(id), { state: "pending", attempts: 0 });
-  await drain(queue, { executor: "isolate" });
+  await workUntilEmpty(queue, { executor: "isolate" });
   assert.deepEqual(await queue.result(id), { state: "completed", attempts: 1, output: { sum: 5 } });
   const [kept] = await db.query<{ state: string; output: string; payload: string }>(
     "SELECT state, output, payload FROM completed_jobs WHERE id = ?",
@@ -144,13 +144,13 @@ storeTest("a job's output is stored with its settle and read back by result()", 
   );
   assert.deepEqual(kept, { state: "completed", output: '{"sum":5}', payload: '{"a":2,"b":3}' });
   assert.equal(await db.count("jobs"), 0);
-  const [listed] = await queue.completed({ name: "add" });
+  const [listed] = await queue.finished({ name: "add" });
   assert.equal(listed?.id, id);
   assert.equal(listed?.attempts, 1);
   assert.ok(listed!.durationMs !== null && listed!.durationMs >= 0);
   assert.ok(listed!.startedAt!.getTime() <= listed!.finishedAt.getTime());
-  assert.deepEqual(await queue.completed({ name: "other" }), []);
-  assert.deepEqual(await queue.completed({ queue: "elsewhere" }), []);
+  assert.deepEqual(await queue.finished({ name: "other" }), []);
+  assert.deepEqual(await queue.finished({ queue: "elsewhere" }), []);
   assert.equal(await queue.result(999_999), null);
 });
 
@@ -161,7 +161,7 @@ storeTest(
     const queue = await db.open({ appKey: TEST_KEY, jobs });
     const wrong = await queue.dispatch(wrongOutput, null);
     const big = await queue.dispatch(bigOutput, null);
-    await drain(queue, { executor: "isolate" });
+    await workUntilEmpty(queue, { executor: "isolate" });
     const wrongResult = await queue.result(wrong);
     assert.equal(wrongResult?.state, "failed");
     assert.match(
@@ -175,13 +175,13 @@ storeTest(
   },
 );
 
-storeTest("keepCompletedMs 0 keeps nothing; the default keeps the job until pruned", async (db) => {
+storeTest("keepFinishedMs 0 keeps nothing; the default keeps the job until pruned", async (db) => {
   const clock = new ManualClock(1_000_000);
   const { jobs, noOutput, add } = controlJobs();
   const queue = await db.open({ appKey: TEST_KEY, jobs, clock });
   const dropped = await queue.dispatch(noOutput, null);
   const kept = await queue.dispatch(add, { a: 1, b: 1 });
-  await drain(queue, { executor: "isolate" });
+  await workUntilEmpty(queue, { executor: "isolate" });
   assert.equal(await queue.result(dropped), null);
   assert.equal((await queue.result(kept))?.state, "completed");
   const [row] = await db.query<{ keep_until: number; finished_at: number }>(
@@ -190,20 +190,20 @@ storeTest("keepCompletedMs 0 keeps nothing; the default keeps the job until prun
   );
   assert.equal(Number(row!.keep_until) - Number(row!.finished_at), 24 * 60 * 60 * 1_000);
   clock.advance(60_000);
-  assert.equal(await queue.pruneCompleted({ olderThanMs: 120_000 }), 0);
-  assert.equal(await queue.pruneCompleted({ olderThanMs: 30_000 }), 1);
+  assert.equal(await queue.pruneFinished({ olderThanMs: 120_000 }), 0);
+  assert.equal(await queue.pruneFinished({ olderThanMs: 30_000 }), 1);
   assert.equal(await queue.result(kept), null);
 });
 
 storeTest("a settle prunes kept jobs past their time, at most once a minute", async (db) => {
   const clock = new ManualClock(1_000_000);
   const { jobs, add } = controlJobs();
-  const queue = await db.open({ appKey: TEST_KEY, jobs, clock, keepCompletedMs: 1_000 });
+  const queue = await db.open({ appKey: TEST_KEY, jobs, clock, keepFinishedMs: 1_000 });
   const first = await queue.dispatch(add, { a: 1, b: 1 });
-  await drain(queue, { executor: "isolate" });
+  await workUntilEmpty(queue, { executor: "isolate" });
   clock.advance(61_000);
   const second = await queue.dispatch(add, { a: 1, b: 2 });
-  await drain(queue, { executor: "isolate" });
+  await workUntilEmpty(queue, { executor: "isolate" });
   assert.equal(await queue.result(first), null, "pruned by the next settle, a minute later");
   assert.equal((await queue.result(second))?.state, "completed");
 });
@@ -212,7 +212,7 @@ storeTest("an encrypted job's output is stored encrypted and read back in clear"
   const { jobs, secret } = controlJobs();
   const queue = await db.open({ appKey: TEST_KEY, jobs });
   const id = await queue.dispatch(secret, { pin: "4242" });
-  await drain(queue, { executor: "isolate" });
+  await workUntilEmpty(queue, { executor: "isolate" });
   const [row] = await db.query<{ output: string; payload: string }>(
     "SELECT output, payload FROM completed_jobs WHERE id = ?",
     [id],
@@ -314,7 +314,7 @@ storeTest(
     assert.equal(await queue.cancel(chainId), "cancelled");
     assert.equal(await db.count("waiting_jobs", "chain_id = ?", [chainId]), 0);
     await queue.resume("steps");
-    await drain(queue, { executor: "isolate" });
+    await workUntilEmpty(queue, { executor: "isolate" });
     assert.deepEqual(log.sort(), ["step 12", "step 2", "step 99"]);
     assert.equal((await queue.batchStatus(batchId))?.finished, true);
   },
@@ -396,7 +396,7 @@ storeTest(
     assert.equal(listed?.until, null);
     await queue.dispatch(step, { n: 1 });
     const other = await queue.dispatch(add, { a: 1, b: 1 });
-    await drain(queue, { executor: "isolate", queues: ["steps", "default"] });
+    await workUntilEmpty(queue, { executor: "isolate", queues: ["steps", "default"] });
     assert.deepEqual(log, [], "the paused queue's job did not run");
     assert.equal((await queue.result(other))?.state, "completed", "other queues drain");
     const worker = queue.work({ executor: "isolate", queues: ["steps"], pollMs: 60_000 });
@@ -421,11 +421,11 @@ storeTest("pause({ forMs }) resumes on its own", async (db) => {
   await queue.pause("steps", { forMs: 10_000 });
   assert.equal((await queue.paused())[0]?.until?.getTime(), 1_010_000);
   await queue.dispatch(step, { n: 1 });
-  await drain(queue, { executor: "isolate", queues: ["steps"] });
+  await workUntilEmpty(queue, { executor: "isolate", queues: ["steps"] });
   assert.deepEqual(log, []);
   clock.advance(10_001);
   assert.deepEqual(await queue.paused(), []);
-  await drain(queue, { executor: "isolate", queues: ["steps"] });
+  await workUntilEmpty(queue, { executor: "isolate", queues: ["steps"] });
   assert.deepEqual(log, ["step 1"]);
 });
 
@@ -440,18 +440,18 @@ storeTest("pause() refuses a bad queue name or forMs, changing nothing", async (
   assert.equal(await db.count("queue_pauses"), 0);
 });
 
-Deno.test("defineJob refuses an output that is not a schema, or a bad keepCompletedMs", () => {
+Deno.test("defineJob refuses an output that is not a schema, or a bad keepFinishedMs", () => {
   const base = { name: "x", schema: z.null(), handle() {} };
   assert.throws(
     // deno-lint-ignore no-explicit-any
     () => defineJob({ ...base, output: { parse() {} } as any }),
     /Job "x": output must be a zod schema: got object/,
   );
-  assert.throws(() => defineJob({ ...base, keepCompletedMs: -1 }), /keepCompletedMs must be/);
+  assert.throws(() => defineJob({ ...base, keepFinishedMs: -1 }), /keepFinishedMs must be/);
   assert.throws(() => defineJob({ ...base, maxOutputBytes: 1 }), /maxOutputBytes must be/);
 });
 
-Deno.test("Queue.open refuses a bad mode or keepCompletedMs", async () => {
+Deno.test("Queue.open refuses a bad mode or keepFinishedMs", async () => {
   const jobs = [defineJob({ name: "x", schema: z.null(), handle() {} })];
   await assert.rejects(
     // deno-lint-ignore no-explicit-any
@@ -459,10 +459,35 @@ Deno.test("Queue.open refuses a bad mode or keepCompletedMs", async () => {
     /mode must be "worker", "external" or "inline": got "sync"/,
   );
   await assert.rejects(
-    Queue.open({ path: ":memory:", jobs, keepCompletedMs: 1.5 }),
-    /keepCompletedMs must be a whole number/,
+    Queue.open({ path: ":memory:", jobs, keepFinishedMs: 1.5 }),
+    /keepFinishedMs must be a whole number/,
+  );
+  await assert.rejects(
+    Queue.open({ path: ":memory:", jobs, keepCompletedMs: -1 }),
+    /Queue.open: keepCompletedMs must be a whole number/,
   );
 });
+
+storeTest(
+  "the deprecated keepCompletedMs, completed(), completedJob() and pruneCompleted() still work",
+  async (db) => {
+    const clock = new ManualClock(1_000_000);
+    const { jobs, add } = controlJobs();
+    await using queue = await db.open({ appKey: TEST_KEY, jobs, clock, keepCompletedMs: 1_000 });
+    const id = await queue.dispatch(add, { a: 1, b: 2 });
+    await workUntilEmpty(queue, { executor: "isolate" });
+    assert.deepEqual(await queue.completed(), await queue.finished());
+    assert.deepEqual(await queue.completedJob(id), await queue.finishedJob(id));
+    const [row] = await db.query<{ keep_until: number; finished_at: number }>(
+      "SELECT keep_until, finished_at FROM completed_jobs WHERE id = ?",
+      [id],
+    );
+    assert.equal(Number(row!.keep_until) - Number(row!.finished_at), 1_000);
+    clock.advance(60_000);
+    assert.equal(await queue.pruneCompleted({ olderThanMs: 30_000 }), 1);
+    assert.equal(await queue.finishedJob(id), null);
+  },
+);
 
 Deno.test("inline mode runs each job at dispatch, chains link by link, batches in order", async () => {
   const { jobs, add, broken, step, log } = controlJobs();
@@ -560,9 +585,9 @@ storeTest("a chain link given previousOutput gets the output of the link before"
     [chainId],
   );
   assert.equal(waiting?.payload, "<previous output>");
-  await drain(queue, { executor: "isolate" });
+  await workUntilEmpty(queue, { executor: "isolate" });
   assert.deepEqual(doubled, [10, 20]);
-  const [last] = await queue.completed({ name: "double", limit: 1 });
+  const [last] = await queue.finished({ name: "double", limit: 1 });
   assert.equal(last?.output, '{"sum":20}');
   await assert.rejects(
     queue.chain().then(double, previousOutput).dispatch(),
@@ -574,7 +599,7 @@ storeTest("a chain link given previousOutput gets the output of the link before"
   );
   // An output that does not fit the next job's schema fails that link for good.
   await queue.chain().then(add, { a: 1, b: 1 }).then(step, previousOutput).dispatch();
-  await drain(queue, { executor: "isolate" });
+  await workUntilEmpty(queue, { executor: "isolate" });
   const [failed] = await queue.failed();
   assert.equal(failed?.name, "step");
   assert.match(failed!.error, /PayloadIntegrityError/);
@@ -614,7 +639,7 @@ storeTest(
     const queue = await db.open({ appKey: TEST_KEY, jobs });
     const id = await queue.dispatch(step, { n: 5 });
     await db.query("UPDATE jobs SET cancel_requested = ? WHERE id = ?", ["asked while it ran", id]);
-    await drain(queue, { executor: "isolate", queues: ["steps"] });
+    await workUntilEmpty(queue, { executor: "isolate", queues: ["steps"] });
     assert.deepEqual(log, []);
     assert.deepEqual(await queue.result(id), {
       state: "cancelled",

@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob } from "../mod.ts";
 import { dashboard } from "../src/dashboard.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { fetchFrom } from "./_dashboard.ts";
 import { runCli, waitUntil } from "./fixtures/cli/cli_process.ts";
 import { storeTest } from "./_stores.ts";
@@ -41,13 +41,13 @@ storeTest(
     await newApp.dispatchMany(newJob, [1, 2, 3]);
     await oldApp.dispatchMany(oldJob, [1, 2]);
 
-    const stats = await drain(oldApp, { executor: "isolate", concurrency: 4 });
+    const stats = await workUntilEmpty(oldApp, { executor: "isolate", concurrency: 4 });
     assert.deepEqual(stats, { completed: 2, failed: 0, retried: 0 });
     assert.deepEqual(ran.sort(), ["v1:1", "v1:2"]);
     assert.deepEqual(await oldApp.failed(), [], "no job failed as unknown");
     assert.equal(await db.count("jobs", "name = ? AND attempts = 0", ["resize-v2"]), 3);
 
-    await drain(newApp, { executor: "isolate" });
+    await workUntilEmpty(newApp, { executor: "isolate" });
     assert.deepEqual(ran.sort(), ["v1:1", "v1:2", "v2:1", "v2:2", "v2:3"]);
     assert.equal(await db.count("jobs"), 0);
     assert.equal(await db.count("failed_jobs"), 0);

@@ -18,7 +18,7 @@ import {
   rateLimited,
   withoutOverlapping,
 } from "../mod.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, nextEvent, tempDir } from "./_helpers.ts";
 import { orQueueError, type StoreContext, storeTest, waitFor } from "./_stores.ts";
 import { DEAD_LOCK_EXPIRE_MS, holdsLock } from "./fixtures/guards/jobs.ts";
@@ -178,11 +178,11 @@ async function lockReleasedAfter(
   await using queue = await db.open({ jobs: ALL });
   const failed = record<Detail<"job:failed">>(queue, "job:failed");
   await queue.dispatch(locked, { mode });
-  assert.deepEqual(await orQueueError(queue, drain(queue)), expected);
+  assert.deepEqual(await orQueueError(queue, workUntilEmpty(queue)), expected);
   assert.equal(await db.count("job_locks"), 0, `lock left after "${mode}"`);
   // Held back, the probe would wait 5 s and drain would stop with nothing completed.
   await queue.dispatch(probe, { n: 1 });
-  assert.deepEqual(await orQueueError(queue, drain(queue)), {
+  assert.deepEqual(await orQueueError(queue, workUntilEmpty(queue)), {
     completed: 1,
     failed: 0,
     retried: 0,
@@ -215,7 +215,7 @@ storeTest("withoutOverlapping: the lock is released when the attempt times out",
   await using queue = await db.open({ jobs: ALL });
   const retries = record<Detail<"job:retry">>(queue, "job:retry");
   await queue.dispatch(locked, { mode: "timeout" });
-  assert.deepEqual(await orQueueError(queue, drain(queue)), {
+  assert.deepEqual(await orQueueError(queue, workUntilEmpty(queue)), {
     completed: 0,
     failed: 0,
     retried: 1,
@@ -223,7 +223,7 @@ storeTest("withoutOverlapping: the lock is released when the attempt times out",
   assert.ok(retries[0]?.error instanceof JobTimeoutError);
   assert.equal(await db.count("job_locks"), 0);
   await queue.dispatch(probe, { n: 1 });
-  assert.deepEqual(await orQueueError(queue, drain(queue)), {
+  assert.deepEqual(await orQueueError(queue, workUntilEmpty(queue)), {
     completed: 1,
     failed: 0,
     retried: 0,
@@ -285,7 +285,7 @@ storeTest(
     // 100 ms before a window boundary (the default start is a multiple of 1 s).
     const clock = new ManualClock(Date.UTC(2026, 0, 1) - 100);
     await using queue = await db.open({ jobs: ALL, clock });
-    const work = () => orQueueError(queue, drain(queue, { concurrency: 4 }));
+    const work = () => orQueueError(queue, workUntilEmpty(queue, { concurrency: 4 }));
     const retries = record<Detail<"job:retry">>(queue, "job:retry");
     rateRuns.length = 0;
     await queue.dispatchMany(rated, Array.from({ length: 10 }, (_, n) => ({ n })));
@@ -373,7 +373,7 @@ storeTest(
     badHandlerRuns = 0;
     const id = await queue.dispatch(throwingMiddleware, { n: 1 });
 
-    assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 1 });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 1 });
     assert.equal(middlewareCalls, 2);
     assert.equal(badHandlerRuns, 0);
     assert.equal(retries[0]?.error?.message, "middleware broke");
@@ -389,7 +389,7 @@ storeTest(
     await using queue = await db.open({ jobs: ALL });
     badHandlerRuns = 0;
     const id = await queue.dispatch(notRules, { n: 1 });
-    assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 0 });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 0 });
     assert.equal(badHandlerRuns, 0);
     assert.match(
       (await queue.failedJob(id))!.error,

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { storedCounts } from "./_helpers.ts";
 import { z } from "zod";
 import { defineJob, Queue, type QueueCounts, ValidationError } from "../mod.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 
 const CAP = 256 * 1024;
 
@@ -214,7 +214,7 @@ Deno.test("Fuzzed payloads round-trip exactly to the handler or are refused with
       assert.ok(error instanceof ValidationError, `${what}: refused with ${error}`);
     }
   }
-  await drain(queue);
+  await workUntilEmpty(queue);
   for (const [id, [what, payload]] of dispatched) {
     assert.ok(seen.has(id), `${what}: the handler ran`);
     assert.deepStrictEqual(seen.get(id), payload, `${what}: round-trips exactly`);
@@ -244,7 +244,7 @@ Deno.test("Deeply nested payloads never crash the process: they round-trip or ar
         outcomes.push(`${depth}: refused`);
         continue;
       }
-      await drain(queue);
+      await workUntilEmpty(queue);
       assert.equal(JSON.stringify(seen.get(id)), JSON.stringify(payload), `depth ${depth}`);
       seen.delete(id);
       outcomes.push(`${depth}: ran`);
@@ -262,7 +262,7 @@ Deno.test("A __proto__ payload does not pollute prototypes through a zod object 
     job,
     JSON.parse('{"ok": 1, "__proto__": {"polluted": true}, "constructor": {"polluted": true}}'),
   );
-  await drain(queue);
+  await workUntilEmpty(queue);
   const got = seen.get(id) as Record<string, unknown>;
   assert.equal(got.ok, 1);
   assert.equal(got.polluted, undefined, "the payload's own prototype is untouched");

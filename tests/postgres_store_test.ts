@@ -63,7 +63,7 @@ Deno.test({
     await using opened = await openTestPostgresStore(url!, { clock: "caller" });
     // 2,000 jobs due at one time and priority: before the claim index ended with the id, the
     // claim read and sorted all of them to take the first 10 by (due time, id).
-    await opened.store.push(Array.from({ length: 2_000 }, () => newJob({ availableAt: T0 })));
+    await opened.store.insertJobs(Array.from({ length: 2_000 }, () => newJob({ availableAt: T0 })));
     const request = {
       queues: ["default"],
       limit: 10,

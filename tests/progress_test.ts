@@ -16,7 +16,7 @@ import {
   type QueueEventMap,
   type RunningJob,
 } from "../mod.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, nextEvent, storedCounts } from "./_helpers.ts";
 import { type StoreContext, storeTest } from "./_stores.ts";
 import { openGate, openTables, progressing } from "./fixtures/batch/jobs.ts";
@@ -232,7 +232,7 @@ storeTest(
     await using queue = await db.open({ jobs: [job] });
     await queue.dispatch(job, null);
 
-    assert.deepEqual(await drain(queue, { executor: "isolate" }), {
+    assert.deepEqual(await workUntilEmpty(queue, { executor: "isolate" }), {
       completed: 1,
       failed: 0,
       retried: 0,

@@ -15,7 +15,7 @@ import {
   type QueueEventMap,
   ValidationError,
 } from "../mod.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, nextEvent, storedCounts, tempDir } from "./_helpers.ts";
 import { type StoreContext, storeTest } from "./_stores.ts";
 import { runAdminChildren } from "./fixtures/queue/child.ts";
@@ -48,7 +48,7 @@ const ORDERS_SQL = {
 /** Dispatches `count` jobs that fail for good and works them; returns their ids. */
 async function makeFailed(queue: Queue, count: number, first = 1): Promise<number[]> {
   const ids = await queue.dispatchMany(boom, Array.from({ length: count }, (_, i) => first + i));
-  assert.equal((await drain(queue, { concurrency: 8 })).failed, count);
+  assert.equal((await workUntilEmpty(queue, { concurrency: 8 })).failed, count);
   return ids;
 }
 
@@ -101,8 +101,12 @@ storeTest("Queue.dispatch() with a queue option puts the job on that queue", asy
   await queue.dispatch(order, { orderId: 2 });
   assert.deepEqual(Object.keys(await queue.counts()), ["default", "high"]);
   assert.equal((await queue.counts()).high?.pending, 1);
-  assert.equal((await drain(queue)).completed, 1, "a worker takes only the queues it is given");
-  assert.equal((await drain(queue, { queues: ["high"] })).completed, 1);
+  assert.equal(
+    (await workUntilEmpty(queue)).completed,
+    1,
+    "a worker takes only the queues it is given",
+  );
+  assert.equal((await workUntilEmpty(queue, { queues: ["high"] })).completed, 1);
 });
 
 storeTest("Queue.dispatch() with a priority runs the job before lower ones", async (db) => {
@@ -117,7 +121,7 @@ storeTest("Queue.dispatch() with a priority runs the job before lower ones", asy
   await queue.dispatch(job, "low", { priority: -5 });
   await queue.dispatch(job, "default");
   await queue.dispatch(job, "urgent", { priority: 10 });
-  await drain(queue, { concurrency: 1 });
+  await workUntilEmpty(queue, { concurrency: 1 });
   assert.deepEqual(ran, ["urgent", "default", "low"]);
 });
 
@@ -233,7 +237,7 @@ storeTest(
     const longest = "Aa0_.:-".padEnd(64, "z");
     await queue.dispatch(order, { orderId: 1 }, { queue: longest });
     assert.deepEqual(Object.keys(await storedCounts(queue)), [longest]);
-    assert.equal((await drain(queue, { queues: [longest] })).completed, 1);
+    assert.equal((await workUntilEmpty(queue, { queues: [longest] })).completed, 1);
   },
 );
 
@@ -504,7 +508,7 @@ storeTest("Queue.retry() puts a failed job back under its id with fresh attempts
   });
   await using queue = await db.open({ jobs: [flaky] });
   const id = await queue.dispatch(flaky, null);
-  await drain(queue);
+  await workUntilEmpty(queue);
   assert.equal((await queue.counts()).default?.failed, 1);
   assert.equal(await queue.retry(id), true);
   assert.deepEqual(await queue.counts(), {
@@ -512,7 +516,7 @@ storeTest("Queue.retry() puts a failed job back under its id with fresh attempts
   });
   assert.equal(await queue.failedJob(id), null);
   fail = false;
-  assert.equal((await drain(queue)).completed, 1);
+  assert.equal((await workUntilEmpty(queue)).completed, 1);
   assert.deepEqual(attempts, [[id, 1], [id, 1]]);
   assert.equal(await queue.retry(id), false, "no longer failed");
   assert.equal(await queue.retry(999_999), false, "unknown id");
@@ -652,7 +656,7 @@ Deno.test("Two processes retrying, or retrying and forgetting, the same jobs nev
   await using dir = await tempDir();
   await using queue = await Queue.open({ path: dir.dbPath, jobs: [alwaysFails] });
   const ids = await queue.dispatchMany(alwaysFails, Array.from({ length: 40 }, (_, n) => ({ n })));
-  assert.equal((await drain(queue, { concurrency: 8 })).failed, 40);
+  assert.equal((await workUntilEmpty(queue, { concurrency: 8 })).failed, 40);
   const [both, retryOnly] = [ids.slice(0, 20), ids.slice(20)];
 
   const [first, second] = await runAdminChildren(dir.dbPath, [["retry", both], ["retry", both]]);

@@ -3,7 +3,7 @@ import { relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { defineJob, type JobDefinition, Queue } from "../mod.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { alwaysFails, received, recordOrder } from "./fixtures/queue/jobs.ts";
 
 const JOBS_URL = import.meta.resolve("./fixtures/queue/jobs.ts");
@@ -14,7 +14,7 @@ Deno.test("Queue.open() loads the job definitions a jobs module exports", async 
   await queue.dispatch(recordOrder, { orderId: 41 });
   await queue.dispatch(alwaysFails, { n: 1 });
   // In this isolate, so the handler's record is visible here (a Web Worker has its own).
-  const stats = await drain(queue, { executor: "isolate" });
+  const stats = await workUntilEmpty(queue, { executor: "isolate" });
   assert.deepEqual(stats, { completed: 1, failed: 1, retried: 0 });
   assert.deepEqual(received.slice(before), [{ orderId: 41 }]);
 });
@@ -128,7 +128,7 @@ Deno.test("A worker takes jobs from every queue the registered jobs name by defa
   await queue.dispatch(report, null);
   await queue.dispatch(mail, null);
   await queue.dispatch(plain, null);
-  const stats = await drain(queue);
+  const stats = await workUntilEmpty(queue);
   assert.equal(stats.completed, 3);
   assert.deepEqual(ran, ["plain", "mail", "report"], "default first, then by queue name");
 });

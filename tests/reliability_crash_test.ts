@@ -129,7 +129,7 @@ Deno.test("R01, claiming ahead: a worker killed mid-drain held no single-attempt
       `${leasedAtKill} leased at the kill, ${failed.length} failed (${neverRan.length} of them never ran)`,
   );
   // Only the job claimed to start at once (concurrency 1) may have died before its handler ran;
-  // a job held ahead would have failed the same way, and up to 50 were held before.
+  // a job claimed ahead would have failed the same way, and up to 50 were claimed ahead before.
   assert.ok(neverRan.length <= 1, `failed before they ran: ${neverRan.length}`);
   // Besides it, at most the one running at the kill and one whose success was not yet written.
   assert.ok(failed.length <= 2, `failed: ${failed.map((row) => row.error).join("; ")}`);

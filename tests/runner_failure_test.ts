@@ -4,7 +4,7 @@ import { JobTimeoutError, PayloadIntegrityError } from "../src/errors.ts";
 import type { QueueEventMap } from "../src/events.ts";
 import { defineJob } from "../src/job.ts";
 import { Queue } from "../src/queue.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { tempDir } from "./_helpers.ts";
 import { gate, record } from "./fixtures/runner/harness.ts";
 
@@ -45,7 +45,7 @@ Deno.test("a handler that ignores its signal past timeoutMs fails the attempt wi
   }
   let stats;
   try {
-    stats = await drain(queue, { concurrency: 2 });
+    stats = await workUntilEmpty(queue, { concurrency: 2 });
   } finally {
     for (const release of held) release.resolve();
   }
@@ -90,7 +90,7 @@ Deno.test("a handler that honours its signal ends at the timeout with the JobTim
   await using queue = await Queue.open({ path: ":memory:", jobs: [polite] });
   await queue.dispatch(polite, null);
   const startedAt = performance.now();
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 0 });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 0 });
   const tookMs = performance.now() - startedAt;
   assert.ok(reason instanceof JobTimeoutError);
   assert.ok(tookMs >= 95, `took ${tookMs} ms`);
@@ -122,7 +122,7 @@ Deno.test("a stored payload that no longer matches its schema fails for good wit
   const id = await old.dispatch(before, { orderId: 7 });
   await using queue = await Queue.open({ path: dir.dbPath, jobs: [after] });
   const failures = record<Detail<"job:failed">>(queue, "job:failed");
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 0 });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 0 });
   assert.equal(runs, 0);
   assert.equal(failures.length, 1);
   assert.ok(failures[0]!.error instanceof PayloadIntegrityError);
@@ -152,7 +152,7 @@ Deno.test("a job whose name this process does not know is left waiting, unclaime
   await producer.dispatch(known, null);
   await using worker = await Queue.open({ path: dir.dbPath, jobs: [known] });
   const failures = record<Detail<"job:failed">>(worker, "job:failed");
-  assert.deepEqual(await drain(worker, { queues: ["default"] }), {
+  assert.deepEqual(await workUntilEmpty(worker, { queues: ["default"] }), {
     completed: 1,
     failed: 0,
     retried: 0,
@@ -177,7 +177,7 @@ Deno.test("a handler that throws something other than an Error fails with an Err
   await using queue = await Queue.open({ path: ":memory:", jobs: [odd] });
   await queue.dispatch(odd, null);
   const failures = record<Detail<"job:failed">>(queue, "job:failed");
-  await drain(queue);
+  await workUntilEmpty(queue);
   assert.ok(failures[0]?.error instanceof Error);
   const [failed] = await queue.failed();
   assert.equal(failed?.error, "Error: Non-error thrown: plain string");
@@ -211,7 +211,7 @@ for (
     await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
     const id = await queue.dispatch(job, null);
     const failures = record<Detail<"job:failed">>(queue, "job:failed");
-    assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 0 });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 0 });
     assert.equal(runs, 1);
     assert.equal(failures[0]?.id, id);
     const failed = await queue.failedJob(id);

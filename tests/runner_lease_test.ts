@@ -4,7 +4,7 @@ import { z } from "zod";
 import type { QueueEventMap } from "../src/events.ts";
 import { defineJob, type JobContext } from "../src/job.ts";
 import { Queue } from "../src/queue.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, nextEvent, storedCounts, tempDir } from "./_helpers.ts";
 import { gate, record } from "./fixtures/runner/harness.ts";
 
@@ -168,7 +168,7 @@ Deno.test("after maxCrashes recoveries the job fails without running, saying its
   clock.advance(DEAD_WORKER.leaseMs);
 
   const failures = record<Detail<"job:failed">>(queueA, "job:failed");
-  const stats = await drain(queueA);
+  const stats = await workUntilEmpty(queueA);
   for (const release of held) release.resolve();
   await workerA.stop();
   await workerB.stop();
@@ -204,7 +204,7 @@ Deno.test("a job whose last attempt died with its worker fails at pickup: worker
   const workerA = queueA.work(DEAD_WORKER);
   await nextEvent(workerA, "job:start");
   clock.advance(DEAD_WORKER.leaseMs);
-  const stats = await drain(queueB);
+  const stats = await workUntilEmpty(queueB);
   held.resolve();
   await workerA.stop();
   assert.deepEqual(stats, { completed: 0, failed: 1, retried: 0 });

@@ -9,7 +9,7 @@ import { z } from "zod";
 import { PermanentError } from "../src/errors.ts";
 import type { QueueEventMap } from "../src/events.ts";
 import { defineJob, type FailedJobContext } from "../src/job.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, nextEvent, storedCounts } from "./_helpers.ts";
 import { record, seededRandom } from "./fixtures/runner/harness.ts";
 import { storeTest } from "./_stores.ts";
@@ -42,22 +42,22 @@ storeTest("a failed attempt waits exactly its backoff before the next one", asyn
   await queue.dispatch(job, { n: 1 });
   const retries = record<Detail<"job:retry">>(queue, "job:retry");
 
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 1 });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 1 });
   assert.deepEqual(await queue.counts(), counts(0, 1, 0));
   assert.equal(retries[0]!.delayMs, 1_000);
   assert.equal(retries[0]!.error?.message, "boom 1 attempt 1");
 
   clock.advance(999);
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 0 });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 0 });
   clock.advance(1);
   assert.deepEqual(await queue.counts(), counts(1, 0, 0));
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 1 });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 1 });
   assert.equal(retries[1]!.delayMs, 5_000);
 
   clock.advance(4_999);
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 0 });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 0 });
   clock.advance(1);
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 0 });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 0 });
   assert.deepEqual(await queue.counts(), counts(0, 0, 1));
 });
 
@@ -82,7 +82,7 @@ storeTest(
       await queue.dispatch(job, { n: 1 });
       const retries = record<Detail<"job:retry">>(queue, "job:retry");
       for (let attempt = 1; attempt <= 5; attempt++) {
-        await drain(queue);
+        await workUntilEmpty(queue);
         clock.advance(retries.at(-1)?.delayMs ?? 0);
       }
       assert.deepEqual(retries.map((retry) => retry.delayMs), expected);
@@ -99,12 +99,12 @@ storeTest("without a backoff a job waits 10 s times the attempt that failed", as
   await using queue = await db.open({ jobs: [job], clock });
   await queue.dispatch(job, { n: 1 });
   const retries = record<Detail<"job:retry">>(queue, "job:retry");
-  await drain(queue);
+  await workUntilEmpty(queue);
   clock.advance(10_000);
-  await drain(queue);
+  await workUntilEmpty(queue);
   assert.deepEqual(retries.map((retry) => retry.delayMs), [10_000, 20_000]);
   clock.advance(19_999);
-  assert.equal((await drain(queue)).failed, 0);
+  assert.equal((await workUntilEmpty(queue)).failed, 0);
 });
 
 storeTest(
@@ -115,9 +115,9 @@ storeTest(
     await using queue = await db.open({ jobs: [job], clock });
     const createdAt = clock.now();
     const id = await queue.dispatch(job, { n: 4 }, { queue: "mail" });
-    await drain(queue, { queues: ["mail"] });
+    await workUntilEmpty(queue, { queues: ["mail"] });
     clock.advance(1_000);
-    await drain(queue, { queues: ["mail"] });
+    await workUntilEmpty(queue, { queues: ["mail"] });
     const failed = await queue.failedJob(id);
     assert.ok(failed !== null);
     assert.equal(failed.queue, "mail");
@@ -148,7 +148,7 @@ storeTest("a PermanentError fails the job at once, attempts left or not", async 
   });
   await using queue = await db.open({ jobs: [job] });
   await queue.dispatch(job, null);
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 0 });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 0 });
   const [failed] = await queue.failed();
   assert.equal(starts, 1);
   assert.equal(failed?.attempts, 1);
@@ -173,9 +173,9 @@ storeTest("once retryUntil has passed a failure is final, even with attempts lef
   });
   await using queue = await db.open({ jobs: [job], clock });
   await queue.dispatch(job, null);
-  await drain(queue);
+  await workUntilEmpty(queue);
   clock.advance(1_000);
-  await drain(queue);
+  await workUntilEmpty(queue);
   const [failed] = await queue.failed();
   assert.equal(starts, 2);
   assert.equal(failed?.attempts, 2);
@@ -199,9 +199,9 @@ storeTest("a retry due after retryUntil fails at pickup without running", async 
   });
   await using queue = await db.open({ jobs: [job], clock });
   await queue.dispatch(job, null);
-  await drain(queue);
+  await workUntilEmpty(queue);
   clock.advance(10_000);
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 0 });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 0 });
   const [failed] = await queue.failed();
   assert.equal(starts, 1);
   assert.equal(failed?.attempts, 1);
@@ -224,7 +224,7 @@ storeTest(
     await using queue = await db.open({ jobs: [job], clock });
     const id = await queue.dispatch(job, null);
     const retries = record<Detail<"job:retry">>(queue, "job:retry");
-    assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 1 });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 1 });
     assert.deepEqual(retries, [{
       id,
       name: "later",
@@ -235,9 +235,9 @@ storeTest(
     }]);
     assert.deepEqual(await queue.counts(), counts(0, 1, 0));
     clock.advance(1_999);
-    assert.equal((await drain(queue)).completed, 0);
+    assert.equal((await workUntilEmpty(queue)).completed, 0);
     clock.advance(1);
-    assert.equal((await drain(queue)).completed, 1);
+    assert.equal((await workUntilEmpty(queue)).completed, 1);
     assert.deepEqual(attempts, [1, 2]);
   },
 );
@@ -261,7 +261,7 @@ storeTest(
     });
     await using queue = await db.open({ jobs: [job] });
     await queue.dispatch(job, null);
-    assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 3 });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 3 });
     const [failed] = await queue.failed();
     assert.equal(starts, 3);
     assert.equal(failed?.attempts, 3);
@@ -285,7 +285,7 @@ storeTest("the failed hook runs once, with the payload, the error and the attemp
   });
   await using queue = await db.open({ jobs: [job] });
   const id = await queue.dispatch(job, { orderId: 7 }, { queue: "orders" });
-  await drain(queue, { queues: ["orders"] });
+  await workUntilEmpty(queue, { queues: ["orders"] });
   assert.equal(calls.length, 1);
   const [call] = calls;
   assert.deepEqual(call?.payload, { orderId: 7 });
@@ -313,7 +313,7 @@ storeTest("the failed hook runs exactly once per job when many fail in one settl
   await using queue = await db.open({ jobs: [job] });
   const payloads = Array.from({ length: 40 }, (_, i) => i);
   await queue.dispatchMany(job, payloads);
-  assert.deepEqual(await drain(queue, { concurrency: 40 }), {
+  assert.deepEqual(await workUntilEmpty(queue, { concurrency: 40 }), {
     completed: 0,
     failed: 40,
     retried: 0,
@@ -340,7 +340,7 @@ storeTest("the failed hook runs once when attempts are spent over several drains
   await using queue = await db.open({ jobs: [job], clock });
   await queue.dispatch(job, null);
   for (let round = 1; round <= 5; round++) {
-    await drain(queue);
+    await workUntilEmpty(queue);
     assert.equal(hookCalls, round < 3 ? 0 : 1, `after drain ${round}`);
     clock.advance(1_000);
   }
@@ -367,11 +367,11 @@ storeTest(
     await using queue = await db.open({ jobs: [job] });
     await queue.dispatch(job, null);
     const reported = nextEvent<Detail<"queue:error">>(queue, "queue:error");
-    assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 0 });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 0 });
     const { error, during } = await reported;
     assert.equal(during, "failed hook of bad-hook");
     assert.equal(error.message, "hook failed too");
-    assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 0 });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 0 });
     assert.equal(hookCalls, 1);
     assert.equal(starts, 1);
     assert.deepEqual(await queue.counts(), counts(0, 0, 1));
@@ -399,7 +399,7 @@ storeTest(
     Math.random = seededRandom(20_260_101);
     let stats;
     try {
-      stats = await drain(queue, { concurrency: 1_000 });
+      stats = await workUntilEmpty(queue, { concurrency: 1_000 });
     } finally {
       Math.random = original;
     }

@@ -5,7 +5,7 @@ import { z } from "zod";
 import type { QueueEventMap } from "../src/events.ts";
 import { defineJob, type JobContext } from "../src/job.ts";
 import { Queue } from "../src/queue.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { nextEvent, tempDir, within } from "./_helpers.ts";
 import { events, gate, readRows, record } from "./fixtures/runner/harness.ts";
 
@@ -74,7 +74,11 @@ Deno.test("stop(): nothing more is claimed, jobs that finish within grace comple
   });
 
   // The released job got its attempt back: its next run is attempt 1 again.
-  assert.deepEqual(await drain(queue, { concurrency: 3 }), { completed: 3, failed: 0, retried: 0 });
+  assert.deepEqual(await workUntilEmpty(queue, { concurrency: 3 }), {
+    completed: 3,
+    failed: 0,
+    retried: 0,
+  });
   assert.deepEqual(long.seen.map((run) => run.attempt), [1, 1]);
 });
 

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import type { QueueEventMap } from "../src/events.ts";
 import { defineJob } from "../src/job.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, nextEvent } from "./_helpers.ts";
 import { events, gate } from "./fixtures/runner/harness.ts";
 import { storeTest } from "./_stores.ts";
@@ -37,7 +37,7 @@ storeTest(
       await queue.dispatch(job, { label: `default-${n}` });
       await queue.dispatch(job, { label: `high-${n}` }, { queue: "high" });
     }
-    await drain(queue, { queues: ["high", "default"], concurrency: 1 });
+    await workUntilEmpty(queue, { queues: ["high", "default"], concurrency: 1 });
     assert.deepEqual(order, ["high-1", "high-2", "high-3", "default-1", "default-2", "default-3"]);
   },
 );
@@ -81,7 +81,7 @@ storeTest("within a queue a higher priority runs first, then the earlier due tim
   clock.advance(50);
   await queue.dispatch(job, { label: "due+50" });
   clock.advance(1_000);
-  await drain(queue, { concurrency: 1 });
+  await workUntilEmpty(queue, { concurrency: 1 });
   assert.deepEqual(order, ["priority-5", "job-priority-3", "due+50", "due+100", "due+300"]);
 });
 
@@ -99,7 +99,7 @@ storeTest("a high job dispatched while default jobs are being worked goes next",
   await queue.dispatch(job, { label: "default-1", spawn: true });
   await queue.dispatch(job, { label: "default-2", spawn: false });
   await queue.dispatch(job, { label: "default-3", spawn: false });
-  await drain(queue, { queues: ["high", "default"], concurrency: 1 });
+  await workUntilEmpty(queue, { queues: ["high", "default"], concurrency: 1 });
   assert.deepEqual(order, ["default-1", "high", "default-2", "default-3"]);
 });
 
@@ -134,7 +134,7 @@ storeTest("a worker never runs more handlers at once than its concurrency", asyn
   });
   await using queue = await db.open({ jobs: [job] });
   await queue.dispatchMany(job, Array.from({ length: 15 }, (_, i) => i));
-  const stats = await drain(queue, { concurrency: 3 });
+  const stats = await workUntilEmpty(queue, { concurrency: 3 });
   assert.equal(stats.completed, 15);
   assert.equal(peak, 3);
 });
@@ -253,7 +253,7 @@ storeTest("maxTimeMs stops an idle worker on its own", async (db) => {
   await using queue = await db.open({ jobs: [job] });
   const worker = queue.work({ maxTimeMs: 50, pollMs: 5 });
   const stopped = await nextEvent<Detail<"worker:stop">>(worker, "worker:stop", () => true, 30_000);
-  assert.deepEqual(stopped, { completed: 0, failed: 0, retried: 0, reason: "limit" });
+  assert.deepEqual(stopped, { completed: 0, failed: 0, retried: 0, reason: "time" });
   await worker.done;
 });
 
@@ -284,9 +284,9 @@ storeTest("a worker's stats count what it completed, failed and retried", async 
   const clock = new ManualClock();
   await using queue = await db.open({ jobs: [job], clock });
   await queue.dispatchMany(job, ["ok", "ok", "retry", "fail"]);
-  const first = await drain(queue, { concurrency: 4 });
+  const first = await workUntilEmpty(queue, { concurrency: 4 });
   assert.deepEqual(first, { completed: 2, failed: 0, retried: 2 });
   clock.advance(120_000);
-  const second = await drain(queue, { concurrency: 4 });
+  const second = await workUntilEmpty(queue, { concurrency: 4 });
   assert.deepEqual(second, { completed: 1, failed: 1, retried: 0 });
 });

@@ -147,7 +147,7 @@ const TWO_QUEUE_PICK =
 Deno.test("SqliteStore: the claim walks jobs_claim_order in claim order, with no temp B-tree", async () => {
   await using dir = await tempDir();
   await using store = await SqliteStore.open(dir.dbPath);
-  await store.push(Array.from({ length: 600 }, (_, n) =>
+  await store.insertJobs(Array.from({ length: 600 }, (_, n) =>
     newJob({
       queue: ["high", "default", "low"][n % 3]!,
       priority: n % 4,
@@ -175,7 +175,7 @@ Deno.test("SqliteStore: the claim walks jobs_claim_order in claim order, with no
 Deno.test("SqliteStore: migrations are recorded in queue_migrations and reopening changes nothing", async () => {
   await using dir = await tempDir();
   const first = await SqliteStore.open(dir.dbPath);
-  const [id] = await first.push([newJob()]);
+  const [id] = await first.insertJobs([newJob()]);
   await first.close();
   const recorded = () =>
     queryFile(dir.dbPath, "SELECT version, applied_at FROM queue_migrations ORDER BY version");
@@ -238,8 +238,8 @@ Deno.test("SqliteStore.open(): processes opening the same fresh file at once all
 Deno.test("SqliteStore: push, claim and settle wait out another process's 2 s write lock (R15)", async () => {
   await using dir = await tempDir();
   await using store = await SqliteStore.open(dir.dbPath);
-  const [settled] = await store.push([newJob()]);
-  const [claimable] = await store.push([newJob({ availableAt: T0 + 1 })]);
+  const [settled] = await store.insertJobs([newJob()]);
+  const [claimable] = await store.insertJobs([newJob({ availableAt: T0 + 1 })]);
   assert.deepEqual((await claim(store, { token: 1 })).map((job) => job.id), [settled]);
 
   await using child = new Child("hold_lock.ts", [dir.dbPath, "2000"]);
@@ -247,7 +247,7 @@ Deno.test("SqliteStore: push, claim and settle wait out another process's 2 s wr
   const started = Date.now();
   const timed = <T>(call: Promise<T>) => call.then((value) => ({ value, at: Date.now() }));
   const results = await Promise.allSettled([
-    timed(store.push([newJob({ availableAt: T0 + 10 * LEASE_MS })])),
+    timed(store.insertJobs([newJob({ availableAt: T0 + 10 * LEASE_MS })])),
     timed(claim(store, { now: T0 + 1, token: 2 })),
     timed(store.settle([{ kind: "complete", id: settled!, token: 1, at: T0 }])),
   ]);
@@ -256,15 +256,15 @@ Deno.test("SqliteStore: push, claim and settle wait out another process's 2 s wr
   console.log(`R15: BUSY surfaced ${busy.length}`);
   assert.deepEqual(busy, [], "no call failed while the lock was held");
   const done = results.map((result) => (result as PromiseFulfilledResult<{ at: number }>).value.at);
-  const [push, claimed, settle] = results.map((result) =>
+  const [inserted, claimed, settle] = results.map((result) =>
     (result as PromiseFulfilledResult<{ value: unknown }>).value.value
   );
   for (const [index, at] of done.entries()) {
-    const call = ["push", "claim", "settle"][index];
+    const call = ["insertJobs", "claim", "settle"][index];
     console.log(`R15: ${call} waited ${at - started} ms, done ${at - releasedAt} ms after release`);
     assert.ok(at >= releasedAt - 5, "it could not finish while the lock was held");
   }
-  assert.equal((push as number[]).length, 1);
+  assert.equal((inserted as number[]).length, 1);
   assert.deepEqual((claimed as { id: number }[]).map((job) => job.id), [claimable]);
   assert.deepEqual(settle, { applied: [true], claimed: [] });
   assert.equal((await child.status).code, 0, child.stderr);
@@ -273,13 +273,13 @@ Deno.test("SqliteStore: push, claim and settle wait out another process's 2 s wr
 Deno.test("SqliteStore: with busyTimeoutMs 200, a call against a 2 s lock rejects saying another connection held the lock", async () => {
   await using dir = await tempDir();
   await using store = await SqliteStore.open(dir.dbPath, { busyTimeoutMs: 200 });
-  const [id] = await store.push([newJob()]);
+  const [id] = await store.insertJobs([newJob()]);
   await claim(store, { token: 1 });
   await using child = new Child("hold_lock.ts", [dir.dbPath, "2000"]);
   await child.line("locked");
   const locked = /another connection held its lock for over 200 ms/;
   const started = Date.now();
-  await assert.rejects(store.push([newJob()]), locked);
+  await assert.rejects(store.insertJobs([newJob()]), locked);
   const waited = Date.now() - started;
   console.log(`busyTimeoutMs 200: push gave up after ${waited} ms`);
   assert.ok(waited >= 150, `gave up after ${waited} ms`);
@@ -303,7 +303,7 @@ Deno.test("SqliteStore: an app transaction holds back other operations until it 
   const inside = new Promise<void>((resolve) => started = resolve);
   let insideId = 0;
   const transaction = store.transaction(async (tx) => {
-    [insideId] = (await tx.push([newJob()])) as [number];
+    [insideId] = (await tx.insertJobs([newJob()])) as [number];
     started();
     await gate;
   });
@@ -311,7 +311,7 @@ Deno.test("SqliteStore: an app transaction holds back other operations until it 
   const visible = () => Number(only(queryFile(dir.dbPath, "SELECT COUNT(*) FROM jobs")));
   let outsideDone = false;
   let committedFirst: boolean | undefined;
-  const outside = store.push([newJob()]).then(([id]) => {
+  const outside = store.insertJobs([newJob()]).then(([id]) => {
     outsideDone = true;
     committedFirst = Number(
       only(queryFile(dir.dbPath, "SELECT COUNT(*) FROM jobs WHERE id = ?", insideId)),
@@ -337,12 +337,12 @@ Deno.test("SqliteStore: close() lets transactions started before it finish", asy
   let started!: () => void;
   const firstStarted = new Promise<void>((resolve) => started = resolve);
   const first = store.transaction(async (tx) => {
-    await tx.push([newJob()]);
+    await tx.insertJobs([newJob()]);
     started();
     await gate;
   });
   await firstStarted;
-  const second = store.transaction((tx) => tx.push([newJob()]));
+  const second = store.transaction((tx) => tx.insertJobs([newJob()]));
   const closing = store.close();
   openGate();
   const results = await Promise.allSettled([first, second, closing]);
@@ -358,7 +358,7 @@ Deno.test("SqliteStore: two stores on one file never claim the same job", async 
   await using dir = await tempDir();
   await using one = await SqliteStore.open(dir.dbPath);
   await using two = await SqliteStore.open(dir.dbPath);
-  const pushed = await one.push(Array.from({ length: 50 }, () => newJob()));
+  const pushed = await one.insertJobs(Array.from({ length: 50 }, () => newJob()));
   const claimed: number[] = [];
   for (let token = 1;; token += 2) {
     const [a, b] = await Promise.all([
@@ -379,12 +379,15 @@ Deno.test("SqliteStore: a write SQLite rolled back on its own rejects with SQLit
     tx.query(`CREATE TRIGGER refuse_poison BEFORE INSERT ON jobs WHEN NEW.name = 'poison'
       BEGIN SELECT RAISE(ROLLBACK, 'poison job refused'); END`)
   );
-  await assert.rejects(store.push([newJob(), newJob({ name: "poison" })]), /poison job refused/);
-  assert.deepEqual(await store.counts(T0), [], "nothing of the refused batch was kept");
   await assert.rejects(
-    store.transaction((tx) => tx.push([newJob(), newJob({ name: "poison" })])),
+    store.insertJobs([newJob(), newJob({ name: "poison" })]),
     /poison job refused/,
   );
-  assert.equal((await store.push([newJob(), newJob()])).length, 2);
+  assert.deepEqual(await store.counts(T0), [], "nothing of the refused batch was kept");
+  await assert.rejects(
+    store.transaction((tx) => tx.insertJobs([newJob(), newJob({ name: "poison" })])),
+    /poison job refused/,
+  );
+  assert.equal((await store.insertJobs([newJob(), newJob()])).length, 2);
   assert.equal((await store.counts(T0))[0]?.pending, 2);
 });

@@ -70,7 +70,7 @@ const fail = (id: number, token: number, at = T0, attempts = 1, error = BOOM) =>
 async function failedJobs(store: Store, failedAts: number[], job: Partial<NewJobRow> = {}) {
   const failed: number[] = [];
   for (const failedAt of failedAts) {
-    const [id] = await store.push([newJob(job)]);
+    const [id] = await store.insertJobs([newJob(job)]);
     const [claimed] = await claim(store, { queues: [job.queue ?? "default"], limit: 1, token: 77 });
     assert.equal(claimed?.id, id);
     assert.deepEqual((await store.settle([fail(id!, 77, failedAt)])).applied, [true]);
@@ -88,11 +88,11 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     });
 
   test("push() stores one or many jobs and returns their ids in order", async (store) => {
-    const [one] = await store.push([newJob()]);
+    const [one] = await store.insertJobs([newJob()]);
     assert.ok(Number.isSafeInteger(one) && one! > 0, `id: ${one}`);
     assert.deepEqual(ids(await claim(store)), [one]);
     const rows = [1, 2, 3].map((n) => newJob({ payload: `{"n":${n}}` }));
-    const first = await store.push(rows);
+    const first = await store.insertJobs(rows);
     assert.equal(first.length, 3);
     assert.deepEqual(first, sorted(first));
     assert.equal(new Set(first).size, 3);
@@ -105,7 +105,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
 
   test("nextDueAt() gives the earliest due time after now of the queues asked for, leases' ends included", async (store) => {
     assert.equal(await store.nextDueAt(["default"], T0), null);
-    await store.push([
+    await store.insertJobs([
       newJob({ availableAt: T0 - 5 }), // due already: not "next"
       newJob({ availableAt: T0 + 900, priority: 9 }),
       newJob({ availableAt: T0 + 300 }),
@@ -131,7 +131,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
       retryUntil: T0 + 60_000,
       createdAt: T0 - 10,
     });
-    const [id] = await store.push([row]);
+    const [id] = await store.insertJobs([row]);
     const claimed = await claim(store, { queues: ["mail"], token: 42 });
     const { availableAt: _, ...fields } = row;
     const leased = {
@@ -150,7 +150,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("claim() past aheadFrom gives back a job one worker death would fail; it keeps its crashes", async (store) => {
-    const [a, b, c] = await store.push([newJob(), newJob(), newJob()]);
+    const [a, b, c] = await store.insertJobs([newJob(), newJob(), newJob()]);
     // One attempt allowed: a death while it waited ahead would fail it unrun, so it is not held.
     const oneAttempt = { "contract-job": { attempts: 1, crashes: 2 } };
     const first = await claim(store, {
@@ -180,7 +180,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("claim() past aheadFrom keeps a recovered job that has spent its attempts, to fail it as recovered", async (store) => {
-    const [a, b] = await store.push([newJob(), newJob()]);
+    const [a, b] = await store.insertJobs([newJob(), newJob()]);
     await claim(store, { limit: 2, token: 1 });
     // Its worker died: with one attempt allowed, both have spent theirs and will fail unrun.
     const oneAttempt = { "contract-job": { attempts: 1, crashes: 2 } };
@@ -198,9 +198,14 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("claim() takes at most `limit` jobs, every due job of the first queue before the second", async (store) => {
-    const [low1, low2] = await store.push([newJob({ queue: "low" }), newJob({ queue: "low" })]);
-    const [high1, high2, high3] = await store.push([1, 2, 3].map(() => newJob({ queue: "high" })));
-    await store.push([newJob({ queue: "other" })]);
+    const [low1, low2] = await store.insertJobs([
+      newJob({ queue: "low" }),
+      newJob({ queue: "low" }),
+    ]);
+    const [high1, high2, high3] = await store.insertJobs(
+      [1, 2, 3].map(() => newJob({ queue: "high" })),
+    );
+    await store.insertJobs([newJob({ queue: "other" })]);
     const take = (token: number) => claim(store, { queues: ["high", "low"], limit: 2, token });
     assert.deepEqual(sorted(ids(await take(1))), [high1, high2]);
     assert.deepEqual(sorted(ids(await take(2))), sorted([high3!, low1!]));
@@ -209,11 +214,11 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("claim() takes the higher priority first, then the earlier due time, then the earlier push", async (store) => {
-    const [a] = await store.push([newJob({ priority: 0, availableAt: T0 - 3_000 })]);
-    const [b] = await store.push([newJob({ priority: 5, availableAt: T0 - 1_000 })]);
-    const [c] = await store.push([newJob({ priority: 5, availableAt: T0 - 2_000 })]);
-    const [d] = await store.push([newJob({ priority: -1, availableAt: T0 - 9_000 })]);
-    const [e] = await store.push([newJob({ priority: 0, availableAt: T0 - 3_000 })]);
+    const [a] = await store.insertJobs([newJob({ priority: 0, availableAt: T0 - 3_000 })]);
+    const [b] = await store.insertJobs([newJob({ priority: 5, availableAt: T0 - 1_000 })]);
+    const [c] = await store.insertJobs([newJob({ priority: 5, availableAt: T0 - 2_000 })]);
+    const [d] = await store.insertJobs([newJob({ priority: -1, availableAt: T0 - 9_000 })]);
+    const [e] = await store.insertJobs([newJob({ priority: 0, availableAt: T0 - 3_000 })]);
     const order: number[] = [];
     for (let token = 1; token <= 5; token++) {
       order.push(...ids(await claim(store, { limit: 1, token })));
@@ -225,15 +230,19 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     // 20 levels: more than a claim seeks one by one, so the claim walks the queue's index instead.
     for (const levels of [3, 20]) {
       const queue = `levels-${levels}`;
-      await store.push(
+      await store.insertJobs(
         Array.from(
           { length: levels },
           (_, level) => newJob({ queue, priority: 100 + level, availableAt: T0 + 60_000 }),
         ),
       );
-      const [late] = await store.push([newJob({ queue, priority: 1, availableAt: T0 - 1_000 })]);
-      const [early] = await store.push([newJob({ queue, priority: 1, availableAt: T0 - 2_000 })]);
-      const [top] = await store.push([newJob({ queue, priority: 2, availableAt: T0 })]);
+      const [late] = await store.insertJobs([
+        newJob({ queue, priority: 1, availableAt: T0 - 1_000 }),
+      ]);
+      const [early] = await store.insertJobs([
+        newJob({ queue, priority: 1, availableAt: T0 - 2_000 }),
+      ]);
+      const [top] = await store.insertJobs([newJob({ queue, priority: 2, availableAt: T0 })]);
       const order: number[] = [];
       for (let token = 1; token <= 4; token++) {
         order.push(...ids(await claim(store, { queues: [queue], limit: 2, token })));
@@ -243,24 +252,24 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("claim() returns the jobs it took in claim order", async (store) => {
-    const [low] = await store.push([newJob({ queue: "low", priority: 9 })]);
-    const [highLow] = await store.push([newJob({ queue: "high", priority: 0 })]);
-    const [highTop] = await store.push([newJob({ queue: "high", priority: 7 })]);
-    const [highLater] = await store.push([newJob({ queue: "high", priority: 0 })]);
+    const [low] = await store.insertJobs([newJob({ queue: "low", priority: 9 })]);
+    const [highLow] = await store.insertJobs([newJob({ queue: "high", priority: 0 })]);
+    const [highTop] = await store.insertJobs([newJob({ queue: "high", priority: 7 })]);
+    const [highLater] = await store.insertJobs([newJob({ queue: "high", priority: 0 })]);
     const claimed = await claim(store, { queues: ["high", "low"] });
     assert.deepEqual(ids(claimed), [highTop, highLow, highLater, low]);
   });
 
   test("claim() skips jobs not yet due and takes a job due exactly now", async (store) => {
-    const [later] = await store.push([newJob({ availableAt: T0 + 1_000 })]);
-    const [due] = await store.push([newJob({ availableAt: T0 })]);
+    const [later] = await store.insertJobs([newJob({ availableAt: T0 + 1_000 })]);
+    const [due] = await store.insertJobs([newJob({ availableAt: T0 })]);
     assert.deepEqual(ids(await claim(store, { now: T0, token: 1 })), [due]);
     assert.deepEqual(await claim(store, { now: T0 + 999, token: 2 }), []);
     assert.deepEqual(ids(await claim(store, { now: T0 + 1_000, token: 3 })), [later]);
   });
 
   test("a claimed job is not claimed again until its lease expires", async (store) => {
-    const [id] = await store.push([newJob()]);
+    const [id] = await store.insertJobs([newJob()]);
     assert.deepEqual(ids(await claim(store, { token: 1 })), [id]);
     assert.deepEqual(await claim(store, { now: T0 + LEASE_MS - 1, token: 2 }), []);
     const [counts] = await store.counts(T0 + LEASE_MS - 1);
@@ -269,7 +278,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("claims running at once never hand out the same job", async (store) => {
-    const pushed = await store.push(Array.from({ length: 10 }, () => newJob()));
+    const pushed = await store.insertJobs(Array.from({ length: 10 }, () => newJob()));
     const batches = await Promise.all(
       [1, 2, 3, 4].map((token) => claim(store, { limit: 3, token })),
     );
@@ -279,7 +288,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("a job whose lease expired is claimed again as recovered, counting a crash and an attempt", async (store) => {
-    const [id] = await store.push([newJob()]);
+    const [id] = await store.insertJobs([newJob()]);
     await claim(store, { token: 1 });
     const [second] = await claim(store, { now: T0 + LEASE_MS, token: 2 });
     const { attempts, crashes, recovered, token } = second!;
@@ -293,7 +302,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("release puts the job back, due at availableAt, with its error; refundAttempt gives the attempt back", async (store) => {
-    const [id] = await store.push([newJob()]);
+    const [id] = await store.insertJobs([newJob()]);
     await claim(store, { token: 1 });
     assert.deepEqual((await store.settle([release(id!, 1, T0 + 5_000, "Error: later")])).applied, [
       true,
@@ -318,7 +327,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
 
   test("fail moves the job to the failed jobs with its queue, name, payload, attempts, error and stack", async (store) => {
     const payload = '{"to":"zoë","list":[1,2]}';
-    const [id] = await store.push([
+    const [id] = await store.insertJobs([
       newJob({ queue: "mail", name: "send", payload, createdAt: T0 - 10 }),
     ]);
     await claim(store, { queues: ["mail"], token: 1 });
@@ -345,7 +354,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("a late settle from a worker that lost its lease changes nothing (R05)", async (store) => {
-    const [id] = await store.push([newJob()]);
+    const [id] = await store.insertJobs([newJob()]);
     const A = 1_001, B = 2_002;
     await claim(store, { token: A });
     const [taken] = await claim(store, { now: T0 + LEASE_MS, token: B });
@@ -364,7 +373,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("settle() with a claim request claims the next jobs in the same call, after settling", async (store) => {
-    const [a, b, c] = await store.push([newJob(), newJob(), newJob()]);
+    const [a, b, c] = await store.insertJobs([newJob(), newJob(), newJob()]);
     await claim(store, { limit: 1, token: 1 });
     const request = { queues: ["default"], limit: 5, now: T0, leaseMs: LEASE_MS, token: 2 };
     const { applied, claimed } = await store.settle([release(a!, 1, T0)], request);
@@ -376,7 +385,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("settle() applies a batch, reporting each settlement; complete deletes the job", async (store) => {
-    const [a, b, c, d] = await store.push([newJob(), newJob(), newJob(), newJob()]);
+    const [a, b, c, d] = await store.insertJobs([newJob(), newJob(), newJob(), newJob()]);
     await claim(store, { token: 1 });
     const { applied } = await store.settle([
       complete(a!, 1),
@@ -395,7 +404,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("one settle keeps each kept success and cancel with its own output, times and fence, across claims", async (store) => {
-    const [a, b, c, d] = await store.push([
+    const [a, b, c, d] = await store.insertJobs([
       newJob({ payload: '{"n":1}' }),
       newJob({ payload: '{"n":2}' }),
       newJob(),
@@ -414,7 +423,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
       { kind: "complete", id: d!, token: 1, at: T0 + 50, output: "lost", keepUntil },
     ]);
     assert.deepEqual(applied, [true, true, true, false], "d is leased to the other claim");
-    const kept = new Map((await store.completed({}, { limit: 10, offset: 0 })).map((row) => [
+    const kept = new Map((await store.finished({}, { limit: 10, offset: 0 })).map((row) => [
       row.id,
       { ...row },
     ]));
@@ -445,7 +454,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("settles are fenced exactly, even with tokens up to 2^53 - 1", async (store) => {
-    const [id] = await store.push([newJob()]);
+    const [id] = await store.insertJobs([newJob()]);
     const token = Number.MAX_SAFE_INTEGER;
     await claim(store, { token });
     assert.deepEqual((await store.settle([complete(id!, token - 1)])).applied, [false]);
@@ -454,8 +463,8 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("renew() extends leases and reports the ids whose lease was lost", async (store) => {
-    const [a, b] = await store.push([newJob(), newJob()]);
-    const [waiting] = await store.push([newJob({ availableAt: T0 + 1 })]);
+    const [a, b] = await store.insertJobs([newJob(), newJob()]);
+    const [waiting] = await store.insertJobs([newJob({ availableAt: T0 + 1 })]);
     assert.deepEqual(sorted(ids(await claim(store, { token: 1 }))), [a, b]);
     const lost = await store.renew(
       [
@@ -475,15 +484,15 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("counts() reports pending, delayed, reserved and failed per queue", async (store) => {
-    const [expired] = await store.push([newJob({ queue: "a", availableAt: T0 - 5_000 })]);
+    const [expired] = await store.insertJobs([newJob({ queue: "a", availableAt: T0 - 5_000 })]);
     await claim(store, { queues: ["a"], now: T0 - 5_000, leaseMs: 1_000, token: 1 });
-    await store.push([newJob({ queue: "a", availableAt: T0 - 100, priority: 1 })]);
+    await store.insertJobs([newJob({ queue: "a", availableAt: T0 - 100, priority: 1 })]);
     const [reserved] = await claim(store, { queues: ["a"], now: T0 - 100, limit: 1, token: 2 });
     assert.notEqual(reserved?.id, expired);
-    await store.push([newJob({ queue: "a" }), newJob({ queue: "a", availableAt: T0 - 1 })]);
-    await store.push([newJob({ queue: "a", availableAt: T0 + 10_000 })]);
+    await store.insertJobs([newJob({ queue: "a" }), newJob({ queue: "a", availableAt: T0 - 1 })]);
+    await store.insertJobs([newJob({ queue: "a", availableAt: T0 + 10_000 })]);
     await failedJobs(store, [T0], { queue: "b" });
-    await store.push([newJob({ queue: "c", availableAt: T0 + 1 })]);
+    await store.insertJobs([newJob({ queue: "c", availableAt: T0 + 1 })]);
     assert.deepEqual(await countsAt(store, T0), {
       a: [3, 1, 1, 0],
       b: [0, 0, 0, 1],
@@ -504,14 +513,14 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     assert.deepEqual(await page(2, 0), [at40, at30]);
     assert.deepEqual(await page(2, 2), [at20, at1]);
     assert.deepEqual(await page(2, 4), []);
-    const [queued] = await store.push([newJob()]);
+    const [queued] = await store.insertJobs([newJob()]);
     assert.equal(await store.failedJob(queued!), null, "failedJob() of a queued job");
     assert.equal(await store.failedJob(123_456), null, "failedJob() of an unknown id");
   });
 
   test("retry() brings a failed job back under the same id, due now, with fresh attempts", async (store) => {
     const row = newJob({ queue: "mail", priority: 4, payload: '{"k":"v"}', createdAt: T0 - 7 });
-    const [id] = await store.push([row]);
+    const [id] = await store.insertJobs([row]);
     await claim(store, { queues: ["mail"], token: 1 });
     await claim(store, { queues: ["mail"], now: T0 + LEASE_MS, token: 2 });
     await store.settle([fail(id!, 2, T0 + LEASE_MS, 2)]);
@@ -536,7 +545,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
       [],
       "a failed job is not queued",
     );
-    const [queued] = await store.push([newJob()]);
+    const [queued] = await store.insertJobs([newJob()]);
     assert.deepEqual(await store.retry([424_242], T0), []);
     assert.deepEqual(await store.retry([queued!], T0), []);
     const twice = await Promise.all([
@@ -560,7 +569,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
 
   test("forget(), flushFailed() and pruneFailed(before) delete failed jobs and say how many", async (store) => {
     const [old, atCut, newer, newest] = await failedJobs(store, [T0 - 2, T0 - 1, T0, T0 + 1]);
-    const [queued] = await store.push([newJob()]);
+    const [queued] = await store.insertJobs([newJob()]);
     assert.equal(await store.forget(newest!), true);
     assert.equal(await store.forget(newest!), false);
     assert.equal(await store.failedJob(newest!), null);
@@ -574,16 +583,19 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
 
   test("clear(queue) deletes that queue's waiting, delayed and leased jobs, nothing else", async (store) => {
     await failedJobs(store, [T0], { queue: "a" });
-    const [leased] = await store.push([newJob({ queue: "a" })]);
+    const [leased] = await store.insertJobs([newJob({ queue: "a" })]);
     await claim(store, { queues: ["a"], token: 1 });
-    await store.push([newJob({ queue: "a" }), newJob({ queue: "a", availableAt: T0 + 5_000 })]);
-    const [kept] = await store.push([newJob({ queue: "b" })]);
+    await store.insertJobs([
+      newJob({ queue: "a" }),
+      newJob({ queue: "a", availableAt: T0 + 5_000 }),
+    ]);
+    const [kept] = await store.insertJobs([newJob({ queue: "b" })]);
     assert.equal(await store.clear("a", T0), 3);
     assert.equal(await store.clear("nothing-here", T0), 0);
     assert.deepEqual(await countsAt(store, T0), { a: [0, 0, 0, 1], b: [1, 0, 0, 0] });
     assert.deepEqual((await store.settle([complete(leased!, 1)])).applied, [false]);
     assert.deepEqual(ids(await claim(store, { queues: ["a", "b"], token: 2 })), [kept]);
-    await store.push([newJob({ queue: "c" })]);
+    await store.insertJobs([newJob({ queue: "c" })]);
     assert.equal(await store.clear(undefined, T0), 2);
     assert.deepEqual(await countsAt(store, T0), { a: [0, 0, 0, 1] });
   });
@@ -592,7 +604,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     const result = await store.transaction(async (tx) => {
       await tx.query("CREATE TABLE contract_orders (id INTEGER PRIMARY KEY, note TEXT NOT NULL)");
       await tx.query("INSERT INTO contract_orders (id, note) VALUES (1, 'first')");
-      const pushed = await tx.push([newJob(), newJob({ queue: "other" })]);
+      const pushed = await tx.insertJobs([newJob(), newJob({ queue: "other" })]);
       const rows = await tx.query<{ note: string }>("SELECT note FROM contract_orders");
       assert.deepEqual(plain(rows), [{ note: "first" }]);
       return pushed;
@@ -611,7 +623,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     await assert.rejects(
       store.transaction(async (tx) => {
         await tx.query("INSERT INTO contract_orders (id, note) VALUES (1, 'lost')");
-        await tx.push([newJob(), newJob()]);
+        await tx.insertJobs([newJob(), newJob()]);
         throw thrown;
       }),
       (error) => error === thrown,
@@ -619,7 +631,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     const rows = await store.transaction((tx) => tx.query("SELECT id FROM contract_orders"));
     assert.deepEqual(rows, []);
     assert.deepEqual(await store.counts(T0), []);
-    const [after] = await store.push([newJob()]);
+    const [after] = await store.insertJobs([newJob()]);
     assert.deepEqual(ids(await claim(store)), [after], "the store works after a rollback");
   });
 
@@ -628,14 +640,14 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     const inFirst = new Promise<void>((resolve) => opened = resolve);
     const results = await Promise.allSettled([
       store.transaction(async (tx) => {
-        const pushed = await tx.push([newJob()]);
+        const pushed = await tx.insertJobs([newJob()]);
         opened();
         await Promise.resolve();
         return pushed;
       }),
       store.transaction(async (tx) => {
         await inFirst;
-        return await tx.push([newJob()]);
+        return await tx.insertJobs([newJob()]);
       }),
     ]);
     assert.deepEqual(results.map((result) => result.status), ["fulfilled", "fulfilled"]);
@@ -648,18 +660,18 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     let started!: () => void;
     const firstStarted = new Promise<void>((resolve) => started = resolve);
     const first = store.transaction(async (tx) => {
-      await tx.push([newJob({ queue: "first" })]);
+      await tx.insertJobs([newJob({ queue: "first" })]);
       started();
       await gate;
     });
     await firstStarted;
     const rolledBack = store.transaction(async (tx) => {
-      await tx.push([newJob({ queue: "rolled-back" })]);
+      await tx.insertJobs([newJob({ queue: "rolled-back" })]);
       await new Promise((resolve) => setTimeout(resolve, 0));
       throw new Error("roll back");
     });
-    const one = store.push([newJob({ queue: "outside" })]);
-    const many = store.push([newJob({ queue: "outside" }), newJob({ queue: "outside" })]);
+    const one = store.insertJobs([newJob({ queue: "outside" })]);
+    const many = store.insertJobs([newJob({ queue: "outside" }), newJob({ queue: "outside" })]);
     openGate();
     const results = await Promise.allSettled([first, one, many, rolledBack]);
     assert.deepEqual(
@@ -671,7 +683,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
 
   test("a transaction's handle fails once it ended, and every operation fails after close()", async (store) => {
     const tx = await endedTransaction(store);
-    await assert.rejects(async () => await tx.push([newJob()]));
+    await assert.rejects(async () => await tx.insertJobs([newJob()]));
     await assert.rejects(async () => await tx.query("SELECT 1 AS one"));
     assert.deepEqual(await store.counts(T0), [], "nothing was stored");
     await store.close();
@@ -685,7 +697,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     const tx = await endedTransaction(store);
     await store.close();
     const calls: [string, () => Promise<unknown>][] = [
-      ["tx.push after its transaction", () => tx.push([newJob()])],
+      ["tx.push after its transaction", () => tx.insertJobs([newJob()])],
       ["tx.query after its transaction", () => tx.query("SELECT 1 AS one")],
       ...operations(store),
     ];
@@ -721,7 +733,7 @@ async function endedTransaction(store: Store): Promise<StoreTransaction> {
 function operations(store: Store): [string, () => Promise<unknown>][] {
   return [
     ["migrate", () => store.migrate()],
-    ["push", () => store.push([newJob()])],
+    ["insertJobs", () => store.insertJobs([newJob()])],
     ["transaction", () => store.transaction(() => 1)],
     ["claim", () => claim(store)],
     ["settle", () => store.settle([complete(1, 1)])],

@@ -170,10 +170,10 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
 
   // Chains
 
-  test("pushChain() returns the first link's id, and only that link is claimable", async (store) => {
-    const [plainJob] = await store.push([newJob()]);
-    const chainId = await store.pushChain(newChain(["link-1", "link-2", "link-3"], ["catch-1"]));
-    const other = await store.pushChain(newChain(["other-1", "other-2"], [], "other"));
+  test("insertChain() returns the first link's id, and only that link is claimable", async (store) => {
+    const [plainJob] = await store.insertJobs([newJob()]);
+    const chainId = await store.insertChain(newChain(["link-1", "link-2", "link-3"], ["catch-1"]));
+    const other = await store.insertChain(newChain(["other-1", "other-2"], [], "other"));
     assert.ok(chainId > plainJob! && other > chainId, `ids: ${plainJob}, ${chainId}, ${other}`);
     const claimed = await take(store, ["default", "other", "cb"], LATER);
     assert.deepEqual(
@@ -189,7 +189,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
 
   test("completing a link queues the next one, claimable by the same settle's claim request", async (store) => {
     const link2 = waiting("link-2", { queue: "other", payload: '{"n":2}', priority: 4 });
-    const chainId = await store.pushChain(newChain(["link-1", link2, "link-3"]));
+    const chainId = await store.insertChain(newChain(["link-1", link2, "link-3"]));
     const [first] = await take(store);
     assert.equal(first?.id, chainId);
     const one = await store.settle([done(first!, T0 + 5)], request(["default", "other"], T0 + 5));
@@ -207,7 +207,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   });
 
   test("a link that fails for good stops the chain and queues its catch jobs once ever", async (store) => {
-    const chainId = await store.pushChain(
+    const chainId = await store.insertChain(
       newChain(["link-1", "link-2", "link-3"], ["catch-1", "catch-2"]),
     );
     const [first] = await take(store);
@@ -230,14 +230,14 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
     assert.deepEqual([again?.id, again?.name], [second!.id, "link-2"]);
     assert.deepEqual(await apply(store, failed(again!, T0 + 4)), [true]);
     assert.deepEqual(await drain(store, ["default", "cb"], LATER), [], "no catch the second time");
-    const lone = await store.pushChain(newChain(["lone-1", "lone-2"], ["lone-catch"], "lone"));
+    const lone = await store.insertChain(newChain(["lone-1", "lone-2"], ["lone-catch"], "lone"));
     const [loneFirst] = await take(store, ["lone"]);
     assert.deepEqual(await apply(store, failed(loneFirst!, T0 + 5)), [true]);
     assert.equal((await store.failedJob(lone))?.chainId, lone, "the first link's chain is itself");
   });
 
   test("retry() of a failed link resumes the chain where it stopped; after the last link nothing is left", async (store) => {
-    const chainId = await store.pushChain(newChain(["link-1", "link-2", "link-3"], ["catch-1"]));
+    const chainId = await store.insertChain(newChain(["link-1", "link-2", "link-3"], ["catch-1"]));
     const [first] = await take(store);
     const { claimed: [second] } = await store.settle(
       [done(first!, T0 + 1)],
@@ -260,7 +260,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
     assert.deepEqual(await store.counts(LATER), []);
     assert.deepEqual(await store.failed({ limit: 10, offset: 0 }), []);
     assert.deepEqual(await take(store, ["default", "cb"], LATER), []);
-    const whole = await store.pushChain(newChain(["w-1", "w-2"], ["w-catch"], "w"));
+    const whole = await store.insertChain(newChain(["w-1", "w-2"], ["w-catch"], "w"));
     const [w1] = await take(store, ["w"]);
     const { claimed: [w2] } = await store.settle([done(w1!, T0 + 6)], request(["w"], T0 + 6));
     assert.ok(w2!.id > whole);
@@ -271,7 +271,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
 
   test("forget(), flushFailed() and pruneFailed() of a failed link drop its chain's waiting links, and no other chain's", async (store) => {
     const failChain = async (queue: string, at: number, onFailure: string[] = []) => {
-      const id = await store.pushChain(newChain([`${queue}-1`, `${queue}-2`], onFailure, queue));
+      const id = await store.insertChain(newChain([`${queue}-1`, `${queue}-2`], onFailure, queue));
       const [job] = await take(store, [queue]);
       assert.deepEqual(await apply(store, failed(job!, at)), [true]);
       return id;
@@ -282,7 +282,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
     await failChain("d", T0 + 3);
     const kept = await failChain("k", T0 + 1);
     assert.deepEqual(await store.retry([kept], T0 + 2), [kept], "k's failed link is queued again");
-    const live = await store.pushChain(newChain(["e-1", "e-2"], [], "e"));
+    const live = await store.insertChain(newChain(["e-1", "e-2"], [], "e"));
     const [liveFirst] = await take(store, ["e"]);
     assert.equal(liveFirst?.id, live);
     assert.equal(await store.forget(a), true);
@@ -290,8 +290,8 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
     assert.equal(await store.flushFailed(), 1, "d");
     const dropped = ["a", "b", "c", "d"];
     assert.deepEqual(await take(store, dropped, LATER), []);
-    const [newcomer] = await store.push([member("newcomer", { queue: "a" })]);
-    const pushed = await store.pushChain(newChain(["n-1", "n-2"], [], "b"));
+    const [newcomer] = await store.insertJobs([member("newcomer", { queue: "a" })]);
+    const pushed = await store.insertChain(newChain(["n-1", "n-2"], [], "b"));
     assert.deepEqual(ids(await take(store, dropped, LATER)), [newcomer, pushed]);
     assert.deepEqual(await drain(store, ["cb"], LATER), ["a-catch@null"], "queued before");
     const e = await store.settle([done(liveFirst!, T0 + 4)], request(["e"], T0 + 4));
@@ -303,7 +303,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
 
   test("a queued job's delay and retry window count from the settle's at", async (store) => {
     const link2 = waiting("link-2", { queue: "other", delayMs: 5_000, retryForMs: 60_000 });
-    await store.pushChain(newChain(["link-1", link2]));
+    await store.insertChain(newChain(["link-1", link2]));
     const [first] = await take(store);
     const settled = await store.settle([done(first!, T0 + 1_000)], request(["other"], T0 + 1_000));
     assert.deepEqual([settled.applied, settled.claimed], [[true], []]);
@@ -312,14 +312,14 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
     assert.deepEqual([second?.name, second?.retryUntil], ["link-2", T0 + 61_000]);
 
     const catchJob = waiting("x-catch", { delayMs: 2_000, retryForMs: 500 });
-    await store.pushChain(newChain(["x-1"], [catchJob], "x"));
+    await store.insertChain(newChain(["x-1"], [catchJob], "x"));
     const [x1] = await take(store, ["x"], T0 + 7_000);
     assert.deepEqual(await apply(store, failed(x1!, T0 + 7_500)), [true]);
     assert.deepEqual(await take(store, ["cb"], T0 + 9_499), []);
     const [caught] = await take(store, ["cb"], T0 + 9_500);
     assert.deepEqual([caught?.name, caught?.retryUntil], ["x-catch", T0 + 8_000]);
 
-    const { id } = await store.pushBatch(newBatch({
+    const { id } = await store.insertBatch(newBatch({
       jobs: [member("m1", { queue: "y" })],
       then: [waiting("then", { delayMs: 10, retryForMs: 20 })],
       finally: [waiting("finally", { delayMs: 50 })],
@@ -336,9 +336,9 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
 
   // Batches
 
-  test("pushBatch() stores every job pending; batch() and batches() read batches back, newest first", async (store) => {
+  test("insertBatch() stores every job pending; batch() and batches() read batches back, newest first", async (store) => {
     const jobs = [member("m1"), member("m2", { queue: "other" }), member("m3")];
-    const first = await store.pushBatch(
+    const first = await store.insertBatch(
       newBatch({ name: "emails ✓", allowFailures: true, createdAt: T0 - 5, jobs }),
     );
     assert.equal(first.jobIds.length, 3);
@@ -356,7 +356,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
       cancelledAt: null,
       finishedAt: null,
     });
-    const second = await store.pushBatch(newBatch({ name: "second", jobs: [member("s1")] }));
+    const second = await store.insertBatch(newBatch({ name: "second", jobs: [member("s1")] }));
     assert.ok(second.id > first.id);
     assert.equal((await store.batch(second.id))?.allowFailures, false);
     assert.deepEqual(ids(await store.batches({ limit: 10, offset: 0 })), [second.id, first.id]);
@@ -376,7 +376,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   });
 
   test("an empty batch is finished at once and queues its then and finally jobs, never its catch", async (store) => {
-    const { id, jobIds } = await store.pushBatch(newBatch({
+    const { id, jobIds } = await store.insertBatch(newBatch({
       createdAt: T0 + 7,
       then: [waiting("then")],
       catch: [waiting("catch")],
@@ -389,7 +389,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   });
 
   test("complete counts a member as succeeded; release and progress change no counter", async (store) => {
-    const { id, jobIds } = await store.pushBatch(
+    const { id, jobIds } = await store.insertBatch(
       newBatch({ jobs: [member("m1"), member("m2"), member("m3")], finally: [waiting("finally")] }),
     );
     await expectBatch(store, id, fresh(3));
@@ -409,7 +409,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   });
 
   test("then and finally jobs are queued when the last member succeeds; callbacks carry the batch id but are not counted", async (store) => {
-    const { id } = await store.pushBatch(newBatch({
+    const { id } = await store.insertBatch(newBatch({
       jobs: [member("m1"), member("m2")],
       then: [waiting("then-a"), waiting("then-b")],
       catch: [waiting("catch")],
@@ -442,7 +442,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   });
 
   test("without allowFailures the first failure cancels the batch: unleased members are skipped, leased ones still settle", async (store) => {
-    const { id, jobIds } = await store.pushBatch(newBatch({
+    const { id, jobIds } = await store.insertBatch(newBatch({
       jobs: [
         ...["m1", "m2", "m3", "m4", "m5"].map((name) => member(name)),
         member("m6", { availableAt: T0 + 10_000 }),
@@ -494,7 +494,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   });
 
   test("with allowFailures failures leave the batch running: catch is queued once, finally at the end, then not", async (store) => {
-    const { id } = await store.pushBatch(newBatch({
+    const { id } = await store.insertBatch(newBatch({
       allowFailures: true,
       jobs: ["m1", "m2", "m3", "m4"].map((name) => member(name)),
       then: [waiting("then")],
@@ -525,7 +525,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   });
 
   test("retry() of a failed member and retry({ batchId }) count it pending again and clear finishedAt; then fires once nothing failed", async (store) => {
-    const { id, jobIds: [m1, m2] } = await store.pushBatch(newBatch({
+    const { id, jobIds: [m1, m2] } = await store.insertBatch(newBatch({
       allowFailures: true,
       jobs: ["m1", "m2", "m3"].map((name) => member(name)),
       then: [waiting("then")],
@@ -578,7 +578,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   });
 
   test("a member retried in a cancelled batch runs and is counted, but then never fires and finally not twice", async (store) => {
-    const { id, jobIds: [m1] } = await store.pushBatch(newBatch({
+    const { id, jobIds: [m1] } = await store.insertBatch(newBatch({
       jobs: [member("m1"), member("m2")],
       then: [waiting("then")],
       catch: [waiting("catch")],
@@ -607,7 +607,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
 
   test("cancelBatch() skips unleased members, lets leased ones settle, and returns false when there is nothing to cancel", async (store) => {
     assert.equal(await store.cancelBatch(424_242, T0), false, "no such batch");
-    const { id } = await store.pushBatch(newBatch({
+    const { id } = await store.insertBatch(newBatch({
       jobs: ["m1", "m2", "m3", "m4"].map((name) => member(name)),
       then: [waiting("then")],
       catch: [waiting("catch")],
@@ -630,14 +630,14 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
     assert.equal(await store.cancelBatch(id, T0 + 9), false, "finished");
     await expectBatch(store, id, finished);
 
-    const empty = await store.pushBatch(newBatch({ then: [waiting("empty-then")] }));
+    const empty = await store.insertBatch(newBatch({ then: [waiting("empty-then")] }));
     assert.deepEqual(await drain(store, ["cb"], T0), [`empty-then@${empty.id}`]);
     assert.equal(await store.cancelBatch(empty.id, T0 + 1), false, "finished, never cancelled");
     await expectBatch(store, empty.id, { ...fresh(0), finishedAt: T0 });
   });
 
   test("cancelBatch() of a batch with no leased member finishes it at once and queues only finally", async (store) => {
-    const { id } = await store.pushBatch(newBatch({
+    const { id } = await store.insertBatch(newBatch({
       allowFailures: true,
       jobs: [member("m1"), member("m2", { availableAt: T0 + 10_000 })],
       then: [waiting("then")],
@@ -656,11 +656,13 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   });
 
   test("pruneBatches(before) deletes batches finished or cancelled strictly before it, with their unfired callbacks", async (store) => {
-    const a = await store.pushBatch(newBatch({ name: "a" }));
-    const b = await store.pushBatch(newBatch({ name: "b", jobs: [member("b1", { queue: "b" })] }));
+    const a = await store.insertBatch(newBatch({ name: "a" }));
+    const b = await store.insertBatch(
+      newBatch({ name: "b", jobs: [member("b1", { queue: "b" })] }),
+    );
     const [b1] = await take(store, ["b"]);
     assert.deepEqual(await apply(store, done(b1!, T0 + 2)), [true]);
-    const c = await store.pushBatch(newBatch({
+    const c = await store.insertBatch(newBatch({
       name: "c",
       jobs: [member("c1", { queue: "c" }), member("c2", { queue: "c" })],
       finally: [waiting("c-finally")],
@@ -668,8 +670,10 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
     const [c1] = await take(store, ["c"], T0, 1);
     assert.equal(await store.cancelBatch(c.id, T0 + 1), true);
     await expectBatch(store, c.id, { ...fresh(2), pending: 1, skipped: 1, cancelledAt: T0 + 1 });
-    const d = await store.pushBatch(newBatch({ name: "d", jobs: [member("d1", { queue: "d" })] }));
-    const e = await store.pushBatch(newBatch({
+    const d = await store.insertBatch(
+      newBatch({ name: "d", jobs: [member("d1", { queue: "d" })] }),
+    );
+    const e = await store.insertBatch(newBatch({
       name: "e",
       allowFailures: true,
       jobs: [member("e1", { queue: "e" })],
@@ -700,7 +704,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   });
 
   test("addToBatch() adds counted members to a running batch, and then waits for them", async (store) => {
-    const { id, jobIds: [m1] } = await store.pushBatch(newBatch({
+    const { id, jobIds: [m1] } = await store.insertBatch(newBatch({
       jobs: [member("m1")],
       then: [waiting("then")],
       finally: [waiting("finally")],
@@ -720,7 +724,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
     await expectBatch(store, id, { ...fresh(3), pending: 0, succeeded: 3, finishedAt: T0 + 2 });
     assert.deepEqual(await drain(store, ["cb"], LATER), [`finally@${id}`, `then@${id}`]);
 
-    const lenient = await store.pushBatch(
+    const lenient = await store.insertBatch(
       newBatch({ allowFailures: true, jobs: [member("l1", { queue: "l" }), member("l2")] }),
     );
     const [l1] = await take(store, ["l"]);
@@ -730,10 +734,10 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   });
 
   test("addToBatch() refuses a cancelled, finished or unknown batch, naming why, and stores nothing", async (store) => {
-    const cancelled = await store.pushBatch(newBatch({ jobs: [member("c1"), member("c2")] }));
+    const cancelled = await store.insertBatch(newBatch({ jobs: [member("c1"), member("c2")] }));
     const [c1] = await take(store, ["default"], T0, 1);
     assert.equal(await store.cancelBatch(cancelled.id, T0 + 1), true);
-    const finished = await store.pushBatch(newBatch({ jobs: [member("f1", { queue: "f" })] }));
+    const finished = await store.insertBatch(newBatch({ jobs: [member("f1", { queue: "f" })] }));
     const [f1] = await take(store, ["f"]);
     assert.deepEqual(await apply(store, done(f1!, T0 + 2)), [true]);
     const snapshot = async () => ({
@@ -769,13 +773,13 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   });
 
   test("clear(queue, now) counts cleared members as skipped and finishes a batch left with nothing pending", async (store) => {
-    const { id } = await store.pushBatch(newBatch({
+    const { id } = await store.insertBatch(newBatch({
       jobs: [member("m1"), member("m2"), member("m3", { queue: "other" })],
       then: [waiting("then")],
       catch: [waiting("catch")],
       finally: [waiting("finally")],
     }));
-    await store.push([newJob()]);
+    await store.insertJobs([newJob()]);
     const [j1] = await take(store, ["default"], T0, 1);
     assert.equal(j1?.name, "m1");
     assert.equal(await store.clear("default", T0 + 5), 3, "m1 (leased), m2 and the plain job");
@@ -790,7 +794,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
     assert.equal(await store.clear("cb", T0 + 8), 1, "the finally job queued by the clear");
     await expectBatch(store, id, cleared, "a cleared callback is not counted");
 
-    const other = await store.pushBatch(newBatch({
+    const other = await store.insertBatch(newBatch({
       jobs: [member("x1", { queue: "x" })],
       then: [waiting("x-then", { queue: "x" })],
       finally: [waiting("x-finally", { queue: "x" })],
@@ -803,9 +807,9 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   // Progress
 
   test("running(now) lists leased jobs with the progress a progress settlement wrote; expired leases are not listed", async (store) => {
-    const [a] = await store.push([member("a")]);
-    const { id: batchId, jobIds: [b] } = await store.pushBatch(newBatch({ jobs: [member("b")] }));
-    await store.push([member("waiting", { queue: "other" })]);
+    const [a] = await store.insertJobs([member("a")]);
+    const { id: batchId, jobIds: [b] } = await store.insertBatch(newBatch({ jobs: [member("b")] }));
+    await store.insertJobs([member("waiting", { queue: "other" })]);
     assert.deepEqual(await store.running(T0), []);
     const [ja, jb] = await take(store);
     assert.deepEqual(ids([ja!, jb!]), [a, b]);
@@ -843,7 +847,7 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   });
 
   test("a progress settlement with the wrong token applies nothing", async (store) => {
-    const [a] = await store.push([member("a")]);
+    const [a] = await store.insertJobs([member("a")]);
     const [old] = await take(store);
     assert.deepEqual(await apply(store, progressed(old!, T0 + 1, 10)), [true]);
     const [current] = await take(store, ["default"], T0 + LEASE_MS);
@@ -865,8 +869,8 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
   });
 
   test("a settle from a worker that lost its lease moves no chain and no batch", async (store) => {
-    const chainId = await store.pushChain(newChain(["link-1", "link-2"], ["chain-catch"]));
-    const { id } = await store.pushBatch(newBatch({
+    const chainId = await store.insertChain(newChain(["link-1", "link-2"], ["chain-catch"]));
+    const { id } = await store.insertBatch(newBatch({
       jobs: [member("m1")],
       then: [waiting("then")],
       catch: [waiting("catch")],
@@ -896,14 +900,14 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
 
   // Transactions
 
-  test("pushChain() and pushBatch() inside transaction() commit with it", async (store) => {
+  test("insertChain() and insertBatch() inside transaction() commit with it", async (store) => {
     const [chainId, pushed] = await store.transaction(async (tx) => {
-      const chainId = await tx.pushChain(newChain(["link-1", "link-2"], ["chain-catch"]));
-      const pushed = await tx.pushBatch(newBatch({
+      const chainId = await tx.insertChain(newChain(["link-1", "link-2"], ["chain-catch"]));
+      const pushed = await tx.insertBatch(newBatch({
         jobs: [member("m1")],
         finally: [waiting("finally")],
       }));
-      const empty = await tx.pushBatch(newBatch({ finally: [waiting("empty-finally")] }));
+      const empty = await tx.insertBatch(newBatch({ finally: [waiting("empty-finally")] }));
       return [chainId, [pushed, empty]] as const;
     });
     const [batch, empty] = pushed;
@@ -928,13 +932,13 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
     });
   });
 
-  test("pushChain() and pushBatch() inside a transaction that throws roll back with it", async (store) => {
+  test("insertChain() and insertBatch() inside a transaction that throws roll back with it", async (store) => {
     const thrown = new Error("roll back");
     await assert.rejects(
       store.transaction(async (tx) => {
-        await tx.pushChain(newChain(["lost-1", "lost-2"], ["lost-catch"]));
-        await tx.pushBatch(newBatch({ jobs: [member("lost-m1")], finally: [waiting("lost-f")] }));
-        await tx.pushBatch(
+        await tx.insertChain(newChain(["lost-1", "lost-2"], ["lost-catch"]));
+        await tx.insertBatch(newBatch({ jobs: [member("lost-m1")], finally: [waiting("lost-f")] }));
+        await tx.insertBatch(
           newBatch({ then: [waiting("lost-then")], finally: [waiting("lost-f")] }),
         );
         throw thrown;
@@ -945,8 +949,8 @@ export function chainsBatchesContract(name: string, open: () => Promise<OpenedSt
     assert.deepEqual(await store.counts(LATER), []);
     assert.deepEqual(await take(store, ["default", "cb"], LATER), []);
 
-    const chainId = await store.pushChain(newChain(["after-1", "after-2"], ["after-catch"]));
-    const { id, jobIds } = await store.pushBatch(
+    const chainId = await store.insertChain(newChain(["after-1", "after-2"], ["after-catch"]));
+    const { id, jobIds } = await store.insertBatch(
       newBatch({ jobs: [member("after-m1")], finally: [waiting("after-f")] }),
     );
     await expectBatch(store, id, fresh(1));

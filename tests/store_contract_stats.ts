@@ -65,7 +65,7 @@ async function claimed(
   now: number,
   token: number,
 ): Promise<number[]> {
-  const ids = await store.push(rows.map((row) => newJob(row)));
+  const ids = await store.insertJobs(rows.map((row) => newJob(row)));
   const queues = [...new Set(rows.map((row) => row.queue ?? "default"))];
   const jobs = await claim(store, { queues, limit: 100, now, token });
   assert.deepEqual(jobs.map((job) => job.id).sort((a, b) => a - b), ids);
@@ -326,7 +326,7 @@ export function statsContract(name: string, open: () => Promise<OpenedStore>): v
 
   test("jobs() lists unfinished jobs in id order with their state at now; an expired lease is pending", async (store) => {
     const now = T0 + LEASE_MS + 10_000;
-    const [due, later, running, dead] = await store.push([
+    const [due, later, running, dead] = await store.insertJobs([
       newJob({ name: "due", availableAt: T0, createdAt: T0 - 5 }),
       newJob({ name: "later", availableAt: now + 60_000, priority: 2 }),
       newJob({ name: "running", queue: "mail" }),
@@ -401,7 +401,7 @@ export function statsContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("jobs() filters by state, queue and name, pages in id order, and counts every match", async (store) => {
-    const ids = await store.push([
+    const ids = await store.insertJobs([
       ...Array.from({ length: 5 }, () => newJob({ queue: "a", name: "x" })),
       newJob({ queue: "a", name: "y" }),
       newJob({ queue: "b", name: "x" }),
@@ -462,7 +462,7 @@ export function statsContract(name: string, open: () => Promise<OpenedStore>): v
 
   test("pendingByName() counts due jobs per queue and name, expired leases included, by queue then name", async (store) => {
     const now = T0 + 10;
-    await store.push([
+    await store.insertJobs([
       newJob({ name: "x", queue: "b", availableAt: T0 }),
       newJob({ name: "x", queue: "b", availableAt: T0 }),
       newJob({ name: "y", queue: "b", availableAt: T0 }),
@@ -489,7 +489,7 @@ export function statsContract(name: string, open: () => Promise<OpenedStore>): v
   });
 
   test("claim() with names takes only jobs of those names, in claim order", async (store) => {
-    const ids = await store.push([
+    const ids = await store.insertJobs([
       newJob({ name: "a", priority: 1 }),
       newJob({ name: "b", priority: 9 }),
       newJob({ name: "c" }),

@@ -1,12 +1,12 @@
 /**
- * drain() on every store, and QueueFake (which stores nothing, so it runs once).
+ * workUntilEmpty() on every store, and QueueFake (which stores nothing, so it runs once).
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, type Dispatcher, PermanentError, ValidationError } from "../mod.ts";
-import { drain, QueueFake } from "../src/testing.ts";
+import { drain, QueueFake, workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, storedCounts } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 
@@ -21,7 +21,7 @@ const invoice = defineJob({
   handle() {},
 });
 
-storeTest("drain() runs every due job, then stops and returns its stats", async (db) => {
+storeTest("workUntilEmpty() runs every due job, then stops and returns its stats", async (db) => {
   const ran: number[] = [];
   const flaky = defineJob({
     name: "flaky",
@@ -36,7 +36,7 @@ storeTest("drain() runs every due job, then stops and returns its stats", async 
   });
   await using queue = await db.open({ jobs: [flaky] });
   await queue.dispatchMany(flaky, [1, 2, 3, 4]);
-  const stats = await drain(queue, { concurrency: 2 });
+  const stats = await workUntilEmpty(queue, { concurrency: 2 });
   assert.deepEqual(stats, { completed: 3, failed: 1, retried: 1 });
   assert.deepEqual(ran.toSorted(), [1, 2, 4]);
   assert.deepEqual(await queue.counts(), {
@@ -44,33 +44,57 @@ storeTest("drain() runs every due job, then stops and returns its stats", async 
   });
 });
 
-storeTest("drain() on an empty queue returns at once with zero stats", async (db) => {
-  await using queue = await db.open({ jobs: [welcome] });
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 0 });
-});
+storeTest(
+  "the deprecated drain() is workUntilEmpty(), and its timeoutMs is still the time budget",
+  async (db) => {
+    const stuck = defineJob({
+      name: "stuck",
+      schema: z.null(),
+      async handle(_payload, ctx) {
+        await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve));
+      },
+    });
+    await using queue = await db.open({ jobs: [welcome, stuck] });
+    await queue.dispatch(welcome, { userId: 1 });
+    assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
+    await queue.dispatch(stuck, null);
+    await assert.rejects(
+      drain(queue, { timeoutMs: 50 }),
+      /^Error: workUntilEmpty: the queue still had due jobs after 50 ms/,
+    );
+  },
+);
 
-storeTest("drain() leaves delayed jobs queued until the clock reaches them", async (db) => {
-  const clock = new ManualClock();
-  const ran: number[] = [];
-  const job = defineJob({ name: "later", schema: z.number(), handle: (n) => void ran.push(n) });
-  await using queue = await db.open({ jobs: [job], clock });
-  await queue.dispatch(job, 1);
-  await queue.dispatch(job, 2, { delayMs: 60_000 });
-  assert.equal((await drain(queue)).completed, 1);
-  assert.deepEqual(ran, [1]);
-  assert.deepEqual(await queue.counts(), {
-    default: { pending: 0, delayed: 1, reserved: 0, failed: 0, running: [] },
-  });
-  clock.advance(59_999);
-  assert.equal((await drain(queue)).completed, 0);
-  clock.advance(1);
-  assert.equal((await drain(queue)).completed, 1);
-  assert.deepEqual(ran, [1, 2]);
-  assert.deepEqual(await storedCounts(queue), {});
+storeTest("workUntilEmpty() on an empty queue returns at once with zero stats", async (db) => {
+  await using queue = await db.open({ jobs: [welcome] });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 0 });
 });
 
 storeTest(
-  "drain() leaves a retry waiting for its backoff until the clock reaches it",
+  "workUntilEmpty() leaves delayed jobs queued until the clock reaches them",
+  async (db) => {
+    const clock = new ManualClock();
+    const ran: number[] = [];
+    const job = defineJob({ name: "later", schema: z.number(), handle: (n) => void ran.push(n) });
+    await using queue = await db.open({ jobs: [job], clock });
+    await queue.dispatch(job, 1);
+    await queue.dispatch(job, 2, { delayMs: 60_000 });
+    assert.equal((await workUntilEmpty(queue)).completed, 1);
+    assert.deepEqual(ran, [1]);
+    assert.deepEqual(await queue.counts(), {
+      default: { pending: 0, delayed: 1, reserved: 0, failed: 0, running: [] },
+    });
+    clock.advance(59_999);
+    assert.equal((await workUntilEmpty(queue)).completed, 0);
+    clock.advance(1);
+    assert.equal((await workUntilEmpty(queue)).completed, 1);
+    assert.deepEqual(ran, [1, 2]);
+    assert.deepEqual(await storedCounts(queue), {});
+  },
+);
+
+storeTest(
+  "workUntilEmpty() leaves a retry waiting for its backoff until the clock reaches it",
   async (db) => {
     const clock = new ManualClock();
     const attempts: number[] = [];
@@ -86,16 +110,16 @@ storeTest(
     });
     await using queue = await db.open({ jobs: [job], clock });
     await queue.dispatch(job, null);
-    assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 1 });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 1 });
     assert.equal((await queue.counts()).default?.delayed, 1);
     clock.advance(5_000);
-    assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 1, failed: 0, retried: 0 });
     assert.deepEqual(attempts, [1, 2]);
   },
 );
 
 storeTest(
-  "drain() rejects after timeoutMs when a handler never finishes, and releases the job",
+  "workUntilEmpty() rejects after maxTimeMs when a handler never finishes, and releases the job",
   async (db) => {
     let aborted = false;
     const stuck = defineJob({
@@ -114,8 +138,8 @@ storeTest(
     await queue.dispatch(stuck, null);
     // Long enough that even a loaded machine has claimed and started the job by then.
     await assert.rejects(
-      drain(queue, { timeoutMs: 2_000, graceMs: 0 }),
-      /^Error: drain: the queue still had due jobs after 2000 ms$/,
+      workUntilEmpty(queue, { maxTimeMs: 2_000, graceMs: 0 }),
+      /^Error: workUntilEmpty: the queue still had due jobs after 2000 ms$/,
     );
     assert.ok(aborted, "the handler's signal was aborted");
     assert.deepEqual(await queue.counts(), {

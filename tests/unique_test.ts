@@ -18,7 +18,7 @@ import {
   type QueueEventMap,
   withoutOverlapping,
 } from "../mod.ts";
-import { drain } from "../src/testing.ts";
+import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, nextEvent, tempDir } from "./_helpers.ts";
 import { orQueueError, type StoreContext, storeTest } from "./_stores.ts";
 import { crashOnce } from "./fixtures/guards/jobs.ts";
@@ -297,7 +297,7 @@ storeTest("a unique job lets the next dispatch store once it has completed", asy
 
   const first = await queue.dispatch(unique, { user: "ann", n: 1 });
   assert.equal(await queue.dispatch(unique, { user: "ann", n: 2 }), first);
-  assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 1, failed: 0, retried: 0 });
   assert.deepEqual(seen, [{ user: "ann", n: 1, attempt: 1 }]);
   assert.equal(await db.count("job_keys"), 0);
 
@@ -312,7 +312,7 @@ storeTest("a unique job lets the next dispatch store once it has failed for good
   await using _ = queue;
 
   const first = await queue.dispatch(uniqueFails, { user: "ann", n: 1 });
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 1, retried: 0 });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 0 });
   assert.equal(await db.count("failed_jobs"), 1);
   assert.equal(await db.count("job_keys"), 0);
   const next = await queue.dispatch(uniqueFails, { user: "ann", n: 2 });
@@ -339,7 +339,7 @@ storeTest(
     ]);
 
     // Both run; the first one's settle must not release the key the second holds.
-    assert.deepEqual(await drain(queue, { concurrency: 1 }), {
+    assert.deepEqual(await workUntilEmpty(queue, { concurrency: 1 }), {
       completed: 2,
       failed: 0,
       retried: 0,
@@ -357,19 +357,19 @@ storeTest("a unique job holds its key across a retry and a release with backoff"
   const retries = record<Detail<"job:retry">>(queue, "job:retry");
 
   const first = await queue.dispatch(uniqueRetries, { user: "ann", n: 1 });
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 1 });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 1 });
   assert.equal(await db.count("job_keys"), 1);
   assert.equal(await queue.dispatch(uniqueRetries, { user: "ann", n: 2 }), first);
 
   clock.advance(1_000);
-  assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 1 });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 1 });
   assert.equal(retries[1]?.delayMs, 500, "attempt 2 released itself for 500 ms");
   assert.equal(await db.count("job_keys"), 1);
   assert.equal(await queue.dispatch(uniqueRetries, { user: "ann", n: 3 }), first);
   assert.equal(await db.count("jobs"), 1);
 
   clock.advance(500);
-  assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
+  assert.deepEqual(await workUntilEmpty(queue), { completed: 1, failed: 0, retried: 0 });
   assert.equal(await db.count("job_keys"), 0);
   const next = await queue.dispatch(uniqueRetries, { user: "ann", n: 4 });
   assert.notEqual(next, first);
@@ -563,9 +563,9 @@ storeTest(
     assert.deepEqual(queued.map((event) => event.id), [first]);
 
     clock.advance(999);
-    assert.deepEqual(await drain(queue), { completed: 0, failed: 0, retried: 0 });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 0 });
     clock.advance(1);
-    assert.deepEqual(await drain(queue), { completed: 1, failed: 0, retried: 0 });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 1, failed: 0, retried: 0 });
     assert.deepEqual(debounced, [{ user: "ann", n: 3 }]);
     assert.equal(await db.count("job_keys"), 0);
   },
@@ -637,7 +637,7 @@ async function r12(
   await using _ = queue;
   await queue.dispatch(job, { user: "ann", n: 1 });
   assert.equal(await db.count("job_keys"), 1);
-  assert.deepEqual(await orQueueError(queue, drain(queue)), expected);
+  assert.deepEqual(await orQueueError(queue, workUntilEmpty(queue)), expected);
   assert.equal(await db.count("job_keys"), 0, "orphaned unique keys");
   assert.equal(await db.count("job_locks"), 0, "orphaned overlap locks");
   await check(queue);

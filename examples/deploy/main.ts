@@ -52,7 +52,7 @@ const password = Deno.env.get("DASHBOARD_PASSWORD") ?? "";
 
 const queue = await Queue.open({ url: databaseUrl, jobs: import.meta.resolve("./jobs.ts") });
 // At the top level, where Deno Deploy looks for cron jobs: each minute, drain for up to 50 s.
-queue.serverless({ cron: "* * * * *", drainMs: 50_000, concurrency: 4 });
+queue.serverless({ cron: "* * * * *", maxTimeMs: 50_000, concurrency: 4 });
 
 const admin = dashboard(queue, { basePath: "/admin/queue", gate: mayAdminister });
 
@@ -113,7 +113,7 @@ export default {
     // Once the response is sent, run what is due while the host keeps this isolate alive.
     return queue.drainAfter(response, {
       after: info.completed,
-      maxMs: drainAfterMs,
+      maxTimeMs: drainAfterMs,
       concurrency: 4,
     });
   },

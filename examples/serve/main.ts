@@ -26,7 +26,7 @@
  *
  * @module
  */
-import { type PayloadOf, Queue, readConfig, type Runner, ValidationError } from "../../mod.ts";
+import { type PayloadOf, Queue, type QueueWorker, readConfig, ValidationError } from "../../mod.ts";
 import { fulfilOrder } from "../jobs.ts";
 
 const config = readConfig();
@@ -36,7 +36,7 @@ if (!Number.isInteger(port) || port < 0 || port > 65_535) {
 }
 // Listening from the start, so a signal never ends the process while it holds a job: the first
 // stops the app gracefully, a second puts running jobs back at once.
-let worker: Runner | null = null;
+let worker: QueueWorker | null = null;
 const stopSignal = Promise.withResolvers<Deno.Signal>();
 let signals = 0;
 const onSignal = (signal: Deno.Signal) => () => {

@@ -66,7 +66,7 @@ export function awaitResult(
           end(() =>
             reject(
               new Error(
-                `Job ${id} is no longer stored: it was cleared or forgotten, or it finished with keepCompletedMs 0 (nothing kept)`,
+                `Job ${id} is no longer stored: it was cleared or forgotten, or it finished with keepFinishedMs 0 (nothing kept)`,
               ),
             )
           );

@@ -3,19 +3,19 @@
  * of finished jobs, waiting for a job dispatched elsewhere to end, cancel
  * outcomes, and paused queues, with the rules that check their options.
  * "Finished" means succeeded or cancelled (kept in the completed jobs for
- * `keepCompletedMs`); a job that failed for good is in the failed jobs.
+ * `keepFinishedMs`); a job that failed for good is in the failed jobs.
  *
  * @module
  */
-import { assertKeepMs } from "../job.ts";
+import { keepMsOption } from "../job.ts";
 import type { DispatchOptions } from "../job.ts";
 import { assertName, assertQueueName } from "../names.ts";
-import type { CancelOutcome, CompletedJobRow, PauseRow } from "../stores/store.ts";
+import type { CancelOutcome, FinishedJobRow, PauseRow } from "../stores/store.ts";
 
 export type { CancelOutcome } from "../stores/store.ts";
 
 /** How long finished jobs are kept unless the queue or the job says: 24 hours. */
-export const DEFAULT_KEEP_COMPLETED_MS = 24 * 60 * 60 * 1_000;
+export const DEFAULT_KEEP_FINISHED_MS = 24 * 60 * 60 * 1_000;
 
 /** Where a job stands: see {@linkcode JobResult}. */
 export type JobResultState = "pending" | "running" | "completed" | "failed" | "cancelled";
@@ -36,7 +36,7 @@ export interface JobResult<Output = unknown> {
 }
 
 /** A finished job kept in the completed jobs. */
-export interface CompletedJob {
+export interface FinishedJob {
   /** The job's id. */
   readonly id: number;
   /** The queue it ran on. */
@@ -64,7 +64,7 @@ export interface CompletedJob {
 }
 
 /** Options for `Queue.completed`. */
-export interface CompletedOptions {
+export interface FinishedOptions {
   /**
    * Rows at most, 1 to 1000.
    * @default {100}
@@ -125,15 +125,15 @@ export interface PausedQueue {
   readonly reason: string | null;
 }
 
-/** The queue's `keepCompletedMs` option, checked. @internal */
-export function keepCompletedMsOf(keepCompletedMs: number | undefined): number {
-  return keepCompletedMs === undefined
-    ? DEFAULT_KEEP_COMPLETED_MS
-    : assertKeepMs(keepCompletedMs, "Queue.open");
+/** The queue's `keepFinishedMs` option (or its deprecated `keepCompletedMs`), checked. @internal */
+export function keepFinishedMsOf(
+  options: { readonly keepFinishedMs?: number; readonly keepCompletedMs?: number },
+): number {
+  return keepMsOption(options, "Queue.open") ?? DEFAULT_KEEP_FINISHED_MS;
 }
 
 /** A kept row as the queue hands it out. @internal */
-export function toCompletedJob(row: CompletedJobRow): CompletedJob {
+export function toFinishedJob(row: FinishedJobRow): FinishedJob {
   return {
     id: row.id,
     queue: row.queue,
@@ -214,5 +214,11 @@ export function storedErrorToError(stored: string): Error {
   return error;
 }
 
-/** What a cancel did, as `Queue.cancel` returns it. */
+/** @deprecated Use {@linkcode CancelOutcome}. */
 export type CancelResult = CancelOutcome;
+
+/** @deprecated Use {@linkcode FinishedJob}. */
+export type CompletedJob = FinishedJob;
+
+/** @deprecated Use {@linkcode FinishedOptions}. */
+export type CompletedOptions = FinishedOptions;

@@ -8,7 +8,7 @@
  */
 import type { QueueEvent } from "../events.ts";
 import type { Queue } from "../queue.ts";
-import type { Runner } from "../runner/runner.ts";
+import type { QueueWorker } from "../runner/runner.ts";
 
 function write(record: Record<string, unknown>): void {
   console.log(JSON.stringify(record));
@@ -53,7 +53,7 @@ export class JsonLog {
   }
 
   /** Writes `worker:start` with what the worker runs. */
-  started(worker: Runner): void {
+  started(worker: QueueWorker): void {
     const { queues, concurrency, executor, workers } = worker.options;
     write({
       event: "worker:start",
@@ -72,7 +72,7 @@ export class JsonLog {
   }
 
   /** Writes `worker:stop` with why and what the worker did, and stops listening. */
-  stopped(worker: Runner): Promise<void> {
+  stopped(worker: QueueWorker): Promise<void> {
     this.#queue.removeEventListener("job:complete", this.#onComplete);
     this.#queue.removeEventListener("job:retry", this.#onRetry);
     this.#queue.removeEventListener("job:failed", this.#onFailed);

@@ -17,7 +17,7 @@ export const logsCommand: Command = {
   operands: "<id>",
   summary: "print a job's log, oldest line first",
   description:
-    "Prints what a job's handler wrote with ctx.log() (and, with captureConsole, printed), across its\nattempts, oldest line first: time (UTC), attempt, level, text and fields. An encrypted job's lines\nare opened with APP_KEY. A job's log is kept as long as the job or its history (keepCompletedMs).",
+    "Prints what a job's handler wrote with ctx.log() (and, with captureConsole, printed), across its\nattempts, oldest line first: time (UTC), attempt, level, text and fields. An encrypted job's lines\nare opened with APP_KEY. A job's log is kept as long as the job or its history (keepFinishedMs).",
   flags: {
     json: { type: "boolean", help: "print a JSON array of the lines" },
   },

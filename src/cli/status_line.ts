@@ -8,7 +8,7 @@
  */
 import type { QueueEvent } from "../events.ts";
 import type { Queue } from "../queue.ts";
-import type { Runner, RunnerStats } from "../runner/runner.ts";
+import type { QueueWorker, WorkerStats } from "../runner/runner.ts";
 import { firstLine, printable } from "./table.ts";
 
 /** How often the line is redrawn, and so how often it counts pending jobs. */
@@ -19,7 +19,7 @@ const RATE_WINDOW_MS = 5_000;
 /** What the status line shows. */
 export interface StatusSnapshot {
   /** The worker's counts so far. */
-  readonly stats: RunnerStats;
+  readonly stats: WorkerStats;
   /** Jobs running now. */
   readonly running: number;
   /** Jobs finished (done or failed for good) per second, recently. */
@@ -53,7 +53,7 @@ function write(text: string): void {
 export class StatusLine {
   readonly #queue: Queue;
   readonly #db: string;
-  #worker: Runner | undefined;
+  #worker: QueueWorker | undefined;
   readonly #samples: { at: number; processed: number }[] = [];
   #pending: (readonly [string, number])[] = [];
   #timer: ReturnType<typeof setInterval> | undefined;
@@ -78,7 +78,7 @@ export class StatusLine {
   }
 
   /** Prints what `worker` runs, then starts redrawing its line. */
-  started(worker: Runner): void {
+  started(worker: QueueWorker): void {
     this.#worker = worker;
     const { queues, concurrency, executor } = worker.options;
     write(
@@ -102,7 +102,7 @@ export class StatusLine {
   }
 
   /** Draws the line a last time, ends it, prints why the worker stopped, and stops listening. */
-  async stopped(worker: Runner): Promise<void> {
+  async stopped(worker: QueueWorker): Promise<void> {
     clearInterval(this.#timer);
     await this.#refreshing;
     await this.#refresh();

@@ -8,7 +8,7 @@
 import { databaseOptions } from "../config.ts";
 import { Queue } from "../queue.ts";
 import { moduleUrl } from "../registry.ts";
-import type { Runner } from "../runner/runner.ts";
+import type { QueueWorker } from "../runner/runner.ts";
 import type { ExecutorKind, WorkOptions } from "../runner/work_options.ts";
 import {
   expectPositionals,
@@ -46,9 +46,9 @@ interface WorkSettings {
 
 /** What a worker process shows while it runs: a status line or JSON lines. */
 interface WorkReport {
-  started(worker: Runner): void;
+  started(worker: QueueWorker): void;
   stopping(signal: Deno.Signal, graceMs: number): void;
-  stopped(worker: Runner): Promise<void>;
+  stopped(worker: QueueWorker): Promise<void>;
 }
 
 function readSettings(args: ParsedArgs): WorkSettings {
@@ -118,7 +118,7 @@ async function runWorker(settings: WorkSettings): Promise<number> {
     const report: WorkReport = Deno.stdout.isTerminal()
       ? new StatusLine(queue, shown)
       : new JsonLog(queue, shown);
-    const started: { worker?: Runner } = {};
+    const started: { worker?: QueueWorker } = {};
     using _signals = onSignals((signal, count) => {
       const { worker } = started;
       if (worker === undefined) return; // cannot be: no await between listening and starting

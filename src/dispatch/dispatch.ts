@@ -37,7 +37,7 @@ import {
 /** Where a dispatch stores its jobs: the store, or an open store transaction. */
 export type DispatchTarget = Pick<
   StoreTransaction,
-  "push" | "pushKeyed" | "pushChain" | "pushBatch"
+  "insertJobs" | "insertKeyed" | "insertChain" | "insertBatch"
 >;
 
 /** A target that can also add jobs to a batch already stored: the store itself. */
@@ -124,11 +124,11 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
     // A unique or debounced job is stored by its key, which may name a job already stored.
     const keyed = this.#rules.jobRows.keyed(job, payloads, rows);
     if (keyed === null) {
-      const ids = await this.#target.push(rows);
+      const ids = await this.#target.insertJobs(rows);
       this.#sink(rows, ids);
       return ids;
     }
-    const pushed = await this.#target.pushKeyed(keyed);
+    const pushed = await this.#target.insertKeyed(keyed);
     const fresh = pushed.flatMap((push, index) => push.outcome === "stored" ? [index] : []);
     this.#sink(fresh.map((index) => keyed[index]!), fresh.map((index) => pushed[index]!.id));
     return pushed.map((push) => push.id);
@@ -141,7 +141,7 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
       const [first, ...next] = await this.#linkRows(plan.links);
       const onFailure = (await this.#plannedRows(plan.onFailure, () => " as the catch of a chain"))
         .map(toWaiting);
-      const id = await this.#target.pushChain({
+      const id = await this.#target.insertChain({
         first: first!,
         next: next.map(toWaiting),
         onFailure,
@@ -162,7 +162,7 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
       ): Promise<WaitingJobRow[]> =>
         (await this.#plannedRows(list, () => ` as the ${role} of batch "${plan.name}"`))
           .map(toWaiting);
-      const pushed = await this.#target.pushBatch({
+      const pushed = await this.#target.insertBatch({
         name: plan.name,
         allowFailures: plan.allowFailures,
         createdAt: this.#rules.clock.now(),

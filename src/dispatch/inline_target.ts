@@ -16,12 +16,12 @@ import type { JobRegistry } from "../registry.ts";
 import { runNow } from "./run_now.ts";
 import {
   FROM_PREVIOUS_OUTPUT,
+  type InsertedBatch,
+  type KeyedInsert,
   type KeyedJobRow,
-  type KeyedPush,
   type NewBatchRow,
   type NewChainRow,
   type NewJobRow,
-  type PushedBatch,
   type WaitingJobRow,
 } from "../stores/store.ts";
 
@@ -37,24 +37,24 @@ export class InlineTarget implements DispatchTarget {
   }
 
   /** Runs each job in order; rejects with the first failure. */
-  async push(rows: readonly NewJobRow[]): Promise<number[]> {
+  async insertJobs(rows: readonly NewJobRow[]): Promise<number[]> {
     for (const row of rows) await this.#run(row);
     return rows.map(() => 0);
   }
 
   /** Runs each job in order, as jobs of no batch (there is none to add them to). */
   addToBatch(_batchId: number, rows: readonly NewJobRow[]): Promise<number[]> {
-    return this.push(rows);
+    return this.insertJobs(rows);
   }
 
   /** Runs each job in order: an inline job is never a duplicate. */
-  async pushKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedPush[]> {
-    await this.push(rows);
+  async insertKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedInsert[]> {
+    await this.insertJobs(rows);
     return rows.map(() => ({ id: 0, outcome: "stored" as const }));
   }
 
   /** Runs the links in order; at a failure runs the chain's `catch` and rejects. */
-  async pushChain(chain: NewChainRow): Promise<number> {
+  async insertChain(chain: NewChainRow): Promise<number> {
     try {
       let output = await this.#run(chain.first);
       for (const link of chain.next) {
@@ -69,7 +69,7 @@ export class InlineTarget implements DispatchTarget {
   }
 
   /** Runs the batch's jobs, then its callbacks; rejects with the first failure after them. */
-  async pushBatch(batch: NewBatchRow): Promise<PushedBatch> {
+  async insertBatch(batch: NewBatchRow): Promise<InsertedBatch> {
     let failure: unknown = undefined;
     let failed = false;
     for (const job of batch.jobs) {

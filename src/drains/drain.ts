@@ -7,17 +7,16 @@
  * @internal
  * @module
  */
-import type { DrainResult, DrainStopReason } from "./options.ts";
-import type { Runner } from "../runner/runner.ts";
+import type { StopReason } from "../events.ts";
+import type { DrainResult } from "./options.ts";
+import type { QueueWorker } from "../runner/runner.ts";
 
 /**
  * Starts a runner with `start` (its options carry the budgets: `maxTimeMs`,
  * `maxJobs`, `stopWhenEmpty`), stops it at the end of the time budget, and
  * resolves with what it did once every job it held has settled.
  */
-export async function runDrain(start: () => Runner): Promise<DrainResult> {
-  // Taken before the runner starts its own clock: its budget is over when this one's is.
-  const startedAt = performance.now();
+export async function runDrain(start: () => QueueWorker): Promise<DrainResult> {
   const runner = start();
   const maxMs = runner.options.maxTimeMs;
   let timeUp = false;
@@ -32,15 +31,15 @@ export async function runDrain(start: () => Runner): Promise<DrainResult> {
     clearTimeout(timer);
   }
   const { completed, failed, retried } = runner.stats;
-  return { completed, failed, retried, stoppedBecause: why(performance.now() - startedAt) };
+  return { completed, failed, retried, stoppedBecause: why() };
 
-  function why(elapsedMs: number): DrainStopReason {
+  function why(): StopReason {
     if (timeUp) return "time";
     switch (runner.stopReason) {
       case "empty":
-        return "empty";
-      case "limit": // claiming stopped at a budget: the time's, or else the jobs'
-        return elapsedMs >= maxMs ? "time" : "jobs";
+      case "time":
+      case "jobs":
+        return runner.stopReason;
       default: // a stop() from elsewhere: the queue is closing
         return "closed";
     }

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { StopReason } from "../events.ts";
 import { type ResolvedWorkOptions, resolveWorkOptions } from "../runner/work_options.ts";
 
 /** Options for {@linkcode Queue.drain}. */
@@ -14,6 +15,8 @@ export interface DrainOptions {
    * queue without using an attempt (as `stop()` does), so the next drain or worker runs them.
    * @default {10_000}
    */
+  maxTimeMs?: number;
+  /** @deprecated Use `maxTimeMs`; still accepted (`maxTimeMs` wins when both are given). */
   maxMs?: number;
   /**
    * Claim at most this many jobs; the drain ends once they settle.
@@ -46,18 +49,18 @@ export interface DrainResult {
   readonly failed: number;
   /**
    * Jobs released to run again: attempts that threw and will be retried after their backoff,
-   * and jobs still running at the end of `maxMs`, put back without using an attempt.
+   * and jobs still running at the end of `maxTimeMs`, put back without using an attempt.
    */
   readonly retried: number;
   /**
    * Why it ended: nothing was due any more (`"empty"`), the time budget was spent (`"time"`),
    * the job budget was spent (`"jobs"`), or the queue was closed meanwhile (`"closed"`).
    */
-  readonly stoppedBecause: DrainStopReason;
+  readonly stoppedBecause: StopReason;
 }
 
-/** Why a drain ended; see {@linkcode DrainResult.stoppedBecause}. */
-export type DrainStopReason = "empty" | "time" | "jobs" | "closed";
+/** @deprecated Use {@linkcode StopReason}. */
+export type DrainStopReason = StopReason;
 
 /** Options for {@linkcode Queue.drainAfter}. */
 export interface DrainAfterOptions extends DrainOptions {
@@ -66,7 +69,7 @@ export interface DrainAfterOptions extends DrainOptions {
    * isolate run after its last response, and above your jobs' usual runtime.
    * @default {5_000}
    */
-  maxMs?: number;
+  maxTimeMs?: number;
   /**
    * Starts the drain once this settles, e.g. `info.completed` of `Deno.serve`'s handler
    * (settles once the response was sent), so the drain never delays the response.
@@ -86,6 +89,8 @@ export interface ServerlessOptions {
    * How long each tick drains, in ms: keep it under the time between ticks.
    * @default {50_000}
    */
+  maxTimeMs?: number;
+  /** @deprecated Use `maxTimeMs`; still accepted (`maxTimeMs` wins when both are given). */
   drainMs?: number;
   /**
    * The name `Deno.cron` registers, unique in the app.
@@ -117,9 +122,11 @@ export function resolveDrainOptions(
   if (typeof options !== "object" || options === null) {
     throw new TypeError(`drain: options must be an object: got ${String(options)}`);
   }
-  const maxMs = options.maxMs ?? 10_000;
+  const maxMs = maxTimeMsOf(options, 10_000);
   if (!Number.isFinite(maxMs) || maxMs < 0 || maxMs > 2_147_483_647) {
-    throw new RangeError(`drain: maxMs must be a number of ms from 0 to 2147483647: got ${maxMs}`);
+    throw new RangeError(
+      `drain: maxTimeMs must be a number of ms from 0 to 2147483647: got ${maxMs}`,
+    );
   }
   try {
     return resolveWorkOptions(
@@ -147,4 +154,12 @@ export function resolveDrainOptions(
 
 function drainMessage(error: Error): string {
   return error.message.replace(/^work:/, "drain:");
+}
+
+/**
+ * A drain's time budget: `maxTimeMs`, else the deprecated `maxMs`, else
+ * `defaultMs`. @internal
+ */
+export function maxTimeMsOf(options: DrainOptions, defaultMs: number): number {
+  return options.maxTimeMs ?? options.maxMs ?? defaultMs;
 }

@@ -1,7 +1,7 @@
 /**
  * The cron job of {@linkcode Queue.serverless}: on hosts that keep an
  * isolate alive only while it serves requests and cron ticks (Deno Deploy),
- * a top-level `Deno.cron` drains the queue for up to `drainMs` each tick.
+ * a top-level `Deno.cron` drains the queue for up to `maxTimeMs` each tick.
  *
  * @internal
  * @module
@@ -21,7 +21,7 @@ export const NO_CRON_MESSAGE =
   'serverless: Deno.cron is not available: run with --unstable-cron, or add "unstable": ["cron"] to the app\'s deno.json';
 
 /**
- * Registers the drain cron job: each tick drains for up to `drainMs` with
+ * Registers the drain cron job: each tick drains for up to `maxTimeMs` with
  * the options' concurrency and queues. Throws when `Deno.cron` is missing or
  * an option is bad (checked by `check` before anything is registered).
  */
@@ -42,15 +42,14 @@ export function registerDrainCron(
     throw new TypeError(`serverless: name must be a non-empty string: got ${String(name)}`);
   }
   const drainOptions: DrainOptions = {
-    maxMs: options.drainMs ?? 50_000,
+    maxTimeMs: options.maxTimeMs ?? options.drainMs ?? 50_000,
     ...(options.concurrency !== undefined && { concurrency: options.concurrency }),
     ...(options.queues !== undefined && { queues: options.queues }),
   };
   try {
     check(drainOptions);
   } catch (error) {
-    const message = (error as Error).message.replace(/^drain: maxMs/, "serverless: drainMs")
-      .replace(/^drain:/, "serverless:");
+    const message = (error as Error).message.replace(/^drain:/, "serverless:");
     throw error instanceof RangeError ? new RangeError(message) : new TypeError(message);
   }
   const cron = (Deno as unknown as { cron?: Cron }).cron;

@@ -26,7 +26,7 @@ export type Outcome =
   | { readonly kind: "fail"; readonly settlement: Fail; readonly error: Error }
   | {
     /** Held back by its middleware before it started: put back, attempt given back. */
-    readonly kind: "held";
+    readonly kind: "heldBack";
     readonly settlement: Release;
   }
   | {
@@ -204,7 +204,7 @@ export function putBack(job: ClaimedJob, now: number, reason: string): Outcome {
  * its handler never ran.
  */
 export function holdBack(job: ClaimedJob, now: number, retryAt: number, reason: string): Outcome {
-  return { kind: "held", settlement: giveBack(job, now, retryAt, reason) };
+  return { kind: "heldBack", settlement: giveBack(job, now, retryAt, reason) };
 }
 
 /** The release of a job whose handler did not get to finish: due at `availableAt`, attempt given back. */

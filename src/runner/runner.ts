@@ -11,7 +11,7 @@
 import type { Clock } from "../clock.ts";
 import type { PayloadCipher } from "../encryption.ts";
 import { asError, JobCancelledError, JobTimeoutError } from "../errors.ts";
-import { QueueEventTarget, type RunnerStats, type StopReason } from "../events.ts";
+import { QueueEventTarget, type StopReason, type WorkerStats } from "../events.ts";
 import type { ExecutionResult, Executor } from "../executors/executor.ts";
 import {
   cancelled,
@@ -48,7 +48,7 @@ import type {
 } from "../stores/store.ts";
 import type { ResolvedWorkOptions } from "./work_options.ts";
 
-export type { RunnerStats, StopReason } from "../events.ts";
+export type { RunnerStats, StopReason, WorkerStats } from "../events.ts";
 
 /** What a runner needs from the queue that starts it. @internal */
 export interface RunnerDeps {
@@ -70,11 +70,11 @@ export interface RunnerDeps {
   readonly schedules: ScheduleFirer | null;
   /** Whether claims look up the schedule that fired each job (some schedule is defined). */
   readonly readsScheduled: boolean;
-  /** How long finished jobs are kept, in ms, for jobs that do not say (`keepCompletedMs`). */
-  readonly keepCompletedMs: number;
+  /** How long finished jobs are kept, in ms, for jobs that do not say (`keepFinishedMs`). */
+  readonly keepFinishedMs: number;
 }
 
-/** Options for {@linkcode Runner.stop}. */
+/** Options for {@linkcode QueueWorker.stop}. */
 export interface StopOptions {
   /**
    * How long running jobs may finish before they are aborted and released.
@@ -88,7 +88,7 @@ export interface StopOptions {
  * events of {@linkcode QueueEventMap} for its own jobs (the queue gets them
  * too) and `worker:stop` once it has stopped.
  */
-export class Runner extends QueueEventTarget implements AsyncDisposable {
+export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   /** Settles once the runner has stopped and every job it held has settled. */
   readonly done: Promise<void>;
   readonly #deps: RunnerDeps;
@@ -162,7 +162,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   }
 
   /** What the runner has done so far. */
-  get stats(): RunnerStats {
+  get stats(): WorkerStats {
     return { ...this.#stats };
   }
 
@@ -203,7 +203,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     return this.done;
   }
 
-  /** Same as {@linkcode Runner.stop} with the default grace. */
+  /** Same as {@linkcode QueueWorker.stop} with the default grace. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.stop();
   }
@@ -252,7 +252,13 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       const state = this.#state;
       if (state.phase === "stopping") clearTimeout(state.graceTimer);
       // Stopped with nothing left to abort: a later stop() starts no timer.
-      const reason = state.phase !== "running" ? state.reason : emptied ? "empty" : "limit";
+      const reason = state.phase !== "running"
+        ? state.reason
+        : emptied
+        ? "empty"
+        : performance.now() - this.#startedAt >= this.#options.maxTimeMs
+        ? "time"
+        : "jobs";
       this.#state = { phase: "stopped", reason };
       changes[Symbol.dispose]();
       this.#timeouts.close();
@@ -642,7 +648,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     } catch (error) {
       outcome = failWith(entry.job, asError(error), now); // e.g. a backoff function that threw
     }
-    const error = outcome.kind === "complete" || outcome.kind === "held" ||
+    const error = outcome.kind === "complete" || outcome.kind === "heldBack" ||
         outcome.kind === "cancelled"
       ? null
       : outcome.error;
@@ -681,8 +687,8 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.notify();
   }
 
-  #keepMs(definition: { readonly keepCompletedMs: number | undefined }): number {
-    return definition.keepCompletedMs ?? this.#deps.keepCompletedMs;
+  #keepMs(definition: { readonly keepFinishedMs: number | undefined }): number {
+    return definition.keepFinishedMs ?? this.#deps.keepFinishedMs;
   }
 
   /** Removes a running job; false if it was no longer running. */
@@ -716,7 +722,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   #report({ job, outcome, durationMs, ran }: FinishedJob): void {
     const detail = () => ({ id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
     if (
-      outcome.kind !== "held" && outcome.kind !== "cancelled" &&
+      outcome.kind !== "heldBack" && outcome.kind !== "cancelled" &&
       (outcome.kind !== "retry" || outcome.error !== null)
     ) {
       this.#metrics.settled(job, outcome.kind, ran === true ? durationMs : null);
@@ -733,7 +739,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         this.#stats.retried++;
         this.emit("job:retry", { ...detail(), error: outcome.error, delayMs: outcome.delayMs });
         return;
-      case "held":
+      case "heldBack":
         return; // not an attempt: the handler never ran
       case "cancelled":
         this.emit("job:cancelled", { ...detail(), reason: outcome.reason });
@@ -770,3 +776,6 @@ function newToken(): number {
   const [high, low] = crypto.getRandomValues(new Uint32Array(2));
   return (high! & 0x1fffff) * 0x1_0000_0000 + low!;
 }
+
+/** @deprecated Use {@linkcode QueueWorker}. */
+export type Runner = QueueWorker;

@@ -139,7 +139,7 @@ export function endAttemptSpan(
     return;
   }
   span.setAttribute("renox.job.outcome", outcome);
-  if (error !== null && outcome !== "held") {
+  if (error !== null && outcome !== "heldBack") {
     const type = safeName(error);
     span.setAttribute("error.type", type);
     if (encrypted) span.recordException({ name: type, message: "(hidden: the job is encrypted)" });

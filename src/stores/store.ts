@@ -9,12 +9,12 @@
  * @module
  */
 import type {
+  InsertedBatch,
+  KeyedInsert,
   KeyedJobRow,
-  KeyedPush,
   NewBatchRow,
   NewChainRow,
   NewJobRow,
-  PushedBatch,
 } from "./rows/dispatch.ts";
 import type {
   BatchRow,
@@ -33,8 +33,8 @@ import type {
   CancelOutcome,
   CancelRequest,
   CancelRequested,
-  CompletedFilter,
-  CompletedJobRow,
+  FinishedFilter,
+  FinishedJobRow,
   JobResultRow,
   PauseRow,
 } from "./rows/job_control.ts";
@@ -61,13 +61,13 @@ export { METRICS_RETENTION_MS, RUNTIME_BUCKETS_MS, runtimeBucket } from "./rows/
 /** The part of a store usable inside {@linkcode Store.transaction}. */
 export interface StoreTransaction {
   /** Inserts jobs as part of the transaction; returns their ids in order. */
-  push(rows: readonly NewJobRow[]): Promise<number[]>;
+  insertJobs(rows: readonly NewJobRow[]): Promise<number[]>;
   /** Inserts keyed jobs as part of the transaction. */
-  pushKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedPush[]>;
+  insertKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedInsert[]>;
   /** Inserts a chain as part of the transaction; returns its id. */
-  pushChain(chain: NewChainRow): Promise<number>;
+  insertChain(chain: NewChainRow): Promise<number>;
   /** Inserts a batch as part of the transaction. */
-  pushBatch(batch: NewBatchRow): Promise<PushedBatch>;
+  insertBatch(batch: NewBatchRow): Promise<InsertedBatch>;
   /**
    * Runs the app's own statement inside the transaction and returns its rows.
    * Parameters use the engine's placeholders (`?` for SQLite).
@@ -78,25 +78,25 @@ export interface StoreTransaction {
 /** Writes that dispatch jobs: what `Queue`, its transactions and the builders use. */
 export interface JobWrites {
   /** Inserts jobs in one transaction; returns their ids in order. */
-  push(rows: readonly NewJobRow[]): Promise<number[]>;
+  insertJobs(rows: readonly NewJobRow[]): Promise<number[]>;
   /**
    * Inserts unique or debounced jobs in one transaction, each unless its key
    * already names a job that holds it; says what happened to each row.
    */
-  pushKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedPush[]>;
+  insertKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedInsert[]>;
   /** Inserts a chain's first link and its waiting links in one transaction; returns the chain's id. */
-  pushChain(chain: NewChainRow): Promise<number>;
+  insertChain(chain: NewChainRow): Promise<number>;
   /**
    * Inserts a batch, its jobs and its callbacks in one transaction. A batch
    * without jobs is finished at once and queues its callbacks.
    */
-  pushBatch(batch: NewBatchRow): Promise<PushedBatch>;
+  insertBatch(batch: NewBatchRow): Promise<InsertedBatch>;
   /**
    * Adds jobs to a batch that is neither cancelled nor finished, counting
    * them, in one transaction; returns their ids. Rejects naming the reason otherwise.
    */
   addToBatch(batchId: number, rows: readonly NewJobRow[]): Promise<number[]>;
-  /** Runs `fn` in one transaction: its pushes and queries commit or roll back together. */
+  /** Runs `fn` in one transaction: its inserts and queries commit or roll back together. */
   transaction<T>(fn: (tx: StoreTransaction) => T | Promise<T>): Promise<T>;
 }
 
@@ -284,14 +284,14 @@ export interface JobControlStore {
   /** Where job `id` stands at `now`, or null when no table holds it. */
   result(id: number, now: number): Promise<JobResultRow | null>;
   /** Kept finished jobs matching `filter`, last finished first. */
-  completed(filter: CompletedFilter, page: Page): Promise<CompletedJobRow[]>;
+  finished(filter: FinishedFilter, page: Page): Promise<FinishedJobRow[]>;
   /** One kept finished job, or null. */
-  completedJob(id: number): Promise<CompletedJobRow | null>;
+  finishedJob(id: number): Promise<FinishedJobRow | null>;
   /**
    * Deletes kept finished jobs that finished before `before` (`now` being
    * the caller's now, as for {@linkcode AdminStore.pruneFailed}); how many.
    */
-  pruneCompleted(before: number, now: number): Promise<number>;
+  pruneFinished(before: number, now: number): Promise<number>;
   /** Marks a job awaited, so the settle that ends it wakes watchers; whether it is still there. */
   markAwaited(id: number): Promise<boolean>;
   /**

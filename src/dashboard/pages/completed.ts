@@ -1,5 +1,5 @@
 /**
- * Finished jobs: the completed jobs page (kept for `keepCompletedMs`,
+ * Finished jobs: the completed jobs page (kept for `keepFinishedMs`,
  * filtered by name and queue, with their duration and output), and one
  * job's page by id, whatever its state: its output or error, and a Cancel
  * button while it waits or runs. Outputs are shown escaped, as stored; an
@@ -11,7 +11,7 @@
 import type { JobLogLine } from "../../job_logs.ts";
 import { logSection } from "./job_log.ts";
 import { isEncryptedPayload } from "../../encryption.ts";
-import type { CompletedJob, JobResultState } from "../../admin/job_control.ts";
+import type { FinishedJob, JobResultState } from "../../admin/job_control.ts";
 import type { PageContext } from "../context.ts";
 import { firstLine, formatDuration, formatTime } from "../format.ts";
 import { type Html, html } from "../html.ts";
@@ -19,7 +19,7 @@ import { actionForm, layout, pager } from "../layout.ts";
 import { readJobFilters, readPaging } from "../query.ts";
 
 /** A kept job as the pages show it: the output parsed, or null when encrypted or absent. */
-export interface CompletedView extends Omit<CompletedJob, "payload" | "output"> {
+export interface CompletedView extends Omit<FinishedJob, "payload" | "output"> {
   /** Whether the stored output is encrypted (it is then not shown). */
   readonly encrypted: boolean;
   /** The output as parsed JSON (the stored text when it is not JSON); null without one. */
@@ -56,7 +56,7 @@ export interface JobDetailData {
   readonly lines: JobLogLine[];
 }
 
-function view({ payload: _payload, output, ...job }: CompletedJob): CompletedView {
+function view({ payload: _payload, output, ...job }: FinishedJob): CompletedView {
   const encrypted = output !== null && isEncryptedPayload(output);
   let parsed: unknown = null;
   if (output !== null && !encrypted) {
@@ -73,7 +73,7 @@ function view({ payload: _payload, output, ...job }: CompletedJob): CompletedVie
 export async function loadCompleted(ctx: PageContext): Promise<CompletedData> {
   const paging = readPaging(ctx.url.searchParams);
   const { name, queue } = readJobFilters(ctx.url.searchParams);
-  const rows = await ctx.queue.completed({
+  const rows = await ctx.queue.finished({
     limit: paging.limit + 1,
     offset: paging.offset,
     ...(name !== undefined && { name }),
@@ -99,7 +99,7 @@ async function jobState(
   ctx: PageContext,
   id: number,
 ): Promise<Omit<JobDetailData, "lines"> | null> {
-  const kept = await ctx.queue.completedJob(id);
+  const kept = await ctx.queue.finishedJob(id);
   if (kept !== null) {
     return { id, state: kept.state, attempts: kept.attempts, error: kept.error, kept: view(kept) };
   }
@@ -167,7 +167,7 @@ export function renderCompleted(ctx: PageContext, data: CompletedData): Html {
     heading: "Completed jobs",
     section: "/completed",
     api: `/api/completed${ctx.url.search}`,
-    body: html`<p class="muted">Jobs that succeeded or were cancelled, kept for keepCompletedMs.</p>
+    body: html`<p class="muted">Jobs that succeeded or were cancelled, kept for keepFinishedMs.</p>
 ${filters}${table}${pager(ctx, "/completed", data.page, data.hasMore, summary)}`,
   });
 }

@@ -56,8 +56,8 @@ export interface KeyedJobRow extends NewJobRow {
   readonly key: JobKey;
 }
 
-/** What `Store.pushKeyed` did with one row. */
-export interface KeyedPush {
+/** What `Store.insertKeyed` did with one row. */
+export interface KeyedInsert {
   /** The id of the job that now stands for the row. */
   readonly id: number;
   /**
@@ -126,7 +126,7 @@ export interface NewBatchRow {
 }
 
 /** The ids a stored batch got. */
-export interface PushedBatch {
+export interface InsertedBatch {
   /** The batch's id. */
   readonly id: number;
   /** Its jobs' ids, in order. */

@@ -9,7 +9,7 @@
 export type FinishedState = "completed" | "cancelled";
 
 /** A job kept in `completed_jobs`. */
-export interface CompletedJobRow {
+export interface FinishedJobRow {
   /** The job's id. */
   readonly id: number;
   /** Queue it ran on. */
@@ -53,7 +53,7 @@ export interface JobResultRow {
 }
 
 /** Which kept jobs to list. */
-export interface CompletedFilter {
+export interface FinishedFilter {
   /** Only jobs of this name. */
   readonly name?: string | undefined;
   /** Only jobs of this queue. */

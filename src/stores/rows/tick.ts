@@ -61,7 +61,7 @@ export interface ClaimRequest {
   /**
    * With `aheadFrom`, each job name's `maxAttempts` and `maxCrashes`: a job
    * past the first `aheadFrom` that one worker death would fail (it is on
-   * its last attempt or its last crash) is not held ahead either, as a batch
+   * its last attempt or its last crash) is not claimed ahead either, as a batch
    * job is not, so a job never fails for a death that came before it ran.
    * A name absent here has no such stop.
    */

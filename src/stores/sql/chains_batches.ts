@@ -14,11 +14,11 @@ import { countMembers, type JobLinks, type StoredBatch, toBatchRow } from "./sto
 import { FROM_PREVIOUS_OUTPUT } from "../rows/dispatch.ts";
 import type {
   BatchRow,
+  InsertedBatch,
   NewBatchRow,
   NewChainRow,
   NewJobRow,
   Page,
-  PushedBatch,
   WaitingJobRow,
 } from "../store.ts";
 import { clockParam, type Dialect, KEYED, PLAIN } from "./dialect.ts";
@@ -35,15 +35,15 @@ const INSERT_WAITING = statement(
     trace)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 );
-/** Queues waiting jobs (the selection is appended): due `delay_ms` after $1. */
-const QUEUE_WAITING = `INSERT INTO jobs
+/** Inserts waiting jobs as due jobs (the selection is appended): due `delay_ms` after $1. */
+const INSERT_DUE_FROM_WAITING = `INSERT INTO jobs
   (queue, name, payload, priority, available_at, retry_until, created_at, batch_id, chain_id,
     trace)
   SELECT queue, name, payload, priority, $1 + delay_ms, $1 + retry_for_ms, $1, batch_id,
     CASE WHEN role = 'link' THEN chain_id END, trace
   FROM waiting_jobs`;
-/** Queues a chain's next link; one waiting for the previous output ($3) takes it ($4). */
-const QUEUE_LINK = statement(
+/** Inserts a chain's next link; one waiting for the previous output ($3) takes it ($4). */
+const INSERT_NEXT_LINK = statement(
   `INSERT INTO jobs
   (queue, name, payload, priority, available_at, retry_until, created_at, batch_id, chain_id,
     trace)
@@ -51,11 +51,11 @@ const QUEUE_LINK = statement(
     $1 + retry_for_ms, $1, batch_id, chain_id, trace
   FROM waiting_jobs WHERE id = $2`,
 );
-const QUEUE_WAITING_OF_BATCH = statement(
-  `${QUEUE_WAITING} WHERE batch_id = $2 AND role = $3 ORDER BY position`,
+const INSERT_DUE_OF_BATCH = statement(
+  `${INSERT_DUE_FROM_WAITING} WHERE batch_id = $2 AND role = $3 ORDER BY position`,
 );
-const QUEUE_WAITING_OF_CHAIN = statement(
-  `${QUEUE_WAITING} WHERE chain_id = $2 AND role = $3 ORDER BY position`,
+const INSERT_DUE_OF_CHAIN = statement(
+  `${INSERT_DUE_FROM_WAITING} WHERE chain_id = $2 AND role = $3 ORDER BY position`,
 );
 const DROP_WAITING_ONE = statement("DELETE FROM waiting_jobs WHERE id = $1");
 const DROP_WAITING_OF_BATCH = statement(
@@ -138,7 +138,7 @@ export function* insertChain(dialect: Dialect, chain: NewChainRow): Script<numbe
 }
 
 /** Inserts a batch, its jobs and its callbacks; a batch without jobs finishes at once. */
-export function* insertBatch(dialect: Dialect, batch: NewBatchRow): Script<PushedBatch> {
+export function* insertBatch(dialect: Dialect, batch: NewBatchRow): Script<InsertedBatch> {
   const { rows: [row] } = yield* exec<{ id: number }>(
     INSERT_BATCH,
     batch.name,
@@ -193,7 +193,7 @@ export function* settled(
   let queued = 0;
   if (chainId !== null) {
     if (kind !== "complete") {
-      queued += (yield* exec(QUEUE_WAITING_OF_CHAIN, at, chainId, "chain-catch")).count;
+      queued += (yield* exec(INSERT_DUE_OF_CHAIN, at, chainId, "chain-catch")).count;
       yield* exec(DROP_CHAIN_CATCH, chainId);
       if (kind === "cancel") yield* exec(DROP_WAITING_OF_CHAIN, chainId);
     } else queued += yield* nextLink(chainId, at, output);
@@ -204,7 +204,7 @@ export function* settled(
   else {
     const { rows: [batch] } = yield* exec<{ allow_failures: number }>(MEMBER_FAILED, batchId);
     if (batch === undefined) return queued; // pruned while the job ran
-    queued += yield* queueCallbacks(batchId, "catch", at);
+    queued += yield* insertCallbacks(batchId, "catch", at);
     if (Number(batch.allow_failures) === 0) queued += (yield* cancel(batchId, at)) ?? 0;
   }
   return queued + (yield* finishIfDone(batchId, at));
@@ -325,14 +325,20 @@ function* nextLink(chainId: number, at: number, output: string | null): Script<n
     yield* exec(DROP_WAITING_OF_CHAIN, chainId);
     return 0;
   }
-  const { count } = yield* exec(QUEUE_LINK, at, next.id, FROM_PREVIOUS_OUTPUT, output ?? "null");
+  const { count } = yield* exec(
+    INSERT_NEXT_LINK,
+    at,
+    next.id,
+    FROM_PREVIOUS_OUTPUT,
+    output ?? "null",
+  );
   yield* exec(DROP_WAITING_ONE, next.id);
   return count;
 }
 
 /** Queues a batch's callbacks of one role; deleting them makes each fire at most once. */
-function* queueCallbacks(batchId: number, role: WaitingRole, at: number): Script<number> {
-  const { count } = yield* exec(QUEUE_WAITING_OF_BATCH, at, batchId, role);
+function* insertCallbacks(batchId: number, role: WaitingRole, at: number): Script<number> {
+  const { count } = yield* exec(INSERT_DUE_OF_BATCH, at, batchId, role);
   yield* exec(DROP_WAITING_OF_BATCH, batchId, role);
   return count;
 }
@@ -348,7 +354,7 @@ function* finishIfDone(batchId: number, at: number): Script<number> {
     Number(finished.failed) === 0 && Number(finished.skipped) === 0 &&
     finished.cancelled_at === null
   ) {
-    queued += yield* queueCallbacks(batchId, "then", at);
+    queued += yield* insertCallbacks(batchId, "then", at);
   }
-  return queued + (yield* queueCallbacks(batchId, "finally", at));
+  return queued + (yield* insertCallbacks(batchId, "finally", at));
 }

@@ -13,8 +13,8 @@ import type {
   CancelOutcome,
   CancelRequest,
   CancelRequested,
-  CompletedFilter,
-  CompletedJobRow,
+  FinishedFilter,
+  FinishedJobRow,
   FinishedState,
   JobResultRow,
   PauseRow,
@@ -122,7 +122,7 @@ const PAUSED = statement(
 );
 
 /** When `completed_jobs` was last pruned by a settle of this store: at most once a minute. */
-export class CompletedPruning {
+export class FinishedPruning {
   #prunedAt = -Infinity;
 
   /** The time to prune kept rows up to, if a prune is due for a tick whose latest settle is `at`. */
@@ -144,7 +144,7 @@ type Recorded = Extract<Settlement, { kind: "complete" | "cancel" }>;
 export function* recordFinished(
   dialect: Dialect,
   settlements: readonly Settlement[],
-  pruning: CompletedPruning,
+  pruning: FinishedPruning,
 ): Script<void> {
   if (settlements.length === 0) return;
   // Times as ms after the tick's latest end, which the statement puts on the store's clock.
@@ -180,7 +180,7 @@ export function* recordFinished(
 }
 
 /** Deletes kept jobs that finished before `before`, `now` being the caller's now; how many. */
-export function* pruneCompleted(dialect: Dialect, before: number, now: number): Script<number> {
+export function* pruneFinished(dialect: Dialect, before: number, now: number): Script<number> {
   return (yield* exec(PRUNE_FINISHED, clockParam(dialect, now), now - before)).count;
 }
 
@@ -238,7 +238,7 @@ interface StoredCompleted {
   readonly duration_ms: number | null;
 }
 
-function toCompletedJobRow(row: StoredCompleted): CompletedJobRow {
+function toCompletedJobRow(row: StoredCompleted): FinishedJobRow {
   const optional = (value: number | null) => value === null ? null : Number(value);
   return {
     id: Number(row.id),
@@ -257,7 +257,7 @@ function toCompletedJobRow(row: StoredCompleted): CompletedJobRow {
 }
 
 /** Kept jobs matching `filter`, last finished first. */
-export function* completed(filter: CompletedFilter, page: Page): Script<CompletedJobRow[]> {
+export function* finished(filter: FinishedFilter, page: Page): Script<FinishedJobRow[]> {
   const { rows } = yield* exec<StoredCompleted>(
     COMPLETED_PAGE,
     filter.name ?? null,
@@ -269,7 +269,7 @@ export function* completed(filter: CompletedFilter, page: Page): Script<Complete
 }
 
 /** One kept job, or null. */
-export function* completedJob(id: number): Script<CompletedJobRow | null> {
+export function* finishedJob(id: number): Script<FinishedJobRow | null> {
   const { rows: [row] } = yield* exec<StoredCompleted>(COMPLETED_ONE, id);
   return row === undefined ? null : toCompletedJobRow(row);
 }

@@ -6,7 +6,7 @@
  *
  * Pruning rule: a job's lines go with its history. Once the job is in none
  * of `jobs`, `failed_jobs` and `completed_jobs` (it succeeded and its kept
- * record expired after `keepCompletedMs`, or it was forgotten or cleared),
+ * record expired after `keepFinishedMs`, or it was forgotten or cleared),
  * its lines are deleted by a settle, at most once a minute per store
  * instance.
  *

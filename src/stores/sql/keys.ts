@@ -8,7 +8,7 @@
  * @internal
  * @module
  */
-import type { KeyedJobRow, KeyedPush, Lease, MiddlewareRequest } from "../store.ts";
+import type { KeyedInsert, KeyedJobRow, Lease, MiddlewareRequest } from "../store.ts";
 import { type Dialect, KEYED } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
@@ -58,14 +58,17 @@ const COUNT_START = statement(
   ON CONFLICT (key) DO UPDATE SET window_start = excluded.window_start, starts = excluded.starts`,
 );
 
-/** Inserts each row unless its key names a job that holds it; see {@linkcode KeyedPush}. */
-export function* pushKeyed(dialect: Dialect, rows: readonly KeyedJobRow[]): Script<KeyedPush[]> {
+/** Inserts each row unless its key names a job that holds it; see {@linkcode KeyedInsert}. */
+export function* insertKeyed(
+  dialect: Dialect,
+  rows: readonly KeyedJobRow[],
+): Script<KeyedInsert[]> {
   const first = rows[0];
   if (first === undefined) return [];
   yield* dialect.lockKeys(rows.map((row) => row.key.key));
   // Key times on the store's clock, as insertJobs puts the job's times: read once per call.
   const shift = (yield* dialect.now(first.createdAt)) - first.createdAt;
-  const pushed: KeyedPush[] = [];
+  const pushed: KeyedInsert[] = [];
   for (const row of rows) {
     const { key } = row;
     if (key.kind === "unique") {

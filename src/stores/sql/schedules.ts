@@ -30,7 +30,7 @@ import type {
   StoredScheduleRow,
 } from "../rows/schedules.ts";
 import { clockParam, type Dialect, KEYED } from "./dialect.ts";
-import { holdUnique, pushKeyed, uniqueHolder } from "./keys.ts";
+import { holdUnique, insertKeyed, uniqueHolder } from "./keys.ts";
 import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
@@ -339,7 +339,7 @@ function* insertJob(
 ): Script<number | null> {
   const { key, ...plain } = row;
   if (key !== undefined) {
-    const [pushed] = yield* pushKeyed(dialect, [{ ...plain, key }]);
+    const [pushed] = yield* insertKeyed(dialect, [{ ...plain, key }]);
     return pushed!.outcome === "stored" ? pushed!.id : null;
   }
   const keyed = holdsOverlap ? KEYED.untilSettled : KEYED.none;

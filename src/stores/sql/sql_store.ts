@@ -14,14 +14,15 @@ import type {
   CancelRequested,
   ClaimedJob,
   ClaimRequest,
-  CompletedFilter,
-  CompletedJobRow,
   FailedJobRow,
+  FinishedFilter,
+  FinishedJobRow,
+  InsertedBatch,
   JobFilter,
   JobListing,
   JobResultRow,
+  KeyedInsert,
   KeyedJobRow,
-  KeyedPush,
   Lease,
   LogLineRow,
   MetricsRow,
@@ -32,7 +33,6 @@ import type {
   Page,
   PauseRow,
   PendingByName,
-  PushedBatch,
   QueueCountsRow,
   RunningJobRow,
   ScheduleRow,
@@ -51,7 +51,7 @@ import type { Engine, EngineTransaction } from "./engine.ts";
 import { clear } from "./clear.ts";
 import * as failedJobs from "./failed_jobs.ts";
 import * as jobControl from "./job_control.ts";
-import { CompletedPruning } from "./job_control.ts";
+import { FinishedPruning } from "./job_control.ts";
 import * as jobLogs from "./job_logs.ts";
 import { LogPruning } from "./job_logs.ts";
 import * as keys from "./keys.ts";
@@ -69,7 +69,7 @@ export class SqlStore implements Store {
   /** What this store's settles keep between ticks: its metrics shard, and when each prune ran. */
   readonly #upkeep = {
     metrics: new MetricsRollup(),
-    completed: new CompletedPruning(),
+    completed: new FinishedPruning(),
     logs: new LogPruning(),
   };
 
@@ -86,7 +86,7 @@ export class SqlStore implements Store {
   }
 
   /** Inserts jobs in one transaction (one statement where the engine can); their ids in order. */
-  push(rows: readonly NewJobRow[]): Promise<number[]> {
+  insertJobs(rows: readonly NewJobRow[]): Promise<number[]> {
     const oneStatement = rows.length === 1 || this.#dialect.insertsInOneStatement;
     return this.#engine.run(
       () => this.#dialect.insertJobs(rows, PLAIN, true),
@@ -95,8 +95,8 @@ export class SqlStore implements Store {
   }
 
   /** Inserts unique or debounced jobs in one transaction, each unless its key is held. */
-  pushKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedPush[]> {
-    return this.#write(() => this.#notifying(keys.pushKeyed(this.#dialect, rows)));
+  insertKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedInsert[]> {
+    return this.#write(() => this.#notifying(keys.insertKeyed(this.#dialect, rows)));
   }
 
   /** Checks claimed jobs' middleware in one transaction. */
@@ -105,12 +105,12 @@ export class SqlStore implements Store {
   }
 
   /** Inserts a chain's first link and its waiting links in one transaction. */
-  pushChain(chain: NewChainRow): Promise<number> {
+  insertChain(chain: NewChainRow): Promise<number> {
     return this.#write(() => this.#notifying(chainsBatches.insertChain(this.#dialect, chain)));
   }
 
   /** Inserts a batch with its jobs and callbacks in one transaction. */
-  pushBatch(batch: NewBatchRow): Promise<PushedBatch> {
+  insertBatch(batch: NewBatchRow): Promise<InsertedBatch> {
     return this.#write(() => this.#notifying(chainsBatches.insertBatch(this.#dialect, batch)));
   }
 
@@ -158,15 +158,15 @@ export class SqlStore implements Store {
     return this.#read(() => stats.running(this.#dialect, now));
   }
 
-  /** Runs `fn` in one transaction: its pushes and queries commit or roll back together. */
+  /** Runs `fn` in one transaction: its inserts and queries commit or roll back together. */
   transaction<T>(fn: (tx: StoreTransaction) => T | Promise<T>): Promise<T> {
     const dialect = this.#dialect;
     return this.#engine.transaction(async (tx: EngineTransaction) => {
       const handle: StoreTransaction = {
-        push: (rows) => tx.run(dialect.insertJobs(rows, PLAIN, false)),
-        pushKeyed: (rows) => tx.run(keys.pushKeyed(dialect, rows)),
-        pushChain: (chain) => tx.run(chainsBatches.insertChain(dialect, chain)),
-        pushBatch: (batch) => tx.run(chainsBatches.insertBatch(dialect, batch)),
+        insertJobs: (rows) => tx.run(dialect.insertJobs(rows, PLAIN, false)),
+        insertKeyed: (rows) => tx.run(keys.insertKeyed(dialect, rows)),
+        insertChain: (chain) => tx.run(chainsBatches.insertChain(dialect, chain)),
+        insertBatch: (batch) => tx.run(chainsBatches.insertBatch(dialect, batch)),
         query: async <Row>(text: string, params: readonly unknown[] = []) => {
           assertNoTransactionControl(text);
           return await tx.query<Row>(text, params);
@@ -300,19 +300,19 @@ export class SqlStore implements Store {
   }
 
   /** Kept finished jobs, last finished first. */
-  completed(filter: CompletedFilter, page: Page): Promise<CompletedJobRow[]> {
-    return this.#read(() => jobControl.completed(filter, page));
+  finished(filter: FinishedFilter, page: Page): Promise<FinishedJobRow[]> {
+    return this.#read(() => jobControl.finished(filter, page));
   }
 
   /** One kept finished job, or null. */
-  completedJob(id: number): Promise<CompletedJobRow | null> {
-    return this.#read(() => jobControl.completedJob(id));
+  finishedJob(id: number): Promise<FinishedJobRow | null> {
+    return this.#read(() => jobControl.finishedJob(id));
   }
 
   /** Deletes kept finished jobs that finished before `before`, `now` being the caller's now. */
-  pruneCompleted(before: number, now: number): Promise<number> {
+  pruneFinished(before: number, now: number): Promise<number> {
     return this.#engine.run(
-      () => jobControl.pruneCompleted(this.#dialect, before, now),
+      () => jobControl.pruneFinished(this.#dialect, before, now),
       "statement",
     );
   }

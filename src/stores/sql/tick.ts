@@ -21,7 +21,7 @@ import type {
 } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
 import { clockParam, type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
-import { type CompletedPruning, recordFinished } from "./job_control.ts";
+import { type FinishedPruning, recordFinished } from "./job_control.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
 import { each, exec, type Script } from "./script.ts";
@@ -94,7 +94,7 @@ const UNCLAIM = statement(
  * Fires the schedules' due slots (when the request carries them), leases due
  * jobs in one statement, and releases the keys that end when their job
  * starts. With `aheadFrom`, gives back (in the same transaction) the first
- * job past the first `aheadFrom` that is not to be held ahead (a batch job,
+ * job past the first `aheadFrom` that is not to be claimed ahead (a batch job,
  * or one that one worker death would fail) and every job after it.
  */
 export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJob[]> {
@@ -142,7 +142,7 @@ export function* settle(
   dialect: Dialect,
   upkeep: {
     readonly metrics: MetricsRollup;
-    readonly completed: CompletedPruning;
+    readonly completed: FinishedPruning;
     readonly logs: LogPruning;
   },
   settlements: readonly Settlement[],
