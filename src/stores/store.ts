@@ -6,6 +6,11 @@
  * on the role it uses. A store owns its SQL; nothing outside a store builds
  * a statement. The row types a store takes and gives are re-exported here.
  *
+ * The store interface is not stable: not for implementing a third-party
+ * store yet. Its methods and row types may change in any release while the
+ * stores that ship with the queue (SQLite, PostgreSQL) are still growing.
+ *
+ * @experimental
  * @module
  */
 import type {

@@ -24,7 +24,7 @@ import {
   SETTLED_COLUMNS,
   type SettledJob,
 } from "../sql/dialect.ts";
-import { notPaused } from "../sql/job_control.ts";
+import { notPaused } from "../sql/pauses.ts";
 import { each, exec, type Script } from "../sql/script.ts";
 import { POSTGRES_NOW, type Statement, statement } from "../sql/statement.ts";
 

@@ -17,8 +17,8 @@ import type { AttemptSpan, LogLineRow, LogWrites, NewLogLine } from "../rows/log
 import { clockParam, type Dialect } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
+import type { PruneSchedule } from "./upkeep.ts";
 
-const MINUTE_MS = 60_000;
 /** Room kept under the cap for the line that says how many lines it dropped. */
 const CAP_LINE_ROOM = 128;
 
@@ -49,18 +49,6 @@ const PRUNE = statement(
 );
 const SET_LAST_SPAN = statement("UPDATE jobs SET last_span = $1 WHERE id = $2");
 
-/** Decides when a settle prunes old lines: at most once a minute per store instance. */
-export class LogPruning {
-  #prunedAt = -Infinity;
-
-  /** Whether a prune is due at `at`; true counts as pruning then. */
-  due(at: number): boolean {
-    if (!(at >= this.#prunedAt + MINUTE_MS)) return false;
-    this.#prunedAt = at;
-    return true;
-  }
-}
-
 /**
  * Records the spans of attempts whose release applied (run after their
  * rows were released, in the same transaction), in id order.
@@ -80,7 +68,7 @@ export function* recordSpans(spans: readonly AttemptSpan[]): Script<void> {
 export function* writeLogs(
   dialect: Dialect,
   writes: LogWrites | undefined,
-  pruning: LogPruning,
+  pruning: PruneSchedule,
   at: number,
 ): Script<void> {
   const lines = writes?.lines ?? [];

@@ -18,6 +18,7 @@ import {
   type Settlement,
   type WorkerRow,
 } from "../store.ts";
+import { PruneSchedule } from "./upkeep.ts";
 
 const MINUTE_MS = 60_000;
 
@@ -113,7 +114,7 @@ export const METRICS_SHARDS = 1024;
 export class MetricsRollup {
   /** The shard this store's settles add to, in [0, {@linkcode METRICS_SHARDS}). */
   readonly shard: number = Math.floor(Math.random() * METRICS_SHARDS);
-  #prunedAt = -Infinity;
+  readonly #pruning = new PruneSchedule();
 
   /**
    * The cutoff to delete rows of minutes before, if a prune is due for a tick
@@ -122,9 +123,7 @@ export class MetricsRollup {
    */
   due(settlements: readonly Settlement[]): number | null {
     const at = Math.max(...settlements.map((settlement) => settlement.at));
-    if (!(at >= this.#prunedAt + MINUTE_MS)) return null;
-    this.#prunedAt = at;
-    return at - METRICS_RETENTION_MS;
+    return this.#pruning.due(at) ? at - METRICS_RETENTION_MS : null;
   }
 }
 

@@ -50,10 +50,11 @@ import { type Dialect, PLAIN, type RetrySelection } from "./dialect.ts";
 import type { Engine, EngineTransaction } from "./engine.ts";
 import { clear } from "./clear.ts";
 import * as failedJobs from "./failed_jobs.ts";
-import * as jobControl from "./job_control.ts";
-import { FinishedPruning } from "./job_control.ts";
+import * as cancels from "./cancel.ts";
+import * as finishedJobs from "./finished_jobs.ts";
+import * as pauses from "./pauses.ts";
+import { PruneSchedule } from "./upkeep.ts";
 import * as jobLogs from "./job_logs.ts";
-import { LogPruning } from "./job_logs.ts";
 import * as keys from "./keys.ts";
 import * as schedules from "./schedules.ts";
 import type { Script } from "./script.ts";
@@ -69,8 +70,8 @@ export class SqlStore implements Store {
   /** What this store's settles keep between ticks: its metrics shard, and when each prune ran. */
   readonly #upkeep = {
     metrics: new MetricsRollup(),
-    completed: new FinishedPruning(),
-    logs: new LogPruning(),
+    finished: new PruneSchedule(),
+    logs: new PruneSchedule(),
   };
 
   /** Runs on `engine` with `dialect`; `migrations` are the engine's schema steps. */
@@ -296,58 +297,58 @@ export class SqlStore implements Store {
 
   /** Where job `id` stands at `now`, read in one statement. */
   result(id: number, now: number): Promise<JobResultRow | null> {
-    return this.#read(() => jobControl.result(this.#dialect, id, now));
+    return this.#read(() => finishedJobs.result(this.#dialect, id, now));
   }
 
   /** Kept finished jobs, last finished first. */
   finished(filter: FinishedFilter, page: Page): Promise<FinishedJobRow[]> {
-    return this.#read(() => jobControl.finished(filter, page));
+    return this.#read(() => finishedJobs.finished(filter, page));
   }
 
   /** One kept finished job, or null. */
   finishedJob(id: number): Promise<FinishedJobRow | null> {
-    return this.#read(() => jobControl.finishedJob(id));
+    return this.#read(() => finishedJobs.finishedJob(id));
   }
 
   /** Deletes kept finished jobs that finished before `before`, `now` being the caller's now. */
   pruneFinished(before: number, now: number): Promise<number> {
     return this.#engine.run(
-      () => jobControl.pruneFinished(this.#dialect, before, now),
+      () => finishedJobs.pruneFinished(this.#dialect, before, now),
       "statement",
     );
   }
 
   /** Marks a job awaited. */
   markAwaited(id: number): Promise<boolean> {
-    return this.#write(() => jobControl.markAwaited(this.#dialect, id));
+    return this.#write(() => finishedJobs.markAwaited(this.#dialect, id));
   }
 
   /** Cancels a job in one transaction. */
   cancel(request: CancelRequest): Promise<CancelOutcome> {
-    return this.#write(() => jobControl.cancel(this.#dialect, request));
+    return this.#write(() => cancels.cancel(this.#dialect, request));
   }
 
   /** Which of `leases` had a cancel asked. */
   cancelsAsked(leases: readonly Lease[]): Promise<CancelRequested[]> {
-    return this.#read(() => jobControl.cancelsAsked(leases));
+    return this.#read(() => cancels.cancelsAsked(leases));
   }
 
   /** Pauses a queue. */
   pause(queue: string, now: number, until: number | null, reason: string | null): Promise<void> {
     return this.#engine.run(
-      () => jobControl.pause(this.#dialect, queue, now, until, reason),
+      () => pauses.pause(this.#dialect, queue, now, until, reason),
       "statement",
     );
   }
 
   /** Resumes a queue and wakes idle workers. */
   resume(queue: string, now: number): Promise<boolean> {
-    return this.#write(() => jobControl.resume(this.#dialect, queue, now));
+    return this.#write(() => pauses.resume(this.#dialect, queue, now));
   }
 
   /** The queues paused at `now`. */
   paused(now: number): Promise<PauseRow[]> {
-    return this.#read(() => jobControl.paused(this.#dialect, now));
+    return this.#read(() => pauses.paused(this.#dialect, now));
   }
 
   /** Calls `listener` soon after another connection may have added or freed jobs. */

@@ -21,12 +21,13 @@ import type {
 } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
 import { clockParam, type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
-import { type FinishedPruning, recordFinished } from "./job_control.ts";
+import { recordFinished } from "./finished_jobs.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
-import { type LogPruning, recordSpans, writeLogs } from "./job_logs.ts";
+import { recordSpans, writeLogs } from "./job_logs.ts";
+import type { PruneSchedule } from "./upkeep.ts";
 import { recordMetrics } from "./stats.ts";
 
 const PROGRESS = statement("UPDATE jobs SET progress = $1 WHERE id = $2 AND token = $3");
@@ -142,8 +143,8 @@ export function* settle(
   dialect: Dialect,
   upkeep: {
     readonly metrics: MetricsRollup;
-    readonly completed: FinishedPruning;
-    readonly logs: LogPruning;
+    readonly finished: PruneSchedule;
+    readonly logs: PruneSchedule;
   },
   settlements: readonly Settlement[],
   then: ClaimRequest | undefined,
@@ -151,7 +152,7 @@ export function* settle(
 ): Script<SettleResult> {
   // Job control, before the job rows change: keep the ended (their awaiters are woken by the
   // statements that delete them).
-  yield* recordFinished(dialect, settlements, upkeep.completed);
+  yield* recordFinished(dialect, settlements, upkeep.finished);
   const jobs = yield* applyToJobs(dialect, settlements);
   const applied = jobs.map((job) => job !== "lost");
   const settledJobs = jobs.flatMap((job) => job === "lost" || job === null ? [] : [job]);

@@ -22,7 +22,7 @@ import {
   SETTLED_COLUMNS,
   type SettledJob,
 } from "../sql/dialect.ts";
-import { notPaused } from "../sql/job_control.ts";
+import { notPaused } from "../sql/pauses.ts";
 import { done, each, exec, type Script } from "../sql/script.ts";
 import { type Statement, statement } from "../sql/statement.ts";
 

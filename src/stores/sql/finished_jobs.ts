@@ -1,39 +1,22 @@
 /**
- * Job control in SQL: finished jobs recorded in `completed_jobs` by the
- * settle that ends them, results and the kept history read back, a cancel
- * (removing a job that has not started, or asking the worker of a running
- * one), and paused queues. The claim reads the pauses through
- * {@linkcode notPaused}.
+ * Finished jobs in SQL: recorded in `completed_jobs` by the settle (or the
+ * cancel) that ends them, pruned past their time, and read back as results
+ * and the kept history; waiting for a job marks it awaited.
  *
  * @internal
  * @module
  */
-import type { JobLinks } from "./stored_rows.ts";
 import type {
-  CancelOutcome,
-  CancelRequest,
-  CancelRequested,
   FinishedFilter,
   FinishedJobRow,
   FinishedState,
   JobResultRow,
-  PauseRow,
 } from "../rows/job_control.ts";
-import type { Lease, Page, Settlement } from "../store.ts";
-import * as chainsBatches from "./chains_batches.ts";
-import { clockParam, type Dialect, LINK_COLUMNS } from "./dialect.ts";
-import { releaseRemoved } from "./keys.ts";
+import type { Page, Settlement } from "../store.ts";
+import { clockParam, type Dialect } from "./dialect.ts";
 import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
-
-/**
- * The claim's condition that `queue` (a placeholder) is not paused at `now`
- * (an SQL expression): one index lookup per queue, in the claim's one statement.
- */
-export function notPaused(queue: string, now: string): string {
-  return `NOT EXISTS (SELECT 1 FROM queue_pauses p WHERE p.queue = ${queue}
-    AND (p.until IS NULL OR p.until > ${now}))`;
-}
+import type { PruneSchedule } from "./upkeep.ts";
 
 /** No token: the value the record statement's fence takes for a job not leased. */
 const UNLEASED = -1;
@@ -88,51 +71,6 @@ const COMPLETED_ONE = statement(`SELECT ${COMPLETED_COLUMNS} FROM completed_jobs
   oneRow: true,
 });
 const AWAIT = statement("UPDATE jobs SET awaited = 1 WHERE id = $1");
-/** Job `$1`, locked, and whether its lease still runs at `now`, `{{now $2}}`. */
-const FIND = statement(
-  `SELECT id, keyed, ${LINK_COLUMNS}, token,
-    CASE WHEN token IS NOT NULL AND available_at > {{now $2}} THEN 1 ELSE 0 END AS leased,
-    {{now $2}} AS now
-  FROM jobs WHERE id = $1 {{forUpdate}}`,
-  { oneRow: true },
-);
-const FINISHED = statement(
-  `SELECT id FROM completed_jobs WHERE id = $1 UNION ALL SELECT id FROM failed_jobs WHERE id = $1`,
-);
-const REMOVE = statement("DELETE FROM jobs WHERE id = $1");
-const ASK_CANCEL = statement("UPDATE jobs SET cancel_requested = $1 WHERE id = $2");
-const CANCELS_ASKED = statement(
-  `SELECT id, token, cancel_requested FROM jobs
-  WHERE id IN {{ids $1}} AND cancel_requested IS NOT NULL`,
-);
-/** Pauses `$1` at `{{now $2}}`, until `$3` ms after it (null: until resumed). */
-const PAUSE = statement(
-  `INSERT INTO queue_pauses (queue, paused_at, until, reason)
-  VALUES ($1, {{now $2}}, {{now $2}} + $3, $4)
-  ON CONFLICT (queue) DO UPDATE SET paused_at = excluded.paused_at, until = excluded.until,
-    reason = excluded.reason`,
-);
-const RESUME = statement(
-  "DELETE FROM queue_pauses WHERE queue = $1 AND (until IS NULL OR until > {{now $2}})",
-);
-const DROP_PAUSE = statement("DELETE FROM queue_pauses WHERE queue = $1");
-const PAUSED = statement(
-  `SELECT queue, paused_at, until, reason FROM queue_pauses
-  WHERE until IS NULL OR until > {{now $1}} ORDER BY queue`,
-);
-
-/** When `completed_jobs` was last pruned by a settle of this store: at most once a minute. */
-export class FinishedPruning {
-  #prunedAt = -Infinity;
-
-  /** The time to prune kept rows up to, if a prune is due for a tick whose latest settle is `at`. */
-  due(at: number): number | null {
-    if (!(at >= this.#prunedAt + 60_000)) return null;
-    this.#prunedAt = at;
-    return at;
-  }
-}
-
 type Recorded = Extract<Settlement, { kind: "complete" | "cancel" }>;
 
 /**
@@ -144,7 +82,7 @@ type Recorded = Extract<Settlement, { kind: "complete" | "cancel" }>;
 export function* recordFinished(
   dialect: Dialect,
   settlements: readonly Settlement[],
-  pruning: FinishedPruning,
+  pruning: PruneSchedule,
 ): Script<void> {
   if (settlements.length === 0) return;
   // Times as ms after the tick's latest end, which the statement puts on the store's clock.
@@ -175,8 +113,22 @@ export function* recordFinished(
       clockParam(dialect, at),
     );
   }
-  const cutoff = pruning.due(at);
-  if (cutoff !== null) yield* exec(PRUNE_KEPT, clockParam(dialect, cutoff));
+  if (pruning.due(at)) yield* exec(PRUNE_KEPT, clockParam(dialect, at));
+}
+
+/**
+ * Records job `id`, about to be deleted without running to its end, as
+ * cancelled with `reason`, kept `keepMs` after `now` (the store's now).
+ */
+export function* recordCancelled(
+  id: number,
+  token: number | null,
+  reason: string,
+  keepMs: number,
+  now: number,
+): Script<void> {
+  const fence = token ?? UNLEASED;
+  yield* exec(RECORD, [[id, fence, "cancelled", null, reason, null, 0, null, keepMs]], now);
 }
 
 /** Deletes kept jobs that finished before `before`, `now` being the caller's now; how many. */
@@ -283,88 +235,4 @@ export function* markAwaited(dialect: Dialect, id: number): Script<boolean> {
   const marked = (yield* exec(AWAIT, id)).count === 1;
   if (marked) yield* dialect.notify();
   return marked;
-}
-
-/**
- * Cancels job `id`: one not leased (or whose worker died) is recorded as
- * cancelled and deleted, its batch counting it as skipped, its chain's
- * `catch` queued and its keys and locks released; a running one gets its
- * cancel asked, for its worker to see.
- */
-export function* cancel(dialect: Dialect, request: CancelRequest): Script<CancelOutcome> {
-  const { id, reason, keepUntil } = request;
-  const { rows: [job] } = yield* exec<
-    JobLinks & { id: number; token: number | null; leased: number; now: number; keyed: number }
-  >(FIND, id, clockParam(dialect, request.now));
-  if (job === undefined) {
-    return (yield* exec(FINISHED, id)).rows.length > 0 ? "finished" : "not-found";
-  }
-  if (Number(job.leased) === 1) {
-    yield* exec(ASK_CANCEL, reason, id);
-    yield* dialect.notify();
-    return "cancelling";
-  }
-  // The store's now (the database's on PostgreSQL), read by the find: what the cancel queues
-  // (a chain's catch, a batch's callbacks) is due by it.
-  const now = Number(job.now);
-  const keepMs = keepUntil - request.now;
-  if (keepMs > 0) {
-    const token = job.token === null ? UNLEASED : Number(job.token);
-    yield* exec(RECORD, [[id, token, "cancelled", null, reason, null, 0, null, keepMs]], now);
-  }
-  yield* exec(REMOVE, id);
-  yield* chainsBatches.settled(job, "cancel", now);
-  yield* releaseRemoved([id]);
-  yield* dialect.notify();
-  return "cancelled";
-}
-
-/** The leases among `leases` whose job had a cancel asked, with the reason. */
-export function* cancelsAsked(leases: readonly Lease[]): Script<CancelRequested[]> {
-  if (leases.length === 0) return [];
-  const { rows } = yield* exec<{ id: number; token: number; cancel_requested: string }>(
-    CANCELS_ASKED,
-    leases.map((lease) => lease.id),
-  );
-  const held = new Set(leases.map((lease) => `${lease.id}:${lease.token}`));
-  return rows.filter((row) => held.has(`${row.id}:${row.token}`)).map((row) => ({
-    id: Number(row.id),
-    token: Number(row.token),
-    reason: row.cancel_requested,
-  }));
-}
-
-/**
- * Pauses `queue` from `now` until `until` (null: until resumed): on the
- * store's clock, as long after its now.
- */
-export function* pause(
-  dialect: Dialect,
-  queue: string,
-  now: number,
-  until: number | null,
-  reason: string | null,
-): Script<void> {
-  yield* exec(PAUSE, queue, clockParam(dialect, now), until === null ? null : until - now, reason);
-}
-
-/** Resumes `queue`; whether it was paused at `now`. Wakes idle workers. */
-export function* resume(dialect: Dialect, queue: string, now: number): Script<boolean> {
-  const { count } = yield* exec(RESUME, queue, clockParam(dialect, now));
-  yield* exec(DROP_PAUSE, queue);
-  yield* dialect.notify();
-  return count > 0;
-}
-
-/** The queues paused at `now`, by name. */
-export function* paused(dialect: Dialect, now: number): Script<PauseRow[]> {
-  const { rows } = yield* exec<
-    { queue: string; paused_at: number; until: number | null; reason: string | null }
-  >(PAUSED, clockParam(dialect, now));
-  return rows.map((row) => ({
-    queue: row.queue,
-    pausedAt: Number(row.paused_at),
-    until: row.until === null ? null : Number(row.until),
-    reason: row.reason,
-  }));
 }
