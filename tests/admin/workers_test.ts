@@ -1,0 +1,81 @@
+/** `Queue.workers()`: each worker's heartbeat row, written at its start and on its renewal timer, gone at its stop. */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import { defineJob, Queue } from "../../mod.ts";
+import { ManualClock } from "../_helpers.ts";
+
+const NOON = Date.UTC(2026, 0, 1, 12, 0, 0);
+const noop = defineJob({ name: "noop", schema: z.null(), queue: "low", handle() {} });
+
+/** Waits until `check` holds, polling every 10 ms, or fails after `timeoutMs`. */
+async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs = 5_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!await check()) {
+    if (Date.now() > deadline) throw new Error(`Not ${what} within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+Deno.test("Queue.workers() lists each running worker from its start, as seen within seenWithinMs, until it stops", async () => {
+  const clock = new ManualClock(NOON);
+  await using queue = await Queue.open({ path: ":memory:", jobs: [noop], clock });
+  assert.deepEqual(await queue.workers(), []);
+  const one = queue.work({ executor: "isolate", queues: ["high", "low"], concurrency: 3 });
+  const two = queue.work({ executor: "isolate", queues: ["low"] });
+  try {
+    await waitUntil("both heartbeats", async () => (await queue.workers()).length === 2);
+    const seen = await queue.workers();
+    assert.deepEqual(
+      seen.map(({ host, pid, queues, concurrency, startedAt, lastSeenAt, running }) => ({
+        host,
+        pid,
+        queues,
+        concurrency,
+        startedAt,
+        lastSeenAt,
+        running,
+      })).sort((a, b) => b.concurrency - a.concurrency),
+      [
+        {
+          host: Deno.hostname(),
+          pid: Deno.pid,
+          queues: ["high", "low"],
+          concurrency: 3,
+          startedAt: new Date(NOON),
+          lastSeenAt: new Date(NOON),
+          running: 0,
+        },
+        {
+          host: Deno.hostname(),
+          pid: Deno.pid,
+          queues: ["low"],
+          concurrency: 1,
+          startedAt: new Date(NOON),
+          lastSeenAt: new Date(NOON),
+          running: 0,
+        },
+      ],
+    );
+    assert.notEqual(seen[0]!.id, seen[1]!.id);
+    clock.advance(30_001); // no heartbeat for 30 s on this clock (the next is 10 s away in real time)
+    assert.deepEqual(await queue.workers(), []);
+    assert.equal((await queue.workers({ seenWithinMs: 31_000 })).length, 2);
+    await one.stop();
+    assert.equal(
+      (await queue.workers({ seenWithinMs: 31_000 })).length,
+      1,
+      "a stopped worker is gone",
+    );
+  } finally {
+    await Promise.all([one.stop(), two.stop()]);
+  }
+  assert.deepEqual(await queue.workers({ seenWithinMs: 86_400_000 }), []);
+  for (const seenWithinMs of [999, 86_400_001, Number.NaN]) {
+    await assert.rejects(
+      queue.workers({ seenWithinMs }),
+      new RegExp(
+        `^RangeError: workers: seenWithinMs must be a number of ms from 1000 to 86400000: got ${seenWithinMs}$`,
+      ),
+    );
+  }
+});

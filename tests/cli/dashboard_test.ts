@@ -1,0 +1,75 @@
+/**
+ * The `dashboard` command as a real process: it serves the dashboard of
+ * `--db`, prints its URL, and exits 0 on SIGTERM.
+ */
+import assert from "node:assert/strict";
+import { Queue } from "../../mod.ts";
+import { drainQueue, HOSTILE, hostile } from "../_dashboard.ts";
+import { tempDir } from "../_helpers.ts";
+import { runCli, startCli, waitUntil } from "../fixtures/cli/cli_process.ts";
+
+const URL_LINE =
+  /^Dashboard of (.+?)( \(read-only\))?: (http:\/\/127\.0\.0\.1:\d+\/) \(Ctrl-C to stop\)$/;
+
+/** A database file with one failed job. */
+async function databaseWithFailedJob(path: string): Promise<void> {
+  await using queue = await Queue.open({ path, jobs: [hostile] });
+  await queue.dispatch(hostile, { note: "from the CLI test" });
+  await drainQueue(queue);
+  assert.equal((await queue.failed()).length, 1);
+}
+
+Deno.test("CLI dashboard: serves --db on 127.0.0.1 at a free --port 0, prints its URL, and exits 0 on SIGTERM", async () => {
+  await using tmp = await tempDir();
+  await databaseWithFailedJob(tmp.dbPath);
+  await using cli = startCli(["dashboard", "--db", tmp.dbPath, "--port", "0"]);
+  await waitUntil(
+    "the URL printed",
+    () => Promise.resolve(cli.lines.some((l) => URL_LINE.test(l))),
+  );
+  const [, db, readOnly, url] = URL_LINE.exec(cli.lines.find((line) => URL_LINE.test(line))!)!;
+  assert.deepEqual([db, readOnly], [tmp.dbPath, undefined]);
+
+  const failed = await (await fetch(`${url}api/failed`)).json();
+  assert.equal(failed.total, 1);
+  assert.equal(failed.jobs[0].name, HOSTILE.name);
+  const page = await fetch(`${url}failed`);
+  assert.equal(page.status, 200);
+  assert.match(page.headers.get("content-security-policy") ?? "", /script-src 'nonce-/);
+  assert.match(await page.text(), /action="\/failed\/1\/retry"/);
+  const refused = await fetch(`${url}failed/1/retry`, {
+    method: "POST",
+    body: new URLSearchParams(),
+  });
+  assert.equal(refused.status, 403, "no CSRF token");
+  await refused.body?.cancel();
+
+  cli.kill("SIGTERM");
+  assert.equal((await cli.child.status).code, 0);
+  assert.equal(await cli.stderr, "");
+});
+
+Deno.test("CLI dashboard: --read-only says so and draws no forms; bad flags exit 2 naming them", async () => {
+  await using tmp = await tempDir();
+  await databaseWithFailedJob(tmp.dbPath);
+  await using cli = startCli(["dashboard", "--db", tmp.dbPath, "--port", "0", "--read-only"]);
+  await waitUntil(
+    "the URL printed",
+    () => Promise.resolve(cli.lines.some((l) => URL_LINE.test(l))),
+  );
+  const [, , readOnly, url] = URL_LINE.exec(cli.lines.find((line) => URL_LINE.test(line))!)!;
+  assert.equal(readOnly, " (read-only)");
+  const page = await (await fetch(`${url}failed`)).text();
+  assert.doesNotMatch(page, /method="post"/);
+  cli.kill("SIGINT");
+  assert.equal((await cli.child.status).code, 0);
+
+  const [badPort, extra] = await Promise.all([
+    runCli(["dashboard", "--db", tmp.dbPath, "--port", "70000"]),
+    runCli(["dashboard", "--db", tmp.dbPath, "now"]),
+  ]);
+  assert.equal(badPort.code, 2);
+  assert.match(badPort.stderr, /--port must be a whole number from 0 to 65535: got "70000"/);
+  assert.equal(extra.code, 2);
+  assert.match(extra.stderr, /unexpected argument "now"/);
+});

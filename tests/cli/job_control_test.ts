@@ -1,0 +1,77 @@
+/**
+ * The job-control commands of the CLI (`cancel`, `pause`, `resume`,
+ * `paused`), run as real child processes on a database this test fills
+ * through the queue.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import { defineJob, Queue } from "../../mod.ts";
+import { readDurationMs } from "../../src/cli/job_control.ts";
+import { tempDir } from "../_helpers.ts";
+import { runCli } from "../fixtures/cli/cli_process.ts";
+
+const work = defineJob({ name: "cli.control", schema: z.null(), queue: "mail", handle() {} });
+
+Deno.test("cancel removes a waiting job; a second cancel and an unknown id exit 1", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [work] });
+  const id = await queue.dispatch(work, null, { delayMs: 60_000 });
+  const db = ["--db", tmp.dbPath];
+  const first = await runCli(["cancel", String(id), "--reason", "not needed", ...db]);
+  assert.equal(first.code, 0, first.stderr);
+  assert.match(first.stdout, new RegExp(`Cancelled job ${id}`));
+  assert.deepEqual(await queue.result(id), {
+    state: "cancelled",
+    attempts: 0,
+    error: "not needed",
+  });
+  const again = await runCli(["cancel", String(id), ...db]);
+  assert.equal(again.code, 1);
+  assert.match(again.stderr, /has already finished/);
+  const unknown = await runCli(["cancel", "999", ...db]);
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.stderr, /no job 999/);
+  const bad = await runCli(["cancel", "x", ...db]);
+  assert.equal(bad.code, 2);
+});
+
+Deno.test("pause, paused and resume: persisted for every process; bad input exits 2", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [work] });
+  const db = ["--db", tmp.dbPath];
+  const paused = await runCli(["pause", "mail", "--for", "10m", "--reason", "deploy", ...db]);
+  assert.equal(paused.code, 0, paused.stderr);
+  assert.match(paused.stdout, /Paused queue mail for 10m/);
+  const [row] = await queue.paused();
+  assert.equal(row?.queue, "mail");
+  assert.equal(row?.reason, "deploy");
+  assert.ok(row!.until!.getTime() - row!.pausedAt.getTime() === 600_000);
+  const listed = await runCli(["paused", ...db]);
+  assert.match(listed.stdout, /mail .* deploy/);
+  const json = JSON.parse((await runCli(["paused", "--json", ...db])).stdout);
+  assert.equal(json[0].queue, "mail");
+  const resumed = await runCli(["resume", "mail", ...db]);
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.deepEqual(await queue.paused(), []);
+  assert.equal((await runCli(["resume", "mail", ...db])).code, 1);
+  assert.match((await runCli(["paused", ...db])).stdout, /No paused queues/);
+  const badFor = await runCli(["pause", "mail", "--for", "0s", ...db]);
+  assert.equal(badFor.code, 2);
+  assert.match(badFor.stderr, /--for must be a positive duration/);
+  const badName = await runCli(["pause", "bad name", ...db]);
+  assert.equal(badName.code, 1);
+  assert.match(badName.stderr, /queue name "bad name" is invalid/);
+  assert.deepEqual(await queue.paused(), []);
+});
+
+Deno.test("--for reads ms, s, m, h and d", () => {
+  assert.equal(readDurationMs("pause", "500ms"), 500);
+  assert.equal(readDurationMs("pause", "1.5s"), 1_500);
+  assert.equal(readDurationMs("pause", "10m"), 600_000);
+  assert.equal(readDurationMs("pause", "2h"), 7_200_000);
+  assert.equal(readDurationMs("pause", "1d"), 86_400_000);
+  assert.throws(() => readDurationMs("pause", "10"), /--for must be a positive duration/);
+  assert.throws(() => readDurationMs("pause", "-1m"), /--for must be a positive duration/);
+});

@@ -1,0 +1,96 @@
+/**
+ * What the CLI prints of stored text and of itself: control characters in
+ * errors, job and batch names escaped; admin commands that refuse a database
+ * that does not exist; usage lines that name the command as it runs; the
+ * resolved database in `work`'s first line. Real child processes.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { z } from "zod";
+import { defineJob, PermanentError, Queue } from "../../mod.ts";
+import { workUntilEmpty } from "../../src/testing.ts";
+import { tempDir } from "../_helpers.ts";
+import { ROOT, runCli } from "../fixtures/cli/cli_process.ts";
+
+const HOSTILE = "\x1b]0;TITLE\x07\x1b[2J";
+const hostile = defineJob({
+  name: `cli-output.bad\nname${HOSTILE}`,
+  schema: z.null(),
+  handle() {
+    throw new PermanentError(`boom ${HOSTILE}\u202eevil`);
+  },
+});
+
+Deno.test("failed and batches print stored text with its control characters escaped, one row per job", async () => {
+  await using tmp = await tempDir();
+  {
+    await using queue = await Queue.open({ path: tmp.dbPath, jobs: [hostile] });
+    await queue.batch(`upload${HOSTILE}\nsecond line.csv`).push(hostile, null).dispatch();
+    await workUntilEmpty(queue, { executor: "isolate" });
+  }
+  for (const command of ["failed", "batches"]) {
+    const result = await runCli([command, "--db", tmp.dbPath]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.doesNotMatch(
+      result.stdout,
+      // deno-lint-ignore no-control-regex -- the raw control characters must not be there
+      /[\x00-\x09\x0b-\x1f\x7f\u202e]/,
+      `${command}: raw controls`,
+    );
+    assert.equal(result.stdout.trim().split("\n").length, 3, `${command}: header, rule, one row`);
+    assert.match(result.stdout, /\\x1b\]0;TITLE\\x07\\x1b\[2J/);
+  }
+});
+
+Deno.test("admin commands refuse a SQLite file that does not exist, creating nothing; migrate creates it", async () => {
+  await using tmp = await tempDir();
+  const missing = join(tmp.dir, "typo", "queue.db");
+  for (const command of [["failed"], ["stats"], ["batches"], ["retry", "all"]]) {
+    const result = await runCli([...command, "--db", missing]);
+    assert.equal(result.code, 1, `${command[0]}: ${result.stdout}`);
+    assert.match(result.stderr, new RegExp(`no database at ${missing}: check --db or QUEUE_DB`));
+  }
+  assert.deepEqual([...Deno.readDirSync(tmp.dir)], [], "no folder, no database");
+  const migrated = await runCli(["migrate", "--db", missing]);
+  assert.equal(migrated.code, 0, migrated.stderr);
+  assert.equal((await runCli(["failed", "--db", missing])).stdout.trim(), "No failed jobs");
+});
+
+Deno.test("usage lines name the CLI as it runs from source, and --db says it takes a postgres:// URL", async () => {
+  const help = await runCli(["help", "work"]);
+  assert.match(help.stdout, /^Usage: deno run -A \.\/src\/cli\.ts work --jobs PATH \[flags\]$/m);
+  assert.doesNotMatch(help.stdout, /jsr:@renox\/queue\/cli/);
+  assert.match(help.stdout, /--db DB\s+a SQLite file or a postgres:\/\/ URL/);
+});
+
+Deno.test("work prints the resolved database path in its first line", async () => {
+  await using tmp = await tempDir();
+  const jobs = join(tmp.dir, "jobs.ts");
+  await Deno.writeTextFile(
+    jobs,
+    `import { z } from "npm:zod@4";
+import { defineJob } from ${JSON.stringify(import.meta.resolve("../../mod.ts"))};
+export const noop = defineJob({ name: "noop", schema: z.null(), handle() {} });`,
+  );
+  const result = await runCli([
+    "work",
+    "--no-supervise",
+    "--stop-when-empty",
+    "--executor",
+    "isolate",
+    "--jobs",
+    jobs,
+  ], { QUEUE_DB: "./.renox/output-test.db" });
+  try {
+    assert.equal(result.code, 0, result.stderr);
+    const first = JSON.parse(result.stdout.split("\n")[0]!);
+    assert.equal(first.event, "worker:start");
+    assert.equal(first.db, join(ROOT, ".renox", "output-test.db"));
+  } finally {
+    for (const suffix of ["", "-wal", "-shm"]) {
+      await Deno.remove(`./.renox/output-test.db${suffix}`).catch(() => {});
+    }
+  }
+});

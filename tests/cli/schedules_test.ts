@@ -1,0 +1,107 @@
+/**
+ * The schedule commands of the CLI (`schedules`, `schedule:pause`,
+ * `schedule:resume`, `schedule:run`, `schedule:backfill`) and
+ * `work --no-schedules`, run as real child processes.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { Queue } from "../../mod.ts";
+import { tempDir } from "../_helpers.ts";
+import { runCli } from "../fixtures/cli/cli_process.ts";
+
+const JOBS = new URL("../fixtures/schedules/jobs.ts", import.meta.url).pathname;
+
+async function count(queue: Queue, where: string): Promise<number> {
+  const [row] = await queue.transaction((tx) =>
+    tx.query<{ n: number }>(`SELECT COUNT(*) AS n FROM ${where}`)
+  );
+  return Number(row!.n);
+}
+
+Deno.test("schedules lists them; pause, resume, run and backfill change them; work --no-schedules fires none", async () => {
+  await using tmp = await tempDir();
+  const db = ["--db", tmp.dbPath];
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+
+  const table = await runCli(["schedules", ...db]);
+  assert.equal(table.code, 0, table.stderr);
+  assert.match(table.stdout, /every-second\s+tick\s+every 1 s\s+active/);
+  const json = await runCli(["schedules", "--json", ...db]);
+  const [listed] = JSON.parse(json.stdout);
+  assert.equal(listed.name, "every-second");
+  assert.equal(listed.nextRuns.length, 5);
+
+  const paused = await runCli(["schedule:pause", "every-second", ...db]);
+  assert.equal(paused.code, 0, paused.stderr);
+  assert.match(paused.stdout, /Paused schedule "every-second"/);
+  assert.equal((await queue.schedules())[0]!.paused, true);
+  const unknown = await runCli(["schedule:pause", "nope", ...db]);
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.stderr, /no schedule named "nope"/);
+  assert.equal((await runCli(["schedule:pause", ...db])).code, 2, "NAME is required");
+
+  const ran = await runCli(["schedule:run", "every-second", "--jobs", JOBS, ...db]);
+  assert.equal(ran.code, 0, ran.stderr);
+  assert.match(ran.stdout, /Queued job \d+ of schedule "every-second"/);
+  assert.equal(await count(queue, "schedule_runs WHERE manual = 1"), 1);
+  assert.equal(
+    (await runCli(["schedule:run", "every-second", ...db])).code,
+    2,
+    "--jobs is required",
+  );
+
+  const to = Math.floor(Date.now() / 1000) * 1000 - 10_000;
+  const range = ["--from", new Date(to - 3_000).toISOString(), "--to", new Date(to).toISOString()];
+  const filled = await runCli([
+    "schedule:backfill",
+    "every-second",
+    "--jobs",
+    JOBS,
+    ...range,
+    ...db,
+  ]);
+  assert.equal(filled.code, 0, filled.stderr);
+  assert.match(filled.stdout, /Queued 4 jobs for schedule "every-second"/);
+  const again = await runCli([
+    "schedule:backfill",
+    "every-second",
+    "--jobs",
+    JOBS,
+    ...range,
+    ...db,
+  ]);
+  assert.match(again.stdout, /Queued 0 jobs .*skipped 4 slots fired already/);
+  const badTime = await runCli([
+    "schedule:backfill",
+    "every-second",
+    "--jobs",
+    JOBS,
+    "--from",
+    "yesterday",
+    "--to",
+    "now",
+    ...db,
+  ]);
+  assert.equal(badTime.code, 2);
+  assert.match(badTime.stderr, /--from must be an ISO 8601 time/);
+
+  const resumed = await runCli(["schedule:resume", "every-second", ...db]);
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.equal((await queue.schedules())[0]!.paused, false);
+  const fired = await count(queue, "schedule_runs WHERE manual = 0");
+  const worked = await runCli([
+    "work",
+    "--jobs",
+    JOBS,
+    "--no-supervise",
+    "--executor",
+    "isolate",
+    "--stop-when-empty",
+    "--no-schedules",
+    ...db,
+  ]);
+  assert.equal(worked.code, 0, worked.stderr);
+  assert.equal(await count(queue, "jobs"), 0, "it ran the queued jobs");
+  assert.equal(await count(queue, "schedule_runs WHERE manual = 0"), fired, "and fired no slot");
+});

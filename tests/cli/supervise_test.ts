@@ -1,0 +1,175 @@
+/**
+ * The `work` supervisor, run as real processes with real signals: it
+ * restarts a worker that exited 0 though no limit flag asked for it, kills a
+ * worker that a second signal cannot reach (stuck in synchronous code), and
+ * starts its child with the parent's own Deno flags and permissions.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Queue } from "../../mod.ts";
+import { exists, tempDir, within } from "../_helpers.ts";
+import { startCli, waitUntil } from "../fixtures/cli/cli_process.ts";
+import { exitOnce, spin } from "../fixtures/cli/supervise_jobs.ts";
+
+const JOBS = fileURLToPath(import.meta.resolve("../fixtures/cli/supervise_jobs.ts"));
+const CLI = fileURLToPath(import.meta.resolve("../../src/cli.ts"));
+const MOD = import.meta.resolve("../../mod.ts");
+
+Deno.test("work (supervised) starts its child with the parent's Deno flags: --config, and its permissions, not -A", async () => {
+  await using app = await tempDir();
+  await using elsewhere = await tempDir(); // the current folder: no deno.json to find
+  const done = join(app.dir, "done.json");
+  await Deno.writeTextFile(
+    join(app.dir, "deno.json"),
+    JSON.stringify({ imports: { "flag-check/": "./lib/" } }),
+  );
+  await Deno.mkdir(join(app.dir, "lib"));
+  await Deno.writeTextFile(join(app.dir, "lib", "value.ts"), `export const value = 42;\n`);
+  await Deno.writeTextFile(
+    join(app.dir, "jobs.ts"),
+    `import { z } from "npm:zod@4";
+import { defineJob } from ${JSON.stringify(MOD)};
+import { value } from "flag-check/value.ts";
+export const probe = defineJob({
+  name: "flags.probe",
+  schema: z.object({ done: z.string() }),
+  handle({ done }) {
+    const net = Deno.permissions.querySync({ name: "net" }).state;
+    Deno.writeTextFileSync(done, JSON.stringify({ value, net, pid: Deno.pid }));
+  },
+});
+`,
+  );
+  const jobs = join(app.dir, "jobs.ts");
+  // The test's own import map lacks flag-check/: a process with --config dispatches.
+  const dispatcher = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--config",
+      join(app.dir, "deno.json"),
+      "-A",
+      "--quiet",
+      "-",
+    ],
+    cwd: elsewhere.dir,
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = dispatcher.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(
+    `import { Queue } from ${JSON.stringify(MOD)};
+import { probe } from ${JSON.stringify(new URL(`file://${jobs}`).href)};
+await using queue = await Queue.open({ path: ${JSON.stringify(app.dbPath)}, jobs: [probe] });
+await queue.dispatch(probe, { done: ${JSON.stringify(done)} });`,
+  ));
+  await writer.close();
+  const dispatched = await dispatcher.output();
+  assert.equal(dispatched.code, 0, new TextDecoder().decode(dispatched.stderr));
+
+  const parent = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--config",
+      join(app.dir, "deno.json"),
+      "--allow-read",
+      "--allow-write",
+      "--allow-env",
+      "--allow-run",
+      "--allow-sys",
+      "--allow-ffi",
+      "--quiet",
+      CLI,
+      "work",
+      "--jobs",
+      jobs,
+      "--db",
+      app.dbPath,
+      "--executor",
+      "isolate",
+      "--stop-when-empty",
+    ],
+    cwd: elsewhere.dir,
+    env: { NO_COLOR: "1" },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const output = await within(parent.output(), 60_000, "the supervised work exits").catch(
+    (error) => {
+      parent.kill("SIGKILL");
+      throw error;
+    },
+  );
+  const stderr = new TextDecoder().decode(output.stderr);
+  assert.equal(output.code, 0, stderr);
+  const probe = JSON.parse(await Deno.readTextFile(done));
+  assert.equal(probe.value, 42, "the child resolved the import map of --config");
+  assert.equal(probe.net, "prompt", "the child has no --allow-net: it did not get -A");
+  assert.notEqual(probe.pid, parent.pid);
+});
+
+Deno.test("work (supervised) starts another worker when one exits 0 with no limit flag to explain it", async () => {
+  await using tmp = await tempDir();
+  const marker = join(tmp.dir, "exited");
+  const done = join(tmp.dir, "done");
+  {
+    await using queue = await Queue.open({ path: tmp.dbPath, jobs: [exitOnce] });
+    await queue.dispatch(exitOnce, { marker, done });
+  }
+  await using cli = startCli([
+    "work",
+    "--jobs",
+    JOBS,
+    "--db",
+    tmp.dbPath,
+    "--executor",
+    "isolate",
+    "--lease-ms",
+    "500",
+    "--sleep-ms",
+    "100",
+  ]);
+  await waitUntil("the job ran again in a new worker", () => Promise.resolve(exists(done)), 60_000);
+  assert.notEqual(Deno.readTextFileSync(done), Deno.readTextFileSync(marker), "another process");
+  cli.kill("SIGTERM");
+  const status = await within(cli.child.status, 60_000, "the supervisor exits on SIGTERM");
+  assert.equal(status.code, 0);
+  assert.match(await cli.stderr, /exited with code 0, though no limit flag asked it to/);
+});
+
+Deno.test("work (supervised): a second SIGTERM SIGKILLs a worker stuck in synchronous code", async () => {
+  await using tmp = await tempDir();
+  const started = join(tmp.dir, "started");
+  {
+    await using queue = await Queue.open({ path: tmp.dbPath, jobs: [spin] });
+    await queue.dispatch(spin, { started });
+  }
+  await using cli = startCli([
+    "work",
+    "--jobs",
+    JOBS,
+    "--db",
+    tmp.dbPath,
+    "--executor",
+    "isolate",
+    "--grace-ms",
+    "200",
+  ]);
+  await waitUntil("the job started", () => Promise.resolve(exists(started)), 60_000);
+  const childPid = Number(Deno.readTextFileSync(started));
+  assert.notEqual(childPid, cli.child.pid);
+  // Signals sent at once may merge into one: repeat SIGTERM until the supervisor exits.
+  let exited = false;
+  const status = cli.child.status.finally(() => exited = true);
+  await waitUntil("the supervisor exits after a second SIGTERM", () => {
+    if (!exited) cli.kill("SIGTERM");
+    return Promise.resolve(exited);
+  }, 60_000);
+  assert.equal((await status).signal, null, "the supervisor itself exits");
+  assert.equal(exists(`/proc/${childPid}`), false, "the stuck worker is gone");
+  assert.match(await cli.stderr, /did not stop within 2 s of the second signal: SIGKILL/);
+});

@@ -1,0 +1,568 @@
+/**
+ * The dashboard's pages, JSON and actions, through its handler with plain
+ * `Request` objects, on a real queue in memory. Security cases are in
+ * dashboard_security_test.ts.
+ */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import { defineJob, Queue } from "../../mod.ts";
+import { dashboard } from "../../src/dashboard.ts";
+import { SqliteStore } from "../../src/stores/sqlite/mod.ts";
+import {
+  drainQueue,
+  failedIds,
+  fetchFrom,
+  HOSTILE,
+  hostile,
+  LOCAL,
+  NOON,
+  openQueue,
+  openSession,
+  plain,
+  postForm,
+  secret,
+} from "../_dashboard.ts";
+import { ManualClock } from "../_helpers.ts";
+
+/** The JSON of `path`, checked to be a 200 JSON response. */
+async function json<T = Record<string, unknown>>(
+  handler: ReturnType<typeof dashboard>,
+  path: string,
+): Promise<T> {
+  const response = await fetchFrom(handler, path);
+  assert.equal(response.status, 200, `${path}: ${response.status}`);
+  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+  return await response.json() as T;
+}
+
+/** The HTML of `path`, checked to be a 200 page. */
+async function page(handler: ReturnType<typeof dashboard>, path: string): Promise<string> {
+  const response = await fetchFrom(handler, path);
+  assert.equal(response.status, 200, `${path}: ${response.status}`);
+  assert.equal(response.headers.get("content-type"), "text/html; charset=utf-8");
+  return await response.text();
+}
+
+/** Collapses whitespace, so markup can be matched whatever its line breaks. */
+const squash = (html: string) => html.replace(/\s+/g, " ").replace(/> </g, "><");
+
+/** Waits until `check` holds, polling every 10 ms, or fails after `timeoutMs`. */
+async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs = 5_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!await check()) {
+    if (Date.now() > deadline) throw new Error(`Not ${what} within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+Deno.test("dashboard: the overview counts each queue's jobs by state and charts the last hour's minutes", async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  await queue.dispatchMany(plain, [{ n: 1 }, { n: 2 }, { n: 3 }]);
+  await queue.dispatch(hostile, { note: HOSTILE.note });
+  await drainQueue(queue);
+  await queue.dispatch(plain, { n: 4 }, { delayMs: 60_000 });
+  await queue.dispatch(plain, { n: 5 });
+  const handler = dashboard(queue);
+
+  const data = await json<{
+    counts: Record<string, unknown>;
+    metrics: {
+      perMinute: { minute: string; completed: number; failed: number }[];
+      byQueue: Record<string, { completed: number; failed: number; runs: number }>;
+    };
+    workers: unknown[];
+  }>(handler, "/api/overview");
+  assert.deepEqual(data.counts, {
+    default: { pending: 1, delayed: 1, reserved: 0, failed: 0, running: [] },
+    [HOSTILE.queue]: { pending: 0, delayed: 0, reserved: 0, failed: 1, running: [] },
+  });
+  assert.equal(data.metrics.perMinute.length, 60);
+  assert.deepEqual(data.metrics.perMinute.at(-1), {
+    minute: new Date(NOON).toISOString(),
+    completed: 3,
+    failed: 1,
+    retried: 0,
+  });
+  assert.deepEqual(
+    data.metrics.perMinute.slice(0, -1).filter((minute) => minute.completed + minute.failed > 0),
+    [],
+  );
+  assert.deepEqual(
+    Object.fromEntries(
+      Object.entries(data.metrics.byQueue).map((
+        [name, q],
+      ) => [name, [q.completed, q.failed, q.runs]]),
+    ),
+    { default: [3, 0, 3], [HOSTILE.queue]: [0, 1, 1] },
+  );
+  assert.deepEqual(data.workers, [], "the drained worker removed its row when it stopped");
+
+  const html = squash(await page(handler, "/"));
+  const cells = [["pending", 1], ["delayed", 1], ["reserved", 0], ["failed", 0]] as const;
+  for (const [field, value] of cells) {
+    assert.match(
+      html,
+      new RegExp(`data-live="counts/default/${field}" data-empty="0">${value}</td>`),
+      field,
+    );
+  }
+  assert.match(html, /data-live="counts\/javascript:void\/failed" data-empty="0">1<\/td>/);
+  assert.match(html, /<a href="\/jobs\?queue=javascript%3Avoid">javascript:void<\/a>/);
+  assert.match(html, /Jobs completed: 3/);
+  assert.match(html, /Jobs failed for good: 1/);
+  assert.equal(html.match(/<svg class="chart"/g)?.length, 2, "two charts");
+  assert.equal(html.match(/<rect class="bar ok"/g)?.length, 60, "a bar per minute");
+  assert.match(html, /<title>12:00 UTC: 3<\/title>/, "the last minute's bar says its count");
+  assert.match(html, /No worker has written a heartbeat in the last 30 s/);
+});
+
+const gate = { started: Promise.withResolvers<void>(), finish: Promise.withResolvers<void>() };
+const slow = defineJob({
+  name: "slow",
+  queue: "media",
+  schema: z.object({ file: z.string() }),
+  async handle(_, ctx) {
+    ctx.progress(40);
+    gate.started.resolve();
+    await gate.finish.promise;
+  },
+});
+
+Deno.test("dashboard: the jobs page lists pending, delayed and running jobs with filters and pages; running ones with progress; the overview shows the worker", async () => {
+  const clock = new ManualClock(NOON);
+  await using queue = await Queue.open({ path: ":memory:", jobs: [plain, slow], clock });
+  const handler = dashboard(queue);
+  const [runningId] = await queue.dispatchMany(slow, [{ file: "a.mov" }]);
+  const worker = queue.work({ executor: "isolate", queues: ["media"], pollMs: 5, leaseMs: 600 });
+  try {
+    await gate.started.promise;
+    await waitUntil("progress written", async () => {
+      const [job] = (await queue.jobs({ state: "running" })).jobs;
+      return job?.progress === 40;
+    });
+    const pendingIds = await queue.dispatchMany(
+      plain,
+      Array.from({ length: 30 }, (_, n) => ({ n })),
+    );
+    const [delayedId] = await queue.dispatchMany(plain, [{ n: 99 }], { delayMs: 5_000 });
+
+    const all = await json<{ total: number; limit: number; page: number; jobs: { id: number }[] }>(
+      handler,
+      "/api/jobs",
+    );
+    assert.deepEqual([all.total, all.limit, all.page], [32, 25, 1]);
+    assert.deepEqual(all.jobs.map((job) => job.id), [runningId, ...pendingIds.slice(0, 24)]);
+    const second = await json<{ jobs: { id: number }[] }>(handler, "/api/jobs?page=2");
+    assert.deepEqual(second.jobs.map((job) => job.id), [...pendingIds.slice(24), delayedId]);
+
+    const running = await json<{ total: number; jobs: Record<string, unknown>[] }>(
+      handler,
+      "/api/jobs?state=running&queue=media&name=slow",
+    );
+    assert.equal(running.total, 1);
+    const { availableAt, createdAt, ...fields } = running.jobs[0]!;
+    assert.deepEqual(fields, {
+      id: runningId,
+      queue: "media",
+      name: "slow",
+      state: "running",
+      priority: 0,
+      attempts: 1,
+      progress: 40,
+      batchId: null,
+      lastError: null,
+    });
+    assert.equal(availableAt, new Date(NOON + 600).toISOString(), "the lease's end");
+    assert.equal(createdAt, new Date(NOON).toISOString());
+    const delayed = await json<{ total: number; jobs: { id: number }[] }>(
+      handler,
+      "/api/jobs?state=delayed",
+    );
+    assert.deepEqual([delayed.total, delayed.jobs.map((job) => job.id)], [1, [delayedId]]);
+
+    const html = squash(await page(handler, "/jobs?state=running"));
+    assert.match(html, /<option value="running" selected>Running<\/option>/);
+    assert.match(html, /<progress max="100" value="40" data-live="jobs\/0\/progress"><\/progress>/);
+    assert.match(html, /data-format="percent">40%<\/span>/);
+    assert.match(html, /1–1 of 1/);
+    const first = squash(await page(handler, "/jobs?limit=10&page=2"));
+    assert.match(first, /11–20 of 32/);
+    assert.match(first, /<a href="\/jobs\?limit=10&amp;page=1" rel="prev">/);
+    assert.match(first, /<a href="\/jobs\?limit=10&amp;page=3" rel="next">/);
+
+    const overview = await json<{ workers: Record<string, unknown>[] }>(handler, "/api/overview");
+    assert.equal(overview.workers.length, 1);
+    const { id, startedAt, lastSeenAt, ...seen } = overview.workers[0]!;
+    assert.match(String(id), /^[0-9a-f-]{36}$/);
+    assert.deepEqual(seen, {
+      host: Deno.hostname(),
+      pid: Deno.pid,
+      queues: ["media"],
+      concurrency: 1,
+      running: 0, // its first heartbeat, before it claimed
+      names: ["plain", "slow"],
+    });
+    assert.equal(startedAt, new Date(NOON).toISOString());
+    assert.equal(lastSeenAt, new Date(NOON).toISOString());
+    await waitUntil("a heartbeat counting the running job", async () => {
+      const [seen] = await queue.workers();
+      return seen?.running === 1;
+    });
+    const overviewHtml = squash(await page(handler, "/"));
+    assert.match(overviewHtml, /<span data-live="workers\/0\/running">1<\/span> \/ 1/);
+    assert.match(
+      overviewHtml,
+      /data-live="workers\/length" data-empty="0">1<\/span> in the last 30 s/,
+    );
+  } finally {
+    gate.finish.resolve();
+    await worker.stop();
+  }
+  assert.deepEqual(await queue.workers(), [], "a stopped worker removes its row");
+});
+
+Deno.test("dashboard: the failed page lists failed jobs; a job's page shows its error, stack, attempts and payload, or only that it is encrypted", async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  const [hostileId] = await queue.dispatchMany(hostile, [{ note: HOSTILE.note }]);
+  const [secretId] = await queue.dispatchMany(secret, [{ card: "4242-SECRET" }]);
+  await drainQueue(queue);
+  const handler = dashboard(queue);
+
+  const list = await json<{ total: number; hasMore: boolean; jobs: Record<string, unknown>[] }>(
+    handler,
+    "/api/failed",
+  );
+  assert.equal(list.total, 2);
+  assert.equal(list.hasMore, false);
+  assert.deepEqual(list.jobs.map((job) => [job.id, job.name, job.attempts]), [
+    [secretId, "secret", 1],
+    [hostileId, HOSTILE.name, 1],
+  ]);
+  assert.ok(list.jobs.every((job) => !("payload" in job) && !("stack" in job)));
+  const listHtml = squash(await page(handler, "/failed"));
+  assert.match(listHtml, new RegExp(`<tr id="failed-${hostileId}">`));
+  assert.match(listHtml, /action="\/failed\/retry-all"/);
+  assert.match(listHtml, new RegExp(`action="/failed/${secretId}/retry"`));
+  assert.match(listHtml, /<td class="error">PermanentError: card declined<\/td>/);
+
+  const detail = await json<{ job: Record<string, unknown>; encrypted: boolean; payload: unknown }>(
+    handler,
+    `/api/failed/${hostileId}`,
+  );
+  assert.equal(detail.encrypted, false);
+  assert.deepEqual(detail.payload, { note: HOSTILE.note });
+  assert.equal(detail.job.error, `PermanentError: ${HOSTILE.error}`);
+  assert.match(String(detail.job.stack), /^PermanentError: /);
+  const hostileHtml = await page(handler, `/failed/${hostileId}`);
+  assert.ok(
+    hostileHtml.includes(
+      "{\n  &quot;note&quot;: &quot;&lt;script&gt;alert(&#39;payload&#39;)&lt;/script&gt;\\&quot;&gt;&lt;img src=x onerror=alert(2)&gt;&quot;\n}",
+    ),
+    "the payload, pretty-printed and escaped",
+  );
+  assert.match(squash(hostileHtml), /<dt>Attempts<\/dt><dd>1<\/dd>/);
+
+  const secretData = await json<{ encrypted: boolean; payload: unknown }>(
+    handler,
+    `/api/failed/${secretId}`,
+  );
+  assert.deepEqual([secretData.encrypted, secretData.payload], [true, null]);
+  const secretHtml = await page(handler, `/failed/${secretId}`);
+  assert.match(secretHtml, /<strong>encrypted<\/strong>/);
+  const stored = (await queue.failedJob(secretId!))!.payload;
+  assert.ok(!secretHtml.includes("4242-SECRET"), "no plaintext");
+  assert.ok(!secretHtml.includes(stored.slice(5, 30)), "no ciphertext either");
+});
+
+Deno.test("dashboard: retry, forget, retry all and flush change the queue and go back to the list with a notice", async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  await queue.dispatchMany(hostile, Array.from({ length: 5 }, (_, n) => ({ note: `${n}` })));
+  await drainQueue(queue);
+  const [e, d, c, b, a] = await failedIds(queue) as [number, number, number, number, number];
+  const handler = dashboard(queue);
+  const session = await openSession(handler);
+
+  const retried = await postForm(handler, `/failed/${a}/retry`, session);
+  assert.equal(retried.status, 303);
+  assert.equal(retried.headers.get("location"), "/failed?notice=retried&count=1");
+  assert.deepEqual(await failedIds(queue), [e, d, c, b]);
+  assert.equal((await queue.jobs({ state: "pending" })).jobs[0]?.id, a, "back on its queue");
+  const after = squash(await page(handler, retried.headers.get("location")!));
+  assert.match(after, /<p class="notice" role="status">Put 1 failed job back on its queue.<\/p>/);
+  assert.doesNotMatch(after, new RegExp(`<tr id="failed-${a}">`));
+
+  const forgotten = await postForm(handler, `/failed/${b}/forget`, session);
+  assert.equal(forgotten.headers.get("location"), "/failed?notice=forgotten&count=1");
+  assert.deepEqual(await failedIds(queue), [e, d, c]);
+  const gone = await postForm(handler, `/failed/${b}/retry`, session);
+  assert.equal(gone.headers.get("location"), "/failed?notice=gone&count=0");
+
+  const unconfirmed = await postForm(handler, "/failed/flush", session);
+  assert.equal(unconfirmed.headers.get("location"), "/failed?notice=flush-unconfirmed&count=0");
+  assert.deepEqual(await failedIds(queue), [e, d, c]);
+
+  const all = await postForm(handler, "/failed/retry-all", session, {
+    headers: { accept: "application/json" },
+  });
+  assert.equal(all.status, 200);
+  assert.deepEqual(await all.json(), { ok: true, notice: "retried", count: 3, back: "/failed" });
+  assert.deepEqual(await failedIds(queue), []);
+
+  await drainQueue(queue);
+  assert.equal((await failedIds(queue)).length, 4);
+  const flushed = await postForm(handler, "/failed/flush", session, { fields: { confirm: "yes" } });
+  assert.equal(flushed.headers.get("location"), "/failed?notice=flushed&count=4");
+  assert.deepEqual(await failedIds(queue), []);
+});
+
+Deno.test("dashboard: the batches page shows progress and status; cancel and retry-failed act on a batch", async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  const done = await queue.batch(`<b>import</b>`).allowFailures()
+    .push(plain, { n: 1 }).push(plain, { n: 2 }).push(plain, { n: 3 })
+    .push(hostile, { note: "x" })
+    .dispatch();
+  await drainQueue(queue);
+  const waiting = await queue.batch("later").push(plain, { n: 9 }, { delayMs: 60_000 }).dispatch();
+  const handler = dashboard(queue);
+
+  const data = await json<{ batches: Record<string, unknown>[]; hasMore: boolean }>(
+    handler,
+    "/api/batches",
+  );
+  assert.deepEqual(
+    data.batches.map(({ id, name, total, succeeded, failed, pending, progress, status }) => ({
+      id,
+      name,
+      total,
+      succeeded,
+      failed,
+      pending,
+      progress,
+      status,
+    })),
+    [
+      {
+        id: waiting,
+        name: "later",
+        total: 1,
+        succeeded: 0,
+        failed: 0,
+        pending: 1,
+        progress: 0,
+        status: "running",
+      },
+      {
+        id: done,
+        name: "<b>import</b>",
+        total: 4,
+        succeeded: 3,
+        failed: 1,
+        pending: 0,
+        progress: 100,
+        status: "finished",
+      },
+    ],
+  );
+  const html = squash(await page(handler, "/batches"));
+  assert.match(html, new RegExp(`<tr id="batch-${done}">`));
+  assert.match(html, /<td>&lt;b&gt;import&lt;\/b&gt;<\/td>/);
+  assert.match(html, /<progress max="100" value="100" data-live="batches\/1\/progress">/);
+  assert.match(html, new RegExp(`action="/batches/${waiting}/cancel"`));
+  assert.doesNotMatch(html, new RegExp(`action="/batches/${done}/cancel"`), "finished: no cancel");
+  assert.match(html, new RegExp(`action="/batches/${done}/retry"`));
+  assert.doesNotMatch(html, new RegExp(`action="/batches/${waiting}/retry"`), "nothing failed");
+
+  const session = await openSession(handler, "/batches");
+  const cancelled = await postForm(handler, `/batches/${waiting}/cancel`, session);
+  assert.equal(cancelled.headers.get("location"), "/batches?notice=cancelled&count=1");
+  const later = (await queue.batchStatus(waiting))!;
+  assert.deepEqual([later.cancelled, later.skipped, later.pending], [true, 1, 0]);
+  const again = await postForm(handler, `/batches/${waiting}/cancel`, session);
+  assert.equal(again.headers.get("location"), "/batches?notice=gone&count=0");
+
+  const retried = await postForm(handler, `/batches/${done}/retry`, session);
+  assert.equal(retried.headers.get("location"), "/batches?notice=batch-retried&count=1");
+  const status = (await queue.batchStatus(done))!;
+  assert.deepEqual([status.failed, status.pending, status.finished], [0, 1, false]);
+});
+
+Deno.test("dashboard: the job types page shows runs, failures, average and p95 runtime and average wait from the rollup", async () => {
+  const store = await SqliteStore.open(":memory:");
+  const clock = new ManualClock(NOON + 30_000);
+  await using queue = await Queue.open({ store, jobs: [], clock });
+  const ids = await store.insertJobs(Array.from({ length: 21 }, (_, n) => ({
+    queue: n < 20 ? "mail" : "default",
+    name: n < 20 ? "send" : "report",
+    payload: "{}",
+    priority: 0,
+    availableAt: NOON,
+    retryUntil: null,
+    createdAt: NOON,
+  })));
+  const claimed = await store.claim({
+    queues: ["mail", "default"],
+    limit: 50,
+    now: NOON + 200,
+    leaseMs: 60_000,
+    token: 1,
+  });
+  assert.equal(claimed.length, 21);
+  await store.settle(
+    ids.map((id, n) =>
+      n < 19 ? { kind: "complete", id, token: 1, at: NOON + 1_000, durationMs: 30 } : n === 19
+        ? {
+          kind: "fail",
+          id,
+          token: 1,
+          at: NOON + 1_000,
+          durationMs: 900,
+          attempts: 1,
+          error: { message: "Error: x", stack: null },
+        }
+        : {
+          kind: "release",
+          id,
+          token: 1,
+          at: NOON - 2 * 3_600_000, // outside the last hour
+          availableAt: NOON,
+          error: "Error: y",
+          refundAttempt: false,
+          durationMs: 4,
+        }
+    ),
+  );
+  const handler = dashboard(queue);
+  const lastHour = await json<{ hours: number; jobTypes: Record<string, unknown>[] }>(
+    handler,
+    "/api/job-types?hours=1",
+  );
+  assert.equal(lastHour.hours, 1);
+  assert.deepEqual(lastHour.jobTypes, [{
+    queue: "mail",
+    name: "send",
+    completed: 19,
+    failed: 1,
+    retried: 0,
+    runs: 20,
+    averageRuntimeMs: (19 * 30 + 900) / 20,
+    p95RuntimeMs: 50, // rank 19 of 20 is the last run in (20, 50]
+    averageWaitMs: 200,
+  }]);
+  const day = await json<{ hours: number; jobTypes: { name: string; retried: number }[] }>(
+    handler,
+    "/api/job-types",
+  );
+  assert.equal(day.hours, 24);
+  assert.deepEqual(day.jobTypes.map((type) => [type.name, type.retried]), [["report", 1], [
+    "send",
+    0,
+  ]]);
+  const html = squash(await page(handler, "/job-types?hours=1"));
+  assert.match(
+    html,
+    /<td>mail<\/td><td>send<\/td><td class="num">20<\/td><td class="num">19<\/td><td class="num">0<\/td><td class="num">1<\/td><td class="num">74 ms<\/td><td class="num">50 ms<\/td><td class="num">200 ms<\/td>/,
+  );
+  assert.match(html, /Last <strong>hour<\/strong>/);
+});
+
+Deno.test("dashboard: mounted under basePath, its links, forms and cookie stay under it, and other paths are 404", async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  await queue.dispatch(hostile, { note: "x" });
+  await drainQueue(queue);
+  const [id] = await failedIds(queue);
+  const handler = dashboard(queue, { basePath: "/admin/queue/", title: "Acme <jobs>" });
+  const response = await fetchFrom(handler, "/admin/queue");
+  assert.equal(response.status, 200);
+  assert.match(
+    response.headers.get("set-cookie")!,
+    /; Path=\/admin\/queue; HttpOnly; SameSite=Strict$/,
+  );
+  const html = squash(await response.text());
+  assert.match(html, /<title>Overview · Acme &lt;jobs&gt;<\/title>/);
+  assert.match(html, /<a href="\/admin\/queue\/failed"\s*>Failed<\/a>/);
+  assert.match(html, /data-api="\/admin\/queue\/api\/overview"/);
+  const failed = squash(await page(handler, "/admin/queue/failed/"));
+  assert.match(failed, new RegExp(`action="/admin/queue/failed/${id}/retry"`));
+  const session = await openSession(handler, "/admin/queue/failed");
+  const retried = await postForm(handler, `/admin/queue/failed/${id}/retry`, session);
+  assert.equal(retried.headers.get("location"), "/admin/queue/failed?notice=retried&count=1");
+  for (const path of ["/", "/failed", "/admin", "/admin/queuex", "/admin/queue/nope"]) {
+    assert.equal((await fetchFrom(handler, path)).status, 404, path);
+  }
+  assert.throws(() => dashboard(queue, { basePath: "admin" }), /basePath must be/);
+  assert.throws(() => dashboard(queue, { basePath: "/a b" }), /basePath must be/);
+  assert.throws(() => dashboard(queue, { title: "" }), /title must be/);
+});
+
+Deno.test("dashboard: every page has its JSON under /api/; unknown routes, a gone failed job and a bad filter say why", async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  const handler = dashboard(queue);
+  for (const path of ["overview", "jobs", "failed", "batches", "job-types"]) {
+    await json(handler, `/api/${path}`);
+  }
+  for (const path of ["/", "/jobs", "/failed", "/batches", "/job-types"]) await page(handler, path);
+  const favicon = await fetchFrom(handler, "/favicon.svg");
+  assert.equal(favicon.headers.get("content-type"), "image/svg+xml");
+  assert.match(await favicon.text(), /^<svg /);
+
+  const missing = await fetchFrom(handler, "/failed/12345");
+  assert.equal(missing.status, 404);
+  assert.match(await missing.text(), /Not found: nothing at \/failed\/12345/);
+  const missingJson = await fetchFrom(handler, "/api/failed/12345");
+  assert.equal(missingJson.status, 404);
+  assert.match((await missingJson.json()).error, /nothing at \/api\/failed\/12345/);
+  for (
+    const path of [
+      "/nope",
+      "/failed/abc",
+      "/failed/0",
+      "/jobs/abc",
+      "/jobs/1/x",
+      "/api",
+      "/api/nope",
+    ]
+  ) {
+    assert.equal((await fetchFrom(handler, path)).status, 404, path);
+  }
+  const badQueue = await fetchFrom(handler, "/jobs?queue=no%20spaces");
+  assert.equal(badQueue.status, 400);
+  assert.match(
+    await badQueue.text(),
+    /400 Bad Request: jobs: queue name &quot;no spaces&quot; is invalid/,
+  );
+  const badJson = await fetchFrom(handler, `/api/jobs?name=${"n".repeat(256)}`);
+  assert.equal(badJson.status, 400);
+  assert.match((await badJson.json()).error, /name must be a string of 1 to 255 characters/);
+  assert.equal((await fetchFrom(handler, "/failed", { method: "DELETE" })).status, 405);
+});
+
+Deno.test("dashboard: a queue closed under it answers 503, and an unexpected error 500 without details, reported as queue:error", async () => {
+  const { queue } = await openQueue();
+  const handler = dashboard(queue);
+  await queue.close();
+  const closed = await fetchFrom(handler, "/api/failed");
+  assert.equal(closed.status, 503);
+  assert.deepEqual(await closed.json(), { error: "503 Service Unavailable: the queue is closed" });
+
+  const { queue: broken } = await openQueue();
+  await using _ = broken;
+  const errors: string[] = [];
+  broken.addEventListener("queue:error", ({ detail }) => errors.push(detail.during));
+  const failing = dashboard(broken, { gate: () => true });
+  // A queue whose listing throws something unexpected: the page must not leak it.
+  Object.defineProperty(broken, "batches", {
+    value: () => Promise.reject(new Error("disk on fire at /secret/path")),
+  });
+  const response = await fetchFrom(failing, "/batches", {}, LOCAL);
+  assert.equal(response.status, 500);
+  const text = await response.text();
+  assert.doesNotMatch(text, /secret\/path/);
+  assert.match(text, /500 Internal Server Error: the dashboard failed; see the app&#39;s log/);
+  assert.deepEqual(errors, ["dashboard GET /batches"]);
+});

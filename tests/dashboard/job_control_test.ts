@@ -1,0 +1,100 @@
+/**
+ * The dashboard's job control: the Completed page (filters, duration,
+ * output escaped, encrypted output only named), a job's page with its output
+ * or error and a Cancel button, and pause/resume buttons with a banner on
+ * the overview. Requests go straight to the handler.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import { defineJob, generateAppKey, Queue } from "../../mod.ts";
+import { dashboard } from "../../src/dashboard.ts";
+import { fetchFrom, HOSTILE, openSession, postForm } from "../_dashboard.ts";
+
+const shout = defineJob({
+  name: "shout",
+  schema: z.object({ text: z.string() }),
+  output: z.object({ text: z.string() }),
+  handle: ({ text }) => ({ text }),
+});
+const sealed = defineJob({
+  name: "sealed",
+  schema: z.null(),
+  encrypted: true,
+  output: z.object({ pin: z.string() }),
+  handle: () => ({ pin: "0000-secret" }),
+});
+const later = defineJob({ name: "later", schema: z.null(), queue: "mail", handle() {} });
+
+async function setup() {
+  const queue = await Queue.open({
+    path: ":memory:",
+    jobs: [shout, sealed, later],
+    appKey: generateAppKey(),
+  });
+  const shouted = await queue.dispatch(shout, { text: HOSTILE.note });
+  const hidden = await queue.dispatch(sealed, null);
+  await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 5 }).done;
+  return { queue, shouted, hidden, handler: dashboard(queue) };
+}
+
+Deno.test("the Completed page lists finished jobs with duration, output escaped or 'encrypted'", async () => {
+  const { queue, shouted, hidden, handler } = await setup();
+  await using _ = queue;
+  const page = await (await fetchFrom(handler, "/completed")).text();
+  assert.ok(page.includes(`/jobs/${shouted}`) && page.includes(`/jobs/${hidden}`));
+  assert.ok(!page.includes("<script>alert('payload')</script>"), "the output is escaped");
+  assert.ok(page.includes("&lt;script&gt;alert("), "and still shown");
+  assert.ok(page.includes("<strong>encrypted</strong>"));
+  assert.ok(!page.includes("0000-secret"), "the dashboard never decrypts");
+  const filtered = await (await fetchFrom(handler, "/completed?name=sealed")).text();
+  assert.ok(!filtered.includes(`/jobs/${shouted}"`) && filtered.includes(`/jobs/${hidden}`));
+  const json = await (await fetchFrom(handler, "/api/completed?queue=default")).json();
+  assert.equal(json.jobs.length, 2);
+  assert.deepEqual(json.jobs.find((job: { id: number }) => job.id === shouted).output, {
+    text: HOSTILE.note,
+  });
+  assert.equal((await fetchFrom(handler, "/completed?queue=bad%20name")).status, 400);
+});
+
+Deno.test("a job's page shows its output; Cancel removes a waiting job", async () => {
+  const { queue, shouted, handler } = await setup();
+  await using _ = queue;
+  const done = await (await fetchFrom(handler, `/jobs/${shouted}`)).text();
+  assert.match(done, /<dd>completed<\/dd>/);
+  assert.ok(done.includes("&lt;script&gt;"));
+  assert.equal((await fetchFrom(handler, "/jobs/424242")).status, 404);
+  const waiting = await queue.dispatch(later, null, { delayMs: 60_000 });
+  const session = await openSession(handler, `/jobs/${waiting}`);
+  const pending = await (await fetchFrom(handler, `/jobs/${waiting}`, {
+    headers: { cookie: session.cookie },
+  })).text();
+  assert.ok(pending.includes(`/jobs/${waiting}/cancel`), "a Cancel button");
+  const response = await postForm(handler, `/jobs/${waiting}/cancel`, session);
+  assert.equal(response.status, 303);
+  assert.match(response.headers.get("location")!, /notice=job-cancelled/);
+  assert.equal((await queue.result(waiting))?.state, "cancelled");
+  const after = await (await fetchFrom(handler, `/jobs/${waiting}`)).text();
+  assert.match(after, /cancelled from the dashboard/);
+  const refused = await fetchFrom(handler, `/jobs/${waiting}/cancel`, { method: "POST" });
+  assert.equal(refused.status, 415, "no CSRF token, no form: refused");
+});
+
+Deno.test("the overview pauses and resumes a queue and names paused queues in a banner", async () => {
+  const { queue, handler } = await setup();
+  await using _ = queue;
+  const session = await openSession(handler, "/");
+  const paused = await postForm(handler, "/queues/mail/pause", session);
+  assert.equal(paused.status, 303);
+  assert.equal((await queue.paused())[0]?.queue, "mail");
+  const page = await (await fetchFrom(handler, "/", { headers: { cookie: session.cookie } }))
+    .text();
+  assert.match(page, /Paused: no worker claims the jobs of/);
+  assert.ok(page.includes("/queues/mail/resume"));
+  assert.equal((await postForm(handler, "/queues/mail/resume", session)).status, 303);
+  assert.deepEqual(await queue.paused(), []);
+  const bad = await postForm(handler, "/queues/bad%20name/pause", session);
+  assert.equal(bad.status, 400);
+  assert.deepEqual(await queue.paused(), []);
+});

@@ -1,0 +1,241 @@
+/**
+ * What the dashboard and the CLI show of observability: `GET /metrics`
+ * (parsed with a real Prometheus text parser, matched against
+ * `queue.metrics()` and `queue.counts()`, behind its gate), job logs on the
+ * job and failed-job pages (escaped, an encrypted job's never opened), and
+ * the `logs` command.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import parsePrometheus from "parse-prometheus-text-format";
+import { z } from "zod";
+import { defineJob, generateAppKey, PermanentError, Queue } from "../../mod.ts";
+import { bearerToken, dashboard } from "../../src/dashboard.ts";
+import { connection, fetchFrom, LOCAL } from "../_dashboard.ts";
+import { ManualClock, tempDir } from "../_helpers.ts";
+import { runCli } from "../fixtures/cli/cli_process.ts";
+
+interface ParsedFamily {
+  readonly name: string;
+  readonly type: string;
+  readonly metrics: readonly {
+    readonly value?: string;
+    readonly labels?: Record<string, string>;
+    readonly count?: string;
+    readonly sum?: string;
+    readonly quantiles?: Record<string, string>;
+  }[];
+}
+
+const HOSTILE_LOG = '<script>alert("log")</script>';
+
+const works = defineJob({
+  name: "works",
+  queue: "mail",
+  schema: z.object({ n: z.number() }),
+  handle({ n }, ctx) {
+    ctx.log(`handled ${n}`, { n });
+  },
+});
+const retries = defineJob({
+  name: "retries",
+  schema: z.null(),
+  maxAttempts: 2,
+  backoff: [0],
+  handle(_, ctx) {
+    if (ctx.attempt === 1) throw new Error("once");
+  },
+});
+const breaks = defineJob({
+  name: "breaks",
+  schema: z.null(),
+  maxAttempts: 1,
+  handle(_, ctx) {
+    ctx.log(HOSTILE_LOG, { html: "<b>bold</b>" });
+    throw new PermanentError("broken");
+  },
+});
+const hidden = defineJob({
+  name: "hidden",
+  schema: z.object({ card: z.string() }),
+  encrypted: true,
+  maxAttempts: 1,
+  handle({ card }, ctx) {
+    ctx.log(`card ${card}`);
+    throw new PermanentError("declined");
+  },
+});
+
+async function openWorked(): Promise<
+  { queue: Queue; ids: { [K in "works" | "retries" | "breaks" | "hidden"]: number } }
+> {
+  const clock = new ManualClock(Date.UTC(2026, 0, 1, 12));
+  const queue = await Queue.open({
+    path: ":memory:",
+    jobs: [works, retries, breaks, hidden],
+    clock,
+    appKey: generateAppKey(),
+  });
+  const [first] = await queue.dispatchMany(works, [{ n: 1 }, { n: 2 }, { n: 3 }]);
+  const ids = {
+    works: first!,
+    retries: await queue.dispatch(retries, null),
+    breaks: await queue.dispatch(breaks, null),
+    hidden: await queue.dispatch(hidden, { card: "4111-1111" }),
+  };
+  await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 5 }).done;
+  await queue.dispatch(works, { n: 4 }, { delayMs: 60_000 });
+  return { queue, ids };
+}
+
+function family(families: readonly ParsedFamily[], name: string): ParsedFamily {
+  const found = families.find((candidate) => candidate.name === name);
+  assert.ok(found !== undefined, `no family ${name} in ${families.map((f) => f.name)}`);
+  return found;
+}
+
+function sample(found: ParsedFamily, labels: Record<string, string>): number {
+  const match = found.metrics.find((metric) =>
+    Object.entries(labels).every(([key, value]) => metric.labels?.[key] === value)
+  );
+  assert.ok(match !== undefined, `${found.name} has no sample ${JSON.stringify(labels)}`);
+  return Number(match.value ?? match.count);
+}
+
+Deno.test("GET /metrics parses as Prometheus text, and its figures match queue.metrics() and queue.counts()", async () => {
+  const { queue } = await openWorked();
+  await using _ = queue;
+  const response = await fetchFrom(dashboard(queue, { metrics: true }), "/metrics");
+  assert.equal(response.status, 200);
+  assert.match(response.headers.get("content-type")!, /^text\/plain; version=0\.0\.4/);
+  const families = parsePrometheus(await response.text()) as ParsedFamily[];
+  const metrics = await queue.metrics({ windowMs: 7 * 24 * 60 * 60 * 1_000 });
+  assert.ok(metrics.byJob.length >= 4);
+  for (const job of metrics.byJob) {
+    const labels = { queue: job.queue, job: job.name };
+    assert.equal(sample(family(families, "renox_jobs_completed_total"), labels), job.completed);
+    assert.equal(sample(family(families, "renox_jobs_failed_total"), labels), job.failed);
+    assert.equal(sample(family(families, "renox_jobs_retried_total"), labels), job.retried);
+    const duration = family(families, "renox_job_duration_seconds");
+    assert.equal(duration.type, "SUMMARY");
+    assert.equal(sample(duration, labels), job.runs);
+  }
+  assert.equal(family(families, "renox_jobs_completed_total").type, "COUNTER");
+  assert.equal(
+    sample(family(families, "renox_jobs_completed_total"), { queue: "mail", job: "works" }),
+    3,
+  );
+  assert.equal(
+    sample(family(families, "renox_jobs_retried_total"), { queue: "default", job: "retries" }),
+    1,
+  );
+  const counts = await queue.counts();
+  for (const [name, figures] of Object.entries(counts)) {
+    assert.equal(sample(family(families, "renox_jobs_pending"), { queue: name }), figures.pending);
+    assert.equal(sample(family(families, "renox_jobs_delayed"), { queue: name }), figures.delayed);
+    assert.equal(sample(family(families, "renox_failed_jobs"), { queue: name }), figures.failed);
+  }
+  assert.equal(sample(family(families, "renox_jobs_delayed"), { queue: "mail" }), 1);
+  assert.equal(family(families, "renox_jobs_pending").type, "GAUGE");
+});
+
+Deno.test("GET /metrics speaks OpenMetrics when asked, and is off unless metrics: true", async () => {
+  const { queue } = await openWorked();
+  await using _ = queue;
+  const off = await fetchFrom(dashboard(queue), "/metrics");
+  assert.equal(off.status, 404);
+  await off.body?.cancel();
+  const response = await fetchFrom(dashboard(queue, { metrics: true }), "/metrics", {
+    headers: { accept: "application/openmetrics-text; version=1.0.0" },
+  });
+  assert.match(response.headers.get("content-type")!, /^application\/openmetrics-text/);
+  const text = await response.text();
+  assert.ok(text.endsWith("# EOF\n"));
+  assert.match(text, /^# TYPE renox_jobs_completed counter$/m);
+  assert.match(text, /^renox_jobs_completed_total\{queue="mail",job="works"\} 3$/m);
+  assert.match(text, /^# UNIT renox_job_duration_seconds seconds$/m);
+});
+
+Deno.test("GET /metrics is behind the dashboard's gate, or behind metricsGate for a scraper's token", async () => {
+  const { queue } = await openWorked();
+  await using _ = queue;
+  const remote = connection("203.0.113.9");
+  const gated = dashboard(queue, { metrics: true });
+  const refused = await fetchFrom(gated, "/metrics", {}, remote);
+  assert.equal(refused.status, 403);
+  await refused.body?.cancel();
+  const token = "scrape-token-0123456789";
+  const scraped = dashboard(queue, { metrics: true, metricsGate: bearerToken(token) });
+  for (
+    const [authorization, status] of [[`Bearer ${token}`, 200], ["Bearer wrong", 403]] as const
+  ) {
+    const response = await fetchFrom(scraped, "/metrics", { headers: { authorization } }, remote);
+    assert.equal(response.status, status, authorization);
+    await response.body?.cancel();
+  }
+  // The token opens /metrics only: the pages still answer to the dashboard's gate.
+  const page = await fetchFrom(
+    scraped,
+    "/",
+    { headers: { authorization: `Bearer ${token}` } },
+    remote,
+  );
+  assert.equal(page.status, 403);
+  await page.body?.cancel();
+  assert.throws(() => bearerToken("short"), /at least 16 characters/);
+  assert.throws(
+    () => dashboard(queue, { metrics: "yes" as unknown as boolean }),
+    /metrics must be true or false/,
+  );
+});
+
+Deno.test("the failed job page and the job page show its log, escaped; an encrypted job's lines stay closed", async () => {
+  const { queue, ids } = await openWorked();
+  await using _ = queue;
+  const handler = dashboard(queue);
+  const failedPage = await (await fetchFrom(handler, `/failed/${ids.breaks}`, {}, LOCAL)).text();
+  assert.ok(!failedPage.includes(HOSTILE_LOG), "the log line is escaped");
+  assert.ok(failedPage.includes("&lt;script&gt;alert(&quot;log&quot;)&lt;/script&gt;"));
+  assert.ok(failedPage.includes("&lt;b&gt;bold&lt;/b&gt;"));
+  const hiddenPage = await (await fetchFrom(handler, `/failed/${ids.hidden}`)).text();
+  assert.ok(!hiddenPage.includes("4111-1111"));
+  assert.match(hiddenPage, /encrypted — the dashboard never decrypts/);
+  const jobPage = await (await fetchFrom(handler, `/jobs/${ids.works}`)).text();
+  assert.match(jobPage, /handled 1/);
+  const api = await (await fetchFrom(handler, `/api/jobs/${ids.works}`)).json();
+  assert.equal(api.lines[0].message, "handled 1");
+  assert.deepEqual(api.lines[0].fields, { n: 1 });
+  // queue.logs() itself opens them, with the key.
+  assert.equal((await queue.logs(ids.hidden!))[0]!.message, "card 4111-1111");
+});
+
+Deno.test("the logs command prints a job's log, control characters escaped", async () => {
+  await using dir = await tempDir();
+  const db = `${dir.dir}/queue.db`;
+  const noisy = defineJob({
+    name: "noisy",
+    schema: z.null(),
+    handle(_, ctx) {
+      ctx.log("first\u001b[31m red", { step: 1 });
+      ctx.log("second");
+    },
+  });
+  {
+    await using queue = await Queue.open({ path: db, jobs: [noisy] });
+    await queue.dispatch(noisy, null);
+    await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+  }
+  const result = await runCli(["logs", "1", "--db", db]);
+  assert.equal(result.code, 0, result.stderr);
+  const lines = result.stdout.trim().split("\n");
+  assert.equal(lines.length, 2);
+  assert.match(lines[0]!, /#1 info {2}first\\x1b\[31m red \{"step":1\}$/);
+  assert.match(lines[1]!, /#1 info {2}second$/);
+  const json = await runCli(["logs", "1", "--db", db, "--json"]);
+  assert.equal(JSON.parse(json.stdout)[1].message, "second");
+  const none = await runCli(["logs", "99", "--db", db]);
+  assert.match(none.stdout, /No log lines for job 99/);
+  const bad = await runCli(["logs", "x", "--db", db]);
+  assert.equal(bad.code, 2);
+});

@@ -1,0 +1,123 @@
+/**
+ * What works, and what is said, with only some permissions: the SQLite
+ * path with `--allow-read --allow-write --allow-env` (no ffi, net, run or
+ * sys), and the SQLite default or a jobs module by URL without them.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { tempDir } from "../_helpers.ts";
+import { ROOT } from "../fixtures/deploy/serve_process.ts";
+
+const FILE_FLAGS = ["--allow-read", "--allow-write", "--allow-env"];
+
+/** Runs `script` with `flags` and prompts off; its exit code and output. */
+async function run(flags: readonly string[], script: string, args: readonly string[] = []) {
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--no-prompt", "--quiet", ...flags, script, ...args],
+    cwd: ROOT,
+    env: { NO_COLOR: "1" },
+    stdin: "null",
+  }).output();
+  const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+  return { code, stdout: decode(stdout), stderr: decode(stderr) };
+}
+
+Deno.test("SQLite with --allow-read --allow-write --allow-env only: dispatch, work, drain and the dashboard handler work, the host reads unknown", async () => {
+  await using tmp = await tempDir();
+  const { code, stdout, stderr } = await run(FILE_FLAGS, "tests/fixtures/deploy/sqlite_app.ts", [
+    tmp.dbPath,
+  ]);
+  assert.equal(code, 0, stderr);
+  assert.equal(stderr, "");
+  const seen = JSON.parse(stdout.trim());
+  assert.deepEqual(seen, {
+    executor: "workers",
+    work: { completed: 3, failed: 1, retried: 0 },
+    drain: { completed: 1, failed: 0, retried: 0, stoppedBecause: "empty" },
+    hosts: ["unknown"],
+    pages: { "/": 200, "/failed": 200, "/api/overview": 200 },
+    failedPageNamesRefuse: true,
+    counts: { pending: 0, delayed: 0, reserved: 0, failed: 1, running: [] },
+    errors: [],
+  });
+});
+
+Deno.test("SQLite with --allow-read --allow-write --allow-env only: the CLI's admin commands work", async () => {
+  await using tmp = await tempDir();
+  const app = await run(FILE_FLAGS, "tests/fixtures/deploy/sqlite_app.ts", [tmp.dbPath]);
+  assert.equal(app.code, 0, app.stderr);
+  const cli = fileURLToPath(new URL("../../src/cli.ts", import.meta.url));
+  const admin = (...args: string[]) => run(FILE_FLAGS, cli, [...args, "--db", tmp.dbPath]);
+
+  const migrate = await admin("migrate");
+  assert.equal(migrate.code, 0, migrate.stderr);
+  const failed = await admin("failed");
+  assert.equal(failed.code, 0, failed.stderr);
+  assert.match(failed.stdout, /refuse/);
+  const stats = await admin("stats", "--json");
+  assert.equal(stats.code, 0, stats.stderr);
+  assert.equal(JSON.parse(stats.stdout).default.failed, 1);
+  const retry = await admin("retry", "all");
+  assert.equal(retry.code, 0, retry.stderr);
+  const afterRetry = JSON.parse((await admin("stats", "--json")).stdout).default;
+  assert.deepEqual([afterRetry.pending, afterRetry.failed], [1, 0]);
+  const clear = await admin("clear");
+  assert.equal(clear.code, 0, clear.stderr);
+  const flush = await admin("flush");
+  assert.equal(flush.code, 0, flush.stderr);
+  const batches = await admin("batches");
+  assert.equal(batches.code, 0, batches.stderr);
+  assert.deepEqual(JSON.parse((await admin("stats", "--json")).stdout), {}, "jobs were left");
+});
+
+Deno.test("the SQLite default without --allow-read/--allow-write says which flags to add and points to DATABASE_URL", async () => {
+  const { code, stdout, stderr } = await run(
+    ["--allow-env"],
+    "tests/fixtures/deploy/open_default.ts",
+  );
+  assert.equal(code, 0, stderr);
+  assert.match(stdout, /^NotCapable: Cannot open the SQLite file \.\/\.renox\/queue\.db/);
+  assert.match(stdout, /--allow-read=\.\/\.renox --allow-write=\.\/\.renox/);
+  assert.match(stdout, /DATABASE_URL/);
+  const readOnly = await run(
+    ["--allow-env", "--allow-read"],
+    "tests/fixtures/deploy/open_default.ts",
+  );
+  assert.match(readOnly.stdout, /run with --allow-write=\.\/\.renox \(/);
+});
+
+Deno.test("a jobs module by URL the app does not import says how to load it without --allow-read", async () => {
+  await using tmp = await tempDir();
+  const jobs = `${tmp.dir}/jobs.ts`;
+  await Deno.writeTextFile(jobs, "export const nothing = 1;\n");
+  const { stdout } = await run(["--allow-env"], "tests/fixtures/deploy/open_default.ts", [
+    "jobs-url",
+    jobs,
+  ]);
+  assert.match(stdout, /Cannot import the jobs module file:\/\//);
+  assert.match(stdout, /unless the app imports it too/);
+  assert.match(stdout, /or grant --allow-read/);
+});
+
+Deno.test("serverless() with --unstable-cron registers its Deno.cron job, refuses a bad expression, and its signal unregisters it", async () => {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--no-prompt", "--quiet", "--unstable-cron", "tests/fixtures/deploy/cron_app.ts"],
+    cwd: ROOT,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  // A job left registered keeps the process alive: give up after 30 s.
+  const deadline = setTimeout(() => child.kill("SIGKILL"), 30_000);
+  const { code, stdout, stderr } = await child.output();
+  clearTimeout(deadline);
+  const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+  assert.equal(code, 0, decode(stderr));
+  assert.deepEqual(decode(stdout).trim().split("\n"), [
+    'refused: serverless: Deno.cron refused the job "bad-expression" on "every minute": Invalid cron schedule',
+    "registered",
+    "unregistered",
+  ]);
+});

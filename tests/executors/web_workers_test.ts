@@ -1,0 +1,313 @@
+/**
+ * The Web Worker pool, in this process: through `Queue.open({ jobs: URL })`
+ * and `queue.work({ executor: "workers" })`, with handlers that write what
+ * they saw into a ledger in the queue's file.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { Queue, ValidationError } from "../../mod.ts";
+import type { QueueEventMap } from "../../src/events.ts";
+import { storedCounts, tempDir } from "../_helpers.ts";
+import { currentThread, readLedger } from "../fixtures/reliability/ledger.ts";
+import { openReader, waitUntil } from "../fixtures/reliability/harness.ts";
+import {
+  child,
+  cpu,
+  hangs,
+  hash,
+  parent,
+  permanent,
+  sibling,
+  teapot,
+  timesOut,
+  where,
+} from "../fixtures/web_workers/jobs.ts";
+
+const JOBS = new URL("../fixtures/web_workers/jobs.ts", import.meta.url).href;
+
+/** Names of this process's threads now. */
+function liveThreads(): Set<string> {
+  const names = new Set<string>();
+  for (const task of Deno.readDirSync("/proc/self/task")) {
+    try {
+      names.add(Deno.readTextFileSync(`/proc/self/task/${task.name}/comm`).trim());
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return names;
+}
+
+function recordEvents<K extends keyof QueueEventMap>(
+  target: EventTarget,
+  type: K,
+): QueueEventMap[K][] {
+  const seen: QueueEventMap[K][] = [];
+  target.addEventListener(type, (event) => seen.push((event as CustomEvent).detail));
+  return seen;
+}
+
+Deno.test("Web Worker pool: handlers run in Web Workers, on threads other than the main one", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  await queue.dispatchMany(where, Array(4).fill({ db: tmp.dbPath }));
+  const worker = queue.work({
+    executor: "workers",
+    workers: 2,
+    concurrency: 2,
+    stopWhenEmpty: true,
+    pollMs: 20,
+  });
+  await worker.done;
+
+  assert.equal(worker.options.executor, "workers");
+  assert.equal(worker.stats.completed, 4);
+  const starts = readLedger(db, "outcome = 'start'");
+  assert.equal(starts.length, 4);
+  for (const row of starts) {
+    assert.deepEqual(JSON.parse(row.info!), { inWebWorker: true });
+    assert.match(row.thread, /^worker-\d+$/);
+    assert.equal(row.pid, Deno.pid);
+  }
+  const threads = new Set(starts.map((row) => row.thread));
+  assert.ok(threads.size >= 1 && threads.size <= 2, `threads: ${[...threads].join(", ")}`);
+  assert.ok(!threads.has(currentThread()));
+});
+
+Deno.test("Web Worker pool: ctx.queue.dispatch() in a Web Worker stores a job that runs; a bad payload rejects there with the ValidationError message", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  const bad = { db: tmp.dbPath, n: "seven" } as never;
+  const refused = await queue.dispatch(child, bad).catch((error) => error);
+  assert.ok(refused instanceof ValidationError);
+  const parentId = await queue.dispatch(parent, { db: tmp.dbPath });
+  const worker = queue.work({ executor: "workers", workers: 1, stopWhenEmpty: true, pollMs: 20 });
+  await worker.done;
+
+  const [parentRun] = readLedger(db, "job_id = ?", parentId);
+  const { childId, refusal } = JSON.parse(parentRun!.info!);
+  assert.deepEqual(refusal, { name: "ValidationError", message: refused.message });
+  assert.match(refusal.message, /^Cannot dispatch "ww.child": payload\.n: /);
+  const childRuns = readLedger(db, "job_id = ?", childId);
+  assert.deepEqual(childRuns.map((row) => [row.outcome, JSON.parse(row.info!)]), [
+    ["success", { n: 7 }],
+  ]);
+  assert.equal(worker.stats.completed, 2);
+  assert.deepEqual(await storedCounts(queue), {});
+});
+
+Deno.test("Web Worker pool: errors keep their name across the boundary; PermanentError fails at once", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  const permanentId = await queue.dispatch(permanent, { db: tmp.dbPath });
+  const teapotId = await queue.dispatch(teapot, { db: tmp.dbPath });
+  const failures = recordEvents(queue, "job:failed");
+  const worker = queue.work({ executor: "workers", workers: 1, stopWhenEmpty: true, pollMs: 20 });
+  await worker.done;
+
+  assert.deepEqual(
+    failures.map(({ id, attempt, error }) => [id, attempt, error.name, error.message]),
+    [
+      [permanentId, 1, "PermanentError", "the card was declined: no retry can help"],
+      [teapotId, 1, "TeapotError", "short and stout"],
+    ],
+  );
+  const failedPermanent = await queue.failedJob(permanentId);
+  assert.equal(failedPermanent?.error, "PermanentError: the card was declined: no retry can help");
+  assert.equal(failedPermanent?.attempts, 1, "a PermanentError must not be retried");
+  assert.equal((await queue.failedJob(teapotId))?.error, "TeapotError: short and stout");
+  assert.equal(readLedger(db, "job_id = ?", permanentId).length, 1);
+  assert.deepEqual(worker.stats, { completed: 0, failed: 2, retried: 0 });
+});
+
+/**
+ * Runs `jobs` CPU-bound jobs of `rounds` hashes at concurrency 2 on
+ * `workers` Web Workers; returns the pairs of jobs whose runs overlapped in
+ * time, each pair on two different threads.
+ */
+async function overlappingRuns(workers: number, jobs: number, rounds: number): Promise<number> {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  await queue.dispatchMany(cpu, Array(jobs).fill({ db: tmp.dbPath, rounds }));
+  const worker = queue.work({
+    executor: "workers",
+    workers,
+    concurrency: 2,
+    stopWhenEmpty: true,
+    pollMs: 20,
+  });
+  await worker.done;
+  assert.equal(worker.stats.completed, jobs);
+  const rows = readLedger(db);
+  assert.equal(new Set(rows.map((row) => row.thread)).size, workers);
+  let overlapping = 0;
+  for (const [index, a] of rows.entries()) {
+    for (const b of rows.slice(index + 1)) {
+      if (a.start < b.end! && b.start < a.end!) {
+        assert.notEqual(a.thread, b.thread, "one Web Worker ran two synchronous jobs at once");
+        overlapping++;
+      }
+    }
+  }
+  return overlapping;
+}
+
+Deno.test("Web Worker pool: CPU-bound jobs run side by side on 2 Web Workers, one after another on 1", async () => {
+  // About 200 ms of hashing per job, calibrated here: long enough that two jobs started together
+  // on two threads are still both running when the second starts, even on a loaded machine.
+  hash(5_000_000);
+  let calibrationMs = Infinity;
+  for (let i = 0; i < 3; i++) {
+    const started = performance.now();
+    hash(10_000_000);
+    calibrationMs = Math.min(calibrationMs, performance.now() - started);
+  }
+  const rounds = Math.round(10_000_000 * 200 / calibrationMs);
+  assert.equal(await overlappingRuns(1, 4, rounds), 0, "a Web Worker runs one job at a time");
+  const overlapping = await overlappingRuns(2, 4, rounds);
+  console.log(`Web Workers: 4 CPU-bound jobs on 2 Web Workers, ${overlapping} overlapping pairs`);
+  assert.ok(overlapping > 0, "two Web Workers ran jobs at the same time");
+});
+
+Deno.test("Web Worker pool: timeoutMs aborts ctx.signal inside the Web Worker with a JobTimeoutError", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  let id = -1;
+  let startedAt = 0;
+  queue.addEventListener("job:start", (event) => {
+    if (event.detail.name === timesOut.name) startedAt = Date.now();
+  });
+  const worker = queue.work({ executor: "workers", workers: 1, pollMs: 20, graceMs: 1_000 });
+  try {
+    // A first job brings the Web Worker up (its isolate, the jobs module: seconds under load),
+    // so the 300 ms timeout below is spent in the handler, not in the Web Worker's start.
+    const warmUp = await queue.dispatch(where, { db: tmp.dbPath });
+    await waitUntil(
+      "a first job ran in the Web Worker",
+      () => readLedger(db, "job_id = ? AND outcome = 'success'", warmUp).length === 1,
+      90_000,
+    );
+    id = await queue.dispatch(timesOut, { db: tmp.dbPath });
+    await waitUntil(
+      "the handler saw its signal abort",
+      () => readLedger(db, "job_id = ?", id).length === 1,
+      90_000,
+    );
+  } finally {
+    await worker.stop();
+  }
+
+  const [run] = readLedger(db, "job_id = ?", id);
+  const seen = JSON.parse(run!.info!);
+  const abortedAfterMs = run!.end! - startedAt;
+  console.log(
+    `Web Workers: timeoutMs 300: ctx.signal aborted in the Web Worker ${abortedAfterMs} ms after ` +
+      `job:start (${seen.afterMs} ms after the handler began)`,
+  );
+  assert.equal(seen.name, "JobTimeoutError");
+  assert.equal(seen.message, 'Job "ww.times-out" timed out: ran past 300 ms');
+  // Never before the timeout; how late is the bench's to measure, not a test's.
+  assert.ok(abortedAfterMs >= 300, `aborted after ${abortedAfterMs} ms`);
+  const failed = await queue.failedJob(id);
+  assert.equal(failed?.error, 'JobTimeoutError: Job "ww.times-out" timed out: ran past 300 ms');
+  assert.equal(failed?.attempts, 1);
+});
+
+Deno.test("Web Worker pool: a job sharing a Web Worker with one that hangs past grace is put back with its attempt given back", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  const hangId = await queue.dispatch(hangs, { db: tmp.dbPath }, { priority: 10 });
+  // Held far longer than the hung job's timeout and grace, so a loaded machine still kills the hung
+  // job's Web Worker while the sibling runs in it.
+  const siblingId = await queue.dispatch(sibling, { db: tmp.dbPath, holdMs: 15_000 });
+  const retries = recordEvents(queue, "job:retry");
+  const worker = queue.work({
+    executor: "workers",
+    workers: 1,
+    concurrency: 2,
+    graceMs: 200,
+    pollMs: 20,
+  });
+  try {
+    await waitUntil(
+      "the sibling succeeded",
+      () => readLedger(db, "job_id = ? AND outcome = 'success'", siblingId).length === 1,
+      30_000,
+    );
+  } finally {
+    await worker.stop();
+  }
+
+  const runs = readLedger(db, "job_id = ?", siblingId);
+  assert.deepEqual(runs.map((row) => [row.outcome, row.attempt]), [
+    ["start", 1],
+    ["start", 1],
+    ["success", 1],
+  ]);
+  assert.notEqual(runs[0]!.thread, runs[1]!.thread, "the second start was in the replacement");
+  const backAfterMs = runs[1]!.start - runs[0]!.start;
+  assert.deepEqual(
+    retries.filter((retry) => retry.id === siblingId).map(({ attempt, error, delayMs }) => ({
+      attempt,
+      error,
+      delayMs,
+    })),
+    [{ attempt: 1, error: null, delayMs: 0 }],
+  );
+  const failed = await queue.failedJob(hangId);
+  assert.match(failed?.error ?? "", /^JobTimeoutError: /);
+  assert.equal(await queue.failedJob(siblingId), null);
+  assert.equal(worker.stopReason, "requested");
+  console.log(
+    `Web Workers: the sibling of a hung job was put back and restarted ${backAfterMs} ms after its first start`,
+  );
+});
+
+Deno.test("Web Worker pool: stop() terminates every Web Worker of the pool and releases what they ran", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  await queue.dispatchMany(where, Array(3).fill({ db: tmp.dbPath, holdMs: 10_000 }));
+  const worker = queue.work({
+    executor: "workers",
+    workers: 3,
+    concurrency: 3,
+    graceMs: 100,
+    pollMs: 20,
+  });
+  let threads: Set<string>;
+  try {
+    await waitUntil(
+      "three handlers started",
+      () => readLedger(db, "outcome = 'start'").length === 3,
+    );
+    threads = new Set(readLedger(db, "outcome = 'start'").map((row) => row.thread));
+    assert.equal(threads.size, 3);
+    const live = liveThreads();
+    assert.ok([...threads].every((thread) => live.has(thread)));
+  } finally {
+    await worker.stop();
+  }
+  const stoppedAt = performance.now();
+  await waitUntil(
+    "the pool's threads ended",
+    () => [...threads].every((thread) => !liveThreads().has(thread)),
+    30_000,
+    10,
+  );
+  console.log(
+    `Web Workers: the pool's 3 threads were gone ${
+      Math.round(performance.now() - stoppedAt)
+    } ms after stop() returned`,
+  );
+  assert.deepEqual(await queue.counts(), {
+    default: { pending: 3, delayed: 0, reserved: 0, failed: 0, running: [] },
+  });
+});

@@ -1,0 +1,292 @@
+/**
+ * The runner: queue order, priority, concurrency, settling together, stop
+ * conditions and wake-ups, on every store.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import type { QueueEventMap } from "../../src/events.ts";
+import { defineJob } from "../../src/job.ts";
+import { workUntilEmpty } from "../../src/testing.ts";
+import { ManualClock, nextEvent } from "../_helpers.ts";
+import { events, gate } from "../fixtures/runner/harness.ts";
+import { storeTest } from "../_stores.ts";
+
+type Detail<K extends keyof QueueEventMap> = QueueEventMap[K];
+
+/** A job that records its payload's label in `order` when it runs. */
+function labelJob(name: string, order: string[], queue = "default") {
+  return defineJob({
+    name,
+    queue,
+    schema: z.object({ label: z.string() }),
+    handle({ label }) {
+      order.push(label);
+    },
+  });
+}
+
+storeTest(
+  "work() over [high, default] runs every due high job before any default job",
+  async (db) => {
+    const order: string[] = [];
+    const job = labelJob("step", order);
+    await using queue = await db.open({ jobs: [job] });
+    for (const n of [1, 2, 3]) {
+      await queue.dispatch(job, { label: `default-${n}` });
+      await queue.dispatch(job, { label: `high-${n}` }, { queue: "high" });
+    }
+    await workUntilEmpty(queue, { queues: ["high", "default"], concurrency: 1 });
+    assert.deepEqual(order, ["high-1", "high-2", "high-3", "default-1", "default-2", "default-3"]);
+  },
+);
+
+storeTest("one claim of several jobs takes every due high job before a default one", async (db) => {
+  const release = gate();
+  const job = defineJob({
+    name: "batched",
+    schema: z.object({ label: z.string() }),
+    async handle() {
+      await release.promise;
+    },
+  });
+  await using queue = await db.open({ jobs: [job] });
+  for (const n of [1, 2, 3]) await queue.dispatch(job, { label: `default-${n}` });
+  for (const n of [1, 2]) await queue.dispatch(job, { label: `high-${n}` }, { queue: "high" });
+  const worker = queue.work({ queues: ["high", "default"], concurrency: 3, pollMs: 5 });
+  const firstClaim = await events<Detail<"job:start">>(worker, "job:start", 3);
+  release.resolve();
+  await worker.stop();
+  assert.deepEqual(firstClaim.map((start) => start.queue).sort(), ["default", "high", "high"]);
+});
+
+storeTest("within a queue a higher priority runs first, then the earlier due time", async (db) => {
+  const order: string[] = [];
+  const job = labelJob("ranked", order);
+  const urgent = defineJob({
+    name: "urgent",
+    schema: z.object({ label: z.string() }),
+    priority: 3,
+    handle({ label }) {
+      order.push(label);
+    },
+  });
+  const clock = new ManualClock();
+  await using queue = await db.open({ jobs: [job, urgent], clock });
+  await queue.dispatch(job, { label: "due+300" }, { delayMs: 300 });
+  await queue.dispatch(job, { label: "due+100" }, { delayMs: 100 });
+  await queue.dispatch(job, { label: "priority-5" }, { delayMs: 200, priority: 5 });
+  await queue.dispatch(urgent, { label: "job-priority-3" }, { delayMs: 250 });
+  clock.advance(50);
+  await queue.dispatch(job, { label: "due+50" });
+  clock.advance(1_000);
+  await workUntilEmpty(queue, { concurrency: 1 });
+  assert.deepEqual(order, ["priority-5", "job-priority-3", "due+50", "due+100", "due+300"]);
+});
+
+storeTest("a high job dispatched while default jobs are being worked goes next", async (db) => {
+  const order: string[] = [];
+  const job = defineJob({
+    name: "chatty",
+    schema: z.object({ label: z.string(), spawn: z.boolean() }),
+    async handle({ label, spawn }, ctx) {
+      order.push(label);
+      if (spawn) await ctx.queue.dispatch(job, { label: "high", spawn: false }, { queue: "high" });
+    },
+  });
+  await using queue = await db.open({ jobs: [job] });
+  await queue.dispatch(job, { label: "default-1", spawn: true });
+  await queue.dispatch(job, { label: "default-2", spawn: false });
+  await queue.dispatch(job, { label: "default-3", spawn: false });
+  await workUntilEmpty(queue, { queues: ["high", "default"], concurrency: 1 });
+  assert.deepEqual(order, ["default-1", "high", "default-2", "default-3"]);
+});
+
+storeTest(
+  "a worker given no queues works the registered jobs' queues, default first",
+  async (db) => {
+    const order: string[] = [];
+    await using queue = await db.open({
+      jobs: [
+        labelJob("z-mail", order, "mail"),
+        labelJob("a-plain", order),
+        labelJob("b", order, "b"),
+      ],
+    });
+    const worker = queue.work({ pollMs: 5 });
+    assert.deepEqual(worker.options.queues, ["default", "b", "mail"]);
+    await worker.stop();
+  },
+);
+
+storeTest("a worker never runs more handlers at once than its concurrency", async (db) => {
+  let inFlight = 0;
+  let peak = 0;
+  const job = defineJob({
+    name: "tracked",
+    schema: z.number(),
+    async handle() {
+      peak = Math.max(peak, ++inFlight);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      inFlight--;
+    },
+  });
+  await using queue = await db.open({ jobs: [job] });
+  await queue.dispatchMany(job, Array.from({ length: 15 }, (_, i) => i));
+  const stats = await workUntilEmpty(queue, { concurrency: 3 });
+  assert.equal(stats.completed, 15);
+  assert.equal(peak, 3);
+});
+
+storeTest("jobs that finish together are settled together, in one transaction", async (db) => {
+  const release = gate();
+  const job = defineJob({
+    name: "grouped",
+    schema: z.number(),
+    async handle() {
+      await release.promise;
+    },
+  });
+  await using queue = await db.open({ jobs: [job] });
+  await queue.dispatchMany(job, [1, 2, 3, 4]);
+  const worker = queue.work({ concurrency: 4, pollMs: 5 });
+  await events(worker, "job:start", 4);
+  let leftAtFirstComplete: Promise<number> | undefined;
+  let completesAtFirst = -1;
+  const completes: number[] = [];
+  worker.addEventListener("job:complete", (event) => {
+    completes.push(event.detail.id);
+    if (completes.length > 1) return;
+    // Events are sent after the commit: another connection sees the whole settle.
+    leftAtFirstComplete = db.count("jobs");
+    queueMicrotask(() => completesAtFirst = completes.length);
+  });
+  const allDone = events(worker, "job:complete", 4);
+  release.resolve();
+  await allDone;
+  await worker.stop();
+  assert.equal(await leftAtFirstComplete, 0);
+  assert.equal(completesAtFirst, 4);
+});
+
+storeTest(
+  "stopWhenEmpty stops once nothing is due now; delayed jobs do not keep it alive",
+  async (db) => {
+    const order: string[] = [];
+    const job = labelJob("soon", order);
+    const clock = new ManualClock();
+    await using queue = await db.open({ jobs: [job], clock });
+    await queue.dispatch(job, { label: "now-1" });
+    await queue.dispatch(job, { label: "now-2" });
+    await queue.dispatch(job, { label: "later" }, { delayMs: 60_000 });
+    const worker = queue.work({ stopWhenEmpty: true, pollMs: 5 });
+    await worker.done;
+    assert.deepEqual(order, ["now-1", "now-2"]);
+    assert.deepEqual(worker.stats, { completed: 2, failed: 0, retried: 0 });
+    assert.deepEqual(await queue.counts(), {
+      default: { pending: 0, delayed: 1, reserved: 0, failed: 0, running: [] },
+    });
+  },
+);
+
+storeTest(
+  "maxJobs starts exactly that many handlers even with concurrency above it",
+  async (db) => {
+    for (const [maxJobs, concurrency] of [[2, 5], [1, 4]] as const) {
+      let starts = 0;
+      const job = defineJob({
+        name: "limited",
+        schema: z.number(),
+        async handle() {
+          starts++;
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        },
+      });
+      await using queue = await db.open({ jobs: [job] });
+      await queue.dispatchMany(job, [1, 2, 3, 4, 5, 6]);
+      const worker = queue.work({ maxJobs, concurrency, pollMs: 5 });
+      await worker.done;
+      assert.equal(starts, maxJobs, `maxJobs ${maxJobs}, concurrency ${concurrency}`);
+      assert.equal(worker.stats.completed, maxJobs);
+      assert.equal((await queue.counts()).default?.pending, 6 - maxJobs);
+      await queue.clear(); // the next case opens its queue on the same database
+    }
+  },
+);
+
+storeTest(
+  "maxTimeMs stops claiming after that time and lets the running job finish",
+  async (db) => {
+    const order: string[] = [];
+    const held = gate();
+    const job = defineJob({
+      name: "slow",
+      schema: z.object({ label: z.string() }),
+      async handle({ label }) {
+        order.push(`start ${label}`);
+        await held.promise;
+        order.push(`end ${label}`);
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    await queue.dispatch(job, { label: "a" });
+    await queue.dispatch(job, { label: "b" });
+    // Long enough that a loaded machine still claims the first job within it.
+    const maxTimeMs = 3_000;
+    const startedAt = performance.now();
+    const worker = queue.work({ maxTimeMs, concurrency: 1, pollMs: 5 });
+    await nextEvent(worker, "job:start", () => true, 60_000);
+    // The running job outlasts maxTimeMs: when it ends, the worker's time is up.
+    const left = startedAt + maxTimeMs + 200 - performance.now();
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, left)));
+    held.resolve();
+    await worker.done;
+    assert.deepEqual(order, ["start a", "end a"]);
+    assert.deepEqual(worker.stats, { completed: 1, failed: 0, retried: 0 });
+    assert.equal((await queue.counts()).default?.pending, 1);
+  },
+);
+
+storeTest("maxTimeMs stops an idle worker on its own", async (db) => {
+  const job = labelJob("idle", []);
+  await using queue = await db.open({ jobs: [job] });
+  const worker = queue.work({ maxTimeMs: 50, pollMs: 5 });
+  const stopped = await nextEvent<Detail<"worker:stop">>(worker, "worker:stop", () => true, 30_000);
+  assert.deepEqual(stopped, { completed: 0, failed: 0, retried: 0, reason: "time" });
+  await worker.done;
+});
+
+storeTest("a dispatch wakes an idle worker at once instead of at its next poll", async (db) => {
+  const order: string[] = [];
+  const job = labelJob("woken", order);
+  await using queue = await db.open({ jobs: [job] });
+  const worker = queue.work({ pollMs: 120_000 });
+  // Far within the poll interval: the dispatch, not the poll, woke it.
+  const completed = nextEvent(worker, "job:complete", () => true, 60_000);
+  await queue.dispatch(job, { label: "x" });
+  await completed;
+  await worker.stop();
+  assert.deepEqual(order, ["x"]);
+});
+
+storeTest("a worker's stats count what it completed, failed and retried", async (db) => {
+  const job = defineJob({
+    name: "mixed",
+    schema: z.enum(["ok", "retry", "fail"]),
+    maxAttempts: 2,
+    backoff: [60_000],
+    handle(kind, ctx) {
+      if (kind === "retry" && ctx.attempt === 1) throw new Error("once");
+      if (kind === "fail") throw new Error("always");
+    },
+  });
+  const clock = new ManualClock();
+  await using queue = await db.open({ jobs: [job], clock });
+  await queue.dispatchMany(job, ["ok", "ok", "retry", "fail"]);
+  const first = await workUntilEmpty(queue, { concurrency: 4 });
+  assert.deepEqual(first, { completed: 2, failed: 0, retried: 2 });
+  clock.advance(120_000);
+  const second = await workUntilEmpty(queue, { concurrency: 4 });
+  assert.deepEqual(second, { completed: 1, failed: 1, retried: 0 });
+});

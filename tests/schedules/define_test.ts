@@ -1,0 +1,127 @@
+/**
+ * defineSchedule's refusals, and schedules of encrypted and unique jobs:
+ * they go through the normal path (sealed payloads, unique keys).
+ */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import { defineJob, generateAppKey } from "../../mod.ts";
+import { defineSchedule } from "../../src/schedule.ts";
+import { ManualClock, within } from "../_helpers.ts";
+import { storeTest } from "../_stores.ts";
+
+const job = defineJob({ name: "report", schema: z.null(), handle() {} });
+
+Deno.test("defineSchedule refuses wrong settings with an error naming the schedule", () => {
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ cron: "61 * * * *" }, /Schedule "s": cron "61 \* \* \* \*" does not parse: .*minute/],
+    [{ cron: "* * * *" }, /Schedule "s": cron must have 5 fields .* got 4/],
+    [{ cron: "0 0 0 * * * 2030" }, /got 7/],
+    [
+      { cron: "* * * * *", timezone: "Mars/Olympus" },
+      /Schedule "s": timezone "Mars\/Olympus" is not an IANA time zone/,
+    ],
+    [{ everyMs: 999 }, /Schedule "s": everyMs must be a whole number of ms from 1000/],
+    [{ everyMs: 1_500.5 }, /everyMs must be a whole number/],
+    [{}, /give either cron or everyMs, not neither/],
+    [{ cron: "* * * * *", everyMs: 60_000 }, /not both/],
+    [{ everyMs: 60_000, missed: "later" }, /missed must be "skip", "once" or "all"/],
+    [{ everyMs: 60_000, overlap: "queue" }, /overlap must be "skip" or "allow"/],
+    [{ everyMs: 60_000, maxCatchUp: 0 }, /maxCatchUp must be a whole number from 1/],
+    [{ everyMs: 60_000, jitterMs: -1 }, /jitterMs must be a number of ms from 0/],
+    [{ everyMs: 60_000, job: { name: "fake" } }, /job must be a job made with defineJob/],
+  ];
+  for (const [config, message] of cases) {
+    assert.throws(() => defineSchedule({ name: "s", job, ...config } as never), message);
+  }
+  assert.throws(() => defineSchedule({ name: "", everyMs: 60_000, job }), /name must be a string/);
+  const six = defineSchedule({ name: "six", cron: "*/10 * * * * *", job, payload: null });
+  assert.equal(six.cron, "*/10 * * * * *");
+  assert.equal(six.timezone, "UTC");
+});
+
+storeTest(
+  "Queue.open refuses a jobs module whose schedule's cron does not parse, naming it",
+  async (db) => {
+    const jobs = new URL("../fixtures/schedules/bad_cron_jobs.ts", import.meta.url).href;
+    await assert.rejects(
+      db.open({ jobs }),
+      /Schedule "broken-cron": cron "61 \* \* \* \*" does not parse/,
+    );
+  },
+);
+
+storeTest(
+  "an encrypted job's schedule stores sealed payloads; a unique job's fires only while none is queued",
+  async (db) => {
+    const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);
+    const clock = new ManualClock(T0 + 1_000);
+    const seen: unknown[] = [];
+    const secret = defineJob({
+      name: "secret",
+      schema: z.object({ card: z.string() }),
+      encrypted: true,
+      handle(payload, ctx) {
+        seen.push([payload, ctx.scheduled!.slot.getTime()]);
+      },
+    });
+    const unique = defineJob({
+      name: "unique",
+      schema: z.null(),
+      uniqueForMs: 3_600_000,
+      handle() {},
+    });
+    const schedules = [
+      defineSchedule({
+        name: "secret",
+        everyMs: 60_000,
+        job: secret,
+        payload: { card: "4111 1111" },
+      }),
+      defineSchedule({
+        name: "unique",
+        everyMs: 60_000,
+        job: unique,
+        payload: null,
+        overlap: "allow",
+      }),
+    ];
+    const queue = await db.open({
+      jobs: [secret, unique, ...schedules],
+      clock,
+      appKey: generateAppKey(),
+    });
+    clock.advance(60_000);
+    // The first tick seals the secret's payload; a worker that stops when empty ticks until it ran.
+    const worker = queue.work({
+      executor: "isolate",
+      stopWhenEmpty: true,
+      pollMs: 10,
+      queues: ["elsewhere"],
+    });
+    await within(worker.done, 30_000, "a worker that fires and runs nothing");
+    const rows = await db.query<{ name: string; payload: string }>(
+      "SELECT name, payload FROM jobs ORDER BY name",
+    );
+    assert.deepEqual(rows.map((row) => row.name), ["secret", "unique"]);
+    assert.ok(!rows[0]!.payload.includes("4111"), "the stored payload is sealed");
+    clock.advance(60_000);
+    await within(
+      queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 10, queues: ["elsewhere"] })
+        .done,
+      30_000,
+      "a second worker",
+    );
+    assert.equal(
+      await db.count("jobs", "name = 'unique'"),
+      1,
+      "the unique job's key kept the second slot's out",
+    );
+    assert.equal(
+      await db.count("jobs", "name = 'secret'"),
+      1,
+      "overlap skip kept the second secret out",
+    );
+    await within(queue.work({ executor: "isolate", stopWhenEmpty: true }).done, 30_000, "a worker");
+    assert.deepEqual(seen, [[{ card: "4111 1111" }, T0 + 60_000]]);
+  },
+);

@@ -1,0 +1,411 @@
+/**
+ * Schedules on every store, with an injected clock: sync, firing, the
+ * missed and overlap policies, daylight saving, pause, trigger, backfill.
+ */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import { defineJob, type JobDefinition } from "../../src/job.ts";
+import type { Queue } from "../../src/queue.ts";
+import type { ScheduledRun } from "../../src/job.ts";
+import { defineSchedule, type ScheduleConfig } from "../../src/schedule.ts";
+import { ManualClock, within } from "../_helpers.ts";
+import { type StoreContext, storeTest, waitFor } from "../_stores.ts";
+
+const MINUTE = 60_000;
+/** A whole minute, so `everyMs: MINUTE` slots fall on it. */
+const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);
+
+interface Run {
+  readonly payload: unknown;
+  readonly scheduled: ScheduledRun | null;
+}
+
+/** A job that records its runs, and (when `gate` is set) waits for it before it returns. */
+function recordingJob(name: string, gate?: { promise: Promise<void> }) {
+  const runs: Run[] = [];
+  const job = defineJob({
+    name,
+    schema: z.strictObject({ slot: z.string().optional(), kind: z.string().optional() }),
+    async handle(payload, ctx) {
+      runs.push({ payload, scheduled: ctx.scheduled });
+      if (gate !== undefined) await gate.promise;
+    },
+  });
+  return { job, runs };
+}
+
+function scheduleOf<J extends JobDefinition>(
+  job: J,
+  config: Partial<ScheduleConfig<J>> = {},
+) {
+  return defineSchedule({
+    name: "every-minute",
+    everyMs: MINUTE,
+    job,
+    payload: (slot: Date) => ({ slot: slot.toISOString() }),
+    ...config,
+  } as ScheduleConfig<J>);
+}
+
+/** Runs a worker until nothing is due, firing what is due first. */
+async function drain(queue: Queue): Promise<void> {
+  await within(
+    queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 10 }).done,
+    30_000,
+    "a worker that stops when empty",
+  );
+}
+
+async function storedSlots(db: StoreContext, name = "every-minute"): Promise<number[]> {
+  const rows = await db.query<{ slot: number }>(
+    "SELECT slot FROM schedule_runs WHERE schedule = ? AND manual = 0 ORDER BY slot",
+    [name],
+  );
+  return rows.map((row) => Number(row.slot));
+}
+
+storeTest("a schedule fires its slot once, with ctx.scheduled, and not before it", async (db) => {
+  const clock = new ManualClock(T0 + 1_000);
+  const { job, runs } = recordingJob("report");
+  const queue = await db.open({ jobs: [job, scheduleOf(job)], clock });
+  await drain(queue);
+  assert.equal(runs.length, 0, "nothing is due before the first slot");
+  clock.advance(MINUTE);
+  await drain(queue);
+  await drain(queue);
+  assert.equal(runs.length, 1);
+  const slot = T0 + MINUTE;
+  assert.deepEqual(runs[0]!.payload, { slot: new Date(slot).toISOString() });
+  assert.equal(runs[0]!.scheduled!.name, "every-minute");
+  assert.equal(runs[0]!.scheduled!.slot.getTime(), slot);
+  const [info] = await queue.schedules();
+  assert.equal(info!.lastSlot!.getTime(), slot);
+  assert.equal(typeof info!.lastJobId, "number");
+  assert.equal(info!.nextSlot!.getTime(), slot + MINUTE);
+  assert.deepEqual(
+    info!.nextRuns.map((date) => date.getTime()),
+    [1, 2, 3, 4, 5].map((n) => slot + n * MINUTE),
+  );
+});
+
+for (
+  const [missed, maxCatchUp, expected] of [
+    ["skip", 100, 0],
+    ["once", 100, 1],
+    ["all", 100, 10],
+    ["all", 4, 4],
+  ] as const
+) {
+  storeTest(
+    `after 10 missed slots, missed "${missed}" (maxCatchUp ${maxCatchUp}) fires ${expected}`,
+    async (db) => {
+      const clock = new ManualClock(T0 + 1_000);
+      const { job, runs } = recordingJob("report");
+      const queue = await db.open({
+        jobs: [job, scheduleOf(job, { missed, maxCatchUp, overlap: "allow" })],
+        clock,
+      });
+      clock.advance(10 * MINUTE); // slots T0+1min … T0+10min all passed with no worker
+      await drain(queue);
+      assert.equal(runs.length, expected);
+      const slots = runs.map((run) => run.scheduled!.slot.getTime());
+      const latest = Array.from(
+        { length: expected },
+        (_, i) => T0 + (10 - expected + 1 + i) * MINUTE,
+      );
+      assert.deepEqual(slots, latest, "the latest missed slots, oldest first");
+      const [info] = await queue.schedules();
+      assert.equal(info!.nextSlot!.getTime(), T0 + 11 * MINUTE, "resumes at the next slot");
+      clock.advance(MINUTE);
+      await drain(queue);
+      assert.equal(runs.length, expected + 1, "the next slot fires on time");
+    },
+  );
+}
+
+storeTest('overlap "skip": a job spanning 3 slots yields 1 run; "allow" fires each', async (db) => {
+  for (const overlap of ["skip", "allow"] as const) {
+    const clock = new ManualClock(T0 + MINUTE);
+    let open!: () => void;
+    const gate = { promise: new Promise<void>((resolve) => open = resolve) };
+    const { job, runs } = recordingJob(`slow-${overlap}`, gate);
+    const name = `slow-${overlap}`;
+    const queue = await db.open({ jobs: [job, scheduleOf(job, { name, overlap })], clock });
+    // The first slot after opening is T0 + 2 min.
+    clock.advance(MINUTE);
+    // A lease longer than the clock moves, so the running job is not taken for a dead one.
+    const worker = queue.work({
+      executor: "isolate",
+      concurrency: 3,
+      pollMs: 10,
+      leaseMs: 60 * MINUTE,
+    });
+    await waitFor("the first run", () => Promise.resolve(runs.length === 1));
+    for (const slot of [3, 4]) {
+      clock.advance(MINUTE);
+      worker.notify();
+      await waitFor(`slot ${slot} handled`, async () => {
+        const [info] = (await queue.schedules()).filter((each) => each.name === name);
+        return info!.nextSlot!.getTime() === T0 + (slot + 1) * MINUTE;
+      });
+    }
+    if (overlap === "allow") await waitFor("3 runs", () => Promise.resolve(runs.length === 3));
+    open();
+    await worker.stop();
+    assert.equal(runs.length, overlap === "skip" ? 1 : 3, `overlap ${overlap}`);
+    assert.equal((await storedSlots(db, name)).length, overlap === "skip" ? 1 : 3);
+    // Once the run settled, the key is free: the next slot fires.
+    clock.advance(MINUTE);
+    await drain(queue);
+    assert.equal(runs.length, overlap === "skip" ? 2 : 4);
+    await queue.close();
+  }
+});
+
+/** Steps the clock every 10 minutes from `from` to `to`, draining at each step. */
+async function stepThrough(queue: Queue, clock: ManualClock, to: number): Promise<void> {
+  while (clock.now() < to) {
+    clock.advance(10 * MINUTE);
+    await drain(queue);
+  }
+}
+
+for (
+  const [zone, cron, from, to, slot, what] of [
+    [
+      "Europe/Berlin",
+      "30 2 * * *",
+      "2026-03-28T20:00:00Z",
+      "2026-03-29T04:00:00Z",
+      "2026-03-29T01:00:00.000Z",
+      "spring forward: 02:30 does not exist, fires once at 03:00 CEST",
+    ],
+    [
+      "Europe/Berlin",
+      "30 2 * * *",
+      "2026-10-24T20:00:00Z",
+      "2026-10-25T04:00:00Z",
+      "2026-10-25T00:30:00.000Z",
+      "fall back: 02:30 exists twice, fires once at the first (CEST)",
+    ],
+    [
+      "America/New_York",
+      "30 2 * * *",
+      "2026-03-08T03:00:00Z",
+      "2026-03-08T10:00:00Z",
+      "2026-03-08T07:00:00.000Z",
+      "spring forward: 02:30 does not exist, fires once at 03:00 EDT",
+    ],
+    [
+      "America/New_York",
+      "30 1 * * *",
+      "2026-11-01T03:00:00Z",
+      "2026-11-01T09:00:00Z",
+      "2026-11-01T05:30:00.000Z",
+      "fall back: 01:30 exists twice, fires once at the first (EDT)",
+    ],
+  ] as const
+) {
+  storeTest(`DST, ${zone} "${cron}": ${what}`, async (db) => {
+    const clock = new ManualClock(Date.parse(from));
+    const { job, runs } = recordingJob("nightly");
+    const schedule = defineSchedule({
+      name: "nightly",
+      cron,
+      timezone: zone,
+      job,
+      payload: { kind: "nightly" },
+      missed: "skip", // a slot fires only when a tick sees it on time
+    });
+    const queue = await db.open({ jobs: [job, schedule], clock });
+    await stepThrough(queue, clock, Date.parse(to));
+    assert.deepEqual(runs.map((run) => run.scheduled!.slot.toISOString()), [slot]);
+  });
+}
+
+storeTest(
+  "a pause survives a restart and a sync; resume fires by the missed policy",
+  async (db) => {
+    const clock = new ManualClock(T0 + 1_000);
+    const { job, runs } = recordingJob("report");
+    const jobs = [job, scheduleOf(job, { missed: "all", overlap: "allow" })];
+    let queue = await db.open({ jobs, clock });
+    assert.equal(await queue.pauseSchedule("every-minute"), true);
+    assert.equal(await queue.pauseSchedule("no-such-schedule"), false);
+    await queue.close();
+    // A changed definition syncs, and the pause is kept.
+    const changed = [
+      job,
+      scheduleOf(job, { missed: "all", overlap: "allow", jitterMs: 0, maxCatchUp: 50 }),
+    ];
+    queue = await db.open({ jobs: changed, clock });
+    const [info] = await queue.schedules();
+    assert.equal(info!.paused, true);
+    assert.equal(info!.maxCatchUp, 50);
+    clock.advance(3 * MINUTE);
+    await drain(queue);
+    assert.equal(runs.length, 0, "a paused schedule fires nothing");
+    assert.equal(await queue.resumeSchedule("every-minute"), true);
+    await drain(queue);
+    assert.equal(runs.length, 3, 'missed "all" fires the 3 slots missed while paused');
+  },
+);
+
+storeTest(
+  "Queue.open syncs schedules: added, changed (new slots start after now), removed",
+  async (db) => {
+    const clock = new ManualClock(T0 + 1_000);
+    const { job } = recordingJob("report");
+    const a = scheduleOf(job, { name: "a" });
+    const b = scheduleOf(job, { name: "b" });
+    let queue = await db.open({ jobs: [job, a, b], clock });
+    assert.deepEqual((await queue.schedules()).map((each) => each.name), ["a", "b"]);
+    await queue.close();
+    clock.advance(30 * MINUTE);
+    const hourly = scheduleOf(job, { name: "a", everyMs: 60 * MINUTE });
+    queue = await db.open({ jobs: [job, hourly], clock });
+    const list = await queue.schedules();
+    assert.deepEqual(list.map((each) => each.name), ["a"], "b was removed");
+    assert.equal(list[0]!.everyMs, 60 * MINUTE);
+    assert.equal(list[0]!.nextSlot!.getTime(), T0 + 60 * MINUTE, "the first hourly slot after now");
+    await queue.close();
+    // A queue opened with no jobs (the CLI's admin commands) leaves them as they are.
+    queue = await db.open({ jobs: [], clock });
+    assert.deepEqual((await queue.schedules()).map((each) => each.name), ["a"]);
+  },
+);
+
+storeTest("Queue.open refuses a wrong schedule, naming it, and writes nothing", async (db) => {
+  const { job } = recordingJob("report");
+  const other = defineJob({ name: "other", schema: z.null(), handle() {} });
+  const cases: [unknown[], RegExp][] = [
+    [[job, scheduleOf(other)], /Schedule "every-minute": its job "other" is not registered/],
+    [
+      [job, scheduleOf(job, { payload: { slot: 7 } as never })],
+      /Schedule "every-minute": .*slot/,
+    ],
+    [
+      [job, scheduleOf(job, { payload: () => ({ nope: true }) as never })],
+      /Schedule "every-minute"/,
+    ],
+    [
+      [job, scheduleOf(job), scheduleOf(job)],
+      /Schedule "every-minute": two schedules have this name/,
+    ],
+  ];
+  for (const [jobs, message] of cases) {
+    await assert.rejects(db.open({ jobs: jobs as never }), message);
+  }
+  const tables = await db.query<{ n: number }>(
+    db.pick({
+      sqlite: "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'schedules'",
+      postgres:
+        "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = 'schedules' AND table_schema = current_schema()",
+    }),
+  );
+  if (Number(tables[0]!.n) === 1) assert.equal(await db.count("schedules"), 0);
+});
+
+storeTest(
+  "triggerSchedule runs one job now; backfillSchedule fires each slot of a range once",
+  async (db) => {
+    const clock = new ManualClock(T0 + 1_000);
+    const { job, runs } = recordingJob("report");
+    const queue = await db.open({
+      jobs: [job, scheduleOf(job, { overlap: "allow", maxCatchUp: 5 })],
+      clock,
+    });
+    await queue.pauseSchedule("every-minute");
+    const id = await queue.triggerSchedule("every-minute");
+    assert.equal(typeof id, "number", "a paused schedule can still be triggered");
+    await drain(queue);
+    assert.equal(runs.length, 1);
+    assert.equal(
+      runs[0]!.scheduled!.slot.getTime(),
+      T0 + 1_000,
+      "its slot is the time it was triggered",
+    );
+    await assert.rejects(queue.triggerSchedule("nope"), /Cannot trigger schedule "nope"/);
+
+    clock.advance(10 * MINUTE);
+    const range = { from: new Date(T0 + 2 * MINUTE), to: new Date(T0 + 4 * MINUTE) };
+    const first = await queue.backfillSchedule("every-minute", range);
+    assert.equal(first.jobIds.length, 3);
+    const again = await queue.backfillSchedule("every-minute", {
+      from: new Date(T0 + 3 * MINUTE),
+      to: new Date(T0 + 5 * MINUTE),
+    });
+    assert.deepEqual(
+      [again.jobIds.length, again.skipped],
+      [1, 2],
+      "slots fired already are skipped",
+    );
+    await assert.rejects(
+      queue.backfillSchedule("every-minute", { from: new Date(T0), to: new Date(T0 + 9 * MINUTE) }),
+      /more than 5 slots/,
+    );
+    await assert.rejects(
+      queue.backfillSchedule("every-minute", {
+        from: new Date(T0),
+        to: new Date(T0 + 99 * MINUTE),
+      }),
+      /to is in the future/,
+    );
+    await drain(queue);
+    assert.deepEqual(
+      runs.slice(1).map((run) => (run.scheduled!.slot.getTime() - T0) / MINUTE),
+      [2, 3, 4, 5],
+    );
+    // Resumed, the schedule does not fire the backfilled slots again.
+    await queue.resumeSchedule("every-minute");
+    await drain(queue);
+    assert.deepEqual(
+      await storedSlots(db),
+      [2, 3, 4, 5, 10].map((n) => T0 + n * MINUTE),
+      'the backfilled slots, then the latest missed one (missed "once")',
+    );
+  },
+);
+
+storeTest("work({ schedules: false }) fires nothing; another worker fires", async (db) => {
+  const clock = new ManualClock(T0 + 1_000);
+  const { job, runs } = recordingJob("report");
+  const queue = await db.open({ jobs: [job, scheduleOf(job)], clock });
+  clock.advance(MINUTE);
+  await within(
+    queue.work({ executor: "isolate", stopWhenEmpty: true, schedules: false }).done,
+    30_000,
+    "a worker without schedules",
+  );
+  assert.equal(runs.length, 0);
+  await drain(queue);
+  assert.equal(runs.length, 1);
+});
+
+storeTest(
+  "dispatchByName checks the payload by the job's schema; dispatch { at } is due then",
+  async (db) => {
+    const clock = new ManualClock(T0);
+    const { job, runs } = recordingJob("report");
+    const queue = await db.open({ jobs: [job], clock });
+    await assert.rejects(queue.dispatchByName("nope", {}), /no job of that name is registered/);
+    await assert.rejects(queue.dispatchByName("report", { slot: 1 }), /slot/);
+    await queue.dispatchByName("report", { kind: "by-name" }, { at: new Date(T0 + MINUTE) });
+    await assert.rejects(
+      queue.dispatch(job, { kind: "x" }, { at: new Date(T0), delayMs: 5 }),
+      /either at or delayMs/,
+    );
+    await assert.rejects(
+      queue.dispatch(job, { kind: "x" }, { at: new Date(NaN) }),
+      /at must be a valid Date/,
+    );
+    await drain(queue);
+    assert.equal(runs.length, 0, "not due before its time");
+    clock.advance(MINUTE);
+    await drain(queue);
+    assert.deepEqual(runs.map((run) => [run.payload, run.scheduled]), [[
+      { kind: "by-name" },
+      null,
+    ]]);
+  },
+);
