@@ -1065,3 +1065,25 @@ storeTest(
     ]);
   },
 );
+
+const noop = defineJob({ name: "noop", schema: z.number(), handle() {} });
+
+storeTest("a batch or chain dispatched twice at once is stored once", async (db) => {
+  await using queue = await db.open({ jobs: [noop] });
+  const batch = queue.batch("x").push(noop, 1);
+  const batchResults = await Promise.allSettled([batch.dispatch(), batch.dispatch()]);
+  assert.equal(batchResults.filter((result) => result.status === "fulfilled").length, 1);
+  const batchRefusals = batchResults.filter((result) => result.status === "rejected");
+  assert.equal(batchRefusals.length, 1);
+  assert.match(String(batchRefusals[0]!.reason), /already dispatched/);
+  assert.equal(await db.count("batches"), 1);
+  assert.equal(await db.count("jobs"), 1);
+
+  const chain = queue.chain().then(noop, 2).then(noop, 3);
+  const chainResults = await Promise.allSettled([chain.dispatch(), chain.dispatch()]);
+  assert.equal(chainResults.filter((result) => result.status === "fulfilled").length, 1);
+  const chainRefusals = chainResults.filter((result) => result.status === "rejected");
+  assert.equal(chainRefusals.length, 1);
+  assert.match(String(chainRefusals[0]!.reason), /already dispatched/);
+  assert.equal(await db.count("jobs"), 2, "the batch's job and the chain's first link");
+});

@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob } from "../mod.ts";
+import { defineJob, Queue, rateLimited, withoutOverlapping } from "../mod.ts";
 import { dashboard } from "../src/dashboard.ts";
 import { workUntilEmpty } from "../src/testing.ts";
 import { fetchFrom } from "./_dashboard.ts";
@@ -90,3 +90,37 @@ storeTest(
     assert.deepEqual(await oldApp.workers(), [], "a stopped worker removes its row");
   },
 );
+
+const noop = defineJob({ name: "noop", schema: z.number(), handle() {} });
+
+Deno.test("defineJob(), queue.batch(), withoutOverlapping() and rateLimited() refuse a name with NUL or a lone surrogate", async () => {
+  for (const name of ["a\u0000b", "\uD800x", "x\uDC00"]) {
+    assert.throws(
+      () => defineJob({ name, schema: z.null(), handle() {} }),
+      (error: Error) =>
+        error instanceof TypeError &&
+        /^defineJob: name .* without NUL or lone surrogates/.test(error.message),
+      JSON.stringify(name),
+    );
+  }
+  await using queue = await Queue.open({ path: ":memory:", jobs: [noop] });
+  assert.throws(
+    () => queue.batch("a\u0000b"),
+    (error: Error) =>
+      error instanceof TypeError &&
+      /batch: name .* without NUL or lone surrogates/.test(error.message),
+  );
+  assert.throws(() => queue.batch("\uD800"), TypeError);
+  assert.throws(
+    () => withoutOverlapping("a\u0000b"),
+    (error: Error) =>
+      error instanceof TypeError && /withoutOverlapping: key .* without NUL/.test(error.message),
+  );
+  assert.throws(
+    () => rateLimited("r\u0000", 5, 1000),
+    (error: Error) =>
+      error instanceof TypeError && /rateLimited: key .* without NUL/.test(error.message),
+  );
+  assert.equal((await queue.batches()).length, 0, "no batch stored");
+  assert.equal((await queue.jobs()).total, 0, "no job stored");
+});

@@ -433,3 +433,27 @@ storeTest(
     await worker.stop();
   },
 );
+
+Deno.test("a hand-made middleware rule with a bad field fails the attempt, and the worker's event loop keeps running", async () => {
+  const junk = defineJob({
+    name: "junk-rule",
+    schema: z.null(),
+    maxAttempts: 1,
+    middleware: () => [{ kind: "rate-limited" } as never],
+    handle() {},
+  });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [junk] });
+  const id = await queue.dispatch(junk, null);
+  // maxTimeMs ends a worker whose loop starves the timers, so that this test fails, not hangs.
+  const worker = queue.work({ executor: "isolate", pollMs: 5, maxTimeMs: 2_000 });
+  let running = true;
+  worker.done.finally(() => running = false);
+  const firedWhileRunning = await new Promise<boolean>((resolve) =>
+    setTimeout(() => resolve(running), 20)
+  );
+  assert.ok(firedWhileRunning, "a timer fired while the worker ran");
+  const failed = await waitFor("the junk job to fail", () => queue.failedJob(id), 3_000);
+  assert.match(failed.error, /^TypeError: rateLimited: key must be/);
+  await worker.stop();
+  assert.equal(worker.stats.failed, 1);
+});

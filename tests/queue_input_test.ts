@@ -168,3 +168,36 @@ Deno.test("A batch cancelled before any job ran shows 0 % in the dashboard and t
   const row = cli.stdout.split("\n").find((line) => line.includes("upload.csv"))!;
   assert.match(row, /cancelled\s+0%\s+3\s+0\s+0\s+0\s+3/);
 });
+
+const noop = defineJob({ name: "noop", schema: z.number(), handle() {} });
+
+/** The longest delay accepted anywhere: 100 years in ms. */
+const MAX_DELAY = 3153600000000;
+
+storeTest(
+  "Queue.dispatch() refuses a delayMs past 100 years and a priority past 32 bits, storing nothing",
+  async (db) => {
+    await using queue = await db.open({ jobs: [noop] });
+    for (const delayMs of [1e300, 2 ** 63, MAX_DELAY + 1]) {
+      await assert.rejects(
+        queue.dispatch(noop, 1, { delayMs }),
+        (error: Error) =>
+          error instanceof RangeError && error.message.includes("delayMs") &&
+          error.message.includes(String(MAX_DELAY)),
+        `delayMs ${delayMs}`,
+      );
+    }
+    for (const priority of [3_000_000_000, -3_000_000_000]) {
+      await assert.rejects(
+        queue.dispatch(noop, 1, { priority }),
+        (error: Error) => error instanceof RangeError && /priority/.test(error.message),
+        `priority ${priority}`,
+      );
+    }
+    assert.equal(await db.count("jobs"), 0, "nothing stored");
+    // The limits themselves are kept exactly.
+    await queue.dispatch(noop, 1, { delayMs: MAX_DELAY, priority: 2_147_483_647 });
+    const [row] = await db.query<{ priority: number }>("SELECT priority FROM jobs");
+    assert.equal(Number(row!.priority), 2_147_483_647);
+  },
+);

@@ -7,6 +7,7 @@ import { Queue } from "../../src/queue.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
 import { tempDir } from "../_helpers.ts";
 import { gate, record } from "../fixtures/runner/harness.ts";
+import { orQueueError, storeTest } from "../_stores.ts";
 
 type Detail<K extends keyof QueueEventMap> = QueueEventMap[K];
 
@@ -270,3 +271,35 @@ Deno.test("a failed hook that never settles is given up after the job's timeoutM
   assert.match(errors[0]!.error.message, /failed hook .* ran past 100 ms/);
   assert.ok(tookMs >= 95, `the worker stopped after ${Math.round(tookMs)} ms`);
 });
+
+const noop = defineJob({ name: "noop", schema: z.number(), handle() {} });
+
+storeTest(
+  "an error message with NUL and a lone surrogate is stored with U+FFFD, and the other jobs of the tick complete",
+  async (db) => {
+    const poison = defineJob({
+      name: "poison",
+      schema: z.null(),
+      maxAttempts: 1,
+      handle() {
+        throw new Error("bad\u0000byte \uD800");
+      },
+    });
+    await using queue = await db.open({ jobs: [poison, noop] });
+    await queue.dispatchMany(noop, [1, 2, 3, 4, 5]);
+    const id = await queue.dispatch(poison, null);
+    const worker = queue.work({
+      executor: "isolate",
+      concurrency: 8,
+      stopWhenEmpty: true,
+      pollMs: 5,
+    });
+    await orQueueError(queue, worker.done);
+    assert.deepEqual(worker.stats, { completed: 5, failed: 1, retried: 0 });
+    assert.equal(await db.count("jobs"), 0);
+    const failed = await queue.failedJob(id);
+    assert.equal(failed?.error, "Error: bad\uFFFDbyte \uFFFD");
+    assert.ok(failed?.stack !== null && failed?.stack !== undefined);
+    assert.ok(!failed.stack.includes("\u0000") && failed.stack.isWellFormed(), "the stack too");
+  },
+);

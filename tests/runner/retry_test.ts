@@ -8,11 +8,12 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { PermanentError } from "../../src/errors.ts";
 import type { QueueEventMap } from "../../src/events.ts";
-import { defineJob, type FailedJobContext } from "../../src/job.ts";
+import { defineJob, type FailedJobContext, type JobContext } from "../../src/job.ts";
+import { Queue } from "../../src/queue.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
 import { ManualClock, nextEvent, storedCounts } from "../_helpers.ts";
 import { record, seededRandom } from "../fixtures/runner/harness.ts";
-import { storeTest } from "../_stores.ts";
+import { orQueueError, storeTest } from "../_stores.ts";
 
 type Detail<K extends keyof QueueEventMap> = QueueEventMap[K];
 
@@ -423,5 +424,101 @@ storeTest(
         `(${Math.min(...delays)}..${Math.max(...delays)} ms): peak bucket ${peakPercent} %`,
     );
     assert.ok(peakPercent <= 5, `peak bucket holds ${peakPercent} % of the retries (limit 5 %)`);
+  },
+);
+
+const noop = defineJob({ name: "noop", schema: z.number(), handle() {} });
+
+Deno.test("ctx.release() past 100 years throws a RangeError inside the handler", async () => {
+  const caught: unknown[] = [];
+  const releasing = defineJob({
+    name: "releasing",
+    schema: z.null(),
+    handle(_payload, ctx) {
+      for (const delay of [1e300, Infinity, -1]) {
+        try {
+          ctx.release(delay);
+        } catch (error) {
+          caught.push(error);
+        }
+      }
+    },
+  });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [releasing] });
+  await queue.dispatch(releasing, null);
+  await orQueueError(
+    queue,
+    queue.work({ executor: "isolate", concurrency: 8, stopWhenEmpty: true, pollMs: 5 }).done,
+  );
+  assert.equal(caught.length, 3);
+  for (const error of caught) {
+    assert.ok(error instanceof RangeError, String(error));
+    assert.match(error.message, /^ctx\.release: delayMs .*3153600000000/);
+  }
+  assert.equal((await queue.jobs()).total, 0, "the handler returned, so the job completed");
+});
+
+storeTest("ctx.release(1500.5) puts the job back at a whole-ms time", async (db) => {
+  const clock = new ManualClock();
+  const start = clock.now();
+  let runs = 0;
+  const releasing = defineJob({
+    name: "releasing",
+    schema: z.null(),
+    handle(_payload, ctx: JobContext) {
+      runs++;
+      ctx.release(1500.5);
+    },
+  });
+  await using queue = await db.open({ jobs: [releasing, noop], clock });
+  const id = await queue.dispatch(releasing, null);
+  await queue.dispatchMany(noop, [1, 2, 3]);
+  await orQueueError(
+    queue,
+    queue.work({ executor: "isolate", concurrency: 8, stopWhenEmpty: true, pollMs: 5 }).done,
+  );
+  assert.equal(runs, 1);
+  const rows = await db.query<{ id: number; available_at: number; token: unknown }>(
+    "SELECT id, available_at, token FROM jobs",
+  );
+  assert.equal(rows.length, 1, "the other jobs of the tick completed");
+  assert.equal(Number(rows[0]!.id), id);
+  assert.equal(rows[0]!.token, null, "released");
+  const availableAt = Number(rows[0]!.available_at);
+  assert.ok(Number.isInteger(availableAt), `available_at ${availableAt} is an integer`);
+  assert.equal(availableAt, start + 1501);
+});
+
+storeTest(
+  "a backoff function returning 1e19 fails its job for good with a RangeError, and the other jobs of the tick complete",
+  async (db) => {
+    const wild = defineJob({
+      name: "wild-backoff",
+      schema: z.null(),
+      maxAttempts: 3,
+      backoff: () => 1e19,
+      handle() {
+        throw new Error("boom");
+      },
+    });
+    await using queue = await db.open({ jobs: [wild, noop] });
+    await queue.dispatchMany(noop, [1, 2, 3, 4, 5]);
+    const badId = await queue.dispatch(wild, null);
+    const worker = queue.work({
+      executor: "isolate",
+      concurrency: 8,
+      stopWhenEmpty: true,
+      pollMs: 5,
+    });
+    await orQueueError(queue, worker.done);
+    assert.deepEqual(worker.stats, { completed: 5, failed: 1, retried: 0 });
+    assert.equal(await db.count("jobs"), 0);
+    const failed = await queue.failed();
+    assert.deepEqual(failed.map((job) => job.id), [badId]);
+    assert.match(
+      failed[0]!.error,
+      /^RangeError: Backoff for attempt 1 must be a delay from 0 to 3153600000000 ms/,
+    );
+    assert.equal(failed[0]!.attempts, 1);
   },
 );

@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import type { QueueEventMap } from "../../src/events.ts";
 import { defineJob } from "../../src/job.ts";
+import { Queue } from "../../src/queue.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
 import { ManualClock, nextEvent } from "../_helpers.ts";
 import { events, gate } from "../fixtures/runner/harness.ts";
@@ -289,4 +290,31 @@ storeTest("a worker's stats count what it completed, failed and retried", async 
   clock.advance(120_000);
   const second = await workUntilEmpty(queue, { concurrency: 4 });
   assert.deepEqual(second, { completed: 1, failed: 1, retried: 0 });
+});
+
+const noop = defineJob({ name: "noop", schema: z.number(), handle() {} });
+
+Deno.test("a worker busy with 20,000 due jobs lets timers run", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: [noop] });
+  const count = 20_000;
+  await queue.dispatchMany(noop, Array.from({ length: count }, (_, n) => n));
+  let ticks = 0;
+  const interval = setInterval(() => ticks++, 5);
+  let ticksAtEnd: number;
+  const worker = queue.work({
+    executor: "isolate",
+    concurrency: 32,
+    stopWhenEmpty: true,
+    pollMs: 5,
+  });
+  try {
+    await worker.done.then(() => {
+      ticksAtEnd = ticks;
+    });
+  } finally {
+    clearInterval(interval);
+  }
+  assert.equal(worker.stats.completed, count);
+  assert.equal((await queue.jobs()).total, 0);
+  assert.ok(ticksAtEnd! > 0, "the interval ran during the drain");
 });

@@ -1,16 +1,14 @@
 /**
- * Queue behaviour fixed after review (commit 488b607): transactions SQLite
- * ended on its own or that the callback waits on, dispatching from handlers
- * while the queue closes, and the limits of dispatchSync. (queue_test.ts is
- * at its size limit.)
+ * `Queue.transaction()`: transactions SQLite ended on its own, and queue
+ * calls made inside a transaction's callback or started there.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, JobTimeoutError, Queue, QueueClosedError } from "../mod.ts";
-import { nextEvent, storedCounts, tempDir, within } from "./_helpers.ts";
-import { gate, readRows } from "./fixtures/runner/harness.ts";
+import { defineJob, Queue } from "../../mod.ts";
+import { tempDir, within } from "../_helpers.ts";
+import { gate, readRows } from "../fixtures/runner/harness.ts";
 
 const note = defineJob({ name: "note", schema: z.object({ n: z.number() }), handle() {} });
 
@@ -128,97 +126,4 @@ Deno.test("Queue calls that merely started inside an earlier transaction's callb
   } finally {
     await within(queue.close(), 2_000, "close()");
   }
-});
-
-Deno.test("Queue.close() lets a running handler dispatch its follow-up within grace, while outside dispatches are refused", async () => {
-  await using dir = await tempDir();
-  const proceed = gate();
-  const dispatched = Promise.withResolvers<number>();
-  const followUp = defineJob({ name: "follow-up", schema: z.number(), handle() {} });
-  const parent = defineJob({
-    name: "parent",
-    schema: z.null(),
-    async handle(_payload, ctx) {
-      await proceed.promise;
-      try {
-        dispatched.resolve(await ctx.queue.dispatch(followUp, ctx.id));
-      } catch (error) {
-        dispatched.reject(error);
-        throw error;
-      }
-    },
-  });
-  const queue = await Queue.open({ path: dir.dbPath, jobs: [parent, followUp] });
-  try {
-    const parentId = await queue.dispatch(parent, null);
-    const worker = queue.work({ pollMs: 5, graceMs: 5_000 });
-    await nextEvent(worker, "job:start");
-    const closing = queue.close();
-    await assert.rejects(queue.dispatch(followUp, 0), QueueClosedError);
-    proceed.resolve();
-    const followUpId = await within(dispatched.promise, 5_000, "the handler's dispatch");
-    await within(closing, 5_000, "close()");
-    assert.deepEqual(worker.stats, { completed: 1, failed: 0, retried: 0 });
-    const rows = readRows<{ id: number; name: string; payload: string }>(
-      dir.dbPath,
-      "SELECT id, name, payload FROM jobs",
-    ).map((row) => ({ ...row }));
-    assert.deepEqual(rows, [{ id: followUpId, name: "follow-up", payload: String(parentId) }]);
-  } finally {
-    proceed.resolve();
-    await queue.close();
-  }
-});
-
-Deno.test("Queue.dispatchSync() rejects with JobTimeoutError at timeoutMs, even if the handler ignores its signal", async () => {
-  let handlerEnded = false;
-  const ended = Promise.withResolvers<void>();
-  let signal: AbortSignal | undefined;
-  const slow = defineJob({
-    name: "slow",
-    schema: z.null(),
-    timeoutMs: 100,
-    async handle(_payload, ctx) {
-      signal = ctx.signal;
-      try {
-        // Ignores ctx.signal on purpose; ends on its own so that the test leaves no timer behind.
-        await new Promise((resolve) => setTimeout(resolve, 500));
-      } finally {
-        handlerEnded = true;
-        ended.resolve();
-      }
-    },
-  });
-  await using queue = await Queue.open({ path: ":memory:", jobs: [slow] });
-  try {
-    const startedAt = performance.now();
-    await assert.rejects(queue.dispatchSync(slow, null), (error: unknown) => {
-      assert.ok(error instanceof JobTimeoutError, `got ${String(error)}`);
-      assert.equal(error.timeoutMs, 100);
-      return true;
-    });
-    const tookMs = performance.now() - startedAt;
-    assert.equal(handlerEnded, false, "dispatchSync waited for the handler past its timeout");
-    assert.ok(tookMs >= 95, `rejected after ${Math.round(tookMs)} ms`);
-    assert.ok(signal?.aborted);
-    assert.ok(signal.reason instanceof JobTimeoutError);
-  } finally {
-    await ended.promise;
-  }
-});
-
-Deno.test("Queue.dispatchSync() rejects when the handler releases the job, since it cannot be put back", async () => {
-  const releasing = defineJob({
-    name: "releasing",
-    schema: z.null(),
-    handle(_payload, ctx) {
-      ctx.release(1_000);
-    },
-  });
-  await using queue = await Queue.open({ path: ":memory:", jobs: [releasing] });
-  await assert.rejects(
-    queue.dispatchSync(releasing, null),
-    /"releasing".*released the job.*cannot be put back/,
-  );
-  assert.deepEqual(await storedCounts(queue), {});
 });

@@ -1,0 +1,65 @@
+/**
+ * PostgreSQL's guards: a bigint the driver cannot hand to JavaScript
+ * exactly, and the queue used inside its own transaction callback.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import { defineJob } from "../../../src/job.ts";
+import { Queue } from "../../../src/queue.ts";
+import { PostgresStore } from "../../../src/stores/postgres/mod.ts";
+import { openTestPostgresStore, postgresTestUrl } from "../../_postgres.ts";
+
+const noop = defineJob({ name: "noop", schema: z.number(), handle() {} });
+
+const url = postgresTestUrl();
+
+Deno.test({
+  name:
+    "PostgresStore: a bigint beyond JavaScript's safe integers is refused, and the store still works",
+  ignore: url === null,
+  async fn() {
+    await using pg = await openTestPostgresStore(url!);
+    await assert.rejects(
+      pg.store.transaction((tx) => tx.query("SELECT 9007199254740993::bigint AS x")),
+      (error: Error) =>
+        error instanceof RangeError && /beyond JavaScript's safe integers/.test(error.message),
+    );
+    const rows = await pg.store.transaction((tx) =>
+      tx.query<{ x: number }>("SELECT 9007199254740991::bigint AS x")
+    );
+    assert.deepEqual(rows.map((row) => row.x), [9007199254740991]);
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore: the queue used inside its own transaction callback is refused, and nothing is stored",
+  ignore: url === null,
+  async fn() {
+    await using pg = await openTestPostgresStore(url!);
+    const store = await PostgresStore.open(url!, { schema: pg.schema });
+    await using queue = await Queue.open({ store, jobs: [noop] });
+    await assert.rejects(
+      queue.transaction(async () => {
+        await queue.dispatch(noop, 1);
+      }),
+      /Cannot use the queue inside its own transaction callback/,
+    );
+    const count = async () => {
+      const [row] = await pg.store.transaction((tx) =>
+        tx.query<{ n: number }>("SELECT COUNT(*) AS n FROM jobs")
+      );
+      return Number(row!.n);
+    };
+    assert.equal(await count(), 0);
+    await queue.transaction((tx) => tx.dispatch(noop, 2));
+    await queue.dispatch(noop, 3);
+    assert.equal(await count(), 2, "the tx handle and the queue outside still work");
+  },
+});
+
+if (url === null) {
+  console.log("PostgreSQL guard tests skipped: QUEUE_TEST_POSTGRES_URL is not set");
+}
