@@ -18,19 +18,13 @@ import {
 import { type BatchBuilder, type BatchStatus, toBatchStatus } from "./batch.ts";
 import type { ChainBuilder, ChainOptions } from "./chain.ts";
 import { type Clock, systemClock } from "./clock.ts";
-import {
-  CommitBuffer,
-  Dispatch,
-  type DispatchRules,
-  type StoreTarget,
-} from "./dispatch/dispatch.ts";
+import { Dispatch, type DispatchRules, type StoreTarget } from "./dispatch/dispatch.ts";
 import { type AppKeys, PayloadCipher } from "./encryption.ts";
 import { awaitResult } from "./admin/await_result.ts";
 import { JobCancelledError, QueueClosedError } from "./errors.ts";
 import { QueueEventTarget } from "./events.ts";
 import type { HandlerQueue } from "./executors/executor.ts";
 import { IsolateExecutor } from "./executors/isolate.ts";
-import { WebWorkerPool } from "./executors/web_workers.ts";
 import type { Dispatcher, DispatchOptions, JobDefinition, OutputOf, PayloadOf } from "./job.ts";
 import { InlineTarget } from "./dispatch/inline_target.ts";
 import {
@@ -71,8 +65,9 @@ import {
   readAppKeys,
 } from "./queue_options.ts";
 import { runNow } from "./dispatch/run_now.ts";
-import { QueueWorker } from "./runner/runner.ts";
-import { ScheduleFirer } from "./schedules/firing.ts";
+import type { QueueWorker } from "./runner/runner.ts";
+import { startWorker } from "./runner/start.ts";
+import { type QueueTransaction, runTransaction } from "./dispatch/transaction.ts";
 import { type ScheduleDefinition, timesOf } from "./schedule.ts";
 import { jobRow, scheduleRows } from "./schedules/slot_jobs.ts";
 import { slotsBetween } from "./schedule_times.ts";
@@ -83,7 +78,7 @@ import {
   toScheduleInfo,
 } from "./schedules/views.ts";
 import { openStore } from "./store_options.ts";
-import type { JobResultRow, NewJobRow, Store, StoreTransaction } from "./stores/store.ts";
+import type { JobResultRow, NewJobRow, Store } from "./stores/store.ts";
 import {
   type ResolvedWorkOptions,
   resolveWorkOptions,
@@ -111,18 +106,7 @@ import {
 
 export type { QueueMode, QueueOptions } from "./queue_options.ts";
 
-/** The handle {@linkcode Queue.transaction} passes to its callback. */
-export interface QueueTransaction extends Dispatcher {
-  /** Builds a chain stored as part of the transaction. */
-  chain(options?: ChainOptions): ChainBuilder;
-  /** Builds a batch stored as part of the transaction. */
-  batch(name: string): BatchBuilder;
-  /**
-   * Runs the app's own statement in the same transaction (`?` placeholders on
-   * SQLite) and returns its rows.
-   */
-  query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<Row[]>;
-}
+export type { QueueTransaction } from "./dispatch/transaction.ts";
 
 /**
  * A queue of jobs kept in a database. Open one per process and share it.
@@ -351,23 +335,11 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         'Cannot start a transaction: an inline queue (mode "inline") has no database to share',
       );
     }
-    const committed = new CommitBuffer();
-    const result = await this.#store.transaction((storeTx: StoreTransaction) => {
-      const dispatch = new Dispatch(this.#dispatchRules, {
-        target: storeTx,
-        sink: committed.sink,
-        assertOpen: () => this.#assertOpen("dispatch"),
-      });
-      return fn({
-        dispatch: (job, payload, options) => dispatch.dispatch(job, payload, options),
-        dispatchMany: (job, payloads, options) => dispatch.dispatchMany(job, payloads, options),
-        query: (sql, params) => storeTx.query(sql, params),
-        chain: (options) => dispatch.chain(options),
-        batch: (name) => dispatch.batch(name),
-      });
-    });
-    committed.flush((rows, ids) => this.#queued(rows, ids));
-    return result;
+    return await runTransaction(this.#store, {
+      rules: this.#dispatchRules,
+      assertOpen: () => this.#assertOpen("dispatch"),
+      committed: (rows, ids) => this.#queued(rows, ids),
+    }, fn);
   }
 
   /**
@@ -521,38 +493,16 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         }); open it with mode "worker" to work jobs here`,
       );
     }
-    const jobsUrl = this.#registry.moduleUrl;
-    const executor = resolved.executor === "workers"
-      ? new WebWorkerPool({
-        jobsUrl: jobsUrl!,
-        size: resolved.workers,
-        graceMs: resolved.graceMs,
-        appKeys: this.#appKeys,
-        captureConsole: resolved.captureConsole,
-        dispatch: (name, payloads, options, batchId) =>
-          this.#handlerDispatch.byName(name, payloads, options, batchId),
-        fallback: () => new IsolateExecutor(this.#registry, this.#handlerQueue, this.#cipher),
-        onFallback: (error) => this.emit("queue:error", { error, during: "starting Web Workers" }),
-      })
-      : new IsolateExecutor(this.#registry, this.#handlerQueue, this.#cipher);
-    const schedules = this.#registry.schedules();
-    const runner = new QueueWorker({
+    const runner = startWorker({
       store: this.#store,
       registry: this.#registry,
-      executor,
+      jobRows: this.#jobRows,
       clock: this.#clock,
       events: this,
-      random: Math.random,
+      appKeys: this.#appKeys,
       cipher: this.#cipher,
-      schedules: resolved.schedules && schedules.length > 0
-        ? new ScheduleFirer(
-          schedules,
-          this.#jobRows,
-          Math.random,
-          (error) => this.emit("queue:error", { error, during: "firing a schedule" }),
-        )
-        : null,
-      readsScheduled: schedules.length > 0,
+      handlerQueue: this.#handlerQueue,
+      handlerDispatch: this.#handlerDispatch,
       keepFinishedMs: this.#keepFinishedMs,
     }, resolved);
     this.#runners.add(runner);
