@@ -46,7 +46,7 @@ export type DrainOptions = WorkUntilEmptyOptions;
 /**
  * Works `queue` until nothing is due now, then stops. Delayed jobs and
  * retries waiting for their backoff stay queued: move an injected clock
- * forward and drain again.
+ * forward and call it again.
  *
  * @example Work until empty after dispatching
  * ```ts

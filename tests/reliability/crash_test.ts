@@ -94,7 +94,7 @@ Deno.test("R01: a worker process killed with SIGKILL mid-job: the job runs again
   );
 });
 
-Deno.test("R01, claiming ahead: a worker killed mid-drain held no single-attempt job ahead, so every job it failed had run", async () => {
+Deno.test("R01, claiming ahead: a worker killed mid-run claimed no single-attempt job ahead, so every job it failed had run", async () => {
   await using tmp = await tempDir();
   const total = 3_000;
   await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS_URL });

@@ -322,30 +322,33 @@ storeTest("the failed hook runs exactly once per job when many fail in one settl
   assert.deepEqual(hooked.toSorted((a, b) => a - b), payloads);
 });
 
-storeTest("the failed hook runs once when attempts are spent over several drains", async (db) => {
-  let hookCalls = 0;
-  const job = defineJob({
-    name: "slow-death",
-    schema: z.null(),
-    maxAttempts: 3,
-    backoff: [1_000],
-    jitter: 0,
-    handle() {
-      throw new Error("nope");
-    },
-    failed() {
-      hookCalls++;
-    },
-  });
-  const clock = new ManualClock();
-  await using queue = await db.open({ jobs: [job], clock });
-  await queue.dispatch(job, null);
-  for (let round = 1; round <= 5; round++) {
-    await workUntilEmpty(queue);
-    assert.equal(hookCalls, round < 3 ? 0 : 1, `after drain ${round}`);
-    clock.advance(1_000);
-  }
-});
+storeTest(
+  "the failed hook runs once when attempts are spent over several runs of workUntilEmpty()",
+  async (db) => {
+    let hookCalls = 0;
+    const job = defineJob({
+      name: "slow-death",
+      schema: z.null(),
+      maxAttempts: 3,
+      backoff: [1_000],
+      jitter: 0,
+      handle() {
+        throw new Error("nope");
+      },
+      failed() {
+        hookCalls++;
+      },
+    });
+    const clock = new ManualClock();
+    await using queue = await db.open({ jobs: [job], clock });
+    await queue.dispatch(job, null);
+    for (let round = 1; round <= 5; round++) {
+      await workUntilEmpty(queue);
+      assert.equal(hookCalls, round < 3 ? 0 : 1, `after drain ${round}`);
+      clock.advance(1_000);
+    }
+  },
+);
 
 storeTest(
   "a failed hook that throws becomes a queue:error and never brings the job back",
