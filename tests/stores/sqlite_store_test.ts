@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
-import { migrations } from "../migrations/sqlite/mod.ts";
-import { openConnection } from "../src/stores/_sqlite_connection.ts";
-import { type Durability, SqliteStore } from "../src/stores/sqlite.ts";
-import { ChildScript } from "./_child.ts";
-import { tempDir } from "./_helpers.ts";
-import { claim, LEASE_MS, newJob, storeContract, T0 } from "./store_contract.ts";
-import { chainsBatchesContract } from "./store_contract_chains_batches.ts";
-import { statsContract } from "./store_contract_stats.ts";
+import { migrations } from "../../migrations/sqlite/mod.ts";
+import { openConnection } from "../../src/stores/_sqlite_connection.ts";
+import { type Durability, SqliteStore } from "../../src/stores/sqlite.ts";
+import { ChildScript } from "../_child.ts";
+import { tempDir } from "../_helpers.ts";
+import { claim, LEASE_MS, newJob, storeContract, T0 } from "./contract/worker_store.ts";
+import { chainsBatchesContract } from "./contract/chains_batches.ts";
+import { statsContract } from "./contract/stats_store.ts";
 
 storeContract("SqliteStore (file)", async () => {
   const dir = await tempDir();
@@ -84,7 +84,7 @@ async function storePragma(store: SqliteStore, name: string): Promise<unknown> {
 /** A fixture script under tests/fixtures/store/. */
 class Child extends ChildScript {
   constructor(script: string, args: readonly string[]) {
-    super(new URL(`./fixtures/store/${script}`, import.meta.url), args);
+    super(new URL(`../fixtures/store/${script}`, import.meta.url), args);
   }
 }
 

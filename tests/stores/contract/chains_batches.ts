@@ -23,8 +23,8 @@ import type {
   Store,
   StoredError,
   WaitingJobRow,
-} from "../src/stores/store.ts";
-import { claim, LEASE_MS, newJob, type OpenedStore, T0 } from "./store_contract.ts";
+} from "../../../src/stores/store.ts";
+import { claim, LEASE_MS, newJob, type OpenedStore, T0 } from "./worker_store.ts";
 
 /** Far enough ahead that every delay has passed and every lease taken before has expired. */
 const LATER = T0 + 1_000 * LEASE_MS;

@@ -7,12 +7,12 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { postgresDialect } from "../src/stores/_postgres_dialect.ts";
-import { PostgresStore } from "../src/stores/postgres.ts";
-import { newJob, storeContract, T0 } from "./store_contract.ts";
-import { chainsBatchesContract } from "./store_contract_chains_batches.ts";
-import { statsContract } from "./store_contract_stats.ts";
-import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
+import { postgresDialect } from "../../src/stores/_postgres_dialect.ts";
+import { PostgresStore } from "../../src/stores/postgres.ts";
+import { newJob, storeContract, T0 } from "./contract/worker_store.ts";
+import { chainsBatchesContract } from "./contract/chains_batches.ts";
+import { statsContract } from "./contract/stats_store.ts";
+import { openTestPostgresStore, postgresTestUrl } from "../_postgres.ts";
 
 const url = postgresTestUrl();
 if (url === null) {

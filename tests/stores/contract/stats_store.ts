@@ -17,8 +17,8 @@ import {
   type Settlement,
   type Store,
   type WorkerRow,
-} from "../src/stores/store.ts";
-import { claim, LEASE_MS, newJob, type OpenedStore, T0 } from "./store_contract.ts";
+} from "../../../src/stores/store.ts";
+import { claim, LEASE_MS, newJob, type OpenedStore, T0 } from "./worker_store.ts";
 
 const MINUTE = 60_000;
 const DAY = 24 * 60 * MINUTE;

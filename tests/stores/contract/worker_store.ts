@@ -15,7 +15,7 @@ import type {
   Store,
   StoredError,
   StoreTransaction,
-} from "../src/stores/store.ts";
+} from "../../../src/stores/store.ts";
 
 /** A fresh, empty store; disposing it closes the store and drops its data. */
 export interface OpenedStore extends AsyncDisposable {
