@@ -13,9 +13,9 @@ import { defineJob, type JobContext } from "../src/job.ts";
 import { rateLimited, withoutOverlapping } from "../src/middleware.ts";
 import { Queue } from "../src/queue.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
-import { ManualClock } from "./_helpers.ts";
+import { ManualClock, waitUntil } from "./_helpers.ts";
 import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
-import { orQueueError, storeTest, waitFor } from "./_stores.ts";
+import { orQueueError, storeTest } from "./_stores.ts";
 
 /** The longest delay accepted anywhere: 100 years in ms. */
 const MAX_DELAY = 3153600000000;
@@ -234,7 +234,10 @@ Deno.test("a hand-made middleware rule with a bad field fails the attempt, and t
     setTimeout(() => resolve(running), 20)
   );
   assert.ok(firedWhileRunning, "a timer fired while the worker ran");
-  const failed = await waitFor("the junk job to fail", () => queue.failedJob(id), 3_000);
+  const failed = await waitUntil(() => queue.failedJob(id), {
+    what: "the junk job to fail",
+    timeoutMs: 3_000,
+  });
   assert.match(failed.error, /^TypeError: rateLimited: key must be/);
   await worker.stop();
   assert.equal(worker.stats.failed, 1);
