@@ -5,15 +5,14 @@ import { openConnection } from "../../src/stores/_sqlite_connection.ts";
 import { type Durability, SqliteStore } from "../../src/stores/sqlite.ts";
 import { ChildScript } from "../_child.ts";
 import { tempDir } from "../_helpers.ts";
-import { claim, LEASE_MS, newJob, storeContract, T0 } from "./contract/worker_store.ts";
-import { chainsBatchesContract } from "./contract/chains_batches.ts";
-import { statsContract } from "./contract/stats_store.ts";
+import { claim, LEASE_MS, newJob, storeContract, T0 } from "./contract/mod.ts";
 
 storeContract("SqliteStore (file)", async () => {
   const dir = await tempDir();
   const store = await SqliteStore.open(dir.dbPath);
   return {
     store,
+    another: () => SqliteStore.open(dir.dbPath),
     async [Symbol.asyncDispose]() {
       await store.close();
       await dir[Symbol.asyncDispose]();
@@ -22,40 +21,6 @@ storeContract("SqliteStore (file)", async () => {
 });
 
 storeContract("SqliteStore (:memory:)", async () => {
-  const store = await SqliteStore.open(":memory:");
-  return { store, [Symbol.asyncDispose]: () => store.close() };
-});
-
-chainsBatchesContract("SqliteStore (file)", async () => {
-  const dir = await tempDir();
-  const store = await SqliteStore.open(dir.dbPath);
-  return {
-    store,
-    async [Symbol.asyncDispose]() {
-      await store.close();
-      await dir[Symbol.asyncDispose]();
-    },
-  };
-});
-
-chainsBatchesContract("SqliteStore (:memory:)", async () => {
-  const store = await SqliteStore.open(":memory:");
-  return { store, [Symbol.asyncDispose]: () => store.close() };
-});
-
-statsContract("SqliteStore (file)", async () => {
-  const dir = await tempDir();
-  const store = await SqliteStore.open(dir.dbPath);
-  return {
-    store,
-    async [Symbol.asyncDispose]() {
-      await store.close();
-      await dir[Symbol.asyncDispose]();
-    },
-  };
-});
-
-statsContract("SqliteStore (:memory:)", async () => {
   const store = await SqliteStore.open(":memory:");
   return { store, [Symbol.asyncDispose]: () => store.close() };
 });
