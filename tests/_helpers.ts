@@ -114,3 +114,43 @@ export async function within<T>(promise: Promise<T>, ms: number, what: string): 
     clearTimeout(timer);
   }
 }
+
+/** How long {@linkcode waitUntil} waits unless told otherwise: generous, for a busy machine. */
+export const WAIT_UNTIL_TIMEOUT_MS = 30_000;
+
+/** Options of {@linkcode waitUntil}. */
+export interface WaitUntilOptions {
+  /** What is awaited, for the error: "the job settled". */
+  readonly what: string;
+  /**
+   * How long to wait before failing.
+   * @default {WAIT_UNTIL_TIMEOUT_MS}
+   */
+  readonly timeoutMs?: number;
+  /**
+   * How long to sleep between two checks.
+   * @default {10}
+   */
+  readonly everyMs?: number;
+}
+
+/**
+ * Checks `condition` until it returns something other than undefined,
+ * false or null, and resolves with that; rejects naming `what` once
+ * `timeoutMs` have passed. For conditions that have no event to wait on
+ * (rows, files, a child's output).
+ */
+export async function waitUntil<T>(
+  condition: () => T | undefined | false | null | Promise<T | undefined | false | null>,
+  { what, timeoutMs = WAIT_UNTIL_TIMEOUT_MS, everyMs = 10 }: WaitUntilOptions,
+): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const value = await condition();
+    if (value !== undefined && value !== false && value !== null) return value;
+    if (performance.now() > deadline) {
+      throw new Error(`Timed out after ${timeoutMs} ms waiting until ${what}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+}

@@ -97,26 +97,6 @@ export function storeTest(name: string, fn: (db: StoreContext) => Promise<void>)
 }
 
 /**
- * Polls `probe` every `everyMs` until it returns something other than
- * undefined, false or null, and resolves with that; rejects after `timeoutMs`.
- * For waiting on rows, which have no event to wait on.
- */
-export async function waitFor<T>(
-  what: string,
-  probe: () => Promise<T | undefined | false | null>,
-  timeoutMs = 5_000,
-  everyMs = 10,
-): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false && value !== null) return value;
-    if (performance.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
-  }
-}
-
-/**
  * Settles as `work` does, but rejects with the error of the first
  * `queue:error` of `queue` before then. For tests that expect none: a store
  * that fails on every tick would otherwise keep a worker looping until the

@@ -19,8 +19,8 @@ import {
 } from "../mod.ts";
 import { workUntilEmpty } from "../src/testing.ts";
 import { join } from "node:path";
-import { ManualClock, nextEvent, storedCounts } from "./_helpers.ts";
-import { type StoreContext, storeTest, waitFor } from "./_stores.ts";
+import { ManualClock, nextEvent, storedCounts, waitUntil } from "./_helpers.ts";
+import { type StoreContext, storeTest } from "./_stores.ts";
 import { events } from "./fixtures/runner/harness.ts";
 import {
   grow as wwGrow,
@@ -489,10 +489,9 @@ storeTest(
     gates.release.resolve();
     gates.retry.resolve();
     await twoPutBack;
-    await waitFor(
-      "both skipped",
-      async () => (await queue.batchStatus(id))!.skipped === 2 ? true : undefined,
-    );
+    await waitUntil(async () => (await queue.batchStatus(id))!.skipped === 2 ? true : undefined, {
+      what: "both skipped",
+    });
     await worker.stop({ graceMs: 0 });
 
     assert.deepEqual(
@@ -1044,10 +1043,10 @@ storeTest(
       .dispatch();
     const worker = queue.work({ workers: 1, stopWhenEmpty: true, pollMs: 10 });
 
-    const running = await waitFor("progress 42", async () => {
+    const running = await waitUntil(async () => {
       const [job] = (await queue.counts()).default?.running ?? [];
       return job?.progress === 42 ? job : undefined;
-    });
+    }, { what: "progress 42" });
     assert.equal(running.name, "bw.progressing");
     assert.equal(running.batchId, id);
     assert.equal(running.attempt, 1);

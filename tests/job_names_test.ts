@@ -13,8 +13,9 @@ import { defineJob, Queue, rateLimited, withoutOverlapping } from "../mod.ts";
 import { dashboard } from "../src/dashboard.ts";
 import { workUntilEmpty } from "../src/testing.ts";
 import { fetchFrom } from "./_dashboard.ts";
-import { runCli, waitUntil } from "./fixtures/cli/cli_process.ts";
+import { runCli } from "./fixtures/cli/cli_process.ts";
 import { storeTest } from "./_stores.ts";
+import { waitUntil } from "./_helpers.ts";
 
 const ran: string[] = [];
 const oldJob = defineJob({
@@ -66,12 +67,11 @@ storeTest(
 
     const worker = oldApp.work({ executor: "isolate", pollMs: 10 });
     try {
-      await waitUntil(
-        "the old worker ran its due job and wrote a heartbeat",
-        async () =>
-          (await oldApp.workers()).length === 1 &&
-          await db.count("jobs", "name = ?", ["resize-v1"]) === 0,
-      );
+      await waitUntil(async () =>
+        (await oldApp.workers()).length === 1 &&
+        await db.count("jobs", "name = ?", ["resize-v1"]) === 0, {
+        what: "the old worker ran its due job and wrote a heartbeat",
+      });
       assert.deepEqual(await newApp.unclaimed(), [
         { queue: "default", name: "resize-v2", pending: 3 },
       ]);

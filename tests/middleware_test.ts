@@ -19,11 +19,11 @@ import {
   withoutOverlapping,
 } from "../mod.ts";
 import { workUntilEmpty } from "../src/testing.ts";
-import { ManualClock, nextEvent, tempDir } from "./_helpers.ts";
-import { orQueueError, type StoreContext, storeTest, waitFor } from "./_stores.ts";
+import { ManualClock, nextEvent, tempDir, waitUntil } from "./_helpers.ts";
+import { orQueueError, type StoreContext, storeTest } from "./_stores.ts";
 import { DEAD_LOCK_EXPIRE_MS, holdsLock } from "./fixtures/guards/jobs.ts";
 import { count, JOBS_URL, startWork, workerStarted } from "./fixtures/guards/harness.ts";
-import { openReader, waitUntil } from "./fixtures/reliability/harness.ts";
+import { openReader } from "./fixtures/reliability/harness.ts";
 import { readLedger } from "./fixtures/reliability/ledger.ts";
 import { record } from "./fixtures/runner/harness.ts";
 
@@ -137,17 +137,12 @@ for (const [job, limit] of [[limitOne, 1], [limitTwo, 2]] as const) {
       // While the first runs, the others were put back without using an attempt.
       const held = await orQueueError(
         queue,
-        waitFor(
-          "jobs held back",
-          async () => {
-            const rows = await db.query<{ attempts: number; last_error: string }>(
-              "SELECT attempts, last_error FROM jobs WHERE token IS NULL AND last_error IS NOT NULL",
-            );
-            return rows.length > 0 ? rows : undefined;
-          },
-          5_000,
-          2,
-        ),
+        waitUntil(async () => {
+          const rows = await db.query<{ attempts: number; last_error: string }>(
+            "SELECT attempts, last_error FROM jobs WHERE token IS NULL AND last_error IS NOT NULL",
+          );
+          return rows.length > 0 ? rows : undefined;
+        }, { what: "jobs held back", timeoutMs: 5_000, everyMs: 2 }),
       );
       for (const row of held) {
         assert.equal(row.attempts, 0);
@@ -155,7 +150,10 @@ for (const [job, limit] of [[limitOne, 1], [limitTwo, 2]] as const) {
       }
       await orQueueError(
         queue,
-        waitFor("all 12 completed", async () => await db.count("jobs") === 0, 10_000),
+        waitUntil(async () => await db.count("jobs") === 0, {
+          what: "all 12 completed",
+          timeoutMs: 10_000,
+        }),
       );
       await worker.stop();
 
@@ -240,10 +238,9 @@ Deno.test("withoutOverlapping: the lock of a `work` process killed with SIGKILL 
   const beforeWork = Date.now();
   await using child = startWork(tmp.dbPath, ["--lease-ms", "500", "--sleep-ms", "50"]);
   await workerStarted(child);
-  await waitUntil(
-    "the hanging attempt started",
-    () => readLedger(db, "job_id = ?", hung).length > 0,
-  );
+  await waitUntil(() => readLedger(db, "job_id = ?", hung).length > 0, {
+    what: "the hanging attempt started",
+  });
   child.kill("SIGKILL");
   assert.equal((await child.exit(10_000)).signal, "SIGKILL");
   const [lock] = db.prepare("SELECT job_id, expires_at FROM job_locks").all() as {
@@ -266,7 +263,10 @@ Deno.test("withoutOverlapping: the lock of a `work` process killed with SIGKILL 
     ({ detail }) => starts.push({ id: detail.id, at: Date.now() }),
   );
   const worker = queue.work({ executor: "isolate", concurrency: 2, pollMs: 20, leaseMs: 500 });
-  await waitUntil("both jobs completed", () => count(db, "jobs") === 0, 10_000);
+  await waitUntil(() => count(db, "jobs") === 0, {
+    what: "both jobs completed",
+    timeoutMs: 10_000,
+  });
   await worker.stop();
 
   const early = starts.filter(({ at }) => at < lock!.expires_at);
@@ -413,7 +413,7 @@ storeTest(
     const id = await queue.dispatch(probe, { n: 2 });
     const row = await orQueueError(
       queue,
-      waitFor("the probe held back", async () => {
+      waitUntil(async () => {
         const [held] = await db.query<
           { available_at: number; attempts: number; token: number | null }
         >(
@@ -421,7 +421,7 @@ storeTest(
           [id],
         );
         return held;
-      }),
+      }, { what: "the probe held back" }),
     );
     assert.deepEqual({ ...row }, { available_at: heldAt + 5_000, attempts: 0, token: null });
     // The holder times out (retry in 60 s), which frees the lock; the probe still waits its 5 s.
@@ -452,7 +452,10 @@ Deno.test("a hand-made middleware rule with a bad field fails the attempt, and t
     setTimeout(() => resolve(running), 20)
   );
   assert.ok(firedWhileRunning, "a timer fired while the worker ran");
-  const failed = await waitFor("the junk job to fail", () => queue.failedJob(id), 3_000);
+  const failed = await waitUntil(() => queue.failedJob(id), {
+    what: "the junk job fails",
+    timeoutMs: 30_000,
+  });
   assert.match(failed.error, /^TypeError: rateLimited: key must be/);
   await worker.stop();
   assert.equal(worker.stats.failed, 1);

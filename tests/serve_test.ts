@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { tempDir } from "./_helpers.ts";
-import { runCli, waitUntil } from "./fixtures/cli/cli_process.ts";
+import { tempDir, waitUntil } from "./_helpers.ts";
+import { runCli } from "./fixtures/cli/cli_process.ts";
 
 /** What `counts()` shows for a queue of the jobs with nothing in it. */
 const IDLE = { pending: 0, delayed: 0, reserved: 0, failed: 0, running: [] };
@@ -103,10 +103,9 @@ Deno.test("the serve example dispatches an order, runs it in its own workers, re
   assert.equal(notJson.status, 400);
   await notJson.body?.cancel();
 
-  await waitUntil(
-    "the order job ran",
-    async () => (await status(app.origin)).worker!.completed === 1,
-  );
+  await waitUntil(async () => (await status(app.origin)).worker!.completed === 1, {
+    what: "the order job ran",
+  });
   assert.deepEqual((await status(app.origin)).counts, { default: IDLE });
 
   const stopped = await app.stop();

@@ -2,19 +2,10 @@
 import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, Queue } from "../../mod.ts";
-import { ManualClock } from "../_helpers.ts";
+import { ManualClock, waitUntil } from "../_helpers.ts";
 
 const NOON = Date.UTC(2026, 0, 1, 12, 0, 0);
 const noop = defineJob({ name: "noop", schema: z.null(), queue: "low", handle() {} });
-
-/** Waits until `check` holds, polling every 10 ms, or fails after `timeoutMs`. */
-async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs = 5_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!await check()) {
-    if (Date.now() > deadline) throw new Error(`Not ${what} within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 Deno.test("Queue.workers() lists each running worker from its start, as seen within seenWithinMs, until it stops", async () => {
   const clock = new ManualClock(NOON);
@@ -23,7 +14,7 @@ Deno.test("Queue.workers() lists each running worker from its start, as seen wit
   const one = queue.work({ executor: "isolate", queues: ["high", "low"], concurrency: 3 });
   const two = queue.work({ executor: "isolate", queues: ["low"] });
   try {
-    await waitUntil("both heartbeats", async () => (await queue.workers()).length === 2);
+    await waitUntil(async () => (await queue.workers()).length === 2, { what: "both heartbeats" });
     const seen = await queue.workers();
     assert.deepEqual(
       seen.map(({ host, pid, queues, concurrency, startedAt, lastSeenAt, running }) => ({

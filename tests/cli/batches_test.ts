@@ -9,8 +9,8 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, PermanentError, Queue } from "../../mod.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
-import { ManualClock, nextEvent, storedCounts, tempDir } from "../_helpers.ts";
-import { runCli, waitUntil } from "../fixtures/cli/cli_process.ts";
+import { ManualClock, nextEvent, storedCounts, tempDir, waitUntil } from "../_helpers.ts";
+import { runCli } from "../fixtures/cli/cli_process.ts";
 
 const failing = new Set<string>();
 const work = defineJob({
@@ -295,10 +295,9 @@ Deno.test("stats lists a running job with its progress, and batches shows its ca
   const started = nextEvent(queue, "job:start");
   const worker = queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 10 });
   await started;
-  await waitUntil(
-    "the progress is written",
-    async () => (await queue.counts()).default?.running[0]?.progress === 42.7,
-  );
+  await waitUntil(async () => (await queue.counts()).default?.running[0]?.progress === 42.7, {
+    what: "the progress is written",
+  });
   assert.equal(await queue.cancelBatch(id), true);
   const db = ["--db", tmp.dbPath];
 

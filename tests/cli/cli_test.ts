@@ -3,8 +3,8 @@ import { join } from "node:path";
 import { Queue } from "../../mod.ts";
 import { formatStatusLine } from "../../src/cli/status_line.ts";
 import { migrations } from "../../migrations/sqlite/mod.ts";
-import { storedCounts, tempDir, within } from "../_helpers.ts";
-import { runCli, startCli, waitUntil } from "../fixtures/cli/cli_process.ts";
+import { storedCounts, tempDir, waitUntil, within } from "../_helpers.ts";
+import { runCli, startCli } from "../fixtures/cli/cli_process.ts";
 import { exitStuckOnce, fails, record, waitForStop } from "../fixtures/cli/jobs.ts";
 
 const JOBS = "tests/fixtures/cli/jobs.ts";
@@ -235,7 +235,9 @@ Deno.test("work --no-supervise: SIGTERM releases a running job after --grace-ms 
     "--db",
     tmp.dbPath,
   ]);
-  await waitUntil("the job runs", async () => (await queue.counts()).default?.reserved === 1);
+  await waitUntil(async () => (await queue.counts()).default?.reserved === 1, {
+    what: "the job runs",
+  });
 
   const signalledAt = performance.now();
   worker.kill("SIGTERM");
@@ -276,7 +278,9 @@ Deno.test("work --no-supervise: a second signal stops at once instead of waiting
     "--db",
     tmp.dbPath,
   ]);
-  await waitUntil("the job runs", async () => (await queue.counts()).default?.reserved === 1);
+  await waitUntil(async () => (await queue.counts()).default?.reserved === 1, {
+    what: "the job runs",
+  });
 
   worker.kill("SIGTERM");
   await worker.waitForRecord((line) => line.event === "worker:stopping");

@@ -5,8 +5,8 @@
 import assert from "node:assert/strict";
 import { Queue } from "../../mod.ts";
 import { drainQueue, HOSTILE, hostile } from "../_dashboard.ts";
-import { tempDir } from "../_helpers.ts";
-import { runCli, startCli, waitUntil } from "../fixtures/cli/cli_process.ts";
+import { tempDir, waitUntil } from "../_helpers.ts";
+import { runCli, startCli } from "../fixtures/cli/cli_process.ts";
 
 const URL_LINE =
   /^Dashboard of (.+?)( \(read-only\))?: (http:\/\/127\.0\.0\.1:\d+\/) \(Ctrl-C to stop\)$/;
@@ -23,10 +23,9 @@ Deno.test("CLI dashboard: serves --db on 127.0.0.1 at a free --port 0, prints it
   await using tmp = await tempDir();
   await databaseWithFailedJob(tmp.dbPath);
   await using cli = startCli(["dashboard", "--db", tmp.dbPath, "--port", "0"]);
-  await waitUntil(
-    "the URL printed",
-    () => Promise.resolve(cli.lines.some((l) => URL_LINE.test(l))),
-  );
+  await waitUntil(() => Promise.resolve(cli.lines.some((l) => URL_LINE.test(l))), {
+    what: "the URL printed",
+  });
   const [, db, readOnly, url] = URL_LINE.exec(cli.lines.find((line) => URL_LINE.test(line))!)!;
   assert.deepEqual([db, readOnly], [tmp.dbPath, undefined]);
 
@@ -53,10 +52,9 @@ Deno.test("CLI dashboard: --read-only says so and draws no forms; bad flags exit
   await using tmp = await tempDir();
   await databaseWithFailedJob(tmp.dbPath);
   await using cli = startCli(["dashboard", "--db", tmp.dbPath, "--port", "0", "--read-only"]);
-  await waitUntil(
-    "the URL printed",
-    () => Promise.resolve(cli.lines.some((l) => URL_LINE.test(l))),
-  );
+  await waitUntil(() => Promise.resolve(cli.lines.some((l) => URL_LINE.test(l))), {
+    what: "the URL printed",
+  });
   const [, , readOnly, url] = URL_LINE.exec(cli.lines.find((line) => URL_LINE.test(line))!)!;
   assert.equal(readOnly, " (read-only)");
   const page = await (await fetch(`${url}failed`)).text();

@@ -10,8 +10,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Queue } from "../../mod.ts";
-import { exists, tempDir, within } from "../_helpers.ts";
-import { startCli, waitUntil } from "../fixtures/cli/cli_process.ts";
+import { exists, tempDir, waitUntil, within } from "../_helpers.ts";
+import { startCli } from "../fixtures/cli/cli_process.ts";
 import { exitOnce, spin } from "../fixtures/cli/supervise_jobs.ts";
 
 const JOBS = fileURLToPath(import.meta.resolve("../fixtures/cli/supervise_jobs.ts"));
@@ -133,7 +133,10 @@ Deno.test("work (supervised) starts another worker when one exits 0 with no limi
     "--sleep-ms",
     "100",
   ]);
-  await waitUntil("the job ran again in a new worker", () => Promise.resolve(exists(done)), 60_000);
+  await waitUntil(() => Promise.resolve(exists(done)), {
+    what: "the job ran again in a new worker",
+    timeoutMs: 60_000,
+  });
   assert.notEqual(Deno.readTextFileSync(done), Deno.readTextFileSync(marker), "another process");
   cli.kill("SIGTERM");
   const status = await within(cli.child.status, 60_000, "the supervisor exits on SIGTERM");
@@ -159,16 +162,19 @@ Deno.test("work (supervised): a second SIGTERM SIGKILLs a worker stuck in synchr
     "--grace-ms",
     "200",
   ]);
-  await waitUntil("the job started", () => Promise.resolve(exists(started)), 60_000);
+  await waitUntil(() => Promise.resolve(exists(started)), {
+    what: "the job started",
+    timeoutMs: 60_000,
+  });
   const childPid = Number(Deno.readTextFileSync(started));
   assert.notEqual(childPid, cli.child.pid);
   // Signals sent at once may merge into one: repeat SIGTERM until the supervisor exits.
   let exited = false;
   const status = cli.child.status.finally(() => exited = true);
-  await waitUntil("the supervisor exits after a second SIGTERM", () => {
+  await waitUntil(() => {
     if (!exited) cli.kill("SIGTERM");
     return Promise.resolve(exited);
-  }, 60_000);
+  }, { what: "the supervisor exits after a second SIGTERM", timeoutMs: 60_000 });
   assert.equal((await status).signal, null, "the supervisor itself exits");
   assert.equal(exists(`/proc/${childPid}`), false, "the stuck worker is gone");
   assert.match(await cli.stderr, /did not stop within 2 s of the second signal: SIGKILL/);

@@ -22,7 +22,7 @@ import {
   postForm,
   secret,
 } from "../_dashboard.ts";
-import { ManualClock } from "../_helpers.ts";
+import { ManualClock, waitUntil } from "../_helpers.ts";
 
 /** The JSON of `path`, checked to be a 200 JSON response. */
 async function json<T = Record<string, unknown>>(
@@ -45,15 +45,6 @@ async function page(handler: ReturnType<typeof dashboard>, path: string): Promis
 
 /** Collapses whitespace, so markup can be matched whatever its line breaks. */
 const squash = (html: string) => html.replace(/\s+/g, " ").replace(/> </g, "><");
-
-/** Waits until `check` holds, polling every 10 ms, or fails after `timeoutMs`. */
-async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs = 5_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!await check()) {
-    if (Date.now() > deadline) throw new Error(`Not ${what} within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 Deno.test("dashboard: the overview counts each queue's jobs by state and charts the last hour's minutes", async () => {
   const { queue } = await openQueue();
@@ -137,10 +128,10 @@ Deno.test("dashboard: the jobs page lists pending, delayed and running jobs with
   const worker = queue.work({ executor: "isolate", queues: ["media"], pollMs: 5, leaseMs: 600 });
   try {
     await gate.started.promise;
-    await waitUntil("progress written", async () => {
+    await waitUntil(async () => {
       const [job] = (await queue.jobs({ state: "running" })).jobs;
       return job?.progress === 40;
-    });
+    }, { what: "progress written" });
     const pendingIds = await queue.dispatchMany(
       plain,
       Array.from({ length: 30 }, (_, n) => ({ n })),
@@ -205,10 +196,10 @@ Deno.test("dashboard: the jobs page lists pending, delayed and running jobs with
     });
     assert.equal(startedAt, new Date(NOON).toISOString());
     assert.equal(lastSeenAt, new Date(NOON).toISOString());
-    await waitUntil("a heartbeat counting the running job", async () => {
+    await waitUntil(async () => {
       const [seen] = await queue.workers();
       return seen?.running === 1;
-    });
+    }, { what: "a heartbeat counting the running job" });
     const overviewHtml = squash(await page(handler, "/"));
     assert.match(overviewHtml, /<span data-live="workers\/0\/running">1<\/span> \/ 1/);
     assert.match(

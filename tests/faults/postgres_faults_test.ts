@@ -16,7 +16,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import postgres from "postgres";
 import { Queue } from "../../mod.ts";
-import { tempDir } from "../_helpers.ts";
+import { tempDir, waitUntil } from "../_helpers.ts";
 import { tick } from "../fixtures/faults/jobs.ts";
 import { privatePostgres } from "../fixtures/faults/private_postgres.ts";
 import { all, ChildProcess, one, openReader } from "../fixtures/reliability/harness.ts";
@@ -45,15 +45,6 @@ function startWork(url: string, ledger: string, flags: readonly string[]): Child
     "workers",
     ...flags,
   ], { FAULTS_LEDGER: ledger });
-}
-
-/** Polls `probe` until it is true, or throws after `timeoutMs`. */
-async function until(what: string, probe: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`Not ${what} within ${timeoutMs} ms`);
-    await sleep(20);
-  }
 }
 
 /** What every drain under faults must show; the figures. */
@@ -125,7 +116,10 @@ Deno.test({
       const ran = () => one<{ n: number }>(ledgerDb, "SELECT COUNT(*) AS n FROM ledger").n;
       const restarts: { downMs: number; resumeMs: number; rejectMs: number; said: string }[] = [];
       for (const share of [0.25, 0.6]) {
-        await until(`${share * 100} % of the jobs run`, () => ran() >= total * share, 120_000);
+        await waitUntil(() => ran() >= total * share, {
+          what: `${share * 100} % of the jobs run`,
+          timeoutMs: 120_000,
+        });
         await server.stop();
         const downAt = Date.now();
         const started = performance.now();
@@ -140,7 +134,10 @@ Deno.test({
         const upAt = Date.now();
         dispatched.push(await queue.dispatch(tick, { n: -2 }));
         const before = ran();
-        await until("a job run after the restart", () => ran() > before, 60_000);
+        await waitUntil(() => ran() > before, {
+          what: "a job run after the restart",
+          timeoutMs: 60_000,
+        });
         const [first] = all<{ start: number }>(
           ledgerDb,
           "SELECT MIN(start) AS start FROM ledger WHERE start >= ?",
@@ -148,7 +145,10 @@ Deno.test({
         );
         restarts.push({ downMs: upAt - downAt, resumeMs: first!.start - upAt, rejectMs, said });
       }
-      await until("every job run", () => ran() >= dispatched.length, 120_000);
+      await waitUntil(() => ran() >= dispatched.length, {
+        what: "every job run",
+        timeoutMs: 120_000,
+      });
       // Let the last settles land, then check the table is empty.
       const reader = postgres(server.url, { max: 1, onnotice: () => {} });
       try {
@@ -232,7 +232,10 @@ Deno.test({
         rounds++;
         await sleep(1_500);
       }
-      await until("every job run", () => ran() >= dispatched.length, 120_000).catch(
+      await waitUntil(() => ran() >= dispatched.length, {
+        what: "every job run",
+        timeoutMs: 120_000,
+      }).catch(
         async (error) => {
           const states =
             await admin`SELECT token IS NULL AS free, available_at - (extract(epoch from clock_timestamp()) * 1000)::bigint AS due_in, attempts, crashes, last_error FROM jobs LIMIT 5`;
@@ -261,7 +264,10 @@ Deno.test({
         const sentAt = performance.timeOrigin + performance.now();
         const id = await queue.dispatch(tick, { n });
         dispatched.push(id);
-        await until(`job ${id} run`, () => ran() >= dispatched.length, 10_000);
+        await waitUntil(() => ran() >= dispatched.length, {
+          what: `job ${id} run`,
+          timeoutMs: 10_000,
+        });
         const [row] = all<{ start: number }>(
           ledgerDb,
           "SELECT start FROM ledger WHERE job_id = ?",

@@ -9,7 +9,8 @@
 import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob } from "../../mod.ts";
-import { type StoreContext, storeTest, waitFor } from "../_stores.ts";
+import { type StoreContext, storeTest } from "../_stores.ts";
+import { waitUntil } from "../_helpers.ts";
 
 const noop = defineJob({ name: "poison.noop", schema: z.object({ n: z.number() }), handle() {} });
 
@@ -52,11 +53,14 @@ storeTest(
     const startedAt = performance.now();
     const worker = queue.work({ concurrency: 10, pollMs: 20 });
     try {
-      await waitFor("the other nine settled", async () => (await db.count("jobs")) === 1, 20_000);
-      const row = await waitFor("the poisoned job put back", async () => {
+      await waitUntil(async () => (await db.count("jobs")) === 1, {
+        what: "the other nine settled",
+        timeoutMs: 20_000,
+      });
+      const row = await waitUntil(async () => {
         const row = await jobRow(db, poisoned);
         return row?.token === null ? row : null;
-      }, 20_000);
+      }, { what: "the poisoned job put back", timeoutMs: 20_000 });
       const settledMs = performance.now() - startedAt;
       assert.match(row.last_error, new RegExp(`Cannot settle job ${poisoned}: .*poisoned row`));
       assert.equal(row.attempts, 1, "the refused attempt counts");
@@ -70,14 +74,16 @@ storeTest(
 
       // The queue flows on: later jobs settle while the poisoned one is still refused.
       const later = await queue.dispatchMany(noop, Array.from({ length: 5 }, (_, n) => ({ n })));
-      await waitFor(
-        "later jobs settled",
-        async () => (await db.count("jobs", `id IN (${later.join(", ")})`)) === 0,
-        20_000,
-      );
+      await waitUntil(async () => (await db.count("jobs", `id IN (${later.join(", ")})`)) === 0, {
+        what: "later jobs settled",
+        timeoutMs: 20_000,
+      });
       // Without the trigger, the poisoned job settles on its next attempt.
       await db.query("DROP TRIGGER poison" + db.pick({ sqlite: "", postgres: " ON jobs" }));
-      await waitFor("the poisoned job settled", async () => (await db.count("jobs")) === 0, 20_000);
+      await waitUntil(async () => (await db.count("jobs")) === 0, {
+        what: "the poisoned job settled",
+        timeoutMs: 20_000,
+      });
       console.log(
         `poisoned settle (${db.kind}): 9 others settled and the poisoned job put back in ` +
           `${Math.round(settledMs)} ms; ${errors.length} queue:error events; 5 later jobs flowed`,

@@ -8,8 +8,8 @@ import { defineJob, type JobDefinition } from "../../src/job.ts";
 import type { Queue } from "../../src/queue.ts";
 import type { ScheduledRun } from "../../src/job.ts";
 import { defineSchedule, type ScheduleConfig } from "../../src/schedule.ts";
-import { ManualClock, within } from "../_helpers.ts";
-import { type StoreContext, storeTest, waitFor } from "../_stores.ts";
+import { ManualClock, waitUntil, within } from "../_helpers.ts";
+import { type StoreContext, storeTest } from "../_stores.ts";
 
 const MINUTE = 60_000;
 /** A whole minute, so `everyMs: MINUTE` slots fall on it. */
@@ -140,16 +140,18 @@ storeTest('overlap "skip": a job spanning 3 slots yields 1 run; "allow" fires ea
       pollMs: 10,
       leaseMs: 60 * MINUTE,
     });
-    await waitFor("the first run", () => Promise.resolve(runs.length === 1));
+    await waitUntil(() => Promise.resolve(runs.length === 1), { what: "the first run" });
     for (const slot of [3, 4]) {
       clock.advance(MINUTE);
       worker.notify();
-      await waitFor(`slot ${slot} handled`, async () => {
+      await waitUntil(async () => {
         const [info] = (await queue.schedules()).filter((each) => each.name === name);
         return info!.nextSlot!.getTime() === T0 + (slot + 1) * MINUTE;
-      });
+      }, { what: `slot ${slot} handled` });
     }
-    if (overlap === "allow") await waitFor("3 runs", () => Promise.resolve(runs.length === 3));
+    if (overlap === "allow") {
+      await waitUntil(() => Promise.resolve(runs.length === 3), { what: "3 runs" });
+    }
     open();
     await worker.stop();
     assert.equal(runs.length, overlap === "skip" ? 1 : 3, `overlap ${overlap}`);

@@ -9,9 +9,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { Queue } from "../../src/queue.ts";
 import { ChildScript } from "../_child.ts";
-import { tempDir } from "../_helpers.ts";
+import { tempDir, waitUntil } from "../_helpers.ts";
 import { openTestPostgresStore, postgresTestUrl } from "../_postgres.ts";
-import { waitFor } from "../_stores.ts";
 
 const WORKER = new URL("../fixtures/schedules/worker.ts", import.meta.url);
 const JOBS = new URL("../fixtures/schedules/jobs.ts", import.meta.url).href;
@@ -107,7 +106,11 @@ async function threeProcesses(label: string, shared: Shared): Promise<void> {
   const workers = [0, 1, 2].map(() => new ScheduleWorker(shared.target, shared.schema, "default"));
   try {
     const all = () => workers.flatMap((worker) => worker.runs);
-    await waitFor("6 slots run", () => Promise.resolve(all().length >= 6), 120_000, 50);
+    await waitUntil(() => Promise.resolve(all().length >= 6), {
+      what: "6 slots run",
+      timeoutMs: 120_000,
+      everyMs: 50,
+    });
     await Promise.all(workers.map((worker) => worker.stop()));
     assertOncePerSlot(label, all());
     assert.equal(await shared.count("schedule_runs"), new Set(all().map((run) => run.slot)).size);
@@ -119,19 +122,22 @@ async function threeProcesses(label: string, shared: Shared): Promise<void> {
 async function killAfterFiring(label: string, shared: Shared): Promise<void> {
   // This process fires slots but works another queue, so their jobs wait; then it is killed.
   await using firer = new ScheduleWorker(shared.target, shared.schema, "elsewhere");
-  await waitFor("a slot fired", async () => await shared.count("schedule_runs") >= 2, 120_000, 50);
+  await waitUntil(async () => await shared.count("schedule_runs") >= 2, {
+    what: "a slot fired",
+    timeoutMs: 120_000,
+    everyMs: 50,
+  });
   Deno.kill(firer.pid, "SIGKILL");
   await firer.child.status;
   const fired = await shared.count("schedule_runs");
   assert.equal(await shared.count("jobs"), fired, "one job per fired slot, none run yet");
   assert.equal(firer.runs.length, 0);
   await using runner = new ScheduleWorker(shared.target, shared.schema, "default");
-  await waitFor(
-    "the fired slots and 2 more run",
-    () => Promise.resolve(runner.runs.length >= fired + 2),
-    120_000,
-    50,
-  );
+  await waitUntil(() => Promise.resolve(runner.runs.length >= fired + 2), {
+    what: "the fired slots and 2 more run",
+    timeoutMs: 120_000,
+    everyMs: 50,
+  });
   await runner.stop();
   assertOncePerSlot(`${label}, after kill -9 of the firing process`, runner.runs);
 }

@@ -1,108 +1,37 @@
 /**
- * The contract every {@linkcode Store} keeps: a store's test file calls
- * {@linkcode storeContract} with a way to open a fresh, empty store. Times are
- * passed in, never read from a clock. App SQL given to `tx.query` uses no
- * placeholders and only types SQLite and PostgreSQL share.
+ * The contract of `WorkerStore`: a worker's claim, settle, lease renewal,
+ * next due time and middleware locks, fenced by the claim's token, and the
+ * watch that wakes it. Heartbeats are in `stats_store.ts`, cancels asked in
+ * `job_control_store.ts`.
  *
  * @module
  */
 import assert from "node:assert/strict";
-import type {
-  ClaimedJob,
-  ClaimRequest,
-  NewJobRow,
-  Settlement,
-  Store,
-  StoredError,
-  StoreTransaction,
-} from "../src/stores/store.ts";
+import type { ClaimedJob } from "../../../src/stores/store.ts";
+import {
+  claim,
+  complete,
+  type ContractArea,
+  type ContractTest,
+  countsAt,
+  fail,
+  ids,
+  LEASE_MS,
+  newJob,
+  plain,
+  release,
+  sorted,
+  T0,
+} from "./fixtures.ts";
+import { waitUntil } from "../../_helpers.ts";
 
-/** A fresh, empty store; disposing it closes the store and drops its data. */
-export interface OpenedStore extends AsyncDisposable {
-  /** The store under test. */
-  readonly store: Store;
-}
-
-/** The time every case counts from. */
-export const T0 = Date.UTC(2026, 0, 1);
-/** The lease every claim takes unless a case says otherwise. */
-export const LEASE_MS = 30_000;
-
-/** A job row due at `T0` in "default", with `overrides` applied. */
-export function newJob(overrides: Partial<NewJobRow> = {}): NewJobRow {
-  const what = { queue: "default", name: "contract-job", payload: '{"n":0}', priority: 0 };
-  return { ...what, availableAt: T0, retryUntil: null, createdAt: T0, ...overrides };
-}
-
-/** Claims with defaults: queue "default", limit 10, at `T0`, lease `LEASE_MS`, token 1. */
-export function claim(store: Store, request: Partial<ClaimRequest> = {}): Promise<ClaimedJob[]> {
-  const defaults = { queues: ["default"], limit: 10, now: T0, leaseMs: LEASE_MS, token: 1 };
-  return store.claim({ ...defaults, ...request });
-}
-
-const ids = (jobs: readonly { id: number }[]) => jobs.map((job) => job.id);
-const sorted = (numbers: readonly number[]) => [...numbers].sort((a, b) => a - b);
-/** Counts by queue as `[pending, delayed, reserved, failed]`. */
-async function countsAt(store: Store, now: number) {
-  return Object.fromEntries(
-    (await store.counts(now)).map((c) => [c.queue, [c.pending, c.delayed, c.reserved, c.failed]]),
-  );
-}
-/** Rows as plain objects (drivers may hand out objects with a null prototype). */
-const plain = <R extends object>(rows: readonly R[]) => rows.map((row) => ({ ...row }));
-
-const BOOM: StoredError = {
-  message: "Error: boom",
-  stack: "Error: boom\n    at handle (a.ts:1:1)",
+/** A worker's tick: claiming, settling, renewing, waking. */
+export const workerStore: ContractArea = {
+  covers: ["claim", "settle", "nextDueAt", "renew", "acquire", "watch"],
+  register,
 };
-const complete = (id: number, token: number, at = T0): Settlement => ({
-  kind: "complete",
-  id,
-  token,
-  at,
-});
-const release = (id: number, token: number, availableAt: number, error: string | null = null) =>
-  ({ kind: "release", id, token, at: T0, availableAt, error, refundAttempt: false }) as const;
-const fail = (id: number, token: number, at = T0, attempts = 1, error = BOOM) =>
-  ({ kind: "fail", id, token, error, attempts, at }) as const;
 
-/** Pushes one job per `failedAt`, claims each and fails it then; returns the ids. */
-async function failedJobs(store: Store, failedAts: number[], job: Partial<NewJobRow> = {}) {
-  const failed: number[] = [];
-  for (const failedAt of failedAts) {
-    const [id] = await store.insertJobs([newJob(job)]);
-    const [claimed] = await claim(store, { queues: [job.queue ?? "default"], limit: 1, token: 77 });
-    assert.equal(claimed?.id, id);
-    assert.deepEqual((await store.settle([fail(id!, 77, failedAt)])).applied, [true]);
-    failed.push(id!);
-  }
-  return failed;
-}
-
-/** Registers the contract's cases as `Deno.test`s named `${name}: …`. */
-export function storeContract(name: string, open: () => Promise<OpenedStore>): void {
-  const test = (what: string, fn: (store: Store) => Promise<void>) =>
-    Deno.test(`${name}: ${what}`, async () => {
-      await using opened = await open();
-      await fn(opened.store);
-    });
-
-  test("push() stores one or many jobs and returns their ids in order", async (store) => {
-    const [one] = await store.insertJobs([newJob()]);
-    assert.ok(Number.isSafeInteger(one) && one! > 0, `id: ${one}`);
-    assert.deepEqual(ids(await claim(store)), [one]);
-    const rows = [1, 2, 3].map((n) => newJob({ payload: `{"n":${n}}` }));
-    const first = await store.insertJobs(rows);
-    assert.equal(first.length, 3);
-    assert.deepEqual(first, sorted(first));
-    assert.equal(new Set(first).size, 3);
-    assert.ok(first[0]! > one!, "a later push gets a higher id");
-    const claimed = await claim(store, { token: 2 });
-    for (const [index, id] of first.entries()) {
-      assert.equal(claimed.find((job) => job.id === id)?.payload, rows[index]!.payload);
-    }
-  });
-
+function register(test: ContractTest): void {
   test("nextDueAt() gives the earliest due time after now of the queues asked for, leases' ends included", async (store) => {
     assert.equal(await store.nextDueAt(["default"], T0), null);
     await store.insertJobs([
@@ -483,269 +412,99 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     assert.equal(again.find((job) => job.id === a)?.recovered, true, "a's renewed lease ran out");
   });
 
-  test("counts() reports pending, delayed, reserved and failed per queue", async (store) => {
-    const [expired] = await store.insertJobs([newJob({ queue: "a", availableAt: T0 - 5_000 })]);
-    await claim(store, { queues: ["a"], now: T0 - 5_000, leaseMs: 1_000, token: 1 });
-    await store.insertJobs([newJob({ queue: "a", availableAt: T0 - 100, priority: 1 })]);
-    const [reserved] = await claim(store, { queues: ["a"], now: T0 - 100, limit: 1, token: 2 });
-    assert.notEqual(reserved?.id, expired);
-    await store.insertJobs([newJob({ queue: "a" }), newJob({ queue: "a", availableAt: T0 - 1 })]);
-    await store.insertJobs([newJob({ queue: "a", availableAt: T0 + 10_000 })]);
-    await failedJobs(store, [T0], { queue: "b" });
-    await store.insertJobs([newJob({ queue: "c", availableAt: T0 + 1 })]);
-    assert.deepEqual(await countsAt(store, T0), {
-      a: [3, 1, 1, 0],
-      b: [0, 0, 0, 1],
-      c: [0, 1, 0, 0],
+  test("acquire() lets jobs take an overlap lock up to its limit, in order, and tells the rest when to try again", async (store) => {
+    const [a, b, c] = await store.insertJobs([newJob(), newJob(), newJob()]);
+    await claim(store, { token: 1 });
+    const lock = (limit: number, retryAt: number) => ({
+      key: "order:7",
+      limit,
+      expiresAt: T0 + 10_000,
+      retryAt,
     });
-  });
-
-  test("failed() lists failed jobs newest first, with limit and offset; failedJob() finds one", async (store) => {
-    const [at1, at30, at20, at40] = await failedJobs(store, [
-      T0 + 1,
-      T0 + 30,
-      T0 + 20,
-      T0 + 40,
-    ]);
-    const page = async (limit: number, offset: number) =>
-      ids(await store.failed({ limit, offset }));
-    assert.deepEqual(await page(10, 0), [at40, at30, at20, at1]);
-    assert.deepEqual(await page(2, 0), [at40, at30]);
-    assert.deepEqual(await page(2, 2), [at20, at1]);
-    assert.deepEqual(await page(2, 4), []);
-    const [queued] = await store.insertJobs([newJob()]);
-    assert.equal(await store.failedJob(queued!), null, "failedJob() of a queued job");
-    assert.equal(await store.failedJob(123_456), null, "failedJob() of an unknown id");
-  });
-
-  test("retry() brings a failed job back under the same id, due now, with fresh attempts", async (store) => {
-    const row = newJob({ queue: "mail", priority: 4, payload: '{"k":"v"}', createdAt: T0 - 7 });
-    const [id] = await store.insertJobs([row]);
-    await claim(store, { queues: ["mail"], token: 1 });
-    await claim(store, { queues: ["mail"], now: T0 + LEASE_MS, token: 2 });
-    await store.settle([fail(id!, 2, T0 + LEASE_MS, 2)]);
-    const now = T0 + 2 * LEASE_MS;
-    assert.deepEqual(await store.retry([id!], now), [id]);
-    assert.equal(await store.failedJob(id!), null);
-    assert.deepEqual(await countsAt(store, now), { mail: [1, 0, 0, 0] });
-    assert.deepEqual(await claim(store, { queues: ["mail"], now: now - 1, token: 3 }), []);
-    const [job] = await claim(store, { queues: ["mail"], now, token: 4 });
+    const request = (id: number, token = 1, limit = 1, retryAt = T0 + 500) => ({
+      id,
+      token,
+      locks: [lock(limit, retryAt)],
+      rates: [],
+    });
     assert.deepEqual(
-      [job?.id, job?.attempts, job?.crashes, job?.recovered, job?.lastError],
-      [id, 1, 0, false, null],
+      await store.acquire([request(a!), request(b!), request(c!, 1, 1, T0 + 700)], T0),
+      [
+        null,
+        T0 + 500,
+        T0 + 700,
+      ],
     );
-    assert.deepEqual([job?.queue, job?.name, job?.payload], [row.queue, row.name, row.payload]);
-    assert.deepEqual([job?.priority, job?.createdAt], [4, T0 - 7]);
-  });
-
-  test("retry() skips ids that are not failed jobs; a job is never in both tables or neither", async (store) => {
-    const [failedId] = await failedJobs(store, [T0]);
     assert.deepEqual(
-      await claim(store, { now: T0 + 99 * LEASE_MS }),
-      [],
-      "a failed job is not queued",
+      await store.acquire([request(b!, 1, 2)], T0),
+      [null],
+      "a limit of 2 lets a second in",
     );
-    const [queued] = await store.insertJobs([newJob()]);
-    assert.deepEqual(await store.retry([424_242], T0), []);
-    assert.deepEqual(await store.retry([queued!], T0), []);
-    const twice = await Promise.all([
-      store.retry([424_242, failedId!, failedId!], T0),
-      store.retry([failedId!], T0),
-    ]);
-    assert.deepEqual(twice.flat(), [failedId], "two retries at once bring it back once");
-    assert.equal(await store.failedJob(failedId!), null);
-    assert.deepEqual(await store.retry("all", T0), []);
-    assert.deepEqual(sorted(ids(await claim(store))), sorted([queued!, failedId!]));
-  });
-
-  test('retry("all") brings every failed job back to its own queue', async (store) => {
-    const a = await failedJobs(store, [T0, T0 + 1], { queue: "a" });
-    const b = await failedJobs(store, [T0 + 2], { queue: "b" });
-    assert.deepEqual(sorted(await store.retry("all", T0 + 5)), sorted([...a, ...b]));
-    assert.deepEqual(await store.failed({ limit: 10, offset: 0 }), []);
-    assert.deepEqual(await countsAt(store, T0 + 5), { a: [2, 0, 0, 0], b: [1, 0, 0, 0] });
-    assert.deepEqual(await store.retry("all", T0 + 5), []);
-  });
-
-  test("forget(), flushFailed() and pruneFailed(before) delete failed jobs and say how many", async (store) => {
-    const [old, atCut, newer, newest] = await failedJobs(store, [T0 - 2, T0 - 1, T0, T0 + 1]);
-    const [queued] = await store.insertJobs([newJob()]);
-    assert.equal(await store.forget(newest!), true);
-    assert.equal(await store.forget(newest!), false);
-    assert.equal(await store.failedJob(newest!), null);
-    assert.equal(await store.pruneFailed(T0 - 1, T0), 1, "only what failed strictly before");
-    assert.equal(await store.failedJob(old!), null);
-    assert.deepEqual(ids(await store.failed({ limit: 10, offset: 0 })), [newer, atCut]);
-    assert.equal(await store.flushFailed(), 2);
-    assert.equal(await store.flushFailed(), 0);
-    assert.deepEqual(ids(await claim(store)), [queued], "queued jobs are untouched");
-  });
-
-  test("clear(queue) deletes that queue's waiting, delayed and leased jobs, nothing else", async (store) => {
-    await failedJobs(store, [T0], { queue: "a" });
-    const [leased] = await store.insertJobs([newJob({ queue: "a" })]);
-    await claim(store, { queues: ["a"], token: 1 });
-    await store.insertJobs([
-      newJob({ queue: "a" }),
-      newJob({ queue: "a", availableAt: T0 + 5_000 }),
-    ]);
-    const [kept] = await store.insertJobs([newJob({ queue: "b" })]);
-    assert.equal(await store.clear("a", T0), 3);
-    assert.equal(await store.clear("nothing-here", T0), 0);
-    assert.deepEqual(await countsAt(store, T0), { a: [0, 0, 0, 1], b: [1, 0, 0, 0] });
-    assert.deepEqual((await store.settle([complete(leased!, 1)])).applied, [false]);
-    assert.deepEqual(ids(await claim(store, { queues: ["a", "b"], token: 2 })), [kept]);
-    await store.insertJobs([newJob({ queue: "c" })]);
-    assert.equal(await store.clear(undefined, T0), 2);
-    assert.deepEqual(await countsAt(store, T0), { a: [0, 0, 0, 1] });
-  });
-
-  test("transaction() commits the app's statements and its pushed jobs together", async (store) => {
-    const result = await store.transaction(async (tx) => {
-      await tx.query("CREATE TABLE contract_orders (id INTEGER PRIMARY KEY, note TEXT NOT NULL)");
-      await tx.query("INSERT INTO contract_orders (id, note) VALUES (1, 'first')");
-      const pushed = await tx.insertJobs([newJob(), newJob({ queue: "other" })]);
-      const rows = await tx.query<{ note: string }>("SELECT note FROM contract_orders");
-      assert.deepEqual(plain(rows), [{ note: "first" }]);
-      return pushed;
-    });
-    assert.equal(result.length, 2);
-    assert.deepEqual(ids(await claim(store, { queues: ["default", "other"] })), result);
-    const rows = await store.transaction((tx) => tx.query("SELECT id, note FROM contract_orders"));
-    assert.deepEqual(plain(rows), [{ id: 1, note: "first" }]);
-  });
-
-  test("a transaction whose callback throws rolls back its app statements and jobs", async (store) => {
-    await store.transaction((tx) =>
-      tx.query("CREATE TABLE contract_orders (id INTEGER PRIMARY KEY, note TEXT NOT NULL)")
-    );
-    const thrown = new Error("stop here");
-    await assert.rejects(
-      store.transaction(async (tx) => {
-        await tx.query("INSERT INTO contract_orders (id, note) VALUES (1, 'lost')");
-        await tx.insertJobs([newJob(), newJob()]);
-        throw thrown;
-      }),
-      (error) => error === thrown,
-    );
-    const rows = await store.transaction((tx) => tx.query("SELECT id FROM contract_orders"));
-    assert.deepEqual(rows, []);
-    assert.deepEqual(await store.counts(T0), []);
-    const [after] = await store.insertJobs([newJob()]);
-    assert.deepEqual(ids(await claim(store)), [after], "the store works after a rollback");
-  });
-
-  test("transactions started together run one after the other and both commit", async (store) => {
-    let opened!: () => void;
-    const inFirst = new Promise<void>((resolve) => opened = resolve);
-    const results = await Promise.allSettled([
-      store.transaction(async (tx) => {
-        const pushed = await tx.insertJobs([newJob()]);
-        opened();
-        await Promise.resolve();
-        return pushed;
-      }),
-      store.transaction(async (tx) => {
-        await inFirst;
-        return await tx.insertJobs([newJob()]);
-      }),
-    ]);
-    assert.deepEqual(results.map((result) => result.status), ["fulfilled", "fulfilled"]);
-    assert.equal((await store.counts(T0))[0]?.pending, 2);
-  });
-
-  test("a push that resolved is never undone by another transaction's rollback", async (store) => {
-    let openGate!: () => void;
-    const gate = new Promise<void>((resolve) => openGate = resolve);
-    let started!: () => void;
-    const firstStarted = new Promise<void>((resolve) => started = resolve);
-    const first = store.transaction(async (tx) => {
-      await tx.insertJobs([newJob({ queue: "first" })]);
-      started();
-      await gate;
-    });
-    await firstStarted;
-    const rolledBack = store.transaction(async (tx) => {
-      await tx.insertJobs([newJob({ queue: "rolled-back" })]);
-      await new Promise((resolve) => setTimeout(resolve, 0));
-      throw new Error("roll back");
-    });
-    const one = store.insertJobs([newJob({ queue: "outside" })]);
-    const many = store.insertJobs([newJob({ queue: "outside" }), newJob({ queue: "outside" })]);
-    openGate();
-    const results = await Promise.allSettled([first, one, many, rolledBack]);
+    assert.deepEqual(await store.acquire([request(c!, 1, 2)], T0), [T0 + 500]);
+    assert.deepEqual((await store.settle([complete(a!, 2)])).applied, [false]);
     assert.deepEqual(
-      results.map((result) => result.status === "rejected" ? String(result.reason) : "ok"),
-      ["ok", "ok", "ok", "Error: roll back"],
+      await store.acquire([request(c!, 1, 2)], T0),
+      [T0 + 500],
+      "a stale settle frees no lock",
     );
-    assert.deepEqual(await countsAt(store, T0), { first: [1, 0, 0, 0], outside: [3, 0, 0, 0] });
+    assert.deepEqual((await store.settle([release(a!, 1, T0 + 60_000)])).applied, [true]);
+    assert.deepEqual(
+      await store.acquire([request(c!, 1, 2)], T0 + 1),
+      [null],
+      "any settle frees its lock",
+    );
+    assert.deepEqual(await store.acquire([request(a!, 1, 2)], T0 + 10_000), [null], "locks expire");
+    assert.deepEqual(await store.acquire([], T0), []);
   });
 
-  test("a transaction's handle fails once it ended, and every operation fails after close()", async (store) => {
-    const tx = await endedTransaction(store);
-    await assert.rejects(async () => await tx.insertJobs([newJob()]));
-    await assert.rejects(async () => await tx.query("SELECT 1 AS one"));
-    assert.deepEqual(await store.counts(T0), [], "nothing was stored");
-    await store.close();
-    await store.close();
-    for (const [method, call] of operations(store)) {
-      await assert.rejects(async () => await call(), method);
-    }
+  test("acquire() counts starts per rate window and refuses past max until the window turns; a refused job takes nothing", async (store) => {
+    const [a, b, c] = await store.insertJobs([newJob(), newJob(), newJob()]);
+    await claim(store, { token: 1 });
+    const rate = { key: "mailer", max: 2, perMs: 60_000 };
+    const lock = { key: "l", limit: 1, expiresAt: T0 + 120_000, retryAt: T0 + 1 };
+    const request = (id: number) => ({ id, token: 1, locks: [lock], rates: [rate] });
+    const onlyRate = (id: number) => ({ id, token: 1, locks: [], rates: [rate] });
+    assert.deepEqual(await store.acquire([onlyRate(a!), request(b!), onlyRate(c!)], T0 + 5), [
+      null,
+      null,
+      T0 + 60_000,
+    ]);
+    assert.deepEqual(await store.acquire([request(c!)], T0 + 59_999), [T0 + 60_000]);
+    assert.deepEqual((await store.settle([complete(b!, 1)])).applied, [true]);
+    assert.deepEqual(
+      await store.acquire([request(c!)], T0 + 60_000),
+      [null],
+      "the window turned, and a refused request took no lock",
+    );
   });
 
-  test("operations fail by rejecting their promise, never by throwing synchronously", async (store) => {
-    const tx = await endedTransaction(store);
-    await store.close();
-    const calls: [string, () => Promise<unknown>][] = [
-      ["tx.push after its transaction", () => tx.insertJobs([newJob()])],
-      ["tx.query after its transaction", () => tx.query("SELECT 1 AS one")],
-      ...operations(store),
-    ];
-    const syncThrows: string[] = [];
-    for (const [method, call] of calls) {
-      let result: Promise<unknown>;
-      try {
-        result = call();
-      } catch {
-        syncThrows.push(method);
-        continue;
+  test(
+    "watch() calls its listener after another connection pushes, until disposed",
+    async (store, opened) => {
+      if (opened.another === undefined) {
+        using watching = store.watch(() => {});
+        assert.equal(typeof watching[Symbol.dispose], "function", "a store that cannot watch");
+        return;
       }
-      await assert.rejects(result, method);
-    }
-    assert.deepEqual(
-      syncThrows,
-      [],
-      "these threw synchronously (after close) instead of rejecting",
-    );
-  });
-}
-
-/** The handle of a transaction that has committed. */
-async function endedTransaction(store: Store): Promise<StoreTransaction> {
-  let handle: StoreTransaction | undefined;
-  await store.transaction((tx) => {
-    handle = tx;
-  });
-  return handle!;
-}
-
-/** Every `Store` operation, as a named call with harmless arguments. */
-function operations(store: Store): [string, () => Promise<unknown>][] {
-  return [
-    ["migrate", () => store.migrate()],
-    ["insertJobs", () => store.insertJobs([newJob()])],
-    ["transaction", () => store.transaction(() => 1)],
-    ["claim", () => claim(store)],
-    ["settle", () => store.settle([complete(1, 1)])],
-    ["renew", () => store.renew([{ id: 1, token: 1 }], T0, T0)],
-    ["counts", () => store.counts(T0)],
-    ["failed", () => store.failed({ limit: 1, offset: 0 })],
-    ["failedJob", () => store.failedJob(1)],
-    ["retry", () => store.retry([1], T0)],
-    ["retry all", () => store.retry("all", T0)],
-    ["forget", () => store.forget(1)],
-    ["flushFailed", () => store.flushFailed()],
-    ["pruneFailed", () => store.pruneFailed(T0, T0)],
-    ["clear", () => store.clear(undefined, T0)],
-  ];
+      await using other = {
+        store: await opened.another(),
+        [Symbol.asyncDispose]: () => other.store.close(),
+      };
+      let [kept, dropped] = [0, 0];
+      using _kept = store.watch(() => kept++);
+      const droppedWatch = store.watch(() => dropped++);
+      // A watch may start listening after it returns: push until the first call.
+      await waitUntil(async () => {
+        await other.store.insertJobs([newJob()]);
+        return kept > 0 && dropped > 0;
+      }, { what: "both listeners called after another connection's push", everyMs: 200 });
+      droppedWatch[Symbol.dispose]();
+      const [keptBefore, droppedBefore] = [kept, dropped];
+      await waitUntil(async () => {
+        await other.store.insertJobs([newJob()]);
+        return kept > keptBefore;
+      }, { what: "the listener still watching called again", everyMs: 200 });
+      assert.equal(dropped, droppedBefore, "a disposed listener is called no more");
+    },
+  );
 }

@@ -1,8 +1,7 @@
 /**
- * The contract of what the dashboard reads, every {@linkcode Store} keeps:
- * the per-minute metrics rollup written by `settle`, the workers' heartbeats,
- * and the listing of jobs not yet finished. A store's test file calls
- * {@linkcode statsContract} with a way to open a fresh, empty store. Only the
+ * The contract of `StatsStore`, what the dashboard reads: counts, the
+ * per-minute metrics rollup written by `settle`, the workers' heartbeats,
+ * the listing of jobs not yet finished, and each job's log. Only the
  * `Store` API is used, and times are passed in, so the same cases run
  * against every engine.
  *
@@ -17,8 +16,17 @@ import {
   type Settlement,
   type Store,
   type WorkerRow,
-} from "../src/stores/store.ts";
-import { claim, LEASE_MS, newJob, type OpenedStore, T0 } from "./store_contract.ts";
+} from "../../../src/stores/store.ts";
+import {
+  claim,
+  type ContractArea,
+  type ContractTest,
+  countsAt,
+  failedJobs,
+  LEASE_MS,
+  newJob,
+  T0,
+} from "./fixtures.ts";
 
 const MINUTE = 60_000;
 const DAY = 24 * 60 * MINUTE;
@@ -88,13 +96,38 @@ function worker(id: string, lastSeenAt: number, fields: Partial<WorkerRow> = {})
   };
 }
 
-/** Registers the contract's cases as `Deno.test`s named `${name}: …`. */
-export function statsContract(name: string, open: () => Promise<OpenedStore>): void {
-  const test = (what: string, fn: (store: Store) => Promise<void>) =>
-    Deno.test(`${name}: ${what}`, async () => {
-      await using opened = await open();
-      await fn(opened.store);
+/** What the dashboard and stats read. */
+export const statsStore: ContractArea = {
+  covers: [
+    "counts",
+    "pendingByName",
+    "jobs",
+    "metrics",
+    "workers",
+    "heartbeat",
+    "removeWorker",
+    "logs",
+  ],
+  register,
+};
+
+function register(test: ContractTest): void {
+  test("counts() reports pending, delayed, reserved and failed per queue", async (store) => {
+    const [expired] = await store.insertJobs([newJob({ queue: "a", availableAt: T0 - 5_000 })]);
+    await claim(store, { queues: ["a"], now: T0 - 5_000, leaseMs: 1_000, token: 1 });
+    await store.insertJobs([newJob({ queue: "a", availableAt: T0 - 100, priority: 1 })]);
+    const [reserved] = await claim(store, { queues: ["a"], now: T0 - 100, limit: 1, token: 2 });
+    assert.notEqual(reserved?.id, expired);
+    await store.insertJobs([newJob({ queue: "a" }), newJob({ queue: "a", availableAt: T0 - 1 })]);
+    await store.insertJobs([newJob({ queue: "a", availableAt: T0 + 10_000 })]);
+    await failedJobs(store, [T0], { queue: "b" });
+    await store.insertJobs([newJob({ queue: "c", availableAt: T0 + 1 })]);
+    assert.deepEqual(await countsAt(store, T0), {
+      a: [3, 1, 1, 0],
+      b: [0, 0, 0, 1],
+      c: [0, 1, 0, 0],
     });
+  });
 
   test("settle() adds a completed, timed attempt to its minute's rollup row, with its wait since due", async (store) => {
     const [id] = await claimed(store, [{ availableAt: T0 + 1_000 }], T0 + 1_250, 7);
@@ -499,5 +532,40 @@ export function statsContract(name: string, open: () => Promise<OpenedStore>): v
     assert.deepEqual(claimed.map((job) => job.id), [ids[0], ids[2], ids[3]]);
     assert.deepEqual((await claim(store, { names: [], token: 2 })).map((job) => job.id), []);
     assert.deepEqual((await claim(store, { token: 3 })).map((job) => job.id), [ids[1]]);
+  });
+
+  test("logs() gives a job's lines as settle() wrote them, oldest first, and keeps each job under its cap", async (store) => {
+    const [a, b] = await claimed(store, [{}, {}], T0, 1);
+    const line = (jobId: number, n: number, bytes = 10) => ({
+      jobId,
+      attempt: 1,
+      at: T0 + n,
+      level: n % 2 ? "info" : "warn",
+      message: `line ${n} ✓`,
+      fields: n === 1 ? '{"k":"v"}' : null,
+      encrypted: n === 2,
+      bytes,
+    });
+    const progress = { kind: "progress", id: a!, token: 1, at: T0 + 10, percent: 5 } as const;
+    await store.settle([progress], undefined, {
+      logs: { lines: [line(a!, 1), line(a!, 2), line(b!, 3)], maxBytesPerJob: 10_000 },
+    });
+    const shown = async (jobId: number) =>
+      plain(await store.logs(jobId)).map(({ id: _, ...row }) => row);
+    const strip = ({ bytes: _, ...row }: ReturnType<typeof line>) => row;
+    assert.deepEqual(await shown(a!), [strip(line(a!, 1)), strip(line(a!, 2))]);
+    assert.deepEqual(await shown(b!), [strip(line(b!, 3))]);
+    assert.deepEqual(await store.logs(987_654), []);
+    await store.settle([{ ...progress, at: T0 + 20 }], undefined, {
+      logs: { lines: [4, 5, 6, 7].map((n) => line(a!, n, 100)), maxBytesPerJob: 300 },
+    });
+    const capped = await shown(a!);
+    assert.deepEqual(
+      capped.map((row) => row.level),
+      ["cap", "info"],
+      "the cap line, then the newest",
+    );
+    assert.match(capped[0]!.message, /log capped at 300 bytes per job: 5 older lines dropped/);
+    assert.equal(capped[1]!.message, "line 7 ✓");
   });
 }

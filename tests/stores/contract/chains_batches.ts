@@ -1,9 +1,9 @@
 /**
- * The contract of chains, batches and progress every {@linkcode Store} keeps,
- * at the store level (no queue): a store's test file calls
- * {@linkcode chainsBatchesContract} with a way to open a fresh, empty store.
- * Only the `Store` API is used, so the same cases run against every engine.
- * Times are passed in, never read from a clock.
+ * The contract of chains, batches and progress every `Store` keeps, at the
+ * store level (no queue): pushing chains and batches, what a settle moves
+ * along, the batch admin calls of `AdminStore`, and `running()` with the
+ * progress settles wrote. Only the `Store` API is used, so the same cases
+ * run against every engine. Times are passed in, never read from a clock.
  *
  * Batch callbacks wait in the "cb" queue unless a case says otherwise, so a
  * claim of "cb" shows exactly which callbacks were queued (and at most once:
@@ -23,8 +23,8 @@ import type {
   Store,
   StoredError,
   WaitingJobRow,
-} from "../src/stores/store.ts";
-import { claim, LEASE_MS, newJob, type OpenedStore, T0 } from "./store_contract.ts";
+} from "../../../src/stores/store.ts";
+import { claim, type ContractArea, type ContractTest, LEASE_MS, newJob, T0 } from "./fixtures.ts";
 
 /** Far enough ahead that every delay has passed and every lease taken before has expired. */
 const LATER = T0 + 1_000 * LEASE_MS;
@@ -160,14 +160,22 @@ const fresh = (total: number): Expected => ({
   finishedAt: null,
 });
 
-/** Registers the composition contract's cases as `Deno.test`s named `${name}: …`. */
-export function chainsBatchesContract(name: string, open: () => Promise<OpenedStore>): void {
-  const test = (what: string, fn: (store: Store) => Promise<void>) =>
-    Deno.test(`${name}: ${what}`, async () => {
-      await using opened = await open();
-      await fn(opened.store);
-    });
+/** Chains, batches and progress, at the store level. */
+export const chainsBatches: ContractArea = {
+  covers: [
+    "insertChain",
+    "insertBatch",
+    "addToBatch",
+    "batch",
+    "batches",
+    "cancelBatch",
+    "pruneBatches",
+    "running",
+  ],
+  register,
+};
 
+function register(test: ContractTest): void {
   // Chains
 
   test("insertChain() returns the first link's id, and only that link is claimable", async (store) => {

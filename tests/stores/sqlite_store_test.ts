@@ -1,19 +1,18 @@
 import assert from "node:assert/strict";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
-import { migrations } from "../migrations/sqlite/mod.ts";
-import { openConnection } from "../src/stores/sqlite/connection.ts";
-import { type Durability, SqliteStore } from "../src/stores/sqlite/mod.ts";
-import { ChildScript } from "./_child.ts";
-import { tempDir } from "./_helpers.ts";
-import { claim, LEASE_MS, newJob, storeContract, T0 } from "./store_contract.ts";
-import { chainsBatchesContract } from "./store_contract_chains_batches.ts";
-import { statsContract } from "./store_contract_stats.ts";
+import { migrations } from "../../migrations/sqlite/mod.ts";
+import { openConnection } from "../../src/stores/sqlite/connection.ts";
+import { type Durability, SqliteStore } from "../../src/stores/sqlite/mod.ts";
+import { ChildScript } from "../_child.ts";
+import { tempDir } from "../_helpers.ts";
+import { claim, LEASE_MS, newJob, storeContract, T0 } from "./contract/mod.ts";
 
 storeContract("SqliteStore (file)", async () => {
   const dir = await tempDir();
   const store = await SqliteStore.open(dir.dbPath);
   return {
     store,
+    another: () => SqliteStore.open(dir.dbPath),
     async [Symbol.asyncDispose]() {
       await store.close();
       await dir[Symbol.asyncDispose]();
@@ -22,40 +21,6 @@ storeContract("SqliteStore (file)", async () => {
 });
 
 storeContract("SqliteStore (:memory:)", async () => {
-  const store = await SqliteStore.open(":memory:");
-  return { store, [Symbol.asyncDispose]: () => store.close() };
-});
-
-chainsBatchesContract("SqliteStore (file)", async () => {
-  const dir = await tempDir();
-  const store = await SqliteStore.open(dir.dbPath);
-  return {
-    store,
-    async [Symbol.asyncDispose]() {
-      await store.close();
-      await dir[Symbol.asyncDispose]();
-    },
-  };
-});
-
-chainsBatchesContract("SqliteStore (:memory:)", async () => {
-  const store = await SqliteStore.open(":memory:");
-  return { store, [Symbol.asyncDispose]: () => store.close() };
-});
-
-statsContract("SqliteStore (file)", async () => {
-  const dir = await tempDir();
-  const store = await SqliteStore.open(dir.dbPath);
-  return {
-    store,
-    async [Symbol.asyncDispose]() {
-      await store.close();
-      await dir[Symbol.asyncDispose]();
-    },
-  };
-});
-
-statsContract("SqliteStore (:memory:)", async () => {
   const store = await SqliteStore.open(":memory:");
   return { store, [Symbol.asyncDispose]: () => store.close() };
 });
@@ -84,7 +49,7 @@ async function storePragma(store: SqliteStore, name: string): Promise<unknown> {
 /** A fixture script under tests/fixtures/store/. */
 class Child extends ChildScript {
   constructor(script: string, args: readonly string[]) {
-    super(new URL(`./fixtures/store/${script}`, import.meta.url), args);
+    super(new URL(`../fixtures/store/${script}`, import.meta.url), args);
   }
 }
 
@@ -256,15 +221,15 @@ Deno.test("SqliteStore: push, claim and settle wait out another process's 2 s wr
   console.log(`R15: BUSY surfaced ${busy.length}`);
   assert.deepEqual(busy, [], "no call failed while the lock was held");
   const done = results.map((result) => (result as PromiseFulfilledResult<{ at: number }>).value.at);
-  const [inserted, claimed, settle] = results.map((result) =>
+  const [push, claimed, settle] = results.map((result) =>
     (result as PromiseFulfilledResult<{ value: unknown }>).value.value
   );
   for (const [index, at] of done.entries()) {
-    const call = ["insertJobs", "claim", "settle"][index];
+    const call = ["push", "claim", "settle"][index];
     console.log(`R15: ${call} waited ${at - started} ms, done ${at - releasedAt} ms after release`);
     assert.ok(at >= releasedAt - 5, "it could not finish while the lock was held");
   }
-  assert.equal((inserted as number[]).length, 1);
+  assert.equal((push as number[]).length, 1);
   assert.deepEqual((claimed as { id: number }[]).map((job) => job.id), [claimable]);
   assert.deepEqual(settle, { applied: [true], claimed: [] });
   assert.equal((await child.status).code, 0, child.stderr);

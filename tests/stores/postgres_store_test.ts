@@ -7,12 +7,10 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { postgresDialect } from "../src/stores/postgres/dialect.ts";
-import { PostgresStore } from "../src/stores/postgres/mod.ts";
-import { newJob, storeContract, T0 } from "./store_contract.ts";
-import { chainsBatchesContract } from "./store_contract_chains_batches.ts";
-import { statsContract } from "./store_contract_stats.ts";
-import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
+import { postgresDialect } from "../../src/stores/postgres/dialect.ts";
+import { PostgresStore } from "../../src/stores/postgres/mod.ts";
+import { newJob, storeContract, T0 } from "./contract/mod.ts";
+import { openTestPostgresStore, postgresTestUrl } from "../_postgres.ts";
 
 const url = postgresTestUrl();
 if (url === null) {
@@ -23,10 +21,15 @@ if (url === null) {
     fn() {},
   });
 } else {
-  const open = () => openTestPostgresStore(url, { clock: "caller" });
-  storeContract("PostgresStore", open);
-  chainsBatchesContract("PostgresStore", open);
-  statsContract("PostgresStore", open);
+  storeContract("PostgresStore", async () => {
+    const opened = await openTestPostgresStore(url, { clock: "caller" });
+    const { schema } = opened;
+    return {
+      store: opened.store,
+      another: () => PostgresStore.open(url, { schema, clock: "caller" }),
+      [Symbol.asyncDispose]: () => opened[Symbol.asyncDispose](),
+    };
+  });
 }
 
 Deno.test("PostgresStore.open() refuses a bad schema name, clock or URL before connecting", async () => {

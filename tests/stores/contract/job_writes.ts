@@ -1,0 +1,123 @@
+/**
+ * The contract of `JobWrites`' inserts: plain jobs, and jobs with a
+ * unique or debounce key.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import {
+  claim,
+  type ContractArea,
+  type ContractTest,
+  ids,
+  newJob,
+  sorted,
+  T0,
+} from "./fixtures.ts";
+
+/** Inserting jobs: `push()` and `insertKeyed()`. */
+export const jobWrites: ContractArea = {
+  covers: ["insertJobs", "insertKeyed"],
+  register,
+};
+
+function register(test: ContractTest): void {
+  test("push() stores one or many jobs and returns their ids in order", async (store) => {
+    const [one] = await store.insertJobs([newJob()]);
+    assert.ok(Number.isSafeInteger(one) && one! > 0, `id: ${one}`);
+    assert.deepEqual(ids(await claim(store)), [one]);
+    const rows = [1, 2, 3].map((n) => newJob({ payload: `{"n":${n}}` }));
+    const first = await store.insertJobs(rows);
+    assert.equal(first.length, 3);
+    assert.deepEqual(first, sorted(first));
+    assert.equal(new Set(first).size, 3);
+    assert.ok(first[0]! > one!, "a later push gets a higher id");
+    const claimed = await claim(store, { token: 2 });
+    for (const [index, id] of first.entries()) {
+      assert.equal(claimed.find((job) => job.id === id)?.payload, rows[index]!.payload);
+    }
+  });
+
+  test("insertKeyed() stores a unique job once: a row whose key a job holds is a duplicate naming that job", async (store) => {
+    const unique = (key: string, expiresAt = T0 + 60_000, releaseOnStart = false) =>
+      ({ kind: "unique", key, expiresAt, releaseOnStart }) as const;
+    const pushed = await store.insertKeyed([
+      { ...newJob(), key: unique("a") },
+      { ...newJob({ payload: '{"n":2}' }), key: unique("a") },
+      { ...newJob(), key: unique("b") },
+    ]);
+    const [a, dup, b] = pushed.map((row) => ({ ...row }));
+    assert.deepEqual([a?.outcome, dup, b?.outcome], [
+      "stored",
+      { id: a?.id, outcome: "duplicate" },
+      "stored",
+    ]);
+    assert.deepEqual(sorted(ids(await claim(store))), sorted([a!.id, b!.id]), "one job per key");
+    await store.settle([{ kind: "complete", id: a!.id, token: 1, at: T0 + 1 }]);
+    const [afterSettle] = await store.insertKeyed([{ ...newJob(), key: unique("a") }]);
+    assert.equal(afterSettle?.outcome, "stored", "the settle released its key");
+    const [held] = await store.insertKeyed([{
+      ...newJob({ createdAt: T0 + 1 }),
+      key: unique("b"),
+    }]);
+    assert.deepEqual({ ...held }, { id: b!.id, outcome: "duplicate" }, "held while running");
+    const [expired] = await store.insertKeyed([
+      { ...newJob({ createdAt: T0 + 60_000 }), key: unique("b", T0 + 120_000) },
+    ]);
+    assert.equal(expired?.outcome, "stored", "a key past its expiry holds nothing");
+    assert.deepEqual(await store.insertKeyed([]), []);
+  });
+
+  test("insertKeyed() with releaseOnStart lets the next job in once the holder is claimed", async (store) => {
+    const key = { kind: "unique", key: "k", expiresAt: T0 + 60_000, releaseOnStart: true } as const;
+    const [first] = await store.insertKeyed([{ ...newJob(), key }]);
+    const [dup] = await store.insertKeyed([{ ...newJob(), key }]);
+    assert.deepEqual([first?.outcome, dup?.outcome, dup?.id], ["stored", "duplicate", first?.id]);
+    assert.deepEqual(ids(await claim(store)), [first?.id]);
+    const [next] = await store.insertKeyed([{ ...newJob(), key }]);
+    assert.equal(next?.outcome, "stored");
+    assert.notEqual(next?.id, first?.id);
+  });
+
+  test("insertKeyed() debounces: a waiting job with the key takes the new payload and due time, up to latestAt", async (store) => {
+    const key = (latestAt: number | null) => ({ kind: "debounce", key: "d", latestAt }) as const;
+    const [first] = await store.insertKeyed([
+      { ...newJob({ payload: '{"v":1}', availableAt: T0 + 1_000 }), key: key(T0 + 2_500) },
+    ]);
+    const [second] = await store.insertKeyed([
+      { ...newJob({ payload: '{"v":2}', availableAt: T0 + 2_000 }), key: key(null) },
+    ]);
+    assert.deepEqual({ ...second }, { id: first?.id, outcome: "debounced" });
+    const [third] = await store.insertKeyed([
+      { ...newJob({ payload: '{"v":3}', availableAt: T0 + 3_000 }), key: key(null) },
+    ]);
+    assert.equal(third?.outcome, "debounced");
+    assert.equal(await store.nextDueAt(["default"], T0), T0 + 2_500, "no later than latestAt");
+    const [job] = await claim(store, { now: T0 + 2_500 });
+    assert.deepEqual([job?.id, job?.payload], [first?.id, '{"v":3}']);
+    const [afterStart] = await store.insertKeyed([
+      { ...newJob({ payload: '{"v":4}', availableAt: T0 + 3_000 }), key: key(null) },
+    ]);
+    assert.equal(afterStart?.outcome, "stored", "a started job is not debounced into");
+  });
+
+  test("tx.insertKeyed() inside a transaction that throws holds no key afterwards", async (store) => {
+    const key = {
+      kind: "unique",
+      key: "tx",
+      expiresAt: T0 + 60_000,
+      releaseOnStart: false,
+    } as const;
+    await assert.rejects(
+      store.transaction(async (tx) => {
+        const [row] = await tx.insertKeyed([{ ...newJob(), key }]);
+        assert.equal(row?.outcome, "stored");
+        throw new Error("roll back");
+      }),
+      /roll back/,
+    );
+    assert.deepEqual(await store.counts(T0), []);
+    const [after] = await store.insertKeyed([{ ...newJob(), key }]);
+    assert.equal(after?.outcome, "stored");
+  });
+}

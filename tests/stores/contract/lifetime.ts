@@ -1,0 +1,150 @@
+/**
+ * The contract of a `Store`'s lifetime: its schema and its close,
+ * after which every operation rejects.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import type { Store, StoreTransaction } from "../../../src/stores/store.ts";
+import { claim, complete, type ContractArea, type ContractTest, newJob, T0 } from "./fixtures.ts";
+
+/** A store's schema and close. */
+export const lifetime: ContractArea = {
+  covers: ["migrate", "close"],
+  register,
+};
+
+function register(test: ContractTest): void {
+  test("a transaction's handle fails once it ended, and every operation fails after close()", async (store) => {
+    const tx = await endedTransaction(store);
+    await assert.rejects(async () => await tx.insertJobs([newJob()]));
+    await assert.rejects(async () => await tx.query("SELECT 1 AS one"));
+    assert.deepEqual(await store.counts(T0), [], "nothing was stored");
+    await store.close();
+    await store.close();
+    for (const [method, call] of operations(store)) {
+      await assert.rejects(async () => await call(), method);
+    }
+  });
+
+  test("operations fail by rejecting their promise, never by throwing synchronously", async (store) => {
+    const tx = await endedTransaction(store);
+    await store.close();
+    const calls: [string, () => Promise<unknown>][] = [
+      ["tx.push after its transaction", () => tx.insertJobs([newJob()])],
+      ["tx.query after its transaction", () => tx.query("SELECT 1 AS one")],
+      ...operations(store),
+    ];
+    const syncThrows: string[] = [];
+    for (const [method, call] of calls) {
+      let result: Promise<unknown>;
+      try {
+        result = call();
+      } catch {
+        syncThrows.push(method);
+        continue;
+      }
+      await assert.rejects(result, method);
+    }
+    assert.deepEqual(
+      syncThrows,
+      [],
+      "these threw synchronously (after close) instead of rejecting",
+    );
+  });
+}
+
+/** The handle of a transaction that has committed. */
+async function endedTransaction(store: Store): Promise<StoreTransaction> {
+  let handle: StoreTransaction | undefined;
+  await store.transaction((tx) => {
+    handle = tx;
+  });
+  return handle!;
+}
+
+/** Every `Store` operation, as a named call with harmless arguments. */
+function operations(store: Store): [string, () => Promise<unknown>][] {
+  return [
+    ["migrate", () => store.migrate()],
+    ["insertJobs", () => store.insertJobs([newJob()])],
+    ["transaction", () => store.transaction(() => 1)],
+    ["claim", () => claim(store)],
+    ["settle", () => store.settle([complete(1, 1)])],
+    ["renew", () => store.renew([{ id: 1, token: 1 }], T0, T0)],
+    ["counts", () => store.counts(T0)],
+    ["failed", () => store.failed({ limit: 1, offset: 0 })],
+    ["failedJob", () => store.failedJob(1)],
+    ["retry", () => store.retry([1], T0)],
+    ["retry all", () => store.retry("all", T0)],
+    ["forget", () => store.forget(1)],
+    ["flushFailed", () => store.flushFailed()],
+    ["pruneFailed", () => store.pruneFailed(T0, T0)],
+    ["clear", () => store.clear(undefined, T0)],
+    [
+      "insertKeyed",
+      () =>
+        store.insertKeyed([{ ...newJob(), key: { kind: "debounce", key: "k", latestAt: null } }]),
+    ],
+    ["insertChain", () => store.insertChain({ first: newJob(), next: [], onFailure: [] })],
+    [
+      "insertBatch",
+      () =>
+        store.insertBatch({
+          name: "b",
+          allowFailures: false,
+          createdAt: T0,
+          jobs: [],
+          then: [],
+          catch: [],
+          finally: [],
+        }),
+    ],
+    ["addToBatch", () => store.addToBatch(1, [newJob()])],
+    ["nextDueAt", () => store.nextDueAt(["default"], T0)],
+    ["acquire", () => store.acquire([{ id: 1, token: 1, locks: [], rates: [] }], T0)],
+    [
+      "heartbeat",
+      () =>
+        store.heartbeat({
+          id: "w",
+          host: "h",
+          pid: 1,
+          queues: ["default"],
+          concurrency: 1,
+          startedAt: T0,
+          lastSeenAt: T0,
+          running: 0,
+          names: [],
+        }, T0),
+    ],
+    ["removeWorker", () => store.removeWorker("w")],
+    ["cancelsAsked", () => store.cancelsAsked([{ id: 1, token: 1 }])],
+    ["batch", () => store.batch(1)],
+    ["batches", () => store.batches({ limit: 1, offset: 0 })],
+    ["cancelBatch", () => store.cancelBatch(1, T0)],
+    ["pruneBatches", () => store.pruneBatches(T0, T0)],
+    ["pendingByName", () => store.pendingByName(T0)],
+    ["running", () => store.running(T0)],
+    [
+      "jobs",
+      () => store.jobs({ state: null, queue: null, name: null }, { limit: 1, offset: 0 }, T0),
+    ],
+    ["metrics", () => store.metrics(T0, T0 + 1)],
+    ["workers", () => store.workers(T0, T0)],
+    ["logs", () => store.logs(1)],
+    ["syncSchedules", () => store.syncSchedules([], T0)],
+    ["schedules", () => store.schedules()],
+    ["setSchedulePaused", () => store.setSchedulePaused("s", true, T0)],
+    ["runSchedule", () => store.runSchedule("s", [], T0)],
+    ["result", () => store.result(1, T0)],
+    ["finished", () => store.finished({}, { limit: 1, offset: 0 })],
+    ["finishedJob", () => store.finishedJob(1)],
+    ["pruneFinished", () => store.pruneFinished(T0, T0)],
+    ["markAwaited", () => store.markAwaited(1)],
+    ["cancel", () => store.cancel({ id: 1, reason: "r", now: T0, keepUntil: T0 })],
+    ["pause", () => store.pause("default", T0, null, null)],
+    ["resume", () => store.resume("default", T0)],
+    ["paused", () => store.paused(T0)],
+  ];
+}

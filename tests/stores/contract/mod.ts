@@ -1,0 +1,144 @@
+/**
+ * The one contract every {@linkcode Store} keeps. A store's test file calls
+ * {@linkcode storeContract} once with a way to open a fresh, empty store;
+ * the cases live in one file per area, named after the store's roles, and
+ * each area says which methods it holds to their contract. One more case
+ * fails when a method of the store has no area covering it, naming it.
+ *
+ * ```ts ignore
+ * storeContract("SqliteStore (file)", async () => {
+ *   const dir = await tempDir();
+ *   const store = await SqliteStore.open(dir.dbPath);
+ *   return { store, another: () => SqliteStore.open(dir.dbPath), [Symbol.asyncDispose]: … };
+ * });
+ * ```
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import type { Store } from "../../../src/stores/store.ts";
+import { adminStore } from "./admin_store.ts";
+import { chainsBatches } from "./chains_batches.ts";
+import type { ContractArea, OpenedStore, StoreMethod } from "./fixtures.ts";
+import { jobControlStore } from "./job_control_store.ts";
+import { jobWrites } from "./job_writes.ts";
+import { lifetime } from "./lifetime.ts";
+import { scheduleStore } from "./schedule_store.ts";
+import { statsStore } from "./stats_store.ts";
+import { transactions } from "./transactions.ts";
+import { workerStore } from "./worker_store.ts";
+
+export { claim, LEASE_MS, newJob, type OpenedStore, T0 } from "./fixtures.ts";
+
+/** Every area of the contract, in the order their cases are registered. */
+export const AREAS: readonly ContractArea[] = [
+  jobWrites,
+  transactions,
+  workerStore,
+  adminStore,
+  statsStore,
+  chainsBatches,
+  scheduleStore,
+  jobControlStore,
+  lifetime,
+];
+
+/**
+ * Every member of the `Store` interface: the type checker holds this list to
+ * the interface (a member missing here, or one the interface lacks, does not
+ * compile), so the coverage case sees a method added to `Store` even before
+ * a store implements it.
+ */
+const STORE_MEMBERS: Record<StoreMethod, true> = {
+  insertJobs: true,
+  insertKeyed: true,
+  insertChain: true,
+  insertBatch: true,
+  addToBatch: true,
+  transaction: true,
+  claim: true,
+  settle: true,
+  nextDueAt: true,
+  renew: true,
+  acquire: true,
+  heartbeat: true,
+  removeWorker: true,
+  cancelsAsked: true,
+  watch: true,
+  failed: true,
+  failedJob: true,
+  retry: true,
+  forget: true,
+  flushFailed: true,
+  pruneFailed: true,
+  clear: true,
+  batch: true,
+  batches: true,
+  cancelBatch: true,
+  pruneBatches: true,
+  counts: true,
+  pendingByName: true,
+  running: true,
+  jobs: true,
+  metrics: true,
+  workers: true,
+  logs: true,
+  syncSchedules: true,
+  schedules: true,
+  setSchedulePaused: true,
+  runSchedule: true,
+  result: true,
+  finished: true,
+  finishedJob: true,
+  pruneFinished: true,
+  markAwaited: true,
+  cancel: true,
+  pause: true,
+  resume: true,
+  paused: true,
+  migrate: true,
+  close: true,
+};
+
+/** The public methods of `store`, from its whole prototype chain (symbols and the constructor left out). */
+export function methodsOf(store: object): string[] {
+  const names = new Set<string>();
+  for (
+    let proto = Object.getPrototypeOf(store);
+    proto !== null && proto !== Object.prototype;
+    proto = Object.getPrototypeOf(proto)
+  ) {
+    for (const name of Object.getOwnPropertyNames(proto)) {
+      if (name !== "constructor" && typeof proto[name] === "function") names.add(name);
+    }
+  }
+  return [...names].sort();
+}
+
+/**
+ * The methods of `store` and of the `Store` interface that no area of
+ * `areas` covers, by name; empty when the contract covers them all.
+ */
+export function uncovered(store: object, areas: readonly ContractArea[] = AREAS): string[] {
+  const covered = new Set<string>(areas.flatMap((area) => area.covers));
+  const methods = new Set([...methodsOf(store), ...Object.keys(STORE_MEMBERS)]);
+  return [...methods].filter((method) => !covered.has(method)).sort();
+}
+
+/**
+ * Registers the whole contract against the store `open` makes, as
+ * `Deno.test`s named `${name}: …`: every area's cases, each on a fresh
+ * store, and the case that every method has a contract.
+ */
+export function storeContract(name: string, open: () => Promise<OpenedStore>): void {
+  const test = (what: string, fn: (store: Store, opened: OpenedStore) => Promise<void>) =>
+    Deno.test(`${name}: ${what}`, async () => {
+      await using opened = await open();
+      await fn(opened.store, opened);
+    });
+  for (const area of AREAS) area.register(test);
+  test("every method of the store has a contract case", (store) => {
+    assert.deepEqual(uncovered(store), [], "methods no area of tests/stores/contract/ covers");
+    return Promise.resolve();
+  });
+}

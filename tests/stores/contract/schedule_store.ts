@@ -1,0 +1,141 @@
+/**
+ * The contract of `ScheduleStore`: syncing the jobs module's
+ * schedules, listing and pausing them, and storing runs outside their tick.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import type { ScheduleRow } from "../../../src/stores/store.ts";
+import { claim, type ContractArea, type ContractTest, ids, newJob, plain, T0 } from "./fixtures.ts";
+
+/** Stored schedules and their manual runs. */
+export const scheduleStore: ContractArea = {
+  covers: ["syncSchedules", "schedules", "setSchedulePaused", "runSchedule"],
+  register,
+};
+
+const MINUTE = 60_000;
+
+/** A schedule of job "tick" every minute in "default", with `overrides` (its definition follows them). */
+function schedule(name: string, overrides: Partial<ScheduleRow> = {}): ScheduleRow {
+  const row = {
+    name,
+    job: "tick",
+    queue: "default",
+    cron: null,
+    everyMs: MINUTE,
+    timezone: "UTC",
+    missed: "once",
+    maxCatchUp: 1,
+    overlap: "allow",
+    jitterMs: 0,
+    ...overrides,
+  };
+  return { ...row, definition: JSON.stringify(row) };
+}
+
+/** What `schedules()` lists for `row` before it ever ran. */
+function stored(row: ScheduleRow, nextSlot: number, paused = false) {
+  const { definition: _, ...fields } = row;
+  return { ...fields, nextSlot, paused, lastSlot: null, lastJobId: null, lastFiredAt: null };
+}
+
+function register(test: ContractTest): void {
+  test("syncSchedules() adds, updates and deletes schedules; schedules() lists them by name", async (store) => {
+    const every = schedule("b-every");
+    const hourly = schedule("a-hourly", { cron: "0 * * * *", everyMs: null });
+    await store.syncSchedules([every, hourly], T0 + 1);
+    assert.deepEqual(plain(await store.schedules()), [
+      stored(hourly, T0 + 60 * MINUTE),
+      stored(every, T0 + MINUTE),
+    ]);
+    assert.equal(await store.setSchedulePaused("b-every", true, T0 + 2), true);
+    const jittered = schedule("b-every", { jitterMs: 500 });
+    await store.syncSchedules([jittered], T0 + 90_000);
+    assert.deepEqual(
+      plain(await store.schedules()),
+      [stored(jittered, T0 + MINUTE, true)],
+      "a change that keeps its slots keeps its next slot and paused state; a schedule not synced is deleted",
+    );
+    const slower = schedule("b-every", { everyMs: 2 * MINUTE });
+    await store.syncSchedules([slower], T0 + 90_000);
+    assert.deepEqual(
+      plain(await store.schedules()),
+      [stored(slower, T0 + 2 * MINUTE, true)],
+      "a changed interval starts again at its first slot after now",
+    );
+    await store.syncSchedules([], T0 + 90_000);
+    assert.deepEqual(await store.schedules(), []);
+  });
+
+  test("setSchedulePaused() pauses and resumes a stored schedule; false for one not stored", async (store) => {
+    await store.syncSchedules([schedule("s")], T0);
+    assert.equal(await store.setSchedulePaused("s", true, T0), true);
+    assert.equal((await store.schedules())[0]?.paused, true);
+    assert.equal(await store.setSchedulePaused("s", false, T0), true);
+    assert.equal((await store.schedules())[0]?.paused, false);
+    assert.equal(await store.setSchedulePaused("missing", true, T0), false);
+    assert.deepEqual((await store.schedules()).map((row) => row.name), ["s"]);
+  });
+
+  test("runSchedule() stores a job per run, a slot once unless the run is manual, and records the last run", async (store) => {
+    await store.syncSchedules([schedule("s")], T0);
+    const run = (slot: number, manual: boolean, name = "tick") => ({
+      slot,
+      manual,
+      row: newJob({ name, payload: `{"slot":${slot}}` }),
+    });
+    const [first] = await store.runSchedule("s", [run(T0, false)], T0 + 5);
+    assert.ok(typeof first === "number");
+    assert.deepEqual(await store.runSchedule("s", [run(T0, false)], T0 + 6), [null], "fired once");
+    const [manual, next] = await store.runSchedule("s", [
+      run(T0, true, "tick-manual"),
+      run(T0 + MINUTE, false),
+    ], T0 + 7);
+    assert.ok(typeof manual === "number" && typeof next === "number");
+    const listed = (await store.schedules())[0]!;
+    assert.deepEqual(
+      [listed.lastSlot, listed.lastJobId, listed.lastFiredAt, listed.nextSlot],
+      [T0 + MINUTE, next, T0 + 7, T0 + MINUTE],
+      "the next slot of the tick is not moved by a run outside it",
+    );
+    const claimed = await claim(store, { limit: 10, now: T0 + 7, readsScheduled: true });
+    assert.deepEqual(ids(claimed), [first, manual, next]);
+    assert.deepEqual(
+      claimed.map((job) => [job.name, job.payload, job.scheduled]),
+      [
+        ["tick", `{"slot":${T0}}`, { name: "s", slot: T0 }],
+        ["tick-manual", `{"slot":${T0}}`, { name: "s", slot: T0 }],
+        ["tick", `{"slot":${T0 + MINUTE}}`, { name: "s", slot: T0 + MINUTE }],
+      ],
+    );
+  });
+
+  test("runSchedule() refuses a schedule not stored, naming it, and stores nothing", async (store) => {
+    await assert.rejects(
+      store.runSchedule("missing", [{ slot: T0, manual: true, row: newJob() }], T0),
+      (error) =>
+        error instanceof Error &&
+        /Cannot run schedule "missing": it is not stored/.test(error.message),
+    );
+    assert.deepEqual(await store.counts(T0), []);
+  });
+
+  test("runSchedule() gives null for a run whose job's unique key is held", async (store) => {
+    await store.syncSchedules([schedule("s")], T0);
+    const key = {
+      kind: "unique",
+      key: "only-one",
+      expiresAt: T0 + 10 * MINUTE,
+      releaseOnStart: false,
+    } as const;
+    const [holder] = await store.insertKeyed([{ ...newJob(), key }]);
+    const runs = await store.runSchedule("s", [{
+      slot: T0,
+      manual: true,
+      row: { ...newJob(), key },
+    }], T0);
+    assert.deepEqual(runs, [null]);
+    assert.deepEqual(ids(await claim(store)), [holder?.id]);
+  });
+}
