@@ -38,16 +38,17 @@ function pages(): string[] {
 function blocks(page: string): Block[] {
   const lines = Deno.readTextFileSync(join(root, page)).split("\n");
   const found: Block[] = [];
-  let open: { line: number; info: string; body: string[] } | null = null;
+  // A fence may be indented (a block inside a list item): its lines lose that indent.
+  let open: { line: number; indent: string; info: string; body: string[] } | null = null;
   lines.forEach((text, index) => {
-    const fence = /^```(.*)$/.exec(text);
+    const fence = /^( *)```(.*)$/.exec(text);
     if (open === null) {
-      if (fence) open = { line: index + 1, info: fence[1]!.trim(), body: [] };
-    } else if (text === "```") {
+      if (fence) open = { line: index + 1, indent: fence[1]!, info: fence[2]!.trim(), body: [] };
+    } else if (text === `${open.indent}\`\`\``) {
       found.push({ page, line: open.line, info: open.info, code: open.body.join("\n") + "\n" });
       open = null;
     } else {
-      open.body.push(text);
+      open.body.push(text.startsWith(open.indent) ? text.slice(open.indent.length) : text);
     }
   });
   assert.equal(open, null, `${page}: a code block is never closed`);
