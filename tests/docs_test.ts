@@ -1,0 +1,156 @@
+/**
+ * The code blocks of README.md and docs/*.md, checked so that a guide cannot drift from the API.
+ *
+ * Each ```ts block is written to a file of its own in a temp folder (one folder per page) and all
+ * of them are type-checked in one `deno check`, with `@renox/queue` and its entries mapped to this
+ * checkout and the project's other imports and compiler options. A block whose first line is a
+ * comment naming a file (`// jobs.ts: every job`) is written under that name, so that another
+ * block of the same page can import it (`import { sendReceipt } from "./jobs.ts"`). Blocks that
+ * are not code say so with ```sh, ```text or ```json (each line of a json block must parse).
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { tempDir } from "./_helpers.ts";
+
+const root = fileURLToPath(new URL("../", import.meta.url));
+const languages = new Set(["ts", "sh", "text", "json"]);
+
+/** One fenced block of a Markdown page. */
+interface Block {
+  page: string;
+  /** The line of the opening fence, counted from 1. */
+  line: number;
+  info: string;
+  code: string;
+}
+
+function pages(): string[] {
+  const docs = [...Deno.readDirSync(join(root, "docs"))]
+    .filter((entry) => entry.isFile && entry.name.endsWith(".md"))
+    .map((entry) => join("docs", entry.name))
+    .sort();
+  return ["README.md", ...docs];
+}
+
+function blocks(page: string): Block[] {
+  const lines = Deno.readTextFileSync(join(root, page)).split("\n");
+  const found: Block[] = [];
+  // A fence may be indented (a block inside a list item): its lines lose that indent.
+  let open: { line: number; indent: string; info: string; body: string[] } | null = null;
+  lines.forEach((text, index) => {
+    const fence = /^( *)```(.*)$/.exec(text);
+    if (open === null) {
+      if (fence) open = { line: index + 1, indent: fence[1]!, info: fence[2]!.trim(), body: [] };
+    } else if (text === `${open.indent}\`\`\``) {
+      found.push({ page, line: open.line, info: open.info, code: open.body.join("\n") + "\n" });
+      open = null;
+    } else {
+      open.body.push(text.startsWith(open.indent) ? text.slice(open.indent.length) : text);
+    }
+  });
+  assert.equal(open, null, `${page}: a code block is never closed`);
+  return found;
+}
+
+/** The name a block asks to be saved under (`// app.ts: …`), if any. */
+function fileName(block: Block): string | null {
+  return /^\/\/ ([a-z0-9_]+\.ts)\b/.exec(block.code)?.[1] ?? null;
+}
+
+Deno.test("every code block in README.md and docs/ names a language the docs check", () => {
+  const unknown = pages().flatMap(blocks).filter((block) => !languages.has(block.info));
+  assert.deepEqual(
+    unknown.map((block) => `${block.page}:${block.line}: \`\`\`${block.info}`),
+    [],
+    `use one of ${[...languages].join(", ")} (\`ts ignore\` would skip the check)`,
+  );
+});
+
+Deno.test("every json block in README.md and docs/ holds one JSON value per line", () => {
+  for (const block of pages().flatMap(blocks).filter((block) => block.info === "json")) {
+    block.code.split("\n").filter((line) => line.trim() !== "").forEach((line, index) => {
+      assert.doesNotThrow(
+        () => JSON.parse(line),
+        `${block.page}:${block.line + 1 + index}: not JSON`,
+      );
+    });
+  }
+});
+
+/** The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as `-`. */
+function anchors(text: string): Set<string> {
+  const headings = text.split("\n").filter((line) => /^#{1,6} /.test(line));
+  return new Set(
+    headings.map((line) =>
+      line.replace(/^#+ /, "").toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, "").replaceAll(" ", "-")
+    ),
+  );
+}
+
+Deno.test("every relative link in README.md and docs/ points to a file and heading of the project", () => {
+  const broken: string[] = [];
+  for (const page of pages()) {
+    const text = Deno.readTextFileSync(join(root, page));
+    for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (/^[a-z]+:/.test(target!)) continue;
+      const [file, anchor] = target!.split("#");
+      const path = file === "" ? join(root, page) : join(root, dirname(page), file!);
+      try {
+        Deno.statSync(path);
+      } catch {
+        broken.push(`${page}: ${target}`);
+        continue;
+      }
+      if (anchor !== undefined && !anchors(Deno.readTextFileSync(path)).has(anchor)) {
+        broken.push(`${page}: ${target} (no such heading)`);
+      }
+    }
+  }
+  assert.deepEqual(broken, []);
+});
+
+Deno.test("every ts block in README.md and docs/ type-checks against this checkout", async () => {
+  await using temp = await tempDir();
+  const config = JSON.parse(Deno.readTextFileSync(join(root, "deno.json")));
+  const imports: Record<string, string> = { ...config.imports };
+  for (const [entry, path] of Object.entries(config.exports as Record<string, string>)) {
+    imports[join(config.name, entry)] = new URL(path, `file://${root}`).href;
+  }
+  Deno.writeTextFileSync(
+    join(temp.dir, "deno.json"),
+    JSON.stringify({ imports, compilerOptions: config.compilerOptions }),
+  );
+  // A copy of the lock: the check resolves the same versions and never writes the project's.
+  Deno.copyFileSync(join(root, "deno.lock"), join(temp.dir, "deno.lock"));
+  const files = new Map<string, Block>();
+  for (const page of pages()) {
+    const folder = join(temp.dir, page.replace(/[/.]/g, "_"));
+    Deno.mkdirSync(folder);
+    for (const block of blocks(page).filter((block) => block.info === "ts")) {
+      const path = join(folder, fileName(block) ?? `block_${block.line}.ts`);
+      assert.ok(!files.has(path), `${page}:${block.line}: a second block named ${path}`);
+      Deno.writeTextFileSync(path, block.code);
+      files.set(path, block);
+    }
+  }
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "check",
+      "--quiet",
+      `--config=${join(temp.dir, "deno.json")}`,
+      `--lock=${join(temp.dir, "deno.lock")}`,
+      ...files.keys(),
+    ],
+    env: { NO_COLOR: "1" },
+  }).output();
+  let report = new TextDecoder().decode(stdout) + new TextDecoder().decode(stderr);
+  for (const [path, block] of files) {
+    report = report.replaceAll(`file://${path}`, `${block.page} (block at line ${block.line})`);
+  }
+  report = report.replaceAll(`file://${root}`, "");
+  assert.equal(code, 0, `the docs' code does not type-check:\n${report}`);
+  assert.ok(files.size > 0, "no ts block found");
+});
