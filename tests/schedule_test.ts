@@ -601,3 +601,25 @@ Deno.test("an inline queue's triggerSchedule runs the job now, with ctx.schedule
   ]]);
   await assert.rejects(queue.triggerSchedule("nope"), /Cannot trigger schedule "nope"/);
 });
+
+storeTest(
+  "a stored schedule whose cron no longer reads is listed without next runs; the others fire",
+  async (db) => {
+    const clock = new ManualClock(T0 + 1_000);
+    const { job, runs } = recordingJob("report");
+    const queue = await db.open({
+      jobs: [job, scheduleOf(job, { name: "a" }), scheduleOf(job, { name: "old" })],
+      clock,
+    });
+    // As an older version stored it, before such a cron was refused; no process defines it now.
+    await db.query("UPDATE schedules SET cron = '0 0 31 2 *', every_ms = NULL WHERE name = 'old'");
+    const current = await db.open({ jobs: [job, scheduleOf(job, { name: "a" })], clock });
+    const list = await current.schedules();
+    assert.deepEqual(list.map((each) => [each.name, each.nextRuns.length]), [["a", 5], ["old", 0]]);
+    clock.advance(MINUTE);
+    await drain(current);
+    await drain(current);
+    assert.deepEqual(runs.map((run) => run.scheduled!.name), ["a"]);
+    await queue.close();
+  },
+);

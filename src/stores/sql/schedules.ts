@@ -190,6 +190,7 @@ export function* fireDue(dialect: Dialect, firing: ScheduleFiring, now: number):
   const { rows } = yield* exec<DueRow>(DUE, clockParam(dialect, now));
   let stored = 0;
   for (const due of rows) {
+    if (!firing.defines(due.name)) continue;
     const at = Number(due.now);
     const times = timesOf(due);
     const nextSlot = Number(due.next_slot);
