@@ -839,12 +839,18 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * first, each due now, skipping slots already fired (each slot is one job
    * ever, whoever fires it). Refuses a range of more than the schedule's
    * `maxCatchUp` slots (nothing is stored then), a range that starts before
-   * the Unix epoch or ends after now, and a name no schedule here defines.
+   * the Unix epoch or ends after now, a name no schedule here defines, and
+   * any backfill on an inline queue.
    */
   async backfillSchedule(name: string, options: BackfillOptions): Promise<BackfillResult> {
     this.#assertOpen("backfill a schedule");
     const schedule = this.#schedule(name, "backfill");
     const where = `Cannot backfill schedule "${name}"`;
+    if (this.#mode === "inline") {
+      throw new TypeError(
+        `${where}: an inline queue (mode "inline") stores no record of the slots fired: trigger it with triggerSchedule() to run its job now`,
+      );
+    }
     const { from, to } = options ?? {};
     for (const [key, value] of [["from", from], ["to", to]] as const) {
       if (!(value instanceof Date) || !Number.isFinite(value.getTime())) {

@@ -536,33 +536,57 @@ storeTest(
   },
 );
 
-storeTest(
-  'DST, Europe/Berlin "0 * * * *" and "*/30 * * * *": fall back fires both copies of the repeated hour',
-  async (db) => {
-    const clock = new ManualClock(Date.parse("2026-10-24T23:30:00Z"));
-    const { job, runs } = recordingJob("hourly");
-    const schedules = [["hourly", "0 * * * *"], ["half-hourly", "*/30 * * * *"]].map((
-      [name, cron],
-    ) =>
+// A cron with a wildcard, step, list or range in its second, minute or hour field: a local time
+// that exists twice fires at both, one that does not exist is skipped (croner's rule, Vixie cron's).
+for (
+  const [transition, from, to, expected] of [
+    [
+      // 02:00–03:00 local exists twice: 00:00–01:00 UTC (CEST), then 01:00–02:00 UTC (CET).
+      "fall back fires both copies of the repeated hour",
+      "2026-10-24T23:10:00Z",
+      "2026-10-25T02:40:00Z",
+      {
+        "0 * * * *": ["00:00", "01:00", "02:00"],
+        "*/30 * * * *": ["23:30", "00:00", "00:30", "01:00", "01:30", "02:00", "02:30"],
+        "30 2,3 * * *": ["00:30", "01:30", "02:30"],
+      },
+    ],
+    [
+      // 02:00–03:00 local does not exist: 01:00 UTC is 03:00 CEST.
+      "spring forward skips the hour that does not exist",
+      "2026-03-28T23:10:00Z",
+      "2026-03-29T02:40:00Z",
+      {
+        "0 * * * *": ["00:00", "01:00", "02:00"],
+        "*/30 * * * *": ["23:30", "00:00", "00:30", "01:00", "01:30", "02:00", "02:30"],
+        "30 2,3 * * *": ["01:30"],
+      },
+    ],
+  ] as const
+) {
+  storeTest(`DST, Europe/Berlin crons of many hours or minutes: ${transition}`, async (db) => {
+    const clock = new ManualClock(Date.parse(from));
+    const { job, runs } = recordingJob("many");
+    const crons = Object.keys(expected);
+    const schedules = crons.map((cron, index) =>
       defineSchedule({
-        name: name!,
-        cron: cron!,
+        name: `cron-${index}`,
+        cron,
         timezone: "Europe/Berlin",
         job,
-        payload: { kind: name! },
+        payload: { kind: cron },
         missed: "skip",
       })
     );
     const queue = await db.open({ jobs: [job, ...schedules], clock });
-    // 02:00–03:00 local exists twice: 00:00–01:00 UTC (CEST), then 01:00–02:00 UTC (CET).
-    await stepThrough(queue, clock, Date.parse("2026-10-25T02:10:00Z"));
-    const slots = (kind: string) =>
-      runs.filter((run) => (run.payload as { kind: string }).kind === kind)
+    await stepThrough(queue, clock, Date.parse(to));
+    for (const cron of crons) {
+      const slots = runs.filter((run) => (run.payload as { kind: string }).kind === cron)
         .map((run) => run.scheduled!.slot.toISOString().slice(11, 16));
-    assert.deepEqual(slots("hourly"), ["00:00", "01:00", "02:00"]);
-    assert.deepEqual(slots("half-hourly"), ["00:00", "00:30", "01:00", "01:30", "02:00"]);
-  },
-);
+      assert.deepEqual(slots, expected[cron as keyof typeof expected], cron);
+    }
+  });
+}
 
 storeTest(
   "backfillSchedule refuses a range from before the Unix epoch, naming the limit",
@@ -586,7 +610,7 @@ storeTest(
   },
 );
 
-Deno.test("an inline queue's triggerSchedule runs the job now, with ctx.scheduled", async () => {
+Deno.test("an inline queue's triggerSchedule runs the job now, with ctx.scheduled; backfill is refused", async () => {
   const { job, runs } = recordingJob("report");
   const clock = new ManualClock(T0 + 1_000);
   await using queue = await Queue.open({
@@ -600,6 +624,10 @@ Deno.test("an inline queue's triggerSchedule runs the job now, with ctx.schedule
     { name: "every-minute", slot: new Date(T0 + 1_000) },
   ]]);
   await assert.rejects(queue.triggerSchedule("nope"), /Cannot trigger schedule "nope"/);
+  await assert.rejects(
+    queue.backfillSchedule("every-minute", { from: new Date(T0), to: new Date(T0) }),
+    /Cannot backfill schedule "every-minute": an inline queue \(mode "inline"\) stores no record of the slots fired/,
+  );
 });
 
 storeTest(
