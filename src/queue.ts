@@ -793,10 +793,13 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /**
    * Removes a stored schedule that no process defines any more: its paused
    * state and the record of the slots it fired go with it (the jobs it
-   * stored stay and run). Opening a queue never removes a schedule it does
-   * not define, so this is how one leaves the store; a process that still
-   * defines it stores it again when it opens. False when no schedule has
-   * that name; refuses one this queue's jobs module defines.
+   * stored and that have not ended stay, and run). Opening a queue never
+   * removes a schedule it does not define, so this is how one leaves the
+   * store; a process that still defines it stores it again when it opens,
+   * as a new schedule. No process fires a schedule it does not define, so
+   * one removed from every jobs module stops firing even before it is
+   * forgotten. False when no schedule has that name; refuses one this
+   * queue's jobs module defines.
    */
   async forgetSchedule(name: string): Promise<boolean> {
     this.#assertOpen("forget a schedule");

@@ -273,7 +273,8 @@ export interface ScheduleStore {
   setSchedulePaused(name: string, paused: boolean, now: number): Promise<boolean>;
   /**
    * Removes a stored schedule, with its state and the record of the slots
-   * it fired (the jobs it stored stay); false when it is not stored.
+   * it fired whose jobs have ended (the jobs still stored stay); false when
+   * it is not stored.
    */
   forgetSchedule(name: string): Promise<boolean>;
   /**

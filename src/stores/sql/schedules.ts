@@ -134,9 +134,9 @@ interface ScheduleTableRow {
  * after now; other changes keep the next slot). Schedules not in `rows` are
  * left as they are (another process may define them: only
  * {@linkcode forgetSchedule} removes one), and so are a schedule's paused
- * state and last run. Now is the
- * store's (the database's on PostgreSQL, so a host whose clock is off
- * does not start a schedule early or late), else `now`.
+ * state and last run. Now is the store's (the database's on PostgreSQL, so
+ * a host whose clock is off does not start a schedule early or late), else
+ * `now`.
  */
 export function* syncSchedules(
   dialect: Dialect,
@@ -174,8 +174,9 @@ export function* syncSchedules(
 }
 
 /**
- * Removes schedule `name` from the store (its paused state and the slots it
- * fired go with it; the jobs it stored stay); whether it was stored.
+ * Removes schedule `name` from the store, with its paused state and the
+ * record of the slots it fired whose jobs have ended (the jobs still stored
+ * stay, and keep their `ctx.scheduled`); whether it was stored.
  */
 export function* forgetSchedule(name: string): Script<boolean> {
   yield* exec(FORGET_RUNS, name);
