@@ -188,10 +188,11 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
 
   /**
    * Loads the job definitions and schedules, opens the database, brings its
-   * schema up to date and syncs the schedules into it (adds new ones,
-   * updates changed ones, deletes those no longer defined; paused state is
-   * kept); a queue opened with no jobs (`jobs: []`, as the CLI's admin
-   * commands do) leaves the stored schedules as they are. A schedule that is
+   * schema up to date and stores the schedules it defines (adds new ones,
+   * updates changed ones; a schedule's paused state and last run are kept).
+   * Stored schedules it does not define are left as they are: another
+   * process (a worker with the full jobs module, another app) may define
+   * them; {@linkcode Queue.forgetSchedule} removes one. A schedule that is
    * wrong (its job not registered, its payload refused by the job's schema,
    * two with one name) is refused here, with an error naming it, before
    * anything is written. With `mode: "inline"` no database is opened: jobs
@@ -750,16 +751,47 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   }
 
   /**
+   * Removes a stored schedule that no process defines any more: its paused
+   * state and the record of the slots it fired go with it (the jobs it
+   * stored and that have not ended stay, and run). Opening a queue never
+   * removes a schedule it does not define, so this is how one leaves the
+   * store; a process that still defines it stores it again when it opens,
+   * as a new schedule. No process fires a schedule it does not define, so
+   * one removed from every jobs module stops firing even before it is
+   * forgotten. False when no schedule has that name; refuses one this
+   * queue's jobs module defines.
+   */
+  async forgetSchedule(name: string): Promise<boolean> {
+    this.#assertOpen("forget a schedule");
+    assertScheduleName(name);
+    if (this.#registry.schedules().some((each) => each.name === name)) {
+      throw new TypeError(
+        `Cannot forget schedule ${
+          JSON.stringify(name)
+        }: this queue's jobs module still defines it (remove it there first, or it is stored again at the next open)`,
+      );
+    }
+    return await this.#store.forgetSchedule(name);
+  }
+
+  /**
    * Stores one job of a schedule now, outside its slot sequence (the next
    * slot still fires), even while it is paused or its last job runs; its
-   * `ctx.scheduled.slot` is now. Returns the job's id, or null when the
-   * job's own unique key is held. Refuses a name no schedule here defines.
+   * `ctx.scheduled.slot` is now. With `overlap: "skip"` it takes the
+   * schedule's overlap key only when no job holds it, so the slot job still
+   * running keeps the next slots out. Returns the job's id, or null when
+   * the job's own unique key is held. Refuses a name no schedule here
+   * defines. On an inline queue the job runs here and now (its id is 0).
    */
   async triggerSchedule(name: string): Promise<number | null> {
     this.#assertOpen("trigger a schedule");
     const schedule = this.#schedule(name, "trigger");
     const now = this.#clock.now();
     const row = await this.#jobRows.seal(schedule.job, jobRow(schedule, this.#jobRows, now, now));
+    if (this.#mode === "inline") {
+      await runNow(this.#executor, schedule.job, row, { name, slot: now });
+      return 0;
+    }
     const [id] = await this.#store.runSchedule(name, [{ slot: now, manual: true, row }], now);
     this.#notifyRunners();
     return id ?? null;
@@ -769,13 +801,19 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * Stores one job for every slot of a schedule in `[from, to]`, oldest
    * first, each due now, skipping slots already fired (each slot is one job
    * ever, whoever fires it). Refuses a range of more than the schedule's
-   * `maxCatchUp` slots (nothing is stored then), a range that ends after
-   * now, and a name no schedule here defines.
+   * `maxCatchUp` slots (nothing is stored then), a range that starts before
+   * the Unix epoch or ends after now, a name no schedule here defines, and
+   * any backfill on an inline queue.
    */
   async backfillSchedule(name: string, options: BackfillOptions): Promise<BackfillResult> {
     this.#assertOpen("backfill a schedule");
     const schedule = this.#schedule(name, "backfill");
     const where = `Cannot backfill schedule "${name}"`;
+    if (this.#mode === "inline") {
+      throw new TypeError(
+        `${where}: an inline queue (mode "inline") stores no record of the slots fired: trigger it with triggerSchedule() to run its job now`,
+      );
+    }
     const { from, to } = options ?? {};
     for (const [key, value] of [["from", from], ["to", to]] as const) {
       if (!(value instanceof Date) || !Number.isFinite(value.getTime())) {
@@ -783,6 +821,13 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
       }
     }
     const now = this.#clock.now();
+    if (from!.getTime() < 0) {
+      throw new RangeError(
+        `${where}: from must be at or after 1970-01-01T00:00:00.000Z (the Unix epoch): got ${
+          from!.toISOString()
+        }`,
+      );
+    }
     if (from!.getTime() > to!.getTime()) throw new RangeError(`${where}: from is after to`);
     if (to!.getTime() > now) {
       throw new RangeError(`${where}: to is in the future (slots to come fire on their own)`);

@@ -18,7 +18,8 @@ import { type ScheduleTimes, scheduleTimes, type SlotRule } from "./schedule_tim
 /**
  * What a schedule does with slots missed while no worker fired them:
  * `"skip"` fires none of them, `"once"` one job for the latest, `"all"` one
- * job for each of the latest `maxCatchUp`, oldest first.
+ * job for each of the latest `maxCatchUp`, oldest first (with
+ * `overlap: "allow"` only: those jobs are queued together).
  */
 export type MissedPolicy = "skip" | "once" | "all";
 
@@ -53,8 +54,11 @@ export interface ScheduleConfig<J extends JobDefinition> {
   job: J;
   /**
    * The payload of each job: a value (checked by the job's schema when the
-   * queue opens) or a function of the slot (checked at each slot).
-   * @default {undefined (for a job whose schema takes none)}
+   * queue opens) or a function of the slot (checked at each slot). Left
+   * out, each job gets `null`, which the job's schema must take
+   * (`z.null()`): `undefined` is no JSON value, so a job with a
+   * `z.undefined()` or `z.void()` schema cannot be stored.
+   * @default {null}
    */
   payload?: PayloadOf<J> | ((slot: Date) => PayloadOf<J>);
   /**
@@ -93,7 +97,7 @@ export interface ScheduleDefinition {
   readonly timezone: string;
   /** The job each slot dispatches. */
   readonly job: JobDefinition;
-  /** The payload, or a function of the slot that returns it. */
+  /** The payload (null when none was given), or a function of the slot that returns it. */
   readonly payload: unknown;
   /** What to do with missed slots. */
   readonly missed: MissedPolicy;
@@ -112,8 +116,10 @@ const DEFINITIONS = new WeakMap<object, ScheduleTimes>();
  * the app, the CLI and every worker see the same list.
  *
  * Throws a `TypeError` naming the schedule when a setting is wrong: a cron
- * expression that does not parse, an unknown time zone, an `everyMs` under
- * a second, both `cron` and `everyMs` (or neither), an unknown policy.
+ * expression that does not parse or never fires (`0 0 31 2 *`), an unknown
+ * time zone, an `everyMs` under a second, both `cron` and `everyMs` (or
+ * neither), an unknown policy, `missed: "all"` without `overlap: "allow"`,
+ * no `payload` for a job whose schema refuses `null`.
  *
  * @example A report every night at 02:30 in Berlin
  * ```ts
@@ -182,6 +188,11 @@ export function defineSchedule<J extends JobDefinition>(
   if (overlap !== "skip" && overlap !== "allow") {
     throw new TypeError(`${where}: overlap must be "skip" or "allow": got ${String(overlap)}`);
   }
+  if (missed === "all" && overlap === "skip") {
+    throw new TypeError(
+      `${where}: missed "all" fires a job for each missed slot at once, which overlap "skip" (the default) forbids: set overlap: "allow", or missed: "once"`,
+    );
+  }
   const maxCatchUp = config.maxCatchUp ?? 100;
   if (!Number.isInteger(maxCatchUp) || maxCatchUp < 1 || maxCatchUp > 10_000) {
     throw new RangeError(
@@ -194,13 +205,19 @@ export function defineSchedule<J extends JobDefinition>(
       `${where}: jitterMs must be a number of ms from 0 to a day: got ${String(jitterMs)}`,
     );
   }
+  const payload = config.payload ?? null;
+  if (config.payload === undefined && !config.job.schema.safeParse(null).success) {
+    throw new TypeError(
+      `${where}: no payload given, so each job gets null, which the schema of job "${config.job.name}" refuses: give a payload, or a schema that takes null (z.null(); z.undefined() and z.void() take no value JSON can store)`,
+    );
+  }
   const definition: ScheduleDefinition = Object.freeze({
     name,
     cron: cron ?? null,
     everyMs: everyMs ?? null,
     timezone: cron === undefined ? "UTC" : timezone,
     job: config.job,
-    payload: config.payload,
+    payload,
     missed,
     maxCatchUp,
     overlap,

@@ -1,8 +1,11 @@
 /**
  * The slots of a schedule: the instants it fires at, from a cron expression
  * in a time zone (through `croner`, whose rules for daylight saving are the
- * ones we promise: a local time that does not exist fires once at the first
- * valid instant after it, one that exists twice fires once, at the first),
+ * ones we promise: a cron with one value in each of its second, minute and
+ * hour fields fires a local time that does not exist once, at the first
+ * valid instant after it, and one that exists twice once, at the first; a
+ * cron with a wildcard, step, list or range in any of them skips a local
+ * time that does not exist and fires one that exists twice at both),
  * or every `everyMs` counted from the Unix epoch, so every process and host
  * computes the same slots.
  *
@@ -43,15 +46,24 @@ export function scheduleTimes(rule: SlotRule): ScheduleTimes {
     );
   }
   let cron: Cron;
+  let first: Date | null;
   try {
     cron = new Cron(rule.cron, { timezone: rule.timezone, paused: true });
-    cron.nextRun(new Date(0)); // an unknown time zone is only found when a time is converted
+    first = cron.nextRun(new Date(0)); // an unknown time zone is only found when a time is converted
   } catch (error) {
     const message = (error as Error).message.replace(/^Cron\w*: /, "");
     const what = /time ?zone/i.test(message)
       ? `timezone ${JSON.stringify(rule.timezone)} is not an IANA time zone`
       : `cron ${JSON.stringify(rule.cron)} does not parse: ${message}`;
     throw new TypeError(what, { cause: error });
+  }
+  // Dates repeat every 400 years (the Gregorian cycle): a cron with no slot after the epoch has none.
+  if (first === null) {
+    throw new TypeError(
+      `cron ${
+        JSON.stringify(rule.cron)
+      } never fires: no date matches it (such as the 31st of a month that has 30 days or fewer)`,
+    );
   }
   return {
     next(after) {
@@ -101,4 +113,28 @@ export function slotsBetween(
     slot = times.next(slot);
   }
   return slots;
+}
+
+/**
+ * The slots a tick at `now` fires, oldest first, of a schedule whose next
+ * slot to fire is `nextSlot`, by its missed policy: the one slot due when
+ * it is on time; when slots were missed, none (`"skip"`), the latest
+ * (`"once"`) or the latest `maxCatchUp` (`"all"`). An on-time tick computes
+ * two slots whatever `maxCatchUp` is; only a tick that finds slots missed
+ * looks further back.
+ */
+export function dueSlots(
+  times: ScheduleTimes,
+  nextSlot: number,
+  now: number,
+  missed: string,
+  maxCatchUp: number,
+): number[] {
+  const first = times.next(nextSlot - 1);
+  if (first === null || first > now) return [];
+  const second = times.next(first);
+  if (second === null || second > now) return [first];
+  if (missed === "skip") return [];
+  if (missed === "once") return times.latest(now, 1);
+  return times.latest(now, maxCatchUp).filter((slot) => slot >= first);
 }

@@ -1,16 +1,18 @@
 /**
  * The schedule commands: `schedules` (a table, or `--json`),
- * `schedule:pause`, `schedule:resume`, `schedule:run` and
- * `schedule:backfill`. Listing, pausing and resuming open the queue with no
- * jobs registered (they read and change the stored schedules); running and
- * backfilling need the jobs module (`--jobs`), which builds the payloads.
+ * `schedule:pause`, `schedule:resume`, `schedule:run`, `schedule:backfill`
+ * and `schedule:forget`. Listing, pausing, resuming and forgetting open the
+ * queue with no jobs registered (they read and change the stored
+ * schedules); running and backfilling need the jobs module (`--jobs`),
+ * which builds the payloads, and take from it the named schedule and its
+ * job only.
  *
  * @module
  * @internal
  */
 import { databaseOptions } from "../config.ts";
 import { Queue } from "../queue.ts";
-import { moduleUrl } from "../registry.ts";
+import { JobRegistry, moduleUrl } from "../registry.ts";
 import type { ScheduleInfo } from "../schedules/views.ts";
 import {
   expectPositionals,
@@ -41,8 +43,12 @@ function readName(args: ParsedArgs): string {
   return args.positionals[0]!;
 }
 
-/** Opens the queue with the jobs module of `--jobs`, which defines the schedule's payload. */
-async function openWithJobs(args: ParsedArgs): Promise<Queue> {
+/**
+ * Opens the queue with schedule `name` of the jobs module of `--jobs` (which
+ * builds its payloads) and its job only: the other schedules stored stay as
+ * they are, and `APP_KEY` is needed only when that job is encrypted.
+ */
+async function openWithSchedule(args: ParsedArgs, name: string): Promise<Queue> {
   const jobs = readString(args, "jobs");
   if (jobs === undefined) {
     throw new UsageError(
@@ -50,7 +56,18 @@ async function openWithJobs(args: ParsedArgs): Promise<Queue> {
       "--jobs is required: the jobs module that defines the schedule, e.g. --jobs ./jobs.ts",
     );
   }
-  return await Queue.open({ ...databaseOptions(readDb(args)), jobs: moduleUrl(jobs) });
+  const registry = await JobRegistry.load(moduleUrl(jobs));
+  const schedule = registry.schedules().find((each) => each.name === name);
+  if (schedule === undefined) {
+    throw new Error(
+      `no schedule named ${JSON.stringify(name)} is defined in the jobs module ${jobs}`,
+    );
+  }
+  return await Queue.open({
+    ...databaseOptions(readDb(args)),
+    jobs: [schedule.job, schedule],
+    mode: "external",
+  });
 }
 
 /** Reads an ISO 8601 time flag. */
@@ -145,7 +162,7 @@ const run: Command = {
   flags: JOBS_FLAG,
   async run(args) {
     const name = readName(args);
-    await using queue = await openWithJobs(args);
+    await using queue = await openWithSchedule(args, name);
     const id = await queue.triggerSchedule(name);
     console.log(
       id === null
@@ -175,13 +192,31 @@ const backfill: Command = {
     const name = readName(args);
     const from = readTime(args, "from");
     const to = readTime(args, "to");
-    await using queue = await openWithJobs(args);
+    await using queue = await openWithSchedule(args, name);
     const { jobIds, skipped } = await queue.backfillSchedule(name, { from, to });
     console.log(
       `Queued ${plural(jobIds.length, "job")} for schedule ${JSON.stringify(name)}${
         skipped > 0 ? `; skipped ${plural(skipped, "slot")} fired already` : ""
       }`,
     );
+    return 0;
+  },
+};
+
+const forget: Command = {
+  name: "schedule:forget",
+  operands: "NAME",
+  summary: "remove a stored schedule that no jobs module defines any more",
+  description:
+    "Removes the schedule NAME from the database, with its paused state and the record of the\nslots it fired; the jobs it stored stay. Opening a queue never removes a schedule it does not\ndefine: remove it from the jobs module first, or the next process that defines it stores it\nagain.",
+  flags: {},
+  async run(args) {
+    const name = readName(args);
+    await using queue = await openAdminQueue(args);
+    if (!await queue.forgetSchedule(name)) {
+      throw new Error(`no schedule named ${JSON.stringify(name)}`);
+    }
+    console.log(`Forgot schedule ${JSON.stringify(name)}`);
     return 0;
   },
 };
@@ -193,4 +228,5 @@ export const SCHEDULE_COMMANDS: readonly Command[] = [
   pauseCommand(false),
   run,
   backfill,
+  forget,
 ];

@@ -15,11 +15,13 @@ import type { NewJobRow } from "../stores/store.ts";
  * Resolves with its stored output text (null without an `output` schema);
  * rejects with the handler's error, or `JobTimeoutError` past the job's
  * `timeoutMs` (the handler is aborted but, in this isolate, may keep running).
+ * `scheduled` is the schedule slot the handler sees as `ctx.scheduled`.
  */
 export async function runNow(
   executor: Pick<Executor, "run">,
   job: JobDefinition,
   row: Pick<NewJobRow, "queue" | "payload">,
+  scheduled: { readonly name: string; readonly slot: number } | null = null,
 ): Promise<string | null> {
   const controller = new AbortController();
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -39,7 +41,7 @@ export async function runNow(
         payload: row.payload,
         attempt: 1,
         batchId: null,
-        scheduled: null,
+        scheduled,
         signal: controller.signal,
         onProgress: () => {}, // nothing stored to show it on, nor its ctx.log() lines
       }),

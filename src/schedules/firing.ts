@@ -66,6 +66,11 @@ export class ScheduleFirer implements ScheduleFiring {
     }
   }
 
+  /** Whether this process defines schedule `name`; see {@linkcode ScheduleFiring.defines}. */
+  defines(name: string): boolean {
+    return this.#byName.has(name);
+  }
+
   /** Whether ticks must seal rows first ({@linkcode ScheduleFirer.prepare}): an encrypted job is scheduled. */
   get needsPreparing(): boolean {
     return this.#encrypted;

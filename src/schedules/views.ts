@@ -64,9 +64,6 @@ export interface BackfillResult {
 
 /** A stored schedule as the admin API shows it, with its next runs after `now`. */
 export function toScheduleInfo(row: StoredScheduleRow, now: number): ScheduleInfo {
-  const times = scheduleTimes(
-    row.cron === null ? { everyMs: row.everyMs! } : { cron: row.cron, timezone: row.timezone },
-  );
   const date = (ms: number | null) => ms === null ? null : new Date(ms);
   return {
     name: row.name,
@@ -81,9 +78,26 @@ export function toScheduleInfo(row: StoredScheduleRow, now: number): ScheduleInf
     jitterMs: row.jitterMs,
     paused: row.paused,
     nextSlot: date(row.nextSlot),
-    nextRuns: nextSlots(times, now, 5).map((slot) => new Date(slot)),
+    nextRuns: nextRuns(row, now),
     lastSlot: date(row.lastSlot),
     lastJobId: row.lastJobId,
     lastFiredAt: date(row.lastFiredAt),
   };
+}
+
+/**
+ * The next 5 slots of a stored schedule after `now`; none for one whose rule
+ * no longer reads (stored by an older version and defined by no process
+ * now), so one such schedule does not hide the list.
+ */
+function nextRuns(row: StoredScheduleRow, now: number): Date[] {
+  let times;
+  try {
+    times = scheduleTimes(
+      row.cron === null ? { everyMs: row.everyMs! } : { cron: row.cron, timezone: row.timezone },
+    );
+  } catch {
+    return [];
+  }
+  return nextSlots(times, now, 5).map((slot) => new Date(slot));
 }

@@ -265,17 +265,23 @@ export interface StatsStore {
  */
 export interface ScheduleStore {
   /**
-   * Stores the jobs module's schedules in one transaction: adds new ones,
-   * updates changed ones (a changed cron, interval or time zone starts again
-   * at its first slot after now: the database's now on a store that goes by
-   * its clock, else `now`), deletes those not in `rows`; paused state and
-   * last run are kept.
+   * Stores the schedules one process defines, in one transaction: adds new
+   * ones, updates changed ones (a changed cron, interval or time zone starts
+   * again at its first slot after now: the database's now on a store that
+   * goes by its clock, else `now`); schedules not in `rows`, paused state
+   * and last runs are left as they are.
    */
   syncSchedules(rows: readonly ScheduleRow[], now: number): Promise<void>;
   /** Every stored schedule, by name. */
   schedules(): Promise<StoredScheduleRow[]>;
   /** Pauses or resumes a schedule; false when it is not stored. */
   setSchedulePaused(name: string, paused: boolean, now: number): Promise<boolean>;
+  /**
+   * Removes a stored schedule, with its state and the record of the slots
+   * it fired whose jobs have ended (the jobs still stored stay); false when
+   * it is not stored.
+   */
+  forgetSchedule(name: string): Promise<boolean>;
   /**
    * Stores jobs of a schedule outside its slot sequence or tick (a trigger,
    * a backfill) in one transaction; for each run its job's id, or null when

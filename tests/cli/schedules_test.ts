@@ -1,7 +1,7 @@
 /**
  * The schedule commands of the CLI (`schedules`, `schedule:pause`,
- * `schedule:resume`, `schedule:run`, `schedule:backfill`) and
- * `work --no-schedules`, run as real child processes.
+ * `schedule:resume`, `schedule:run`, `schedule:backfill`,
+ * `schedule:forget`) and `work --no-schedules`, run as real child processes.
  *
  * @module
  */
@@ -11,6 +11,7 @@ import { tempDir } from "../_helpers.ts";
 import { runCli } from "../fixtures/cli/cli_process.ts";
 
 const JOBS = new URL("../fixtures/schedules/jobs.ts", import.meta.url).pathname;
+const CLI_JOBS = new URL("../fixtures/schedules/cli_jobs.ts", import.meta.url).pathname;
 
 async function count(queue: Queue, where: string): Promise<number> {
   const [row] = await queue.transaction((tx) =>
@@ -104,4 +105,50 @@ Deno.test("schedules lists them; pause, resume, run and backfill change them; wo
   assert.equal(worked.code, 0, worked.stderr);
   assert.equal(await count(queue, "jobs"), 0, "it ran the queued jobs");
   assert.equal(await count(queue, "schedule_runs WHERE manual = 0"), fired, "and fired no slot");
+});
+
+Deno.test("schedule:run and schedule:backfill store only the schedule named, and need no APP_KEY for another job", async () => {
+  await using tmp = await tempDir();
+  const db = ["--db", tmp.dbPath];
+  const env = { APP_KEY: "" };
+  const ran = await runCli(["schedule:run", "report-a", "--jobs", CLI_JOBS, ...db], env);
+  assert.equal(ran.code, 0, ran.stderr);
+  assert.match(ran.stdout, /Queued job \d+ of schedule "report-a"/);
+  const to = Math.floor(Date.now() / 60_000) * 60_000 - 60_000;
+  const filled = await runCli([
+    "schedule:backfill",
+    "report-a",
+    "--jobs",
+    CLI_JOBS,
+    "--from",
+    new Date(to - 60_000).toISOString(),
+    "--to",
+    new Date(to).toISOString(),
+    ...db,
+  ], env);
+  assert.equal(filled.code, 0, filled.stderr);
+  assert.match(filled.stdout, /Queued 2 jobs for schedule "report-a"/);
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [] });
+  assert.deepEqual((await queue.schedules()).map((each) => each.name), ["report-a"]);
+  assert.equal(await count(queue, "jobs"), 3);
+  const unknown = await runCli(["schedule:run", "nope", "--jobs", CLI_JOBS, ...db], env);
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.stderr, /no schedule named "nope" is defined in the jobs module/);
+});
+
+Deno.test("schedule:forget removes a stored schedule no jobs module defines any more", async () => {
+  await using tmp = await tempDir();
+  const db = ["--db", tmp.dbPath];
+  {
+    await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+    await queue.pauseSchedule("every-second");
+  }
+  const forgot = await runCli(["schedule:forget", "every-second", ...db]);
+  assert.equal(forgot.code, 0, forgot.stderr);
+  assert.match(forgot.stdout, /Forgot schedule "every-second"/);
+  const again = await runCli(["schedule:forget", "every-second", ...db]);
+  assert.equal(again.code, 1);
+  assert.match(again.stderr, /no schedule named "every-second"/);
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [] });
+  assert.deepEqual(await queue.schedules(), []);
 });

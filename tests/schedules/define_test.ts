@@ -39,6 +39,71 @@ Deno.test("defineSchedule refuses wrong settings with an error naming the schedu
   assert.equal(six.timezone, "UTC");
 });
 
+Deno.test("defineSchedule refuses a cron that can never fire, naming it", () => {
+  for (const cron of ["0 0 31 2 *", "0 0 30 2 *", "0 0 31 4 *", "0 0 0 31 11 *"]) {
+    assert.throws(
+      () => defineSchedule({ name: "never", cron, job }),
+      new RegExp(`Schedule "never": cron "${cron.replaceAll("*", "\\*")}" never fires`),
+    );
+  }
+  // Rare is not never: the 29th of February, and the 31st of February OR any Monday.
+  for (const cron of ["0 0 29 2 *", "0 0 31 2 1"]) {
+    assert.equal(defineSchedule({ name: "rare", cron, job }).cron, cron);
+  }
+});
+
+Deno.test('defineSchedule refuses missed "all" with overlap "skip", saying what to set', () => {
+  for (const config of [{ missed: "all" }, { missed: "all", overlap: "skip" }]) {
+    assert.throws(
+      () => defineSchedule({ name: "catch-up", everyMs: 60_000, job, ...config } as never),
+      /Schedule "catch-up": missed "all" fires a job for each missed slot at once, which overlap "skip" \(the default\) forbids: set overlap: "allow", or missed: "once"/,
+    );
+  }
+  const allowed = defineSchedule({
+    name: "catch-up",
+    everyMs: 60_000,
+    job,
+    missed: "all",
+    overlap: "allow",
+  });
+  assert.deepEqual([allowed.missed, allowed.overlap], ["all", "allow"]);
+});
+
+Deno.test("a schedule without payload dispatches null; a schema that refuses null is named", () => {
+  for (const schema of [z.null(), z.null().optional(), z.unknown(), z.object({}).nullable()]) {
+    const each = defineJob({ name: "no-payload", schema, handle() {} });
+    assert.equal(defineSchedule({ name: "s", everyMs: 60_000, job: each }).payload, null);
+  }
+  for (const schema of [z.undefined(), z.void(), z.object({}).optional()]) {
+    const each = defineJob({ name: "no-payload", schema, handle() {} });
+    assert.throws(
+      () => defineSchedule({ name: "s", everyMs: 60_000, job: each }),
+      /Schedule "s": no payload given, so each job gets null, which the schema of job "no-payload" refuses: give a payload, or a schema that takes null \(z\.null\(\); z\.undefined\(\) and z\.void\(\) take no value JSON can store\)/,
+    );
+  }
+});
+
+storeTest("a schedule without payload opens and fires its job with null", async (db) => {
+  const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);
+  const clock = new ManualClock(T0 + 1_000);
+  const seen: unknown[] = [];
+  const ping = defineJob({
+    name: "ping",
+    schema: z.null(),
+    handle(payload) {
+      seen.push(payload);
+    },
+  });
+  const queue = await db.open({
+    jobs: [ping, defineSchedule({ name: "ping", everyMs: 60_000, job: ping })],
+    clock,
+  });
+  clock.advance(60_000);
+  await within(queue.work({ executor: "isolate", stopWhenEmpty: true }).done, 30_000, "a worker");
+  await within(queue.work({ executor: "isolate", stopWhenEmpty: true }).done, 30_000, "a worker");
+  assert.deepEqual(seen, [null]);
+});
+
 storeTest(
   "Queue.open refuses a jobs module whose schedule's cron does not parse, naming it",
   async (db) => {

@@ -4,9 +4,11 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, type JobDefinition } from "../../src/job.ts";
-import type { Queue } from "../../src/queue.ts";
-import type { ScheduledRun } from "../../src/job.ts";
+import { defineJob, type JobDefinition, type ScheduledRun } from "../../src/job.ts";
+// The same croner module the schedules use, to count the slots it computes.
+// deno-lint-ignore no-import-prefix
+import { Cron } from "npm:croner@11";
+import { Queue } from "../../src/queue.ts";
 import { defineSchedule, type ScheduleConfig } from "../../src/schedule.ts";
 import { ManualClock, waitUntil, within } from "../_helpers.ts";
 import { type StoreContext, storeTest } from "../_stores.ts";
@@ -254,7 +256,7 @@ storeTest(
 );
 
 storeTest(
-  "Queue.open syncs schedules: added, changed (new slots start after now), removed",
+  "Queue.open syncs the schedules it defines (added, changed: new slots start after now) and leaves the others",
   async (db) => {
     const clock = new ManualClock(T0 + 1_000);
     const { job } = recordingJob("report");
@@ -262,18 +264,52 @@ storeTest(
     const b = scheduleOf(job, { name: "b" });
     let queue = await db.open({ jobs: [job, a, b], clock });
     assert.deepEqual((await queue.schedules()).map((each) => each.name), ["a", "b"]);
+    assert.equal(await queue.pauseSchedule("b"), true);
     await queue.close();
     clock.advance(30 * MINUTE);
     const hourly = scheduleOf(job, { name: "a", everyMs: 60 * MINUTE });
     queue = await db.open({ jobs: [job, hourly], clock });
     const list = await queue.schedules();
-    assert.deepEqual(list.map((each) => each.name), ["a"], "b was removed");
+    assert.deepEqual(list.map((each) => [each.name, each.paused]), [["a", false], ["b", true]]);
     assert.equal(list[0]!.everyMs, 60 * MINUTE);
     assert.equal(list[0]!.nextSlot!.getTime(), T0 + 60 * MINUTE, "the first hourly slot after now");
     await queue.close();
-    // A queue opened with no jobs (the CLI's admin commands) leaves them as they are.
+    // A dispatch-only process with another job, and one with no jobs, change nothing.
+    const other = defineJob({ name: "other", schema: z.null(), handle() {} });
+    await (await db.open({ jobs: [other], mode: "external", clock })).close();
     queue = await db.open({ jobs: [], clock });
-    assert.deepEqual((await queue.schedules()).map((each) => each.name), ["a"]);
+    assert.deepEqual(
+      (await queue.schedules()).map((each) => [each.name, each.paused, each.everyMs]),
+      [["a", false, 60 * MINUTE], ["b", true, MINUTE]],
+    );
+  },
+);
+
+storeTest(
+  "Queue.forgetSchedule() removes a schedule no process defines; the jobs it stored stay",
+  async (db) => {
+    const clock = new ManualClock(T0 + 1_000);
+    const { job, runs } = recordingJob("report");
+    let queue = await db.open({ jobs: [job, scheduleOf(job)], clock });
+    clock.advance(MINUTE);
+    await queue.work({ executor: "isolate", queues: ["elsewhere"], stopWhenEmpty: true }).done;
+    assert.deepEqual(await storedSlots(db), [T0 + MINUTE], "a slot fired, its job waits");
+    await assert.rejects(
+      queue.forgetSchedule("every-minute"),
+      /Cannot forget schedule "every-minute": this queue's jobs module still defines it/,
+    );
+    await queue.close();
+    queue = await db.open({ jobs: [job], clock });
+    assert.equal(await queue.forgetSchedule("every-minute"), true);
+    assert.equal(await queue.forgetSchedule("every-minute"), false, "gone already");
+    assert.deepEqual(await queue.schedules(), []);
+    assert.deepEqual(await storedSlots(db), [T0 + MINUTE], "the run of a stored job is kept");
+    await drain(queue);
+    assert.deepEqual(
+      runs.map((run) => run.payload),
+      [{ slot: new Date(T0 + MINUTE).toISOString() }],
+      "the job it stored ran",
+    );
   },
 );
 
@@ -409,5 +445,210 @@ storeTest(
       { kind: "by-name" },
       null,
     ]]);
+  },
+);
+
+storeTest(
+  'a manual run beside a running slot job keeps overlap "skip": the next slot does not start',
+  async (db) => {
+    const clock = new ManualClock(T0 + MINUTE);
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => open = resolve);
+    const started: number[] = [];
+    const job = defineJob({
+      name: "slow-slot",
+      schema: z.null(),
+      async handle(_payload, ctx) {
+        const slot = ctx.scheduled!.slot.getTime();
+        started.push(slot);
+        if (slot % MINUTE === 0) await gate; // slot jobs run long; a manual run is short
+      },
+    });
+    const schedule = defineSchedule({ name: "slow", everyMs: MINUTE, job, payload: null });
+    const queue = await db.open({ jobs: [job, schedule], clock });
+    clock.advance(MINUTE); // the slot T0 + 2 min is due
+    const worker = queue.work({
+      executor: "isolate",
+      concurrency: 3,
+      pollMs: 10,
+      leaseMs: 60 * MINUTE,
+    });
+    await waitUntil(() => Promise.resolve(started.length === 1), { what: "the slot job started" });
+    clock.advance(1_000);
+    const manual = await queue.triggerSchedule("slow");
+    await waitUntil(async () => (await queue.result(manual!))?.state === "completed", {
+      what: "the manual run ended",
+    });
+    clock.advance(MINUTE); // the slot T0 + 3 min is due while the slot job still runs
+    worker.notify();
+    await waitUntil(async () => {
+      const [info] = await queue.schedules();
+      return info!.nextSlot!.getTime() === T0 + 4 * MINUTE;
+    }, { what: "the slot T0 + 3 min handled" });
+    open();
+    await worker.stop();
+    assert.deepEqual(started, [T0 + 2 * MINUTE, T0 + 2 * MINUTE + 1_000], "no second slot job");
+    assert.deepEqual(await storedSlots(db, "slow"), [T0 + 2 * MINUTE]);
+  },
+);
+
+storeTest(
+  "an on-time slot computes a few slots, however large maxCatchUp is",
+  async (db) => {
+    const clock = new ManualClock(T0 + 500);
+    const { job, runs } = recordingJob("report");
+    const schedule = defineSchedule({
+      name: "every-second",
+      cron: "* * * * * *",
+      job,
+      payload: { kind: "tick" },
+      maxCatchUp: 10_000,
+    });
+    const queue = await db.open({ jobs: [job, schedule], clock });
+    // Count the slots croner computes while the worker fires the one slot due.
+    let computed = 0;
+    const { nextRun, previousRuns } = Cron.prototype;
+    Cron.prototype.nextRun = function (...args) {
+      computed++;
+      return nextRun.apply(this, args);
+    };
+    Cron.prototype.previousRuns = function (...args) {
+      const slots = previousRuns.apply(this, args);
+      computed += slots.length;
+      return slots;
+    };
+    try {
+      for (let second = 1; second <= 3; second++) {
+        clock.advance(1_000);
+        await drain(queue);
+        assert.equal(runs.length, second);
+      }
+    } finally {
+      Object.assign(Cron.prototype, { nextRun, previousRuns });
+    }
+    console.log(`3 on-time slots (maxCatchUp 10000) computed ${computed} slots`);
+    assert.ok(computed <= 60, `3 on-time slots computed ${computed} slots`);
+    clock.advance(5_000); // 4 slots missed and one due: missed "once" fires the latest
+    await drain(queue);
+    assert.deepEqual(
+      runs.slice(3).map((run) => run.scheduled!.slot.getTime()),
+      [T0 + 8_000],
+    );
+  },
+);
+
+// A cron with a wildcard, step, list or range in its second, minute or hour field: a local time
+// that exists twice fires at both, one that does not exist is skipped (croner's rule, Vixie cron's).
+for (
+  const [transition, from, to, expected] of [
+    [
+      // 02:00–03:00 local exists twice: 00:00–01:00 UTC (CEST), then 01:00–02:00 UTC (CET).
+      "fall back fires both copies of the repeated hour",
+      "2026-10-24T23:10:00Z",
+      "2026-10-25T02:40:00Z",
+      {
+        "0 * * * *": ["00:00", "01:00", "02:00"],
+        "*/30 * * * *": ["23:30", "00:00", "00:30", "01:00", "01:30", "02:00", "02:30"],
+        "30 2,3 * * *": ["00:30", "01:30", "02:30"],
+      },
+    ],
+    [
+      // 02:00–03:00 local does not exist: 01:00 UTC is 03:00 CEST.
+      "spring forward skips the hour that does not exist",
+      "2026-03-28T23:10:00Z",
+      "2026-03-29T02:40:00Z",
+      {
+        "0 * * * *": ["00:00", "01:00", "02:00"],
+        "*/30 * * * *": ["23:30", "00:00", "00:30", "01:00", "01:30", "02:00", "02:30"],
+        "30 2,3 * * *": ["01:30"],
+      },
+    ],
+  ] as const
+) {
+  storeTest(`DST, Europe/Berlin crons of many hours or minutes: ${transition}`, async (db) => {
+    const clock = new ManualClock(Date.parse(from));
+    const { job, runs } = recordingJob("many");
+    const crons = Object.keys(expected);
+    const schedules = crons.map((cron, index) =>
+      defineSchedule({
+        name: `cron-${index}`,
+        cron,
+        timezone: "Europe/Berlin",
+        job,
+        payload: { kind: cron },
+        missed: "skip",
+      })
+    );
+    const queue = await db.open({ jobs: [job, ...schedules], clock });
+    await stepThrough(queue, clock, Date.parse(to));
+    for (const cron of crons) {
+      const slots = runs.filter((run) => (run.payload as { kind: string }).kind === cron)
+        .map((run) => run.scheduled!.slot.toISOString().slice(11, 16));
+      assert.deepEqual(slots, expected[cron as keyof typeof expected], cron);
+    }
+  });
+}
+
+storeTest(
+  "backfillSchedule refuses a range from before the Unix epoch, naming the limit",
+  async (db) => {
+    const clock = new ManualClock(T0 + 1_000);
+    const { job } = recordingJob("report");
+    const schedule = defineSchedule({
+      name: "nightly",
+      cron: "30 2 * * *",
+      job,
+      payload: { kind: "nightly" },
+    });
+    const queue = await db.open({ jobs: [job, schedule], clock });
+    for (const from of [new Date(-8.64e15), new Date("1969-12-31T23:59:59Z")]) {
+      await assert.rejects(
+        queue.backfillSchedule("nightly", { from, to: new Date(T0) }),
+        /Cannot backfill schedule "nightly": from must be at or after 1970-01-01T00:00:00\.000Z \(the Unix epoch\): got /,
+      );
+    }
+    assert.equal(await db.count("jobs"), 0);
+  },
+);
+
+Deno.test("an inline queue's triggerSchedule runs the job now, with ctx.scheduled; backfill is refused", async () => {
+  const { job, runs } = recordingJob("report");
+  const clock = new ManualClock(T0 + 1_000);
+  await using queue = await Queue.open({
+    mode: "inline",
+    jobs: [job, scheduleOf(job)],
+    clock,
+  });
+  assert.equal(await queue.triggerSchedule("every-minute"), 0);
+  assert.deepEqual(runs.map((run) => [run.payload, run.scheduled]), [[
+    { slot: new Date(T0 + 1_000).toISOString() },
+    { name: "every-minute", slot: new Date(T0 + 1_000) },
+  ]]);
+  await assert.rejects(queue.triggerSchedule("nope"), /Cannot trigger schedule "nope"/);
+  await assert.rejects(
+    queue.backfillSchedule("every-minute", { from: new Date(T0), to: new Date(T0) }),
+    /Cannot backfill schedule "every-minute": an inline queue \(mode "inline"\) stores no record of the slots fired/,
+  );
+});
+
+storeTest(
+  "a stored schedule whose cron no longer reads is listed without next runs; the others fire",
+  async (db) => {
+    const clock = new ManualClock(T0 + 1_000);
+    const { job, runs } = recordingJob("report");
+    const queue = await db.open({
+      jobs: [job, scheduleOf(job, { name: "a" }), scheduleOf(job, { name: "old" })],
+      clock,
+    });
+    // As an older version stored it, before such a cron was refused; no process defines it now.
+    await db.query("UPDATE schedules SET cron = '0 0 31 2 *', every_ms = NULL WHERE name = 'old'");
+    const current = await db.open({ jobs: [job, scheduleOf(job, { name: "a" })], clock });
+    const list = await current.schedules();
+    assert.deepEqual(list.map((each) => [each.name, each.nextRuns.length]), [["a", 5], ["old", 0]]);
+    clock.advance(MINUTE);
+    await drain(current);
+    await drain(current);
+    assert.deepEqual(runs.map((run) => run.scheduled!.name), ["a"]);
+    await queue.close();
   },
 );

@@ -2,18 +2,23 @@
  * Schedules across real processes on one database: 3 worker processes fire
  * each slot of an every-second schedule as exactly one job (SQLite file and
  * PostgreSQL), a process killed with SIGKILL after it fired a slot leaves
- * exactly one job for it, and the lateness of each run past its slot is
+ * exactly one job for it, a dispatch-only process leaves the stored
+ * schedules as they are, and the lateness of each run past its slot is
  * printed (not asserted: the machine is shared).
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { z } from "zod";
+import { defineJob } from "../../src/job.ts";
 import { Queue } from "../../src/queue.ts";
+import { defineSchedule } from "../../src/schedule.ts";
 import { ChildScript } from "../_child.ts";
 import { tempDir, waitUntil } from "../_helpers.ts";
 import { openTestPostgresStore, postgresTestUrl } from "../_postgres.ts";
 
 const WORKER = new URL("../fixtures/schedules/worker.ts", import.meta.url);
 const JOBS = new URL("../fixtures/schedules/jobs.ts", import.meta.url).href;
+const DISPATCH_ONLY = new URL("../fixtures/schedules/dispatch_only.ts", import.meta.url);
 
 interface RunLine {
   readonly slot: number;
@@ -166,3 +171,56 @@ Deno.test({
     await onPostgres(url!, (shared) => killAfterFiring("PostgreSQL", shared));
   },
 });
+
+Deno.test(
+  "SQLite file: a dispatch-only process leaves the stored schedules, and their pause, as they are",
+  async () => {
+    await using dir = await tempDir();
+    const path = join(dir.dir, "queue.db");
+    // Another app's schedule, paused: no process of this test defines it but this one.
+    const nightlyJob = defineJob({ name: "nightly-report", schema: z.null(), handle() {} });
+    const nightly = defineSchedule({
+      name: "nightly",
+      cron: "30 2 * * *",
+      job: nightlyJob,
+      payload: null,
+    });
+    {
+      await using app = await Queue.open({ path, jobs: [nightlyJob, nightly] });
+      assert.equal(await app.pauseSchedule("nightly"), true);
+    }
+    const listed = async () => {
+      await using admin = await Queue.open({ path, jobs: [] });
+      return (await admin.schedules()).map((each) => [each.name, each.paused]);
+    };
+    {
+      await using worker = new ScheduleWorker(path, "-", "default");
+      await waitUntil(() => Promise.resolve(worker.runs.length >= 2), {
+        what: "2 slots run",
+        timeoutMs: 120_000,
+        everyMs: 50,
+      });
+      await using dispatcher = new ChildScript(DISPATCH_ONLY, [path]);
+      await dispatcher.line("dispatched ", 60_000);
+      assert.equal((await dispatcher.status).code, 0, dispatcher.stderr);
+      const before = worker.runs.length;
+      await waitUntil(() => Promise.resolve(worker.runs.length >= before + 3), {
+        what: "3 more slots run after the dispatch-only process opened",
+        timeoutMs: 120_000,
+        everyMs: 50,
+      });
+      assert.deepEqual(await listed(), [["every-second", false], ["nightly", true]]);
+      await worker.stop();
+      assertOncePerSlot("SQLite, beside a dispatch-only process", worker.runs);
+    }
+    // A restarted worker syncs its schedule again; the other app's pause holds.
+    await using restarted = new ScheduleWorker(path, "-", "default");
+    await waitUntil(() => Promise.resolve(restarted.runs.length >= 1), {
+      what: "a slot run",
+      timeoutMs: 120_000,
+      everyMs: 50,
+    });
+    await restarted.stop();
+    assert.deepEqual(await listed(), [["every-second", false], ["nightly", true]]);
+  },
+);

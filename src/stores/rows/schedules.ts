@@ -62,6 +62,12 @@ export interface ScheduleFiring {
    * tick), null when the payload is refused (the slot is passed over).
    */
   row(name: string, slot: number, now: number): FiredJobRow | null | undefined;
+  /**
+   * Whether this process defines schedule `name`: a tick passes over the
+   * due schedules it does not define (another process fires them, or none
+   * does any more) before computing any of their slots.
+   */
+  defines(name: string): boolean;
 }
 
 /** A job a schedule stores outside its tick: a trigger (manual) or a backfilled slot. */

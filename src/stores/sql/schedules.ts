@@ -20,7 +20,7 @@
  * @internal
  * @module
  */
-import { type ScheduleTimes, scheduleTimes } from "../../schedule_times.ts";
+import { dueSlots, type ScheduleTimes, scheduleTimes } from "../../schedule_times.ts";
 import type { ClaimedJob } from "../store.ts";
 import type {
   FiredJobRow,
@@ -58,10 +58,12 @@ const UPDATE = statement(
     next_slot = CASE WHEN $14 = 1 THEN $12 ELSE next_slot END, updated_at = $13
   WHERE name = $1`,
 );
-const DROP_RUNS_OF_REMOVED = statement(
-  "DELETE FROM schedule_runs WHERE schedule NOT IN {{texts $1}}",
+const FORGET = statement("DELETE FROM schedules WHERE name = $1");
+const FORGET_RUNS = statement(
+  // The runs of jobs still stored stay: they give those jobs their ctx.scheduled.
+  `DELETE FROM schedule_runs WHERE schedule = $1
+    AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = schedule_runs.job_id)`,
 );
-const DROP_REMOVED = statement("DELETE FROM schedules WHERE name NOT IN {{texts $1}}");
 const DUE = statement(
   `SELECT name, cron, every_ms, timezone, missed, max_catch_up, overlap, next_slot,
     {{now $1}} AS now
@@ -127,12 +129,14 @@ interface ScheduleTableRow {
 }
 
 /**
- * Stores the jobs module's schedules: adds new ones, updates changed ones
- * (a change of cron, interval or time zone restarts at its first slot after
- * now; other changes keep the next slot), deletes the ones no longer
- * defined. A schedule's paused state and last run are kept. Now is the
- * store's (the database's on PostgreSQL, so a host whose clock is off
- * does not start a schedule early or late), else `now`.
+ * Stores the schedules one process defines: adds new ones, updates changed
+ * ones (a change of cron, interval or time zone restarts at its first slot
+ * after now; other changes keep the next slot). Schedules not in `rows` are
+ * left as they are (another process may define them: only
+ * {@linkcode forgetSchedule} removes one), and so are a schedule's paused
+ * state and last run. Now is the store's (the database's on PostgreSQL, so
+ * a host whose clock is off does not start a schedule early or late), else
+ * `now`.
  */
 export function* syncSchedules(
   dialect: Dialect,
@@ -167,9 +171,16 @@ export function* syncSchedules(
       yield* exec(UPDATE, ...values, slotsChanged ? 1 : 0);
     }
   }
-  const names = rows.map((row) => row.name);
-  yield* exec(DROP_RUNS_OF_REMOVED, names);
-  yield* exec(DROP_REMOVED, names);
+}
+
+/**
+ * Removes schedule `name` from the store, with its paused state and the
+ * record of the slots it fired whose jobs have ended (the jobs still stored
+ * stay, and keep their `ctx.scheduled`); whether it was stored.
+ */
+export function* forgetSchedule(name: string): Script<boolean> {
+  yield* exec(FORGET_RUNS, name);
+  return (yield* exec(FORGET, name)).count === 1;
 }
 
 /**
@@ -180,11 +191,11 @@ export function* fireDue(dialect: Dialect, firing: ScheduleFiring, now: number):
   const { rows } = yield* exec<DueRow>(DUE, clockParam(dialect, now));
   let stored = 0;
   for (const due of rows) {
+    if (!firing.defines(due.name)) continue;
     const at = Number(due.now);
     const times = timesOf(due);
     const nextSlot = Number(due.next_slot);
-    const maxCatchUp = Number(due.max_catch_up);
-    const slots = slotsToFire(times.latest(at, maxCatchUp + 1), nextSlot, due.missed, maxCatchUp);
+    const slots = dueSlots(times, nextSlot, at, due.missed, Number(due.max_catch_up));
     let waiting = false;
     let last: { slot: number; id: number } | null = null;
     for (const slot of slots) {
@@ -219,20 +230,6 @@ export function* fireDue(dialect: Dialect, firing: ScheduleFiring, now: number):
   return stored;
 }
 
-/** The slots a tick fires from `latest` (the latest slots up to now, oldest first), by the missed policy. */
-function slotsToFire(
-  latest: readonly number[],
-  nextSlot: number,
-  missed: string,
-  maxCatchUp: number,
-): number[] {
-  const due = latest.filter((slot) => slot >= nextSlot);
-  if (due.length <= 1) return due;
-  if (missed === "skip") return [];
-  if (missed === "once") return [due.at(-1)!];
-  return due.slice(-maxCatchUp);
-}
-
 /** Jobs claimed, each with the slot it was fired for when a schedule stored it. */
 export function* withScheduled(jobs: ClaimedJob[]): Script<ClaimedJob[]> {
   if (jobs.length === 0) return jobs;
@@ -264,7 +261,9 @@ export function* runSchedule(
 ): Script<(number | null)[]> {
   const { rows: [schedule] } = yield* exec<ScheduleTableRow>(LOCK, name);
   if (schedule === undefined) {
-    throw new TypeError(`Cannot run schedule "${name}": it is not stored (open the queue first)`);
+    throw new TypeError(
+      `Cannot run schedule "${name}": it is not stored: it was forgotten since this queue opened (open the queue again to store it)`,
+    );
   }
   const ids: (number | null)[] = [];
   let last: { slot: number; id: number } | null = null;
@@ -273,7 +272,7 @@ export function* runSchedule(
       ids.push(null);
       continue;
     }
-    // Asked for by a person: fired whatever the overlap rule, which it then holds.
+    // Asked for by a person: fired whatever the overlap rule.
     const id = yield* storeRun(dialect, name, schedule.overlap === "skip", run, now, true);
     ids.push(id);
     if (id !== null) last = { slot: run.slot, id };
@@ -312,7 +311,10 @@ export function* setPaused(name: string, paused: boolean, now: number): Script<b
 
 /**
  * Stores one job of schedule `name` and records the run; its id, or null
- * when the overlap rule or the job's own unique key kept it out.
+ * when the overlap rule or the job's own unique key kept it out. A `force`d
+ * run (asked for by a person) is stored whatever the overlap rule; it takes
+ * the overlap key only when no job holds it, so the job holding it keeps
+ * the next slots out until it ends.
  */
 function* storeRun(
   dialect: Dialect,
@@ -322,11 +324,15 @@ function* storeRun(
   now: number,
   force = false,
 ): Script<number | null> {
-  const overlapKey = overlapSkip ? JSON.stringify({ schedule: name }) : null;
-  if (overlapKey !== null && !force && (yield* uniqueHolder(overlapKey, now)) !== null) return null;
-  const id = yield* insertJob(dialect, run.row, overlapKey !== null);
+  const overlapKey = JSON.stringify({ schedule: name });
+  let holdsOverlap = overlapSkip;
+  if (overlapSkip && (yield* uniqueHolder(overlapKey, now)) !== null) {
+    if (!force) return null;
+    holdsOverlap = false;
+  }
+  const id = yield* insertJob(dialect, run.row, holdsOverlap);
   if (id === null) return null;
-  if (overlapKey !== null) yield* holdUnique(overlapKey, id, NEVER);
+  if (holdsOverlap) yield* holdUnique(overlapKey, id, NEVER);
   yield* exec(RECORD_RUN, id, name, run.slot, run.manual ? 1 : 0, now);
   return id;
 }

@@ -290,6 +290,11 @@ export class SqlStore implements Store {
     return this.#engine.run(() => schedules.setPaused(name, paused, now), "statement");
   }
 
+  /** Removes a stored schedule, in one transaction. */
+  forgetSchedule(name: string): Promise<boolean> {
+    return this.#write(() => schedules.forgetSchedule(name));
+  }
+
   /** Stores jobs of a schedule outside its tick, in one transaction. */
   runSchedule(name: string, runs: readonly ScheduleRun[], now: number): Promise<(number | null)[]> {
     return this.#write(() => schedules.runSchedule(this.#dialect, name, runs, now));

@@ -136,6 +136,7 @@ function operations(store: Store): [string, () => Promise<unknown>][] {
     ["syncSchedules", () => store.syncSchedules([], T0)],
     ["schedules", () => store.schedules()],
     ["setSchedulePaused", () => store.setSchedulePaused("s", true, T0)],
+    ["forgetSchedule", () => store.forgetSchedule("s")],
     ["runSchedule", () => store.runSchedule("s", [], T0)],
     ["result", () => store.result(1, T0)],
     ["finished", () => store.finished({}, { limit: 1, offset: 0 })],

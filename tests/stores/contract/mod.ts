@@ -49,7 +49,7 @@ export const AREAS: readonly ContractArea[] = [
  * compile), so the coverage case sees a method added to `Store` even before
  * a store implements it.
  */
-const STORE_MEMBERS: Record<StoreMethod, true> = {
+export const STORE_MEMBERS: Record<StoreMethod, true> = {
   insertJobs: true,
   insertKeyed: true,
   insertChain: true,
@@ -86,6 +86,7 @@ const STORE_MEMBERS: Record<StoreMethod, true> = {
   syncSchedules: true,
   schedules: true,
   setSchedulePaused: true,
+  forgetSchedule: true,
   runSchedule: true,
   result: true,
   finished: true,

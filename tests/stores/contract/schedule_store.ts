@@ -10,7 +10,7 @@ import { claim, type ContractArea, type ContractTest, ids, newJob, plain, T0 } f
 
 /** Stored schedules and their manual runs. */
 export const scheduleStore: ContractArea = {
-  covers: ["syncSchedules", "schedules", "setSchedulePaused", "runSchedule"],
+  covers: ["syncSchedules", "schedules", "setSchedulePaused", "forgetSchedule", "runSchedule"],
   register,
 };
 
@@ -41,7 +41,7 @@ function stored(row: ScheduleRow, nextSlot: number, paused = false) {
 }
 
 function register(test: ContractTest): void {
-  test("syncSchedules() adds, updates and deletes schedules; schedules() lists them by name", async (store) => {
+  test("syncSchedules() adds and updates schedules and leaves the others; schedules() lists them by name", async (store) => {
     const every = schedule("b-every");
     const hourly = schedule("a-hourly", { cron: "0 * * * *", everyMs: null });
     await store.syncSchedules([every, hourly], T0 + 1);
@@ -54,18 +54,30 @@ function register(test: ContractTest): void {
     await store.syncSchedules([jittered], T0 + 90_000);
     assert.deepEqual(
       plain(await store.schedules()),
-      [stored(jittered, T0 + MINUTE, true)],
-      "a change that keeps its slots keeps its next slot and paused state; a schedule not synced is deleted",
+      [stored(hourly, T0 + 60 * MINUTE), stored(jittered, T0 + MINUTE, true)],
+      "a change that keeps its slots keeps its next slot and paused state; a schedule not synced stays",
     );
     const slower = schedule("b-every", { everyMs: 2 * MINUTE });
     await store.syncSchedules([slower], T0 + 90_000);
     assert.deepEqual(
       plain(await store.schedules()),
-      [stored(slower, T0 + 2 * MINUTE, true)],
+      [stored(hourly, T0 + 60 * MINUTE), stored(slower, T0 + 2 * MINUTE, true)],
       "a changed interval starts again at its first slot after now",
     );
     await store.syncSchedules([], T0 + 90_000);
-    assert.deepEqual(await store.schedules(), []);
+    assert.equal((await store.schedules()).length, 2, "syncing nothing removes nothing");
+  });
+
+  test("forgetSchedule() removes a stored schedule and its pause; false for one not stored", async (store) => {
+    await store.syncSchedules([schedule("gone"), schedule("kept")], T0);
+    assert.equal(await store.setSchedulePaused("gone", true, T0), true);
+    assert.equal(await store.forgetSchedule("gone"), true);
+    assert.deepEqual((await store.schedules()).map((row) => row.name), ["kept"]);
+    assert.equal(await store.forgetSchedule("gone"), false, "gone already");
+    assert.equal(await store.forgetSchedule("missing"), false);
+    await store.syncSchedules([schedule("gone")], T0 + 1);
+    const again = (await store.schedules()).find((row) => row.name === "gone");
+    assert.equal(again?.paused, false, "stored again, it starts unpaused: its pause went with it");
   });
 
   test("setSchedulePaused() pauses and resumes a stored schedule; false for one not stored", async (store) => {
