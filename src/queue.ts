@@ -20,7 +20,7 @@ import type { ChainBuilder, ChainOptions } from "./chain.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { CommitBuffer, Dispatch, type DispatchRules, type StoreTarget } from "./dispatch.ts";
 import { type AppKeys, PayloadCipher } from "./encryption.ts";
-import { awaitResult } from "./await_result.ts";
+import { ResultWaiters } from "./await_result.ts";
 import { JobCancelledError, QueueClosedError } from "./errors.ts";
 import { QueueEventTarget } from "./events.ts";
 import type { HandlerQueue } from "./executors/executor.ts";
@@ -157,6 +157,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     (error) => this.emit("queue:error", { error, during: "drain after a response" }),
   );
   readonly #gauges: QueueGauges;
+  readonly #waiters: ResultWaiters;
 
   private constructor(parts: {
     store: Store;
@@ -190,6 +191,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#appKeys = parts.appKeys;
     this.#cipher = parts.cipher;
     this.#gauges = new QueueGauges(parts.store, parts.clock);
+    this.#waiters = new ResultWaiters({ store: parts.store, clock: parts.clock, events: this });
   }
 
   /**
@@ -893,12 +895,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     const id = await this.#dispatch.dispatch(job, payload, dispatchOptions);
     await this.#store.markAwaited(id);
     this.#notifyRunners(); // a claim that ran while the mark held the row skipped it
-    const row = await awaitResult(
-      { store: this.#store, clock: this.#clock, events: this },
-      id,
-      timeoutMs,
-      signal,
-    );
+    const row = await this.#waiters.wait(id, timeoutMs, signal);
     return (await this.#output(id, row)) as OutputOf<J>;
   }
 

@@ -283,6 +283,11 @@ export interface ScheduleStore {
 export interface JobControlStore {
   /** Where job `id` stands at `now`, or null when no table holds it. */
   result(id: number, now: number): Promise<JobResultRow | null>;
+  /**
+   * Where each of the jobs `ids` stands at `now`, read at once: by id, with
+   * no entry for a job no table holds.
+   */
+  results(ids: readonly number[], now: number): Promise<Map<number, JobResultRow>>;
   /** Kept finished jobs matching `filter`, last finished first. */
   completed(filter: CompletedFilter, page: Page): Promise<CompletedJobRow[]>;
   /** One kept finished job, or null. */
