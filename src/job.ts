@@ -65,22 +65,23 @@ export interface PlannedJobs {
 export interface ResolvedDispatch {
   /** Queue to put the jobs on. */
   readonly queue: string;
-  /** Wait before they are due, in whole ms. */
-  readonly delayMs: number;
-  /** When they are due, in ms since the epoch, when `at` was given; null otherwise. */
-  readonly at: number | null;
+  /** When they are due, in ms since the epoch: `at`, or `delayMs` after the dispatch's now. */
+  readonly availableAt: number;
   /** Their priority. */
   readonly priority: number;
 }
 
 /**
- * Checks dispatch options for `job` and fills in its defaults; `where`
- * starts each error message (e.g. `Cannot dispatch "send-receipt"`).
+ * Checks dispatch options for `job` dispatched at `now` and fills in its
+ * defaults; `where` starts each error message (e.g. `Cannot dispatch
+ * "send-receipt"`). `delayMs` and `at` are held to the same cap: at most
+ * {@linkcode MAX_DELAY_MS} (about 100 years) after `now`.
  */
 export function resolveDispatch(
   job: JobDefinition,
   options: DispatchOptions | undefined,
   where: string,
+  now: number,
 ): ResolvedDispatch {
   const queue = options?.queue ?? job.queue;
   assertQueueName(queue, where);
@@ -96,12 +97,21 @@ export function resolveDispatch(
       throw new TypeError(`${where}: give either at or delayMs, not both`);
     }
     if (!(at instanceof Date) || !Number.isFinite(at.getTime())) {
-      throw new TypeError(`${where}: at must be a valid Date: got ${String(at)}`);
+      throw new TypeError(
+        `${where}: at must be a valid Date: got ${
+          at instanceof Date ? "an invalid Date" : shown(at)
+        }`,
+      );
+    }
+    if (at.getTime() - now > MAX_DELAY_MS) {
+      throw new RangeError(
+        `${where}: at must be at most ${MAX_DELAY_MS} ms (about 100 years) from now: got ${at.toISOString()}`,
+      );
     }
   }
   const priority = options?.priority ?? job.priority;
   assertPriority(priority, where);
-  return { queue, delayMs: Math.round(delayMs), at: at?.getTime() ?? null, priority };
+  return { queue, availableAt: at?.getTime() ?? now + Math.round(delayMs), priority };
 }
 
 /** What a handler learns about the attempt it is running. */

@@ -130,7 +130,7 @@ export class QueueFake implements Dispatcher {
     options: DispatchOptions = {},
   ): Promise<number[]> {
     try {
-      resolveDispatch(job, options, `Cannot dispatch "${job.name}"`);
+      resolveDispatch(job, options, `Cannot dispatch "${job.name}"`, Date.now());
       const encoded = payloads.map((payload) => encodePayload(job, payload, this.#maxPayloadBytes));
       for (const text of encoded) {
         this.#recorded.push({ job, payload: JSON.parse(text), options });
