@@ -29,6 +29,12 @@ export interface JobResult<Output = unknown> {
   readonly state: JobResultState;
   /** Its output, once completed, for a job defined with `output` (decrypted if it was encrypted). */
   readonly output?: Output;
+  /**
+   * Why `output` is missing though the job completed with one: its output
+   * is encrypted and this process has no `APP_KEY` (`"encrypted, and this
+   * process has no APP_KEY to open it"`). The state is still given.
+   */
+  readonly outputWithheld?: string;
   /** Why it failed (`ErrorName: message`) or was cancelled. */
   readonly error?: string;
   /** How many times its handler started. */

@@ -62,10 +62,9 @@ export async function encodeOutput(
   }
   if (!job.encrypted) return json;
   if (cipher === null) {
-    throw new PayloadIntegrityError(
-      job.name,
-      "its output must be encrypted, and there is no APP_KEY",
-    );
+    throw new PayloadIntegrityError(job.name, "it must be encrypted, and there is no APP_KEY", {
+      of: "output",
+    });
   }
   return await cipher.encrypt(sealedAs(job.name), json);
 }
@@ -74,6 +73,9 @@ export async function encodeOutput(
 export function isEncryptedOutput(stored: string): boolean {
   return isEncryptedPayload(stored);
 }
+
+/** Why `queue.result()` gives no output for a completed encrypted job read without a key. */
+export const OUTPUT_WITHHELD_NO_KEY = "encrypted, and this process has no APP_KEY to open it";
 
 /**
  * A stored output of job `jobName` as a value: decrypted (with `cipher`)
@@ -88,22 +90,18 @@ export async function decodeOutput(
   let json = stored;
   if (isEncryptedPayload(stored)) {
     if (cipher === null) {
-      throw new PayloadIntegrityError(
-        jobName,
-        "its output is encrypted, and this process has no APP_KEY",
-      );
+      throw new PayloadIntegrityError(jobName, `it is ${OUTPUT_WITHHELD_NO_KEY}`, {
+        of: "output",
+      });
     }
-    json = await cipher.decrypt(sealedAs(jobName), stored);
+    json = await cipher.decrypt(sealedAs(jobName), stored, { job: jobName, what: "output" });
   }
   try {
     return JSON.parse(json);
   } catch (error) {
-    throw new PayloadIntegrityError(
-      jobName,
-      `its output is not JSON: ${(error as Error).message}`,
-      {
-        cause: error,
-      },
-    );
+    throw new PayloadIntegrityError(jobName, `not JSON: ${(error as Error).message}`, {
+      of: "output",
+      cause: error,
+    });
   }
 }

@@ -45,7 +45,7 @@ import {
   toPausedQueue,
   waitTimeoutMs,
 } from "./job_control.ts";
-import { decodeOutput } from "./output.ts";
+import { decodeOutput, isEncryptedOutput, OUTPUT_WITHHELD_NO_KEY } from "./output.ts";
 import { type JobLogLine, type LogsOptions, openLogLines } from "./job_logs.ts";
 import { QueueGauges } from "./queue_gauges.ts";
 import { assertQueueName } from "./names.ts";
@@ -908,9 +908,11 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#assertOpen("read a job's result");
     const row = await this.#store.result(assertId(id), this.#clock.now());
     if (row === null) return null;
-    const output = row.state === "completed" && row.output !== null
-      ? { output: await decodeOutput(row.name, row.output, this.#cipher) }
-      : {};
+    const output = row.state !== "completed" || row.output === null
+      ? {}
+      : isEncryptedOutput(row.output) && this.#cipher === null
+      ? { outputWithheld: OUTPUT_WITHHELD_NO_KEY }
+      : { output: await decodeOutput(row.name, row.output, this.#cipher) };
     const error = row.error === null ? {} : { error: row.error };
     return { state: row.state, attempts: row.attempts, ...output, ...error };
   }
