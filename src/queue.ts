@@ -434,7 +434,9 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * request dispatched usually runs while the host keeps this isolate alive
    * for that request, instead of at the next cron tick. At most one such
    * drain runs at a time; one asked for meanwhile runs after it. Errors go
-   * to `queue:error`; after close it drains nothing.
+   * to `queue:error`; after close it drains nothing. A bad option, or a
+   * queue not opened in mode `"worker"`, throws at the call, as with
+   * {@linkcode Queue.drain}.
    *
    * @example Drain after each response of a `deno serve` app
    * ```ts
@@ -462,6 +464,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     const { after, ...drainOptions } = options;
     const resolved = { ...drainOptions, maxMs: drainOptions.maxMs ?? 5_000 };
     resolveDrainOptions(resolved, this.#registry.defaultQueues()); // a bad option throws here
+    this.#assertWorks();
     if (this.#closing !== null) return response;
     const start = () => this.#afterResponses.request(resolved);
     if (after === undefined) setTimeout(start, 0);
@@ -477,7 +480,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * there. Throws when `Deno.cron` is missing: run with `--unstable-cron`, or
    * add `"unstable": ["cron"]` to the app's `deno.json` (Deno Deploy has it).
    * Returns `Deno.cron`'s promise, which settles once the job is unregistered
-   * (`signal` aborted); do not await it at the top level.
+   * (`signal` aborted); do not await it at the top level. Throws at the call
+   * on a queue not opened in mode `"worker"`.
    *
    * @example Drain every minute on Deno Deploy
    * ```ts ignore
@@ -491,6 +495,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   serverless(options: ServerlessOptions = {}): Promise<void> {
     this.#assertOpen("register a drain cron job");
+    this.#assertWorks();
     const queues = this.#registry.defaultQueues();
     return registerDrainCron(
       options,
@@ -505,7 +510,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     );
   }
 
-  #startRunner(resolved: ResolvedWorkOptions): Runner {
+  /** Throws unless this queue may work jobs in this process (mode `"worker"`). */
+  #assertWorks(): void {
     if (this.#mode !== "worker") {
       throw new TypeError(
         `Cannot work jobs in this process: this queue was opened with mode "${this.#mode}" (${
@@ -513,6 +519,10 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         }); open it with mode "worker" to work jobs here`,
       );
     }
+  }
+
+  #startRunner(resolved: ResolvedWorkOptions): Runner {
+    this.#assertWorks();
     const jobsUrl = this.#registry.moduleUrl;
     const executor = resolved.executor === "workers"
       ? new WebWorkerPool({
