@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 import { type ResolvedWorkOptions, resolveWorkOptions } from "./work_options.ts";
 
 /** Options for {@linkcode Queue.drain}. */
@@ -115,11 +116,13 @@ export function resolveDrainOptions(
   defaultQueues: readonly string[],
 ): ResolvedWorkOptions {
   if (typeof options !== "object" || options === null) {
-    throw new TypeError(`drain: options must be an object: got ${String(options)}`);
+    throw new TypeError(`drain: options must be an object: got ${shown(options)}`);
   }
   const maxMs = options.maxMs ?? 10_000;
   if (!Number.isFinite(maxMs) || maxMs < 0 || maxMs > 2_147_483_647) {
-    throw new RangeError(`drain: maxMs must be a number of ms from 0 to 2147483647: got ${maxMs}`);
+    throw new RangeError(
+      `drain: maxMs must be a number of ms from 0 to 2147483647: got ${shown(maxMs)}`,
+    );
   }
   try {
     return resolveWorkOptions(

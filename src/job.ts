@@ -98,9 +98,7 @@ export function resolveDispatch(
     }
     if (!(at instanceof Date) || !Number.isFinite(at.getTime())) {
       throw new TypeError(
-        `${where}: at must be a valid Date: got ${
-          at instanceof Date ? "an invalid Date" : shown(at)
-        }`,
+        `${where}: at must be a valid Date: got ${shown(at)}`,
       );
     }
     if (at.getTime() - now > MAX_DELAY_MS) {
@@ -458,7 +456,9 @@ export function defineJob<
   }
   const maxOutputBytes = config.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   if (!Number.isSafeInteger(maxOutputBytes) || maxOutputBytes < 2) {
-    throw new RangeError(`${where}: maxOutputBytes must be an integer >= 2: got ${maxOutputBytes}`);
+    throw new RangeError(
+      `${where}: maxOutputBytes must be an integer >= 2: got ${shown(maxOutputBytes)}`,
+    );
   }
   const keepCompletedMs = config.keepCompletedMs === undefined
     ? undefined
@@ -496,11 +496,13 @@ export function defineJob<
     failed: config.failed,
   };
   if (typeof definition.encrypted !== "boolean") {
-    throw new TypeError(`${where}: encrypted must be true or false: got ${config.encrypted}`);
+    throw new TypeError(
+      `${where}: encrypted must be true or false: got ${shown(config.encrypted)}`,
+    );
   }
   if (definition.uniqueUntil !== "completed" && definition.uniqueUntil !== "processing") {
     throw new TypeError(
-      `${where}: uniqueUntil must be "completed" or "processing": got ${config.uniqueUntil}`,
+      `${where}: uniqueUntil must be "completed" or "processing": got ${shown(config.uniqueUntil)}`,
     );
   }
   if (definition.uniqueForMs !== undefined && definition.debounceMs !== undefined) {
@@ -521,7 +523,7 @@ export function defineJob<
     typeof definition.jitter !== "number" || !(definition.jitter >= 0 && definition.jitter <= 1)
   ) {
     throw new RangeError(
-      `${where}: jitter must be a number from 0 to 1: got ${JSON.stringify(config.jitter)}`,
+      `${where}: jitter must be a number from 0 to 1: got ${shown(config.jitter)}`,
     );
   }
   assertPriority(definition.priority, where);
@@ -553,7 +555,7 @@ export function assertKeepMs(keepMs: unknown, where: string, field = "keepComple
   if (!Number.isSafeInteger(keepMs) || (keepMs as number) < 0 || (keepMs as number) > MAX_KEEP_MS) {
     throw new RangeError(
       `${where}: ${field} must be a whole number of ms from 0 to ${MAX_KEEP_MS}: got ${
-        String(keepMs)
+        shown(keepMs)
       }`,
     );
   }
@@ -578,7 +580,7 @@ function positive(where: string, field: string, value: number, integer: boolean)
     : Number.isFinite(value) && value > 0 && value <= 2_147_483_647;
   if (!ok) {
     const kind = integer ? "a positive integer" : "a positive number of ms up to 2147483647";
-    throw new RangeError(`${where}: ${field} must be ${kind}: got ${value}`);
+    throw new RangeError(`${where}: ${field} must be ${kind}: got ${shown(value)}`);
   }
   return value;
 }

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 import { assertKeepMs } from "./job.ts";
 import type { DispatchOptions } from "./job.ts";
 import { assertName, assertQueueName } from "./names.ts";
@@ -184,7 +185,7 @@ export function resolvePause(
     forMs !== undefined &&
     (typeof forMs !== "number" || !Number.isFinite(forMs) || forMs <= 0 || forMs > 2 ** 41)
   ) {
-    throw new RangeError(`pause: forMs must be a positive number of ms: got ${String(forMs)}`);
+    throw new RangeError(`pause: forMs must be a positive number of ms: got ${shown(forMs)}`);
   }
   const reason = options?.reason === undefined
     ? null
@@ -201,7 +202,7 @@ export function waitTimeoutMs(options: DispatchAndWaitOptions | undefined): numb
   ) {
     throw new RangeError(
       `dispatchAndWait: timeoutMs must be a positive number of ms up to 2147483647: got ${
-        String(timeoutMs)
+        shown(timeoutMs)
       }`,
     );
   }

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 import {
   assertId,
   cutoff,
@@ -700,7 +701,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#assertOpen("read a job's log");
     const open = options.open ?? true;
     if (typeof open !== "boolean") {
-      throw new TypeError(`logs: open must be true or false: got ${String(open)}`);
+      throw new TypeError(`logs: open must be true or false: got ${shown(open)}`);
     }
     return await openLogLines(await this.#store.logs(assertId(id)), open ? this.#cipher : null);
   }
@@ -831,7 +832,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     const { from, to } = options ?? {};
     for (const [key, value] of [["from", from], ["to", to]] as const) {
       if (!(value instanceof Date) || !Number.isFinite(value.getTime())) {
-        throw new TypeError(`${where}: ${key} must be a valid Date: got ${String(value)}`);
+        throw new TypeError(`${where}: ${key} must be a valid Date: got ${shown(value)}`);
       }
     }
     const now = this.#clock.now();
