@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { jsonUnsafePart } from "./json_safe.ts";
 import { shown } from "./shown.ts";
 import { assertBackoff, type Backoff, defaultBackoff, MAX_DELAY_MS } from "./backoff.ts";
 import type { JobMiddleware } from "./middleware.ts";
@@ -338,6 +339,14 @@ export interface JobConfig<
    * then stored with the job's settle, encrypted for an encrypted job, and
    * read back by `queue.result()` and `queue.dispatchAndWait()`. Without it
    * the return value is ignored.
+   *
+   * It is stored as JSON, so it must hold only what JSON gives back as it
+   * was: `defineJob` refuses a schema with a `Date`, `Map`, `Set`, BigInt,
+   * symbol, function, Promise, File or NaN in it, or `undefined` other than
+   * an optional object property, naming the part (use `z.iso.datetime()`
+   * and return `date.toISOString()`; `z.record()` or arrays for maps and
+   * sets). A value a transform or a custom schema returns that JSON would
+   * change fails the attempt with a `ValidationError` naming where.
    */
   output?: O;
   /**
@@ -453,6 +462,12 @@ export function defineJob<
     typeof (config.output as { safeParse?: unknown } | null)?.safeParse !== "function"
   ) {
     throw new TypeError(`${where}: output must be a zod schema: got ${typeOf(config.output)}`);
+  }
+  const unsafeOutput = config.output === undefined ? null : jsonUnsafePart(config.output, "output");
+  if (unsafeOutput !== null) {
+    throw new TypeError(
+      `${where}: output is stored as JSON, and its schema has a part that does not survive it: ${unsafeOutput}`,
+    );
   }
   const maxOutputBytes = config.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   if (!Number.isSafeInteger(maxOutputBytes) || maxOutputBytes < 2) {

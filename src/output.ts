@@ -9,6 +9,7 @@
 import { isEncryptedPayload, type PayloadCipher } from "./encryption.ts";
 import { PayloadIntegrityError, ValidationError } from "./errors.ts";
 import type { JobDefinition } from "./job.ts";
+import { jsonChange } from "./json_safe.ts";
 
 const encoder = new TextEncoder();
 const ACTION = { action: "store the output of" } as const;
@@ -41,7 +42,11 @@ export async function encodeOutput(
     ).join("; ");
     throw new ValidationError(job.name, detail, issues, { ...ACTION, cause: result.error });
   }
-  let json: string | undefined;
+  const change = jsonChange(result.data, "output");
+  if (change !== null) {
+    throw new ValidationError(job.name, `output does not survive JSON: ${change}`, [], ACTION);
+  }
+  let json: string;
   try {
     json = JSON.stringify(result.data);
   } catch (error) {
@@ -50,7 +55,6 @@ export async function encodeOutput(
       cause: error,
     });
   }
-  if (json === undefined) json = "null";
   const bytes = json.length * 3 <= job.maxOutputBytes ? json.length : encoder.encode(json).length;
   if (bytes > job.maxOutputBytes) {
     throw new ValidationError(
