@@ -76,7 +76,11 @@ export class ResultWaiters {
    * was cancelled; rejects after `timeoutMs` with `JobWaitTimeoutError`, on
    * `signal`'s abort with its reason, or when the job is no longer stored.
    */
-  wait(id: number, timeoutMs: number | undefined, signal: AbortSignal | undefined) {
+  wait(
+    id: number,
+    timeoutMs: number | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<JobResultRow> {
     return new Promise<JobResultRow>((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
       let timer: ReturnType<typeof setTimeout> | undefined;
