@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 
 /**
  * Delay before the next attempt: milliseconds per attempt (the last value
@@ -35,7 +36,9 @@ export function retryDelayMs(
     : backoff[Math.min(attempt, backoff.length) - 1] ?? 0;
   if (!Number.isFinite(base) || base < 0 || base > MAX_DELAY_MS) {
     throw new RangeError(
-      `Backoff for attempt ${attempt} must be a delay from 0 to ${MAX_DELAY_MS} ms: got ${base}`,
+      `Backoff for attempt ${attempt} must be a delay from 0 to ${MAX_DELAY_MS} ms: got ${
+        shown(base)
+      }`,
     );
   }
   const spread = base * jitter * (2 * random() - 1);
@@ -53,7 +56,7 @@ export function assertBackoff(jobName: string, backoff: Backoff): void {
   for (const delay of backoff) {
     if (typeof delay !== "number" || !(delay >= 0 && delay <= MAX_DELAY_MS)) {
       throw new RangeError(
-        `Job "${jobName}": backoff delays must be finite numbers >= 0: got ${String(delay)}`,
+        `Job "${jobName}": backoff delays must be finite numbers >= 0: got ${shown(delay)}`,
       );
     }
   }

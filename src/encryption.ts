@@ -84,7 +84,7 @@ export class PayloadCipher {
   async encrypt(jobName: string, plaintext: string): Promise<string> {
     const iv = crypto.getRandomValues(new Uint8Array(IV_BYTES));
     const sealed = await crypto.subtle.encrypt(
-      { name: "AES-GCM", iv, additionalData: boundTo(jobName) },
+      { name: "AES-GCM", iv, additionalData: additionalData(jobName) },
       this.#current.key,
       encoder.encode(plaintext),
     );
@@ -92,16 +92,25 @@ export class PayloadCipher {
   }
 
   /**
-   * Opens a payload encrypted for job `jobName`. Throws
-   * `PayloadIntegrityError` when it is malformed, names an unknown key, or
-   * fails authentication (changed, truncated, or sealed for another job).
+   * Opens text sealed for `boundTo` (a job's name for its payload). Throws
+   * `PayloadIntegrityError` naming `of` (by default the payload of job
+   * `boundTo`) when it is malformed, names an unknown key, or fails
+   * authentication (changed, truncated, or sealed for another job).
    */
-  async decrypt(jobName: string, stored: string): Promise<string> {
-    const fail = (detail: string) => new PayloadIntegrityError(jobName, detail);
-    if (!isEncryptedPayload(stored)) throw fail("expected an encrypted payload");
+  async decrypt(
+    boundTo: string,
+    stored: string,
+    of: { readonly job: string; readonly what: "payload" | "output" } = {
+      job: boundTo,
+      what: "payload",
+    },
+  ): Promise<string> {
+    const { job, what } = of;
+    const fail = (detail: string) => new PayloadIntegrityError(job, detail, { of: what });
+    if (!isEncryptedPayload(stored)) throw fail(`expected an encrypted ${what}`);
     const [keyId, ivText, sealedText, ...extra] = stored.slice(PREFIX.length).split(":");
     if (keyId === undefined || ivText === undefined || sealedText === undefined || extra.length) {
-      throw fail("the encrypted payload is malformed");
+      throw fail(`the encrypted ${what} is malformed`);
     }
     const key = this.#byId.get(keyId);
     if (key === undefined) {
@@ -112,30 +121,30 @@ export class PayloadCipher {
     const iv = fromBase64(ivText);
     const sealed = fromBase64(sealedText);
     if (iv === null || iv.length !== IV_BYTES || sealed === null || sealed.length < 16) {
-      throw fail("the encrypted payload is malformed");
+      throw fail(`the encrypted ${what} is malformed`);
     }
     let opened: ArrayBuffer;
     try {
       opened = await crypto.subtle.decrypt(
-        { name: "AES-GCM", iv, additionalData: boundTo(jobName) },
+        { name: "AES-GCM", iv, additionalData: additionalData(boundTo) },
         key.key,
         sealed,
       );
     } catch {
       throw fail(
-        "the encrypted payload failed authentication (changed, or not sealed for this job)",
+        `the encrypted ${what} failed authentication (changed, or not sealed for this job)`,
       );
     }
     try {
       return decoder.decode(opened);
     } catch {
-      throw fail("the decrypted payload is not UTF-8 text");
+      throw fail(`the decrypted ${what} is not UTF-8 text`);
     }
   }
 }
 
 /** The additional authenticated data: the format and the job's name. */
-function boundTo(jobName: string): Uint8Array<ArrayBuffer> {
+function additionalData(jobName: string): Uint8Array<ArrayBuffer> {
   return encoder.encode(`@renox/queue payload v1\0${jobName}`);
 }
 

@@ -103,11 +103,21 @@ export class QueueClosedError extends Error {
   }
 }
 
-/** A stored payload no longer decodes, or fails authentication; the job fails for good. */
+/**
+ * A stored payload (or output) no longer decodes, or fails authentication;
+ * for a payload, the job fails for good.
+ */
 export class PayloadIntegrityError extends Error {
-  /** Builds the error; `detail` says what did not decode. */
-  constructor(jobName: string, detail: string, options?: ErrorOptions) {
-    super(`Stored payload of "${jobName}" cannot be used: ${detail}`, options);
+  /**
+   * Builds the error; `detail` says what did not decode, `options.of` what
+   * was stored (default `"payload"`).
+   */
+  constructor(
+    jobName: string,
+    detail: string,
+    options?: ErrorOptions & { readonly of?: "payload" | "output" },
+  ) {
+    super(`Stored ${options?.of ?? "payload"} of "${jobName}" cannot be used: ${detail}`, options);
     this.name = "PayloadIntegrityError";
   }
 }

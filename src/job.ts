@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { jsonUnsafePart } from "./json_safe.ts";
 import { shown } from "./shown.ts";
 import { assertBackoff, type Backoff, defaultBackoff, MAX_DELAY_MS } from "./backoff.ts";
 import type { JobMiddleware } from "./middleware.ts";
@@ -64,22 +65,23 @@ export interface PlannedJobs {
 export interface ResolvedDispatch {
   /** Queue to put the jobs on. */
   readonly queue: string;
-  /** Wait before they are due, in whole ms. */
-  readonly delayMs: number;
-  /** When they are due, in ms since the epoch, when `at` was given; null otherwise. */
-  readonly at: number | null;
+  /** When they are due, in ms since the epoch: `at`, or `delayMs` after the dispatch's now. */
+  readonly availableAt: number;
   /** Their priority. */
   readonly priority: number;
 }
 
 /**
- * Checks dispatch options for `job` and fills in its defaults; `where`
- * starts each error message (e.g. `Cannot dispatch "send-receipt"`).
+ * Checks dispatch options for `job` dispatched at `now` and fills in its
+ * defaults; `where` starts each error message (e.g. `Cannot dispatch
+ * "send-receipt"`). `delayMs` and `at` are held to the same cap: at most
+ * {@linkcode MAX_DELAY_MS} (about 100 years) after `now`.
  */
 export function resolveDispatch(
   job: JobDefinition,
   options: DispatchOptions | undefined,
   where: string,
+  now: number,
 ): ResolvedDispatch {
   const queue = options?.queue ?? job.queue;
   assertQueueName(queue, where);
@@ -95,12 +97,19 @@ export function resolveDispatch(
       throw new TypeError(`${where}: give either at or delayMs, not both`);
     }
     if (!(at instanceof Date) || !Number.isFinite(at.getTime())) {
-      throw new TypeError(`${where}: at must be a valid Date: got ${String(at)}`);
+      throw new TypeError(
+        `${where}: at must be a valid Date: got ${shown(at)}`,
+      );
+    }
+    if (at.getTime() - now > MAX_DELAY_MS) {
+      throw new RangeError(
+        `${where}: at must be at most ${MAX_DELAY_MS} ms (about 100 years) from now: got ${at.toISOString()}`,
+      );
     }
   }
   const priority = options?.priority ?? job.priority;
   assertPriority(priority, where);
-  return { queue, delayMs: Math.round(delayMs), at: at?.getTime() ?? null, priority };
+  return { queue, availableAt: at?.getTime() ?? now + Math.round(delayMs), priority };
 }
 
 /** The slot a scheduled job was fired for, as `ctx.scheduled` gives it. */
@@ -337,6 +346,14 @@ export interface JobConfig<
    * then stored with the job's settle, encrypted for an encrypted job, and
    * read back by `queue.result()` and `queue.dispatchAndWait()`. Without it
    * the return value is ignored.
+   *
+   * It is stored as JSON, so it must hold only what JSON gives back as it
+   * was: `defineJob` refuses a schema with a `Date`, `Map`, `Set`, BigInt,
+   * symbol, function, Promise, File or NaN in it, or `undefined` other than
+   * an optional object property, naming the part (use `z.iso.datetime()`
+   * and return `date.toISOString()`; `z.record()` or arrays for maps and
+   * sets). A value a transform or a custom schema returns that JSON would
+   * change fails the attempt with a `ValidationError` naming where.
    */
   output?: O;
   /**
@@ -455,9 +472,17 @@ export function defineJob<
   ) {
     throw new TypeError(`${where}: output must be a zod schema: got ${typeOf(config.output)}`);
   }
+  const unsafeOutput = config.output === undefined ? null : jsonUnsafePart(config.output, "output");
+  if (unsafeOutput !== null) {
+    throw new TypeError(
+      `${where}: output is stored as JSON, and its schema has a part that does not survive it: ${unsafeOutput}`,
+    );
+  }
   const maxOutputBytes = config.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   if (!Number.isSafeInteger(maxOutputBytes) || maxOutputBytes < 2) {
-    throw new RangeError(`${where}: maxOutputBytes must be an integer >= 2: got ${maxOutputBytes}`);
+    throw new RangeError(
+      `${where}: maxOutputBytes must be an integer >= 2: got ${shown(maxOutputBytes)}`,
+    );
   }
   const keepFinishedMs = keepMsOption(config, where);
   for (const hook of ["handle", "failed", "retryUntil", "uniqueId", "middleware"] as const) {
@@ -493,11 +518,13 @@ export function defineJob<
     failed: config.failed,
   };
   if (typeof definition.encrypted !== "boolean") {
-    throw new TypeError(`${where}: encrypted must be true or false: got ${config.encrypted}`);
+    throw new TypeError(
+      `${where}: encrypted must be true or false: got ${shown(config.encrypted)}`,
+    );
   }
   if (definition.uniqueUntil !== "completed" && definition.uniqueUntil !== "processing") {
     throw new TypeError(
-      `${where}: uniqueUntil must be "completed" or "processing": got ${config.uniqueUntil}`,
+      `${where}: uniqueUntil must be "completed" or "processing": got ${shown(config.uniqueUntil)}`,
     );
   }
   if (definition.uniqueForMs !== undefined && definition.debounceMs !== undefined) {
@@ -518,7 +545,7 @@ export function defineJob<
     typeof definition.jitter !== "number" || !(definition.jitter >= 0 && definition.jitter <= 1)
   ) {
     throw new RangeError(
-      `${where}: jitter must be a number from 0 to 1: got ${JSON.stringify(config.jitter)}`,
+      `${where}: jitter must be a number from 0 to 1: got ${shown(config.jitter)}`,
     );
   }
   assertPriority(definition.priority, where);
@@ -563,7 +590,7 @@ export function assertKeepMs(keepMs: unknown, where: string, field = "keepFinish
   if (!Number.isSafeInteger(keepMs) || (keepMs as number) < 0 || (keepMs as number) > MAX_KEEP_MS) {
     throw new RangeError(
       `${where}: ${field} must be a whole number of ms from 0 to ${MAX_KEEP_MS}: got ${
-        String(keepMs)
+        shown(keepMs)
       }`,
     );
   }
@@ -588,7 +615,7 @@ function positive(where: string, field: string, value: number, integer: boolean)
     : Number.isFinite(value) && value > 0 && value <= 2_147_483_647;
   if (!ok) {
     const kind = integer ? "a positive integer" : "a positive number of ms up to 2147483647";
-    throw new RangeError(`${where}: ${field} must be ${kind}: got ${value}`);
+    throw new RangeError(`${where}: ${field} must be ${kind}: got ${shown(value)}`);
   }
   return value;
 }

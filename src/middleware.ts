@@ -8,6 +8,7 @@
  * @module
  */
 
+import { shown } from "./shown.ts";
 import { assertName } from "./names.ts";
 import type { MiddlewareRequest } from "./stores/store.ts";
 
@@ -187,14 +188,16 @@ function assertKey(key: unknown, where: string): string {
 
 function wholeNumber(value: number, where: string): number {
   if (!Number.isSafeInteger(value) || value < 1) {
-    throw new RangeError(`${where} must be a whole number >= 1: got ${value}`);
+    throw new RangeError(`${where} must be a whole number >= 1: got ${shown(value)}`);
   }
   return value;
 }
 
 function milliseconds(value: number, where: string, min: number): number {
   if (!(Number.isFinite(value) && value >= min && value <= 2_147_483_647)) {
-    throw new RangeError(`${where} must be a number of ms from ${min} to 2147483647: got ${value}`);
+    throw new RangeError(
+      `${where} must be a number of ms from ${min} to 2147483647: got ${shown(value)}`,
+    );
   }
   return Math.round(value);
 }

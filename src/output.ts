@@ -9,6 +9,7 @@
 import { isEncryptedPayload, type PayloadCipher } from "./encryption.ts";
 import { PayloadIntegrityError, ValidationError } from "./errors.ts";
 import type { JobDefinition } from "./job.ts";
+import { jsonChange } from "./json_safe.ts";
 
 const encoder = new TextEncoder();
 const ACTION = { action: "store the output of" } as const;
@@ -41,7 +42,11 @@ export async function encodeOutput(
     ).join("; ");
     throw new ValidationError(job.name, detail, issues, { ...ACTION, cause: result.error });
   }
-  let json: string | undefined;
+  const change = jsonChange(result.data, "output");
+  if (change !== null) {
+    throw new ValidationError(job.name, `output does not survive JSON: ${change}`, [], ACTION);
+  }
+  let json: string;
   try {
     json = JSON.stringify(result.data);
   } catch (error) {
@@ -50,7 +55,6 @@ export async function encodeOutput(
       cause: error,
     });
   }
-  if (json === undefined) json = "null";
   const bytes = json.length * 3 <= job.maxOutputBytes ? json.length : encoder.encode(json).length;
   if (bytes > job.maxOutputBytes) {
     throw new ValidationError(
@@ -62,10 +66,9 @@ export async function encodeOutput(
   }
   if (!job.encrypted) return json;
   if (cipher === null) {
-    throw new PayloadIntegrityError(
-      job.name,
-      "its output must be encrypted, and there is no APP_KEY",
-    );
+    throw new PayloadIntegrityError(job.name, "it must be encrypted, and there is no APP_KEY", {
+      of: "output",
+    });
   }
   return await cipher.encrypt(sealedAs(job.name), json);
 }
@@ -74,6 +77,9 @@ export async function encodeOutput(
 export function isEncryptedOutput(stored: string): boolean {
   return isEncryptedPayload(stored);
 }
+
+/** Why `queue.result()` gives no output for a completed encrypted job read without a key. */
+export const OUTPUT_WITHHELD_NO_KEY = "encrypted, and this process has no APP_KEY to open it";
 
 /**
  * A stored output of job `jobName` as a value: decrypted (with `cipher`)
@@ -88,22 +94,18 @@ export async function decodeOutput(
   let json = stored;
   if (isEncryptedPayload(stored)) {
     if (cipher === null) {
-      throw new PayloadIntegrityError(
-        jobName,
-        "its output is encrypted, and this process has no APP_KEY",
-      );
+      throw new PayloadIntegrityError(jobName, `it is ${OUTPUT_WITHHELD_NO_KEY}`, {
+        of: "output",
+      });
     }
-    json = await cipher.decrypt(sealedAs(jobName), stored);
+    json = await cipher.decrypt(sealedAs(jobName), stored, { job: jobName, what: "output" });
   }
   try {
     return JSON.parse(json);
   } catch (error) {
-    throw new PayloadIntegrityError(
-      jobName,
-      `its output is not JSON: ${(error as Error).message}`,
-      {
-        cause: error,
-      },
-    );
+    throw new PayloadIntegrityError(jobName, `not JSON: ${(error as Error).message}`, {
+      of: "output",
+      cause: error,
+    });
   }
 }

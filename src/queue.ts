@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 import {
   assertId,
   cutoff,
@@ -20,7 +21,7 @@ import type { ChainBuilder, ChainOptions } from "./chain.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { Dispatch, type DispatchRules, type StoreTarget } from "./dispatch/dispatch.ts";
 import { type AppKeys, PayloadCipher } from "./encryption.ts";
-import { awaitResult } from "./admin/await_result.ts";
+import { ResultWaiters } from "./admin/await_result.ts";
 import { JobCancelledError, QueueClosedError } from "./errors.ts";
 import { QueueEventTarget } from "./events.ts";
 import type { HandlerQueue } from "./executors/executor.ts";
@@ -44,7 +45,7 @@ import {
   toPausedQueue,
   waitTimeoutMs,
 } from "./admin/job_control.ts";
-import { decodeOutput } from "./output.ts";
+import { decodeOutput, isEncryptedOutput, OUTPUT_WITHHELD_NO_KEY } from "./output.ts";
 import { type JobLogLine, type LogsOptions, openLogLines } from "./job_logs.ts";
 import { QueueGauges } from "./admin/queue_gauges.ts";
 import { assertQueueName } from "./names.ts";
@@ -151,6 +152,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     (error) => this.emit("queue:error", { error, during: "drain after a response" }),
   );
   readonly #gauges: QueueGauges;
+  readonly #waiters: ResultWaiters;
 
   private constructor(parts: {
     store: Store;
@@ -184,6 +186,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#appKeys = parts.appKeys;
     this.#cipher = parts.cipher;
     this.#gauges = new QueueGauges(parts.store, parts.clock);
+    this.#waiters = new ResultWaiters({ store: parts.store, clock: parts.clock, events: this });
   }
 
   /**
@@ -415,7 +418,9 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * request dispatched usually runs while the host keeps this isolate alive
    * for that request, instead of at the next cron tick. At most one such
    * drain runs at a time; one asked for meanwhile runs after it. Errors go
-   * to `queue:error`; after close it drains nothing.
+   * to `queue:error`; after close it drains nothing. A bad option, or a
+   * queue not opened in mode `"worker"`, throws at the call, as with
+   * {@linkcode Queue.drain}.
    *
    * @example Drain after each response of a `deno serve` app
    * ```ts
@@ -443,6 +448,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     const { after, ...drainOptions } = options;
     const resolved = { ...drainOptions, maxTimeMs: maxTimeMsOf(drainOptions, 5_000) };
     resolveDrainOptions(resolved, this.#registry.defaultQueues()); // a bad option throws here
+    this.#assertWorks();
     if (this.#closing !== null) return response;
     const start = () => this.#afterResponses.request(resolved);
     if (after === undefined) setTimeout(start, 0);
@@ -458,7 +464,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * there. Throws when `Deno.cron` is missing: run with `--unstable-cron`, or
    * add `"unstable": ["cron"]` to the app's `deno.json` (Deno Deploy has it).
    * Returns `Deno.cron`'s promise, which settles once the job is unregistered
-   * (`signal` aborted); do not await it at the top level.
+   * (`signal` aborted); do not await it at the top level. Throws at the call
+   * on a queue not opened in mode `"worker"`.
    *
    * @example Drain every minute on Deno Deploy
    * ```ts ignore
@@ -472,6 +479,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   serverless(options: ServerlessOptions = {}): Promise<void> {
     this.#assertOpen("register a drain cron job");
+    this.#assertWorks();
     const queues = this.#registry.defaultQueues();
     return registerDrainCron(
       options,
@@ -486,7 +494,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     );
   }
 
-  #startRunner(resolved: ResolvedWorkOptions): QueueWorker {
+  /** Throws unless this queue may work jobs in this process (mode `"worker"`). */
+  #assertWorks(): void {
     if (this.#mode !== "worker") {
       throw new TypeError(
         `Cannot work jobs in this process: this queue was opened with mode "${this.#mode}" (${
@@ -494,6 +503,10 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         }); open it with mode "worker" to work jobs here`,
       );
     }
+  }
+
+  #startRunner(resolved: ResolvedWorkOptions): QueueWorker {
+    this.#assertWorks();
     const runner = startWorker({
       store: this.#store,
       registry: this.#registry,
@@ -649,7 +662,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#assertOpen("read a job's log");
     const open = options.open ?? true;
     if (typeof open !== "boolean") {
-      throw new TypeError(`logs: open must be true or false: got ${String(open)}`);
+      throw new TypeError(`logs: open must be true or false: got ${shown(open)}`);
     }
     return await openLogLines(await this.#store.logs(assertId(id)), open ? this.#cipher : null);
   }
@@ -817,7 +830,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     const { from, to } = options ?? {};
     for (const [key, value] of [["from", from], ["to", to]] as const) {
       if (!(value instanceof Date) || !Number.isFinite(value.getTime())) {
-        throw new TypeError(`${where}: ${key} must be a valid Date: got ${String(value)}`);
+        throw new TypeError(`${where}: ${key} must be a valid Date: got ${shown(value)}`);
       }
     }
     const now = this.#clock.now();
@@ -898,12 +911,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     const id = await this.#dispatch.dispatch(job, payload, dispatchOptions);
     await this.#store.markAwaited(id);
     this.#notifyRunners(); // a claim that ran while the mark held the row skipped it
-    const row = await awaitResult(
-      { store: this.#store, clock: this.#clock, events: this },
-      id,
-      timeoutMs,
-      signal,
-    );
+    const row = await this.#waiters.wait(id, timeoutMs, signal);
     return (await this.#output(id, row)) as OutputOf<J>;
   }
 
@@ -916,9 +924,11 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#assertOpen("read a job's result");
     const row = await this.#store.result(assertId(id), this.#clock.now());
     if (row === null) return null;
-    const output = row.state === "completed" && row.output !== null
-      ? { output: await decodeOutput(row.name, row.output, this.#cipher) }
-      : {};
+    const output = row.state !== "completed" || row.output === null
+      ? {}
+      : isEncryptedOutput(row.output) && this.#cipher === null
+      ? { outputWithheld: OUTPUT_WITHHELD_NO_KEY }
+      : { output: await decodeOutput(row.name, row.output, this.#cipher) };
     const error = row.error === null ? {} : { error: row.error };
     return { state: row.state, attempts: row.attempts, ...output, ...error };
   }

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 import type { Clock } from "./clock.ts";
 import type { AppKeys } from "./encryption.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "./payload.ts";
@@ -65,7 +66,7 @@ export function modeOf(options: QueueOptions): QueueMode {
   const mode = options.mode ?? "worker";
   if (mode !== "worker" && mode !== "external" && mode !== "inline") {
     throw new TypeError(
-      `Queue.open: mode must be "worker", "external" or "inline": got ${JSON.stringify(mode)}`,
+      `Queue.open: mode must be "worker", "external" or "inline": got ${shown(mode)}`,
     );
   }
   return mode;
@@ -75,7 +76,7 @@ export function modeOf(options: QueueOptions): QueueMode {
 export function maxPayloadBytesOf(options: QueueOptions): number {
   const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
   if (!Number.isSafeInteger(maxPayloadBytes) || maxPayloadBytes < 2) {
-    throw new RangeError(`maxPayloadBytes must be an integer >= 2: got ${maxPayloadBytes}`);
+    throw new RangeError(`maxPayloadBytes must be an integer >= 2: got ${shown(maxPayloadBytes)}`);
   }
   return maxPayloadBytes;
 }

@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 import type { JobDefinition, PayloadOf } from "./job.ts";
 import { isJobDefinition } from "./job.ts";
 import { assertName } from "./names.ts";
@@ -165,13 +166,15 @@ export function defineSchedule<J extends JobDefinition>(
   ) {
     throw new RangeError(
       `${where}: everyMs must be a whole number of ms from 1000 (a second) to a year: got ${
-        String(everyMs)
+        shown(everyMs)
       }`,
     );
   }
   const timezone = config.timezone ?? "UTC";
   if (typeof timezone !== "string" || timezone === "") {
-    throw new TypeError(`${where}: timezone must be an IANA time zone name: got ${timezone}`);
+    throw new TypeError(
+      `${where}: timezone must be an IANA time zone name: got ${shown(timezone)}`,
+    );
   }
   const rule: SlotRule = cron !== undefined ? { cron, timezone } : { everyMs: everyMs! };
   let times: ScheduleTimes;
@@ -182,11 +185,11 @@ export function defineSchedule<J extends JobDefinition>(
   }
   const missed = config.missed ?? "once";
   if (missed !== "skip" && missed !== "once" && missed !== "all") {
-    throw new TypeError(`${where}: missed must be "skip", "once" or "all": got ${String(missed)}`);
+    throw new TypeError(`${where}: missed must be "skip", "once" or "all": got ${shown(missed)}`);
   }
   const overlap = config.overlap ?? "skip";
   if (overlap !== "skip" && overlap !== "allow") {
-    throw new TypeError(`${where}: overlap must be "skip" or "allow": got ${String(overlap)}`);
+    throw new TypeError(`${where}: overlap must be "skip" or "allow": got ${shown(overlap)}`);
   }
   if (missed === "all" && overlap === "skip") {
     throw new TypeError(
@@ -196,13 +199,13 @@ export function defineSchedule<J extends JobDefinition>(
   const maxCatchUp = config.maxCatchUp ?? 100;
   if (!Number.isInteger(maxCatchUp) || maxCatchUp < 1 || maxCatchUp > 10_000) {
     throw new RangeError(
-      `${where}: maxCatchUp must be a whole number from 1 to 10000: got ${String(maxCatchUp)}`,
+      `${where}: maxCatchUp must be a whole number from 1 to 10000: got ${shown(maxCatchUp)}`,
     );
   }
   const jitterMs = config.jitterMs ?? 0;
   if (typeof jitterMs !== "number" || !(jitterMs >= 0 && jitterMs <= 86_400_000)) {
     throw new RangeError(
-      `${where}: jitterMs must be a number of ms from 0 to a day: got ${String(jitterMs)}`,
+      `${where}: jitterMs must be a number of ms from 0 to a day: got ${shown(jitterMs)}`,
     );
   }
   const payload = config.payload ?? null;

@@ -32,7 +32,9 @@ export function shown(value: unknown): string {
   }
   if (value === null) return "null";
   if (Array.isArray(value)) return `an array of ${value.length}`;
-  if (value instanceof Date) return `a Date`;
+  if (value instanceof Date) {
+    return Number.isNaN(value.getTime()) ? "an invalid Date" : `a Date (${value.toISOString()})`;
+  }
   try {
     const text = JSON.stringify(value);
     if (text !== undefined && text.length <= MAX_SHOWN) return text;

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 import { dirname } from "node:path";
 import { isPostgresUrl, redactPassword } from "./stores/database_url.ts";
 import { type Durability, SqliteStore } from "./stores/sqlite/mod.ts";
@@ -85,7 +86,7 @@ function sqlitePermissionError(path: string, cause: Error): Error {
 function assertPath(path: unknown): void {
   if (typeof path !== "string" || path.trim() === "") {
     throw new TypeError(
-      `Queue.open: path must name a SQLite file (or ":memory:"): got ${JSON.stringify(path)}`,
+      `Queue.open: path must name a SQLite file (or ":memory:"): got ${shown(path)}`,
     );
   }
   // `file:` is SQLite's own URI filename form; any other scheme names another kind of database.

@@ -15,15 +15,35 @@
  * queue.assertNotDispatched(defineJob({ name: "other", schema: z.null(), handle() {} }));
  * ```
  *
+ * @example Asserting that code dispatched a chain and a batch
+ * ```ts
+ * import { defineJob } from "@renox/queue";
+ * import { QueueFake } from "@renox/queue/testing";
+ * import { z } from "zod";
+ *
+ * const fetchRates = defineJob({ name: "fetch-rates", schema: z.string(), handle() {} });
+ * const price = defineJob({ name: "price", schema: z.number(), handle() {} });
+ * const queue = new QueueFake();
+ * await queue.chain().then(fetchRates, "EUR").then(price, 7).dispatch();
+ * await queue.batch("import").push(price, 1).push(price, 2).finally(fetchRates, "USD").dispatch();
+ * queue.assertChained([fetchRates, price]);
+ * queue.assertBatched((batch) => batch.name === "import" && batch.jobs.length === 2);
+ * queue.assertBatchCount(1);
+ * ```
+ *
  * @module
  */
+import { BatchBuilder, type BatchPlan } from "./batch.ts";
+import { ChainBuilder, type ChainOptions, type ChainPlan, previousOutput } from "./chain.ts";
 import {
   type Dispatcher,
   type DispatchOptions,
   type JobDefinition,
   type PayloadOf,
+  type PlannedJobs,
   resolveDispatch,
 } from "./job.ts";
+import { assertName, assertQueueName } from "./names.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from "./payload.ts";
 import type { Queue } from "./queue.ts";
 import type { WorkerStats } from "./events.ts";
@@ -107,13 +127,50 @@ export interface RecordedDispatch {
   readonly options: DispatchOptions;
 }
 
+/** One chain a {@linkcode QueueFake} recorded. */
+export interface RecordedChain {
+  /** The id `dispatch()` returned (the made-up id of its first link). */
+  readonly id: number;
+  /**
+   * Its links in order; a link given {@linkcode previousOutput} has that
+   * symbol as its payload. Each link's options include the chain's `queue`.
+   */
+  readonly links: readonly RecordedDispatch[];
+  /** The jobs its `.catch()` added. */
+  readonly catch: readonly RecordedDispatch[];
+}
+
+/** One batch a {@linkcode QueueFake} recorded. */
+export interface RecordedBatch {
+  /** The id `dispatch()` returned. */
+  readonly id: number;
+  /** The batch's name. */
+  readonly name: string;
+  /** Its jobs, one entry per payload, in the order they were pushed. */
+  readonly jobs: readonly RecordedDispatch[];
+  /** The jobs its `.then()` added. */
+  readonly then: readonly RecordedDispatch[];
+  /** The jobs its `.catch()` added. */
+  readonly catch: readonly RecordedDispatch[];
+  /** The jobs its `.finally()` added. */
+  readonly finally: readonly RecordedDispatch[];
+  /** Whether `.allowFailures()` was called. */
+  readonly allowFailures: boolean;
+}
+
 /**
- * Stands in for a {@linkcode Queue} in tests, like Laravel's `Queue::fake()`:
- * it checks each payload against its schema exactly as `dispatch` does, records
- * it, and stores nothing. Pass it wherever the app takes a `Dispatcher`.
+ * Stands in for a {@linkcode Queue} in tests, like Laravel's `Queue::fake()`
+ * and `Bus::fake()`: it checks each payload against its schema exactly as
+ * `dispatch` does, records it, and stores nothing. Plain dispatches are
+ * recorded in {@linkcode QueueFake.dispatched}, chains in
+ * {@linkcode QueueFake.chains} and batches in {@linkcode QueueFake.batches}
+ * (with their callbacks), each refused whole, as the real queue does, when
+ * one payload is. Pass it wherever the app takes a `Dispatcher`.
  */
 export class QueueFake implements Dispatcher {
   readonly #recorded: RecordedDispatch[] = [];
+  readonly #chains: RecordedChain[] = [];
+  readonly #batches: RecordedBatch[] = [];
   readonly #maxPayloadBytes: number;
   #nextId = 1;
 
@@ -122,9 +179,19 @@ export class QueueFake implements Dispatcher {
     this.#maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
   }
 
-  /** Every dispatch so far, oldest first. */
+  /** Every plain dispatch so far (`dispatch`, `dispatchMany`), oldest first. */
   get dispatched(): readonly RecordedDispatch[] {
     return this.#recorded;
+  }
+
+  /** Every chain dispatched so far, oldest first. */
+  get chains(): readonly RecordedChain[] {
+    return this.#chains;
+  }
+
+  /** Every batch dispatched so far, oldest first. */
+  get batches(): readonly RecordedBatch[] {
+    return this.#batches;
   }
 
   /** Checks and records one dispatch; returns a made-up id. */
@@ -144,15 +211,68 @@ export class QueueFake implements Dispatcher {
     options: DispatchOptions = {},
   ): Promise<number[]> {
     try {
-      resolveDispatch(job, options, `Cannot dispatch "${job.name}"`);
-      const encoded = payloads.map((payload) => encodePayload(job, payload, this.#maxPayloadBytes));
-      for (const text of encoded) {
-        this.#recorded.push({ job, payload: JSON.parse(text), options });
-      }
-      return Promise.resolve(encoded.map(() => this.#nextId++));
+      const recorded = this.#checked({ job, payloads, options }, "");
+      this.#recorded.push(...recorded);
+      return Promise.resolve(recorded.map(() => this.#nextId++));
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * Starts a chain, as `queue.chain()` does: its `dispatch()` checks every
+   * link as the real queue does and records it in
+   * {@linkcode QueueFake.chains}, or throws and records nothing.
+   */
+  chain(options: ChainOptions = {}): ChainBuilder {
+    if (options.queue !== undefined) assertQueueName(options.queue, "chain");
+    return new ChainBuilder(options, (plan: ChainPlan) => {
+      const links = plan.links.flatMap((link, index) => {
+        const role = ` as link ${index + 1} of a chain`;
+        if (link.payloads[0] !== previousOutput) return this.#checked(link, role);
+        this.#checked({ ...link, payloads: [] }, role);
+        const where = `Cannot dispatch "${link.job.name}"${role}`;
+        const before = plan.links[index - 1]?.job;
+        if (before === undefined) {
+          throw new TypeError(
+            `${where}: the first link has no previous output to take: give it a payload`,
+          );
+        }
+        if (link.job.encrypted || before.encrypted) {
+          throw new TypeError(
+            `${where}: previousOutput cannot pass an output to or from an encrypted job: give it a payload`,
+          );
+        }
+        return [{ job: link.job, payload: previousOutput, options: link.options ?? {} }];
+      });
+      const onFailure = this.#checkedAll(plan.onFailure, " as the catch of a chain");
+      const id = this.#nextId++;
+      this.#chains.push({ id, links, catch: onFailure });
+      return Promise.resolve(id);
+    });
+  }
+
+  /**
+   * Starts a batch, as `queue.batch(name)` does: its `dispatch()` checks
+   * every job and callback as the real queue does and records the batch in
+   * {@linkcode QueueFake.batches}, or throws and records nothing.
+   */
+  batch(name: string): BatchBuilder {
+    assertName(name, "batch", "name");
+    return new BatchBuilder(name, (plan: BatchPlan) => {
+      const role = (what: string) => ` ${what} batch "${plan.name}"`;
+      const batch = {
+        name: plan.name,
+        jobs: this.#checkedAll(plan.jobs, role("in")),
+        then: this.#checkedAll(plan.then, role("as the then of")),
+        catch: this.#checkedAll(plan.catch, role("as the catch of")),
+        finally: this.#checkedAll(plan.finally, role("as the finally of")),
+        allowFailures: plan.allowFailures,
+      };
+      const id = this.#nextId++;
+      this.#batches.push({ id, ...batch });
+      return Promise.resolve(id);
+    });
   }
 
   /** Throws unless `job` was dispatched (with a payload `predicate` accepts, when given). */
@@ -188,12 +308,103 @@ export class QueueFake implements Dispatcher {
     }
   }
 
-  /** Throws if anything at all was dispatched. */
+  /** Throws if anything at all was dispatched: a job, a chain or a batch. */
   assertNothingDispatched(): void {
-    if (this.#recorded.length > 0) {
-      const names = [...new Set(this.#recorded.map(({ job }) => job.name))].join(", ");
-      throw new Error(`Expected nothing dispatched: got ${this.#recorded.length} (${names})`);
+    const what = [
+      ...(this.#recorded.length > 0
+        ? [
+          `${this.#recorded.length} (${
+            [...new Set(this.#recorded.map(({ job }) => job.name))].join(", ")
+          })`,
+        ]
+        : []),
+      ...(this.#chains.length > 0 ? [`${this.#chains.length} chain(s)`] : []),
+      ...(this.#batches.length > 0 ? [`${this.#batches.length} batch(es)`] : []),
+    ];
+    if (what.length > 0) throw new Error(`Expected nothing dispatched: got ${what.join(", ")}`);
+  }
+
+  /**
+   * Throws unless a chain was dispatched whose links are `jobs`, in that
+   * order (and which `predicate` accepts, when given), as Laravel's
+   * `Bus::assertChained()`.
+   */
+  assertChained(
+    jobs: readonly JobDefinition[],
+    predicate?: (chain: RecordedChain) => boolean,
+  ): void {
+    const names = (list: readonly JobDefinition[]) =>
+      `[${list.map((job) => JSON.stringify(job.name)).join(", ")}]`;
+    const linksOf = (chain: RecordedChain) => chain.links.map((link) => link.job);
+    const same = this.#chains.filter((chain) =>
+      chain.links.length === jobs.length &&
+      chain.links.every((link, index) => link.job === jobs[index])
+    );
+    if (same.length > 0 && (predicate === undefined || same.some(predicate))) return;
+    const seen = this.#chains.length === 0
+      ? "no chain was dispatched"
+      : same.length > 0
+      ? `${same.length} such chain(s) were dispatched, none matching`
+      : `the chains dispatched were ${
+        this.#chains.map((chain) => names(linksOf(chain))).join(", ")
+      }`;
+    throw new Error(
+      `Expected a chain of ${names(jobs)}${predicate ? " matching" : ""} to be dispatched: ${seen}`,
+    );
+  }
+
+  /** Throws if any chain was dispatched. */
+  assertNothingChained(): void {
+    if (this.#chains.length > 0) {
+      throw new Error(`Expected no chain dispatched: got ${this.#chains.length}`);
     }
+  }
+
+  /**
+   * Throws unless a batch was dispatched that `predicate` accepts, as
+   * Laravel's `Bus::assertBatched()`.
+   */
+  assertBatched(predicate: (batch: RecordedBatch) => boolean): void {
+    if (!this.#batches.some(predicate)) {
+      const seen = this.#batches.length === 0
+        ? "no batch was dispatched"
+        : `none of the ${this.#batches.length} batch(es) dispatched (${
+          this.#batches.map((batch) => JSON.stringify(batch.name)).join(", ")
+        }) matches`;
+      throw new Error(`Expected a matching batch to be dispatched: ${seen}`);
+    }
+  }
+
+  /** Throws unless exactly `count` batches were dispatched. */
+  assertBatchCount(count: number): void {
+    if (this.#batches.length !== count) {
+      throw new Error(
+        `Expected ${count} batch(es) dispatched: ${this.#batches.length} were`,
+      );
+    }
+  }
+
+  /** Throws if any batch was dispatched. */
+  assertNothingBatched(): void {
+    if (this.#batches.length > 0) {
+      throw new Error(`Expected no batch dispatched: got ${this.#batches.length}`);
+    }
+  }
+
+  /** The jobs `planned` would store, checked as the real dispatch checks them; throws if one fails. */
+  #checked(planned: PlannedJobs, role: string): RecordedDispatch[] {
+    const { job, payloads } = planned;
+    const options = planned.options ?? {};
+    resolveDispatch(job, options, `Cannot dispatch "${job?.name}"${role}`, Date.now());
+    return payloads.map((payload) => ({
+      job,
+      payload: JSON.parse(encodePayload(job, payload, this.#maxPayloadBytes, role)),
+      options,
+    }));
+  }
+
+  #checkedAll(planned: readonly PlannedJobs[], role: string): RecordedDispatch[] {
+    return planned.flatMap((each) => this.#checked(each, role));
   }
 
   #matching(

@@ -270,6 +270,36 @@ storeTest("a job's log is capped: the oldest lines go, and one line says how man
 });
 
 storeTest(
+  "a log line over maxLogBytes keeps its head and says how much was cut",
+  async (db) => {
+    exporter.reset();
+    const long = defineJob({
+      name: "long-log",
+      schema: z.null(),
+      handle(_payload, ctx) {
+        ctx.log(`start ${"é".repeat(3_000)} end`); // 6,010 bytes of UTF-8
+        ctx.log("with fields", { blob: "y".repeat(5_000) });
+        ctx.log("after");
+      },
+    });
+    const queue = await db.open({ jobs: [long] });
+    const id = await queue.dispatch(long, null);
+    await queue.work({ executor: "isolate", stopWhenEmpty: true, maxLogBytes: 2_048 }).done;
+    const [first, second, third, ...rest] = await queue.logs(id);
+    assert.deepEqual(rest, []);
+    const match = first!.message.match(/^start (é+)… \[cut: (\d+) bytes\]$/);
+    assert.ok(match, first!.message);
+    const keptBytes = new TextEncoder().encode(`start ${match[1]}`).length;
+    assert.equal(keptBytes + Number(match[2]), 6_010);
+    assert.ok(keptBytes >= 1_024, `kept ${keptBytes} bytes`);
+    // Fields over half the cap go too, and the note says so.
+    assert.equal(second!.message, "with fields [cut: fields of 5011 bytes]");
+    assert.equal(second!.fields, null);
+    assert.equal(third!.message, "after");
+  },
+);
+
+storeTest(
   "the logs of a job go with its history: pruned by a settle once its kept record expired",
   async (db) => {
     exporter.reset();

@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, PermanentError, Queue } from "../mod.ts";
+import { defineJob, defineSchedule, PermanentError, Queue } from "../mod.ts";
 import { dashboard } from "../src/dashboard.ts";
 /** The cap the issue asks for, 64 KiB of UTF-8 (`MAX_ERROR_BYTES` in src/lifecycle.ts). */
 const MAX_ERROR_BYTES = 64 * 1024;
@@ -201,3 +201,41 @@ storeTest(
     assert.equal(Number(row!.priority), 2_147_483_647);
   },
 );
+
+Deno.test('option errors quote a string value as JSON does, so "1000" never reads as 1000', async () => {
+  const text = "1000" as unknown as number;
+  const quoted = (action: () => unknown, option: string) =>
+    assert.throws(action, (error: Error) => {
+      assert.match(error.message, new RegExp(`${option} must be .*: got "1000"$`));
+      return true;
+    });
+  quoted(
+    () => defineJob({ name: "q.a", schema: z.null(), maxOutputBytes: text, handle() {} }),
+    "maxOutputBytes",
+  );
+  quoted(
+    () => defineJob({ name: "q.b", schema: z.null(), keepCompletedMs: text, handle() {} }),
+    "keepCompletedMs",
+  );
+  quoted(
+    () => defineJob({ name: "q.c", schema: z.null(), timeoutMs: text, handle() {} }),
+    "timeoutMs",
+  );
+  quoted(
+    () => defineSchedule({ name: "q.s", job: note, payload: { n: 1 }, everyMs: text }),
+    "everyMs",
+  );
+  await using queue = await Queue.open({ path: ":memory:", jobs: [note] });
+  quoted(() => queue.work({ maxLogBytes: text }), "maxLogBytes");
+  quoted(() => queue.work({ leaseMs: text }), "leaseMs");
+  await assert.rejects(queue.pause("default", { forMs: text }), /forMs must be .*: got "1000"$/);
+  await assert.rejects(queue.drain({ maxTimeMs: text }), /maxTimeMs must be .*: got "1000"$/);
+  await assert.rejects(
+    queue.dispatchAndWait(note, { n: 1 }, { timeoutMs: text }),
+    /timeoutMs must be .*: got "1000"$/,
+  );
+  await assert.rejects(
+    Queue.open({ path: ":memory:", jobs: [note], keepCompletedMs: text }),
+    /keepCompletedMs must be .*: got "1000"$/,
+  );
+});

@@ -256,6 +256,41 @@ storeTest("Queue.dispatch() refuses a negative, NaN or infinite delayMs", async 
   assert.deepEqual(await storedCounts(queue), {});
 });
 
+storeTest(
+  "Queue.dispatch() refuses an at more than 100 years ahead, as it does such a delayMs",
+  async (db) => {
+    await using queue = await openQueue(db);
+    const chain = (at: Date) =>
+      queue.chain().then(order, { orderId: 1 }).then(order, { orderId: 2 }, { at }).dispatch();
+    for (const at of [new Date(8.64e15), new Date(Date.now() + 3153600000000 + 60_000)]) {
+      for (
+        const attempt of [
+          () => queue.dispatch(order, { orderId: 1 }, { at }),
+          () => queue.dispatchMany(order, [{ orderId: 1 }], { at }),
+          () => chain(at),
+        ]
+      ) {
+        await assert.rejects(attempt(), (error: unknown) => {
+          assert.ok(error instanceof RangeError);
+          assert.match(
+            error.message,
+            /^Cannot dispatch "send-receipt".*: at must be at most 3153600000000 ms \(about 100 years\) from now: got [+\d]/,
+          );
+          return true;
+        });
+      }
+    }
+    assert.deepEqual(await storedCounts(queue), {});
+    const inNinetyYears = new Date(Date.now() + 90 * 365 * 24 * 60 * 60 * 1_000);
+    await queue.dispatch(order, { orderId: 1 }, { at: inNinetyYears });
+    // On PostgreSQL the store goes by the database's clock: times move by the clocks' skew.
+    const [row] = await db.query<{ available_at: number | string }>(
+      "SELECT available_at FROM jobs",
+    );
+    assert.ok(Math.abs(Number(row!.available_at) - inNinetyYears.getTime()) < 60_000);
+  },
+);
+
 storeTest("Queue.dispatch() refuses a non-integer priority", async (db) => {
   await using queue = await openQueue(db);
   for (const priority of [0.5, NaN, Infinity, 2 ** 53]) {

@@ -5,7 +5,14 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, type Dispatcher, PermanentError, ValidationError } from "../mod.ts";
+import {
+  defineJob,
+  type Dispatcher,
+  PermanentError,
+  previousOutput,
+  Queue,
+  ValidationError,
+} from "../mod.ts";
 import { drain, QueueFake, workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, storedCounts } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
@@ -288,4 +295,127 @@ Deno.test("QueueFake can stand in wherever the app takes a Dispatcher", async ()
     welcome,
     (payload, options) => payload.userId === 42 && options.delayMs === 1_000,
   );
+});
+
+const rates = defineJob({
+  name: "rates",
+  schema: z.string(),
+  output: z.number(),
+  handle: () => 1.1,
+});
+const price = defineJob({ name: "price", schema: z.number(), handle() {} });
+
+Deno.test("QueueFake records a chain with its links and catch jobs, as a worker would see them", async () => {
+  const fake = new QueueFake();
+  const id = await fake.chain({ queue: "mail" })
+    .then(welcome, { userId: 1 })
+    .then(invoice, { total: 2 }, { delayMs: 5 })
+    .then(rates, "EUR")
+    .then(price, previousOutput)
+    .catch(welcome, { userId: 9 })
+    .dispatch();
+  assert.equal(id, 1);
+  assert.deepEqual(fake.chains, [{
+    id: 1,
+    links: [
+      { job: welcome, payload: { userId: 1 }, options: { queue: "mail" } },
+      { job: invoice, payload: { total: 2 }, options: { delayMs: 5, queue: "mail" } },
+      { job: rates, payload: "EUR", options: { queue: "mail" } },
+      { job: price, payload: previousOutput, options: { queue: "mail" } },
+    ],
+    catch: [{ job: welcome, payload: { userId: 9 }, options: { queue: "mail" } }],
+  }]);
+  assert.deepEqual(fake.dispatched, []);
+  fake.assertChained([welcome, invoice, rates, price]);
+  fake.assertChained(
+    [welcome, invoice, rates, price],
+    (chain) => (chain.links[1]!.payload as { total: number }).total === 2,
+  );
+  assert.throws(() => fake.assertChained([invoice, welcome]), {
+    message:
+      'Expected a chain of ["invoice", "welcome"] to be dispatched: the chains dispatched were ["welcome", "invoice", "rates", "price"]',
+  });
+  assert.throws(() => fake.assertChained([welcome, invoice, rates, price], () => false), {
+    message:
+      'Expected a chain of ["welcome", "invoice", "rates", "price"] matching to be dispatched: 1 such chain(s) were dispatched, none matching',
+  });
+  assert.throws(() => fake.assertNothingChained(), {
+    message: "Expected no chain dispatched: got 1",
+  });
+  assert.throws(() => fake.assertNothingDispatched(), {
+    message: "Expected nothing dispatched: got 1 chain(s)",
+  });
+  assert.throws(() => new QueueFake().assertChained([welcome]), {
+    message: 'Expected a chain of ["welcome"] to be dispatched: no chain was dispatched',
+  });
+});
+
+Deno.test("QueueFake records a batch with its jobs and callbacks", async () => {
+  const fake = new QueueFake();
+  await fake.dispatch(price, 1);
+  const id = await fake.batch("import")
+    .pushMany(invoice, [{ total: 1 }, { total: 2 }])
+    .push(welcome, { userId: 3 }, { queue: "mail" })
+    .then(price, 10)
+    .catch(price, 20)
+    .finally(price, 30)
+    .allowFailures()
+    .dispatch();
+  assert.equal(id, 2);
+  assert.deepEqual(fake.batches, [{
+    id: 2,
+    name: "import",
+    jobs: [
+      { job: invoice, payload: { total: 1 }, options: {} },
+      { job: invoice, payload: { total: 2 }, options: {} },
+      { job: welcome, payload: { userId: 3 }, options: { queue: "mail" } },
+    ],
+    then: [{ job: price, payload: 10, options: {} }],
+    catch: [{ job: price, payload: 20, options: {} }],
+    finally: [{ job: price, payload: 30, options: {} }],
+    allowFailures: true,
+  }]);
+  assert.equal(fake.dispatched.length, 1, "only the plain dispatch");
+  fake.assertBatched((batch) => batch.name === "import" && batch.jobs.length === 3);
+  fake.assertBatchCount(1);
+  assert.throws(() => fake.assertBatched((batch) => batch.name === "export"), {
+    message:
+      'Expected a matching batch to be dispatched: none of the 1 batch(es) dispatched ("import") matches',
+  });
+  assert.throws(() => fake.assertBatchCount(2), {
+    message: "Expected 2 batch(es) dispatched: 1 were",
+  });
+  assert.throws(() => fake.assertNothingBatched(), {
+    message: "Expected no batch dispatched: got 1",
+  });
+  assert.throws(() => fake.assertNothingDispatched(), {
+    message: "Expected nothing dispatched: got 1 (price), 1 batch(es)",
+  });
+  new QueueFake().assertNothingBatched();
+});
+
+Deno.test("QueueFake refuses a chain or batch the real queue refuses, with its message, and records nothing", async () => {
+  await using queue = await Queue.open({ mode: "inline", jobs: [welcome, invoice, rates, price] });
+  const fake = new QueueFake();
+  const bad: [string, (on: QueueFake | Queue) => Promise<number>][] = [
+    [
+      "a bad link",
+      (on) =>
+        on.chain().then(welcome, { userId: 1 }).then(invoice, { total: "2" } as never).dispatch(),
+    ],
+    ["previousOutput first", (on) => on.chain().then(price, previousOutput).dispatch()],
+    ["a bad catch", (on) => on.chain().then(price, 1).catch(price, "x" as never).dispatch()],
+    ["a bad queue", (on) => on.chain().then(price, 1, { queue: "no spaces" }).dispatch()],
+    ["a bad batch job", (on) => on.batch("b").push(price, 1).push(price, "2" as never).dispatch()],
+    [
+      "a bad finally",
+      (on) => on.batch("b").push(price, 1).finally(welcome, {} as never).dispatch(),
+    ],
+  ];
+  for (const [what, attempt] of bad) {
+    const real = await attempt(queue).then(() => null, (error: Error) => error.message);
+    assert.ok(real !== null, `the real queue refuses ${what}`);
+    await assert.rejects(attempt(fake), { message: real }, what);
+  }
+  assert.deepEqual([fake.dispatched, fake.chains, fake.batches], [[], [], []]);
 });

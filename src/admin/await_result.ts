@@ -1,9 +1,21 @@
 /**
- * Waiting for a job to end, wherever it runs: the result is read again when
- * the store's watch says another connection wrote (the WAL file on SQLite,
- * `NOTIFY` on PostgreSQL, sent by the settle of an awaited job), when this
- * process's own workers report the job, and once a second as a safety net
- * for a store that cannot watch.
+ * Waiting for jobs to end, wherever they run: one registry per queue holds
+ * every waiter of the process, by job id, and reads results for all of
+ * them at once.
+ *
+ * - This process's own workers report each job that ends (one listener per
+ *   event type for all waiters): only those jobs are read, gathered into
+ *   one statement per turn of the event loop, so a job that ends here costs
+ *   one row of one read however many others are awaited.
+ * - The store's watch (the WAL file on SQLite, `NOTIFY` on PostgreSQL, sent
+ *   by the settle of an awaited job) says another connection wrote, and once
+ *   a second a safety net fires for a store that cannot watch: then every
+ *   awaited job is read, 1,000 ids per statement. Such a sweep waits at
+ *   least nine times as long as the last one took, so sweeps take at most a
+ *   tenth of the time however many jobs are awaited (a few milliseconds
+ *   apart for a few waiters).
+ *
+ * One read runs at a time; what is asked meanwhile is read next.
  *
  * @internal
  * @module
@@ -13,13 +25,17 @@ import { JobWaitTimeoutError } from "../errors.ts";
 import type { QueueEventTarget } from "../events.ts";
 import type { JobControlStore, JobResultRow, WorkerStore } from "../stores/store.ts";
 
-/** The slowest the result is read again while nothing wakes the wait. */
+/** The slowest every awaited job is read again while nothing wakes the waits. */
 const SAFETY_POLL_MS = 1_000;
+/** The most ids one statement reads: a SQLite read holds the event loop while it runs. */
+const IDS_PER_READ = 1_000;
+/** A sweep waits this many times as long as the last one took, after it ended. */
+const SWEEP_GAP_FACTOR = 9;
 
-/** What a wait reads and listens to. */
+/** What the waits read and listen to. */
 export interface AwaitDeps {
-  /** Where the result is read, and whose writes wake the wait. */
-  readonly store: Pick<JobControlStore, "result"> & Pick<WorkerStore, "watch">;
+  /** Where results are read, and whose writes wake the waits. */
+  readonly store: Pick<JobControlStore, "results"> & Pick<WorkerStore, "watch">;
   /** Source of the time results are read at. */
   readonly clock: Clock;
   /** This process's job events (its own workers' settles). */
@@ -29,81 +45,187 @@ export interface AwaitDeps {
 /** Events that say a job of this process settled for good. */
 const ENDED = ["job:complete", "job:failed", "job:cancelled"] as const;
 
+interface Waiter {
+  resolve(row: JobResultRow): void;
+  reject(error: unknown): void;
+}
+
 /**
- * Resolves with job `id`'s result once it completed, failed for good or
- * was cancelled; rejects after `timeoutMs` with `JobWaitTimeoutError`, on
- * `signal`'s abort with its reason, or when the job is no longer stored.
+ * Every wait for a job's end in one queue: a map from job id to its
+ * waiters, one set of listeners and one read for all of them.
  */
-export function awaitResult(
-  deps: AwaitDeps,
-  id: number,
-  timeoutMs: number | undefined,
-  signal: AbortSignal | undefined,
-): Promise<JobResultRow> {
-  const { store, clock, events } = deps;
-  return new Promise<JobResultRow>((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const cleanups: (() => void)[] = [];
-    let done = false;
-    let reading = false;
-    let readAgain = false;
-    const end = (settle: () => void) => {
-      if (done) return;
-      done = true;
-      for (const cleanup of cleanups) cleanup();
-      settle();
-    };
-    const read = async () => {
-      if (done) return;
-      if (reading) {
-        readAgain = true;
-        return;
+export class ResultWaiters {
+  readonly #deps: AwaitDeps;
+  readonly #waiters = new Map<number, Set<Waiter>>();
+  /** Ids to read next: new waits, and jobs this process reported ended. */
+  readonly #due = new Set<number>();
+  #sweepAsked = false;
+  #reading = false;
+  #nextSweepAt = 0;
+  #sweepTimer: ReturnType<typeof setTimeout> | undefined;
+  #readTimer: ReturnType<typeof setTimeout> | undefined;
+  #stop: (() => void) | null = null;
+
+  /** A registry reading `deps.store`, woken by its watch and by `deps.events`. */
+  constructor(deps: AwaitDeps) {
+    this.#deps = deps;
+  }
+
+  /**
+   * Resolves with job `id`'s result once it completed, failed for good or
+   * was cancelled; rejects after `timeoutMs` with `JobWaitTimeoutError`, on
+   * `signal`'s abort with its reason, or when the job is no longer stored.
+   */
+  wait(
+    id: number,
+    timeoutMs: number | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<JobResultRow> {
+    return new Promise<JobResultRow>((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const onAbort = () => end(() => reject(signal!.reason));
+      const waiter: Waiter = {
+        resolve: (row) => end(() => resolve(row)),
+        reject: (error) => end(() => reject(error)),
+      };
+      const end = (settle: () => void) => {
+        if (!this.#remove(id, waiter)) return;
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        settle();
+      };
+      this.#add(id, waiter);
+      if (timeoutMs !== undefined) {
+        timer = setTimeout(
+          () => end(() => reject(new JobWaitTimeoutError(id, timeoutMs))),
+          timeoutMs,
+        );
       }
-      reading = true;
-      try {
-        const row = await store.result(id, clock.now());
-        if (row === null) {
-          end(() =>
-            reject(
-              new Error(
-                `Job ${id} is no longer stored: it was cleared or forgotten, or it finished with keepFinishedMs 0 (nothing kept)`,
-              ),
-            )
-          );
-        } else if (row.state !== "pending" && row.state !== "running") end(() => resolve(row));
-      } catch (error) {
-        end(() => reject(error));
-      } finally {
-        reading = false;
-        if (readAgain && !done) {
-          readAgain = false;
-          void read();
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.#readSoon(id);
+    });
+  }
+
+  #add(id: number, waiter: Waiter): void {
+    if (this.#waiters.size === 0) this.#start();
+    const waiters = this.#waiters.get(id);
+    if (waiters === undefined) this.#waiters.set(id, new Set([waiter]));
+    else waiters.add(waiter);
+  }
+
+  /** Removes `waiter` of job `id`; false when it had ended already. */
+  #remove(id: number, waiter: Waiter): boolean {
+    const waiters = this.#waiters.get(id);
+    if (waiters === undefined || !waiters.delete(waiter)) return false;
+    if (waiters.size === 0) {
+      this.#waiters.delete(id);
+      this.#due.delete(id);
+      if (this.#waiters.size === 0) this.#halt();
+    }
+    return true;
+  }
+
+  /** Listens while someone waits: the store's watch, this process's events, the safety poll. */
+  #start(): void {
+    const { store, events } = this.#deps;
+    const watch = store.watch(() => this.#askSweep());
+    const poll = setInterval(() => this.#askSweep(), SAFETY_POLL_MS);
+    const onEnded = (event: Event) => {
+      const { id } = (event as CustomEvent<{ id: number }>).detail;
+      if (this.#waiters.has(id)) this.#readSoon(id);
+    };
+    for (const type of ENDED) events.addEventListener(type, onEnded);
+    this.#stop = () => {
+      watch[Symbol.dispose]();
+      clearInterval(poll);
+      for (const type of ENDED) events.removeEventListener(type, onEnded);
+    };
+  }
+
+  #halt(): void {
+    this.#stop?.();
+    this.#stop = null;
+    this.#sweepAsked = false;
+    clearTimeout(this.#sweepTimer);
+    clearTimeout(this.#readTimer);
+    this.#sweepTimer = undefined;
+    this.#readTimer = undefined;
+  }
+
+  /** Reads job `id` with the others due in this turn of the event loop. */
+  #readSoon(id: number): void {
+    this.#due.add(id);
+    if (this.#readTimer === undefined && !this.#reading) {
+      this.#readTimer = setTimeout(() => {
+        this.#readTimer = undefined;
+        void this.#pump();
+      }, 0);
+    }
+  }
+
+  #askSweep(): void {
+    this.#sweepAsked = true;
+    void this.#pump();
+  }
+
+  /** Runs the reads asked for, one at a time, until none is due. */
+  async #pump(): Promise<void> {
+    if (this.#reading) return;
+    this.#reading = true;
+    try {
+      for (;;) {
+        const sweepWaitMs = this.#nextSweepAt - performance.now();
+        const sweep = this.#sweepAsked && sweepWaitMs <= 0;
+        if (this.#sweepAsked && !sweep && this.#sweepTimer === undefined) {
+          this.#sweepTimer = setTimeout(() => {
+            this.#sweepTimer = undefined;
+            void this.#pump();
+          }, sweepWaitMs);
+        }
+        if (!sweep && this.#due.size === 0) return;
+        const ids = sweep ? [...this.#waiters.keys()] : [...this.#due];
+        if (sweep) this.#sweepAsked = false;
+        for (const id of ids) this.#due.delete(id);
+        const startedAt = performance.now();
+        for (let from = 0; from < ids.length; from += IDS_PER_READ) {
+          await this.#read(ids.slice(from, from + IDS_PER_READ));
+        }
+        if (sweep) {
+          const tookMs = performance.now() - startedAt;
+          this.#nextSweepAt = performance.now() + tookMs * SWEEP_GAP_FACTOR;
         }
       }
-    };
-    const watch = store.watch(() => void read());
-    cleanups.push(() => watch[Symbol.dispose]());
-    const poll = setInterval(() => void read(), SAFETY_POLL_MS);
-    cleanups.push(() => clearInterval(poll));
-    const onEnded = (event: Event) => {
-      if ((event as CustomEvent<{ id: number }>).detail.id === id) void read();
-    };
-    for (const type of ENDED) {
-      events.addEventListener(type, onEnded);
-      cleanups.push(() => events.removeEventListener(type, onEnded));
+    } finally {
+      this.#reading = false;
     }
-    if (timeoutMs !== undefined) {
-      const timer = setTimeout(
-        () => end(() => reject(new JobWaitTimeoutError(id, timeoutMs))),
-        timeoutMs,
-      );
-      cleanups.push(() => clearTimeout(timer));
+  }
+
+  /** Reads jobs `ids` and ends the waits of those that ended or are gone. */
+  async #read(ids: readonly number[]): Promise<void> {
+    const waited = ids.filter((id) => this.#waiters.has(id));
+    if (waited.length === 0) return;
+    let rows: Map<number, JobResultRow>;
+    try {
+      rows = await this.#deps.store.results(waited, this.#deps.clock.now());
+    } catch (error) {
+      for (const id of waited) this.#settle(id, (waiter) => waiter.reject(error));
+      return;
     }
-    if (signal !== undefined) {
-      const onAbort = () => end(() => reject(signal.reason));
-      signal.addEventListener("abort", onAbort, { once: true });
-      cleanups.push(() => signal.removeEventListener("abort", onAbort));
+    for (const id of waited) {
+      const row = rows.get(id);
+      if (row === undefined) {
+        const gone = new Error(
+          `Job ${id} is no longer stored: it was cleared or forgotten, or it finished with keepFinishedMs 0 (nothing kept)`,
+        );
+        this.#settle(id, (waiter) => waiter.reject(gone));
+      } else if (row.state !== "pending" && row.state !== "running") {
+        this.#settle(id, (waiter) => waiter.resolve(row));
+      }
     }
-    void read();
-  });
+  }
+
+  #settle(id: number, end: (waiter: Waiter) => void): void {
+    for (const waiter of [...this.#waiters.get(id) ?? []]) end(waiter);
+  }
 }

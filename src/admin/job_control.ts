@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { shown } from "../shown.ts";
 import { keepMsOption } from "../job.ts";
 import type { DispatchOptions } from "../job.ts";
 import { assertName, assertQueueName } from "../names.ts";
@@ -29,6 +30,12 @@ export interface JobResult<Output = unknown> {
   readonly state: JobResultState;
   /** Its output, once completed, for a job defined with `output` (decrypted if it was encrypted). */
   readonly output?: Output;
+  /**
+   * Why `output` is missing though the job completed with one: its output
+   * is encrypted and this process has no `APP_KEY` (`"encrypted, and this
+   * process has no APP_KEY to open it"`). The state is still given.
+   */
+  readonly outputWithheld?: string;
   /** Why it failed (`ErrorName: message`) or was cancelled. */
   readonly error?: string;
   /** How many times its handler started. */
@@ -178,7 +185,7 @@ export function resolvePause(
     forMs !== undefined &&
     (typeof forMs !== "number" || !Number.isFinite(forMs) || forMs <= 0 || forMs > 2 ** 41)
   ) {
-    throw new RangeError(`pause: forMs must be a positive number of ms: got ${String(forMs)}`);
+    throw new RangeError(`pause: forMs must be a positive number of ms: got ${shown(forMs)}`);
   }
   const reason = options?.reason === undefined
     ? null
@@ -195,7 +202,7 @@ export function waitTimeoutMs(options: DispatchAndWaitOptions | undefined): numb
   ) {
     throw new RangeError(
       `dispatchAndWait: timeoutMs must be a positive number of ms up to 2147483647: got ${
-        String(timeoutMs)
+        shown(timeoutMs)
       }`,
     );
   }

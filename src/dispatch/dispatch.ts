@@ -237,15 +237,20 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
           `${where}: previousOutput cannot pass an output to or from an encrypted job: give it a payload`,
         );
       }
-      const { queue, delayMs, priority } = resolveDispatch(link.job, link.options, where);
       const createdAt = this.#rules.clock.now();
+      const { queue, availableAt, priority } = resolveDispatch(
+        link.job,
+        link.options,
+        where,
+        createdAt,
+      );
       const retryUntil = link.job.retryUntil?.(new Date(createdAt)).getTime() ?? null;
       rows.push({
         queue,
         name: link.job.name,
         payload: FROM_PREVIOUS_OUTPUT,
         priority,
-        availableAt: createdAt + delayMs,
+        availableAt,
         retryUntil,
         createdAt,
       });

@@ -85,9 +85,9 @@ export class JobRows {
         throw new TypeError(`${where}: payloads[${index}] is missing (a hole in the array)`);
       }
     }
-    const { queue, delayMs, at, priority } = resolveDispatch(job, options, where);
-    const trace = activeTraceparent();
     const createdAt = this.#clock.now();
+    const { queue, availableAt, priority } = resolveDispatch(job, options, where, createdAt);
+    const trace = activeTraceparent();
     const retryUntil = job.retryUntil === undefined
       ? null
       : job.retryUntil(new Date(createdAt)).getTime();
@@ -99,7 +99,7 @@ export class JobRows {
       name: job.name,
       payload: encodePayload(job, payload, this.#maxPayloadBytes, role),
       priority,
-      availableAt: at ?? createdAt + delayMs,
+      availableAt,
       retryUntil,
       createdAt,
       trace,

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { shown } from "../shown.ts";
 import type { StopReason } from "../events.ts";
 import { type ResolvedWorkOptions, resolveWorkOptions } from "../runner/work_options.ts";
 
@@ -120,12 +121,12 @@ export function resolveDrainOptions(
   defaultQueues: readonly string[],
 ): ResolvedWorkOptions {
   if (typeof options !== "object" || options === null) {
-    throw new TypeError(`drain: options must be an object: got ${String(options)}`);
+    throw new TypeError(`drain: options must be an object: got ${shown(options)}`);
   }
   const maxMs = maxTimeMsOf(options, 10_000);
   if (!Number.isFinite(maxMs) || maxMs < 0 || maxMs > 2_147_483_647) {
     throw new RangeError(
-      `drain: maxTimeMs must be a number of ms from 0 to 2147483647: got ${maxMs}`,
+      `drain: maxTimeMs must be a number of ms from 0 to 2147483647: got ${shown(maxMs)}`,
     );
   }
   try {

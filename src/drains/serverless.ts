@@ -6,6 +6,7 @@
  * @internal
  * @module
  */
+import { shown } from "../shown.ts";
 import type { DrainOptions, ServerlessOptions } from "./options.ts";
 
 /** `Deno.cron`'s overload with options, as far as the queue uses it. */
@@ -31,15 +32,15 @@ export function registerDrainCron(
   check: (options: DrainOptions) => void,
 ): Promise<void> {
   if (typeof options !== "object" || options === null) {
-    throw new TypeError(`serverless: options must be an object: got ${String(options)}`);
+    throw new TypeError(`serverless: options must be an object: got ${shown(options)}`);
   }
   const schedule = options.cron ?? "* * * * *";
   if (typeof schedule !== "string" || schedule.trim() === "") {
-    throw new TypeError(`serverless: cron must be a cron expression: got ${String(schedule)}`);
+    throw new TypeError(`serverless: cron must be a cron expression: got ${shown(schedule)}`);
   }
   const name = options.name ?? "renox-queue drain";
   if (typeof name !== "string" || name.trim() === "") {
-    throw new TypeError(`serverless: name must be a non-empty string: got ${String(name)}`);
+    throw new TypeError(`serverless: name must be a non-empty string: got ${shown(name)}`);
   }
   const drainOptions: DrainOptions = {
     maxTimeMs: options.maxTimeMs ?? options.drainMs ?? 50_000,

@@ -15,8 +15,15 @@ import type { ClaimedJob, LogWrites, NewLogLine } from "../stores/store.ts";
 
 /** How often lines of running jobs are written, in ms: a tick is asked for after this. */
 const WRITE_EVERY_MS = 1_000;
-/** A longer message is cut to this many characters, saying how many were cut. */
-const MAX_MESSAGE_CHARS = 8_192;
+/** A longer message is cut to about this many UTF-8 bytes, saying how many were cut. */
+const MAX_MESSAGE_BYTES = 8_192;
+/**
+ * Room a line leaves under its job's cap, for the store's line saying older
+ * lines were dropped: a line this much under the cap is never dropped whole.
+ */
+const CAP_LINE_ROOM_BYTES = 256;
+/** Room kept for the note that says what was cut. */
+const CUT_NOTE_ROOM_BYTES = 64;
 
 interface BufferedLine {
   readonly job: ClaimedJob;
@@ -52,13 +59,8 @@ export class JobLogBuffer {
 
   /** Keeps one line of `job`'s running attempt. */
   add(job: ClaimedJob, encrypted: boolean, at: number, call: LogCall): void {
-    const message = call.message.length > MAX_MESSAGE_CHARS
-      ? `${call.message.slice(0, MAX_MESSAGE_CHARS)}… (${
-        call.message.length - MAX_MESSAGE_CHARS
-      } more characters)`
-      : call.message;
-    const line = { ...call, message };
-    const bytes = byteLength(message) + (line.fields === null ? 0 : byteLength(line.fields));
+    const line = cutToFit(call, this.#maxBytesPerJob - CAP_LINE_ROOM_BYTES);
+    const bytes = byteLength(line.message) + (line.fields === null ? 0 : byteLength(line.fields));
     this.#lines.push({ job, encrypted, at, line, bytes });
     const held = (this.#bytesByJob.get(job.id) ?? 0) + bytes;
     this.#bytesByJob.set(job.id, held);
@@ -145,6 +147,40 @@ export class JobLogBuffer {
 }
 
 const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/**
+ * `call` as it is kept: a line over `lineBytes` (or a message over
+ * {@linkcode MAX_MESSAGE_BYTES}) keeps the head of its message, which ends
+ * with `… [cut: N bytes]`; fields that alone take over half of `lineBytes`
+ * are dropped too, and the note says so (`[cut: fields of N bytes]`).
+ */
+function cutToFit(call: LogCall, lineBytes: number): LogCall {
+  const messageBytes = byteLength(call.message);
+  const fieldsBytes = call.fields === null ? 0 : byteLength(call.fields);
+  if (messageBytes + fieldsBytes <= lineBytes && messageBytes <= MAX_MESSAGE_BYTES) return call;
+  const dropFields = fieldsBytes > lineBytes / 2;
+  const room = Math.min(MAX_MESSAGE_BYTES, lineBytes - (dropFields ? 0 : fieldsBytes)) -
+    CUT_NOTE_ROOM_BYTES;
+  const head = headOf(call.message, Math.max(0, room));
+  const cut = messageBytes - byteLength(head);
+  const what = [
+    ...(cut > 0 ? [`${cut} bytes`] : []),
+    ...(dropFields ? [`fields of ${fieldsBytes} bytes`] : []),
+  ];
+  const note = `${cut > 0 ? "…" : ""} [cut: ${what.join(", ")}]`;
+  return { ...call, message: head + note, fields: dropFields ? null : call.fields };
+}
+
+/** The longest start of `text` that is at most `bytes` UTF-8 bytes, never half a character. */
+function headOf(text: string, bytes: number): string {
+  if (byteLength(text) === text.length) return text.slice(0, bytes);
+  const encoded = encoder.encode(text);
+  if (encoded.length <= bytes) return text;
+  let end = bytes;
+  while (end > 0 && (encoded[end]! & 0xc0) === 0x80) end--; // not inside a character
+  return decoder.decode(encoded.subarray(0, end));
+}
 
 /** UTF-8 size of `text`: its length when every character is ASCII (the common case, no copy). */
 function byteLength(text: string): number {

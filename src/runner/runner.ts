@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { shown } from "../shown.ts";
 import type { Clock } from "../clock.ts";
 import type { PayloadCipher } from "../encryption.ts";
 import { asError, JobCancelledError, JobTimeoutError } from "../errors.ts";
@@ -195,7 +196,9 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     const graceMs = options.graceMs ?? this.#options.graceMs;
     if (!(graceMs >= 0 && graceMs <= 2_147_483_647)) {
       return Promise.reject(
-        new RangeError(`stop: graceMs must be a number of ms from 0 to 2147483647: got ${graceMs}`),
+        new RangeError(
+          `stop: graceMs must be a number of ms from 0 to 2147483647: got ${shown(graceMs)}`,
+        ),
       );
     }
     this.#stopWithin(graceMs);

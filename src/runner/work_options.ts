@@ -5,6 +5,7 @@
  * @internal
  * @module
  */
+import { shown } from "../shown.ts";
 import { assertQueueName } from "../names.ts";
 
 /** Options for {@linkcode Queue.work}. */
@@ -110,7 +111,7 @@ export function resolveWorkOptions(
   const concurrency = count("concurrency", options.concurrency ?? 1);
   const executor = options.executor ?? (canUseWorkers ? "workers" : "isolate");
   if (executor !== "workers" && executor !== "isolate") {
-    throw new TypeError(`work: executor must be "workers" or "isolate": got ${String(executor)}`);
+    throw new TypeError(`work: executor must be "workers" or "isolate": got ${shown(executor)}`);
   }
   if (executor === "workers" && !canUseWorkers) {
     throw new TypeError(
@@ -145,7 +146,7 @@ export function resolveWorkOptions(
 
 function flag(name: string, value: boolean): boolean {
   if (typeof value !== "boolean") {
-    throw new TypeError(`work: ${name} must be true or false: got ${String(value)}`);
+    throw new TypeError(`work: ${name} must be true or false: got ${shown(value)}`);
   }
   return value;
 }
@@ -153,7 +154,9 @@ function flag(name: string, value: boolean): boolean {
 function logBytes(value: number): number {
   if (!Number.isSafeInteger(value) || value < 1_024 || value > 16_777_216) {
     throw new RangeError(
-      `work: maxLogBytes must be an integer number of bytes from 1024 to 16777216: got ${value}`,
+      `work: maxLogBytes must be an integer number of bytes from 1024 to 16777216: got ${
+        shown(value)
+      }`,
     );
   }
   return value;
@@ -161,14 +164,14 @@ function logBytes(value: number): number {
 
 function positiveInteger(name: string, value: number): number {
   if (!Number.isSafeInteger(value) || value < 1) {
-    throw new RangeError(`work: ${name} must be a positive integer: got ${value}`);
+    throw new RangeError(`work: ${name} must be a positive integer: got ${shown(value)}`);
   }
   return value;
 }
 
 function count(name: string, value: number): number {
   if (!Number.isInteger(value) || value < 1 || value > 10_000) {
-    throw new RangeError(`work: ${name} must be an integer from 1 to 10000: got ${value}`);
+    throw new RangeError(`work: ${name} must be an integer from 1 to 10000: got ${shown(value)}`);
   }
   return value;
 }
@@ -176,7 +179,7 @@ function count(name: string, value: number): number {
 function duration(name: string, value: number, min: number): number {
   if (!Number.isFinite(value) || value < min || value > 2_147_483_647) {
     throw new RangeError(
-      `work: ${name} must be a number of ms from ${min} to 2147483647: got ${value}`,
+      `work: ${name} must be a number of ms from ${min} to 2147483647: got ${shown(value)}`,
     );
   }
   return value;

@@ -294,6 +294,11 @@ export interface ScheduleStore {
 export interface JobControlStore {
   /** Where job `id` stands at `now`, or null when no table holds it. */
   result(id: number, now: number): Promise<JobResultRow | null>;
+  /**
+   * Where each of the jobs `ids` stands at `now`, read at once: by id, with
+   * no entry for a job no table holds.
+   */
+  results(ids: readonly number[], now: number): Promise<Map<number, JobResultRow>>;
   /** Kept finished jobs matching `filter`, last finished first. */
   finished(filter: FinishedFilter, page: Page): Promise<FinishedJobRow[]>;
   /** One kept finished job, or null. */

@@ -222,6 +222,38 @@ storeTest("an encrypted job's output is stored encrypted and read back in clear"
 });
 
 storeTest(
+  "result() without APP_KEY gives an encrypted job's state and says why its output is withheld",
+  async (db) => {
+    const { jobs, secret } = controlJobs();
+    const queue = await db.open({ appKey: TEST_KEY, jobs });
+    const id = await queue.dispatch(secret, { pin: "4242" });
+    await workUntilEmpty(queue, { executor: "isolate" });
+    const keyless = await db.open({ jobs: [], mode: "external" });
+    assert.deepEqual(await keyless.result(id), {
+      state: "completed",
+      attempts: 1,
+      outputWithheld: "encrypted, and this process has no APP_KEY to open it",
+    });
+    assert.deepEqual(await queue.result(id), {
+      state: "completed",
+      attempts: 1,
+      output: { token: "t-4242" },
+    });
+    // A changed sealed output does not open, and the error says "output".
+    const [{ output }] = await db.query<{ output: string }>(
+      "SELECT output FROM completed_jobs WHERE id = ?",
+      [id],
+    ) as [{ output: string }];
+    const changed = output.slice(0, -6) + (output.at(-6) === "A" ? "B" : "A") + output.slice(-5);
+    await db.query("UPDATE completed_jobs SET output = ? WHERE id = ?", [changed, id]);
+    await assert.rejects(
+      queue.result(id),
+      /^PayloadIntegrityError: Stored output of "secret" cannot be used: the encrypted output failed authentication/,
+    );
+  },
+);
+
+storeTest(
   "dispatchAndWait() resolves with the typed output, rejects with the final error",
   async (db) => {
     const { jobs, add, broken } = controlJobs();

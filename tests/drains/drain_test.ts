@@ -266,6 +266,34 @@ storeTest(
   },
 );
 
+storeTest(
+  "drainAfter() and serverless() on a queue that does not work jobs refuse at the call, as drain() does",
+  async (db) => {
+    const external = await db.open({ jobs: [ok], mode: "external" });
+    const inline = await Queue.open({ jobs: [ok], mode: "inline" });
+    try {
+      for (const [mode, queue] of [["external", external], ["inline", inline]] as const) {
+        const errors: unknown[] = [];
+        queue.addEventListener("queue:error", (event) => errors.push(event.detail.error));
+        const refusal = new RegExp(
+          `^TypeError: Cannot work jobs in this process: this queue was opened with mode "${mode}" .*; open it with mode "worker" to work jobs here$`,
+        );
+        await assert.rejects(queue.drain(), refusal);
+        assert.throws(() => queue.drainAfter(new Response()), refusal);
+        assert.throws(
+          () => queue.drainAfter(new Response(), { after: Promise.resolve() }),
+          refusal,
+        );
+        assert.throws(() => queue.serverless(), refusal);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        assert.deepEqual(errors, []);
+      }
+    } finally {
+      await inline.close();
+    }
+  },
+);
+
 Deno.test({
   name: "serverless() without Deno.cron says which flag or deno.json setting turns it on",
   ignore: typeof (Deno as { cron?: unknown }).cron === "function",

@@ -173,7 +173,7 @@ Deno.test("work() accepts a maxJobs past 10000: it is a count of jobs, not of sl
 Deno.test("resolveWorkOptions() refuses a captureConsole that is not a boolean and a maxLogBytes out of range", () => {
   assert.throws(
     () => resolveWorkOptions({ captureConsole: "yes" as unknown as boolean }, ["default"], false),
-    /work: captureConsole must be true or false: got yes/,
+    /work: captureConsole must be true or false: got "yes"/,
   );
   for (const maxLogBytes of [0, 1_023, 1.5, 16_777_217, NaN]) {
     assert.throws(

@@ -22,6 +22,7 @@
 // A full specifier: an app importing this module from another folder resolves bare names with
 // its own import map, which need not list this dependency.
 // deno-lint-ignore no-import-prefix
+import { shown } from "../../shown.ts";
 import postgres from "npm:postgres@^3.4.9";
 import { migrations } from "../../../migrations/postgres/mod.ts";
 import { postgresDialect } from "./dialect.ts";
@@ -78,22 +79,24 @@ export class PostgresStore extends SqlStore {
     if (!/^[a-z_][a-z0-9_]{0,50}$/.test(schema)) {
       throw new TypeError(
         `schema must be 1 to 51 lower-case letters, digits and underscores, not starting with a digit: got ${
-          JSON.stringify(schema)
+          shown(schema)
         }`,
       );
     }
     const clock = options.clock ?? "database";
     if (clock !== "database" && clock !== "caller") {
-      throw new TypeError(`clock must be "database" or "caller": got ${String(clock)}`);
+      throw new TypeError(`clock must be "database" or "caller": got ${shown(clock)}`);
     }
     const maxConnections = options.maxConnections ?? 4;
     if (!Number.isSafeInteger(maxConnections) || maxConnections < 1) {
-      throw new RangeError(`maxConnections must be a whole number >= 1: got ${maxConnections}`);
+      throw new RangeError(
+        `maxConnections must be a whole number >= 1: got ${shown(maxConnections)}`,
+      );
     }
     const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
     if (!Number.isFinite(connectTimeoutMs) || connectTimeoutMs < 1_000) {
       throw new RangeError(
-        `connectTimeoutMs must be a number of ms >= 1000: got ${connectTimeoutMs}`,
+        `connectTimeoutMs must be a number of ms >= 1000: got ${shown(connectTimeoutMs)}`,
       );
     }
     if (!isPostgresUrl(url)) {

@@ -48,16 +48,19 @@ const PRUNE_KEPT = statement(
 const PRUNE_FINISHED = statement(
   "DELETE FROM completed_jobs WHERE finished_at < (SELECT {{now $1}} - $2)",
 );
-/** Where job `$1` stands; `leased` is 1 when its lease still runs at `{{now $2}}`. */
-const RESULT = statement(
-  `SELECT 'job' AS source, name, attempts,
+/**
+ * Where each of the jobs `{{ids $1}}` stands, one row per job some table
+ * holds; `leased` is 1 when its lease still runs at `{{now $2}}`.
+ */
+const RESULTS = statement(
+  `SELECT 'job' AS source, id, name, attempts,
     CASE WHEN token IS NOT NULL AND available_at > {{now $2}} THEN 1 ELSE 0 END AS leased,
     CAST(NULL AS TEXT) AS output, CAST(NULL AS TEXT) AS error, cancel_requested AS state
-    FROM jobs WHERE id = $1
-  UNION ALL SELECT 'kept', name, attempts, 0, output, error, state FROM completed_jobs
-    WHERE id = $1
-  UNION ALL SELECT 'failed', name, attempts, 0, CAST(NULL AS TEXT), error, CAST(NULL AS TEXT)
-    FROM failed_jobs WHERE id = $1`,
+    FROM jobs WHERE id IN {{ids $1}}
+  UNION ALL SELECT 'kept', id, name, attempts, 0, output, error, state FROM completed_jobs
+    WHERE id IN {{ids $1}}
+  UNION ALL SELECT 'failed', id, name, attempts, 0, CAST(NULL AS TEXT), error, CAST(NULL AS TEXT)
+    FROM failed_jobs WHERE id IN {{ids $1}}`,
 );
 const COMPLETED_COLUMNS =
   "id, queue, name, state, payload, output, error, attempts, created_at, started_at, finished_at, duration_ms";
@@ -138,6 +141,7 @@ export function* pruneFinished(dialect: Dialect, before: number, now: number): S
 
 interface StoredResult {
   readonly source: "job" | "kept" | "failed";
+  readonly id: number;
   readonly name: string;
   readonly attempts: number;
   readonly leased: number;
@@ -146,10 +150,7 @@ interface StoredResult {
   readonly state: string | null;
 }
 
-/** Where job `id` stands at `now`, from the one table that holds it, or null. */
-export function* result(dialect: Dialect, id: number, now: number): Script<JobResultRow | null> {
-  const { rows: [row] } = yield* exec<StoredResult>(RESULT, id, clockParam(dialect, now));
-  if (row === undefined) return null;
+function toResultRow(row: StoredResult): JobResultRow {
   const base = { name: row.name, attempts: Number(row.attempts) };
   switch (row.source) {
     case "job": {
@@ -173,6 +174,22 @@ export function* result(dialect: Dialect, id: number, now: number): Script<JobRe
     case "failed":
       return { ...base, state: "failed", output: null, error: row.error, cancelRequested: null };
   }
+}
+
+/**
+ * Where each of the jobs `ids` stands at `now`, read in one statement, by
+ * id; a job no table holds has no entry.
+ */
+export function* results(
+  dialect: Dialect,
+  ids: readonly number[],
+  now: number,
+): Script<Map<number, JobResultRow>> {
+  const found = new Map<number, JobResultRow>();
+  if (ids.length === 0) return found;
+  const { rows } = yield* exec<StoredResult>(RESULTS, ids, clockParam(dialect, now));
+  for (const row of rows) found.set(Number(row.id), toResultRow(row));
+  return found;
 }
 
 interface StoredCompleted {

@@ -301,8 +301,13 @@ export class SqlStore implements Store {
   }
 
   /** Where job `id` stands at `now`, read in one statement. */
-  result(id: number, now: number): Promise<JobResultRow | null> {
-    return this.#read(() => finishedJobs.result(this.#dialect, id, now));
+  async result(id: number, now: number): Promise<JobResultRow | null> {
+    return (await this.results([id], now)).get(id) ?? null;
+  }
+
+  /** Where each of the jobs `ids` stands at `now`, read in one statement. */
+  results(ids: readonly number[], now: number): Promise<Map<number, JobResultRow>> {
+    return this.#read(() => finishedJobs.results(this.#dialect, ids, now));
   }
 
   /** Kept finished jobs, last finished first. */

@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { shown } from "../../shown.ts";
 import { migrations } from "../../../migrations/sqlite/mod.ts";
 import { type Durability, openConnection } from "./connection.ts";
 import { sqliteDialect } from "./dialect.ts";
@@ -46,11 +47,13 @@ export class SqliteStore extends SqlStore {
   static async open(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
     const durability = options.durability ?? "normal";
     if (durability !== "normal" && durability !== "full") {
-      throw new TypeError(`durability must be "normal" or "full": got ${String(durability)}`);
+      throw new TypeError(`durability must be "normal" or "full": got ${shown(durability)}`);
     }
     const busyTimeoutMs = options.busyTimeoutMs ?? 30_000;
     if (!(Number.isFinite(busyTimeoutMs) && busyTimeoutMs >= 0)) {
-      throw new RangeError(`busyTimeoutMs must be a finite number >= 0: got ${busyTimeoutMs}`);
+      throw new RangeError(
+        `busyTimeoutMs must be a finite number >= 0: got ${shown(busyTimeoutMs)}`,
+      );
     }
     const db = await openConnection(path, durability, busyTimeoutMs);
     const store = new SqliteStore(new SqliteEngine(db, path, busyTimeoutMs));

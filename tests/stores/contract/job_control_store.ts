@@ -25,6 +25,7 @@ import {
 export const jobControlStore: ContractArea = {
   covers: [
     "result",
+    "results",
     "finished",
     "finishedJob",
     "pruneFinished",
@@ -70,7 +71,7 @@ function nameOf(id: number): string {
 }
 
 function register(test: ContractTest): void {
-  test("result() says where a job stands: pending, running, completed, failed or cancelled; null when no table holds it", async (store) => {
+  test("result() and results() say where jobs stand: pending, running, completed, failed or cancelled; null when no table holds it", async (store) => {
     const base = { attempts: 0, output: null, error: null, cancelRequested: null };
     const pending = await pushNamed(store);
     const running = await pushNamed(store);
@@ -111,6 +112,22 @@ function register(test: ContractTest): void {
     });
     assert.equal(await store.result(unkept, at), null, "a success not kept leaves nothing");
     assert.equal(await store.result(987_654, at), null);
+    const many = await store.results(
+      [pending, running, completed, failed, cancelled, unkept, 987_654],
+      at,
+    );
+    assert.deepEqual(
+      Object.fromEntries([...many].map(([id, row]) => [id, { ...row }])),
+      {
+        [pending]: results.pending,
+        [running]: results.running,
+        [completed]: results.completed,
+        [failed]: results.failed,
+        [cancelled]: results.cancelled,
+      },
+      "results() reads the same rows in one call, and leaves out the ids no table holds",
+    );
+    assert.equal((await store.results([], at)).size, 0);
     assert.equal(
       (await store.result(running, T0 + LEASE_MS))?.state,
       "pending",

@@ -139,6 +139,7 @@ function operations(store: Store): [string, () => Promise<unknown>][] {
     ["forgetSchedule", () => store.forgetSchedule("s")],
     ["runSchedule", () => store.runSchedule("s", [], T0)],
     ["result", () => store.result(1, T0)],
+    ["results", () => store.results([1], T0)],
     ["finished", () => store.finished({}, { limit: 1, offset: 0 })],
     ["finishedJob", () => store.finishedJob(1)],
     ["pruneFinished", () => store.pruneFinished(T0, T0)],

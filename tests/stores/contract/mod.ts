@@ -89,6 +89,7 @@ export const STORE_MEMBERS: Record<StoreMethod, true> = {
   forgetSchedule: true,
   runSchedule: true,
   result: true,
+  results: true,
   finished: true,
   finishedJob: true,
   pruneFinished: true,

@@ -1,0 +1,171 @@
+/**
+ * What survives a trip through JSON unchanged: a job's output is stored as
+ * JSON and handed back parsed, so an output schema whose values would come
+ * back as something else (a Date as a string, a Map as `{}`) is refused
+ * when the job is defined, and a returned value that would change (from a
+ * transform or a custom schema the definition cannot see into) is refused
+ * when it is stored. A value is never handed back contradicting its type.
+ *
+ * @internal
+ * @module
+ */
+
+/** Why a value of a zod def type does not survive JSON, and what to use instead. */
+const CHANGED_BY_JSON: Readonly<Record<string, string>> = {
+  date: "a Date comes back as a string: use z.iso.datetime() and return date.toISOString()",
+  map: "a Map comes back as {}: use z.record() or an array of pairs",
+  set: "a Set comes back as {}: use an array",
+  bigint: "a BigInt cannot be written as JSON: use a string or a number",
+  symbol: "a symbol cannot be written as JSON",
+  function: "a function is dropped by JSON",
+  promise: "a Promise comes back as {}: return the value it resolves with",
+  file: "a File comes back as {}: store it elsewhere and return where",
+  nan: "NaN comes back as null",
+  undefined: "undefined comes back as null: use z.null(), or an optional object property",
+  void: "undefined comes back as null: use z.null(), or an optional object property",
+};
+
+/** A zod 4 schema's definition, as far as this walk reads it. */
+interface Def {
+  readonly type: string;
+  readonly [key: string]: unknown;
+}
+
+function defOf(schema: unknown): Def | null {
+  const def = (schema as { _zod?: { def?: Def } } | null)?._zod?.def;
+  return typeof def?.type === "string" ? def : null;
+}
+
+/**
+ * Where and why values of `schema` (a zod 4 schema) would not come back
+ * from JSON as they went in: `"output.when: a Date comes back as a
+ * string: …"`, or null when they all survive. `root` names the value
+ * (`"output"`). Schemas it cannot see into (transforms, custom checks) are
+ * left to {@linkcode jsonChange}.
+ */
+export function jsonUnsafePart(schema: unknown, root: string): string | null {
+  // A schema met again (z.lazy() recursion) was walked already, in the same place.
+  const seen = { property: new Set<unknown>(), other: new Set<unknown>() };
+  const walk = (schema: unknown, path: string, property: boolean): string | null => {
+    const def = defOf(schema);
+    const walked = property ? seen.property : seen.other;
+    if (def === null || walked.has(schema)) return null;
+    walked.add(schema);
+    const inner = (key: string, at = path, isProperty = false) => walk(def[key], at, isProperty);
+    switch (def.type) {
+      case "optional":
+        return property ? inner("innerType", path, true) : `${path}: ${CHANGED_BY_JSON.undefined}`;
+      case "nullable":
+      case "default":
+      case "prefault":
+      case "catch":
+      case "readonly":
+      case "nonoptional":
+        return inner("innerType", path, property);
+      case "pipe":
+        return inner("out", path, property); // what it holds is what comes out of the pipe
+      case "lazy":
+        return walk((def.getter as () => unknown)(), path, property);
+      case "array":
+        return inner("element", `${path}[]`);
+      case "object": {
+        const shape = def.shape as Record<string, unknown>;
+        for (const [key, value] of Object.entries(shape)) {
+          const found = walk(value, `${path}.${key}`, true);
+          if (found !== null) return found;
+        }
+        return def.catchall === undefined ? null : inner("catchall", `${path}.*`, true);
+      }
+      case "record":
+        return inner("valueType", `${path}.*`, true);
+      case "tuple": {
+        const items = def.items as readonly unknown[];
+        for (const [index, item] of items.entries()) {
+          const found = walk(item, `${path}[${index}]`, false);
+          if (found !== null) return found;
+        }
+        return def.rest === null || def.rest === undefined ? null : inner("rest", `${path}[]`);
+      }
+      case "union":
+        for (const option of def.options as readonly unknown[]) {
+          const found = walk(option, path, property);
+          if (found !== null) return found;
+        }
+        return null;
+      case "intersection":
+        return inner("left", path, property) ?? inner("right", path, property);
+      case "literal":
+        for (const value of def.values as readonly unknown[]) {
+          if (value === undefined && !property) return `${path}: ${CHANGED_BY_JSON.undefined}`;
+          if (typeof value === "bigint" || typeof value === "symbol") {
+            return `${path}: ${CHANGED_BY_JSON[typeof value]}`;
+          }
+        }
+        return null;
+      default: {
+        const why = CHANGED_BY_JSON[def.type];
+        if (why === undefined) return null;
+        if ((def.type === "undefined" || def.type === "void") && property) return null;
+        return `${path}: ${why}`;
+      }
+    }
+  };
+  return walk(schema, root, false);
+}
+
+/**
+ * Where and how `value` would come back from JSON changed (`"output.when:
+ * a Date comes back as a string"`), or null when `JSON.parse` of its JSON
+ * equals it. An object property holding undefined is dropped by JSON and
+ * reads undefined again: that is no change.
+ */
+export function jsonChange(value: unknown, path: string): string | null {
+  return changeIn(value, path, new Set());
+}
+
+/** {@linkcode jsonChange} below `ancestors`, the objects that hold `value`. */
+function changeIn(value: unknown, path: string, ancestors: Set<object>): string | null {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return null;
+    case "number":
+      return Number.isFinite(value) ? null : `${path}: ${value} comes back as null`;
+    case "undefined":
+      return `${path}: ${CHANGED_BY_JSON.undefined}`;
+    case "bigint":
+    case "symbol":
+    case "function":
+      return `${path}: ${CHANGED_BY_JSON[typeof value]}`;
+  }
+  if (value === null) return null;
+  if (typeof (value as { toJSON?: unknown }).toJSON === "function") {
+    const kind = value instanceof Date ? "a Date" : "a value with toJSON()";
+    return `${path}: ${kind} comes back as what toJSON() returned`;
+  }
+  const object = value as object;
+  if (ancestors.has(object)) return `${path}: a circular reference cannot be written as JSON`;
+  ancestors.add(object);
+  try {
+    if (Array.isArray(value)) {
+      for (const [index, item] of value.entries()) {
+        const found = changeIn(item, `${path}[${index}]`, ancestors);
+        if (found !== null) return found;
+      }
+      return null;
+    }
+    const prototype = Object.getPrototypeOf(value);
+    if (prototype !== Object.prototype && prototype !== null) {
+      const name = (value as object).constructor?.name ?? "object";
+      return `${path}: a ${name} comes back as a plain object`;
+    }
+    for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
+      if (item === undefined) continue;
+      const found = changeIn(item, `${path}.${key}`, ancestors);
+      if (found !== null) return found;
+    }
+    return null;
+  } finally {
+    ancestors.delete(object);
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * Outputs survive their trip through JSON: a schema whose values would come
+ * back changed is refused at `defineJob`, naming the job and the part; a
+ * returned value that would change is refused when it is stored, and the
+ * wait rejects instead of resolving with a value that contradicts its type.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import { defineJob, type PayloadSchema } from "../mod.ts";
+import { within } from "./_helpers.ts";
+import { storeTest } from "./_stores.ts";
+
+const PREFIX =
+  'Job "out": output is stored as JSON, and its schema has a part that does not survive it: ';
+
+function refused(output: PayloadSchema, part: string): void {
+  assert.throws(
+    () => defineJob({ name: "out", schema: z.null(), output, handle: () => undefined as never }),
+    (error: Error) => {
+      assert.ok(error instanceof TypeError);
+      assert.equal(error.message.slice(0, PREFIX.length), PREFIX);
+      assert.equal(error.message.slice(PREFIX.length, PREFIX.length + part.length), part);
+      return true;
+    },
+  );
+}
+
+Deno.test("defineJob() refuses an output schema that does not survive JSON, naming the part", () => {
+  refused(z.map(z.string(), z.number()), "output: a Map comes back as {}: use z.record()");
+  refused(z.date(), "output: a Date comes back as a string: use z.iso.datetime()");
+  refused(z.coerce.date(), "output: a Date comes back as a string");
+  refused(z.object({ order: z.object({ when: z.date() }) }), "output.order.when: a Date");
+  refused(z.array(z.set(z.string())), "output[]: a Set comes back as {}");
+  refused(z.tuple([z.string(), z.bigint()]), "output[1]: a BigInt cannot be written as JSON");
+  refused(z.record(z.string(), z.symbol()), "output.*: a symbol cannot be written as JSON");
+  refused(z.object({ id: z.number() }).catchall(z.nan()), "output.*: NaN comes back as null");
+  refused(z.union([z.string(), z.promise(z.string())]), "output: a Promise comes back as {}");
+  refused(z.string().optional(), "output: undefined comes back as null: use z.null()");
+  refused(z.array(z.undefined()), "output[]: undefined comes back as null");
+  refused(z.literal([1, 2n]), "output: a BigInt");
+  refused(z.string().pipe(z.coerce.date()), "output: a Date");
+  refused(z.any().pipe(z.map(z.string(), z.string())).nullable().default(null), "output: a Map");
+  const Node: z.ZodType = z.lazy(() => z.object({ at: z.date(), next: Node.optional() }));
+  refused(Node, "output.at: a Date");
+});
+
+Deno.test("defineJob() accepts output schemas whose values survive JSON", () => {
+  const Tree: z.ZodType = z.lazy(() =>
+    z.object({ name: z.string(), children: z.array(Tree), note: z.string().optional() })
+  );
+  for (
+    const output of [
+      z.object({
+        at: z.iso.datetime(),
+        tags: z.array(z.string()),
+        maybe: z.string().optional(),
+        gone: z.undefined(),
+        count: z.number().int().nullable(),
+        kind: z.enum(["a", "b"]),
+        pairs: z.array(z.tuple([z.string(), z.number()])),
+        byName: z.record(z.string(), z.boolean().optional()),
+      }),
+      z.string().transform((text) => text.length),
+      z.union([z.literal("x"), z.null()]),
+      Tree,
+      z.any(),
+    ]
+  ) {
+    defineJob({ name: "out", schema: z.null(), output, handle: () => null as never });
+  }
+});
+
+storeTest(
+  "a returned output that JSON would change fails the job, and dispatchAndWait rejects",
+  async (db) => {
+    const dated = defineJob({
+      name: "dated",
+      schema: z.null(),
+      maxAttempts: 1,
+      output: z.string().transform(() => new Date(0)),
+      handle: () => "then",
+    });
+    const mapped = defineJob({
+      name: "mapped",
+      schema: z.null(),
+      maxAttempts: 1,
+      output: z.object({ index: z.instanceof(Map) }),
+      handle: () => ({ index: new Map([["a", 1]]) }),
+    });
+    const plain = defineJob({
+      name: "plain",
+      schema: z.null(),
+      output: z.object({ at: z.iso.datetime(), note: z.string().optional() }),
+      handle: () => ({ at: new Date(0).toISOString(), note: undefined }),
+    });
+    const queue = await db.open({ jobs: [dated, mapped, plain] });
+    const worker = queue.work({ executor: "isolate" });
+    await assert.rejects(
+      within(queue.dispatchAndWait(dated, null), 60_000, "the dated job"),
+      /Cannot store the output of "dated": output does not survive JSON: output: a Date comes back as what toJSON\(\) returned/,
+    );
+    await assert.rejects(
+      within(queue.dispatchAndWait(mapped, null), 60_000, "the mapped job"),
+      /output does not survive JSON: output\.index: a Map comes back as a plain object/,
+    );
+    assert.deepEqual(await within(queue.dispatchAndWait(plain, null), 60_000, "the plain job"), {
+      at: "1970-01-01T00:00:00.000Z",
+    });
+    assert.equal(await db.count("failed_jobs"), 2);
+    await worker.stop();
+  },
+);
