@@ -25,7 +25,10 @@ export type Outcome =
   }
   | { readonly kind: "fail"; readonly settlement: Fail; readonly error: Error }
   | {
-    /** Held back by its middleware before it started: put back, attempt given back. */
+    /**
+     * Put back before its handler started (held back by its middleware, or
+     * claimed and not started): attempt given back, not a retry.
+     */
     readonly kind: "held";
     readonly settlement: Release;
   }
@@ -196,6 +199,15 @@ export function outcomeOf(
  */
 export function putBack(job: ClaimedJob, now: number, reason: string): Outcome {
   return { kind: "retry", error: null, delayMs: 0, settlement: giveBack(job, now, now, reason) };
+}
+
+/**
+ * A job claimed and not started (claimed ahead when its worker stopped, or
+ * when a job of its queue could not start): given back due now, attempt
+ * given back, neither an attempt nor a retry.
+ */
+export function putBackUnstarted(job: ClaimedJob, now: number, reason: string): Outcome {
+  return { kind: "held", settlement: giveBack(job, now, now, reason) };
 }
 
 /**

@@ -20,6 +20,7 @@ import {
   type Outcome,
   outcomeOf,
   putBack,
+  putBackUnstarted,
   refusalBeforeStart,
 } from "./lifecycle.ts";
 import type { JobRegistry } from "./registry.ts";
@@ -114,6 +115,14 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
    */
   #tickSettlesFirst: boolean | null = null;
   readonly #ahead: ClaimAhead;
+  /**
+   * Jobs claimed ahead taken for slots that freed: each holds its slot until
+   * the next tick confirms its start (then it starts) or refuses it (then it
+   * is dropped: cancelled, taken over, or given back for a pause).
+   */
+  #toStart: ClaimedJob[] = [];
+  /** The jobs of `#toStart` that the tick writing now is confirming: they hold their slots too. */
+  #confirming: readonly ClaimedJob[] = [];
   #spendLimitsByName: Readonly<Record<string, SpendLimits>> | undefined;
   #claimed = 0;
   #state: StopState = RUNNING;
@@ -220,7 +229,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       for (;;) {
         if (!this.#settleFirst) this.#startAhead();
         const free = this.#freeSlots();
-        const settleDue = this.#settleDue() || this.#logs.due;
+        const settleDue = this.#settleDue() || this.#logs.due || this.#toStart.length > 0;
         const limit = this.#claimLimit(free, settleDue);
         const claimed = settleDue || limit > 0 || this.#slotDue()
           ? await this.#tick(limit, free)
@@ -229,7 +238,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         const unsettled = this.#finished.length > 0 && claimed !== null;
         if (this.#state.phase === "grace over" && this.#running.size === 0 && !unsettled) break;
         const idle = this.#running.size === 0 && this.#finished.length === 0 &&
-          this.#ahead.size === 0;
+          this.#ahead.size === 0 && this.#toStart.length === 0;
         if (idle && !this.#mayClaim()) break;
         const sealing = this.#deps.schedules?.missedRows === true; // a slot waits for its row
         if (idle && stopWhenEmpty && claimed === 0 && !sealing) {
@@ -237,6 +246,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
           break;
         }
         if (this.#pollSleep.timersStarved) await this.#pollSleep.yieldToTimers();
+        if (this.#toStart.length > 0) continue; // slots wait for the next tick to confirm their starts
         if (this.#finished.length === 0) {
           // Took every due job the free slots allowed: sleep until the next one is due.
           const allDueTaken = claimed !== null && claimed < limit && this.#mayClaim();
@@ -310,19 +320,22 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   }
 
   /**
-   * Starts jobs claimed ahead in the free slots; once the worker stops
-   * claiming (a stop, `maxTimeMs`), puts them all back instead.
+   * Takes jobs claimed ahead for the free slots, to start once the next tick
+   * confirms their start; once the worker stops claiming (a stop,
+   * `maxTimeMs`), puts them all back instead.
    */
   #startAhead(): void {
-    if (this.#ahead.size === 0) return;
+    if (this.#ahead.size === 0 && this.#toStart.length === 0) return;
     if (this.#state.phase !== "running" || !this.#withinTime()) {
-      this.#putBackUnstarted(this.#ahead.takeAll(), "worker stopped before the attempt began");
+      const unstarted = this.#toStart.concat(this.#ahead.takeAll());
+      this.#toStart = [];
+      this.#putBackUnstarted(unstarted, "worker stopped before the attempt began");
       return;
     }
-    while (this.#running.size < this.#options.concurrency) {
+    while (this.#slotsTaken < this.#options.concurrency) {
       const taken = this.#ahead.take();
       if (taken === undefined) return;
-      if (taken.fresh) this.#start(taken.job);
+      if (taken.fresh) this.#toStart.push(taken.job);
       else {
         // Its lease was not renewed while it waited: another worker may take it, so run it later.
         this.#claimed--;
@@ -331,10 +344,42 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     }
   }
 
+  /**
+   * Starts the jobs claimed ahead whose start the tick confirmed, in claim
+   * order, and drops the others: each was cancelled, taken over by another
+   * worker, or given back because its queue is paused. The jobs still held
+   * ahead of a paused queue are put back too: they would be refused alike.
+   */
+  #confirmed(starting: readonly ClaimedJob[], started: readonly number[]): void {
+    if (starting.length === 0) return;
+    const confirmed = new Set(started);
+    const refusedQueues = new Set<string>();
+    for (const job of starting) {
+      if (confirmed.has(job.id)) {
+        this.#start(job);
+        continue;
+      }
+      this.#claimed--;
+      refusedQueues.add(job.queue);
+    }
+    if (refusedQueues.size === 0) return;
+    const held = this.#ahead.takeWhere((job) => refusedQueues.has(job.queue));
+    this.#claimed -= held.length;
+    this.#putBackUnstarted(
+      held,
+      "claimed ahead and not started: a job of its queue could not start",
+    );
+  }
+
+  /** Slots running a job, or held by a job claimed ahead until its start is confirmed. */
+  get #slotsTaken(): number {
+    return this.#running.size + this.#toStart.length + this.#confirming.length;
+  }
+
   #freeSlots(): number {
     if (!this.#mayClaim()) return 0;
     const { concurrency, maxJobs } = this.#options;
-    return Math.min(concurrency - this.#running.size, maxJobs - this.#claimed);
+    return Math.min(concurrency - this.#slotsTaken, maxJobs - this.#claimed);
   }
 
   /** The schedules this runner fires, while it may claim; null otherwise. */
@@ -412,6 +457,9 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.#unsettledSince = Infinity;
     this.#settleFirst = false;
     const settlements: Settlement[] = settling.map(timedSettlement);
+    const starting = this.#toStart;
+    this.#toStart = [];
+    this.#confirming = starting;
     if (this.#progress.due) settlements.push(...this.#progress.take());
     const schedules = this.#firing() ?? undefined;
     if (schedules?.needsPreparing) await schedules.prepare(clock.now());
@@ -438,16 +486,27 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         ? [{ id: job.id, traceparent }]
         : []
     );
+    const starts = starting.length === 0 ? undefined : {
+      leases: starting.map(({ id, token }) => ({ id, token })),
+      leaseMs: this.#options.leaseMs,
+      now,
+    };
     let result: SettleResult;
     this.#tickSettlesFirst = settleFirst;
     try {
-      result = settlements.length > 0 || logs !== null
-        ? await store.settle(settlements, request, logs === null ? { spans } : { logs, spans })
-        : { applied: [], claimed: await store.claim(request!) };
+      result = settlements.length > 0 || logs !== null || starts !== undefined
+        ? await store.settle(settlements, request, {
+          spans,
+          ...(logs !== null && { logs }),
+          ...(starts !== undefined && { starts }),
+        })
+        : { applied: [], claimed: await store.claim(request!), started: [] };
     } catch (error) {
       this.#tickSettlesFirst = null;
+      this.#confirming = [];
       const failure = asError(error);
       this.#logs.putBack(logs); // written with a later tick
+      this.#toStart = starting.concat(this.#toStart); // confirmed with a later tick
       if (settling.length > 0 && !isStoreOutage(failure)) return await this.#settleApart(settling);
       this.#finished = settling.concat(this.#finished);
       if (this.#finished.length > 0) {
@@ -459,6 +518,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       return null;
     }
     this.#tickSettlesFirst = null;
+    this.#confirming = [];
     this.#outage = null;
     settling.forEach((finished, index) => {
       if (result.applied[index]) this.#report(finished);
@@ -468,13 +528,23 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.#claimed += result.claimed.length;
     // A stop that came while the claim waited on the store: start nothing, put it back.
     if (this.#state.phase !== "running") {
-      this.#putBackUnstarted(result.claimed, "worker stopped before the attempt began");
+      const confirmed = new Set(result.started);
+      this.#putBackUnstarted(
+        starting.filter((job) => confirmed.has(job.id)).concat(result.claimed),
+        "worker stopped before the attempt began",
+      );
     } else {
+      this.#confirmed(starting, result.started);
       // Short of jobs ahead (none more due, or batch jobs given back): claim none ahead a while.
       if (limit > free && result.claimed.length < limit) this.#ahead.pause();
       const startable = await this.#middleware.check(result.claimed);
-      // After the jobs claimed ahead before (slots that freed during the tick may have taken some).
-      this.#ahead.add(startable);
+      // The claim started the jobs of the free slots; those claimed ahead wait for a confirmation.
+      const ahead: ClaimedJob[] = [];
+      for (const job of startable) {
+        if (job.ahead === true) ahead.push(job);
+        else this.#start(job);
+      }
+      this.#ahead.add(ahead);
       this.#startAhead();
     }
     return result.claimed.length;
@@ -530,10 +600,11 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     this.#finished.push(finished);
   }
 
+  /** Gives back jobs claimed and not started: not an attempt, nor a retry. */
   #putBackUnstarted(jobs: readonly ClaimedJob[], reason: string): void {
     const now = this.#deps.clock.now();
     for (const job of jobs) {
-      this.#settleLater({ job, outcome: putBack(job, now, reason), durationMs: 0 });
+      this.#settleLater({ job, outcome: putBackUnstarted(job, now, reason), durationMs: 0 });
     }
   }
 
@@ -734,7 +805,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         this.emit("job:retry", { ...detail(), error: outcome.error, delayMs: outcome.delayMs });
         return;
       case "held":
-        return; // not an attempt: the handler never ran
+        return; // not an attempt: the handler never ran (held back, or claimed and not started)
       case "cancelled":
         this.emit("job:cancelled", { ...detail(), reason: outcome.reason });
         return;

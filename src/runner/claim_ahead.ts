@@ -142,6 +142,19 @@ export class ClaimAhead {
     return { job: next.job, fresh: performance.now() - next.claimedAt <= this.#leaseMs / 3 };
   }
 
+  /** The jobs here that `match`, in claim order, leaving the others. */
+  takeWhere(match: (job: ClaimedJob) => boolean): ClaimedJob[] {
+    const taken: ClaimedJob[] = [];
+    const kept: AheadJob[] = [];
+    for (const entry of this.#jobs.slice(this.#first)) {
+      if (match(entry.job)) taken.push(entry.job);
+      else kept.push(entry);
+    }
+    this.#jobs = kept;
+    this.#first = 0;
+    return taken;
+  }
+
   /** Every job here, in claim order, leaving none. */
   takeAll(): ClaimedJob[] {
     const jobs = this.#jobs.slice(this.#first).map(({ job }) => job);

@@ -65,10 +65,14 @@ const PRUNE_KEPT = statement(
 const PRUNE_FINISHED = statement(
   "DELETE FROM completed_jobs WHERE finished_at < (SELECT {{now $1}} - $2)",
 );
-/** Where job `$1` stands; `leased` is 1 when its lease still runs at `{{now $2}}`. */
+/**
+ * Where job `$1` stands; `leased` is 1 when its lease still runs at
+ * `{{now $2}}` and it started (a job claimed ahead has not).
+ */
 const RESULT = statement(
   `SELECT 'job' AS source, name, attempts,
-    CASE WHEN token IS NOT NULL AND available_at > {{now $2}} THEN 1 ELSE 0 END AS leased,
+    CASE WHEN token IS NOT NULL AND available_at > {{now $2}} AND claimed_ahead = 0 THEN 1
+      ELSE 0 END AS leased,
     CAST(NULL AS TEXT) AS output, CAST(NULL AS TEXT) AS error, cancel_requested AS state
     FROM jobs WHERE id = $1
   UNION ALL SELECT 'kept', name, attempts, 0, output, error, state FROM completed_jobs
@@ -88,10 +92,14 @@ const COMPLETED_ONE = statement(`SELECT ${COMPLETED_COLUMNS} FROM completed_jobs
   oneRow: true,
 });
 const AWAIT = statement("UPDATE jobs SET awaited = 1 WHERE id = $1");
-/** Job `$1`, locked, and whether its lease still runs at `now`, `{{now $2}}`. */
+/**
+ * Job `$1`, locked, and whether it runs: its lease still runs at `now`,
+ * `{{now $2}}`, and it started (a job claimed ahead has not).
+ */
 const FIND = statement(
   `SELECT id, keyed, ${LINK_COLUMNS}, token,
-    CASE WHEN token IS NOT NULL AND available_at > {{now $2}} THEN 1 ELSE 0 END AS leased,
+    CASE WHEN token IS NOT NULL AND available_at > {{now $2}} AND claimed_ahead = 0 THEN 1
+      ELSE 0 END AS leased,
     {{now $2}} AS now
   FROM jobs WHERE id = $1 {{forUpdate}}`,
   { oneRow: true },
@@ -286,8 +294,9 @@ export function* markAwaited(dialect: Dialect, id: number): Script<boolean> {
 }
 
 /**
- * Cancels job `id`: one not leased (or whose worker died) is recorded as
- * cancelled and deleted, its batch counting it as skipped, its chain's
+ * Cancels job `id`: one not started (not leased, claimed ahead by a worker
+ * that has not started it, or whose worker died) is recorded as cancelled
+ * and deleted (a worker holding it ahead then finds its start refused), its batch counting it as skipped, its chain's
  * `catch` queued and its keys and locks released; a running one gets its
  * cancel asked, for its worker to see.
  */
