@@ -108,12 +108,6 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   #unsettledSince = Infinity;
   /** Whether one of `#finished` is to be settled before another job starts (see `#settleLater`). */
   #settleFirst = false;
-  /**
-   * While a tick is writing: whether what it settles was to be written
-   * before another job starts; null when no tick is writing. Jobs claimed
-   * ahead start in slots that free up meanwhile only when it is false.
-   */
-  #tickSettlesFirst: boolean | null = null;
   readonly #ahead: ClaimAhead;
   /**
    * Jobs claimed ahead taken for slots that freed: each holds its slot until
@@ -227,7 +221,7 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
     let emptied = false;
     try {
       for (;;) {
-        if (!this.#settleFirst) this.#startAhead();
+        this.#startAhead();
         const free = this.#freeSlots();
         const settleDue = this.#settleDue() || this.#logs.due || this.#toStart.length > 0;
         const limit = this.#claimLimit(free, settleDue);
@@ -492,7 +486,6 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       now,
     };
     let result: SettleResult;
-    this.#tickSettlesFirst = settleFirst;
     try {
       result = settlements.length > 0 || logs !== null || starts !== undefined
         ? await store.settle(settlements, request, {
@@ -502,7 +495,6 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
         })
         : { applied: [], claimed: await store.claim(request!), started: [] };
     } catch (error) {
-      this.#tickSettlesFirst = null;
       this.#confirming = [];
       const failure = asError(error);
       this.#logs.putBack(logs); // written with a later tick
@@ -517,7 +509,6 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       if (this.#state.phase !== "grace over") await this.#pollSleep.sleep(this.#outageRetryMs);
       return null;
     }
-    this.#tickSettlesFirst = null;
     this.#confirming = [];
     this.#outage = null;
     settling.forEach((finished, index) => {
@@ -678,17 +669,20 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   /**
    * How many jobs the next tick claims: when slots are free and nothing
    * claimed ahead is left to fill them, those slots and what may be claimed
-   * ahead; when a settle is due anyway while every slot runs, what tops the
-   * jobs claimed ahead up, in the same transaction (one round of statements
-   * then serves a group in and a group out); else none. That includes the
-   * settle due because the last job claimed ahead just started: claiming
-   * the next group only once its slot frees would hold that slot idle for a
-   * tick of its own.
+   * ahead; when a settle is due anyway while every slot is taken and the
+   * jobs claimed ahead have run down to half of what may be claimed ahead,
+   * what tops them up, in the same transaction (one round of statements
+   * then serves a group in and a group out); else none. Ticks come often
+   * (each confirms the starts of the jobs claimed ahead that took the slots
+   * freed since the last), so a top-up waits for half a group: one claim
+   * then still serves many jobs, and the slots never wait for a claim of
+   * their own.
    */
   #claimLimit(free: number, settleDue: boolean): number {
     if (free > 0 && this.#ahead.size === 0) return free + this.#aheadAllowance(free);
     if (settleDue && free === 0 && !this.#settleFirst && this.#mayClaim()) {
-      return Math.max(0, this.#aheadAllowance(0) - this.#ahead.size);
+      const allowance = this.#aheadAllowance(0);
+      return this.#ahead.size * 2 <= allowance ? allowance - this.#ahead.size : 0;
     }
     return 0;
   }
@@ -727,9 +721,9 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       ran: true,
       traceparent: outcome.kind === "retry" ? entry.span?.traceparent ?? null : null,
     });
-    // While a tick writes, the loop waits for it: start the next job claimed ahead here, so the
-    // slot works during the round trip and the next tick settles a fuller group.
-    if (this.#tickSettlesFirst === false && !this.#settleFirst) this.#startAhead();
+    // The next job claimed ahead takes the slot now, so the next tick (which writes this settle
+    // first) confirms its start.
+    this.#startAhead();
     this.notify();
   }
 
