@@ -10,7 +10,8 @@
  * statement: only while the row still holds that claim's token (a cancel
  * deleted it, or another worker took it over after the lease ran out) and
  * its queue is not paused. A job it refuses for a pause is given back
- * unleased, due when it was, its attempt not counted. The keys that end
+ * unleased, due when it was, its attempt not counted, and the middleware
+ * locks its claim took are released. The keys that end
  * when their job starts are released for the jobs confirmed.
  *
  * @internal
@@ -19,7 +20,7 @@
 import type { StartRequest } from "../store.ts";
 import { clockParam, type Dialect, KEYED } from "./dialect.ts";
 import { notPaused } from "./job_control.ts";
-import { releaseOnStart } from "./keys.ts";
+import { releaseHeld, releaseOnStart } from "./keys.ts";
 import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
@@ -70,9 +71,13 @@ export function* confirmStarts(dialect: Dialect, request: StartRequest): Script<
       started.push(id);
       if (Number(row.keyed) === KEYED.untilStarted) keyed.push(id);
     }
-    // Refused while still held under this token: its queue is paused. Give it back.
+    // Refused while still held under this token: its queue is paused. Give it back, with the
+    // middleware locks its claim took (a row taken over or deleted keeps or lost them already).
     const refused = ids.filter((id) => !confirmed.has(id));
-    if (refused.length > 0) yield* exec(UNCLAIM, request.leaseMs, refused, token);
+    if (refused.length > 0) {
+      yield* exec(UNCLAIM, request.leaseMs, refused, token);
+      yield* releaseHeld([], refused.map((id) => ({ id, token })));
+    }
   }
   yield* releaseOnStart(keyed);
   return started;
