@@ -209,6 +209,29 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     assert.deepEqual(again.map((job) => [job.id, job.attempts, job.crashes]), [[a, 1, 0]]);
   });
 
+  test("a start refused for a pause releases the overlap lock the job claimed ahead took", async (store) => {
+    const [a, b, c] = await store.push([
+      newJob({ availableAt: T0 - 2 }),
+      newJob({ availableAt: T0 - 1 }),
+      newJob(),
+    ]);
+    await claim(store, { limit: 2, aheadFrom: 1, token: 1 });
+    const lock = (id: number, token: number) => ({
+      id,
+      token,
+      locks: [{ key: "k", limit: 1, expiresAt: T0 + 60_000, retryAt: T0 + 1_000 }],
+      rates: [],
+    });
+    assert.deepEqual(await store.acquire([lock(b!, 1)], T0), [null]);
+    await store.pause("default", T0, null, null);
+    const starts = { leases: [{ id: b!, token: 1 }], leaseMs: LEASE_MS, now: T0 };
+    assert.deepEqual((await store.settle([complete(a!, 1)], undefined, { starts })).started, []);
+    await store.resume("default", T0);
+    const [next] = await claim(store, { limit: 1, token: 2 });
+    assert.equal(next?.id, b, "given back due when it was");
+    assert.deepEqual(await store.acquire([lock(c!, 3)], T0), [null], "the lock was released");
+  });
+
   test("claim() past aheadFrom keeps a recovered job that has spent its attempts, to fail it as recovered", async (store) => {
     const [a, b] = await store.push([newJob(), newJob()]);
     await claim(store, { limit: 2, token: 1 });
