@@ -37,6 +37,7 @@ import { ProgressWrites } from "./runner/progress_writes.ts";
 import type { ScheduleFirer } from "./runner/schedule_firing.ts";
 import { settleApart } from "./runner/settle_apart.ts";
 import { isStoreOutage } from "./stores/store_outage.ts";
+import { oneDeathSpends } from "./stores/spend_limits.ts";
 import { RUNNING, type StopState } from "./runner/stop_state.ts";
 import { endAttemptSpan, spanOutcomeOf, startAttemptSpan } from "./runner/tracing.ts";
 import type {
@@ -223,10 +224,12 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
       for (;;) {
         this.#startAhead();
         const free = this.#freeSlots();
-        const settleDue = this.#settleDue() || this.#logs.due || this.#toStart.length > 0;
-        const limit = this.#claimLimit(free, settleDue);
-        const claimed = settleDue || limit > 0 || this.#slotDue()
-          ? await this.#tick(limit, free)
+        const settleDue = this.#settleDue() || this.#logs.due;
+        const starts = this.#toStart.length > 0;
+        const limit = this.#claimLimit(free, settleDue || starts);
+        // A tick only for starts leaves the plain successes to their group: a start cannot wait.
+        const claimed = settleDue || starts || limit > 0 || this.#slotDue()
+          ? await this.#tick(limit, free, settleDue || limit > 0 || !starts)
           : 0;
         // After grace: leave once every settle was written, or once writing them failed.
         const unsettled = this.#finished.length > 0 && claimed !== null;
@@ -437,19 +440,23 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
   }
 
   /**
-   * One write per tick: settles every finished job, writes due progress and
-   * claims up to `limit` jobs in the same transaction, then starts up to
-   * `free` of them and keeps the rest claimed ahead. Returns how many were
-   * claimed, or null when the store failed (the finished jobs are kept).
+   * One write per tick: settles every finished job (with `settle`), writes
+   * due progress, confirms the starts of the jobs claimed ahead that took
+   * freed slots and claims up to `limit` jobs in the same transaction, then
+   * starts the jobs confirmed and up to `free` of those claimed, and keeps
+   * the rest claimed ahead. Returns how many were claimed, or null when the
+   * store failed (the finished jobs and the starts are kept).
    */
-  async #tick(limit: number, free: number): Promise<number | null> {
+  async #tick(limit: number, free: number, settle: boolean): Promise<number | null> {
     const { store, clock } = this.#deps;
-    const settling = this.#finished;
+    const settling = settle ? this.#finished : [];
     const unsettledSince = this.#unsettledSince;
     const settleFirst = this.#settleFirst;
-    this.#finished = [];
-    this.#unsettledSince = Infinity;
-    this.#settleFirst = false;
+    if (settle) {
+      this.#finished = [];
+      this.#unsettledSince = Infinity;
+      this.#settleFirst = false;
+    }
     const settlements: Settlement[] = settling.map(timedSettlement);
     const starting = this.#toStart;
     this.#toStart = [];
@@ -585,10 +592,22 @@ export class Runner extends QueueEventTarget implements AsyncDisposable {
    */
   #settleLater(finished: FinishedJob): void {
     if (this.#finished.length === 0) this.#unsettledSince = performance.now();
-    if (finished.outcome.kind !== "complete" || finished.job.batchId !== null) {
+    const { job, outcome } = finished;
+    if (outcome.kind !== "complete" || job.batchId !== null || this.#oneDeathSpends(job)) {
       this.#settleFirst = true;
     }
     this.#finished.push(finished);
+  }
+
+  /**
+   * Whether one worker death before `job`'s settle is written would fail
+   * it (its next claim counts one more attempt and crash): such a success
+   * is written at once, not with its group, so it is never failed for a
+   * death that came after it succeeded.
+   */
+  #oneDeathSpends(job: ClaimedJob): boolean {
+    const limits = this.#spendLimits()[job.name];
+    return limits !== undefined && oneDeathSpends(job, limits);
   }
 
   /** Gives back jobs claimed and not started: not an attempt, nor a retry. */

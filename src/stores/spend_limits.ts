@@ -1,7 +1,9 @@
 /**
- * What a job may spend before it fails, and the question asked of it: has
- * a claimed job spent it already. The worker asks it before it starts one;
- * a claim asks it of a batch job before it gives it back.
+ * What a job may spend before it fails, and the two questions asked of it:
+ * has a claimed job spent it already, and would one more worker death
+ * spend it. The worker asks the first before it starts one (and a claim of
+ * a batch job before it gives it back), the second before it leaves a
+ * success to be written with its group.
  *
  * @module
  */
@@ -33,4 +35,14 @@ export function attemptsSpent(job: Spending, limits: SpendLimits): boolean {
 /** Whether a claimed job has spent its crashes or its attempts: it fails without starting. */
 export function spent(job: Spending, limits: SpendLimits): boolean {
   return crashesSpent(job, limits) || attemptsSpent(job, limits);
+}
+
+/**
+ * Whether one worker death while this claim holds the job would spend it
+ * (its next claim counts one more attempt and one more crash), though it
+ * has not spent it yet.
+ */
+export function oneDeathSpends(job: Spending, limits: SpendLimits): boolean {
+  return !spent(job, limits) &&
+    spent({ attempts: job.attempts + 1, crashes: job.crashes + 1 }, limits);
 }
