@@ -15,7 +15,9 @@
  * (it is then given back unleased, charged nothing, and the worker puts
  * back the others it holds of that queue). Its `uniqueUntil: "processing"`
  * key is released by the confirmation, not the claim. So a worker starts at
- * most one job per slot per tick: at concurrency 1 a tick per job.
+ * most one job per slot per tick: at concurrency 1 a tick per job. A tick
+ * that only confirms starts leaves plain successes to their settle group
+ * ({@linkcode SETTLE_GROUP}), unless one worker death would fail the job.
  *
  * How much is claimed ahead is bounded by time, not only by count: no more
  * jobs than the recent handlers would run in {@linkcode AHEAD_BUDGET_MS}
