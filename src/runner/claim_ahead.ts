@@ -1,23 +1,36 @@
 /**
  * Jobs claimed ahead: when handlers are quick, a tick claims more jobs than
  * the worker has free slots and keeps the rest here, leased under the same
- * token, to start as slots free up without another claim. One claim and one
- * settle then serve many jobs instead of one, which is what lets a worker at
- * concurrency 1 go faster than a loop that commits once per job.
+ * token, to start as slots free up without another claim. One claim then
+ * serves many jobs instead of one.
+ *
+ * A job claimed ahead has not started, to every rule of the queue: its row
+ * says so (`jobs.claimed_ahead`), and the worker starts it only once a
+ * settle confirms its start (see `src/stores/sql/start_confirmation.ts`):
+ * the slot that frees takes it (the runner's `#toStart`), and the next tick
+ * writes, in one transaction, the settles of the jobs that ended and the
+ * start confirmations of the jobs that take their slots. A confirmation is
+ * refused where the job was cancelled meanwhile (a cancel removes it as it
+ * would a pending job), taken over by another worker, or its queue paused
+ * (it is then given back unleased, charged nothing, and the worker puts
+ * back the others it holds of that queue). Its `uniqueUntil: "processing"`
+ * key is released by the confirmation, not the claim. So a worker starts at
+ * most one job per slot per tick: at concurrency 1 a tick per job. A tick
+ * that only confirms starts leaves plain successes to their settle group
+ * ({@linkcode SETTLE_GROUP}), unless one worker death would fail the job.
  *
  * How much is claimed ahead is bounded by time, not only by count: no more
  * jobs than the recent handlers would run in {@linkcode AHEAD_BUDGET_MS}
  * (a tenth of the lease at most), and never more than
  * {@linkcode mostAhead} (50, or 16 per slot where that is more). A job that
  * waited here longer than a third of its lease is not started but put back,
- * so a job never starts on a lease nobody renewed. What a crash can hold
- * back: the jobs claimed ahead and not yet started (at most
- * {@linkcode mostAhead}) come back when their lease
- * runs out, each counting a crash and an attempt like the job that was
- * running. Batch jobs are never claimed ahead (`ClaimRequest.aheadFrom`): a
- * batch job waits unleased until a slot can start it, so a cancel can still
- * skip it. Nor is a job that one such death would fail (its last attempt or
- * crash, `ClaimRequest.spendLimits`): it must not fail without having run.
+ * so a job never starts on a lease nobody renewed. What a crash holds back:
+ * the jobs claimed ahead and not yet started (at most
+ * {@linkcode mostAhead}) come back when their lease runs out, charged no
+ * attempt and no crash (only a job whose start was confirmed, or that was
+ * claimed into a free slot, counts one). Batch jobs are never claimed
+ * ahead (`ClaimRequest.aheadFrom`): a batch job waits unleased until a slot
+ * can start it, so a cancel of its batch can still skip it.
  *
  * @internal
  * @module
@@ -140,6 +153,19 @@ export class ClaimAhead {
       this.#first = 0;
     }
     return { job: next.job, fresh: performance.now() - next.claimedAt <= this.#leaseMs / 3 };
+  }
+
+  /** The jobs here that `match`, in claim order, leaving the others. */
+  takeWhere(match: (job: ClaimedJob) => boolean): ClaimedJob[] {
+    const taken: ClaimedJob[] = [];
+    const kept: AheadJob[] = [];
+    for (const entry of this.#jobs.slice(this.#first)) {
+      if (match(entry.job)) taken.push(entry.job);
+      else kept.push(entry);
+    }
+    this.#jobs = kept;
+    this.#first = 0;
+    return taken;
   }
 
   /** Every job here, in claim order, leaving none. */

@@ -30,6 +30,11 @@ export type Outcome =
     readonly settlement: Release;
   }
   | {
+    /** Claimed (ahead) and never started: put back, attempt given back, not a retry. */
+    readonly kind: "notStarted";
+    readonly settlement: Release;
+  }
+  | {
     /** Cancelled (`queue.cancel()`): not retried, no `failed` hook. */
     readonly kind: "cancelled";
     readonly settlement: Extract<Settlement, { kind: "cancel" }>;
@@ -196,6 +201,15 @@ export function outcomeOf(
  */
 export function putBack(job: ClaimedJob, now: number, reason: string): Outcome {
   return { kind: "retry", error: null, delayMs: 0, settlement: giveBack(job, now, now, reason) };
+}
+
+/**
+ * A job claimed and not started (claimed ahead when its worker stopped, or
+ * when a job of its queue could not start): given back due now, attempt
+ * given back, neither an attempt nor a retry.
+ */
+export function putBackUnstarted(job: ClaimedJob, now: number, reason: string): Outcome {
+  return { kind: "notStarted", settlement: giveBack(job, now, now, reason) };
 }
 
 /**

@@ -21,6 +21,7 @@ import {
   type Outcome,
   outcomeOf,
   putBack,
+  putBackUnstarted,
   refusalBeforeStart,
 } from "./outcomes.ts";
 import type { JobRegistry } from "../registry.ts";
@@ -39,6 +40,7 @@ import { settleApart } from "./settle_apart.ts";
 import { isStoreOutage } from "../stores/store_outage.ts";
 import { RUNNING, type StopState } from "./stop_state.ts";
 import { endAttemptSpan, spanOutcomeOf, startAttemptSpan } from "./tracing.ts";
+import { oneDeathSpends } from "../stores/rows/spend_limits.ts";
 import type {
   ClaimedJob,
   ClaimRequest,
@@ -108,13 +110,15 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   #unsettledSince = Infinity;
   /** Whether one of `#finished` is to be settled before another job starts (see `#settleLater`). */
   #settleFirst = false;
-  /**
-   * While a tick is writing: whether what it settles was to be written
-   * before another job starts; null when no tick is writing. Jobs claimed
-   * ahead start in slots that free up meanwhile only when it is false.
-   */
-  #tickSettlesFirst: boolean | null = null;
   readonly #ahead: ClaimAhead;
+  /**
+   * Jobs claimed ahead taken for slots that freed: each holds its slot until
+   * the next tick confirms its start (then it starts) or refuses it (then it
+   * is dropped: cancelled, taken over, or given back for a pause).
+   */
+  #toStart: ClaimedJob[] = [];
+  /** The jobs of `#toStart` that the tick writing now is confirming: they hold their slots too. */
+  #confirming: readonly ClaimedJob[] = [];
   #spendLimitsByName: Readonly<Record<string, SpendLimits>> | undefined;
   #claimed = 0;
   #state: StopState = RUNNING;
@@ -221,18 +225,20 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     let emptied = false;
     try {
       for (;;) {
-        if (!this.#settleFirst) this.#startAhead();
+        this.#startAhead();
         const free = this.#freeSlots();
         const settleDue = this.#settleDue() || this.#logs.due;
-        const limit = this.#claimLimit(free, settleDue);
-        const claimed = settleDue || limit > 0 || this.#slotDue()
-          ? await this.#tick(limit, free)
+        const starts = this.#toStart.length > 0;
+        const limit = this.#claimLimit(free, settleDue || starts);
+        // A tick only for starts leaves the plain successes to their group: a start cannot wait.
+        const claimed = settleDue || starts || limit > 0 || this.#slotDue()
+          ? await this.#tick(limit, free, settleDue || limit > 0 || !starts)
           : 0;
         // After grace: leave once every settle was written, or once writing them failed.
         const unsettled = this.#finished.length > 0 && claimed !== null;
         if (this.#state.phase === "grace over" && this.#running.size === 0 && !unsettled) break;
         const idle = this.#running.size === 0 && this.#finished.length === 0 &&
-          this.#ahead.size === 0;
+          this.#ahead.size === 0 && this.#toStart.length === 0;
         if (idle && !this.#mayClaim()) break;
         const sealing = this.#deps.schedules?.missedRows === true; // a slot waits for its row
         if (idle && stopWhenEmpty && claimed === 0 && !sealing) {
@@ -240,6 +246,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
           break;
         }
         if (this.#pollSleep.timersStarved) await this.#pollSleep.yieldToTimers();
+        if (this.#toStart.length > 0) continue; // slots wait for the next tick to confirm their starts
         if (this.#finished.length === 0) {
           // Took every due job the free slots allowed: sleep until the next one is due.
           const allDueTaken = claimed !== null && claimed < limit && this.#mayClaim();
@@ -319,19 +326,22 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   }
 
   /**
-   * Starts jobs claimed ahead in the free slots; once the worker stops
-   * claiming (a stop, `maxTimeMs`), puts them all back instead.
+   * Takes jobs claimed ahead for the free slots, to start once the next tick
+   * confirms their start; once the worker stops claiming (a stop,
+   * `maxTimeMs`), puts them all back instead.
    */
   #startAhead(): void {
-    if (this.#ahead.size === 0) return;
+    if (this.#ahead.size === 0 && this.#toStart.length === 0) return;
     if (this.#state.phase !== "running" || !this.#withinTime()) {
-      this.#putBackUnstarted(this.#ahead.takeAll(), "worker stopped before the attempt began");
+      const unstarted = this.#toStart.concat(this.#ahead.takeAll());
+      this.#toStart = [];
+      this.#putBackUnstarted(unstarted, "worker stopped before the attempt began");
       return;
     }
-    while (this.#running.size < this.#options.concurrency) {
+    while (this.#slotsTaken < this.#options.concurrency) {
       const taken = this.#ahead.take();
       if (taken === undefined) return;
-      if (taken.fresh) this.#start(taken.job);
+      if (taken.fresh) this.#toStart.push(taken.job);
       else {
         // Its lease was not renewed while it waited: another worker may take it, so run it later.
         this.#claimed--;
@@ -340,10 +350,42 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     }
   }
 
+  /**
+   * Starts the jobs claimed ahead whose start the tick confirmed, in claim
+   * order, and drops the others: each was cancelled, taken over by another
+   * worker, or given back because its queue is paused. The jobs still held
+   * ahead of a paused queue are put back too: they would be refused alike.
+   */
+  #confirmed(starting: readonly ClaimedJob[], started: readonly number[]): void {
+    if (starting.length === 0) return;
+    const confirmed = new Set(started);
+    const refusedQueues = new Set<string>();
+    for (const job of starting) {
+      if (confirmed.has(job.id)) {
+        this.#start(job);
+        continue;
+      }
+      this.#claimed--;
+      refusedQueues.add(job.queue);
+    }
+    if (refusedQueues.size === 0) return;
+    const held = this.#ahead.takeWhere((job) => refusedQueues.has(job.queue));
+    this.#claimed -= held.length;
+    this.#putBackUnstarted(
+      held,
+      "claimed ahead and not started: a job of its queue could not start",
+    );
+  }
+
+  /** Slots running a job, or held by a job claimed ahead until its start is confirmed. */
+  get #slotsTaken(): number {
+    return this.#running.size + this.#toStart.length + this.#confirming.length;
+  }
+
   #freeSlots(): number {
     if (!this.#mayClaim()) return 0;
     const { concurrency, maxJobs } = this.#options;
-    return Math.min(concurrency - this.#running.size, maxJobs - this.#claimed);
+    return Math.min(concurrency - this.#slotsTaken, maxJobs - this.#claimed);
   }
 
   /** The schedules this runner fires, while it may claim; null otherwise. */
@@ -407,20 +449,27 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   }
 
   /**
-   * One write per tick: settles every finished job, writes due progress and
-   * claims up to `limit` jobs in the same transaction, then starts up to
-   * `free` of them and keeps the rest claimed ahead. Returns how many were
-   * claimed, or null when the store failed (the finished jobs are kept).
+   * One write per tick: settles every finished job (with `settle`), writes
+   * due progress, confirms the starts of the jobs claimed ahead that took
+   * freed slots and claims up to `limit` jobs in the same transaction, then
+   * starts the jobs confirmed and up to `free` of those claimed, and keeps
+   * the rest claimed ahead. Returns how many were claimed, or null when the
+   * store failed (the finished jobs and the starts are kept).
    */
-  async #tick(limit: number, free: number): Promise<number | null> {
+  async #tick(limit: number, free: number, settle: boolean): Promise<number | null> {
     const { store, clock } = this.#deps;
-    const settling = this.#finished;
+    const settling = settle ? this.#finished : [];
     const unsettledSince = this.#unsettledSince;
     const settleFirst = this.#settleFirst;
-    this.#finished = [];
-    this.#unsettledSince = Infinity;
-    this.#settleFirst = false;
+    if (settle) {
+      this.#finished = [];
+      this.#unsettledSince = Infinity;
+      this.#settleFirst = false;
+    }
     const settlements: Settlement[] = settling.map(timedSettlement);
+    const starting = this.#toStart;
+    this.#toStart = [];
+    this.#confirming = starting;
     if (this.#progress.due) settlements.push(...this.#progress.take());
     const schedules = this.#firing() ?? undefined;
     if (schedules?.needsPreparing) await schedules.prepare(clock.now());
@@ -447,16 +496,25 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
         ? [{ id: job.id, traceparent }]
         : []
     );
+    const starts = starting.length === 0 ? undefined : {
+      leases: starting.map(({ id, token }) => ({ id, token })),
+      leaseMs: this.#options.leaseMs,
+      now,
+    };
     let result: SettleResult;
-    this.#tickSettlesFirst = settleFirst;
     try {
-      result = settlements.length > 0 || logs !== null
-        ? await store.settle(settlements, request, logs === null ? { spans } : { logs, spans })
-        : { applied: [], claimed: await store.claim(request!) };
+      result = settlements.length > 0 || logs !== null || starts !== undefined
+        ? await store.settle(settlements, request, {
+          spans,
+          ...(logs !== null && { logs }),
+          ...(starts !== undefined && { starts }),
+        })
+        : { applied: [], claimed: await store.claim(request!), started: [] };
     } catch (error) {
-      this.#tickSettlesFirst = null;
+      this.#confirming = [];
       const failure = asError(error);
       this.#logs.putBack(logs); // written with a later tick
+      this.#toStart = starting.concat(this.#toStart); // confirmed with a later tick
       if (settling.length > 0 && !isStoreOutage(failure)) return await this.#settleApart(settling);
       this.#finished = settling.concat(this.#finished);
       if (this.#finished.length > 0) {
@@ -467,7 +525,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       if (this.#state.phase !== "grace over") await this.#pollSleep.sleep(this.#outageRetryMs);
       return null;
     }
-    this.#tickSettlesFirst = null;
+    this.#confirming = [];
     this.#outage = null;
     settling.forEach((finished, index) => {
       if (result.applied[index]) this.#report(finished);
@@ -477,13 +535,23 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     this.#claimed += result.claimed.length;
     // A stop that came while the claim waited on the store: start nothing, put it back.
     if (this.#state.phase !== "running") {
-      this.#putBackUnstarted(result.claimed, "worker stopped before the attempt began");
+      const confirmed = new Set(result.started);
+      this.#putBackUnstarted(
+        starting.filter((job) => confirmed.has(job.id)).concat(result.claimed),
+        "worker stopped before the attempt began",
+      );
     } else {
+      this.#confirmed(starting, result.started);
       // Short of jobs ahead (none more due, or batch jobs given back): claim none ahead a while.
       if (limit > free && result.claimed.length < limit) this.#ahead.pause();
       const startable = await this.#middleware.check(result.claimed);
-      // After the jobs claimed ahead before (slots that freed during the tick may have taken some).
-      this.#ahead.add(startable);
+      // The claim started the jobs of the free slots; those claimed ahead wait for a confirmation.
+      const ahead: ClaimedJob[] = [];
+      for (const job of startable) {
+        if (job.ahead === true) ahead.push(job);
+        else this.#start(job);
+      }
+      this.#ahead.add(ahead);
       this.#startAhead();
     }
     return result.claimed.length;
@@ -533,16 +601,29 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    */
   #settleLater(finished: FinishedJob): void {
     if (this.#finished.length === 0) this.#unsettledSince = performance.now();
-    if (finished.outcome.kind !== "complete" || finished.job.batchId !== null) {
+    const { job, outcome } = finished;
+    if (outcome.kind !== "complete" || job.batchId !== null || this.#oneDeathSpends(job)) {
       this.#settleFirst = true;
     }
     this.#finished.push(finished);
   }
 
+  /**
+   * Whether one worker death before `job`'s settle is written would fail
+   * it (its next claim counts one more attempt and crash): such a success
+   * is written at once, not with its group, so it is never failed for a
+   * death that came after it succeeded.
+   */
+  #oneDeathSpends(job: ClaimedJob): boolean {
+    const limits = this.#spendLimits()[job.name];
+    return limits !== undefined && oneDeathSpends(job, limits);
+  }
+
+  /** Gives back jobs claimed and not started: not an attempt, nor a retry. */
   #putBackUnstarted(jobs: readonly ClaimedJob[], reason: string): void {
     const now = this.#deps.clock.now();
     for (const job of jobs) {
-      this.#settleLater({ job, outcome: putBack(job, now, reason), durationMs: 0 });
+      this.#settleLater({ job, outcome: putBackUnstarted(job, now, reason), durationMs: 0 });
     }
   }
 
@@ -616,17 +697,20 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   /**
    * How many jobs the next tick claims: when slots are free and nothing
    * claimed ahead is left to fill them, those slots and what may be claimed
-   * ahead; when a settle is due anyway while every slot runs, what tops the
-   * jobs claimed ahead up, in the same transaction (one round of statements
-   * then serves a group in and a group out); else none. That includes the
-   * settle due because the last job claimed ahead just started: claiming
-   * the next group only once its slot frees would hold that slot idle for a
-   * tick of its own.
+   * ahead; when a settle is due anyway while every slot is taken and the
+   * jobs claimed ahead have run down to half of what may be claimed ahead,
+   * what tops them up, in the same transaction (one round of statements
+   * then serves a group in and a group out); else none. Ticks come often
+   * (each confirms the starts of the jobs claimed ahead that took the slots
+   * freed since the last), so a top-up waits for half a group: one claim
+   * then still serves many jobs, and the slots never wait for a claim of
+   * their own.
    */
   #claimLimit(free: number, settleDue: boolean): number {
     if (free > 0 && this.#ahead.size === 0) return free + this.#aheadAllowance(free);
     if (settleDue && free === 0 && !this.#settleFirst && this.#mayClaim()) {
-      return Math.max(0, this.#aheadAllowance(0) - this.#ahead.size);
+      const allowance = this.#aheadAllowance(0);
+      return this.#ahead.size * 2 <= allowance ? allowance - this.#ahead.size : 0;
     }
     return 0;
   }
@@ -652,7 +736,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       outcome = failWith(entry.job, asError(error), now); // e.g. a backoff function that threw
     }
     const error = outcome.kind === "complete" || outcome.kind === "heldBack" ||
-        outcome.kind === "cancelled"
+        outcome.kind === "notStarted" || outcome.kind === "cancelled"
       ? null
       : outcome.error;
     endAttemptSpan(entry.span, spanOutcomeOf(outcome), error, entry.definition.encrypted);
@@ -665,9 +749,9 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       ran: true,
       traceparent: outcome.kind === "retry" ? entry.span?.traceparent ?? null : null,
     });
-    // While a tick writes, the loop waits for it: start the next job claimed ahead here, so the
-    // slot works during the round trip and the next tick settles a fuller group.
-    if (this.#tickSettlesFirst === false && !this.#settleFirst) this.#startAhead();
+    // The next job claimed ahead takes the slot now, so the next tick (which writes this settle
+    // first) confirms its start.
+    this.#startAhead();
     this.notify();
   }
 
@@ -725,8 +809,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   #report({ job, outcome, durationMs, ran }: FinishedJob): void {
     const detail = () => ({ id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
     if (
-      outcome.kind !== "heldBack" && outcome.kind !== "cancelled" &&
-      (outcome.kind !== "retry" || outcome.error !== null)
+      outcome.kind !== "heldBack" && outcome.kind !== "notStarted" &&
+      outcome.kind !== "cancelled" && (outcome.kind !== "retry" || outcome.error !== null)
     ) {
       this.#metrics.settled(job, outcome.kind, ran === true ? durationMs : null);
     }
@@ -743,7 +827,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
         this.emit("job:retry", { ...detail(), error: outcome.error, delayMs: outcome.delayMs });
         return;
       case "heldBack":
-        return; // not an attempt: the handler never ran
+      case "notStarted":
+        return; // not an attempt: the handler never ran (held back, or claimed and not started)
       case "cancelled":
         this.emit("job:cancelled", { ...detail(), reason: outcome.reason });
         return;

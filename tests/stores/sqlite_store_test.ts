@@ -231,7 +231,7 @@ Deno.test("SqliteStore: push, claim and settle wait out another process's 2 s wr
   }
   assert.equal((push as number[]).length, 1);
   assert.deepEqual((claimed as { id: number }[]).map((job) => job.id), [claimable]);
-  assert.deepEqual(settle, { applied: [true], claimed: [] });
+  assert.deepEqual(settle, { applied: [true], claimed: [], started: [] });
   assert.equal((await child.status).code, 0, child.stderr);
 });
 

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import type { StartRequest } from "./tick.ts";
 
 /** One line a handler wrote, as the runner hands it to the settle. */
 export interface NewLogLine {
@@ -67,4 +68,6 @@ export interface TickRecords {
   readonly logs?: LogWrites;
   /** The spans of attempts this tick releases for a retry. */
   readonly spans?: readonly AttemptSpan[];
+  /** Jobs claimed ahead to start now: their start confirmations (`SettleResult.started`). */
+  readonly starts?: StartRequest;
 }

@@ -1,8 +1,9 @@
 /**
  * What a job may spend before it fails, and the two questions asked of it:
  * has a claimed job spent it already, and would one more worker death
- * spend it. The claim asks the second before it holds a job ahead of the
- * free slots; the worker asks the first before it starts one.
+ * spend it. The worker asks the first before it starts one (and a claim of
+ * a batch job before it gives it back), the second before it leaves a
+ * success to be written with its group.
  *
  * @module
  */

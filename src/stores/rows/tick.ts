@@ -52,18 +52,20 @@ export interface ClaimRequest {
   /** Look up which claimed jobs a schedule fired, for their `scheduled`. */
   readonly readsScheduled?: boolean;
   /**
-   * When set, only the first `aheadFrom` jobs in claim order may be batch
-   * jobs: the claim stops before the first batch job past them (the worker
-   * claims jobs ahead of its free slots, and a batch job is to wait unleased
-   * until it can start, so that a cancel skips it). Absent: no such stop.
+   * When set, the jobs past the first `aheadFrom` in claim order are held
+   * ahead: leased, not started, each marked {@linkcode ClaimedJob.ahead},
+   * to start only once a settle confirms it (`TickRecords.starts`). Only
+   * the first `aheadFrom` may be batch jobs: the claim stops before the
+   * first batch job past them (a batch job is to wait unleased until it can
+   * start, so that a cancel of its batch skips it). Absent: every job
+   * claimed starts now, and no such stop.
    */
   readonly aheadFrom?: number;
   /**
-   * With `aheadFrom`, each job name's `maxAttempts` and `maxCrashes`: a job
-   * past the first `aheadFrom` that one worker death would fail (it is on
-   * its last attempt or its last crash) is not claimed ahead either, as a batch
-   * job is not, so a job never fails for a death that came before it ran.
-   * A name absent here has no such stop.
+   * With `aheadFrom`, each job name's `maxAttempts` and `maxCrashes`: a
+   * batch job past the first `aheadFrom` that has spent them is not given
+   * back (it fails without starting, so holding it costs nothing). A name
+   * absent here has no such exception.
    */
   readonly spendLimits?: Readonly<Record<string, SpendLimits>>;
 }
@@ -106,6 +108,12 @@ export interface ClaimedJob {
   readonly trace?: string | null;
   /** The `traceparent` of the span of its last attempt that was retried, or null. */
   readonly lastSpan?: string | null;
+  /**
+   * True when it was claimed ahead of the free slots: leased but not
+   * started, it may start only once a settle confirms its start
+   * (`TickRecords.starts`). Absent: the claim started it.
+   */
+  readonly ahead?: true;
 }
 
 /** An error as it is stored. */
@@ -226,6 +234,8 @@ export interface SettleResult {
   readonly applied: boolean[];
   /** The jobs claimed after settling, in claim order; empty without a claim request. */
   readonly claimed: ClaimedJob[];
+  /** The ids of the jobs claimed ahead whose start this settle confirmed (`TickRecords.starts`). */
+  readonly started: number[];
 }
 
 /** A lease to renew. */
@@ -234,4 +244,19 @@ export interface Lease {
   readonly id: number;
   /** Its reservation token. */
   readonly token: number;
+}
+
+/**
+ * Jobs claimed ahead that a worker is about to start. Each start is
+ * confirmed only while the job still holds the lease its claim gave it and
+ * its queue is not paused; a job refused because its queue is paused is
+ * given back unleased, charged nothing.
+ */
+export interface StartRequest {
+  /** The jobs, each with the token of the claim that holds it. */
+  readonly leases: readonly Lease[];
+  /** The lease their claims gave them, in ms (a job given back is due again when it was). */
+  readonly leaseMs: number;
+  /** The worker's now: a pause in force at it refuses the start. */
+  readonly now: number;
 }

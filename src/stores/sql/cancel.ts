@@ -16,10 +16,14 @@ import { releaseRemoved } from "./keys.ts";
 import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
-/** Job `$1`, locked, and whether its lease still runs at `now`, `{{now $2}}`. */
+/**
+ * Job `$1`, locked, and whether it runs: its lease still runs at `now`,
+ * `{{now $2}}`, and it started (a job claimed ahead has not).
+ */
 const FIND = statement(
   `SELECT id, keyed, ${LINK_COLUMNS}, token,
-    CASE WHEN token IS NOT NULL AND available_at > {{now $2}} THEN 1 ELSE 0 END AS leased,
+    CASE WHEN token IS NOT NULL AND available_at > {{now $2}} AND claimed_ahead = 0 THEN 1
+      ELSE 0 END AS leased,
     {{now $2}} AS now
   FROM jobs WHERE id = $1 {{forUpdate}}`,
   { oneRow: true },
@@ -35,8 +39,10 @@ const CANCELS_ASKED = statement(
 );
 
 /**
- * Cancels job `id`: one not leased (or whose worker died) is recorded as
- * cancelled and deleted, its batch counting it as skipped, its chain's
+ * Cancels job `id`: one not started (not leased, claimed ahead by a worker
+ * that has not started it, or whose worker died) is recorded as cancelled
+ * and deleted (a worker holding it ahead then finds its start refused), its
+ * batch counting it as skipped, its chain's
  * `catch` queued and its keys and locks released; a running one gets its
  * cancel asked, for its worker to see.
  */

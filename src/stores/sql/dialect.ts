@@ -46,14 +46,19 @@ export interface SettledJob extends JobLinks {
 
 /**
  * What every claim writes on a job it leases, after its token, lease and
- * wait: one more attempt, no progress and no locks yet, and, when it takes
- * over a dead worker's lease (the row still has a token), a crash, the
- * `recovered` mark and an error saying so.
+ * wait: no progress, no locks and the start mark (`claimed_ahead` 0: the
+ * claim of a job held ahead sets it back to 1). When it takes over a dead
+ * worker's lease (the row still has a token), what that worker did decides
+ * the charge: a job it started gets a crash, the `recovered` mark and an
+ * error saying so, and one more attempt; a job it held ahead and never
+ * started is charged nothing (its attempt, counted by that claim, stands
+ * for this one).
  */
-export const CLAIM_SETS = `attempts = attempts + 1, progress = NULL, locked = 0,
-  crashes = crashes + CASE WHEN token IS NULL THEN 0 ELSE 1 END,
-  recovered = CASE WHEN token IS NULL THEN 0 ELSE 1 END,
-  last_error = CASE WHEN token IS NULL THEN last_error
+export const CLAIM_SETS = `progress = NULL, locked = 0, claimed_ahead = 0,
+  attempts = attempts + CASE WHEN token IS NOT NULL AND claimed_ahead = 1 THEN 0 ELSE 1 END,
+  crashes = crashes + CASE WHEN token IS NULL OR claimed_ahead = 1 THEN 0 ELSE 1 END,
+  recovered = CASE WHEN token IS NULL OR claimed_ahead = 1 THEN 0 ELSE 1 END,
+  last_error = CASE WHEN token IS NULL OR claimed_ahead = 1 THEN last_error
     ELSE 'worker died during attempt ' || attempts END`;
 
 /** The columns a claim returns, in the order of `ClaimRow`. */

@@ -50,11 +50,13 @@ const PRUNE_FINISHED = statement(
 );
 /**
  * Where each of the jobs `{{ids $1}}` stands, one row per job some table
- * holds; `leased` is 1 when its lease still runs at `{{now $2}}`.
+ * holds; `leased` is 1 when its lease still runs at `{{now $2}}` and it
+ * started (a job claimed ahead has not).
  */
 const RESULTS = statement(
   `SELECT 'job' AS source, id, name, attempts,
-    CASE WHEN token IS NOT NULL AND available_at > {{now $2}} THEN 1 ELSE 0 END AS leased,
+    CASE WHEN token IS NOT NULL AND available_at > {{now $2}} AND claimed_ahead = 0 THEN 1
+      ELSE 0 END AS leased,
     CAST(NULL AS TEXT) AS output, CAST(NULL AS TEXT) AS error, cancel_requested AS state
     FROM jobs WHERE id IN {{ids $1}}
   UNION ALL SELECT 'kept', id, name, attempts, 0, output, error, state FROM completed_jobs

@@ -9,7 +9,7 @@
  * @module
  */
 import { type ClaimRow, toClaimedJobs } from "./stored_rows.ts";
-import { oneDeathSpends, spent } from "../rows/spend_limits.ts";
+import { spent } from "../rows/spend_limits.ts";
 import type { MetricsRollup } from "./metrics_rollup.ts";
 import type {
   ClaimedJob,
@@ -25,6 +25,7 @@ import { recordFinished } from "./finished_jobs.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
 import { each, exec, type Script } from "./script.ts";
+import { confirmStarts, UNCLAIM } from "./start_confirmation.ts";
 import { statement } from "./statement.ts";
 import { recordSpans, writeLogs } from "./job_logs.ts";
 import type { PruneSchedule } from "./upkeep.ts";
@@ -38,7 +39,7 @@ const PROGRESS = statement("UPDATE jobs SET progress = $1 WHERE id = $2 AND toke
  */
 const RELEASE = statement(
   `UPDATE jobs SET token = NULL, available_at = {{now $7}} + $1, last_error = $2,
-    attempts = attempts - $3, crashes = crashes + $4
+    attempts = attempts - $3, crashes = crashes + $4, claimed_ahead = 0
   WHERE id = $5 AND token = $6 RETURNING ${SETTLED_COLUMNS}`,
   { oneRow: true },
 );
@@ -80,29 +81,27 @@ export function* nextDueAt(
   return next;
 }
 
-/**
- * Gives claimed rows back as the claim found them: unleased, due when they
- * were (the claim set `available_at` to now + lease and `waited_ms` to now
- * less the old due time), their attempt not counted.
- */
-const UNCLAIM = statement(
-  `UPDATE jobs SET token = NULL, available_at = available_at - $1 - waited_ms,
-    attempts = attempts - 1
-  WHERE id IN {{ids $2}} AND token = $3`,
+/** Marks claimed rows as held ahead, not started (see {@linkcode CLAIM_SETS}). */
+const HOLD_AHEAD = statement(
+  "UPDATE jobs SET claimed_ahead = 1 WHERE id IN {{ids $1}} AND token = $2",
 );
 
 /**
  * Fires the schedules' due slots (when the request carries them), leases due
  * jobs in one statement, and releases the keys that end when their job
- * starts. With `aheadFrom`, gives back (in the same transaction) the first
- * job past the first `aheadFrom` that is not to be claimed ahead (a batch job,
- * or one that one worker death would fail) and every job after it.
+ * starts. With `aheadFrom`, the jobs past the first `aheadFrom` are held
+ * ahead, not started: their row says so (`claimed_ahead`), their keys stay
+ * until their start is confirmed ({@linkcode confirmStarts}), and each comes
+ * back marked `ahead`. The first job past them that is not to be held ahead
+ * (a batch job) and every job after it are given back in the same
+ * transaction.
  */
 export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJob[]> {
   if (request.schedules !== undefined) yield* fireDue(dialect, request.schedules, request.now);
   if (request.limit === 0) return [];
   let rows: ClaimRow[] = yield* dialect.claim(request);
   const { aheadFrom } = request;
+  let jobs: ClaimedJob[];
   if (aheadFrom !== undefined && rows.length > aheadFrom) {
     const ordered = toClaimedJobs(rows, request.queues, request.token);
     const limits = request.spendLimits ?? {};
@@ -111,26 +110,28 @@ export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJ
       const limit = limits[job.name];
       return limit !== undefined && spent(job, limit);
     };
-    // One more worker death would fail it: it is not held, so it never fails without having run.
-    // Nor is a batch job: it waits unleased until a slot can start it, so a cancel can skip it.
-    const notHeld = (job: ClaimedJob) => {
-      const limit = limits[job.name];
-      return job.batchId !== null || (limit !== undefined && oneDeathSpends(job, limit));
-    };
+    // A batch job waits unleased until a slot can start it, so a cancel of its batch can skip it.
     const cut = ordered.findIndex((job, index) =>
-      index >= aheadFrom && notHeld(job) && !refused(job)
+      index >= aheadFrom && job.batchId !== null && !refused(job)
     );
-    if (cut >= 0) {
-      // Given back, a job keeps the crashes counted so far (only its new attempt is given back).
-      const back = new Set(ordered.slice(cut).filter((job) => !refused(job)).map((job) => job.id));
-      yield* exec(UNCLAIM, request.leaseMs, [...back], request.token);
-      rows = rows.filter((row) => !back.has(Number(row.id)));
+    const back = new Set(
+      cut < 0 ? [] : ordered.slice(cut).filter((job) => !refused(job)).map((job) => job.id),
+    );
+    if (back.size > 0) yield* exec(UNCLAIM, request.leaseMs, [...back], request.token);
+    jobs = ordered.filter((job) => !back.has(job.id));
+    const ahead = jobs.slice(aheadFrom).map((job) => job.id);
+    if (ahead.length > 0) yield* exec(HOLD_AHEAD, ahead, request.token);
+    for (let index = aheadFrom; index < jobs.length; index++) {
+      jobs[index] = { ...jobs[index]!, ahead: true };
     }
+    const started = new Set(jobs.slice(0, aheadFrom).map((job) => job.id));
+    rows = rows.filter((row) => started.has(Number(row.id)));
+  } else {
+    jobs = toClaimedJobs(rows, request.queues, request.token);
   }
   yield* releaseOnStart(
     rows.filter((row) => Number(row.keyed) === KEYED.untilStarted).map((row) => Number(row.id)),
   );
-  const jobs = toClaimedJobs(rows, request.queues, request.token);
   return request.readsScheduled === true ? yield* withScheduled(jobs) : jobs;
 }
 
@@ -199,9 +200,11 @@ export function* settle(
   }
   yield* releaseHeld(ended, attempts);
   yield* releaseRemoved(skipped);
+  // The starts of jobs claimed ahead, after the settles of the jobs before them.
+  const started = records.starts === undefined ? [] : yield* confirmStarts(dialect, records.starts);
   // Wake other processes only when this made a job claimable: a retry, or a follow-up queued.
   if (released > 0 || queued > 0) yield* dialect.notify();
-  return { applied, claimed: then === undefined ? [] : yield* claim(dialect, then) };
+  return { applied, claimed: then === undefined ? [] : yield* claim(dialect, then), started };
 }
 
 /**

@@ -78,34 +78,87 @@ function register(test: ContractTest): void {
     assert.deepEqual(rest, { id: id!, ...fields, ...leased });
   });
 
-  test("claim() past aheadFrom gives back a job one worker death would fail; it keeps its crashes", async (store) => {
+  test("claim() past aheadFrom holds jobs ahead unstarted: a worker death charges them nothing", async (store) => {
     const [a, b, c] = await store.insertJobs([newJob(), newJob(), newJob()]);
-    // One attempt allowed: a death while it waited ahead would fail it unrun, so it is not held.
-    const oneAttempt = { "contract-job": { attempts: 1, crashes: 2 } };
+    // One attempt and one crash allowed: held ahead all the same, since a death costs them nothing.
+    const oneOfEach = { "contract-job": { attempts: 1, crashes: 1 } };
     const first = await claim(store, {
       limit: 3,
       aheadFrom: 1,
-      spendLimits: oneAttempt,
+      spendLimits: oneOfEach,
       token: 1,
-      leaseMs: 10 * LEASE_MS,
     });
-    assert.deepEqual(ids(first), [a]);
-    const again = await claim(store, { limit: 3, token: 2 });
-    assert.deepEqual(again.map((job) => [job.id, job.attempts]), [[b, 1], [c, 1]]);
-    // Token 2's worker dies: both come back with a crash, and a second crash would fail them.
+    assert.deepEqual(first.map((job) => [job.id, job.ahead === true]), [
+      [a, false],
+      [b, true],
+      [c, true],
+    ]);
+    // Token 1's worker dies: the job it started counts a crash and an attempt; the others nothing.
     const later = T0 + LEASE_MS + 1;
-    const twoCrashes = { "contract-job": { attempts: 3, crashes: 2 } };
-    const recovered = await claim(store, {
-      limit: 3,
-      now: later,
-      aheadFrom: 1,
-      spendLimits: twoCrashes,
-      token: 3,
+    const recovered = await claim(store, { limit: 3, now: later, token: 2 });
+    assert.deepEqual(
+      recovered.map((job) => [job.id, job.attempts, job.crashes, job.recovered, job.lastError]),
+      [[a, 2, 1, true, "worker died during attempt 1"], [b, 1, 0, false, null], [
+        c,
+        1,
+        0,
+        false,
+        null,
+      ]],
+    );
+  });
+
+  test("settle() confirms the starts of jobs claimed ahead, and refuses one cancelled meanwhile", async (store) => {
+    const [a, b, c] = await store.insertJobs([newJob(), newJob(), newJob()]);
+    await claim(store, { limit: 3, aheadFrom: 1, token: 1 });
+    const cancel = { id: b!, reason: "not wanted", now: T0, keepUntil: T0 };
+    assert.equal(await store.cancel(cancel), "cancelled", "a job claimed ahead has not started");
+    assert.equal(await store.result(c!, T0).then((row) => row?.state), "pending");
+    const starts = {
+      leases: [{ id: b!, token: 1 }, { id: c!, token: 1 }],
+      leaseMs: LEASE_MS,
+      now: T0,
+    };
+    const { applied, started } = await store.settle([complete(a!, 1)], undefined, { starts });
+    assert.deepEqual([applied, started], [[true], [c]]);
+    assert.equal(await store.result(c!, T0).then((row) => row?.state), "running");
+    assert.equal(await store.cancel({ ...cancel, id: c! }), "cancelling");
+  });
+
+  test("settle() refuses the start of a job claimed ahead whose queue is paused, and gives it back charged nothing", async (store) => {
+    const [a, b] = await store.insertJobs([newJob(), newJob({ availableAt: T0 - 5 })]);
+    const [first] = await claim(store, { limit: 2, aheadFrom: 1, token: 1 });
+    assert.equal(first?.id, b, "the job due earlier is claimed first");
+    await store.pause("default", T0, null, null);
+    const starts = { leases: [{ id: a!, token: 1 }], leaseMs: LEASE_MS, now: T0 };
+    assert.deepEqual((await store.settle([], undefined, { starts })).started, []);
+    await store.resume("default", T0);
+    // Given back unleased, due when it was, its attempt not counted.
+    const again = await claim(store, { limit: 2, token: 2 });
+    assert.deepEqual(again.map((job) => [job.id, job.attempts, job.crashes]), [[a, 1, 0]]);
+  });
+
+  test("a start refused for a pause releases the overlap lock the job claimed ahead took", async (store) => {
+    const [a, b, c] = await store.insertJobs([
+      newJob({ availableAt: T0 - 2 }),
+      newJob({ availableAt: T0 - 1 }),
+      newJob(),
+    ]);
+    await claim(store, { limit: 2, aheadFrom: 1, token: 1 });
+    const lock = (id: number, token: number) => ({
+      id,
+      token,
+      locks: [{ key: "k", limit: 1, expiresAt: T0 + 60_000, retryAt: T0 + 1_000 }],
+      rates: [],
     });
-    assert.deepEqual(recovered.map((job) => [job.id, job.crashes, job.recovered]), [[b, 1, true]]);
-    // Given back with its crash counted once and its new attempt given back.
-    const back = await claim(store, { limit: 3, now: later, token: 4 });
-    assert.deepEqual(back.map((job) => [job.id, job.attempts, job.crashes]), [[c, 2, 1]]);
+    assert.deepEqual(await store.acquire([lock(b!, 1)], T0), [null]);
+    await store.pause("default", T0, null, null);
+    const starts = { leases: [{ id: b!, token: 1 }], leaseMs: LEASE_MS, now: T0 };
+    assert.deepEqual((await store.settle([complete(a!, 1)], undefined, { starts })).started, []);
+    await store.resume("default", T0);
+    const [next] = await claim(store, { limit: 1, token: 2 });
+    assert.equal(next?.id, b, "given back due when it was");
+    assert.deepEqual(await store.acquire([lock(c!, 3)], T0), [null], "the lock was released");
   });
 
   test("claim() past aheadFrom keeps a recovered job that has spent its attempts, to fail it as recovered", async (store) => {

@@ -1,0 +1,290 @@
+/**
+ * R18: a job claimed ahead (leased by a worker beyond its free slots, not
+ * yet started) is, to every rule of the queue, a job that has not started.
+ * Cancelled, it never starts; its queue paused (here, from another
+ * connection, or by the CLI in another process), it does not start; its
+ * `uniqueUntil: "processing"` key holds while it waits and after `stop()`
+ * puts it back, which counts no retry; its worker killed, it is charged no
+ * attempt and no crash. Each scenario holds a worker at a job whose handler
+ * waits on a gate while the jobs after it are claimed ahead, and counts
+ * starts in a ledger. Figures are printed; no duration is asserted.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { DatabaseSync } from "node:sqlite";
+import { join } from "node:path";
+import { z } from "zod";
+import { defineJob } from "../../src/job.ts";
+import { Queue } from "../../src/queue.ts";
+import type { WorkerStats } from "../../src/runner/runner.ts";
+import { ChildScript } from "../_child.ts";
+import { tempDir, waitUntil } from "../_helpers.ts";
+import { type StoreContext, storeTest } from "../_stores.ts";
+import { runCli } from "../fixtures/cli/cli_process.ts";
+import { gate, record } from "../fixtures/runner/harness.ts";
+import { once } from "../fixtures/claimed_ahead/jobs.ts";
+
+/** Quick jobs run before the held one: the worker learns they are quick and claims ahead. */
+const WARM_JOBS = 300;
+/** Jobs after the held ones, more than a worker claims ahead at concurrency 1 or 8. */
+const AFTER_JOBS = 400;
+/** How long a scenario may take on a loaded machine before it is reported as stuck. */
+const DEADLINE_MS = 60_000;
+
+/** One start of a handler. */
+interface Start {
+  readonly n: number;
+  readonly attempt: number;
+}
+
+/** Jobs `n` = 0, 1, … of which those from `WARM_JOBS` on, `held` of them, wait on a gate. */
+function heldJobs(held: number, options: { uniqueUntil?: "processing" } = {}) {
+  const starts: Start[] = [];
+  const release = gate();
+  const allHeld = gate();
+  let holding = 0;
+  const job = defineJob({
+    name: "ahead.quick",
+    schema: z.object({ n: z.number().int() }),
+    ...(options.uniqueUntil !== undefined &&
+      { uniqueUntil: options.uniqueUntil, uniqueId: ({ n }) => String(n), uniqueForMs: 600_000 }),
+    async handle({ n }, ctx) {
+      starts.push({ n, attempt: ctx.attempt });
+      if (n < WARM_JOBS || n >= WARM_JOBS + held) return;
+      if (++holding === held) allHeld.resolve();
+      await release.promise;
+    },
+  });
+  return { job, starts, release, allHeld: allHeld.promise };
+}
+
+/** Leased rows now: the jobs running and those claimed ahead. */
+type Leased = () => Promise<number>;
+
+/** {@linkcode Leased} on this test's database. */
+function leasedIn(db: StoreContext): Leased {
+  return () => db.count("jobs", "token IS NOT NULL");
+}
+
+/**
+ * Dispatches the warm-up jobs, the held ones and `AFTER_JOBS` more, starts a
+ * worker at `concurrency` and waits until the held jobs hold every slot and
+ * jobs are claimed ahead behind them; the ids in order.
+ */
+async function holdWorker(
+  leased: Leased,
+  queue: Queue,
+  scenario: ReturnType<typeof heldJobs>,
+  concurrency: number,
+) {
+  const total = WARM_JOBS + concurrency + AFTER_JOBS;
+  const ids = await queue.dispatchMany(
+    scenario.job,
+    Array.from({ length: total }, (_, n) => ({ n })),
+  );
+  const worker = queue.work({ concurrency, executor: "isolate", pollMs: 20, graceMs: 60_000 });
+  await scenario.allHeld;
+  const held = await leased();
+  assert.ok(held > concurrency, `jobs claimed ahead behind the held ones: ${held - concurrency}`);
+  return { ids, worker, aheadAtHold: held - concurrency };
+}
+
+/** The starts of jobs `n` in `[from, to)`. */
+function startsIn(starts: readonly Start[], from: number, to: number): Start[] {
+  return starts.filter(({ n }) => n >= from && n < to);
+}
+
+storeTest(
+  "Queue.cancel() of jobs claimed ahead cancels them at once, and none of them starts afterwards",
+  async (db) => {
+    const scenario = heldJobs(1);
+    await using queue = await db.open({ jobs: [scenario.job] });
+    const { ids, worker, aheadAtHold } = await holdWorker(leasedIn(db), queue, scenario, 1);
+    // Another connection cancels a window of jobs just ahead of the worker, all claimed ahead.
+    await using other = await db.open({ jobs: [scenario.job] });
+    const window = ids.slice(WARM_JOBS + 1, WARM_JOBS + 1 + Math.min(aheadAtHold, 40));
+    const outcomes = [];
+    for (const id of window) outcomes.push(await other.cancel(id, { reason: "not wanted" }));
+    scenario.release.resolve();
+    await waitUntil(async () => {
+      return (await db.count("jobs")) === 0;
+    }, { what: "every other job to run", timeoutMs: DEADLINE_MS });
+    await worker.stop();
+    const from = WARM_JOBS + 1;
+    const ranAfter = startsIn(scenario.starts, from, from + window.length);
+    console.log(
+      `[figure] R18 ${db.kind}: ${window.length} jobs claimed ahead cancelled; ` +
+        `answered ${outcomes.filter((o) => o === "cancelled").length} "cancelled", ` +
+        `${ranAfter.length} started after cancel() resolved`,
+    );
+    assert.deepEqual(outcomes, window.map(() => "cancelled"));
+    assert.equal(ranAfter.length, 0, "a cancelled job started");
+    assert.equal(scenario.starts.length, ids.length - window.length);
+    for (const id of window) assert.equal((await queue.result(id))?.state, "cancelled");
+  },
+);
+
+for (const concurrency of [1, 8]) {
+  storeTest(
+    `Queue.pause() stops jobs claimed ahead at concurrency ${concurrency}: only the jobs running may finish, the rest are given back charged nothing`,
+    async (db) => {
+      const scenario = heldJobs(concurrency);
+      await using queue = await db.open({ jobs: [scenario.job] });
+      const { worker, aheadAtHold } = await holdWorker(leasedIn(db), queue, scenario, concurrency);
+      await using other = await db.open({ jobs: [scenario.job] });
+      await other.pause("default", { reason: "R18" });
+      const startsAtPause = scenario.starts.length;
+      scenario.release.resolve();
+      // The held jobs finish; every job claimed ahead is given back, none leased any more.
+      await waitUntil(async () => (await leasedIn(db)()) === 0, {
+        what: "nothing leased",
+        timeoutMs: DEADLINE_MS,
+      });
+      const startedAfter = scenario.starts.length - startsAtPause;
+      console.log(
+        `[figure] R18 ${db.kind} c${concurrency}: ${aheadAtHold} jobs claimed ahead at the pause, ` +
+          `${startedAfter} started after pause() resolved`,
+      );
+      assert.equal(startedAfter, 0, "a job started after pause() resolved");
+      await other.resume("default");
+      await waitUntil(async () => (await db.count("jobs")) === 0, {
+        what: "every job to run",
+        timeoutMs: DEADLINE_MS,
+      });
+      await worker.stop();
+      const total = WARM_JOBS + concurrency + AFTER_JOBS;
+      assert.equal(scenario.starts.length, total, "each job ran once");
+      assert.deepEqual(scenario.starts.filter(({ attempt }) => attempt !== 1), []);
+    },
+  );
+}
+
+Deno.test("R18: the CLI's pause in another process stops the jobs a worker claimed ahead", async () => {
+  await using tmp = await tempDir();
+  const scenario = heldJobs(1);
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [scenario.job] });
+  using reader = new DatabaseSync(tmp.dbPath, { readOnly: true });
+  const count = reader.prepare("SELECT COUNT(*) AS n FROM jobs WHERE token IS NOT NULL");
+  const leased = () => Promise.resolve(Number(count.get()!.n));
+  const { worker, aheadAtHold } = await holdWorker(leased, queue, scenario, 1);
+  const paused = await runCli(["pause", "default", "--db", tmp.dbPath]);
+  assert.equal(paused.code, 0, paused.stderr);
+  const startsAtPause = scenario.starts.length;
+  scenario.release.resolve();
+  await waitUntil(async () => (await leased()) === 0, {
+    what: "nothing leased",
+    timeoutMs: DEADLINE_MS,
+  });
+  const startedAfter = scenario.starts.length - startsAtPause;
+  console.log(
+    `[figure] R18 CLI pause: ${aheadAtHold} jobs claimed ahead, ` +
+      `${startedAfter} started after the CLI's pause exited`,
+  );
+  assert.equal(startedAfter, 0, "a job started after the CLI's pause exited");
+  await worker.stop();
+});
+
+storeTest(
+  'uniqueUntil "processing" holds the key of jobs claimed ahead that stop() puts back, and stop() counts them as no retry',
+  async (db) => {
+    const scenario = heldJobs(1, { uniqueUntil: "processing" });
+    await using queue = await db.open({ jobs: [scenario.job] });
+    const { worker, aheadAtHold } = await holdWorker(leasedIn(db), queue, scenario, 1);
+    const retries = record(worker, "job:retry");
+    const stopped = new Promise<WorkerStats>((resolve) =>
+      worker.addEventListener("worker:stop", (event) => resolve((event as CustomEvent).detail))
+    );
+    const stopping = worker.stop();
+    scenario.release.resolve();
+    await stopping;
+    const stats = await stopped;
+    const total = WARM_JOBS + 1 + AFTER_JOBS;
+    const waiting = await db.count("jobs");
+    assert.equal(waiting, total - scenario.starts.length);
+    // Every job not started still holds its key: dispatching it again stores nothing.
+    const again = Array.from({ length: AFTER_JOBS }, (_, index) => ({ n: total - 1 - index }));
+    await queue.dispatchMany(scenario.job, again);
+    const duplicates = (await db.count("jobs")) - waiting;
+    console.log(
+      `[figure] R18 ${db.kind}: ${aheadAtHold} jobs claimed ahead put back by stop(); ` +
+        `${duplicates} duplicates stored on dispatching them again; ${stats.retried} counted retried`,
+    );
+    assert.equal(duplicates, 0, "a job put back lost its unique key");
+    assert.deepEqual([stats.retried, retries.length], [0, 0], "put-backs counted as retries");
+    assert.equal(stats.completed, scenario.starts.length);
+  },
+);
+
+storeTest(
+  "a worker process killed while holding jobs claimed ahead charges them no attempt and no crash (maxAttempts 1, maxCrashes 1)",
+  async (db) => {
+    await using queue = await db.open({ jobs: [once] });
+    const ledger = join(db.dir, "ledger.txt");
+    await Deno.writeTextFile(ledger, "");
+    const total = WARM_JOBS + 1 + AFTER_JOBS;
+    await queue.dispatchMany(once, Array.from({ length: total }, (_, n) => ({ n })));
+    const args = db.kind === "sqlite" ? ["sqlite", db.file!] : [
+      "postgres",
+      Deno.env.get("QUEUE_TEST_POSTGRES_URL")!,
+      (await db.query<{ s: string }>("SELECT current_schema() AS s"))[0]!.s,
+    ];
+    Deno.env.set("CLAIMED_AHEAD_LEDGER", ledger);
+    Deno.env.set("CLAIMED_AHEAD_HOLD", String(WARM_JOBS));
+    try {
+      const child = new ChildScript(
+        new URL("../fixtures/claimed_ahead/worker_child.ts", import.meta.url),
+        args,
+      );
+      // Jobs that run here after the kill record their starts in the same ledger, and hold nothing.
+      Deno.env.delete("CLAIMED_AHEAD_HOLD");
+      await using _ = child;
+      await child.line("holding", DEADLINE_MS);
+      const heldAhead = (await leasedIn(db)()) - 1;
+      await child[Symbol.asyncDispose](); // SIGKILL: the child never stops on its own
+      const ranBeforeKill = readLedger(ledger).length;
+
+      // A worker here takes their leases over once they run out (60 s: moved back to now).
+      await db.query("UPDATE jobs SET available_at = 0 WHERE token IS NOT NULL");
+      const worker = queue.work({ concurrency: 4, executor: "isolate", pollMs: 20 });
+      await waitUntil(async () => (await db.count("jobs")) === 0, {
+        what: "every job settled",
+        timeoutMs: DEADLINE_MS,
+      });
+      await worker.stop();
+
+      const runs = readLedger(ledger);
+      const ran = new Set(runs.map(({ id }) => id));
+      const failed = await db.query<{ id: number; error: string }>(
+        "SELECT id, error FROM failed_jobs",
+      );
+      const neverStarted = failed.filter(({ id }) => !ran.has(Number(id)));
+      console.log(
+        `[figure] R18 ${db.kind}: killed holding ${heldAhead} jobs claimed ahead after ${ranBeforeKill} ` +
+          `started; ${failed.length} failed, ${neverStarted.length} of them never started`,
+      );
+      assert.ok(heldAhead > 0, "no job was claimed ahead at the kill");
+      assert.deepEqual(neverStarted, [], "a job failed that never started");
+      // Only the job that held its slot at the kill failed: it had started.
+      assert.equal(failed.length, 1, failed.map((row) => row.error).join("; "));
+      assert.deepEqual(
+        runs.filter(({ attempt }) => attempt !== 1),
+        [],
+        "a job was charged an attempt",
+      );
+      assert.equal(ran.size, total);
+    } finally {
+      Deno.env.delete("CLAIMED_AHEAD_LEDGER");
+      Deno.env.delete("CLAIMED_AHEAD_HOLD");
+    }
+  },
+);
+
+/** The ledger's `<id> <attempt>` lines. */
+function readLedger(path: string): { id: number; attempt: number }[] {
+  return readFileSync(path, "utf8").split("\n").filter((line) => line !== "").map((line) => {
+    const [id, attempt] = line.split(" ").map(Number);
+    return { id: id!, attempt: attempt! };
+  });
+}
