@@ -73,3 +73,13 @@ Deno.test("CLI dashboard: --read-only says so and draws no forms; bad flags exit
   assert.equal(extra.code, 2);
   assert.match(extra.stderr, /unexpected argument "now"/);
 });
+
+Deno.test("CLI dashboard --metrics: a QUEUE_METRICS_TOKEN under 16 characters exits 2 naming the variable", async () => {
+  await using tmp = await tempDir();
+  await databaseWithFailedJob(tmp.dbPath);
+  const short = await runCli(["dashboard", "--db", tmp.dbPath, "--port", "0", "--metrics"], {
+    QUEUE_METRICS_TOKEN: "short",
+  });
+  assert.equal(short.code, 2, short.stderr);
+  assert.match(short.stderr, /QUEUE_METRICS_TOKEN must be at least 16 characters: got 5/);
+});

@@ -9,10 +9,34 @@ import { dashboard } from "../dashboard.ts";
 import { isLoopbackAddress } from "../dashboard/gate.ts";
 import { bearerToken } from "../dashboard/metrics_route.ts";
 import { openAdminQueue } from "./admin.ts";
-import { expectPositionals, readDb, readInteger, readString, readSwitch } from "./args.ts";
+import {
+  expectPositionals,
+  type ParsedArgs,
+  readDb,
+  readInteger,
+  readString,
+  readSwitch,
+  UsageError,
+} from "./args.ts";
 import { redactPassword } from "../stores/database_url.ts";
 import { type Command, EXIT } from "./command.ts";
 import { onSignals } from "./stop_signals.ts";
+
+/** The shortest `QUEUE_METRICS_TOKEN` taken: what `bearerToken()` takes. */
+const MIN_TOKEN_CHARS = 16;
+
+/** `QUEUE_METRICS_TOKEN`, checked; undefined when unset or empty (then /metrics is loopback-only). */
+function readMetricsToken(args: ParsedArgs): string | undefined {
+  const token = Deno.env.get("QUEUE_METRICS_TOKEN");
+  if (token === undefined || token === "") return undefined;
+  if (token.length < MIN_TOKEN_CHARS) {
+    throw new UsageError(
+      args.command,
+      `QUEUE_METRICS_TOKEN must be at least ${MIN_TOKEN_CHARS} characters: got ${token.length}`,
+    );
+  }
+  return token;
+}
 
 /** `dashboard [--port N] [--host HOST] [--read-only] [--metrics]`. */
 export const dashboardCommand: Command = {
@@ -37,7 +61,7 @@ export const dashboardCommand: Command = {
     const host = readString(args, "host") ?? "127.0.0.1";
     const readOnly = readSwitch(args, "read-only");
     const metrics = readSwitch(args, "metrics");
-    const token = metrics ? Deno.env.get("QUEUE_METRICS_TOKEN") : undefined;
+    const token = metrics ? readMetricsToken(args) : undefined;
     // Listening before the queue opens: a signal at any point after start ends it with 0.
     const stopped = Promise.withResolvers<void>();
     using _signals = onSignals(() => stopped.resolve());
@@ -47,7 +71,7 @@ export const dashboardCommand: Command = {
       dashboard(queue, {
         readOnly,
         metrics,
-        ...token === undefined || token === "" ? {} : { metricsGate: bearerToken(token) },
+        ...token === undefined ? {} : { metricsGate: bearerToken(token) },
       }),
     );
     try {
