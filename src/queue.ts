@@ -790,6 +790,16 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   }
 
   /**
+   * Whether the jobs this queue opened with define the schedule `name`: only
+   * then can {@linkcode Queue.triggerSchedule} and
+   * {@linkcode Queue.backfillSchedule} store its jobs here (a queue opened
+   * with no jobs, as the CLI's admin commands do, reads stored schedules only).
+   */
+  definesSchedule(name: string): boolean {
+    return this.#registry.schedules().some((each) => each.name === name);
+  }
+
+  /**
    * Stores one job of a schedule now, outside its slot sequence (the next
    * slot still fires), even while it is paused or its last job runs; its
    * `ctx.scheduled.slot` is now. Returns the job's id, or null when the

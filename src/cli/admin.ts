@@ -33,23 +33,29 @@ export interface AdminQueueOptions {
    * @default {false}
    */
   readonly appKey?: boolean;
+  /**
+   * The jobs module's URL, opened with `mode: "external"` (this process
+   * stores jobs, for instance a schedule run now, and never runs one).
+   * @default {no jobs registered}
+   */
+  readonly jobs?: string;
 }
 
 /**
  * Opens the queue on the command's database, migrating it, with no jobs
- * registered. A SQLite file must exist, unless `create` (migrate): a mistyped
+ * registered unless `jobs` names a module. A SQLite file must exist, unless `create` (migrate): a mistyped
  * `--db` is an error, not a new empty database.
  */
 export async function openAdminQueue(
   args: ParsedArgs,
-  { create = false, appKey = false }: AdminQueueOptions = {},
+  { create = false, appKey = false, jobs }: AdminQueueOptions = {},
 ): Promise<Queue> {
   const options = databaseOptions(readDb(args));
   if ("path" in options && !create) assertDatabaseFile(options.path);
   const key = appKey ? Deno.env.get("APP_KEY") : undefined;
   return await Queue.open({
     ...options,
-    jobs: [],
+    ...(jobs === undefined ? { jobs: [] } : { jobs, mode: "external" }),
     ...(key !== undefined && key !== "" && { appKey: key }),
   });
 }

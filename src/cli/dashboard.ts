@@ -6,6 +6,7 @@
  * @internal
  */
 import { dashboard } from "../dashboard.ts";
+import { moduleUrl } from "../registry.ts";
 import { isLoopbackAddress } from "../dashboard/gate.ts";
 import { bearerToken } from "../dashboard/metrics_route.ts";
 import { openAdminQueue } from "./admin.ts";
@@ -44,10 +45,16 @@ export const dashboardCommand: Command = {
   operands: "",
   summary: "serve the dashboard of the queue's database over HTTP until Ctrl-C",
   description:
-    "Serves the dashboard (queues, jobs, failed jobs, batches, job types) over HTTP and prints its\nURL, until SIGINT or SIGTERM. Only requests from a loopback address get in: to reach it from\nanother machine, use an SSH tunnel, or mount dashboard() in your app with a gate.",
+    "Serves the dashboard (queues, jobs, failed jobs, batches, job types) over HTTP and prints its\nURL, until SIGINT or SIGTERM. With --jobs, the schedules the jobs module defines get a Run now\nbutton (a schedule's job is built from its definition); it runs no job itself. Only requests from a loopback address get in: to reach it from\nanother machine, use an SSH tunnel, or mount dashboard() in your app with a gate.",
   flags: {
     port: { type: "string", value: "N", help: "the port, 0 for any free one (default 8080)" },
     host: { type: "string", value: "HOST", help: "the address to listen on (default 127.0.0.1)" },
+    jobs: {
+      type: "string",
+      value: "PATH",
+      help:
+        "the jobs module, a path or a URL: Run now on the schedules it defines (needs APP_KEY if it has encrypted jobs)",
+    },
     "read-only": { type: "boolean", help: "refuse every action (retry, forget, flush, cancel)" },
     metrics: {
       type: "boolean",
@@ -59,13 +66,17 @@ export const dashboardCommand: Command = {
     expectPositionals(args, 0, 0, "");
     const port = readInteger(args, "port", 0, 65_535) ?? 8080;
     const host = readString(args, "host") ?? "127.0.0.1";
+    const jobs = readString(args, "jobs");
     const readOnly = readSwitch(args, "read-only");
     const metrics = readSwitch(args, "metrics");
     const token = metrics ? readMetricsToken(args) : undefined;
     // Listening before the queue opens: a signal at any point after start ends it with 0.
     const stopped = Promise.withResolvers<void>();
     using _signals = onSignals(() => stopped.resolve());
-    await using queue = await openAdminQueue(args);
+    await using queue = await openAdminQueue(
+      args,
+      jobs === undefined ? {} : { jobs: moduleUrl(jobs) },
+    );
     const server = Deno.serve(
       { hostname: host, port, onListen: () => {} },
       dashboard(queue, {
