@@ -74,7 +74,13 @@ export {
   type ScheduledRun,
 } from "./src/schedule.ts";
 export type { BackfillOptions, BackfillResult, ScheduleInfo } from "./src/schedule_views.ts";
-export type { JobList, JobListOptions, JobState, ListedJob } from "./src/job_list.ts";
+export type {
+  JobList,
+  JobListOptions,
+  JobState,
+  ListedJob,
+  UnfinishedJob,
+} from "./src/job_list.ts";
 export type { JobLogLine, LogsOptions } from "./src/job_logs.ts";
 export type {
   JobTypeMetrics,

@@ -49,7 +49,13 @@ import { decodeOutput } from "./output.ts";
 import { type JobLogLine, type LogsOptions, openLogLines } from "./job_logs.ts";
 import { QueueGauges } from "./queue_gauges.ts";
 import { assertQueueName } from "./names.ts";
-import { jobFilter, type JobList, type JobListOptions, toJobList } from "./job_list.ts";
+import {
+  jobFilter,
+  type JobList,
+  type JobListOptions,
+  toJobList,
+  type UnfinishedJob,
+} from "./job_list.ts";
 import {
   type MetricsOptions,
   metricsWindow,
@@ -698,6 +704,17 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#assertOpen("read a failed job");
     const row = await this.#store.failedJob(assertId(id));
     return row === null ? null : toFailedJob(row);
+  }
+
+  /**
+   * A job not yet finished (pending, delayed or running) by id: its payload
+   * as stored (JSON text, still encrypted if its job is, as
+   * {@linkcode FailedJob.payload}) and the error of its last attempt; null
+   * once it finished, or when there is no such job.
+   */
+  async unfinishedJob(id: number): Promise<UnfinishedJob | null> {
+    this.#assertOpen("read a job");
+    return await this.#store.unfinishedJob(assertId(id));
   }
 
   /**
