@@ -158,6 +158,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   readonly #keepCompletedMs: number;
   readonly #mode: QueueMode;
   #closing: Promise<void> | null = null;
+  /** Aborted by `close()`: unregisters the drain cron jobs of {@linkcode Queue.serverless}. */
+  readonly #closed = new AbortController();
   readonly #afterResponses = new DrainAfterResponses(
     (options) => this.drain(options),
     (error) => this.emit("queue:error", { error, during: "drain after a response" }),
@@ -481,7 +483,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * there. Throws when `Deno.cron` is missing: run with `--unstable-cron`, or
    * add `"unstable": ["cron"]` to the app's `deno.json` (Deno Deploy has it).
    * Returns `Deno.cron`'s promise, which settles once the job is unregistered
-   * (`signal` aborted); do not await it at the top level.
+   * (`signal` aborted, or the queue closed); do not await it at the top level.
    *
    * @example Drain every minute on Deno Deploy
    * ```ts ignore
@@ -496,8 +498,16 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   serverless(options: ServerlessOptions = {}): Promise<void> {
     this.#assertOpen("register a drain cron job");
     const queues = this.#registry.defaultQueues();
+    // The cron job belongs to the queue: left registered, it would keep the process alive
+    // after close() (a `deno serve` app would not exit on its first signal).
+    const closed = this.#closed.signal;
+    const given = typeof options === "object" && options !== null ? options.signal : undefined;
+    if (given !== undefined && !(given instanceof AbortSignal)) {
+      throw new TypeError(`serverless: signal must be an AbortSignal: got ${String(given)}`);
+    }
+    const signal = given === undefined ? closed : AbortSignal.any([given, closed]);
     return registerDrainCron(
-      options,
+      typeof options === "object" && options !== null ? { ...options, signal } : options,
       async (drainOptions) => {
         try {
           await this.drain(drainOptions);
@@ -1040,6 +1050,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /** Stops every worker of this queue (each with its grace period), then closes the database. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
+      this.#closed.abort();
       await Promise.allSettled([...this.#runners].map((runner) => runner.stop()));
       this.#gauges.remove();
       await this.#store.close();
