@@ -74,7 +74,13 @@ export {
   type ScheduleDefinition,
 } from "./src/schedule.ts";
 export type { BackfillOptions, BackfillResult, ScheduleInfo } from "./src/schedules/views.ts";
-export type { JobList, JobListOptions, JobState, ListedJob } from "./src/admin/job_list.ts";
+export type {
+  JobList,
+  JobListOptions,
+  JobState,
+  ListedJob,
+  UnfinishedJob,
+} from "./src/admin/job_list.ts";
 export type { JobLogLine, LogsOptions } from "./src/job_logs.ts";
 export type {
   JobTypeMetrics,

@@ -49,7 +49,13 @@ import { decodeOutput, isEncryptedOutput, OUTPUT_WITHHELD_NO_KEY } from "./outpu
 import { type JobLogLine, type LogsOptions, openLogLines } from "./job_logs.ts";
 import { QueueGauges } from "./admin/queue_gauges.ts";
 import { assertQueueName } from "./names.ts";
-import { jobFilter, type JobList, type JobListOptions, toJobList } from "./admin/job_list.ts";
+import {
+  jobFilter,
+  type JobList,
+  type JobListOptions,
+  toJobList,
+  type UnfinishedJob,
+} from "./admin/job_list.ts";
 import {
   type MetricsOptions,
   metricsWindow,
@@ -147,6 +153,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   readonly #keepFinishedMs: number;
   readonly #mode: QueueMode;
   #closing: Promise<void> | null = null;
+  /** Aborted by `close()`: unregisters the drain cron jobs of {@linkcode Queue.serverless}. */
+  readonly #closed = new AbortController();
   readonly #afterResponses = new DrainAfterResponses(
     (options) => this.drain(options),
     (error) => this.emit("queue:error", { error, during: "drain after a response" }),
@@ -464,8 +472,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * there. Throws when `Deno.cron` is missing: run with `--unstable-cron`, or
    * add `"unstable": ["cron"]` to the app's `deno.json` (Deno Deploy has it).
    * Returns `Deno.cron`'s promise, which settles once the job is unregistered
-   * (`signal` aborted); do not await it at the top level. Throws at the call
-   * on a queue not opened in mode `"worker"`.
+   * (`signal` aborted, or the queue closed); do not await it at the top level.
+   * Throws at the call on a queue not opened in mode `"worker"`.
    *
    * @example Drain every minute on Deno Deploy
    * ```ts ignore
@@ -481,8 +489,16 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#assertOpen("register a drain cron job");
     this.#assertWorks();
     const queues = this.#registry.defaultQueues();
+    // The cron job belongs to the queue: left registered, it would keep the process alive
+    // after close() (a `deno serve` app would not exit on its first signal).
+    const closed = this.#closed.signal;
+    const given = typeof options === "object" && options !== null ? options.signal : undefined;
+    if (given !== undefined && !(given instanceof AbortSignal)) {
+      throw new TypeError(`serverless: signal must be an AbortSignal: got ${String(given)}`);
+    }
+    const signal = given === undefined ? closed : AbortSignal.any([given, closed]);
     return registerDrainCron(
-      options,
+      typeof options === "object" && options !== null ? { ...options, signal } : options,
       async (drainOptions) => {
         try {
           await this.drain(drainOptions);
@@ -675,6 +691,17 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   }
 
   /**
+   * A job not yet finished (pending, delayed or running) by id: its payload
+   * as stored (JSON text, still encrypted if its job is, as
+   * {@linkcode FailedJob.payload}) and the error of its last attempt; null
+   * once it finished, or when there is no such job.
+   */
+  async unfinishedJob(id: number): Promise<UnfinishedJob | null> {
+    this.#assertOpen("read a job");
+    return await this.#store.unfinishedJob(assertId(id));
+  }
+
+  /**
    * Puts a failed job back on its queue, due now, with fresh attempts; false
    * if it is not there. A batch job is pending in its batch again; a chain
    * link resumes its chain.
@@ -777,7 +804,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   async forgetSchedule(name: string): Promise<boolean> {
     this.#assertOpen("forget a schedule");
     assertScheduleName(name);
-    if (this.#registry.schedules().some((each) => each.name === name)) {
+    if (this.definesSchedule(name)) {
       throw new TypeError(
         `Cannot forget schedule ${
           JSON.stringify(name)
@@ -785,6 +812,16 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
       );
     }
     return await this.#store.forgetSchedule(name);
+  }
+
+  /**
+   * Whether the jobs this queue opened with define the schedule `name`: only
+   * then can {@linkcode Queue.triggerSchedule} and
+   * {@linkcode Queue.backfillSchedule} store its jobs here (a queue opened
+   * with no jobs, as the CLI's admin commands do, reads stored schedules only).
+   */
+  definesSchedule(name: string): boolean {
+    return this.#registry.schedules().some((each) => each.name === name);
   }
 
   /**
@@ -1043,6 +1080,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /** Stops every worker of this queue (each with its grace period), then closes the database. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
+      this.#closed.abort();
       await Promise.allSettled([...this.#runners].map((runner) => runner.stop()));
       this.#gauges.remove();
       await this.#store.close();

@@ -24,6 +24,9 @@
  * curl -X POST localhost:8000/orders -d '{"sku":"mug","quantity":2}'
  * ```
  *
+ * Ctrl-C or SIGTERM stops it at once: `deno serve` stops serving and the
+ * app closes its queue (see below), so nothing keeps the process alive.
+ *
  * On Deno Deploy, set `DATABASE_URL` and `DASHBOARD_PASSWORD` in the
  * project's environment variables, and `"unstable": ["cron"]` in its
  * deno.json if it runs elsewhere too; `--unstable-cron` is only for local runs.
@@ -53,6 +56,18 @@ const password = Deno.env.get("DASHBOARD_PASSWORD") ?? "";
 const queue = await Queue.open({ url: databaseUrl, jobs: import.meta.resolve("./jobs.ts") });
 // At the top level, where Deno Deploy looks for cron jobs: each minute, drain for up to 50 s.
 queue.serverless({ cron: "* * * * *", maxTimeMs: 50_000, concurrency: 4 });
+
+// On SIGINT or SIGTERM `deno serve` stops its server, and the process ends once nothing else
+// keeps it alive: the queue's database connections and its cron job (closing the queue
+// unregisters it) would, so close the queue too. A host without signals (Deno Deploy ends the
+// isolate itself) refuses the listener; the app needs none there.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  try {
+    Deno.addSignalListener(signal, () => void queue.close());
+  } catch {
+    // no signals on this host
+  }
+}
 
 const admin = dashboard(queue, { basePath: "/admin/queue", gate: mayAdminister });
 

@@ -68,6 +68,14 @@ export interface ListedJob {
   readonly lastError: string | null;
 }
 
+/** A job not yet finished, as {@linkcode Queue.unfinishedJob} reads it by id. */
+export interface UnfinishedJob {
+  /** Its payload as stored: JSON text, or an encrypted envelope when its job is encrypted. */
+  readonly payload: string;
+  /** The error of its last attempt, or why it was put back, or null. */
+  readonly lastError: string | null;
+}
+
 /** A page of {@linkcode Queue.jobs}. */
 export interface JobList {
   /** Jobs matching the filter, on every page. */

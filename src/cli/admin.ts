@@ -23,15 +23,41 @@ import { redactPassword } from "../stores/database_url.ts";
 import type { Command } from "./command.ts";
 import { firstLine, formatTable } from "./table.ts";
 
+/** How an admin command opens its queue. */
+export interface AdminQueueOptions {
+  /** Create a missing SQLite file (migrate). @default {false} */
+  readonly create?: boolean;
+  /**
+   * Open encrypted rows with `APP_KEY` (and `APP_PREVIOUS_KEYS`) when set:
+   * with no jobs registered, the queue reads no key otherwise.
+   * @default {false}
+   */
+  readonly appKey?: boolean;
+  /**
+   * The jobs module's URL, opened with `mode: "external"` (this process
+   * stores jobs, for instance a schedule run now, and never runs one).
+   * @default {no jobs registered}
+   */
+  readonly jobs?: string;
+}
+
 /**
  * Opens the queue on the command's database, migrating it, with no jobs
- * registered. A SQLite file must exist, unless `create` (migrate): a mistyped
+ * registered unless `jobs` names a module. A SQLite file must exist, unless `create` (migrate): a mistyped
  * `--db` is an error, not a new empty database.
  */
-export async function openAdminQueue(args: ParsedArgs, create = false): Promise<Queue> {
+export async function openAdminQueue(
+  args: ParsedArgs,
+  { create = false, appKey = false, jobs }: AdminQueueOptions = {},
+): Promise<Queue> {
   const options = databaseOptions(readDb(args));
   if ("path" in options && !create) assertDatabaseFile(options.path);
-  return await Queue.open({ ...options, jobs: [] });
+  const key = appKey ? Deno.env.get("APP_KEY") : undefined;
+  return await Queue.open({
+    ...options,
+    ...(jobs === undefined ? { jobs: [] } : { jobs, mode: "external" }),
+    ...(key !== undefined && key !== "" && { appKey: key }),
+  });
 }
 
 /** Throws unless the SQLite file `path` exists (`:memory:` and `file:` URIs pass). */
@@ -235,7 +261,7 @@ const migrate: Command = {
   flags: {},
   async run(args) {
     expectPositionals(args, 0, 0, "");
-    await using queue = await openAdminQueue(args, true);
+    await using queue = await openAdminQueue(args, { create: true });
     const [row] = await queue.transaction((tx) =>
       tx.query<{ version: number }>("SELECT MAX(version) AS version FROM queue_migrations")
     );

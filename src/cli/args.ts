@@ -8,7 +8,7 @@
  */
 import { parseArgs } from "node:util";
 import { readConfig } from "../config.ts";
-import { assertQueueName } from "../names.ts";
+import { assertName, assertQueueName } from "../names.ts";
 
 /** A flag a command takes. */
 export interface Flag {
@@ -190,6 +190,38 @@ export function readQueueNames(args: ParsedArgs, name: string): string[] | undef
     throw new UsageError(args.command, `--${name} lists a queue twice: got "${text}"`);
   }
   return queues;
+}
+
+/** The queue named by the positional argument at `index`, checked; a bad name is a usage error. */
+export function readQueueOperand(args: ParsedArgs, index: number): string {
+  const name = args.positionals[index]!;
+  try {
+    assertQueueName(name, args.command);
+  } catch {
+    throw new UsageError(
+      args.command,
+      `queue name ${
+        JSON.stringify(name.slice(0, 80))
+      } is invalid: use 1 to 64 of A-Z a-z 0-9 _ . : -`,
+    );
+  }
+  return name;
+}
+
+/** A free-text flag (`--reason`) of 1 to 255 characters, or undefined when absent. */
+export function readText(args: ParsedArgs, name: string): string | undefined {
+  const text = readString(args, name);
+  if (text === undefined) return undefined;
+  try {
+    return assertName(text, args.command, `--${name}`);
+  } catch {
+    throw new UsageError(
+      args.command,
+      text.length > 255
+        ? `--${name} must be at most 255 characters: got ${text.length}`
+        : `--${name} must be text without NUL or lone surrogates`,
+    );
+  }
 }
 
 /** The database path: `--db`, else `QUEUE_DB`, else `./.renox/queue.db`. */

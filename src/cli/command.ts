@@ -5,7 +5,7 @@
  * @module
  * @internal
  */
-import { relative } from "node:path";
+import { isAbsolute, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Flag, ParsedArgs } from "./args.ts";
 
@@ -37,23 +37,45 @@ export const COMMON_FLAGS: Readonly<Record<string, Flag>> = {
   help: { type: "boolean", short: "h", help: "print this help" },
 };
 
-/**
- * How the CLI is started, for usage lines: `jsr:@renox/queue/cli` when it
- * comes from JSR, the path of its module when it runs from source.
- */
-export const PROGRAM: string = program(new URL("../cli.ts", import.meta.url));
+/** The published CLI's URL on JSR, whatever its version: `https://jsr.io/@renox/queue/1.2.3/src/cli.ts`. */
+const JSR_CLI = /^https:\/\/jsr\.io\/@renox\/queue\/[^/]+\/src\/cli\.ts$/;
 
-function program(cli: URL): string {
-  if (cli.protocol !== "file:") return "deno run -A jsr:@renox/queue/cli";
-  const path = fileURLToPath(cli);
-  let shown = path;
-  try {
-    const fromHere = relative(Deno.cwd(), path);
-    if (!fromHere.startsWith("..")) shown = fromHere.startsWith(".") ? fromHere : `./${fromHere}`;
-  } catch {
-    // no read permission for the current folder: the absolute path
+/**
+ * How the CLI was started, for usage lines: `deno run -A jsr:@renox/queue/cli`
+ * for the published module, else what was run (the main module's path from
+ * the current folder, or its URL).
+ */
+export const PROGRAM: string = programFor(
+  new URL("../cli.ts", import.meta.url).href,
+  Deno.mainModule,
+  currentFolder(),
+);
+
+/**
+ * The command that starts the CLI whose module is `cliUrl`, run with
+ * `mainUrl` as its main module (the CLI itself, or a script that calls
+ * `main()`), from `cwd` (null when unknown). @internal
+ */
+export function programFor(cliUrl: string, mainUrl: string, cwd: string | null): string {
+  const started = mainUrl === "" ? cliUrl : mainUrl;
+  if (started.startsWith("jsr:@renox/queue") || JSR_CLI.test(started)) {
+    return "deno run -A jsr:@renox/queue/cli";
   }
-  return `deno run -A ${shown}`;
+  if (!started.startsWith("file:")) return `deno run -A ${started}`;
+  const path = fileURLToPath(started);
+  if (cwd === null) return `deno run -A ${path}`;
+  const fromHere = relative(cwd, path);
+  if (fromHere.startsWith("..") || isAbsolute(fromHere)) return `deno run -A ${path}`;
+  return `deno run -A ${fromHere.startsWith(".") ? fromHere : `./${fromHere}`}`;
+}
+
+/** The current folder, or null without permission to read it. */
+function currentFolder(): string | null {
+  try {
+    return Deno.cwd();
+  } catch {
+    return null;
+  }
 }
 
 /** The exit codes of every command. */

@@ -6,7 +6,14 @@
  * @module
  * @internal
  */
-import { expectPositionals, readString, readSwitch, UsageError } from "./args.ts";
+import {
+  expectPositionals,
+  readQueueOperand,
+  readString,
+  readSwitch,
+  readText,
+  UsageError,
+} from "./args.ts";
 import { openAdminQueue, readIds } from "./admin.ts";
 import type { Command } from "./command.ts";
 import { firstLine, formatTable } from "./table.ts";
@@ -14,14 +21,19 @@ import { firstLine, formatTable } from "./table.ts";
 /** The units `--for` takes: `500ms`, `30s`, `10m`, `2h`, `1d`. */
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
-/** `--for 10m` in ms; throws a usage error naming the flag otherwise. @internal */
+/** The longest pause `--for` takes: what `Queue.pause()` takes as `forMs` (2^41 ms). */
+const MAX_PAUSE_MS = 2 ** 41;
+
+/** `--for 10m` in ms; throws a usage error naming the flag and its limits otherwise. @internal */
 export function readDurationMs(command: string, text: string): number {
   const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim());
   const ms = match === null ? NaN : Number(match[1]) * UNIT_MS[match[2]!]!;
-  if (!(ms > 0)) {
+  if (!(ms > 0 && ms <= MAX_PAUSE_MS)) {
     throw new UsageError(
       command,
-      `--for must be a positive duration such as 90s, 10m, 2h or 1d: got ${JSON.stringify(text)}`,
+      `--for must be a duration from 1ms to ${
+        Math.floor(MAX_PAUSE_MS / UNIT_MS.d!)
+      }d (about 69 years), such as 90s, 10m, 2h or 1d: got ${JSON.stringify(text)}`,
     );
   }
   return ms;
@@ -38,12 +50,16 @@ const cancel: Command = {
   description:
     "Cancels one job. A job that waits (pending or delayed) is removed and kept as cancelled; a\nrunning job is asked to stop: its worker aborts it within about a second and it is not\nretried. Exits 1 if there is no such job or it has already finished.",
   flags: {
-    reason: { type: "string", value: "TEXT", help: "why, kept with the job (default cancelled)" },
+    reason: {
+      type: "string",
+      value: "TEXT",
+      help: "why, kept with the job (default cancelled; at most 255 characters)",
+    },
   },
   async run(args) {
     expectPositionals(args, 1, 1, "the job id");
     const [id] = readIds(args);
-    const reason = readString(args, "reason");
+    const reason = readText(args, "reason");
     await using queue = await openAdminQueue(args);
     const outcome = await queue.cancel(id!, reason === undefined ? {} : { reason });
     switch (outcome) {
@@ -70,15 +86,23 @@ const pause: Command = {
   description:
     "Pauses a queue for every worker on this database: its jobs are still stored but none is\nclaimed until resume, or until --for has passed. Running jobs finish.",
   flags: {
-    for: { type: "string", value: "DURATION", help: "resume on its own after 90s, 10m, 2h, 1d" },
-    reason: { type: "string", value: "TEXT", help: "why, shown by paused and the dashboard" },
+    for: {
+      type: "string",
+      value: "DURATION",
+      help: "resume on its own after 90s, 10m, 2h, 1d (at most 25451d)",
+    },
+    reason: {
+      type: "string",
+      value: "TEXT",
+      help: "why, shown by paused and the dashboard (at most 255 characters)",
+    },
   },
   async run(args) {
     expectPositionals(args, 1, 1, "the queue name");
-    const name = args.positionals[0]!;
+    const name = readQueueOperand(args, 0);
     const forText = readString(args, "for");
     const forMs = forText === undefined ? undefined : readDurationMs(args.command, forText);
-    const reason = readString(args, "reason");
+    const reason = readText(args, "reason");
     await using queue = await openAdminQueue(args);
     await queue.pause(name, {
       ...(forMs !== undefined && { forMs }),
@@ -100,7 +124,7 @@ const resume: Command = {
   flags: {},
   async run(args) {
     expectPositionals(args, 1, 1, "the queue name");
-    const name = args.positionals[0]!;
+    const name = readQueueOperand(args, 0);
     await using queue = await openAdminQueue(args);
     if (!await queue.resume(name)) {
       console.error(`queue resume: queue ${name} is not paused`);

@@ -23,10 +23,15 @@ function describe(error: Error): string {
   return line.length <= MAX_LOGGED_CHARS ? line : `${line.slice(0, MAX_LOGGED_CHARS - 1)}…`;
 }
 
-/** Writes the events of a queue's worker as JSON lines on stdout while attached. */
+/**
+ * Writes the events of a queue's worker as JSON lines on stdout while
+ * attached. `worker:stop` carries the runner's counts and the jobs cancelled
+ * while this worker held them, which the runner does not count.
+ */
 export class JsonLog {
   readonly #queue: Queue;
   readonly #db: string;
+  #cancelled = 0;
   readonly #onComplete = ({ detail }: QueueEvent<"job:complete">) => {
     const { durationMs, ...job } = detail;
     write({ event: "job:complete", ...job, durationMs: Math.round(durationMs * 10) / 10 });
@@ -37,6 +42,10 @@ export class JsonLog {
   };
   readonly #onFailed = ({ detail }: QueueEvent<"job:failed">) => {
     write({ event: "job:failed", ...detail, error: describe(detail.error) });
+  };
+  readonly #onCancelled = ({ detail }: QueueEvent<"job:cancelled">) => {
+    this.#cancelled++;
+    write({ event: "job:cancelled", ...detail });
   };
   readonly #onError = ({ detail }: QueueEvent<"queue:error">) => {
     write({ event: "queue:error", during: detail.during, error: describe(detail.error) });
@@ -49,6 +58,7 @@ export class JsonLog {
     queue.addEventListener("job:complete", this.#onComplete);
     queue.addEventListener("job:retry", this.#onRetry);
     queue.addEventListener("job:failed", this.#onFailed);
+    queue.addEventListener("job:cancelled", this.#onCancelled);
     queue.addEventListener("queue:error", this.#onError);
   }
 
@@ -76,8 +86,14 @@ export class JsonLog {
     this.#queue.removeEventListener("job:complete", this.#onComplete);
     this.#queue.removeEventListener("job:retry", this.#onRetry);
     this.#queue.removeEventListener("job:failed", this.#onFailed);
+    this.#queue.removeEventListener("job:cancelled", this.#onCancelled);
     this.#queue.removeEventListener("queue:error", this.#onError);
-    write({ event: "worker:stop", reason: worker.stopReason, ...worker.stats });
+    write({
+      event: "worker:stop",
+      reason: worker.stopReason,
+      ...worker.stats,
+      cancelled: this.#cancelled,
+    });
     return Promise.resolve();
   }
 }

@@ -25,7 +25,7 @@ export const logsCommand: Command = {
     expectPositionals(args, 1, 1, "<id>");
     const [id] = readIds(args);
     const json = readSwitch(args, "json");
-    await using queue = await openAdminQueue(args);
+    await using queue = await openAdminQueue(args, { appKey: true });
     const lines = await queue.logs(id!);
     if (json) {
       console.log(JSON.stringify(lines, null, 2));

@@ -65,6 +65,13 @@ export class StatusLine {
       }`,
     );
   };
+  readonly #onCancelled = ({ detail }: QueueEvent<"job:cancelled">) => {
+    this.#above(
+      `cancelled ${printable(detail.name)} #${detail.id} while running: ${
+        firstLine(detail.reason, 200)
+      }`,
+    );
+  };
   readonly #onError = ({ detail }: QueueEvent<"queue:error">) => {
     this.#above(`error during ${detail.during}: ${firstLine(detail.error.message, 200)}`);
   };
@@ -74,6 +81,7 @@ export class StatusLine {
     this.#queue = queue;
     this.#db = db;
     queue.addEventListener("job:failed", this.#onFailed);
+    queue.addEventListener("job:cancelled", this.#onCancelled);
     queue.addEventListener("queue:error", this.#onError);
   }
 
@@ -107,6 +115,7 @@ export class StatusLine {
     await this.#refreshing;
     await this.#refresh();
     this.#queue.removeEventListener("job:failed", this.#onFailed);
+    this.#queue.removeEventListener("job:cancelled", this.#onCancelled);
     this.#queue.removeEventListener("queue:error", this.#onError);
     write(`\nStopped (${worker.stopReason})\n`);
   }

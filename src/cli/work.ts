@@ -200,7 +200,8 @@ within --grace-ms, then puts the rest back on their queues. A second signal stop
 
 In a terminal it shows a status line; otherwise it prints one JSON line per job outcome
 ({"event":"job:complete","id":…,"name":…,"queue":…,"attempt":…,"durationMs":…}, job:retry,
-job:failed) and for worker:start, worker:stopping and worker:stop.`,
+job:failed, job:cancelled with its reason) and for worker:start, worker:stopping and worker:stop
+(with the counts completed, failed, retried and cancelled).`,
   flags: {
     jobs: { type: "string", value: "PATH", help: "the jobs module (required), a path or a URL" },
     queue: {

@@ -183,12 +183,25 @@ export interface WorkerStore {
   watch(listener: () => void): Disposable;
 }
 
+/** What {@linkcode AdminStore.unfinishedJob} reads of a job. */
+export interface UnfinishedJobRow {
+  /** The payload as stored: JSON, or an encrypted envelope. */
+  readonly payload: string;
+  /** The error of its last attempt, or why it was put back, or null. */
+  readonly lastError: string | null;
+}
+
 /** What the admin commands change and read: failed jobs, batches, clearing queues. */
 export interface AdminStore {
   /** Failed jobs, newest first. */
   failed(page: Page): Promise<FailedJobRow[]>;
   /** One failed job, or null. */
   failedJob(id: number): Promise<FailedJobRow | null>;
+  /**
+   * A job not yet finished (pending, delayed or running): its payload as
+   * stored and the error of its last attempt; null when there is none.
+   */
+  unfinishedJob(id: number): Promise<UnfinishedJobRow | null>;
   /**
    * Moves failed jobs back to their queues, due at `now`, with fresh attempts;
    * `"all"` for every one, `{ batchId }` for the failed jobs of one batch.

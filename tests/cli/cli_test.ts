@@ -160,6 +160,7 @@ Deno.test("work --no-supervise --stop-when-empty drains the jobs dispatched befo
     completed: 20,
     failed: 2,
     retried: 0,
+    cancelled: 0,
   });
   assert.deepEqual(await queue.counts(), {
     default: { pending: 0, delayed: 0, reserved: 0, failed: 2, running: [] },
@@ -260,6 +261,51 @@ Deno.test("work --no-supervise: SIGTERM releases a running job after --grace-ms 
   assert.equal(await queue.failedJob(id), null);
 });
 
+Deno.test("work prints a job:cancelled line for a running job cancelled from another process, and worker:stop counts it", async () => {
+  await using tmp = await tempDir();
+  await using queue = await openQueue(tmp.dbPath);
+  const id = await queue.dispatch(waitForStop, null);
+  await using worker = startCli([
+    "work",
+    "--no-supervise",
+    "--executor",
+    "isolate",
+    "--sleep-ms",
+    "20",
+    "--jobs",
+    JOBS,
+    "--db",
+    tmp.dbPath,
+  ]);
+  await waitUntil(async () => (await queue.counts()).default?.reserved === 1, {
+    what: "the job runs",
+  });
+  const cancel = await runCli(["cancel", String(id), "--reason", "not needed", "--db", tmp.dbPath]);
+  assert.equal(cancel.code, 0, cancel.stderr);
+  const cancelled = await worker.waitForRecord((line) => line.event === "job:cancelled", 30_000);
+  assert.deepEqual(cancelled, {
+    event: "job:cancelled",
+    id,
+    name: "cli.wait-for-stop",
+    queue: "default",
+    attempt: 1,
+    reason: "not needed",
+  });
+
+  worker.kill("SIGTERM");
+  assert.equal((await worker.child.status).code, 0, await worker.stderr);
+  await worker.stdout;
+  assert.deepEqual(worker.records().at(-1), {
+    event: "worker:stop",
+    reason: "requested",
+    completed: 0,
+    failed: 0,
+    retried: 0,
+    cancelled: 1,
+  });
+  assert.equal((await queue.result(id))?.state, "cancelled");
+});
+
 Deno.test("work --no-supervise: a second signal stops at once instead of waiting out the grace", async () => {
   await using tmp = await tempDir();
   await using queue = await openQueue(tmp.dbPath);
@@ -331,6 +377,7 @@ Deno.test("work (supervised) starts a new worker process after one exits with co
     completed: 1,
     failed: 0,
     retried: 0,
+    cancelled: 0,
   });
   assert.deepEqual(await storedCounts(queue), {});
 });
@@ -362,6 +409,7 @@ Deno.test("work (supervised) passes SIGTERM to its worker process and exits with
     completed: 0,
     failed: 0,
     retried: 0,
+    cancelled: 0,
   });
   assert.throws(() => Deno.kill(start.pid as number, "SIGKILL"), Deno.errors.NotFound);
   assert.equal(await supervisor.stderr, "");

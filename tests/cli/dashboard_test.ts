@@ -71,3 +71,68 @@ Deno.test("CLI dashboard: --read-only says so and draws no forms; bad flags exit
   assert.equal(extra.code, 2);
   assert.match(extra.stderr, /unexpected argument "now"/);
 });
+
+Deno.test("CLI dashboard --metrics: a QUEUE_METRICS_TOKEN under 16 characters exits 2 naming the variable", async () => {
+  await using tmp = await tempDir();
+  await databaseWithFailedJob(tmp.dbPath);
+  const short = await runCli(["dashboard", "--db", tmp.dbPath, "--port", "0", "--metrics"], {
+    QUEUE_METRICS_TOKEN: "short",
+  });
+  assert.equal(short.code, 2, short.stderr);
+  assert.match(short.stderr, /QUEUE_METRICS_TOKEN must be at least 16 characters: got 5/);
+});
+
+/** Starts the CLI dashboard with `flags` on a free port; resolves with its URL once printed. */
+async function serveDashboard(flags: readonly string[]) {
+  const cli = startCli(["dashboard", "--port", "0", ...flags]);
+  await waitUntil(() => Promise.resolve(cli.lines.some((l) => URL_LINE.test(l))), {
+    what: "the URL printed",
+    timeoutMs: 30_000,
+  });
+  const [, , , url] = URL_LINE.exec(cli.lines.find((line) => URL_LINE.test(line))!)!;
+  return { cli, url: url! };
+}
+
+Deno.test("CLI dashboard --jobs: Run now stores the schedule's job; without --jobs the button is not shown", async () => {
+  await using tmp = await tempDir();
+  const jobs = "tests/fixtures/cli/schedule_jobs.ts";
+  await using queue = await Queue.open({
+    path: tmp.dbPath,
+    jobs: import.meta.resolve("../fixtures/cli/schedule_jobs.ts"),
+  });
+  const runPath = "/schedules/yearly-report/run";
+
+  {
+    const { cli, url } = await serveDashboard(["--db", tmp.dbPath]);
+    await using _cli = cli;
+    const page = await (await fetch(`${url}schedules`)).text();
+    assert.match(page, /yearly-report/);
+    assert.doesNotMatch(page, new RegExp(`action="${runPath}"`));
+    assert.match(page, /run now: not defined here/);
+    cli.kill("SIGTERM");
+    assert.equal((await cli.child.status).code, 0);
+  }
+
+  const { cli, url } = await serveDashboard(["--db", tmp.dbPath, "--jobs", jobs]);
+  await using _cli = cli;
+  const page = await fetch(`${url}schedules`);
+  const cookie = /^(renox_queue_csrf=[A-Za-z0-9_-]{22});/.exec(
+    page.headers.get("set-cookie") ?? "",
+  )?.[1];
+  const html = await page.text();
+  const token = /name="_csrf" value="([A-Za-z0-9_-]+)"/.exec(html)?.[1];
+  assert.ok(cookie !== undefined && token !== undefined, "a CSRF cookie and token");
+  assert.match(html, new RegExp(`action="${runPath}"`));
+  const run = await fetch(`${url}${runPath.slice(1)}`, {
+    method: "POST",
+    body: new URLSearchParams({ _csrf: token }),
+    headers: { cookie, origin: new URL(url).origin, "sec-fetch-site": "same-origin" },
+    redirect: "manual",
+  });
+  assert.equal(run.status, 303, await run.text());
+  assert.match(run.headers.get("location") ?? "", /\/schedules\?notice=schedule-run/);
+  const listed = await queue.jobs();
+  assert.deepEqual(listed.jobs.map((job) => job.name), ["cli.report"]);
+  cli.kill("SIGTERM");
+  assert.equal((await cli.child.status).code, 0, await cli.stderr);
+});

@@ -59,11 +59,39 @@ Deno.test("pause, paused and resume: persisted for every process; bad input exit
   assert.match((await runCli(["paused", ...db])).stdout, /No paused queues/);
   const badFor = await runCli(["pause", "mail", "--for", "0s", ...db]);
   assert.equal(badFor.code, 2);
-  assert.match(badFor.stderr, /--for must be a positive duration/);
-  const badName = await runCli(["pause", "bad name", ...db]);
-  assert.equal(badName.code, 1);
-  assert.match(badName.stderr, /queue name "bad name" is invalid/);
+  assert.match(badFor.stderr, /--for must be a duration from 1ms/);
   assert.deepEqual(await queue.paused(), []);
+});
+
+Deno.test("pause, resume and cancel argument errors name the flag, state the limit and exit 2", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [work] });
+  const id = await queue.dispatch(work, null, { delayMs: 60_000 });
+  const db = ["--db", tmp.dbPath];
+  const cases: [args: string[], message: RegExp][] = [
+    [
+      ["pause", "mail", "--for", "30000d"],
+      /--for must be a duration from 1ms to 25451d .*"30000d"/,
+    ],
+    [["pause", "bad name"], /queue name "bad name" is invalid: use 1 to 64 of/],
+    [["resume", "bad name"], /queue name "bad name" is invalid: use 1 to 64 of/],
+    [
+      ["pause", "mail", "--reason", "r".repeat(256)],
+      /--reason must be at most 255 characters: got 256/,
+    ],
+    [
+      ["cancel", String(id), "--reason", "r".repeat(300)],
+      /--reason must be at most 255 characters: got 300/,
+    ],
+  ];
+  for (const [args, message] of cases) {
+    const run = await runCli([...args, ...db]);
+    assert.equal(run.code, 2, `${args.join(" ").slice(0, 60)}: ${run.stderr}`);
+    assert.match(run.stderr, message);
+    assert.doesNotMatch(run.stderr, /forMs/);
+  }
+  assert.deepEqual(await queue.paused(), []);
+  assert.equal((await queue.result(id))?.state, "pending");
 });
 
 Deno.test("--for reads ms, s, m, h and d", () => {
@@ -72,6 +100,8 @@ Deno.test("--for reads ms, s, m, h and d", () => {
   assert.equal(readDurationMs("pause", "10m"), 600_000);
   assert.equal(readDurationMs("pause", "2h"), 7_200_000);
   assert.equal(readDurationMs("pause", "1d"), 86_400_000);
-  assert.throws(() => readDurationMs("pause", "10"), /--for must be a positive duration/);
-  assert.throws(() => readDurationMs("pause", "-1m"), /--for must be a positive duration/);
+  assert.equal(readDurationMs("pause", "25451d"), 25_451 * 86_400_000);
+  assert.throws(() => readDurationMs("pause", "10"), /--for must be a duration from 1ms/);
+  assert.throws(() => readDurationMs("pause", "-1m"), /--for must be a duration from 1ms/);
+  assert.throws(() => readDurationMs("pause", "25452d"), /to 25451d \(about 69 years\)/);
 });

@@ -7,6 +7,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { programFor } from "../../src/cli/command.ts";
 import { join } from "node:path";
 import { z } from "zod";
 import { defineJob, PermanentError, Queue } from "../../mod.ts";
@@ -63,6 +64,43 @@ Deno.test("usage lines name the CLI as it runs from source, and --db says it tak
   assert.match(help.stdout, /^Usage: deno run -A \.\/src\/cli\.ts work --jobs PATH \[flags\]$/m);
   assert.doesNotMatch(help.stdout, /jsr:@renox\/queue\/cli/);
   assert.match(help.stdout, /--db DB\s+a SQLite file or a postgres:\/\/ URL/);
+});
+
+Deno.test("usage lines name the script that started the CLI when it is not the CLI module itself", async () => {
+  await using tmp = await tempDir();
+  const script = join(tmp.dir, "queue_cli.ts");
+  await Deno.writeTextFile(
+    script,
+    `import { main } from ${JSON.stringify(import.meta.resolve("../../src/cli.ts"))};
+Deno.exit(await main(Deno.args));`,
+  );
+  const help = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--quiet", "queue_cli.ts", "help", "pause"],
+    cwd: tmp.dir,
+    env: { NO_COLOR: "1" },
+  }).output();
+  const stdout = new TextDecoder().decode(help.stdout);
+  assert.equal(help.code, 0, new TextDecoder().decode(help.stderr));
+  assert.match(stdout, /^Usage: deno run -A \.\/queue_cli\.ts pause <queue> \[flags\]$/m);
+});
+
+Deno.test("usage lines name the published CLI as jsr:@renox/queue/cli, and any other URL as it is", () => {
+  const source = "file:///app/src/cli.ts";
+  const published = "https://jsr.io/@renox/queue/0.3.1/src/cli.ts";
+  assert.equal(programFor(published, published, "/app"), "deno run -A jsr:@renox/queue/cli");
+  assert.equal(
+    programFor(published, "jsr:@renox/queue@0.3.1/cli", "/app"),
+    "deno run -A jsr:@renox/queue/cli",
+  );
+  assert.equal(programFor(source, source, "/app"), "deno run -A ./src/cli.ts");
+  assert.equal(programFor(source, source, "/elsewhere"), "deno run -A /app/src/cli.ts");
+  assert.equal(programFor(source, source, null), "deno run -A /app/src/cli.ts");
+  assert.equal(
+    programFor(source, "file:///app/scripts/queue.ts", "/app"),
+    "deno run -A ./scripts/queue.ts",
+  );
+  const mirrored = "https://example.com/queue/src/cli.ts";
+  assert.equal(programFor(mirrored, mirrored, "/app"), `deno run -A ${mirrored}`);
 });
 
 Deno.test("work prints the resolved database path in its first line", async () => {

@@ -11,6 +11,7 @@ import { z } from "zod";
 import { defineJob, generateAppKey, Queue } from "../../mod.ts";
 import { dashboard } from "../../src/dashboard.ts";
 import { fetchFrom, HOSTILE, openSession, postForm } from "../_dashboard.ts";
+import { storeTest } from "../_stores.ts";
 
 const shout = defineJob({
   name: "shout",
@@ -98,3 +99,48 @@ Deno.test("the overview pauses and resumes a queue and names paused queues in a 
   assert.equal(bad.status, 400);
   assert.deepEqual(await queue.paused(), []);
 });
+
+storeTest(
+  "a job's page shows its payload escaped, attempts and last error; an encrypted one is only named",
+  async (db) => {
+    const flaky = defineJob({
+      name: "flaky",
+      schema: z.object({ note: z.string() }),
+      maxAttempts: 3,
+      backoff: [3_600_000],
+      handle() {
+        throw new Error(`boom ${HOSTILE.error}`);
+      },
+    });
+    const queue = await db.open({ jobs: [shout, sealed, flaky], appKey: generateAppKey() });
+    const handler = dashboard(queue);
+    const waiting = await queue.dispatch(flaky, { note: HOSTILE.note });
+    const hidden = await queue.dispatch(sealed, null, { delayMs: 3_600_000 });
+    await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 5 }).done;
+
+    const page = await (await fetchFrom(handler, `/jobs/${waiting}`)).text();
+    assert.ok(!page.includes("<script>alert('payload')"), "the payload is escaped");
+    assert.ok(page.includes("&lt;script&gt;alert(&#39;payload&#39;)&lt;/script&gt;"), page);
+    assert.match(page, /<dt>Attempts<\/dt>\s*<dd>1<\/dd>/);
+    assert.match(page, /<h2>Last error<\/h2>\s*<pre class="error">Error: boom &quot;&gt;&lt;img/);
+    const api = await (await fetchFrom(handler, `/api/jobs/${waiting}`)).json();
+    assert.deepEqual(api.payload, { note: HOSTILE.note });
+    assert.equal(api.encrypted, false);
+    assert.match(api.error, /^Error: boom /);
+
+    const sealedPage = await (await fetchFrom(handler, `/jobs/${hidden}`)).text();
+    assert.match(sealedPage, /<h2>Payload<\/h2>\s*<p><strong>encrypted<\/strong>/);
+    const sealedApi = await (await fetchFrom(handler, `/api/jobs/${hidden}`)).json();
+    assert.equal(sealedApi.encrypted, true);
+    assert.equal(sealedApi.payload, null);
+    assert.ok(!JSON.stringify(sealedApi).includes("enc1:"), "no stored envelope either");
+
+    const done = await queue.dispatch(shout, { text: "<b>kept</b>" });
+    await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 5 }).done;
+    const donePage = await (await fetchFrom(handler, `/jobs/${done}`)).text();
+    assert.match(
+      donePage,
+      /<h2>Payload<\/h2>\s*<pre>\{\n {2}&quot;text&quot;: &quot;&lt;b&gt;kept&lt;\/b&gt;&quot;\n\}<\/pre>/,
+    );
+  },
+);

@@ -239,3 +239,34 @@ Deno.test("the logs command prints a job's log, control characters escaped", asy
   const bad = await runCli(["logs", "x", "--db", db]);
   assert.equal(bad.code, 2);
 });
+
+Deno.test("the logs command opens an encrypted job's lines with APP_KEY, and only with it", async () => {
+  await using dir = await tempDir();
+  const db = `${dir.dir}/queue.db`;
+  const appKey = generateAppKey();
+  const secret = defineJob({
+    name: "secret",
+    schema: z.null(),
+    encrypted: true,
+    handle(_, ctx) {
+      ctx.log("card 4111-1111", { last4: "1111" });
+    },
+  });
+  {
+    await using queue = await Queue.open({ path: db, jobs: [secret], appKey });
+    await queue.dispatch(secret, null);
+    await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+  }
+  const opened = await runCli(["logs", "1", "--db", db], { APP_KEY: appKey });
+  assert.equal(opened.code, 0, opened.stderr);
+  assert.match(opened.stdout, /#1 info {2}card 4111-1111 \{"last4":"1111"\}$/m);
+  const json = await runCli(["logs", "1", "--db", db, "--json"], { APP_KEY: appKey });
+  assert.equal(JSON.parse(json.stdout)[0].message, "card 4111-1111");
+  const closed = await runCli(["logs", "1", "--db", db], { APP_KEY: "" });
+  assert.equal(closed.code, 0, closed.stderr);
+  assert.match(closed.stdout, /\(encrypted line, not opened\)/);
+  assert.doesNotMatch(closed.stdout, /4111/);
+  const wrong = await runCli(["logs", "1", "--db", db], { APP_KEY: generateAppKey() });
+  assert.match(wrong.stdout, /cannot be opened with the keys this queue has/);
+  assert.doesNotMatch(wrong.stdout, /4111/);
+});

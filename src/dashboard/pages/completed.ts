@@ -1,9 +1,10 @@
 /**
  * Finished jobs: the completed jobs page (kept for `keepFinishedMs`,
  * filtered by name and queue, with their duration and output), and one
- * job's page by id, whatever its state: its output or error, and a Cancel
- * button while it waits or runs. Outputs are shown escaped, as stored; an
- * encrypted one only says so (the dashboard never decrypts).
+ * job's page by id, whatever its state: its payload, attempts, output or
+ * (last) error, log, and a Cancel button while it waits or runs. Payloads
+ * and outputs are shown escaped, as stored; an encrypted one only says so
+ * (the dashboard never decrypts).
  *
  * @internal
  * @module
@@ -48,25 +49,37 @@ export interface JobDetailData {
   readonly state: JobResultState;
   /** How many times its handler started. */
   readonly attempts: number;
-  /** Why it failed or was cancelled, or null. */
+  /** Why it failed or was cancelled; for a job not yet finished, the error of its last attempt; or null. */
   readonly error: string | null;
+  /** Whether its stored payload is encrypted (it is then not shown). */
+  readonly encrypted: boolean;
+  /** Its payload as parsed JSON (the stored text when it is not JSON); null when encrypted or no longer kept. */
+  readonly payload: unknown;
   /** Its kept record once it finished, or null. */
   readonly kept: CompletedView | null;
   /** Its log, oldest line first; encrypted lines unopened. */
   readonly lines: JobLogLine[];
 }
 
+/** Stored JSON text as parsed, or as it is when it is not JSON; null for none. */
+function parsed(stored: string | null): unknown {
+  if (stored === null) return null;
+  try {
+    return JSON.parse(stored);
+  } catch {
+    return stored;
+  }
+}
+
 function view({ payload: _payload, output, ...job }: FinishedJob): CompletedView {
   const encrypted = output !== null && isEncryptedPayload(output);
-  let parsed: unknown = null;
-  if (output !== null && !encrypted) {
-    try {
-      parsed = JSON.parse(output);
-    } catch {
-      parsed = output;
-    }
-  }
-  return { ...job, encrypted, output: parsed };
+  return { ...job, encrypted, output: encrypted ? null : parsed(output) };
+}
+
+/** A stored payload as the job page shows it: never decrypted. */
+function payloadView(stored: string | null): { encrypted: boolean; payload: unknown } {
+  const encrypted = stored !== null && isEncryptedPayload(stored);
+  return { encrypted, payload: encrypted ? null : parsed(stored) };
 }
 
 /** Reads the page of kept jobs the query asks for. */
@@ -101,16 +114,27 @@ async function jobState(
 ): Promise<Omit<JobDetailData, "lines"> | null> {
   const kept = await ctx.queue.finishedJob(id);
   if (kept !== null) {
-    return { id, state: kept.state, attempts: kept.attempts, error: kept.error, kept: view(kept) };
+    const { state, attempts, error } = kept;
+    return { id, state, attempts, error, ...payloadView(kept.payload), kept: view(kept) };
   }
   // Read without opening the output: the dashboard never decrypts.
   const failed = await ctx.queue.failedJob(id);
   if (failed !== null) {
-    return { id, state: "failed", attempts: failed.attempts, error: failed.error, kept: null };
+    const { attempts, error } = failed;
+    return { id, state: "failed", attempts, error, ...payloadView(failed.payload), kept: null };
   }
   const result = await ctx.queue.result(id);
   if (result === null) return null;
-  return { id, state: result.state, attempts: result.attempts, error: null, kept: null };
+  // Read apart from its state: it may finish in between, and then its payload is no longer there.
+  const unfinished = await ctx.queue.unfinishedJob(id);
+  return {
+    id,
+    state: result.state,
+    attempts: result.attempts,
+    error: unfinished?.lastError ?? null,
+    ...payloadView(unfinished?.payload ?? null),
+    kept: null,
+  };
 }
 
 function outputCell(job: CompletedView, max: number): Html | string {
@@ -172,6 +196,16 @@ ${filters}${table}${pager(ctx, "/completed", data.page, data.hasMore, summary)}`
   });
 }
 
+function payloadSection(data: JobDetailData): Html {
+  if (data.encrypted) {
+    return html`<p><strong>encrypted</strong> <span class="muted">— kept encrypted with APP_KEY; the dashboard never decrypts it.</span></p>`;
+  }
+  if (data.payload === null) return html`<p class="muted">No longer kept.</p>`;
+  return html`<pre>${
+    typeof data.payload === "string" ? data.payload : JSON.stringify(data.payload, null, 2)
+  }</pre>`;
+}
+
 /** One job's page. */
 export function renderJobDetail(ctx: PageContext, data: JobDetailData): Html {
   const { kept } = data;
@@ -219,9 +253,11 @@ export function renderJobDetail(ctx: PageContext, data: JobDetailData): Html {
         ${times}
       </dl>
       ${data.error === null ? null : html`
-        <h2>Error</h2>
+        <h2>${running ? "Last error" : "Error"}</h2>
         <pre class="error">${data.error}</pre>
       `}
+      <h2>Payload</h2>
+      ${payloadSection(data)}
       ${output}
       <h2>Log</h2>
       ${logSection(data.lines)}

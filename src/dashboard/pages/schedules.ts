@@ -39,6 +39,15 @@ export function renderSchedules(ctx: PageContext, data: SchedulesData): Html {
   });
 }
 
+/** Instead of "Run now" for a schedule the jobs module of this process does not define. */
+function notDefinedHere(ctx: PageContext): Html | null {
+  if (!ctx.canWrite) return null;
+  return html`
+    <span class="muted"
+      title="A schedule's job is built from its definition: open the dashboard's queue with the jobs module that defines it (the CLI: dashboard --jobs PATH)">run now: not defined here</span>
+  `;
+}
+
 function schedulesTable(ctx: PageContext, schedules: readonly ScheduleInfo[]): Html {
   const rows = schedules.map((schedule, index) => {
     const rule = schedule.cron === null
@@ -49,7 +58,9 @@ function schedulesTable(ctx: PageContext, schedules: readonly ScheduleInfo[]): H
       schedule.paused
         ? actionForm(ctx, schedulePath(schedule.name, "resume"), "Resume")
         : actionForm(ctx, schedulePath(schedule.name, "pause"), "Pause", { danger: true }),
-      actionForm(ctx, schedulePath(schedule.name, "run"), "Run now"),
+      ctx.queue.definesSchedule(schedule.name)
+        ? actionForm(ctx, schedulePath(schedule.name, "run"), "Run now")
+        : notDefinedHere(ctx),
     ];
     return html`
       <tr>

@@ -43,6 +43,7 @@ import type {
   StoredScheduleRow,
   StoreTransaction,
   TickRecords,
+  UnfinishedJobRow,
   WorkerRow,
 } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
@@ -248,6 +249,10 @@ export class SqlStore implements Store {
   /** One failed job, or null. */
   failedJob(id: number): Promise<FailedJobRow | null> {
     return this.#read(() => stats.failedJob(id));
+  }
+
+  unfinishedJob(id: number): Promise<UnfinishedJobRow | null> {
+    return this.#read(() => stats.unfinishedJob(id));
   }
 
   /** Moves failed jobs back in one transaction; a job is in exactly one table throughout. */

@@ -29,6 +29,7 @@ import type {
   QueueCountsRow,
   RunningJobRow,
   Settlement,
+  UnfinishedJobRow,
   WorkerRow,
 } from "../store.ts";
 import { clockParam, type Dialect } from "./dialect.ts";
@@ -128,6 +129,9 @@ const FAILED_COLUMNS =
 const FAILED_PAGE = statement(
   `SELECT ${FAILED_COLUMNS} FROM failed_jobs ORDER BY failed_at DESC, id DESC LIMIT $1 OFFSET $2`,
 );
+const UNFINISHED_ONE = statement("SELECT payload, last_error FROM jobs WHERE id = $1", {
+  oneRow: true,
+});
 const FAILED_ONE = statement(`SELECT ${FAILED_COLUMNS} FROM failed_jobs WHERE id = $1`, {
   oneRow: true,
 });
@@ -255,6 +259,15 @@ export function* running(dialect: Dialect, now: number): Script<RunningJobRow[]>
 /** Failed jobs, newest first. */
 export function* failed(page: Page): Script<FailedJobRow[]> {
   return (yield* exec<FailedRow>(FAILED_PAGE, page.limit, page.offset)).rows.map(toFailedJobRow);
+}
+
+/** A job not yet finished: its stored payload and last error, or null. */
+export function* unfinishedJob(id: number): Script<UnfinishedJobRow | null> {
+  const { rows: [row] } = yield* exec<{ payload: string; last_error: string | null }>(
+    UNFINISHED_ONE,
+    id,
+  );
+  return row === undefined ? null : { payload: row.payload, lastError: row.last_error };
 }
 
 /** One failed job, or null. */

@@ -17,17 +17,50 @@ import {
   ids,
   LEASE_MS,
   newJob,
+  release,
   sorted,
   T0,
 } from "./fixtures.ts";
 
 /** Failed jobs and clearing queues. */
 export const adminStore: ContractArea = {
-  covers: ["failed", "failedJob", "retry", "forget", "flushFailed", "pruneFailed", "clear"],
+  covers: [
+    "failed",
+    "failedJob",
+    "unfinishedJob",
+    "retry",
+    "forget",
+    "flushFailed",
+    "pruneFailed",
+    "clear",
+  ],
   register,
 };
 
 function register(test: ContractTest): void {
+  test("unfinishedJob() reads a waiting or running job's stored payload and last error; null once it ended", async (store) => {
+    const [id] = await store.insertJobs([newJob({ payload: '{"to":"ada"}' })]);
+    assert.deepEqual({ ...await store.unfinishedJob(id!) }, {
+      payload: '{"to":"ada"}',
+      lastError: null,
+    });
+    assert.equal((await claim(store, { limit: 1, token: 1 }))[0]?.id, id);
+    assert.deepEqual(
+      (await store.settle([release(id!, 1, T0, "Error: try later")])).applied,
+      [true],
+    );
+    assert.deepEqual(
+      { ...await store.unfinishedJob(id!) },
+      { payload: '{"to":"ada"}', lastError: "Error: try later" },
+      "released with an error: the error of its last attempt",
+    );
+    assert.equal((await claim(store, { limit: 1, token: 2 }))[0]?.id, id);
+    assert.equal((await store.unfinishedJob(id!))?.payload, '{"to":"ada"}', "running");
+    assert.deepEqual((await store.settle([complete(id!, 2)])).applied, [true]);
+    assert.equal(await store.unfinishedJob(id!), null, "completed: no longer unfinished");
+    assert.equal(await store.unfinishedJob(987_654), null);
+  });
+
   test("failed() lists failed jobs newest first, with limit and offset; failedJob() finds one", async (store) => {
     const [at1, at30, at20, at40] = await failedJobs(store, [
       T0 + 1,

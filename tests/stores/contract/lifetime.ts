@@ -75,6 +75,7 @@ function operations(store: Store): [string, () => Promise<unknown>][] {
     ["counts", () => store.counts(T0)],
     ["failed", () => store.failed({ limit: 1, offset: 0 })],
     ["failedJob", () => store.failedJob(1)],
+    ["unfinishedJob", () => store.unfinishedJob(1)],
     ["retry", () => store.retry([1], T0)],
     ["retry all", () => store.retry("all", T0)],
     ["forget", () => store.forget(1)],

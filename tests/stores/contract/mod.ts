@@ -67,6 +67,7 @@ export const STORE_MEMBERS: Record<StoreMethod, true> = {
   watch: true,
   failed: true,
   failedJob: true,
+  unfinishedJob: true,
   retry: true,
   forget: true,
   flushFailed: true,
