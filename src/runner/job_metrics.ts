@@ -2,7 +2,7 @@
  * The runner's OpenTelemetry instruments: counters of settled attempts,
  * added once per tick, and histograms of runtime and wait, recorded per
  * attempt.
- * Names and units are listed in the README ("Observability"). Without an
+ * Names and units are listed in docs/observability.md ("Metrics"). Without an
  * SDK the instruments are no-ops of `npm:@opentelemetry/api`.
  *
  * @internal

@@ -41,7 +41,7 @@ export interface PostgresStoreOptions {
   /**
    * Whose clock the times the store writes and compares go by (due times,
    * leases, locks, pauses, recorded times, prune cutoffs, counts; the
-   * README's "Clocks" limit lists the few that stay the caller's):
+   * "Clocks" section of docs/stores.md lists the few that stay the caller's):
    * `"database"` (the server's clock, so hosts whose clocks disagree still
    * agree) or `"caller"` (the times the queue passes in, e.g. a test's clock).
    * @default {"database"}
