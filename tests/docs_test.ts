@@ -1,12 +1,12 @@
 /**
  * The code blocks of README.md and docs/*.md, checked so that a guide cannot drift from the API.
  *
- * Each ```ts block is written to a file of its own in a temp folder (one folder per page) and all
+ * Each block fenced as ts is written to a file of its own in a temp folder (one folder per page) and all
  * of them are type-checked in one `deno check`, with `@renox/queue` and its entries mapped to this
  * checkout and the project's other imports and compiler options. A block whose first line is a
  * comment naming a file (`// jobs.ts: every job`) is written under that name, so that another
  * block of the same page can import it (`import { sendReceipt } from "./jobs.ts"`). Blocks that
- * are not code say so with ```sh, ```text or ```json (each line of a json block must parse).
+ * are not code say so with a sh, text or json fence (each line of a json block must parse).
  *
  * @module
  */
