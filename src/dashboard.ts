@@ -33,6 +33,7 @@ import {
 } from "./dashboard/gate.ts";
 import { bearerToken } from "./dashboard/metrics_route.ts";
 import { route } from "./dashboard/routes.ts";
+import { shown } from "./shown.ts";
 
 export { bearerToken, type DashboardAccess, type DashboardGate, isLoopbackAddress, loopbackOnly };
 
@@ -115,7 +116,7 @@ const BASE_PATH = /^(\/[A-Za-z0-9._~-]+)*$/;
 export function dashboard(queue: Queue, options: DashboardOptions = {}): DashboardHandler {
   const given: unknown = options.basePath ?? "";
   if (typeof given !== "string") {
-    throw new TypeError(`dashboard: basePath must be a string: got ${typeof given}`);
+    throw new TypeError(`dashboard: basePath must be a string: got ${shown(given)}`);
   }
   const basePath = given.replace(/\/$/, "");
   if (
@@ -123,29 +124,31 @@ export function dashboard(queue: Queue, options: DashboardOptions = {}): Dashboa
   ) {
     throw new TypeError(
       `dashboard: basePath must be "" or "/"-separated segments of letters, digits and -._~: got ${
-        JSON.stringify(options.basePath)
+        shown(options.basePath)
       }`,
     );
   }
   const gate = options.gate ?? loopbackOnly;
   if (typeof gate !== "function") {
-    throw new TypeError(`dashboard: gate must be a function: got ${typeof gate}`);
+    throw new TypeError(`dashboard: gate must be a function: got ${shown(gate)}`);
   }
   const readOnly = options.readOnly ?? false;
   if (typeof readOnly !== "boolean") {
-    throw new TypeError(`dashboard: readOnly must be true or false: got ${String(readOnly)}`);
+    throw new TypeError(`dashboard: readOnly must be true or false: got ${shown(readOnly)}`);
   }
   const title = options.title ?? "@renox/queue";
   if (typeof title !== "string" || title.length === 0 || title.length > 100) {
-    throw new TypeError(`dashboard: title must be a string of 1 to 100 characters: got ${title}`);
+    throw new TypeError(
+      `dashboard: title must be a string of 1 to 100 characters: got ${shown(title)}`,
+    );
   }
   const metrics = options.metrics ?? false;
   if (typeof metrics !== "boolean") {
-    throw new TypeError(`dashboard: metrics must be true or false: got ${String(metrics)}`);
+    throw new TypeError(`dashboard: metrics must be true or false: got ${shown(metrics)}`);
   }
   const metricsGate = options.metricsGate ?? gate;
   if (typeof metricsGate !== "function") {
-    throw new TypeError(`dashboard: metricsGate must be a function: got ${typeof metricsGate}`);
+    throw new TypeError(`dashboard: metricsGate must be a function: got ${shown(metricsGate)}`);
   }
   const setup = {
     queue,

@@ -494,7 +494,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     const closed = this.#closed.signal;
     const given = typeof options === "object" && options !== null ? options.signal : undefined;
     if (given !== undefined && !(given instanceof AbortSignal)) {
-      throw new TypeError(`serverless: signal must be an AbortSignal: got ${String(given)}`);
+      throw new TypeError(`serverless: signal must be an AbortSignal: got ${shown(given)}`);
     }
     const signal = given === undefined ? closed : AbortSignal.any([given, closed]);
     return registerDrainCron(

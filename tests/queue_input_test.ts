@@ -228,6 +228,7 @@ Deno.test('option errors quote a string value as JSON does, so "1000" never read
   await using queue = await Queue.open({ path: ":memory:", jobs: [note] });
   quoted(() => queue.work({ maxLogBytes: text }), "maxLogBytes");
   quoted(() => queue.work({ leaseMs: text }), "leaseMs");
+  quoted(() => queue.serverless({ signal: text as unknown as AbortSignal }), "signal");
   await assert.rejects(queue.pause("default", { forMs: text }), /forMs must be .*: got "1000"$/);
   await assert.rejects(queue.drain({ maxTimeMs: text }), /maxTimeMs must be .*: got "1000"$/);
   await assert.rejects(

@@ -20,6 +20,7 @@ import {
   UsageError,
 } from "./args.ts";
 import { redactPassword } from "../stores/database_url.ts";
+import { shown } from "../shown.ts";
 import type { Command } from "./command.ts";
 import { firstLine, formatTable } from "./table.ts";
 
@@ -82,7 +83,7 @@ export function readIds(args: ParsedArgs, noun = "job"): number[] {
     if (!(id >= 1 && Number.isSafeInteger(id))) {
       throw new UsageError(
         args.command,
-        `a ${noun} id must be a positive whole number: got "${text}"`,
+        `a ${noun} id must be a positive whole number: got ${shown(text)}`,
       );
     }
     return id;
@@ -242,7 +243,10 @@ const clear: Command = {
     expectPositionals(args, 0, 0, "");
     const queueName = readQueueNames(args, "queue");
     if (queueName !== undefined && queueName.length !== 1) {
-      throw new UsageError(args.command, `--queue takes one queue: got "${args.values.queue}"`);
+      throw new UsageError(
+        args.command,
+        `--queue takes one queue: got ${shown(args.values.queue)}`,
+      );
     }
     await using queue = await openAdminQueue(args);
     const count = await queue.clear(queueName?.[0]);

@@ -9,6 +9,7 @@
 import { parseArgs } from "node:util";
 import { readConfig } from "../config.ts";
 import { assertName, assertQueueName } from "../names.ts";
+import { shown } from "../shown.ts";
 
 /** A flag a command takes. */
 export interface Flag {
@@ -116,7 +117,7 @@ function describeParseError(
     const flag = Object.hasOwn(flags, token.name) ? flags[token.name] : undefined;
     if (flag === undefined) return `unknown flag ${token.rawName}`;
     if (flag.type === "boolean" && token.value !== undefined) {
-      return `${token.rawName} takes no value: got ${JSON.stringify(token.value)}`;
+      return `${token.rawName} takes no value: got ${shown(token.value)}`;
     }
     if (flag.type === "string" && token.value === undefined) {
       return `${token.rawName} needs a value`;
@@ -155,7 +156,10 @@ export function readInteger(
   const value = /^\d+$/.test(text) ? Number(text) : NaN;
   if (!(value >= min && value <= max)) {
     const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
-    throw new UsageError(args.command, `--${name} must be a whole number ${range}: got "${text}"`);
+    throw new UsageError(
+      args.command,
+      `--${name} must be a whole number ${range}: got ${shown(text)}`,
+    );
   }
   return value;
 }
@@ -168,7 +172,7 @@ export function readNumber(args: ParsedArgs, name: string, positive: boolean): n
   if (!(positive ? value > 0 : value >= 0) || !Number.isFinite(value)) {
     throw new UsageError(
       args.command,
-      `--${name} must be a number ${positive ? "> 0" : ">= 0"}: got "${text}"`,
+      `--${name} must be a number ${positive ? "> 0" : ">= 0"}: got ${shown(text)}`,
     );
   }
   return value;
@@ -187,7 +191,7 @@ export function readQueueNames(args: ParsedArgs, name: string): string[] | undef
     }
   }
   if (new Set(queues).size !== queues.length) {
-    throw new UsageError(args.command, `--${name} lists a queue twice: got "${text}"`);
+    throw new UsageError(args.command, `--${name} lists a queue twice: got ${shown(text)}`);
   }
   return queues;
 }

@@ -24,6 +24,7 @@ import {
 } from "./args.ts";
 import { openAdminQueue, plural } from "./admin.ts";
 import type { Command } from "./command.ts";
+import { shown } from "../shown.ts";
 import { firstLine, formatTable } from "./table.ts";
 
 function time(date: Date | null): string {
@@ -78,7 +79,7 @@ function readTime(args: ParsedArgs, name: string): Date {
     throw new UsageError(
       args.command,
       `--${name} must be an ISO 8601 time, e.g. 2026-03-01T00:00:00Z: got ${
-        text === undefined ? "nothing" : JSON.stringify(text)
+        text === undefined ? "nothing" : shown(text)
       }`,
     );
   }

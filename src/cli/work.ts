@@ -23,6 +23,7 @@ import {
 } from "./args.ts";
 import { resolve } from "node:path";
 import { isPostgresUrl, redactPassword } from "../stores/database_url.ts";
+import { shown } from "../shown.ts";
 import { childDenoFlags, filePath, withFolder } from "./deno_flags.ts";
 import { type Command, EXIT } from "./command.ts";
 import { JsonLog } from "./job_log.ts";
@@ -70,7 +71,7 @@ function readSettings(args: ParsedArgs): WorkSettings {
   if (executorFlag !== undefined && executor === undefined) {
     throw new UsageError(
       args.command,
-      `--executor must be workers or isolate: got "${executorFlag}"`,
+      `--executor must be workers or isolate: got ${shown(executorFlag)}`,
     );
   }
   const maxTime = readNumber(args, "max-time", true);

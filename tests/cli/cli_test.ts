@@ -72,6 +72,7 @@ Deno.test("CLI: unknown flags and commands, bad values, missing and extra argume
     [["work"], /--jobs is required/],
     [["frobnicate"], /unknown command "frobnicate"/],
     [["retry", "abc", ...db], /job id .*"abc"/],
+    [["retry", 'x"\x1b[2J', ...db], /job id .*: got "x\\"\\u001b\[2J" \(see/],
     [["retry", ...db], /missing job ids/],
     [["retry", "1", "all", ...db], /ids or all/],
     [["forget", ...db], /missing the job id/],

@@ -136,3 +136,32 @@ Deno.test("CLI dashboard --jobs: Run now stores the schedule's job; without --jo
   cli.kill("SIGTERM");
   assert.equal((await cli.child.status).code, 0, await cli.stderr);
 });
+
+Deno.test("CLI dashboard --jobs leaves the stored schedules its module does not define as they are, paused ones paused", async () => {
+  await using tmp = await tempDir();
+  const { report, reportA, reportB } = await import("../fixtures/schedules/cli_jobs.ts");
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [report, reportA, reportB] });
+  assert.equal(await queue.pauseSchedule("report-a"), true);
+  const before = await queue.schedules();
+
+  const { cli, url } = await serveDashboard([
+    "--db",
+    tmp.dbPath,
+    "--jobs",
+    "tests/fixtures/cli/schedule_jobs.ts",
+  ]);
+  await using _cli = cli;
+  const page = await (await fetch(`${url}schedules`)).text();
+  assert.match(page, /yearly-report/);
+  cli.kill("SIGTERM");
+  assert.equal((await cli.child.status).code, 0, await cli.stderr);
+
+  const after = await queue.schedules();
+  assert.deepEqual(after.map((schedule) => schedule.name), [
+    "report-a",
+    "report-b",
+    "yearly-report",
+  ]);
+  assert.deepEqual(after.filter((schedule) => schedule.name !== "yearly-report"), before);
+  assert.equal(after[0]!.paused, true);
+});

@@ -490,6 +490,24 @@ Deno.test("dashboard: mounted under basePath, its links, forms and cookie stay u
   assert.throws(() => dashboard(queue, { title: "" }), /title must be/);
 });
 
+Deno.test('dashboard() option errors quote a string value as JSON does, so "false" never reads as false', async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  const refused = (options: Record<string, unknown>, message: RegExp) =>
+    assert.throws(() => dashboard(queue, options), (error: Error) => {
+      assert.ok(error instanceof TypeError);
+      assert.match(error.message, message);
+      return true;
+    });
+  refused({ readOnly: "false" }, /^dashboard: readOnly must be true or false: got "false"$/);
+  refused({ metrics: "true" }, /^dashboard: metrics must be true or false: got "true"$/);
+  refused({ title: "" }, /^dashboard: title must be a string of 1 to 100 characters: got ""$/);
+  refused({ title: 7 }, /title must be .*: got 7$/);
+  refused({ basePath: 5 }, /^dashboard: basePath must be a string: got 5$/);
+  refused({ gate: "admin" }, /^dashboard: gate must be a function: got "admin"$/);
+  refused({ metricsGate: true }, /^dashboard: metricsGate must be a function: got true$/);
+});
+
 Deno.test("dashboard: every page has its JSON under /api/; unknown routes, a gone failed job and a bad filter say why", async () => {
   const { queue } = await openQueue();
   await using _ = queue;

@@ -4,7 +4,8 @@
  * Cancelled, it never starts; its queue paused (here, from another
  * connection, or by the CLI in another process), it does not start; its
  * `uniqueUntil: "processing"` key holds while it waits and after `stop()`
- * puts it back, which counts no retry; its worker killed, it is charged no
+ * puts it back, which counts no retry (nor does a drain's time budget
+ * running out); its worker killed, it is charged no
  * attempt and no crash. Each scenario holds a worker at a job whose handler
  * waits on a gate while the jobs after it are claimed ahead, and counts
  * starts in a ledger. Figures are printed; no duration is asserted.
@@ -214,6 +215,33 @@ storeTest(
     assert.equal(duplicates, 0, "a job put back lost its unique key");
     assert.deepEqual([stats.retried, retries.length], [0, 0], "put-backs counted as retries");
     assert.equal(stats.completed, scenario.starts.length);
+  },
+);
+
+storeTest(
+  "drain() at the end of its time budget counts the jobs it claimed ahead and put back as no retry",
+  async (db) => {
+    const scenario = heldJobs(1);
+    await using queue = await db.open({ jobs: [scenario.job] });
+    const total = WARM_JOBS + 1 + AFTER_JOBS;
+    await queue.dispatchMany(scenario.job, Array.from({ length: total }, (_, n) => ({ n })));
+    // The budget ends while the held job runs: long enough for the warm-up on a loaded machine.
+    const drained = queue.drain({ maxTimeMs: 20_000, concurrency: 1 });
+    const held = await Promise.race([scenario.allHeld.then(() => true), drained.then(() => false)]);
+    assert.ok(held, "the drain ended before the held job started");
+    const aheadAtHold = (await leasedIn(db)()) - 1;
+    const result = await drained;
+    scenario.release.resolve();
+    console.log(
+      `[figure] R18 ${db.kind} drain: ${aheadAtHold} jobs claimed ahead at the end of the budget; ` +
+        `${result.retried} counted retried`,
+    );
+    assert.ok(aheadAtHold > 0, "no job was claimed ahead behind the held one");
+    assert.equal(result.stoppedBecause, "time");
+    // Only the held job ran and was put back; the jobs claimed ahead behind it never started.
+    assert.equal(result.retried, 1, "put-backs of jobs claimed ahead counted as retries");
+    assert.equal(result.completed, WARM_JOBS);
+    assert.equal(await db.count("jobs"), total - WARM_JOBS);
   },
 );
 
