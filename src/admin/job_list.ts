@@ -6,7 +6,9 @@
  */
 import { shown } from "../shown.ts";
 import { assertName, assertQueueName } from "../names.ts";
-import type { JobFilter, JobListing, JobState, ListedJobRow } from "../stores/store.ts";
+import type { Clock } from "../clock.ts";
+import type { JobFilter, JobListing, JobState, ListedJobRow, StatsStore } from "../stores/store.ts";
+import { page } from "./listing.ts";
 
 export type { JobState } from "../stores/store.ts";
 
@@ -95,6 +97,16 @@ export function jobFilter(options: JobListOptions): JobFilter {
   if (queue !== undefined) assertQueueName(queue, "jobs");
   if (name !== undefined) assertName(name, "jobs", "name");
   return { state: state ?? null, queue: queue ?? null, name: name ?? null };
+}
+
+/** Lists the jobs in `store` that `options` pick, at `clock`'s now. */
+export async function listJobs(
+  store: Pick<StatsStore, "jobs">,
+  clock: Clock,
+  options: JobListOptions,
+): Promise<JobList> {
+  const filter = jobFilter(options);
+  return toJobList(await store.jobs(filter, page(options, "jobs"), clock.now()));
 }
 
 /** The public form of a store's listing. */

@@ -6,7 +6,8 @@
  * @module
  */
 import { shown } from "../shown.ts";
-import type { PendingByName, WorkerRow } from "../stores/store.ts";
+import type { Clock } from "../clock.ts";
+import type { PendingByName, StatsStore, WorkerRow } from "../stores/store.ts";
 
 /** Options for {@linkcode Queue.workers}. */
 export interface WorkersOptions {
@@ -79,4 +80,26 @@ export function unclaimedJobs(
 /** The public form of a worker's row. */
 export function toWorkerInfo(row: WorkerRow): WorkerInfo {
   return { ...row, startedAt: new Date(row.startedAt), lastSeenAt: new Date(row.lastSeenAt) };
+}
+
+/** The workers `store` heard from within `options.seenWithinMs` of `clock`'s now. */
+export async function listWorkers(
+  store: Pick<StatsStore, "workers">,
+  clock: Clock,
+  options: WorkersOptions,
+): Promise<WorkerInfo[]> {
+  const now = clock.now();
+  return (await store.workers(seenSince(now, options), now)).map(toWorkerInfo);
+}
+
+/** The due jobs in `store` that no worker seen lately can claim; none when no worker is seen. */
+export async function listUnclaimed(
+  store: Pick<StatsStore, "workers" | "pendingByName">,
+  clock: Clock,
+  options: WorkersOptions,
+): Promise<UnclaimedJobs[]> {
+  const now = clock.now();
+  const workers = await store.workers(seenSince(now, options), now);
+  if (workers.length === 0) return [];
+  return unclaimedJobs(await store.pendingByName(now), workers);
 }
