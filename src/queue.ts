@@ -18,7 +18,7 @@ import type {
   PausedQueue,
   PauseOptions,
 } from "./admin/job_control.ts";
-import { resolvePause, toPausedQueue } from "./admin/job_control.ts";
+import { resolvePause } from "./admin/job_control.ts";
 import {
   type JobList,
   type JobListOptions,
@@ -796,7 +796,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /** The queues paused now, by name. */
   async paused(): Promise<PausedQueue[]> {
     this.#assertOpen("list paused queues");
-    return (await this.#store.paused(this.#clock.now())).map(toPausedQueue);
+    return await this.#store.paused(this.#clock.now());
   }
 
   /** Stops every worker of this queue (each with its grace period), then closes the database. */

@@ -8,7 +8,7 @@
  */
 import type { Clock } from "../clock.ts";
 import type { StatsStore } from "../stores/store.ts";
-import { type QueueCounts, toRunningJob } from "./listing.ts";
+import type { QueueCounts } from "./listing.ts";
 
 /** Counts the jobs of every queue in `store` at `clock`'s now; `queues` show even when idle. */
 export async function countJobs(
@@ -24,7 +24,10 @@ export async function countJobs(
   return Object.fromEntries(
     [...byQueue].map(([queue, counts]) => [
       queue,
-      { ...counts, running: running.filter((job) => job.queue === queue).map(toRunningJob) },
+      {
+        ...counts,
+        running: running.filter((job) => job.queue === queue).map(({ queue: _, ...job }) => job),
+      },
     ]),
   );
 }

@@ -15,7 +15,6 @@ import {
   type ListOptions,
   page,
   type PruneOptions,
-  toFailedJob,
 } from "./listing.ts";
 
 /** What failed-job and batch admin reads, writes and wakes. */
@@ -39,13 +38,12 @@ export class FailedJobs {
 
   /** A page of failed jobs, newest first. */
   async list(options: ListOptions): Promise<FailedJob[]> {
-    return (await this.#parts.store.failed(page(options, "failed"))).map(toFailedJob);
+    return await this.#parts.store.failed(page(options, "failed"));
   }
 
   /** One failed job, or null. */
-  async one(id: number): Promise<FailedJob | null> {
-    const row = await this.#parts.store.failedJob(assertId(id));
-    return row === null ? null : toFailedJob(row);
+  one(id: number): Promise<FailedJob | null> {
+    return this.#parts.store.failedJob(assertId(id));
   }
 
   /** Moves failed jobs back to be run: `ids`, every one, or a batch's; resolves with how many. */

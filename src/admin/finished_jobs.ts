@@ -16,7 +16,6 @@ import {
   cancelReason,
   type FinishedJob,
   type FinishedOptions,
-  toFinishedJob,
 } from "./job_control.ts";
 import { assertId, cutoff, page, type PruneOptions } from "./listing.ts";
 
@@ -50,17 +49,15 @@ export class FinishedJobs {
     if (options.name !== undefined && typeof options.name !== "string") {
       throw new TypeError(`finished: name must be a string: got ${typeof options.name}`);
     }
-    const rows = await this.#parts.store.finished(
+    return await this.#parts.store.finished(
       { name: options.name, queue: options.queue },
       page(options, "finished"),
     );
-    return rows.map(toFinishedJob);
   }
 
   /** One finished job, or null. */
-  async one(id: number): Promise<FinishedJob | null> {
-    const row = await this.#parts.store.finishedJob(assertId(id));
-    return row === null ? null : toFinishedJob(row);
+  one(id: number): Promise<FinishedJob | null> {
+    return this.#parts.store.finishedJob(assertId(id));
   }
 
   /** Deletes finished jobs older than `options.olderThanMs`; resolves with how many. */

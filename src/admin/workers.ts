@@ -7,7 +7,9 @@
  */
 import { shown } from "../shown.ts";
 import type { Clock } from "../clock.ts";
-import type { PendingByName, StatsStore, WorkerRow } from "../stores/store.ts";
+import type { PendingByName, StatsStore, WorkerInfo } from "../stores/store.ts";
+
+export type { WorkerInfo } from "../stores/store.ts";
 
 /** Options for {@linkcode Queue.workers}. */
 export interface WorkersOptions {
@@ -17,28 +19,6 @@ export interface WorkersOptions {
    * @default {30_000}
    */
   seenWithinMs?: number;
-}
-
-/** A worker, in this process or another, as its last heartbeat described it. */
-export interface WorkerInfo {
-  /** A random id, unique per worker. */
-  readonly id: string;
-  /** The machine it runs on, or `"unknown"` where the process may not read its name. */
-  readonly host: string;
-  /** Its process id. */
-  readonly pid: number;
-  /** The queues it claims from, in order. */
-  readonly queues: readonly string[];
-  /** Jobs it runs at once at most. */
-  readonly concurrency: number;
-  /** When it started. */
-  readonly startedAt: Date;
-  /** Its last heartbeat. */
-  readonly lastSeenAt: Date;
-  /** Jobs it was running at its last heartbeat. */
-  readonly running: number;
-  /** The job names its process has definitions for: the only jobs it claims. */
-  readonly names: readonly string[];
 }
 
 /** The earliest heartbeat {@linkcode WorkersOptions} accept at `now`. */
@@ -70,16 +50,11 @@ export interface UnclaimedJobs {
  */
 export function unclaimedJobs(
   pending: readonly PendingByName[],
-  workers: readonly WorkerRow[],
+  workers: readonly WorkerInfo[],
 ): UnclaimedJobs[] {
   return pending.filter(({ queue, name }) =>
     !workers.some((worker) => worker.queues.includes(queue) && worker.names.includes(name))
   );
-}
-
-/** The public form of a worker's row. */
-export function toWorkerInfo(row: WorkerRow): WorkerInfo {
-  return { ...row, startedAt: new Date(row.startedAt), lastSeenAt: new Date(row.lastSeenAt) };
 }
 
 /** The workers `store` heard from within `options.seenWithinMs` of `clock`'s now. */
@@ -89,7 +64,7 @@ export async function listWorkers(
   options: WorkersOptions,
 ): Promise<WorkerInfo[]> {
   const now = clock.now();
-  return (await store.workers(seenSince(now, options), now)).map(toWorkerInfo);
+  return await store.workers(seenSince(now, options), now);
 }
 
 /** The due jobs in `store` that no worker seen lately can claim; none when no worker is seen. */
