@@ -7,7 +7,8 @@
  * @module
  */
 import type { PayloadCipher } from "./encryption.ts";
-import type { LogLineRow } from "./stores/store.ts";
+import { shown } from "./shown.ts";
+import type { LogLineRow, StatsStore } from "./stores/store.ts";
 
 /** One line of a job's log, as {@linkcode Queue.logs} returns it. */
 export interface JobLogLine {
@@ -45,6 +46,20 @@ export interface LogsOptions {
 /** What an encrypted job's log lines are bound to (the AES-GCM additional data): its id. */
 export function logSealedFor(jobId: number): string {
   return `job-log:${jobId}`;
+}
+
+/** Reads job `jobId`'s lines from `store`, opened with `cipher` unless `options.open` is false. */
+export async function readJobLog(
+  store: Pick<StatsStore, "logs">,
+  jobId: number,
+  options: LogsOptions,
+  cipher: PayloadCipher | null,
+): Promise<JobLogLine[]> {
+  const open = options.open ?? true;
+  if (typeof open !== "boolean") {
+    throw new TypeError(`logs: open must be true or false: got ${shown(open)}`);
+  }
+  return await openLogLines(await store.logs(jobId), open ? cipher : null);
 }
 
 /** Stored lines as the API hands them out, opening sealed ones with `cipher`. */

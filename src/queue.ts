@@ -4,112 +4,75 @@
  *
  * @module
  */
-import { shown } from "./shown.ts";
+import { Batches } from "./admin/batches.ts";
+import { countJobs } from "./admin/counts.ts";
+import { FailedJobs } from "./admin/failed_jobs.ts";
+import { FinishedJobs } from "./admin/finished_jobs.ts";
+import type {
+  CancelOptions,
+  CancelOutcome,
+  DispatchAndWaitOptions,
+  FinishedJob,
+  FinishedOptions,
+  JobResult,
+  PausedQueue,
+  PauseOptions,
+} from "./admin/job_control.ts";
+import { resolvePause } from "./admin/job_control.ts";
+import {
+  type JobList,
+  type JobListOptions,
+  listJobs,
+  type UnfinishedJob,
+} from "./admin/job_list.ts";
 import {
   assertId,
-  cutoff,
   type FailedJob,
   type ListOptions,
-  page,
   type PruneOptions,
   type QueueCounts,
-  toFailedJob,
-  toRunningJob,
 } from "./admin/listing.ts";
-import { type BatchBuilder, type BatchStatus, toBatchStatus } from "./batch.ts";
+import { type MetricsOptions, type QueueMetrics, readMetrics } from "./admin/metrics.ts";
+import { QueueGauges } from "./admin/queue_gauges.ts";
+import { JobResults } from "./admin/results.ts";
+import {
+  listUnclaimed,
+  listWorkers,
+  type UnclaimedJobs,
+  type WorkerInfo,
+  type WorkersOptions,
+} from "./admin/workers.ts";
+import type { BatchBuilder, BatchStatus } from "./batch.ts";
 import type { ChainBuilder, ChainOptions } from "./chain.ts";
-import { type Clock, systemClock } from "./clock.ts";
+import type { Clock } from "./clock.ts";
 import { Dispatch, type DispatchRules, type StoreTarget } from "./dispatch/dispatch.ts";
-import { type AppKeys, PayloadCipher } from "./encryption.ts";
-import { ResultWaiters } from "./admin/await_result.ts";
-import { JobCancelledError, QueueClosedError } from "./errors.ts";
+import { InlineTarget } from "./dispatch/inline_target.ts";
+import type { JobRows } from "./dispatch/job_rows.ts";
+import { runNow } from "./dispatch/run_now.ts";
+import { type QueueTransaction, runTransaction } from "./dispatch/transaction.ts";
+import type {
+  DrainAfterOptions,
+  DrainOptions,
+  DrainResult,
+  ServerlessOptions,
+} from "./drains/options.ts";
+import { QueueWorkers } from "./drains/workers.ts";
+import type { PayloadCipher } from "./encryption.ts";
+import { QueueClosedError } from "./errors.ts";
 import { QueueEventTarget } from "./events.ts";
 import type { HandlerQueue } from "./executors/executor.ts";
 import { IsolateExecutor } from "./executors/isolate.ts";
 import type { Dispatcher, DispatchOptions, JobDefinition, OutputOf, PayloadOf } from "./job.ts";
-import { InlineTarget } from "./dispatch/inline_target.ts";
-import {
-  type CancelOptions,
-  type CancelOutcome,
-  cancelReason,
-  type DispatchAndWaitOptions,
-  type FinishedJob,
-  type FinishedOptions,
-  type JobResult,
-  keepFinishedMsOf,
-  type PausedQueue,
-  type PauseOptions,
-  resolvePause,
-  storedErrorToError,
-  toFinishedJob,
-  toPausedQueue,
-  waitTimeoutMs,
-} from "./admin/job_control.ts";
-import { decodeOutput, isEncryptedOutput, OUTPUT_WITHHELD_NO_KEY } from "./output.ts";
-import { type JobLogLine, type LogsOptions, openLogLines } from "./job_logs.ts";
-import { QueueGauges } from "./admin/queue_gauges.ts";
+import { type JobLogLine, type LogsOptions, readJobLog } from "./job_logs.ts";
 import { assertQueueName } from "./names.ts";
-import {
-  jobFilter,
-  type JobList,
-  type JobListOptions,
-  toJobList,
-  type UnfinishedJob,
-} from "./admin/job_list.ts";
-import {
-  type MetricsOptions,
-  metricsWindow,
-  type QueueMetrics,
-  summarizeMetrics,
-} from "./admin/metrics.ts";
-import { JobRows } from "./dispatch/job_rows.ts";
-import { JobRegistry } from "./registry.ts";
-import {
-  maxPayloadBytesOf,
-  modeOf,
-  type QueueMode,
-  type QueueOptions,
-  readAppKeys,
-} from "./queue_options.ts";
-import { runNow } from "./dispatch/run_now.ts";
+import { openQueueParts, type QueueParts } from "./queue_open.ts";
+import type { QueueMode, QueueOptions } from "./queue_options.ts";
+import type { JobRegistry } from "./registry.ts";
 import type { QueueWorker } from "./runner/runner.ts";
-import { startWorker } from "./runner/start.ts";
-import { type QueueTransaction, runTransaction } from "./dispatch/transaction.ts";
-import { type ScheduleDefinition, timesOf } from "./schedule.ts";
-import { jobRow, scheduleRows } from "./schedules/slot_jobs.ts";
-import { slotsBetween } from "./schedule_times.ts";
-import {
-  type BackfillOptions,
-  type BackfillResult,
-  type ScheduleInfo,
-  toScheduleInfo,
-} from "./schedules/views.ts";
-import { openStore } from "./store_options.ts";
-import type { JobResultRow, NewJobRow, Store } from "./stores/store.ts";
-import {
-  type ResolvedWorkOptions,
-  resolveWorkOptions,
-  type WorkOptions,
-} from "./runner/work_options.ts";
-import {
-  type DrainAfterOptions,
-  type DrainOptions,
-  type DrainResult,
-  maxTimeMsOf,
-  resolveDrainOptions,
-  type ServerlessOptions,
-} from "./drains/options.ts";
-import { runDrain } from "./drains/drain.ts";
-import { DrainAfterResponses } from "./drains/after_response.ts";
-import { registerDrainCron } from "./drains/serverless.ts";
-import {
-  seenSince,
-  toWorkerInfo,
-  type UnclaimedJobs,
-  unclaimedJobs,
-  type WorkerInfo,
-  type WorkersOptions,
-} from "./admin/workers.ts";
+import type { WorkOptions } from "./runner/work_options.ts";
+import { ManualRuns } from "./schedules/manual_runs.ts";
+import type { BackfillOptions, BackfillResult, ScheduleInfo } from "./schedules/views.ts";
+import type { NewJobRow, Store } from "./stores/store.ts";
 
 export type { QueueMode, QueueOptions } from "./queue_options.ts";
 
@@ -139,62 +102,69 @@ export type { QueueTransaction } from "./dispatch/transaction.ts";
 export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposable {
   readonly #store: Store;
   readonly #registry: JobRegistry;
-  readonly #jobRows: JobRows;
   readonly #clock: Clock;
+  readonly #cipher: PayloadCipher | null;
+  readonly #mode: QueueMode;
+  readonly #jobRows: JobRows;
   readonly #dispatchRules: DispatchRules;
   /** Dispatch by the app: refused once the queue closes. */
   readonly #dispatch: Dispatch<StoreTarget>;
   /** Dispatch by handlers and failed hooks (`ctx.queue`, `ctx.addToBatch`, Web Workers). */
   readonly #handlerDispatch: Dispatch<StoreTarget>;
-  readonly #appKeys: AppKeys | null;
-  readonly #cipher: PayloadCipher | null;
   readonly #executor: IsolateExecutor;
-  readonly #runners = new Set<QueueWorker>();
-  readonly #keepFinishedMs: number;
-  readonly #mode: QueueMode;
-  #closing: Promise<void> | null = null;
-  /** Aborted by `close()`: unregisters the drain cron jobs of {@linkcode Queue.serverless}. */
-  readonly #closed = new AbortController();
-  readonly #afterResponses = new DrainAfterResponses(
-    (options) => this.drain(options),
-    (error) => this.emit("queue:error", { error, during: "drain after a response" }),
-  );
+  readonly #workers: QueueWorkers;
+  readonly #failedJobs: FailedJobs;
+  readonly #batches: Batches;
+  readonly #finishedJobs: FinishedJobs;
+  readonly #results: JobResults;
+  readonly #schedules: ManualRuns;
   readonly #gauges: QueueGauges;
-  readonly #waiters: ResultWaiters;
+  #closing: Promise<void> | null = null;
 
-  private constructor(parts: {
-    store: Store;
-    registry: JobRegistry;
-    clock: Clock;
-    maxPayloadBytes: number;
-    appKeys: AppKeys | null;
-    cipher: PayloadCipher | null;
-    jobRows: JobRows;
-    keepFinishedMs: number;
-    mode: QueueMode;
-  }) {
+  private constructor(parts: QueueParts) {
     super();
-    this.#store = parts.store;
-    this.#registry = parts.registry;
-    this.#clock = parts.clock;
-    this.#keepFinishedMs = parts.keepFinishedMs;
-    this.#mode = parts.mode;
-    const jobRows = parts.jobRows;
+    const { store, registry, clock, cipher, jobRows, mode } = parts;
+    this.#store = store;
+    this.#registry = registry;
+    this.#clock = clock;
+    this.#cipher = cipher;
+    this.#mode = mode;
     this.#jobRows = jobRows;
-    const rules = { jobRows, registry: parts.registry, clock: parts.clock };
+    const rules = { jobRows, registry, clock };
     this.#dispatchRules = rules;
     const sink = (rows: readonly NewJobRow[], ids: readonly number[]) => this.#queued(rows, ids);
-    const assertOpen = () => this.#assertOpen("dispatch");
-    this.#executor = new IsolateExecutor(parts.registry, this.#handlerQueue, parts.cipher);
-    const target = parts.mode === "inline"
-      ? new InlineTarget(parts.registry, this.#executor)
-      : parts.store;
-    this.#dispatch = new Dispatch(rules, { target, sink, assertOpen });
+    const assertOpen = (action: string) => this.#assertOpen(action);
+    this.#executor = new IsolateExecutor(registry, this.#handlerQueue, cipher);
+    const target = mode === "inline" ? new InlineTarget(registry, this.#executor) : store;
+    this.#dispatch = new Dispatch(rules, {
+      target,
+      sink,
+      assertOpen: () => assertOpen("dispatch"),
+    });
     this.#handlerDispatch = new Dispatch(rules, { target, sink, assertOpen() {} });
-    this.#appKeys = parts.appKeys;
-    this.#cipher = parts.cipher;
-    this.#gauges = new QueueGauges(parts.store, parts.clock);
-    this.#waiters = new ResultWaiters({ store: parts.store, clock: parts.clock, events: this });
+    this.#workers = new QueueWorkers({
+      ...parts,
+      events: this,
+      handlerQueue: this.#handlerQueue,
+      handlerDispatch: this.#handlerDispatch,
+      assertOpen,
+    }, (error) => this.emit("queue:error", { error, during: "drain after a response" }));
+    const notify = () => this.#workers.notify();
+    const inline = mode === "inline";
+    const executor = this.#executor;
+    this.#failedJobs = new FailedJobs({ store, clock, notify });
+    this.#batches = new Batches({ store, clock, notify }, this.#failedJobs);
+    this.#finishedJobs = new FinishedJobs(parts);
+    this.#results = new JobResults({
+      ...parts,
+      events: this,
+      executor,
+      dispatch: this.#dispatch,
+      inline,
+      notify,
+    });
+    this.#schedules = new ManualRuns({ ...parts, executor, inline, notify });
+    this.#gauges = new QueueGauges(store, clock);
   }
 
   /**
@@ -210,37 +180,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * run at dispatch, and schedules are not synced.
    */
   static async open(options: QueueOptions): Promise<Queue> {
-    const maxPayloadBytes = maxPayloadBytesOf(options);
-    const mode = modeOf(options);
-    const keepFinishedMs = keepFinishedMsOf(options);
-    const registry = await JobRegistry.load(options.jobs);
-    const appKeys = readAppKeys(options, registry.encryptedJobs());
-    const cipher = appKeys === null ? null : await PayloadCipher.fromKeys(appKeys);
-    const clock = options.clock ?? systemClock;
-    const jobRows = new JobRows(registry, clock, maxPayloadBytes, cipher);
-    const schedules = scheduleRows(registry, jobRows, clock.now());
-    // Inline: nothing is stored; an empty store in memory answers the admin reads.
-    const store = await openStore(mode === "inline" ? { path: ":memory:" } : options);
-    // A queue with no jobs (the CLI's admin commands) reads schedules; it does not define them.
-    if (registry.names().length > 0 && mode !== "inline") {
-      try {
-        await store.syncSchedules(schedules, clock.now());
-      } catch (error) {
-        if (options.store === undefined) await store.close();
-        throw error;
-      }
-    }
-    return new Queue({
-      store,
-      registry,
-      clock,
-      maxPayloadBytes,
-      appKeys,
-      cipher,
-      jobRows,
-      keepFinishedMs,
-      mode,
-    });
+    return new Queue(await openQueueParts(options));
   }
 
   /** What this process does with jobs: `"worker"`, `"external"` or `"inline"`. */
@@ -361,7 +301,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async dispatchSync<J extends JobDefinition>(job: J, payload: PayloadOf<J>): Promise<void> {
     this.#assertOpen("dispatch");
-    const [row] = await this.#dispatchRules.jobRows.rows(job, [payload], undefined);
+    const [row] = await this.#jobRows.rows(job, [payload], undefined);
     await runNow(this.#executor, job, row!);
   }
 
@@ -382,10 +322,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * ```
    */
   work(options: WorkOptions = {}): QueueWorker {
-    this.#assertOpen("start a worker");
-    const canUseWorkers = typeof Worker === "function" && this.#registry.moduleUrl !== undefined;
-    const resolved = resolveWorkOptions(options, this.#registry.defaultQueues(), canUseWorkers);
-    return this.#startRunner(resolved);
+    return this.#workers.work(options);
   }
 
   /**
@@ -411,13 +348,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * ```
    */
   drain(options: DrainOptions = {}): Promise<DrainResult> {
-    try {
-      this.#assertOpen("drain");
-      const resolved = resolveDrainOptions(options, this.#registry.defaultQueues());
-      return runDrain(() => this.#startRunner(resolved));
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return this.#workers.drain(options);
   }
 
   /**
@@ -453,14 +384,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * ```
    */
   drainAfter<R extends Response>(response: R, options: DrainAfterOptions = {}): R {
-    const { after, ...drainOptions } = options;
-    const resolved = { ...drainOptions, maxTimeMs: maxTimeMsOf(drainOptions, 5_000) };
-    resolveDrainOptions(resolved, this.#registry.defaultQueues()); // a bad option throws here
-    this.#assertWorks();
-    if (this.#closing !== null) return response;
-    const start = () => this.#afterResponses.request(resolved);
-    if (after === undefined) setTimeout(start, 0);
-    else after.then(start, start); // a client that went away still leaves jobs to run
+    this.#workers.drainAfter(options, this.#closing !== null);
     return response;
   }
 
@@ -486,59 +410,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * ```
    */
   serverless(options: ServerlessOptions = {}): Promise<void> {
-    this.#assertOpen("register a drain cron job");
-    this.#assertWorks();
-    const queues = this.#registry.defaultQueues();
-    // The cron job belongs to the queue: left registered, it would keep the process alive
-    // after close() (a `deno serve` app would not exit on its first signal).
-    const closed = this.#closed.signal;
-    const given = typeof options === "object" && options !== null ? options.signal : undefined;
-    if (given !== undefined && !(given instanceof AbortSignal)) {
-      throw new TypeError(`serverless: signal must be an AbortSignal: got ${shown(given)}`);
-    }
-    const signal = given === undefined ? closed : AbortSignal.any([given, closed]);
-    return registerDrainCron(
-      typeof options === "object" && options !== null ? { ...options, signal } : options,
-      async (drainOptions) => {
-        try {
-          await this.drain(drainOptions);
-        } catch (error) {
-          if (!(error instanceof QueueClosedError)) throw error;
-        }
-      },
-      (drainOptions) => resolveDrainOptions(drainOptions, queues),
-    );
-  }
-
-  /** Throws unless this queue may work jobs in this process (mode `"worker"`). */
-  #assertWorks(): void {
-    if (this.#mode !== "worker") {
-      throw new TypeError(
-        `Cannot work jobs in this process: this queue was opened with mode "${this.#mode}" (${
-          this.#mode === "inline" ? "jobs run at dispatch" : "another process works its jobs"
-        }); open it with mode "worker" to work jobs here`,
-      );
-    }
-  }
-
-  #startRunner(resolved: ResolvedWorkOptions): QueueWorker {
-    this.#assertWorks();
-    const runner = startWorker({
-      store: this.#store,
-      registry: this.#registry,
-      jobRows: this.#jobRows,
-      clock: this.#clock,
-      events: this,
-      appKeys: this.#appKeys,
-      cipher: this.#cipher,
-      handlerQueue: this.#handlerQueue,
-      handlerDispatch: this.#handlerDispatch,
-      keepFinishedMs: this.#keepFinishedMs,
-    }, resolved);
-    this.#runners.add(runner);
-    const forget = () => this.#runners.delete(runner);
-    runner.done.then(forget, forget);
-    return runner;
+    return this.#workers.serverless(options);
   }
 
   /**
@@ -548,17 +420,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async counts(): Promise<Record<string, QueueCounts>> {
     this.#assertOpen("count jobs");
-    const now = this.#clock.now();
-    const [rows, running] = [await this.#store.counts(now), await this.#store.running(now)];
-    const idle = { pending: 0, delayed: 0, reserved: 0, failed: 0 };
-    const byQueue = new Map(this.#registry.defaultQueues().map((queue) => [queue, idle]));
-    for (const { queue, ...counts } of rows) byQueue.set(queue, counts);
-    return Object.fromEntries(
-      [...byQueue].map(([queue, counts]) => [
-        queue,
-        { ...counts, running: running.filter((job) => job.queue === queue).map(toRunningJob) },
-      ]),
-    );
+    return await countJobs(this.#store, this.#clock, this.#registry.defaultQueues());
   }
 
   /**
@@ -568,9 +430,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async jobs(options: JobListOptions = {}): Promise<JobList> {
     this.#assertOpen("list jobs");
-    const filter = jobFilter(options);
-    const listing = await this.#store.jobs(filter, page(options, "jobs"), this.#clock.now());
-    return toJobList(listing);
+    return await listJobs(this.#store, this.#clock, options);
   }
 
   /**
@@ -581,8 +441,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async metrics(options: MetricsOptions = {}): Promise<QueueMetrics> {
     this.#assertOpen("read metrics");
-    const window = metricsWindow(this.#clock.now(), options);
-    return summarizeMetrics(await this.#store.metrics(window.since, window.until), window);
+    return await readMetrics(this.#store, this.#clock, options);
   }
 
   /**
@@ -595,10 +454,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async unclaimed(options: WorkersOptions = {}): Promise<UnclaimedJobs[]> {
     this.#assertOpen("list unclaimed jobs");
-    const now = this.#clock.now();
-    const workers = await this.#store.workers(seenSince(now, options), now);
-    if (workers.length === 0) return [];
-    return unclaimedJobs(await this.#store.pendingByName(now), workers);
+    return await listUnclaimed(this.#store, this.#clock, options);
   }
 
   /**
@@ -607,27 +463,25 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async workers(options: WorkersOptions = {}): Promise<WorkerInfo[]> {
     this.#assertOpen("list workers");
-    const now = this.#clock.now();
-    return (await this.#store.workers(seenSince(now, options), now)).map(toWorkerInfo);
+    return await listWorkers(this.#store, this.#clock, options);
   }
 
   /** Failed jobs, newest first. */
   async failed(options: ListOptions = {}): Promise<FailedJob[]> {
     this.#assertOpen("list failed jobs");
-    return (await this.#store.failed(page(options, "failed"))).map(toFailedJob);
+    return await this.#failedJobs.list(options);
   }
 
   /** Where a batch stands, or null if there is no batch with that id (or it was pruned). */
   async batchStatus(id: number): Promise<BatchStatus | null> {
     this.#assertOpen("read a batch");
-    const row = await this.#store.batch(assertId(id, "A batch id"));
-    return row === null ? null : toBatchStatus(row);
+    return await this.#batches.status(id);
   }
 
   /** Batches, newest first. */
   async batches(options: ListOptions = {}): Promise<BatchStatus[]> {
     this.#assertOpen("list batches");
-    return (await this.#store.batches(page(options, "batches"))).map(toBatchStatus);
+    return await this.#batches.list(options);
   }
 
   /**
@@ -637,27 +491,19 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async cancelBatch(id: number): Promise<boolean> {
     this.#assertOpen("cancel a batch");
-    const cancelled = await this.#store.cancelBatch(assertId(id, "A batch id"), this.#clock.now());
-    this.#notifyRunners(); // its finally jobs may be due now
-    return cancelled;
+    return await this.#batches.cancel(id);
   }
 
   /** Puts every failed job of a batch back, pending in the batch again; returns how many. */
   async retryBatch(id: number): Promise<number> {
     this.#assertOpen("retry a batch");
-    const moved = await this.#store.retry(
-      { batchId: assertId(id, "A batch id") },
-      this.#clock.now(),
-    );
-    this.#notifyRunners();
-    return moved.length;
+    return await this.#batches.retry(id);
   }
 
   /** Deletes batches that finished or were cancelled more than `olderThanMs` ago; returns how many. */
   async pruneBatches(options: PruneOptions): Promise<number> {
     this.#assertOpen("prune batches");
-    const now = this.#clock.now();
-    return await this.#store.pruneBatches(cutoff(now, options, "pruneBatches"), now);
+    return await this.#batches.prune(options);
   }
 
   /**
@@ -676,18 +522,13 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async logs(id: number, options: LogsOptions = {}): Promise<JobLogLine[]> {
     this.#assertOpen("read a job's log");
-    const open = options.open ?? true;
-    if (typeof open !== "boolean") {
-      throw new TypeError(`logs: open must be true or false: got ${shown(open)}`);
-    }
-    return await openLogLines(await this.#store.logs(assertId(id)), open ? this.#cipher : null);
+    return await readJobLog(this.#store, assertId(id), options, this.#cipher);
   }
 
   /** One failed job by id, or null. */
   async failedJob(id: number): Promise<FailedJob | null> {
     this.#assertOpen("read a failed job");
-    const row = await this.#store.failedJob(assertId(id));
-    return row === null ? null : toFailedJob(row);
+    return await this.#failedJobs.one(id);
   }
 
   /**
@@ -708,36 +549,31 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async retry(id: number): Promise<boolean> {
     this.#assertOpen("retry a job");
-    const moved = await this.#store.retry([assertId(id)], this.#clock.now());
-    this.#notifyRunners();
-    return moved.length === 1;
+    return (await this.#failedJobs.retry([assertId(id)])) === 1;
   }
 
   /** Puts every failed job back; returns how many. */
   async retryAll(): Promise<number> {
     this.#assertOpen("retry jobs");
-    const moved = await this.#store.retry("all", this.#clock.now());
-    this.#notifyRunners();
-    return moved.length;
+    return await this.#failedJobs.retry("all");
   }
 
   /** Deletes one failed job; false if it was not there. A chain it stopped is dropped. */
   async forget(id: number): Promise<boolean> {
     this.#assertOpen("forget a job");
-    return await this.#store.forget(assertId(id));
+    return await this.#failedJobs.forget(id);
   }
 
   /** Deletes every failed job; returns how many. */
   async flushFailed(): Promise<number> {
     this.#assertOpen("flush failed jobs");
-    return await this.#store.flushFailed();
+    return await this.#failedJobs.flush();
   }
 
   /** Deletes failed jobs that failed more than `olderThanMs` ago; returns how many. */
   async pruneFailed(options: PruneOptions): Promise<number> {
     this.#assertOpen("prune failed jobs");
-    const now = this.#clock.now();
-    return await this.#store.pruneFailed(cutoff(now, options, "pruneFailed"), now);
+    return await this.#failedJobs.prune(options);
   }
 
   /**
@@ -748,7 +584,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#assertOpen("clear jobs");
     if (queue !== undefined) assertQueueName(queue, "clear");
     const cleared = await this.#store.clear(queue, this.#clock.now());
-    this.#notifyRunners(); // a batch it finished may have queued its callbacks
+    this.#workers.notify(); // a batch it finished may have queued its callbacks
     return cleared;
   }
 
@@ -758,8 +594,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async schedules(): Promise<ScheduleInfo[]> {
     this.#assertOpen("list schedules");
-    const now = this.#clock.now();
-    return (await this.#store.schedules()).map((row) => toScheduleInfo(row, now));
+    return await this.#schedules.list();
   }
 
   /**
@@ -768,11 +603,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async pauseSchedule(name: string): Promise<boolean> {
     this.#assertOpen("pause a schedule");
-    return await this.#store.setSchedulePaused(
-      assertScheduleName(name),
-      true,
-      this.#clock.now(),
-    );
+    return await this.#schedules.setPaused(name, true);
   }
 
   /**
@@ -781,13 +612,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async resumeSchedule(name: string): Promise<boolean> {
     this.#assertOpen("resume a schedule");
-    const resumed = await this.#store.setSchedulePaused(
-      assertScheduleName(name),
-      false,
-      this.#clock.now(),
-    );
-    this.#notifyRunners();
-    return resumed;
+    return await this.#schedules.setPaused(name, false);
   }
 
   /**
@@ -803,15 +628,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async forgetSchedule(name: string): Promise<boolean> {
     this.#assertOpen("forget a schedule");
-    assertScheduleName(name);
-    if (this.definesSchedule(name)) {
-      throw new TypeError(
-        `Cannot forget schedule ${
-          JSON.stringify(name)
-        }: this queue's jobs module still defines it (remove it there first, or it is stored again at the next open)`,
-      );
-    }
-    return await this.#store.forgetSchedule(name);
+    return await this.#schedules.forget(name);
   }
 
   /**
@@ -821,7 +638,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * with no jobs, as the CLI's admin commands do, reads stored schedules only).
    */
   definesSchedule(name: string): boolean {
-    return this.#registry.schedules().some((each) => each.name === name);
+    return this.#schedules.defines(name);
   }
 
   /**
@@ -835,16 +652,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async triggerSchedule(name: string): Promise<number | null> {
     this.#assertOpen("trigger a schedule");
-    const schedule = this.#schedule(name, "trigger");
-    const now = this.#clock.now();
-    const row = await this.#jobRows.seal(schedule.job, jobRow(schedule, this.#jobRows, now, now));
-    if (this.#mode === "inline") {
-      await runNow(this.#executor, schedule.job, row, { name, slot: now });
-      return 0;
-    }
-    const [id] = await this.#store.runSchedule(name, [{ slot: now, manual: true, row }], now);
-    this.#notifyRunners();
-    return id ?? null;
+    return await this.#schedules.trigger(name);
   }
 
   /**
@@ -857,50 +665,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async backfillSchedule(name: string, options: BackfillOptions): Promise<BackfillResult> {
     this.#assertOpen("backfill a schedule");
-    const schedule = this.#schedule(name, "backfill");
-    const where = `Cannot backfill schedule "${name}"`;
-    if (this.#mode === "inline") {
-      throw new TypeError(
-        `${where}: an inline queue (mode "inline") stores no record of the slots fired: trigger it with triggerSchedule() to run its job now`,
-      );
-    }
-    const { from, to } = options ?? {};
-    for (const [key, value] of [["from", from], ["to", to]] as const) {
-      if (!(value instanceof Date) || !Number.isFinite(value.getTime())) {
-        throw new TypeError(`${where}: ${key} must be a valid Date: got ${shown(value)}`);
-      }
-    }
-    const now = this.#clock.now();
-    if (from!.getTime() < 0) {
-      throw new RangeError(
-        `${where}: from must be at or after 1970-01-01T00:00:00.000Z (the Unix epoch): got ${
-          from!.toISOString()
-        }`,
-      );
-    }
-    if (from!.getTime() > to!.getTime()) throw new RangeError(`${where}: from is after to`);
-    if (to!.getTime() > now) {
-      throw new RangeError(`${where}: to is in the future (slots to come fire on their own)`);
-    }
-    const cap = schedule.maxCatchUp;
-    const slots = slotsBetween(timesOf(schedule), from!.getTime(), to!.getTime(), cap);
-    if (slots.length > cap) {
-      throw new RangeError(
-        `${where}: the range holds more than ${cap} slots (its maxCatchUp): narrow it`,
-      );
-    }
-    const runs = [];
-    for (const slot of slots) {
-      const row = await this.#jobRows.seal(
-        schedule.job,
-        jobRow(schedule, this.#jobRows, slot, now),
-      );
-      runs.push({ slot, manual: false, row });
-    }
-    const ids = runs.length === 0 ? [] : await this.#store.runSchedule(name, runs, now);
-    this.#notifyRunners();
-    const jobIds = ids.filter((id): id is number => id !== null);
-    return { jobIds, skipped: ids.length - jobIds.length };
+    return await this.#schedules.backfill(name, options);
   }
 
   /**
@@ -936,20 +701,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     options?: DispatchAndWaitOptions,
   ): Promise<OutputOf<J>> {
     this.#assertOpen("dispatch");
-    const timeoutMs = waitTimeoutMs(options);
-    const { timeoutMs: _timeout, signal, ...dispatchOptions } = options ?? {};
-    if (this.#mode === "inline") {
-      const [row] = await this.#dispatchRules.jobRows.rows(job, [payload], dispatchOptions);
-      const output = await runNow(this.#executor, job, row!);
-      return (output === null
-        ? undefined
-        : await decodeOutput(job.name, output, this.#cipher)) as OutputOf<J>;
-    }
-    const id = await this.#dispatch.dispatch(job, payload, dispatchOptions);
-    await this.#store.markAwaited(id);
-    this.#notifyRunners(); // a claim that ran while the mark held the row skipped it
-    const row = await this.#waiters.wait(id, timeoutMs, signal);
-    return (await this.#output(id, row)) as OutputOf<J>;
+    return await this.#results.dispatchAndWait(job, payload, options);
   }
 
   /**
@@ -959,29 +711,13 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async result(id: number): Promise<JobResult | null> {
     this.#assertOpen("read a job's result");
-    const row = await this.#store.result(assertId(id), this.#clock.now());
-    if (row === null) return null;
-    const output = row.state !== "completed" || row.output === null
-      ? {}
-      : isEncryptedOutput(row.output) && this.#cipher === null
-      ? { outputWithheld: OUTPUT_WITHHELD_NO_KEY }
-      : { output: await decodeOutput(row.name, row.output, this.#cipher) };
-    const error = row.error === null ? {} : { error: row.error };
-    return { state: row.state, attempts: row.attempts, ...output, ...error };
+    return await this.#results.result(id);
   }
 
   /** Finished jobs kept in the finished jobs (succeeded or cancelled), last finished first. */
   async finished(options: FinishedOptions = {}): Promise<FinishedJob[]> {
     this.#assertOpen("list finished jobs");
-    if (options.queue !== undefined) assertQueueName(options.queue, "finished");
-    if (options.name !== undefined && typeof options.name !== "string") {
-      throw new TypeError(`finished: name must be a string: got ${typeof options.name}`);
-    }
-    const rows = await this.#store.finished(
-      { name: options.name, queue: options.queue },
-      page(options, "finished"),
-    );
-    return rows.map(toFinishedJob);
+    return await this.#finishedJobs.list(options);
   }
 
   /** @deprecated Use {@linkcode Queue.finished}. */
@@ -992,8 +728,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /** One kept finished job by id, or null. */
   async finishedJob(id: number): Promise<FinishedJob | null> {
     this.#assertOpen("read a finished job");
-    const row = await this.#store.finishedJob(assertId(id));
-    return row === null ? null : toFinishedJob(row);
+    return await this.#finishedJobs.one(id);
   }
 
   /** @deprecated Use {@linkcode Queue.finishedJob}. */
@@ -1004,8 +739,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /** Deletes kept finished jobs that finished more than `olderThanMs` ago; returns how many. */
   async pruneFinished(options: PruneOptions): Promise<number> {
     this.#assertOpen("prune finished jobs");
-    const now = this.#clock.now();
-    return await this.#store.pruneFinished(cutoff(now, options, "pruneFinished"), now);
+    return await this.#finishedJobs.prune(options);
   }
 
   /** @deprecated Use {@linkcode Queue.pruneFinished}. */
@@ -1026,22 +760,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async cancel(id: number, options?: CancelOptions): Promise<CancelOutcome> {
     this.#assertOpen("cancel a job");
-    const reason = cancelReason(options);
-    const jobId = assertId(id);
-    const now = this.#clock.now();
-    const name = (await this.#store.result(jobId, now))?.name;
-    const keepMs = (name === undefined ? undefined : this.#registry.get(name)?.keepFinishedMs) ??
-      this.#keepFinishedMs;
-    const outcome = await this.#store.cancel({
-      id: jobId,
-      reason,
-      now,
-      keepUntil: now + keepMs,
-    });
-    for (const runner of this.#runners) {
-      runner.notify();
-      runner.lookForCancels();
-    }
+    const outcome = await this.#finishedJobs.cancel(id, options);
+    this.#workers.lookForCancels();
     return outcome;
   }
 
@@ -1066,7 +786,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     this.#assertOpen("resume a queue");
     assertQueueName(queue, "resume");
     const resumed = await this.#store.resume(queue, this.#clock.now());
-    this.#notifyRunners();
+    this.#workers.notify();
     if (resumed) this.emit("queue:resumed", { queue });
     return resumed;
   }
@@ -1074,14 +794,13 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /** The queues paused now, by name. */
   async paused(): Promise<PausedQueue[]> {
     this.#assertOpen("list paused queues");
-    return (await this.#store.paused(this.#clock.now())).map(toPausedQueue);
+    return await this.#store.paused(this.#clock.now());
   }
 
   /** Stops every worker of this queue (each with its grace period), then closes the database. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      this.#closed.abort();
-      await Promise.allSettled([...this.#runners].map((runner) => runner.stop()));
+      await this.#workers.stop();
       this.#gauges.remove();
       await this.#store.close();
     })();
@@ -1094,26 +813,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   }
 
   /** The schedule this process defines by `name`; a `TypeError` naming it otherwise. */
-  #schedule(name: string, action: string): ScheduleDefinition {
-    const schedule = this.#registry.schedules().find((each) => each.name === name);
-    if (schedule === undefined) {
-      throw new TypeError(
-        `Cannot ${action} schedule ${
-          JSON.stringify(name)
-        }: no schedule of that name is defined in the jobs module`,
-      );
-    }
-    return schedule;
-  }
 
   /** The output of a job that ended, or its final error. */
-  async #output(id: number, row: JobResultRow): Promise<unknown> {
-    if (row.state === "failed") throw storedErrorToError(row.error ?? "Error: failed");
-    if (row.state === "cancelled") {
-      throw new JobCancelledError(id, row.name, row.error ?? "cancelled");
-    }
-    return row.output === null ? undefined : await decodeOutput(row.name, row.output, this.#cipher);
-  }
 
   #assertOpen(action: string): void {
     if (this.#closing !== null) throw new QueueClosedError(action);
@@ -1131,18 +832,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         })
       );
     }
-    this.#notifyRunners();
-  }
-
-  #notifyRunners(): void {
-    for (const runner of this.#runners) runner.notify();
+    this.#workers.notify();
   }
 }
 
 /** `name` when it is a string; a `TypeError` otherwise. */
-function assertScheduleName(name: unknown): string {
-  if (typeof name !== "string") {
-    throw new TypeError(`A schedule name must be a string: got ${typeof name}`);
-  }
-  return name;
-}

@@ -11,9 +11,9 @@ import { shown } from "../shown.ts";
 import { keepMsOption } from "../job.ts";
 import type { DispatchOptions } from "../job.ts";
 import { assertName, assertQueueName } from "../names.ts";
-import type { CancelOutcome, FinishedJobRow, PauseRow } from "../stores/store.ts";
+import type { CancelOutcome, FinishedJob } from "../stores/store.ts";
 
-export type { CancelOutcome } from "../stores/store.ts";
+export type { CancelOutcome, FinishedJob, PausedQueue } from "../stores/store.ts";
 
 /** How long finished jobs are kept unless the queue or the job says: 24 hours. */
 export const DEFAULT_KEEP_FINISHED_MS = 24 * 60 * 60 * 1_000;
@@ -40,34 +40,6 @@ export interface JobResult<Output = unknown> {
   readonly error?: string;
   /** How many times its handler started. */
   readonly attempts: number;
-}
-
-/** A finished job kept in the completed jobs. */
-export interface FinishedJob {
-  /** The job's id. */
-  readonly id: number;
-  /** The queue it ran on. */
-  readonly queue: string;
-  /** The job's name. */
-  readonly name: string;
-  /** `"completed"` (it succeeded) or `"cancelled"`. */
-  readonly state: "completed" | "cancelled";
-  /** The stored payload text (still encrypted if it was). */
-  readonly payload: string;
-  /** The stored output text (JSON, or sealed for an encrypted job), or null. */
-  readonly output: string | null;
-  /** Why it was cancelled, or null. */
-  readonly error: string | null;
-  /** How many times its handler started. */
-  readonly attempts: number;
-  /** When it was dispatched. */
-  readonly createdAt: Date;
-  /** When its last attempt started, or null if it never started. */
-  readonly startedAt: Date | null;
-  /** When it finished. */
-  readonly finishedAt: Date;
-  /** How long its last attempt ran, in ms, or null. */
-  readonly durationMs: number | null;
 }
 
 /** Options for `Queue.completed`. */
@@ -120,51 +92,11 @@ export interface PauseOptions {
   reason?: string;
 }
 
-/** A queue that is paused. */
-export interface PausedQueue {
-  /** The queue. */
-  readonly queue: string;
-  /** When it was paused. */
-  readonly pausedAt: Date;
-  /** When it resumes on its own, or null. */
-  readonly until: Date | null;
-  /** Why, or null. */
-  readonly reason: string | null;
-}
-
 /** The queue's `keepFinishedMs` option (or its deprecated `keepCompletedMs`), checked. @internal */
 export function keepFinishedMsOf(
   options: { readonly keepFinishedMs?: number; readonly keepCompletedMs?: number },
 ): number {
   return keepMsOption(options, "Queue.open") ?? DEFAULT_KEEP_FINISHED_MS;
-}
-
-/** A kept row as the queue hands it out. @internal */
-export function toFinishedJob(row: FinishedJobRow): FinishedJob {
-  return {
-    id: row.id,
-    queue: row.queue,
-    name: row.name,
-    state: row.state,
-    payload: row.payload,
-    output: row.output,
-    error: row.error,
-    attempts: row.attempts,
-    createdAt: new Date(row.createdAt),
-    startedAt: row.startedAt === null ? null : new Date(row.startedAt),
-    finishedAt: new Date(row.finishedAt),
-    durationMs: row.durationMs,
-  };
-}
-
-/** A pause row as the queue hands it out. @internal */
-export function toPausedQueue(row: PauseRow): PausedQueue {
-  return {
-    queue: row.queue,
-    pausedAt: new Date(row.pausedAt),
-    until: row.until === null ? null : new Date(row.until),
-    reason: row.reason,
-  };
 }
 
 /** The cancel's reason, checked. @internal */

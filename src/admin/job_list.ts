@@ -6,9 +6,11 @@
  */
 import { shown } from "../shown.ts";
 import { assertName, assertQueueName } from "../names.ts";
-import type { JobFilter, JobListing, JobState, ListedJobRow } from "../stores/store.ts";
+import type { Clock } from "../clock.ts";
+import type { JobFilter, JobList, JobState, StatsStore } from "../stores/store.ts";
+import { page } from "./listing.ts";
 
-export type { JobState } from "../stores/store.ts";
+export type { JobList, JobState, ListedJob } from "../stores/store.ts";
 
 const STATES: readonly JobState[] = ["pending", "delayed", "running"];
 
@@ -42,46 +44,12 @@ export interface JobListOptions {
   offset?: number;
 }
 
-/** A job that has not finished. */
-export interface ListedJob {
-  /** The job's id. */
-  readonly id: number;
-  /** The queue it is on. */
-  readonly queue: string;
-  /** The job's name. */
-  readonly name: string;
-  /** Its state now. */
-  readonly state: JobState;
-  /** Higher runs first within its queue. */
-  readonly priority: number;
-  /** Starts of its handler so far, the running one included. */
-  readonly attempts: number;
-  /** When it is due; for a running job, when its lease ends unless renewed. */
-  readonly availableAt: Date;
-  /** When it was dispatched. */
-  readonly createdAt: Date;
-  /** For a running job, what its handler last reported through `ctx.progress()`; else null. */
-  readonly progress: number | null;
-  /** The batch it belongs to or follows up, or null. */
-  readonly batchId: number | null;
-  /** The error of its last attempt, or why it was put back, or null. */
-  readonly lastError: string | null;
-}
-
 /** A job not yet finished, as {@linkcode Queue.unfinishedJob} reads it by id. */
 export interface UnfinishedJob {
   /** Its payload as stored: JSON text, or an encrypted envelope when its job is encrypted. */
   readonly payload: string;
   /** The error of its last attempt, or why it was put back, or null. */
   readonly lastError: string | null;
-}
-
-/** A page of {@linkcode Queue.jobs}. */
-export interface JobList {
-  /** Jobs matching the filter, on every page. */
-  readonly total: number;
-  /** This page's jobs, in id order (dispatch order). */
-  readonly jobs: ListedJob[];
 }
 
 /** Checks the filter of {@linkcode JobListOptions}; a field left out matches every job. */
@@ -97,15 +65,12 @@ export function jobFilter(options: JobListOptions): JobFilter {
   return { state: state ?? null, queue: queue ?? null, name: name ?? null };
 }
 
-/** The public form of a store's listing. */
-export function toJobList(listing: JobListing): JobList {
-  return { total: listing.total, jobs: listing.rows.map(toListedJob) };
-}
-
-function toListedJob(row: ListedJobRow): ListedJob {
-  return {
-    ...row,
-    availableAt: new Date(row.availableAt),
-    createdAt: new Date(row.createdAt),
-  };
+/** Lists the jobs in `store` that `options` pick, at `clock`'s now. */
+export async function listJobs(
+  store: Pick<StatsStore, "jobs">,
+  clock: Clock,
+  options: JobListOptions,
+): Promise<JobList> {
+  const filter = jobFilter(options);
+  return await store.jobs(filter, page(options, "jobs"), clock.now());
 }

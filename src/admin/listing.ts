@@ -6,7 +6,9 @@
  * @module
  */
 import { shown } from "../shown.ts";
-import type { FailedJobRow, Page, RunningJobRow } from "../stores/store.ts";
+import type { Page, RunningJob } from "../stores/store.ts";
+
+export type { FailedJob, RunningJob } from "../stores/store.ts";
 
 /** Jobs in one queue by state. */
 export interface QueueCounts {
@@ -20,50 +22,6 @@ export interface QueueCounts {
   readonly failed: number;
   /** The jobs counted in `reserved` whose lease is live, with the progress they reported. */
   readonly running: RunningJob[];
-}
-
-/** A job running now. */
-export interface RunningJob {
-  /** The job's id. */
-  readonly id: number;
-  /** The job's name. */
-  readonly name: string;
-  /** The attempt running: 1 for the first start of the handler. */
-  readonly attempt: number;
-  /** What its handler last reported through `ctx.progress()`, 0 to 100, or null. */
-  readonly progress: number | null;
-  /** When its lease ends unless its worker renews it. */
-  readonly leasedUntil: Date;
-  /** Its batch, or null. */
-  readonly batchId: number | null;
-}
-
-/** A job that failed for good. */
-export interface FailedJob {
-  /** The job's id, kept from when it was queued; `retry(id)` brings it back under it. */
-  readonly id: number;
-  /** The queue it ran on. */
-  readonly queue: string;
-  /** The job's name. */
-  readonly name: string;
-  /** The stored payload text (still encrypted if it was). */
-  readonly payload: string;
-  /** Why it failed: `ErrorName: message`. */
-  readonly error: string;
-  /** The error's stack, when there was one. */
-  readonly stack: string | null;
-  /** How many times its handler started. */
-  readonly attempts: number;
-  /** How many times its worker died while running it. */
-  readonly crashes: number;
-  /** When it was first dispatched. */
-  readonly createdAt: Date;
-  /** When it failed. */
-  readonly failedAt: Date;
-  /** The batch it belongs to or follows up, or null. */
-  readonly batchId: number | null;
-  /** The chain it is a link of, or null; retrying it resumes the chain. */
-  readonly chainId: number | null;
 }
 
 /** Options for `Queue.failed` and `Queue.batches`. */
@@ -123,21 +81,4 @@ export function cutoff(now: number, options: PruneOptions | undefined, method: s
     );
   }
   return now - olderThanMs;
-}
-
-/** A failed job row as the API shows it. */
-export function toFailedJob(row: FailedJobRow): FailedJob {
-  return { ...row, createdAt: new Date(row.createdAt), failedAt: new Date(row.failedAt) };
-}
-
-/** A running job row as the API shows it. */
-export function toRunningJob(row: RunningJobRow): RunningJob {
-  return {
-    id: row.id,
-    name: row.name,
-    attempt: row.attempts,
-    progress: row.progress,
-    leasedUntil: new Date(row.leasedUntil),
-    batchId: row.batchId,
-  };
 }

@@ -7,7 +7,8 @@
  * @module
  */
 import { shown } from "../shown.ts";
-import { type MetricsRow, RUNTIME_BUCKETS_MS } from "../stores/store.ts";
+import type { Clock } from "../clock.ts";
+import { type MetricsRow, RUNTIME_BUCKETS_MS, type StatsStore } from "../stores/store.ts";
 
 const MINUTE_MS = 60_000;
 /** The longest window: the rollup keeps 7 days. */
@@ -100,6 +101,16 @@ export function metricsWindow(now: number, options: MetricsOptions): MetricsWind
   }
   const until = Math.floor(now / MINUTE_MS) * MINUTE_MS + MINUTE_MS;
   return { since: until - Math.ceil(windowMs / MINUTE_MS) * MINUTE_MS, until };
+}
+
+/** Reads and adds up the metrics of the window `options` place at `clock`'s now. */
+export async function readMetrics(
+  store: Pick<StatsStore, "metrics">,
+  clock: Clock,
+  options: MetricsOptions,
+): Promise<QueueMetrics> {
+  const window = metricsWindow(clock.now(), options);
+  return summarizeMetrics(await store.metrics(window.since, window.until), window);
 }
 
 /** Adds up the rollup's rows of a window. */

@@ -6,7 +6,10 @@
  * @module
  */
 import { shown } from "../shown.ts";
-import type { PendingByName, WorkerRow } from "../stores/store.ts";
+import type { Clock } from "../clock.ts";
+import type { PendingByName, StatsStore, WorkerInfo } from "../stores/store.ts";
+
+export type { WorkerInfo } from "../stores/store.ts";
 
 /** Options for {@linkcode Queue.workers}. */
 export interface WorkersOptions {
@@ -16,28 +19,6 @@ export interface WorkersOptions {
    * @default {30_000}
    */
   seenWithinMs?: number;
-}
-
-/** A worker, in this process or another, as its last heartbeat described it. */
-export interface WorkerInfo {
-  /** A random id, unique per worker. */
-  readonly id: string;
-  /** The machine it runs on, or `"unknown"` where the process may not read its name. */
-  readonly host: string;
-  /** Its process id. */
-  readonly pid: number;
-  /** The queues it claims from, in order. */
-  readonly queues: readonly string[];
-  /** Jobs it runs at once at most. */
-  readonly concurrency: number;
-  /** When it started. */
-  readonly startedAt: Date;
-  /** Its last heartbeat. */
-  readonly lastSeenAt: Date;
-  /** Jobs it was running at its last heartbeat. */
-  readonly running: number;
-  /** The job names its process has definitions for: the only jobs it claims. */
-  readonly names: readonly string[];
 }
 
 /** The earliest heartbeat {@linkcode WorkersOptions} accept at `now`. */
@@ -69,14 +50,31 @@ export interface UnclaimedJobs {
  */
 export function unclaimedJobs(
   pending: readonly PendingByName[],
-  workers: readonly WorkerRow[],
+  workers: readonly WorkerInfo[],
 ): UnclaimedJobs[] {
   return pending.filter(({ queue, name }) =>
     !workers.some((worker) => worker.queues.includes(queue) && worker.names.includes(name))
   );
 }
 
-/** The public form of a worker's row. */
-export function toWorkerInfo(row: WorkerRow): WorkerInfo {
-  return { ...row, startedAt: new Date(row.startedAt), lastSeenAt: new Date(row.lastSeenAt) };
+/** The workers `store` heard from within `options.seenWithinMs` of `clock`'s now. */
+export async function listWorkers(
+  store: Pick<StatsStore, "workers">,
+  clock: Clock,
+  options: WorkersOptions,
+): Promise<WorkerInfo[]> {
+  const now = clock.now();
+  return await store.workers(seenSince(now, options), now);
+}
+
+/** The due jobs in `store` that no worker seen lately can claim; none when no worker is seen. */
+export async function listUnclaimed(
+  store: Pick<StatsStore, "workers" | "pendingByName">,
+  clock: Clock,
+  options: WorkersOptions,
+): Promise<UnclaimedJobs[]> {
+  const now = clock.now();
+  const workers = await store.workers(seenSince(now, options), now);
+  if (workers.length === 0) return [];
+  return unclaimedJobs(await store.pendingByName(now), workers);
 }

@@ -23,15 +23,16 @@ import type {
 } from "./rows/dispatch.ts";
 import type {
   BatchRow,
-  FailedJobRow,
+  FailedJob,
   JobFilter,
-  JobListing,
+  JobList,
   MetricsRow,
   Page,
   PendingByName,
   QueueCountsRow,
-  RunningJobRow,
-  WorkerRow,
+  RunningJobOnQueue,
+  WorkerHeartbeat,
+  WorkerInfo,
 } from "./rows/read.ts";
 import type { ScheduleRow, ScheduleRun, StoredScheduleRow } from "./rows/schedules.ts";
 import type {
@@ -39,9 +40,9 @@ import type {
   CancelRequest,
   CancelRequested,
   FinishedFilter,
-  FinishedJobRow,
+  FinishedJob,
   JobResultRow,
-  PauseRow,
+  PausedQueue,
 } from "./rows/job_control.ts";
 import type {
   ClaimedJob,
@@ -169,7 +170,7 @@ export interface WorkerStore {
    * `lastSeenAt` is the caller's now: a store on the database's clock
    * stamps its own now and moves the other times by as much.
    */
-  heartbeat(worker: WorkerRow, staleBefore: number): Promise<void>;
+  heartbeat(worker: WorkerHeartbeat, staleBefore: number): Promise<void>;
   /** Deletes a worker's row; whether it was there. */
   removeWorker(id: string): Promise<boolean>;
   /** Which of `leases` (running jobs) had a cancel asked (`queue.cancel()`), with the reason. */
@@ -194,9 +195,9 @@ export interface UnfinishedJobRow {
 /** What the admin commands change and read: failed jobs, batches, clearing queues. */
 export interface AdminStore {
   /** Failed jobs, newest first. */
-  failed(page: Page): Promise<FailedJobRow[]>;
+  failed(page: Page): Promise<FailedJob[]>;
   /** One failed job, or null. */
-  failedJob(id: number): Promise<FailedJobRow | null>;
+  failedJob(id: number): Promise<FailedJob | null>;
   /**
    * A job not yet finished (pending, delayed or running): its payload as
    * stored and the error of its last attempt; null when there is none.
@@ -253,13 +254,13 @@ export interface StatsStore {
   /** Due jobs per queue and job name, at `now`, by queue then name. */
   pendingByName(now: number): Promise<PendingByName[]>;
   /** Jobs leased now, with their progress, in id order. */
-  running(now: number): Promise<RunningJobRow[]>;
+  running(now: number): Promise<RunningJobOnQueue[]>;
   /**
    * Jobs not yet finished that match `filter` (states as of `now`, see
    * {@linkcode JobState}), in id order, one page of them, with how many match
    * in all.
    */
-  jobs(filter: JobFilter, page: Page, now: number): Promise<JobListing>;
+  jobs(filter: JobFilter, page: Page, now: number): Promise<JobList>;
   /** The metrics rollup's rows with `since <= minute < until`, by minute, then queue, then name. */
   metrics(since: number, until: number): Promise<MetricsRow[]>;
   /**
@@ -267,7 +268,7 @@ export interface StatsStore {
    * (a store on the database's clock looks as far back from its own now),
    * earliest started first, then by id.
    */
-  workers(seenSince: number, now: number): Promise<WorkerRow[]>;
+  workers(seenSince: number, now: number): Promise<WorkerInfo[]>;
   /** One job's log (what its handler wrote with `ctx.log()`), oldest line first. */
   logs(jobId: number): Promise<LogLineRow[]>;
 }
@@ -313,9 +314,9 @@ export interface JobControlStore {
    */
   results(ids: readonly number[], now: number): Promise<Map<number, JobResultRow>>;
   /** Kept finished jobs matching `filter`, last finished first. */
-  finished(filter: FinishedFilter, page: Page): Promise<FinishedJobRow[]>;
+  finished(filter: FinishedFilter, page: Page): Promise<FinishedJob[]>;
   /** One kept finished job, or null. */
-  finishedJob(id: number): Promise<FinishedJobRow | null>;
+  finishedJob(id: number): Promise<FinishedJob | null>;
   /**
    * Deletes kept finished jobs that finished before `before` (`now` being
    * the caller's now, as for {@linkcode AdminStore.pruneFailed}); how many.
@@ -335,7 +336,7 @@ export interface JobControlStore {
   /** Resumes `queue` and wakes idle workers; whether it was paused. */
   resume(queue: string, now: number): Promise<boolean>;
   /** The queues paused at `now`. */
-  paused(now: number): Promise<PauseRow[]>;
+  paused(now: number): Promise<PausedQueue[]>;
 }
 
 /** A storage engine for jobs: every role, and its lifetime. */

@@ -19,10 +19,10 @@
  *
  * @module
  */
+import { shown } from "../../shown.ts";
 // A full specifier: an app importing this module from another folder resolves bare names with
 // its own import map, which need not list this dependency.
 // deno-lint-ignore no-import-prefix
-import { shown } from "../../shown.ts";
 import postgres from "npm:postgres@^3.4.9";
 import { migrations } from "../../../migrations/postgres/mod.ts";
 import { postgresDialect } from "./dialect.ts";

@@ -1,6 +1,7 @@
 /**
  * The rows of job control: a finished job kept in `completed_jobs`, where a
- * job stands (its result), what a cancel did, and a paused queue.
+ * job stands (its result), what a cancel did, and a paused queue. The read
+ * models (`FinishedJob`, `PausedQueue`) are what a store returns.
  *
  * @module
  */
@@ -8,30 +9,30 @@
 /** How a kept job ended: it succeeded, or it was cancelled. */
 export type FinishedState = "completed" | "cancelled";
 
-/** A job kept in `completed_jobs`. */
-export interface FinishedJobRow {
+/** A finished job kept in the completed jobs. */
+export interface FinishedJob {
   /** The job's id. */
   readonly id: number;
-  /** Queue it ran on. */
+  /** The queue it ran on. */
   readonly queue: string;
-  /** Job name. */
+  /** The job's name. */
   readonly name: string;
-  /** How it ended. */
+  /** `"completed"` (it succeeded) or `"cancelled"`. */
   readonly state: FinishedState;
   /** The stored payload text (still encrypted if it was). */
   readonly payload: string;
-  /** The stored output text (encrypted for an encrypted job), or null. */
+  /** The stored output text (JSON, or sealed for an encrypted job), or null. */
   readonly output: string | null;
   /** Why it was cancelled, or null. */
   readonly error: string | null;
-  /** Starts of its handler. */
+  /** How many times its handler started. */
   readonly attempts: number;
-  /** Dispatch time. */
-  readonly createdAt: number;
-  /** When its last attempt started, or null when it never started. */
-  readonly startedAt: number | null;
+  /** When it was dispatched. */
+  readonly createdAt: Date;
+  /** When its last attempt started, or null if it never started. */
+  readonly startedAt: Date | null;
   /** When it finished. */
-  readonly finishedAt: number;
+  readonly finishedAt: Date;
   /** How long its last attempt ran, in ms, or null. */
   readonly durationMs: number | null;
 }
@@ -89,14 +90,14 @@ export interface CancelRequested {
   readonly reason: string;
 }
 
-/** A paused queue. */
-export interface PauseRow {
+/** A queue that is paused. */
+export interface PausedQueue {
   /** The queue. */
   readonly queue: string;
   /** When it was paused. */
-  readonly pausedAt: number;
-  /** When it resumes on its own, or null for never. */
-  readonly until: number | null;
+  readonly pausedAt: Date;
+  /** When it resumes on its own, or null. */
+  readonly until: Date | null;
   /** Why, or null. */
   readonly reason: string | null;
 }

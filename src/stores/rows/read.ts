@@ -1,6 +1,8 @@
 /**
  * What a store reads back for people: batches, running, listed and failed
- * jobs, counts per queue, the metrics rollup and the workers seen.
+ * jobs, counts per queue, the metrics rollup and the workers seen. The
+ * public read models (`FailedJob`, `RunningJob`, `ListedJob`, `WorkerInfo`)
+ * are what a store returns: each is mapped once, from its stored row.
  *
  * @module
  */
@@ -29,22 +31,26 @@ export interface BatchRow {
   readonly finishedAt: number | null;
 }
 
-/** A leased job, as a store lists it. */
-export interface RunningJobRow {
+/** A job running now. */
+export interface RunningJob {
   /** The job's id. */
   readonly id: number;
-  /** Queue it was taken from. */
-  readonly queue: string;
-  /** Job name. */
+  /** The job's name. */
   readonly name: string;
-  /** Starts of the handler, this one included. */
-  readonly attempts: number;
-  /** Progress its handler last reported, 0 to 100, or null. */
+  /** The attempt running: 1 for the first start of the handler. */
+  readonly attempt: number;
+  /** What its handler last reported through `ctx.progress()`, 0 to 100, or null. */
   readonly progress: number | null;
-  /** When its lease ends unless renewed. */
-  readonly leasedUntil: number;
+  /** When its lease ends unless its worker renews it. */
+  readonly leasedUntil: Date;
   /** Its batch, or null. */
   readonly batchId: number | null;
+}
+
+/** A job running now, with the queue it was taken from, as `Store.running` lists it. */
+export interface RunningJobOnQueue extends RunningJob {
+  /** Queue it was taken from. */
+  readonly queue: string;
 }
 
 /**
@@ -111,23 +117,31 @@ export interface MetricsRow {
   readonly runtimeBuckets: readonly number[];
 }
 
-/** A worker as it records itself. */
-export interface WorkerRow {
-  /** A random id, unique per worker (a process may run several). */
+/** What a worker writes at each heartbeat: {@linkcode WorkerInfo} with times in ms since the epoch. */
+export interface WorkerHeartbeat extends Omit<WorkerInfo, "startedAt" | "lastSeenAt"> {
+  /** When it started, in ms since the epoch. */
+  readonly startedAt: number;
+  /** Now, in ms since the epoch. */
+  readonly lastSeenAt: number;
+}
+
+/** A worker, in this process or another, as its last heartbeat described it. */
+export interface WorkerInfo {
+  /** A random id, unique per worker. */
   readonly id: string;
-  /** The machine's host name, or `"unknown"`. */
+  /** The machine it runs on, or `"unknown"` where the process may not read its name. */
   readonly host: string;
-  /** The process id. */
+  /** Its process id. */
   readonly pid: number;
   /** The queues it claims from, in order. */
   readonly queues: readonly string[];
   /** Jobs it runs at once at most. */
   readonly concurrency: number;
-  /** When it started, in ms since the epoch. */
-  readonly startedAt: number;
-  /** When it last wrote this row, in ms since the epoch. */
-  readonly lastSeenAt: number;
-  /** Jobs it was running then. */
+  /** When it started. */
+  readonly startedAt: Date;
+  /** Its last heartbeat. */
+  readonly lastSeenAt: Date;
+  /** Jobs it was running at its last heartbeat. */
   readonly running: number;
   /** The job names its process has definitions for: the only jobs it claims. */
   readonly names: readonly string[];
@@ -151,29 +165,29 @@ export interface JobFilter {
   readonly name: string | null;
 }
 
-/** A job not yet finished, as `Store.jobs` lists it. */
-export interface ListedJobRow {
+/** A job that has not finished. */
+export interface ListedJob {
   /** The job's id. */
   readonly id: number;
-  /** Queue name. */
+  /** The queue it is on. */
   readonly queue: string;
-  /** Job name. */
+  /** The job's name. */
   readonly name: string;
-  /** Its state at the listing's `now`. */
+  /** Its state now. */
   readonly state: JobState;
-  /** Higher runs first within a queue. */
+  /** Higher runs first within its queue. */
   readonly priority: number;
-  /** Starts of the handler so far (the running one included). */
+  /** Starts of its handler so far, the running one included. */
   readonly attempts: number;
-  /** When it is due; for a running job, when its lease ends. */
-  readonly availableAt: number;
-  /** Dispatch time. */
-  readonly createdAt: number;
-  /** Progress its handler last reported in the running attempt, 0 to 100, or null. */
+  /** When it is due; for a running job, when its lease ends unless renewed. */
+  readonly availableAt: Date;
+  /** When it was dispatched. */
+  readonly createdAt: Date;
+  /** For a running job, what its handler last reported through `ctx.progress()`; else null. */
   readonly progress: number | null;
   /** The batch it belongs to or follows up, or null. */
   readonly batchId: number | null;
-  /** The error of its last attempt (or why it was put back), or null. */
+  /** The error of its last attempt, or why it was put back, or null. */
   readonly lastError: string | null;
 }
 
@@ -187,39 +201,39 @@ export interface PendingByName {
   readonly pending: number;
 }
 
-/** A page of `Store.jobs`. */
-export interface JobListing {
+/** A page of `Queue.jobs` (and of `Store.jobs`). */
+export interface JobList {
   /** Jobs matching the filter, on every page. */
   readonly total: number;
-  /** The page's jobs, in id order. */
-  readonly rows: ListedJobRow[];
+  /** This page's jobs, in id order (dispatch order). */
+  readonly jobs: ListedJob[];
 }
 
-/** A job that failed for good, as a store lists it. */
-export interface FailedJobRow {
-  /** The job's id (kept from when it was queued). */
+/** A job that failed for good. */
+export interface FailedJob {
+  /** The job's id, kept from when it was queued; `retry(id)` brings it back under it. */
   readonly id: number;
-  /** Queue it ran on. */
+  /** The queue it ran on. */
   readonly queue: string;
-  /** Job name. */
+  /** The job's name. */
   readonly name: string;
-  /** Stored payload text. */
+  /** The stored payload text (still encrypted if it was). */
   readonly payload: string;
-  /** Why it failed. */
+  /** Why it failed: `ErrorName: message`. */
   readonly error: string;
-  /** Stack of the error, or null. */
+  /** The error's stack, when there was one. */
   readonly stack: string | null;
-  /** Starts of the handler. */
+  /** How many times its handler started. */
   readonly attempts: number;
-  /** Worker deaths while running it. */
+  /** How many times its worker died while running it. */
   readonly crashes: number;
-  /** Dispatch time. */
-  readonly createdAt: number;
+  /** When it was first dispatched. */
+  readonly createdAt: Date;
   /** When it failed. */
-  readonly failedAt: number;
+  readonly failedAt: Date;
   /** The batch it belongs to or follows up, or null. */
   readonly batchId: number | null;
-  /** The chain it is a link of, or null. */
+  /** The chain it is a link of, or null; retrying it resumes the chain. */
   readonly chainId: number | null;
 }
 

@@ -8,7 +8,7 @@
  */
 import type {
   FinishedFilter,
-  FinishedJobRow,
+  FinishedJob,
   FinishedState,
   JobResultRow,
 } from "../rows/job_control.ts";
@@ -209,8 +209,7 @@ interface StoredCompleted {
   readonly duration_ms: number | null;
 }
 
-function toCompletedJobRow(row: StoredCompleted): FinishedJobRow {
-  const optional = (value: number | null) => value === null ? null : Number(value);
+function toFinishedJob(row: StoredCompleted): FinishedJob {
   return {
     id: Number(row.id),
     queue: row.queue,
@@ -220,15 +219,15 @@ function toCompletedJobRow(row: StoredCompleted): FinishedJobRow {
     output: row.output,
     error: row.error,
     attempts: Number(row.attempts),
-    createdAt: Number(row.created_at),
-    startedAt: optional(row.started_at),
-    finishedAt: Number(row.finished_at),
-    durationMs: optional(row.duration_ms),
+    createdAt: new Date(Number(row.created_at)),
+    startedAt: row.started_at === null ? null : new Date(Number(row.started_at)),
+    finishedAt: new Date(Number(row.finished_at)),
+    durationMs: row.duration_ms === null ? null : Number(row.duration_ms),
   };
 }
 
 /** Kept jobs matching `filter`, last finished first. */
-export function* finished(filter: FinishedFilter, page: Page): Script<FinishedJobRow[]> {
+export function* finished(filter: FinishedFilter, page: Page): Script<FinishedJob[]> {
   const { rows } = yield* exec<StoredCompleted>(
     COMPLETED_PAGE,
     filter.name ?? null,
@@ -236,13 +235,13 @@ export function* finished(filter: FinishedFilter, page: Page): Script<FinishedJo
     page.limit,
     page.offset,
   );
-  return rows.map(toCompletedJobRow);
+  return rows.map(toFinishedJob);
 }
 
 /** One kept job, or null. */
-export function* finishedJob(id: number): Script<FinishedJobRow | null> {
+export function* finishedJob(id: number): Script<FinishedJob | null> {
   const { rows: [row] } = yield* exec<StoredCompleted>(COMPLETED_ONE, id);
-  return row === undefined ? null : toCompletedJobRow(row);
+  return row === undefined ? null : toFinishedJob(row);
 }
 
 /**

@@ -10,13 +10,13 @@
  */
 import {
   type JobState,
-  type ListedJobRow,
+  type ListedJob,
   METRICS_RETENTION_MS,
   type MetricsRow,
   RUNTIME_BUCKETS_MS,
   runtimeBucket,
   type Settlement,
-  type WorkerRow,
+  type WorkerInfo,
 } from "../store.ts";
 import { PruneSchedule } from "./upkeep.ts";
 
@@ -184,7 +184,7 @@ export function toMetricsRow(row: StoredMetrics): MetricsRow {
 }
 
 /** A listed job as the store hands it out; only a running job shows its progress. */
-export function toListedJobRow(row: StoredListedJob): ListedJobRow {
+export function toListedJob(row: StoredListedJob): ListedJob {
   return {
     id: Number(row.id),
     queue: row.queue,
@@ -192,16 +192,16 @@ export function toListedJobRow(row: StoredListedJob): ListedJobRow {
     state: row.state,
     priority: Number(row.priority),
     attempts: Number(row.attempts),
-    availableAt: Number(row.available_at),
-    createdAt: Number(row.created_at),
+    availableAt: new Date(Number(row.available_at)),
+    createdAt: new Date(Number(row.created_at)),
     progress: row.state === "running" && row.progress !== null ? Number(row.progress) : null,
     batchId: row.batch_id === null ? null : Number(row.batch_id),
     lastError: row.last_error,
   };
 }
 
-/** A worker row as the store hands it out. */
-export function toWorkerRow(row: StoredWorker): WorkerRow {
+/** A worker as the store hands it out. */
+export function toWorkerInfo(row: StoredWorker): WorkerInfo {
   return {
     id: row.id,
     host: row.host,
@@ -209,8 +209,8 @@ export function toWorkerRow(row: StoredWorker): WorkerRow {
     queues: JSON.parse(row.queues) as string[],
     names: JSON.parse(row.names) as string[],
     concurrency: Number(row.concurrency),
-    startedAt: Number(row.started_at),
-    lastSeenAt: Number(row.last_seen_at),
+    startedAt: new Date(Number(row.started_at)),
+    lastSeenAt: new Date(Number(row.last_seen_at)),
     running: Number(row.running),
   };
 }

@@ -5,7 +5,7 @@
  * @internal
  * @module
  */
-import type { PauseRow } from "../rows/job_control.ts";
+import type { PausedQueue } from "../rows/job_control.ts";
 import { clockParam, type Dialect } from "./dialect.ts";
 import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
@@ -58,14 +58,14 @@ export function* resume(dialect: Dialect, queue: string, now: number): Script<bo
 }
 
 /** The queues paused at `now`, by name. */
-export function* paused(dialect: Dialect, now: number): Script<PauseRow[]> {
+export function* paused(dialect: Dialect, now: number): Script<PausedQueue[]> {
   const { rows } = yield* exec<
     { queue: string; paused_at: number; until: number | null; reason: string | null }
   >(PAUSED, clockParam(dialect, now));
   return rows.map((row) => ({
     queue: row.queue,
-    pausedAt: Number(row.paused_at),
-    until: row.until === null ? null : Number(row.until),
+    pausedAt: new Date(Number(row.paused_at)),
+    until: row.until === null ? null : new Date(Number(row.until)),
     reason: row.reason,
   }));
 }

@@ -14,12 +14,12 @@ import type {
   CancelRequested,
   ClaimedJob,
   ClaimRequest,
-  FailedJobRow,
+  FailedJob,
   FinishedFilter,
-  FinishedJobRow,
+  FinishedJob,
   InsertedBatch,
   JobFilter,
-  JobListing,
+  JobList,
   JobResultRow,
   KeyedInsert,
   KeyedJobRow,
@@ -31,10 +31,10 @@ import type {
   NewChainRow,
   NewJobRow,
   Page,
-  PauseRow,
+  PausedQueue,
   PendingByName,
   QueueCountsRow,
-  RunningJobRow,
+  RunningJobOnQueue,
   ScheduleRow,
   ScheduleRun,
   Settlement,
@@ -44,7 +44,8 @@ import type {
   StoreTransaction,
   TickRecords,
   UnfinishedJobRow,
-  WorkerRow,
+  WorkerHeartbeat,
+  WorkerInfo,
 } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
 import { type Dialect, PLAIN, type RetrySelection } from "./dialect.ts";
@@ -156,7 +157,7 @@ export class SqlStore implements Store {
   }
 
   /** Jobs leased now, with their progress. */
-  running(now: number): Promise<RunningJobRow[]> {
+  running(now: number): Promise<RunningJobOnQueue[]> {
     return this.#read(() => stats.running(this.#dialect, now));
   }
 
@@ -217,7 +218,7 @@ export class SqlStore implements Store {
   }
 
   /** A page of the jobs not yet finished that match `filter`, and how many match. */
-  jobs(filter: JobFilter, page: Page, now: number): Promise<JobListing> {
+  jobs(filter: JobFilter, page: Page, now: number): Promise<JobList> {
     return this.#read(() => stats.jobs(this.#dialect, filter, page, now));
   }
 
@@ -227,7 +228,7 @@ export class SqlStore implements Store {
   }
 
   /** Writes a worker's row and drops those of workers not seen since `staleBefore`. */
-  heartbeat(worker: WorkerRow, staleBefore: number): Promise<void> {
+  heartbeat(worker: WorkerHeartbeat, staleBefore: number): Promise<void> {
     return this.#write(() => stats.heartbeat(this.#dialect, worker, staleBefore));
   }
 
@@ -237,17 +238,17 @@ export class SqlStore implements Store {
   }
 
   /** Workers last seen at or after `seenSince`, `now` being the caller's now. */
-  workers(seenSince: number, now: number): Promise<WorkerRow[]> {
+  workers(seenSince: number, now: number): Promise<WorkerInfo[]> {
     return this.#read(() => stats.workers(this.#dialect, seenSince, now));
   }
 
   /** Failed jobs, newest first. */
-  failed(page: Page): Promise<FailedJobRow[]> {
+  failed(page: Page): Promise<FailedJob[]> {
     return this.#read(() => stats.failed(page));
   }
 
   /** One failed job, or null. */
-  failedJob(id: number): Promise<FailedJobRow | null> {
+  failedJob(id: number): Promise<FailedJob | null> {
     return this.#read(() => stats.failedJob(id));
   }
 
@@ -316,12 +317,12 @@ export class SqlStore implements Store {
   }
 
   /** Kept finished jobs, last finished first. */
-  finished(filter: FinishedFilter, page: Page): Promise<FinishedJobRow[]> {
+  finished(filter: FinishedFilter, page: Page): Promise<FinishedJob[]> {
     return this.#read(() => finishedJobs.finished(filter, page));
   }
 
   /** One kept finished job, or null. */
-  finishedJob(id: number): Promise<FinishedJobRow | null> {
+  finishedJob(id: number): Promise<FinishedJob | null> {
     return this.#read(() => finishedJobs.finishedJob(id));
   }
 
@@ -362,7 +363,7 @@ export class SqlStore implements Store {
   }
 
   /** The queues paused at `now`. */
-  paused(now: number): Promise<PauseRow[]> {
+  paused(now: number): Promise<PausedQueue[]> {
     return this.#read(() => pauses.paused(this.#dialect, now));
   }
 

@@ -6,7 +6,7 @@
  * @internal
  * @module
  */
-import { type FailedRow, type RunningRow, toFailedJobRow, toRunningJobRow } from "./stored_rows.ts";
+import { type FailedRow, type RunningRow, toFailedJob, toRunningJob } from "./stored_rows.ts";
 import {
   metricsIncrements,
   type MetricsRollup,
@@ -15,22 +15,23 @@ import {
   type StoredListedJob,
   type StoredMetrics,
   type StoredWorker,
-  toListedJobRow,
+  toListedJob,
   toMetricsRow,
-  toWorkerRow,
+  toWorkerInfo,
 } from "./metrics_rollup.ts";
 import type {
-  FailedJobRow,
+  FailedJob,
   JobFilter,
-  JobListing,
+  JobList,
   MetricsRow,
   Page,
   PendingByName,
   QueueCountsRow,
-  RunningJobRow,
+  RunningJobOnQueue,
   Settlement,
   UnfinishedJobRow,
-  WorkerRow,
+  WorkerHeartbeat,
+  WorkerInfo,
 } from "../store.ts";
 import { clockParam, type Dialect } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
@@ -181,7 +182,7 @@ export function* metrics(since: number, until: number): Script<MetricsRow[]> {
  */
 export function* heartbeat(
   dialect: Dialect,
-  worker: WorkerRow,
+  worker: WorkerHeartbeat,
   staleBefore: number,
 ): Script<void> {
   const now = clockParam(dialect, worker.lastSeenAt);
@@ -206,9 +207,9 @@ export function* removeWorker(id: string): Script<boolean> {
 }
 
 /** Workers last seen at or after `seenSince`, `now` being the caller's now. */
-export function* workers(dialect: Dialect, seenSince: number, now: number): Script<WorkerRow[]> {
+export function* workers(dialect: Dialect, seenSince: number, now: number): Script<WorkerInfo[]> {
   const { rows } = yield* exec<StoredWorker>(WORKERS, clockParam(dialect, now), now - seenSince);
-  return rows.map(toWorkerRow);
+  return rows.map(toWorkerInfo);
 }
 
 /** A page of the jobs not yet finished that match `filter`, and how many match, at `now`. */
@@ -217,11 +218,11 @@ export function* jobs(
   filter: JobFilter,
   page: Page,
   now: number,
-): Script<JobListing> {
+): Script<JobList> {
   const match = [clockParam(dialect, now), filter.state, filter.queue, filter.name];
   const { rows: [counted] } = yield* exec<{ total: number }>(COUNT_JOBS, ...match);
   const { rows } = yield* exec<StoredListedJob>(LIST_JOBS, ...match, page.limit, page.offset);
-  return { total: Number(counted!.total), rows: rows.map(toListedJobRow) };
+  return { total: Number(counted!.total), jobs: rows.map(toListedJob) };
 }
 
 /** Jobs per queue by state at `now`, failed jobs included, by queue name. */
@@ -252,13 +253,13 @@ export function* pendingByName(dialect: Dialect, now: number): Script<PendingByN
 }
 
 /** Jobs leased at `now`, with their progress, in id order. */
-export function* running(dialect: Dialect, now: number): Script<RunningJobRow[]> {
-  return (yield* exec<RunningRow>(RUNNING, clockParam(dialect, now))).rows.map(toRunningJobRow);
+export function* running(dialect: Dialect, now: number): Script<RunningJobOnQueue[]> {
+  return (yield* exec<RunningRow>(RUNNING, clockParam(dialect, now))).rows.map(toRunningJob);
 }
 
 /** Failed jobs, newest first. */
-export function* failed(page: Page): Script<FailedJobRow[]> {
-  return (yield* exec<FailedRow>(FAILED_PAGE, page.limit, page.offset)).rows.map(toFailedJobRow);
+export function* failed(page: Page): Script<FailedJob[]> {
+  return (yield* exec<FailedRow>(FAILED_PAGE, page.limit, page.offset)).rows.map(toFailedJob);
 }
 
 /** A job not yet finished: its stored payload and last error, or null. */
@@ -271,7 +272,7 @@ export function* unfinishedJob(id: number): Script<UnfinishedJobRow | null> {
 }
 
 /** One failed job, or null. */
-export function* failedJob(id: number): Script<FailedJobRow | null> {
+export function* failedJob(id: number): Script<FailedJob | null> {
   const { rows: [row] } = yield* exec<FailedRow>(FAILED_ONE, id);
-  return row === undefined ? null : toFailedJobRow(row);
+  return row === undefined ? null : toFailedJob(row);
 }

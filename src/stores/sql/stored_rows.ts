@@ -1,12 +1,12 @@
 /**
  * Rows as the SQL stores read them (snake_case columns), and their mapping to
- * the store's row types: one place for both engines, so SQLite and
- * PostgreSQL hand out the same objects.
+ * the store's row types and the public read models: one place for both
+ * engines, so SQLite and PostgreSQL hand out the same objects.
  *
  * @internal
  * @module
  */
-import type { BatchRow, ClaimedJob, FailedJobRow, RunningJobRow } from "../store.ts";
+import type { BatchRow, ClaimedJob, FailedJob, RunningJobOnQueue } from "../store.ts";
 
 /** The links of a job to its chain and batch, as the settling statements return them. */
 export interface JobLinks {
@@ -123,8 +123,8 @@ export function toClaimedJobs(
     }));
 }
 
-/** A failed job row as the store hands it out. */
-export function toFailedJobRow(row: FailedRow): FailedJobRow {
+/** A failed job as the store hands it out. */
+export function toFailedJob(row: FailedRow): FailedJob {
   return {
     id: row.id,
     queue: row.queue,
@@ -134,22 +134,22 @@ export function toFailedJobRow(row: FailedRow): FailedJobRow {
     stack: row.stack,
     attempts: row.attempts,
     crashes: row.crashes,
-    createdAt: row.created_at,
-    failedAt: row.failed_at,
+    createdAt: new Date(row.created_at),
+    failedAt: new Date(row.failed_at),
     batchId: row.batch_id,
     chainId: row.chain_id,
   };
 }
 
-/** A running job row as the store hands it out. */
-export function toRunningJobRow(row: RunningRow): RunningJobRow {
+/** A running job as the store hands it out. */
+export function toRunningJob(row: RunningRow): RunningJobOnQueue {
   return {
     id: row.id,
     queue: row.queue,
     name: row.name,
-    attempts: row.attempts,
+    attempt: row.attempts,
     progress: row.progress,
-    leasedUntil: row.available_at,
+    leasedUntil: new Date(row.available_at),
     batchId: row.batch_id,
   };
 }

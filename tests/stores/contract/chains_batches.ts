@@ -229,7 +229,7 @@ function register(test: ContractTest): void {
       "link-2",
       chainId,
       null,
-      T0 + 2,
+      new Date(T0 + 2),
     ]);
     assert.deepEqual(await drain(store, ["cb"], T0 + 2), ["catch-1@null", "catch-2@null"]);
     assert.deepEqual(await take(store, ["default", "cb"], LATER), [], "link-3 is not queued");
@@ -821,13 +821,13 @@ function register(test: ContractTest): void {
     assert.deepEqual(await store.running(T0), []);
     const [ja, jb] = await take(store);
     assert.deepEqual(ids([ja!, jb!]), [a, b]);
-    const row = (job: ClaimedJob, attempts: number, progress: number | null, until: number) => ({
+    const row = (job: ClaimedJob, attempt: number, progress: number | null, until: number) => ({
       id: job.id,
       queue: "default",
       name: job.name,
-      attempts,
+      attempt,
       progress,
-      leasedUntil: until,
+      leasedUntil: new Date(until),
       batchId: job.batchId,
     });
     const running = async (now: number) => (await store.running(now)).map((r) => ({ ...r }));

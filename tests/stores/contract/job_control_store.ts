@@ -161,9 +161,9 @@ function register(test: ContractTest): void {
       output: "3",
       error: null,
       attempts: 1,
-      createdAt: T0,
-      startedAt: T0 + 5,
-      finishedAt: T0 + 10,
+      createdAt: new Date(T0),
+      startedAt: new Date(T0 + 5),
+      finishedAt: new Date(T0 + 10),
       durationMs: 5,
     });
     assert.equal(await store.finishedJob(987_654), null);
@@ -206,7 +206,7 @@ function register(test: ContractTest): void {
     assert.deepEqual([kept?.state, kept?.error, kept?.finishedAt], [
       "cancelled",
       "customer left",
-      T0 + 5,
+      new Date(T0 + 5),
     ]);
     assert.equal(await store.cancel(request), "finished", "cancelling it again");
     const [again] = await store.insertKeyed([{ ...newJob(), key }]);
@@ -286,7 +286,7 @@ function register(test: ContractTest): void {
     const [b1] = await store.insertJobs([newJob({ queue: "b" })]);
     await store.pause("a", T0, null, "deploy");
     assert.deepEqual(plain(await store.paused(T0)), [
-      { queue: "a", pausedAt: T0, until: null, reason: "deploy" },
+      { queue: "a", pausedAt: new Date(T0), until: null, reason: "deploy" },
     ]);
     assert.deepEqual(ids(await claim(store, { queues: ["a", "b"], limit: 1, token: 1 })), [b1]);
     assert.deepEqual(await store.nextDueAt(["a"], T0), null);
@@ -300,7 +300,12 @@ function register(test: ContractTest): void {
     await store.pause("a", T0 + 2, null, null);
     await store.pause("a", T0 + 3, T0 + 1_000, "until the hour");
     assert.deepEqual(plain(await store.paused(T0 + 999)), [
-      { queue: "a", pausedAt: T0 + 3, until: T0 + 1_000, reason: "until the hour" },
+      {
+        queue: "a",
+        pausedAt: new Date(T0 + 3),
+        until: new Date(T0 + 1_000),
+        reason: "until the hour",
+      },
     ], "a second pause replaces the first");
     assert.deepEqual(await claim(store, { queues: ["a"], now: T0 + 999, token: 3 }), []);
     assert.deepEqual(await store.paused(T0 + 1_000), [], "a pause ends at its until");

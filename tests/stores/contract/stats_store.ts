@@ -9,13 +9,14 @@
  */
 import assert from "node:assert/strict";
 import {
-  type ListedJobRow,
+  type ListedJob,
   type MetricsRow,
   type NewJobRow,
   RUNTIME_BUCKETS_MS,
   type Settlement,
   type Store,
-  type WorkerRow,
+  type WorkerHeartbeat,
+  type WorkerInfo,
 } from "../../../src/stores/store.ts";
 import {
   claim,
@@ -81,7 +82,11 @@ async function claimed(
 }
 
 /** A worker row started at `T0`, last seen at `lastSeenAt`. */
-function worker(id: string, lastSeenAt: number, fields: Partial<WorkerRow> = {}): WorkerRow {
+function worker(
+  id: string,
+  lastSeenAt: number,
+  fields: Partial<WorkerHeartbeat> = {},
+): WorkerHeartbeat {
   return {
     id,
     host: "box-1",
@@ -94,6 +99,12 @@ function worker(id: string, lastSeenAt: number, fields: Partial<WorkerRow> = {})
     names: ["send-receipt"],
     ...fields,
   };
+}
+
+/** A heartbeat as `workers()` hands it back: its times as dates. */
+function seen(heartbeat: WorkerHeartbeat): WorkerInfo {
+  const { startedAt, lastSeenAt } = heartbeat;
+  return { ...heartbeat, startedAt: new Date(startedAt), lastSeenAt: new Date(lastSeenAt) };
 }
 
 /** What the dashboard and stats read. */
@@ -342,7 +353,7 @@ function register(test: ContractTest): void {
         { ...worker("b", T0 + 9_000, { running: 3 }), queues: ["high", "default"] },
         { ...worker("c", T0 + 3_000, { concurrency: 1 }), queues: ["x"], names: ["a", "b"] },
         { ...worker("a", T0 + 2_000, { startedAt: T0 + 5 }), queues: ["high", "default"] },
-      ].sort((x, y) => x.startedAt - y.startedAt || (x.id < y.id ? -1 : 1)),
+      ].sort((x, y) => x.startedAt - y.startedAt || (x.id < y.id ? -1 : 1)).map(seen),
     );
     assert.deepEqual((await store.workers(T0 + 3_001, T0)).map((row) => row.id), ["b"]);
   });
@@ -375,7 +386,7 @@ function register(test: ContractTest): void {
       limit: 10,
       offset: 0,
     }, now);
-    const expected: ListedJobRow[] = [
+    const expected: ListedJob[] = [
       {
         id: due,
         queue: "default",
@@ -383,8 +394,8 @@ function register(test: ContractTest): void {
         state: "pending",
         priority: 0,
         attempts: 0,
-        availableAt: T0,
-        createdAt: T0 - 5,
+        availableAt: new Date(T0),
+        createdAt: new Date(T0 - 5),
         progress: null,
         batchId: null,
         lastError: null,
@@ -396,8 +407,8 @@ function register(test: ContractTest): void {
         state: "delayed",
         priority: 2,
         attempts: 0,
-        availableAt: now + 60_000,
-        createdAt: T0,
+        availableAt: new Date(now + 60_000),
+        createdAt: new Date(T0),
         progress: null,
         batchId: null,
         lastError: null,
@@ -409,8 +420,8 @@ function register(test: ContractTest): void {
         state: "running",
         priority: 0,
         attempts: 1,
-        availableAt: now - 5 + LEASE_MS,
-        createdAt: T0,
+        availableAt: new Date(now - 5 + LEASE_MS),
+        createdAt: new Date(T0),
         progress: 37.5,
         batchId: null,
         lastError: null,
@@ -422,15 +433,15 @@ function register(test: ContractTest): void {
         state: "pending",
         priority: 0,
         attempts: 1,
-        availableAt: now - 1,
-        createdAt: T0,
+        availableAt: new Date(now - 1),
+        createdAt: new Date(T0),
         progress: null,
         batchId: null,
         lastError: null,
       },
     ];
     assert.equal(listing.total, 4);
-    assert.deepEqual(plain(listing.rows), expected);
+    assert.deepEqual(plain(listing.jobs), expected);
   });
 
   test("jobs() filters by state, queue and name, pages in id order, and counts every match", async (store) => {
@@ -446,8 +457,8 @@ function register(test: ContractTest): void {
       offset = 0,
     ) => {
       const all = { state: null, queue: null, name: null, ...filter };
-      const { total, rows } = await store.jobs(all, { limit, offset }, T0);
-      return { total, ids: rows.map((row) => row.id) };
+      const { total, jobs } = await store.jobs(all, { limit, offset }, T0);
+      return { total, ids: jobs.map((job) => job.id) };
     };
     assert.deepEqual(await list({ queue: "a", name: "x", state: "pending" }, 2, 1), {
       total: 5,
@@ -478,12 +489,12 @@ function register(test: ContractTest): void {
       error: "Error: <b>flaky</b>",
       refundAttempt: false,
     }]);
-    const { rows } = await store.jobs({ state: null, queue: null, name: null }, {
+    const { jobs } = await store.jobs({ state: null, queue: null, name: null }, {
       limit: 10,
       offset: 0,
     }, T0 + 3);
     assert.deepEqual(
-      plain(rows).map(({ state, progress, lastError, attempts }) => ({
+      plain(jobs).map(({ state, progress, lastError, attempts }) => ({
         state,
         progress,
         lastError,

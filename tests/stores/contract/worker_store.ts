@@ -326,8 +326,8 @@ function register(test: ContractTest): void {
       stack: error.stack,
       attempts: 2,
       crashes: 1,
-      createdAt: T0 - 10,
-      failedAt,
+      createdAt: new Date(T0 - 10),
+      failedAt: new Date(failedAt),
       batchId: null,
       chainId: null,
     });
@@ -419,9 +419,9 @@ function register(test: ContractTest): void {
       output,
       error: null,
       attempts: 1,
-      createdAt: T0,
-      startedAt: T0 + 8,
-      finishedAt: T0 + 20,
+      createdAt: new Date(T0),
+      startedAt: new Date(T0 + 8),
+      finishedAt: new Date(T0 + 20),
       durationMs: 12,
     });
     assert.deepEqual(

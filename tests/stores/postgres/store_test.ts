@@ -7,10 +7,10 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { postgresDialect } from "../../src/stores/postgres/dialect.ts";
-import { PostgresStore } from "../../src/stores/postgres/mod.ts";
-import { newJob, storeContract, T0 } from "./contract/mod.ts";
-import { openTestPostgresStore, postgresTestUrl } from "../_postgres.ts";
+import { postgresDialect } from "../../../src/stores/postgres/dialect.ts";
+import { PostgresStore } from "../../../src/stores/postgres/mod.ts";
+import { newJob, storeContract, T0 } from "../contract/mod.ts";
+import { openTestPostgresStore, postgresTestUrl } from "../../_postgres.ts";
 
 const url = postgresTestUrl();
 if (url === null) {

@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
-import { migrations } from "../../migrations/sqlite/mod.ts";
-import { openConnection } from "../../src/stores/sqlite/connection.ts";
-import { type Durability, SqliteStore } from "../../src/stores/sqlite/mod.ts";
-import { ChildScript } from "../_child.ts";
-import { tempDir } from "../_helpers.ts";
-import { claim, LEASE_MS, newJob, storeContract, T0 } from "./contract/mod.ts";
+import { migrations } from "../../../migrations/sqlite/mod.ts";
+import { openConnection } from "../../../src/stores/sqlite/connection.ts";
+import { type Durability, SqliteStore } from "../../../src/stores/sqlite/mod.ts";
+import { ChildScript } from "../../_child.ts";
+import { tempDir } from "../../_helpers.ts";
+import { claim, LEASE_MS, newJob, storeContract, T0 } from "../contract/mod.ts";
 
 storeContract("SqliteStore (file)", async () => {
   const dir = await tempDir();
@@ -49,7 +49,7 @@ async function storePragma(store: SqliteStore, name: string): Promise<unknown> {
 /** A fixture script under tests/fixtures/store/. */
 class Child extends ChildScript {
   constructor(script: string, args: readonly string[]) {
-    super(new URL(`../fixtures/store/${script}`, import.meta.url), args);
+    super(new URL(`../../fixtures/store/${script}`, import.meta.url), args);
   }
 }
 

@@ -1,0 +1,80 @@
+/**
+ * The finished jobs a queue keeps (completed and cancelled, for
+ * `keepFinishedMs`): list them, read one, prune them; and cancelling a job,
+ * which keeps it as finished for as long as its job type says.
+ *
+ * @internal
+ * @module
+ */
+import type { Clock } from "../clock.ts";
+import type { JobRegistry } from "../registry.ts";
+import type { JobControlStore } from "../stores/store.ts";
+import { assertQueueName } from "../names.ts";
+import {
+  type CancelOptions,
+  type CancelOutcome,
+  cancelReason,
+  type FinishedJob,
+  type FinishedOptions,
+} from "./job_control.ts";
+import { assertId, cutoff, page, type PruneOptions } from "./listing.ts";
+
+/** What finished-job admin reads and writes. */
+export interface FinishedJobsParts {
+  /** Where finished jobs are kept and jobs cancelled. */
+  readonly store: Pick<
+    JobControlStore,
+    "finished" | "finishedJob" | "pruneFinished" | "result" | "cancel"
+  >;
+  /** Source of the time cancels and prunes are written at. */
+  readonly clock: Clock;
+  /** The job definitions: how long each type keeps its finished jobs. */
+  readonly registry: JobRegistry;
+  /** How long finished jobs are kept, in ms, for jobs that do not say. */
+  readonly keepFinishedMs: number;
+}
+
+/** The finished jobs of one queue. */
+export class FinishedJobs {
+  readonly #parts: FinishedJobsParts;
+
+  /** Finished-job admin on `parts`. */
+  constructor(parts: FinishedJobsParts) {
+    this.#parts = parts;
+  }
+
+  /** A page of finished jobs, newest first, filtered by name and queue. */
+  async list(options: FinishedOptions): Promise<FinishedJob[]> {
+    if (options.queue !== undefined) assertQueueName(options.queue, "finished");
+    if (options.name !== undefined && typeof options.name !== "string") {
+      throw new TypeError(`finished: name must be a string: got ${typeof options.name}`);
+    }
+    return await this.#parts.store.finished(
+      { name: options.name, queue: options.queue },
+      page(options, "finished"),
+    );
+  }
+
+  /** One finished job, or null. */
+  one(id: number): Promise<FinishedJob | null> {
+    return this.#parts.store.finishedJob(assertId(id));
+  }
+
+  /** Deletes finished jobs older than `options.olderThanMs`; resolves with how many. */
+  prune(options: PruneOptions): Promise<number> {
+    const now = this.#parts.clock.now();
+    return this.#parts.store.pruneFinished(cutoff(now, options, "pruneFinished"), now);
+  }
+
+  /** Cancels job `id`, kept as finished for its type's `keepFinishedMs`; says what happened. */
+  async cancel(id: number, options: CancelOptions | undefined): Promise<CancelOutcome> {
+    const { store, registry } = this.#parts;
+    const reason = cancelReason(options);
+    const jobId = assertId(id);
+    const now = this.#parts.clock.now();
+    const name = (await store.result(jobId, now))?.name;
+    const keepMs = (name === undefined ? undefined : registry.get(name)?.keepFinishedMs) ??
+      this.#parts.keepFinishedMs;
+    return await store.cancel({ id: jobId, reason, now, keepUntil: now + keepMs });
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * Opening a queue: its options checked, the jobs module loaded, the app's
+ * keys read, the store opened (migrated), and the schedules this process
+ * defines synced into it.
+ *
+ * @internal
+ * @module
+ */
+import { keepFinishedMsOf } from "./admin/job_control.ts";
+import { type Clock, systemClock } from "./clock.ts";
+import { JobRows } from "./dispatch/job_rows.ts";
+import { type AppKeys, PayloadCipher } from "./encryption.ts";
+import {
+  maxPayloadBytesOf,
+  modeOf,
+  type QueueMode,
+  type QueueOptions,
+  readAppKeys,
+} from "./queue_options.ts";
+import { JobRegistry } from "./registry.ts";
+import { scheduleRows } from "./schedules/slot_jobs.ts";
+import { openStore } from "./store_options.ts";
+import type { Store } from "./stores/store.ts";
+
+/** What an opened queue is made of. */
+export interface QueueParts {
+  /** Where its jobs are kept (an empty one in memory for an inline queue). */
+  readonly store: Store;
+  /** The job and schedule definitions. */
+  readonly registry: JobRegistry;
+  /** Source of stored times. */
+  readonly clock: Clock;
+  /** The app's keys; null without `APP_KEY`. */
+  readonly appKeys: AppKeys | null;
+  /** Seals and opens encrypted payloads; null without `APP_KEY`. */
+  readonly cipher: PayloadCipher | null;
+  /** Builds the rows its dispatches store. */
+  readonly jobRows: JobRows;
+  /** How long finished jobs are kept, in ms, for jobs that do not say. */
+  readonly keepFinishedMs: number;
+  /** Where its jobs run. */
+  readonly mode: QueueMode;
+}
+
+/**
+ * Opens the parts of a queue with `options`. Throws naming what was wrong
+ * (an option, a job, a schedule, the keys) before anything is written; a
+ * store it opened is closed again when syncing the schedules fails.
+ */
+export async function openQueueParts(options: QueueOptions): Promise<QueueParts> {
+  const maxPayloadBytes = maxPayloadBytesOf(options);
+  const mode = modeOf(options);
+  const keepFinishedMs = keepFinishedMsOf(options);
+  const registry = await JobRegistry.load(options.jobs);
+  const appKeys = readAppKeys(options, registry.encryptedJobs());
+  const cipher = appKeys === null ? null : await PayloadCipher.fromKeys(appKeys);
+  const clock = options.clock ?? systemClock;
+  const jobRows = new JobRows(registry, clock, maxPayloadBytes, cipher);
+  const schedules = scheduleRows(registry, jobRows, clock.now());
+  // Inline: nothing is stored; an empty store in memory answers the admin reads.
+  const store = await openStore(mode === "inline" ? { path: ":memory:" } : options);
+  // A queue with no jobs (the CLI's admin commands) reads schedules; it does not define them.
+  if (registry.names().length > 0 && mode !== "inline") {
+    try {
+      await store.syncSchedules(schedules, clock.now());
+    } catch (error) {
+      if (options.store === undefined) await store.close();
+      throw error;
+    }
+  }
+  return { store, registry, clock, appKeys, cipher, jobRows, keepFinishedMs, mode };
+}
