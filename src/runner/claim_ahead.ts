@@ -17,7 +17,7 @@
  * key is released by the confirmation, not the claim. So a worker starts at
  * most one job per slot per tick: at concurrency 1 a tick per job. A tick
  * that only confirms starts leaves plain successes to their settle group
- * ({@linkcode SETTLE_GROUP}), unless one worker death would fail the job.
+ * (`src/runner/settle_group.ts`), unless one worker death would fail the job.
  *
  * How much is claimed ahead is bounded by time, not only by count: no more
  * jobs than the recent handlers would run in {@linkcode AHEAD_BUDGET_MS}
@@ -55,12 +55,6 @@ export function mostAhead(concurrency: number): number {
 }
 /** The work claimed ahead: about this many ms of recent handlers' run time per slot. */
 export const AHEAD_BUDGET_MS = 20;
-/**
- * While jobs claimed ahead wait, finished jobs are settled in groups: once
- * this many have finished, or once the first of them has waited this long
- * (ms), whichever comes first. With nothing claimed ahead they are settled at once.
- */
-export const SETTLE_GROUP = { jobs: 512, withinMs: 5 } as const;
 /**
  * How long a worker claims nothing ahead after a claim that could have taken
  * jobs ahead came back short (ms): nothing more was due, or the claim gave

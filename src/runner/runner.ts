@@ -27,7 +27,7 @@ import {
 import type { JobRegistry } from "../registry.ts";
 import { AttemptTimeouts } from "./attempt_timeouts.ts";
 import type { FinishedJob, RunningJob } from "./attempts.ts";
-import { ClaimAhead, SETTLE_GROUP } from "./claim_ahead.ts";
+import { ClaimAhead } from "./claim_ahead.ts";
 import { FailedHooks } from "./failed_hooks.ts";
 import { JobLogBuffer } from "./log_buffer.ts";
 import { JobMetrics } from "./job_metrics.ts";
@@ -37,6 +37,7 @@ import { PollSleep } from "./poll_sleep.ts";
 import { ProgressWrites } from "./progress_writes.ts";
 import type { ScheduleFirer } from "../schedules/firing.ts";
 import { settleApart } from "./settle_apart.ts";
+import { SettleGroup } from "./settle_group.ts";
 import { isStoreOutage } from "../stores/store_outage.ts";
 import { RUNNING, type StopState } from "./stop_state.ts";
 import { endAttemptSpan, spanOutcomeOf, startAttemptSpan } from "./tracing.ts";
@@ -105,11 +106,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   readonly #logs: JobLogBuffer;
   readonly #metrics = new JobMetrics();
   readonly #timeouts = new AttemptTimeouts<RunningJob>((entry) => this.#timedOut(entry));
-  #finished: FinishedJob[] = [];
-  /** When the oldest of `#finished` finished (performance.now); Infinity when none waits. */
-  #unsettledSince = Infinity;
-  /** Whether one of `#finished` is to be settled before another job starts (see `#settleLater`). */
-  #settleFirst = false;
+  readonly #finished = new SettleGroup();
   readonly #ahead: ClaimAhead;
   /**
    * Jobs claimed ahead taken for slots that freed: each holds its slot until
@@ -235,9 +232,9 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
           ? await this.#tick(limit, free, settleDue || limit > 0 || !starts)
           : 0;
         // After grace: leave once every settle was written, or once writing them failed.
-        const unsettled = this.#finished.length > 0 && claimed !== null;
+        const unsettled = this.#finished.size > 0 && claimed !== null;
         if (this.#state.phase === "grace over" && this.#running.size === 0 && !unsettled) break;
-        const idle = this.#running.size === 0 && this.#finished.length === 0 &&
+        const idle = this.#running.size === 0 && this.#finished.size === 0 &&
           this.#ahead.size === 0 && this.#toStart.length === 0;
         if (idle && !this.#mayClaim()) break;
         const sealing = this.#deps.schedules?.missedRows === true; // a slot waits for its row
@@ -247,15 +244,14 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
         }
         if (this.#pollSleep.timersStarved) await this.#pollSleep.yieldToTimers();
         if (this.#toStart.length > 0) continue; // slots wait for the next tick to confirm their starts
-        if (this.#finished.length === 0) {
+        if (this.#finished.size === 0) {
           // Took every due job the free slots allowed: sleep until the next one is due.
           const allDueTaken = claimed !== null && claimed < limit && this.#mayClaim();
           const untilDueMs = allDueTaken ? await this.#untilNextDue(pollMs) : pollMs;
           await this.#pollSleep.sleep(this.#sleepMs(untilDueMs));
         } else if (!this.#settleDue()) {
           // Finished jobs wait for their group: until a slot frees, or the group's time is up.
-          const waitedMs = performance.now() - this.#unsettledSince;
-          await this.#pollSleep.sleep(Math.max(0, SETTLE_GROUP.withinMs - waitedMs));
+          await this.#pollSleep.sleep(this.#finished.waitMs());
         }
       }
     } finally {
@@ -303,10 +299,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    */
   #settleDue(): boolean {
     if (this.#progress.due) return true;
-    if (this.#finished.length === 0) return false;
-    return this.#ahead.size === 0 || this.#settleFirst || this.#state.phase !== "running" ||
-      this.#finished.length >= SETTLE_GROUP.jobs ||
-      performance.now() - this.#unsettledSince >= SETTLE_GROUP.withinMs;
+    return this.#finished.due(this.#ahead.size > 0 && this.#state.phase === "running");
   }
 
   /** Each known job's `maxAttempts` and `maxCrashes`, for claims that take jobs ahead. */
@@ -458,14 +451,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    */
   async #tick(limit: number, free: number, settle: boolean): Promise<number | null> {
     const { store, clock } = this.#deps;
-    const settling = settle ? this.#finished : [];
-    const unsettledSince = this.#unsettledSince;
-    const settleFirst = this.#settleFirst;
-    if (settle) {
-      this.#finished = [];
-      this.#unsettledSince = Infinity;
-      this.#settleFirst = false;
-    }
+    const group = settle ? this.#finished.take() : null;
+    const settling = group?.jobs ?? [];
     const settlements: Settlement[] = settling.map(timedSettlement);
     const starting = this.#toStart;
     this.#toStart = [];
@@ -516,11 +503,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       this.#logs.putBack(logs); // written with a later tick
       this.#toStart = starting.concat(this.#toStart); // confirmed with a later tick
       if (settling.length > 0 && !isStoreOutage(failure)) return await this.#settleApart(settling);
-      this.#finished = settling.concat(this.#finished);
-      if (this.#finished.length > 0) {
-        this.#unsettledSince = Math.min(unsettledSince, performance.now());
-        this.#settleFirst ||= settleFirst;
-      }
+      if (group !== null) this.#finished.restore(group);
       this.#storeOut(failure, settling.length > 0 ? "settle" : "claim");
       if (this.#state.phase !== "grace over") await this.#pollSleep.sleep(this.#outageRetryMs);
       return null;
@@ -562,7 +545,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    * settle, a poisoned one fails or is put back with the database's error.
    * Returns 0 (nothing claimed), or null when the store went out meanwhile.
    */
-  async #settleApart(settling: FinishedJob[]): Promise<number | null> {
+  async #settleApart(settling: readonly FinishedJob[]): Promise<number | null> {
     const { store, clock } = this.#deps;
     const apart = await settleApart(store, settling, timedSettlement, clock.now());
     apart.settled.forEach((finished) => this.#report(finished));
@@ -575,9 +558,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       this.#outage = null;
       return 0;
     }
-    this.#finished = apart.kept.concat(this.#finished);
-    this.#unsettledSince = Math.min(this.#unsettledSince, performance.now());
-    this.#settleFirst = true; // written as soon as the store takes writes again
+    // Written as soon as the store takes writes again.
+    this.#finished.restore({ jobs: apart.kept, since: performance.now(), first: true });
     this.#storeOut(apart.outage, "settle");
     return null;
   }
@@ -600,12 +582,11 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    * counters, and its events and hooks come at once.
    */
   #settleLater(finished: FinishedJob): void {
-    if (this.#finished.length === 0) this.#unsettledSince = performance.now();
     const { job, outcome } = finished;
-    if (outcome.kind !== "complete" || job.batchId !== null || this.#oneDeathSpends(job)) {
-      this.#settleFirst = true;
-    }
-    this.#finished.push(finished);
+    this.#finished.add(
+      finished,
+      outcome.kind !== "complete" || job.batchId !== null || this.#oneDeathSpends(job),
+    );
   }
 
   /**
@@ -708,7 +689,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    */
   #claimLimit(free: number, settleDue: boolean): number {
     if (free > 0 && this.#ahead.size === 0) return free + this.#aheadAllowance(free);
-    if (settleDue && free === 0 && !this.#settleFirst && this.#mayClaim()) {
+    if (settleDue && free === 0 && !this.#finished.first && this.#mayClaim()) {
       const allowance = this.#aheadAllowance(0);
       return this.#ahead.size * 2 <= allowance ? allowance - this.#ahead.size : 0;
     }

@@ -1,8 +1,9 @@
 /**
  * The PostgreSQL engine: a postgres.js pool, scripts awaited statement by
  * statement inside `sql.begin` (the statements of one step pipelined on the
- * transaction's connection), app transactions, migrations under an advisory
- * lock, and `LISTEN` on the schema's channel.
+ * transaction's connection; an unflushed write's commit does not wait for
+ * the WAL flush), app transactions, migrations under an advisory lock, and
+ * `LISTEN` on the schema's channel.
  *
  * @internal
  * @module
@@ -57,6 +58,18 @@ export class PostgresEngine implements Engine {
     return await this.#connected(() => {
       if (mode === "statement") {
         return runAsync(start(), oneWriteAtMost((step) => execute(this.#sql, step, false)));
+      }
+      if (mode === "unflushed write") {
+        return this.#begin(async (tx) => {
+          // Sent at once, ahead of the script's first statement and without a round trip of
+          // its own.
+          const unflushed = tx.unsafe("SET LOCAL synchronous_commit = off").execute();
+          const [, result] = await Promise.all([
+            unflushed,
+            runAsync(start(), (step) => execute(tx, step, true)),
+          ]);
+          return result;
+        });
       }
       return this.#begin((tx) => runAsync(start(), (step) => execute(tx, step, true)));
     });

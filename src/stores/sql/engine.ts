@@ -12,11 +12,16 @@ import type { Script } from "./script.ts";
 
 /**
  * How a script runs: `"write"` in one write transaction (all or nothing,
- * tried again whole while another process holds the lock); `"statement"`
- * one statement at a time, each its own commit, for a script that reads or
- * writes with a single statement.
+ * tried again whole while another process holds the lock); `"unflushed
+ * write"` the same, except that its commit need not wait for the disk where
+ * the engine can say so per transaction (PostgreSQL: `synchronous_commit`
+ * off; SQLite keeps the connection's durability), for a write whose loss
+ * in a crash of the database server leaves the rows as they were before it
+ * and costs nothing stored (commits are flushed in order: a later flushed
+ * commit flushes it too); `"statement"` one statement at a time, each its
+ * own commit, for a script that reads or writes with a single statement.
  */
-export type RunMode = "write" | "statement";
+export type RunMode = "write" | "unflushed write" | "statement";
 
 /** An app transaction as the store uses it. */
 export interface EngineTransaction {

@@ -188,13 +188,21 @@ export class SqlStore implements Store {
     return this.#write(() => tick.claim(this.#dialect, request));
   }
 
-  /** Applies settlements, each fenced by its token, writes log lines and spans, then claims, all in one transaction. */
+  /**
+   * Applies settlements, each fenced by its token, writes log lines and
+   * spans, confirms starts, then claims, all in one transaction. A settle
+   * that only confirms starts does not wait for the disk (see
+   * `tick.onlyConfirmsStarts`).
+   */
   settle(
     settlements: readonly Settlement[],
     then?: ClaimRequest,
     records?: TickRecords,
   ): Promise<SettleResult> {
-    return this.#write(() => tick.settle(this.#dialect, this.#upkeep, settlements, then, records));
+    return this.#engine.run(
+      () => tick.settle(this.#dialect, this.#upkeep, settlements, then, records),
+      tick.onlyConfirmsStarts(settlements, then, records) ? "unflushed write" : "write",
+    );
   }
 
   /** One job's log, oldest line first. */

@@ -208,6 +208,26 @@ export function* settle(
 }
 
 /**
+ * Whether a settle only confirms the starts of jobs claimed ahead (nothing
+ * settled, claimed or recorded beside them). Its commit need not wait for
+ * the disk (the engine's `"unflushed write"`): a crash of the database
+ * server that loses it also loses every commit after it, so the rows are
+ * as before it: the jobs held ahead, not started, and a worker that died
+ * with them charges them nothing, as for any job claimed ahead. What a
+ * settle of finished jobs writes (a success, a failure, a retry) stays
+ * flushed. At concurrency 1 a worker writes one such settle per job, so
+ * the flush it skips bounds its drain on PostgreSQL.
+ */
+export function onlyConfirmsStarts(
+  settlements: readonly Settlement[],
+  then: ClaimRequest | undefined,
+  records: TickRecords | undefined,
+): boolean {
+  return settlements.length === 0 && then === undefined && records?.starts !== undefined &&
+    records.logs === undefined && (records.spans ?? []).length === 0;
+}
+
+/**
  * The job-row half of a settle: successes in one step, then each other
  * settlement in id order. For each settlement: the job as settled (null for
  * a progress write), or `"lost"` when its lease was lost.
