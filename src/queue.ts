@@ -519,6 +519,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
         graceMs: resolved.graceMs,
         appKeys: this.#appKeys,
         captureConsole: resolved.captureConsole,
+        maxLogBytes: resolved.maxLogBytes,
         dispatch: (name, payloads, options, batchId) =>
           this.#handlerDispatch.byName(name, payloads, options, batchId),
         fallback: () => new IsolateExecutor(this.#registry, this.#handlerQueue, this.#cipher),
