@@ -15,6 +15,7 @@ import * as jobControl from "./0007_job_control.ts";
 import * as observability from "./0008_observability.ts";
 import * as jobsByDueTime from "./0011_jobs_by_due_time.ts";
 import * as metricsByStore from "./0012_metrics_by_store.ts";
+import * as dispatchWritesLess from "./0015_dispatch_writes_less.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -28,4 +29,5 @@ export const migrations: readonly Migration[] = [
   observability,
   jobsByDueTime,
   metricsByStore,
+  dispatchWritesLess,
 ];
