@@ -1,11 +1,14 @@
 /**
  * The raw SQLite ceiling: what this machine does with plain `node:sqlite`
  * statements on the same schema and pragmas as the store, with none of the
- * queue's code in the way. Every figure of ours is read against these.
+ * queue's code in the way, and the same on a minimal queue table (an id, the
+ * queue, the payload, the due time and the claim's token, with one claim
+ * index): what a queue that stores nothing more pays. Every figure of ours is
+ * read against these.
  *
  * @module
  */
-import { DatabaseSync, type StatementSync } from "node:sqlite";
+import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import { migrations } from "../migrations/sqlite/mod.ts";
 import { type Measurement, measureRate } from "./measurement.ts";
 import { withTempDatabase } from "./temp_database.ts";
@@ -33,9 +36,55 @@ const CLAIM = `UPDATE jobs SET token = ?, available_at = ?, attempts = attempts 
 /** A completion as the store settles one: fenced by the claim's token. */
 const DELETE = "DELETE FROM jobs WHERE id = ? AND token = ?";
 
+/** The minimal queue table: what any queue stores, with the one index its claim walks. */
+const MINIMAL_SCHEMA = `CREATE TABLE jobs (
+  id           INTEGER PRIMARY KEY,
+  queue        TEXT    NOT NULL,
+  payload      TEXT    NOT NULL,
+  available_at INTEGER NOT NULL,
+  token        INTEGER
+);
+CREATE INDEX jobs_claim ON jobs (queue, available_at);`;
+const MINIMAL_INSERT =
+  "INSERT INTO jobs (queue, payload, available_at) VALUES (?, ?, ?) RETURNING id";
+const MINIMAL_CLAIM = `UPDATE jobs SET token = ?, available_at = ?
+  WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_claim WHERE queue = ? AND available_at <= ?
+    ORDER BY available_at LIMIT ?)
+  RETURNING id, payload`;
+
+/** A table the raw statements run on. */
+interface RawSchema {
+  /** Creates the table and its indexes on a fresh connection. */
+  create(db: DatabaseSync): void;
+  readonly insert: string;
+  /** Binds one insert: the job's index and the time. */
+  readonly insertParams: (index: number, now: number) => SQLInputValue[];
+  /** Parameters: token, lease end, queue, now, limit. */
+  readonly claim: string;
+}
+
+/** The store's own schema, as its migrations make it. */
+const STORE_TABLE: RawSchema = {
+  create: (db) => {
+    for (const migration of migrations) db.exec(migration.sql);
+  },
+  insert: INSERT,
+  insertParams: (index, now) => [QUEUE, NAME, `{"n":${index}}`, 0, now, null, now],
+  claim: CLAIM,
+};
+
+/** The minimal queue table. */
+const MINIMAL_TABLE: RawSchema = {
+  create: (db) => db.exec(MINIMAL_SCHEMA),
+  insert: MINIMAL_INSERT,
+  insertParams: (index, now) => [QUEUE, `{"n":${index}}`, now],
+  claim: MINIMAL_CLAIM,
+};
+
 /** Statements of one raw connection, prepared once. */
 interface RawStatements {
   readonly db: DatabaseSync;
+  readonly schema: RawSchema;
   readonly insert: StatementSync;
   readonly claim: StatementSync;
   readonly remove: StatementSync;
@@ -47,7 +96,8 @@ interface RawStatements {
  * {@linkcode CEILING_BATCH_SIZE}, and the drain of pre-inserted rows: one
  * claim + delete per commit, and {@linkcode CEILING_BATCH_SIZE} claimed and
  * deleted per transaction (the drain ceiling our drains are read against).
- * The batched cycle is the baseline of the others.
+ * The batched cycle is the baseline of the others. The inserts and the
+ * batched drain are measured on the minimal table too.
  */
 export function ceilingMeasurements(): Measurement[] {
   return [
@@ -59,11 +109,25 @@ export function ceilingMeasurements(): Measurement[] {
       run: (jobs) => withRaw(jobs, jobs, insertAutocommit),
     },
     {
+      id: "raw-insert-autocommit-minimal",
+      name: "raw autocommit insert, minimal table",
+      label: "raw SQLite: INSERT … RETURNING id, autocommit, minimal queue table",
+      baseline: "ceiling-batched",
+      run: (jobs) => withRaw(jobs, jobs, insertAutocommit, undefined, MINIMAL_TABLE),
+    },
+    {
       id: "raw-insert-one-transaction",
       name: "raw one-transaction insert",
       label: "raw SQLite: INSERT … RETURNING id, all in one transaction",
       baseline: "ceiling-batched",
       run: (jobs) => withRaw(jobs, jobs, insertInOneTransaction),
+    },
+    {
+      id: "raw-insert-one-transaction-minimal",
+      name: "raw one-transaction insert, minimal table",
+      label: "raw SQLite: INSERT … RETURNING id, all in one transaction, minimal queue table",
+      baseline: "ceiling-batched",
+      run: (jobs) => withRaw(jobs, jobs, insertInOneTransaction, undefined, MINIMAL_TABLE),
     },
     {
       id: "ceiling-unbatched",
@@ -94,27 +158,37 @@ export function ceilingMeasurements(): Measurement[] {
       baseline: "ceiling-batched",
       run: (jobs) => withRaw(jobs, 0, drainBatched, insertInOneTransaction),
     },
+    {
+      id: "raw-drain-batched-minimal",
+      name: "drain ceiling, minimal table",
+      label:
+        `raw SQLite drain ceiling, minimal queue table: claim ${CEILING_BATCH_SIZE} + delete ${CEILING_BATCH_SIZE} per transaction`,
+      baseline: "ceiling-batched",
+      run: (jobs) => withRaw(jobs, 0, drainBatched, insertInOneTransaction, MINIMAL_TABLE),
+    },
   ];
 }
 
 /**
- * Opens a raw connection on a fresh file, runs `prepare` untimed, times
- * `work`, and checks that the table then holds `left` jobs: a ceiling that
- * skipped work would flatter it.
+ * Opens a raw connection on a fresh file with `schema` (the store's by
+ * default), runs `prepare` untimed, times `work`, and checks that the table
+ * then holds `left` jobs: a ceiling that skipped work would flatter it.
  */
 function withRaw(
   jobs: number,
   left: number,
   work: (raw: RawStatements, jobs: number) => void,
   prepare?: (raw: RawStatements, jobs: number) => void,
+  schema: RawSchema = STORE_TABLE,
 ): Promise<number> {
   return withTempDatabase(async (path) => {
-    const db = openRaw(path);
+    const db = openRaw(path, schema);
     try {
       const raw = {
         db,
-        insert: db.prepare(INSERT),
-        claim: db.prepare(CLAIM),
+        schema,
+        insert: db.prepare(schema.insert),
+        claim: db.prepare(schema.claim),
         remove: db.prepare(DELETE),
       };
       prepare?.(raw, jobs);
@@ -130,15 +204,15 @@ function withRaw(
   });
 }
 
-/** A connection with the store's pragmas and the migrations' schema. */
-function openRaw(path: string): DatabaseSync {
+/** A connection with the store's pragmas and `schema`. */
+function openRaw(path: string, schema: RawSchema): DatabaseSync {
   const db = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS });
   try {
     db.exec("PRAGMA journal_mode = WAL");
     db.exec("PRAGMA synchronous = NORMAL");
     db.exec("PRAGMA foreign_keys = ON");
-    for (const migration of migrations) db.exec(migration.sql);
-    assertClaimWalksIndex(db);
+    schema.create(db);
+    assertClaimWalksIndex(db, schema.claim);
     return db;
   } catch (error) {
     db.close();
@@ -147,8 +221,8 @@ function openRaw(path: string): DatabaseSync {
 }
 
 /** A ceiling whose claim sorts would be a false floor: refuse to measure it. */
-function assertClaimWalksIndex(db: DatabaseSync): void {
-  const plan = db.prepare(`EXPLAIN QUERY PLAN ${CLAIM}`).all(0, 0, QUEUE, 0, 1)
+function assertClaimWalksIndex(db: DatabaseSync, claim: string): void {
+  const plan = db.prepare(`EXPLAIN QUERY PLAN ${claim}`).all(0, 0, QUEUE, 0, 1)
     .map((row) => String(row.detail));
   if (plan.some((detail) => detail.includes("TEMP B-TREE"))) {
     throw new Error(`The ceiling's claim sorts instead of walking an index: ${plan.join("; ")}`);
@@ -164,7 +238,7 @@ function assertClaimWalksIndex(db: DatabaseSync): void {
  * ceiling no correct writer can reach.
  */
 function insertOne(raw: RawStatements, index: number, now: number): void {
-  raw.insert.all(QUEUE, NAME, `{"n":${index}}`, 0, now, null, now);
+  raw.insert.all(...raw.schema.insertParams(index, now));
 }
 
 /** One commit per row. */

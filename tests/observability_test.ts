@@ -300,6 +300,43 @@ storeTest(
 );
 
 storeTest(
+  "a Web Worker job logging three million lines keeps the process's memory bounded and its log capped",
+  async (db) => {
+    exporter.reset();
+    const queue = await db.open({ jobs: JOBS_URL });
+    const lines = 3_000_000;
+    const id = await queue.dispatch(jobs.chatty, { lines });
+    const before = Deno.memoryUsage().rss;
+    let peak = before;
+    const sampler = setInterval(() => peak = Math.max(peak, Deno.memoryUsage().rss), 20);
+    try {
+      await queue.work({ executor: "workers", workers: 1, stopWhenEmpty: true }).done;
+    } finally {
+      clearInterval(sampler);
+    }
+    peak = Math.max(peak, Deno.memoryUsage().rss);
+    const grownMb = (peak - before) / 1_048_576;
+    assert.ok(grownMb < 400, `the process grew by ${grownMb.toFixed(0)} MB`);
+    assert.equal((await queue.finishedJob(id))?.state, "completed");
+    const [cap, ...kept] = await queue.logs(id);
+    assert.equal(cap!.level, "cap");
+    const dropped = (cap!.fields as { dropped: number }).dropped;
+    assert.equal(dropped + kept.length, lines, "every line is kept or counted as dropped");
+    assert.match(cap!.message, new RegExp(`^log capped at 65536 bytes per job: ${dropped} older`));
+    assert.deepEqual(
+      kept.map((line) => line.message),
+      Array.from({ length: kept.length }, (_, n) => `line ${lines - kept.length + 1 + n}`),
+      "the newest lines are kept, in order",
+    );
+    const [sum] = await db.query<{ bytes: number }>(
+      "SELECT SUM(bytes) AS bytes FROM job_logs WHERE job_id = ?",
+      [id],
+    );
+    assert.ok(Number(sum!.bytes) <= 65_536, `stored ${sum!.bytes} bytes`);
+  },
+);
+
+storeTest(
   "the logs of a job go with its history: pruned by a settle once its kept record expired",
   async (db) => {
     exporter.reset();

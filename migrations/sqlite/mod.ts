@@ -16,6 +16,7 @@ import * as observability from "./0008_observability.ts";
 import * as jobsByDueTime from "./0011_jobs_by_due_time.ts";
 import * as metricsByStore from "./0012_metrics_by_store.ts";
 import * as claimedAhead from "./0014_claimed_ahead.ts";
+import * as dispatchWritesLess from "./0015_dispatch_writes_less.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -30,4 +31,5 @@ export const migrations: readonly Migration[] = [
   jobsByDueTime,
   metricsByStore,
   claimedAhead,
+  dispatchWritesLess,
 ];

@@ -13,10 +13,11 @@ import { asError } from "../errors.ts";
 import type { DispatchOptions, JobDefinition } from "../job.ts";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { captureConsole } from "./_console_capture.ts";
-import type { HandlerQueue, LogCall } from "./executor.ts";
+import type { HandlerQueue } from "./executor.ts";
 import { JobRegistry } from "../registry.ts";
 import { activeTraceparent } from "../trace_context.ts";
 import { IsolateExecutor } from "./isolate.ts";
+import { WorkerLogLines } from "./_worker_log_lines.ts";
 import {
   fromWire,
   type FromWorker,
@@ -47,8 +48,11 @@ let done: number[] = [];
 let results: WireResult[] = [];
 /** The latest progress per attempt, sent with the next batch of results or on its own. */
 const progress = new Map<number, number>();
-/** Lines logged since the last message, sent before the results they precede. */
-let logLines: { runId: number; line: LogCall }[] = [];
+/**
+ * Lines logged since the last message, sent before the results they precede;
+ * capped per attempt from "init" on (no attempt runs before it).
+ */
+let logLines = new WorkerLogLines(Infinity);
 /** The attempt whose handler is running, for console capture. */
 const current = new AsyncLocalStorage<number>();
 /** The attempt span of each running attempt, for what its handler dispatches. */
@@ -86,9 +90,8 @@ function scheduleFlush(): void {
 
 function flush(): void {
   flushScheduled = false;
-  if (logLines.length > 0) {
-    const lines = logLines;
-    logLines = [];
+  if (!logLines.empty) {
+    const lines = logLines.take();
     try {
       send({ type: "logs", lines });
     } catch {
@@ -199,7 +202,7 @@ async function attempt(run: WireRun): Promise<void> {
           scheduleFlush();
         },
         onLog(line) {
-          logLines.push({ runId, line });
+          logLines.add(runId, line);
           scheduleFlush();
         },
       }));
@@ -225,11 +228,12 @@ async function attempt(run: WireRun): Promise<void> {
 self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
   switch (data.type) {
     case "init":
+      logLines = new WorkerLogLines(data.maxLogBytes);
       if (data.captureConsole === true) {
         captureConsole((level, message) => {
           const runId = current.getStore();
           if (runId === undefined || !aborts.has(runId)) return;
-          logLines.push({ runId, line: { level, message, fields: null } });
+          logLines.add(runId, { level, message, fields: null });
           scheduleFlush();
         });
       }

@@ -50,6 +50,8 @@ export type ToWorker =
     readonly appKeys: AppKeys | null;
     /** Write what handlers print with `console.*` into their job's log too. */
     readonly captureConsole?: boolean;
+    /** The worker's `maxLogBytes`: lines waiting to be sent are capped per attempt. */
+    readonly maxLogBytes: number;
   }
   | {
     /**

@@ -45,6 +45,12 @@ export interface WebWorkerPoolOptions {
    * @default {false}
    */
   readonly captureConsole?: boolean;
+  /**
+   * The worker's cap on a job's log, in bytes: each Web Worker holds no more
+   * than twice this of an attempt's unsent lines, dropping the oldest.
+   * @default {65536}
+   */
+  readonly maxLogBytes?: number;
   /** Where handlers' `ctx.queue.dispatch` and `ctx.addToBatch` calls go. */
   readonly dispatch: DispatchByName;
   /**
@@ -86,6 +92,8 @@ interface PoolWorker {
   retired: boolean;
 }
 
+/** The cap on a job's log without `maxLogBytes`, the worker's default. */
+const DEFAULT_MAX_LOG_BYTES = 65_536;
 /** How often the pool looks for Web Workers that ended on their own (`self.close()`). */
 const LIVENESS_MS = 500;
 /** How often the pool looks whether a terminated thread has ended. */
@@ -222,6 +230,7 @@ export class WebWorkerPool implements Executor {
       jobsUrl: this.#options.jobsUrl,
       appKeys: this.#options.appKeys,
       captureConsole: this.#options.captureConsole ?? false,
+      maxLogBytes: this.#options.maxLogBytes ?? DEFAULT_MAX_LOG_BYTES,
     });
     return slot;
   }

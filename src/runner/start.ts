@@ -54,6 +54,7 @@ export function startWorker(parts: WorkerParts, resolved: ResolvedWorkOptions): 
       graceMs: resolved.graceMs,
       appKeys: parts.appKeys,
       captureConsole: resolved.captureConsole,
+      maxLogBytes: resolved.maxLogBytes,
       dispatch: (name, payloads, options, batchId) =>
         parts.handlerDispatch.byName(name, payloads, options, batchId),
       fallback: () => new IsolateExecutor(registry, handlerQueue, cipher),

@@ -37,7 +37,7 @@ export interface Statement {
   readonly sqlite: string;
   /** Whether it returns rows (a read, or a write with `RETURNING`), so engines read them. */
   readonly returnsRows: boolean;
-  /** Whether it only reads (a `SELECT`). */
+  /** Whether it only reads (a `SELECT`, or a `WITH` … `SELECT` that writes nothing). */
   readonly readsOnly: boolean;
   /** Whether it returns one row at most (an engine may then read it the cheaper way). */
   readonly oneRow: boolean;
@@ -125,7 +125,8 @@ export function statement(text: string, options: StatementOptions = {}): Stateme
     postgres: expand(text, "postgres"),
     sqlite: expand(toQuestionMarks(text), "sqlite"),
     returnsRows: /^\s*(SELECT|WITH)\b/i.test(text) || /\bRETURNING\b/i.test(text),
-    readsOnly: /^\s*SELECT\b/i.test(text),
+    readsOnly: /^\s*SELECT\b/i.test(text) ||
+      (/^\s*WITH\b/i.test(text) && !/\b(INSERT|UPDATE|DELETE)\b/i.test(text)),
     oneRow: options.oneRow ?? false,
   };
 }
