@@ -316,3 +316,68 @@ function readLedger(path: string): { id: number; attempt: number }[] {
     return { id: id!, attempt: attempt! };
   });
 }
+
+storeTest(
+  "a job claimed ahead whose lease ran out while it waited for its start starts on a renewed lease: another worker does not run it again or charge it a crash",
+  async (db) => {
+    const starts: Start[] = [];
+    const release = gate();
+    const held = gate();
+    const next = gate();
+    const nextStarted = gate();
+    const job = defineJob({
+      name: "ahead.lapsed",
+      schema: z.object({ n: z.number().int() }),
+      async handle({ n }, ctx) {
+        starts.push({ n, attempt: ctx.attempt });
+        if (n === WARM_JOBS) {
+          held.resolve();
+          await release.promise;
+        } else if (n === WARM_JOBS + 1) {
+          nextStarted.resolve();
+          await next.promise;
+        }
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const total = WARM_JOBS + 1 + AFTER_JOBS;
+    await queue.dispatchMany(job, Array.from({ length: total }, (_, n) => ({ n })));
+    const worker = queue.work({ concurrency: 1, executor: "isolate", pollMs: 20 });
+    await held.promise;
+    // The leases of the jobs claimed ahead run out while the worker's slot is busy (their 30 s
+    // moved back to now); the worker still holds them, each under a third of its lease old.
+    const lapsed = await db.count("jobs", "claimed_ahead = 1");
+    assert.ok(lapsed > 0, "no job was claimed ahead behind the held one");
+    await db.query("UPDATE jobs SET available_at = 0 WHERE claimed_ahead = 1");
+    release.resolve();
+    await nextStarted.promise;
+    // Another worker takes over every lease that ran out.
+    await using other = await db.open({ jobs: [job] });
+    const otherWorker = other.work({ concurrency: 4, executor: "isolate", pollMs: 20 });
+    await waitUntil(() => Promise.resolve(new Set(starts.map(({ n }) => n)).size === total), {
+      what: "every job to start",
+      timeoutMs: DEADLINE_MS,
+    });
+    await waitUntil(async () => (await db.count("jobs")) === 1, {
+      what: "every job but the one started on a lapsed lease to settle",
+      timeoutMs: DEADLINE_MS,
+    });
+    const twice = startsIn(starts, WARM_JOBS + 1, WARM_JOBS + 2);
+    const [row] = await db.query<{ crashes: number }>(
+      "SELECT crashes FROM jobs WHERE token IS NOT NULL",
+    );
+    console.log(
+      `[figure] R18 ${db.kind}: ${lapsed} jobs claimed ahead lost their lease while waiting; ` +
+        `the one confirmed next started ${twice.length} times, crashes ${row?.crashes}`,
+    );
+    next.resolve();
+    await waitUntil(async () => (await db.count("jobs")) === 0, {
+      what: "every job settled",
+      timeoutMs: DEADLINE_MS,
+    });
+    await Promise.all([worker.stop(), otherWorker.stop()]);
+    assert.deepEqual(twice, [{ n: WARM_JOBS + 1, attempt: 1 }], "started on a lapsed lease");
+    assert.equal(Number(row?.crashes), 0, "charged a crash while it ran");
+    assert.equal(await db.count("failed_jobs"), 0);
+  },
+);
