@@ -25,7 +25,7 @@ import { tempDir, waitUntil } from "../_helpers.ts";
 import { type StoreContext, storeTest } from "../_stores.ts";
 import { runCli } from "../fixtures/cli/cli_process.ts";
 import { gate, record } from "../fixtures/runner/harness.ts";
-import { once } from "../fixtures/claimed_ahead/jobs.ts";
+import { once, poison, POISON_EXIT_CODE } from "../fixtures/claimed_ahead/jobs.ts";
 
 /** Quick jobs run before the held one: the worker learns they are quick and claims ahead. */
 const WARM_JOBS = 300;
@@ -379,5 +379,77 @@ storeTest(
     assert.deepEqual(twice, [{ n: WARM_JOBS + 1, attempt: 1 }], "started on a lapsed lease");
     assert.equal(Number(row?.crashes), 0, "charged a crash while it ran");
     assert.equal(await db.count("failed_jobs"), 0);
+  },
+);
+
+storeTest(
+  "R08: a job that kills its worker process every time reaches failed_jobs after maxCrashes, and the jobs its dead workers held ahead are charged nothing (maxAttempts 1, maxCrashes 1)",
+  async (db) => {
+    await using queue = await db.open({ jobs: [once, poison] });
+    const ledger = join(db.dir, "ledger.txt");
+    await Deno.writeTextFile(ledger, "");
+    const quick = await queue.dispatchMany(
+      once,
+      Array.from({ length: WARM_JOBS }, (_, n) => ({ n })),
+    );
+    const [poisonId] = await queue.dispatchMany(poison, [{ n: WARM_JOBS }]);
+    quick.push(
+      ...await queue.dispatchMany(
+        once,
+        Array.from({ length: AFTER_JOBS }, (_, n) => ({ n: WARM_JOBS + 1 + n })),
+      ),
+    );
+    const args = db.kind === "sqlite" ? ["sqlite", db.file!] : [
+      "postgres",
+      Deno.env.get("QUEUE_TEST_POSTGRES_URL")!,
+      (await db.query<{ s: string }>("SELECT current_schema() AS s"))[0]!.s,
+    ];
+    Deno.env.set("CLAIMED_AHEAD_LEDGER", ledger);
+    // A short lease brings back what a dead worker held.
+    Deno.env.set("CLAIMED_AHEAD_LEASE_MS", "1000");
+    const deaths: number[] = [];
+    try {
+      // Each worker process runs until the poison job kills it; a new one takes its place.
+      while ((await db.count("jobs")) > 0) {
+        assert.ok(deaths.length <= poison.maxCrashes, `${deaths.length} deaths: never quarantined`);
+        await using child = new ChildScript(
+          new URL("../fixtures/claimed_ahead/worker_child.ts", import.meta.url),
+          args,
+        );
+        const settled = waitUntil(async () => (await db.count("jobs")) === 0, {
+          what: "every job settled",
+          timeoutMs: DEADLINE_MS,
+        }).then(() => null);
+        const died = await Promise.race([child.status, settled]);
+        if (died !== null) deaths.push(died.code);
+      }
+    } finally {
+      Deno.env.delete("CLAIMED_AHEAD_LEDGER");
+      Deno.env.delete("CLAIMED_AHEAD_LEASE_MS");
+    }
+    const runs = readLedger(ledger);
+    const failed = await db.query<{ id: number; error: string }>(
+      "SELECT id, error FROM failed_jobs",
+    );
+    const poisonRuns = runs.filter(({ id }) => id === poisonId);
+    console.log(
+      `[figure] R08 ${db.kind}: the poison job killed ${deaths.length} worker processes ` +
+        `(maxCrashes ${poison.maxCrashes}) before quarantine; ${failed.length} failed`,
+    );
+    assert.deepEqual(deaths, Array(poison.maxCrashes).fill(POISON_EXIT_CODE));
+    assert.equal(poisonRuns.length, poison.maxCrashes);
+    assert.deepEqual(
+      failed.map(({ id }) => Number(id)),
+      [poisonId],
+      failed.map((f) => f.error).join("; "),
+    );
+    assert.match(failed[0]!.error, /worker/);
+    const quickRuns = runs.filter(({ id }) => id !== poisonId);
+    assert.equal(
+      new Set(quickRuns.map(({ id }) => id)).size,
+      quick.length,
+      "a quick job never ran",
+    );
+    assert.deepEqual(quickRuns.filter(({ attempt }) => attempt !== 1), [], "charged an attempt");
   },
 );
