@@ -453,3 +453,72 @@ storeTest(
     assert.deepEqual(quickRuns.filter(({ attempt }) => attempt !== 1), [], "charged an attempt");
   },
 );
+
+storeTest(
+  "a queue paused and resumed at once while its jobs claimed ahead are given back: each job runs once, on its first attempt, none failed or counted retried",
+  async (db) => {
+    const concurrency = 8;
+    const scenario = heldJobs(concurrency);
+    await using queue = await db.open({ jobs: [scenario.job] });
+    const { worker } = await holdWorker(leasedIn(db), queue, scenario, concurrency);
+    const retries = record(worker, "job:retry");
+    await using other = await db.open({ jobs: [scenario.job] });
+    await other.pause("default", { reason: "R18" });
+    scenario.release.resolve();
+    // The worker's next tick is refused the starts and gives back what it holds, racing the resume.
+    await other.resume("default");
+    await waitUntil(async () => (await db.count("jobs")) === 0, {
+      what: "every job to run",
+      timeoutMs: DEADLINE_MS,
+    });
+    await worker.stop();
+    const total = WARM_JOBS + concurrency + AFTER_JOBS;
+    const ran = new Set(scenario.starts.map(({ n }) => n));
+    console.log(
+      `[figure] R18 ${db.kind}: pause and resume racing the give-back: ${scenario.starts.length} ` +
+        `starts for ${total} jobs, ${retries.length} counted retried`,
+    );
+    assert.equal(ran.size, total, "a job never ran");
+    assert.equal(scenario.starts.length, total, "a job ran twice");
+    assert.deepEqual(scenario.starts.filter(({ attempt }) => attempt !== 1), []);
+    assert.equal(retries.length, 0, "put-backs counted as retries");
+    assert.equal(await db.count("failed_jobs"), 0);
+  },
+);
+
+storeTest(
+  "stop() with jobs claimed ahead while a pause is in flight: none of them starts, nothing stays leased, and each runs once on its first attempt after resume()",
+  async (db) => {
+    const concurrency = 8;
+    const scenario = heldJobs(concurrency);
+    await using queue = await db.open({ jobs: [scenario.job] });
+    const { worker } = await holdWorker(leasedIn(db), queue, scenario, concurrency);
+    await using other = await db.open({ jobs: [scenario.job] });
+    const startsAtStop = scenario.starts.length;
+    const pausing = other.pause("default", { reason: "R18" });
+    const stopping = worker.stop();
+    scenario.release.resolve();
+    await Promise.all([pausing, stopping]);
+    const leasedAfter = await leasedIn(db)();
+    const startedAfter = scenario.starts.length - startsAtStop;
+    console.log(
+      `[figure] R18 ${db.kind}: stop() during a pause: ${startedAfter} started after stop(), ` +
+        `${leasedAfter} left leased`,
+    );
+    assert.equal(startedAfter, 0, "a job claimed ahead started after stop()");
+    assert.equal(leasedAfter, 0, "jobs left leased after stop()");
+    await other.resume("default");
+    const again = other.work({ concurrency, executor: "isolate", pollMs: 20 });
+    await waitUntil(async () => (await db.count("jobs")) === 0, {
+      what: "every job to run",
+      timeoutMs: DEADLINE_MS,
+    });
+    await again.stop();
+    const total = WARM_JOBS + concurrency + AFTER_JOBS;
+    assert.equal(new Set(scenario.starts.map(({ n }) => n)).size, total, "a job never ran");
+    assert.equal(scenario.starts.length, total, "a job ran twice");
+    // The held jobs ran to their end before the stop took effect: none needed a second attempt.
+    assert.deepEqual(scenario.starts.filter(({ attempt }) => attempt !== 1), []);
+    assert.equal(await db.count("failed_jobs"), 0);
+  },
+);
