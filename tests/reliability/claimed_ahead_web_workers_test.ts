@@ -4,17 +4,19 @@
  * connection, with every slot held by a job waiting on a gate file, and
  * while quick jobs flow. Each handler's first line appends its start to a
  * ledger file, so starts are counted where the handler runs, not where the
- * worker thinks it started them. Figures are printed; no duration is asserted.
+ * worker thinks it started them. And R08 there: a job that ends its Web
+ * Worker every time, among quick jobs claimed ahead. Figures are printed; no
+ * duration is asserted.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Queue } from "../../src/queue.ts";
-import { waitUntil } from "../_helpers.ts";
+import { Queue } from "../../src/queue.ts";
+import { tempDir, waitUntil } from "../_helpers.ts";
 import { type StoreContext, storeTest } from "../_stores.ts";
-import { gated } from "../fixtures/claimed_ahead/gated_jobs.ts";
+import { crashesWorker, gated } from "../fixtures/claimed_ahead/gated_jobs.ts";
 
 /** Quick jobs run first: the worker learns they are quick and claims ahead. */
 const WARM_JOBS = 300;
@@ -205,3 +207,31 @@ storeTest(
     assert.equal(starts.length, s.ids.length, "a job ran twice");
   },
 );
+
+Deno.test({
+  name:
+    "R08 with Web Workers: a job that ends its Web Worker every time is quarantined, and no other job fails for that worker's crashes",
+  async fn() {
+    await using tmp = await tempDir();
+    const ledger = join(tmp.dir, "ledger.txt");
+    await Deno.writeTextFile(ledger, "");
+    await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS.href });
+    const ids = await queue.dispatchMany(
+      crashesWorker,
+      Array.from({ length: 200 }, (_, n) => ({ n, ledger, crash: n === 50 })),
+    );
+    const worker = queue.work({ concurrency: 4, workers: 2, pollMs: 20 });
+    await waitUntil(async () => {
+      const counts = (await queue.counts()).default;
+      return counts !== undefined && counts.pending + counts.delayed + counts.reserved === 0;
+    }, { what: "every job settled", timeoutMs: DEADLINE_MS });
+    await worker.stop();
+    const failed = await queue.failed();
+    console.log(
+      `[figure] R08 web workers: ${failed.length} failed for good: ${
+        failed.map((job) => `${job.id} (${job.error})`).join("; ")
+      }`,
+    );
+    assert.deepEqual(failed.map((job) => job.id), [ids[50]], "a job failed for another's crashes");
+  },
+});
