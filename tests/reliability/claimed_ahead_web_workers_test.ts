@@ -220,7 +220,8 @@ Deno.test({
       crashesWorker,
       Array.from({ length: 200 }, (_, n) => ({ n, ledger, crash: n === 50 })),
     );
-    const worker = queue.work({ concurrency: 4, workers: 2, pollMs: 20 });
+    // A Web Worker per slot: no quick job shares the poison job's Web Worker when it dies.
+    const worker = queue.work({ concurrency: 2, workers: 2, pollMs: 20 });
     await waitUntil(async () => {
       const counts = (await queue.counts()).default;
       return counts !== undefined && counts.pending + counts.delayed + counts.reserved === 0;
