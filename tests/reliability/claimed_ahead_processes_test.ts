@@ -2,7 +2,8 @@
  * R18 across processes: two worker processes at concurrency 8 claim quick
  * jobs ahead on one database (SQLite file or PostgreSQL) while a third
  * process (this one, or the CLI) pauses their queue or cancels jobs they
- * hold ahead. Each handler's first line appends its start to a ledger.
+ * hold ahead, or re-dispatches the `uniqueUntil: "processing"` keys of jobs
+ * they hold ahead. Each handler's first line appends its start to a ledger.
  * Figures are printed; no duration is asserted.
  *
  * @module
@@ -14,7 +15,7 @@ import { ChildScript } from "../_child.ts";
 import { waitUntil } from "../_helpers.ts";
 import { type StoreContext, storeTest } from "../_stores.ts";
 import { runCli } from "../fixtures/cli/cli_process.ts";
-import { once } from "../fixtures/claimed_ahead/jobs.ts";
+import { once, uniqueOnce } from "../fixtures/claimed_ahead/jobs.ts";
 
 const JOBS = 6_000;
 const WORKERS = 2;
@@ -32,18 +33,22 @@ function ledgerIds(path: string): number[] {
 }
 
 /**
- * Dispatches `JOBS` quick jobs, starts the worker processes and waits until
+ * Dispatches `JOBS` quick jobs of `job`, starts the worker processes and waits until
  * `WARM_STARTS` of them started; runs `act` while the workers work, then
  * kills them.
  */
 async function withWorkers(
   db: StoreContext,
   act: (ledger: string, ids: readonly number[]) => Promise<void>,
+  job: typeof once | typeof uniqueOnce = once,
 ): Promise<void> {
-  await using queue = await db.open({ jobs: [once] });
+  await using queue = await db.open({ jobs: [once, uniqueOnce] });
   const ledger = join(db.dir, "ledger.txt");
   await Deno.writeTextFile(ledger, "");
-  const ids = await queue.dispatchMany(once, Array.from({ length: JOBS }, (_, n) => ({ n })));
+  const payloads = Array.from({ length: JOBS }, (_, n) => ({ n }));
+  const ids = job === once
+    ? await queue.dispatchMany(once, payloads)
+    : await queue.dispatchMany(uniqueOnce, payloads);
   const args = db.kind === "sqlite" ? ["sqlite", db.file!] : [
     "postgres",
     Deno.env.get("QUEUE_TEST_POSTGRES_URL")!,
@@ -152,4 +157,48 @@ storeTest(
       assert.deepEqual(startedAfter, [], 'a job answered "cancelled" started');
       assert.equal(started.size + cancelled.length, ids.length, "a job was lost");
     }),
+);
+
+storeTest(
+  'uniqueUntil "processing" re-dispatched from a third process while two worker processes claim the jobs ahead: never two jobs of one key waiting to start',
+  (db) =>
+    withWorkers(db, async (ledger, ids) => {
+      await using other = await db.open({ jobs: [once, uniqueOnce] });
+      const known = new Set(ids);
+      let stored = 0;
+      let refused = 0;
+      let doubled = 0;
+      for (let round = 0; round < 20 && (await db.count("jobs")) > 0; round++) {
+        // The keys of jobs held ahead now, and of pending jobs after them.
+        const waiting = await db.query<{ payload: string }>(
+          "SELECT payload FROM jobs WHERE token IS NULL OR claimed_ahead = 1 ORDER BY id LIMIT 200",
+        );
+        const again = waiting.map(({ payload }) => JSON.parse(payload) as { n: number });
+        for (const id of await other.dispatchMany(uniqueOnce, again)) {
+          if (known.has(id)) refused++;
+          else {
+            known.add(id);
+            stored++;
+          }
+        }
+        // Jobs of one key not started (pending, or held ahead): at most one, at every moment.
+        const [row] = await db.query<{ n: number }>(
+          `SELECT COUNT(*) AS n FROM (SELECT payload FROM jobs
+            WHERE token IS NULL OR claimed_ahead = 1 GROUP BY payload HAVING COUNT(*) > 1) d`,
+        );
+        doubled += Number(row!.n);
+      }
+      await waitUntil(async () => (await db.count("jobs")) === 0, {
+        what: "every job to run",
+        timeoutMs: DEADLINE_MS,
+      });
+      const starts = ledgerIds(ledger);
+      console.log(
+        `[figure] R18 ${db.kind} ${WORKERS} processes c${CONCURRENCY}: uniqueUntil "processing" ` +
+          `re-dispatched: ${refused} answered with the waiting holder, ${stored} stored as new ` +
+          `jobs; ${doubled} keys seen with two jobs waiting to start`,
+      );
+      assert.equal(doubled, 0, "two jobs of one key waited to start");
+      assert.equal(starts.length, known.size, "a job ran twice or never");
+    }, uniqueOnce),
 );
