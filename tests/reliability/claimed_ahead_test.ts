@@ -16,11 +16,14 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
+import postgres from "postgres";
 import { z } from "zod";
 import { defineJob } from "../../src/job.ts";
 import { Queue } from "../../src/queue.ts";
 import type { WorkerStats } from "../../src/runner/runner.ts";
+import { PostgresStore } from "../../src/stores/postgres/mod.ts";
 import { ChildScript } from "../_child.ts";
+import { openTestPostgresStore, postgresTestUrl } from "../_postgres.ts";
 import { tempDir, waitUntil } from "../_helpers.ts";
 import { type StoreContext, storeTest } from "../_stores.ts";
 import { runCli } from "../fixtures/cli/cli_process.ts";
@@ -522,3 +525,78 @@ storeTest(
     assert.equal(await db.count("failed_jobs"), 0);
   },
 );
+
+Deno.test({
+  name:
+    "PostgreSQL: a pause that commits while a worker's start confirmation is in flight: the job held ahead does not start afterwards",
+  // Known defect, left open (see the report of this change): on PostgreSQL the confirmation reads
+  // the pauses with its statement's snapshot (READ COMMITTED), so a pause that commits while the
+  // confirmation's transaction is open (here held open by a row lock) does not stop it; the job
+  // starts after pause() resolved. A plain claim into free slots has the same race. Bounded by
+  // the slots whose starts one tick confirms. SQLite serializes writes and cannot see it.
+  ignore: true,
+  async fn() {
+    const url = postgresTestUrl();
+    assert.ok(url !== null, "QUEUE_TEST_POSTGRES_URL is not set");
+    await using pg = await openTestPostgresStore(url);
+    const sql = postgres(url, { max: 2, onnotice: () => {} });
+    try {
+      const jobs = `"${pg.schema}".jobs`;
+      const count = async (where: string) =>
+        Number((await sql.unsafe(`SELECT COUNT(*) AS n FROM ${jobs} WHERE ${where}`))[0]!.n);
+      const scenario = heldJobs(1);
+      await using queue = await Queue.open({ jobs: [scenario.job], store: pg.store });
+      const { ids, worker } = await holdWorker(
+        () => count("token IS NOT NULL"),
+        queue,
+        scenario,
+        1,
+      );
+      const [next] = await sql.unsafe(
+        `SELECT id FROM ${jobs} WHERE claimed_ahead = 1 ORDER BY id LIMIT 1`,
+      );
+      // Another transaction locks the row the worker confirms next, and keeps it locked.
+      const locked = gate<string>();
+      const unlock = gate();
+      const holding = sql.begin(async (tx) => {
+        const [row] = await tx.unsafe("SELECT txid_current()::text AS xid");
+        await tx.unsafe(`SELECT id FROM ${jobs} WHERE id = ${Number(next!.id)} FOR UPDATE`);
+        locked.resolve(String(row!.xid));
+        await unlock.promise;
+      });
+      const xid = await locked.promise;
+      scenario.release.resolve();
+      await waitUntil(async () =>
+        Number(
+          (await sql`SELECT COUNT(*) AS n FROM pg_locks
+            WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text = ${xid}`)[0]!
+            .n,
+        ) > 0, { what: "the worker's confirmation to wait on the lock", timeoutMs: DEADLINE_MS });
+      await using other = await Queue.open({
+        jobs: [scenario.job],
+        store: await PostgresStore.open(url, { schema: pg.schema }),
+      });
+      await other.pause("default", { reason: "R18" });
+      const notStarted = new Set(
+        (await sql.unsafe(`SELECT id FROM ${jobs} WHERE claimed_ahead = 1`)).map((row) =>
+          Number(row.id)
+        ),
+      );
+      unlock.resolve();
+      await holding;
+      await waitUntil(async () => (await count("token IS NOT NULL")) === 0, {
+        what: "nothing leased",
+        timeoutMs: DEADLINE_MS,
+      });
+      await worker.stop();
+      const startedAfter = scenario.starts.filter(({ n }) => notStarted.has(ids[n]!));
+      console.log(
+        `[figure] R18 postgres: ${startedAfter.length} jobs held ahead when pause() resolved ` +
+          `started afterwards`,
+      );
+      assert.deepEqual(startedAfter, [], "a job held ahead at the pause started after it");
+    } finally {
+      await sql.end();
+    }
+  },
+});
