@@ -16,16 +16,19 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
+import postgres from "postgres";
 import { z } from "zod";
 import { defineJob } from "../../src/job.ts";
 import { Queue } from "../../src/queue.ts";
 import type { WorkerStats } from "../../src/runner/runner.ts";
+import { PostgresStore } from "../../src/stores/postgres/mod.ts";
 import { ChildScript } from "../_child.ts";
+import { openTestPostgresStore, postgresTestUrl } from "../_postgres.ts";
 import { tempDir, waitUntil } from "../_helpers.ts";
 import { type StoreContext, storeTest } from "../_stores.ts";
 import { runCli } from "../fixtures/cli/cli_process.ts";
 import { gate, record } from "../fixtures/runner/harness.ts";
-import { once } from "../fixtures/claimed_ahead/jobs.ts";
+import { once, poison, POISON_EXIT_CODE } from "../fixtures/claimed_ahead/jobs.ts";
 
 /** Quick jobs run before the held one: the worker learns they are quick and claims ahead. */
 const WARM_JOBS = 300;
@@ -316,3 +319,284 @@ function readLedger(path: string): { id: number; attempt: number }[] {
     return { id: id!, attempt: attempt! };
   });
 }
+
+storeTest(
+  "a job claimed ahead whose lease ran out while it waited for its start starts on a renewed lease: another worker does not run it again or charge it a crash",
+  async (db) => {
+    const starts: Start[] = [];
+    const release = gate();
+    const held = gate();
+    const next = gate();
+    const nextStarted = gate();
+    const job = defineJob({
+      name: "ahead.lapsed",
+      schema: z.object({ n: z.number().int() }),
+      async handle({ n }, ctx) {
+        starts.push({ n, attempt: ctx.attempt });
+        if (n === WARM_JOBS) {
+          held.resolve();
+          await release.promise;
+        } else if (n === WARM_JOBS + 1) {
+          nextStarted.resolve();
+          await next.promise;
+        }
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const total = WARM_JOBS + 1 + AFTER_JOBS;
+    await queue.dispatchMany(job, Array.from({ length: total }, (_, n) => ({ n })));
+    const worker = queue.work({ concurrency: 1, executor: "isolate", pollMs: 20 });
+    await held.promise;
+    // The leases of the jobs claimed ahead run out while the worker's slot is busy (their 30 s
+    // moved back to now); the worker still holds them, each under a third of its lease old.
+    const lapsed = await db.count("jobs", "claimed_ahead = 1");
+    assert.ok(lapsed > 0, "no job was claimed ahead behind the held one");
+    await db.query("UPDATE jobs SET available_at = 0 WHERE claimed_ahead = 1");
+    release.resolve();
+    await nextStarted.promise;
+    // Another worker takes over every lease that ran out.
+    await using other = await db.open({ jobs: [job] });
+    const otherWorker = other.work({ concurrency: 4, executor: "isolate", pollMs: 20 });
+    await waitUntil(() => Promise.resolve(new Set(starts.map(({ n }) => n)).size === total), {
+      what: "every job to start",
+      timeoutMs: DEADLINE_MS,
+    });
+    await waitUntil(async () => (await db.count("jobs")) === 1, {
+      what: "every job but the one started on a lapsed lease to settle",
+      timeoutMs: DEADLINE_MS,
+    });
+    const twice = startsIn(starts, WARM_JOBS + 1, WARM_JOBS + 2);
+    const [row] = await db.query<{ crashes: number }>(
+      "SELECT crashes FROM jobs WHERE token IS NOT NULL",
+    );
+    console.log(
+      `[figure] R18 ${db.kind}: ${lapsed} jobs claimed ahead lost their lease while waiting; ` +
+        `the one confirmed next started ${twice.length} times, crashes ${row?.crashes}`,
+    );
+    next.resolve();
+    await waitUntil(async () => (await db.count("jobs")) === 0, {
+      what: "every job settled",
+      timeoutMs: DEADLINE_MS,
+    });
+    await Promise.all([worker.stop(), otherWorker.stop()]);
+    assert.deepEqual(twice, [{ n: WARM_JOBS + 1, attempt: 1 }], "started on a lapsed lease");
+    assert.equal(Number(row?.crashes), 0, "charged a crash while it ran");
+    assert.equal(await db.count("failed_jobs"), 0);
+  },
+);
+
+storeTest(
+  "R08: a job that kills its worker process every time reaches failed_jobs after maxCrashes, and the jobs its dead workers held ahead are charged nothing (maxAttempts 1, maxCrashes 1)",
+  async (db) => {
+    await using queue = await db.open({ jobs: [once, poison] });
+    const ledger = join(db.dir, "ledger.txt");
+    await Deno.writeTextFile(ledger, "");
+    const quick = await queue.dispatchMany(
+      once,
+      Array.from({ length: WARM_JOBS }, (_, n) => ({ n })),
+    );
+    const [poisonId] = await queue.dispatchMany(poison, [{ n: WARM_JOBS }]);
+    quick.push(
+      ...await queue.dispatchMany(
+        once,
+        Array.from({ length: AFTER_JOBS }, (_, n) => ({ n: WARM_JOBS + 1 + n })),
+      ),
+    );
+    const args = db.kind === "sqlite" ? ["sqlite", db.file!] : [
+      "postgres",
+      Deno.env.get("QUEUE_TEST_POSTGRES_URL")!,
+      (await db.query<{ s: string }>("SELECT current_schema() AS s"))[0]!.s,
+    ];
+    Deno.env.set("CLAIMED_AHEAD_LEDGER", ledger);
+    // A short lease brings back what a dead worker held.
+    Deno.env.set("CLAIMED_AHEAD_LEASE_MS", "1000");
+    const deaths: number[] = [];
+    try {
+      // Each worker process runs until the poison job kills it; a new one takes its place.
+      while ((await db.count("jobs")) > 0) {
+        assert.ok(deaths.length <= poison.maxCrashes, `${deaths.length} deaths: never quarantined`);
+        await using child = new ChildScript(
+          new URL("../fixtures/claimed_ahead/worker_child.ts", import.meta.url),
+          args,
+        );
+        const settled = waitUntil(async () => (await db.count("jobs")) === 0, {
+          what: "every job settled",
+          timeoutMs: DEADLINE_MS,
+        }).then(() => null);
+        const died = await Promise.race([child.status, settled]);
+        if (died !== null) deaths.push(died.code);
+      }
+    } finally {
+      Deno.env.delete("CLAIMED_AHEAD_LEDGER");
+      Deno.env.delete("CLAIMED_AHEAD_LEASE_MS");
+    }
+    const runs = readLedger(ledger);
+    const failed = await db.query<{ id: number; error: string }>(
+      "SELECT id, error FROM failed_jobs",
+    );
+    const poisonRuns = runs.filter(({ id }) => id === poisonId);
+    console.log(
+      `[figure] R08 ${db.kind}: the poison job killed ${deaths.length} worker processes ` +
+        `(maxCrashes ${poison.maxCrashes}) before quarantine; ${failed.length} failed`,
+    );
+    assert.deepEqual(deaths, Array(poison.maxCrashes).fill(POISON_EXIT_CODE));
+    assert.equal(poisonRuns.length, poison.maxCrashes);
+    assert.deepEqual(
+      failed.map(({ id }) => Number(id)),
+      [poisonId],
+      failed.map((f) => f.error).join("; "),
+    );
+    assert.match(failed[0]!.error, /worker/);
+    const quickRuns = runs.filter(({ id }) => id !== poisonId);
+    assert.equal(
+      new Set(quickRuns.map(({ id }) => id)).size,
+      quick.length,
+      "a quick job never ran",
+    );
+    assert.deepEqual(quickRuns.filter(({ attempt }) => attempt !== 1), [], "charged an attempt");
+  },
+);
+
+storeTest(
+  "a queue paused and resumed at once while its jobs claimed ahead are given back: each job runs once, on its first attempt, none failed or counted retried",
+  async (db) => {
+    const concurrency = 8;
+    const scenario = heldJobs(concurrency);
+    await using queue = await db.open({ jobs: [scenario.job] });
+    const { worker } = await holdWorker(leasedIn(db), queue, scenario, concurrency);
+    const retries = record(worker, "job:retry");
+    await using other = await db.open({ jobs: [scenario.job] });
+    await other.pause("default", { reason: "R18" });
+    scenario.release.resolve();
+    // The worker's next tick is refused the starts and gives back what it holds, racing the resume.
+    await other.resume("default");
+    await waitUntil(async () => (await db.count("jobs")) === 0, {
+      what: "every job to run",
+      timeoutMs: DEADLINE_MS,
+    });
+    await worker.stop();
+    const total = WARM_JOBS + concurrency + AFTER_JOBS;
+    const ran = new Set(scenario.starts.map(({ n }) => n));
+    console.log(
+      `[figure] R18 ${db.kind}: pause and resume racing the give-back: ${scenario.starts.length} ` +
+        `starts for ${total} jobs, ${retries.length} counted retried`,
+    );
+    assert.equal(ran.size, total, "a job never ran");
+    assert.equal(scenario.starts.length, total, "a job ran twice");
+    assert.deepEqual(scenario.starts.filter(({ attempt }) => attempt !== 1), []);
+    assert.equal(retries.length, 0, "put-backs counted as retries");
+    assert.equal(await db.count("failed_jobs"), 0);
+  },
+);
+
+storeTest(
+  "stop() with jobs claimed ahead while a pause is in flight: none of them starts, nothing stays leased, and each runs once on its first attempt after resume()",
+  async (db) => {
+    const concurrency = 8;
+    const scenario = heldJobs(concurrency);
+    await using queue = await db.open({ jobs: [scenario.job] });
+    const { worker } = await holdWorker(leasedIn(db), queue, scenario, concurrency);
+    await using other = await db.open({ jobs: [scenario.job] });
+    const startsAtStop = scenario.starts.length;
+    const pausing = other.pause("default", { reason: "R18" });
+    const stopping = worker.stop();
+    scenario.release.resolve();
+    await Promise.all([pausing, stopping]);
+    const leasedAfter = await leasedIn(db)();
+    const startedAfter = scenario.starts.length - startsAtStop;
+    console.log(
+      `[figure] R18 ${db.kind}: stop() during a pause: ${startedAfter} started after stop(), ` +
+        `${leasedAfter} left leased`,
+    );
+    assert.equal(startedAfter, 0, "a job claimed ahead started after stop()");
+    assert.equal(leasedAfter, 0, "jobs left leased after stop()");
+    await other.resume("default");
+    const again = other.work({ concurrency, executor: "isolate", pollMs: 20 });
+    await waitUntil(async () => (await db.count("jobs")) === 0, {
+      what: "every job to run",
+      timeoutMs: DEADLINE_MS,
+    });
+    await again.stop();
+    const total = WARM_JOBS + concurrency + AFTER_JOBS;
+    assert.equal(new Set(scenario.starts.map(({ n }) => n)).size, total, "a job never ran");
+    assert.equal(scenario.starts.length, total, "a job ran twice");
+    // The held jobs ran to their end before the stop took effect: none needed a second attempt.
+    assert.deepEqual(scenario.starts.filter(({ attempt }) => attempt !== 1), []);
+    assert.equal(await db.count("failed_jobs"), 0);
+  },
+);
+
+Deno.test({
+  name:
+    "PostgreSQL: a pause that commits while a worker's start confirmation is in flight: the job held ahead does not start afterwards",
+  // Known defect, left open (see the report of this change): on PostgreSQL the confirmation reads
+  // the pauses with its statement's snapshot (READ COMMITTED), so a pause that commits while the
+  // confirmation's transaction is open (here held open by a row lock) does not stop it; the job
+  // starts after pause() resolved. A plain claim into free slots has the same race. Bounded by
+  // the slots whose starts one tick confirms. SQLite serializes writes and cannot see it.
+  ignore: true,
+  async fn() {
+    const url = postgresTestUrl();
+    assert.ok(url !== null, "QUEUE_TEST_POSTGRES_URL is not set");
+    await using pg = await openTestPostgresStore(url);
+    const sql = postgres(url, { max: 2, onnotice: () => {} });
+    try {
+      const jobs = `"${pg.schema}".jobs`;
+      const count = async (where: string) =>
+        Number((await sql.unsafe(`SELECT COUNT(*) AS n FROM ${jobs} WHERE ${where}`))[0]!.n);
+      const scenario = heldJobs(1);
+      await using queue = await Queue.open({ jobs: [scenario.job], store: pg.store });
+      const { ids, worker } = await holdWorker(
+        () => count("token IS NOT NULL"),
+        queue,
+        scenario,
+        1,
+      );
+      const [next] = await sql.unsafe(
+        `SELECT id FROM ${jobs} WHERE claimed_ahead = 1 ORDER BY id LIMIT 1`,
+      );
+      // Another transaction locks the row the worker confirms next, and keeps it locked.
+      const locked = gate<string>();
+      const unlock = gate();
+      const holding = sql.begin(async (tx) => {
+        const [row] = await tx.unsafe("SELECT txid_current()::text AS xid");
+        await tx.unsafe(`SELECT id FROM ${jobs} WHERE id = ${Number(next!.id)} FOR UPDATE`);
+        locked.resolve(String(row!.xid));
+        await unlock.promise;
+      });
+      const xid = await locked.promise;
+      scenario.release.resolve();
+      await waitUntil(async () =>
+        Number(
+          (await sql`SELECT COUNT(*) AS n FROM pg_locks
+            WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text = ${xid}`)[0]!
+            .n,
+        ) > 0, { what: "the worker's confirmation to wait on the lock", timeoutMs: DEADLINE_MS });
+      await using other = await Queue.open({
+        jobs: [scenario.job],
+        store: await PostgresStore.open(url, { schema: pg.schema }),
+      });
+      await other.pause("default", { reason: "R18" });
+      const notStarted = new Set(
+        (await sql.unsafe(`SELECT id FROM ${jobs} WHERE claimed_ahead = 1`)).map((row) =>
+          Number(row.id)
+        ),
+      );
+      unlock.resolve();
+      await holding;
+      await waitUntil(async () => (await count("token IS NOT NULL")) === 0, {
+        what: "nothing leased",
+        timeoutMs: DEADLINE_MS,
+      });
+      await worker.stop();
+      const startedAfter = scenario.starts.filter(({ n }) => notStarted.has(ids[n]!));
+      console.log(
+        `[figure] R18 postgres: ${startedAfter.length} jobs held ahead when pause() resolved ` +
+          `started afterwards`,
+      );
+      assert.deepEqual(startedAfter, [], "a job held ahead at the pause started after it");
+    } finally {
+      await sql.end();
+    }
+  },
+});

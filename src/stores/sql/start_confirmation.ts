@@ -9,7 +9,7 @@
  * records how the jobs before it ended) clears the mark in one fenced
  * statement: only while the row still holds that claim's token (a cancel
  * deleted it, or another worker took it over after the lease ran out) and
- * its queue is not paused. A job it refuses for a pause is given back
+ * its queue is not paused; it renews the lease of each job it confirms. A job it refuses for a pause is given back
  * unleased, due when it was, its attempt not counted, and the middleware
  * locks its claim took are released. The keys that end
  * when their job starts are released for the jobs confirmed.
@@ -37,10 +37,15 @@ export const UNCLAIM = statement(
 
 /**
  * Clears the start mark of the jobs `$1` that claim `$2` holds ahead, where
- * their queue is not paused at `{{now $3}}`; the jobs it marked.
+ * their queue is not paused at `{{now $3}}`, and renews their lease to `$4`
+ * ms after it; the jobs it marked. The lease the claim gave may have run out
+ * while the job waited for this confirmation (a slow tick, a short lease):
+ * still held under the claim's token, nobody took it over, and the renewal
+ * keeps another worker from taking over (and charging a crash to) a job that
+ * is starting here.
  */
 const CONFIRM_START = statement(
-  `UPDATE jobs SET claimed_ahead = 0
+  `UPDATE jobs SET claimed_ahead = 0, available_at = {{now $3}} + $4
   WHERE id IN {{ids $1}} AND token = $2 AND claimed_ahead = 1
     AND ${notPaused("jobs.queue", "(SELECT {{now $3}})")}
   RETURNING id, keyed`,
@@ -63,7 +68,13 @@ export function* confirmStarts(dialect: Dialect, request: StartRequest): Script<
   const started: number[] = [];
   const keyed: number[] = [];
   for (const [token, ids] of idsByToken) {
-    const { rows } = yield* exec<{ id: number; keyed: number }>(CONFIRM_START, ids, token, now);
+    const { rows } = yield* exec<{ id: number; keyed: number }>(
+      CONFIRM_START,
+      ids,
+      token,
+      now,
+      request.leaseMs,
+    );
     const confirmed = new Set<number>();
     for (const row of rows) {
       const id = Number(row.id);

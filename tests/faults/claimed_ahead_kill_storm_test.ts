@@ -1,0 +1,123 @@
+/**
+ * R04's kill storm with jobs of one attempt and one crash (`maxAttempts: 1,
+ * maxCrashes: 1`, issue 31): two worker processes at concurrency 32 with
+ * Web Workers, claiming ahead, drain them while one of them is killed with
+ * SIGKILL at a time, four times, and restarted. Each handler's first line
+ * appends its start to a ledger. Must hold: none lost, none started twice,
+ * and the jobs that failed for a crash without starting are only those
+ * whose start was confirmed (or that were claimed into a free slot) when
+ * their worker died: at most the killed worker's slots per kill. The jobs
+ * it held ahead are taken over charged nothing.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { ChildScript } from "../_child.ts";
+import { waitUntil } from "../_helpers.ts";
+import { type StoreContext, storeTest } from "../_stores.ts";
+import { once } from "../fixtures/claimed_ahead/jobs.ts";
+
+const JOBS = 20_000;
+const CONCURRENCY = 32;
+const KILLS = 4;
+/** Starts between two kills, so each kill lands while jobs flow. */
+const STARTS_BETWEEN_KILLS = 1_500;
+/** How long a step may take on a loaded machine before it is reported as stuck. */
+const DEADLINE_MS = 240_000;
+
+/** The job ids in the ledger, one per start. */
+function ledgerIds(path: string): number[] {
+  return readFileSync(path, "utf8").split("\n").filter((line) => line !== "").map((line) =>
+    Number(line.split(" ")[0])
+  );
+}
+
+/** The arguments that point a worker process at this test's database. */
+async function storeArgs(db: StoreContext): Promise<string[]> {
+  if (db.kind === "sqlite") return ["sqlite", db.file!];
+  const [row] = await db.query<{ s: string }>("SELECT current_schema() AS s");
+  return ["postgres", Deno.env.get("QUEUE_TEST_POSTGRES_URL")!, row!.s];
+}
+
+storeTest(
+  "a kill storm at concurrency 32 with Web Workers fails for a crash only jobs that held a slot when their worker died, none lost, none started twice (maxAttempts 1, maxCrashes 1)",
+  async (db) => {
+    await using queue = await db.open({ jobs: [once] });
+    const ledger = join(db.dir, "ledger.txt");
+    await Deno.writeTextFile(ledger, "");
+    const ids = await queue.dispatchMany(once, Array.from({ length: JOBS }, (_, n) => ({ n })));
+    const args = await storeArgs(db);
+    const env = {
+      CLAIMED_AHEAD_LEDGER: ledger,
+      CLAIMED_AHEAD_CONCURRENCY: String(CONCURRENCY),
+      CLAIMED_AHEAD_EXECUTOR: "workers",
+      CLAIMED_AHEAD_LEASE_MS: "2000",
+    };
+    for (const [name, value] of Object.entries(env)) Deno.env.set(name, value);
+    const children: ChildScript[] = [];
+    const start = async () => {
+      const child = new ChildScript(
+        new URL("../fixtures/claimed_ahead/worker_child.ts", import.meta.url),
+        args,
+      );
+      children.push(child);
+      await child.line("ready", DEADLINE_MS);
+      return child;
+    };
+    const atKills: { leased: number; ahead: number }[] = [];
+    try {
+      const slots = [await start(), await start()];
+      for (let kill = 0; kill < KILLS; kill++) {
+        const from = ledgerIds(ledger).length;
+        await waitUntil(
+          () => Promise.resolve(ledgerIds(ledger).length >= from + STARTS_BETWEEN_KILLS),
+          {
+            what: `${STARTS_BETWEEN_KILLS} starts before kill ${kill + 1}`,
+            timeoutMs: DEADLINE_MS,
+          },
+        );
+        atKills.push({
+          leased: await db.count("jobs", "token IS NOT NULL"),
+          ahead: await db.count("jobs", "claimed_ahead = 1"),
+        });
+        const index = kill % 2;
+        await slots[index]![Symbol.asyncDispose](); // SIGKILL
+        slots[index] = await start();
+      }
+      await waitUntil(async () => (await db.count("jobs")) === 0, {
+        what: "every job settled",
+        timeoutMs: DEADLINE_MS,
+      });
+    } finally {
+      for (const name of Object.keys(env)) Deno.env.delete(name);
+      for (const child of children) await child[Symbol.asyncDispose]();
+    }
+
+    const starts = ledgerIds(ledger);
+    const started = new Set(starts);
+    const failed = await db.query<{ id: number; error: string }>(
+      "SELECT id, error FROM failed_jobs",
+    );
+    const neverStarted = failed.filter(({ id }) => !started.has(Number(id)));
+    const failedIds = new Set(failed.map(({ id }) => Number(id)));
+    const lost = ids.filter((id) => !started.has(id) && !failedIds.has(id));
+    console.log(
+      `[figure] R04/R18 ${db.kind} c${CONCURRENCY} web workers: ${KILLS} kills ` +
+        `(leased at each: ${atKills.map(({ leased }) => leased).join(", ")}; claimed ahead: ` +
+        `${atKills.map(({ ahead }) => ahead).join(", ")}); ${failed.length} failed for a crash, ` +
+        `${neverStarted.length} of them never started (${
+          (neverStarted.length / KILLS).toFixed(1)
+        } per kill, ${CONCURRENCY} slots); ${starts.length - started.size} started twice; ` +
+        `${lost.length} lost`,
+    );
+    assert.deepEqual(lost, [], "jobs lost");
+    assert.equal(starts.length, started.size, "a job started twice");
+    assert.ok(
+      neverStarted.length <= KILLS * CONCURRENCY,
+      `${neverStarted.length} jobs failed without starting: more than the slots of ${KILLS} kills`,
+    );
+    assert.ok(failed.length <= KILLS * CONCURRENCY, `${failed.length} failed for ${KILLS} kills`);
+  },
+);
