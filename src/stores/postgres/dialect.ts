@@ -135,6 +135,14 @@ const RENEW = statement(
   SELECT id, token FROM held`,
 );
 const LOCK_KEY = statement("SELECT pg_advisory_xact_lock(hashtextextended($1, 7204))");
+/**
+ * Conflicts with the ROW EXCLUSIVE lock every claim, start confirmation and
+ * dispatch takes on `jobs` (and with itself), not with reads: a pause waits
+ * for those in flight, and those that come after it wait for its commit,
+ * taking their snapshot once it is visible (READ COMMITTED would otherwise
+ * let a statement begun before the pause commit start a job after it).
+ */
+const WAIT_OUT_STARTS = statement("LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE");
 const NOTIFY = statement("SELECT pg_notify($1, '')");
 
 const claimStatements = new Map<string, Statement>();
@@ -307,6 +315,10 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
 
     *lockKeys(keys: readonly string[]): Script<void> {
       yield* each(LOCK_KEY, [...new Set(keys)].sort().map((key) => [key]));
+    },
+
+    *waitOutStarts(): Script<void> {
+      yield* exec(WAIT_OUT_STARTS);
     },
 
     notify: () => notifyOn(channel),

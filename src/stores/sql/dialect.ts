@@ -135,6 +135,13 @@ export interface Dialect {
    * (all keys up front, in one order); a no-op where writes are serialized.
    */
   lockKeys(keys: readonly string[]): Script<void>;
+  /**
+   * Makes a pause wait until every transaction that may be claiming jobs or
+   * confirming starts has ended, and holds new ones until it commits, so no
+   * job starts on a snapshot that missed the pause; a no-op where writes are
+   * serialized.
+   */
+  waitOutStarts(): Script<void>;
   /** Wakes other processes' watchers when the transaction commits; a no-op where a file watch does. */
   notify(): Script<void>;
   /**

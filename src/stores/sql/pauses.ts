@@ -37,7 +37,9 @@ const PAUSED = statement(
 
 /**
  * Pauses `queue` from `now` until `until` (null: until resumed): on the
- * store's clock, as long after its now.
+ * store's clock, as long after its now. Once it commits, no claim or start
+ * confirmation that began before it is still open, so no job of `queue`
+ * starts after it but those already started.
  */
 export function* pause(
   dialect: Dialect,
@@ -46,6 +48,7 @@ export function* pause(
   until: number | null,
   reason: string | null,
 ): Script<void> {
+  yield* dialect.waitOutStarts();
   yield* exec(PAUSE, queue, clockParam(dialect, now), until === null ? null : until - now, reason);
 }
 

@@ -361,7 +361,7 @@ export class SqlStore implements Store {
   pause(queue: string, now: number, until: number | null, reason: string | null): Promise<void> {
     return this.#engine.run(
       () => pauses.pause(this.#dialect, queue, now, until, reason),
-      "statement",
+      "write",
     );
   }
 

@@ -244,6 +244,7 @@ export const sqliteDialect: Dialect = {
   },
 
   lockKeys: () => done(undefined),
+  waitOutStarts: () => done(undefined),
   notify: () => done(undefined),
   // One machine, one clock.
   now: (given) => done(given),
