@@ -43,6 +43,7 @@ import {
   type PlannedJobs,
   resolveDispatch,
 } from "./job.ts";
+import { assertTakesPreviousOutput } from "./dispatch/dispatch.ts";
 import { assertName, assertQueueName } from "./names.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from "./payload.ts";
 import type { Queue } from "./queue.ts";
@@ -232,17 +233,7 @@ export class QueueFake implements Dispatcher {
         if (link.payloads[0] !== previousOutput) return this.#checked(link, role);
         this.#checked({ ...link, payloads: [] }, role);
         const where = `Cannot dispatch "${link.job.name}"${role}`;
-        const before = plan.links[index - 1]?.job;
-        if (before === undefined) {
-          throw new TypeError(
-            `${where}: the first link has no previous output to take: give it a payload`,
-          );
-        }
-        if (link.job.encrypted || before.encrypted) {
-          throw new TypeError(
-            `${where}: previousOutput cannot pass an output to or from an encrypted job: give it a payload`,
-          );
-        }
+        assertTakesPreviousOutput(link.job, plan.links[index - 1]?.job, where);
         return [{ job: link.job, payload: previousOutput, options: link.options ?? {} }];
       });
       const onFailure = this.#checkedAll(plan.onFailure, " as the catch of a chain");

@@ -226,17 +226,7 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
       }
       const where = `Cannot dispatch "${link.job?.name}"${role}`;
       await this.#rules.jobRows.rows(link.job, [], link.options, role); // registered, options valid
-      const before = links[index - 1]?.job;
-      if (before === undefined) {
-        throw new TypeError(
-          `${where}: the first link has no previous output to take: give it a payload`,
-        );
-      }
-      if (link.job.encrypted || before.encrypted) {
-        throw new TypeError(
-          `${where}: previousOutput cannot pass an output to or from an encrypted job: give it a payload`,
-        );
-      }
+      assertTakesPreviousOutput(link.job, links[index - 1]?.job, where);
       const createdAt = this.#rules.clock.now();
       const { queue, availableAt, priority } = resolveDispatch(
         link.job,
@@ -269,5 +259,26 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
       rows.push(...await this.#rules.jobRows.rows(job, payloads, options, role(index)));
     }
     return rows;
+  }
+}
+
+/**
+ * Refuses a chain link that takes `previousOutput` where no output can
+ * reach it: the first link, or a link to or from an encrypted job.
+ */
+export function assertTakesPreviousOutput(
+  job: { readonly encrypted: boolean },
+  before: { readonly encrypted: boolean } | undefined,
+  where: string,
+): void {
+  if (before === undefined) {
+    throw new TypeError(
+      `${where}: the first link has no previous output to take: give it a payload`,
+    );
+  }
+  if (job.encrypted || before.encrypted) {
+    throw new TypeError(
+      `${where}: previousOutput cannot pass an output to or from an encrypted job: give it a payload`,
+    );
   }
 }
