@@ -1,6 +1,6 @@
 /**
  * The rules for database URLs, in one place for the store, `Queue.open` and
- * the CLI: which strings name a PostgreSQL database, and how to show one
+ * the CLI: which strings name a PostgreSQL database or a Redis server, and how to show one
  * without its password. Imports nothing, so reading them never loads a driver.
  *
  * @internal
@@ -15,4 +15,19 @@ export function isPostgresUrl(text: string): boolean {
 /** `text` with a URL's password replaced by `***`, for messages and status lines. */
 export function redactPassword(text: string): string {
   return text.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*):[^@]*@/i, "$1:***@");
+}
+
+/** Whether `text` names a Redis server (`redis://` or `rediss://`). */
+export function isRedisUrl(text: string): boolean {
+  return /^rediss?:\/\//.test(text);
+}
+
+/** Whether `text` names a database served over the network (PostgreSQL or Redis), not a file. */
+export function isServerUrl(text: string): boolean {
+  return isPostgresUrl(text) || isRedisUrl(text);
+}
+
+/** A Redis URL as shown in messages: its password hidden, its query (the prefix) kept. */
+export function redisTarget(text: string): string {
+  return redactPassword(text).replace(/^(rediss?:\/\/):[^@]*@/i, "$1:***@");
 }

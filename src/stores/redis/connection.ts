@@ -1,0 +1,210 @@
+/**
+ * The Redis store's connection: one client for every call, and a second one
+ * opened on the first watcher for the wake-up channel. Scripts are called by
+ * SHA and loaded again when the server answers `NOSCRIPT` (after a restart
+ * or a `SCRIPT FLUSH`); a call whose reply was lost rejects, never re-sent.
+ *
+ * @internal
+ * @module
+ */
+// A full specifier: an app importing this module from another folder resolves bare names with
+// its own import map, which need not list this dependency.
+// deno-lint-ignore no-import-prefix
+import { createClient } from "npm:@redis/client@^6.4";
+import type { LuaScript } from "./lua.ts";
+
+/** The client of `@redis/client`, as the store uses it. */
+type Client = ReturnType<typeof createClient>;
+
+/** Where and how a connection connects. */
+export interface ConnectionSettings {
+  /** `redis://` or `rediss://`, without the `prefix` parameter. */
+  readonly url: string;
+  /** How long connecting may take before a call rejects, in ms. */
+  readonly connectTimeoutMs: number;
+}
+
+/** What every script's input carries besides its own fields. */
+export interface CallContext {
+  /** The caller's now. */
+  readonly now: number;
+}
+
+/** One client, its scripts loaded on demand, and a subscriber opened for watchers. */
+export class RedisConnection {
+  readonly #settings: ConnectionSettings;
+  readonly #client: Client;
+  readonly #metaKey: string;
+  readonly #channel: string;
+  readonly #shas = new Map<LuaScript, string>();
+  #subscriber: Client | null = null;
+  readonly #listeners = new Set<() => void>();
+  #closed = false;
+  /** Whether the store goes by the server's clock. */
+  readonly databaseClock: boolean;
+  /** The epoch every call checks; null until the store read it. */
+  epoch: string | null = null;
+
+  private constructor(settings: ConnectionSettings, client: Client, prefix: string, db: boolean) {
+    this.#settings = settings;
+    this.#client = client;
+    this.#metaKey = `${prefix}:meta`;
+    this.#channel = `${prefix}:wake`;
+    this.databaseClock = db;
+  }
+
+  /** Connects to `settings.url`; keys go under `prefix` (a hash tag, braces included). */
+  static async open(
+    settings: ConnectionSettings,
+    prefix: string,
+    databaseClock: boolean,
+  ): Promise<RedisConnection> {
+    const client = newClient(settings);
+    // An error event without a listener would end the process; a call that fails rejects.
+    client.on("error", () => {});
+    await client.connect();
+    return new RedisConnection(settings, client, prefix, databaseClock);
+  }
+
+  /** The client, for plain commands (reads of `INFO`, cleanup). */
+  get client(): Client {
+    if (this.#closed) throw new Error("the Redis store is closed");
+    return this.#client;
+  }
+
+  /**
+   * Runs `script` with `input` (the prelude's fields added: `now`, `db`,
+   * `epoch`) and returns its JSON reply parsed, or null when it returns nothing.
+   */
+  async call<T>(script: LuaScript, input: CallContext & Record<string, unknown>): Promise<T> {
+    const argument = JSON.stringify({
+      ...input,
+      db: this.databaseClock,
+      ...(this.epoch === null ? {} : { epoch: this.epoch }),
+    });
+    const reply = await this.#evaluate(script, argument);
+    return (reply === null || reply === undefined ? null : JSON.parse(String(reply))) as T;
+  }
+
+  /**
+   * Runs `script` as {@linkcode RedisConnection.call} does; when the call's
+   * outcome is unknown (the connection dropped before its reply), calls it
+   * once more with the same input once the client is connected again. Only
+   * for scripts whose input makes a second run a no-op (a dispatch token).
+   */
+  async callIdempotent<T>(
+    script: LuaScript,
+    input: CallContext & Record<string, unknown>,
+  ): Promise<T> {
+    try {
+      return await this.call<T>(script, input);
+    } catch (error) {
+      if (!isConnectionError(error)) throw error;
+      await this.#reconnected(error);
+      return await this.call<T>(script, input);
+    }
+  }
+
+  /** Resolves once the client is ready again, or rejects naming `cause` after `connectTimeoutMs`. */
+  async #reconnected(cause: unknown): Promise<void> {
+    const deadline = Date.now() + this.#settings.connectTimeoutMs;
+    while (!this.client.isReady) {
+      if (Date.now() >= deadline) {
+        throw new Error(
+          `the Redis server did not answer again within ${this.#settings.connectTimeoutMs} ms: ${
+            (cause as Error)?.message ?? cause
+          }`,
+          { cause },
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  async #evaluate(script: LuaScript, argument: string): Promise<unknown> {
+    const client = this.client;
+    let sha = this.#shas.get(script);
+    if (sha === undefined) {
+      sha = String(await client.sendCommand(["SCRIPT", "LOAD", script.source]));
+      this.#shas.set(script, sha);
+    }
+    try {
+      return await client.sendCommand(["EVALSHA", sha, "1", this.#metaKey, argument]);
+    } catch (error) {
+      if (!String((error as Error)?.message).startsWith("NOSCRIPT")) {
+        throw isConnectionError(error) ? error : scriptError(script, error);
+      }
+      // The server lost its scripts (a restart, SCRIPT FLUSH): the call did not run; load and retry.
+      this.#shas.delete(script);
+      sha = String(await client.sendCommand(["SCRIPT", "LOAD", script.source]));
+      this.#shas.set(script, sha);
+      try {
+        return await client.sendCommand(["EVALSHA", sha, "1", this.#metaKey, argument]);
+      } catch (again) {
+        throw scriptError(script, again);
+      }
+    }
+  }
+
+  /**
+   * Calls `listener` on every message of the wake-up channel until the
+   * result is disposed. The first watcher opens the subscriber connection.
+   */
+  watch(listener: () => void): Disposable {
+    this.#listeners.add(listener);
+    if (this.#subscriber === null && !this.#closed) {
+      const subscriber = newClient(this.#settings);
+      subscriber.on("error", () => {});
+      this.#subscriber = subscriber;
+      subscriber.connect()
+        .then(() =>
+          subscriber.subscribe(this.#channel, () => {
+            for (const each of [...this.#listeners]) each();
+          })
+        )
+        .catch(() => {/* best effort: workers keep polling */});
+    }
+    return {
+      [Symbol.dispose]: () => {
+        this.#listeners.delete(listener);
+      },
+    };
+  }
+
+  /** Closes both connections; later calls fail. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const subscriber = this.#subscriber;
+    this.#subscriber = null;
+    await Promise.allSettled([
+      this.#client.close(),
+      ...(subscriber === null ? [] : [subscriber.close()]),
+    ]);
+  }
+}
+
+function newClient(settings: ConnectionSettings): Client {
+  return createClient({
+    url: settings.url,
+    socket: { connectTimeout: settings.connectTimeoutMs },
+    // Reject calls while disconnected rather than queueing them for later.
+    disableOfflineQueue: true,
+  });
+}
+
+/** Whether `error` is the connection's (the call may or may not have run), not the script's. */
+export function isConnectionError(error: unknown): boolean {
+  const name = (error as Error)?.name ?? "";
+  const message = String((error as Error)?.message ?? "");
+  return /Socket|Connection|ClientClosed|ClientOffline|Disconnect/i.test(name) ||
+    /socket|connection|offline|ECONN|EPIPE/i.test(message);
+}
+
+/** A script's error with the script named; the epoch error keeps its own words. */
+function scriptError(script: LuaScript, error: unknown): Error {
+  const message = String((error as Error)?.message ?? error);
+  const epoch = message.match(/RENOX_EPOCH (.*)/);
+  if (epoch) return new Error(epoch[1], { cause: error });
+  return new Error(`Redis script ${script.name} failed: ${message}`, { cause: error });
+}

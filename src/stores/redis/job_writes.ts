@@ -1,0 +1,150 @@
+/**
+ * Dispatch on Redis: plain jobs in one script, and transactions. A dispatch
+ * carries a token of its own, so a call retried after its reply was lost
+ * gives back the ids the first one stored instead of storing the jobs twice.
+ *
+ * A transaction's writes run at once, each in its own script, but stay out
+ * of claim order (staged) until the transaction commits, in one script that
+ * makes them all claimable; a transaction that throws removes them. One that
+ * never ends (its process died) leaves them staged: the next commit or
+ * rollback of any transaction removes stages older than
+ * {@linkcode ABANDONED_STAGE_MS}.
+ *
+ * @internal
+ * @module
+ */
+import type { NewJobRow, StoreTransaction } from "../store.ts";
+import * as chainsBatches from "./chains_batches.ts";
+import type { RedisConnection } from "./connection.ts";
+import { AREA_HOOKS } from "./hooks.ts";
+import * as keys from "./keys.ts";
+import { luaScript } from "./lua.ts";
+
+/** How long a transaction may stay open before a later one removes its writes, in ms. */
+export const ABANDONED_STAGE_MS = 60 * 60 * 1000;
+
+/** Why `tx.query` is refused on Redis, and what to do instead. */
+export const NO_SQL_ON_REDIS =
+  "queue.transaction() on the Redis store cannot run SQL: Redis cannot join a transaction of " +
+  "your database. Dispatch with tx.dispatch() alone here, or dispatch after your database " +
+  "commits (an outbox table), or keep the jobs in PostgreSQL (the PostgreSQL store) to dispatch " +
+  "inside your own SQL transaction";
+
+/** How long the ids of a dispatch are kept for a retried call, in seconds. */
+export const DISPATCH_REPLAY_SECONDS = 600;
+
+/** Input: `rows` (NewJobRow[]), `token` (the dispatch's). Reply: the ids in order. */
+export const INSERT_JOBS = luaScript(
+  "insertJobs",
+  "writes",
+  String.raw`
+local record = P .. ':dispatch:' .. INPUT.token
+local done = redis.call('GET', record)
+if done then return done end
+local ids = {}
+for i, row in ipairs(INPUT.rows) do ids[i] = insertJob(row, nil) end
+local reply = cjson.encode(ids)
+redis.call('SET', record, reply, 'EX', ${DISPATCH_REPLAY_SECONDS})
+wake()
+return reply
+`,
+);
+
+/**
+ * Ends a transaction, input `stage` and `commit` (true to publish its
+ * writes, false to remove them); then removes the writes of stages older
+ * than {@linkcode ABANDONED_STAGE_MS}.
+ */
+const END_TRANSACTION = luaScript(
+  "endTransaction",
+  "allow-oom",
+  AREA_HOOKS,
+  String.raw`
+local function endStage(stage, commit)
+  local published = 0
+  for _, entry in ipairs(redis.call('LRANGE', P .. ':stage:' .. stage, 0, -1)) do
+    local kind, id = string.match(entry, '^([^:]+):(.*)$')
+    if kind == 'job' then
+      local job = readJob(id)
+      if job ~= nil and job.staged == stage then
+        if commit then
+          redis.call('HDEL', jobKey(id), 'staged')
+          placeUnleased(tonumber(id), job.queue, job.priority, tonumber(job.available_at))
+          published = published + 1
+        else
+          redis.call('DEL', jobKey(id))
+        end
+      end
+    else
+      local hook = H[(commit and 'commit_' or 'undo_') .. kind]
+      if hook ~= nil then hook(id) end
+    end
+  end
+  redis.call('DEL', P .. ':stage:' .. stage)
+  redis.call('ZREM', P .. ':stages', stage)
+  return published
+end
+local published = endStage(INPUT.stage, INPUT.commit)
+for _, old in ipairs(redis.call('ZRANGEBYSCORE', P .. ':stages', '-inf', NOW - ${ABANDONED_STAGE_MS}, 'LIMIT', 0, 10)) do
+  endStage(old, false)
+end
+if published > 0 then wake() end
+`,
+);
+
+/** Input: `stage`. Records the transaction's start, for the removal of abandoned ones. */
+const BEGIN_TRANSACTION = luaScript(
+  "beginTransaction",
+  "writes",
+  "redis.call('ZADD', P .. ':stages', NOW, INPUT.stage)",
+);
+
+/** Inserts jobs in one script; their ids in order. Retried once, with its token, when its reply was lost. */
+export async function insertJobs(
+  redis: RedisConnection,
+  rows: readonly NewJobRow[],
+  stage?: string,
+): Promise<number[]> {
+  if (rows.length === 0) return [];
+  const input = {
+    now: rows[0]!.createdAt,
+    rows,
+    token: crypto.randomUUID(),
+    ...(stage === undefined ? {} : { stage }),
+  };
+  return await redis.callIdempotent<number[]>(INSERT_JOBS, input);
+}
+
+/**
+ * Runs `fn` in a transaction: its inserts become claimable together when it
+ * returns, and are removed when it throws. `tx.query` is refused.
+ */
+export async function transaction<T>(
+  redis: RedisConnection,
+  fn: (tx: StoreTransaction) => T | Promise<T>,
+): Promise<T> {
+  const stage = crypto.randomUUID();
+  let open = true;
+  const inside =
+    <A extends unknown[], R>(write: (...args: A) => Promise<R>) => (...args: A): Promise<R> =>
+      open ? write(...args) : Promise.reject(new Error("the transaction has ended"));
+  const tx: StoreTransaction = {
+    insertJobs: inside((rows) => insertJobs(redis, rows, stage)),
+    insertKeyed: inside((rows) => keys.insertKeyed(redis, rows, stage)),
+    insertChain: inside((chain) => chainsBatches.insertChain(redis, chain, stage)),
+    insertBatch: inside((batch) => chainsBatches.insertBatch(redis, batch, stage)),
+    query: () => Promise.reject(new TypeError(NO_SQL_ON_REDIS)),
+  };
+  await redis.call(BEGIN_TRANSACTION, { now: Date.now(), stage });
+  let result: T;
+  try {
+    result = await fn(tx);
+  } catch (error) {
+    open = false;
+    await redis.call(END_TRANSACTION, { now: Date.now(), stage, commit: false }).catch(() => {});
+    throw error;
+  }
+  open = false;
+  await redis.call(END_TRANSACTION, { now: Date.now(), stage, commit: true });
+  return result;
+}

@@ -1,0 +1,439 @@
+/**
+ * One worker tick on Redis: the claim, and the settle that records how the
+ * tick's attempts ended and claims the next jobs in the same script, the
+ * start confirmations of jobs claimed ahead, lease renewal, and the next due
+ * time an idle worker sleeps until.
+ *
+ * Claim order is the SQL stores': queues in the order given, then priority
+ * (highest first), then due time, then id. A lease is the job's due time in
+ * the queue's leased set: a lease that ran out makes the job claimable again
+ * at the lease's end, and the claim that takes it over counts a crash.
+ *
+ * @internal
+ * @module
+ */
+import type {
+  ClaimedJob,
+  ClaimRequest,
+  Lease,
+  Settlement,
+  SettleResult,
+  StartRequest,
+  TickRecords,
+} from "../store.ts";
+import { type ClaimRow, toClaimedJobs } from "../sql/stored_rows.ts";
+import type { RedisConnection } from "./connection.ts";
+import { luaScript } from "./lua.ts";
+import { AREA_HOOKS } from "./hooks.ts";
+
+/** Most jobs of other names a claim with a name filter looks past, per priority level. */
+const NAME_SCAN_LIMIT = 1000;
+
+/**
+ * `claimJobs(req)`: leases due jobs for a ClaimRequest of the input (token
+ * as a string); the claimed rows (ClaimRow, plus `ahead`) in claim order.
+ * `confirmStarts(starts)`: confirms the starts of jobs claimed ahead.
+ */
+const CLAIM = String.raw`
+local function isSpent(attempts, crashes, limit)
+  return crashes >= limit.crashes or attempts - 1 >= limit.attempts
+end
+
+-- Up to need candidates of a queue in claim order: {id, due, priority}.
+local function candidates(queue, T, need, names)
+  local expired = {}
+  local levels = {}
+  local seen = {}
+  local leased = redis.call('ZRANGEBYSCORE', leasedKey(queue), '-inf', T, 'WITHSCORES', 'LIMIT', 0, need)
+  for i = 1, #leased, 2 do
+    local id = tonumber(leased[i])
+    local priority = tonumber(redis.call('HGET', jobKey(id), 'priority'))
+    if priority ~= nil then
+      if expired[priority] == nil then expired[priority] = {} end
+      table.insert(expired[priority], {id = id, due = tonumber(leased[i + 1])})
+      if not seen[priority] then seen[priority] = true; table.insert(levels, priority) end
+    end
+  end
+  for _, level in ipairs(redis.call('ZRANGE', queueKey(queue) .. ':lv', 0, -1)) do
+    local priority = tonumber(level)
+    if not seen[priority] then seen[priority] = true; table.insert(levels, priority) end
+  end
+  table.sort(levels, function(a, b) return a > b end)
+  local out = {}
+  for _, priority in ipairs(levels) do
+    local want = need - #out
+    if want <= 0 then break end
+    local list = {}
+    local level = levelKey(queue, priority)
+    local offset = 0
+    local page = want
+    if names ~= nil then page = 100 end
+    while #list < want and offset < want + ${NAME_SCAN_LIMIT} do
+      local due = redis.call('ZRANGEBYSCORE', level, '-inf', T, 'WITHSCORES', 'LIMIT', offset, page)
+      if #due == 0 then break end
+      for i = 1, #due, 2 do
+        local id = tonumber(due[i])
+        if names == nil or names[redis.call('HGET', jobKey(id), 'name')] then
+          table.insert(list, {id = id, due = tonumber(due[i + 1]), priority = priority})
+        end
+      end
+      offset = offset + #due / 2
+      if #due / 2 < page then break end
+    end
+    for _, job in ipairs(expired[priority] or {}) do
+      if names == nil or names[redis.call('HGET', jobKey(job.id), 'name')] then
+        table.insert(list, {id = job.id, due = job.due, priority = priority})
+      end
+    end
+    if expired[priority] ~= nil then
+      table.sort(list, function(a, b) return a.due < b.due or (a.due == b.due and a.id < b.id) end)
+    end
+    for i = 1, math.min(want, #list) do table.insert(out, list[i]) end
+  end
+  return out
+end
+
+local function claimJobs(req)
+  local claimed = {}
+  if req.limit <= 0 then return claimed end
+  local T = at(req.now)
+  local leaseEnd = T + req.leaseMs
+  local names = nil
+  if opt(req.names) ~= nil then
+    names = {}
+    for _, name in ipairs(req.names) do names[name] = true end
+  end
+  local limits = opt(req.spendLimits) or {}
+  local aheadFrom = opt(req.aheadFrom)
+  local looked = 0
+  local cut = false
+  for _, queue in ipairs(req.queues) do
+    if looked >= req.limit then break end
+    if not H.paused(queue) then
+      for _, c in ipairs(candidates(queue, T, req.limit - looked, names)) do
+        looked = looked + 1
+        local job = readJob(c.id)
+        local hadToken = job.token ~= nil
+        local wasAhead = job.claimed_ahead == '1'
+        local attempts = num(job, 'attempts')
+        local crashes = num(job, 'crashes')
+        local recovered = hadToken and not wasAhead
+        if not (hadToken and wasAhead) then attempts = attempts + 1 end
+        if recovered then crashes = crashes + 1 end
+        local index = #claimed
+        local ahead = aheadFrom ~= nil and index >= aheadFrom
+        local take = true
+        if ahead then
+          local limit = limits[job.name]
+          local refused = limit ~= nil and isSpent(attempts, crashes, limit)
+          if cut then
+            take = refused
+          elseif job.batch_id ~= nil and not refused then
+            -- A batch job waits unleased until a slot can start it, so a cancel of its batch can skip it.
+            cut = true
+            take = false
+          end
+        end
+        if take then
+          local lastError = job.last_error
+          if recovered then lastError = 'worker died during attempt ' .. num(job, 'attempts') end
+          unplace(c.id, job.queue, job.priority)
+          redis.call('ZADD', leasedKey(queue), leaseEnd, pad(c.id))
+          local key = jobKey(c.id)
+          redis.call('HSET', key, 'token', req.token, 'available_at', leaseEnd, 'attempts', attempts,
+            'crashes', crashes, 'recovered', recovered and 1 or 0, 'waited_ms', T - c.due)
+          redis.call('HDEL', key, 'progress', 'locked', 'claimed_ahead')
+          if recovered then redis.call('HSET', key, 'last_error', lastError) end
+          if ahead then redis.call('HSET', key, 'claimed_ahead', 1) else H.started(c.id, job) end
+          table.insert(claimed, {
+            id = c.id, queue = job.queue, name = job.name, payload = job.payload,
+            priority = tonumber(job.priority), attempts = attempts, crashes = crashes,
+            retry_until = back(tonumber(job.retry_until)), last_error = lastError or NULL,
+            created_at = back(tonumber(job.created_at)), batch_id = tonumber(job.batch_id) or NULL,
+            keyed = num(job, 'keyed'), recovered = recovered and 1 or 0,
+            cancel_requested = job.cancel_requested or NULL, waited_ms = T - c.due,
+            trace = job.trace or NULL, last_span = job.last_span or NULL, ahead = ahead,
+          })
+        end
+      end
+    end
+  end
+  return claimed
+end
+
+-- Puts a job claimed ahead back as it was before its claim.
+local function unclaim(id, job, leaseMs)
+  local due = tonumber(job.available_at) - leaseMs - num(job, 'waited_ms')
+  unplace(id, job.queue, job.priority)
+  local key = jobKey(id)
+  redis.call('HDEL', key, 'token', 'claimed_ahead')
+  redis.call('HSET', key, 'available_at', due, 'attempts', num(job, 'attempts') - 1)
+  placeUnleased(id, job.queue, job.priority, due)
+end
+
+local function confirmStarts(starts)
+  local started = {}
+  local T = at(starts.now)
+  for _, lease in ipairs(starts.leases) do
+    local job = readJob(lease.id)
+    if job ~= nil and job.token == lease.token and job.claimed_ahead == '1' then
+      if H.paused(job.queue) then
+        -- Refused while still held: its queue is paused. Give it back, with its claim's locks.
+        unclaim(lease.id, job, starts.leaseMs)
+        H.keysSettled(lease.id, job, 'release', lease.token)
+      else
+        local key = jobKey(lease.id)
+        redis.call('HDEL', key, 'claimed_ahead')
+        redis.call('HSET', key, 'available_at', T + starts.leaseMs)
+        redis.call('ZADD', leasedKey(job.queue), T + starts.leaseMs, pad(lease.id))
+        H.started(lease.id, job)
+        table.insert(started, lease.id)
+      end
+    end
+  end
+  return started
+end
+`;
+
+/** Input: `request` (a ClaimRequest, token as a string). Reply: ClaimRow[] with `ahead`. */
+const CLAIM_SCRIPT = luaScript(
+  "claim",
+  "allow-oom",
+  AREA_HOOKS,
+  CLAIM,
+  "return cjson.encode(claimJobs(INPUT.request))",
+);
+
+/**
+ * Input: `settlements` (tokens as strings), `records`, `then` (a
+ * ClaimRequest or null). Reply: `{applied, claimed, started}`.
+ */
+const SETTLE_SCRIPT = luaScript(
+  "settle",
+  "allow-oom",
+  AREA_HOOKS,
+  CLAIM,
+  String.raw`
+local settlements = INPUT.settlements
+local applied = {}
+local settled = {}
+local retried = {}
+local released = 0
+local queued = 0
+
+-- Job rows first.
+for i, s in ipairs(settlements) do
+  local job = readJob(s.id)
+  if job == nil or job.token ~= s.token then
+    applied[i] = false
+  else
+    applied[i] = true
+    local key = jobKey(s.id)
+    if s.kind == 'progress' then
+      redis.call('HSET', key, 'progress', s.percent)
+    elseif s.kind == 'complete' or s.kind == 'cancel' then
+      H.finished(s.id, job, s)
+      deleteJob(s.id, job)
+      settled[i] = job
+    elseif s.kind == 'fail' then
+      local failed = P .. ':failed:' .. s.id
+      local row = {'id', s.id, 'queue', job.queue, 'name', job.name, 'payload', job.payload,
+        'priority', job.priority, 'error', s.error.message, 'attempts', s.attempts,
+        'crashes', num(job, 'crashes') + (s.crashed and 1 or 0), 'created_at', job.created_at,
+        'failed_at', at(s.at), 'batch_member', num(job, 'batch_member')}
+      for _, field in ipairs({'batch_id', 'chain_id', 'trace'}) do
+        if job[field] ~= nil then table.insert(row, field); table.insert(row, job[field]) end
+      end
+      if opt(s.error.stack) ~= nil then table.insert(row, 'stack'); table.insert(row, s.error.stack) end
+      redis.call('DEL', failed)
+      redis.call('HSET', failed, unpack(row))
+      redis.call('ZADD', P .. ':failed', at(s.at), pad(s.id))
+      deleteJob(s.id, job)
+      settled[i] = job
+    elseif s.kind == 'release' then
+      unplace(s.id, job.queue, job.priority)
+      local due = at(s.availableAt)
+      local refund = s.refundAttempt and 1 or 0
+      local crashed = s.crashed and 1 or 0
+      redis.call('HDEL', key, 'token', 'claimed_ahead')
+      redis.call('HSET', key, 'available_at', due, 'attempts', num(job, 'attempts') - refund,
+        'crashes', num(job, 'crashes') + crashed)
+      if opt(s.error) == nil then redis.call('HDEL', key, 'last_error')
+      else redis.call('HSET', key, 'last_error', s.error) end
+      placeUnleased(s.id, job.queue, job.priority, due)
+      settled[i] = job
+      retried[s.id] = true
+    end
+    if settled[i] ~= nil then H.metrics(s, job) end
+  end
+end
+
+local records = opt(INPUT.records) or {}
+for _, span in ipairs(opt(records.spans) or {}) do
+  if retried[span.id] then H.span(span.id, span) end
+end
+if opt(records.logs) ~= nil then H.logs(records.logs) end
+
+-- Chains and batches second, in batch order.
+local moves = {}
+for i, s in ipairs(settlements) do
+  if settled[i] ~= nil then table.insert(moves, {i = i, s = s, job = settled[i]}) end
+end
+table.sort(moves, function(a, b)
+  local x, y = num(a.job, 'batch_id'), num(b.job, 'batch_id')
+  return x < y or (x == y and a.i < b.i)
+end)
+local removed = {}
+for _, move in ipairs(moves) do
+  local s = move.s
+  if s.kind == 'release' then
+    local n, skipped = H.linksPutBack(s.id, move.job, at(s.at))
+    queued = queued + n
+    if skipped then removed[s.id] = true else released = released + 1 end
+  else
+    local output = NULL
+    if s.kind == 'complete' then output = opt(s.output) or NULL end
+    queued = queued + H.linksSettled(s.id, move.job, s.kind, output, at(s.at))
+  end
+end
+
+-- Keys and locks last.
+for _, move in ipairs(moves) do
+  if removed[move.s.id] then H.keysRemoved(move.s.id)
+  else H.keysSettled(move.s.id, move.job, move.s.kind, move.s.token) end
+end
+
+local started = {}
+if opt(records.starts) ~= nil then started = confirmStarts(records.starts) end
+if released > 0 or queued > 0 then wake() end
+local claimed = {}
+if opt(INPUT['then']) ~= nil then claimed = claimJobs(INPUT['then']) end
+return cjson.encode({applied = applied, claimed = claimed, started = started})
+`,
+);
+
+/** Input: `leases` (tokens as strings), `until`. Reply: the ids whose lease was lost. */
+const RENEW_SCRIPT = luaScript(
+  "renew",
+  "allow-oom",
+  String.raw`
+local lost = {}
+local untilAt = at(INPUT['until'])
+for _, lease in ipairs(INPUT.leases) do
+  local key = jobKey(lease.id)
+  local fields = redis.call('HMGET', key, 'token', 'queue')
+  if fields[1] ~= lease.token then
+    table.insert(lost, lease.id)
+  else
+    redis.call('HSET', key, 'available_at', untilAt)
+    redis.call('ZADD', leasedKey(fields[2]), untilAt, pad(lease.id))
+  end
+end
+return cjson.encode(lost)
+`,
+);
+
+/** Input: `queues`. Reply: the earliest due time after now (caller's clock), or null. */
+const NEXT_DUE_SCRIPT = luaScript(
+  "nextDueAt",
+  "no-writes",
+  String.raw`
+local next = nil
+local function consider(reply)
+  if #reply > 0 then
+    local due = tonumber(reply[2])
+    if next == nil or due < next then next = due end
+  end
+end
+for _, queue in ipairs(INPUT.queues) do
+  local levels = redis.call('ZRANGE', queueKey(queue) .. ':lv', 0, -1)
+  for _, priority in ipairs(levels) do
+    consider(redis.call('ZRANGEBYSCORE', levelKey(queue, priority), '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
+  end
+  consider(redis.call('ZRANGEBYSCORE', leasedKey(queue), '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
+end
+if next == nil then return cjson.encode(NULL) end
+return cjson.encode(back(next))
+`,
+);
+
+/** A claim request as the scripts take it: its token as a string. */
+function claimInput(request: ClaimRequest) {
+  const { schedules: _schedules, readsScheduled: _reads, ...rest } = request;
+  return { ...rest, token: String(request.token) };
+}
+
+/** Claimed rows as jobs, in claim order, those held ahead marked. */
+function claimedJobs(rows: readonly (ClaimRow & { ahead: boolean })[], request: ClaimRequest) {
+  const ahead = new Set(rows.filter((row) => row.ahead).map((row) => row.id));
+  return toClaimedJobs(rows, request.queues, request.token)
+    .map((job): ClaimedJob => ahead.has(job.id) ? { ...job, ahead: true } : job);
+}
+
+/** Leases up to `request.limit` due jobs in one script. */
+export async function claim(redis: RedisConnection, request: ClaimRequest): Promise<ClaimedJob[]> {
+  const rows = await redis.call<(ClaimRow & { ahead: boolean })[] | Record<string, never>>(
+    CLAIM_SCRIPT,
+    { now: request.now, request: claimInput(request) },
+  );
+  return claimedJobs(list(rows), request);
+}
+
+/** Applies settlements, records, start confirmations and the next claim in one script. */
+export async function settle(
+  redis: RedisConnection,
+  settlements: readonly Settlement[],
+  then: ClaimRequest | undefined,
+  records: TickRecords = {},
+): Promise<SettleResult> {
+  const times = [
+    ...settlements.map((s) => s.at),
+    ...(then === undefined ? [] : [then.now]),
+    ...(records.starts === undefined ? [] : [records.starts.now]),
+  ];
+  const now = times.length === 0 ? Date.now() : Math.max(...times);
+  const reply = await redis.call<{ applied: unknown; claimed: unknown; started: unknown }>(
+    SETTLE_SCRIPT,
+    {
+      now,
+      settlements: settlements.map((s) => ({ ...s, token: String(s.token) })),
+      records: { ...records, starts: records.starts && startsInput(records.starts) },
+      then: then === undefined ? null : claimInput(then),
+    },
+  );
+  return {
+    applied: list(reply.applied as boolean[]),
+    claimed: then === undefined ? [] : claimedJobs(list(reply.claimed as never[]), then),
+    started: list(reply.started as number[]),
+  };
+}
+
+function startsInput(starts: StartRequest) {
+  return { ...starts, leases: starts.leases.map((l) => ({ id: l.id, token: String(l.token) })) };
+}
+
+/** Extends leases to `until`; the ids whose lease was lost. */
+export async function renew(
+  redis: RedisConnection,
+  leases: readonly Lease[],
+  until: number,
+  now: number,
+): Promise<number[]> {
+  if (leases.length === 0) return [];
+  const input = { now, until, leases: leases.map((l) => ({ id: l.id, token: String(l.token) })) };
+  return list(await redis.call<number[]>(RENEW_SCRIPT, input));
+}
+
+/** The earliest time after `after` at which a job of `queues` becomes due, or null. */
+export function nextDueAt(
+  redis: RedisConnection,
+  queues: readonly string[],
+  after: number,
+): Promise<number | null> {
+  return redis.call<number | null>(NEXT_DUE_SCRIPT, { now: after, queues });
+}
+
+/** A JSON array from Lua: an empty Lua table is encoded as `{}`. */
+export function list<T>(value: T[] | Record<string, never> | null): T[] {
+  return Array.isArray(value) ? value : [];
+}
