@@ -17,13 +17,11 @@ import { join } from "node:path";
 import postgres from "postgres";
 import { Queue } from "../../mod.ts";
 import { tempDir, waitUntil } from "../_helpers.ts";
+import { checkDrain, JOBS_URL, startWork, topUp } from "../fixtures/faults/drain.ts";
 import { tick } from "../fixtures/faults/jobs.ts";
 import { privatePostgres } from "../fixtures/faults/private_postgres.ts";
-import { all, ChildProcess, one, openReader } from "../fixtures/reliability/harness.ts";
-import { cliEvents, quantile, workerStarted } from "../fixtures/reliability_postgres/harness.ts";
-
-const CLI = new URL("../../src/cli.ts", import.meta.url).pathname;
-const JOBS_URL = new URL("../fixtures/faults/jobs.ts", import.meta.url).href;
+import { all, one, openReader } from "../fixtures/reliability/harness.ts";
+import { quantile, workerStarted } from "../fixtures/reliability_postgres/harness.ts";
 
 const probe = await privatePostgres();
 const refusal = typeof probe === "string" ? probe : null;
@@ -31,66 +29,6 @@ if (typeof probe !== "string") await probe[Symbol.asyncDispose]();
 if (refusal !== null) console.log(`PostgreSQL fault tests skipped: ${refusal}`);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A `work --no-supervise` process of the real CLI on `url`. */
-function startWork(url: string, ledger: string, flags: readonly string[]): ChildProcess {
-  return new ChildProcess(CLI, [
-    "work",
-    "--no-supervise",
-    "--db",
-    url,
-    "--jobs",
-    JOBS_URL,
-    "--executor",
-    "workers",
-    ...flags,
-  ], { FAULTS_LEDGER: ledger });
-}
-
-/** What every drain under faults must show; the figures. */
-function checkDrain(
-  ledgerDb: ReturnType<typeof openReader>,
-  dispatched: readonly number[],
-  workers: readonly ChildProcess[],
-) {
-  const runs = all<{ job_id: number; runs: number }>(
-    ledgerDb,
-    "SELECT job_id, COUNT(*) AS runs FROM ledger GROUP BY job_id",
-  );
-  const ran = new Map(runs.map((row) => [row.job_id, row.runs]));
-  const lost = dispatched.filter((id) => !ran.has(id));
-  const runTwice = runs.filter((row) => row.runs > 1).length;
-  const completions = new Map<number, number>();
-  for (const child of workers) {
-    for (const line of cliEvents(child, "job:complete")) {
-      completions.set(line.id as number, (completions.get(line.id as number) ?? 0) + 1);
-    }
-  }
-  const completedTwice = [...completions.values()].filter((n) => n > 1).length;
-  assert.deepEqual(lost.slice(0, 20), [], `${lost.length} jobs lost`);
-  assert.equal(completedTwice, 0, "jobs completed twice");
-  const errors = new Set(
-    workers.flatMap((child) => cliEvents(child, "queue:error"))
-      .map((line) => `${line.during}: ${String(line.error).slice(0, 160)}`),
-  );
-  if (runTwice > 0) {
-    const twice = runs.filter((row) => row.runs > 1).slice(0, 3).map((row) =>
-      JSON.stringify(
-        all(ledgerDb, "SELECT pid, attempt, start FROM ledger WHERE job_id = ?", row.job_id),
-      )
-    );
-    const lastErrors = workers.map((child) => {
-      const lines = cliEvents(child, "queue:error");
-      return `${child.pid}: ${lines.length} errors, last at ${lines.at(-1)?.t}`;
-    });
-    console.log(`run twice: ${twice.join(" ")}; ${lastErrors.join(", ")}`);
-  }
-  assert.equal(runTwice, 0, `jobs run twice; the workers' errors: ${[...errors].join(" | ")}`);
-  for (const child of workers) {
-    assert.equal(child.exitedAt, null, `a work process exited: ${child.stderr.slice(-3000)}`);
-  }
-  return { lost: lost.length, runTwice, completedTwice };
-}
 
 Deno.test({
   name:
@@ -294,16 +232,3 @@ Deno.test({
     }
   },
 });
-
-/** Dispatches 1,000 more jobs, trying again while a cut connection refuses the write. */
-async function topUp(queue: Queue, from: number): Promise<number[]> {
-  const payloads = Array.from({ length: 1_000 }, (_, n) => ({ n: from + n }));
-  for (let attempt = 1;; attempt++) {
-    try {
-      return await queue.dispatchMany(tick, payloads);
-    } catch (error) {
-      if (attempt >= 50) throw error;
-      await sleep(200);
-    }
-  }
-}

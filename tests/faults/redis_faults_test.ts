@@ -1,0 +1,343 @@
+/**
+ * Redis faults, on a private `redis-server` each test starts on a free port
+ * (never the shared one): the server killed with SIGKILL twice under a drain
+ * (AOF on), restarted without persistence, every client connection killed
+ * every 1.5 s, its scripts flushed mid-drain, and a `maxmemory` too small for
+ * a dispatch. Three `work` processes of the real CLI drain while the test
+ * dispatches; handlers write their runs to a SQLite ledger outside Redis.
+ *
+ * Skips, saying why, where `redis-server` is missing.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { Queue } from "../../mod.ts";
+import { tempDir, waitUntil } from "../_helpers.ts";
+import { checkDrain, JOBS_URL, startWork, topUp } from "../fixtures/faults/drain.ts";
+import { padded, tick } from "../fixtures/faults/jobs.ts";
+import { type PrivateRedis, privateRedis } from "../fixtures/faults/private_redis.ts";
+import { all, type ChildProcess, one, openReader } from "../fixtures/reliability/harness.ts";
+import { cliEvents, workerStarted } from "../fixtures/reliability_postgres/harness.ts";
+
+const probe = await privateRedis({ aof: false });
+const refusal = typeof probe === "string" ? probe : null;
+if (typeof probe !== "string") await probe[Symbol.asyncDispose]();
+if (refusal !== null) console.log(`Redis fault tests skipped: ${refusal}`);
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A private server for one test, or a thrown refusal. */
+async function server(aof: boolean, settings: readonly string[] = []): Promise<PrivateRedis> {
+  const started = await privateRedis({ aof, settings });
+  if (typeof started === "string") throw new Error(started);
+  return started;
+}
+
+/** Jobs left in the store: waiting, delayed or running, and failed. */
+async function left(queue: Queue): Promise<{ unfinished: number; failed: number }> {
+  const counts = await queue.counts();
+  let unfinished = 0;
+  let failed = 0;
+  for (const row of Object.values(counts)) {
+    unfinished += row.pending + row.delayed + row.reserved;
+    failed += row.failed;
+  }
+  return { unfinished, failed };
+}
+
+/** Waits until every dispatched job ran and nothing is left in the store. */
+async function drained(
+  queue: Queue,
+  ran: () => number,
+  dispatched: readonly number[],
+  workers: readonly ChildProcess[],
+): Promise<void> {
+  await waitUntil(() => ran() >= dispatched.length, {
+    what: "every job run",
+    timeoutMs: 180_000,
+  }).catch((error) => {
+    const tails = workers.map((child) => `exited ${child.exitedAt}; ${child.stderr.slice(-1500)}`);
+    throw new Error(`${error.message}: ran ${ran()} of ${dispatched.length}; ${tails.join("\n")}`);
+  });
+  let state = await left(queue);
+  for (const deadline = Date.now() + 30_000; Date.now() < deadline && state.unfinished > 0;) {
+    await sleep(100);
+    state = await left(queue);
+  }
+  assert.deepEqual(state, { unfinished: 0, failed: 0 }, "jobs left in the store");
+}
+
+/** Stops `work` processes and waits for them. */
+async function stopAll(workers: readonly ChildProcess[]): Promise<void> {
+  for (const child of workers) child.kill("SIGTERM");
+  for (const child of workers) await child.exit(20_000).catch(() => {});
+  for (const child of workers) await child[Symbol.asyncDispose]();
+}
+
+Deno.test({
+  name:
+    "Redis (AOF) killed with SIGKILL twice while three work processes drain and the test dispatches: nothing lost or completed twice, dispatch during the outage rejects naming the cause, workers resume without a restart",
+  ignore: refusal !== null,
+  async fn() {
+    await using redis = await server(true);
+    await using tmp = await tempDir();
+    const ledger = join(tmp.dir, "ledger.db");
+    using ledgerDb = openReader(ledger);
+    await using queue = await Queue.open({ url: redis.url, jobs: JOBS_URL });
+    const total = 20_000;
+    const dispatched = await queue.dispatchMany(
+      tick,
+      Array.from({ length: total }, (_, n) => ({ n })),
+    );
+    const workers = [0, 1, 2].map(() =>
+      startWork(redis.url, ledger, ["--concurrency", "8", "--sleep-ms", "200"])
+    );
+    try {
+      await Promise.all(workers.map((child) => workerStarted(child)));
+      const ran = () => one<{ n: number }>(ledgerDb, "SELECT COUNT(*) AS n FROM ledger").n;
+      const restarts: { resumeMs: number; rejectMs: number; said: string }[] = [];
+      for (const share of [0.25, 0.6]) {
+        await waitUntil(() => ran() >= total * share, {
+          what: `${share * 100} % of the jobs run`,
+          timeoutMs: 120_000,
+        });
+        await redis.kill();
+        const started = performance.now();
+        const said = await queue.dispatch(tick, { n: -1 }).then(
+          (id) => `stored ${id}`,
+          (error: Error) => error.message,
+        );
+        const rejectMs = performance.now() - started;
+        assert.doesNotMatch(said, /^stored/, "a dispatch while Redis is down was stored");
+        await sleep(1_000);
+        await redis.start();
+        const upAt = Date.now();
+        dispatched.push(await dispatchWhenBack(queue));
+        const before = ran();
+        await waitUntil(() => ran() > before, {
+          what: "a job run after the restart",
+          timeoutMs: 60_000,
+        });
+        const [first] = all<{ start: number }>(
+          ledgerDb,
+          "SELECT MIN(start) AS start FROM ledger WHERE start >= ?",
+          upAt,
+        );
+        restarts.push({ resumeMs: first!.start - upAt, rejectMs, said });
+      }
+      await drained(queue, ran, dispatched, workers);
+      const figures = checkDrain(ledgerDb, dispatched, workers);
+      for (const [n, restart] of restarts.entries()) {
+        console.log(
+          `Redis SIGKILL ${n + 1}: first job ${
+            Math.round(restart.resumeMs)
+          } ms after the server was back; dispatch while down rejected in ${
+            Math.round(restart.rejectMs)
+          } ms: ${restart.said.slice(0, 110)}`,
+        );
+      }
+      console.log(
+        `Redis restarts (AOF): lost ${figures.lost}, run twice ${figures.runTwice}, completed twice ${figures.completedTwice}; the 3 work processes never restarted`,
+      );
+    } finally {
+      await stopAll(workers);
+    }
+  },
+});
+
+/** Dispatches one job once the server answers again (the client reconnects on its own). */
+async function dispatchWhenBack(queue: Queue): Promise<number> {
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await queue.dispatch(tick, { n: -2 });
+    } catch (error) {
+      if (attempt >= 100) throw error;
+      await sleep(100);
+    }
+  }
+}
+
+Deno.test({
+  name:
+    "Redis without persistence restarted empty: the store notices (every call fails saying it lost its data) instead of running on an empty queue",
+  ignore: refusal !== null,
+  async fn() {
+    await using redis = await server(false);
+    await using tmp = await tempDir();
+    const ledger = join(tmp.dir, "ledger.db");
+    await using queue = await Queue.open({ url: redis.url, jobs: JOBS_URL });
+    await queue.dispatchMany(tick, Array.from({ length: 100 }, (_, n) => ({ n })));
+    const worker = startWork(redis.url, ledger, ["--concurrency", "4", "--sleep-ms", "200"]);
+    try {
+      await workerStarted(worker);
+      await redis.kill();
+      await redis.start();
+      let said = "";
+      await waitUntil(async () => {
+        said = await queue.dispatch(tick, { n: -1 }).then(
+          (id) => `stored ${id}`,
+          (error: Error) => error.message,
+        );
+        return /lost its data/.test(said);
+      }, { what: "a dispatch refused for the lost data", timeoutMs: 30_000 });
+      await waitUntil(
+        () =>
+          cliEvents(worker, "queue:error").some((line) => /lost its data/.test(String(line.error))),
+        { what: "the worker's error naming the lost data", timeoutMs: 30_000 },
+      );
+      const keys = Number(await redis.command(["DBSIZE"]));
+      console.log(`Redis restarted empty: dispatch said "${said.slice(0, 100)}"; keys now ${keys}`);
+      assert.ok(keys <= 1, `the store wrote ${keys} keys on an empty server`);
+    } finally {
+      await stopAll([worker]);
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "Redis: every client connection killed every 1.5 s, and the scripts flushed, during a drain: nothing lost or completed twice, wake-ups work again afterwards",
+  ignore: refusal !== null,
+  async fn() {
+    await using redis = await server(true);
+    await using tmp = await tempDir();
+    const ledger = join(tmp.dir, "ledger.db");
+    using ledgerDb = openReader(ledger);
+    await using queue = await Queue.open({ url: redis.url, jobs: JOBS_URL });
+    const dispatched = await queue.dispatchMany(
+      tick,
+      Array.from({ length: 5_000 }, (_, n) => ({ n })),
+    );
+    // Idle workers look only every 2 s: a pick-up sooner than that came from a wake-up.
+    const workers = [0, 1, 2].map(() =>
+      startWork(redis.url, ledger, ["--concurrency", "8", "--sleep-ms", "2000"])
+    );
+    try {
+      await Promise.all(workers.map((child) => workerStarted(child)));
+      const ran = () => one<{ n: number }>(ledgerDb, "SELECT COUNT(*) AS n FROM ledger").n;
+      let rounds = 0;
+      let killed = 0;
+      while ((ran() < dispatched.length || rounds < 3) && rounds < 30) {
+        if (ran() >= dispatched.length) dispatched.push(...await topUp(queue, dispatched.length));
+        killed += Number(await redis.command(["CLIENT", "KILL", "TYPE", "normal"]));
+        killed += Number(await redis.command(["CLIENT", "KILL", "TYPE", "pubsub"]));
+        if (rounds === 1) await redis.command(["SCRIPT", "FLUSH"]);
+        rounds++;
+        await sleep(1_500);
+      }
+      await drained(queue, ran, dispatched, workers);
+      const pickups: number[] = [];
+      for (let n = 0; n < 20; n++) {
+        await sleep(50);
+        const sentAt = performance.timeOrigin + performance.now();
+        const id = await queue.dispatch(tick, { n });
+        dispatched.push(id);
+        await waitUntil(() => ran() >= dispatched.length, {
+          what: `job ${id} run`,
+          timeoutMs: 10_000,
+        });
+        const [row] = all<{ start: number }>(
+          ledgerDb,
+          "SELECT start FROM ledger WHERE job_id = ?",
+          id,
+        );
+        pickups.push(row!.start - sentAt);
+      }
+      const figures = checkDrain(ledgerDb, dispatched, workers);
+      pickups.sort((a, b) => a - b);
+      const p50 = pickups[Math.floor(pickups.length / 2)]!;
+      console.log(
+        `Redis connections killed: ${rounds} rounds, ${killed} connections; scripts flushed once; ` +
+          `lost ${figures.lost}, run twice ${figures.runTwice}, completed twice ${figures.completedTwice}; ` +
+          `pick-up after: p50 ${p50.toFixed(1)} ms`,
+      );
+      assert.ok(killed > 0, "no connection was killed");
+      // Polling alone would take up to 2 s: most pick-ups came from a wake-up.
+      assert.ok(pickups.filter((ms) => ms < 1_000).length >= 10, `pick-ups ${pickups.join(", ")}`);
+    } finally {
+      await stopAll(workers);
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "Redis out of memory (noeviction): a dispatch is refused whole, naming the cause, while workers keep draining",
+  ignore: refusal !== null,
+  async fn() {
+    await using redis = await server(false, [
+      "--maxmemory",
+      "8mb",
+      "--maxmemory-policy",
+      "noeviction",
+    ]);
+    await using tmp = await tempDir();
+    const ledger = join(tmp.dir, "ledger.db");
+    using ledgerDb = openReader(ledger);
+    await using queue = await Queue.open({ url: redis.url, jobs: JOBS_URL });
+    const big = "x".repeat(2_000);
+    const dispatched: number[] = [];
+    let refusal = "";
+    for (let round = 0; round < 200 && refusal === ""; round++) {
+      await queue.dispatchMany(padded, Array.from({ length: 200 }, (_, n) => ({ n, pad: big })))
+        .then((ids) => dispatched.push(...ids), (error: Error) => refusal = error.message);
+    }
+    assert.match(refusal, /OOM|memory/i, "no dispatch was refused");
+    const before = await left(queue);
+    assert.equal(
+      before.unfinished,
+      dispatched.length,
+      "a refused dispatch stored part of its jobs",
+    );
+    const worker = startWork(redis.url, ledger, ["--concurrency", "8", "--sleep-ms", "200"]);
+    try {
+      await workerStarted(worker);
+      const ran = () => one<{ n: number }>(ledgerDb, "SELECT COUNT(*) AS n FROM ledger").n;
+      await drained(queue, ran, dispatched, [worker]);
+      const id = await queue.dispatch(tick, { n: -1 });
+      dispatched.push(id);
+      await drained(queue, ran, dispatched, [worker]);
+      const figures = checkDrain(ledgerDb, dispatched, [worker]);
+      console.log(
+        `Redis out of memory: ${dispatched.length - 1} jobs stored before the refusal ("${
+          refusal.slice(0, 80)
+        }"), all drained while full; lost ${figures.lost}, run twice ${figures.runTwice}`,
+      );
+    } finally {
+      await stopAll([worker]);
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "Redis: clear() of 100,000 jobs goes in bounded chunks; the slowest script the server logged is printed",
+  ignore: refusal !== null,
+  async fn() {
+    await using redis = await server(false);
+    await using queue = await Queue.open({ url: redis.url, jobs: JOBS_URL });
+    for (let n = 0; n < 10; n++) {
+      await queue.dispatchMany(
+        tick,
+        Array.from({ length: 10_000 }, (_, i) => ({ n: n * 10_000 + i })),
+      );
+    }
+    await redis.command(["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    await redis.command(["SLOWLOG", "RESET"]);
+    const cleared = await queue.clear();
+    assert.equal(cleared, 100_000);
+    const log = await redis.command(["SLOWLOG", "GET", "100000"]) as unknown[][];
+    const scripts = log.filter((entry) =>
+      String((entry[3] as unknown[])[0]).toUpperCase() === "EVALSHA"
+    );
+    const slowest = Math.max(...scripts.map((entry) => Number(entry[2])));
+    console.log(
+      `Redis clear of 100,000 jobs: ${scripts.length} script calls, the slowest ${
+        (slowest / 1000).toFixed(1)
+      } ms on the server`,
+    );
+    assert.ok(scripts.length >= 100, `clear ran in ${scripts.length} calls: chunks are too large`);
+    assert.deepEqual(await left(queue), { unfinished: 0, failed: 0 });
+  },
+});
