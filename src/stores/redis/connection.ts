@@ -100,13 +100,13 @@ export class RedisConnection {
       return await this.call<T>(script, input);
     } catch (error) {
       if (!isConnectionError(error)) throw error;
-      await this.#reconnected(error);
+      await this.whenReconnected(error);
       return await this.call<T>(script, input);
     }
   }
 
   /** Resolves once the client is ready again, or rejects naming `cause` after `connectTimeoutMs`. */
-  async #reconnected(cause: unknown): Promise<void> {
+  async whenReconnected(cause: unknown): Promise<void> {
     const deadline = Date.now() + this.#settings.connectTimeoutMs;
     while (!this.client.isReady) {
       if (Date.now() >= deadline) {

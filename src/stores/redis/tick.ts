@@ -22,9 +22,12 @@ import type {
   TickRecords,
 } from "../store.ts";
 import { type ClaimRow, toClaimedJobs } from "../sql/stored_rows.ts";
-import type { RedisConnection } from "./connection.ts";
+import { isConnectionError, type RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
 import { AREA_HOOKS } from "./hooks.ts";
+
+/** Most leased jobs per queue that giving back a claim whose reply was lost looks at. */
+const GIVE_BACK_SCAN_LIMIT = 10_000;
 
 /** Most jobs of other names a claim with a name filter looks past, per priority level. */
 const NAME_SCAN_LIMIT = 1000;
@@ -312,6 +315,34 @@ return cjson.encode({applied = applied, claimed = claimed, started = started})
 `,
 );
 
+/**
+ * Input: `token`, `queues`, `leaseMs`. Gives back the jobs a claim of
+ * `token` leased, as they were before it, charged nothing: for a claim
+ * whose reply was lost, so no worker runs them. Reply: how many.
+ */
+const GIVE_BACK_SCRIPT = luaScript(
+  "giveBackClaim",
+  "allow-oom",
+  AREA_HOOKS,
+  CLAIM,
+  String.raw`
+local given = 0
+for _, queue in ipairs(INPUT.queues) do
+  for _, member in ipairs(redis.call('ZRANGE', leasedKey(queue), 0, ${GIVE_BACK_SCAN_LIMIT - 1})) do
+    local id = tonumber(member)
+    local job = readJob(id)
+    if job ~= nil and job.token == INPUT.token then
+      unclaim(id, job, INPUT.leaseMs)
+      H.keysSettled(id, job, 'release', INPUT.token)
+      given = given + 1
+    end
+  end
+end
+if given > 0 then wake() end
+return cjson.encode(given)
+`,
+);
+
 /** Input: `leases` (tokens as strings), `until`. Reply: the ids whose lease was lost. */
 const RENEW_SCRIPT = luaScript(
   "renew",
@@ -370,13 +401,48 @@ function claimedJobs(rows: readonly (ClaimRow & { ahead: boolean })[], request: 
     .map((job): ClaimedJob => ahead.has(job.id) ? { ...job, ahead: true } : job);
 }
 
-/** Leases up to `request.limit` due jobs in one script. */
+/**
+ * Leases up to `request.limit` due jobs in one script. When the reply is
+ * lost, the jobs the claim leased are given back once the connection is
+ * back (charged nothing), and the call rejects with the connection's error.
+ */
 export async function claim(redis: RedisConnection, request: ClaimRequest): Promise<ClaimedJob[]> {
-  const rows = await redis.call<(ClaimRow & { ahead: boolean })[] | Record<string, never>>(
-    CLAIM_SCRIPT,
-    { now: request.now, request: claimInput(request) },
+  const rows = await givingBackOnLostReply(
+    redis,
+    request,
+    redis.call<(ClaimRow & { ahead: boolean })[] | Record<string, never>>(
+      CLAIM_SCRIPT,
+      { now: request.now, request: claimInput(request) },
+    ),
   );
   return claimedJobs(list(rows), request);
+}
+
+/**
+ * `call`'s result; when it failed for the connection (it may have run), the
+ * jobs `request`'s claim leased are given back before it rejects. When the
+ * connection does not come back in time, their leases run out instead and
+ * the next claim counts a crash.
+ */
+async function givingBackOnLostReply<T>(
+  redis: RedisConnection,
+  request: ClaimRequest,
+  call: Promise<T>,
+): Promise<T> {
+  try {
+    return await call;
+  } catch (error) {
+    if (!isConnectionError(error)) throw error;
+    await redis.whenReconnected(error).then(() =>
+      redis.call(GIVE_BACK_SCRIPT, {
+        now: request.now,
+        token: String(request.token),
+        queues: request.queues,
+        leaseMs: request.leaseMs,
+      })
+    ).catch(() => {});
+    throw error;
+  }
 }
 
 /** Applies settlements, records, start confirmations and the next claim in one script. */
@@ -392,7 +458,7 @@ export async function settle(
     ...(records.starts === undefined ? [] : [records.starts.now]),
   ];
   const now = times.length === 0 ? Date.now() : Math.max(...times);
-  const reply = await redis.call<{ applied: unknown; claimed: unknown; started: unknown }>(
+  const call = redis.call<{ applied: unknown; claimed: unknown; started: unknown }>(
     SETTLE_SCRIPT,
     {
       now,
@@ -401,6 +467,7 @@ export async function settle(
       then: then === undefined ? null : claimInput(then),
     },
   );
+  const reply = then === undefined ? await call : await givingBackOnLostReply(redis, then, call);
   return {
     applied: list(reply.applied as boolean[]),
     claimed: then === undefined ? [] : claimedJobs(list(reply.claimed as never[]), then),
