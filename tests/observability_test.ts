@@ -246,6 +246,33 @@ storeTest(
   },
 );
 
+storeTest(
+  "ctx.log() keeps a line with a NUL character or a lone surrogate, and the tick's other lines",
+  async (db) => {
+    exporter.reset();
+    const odd = defineJob({
+      name: "odd-log",
+      schema: z.null(),
+      handle(_payload, ctx) {
+        ctx.log("before");
+        ctx.log("nul \0 here", { also: "nul \0 in a field" });
+        ctx.log("half \uD800 a pair");
+        ctx.log("after");
+      },
+    });
+    const queue = await db.open({ jobs: [odd] });
+    const id = await queue.dispatch(odd, null);
+    await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 10 }).done;
+    const lines = await queue.logs(id);
+    assert.deepEqual(lines.map(({ message, fields }) => ({ message, fields })), [
+      { message: "before", fields: null },
+      { message: "nul \uFFFD here", fields: { also: "nul \0 in a field" } },
+      { message: "half \uFFFD a pair", fields: null },
+      { message: "after", fields: null },
+    ]);
+  },
+);
+
 storeTest("a job's log is capped: the oldest lines go, and one line says how many", async (db) => {
   exporter.reset();
   const queue = await db.open({ jobs: [jobs.chatty] });

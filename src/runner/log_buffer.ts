@@ -59,7 +59,9 @@ export class JobLogBuffer {
 
   /** Keeps one line of `job`'s running attempt. */
   add(job: ClaimedJob, encrypted: boolean, at: number, call: LogCall): void {
-    const line = cutToFit(call, this.#maxBytesPerJob - CAP_LINE_ROOM_BYTES);
+    // Text every store keeps: PostgreSQL refuses NUL in text, and a lone surrogate has no UTF-8.
+    const message = call.message.replaceAll("\0", "\uFFFD").toWellFormed();
+    const line = cutToFit({ ...call, message }, this.#maxBytesPerJob - CAP_LINE_ROOM_BYTES);
     const bytes = byteLength(line.message) + (line.fields === null ? 0 : byteLength(line.fields));
     this.#lines.push({ job, encrypted, at, line, bytes });
     const held = (this.#bytesByJob.get(job.id) ?? 0) + bytes;
