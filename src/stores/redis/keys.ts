@@ -280,7 +280,7 @@ export async function insertKeyed(
     token: crypto.randomUUID(),
     ...(stage === undefined ? {} : { stage }),
   };
-  // Never an empty Lua table (encoded \`{}\`): one outcome per row, and there are rows.
+  // One outcome per row, and there are rows: never an empty Lua table (which encodes as {}).
   return await redis.callIdempotent<KeyedInsert[]>(await insertKeyedLua(), input);
 }
 
@@ -295,6 +295,6 @@ export async function acquire(
     now,
     requests: requests.map((request) => ({ ...request, token: String(request.token) })),
   };
-  // One verdict per request, and there are requests: never an empty Lua table (\`{}\`).
+  // One verdict per request, and there are requests: never an empty Lua table ({}).
   return await redis.call<(number | null)[]>(ACQUIRE, input);
 }
