@@ -302,7 +302,7 @@ end
 
 -- Keys and locks last.
 for _, move in ipairs(moves) do
-  if removed[move.s.id] then H.keysRemoved(move.s.id)
+  if removed[move.s.id] then H.keysRemoved(move.s.id, move.job)
   else H.keysSettled(move.s.id, move.job, move.s.kind, move.s.token) end
 end
 
