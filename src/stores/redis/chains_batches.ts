@@ -39,8 +39,14 @@ import { type StoredBatch, toBatchRow } from "../sql/stored_rows.ts";
 import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import { luaScript } from "./lua.ts";
-import { DISPATCH_REPLAY_SECONDS } from "./job_writes.ts";
-import { list } from "./tick.ts";
+
+/**
+ * How long the reply of an insert is kept for a call retried after its reply
+ * was lost, in seconds: as long as a dispatch's (`job_writes.ts`). Not
+ * imported: this module must not load a module that builds scripts from
+ * `AREA_HOOKS` while it loads, as `hooks.ts` imports it.
+ */
+const DISPATCH_REPLAY_SECONDS = 600;
 
 /** Most batches one call of the prune script deletes; `pruneBatches` calls it again until done. */
 const PRUNE_CHUNK = 1000;
@@ -310,4 +316,9 @@ export async function pruneBatches(
     pruned += count;
     if (count < PRUNE_CHUNK) return pruned;
   }
+}
+
+/** A JSON array from Lua: an empty Lua table is encoded as `{}`. */
+function list<T>(value: T[] | Record<string, never>): T[] {
+  return Array.isArray(value) ? value : [];
 }
