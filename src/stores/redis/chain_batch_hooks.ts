@@ -37,7 +37,9 @@ import { FROM_PREVIOUS_OUTPUT } from "../rows/dispatch.ts";
  *   listed) or threw (what the insert held is deleted; its jobs are the
  *   store's).
  */
-export const CHAIN_BATCH_HOOKS = String.raw`local Links = {}
+export const CHAIN_BATCH_HOOKS = String.raw`
+-- The area's own functions, out of the script's locals (Lua 5.1 allows 200).
+local Links = {}
 
 function Links.batchKey(id) return P .. ':batch:' .. id end
 function Links.membersKey(id) return P .. ':batch:' .. id .. ':members' end
@@ -54,12 +56,11 @@ function Links.queue(held, t, batchId, chainId, payload)
   local row = cjson.decode(held)
   local queuedAt = back(t)
   local retryFor = opt(row.retryForMs)
-  local id = insertJob({
+  return insertJob({
     queue = row.queue, name = row.name, payload = payload or row.payload, priority = row.priority,
     availableAt = queuedAt + row.delayMs, createdAt = queuedAt,
     retryUntil = retryFor == nil and NULL or queuedAt + retryFor, trace = row.trace or NULL,
   }, {batch_id = batchId, chain_id = chainId})
-  return id
 end
 
 -- Queues every job held in key, in order, and drops them: each fires at most once. How many.
