@@ -1,9 +1,32 @@
 /**
- * Chains and batches on Redis.
+ * Chains and batches on Redis: inserting them, moving them on as their jobs
+ * settle (in the tick's scripts, through the hooks below), and keeping batch
+ * counters exact. Follow-up jobs wait ("held") in lists of JSON
+ * `WaitingJobRow`s; taking one out of its list is what makes it fire at most
+ * once.
+ *
+ * Keys (`P` is the prefix):
+ * - `P:seq:batch` STRING: the last batch id (a chain's id is its first job's).
+ * - `P:batch:<id>` HASH: a batch, fields named as the SQL `batches` columns
+ *   (a null column is an absent field), plus `staged` while the transaction
+ *   that inserted it is open.
+ * - `P:batches` ZSET: committed batches, score and member the id (newest
+ *   first is highest first).
+ * - `P:batches:ended` ZSET: batches cancelled or finished, score the earlier
+ *   of the two times, for `pruneBatches`.
+ * - `P:batch:<id>:members` SET: the ids of its counted members still stored
+ *   as jobs (not settled, skipped or failed), for the skips of a cancel.
+ * - `P:held:c:<chain>:next` and `:catch`, `P:held:b:<batch>:then`, `:catch`
+ *   and `:finally` LISTs: the jobs each waits to queue.
+ *
+ * Job fields: `batch_id`, `batch_member` (1 for a counted member; a
+ * callback carries `batch_id` only) and `chain_id`, as the SQL columns.
  *
  * @internal
  * @module
  */
+// First: hooks.ts joins these hooks, and may be loaded through this module (see buildScripts).
+export { CHAIN_BATCH_HOOKS } from "./chain_batch_hooks.ts";
 import type {
   BatchRow,
   InsertedBatch,
@@ -12,71 +35,290 @@ import type {
   NewJobRow,
   Page,
 } from "../store.ts";
+import { type StoredBatch, toBatchRow } from "../sql/stored_rows.ts";
 import type { RedisConnection } from "./connection.ts";
-import { notYet } from "./not_yet.ts";
+import { AREA_HOOKS } from "./hooks.ts";
+import { luaScript } from "./lua.ts";
 
 /**
- * The tick's chain and batch hooks:
- * - `H.linksSettled(id, job, kind, output, t)`: `job` ended (`complete`,
- *   `fail` or `cancel`) at `t` (store clock): queue its chain's next link
- *   (or its `catch`), count it in its batch and queue the batch's
- *   callbacks; returns how many jobs it queued.
- * - `H.linksPutBack(id, job, t)`: `job` was released to run again: returns
- *   how many jobs it queued and whether the job was removed instead (its
- *   batch was cancelled).
+ * How long the reply of an insert is kept for a call retried after its reply
+ * was lost, in seconds: as long as a dispatch's (`job_writes.ts`). Not
+ * imported: this module must not load a module that builds scripts from
+ * `AREA_HOOKS` while it loads, as `hooks.ts` imports it.
  */
-export const CHAIN_BATCH_HOOKS = String.raw`
-function H.linksSettled(id, job, kind, output, t) return 0 end
-function H.linksPutBack(id, job, t) return 0, false end
+const DISPATCH_REPLAY_SECONDS = 600;
+
+/** Most batches one call of the prune script deletes; `pruneBatches` calls it again until done. */
+const PRUNE_CHUNK = 1000;
+
+/** A script that inserts under a dispatch token: a retried call gives back the first reply. */
+function dispatchScript(name: string, body: string) {
+  return luaScript(
+    name,
+    "writes",
+    AREA_HOOKS,
+    String.raw`
+local record = P .. ':dispatch:' .. INPUT.token
+local done = redis.call('GET', record)
+if done then return done end
+${body}
+redis.call('SET', record, reply, 'EX', ${DISPATCH_REPLAY_SECONDS})
+if STAGE == nil then wake() end
+return reply
+`,
+  );
+}
+
+/**
+ * The scripts, built on first use: they join {@linkcode AREA_HOOKS}, which
+ * joins this module's hooks, so they cannot be built while modules load.
+ */
+function buildScripts() {
+  /** Input: `chain` (a NewChainRow), `token`. Reply: the chain's id. */
+  const INSERT_CHAIN = dispatchScript(
+    "insertChain",
+    String.raw`
+local chain = INPUT.chain
+local id = insertJob(chain.first, nil)
+redis.call('HSET', jobKey(id), 'chain_id', id)
+Links.hold(Links.chainHeld(id, 'next'), chain.next)
+Links.hold(Links.chainHeld(id, 'catch'), chain.onFailure)
+if STAGE ~= nil then staged('chain:' .. id) end
+local reply = cjson.encode(id)
+`,
+  );
+
+  /** Input: `batch` (a NewBatchRow), `token`. Reply: `{id, jobIds}`. */
+  const INSERT_BATCH = dispatchScript(
+    "insertBatch",
+    String.raw`
+local batch = INPUT.batch
+local id = redis.call('INCR', P .. ':seq:batch')
+local key = Links.batchKey(id)
+local createdAt = at(batch.createdAt)
+redis.call('HSET', key, 'id', id, 'name', batch.name, 'total', #batch.jobs, 'pending', #batch.jobs,
+  'failed', 0, 'skipped', 0, 'allow_failures', batch.allowFailures and 1 or 0, 'created_at', createdAt)
+if STAGE ~= nil then
+  redis.call('HSET', key, 'staged', STAGE)
+  staged('batch:' .. id)
+else
+  redis.call('ZADD', P .. ':batches', id, id)
+end
+local jobIds = {}
+for i, row in ipairs(batch.jobs) do
+  jobIds[i] = insertJob(row, {batch_id = id, batch_member = 1})
+  redis.call('SADD', Links.membersKey(id), jobIds[i])
+end
+Links.hold(Links.batchHeld(id, 'then'), batch['then'])
+Links.hold(Links.batchHeld(id, 'catch'), batch['catch'])
+Links.hold(Links.batchHeld(id, 'finally'), batch['finally'])
+Links.finishIfDone(id, createdAt)
+local reply = cjson.encode({id = id, jobIds = jobIds})
+`,
+  );
+
+  /** Input: `batchId`, `rows` (NewJobRow[]), `token`. Reply: the ids, or `{refused}` naming why. */
+  const ADD_TO_BATCH = dispatchScript(
+    "addToBatch",
+    String.raw`
+local batchId = INPUT.batchId
+local fields = redis.call('HMGET', Links.batchKey(batchId), 'id', 'cancelled_at', 'finished_at', 'staged')
+local refusal = nil
+if not fields[1] or fields[4] then refusal = 'no such batch'
+elseif fields[2] then refusal = 'it was cancelled'
+elseif fields[3] then refusal = 'it has finished' end
+if refusal ~= nil then
+  return cjson.encode({refused = 'Cannot add jobs to batch ' .. batchId .. ': ' .. refusal})
+end
+local ids = {}
+for i, row in ipairs(INPUT.rows) do
+  ids[i] = insertJob(row, {batch_id = batchId, batch_member = 1})
+  redis.call('SADD', Links.membersKey(batchId), ids[i])
+end
+redis.call('HINCRBY', Links.batchKey(batchId), 'total', #ids)
+redis.call('HINCRBY', Links.batchKey(batchId), 'pending', #ids)
+local reply = cjson.encode(ids)
+`,
+  );
+
+  /** A batch hash as a StoredBatch, its times moved back onto the caller's clock. */
+  const READ_BATCH = String.raw`
+local function readBatch(id)
+  local flat = redis.call('HGETALL', P .. ':batch:' .. id)
+  if #flat == 0 then return nil end
+  local b = hashTable(flat)
+  if b.staged then return nil end
+  return {
+    id = tonumber(b.id), name = b.name, total = tonumber(b.total), pending = tonumber(b.pending),
+    failed = tonumber(b.failed), skipped = tonumber(b.skipped),
+    allow_failures = tonumber(b.allow_failures), created_at = back(tonumber(b.created_at)),
+    cancelled_at = back(tonumber(b.cancelled_at)), finished_at = back(tonumber(b.finished_at)),
+  }
+end
 `;
 
-/** Not yet on Redis: see `Store`. */
+  /** Input: `id`. Reply: a StoredBatch or null. */
+  const BATCH = luaScript(
+    "batch",
+    "no-writes",
+    READ_BATCH,
+    "return cjson.encode(readBatch(INPUT.id) or NULL)",
+  );
+
+  /** Input: `limit`, `offset`. Reply: StoredBatch[], newest first. */
+  const BATCHES = luaScript(
+    "batches",
+    "no-writes",
+    READ_BATCH,
+    String.raw`
+local rows = {}
+local ids = redis.call('ZREVRANGE', P .. ':batches', INPUT.offset, INPUT.offset + INPUT.limit - 1)
+for _, id in ipairs(ids) do
+  local row = readBatch(id)
+  if row ~= nil then table.insert(rows, row) end
+end
+return cjson.encode(rows)
+`,
+  );
+
+  /** Input: `id`. Reply: whether the batch was cancelled now. */
+  const CANCEL_BATCH = luaScript(
+    "cancelBatch",
+    "allow-oom",
+    AREA_HOOKS,
+    String.raw`
+local queued = Links.cancelBatch(INPUT.id, NOW)
+if queued == nil then return cjson.encode(false) end
+if queued > 0 then wake() end
+return cjson.encode(true)
+`,
+  );
+
+  /**
+   * Input: `before`, `limit`. Deletes up to `limit` batches cancelled or
+   * finished before `before`, with what they still hold. Reply: how many.
+   */
+  const PRUNE_BATCHES = luaScript(
+    "pruneBatches",
+    "allow-oom",
+    AREA_HOOKS,
+    String.raw`
+local ended = P .. ':batches:ended'
+local ids = redis.call('ZRANGEBYSCORE', ended, '-inf', '(' .. at(INPUT.before), 'LIMIT', 0, INPUT.limit)
+for _, id in ipairs(ids) do
+  H.undo_batch(id)
+  redis.call('ZREM', ended, id)
+  redis.call('ZREM', P .. ':batches', id)
+end
+return cjson.encode(#ids)
+`,
+  );
+  return { INSERT_CHAIN, INSERT_BATCH, ADD_TO_BATCH, BATCH, BATCHES, CANCEL_BATCH, PRUNE_BATCHES };
+}
+
+let built: ReturnType<typeof buildScripts> | undefined;
+
+/** The area's scripts, each built once (the connection knows a script by its object). */
+function scripts(): ReturnType<typeof buildScripts> {
+  return built ??= buildScripts();
+}
+
+/** Inserts a chain: its first link queued now (its id is the chain's), the rest held. */
 export function insertChain(
-  _redis: RedisConnection,
-  _chain: NewChainRow,
-  _stage?: string,
+  redis: RedisConnection,
+  chain: NewChainRow,
+  stage?: string,
 ): Promise<number> {
-  return notYet("insertChain");
+  return redis.callIdempotent<number>(scripts().INSERT_CHAIN, {
+    now: chain.first.createdAt,
+    chain,
+    token: crypto.randomUUID(),
+    ...(stage === undefined ? {} : { stage }),
+  });
 }
 
-/** Not yet on Redis: see `Store`. */
-export function insertBatch(
-  _redis: RedisConnection,
-  _batch: NewBatchRow,
-  _stage?: string,
+/** Inserts a batch with its jobs and callbacks; a batch without jobs finishes at once. */
+export async function insertBatch(
+  redis: RedisConnection,
+  batch: NewBatchRow,
+  stage?: string,
 ): Promise<InsertedBatch> {
-  return notYet("insertBatch");
+  const inserted = await redis.callIdempotent<{ id: number; jobIds: number[] }>(
+    scripts().INSERT_BATCH,
+    {
+      now: batch.createdAt,
+      batch,
+      token: crypto.randomUUID(),
+      ...(stage === undefined ? {} : { stage }),
+    },
+  );
+  return { id: inserted.id, jobIds: list(inserted.jobIds) };
 }
 
-/** Not yet on Redis: see `Store`. */
-export function addToBatch(
-  _redis: RedisConnection,
-  _batchId: number,
-  _rows: readonly NewJobRow[],
+/** Adds counted jobs to a running batch; throws naming why it cannot. */
+export async function addToBatch(
+  redis: RedisConnection,
+  batchId: number,
+  rows: readonly NewJobRow[],
 ): Promise<number[]> {
-  return notYet("addToBatch");
+  const reply = await redis.callIdempotent<number[] | { refused: string }>(scripts().ADD_TO_BATCH, {
+    now: rows[0]?.createdAt ?? Date.now(),
+    batchId,
+    rows,
+    token: crypto.randomUUID(),
+  });
+  if ("refused" in reply) throw new Error(reply.refused);
+  return list(reply);
 }
 
-/** Not yet on Redis: see `Store`. */
-export function batch(_redis: RedisConnection, _id: number): Promise<BatchRow | null> {
-  return notYet("batch");
+/** One batch, or null. */
+export async function batch(redis: RedisConnection, id: number): Promise<BatchRow | null> {
+  const row = await redis.call<StoredBatch | null>(scripts().BATCH, { now: Date.now(), id });
+  return row === null ? null : toBatchRow(row);
 }
 
-/** Not yet on Redis: see `Store`. */
-export function batches(_redis: RedisConnection, _page: Page): Promise<BatchRow[]> {
-  return notYet("batches");
+/** Batches, newest first. */
+export async function batches(redis: RedisConnection, page: Page): Promise<BatchRow[]> {
+  if (page.limit <= 0) return [];
+  const rows = await redis.call<StoredBatch[] | Record<string, never>>(scripts().BATCHES, {
+    now: Date.now(),
+    limit: page.limit,
+    offset: page.offset,
+  });
+  return list(rows).map(toBatchRow);
 }
 
-/** Not yet on Redis: see `Store`. */
-export function cancelBatch(_redis: RedisConnection, _id: number, _now: number): Promise<boolean> {
-  return notYet("cancelBatch");
+/**
+ * Cancels a running batch: skips its members no worker holds and drops its
+ * then; false when it was cancelled or finished already, or is not there.
+ */
+export function cancelBatch(redis: RedisConnection, id: number, now: number): Promise<boolean> {
+  return redis.call<boolean>(scripts().CANCEL_BATCH, { now, id });
 }
 
-/** Not yet on Redis: see `Store`. */
-export function pruneBatches(
-  _redis: RedisConnection,
-  _before: number,
-  _now: number,
+/**
+ * Deletes batches finished or cancelled before `before` (`now` being the
+ * caller's now: on the store's clock, as long before its now), and the
+ * callbacks they still hold; how many.
+ */
+export async function pruneBatches(
+  redis: RedisConnection,
+  before: number,
+  now: number,
 ): Promise<number> {
-  return notYet("pruneBatches");
+  let pruned = 0;
+  for (;;) {
+    const count = await redis.call<number>(scripts().PRUNE_BATCHES, {
+      now,
+      before,
+      limit: PRUNE_CHUNK,
+    });
+    pruned += count;
+    if (count < PRUNE_CHUNK) return pruned;
+  }
+}
+
+/** A JSON array from Lua: an empty Lua table is encoded as `{}`. */
+function list<T>(value: T[] | Record<string, never>): T[] {
+  return Array.isArray(value) ? value : [];
 }
