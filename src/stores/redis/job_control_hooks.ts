@@ -101,7 +101,8 @@ end
 function History.pruneExpired()
   local stamp = P .. ':done:pruned'
   local last = tonumber(redis.call('GET', stamp))
-  if last ~= nil and NOW < last + ${PRUNE_EVERY_MS} then return end
+  -- A stamp after NOW (a caller's clock that ran ahead) does not hold pruning back.
+  if last ~= nil and NOW >= last and NOW < last + ${PRUNE_EVERY_MS} then return end
   local expired = redis.call('ZRANGEBYSCORE', P .. ':done:keep', '-inf', NOW, 'LIMIT', 0, ${PRUNE_CHUNK})
   for _, member in ipairs(expired) do History.forget(tonumber(member)) end
   if #expired < ${PRUNE_CHUNK} then redis.call('SET', stamp, NOW) end
