@@ -36,14 +36,13 @@ const CHUNK = 1000;
 
 /**
  * Input: `ids`. Reply: `{id, state, name, attempts, output, error,
- * cancel_requested}` for each id a job, a kept job or a failed job holds
- * (in that order of precedence, the last found winning as the SQL union's
- * rows do).
+ * cancel_requested}` for each id a failed job, a kept job or a job holds,
+ * read from the first of them that does (as the SQL stores, whose last row
+ * for an id wins).
  */
 const RESULTS = luaScript(
   "results",
   "no-writes",
-  HISTORY,
   String.raw`
 local found = {}
 for _, id in ipairs(INPUT.ids) do
@@ -125,6 +124,9 @@ return cjson.encode(true)
 `,
 );
 
+// The cancel script, built on first use: hooks.ts, which AREA_HOOKS comes from, imports this module.
+let cancelSource: LuaScript | undefined;
+
 /**
  * Input: `id`, `reason`, `keepUntil`. Reply: the CancelOutcome. A job not
  * started is recorded as cancelled (when kept), deleted, its chain and batch
@@ -166,8 +168,6 @@ return cjson.encode('cancelled')
 `,
   );
 }
-// Built on first use: hooks.ts, which AREA_HOOKS comes from, imports this module.
-let cancelSource: LuaScript | undefined;
 
 /** Input: `leases` (tokens as strings). Reply: `{id, token, reason}` of those asked to cancel. */
 const CANCELS_ASKED = luaScript(
