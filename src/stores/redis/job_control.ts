@@ -1,6 +1,11 @@
 /**
  * Job control on Redis: results and the kept history, awaiting, cancels,
- * pauses.
+ * pauses. The keys and the Lua other areas' scripts include (the history's
+ * helpers, `H.paused`, `H.finished`) are in job_control_hooks.ts.
+ *
+ * A job in a transaction not yet committed (`staged`) is not there yet for
+ * these reads and writes, as another connection sees nothing of an open SQL
+ * transaction.
  *
  * @internal
  * @module
@@ -11,102 +16,412 @@ import type {
   CancelRequested,
   FinishedFilter,
   FinishedJob,
+  FinishedState,
   JobResultRow,
   Lease,
   Page,
   PausedQueue,
 } from "../store.ts";
 import type { RedisConnection } from "./connection.ts";
-import { notYet } from "./not_yet.ts";
+// Before hooks.ts, which imports JOB_CONTROL_HOOKS through this module: evaluated first.
+import { HISTORY, PRUNE_CHUNK } from "./job_control_hooks.ts";
+import { AREA_HOOKS } from "./hooks.ts";
+import { type LuaScript, luaScript } from "./lua.ts";
+import { list } from "./tick.ts";
+
+export { JOB_CONTROL_HOOKS } from "./job_control_hooks.ts";
+
+/** Most ids or leases one script reads; callers loop over chunks. */
+const CHUNK = 1000;
 
 /**
- * The tick's job-control hooks:
- * - `H.paused(queue)`: whether claims skip `queue` at `NOW`.
- * - `H.finished(id, job, s)`: a `complete` or `cancel` settlement applied to
- *   `job`, before its row is deleted: keep it in the history when
- *   `s.keepUntil` says so, and tell awaiters when the job is awaited.
+ * Input: `ids`. Reply: `{id, state, name, attempts, output, error,
+ * cancel_requested}` for each id a failed job, a kept job or a job holds,
+ * read from the first of them that does (as the SQL stores, whose last row
+ * for an id wins).
  */
-export const JOB_CONTROL_HOOKS = String.raw`
-function H.paused(queue) return false end
-function H.finished(id, job, s) end
-`;
+const RESULTS = luaScript(
+  "results",
+  "no-writes",
+  String.raw`
+local found = {}
+for _, id in ipairs(INPUT.ids) do
+  local row = nil
+  local failed = redis.call('HMGET', P .. ':failed:' .. id, 'name', 'attempts', 'error')
+  local kept = redis.call('HMGET', P .. ':done:' .. id, 'name', 'attempts', 'state', 'output', 'error')
+  if failed[1] then
+    row = {state = 'failed', name = failed[1], attempts = tonumber(failed[2]), output = NULL,
+      error = failed[3] or NULL, cancel_requested = NULL}
+  elseif kept[1] then
+    row = {state = kept[3], name = kept[1], attempts = tonumber(kept[2]), output = kept[4] or NULL,
+      error = kept[5] or NULL, cancel_requested = NULL}
+  else
+    local job = readJob(id)
+    if job ~= nil and job.staged == nil then
+      local running = job.token ~= nil and num(job, 'available_at') > NOW and job.claimed_ahead ~= '1'
+      row = {state = running and 'running' or 'pending', name = job.name,
+        attempts = num(job, 'attempts'), output = NULL, error = NULL,
+        cancel_requested = job.cancel_requested or NULL}
+    end
+  end
+  if row ~= nil then
+    row.id = id
+    table.insert(found, row)
+  end
+end
+return cjson.encode(found)
+`,
+);
 
-/** Not yet on Redis: see `Store`. */
-export function result(
-  _redis: RedisConnection,
-  _id: number,
-  _now: number,
+/** Input: `name`, `queue` (either may be null), `limit`, `offset`. Reply: kept rows, newest first. */
+const FINISHED = luaScript(
+  "finished",
+  "no-writes",
+  HISTORY,
+  String.raw`
+local listing = History.listing(opt(INPUT.queue), opt(INPUT.name))
+local rows = {}
+if INPUT.limit > 0 then
+  for _, member in ipairs(redis.call('ZREVRANGE', listing, INPUT.offset, INPUT.offset + INPUT.limit - 1)) do
+    local row = History.row(tonumber(member))
+    if row ~= nil then table.insert(rows, row) end
+  end
+end
+return cjson.encode(rows)
+`,
+);
+
+/** Input: `id`. Reply: the kept row, or null. */
+const FINISHED_JOB = luaScript(
+  "finishedJob",
+  "no-writes",
+  HISTORY,
+  "return cjson.encode(History.row(INPUT.id) or NULL)",
+);
+
+/** Input: `before` (caller's clock). Deletes up to a chunk of kept jobs finished before it; how many. */
+const PRUNE_FINISHED = luaScript(
+  "pruneFinished",
+  "allow-oom",
+  HISTORY,
+  String.raw`
+local before = '(' .. string.format('%d', at(INPUT.before))
+local old = redis.call('ZRANGEBYSCORE', P .. ':done', '-inf', before, 'LIMIT', 0, ${PRUNE_CHUNK})
+for _, member in ipairs(old) do History.forget(tonumber(member)) end
+return cjson.encode(#old)
+`,
+);
+
+/** Input: `id`. Marks the job awaited; whether it is stored. */
+const MARK_AWAITED = luaScript(
+  "markAwaited",
+  "writes",
+  String.raw`
+local fields = redis.call('HMGET', jobKey(INPUT.id), 'queue', 'staged')
+if not fields[1] or fields[2] then return cjson.encode(false) end
+redis.call('HSET', jobKey(INPUT.id), 'awaited', 1)
+return cjson.encode(true)
+`,
+);
+
+// The cancel script, built on first use: hooks.ts, which AREA_HOOKS comes from, imports this module.
+let cancelSource: LuaScript | undefined;
+
+/**
+ * Input: `id`, `reason`, `keepUntil`. Reply: the CancelOutcome. A job not
+ * started is recorded as cancelled (when kept), deleted, its chain and batch
+ * moved on (`H.linksRemoved`) and its keys released (`H.keysRemoved`); a
+ * running one gets `cancel_requested`.
+ */
+function cancelScript(): LuaScript {
+  return cancelSource ??= luaScript(
+    "cancel",
+    "allow-oom",
+    AREA_HOOKS,
+    String.raw`
+H.linksRemoved = H.linksRemoved or function() return 0 end
+H.keysRemoved = H.keysRemoved or function() end
+
+local id = INPUT.id
+local job = readJob(id)
+if job == nil or job.staged ~= nil then
+  if redis.call('EXISTS', P .. ':done:' .. id) == 1 or redis.call('EXISTS', P .. ':failed:' .. id) == 1 then
+    return cjson.encode('finished')
+  end
+  return cjson.encode('not-found')
+end
+if job.token ~= nil and num(job, 'available_at') > NOW and job.claimed_ahead ~= '1' then
+  redis.call('HSET', jobKey(id), 'cancel_requested', INPUT.reason)
+  wake()
+  return cjson.encode('cancelling')
+end
+if INPUT.keepUntil > INPUT.now then
+  History.record(id, job, {state = 'cancelled', error = INPUT.reason, finished_at = NOW,
+    keep_until = at(INPUT.keepUntil)})
+end
+deleteJob(id, job)
+H.linksRemoved(id, job, NOW, 'cancel')
+H.keysRemoved(id, job)
+History.tellAwaiters(id, job)
+wake()
+return cjson.encode('cancelled')
+`,
+  );
+}
+
+/** Input: `leases` (tokens as strings). Reply: `{id, token, reason}` of those asked to cancel. */
+const CANCELS_ASKED = luaScript(
+  "cancelsAsked",
+  "no-writes",
+  String.raw`
+local asked = {}
+local seen = {}
+for _, lease in ipairs(INPUT.leases) do
+  local fields = redis.call('HMGET', jobKey(lease.id), 'token', 'cancel_requested')
+  if fields[1] == lease.token and fields[2] and not seen[lease.id] then
+    seen[lease.id] = true
+    table.insert(asked, {id = lease.id, token = lease.token, reason = fields[2]})
+  end
+end
+return cjson.encode(asked)
+`,
+);
+
+/** Input: `queue`, `until` (caller's clock, or null), `reason`. Pauses the queue from now. */
+const PAUSE = luaScript(
+  "pause",
+  "writes",
+  String.raw`
+local untilAt = at(opt(INPUT['until']))
+local pause = {at = string.format('%d', NOW), reason = INPUT.reason}
+if untilAt ~= nil then pause['until'] = string.format('%d', untilAt) end
+redis.call('HSET', P .. ':pauses', INPUT.queue, cjson.encode(pause))
+`,
+);
+
+/** Input: `queue`. Deletes its pause; whether it was in effect. Wakes idle workers. */
+const RESUME = luaScript(
+  "resume",
+  "allow-oom",
+  String.raw`
+local pause = redis.call('HGET', P .. ':pauses', INPUT.queue)
+local inEffect = false
+if pause then
+  local untilAt = tonumber(cjson.decode(pause)['until'])
+  inEffect = untilAt == nil or untilAt > NOW
+  redis.call('HDEL', P .. ':pauses', INPUT.queue)
+end
+wake()
+return cjson.encode(inEffect)
+`,
+);
+
+/** Reply: `{queue, at, until, reason}` of the pauses in effect (times as strings), by queue. */
+const PAUSED = luaScript(
+  "paused",
+  "no-writes",
+  String.raw`
+local pauses = {}
+local flat = redis.call('HGETALL', P .. ':pauses')
+for i = 1, #flat, 2 do
+  local pause = cjson.decode(flat[i + 1])
+  local untilAt = tonumber(pause['until'])
+  if untilAt == nil or untilAt > NOW then
+    table.insert(pauses, {queue = flat[i], at = string.format('%d', back(tonumber(pause.at))),
+      ['until'] = untilAt and string.format('%d', back(untilAt)) or NULL,
+      reason = pause.reason or NULL})
+  end
+end
+table.sort(pauses, function(a, b) return a.queue < b.queue end)
+return cjson.encode(pauses)
+`,
+);
+
+/** A row of the results script. */
+interface StoredResult {
+  readonly id: number;
+  readonly state: JobResultRow["state"];
+  readonly name: string;
+  readonly attempts: number;
+  readonly output: string | null;
+  readonly error: string | null;
+  readonly cancel_requested: string | null;
+}
+
+/** A kept job as the scripts give it back. */
+interface StoredFinished {
+  readonly id: number;
+  readonly queue: string;
+  readonly name: string;
+  readonly state: FinishedState;
+  readonly payload: string;
+  readonly output: string | null;
+  readonly error: string | null;
+  readonly attempts: number;
+  readonly created_at: number;
+  readonly started_at: number | null;
+  readonly finished_at: number;
+  readonly duration_ms: number | null;
+}
+
+function toFinishedJob(row: StoredFinished): FinishedJob {
+  return {
+    id: row.id,
+    queue: row.queue,
+    name: row.name,
+    state: row.state,
+    payload: row.payload,
+    output: row.output,
+    error: row.error,
+    attempts: row.attempts,
+    createdAt: new Date(row.created_at),
+    startedAt: row.started_at === null ? null : new Date(row.started_at),
+    finishedAt: new Date(row.finished_at),
+    durationMs: row.duration_ms,
+  };
+}
+
+/** Where job `id` stands at `now`, or null when nothing holds it. */
+export async function result(
+  redis: RedisConnection,
+  id: number,
+  now: number,
 ): Promise<JobResultRow | null> {
-  return notYet("result");
+  return (await results(redis, [id], now)).get(id) ?? null;
 }
 
-/** Not yet on Redis: see `Store`. */
-export function results(
-  _redis: RedisConnection,
-  _ids: readonly number[],
-  _now: number,
+/** Where each of the jobs `ids` stands at `now`, by id; a job nothing holds has no entry. */
+export async function results(
+  redis: RedisConnection,
+  ids: readonly number[],
+  now: number,
 ): Promise<Map<number, JobResultRow>> {
-  return notYet("results");
+  const found = new Map<number, JobResultRow>();
+  for (let start = 0; start < ids.length; start += CHUNK) {
+    const chunk = ids.slice(start, start + CHUNK);
+    const rows = await redis.call<StoredResult[] | Record<string, never>>(RESULTS, {
+      now,
+      ids: chunk,
+    });
+    for (const row of list(rows)) {
+      found.set(row.id, {
+        state: row.state,
+        name: row.name,
+        attempts: row.attempts,
+        output: row.output,
+        error: row.error,
+        cancelRequested: row.cancel_requested,
+      });
+    }
+  }
+  return found;
 }
 
-/** Not yet on Redis: see `Store`. */
-export function finished(
-  _redis: RedisConnection,
-  _filter: FinishedFilter,
-  _page: Page,
+/** Kept jobs matching `filter`, last finished first. */
+export async function finished(
+  redis: RedisConnection,
+  filter: FinishedFilter,
+  page: Page,
 ): Promise<FinishedJob[]> {
-  return notYet("finished");
+  const rows = await redis.call<StoredFinished[] | Record<string, never>>(FINISHED, {
+    now: Date.now(),
+    name: filter.name ?? null,
+    queue: filter.queue ?? null,
+    limit: page.limit,
+    offset: page.offset,
+  });
+  return list(rows).map(toFinishedJob);
 }
 
-/** Not yet on Redis: see `Store`. */
-export function finishedJob(_redis: RedisConnection, _id: number): Promise<FinishedJob | null> {
-  return notYet("finishedJob");
+/** One kept job, or null. */
+export async function finishedJob(redis: RedisConnection, id: number): Promise<FinishedJob | null> {
+  const row = await redis.call<StoredFinished | null>(FINISHED_JOB, { now: Date.now(), id });
+  return row === null ? null : toFinishedJob(row);
 }
 
-/** Not yet on Redis: see `Store`. */
-export function pruneFinished(
-  _redis: RedisConnection,
-  _before: number,
-  _now: number,
+/** Deletes kept jobs that finished before `before`, `now` being the caller's now; how many. */
+export async function pruneFinished(
+  redis: RedisConnection,
+  before: number,
+  now: number,
 ): Promise<number> {
-  return notYet("pruneFinished");
+  let total = 0;
+  for (;;) {
+    const deleted = await redis.call<number>(PRUNE_FINISHED, { now, before });
+    total += deleted;
+    if (deleted < PRUNE_CHUNK) return total;
+  }
 }
 
-/** Not yet on Redis: see `Store`. */
-export function markAwaited(_redis: RedisConnection, _id: number): Promise<boolean> {
-  return notYet("markAwaited");
+/** Marks job `id` awaited, so the settle that ends it publishes on `P:done`; whether it is stored. */
+export function markAwaited(redis: RedisConnection, id: number): Promise<boolean> {
+  return redis.call<boolean>(MARK_AWAITED, { now: Date.now(), id });
 }
 
-/** Not yet on Redis: see `Store`. */
-export function cancel(_redis: RedisConnection, _request: CancelRequest): Promise<CancelOutcome> {
-  return notYet("cancel");
+/**
+ * Cancels a job: one not started (not leased, claimed ahead and not yet
+ * started, or whose lease ran out) is deleted and kept as cancelled until
+ * `keepUntil`; a running one gets its cancel asked, for its worker to see.
+ */
+export function cancel(redis: RedisConnection, request: CancelRequest): Promise<CancelOutcome> {
+  return redis.call<CancelOutcome>(cancelScript(), {
+    now: request.now,
+    id: request.id,
+    reason: request.reason,
+    keepUntil: request.keepUntil,
+  });
 }
 
-/** Not yet on Redis: see `Store`. */
-export function cancelsAsked(
-  _redis: RedisConnection,
-  _leases: readonly Lease[],
+/** The leases among `leases` whose job had a cancel asked, with the reason. */
+export async function cancelsAsked(
+  redis: RedisConnection,
+  leases: readonly Lease[],
 ): Promise<CancelRequested[]> {
-  return notYet("cancelsAsked");
+  const asked: CancelRequested[] = [];
+  for (let start = 0; start < leases.length; start += CHUNK) {
+    const chunk = leases.slice(start, start + CHUNK);
+    const rows = await redis.call<
+      { id: number; token: string; reason: string }[] | Record<string, never>
+    >(CANCELS_ASKED, {
+      now: Date.now(),
+      leases: chunk.map((lease) => ({ id: lease.id, token: String(lease.token) })),
+    });
+    for (const row of list(rows)) {
+      asked.push({ id: row.id, token: Number(row.token), reason: row.reason });
+    }
+  }
+  return asked;
 }
 
-/** Not yet on Redis: see `Store`. */
-export function pause(
-  _redis: RedisConnection,
-  _queue: string,
-  _now: number,
-  _until: number | null,
-  _reason: string | null,
+/** Pauses `queue` from `now` until `until` (null: until resumed). */
+export async function pause(
+  redis: RedisConnection,
+  queue: string,
+  now: number,
+  until: number | null,
+  reason: string | null,
 ): Promise<void> {
-  return notYet("pause");
+  await redis.call(PAUSE, { now, queue, until, reason });
 }
 
-/** Not yet on Redis: see `Store`. */
-export function resume(_redis: RedisConnection, _queue: string, _now: number): Promise<boolean> {
-  return notYet("resume");
+/** Resumes `queue`; whether it was paused at `now`. Wakes idle workers. */
+export function resume(redis: RedisConnection, queue: string, now: number): Promise<boolean> {
+  return redis.call<boolean>(RESUME, { now, queue });
 }
 
-/** Not yet on Redis: see `Store`. */
-export function paused(_redis: RedisConnection, _now: number): Promise<PausedQueue[]> {
-  return notYet("paused");
+/** The queues paused at `now`, by name. */
+export async function paused(redis: RedisConnection, now: number): Promise<PausedQueue[]> {
+  const rows = await redis.call<
+    | { queue: string; at: string; until: string | null; reason: string | null }[]
+    | Record<
+      string,
+      never
+    >
+  >(PAUSED, { now });
+  return list(rows).map((row) => ({
+    queue: row.queue,
+    pausedAt: new Date(Number(row.at)),
+    until: row.until === null ? null : new Date(Number(row.until)),
+    reason: row.reason,
+  }));
 }

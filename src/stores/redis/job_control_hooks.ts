@@ -1,0 +1,156 @@
+/**
+ * The Lua of job control that other areas' scripts include: the kept
+ * history's helpers (`History`) and the job-control hooks (`H.paused`,
+ * `H.finished`). Apart from job_control.ts so that hooks.ts, which joins
+ * every area's hooks, does not load the scripts that include them.
+ *
+ * Keys (`P` is the prefix):
+ * - `P:done:<id>` HASH: a kept finished job, fields named as the SQL
+ *   `completed_jobs` columns (id queue name state payload output error
+ *   attempts created_at started_at finished_at duration_ms keep_until).
+ * - `P:done` ZSET: the kept jobs by `finished_at`, member the padded id (the
+ *   newest first, equal times by id, read in reverse); `P:done:q:<queue>`,
+ *   `P:done:n:<name>` and `P:done:qn:<queue's length>:<queue>:<name>` the
+ *   same per queue, per name and per both, for the filtered listings.
+ * - `P:done:keep` ZSET: the kept jobs by `keep_until`, for pruning;
+ *   `P:done:pruned` STRING: when a settle last pruned it (store clock).
+ * - `P:pauses` HASH: queue → JSON `{at, until, reason}`, times on the
+ *   store's clock as decimal strings (Lua's JSON numbers keep 14 digits).
+ * - channel `P:done`: the id of an awaited job that finished (completed or
+ *   cancelled), published by the settle or the cancel that ended it, for
+ *   its awaiters (who poll `result()` too: pub/sub may lose a message).
+ *
+ * @internal
+ * @module
+ */
+
+/** The least time between two prunes of expired kept jobs by settles, in ms (as SQL's upkeep). */
+export const PRUNE_EVERY_MS = 60_000;
+
+/** Most kept jobs one script prunes. */
+export const PRUNE_CHUNK = 1000;
+
+/**
+ * The kept history's helpers, a table `History`:
+ * - `History.listing(queue, name)`: the ZSET listing the kept jobs of
+ *   `queue` and `name` (nil: any); `History.listings(queue, name)` every
+ *   listing a kept job of them is in.
+ * - `History.record(id, job, fields)`: keeps `job` (its row as it was) as
+ *   finished, `fields` giving `state`, `output`, `error`, `started_at`,
+ *   `finished_at`, `duration_ms` and `keep_until` (times on the store's
+ *   clock); replaces an earlier record of `id`.
+ * - `History.forget(id)`: deletes a kept job; 1 if it was kept, else 0.
+ * - `History.row(id)`: a kept job as a reply row (times given back), or nil.
+ * - `History.pruneExpired()`: at most once a minute, forgets up to
+ *   {@linkcode PRUNE_CHUNK} kept jobs whose `keep_until` passed (a full
+ *   chunk leaves the next call to go on).
+ * - `History.tellAwaiters(id, job)`: publishes `id` on `P:done` when `job`
+ *   is awaited.
+ */
+export const HISTORY = String.raw`
+local History = {}
+
+function History.listing(queue, name)
+  if queue ~= nil and name ~= nil then return P .. ':done:qn:' .. #queue .. ':' .. queue .. ':' .. name end
+  if queue ~= nil then return P .. ':done:q:' .. queue end
+  if name ~= nil then return P .. ':done:n:' .. name end
+  return P .. ':done'
+end
+
+function History.listings(queue, name)
+  return {History.listing(nil, nil), History.listing(queue, nil), History.listing(nil, name),
+    History.listing(queue, name)}
+end
+
+function History.forget(id)
+  local key = P .. ':done:' .. id
+  local fields = redis.call('HMGET', key, 'queue', 'name')
+  if not fields[1] then return 0 end
+  for _, listing in ipairs(History.listings(fields[1], fields[2])) do redis.call('ZREM', listing, pad(id)) end
+  redis.call('ZREM', P .. ':done:keep', pad(id))
+  redis.call('DEL', key)
+  return 1
+end
+
+function History.record(id, job, fields)
+  History.forget(id)
+  local row = {'id', id, 'queue', job.queue, 'name', job.name, 'state', fields.state,
+    'payload', job.payload, 'attempts', num(job, 'attempts'), 'created_at', job.created_at,
+    'finished_at', fields.finished_at, 'keep_until', fields.keep_until}
+  for _, field in ipairs({'output', 'error', 'started_at', 'duration_ms'}) do
+    if fields[field] ~= nil then table.insert(row, field); table.insert(row, fields[field]) end
+  end
+  redis.call('HSET', P .. ':done:' .. id, unpack(row))
+  for _, listing in ipairs(History.listings(job.queue, job.name)) do
+    redis.call('ZADD', listing, fields.finished_at, pad(id))
+  end
+  redis.call('ZADD', P .. ':done:keep', fields.keep_until, pad(id))
+end
+
+function History.row(id)
+  local flat = redis.call('HGETALL', P .. ':done:' .. id)
+  if #flat == 0 then return nil end
+  local kept = hashTable(flat)
+  return {id = tonumber(kept.id), queue = kept.queue, name = kept.name, state = kept.state,
+    payload = kept.payload, output = kept.output or NULL, error = kept.error or NULL,
+    attempts = tonumber(kept.attempts), created_at = back(tonumber(kept.created_at)),
+    started_at = back(tonumber(kept.started_at)), finished_at = back(tonumber(kept.finished_at)),
+    duration_ms = tonumber(kept.duration_ms) or NULL}
+end
+
+function History.pruneExpired()
+  local stamp = P .. ':done:pruned'
+  local last = tonumber(redis.call('GET', stamp))
+  -- A stamp after NOW (a caller's clock that ran ahead) does not hold pruning back.
+  if last ~= nil and NOW >= last and NOW < last + ${PRUNE_EVERY_MS} then return end
+  local expired = redis.call('ZRANGEBYSCORE', P .. ':done:keep', '-inf', NOW, 'LIMIT', 0, ${PRUNE_CHUNK})
+  for _, member in ipairs(expired) do History.forget(tonumber(member)) end
+  if #expired < ${PRUNE_CHUNK} then redis.call('SET', stamp, NOW) end
+end
+
+function History.tellAwaiters(id, job)
+  if job.awaited == '1' then redis.call('PUBLISH', P .. ':done', id) end
+end
+`;
+
+/**
+ * The tick's job-control hooks (with {@linkcode HISTORY} before them):
+ * - `H.paused(queue)`: whether claims (and start confirmations) skip
+ *   `queue` at `NOW`: it has a pause whose `until` is absent or later.
+ * - `H.finished(id, job, s)`: a `complete` or `cancel` settlement applied to
+ *   `job`, before its row is deleted: keep it in the history when
+ *   `s.keepUntil` is after `s.at` (with its output or reason, attempts and
+ *   times), prune expired kept jobs at most once a minute, and publish its
+ *   id on `P:done` when the job is awaited.
+ */
+export const JOB_CONTROL_HOOKS: string = HISTORY + String.raw`
+function H.paused(queue)
+  local pause = redis.call('HGET', P .. ':pauses', queue)
+  if not pause then return false end
+  local untilAt = tonumber(cjson.decode(pause)['until'])
+  return untilAt == nil or untilAt > NOW
+end
+
+function H.finished(id, job, s)
+  local keepUntil = opt(s.keepUntil)
+  if keepUntil ~= nil and keepUntil > s.at then
+    local fields = {finished_at = at(s.at), keep_until = at(keepUntil)}
+    if s.kind == 'complete' then
+      fields.state = 'completed'
+      fields.output = opt(s.output)
+    else
+      fields.state = 'cancelled'
+      fields.error = s.reason
+    end
+    local duration = opt(s.durationMs)
+    if duration ~= nil then
+      -- Rounded as Math.round, as the SQL stores record it.
+      fields.duration_ms = math.floor(duration + 0.5)
+      fields.started_at = at(s.at - fields.duration_ms)
+    end
+    History.record(id, job, fields)
+  end
+  History.pruneExpired()
+  History.tellAwaiters(id, job)
+end
+`;
