@@ -25,8 +25,6 @@
  * @internal
  * @module
  */
-// First: hooks.ts joins these hooks, and may be loaded through this module (see buildScripts).
-export { CHAIN_BATCH_HOOKS } from "./chain_batch_hooks.ts";
 import type {
   BatchRow,
   InsertedBatch,
@@ -38,46 +36,16 @@ import type {
 import { type StoredBatch, toBatchRow } from "../sql/stored_rows.ts";
 import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
+import { dispatchScript } from "./dispatch_script.ts";
 import { luaScript } from "./lua.ts";
-
-/**
- * How long the reply of an insert is kept for a call retried after its reply
- * was lost, in seconds: as long as a dispatch's (`job_writes.ts`). Not
- * imported: this module must not load a module that builds scripts from
- * `AREA_HOOKS` while it loads, as `hooks.ts` imports it.
- */
-const DISPATCH_REPLAY_SECONDS = 600;
 
 /** Most batches one call of the prune script deletes; `pruneBatches` calls it again until done. */
 const PRUNE_CHUNK = 1000;
 
-/** A script that inserts under a dispatch token: a retried call gives back the first reply. */
-function dispatchScript(name: string, body: string) {
-  return luaScript(
-    name,
-    "writes",
-    AREA_HOOKS,
-    String.raw`
-local record = P .. ':dispatch:' .. INPUT.token
-local done = redis.call('GET', record)
-if done then return done end
-${body}
-redis.call('SET', record, reply, 'EX', ${DISPATCH_REPLAY_SECONDS})
-if STAGE == nil then wake() end
-return reply
-`,
-  );
-}
-
-/**
- * The scripts, built on first use: they join {@linkcode AREA_HOOKS}, which
- * joins this module's hooks, so they cannot be built while modules load.
- */
-function buildScripts() {
-  /** Input: `chain` (a NewChainRow), `token`. Reply: the chain's id. */
-  const INSERT_CHAIN = dispatchScript(
-    "insertChain",
-    String.raw`
+/** Input: `chain` (a NewChainRow), `token`. Reply: the chain's id. */
+const INSERT_CHAIN = dispatchScript(
+  "insertChain",
+  String.raw`
 local chain = INPUT.chain
 local id = insertJob(chain.first, nil)
 redis.call('HSET', jobKey(id), 'chain_id', id)
@@ -86,12 +54,12 @@ Links.hold(Links.chainHeld(id, 'catch'), chain.onFailure)
 if STAGE ~= nil then staged('chain:' .. id) end
 local reply = cjson.encode(id)
 `,
-  );
+);
 
-  /** Input: `batch` (a NewBatchRow), `token`. Reply: `{id, jobIds}`. */
-  const INSERT_BATCH = dispatchScript(
-    "insertBatch",
-    String.raw`
+/** Input: `batch` (a NewBatchRow), `token`. Reply: `{id, jobIds}`. */
+const INSERT_BATCH = dispatchScript(
+  "insertBatch",
+  String.raw`
 local batch = INPUT.batch
 local id = redis.call('INCR', P .. ':seq:batch')
 local key = Links.batchKey(id)
@@ -115,12 +83,12 @@ Links.hold(Links.batchHeld(id, 'finally'), batch['finally'])
 Links.finishIfDone(id, createdAt)
 local reply = cjson.encode({id = id, jobIds = jobIds})
 `,
-  );
+);
 
-  /** Input: `batchId`, `rows` (NewJobRow[]), `token`. Reply: the ids, or `{refused}` naming why. */
-  const ADD_TO_BATCH = dispatchScript(
-    "addToBatch",
-    String.raw`
+/** Input: `batchId`, `rows` (NewJobRow[]), `token`. Reply: the ids, or `{refused}` naming why. */
+const ADD_TO_BATCH = dispatchScript(
+  "addToBatch",
+  String.raw`
 local batchId = INPUT.batchId
 local fields = redis.call('HMGET', Links.batchKey(batchId), 'id', 'cancelled_at', 'finished_at', 'staged')
 local refusal = nil
@@ -139,10 +107,10 @@ redis.call('HINCRBY', Links.batchKey(batchId), 'total', #ids)
 redis.call('HINCRBY', Links.batchKey(batchId), 'pending', #ids)
 local reply = cjson.encode(ids)
 `,
-  );
+);
 
-  /** A batch hash as a StoredBatch, its times moved back onto the caller's clock. */
-  const READ_BATCH = String.raw`
+/** A batch hash as a StoredBatch, its times moved back onto the caller's clock. */
+const READ_BATCH = String.raw`
 local function readBatch(id)
   local flat = redis.call('HGETALL', P .. ':batch:' .. id)
   if #flat == 0 then return nil end
@@ -157,20 +125,20 @@ local function readBatch(id)
 end
 `;
 
-  /** Input: `id`. Reply: a StoredBatch or null. */
-  const BATCH = luaScript(
-    "batch",
-    "no-writes",
-    READ_BATCH,
-    "return cjson.encode(readBatch(INPUT.id) or NULL)",
-  );
+/** Input: `id`. Reply: a StoredBatch or null. */
+const BATCH = luaScript(
+  "batch",
+  "no-writes",
+  READ_BATCH,
+  "return cjson.encode(readBatch(INPUT.id) or NULL)",
+);
 
-  /** Input: `limit`, `offset`. Reply: StoredBatch[], newest first. */
-  const BATCHES = luaScript(
-    "batches",
-    "no-writes",
-    READ_BATCH,
-    String.raw`
+/** Input: `limit`, `offset`. Reply: StoredBatch[], newest first. */
+const BATCHES = luaScript(
+  "batches",
+  "no-writes",
+  READ_BATCH,
+  String.raw`
 local rows = {}
 local ids = redis.call('ZREVRANGE', P .. ':batches', INPUT.offset, INPUT.offset + INPUT.limit - 1)
 for _, id in ipairs(ids) do
@@ -179,30 +147,30 @@ for _, id in ipairs(ids) do
 end
 return cjson.encode(rows)
 `,
-  );
+);
 
-  /** Input: `id`. Reply: whether the batch was cancelled now. */
-  const CANCEL_BATCH = luaScript(
-    "cancelBatch",
-    "allow-oom",
-    AREA_HOOKS,
-    String.raw`
+/** Input: `id`. Reply: whether the batch was cancelled now. */
+const CANCEL_BATCH = luaScript(
+  "cancelBatch",
+  "allow-oom",
+  AREA_HOOKS,
+  String.raw`
 local queued = Links.cancelBatch(INPUT.id, NOW)
 if queued == nil then return cjson.encode(false) end
 if queued > 0 then wake() end
 return cjson.encode(true)
 `,
-  );
+);
 
-  /**
-   * Input: `before`, `limit`. Deletes up to `limit` batches cancelled or
-   * finished before `before`, with what they still hold. Reply: how many.
-   */
-  const PRUNE_BATCHES = luaScript(
-    "pruneBatches",
-    "allow-oom",
-    AREA_HOOKS,
-    String.raw`
+/**
+ * Input: `before`, `limit`. Deletes up to `limit` batches cancelled or
+ * finished before `before`, with what they still hold. Reply: how many.
+ */
+const PRUNE_BATCHES = luaScript(
+  "pruneBatches",
+  "allow-oom",
+  AREA_HOOKS,
+  String.raw`
 local ended = P .. ':batches:ended'
 local ids = redis.call('ZRANGEBYSCORE', ended, '-inf', '(' .. at(INPUT.before), 'LIMIT', 0, INPUT.limit)
 for _, id in ipairs(ids) do
@@ -212,16 +180,7 @@ for _, id in ipairs(ids) do
 end
 return cjson.encode(#ids)
 `,
-  );
-  return { INSERT_CHAIN, INSERT_BATCH, ADD_TO_BATCH, BATCH, BATCHES, CANCEL_BATCH, PRUNE_BATCHES };
-}
-
-let built: ReturnType<typeof buildScripts> | undefined;
-
-/** The area's scripts, each built once (the connection knows a script by its object). */
-function scripts(): ReturnType<typeof buildScripts> {
-  return built ??= buildScripts();
-}
+);
 
 /** Inserts a chain: its first link queued now (its id is the chain's), the rest held. */
 export function insertChain(
@@ -229,7 +188,7 @@ export function insertChain(
   chain: NewChainRow,
   stage?: string,
 ): Promise<number> {
-  return redis.callIdempotent<number>(scripts().INSERT_CHAIN, {
+  return redis.callIdempotent<number>(INSERT_CHAIN, {
     now: chain.first.createdAt,
     chain,
     token: crypto.randomUUID(),
@@ -244,7 +203,7 @@ export async function insertBatch(
   stage?: string,
 ): Promise<InsertedBatch> {
   const inserted = await redis.callIdempotent<{ id: number; jobIds: number[] }>(
-    scripts().INSERT_BATCH,
+    INSERT_BATCH,
     {
       now: batch.createdAt,
       batch,
@@ -261,7 +220,7 @@ export async function addToBatch(
   batchId: number,
   rows: readonly NewJobRow[],
 ): Promise<number[]> {
-  const reply = await redis.callIdempotent<number[] | { refused: string }>(scripts().ADD_TO_BATCH, {
+  const reply = await redis.callIdempotent<number[] | { refused: string }>(ADD_TO_BATCH, {
     now: rows[0]?.createdAt ?? Date.now(),
     batchId,
     rows,
@@ -273,14 +232,14 @@ export async function addToBatch(
 
 /** One batch, or null. */
 export async function batch(redis: RedisConnection, id: number): Promise<BatchRow | null> {
-  const row = await redis.call<StoredBatch | null>(scripts().BATCH, { now: Date.now(), id });
+  const row = await redis.call<StoredBatch | null>(BATCH, { now: Date.now(), id });
   return row === null ? null : toBatchRow(row);
 }
 
 /** Batches, newest first. */
 export async function batches(redis: RedisConnection, page: Page): Promise<BatchRow[]> {
   if (page.limit <= 0) return [];
-  const rows = await redis.call<StoredBatch[] | Record<string, never>>(scripts().BATCHES, {
+  const rows = await redis.call<StoredBatch[] | Record<string, never>>(BATCHES, {
     now: Date.now(),
     limit: page.limit,
     offset: page.offset,
@@ -293,7 +252,7 @@ export async function batches(redis: RedisConnection, page: Page): Promise<Batch
  * then; false when it was cancelled or finished already, or is not there.
  */
 export function cancelBatch(redis: RedisConnection, id: number, now: number): Promise<boolean> {
-  return redis.call<boolean>(scripts().CANCEL_BATCH, { now, id });
+  return redis.call<boolean>(CANCEL_BATCH, { now, id });
 }
 
 /**
@@ -308,7 +267,7 @@ export async function pruneBatches(
 ): Promise<number> {
   let pruned = 0;
   for (;;) {
-    const count = await redis.call<number>(scripts().PRUNE_BATCHES, {
+    const count = await redis.call<number>(PRUNE_BATCHES, {
       now,
       before,
       limit: PRUNE_CHUNK,

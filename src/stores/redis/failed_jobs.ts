@@ -53,8 +53,6 @@ end
  */
 const FAILED_MOVES = String.raw`
 -- Defined by the chains and batches area; kept for a branch that lacks them.
-H.linksRetried = H.linksRetried or function() end
-H.linksForgotten = H.linksForgotten or function() end
 
 local function failedKey(id) return P .. ':failed:' .. id end
 
@@ -214,7 +212,6 @@ const CLEAR = luaScript(
   AREA_HOOKS,
   String.raw`
 -- Defined by the chains and batches area; kept for a branch that lacks it.
-H.linksRemoved = H.linksRemoved or function() return 0 end
 
 -- Adds the queue's jobs to found ({id, from}: the ZSET holding it) until it holds CHUNK.
 local function collect(queue, found)

@@ -18,9 +18,9 @@
  * @internal
  * @module
  */
-import { CHAIN_BATCH_HOOKS } from "./chains_batches.ts";
-import { JOB_CONTROL_HOOKS } from "./job_control.ts";
-import { KEY_HOOKS } from "./keys.ts";
+import { CHAIN_BATCH_HOOKS } from "./chain_batch_hooks.ts";
+import { JOB_CONTROL_HOOKS } from "./job_control_hooks.ts";
+import { KEY_HOOKS } from "./key_hooks.ts";
 import { LOG_HOOKS } from "./job_logs.ts";
 import { STATS_HOOKS } from "./stats.ts";
 

@@ -23,13 +23,10 @@ import type {
   PausedQueue,
 } from "../store.ts";
 import type { RedisConnection } from "./connection.ts";
-// Before hooks.ts, which imports JOB_CONTROL_HOOKS through this module: evaluated first.
 import { HISTORY, PRUNE_CHUNK } from "./job_control_hooks.ts";
 import { AREA_HOOKS } from "./hooks.ts";
-import { type LuaScript, luaScript } from "./lua.ts";
+import { luaScript } from "./lua.ts";
 import { list } from "./tick.ts";
-
-export { JOB_CONTROL_HOOKS } from "./job_control_hooks.ts";
 
 /** Most ids or leases one script reads; callers loop over chunks. */
 const CHUNK = 1000;
@@ -124,24 +121,17 @@ return cjson.encode(true)
 `,
 );
 
-// The cancel script, built on first use: hooks.ts, which AREA_HOOKS comes from, imports this module.
-let cancelSource: LuaScript | undefined;
-
 /**
  * Input: `id`, `reason`, `keepUntil`. Reply: the CancelOutcome. A job not
  * started is recorded as cancelled (when kept), deleted, its chain and batch
  * moved on (`H.linksRemoved`) and its keys released (`H.keysRemoved`); a
  * running one gets `cancel_requested`.
  */
-function cancelScript(): LuaScript {
-  return cancelSource ??= luaScript(
-    "cancel",
-    "allow-oom",
-    AREA_HOOKS,
-    String.raw`
-H.linksRemoved = H.linksRemoved or function() return 0 end
-H.keysRemoved = H.keysRemoved or function() end
-
+const CANCEL = luaScript(
+  "cancel",
+  "allow-oom",
+  AREA_HOOKS,
+  String.raw`
 local id = INPUT.id
 local job = readJob(id)
 if job == nil or job.staged ~= nil then
@@ -166,8 +156,7 @@ History.tellAwaiters(id, job)
 wake()
 return cjson.encode('cancelled')
 `,
-  );
-}
+);
 
 /** Input: `leases` (tokens as strings). Reply: `{id, token, reason}` of those asked to cancel. */
 const CANCELS_ASKED = luaScript(
@@ -364,7 +353,7 @@ export function markAwaited(redis: RedisConnection, id: number): Promise<boolean
  * `keepUntil`; a running one gets its cancel asked, for its worker to see.
  */
 export function cancel(redis: RedisConnection, request: CancelRequest): Promise<CancelOutcome> {
-  return redis.call<CancelOutcome>(cancelScript(), {
+  return redis.call<CancelOutcome>(CANCEL, {
     now: request.now,
     id: request.id,
     reason: request.reason,

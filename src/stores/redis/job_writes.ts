@@ -18,6 +18,7 @@ import * as chainsBatches from "./chains_batches.ts";
 import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import * as keys from "./keys.ts";
+import { dispatchScript } from "./dispatch_script.ts";
 import { luaScript } from "./lua.ts";
 
 /** How long a transaction may stay open before a later one removes its writes, in ms. */
@@ -30,23 +31,13 @@ export const NO_SQL_ON_REDIS =
   "commits (an outbox table), or keep the jobs in PostgreSQL (the PostgreSQL store) to dispatch " +
   "inside your own SQL transaction";
 
-/** How long the ids of a dispatch are kept for a retried call, in seconds. */
-export const DISPATCH_REPLAY_SECONDS = 600;
-
 /** Input: `rows` (NewJobRow[]), `token` (the dispatch's). Reply: the ids in order. */
-export const INSERT_JOBS = luaScript(
+const INSERT_JOBS = dispatchScript(
   "insertJobs",
-  "writes",
   String.raw`
-local record = P .. ':dispatch:' .. INPUT.token
-local done = redis.call('GET', record)
-if done then return done end
 local ids = {}
 for i, row in ipairs(INPUT.rows) do ids[i] = insertJob(row, nil) end
-local reply = cjson.encode(ids)
-redis.call('SET', record, reply, 'EX', ${DISPATCH_REPLAY_SECONDS})
-wake()
-return reply
+reply = cjson.encode(ids)
 `,
 );
 

@@ -1,0 +1,37 @@
+/**
+ * Scripts that store jobs under a dispatch token: a call retried after its
+ * reply was lost gives back the reply of the first instead of storing the
+ * jobs twice (`RedisConnection.callIdempotent` sends it again).
+ *
+ * @internal
+ * @module
+ */
+import { AREA_HOOKS } from "./hooks.ts";
+import { type LuaScript, luaScript } from "./lua.ts";
+
+/** How long the reply of a dispatch is kept for a call retried after its reply was lost, in seconds. */
+export const DISPATCH_REPLAY_SECONDS = 600;
+
+/**
+ * A script named `name` whose `body` stores jobs and sets the local
+ * `reply` (a JSON string); input `token`, the dispatch's. The reply is kept
+ * under the token for {@linkcode DISPATCH_REPLAY_SECONDS}, and idle workers
+ * are woken unless the call writes inside a transaction (its commit wakes them).
+ */
+export function dispatchScript(name: string, body: string): LuaScript {
+  return luaScript(
+    name,
+    "writes",
+    AREA_HOOKS,
+    String.raw`
+local record = P .. ':dispatch:' .. INPUT.token
+local done = redis.call('GET', record)
+if done then return done end
+local reply
+${body}
+redis.call('SET', record, reply, 'EX', ${DISPATCH_REPLAY_SECONDS})
+if STAGE == nil then wake() end
+return reply
+`,
+  );
+}

@@ -1,0 +1,164 @@
+/**
+ * The key rules that other areas' scripts run (claims, settles, deletes,
+ * transactions), as hooks of the `H` table; see keys.ts.
+ *
+ * Key layout (`P` is the prefix):
+ * - `P:key:<key>` HASH: the job holding a unique or debounce key: `kind`
+ *   (`unique` or `debounce`), `job_id`, `expires_at` (unique),
+ *   `release_on_start` (1 or 0), `latest_at` (debounce, absent for no cap).
+ *   A key whose job is gone, or past `expires_at`, holds nothing.
+ * - `P:lock:<key>` ZSET: the overlap locks of a key, member
+ *   `<job id>:<token>` (the attempt that took it), score when it expires.
+ * - `P:rate:<key>` HASH: the current rate window: `window_start`, `starts`.
+ *
+ * Times are compared with the store's now (`NOW`); no key carries a TTL.
+ *
+ * @internal
+ * @module
+ */
+
+/**
+ * The key hooks, and the key rules other areas' scripts may call:
+ * - `H.started(id, job)`: `job` started (claimed to run, or its start
+ *   confirmed): release the unique key it holds until it starts.
+ * - `H.keysSettled(id, job, kind, token)`: a settlement of `kind` applied:
+ *   release the middleware locks of the attempt (`job.locked`), and, unless
+ *   `kind` is `release`, the key it holds until it settles.
+ * - `H.keysRemoved(id, job)`: job `id` (its row `job` as it was) was
+ *   deleted unrun (cleared, cancelled, or skipped by its batch's cancel):
+ *   release every key and lock it holds, whatever attempt took them.
+ * - `H.insertKeyed(row)`: inserts a KeyedJobRow of the input unless its
+ *   key names a job that holds it; returns the id standing for the row and
+ *   the outcome (`stored`, `duplicate` or `debounced`).
+ * - `H.uniqueHolder(key, t)`: the id of the job holding unique key `key`
+ *   at `t` (store clock), or nil.
+ * - `H.holdKey(key, kind, id, expiresAt, releaseOnStart, latestAt)`: makes
+ *   job `id` hold `key` (times on the store's clock, or nil); the caller
+ *   sets the job's `keyed`.
+ * - `H.releaseKey(key, id)`: releases `key` if job `id` holds it.
+ * - `H.undo_key('<id>:<key>')`, `H.undo_debounced('<id>:<stage>')`,
+ *   `H.commit_debounced(...)`: a transaction's key writes, at its end (a
+ *   rolled back transaction releases the keys its jobs took and gives the
+ *   jobs it debounced their payload and due time back).
+ */
+export const KEY_HOOKS = String.raw`
+function H.uniqueHolder(key, t)
+  local held = redis.call('HMGET', P .. ':key:' .. key, 'kind', 'job_id', 'expires_at')
+  if held[1] ~= 'unique' or tonumber(held[3]) <= t then return nil end
+  -- A key whose job is gone is stale.
+  if redis.call('EXISTS', jobKey(held[2])) == 0 then return nil end
+  return tonumber(held[2])
+end
+
+function H.holdKey(key, kind, id, expiresAt, releaseOnStart, latestAt)
+  local hash = P .. ':key:' .. key
+  local fields = {'kind', kind, 'job_id', id, 'release_on_start', releaseOnStart and 1 or 0}
+  if expiresAt ~= nil then table.insert(fields, 'expires_at'); table.insert(fields, expiresAt) end
+  if latestAt ~= nil then table.insert(fields, 'latest_at'); table.insert(fields, latestAt) end
+  redis.call('DEL', hash)
+  redis.call('HSET', hash, unpack(fields))
+  redis.call('HSET', jobKey(id), 'job_key', key)
+  if STAGE ~= nil then staged('key:' .. id .. ':' .. key) end
+end
+
+function H.releaseKey(key, id)
+  if key == nil then return end
+  local hash = P .. ':key:' .. key
+  if redis.call('HGET', hash, 'job_id') == tostring(id) then redis.call('DEL', hash) end
+end
+
+-- Gives waiting job id (its row job) a debounced payload and due time. Inside a transaction,
+-- keeps what it had first, for a rollback.
+function H.debounce(id, job, payload, due)
+  if STAGE ~= nil and job.staged ~= STAGE then
+    local backup = P .. ':stage:' .. STAGE .. ':debounced:' .. id
+    if redis.call('EXISTS', backup) == 0 then
+      redis.call('HSET', backup, 'payload', job.payload, 'available_at', job.available_at)
+      staged('debounced:' .. id .. ':' .. STAGE)
+    end
+    redis.call('HSET', backup, 'written', payload)
+  end
+  redis.call('HSET', jobKey(id), 'payload', payload, 'available_at', due)
+  if job.staged == nil then placeUnleased(id, job.queue, job.priority, due) end
+end
+
+function H.insertKeyed(row)
+  local key = row.key
+  if key.kind == 'unique' then
+    local holder = H.uniqueHolder(key.key, at(row.createdAt))
+    if holder ~= nil then return holder, 'duplicate' end
+    local id = insertJob(row, {keyed = key.releaseOnStart and 2 or 1})
+    H.holdKey(key.key, 'unique', id, at(key.expiresAt), key.releaseOnStart, nil)
+    return id, 'stored'
+  end
+  local held = redis.call('HMGET', P .. ':key:' .. key.key, 'kind', 'job_id', 'latest_at')
+  if held[1] == 'debounce' then
+    local id = tonumber(held[2])
+    local job = readJob(id)
+    if job ~= nil and job.token == nil and num(job, 'attempts') == 0 then
+      local due = at(row.availableAt)
+      local latest = tonumber(held[3])
+      if latest ~= nil and latest < due then due = latest end
+      H.debounce(id, job, row.payload, due)
+      return id, 'debounced'
+    end
+  end
+  local id = insertJob(row, {keyed = 1})
+  H.holdKey(key.key, 'debounce', id, nil, false, at(key.latestAt))
+  return id, 'stored'
+end
+
+-- The names of the overlap locks job took (its lock_keys).
+function H.lockKeys(job)
+  if job.lock_keys == nil then return {} end
+  return cjson.decode(job.lock_keys)
+end
+
+function H.started(id, job)
+  if job.keyed == '2' then H.releaseKey(job.job_key, id) end
+end
+
+function H.keysSettled(id, job, kind, token)
+  if job.locked == '1' then
+    for _, key in ipairs(H.lockKeys(job)) do
+      redis.call('ZREM', P .. ':lock:' .. key, id .. ':' .. token)
+    end
+  end
+  if kind ~= 'release' and job.keyed == '1' then H.releaseKey(job.job_key, id) end
+end
+
+function H.keysRemoved(id, job)
+  if num(job, 'keyed') ~= 0 then H.releaseKey(job.job_key, id) end
+  local mine = id .. ':'
+  for _, key in ipairs(H.lockKeys(job)) do
+    local locks = P .. ':lock:' .. key
+    for _, member in ipairs(redis.call('ZRANGE', locks, 0, -1)) do
+      if string.sub(member, 1, #mine) == mine then redis.call('ZREM', locks, member) end
+    end
+  end
+end
+
+function H.undo_key(entry)
+  local id, key = string.match(entry, '^(%d+):(.*)$')
+  H.releaseKey(key, id)
+end
+
+function H.undo_debounced(entry)
+  local id, stage = string.match(entry, '^(%d+):(.*)$')
+  local backup = P .. ':stage:' .. stage .. ':debounced:' .. id
+  local before = redis.call('HMGET', backup, 'payload', 'available_at', 'written')
+  redis.call('DEL', backup)
+  local job = readJob(id)
+  -- Only a job still waiting with what this transaction wrote: a later dispatch's debounce stays.
+  if before[1] and job ~= nil and job.token == nil and job.payload == before[3] then
+    local due = tonumber(before[2])
+    redis.call('HSET', jobKey(id), 'payload', before[1], 'available_at', due)
+    if job.staged == nil then placeUnleased(tonumber(id), job.queue, job.priority, due) end
+  end
+end
+
+function H.commit_debounced(entry)
+  local id, stage = string.match(entry, '^(%d+):(.*)$')
+  redis.call('DEL', P .. ':stage:' .. stage .. ':debounced:' .. id)
+end
+`;
