@@ -25,6 +25,7 @@ import { type ClaimRow, toClaimedJobs } from "../sql/stored_rows.ts";
 import type { RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
 import { AREA_HOOKS } from "./hooks.ts";
+import { fireDue, withScheduled } from "./schedule_firing.ts";
 
 /** Most jobs of other names a claim with a name filter looks past, per priority level. */
 const NAME_SCAN_LIMIT = 1000;
@@ -370,13 +371,18 @@ function claimedJobs(rows: readonly (ClaimRow & { ahead: boolean })[], request: 
     .map((job): ClaimedJob => ahead.has(job.id) ? { ...job, ahead: true } : job);
 }
 
-/** Leases up to `request.limit` due jobs in one script. */
+/**
+ * Fires the schedules' due slots (when the request carries them), then
+ * leases up to `request.limit` due jobs in one script.
+ */
 export async function claim(redis: RedisConnection, request: ClaimRequest): Promise<ClaimedJob[]> {
+  if (request.schedules !== undefined) await fireDue(redis, request.schedules, request.now);
   const rows = await redis.call<(ClaimRow & { ahead: boolean })[] | Record<string, never>>(
     CLAIM_SCRIPT,
     { now: request.now, request: claimInput(request) },
   );
-  return claimedJobs(list(rows), request);
+  const jobs = claimedJobs(list(rows), request);
+  return request.readsScheduled === true ? await withScheduled(redis, jobs) : jobs;
 }
 
 /** Applies settlements, records, start confirmations and the next claim in one script. */
@@ -392,6 +398,7 @@ export async function settle(
     ...(records.starts === undefined ? [] : [records.starts.now]),
   ];
   const now = times.length === 0 ? Date.now() : Math.max(...times);
+  if (then?.schedules !== undefined) await fireDue(redis, then.schedules, then.now);
   const reply = await redis.call<{ applied: unknown; claimed: unknown; started: unknown }>(
     SETTLE_SCRIPT,
     {
@@ -403,9 +410,15 @@ export async function settle(
   );
   return {
     applied: list(reply.applied as boolean[]),
-    claimed: then === undefined ? [] : claimedJobs(list(reply.claimed as never[]), then),
+    claimed: then === undefined ? [] : await claimedWithScheduled(redis, reply.claimed, then),
     started: list(reply.started as number[]),
   };
+}
+
+/** The jobs a settle claimed, with their `scheduled` when the request reads it. */
+function claimedWithScheduled(redis: RedisConnection, rows: unknown, request: ClaimRequest) {
+  const jobs = claimedJobs(list(rows as never[]), request);
+  return request.readsScheduled === true ? withScheduled(redis, jobs) : Promise.resolve(jobs);
 }
 
 function startsInput(starts: StartRequest) {
