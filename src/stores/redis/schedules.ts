@@ -117,7 +117,8 @@ return cjson.encode({removed = removed, kept = kept, more = more})
 
 /**
  * Input: `name`, `runs` (ScheduleRun[], times on the caller's clock).
- * Reply: each run's job id, or null.
+ * Reply: `{stored, ids}`: whether the schedule is stored, and each run's
+ * job id, or null.
  */
 const RUN = luaScript(
   "runSchedule",
@@ -126,10 +127,7 @@ const RUN = luaScript(
   SCHEDULE_RUNS,
   String.raw`
 local state = S.read(INPUT.name)
-if state == nil then
-  return redis.error_reply('Cannot run schedule "' .. INPUT.name .. '": it is not stored: it was ' ..
-    'forgotten since this queue opened (open the queue again to store it)')
-end
+if state == nil then return cjson.encode({stored = false}) end
 local unready = S.keyedUnready(INPUT.runs)
 if unready ~= nil then return unready end
 local ids = {}
@@ -153,7 +151,7 @@ end
 S.write(state)
 S.prune(state.name)
 if last ~= nil then wake() end
-return cjson.encode(ids)
+return cjson.encode({stored = true, ids = ids})
 `,
 );
 
@@ -169,7 +167,6 @@ export async function syncSchedules(
   rows: readonly ScheduleRow[],
   now: number,
 ): Promise<void> {
-  if (rows.length === 0) return;
   const storeNow = await redis.call<number>(STORE_NOW, { now });
   const withNext = rows.map((row) => ({ ...row, nextSlot: timesOf(row).next(storeNow) }));
   await redis.call(SYNC, { now, rows: withNext });
@@ -241,5 +238,15 @@ export async function runSchedule(
   runs: readonly ScheduleRun[],
   now: number,
 ): Promise<(number | null)[]> {
-  return list(await redis.call<(number | null)[]>(RUN, { now, name, runs }));
+  const reply = await redis.call<{ stored: boolean; ids?: (number | null)[] }>(RUN, {
+    now,
+    name,
+    runs,
+  });
+  if (!reply.stored) {
+    throw new TypeError(
+      `Cannot run schedule "${name}": it is not stored: it was forgotten since this queue opened (open the queue again to store it)`,
+    );
+  }
+  return list(reply.ids ?? []);
 }

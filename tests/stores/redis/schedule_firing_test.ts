@@ -220,3 +220,27 @@ redisTest(
     assert.deepEqual(await store.schedules(), []);
   },
 );
+
+Deno.test({
+  name:
+    "RedisStore schedules: on the server's clock, slots are the server's and job times the caller's",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestRedisStore(url!);
+    const { store } = opened;
+    // The caller's clock is months off the server's: slots go by the server's.
+    await store.syncSchedules([schedule({ everyMs: 200 })], T0);
+    const [listed] = await store.schedules();
+    const serverNow = Date.now();
+    assert.ok(Math.abs(listed!.nextSlot! - serverNow) < 5_000, "the next slot is the server's");
+    const deadline = serverNow + 5_000;
+    let claimed: Awaited<ReturnType<typeof fireAndClaim>> = [];
+    while (claimed.length === 0 && Date.now() < deadline) {
+      claimed = await fireAndClaim(store, T0, firing(["every-minute"]));
+    }
+    const [job] = claimed;
+    assert.ok(job !== undefined, "a slot fired within 5 s");
+    assert.equal(job.scheduled!.slot % 200, 0);
+    assert.ok(Math.abs(job.createdAt - T0) < 5_000, "its times come back on the caller's clock");
+  },
+});
