@@ -398,6 +398,8 @@ export async function settle(
     ...(records.starts === undefined ? [] : [records.starts.now]),
   ];
   const now = times.length === 0 ? Date.now() : Math.max(...times);
+  // Before the settles, not between them and the claim as on SQL (Lua cannot compute slots):
+  // an overlap holder that settles in this call still holds the slots due now.
   if (then?.schedules !== undefined) await fireDue(redis, then.schedules, then.now);
   const reply = await redis.call<{ applied: unknown; claimed: unknown; started: unknown }>(
     SETTLE_SCRIPT,

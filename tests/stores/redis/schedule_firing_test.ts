@@ -244,3 +244,30 @@ Deno.test({
     assert.ok(Math.abs(job.createdAt - T0) < 5_000, "its times come back on the caller's clock");
   },
 });
+
+redisTest(
+  "a settle that claims fires first, and its claimed jobs carry scheduled",
+  async (store) => {
+    await store.syncSchedules([schedule()], T0);
+    const fires = firing(["every-minute"]);
+    const [first] = await fireAndClaim(store, T0 + MINUTE, fires);
+    const then: ClaimRequest = {
+      queues: ["default"],
+      limit: 10,
+      now: T0 + 2 * MINUTE,
+      leaseMs: 10 * MINUTE,
+      token: 2,
+      schedules: fires,
+      readsScheduled: true,
+    };
+    const result = await store.settle(
+      [{ kind: "complete", id: first!.id, token: 1, at: T0 + 2 * MINUTE }],
+      then,
+    );
+    assert.deepEqual(result.applied, [true]);
+    assert.deepEqual(
+      result.claimed.map((job) => job.scheduled),
+      [{ name: "every-minute", slot: T0 + 2 * MINUTE }],
+    );
+  },
+);
