@@ -1,48 +1,250 @@
 /**
- * schedules.ts on Redis.
+ * Schedules on Redis: syncing the jobs module's list, listing, pausing and
+ * forgetting them, and the runs stored outside a tick (a trigger, a
+ * backfill). The firing of due slots in a worker's claim is in
+ * `schedule_firing.ts`.
+ *
+ * The key layout and the rules a run follows are in `schedule_runs.ts`.
  *
  * @internal
  * @module
  */
 import type { ScheduleRow, ScheduleRun, StoredScheduleRow } from "../store.ts";
 import type { RedisConnection } from "./connection.ts";
-import { notYet } from "./not_yet.ts";
+import { AREA_HOOKS } from "./hooks.ts";
+import { luaScript } from "./lua.ts";
+import { RUNS_PER_CALL, SCHEDULE_RUNS, timesOf } from "./schedule_runs.ts";
+import { list } from "./tick.ts";
 
-/** Not yet on Redis: see `Store`. */
-export function syncSchedules(
-  _redis: RedisConnection,
-  _rows: readonly ScheduleRow[],
-  _now: number,
+/** Input: none. Reply: the store's now, for slots computed on its clock. */
+const STORE_NOW = luaScript("storeNow", "no-writes", "return cjson.encode(NOW)");
+
+/**
+ * Input: `rows` (ScheduleRow with `nextSlot`, the first slot after the
+ * store's now). Adds new schedules, updates changed ones (a change of cron,
+ * interval or time zone restarts at `nextSlot`).
+ */
+const SYNC = luaScript(
+  "syncSchedules",
+  "writes",
+  AREA_HOOKS,
+  SCHEDULE_RUNS,
+  String.raw`
+for _, row in ipairs(INPUT.rows) do
+  local state = S.read(row.name)
+  if state == nil then
+    state = row
+    state.paused = false
+    state.lastSlot = NULL
+    state.lastJobId = NULL
+    state.lastFiredAt = NULL
+    state.updatedAt = NOW
+    S.write(state)
+    S.index(state)
+  elseif state.definition ~= row.definition then
+    local slotsChanged = state.cron ~= row.cron or state.everyMs ~= row.everyMs or
+      state.timezone ~= row.timezone
+    for _, field in ipairs({'job', 'queue', 'cron', 'everyMs', 'timezone', 'missed', 'maxCatchUp',
+        'overlap', 'jitterMs', 'definition'}) do
+      state[field] = row[field]
+    end
+    if slotsChanged then state.nextSlot = row.nextSlot end
+    state.updatedAt = NOW
+    S.write(state)
+    S.index(state)
+  end
+end
+`,
+);
+
+/** Input: none. Reply: every stored schedule's state, by name. */
+const LIST = luaScript(
+  "schedules",
+  "no-writes",
+  String.raw`
+local out = {}
+local flat = redis.call('HGETALL', P .. ':sched')
+for i = 2, #flat, 2 do
+  local state = cjson.decode(flat[i])
+  state.lastFiredAt = back(opt(state.lastFiredAt))
+  table.insert(out, state)
+end
+table.sort(out, function(a, b) return a.name < b.name end)
+return cjson.encode(out)
+`,
+);
+
+/** Input: `name`, `paused`. Reply: whether the schedule is stored. */
+const SET_PAUSED = luaScript(
+  "setSchedulePaused",
+  "writes",
+  AREA_HOOKS,
+  SCHEDULE_RUNS,
+  String.raw`
+local state = S.read(INPUT.name)
+if state == nil then return cjson.encode(false) end
+state.paused = INPUT.paused
+state.updatedAt = NOW
+S.write(state)
+S.index(state)
+return cjson.encode(true)
+`,
+);
+
+/**
+ * Input: `name`, `skip` (the run records of stored jobs passed over so far;
+ * null on the first call, which removes the schedule). Reply: `{removed,
+ * kept, more}`.
+ */
+const FORGET = luaScript(
+  "forgetSchedule",
+  "allow-oom",
+  AREA_HOOKS,
+  SCHEDULE_RUNS,
+  String.raw`
+local removed = false
+local skip = opt(INPUT.skip)
+if skip == nil then
+  removed = redis.call('HDEL', P .. ':sched', INPUT.name) == 1
+  redis.call('ZREM', P .. ':sched:next', INPUT.name)
+  skip = 0
+end
+-- The runs of jobs still stored stay: they give those jobs their ctx.scheduled.
+local kept, more = S.dropRuns(INPUT.name, '+inf', skip, ${RUNS_PER_CALL}, true)
+return cjson.encode({removed = removed, kept = kept, more = more})
+`,
+);
+
+/**
+ * Input: `name`, `runs` (ScheduleRun[], times on the caller's clock).
+ * Reply: `{stored, ids}`: whether the schedule is stored, and each run's
+ * job id, or null.
+ */
+const RUN = luaScript(
+  "runSchedule",
+  "writes",
+  AREA_HOOKS,
+  SCHEDULE_RUNS,
+  String.raw`
+local state = S.read(INPUT.name)
+if state == nil then return cjson.encode({stored = false}) end
+local ids = {}
+local last = nil
+for i, run in ipairs(INPUT.runs) do
+  ids[i] = NULL
+  if run.manual or not S.slotFired(state.name, run.slot) then
+    -- Asked for by a person: stored whatever the overlap rule.
+    local id = S.store(state, run, true, false)
+    if id ~= nil then
+      ids[i] = id
+      last = {slot = run.slot, id = id}
+    end
+  end
+end
+if last ~= nil then
+  state.lastSlot = last.slot
+  state.lastJobId = last.id
+  state.lastFiredAt = NOW
+end
+S.write(state)
+S.prune(state.name)
+if last ~= nil then wake() end
+return cjson.encode({stored = true, ids = ids})
+`,
+);
+
+/**
+ * Stores the schedules one process defines: adds new ones, updates changed
+ * ones (a change of cron, interval or time zone restarts at its first slot
+ * after now; other changes keep the next slot). Schedules not in `rows` are
+ * left as they are, and so are a schedule's paused state and last run. The
+ * slots are counted from the store's now.
+ */
+export async function syncSchedules(
+  redis: RedisConnection,
+  rows: readonly ScheduleRow[],
+  now: number,
 ): Promise<void> {
-  return notYet("syncSchedules");
+  const storeNow = await redis.call<number>(STORE_NOW, { now });
+  const withNext = rows.map((row) => ({ ...row, nextSlot: timesOf(row).next(storeNow) }));
+  await redis.call(SYNC, { now, rows: withNext });
 }
 
-/** Not yet on Redis: see `Store`. */
-export function schedules(_redis: RedisConnection): Promise<StoredScheduleRow[]> {
-  return notYet("schedules");
+/** Every stored schedule, by name. */
+export async function schedules(redis: RedisConnection): Promise<StoredScheduleRow[]> {
+  const states = list(await redis.call<StoredScheduleRow[]>(LIST, { now: Date.now() }));
+  return states.map((state) => ({
+    name: state.name,
+    job: state.job,
+    queue: state.queue,
+    cron: state.cron,
+    everyMs: state.everyMs,
+    timezone: state.timezone,
+    missed: state.missed,
+    maxCatchUp: state.maxCatchUp,
+    overlap: state.overlap,
+    jitterMs: state.jitterMs,
+    nextSlot: state.nextSlot,
+    paused: state.paused,
+    lastSlot: state.lastSlot,
+    lastJobId: state.lastJobId,
+    lastFiredAt: state.lastFiredAt,
+  }));
 }
 
-/** Not yet on Redis: see `Store`. */
+/** Pauses or resumes a schedule; whether it is stored. */
 export function setSchedulePaused(
-  _redis: RedisConnection,
-  _name: string,
-  _paused: boolean,
-  _now: number,
+  redis: RedisConnection,
+  name: string,
+  paused: boolean,
+  now: number,
 ): Promise<boolean> {
-  return notYet("setSchedulePaused");
+  return redis.call<boolean>(SET_PAUSED, { now, name, paused });
 }
 
-/** Not yet on Redis: see `Store`. */
-export function forgetSchedule(_redis: RedisConnection, _name: string): Promise<boolean> {
-  return notYet("forgetSchedule");
+/**
+ * Removes schedule `name`, with its paused state and the records of the
+ * slots it fired whose jobs have ended (the jobs still stored keep theirs,
+ * and their `ctx.scheduled`); whether it was stored. The records go in
+ * chunks, one script each.
+ */
+export async function forgetSchedule(redis: RedisConnection, name: string): Promise<boolean> {
+  const first = await redis.call<ForgetReply>(FORGET, { now: Date.now(), name, skip: null });
+  let { kept, more } = first;
+  while (more) {
+    const reply = await redis.call<ForgetReply>(FORGET, { now: Date.now(), name, skip: kept });
+    kept += reply.kept;
+    more = reply.more;
+  }
+  return first.removed;
 }
 
-/** Not yet on Redis: see `Store`. */
-export function runSchedule(
-  _redis: RedisConnection,
-  _name: string,
-  _runs: readonly ScheduleRun[],
-  _now: number,
+interface ForgetReply {
+  readonly removed: boolean;
+  readonly kept: number;
+  readonly more: boolean;
+}
+
+/**
+ * Stores jobs of schedule `name` outside its tick (a trigger, a backfill);
+ * for each run, its job's id, or null when its slot was fired already (or
+ * a unique job holds its key). Throws when there is no such schedule stored.
+ */
+export async function runSchedule(
+  redis: RedisConnection,
+  name: string,
+  runs: readonly ScheduleRun[],
+  now: number,
 ): Promise<(number | null)[]> {
-  return notYet("runSchedule");
+  const reply = await redis.call<{ stored: boolean; ids?: (number | null)[] }>(RUN, {
+    now,
+    name,
+    runs,
+  });
+  if (!reply.stored) {
+    throw new TypeError(
+      `Cannot run schedule "${name}": it is not stored: it was forgotten since this queue opened (open the queue again to store it)`,
+    );
+  }
+  return list(reply.ids ?? []);
 }

@@ -25,6 +25,7 @@ import { type ClaimRow, toClaimedJobs } from "../sql/stored_rows.ts";
 import { isConnectionError, type RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
 import { AREA_HOOKS } from "./hooks.ts";
+import { fireDue, withScheduled } from "./schedule_firing.ts";
 
 /** Most leased jobs per queue that giving back a claim whose reply was lost looks at. */
 const GIVE_BACK_SCAN_LIMIT = 10_000;
@@ -402,11 +403,13 @@ function claimedJobs(rows: readonly (ClaimRow & { ahead: boolean })[], request: 
 }
 
 /**
- * Leases up to `request.limit` due jobs in one script. When the reply is
+ * Fires the schedules' due slots (when the request carries them), then
+ * leases up to `request.limit` due jobs in one script. When the reply is
  * lost, the jobs the claim leased are given back once the connection is
  * back (charged nothing), and the call rejects with the connection's error.
  */
 export async function claim(redis: RedisConnection, request: ClaimRequest): Promise<ClaimedJob[]> {
+  if (request.schedules !== undefined) await fireDue(redis, request.schedules, request.now);
   const rows = await givingBackOnLostReply(
     redis,
     request,
@@ -415,7 +418,8 @@ export async function claim(redis: RedisConnection, request: ClaimRequest): Prom
       { now: request.now, request: claimInput(request) },
     ),
   );
-  return claimedJobs(list(rows), request);
+  const jobs = claimedJobs(list(rows), request);
+  return request.readsScheduled === true ? await withScheduled(redis, jobs) : jobs;
 }
 
 /**
@@ -458,6 +462,9 @@ export async function settle(
     ...(records.starts === undefined ? [] : [records.starts.now]),
   ];
   const now = times.length === 0 ? Date.now() : Math.max(...times);
+  // Before the settles, not between them and the claim as on SQL (Lua cannot compute slots):
+  // an overlap holder that settles in this call still holds the slots due now.
+  if (then?.schedules !== undefined) await fireDue(redis, then.schedules, then.now);
   const call = redis.call<{ applied: unknown; claimed: unknown; started: unknown }>(
     SETTLE_SCRIPT,
     {
@@ -470,9 +477,15 @@ export async function settle(
   const reply = then === undefined ? await call : await givingBackOnLostReply(redis, then, call);
   return {
     applied: list(reply.applied as boolean[]),
-    claimed: then === undefined ? [] : claimedJobs(list(reply.claimed as never[]), then),
+    claimed: then === undefined ? [] : await claimedWithScheduled(redis, reply.claimed, then),
     started: list(reply.started as number[]),
   };
+}
+
+/** The jobs a settle claimed, with their `scheduled` when the request reads it. */
+function claimedWithScheduled(redis: RedisConnection, rows: unknown, request: ClaimRequest) {
+  const jobs = claimedJobs(list(rows as never[]), request);
+  return request.readsScheduled === true ? withScheduled(redis, jobs) : Promise.resolve(jobs);
 }
 
 function startsInput(starts: StartRequest) {
