@@ -97,7 +97,7 @@ function H.logs(logs)
 end
 
 function H.span(id, span)
-  redis.call('HSET', jobKey(id), 'last_span', span.traceparent)
+  if redis.call('EXISTS', jobKey(id)) == 1 then redis.call('HSET', jobKey(id), 'last_span', span.traceparent) end
 end
 
 function H.pruneLogs()

@@ -37,10 +37,10 @@ export { metrics } from "./metrics_rollup.ts";
 export { heartbeat, removeWorker, workers } from "./workers.ts";
 
 /** Most job entries a listing (pending by name, running, jobs) reads in one call. */
-export const SCAN_LIMIT = 10_000;
+const SCAN_LIMIT = 10_000;
 
 /** Failed jobs counted per call of the failed-count script (the reads loop until all are). */
-export const FAILED_CHUNK = 1_000;
+const FAILED_CHUNK = 1_000;
 
 /**
  * The tick's stats hook:
