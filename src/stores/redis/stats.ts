@@ -8,10 +8,12 @@
  * running until its lease ends, then pending (its worker died). Staged jobs
  * (a transaction not yet committed) are in neither and count nowhere.
  *
- * Counts are exact: `ZCOUNT` per level and leased set, and the failed jobs
- * counted per queue from their rows, {@linkcode FAILED_CHUNK} at a time
- * (the failed jobs are written and removed by other scripts, so no counter
- * could be kept exact here). The listings read job rows: each call looks at
+ * Counts are exact: `ZCOUNT` per level and leased set in one script, then
+ * the failed jobs counted per queue from their rows, {@linkcode FAILED_CHUNK}
+ * per call until all are (the failed jobs are written and removed by other
+ * areas' scripts, so no per-queue counter could be kept exact here; a job
+ * failed or retried between two of those calls may count as of the later
+ * one). The listings read job rows: each call looks at
  * {@linkcode SCAN_LIMIT} entries at most, the first of each queue's levels
  * and leased set in claim order (see each function).
  *
