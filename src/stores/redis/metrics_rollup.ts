@@ -1,0 +1,150 @@
+/**
+ * The metrics rollup on Redis: what a settle adds per (minute, queue, job
+ * name), and the read of a range of minutes.
+ *
+ * Layout: `P:m:<minute>` HASH, one field per `queue US name US column`
+ * (US the ASCII unit separator), each a counter (`completed`, `failed`,
+ * `retried`, `runtime_ms`, `wait_ms`, `b0` … `b16` for the runtime
+ * buckets); `P:m` ZSET of the minutes held (score and member the minute);
+ * `P:m:pruned`, the store-clock time of the last prune. Minutes are those of
+ * the settlements' times, on the caller's clock, as on SQL.
+ *
+ * Without row locks there is no need for the SQL stores' shards: every
+ * settle adds to the one hash of its minute.
+ *
+ * @internal
+ * @module
+ */
+import { METRICS_RETENTION_MS, type MetricsRow, RUNTIME_BUCKETS_MS } from "../store.ts";
+import { PRUNE_EVERY_MS } from "../sql/upkeep.ts";
+import type { RedisConnection } from "./connection.ts";
+import { luaScript } from "./lua.ts";
+import { list } from "./script_replies.ts";
+
+const MINUTE_MS = 60_000;
+
+/** Most minutes one prune deletes: one a minute is written, so a prune keeps up. */
+const PRUNE_MINUTES = 60;
+
+/** What separates the parts of a rollup field. */
+const SEPARATOR = "\x1f";
+
+/**
+ * `H.metrics(s, job)`: adds settlement `s` applied to `job` (its row before
+ * the settle) to the rollup, as `WorkerStore.settle` specifies, and prunes
+ * minutes older than {@linkcode METRICS_RETENTION_MS} before `s.at` when
+ * the last prune was at least a minute ago (of the store's clock). It also
+ * gives the log prune its turn (`H.pruneLogs`), so lines of ended jobs go
+ * even when a tick writes none.
+ */
+export const METRICS_HOOK = String.raw`
+local RUNTIME_BOUNDS = {${RUNTIME_BUCKETS_MS.join(", ")}}
+
+function H.metrics(s, job)
+  if s.kind == 'complete' or s.kind == 'fail' or s.kind == 'release' then
+    local column = nil
+    if s.kind == 'complete' then column = 'completed'
+    elseif s.kind == 'fail' then column = 'failed'
+    elseif opt(s.error) ~= nil and not s.refundAttempt then column = 'retried' end
+    local duration = opt(s.durationMs)
+    if column ~= nil or duration ~= nil then
+      local minute = string.format('%d', math.floor(s.at / ${MINUTE_MS}) * ${MINUTE_MS})
+      local key = P .. ':m:' .. minute
+      local row = job.queue .. '${SEPARATOR}' .. job.name .. '${SEPARATOR}'
+      if column ~= nil then redis.call('HINCRBY', key, row .. column, 1) end
+      if duration ~= nil then
+        local bucket = #RUNTIME_BOUNDS
+        for i, bound in ipairs(RUNTIME_BOUNDS) do
+          if duration <= bound then bucket = i - 1; break end
+        end
+        redis.call('HINCRBYFLOAT', key, row .. 'runtime_ms', duration)
+        redis.call('HINCRBYFLOAT', key, row .. 'wait_ms', num(job, 'waited_ms'))
+        redis.call('HINCRBY', key, row .. 'b' .. bucket, 1)
+      end
+      redis.call('ZADD', P .. ':m', minute, minute)
+    end
+  end
+  local T = at(s.at)
+  local pruned = tonumber(redis.call('GET', P .. ':m:pruned'))
+  if pruned == nil or T >= pruned + ${PRUNE_EVERY_MS} then
+    redis.call('SET', P .. ':m:pruned', string.format('%d', T))
+    local cutoff = string.format('%d', s.at - ${METRICS_RETENTION_MS})
+    for _, old in ipairs(redis.call('ZRANGEBYSCORE', P .. ':m', '-inf', '(' .. cutoff, 'LIMIT', 0, ${PRUNE_MINUTES})) do
+      redis.call('DEL', P .. ':m:' .. old)
+      redis.call('ZREM', P .. ':m', old)
+    end
+  end
+  H.pruneLogs()
+end
+`;
+
+/** Input: `since`, `until` (score bounds as strings). Reply: `[minute, HGETALL of its hash]` per minute held in the range. */
+const METRICS = luaScript(
+  "metrics",
+  "no-writes",
+  String.raw`
+local minutes = {}
+local range = redis.call('ZRANGEBYSCORE', P .. ':m', INPUT.since, '(' .. INPUT['until'])
+for _, minute in ipairs(range) do
+  table.insert(minutes, {tonumber(minute), redis.call('HGETALL', P .. ':m:' .. minute)})
+end
+return cjson.encode(minutes)
+`,
+);
+
+/** The rollup's rows with `since <= minute < until`, by minute, then queue, then name. */
+export async function metrics(
+  redis: RedisConnection,
+  since: number,
+  until: number,
+): Promise<MetricsRow[]> {
+  const minutes = list(
+    await redis.call<[number, string[] | Record<string, never>][]>(METRICS, {
+      now: Date.now(),
+      since: scoreBound(since),
+      until: scoreBound(until),
+    }),
+  );
+  const rows: MetricsRow[] = [];
+  for (const [minute, flat] of minutes) {
+    const byJob = new Map<string, Record<string, number>>();
+    const fields = list(flat);
+    for (let index = 0; index < fields.length; index += 2) {
+      const [queue, name, column] = fields[index]!.split(SEPARATOR) as [string, string, string];
+      const key = `${queue}${SEPARATOR}${name}`;
+      const counters = byJob.get(key) ?? {};
+      counters[column] = Number(fields[index + 1]);
+      byJob.set(key, counters);
+    }
+    const ofMinute = [...byJob].map(([key, counters]): MetricsRow => {
+      const [queue, name] = key.split(SEPARATOR) as [string, string];
+      return {
+        minute,
+        queue,
+        name,
+        completed: counters.completed ?? 0,
+        failed: counters.failed ?? 0,
+        retried: counters.retried ?? 0,
+        runtimeMs: counters.runtime_ms ?? 0,
+        waitMs: counters.wait_ms ?? 0,
+        runtimeBuckets: Array.from(
+          { length: RUNTIME_BUCKETS_MS.length + 1 },
+          (_, bucket) => counters[`b${bucket}`] ?? 0,
+        ),
+      };
+    });
+    ofMinute.sort((a, b) => byText(a.queue, b.queue) || byText(a.name, b.name));
+    rows.push(...ofMinute);
+  }
+  return rows;
+}
+
+/** A time as a bound on whole minutes (ms): `minute >= t` and `minute < t` hold as for the ceiling of `t`. */
+function scoreBound(t: number): string {
+  if (Number.isNaN(t)) throw new RangeError(`a metrics range must be numbers: got ${t}`);
+  return Number.isFinite(t) ? String(Math.ceil(t)) : t > 0 ? "+inf" : "-inf";
+}
+
+function byText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
