@@ -24,7 +24,7 @@ import { type FailedRow, toFailedJob } from "../sql/stored_rows.ts";
 import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import { type LuaScript, luaScript } from "./lua.ts";
-import { list } from "./tick.ts";
+import { list } from "./script_replies.ts";
 
 /** Most jobs one call of a bulk script handles. */
 const CHUNK = 1000;

@@ -26,7 +26,7 @@ import type { RedisConnection } from "./connection.ts";
 import { HISTORY, PRUNE_CHUNK } from "./job_control_hooks.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import { luaScript } from "./lua.ts";
-import { list } from "./tick.ts";
+import { list } from "./script_replies.ts";
 
 /** Most ids or leases one script reads; callers loop over chunks. */
 const CHUNK = 1000;

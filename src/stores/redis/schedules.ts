@@ -14,7 +14,7 @@ import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import { luaScript } from "./lua.ts";
 import { RUNS_PER_CALL, SCHEDULE_RUNS, timesOf } from "./schedule_runs.ts";
-import { list } from "./tick.ts";
+import { list } from "./script_replies.ts";
 
 /** Input: none. Reply: the store's now, for slots computed on its clock. */
 const STORE_NOW = luaScript("storeNow", "no-writes", "return cjson.encode(NOW)");

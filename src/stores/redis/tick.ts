@@ -24,6 +24,7 @@ import type {
 import { type ClaimRow, toClaimedJobs } from "../sql/stored_rows.ts";
 import { isConnectionError, type RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
+import { list } from "./script_replies.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import { fireDue, withScheduled } from "./schedule_firing.ts";
 
@@ -511,9 +512,4 @@ export function nextDueAt(
   after: number,
 ): Promise<number | null> {
   return redis.call<number | null>(NEXT_DUE_SCRIPT, { now: after, queues });
-}
-
-/** A JSON array from Lua: an empty Lua table is encoded as `{}`. */
-export function list<T>(value: T[] | Record<string, never> | null): T[] {
-  return Array.isArray(value) ? value : [];
 }
