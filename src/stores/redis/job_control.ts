@@ -152,7 +152,6 @@ end
 deleteJob(id, job)
 H.linksRemoved(id, job, NOW, 'cancel')
 H.keysRemoved(id, job)
-History.tellAwaiters(id, job)
 wake()
 return cjson.encode('cancelled')
 `,

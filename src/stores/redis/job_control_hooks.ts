@@ -44,8 +44,6 @@ export const PRUNE_CHUNK = 1000;
  * - `History.pruneExpired()`: at most once a minute, forgets up to
  *   {@linkcode PRUNE_CHUNK} kept jobs whose `keep_until` passed (a full
  *   chunk leaves the next call to go on).
- * - `History.tellAwaiters(id, job)`: publishes `id` on `P:done` when `job`
- *   is awaited.
  */
 export const HISTORY = String.raw`
 local History = {}
@@ -107,10 +105,6 @@ function History.pruneExpired()
   for _, member in ipairs(expired) do History.forget(tonumber(member)) end
   if #expired < ${PRUNE_CHUNK} then redis.call('SET', stamp, NOW) end
 end
-
-function History.tellAwaiters(id, job)
-  if job.awaited == '1' then redis.call('PUBLISH', P .. ':done', id) end
-end
 `;
 
 /**
@@ -151,6 +145,5 @@ function H.finished(id, job, s)
     History.record(id, job, fields)
   end
   History.pruneExpired()
-  History.tellAwaiters(id, job)
 end
 `;

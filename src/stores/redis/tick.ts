@@ -225,6 +225,8 @@ local settled = {}
 local retried = {}
 local released = 0
 local queued = 0
+-- An awaited job ended: its awaiters (who watch the wake-up channel too) look again.
+local awaitedEnded = false
 
 -- Job rows first.
 for i, s in ipairs(settlements) do
@@ -270,6 +272,7 @@ for i, s in ipairs(settlements) do
       retried[s.id] = true
     end
     if settled[i] ~= nil then H.metrics(s, job) end
+    if job.awaited == '1' and s.kind ~= 'release' and s.kind ~= 'progress' then awaitedEnded = true end
   end
 end
 
@@ -310,7 +313,7 @@ end
 
 local started = {}
 if opt(records.starts) ~= nil then started = confirmStarts(records.starts) end
-if released > 0 or queued > 0 then wake() end
+if released > 0 or queued > 0 or awaitedEnded then wake() end
 local claimed = {}
 if opt(INPUT['then']) ~= nil then claimed = claimJobs(INPUT['then']) end
 return cjson.encode({applied = applied, claimed = claimed, started = started})

@@ -1,6 +1,6 @@
 /**
- * Job control on Redis beyond the contract: the `{prefix}:done` channel
- * that tells awaiters an awaited job finished, and the settles' prune of
+ * Job control on Redis beyond the contract: the wake-up channel tells
+ * awaiters when an awaited job ended (and only then), and the settles' prune of
  * kept jobs whose time ran out. Runs when `QUEUE_TEST_REDIS_URL` is set.
  *
  * @module
@@ -15,32 +15,49 @@ const url = redisTestUrl();
 
 Deno.test({
   name:
-    "RedisStore publishes the id of an awaited job that completes or is cancelled on {prefix}:done",
+    "RedisStore publishes on {prefix}:wake when an awaited job completes, fails or is cancelled, and not for a job nobody awaits",
   ignore: url === null,
   async fn() {
     await using opened = await openTestRedisStore(url!, { clock: "caller" });
     const { store, prefix } = opened;
+    const ids = await store.insertJobs([newJob(), newJob(), newJob(), newJob()]);
+    const [plain, completes, fails, waiting] = ids as [number, number, number, number];
+    await claim(store, { limit: 3, token: 1 });
+    for (const id of [completes, fails, waiting]) assert.equal(await store.markAwaited(id), true);
     const subscriber = createClient({ url: url! });
     subscriber.on("error", () => {});
     await subscriber.connect();
     try {
-      const published: string[] = [];
-      let heard = Promise.withResolvers<void>();
-      await subscriber.subscribe(`{${prefix}}:done`, (message) => {
-        published.push(message);
-        heard.resolve();
-      });
-      const [running, waiting, unawaited] = await store.insertJobs([newJob(), newJob(), newJob()]);
-      await claim(store, { limit: 1, token: 1 });
-      assert.equal(await store.markAwaited(running!), true);
-      assert.equal(await store.markAwaited(waiting!), true);
-      await store.settle([{ kind: "complete", id: running!, token: 1, at: T0 + 1 }]);
-      await heard.promise;
-      heard = Promise.withResolvers<void>();
-      await store.cancel({ id: unawaited!, reason: "no", now: T0 + 2, keepUntil: T0 });
-      await store.cancel({ id: waiting!, reason: "no", now: T0 + 3, keepUntil: T0 });
-      await heard.promise;
-      assert.deepEqual(published, [String(running), String(waiting)]);
+      let published = 0;
+      await subscriber.subscribe(`{${prefix}}:wake`, () => published++);
+      const heard = async (what: string, write: () => Promise<unknown>, expected: boolean) => {
+        const before = published;
+        await write();
+        // A PING on the subscriber's connection returns after every message published before it.
+        await subscriber.ping();
+        assert.equal(published > before, expected, what);
+      };
+      await heard(
+        "a job nobody awaits completes",
+        () => store.settle([{ kind: "complete", id: plain, token: 1, at: T0 + 1 }]),
+        false,
+      );
+      await heard(
+        "an awaited job completes",
+        () => store.settle([{ kind: "complete", id: completes, token: 1, at: T0 + 2 }]),
+        true,
+      );
+      const error = { message: "Error: no", stack: null };
+      await heard(
+        "an awaited job fails",
+        () => store.settle([{ kind: "fail", id: fails, token: 1, at: T0 + 3, error, attempts: 1 }]),
+        true,
+      );
+      await heard(
+        "an awaited job waiting is cancelled",
+        () => store.cancel({ id: waiting, reason: "no", now: T0 + 4, keepUntil: T0 }),
+        true,
+      );
     } finally {
       await subscriber.close();
     }
