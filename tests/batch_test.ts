@@ -187,7 +187,7 @@ function isolate(concurrency = 1) {
   return { executor: "isolate" as const, concurrency, pollMs: 10, stopWhenEmpty: true };
 }
 
-storeTest(
+storeTest.sql(
   "a batch whose jobs all succeed fires each then and finally once, never its catch, and its callbacks see the batch without being counted",
   async (db) => {
     const clock = new ManualClock();
@@ -247,7 +247,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "without allowFailures the first failure cancels the batch: waiting jobs are skipped and never run, the running one finishes, then never fires, catch and finally fire once",
   async (db) => {
     const t = batchJobs();
@@ -305,7 +305,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "with allowFailures the other jobs run, catch and finally fire once, then not; retrying the failures until they succeed fires then once",
   async (db) => {
     const t = batchJobs();
@@ -354,7 +354,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Queue.cancelBatch() skips waiting jobs, lets running ones finish, and answers true once, then false; false for a finished or unknown batch",
   async (db) => {
     const t = batchJobs();
@@ -409,7 +409,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a cancel skips delayed members and members waiting for a retry, not only due ones",
   async (db) => {
     const clock = new ManualClock();
@@ -450,7 +450,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a running member put back after its batch was cancelled (released, retried, or given back on stop) is skipped then, not run again",
   async (db) => {
     const t = batchJobs();
@@ -508,7 +508,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a second failure in a batch already cancelled by the first fires no second catch",
   async (db) => {
     const t = batchJobs();
@@ -544,7 +544,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a callback job that fails is not counted in its batch: retryBatch() skips it and retrying it changes no counter",
   async (db) => {
     const t = batchJobs();
@@ -576,7 +576,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "ctx.addToBatch() adds counted jobs to the handler's batch, and then waits for them",
   async (db) => {
     const t = batchJobs();
@@ -604,7 +604,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "ctx.addToBatch() is refused outside a batch, once the batch was cancelled or has finished, saying why",
   async (db) => {
     const t = batchJobs();
@@ -657,7 +657,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "ctx.addToBatch() from a callback of a pruned batch is refused with no such batch",
   async (db) => {
     const clock = new ManualClock();
@@ -683,7 +683,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "an empty batch finishes at dispatch and queues its then and finally jobs at once",
   async (db) => {
     const t = batchJobs();
@@ -704,7 +704,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a callback's delayMs counts from when it is queued, not from the batch's dispatch",
   async (db) => {
     const clock = new ManualClock();
@@ -729,7 +729,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Queue.batch().dispatch() refuses a bad payload in push #3 or in a callback, naming where, and stores nothing",
   async (db) => {
     const t = batchJobs();
@@ -796,7 +796,7 @@ storeTest("Queue.batch() takes a name of 1 to 255 characters", async (db) => {
   assert.equal((await queue.batchStatus(id))!.name, long);
 });
 
-storeTest(
+storeTest.sql(
   "a batch builder dispatched twice refuses the second time; awaiting it instead of dispatch() is a TypeError",
   async (db) => {
     const t = batchJobs();
@@ -822,7 +822,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Queue.pruneBatches() deletes only batches finished or cancelled before the cutoff, with their unfired callbacks",
   async (db) => {
     const clock = new ManualClock();
@@ -859,7 +859,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Queue.clear() counts batch jobs it deletes as skipped and finishes their batch, firing finally once",
   async (db) => {
     const t = batchJobs();
@@ -886,7 +886,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Queue.clear() of a running batch job counts it as skipped once; its late success changes nothing",
   async (db) => {
     const t = batchJobs();
@@ -950,7 +950,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "tx.batch() is stored with its transaction, and not at all when it rolls back; job:queued waits for the commit",
   async (db) => {
     const t = batchJobs();
@@ -984,7 +984,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Web Workers: ctx.addToBatch() adds counted jobs, handlers and callbacks see ctx.batchId, a job outside a batch sees null",
   async (db) => {
     await using queue = await db.open({ jobs: WW_JOBS });
@@ -1032,7 +1032,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Web Workers: ctx.progress() of a batch job shows in counts().running with its batch",
   async (db) => {
     await using queue = await db.open({ jobs: WW_JOBS });
@@ -1067,7 +1067,7 @@ storeTest(
 
 const noop = defineJob({ name: "noop", schema: z.number(), handle() {} });
 
-storeTest("a batch or chain dispatched twice at once is stored once", async (db) => {
+storeTest.sql("a batch or chain dispatched twice at once is stored once", async (db) => {
   await using queue = await db.open({ jobs: [noop] });
   const batch = queue.batch("x").push(noop, 1);
   const batchResults = await Promise.allSettled([batch.dispatch(), batch.dispatch()]);

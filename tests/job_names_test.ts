@@ -33,7 +33,7 @@ const newJob = defineJob({
   },
 });
 
-storeTest(
+storeTest.sql(
   "a worker claims only jobs it has a definition for; the others wait for a worker that knows them",
   async (db) => {
     ran.length = 0;
@@ -55,7 +55,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "queue.unclaimed() and the dashboard list due jobs no worker seen lately knows, by queue and name",
   async (db) => {
     const oldApp = await db.open({ jobs: [oldJob] });

@@ -72,7 +72,7 @@ Deno.test("defineJob() accepts output schemas whose values survive JSON", () => 
   }
 });
 
-storeTest(
+storeTest.sql(
   "a returned output that JSON would change fails the job, and dispatchAndWait rejects",
   async (db) => {
     const dated = defineJob({

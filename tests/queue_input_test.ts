@@ -83,7 +83,7 @@ Deno.test("Queue.counts() lists every queue the jobs name, with zeros, when the 
   assert.equal(later["elsewhere"]!.pending, 1);
 });
 
-storeTest(
+storeTest.sql(
   "tx.query() refuses transaction control, so a throwing callback still rolls back its dispatch",
   async (db) => {
     await using queue = await db.open({ jobs: JOBS });
@@ -174,7 +174,7 @@ const noop = defineJob({ name: "noop", schema: z.number(), handle() {} });
 /** The longest delay accepted anywhere: 100 years in ms. */
 const MAX_DELAY = 3153600000000;
 
-storeTest(
+storeTest.sql(
   "Queue.dispatch() refuses a delayMs past 100 years and a priority past 32 bits, storing nothing",
   async (db) => {
     await using queue = await db.open({ jobs: [noop] });

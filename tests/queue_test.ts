@@ -256,7 +256,7 @@ storeTest("Queue.dispatch() refuses a negative, NaN or infinite delayMs", async 
   assert.deepEqual(await storedCounts(queue), {});
 });
 
-storeTest(
+storeTest.sql(
   "Queue.dispatch() refuses an at more than 100 years ahead, as it does such a delayMs",
   async (db) => {
     await using queue = await openQueue(db);
@@ -343,7 +343,7 @@ storeTest(
   },
 );
 
-storeTest("Queue.transaction() commits app rows and dispatched jobs together", async (db) => {
+storeTest.sql("Queue.transaction() commits app rows and dispatched jobs together", async (db) => {
   await using queue = await openQueue(db);
   const seen = queuedEvents(queue);
   const jobId = await queue.transaction(async (tx) => {
@@ -362,7 +362,7 @@ storeTest("Queue.transaction() commits app rows and dispatched jobs together", a
   assert.deepEqual(orders.map((row) => ({ ...row })), [{ id: 1, total: 42 }]);
 });
 
-storeTest(
+storeTest.sql(
   "Queue.transaction() keeps neither the app row nor the job when its callback throws",
   async (db) => {
     await using queue = await openQueue(db);
@@ -385,7 +385,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Queue.transaction() rolls back everything when tx.dispatch gets a bad payload",
   async (db) => {
     await using queue = await openQueue(db);
@@ -403,16 +403,19 @@ storeTest(
   },
 );
 
-storeTest("Queue.transaction() refuses its handle once the transaction has ended", async (db) => {
-  await using queue = await openQueue(db);
-  let leaked: Parameters<Parameters<Queue["transaction"]>[0]>[0] | undefined;
-  await queue.transaction((tx) => void (leaked = tx));
-  await assert.rejects(leaked!.dispatch(order, { orderId: 1 }), /This transaction has ended/);
-  await assert.rejects(async () => await leaked!.query("SELECT 1"), /This transaction has ended/);
-  assert.deepEqual(await storedCounts(queue), {});
-});
+storeTest.sql(
+  "Queue.transaction() refuses its handle once the transaction has ended",
+  async (db) => {
+    await using queue = await openQueue(db);
+    let leaked: Parameters<Parameters<Queue["transaction"]>[0]>[0] | undefined;
+    await queue.transaction((tx) => void (leaked = tx));
+    await assert.rejects(leaked!.dispatch(order, { orderId: 1 }), /This transaction has ended/);
+    await assert.rejects(async () => await leaked!.query("SELECT 1"), /This transaction has ended/);
+    assert.deepEqual(await storedCounts(queue), {});
+  },
+);
 
-storeTest(
+storeTest.sql(
   "QueueTransaction.query() reports failures as rejections, not synchronous throws",
   async (db) => {
     await using queue = await openQueue(db);
@@ -558,7 +561,7 @@ storeTest("Queue.retry() puts a failed job back under its id with fresh attempts
   for (const bad of [0, -1, 1.5, NaN]) await assert.rejects(queue.retry(bad), RangeError);
 });
 
-storeTest("Queue.retryAll() puts every failed job back and returns how many", async (db) => {
+storeTest.sql("Queue.retryAll() puts every failed job back and returns how many", async (db) => {
   await using queue = await openQueue(db);
   const ids = await makeFailed(queue, 5);
   assert.equal(await queue.retryAll(), 5);
@@ -653,7 +656,7 @@ storeTest("Queue.counts() reports pending, delayed, reserved and failed per queu
   await worker.stop();
 });
 
-storeTest(
+storeTest.sql(
   "Two queues retrying the same failed jobs at once bring each back exactly once (R10)",
   async (db) => {
     await using a = await openQueue(db);
@@ -667,7 +670,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Retry and forget racing on one failed job leave it in exactly one place or gone (R10)",
   async (db) => {
     await using a = await openQueue(db);

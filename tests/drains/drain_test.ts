@@ -44,7 +44,7 @@ function blockingJob() {
   return { job, attempts, started: started.promise };
 }
 
-storeTest(
+storeTest.sql(
   "drain() runs every due job in this isolate and stops once nothing is due, leaving delayed jobs",
   async (db) => {
     const queue = await db.open({ jobs: [ok, broken, flaky] });
@@ -70,7 +70,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "drain({ maxJobs }) claims that many jobs and says it stopped for the job budget",
   async (db) => {
     const queue = await db.open({ jobs: [ok] });
@@ -83,7 +83,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "drain({ maxMs }) puts a job still running at the end of the budget back without using an attempt",
   async (db) => {
     const { job, attempts, started } = blockingJob();
@@ -115,7 +115,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "drain() refuses bad budgets by name and changes nothing; after close it rejects",
   async (db) => {
     const queue = await db.open({ jobs: [ok] });
@@ -159,7 +159,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "drainAfter() returns the response as it is and runs the job once the response was sent",
   async (db) => {
     const queue = await db.open({ jobs: [ok] });
@@ -179,7 +179,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "drainAfter() runs one drain at a time, and one more for a job dispatched while it ran",
   async (db) => {
     const release = Promise.withResolvers<void>();

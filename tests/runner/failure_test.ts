@@ -274,7 +274,7 @@ Deno.test("a failed hook that never settles is given up after the job's timeoutM
 
 const noop = defineJob({ name: "noop", schema: z.number(), handle() {} });
 
-storeTest(
+storeTest.sql(
   "an error message with NUL and a lone surrogate is stored with U+FFFD, and the other jobs of the tick complete",
   async (db) => {
     const poison = defineJob({

@@ -127,7 +127,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "ctx.progress() is written at most once a second per job, the latest value winning, however often it is reported",
   async (db) => {
     const firstBurstDone = Promise.withResolvers<void>();
@@ -176,7 +176,7 @@ storeTest(
   },
 );
 
-storeTest("progress is reset to null when the job is claimed again", async (db) => {
+storeTest.sql("progress is reset to null when the job is claimed again", async (db) => {
   const firstAttempt = Promise.withResolvers<void>();
   const secondAttempt = Promise.withResolvers<void>();
   const job = steppedJob("twice", [
@@ -249,7 +249,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Web Workers: ctx.progress() reported 1 000 times in a Web Worker is written once and shown by counts()",
   async (db) => {
     await using queue = await db.open({ jobs: WW_JOBS });

@@ -382,7 +382,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "R09: 1,000 jobs failing at once with a 60 s backoff come back spread, no 1 s bucket over 5 %",
   async (db) => {
     const job = defineJob({
@@ -461,7 +461,7 @@ Deno.test("ctx.release() past 100 years throws a RangeError inside the handler",
   assert.equal((await queue.jobs()).total, 0, "the handler returned, so the job completed");
 });
 
-storeTest("ctx.release(1500.5) puts the job back at a whole-ms time", async (db) => {
+storeTest.sql("ctx.release(1500.5) puts the job back at a whole-ms time", async (db) => {
   const clock = new ManualClock();
   const start = clock.now();
   let runs = 0;
@@ -492,7 +492,7 @@ storeTest("ctx.release(1500.5) puts the job back at a whole-ms time", async (db)
   assert.equal(availableAt, start + 1501);
 });
 
-storeTest(
+storeTest.sql(
   "a backoff function returning 1e19 fails its job for good with a RangeError, and the other jobs of the tick complete",
   async (db) => {
     const wild = defineJob({

@@ -140,7 +140,7 @@ storeTest("a worker never runs more handlers at once than its concurrency", asyn
   assert.equal(peak, 3);
 });
 
-storeTest("jobs that finish together are settled together, in one transaction", async (db) => {
+storeTest.sql("jobs that finish together are settled together, in one transaction", async (db) => {
   const release = gate();
   const job = defineJob({
     name: "grouped",
