@@ -135,8 +135,9 @@ interface Counters {
 
 /**
  * Reads a batch, checks `total = pending + failed + skipped + succeeded`, and
- * checks `pending` and `failed` against the member rows actually in `jobs`
- * and `failed_jobs`; returns the counters.
+ * on the SQL stores checks `pending` and `failed` against the member rows
+ * actually in `jobs` and `failed_jobs` (Redis has no rows to count with SQL:
+ * its variant checks what the batch's status says); returns the counters.
  */
 async function readBatch(db: StoreContext, queue: Queue, id: number): Promise<Counters> {
   const status = await queue.batchStatus(id);
@@ -144,12 +145,14 @@ async function readBatch(db: StoreContext, queue: Queue, id: number): Promise<Co
   const { total, pending, succeeded, failed, skipped, cancelled, finished } = status;
   assert.equal(total, pending + failed + skipped + succeeded, `batch ${id} adds up`);
   assert.ok(succeeded >= 0 && pending >= 0 && failed >= 0 && skipped >= 0);
-  const [rows] = await db.query<{ live: number; dead: number }>(
-    `SELECT (SELECT COUNT(*) FROM jobs WHERE batch_id = ?1 AND batch_member = 1) AS live,
-      (SELECT COUNT(*) FROM failed_jobs WHERE batch_id = ?1 AND batch_member = 1) AS dead`,
-    [id],
-  );
-  assert.deepEqual({ live: rows!.live, dead: rows!.dead }, { live: pending, dead: failed });
+  if (db.kind !== "redis") {
+    const [rows] = await db.query<{ live: number; dead: number }>(
+      `SELECT (SELECT COUNT(*) FROM jobs WHERE batch_id = ?1 AND batch_member = 1) AS live,
+        (SELECT COUNT(*) FROM failed_jobs WHERE batch_id = ?1 AND batch_member = 1) AS dead`,
+      [id],
+    );
+    assert.deepEqual({ live: rows!.live, dead: rows!.dead }, { live: pending, dead: failed });
+  }
   return { total, pending, succeeded, failed, skipped, cancelled, finished };
 }
 
@@ -247,7 +250,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "without allowFailures the first failure cancels the batch: waiting jobs are skipped and never run, the running one finishes, then never fires, catch and finally fire once",
   async (db) => {
     const t = batchJobs();
@@ -409,7 +412,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "a cancel skips delayed members and members waiting for a retry, not only due ones",
   async (db) => {
     const clock = new ManualClock();
@@ -450,7 +453,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "a running member put back after its batch was cancelled (released, retried, or given back on stop) is skipped then, not run again",
   async (db) => {
     const t = batchJobs();
@@ -508,7 +511,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "a second failure in a batch already cancelled by the first fires no second catch",
   async (db) => {
     const t = batchJobs();
@@ -544,7 +547,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "a callback job that fails is not counted in its batch: retryBatch() skips it and retrying it changes no counter",
   async (db) => {
     const t = batchJobs();
@@ -576,7 +579,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "ctx.addToBatch() adds counted jobs to the handler's batch, and then waits for them",
   async (db) => {
     const t = batchJobs();
@@ -604,7 +607,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "ctx.addToBatch() is refused outside a batch, once the batch was cancelled or has finished, saying why",
   async (db) => {
     const t = batchJobs();
@@ -683,7 +686,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "an empty batch finishes at dispatch and queues its then and finally jobs at once",
   async (db) => {
     const t = batchJobs();
@@ -859,7 +862,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "Queue.clear() counts batch jobs it deletes as skipped and finishes their batch, firing finally once",
   async (db) => {
     const t = batchJobs();
@@ -886,7 +889,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "Queue.clear() of a running batch job counts it as skipped once; its late success changes nothing",
   async (db) => {
     const t = batchJobs();
@@ -984,7 +987,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "Web Workers: ctx.addToBatch() adds counted jobs, handlers and callbacks see ctx.batchId, a job outside a batch sees null",
   async (db) => {
     await using queue = await db.open({ jobs: WW_JOBS });
@@ -1032,7 +1035,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "Web Workers: ctx.progress() of a batch job shows in counts().running with its batch",
   async (db) => {
     await using queue = await db.open({ jobs: WW_JOBS });
