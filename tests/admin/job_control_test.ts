@@ -20,7 +20,7 @@ import {
   ValidationError,
 } from "../../mod.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
-import { ManualClock, nextEvent, within } from "../_helpers.ts";
+import { failedCount, ManualClock, nextEvent, unfinishedCount, within } from "../_helpers.ts";
 import { storeTest } from "../_stores.ts";
 import * as moduleJobs from "../fixtures/job_control/jobs.ts";
 
@@ -282,7 +282,7 @@ storeTest(
   },
 );
 
-storeTest.sql(
+storeTest(
   "dispatchAndWait() times out or aborts while the job keeps its course",
   async (db) => {
     const { jobs, add } = controlJobs();
@@ -295,21 +295,21 @@ storeTest.sql(
     const waiting = queue.dispatchAndWait(add, { a: 1, b: 2 }, { signal: controller.signal });
     controller.abort(new Error("no longer needed"));
     await assert.rejects(waiting, /no longer needed/);
-    assert.equal(await db.count("jobs"), 2, "both jobs are still queued");
+    assert.equal(await unfinishedCount(queue), 2, "both jobs are still queued");
     await assert.rejects(
       queue.dispatchAndWait(add, { a: 1, b: 1 }, { timeoutMs: -1 }),
       /timeoutMs must be a positive number/,
     );
-    assert.equal(await db.count("jobs"), 2, "a bad option stores nothing");
+    assert.equal(await unfinishedCount(queue), 2, "a bad option stores nothing");
   },
 );
 
-storeTest.sql("cancel() removes a waiting job and records it as cancelled", async (db) => {
+storeTest("cancel() removes a waiting job and records it as cancelled", async (db) => {
   const { jobs, add, unique } = controlJobs();
   const queue = await db.open({ appKey: TEST_KEY, jobs });
   const id = await queue.dispatch(add, { a: 1, b: 1 }, { delayMs: 60_000 });
   assert.equal(await queue.cancel(id, { reason: "not needed" }), "cancelled");
-  assert.equal(await db.count("jobs"), 0);
+  assert.equal(await unfinishedCount(queue), 0);
   assert.deepEqual(await queue.result(id), {
     state: "cancelled",
     attempts: 0,
@@ -362,7 +362,7 @@ storeTest.sql(
 );
 
 for (const executor of ["isolate", "workers"] as const) {
-  storeTest.sql(
+  storeTest(
     `cancel() stops a running job (${executor}): signal aborted, not retried, no failed hook`,
     async (db) => {
       const { jobs, slow, started, failedHookRuns } = controlJobs();
@@ -389,8 +389,8 @@ for (const executor of ["isolate", "workers"] as const) {
         const result = await queue.result(id);
         assert.deepEqual(result, { state: "cancelled", attempts: 1, error: "user asked" });
         assert.deepEqual(failedHookRuns, []);
-        assert.equal(await db.count("jobs"), 0);
-        assert.equal(await db.count("failed_jobs"), 0);
+        assert.equal(await unfinishedCount(queue), 0);
+        assert.equal(await failedCount(queue), 0);
       } finally {
         await worker.stop();
       }
