@@ -85,7 +85,7 @@ function find(name: string): Command {
 function overview(): string {
   const width = Math.max(...COMMANDS.map(({ name }) => name.length));
   return [
-    "@renox/queue: background jobs kept in a SQLite file or a PostgreSQL database",
+    "@renox/queue: background jobs kept in a SQLite file, a PostgreSQL database or Redis",
     "",
     `Usage: ${PROGRAM} <command> [flags]`,
     "",
@@ -93,7 +93,7 @@ function overview(): string {
     ...COMMANDS.map(({ name, summary }) => `  ${name.padEnd(width)}  ${summary}`),
     "",
     `Every command takes ${Object.keys(COMMON_FLAGS).map((flag) => `--${flag}`).join(", ")}.`,
-    `The database (a SQLite file or a postgres:// URL) is --db, else $QUEUE_DB, else`,
+    `The database (a SQLite file, a postgres:// URL or a redis:// URL) is --db, else $QUEUE_DB, else`,
     `./.renox/queue.db in the current folder. "<command> --help" says more.`,
     "",
     EXIT_CODES,

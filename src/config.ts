@@ -8,18 +8,18 @@
 // its own import map, which need not list this dependency.
 // deno-lint-ignore no-import-prefix
 import { z } from "npm:zod@4";
-import { isPostgresUrl } from "./stores/database_url.ts";
+import { isServerUrl } from "./stores/database_url.ts";
 
 /** The queue's settings, as {@linkcode readConfig} returns them. */
 export interface QueueConfig {
   /**
    * The database, from `QUEUE_DB`: a SQLite file (relative to the current
-   * folder) or a `postgres://` URL.
+   * folder), a `postgres://` URL or a `redis://` URL (`?prefix=` names the store's prefix).
    * @default {"./.renox/queue.db"}
    */
   readonly db: string;
   /**
-   * `db` as `Queue.open` takes it: `{ url }` for a `postgres://` URL, else
+   * `db` as `Queue.open` takes it: `{ url }` for a `postgres://` or `redis://` URL, else
    * `{ path }`. Spread it into the options: `Queue.open({ ...config.database, jobs })`.
    */
   readonly database: DatabaseOptions;
@@ -36,11 +36,11 @@ export type DatabaseOptions = { readonly url: string } | { readonly path: string
 
 /**
  * The one rule for a database named by one string (`QUEUE_DB`, `--db`): a
- * `postgres://` or `postgresql://` URL selects PostgreSQL, anything else is a
- * SQLite file.
+ * `postgres://` or `postgresql://` URL selects PostgreSQL, a `redis://` or
+ * `rediss://` URL selects Redis, anything else is a SQLite file.
  */
 export function databaseOptions(db: string): DatabaseOptions {
-  return isPostgresUrl(db) ? { url: db } : { path: db };
+  return isServerUrl(db) ? { url: db } : { path: db };
 }
 
 /** The variables {@linkcode readConfig} reads. */
@@ -49,7 +49,9 @@ const VARIABLES = ["QUEUE_DB", "QUEUE_WORKERS"] as const;
 const MAX_WORKERS = 10_000;
 
 const schema = z.object({
-  QUEUE_DB: z.string({ error: "must be a path or a postgres:// URL" }).default("./.renox/queue.db"),
+  QUEUE_DB: z.string({ error: "must be a path, a postgres:// URL or a redis:// URL" }).default(
+    "./.renox/queue.db",
+  ),
   QUEUE_WORKERS: z.string({ error: "must be a whole number >= 0" })
     .regex(/^\s*\d+\s*$/, { error: "must be a whole number >= 0" })
     .transform(Number)
@@ -59,10 +61,10 @@ const schema = z.object({
 
 /**
  * Reads {@linkcode QueueConfig} from environment variables: `QUEUE_DB` (the
- * SQLite file, default `./.renox/queue.db` in the current folder, or a
- * `postgres://` URL) and `QUEUE_WORKERS` (jobs a serving app runs in its own
+ * SQLite file, default `./.renox/queue.db` in the current folder, a
+ * `postgres://` URL or a `redis://` URL) and `QUEUE_WORKERS` (jobs a serving app runs in its own
  * process, default 2, 0 for none). Open the queue with
- * `Queue.open({ ...config.database, jobs })`, so a URL selects PostgreSQL. An unset or
+ * `Queue.open({ ...config.database, jobs })`, so a URL selects PostgreSQL or Redis. An unset or
  * empty variable takes its default; a bad value throws a `TypeError` that
  * names the variable and the value.
  *

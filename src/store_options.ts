@@ -1,12 +1,12 @@
 /**
  * Where a queue keeps its jobs: a SQLite file (the default), a PostgreSQL
- * database by URL or `DATABASE_URL`, or a store the caller opened.
+ * database by URL or `DATABASE_URL`, a Redis server by URL, or a store the caller opened.
  *
  * @module
  */
 import { shown } from "./shown.ts";
 import { dirname } from "node:path";
-import { isPostgresUrl, redactPassword } from "./stores/database_url.ts";
+import { isPostgresUrl, isRedisUrl, redactPassword } from "./stores/database_url.ts";
 import { type Durability, SqliteStore } from "./stores/sqlite/mod.ts";
 import type { Store } from "./stores/store.ts";
 
@@ -21,8 +21,12 @@ export interface StoreOptions {
   path?: string;
   /**
    * A PostgreSQL URL (`postgres://…`): the queue keeps its jobs there, in the
-   * `public` schema, instead of a SQLite file. The driver is loaded only then.
-   * For more settings, open a `PostgresStore` from `@renox/queue/postgres` and pass it as `store`.
+   * `public` schema, instead of a SQLite file. Or a Redis URL (`redis://…`,
+   * `rediss://…`): the queue keeps its jobs on that server, under the URL's
+   * `prefix` parameter (`redis://host:6379/0?prefix=app`, default `renox`).
+   * The driver is loaded only then. For more settings, open a `PostgresStore`
+   * from `@renox/queue/postgres` or a `RedisStore` from `@renox/queue/redis`
+   * and pass it as `store`.
    * @default {DATABASE_URL, when it is a postgres:// URL and neither path nor store is given}
    */
   url?: string;
@@ -45,7 +49,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   if (options.store !== undefined) return options.store;
   if (options.path !== undefined) assertPath(options.path);
   const url = options.url ?? (options.path === undefined ? databaseUrl() : undefined);
-  if (url !== undefined) return await openPostgres(url);
+  if (url !== undefined) return await openServer(url);
   const path = options.path ?? "./.renox/queue.db";
   try {
     return await SqliteStore.open(path, {
@@ -111,13 +115,24 @@ function databaseUrl(): string | undefined {
 }
 
 /**
- * Opens the PostgreSQL store, imported on demand: apps on SQLite never load
- * the driver at run time. The specifier is a literal, so the module is in the
- * app's graph: it loads without `--allow-read`, and hosts that bundle the
- * graph (Deno Deploy) include it. Type-checking an app fetches the driver's
- * types once.
+ * Opens the PostgreSQL or Redis store `url` names, imported on demand: apps
+ * on SQLite never load a driver at run time. The specifiers are literals, so
+ * the modules are in the app's graph: they load without `--allow-read`, and
+ * hosts that bundle the graph (Deno Deploy) include them. Type-checking an
+ * app fetches the drivers' types once.
  */
-async function openPostgres(url: string): Promise<Store> {
-  const { PostgresStore } = await import("./stores/postgres/mod.ts");
-  return await PostgresStore.open(url);
+async function openServer(url: unknown): Promise<Store> {
+  if (typeof url === "string" && isPostgresUrl(url)) {
+    const { PostgresStore } = await import("./stores/postgres/mod.ts");
+    return await PostgresStore.open(url);
+  }
+  if (typeof url === "string" && isRedisUrl(url)) {
+    const { RedisStore } = await import("./stores/redis/mod.ts");
+    return await RedisStore.open(url);
+  }
+  throw new TypeError(
+    `Queue.open: url must start with postgres://, postgresql://, redis:// or rediss://: got ${
+      shown(typeof url === "string" ? redactPassword(url) : url)
+    }`,
+  );
 }

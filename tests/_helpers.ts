@@ -90,6 +90,23 @@ export async function storedCounts(
   );
 }
 
+/**
+ * How many jobs `queue`'s store holds unfinished (due, delayed or running),
+ * as `queue.jobs()` counts them: the store-neutral `db.count("jobs")`.
+ */
+export async function unfinishedCount(
+  queue: { jobs(options: { limit: number }): Promise<{ total: number }> },
+): Promise<number> {
+  return (await queue.jobs({ limit: 1 })).total;
+}
+
+/** How many failed jobs `queue`'s store holds (up to 1000): the store-neutral `db.count("failed_jobs")`. */
+export async function failedCount(
+  queue: { failed(options: { limit: number }): Promise<readonly unknown[]> },
+): Promise<number> {
+  return (await queue.failed({ limit: 1000 })).length;
+}
+
 /** Whether a file or folder exists at `path` (a marker a job or child process writes). */
 export function exists(path: string): boolean {
   try {

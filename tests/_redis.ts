@@ -18,6 +18,22 @@ export function freshPrefix(): string {
   return `t_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
 }
 
+/** The keys of `prefix` on the server at `url`, sorted. */
+export async function prefixKeys(url: string, prefix: string): Promise<string[]> {
+  const client = createClient({ url });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    const found: string[] = [];
+    for await (const keys of client.scanIterator({ MATCH: `{${prefix}}:*`, COUNT: 1000 })) {
+      found.push(...keys);
+    }
+    return found.sort();
+  } finally {
+    await client.close();
+  }
+}
+
 /** Deletes every key of `prefix` on the server at `url` (in pages, as `SCAN` gives them). */
 export async function deletePrefix(url: string, prefix: string): Promise<void> {
   const client = createClient({ url });

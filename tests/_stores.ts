@@ -1,12 +1,25 @@
 /**
- * Runs a feature test once per store: on SQLite (a temp file) and, when
- * `QUEUE_TEST_POSTGRES_URL` is set, on PostgreSQL (a fresh schema, dropped
- * afterwards). Without the variable the PostgreSQL variants are not
- * registered: each test file that uses this says once why, and lists one
- * ignored test that names the variable.
+ * Runs a feature test once per store: on SQLite (a temp file), when
+ * `QUEUE_TEST_POSTGRES_URL` is set on PostgreSQL (a fresh schema, dropped
+ * afterwards), and when `QUEUE_TEST_REDIS_URL` is set on Redis (a fresh
+ * prefix, its keys deleted afterwards). Without a variable its variants are
+ * not registered: each test file that uses this says once why, and lists
+ * one ignored test that names the variable.
+ *
+ * A test that reads the database with SQL (`db.query`, `db.count`,
+ * `db.sql`, `db.pick`) is registered with {@linkcode storeTest.sql}: it runs
+ * on the SQL stores only, and its Redis variant is listed as ignored, saying
+ * why, rather than left out in silence. Prefer reading what the public API
+ * shows (`queue.counts()`, `queue.jobs()`, `queue.result()`,
+ * `queue.failed()`): such a test runs on every store.
  *
  * ```ts ignore
  * storeTest("Queue.dispatch() stores the job", async (db) => {
+ *   await using queue = await db.open({ jobs: [job] });
+ *   await queue.dispatch(job, null);
+ *   assert.equal((await queue.counts()).queues[0]?.waiting, 1);
+ * });
+ * storeTest.sql("Queue.dispatch() writes one row", async (db) => {
  *   await using queue = await db.open({ jobs: [job] });
  *   await queue.dispatch(job, null);
  *   assert.equal(await db.count("jobs"), 1);
@@ -18,13 +31,15 @@
 import { join } from "node:path";
 import { Queue, type QueueOptions } from "../src/queue.ts";
 import { PostgresStore } from "../src/stores/postgres/mod.ts";
+import { RedisStore } from "../src/stores/redis/mod.ts";
 import { SqliteStore } from "../src/stores/sqlite/mod.ts";
 import type { Store } from "../src/stores/store.ts";
 import { tempDir } from "./_helpers.ts";
 import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
+import { deletePrefix, freshPrefix, redisTestUrl } from "./_redis.ts";
 
 /** The database a variant of a test runs on. */
-export type StoreKind = "sqlite" | "postgres";
+export type StoreKind = "sqlite" | "postgres" | "redis";
 
 /** What a test may pass to {@linkcode StoreContext.open}: everything but where the jobs live. */
 export type TestQueueOptions = Omit<
@@ -38,59 +53,108 @@ export interface StoreContext {
   readonly kind: StoreKind;
   /** A temp folder of the test's own, removed afterwards: for files the test or its jobs write. */
   readonly dir: string;
-  /** The SQLite file of this test's database; null on PostgreSQL. */
+  /** The SQLite file of this test's database; null on PostgreSQL and Redis. */
   readonly file: string | null;
   /**
    * Opens a queue on this test's database: every call of one test opens
    * another queue (another connection) on the same database. On PostgreSQL
-   * the store goes by the caller's clock when `options.clock` is given, else
-   * by the database's. Queues left open are closed when the test ends.
+   * and Redis the store goes by the caller's clock when `options.clock` is
+   * given, else by the database's. Queues left open are closed when the test ends.
    */
   open(options: TestQueueOptions): Promise<Queue>;
-  /** `text` with its `?` and `?N` placeholders in this store's syntax (`$n` on PostgreSQL). */
+  /**
+   * `text` with its `?` and `?N` placeholders in this store's syntax (`$n` on
+   * PostgreSQL). SQL stores only: on Redis it throws (see {@linkcode storeTest.sql}).
+   */
   sql(text: string): string;
   /**
    * Runs one statement (`?` or `?N` placeholders) in a transaction of a
    * store of its own on this test's database, like a second connection, and
-   * returns its rows as plain objects.
+   * returns its rows as plain objects. SQL stores only: on Redis it throws.
    */
   query<Row = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<Row[]>;
-  /** Rows of `table` matching `where` (placeholders as in {@linkcode StoreContext.query}). */
+  /**
+   * Rows of `table` matching `where` (placeholders as in {@linkcode StoreContext.query}).
+   * SQL stores only: on Redis it throws.
+   */
   count(table: string, where?: string, params?: readonly unknown[]): Promise<number>;
-  /** The choice for this store, for statements whose syntax differs (DDL, triggers). */
+  /**
+   * The choice for this store, for statements whose syntax differs (DDL,
+   * triggers). SQL stores only: on Redis it throws.
+   */
   pick<T>(choices: { readonly sqlite: T; readonly postgres: T }): T;
 }
 
-const STORE_NAMES: Record<StoreKind, string> = { sqlite: "SQLite", postgres: "PostgreSQL" };
+const STORE_NAMES: Record<StoreKind, string> = {
+  sqlite: "SQLite",
+  postgres: "PostgreSQL",
+  redis: "Redis",
+};
 
-let skipNoted = false;
+/** What the test files of this process have said once: a skipped store, SQL tests not on Redis. */
+const noted = new Set<"postgres" | "redis" | "sql">();
 
-/** The stores feature tests run on here: SQLite always, PostgreSQL when its URL is set. */
-function testStores(): StoreKind[] {
-  return postgresTestUrl() === null ? ["sqlite"] : ["sqlite", "postgres"];
+/** Says `message` once per test file, with an ignored test of the same name in the report. */
+function noteOnce(what: "postgres" | "redis" | "sql", message: string): void {
+  if (noted.has(what)) return;
+  noted.add(what);
+  console.log(message);
+  Deno.test({ name: message, ignore: true, fn() {} });
 }
 
 /**
- * Registers `fn` as one test per store, named `"SQLite: <name>"` and
- * `"PostgreSQL: <name>"`. Each run gets a fresh database, removed when the
- * test ends after every queue it opened is closed.
+ * Registers `fn` as one test per store, named `"SQLite: <name>"`,
+ * `"PostgreSQL: <name>"` and `"Redis: <name>"`. Each run gets a fresh
+ * database, removed when the test ends after every queue it opened is
+ * closed. `fn` reads the database only through the queue and the store,
+ * never with SQL: a test that does is registered with {@linkcode storeTest.sql}.
  */
 export function storeTest(name: string, fn: (db: StoreContext) => Promise<void>): void {
-  const url = postgresTestUrl();
-  if (url === null && !skipNoted) {
-    skipNoted = true;
-    console.log(
-      "PostgreSQL variants of the feature tests skipped: QUEUE_TEST_POSTGRES_URL is not set",
+  register(name, fn, true);
+}
+
+/**
+ * Registers `fn`, a test that reads the database with SQL, on the SQL
+ * stores only (SQLite, and PostgreSQL when its URL is set). Its Redis
+ * variant is listed as an ignored test that says why; the file says once
+ * how many of its tests read SQL.
+ */
+storeTest.sql = function storeTestSql(
+  name: string,
+  fn: (db: StoreContext) => Promise<void>,
+): void {
+  register(name, fn, false);
+};
+
+function register(name: string, fn: (db: StoreContext) => Promise<void>, onRedis: boolean): void {
+  const postgresUrl = postgresTestUrl();
+  const redisUrl = redisTestUrl();
+  if (postgresUrl === null) {
+    noteOnce(
+      "postgres",
+      "PostgreSQL: feature tests skipped, QUEUE_TEST_POSTGRES_URL is not set",
     );
-    Deno.test({
-      name: "PostgreSQL: feature tests skipped, QUEUE_TEST_POSTGRES_URL is not set",
-      ignore: true,
-      fn() {},
-    });
   }
-  for (const kind of testStores()) {
+  if (redisUrl === null) {
+    noteOnce("redis", "Redis: feature tests skipped, QUEUE_TEST_REDIS_URL is not set");
+  } else if (!onRedis) {
+    noteOnce(
+      "sql",
+      "Redis: the tests of this file registered with storeTest.sql() read SQL, so they run on " +
+        "the SQL stores only (each is listed as ignored)",
+    );
+    Deno.test({ name: `Redis: ${name} (reads SQL: SQL stores only)`, ignore: true, fn() {} });
+  }
+  const kinds: StoreKind[] = [
+    "sqlite",
+    ...(postgresUrl === null ? [] : ["postgres" as const]),
+    ...(redisUrl === null || !onRedis ? [] : ["redis" as const]),
+  ];
+  for (const kind of kinds) {
     Deno.test(`${STORE_NAMES[kind]}: ${name}`, async () => {
-      await using db = await openContext(kind, url);
+      await using db = kind === "redis"
+        ? await openRedisContext(redisUrl!)
+        : await openContext(kind, postgresUrl);
       await fn(db);
     });
   }
@@ -122,8 +186,62 @@ function toDollarPlaceholders(text: string): string {
   });
 }
 
+/** The error of a SQL read in a test's Redis variant. */
+function readsSql(what: string): Error {
+  return new Error(
+    `db.${what}() on Redis: this test reads SQL, which the Redis store has none of; register it ` +
+      "with storeTest.sql(), or read through the public API (queue.counts(), queue.jobs(), " +
+      "queue.result(), queue.failed())",
+  );
+}
+
+/** A Redis variant's database: a fresh prefix, its keys deleted when the test ends. */
+async function openRedisContext(url: string): Promise<StoreContext & AsyncDisposable> {
+  const dir = await tempDir();
+  const prefix = freshPrefix();
+  const queues: Queue[] = [];
+  return {
+    kind: "redis",
+    dir: dir.dir,
+    file: null,
+    async open(options) {
+      const clock = options.clock === undefined ? "database" : "caller";
+      const store = await RedisStore.open(url, { prefix, clock });
+      let queue: Queue;
+      try {
+        queue = await Queue.open({ ...options, store });
+      } catch (error) {
+        await store.close();
+        throw error;
+      }
+      queues.push(queue);
+      return queue;
+    },
+    sql() {
+      throw readsSql("sql");
+    },
+    query() {
+      return Promise.reject(readsSql("query"));
+    },
+    count() {
+      return Promise.reject(readsSql("count"));
+    },
+    pick() {
+      throw readsSql("pick");
+    },
+    async [Symbol.asyncDispose]() {
+      try {
+        await Promise.all(queues.map((queue) => queue.close()));
+        await deletePrefix(url, prefix);
+      } finally {
+        await dir[Symbol.asyncDispose]();
+      }
+    },
+  };
+}
+
 async function openContext(
-  kind: StoreKind,
+  kind: "sqlite" | "postgres",
   url: string | null,
 ): Promise<StoreContext & AsyncDisposable> {
   const dir = await tempDir();

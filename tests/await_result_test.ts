@@ -54,7 +54,7 @@ storeTest(
   },
 );
 
-storeTest("ResultWaiters reads the results of many waits in one statement", async (db) => {
+storeTest.sql("ResultWaiters reads the results of many waits in one statement", async (db) => {
   const queue = await db.open({ jobs: [add] });
   const count = 500;
   const ids = await queue.dispatchMany(
@@ -91,7 +91,7 @@ storeTest("ResultWaiters reads the results of many waits in one statement", asyn
   }
 });
 
-storeTest(
+storeTest.sql(
   "dispatchAndWait() in a process that only dispatches resolves when this process works the jobs",
   async (db) => {
     const queue = await db.open({ jobs: [add] });

@@ -135,8 +135,9 @@ interface Counters {
 
 /**
  * Reads a batch, checks `total = pending + failed + skipped + succeeded`, and
- * checks `pending` and `failed` against the member rows actually in `jobs`
- * and `failed_jobs`; returns the counters.
+ * on the SQL stores checks `pending` and `failed` against the member rows
+ * actually in `jobs` and `failed_jobs` (Redis has no rows to count with SQL:
+ * its variant checks what the batch's status says); returns the counters.
  */
 async function readBatch(db: StoreContext, queue: Queue, id: number): Promise<Counters> {
   const status = await queue.batchStatus(id);
@@ -144,12 +145,14 @@ async function readBatch(db: StoreContext, queue: Queue, id: number): Promise<Co
   const { total, pending, succeeded, failed, skipped, cancelled, finished } = status;
   assert.equal(total, pending + failed + skipped + succeeded, `batch ${id} adds up`);
   assert.ok(succeeded >= 0 && pending >= 0 && failed >= 0 && skipped >= 0);
-  const [rows] = await db.query<{ live: number; dead: number }>(
-    `SELECT (SELECT COUNT(*) FROM jobs WHERE batch_id = ?1 AND batch_member = 1) AS live,
-      (SELECT COUNT(*) FROM failed_jobs WHERE batch_id = ?1 AND batch_member = 1) AS dead`,
-    [id],
-  );
-  assert.deepEqual({ live: rows!.live, dead: rows!.dead }, { live: pending, dead: failed });
+  if (db.kind !== "redis") {
+    const [rows] = await db.query<{ live: number; dead: number }>(
+      `SELECT (SELECT COUNT(*) FROM jobs WHERE batch_id = ?1 AND batch_member = 1) AS live,
+        (SELECT COUNT(*) FROM failed_jobs WHERE batch_id = ?1 AND batch_member = 1) AS dead`,
+      [id],
+    );
+    assert.deepEqual({ live: rows!.live, dead: rows!.dead }, { live: pending, dead: failed });
+  }
   return { total, pending, succeeded, failed, skipped, cancelled, finished };
 }
 
@@ -187,7 +190,7 @@ function isolate(concurrency = 1) {
   return { executor: "isolate" as const, concurrency, pollMs: 10, stopWhenEmpty: true };
 }
 
-storeTest(
+storeTest.sql(
   "a batch whose jobs all succeed fires each then and finally once, never its catch, and its callbacks see the batch without being counted",
   async (db) => {
     const clock = new ManualClock();
@@ -305,7 +308,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "with allowFailures the other jobs run, catch and finally fire once, then not; retrying the failures until they succeed fires then once",
   async (db) => {
     const t = batchJobs();
@@ -354,7 +357,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Queue.cancelBatch() skips waiting jobs, lets running ones finish, and answers true once, then false; false for a finished or unknown batch",
   async (db) => {
     const t = batchJobs();
@@ -657,7 +660,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "ctx.addToBatch() from a callback of a pruned batch is refused with no such batch",
   async (db) => {
     const clock = new ManualClock();
@@ -704,7 +707,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a callback's delayMs counts from when it is queued, not from the batch's dispatch",
   async (db) => {
     const clock = new ManualClock();
@@ -729,7 +732,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Queue.batch().dispatch() refuses a bad payload in push #3 or in a callback, naming where, and stores nothing",
   async (db) => {
     const t = batchJobs();
@@ -796,7 +799,7 @@ storeTest("Queue.batch() takes a name of 1 to 255 characters", async (db) => {
   assert.equal((await queue.batchStatus(id))!.name, long);
 });
 
-storeTest(
+storeTest.sql(
   "a batch builder dispatched twice refuses the second time; awaiting it instead of dispatch() is a TypeError",
   async (db) => {
     const t = batchJobs();
@@ -822,7 +825,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Queue.pruneBatches() deletes only batches finished or cancelled before the cutoff, with their unfired callbacks",
   async (db) => {
     const clock = new ManualClock();
@@ -950,7 +953,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "tx.batch() is stored with its transaction, and not at all when it rolls back; job:queued waits for the commit",
   async (db) => {
     const t = batchJobs();
@@ -1067,7 +1070,7 @@ storeTest(
 
 const noop = defineJob({ name: "noop", schema: z.number(), handle() {} });
 
-storeTest("a batch or chain dispatched twice at once is stored once", async (db) => {
+storeTest.sql("a batch or chain dispatched twice at once is stored once", async (db) => {
   await using queue = await db.open({ jobs: [noop] });
   const batch = queue.batch("x").push(noop, 1);
   const batchResults = await Promise.allSettled([batch.dispatch(), batch.dispatch()]);

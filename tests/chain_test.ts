@@ -125,7 +125,7 @@ function payloads(rows: readonly { name: string; payload: string }[]): string[] 
   return rows.map((row) => `${row.name} ${row.payload}`);
 }
 
-storeTest(
+storeTest.sql(
   "Queue.chain() stores only the first link in jobs; the others and the catch wait in waiting_jobs",
   async (db) => {
     const t = chainJobs();
@@ -168,7 +168,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a chain runs its links in order, each in jobs right after the settle of the one before, and never queues its catch on success",
   async (db) => {
     const t = chainJobs();
@@ -215,29 +215,32 @@ storeTest(
   },
 );
 
-storeTest("a chain link being retried holds the next link back until it succeeds", async (db) => {
-  const t = chainJobs();
-  await using queue = await db.open({ jobs: t.jobs });
-  // The second attempt waits until the read made at the retry has been answered.
-  const read = Promise.withResolvers<void>();
-  t.setOnFlaky((attempt) => attempt === 2 ? read.promise : Promise.resolve());
-  const atRetry: Promise<string[]>[] = [];
-  queue.addEventListener("job:retry", () => {
-    atRetry.push(
-      db.query<JobRow>("SELECT name, payload FROM jobs").then((rows) => payloads(rows))
-        .finally(() => read.resolve()),
-    );
-  });
-  await queue.chain().then(t.flaky, { n: 1 }).then(t.step, { n: 2 }).dispatch();
+storeTest.sql(
+  "a chain link being retried holds the next link back until it succeeds",
+  async (db) => {
+    const t = chainJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    // The second attempt waits until the read made at the retry has been answered.
+    const read = Promise.withResolvers<void>();
+    t.setOnFlaky((attempt) => attempt === 2 ? read.promise : Promise.resolve());
+    const atRetry: Promise<string[]>[] = [];
+    queue.addEventListener("job:retry", () => {
+      atRetry.push(
+        db.query<JobRow>("SELECT name, payload FROM jobs").then((rows) => payloads(rows))
+          .finally(() => read.resolve()),
+      );
+    });
+    await queue.chain().then(t.flaky, { n: 1 }).then(t.step, { n: 2 }).dispatch();
 
-  const stats = await workUntilEmpty(queue, { executor: "isolate", concurrency: 2 });
+    const stats = await workUntilEmpty(queue, { executor: "isolate", concurrency: 2 });
 
-  assert.deepEqual(stats, { completed: 2, failed: 0, retried: 1 });
-  assert.deepEqual(t.log, ["flaky 1 attempt 1", "flaky 1 attempt 2", "step 2"]);
-  assert.deepEqual(await Promise.all(atRetry), [['flaky {"n":1}']]);
-});
+    assert.deepEqual(stats, { completed: 2, failed: 0, retried: 1 });
+    assert.deepEqual(t.log, ["flaky 1 attempt 1", "flaky 1 attempt 2", "step 2"]);
+    assert.deepEqual(await Promise.all(atRetry), [['flaky {"n":1}']]);
+  },
+);
 
-storeTest(
+storeTest.sql(
   "a link that fails for good stops the chain and queues every catch job once, with the link's failure naming the chain",
   async (db) => {
     const t = chainJobs();
@@ -269,7 +272,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Queue.retry() of the failed link resumes the chain where it stopped; a later failure does not fire the catch again",
   async (db) => {
     const t = chainJobs();
@@ -311,7 +314,7 @@ storeTest(
   },
 );
 
-storeTest("forgetting or flushing the failed link drops the rest of its chain", async (db) => {
+storeTest.sql("forgetting or flushing the failed link drops the rest of its chain", async (db) => {
   const t = chainJobs();
   await using queue = await db.open({ jobs: t.jobs });
   t.failing.add(1).add(2);
@@ -344,7 +347,7 @@ storeTest("forgetting or flushing the failed link drops the rest of its chain", 
   assert.deepEqual(t.log, ["fragile 1 failed", "fragile 2 failed"]);
 });
 
-storeTest("pruning the failed link drops the rest of its chain", async (db) => {
+storeTest.sql("pruning the failed link drops the rest of its chain", async (db) => {
   const clock = new ManualClock();
   const t = chainJobs();
   await using queue = await db.open({ jobs: t.jobs, clock });
@@ -361,7 +364,7 @@ storeTest("pruning the failed link drops the rest of its chain", async (db) => {
   assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
 });
 
-storeTest(
+storeTest.sql(
   "Queue.chain().dispatch() refuses an empty chain, even one with a catch, and stores nothing",
   async (db) => {
     const t = chainJobs();
@@ -378,7 +381,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Queue.chain().dispatch() refuses a bad payload in link 3 or in the catch, naming where it is, and stores nothing",
   async (db) => {
     const t = chainJobs();
@@ -410,7 +413,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a chain builder dispatched twice refuses the second time and stores the chain once",
   async (db) => {
     const t = chainJobs();
@@ -429,7 +432,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "chain({ queue }) puts every link and catch there unless its own options name a queue",
   async (db) => {
     const t = chainJobs();
@@ -465,7 +468,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a later link's delayMs counts from when it is queued, not from the chain's dispatch",
   async (db) => {
     const clock = new ManualClock();
@@ -524,7 +527,7 @@ storeTest("a later link's retryUntil window counts from when it is queued", asyn
   assert.deepEqual(await queue.failed(), []);
 });
 
-storeTest(
+storeTest.sql(
   "tx.chain() is stored with its transaction, and not at all when the transaction rolls back; job:queued waits for the commit",
   async (db) => {
     const t = chainJobs();
@@ -560,7 +563,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "awaiting a chain builder instead of its dispatch() rejects with a TypeError saying a chain is not a promise",
   async (db) => {
     const t = chainJobs();

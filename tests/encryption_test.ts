@@ -23,6 +23,7 @@ import {
   withoutOverlapping,
 } from "../mod.ts";
 import { PayloadCipher } from "../src/encryption.ts";
+import { unfinishedCount } from "./_helpers.ts";
 import { orQueueError, type StoreContext, storeTest } from "./_stores.ts";
 import { runCli } from "./fixtures/cli/cli_process.ts";
 import { failingSecretJob, secretJob, SEEN_SQL, type SeenRow } from "./fixtures/encryption/jobs.ts";
@@ -446,7 +447,7 @@ Deno.test("PayloadCipher: 100,000 encryptions never repeat an IV", async () => {
 // ---------------------------------------------------------------------------
 // Dispatch and the stored payload
 
-storeTest(
+storeTest.sql(
   "Queue: an encrypted job's row holds enc1 text under the current key with a fresh 12-byte IV, and its handler gets the payload back",
   async (db) => {
     const jobs = makeJobs();
@@ -503,7 +504,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Queue: a failing encrypted job keeps only ciphertext in failed(), its job:failed event, and the failed hook sees the payload",
   async (db) => {
     const hooks: { payload: unknown; error: string }[] = [];
@@ -546,7 +547,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Queue: retrying a failed encrypted job keeps the identical ciphertext, and it then runs with the payload",
   async (db) => {
     const seen: unknown[] = [];
@@ -586,7 +587,7 @@ storeTest(
     const payload = { secret: SECRET, n: 4, pad: "p" };
     await queue.dispatchSync(jobs.alpha, payload);
     assert.deepEqual(jobs.runs, [{ name: "enc.alpha", payload }]);
-    assert.equal(await db.count("jobs"), 0);
+    assert.equal(await unfinishedCount(queue), 0);
   },
 );
 
@@ -605,7 +606,7 @@ storeTest("Queue: middleware of an encrypted job sees the decrypted payload", as
 // ---------------------------------------------------------------------------
 // S01: tampering
 
-storeTest(
+storeTest.sql(
   "S01: a bit flip at every byte of a short payload's IV, ciphertext and tag fails its job for good, handler never run",
   async (db) => {
     const payload = { secret: SECRET, n: 1 };
@@ -617,7 +618,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "S01: sampled bit flips in a long payload's IV, ciphertext and tag fail their jobs for good",
   async (db) => {
     const payload = { secret: SECRET, n: 2, pad: "p".repeat(8_000) };
@@ -631,7 +632,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "S01: ciphertexts swapped between jobs of different names fail both (the name is bound)",
   async (db) => {
     await assertTamperedJobsFail(db, [
@@ -643,7 +644,7 @@ storeTest(
   },
 );
 
-storeTest("S01: truncated payloads fail their jobs for good", async (db) => {
+storeTest.sql("S01: truncated payloads fail their jobs for good", async (db) => {
   const cut = (stored: string, drop: number) => {
     const parsed = parse(stored);
     return build({ ...parsed, sealed: parsed.sealed.slice(0, parsed.sealed.length - drop) });
@@ -671,61 +672,64 @@ storeTest("S01: truncated payloads fail their jobs for good", async (db) => {
   ]);
 });
 
-storeTest("S01: a garbled format, key id, IV or field count fails its job for good", async (db) => {
-  const idA = await keyIdOf(KEY_A);
-  const otherId = idA.slice(0, -1) + (idA.endsWith("0") ? "1" : "0");
-  const withIv = (s: string, iv: Uint8Array<ArrayBuffer>) => build({ ...parse(s), iv });
-  await assertTamperedJobsFail(db, [
-    { label: "enc2 prefix", detail: NOT_ENCRYPTED, tamper: (s) => s.replace(/^enc1:/, "enc2:") },
-    {
-      label: "upper-case prefix",
-      detail: NOT_ENCRYPTED,
-      tamper: (s) => s.replace(/^enc1:/, "ENC1:"),
-    },
-    {
-      label: "plaintext JSON in an encrypted job's row",
-      detail: NOT_ENCRYPTED,
-      tamper: () => JSON.stringify({ secret: "not-it", n: 1 }),
-    },
-    {
-      label: "key id changed in its last digit",
-      detail: new RegExp(
-        `^it was encrypted with key ${otherId}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS$`,
-      ),
-      tamper: (s) => s.replace(`enc1:${idA}:`, `enc1:${otherId}:`),
-    },
-    {
-      label: "key id of zeros",
-      detail:
-        /^it was encrypted with key 0{16}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS$/,
-      tamper: (s) => s.replace(`enc1:${idA}:`, `enc1:${"0".repeat(16)}:`),
-    },
-    {
-      label: "key id missing",
-      detail: /^it was encrypted with key , which is neither APP_KEY nor in APP_PREVIOUS_KEYS$/,
-      tamper: (s) => s.replace(`enc1:${idA}:`, "enc1::"),
-    },
-    { label: "extra field", detail: MALFORMED, tamper: (s) => `${s}:AAAA` },
-    {
-      label: "IV not base64",
-      detail: MALFORMED,
-      tamper: (s) => s.replace(/^(enc1:[0-9a-f]+:)[^:]+:/, "$1!!!!not*base64!!!!:"),
-    },
-    {
-      label: "IV of 11 bytes",
-      detail: MALFORMED,
-      tamper: (s) => withIv(s, parse(s).iv.slice(0, 11)),
-    },
-    { label: "IV of 16 bytes", detail: MALFORMED, tamper: (s) => withIv(s, new Uint8Array(16)) },
-    {
-      label: "sealed part not base64",
-      detail: MALFORMED,
-      tamper: (s) => s.replace(/:[^:]+$/, ":%%%%"),
-    },
-  ]);
-});
+storeTest.sql(
+  "S01: a garbled format, key id, IV or field count fails its job for good",
+  async (db) => {
+    const idA = await keyIdOf(KEY_A);
+    const otherId = idA.slice(0, -1) + (idA.endsWith("0") ? "1" : "0");
+    const withIv = (s: string, iv: Uint8Array<ArrayBuffer>) => build({ ...parse(s), iv });
+    await assertTamperedJobsFail(db, [
+      { label: "enc2 prefix", detail: NOT_ENCRYPTED, tamper: (s) => s.replace(/^enc1:/, "enc2:") },
+      {
+        label: "upper-case prefix",
+        detail: NOT_ENCRYPTED,
+        tamper: (s) => s.replace(/^enc1:/, "ENC1:"),
+      },
+      {
+        label: "plaintext JSON in an encrypted job's row",
+        detail: NOT_ENCRYPTED,
+        tamper: () => JSON.stringify({ secret: "not-it", n: 1 }),
+      },
+      {
+        label: "key id changed in its last digit",
+        detail: new RegExp(
+          `^it was encrypted with key ${otherId}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS$`,
+        ),
+        tamper: (s) => s.replace(`enc1:${idA}:`, `enc1:${otherId}:`),
+      },
+      {
+        label: "key id of zeros",
+        detail:
+          /^it was encrypted with key 0{16}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS$/,
+        tamper: (s) => s.replace(`enc1:${idA}:`, `enc1:${"0".repeat(16)}:`),
+      },
+      {
+        label: "key id missing",
+        detail: /^it was encrypted with key , which is neither APP_KEY nor in APP_PREVIOUS_KEYS$/,
+        tamper: (s) => s.replace(`enc1:${idA}:`, "enc1::"),
+      },
+      { label: "extra field", detail: MALFORMED, tamper: (s) => `${s}:AAAA` },
+      {
+        label: "IV not base64",
+        detail: MALFORMED,
+        tamper: (s) => s.replace(/^(enc1:[0-9a-f]+:)[^:]+:/, "$1!!!!not*base64!!!!:"),
+      },
+      {
+        label: "IV of 11 bytes",
+        detail: MALFORMED,
+        tamper: (s) => withIv(s, parse(s).iv.slice(0, 11)),
+      },
+      { label: "IV of 16 bytes", detail: MALFORMED, tamper: (s) => withIv(s, new Uint8Array(16)) },
+      {
+        label: "sealed part not base64",
+        detail: MALFORMED,
+        tamper: (s) => s.replace(/:[^:]+$/, ":%%%%"),
+      },
+    ]);
+  },
+);
 
-storeTest(
+storeTest.sql(
   "S01: in a Web Worker, a tampered job fails for good and its handler never runs; an untouched one runs",
   async (db) => {
     await using queue = await db.open({ jobs: JOBS_URL, appKey: KEY_A });
@@ -785,7 +789,7 @@ storeTest(
 // Web Workers and the isolate executor
 
 for (const executor of ["workers", "isolate"] as const) {
-  storeTest(
+  storeTest.sql(
     `Queue: encrypted jobs run with their payload in the ${executor} executor, and the failed hook sees it too`,
     async (db) => {
       await using queue = await db.open({ jobs: JOBS_URL, appKey: KEY_A });
@@ -866,7 +870,7 @@ function openWithKeys(
 for (
   const [via, executor] of [["options", "isolate"], ["env", "workers"]] as const
 ) {
-  storeTest(
+  storeTest.sql(
     `S02: rotating APP_KEY (keys through ${via}, ${executor} executor): old jobs run with the old key listed, fail naming it once dropped`,
     async (db) => {
       const [idA, idB] = [await keyIdOf(KEY_A), await keyIdOf(KEY_B)];
@@ -1088,7 +1092,7 @@ Deno.test("Queue.open() without an encrypted job needs no key and does not read 
   }
 });
 
-storeTest(
+storeTest.sql(
   "Queue.open() takes APP_KEY and APP_PREVIOUS_KEYS from the environment; the options win over it",
   async (db) => {
     const jobs = makeJobs();

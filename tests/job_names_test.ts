@@ -15,7 +15,7 @@ import { workUntilEmpty } from "../src/testing.ts";
 import { fetchFrom } from "./_dashboard.ts";
 import { runCli } from "./fixtures/cli/cli_process.ts";
 import { storeTest } from "./_stores.ts";
-import { waitUntil } from "./_helpers.ts";
+import { failedCount, unfinishedCount, waitUntil } from "./_helpers.ts";
 
 const ran: string[] = [];
 const oldJob = defineJob({
@@ -46,12 +46,13 @@ storeTest(
     assert.deepEqual(stats, { completed: 2, failed: 0, retried: 0 });
     assert.deepEqual(ran.sort(), ["v1:1", "v1:2"]);
     assert.deepEqual(await oldApp.failed(), [], "no job failed as unknown");
-    assert.equal(await db.count("jobs", "name = ? AND attempts = 0", ["resize-v2"]), 3);
+    const waiting = (await newApp.jobs({ name: "resize-v2" })).jobs;
+    assert.deepEqual(waiting.map((job) => job.attempts), [0, 0, 0]);
 
     await workUntilEmpty(newApp, { executor: "isolate" });
     assert.deepEqual(ran.sort(), ["v1:1", "v1:2", "v2:1", "v2:2", "v2:3"]);
-    assert.equal(await db.count("jobs"), 0);
-    assert.equal(await db.count("failed_jobs"), 0);
+    assert.equal(await unfinishedCount(newApp), 0);
+    assert.equal(await failedCount(newApp), 0);
   },
 );
 
@@ -69,7 +70,7 @@ storeTest(
     try {
       await waitUntil(async () =>
         (await oldApp.workers()).length === 1 &&
-        await db.count("jobs", "name = ?", ["resize-v1"]) === 0, {
+        (await oldApp.jobs({ name: "resize-v1" })).total === 0, {
         what: "the old worker ran its due job and wrote a heartbeat",
       });
       assert.deepEqual(await newApp.unclaimed(), [

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, type PayloadSchema } from "../mod.ts";
-import { within } from "./_helpers.ts";
+import { failedCount, within } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 
 const PREFIX =
@@ -108,7 +108,7 @@ storeTest(
     assert.deepEqual(await within(queue.dispatchAndWait(plain, null), 60_000, "the plain job"), {
       at: "1970-01-01T00:00:00.000Z",
     });
-    assert.equal(await db.count("failed_jobs"), 2);
+    assert.equal(await failedCount(queue), 2);
     await worker.stop();
   },
 );

@@ -124,7 +124,7 @@ const notRules = defineJob({
 const ALL = [limitOne, limitTwo, locked, probe, rated, throwingMiddleware, notRules];
 
 for (const [job, limit] of [[limitOne, 1], [limitTwo, 2]] as const) {
-  storeTest(
+  storeTest.sql(
     `withoutOverlapping limit ${limit}: never more than ${limit} run at once with concurrency 8; held-back jobs keep their attempts and send no job:retry`,
     async (db) => {
       await using queue = await db.open({ jobs: ALL });
@@ -188,27 +188,37 @@ async function lockReleasedAfter(
   return failed;
 }
 
-storeTest("withoutOverlapping: the lock is released when the job succeeds", async (db) => {
+storeTest.sql("withoutOverlapping: the lock is released when the job succeeds", async (db) => {
   await lockReleasedAfter(db, "ok", { completed: 1, failed: 0, retried: 0 });
 });
 
-storeTest(
+storeTest.sql(
   "withoutOverlapping: the lock is released when the attempt throws and the job is retried",
   async (db) => {
     await lockReleasedAfter(db, "throw", { completed: 0, failed: 0, retried: 1 });
   },
 );
 
-storeTest("withoutOverlapping: the lock is released when the job releases itself", async (db) => {
-  await lockReleasedAfter(db, "release", { completed: 0, failed: 0, retried: 1 });
-});
+storeTest.sql(
+  "withoutOverlapping: the lock is released when the job releases itself",
+  async (db) => {
+    await lockReleasedAfter(db, "release", { completed: 0, failed: 0, retried: 1 });
+  },
+);
 
-storeTest("withoutOverlapping: the lock is released when the job fails for good", async (db) => {
-  const failed = await lockReleasedAfter(db, "permanent", { completed: 0, failed: 1, retried: 0 });
-  assert.equal(failed[0]?.error.name, "PermanentError");
-});
+storeTest.sql(
+  "withoutOverlapping: the lock is released when the job fails for good",
+  async (db) => {
+    const failed = await lockReleasedAfter(db, "permanent", {
+      completed: 0,
+      failed: 1,
+      retried: 0,
+    });
+    assert.equal(failed[0]?.error.name, "PermanentError");
+  },
+);
 
-storeTest("withoutOverlapping: the lock is released when the attempt times out", async (db) => {
+storeTest.sql("withoutOverlapping: the lock is released when the attempt times out", async (db) => {
   // maxAttempts 2: the first timeout is retried 60 s later, so drain sees one retry.
   await using queue = await db.open({ jobs: ALL });
   const retries = record<Detail<"job:retry">>(queue, "job:retry");
@@ -279,7 +289,7 @@ Deno.test("withoutOverlapping: the lock of a `work` process killed with SIGKILL 
   assert.equal(count(db, "job_locks"), 0);
 });
 
-storeTest(
+storeTest.sql(
   "rateLimited: at most max starts per window aligned to multiples of perMs",
   async (db) => {
     // 100 ms before a window boundary (the default start is a multiple of 1 s).
@@ -398,7 +408,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a job held back by its lock is due again releaseAfterMs later, then runs as attempt 1",
   async (db) => {
     const clock = new ManualClock();

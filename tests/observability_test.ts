@@ -107,27 +107,30 @@ storeTest(
   },
 );
 
-storeTest("chains and batches carry the dispatching trace to every job they queue", async (db) => {
-  exporter.reset();
-  const queue = await db.open({ jobs: [jobs.chatty] });
-  const { result: ids, traceId } = await inSpan(async () => {
-    const chain = await queue.chain().then(jobs.chatty, { lines: 1 }).then(jobs.chatty, {
-      lines: 2,
-    }).dispatch();
-    const batch = await queue.batch("b").push(jobs.chatty, { lines: 3 }).then(jobs.chatty, {
-      lines: 4,
-    }).dispatch();
-    const many = await queue.dispatchMany(jobs.chatty, [{ lines: 5 }, { lines: 6 }]);
-    return { chain, batch, many };
-  });
-  await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
-  const spans = exporter.getFinishedSpans().filter((span) =>
-    span.spanContext().traceId === traceId
-  );
-  // Two links of the chain, the batch's job and its `then`, two of dispatchMany.
-  assert.equal(spans.filter((span) => span.name === "job chatty").length, 6);
-  assert.ok(ids.many.every((id) => attemptSpans(id).length === 1));
-});
+storeTest.sql(
+  "chains and batches carry the dispatching trace to every job they queue",
+  async (db) => {
+    exporter.reset();
+    const queue = await db.open({ jobs: [jobs.chatty] });
+    const { result: ids, traceId } = await inSpan(async () => {
+      const chain = await queue.chain().then(jobs.chatty, { lines: 1 }).then(jobs.chatty, {
+        lines: 2,
+      }).dispatch();
+      const batch = await queue.batch("b").push(jobs.chatty, { lines: 3 }).then(jobs.chatty, {
+        lines: 4,
+      }).dispatch();
+      const many = await queue.dispatchMany(jobs.chatty, [{ lines: 5 }, { lines: 6 }]);
+      return { chain, batch, many };
+    });
+    await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+    const spans = exporter.getFinishedSpans().filter((span) =>
+      span.spanContext().traceId === traceId
+    );
+    // Two links of the chain, the batch's job and its `then`, two of dispatchMany.
+    assert.equal(spans.filter((span) => span.name === "job chatty").length, 6);
+    assert.ok(ids.many.every((id) => attemptSpans(id).length === 1));
+  },
+);
 
 storeTest(
   "a retried attempt's span links to the previous attempt's, and its error sets the status",
@@ -171,7 +174,7 @@ storeTest("a timed-out attempt's span has an error status and records the timeou
   assert.equal(exception?.attributes?.["exception.type"], "JobTimeoutError");
 });
 
-storeTest("an encrypted job's span and log never show its decrypted values", async (db) => {
+storeTest.sql("an encrypted job's span and log never show its decrypted values", async (db) => {
   exporter.reset();
   const queue = await db.open({ jobs: [secretive], appKey: KEY });
   const id = await queue.dispatch(secretive, { secret: "hunter2-swordfish" });
@@ -273,28 +276,31 @@ storeTest(
   },
 );
 
-storeTest("a job's log is capped: the oldest lines go, and one line says how many", async (db) => {
-  exporter.reset();
-  const queue = await db.open({ jobs: [jobs.chatty] });
-  const text = "x".repeat(90);
-  const id = await queue.dispatch(jobs.chatty, { lines: 100, text });
-  await queue.work({ executor: "isolate", stopWhenEmpty: true, maxLogBytes: 2_048 }).done;
-  const lines = await queue.logs(id);
-  const [cap, ...kept] = lines;
-  assert.equal(cap!.level, "cap");
-  const dropped = (cap!.fields as { dropped: number }).dropped;
-  assert.equal(dropped + kept.length, 100);
-  assert.match(
-    cap!.message,
-    new RegExp(`log capped at 2048 bytes per job: ${dropped} older lines dropped`),
-  );
-  assert.equal(kept.at(-1)!.message, `${text} 100`, "the newest line is kept");
-  const [sum] = await db.query<{ bytes: number }>(
-    "SELECT SUM(bytes) AS bytes FROM job_logs WHERE job_id = ?",
-    [id],
-  );
-  assert.ok(Number(sum!.bytes) <= 2_048, `stored ${sum!.bytes} bytes`);
-});
+storeTest.sql(
+  "a job's log is capped: the oldest lines go, and one line says how many",
+  async (db) => {
+    exporter.reset();
+    const queue = await db.open({ jobs: [jobs.chatty] });
+    const text = "x".repeat(90);
+    const id = await queue.dispatch(jobs.chatty, { lines: 100, text });
+    await queue.work({ executor: "isolate", stopWhenEmpty: true, maxLogBytes: 2_048 }).done;
+    const lines = await queue.logs(id);
+    const [cap, ...kept] = lines;
+    assert.equal(cap!.level, "cap");
+    const dropped = (cap!.fields as { dropped: number }).dropped;
+    assert.equal(dropped + kept.length, 100);
+    assert.match(
+      cap!.message,
+      new RegExp(`log capped at 2048 bytes per job: ${dropped} older lines dropped`),
+    );
+    assert.equal(kept.at(-1)!.message, `${text} 100`, "the newest line is kept");
+    const [sum] = await db.query<{ bytes: number }>(
+      "SELECT SUM(bytes) AS bytes FROM job_logs WHERE job_id = ?",
+      [id],
+    );
+    assert.ok(Number(sum!.bytes) <= 2_048, `stored ${sum!.bytes} bytes`);
+  },
+);
 
 storeTest(
   "a log line over maxLogBytes keeps its head and says how much was cut",
@@ -326,7 +332,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a Web Worker job logging three million lines keeps the process's memory bounded and its log capped",
   async (db) => {
     exporter.reset();

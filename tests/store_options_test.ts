@@ -1,8 +1,10 @@
 /**
  * Choosing the store from what names the database: one rule for
  * `readConfig()`, `Queue.open` and the CLI. A `postgres://` value selects
- * PostgreSQL wherever it is given; a `path` that is a URL, or empty, is
- * refused rather than opening a wrong or temporary SQLite database.
+ * PostgreSQL wherever it is given, a `redis://` value Redis (its `prefix`
+ * parameter naming the store's prefix); a `path` that is a URL, or empty, is
+ * refused rather than opening a wrong or temporary SQLite database. The
+ * cases that open Redis run when `QUEUE_TEST_REDIS_URL` is set.
  *
  * @module
  */
@@ -11,6 +13,13 @@ import { join } from "node:path";
 import { z } from "zod";
 import { defineJob, Queue, readConfig } from "../mod.ts";
 import { tempDir } from "./_helpers.ts";
+import {
+  deletePrefix,
+  freshPrefix,
+  openTestRedisStore,
+  prefixKeys,
+  redisTestUrl,
+} from "./_redis.ts";
 
 const noop = defineJob({ name: "store-options.noop", schema: z.null(), handle() {} });
 
@@ -51,4 +60,101 @@ Deno.test("Queue.open() refuses an empty path instead of opening a temporary dat
       }`,
     });
   }
+});
+
+Deno.test("readConfig() turns a redis:// or rediss:// QUEUE_DB into the url option", () => {
+  for (const url of ["redis://:secret@cache.internal:6379/0?prefix=app", "rediss://cache/1"]) {
+    assert.deepEqual(readConfig({ QUEUE_DB: url }).database, { url });
+  }
+});
+
+Deno.test("Queue.open() refuses a url of another kind, naming it without its password", async () => {
+  for (const url of ["mysql://app:secret@db.internal/app", "jobs.db", ""]) {
+    await assert.rejects(Queue.open({ url, jobs: [noop] }), (error: unknown) => {
+      assert.ok(error instanceof TypeError, String(error));
+      assert.match(
+        error.message,
+        /^Queue\.open: url must start with postgres:\/\/, postgresql:\/\/, redis:\/\/ or rediss:\/\/: got "/,
+      );
+      assert.doesNotMatch(error.message, /secret/, "the password is not shown");
+      return true;
+    });
+  }
+});
+
+Deno.test("Queue.open() refuses a redis:// URL it cannot parse, naming it without its password", async () => {
+  await assert.rejects(
+    Queue.open({ url: "redis://app:secret@cache.internal:port/0", jobs: [noop] }),
+    {
+      name: "TypeError",
+      message: 'url is not a valid URL: got "redis://app:***@cache.internal:port/0"',
+    },
+  );
+});
+
+Deno.test("RedisStore.open() gives up on a server that does not answer after connectTimeoutMs, naming it without its password", async () => {
+  const { RedisStore } = await import("../src/stores/redis/mod.ts");
+  const started = Date.now();
+  await assert.rejects(
+    RedisStore.open("redis://app:secret@127.0.0.1:1/0", { connectTimeoutMs: 300 }),
+    (error: unknown) => {
+      assert.ok(error instanceof Error, String(error));
+      assert.match(
+        error.message,
+        /^could not connect to Redis at redis:\/\/app:\*\*\*@127\.0\.0\.1:1\/0: no connection within 300 ms: /,
+      );
+      assert.doesNotMatch(error.message, /secret/, "the password is not shown");
+      return true;
+    },
+  );
+  assert.ok(Date.now() - started < 5_000, "it gave up in time");
+});
+
+const redisUrl = redisTestUrl();
+if (redisUrl === null) {
+  console.log("Redis cases of the store options skipped: QUEUE_TEST_REDIS_URL is not set");
+}
+
+Deno.test({
+  name:
+    'Queue.open({ url: "redis://…?prefix=…" }) keeps the jobs in Redis, under the URL\'s prefix',
+  ignore: redisUrl === null,
+  async fn() {
+    const prefix = freshPrefix();
+    const url = new URL(redisUrl!);
+    url.searchParams.set("prefix", prefix);
+    try {
+      const id = await (async () => {
+        await using queue = await Queue.open({ url: url.href, jobs: [noop] });
+        return await queue.dispatch(noop, null);
+      })();
+      const keys = await prefixKeys(redisUrl!, prefix);
+      assert.ok(keys.includes(`{${prefix}}:meta`), `the store's keys: ${keys.join(", ")}`);
+      // The job is the prefix's: a store under it claims the job, a store under another does not.
+      await using other = await openTestRedisStore(redisUrl!);
+      const claim = { queues: ["default"], limit: 10, now: Date.now(), leaseMs: 60_000, token: 1 };
+      assert.deepEqual(await other.store.claim(claim), []);
+      await using mine = await openTestRedisStore(redisUrl!, { prefix });
+      assert.deepEqual((await mine.store.claim(claim)).map((job) => job.id), [id]);
+    } finally {
+      await deletePrefix(redisUrl!, prefix);
+    }
+  },
+});
+
+Deno.test({
+  name: "readConfig() with a redis:// QUEUE_DB opens the queue on Redis",
+  ignore: redisUrl === null,
+  async fn() {
+    const prefix = freshPrefix();
+    try {
+      const config = readConfig({
+        QUEUE_DB: `${redisUrl}${redisUrl!.includes("?") ? "&" : "?"}prefix=${prefix}`,
+      });
+      await (await Queue.open({ ...config.database, jobs: [] })).close();
+      assert.ok((await prefixKeys(redisUrl!, prefix)).includes(`{${prefix}}:meta`));
+    } finally {
+      await deletePrefix(redisUrl!, prefix);
+    }
+  },
 });

@@ -258,7 +258,7 @@ async function jobRow(db: StoreContext, id: number): Promise<JobRow | undefined>
   return row;
 }
 
-storeTest(
+storeTest.sql(
   "a unique dispatch while the holder waits returns the holder's id, stores nothing and sends no job:queued",
   async (db) => {
     const { queue, clock } = await open(db);
@@ -290,7 +290,7 @@ storeTest(
   },
 );
 
-storeTest("a unique job lets the next dispatch store once it has completed", async (db) => {
+storeTest.sql("a unique job lets the next dispatch store once it has completed", async (db) => {
   const { queue } = await open(db);
   await using _ = queue;
   seen.length = 0;
@@ -307,20 +307,23 @@ storeTest("a unique job lets the next dispatch store once it has completed", asy
   assert.equal((await keys(db))[0]?.job_id, next);
 });
 
-storeTest("a unique job lets the next dispatch store once it has failed for good", async (db) => {
-  const { queue } = await open(db);
-  await using _ = queue;
+storeTest.sql(
+  "a unique job lets the next dispatch store once it has failed for good",
+  async (db) => {
+    const { queue } = await open(db);
+    await using _ = queue;
 
-  const first = await queue.dispatch(uniqueFails, { user: "ann", n: 1 });
-  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 0 });
-  assert.equal(await db.count("failed_jobs"), 1);
-  assert.equal(await db.count("job_keys"), 0);
-  const next = await queue.dispatch(uniqueFails, { user: "ann", n: 2 });
-  assert.notEqual(next, first);
-  assert.equal(await db.count("jobs"), 1);
-});
+    const first = await queue.dispatch(uniqueFails, { user: "ann", n: 1 });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 0 });
+    assert.equal(await db.count("failed_jobs"), 1);
+    assert.equal(await db.count("job_keys"), 0);
+    const next = await queue.dispatch(uniqueFails, { user: "ann", n: 2 });
+    assert.notEqual(next, first);
+    assert.equal(await db.count("jobs"), 1);
+  },
+);
 
-storeTest(
+storeTest.sql(
   "a unique key expires uniqueForMs after its dispatch, and the old holder's end leaves the new key alone",
   async (db) => {
     const { queue, clock } = await open(db);
@@ -350,50 +353,56 @@ storeTest(
   },
 );
 
-storeTest("a unique job holds its key across a retry and a release with backoff", async (db) => {
-  const { queue, clock } = await open(db);
-  await using _ = queue;
-  const queued = record<Detail<"job:queued">>(queue, "job:queued");
-  const retries = record<Detail<"job:retry">>(queue, "job:retry");
+storeTest.sql(
+  "a unique job holds its key across a retry and a release with backoff",
+  async (db) => {
+    const { queue, clock } = await open(db);
+    await using _ = queue;
+    const queued = record<Detail<"job:queued">>(queue, "job:queued");
+    const retries = record<Detail<"job:retry">>(queue, "job:retry");
 
-  const first = await queue.dispatch(uniqueRetries, { user: "ann", n: 1 });
-  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 1 });
-  assert.equal(await db.count("job_keys"), 1);
-  assert.equal(await queue.dispatch(uniqueRetries, { user: "ann", n: 2 }), first);
+    const first = await queue.dispatch(uniqueRetries, { user: "ann", n: 1 });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 1 });
+    assert.equal(await db.count("job_keys"), 1);
+    assert.equal(await queue.dispatch(uniqueRetries, { user: "ann", n: 2 }), first);
 
-  clock.advance(1_000);
-  assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 1 });
-  assert.equal(retries[1]?.delayMs, 500, "attempt 2 released itself for 500 ms");
-  assert.equal(await db.count("job_keys"), 1);
-  assert.equal(await queue.dispatch(uniqueRetries, { user: "ann", n: 3 }), first);
-  assert.equal(await db.count("jobs"), 1);
+    clock.advance(1_000);
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 1 });
+    assert.equal(retries[1]?.delayMs, 500, "attempt 2 released itself for 500 ms");
+    assert.equal(await db.count("job_keys"), 1);
+    assert.equal(await queue.dispatch(uniqueRetries, { user: "ann", n: 3 }), first);
+    assert.equal(await db.count("jobs"), 1);
 
-  clock.advance(500);
-  assert.deepEqual(await workUntilEmpty(queue), { completed: 1, failed: 0, retried: 0 });
-  assert.equal(await db.count("job_keys"), 0);
-  const next = await queue.dispatch(uniqueRetries, { user: "ann", n: 4 });
-  assert.notEqual(next, first);
-  assert.deepEqual(queued.map((event) => event.id), [first, next]);
-});
+    clock.advance(500);
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 1, failed: 0, retried: 0 });
+    assert.equal(await db.count("job_keys"), 0);
+    const next = await queue.dispatch(uniqueRetries, { user: "ann", n: 4 });
+    assert.notEqual(next, first);
+    assert.deepEqual(queued.map((event) => event.id), [first, next]);
+  },
+);
 
-storeTest('a unique job with uniqueUntil "completed" holds its key while it runs', async (db) => {
-  const { queue } = await open(db);
-  await using _ = queue;
-  hold.gate = gate();
+storeTest.sql(
+  'a unique job with uniqueUntil "completed" holds its key while it runs',
+  async (db) => {
+    const { queue } = await open(db);
+    await using _ = queue;
+    hold.gate = gate();
 
-  const first = await queue.dispatch(uniqueGated, { user: "ann", n: 1 });
-  const worker = queue.work({ pollMs: 10 });
-  await nextEvent<Detail<"job:start">>(queue, "job:start", (event) => event.id === first);
-  assert.equal(await db.count("job_keys"), 1);
-  assert.equal(await queue.dispatch(uniqueGated, { user: "ann", n: 2 }), first);
-  assert.equal(await db.count("jobs"), 1);
-  hold.gate.resolve();
-  await nextEvent(queue, "job:complete");
-  await worker.stop();
-  assert.equal(await db.count("job_keys"), 0);
-});
+    const first = await queue.dispatch(uniqueGated, { user: "ann", n: 1 });
+    const worker = queue.work({ pollMs: 10 });
+    await nextEvent<Detail<"job:start">>(queue, "job:start", (event) => event.id === first);
+    assert.equal(await db.count("job_keys"), 1);
+    assert.equal(await queue.dispatch(uniqueGated, { user: "ann", n: 2 }), first);
+    assert.equal(await db.count("jobs"), 1);
+    hold.gate.resolve();
+    await nextEvent(queue, "job:complete");
+    await worker.stop();
+    assert.equal(await db.count("job_keys"), 0);
+  },
+);
 
-storeTest(
+storeTest.sql(
   'a unique job with uniqueUntil "processing" releases its key when it is claimed',
   async (db) => {
     const { queue } = await open(db);
@@ -420,7 +429,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "dispatchMany with the same uniqueId twice in one call stores it once and returns its id for both",
   async (db) => {
     const { queue } = await open(db);
@@ -442,7 +451,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a unique tx.dispatch rolled back leaves no job and no job_keys row; committed, it holds the key",
   async (db) => {
     const { queue } = await open(db);
@@ -468,7 +477,7 @@ storeTest(
   },
 );
 
-storeTest("queue.clear() releases the unique keys of the jobs it deletes", async (db) => {
+storeTest.sql("queue.clear() releases the unique keys of the jobs it deletes", async (db) => {
   const { queue } = await open(db);
   await using _ = queue;
 
@@ -480,7 +489,7 @@ storeTest("queue.clear() releases the unique keys of the jobs it deletes", async
   assert.equal(await db.count("jobs"), 1);
 });
 
-storeTest(
+storeTest.sql(
   "a uniqueId that returns a non-string or more than 255 characters is a TypeError, and nothing is stored",
   async (db) => {
     const { queue } = await open(db);
@@ -542,7 +551,7 @@ Deno.test("defineJob refuses unique with debounce, debounceMaxWaitMs without deb
   );
 });
 
-storeTest(
+storeTest.sql(
   "a debounced dispatch returns the waiting job's id, replaces its payload and moves its due time; the handler runs once with the last payload",
   async (db) => {
     const { queue, clock } = await open(db);
@@ -571,7 +580,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a debounced job's due time is capped at debounceMaxWaitMs after its first dispatch",
   async (db) => {
     const { queue, clock } = await open(db);
@@ -596,7 +605,7 @@ storeTest(
   },
 );
 
-storeTest("a dispatch after the debounced job started stores a new job", async (db) => {
+storeTest.sql("a dispatch after the debounced job started stores a new job", async (db) => {
   const { queue, clock } = await open(db);
   await using _ = queue;
   debounced.length = 0;
@@ -643,28 +652,31 @@ async function r12(
   await check(queue);
 }
 
-storeTest("R12: no job_keys or job_locks row is left after a success", async (db) => {
+storeTest.sql("R12: no job_keys or job_locks row is left after a success", async (db) => {
   await r12(db, r12Ok, { completed: 1, failed: 0, retried: 0 });
 });
 
-storeTest("R12: no job_keys or job_locks row is left after a permanent failure", async (db) => {
+storeTest.sql("R12: no job_keys or job_locks row is left after a permanent failure", async (db) => {
   await r12(db, r12Permanent, { completed: 0, failed: 1, retried: 0 }, async (queue) => {
     assert.match((await queue.failed())[0]!.error, /PermanentError: never/);
   });
 });
 
-storeTest("R12: no job_keys or job_locks row is left after a final timeout", async (db) => {
+storeTest.sql("R12: no job_keys or job_locks row is left after a final timeout", async (db) => {
   await r12(db, r12Timeout, { completed: 0, failed: 1, retried: 0 }, async (queue) => {
     const [failed] = await queue.failed();
     assert.match(failed!.error, new RegExp(JobTimeoutError.name));
   });
 });
 
-storeTest("R12: no job_keys or job_locks row is left after retries then success", async (db) => {
-  await r12(db, r12Retry, { completed: 1, failed: 0, retried: 2 });
-});
+storeTest.sql(
+  "R12: no job_keys or job_locks row is left after retries then success",
+  async (db) => {
+    await r12(db, r12Retry, { completed: 1, failed: 0, retried: 2 });
+  },
+);
 
-storeTest("R12: no job_keys row is left by a rolled-back transaction", async (db) => {
+storeTest.sql("R12: no job_keys row is left by a rolled-back transaction", async (db) => {
   await using queue = await db.open({ jobs: ALL });
   await assert.rejects(
     queue.transaction(async (tx) => {

@@ -19,7 +19,7 @@ import {
   readSwitch,
   UsageError,
 } from "./args.ts";
-import { redactPassword } from "../stores/database_url.ts";
+import { isRedisUrl, redactPassword } from "../stores/database_url.ts";
 import { shown } from "../shown.ts";
 import type { Command } from "./command.ts";
 import { firstLine, formatTable } from "./table.ts";
@@ -261,15 +261,22 @@ const migrate: Command = {
   operands: "",
   summary: "bring the database's schema up to date",
   description:
-    "Creates the database if missing and applies the schema steps it lacks (opening a queue does the\nsame), then prints the schema version it is at.",
+    "Creates the database if missing and applies the schema steps it lacks (opening a queue does the\nsame), then prints the schema version it is at (on Redis: checks the server and prints the\nkey layout version).",
   flags: {},
   async run(args) {
     expectPositionals(args, 0, 0, "");
     await using queue = await openAdminQueue(args, { create: true });
+    const db = readDb(args);
+    if (isRedisUrl(db)) {
+      // Redis has no schema: opening the store checked the server and wrote its key layout.
+      const { LAYOUT_VERSION } = await import("../stores/redis/migrate.ts");
+      console.log(`${redactPassword(db)} is at Redis key layout version ${LAYOUT_VERSION}`);
+      return 0;
+    }
     const [row] = await queue.transaction((tx) =>
       tx.query<{ version: number }>("SELECT MAX(version) AS version FROM queue_migrations")
     );
-    console.log(`${redactPassword(readDb(args))} is at schema version ${row?.version ?? 0}`);
+    console.log(`${redactPassword(db)} is at schema version ${row?.version ?? 0}`);
     return 0;
   },
 };

@@ -22,7 +22,7 @@ import {
   UsageError,
 } from "./args.ts";
 import { resolve } from "node:path";
-import { isPostgresUrl, redactPassword } from "../stores/database_url.ts";
+import { isServerUrl, redactPassword } from "../stores/database_url.ts";
 import { shown } from "../shown.ts";
 import { childDenoFlags, filePath, withFolder } from "./deno_flags.ts";
 import { type Command, EXIT } from "./command.ts";
@@ -144,17 +144,17 @@ async function runWorker(settings: WorkSettings): Promise<number> {
  * as the absolute path it resolves to (the default depends on the current folder).
  */
 function shownDb(db: string): string {
-  if (isPostgresUrl(db)) return redactPassword(db);
+  if (isServerUrl(db)) return redactPassword(db);
   return db === ":memory:" || db.startsWith("file:") ? db : resolve(db);
 }
 
 /** What the supervised child must reach, for a partial grant of permissions to keep. */
 function childNeeds(settings: WorkSettings): Parameters<typeof childDenoFlags>[1] {
   const files = [filePath(CLI_URL), filePath(settings.jobs)].filter((path) => path !== null);
-  const sqlite = isPostgresUrl(settings.db) || settings.db === ":memory:"
+  const sqlite = isServerUrl(settings.db) || settings.db === ":memory:"
     ? []
     : withFolder(resolve(settings.db));
-  const host = isPostgresUrl(settings.db) ? new URL(settings.db) : null;
+  const host = isServerUrl(settings.db) ? URL.parse(settings.db) : null;
   return {
     read: [Deno.cwd(), ...files.flatMap((path) => withFolder(path)), ...sqlite],
     write: sqlite,

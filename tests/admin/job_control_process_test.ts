@@ -35,7 +35,7 @@ async function openHere(db: StoreContext): Promise<Queue> {
   return await db.open({ jobs: JOBS });
 }
 
-storeTest("dispatchAndWait() gets the output of a job another process ran", async (db) => {
+storeTest.sql("dispatchAndWait() gets the output of a job another process ran", async (db) => {
   const queue = await openHere(db);
   await using child = await workerProcess(db);
   const output = await within(
@@ -51,36 +51,39 @@ storeTest("dispatchAndWait() gets the output of a job another process ran", asyn
   await child.exit(30_000);
 });
 
-storeTest("cancel() stops a job running in another process; the figure is printed", async (db) => {
-  const queue = await openHere(db);
-  await using child = await workerProcess(db);
-  const latencies: number[] = [];
-  for (let round = 0; round < 12; round++) {
-    const id = await queue.dispatch(slow, null);
-    await child.line(`started ${id}`, 60_000);
-    const cancelledAt = Date.now();
-    assert.equal(await queue.cancel(id, { reason: `round ${round}` }), "cancelling");
-    const line = await child.line(`aborted ${id} `, 60_000);
-    const [, , at, reasonName] = line.split(" ");
-    assert.equal(reasonName, "JobCancelledError");
-    latencies.push(Number(at) - cancelledAt);
-    const result = await waitForState(queue, id, "cancelled");
-    assert.deepEqual(result, { state: "cancelled", attempts: 1, error: `round ${round}` });
-  }
-  assert.equal(await db.count("jobs"), 0);
-  assert.equal(await db.count("failed_jobs"), 0);
-  latencies.sort((a, b) => a - b);
-  const at = (q: number) =>
-    latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))];
-  console.log(
-    `[figure] ${db.kind}: cancel() to the handler's abort in another process over ${latencies.length} jobs: p50 ${
-      at(0.5)
-    } ms, p99 ${at(0.99)} ms (max ${latencies.at(-1)} ms)`,
-  );
-  await child.exit(30_000);
-});
+storeTest.sql(
+  "cancel() stops a job running in another process; the figure is printed",
+  async (db) => {
+    const queue = await openHere(db);
+    await using child = await workerProcess(db);
+    const latencies: number[] = [];
+    for (let round = 0; round < 12; round++) {
+      const id = await queue.dispatch(slow, null);
+      await child.line(`started ${id}`, 60_000);
+      const cancelledAt = Date.now();
+      assert.equal(await queue.cancel(id, { reason: `round ${round}` }), "cancelling");
+      const line = await child.line(`aborted ${id} `, 60_000);
+      const [, , at, reasonName] = line.split(" ");
+      assert.equal(reasonName, "JobCancelledError");
+      latencies.push(Number(at) - cancelledAt);
+      const result = await waitForState(queue, id, "cancelled");
+      assert.deepEqual(result, { state: "cancelled", attempts: 1, error: `round ${round}` });
+    }
+    assert.equal(await db.count("jobs"), 0);
+    assert.equal(await db.count("failed_jobs"), 0);
+    latencies.sort((a, b) => a - b);
+    const at = (q: number) =>
+      latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))];
+    console.log(
+      `[figure] ${db.kind}: cancel() to the handler's abort in another process over ${latencies.length} jobs: p50 ${
+        at(0.5)
+      } ms, p99 ${at(0.99)} ms (max ${latencies.at(-1)} ms)`,
+    );
+    await child.exit(30_000);
+  },
+);
 
-storeTest("a pause holds a queue back in another process; resume lets it run", async (db) => {
+storeTest.sql("a pause holds a queue back in another process; resume lets it run", async (db) => {
   const queue = await openHere(db);
   await using child = await workerProcess(db);
   await queue.pause("steps", { reason: "test" });

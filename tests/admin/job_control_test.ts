@@ -20,7 +20,7 @@ import {
   ValidationError,
 } from "../../mod.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
-import { ManualClock, nextEvent, within } from "../_helpers.ts";
+import { failedCount, ManualClock, nextEvent, unfinishedCount, within } from "../_helpers.ts";
 import { storeTest } from "../_stores.ts";
 import * as moduleJobs from "../fixtures/job_control/jobs.ts";
 
@@ -131,7 +131,7 @@ function controlJobs() {
   };
 }
 
-storeTest("a job's output is stored with its settle and read back by result()", async (db) => {
+storeTest.sql("a job's output is stored with its settle and read back by result()", async (db) => {
   const { jobs, add } = controlJobs();
   const queue = await db.open({ appKey: TEST_KEY, jobs });
   const id = await queue.dispatch(add, { a: 2, b: 3 });
@@ -154,7 +154,7 @@ storeTest("a job's output is stored with its settle and read back by result()", 
   assert.equal(await queue.result(999_999), null);
 });
 
-storeTest(
+storeTest.sql(
   "an output that fails its schema or its cap fails the attempt, naming the job",
   async (db) => {
     const { jobs, wrongOutput, bigOutput } = controlJobs();
@@ -175,25 +175,28 @@ storeTest(
   },
 );
 
-storeTest("keepFinishedMs 0 keeps nothing; the default keeps the job until pruned", async (db) => {
-  const clock = new ManualClock(1_000_000);
-  const { jobs, noOutput, add } = controlJobs();
-  const queue = await db.open({ appKey: TEST_KEY, jobs, clock });
-  const dropped = await queue.dispatch(noOutput, null);
-  const kept = await queue.dispatch(add, { a: 1, b: 1 });
-  await workUntilEmpty(queue, { executor: "isolate" });
-  assert.equal(await queue.result(dropped), null);
-  assert.equal((await queue.result(kept))?.state, "completed");
-  const [row] = await db.query<{ keep_until: number; finished_at: number }>(
-    "SELECT keep_until, finished_at FROM completed_jobs WHERE id = ?",
-    [kept],
-  );
-  assert.equal(Number(row!.keep_until) - Number(row!.finished_at), 24 * 60 * 60 * 1_000);
-  clock.advance(60_000);
-  assert.equal(await queue.pruneFinished({ olderThanMs: 120_000 }), 0);
-  assert.equal(await queue.pruneFinished({ olderThanMs: 30_000 }), 1);
-  assert.equal(await queue.result(kept), null);
-});
+storeTest.sql(
+  "keepFinishedMs 0 keeps nothing; the default keeps the job until pruned",
+  async (db) => {
+    const clock = new ManualClock(1_000_000);
+    const { jobs, noOutput, add } = controlJobs();
+    const queue = await db.open({ appKey: TEST_KEY, jobs, clock });
+    const dropped = await queue.dispatch(noOutput, null);
+    const kept = await queue.dispatch(add, { a: 1, b: 1 });
+    await workUntilEmpty(queue, { executor: "isolate" });
+    assert.equal(await queue.result(dropped), null);
+    assert.equal((await queue.result(kept))?.state, "completed");
+    const [row] = await db.query<{ keep_until: number; finished_at: number }>(
+      "SELECT keep_until, finished_at FROM completed_jobs WHERE id = ?",
+      [kept],
+    );
+    assert.equal(Number(row!.keep_until) - Number(row!.finished_at), 24 * 60 * 60 * 1_000);
+    clock.advance(60_000);
+    assert.equal(await queue.pruneFinished({ olderThanMs: 120_000 }), 0);
+    assert.equal(await queue.pruneFinished({ olderThanMs: 30_000 }), 1);
+    assert.equal(await queue.result(kept), null);
+  },
+);
 
 storeTest("a settle prunes kept jobs past their time, at most once a minute", async (db) => {
   const clock = new ManualClock(1_000_000);
@@ -208,20 +211,23 @@ storeTest("a settle prunes kept jobs past their time, at most once a minute", as
   assert.equal((await queue.result(second))?.state, "completed");
 });
 
-storeTest("an encrypted job's output is stored encrypted and read back in clear", async (db) => {
-  const { jobs, secret } = controlJobs();
-  const queue = await db.open({ appKey: TEST_KEY, jobs });
-  const id = await queue.dispatch(secret, { pin: "4242" });
-  await workUntilEmpty(queue, { executor: "isolate" });
-  const [row] = await db.query<{ output: string; payload: string }>(
-    "SELECT output, payload FROM completed_jobs WHERE id = ?",
-    [id],
-  );
-  assert.ok(!row!.output.includes("4242") && !row!.payload.includes("4242"));
-  assert.deepEqual((await queue.result(id))?.output, { token: "t-4242" });
-});
+storeTest.sql(
+  "an encrypted job's output is stored encrypted and read back in clear",
+  async (db) => {
+    const { jobs, secret } = controlJobs();
+    const queue = await db.open({ appKey: TEST_KEY, jobs });
+    const id = await queue.dispatch(secret, { pin: "4242" });
+    await workUntilEmpty(queue, { executor: "isolate" });
+    const [row] = await db.query<{ output: string; payload: string }>(
+      "SELECT output, payload FROM completed_jobs WHERE id = ?",
+      [id],
+    );
+    assert.ok(!row!.output.includes("4242") && !row!.payload.includes("4242"));
+    assert.deepEqual((await queue.result(id))?.output, { token: "t-4242" });
+  },
+);
 
-storeTest(
+storeTest.sql(
   "result() without APP_KEY gives an encrypted job's state and says why its output is withheld",
   async (db) => {
     const { jobs, secret } = controlJobs();
@@ -276,31 +282,34 @@ storeTest(
   },
 );
 
-storeTest("dispatchAndWait() times out or aborts while the job keeps its course", async (db) => {
-  const { jobs, add } = controlJobs();
-  const queue = await db.open({ appKey: TEST_KEY, jobs });
-  await assert.rejects(
-    queue.dispatchAndWait(add, { a: 1, b: 1 }, { timeoutMs: 50 }),
-    (error: Error) => error instanceof JobWaitTimeoutError && /keeps running/.test(error.message),
-  );
-  const controller = new AbortController();
-  const waiting = queue.dispatchAndWait(add, { a: 1, b: 2 }, { signal: controller.signal });
-  controller.abort(new Error("no longer needed"));
-  await assert.rejects(waiting, /no longer needed/);
-  assert.equal(await db.count("jobs"), 2, "both jobs are still queued");
-  await assert.rejects(
-    queue.dispatchAndWait(add, { a: 1, b: 1 }, { timeoutMs: -1 }),
-    /timeoutMs must be a positive number/,
-  );
-  assert.equal(await db.count("jobs"), 2, "a bad option stores nothing");
-});
+storeTest(
+  "dispatchAndWait() times out or aborts while the job keeps its course",
+  async (db) => {
+    const { jobs, add } = controlJobs();
+    const queue = await db.open({ appKey: TEST_KEY, jobs });
+    await assert.rejects(
+      queue.dispatchAndWait(add, { a: 1, b: 1 }, { timeoutMs: 50 }),
+      (error: Error) => error instanceof JobWaitTimeoutError && /keeps running/.test(error.message),
+    );
+    const controller = new AbortController();
+    const waiting = queue.dispatchAndWait(add, { a: 1, b: 2 }, { signal: controller.signal });
+    controller.abort(new Error("no longer needed"));
+    await assert.rejects(waiting, /no longer needed/);
+    assert.equal(await unfinishedCount(queue), 2, "both jobs are still queued");
+    await assert.rejects(
+      queue.dispatchAndWait(add, { a: 1, b: 1 }, { timeoutMs: -1 }),
+      /timeoutMs must be a positive number/,
+    );
+    assert.equal(await unfinishedCount(queue), 2, "a bad option stores nothing");
+  },
+);
 
 storeTest("cancel() removes a waiting job and records it as cancelled", async (db) => {
   const { jobs, add, unique } = controlJobs();
   const queue = await db.open({ appKey: TEST_KEY, jobs });
   const id = await queue.dispatch(add, { a: 1, b: 1 }, { delayMs: 60_000 });
   assert.equal(await queue.cancel(id, { reason: "not needed" }), "cancelled");
-  assert.equal(await db.count("jobs"), 0);
+  assert.equal(await unfinishedCount(queue), 0);
   assert.deepEqual(await queue.result(id), {
     state: "cancelled",
     attempts: 0,
@@ -317,7 +326,7 @@ storeTest("cancel() removes a waiting job and records it as cancelled", async (d
   await assert.rejects(queue.cancel(id, { reason: "" }), /reason must be a string of 1 to 255/);
 });
 
-storeTest(
+storeTest.sql(
   "a cancelled batch job counts as skipped; a chain stops at a cancelled link",
   async (db) => {
     const { jobs, step, log } = controlJobs();
@@ -380,8 +389,8 @@ for (const executor of ["isolate", "workers"] as const) {
         const result = await queue.result(id);
         assert.deepEqual(result, { state: "cancelled", attempts: 1, error: "user asked" });
         assert.deepEqual(failedHookRuns, []);
-        assert.equal(await db.count("jobs"), 0);
-        assert.equal(await db.count("failed_jobs"), 0);
+        assert.equal(await unfinishedCount(queue), 0);
+        assert.equal(await failedCount(queue), 0);
       } finally {
         await worker.stop();
       }
@@ -391,7 +400,7 @@ for (const executor of ["isolate", "workers"] as const) {
   );
 }
 
-storeTest(
+storeTest.sql(
   "dispatchAndWait() of a job cancelled meanwhile rejects with JobCancelledError",
   async (db) => {
     const { jobs, add } = controlJobs();
@@ -461,7 +470,7 @@ storeTest("pause({ forMs }) resumes on its own", async (db) => {
   assert.deepEqual(log, ["step 1"]);
 });
 
-storeTest("pause() refuses a bad queue name or forMs, changing nothing", async (db) => {
+storeTest.sql("pause() refuses a bad queue name or forMs, changing nothing", async (db) => {
   const { jobs } = controlJobs();
   const queue = await db.open({ appKey: TEST_KEY, jobs });
   await assert.rejects(queue.pause("no spaces"), /queue name "no spaces" is invalid/);
@@ -500,7 +509,7 @@ Deno.test("Queue.open refuses a bad mode or keepFinishedMs", async () => {
   );
 });
 
-storeTest(
+storeTest.sql(
   "the deprecated keepCompletedMs, completed(), completedJob() and pruneCompleted() still work",
   async (db) => {
     const clock = new ManualClock(1_000_000);
@@ -604,38 +613,41 @@ Deno.test("the claim's pause check is one primary-key lookup inside the claim's 
   }
 });
 
-storeTest("a chain link given previousOutput gets the output of the link before", async (db) => {
-  const { jobs, add, double, doubled, secret, step } = controlJobs();
-  const queue = await db.open({ appKey: TEST_KEY, jobs });
-  const chainId = await queue.chain()
-    .then(add, { a: 2, b: 3 })
-    .then(double, previousOutput)
-    .then(double, previousOutput)
-    .dispatch();
-  const [waiting] = await db.query<{ payload: string }>(
-    "SELECT payload FROM waiting_jobs WHERE chain_id = ? ORDER BY position LIMIT 1",
-    [chainId],
-  );
-  assert.equal(waiting?.payload, "<previous output>");
-  await workUntilEmpty(queue, { executor: "isolate" });
-  assert.deepEqual(doubled, [10, 20]);
-  const [last] = await queue.finished({ name: "double", limit: 1 });
-  assert.equal(last?.output, '{"sum":20}');
-  await assert.rejects(
-    queue.chain().then(double, previousOutput).dispatch(),
-    /link 1 of a chain: the first link has no previous output/,
-  );
-  await assert.rejects(
-    queue.chain().then(secret, { pin: "1" }).then(double, previousOutput).dispatch(),
-    /previousOutput cannot pass an output to or from an encrypted job/,
-  );
-  // An output that does not fit the next job's schema fails that link for good.
-  await queue.chain().then(add, { a: 1, b: 1 }).then(step, previousOutput).dispatch();
-  await workUntilEmpty(queue, { executor: "isolate" });
-  const [failed] = await queue.failed();
-  assert.equal(failed?.name, "step");
-  assert.match(failed!.error, /PayloadIntegrityError/);
-});
+storeTest.sql(
+  "a chain link given previousOutput gets the output of the link before",
+  async (db) => {
+    const { jobs, add, double, doubled, secret, step } = controlJobs();
+    const queue = await db.open({ appKey: TEST_KEY, jobs });
+    const chainId = await queue.chain()
+      .then(add, { a: 2, b: 3 })
+      .then(double, previousOutput)
+      .then(double, previousOutput)
+      .dispatch();
+    const [waiting] = await db.query<{ payload: string }>(
+      "SELECT payload FROM waiting_jobs WHERE chain_id = ? ORDER BY position LIMIT 1",
+      [chainId],
+    );
+    assert.equal(waiting?.payload, "<previous output>");
+    await workUntilEmpty(queue, { executor: "isolate" });
+    assert.deepEqual(doubled, [10, 20]);
+    const [last] = await queue.finished({ name: "double", limit: 1 });
+    assert.equal(last?.output, '{"sum":20}');
+    await assert.rejects(
+      queue.chain().then(double, previousOutput).dispatch(),
+      /link 1 of a chain: the first link has no previous output/,
+    );
+    await assert.rejects(
+      queue.chain().then(secret, { pin: "1" }).then(double, previousOutput).dispatch(),
+      /previousOutput cannot pass an output to or from an encrypted job/,
+    );
+    // An output that does not fit the next job's schema fails that link for good.
+    await queue.chain().then(add, { a: 1, b: 1 }).then(step, previousOutput).dispatch();
+    await workUntilEmpty(queue, { executor: "isolate" });
+    const [failed] = await queue.failed();
+    assert.equal(failed?.name, "step");
+    assert.match(failed!.error, /PayloadIntegrityError/);
+  },
+);
 
 Deno.test("inline mode passes outputs along a chain too", async () => {
   const { jobs, add, double, doubled } = controlJobs();
@@ -664,7 +676,7 @@ storeTest("a running batch job cancelled counts as skipped, and the batch finish
   assert.equal(status?.finished, true);
 });
 
-storeTest(
+storeTest.sql(
   "a job claimed again with a cancel asked (its last worker ended first) is cancelled, not run",
   async (db) => {
     const { jobs, step, log } = controlJobs();

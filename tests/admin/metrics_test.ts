@@ -192,7 +192,7 @@ Deno.test("a worker's settles record completions, retries after errors and failu
   await assert.rejects(queue.metrics({ windowMs: 10 }), RangeError);
 });
 
-storeTest(
+storeTest.sql(
   "worker processes settle into rows of their own shard, and the metrics read adds the shards up",
   async (db) => {
     const clock = new ManualClock(NOON);

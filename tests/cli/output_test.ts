@@ -63,7 +63,7 @@ Deno.test("usage lines name the CLI as it runs from source, and --db says it tak
   const help = await runCli(["help", "work"]);
   assert.match(help.stdout, /^Usage: deno run -A \.\/src\/cli\.ts work --jobs PATH \[flags\]$/m);
   assert.doesNotMatch(help.stdout, /jsr:@renox\/queue\/cli/);
-  assert.match(help.stdout, /--db DB\s+a SQLite file or a postgres:\/\/ URL/);
+  assert.match(help.stdout, /--db DB\s+a SQLite file, a postgres:\/\/ URL or a redis:\/\/ URL/);
 });
 
 Deno.test("usage lines name the script that started the CLI when it is not the CLI module itself", async () => {

@@ -41,7 +41,7 @@ async function storeArgs(db: StoreContext): Promise<string[]> {
   return ["postgres", Deno.env.get("QUEUE_TEST_POSTGRES_URL")!, row!.s];
 }
 
-storeTest(
+storeTest.sql(
   "a kill storm at concurrency 32 with Web Workers fails for a crash only jobs that held a slot when their worker died, none lost, none started twice (maxAttempts 1, maxCrashes 1)",
   async (db) => {
     await using queue = await db.open({ jobs: [once] });

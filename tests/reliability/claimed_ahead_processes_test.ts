@@ -114,7 +114,7 @@ function pausedFromAnotherProcess(db: StoreContext, pause: () => Promise<void>, 
   });
 }
 
-storeTest(
+storeTest.sql(
   "a pause from a third process (the CLI on SQLite) while two worker processes claim ahead: at most the jobs holding slots start afterwards; each job runs once after resume()",
   (db) =>
     pausedFromAnotherProcess(db, async () => {
@@ -132,7 +132,7 @@ storeTest(
     }, "paused from a third process"),
 );
 
-storeTest(
+storeTest.sql(
   'Queue.cancel() from a third process of jobs two worker processes claimed ahead: a job answered "cancelled" never starts',
   (db) =>
     withWorkers(db, async (ledger, ids) => {
@@ -159,7 +159,7 @@ storeTest(
     }),
 );
 
-storeTest(
+storeTest.sql(
   'uniqueUntil "processing" re-dispatched from a third process while two worker processes claim the jobs ahead: never two jobs of one key waiting to start',
   (db) =>
     withWorkers(db, async (ledger, ids) => {

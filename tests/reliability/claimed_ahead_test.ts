@@ -100,7 +100,7 @@ function startsIn(starts: readonly Start[], from: number, to: number): Start[] {
   return starts.filter(({ n }) => n >= from && n < to);
 }
 
-storeTest(
+storeTest.sql(
   "Queue.cancel() of jobs claimed ahead cancels them at once, and none of them starts afterwards",
   async (db) => {
     const scenario = heldJobs(1);
@@ -131,7 +131,7 @@ storeTest(
 );
 
 for (const concurrency of [1, 8]) {
-  storeTest(
+  storeTest.sql(
     `Queue.pause() stops jobs claimed ahead at concurrency ${concurrency}: only the jobs running may finish, the rest are given back charged nothing`,
     async (db) => {
       const scenario = heldJobs(concurrency);
@@ -190,7 +190,7 @@ Deno.test("R18: the CLI's pause in another process stops the jobs a worker claim
   await worker.stop();
 });
 
-storeTest(
+storeTest.sql(
   'uniqueUntil "processing" holds the key of jobs claimed ahead that stop() puts back, and stop() counts them as no retry',
   async (db) => {
     const scenario = heldJobs(1, { uniqueUntil: "processing" });
@@ -221,7 +221,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "drain() at the end of its time budget counts the jobs it claimed ahead and put back as no retry",
   async (db) => {
     const scenario = heldJobs(1);
@@ -248,7 +248,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a worker process killed while holding jobs claimed ahead charges them no attempt and no crash (maxAttempts 1, maxCrashes 1)",
   async (db) => {
     await using queue = await db.open({ jobs: [once] });
@@ -320,7 +320,7 @@ function readLedger(path: string): { id: number; attempt: number }[] {
   });
 }
 
-storeTest(
+storeTest.sql(
   "a job claimed ahead whose lease ran out while it waited for its start starts on a renewed lease: another worker does not run it again or charge it a crash",
   async (db) => {
     const starts: Start[] = [];
@@ -385,7 +385,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "R08: a job that kills its worker process every time reaches failed_jobs after maxCrashes, and the jobs its dead workers held ahead are charged nothing (maxAttempts 1, maxCrashes 1)",
   async (db) => {
     await using queue = await db.open({ jobs: [once, poison] });
@@ -457,7 +457,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "a queue paused and resumed at once while its jobs claimed ahead are given back: each job runs once, on its first attempt, none failed or counted retried",
   async (db) => {
     const concurrency = 8;
@@ -489,7 +489,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "stop() with jobs claimed ahead while a pause is in flight: none of them starts, nothing stays leased, and each runs once on its first attempt after resume()",
   async (db) => {
     const concurrency = 8;

@@ -78,7 +78,7 @@ const nothingLeased = (db: StoreContext) => async () =>
   (await db.count("jobs", "token IS NOT NULL")) === 0;
 
 for (const concurrency of [8, 32]) {
-  storeTest(
+  storeTest.sql(
     `Web Workers c${concurrency}: Queue.cancel() of jobs claimed ahead while every slot is held: none of them starts afterwards`,
     async (db) => {
       const s = await scenario(db, concurrency, 0);
@@ -107,7 +107,7 @@ for (const concurrency of [8, 32]) {
     },
   );
 
-  storeTest(
+  storeTest.sql(
     `Web Workers c${concurrency}: Queue.pause() while every slot is held: no job claimed ahead starts afterwards, each runs once after resume()`,
     async (db) => {
       const s = await scenario(db, concurrency, 0);
@@ -136,7 +136,7 @@ for (const concurrency of [8, 32]) {
   );
 }
 
-storeTest(
+storeTest.sql(
   'Web Workers c32: Queue.cancel() of jobs claimed ahead while quick jobs flow: a job answered "cancelled" never starts',
   async (db) => {
     const s = await scenario(db, 0, FLOWING_WAIT_MS);
@@ -175,7 +175,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Web Workers c32: Queue.pause() while quick jobs flow: at most the jobs holding slots start afterwards, and each job runs once after resume()",
   async (db) => {
     const s = await scenario(db, 0, FLOWING_WAIT_MS);

@@ -38,7 +38,7 @@ async function jobRow(db: StoreContext, id: number) {
   return row;
 }
 
-storeTest(
+storeTest.sql(
   "A settle the database refuses for one job settles the tick's others, puts the poisoned one back with the database's error, and the queue flows on",
   async (db) => {
     const queue = await db.open({ jobs: [noop] });

@@ -5,7 +5,7 @@ import type { QueueEventMap } from "../../src/events.ts";
 import { defineJob } from "../../src/job.ts";
 import { Queue } from "../../src/queue.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
-import { tempDir } from "../_helpers.ts";
+import { tempDir, unfinishedCount } from "../_helpers.ts";
 import { gate, record } from "../fixtures/runner/harness.ts";
 import { orQueueError, storeTest } from "../_stores.ts";
 
@@ -296,7 +296,7 @@ storeTest(
     });
     await orQueueError(queue, worker.done);
     assert.deepEqual(worker.stats, { completed: 5, failed: 1, retried: 0 });
-    assert.equal(await db.count("jobs"), 0);
+    assert.equal(await unfinishedCount(queue), 0);
     const failed = await queue.failedJob(id);
     assert.equal(failed?.error, "Error: bad\uFFFDbyte \uFFFD");
     assert.ok(failed?.stack !== null && failed?.stack !== undefined);

@@ -10,7 +10,7 @@ import type { QueueEventMap } from "../../src/events.ts";
 import { defineJob } from "../../src/job.ts";
 import { Queue } from "../../src/queue.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
-import { ManualClock, nextEvent } from "../_helpers.ts";
+import { ManualClock, nextEvent, unfinishedCount } from "../_helpers.ts";
 import { events, gate } from "../fixtures/runner/harness.ts";
 import { storeTest } from "../_stores.ts";
 
@@ -160,7 +160,7 @@ storeTest("jobs that finish together are settled together, in one transaction", 
     completes.push(event.detail.id);
     if (completes.length > 1) return;
     // Events are sent after the commit: another connection sees the whole settle.
-    leftAtFirstComplete = db.count("jobs");
+    leftAtFirstComplete = unfinishedCount(queue);
     queueMicrotask(() => completesAtFirst = completes.length);
   });
   const allDone = events(worker, "job:complete", 4);

@@ -115,7 +115,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "an encrypted job's schedule stores sealed payloads; a unique job's fires only while none is queued",
   async (db) => {
     const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);

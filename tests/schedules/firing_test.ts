@@ -10,7 +10,7 @@ import { defineJob, type JobDefinition, type ScheduledRun } from "../../src/job.
 import { Cron } from "npm:croner@11";
 import { Queue } from "../../src/queue.ts";
 import { defineSchedule, type ScheduleConfig } from "../../src/schedule.ts";
-import { ManualClock, waitUntil, within } from "../_helpers.ts";
+import { ManualClock, unfinishedCount, waitUntil, within } from "../_helpers.ts";
 import { type StoreContext, storeTest } from "../_stores.ts";
 
 const MINUTE = 60_000;
@@ -125,46 +125,49 @@ for (
   );
 }
 
-storeTest('overlap "skip": a job spanning 3 slots yields 1 run; "allow" fires each', async (db) => {
-  for (const overlap of ["skip", "allow"] as const) {
-    const clock = new ManualClock(T0 + MINUTE);
-    let open!: () => void;
-    const gate = { promise: new Promise<void>((resolve) => open = resolve) };
-    const { job, runs } = recordingJob(`slow-${overlap}`, gate);
-    const name = `slow-${overlap}`;
-    const queue = await db.open({ jobs: [job, scheduleOf(job, { name, overlap })], clock });
-    // The first slot after opening is T0 + 2 min.
-    clock.advance(MINUTE);
-    // A lease longer than the clock moves, so the running job is not taken for a dead one.
-    const worker = queue.work({
-      executor: "isolate",
-      concurrency: 3,
-      pollMs: 10,
-      leaseMs: 60 * MINUTE,
-    });
-    await waitUntil(() => Promise.resolve(runs.length === 1), { what: "the first run" });
-    for (const slot of [3, 4]) {
+storeTest.sql(
+  'overlap "skip": a job spanning 3 slots yields 1 run; "allow" fires each',
+  async (db) => {
+    for (const overlap of ["skip", "allow"] as const) {
+      const clock = new ManualClock(T0 + MINUTE);
+      let open!: () => void;
+      const gate = { promise: new Promise<void>((resolve) => open = resolve) };
+      const { job, runs } = recordingJob(`slow-${overlap}`, gate);
+      const name = `slow-${overlap}`;
+      const queue = await db.open({ jobs: [job, scheduleOf(job, { name, overlap })], clock });
+      // The first slot after opening is T0 + 2 min.
       clock.advance(MINUTE);
-      worker.notify();
-      await waitUntil(async () => {
-        const [info] = (await queue.schedules()).filter((each) => each.name === name);
-        return info!.nextSlot!.getTime() === T0 + (slot + 1) * MINUTE;
-      }, { what: `slot ${slot} handled` });
+      // A lease longer than the clock moves, so the running job is not taken for a dead one.
+      const worker = queue.work({
+        executor: "isolate",
+        concurrency: 3,
+        pollMs: 10,
+        leaseMs: 60 * MINUTE,
+      });
+      await waitUntil(() => Promise.resolve(runs.length === 1), { what: "the first run" });
+      for (const slot of [3, 4]) {
+        clock.advance(MINUTE);
+        worker.notify();
+        await waitUntil(async () => {
+          const [info] = (await queue.schedules()).filter((each) => each.name === name);
+          return info!.nextSlot!.getTime() === T0 + (slot + 1) * MINUTE;
+        }, { what: `slot ${slot} handled` });
+      }
+      if (overlap === "allow") {
+        await waitUntil(() => Promise.resolve(runs.length === 3), { what: "3 runs" });
+      }
+      open();
+      await worker.stop();
+      assert.equal(runs.length, overlap === "skip" ? 1 : 3, `overlap ${overlap}`);
+      assert.equal((await storedSlots(db, name)).length, overlap === "skip" ? 1 : 3);
+      // Once the run settled, the key is free: the next slot fires.
+      clock.advance(MINUTE);
+      await drain(queue);
+      assert.equal(runs.length, overlap === "skip" ? 2 : 4);
+      await queue.close();
     }
-    if (overlap === "allow") {
-      await waitUntil(() => Promise.resolve(runs.length === 3), { what: "3 runs" });
-    }
-    open();
-    await worker.stop();
-    assert.equal(runs.length, overlap === "skip" ? 1 : 3, `overlap ${overlap}`);
-    assert.equal((await storedSlots(db, name)).length, overlap === "skip" ? 1 : 3);
-    // Once the run settled, the key is free: the next slot fires.
-    clock.advance(MINUTE);
-    await drain(queue);
-    assert.equal(runs.length, overlap === "skip" ? 2 : 4);
-    await queue.close();
-  }
-});
+  },
+);
 
 /** Steps the clock every 10 minutes from `from` to `to`, draining at each step. */
 async function stepThrough(queue: Queue, clock: ManualClock, to: number): Promise<void> {
@@ -285,7 +288,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   "Queue.forgetSchedule() removes a schedule no process defines; the jobs it stored stay",
   async (db) => {
     const clock = new ManualClock(T0 + 1_000);
@@ -313,7 +316,7 @@ storeTest(
   },
 );
 
-storeTest("Queue.open refuses a wrong schedule, naming it, and writes nothing", async (db) => {
+storeTest.sql("Queue.open refuses a wrong schedule, naming it, and writes nothing", async (db) => {
   const { job } = recordingJob("report");
   const other = defineJob({ name: "other", schema: z.null(), handle() {} });
   const cases: [unknown[], RegExp][] = [
@@ -344,7 +347,7 @@ storeTest("Queue.open refuses a wrong schedule, naming it, and writes nothing", 
   if (Number(tables[0]!.n) === 1) assert.equal(await db.count("schedules"), 0);
 });
 
-storeTest(
+storeTest.sql(
   "triggerSchedule runs one job now; backfillSchedule fires each slot of a range once",
   async (db) => {
     const clock = new ManualClock(T0 + 1_000);
@@ -448,7 +451,7 @@ storeTest(
   },
 );
 
-storeTest(
+storeTest.sql(
   'a manual run beside a running slot job keeps overlap "skip": the next slot does not start',
   async (db) => {
     const clock = new ManualClock(T0 + MINUTE);
@@ -607,7 +610,7 @@ storeTest(
         /Cannot backfill schedule "nightly": from must be at or after 1970-01-01T00:00:00\.000Z \(the Unix epoch\): got /,
       );
     }
-    assert.equal(await db.count("jobs"), 0);
+    assert.equal(await unfinishedCount(queue), 0);
   },
 );
 
@@ -631,7 +634,7 @@ Deno.test("an inline queue's triggerSchedule runs the job now, with ctx.schedule
   );
 });
 
-storeTest(
+storeTest.sql(
   "a stored schedule whose cron no longer reads is listed without next runs; the others fire",
   async (db) => {
     const clock = new ManualClock(T0 + 1_000);

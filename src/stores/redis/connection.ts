@@ -61,8 +61,26 @@ export class RedisConnection {
   ): Promise<RedisConnection> {
     const client = newClient(settings);
     // An error event without a listener would end the process; a call that fails rejects.
-    client.on("error", () => {});
-    await client.connect();
+    let lastError: unknown = null;
+    client.on("error", (error) => lastError = error);
+    // The client retries a refused first connection forever: give up after connectTimeoutMs.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const connected = client.connect();
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const detail = (lastError as Error | null)?.message ?? "no answer";
+        reject(new Error(`no connection within ${settings.connectTimeoutMs} ms: ${detail}`));
+      }, settings.connectTimeoutMs);
+    });
+    try {
+      await Promise.race([connected, timedOut]);
+    } catch (error) {
+      connected.catch(() => {});
+      client.destroy();
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
     return new RedisConnection(settings, client, prefix, databaseClock);
   }
 

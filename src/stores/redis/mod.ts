@@ -126,7 +126,13 @@ export class RedisStore implements Store, AsyncDisposable {
         `url must start with redis:// or rediss://: got ${shown(redisTarget(url))}`,
       );
     }
-    const target = new URL(url);
+    let target: URL;
+    try {
+      target = new URL(url);
+    } catch {
+      // The URL parser's own message quotes the whole URL, password included.
+      throw new TypeError(`url is not a valid URL: got ${shown(redisTarget(url))}`);
+    }
     const prefix = options.prefix ?? target.searchParams.get("prefix") ?? "renox";
     if (!/^[A-Za-z0-9_.:-]{1,100}$/.test(prefix)) {
       throw new TypeError(

@@ -25,15 +25,37 @@ export interface OpenedStore extends AsyncDisposable {
    * database has one connection only (SQLite's `:memory:`).
    */
   readonly another?: () => Promise<Store>;
+  /**
+   * Whether the store runs the app's SQL in its transactions (`tx.query`):
+   * false for a store that is not a SQL database (Redis), whose
+   * `tx.query` refuses. Cases that need SQL run only where this is true;
+   * the cases for a store without SQL only where it is false.
+   * @default {true}
+   */
+  readonly sql?: boolean;
+}
+
+/** Which stores a case is for, by whether they run SQL; every store when absent. */
+export interface ContractCaseOptions {
+  /**
+   * `true`: the case needs `tx.query` (stores that run SQL); `false`: the
+   * case states what a store without SQL does instead.
+   */
+  readonly sql?: boolean;
 }
 
 /** A `Store` method's name. */
 export type StoreMethod = Exclude<keyof Store, symbol>;
 
-/** Registers one case: `fn` runs on a fresh store, disposed afterwards. */
+/**
+ * Registers one case: `fn` runs on a fresh store, disposed afterwards. A
+ * case for the other kind of store (see {@linkcode ContractCaseOptions})
+ * shows as an ignored step that says why, and its body does not run.
+ */
 export type ContractTest = (
   what: string,
   fn: (store: Store, opened: OpenedStore) => Promise<void>,
+  options?: ContractCaseOptions,
 ) => void;
 
 /** A file of the contract: the `Store` methods its cases hold to their contract, and the cases. */

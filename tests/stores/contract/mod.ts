@@ -1,5 +1,5 @@
 /**
- * The one contract every {@linkcode Store} keeps. A store's test file calls
+ * The one contract every `Store` keeps. A store's test file calls
  * {@linkcode storeContract} once with a way to open a fresh, empty store;
  * the cases live in one file per area, named after the store's roles, and
  * each area says which methods it holds to their contract. One more case
@@ -16,10 +16,9 @@
  * @module
  */
 import assert from "node:assert/strict";
-import type { Store } from "../../../src/stores/store.ts";
 import { adminStore } from "./admin_store.ts";
 import { chainsBatches } from "./chains_batches.ts";
-import type { ContractArea, OpenedStore, StoreMethod } from "./fixtures.ts";
+import type { ContractArea, ContractTest, OpenedStore, StoreMethod } from "./fixtures.ts";
 import { jobControlStore } from "./job_control_store.ts";
 import { jobWrites } from "./job_writes.ts";
 import { lifetime } from "./lifetime.ts";
@@ -134,9 +133,20 @@ export function uncovered(store: object, areas: readonly ContractArea[] = AREAS)
  * store, and the case that every method has a contract.
  */
 export function storeContract(name: string, open: () => Promise<OpenedStore>): void {
-  const test = (what: string, fn: (store: Store, opened: OpenedStore) => Promise<void>) =>
-    Deno.test(`${name}: ${what}`, async () => {
+  const test: ContractTest = (what, fn, options = {}) =>
+    Deno.test(`${name}: ${what}`, async (t) => {
       await using opened = await open();
+      const runsSql = opened.sql ?? true;
+      if (options.sql !== undefined && options.sql !== runsSql) {
+        await t.step({
+          name: options.sql
+            ? "not run: this case needs SQL, and this store runs none"
+            : "not run: this case is for a store without SQL, and this store runs SQL",
+          ignore: true,
+          fn() {},
+        });
+        return;
+      }
       await fn(opened.store, opened);
     });
   for (const area of AREAS) area.register(test);

@@ -24,6 +24,7 @@ if (url === null) {
     return {
       store: opened.store,
       another: () => RedisStore.open(url, { prefix, clock: "caller" }),
+      sql: false,
       [Symbol.asyncDispose]: () => opened[Symbol.asyncDispose](),
     };
   });

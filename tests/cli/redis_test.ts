@@ -1,0 +1,124 @@
+/**
+ * The CLI on Redis: `--db redis://…` (and `QUEUE_DB`) reaches the Redis
+ * store for every command, under the URL's `prefix`, and what the CLI
+ * prints names the URL without its password. The cases that need a server
+ * run when `QUEUE_TEST_REDIS_URL` is set; each uses a prefix of its own,
+ * deleted afterwards.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { Queue } from "../../mod.ts";
+import { redactPassword } from "../../src/stores/database_url.ts";
+import { deletePrefix, freshPrefix, prefixKeys, redisTestUrl } from "../_redis.ts";
+import { waitUntil } from "../_helpers.ts";
+import { runCli, startCli } from "../fixtures/cli/cli_process.ts";
+import { record } from "../fixtures/cli/jobs.ts";
+
+const JOBS = "tests/fixtures/cli/jobs.ts";
+
+const url = redisTestUrl();
+if (url === null) console.log("CLI tests on Redis skipped: QUEUE_TEST_REDIS_URL is not set");
+
+/** The test server's URL with `prefix` as its `prefix` parameter. */
+function withPrefix(prefix: string): string {
+  const target = new URL(url!);
+  target.searchParams.set("prefix", prefix);
+  return target.href;
+}
+
+/** Registers a test that needs the Redis server, with a fresh prefix deleted afterwards. */
+function redisTest(name: string, fn: (db: string, prefix: string) => Promise<void>): void {
+  Deno.test({
+    name,
+    ignore: url === null,
+    async fn() {
+      const prefix = freshPrefix();
+      try {
+        await fn(withPrefix(prefix), prefix);
+      } finally {
+        await deletePrefix(url!, prefix);
+      }
+    },
+  });
+}
+
+Deno.test("CLI: a --db redis:// URL that does not parse is refused, named without its password", async () => {
+  const result = await runCli(["stats", "--db", "redis://app:secret@cache.internal:port/0"]);
+  assert.equal(result.code, 1, result.stderr);
+  assert.match(
+    result.stderr,
+    /^queue stats: url is not a valid URL: got "redis:\/\/app:\*\*\*@cache\.internal:port\/0"/,
+  );
+  assert.doesNotMatch(result.stderr + result.stdout, /secret/);
+});
+
+redisTest(
+  "CLI migrate --db redis://…?prefix= checks the server, writes the store's layout under the prefix, and names the URL without its password",
+  async (db, prefix) => {
+    const result = await runCli(["migrate", "--db", db]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(result.stdout, `${redactPassword(db)} is at Redis key layout version 1\n`);
+    assert.ok((await prefixKeys(url!, prefix)).includes(`{${prefix}}:meta`));
+  },
+);
+
+redisTest("CLI migrate reads a redis:// URL from QUEUE_DB", async (db, prefix) => {
+  const result = await runCli(["migrate"], { QUEUE_DB: db });
+  assert.equal(result.code, 0, result.stderr);
+  assert.equal(result.stdout, `${redactPassword(db)} is at Redis key layout version 1\n`);
+  assert.ok((await prefixKeys(url!, prefix)).includes(`{${prefix}}:meta`));
+});
+
+redisTest(
+  "CLI work --db redis://… drains the jobs dispatched there, supervised or not, and its worker:start names the URL without its password",
+  async (db) => {
+    {
+      await using queue = await Queue.open({ url: db, jobs: [record] });
+      await queue.dispatchMany(record, [{ n: 1 }, { n: 2 }, { n: 3 }]);
+    }
+    const bare = await runCli([
+      "work",
+      "--no-supervise",
+      "--stop-when-empty",
+      "--jobs",
+      JOBS,
+      "--db",
+      db,
+    ]);
+    assert.equal(bare.code, 0, bare.stderr);
+    const lines = bare.stdout.trim().split("\n").map((line) => JSON.parse(line));
+    assert.deepEqual(lines[0]!.event, "worker:start");
+    assert.equal(lines[0]!.db, redactPassword(db));
+    assert.equal(lines.filter((line) => line.event === "job:complete").length, 3);
+
+    {
+      await using queue = await Queue.open({ url: db, jobs: [record] });
+      await queue.dispatch(record, { n: 4 });
+    }
+    const supervised = await runCli(["work", "--stop-when-empty", "--jobs", JOBS], {
+      QUEUE_DB: db,
+    });
+    assert.equal(supervised.code, 0, supervised.stderr);
+    assert.equal(
+      supervised.stdout.split("\n").filter((line) => line.includes('"job:complete"')).length,
+      1,
+      supervised.stdout,
+    );
+  },
+);
+
+redisTest(
+  "CLI dashboard --db redis://… serves the store and names the URL without its password",
+  async (db) => {
+    await using cli = startCli(["dashboard", "--db", db, "--port", "0"]);
+    const line = /^Dashboard of (.+?): (http:\/\/127\.0\.0\.1:\d+\/) \(Ctrl-C to stop\)$/;
+    await waitUntil(() => Promise.resolve(cli.lines.some((l) => line.test(l))), {
+      what: "the URL printed",
+    });
+    const [, shown] = line.exec(cli.lines.find((l) => line.test(l))!)!;
+    assert.equal(shown, redactPassword(db));
+    cli.kill("SIGTERM");
+    assert.equal((await cli.child.status).code, 0);
+  },
+);
