@@ -11,7 +11,7 @@ import {
   SCALE_CONCURRENCY,
   type ScaleOptions,
 } from "./scale.ts";
-import { type Group, GROUPS, isGroup, POSTGRES_GROUPS } from "./groups.ts";
+import { type Group, GROUPS, isGroup, POSTGRES_GROUPS, REDIS_GROUPS } from "./groups.ts";
 import {
   IDLE_POLL_MS,
   IN_PROCESS_JOBS,
@@ -29,10 +29,17 @@ import {
   POSTGRES_PROCESS_DRAIN_CONCURRENCIES,
 } from "./postgres_sizes.ts";
 import { DELAYED_BESIDE } from "./queue.ts";
+import {
+  MAX_REDIS_JOBS,
+  MAX_REDIS_PROCESS_DRAIN_JOBS,
+  REDIS_PICKUP_JOBS,
+  REDIS_PROCESS_CONCURRENCY,
+} from "./redis_sizes.ts";
+import { DEFAULT_REDIS_URL } from "./redis_url.ts";
 import { DEFAULT_POSTGRES_URL, isPostgresUrl, redactPostgresUrl } from "./postgres_url.ts";
 
 /** The stores the bench can measure. */
-export const STORES = ["sqlite", "postgres"] as const;
+export const STORES = ["sqlite", "postgres", "redis"] as const;
 
 /** One store the bench can measure. */
 export type StoreName = typeof STORES[number];
@@ -81,10 +88,12 @@ const SCALE_CHUNK_TEXT = DEFAULT_SCALE_CHUNK.toLocaleString("en-US");
 
 /** The usage text. */
 export const USAGE =
-  `Usage: deno task bench [--store sqlite|postgres] [--postgres-url URL] [--runs N]
+  `Usage: deno task bench [--store sqlite|postgres|redis] [--postgres-url URL] [--runs N]
                        [--jobs N] [--only GROUP,...] [--peers] [--json]
 
-  --store NAME     the store to measure: sqlite (default) or postgres
+  --store NAME     the store to measure: sqlite (default), postgres, or redis (the server
+                   of QUEUE_BENCH_REDIS_URL, else ${DEFAULT_REDIS_URL}; every run on a fresh
+                   key prefix, deleted afterwards)
   --postgres-url URL
                    the server of --store postgres (default: QUEUE_TEST_POSTGRES_URL, else
                    DATABASE_URL when it is a postgres:// URL, else
@@ -128,6 +137,16 @@ export const USAGE =
                                ${POSTGRES_PICKUP_JOBS} per run woken by LISTEN/NOTIFY (pollMs ${IDLE_POLL_MS}); ${POLL_ONLY_JOBS} for
                                the baseline, polling every ${POLL_ONLY_MS} ms without LISTEN
                      peers     the same as --peers
+                   Redis (--store redis), each row beside BullMQ's (its defaults) on the same
+                   server, BullMQ's the baseline (target: ours 1.5× BullMQ's):
+                     dispatch  queue.dispatch() against queue.add(); queue.dispatchMany() against
+                               queue.addBulk() (min(N, ${MAX_REDIS_JOBS}) jobs)
+                     drain     isolate drains in this process at concurrency 1, 8, 32 against
+                               BullMQ's Worker (min(N, ${MAX_REDIS_JOBS}) jobs); ${DRAIN_PROCESSES} worker processes ×
+                               concurrency ${REDIS_PROCESS_CONCURRENCY} against as many BullMQ worker processes
+                               (min(N, ${MAX_REDIS_PROCESS_DRAIN_JOBS}) jobs)
+                     pickup    pick-up latency (p50/p99) of ${REDIS_PICKUP_JOBS} serial jobs: a worker process
+                               woken by the wake-up channel, against BullMQ's idle Worker
                    soak      (only alone, SQLite) ${DEFAULT_SOAK_MINUTES} minutes of mixed dispatch (ok, failing,
                                delayed, unique) drained by 2 worker processes: worker RSS at
                                1, 5 and 10 min, open files, jobs/s, counters against rows
@@ -272,7 +291,11 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
   if (postgresUrl !== null && store !== "postgres") {
     throw new UsageError("--postgres-url needs --store postgres");
   }
-  const storeGroups: readonly Group[] = store === "postgres" ? POSTGRES_GROUPS : GROUPS;
+  const storeGroups: readonly Group[] = store === "postgres"
+    ? POSTGRES_GROUPS
+    : store === "redis"
+    ? REDIS_GROUPS
+    : GROUPS;
   const unmeasured = [...only ?? []].filter((group) => !storeGroups.includes(group));
   if (unmeasured.length > 0) {
     throw new UsageError(
@@ -293,6 +316,9 @@ export function parseBenchFlags(args: readonly string[]): BenchFlags {
   }
   if (!scale && scaleFlags.length > 0) {
     throw new UsageError(`${scaleFlags.join(", ")}: only with --only scale`);
+  }
+  if (store === "redis" && peers) {
+    throw new UsageError("--store redis measures BullMQ beside every row: drop --peers");
   }
   if (only?.has("peers")) peers = true;
   const chosen = only ?? new Set(storeGroups.filter((group) => group !== "peers"));

@@ -28,6 +28,9 @@ export const POSTGRES_GROUPS: readonly Group[] = [
   "peers",
 ];
 
+/** The groups `--store redis` measures, each row beside BullMQ's on the same server. */
+export const REDIS_GROUPS: readonly Group[] = ["dispatch", "drain", "pickup"];
+
 /** Whether `name` is a group. */
 export function isGroup(name: string): name is Group {
   return (GROUPS as readonly string[]).includes(name);

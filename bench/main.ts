@@ -4,7 +4,8 @@
  * CPU-bound jobs in 1 and 2 Web Workers, and cross-process pick-up latency;
  * every figure a median of several interleaved runs and a ratio to a
  * baseline measured in the same run. `--store postgres` measures the
- * PostgreSQL store beside the raw PostgreSQL ceiling instead.
+ * PostgreSQL store beside the raw PostgreSQL ceiling instead; `--store
+ * redis` the Redis store beside BullMQ on the same server.
  *
  * @module
  */
@@ -18,6 +19,9 @@ import { withComparisons } from "./groups.ts";
 import { pickupMeasurements } from "./pickup.ts";
 import { buildPickupRows } from "./pickup_report.ts";
 import type { PostgresBench } from "./postgres_groups.ts";
+import type { RedisBench } from "./redis_groups.ts";
+import { resolveRedisUrl } from "./redis_url.ts";
+import { redisTarget } from "../src/stores/database_url.ts";
 import { redactPostgresUrl, resolvePostgresUrl } from "./postgres_url.ts";
 import {
   delayedBesideMeasurement,
@@ -54,6 +58,7 @@ export async function main(args: readonly string[]): Promise<number> {
   const warmupJobs = Math.max(1, Math.round(flags.jobs * WARMUP_SHARE));
   let cpu: SpinCalibration | null = null;
   let postgres: PostgresBench | null = null;
+  let redis: RedisBench | null = null;
   if (flags.store === "postgres") {
     const url = resolvePostgresUrl(flags.postgresUrl, (name) => Deno.env.get(name));
     // Imported only here, so that the SQLite bench never loads the driver.
@@ -69,8 +74,25 @@ export async function main(args: readonly string[]): Promise<number> {
       return 1;
     }
   }
+  if (flags.store === "redis") {
+    let url = "";
+    try {
+      url = resolveRedisUrl((name) => Deno.env.get(name));
+      // Imported only here, so that the other benches never load the client.
+      const { redisBench } = await import("./redis_groups.ts");
+      redis = await redisBench(url, flags.jobs);
+    } catch (error) {
+      console.error(
+        `bench: cannot reach Redis at ${redisTarget(url)}: ${
+          error instanceof Error ? error.message : String(error)
+        }`,
+      );
+      return 1;
+    }
+  }
+  const server = postgres ?? redis;
   const measurements = withComparisons(
-    postgres?.byGroup ?? {
+    server?.byGroup ?? {
       ceiling: ceilingMeasurements(),
       dispatch: dispatchMeasurements(),
       drain: [...isolateDrainMeasurements(), delayedBesideMeasurement()],
@@ -92,8 +114,8 @@ export async function main(args: readonly string[]): Promise<number> {
     onRound: (round, runs) =>
       progress(started, round === 0 ? "warm-up round" : `round ${round} of ${runs}`),
   });
-  const pickups = postgres !== null
-    ? withComparisons(postgres.pickups, flags.only)
+  const pickups = server !== null
+    ? withComparisons(server.pickups, flags.only)
     : flags.only.has("pickup")
     ? [...pickupMeasurements(), delayedStartMeasurement()]
     : [];
@@ -113,6 +135,7 @@ export async function main(args: readonly string[]): Promise<number> {
     environment,
     store: flags.store,
     postgres: postgres?.server ?? null,
+    redis: redis?.server ?? null,
     runs: flags.runs,
     jobs: flags.jobs,
     warmupJobs,

@@ -8,11 +8,13 @@
  * ```sh
  * deno run -A bench/pickup_worker.ts --db PATH --poll-ms N [--no-watch]
  * deno run -A bench/pickup_worker.ts --db postgres://… --schema NAME --poll-ms N [--no-watch]
+ * deno run -A bench/pickup_worker.ts --db redis://… --schema PREFIX --poll-ms N [--no-watch]
  * ```
  *
  * `--no-watch` opens the database as a `file:` URI, which the SQLite store
- * does not watch, or on PostgreSQL hides the store's `watch()` so that it
- * never `LISTEN`s: the worker then learns of new jobs only by polling.
+ * does not watch, or on PostgreSQL and Redis hides the store's `watch()` so
+ * that it never `LISTEN`s or subscribes: the worker then learns of new jobs
+ * only by polling.
  *
  * @module
  */
@@ -20,13 +22,14 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { Queue } from "../mod.ts";
 import { BENCH_JOBS_URL } from "./jobs.ts";
 import { listenForPickups } from "./pickup_signal.ts";
+import { isRedisUrl } from "../src/stores/database_url.ts";
 import { isPostgresUrl } from "./postgres_url.ts";
 
 /** How the pick-up worker process is asked to run. */
 export interface PickupWorkerOptions {
-  /** The database file (a plain path), or a `postgres://` URL. */
+  /** The database file (a plain path), or a `postgres://` or `redis://` URL. */
   readonly db: string;
-  /** The PostgreSQL schema, with a `postgres://` URL. */
+  /** The PostgreSQL schema with a `postgres://` URL; the key prefix with a `redis://` one. */
   readonly schema?: string;
   /** The worker's `pollMs`. */
   readonly pollMs: number;
@@ -93,11 +96,12 @@ function parseArgs(args: readonly string[]): PickupWorkerOptions {
   }
   if (db === undefined || !(pollMs !== undefined && pollMs >= 1)) {
     throw new Error(
-      "pickup_worker: usage: --db PATH|postgres://… [--schema NAME] --poll-ms N [--no-watch]",
+      "pickup_worker: usage: --db PATH|postgres://…|redis://… [--schema NAME] --poll-ms N " +
+        "[--no-watch]",
     );
   }
-  if (isPostgresUrl(db) && schema === undefined) {
-    throw new Error("pickup_worker: a postgres:// URL needs --schema NAME");
+  if ((isPostgresUrl(db) || isRedisUrl(db)) && schema === undefined) {
+    throw new Error("pickup_worker: a postgres:// or redis:// URL needs --schema NAME");
   }
   return { db, pollMs, watch, ...(schema !== undefined && { schema }) };
 }
@@ -105,7 +109,14 @@ function parseArgs(args: readonly string[]): PickupWorkerOptions {
 /** Runs the worker until stdin closes. */
 async function runPickupWorker(options: PickupWorkerOptions): Promise<void> {
   const print = (line: PickupWorkerLine) => console.log(formatLine(line));
-  await using queue = isPostgresUrl(options.db)
+  await using queue = isRedisUrl(options.db)
+    // Imported only here, so that the SQLite bench never loads the client.
+    ? await (await import("./redis_queue.ts")).openRedisQueue(
+      options.db,
+      options.schema!,
+      { watch: options.watch },
+    )
+    : isPostgresUrl(options.db)
     // Imported only here, so that the SQLite bench never loads the driver.
     ? await (await import("./postgres_queue.ts")).openPostgresQueue(
       options.db,

@@ -1,11 +1,15 @@
 /**
- * A drain across several worker processes on one PostgreSQL schema: jobs
- * are pre-queued, every process opens the queue and says it is ready, then
- * all are told to go at once; the time runs from `go` until the last of
- * them found the queue empty. Starting the processes is not timed.
+ * A drain across several worker processes on one PostgreSQL schema or one
+ * Redis prefix: jobs are pre-queued, every process opens the queue and says
+ * it is ready, then all are told to go at once; the time runs from `go`
+ * until the last of them found the queue empty. Starting the processes is
+ * not timed. The timing itself ({@linkcode timeProcessDrain}) serves any
+ * worker process that speaks the same lines (a peer's too).
  *
  * @module
  */
+import { isRedisUrl } from "../src/stores/database_url.ts";
+import type { Queue } from "../mod.ts";
 import { noop } from "./jobs.ts";
 import { readLines } from "./lines.ts";
 import { measureRate } from "./measurement.ts";
@@ -13,6 +17,7 @@ import { withPostgresQueue } from "./postgres_queue.ts";
 import { drainWorkerCommand, parseDrainWorkerLine } from "./process_drain_worker.ts";
 import { assertPending } from "./queue_fixture.ts";
 import { payloads } from "./queue.ts";
+import { withRedisQueue } from "./redis_queue.ts";
 
 /** A worker process that has not said it is ready by then fails the run. */
 const READY_TIMEOUT_MS = 30_000;
@@ -31,9 +36,10 @@ interface DrainProcess {
 }
 
 /**
- * Pre-queues `jobs` no-op jobs on a fresh schema, starts `processes` worker
- * processes at `concurrency` each, and times them from `go` to the last one
- * done; returns jobs per second.
+ * Pre-queues `jobs` no-op jobs on a fresh schema (a `postgres://` URL) or
+ * prefix (a `redis://` URL), starts `processes` worker processes at
+ * `concurrency` each, and times them from `go` to the last one done;
+ * returns jobs per second.
  */
 export function processDrain(
   url: string,
@@ -41,37 +47,57 @@ export function processDrain(
   processes: number,
   concurrency: number,
 ): Promise<number> {
-  return withPostgresQueue(url, async (queue, schema) => {
+  const fixture: <T>(fn: (queue: Queue, place: string) => Promise<T>) => Promise<T> =
+    isRedisUrl(url) ? (fn) => withRedisQueue(url, fn) : (fn) => withPostgresQueue(url, fn);
+  return fixture(async (queue, place) => {
     await queue.dispatchMany(noop, payloads(jobs));
-    const started: DrainProcess[] = [];
-    try {
-      for (let index = 0; index < processes; index++) {
-        started.push(start(drainWorkerCommand({ url, schema, concurrency })));
-      }
-      await deadline(Promise.all(started.map(({ ready }) => ready)), READY_TIMEOUT_MS, "ready");
-      const go = new TextEncoder().encode("go\n");
-      let completed: number[] = [];
-      const rate = await measureRate(jobs, async () => {
-        await Promise.all(started.map(({ stdin }) => stdin.write(go)));
-        completed = await deadline(
-          Promise.all(started.map(({ done }) => done)),
-          DRAIN_TIMEOUT_MS,
-          "done",
-        );
-      });
-      const total = completed.reduce((sum, each) => sum + each, 0);
-      if (total !== jobs) {
-        throw new Error(
-          `The ${processes}-process drain at concurrency ${concurrency} ran ${total} of ${jobs} ` +
-            `jobs (${completed.join(" + ")})`,
-        );
-      }
-      await assertPending(queue, 0);
-      return rate;
-    } finally {
-      await Promise.all(started.map(stop));
-    }
+    const commands = Array.from(
+      { length: processes },
+      () => drainWorkerCommand({ url, schema: place, concurrency }),
+    );
+    const rate = await timeProcessDrain(
+      commands,
+      jobs,
+      `The ${processes}-process drain at concurrency ${concurrency}`,
+    );
+    await assertPending(queue, 0);
+    return rate;
   });
+}
+
+/**
+ * Starts a drain worker process per command, waits until all are ready,
+ * times them from `go` until every one said it is done, checks that they
+ * completed `jobs` jobs together (`what` names the drain in the error), and
+ * stops them; returns jobs per second.
+ */
+export async function timeProcessDrain(
+  commands: readonly Deno.Command[],
+  jobs: number,
+  what: string,
+): Promise<number> {
+  const started: DrainProcess[] = [];
+  try {
+    for (const command of commands) started.push(start(command));
+    await deadline(Promise.all(started.map(({ ready }) => ready)), READY_TIMEOUT_MS, "ready");
+    const go = new TextEncoder().encode("go\n");
+    let completed: number[] = [];
+    const rate = await measureRate(jobs, async () => {
+      await Promise.all(started.map(({ stdin }) => stdin.write(go)));
+      completed = await deadline(
+        Promise.all(started.map(({ done }) => done)),
+        DRAIN_TIMEOUT_MS,
+        "done",
+      );
+    });
+    const total = completed.reduce((sum, each) => sum + each, 0);
+    if (total !== jobs) {
+      throw new Error(`${what} ran ${total} of ${jobs} jobs (${completed.join(" + ")})`);
+    }
+    return rate;
+  } finally {
+    await Promise.all(started.map(stop));
+  }
 }
 
 function start(command: Deno.Command): DrainProcess {

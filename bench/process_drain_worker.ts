@@ -1,25 +1,28 @@
 /**
  * A drain worker process of the multi-process drains: a separate `deno run`
- * that opens the bench's PostgreSQL schema, says it is ready, and on `go`
+ * that opens the bench's PostgreSQL schema (or Redis prefix), says it is ready, and on `go`
  * (a line on stdin) drains the queue with the isolate executor until it
  * finds it empty, then prints how many jobs it completed and exits.
  *
  * ```sh
  * deno run -A bench/process_drain_worker.ts --url URL --schema NAME --concurrency N
+ * deno run -A bench/process_drain_worker.ts --url redis://… --schema PREFIX --concurrency N
  * ```
  *
  * @module
  */
 import { fileURLToPath } from "node:url";
 import { readLines } from "./lines.ts";
+import { isRedisUrl } from "../src/stores/database_url.ts";
 import { openPostgresQueue } from "./postgres_queue.ts";
+import { openRedisQueue } from "./redis_queue.ts";
 import { DRAIN_POLL_MS } from "./queue.ts";
 
 /** How a drain worker process is asked to run. */
 export interface DrainWorkerOptions {
-  /** The PostgreSQL URL. */
+  /** The PostgreSQL or Redis URL. */
   readonly url: string;
-  /** The schema the jobs are in. */
+  /** The schema the jobs are in (on Redis, the store's key prefix). */
   readonly schema: string;
   /** The worker's concurrency. */
   readonly concurrency: number;
@@ -84,7 +87,9 @@ function parseArgs(args: readonly string[]): DrainWorkerOptions {
 
 /** Opens the queue, waits for `go`, drains until empty, reports. */
 async function runDrainWorker(options: DrainWorkerOptions): Promise<void> {
-  await using queue = await openPostgresQueue(options.url, options.schema);
+  await using queue = isRedisUrl(options.url)
+    ? await openRedisQueue(options.url, options.schema)
+    : await openPostgresQueue(options.url, options.schema);
   console.log("ready");
   for await (const line of readLines(Deno.stdin.readable)) {
     if (line !== "go") continue;

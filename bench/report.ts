@@ -16,6 +16,8 @@ import {
   POSTGRES_METHOD_NOTE,
   type PostgresServer,
 } from "./postgres_environment.ts";
+import type { StoreName } from "./flags.ts";
+import { formatRedisServer, REDIS_METHOD_NOTE, type RedisServer } from "./redis_environment.ts";
 
 /** A further comparison of a row, paired by round like its baseline's. */
 export interface OtherRatio {
@@ -65,9 +67,11 @@ export interface Report {
   /** Versions and machine. */
   readonly environment: Environment;
   /** The store measured. */
-  readonly store: "sqlite" | "postgres";
+  readonly store: StoreName;
   /** The PostgreSQL server, or null on SQLite. */
   readonly postgres: PostgresServer | null;
+  /** The Redis server, or null on the other stores. */
+  readonly redis: RedisServer | null;
   /** Runs per measurement. */
   readonly runs: number;
   /** Jobs per run. */
@@ -148,7 +152,11 @@ export function buildRows(
  */
 export function formatMarkdown(report: Report): string {
   const sections = [
-    report.postgres === null ? "## @renox/queue bench" : "## @renox/queue bench: PostgreSQL store",
+    report.postgres !== null
+      ? "## @renox/queue bench: PostgreSQL store"
+      : report.redis !== null
+      ? "## @renox/queue bench: Redis store beside BullMQ"
+      : "## @renox/queue bench",
   ];
   if (report.rows.length > 0) sections.push(formatRateTable(report.rows));
   const speedup = report.rows.find(({ id }) => id === CPU_SPEEDUP_ROW)?.also[0];
@@ -175,7 +183,11 @@ export function formatMarkdown(report: Report): string {
   const runs = `${report.runs} run${report.runs === 1 ? "" : "s"}`;
   const footnote = [
     `Each figure: median of ${runs}, each on a fresh ${
-      report.postgres === null ? "temp-file database" : "PostgreSQL schema (dropped afterwards)"
+      report.postgres !== null
+        ? "PostgreSQL schema (dropped afterwards)"
+        : report.redis !== null
+        ? "Redis key prefix or BullMQ queue (deleted or obliterated afterwards)"
+        : "temp-file database"
     }, after one untimed ` +
     `warm-up round. Each round runs every measurement once, beside its baseline (order ` +
     `reversed every other round); a ratio is the median over the rounds of figure ÷ baseline ` +
@@ -191,7 +203,7 @@ export function formatMarkdown(report: Report): string {
         (report.cpu === null ? "." : "; CPU rows the count in their label."),
     );
   }
-  if (report.pickup.length > 0) {
+  if (report.pickup.length > 0 && report.redis === null) {
     footnote.push(
       ` Pick-up: wall-clock ms (performance.timeOrigin + now()) from just before dispatch() ` +
         `to the first line of the handler, in a Web Worker; each job is dispatched 2 ms after ` +
@@ -201,8 +213,13 @@ export function formatMarkdown(report: Report): string {
     );
   }
   if (report.postgres !== null) footnote.push(POSTGRES_METHOD_NOTE);
+  if (report.redis !== null) footnote.push(REDIS_METHOD_NOTE);
   footnote.push(` Whole bench: ${seconds} s.`);
-  const server = report.postgres === null ? "" : `\n${formatPostgresServer(report.postgres)}`;
+  const server = report.postgres !== null
+    ? `\n${formatPostgresServer(report.postgres)}`
+    : report.redis !== null
+    ? `\n${formatRedisServer(report.redis)}`
+    : "";
   sections.push(`${formatEnvironment(report.environment)}${server}\n${footnote.join("")}`);
   return sections.join("\n\n");
 }

@@ -1,19 +1,57 @@
 /**
- * BullMQ on the Redis at 127.0.0.1:6379, as a peer: the same workloads as
- * ours (single add, bulk add of {@linkcode PEER_BULK_SIZE} per call, drains
- * of pre-queued no-op jobs at concurrency 1, 8 and 32), each in BullMQ's
- * default configuration apart from the worker's concurrency, each on a queue
- * of its own that is verified (every job completed, nothing waiting, active,
- * delayed or failed) and then obliterated. Loaded only by `--peers`.
+ * BullMQ on a Redis server (127.0.0.1:6379 unless a URL is given), as a
+ * peer: the same workloads as ours (single add, bulk add of
+ * {@linkcode PEER_BULK_SIZE} per call, drains of pre-queued no-op jobs at
+ * concurrency 1, 8 and 32, in this process and in several worker processes,
+ * and serial pick-ups), each in BullMQ's default configuration apart from
+ * the worker's concurrency (its own ioredis connections, lockDuration
+ * 30 s, completed jobs kept: removeOnComplete unset), each on a queue of its
+ * own that is verified (every job completed, nothing waiting, active,
+ * delayed or failed) and then obliterated. Loaded only by `--peers` and
+ * `--store redis`.
  *
  * @module
  */
+import { fileURLToPath } from "node:url";
+import type { LatencySample } from "../pickup.ts";
 import { measureRate } from "../measurement.ts";
+import { timeProcessDrain } from "../process_drain.ts";
+import { serialPickups, StartSignals } from "./serial_pickups.ts";
 
 /** Jobs per call of a peer's bulk add. */
 export const PEER_BULK_SIZE = 100;
 /** Where the peer's Redis is expected. */
 export const REDIS = { host: "127.0.0.1", port: 6379 } as const;
+
+/** How BullMQ connects (ioredis options): host and port, and what the URL adds. */
+export interface BullConnection {
+  /** The server's host. */
+  readonly host: string;
+  /** The server's port. */
+  readonly port: number;
+  /** The user, when the URL names one. */
+  readonly username?: string;
+  /** The password, when the URL has one. */
+  readonly password?: string;
+  /** The database number, when the URL's path gives one. */
+  readonly db?: number;
+  /** TLS options, for a `rediss://` URL. */
+  readonly tls?: Record<string, never>;
+}
+
+/** The ioredis options of a `redis://` or `rediss://` URL. */
+export function bullConnection(url: string): BullConnection {
+  const target = new URL(url);
+  const db = target.pathname.slice(1);
+  return {
+    host: target.hostname,
+    port: Number(target.port || 6379),
+    ...(target.username !== "" && { username: decodeURIComponent(target.username) }),
+    ...(target.password !== "" && { password: decodeURIComponent(target.password) }),
+    ...(db !== "" && { db: Number(db) }),
+    ...(target.protocol === "rediss:" && { tls: {} }),
+  };
+}
 
 // deno-lint-ignore no-explicit-any
 type BullMq = any;
@@ -44,11 +82,14 @@ export async function redisAnswers(): Promise<boolean> {
   }
 }
 
-/** Runs `fn` on a fresh BullMQ queue, obliterated afterwards. */
-async function withBullQueue<T>(fn: (queue: BullMq, name: string) => Promise<T>): Promise<T> {
+/** Runs `fn` on a fresh BullMQ queue on `connection`, obliterated afterwards. */
+async function withBullQueue<T>(
+  fn: (queue: BullMq, name: string) => Promise<T>,
+  connection: BullConnection = REDIS,
+): Promise<T> {
   const { Queue } = await bullmq();
   const name = `renox-bench-${crypto.randomUUID()}`;
-  const queue = new Queue(name, { connection: REDIS });
+  const queue = new Queue(name, { connection });
   try {
     return await fn(queue, name);
   } finally {
@@ -82,23 +123,23 @@ async function assertWaiting(queue: BullMq, waiting: number): Promise<void> {
 }
 
 /** `queue.add()` of `jobs` jobs, one awaited at a time. */
-export function bullAddSingle(jobs: number): Promise<number> {
+export function bullAddSingle(jobs: number, connection: BullConnection = REDIS): Promise<number> {
   return withBullQueue(async (queue) => {
     const rate = await measureRate(jobs, async () => {
       for (let n = 0; n < jobs; n++) await queue.add("noop", { n });
     });
     await assertWaiting(queue, jobs);
     return rate;
-  });
+  }, connection);
 }
 
 /** `queue.addBulk()` of `jobs` jobs, {@linkcode PEER_BULK_SIZE} per call. */
-export function bullAddBulk(jobs: number): Promise<number> {
+export function bullAddBulk(jobs: number, connection: BullConnection = REDIS): Promise<number> {
   return withBullQueue(async (queue) => {
     const rate = await measureRate(jobs, () => addAll(queue, jobs));
     await assertWaiting(queue, jobs);
     return rate;
-  });
+  }, connection);
 }
 
 async function addAll(queue: BullMq, jobs: number): Promise<void> {
@@ -111,7 +152,11 @@ async function addAll(queue: BullMq, jobs: number): Promise<void> {
 }
 
 /** Pre-adds `jobs` no-op jobs, then times a `Worker` at `concurrency` that completes them all. */
-export function bullDrain(jobs: number, concurrency: number): Promise<number> {
+export function bullDrain(
+  jobs: number,
+  concurrency: number,
+  connection: BullConnection = REDIS,
+): Promise<number> {
   return withBullQueue(async (queue, name) => {
     const { Worker } = await bullmq();
     await addAll(queue, jobs);
@@ -119,7 +164,7 @@ export function bullDrain(jobs: number, concurrency: number): Promise<number> {
     const rate = await measureRate(jobs, async () => {
       const all = Promise.withResolvers<void>();
       let completed = 0;
-      worker = new Worker(name, async () => {}, { connection: REDIS, concurrency });
+      worker = new Worker(name, async () => {}, { connection, concurrency });
       worker.on("completed", () => {
         if (++completed === jobs) all.resolve();
       });
@@ -129,5 +174,70 @@ export function bullDrain(jobs: number, concurrency: number): Promise<number> {
     await worker.close();
     await assertDone(queue, jobs);
     return rate;
+  }, connection);
+}
+
+/**
+ * Pre-adds `jobs` no-op jobs, starts `processes` BullMQ worker processes at
+ * `concurrency` each, and times them from `go` until each found the queue
+ * drained (as our multi-process drain is timed).
+ */
+export function bullProcessDrain(
+  url: string,
+  jobs: number,
+  processes: number,
+  concurrency: number,
+): Promise<number> {
+  return withBullQueue(async (queue, name) => {
+    await addAll(queue, jobs);
+    const commands = Array.from(
+      { length: processes },
+      () => bullDrainWorkerCommand(url, name, concurrency),
+    );
+    const rate = await timeProcessDrain(
+      commands,
+      jobs,
+      `BullMQ's ${processes}-process drain at concurrency ${concurrency}`,
+    );
+    await assertDone(queue, jobs);
+    return rate;
+  }, bullConnection(url));
+}
+
+function bullDrainWorkerCommand(url: string, queue: string, concurrency: number): Deno.Command {
+  const script = fileURLToPath(new URL("./bullmq_drain_worker.ts", import.meta.url));
+  const config = fileURLToPath(new URL("../../deno.json", import.meta.url));
+  return new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--quiet", "--config", config, script, url, queue, String(concurrency)],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
   });
 }
+
+/**
+ * Serial pick-ups by an idle BullMQ `Worker` in this process (its blocking
+ * wait for jobs on its own connection), added by a `Queue` on another.
+ */
+export function bullPickup(jobs: number, connection: BullConnection): Promise<LatencySample> {
+  return withBullQueue(async (queue, name) => {
+    const { Worker } = await bullmq();
+    const signals = new StartSignals();
+    const worker = new Worker(name, (job: { data: { n: number } }) => {
+      signals.start(job.data.n);
+      return Promise.resolve();
+    }, { connection });
+    await worker.waitUntilReady();
+    try {
+      return await serialPickups(jobs, {
+        dispatch: (n) => queue.add("noop", { n }),
+        started: (n) => signals.started(n),
+      }, () => PICKUP_GAP_MS);
+    } finally {
+      await worker.close();
+    }
+  }, connection);
+}
+
+/** Wait after a pick-up before the next add, so that the worker is idle again (as ours). */
+const PICKUP_GAP_MS = 2;
