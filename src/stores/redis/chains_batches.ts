@@ -119,8 +119,8 @@ local function readBatch(id)
   return {
     id = tonumber(b.id), name = b.name, total = tonumber(b.total), pending = tonumber(b.pending),
     failed = tonumber(b.failed), skipped = tonumber(b.skipped),
-    allow_failures = tonumber(b.allow_failures), created_at = back(tonumber(b.created_at)),
-    cancelled_at = back(tonumber(b.cancelled_at)), finished_at = back(tonumber(b.finished_at)),
+    allow_failures = tonumber(b.allow_failures), created_at = stored(tonumber(b.created_at)),
+    cancelled_at = stored(tonumber(b.cancelled_at)), finished_at = stored(tonumber(b.finished_at)),
   }
 end
 `;

@@ -38,7 +38,7 @@ local function failedRow(id)
   return {
     id = tonumber(id), queue = f.queue, name = f.name, payload = f.payload, error = f.error,
     stack = f.stack or NULL, attempts = num(f, 'attempts'), crashes = num(f, 'crashes'),
-    created_at = back(tonumber(f.created_at)), failed_at = back(tonumber(f.failed_at)),
+    created_at = stored(tonumber(f.created_at)), failed_at = stored(tonumber(f.failed_at)),
     batch_id = tonumber(f.batch_id) or NULL, chain_id = tonumber(f.chain_id) or NULL,
   }
 end

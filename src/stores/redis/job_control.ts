@@ -215,8 +215,8 @@ for i = 1, #flat, 2 do
   local pause = cjson.decode(flat[i + 1])
   local untilAt = tonumber(pause['until'])
   if untilAt == nil or untilAt > NOW then
-    table.insert(pauses, {queue = flat[i], at = string.format('%d', back(tonumber(pause.at))),
-      ['until'] = untilAt and string.format('%d', back(untilAt)) or NULL,
+    table.insert(pauses, {queue = flat[i], at = string.format('%d', tonumber(pause.at)),
+      ['until'] = untilAt and string.format('%d', untilAt) or NULL,
       reason = pause.reason or NULL})
   end
 end

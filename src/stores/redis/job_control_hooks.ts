@@ -91,8 +91,8 @@ function History.row(id)
   local kept = hashTable(flat)
   return {id = tonumber(kept.id), queue = kept.queue, name = kept.name, state = kept.state,
     payload = kept.payload, output = kept.output or NULL, error = kept.error or NULL,
-    attempts = tonumber(kept.attempts), created_at = back(tonumber(kept.created_at)),
-    started_at = back(tonumber(kept.started_at)), finished_at = back(tonumber(kept.finished_at)),
+    attempts = tonumber(kept.attempts), created_at = stored(tonumber(kept.created_at)),
+    started_at = stored(tonumber(kept.started_at)), finished_at = stored(tonumber(kept.finished_at)),
     duration_ms = tonumber(kept.duration_ms) or NULL}
 end
 

@@ -128,7 +128,7 @@ const LOGS = luaScript(
 local lines = {}
 for _, entry in ipairs(redis.call('LRANGE', P .. ':log:' .. INPUT.jobId, 0, -1)) do
   local line = cjson.decode(entry)
-  line.at = back(line.at)
+  line.at = stored(line.at)
   line.bytes = nil
   table.insert(lines, line)
 end

@@ -91,6 +91,10 @@ end
 -- A time of the caller's clock on the store's clock, and back.
 local function at(t) if t == nil or t == NULL then return nil end return t + SHIFT end
 local function back(t) if t == nil then return NULL end return t - SHIFT end
+-- A stored time as reads give it back: on the store's clock, as PostgreSQL's reads give the
+-- database's (JSON null for none). Only what the caller computes with (due times it sleeps until,
+-- retry times) goes back to its clock with back().
+local function stored(t) if t == nil then return NULL end return t end
 local NOW = INPUT.now + SHIFT
 
 if INPUT.epoch ~= nil then
@@ -133,8 +137,13 @@ local function placeUnleased(id, queue, priority, due)
   redis.call('ZADD', queueKey(queue) .. ':lv', -priority, priority)
 end
 
--- Takes a job out of its level (or of the leased set), dropping an emptied level.
-local function unplace(id, queue, priority)
+-- Takes a job out of its level (or of the leased set), dropping an emptied level. leased: true
+-- when the job is known to hold a lease (a job with a token is in the leased set, and only then).
+local function unplace(id, queue, priority, leased)
+  if leased then
+    redis.call('ZREM', leasedKey(queue), pad(id))
+    return
+  end
   local level = levelKey(queue, priority)
   if redis.call('ZREM', level, pad(id)) == 1 then
     if redis.call('ZCARD', level) == 0 then redis.call('ZREM', queueKey(queue) .. ':lv', priority) end
@@ -145,7 +154,7 @@ end
 
 -- Deletes a job's row and takes it out of claim order.
 local function deleteJob(id, job)
-  unplace(id, job.queue, job.priority)
+  unplace(id, job.queue, job.priority, job.token ~= nil)
   redis.call('DEL', jobKey(id))
 end
 

@@ -189,7 +189,7 @@ for _, queue in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
       local job = redis.call('HMGET', jobKey(id), 'name', 'attempts', 'progress', 'available_at', 'batch_id')
       if job[1] then
         table.insert(rows, {id = id, queue = queue, name = job[1], attempts = tonumber(job[2]),
-          progress = tonumber(field(job[3])) or NULL, available_at = back(tonumber(job[4])),
+          progress = tonumber(field(job[3])) or NULL, available_at = stored(tonumber(job[4])),
           batch_id = tonumber(field(job[5])) or NULL})
       end
     end
@@ -242,8 +242,8 @@ for i = INPUT.offset + 1, math.min(#found, INPUT.offset + INPUT.limit) do
   local job = redis.call('HMGET', jobKey(entry.id), 'queue', 'name', 'priority', 'attempts',
     'available_at', 'created_at', 'progress', 'batch_id', 'last_error')
   table.insert(jobs, {id = entry.id, queue = job[1], name = job[2], state = entry.state,
-    priority = tonumber(job[3]), attempts = tonumber(job[4]), available_at = back(tonumber(job[5])),
-    created_at = back(tonumber(job[6])), progress = tonumber(field(job[7])) or NULL,
+    priority = tonumber(job[3]), attempts = tonumber(job[4]), available_at = stored(tonumber(job[5])),
+    created_at = stored(tonumber(job[6])), progress = tonumber(field(job[7])) or NULL,
     batch_id = tonumber(field(job[8])) or NULL, last_error = field(job[9])})
 end
 return cjson.encode({total = total, jobs = jobs})

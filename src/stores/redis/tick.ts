@@ -72,7 +72,7 @@ local function candidates(queue, T, need, names)
     local level = levelKey(queue, priority)
     local offset = 0
     local page = want
-    if names ~= nil then page = 100 end
+    if names ~= nil then page = math.min(100, want * 2) end
     while #list < want and offset < want + ${NAME_SCAN_LIMIT} do
       local due = redis.call('ZRANGEBYSCORE', level, '-inf', T, 'WITHSCORES', 'LIMIT', offset, page)
       if #due == 0 then break end
@@ -80,6 +80,7 @@ local function candidates(queue, T, need, names)
         local id = tonumber(due[i])
         if names == nil or names[redis.call('HGET', jobKey(id), 'name')] then
           table.insert(list, {id = id, due = tonumber(due[i + 1]), priority = priority})
+          if #list >= want then break end
         end
       end
       offset = offset + #due / 2
@@ -115,6 +116,9 @@ local function claimJobs(req)
   for _, queue in ipairs(req.queues) do
     if looked >= req.limit then break end
     if not H.paused(queue) then
+      -- Written once per queue: the claimed members of each level, and the leases.
+      local fromLevels = {}
+      local leases = {}
       for _, c in ipairs(candidates(queue, T, req.limit - looked, names)) do
         looked = looked + 1
         local job = readJob(c.id)
@@ -142,14 +146,28 @@ local function claimJobs(req)
         if take then
           local lastError = job.last_error
           if recovered then lastError = 'worker died during attempt ' .. num(job, 'attempts') end
-          unplace(c.id, job.queue, job.priority)
-          redis.call('ZADD', leasedKey(queue), leaseEnd, pad(c.id))
+          if not hadToken then
+            local from = fromLevels[job.priority]
+            if from == nil then
+              from = {}
+              fromLevels[job.priority] = from
+            end
+            table.insert(from, pad(c.id))
+          end
+          table.insert(leases, leaseEnd)
+          table.insert(leases, pad(c.id))
           local key = jobKey(c.id)
-          redis.call('HSET', key, 'token', req.token, 'available_at', leaseEnd, 'attempts', attempts,
-            'crashes', crashes, 'recovered', recovered and 1 or 0, 'waited_ms', T - c.due)
-          redis.call('HDEL', key, 'progress', 'locked', 'claimed_ahead')
-          if recovered then redis.call('HSET', key, 'last_error', lastError) end
-          if ahead then redis.call('HSET', key, 'claimed_ahead', 1) else H.started(c.id, job) end
+          local fields = {'token', req.token, 'available_at', leaseEnd, 'attempts', attempts,
+            'crashes', crashes, 'recovered', recovered and 1 or 0, 'waited_ms', T - c.due}
+          if recovered then table.insert(fields, 'last_error'); table.insert(fields, lastError) end
+          if ahead then table.insert(fields, 'claimed_ahead'); table.insert(fields, 1) end
+          redis.call('HSET', key, unpack(fields))
+          local stale = {}
+          if job.progress ~= nil then table.insert(stale, 'progress') end
+          if job.locked ~= nil then table.insert(stale, 'locked') end
+          if job.claimed_ahead ~= nil and not ahead then table.insert(stale, 'claimed_ahead') end
+          if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
+          if not ahead then H.started(c.id, job) end
           table.insert(claimed, {
             id = c.id, queue = job.queue, name = job.name, payload = job.payload,
             priority = tonumber(job.priority), attempts = attempts, crashes = crashes,
@@ -161,6 +179,12 @@ local function claimJobs(req)
           })
         end
       end
+      for priority, members in pairs(fromLevels) do
+        local level = levelKey(queue, priority)
+        redis.call('ZREM', level, unpack(members))
+        if redis.call('ZCARD', level) == 0 then redis.call('ZREM', queueKey(queue) .. ':lv', priority) end
+      end
+      if #leases > 0 then redis.call('ZADD', leasedKey(queue), unpack(leases)) end
     end
   end
   return claimed
@@ -176,11 +200,20 @@ local function unclaim(id, job, leaseMs)
   placeUnleased(id, job.queue, job.priority, due)
 end
 
+-- What a start confirmation reads of a job: its lease, and what unclaim and the key hooks use.
+local CONFIRM_FIELDS = {'token', 'claimed_ahead', 'queue', 'priority', 'available_at', 'waited_ms',
+  'attempts', 'keyed', 'job_key', 'locked', 'lock_keys'}
+
 local function confirmStarts(starts)
   local started = {}
   local T = at(starts.now)
   for _, lease in ipairs(starts.leases) do
-    local job = readJob(lease.id)
+    local values = redis.call('HMGET', jobKey(lease.id), unpack(CONFIRM_FIELDS))
+    local job = nil
+    if values[3] then
+      job = {}
+      for i, field in ipairs(CONFIRM_FIELDS) do if values[i] then job[field] = values[i] end end
+    end
     if job ~= nil and job.token == lease.token and job.claimed_ahead == '1' then
       if H.paused(job.queue) then
         -- Refused while still held: its queue is paused. Give it back, with its claim's locks.
@@ -258,7 +291,7 @@ for i, s in ipairs(settlements) do
       deleteJob(s.id, job)
       settled[i] = job
     elseif s.kind == 'release' then
-      unplace(s.id, job.queue, job.priority)
+      unplace(s.id, job.queue, job.priority, true)
       local due = at(s.availableAt)
       local refund = s.refundAttempt and 1 or 0
       local crashed = s.crashed and 1 or 0

@@ -66,8 +66,8 @@ if #ids > 0 then
   for _, row in ipairs(redis.call('HMGET', P .. ':workers', unpack(ids))) do
     if row then
       local worker = cjson.decode(row)
-      worker.started_at = back(worker.started_at)
-      worker.last_seen_at = back(worker.last_seen_at)
+      worker.started_at = stored(worker.started_at)
+      worker.last_seen_at = stored(worker.last_seen_at)
       table.insert(workers, worker)
     end
   end
