@@ -138,16 +138,14 @@ local function placeUnleased(id, queue, priority, due)
 end
 
 -- Takes a job out of its level (or of the leased set), dropping an emptied level. leased: true
--- when the job is known to hold a lease (a job with a token is in the leased set, and only then).
+-- when the row read said it holds a lease (a job with a token is in the leased set, and only
+-- then): the leased set is tried first (a script may have put it back in its level since).
 local function unplace(id, queue, priority, leased)
-  if leased then
-    redis.call('ZREM', leasedKey(queue), pad(id))
-    return
-  end
+  if leased and redis.call('ZREM', leasedKey(queue), pad(id)) == 1 then return end
   local level = levelKey(queue, priority)
   if redis.call('ZREM', level, pad(id)) == 1 then
     if redis.call('ZCARD', level) == 0 then redis.call('ZREM', queueKey(queue) .. ':lv', priority) end
-  else
+  elseif not leased then
     redis.call('ZREM', leasedKey(queue), pad(id))
   end
 end
