@@ -21,8 +21,8 @@
 import { CHAIN_BATCH_HOOKS } from "./chain_batch_hooks.ts";
 import { JOB_CONTROL_HOOKS } from "./job_control_hooks.ts";
 import { KEY_HOOKS } from "./key_hooks.ts";
-import { LOG_HOOKS } from "./job_logs.ts";
-import { STATS_HOOKS } from "./stats.ts";
+import { LOG_HOOKS } from "./log_hooks.ts";
+import { METRICS_HOOK } from "./metrics_rollup.ts";
 
 /** The hooks' table (`local H`), each hook defined by the area that owns its rule. */
 export const AREA_HOOKS: string = [
@@ -30,6 +30,6 @@ export const AREA_HOOKS: string = [
   JOB_CONTROL_HOOKS,
   KEY_HOOKS,
   CHAIN_BATCH_HOOKS,
-  STATS_HOOKS,
+  METRICS_HOOK,
   LOG_HOOKS,
 ].join("\n");

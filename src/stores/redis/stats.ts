@@ -32,7 +32,6 @@ import { type RunningRow, toRunningJob } from "../sql/stored_rows.ts";
 import { type StoredListedJob, toListedJob } from "../sql/metrics_rollup.ts";
 import type { RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
-import { METRICS_HOOK } from "./metrics_rollup.ts";
 import { list } from "./script_replies.ts";
 
 export { metrics } from "./metrics_rollup.ts";
@@ -43,14 +42,6 @@ const SCAN_LIMIT = 10_000;
 
 /** Failed jobs counted per call of the failed-count script (the reads loop until all are). */
 const FAILED_CHUNK = 1_000;
-
-/**
- * The tick's stats hook:
- * - `H.metrics(s, job)`: settlement `s` applied to `job`: add it to the
- *   metrics rollup (see `WorkerStore.settle`); prunes old minutes, and old
- *   log lines (`H.pruneLogs`), when due.
- */
-export const STATS_HOOKS: string = METRICS_HOOK;
 
 /**
  * `ranges(queue, state)`: where the jobs of `queue` in `state` (or every
