@@ -108,18 +108,21 @@ export class RedisConnection {
    * Runs `script` as {@linkcode RedisConnection.call} does; when the call's
    * outcome is unknown (the connection dropped before its reply), calls it
    * once more with the same input once the client is connected again. Only
-   * for scripts whose input makes a second run a no-op (a dispatch token).
+   * for scripts whose input makes a second run a no-op (a dispatch token);
+   * the input gets `keepS`, how long the server must keep the first reply.
    */
   async callIdempotent<T>(
     script: LuaScript,
     input: CallContext & Record<string, unknown>,
   ): Promise<T> {
+    // The server keeps the first reply as long as the second call may come, and a margin.
+    const withKeep = { ...input, keepS: Math.ceil(this.#settings.connectTimeoutMs / 1000) + 30 };
     try {
-      return await this.call<T>(script, input);
+      return await this.call<T>(script, withKeep);
     } catch (error) {
       if (!isConnectionError(error)) throw error;
       await this.whenReconnected(error);
-      return await this.call<T>(script, input);
+      return await this.call<T>(script, withKeep);
     }
   }
 

@@ -9,14 +9,13 @@
 import { AREA_HOOKS } from "./hooks.ts";
 import { type LuaScript, luaScript } from "./lua.ts";
 
-/** How long the reply of a dispatch is kept for a call retried after its reply was lost, in seconds. */
-export const DISPATCH_REPLAY_SECONDS = 600;
-
 /**
  * A script named `name` whose `body` stores jobs and sets the local
- * `reply` (a JSON string); input `token`, the dispatch's. The reply is kept
- * under the token for {@linkcode DISPATCH_REPLAY_SECONDS}, and idle workers
- * are woken unless the call writes inside a transaction (its commit wakes them).
+ * `reply` (a JSON string); input `token`, the dispatch's, and `keepS`. The
+ * reply is kept under the token for `keepS` seconds (as long as a retry may
+ * come: `RedisConnection.callIdempotent` sets it from how long it waits for
+ * the connection), and idle workers are woken unless the call writes inside
+ * a transaction (its commit wakes them).
  */
 export function dispatchScript(name: string, body: string): LuaScript {
   return luaScript(
@@ -29,7 +28,7 @@ local done = redis.call('GET', record)
 if done then return done end
 local reply
 ${body}
-redis.call('SET', record, reply, 'EX', ${DISPATCH_REPLAY_SECONDS})
+redis.call('SET', record, reply, 'EX', INPUT.keepS)
 if STAGE == nil then wake() end
 return reply
 `,
