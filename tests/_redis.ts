@@ -34,6 +34,59 @@ export async function prefixKeys(url: string, prefix: string): Promise<string[]>
   }
 }
 
+/** A unique or debounce key as the Redis store keeps it: a `{prefix}:key:<key>` hash. */
+export interface RedisKeyRow {
+  /** The key (a job's name and uniqueId). */
+  readonly key: string;
+  /** `unique` or `debounce`. */
+  readonly kind: string;
+  /** The job holding it. */
+  readonly jobId: number;
+  /** When a unique key expires (store clock); null for a debounce key. */
+  readonly expiresAt: number | null;
+}
+
+/** The unique and debounce keys of `prefix` on the server at `url`, expired or not, by key. */
+export async function prefixJobKeys(url: string, prefix: string): Promise<RedisKeyRow[]> {
+  const client = createClient({ url });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    const start = `{${prefix}}:key:`;
+    const rows: RedisKeyRow[] = [];
+    for await (const names of client.scanIterator({ MATCH: `${start}*`, COUNT: 1000 })) {
+      for (const name of names) {
+        const hash = await client.hGetAll(name);
+        rows.push({
+          key: name.slice(start.length),
+          kind: hash.kind ?? "",
+          jobId: Number(hash.job_id),
+          expiresAt: hash.expires_at === undefined ? null : Number(hash.expires_at),
+        });
+      }
+    }
+    return rows.sort((a, b) => a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+  } finally {
+    await client.close();
+  }
+}
+
+/** How many overlap locks of `prefix` the server at `url` keeps (members of `{prefix}:lock:*`), expired or not. */
+export async function prefixLockCount(url: string, prefix: string): Promise<number> {
+  const client = createClient({ url });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    let count = 0;
+    for await (const names of client.scanIterator({ MATCH: `{${prefix}}:lock:*`, COUNT: 1000 })) {
+      for (const name of names) count += await client.zCard(name);
+    }
+    return count;
+  } finally {
+    await client.close();
+  }
+}
+
 /** Deletes every key of `prefix` on the server at `url` (in pages, as `SCAN` gives them). */
 export async function deletePrefix(url: string, prefix: string): Promise<void> {
   const client = createClient({ url });

@@ -36,7 +36,14 @@ import { SqliteStore } from "../src/stores/sqlite/mod.ts";
 import type { Store } from "../src/stores/store.ts";
 import { tempDir } from "./_helpers.ts";
 import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
-import { deletePrefix, freshPrefix, redisTestUrl } from "./_redis.ts";
+import {
+  deletePrefix,
+  freshPrefix,
+  prefixJobKeys,
+  prefixLockCount,
+  type RedisKeyRow,
+  redisTestUrl,
+} from "./_redis.ts";
 
 /** The database a variant of a test runs on. */
 export type StoreKind = "sqlite" | "postgres" | "redis";
@@ -83,7 +90,22 @@ export interface StoreContext {
    * triggers). SQL stores only: on Redis it throws.
    */
   pick<T>(choices: { readonly sqlite: T; readonly postgres: T }): T;
+  /**
+   * The unique and debounce keys the store keeps, expired or not, by key:
+   * the `job_keys` rows on SQL, the `{prefix}:key:*` hashes on Redis. On
+   * every store: for tests of what a key holds, and that none is left behind.
+   */
+  jobKeys(): Promise<JobKeyRow[]>;
+  /**
+   * How many overlap locks (`withoutOverlapping`) the store keeps, expired
+   * or not: `job_locks` rows on SQL, members of `{prefix}:lock:*` on Redis.
+   * On every store: for tests that no lock is left behind.
+   */
+  jobLocks(): Promise<number>;
 }
+
+/** A unique or debounce key, as {@linkcode StoreContext.jobKeys} reads it on every store. */
+export type JobKeyRow = RedisKeyRow;
 
 const STORE_NAMES: Record<StoreKind, string> = {
   sqlite: "SQLite",
@@ -229,6 +251,8 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
     pick() {
       throw readsSql("pick");
     },
+    jobKeys: () => prefixJobKeys(url, prefix),
+    jobLocks: () => prefixLockCount(url, prefix),
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
@@ -299,6 +323,29 @@ async function openContext(
       return Number(row!.n);
     },
     pick: (choices) => choices[kind],
+    async jobKeys() {
+      // As hex: node:sqlite reads TEXT only up to its first NUL, and keys may hold one.
+      const keyHex = kind === "sqlite"
+        ? "hex(key)"
+        : "upper(encode(convert_to(key, 'UTF8'), 'hex'))";
+      const rows = await query<
+        { key: string; kind: string; job_id: number; expires_at: number | null }
+      >(
+        `SELECT ${keyHex} AS key, kind, job_id, expires_at FROM job_keys ORDER BY key`,
+      );
+      return rows.map((row) => ({
+        key: new TextDecoder().decode(
+          Uint8Array.from(row.key.match(/../g) ?? [], (byte) => parseInt(byte, 16)),
+        ),
+        kind: row.kind,
+        jobId: Number(row.job_id),
+        expiresAt: row.expires_at === null ? null : Number(row.expires_at),
+      }));
+    },
+    async jobLocks() {
+      const [row] = await query<{ n: number }>("SELECT COUNT(*) AS n FROM job_locks");
+      return Number(row!.n);
+    },
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
