@@ -41,8 +41,10 @@ import {
   freshPrefix,
   prefixJobKeys,
   prefixLockCount,
+  prefixWaitingJobs,
   type RedisKeyRow,
   redisTestUrl,
+  type RedisWaitingRow,
 } from "./_redis.ts";
 
 /** The database a variant of a test runs on. */
@@ -102,7 +104,17 @@ export interface StoreContext {
    * On every store: for tests that no lock is left behind.
    */
   jobLocks(): Promise<number>;
+  /**
+   * The jobs that wait for their chain (next links, catches) or batch
+   * (then, catch, finally callbacks): `waiting_jobs` rows on SQL, the
+   * `{prefix}:held:*` lists on Redis. By chain or batch (chains first), each's
+   * in the order dispatched. On every store: no public read shows them.
+   */
+  waitingJobs(): Promise<WaitingJobRow[]>;
 }
+
+/** A job waiting for its chain or batch, as {@linkcode StoreContext.waitingJobs} reads it on every store. */
+export type WaitingJobRow = RedisWaitingRow;
 
 /** A unique or debounce key, as {@linkcode StoreContext.jobKeys} reads it on every store. */
 export type JobKeyRow = RedisKeyRow;
@@ -253,6 +265,7 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
     },
     jobKeys: () => prefixJobKeys(url, prefix),
     jobLocks: () => prefixLockCount(url, prefix),
+    waitingJobs: () => prefixWaitingJobs(url, prefix),
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
@@ -345,6 +358,29 @@ async function openContext(
     async jobLocks() {
       const [row] = await query<{ n: number }>("SELECT COUNT(*) AS n FROM job_locks");
       return Number(row!.n);
+    },
+    async waitingJobs() {
+      const rows = await query<{
+        role: string;
+        chain_id: number | null;
+        batch_id: number | null;
+        queue: string;
+        name: string;
+        payload: string;
+        delay_ms: number;
+      }>(
+        `SELECT role, chain_id, batch_id, queue, name, payload, delay_ms FROM waiting_jobs
+          ORDER BY batch_id IS NOT NULL, COALESCE(chain_id, batch_id), id`,
+      );
+      return rows.map((row) => ({
+        role: row.role,
+        chainId: row.chain_id === null ? null : Number(row.chain_id),
+        batchId: row.batch_id === null ? null : Number(row.batch_id),
+        queue: row.queue,
+        name: row.name,
+        payload: row.payload,
+        delayMs: Number(row.delay_ms),
+      }));
     },
     async [Symbol.asyncDispose]() {
       try {
