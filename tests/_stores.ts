@@ -11,7 +11,11 @@
  * on the SQL stores only, and its Redis variant is listed as ignored, saying
  * why, rather than left out in silence. Prefer reading what the public API
  * shows (`queue.counts()`, `queue.jobs()`, `queue.result()`,
- * `queue.failed()`): such a test runs on every store.
+ * `queue.failed()`): such a test runs on every store. What every store keeps
+ * but no public read shows has a reader of its own here, written per store:
+ * unique and debounce keys ({@linkcode StoreContext.jobKeys}), overlap locks
+ * ({@linkcode StoreContext.jobLocks}), and the jobs waiting for their chain
+ * or batch ({@linkcode StoreContext.waitingJobs}).
  *
  * ```ts ignore
  * storeTest("Queue.dispatch() stores the job", async (db) => {
