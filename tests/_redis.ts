@@ -34,6 +34,129 @@ export async function prefixKeys(url: string, prefix: string): Promise<string[]>
   }
 }
 
+/** A unique or debounce key as the Redis store keeps it: a `{prefix}:key:<key>` hash. */
+export interface RedisKeyRow {
+  /** The key (a job's name and uniqueId). */
+  readonly key: string;
+  /** `unique` or `debounce`. */
+  readonly kind: string;
+  /** The job holding it. */
+  readonly jobId: number;
+  /** When a unique key expires (store clock); null for a debounce key. */
+  readonly expiresAt: number | null;
+}
+
+/** The unique and debounce keys of `prefix` on the server at `url`, expired or not, by key. */
+export async function prefixJobKeys(url: string, prefix: string): Promise<RedisKeyRow[]> {
+  const client = createClient({ url });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    const start = `{${prefix}}:key:`;
+    const rows: RedisKeyRow[] = [];
+    for await (const names of client.scanIterator({ MATCH: `${start}*`, COUNT: 1000 })) {
+      for (const name of names) {
+        const hash = await client.hGetAll(name);
+        rows.push({
+          key: name.slice(start.length),
+          kind: hash.kind ?? "",
+          jobId: Number(hash.job_id),
+          expiresAt: hash.expires_at === undefined ? null : Number(hash.expires_at),
+        });
+      }
+    }
+    return rows.sort((a, b) => a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+  } finally {
+    await client.close();
+  }
+}
+
+/** How many overlap locks of `prefix` the server at `url` keeps (members of `{prefix}:lock:*`), expired or not. */
+export async function prefixLockCount(url: string, prefix: string): Promise<number> {
+  const client = createClient({ url });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    let count = 0;
+    for await (const names of client.scanIterator({ MATCH: `{${prefix}}:lock:*`, COUNT: 1000 })) {
+      for (const name of names) count += await client.zCard(name);
+    }
+    return count;
+  } finally {
+    await client.close();
+  }
+}
+
+/** A job that waits for its chain or batch, as {@linkcode prefixWaitingJobs} reads it. */
+export interface RedisWaitingRow {
+  /** What it waits as: `link` or `chain-catch` of a chain, `then`, `catch` or `finally` of a batch. */
+  readonly role: string;
+  /** The chain it belongs to, or null. */
+  readonly chainId: number | null;
+  /** The batch it belongs to, or null. */
+  readonly batchId: number | null;
+  /** The queue it will be put on. */
+  readonly queue: string;
+  /** Its job's name. */
+  readonly name: string;
+  /** Its payload as stored. */
+  readonly payload: string;
+  /** How long after it is queued it is due, in ms. */
+  readonly delayMs: number;
+}
+
+/** The roles of the `{prefix}:held:<c|b>:<id>:<list>` lists, in the order a chain or batch writes them. */
+const HELD_ROLES: Record<string, string> = {
+  "c:next": "link",
+  "c:catch": "chain-catch",
+  "b:then": "then",
+  "b:catch": "catch",
+  "b:finally": "finally",
+};
+
+/**
+ * The jobs of `prefix` that wait for their chain or batch, on the server at
+ * `url`: by chain or batch id (chains first), then in the order they were
+ * dispatched, as `waiting_jobs` rows are by id.
+ */
+export async function prefixWaitingJobs(url: string, prefix: string): Promise<RedisWaitingRow[]> {
+  const client = createClient({ url });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    const roles = Object.keys(HELD_ROLES);
+    const lists: { owner: "c" | "b"; id: number; rank: number; rows: string[] }[] = [];
+    for await (const names of client.scanIterator({ MATCH: `{${prefix}}:held:*`, COUNT: 1000 })) {
+      for (const name of names) {
+        const [, owner, id, list] = name.match(/:held:([cb]):(\d+):(\w+)$/) ?? [];
+        const rank = roles.indexOf(`${owner}:${list}`);
+        if (rank === -1) throw new Error(`Unknown list of waiting jobs: ${name}`);
+        const rows = await client.lRange(name, 0, -1);
+        lists.push({ owner: owner as "c" | "b", id: Number(id), rank, rows });
+      }
+    }
+    lists.sort((a, b) =>
+      Number(a.owner === "b") - Number(b.owner === "b") || a.id - b.id || a.rank - b.rank
+    );
+    return lists.flatMap(({ owner, id, rank, rows }) =>
+      rows.map((text) => {
+        const row = JSON.parse(text);
+        return {
+          role: HELD_ROLES[roles[rank]!]!,
+          chainId: owner === "c" ? id : null,
+          batchId: owner === "b" ? id : null,
+          queue: row.queue,
+          name: row.name,
+          payload: row.payload,
+          delayMs: row.delayMs,
+        };
+      })
+    );
+  } finally {
+    await client.close();
+  }
+}
+
 /** Deletes every key of `prefix` on the server at `url` (in pages, as `SCAN` gives them). */
 export async function deletePrefix(url: string, prefix: string): Promise<void> {
   const client = createClient({ url });

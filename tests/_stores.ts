@@ -11,7 +11,11 @@
  * on the SQL stores only, and its Redis variant is listed as ignored, saying
  * why, rather than left out in silence. Prefer reading what the public API
  * shows (`queue.counts()`, `queue.jobs()`, `queue.result()`,
- * `queue.failed()`): such a test runs on every store.
+ * `queue.failed()`): such a test runs on every store. What every store keeps
+ * but no public read shows has a reader of its own here, written per store:
+ * unique and debounce keys ({@linkcode StoreContext.jobKeys}), overlap locks
+ * ({@linkcode StoreContext.jobLocks}), and the jobs waiting for their chain
+ * or batch ({@linkcode StoreContext.waitingJobs}).
  *
  * ```ts ignore
  * storeTest("Queue.dispatch() stores the job", async (db) => {
@@ -36,7 +40,16 @@ import { SqliteStore } from "../src/stores/sqlite/mod.ts";
 import type { Store } from "../src/stores/store.ts";
 import { tempDir } from "./_helpers.ts";
 import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
-import { deletePrefix, freshPrefix, redisTestUrl } from "./_redis.ts";
+import {
+  deletePrefix,
+  freshPrefix,
+  prefixJobKeys,
+  prefixLockCount,
+  prefixWaitingJobs,
+  type RedisKeyRow,
+  redisTestUrl,
+  type RedisWaitingRow,
+} from "./_redis.ts";
 
 /** The database a variant of a test runs on. */
 export type StoreKind = "sqlite" | "postgres" | "redis";
@@ -83,7 +96,32 @@ export interface StoreContext {
    * triggers). SQL stores only: on Redis it throws.
    */
   pick<T>(choices: { readonly sqlite: T; readonly postgres: T }): T;
+  /**
+   * The unique and debounce keys the store keeps, expired or not, by key:
+   * the `job_keys` rows on SQL, the `{prefix}:key:*` hashes on Redis. On
+   * every store: for tests of what a key holds, and that none is left behind.
+   */
+  jobKeys(): Promise<JobKeyRow[]>;
+  /**
+   * How many overlap locks (`withoutOverlapping`) the store keeps, expired
+   * or not: `job_locks` rows on SQL, members of `{prefix}:lock:*` on Redis.
+   * On every store: for tests that no lock is left behind.
+   */
+  jobLocks(): Promise<number>;
+  /**
+   * The jobs that wait for their chain (next links, catches) or batch
+   * (then, catch, finally callbacks): `waiting_jobs` rows on SQL, the
+   * `{prefix}:held:*` lists on Redis. By chain or batch (chains first), each's
+   * in the order dispatched. On every store: no public read shows them.
+   */
+  waitingJobs(): Promise<WaitingJobRow[]>;
 }
+
+/** A job waiting for its chain or batch, as {@linkcode StoreContext.waitingJobs} reads it on every store. */
+export type WaitingJobRow = RedisWaitingRow;
+
+/** A unique or debounce key, as {@linkcode StoreContext.jobKeys} reads it on every store. */
+export type JobKeyRow = RedisKeyRow;
 
 const STORE_NAMES: Record<StoreKind, string> = {
   sqlite: "SQLite",
@@ -229,6 +267,9 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
     pick() {
       throw readsSql("pick");
     },
+    jobKeys: () => prefixJobKeys(url, prefix),
+    jobLocks: () => prefixLockCount(url, prefix),
+    waitingJobs: () => prefixWaitingJobs(url, prefix),
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
@@ -299,6 +340,52 @@ async function openContext(
       return Number(row!.n);
     },
     pick: (choices) => choices[kind],
+    async jobKeys() {
+      // As hex: node:sqlite reads TEXT only up to its first NUL, and keys may hold one.
+      const keyHex = kind === "sqlite"
+        ? "hex(key)"
+        : "upper(encode(convert_to(key, 'UTF8'), 'hex'))";
+      const rows = await query<
+        { key: string; kind: string; job_id: number; expires_at: number | null }
+      >(
+        `SELECT ${keyHex} AS key, kind, job_id, expires_at FROM job_keys ORDER BY key`,
+      );
+      return rows.map((row) => ({
+        key: new TextDecoder().decode(
+          Uint8Array.from(row.key.match(/../g) ?? [], (byte) => parseInt(byte, 16)),
+        ),
+        kind: row.kind,
+        jobId: Number(row.job_id),
+        expiresAt: row.expires_at === null ? null : Number(row.expires_at),
+      }));
+    },
+    async jobLocks() {
+      const [row] = await query<{ n: number }>("SELECT COUNT(*) AS n FROM job_locks");
+      return Number(row!.n);
+    },
+    async waitingJobs() {
+      const rows = await query<{
+        role: string;
+        chain_id: number | null;
+        batch_id: number | null;
+        queue: string;
+        name: string;
+        payload: string;
+        delay_ms: number;
+      }>(
+        `SELECT role, chain_id, batch_id, queue, name, payload, delay_ms FROM waiting_jobs
+          ORDER BY batch_id IS NOT NULL, COALESCE(chain_id, batch_id), id`,
+      );
+      return rows.map((row) => ({
+        role: row.role,
+        chainId: row.chain_id === null ? null : Number(row.chain_id),
+        batchId: row.batch_id === null ? null : Number(row.batch_id),
+        queue: row.queue,
+        name: row.name,
+        payload: row.payload,
+        delayMs: Number(row.delay_ms),
+      }));
+    },
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));

@@ -1,9 +1,9 @@
 /**
  * Chains: links run one after another, each queued in the transaction that
  * settles the success of the one before; a catch fires once; retry resumes
- * and forget drops. The tables are read through a connection of the test's
- * own (`db.query`) or the transaction's `tx.query`, never through the store's
- * own methods. Every test runs on every store.
+ * and forget drops. Jobs are read through the queue (`queue.jobs()`,
+ * `queue.unfinishedJob()`, `queue.failed()`), and the jobs waiting for their
+ * chain through `db.waitingJobs()`. Every test runs on every store.
  *
  * @module
  */
@@ -12,24 +12,14 @@ import { z } from "zod";
 import { defineJob, PermanentError, type Queue, type QueueEventMap } from "../mod.ts";
 import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, nextEvent, storedCounts } from "./_helpers.ts";
-import { storeTest } from "./_stores.ts";
+import { type StoreContext, storeTest, type WaitingJobRow } from "./_stores.ts";
 
+/** An unfinished job, as {@linkcode stored} reads it. */
 interface JobRow {
   id: number;
   queue: string;
   name: string;
   payload: string;
-  chain_id: number | null;
-}
-
-interface HeldRow {
-  role: string;
-  chain_id: number | null;
-  position: number;
-  queue: string;
-  name: string;
-  payload: string;
-  delay_ms: number;
 }
 
 /** The jobs of one test, recording what ran in `log`. */
@@ -97,27 +87,26 @@ function chainJobs() {
   };
 }
 
-/** The rows of `jobs`, `waiting_jobs` and `failed_jobs`, read in one transaction of the queue. */
-async function tables(
-  queue: Queue,
-): Promise<{ jobs: JobRow[]; held: HeldRow[]; failed: number[] }> {
-  return await queue.transaction(async (tx) => ({
-    jobs: plain(
-      await tx.query<JobRow>("SELECT id, queue, name, payload, chain_id FROM jobs ORDER BY id"),
-    ),
-    held: plain(
-      await tx.query<HeldRow>(
-        "SELECT role, chain_id, position, queue, name, payload, delay_ms FROM waiting_jobs ORDER BY id",
-      ),
-    ),
-    failed: (await tx.query<{ id: number }>("SELECT id FROM failed_jobs ORDER BY id"))
-      .map((row) => row.id),
+/** The unfinished jobs, in dispatch order, with their payloads as stored. */
+async function jobRows(queue: Queue): Promise<JobRow[]> {
+  const { jobs } = await queue.jobs({ limit: 1000 });
+  return await Promise.all(jobs.map(async ({ id, queue: name, name: job }) => {
+    const unfinished = await queue.unfinishedJob(id);
+    assert.ok(unfinished, `job ${id} is unfinished`);
+    return { id, queue: name, name: job, payload: unfinished.payload };
   }));
 }
 
-/** SQLite rows have a null prototype: copy them into plain objects to compare them. */
-function plain<Row extends object>(rows: readonly Row[]): Row[] {
-  return rows.map((row) => ({ ...row }));
+/** What the store holds: the unfinished jobs, the jobs waiting for their chain, and the failed jobs' ids. */
+async function stored(
+  db: StoreContext,
+  queue: Queue,
+): Promise<{ jobs: JobRow[]; held: WaitingJobRow[]; failed: number[] }> {
+  return {
+    jobs: await jobRows(queue),
+    held: await db.waitingJobs(),
+    failed: (await queue.failed({ limit: 1000 })).map((job) => job.id).sort((a, b) => a - b),
+  };
 }
 
 /** What a link's row looks like, for comparing lists of rows by their payloads. */
@@ -125,7 +114,7 @@ function payloads(rows: readonly { name: string; payload: string }[]): string[] 
   return rows.map((row) => `${row.name} ${row.payload}`);
 }
 
-storeTest.sql(
+storeTest(
   "Queue.chain() stores only the first link in jobs; the others and the catch wait in waiting_jobs",
   async (db) => {
     const t = chainJobs();
@@ -137,28 +126,16 @@ storeTest.sql(
       .catch(t.cleanUp, { tag: "a" })
       .dispatch();
 
-    const { jobs, held, failed } = await tables(queue);
+    const { jobs, held, failed } = await stored(db, queue);
     assert.deepEqual(jobs, [
-      { id, queue: "default", name: "step", payload: '{"n":1}', chain_id: id },
+      { id, queue: "default", name: "step", payload: '{"n":1}' },
     ]);
     assert.deepEqual(
-      held.map(({ role, chain_id, position, name, payload }) => ({
-        role,
-        chain_id,
-        position,
-        name,
-        payload,
-      })),
+      held.map(({ role, chainId, name, payload }) => ({ role, chainId, name, payload })),
       [
-        { role: "link", chain_id: id, position: 0, name: "step", payload: '{"n":2}' },
-        { role: "link", chain_id: id, position: 1, name: "step", payload: '{"n":3}' },
-        {
-          role: "chain-catch",
-          chain_id: id,
-          position: 0,
-          name: "clean-up",
-          payload: '{"tag":"a"}',
-        },
+        { role: "link", chainId: id, name: "step", payload: '{"n":2}' },
+        { role: "link", chainId: id, name: "step", payload: '{"n":3}' },
+        { role: "chain-catch", chainId: id, name: "clean-up", payload: '{"tag":"a"}' },
       ],
     );
     assert.deepEqual(failed, []);
@@ -168,13 +145,12 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "a chain runs its links in order, each in jobs right after the settle of the one before, and never queues its catch on success",
   async (db) => {
     const t = chainJobs();
     await using queue = await db.open({ jobs: t.jobs });
-    const jobsNow = async () =>
-      payloads(await db.query<JobRow>("SELECT name, payload FROM jobs ORDER BY id"));
+    const jobsNow = async () => payloads(await jobRows(queue));
     // Link n + 1 waits until the read made when link n's settle was announced has
     // been answered, so that read cannot see what link n + 1 does.
     const announced = [1, 2, 3].map(() => Promise.withResolvers<void>());
@@ -209,13 +185,13 @@ storeTest.sql(
     });
     // Once a link's settle has committed, the next link is already in jobs, and only it.
     assert.deepEqual(seenAtSettle, [['step {"n":2}'], ['step {"n":3}'], []]);
-    assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+    assert.deepEqual(await stored(db, queue), { jobs: [], held: [], failed: [] });
     assert.equal(await queue.failedJob(id), null);
     assert.deepEqual(await storedCounts(queue), {});
   },
 );
 
-storeTest.sql(
+storeTest(
   "a chain link being retried holds the next link back until it succeeds",
   async (db) => {
     const t = chainJobs();
@@ -226,7 +202,7 @@ storeTest.sql(
     const atRetry: Promise<string[]>[] = [];
     queue.addEventListener("job:retry", () => {
       atRetry.push(
-        db.query<JobRow>("SELECT name, payload FROM jobs").then((rows) => payloads(rows))
+        jobRows(queue).then((rows) => payloads(rows))
           .finally(() => read.resolve()),
       );
     });
@@ -240,7 +216,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "a link that fails for good stops the chain and queues every catch job once, with the link's failure naming the chain",
   async (db) => {
     const t = chainJobs();
@@ -265,14 +241,14 @@ storeTest.sql(
     assert.equal(failed!.batchId, null);
     assert.equal(failed!.error, "PermanentError: fragile 2");
     assert.equal((await queue.failedJob(failed!.id))!.chainId, id);
-    const { jobs, held } = await tables(queue);
+    const { jobs, held } = await stored(db, queue);
     assert.deepEqual(jobs, []);
     assert.deepEqual(payloads(held), ['step {"n":3}']);
     assert.equal(held[0]!.role, "link");
   },
 );
 
-storeTest.sql(
+storeTest(
   "Queue.retry() of the failed link resumes the chain where it stopped; a later failure does not fire the catch again",
   async (db) => {
     const t = chainJobs();
@@ -292,9 +268,7 @@ storeTest.sql(
 
     t.failing.delete(2);
     assert.equal(await queue.retry(second!.id), true);
-    assert.deepEqual((await tables(queue)).jobs.map((row) => [row.id, row.chain_id]), [
-      [second!.id, id],
-    ]);
+    assert.deepEqual((await stored(db, queue)).jobs.map((row) => row.id), [second!.id]);
     await workUntilEmpty(queue, { executor: "isolate" });
 
     assert.deepEqual(t.log.slice(3), ["fragile 2", "step 3", "fragile 4 failed"]);
@@ -302,7 +276,7 @@ storeTest.sql(
     assert.deepEqual(rest, []);
     assert.equal(fourth!.chainId, id);
     assert.equal(fourth!.payload, '{"n":4}');
-    assert.deepEqual(payloads((await tables(queue)).held), ['step {"n":5}']);
+    assert.deepEqual(payloads((await stored(db, queue)).held), ['step {"n":5}']);
 
     t.failing.delete(4);
     assert.equal(await queue.retry(fourth!.id), true);
@@ -310,11 +284,11 @@ storeTest.sql(
 
     assert.deepEqual(t.log.slice(6), ["fragile 4", "step 5"]);
     assert.equal(t.log.filter((line) => line.startsWith("catch")).length, 1);
-    assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+    assert.deepEqual(await stored(db, queue), { jobs: [], held: [], failed: [] });
   },
 );
 
-storeTest.sql("forgetting or flushing the failed link drops the rest of its chain", async (db) => {
+storeTest("forgetting or flushing the failed link drops the rest of its chain", async (db) => {
   const t = chainJobs();
   await using queue = await db.open({ jobs: t.jobs });
   t.failing.add(1).add(2);
@@ -329,42 +303,42 @@ storeTest.sql("forgetting or flushing the failed link drops the rest of its chai
     .dispatch();
   await workUntilEmpty(queue, { executor: "isolate" });
   assert.deepEqual(
-    (await tables(queue)).held.map((row) => [row.chain_id, row.payload]),
+    (await stored(db, queue)).held.map((row) => [row.chainId, row.payload]),
     [[forgotten, '{"n":10}'], [forgotten, '{"n":11}'], [flushed, '{"n":20}']],
   );
 
   assert.equal(await queue.forget(forgotten), true);
   assert.deepEqual(
-    (await tables(queue)).held.map((row) => [row.chain_id, row.payload]),
+    (await stored(db, queue)).held.map((row) => [row.chainId, row.payload]),
     [[flushed, '{"n":20}']],
   );
   assert.equal(await queue.flushFailed(), 1);
 
-  assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+  assert.deepEqual(await stored(db, queue), { jobs: [], held: [], failed: [] });
   t.failing.clear();
   assert.equal(await queue.retry(forgotten), false);
   assert.equal((await workUntilEmpty(queue, { executor: "isolate" })).completed, 0);
   assert.deepEqual(t.log, ["fragile 1 failed", "fragile 2 failed"]);
 });
 
-storeTest.sql("pruning the failed link drops the rest of its chain", async (db) => {
+storeTest("pruning the failed link drops the rest of its chain", async (db) => {
   const clock = new ManualClock();
   const t = chainJobs();
   await using queue = await db.open({ jobs: t.jobs, clock });
   t.failing.add(1);
   await queue.chain().then(t.fragile, { n: 1 }).then(t.step, { n: 2 }).dispatch();
   await workUntilEmpty(queue, { executor: "isolate" });
-  assert.equal((await tables(queue)).held.length, 1);
+  assert.equal((await stored(db, queue)).held.length, 1);
 
   assert.equal(await queue.pruneFailed({ olderThanMs: 1_000 }), 0);
-  assert.equal((await tables(queue)).held.length, 1);
+  assert.equal((await stored(db, queue)).held.length, 1);
   clock.advance(1_001);
   assert.equal(await queue.pruneFailed({ olderThanMs: 1_000 }), 1);
 
-  assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+  assert.deepEqual(await stored(db, queue), { jobs: [], held: [], failed: [] });
 });
 
-storeTest.sql(
+storeTest(
   "Queue.chain().dispatch() refuses an empty chain, even one with a catch, and stores nothing",
   async (db) => {
     const t = chainJobs();
@@ -377,11 +351,11 @@ storeTest.sql(
       message,
     });
 
-    assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+    assert.deepEqual(await stored(db, queue), { jobs: [], held: [], failed: [] });
   },
 );
 
-storeTest.sql(
+storeTest(
   "Queue.chain().dispatch() refuses a bad payload in link 3 or in the catch, naming where it is, and stores nothing",
   async (db) => {
     const t = chainJobs();
@@ -408,12 +382,12 @@ storeTest.sql(
       },
     );
 
-    assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+    assert.deepEqual(await stored(db, queue), { jobs: [], held: [], failed: [] });
     assert.deepEqual(await storedCounts(queue), {});
   },
 );
 
-storeTest.sql(
+storeTest(
   "a chain builder dispatched twice refuses the second time and stores the chain once",
   async (db) => {
     const t = chainJobs();
@@ -426,13 +400,13 @@ storeTest.sql(
       message: "This chain was already dispatched: build a new one with queue.chain()",
     });
 
-    const { jobs, held } = await tables(queue);
+    const { jobs, held } = await stored(db, queue);
     assert.deepEqual(jobs.map((row) => row.id), [id]);
     assert.equal(held.length, 1);
   },
 );
 
-storeTest.sql(
+storeTest(
   "chain({ queue }) puts every link and catch there unless its own options name a queue",
   async (db) => {
     const t = chainJobs();
@@ -447,7 +421,7 @@ storeTest.sql(
       .catch(t.cleanUp, { tag: "b" }, { queue: "elsewhere" })
       .dispatch();
 
-    const { jobs, held } = await tables(queue);
+    const { jobs, held } = await stored(db, queue);
     assert.deepEqual(jobs.map((row) => row.queue), ["chains"]);
     assert.deepEqual(held.map((row) => [row.payload, row.queue]), [
       ['{"n":2}', "elsewhere"],
@@ -468,7 +442,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "a later link's delayMs counts from when it is queued, not from the chain's dispatch",
   async (db) => {
     const clock = new ManualClock();
@@ -478,7 +452,7 @@ storeTest.sql(
       .then(t.step, { n: 1 })
       .then(t.step, { n: 2 }, { delayMs: 5_000 })
       .dispatch();
-    assert.equal((await tables(queue)).held[0]!.delay_ms, 5_000);
+    assert.equal((await stored(db, queue)).held[0]!.delayMs, 5_000);
 
     clock.advance(60_000);
     await workUntilEmpty(queue, { executor: "isolate" });
@@ -487,12 +461,11 @@ storeTest.sql(
     assert.deepEqual(t.log, ["step 1"]);
     const counts = (await queue.counts()).default!;
     assert.deepEqual([counts.pending, counts.delayed], [0, 1]);
-    const [row] = await queue.transaction((tx) =>
-      tx.query<{ available_at: number; created_at: number }>(
-        "SELECT available_at, created_at FROM jobs",
-      )
+    const [row] = (await queue.jobs()).jobs;
+    assert.deepEqual(
+      { availableAt: row?.availableAt.getTime(), createdAt: row?.createdAt.getTime() },
+      { availableAt: queuedAt + 5_000, createdAt: queuedAt },
     );
-    assert.deepEqual({ ...row }, { available_at: queuedAt + 5_000, created_at: queuedAt });
     clock.advance(4_999);
     assert.equal((await queue.counts()).default!.delayed, 1);
     clock.advance(1);
@@ -527,7 +500,7 @@ storeTest("a later link's retryUntil window counts from when it is queued", asyn
   assert.deepEqual(await queue.failed(), []);
 });
 
-storeTest.sql(
+storeTest(
   "tx.chain() is stored with its transaction, and not at all when the transaction rolls back; job:queued waits for the commit",
   async (db) => {
     const t = chainJobs();
@@ -542,7 +515,7 @@ storeTest.sql(
       }),
       { message: "roll back" },
     );
-    assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+    assert.deepEqual(await stored(db, queue), { jobs: [], held: [], failed: [] });
     assert.deepEqual(queued, [], "no job:queued for a rolled-back chain");
 
     const id = await queue.transaction(async (tx) => {
@@ -552,18 +525,16 @@ storeTest.sql(
       return id;
     });
     assert.deepEqual(queued, [id]);
-    const { jobs, held } = await tables(queue);
-    assert.deepEqual(jobs.map((row) => [row.id, row.chain_id, row.payload]), [
-      [id, id, '{"n":3}'],
-    ]);
+    const { jobs, held } = await stored(db, queue);
+    assert.deepEqual(jobs.map((row) => [row.id, row.payload]), [[id, '{"n":3}']]);
     assert.deepEqual(held.map((row) => row.role), ["link", "chain-catch"]);
     await workUntilEmpty(queue, { executor: "isolate" });
     assert.deepEqual(t.log, ["step 3", "step 4"]);
-    assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+    assert.deepEqual(await stored(db, queue), { jobs: [], held: [], failed: [] });
   },
 );
 
-storeTest.sql(
+storeTest(
   "awaiting a chain builder instead of its dispatch() rejects with a TypeError saying a chain is not a promise",
   async (db) => {
     const t = chainJobs();
@@ -585,7 +556,7 @@ storeTest.sql(
       message:
         "chain.catch(job, payload) takes a job definition, not a callback: a chain is not a promise, await chain.dispatch()",
     });
-    assert.deepEqual(await tables(queue), { jobs: [], held: [], failed: [] });
+    assert.deepEqual(await stored(db, queue), { jobs: [], held: [], failed: [] });
   },
 );
 

@@ -19,7 +19,7 @@ import {
   withoutOverlapping,
 } from "../mod.ts";
 import { workUntilEmpty } from "../src/testing.ts";
-import { ManualClock, nextEvent, tempDir, waitUntil } from "./_helpers.ts";
+import { ManualClock, nextEvent, tempDir, unfinishedCount, waitUntil } from "./_helpers.ts";
 import { orQueueError, type StoreContext, storeTest } from "./_stores.ts";
 import { DEAD_LOCK_EXPIRE_MS, holdsLock } from "./fixtures/guards/jobs.ts";
 import { count, JOBS_URL, startWork, workerStarted } from "./fixtures/guards/harness.ts";
@@ -124,7 +124,7 @@ const notRules = defineJob({
 const ALL = [limitOne, limitTwo, locked, probe, rated, throwingMiddleware, notRules];
 
 for (const [job, limit] of [[limitOne, 1], [limitTwo, 2]] as const) {
-  storeTest.sql(
+  storeTest(
     `withoutOverlapping limit ${limit}: never more than ${limit} run at once with concurrency 8; held-back jobs keep their attempts and send no job:retry`,
     async (db) => {
       await using queue = await db.open({ jobs: ALL });
@@ -138,19 +138,19 @@ for (const [job, limit] of [[limitOne, 1], [limitTwo, 2]] as const) {
       const held = await orQueueError(
         queue,
         waitUntil(async () => {
-          const rows = await db.query<{ attempts: number; last_error: string }>(
-            "SELECT attempts, last_error FROM jobs WHERE token IS NULL AND last_error IS NOT NULL",
+          const held = (await queue.jobs({ limit: 1000 })).jobs.filter((listed) =>
+            listed.state !== "running" && listed.lastError !== null
           );
-          return rows.length > 0 ? rows : undefined;
+          return held.length > 0 ? held : undefined;
         }, { what: "jobs held back", timeoutMs: 5_000, everyMs: 2 }),
       );
-      for (const row of held) {
-        assert.equal(row.attempts, 0);
-        assert.equal(row.last_error, `held back by withoutOverlapping(lock:${job.name})`);
+      for (const listed of held) {
+        assert.equal(listed.attempts, 0);
+        assert.equal(listed.lastError, `held back by withoutOverlapping(lock:${job.name})`);
       }
       await orQueueError(
         queue,
-        waitUntil(async () => await db.count("jobs") === 0, {
+        waitUntil(async () => await unfinishedCount(queue) === 0, {
           what: "all 12 completed",
           timeoutMs: 10_000,
         }),
@@ -162,7 +162,7 @@ for (const [job, limit] of [[limitOne, 1], [limitTwo, 2]] as const) {
       assert.deepEqual(overlap.attempts, Array(12).fill(1), "every run was attempt 1");
       assert.equal(starts.length, 12, "job:start only for runs that started");
       assert.deepEqual(retries, []);
-      assert.equal(await db.count("job_locks"), 0);
+      assert.equal(await db.jobLocks(), 0);
     },
   );
 }
@@ -177,7 +177,7 @@ async function lockReleasedAfter(
   const failed = record<Detail<"job:failed">>(queue, "job:failed");
   await queue.dispatch(locked, { mode });
   assert.deepEqual(await orQueueError(queue, workUntilEmpty(queue)), expected);
-  assert.equal(await db.count("job_locks"), 0, `lock left after "${mode}"`);
+  assert.equal(await db.jobLocks(), 0, `lock left after "${mode}"`);
   // Held back, the probe would wait 5 s and drain would stop with nothing completed.
   await queue.dispatch(probe, { n: 1 });
   assert.deepEqual(await orQueueError(queue, workUntilEmpty(queue)), {
@@ -188,25 +188,25 @@ async function lockReleasedAfter(
   return failed;
 }
 
-storeTest.sql("withoutOverlapping: the lock is released when the job succeeds", async (db) => {
+storeTest("withoutOverlapping: the lock is released when the job succeeds", async (db) => {
   await lockReleasedAfter(db, "ok", { completed: 1, failed: 0, retried: 0 });
 });
 
-storeTest.sql(
+storeTest(
   "withoutOverlapping: the lock is released when the attempt throws and the job is retried",
   async (db) => {
     await lockReleasedAfter(db, "throw", { completed: 0, failed: 0, retried: 1 });
   },
 );
 
-storeTest.sql(
+storeTest(
   "withoutOverlapping: the lock is released when the job releases itself",
   async (db) => {
     await lockReleasedAfter(db, "release", { completed: 0, failed: 0, retried: 1 });
   },
 );
 
-storeTest.sql(
+storeTest(
   "withoutOverlapping: the lock is released when the job fails for good",
   async (db) => {
     const failed = await lockReleasedAfter(db, "permanent", {
@@ -218,7 +218,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql("withoutOverlapping: the lock is released when the attempt times out", async (db) => {
+storeTest("withoutOverlapping: the lock is released when the attempt times out", async (db) => {
   // maxAttempts 2: the first timeout is retried 60 s later, so drain sees one retry.
   await using queue = await db.open({ jobs: ALL });
   const retries = record<Detail<"job:retry">>(queue, "job:retry");
@@ -229,7 +229,7 @@ storeTest.sql("withoutOverlapping: the lock is released when the attempt times o
     retried: 1,
   });
   assert.ok(retries[0]?.error instanceof JobTimeoutError);
-  assert.equal(await db.count("job_locks"), 0);
+  assert.equal(await db.jobLocks(), 0);
   await queue.dispatch(probe, { n: 1 });
   assert.deepEqual(await orQueueError(queue, workUntilEmpty(queue)), {
     completed: 1,
@@ -289,7 +289,7 @@ Deno.test("withoutOverlapping: the lock of a `work` process killed with SIGKILL 
   assert.equal(count(db, "job_locks"), 0);
 });
 
-storeTest.sql(
+storeTest(
   "rateLimited: at most max starts per window aligned to multiples of perMs",
   async (db) => {
     // 100 ms before a window boundary (the default start is a multiple of 1 s).
@@ -301,14 +301,12 @@ storeTest.sql(
     await queue.dispatchMany(rated, Array.from({ length: 10 }, (_, n) => ({ n })));
 
     assert.deepEqual(await work(), { completed: 3, failed: 0, retried: 0 });
-    const held = await db.query<{ available_at: number; attempts: number; last_error: string }>(
-      "SELECT available_at, attempts, last_error FROM jobs",
-    );
-    assert.equal(held.length, 7);
-    for (const row of held) {
-      assert.equal(row.available_at, Date.UTC(2026, 0, 1), "back when the window ends");
-      assert.equal(row.attempts, 0);
-      assert.equal(row.last_error, "held back by rateLimited(rate, 3 per 1000 ms)");
+    const { total, jobs: held } = await queue.jobs({ limit: 1000 });
+    assert.equal(total, 7);
+    for (const listed of held) {
+      assert.equal(listed.availableAt.getTime(), Date.UTC(2026, 0, 1), "back when the window ends");
+      assert.equal(listed.attempts, 0);
+      assert.equal(listed.lastError, "held back by rateLimited(rate, 3 per 1000 ms)");
     }
     clock.advance(99);
     assert.deepEqual(await work(), { completed: 0, failed: 0, retried: 0 });
@@ -408,7 +406,7 @@ storeTest(
   },
 );
 
-storeTest.sql(
+storeTest(
   "a job held back by its lock is due again releaseAfterMs later, then runs as attempt 1",
   async (db) => {
     const clock = new ManualClock();
@@ -424,16 +422,15 @@ storeTest.sql(
     const row = await orQueueError(
       queue,
       waitUntil(async () => {
-        const [held] = await db.query<
-          { available_at: number; attempts: number; token: number | null }
-        >(
-          "SELECT available_at, attempts, token FROM jobs WHERE id = ? AND last_error IS NOT NULL",
-          [id],
-        );
-        return held;
+        const { jobs } = await queue.jobs({ name: probe.name });
+        return jobs.find((listed) => listed.id === id && listed.lastError !== null);
       }, { what: "the probe held back" }),
     );
-    assert.deepEqual({ ...row }, { available_at: heldAt + 5_000, attempts: 0, token: null });
+    // Delayed: due later and not leased (a leased job due later is running).
+    assert.deepEqual(
+      { availableAt: row.availableAt.getTime(), attempts: row.attempts, state: row.state },
+      { availableAt: heldAt + 5_000, attempts: 0, state: "delayed" },
+    );
     // The holder times out (retry in 60 s), which frees the lock; the probe still waits its 5 s.
     await nextEvent<Detail<"job:retry">>(queue, "job:retry", (event) => event.id === holder);
     clock.advance(5_000);

@@ -2,9 +2,9 @@
  * Unique jobs (`uniqueForMs`, `uniqueId`, `uniqueUntil`) and debounced jobs
  * (`debounceMs`, `debounceMaxWaitMs`): what dispatch returns and stores, when
  * a key is held and released; and R12 (no key or lock left behind after any
- * outcome, a rolled-back dispatch or a kill -9), counted through a connection
- * of the test's own. On every store, but for the kill -9 of a `work` process
- * on a SQLite file.
+ * outcome, a rolled-back dispatch or a kill -9), counted with the store's
+ * own keys (`db.jobKeys()`, `db.jobLocks()`). On every store, but for the
+ * kill -9 of a `work` process on a SQLite file.
  *
  * @module
  */
@@ -19,7 +19,7 @@ import {
   withoutOverlapping,
 } from "../mod.ts";
 import { workUntilEmpty } from "../src/testing.ts";
-import { ManualClock, nextEvent, tempDir } from "./_helpers.ts";
+import { failedCount, ManualClock, nextEvent, tempDir, unfinishedCount } from "./_helpers.ts";
 import { orQueueError, type StoreContext, storeTest } from "./_stores.ts";
 import { crashOnce } from "./fixtures/guards/jobs.ts";
 import { count, JOBS_URL, startWork, workerStarted } from "./fixtures/guards/harness.ts";
@@ -28,22 +28,6 @@ import { readLedger } from "./fixtures/reliability/ledger.ts";
 import { gate, record } from "./fixtures/runner/harness.ts";
 
 type Detail<K extends keyof QueueEventMap> = QueueEventMap[K];
-
-interface JobRow {
-  id: number;
-  payload: string;
-  available_at: number;
-  attempts: number;
-  token: number | null;
-}
-
-interface KeyRow {
-  /** The key as hex (upper case): node:sqlite reads TEXT only up to its first NUL, and keys hold one. */
-  key: string;
-  kind: string;
-  job_id: number;
-  expires_at: number | null;
-}
 
 const byUser = z.object({ user: z.string(), n: z.number().int() });
 
@@ -233,32 +217,26 @@ async function open(db: StoreContext, clock = new ManualClock()) {
   return { queue, clock };
 }
 
-/** The key as upper-case hex, in each store's syntax. */
-const KEY_HEX = {
-  sqlite: "hex(key)",
-  postgres: "upper(encode(convert_to(key, 'UTF8'), 'hex'))",
-};
-
-function keys(db: StoreContext): Promise<KeyRow[]> {
-  return db.query<KeyRow>(
-    `SELECT ${db.pick(KEY_HEX)} AS key, kind, job_id, expires_at FROM job_keys ORDER BY key`,
-  );
+/** The payload job `id` waits with, parsed. */
+async function payloadOf(queue: Queue, id: number): Promise<{ user: string; n: number }> {
+  const job = await queue.unfinishedJob(id);
+  assert.ok(job, `job ${id} is unfinished`);
+  return JSON.parse(job.payload);
 }
 
-function hex(text: string): string {
-  return [...new TextEncoder().encode(text)].map((byte) => byte.toString(16).padStart(2, "0"))
-    .join("").toUpperCase();
+/** When job `id` is due, in ms. */
+async function dueAt(queue: Queue, id: number): Promise<number> {
+  const job = (await queue.jobs({ limit: 1000 })).jobs.find((job) => job.id === id);
+  assert.ok(job, `job ${id} is unfinished`);
+  return job.availableAt.getTime();
 }
 
-async function jobRow(db: StoreContext, id: number): Promise<JobRow | undefined> {
-  const [row] = await db.query<JobRow>(
-    "SELECT id, payload, available_at, attempts, token FROM jobs WHERE id = ?",
-    [id],
-  );
-  return row;
+/** How many unique and debounce keys the store keeps. */
+async function keyCount(db: StoreContext): Promise<number> {
+  return (await db.jobKeys()).length;
 }
 
-storeTest.sql(
+storeTest(
   "a unique dispatch while the holder waits returns the holder's id, stores nothing and sends no job:queued",
   async (db) => {
     const { queue, clock } = await open(db);
@@ -268,29 +246,29 @@ storeTest.sql(
     const first = await queue.dispatch(unique, { user: "ann", n: 1 });
     const again = await queue.dispatch(unique, { user: "ann", n: 2 });
     assert.equal(again, first);
-    assert.equal(await db.count("jobs"), 1);
+    assert.equal(await unfinishedCount(queue), 1);
     assert.deepEqual(queued.map((event) => event.id), [first]);
     assert.equal(
-      JSON.parse((await jobRow(db, first))!.payload).n,
+      (await payloadOf(queue, first)).n,
       1,
       "the holder keeps its payload",
     );
-    assert.deepEqual((await keys(db)).map((row) => ({ ...row })), [{
-      key: hex(JSON.stringify(["u.unique", "ann"])),
+    assert.deepEqual(await db.jobKeys(), [{
+      key: JSON.stringify(["u.unique", "ann"]),
       kind: "unique",
-      job_id: first,
-      expires_at: clock.now() + 60_000,
+      jobId: first,
+      expiresAt: clock.now() + 60_000,
     }]);
 
     const other = await queue.dispatch(unique, { user: "bob", n: 3 });
     assert.notEqual(other, first);
-    assert.equal(await db.count("jobs"), 2);
-    assert.equal(await db.count("job_keys"), 2);
+    assert.equal(await unfinishedCount(queue), 2);
+    assert.equal(await keyCount(db), 2);
     assert.deepEqual(queued.map((event) => event.id), [first, other]);
   },
 );
 
-storeTest.sql("a unique job lets the next dispatch store once it has completed", async (db) => {
+storeTest("a unique job lets the next dispatch store once it has completed", async (db) => {
   const { queue } = await open(db);
   await using _ = queue;
   seen.length = 0;
@@ -299,15 +277,15 @@ storeTest.sql("a unique job lets the next dispatch store once it has completed",
   assert.equal(await queue.dispatch(unique, { user: "ann", n: 2 }), first);
   assert.deepEqual(await workUntilEmpty(queue), { completed: 1, failed: 0, retried: 0 });
   assert.deepEqual(seen, [{ user: "ann", n: 1, attempt: 1 }]);
-  assert.equal(await db.count("job_keys"), 0);
+  assert.equal(await keyCount(db), 0);
 
   const next = await queue.dispatch(unique, { user: "ann", n: 3 });
   assert.notEqual(next, first);
-  assert.equal(await db.count("jobs"), 1);
-  assert.equal((await keys(db))[0]?.job_id, next);
+  assert.equal(await unfinishedCount(queue), 1);
+  assert.equal((await db.jobKeys())[0]?.jobId, next);
 });
 
-storeTest.sql(
+storeTest(
   "a unique job lets the next dispatch store once it has failed for good",
   async (db) => {
     const { queue } = await open(db);
@@ -315,15 +293,15 @@ storeTest.sql(
 
     const first = await queue.dispatch(uniqueFails, { user: "ann", n: 1 });
     assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 0 });
-    assert.equal(await db.count("failed_jobs"), 1);
-    assert.equal(await db.count("job_keys"), 0);
+    assert.equal(await failedCount(queue), 1);
+    assert.equal(await keyCount(db), 0);
     const next = await queue.dispatch(uniqueFails, { user: "ann", n: 2 });
     assert.notEqual(next, first);
-    assert.equal(await db.count("jobs"), 1);
+    assert.equal(await unfinishedCount(queue), 1);
   },
 );
 
-storeTest.sql(
+storeTest(
   "a unique key expires uniqueForMs after its dispatch, and the old holder's end leaves the new key alone",
   async (db) => {
     const { queue, clock } = await open(db);
@@ -332,12 +310,12 @@ storeTest.sql(
     const first = await queue.dispatch(shortUnique, { user: "ann", n: 1 });
     clock.advance(4_999);
     assert.equal(await queue.dispatch(shortUnique, { user: "ann", n: 2 }), first);
-    assert.equal(await db.count("jobs"), 1);
+    assert.equal(await unfinishedCount(queue), 1);
     clock.advance(1);
     const second = await queue.dispatch(shortUnique, { user: "ann", n: 3 });
     assert.notEqual(second, first, "the key expired at dispatch + uniqueForMs");
-    assert.equal(await db.count("jobs"), 2);
-    assert.deepEqual((await keys(db)).map((row) => [row.job_id, row.expires_at]), [
+    assert.equal(await unfinishedCount(queue), 2);
+    assert.deepEqual((await db.jobKeys()).map((row) => [row.jobId, row.expiresAt]), [
       [second, clock.now() + 5_000],
     ]);
 
@@ -347,13 +325,13 @@ storeTest.sql(
       failed: 0,
       retried: 0,
     });
-    assert.equal(await db.count("job_keys"), 0);
+    assert.equal(await keyCount(db), 0);
     const third = await queue.dispatch(shortUnique, { user: "ann", n: 4 });
     assert.equal(await queue.dispatch(shortUnique, { user: "ann", n: 5 }), third);
   },
 );
 
-storeTest.sql(
+storeTest(
   "a unique job holds its key across a retry and a release with backoff",
   async (db) => {
     const { queue, clock } = await open(db);
@@ -363,26 +341,26 @@ storeTest.sql(
 
     const first = await queue.dispatch(uniqueRetries, { user: "ann", n: 1 });
     assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 1 });
-    assert.equal(await db.count("job_keys"), 1);
+    assert.equal(await keyCount(db), 1);
     assert.equal(await queue.dispatch(uniqueRetries, { user: "ann", n: 2 }), first);
 
     clock.advance(1_000);
     assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 1 });
     assert.equal(retries[1]?.delayMs, 500, "attempt 2 released itself for 500 ms");
-    assert.equal(await db.count("job_keys"), 1);
+    assert.equal(await keyCount(db), 1);
     assert.equal(await queue.dispatch(uniqueRetries, { user: "ann", n: 3 }), first);
-    assert.equal(await db.count("jobs"), 1);
+    assert.equal(await unfinishedCount(queue), 1);
 
     clock.advance(500);
     assert.deepEqual(await workUntilEmpty(queue), { completed: 1, failed: 0, retried: 0 });
-    assert.equal(await db.count("job_keys"), 0);
+    assert.equal(await keyCount(db), 0);
     const next = await queue.dispatch(uniqueRetries, { user: "ann", n: 4 });
     assert.notEqual(next, first);
     assert.deepEqual(queued.map((event) => event.id), [first, next]);
   },
 );
 
-storeTest.sql(
+storeTest(
   'a unique job with uniqueUntil "completed" holds its key while it runs',
   async (db) => {
     const { queue } = await open(db);
@@ -392,17 +370,17 @@ storeTest.sql(
     const first = await queue.dispatch(uniqueGated, { user: "ann", n: 1 });
     const worker = queue.work({ pollMs: 10 });
     await nextEvent<Detail<"job:start">>(queue, "job:start", (event) => event.id === first);
-    assert.equal(await db.count("job_keys"), 1);
+    assert.equal(await keyCount(db), 1);
     assert.equal(await queue.dispatch(uniqueGated, { user: "ann", n: 2 }), first);
-    assert.equal(await db.count("jobs"), 1);
+    assert.equal(await unfinishedCount(queue), 1);
     hold.gate.resolve();
     await nextEvent(queue, "job:complete");
     await worker.stop();
-    assert.equal(await db.count("job_keys"), 0);
+    assert.equal(await keyCount(db), 0);
   },
 );
 
-storeTest.sql(
+storeTest(
   'a unique job with uniqueUntil "processing" releases its key when it is claimed',
   async (db) => {
     const { queue } = await open(db);
@@ -413,23 +391,23 @@ storeTest.sql(
     assert.equal(await queue.dispatch(uniqueProcessing, { user: "ann", n: 2 }), first);
     const worker = queue.work({ pollMs: 10, concurrency: 1 });
     await nextEvent<Detail<"job:start">>(queue, "job:start", (event) => event.id === first);
-    assert.equal(await db.count("job_keys"), 0, "released in the claim");
+    assert.equal(await keyCount(db), 0, "released in the claim");
 
     const second = await queue.dispatch(uniqueProcessing, { user: "ann", n: 3 });
     assert.notEqual(second, first);
     assert.equal(await queue.dispatch(uniqueProcessing, { user: "ann", n: 4 }), second);
-    assert.equal(await db.count("jobs"), 2);
-    assert.deepEqual((await keys(db)).map((row) => row.job_id), [second]);
+    assert.equal(await unfinishedCount(queue), 2);
+    assert.deepEqual((await db.jobKeys()).map((row) => row.jobId), [second]);
 
     hold.gate.resolve();
     await nextEvent<Detail<"job:complete">>(queue, "job:complete", (event) => event.id === second);
     await worker.stop();
-    assert.equal(await db.count("job_keys"), 0);
-    assert.equal(await db.count("jobs"), 0);
+    assert.equal(await keyCount(db), 0);
+    assert.equal(await unfinishedCount(queue), 0);
   },
 );
 
-storeTest.sql(
+storeTest(
   "dispatchMany with the same uniqueId twice in one call stores it once and returns its id for both",
   async (db) => {
     const { queue } = await open(db);
@@ -444,15 +422,15 @@ storeTest.sql(
     assert.equal(ids.length, 3);
     assert.equal(ids[2], ids[0]);
     assert.notEqual(ids[1], ids[0]);
-    assert.equal(await db.count("jobs"), 2);
-    assert.equal(await db.count("job_keys"), 2);
+    assert.equal(await unfinishedCount(queue), 2);
+    assert.equal(await keyCount(db), 2);
     assert.deepEqual(queued.map((event) => event.id), [ids[0], ids[1]]);
-    assert.equal(JSON.parse((await jobRow(db, ids[0]!))!.payload).n, 1);
+    assert.equal((await payloadOf(queue, ids[0]!)).n, 1);
   },
 );
 
-storeTest.sql(
-  "a unique tx.dispatch rolled back leaves no job and no job_keys row; committed, it holds the key",
+storeTest(
+  "a unique tx.dispatch rolled back leaves no job and no key; committed, it holds the key",
   async (db) => {
     const { queue } = await open(db);
     await using _ = queue;
@@ -468,28 +446,28 @@ storeTest.sql(
       /roll back/,
     );
     assert.equal(inside?.[1], inside?.[0], "held within the transaction");
-    assert.equal(await db.count("jobs"), 0);
-    assert.equal(await db.count("job_keys"), 0);
+    assert.equal(await unfinishedCount(queue), 0);
+    assert.equal(await keyCount(db), 0);
 
     const committed = await queue.transaction((tx) => tx.dispatch(unique, { user: "ann", n: 3 }));
-    assert.equal(await db.count("job_keys"), 1);
+    assert.equal(await keyCount(db), 1);
     assert.equal(await queue.dispatch(unique, { user: "ann", n: 4 }), committed);
   },
 );
 
-storeTest.sql("queue.clear() releases the unique keys of the jobs it deletes", async (db) => {
+storeTest("queue.clear() releases the unique keys of the jobs it deletes", async (db) => {
   const { queue } = await open(db);
   await using _ = queue;
 
   const first = await queue.dispatch(unique, { user: "ann", n: 1 });
   assert.equal(await queue.clear(), 1);
-  assert.equal(await db.count("job_keys"), 0);
+  assert.equal(await keyCount(db), 0);
   const next = await queue.dispatch(unique, { user: "ann", n: 2 });
   assert.notEqual(next, first);
-  assert.equal(await db.count("jobs"), 1);
+  assert.equal(await unfinishedCount(queue), 1);
 });
 
-storeTest.sql(
+storeTest(
   "a uniqueId that returns a non-string or more than 255 characters is a TypeError, and nothing is stored",
   async (db) => {
     const { queue } = await open(db);
@@ -506,11 +484,11 @@ storeTest.sql(
       (error: Error) =>
         error instanceof TypeError && /uniqueId .*at most 255 characters.*256/.test(error.message),
     );
-    assert.equal(await db.count("jobs"), 0);
-    assert.equal(await db.count("job_keys"), 0);
+    assert.equal(await unfinishedCount(queue), 0);
+    assert.equal(await keyCount(db), 0);
     // 255 characters is fine.
     await queue.dispatch(longId, { user: "ann", n: 255 });
-    assert.equal(await db.count("job_keys"), 1);
+    assert.equal(await keyCount(db), 1);
   },
 );
 
@@ -551,7 +529,7 @@ Deno.test("defineJob refuses unique with debounce, debounceMaxWaitMs without deb
   );
 });
 
-storeTest.sql(
+storeTest(
   "a debounced dispatch returns the waiting job's id, replaces its payload and moves its due time; the handler runs once with the last payload",
   async (db) => {
     const { queue, clock } = await open(db);
@@ -560,15 +538,18 @@ storeTest.sql(
     debounced.length = 0;
 
     const first = await queue.dispatch(debounce, { user: "ann", n: 1 });
-    assert.equal((await jobRow(db, first))!.available_at, clock.now() + 1_000);
+    assert.equal(await dueAt(queue, first), clock.now() + 1_000);
     clock.advance(300);
     assert.equal(await queue.dispatch(debounce, { user: "ann", n: 2 }), first);
     clock.advance(300);
     assert.equal(await queue.dispatch(debounce, { user: "ann", n: 3 }), first);
-    const row = (await jobRow(db, first))!;
-    assert.equal(row.available_at, clock.now() + 1_000, "due debounceMs after the last dispatch");
-    assert.deepEqual(JSON.parse(row.payload), { user: "ann", n: 3 });
-    assert.equal(await db.count("jobs"), 1);
+    assert.equal(
+      await dueAt(queue, first),
+      clock.now() + 1_000,
+      "due debounceMs after the last dispatch",
+    );
+    assert.deepEqual(await payloadOf(queue, first), { user: "ann", n: 3 });
+    assert.equal(await unfinishedCount(queue), 1);
     assert.deepEqual(queued.map((event) => event.id), [first]);
 
     clock.advance(999);
@@ -576,11 +557,11 @@ storeTest.sql(
     clock.advance(1);
     assert.deepEqual(await workUntilEmpty(queue), { completed: 1, failed: 0, retried: 0 });
     assert.deepEqual(debounced, [{ user: "ann", n: 3 }]);
-    assert.equal(await db.count("job_keys"), 0);
+    assert.equal(await keyCount(db), 0);
   },
 );
 
-storeTest.sql(
+storeTest(
   "a debounced job's due time is capped at debounceMaxWaitMs after its first dispatch",
   async (db) => {
     const { queue, clock } = await open(db);
@@ -590,22 +571,22 @@ storeTest.sql(
     const id = await queue.dispatch(debounce, { user: "ann", n: 1 });
     clock.advance(800);
     await queue.dispatch(debounce, { user: "ann", n: 2 });
-    assert.equal((await jobRow(db, id))!.available_at, t0 + 1_800);
+    assert.equal(await dueAt(queue, id), t0 + 1_800);
     clock.advance(800); // t0 + 1600: now + 1000 = 2600 > cap 2500
     assert.equal(await queue.dispatch(debounce, { user: "ann", n: 3 }), id);
-    assert.equal((await jobRow(db, id))!.available_at, t0 + 2_500);
+    assert.equal(await dueAt(queue, id), t0 + 2_500);
     clock.advance(800); // t0 + 2400
     assert.equal(await queue.dispatch(debounce, { user: "ann", n: 4 }), id);
-    assert.equal((await jobRow(db, id))!.available_at, t0 + 2_500);
-    assert.equal(await db.count("jobs"), 1);
+    assert.equal(await dueAt(queue, id), t0 + 2_500);
+    assert.equal(await unfinishedCount(queue), 1);
     // Another user has its own key and its own due time.
     const other = await queue.dispatch(debounce, { user: "bob", n: 5 });
     assert.notEqual(other, id);
-    assert.equal((await jobRow(db, other))!.available_at, clock.now() + 1_000);
+    assert.equal(await dueAt(queue, other), clock.now() + 1_000);
   },
 );
 
-storeTest.sql("a dispatch after the debounced job started stores a new job", async (db) => {
+storeTest("a dispatch after the debounced job started stores a new job", async (db) => {
   const { queue, clock } = await open(db);
   await using _ = queue;
   debounced.length = 0;
@@ -617,9 +598,9 @@ storeTest.sql("a dispatch after the debounced job started stores a new job", asy
   await nextEvent<Detail<"job:start">>(queue, "job:start", (event) => event.id === first);
   const second = await queue.dispatch(debounceGated, { user: "ann", n: 2 });
   assert.notEqual(second, first);
-  assert.equal(await db.count("jobs"), 2);
+  assert.equal(await unfinishedCount(queue), 2);
   assert.equal(
-    JSON.parse((await jobRow(db, first))!.payload).n,
+    (await payloadOf(queue, first)).n,
     1,
     "the running job keeps its payload",
   );
@@ -631,7 +612,7 @@ storeTest.sql("a dispatch after the debounced job started stores a new job", asy
   await nextEvent<Detail<"job:complete">>(queue, "job:complete", (event) => event.id === second);
   await worker.stop();
   assert.deepEqual(debounced, [{ user: "ann", n: 1 }, { user: "ann", n: 3 }]);
-  assert.equal(await db.count("job_keys"), 0);
+  assert.equal(await keyCount(db), 0);
 });
 
 // R12: zero orphaned keys and locks.
@@ -645,38 +626,38 @@ async function r12(
   const queue = await db.open({ jobs: ALL });
   await using _ = queue;
   await queue.dispatch(job, { user: "ann", n: 1 });
-  assert.equal(await db.count("job_keys"), 1);
+  assert.equal(await keyCount(db), 1);
   assert.deepEqual(await orQueueError(queue, workUntilEmpty(queue)), expected);
-  assert.equal(await db.count("job_keys"), 0, "orphaned unique keys");
-  assert.equal(await db.count("job_locks"), 0, "orphaned overlap locks");
+  assert.equal(await keyCount(db), 0, "orphaned unique keys");
+  assert.equal(await db.jobLocks(), 0, "orphaned overlap locks");
   await check(queue);
 }
 
-storeTest.sql("R12: no job_keys or job_locks row is left after a success", async (db) => {
+storeTest("R12: no unique key or overlap lock is left after a success", async (db) => {
   await r12(db, r12Ok, { completed: 1, failed: 0, retried: 0 });
 });
 
-storeTest.sql("R12: no job_keys or job_locks row is left after a permanent failure", async (db) => {
+storeTest("R12: no unique key or overlap lock is left after a permanent failure", async (db) => {
   await r12(db, r12Permanent, { completed: 0, failed: 1, retried: 0 }, async (queue) => {
     assert.match((await queue.failed())[0]!.error, /PermanentError: never/);
   });
 });
 
-storeTest.sql("R12: no job_keys or job_locks row is left after a final timeout", async (db) => {
+storeTest("R12: no unique key or overlap lock is left after a final timeout", async (db) => {
   await r12(db, r12Timeout, { completed: 0, failed: 1, retried: 0 }, async (queue) => {
     const [failed] = await queue.failed();
     assert.match(failed!.error, new RegExp(JobTimeoutError.name));
   });
 });
 
-storeTest.sql(
-  "R12: no job_keys or job_locks row is left after retries then success",
+storeTest(
+  "R12: no unique key or overlap lock is left after retries then success",
   async (db) => {
     await r12(db, r12Retry, { completed: 1, failed: 0, retried: 2 });
   },
 );
 
-storeTest.sql("R12: no job_keys row is left by a rolled-back transaction", async (db) => {
+storeTest("R12: no unique key is left by a rolled-back transaction", async (db) => {
   await using queue = await db.open({ jobs: ALL });
   await assert.rejects(
     queue.transaction(async (tx) => {
@@ -686,8 +667,8 @@ storeTest.sql("R12: no job_keys row is left by a rolled-back transaction", async
     }),
     /roll back/,
   );
-  assert.equal(await db.count("job_keys"), 0);
-  assert.equal(await db.count("jobs"), 0);
+  assert.equal(await keyCount(db), 0);
+  assert.equal(await unfinishedCount(queue), 0);
 });
 
 // SQLite only: the `work` child process and its ledger are on the test's SQLite file.

@@ -116,15 +116,18 @@ export async function transaction<T>(
 ): Promise<T> {
   const stage = crypto.randomUUID();
   let open = true;
+  // Worded as the SQL stores' engines word it: a handle kept past its callback is refused alike.
   const inside =
     <A extends unknown[], R>(write: (...args: A) => Promise<R>) => (...args: A): Promise<R> =>
-      open ? write(...args) : Promise.reject(new Error("the transaction has ended"));
+      open
+        ? write(...args)
+        : Promise.reject(new Error("This transaction has ended: use it only inside its callback"));
   const tx: StoreTransaction = {
     insertJobs: inside((rows) => insertJobs(redis, rows, stage)),
     insertKeyed: inside((rows) => keys.insertKeyed(redis, rows, stage)),
     insertChain: inside((chain) => chainsBatches.insertChain(redis, chain, stage)),
     insertBatch: inside((batch) => chainsBatches.insertBatch(redis, batch, stage)),
-    query: () => Promise.reject(new TypeError(NO_SQL_ON_REDIS)),
+    query: inside(() => Promise.reject(new TypeError(NO_SQL_ON_REDIS))),
   };
   await redis.call(BEGIN_TRANSACTION, { now: Date.now(), stage });
   let result: T;
