@@ -18,34 +18,72 @@ export function freshPrefix(): string {
   return `t_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
 }
 
-/** The keys of `prefix` on the server at `url`, sorted. */
-export async function prefixKeys(url: string, prefix: string): Promise<string[]> {
-  const client = createClient({ url });
+/** A client of the test server. */
+type TestClient = ReturnType<typeof newClient>;
+
+function newClient(url: string) {
+  return createClient({ url });
+}
+
+/** Runs `fn` with a client of its own on the server at `url`, closed afterwards. */
+async function withClient<T>(
+  url: string,
+  fn: (client: TestClient) => Promise<T>,
+): Promise<T> {
+  const client = newClient(url);
   client.on("error", () => {});
   await client.connect();
   try {
-    const found: string[] = [];
-    for await (const keys of client.scanIterator({ MATCH: `{${prefix}}:*`, COUNT: 1000 })) {
-      found.push(...keys);
-    }
-    return found.sort();
+    return await fn(client);
   } finally {
     await client.close();
   }
 }
 
+/** The keys of `prefix` on the server at `url`, sorted. */
+export function prefixKeys(url: string, prefix: string): Promise<string[]> {
+  return withClient(url, async (client) => {
+    const found: string[] = [];
+    for await (const keys of client.scanIterator({ MATCH: `{${prefix}}:*`, COUNT: 1000 })) {
+      found.push(...keys);
+    }
+    return found.sort();
+  });
+}
+
 /** Deletes every key of `prefix` on the server at `url` (in pages, as `SCAN` gives them). */
-export async function deletePrefix(url: string, prefix: string): Promise<void> {
-  const client = createClient({ url });
-  client.on("error", () => {});
-  await client.connect();
-  try {
+export function deletePrefix(url: string, prefix: string): Promise<void> {
+  return withClient(url, async (client) => {
     for await (const keys of client.scanIterator({ MATCH: `{${prefix}}:*`, COUNT: 1000 })) {
       if (keys.length > 0) await client.unlink(keys);
     }
-  } finally {
-    await client.close();
-  }
+  });
+}
+
+/** The field `field` of the hash `key` on the server at `url`, or null when absent. */
+export function hashField(url: string, key: string, field: string): Promise<string | null> {
+  return withClient(url, async (client) => await client.hGet(key, field) ?? null);
+}
+
+/**
+ * Sets the field `field` of the hash `key` on the server at `url`, as
+ * another writer would; false (and nothing written) when there is no such hash.
+ */
+export function setHashField(
+  url: string,
+  key: string,
+  field: string,
+  value: string,
+): Promise<boolean> {
+  return withClient(url, async (client) => {
+    // One script: the hash is not made by the write when it is gone.
+    const set = await client.eval(
+      "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end " +
+        "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) return 1",
+      { keys: [key], arguments: [field, value] },
+    );
+    return set === 1;
+  });
 }
 
 /** A store under a new prefix of its own; disposing it deletes the prefix's keys and closes the store. */

@@ -11,7 +11,10 @@
  * on the SQL stores only, and its Redis variant is listed as ignored, saying
  * why, rather than left out in silence. Prefer reading what the public API
  * shows (`queue.counts()`, `queue.jobs()`, `queue.result()`,
- * `queue.failed()`): such a test runs on every store.
+ * `queue.failed()`): such a test runs on every store. What no API shows, a
+ * column of one job as stored (a payload at rest, a kept job's
+ * `keep_until`), is read and changed on every store with
+ * {@linkcode StoreContext.stored} and {@linkcode StoreContext.setStored}.
  *
  * ```ts ignore
  * storeTest("Queue.dispatch() stores the job", async (db) => {
@@ -36,7 +39,20 @@ import { SqliteStore } from "../src/stores/sqlite/mod.ts";
 import type { Store } from "../src/stores/store.ts";
 import { tempDir } from "./_helpers.ts";
 import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
-import { deletePrefix, freshPrefix, redisTestUrl } from "./_redis.ts";
+import { deletePrefix, freshPrefix, hashField, redisTestUrl, setHashField } from "./_redis.ts";
+
+/**
+ * The tables whose rows {@linkcode StoreContext.stored} reads by id: jobs
+ * not yet finished, kept finished jobs, failed jobs. On Redis each row is a
+ * hash of fields named as the columns (`job:<id>`, `done:<id>`, `failed:<id>`).
+ */
+export type StoredTable = "jobs" | "completed_jobs" | "failed_jobs";
+
+const REDIS_ROW_KEYS: Record<StoredTable, string> = {
+  jobs: "job",
+  completed_jobs: "done",
+  failed_jobs: "failed",
+};
 
 /** The database a variant of a test runs on. */
 export type StoreKind = "sqlite" | "postgres" | "redis";
@@ -83,6 +99,23 @@ export interface StoreContext {
    * triggers). SQL stores only: on Redis it throws.
    */
   pick<T>(choices: { readonly sqlite: T; readonly postgres: T }): T;
+  /**
+   * One column of row `id` of `table` as stored, on every store: text as
+   * written (a payload still encrypted), a number as its decimal text; null
+   * when the row or the value is absent. For what no API shows.
+   */
+  stored(table: StoredTable, id: number, column: string): Promise<string | null>;
+  /**
+   * Sets one column of row `id` of `table`, on every store, as a writer with
+   * access to the database would (a changed payload, a cancel asked by a
+   * process that then died). Rejects when there is no such row.
+   */
+  setStored(table: StoredTable, id: number, column: string, value: string): Promise<void>;
+}
+
+/** The error of {@linkcode StoreContext.setStored} on a row that is not there. */
+function noRow(table: StoredTable, id: number): Error {
+  return new Error(`setStored: no row ${id} in ${table}`);
 }
 
 const STORE_NAMES: Record<StoreKind, string> = {
@@ -229,6 +262,12 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
     pick() {
       throw readsSql("pick");
     },
+    stored: (table, id, column) =>
+      hashField(url, `{${prefix}}:${REDIS_ROW_KEYS[table]}:${id}`, column),
+    async setStored(table, id, column, value) {
+      const key = `{${prefix}}:${REDIS_ROW_KEYS[table]}:${id}`;
+      if (!await setHashField(url, key, column, value)) throw noRow(table, id);
+    },
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
@@ -299,6 +338,20 @@ async function openContext(
       return Number(row!.n);
     },
     pick: (choices) => choices[kind],
+    async stored(table, id, column) {
+      const [row] = await query<Record<string, unknown>>(
+        `SELECT ${column} AS value FROM ${table} WHERE id = ?`,
+        [id],
+      );
+      return row?.value === undefined || row.value === null ? null : String(row.value);
+    },
+    async setStored(table, id, column, value) {
+      const changed = await query(`UPDATE ${table} SET ${column} = ? WHERE id = ? RETURNING id`, [
+        value,
+        id,
+      ]);
+      if (changed.length !== 1) throw noRow(table, id);
+    },
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
