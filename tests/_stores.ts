@@ -111,6 +111,13 @@ export interface StoreContext {
    * process that then died). Rejects when there is no such row.
    */
   setStored(table: StoredTable, id: number, column: string, value: string): Promise<void>;
+  /**
+   * A store of the test's own on this test's database, opened on first call
+   * and closed when the test ends: for reads through the {@linkcode Store}
+   * interface of what the queue gives back only decoded (a log line as
+   * stored, still sealed), on every store.
+   */
+  store(): Promise<Store>;
 }
 
 /** The error of {@linkcode StoreContext.setStored} on a row that is not there. */
@@ -233,6 +240,7 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
   const dir = await tempDir();
   const prefix = freshPrefix();
   const queues: Queue[] = [];
+  let reader: Promise<RedisStore> | null = null;
   return {
     kind: "redis",
     dir: dir.dir,
@@ -268,9 +276,11 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
       const key = `{${prefix}}:${REDIS_ROW_KEYS[table]}:${id}`;
       if (!await setHashField(url, key, column, value)) throw noRow(table, id);
     },
+    store: () => reader ??= RedisStore.open(url, { prefix }),
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
+        if (reader !== null) await (await reader).close();
         await deletePrefix(url, prefix);
       } finally {
         await dir[Symbol.asyncDispose]();
@@ -352,6 +362,7 @@ async function openContext(
       ]);
       if (changed.length !== 1) throw noRow(table, id);
     },
+    store: async () => (await openReader()).store,
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
