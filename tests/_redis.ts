@@ -65,6 +65,11 @@ export function hashField(url: string, key: string, field: string): Promise<stri
   return withClient(url, async (client) => await client.hGet(key, field) ?? null);
 }
 
+/** The field names of the hash `key` on the server at `url` (none when it is absent). */
+export function hashFieldNames(url: string, key: string): Promise<string[]> {
+  return withClient(url, (client) => client.hKeys(key));
+}
+
 /**
  * Sets the field `field` of the hash `key` on the server at `url`, as
  * another writer would; false (and nothing written) when there is no such hash.

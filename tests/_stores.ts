@@ -39,7 +39,14 @@ import { SqliteStore } from "../src/stores/sqlite/mod.ts";
 import type { Store } from "../src/stores/store.ts";
 import { tempDir } from "./_helpers.ts";
 import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
-import { deletePrefix, freshPrefix, hashField, redisTestUrl, setHashField } from "./_redis.ts";
+import {
+  deletePrefix,
+  freshPrefix,
+  hashField,
+  hashFieldNames,
+  redisTestUrl,
+  setHashField,
+} from "./_redis.ts";
 
 /**
  * The tables whose rows {@linkcode StoreContext.stored} reads by id: jobs
@@ -118,6 +125,12 @@ export interface StoreContext {
    * stored, still sealed), on every store.
    */
   store(): Promise<Store>;
+  /**
+   * The slots schedule `name` fired, oldest first: its slot runs, not its
+   * triggers (what a slot that must not fire twice is checked against), on
+   * every store. On Redis the fields of the schedule's `sched:<name>:runs` hash.
+   */
+  scheduleSlots(name: string): Promise<number[]>;
 }
 
 /** The error of {@linkcode StoreContext.setStored} on a row that is not there. */
@@ -277,6 +290,10 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
       if (!await setHashField(url, key, column, value)) throw noRow(table, id);
     },
     store: () => reader ??= RedisStore.open(url, { prefix }),
+    async scheduleSlots(name) {
+      const slots = await hashFieldNames(url, `{${prefix}}:sched:${name}:runs`);
+      return slots.map(Number).sort((a, b) => a - b);
+    },
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
@@ -363,6 +380,13 @@ async function openContext(
       if (changed.length !== 1) throw noRow(table, id);
     },
     store: async () => (await openReader()).store,
+    async scheduleSlots(name) {
+      const rows = await query<{ slot: number }>(
+        "SELECT slot FROM schedule_runs WHERE schedule = ? AND manual = 0 ORDER BY slot",
+        [name],
+      );
+      return rows.map((row) => Number(row.slot));
+    },
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
