@@ -70,6 +70,11 @@ export function hashFieldNames(url: string, key: string): Promise<string[]> {
   return withClient(url, (client) => client.hKeys(key));
 }
 
+/** The items of the list `key` on the server at `url`, head first (none when it is absent). */
+export function listItems(url: string, key: string): Promise<string[]> {
+  return withClient(url, (client) => client.lRange(key, 0, -1));
+}
+
 /**
  * Sets the field `field` of the hash `key` on the server at `url`, as
  * another writer would; false (and nothing written) when there is no such hash.

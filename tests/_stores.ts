@@ -44,6 +44,7 @@ import {
   freshPrefix,
   hashField,
   hashFieldNames,
+  listItems,
   redisTestUrl,
   setHashField,
 } from "./_redis.ts";
@@ -131,6 +132,12 @@ export interface StoreContext {
    * every store. On Redis the fields of the schedule's `sched:<name>:runs` hash.
    */
   scheduleSlots(name: string): Promise<number[]>;
+  /**
+   * The stored payloads of the jobs chain `chainId` holds back until its
+   * turn, on every store: its next links in order, and its catch job. On
+   * Redis the JSON rows of its `held:c:<chain>:next` and `:catch` lists.
+   */
+  chainHeld(chainId: number): Promise<{ links: string[]; catch: string[] }>;
 }
 
 /** The error of {@linkcode StoreContext.setStored} on a row that is not there. */
@@ -294,6 +301,12 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
       const slots = await hashFieldNames(url, `{${prefix}}:sched:${name}:runs`);
       return slots.map(Number).sort((a, b) => a - b);
     },
+    async chainHeld(chainId) {
+      const payloads = async (role: string) =>
+        (await listItems(url, `{${prefix}}:held:c:${chainId}:${role}`))
+          .map((item) => (JSON.parse(item) as { payload: string }).payload);
+      return { links: await payloads("next"), catch: await payloads("catch") };
+    },
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
@@ -386,6 +399,15 @@ async function openContext(
         [name],
       );
       return rows.map((row) => Number(row.slot));
+    },
+    async chainHeld(chainId) {
+      const rows = await query<{ role: string; payload: string }>(
+        "SELECT role, payload FROM waiting_jobs WHERE chain_id = ? ORDER BY position, id",
+        [chainId],
+      );
+      const payloads = (links: boolean) =>
+        rows.filter((row) => (row.role === "link") === links).map((row) => row.payload);
+      return { links: payloads(true), catch: payloads(false) };
     },
     async [Symbol.asyncDispose]() {
       try {
