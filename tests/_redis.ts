@@ -70,9 +70,69 @@ export function hashFieldNames(url: string, key: string): Promise<string[]> {
   return withClient(url, (client) => client.hKeys(key));
 }
 
-/** The items of the list `key` on the server at `url`, head first (none when it is absent). */
-export function listItems(url: string, key: string): Promise<string[]> {
-  return withClient(url, (client) => client.lRange(key, 0, -1));
+/** A job that waits for its chain or batch, as {@linkcode prefixWaitingJobs} reads it. */
+export interface RedisWaitingRow {
+  /** What it waits as: `link` or `chain-catch` of a chain, `then`, `catch` or `finally` of a batch. */
+  readonly role: string;
+  /** The chain it belongs to, or null. */
+  readonly chainId: number | null;
+  /** The batch it belongs to, or null. */
+  readonly batchId: number | null;
+  /** The queue it will be put on. */
+  readonly queue: string;
+  /** Its job's name. */
+  readonly name: string;
+  /** Its payload as stored. */
+  readonly payload: string;
+  /** How long after it is queued it is due, in ms. */
+  readonly delayMs: number;
+}
+
+/** The roles of the `{prefix}:held:<c|b>:<id>:<list>` lists, in the order a chain or batch writes them. */
+const HELD_ROLES: Record<string, string> = {
+  "c:next": "link",
+  "c:catch": "chain-catch",
+  "b:then": "then",
+  "b:catch": "catch",
+  "b:finally": "finally",
+};
+
+/**
+ * The jobs of `prefix` that wait for their chain or batch, on the server at
+ * `url`: by chain or batch id (chains first), then in the order they were
+ * dispatched, as `waiting_jobs` rows are by id.
+ */
+export function prefixWaitingJobs(url: string, prefix: string): Promise<RedisWaitingRow[]> {
+  return withClient(url, async (client) => {
+    const roles = Object.keys(HELD_ROLES);
+    const lists: { owner: "c" | "b"; id: number; rank: number; rows: string[] }[] = [];
+    for await (const names of client.scanIterator({ MATCH: `{${prefix}}:held:*`, COUNT: 1000 })) {
+      for (const name of names) {
+        const [, owner, id, list] = name.match(/:held:([cb]):(\d+):(\w+)$/) ?? [];
+        const rank = roles.indexOf(`${owner}:${list}`);
+        if (rank === -1) throw new Error(`Unknown list of waiting jobs: ${name}`);
+        const rows = await client.lRange(name, 0, -1);
+        lists.push({ owner: owner as "c" | "b", id: Number(id), rank, rows });
+      }
+    }
+    lists.sort((a, b) =>
+      Number(a.owner === "b") - Number(b.owner === "b") || a.id - b.id || a.rank - b.rank
+    );
+    return lists.flatMap(({ owner, id, rank, rows }) =>
+      rows.map((text) => {
+        const row = JSON.parse(text);
+        return {
+          role: HELD_ROLES[roles[rank]!]!,
+          chainId: owner === "c" ? id : null,
+          batchId: owner === "b" ? id : null,
+          queue: row.queue,
+          name: row.name,
+          payload: row.payload,
+          delayMs: row.delayMs,
+        };
+      })
+    );
+  });
 }
 
 /**

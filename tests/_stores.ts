@@ -11,10 +11,14 @@
  * on the SQL stores only, and its Redis variant is listed as ignored, saying
  * why, rather than left out in silence. Prefer reading what the public API
  * shows (`queue.counts()`, `queue.jobs()`, `queue.result()`,
- * `queue.failed()`): such a test runs on every store. What no API shows, a
- * column of one job as stored (a payload at rest, a kept job's
- * `keep_until`), is read and changed on every store with
- * {@linkcode StoreContext.stored} and {@linkcode StoreContext.setStored}.
+ * `queue.failed()`): such a test runs on every store. What every store keeps
+ * but no public read shows has a reader of its own here, written per store:
+ * one column of a job as stored, a payload at rest or a kept job's
+ * `keep_until` ({@linkcode StoreContext.stored}, changed with
+ * {@linkcode StoreContext.setStored}), the rows through the
+ * {@linkcode Store} interface ({@linkcode StoreContext.store}), the slots a
+ * schedule fired ({@linkcode StoreContext.scheduleSlots}), and the jobs
+ * waiting for their chain or batch ({@linkcode StoreContext.waitingJobs}).
  *
  * ```ts ignore
  * storeTest("Queue.dispatch() stores the job", async (db) => {
@@ -44,8 +48,9 @@ import {
   freshPrefix,
   hashField,
   hashFieldNames,
-  listItems,
+  prefixWaitingJobs,
   redisTestUrl,
+  type RedisWaitingRow,
   setHashField,
 } from "./_redis.ts";
 
@@ -133,12 +138,16 @@ export interface StoreContext {
    */
   scheduleSlots(name: string): Promise<number[]>;
   /**
-   * The stored payloads of the jobs chain `chainId` holds back until its
-   * turn, on every store: its next links in order, and its catch job. On
-   * Redis the JSON rows of its `held:c:<chain>:next` and `:catch` lists.
+   * The jobs that wait for their chain (next links, catches) or batch
+   * (then, catch, finally callbacks): `waiting_jobs` rows on SQL, the
+   * `{prefix}:held:*` lists on Redis. By chain or batch (chains first), each's
+   * in the order dispatched. On every store: no public read shows them.
    */
-  chainHeld(chainId: number): Promise<{ links: string[]; catch: string[] }>;
+  waitingJobs(): Promise<WaitingJobRow[]>;
 }
+
+/** A job waiting for its chain or batch, as {@linkcode StoreContext.waitingJobs} reads it on every store. */
+export type WaitingJobRow = RedisWaitingRow;
 
 /** The error of {@linkcode StoreContext.setStored} on a row that is not there. */
 function noRow(table: StoredTable, id: number): Error {
@@ -301,12 +310,7 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
       const slots = await hashFieldNames(url, `{${prefix}}:sched:${name}:runs`);
       return slots.map(Number).sort((a, b) => a - b);
     },
-    async chainHeld(chainId) {
-      const payloads = async (role: string) =>
-        (await listItems(url, `{${prefix}}:held:c:${chainId}:${role}`))
-          .map((item) => (JSON.parse(item) as { payload: string }).payload);
-      return { links: await payloads("next"), catch: await payloads("catch") };
-    },
+    waitingJobs: () => prefixWaitingJobs(url, prefix),
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
@@ -400,14 +404,28 @@ async function openContext(
       );
       return rows.map((row) => Number(row.slot));
     },
-    async chainHeld(chainId) {
-      const rows = await query<{ role: string; payload: string }>(
-        "SELECT role, payload FROM waiting_jobs WHERE chain_id = ? ORDER BY position, id",
-        [chainId],
+    async waitingJobs() {
+      const rows = await query<{
+        role: string;
+        chain_id: number | null;
+        batch_id: number | null;
+        queue: string;
+        name: string;
+        payload: string;
+        delay_ms: number;
+      }>(
+        `SELECT role, chain_id, batch_id, queue, name, payload, delay_ms FROM waiting_jobs
+          ORDER BY batch_id IS NOT NULL, COALESCE(chain_id, batch_id), id`,
       );
-      const payloads = (links: boolean) =>
-        rows.filter((row) => (row.role === "link") === links).map((row) => row.payload);
-      return { links: payloads(true), catch: payloads(false) };
+      return rows.map((row) => ({
+        role: row.role,
+        chainId: row.chain_id === null ? null : Number(row.chain_id),
+        batchId: row.batch_id === null ? null : Number(row.batch_id),
+        queue: row.queue,
+        name: row.name,
+        payload: row.payload,
+        delayMs: Number(row.delay_ms),
+      }));
     },
     async [Symbol.asyncDispose]() {
       try {

@@ -3,7 +3,7 @@
  * the kept history and its pruning, waiting for a job, cancelling jobs that
  * wait and jobs that run, pausing queues, inline mode, and the refusals.
  * Every test runs on every store; what no API shows is read through the
- * test's own access to the database (`db.stored`, `db.chainHeld`).
+ * test's own access to the database (`db.stored`, `db.waitingJobs`).
  *
  * @module
  */
@@ -358,9 +358,12 @@ storeTest(
       .then(step, { n: 11 })
       .catch(step, { n: 12 })
       .dispatch();
-    assert.deepEqual(await db.chainHeld(chainId), { links: ['{"n":11}'], catch: ['{"n":12}'] });
+    const heldBy = async (chain: number) =>
+      (await db.waitingJobs()).filter((job) => job.chainId === chain)
+        .map(({ role, payload }) => [role, payload]);
+    assert.deepEqual(await heldBy(chainId), [["link", '{"n":11}'], ["chain-catch", '{"n":12}']]);
     assert.equal(await queue.cancel(chainId), "cancelled");
-    assert.deepEqual(await db.chainHeld(chainId), { links: [], catch: [] });
+    assert.deepEqual(await heldBy(chainId), []);
     await queue.resume("steps");
     await workUntilEmpty(queue, { executor: "isolate" });
     assert.deepEqual(log.sort(), ["step 12", "step 2", "step 99"]);
@@ -622,7 +625,8 @@ storeTest(
       .then(double, previousOutput)
       .then(double, previousOutput)
       .dispatch();
-    assert.equal((await db.chainHeld(chainId)).links[0], "<previous output>");
+    const [waiting] = (await db.waitingJobs()).filter((job) => job.chainId === chainId);
+    assert.equal(waiting?.payload, "<previous output>");
     await workUntilEmpty(queue, { executor: "isolate" });
     assert.deepEqual(doubled, [10, 20]);
     const [last] = await queue.finished({ name: "double", limit: 1 });
