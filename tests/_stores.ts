@@ -138,6 +138,15 @@ export interface StoreContext {
    */
   scheduleSlots(name: string): Promise<number[]>;
   /**
+   * Changes the rule of stored schedule `name` as an older version of the
+   * app may have stored it (a cron now refused), on every store. On Redis
+   * the schedule's JSON in the `sched` hash. Rejects when it is not stored.
+   */
+  setScheduleRule(
+    name: string,
+    rule: { cron: string | null; everyMs: number | null },
+  ): Promise<void>;
+  /**
    * The jobs that wait for their chain (next links, catches) or batch
    * (then, catch, finally callbacks): `waiting_jobs` rows on SQL, the
    * `{prefix}:held:*` lists on Redis. By chain or batch (chains first), each's
@@ -311,6 +320,12 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
       return slots.map(Number).sort((a, b) => a - b);
     },
     waitingJobs: () => prefixWaitingJobs(url, prefix),
+    async setScheduleRule(name, rule) {
+      const key = `{${prefix}}:sched`;
+      const stored = await hashField(url, key, name);
+      if (stored === null) throw new Error(`setScheduleRule: no schedule ${name}`);
+      await setHashField(url, key, name, JSON.stringify({ ...JSON.parse(stored), ...rule }));
+    },
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
@@ -403,6 +418,13 @@ async function openContext(
         [name],
       );
       return rows.map((row) => Number(row.slot));
+    },
+    async setScheduleRule(name, { cron, everyMs }) {
+      const changed = await query(
+        "UPDATE schedules SET cron = ?, every_ms = ? WHERE name = ? RETURNING name",
+        [cron, everyMs, name],
+      );
+      if (changed.length !== 1) throw new Error(`setScheduleRule: no schedule ${name}`);
     },
     async waitingJobs() {
       const rows = await query<{

@@ -629,7 +629,7 @@ Deno.test("an inline queue's triggerSchedule runs the job now, with ctx.schedule
   );
 });
 
-storeTest.sql(
+storeTest(
   "a stored schedule whose cron no longer reads is listed without next runs; the others fire",
   async (db) => {
     const clock = new ManualClock(T0 + 1_000);
@@ -639,7 +639,7 @@ storeTest.sql(
       clock,
     });
     // As an older version stored it, before such a cron was refused; no process defines it now.
-    await db.query("UPDATE schedules SET cron = '0 0 31 2 *', every_ms = NULL WHERE name = 'old'");
+    await db.setScheduleRule("old", { cron: "0 0 31 2 *", everyMs: null });
     const current = await db.open({ jobs: [job, scheduleOf(job, { name: "a" })], clock });
     const list = await current.schedules();
     assert.deepEqual(list.map((each) => [each.name, each.nextRuns.length]), [["a", 5], ["old", 0]]);
