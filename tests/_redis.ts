@@ -18,20 +18,56 @@ export function freshPrefix(): string {
   return `t_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
 }
 
-/** The keys of `prefix` on the server at `url`, sorted. */
-export async function prefixKeys(url: string, prefix: string): Promise<string[]> {
-  const client = createClient({ url });
+/** A client of the test server. */
+type TestClient = ReturnType<typeof newClient>;
+
+function newClient(url: string) {
+  return createClient({ url });
+}
+
+/** Runs `fn` with a client of its own on the server at `url`, closed afterwards. */
+async function withClient<T>(
+  url: string,
+  fn: (client: TestClient) => Promise<T>,
+): Promise<T> {
+  const client = newClient(url);
   client.on("error", () => {});
   await client.connect();
   try {
+    return await fn(client);
+  } finally {
+    await client.close();
+  }
+}
+
+/** The keys of `prefix` on the server at `url`, sorted. */
+export function prefixKeys(url: string, prefix: string): Promise<string[]> {
+  return withClient(url, async (client) => {
     const found: string[] = [];
     for await (const keys of client.scanIterator({ MATCH: `{${prefix}}:*`, COUNT: 1000 })) {
       found.push(...keys);
     }
     return found.sort();
-  } finally {
-    await client.close();
-  }
+  });
+}
+
+/** Deletes every key of `prefix` on the server at `url` (in pages, as `SCAN` gives them). */
+export function deletePrefix(url: string, prefix: string): Promise<void> {
+  return withClient(url, async (client) => {
+    for await (const keys of client.scanIterator({ MATCH: `{${prefix}}:*`, COUNT: 1000 })) {
+      if (keys.length > 0) await client.unlink(keys);
+    }
+  });
+}
+
+/** The field `field` of the hash `key` on the server at `url`, or null when absent. */
+export function hashField(url: string, key: string, field: string): Promise<string | null> {
+  return withClient(url, async (client) => await client.hGet(key, field) ?? null);
+}
+
+/** The field names of the hash `key` on the server at `url` (none when it is absent). */
+export function hashFieldNames(url: string, key: string): Promise<string[]> {
+  return withClient(url, (client) => client.hKeys(key));
 }
 
 /** A unique or debounce key as the Redis store keeps it: a `{prefix}:key:<key>` hash. */
@@ -47,11 +83,8 @@ export interface RedisKeyRow {
 }
 
 /** The unique and debounce keys of `prefix` on the server at `url`, expired or not, by key. */
-export async function prefixJobKeys(url: string, prefix: string): Promise<RedisKeyRow[]> {
-  const client = createClient({ url });
-  client.on("error", () => {});
-  await client.connect();
-  try {
+export function prefixJobKeys(url: string, prefix: string): Promise<RedisKeyRow[]> {
+  return withClient(url, async (client) => {
     const start = `{${prefix}}:key:`;
     const rows: RedisKeyRow[] = [];
     for await (const names of client.scanIterator({ MATCH: `${start}*`, COUNT: 1000 })) {
@@ -66,25 +99,18 @@ export async function prefixJobKeys(url: string, prefix: string): Promise<RedisK
       }
     }
     return rows.sort((a, b) => a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
-  } finally {
-    await client.close();
-  }
+  });
 }
 
 /** How many overlap locks of `prefix` the server at `url` keeps (members of `{prefix}:lock:*`), expired or not. */
-export async function prefixLockCount(url: string, prefix: string): Promise<number> {
-  const client = createClient({ url });
-  client.on("error", () => {});
-  await client.connect();
-  try {
+export function prefixLockCount(url: string, prefix: string): Promise<number> {
+  return withClient(url, async (client) => {
     let count = 0;
     for await (const names of client.scanIterator({ MATCH: `{${prefix}}:lock:*`, COUNT: 1000 })) {
       for (const name of names) count += await client.zCard(name);
     }
     return count;
-  } finally {
-    await client.close();
-  }
+  });
 }
 
 /** A job that waits for its chain or batch, as {@linkcode prefixWaitingJobs} reads it. */
@@ -119,11 +145,8 @@ const HELD_ROLES: Record<string, string> = {
  * `url`: by chain or batch id (chains first), then in the order they were
  * dispatched, as `waiting_jobs` rows are by id.
  */
-export async function prefixWaitingJobs(url: string, prefix: string): Promise<RedisWaitingRow[]> {
-  const client = createClient({ url });
-  client.on("error", () => {});
-  await client.connect();
-  try {
+export function prefixWaitingJobs(url: string, prefix: string): Promise<RedisWaitingRow[]> {
+  return withClient(url, async (client) => {
     const roles = Object.keys(HELD_ROLES);
     const lists: { owner: "c" | "b"; id: number; rank: number; rows: string[] }[] = [];
     for await (const names of client.scanIterator({ MATCH: `{${prefix}}:held:*`, COUNT: 1000 })) {
@@ -152,23 +175,28 @@ export async function prefixWaitingJobs(url: string, prefix: string): Promise<Re
         };
       })
     );
-  } finally {
-    await client.close();
-  }
+  });
 }
 
-/** Deletes every key of `prefix` on the server at `url` (in pages, as `SCAN` gives them). */
-export async function deletePrefix(url: string, prefix: string): Promise<void> {
-  const client = createClient({ url });
-  client.on("error", () => {});
-  await client.connect();
-  try {
-    for await (const keys of client.scanIterator({ MATCH: `{${prefix}}:*`, COUNT: 1000 })) {
-      if (keys.length > 0) await client.unlink(keys);
-    }
-  } finally {
-    await client.close();
-  }
+/**
+ * Sets the field `field` of the hash `key` on the server at `url`, as
+ * another writer would; false (and nothing written) when there is no such hash.
+ */
+export function setHashField(
+  url: string,
+  key: string,
+  field: string,
+  value: string,
+): Promise<boolean> {
+  return withClient(url, async (client) => {
+    // One script: the hash is not made by the write when it is gone.
+    const set = await client.eval(
+      "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end " +
+        "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) return 1",
+      { keys: [key], arguments: [field, value] },
+    );
+    return set === 1;
+  });
 }
 
 /** A store under a new prefix of its own; disposing it deletes the prefix's keys and closes the store. */

@@ -14,8 +14,12 @@
  * `queue.failed()`): such a test runs on every store. What every store keeps
  * but no public read shows has a reader of its own here, written per store:
  * unique and debounce keys ({@linkcode StoreContext.jobKeys}), overlap locks
- * ({@linkcode StoreContext.jobLocks}), and the jobs waiting for their chain
- * or batch ({@linkcode StoreContext.waitingJobs}).
+ * ({@linkcode StoreContext.jobLocks}), one column of a job as stored, a
+ * payload at rest or a kept job's `keep_until` ({@linkcode StoreContext.stored},
+ * changed with {@linkcode StoreContext.setStored}), the rows through the
+ * {@linkcode Store} interface ({@linkcode StoreContext.store}), the slots a
+ * schedule fired ({@linkcode StoreContext.scheduleSlots}), and the jobs
+ * waiting for their chain or batch ({@linkcode StoreContext.waitingJobs}).
  *
  * ```ts ignore
  * storeTest("Queue.dispatch() stores the job", async (db) => {
@@ -43,13 +47,29 @@ import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
 import {
   deletePrefix,
   freshPrefix,
+  hashField,
+  hashFieldNames,
   prefixJobKeys,
   prefixLockCount,
   prefixWaitingJobs,
   type RedisKeyRow,
   redisTestUrl,
   type RedisWaitingRow,
+  setHashField,
 } from "./_redis.ts";
+
+/**
+ * The tables whose rows {@linkcode StoreContext.stored} reads by id: jobs
+ * not yet finished, kept finished jobs, failed jobs. On Redis each row is a
+ * hash of fields named as the columns (`job:<id>`, `done:<id>`, `failed:<id>`).
+ */
+export type StoredTable = "jobs" | "completed_jobs" | "failed_jobs";
+
+const REDIS_ROW_KEYS: Record<StoredTable, string> = {
+  jobs: "job",
+  completed_jobs: "done",
+  failed_jobs: "failed",
+};
 
 /** The database a variant of a test runs on. */
 export type StoreKind = "sqlite" | "postgres" | "redis";
@@ -109,12 +129,51 @@ export interface StoreContext {
    */
   jobLocks(): Promise<number>;
   /**
+   * One column of row `id` of `table` as stored, on every store: text as
+   * written (a payload still encrypted), a number as its decimal text; null
+   * when the row or the value is absent. For what no API shows.
+   */
+  stored(table: StoredTable, id: number, column: string): Promise<string | null>;
+  /**
+   * Sets one column of row `id` of `table`, on every store, as a writer with
+   * access to the database would (a changed payload, a cancel asked by a
+   * process that then died). Rejects when there is no such row.
+   */
+  setStored(table: StoredTable, id: number, column: string, value: string): Promise<void>;
+  /**
+   * A store of the test's own on this test's database, opened on first call
+   * and closed when the test ends: for reads through the {@linkcode Store}
+   * interface of what the queue gives back only decoded (a log line as
+   * stored, still sealed), on every store.
+   */
+  store(): Promise<Store>;
+  /**
+   * The slots schedule `name` fired, oldest first: its slot runs, not its
+   * triggers (what a slot that must not fire twice is checked against), on
+   * every store. On Redis the fields of the schedule's `sched:<name>:runs` hash.
+   */
+  scheduleSlots(name: string): Promise<number[]>;
+  /**
+   * Changes the rule of stored schedule `name` as an older version of the
+   * app may have stored it (a cron now refused), on every store. On Redis
+   * the schedule's JSON in the `sched` hash. Rejects when it is not stored.
+   */
+  setScheduleRule(
+    name: string,
+    rule: { cron: string | null; everyMs: number | null },
+  ): Promise<void>;
+  /**
    * The jobs that wait for their chain (next links, catches) or batch
    * (then, catch, finally callbacks): `waiting_jobs` rows on SQL, the
    * `{prefix}:held:*` lists on Redis. By chain or batch (chains first), each's
    * in the order dispatched. On every store: no public read shows them.
    */
   waitingJobs(): Promise<WaitingJobRow[]>;
+}
+
+/** The error of {@linkcode StoreContext.setStored} on a row that is not there. */
+function noRow(table: StoredTable, id: number): Error {
+  return new Error(`setStored: no row ${id} in ${table}`);
 }
 
 /** A job waiting for its chain or batch, as {@linkcode StoreContext.waitingJobs} reads it on every store. */
@@ -238,6 +297,7 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
   const dir = await tempDir();
   const prefix = freshPrefix();
   const queues: Queue[] = [];
+  let reader: Promise<RedisStore> | null = null;
   return {
     kind: "redis",
     dir: dir.dir,
@@ -270,9 +330,27 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
     jobKeys: () => prefixJobKeys(url, prefix),
     jobLocks: () => prefixLockCount(url, prefix),
     waitingJobs: () => prefixWaitingJobs(url, prefix),
+    stored: (table, id, column) =>
+      hashField(url, `{${prefix}}:${REDIS_ROW_KEYS[table]}:${id}`, column),
+    async setStored(table, id, column, value) {
+      const key = `{${prefix}}:${REDIS_ROW_KEYS[table]}:${id}`;
+      if (!await setHashField(url, key, column, value)) throw noRow(table, id);
+    },
+    store: () => reader ??= RedisStore.open(url, { prefix }),
+    async scheduleSlots(name) {
+      const slots = await hashFieldNames(url, `{${prefix}}:sched:${name}:runs`);
+      return slots.map(Number).sort((a, b) => a - b);
+    },
+    async setScheduleRule(name, rule) {
+      const key = `{${prefix}}:sched`;
+      const stored = await hashField(url, key, name);
+      if (stored === null) throw new Error(`setScheduleRule: no schedule ${name}`);
+      await setHashField(url, key, name, JSON.stringify({ ...JSON.parse(stored), ...rule }));
+    },
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
+        if (reader !== null) await (await reader).close();
         await deletePrefix(url, prefix);
       } finally {
         await dir[Symbol.asyncDispose]();
@@ -362,6 +440,35 @@ async function openContext(
     async jobLocks() {
       const [row] = await query<{ n: number }>("SELECT COUNT(*) AS n FROM job_locks");
       return Number(row!.n);
+    },
+    async stored(table, id, column) {
+      const [row] = await query<Record<string, unknown>>(
+        `SELECT ${column} AS value FROM ${table} WHERE id = ?`,
+        [id],
+      );
+      return row?.value === undefined || row.value === null ? null : String(row.value);
+    },
+    async setStored(table, id, column, value) {
+      const changed = await query(`UPDATE ${table} SET ${column} = ? WHERE id = ? RETURNING id`, [
+        value,
+        id,
+      ]);
+      if (changed.length !== 1) throw noRow(table, id);
+    },
+    store: async () => (await openReader()).store,
+    async scheduleSlots(name) {
+      const rows = await query<{ slot: number }>(
+        "SELECT slot FROM schedule_runs WHERE schedule = ? AND manual = 0 ORDER BY slot",
+        [name],
+      );
+      return rows.map((row) => Number(row.slot));
+    },
+    async setScheduleRule(name, { cron, everyMs }) {
+      const changed = await query(
+        "UPDATE schedules SET cron = ?, every_ms = ? WHERE name = ? RETURNING name",
+        [cron, everyMs, name],
+      );
+      if (changed.length !== 1) throw new Error(`setScheduleRule: no schedule ${name}`);
     },
     async waitingJobs() {
       const rows = await query<{

@@ -7,9 +7,6 @@
 import assert from "node:assert/strict";
 import { ResultWaiters } from "../src/admin/await_result.ts";
 import { QueueEventTarget } from "../src/events.ts";
-import { PostgresStore } from "../src/stores/postgres/mod.ts";
-import { SqliteStore } from "../src/stores/sqlite/mod.ts";
-import type { Store } from "../src/stores/store.ts";
 import { ChildScript } from "./_child.ts";
 import { within } from "./_helpers.ts";
 import { type StoreContext, storeTest } from "./_stores.ts";
@@ -18,15 +15,6 @@ import { add } from "./fixtures/job_control/jobs.ts";
 /** The schema a PostgreSQL variant runs in, for a store or a process of the test's own. */
 async function schemaOf(db: StoreContext): Promise<string> {
   return (await db.query<{ s: string }>("SELECT current_schema() AS s"))[0]!.s;
-}
-
-/** A second store on the test's database. */
-async function openStore(db: StoreContext): Promise<Store> {
-  return db.kind === "sqlite"
-    ? await SqliteStore.open(db.file!)
-    : await PostgresStore.open(Deno.env.get("QUEUE_TEST_POSTGRES_URL")!, {
-      schema: await schemaOf(db),
-    });
 }
 
 storeTest(
@@ -54,7 +42,7 @@ storeTest(
   },
 );
 
-storeTest.sql("ResultWaiters reads the results of many waits in one statement", async (db) => {
+storeTest("ResultWaiters reads the results of many waits in one statement", async (db) => {
   const queue = await db.open({ jobs: [add] });
   const count = 500;
   const ids = await queue.dispatchMany(
@@ -62,33 +50,29 @@ storeTest.sql("ResultWaiters reads the results of many waits in one statement", 
     Array.from({ length: count }, (_, n) => ({ a: n, b: 1 })),
   );
   await queue.drain({ concurrency: 8 });
-  const store = await openStore(db);
-  try {
-    const reads: number[] = [];
-    const waiters = new ResultWaiters({
-      store: {
-        results(ids, now) {
-          reads.push(ids.length);
-          return store.results(ids, now);
-        },
-        watch: (listener) => store.watch(listener),
+  const store = await db.store();
+  const reads: number[] = [];
+  const waiters = new ResultWaiters({
+    store: {
+      results(ids, now) {
+        reads.push(ids.length);
+        return store.results(ids, now);
       },
-      clock: { now: () => Date.now() },
-      events: new QueueEventTarget(),
-    });
-    const rows = await within(
-      Promise.all(ids.map((id) => waiters.wait(id, undefined, undefined))),
-      60_000,
-      "the results",
-    );
-    assert.deepEqual(
-      rows.map((row) => [row.state, JSON.parse(row.output!).sum]),
-      ids.map((_, n) => ["completed", n + 1]),
-    );
-    assert.deepEqual(reads, [count]);
-  } finally {
-    await store.close();
-  }
+      watch: (listener) => store.watch(listener),
+    },
+    clock: { now: () => Date.now() },
+    events: new QueueEventTarget(),
+  });
+  const rows = await within(
+    Promise.all(ids.map((id) => waiters.wait(id, undefined, undefined))),
+    60_000,
+    "the results",
+  );
+  assert.deepEqual(
+    rows.map((row) => [row.state, JSON.parse(row.output!).sum]),
+    ids.map((_, n) => ["completed", n + 1]),
+  );
+  assert.deepEqual(reads, [count]);
 });
 
 storeTest.sql(

@@ -1,9 +1,9 @@
 /**
  * Encrypted payloads (`encrypted: true`): the cipher, the stored format, keys
  * and their rotation, and what a changed payload does to its job
- * (RELIABILITY.md S01, S02), on every store. Tampering goes through a
- * connection of the test's own on the queue's database, as an attacker with
- * write access would. Jobs in Web Workers write what they saw to a SQLite
+ * (RELIABILITY.md S01, S02), on every store. Stored payloads are read and
+ * changed with `db.stored` and `db.setStored`, outside the queue, as an
+ * attacker with write access to the database would. Jobs in Web Workers write what they saw to a SQLite
  * file of the test's own.
  *
  * @module
@@ -87,18 +87,16 @@ function openSeen(db: StoreContext): DatabaseSync & Disposable & { readonly path
   return Object.assign(seen, { path, [Symbol.dispose]: () => seen.isOpen && seen.close() });
 }
 
+/** The payload of unfinished job `id` as stored, on any store. */
 async function storedPayload(db: StoreContext, id: number): Promise<string> {
-  const [row] = await db.query<{ payload: string }>("SELECT payload FROM jobs WHERE id = ?", [id]);
-  assert.ok(row, `job ${id} is not in the jobs table`);
-  return row.payload;
+  const payload = await db.stored("jobs", id, "payload");
+  assert.ok(payload !== null, `job ${id} is not among the unfinished jobs`);
+  return payload;
 }
 
-async function setPayload(db: StoreContext, id: number, payload: string): Promise<void> {
-  const changed = await db.query("UPDATE jobs SET payload = ? WHERE id = ? RETURNING id", [
-    payload,
-    id,
-  ]);
-  assert.equal(changed.length, 1);
+/** Replaces the stored payload of unfinished job `id`, as an attacker with write access would. */
+function setPayload(db: StoreContext, id: number, payload: string): Promise<void> {
+  return db.setStored("jobs", id, "payload", payload);
 }
 
 function recordEvents<K extends keyof QueueEventMap>(
@@ -249,7 +247,7 @@ async function assertTamperedJobsFail(
   assert.deepEqual(worker.stats, { completed: 0, failed: cases.length, retried: 0 });
   assert.deepEqual(retryEvents, []);
   assert.deepEqual(errors, []);
-  assert.equal(await db.count("jobs"), 0);
+  assert.equal(await unfinishedCount(queue), 0);
 
   const failed = new Map<number, FailedJob>(
     (await queue.failed({ limit: 1000 })).map((row) => [row.id, row]),
@@ -447,7 +445,7 @@ Deno.test("PayloadCipher: 100,000 encryptions never repeat an IV", async () => {
 // ---------------------------------------------------------------------------
 // Dispatch and the stored payload
 
-storeTest.sql(
+storeTest(
   "Queue: an encrypted job's row holds enc1 text under the current key with a fresh 12-byte IV, and its handler gets the payload back",
   async (db) => {
     const jobs = makeJobs();
@@ -504,7 +502,7 @@ storeTest(
   },
 );
 
-storeTest.sql(
+storeTest(
   "Queue: a failing encrypted job keeps only ciphertext in failed(), its job:failed event, and the failed hook sees the payload",
   async (db) => {
     const hooks: { payload: unknown; error: string }[] = [];
@@ -535,19 +533,18 @@ storeTest.sql(
     assert.equal(row!.error, "Error: the handler gave up");
     assertNoSecret("failed()", row!.payload, row!.error, row!.stack);
     assert.deepEqual((await queue.failedJob(id))?.payload, stored);
-    const [raw] = await db.query<{ payload: string; error: string; stack: string | null }>(
-      "SELECT payload, error, stack FROM failed_jobs WHERE id = ?",
-      [id],
+    const [rawPayload, rawError, rawStack] = await Promise.all(
+      ["payload", "error", "stack"].map((column) => db.stored("failed_jobs", id, column)),
     );
-    assert.ok(raw);
-    assert.equal(raw.payload, stored);
-    assertNoSecret("failed_jobs row", raw.payload, raw.error, raw.stack);
+    assert.equal(rawPayload, stored);
+    assert.ok(rawError?.includes("the handler gave up"), `stored error: ${rawError}`);
+    assertNoSecret("failed_jobs row", rawPayload, rawError, rawStack);
     assert.equal(failedEvents.length, 1);
     assertNoSecret("job:failed", failedEvents[0]!.error.message, failedEvents[0]!.error.stack);
   },
 );
 
-storeTest.sql(
+storeTest(
   "Queue: retrying a failed encrypted job keeps the identical ciphertext, and it then runs with the payload",
   async (db) => {
     const seen: unknown[] = [];
@@ -574,7 +571,7 @@ storeTest.sql(
     await worker.done;
     assert.deepEqual(worker.stats, { completed: 1, failed: 0, retried: 0 });
     assert.deepEqual(seen, [payload, payload]);
-    assert.equal(await db.count("jobs"), 0);
+    assert.equal(await unfinishedCount(queue), 0);
     assert.deepEqual(await queue.failed(), []);
   },
 );
@@ -606,7 +603,7 @@ storeTest("Queue: middleware of an encrypted job sees the decrypted payload", as
 // ---------------------------------------------------------------------------
 // S01: tampering
 
-storeTest.sql(
+storeTest(
   "S01: a bit flip at every byte of a short payload's IV, ciphertext and tag fails its job for good, handler never run",
   async (db) => {
     const payload = { secret: SECRET, n: 1 };
@@ -618,7 +615,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "S01: sampled bit flips in a long payload's IV, ciphertext and tag fail their jobs for good",
   async (db) => {
     const payload = { secret: SECRET, n: 2, pad: "p".repeat(8_000) };
@@ -632,7 +629,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "S01: ciphertexts swapped between jobs of different names fail both (the name is bound)",
   async (db) => {
     await assertTamperedJobsFail(db, [
@@ -644,7 +641,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql("S01: truncated payloads fail their jobs for good", async (db) => {
+storeTest("S01: truncated payloads fail their jobs for good", async (db) => {
   const cut = (stored: string, drop: number) => {
     const parsed = parse(stored);
     return build({ ...parsed, sealed: parsed.sealed.slice(0, parsed.sealed.length - drop) });
@@ -672,7 +669,7 @@ storeTest.sql("S01: truncated payloads fail their jobs for good", async (db) => 
   ]);
 });
 
-storeTest.sql(
+storeTest(
   "S01: a garbled format, key id, IV or field count fails its job for good",
   async (db) => {
     const idA = await keyIdOf(KEY_A);
@@ -729,7 +726,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "S01: in a Web Worker, a tampered job fails for good and its handler never runs; an untouched one runs",
   async (db) => {
     await using queue = await db.open({ jobs: JOBS_URL, appKey: KEY_A });
@@ -789,7 +786,7 @@ storeTest.sql(
 // Web Workers and the isolate executor
 
 for (const executor of ["workers", "isolate"] as const) {
-  storeTest.sql(
+  storeTest(
     `Queue: encrypted jobs run with their payload in the ${executor} executor, and the failed hook sees it too`,
     async (db) => {
       await using queue = await db.open({ jobs: JOBS_URL, appKey: KEY_A });
@@ -870,7 +867,7 @@ function openWithKeys(
 for (
   const [via, executor] of [["options", "isolate"], ["env", "workers"]] as const
 ) {
-  storeTest.sql(
+  storeTest(
     `S02: rotating APP_KEY (keys through ${via}, ${executor} executor): old jobs run with the old key listed, fail naming it once dropped`,
     async (db) => {
       const [idA, idB] = [await keyIdOf(KEY_A), await keyIdOf(KEY_B)];
@@ -935,7 +932,7 @@ for (
           assert.equal(row.attempts, 1);
           assertNoSecret("failed row", row.payload, row.error, row.stack);
         }
-        assert.equal(await db.count("jobs"), 0);
+        assert.equal(await unfinishedCount(queue), 0);
       }
     },
   );
@@ -1092,7 +1089,7 @@ Deno.test("Queue.open() without an encrypted job needs no key and does not read 
   }
 });
 
-storeTest.sql(
+storeTest(
   "Queue.open() takes APP_KEY and APP_PREVIOUS_KEYS from the environment; the options win over it",
   async (db) => {
     const jobs = makeJobs();

@@ -2,8 +2,8 @@
  * Job control in one process: outputs stored with the settle and read back,
  * the kept history and its pruning, waiting for a job, cancelling jobs that
  * wait and jobs that run, pausing queues, inline mode, and the refusals.
- * Every test runs on every store; the tables are read through a connection
- * of the test's own (`db.query`).
+ * Every test runs on every store; what no API shows is read through the
+ * test's own access to the database (`db.stored`, `db.waitingJobs`).
  *
  * @module
  */
@@ -20,11 +20,26 @@ import {
   ValidationError,
 } from "../../mod.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
-import { failedCount, ManualClock, nextEvent, unfinishedCount, within } from "../_helpers.ts";
-import { storeTest } from "../_stores.ts";
+import {
+  failedCount,
+  ManualClock,
+  nextEvent,
+  unfinishedCount,
+  waitUntil,
+  within,
+} from "../_helpers.ts";
+import { type StoreContext, storeTest } from "../_stores.ts";
 import * as moduleJobs from "../fixtures/job_control/jobs.ts";
 
 const TEST_KEY = btoa(String.fromCharCode(...new Uint8Array(32).fill(7)));
+
+/** How long kept job `id` is kept after it finished, as stored: `keep_until - finished_at`. */
+async function keptForMs(db: StoreContext, id: number): Promise<number> {
+  const keepUntil = await db.stored("completed_jobs", id, "keep_until");
+  const finishedAt = await db.stored("completed_jobs", id, "finished_at");
+  assert.ok(keepUntil !== null && finishedAt !== null, `job ${id} is not kept`);
+  return Number(keepUntil) - Number(finishedAt);
+}
 
 function controlJobs() {
   const started = Promise.withResolvers<number>();
@@ -131,19 +146,19 @@ function controlJobs() {
   };
 }
 
-storeTest.sql("a job's output is stored with its settle and read back by result()", async (db) => {
+storeTest("a job's output is stored with its settle and read back by result()", async (db) => {
   const { jobs, add } = controlJobs();
   const queue = await db.open({ appKey: TEST_KEY, jobs });
   const id = await queue.dispatch(add, { a: 2, b: 3 });
   assert.deepEqual(await queue.result(id), { state: "pending", attempts: 0 });
   await workUntilEmpty(queue, { executor: "isolate" });
   assert.deepEqual(await queue.result(id), { state: "completed", attempts: 1, output: { sum: 5 } });
-  const [kept] = await db.query<{ state: string; output: string; payload: string }>(
-    "SELECT state, output, payload FROM completed_jobs WHERE id = ?",
-    [id],
+  const kept = await queue.finishedJob(id);
+  assert.deepEqual(
+    { state: kept?.state, output: kept?.output, payload: kept?.payload },
+    { state: "completed", output: '{"sum":5}', payload: '{"a":2,"b":3}' },
   );
-  assert.deepEqual(kept, { state: "completed", output: '{"sum":5}', payload: '{"a":2,"b":3}' });
-  assert.equal(await db.count("jobs"), 0);
+  assert.equal(await unfinishedCount(queue), 0);
   const [listed] = await queue.finished({ name: "add" });
   assert.equal(listed?.id, id);
   assert.equal(listed?.attempts, 1);
@@ -154,7 +169,7 @@ storeTest.sql("a job's output is stored with its settle and read back by result(
   assert.equal(await queue.result(999_999), null);
 });
 
-storeTest.sql(
+storeTest(
   "an output that fails its schema or its cap fails the attempt, naming the job",
   async (db) => {
     const { jobs, wrongOutput, bigOutput } = controlJobs();
@@ -171,11 +186,11 @@ storeTest.sql(
     const bigResult = await queue.result(big);
     assert.equal(bigResult?.state, "failed");
     assert.match(bigResult!.error!, /output is 202 bytes of JSON: over the cap of 100 bytes/);
-    assert.equal(await db.count("completed_jobs"), 0);
+    assert.deepEqual(await queue.finished(), []);
   },
 );
 
-storeTest.sql(
+storeTest(
   "keepFinishedMs 0 keeps nothing; the default keeps the job until pruned",
   async (db) => {
     const clock = new ManualClock(1_000_000);
@@ -186,11 +201,7 @@ storeTest.sql(
     await workUntilEmpty(queue, { executor: "isolate" });
     assert.equal(await queue.result(dropped), null);
     assert.equal((await queue.result(kept))?.state, "completed");
-    const [row] = await db.query<{ keep_until: number; finished_at: number }>(
-      "SELECT keep_until, finished_at FROM completed_jobs WHERE id = ?",
-      [kept],
-    );
-    assert.equal(Number(row!.keep_until) - Number(row!.finished_at), 24 * 60 * 60 * 1_000);
+    assert.equal(await keptForMs(db, kept), 24 * 60 * 60 * 1_000);
     clock.advance(60_000);
     assert.equal(await queue.pruneFinished({ olderThanMs: 120_000 }), 0);
     assert.equal(await queue.pruneFinished({ olderThanMs: 30_000 }), 1);
@@ -211,23 +222,20 @@ storeTest("a settle prunes kept jobs past their time, at most once a minute", as
   assert.equal((await queue.result(second))?.state, "completed");
 });
 
-storeTest.sql(
+storeTest(
   "an encrypted job's output is stored encrypted and read back in clear",
   async (db) => {
     const { jobs, secret } = controlJobs();
     const queue = await db.open({ appKey: TEST_KEY, jobs });
     const id = await queue.dispatch(secret, { pin: "4242" });
     await workUntilEmpty(queue, { executor: "isolate" });
-    const [row] = await db.query<{ output: string; payload: string }>(
-      "SELECT output, payload FROM completed_jobs WHERE id = ?",
-      [id],
-    );
-    assert.ok(!row!.output.includes("4242") && !row!.payload.includes("4242"));
+    const row = await queue.finishedJob(id);
+    assert.ok(row?.output && !row.output.includes("4242") && !row.payload.includes("4242"));
     assert.deepEqual((await queue.result(id))?.output, { token: "t-4242" });
   },
 );
 
-storeTest.sql(
+storeTest(
   "result() without APP_KEY gives an encrypted job's state and says why its output is withheld",
   async (db) => {
     const { jobs, secret } = controlJobs();
@@ -246,12 +254,10 @@ storeTest.sql(
       output: { token: "t-4242" },
     });
     // A changed sealed output does not open, and the error says "output".
-    const [{ output }] = await db.query<{ output: string }>(
-      "SELECT output FROM completed_jobs WHERE id = ?",
-      [id],
-    ) as [{ output: string }];
+    const output = await db.stored("completed_jobs", id, "output");
+    assert.ok(output !== null);
     const changed = output.slice(0, -6) + (output.at(-6) === "A" ? "B" : "A") + output.slice(-5);
-    await db.query("UPDATE completed_jobs SET output = ? WHERE id = ?", [changed, id]);
+    await db.setStored("completed_jobs", id, "output", changed);
     await assert.rejects(
       queue.result(id),
       /^PayloadIntegrityError: Stored output of "secret" cannot be used: the encrypted output failed authentication/,
@@ -326,7 +332,7 @@ storeTest("cancel() removes a waiting job and records it as cancelled", async (d
   await assert.rejects(queue.cancel(id, { reason: "" }), /reason must be a string of 1 to 255/);
 });
 
-storeTest.sql(
+storeTest(
   "a cancelled batch job counts as skipped; a chain stops at a cancelled link",
   async (db) => {
     const { jobs, step, log } = controlJobs();
@@ -338,11 +344,11 @@ storeTest.sql(
       .finally(step, { n: 99 })
       .allowFailures()
       .dispatch();
-    const [first] = await db.query<{ id: number }>(
-      "SELECT id FROM jobs WHERE batch_id = ? AND batch_member = 1 ORDER BY id LIMIT 1",
-      [batchId],
-    );
-    assert.equal(await queue.cancel(Number(first!.id)), "cancelled");
+    // Its members are stored as jobs; its callback waits for the batch to end.
+    const members = (await queue.jobs({ queue: "steps" })).jobs
+      .filter((job) => job.batchId === batchId).map((job) => job.id);
+    assert.equal(members.length, 2);
+    assert.equal(await queue.cancel(Math.min(...members)), "cancelled");
     const status = await queue.batchStatus(batchId);
     assert.equal(status?.skipped, 1);
     assert.equal(status?.pending, 1);
@@ -352,8 +358,12 @@ storeTest.sql(
       .then(step, { n: 11 })
       .catch(step, { n: 12 })
       .dispatch();
+    const heldBy = async (chain: number) =>
+      (await db.waitingJobs()).filter((job) => job.chainId === chain)
+        .map(({ role, payload }) => [role, payload]);
+    assert.deepEqual(await heldBy(chainId), [["link", '{"n":11}'], ["chain-catch", '{"n":12}']]);
     assert.equal(await queue.cancel(chainId), "cancelled");
-    assert.equal(await db.count("waiting_jobs", "chain_id = ?", [chainId]), 0);
+    assert.deepEqual(await heldBy(chainId), []);
     await queue.resume("steps");
     await workUntilEmpty(queue, { executor: "isolate" });
     assert.deepEqual(log.sort(), ["step 12", "step 2", "step 99"]);
@@ -400,7 +410,7 @@ for (const executor of ["isolate", "workers"] as const) {
   );
 }
 
-storeTest.sql(
+storeTest(
   "dispatchAndWait() of a job cancelled meanwhile rejects with JobCancelledError",
   async (db) => {
     const { jobs, add } = controlJobs();
@@ -408,15 +418,12 @@ storeTest.sql(
     const waiting = queue.dispatchAndWait(add, { a: 1, b: 1 }, { delayMs: 60_000 });
     // Handled as soon as it rejects, whenever that is.
     const ended = waiting.then(() => null, (error: Error) => error);
-    const [row] = await new Promise<{ id: number }[]>((resolve) => {
-      const look = async () => {
-        const rows = await db.query<{ id: number }>("SELECT id FROM jobs WHERE awaited = 1");
-        if (rows.length > 0) resolve(rows);
-        else setTimeout(look, 10);
-      };
-      void look();
-    });
-    assert.equal(await queue.cancel(Number(row!.id), { reason: "changed my mind" }), "cancelled");
+    // Cancelled once the wait has marked it awaited, so the wait hears of it from the store.
+    const id = await waitUntil(async () => {
+      const job = (await queue.jobs({ limit: 1 })).jobs[0];
+      return job && await db.stored("jobs", job.id, "awaited") === "1" && job.id;
+    }, { what: "the job is stored and awaited" });
+    assert.equal(await queue.cancel(id, { reason: "changed my mind" }), "cancelled");
     const error = await within(ended, 30_000, "the wait");
     assert.ok(error instanceof JobCancelledError, String(error));
     assert.equal(error.reason, "changed my mind");
@@ -470,7 +477,7 @@ storeTest("pause({ forMs }) resumes on its own", async (db) => {
   assert.deepEqual(log, ["step 1"]);
 });
 
-storeTest.sql("pause() refuses a bad queue name or forMs, changing nothing", async (db) => {
+storeTest("pause() refuses a bad queue name or forMs, changing nothing", async (db) => {
   const { jobs } = controlJobs();
   const queue = await db.open({ appKey: TEST_KEY, jobs });
   await assert.rejects(queue.pause("no spaces"), /queue name "no spaces" is invalid/);
@@ -478,7 +485,6 @@ storeTest.sql("pause() refuses a bad queue name or forMs, changing nothing", asy
   await assert.rejects(queue.pause("steps", { forMs: -5 }), /forMs must be a positive number/);
   await assert.rejects(queue.resume("x'); DROP TABLE jobs;--"), /is invalid/);
   assert.deepEqual(await queue.paused(), []);
-  assert.equal(await db.count("queue_pauses"), 0);
 });
 
 Deno.test("defineJob refuses an output that is not a schema, or a bad keepFinishedMs", () => {
@@ -509,7 +515,7 @@ Deno.test("Queue.open refuses a bad mode or keepFinishedMs", async () => {
   );
 });
 
-storeTest.sql(
+storeTest(
   "the deprecated keepCompletedMs, completed(), completedJob() and pruneCompleted() still work",
   async (db) => {
     const clock = new ManualClock(1_000_000);
@@ -519,11 +525,7 @@ storeTest.sql(
     await workUntilEmpty(queue, { executor: "isolate" });
     assert.deepEqual(await queue.completed(), await queue.finished());
     assert.deepEqual(await queue.completedJob(id), await queue.finishedJob(id));
-    const [row] = await db.query<{ keep_until: number; finished_at: number }>(
-      "SELECT keep_until, finished_at FROM completed_jobs WHERE id = ?",
-      [id],
-    );
-    assert.equal(Number(row!.keep_until) - Number(row!.finished_at), 1_000);
+    assert.equal(await keptForMs(db, id), 1_000);
     clock.advance(60_000);
     assert.equal(await queue.pruneCompleted({ olderThanMs: 30_000 }), 1);
     assert.equal(await queue.finishedJob(id), null);
@@ -613,7 +615,7 @@ Deno.test("the claim's pause check is one primary-key lookup inside the claim's 
   }
 });
 
-storeTest.sql(
+storeTest(
   "a chain link given previousOutput gets the output of the link before",
   async (db) => {
     const { jobs, add, double, doubled, secret, step } = controlJobs();
@@ -623,10 +625,7 @@ storeTest.sql(
       .then(double, previousOutput)
       .then(double, previousOutput)
       .dispatch();
-    const [waiting] = await db.query<{ payload: string }>(
-      "SELECT payload FROM waiting_jobs WHERE chain_id = ? ORDER BY position LIMIT 1",
-      [chainId],
-    );
+    const [waiting] = (await db.waitingJobs()).filter((job) => job.chainId === chainId);
     assert.equal(waiting?.payload, "<previous output>");
     await workUntilEmpty(queue, { executor: "isolate" });
     assert.deepEqual(doubled, [10, 20]);
@@ -676,13 +675,13 @@ storeTest("a running batch job cancelled counts as skipped, and the batch finish
   assert.equal(status?.finished, true);
 });
 
-storeTest.sql(
+storeTest(
   "a job claimed again with a cancel asked (its last worker ended first) is cancelled, not run",
   async (db) => {
     const { jobs, step, log } = controlJobs();
     const queue = await db.open({ appKey: TEST_KEY, jobs });
     const id = await queue.dispatch(step, { n: 5 });
-    await db.query("UPDATE jobs SET cancel_requested = ? WHERE id = ?", ["asked while it ran", id]);
+    await db.setStored("jobs", id, "cancel_requested", "asked while it ran");
     await workUntilEmpty(queue, { executor: "isolate", queues: ["steps"] });
     assert.deepEqual(log, []);
     assert.deepEqual(await queue.result(id), {

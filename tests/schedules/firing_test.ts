@@ -11,7 +11,7 @@ import { Cron } from "npm:croner@11";
 import { Queue } from "../../src/queue.ts";
 import { defineSchedule, type ScheduleConfig } from "../../src/schedule.ts";
 import { ManualClock, unfinishedCount, waitUntil, within } from "../_helpers.ts";
-import { type StoreContext, storeTest } from "../_stores.ts";
+import { storeTest } from "../_stores.ts";
 
 const MINUTE = 60_000;
 /** A whole minute, so `everyMs: MINUTE` slots fall on it. */
@@ -56,14 +56,6 @@ async function drain(queue: Queue): Promise<void> {
     30_000,
     "a worker that stops when empty",
   );
-}
-
-async function storedSlots(db: StoreContext, name = "every-minute"): Promise<number[]> {
-  const rows = await db.query<{ slot: number }>(
-    "SELECT slot FROM schedule_runs WHERE schedule = ? AND manual = 0 ORDER BY slot",
-    [name],
-  );
-  return rows.map((row) => Number(row.slot));
 }
 
 storeTest("a schedule fires its slot once, with ctx.scheduled, and not before it", async (db) => {
@@ -125,7 +117,7 @@ for (
   );
 }
 
-storeTest.sql(
+storeTest(
   'overlap "skip": a job spanning 3 slots yields 1 run; "allow" fires each',
   async (db) => {
     for (const overlap of ["skip", "allow"] as const) {
@@ -159,7 +151,7 @@ storeTest.sql(
       open();
       await worker.stop();
       assert.equal(runs.length, overlap === "skip" ? 1 : 3, `overlap ${overlap}`);
-      assert.equal((await storedSlots(db, name)).length, overlap === "skip" ? 1 : 3);
+      assert.equal((await db.scheduleSlots(name)).length, overlap === "skip" ? 1 : 3);
       // Once the run settled, the key is free: the next slot fires.
       clock.advance(MINUTE);
       await drain(queue);
@@ -288,7 +280,7 @@ storeTest(
   },
 );
 
-storeTest.sql(
+storeTest(
   "Queue.forgetSchedule() removes a schedule no process defines; the jobs it stored stay",
   async (db) => {
     const clock = new ManualClock(T0 + 1_000);
@@ -296,7 +288,11 @@ storeTest.sql(
     let queue = await db.open({ jobs: [job, scheduleOf(job)], clock });
     clock.advance(MINUTE);
     await queue.work({ executor: "isolate", queues: ["elsewhere"], stopWhenEmpty: true }).done;
-    assert.deepEqual(await storedSlots(db), [T0 + MINUTE], "a slot fired, its job waits");
+    assert.deepEqual(
+      await db.scheduleSlots("every-minute"),
+      [T0 + MINUTE],
+      "a slot fired, its job waits",
+    );
     await assert.rejects(
       queue.forgetSchedule("every-minute"),
       /Cannot forget schedule "every-minute": this queue's jobs module still defines it/,
@@ -306,7 +302,11 @@ storeTest.sql(
     assert.equal(await queue.forgetSchedule("every-minute"), true);
     assert.equal(await queue.forgetSchedule("every-minute"), false, "gone already");
     assert.deepEqual(await queue.schedules(), []);
-    assert.deepEqual(await storedSlots(db), [T0 + MINUTE], "the run of a stored job is kept");
+    assert.deepEqual(
+      await db.scheduleSlots("every-minute"),
+      [T0 + MINUTE],
+      "the run of a stored job is kept",
+    );
     await drain(queue);
     assert.deepEqual(
       runs.map((run) => run.payload),
@@ -316,7 +316,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql("Queue.open refuses a wrong schedule, naming it, and writes nothing", async (db) => {
+storeTest("Queue.open refuses a wrong schedule, naming it, and writes nothing", async (db) => {
   const { job } = recordingJob("report");
   const other = defineJob({ name: "other", schema: z.null(), handle() {} });
   const cases: [unknown[], RegExp][] = [
@@ -337,17 +337,12 @@ storeTest.sql("Queue.open refuses a wrong schedule, naming it, and writes nothin
   for (const [jobs, message] of cases) {
     await assert.rejects(db.open({ jobs: jobs as never }), message);
   }
-  const tables = await db.query<{ n: number }>(
-    db.pick({
-      sqlite: "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'schedules'",
-      postgres:
-        "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = 'schedules' AND table_schema = current_schema()",
-    }),
-  );
-  if (Number(tables[0]!.n) === 1) assert.equal(await db.count("schedules"), 0);
+  // A queue that defines none lists every stored schedule: none was written.
+  const queue = await db.open({ jobs: [job] });
+  assert.deepEqual(await queue.schedules(), []);
 });
 
-storeTest.sql(
+storeTest(
   "triggerSchedule runs one job now; backfillSchedule fires each slot of a range once",
   async (db) => {
     const clock = new ManualClock(T0 + 1_000);
@@ -401,7 +396,7 @@ storeTest.sql(
     await queue.resumeSchedule("every-minute");
     await drain(queue);
     assert.deepEqual(
-      await storedSlots(db),
+      await db.scheduleSlots("every-minute"),
       [2, 3, 4, 5, 10].map((n) => T0 + n * MINUTE),
       'the backfilled slots, then the latest missed one (missed "once")',
     );
@@ -451,7 +446,7 @@ storeTest(
   },
 );
 
-storeTest.sql(
+storeTest(
   'a manual run beside a running slot job keeps overlap "skip": the next slot does not start',
   async (db) => {
     const clock = new ManualClock(T0 + MINUTE);
@@ -491,7 +486,7 @@ storeTest.sql(
     open();
     await worker.stop();
     assert.deepEqual(started, [T0 + 2 * MINUTE, T0 + 2 * MINUTE + 1_000], "no second slot job");
-    assert.deepEqual(await storedSlots(db, "slow"), [T0 + 2 * MINUTE]);
+    assert.deepEqual(await db.scheduleSlots("slow"), [T0 + 2 * MINUTE]);
   },
 );
 
@@ -634,7 +629,7 @@ Deno.test("an inline queue's triggerSchedule runs the job now, with ctx.schedule
   );
 });
 
-storeTest.sql(
+storeTest(
   "a stored schedule whose cron no longer reads is listed without next runs; the others fire",
   async (db) => {
     const clock = new ManualClock(T0 + 1_000);
@@ -644,7 +639,7 @@ storeTest.sql(
       clock,
     });
     // As an older version stored it, before such a cron was refused; no process defines it now.
-    await db.query("UPDATE schedules SET cron = '0 0 31 2 *', every_ms = NULL WHERE name = 'old'");
+    await db.setScheduleRule("old", { cron: "0 0 31 2 *", everyMs: null });
     const current = await db.open({ jobs: [job, scheduleOf(job, { name: "a" })], clock });
     const list = await current.schedules();
     assert.deepEqual(list.map((each) => [each.name, each.nextRuns.length]), [["a", 5], ["old", 0]]);
