@@ -15,7 +15,7 @@ import { within } from "./_helpers.ts";
 import { type StoreContext, storeTest } from "./_stores.ts";
 import { add } from "./fixtures/job_control/jobs.ts";
 
-/** The schema a PostgreSQL variant runs in, for a store or a process of the test's own. */
+/** The schema a PostgreSQL variant runs in, for a store of the test's own. */
 async function schemaOf(db: StoreContext): Promise<string> {
   return (await db.query<{ s: string }>("SELECT current_schema() AS s"))[0]!.s;
 }
@@ -91,21 +91,15 @@ storeTest.sql("ResultWaiters reads the results of many waits in one statement", 
   }
 });
 
-storeTest.sql(
+storeTest(
   "dispatchAndWait() in a process that only dispatches resolves when this process works the jobs",
   async (db) => {
     const queue = await db.open({ jobs: [add] });
     const worker = queue.work({ executor: "isolate", concurrency: 4 });
     const count = 300;
-    const args = db.kind === "sqlite" ? ["sqlite", db.file!, String(count)] : [
-      "postgres",
-      Deno.env.get("QUEUE_TEST_POSTGRES_URL")!,
-      await schemaOf(db),
-      String(count),
-    ];
     await using child = new ChildScript(
       new URL("./fixtures/job_control/waiter_child.ts", import.meta.url),
-      args,
+      [String(count), ...await db.childArgs()],
     );
     await child.line("ready", 60_000);
     const line = await child.line("resolved ", 120_000);

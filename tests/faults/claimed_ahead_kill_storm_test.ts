@@ -16,7 +16,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ChildScript } from "../_child.ts";
 import { waitUntil } from "../_helpers.ts";
-import { type StoreContext, storeTest } from "../_stores.ts";
+import { storeTest } from "../_stores.ts";
 import { once } from "../fixtures/claimed_ahead/jobs.ts";
 
 const JOBS = 20_000;
@@ -34,13 +34,6 @@ function ledgerIds(path: string): number[] {
   );
 }
 
-/** The arguments that point a worker process at this test's database. */
-async function storeArgs(db: StoreContext): Promise<string[]> {
-  if (db.kind === "sqlite") return ["sqlite", db.file!];
-  const [row] = await db.query<{ s: string }>("SELECT current_schema() AS s");
-  return ["postgres", Deno.env.get("QUEUE_TEST_POSTGRES_URL")!, row!.s];
-}
-
 storeTest.sql(
   "a kill storm at concurrency 32 with Web Workers fails for a crash only jobs that held a slot when their worker died, none lost, none started twice (maxAttempts 1, maxCrashes 1)",
   async (db) => {
@@ -48,7 +41,7 @@ storeTest.sql(
     const ledger = join(db.dir, "ledger.txt");
     await Deno.writeTextFile(ledger, "");
     const ids = await queue.dispatchMany(once, Array.from({ length: JOBS }, (_, n) => ({ n })));
-    const args = await storeArgs(db);
+    const args = await db.childArgs();
     const env = {
       CLAIMED_AHEAD_LEDGER: ledger,
       CLAIMED_AHEAD_CONCURRENCY: String(CONCURRENCY),

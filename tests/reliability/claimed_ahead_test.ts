@@ -256,11 +256,7 @@ storeTest.sql(
     await Deno.writeTextFile(ledger, "");
     const total = WARM_JOBS + 1 + AFTER_JOBS;
     await queue.dispatchMany(once, Array.from({ length: total }, (_, n) => ({ n })));
-    const args = db.kind === "sqlite" ? ["sqlite", db.file!] : [
-      "postgres",
-      Deno.env.get("QUEUE_TEST_POSTGRES_URL")!,
-      (await db.query<{ s: string }>("SELECT current_schema() AS s"))[0]!.s,
-    ];
+    const args = await db.childArgs();
     Deno.env.set("CLAIMED_AHEAD_LEDGER", ledger);
     Deno.env.set("CLAIMED_AHEAD_HOLD", String(WARM_JOBS));
     try {
@@ -402,11 +398,7 @@ storeTest.sql(
         Array.from({ length: AFTER_JOBS }, (_, n) => ({ n: WARM_JOBS + 1 + n })),
       ),
     );
-    const args = db.kind === "sqlite" ? ["sqlite", db.file!] : [
-      "postgres",
-      Deno.env.get("QUEUE_TEST_POSTGRES_URL")!,
-      (await db.query<{ s: string }>("SELECT current_schema() AS s"))[0]!.s,
-    ];
+    const args = await db.childArgs();
     Deno.env.set("CLAIMED_AHEAD_LEDGER", ledger);
     // A short lease brings back what a dead worker held.
     Deno.env.set("CLAIMED_AHEAD_LEASE_MS", "1000");
