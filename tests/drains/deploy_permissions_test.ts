@@ -2,7 +2,8 @@
  * What works, and what is said, with only some permissions: the SQLite
  * path with `--allow-read --allow-write --allow-env` (no ffi, net, run or
  * sys), the Deploy-style example on Redis with `--allow-net --allow-env`
- * (when `QUEUE_TEST_REDIS_URL` is set), and the SQLite default or a jobs
+ * narrowed to the server and the app's variables (when
+ * `QUEUE_TEST_REDIS_URL` is set), and the SQLite default or a jobs
  * module by URL without them.
  *
  * @module
@@ -82,7 +83,7 @@ if (redisUrl === null) {
 
 Deno.test({
   name:
-    "Redis with --allow-net (the server and the app's port) and --allow-env only: the deploy example under deno serve, with no Worker, runs each order once after its response and serves its counts and dashboard, with nothing on stderr",
+    "Redis with --allow-net (the server and the app's port) and --allow-env (the app's variables) only: the deploy example under deno serve, with no Worker, runs each order once after its response and serves its counts and dashboard, with nothing on stderr",
   ignore: redisUrl === null,
   async fn() {
     const server = new URL(redisUrl!);
@@ -96,7 +97,8 @@ Deno.test({
         (port) => [
           "--unstable-cron",
           `--allow-net=${server.hostname}:${server.port || "6379"},127.0.0.1:${port}`,
-          "--allow-env",
+          // The app's own variables only: the store and its driver read none of their own.
+          "--allow-env=DATABASE_URL,DASHBOARD_PASSWORD,DRAIN_AFTER_RESPONSE_MS",
         ],
         { DATABASE_URL: databaseUrl.href, DASHBOARD_PASSWORD: password },
       );
