@@ -24,7 +24,7 @@ import type { WorkerStats } from "../../src/runner/runner.ts";
 import { PostgresStore } from "../../src/stores/postgres/mod.ts";
 import { ChildScript } from "../_child.ts";
 import { openTestPostgresStore, postgresTestUrl } from "../_postgres.ts";
-import { tempDir, waitUntil } from "../_helpers.ts";
+import { tempDir, unfinishedCount, waitUntil } from "../_helpers.ts";
 import { type StoreContext, storeTest } from "../_stores.ts";
 import { runCli } from "../fixtures/cli/cli_process.ts";
 import { gate, record } from "../fixtures/runner/harness.ts";
@@ -381,7 +381,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "R08: a job that kills its worker process every time reaches failed_jobs after maxCrashes, and the jobs its dead workers held ahead are charged nothing (maxAttempts 1, maxCrashes 1)",
   async (db) => {
     await using queue = await db.open({ jobs: [once, poison] });
@@ -405,13 +405,13 @@ storeTest.sql(
     const deaths: number[] = [];
     try {
       // Each worker process runs until the poison job kills it; a new one takes its place.
-      while ((await db.count("jobs")) > 0) {
+      while ((await unfinishedCount(queue)) > 0) {
         assert.ok(deaths.length <= poison.maxCrashes, `${deaths.length} deaths: never quarantined`);
         await using child = new ChildScript(
           new URL("../fixtures/claimed_ahead/worker_child.ts", import.meta.url),
           args,
         );
-        const settled = waitUntil(async () => (await db.count("jobs")) === 0, {
+        const settled = waitUntil(async () => (await unfinishedCount(queue)) === 0, {
           what: "every job settled",
           timeoutMs: DEADLINE_MS,
         }).then(() => null);
@@ -423,9 +423,7 @@ storeTest.sql(
       Deno.env.delete("CLAIMED_AHEAD_LEASE_MS");
     }
     const runs = readLedger(ledger);
-    const failed = await db.query<{ id: number; error: string }>(
-      "SELECT id, error FROM failed_jobs",
-    );
+    const failed = await queue.failed({ limit: 1_000 });
     const poisonRuns = runs.filter(({ id }) => id === poisonId);
     console.log(
       `[figure] R08 ${db.kind}: the poison job killed ${deaths.length} worker processes ` +
@@ -434,7 +432,7 @@ storeTest.sql(
     assert.deepEqual(deaths, Array(poison.maxCrashes).fill(POISON_EXIT_CODE));
     assert.equal(poisonRuns.length, poison.maxCrashes);
     assert.deepEqual(
-      failed.map(({ id }) => Number(id)),
+      failed.map(({ id }) => id),
       [poisonId],
       failed.map((f) => f.error).join("; "),
     );
