@@ -15,7 +15,7 @@ import { within } from "./_helpers.ts";
 import { type StoreContext, storeTest } from "./_stores.ts";
 import { add } from "./fixtures/job_control/jobs.ts";
 
-/** The schema a PostgreSQL variant runs in, for a store of the test's own. */
+/** The schema a PostgreSQL variant runs in, for a store or a process of the test's own. */
 async function schemaOf(db: StoreContext): Promise<string> {
   return (await db.query<{ s: string }>("SELECT current_schema() AS s"))[0]!.s;
 }
