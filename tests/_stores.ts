@@ -89,6 +89,15 @@ export interface StoreContext {
   /** The SQLite file of this test's database; null on PostgreSQL and Redis. */
   readonly file: string | null;
   /**
+   * Where a child process finds this test's database, as arguments for
+   * `openChildQueue()` (tests/_child_queue.ts) in the child: the database as `QUEUE_DB` and
+   * `--db` take it, i.e. the SQLite file, or on Redis the server's URL naming
+   * the test's prefix (`redis://…?prefix=t_…`); on PostgreSQL the server's
+   * URL and then the test's schema, which a URL cannot name. A child on
+   * these arguments sees what the test's queues see.
+   */
+  childArgs(): Promise<string[]>;
+  /**
    * Opens a queue on this test's database: every call of one test opens
    * another queue (another connection) on the same database. On PostgreSQL
    * and Redis the store goes by the caller's clock when `options.clock` is
@@ -302,6 +311,11 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
     kind: "redis",
     dir: dir.dir,
     file: null,
+    childArgs() {
+      const target = new URL(url);
+      target.searchParams.set("prefix", prefix);
+      return Promise.resolve([target.href]);
+    },
     async open(options) {
       const clock = options.clock === undefined ? "database" : "caller";
       const store = await RedisStore.open(url, { prefix, clock });
@@ -389,6 +403,9 @@ async function openContext(
     kind,
     dir: dir.dir,
     file: kind === "sqlite" ? dbPath : null,
+    async childArgs() {
+      return kind === "sqlite" ? [dbPath] : [url!, (await openReader()).schema];
+    },
     async open(options) {
       let queue: Queue;
       if (kind === "sqlite") {

@@ -75,21 +75,15 @@ storeTest("ResultWaiters reads the results of many waits in one statement", asyn
   assert.deepEqual(reads, [count]);
 });
 
-storeTest.sql(
+storeTest(
   "dispatchAndWait() in a process that only dispatches resolves when this process works the jobs",
   async (db) => {
     const queue = await db.open({ jobs: [add] });
     const worker = queue.work({ executor: "isolate", concurrency: 4 });
     const count = 300;
-    const args = db.kind === "sqlite" ? ["sqlite", db.file!, String(count)] : [
-      "postgres",
-      Deno.env.get("QUEUE_TEST_POSTGRES_URL")!,
-      await schemaOf(db),
-      String(count),
-    ];
     await using child = new ChildScript(
       new URL("./fixtures/job_control/waiter_child.ts", import.meta.url),
-      args,
+      [String(count), ...await db.childArgs()],
     );
     await child.line("ready", 60_000);
     const line = await child.line("resolved ", 120_000);

@@ -1,9 +1,9 @@
 /**
  * A Deno Deploy-style app: an `export default { fetch }` module served by
  * `deno serve`, with no Web Worker, no writable disk and no long-lived
- * worker process. Jobs live in PostgreSQL (`DATABASE_URL`); they run in this
- * isolate, right after the responses of the requests that dispatched them
- * (`queue.drainAfter()`), and at each minute's cron tick
+ * worker process. Jobs live in PostgreSQL or Redis (`DATABASE_URL`); they
+ * run in this isolate, right after the responses of the requests that
+ * dispatched them (`queue.drainAfter()`), and at each minute's cron tick
  * (`queue.serverless()`) for whatever is left, e.g. retries after backoff.
  *
  * - `POST /orders` with `{"sku":"mug","quantity":2}` dispatches a
@@ -14,7 +14,8 @@
  *   `admin` and the password in `DASHBOARD_PASSWORD` (refused for everyone
  *   while it is unset).
  *
- * Settings from the environment: `DATABASE_URL` (required, `postgres://…`),
+ * Settings from the environment: `DATABASE_URL` (required, `postgres://…`,
+ * or `redis://…?prefix=app` for Redis: `--allow-net` reaches it too),
  * `DASHBOARD_PASSWORD`, and `DRAIN_AFTER_RESPONSE_MS` (how long to drain
  * after each response, default 5000; 0 leaves every job to the cron ticks).
  *
@@ -40,8 +41,10 @@ import { dashboard } from "../../src/dashboard.ts";
 import { fulfilOrder } from "./jobs.ts";
 
 const databaseUrl = Deno.env.get("DATABASE_URL");
-if (databaseUrl === undefined || !/^postgres(ql)?:\/\//.test(databaseUrl)) {
-  throw new TypeError("DATABASE_URL must be set to a postgres:// URL: this app has no disk");
+if (databaseUrl === undefined || !/^(postgres(ql)?|rediss?):\/\//.test(databaseUrl)) {
+  throw new TypeError(
+    "DATABASE_URL must be set to a postgres:// or redis:// URL: this app has no disk",
+  );
 }
 const drainAfterMs = Number(Deno.env.get("DRAIN_AFTER_RESPONSE_MS") ?? "5000");
 if (!Number.isInteger(drainAfterMs) || drainAfterMs < 0) {

@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { ChildScript } from "../_child.ts";
-import { nextEvent, within } from "../_helpers.ts";
+import { failedCount, nextEvent, unfinishedCount, within } from "../_helpers.ts";
 import { type StoreContext, storeTest } from "../_stores.ts";
 import { add, broken, slow, step } from "../fixtures/job_control/jobs.ts";
 import type { Queue } from "../../mod.ts";
@@ -19,11 +19,7 @@ const JOBS = new URL("../fixtures/job_control/jobs.ts", import.meta.url).href;
 
 /** A worker process on this test's database, working once it said `ready`. */
 async function workerProcess(db: StoreContext): Promise<ChildScript> {
-  const args = db.kind === "sqlite" ? ["sqlite", db.file!] : [
-    "postgres",
-    Deno.env.get("QUEUE_TEST_POSTGRES_URL")!,
-    (await db.query<{ s: string }>("SELECT current_schema() AS s"))[0]!.s,
-  ];
+  const args = await db.childArgs();
   Deno.env.set("JOB_CONTROL_CHILD", "1");
   const child = new ChildScript(CHILD, args);
   Deno.env.delete("JOB_CONTROL_CHILD");
@@ -35,7 +31,7 @@ async function openHere(db: StoreContext): Promise<Queue> {
   return await db.open({ jobs: JOBS });
 }
 
-storeTest.sql("dispatchAndWait() gets the output of a job another process ran", async (db) => {
+storeTest("dispatchAndWait() gets the output of a job another process ran", async (db) => {
   const queue = await openHere(db);
   await using child = await workerProcess(db);
   const output = await within(
@@ -51,7 +47,7 @@ storeTest.sql("dispatchAndWait() gets the output of a job another process ran", 
   await child.exit(30_000);
 });
 
-storeTest.sql(
+storeTest(
   "cancel() stops a job running in another process; the figure is printed",
   async (db) => {
     const queue = await openHere(db);
@@ -69,8 +65,8 @@ storeTest.sql(
       const result = await waitForState(queue, id, "cancelled");
       assert.deepEqual(result, { state: "cancelled", attempts: 1, error: `round ${round}` });
     }
-    assert.equal(await db.count("jobs"), 0);
-    assert.equal(await db.count("failed_jobs"), 0);
+    assert.equal(await unfinishedCount(queue), 0);
+    assert.equal(await failedCount(queue), 0);
     latencies.sort((a, b) => a - b);
     const at = (q: number) =>
       latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))];
@@ -83,7 +79,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql("a pause holds a queue back in another process; resume lets it run", async (db) => {
+storeTest("a pause holds a queue back in another process; resume lets it run", async (db) => {
   const queue = await openHere(db);
   await using child = await workerProcess(db);
   await queue.pause("steps", { reason: "test" });

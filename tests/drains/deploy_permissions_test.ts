@@ -1,14 +1,18 @@
 /**
  * What works, and what is said, with only some permissions: the SQLite
  * path with `--allow-read --allow-write --allow-env` (no ffi, net, run or
- * sys), and the SQLite default or a jobs module by URL without them.
+ * sys), the Deploy-style example on Redis with `--allow-net --allow-env`
+ * narrowed to the server and the app's variables (when
+ * `QUEUE_TEST_REDIS_URL` is set), and the SQLite default or a jobs
+ * module by URL without them.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { tempDir } from "../_helpers.ts";
-import { ROOT } from "../fixtures/deploy/serve_process.ts";
+import { deletePrefix, freshPrefix, redisTestUrl } from "../_redis.ts";
+import { ROOT, ServeProcess } from "../fixtures/deploy/serve_process.ts";
 
 const FILE_FLAGS = ["--allow-read", "--allow-write", "--allow-env"];
 
@@ -70,6 +74,70 @@ Deno.test("SQLite with --allow-read --allow-write --allow-env only: the CLI's ad
   const batches = await admin("batches");
   assert.equal(batches.code, 0, batches.stderr);
   assert.deepEqual(JSON.parse((await admin("stats", "--json")).stdout), {}, "jobs were left");
+});
+
+const redisUrl = redisTestUrl();
+if (redisUrl === null) {
+  console.log("Redis permissions test skipped: QUEUE_TEST_REDIS_URL is not set");
+}
+
+Deno.test({
+  name:
+    "Redis with --allow-net (the server and the app's port) and --allow-env (the app's variables) only: the deploy example under deno serve, with no Worker, runs each order once after its response and serves its counts and dashboard, with nothing on stderr",
+  ignore: redisUrl === null,
+  async fn() {
+    const server = new URL(redisUrl!);
+    const prefix = freshPrefix();
+    const databaseUrl = new URL(redisUrl!);
+    databaseUrl.searchParams.set("prefix", prefix);
+    const password = "correct horse";
+    try {
+      await using app = await ServeProcess.start(
+        "tests/fixtures/deploy/serve_without_worker.ts",
+        (port) => [
+          "--unstable-cron",
+          `--allow-net=${server.hostname}:${server.port || "6379"},127.0.0.1:${port}`,
+          // The app's own variables only: the store and its driver read none of their own.
+          "--allow-env=DATABASE_URL,DASHBOARD_PASSWORD,DRAIN_AFTER_RESPONSE_MS",
+        ],
+        { DATABASE_URL: databaseUrl.href, DASHBOARD_PASSWORD: password },
+      );
+      const ids: string[] = [];
+      for (let n = 1; n <= 5; n++) {
+        const response = await fetch(`${app.origin}/orders`, {
+          method: "POST",
+          body: JSON.stringify({ sku: "mug", quantity: n }),
+        });
+        assert.equal(response.status, 202, await response.clone().text());
+        ids.push((await response.json()).orderId);
+      }
+      const started = (lines: readonly string[]) =>
+        lines.filter((line) => line.startsWith('{"fulfilling"'))
+          .map((line) => JSON.parse(line).fulfilling as string);
+      await app.until("the 5 orders to start", (lines) => started(lines).length >= 5, 60_000);
+      const idle = { default: { pending: 0, delayed: 0, reserved: 0, failed: 0, running: [] } };
+      let counts: unknown = null;
+      for (const deadline = Date.now() + 30_000; Date.now() < deadline;) {
+        counts = await (await fetch(`${app.origin}/`)).json();
+        if (JSON.stringify(counts) === JSON.stringify(idle)) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      assert.deepEqual(counts, idle);
+      assert.deepEqual(started(app.lines).sort(), ids.sort(), "each order once");
+      const page = await fetch(`${app.origin}/admin/queue`, {
+        headers: { authorization: `Basic ${btoa(`admin:${password}`)}` },
+      });
+      assert.equal(page.status, 200);
+      assert.match(await page.text(), /<html/i);
+      // The store's one warning about a server without an append-only file is not an error.
+      const stderr = app.stderr.replace(/^deno serve: Listening on .*$/m, "")
+        .replace(/^@renox\/queue: the Redis server has no append-only file.*$/m, "").trim();
+      assert.equal(stderr, "", `deno serve wrote to stderr:\n${app.stderr}`);
+      assert.doesNotMatch(app.lines.join("\n"), /Requires|NotCapable|error/i);
+    } finally {
+      await deletePrefix(redisUrl!, prefix);
+    }
+  },
 });
 
 Deno.test("the SQLite default without --allow-read/--allow-write says which flags to add and points to DATABASE_URL", async () => {

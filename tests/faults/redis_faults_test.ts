@@ -146,6 +146,71 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name:
+    "R04 on Redis (AOF): three work processes drain 20,000 jobs while the test dispatches 3,000 more and one process at a time is killed with SIGKILL, six times, and restarted: none lost, none completed twice, runs beyond the first only from killed processes and at most the jobs in flight at the kills",
+  ignore: refusal !== null,
+  async fn() {
+    await using redis = await server(true);
+    await using tmp = await tempDir();
+    const ledger = join(tmp.dir, "ledger.db");
+    using ledgerDb = openReader(ledger);
+    await using queue = await Queue.open({ url: redis.url, jobs: JOBS_URL });
+    const first = 20_000;
+    const kills = 6;
+    const dispatched = await queue.dispatchMany(
+      tick,
+      Array.from({ length: first }, (_, n) => ({ n })),
+    );
+    // A short lease brings a killed process's jobs back soon.
+    const flags = ["--concurrency", "8", "--sleep-ms", "200", "--lease-ms", "2000"];
+    const slots = [0, 1, 2].map(() => startWork(redis.url, ledger, flags));
+    const killed: ChildProcess[] = [];
+    try {
+      await Promise.all(slots.map((child) => workerStarted(child)));
+      const ran = () => one<{ n: number }>(ledgerDb, "SELECT COUNT(*) AS n FROM ledger").n;
+      const startedAt = Date.now();
+      for (let kill = 0; kill < kills; kill++) {
+        // A kill each time another tenth of the first jobs has run, so each lands mid-drain
+        // at any speed, with a top-up dispatched in between.
+        await waitUntil(() => ran() >= (first * (kill + 1)) / 10, {
+          what: `${(kill + 1) * 10} % of the jobs run before kill ${kill + 1}`,
+          timeoutMs: 180_000,
+        });
+        const slot = kill % slots.length;
+        const victim = slots[slot]!;
+        victim.kill("SIGKILL");
+        await victim.status;
+        killed.push(victim);
+        slots[slot] = startWork(redis.url, ledger, flags);
+        if (kill % 2 === 1) dispatched.push(...await topUp(queue, dispatched.length));
+      }
+      await drained(queue, ran, dispatched, [...slots, ...killed]);
+      const seconds = (Date.now() - startedAt) / 1000;
+      const figures = checkDrain(ledgerDb, dispatched, slots, killed);
+      const inFlight = figures.inFlightAtKills.reduce((sum, n) => sum + n, 0);
+      console.log(
+        `R04 on Redis: ${killed.length} kills in ${seconds.toFixed(1)} s, ${dispatched.length} ` +
+          `jobs; lost ${figures.lost}, completed twice ${figures.completedTwice}; duplicates ` +
+          `(runs beyond the first) ${figures.extraRuns}, jobs in flight at the kills ${inFlight} ` +
+          `(${figures.inFlightAtKills.join(", ")}); run twice without a kill ${figures.runTwice}`,
+      );
+      assert.ok(
+        killed.every((child) =>
+          one<{ n: number }>(
+            ledgerDb,
+            "SELECT COUNT(*) AS n FROM ledger WHERE pid = ?",
+            child.pid,
+          ).n > 0
+        ),
+        "a killed process had run nothing: its kill proves little",
+      );
+    } finally {
+      await stopAll([...slots, ...killed]);
+    }
+  },
+});
+
 /** Dispatches one job once the server answers again (the client reconnects on its own). */
 async function dispatchWhenBack(queue: Queue): Promise<number> {
   for (let attempt = 1;; attempt++) {

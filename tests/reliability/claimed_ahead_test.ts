@@ -24,7 +24,7 @@ import type { WorkerStats } from "../../src/runner/runner.ts";
 import { PostgresStore } from "../../src/stores/postgres/mod.ts";
 import { ChildScript } from "../_child.ts";
 import { openTestPostgresStore, postgresTestUrl } from "../_postgres.ts";
-import { tempDir, waitUntil } from "../_helpers.ts";
+import { tempDir, unfinishedCount, waitUntil } from "../_helpers.ts";
 import { type StoreContext, storeTest } from "../_stores.ts";
 import { runCli } from "../fixtures/cli/cli_process.ts";
 import { gate, record } from "../fixtures/runner/harness.ts";
@@ -256,11 +256,7 @@ storeTest.sql(
     await Deno.writeTextFile(ledger, "");
     const total = WARM_JOBS + 1 + AFTER_JOBS;
     await queue.dispatchMany(once, Array.from({ length: total }, (_, n) => ({ n })));
-    const args = db.kind === "sqlite" ? ["sqlite", db.file!] : [
-      "postgres",
-      Deno.env.get("QUEUE_TEST_POSTGRES_URL")!,
-      (await db.query<{ s: string }>("SELECT current_schema() AS s"))[0]!.s,
-    ];
+    const args = await db.childArgs();
     Deno.env.set("CLAIMED_AHEAD_LEDGER", ledger);
     Deno.env.set("CLAIMED_AHEAD_HOLD", String(WARM_JOBS));
     try {
@@ -385,7 +381,7 @@ storeTest.sql(
   },
 );
 
-storeTest.sql(
+storeTest(
   "R08: a job that kills its worker process every time reaches failed_jobs after maxCrashes, and the jobs its dead workers held ahead are charged nothing (maxAttempts 1, maxCrashes 1)",
   async (db) => {
     await using queue = await db.open({ jobs: [once, poison] });
@@ -402,24 +398,20 @@ storeTest.sql(
         Array.from({ length: AFTER_JOBS }, (_, n) => ({ n: WARM_JOBS + 1 + n })),
       ),
     );
-    const args = db.kind === "sqlite" ? ["sqlite", db.file!] : [
-      "postgres",
-      Deno.env.get("QUEUE_TEST_POSTGRES_URL")!,
-      (await db.query<{ s: string }>("SELECT current_schema() AS s"))[0]!.s,
-    ];
+    const args = await db.childArgs();
     Deno.env.set("CLAIMED_AHEAD_LEDGER", ledger);
     // A short lease brings back what a dead worker held.
     Deno.env.set("CLAIMED_AHEAD_LEASE_MS", "1000");
     const deaths: number[] = [];
     try {
       // Each worker process runs until the poison job kills it; a new one takes its place.
-      while ((await db.count("jobs")) > 0) {
+      while ((await unfinishedCount(queue)) > 0) {
         assert.ok(deaths.length <= poison.maxCrashes, `${deaths.length} deaths: never quarantined`);
         await using child = new ChildScript(
           new URL("../fixtures/claimed_ahead/worker_child.ts", import.meta.url),
           args,
         );
-        const settled = waitUntil(async () => (await db.count("jobs")) === 0, {
+        const settled = waitUntil(async () => (await unfinishedCount(queue)) === 0, {
           what: "every job settled",
           timeoutMs: DEADLINE_MS,
         }).then(() => null);
@@ -431,9 +423,7 @@ storeTest.sql(
       Deno.env.delete("CLAIMED_AHEAD_LEASE_MS");
     }
     const runs = readLedger(ledger);
-    const failed = await db.query<{ id: number; error: string }>(
-      "SELECT id, error FROM failed_jobs",
-    );
+    const failed = await queue.failed({ limit: 1_000 });
     const poisonRuns = runs.filter(({ id }) => id === poisonId);
     console.log(
       `[figure] R08 ${db.kind}: the poison job killed ${deaths.length} worker processes ` +
@@ -442,7 +432,7 @@ storeTest.sql(
     assert.deepEqual(deaths, Array(poison.maxCrashes).fill(POISON_EXIT_CODE));
     assert.equal(poisonRuns.length, poison.maxCrashes);
     assert.deepEqual(
-      failed.map(({ id }) => Number(id)),
+      failed.map(({ id }) => id),
       [poisonId],
       failed.map((f) => f.error).join("; "),
     );

@@ -211,6 +211,10 @@ function newClient(settings: ConnectionSettings): Client {
     socket: { connectTimeout: settings.connectTimeoutMs },
     // Reject calls while disconnected rather than queueing them for later.
     disableOfflineQueue: true,
+    // Redis Enterprise's maintenance hand-offs (on by default with RESP3) read the environment
+    // (REDIS_DEBUG_MAINTENANCE) on every connect and push, which an app granted only its own
+    // variables cannot; the store rides out a dropped connection on its own.
+    maintNotifications: "disabled",
   });
 }
 
