@@ -16,27 +16,14 @@ import { Queue } from "../../mod.ts";
 import { tempDir, waitUntil } from "../_helpers.ts";
 import { checkDrain, JOBS_URL, startWork, topUp } from "../fixtures/faults/drain.ts";
 import { padded, tick } from "../fixtures/faults/jobs.ts";
-import { type PrivateRedis, privateRedis } from "../fixtures/faults/private_redis.ts";
+import { privateRedisRefusal, startPrivateRedis } from "../fixtures/faults/private_redis.ts";
 import { all, type ChildProcess, one, openReader } from "../fixtures/reliability/harness.ts";
 import { cliEvents, workerStarted } from "../fixtures/reliability_postgres/harness.ts";
 
-const probe = await privateRedis({ aof: false });
-const refusal = typeof probe === "string" ? probe : null;
-if (typeof probe !== "string") await probe[Symbol.asyncDispose]();
+const refusal = await privateRedisRefusal();
 if (refusal !== null) console.log(`Redis fault tests skipped: ${refusal}`);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A private server for one test, or a thrown refusal. */
-async function server(
-  aof: boolean,
-  settings: readonly string[] = [],
-  password?: string,
-): Promise<PrivateRedis> {
-  const started = await privateRedis({ aof, settings, ...(password && { password }) });
-  if (typeof started === "string") throw new Error(started);
-  return started;
-}
 
 /** Jobs left in the store: waiting, delayed or running, and failed. */
 async function left(queue: Queue): Promise<{ unfinished: number; failed: number }> {
@@ -85,7 +72,7 @@ Deno.test({
   ignore: refusal !== null,
   async fn() {
     const password = "s3cret-pw";
-    await using redis = await server(true, [], password);
+    await using redis = await startPrivateRedis({ aof: true, password });
     await using tmp = await tempDir();
     const ledger = join(tmp.dir, "ledger.db");
     using ledgerDb = openReader(ledger);
@@ -178,7 +165,7 @@ Deno.test({
     "Redis without persistence restarted empty: the store notices (every call fails saying it lost its data) instead of running on an empty queue",
   ignore: refusal !== null,
   async fn() {
-    await using redis = await server(false);
+    await using redis = await startPrivateRedis({ aof: false });
     await using tmp = await tempDir();
     const ledger = join(tmp.dir, "ledger.db");
     await using queue = await Queue.open({ url: redis.url, jobs: JOBS_URL });
@@ -215,7 +202,7 @@ Deno.test({
     "Redis: every client connection killed every 1.5 s, and the scripts flushed, during a drain: nothing lost or completed twice, wake-ups work again afterwards",
   ignore: refusal !== null,
   async fn() {
-    await using redis = await server(true);
+    await using redis = await startPrivateRedis({ aof: true });
     await using tmp = await tempDir();
     const ledger = join(tmp.dir, "ledger.db");
     using ledgerDb = openReader(ledger);
@@ -281,12 +268,10 @@ Deno.test({
     "Redis out of memory (noeviction): a dispatch is refused whole, naming the cause, while workers keep draining",
   ignore: refusal !== null,
   async fn() {
-    await using redis = await server(false, [
-      "--maxmemory",
-      "8mb",
-      "--maxmemory-policy",
-      "noeviction",
-    ]);
+    await using redis = await startPrivateRedis({
+      aof: false,
+      settings: ["--maxmemory", "8mb", "--maxmemory-policy", "noeviction"],
+    });
     await using tmp = await tempDir();
     const ledger = join(tmp.dir, "ledger.db");
     using ledgerDb = openReader(ledger);
@@ -330,7 +315,7 @@ Deno.test({
     "Redis: clear() of 100,000 jobs goes in bounded chunks; the calls and the slowest command the server saw are printed",
   ignore: refusal !== null,
   async fn() {
-    await using redis = await server(false);
+    await using redis = await startPrivateRedis({ aof: false });
     await using queue = await Queue.open({ url: redis.url, jobs: JOBS_URL });
     for (let n = 0; n < 10; n++) {
       await queue.dispatchMany(
