@@ -1,9 +1,10 @@
 /**
  * Telling an outage from a refusal: an error that says the database cannot
  * take writes right now (the disk is full, the file is read-only, an I/O
- * error, a lock held too long, the connection lost or the server shutting
- * down) holds for every settle of a tick, so the runner keeps them all and
- * tries again; any other error may be about one job's row only.
+ * error, a lock held too long, the connection lost, the server shutting
+ * down or, on Redis, loading its data) holds for every settle of a tick, so
+ * the runner keeps them all and tries again; any other error may be about
+ * one job's row only.
  *
  * @internal
  * @module
@@ -16,12 +17,19 @@ const SQLITE_OUTAGE_CODES = new Set([5, 6, 7, 8, 10, 13, 14]);
 const SQLITE_OUTAGE_MESSAGE =
   /database or disk is full|readonly database|disk I\/O error|database (table )?is locked|unable to open database file|out of memory/i;
 
+/** The Redis store's code for a server that cannot run scripts now (loading its data, busy, a replica). */
+const REDIS_UNAVAILABLE = "REDIS_UNAVAILABLE";
+
 /** PostgreSQL's SQLSTATE classes and codes for a server that cannot serve now. */
 const POSTGRES_OUTAGE =
   /^(08[0-9A-Z]{3}|53[0-9A-Z]{3}|57P0[123]|58[0-9A-Z]{3}|25006|40001|40P01|55P03)$/;
 
-/** Driver and socket errors of a connection that is gone or cannot be made. */
+/**
+ * Driver and socket errors of a connection that is gone or cannot be made;
+ * `REDIS_UNREACHABLE` is the Redis store's (its client's errors carry no code).
+ */
 const CONNECTION_CODES = new Set([
+  "REDIS_UNREACHABLE",
   "CONNECTION_CLOSED",
   "CONNECTION_ENDED",
   "CONNECTION_DESTROYED",
@@ -61,6 +69,7 @@ export function isStoreOutage(error: unknown): boolean {
     const { errcode, code } = error as { errcode?: unknown; code?: unknown };
     if (typeof errcode === "number" && SQLITE_OUTAGE_CODES.has(errcode & 0xff)) return true;
     if (typeof code === "string" && POSTGRES_OUTAGE.test(code)) return true;
+    if (code === REDIS_UNAVAILABLE) return true;
     // node:sqlite's exec() (a failed COMMIT) sets no errcode: its message is the only sign.
     if (code === "ERR_SQLITE_ERROR" && SQLITE_OUTAGE_MESSAGE.test(error.message)) return true;
     error = error.cause;

@@ -11,6 +11,7 @@
 // its own import map, which need not list this dependency.
 // deno-lint-ignore no-import-prefix
 import { createClient } from "npm:@redis/client@^6.4";
+import { redisTarget } from "../database_url.ts";
 import type { LuaScript } from "./lua.ts";
 
 /** The client of `@redis/client`, as the store uses it. */
@@ -100,7 +101,12 @@ export class RedisConnection {
       db: this.databaseClock,
       ...(this.epoch === null ? {} : { epoch: this.epoch }),
     });
-    const reply = await this.#evaluate(script, argument);
+    let reply: unknown;
+    try {
+      reply = await this.#evaluate(script, argument);
+    } catch (error) {
+      throw isConnectionError(error) ? this.#unreachable(error) : error;
+    }
     return (reply === null || reply === undefined ? null : JSON.parse(String(reply))) as T;
   }
 
@@ -131,15 +137,29 @@ export class RedisConnection {
     const deadline = Date.now() + this.#settings.connectTimeoutMs;
     while (!this.client.isReady) {
       if (Date.now() >= deadline) {
-        throw new Error(
-          `the Redis server did not answer again within ${this.#settings.connectTimeoutMs} ms: ${
-            (cause as Error)?.message ?? cause
-          }`,
-          { cause },
-        );
+        throw this.#unreachable(cause, `no answer within ${this.#settings.connectTimeoutMs} ms`);
       }
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
+  }
+
+  /**
+   * A connection failure as an error that says the server cannot be
+   * reached, naming it (password hidden) and keeping the client's error as
+   * the cause; its `code` marks it for the runner's outage detection.
+   */
+  #unreachable(error: unknown, after?: string): Error {
+    const cause = (error as { code?: unknown })?.code === UNREACHABLE
+      ? (error as Error).cause ?? error
+      : error;
+    const detail = (cause as Error)?.message ?? String(cause);
+    const wrapped = new Error(
+      `Cannot reach the Redis server at ${redisTarget(this.#settings.url)}: ${
+        after === undefined ? detail : `${after} (${detail})`
+      } (the server is down, restarting or cut the connection; calls work again once it is back)`,
+      { cause },
+    );
+    return Object.assign(wrapped, { code: UNREACHABLE });
   }
 
   async #evaluate(script: LuaScript, argument: string): Promise<unknown> {
@@ -218,18 +238,30 @@ function newClient(settings: ConnectionSettings): Client {
   });
 }
 
+/** The `code` of a call's error when the server could not be reached (the call may have run). */
+const UNREACHABLE = "REDIS_UNREACHABLE";
+
 /** Whether `error` is the connection's (the call may or may not have run), not the script's. */
 export function isConnectionError(error: unknown): boolean {
+  if ((error as { code?: unknown })?.code === UNREACHABLE) return true;
   const name = (error as Error)?.name ?? "";
   const message = String((error as Error)?.message ?? "");
   return /Socket|Connection|ClientClosed|ClientOffline|Disconnect/i.test(name) ||
     /socket|connection|offline|ECONN|EPIPE/i.test(message);
 }
 
-/** A script's error with the script named; the epoch error keeps its own words. */
+/** Replies of a server that cannot run scripts now (loading its data, busy, a replica, a failover). */
+const NOT_NOW = /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY) /;
+
+/**
+ * A script's error with the script named; the epoch error keeps its own
+ * words. A server that cannot run it now gives code `REDIS_UNAVAILABLE`,
+ * for the runner's outage detection (the script did not run).
+ */
 function scriptError(script: LuaScript, error: unknown): Error {
   const message = String((error as Error)?.message ?? error);
   const epoch = message.match(/RENOX_EPOCH (.*)/);
   if (epoch) return new Error(epoch[1], { cause: error });
-  return new Error(`Redis script ${script.name} failed: ${message}`, { cause: error });
+  const wrapped = new Error(`Redis script ${script.name} failed: ${message}`, { cause: error });
+  return NOT_NOW.test(message) ? Object.assign(wrapped, { code: "REDIS_UNAVAILABLE" }) : wrapped;
 }
