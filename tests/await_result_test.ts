@@ -9,13 +9,8 @@ import { ResultWaiters } from "../src/admin/await_result.ts";
 import { QueueEventTarget } from "../src/events.ts";
 import { ChildScript } from "./_child.ts";
 import { within } from "./_helpers.ts";
-import { type StoreContext, storeTest } from "./_stores.ts";
+import { storeTest } from "./_stores.ts";
 import { add } from "./fixtures/job_control/jobs.ts";
-
-/** The schema a PostgreSQL variant runs in, for a store or a process of the test's own. */
-async function schemaOf(db: StoreContext): Promise<string> {
-  return (await db.query<{ s: string }>("SELECT current_schema() AS s"))[0]!.s;
-}
 
 storeTest(
   "dispatchAndWait() resolves 10,000 waiters in one process, the worker beside them",

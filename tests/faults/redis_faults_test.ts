@@ -153,7 +153,7 @@ Deno.test({
     "R04 on Redis (AOF): three work processes drain 20,000 jobs while the test dispatches 3,000 more and one process at a time is killed with SIGKILL, six times, and restarted: none lost, none completed twice, runs beyond the first only from killed processes and at most the jobs in flight at the kills",
   ignore: refusal !== null,
   async fn() {
-    await using redis = await server(true);
+    await using redis = await startPrivateRedis({ aof: true });
     await using tmp = await tempDir();
     const ledger = join(tmp.dir, "ledger.db");
     using ledgerDb = openReader(ledger);
