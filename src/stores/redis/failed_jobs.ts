@@ -26,8 +26,12 @@ import { AREA_HOOKS } from "./hooks.ts";
 import { type LuaScript, luaScript } from "./lua.ts";
 import { list } from "./script_replies.ts";
 
-/** Most jobs one call of a bulk script handles. */
-const CHUNK = 1000;
+/**
+ * Most jobs one call of a bulk script handles: a clear of 100,000 jobs took
+ * 26.5 ms per call of 1,000 on a busy 2-core machine, its slowest 96 ms
+ * (tests/faults/redis_faults_test.ts); 250 keeps each call well under 50 ms.
+ */
+const CHUNK = 250;
 
 /** `failedRow(id)`: the failed job `id` as a FailedRow (times on the caller's clock), or nil. */
 const FAILED_ROW = String.raw`

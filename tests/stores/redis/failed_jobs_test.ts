@@ -1,6 +1,6 @@
 /**
  * What only the Redis store's failed-job admin has: bulk operations run in
- * chunks of at most 1000 jobs per script, and loop until every job is done.
+ * chunks of at most 250 jobs per script, and loop until every job is done.
  * Runs when `QUEUE_TEST_REDIS_URL` is set.
  *
  * @module
