@@ -2,7 +2,7 @@
  * Redis faults, on a private `redis-server` each test starts on a free port
  * (never the shared one): the server killed with SIGKILL twice under a drain
  * (AOF on), restarted without persistence, every client connection killed
- * every 1.5 s, its scripts flushed mid-drain, and a `maxmemory` too small for
+ * every 1.5 s, its functions flushed mid-drain, and a `maxmemory` too small for
  * a dispatch. Three `work` processes of the real CLI drain while the test
  * dispatches; handlers write their runs to a SQLite ledger outside Redis.
  *
@@ -264,7 +264,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "Redis: every client connection killed every 1.5 s, and the scripts flushed, during a drain: nothing lost or completed twice, wake-ups work again afterwards",
+    "Redis: every client connection killed every 1.5 s, and the functions flushed, during a drain: nothing lost or completed twice, wake-ups work again afterwards",
   ignore: refusal !== null,
   async fn() {
     await using redis = await startPrivateRedis({ aof: true });
@@ -289,7 +289,7 @@ Deno.test({
         if (ran() >= dispatched.length) dispatched.push(...await topUp(queue, dispatched.length));
         killed += Number(await redis.command(["CLIENT", "KILL", "TYPE", "normal"]));
         killed += Number(await redis.command(["CLIENT", "KILL", "TYPE", "pubsub"]));
-        if (rounds === 1) await redis.command(["SCRIPT", "FLUSH"]);
+        if (rounds === 1) await redis.command(["FUNCTION", "FLUSH"]);
         rounds++;
         await sleep(1_500);
       }
@@ -315,7 +315,7 @@ Deno.test({
       pickups.sort((a, b) => a - b);
       const p50 = pickups[Math.floor(pickups.length / 2)]!;
       console.log(
-        `Redis connections killed: ${rounds} rounds, ${killed} connections; scripts flushed once; ` +
+        `Redis connections killed: ${rounds} rounds, ${killed} connections; functions flushed once; ` +
           `lost ${figures.lost}, run twice ${figures.runTwice}, completed twice ${figures.completedTwice}; ` +
           `pick-up after: p50 ${p50.toFixed(1)} ms`,
       );
@@ -388,7 +388,7 @@ Deno.test({
         Array.from({ length: 10_000 }, (_, i) => ({ n: n * 10_000 + i })),
       );
     }
-    // Redis 7 logs the commands a script runs in SLOWLOG too: count calls in the command stats,
+    // Redis 7 logs the commands a function runs in SLOWLOG too: count calls in the command stats,
     // and take the slowest from the latency monitor (whole ms, commands of 1 ms or more).
     await redis.command(["CONFIG", "SET", "latency-monitor-threshold", "1"]);
     await redis.command(["CONFIG", "RESETSTAT"]);
@@ -396,8 +396,8 @@ Deno.test({
     const cleared = await queue.clear();
     assert.equal(cleared, 100_000);
     const stats = String(await redis.command(["INFO", "commandstats"]));
-    const calls = Number(stats.match(/^cmdstat_evalsha:calls=(\d+)/m)?.[1] ?? 0);
-    const perCall = Number(stats.match(/^cmdstat_evalsha:.*usec_per_call=([\d.]+)/m)?.[1] ?? 0);
+    const calls = Number(stats.match(/^cmdstat_fcall:calls=(\d+)/m)?.[1] ?? 0);
+    const perCall = Number(stats.match(/^cmdstat_fcall:.*usec_per_call=([\d.]+)/m)?.[1] ?? 0);
     const latest = await redis.command(["LATENCY", "LATEST"]) as [string, number, number, number][];
     const slowest = latest.find(([event]) => event === "command")?.[3];
     console.log(

@@ -39,9 +39,9 @@ const step = defineJob({
   },
 });
 
-/** The input of a script call (`EVALSHA sha 1 meta input`), or null for any other request. */
+/** The input of a store call (`FCALL function 1 meta input`), or null for any other request. */
 function scriptInput(args: readonly string[]): Record<string, unknown> | null {
-  if (args[0]?.toUpperCase() !== "EVALSHA" || args[4] === undefined) return null;
+  if (args[0]?.toUpperCase() !== "FCALL" || args[4] === undefined) return null;
   try {
     return JSON.parse(args[4]);
   } catch {

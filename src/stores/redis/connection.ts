@@ -1,8 +1,9 @@
 /**
  * The Redis store's connection: one client for every call, and a second one
- * opened on the first watcher for the wake-up channel. Scripts are called by
- * SHA and loaded again when the server answers `NOSCRIPT` (after a restart
- * or a `SCRIPT FLUSH`); a call whose reply was lost rejects, never re-sent.
+ * opened on the first watcher for the wake-up channel. The store's rules are
+ * functions of one library, loaded on the first call and again when the
+ * server does not know them (a restart without persistence, a
+ * `FUNCTION FLUSH`); a call whose reply was lost rejects, never re-sent.
  *
  * @internal
  * @module
@@ -12,7 +13,7 @@
 // deno-lint-ignore no-import-prefix
 import { createClient } from "npm:@redis/client@^6.4";
 import { redisTarget } from "../database_url.ts";
-import type { LuaScript } from "./lua.ts";
+import { type FunctionLibrary, functionLibrary, type LuaScript } from "./lua.ts";
 
 /** The client of `@redis/client`, as the store uses it. */
 type Client = ReturnType<typeof createClient>;
@@ -37,7 +38,6 @@ export class RedisConnection {
   readonly #client: Client;
   readonly #metaKey: string;
   readonly #channel: string;
-  readonly #shas = new Map<LuaScript, string>();
   #subscriber: Client | null = null;
   readonly #listeners = new Set<() => void>();
   #closed = false;
@@ -164,27 +164,31 @@ export class RedisConnection {
 
   async #evaluate(script: LuaScript, argument: string): Promise<unknown> {
     const client = this.client;
-    let sha = this.#shas.get(script);
-    if (sha === undefined) {
-      sha = String(await client.sendCommand(["SCRIPT", "LOAD", script.source]));
-      this.#shas.set(script, sha);
-    }
+    const library = await functionLibrary();
+    // Called first, loaded only when the server does not know it: a server out of memory
+    // refuses FUNCTION LOAD, but runs the functions another process loaded before.
+    const fcall = () =>
+      client.sendCommand(["FCALL", library.functions.get(script)!, "1", this.#metaKey, argument]);
     try {
-      return await client.sendCommand(["EVALSHA", sha, "1", this.#metaKey, argument]);
+      return await fcall();
     } catch (error) {
-      if (!String((error as Error)?.message).startsWith("NOSCRIPT")) {
+      if (!/Function not found/i.test(String((error as Error)?.message))) {
         throw isConnectionError(error) ? error : scriptError(script, error);
       }
-      // The server lost its scripts (a restart, SCRIPT FLUSH): the call did not run; load and retry.
-      this.#shas.delete(script);
-      sha = String(await client.sendCommand(["SCRIPT", "LOAD", script.source]));
-      this.#shas.set(script, sha);
+      // The server lost the library (a restart without persistence, FUNCTION FLUSH): the call
+      // did not run; load it and call again.
+      await this.#load(library);
       try {
-        return await client.sendCommand(["EVALSHA", sha, "1", this.#metaKey, argument]);
+        return await fcall();
       } catch (again) {
-        throw scriptError(script, again);
+        throw isConnectionError(again) ? again : scriptError(script, again);
       }
     }
+  }
+
+  /** Loads `library` on the server (the same code under the same name loads again as it was). */
+  async #load(library: FunctionLibrary): Promise<void> {
+    await this.client.sendCommand(["FUNCTION", "LOAD", "REPLACE", library.code]);
   }
 
   /**

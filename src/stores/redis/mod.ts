@@ -1,7 +1,8 @@
 /**
  * The Redis store: the queue on the Redis an app already runs. Each rule
- * that is one transaction on SQL is one Lua script here, called by SHA;
- * times come from the server's clock (`TIME`, inside the scripts), so hosts
+ * that is one transaction on SQL is one Lua function here (one library,
+ * loaded with `FUNCTION LOAD`);
+ * times come from the server's clock (`TIME`, inside each function), so hosts
  * whose clocks disagree still agree on what is due; idle workers wake on the
  * prefix's pub/sub channel (polling stays as the fallback).
  *
