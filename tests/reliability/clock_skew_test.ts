@@ -459,6 +459,11 @@ Deno.test({
     // A poll far longer than the deadline below: only the early wake-up can start the job in time.
     const worker = queue.work({ concurrency: 1, pollMs: 120_000 });
     try {
+      // One job due now first: once it ran, the worker is up and listens for dispatches (a
+      // dispatch before its LISTEN would leave it asleep until its poll, whatever its clock).
+      const warm = nextEvent(queue, "job:complete", () => true, 30_000);
+      await queue.dispatch(delayed, null);
+      await warm;
       const started = nextEvent(queue, "job:start", () => true, 30_000);
       const id = await queue.dispatch(delayed, null, { delayMs: 2_000 });
       const dueAt = await timeOf(queue, "SELECT available_at AS t FROM jobs WHERE id = $1", [id]);
