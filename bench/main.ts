@@ -21,7 +21,7 @@ import { buildPickupRows } from "./pickup_report.ts";
 import type { PostgresBench } from "./postgres_groups.ts";
 import type { RedisBench } from "./redis_groups.ts";
 import { resolveRedisUrl } from "./redis_url.ts";
-import { redisTarget } from "../src/stores/database_url.ts";
+import { redactPassword } from "../src/stores/database_url.ts";
 import { redactPostgresUrl, resolvePostgresUrl } from "./postgres_url.ts";
 import {
   delayedBesideMeasurement,
@@ -83,7 +83,7 @@ export async function main(args: readonly string[]): Promise<number> {
       redis = await redisBench(url, flags.jobs);
     } catch (error) {
       console.error(
-        `bench: cannot reach Redis at ${redisTarget(url)}: ${
+        `bench: cannot reach Redis at ${redactPassword(url)}: ${
           error instanceof Error ? error.message : String(error)
         }`,
       );

@@ -5,11 +5,10 @@
  *
  * @module
  */
-import { Queue } from "../mod.ts";
+import type { Queue } from "../mod.ts";
 import { PostgresStore } from "../src/stores/postgres/mod.ts";
-import { BENCH_JOBS_URL } from "./jobs.ts";
 import { withTempSchema } from "./postgres_schema.ts";
-import { withoutWatch } from "./unwatched_store.ts";
+import { openBenchQueue } from "./unwatched_store.ts";
 
 /**
  * Opens a queue on `schema` (created and migrated if missing) with the
@@ -21,16 +20,7 @@ export async function openPostgresQueue(
   schema: string,
   options: { readonly watch?: boolean } = {},
 ): Promise<Queue> {
-  const store = await PostgresStore.open(url, { schema });
-  try {
-    return await Queue.open({
-      store: options.watch === false ? withoutWatch(store) : store,
-      jobs: BENCH_JOBS_URL,
-    });
-  } catch (error) {
-    await store.close();
-    throw error;
-  }
+  return openBenchQueue(await PostgresStore.open(url, { schema }), options);
 }
 
 /**

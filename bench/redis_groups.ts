@@ -39,7 +39,7 @@ import {
 } from "./queue.ts";
 // deno-lint-ignore no-import-prefix
 import { createClient } from "npm:@redis/client@^6.4";
-import { redisTarget } from "../src/stores/database_url.ts";
+import { redactPassword } from "../src/stores/database_url.ts";
 import type { RedisServer } from "./redis_environment.ts";
 import { withRedisQueue } from "./redis_queue.ts";
 import {
@@ -187,7 +187,7 @@ async function readRedisServer(url: string): Promise<RedisServer> {
     const info = await client.info("server");
     const settings = await client.configGet("append*");
     return {
-      url: redisTarget(url),
+      url: redactPassword(url),
       version: /redis_version:(\S+)/.exec(info)?.[1] ?? "unknown",
       persistence: `appendonly ${settings.appendonly ?? "?"}, appendfsync ${
         settings.appendfsync ?? "?"

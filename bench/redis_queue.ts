@@ -9,10 +9,9 @@
  */
 // deno-lint-ignore no-import-prefix
 import { createClient } from "npm:@redis/client@^6.4";
-import { Queue } from "../mod.ts";
+import type { Queue } from "../mod.ts";
 import { RedisStore } from "../src/stores/redis/mod.ts";
-import { BENCH_JOBS_URL } from "./jobs.ts";
-import { withoutWatch } from "./unwatched_store.ts";
+import { openBenchQueue } from "./unwatched_store.ts";
 
 /** Keys deleted per `UNLINK` when a run's prefix is cleaned up. */
 const UNLINK_CHUNK = 1_000;
@@ -27,16 +26,7 @@ export async function openRedisQueue(
   prefix: string,
   options: { readonly watch?: boolean } = {},
 ): Promise<Queue> {
-  const store = await RedisStore.open(url, { prefix });
-  try {
-    return await Queue.open({
-      store: options.watch === false ? withoutWatch(store) : store,
-      jobs: BENCH_JOBS_URL,
-    });
-  } catch (error) {
-    await store.close();
-    throw error;
-  }
+  return openBenchQueue(await RedisStore.open(url, { prefix }), options);
 }
 
 /**

@@ -283,6 +283,16 @@ export function orQueueError<T>(queue: EventTarget, work: Promise<T>): Promise<T
   });
 }
 
+/** A queue on `store`, which it closes with itself; the store is closed here when opening fails. */
+async function openOnStore(options: TestQueueOptions, store: Store): Promise<Queue> {
+  try {
+    return await Queue.open({ ...options, store });
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}
+
 /** `?N` becomes `$N` and each bare `?` the next `$n`; quoted text is left alone. */
 function toDollarPlaceholders(text: string): string {
   let next = 0;
@@ -318,14 +328,7 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
     },
     async open(options) {
       const clock = options.clock === undefined ? "database" : "caller";
-      const store = await RedisStore.open(url, { prefix, clock });
-      let queue: Queue;
-      try {
-        queue = await Queue.open({ ...options, store });
-      } catch (error) {
-        await store.close();
-        throw error;
-      }
+      const queue = await openOnStore(options, await RedisStore.open(url, { prefix, clock }));
       queues.push(queue);
       return queue;
     },
@@ -414,13 +417,7 @@ async function openContext(
         // The schema is made (and later dropped) by the reader's store.
         const { schema } = await openReader();
         const clock = options.clock === undefined ? "database" : "caller";
-        const store = await PostgresStore.open(url!, { schema, clock });
-        try {
-          queue = await Queue.open({ ...options, store });
-        } catch (error) {
-          await store.close();
-          throw error;
-        }
+        queue = await openOnStore(options, await PostgresStore.open(url!, { schema, clock }));
       }
       queues.push(queue);
       return queue;

@@ -26,8 +26,3 @@ export function isRedisUrl(text: string): boolean {
 export function isServerUrl(text: string): boolean {
   return isPostgresUrl(text) || isRedisUrl(text);
 }
-
-/** A Redis URL as shown in messages: its password hidden, its query (the prefix) kept. */
-export function redisTarget(text: string): string {
-  return redactPassword(text).replace(/^(rediss?:\/\/):[^@]*@/i, "$1:***@");
-}

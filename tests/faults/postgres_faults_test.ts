@@ -17,7 +17,7 @@ import { join } from "node:path";
 import postgres from "postgres";
 import { Queue } from "../../mod.ts";
 import { tempDir, waitUntil } from "../_helpers.ts";
-import { checkDrain, JOBS_URL, startWork, topUp } from "../fixtures/faults/drain.ts";
+import { checkDrain, JOBS_URL, serialPickups, startWork, topUp } from "../fixtures/faults/drain.ts";
 import { tick } from "../fixtures/faults/jobs.ts";
 import { privatePostgres } from "../fixtures/faults/private_postgres.ts";
 import { all, one, openReader } from "../fixtures/reliability/harness.ts";
@@ -196,23 +196,7 @@ Deno.test({
       assert.equal(left, 0, "jobs left in the table");
 
       // After the storm: one job at a time, the time from dispatch to its handler's start.
-      const pickups: number[] = [];
-      for (let n = 0; n < 40; n++) {
-        await sleep(50);
-        const sentAt = performance.timeOrigin + performance.now();
-        const id = await queue.dispatch(tick, { n });
-        dispatched.push(id);
-        await waitUntil(() => ran() >= dispatched.length, {
-          what: `job ${id} run`,
-          timeoutMs: 10_000,
-        });
-        const [row] = all<{ start: number }>(
-          ledgerDb,
-          "SELECT start FROM ledger WHERE job_id = ?",
-          id,
-        );
-        pickups.push(row!.start - sentAt);
-      }
+      const pickups = await serialPickups(queue, ledgerDb, dispatched, 40);
       const figures = checkDrain(ledgerDb, dispatched, workers);
       const p50 = quantile(pickups, 0.5);
       console.log(

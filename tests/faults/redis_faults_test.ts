@@ -14,11 +14,11 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { Queue } from "../../mod.ts";
 import { tempDir, waitUntil } from "../_helpers.ts";
-import { checkDrain, JOBS_URL, startWork, topUp } from "../fixtures/faults/drain.ts";
+import { checkDrain, JOBS_URL, serialPickups, startWork, topUp } from "../fixtures/faults/drain.ts";
 import { padded, tick } from "../fixtures/faults/jobs.ts";
 import { privateRedisRefusal, startPrivateRedis } from "../fixtures/faults/private_redis.ts";
 import { all, type ChildProcess, one, openReader } from "../fixtures/reliability/harness.ts";
-import { cliEvents, workerStarted } from "../fixtures/reliability_postgres/harness.ts";
+import { cliEvents, quantile, workerStarted } from "../fixtures/reliability_postgres/harness.ts";
 
 const refusal = await privateRedisRefusal();
 if (refusal !== null) console.log(`Redis fault tests skipped: ${refusal}`);
@@ -294,26 +294,9 @@ Deno.test({
         await sleep(1_500);
       }
       await drained(queue, ran, dispatched, workers);
-      const pickups: number[] = [];
-      for (let n = 0; n < 20; n++) {
-        await sleep(50);
-        const sentAt = performance.timeOrigin + performance.now();
-        const id = await queue.dispatch(tick, { n });
-        dispatched.push(id);
-        await waitUntil(() => ran() >= dispatched.length, {
-          what: `job ${id} run`,
-          timeoutMs: 10_000,
-        });
-        const [row] = all<{ start: number }>(
-          ledgerDb,
-          "SELECT start FROM ledger WHERE job_id = ?",
-          id,
-        );
-        pickups.push(row!.start - sentAt);
-      }
+      const pickups = await serialPickups(queue, ledgerDb, dispatched, 20);
       const figures = checkDrain(ledgerDb, dispatched, workers);
-      pickups.sort((a, b) => a - b);
-      const p50 = pickups[Math.floor(pickups.length / 2)]!;
+      const p50 = quantile(pickups, 0.5);
       console.log(
         `Redis connections killed: ${rounds} rounds, ${killed} connections; functions flushed once; ` +
           `lost ${figures.lost}, run twice ${figures.runTwice}, completed twice ${figures.completedTwice}; ` +

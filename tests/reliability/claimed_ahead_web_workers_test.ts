@@ -77,6 +77,23 @@ async function untilHeld(db: StoreContext, s: Scenario, concurrency: number): Pr
 const nothingLeased = (db: StoreContext) => async () =>
   (await db.count("jobs", "token IS NOT NULL")) === 0;
 
+/** Resumes the paused queue, waits until no job is left, stops `worker`, and checks each ran once. */
+async function resumeAndRunEachOnce(
+  db: StoreContext,
+  s: Scenario,
+  worker: { stop(): Promise<unknown> },
+): Promise<void> {
+  await s.other.resume("default");
+  await waitUntil(async () => (await db.count("jobs")) === 0, {
+    what: "every job to run",
+    timeoutMs: DEADLINE_MS,
+  });
+  await worker.stop();
+  const starts = ledgerIds(s.ledger);
+  assert.equal(new Set(starts).size, s.ids.length, "a job never ran");
+  assert.equal(starts.length, s.ids.length, "a job ran twice");
+}
+
 for (const concurrency of [8, 32]) {
   storeTest.sql(
     `Web Workers c${concurrency}: Queue.cancel() of jobs claimed ahead while every slot is held: none of them starts afterwards`,
@@ -123,15 +140,7 @@ for (const concurrency of [8, 32]) {
           `pause, ${startedAfter} started after pause() resolved`,
       );
       assert.equal(startedAfter, 0, "a job started after pause() resolved");
-      await s.other.resume("default");
-      await waitUntil(async () => (await db.count("jobs")) === 0, {
-        what: "every job to run",
-        timeoutMs: DEADLINE_MS,
-      });
-      await worker.stop();
-      const starts = ledgerIds(s.ledger);
-      assert.equal(new Set(starts).size, s.ids.length, "a job never ran");
-      assert.equal(starts.length, s.ids.length, "a job ran twice");
+      await resumeAndRunEachOnce(db, s, worker);
     },
   );
 }
@@ -196,15 +205,7 @@ storeTest.sql(
     // A job whose start was confirmed before the pause holds its slot: it is running to every
     // rule, though its handler may begin a moment after pause() resolved.
     assert.ok(startedAfter <= 32, `${startedAfter} jobs started after pause() resolved`);
-    await s.other.resume("default");
-    await waitUntil(async () => (await db.count("jobs")) === 0, {
-      what: "every job to run",
-      timeoutMs: DEADLINE_MS,
-    });
-    await worker.stop();
-    const starts = ledgerIds(s.ledger);
-    assert.equal(new Set(starts).size, s.ids.length, "a job never ran");
-    assert.equal(starts.length, s.ids.length, "a job ran twice");
+    await resumeAndRunEachOnce(db, s, worker);
   },
 );
 

@@ -36,7 +36,7 @@ import type {
 import { type StoredBatch, toBatchRow } from "../sql/stored_rows.ts";
 import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
-import { dispatchScript } from "./dispatch_script.ts";
+import { dispatch, dispatchScript } from "./dispatch_script.ts";
 import { luaScript } from "./lua.ts";
 
 /** Most batches one call of the prune script deletes; `pruneBatches` calls it again until done. */
@@ -188,12 +188,7 @@ export function insertChain(
   chain: NewChainRow,
   stage?: string,
 ): Promise<number> {
-  return redis.callIdempotent<number>(INSERT_CHAIN, {
-    now: chain.first.createdAt,
-    chain,
-    token: crypto.randomUUID(),
-    ...(stage === undefined ? {} : { stage }),
-  });
+  return dispatch<number>(redis, INSERT_CHAIN, { now: chain.first.createdAt, chain }, stage);
 }
 
 /** Inserts a batch with its jobs and callbacks; a batch without jobs finishes at once. */
@@ -202,14 +197,11 @@ export async function insertBatch(
   batch: NewBatchRow,
   stage?: string,
 ): Promise<InsertedBatch> {
-  const inserted = await redis.callIdempotent<{ id: number; jobIds: number[] }>(
+  const inserted = await dispatch<{ id: number; jobIds: number[] }>(
+    redis,
     INSERT_BATCH,
-    {
-      now: batch.createdAt,
-      batch,
-      token: crypto.randomUUID(),
-      ...(stage === undefined ? {} : { stage }),
-    },
+    { now: batch.createdAt, batch },
+    stage,
   );
   return { id: inserted.id, jobIds: list(inserted.jobIds) };
 }
@@ -220,11 +212,10 @@ export async function addToBatch(
   batchId: number,
   rows: readonly NewJobRow[],
 ): Promise<number[]> {
-  const reply = await redis.callIdempotent<number[] | { refused: string }>(ADD_TO_BATCH, {
+  const reply = await dispatch<number[] | { refused: string }>(redis, ADD_TO_BATCH, {
     now: rows[0]?.createdAt ?? Date.now(),
     batchId,
     rows,
-    token: crypto.randomUUID(),
   });
   if ("refused" in reply) throw new Error(reply.refused);
   return list(reply);

@@ -12,7 +12,7 @@
 // its own import map, which need not list this dependency.
 // deno-lint-ignore no-import-prefix
 import { createClient } from "npm:@redis/client@^6.4";
-import { redisTarget } from "../database_url.ts";
+import { redactPassword } from "../database_url.ts";
 import { type FunctionLibrary, functionLibrary, type LuaScript } from "./lua.ts";
 
 /** The client of `@redis/client`, as the store uses it. */
@@ -113,16 +113,21 @@ export class RedisConnection {
   /**
    * Runs `script` as {@linkcode RedisConnection.call} does; when the call's
    * outcome is unknown (the connection dropped before its reply), calls it
-   * once more with the same input once the client is connected again. Only
-   * for scripts whose input makes a second run a no-op (a dispatch token);
-   * the input gets `keepS`, how long the server must keep the first reply.
+   * once more with the same input once the client is connected again. For
+   * the scripts of `dispatch_script.ts`: the input gets `token`, the call's
+   * own, which makes the second run give back the first one's reply, and
+   * `keepS`, how long the server must keep that reply.
    */
   async callIdempotent<T>(
     script: LuaScript,
     input: CallContext & Record<string, unknown>,
   ): Promise<T> {
     // The server keeps the first reply as long as the second call may come, and a margin.
-    const withKeep = { ...input, keepS: Math.ceil(this.#settings.connectTimeoutMs / 1000) + 30 };
+    const withKeep = {
+      ...input,
+      token: crypto.randomUUID(),
+      keepS: Math.ceil(this.#settings.connectTimeoutMs / 1000) + 30,
+    };
     try {
       return await this.call<T>(script, withKeep);
     } catch (error) {
@@ -154,7 +159,7 @@ export class RedisConnection {
       : error;
     const detail = (cause as Error)?.message ?? String(cause);
     const wrapped = new Error(
-      `Cannot reach the Redis server at ${redisTarget(this.#settings.url)}: ${
+      `Cannot reach the Redis server at ${redactPassword(this.#settings.url)}: ${
         after === undefined ? detail : `${after} (${detail})`
       } (the server is down, restarting or cut the connection; calls work again once it is back)`,
       { cause },

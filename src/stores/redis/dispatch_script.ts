@@ -6,12 +6,14 @@
  * @internal
  * @module
  */
+import type { CallContext, RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import { type LuaScript, luaScript } from "./lua.ts";
 
 /**
  * A script named `name` whose `body` stores jobs and sets the local
- * `reply` (a JSON string); input `token`, the dispatch's, and `keepS`. The
+ * `reply` (a JSON string); input `token`, the dispatch's, and `keepS` (both
+ * added by {@linkcode dispatch}). The
  * reply is kept under the token for `keepS` seconds (as long as a retry may
  * come: `RedisConnection.callIdempotent` sets it from how long it waits for
  * the connection), and idle workers are woken unless the call writes inside
@@ -33,4 +35,18 @@ if STAGE == nil then wake() end
 return reply
 `,
   );
+}
+
+/**
+ * Runs `script` (one of {@linkcode dispatchScript}'s) with `input`, inside
+ * transaction `stage` when given, sent once more if its reply was lost
+ * (`RedisConnection.callIdempotent`, which gives it its token).
+ */
+export function dispatch<T>(
+  redis: RedisConnection,
+  script: LuaScript,
+  input: CallContext & Record<string, unknown>,
+  stage?: string,
+): Promise<T> {
+  return redis.callIdempotent<T>(script, stage === undefined ? input : { ...input, stage });
 }

@@ -16,12 +16,12 @@ import type {
   CancelRequested,
   FinishedFilter,
   FinishedJob,
-  FinishedState,
   JobResultRow,
   Lease,
   Page,
   PausedQueue,
 } from "../store.ts";
+import { type StoredFinished, toFinishedJob } from "../sql/stored_rows.ts";
 import type { RedisConnection } from "./connection.ts";
 import { HISTORY, PRUNE_CHUNK } from "./job_control_hooks.ts";
 import { AREA_HOOKS } from "./hooks.ts";
@@ -234,39 +234,6 @@ interface StoredResult {
   readonly output: string | null;
   readonly error: string | null;
   readonly cancel_requested: string | null;
-}
-
-/** A kept job as the scripts give it back. */
-interface StoredFinished {
-  readonly id: number;
-  readonly queue: string;
-  readonly name: string;
-  readonly state: FinishedState;
-  readonly payload: string;
-  readonly output: string | null;
-  readonly error: string | null;
-  readonly attempts: number;
-  readonly created_at: number;
-  readonly started_at: number | null;
-  readonly finished_at: number;
-  readonly duration_ms: number | null;
-}
-
-function toFinishedJob(row: StoredFinished): FinishedJob {
-  return {
-    id: row.id,
-    queue: row.queue,
-    name: row.name,
-    state: row.state,
-    payload: row.payload,
-    output: row.output,
-    error: row.error,
-    attempts: row.attempts,
-    createdAt: new Date(row.created_at),
-    startedAt: row.started_at === null ? null : new Date(row.started_at),
-    finishedAt: new Date(row.finished_at),
-    durationMs: row.duration_ms,
-  };
 }
 
 /** Where job `id` stands at `now`, or null when nothing holds it. */

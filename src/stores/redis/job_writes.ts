@@ -18,7 +18,7 @@ import * as chainsBatches from "./chains_batches.ts";
 import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import * as keys from "./keys.ts";
-import { dispatchScript } from "./dispatch_script.ts";
+import { dispatch, dispatchScript } from "./dispatch_script.ts";
 import { luaScript } from "./lua.ts";
 
 /** How long a transaction may stay open before a later one removes its writes, in ms. */
@@ -97,13 +97,7 @@ export async function insertJobs(
   stage?: string,
 ): Promise<number[]> {
   if (rows.length === 0) return [];
-  const input = {
-    now: rows[0]!.createdAt,
-    rows,
-    token: crypto.randomUUID(),
-    ...(stage === undefined ? {} : { stage }),
-  };
-  return await redis.callIdempotent<number[]>(INSERT_JOBS, input);
+  return await dispatch<number[]>(redis, INSERT_JOBS, { now: rows[0]!.createdAt, rows }, stage);
 }
 
 /**

@@ -24,7 +24,7 @@
  */
 import type { KeyedInsert, KeyedJobRow, MiddlewareRequest } from "../store.ts";
 import type { RedisConnection } from "./connection.ts";
-import { dispatchScript } from "./dispatch_script.ts";
+import { dispatch, dispatchScript } from "./dispatch_script.ts";
 import { luaScript } from "./lua.ts";
 
 /** Input: `rows` (KeyedJobRow[]), `token` (the dispatch's). Reply: a KeyedInsert per row. */
@@ -108,14 +108,9 @@ export async function insertKeyed(
   stage?: string,
 ): Promise<KeyedInsert[]> {
   if (rows.length === 0) return [];
-  const input = {
-    now: rows[0]!.createdAt,
-    rows,
-    token: crypto.randomUUID(),
-    ...(stage === undefined ? {} : { stage }),
-  };
   // One outcome per row, and there are rows: never an empty Lua table (which encodes as {}).
-  return await redis.callIdempotent<KeyedInsert[]>(INSERT_KEYED, input);
+  const input = { now: rows[0]!.createdAt, rows };
+  return await dispatch<KeyedInsert[]>(redis, INSERT_KEYED, input, stage);
 }
 
 /** Checks each claimed job's middleware in order, in one script; see `Store.acquire`. */

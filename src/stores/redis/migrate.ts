@@ -35,9 +35,8 @@ const warned = new Set<string>();
 
 /** Checks the server and takes the store's epoch (see the module's doc). */
 export async function migrate(redis: RedisConnection): Promise<void> {
-  const info = String(await redis.client.sendCommand(["INFO", "server"])) +
-    String(await redis.client.sendCommand(["INFO", "memory"])) +
-    String(await redis.client.sendCommand(["INFO", "persistence"]));
+  // One call: the default sections hold the server, memory and persistence ones, on every version.
+  const info = String(await redis.client.sendCommand(["INFO"]));
   const field = (name: string) => info.match(new RegExp(`^${name}:(.*)$`, "m"))?.[1]?.trim();
   const version = field("redis_version") ?? "";
   const major = Number(version.split(".")[0]);
@@ -54,14 +53,12 @@ export async function migrate(redis: RedisConnection): Promise<void> {
     );
   }
   const aof = field("aof_enabled");
-  const rdbSaves = field("rdb_last_save_time") !== undefined &&
-    field("rdb_changes_since_last_save");
   const server = `${field("tcp_port") ?? ""}:${field("run_id") ?? ""}`;
   if (aof === "0" && !warned.has(server)) {
     warned.add(server);
     console.warn(
       "@renox/queue: the Redis server has no append-only file (appendonly no): a restart loses " +
-        `the jobs written since its last snapshot${rdbSaves ? "" : ""}. Set appendonly yes ` +
+        `the jobs written since its last snapshot. Set appendonly yes ` +
         "(docs/redis.md, durability)",
     );
   }

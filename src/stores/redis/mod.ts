@@ -74,7 +74,7 @@ import * as jobLogs from "./job_logs.ts";
 import * as jobWrites from "./job_writes.ts";
 import * as keys from "./keys.ts";
 import { migrate } from "./migrate.ts";
-import { isRedisUrl, redisTarget } from "../database_url.ts";
+import { isRedisUrl, redactPassword } from "../database_url.ts";
 import * as schedules from "./schedules.ts";
 import * as stats from "./stats.ts";
 import * as tick from "./tick.ts";
@@ -124,7 +124,7 @@ export class RedisStore implements Store, AsyncDisposable {
   static async open(url: string, options: RedisStoreOptions = {}): Promise<RedisStore> {
     if (!isRedisUrl(url)) {
       throw new TypeError(
-        `url must start with redis:// or rediss://: got ${shown(redisTarget(url))}`,
+        `url must start with redis:// or rediss://: got ${shown(redactPassword(url))}`,
       );
     }
     let target: URL;
@@ -132,7 +132,7 @@ export class RedisStore implements Store, AsyncDisposable {
       target = new URL(url);
     } catch {
       // The URL parser's own message quotes the whole URL, password included.
-      throw new TypeError(`url is not a valid URL: got ${shown(redisTarget(url))}`);
+      throw new TypeError(`url is not a valid URL: got ${shown(redactPassword(url))}`);
     }
     const prefix = options.prefix ?? target.searchParams.get("prefix") ?? "renox";
     if (!/^[A-Za-z0-9_.:-]{1,100}$/.test(prefix)) {
@@ -160,7 +160,9 @@ export class RedisStore implements Store, AsyncDisposable {
       );
     } catch (error) {
       throw new Error(
-        `could not connect to Redis at ${redisTarget(url)}: ${(error as Error)?.message ?? error}`,
+        `could not connect to Redis at ${redactPassword(url)}: ${
+          (error as Error)?.message ?? error
+        }`,
         { cause: error },
       );
     }

@@ -98,11 +98,7 @@ for _, plan in ipairs(INPUT.plans) do
       end
     end
     if plan.advance then state.nextSlot = plan.next end
-    if last ~= nil then
-      state.lastSlot = last.slot
-      state.lastJobId = last.id
-      state.lastFiredAt = NOW
-    end
+    S.ranLast(state, last)
     S.write(state)
     S.index(state)
     if last ~= nil and plan.advance then S.prune(state.name) end

@@ -54,6 +54,8 @@ const RUNS_PRUNED = 100;
  * - `S.dropRuns(name, before, skip, limit, onlyEnded)`: drops run records
  *   (see there).
  * - `S.prune(name)`: drops the records of runs older than the time kept.
+ * - `S.ranLast(state, last)`: records `last` ({slot, id}, or nil for no run)
+ *   as the schedule's last run, fired now.
  */
 export const SCHEDULE_RUNS = String.raw`
 local S = {}
@@ -148,6 +150,13 @@ function S.dropRuns(name, before, skip, limit, onlyEnded)
 end
 
 function S.prune(name) S.dropRuns(name, '(' .. (NOW - ${RUNS_KEPT_MS}), 0, ${RUNS_PRUNED}, false) end
+
+function S.ranLast(state, last)
+  if last == nil then return end
+  state.lastSlot = last.slot
+  state.lastJobId = last.id
+  state.lastFiredAt = NOW
+end
 `;
 
 const timesCache = new Map<string, ScheduleTimes>();

@@ -141,11 +141,7 @@ for i, run in ipairs(INPUT.runs) do
     end
   end
 end
-if last ~= nil then
-  state.lastSlot = last.slot
-  state.lastJobId = last.id
-  state.lastFiredAt = NOW
-end
+S.ranLast(state, last)
 S.write(state)
 S.prune(state.name)
 if last ~= nil then wake() end

@@ -14,6 +14,7 @@ import type {
 } from "../rows/job_control.ts";
 import type { Page, Settlement } from "../store.ts";
 import { clockParam, type Dialect } from "./dialect.ts";
+import { type StoredFinished, toFinishedJob } from "./stored_rows.ts";
 import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 import type { PruneSchedule } from "./upkeep.ts";
@@ -194,41 +195,9 @@ export function* results(
   return found;
 }
 
-interface StoredCompleted {
-  readonly id: number;
-  readonly queue: string;
-  readonly name: string;
-  readonly state: FinishedState;
-  readonly payload: string;
-  readonly output: string | null;
-  readonly error: string | null;
-  readonly attempts: number;
-  readonly created_at: number;
-  readonly started_at: number | null;
-  readonly finished_at: number;
-  readonly duration_ms: number | null;
-}
-
-function toFinishedJob(row: StoredCompleted): FinishedJob {
-  return {
-    id: Number(row.id),
-    queue: row.queue,
-    name: row.name,
-    state: row.state,
-    payload: row.payload,
-    output: row.output,
-    error: row.error,
-    attempts: Number(row.attempts),
-    createdAt: new Date(Number(row.created_at)),
-    startedAt: row.started_at === null ? null : new Date(Number(row.started_at)),
-    finishedAt: new Date(Number(row.finished_at)),
-    durationMs: row.duration_ms === null ? null : Number(row.duration_ms),
-  };
-}
-
 /** Kept jobs matching `filter`, last finished first. */
 export function* finished(filter: FinishedFilter, page: Page): Script<FinishedJob[]> {
-  const { rows } = yield* exec<StoredCompleted>(
+  const { rows } = yield* exec<StoredFinished>(
     COMPLETED_PAGE,
     filter.name ?? null,
     filter.queue ?? null,
@@ -240,7 +209,7 @@ export function* finished(filter: FinishedFilter, page: Page): Script<FinishedJo
 
 /** One kept job, or null. */
 export function* finishedJob(id: number): Script<FinishedJob | null> {
-  const { rows: [row] } = yield* exec<StoredCompleted>(COMPLETED_ONE, id);
+  const { rows: [row] } = yield* exec<StoredFinished>(COMPLETED_ONE, id);
   return row === undefined ? null : toFinishedJob(row);
 }
 

@@ -6,7 +6,14 @@
  * @internal
  * @module
  */
-import type { BatchRow, ClaimedJob, FailedJob, RunningJobOnQueue } from "../store.ts";
+import type {
+  BatchRow,
+  ClaimedJob,
+  FailedJob,
+  FinishedJob,
+  FinishedState,
+  RunningJobOnQueue,
+} from "../store.ts";
 
 /** The links of a job to its chain and batch, as the settling statements return them. */
 export interface JobLinks {
@@ -177,4 +184,38 @@ export function countMembers(rows: readonly JobLinks[]): Map<number, number> {
     if (batchId !== null && member === 1) counts.set(batchId, (counts.get(batchId) ?? 0) + 1);
   }
   return counts;
+}
+
+/** A kept finished job as the listing statements (and the Redis store's scripts) return it. */
+export interface StoredFinished {
+  readonly id: number;
+  readonly queue: string;
+  readonly name: string;
+  readonly state: FinishedState;
+  readonly payload: string;
+  readonly output: string | null;
+  readonly error: string | null;
+  readonly attempts: number;
+  readonly created_at: number;
+  readonly started_at: number | null;
+  readonly finished_at: number;
+  readonly duration_ms: number | null;
+}
+
+/** A kept finished job as the store hands it out. */
+export function toFinishedJob(row: StoredFinished): FinishedJob {
+  return {
+    id: Number(row.id),
+    queue: row.queue,
+    name: row.name,
+    state: row.state,
+    payload: row.payload,
+    output: row.output,
+    error: row.error,
+    attempts: Number(row.attempts),
+    createdAt: new Date(Number(row.created_at)),
+    startedAt: row.started_at === null ? null : new Date(Number(row.started_at)),
+    finishedAt: new Date(Number(row.finished_at)),
+    durationMs: row.duration_ms === null ? null : Number(row.duration_ms),
+  };
 }
