@@ -88,6 +88,55 @@ export class JobTimeoutError extends Error {
   }
 }
 
+/**
+ * A job's recorded steps no longer match what its code asks for (the code
+ * changed under a running job): the step at one call position has another
+ * name than the memo recorded there, or a name recorded at another
+ * position. The job fails for good: no memo is ever handed to the wrong
+ * step.
+ */
+export class StepMismatchError extends PermanentError {
+  /** The call position (from 1) where they differ. */
+  readonly seq: number;
+  /** The key recorded there (or where `asked` was recorded), or null when none was. */
+  readonly recorded: string | null;
+  /** The key the code asked for there. */
+  readonly asked: string;
+
+  /** Builds the error naming both keys and the position. */
+  constructor(jobName: string, seq: number, recorded: string | null, asked: string) {
+    super(
+      recorded === null
+        ? `Job "${jobName}": step ${
+          JSON.stringify(asked)
+        } at position ${seq} was recorded at another position: the code changed under a running job`
+        : `Job "${jobName}": step ${JSON.stringify(asked)} at position ${seq}, but ${
+          JSON.stringify(recorded)
+        } was recorded there: the code changed under a running job`,
+    );
+    this.name = "StepMismatchError";
+    this.seq = seq;
+    this.recorded = recorded;
+    this.asked = asked;
+  }
+}
+
+/** A durable step ran past its `timeoutMs`: the attempt ends, and the next resumes at that step. */
+export class StepTimeoutError extends Error {
+  /** The step's key. */
+  readonly key: string;
+  /** The limit that was passed, in milliseconds. */
+  readonly timeoutMs: number;
+
+  /** Builds the error for step `key` that ran past `timeoutMs`. */
+  constructor(key: string, timeoutMs: number, options?: ErrorOptions) {
+    super(`Step ${JSON.stringify(key)} timed out after ${timeoutMs} ms`, options);
+    this.name = "StepTimeoutError";
+    this.key = key;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
 /** `thrown` as an `Error`, wrapping anything else that was thrown. @internal */
 export function asError(thrown: unknown): Error {
   if (thrown instanceof Error) return thrown;

@@ -10,6 +10,7 @@ import { shown } from "./shown.ts";
 import { assertBackoff, type Backoff, defaultBackoff, MAX_DELAY_MS } from "./backoff.ts";
 import type { JobMiddleware } from "./middleware.ts";
 import { assertName, assertQueueName } from "./names.ts";
+import type { StepOptions, WaitOptions } from "./steps.ts";
 
 /** Options for one dispatch. */
 export interface DispatchOptions {
@@ -183,6 +184,37 @@ export interface JobContext {
    * comes back after `delayMs` (default 0). It still counts as an attempt.
    */
   release(delayMs?: number): void;
+  /**
+   * Runs `fn` once, durably: its return value (JSON) is recorded on the job
+   * before the step resolves, and every later attempt of this job returns
+   * the recorded value without running `fn` again. A step that throws is
+   * not recorded; the attempt fails as usual and the next one resumes at
+   * this step. A name used again in one run is numbered (`send`, `send#2`);
+   * `#` is reserved. `fn` gets a signal that aborts with the attempt or at
+   * the step's `timeoutMs`. Steps run one after another: calling one while
+   * another runs throws a `TypeError`.
+   */
+  step<T>(
+    name: string,
+    fn: (signal: AbortSignal) => T | Promise<T>,
+    options?: StepOptions<T>,
+  ): Promise<T>;
+  /**
+   * Sleeps `ms` without holding a slot: the attempt ends, and the job is due
+   * again at the wake time (recorded, so a restart in between changes
+   * nothing). Sleeping does not count as an attempt; the handler runs again
+   * from the top, its recorded steps returned as they were.
+   */
+  sleep(name: string, ms: number): Promise<void>;
+  /** As {@linkcode JobContext.sleep}, until `until`. */
+  sleepUntil(name: string, until: Date | number): Promise<void>;
+  /**
+   * Waits for a signal named `name` (`queue.signal(id, name, payload)`)
+   * without holding a slot, and resolves its payload, or null once
+   * `timeoutMs` passed without one. A signal sent before the wait began is
+   * kept in the job's mailbox; each wait takes the oldest of its name.
+   */
+  waitFor<T = unknown>(name: string, options?: WaitOptions<T>): Promise<T | null>;
 }
 
 /** What a `failed` hook learns about the job that failed for good. */

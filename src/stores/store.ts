@@ -53,6 +53,7 @@ import type {
   SettleResult,
 } from "./rows/tick.ts";
 import type { LogLineRow, TickRecords } from "./rows/logs.ts";
+import type { JobStepsRow, SignalOutcome, SignalRequest } from "./rows/steps.ts";
 
 export type * from "./rows/dispatch.ts";
 export type * from "./rows/job_control.ts";
@@ -60,6 +61,7 @@ export type * from "./rows/logs.ts";
 export type * from "./rows/read.ts";
 export type * from "./rows/tick.ts";
 export type * from "./rows/schedules.ts";
+export type * from "./rows/steps.ts";
 export type { SpendLimits } from "./rows/spend_limits.ts";
 export { FROM_PREVIOUS_OUTPUT } from "./rows/dispatch.ts";
 export { METRICS_RETENTION_MS, RUNTIME_BUCKETS_MS, runtimeBucket } from "./rows/read.ts";
@@ -339,6 +341,28 @@ export interface JobControlStore {
   paused(now: number): Promise<PausedQueue[]>;
 }
 
+/**
+ * Durable steps: the memos a job's handler left (written by its worker as
+ * `step` and `park` settlements) and its mailbox of signals.
+ */
+export interface StepStore {
+  /**
+   * Job `id`'s memos (by `seq`) and the signals waiting in its mailbox
+   * (oldest first); both empty when it has none. Memos and signals are kept
+   * while the job is unfinished, failed, or kept finished, and pruned with
+   * the log lines once it is in none of those.
+   */
+  jobSteps(id: number): Promise<JobStepsRow>;
+  /**
+   * Sends a signal to a job, in one transaction: an unfinished job keeps it
+   * in its mailbox (`"buffered"`), and one parked in a wait for a signal of
+   * that name is due at once (`"delivered"`, idle workers woken); an ended
+   * job (failed, or kept finished) answers `"finished"` and an unknown one
+   * `"not-found"`, storing nothing.
+   */
+  signal(request: SignalRequest): Promise<SignalOutcome>;
+}
+
 /** A storage engine for jobs: every role, and its lifetime. */
 export interface Store
   extends
@@ -348,6 +372,7 @@ export interface Store
     StatsStore,
     ScheduleStore,
     JobControlStore,
+    StepStore,
     AsyncDisposable {
   /** Brings the schema up to date; safe to call from several processes at once. */
   migrate(): Promise<void>;

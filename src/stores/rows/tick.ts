@@ -8,6 +8,7 @@
 
 import type { ScheduleFiring } from "./schedules.ts";
 import type { SpendLimits } from "./spend_limits.ts";
+import type { StepWrite } from "./steps.ts";
 
 /** The middleware of one claimed job, to check before it starts. */
 export interface MiddlewareRequest {
@@ -202,6 +203,44 @@ export type Settlement =
      * error; added to the metrics rollup's runtime.
      */
     readonly durationMs?: number;
+  }
+  | {
+    /**
+     * A durable step of the running attempt ended: its memo is written (a
+     * wait that took a signal deletes it from the mailbox in the same
+     * write, and one of the same `seq` is replaced: a wait that was
+     * waiting). The job stays leased.
+     */
+    readonly kind: "step";
+    /** The job's id. */
+    readonly id: number;
+    /** Its reservation token. */
+    readonly token: number;
+    /** When the step ended. */
+    readonly at: number;
+    /** The memo. */
+    readonly step: StepWrite;
+  }
+  | {
+    /**
+     * The handler sleeps or waits for a signal without a slot: the job goes
+     * back to wait until `availableAt` with its attempt given back (not a
+     * retry: no error, counted nowhere), and the sleep's or wait's memo is
+     * written. A wait (`step.kind` `"wait"`, not done) whose signal is
+     * already in the mailbox is due at `at` instead, so no signal sent while
+     * the attempt ran is missed.
+     */
+    readonly kind: "park";
+    /** The job's id. */
+    readonly id: number;
+    /** Its reservation token. */
+    readonly token: number;
+    /** When it parked. */
+    readonly at: number;
+    /** When it is due again (the sleep's wake time, the wait's timeout), on the clock of `at`. */
+    readonly availableAt: number;
+    /** The memo of the sleep or the wait. */
+    readonly step: StepWrite;
   }
   | {
     /** The job fails for good: it moves to the failed jobs. */
