@@ -35,6 +35,8 @@ import {
 import { type MetricsOptions, type QueueMetrics, readMetrics } from "./admin/metrics.ts";
 import { QueueGauges } from "./admin/queue_gauges.ts";
 import { JobResults } from "./admin/results.ts";
+import { readSteps, sendSignal } from "./admin/steps.ts";
+import type { JobStep, SignalOutcome } from "./steps.ts";
 import {
   listUnclaimed,
   listWorkers,
@@ -523,6 +525,41 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   async logs(id: number, options: LogsOptions = {}): Promise<JobLogLine[]> {
     this.#assertOpen("read a job's log");
     return await readJobLog(this.#store, assertId(id), options, this.#cipher);
+  }
+
+  /**
+   * The durable steps job `id` recorded (`ctx.step`, `ctx.sleep`,
+   * `ctx.waitFor`), by call position; empty when it has none or they were
+   * pruned with its history. Outputs are read back from JSON; an encrypted
+   * one is only flagged (`encrypted`), never opened here.
+   *
+   * @example List what a job has done so far
+   * ```ts ignore
+   * for (const step of await queue.steps(id)) console.log(step.seq, step.key, step.state);
+   * ```
+   */
+  async steps(id: number): Promise<JobStep[]> {
+    this.#assertOpen("read a job's steps");
+    return await readSteps(this.#store, id);
+  }
+
+  /**
+   * Sends signal `name` with `payload` (JSON) to job `id`, for its
+   * `ctx.waitFor(name)`: `"delivered"` when the job was waiting for it (it
+   * is due at once), `"buffered"` when it is kept in the job's mailbox for a
+   * wait to come (the job has not reached it yet, or runs now),
+   * `"finished"` when the job already ended, `"not-found"` when there is no
+   * such job (nothing is stored for those two). With an app key the payload
+   * is stored encrypted.
+   *
+   * @example Answer a job waiting for a survey
+   * ```ts ignore
+   * await queue.signal(jobId, "survey", { score: 9 }); // "delivered"
+   * ```
+   */
+  async signal(id: number, name: string, payload?: unknown): Promise<SignalOutcome> {
+    this.#assertOpen("send a signal");
+    return await sendSignal(this.#store, this.#cipher, this.#clock, id, name, payload);
   }
 
   /** One failed job by id, or null. */

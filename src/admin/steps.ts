@@ -1,0 +1,98 @@
+/**
+ * Durable steps seen from outside a handler: the steps a job recorded
+ * (`queue.steps(id)`), and the signals sent to it (`queue.signal()`).
+ *
+ * @module
+ */
+import type { Clock } from "../clock.ts";
+import { isEncryptedPayload, type PayloadCipher } from "../encryption.ts";
+import { jsonChange } from "../json_safe.ts";
+import { assertName } from "../names.ts";
+import { DEFAULT_MAX_PAYLOAD_BYTES } from "../payload.ts";
+import type { JobStep } from "../steps.ts";
+import type { SignalOutcome, StepStore } from "../stores/store.ts";
+import { assertId } from "./listing.ts";
+
+/** What a signal's payload is sealed for: its job and its name, so it cannot pass for another. */
+export function signalSealedAs(jobId: number, name: string): string {
+  return `${jobId}#signal:${name}`;
+}
+
+/** What a step's output is sealed for: its job and its key. */
+export function stepSealedAs(jobId: number, key: string): string {
+  return `${jobId}#step:${key}`;
+}
+
+/**
+ * Checks a step or signal name: 1 to 255 characters, no NUL, and no `#`
+ * (reserved for the numbering of a name used again in one run).
+ */
+export function assertStepName(name: unknown, where: string, what: string): string {
+  assertName(name, where, what);
+  if ((name as string).includes("#")) {
+    throw new TypeError(
+      `${where}: ${what} must not contain "#" (it numbers a name used again in one run): got ${
+        JSON.stringify(name)
+      }`,
+    );
+  }
+  return name as string;
+}
+
+/** The steps job `id` recorded, by call position. */
+export async function readSteps(store: StepStore, id: number): Promise<JobStep[]> {
+  const { steps } = await store.jobSteps(assertId(id));
+  return steps.map((row) => {
+    const encrypted = row.output !== null && isEncryptedPayload(row.output);
+    return {
+      seq: row.seq,
+      key: row.key,
+      kind: row.kind,
+      state: row.done ? "done" : "waiting",
+      ...(row.output !== null && !encrypted && { output: JSON.parse(row.output) }),
+      encrypted,
+      until: row.until === null ? null : new Date(row.until),
+      attempt: row.attempt,
+      durationMs: row.durationMs,
+      at: new Date(row.at),
+    };
+  });
+}
+
+/**
+ * Sends signal `name` to job `id`: its payload (JSON; sealed with the app
+ * key when there is one, bound to the job and the name) goes to the job's
+ * mailbox. Throws `TypeError` for a bad name or a payload that is not JSON
+ * or over 256 KiB, storing nothing.
+ */
+export async function sendSignal(
+  store: StepStore,
+  cipher: PayloadCipher | null,
+  clock: Clock,
+  id: number,
+  name: string,
+  payload: unknown,
+): Promise<SignalOutcome> {
+  const where = "queue.signal";
+  assertId(id);
+  assertStepName(name, where, "the signal's name");
+  const value = payload === undefined ? null : payload;
+  const change = jsonChange(value, "payload");
+  if (change !== null) {
+    throw new TypeError(`${where}: the payload does not survive JSON: ${change}`);
+  }
+  let json: string;
+  try {
+    json = JSON.stringify(value);
+  } catch (error) {
+    throw new TypeError(`${where}: the payload is not JSON: ${(error as Error).message}`);
+  }
+  const bytes = new TextEncoder().encode(json).length;
+  if (bytes > DEFAULT_MAX_PAYLOAD_BYTES) {
+    throw new TypeError(
+      `${where}: the payload is ${bytes} bytes of JSON: over the cap of ${DEFAULT_MAX_PAYLOAD_BYTES} bytes`,
+    );
+  }
+  const stored = cipher === null ? json : await cipher.encrypt(signalSealedAs(id, name), json);
+  return await store.signal({ jobId: id, name, payload: stored, now: clock.now() });
+}
