@@ -81,6 +81,20 @@ export class ChildScript implements AsyncDisposable {
     }
   }
 
+  /** The child's process id. */
+  get pid(): number {
+    return this.#process.pid;
+  }
+
+  /** Sends `signal` to the child (a SIGTERM to stop it gracefully); nothing if it has exited. */
+  kill(signal: Deno.Signal): void {
+    try {
+      this.#process.kill(signal);
+    } catch {
+      // it has exited already
+    }
+  }
+
   /** Writes `text` to the child's stdin. */
   async send(text: string): Promise<void> {
     await this.#stdin.write(new TextEncoder().encode(text));
