@@ -273,11 +273,14 @@ storeTest(
       assert.equal(result.output, "quick@2", "attempt 2 resumed at the step and ran it");
       assert.equal(result.attempts, 2);
 
-      // The spinning thread ends once its bounded loop does; only then is the marker decided.
-      await waitUntil(() => !webWorkerThreads(spinStart.pid).includes(spinStart.thread), {
-        what: `the terminated thread ${spinStart.thread} ended`,
-        timeoutMs: DEADLINE_MS,
-      });
+      // The spinning thread ends once its bounded loop does; only then is the marker decided
+      // (a thread left running, not terminated, would write it about when the loop ends).
+      await waitUntil(
+        () =>
+          !webWorkerThreads(spinStart.pid).includes(spinStart.thread) ||
+          runs(ledger, id).includes("spin-marker@1"),
+        { what: `the terminated thread ${spinStart.thread} ended`, timeoutMs: DEADLINE_MS },
+      );
       const lines = readLedger(ledger).filter((line) => line.id === id);
       const kept = lines.filter((line) => line.what !== "spin-sync");
       assert.deepEqual(kept.map(({ what, attempt }) => `${what}@${attempt}`), [
@@ -497,6 +500,10 @@ storeTest(
       await waitUntil(async () => (await unfinishedCount(queue)) === 0, {
         what: "every job completed",
         timeoutMs: 45_000,
+      }).catch(async (error) => {
+        const left = (await queue.jobs({ limit: 1_000 })).jobs.map((job) => job.id);
+        const signalled = left.map((id) => `${id} (${outcomes.get(id)})`).join(", ");
+        throw new Error(`${error.message}: wake-ups lost by jobs ${signalled}`, { cause: error });
       });
       const finishedMs = Date.now() - started;
       for (const [n, id] of ids.entries()) {
