@@ -210,6 +210,63 @@ storeTest(
 );
 
 storeTest(
+  "a 5-step job whose worker process is stopped (SIGTERM) in the middle of step 3 is put back with its attempt given back, and a new process runs steps 3 to 5 only",
+  // Follows workflows.md §1c scenario 9, "stop mid-run": River's resumable_test.go
+  // "SavesLastCompletedStepOnContextCancellation", Rails' continuation_test.rb
+  // "continuable job can be interrupted and resumed".
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    const ledger = join(db.dir, "ledger.txt");
+    const gate = join(db.dir, "gate");
+    const id = await queue.dispatch(fiveSteps, { ledger, gate });
+
+    const first = await startWorker(db, { graceMs: 100, pollMs: 50 });
+    try {
+      await waitUntil(() => runs(ledger, id).includes("step-3@1"), {
+        what: "step 3 started",
+        timeoutMs: DEADLINE_MS,
+      });
+      assert.equal((await stopWorker(first)).reason, "requested");
+    } finally {
+      await first[Symbol.asyncDispose]();
+    }
+    const stopped = await queue.result(id);
+    assert.deepEqual(
+      { state: stopped?.state, attempts: stopped?.attempts },
+      { state: "pending", attempts: 0 },
+      "put back with its attempt given back",
+    );
+    assert.deepEqual((await queue.steps(id)).map(({ key }) => key), ["step-1", "step-2"]);
+
+    await Deno.writeTextFile(gate, "open");
+    const second = await startWorker(db, { pollMs: 50 });
+    try {
+      const result = await completed(queue, id);
+      assert.equal(result.attempts, 1, "the stop cost no attempt");
+      await stopWorker(second);
+    } finally {
+      await second[Symbol.asyncDispose]();
+    }
+    assert.deepEqual(runs(ledger, id), [
+      "step-1@1",
+      "step-2@1",
+      "step-3@1",
+      "step-3@1",
+      "step-4@1",
+      "step-5@1",
+      "finished@1",
+    ]);
+    assert.deepEqual((await queue.steps(id)).map(({ key }) => key), [
+      "step-1",
+      "step-2",
+      "step-3",
+      "step-4",
+      "step-5",
+    ]);
+  },
+);
+
+storeTest(
   "a step that spins in synchronous code past its timeoutMs in a Web Worker ends its attempt with StepTimeoutError, its Web Worker is terminated, and the next attempt resumes at that step; a durable job sharing that Web Worker resumes after its last memo with its attempt given back",
   /**
    * Follows workflows.md M1 scenario 1 (DBOS step_timeout.test.ts
