@@ -60,7 +60,13 @@ Deno.test({
     assert.deepEqual(await stepKeys(prefix, unkept), []);
 
     const kept = await jobWithSteps(store, 2);
-    await store.settle([{ ...complete(kept, 2, T0 + 1), keepUntil: T0 + 60_000 }]);
+    await store.settle([{
+      kind: "complete",
+      id: kept,
+      token: 2,
+      at: T0 + 1,
+      keepUntil: T0 + 60_000,
+    }]);
     assert.deepEqual(await stepKeys(prefix, kept), ["steps", "signals"]);
     assert.equal((await store.jobSteps(kept)).steps.length, 1);
     assert.equal(await store.pruneFinished(T0 + 2, T0 + 2), 1);
