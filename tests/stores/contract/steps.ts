@@ -248,6 +248,7 @@ function register(test: ContractTest): void {
     ]);
     assert.deepEqual(parked.applied, [true, true]);
     assert.deepEqual(await claimableAt(store, T0 + 100, 2), [a], "the wait's signal came already");
+    assert.deepEqual((await store.settle([complete(a!, 2, T0 + 100)])).applied, [true]);
     assert.deepEqual(await claimableAt(store, T0 + DAY_MS - 1, 3), []);
     assert.deepEqual(await claimableAt(store, T0 + DAY_MS, 4), [b], "due at its timeout");
   });
