@@ -523,6 +523,7 @@ storeTest(
         timeoutMs: DEADLINE_MS,
       });
       const ids: number[] = [];
+      const dispatchedAt = new Map<number, number>();
       const started = Date.now();
       for (let n = 0; n < count; n++) {
         const id = await queue.dispatch(waiter, {
@@ -531,6 +532,7 @@ storeTest(
           timeoutMs: 60_000,
         });
         ids.push(id);
+        dispatchedAt.set(id, Date.now());
         // Sent at once or up to 1.5 s later, so signals land before the job starts, while it
         // runs its step, and after its wait parked, whatever the store's pick-up latency.
         const delayMs = [0, 0, 50, 150, 300, 600, 1_000, 1_500][n % 8]!;
@@ -578,6 +580,9 @@ storeTest(
         );
       }
       const delivered = [...outcomes.values()].filter((outcome) => outcome === "delivered").length;
+      const pickUps = ids.map((id) =>
+        byJob.get(id)!.find((line) => line.what === "first")!.t - dispatchedAt.get(id)!
+      ).sort((a, b) => a - b);
       const beforeStart = ids.filter((id) =>
         outcomes.get(id) === "buffered" &&
         answeredAt.get(id)! < byJob.get(id)!.find((line) => line.what === "first")!.t
@@ -588,7 +593,9 @@ storeTest(
             count - delivered
           } (${beforeStart} of them stored before the job started, ${
             count - delivered - beforeStart
-          } while it ran or as it started)`,
+          } while it ran or as it started); from dispatch to the step's start: median ${
+            pickUps[count >> 1]
+          } ms, max ${pickUps[count - 1]} ms`,
       );
       for (const worker of workers) await stopWorker(worker);
     } finally {
