@@ -253,6 +253,46 @@ function register(test: ContractTest): void {
     assert.deepEqual(await claimableAt(store, T0 + DAY_MS, 4), [b], "due at its timeout");
   });
 
+  test("a park releases the overlap locks its attempt took, as a release does", async (store) => {
+    const [a, b] = await store.insertJobs([newJob(), newJob()]);
+    await claim(store, { limit: 2, token: 1 });
+    const lock = (id: number) => ({
+      id,
+      token: 1,
+      locks: [{ key: "k", limit: 1, expiresAt: T0 + DAY_MS, retryAt: T0 + 1_000 }],
+      rates: [],
+    });
+    assert.deepEqual(await store.acquire([lock(a!)], T0), [null]);
+    assert.deepEqual(await store.acquire([lock(b!)], T0), [T0 + 1_000], "a holds the lock");
+    const parked = await store.settle([parkSleep(a!, 1, 1, "nap", T0 + 10_000, T0 + 1)]);
+    assert.deepEqual(parked.applied, [true]);
+    assert.deepEqual(await store.acquire([lock(b!)], T0 + 2), [null], "released by the park");
+  });
+
+  test("a park of a batch job whose batch was cancelled meanwhile skips it, as a release does", async (store) => {
+    const { id: batchId, jobIds: [member] } = await store.insertBatch({
+      name: "steps",
+      allowFailures: false,
+      createdAt: T0,
+      jobs: [newJob()],
+      then: [],
+      catch: [],
+      finally: [],
+    });
+    const [job] = await claim(store, { limit: 1, token: 1 });
+    assert.deepEqual([job?.id, job?.batchId], [member, batchId]);
+    assert.equal(await store.cancelBatch(batchId, T0 + 1), true);
+    const parked = await store.settle([parkSleep(member!, 1, 1, "nap", T0 + 10_000, T0 + 2)]);
+    assert.deepEqual(parked.applied, [true]);
+    const batch = await store.batch(batchId);
+    assert.deepEqual(
+      [batch?.pending, batch?.skipped, batch?.finishedAt],
+      [0, 1, T0 + 2],
+      "skipped, and its batch finished",
+    );
+    assert.deepEqual(await claimableAt(store, T0 + 10_000, 2), [], "the job is gone");
+  });
+
   test('signal() answers "not-found" for no job and "finished" for an ended one, storing nothing', async (store) => {
     const send = (jobId: number) => store.signal({ jobId, name: "approve", payload: "1", now: T0 });
     assert.equal(await send(987_654), "not-found");
@@ -336,14 +376,23 @@ function register(test: ContractTest): void {
   test("signal() only buffers for a job parked in a sleep, which stays due at its wake time", async (store) => {
     const id = await running(store, 1);
     const wake = T0 + 10_000;
-    assert.deepEqual((await store.settle([parkSleep(id, 1, 1, "nap", wake)])).applied, [true]);
-    assert.equal(
-      await store.signal({ jobId: id, name: "nap", payload: "1", now: T0 + 60 }),
-      "buffered",
-    );
+    // A wait of the signal's name that already ended, then the sleep.
+    const waited = stepWrite(1, { key: "approve", kind: "wait", output: '"yes"', durationMs: 0 });
+    const settled = await store.settle([
+      stepDone(id, 1, waited),
+      parkSleep(id, 1, 2, "nap", wake, T0 + 1),
+    ]);
+    assert.deepEqual(settled.applied, [true, true]);
+    for (const name of ["nap", "approve"]) {
+      assert.equal(
+        await store.signal({ jobId: id, name, payload: "1", now: T0 + 60 }),
+        "buffered",
+        name,
+      );
+    }
     assert.deepEqual(await claimableAt(store, wake - 1, 2), []);
     assert.deepEqual(await claimableAt(store, wake, 3), [id]);
-    assert.deepEqual(await mailbox(store, id), [["nap", "1"]]);
+    assert.deepEqual(await mailbox(store, id), [["nap", "1"], ["approve", "1"]]);
   });
 
   test("memos and signals outlive a failure for good, and retry() resumes the job with them", async (store) => {
