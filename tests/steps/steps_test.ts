@@ -115,7 +115,7 @@ storeTest(
     await using queue = await db.open({ jobs: [job] });
     const id = await queue.dispatch(job, { n: 1 });
     await workUntilEmpty(queue);
-    assert.equal((await queue.result(id))?.state, "delayed");
+    assert.equal((await queue.result(id))?.state, "pending");
     assert.deepEqual(await queue.steps(id), []);
   },
 );
@@ -356,7 +356,7 @@ storeTest(
         async () => (await queue.steps(id)).some((step) => step.state === "waiting"),
         { what: "the job parked in its wait" },
       );
-      assert.equal((await queue.result(id))?.state, "delayed");
+      assert.equal((await queue.result(id))?.state, "pending");
       assert.equal(await queue.signal(id, "survey", { score: 9 }), "delivered");
       const result = await waitUntil(async () => {
         const result = await queue.result(id);
@@ -672,5 +672,5 @@ storeTest("a handler that goes on after a sleep parked it cannot record more ste
     await worker.stop();
   }
   assert.match(seen[0]!, /"later" was called after "nap" parked the attempt/);
-  assert.equal((await queue.result(id))?.state, "delayed");
+  assert.equal((await queue.result(id))?.state, "pending");
 });
