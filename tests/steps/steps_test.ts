@@ -10,12 +10,7 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import {
-  defineJob,
-  type JobContext,
-  PermanentError,
-  type Queue,
-} from "../../mod.ts";
+import { defineJob, type JobContext, PermanentError, type Queue } from "../../mod.ts";
 import { StepMismatchError, StepTimeoutError } from "../../src/errors.ts";
 import { generateAppKey } from "../../src/encryption.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
