@@ -19,6 +19,7 @@ import * as metricsByStore from "./0012_metrics_by_store.ts";
 import * as claimOrderById from "./0013_claim_order_by_id.ts";
 import * as claimedAhead from "./0014_claimed_ahead.ts";
 import * as dispatchWritesLess from "./0015_dispatch_writes_less.ts";
+import * as durableSteps from "./0016_durable_steps.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -35,4 +36,5 @@ export const migrations: readonly Migration[] = [
   claimOrderById,
   claimedAhead,
   dispatchWritesLess,
+  durableSteps,
 ];

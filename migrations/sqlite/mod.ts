@@ -17,6 +17,7 @@ import * as jobsByDueTime from "./0011_jobs_by_due_time.ts";
 import * as metricsByStore from "./0012_metrics_by_store.ts";
 import * as claimedAhead from "./0014_claimed_ahead.ts";
 import * as dispatchWritesLess from "./0015_dispatch_writes_less.ts";
+import * as durableSteps from "./0016_durable_steps.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -32,4 +33,5 @@ export const migrations: readonly Migration[] = [
   metricsByStore,
   claimedAhead,
   dispatchWritesLess,
+  durableSteps,
 ];

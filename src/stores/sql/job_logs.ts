@@ -7,8 +7,8 @@
  * Pruning rule: a job's lines go with its history. Once the job is in none
  * of `jobs`, `failed_jobs` and `completed_jobs` (it succeeded and its kept
  * record expired after `keepFinishedMs`, or it was forgotten or cleared),
- * its lines are deleted by a settle, at most once a minute per store
- * instance.
+ * its lines, and its step memos and signals, are deleted by a settle, at
+ * most once a minute per store instance.
  *
  * @internal
  * @module
@@ -17,7 +17,8 @@ import type { AttemptSpan, LogLineRow, LogWrites, NewLogLine } from "../rows/log
 import { clockParam, type Dialect } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
-import type { PruneSchedule } from "./upkeep.ts";
+import * as steps from "./steps.ts";
+import { JOB_GONE, type PruneSchedule } from "./upkeep.ts";
 
 /** Room kept under the cap for the line that says how many lines it dropped. */
 const CAP_LINE_ROOM = 128;
@@ -43,10 +44,7 @@ const LOG_OF = statement(
   `SELECT id, job_id, attempt, at, level, message, fields, encrypted FROM job_logs
   WHERE job_id = $1 ORDER BY id`,
 );
-const PRUNE = statement(
-  `DELETE FROM job_logs WHERE job_id NOT IN (SELECT id FROM jobs)
-  AND job_id NOT IN (SELECT id FROM failed_jobs) AND job_id NOT IN (SELECT id FROM completed_jobs)`,
-);
+const PRUNE = statement(`DELETE FROM job_logs WHERE ${JOB_GONE}`);
 const SET_LAST_SPAN = statement("UPDATE jobs SET last_span = $1 WHERE id = $2");
 
 /**
@@ -80,7 +78,10 @@ export function* writeLogs(
     const { rows } = yield* exec<{ job_id: number }>(OVER_CAP, jobIds, max);
     for (const { job_id: jobId } of rows) yield* keepUnderCap(Number(jobId), max, now);
   }
-  if (Number.isFinite(at) && pruning.due(at)) yield* exec(PRUNE);
+  if (Number.isFinite(at) && pruning.due(at)) {
+    yield* exec(PRUNE);
+    yield* steps.prune();
+  }
 }
 
 /** One job's log, oldest line first. */

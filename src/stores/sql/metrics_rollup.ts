@@ -65,7 +65,11 @@ export function metricsIncrements(
   settlements.forEach((settlement, index) => {
     const job = byId.get(settlement.id);
     if (!applied[index] || job === undefined) return;
-    if (settlement.kind === "progress" || settlement.kind === "cancel") return;
+    // A park (a sleep or a wait) is no retry, and a step no end of an attempt: counted nowhere.
+    if (
+      settlement.kind === "progress" || settlement.kind === "cancel" ||
+      settlement.kind === "step" || settlement.kind === "park"
+    ) return;
     const minute = Math.floor(settlement.at / MINUTE_MS) * MINUTE_MS;
     const key = JSON.stringify([minute, job.queue, job.name]);
     let group = groups.get(key);

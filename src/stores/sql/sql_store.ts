@@ -21,6 +21,7 @@ import type {
   JobFilter,
   JobList,
   JobResultRow,
+  JobStepsRow,
   KeyedInsert,
   KeyedJobRow,
   Lease,
@@ -39,6 +40,8 @@ import type {
   ScheduleRun,
   Settlement,
   SettleResult,
+  SignalOutcome,
+  SignalRequest,
   Store,
   StoredScheduleRow,
   StoreTransaction,
@@ -61,6 +64,7 @@ import * as keys from "./keys.ts";
 import * as schedules from "./schedules.ts";
 import type { Script } from "./script.ts";
 import * as stats from "./stats.ts";
+import * as steps from "./steps.ts";
 import * as tick from "./tick.ts";
 import type { Migration } from "../../../migrations/migration.ts";
 
@@ -373,6 +377,16 @@ export class SqlStore implements Store {
   /** The queues paused at `now`. */
   paused(now: number): Promise<PausedQueue[]> {
     return this.#read(() => pauses.paused(this.#dialect, now));
+  }
+
+  /** Job `id`'s step memos by `seq` and its mailbox, oldest signal first. */
+  jobSteps(id: number): Promise<JobStepsRow> {
+    return this.#read(() => steps.jobSteps(id));
+  }
+
+  /** Sends a signal to a job in one transaction, waking idle workers when it made the job due. */
+  signal(request: SignalRequest): Promise<SignalOutcome> {
+    return this.#write(() => steps.signal(this.#dialect, request));
   }
 
   /** Calls `listener` soon after another connection may have added or freed jobs. */

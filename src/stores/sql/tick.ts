@@ -28,6 +28,7 @@ import { each, exec, type Script } from "./script.ts";
 import { confirmStarts, UNCLAIM } from "./start_confirmation.ts";
 import { statement } from "./statement.ts";
 import { recordSpans, writeLogs } from "./job_logs.ts";
+import * as steps from "./steps.ts";
 import type { PruneSchedule } from "./upkeep.ts";
 import { recordMetrics } from "./stats.ts";
 
@@ -41,6 +42,18 @@ const RELEASE = statement(
   `UPDATE jobs SET token = NULL, available_at = {{now $7}} + $1, last_error = $2,
     attempts = attempts - $3, crashes = crashes + $4, claimed_ahead = 0
   WHERE id = $5 AND token = $6 RETURNING ${SETTLED_COLUMNS}`,
+  { oneRow: true },
+);
+
+/**
+ * Parks a job: put back unleased, due `$1` ms after `$4` (as
+ * {@linkcode RELEASE}), its attempt given back; not a retry, so its last
+ * error and crashes stay as they were.
+ */
+const PARK = statement(
+  `UPDATE jobs SET token = NULL, available_at = {{now $4}} + $1, attempts = attempts - 1,
+    claimed_ahead = 0
+  WHERE id = $2 AND token = $3 RETURNING ${SETTLED_COLUMNS}`,
   { oneRow: true },
 );
 
@@ -191,11 +204,11 @@ export function* settle(
   let queued = 0;
   const skipped: number[] = [];
   for (const { settlement, job } of moves) {
-    if (settlement.kind === "release") {
+    if (settlement.kind === "release" || settlement.kind === "park") {
       const putBack = yield* chainsBatches.putBack(settlement.id, job, settlement.at + shift);
       queued += putBack.queued;
       if (putBack.skipped) skipped.push(settlement.id);
-    } else if (settlement.kind !== "progress") {
+    } else if (settlement.kind !== "progress" && settlement.kind !== "step") {
       const output = settlement.kind === "complete" ? settlement.output ?? null : null;
       queued += yield* chainsBatches.settled(job, settlement.kind, settlement.at + shift, output);
     }
@@ -207,7 +220,7 @@ export function* settle(
   let released = 0;
   for (const { settlement, job } of moves) {
     if (Number(job.locked) === 1) attempts.push({ id: settlement.id, token: settlement.token });
-    if (settlement.kind === "release") {
+    if (settlement.kind === "release" || settlement.kind === "park") {
       if (!skipped.includes(settlement.id)) released++;
     } else if (Number(job.keyed) === KEYED.untilSettled) ended.push(settlement.id);
   }
@@ -215,7 +228,8 @@ export function* settle(
   yield* releaseRemoved(skipped);
   // The starts of jobs claimed ahead, after the settles of the jobs before them.
   const started = records.starts === undefined ? [] : yield* confirmStarts(dialect, records.starts);
-  // Wake other processes only when this made a job claimable: a retry, or a follow-up queued.
+  // Wake other processes only when this made a job claimable: a retry or a park (due at once when
+  // its wait's signal came already), or a follow-up queued.
   if (released > 0 || queued > 0) yield* dialect.notify();
   return { applied, claimed: then === undefined ? [] : yield* claim(dialect, then), started };
 }
@@ -243,7 +257,8 @@ export function onlyConfirmsStarts(
 /**
  * The job-row half of a settle: successes in one step, then each other
  * settlement in id order. For each settlement: the job as settled (null for
- * a progress write), or `"lost"` when its lease was lost.
+ * a progress or step write, whose job stays leased), or `"lost"` when its
+ * lease was lost.
  */
 function* applyToJobs(
   dialect: Dialect,
@@ -262,7 +277,7 @@ function* applyToJobs(
   return jobs;
 }
 
-/** One release, failure or progress write on its job row. */
+/** One release, park, failure, progress or step write on its job row (a memo with its job). */
 function* applyToJob(dialect: Dialect, settlement: Settlement): Script<SettledJob | null | "lost"> {
   const { id, token } = settlement;
   switch (settlement.kind) {
@@ -283,6 +298,20 @@ function* applyToJob(dialect: Dialect, settlement: Settlement): Script<SettledJo
       );
       return job ?? "lost";
     }
+    case "park": {
+      const { rows: [job] } = yield* exec<SettledJob>(
+        PARK,
+        settlement.availableAt - settlement.at,
+        id,
+        token,
+        clockParam(dialect, settlement.at),
+      );
+      if (job === undefined) return "lost";
+      yield* steps.parked(dialect, settlement);
+      return job;
+    }
+    case "step":
+      return (yield* steps.writeStep(dialect, settlement)) ? null : "lost";
     case "fail":
       return (yield* dialect.failJob(settlement, settlement.error)) ?? "lost";
     case "cancel":

@@ -7,6 +7,15 @@
  * @internal
  * @module
  */
+/**
+ * The rows of a job's history (log lines, step memos, signals) whose job
+ * is in none of `jobs`, `failed_jobs` and `completed_jobs`: it succeeded
+ * and its kept record expired, or it was forgotten or cleared. A `WHERE`
+ * condition on a table's `job_id`.
+ */
+export const JOB_GONE = `job_id NOT IN (SELECT id FROM jobs)
+  AND job_id NOT IN (SELECT id FROM failed_jobs) AND job_id NOT IN (SELECT id FROM completed_jobs)`;
+
 /** The least time between two prunes of one table by one store's settles. */
 export const PRUNE_EVERY_MS = 60_000;
 

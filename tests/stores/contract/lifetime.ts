@@ -153,5 +153,7 @@ function operations(store: Store): [string, () => Promise<unknown>][] {
     ["pause", () => store.pause("default", T0, null, null)],
     ["resume", () => store.resume("default", T0)],
     ["paused", () => store.paused(T0)],
+    ["jobSteps", () => store.jobSteps(1)],
+    ["signal", () => store.signal({ jobId: 1, name: "s", payload: "1", now: T0 })],
   ];
 }

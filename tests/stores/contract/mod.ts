@@ -24,6 +24,7 @@ import { jobWrites } from "./job_writes.ts";
 import { lifetime } from "./lifetime.ts";
 import { scheduleStore } from "./schedule_store.ts";
 import { statsStore } from "./stats_store.ts";
+import { steps } from "./steps.ts";
 import { transactions } from "./transactions.ts";
 import { workerStore } from "./worker_store.ts";
 
@@ -39,6 +40,7 @@ export const AREAS: readonly ContractArea[] = [
   chainsBatches,
   scheduleStore,
   jobControlStore,
+  steps,
   lifetime,
 ];
 
@@ -98,6 +100,8 @@ export const STORE_MEMBERS: Record<StoreMethod, true> = {
   pause: true,
   resume: true,
   paused: true,
+  jobSteps: true,
+  signal: true,
   migrate: true,
   close: true,
 };
