@@ -100,7 +100,7 @@ export class PayloadCipher {
   async decrypt(
     boundTo: string,
     stored: string,
-    of: { readonly job: string; readonly what: "payload" | "output" } = {
+    of: { readonly job: string; readonly what: "payload" | "output" | "step output" | "signal" } = {
       job: boundTo,
       what: "payload",
     },

@@ -164,7 +164,7 @@ export class PayloadIntegrityError extends Error {
   constructor(
     jobName: string,
     detail: string,
-    options?: ErrorOptions & { readonly of?: "payload" | "output" },
+    options?: ErrorOptions & { readonly of?: "payload" | "output" | "step output" | "signal" },
   ) {
     super(`Stored ${options?.of ?? "payload"} of "${jobName}" cannot be used: ${detail}`, options);
     this.name = "PayloadIntegrityError";

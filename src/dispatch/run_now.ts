@@ -52,6 +52,10 @@ export async function runNow(
         `dispatchSync "${job.name}": the handler released the job, but a job run now cannot be put back`,
       );
     }
+    if (result.kind === "park") {
+      // Not reached: without a step port a sleep or a wait throws before it parks.
+      throw new Error(`dispatchSync "${job.name}": a job run now cannot sleep or wait`);
+    }
     if (result.kind !== "success") throw result.error;
     return result.output ?? null;
   } finally {

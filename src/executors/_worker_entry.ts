@@ -13,7 +13,8 @@ import { asError } from "../errors.ts";
 import type { DispatchOptions, JobDefinition } from "../job.ts";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { captureConsole } from "./_console_capture.ts";
-import type { HandlerQueue } from "./executor.ts";
+import type { HandlerQueue, StepPort } from "./executor.ts";
+import type { JobStepsRow, StepWrite } from "../stores/store.ts";
 import { JobRegistry } from "../registry.ts";
 import { activeTraceparent } from "../trace_context.ts";
 import { IsolateExecutor } from "./isolate.ts";
@@ -29,6 +30,12 @@ import {
 
 const aborts = new Map<number, AbortController>();
 const calls = new Map<number, { resolve(ids: number[]): void; reject(error: Error): void }>();
+/** Step reads and writes waiting for the main thread's answer. */
+const stepCalls = new Map<
+  number,
+  { resolve(read: JobStepsRow | undefined): void; reject(error: Error): void }
+>();
+let nextTimerId = 0;
 let nextCallId = 0;
 let executor: Promise<IsolateExecutor> | null = null;
 /** Resolves on the pool's "go", after it heard "ready": no attempt starts before. */
@@ -177,6 +184,30 @@ const handlerQueue: HandlerQueue = {
     dispatchThroughMain(job, payloads, options, batchId),
 };
 
+/** A step read or write, done by the main thread (which does every store write). */
+function stepsThroughMain(runId: number, write?: StepWrite): Promise<JobStepsRow | undefined> {
+  return new Promise((resolve, reject) => {
+    const callId = ++nextCallId;
+    stepCalls.set(callId, { resolve, reject });
+    send({ type: "steps", callId, runId, ...(write !== undefined && { write }) });
+  });
+}
+
+/** The durable steps port of attempt `runId`: its reads, writes and step timers go through main. */
+function stepPort(runId: number): StepPort {
+  return {
+    load: async () => (await stepsThroughMain(runId))!,
+    record: async (write) => {
+      await stepsThroughMain(runId, write);
+    },
+    timeStep(key, timeoutMs) {
+      const timerId = ++nextTimerId;
+      send({ type: "step-timer", runId, timerId, key, timeoutMs });
+      return () => send({ type: "step-timer", runId, timerId, key });
+    },
+  };
+}
+
 /** Runs one attempt and reports how it ended. */
 async function attempt(run: WireRun): Promise<void> {
   const [runId, id, name, queueName, payload, attemptNumber, batchId, scheduled, traceparent] = run;
@@ -205,11 +236,15 @@ async function attempt(run: WireRun): Promise<void> {
           logLines.add(runId, line);
           scheduleFlush();
         },
+        steps: stepPort(runId),
       }));
     if (result.kind === "success") {
       outcome = { runId, kind: "success", output: result.output ?? null };
     } else if (result.kind === "release") {
       outcome = { runId, kind: "release", delayMs: result.delayMs };
+    } else if (result.kind === "park") {
+      const { kind: _, ...park } = result;
+      outcome = { runId, kind: "park", park };
     } else {
       const permanent = result.kind === "error" && result.permanent;
       outcome = { runId, kind: "error", error: toWire(result.error), permanent };
@@ -268,6 +303,13 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
         send({ type: "hook-done", runId: data.runId, error: toWire(asError(error)) });
       }
       return;
+    case "steps-done": {
+      const call = stepCalls.get(data.callId);
+      stepCalls.delete(data.callId);
+      if (data.error !== undefined) call?.reject(fromWire(data.error));
+      else call?.resolve(data.read);
+      return;
+    }
     case "dispatched": {
       const call = calls.get(data.callId);
       calls.delete(data.callId);

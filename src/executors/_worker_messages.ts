@@ -7,7 +7,8 @@
  */
 import type { AppKeys } from "../encryption.ts";
 import type { DispatchOptions } from "../job.ts";
-import type { LogCall } from "./executor.ts";
+import type { LogCall, ParkRequest } from "./executor.ts";
+import type { JobStepsRow, StepWrite } from "../stores/store.ts";
 
 /** An error as it crosses the boundary. */
 export interface WireError {
@@ -73,6 +74,13 @@ export type ToWorker =
     readonly error: WireError;
   }
   | {
+    /** The answer to a "steps" call: the memos read, or nothing for a write; or its error. */
+    readonly type: "steps-done";
+    readonly callId: number;
+    readonly read?: JobStepsRow;
+    readonly error?: WireError;
+  }
+  | {
     readonly type: "dispatched";
     readonly callId: number;
     readonly ids?: number[];
@@ -82,8 +90,10 @@ export type ToWorker =
 /** How one attempt ended, as a Web Worker reports it, unless it succeeded without output. */
 export interface WireResult {
   readonly runId: number;
-  readonly kind: "success" | "release" | "error";
+  readonly kind: "success" | "release" | "park" | "error";
   readonly output?: string | null;
+  /** How a sleep or a wait parked the attempt (kind "park"). */
+  readonly park?: ParkRequest;
   readonly delayMs?: number;
   readonly error?: WireError;
   readonly permanent?: boolean;
@@ -118,6 +128,22 @@ export type FromWorker =
     /** The latest progress of each attempt that reported some since the last message. */
     readonly type: "progress";
     readonly reports: { readonly runId: number; readonly percent: number }[];
+  }
+  | {
+    /** An attempt's durable steps: read its memos, or record one (answered by "steps-done"). */
+    readonly type: "steps";
+    readonly callId: number;
+    readonly runId: number;
+    /** The memo to record; absent: read the memos and the mailbox. */
+    readonly write?: StepWrite;
+  }
+  | {
+    /** A step with a timeout began (`timeoutMs` set) or ended (absent) in attempt `runId`. */
+    readonly type: "step-timer";
+    readonly runId: number;
+    readonly timerId: number;
+    readonly key: string;
+    readonly timeoutMs?: number;
   }
   | {
     readonly type: "dispatch";

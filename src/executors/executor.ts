@@ -9,6 +9,7 @@
 // deno-lint-ignore no-import-prefix
 import type { Context } from "npm:@opentelemetry/api@1";
 import type { Dispatcher, DispatchOptions, JobDefinition } from "../job.ts";
+import type { JobStepsRow, StepWrite } from "../stores/store.ts";
 
 /** One attempt to run. */
 export interface ExecutionRequest {
@@ -43,6 +44,39 @@ export interface ExecutionRequest {
   readonly traceContext?: Context | undefined;
   /** Receives the lines the handler writes with `ctx.log()` (and, when captured, prints). */
   readonly onLog?: (line: LogCall) => void;
+  /**
+   * Where the attempt's durable steps are read and recorded; absent for a
+   * job run now without being stored (its steps then run unrecorded, and it
+   * cannot sleep or wait).
+   */
+  readonly steps?: StepPort;
+}
+
+/** How an attempt's durable steps reach the store, through the runner that claimed the job. */
+export interface StepPort {
+  /** The job's memos and mailbox (read when the attempt reaches its first step). */
+  load(): Promise<JobStepsRow>;
+  /**
+   * Records a memo, fenced by the claim's token, with the runner's next
+   * tick; resolves once it is written, rejects when the lease was lost or
+   * the write failed.
+   */
+  record(write: StepWrite): Promise<void>;
+  /**
+   * A step with a `timeoutMs` began: past it the runner ends the attempt
+   * with a `StepTimeoutError` (aborting its signal; a Web Worker that does
+   * not stop within `graceMs` more is terminated). Call what it returns when
+   * the step ends first.
+   */
+  timeStep(key: string, timeoutMs: number): () => void;
+}
+
+/** How a sleep or a wait parks its attempt. */
+export interface ParkRequest {
+  /** How long until the job is due again (the wake time, the wait's timeout); null: no timeout. */
+  readonly delayMs: number | null;
+  /** Its memo; the runner sets `until` from `delayMs` on its clock. */
+  readonly step: Omit<StepWrite, "until" | "takesSignal">;
 }
 
 /** One line a handler wrote, checked, as it crosses to the runner. */
@@ -74,6 +108,10 @@ export type ExecutionResult =
     /** Its output as stored (checked, capped, sealed for an encrypted job); null or absent without one. */
     readonly output?: string | null;
   }
+  | ({
+    /** A sleep or a wait parked the attempt: the job waits without a slot, its attempt given back. */
+    readonly kind: "park";
+  } & ParkRequest)
   | {
     /** The handler called `ctx.release(delayMs)`. */
     readonly kind: "release";

@@ -17,6 +17,7 @@ import { openPayload } from "../payload.ts";
 import { context } from "npm:@opentelemetry/api@1";
 import { withTraceparent } from "../trace_context.ts";
 import type { JobRegistry } from "../registry.ts";
+import { DurableSteps } from "./durable_steps.ts";
 import type {
   ExecutionRequest,
   ExecutionResult,
@@ -24,7 +25,15 @@ import type {
   FailedHookRequest,
   HandlerQueue,
   LogCall,
+  ParkRequest,
 } from "./executor.ts";
+
+/** Marks the race's winner when a sleep or a wait parked the attempt. */
+const PARKED = Symbol("parked");
+
+function isParked(value: unknown): value is { [PARKED]: ParkRequest } {
+  return typeof value === "object" && value !== null && PARKED in value;
+}
 
 /** Runs handlers in the calling isolate. */
 export class IsolateExecutor implements Executor {
@@ -51,6 +60,14 @@ export class IsolateExecutor implements Executor {
       const payload = await openPayload(job, request.payload, this.#cipher);
       const { batchId } = request;
       const queue = this.#queue;
+      const steps = new DurableSteps(
+        request.steps,
+        job,
+        request.id,
+        request.attempt,
+        request.signal,
+        this.#cipher,
+      );
       const ctx: JobContext = {
         id: request.id,
         name: request.name,
@@ -92,11 +109,21 @@ export class IsolateExecutor implements Executor {
           }
           releaseDelayMs = delayMs;
         },
+        step: (name, fn, options) => steps.step(name, fn, options),
+        sleep: (name, ms) => steps.sleep(name, ms),
+        sleepUntil: (name, until) => steps.sleepUntil(name, until),
+        waitFor: (name, options) => steps.waitFor(name, options),
       };
       const handle = () => job.handle(payload, ctx);
-      const returned = await (request.traceContext === undefined
+      const handled = request.traceContext === undefined
         ? withTraceparent(request.traceparent, handle)
-        : context.with(request.traceContext, handle));
+        : context.with(request.traceContext, handle);
+      // A sleep or a wait that parks ends the attempt: the handler's call never returns.
+      const returned = await Promise.race([
+        handled,
+        steps.parked.then((park) => ({ [PARKED]: park })),
+      ]);
+      if (isParked(returned)) return { kind: "park", ...returned[PARKED] };
       if (releaseDelayMs === undefined) {
         output = await encodeOutput(job, returned, this.#cipher);
       }

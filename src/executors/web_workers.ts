@@ -72,6 +72,8 @@ interface PendingRun {
   readonly onAbort: () => void;
   aborted: boolean;
   killTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The timers of its steps that run with a timeout, by the Web Worker's timer id. */
+  stepTimers?: Map<number, () => void>;
 }
 
 interface PoolWorker {
@@ -263,6 +265,8 @@ export class WebWorkerPool implements Executor {
             pending.resolve({ kind: "success", output: result.output ?? null });
           } else if (result.kind === "release") {
             pending.resolve({ kind: "release", delayMs: result.delayMs ?? 0 });
+          } else if (result.kind === "park") {
+            pending.resolve({ kind: "park", ...result.park! });
           } else {
             pending.resolve({
               kind: "error",
@@ -284,6 +288,22 @@ export class WebWorkerPool implements Executor {
           slot.runs.get(runId)?.request.onProgress(percent);
         }
         return;
+      case "steps":
+        this.#steps(slot, message);
+        return;
+      case "step-timer": {
+        const pending = slot.runs.get(message.runId);
+        const steps = pending?.request.steps;
+        if (pending === undefined || steps === undefined) return;
+        pending.stepTimers ??= new Map();
+        if (message.timeoutMs === undefined) {
+          pending.stepTimers.get(message.timerId)?.();
+          pending.stepTimers.delete(message.timerId);
+        } else {
+          pending.stepTimers.set(message.timerId, steps.timeStep(message.key, message.timeoutMs));
+        }
+        return;
+      }
       case "logs":
         for (const { runId, line } of message.lines) slot.runs.get(runId)?.request.onLog?.(line);
         return;
@@ -353,6 +373,25 @@ export class WebWorkerPool implements Executor {
         `Web Worker terminated: job ${pending.jobId} did not stop within ${this.#options.graceMs} ms of being aborted`,
       );
     });
+  }
+
+  /** Reads or records an attempt's durable steps for its Web Worker, and answers it. */
+  async #steps(slot: PoolWorker, message: Extract<FromWorker, { type: "steps" }>): Promise<void> {
+    const { callId, runId, write } = message;
+    const steps = slot.runs.get(runId)?.request.steps;
+    try {
+      if (steps === undefined) {
+        throw new Error(`Run ${runId} has ended: its steps are not recorded`);
+      }
+      if (write === undefined) {
+        this.#post(slot, { type: "steps-done", callId, read: await steps.load() });
+      } else {
+        await steps.record(write);
+        this.#post(slot, { type: "steps-done", callId });
+      }
+    } catch (error) {
+      this.#post(slot, { type: "steps-done", callId, error: toWire(asError(error)) });
+    }
   }
 
   #settle(slot: PoolWorker, runId: number, pending: PendingRun): void {

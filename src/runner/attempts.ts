@@ -31,6 +31,8 @@ export interface RunningJob {
   progressTimer: ReturnType<typeof setTimeout> | undefined;
   /** The attempt's span; undefined without a tracer SDK. */
   readonly span: AttemptSpan | undefined;
+  /** The timers of its steps that run with a `timeoutMs`; absent until one starts. */
+  stepTimers?: Set<ReturnType<typeof setTimeout>>;
 }
 
 /** An attempt that ended, or a claimed job that never started, waiting to be settled. */

@@ -5,7 +5,7 @@
  * @internal
  * @module
  */
-import { retryDelayMs } from "../backoff.ts";
+import { MAX_DELAY_MS, retryDelayMs } from "../backoff.ts";
 import type { ExecutionResult } from "../executors/executor.ts";
 import type { JobDefinition } from "../job.ts";
 import type { ClaimedJob, Settlement, StoredError } from "../stores/store.ts";
@@ -33,6 +33,11 @@ export type Outcome =
     /** Claimed (ahead) and never started: put back, attempt given back, not a retry. */
     readonly kind: "notStarted";
     readonly settlement: Release;
+  }
+  | {
+    /** A sleep or a wait parked it: due again later, attempt given back, not a retry. */
+    readonly kind: "parked";
+    readonly settlement: Extract<Settlement, { kind: "park" }>;
   }
   | {
     /** Cancelled (`queue.cancel()`): not retried, no `failed` hook. */
@@ -157,6 +162,21 @@ export function outcomeOf(
       };
     case "interrupted":
       return putBack(job, now, result.error.message);
+    case "park": {
+      // A wait without a timeout waits as long as any delay may be.
+      const delayMs = result.delayMs === null ? MAX_DELAY_MS : result.delayMs;
+      return {
+        kind: "parked",
+        settlement: {
+          kind: "park",
+          id,
+          token,
+          at: now,
+          availableAt: now + delayMs,
+          step: { ...result.step, until: result.delayMs === null ? null : now + delayMs },
+        },
+      };
+    }
     case "crash":
     case "error": {
       const crashed = result.kind === "crash";

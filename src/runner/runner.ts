@@ -11,9 +11,10 @@
 import { shown } from "../shown.ts";
 import type { Clock } from "../clock.ts";
 import type { PayloadCipher } from "../encryption.ts";
-import { asError, JobCancelledError, JobTimeoutError } from "../errors.ts";
+import { asError, JobCancelledError, JobTimeoutError, StepTimeoutError } from "../errors.ts";
+import { StepWrites } from "./step_writes.ts";
 import { QueueEventTarget, type StopReason, type WorkerStats } from "../events.ts";
-import type { ExecutionResult, Executor } from "../executors/executor.ts";
+import type { ExecutionResult, Executor, StepPort } from "../executors/executor.ts";
 import {
   cancelled,
   failBeforeStart,
@@ -48,6 +49,7 @@ import type {
   Settlement,
   SettleResult,
   SpendLimits,
+  StepStore,
   WorkerStore,
 } from "../stores/store.ts";
 import type { ResolvedWorkOptions } from "./work_options.ts";
@@ -57,7 +59,7 @@ export type { RunnerStats, StopReason, WorkerStats } from "../events.ts";
 /** What a runner needs from the queue that starts it. @internal */
 export interface RunnerDeps {
   /** Where jobs are claimed and settled. */
-  readonly store: WorkerStore;
+  readonly store: WorkerStore & Pick<StepStore, "jobSteps">;
   /** The job definitions, for their retry rules. */
   readonly registry: JobRegistry;
   /** Where handlers run; the runner closes it when it stops. */
@@ -107,6 +109,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   readonly #metrics = new JobMetrics();
   readonly #timeouts = new AttemptTimeouts<RunningJob>((entry) => this.#timedOut(entry));
   readonly #finished = new SettleGroup();
+  readonly #steps = new StepWrites();
   readonly #ahead: ClaimAhead;
   /**
    * Jobs claimed ahead taken for slots that freed: each holds its slot until
@@ -298,7 +301,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    * when progress is due or the worker stops.
    */
   #settleDue(): boolean {
-    if (this.#progress.due) return true;
+    if (this.#progress.due || this.#steps.due) return true;
     return this.#finished.due(this.#ahead.size > 0 && this.#state.phase === "running");
   }
 
@@ -458,6 +461,10 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     this.#toStart = [];
     this.#confirming = starting;
     if (this.#progress.due) settlements.push(...this.#progress.take());
+    // Memos of steps that ended: written with this tick, each step resolving once it is.
+    const stepsFrom = settlements.length;
+    const steps = this.#steps.due ? this.#steps.take() : null;
+    if (steps !== null) settlements.push(...steps.settlements);
     const schedules = this.#firing() ?? undefined;
     if (schedules?.needsPreparing) await schedules.prepare(clock.now());
     const now = clock.now();
@@ -500,6 +507,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     } catch (error) {
       this.#confirming = [];
       const failure = asError(error);
+      steps?.failed(failure); // each step rejects, and its attempt ends as a handler's error would
       this.#logs.putBack(logs); // written with a later tick
       this.#toStart = starting.concat(this.#toStart); // confirmed with a later tick
       if (settling.length > 0 && !isStoreOutage(failure)) return await this.#settleApart(settling);
@@ -510,6 +518,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     }
     this.#confirming = [];
     this.#outage = null;
+    steps?.written(result.applied.slice(stepsFrom));
     settling.forEach((finished, index) => {
       if (result.applied[index]) this.#report(finished);
     });
@@ -669,6 +678,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       signal: controller.signal,
       onProgress: (percent) => this.#progress.report(entry, percent),
       onLog: (line) => this.#logs.add(job, definition.encrypted, this.#deps.clock.now(), line),
+      steps: this.#stepPort(entry),
     }).then(
       (result) => this.#finish(entry, result),
       (error) => this.#finish(entry, { kind: "error", error: asError(error), permanent: false }),
@@ -696,6 +706,51 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     return 0;
   }
 
+  /**
+   * Where attempt `entry`'s durable steps are read and written: memos go
+   * with the next tick (a step resolves once it applied), and a step with a
+   * timeout ends the attempt when it runs past it.
+   */
+  #stepPort(entry: RunningJob): StepPort {
+    return {
+      load: () => this.#deps.store.jobSteps(entry.job.id),
+      record: (write) => {
+        if (this.#running.get(entry.job.id) !== entry) {
+          return Promise.reject(
+            new Error(`Step ${JSON.stringify(write.key)} was not recorded: its attempt has ended`),
+          );
+        }
+        const recorded = this.#steps.add(entry.job, write, this.#deps.clock.now());
+        this.notify();
+        return recorded;
+      },
+      timeStep: (key, timeoutMs) => {
+        const timers = entry.stepTimers ??= new Set();
+        const timer = setTimeout(() => {
+          timers.delete(timer);
+          this.#stepTimedOut(entry, key, timeoutMs);
+        }, timeoutMs);
+        timers.add(timer);
+        return () => {
+          clearTimeout(timer);
+          timers.delete(timer);
+        };
+      },
+    };
+  }
+
+  /**
+   * A step ran past its `timeoutMs`: the attempt's signal aborts with a
+   * `StepTimeoutError` and the attempt ends with it (a Web Worker that does
+   * not stop within `graceMs` is terminated); the next attempt resumes at
+   * that step.
+   */
+  #stepTimedOut(entry: RunningJob, key: string, timeoutMs: number): void {
+    const error = new StepTimeoutError(key, timeoutMs);
+    entry.controller.abort(error);
+    this.#finish(entry, { kind: "error", error, permanent: false });
+  }
+
   /** The attempt ran out of its `timeoutMs`: its signal aborts and it ends with a timeout error. */
   #timedOut(entry: RunningJob): void {
     const error = new JobTimeoutError(entry.job.name, entry.definition.timeoutMs);
@@ -717,7 +772,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       outcome = failWith(entry.job, asError(error), now); // e.g. a backoff function that threw
     }
     const error = outcome.kind === "complete" || outcome.kind === "heldBack" ||
-        outcome.kind === "notStarted" || outcome.kind === "cancelled"
+        outcome.kind === "notStarted" || outcome.kind === "cancelled" || outcome.kind === "parked"
       ? null
       : outcome.error;
     endAttemptSpan(entry.span, spanOutcomeOf(outcome), error, entry.definition.encrypted);
@@ -765,6 +820,10 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     this.#running.delete(entry.job.id);
     if (entry.deadline !== null) this.#timeouts.end(entry.deadline);
     this.#progress.forget(entry);
+    if (entry.stepTimers !== undefined) {
+      for (const timer of entry.stepTimers) clearTimeout(timer);
+      entry.stepTimers.clear();
+    }
     return true;
   }
 
@@ -790,7 +849,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   #report({ job, outcome, durationMs, ran }: FinishedJob): void {
     const detail = () => ({ id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
     if (
-      outcome.kind !== "heldBack" && outcome.kind !== "notStarted" &&
+      outcome.kind !== "heldBack" && outcome.kind !== "notStarted" && outcome.kind !== "parked" &&
       outcome.kind !== "cancelled" && (outcome.kind !== "retry" || outcome.error !== null)
     ) {
       this.#metrics.settled(job, outcome.kind, ran === true ? durationMs : null);
@@ -809,6 +868,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
         return;
       case "heldBack":
       case "notStarted":
+      case "parked": // a sleep or a wait: not an attempt, nor a retry
         return; // not an attempt: the handler never ran (held back, or claimed and not started)
       case "cancelled":
         this.emit("job:cancelled", { ...detail(), reason: outcome.reason });
@@ -837,6 +897,7 @@ function timedSettlement({ outcome, durationMs, ran }: FinishedJob): Settlement 
   if (settlement.kind === "release" && (settlement.error === null || settlement.refundAttempt)) {
     return settlement;
   }
+  if (settlement.kind === "park") return settlement;
   return { ...settlement, durationMs };
 }
 

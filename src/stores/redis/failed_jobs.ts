@@ -51,8 +51,9 @@ end
 /**
  * `moveBack(id)`: moves the failed job `id` back to its queue, due now on
  * the store's clock with fresh attempts, then hands it to its chain and
- * batch; whether it was a failed job. `deleteFailed(id)`: deletes the
- * failed job `id`, then drops the waiting links its chain can never run;
+ * batch (its memos and mailbox stay: it resumes from them); whether it was
+ * a failed job. `deleteFailed(id)`: deletes the failed job `id` with its
+ * memos and mailbox, then drops the waiting links its chain can never run;
  * whether it was there.
  */
 const FAILED_MOVES = String.raw`
@@ -84,6 +85,7 @@ local function deleteFailed(id)
   redis.call('ZREM', P .. ':failed', pad(id))
   if #flat == 0 then return false end
   redis.call('DEL', failedKey(id))
+  dropSteps(id)
   H.linksForgotten(id, hashTable(flat))
   return true
 end

@@ -1,6 +1,7 @@
 /**
  * The places where one area's script hands over to the rules of another
- * (keys and locks, chains and batches, job control, stats, logs): one Lua
+ * (keys and locks, chains and batches, job control, stats, logs, durable
+ * steps): one Lua
  * table `H` of functions, each area's part defined in its own module and
  * joined here, so a script calls one name per rule whatever area holds it.
  *
@@ -23,6 +24,7 @@ import { JOB_CONTROL_HOOKS } from "./job_control_hooks.ts";
 import { KEY_HOOKS } from "./key_hooks.ts";
 import { LOG_HOOKS } from "./log_hooks.ts";
 import { METRICS_HOOK } from "./metrics_rollup.ts";
+import { STEP_HOOKS } from "./step_hooks.ts";
 
 /** The hooks' table (`local H`), each hook defined by the area that owns its rule. */
 export const AREA_HOOKS: string = [
@@ -32,4 +34,5 @@ export const AREA_HOOKS: string = [
   CHAIN_BATCH_HOOKS,
   METRICS_HOOK,
   LOG_HOOKS,
+  STEP_HOOKS,
 ].join("\n");

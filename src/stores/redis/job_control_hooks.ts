@@ -39,7 +39,8 @@ export const PRUNE_CHUNK = 1000;
  *   finished, `fields` giving `state`, `output`, `error`, `started_at`,
  *   `finished_at`, `duration_ms` and `keep_until` (times on the store's
  *   clock); replaces an earlier record of `id`.
- * - `History.forget(id)`: deletes a kept job; 1 if it was kept, else 0.
+ * - `History.forget(id)`: deletes a kept job (and its memos and mailbox,
+ *   `dropSteps`, when it is no job either); 1 if it was kept, else 0.
  * - `History.row(id)`: a kept job as a reply row (times given back), or nil.
  * - `History.pruneExpired()`: at most once a minute, forgets up to
  *   {@linkcode PRUNE_CHUNK} kept jobs whose `keep_until` passed (a full
@@ -67,6 +68,7 @@ function History.forget(id)
   for _, listing in ipairs(History.listings(fields[1], fields[2])) do redis.call('ZREM', listing, pad(id)) end
   redis.call('ZREM', P .. ':done:keep', pad(id))
   redis.call('DEL', key)
+  dropSteps(id)
   return 1
 end
 

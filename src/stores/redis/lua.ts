@@ -136,6 +136,15 @@ export async function functionLibrary(): Promise<FunctionLibrary> {
  *   ZSET: those transactions by start time.
  * - `P:dispatch:<token>` STRING: the ids a dispatch stored, for a retried
  *   call whose first reply was lost.
+ * - `P:steps:<id>` HASH: job `id`'s durable-step memos, field the memo's
+ *   `seq`, value a JSON object (`key`, `kind`, `output`, `until` and `at` on
+ *   the store's clock, `done`, `attempt`, `durationMs`).
+ * - `P:signals:<id>` ZSET: job `id`'s mailbox, the signals no wait took
+ *   yet, score the signal's id, member a JSON object (`id`, `name`,
+ *   `payload`, `sentAt` on the store's clock); `P:signals:seq` STRING: the
+ *   last signal id. A job's memos and mailbox stay while it is a job, a
+ *   failed job (`P:failed:<id>`) or a kept finished one (`P:done:<id>`),
+ *   and go with the last of them (`dropSteps`, see step_hooks.ts).
  * - channel `P:wake`: published when jobs become claimable.
  */
 export const PRELUDE = String.raw`
@@ -224,10 +233,24 @@ local function unplace(id, queue, priority, leased)
   end
 end
 
--- Deletes a job's row and takes it out of claim order.
+local function stepsKey(id) return P .. ':steps:' .. id end
+local function signalsKey(id) return P .. ':signals:' .. id end
+
+-- Deletes job id's memos and mailbox once it is in none of the jobs, the failed jobs and the
+-- kept finished jobs (it left for good). Called after each of those deletes a job.
+local function dropSteps(id)
+  if redis.call('EXISTS', stepsKey(id), signalsKey(id)) == 0 then return end
+  if redis.call('EXISTS', jobKey(id), P .. ':failed:' .. id, P .. ':done:' .. id) == 0 then
+    redis.call('DEL', stepsKey(id), signalsKey(id))
+  end
+end
+
+-- Deletes a job's row and takes it out of claim order; its memos and mailbox go too unless it
+-- was kept (failed or finished) first.
 local function deleteJob(id, job)
   unplace(id, job.queue, job.priority, job.token ~= nil)
   redis.call('DEL', jobKey(id))
+  dropSteps(id)
 end
 
 -- Stores a new job (a NewJobRow of the input, its times on the caller's clock) with the

@@ -40,6 +40,7 @@ import type {
   JobFilter,
   JobList,
   JobResultRow,
+  JobStepsRow,
   KeyedInsert,
   KeyedJobRow,
   Lease,
@@ -58,6 +59,8 @@ import type {
   ScheduleRun,
   Settlement,
   SettleResult,
+  SignalOutcome,
+  SignalRequest,
   Store,
   StoredScheduleRow,
   StoreTransaction,
@@ -77,6 +80,7 @@ import { migrate } from "./migrate.ts";
 import { isRedisUrl, redactPassword } from "../database_url.ts";
 import * as schedules from "./schedules.ts";
 import * as stats from "./stats.ts";
+import * as steps from "./steps.ts";
 import * as tick from "./tick.ts";
 
 /** Options for {@linkcode RedisStore.open}. */
@@ -410,6 +414,16 @@ export class RedisStore implements Store, AsyncDisposable {
   /** See {@linkcode Store.logs}. */
   logs(jobId: number): Promise<LogLineRow[]> {
     return jobLogs.logs(this.#redis, jobId);
+  }
+
+  /** See {@linkcode Store.jobSteps}. */
+  jobSteps(id: number): Promise<JobStepsRow> {
+    return steps.jobSteps(this.#redis, id);
+  }
+
+  /** See {@linkcode Store.signal}. */
+  signal(request: SignalRequest): Promise<SignalOutcome> {
+    return steps.signal(this.#redis, request);
   }
 
   /** See {@linkcode Store.syncSchedules}. */

@@ -245,6 +245,12 @@ const CLAIM_SCRIPT = luaScript(
 /**
  * Input: `settlements` (tokens as strings), `records`, `then` (a
  * ClaimRequest or null). Reply: `{applied, claimed, started}`.
+ *
+ * A `step` writes its memo and leaves the job leased, as a `progress`
+ * does. A `park` is a `release` with the attempt given back and nothing
+ * else counted (no error, crashes and last error kept, no metrics, no
+ * span), its memo written: its chain, batch, keys and locks go as a
+ * release's.
  */
 const SETTLE_SCRIPT = luaScript(
   "settle",
@@ -271,6 +277,8 @@ for i, s in ipairs(settlements) do
     local key = jobKey(s.id)
     if s.kind == 'progress' then
       redis.call('HSET', key, 'progress', s.percent)
+    elseif s.kind == 'step' then
+      H.stepWritten(s)
     elseif s.kind == 'complete' or s.kind == 'cancel' then
       H.finished(s.id, job, s)
       deleteJob(s.id, job)
@@ -303,9 +311,20 @@ for i, s in ipairs(settlements) do
       placeUnleased(s.id, job.queue, job.priority, due)
       settled[i] = job
       retried[s.id] = true
+    elseif s.kind == 'park' then
+      -- A release that is no retry: the attempt given back, crashes and last error unchanged.
+      local due = H.parkedDue(s)
+      unplace(s.id, job.queue, job.priority, true)
+      redis.call('HDEL', key, 'token', 'claimed_ahead')
+      redis.call('HSET', key, 'available_at', due, 'attempts', num(job, 'attempts') - 1)
+      placeUnleased(s.id, job.queue, job.priority, due)
+      H.stepWritten(s)
+      settled[i] = job
     end
     if settled[i] ~= nil then H.metrics(s, job) end
-    if job.awaited == '1' and s.kind ~= 'release' and s.kind ~= 'progress' then awaitedEnded = true end
+    if job.awaited == '1' and (s.kind == 'complete' or s.kind == 'cancel' or s.kind == 'fail') then
+      awaitedEnded = true
+    end
   end
 end
 
@@ -327,7 +346,7 @@ end)
 local removed = {}
 for _, move in ipairs(moves) do
   local s = move.s
-  if s.kind == 'release' then
+  if s.kind == 'release' or s.kind == 'park' then
     local n, skipped = H.linksPutBack(s.id, move.job, at(s.at))
     queued = queued + n
     if skipped then removed[s.id] = true else released = released + 1 end
@@ -341,7 +360,11 @@ end
 -- Keys and locks last.
 for _, move in ipairs(moves) do
   if removed[move.s.id] then H.keysRemoved(move.s.id, move.job)
-  else H.keysSettled(move.s.id, move.job, move.s.kind, move.s.token) end
+  else
+    local kind = move.s.kind
+    if kind == 'park' then kind = 'release' end
+    H.keysSettled(move.s.id, move.job, kind, move.s.token)
+  end
 end
 
 local started = {}

@@ -1,0 +1,505 @@
+/**
+ * The durable steps of one attempt, where its handler runs: `ctx.step`,
+ * `ctx.sleep`, `ctx.sleepUntil` and `ctx.waitFor`. Each call takes the next
+ * call position and a key (`name`, `name#2`, …); a memo recorded at that
+ * position by an earlier attempt is returned instead of running the step
+ * again, and a memo that does not match what the code asks for fails the
+ * job for good (`StepMismatchError`). New memos go to the store through the
+ * attempt's {@linkcode StepPort} (the runner's settle path, fenced by the
+ * claim's token) before the step resolves. A sleep or a wait that must wait
+ * parks the attempt: {@linkcode DurableSteps.parked} resolves with how, and
+ * the executor ends the attempt with it.
+ *
+ * @internal
+ * @module
+ */
+import { MAX_DELAY_MS } from "../backoff.ts";
+import { isEncryptedPayload, type PayloadCipher } from "../encryption.ts";
+import {
+  asError,
+  PayloadIntegrityError,
+  PermanentError,
+  StepMismatchError,
+  ValidationError,
+} from "../errors.ts";
+import type { JobDefinition, PayloadSchema } from "../job.ts";
+import { jsonChange } from "../json_safe.ts";
+import { assertStepName, signalSealedAs, stepSealedAs } from "../admin/steps.ts";
+import type { StepOptions, WaitOptions } from "../steps.ts";
+import type { JobStepsRow, StepRow, StepWrite } from "../stores/store.ts";
+import type { ParkRequest, StepPort } from "./executor.ts";
+
+const encoder = new TextEncoder();
+
+/** The durable steps of one attempt of one job. */
+export class DurableSteps {
+  readonly #port: StepPort | undefined;
+  readonly #job: JobDefinition;
+  readonly #id: number;
+  readonly #attempt: number;
+  readonly #signal: AbortSignal;
+  readonly #cipher: PayloadCipher | null;
+  /** The job's memos and mailbox, read when the first step is reached. */
+  #stored: Promise<Stored> | null = null;
+  #seq = 0;
+  readonly #uses = new Map<string, number>();
+  #park: PromiseWithResolvers<ParkRequest> | null = null;
+  /** The key of the sleep or wait that parked the attempt; null while it runs. */
+  #parkedAt: string | null = null;
+
+  /**
+   * `port` is null for a job run now without being stored (`dispatchSync`):
+   * its steps then run without memos, and it cannot sleep or wait.
+   */
+  constructor(
+    port: StepPort | undefined,
+    job: JobDefinition,
+    id: number,
+    attempt: number,
+    signal: AbortSignal,
+    cipher: PayloadCipher | null,
+  ) {
+    this.#port = port;
+    this.#job = job;
+    this.#id = id;
+    this.#attempt = attempt;
+    this.#signal = signal;
+    this.#cipher = cipher;
+  }
+
+  /** Resolves once a sleep or a wait parked the attempt; never when none did. */
+  get parked(): Promise<ParkRequest> {
+    this.#park ??= Promise.withResolvers<ParkRequest>();
+    return this.#park.promise;
+  }
+
+  /** `ctx.step(name, fn, options)`. */
+  async step<T>(
+    name: string,
+    fn: (signal: AbortSignal) => T | Promise<T>,
+    options: StepOptions<T> = {},
+  ): Promise<T> {
+    const where = "ctx.step";
+    assertStepName(name, where, "the step's name");
+    if (typeof fn !== "function") {
+      throw new TypeError(
+        `${where}(${JSON.stringify(name)}): fn must be a function: got ${typeof fn}`,
+      );
+    }
+    const tries = checkedTries(options, name);
+    const timeoutMs = checkedTimeout(
+      options.timeoutMs,
+      `${where}(${JSON.stringify(name)})`,
+      "timeoutMs",
+    );
+    const { seq, key } = this.#next(name);
+    const memo = await this.#memo(seq, key, "step");
+    if (memo !== undefined) return await this.#openOutput(key, memo.output, options.output);
+    const startedAt = performance.now();
+    const ended = timeoutMs === undefined ? null : this.#port?.timeStep(key, timeoutMs);
+    let value: T;
+    try {
+      value = await this.#runTries(name, fn, tries, options.backoff);
+    } finally {
+      ended?.();
+    }
+    const output = await this.#sealOutput(key, value, options.output);
+    await this.#record({
+      seq,
+      key,
+      kind: "step",
+      output,
+      until: null,
+      done: true,
+      attempt: this.#attempt,
+      durationMs: Math.round(performance.now() - startedAt),
+    });
+    return value;
+  }
+
+  /** `ctx.sleep(name, ms)`. */
+  async sleep(name: string, ms: number): Promise<void> {
+    const where = `ctx.sleep(${JSON.stringify(name)})`;
+    assertStepName(name, "ctx.sleep", "the sleep's name");
+    const delayMs = checkedTimeout(ms, where, "ms") ?? 0;
+    await this.#sleep(name, delayMs);
+  }
+
+  /** `ctx.sleepUntil(name, until)`. */
+  async sleepUntil(name: string, until: Date | number): Promise<void> {
+    const where = `ctx.sleepUntil(${JSON.stringify(name)})`;
+    assertStepName(name, "ctx.sleepUntil", "the sleep's name");
+    const time = until instanceof Date ? until.getTime() : until;
+    if (typeof time !== "number" || !Number.isFinite(time)) {
+      throw new RangeError(
+        `${where}: until must be a valid Date or ms since the epoch: got ${String(until)}`,
+      );
+    }
+    await this.#sleep(name, Math.min(MAX_DELAY_MS, Math.max(0, time - Date.now())));
+  }
+
+  /** `ctx.waitFor(name, options)`. */
+  async waitFor<T>(name: string, options: WaitOptions<T> = {}): Promise<T | null> {
+    const where = `ctx.waitFor(${JSON.stringify(name)})`;
+    assertStepName(name, "ctx.waitFor", "the signal's name");
+    const timeoutMs = checkedTimeout(options.timeoutMs, where, "timeoutMs");
+    this.#requirePort(where);
+    const { seq, key } = this.#next(name);
+    const memo = await this.#memo(seq, key, "wait");
+    if (memo?.done === true) return this.#openSignal(name, memo.output, options.schema);
+    const stored = await this.#stored!;
+    const signal = stored.signals.find((row) => row.name === name && !stored.taken.has(row.id));
+    if (signal !== undefined) {
+      stored.taken.add(signal.id);
+      const value = await this.#openSignal(name, signal.payload, options.schema);
+      await this.#record({ ...this.#waitWrite(seq, key, signal.payload), takesSignal: signal.id });
+      return value;
+    }
+    if (memo !== undefined && memo.until !== null) {
+      // Parked until its timeout and claimed again without a signal: the timeout passed.
+      await this.#record(this.#waitWrite(seq, key, "null"));
+      return null;
+    }
+    return await this.#parkAt({
+      delayMs: timeoutMs ?? null,
+      step: {
+        seq,
+        key,
+        kind: "wait",
+        output: null,
+        done: false,
+        attempt: this.#attempt,
+        durationMs: 0,
+      },
+    });
+  }
+
+  async #sleep(name: string, delayMs: number): Promise<void> {
+    this.#requirePort(`ctx.sleep(${JSON.stringify(name)})`);
+    const { seq, key } = this.#next(name);
+    const memo = await this.#memo(seq, key, "sleep");
+    if (memo !== undefined) return; // parked until its wake time, and claimed again after it
+    if (delayMs === 0) {
+      await this.#record({
+        seq,
+        key,
+        kind: "sleep",
+        output: null,
+        until: null,
+        done: true,
+        attempt: this.#attempt,
+        durationMs: 0,
+      });
+      return;
+    }
+    await this.#parkAt({
+      delayMs,
+      step: {
+        seq,
+        key,
+        kind: "sleep",
+        output: null,
+        done: true,
+        attempt: this.#attempt,
+        durationMs: 0,
+      },
+    });
+  }
+
+  #waitWrite(seq: number, key: string, output: string): StepWrite {
+    return {
+      seq,
+      key,
+      kind: "wait",
+      output,
+      until: null,
+      done: true,
+      attempt: this.#attempt,
+      durationMs: 0,
+    };
+  }
+
+  /** Parks the attempt: the executor ends it with `request`; the handler's call never returns. */
+  #parkAt(request: ParkRequest): Promise<never> {
+    this.#parkedAt = request.step.key;
+    this.#park ??= Promise.withResolvers<ParkRequest>();
+    this.#park.resolve(request);
+    return new Promise<never>(() => {});
+  }
+
+  #requirePort(where: string): StepPort {
+    if (this.#port === undefined) {
+      throw new TypeError(
+        `${where}: a job run now without being stored (dispatchSync) cannot sleep or wait`,
+      );
+    }
+    return this.#port;
+  }
+
+  /** The next call position, and the key of `name` there (`name#n` from its second use). */
+  #next(name: string): { seq: number; key: string } {
+    if (this.#parkedAt !== null) {
+      throw new TypeError(
+        `ctx: ${JSON.stringify(name)} was called after ${
+          JSON.stringify(this.#parkedAt)
+        } parked the attempt: a sleep or a wait ends it`,
+      );
+    }
+    const uses = (this.#uses.get(name) ?? 0) + 1;
+    this.#uses.set(name, uses);
+    return { seq: ++this.#seq, key: uses === 1 ? name : `${name}#${uses}` };
+  }
+
+  /**
+   * The memo recorded at `seq`, checked against what the code asks for
+   * there; undefined when none was recorded (nor `key` elsewhere).
+   */
+  async #memo(seq: number, key: string, kind: StepRow["kind"]): Promise<StepRow | undefined> {
+    if (this.#port === undefined) return undefined;
+    const stored = await (this.#stored ??= this.#load());
+    const memo = stored.bySeq.get(seq);
+    if (memo !== undefined) {
+      if (memo.key !== key || memo.kind !== kind) {
+        throw new StepMismatchError(this.#job.name, seq, memo.key, key);
+      }
+      return memo;
+    }
+    const elsewhere = stored.byKey.get(key);
+    if (elsewhere !== undefined) throw new StepMismatchError(this.#job.name, seq, null, key);
+    return undefined;
+  }
+
+  async #load(): Promise<Stored> {
+    const row: JobStepsRow = await this.#port!.load();
+    return {
+      bySeq: new Map(row.steps.map((step) => [step.seq, step])),
+      byKey: new Map(row.steps.map((step) => [step.key, step])),
+      signals: row.signals,
+      taken: new Set(),
+    };
+  }
+
+  async #record(write: StepWrite): Promise<void> {
+    if (this.#port === undefined) return;
+    if (this.#signal.aborted) throw asError(this.#signal.reason);
+    await this.#port.record(write);
+  }
+
+  /** Runs `fn` up to `tries` times within the attempt, waiting `backoff` between. */
+  async #runTries<T>(
+    name: string,
+    fn: (signal: AbortSignal) => T | Promise<T>,
+    tries: number,
+    backoff: StepOptions["backoff"],
+  ): Promise<T> {
+    for (let run = 1;; run++) {
+      if (this.#signal.aborted) throw asError(this.#signal.reason);
+      try {
+        return await fn(this.#signal);
+      } catch (error) {
+        if (run >= tries || error instanceof PermanentError || this.#signal.aborted) throw error;
+        await abortableDelay(retryWait(name, backoff, run), this.#signal);
+      }
+    }
+  }
+
+  /** A step's value as stored: JSON (checked by `schema`), sealed for an encrypted job. */
+  async #sealOutput<T>(
+    key: string,
+    value: T,
+    schema: PayloadSchema<T> | undefined,
+  ): Promise<string | null> {
+    const job = this.#job;
+    const action = { action: `store step ${JSON.stringify(key)} of` };
+    let checked: unknown = value;
+    if (schema !== undefined) {
+      const result = schema.safeParse(value);
+      if (!result.success) {
+        throw new ValidationError(job.name, `step output: ${issuesText(result.error)}`, [], action);
+      }
+      checked = result.data;
+    }
+    if (checked === undefined) return null;
+    const change = jsonChange(checked, "step output");
+    if (change !== null) {
+      throw new ValidationError(
+        job.name,
+        `step output does not survive JSON: ${change}`,
+        [],
+        action,
+      );
+    }
+    const json = JSON.stringify(checked);
+    const bytes = json.length * 3 <= job.maxOutputBytes ? json.length : encoder.encode(json).length;
+    if (bytes > job.maxOutputBytes) {
+      throw new ValidationError(
+        job.name,
+        `step output is ${bytes} bytes of JSON: over the cap of ${job.maxOutputBytes} bytes (maxOutputBytes)`,
+        [],
+        action,
+      );
+    }
+    if (!job.encrypted) return json;
+    if (this.#cipher === null) {
+      throw new PayloadIntegrityError(job.name, "it must be encrypted, and there is no APP_KEY", {
+        of: "step output",
+      });
+    }
+    return await this.#cipher.encrypt(stepSealedAs(this.#id, key), json);
+  }
+
+  /** A recorded step's value, opened and read back (and checked by `schema`). */
+  async #openOutput<T>(
+    key: string,
+    stored: string | null,
+    schema: PayloadSchema<T> | undefined,
+  ): Promise<T> {
+    if (stored === null) return undefined as T;
+    const json = await this.#open(
+      stored,
+      stepSealedAs(this.#id, key),
+      "step output",
+      this.#job.encrypted,
+    );
+    return this.#parsed(json, schema, "step output") as T;
+  }
+
+  /** A signal's payload as the wait resolves it (null for a timeout's `"null"`). */
+  async #openSignal<T>(
+    name: string,
+    stored: string | null,
+    schema: PayloadSchema<T> | undefined,
+  ): Promise<T | null> {
+    if (stored === null || stored === "null") return null;
+    const json = await this.#open(
+      stored,
+      signalSealedAs(this.#id, name),
+      "signal",
+      this.#job.encrypted,
+    );
+    return this.#parsed(json, schema, "signal") as T;
+  }
+
+  async #open(
+    stored: string,
+    boundTo: string,
+    what: "step output" | "signal",
+    mustBeSealed: boolean,
+  ): Promise<string> {
+    const name = this.#job.name;
+    if (isEncryptedPayload(stored)) {
+      if (this.#cipher === null) {
+        throw new PayloadIntegrityError(name, "it is encrypted, and this process has no APP_KEY", {
+          of: what,
+        });
+      }
+      return await this.#cipher.decrypt(boundTo, stored, { job: name, what });
+    }
+    if (mustBeSealed) {
+      throw new PayloadIntegrityError(name, `expected an encrypted ${what}`, { of: what });
+    }
+    return stored;
+  }
+
+  #parsed(
+    json: string,
+    schema: PayloadSchema | undefined,
+    what: "step output" | "signal",
+  ): unknown {
+    let value: unknown;
+    try {
+      value = JSON.parse(json);
+    } catch (error) {
+      throw new PayloadIntegrityError(this.#job.name, `not JSON: ${asError(error).message}`, {
+        of: what,
+      });
+    }
+    if (schema === undefined) return value;
+    const result = schema.safeParse(value);
+    if (!result.success) {
+      throw new ValidationError(this.#job.name, `${what}: ${issuesText(result.error)}`, [], {
+        action: `use the ${what} of`,
+      });
+    }
+    return result.data;
+  }
+}
+
+/** The memos and mailbox read for an attempt, and the signals its waits took. */
+interface Stored {
+  readonly bySeq: Map<number, StepRow>;
+  readonly byKey: Map<string, StepRow>;
+  readonly signals: JobStepsRow["signals"];
+  readonly taken: Set<number>;
+}
+
+function checkedTries(options: StepOptions<unknown>, name: string): number {
+  const tries = options.maxAttempts ?? 1;
+  if (!Number.isSafeInteger(tries) || tries < 1 || tries > 1_000) {
+    throw new RangeError(
+      `ctx.step(${JSON.stringify(name)}): maxAttempts must be an integer from 1 to 1000: got ${
+        String(tries)
+      }`,
+    );
+  }
+  const backoff = options.backoff;
+  if (backoff !== undefined && typeof backoff !== "function" && !Array.isArray(backoff)) {
+    throw new TypeError(
+      `ctx.step(${JSON.stringify(name)}): backoff must be an array of delays or a function`,
+    );
+  }
+  return tries;
+}
+
+/** A duration option: undefined when absent, else a finite number of ms from 0 to 100 years. */
+function checkedTimeout(ms: unknown, where: string, what: string): number | undefined {
+  if (ms === undefined) return undefined;
+  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0 || ms > MAX_DELAY_MS) {
+    throw new RangeError(
+      `${where}: ${what} must be a number of ms from 0 to ${MAX_DELAY_MS}: got ${String(ms)}`,
+    );
+  }
+  return Math.round(ms);
+}
+
+/** The wait before retry `run` of a step inside its attempt. */
+function retryWait(name: string, backoff: StepOptions["backoff"], run: number): number {
+  const wait = backoff === undefined
+    ? 1_000 * run
+    : typeof backoff === "function"
+    ? backoff(run)
+    : backoff[Math.min(run, backoff.length) - 1];
+  if (typeof wait !== "number" || !Number.isFinite(wait) || wait < 0 || wait > MAX_DELAY_MS) {
+    throw new RangeError(
+      `ctx.step(${
+        JSON.stringify(name)
+      }): backoff for retry ${run} must be a delay from 0 to ${MAX_DELAY_MS} ms: got ${
+        String(wait)
+      }`,
+    );
+  }
+  return wait;
+}
+
+/** Waits `ms`, or rejects with the signal's reason once it aborts. */
+function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(asError(signal.reason));
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+function issuesText(
+  error: { issues: readonly { path: readonly PropertyKey[]; message: string }[] },
+): string {
+  return error.issues.map(({ path, message }) =>
+    `${path.length === 0 ? "value" : path.map(String).join(".")}: ${message}`
+  ).join("; ");
+}
