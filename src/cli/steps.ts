@@ -8,7 +8,8 @@
  * @internal
  */
 import { assertStepName, signalPayloadJson } from "../admin/steps.ts";
-import type { JobStep } from "../steps.ts";
+import { isEncryptedPayload } from "../encryption.ts";
+import type { JobStep, SignalOutcome } from "../steps.ts";
 import { expectPositionals, type ParsedArgs, readSwitch, UsageError } from "./args.ts";
 import { openAdminQueue, readId } from "./admin.ts";
 import { type Command, EXIT } from "./command.ts";
@@ -128,20 +129,47 @@ function withoutWhere(message: string): string {
   return message.replace(/^[^:]*: /, "");
 }
 
+/**
+ * Sends the signal: sealed with `APP_KEY` when job `id` is encrypted (its
+ * handler takes only sealed signals, and an error says so when `APP_KEY` is
+ * not set), and as it is to any other job, so that workers without the key
+ * can read it.
+ */
+async function send(
+  args: ParsedArgs,
+  id: number,
+  name: string,
+  payload: unknown,
+): Promise<SignalOutcome> {
+  {
+    await using queue = await openAdminQueue(args);
+    const job = await queue.unfinishedJob(id);
+    if (job === null || !isEncryptedPayload(job.payload)) {
+      return await queue.signal(id, name, payload);
+    }
+  }
+  if (!Deno.env.get("APP_KEY")) {
+    throw new Error(
+      `job ${id} is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with`,
+    );
+  }
+  await using keyed = await openAdminQueue(args, { appKey: true });
+  return await keyed.signal(id, name, payload);
+}
+
 const signal: Command = {
   name: "signal",
   operands: "<id> <name> [json]",
   summary: "send a signal to a job's ctx.waitFor",
   description:
-    "Sends signal <name> to job <id> with [json] as its payload (null when absent), for the job's\nctx.waitFor(name). Prints the outcome: delivered (the job was waiting for it and is due now) or\nbuffered (kept in the job's mailbox for a wait to come: it has not reached it yet, or runs now).\nExits 1 when the job has finished or does not exist (nothing is stored). With APP_KEY set the\npayload is stored encrypted. Write the JSON in single quotes: '{\"score\": 9}'.",
+    "Sends signal <name> to job <id> with [json] as its payload (null when absent), for the job's\nctx.waitFor(name). Prints the outcome: delivered (the job was waiting for it and is due now) or\nbuffered (kept in the job's mailbox for a wait to come: it has not reached it yet, or runs now).\nExits 1 when the job has finished or does not exist (nothing is stored). The payload of a\nsignal to an encrypted job is sealed with APP_KEY (required then). Write the JSON in single\nquotes: '{\"score\": 9}'.",
   flags: {},
   async run(args) {
     expectPositionals(args, 2, 3, "<id> and <name>");
     const id = readId(args, 0);
     const name = readSignalName(args);
     const payload = readPayload(args);
-    await using queue = await openAdminQueue(args, { appKey: true });
-    const outcome = await queue.signal(id, name, payload);
+    const outcome = await send(args, id, name, payload);
     const shown = printable(JSON.stringify(name));
     switch (outcome) {
       case "delivered":

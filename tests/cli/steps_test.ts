@@ -127,20 +127,36 @@ Deno.test("signal <id> <name> [json] prints delivered for a job waiting for it, 
   assert.deepEqual((await store.jobSteps(999)).signals, []);
 });
 
-Deno.test("signal with APP_KEY stores the payload sealed for its job and name", async () => {
+Deno.test("signal seals the payload with APP_KEY for an encrypted job, refuses one without APP_KEY, and sends others as they are", async () => {
   await using tmp = await tempDir();
   const appKey = generateAppKey();
   const store = await SqliteStore.open(tmp.dbPath);
-  await using queue = await Queue.open({ store, jobs: [onboard] });
-  const id = await queue.dispatch(onboard, null);
-  const run = await runCli(["signal", String(id), "survey", '{"score":3}', "--db", tmp.dbPath], {
+  await using queue = await Queue.open({ store, jobs: [onboard, sealed], appKey });
+  const db = ["--db", tmp.dbPath];
+  const hidden = await queue.dispatch(sealed, null);
+  const plain = await queue.dispatch(onboard, null);
+
+  const refused = await runCli(["signal", String(hidden), "survey", '{"score":3}', ...db]);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, new RegExp(`job ${hidden} is encrypted, .*set APP_KEY`));
+  assert.deepEqual((await store.jobSteps(hidden)).signals, []);
+
+  const run = await runCli(["signal", String(hidden), "survey", '{"score":3}', ...db], {
     APP_KEY: appKey,
   });
   assert.equal(run.code, 0, run.stderr);
-  const [row] = (await store.jobSteps(id)).signals;
+  const [row] = (await store.jobSteps(hidden)).signals;
   assert.ok(row !== undefined && isEncryptedPayload(row.payload), "stored sealed");
   const cipher = await PayloadCipher.fromKeys({ current: appKey, previous: [] });
-  assert.equal(await cipher.decrypt(signalSealedAs(id, "survey"), row.payload), '{"score":3}');
+  assert.equal(await cipher.decrypt(signalSealedAs(hidden, "survey"), row.payload), '{"score":3}');
+
+  const open = await runCli(["signal", String(plain), "survey", '{"score":4}', ...db], {
+    APP_KEY: appKey,
+  });
+  assert.equal(open.code, 0, open.stderr);
+  assert.deepEqual((await store.jobSteps(plain)).signals.map((signal) => signal.payload), [
+    '{"score":4}',
+  ]);
 });
 
 Deno.test("signal refuses bad input with exit 2, naming the argument, and stores nothing", async () => {
