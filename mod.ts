@@ -1,7 +1,8 @@
 /**
  * Background jobs for Deno, kept in one SQLite file: retries with backoff, a
- * failed-jobs table, timeouts, leases that survive crashes, and a worker that
- * claims and settles in batches.
+ * failed-jobs table, timeouts, leases that survive crashes, durable steps
+ * (`ctx.step`, `ctx.sleep`, `ctx.waitFor` and `queue.signal`), and a worker
+ * that claims and settles in batches.
  *
  * @example Define a job, dispatch it, work the queue
  * ```ts
@@ -34,6 +35,8 @@ export {
   PayloadIntegrityError,
   PermanentError,
   QueueClosedError,
+  StepMismatchError,
+  StepTimeoutError,
   ValidationError,
   type ValidationIssue,
 } from "./src/errors.ts";
@@ -82,6 +85,7 @@ export type {
   UnfinishedJob,
 } from "./src/admin/job_list.ts";
 export type { JobLogLine, LogsOptions } from "./src/job_logs.ts";
+export type { JobStep, SignalOutcome, StepOptions, WaitOptions } from "./src/steps.ts";
 export type {
   JobTypeMetrics,
   MetricsOptions,

@@ -12,6 +12,7 @@ export const GROUPS = [
   "drain",
   "workers",
   "cpu",
+  "steps",
   "pickup",
   "peers",
 ] as const;
@@ -24,6 +25,7 @@ export const POSTGRES_GROUPS: readonly Group[] = [
   "ceiling",
   "dispatch",
   "drain",
+  "steps",
   "pickup",
   "peers",
 ];

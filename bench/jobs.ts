@@ -49,3 +49,21 @@ export const pickup = defineJob({
     signalPickup({ id: ctx.id, latencyMs: wallClockMs() - sentAt });
   },
 });
+
+/** Records one durable step that does nothing: what one checkpoint costs beside `noop`. */
+export const oneStep = defineJob({
+  name: "bench-one-step",
+  schema: z.object({ n: z.number().int() }),
+  async handle({ n }, ctx) {
+    await ctx.step("only", () => n);
+  },
+});
+
+/** Records ten durable steps that do nothing, one after another. */
+export const tenSteps = defineJob({
+  name: "bench-ten-steps",
+  schema: z.object({ n: z.number().int() }),
+  async handle({ n }, ctx) {
+    for (let step = 0; step < 10; step++) await ctx.step("step", () => n + step);
+  },
+});

@@ -27,6 +27,7 @@ import {
   delayedBesideMeasurement,
   dispatchMeasurements,
   isolateDrainMeasurements,
+  stepMeasurements,
   workerDrainMeasurements,
 } from "./queue.ts";
 import { buildRows, formatJson, formatMarkdown, type Report } from "./report.ts";
@@ -98,6 +99,7 @@ export async function main(args: readonly string[]): Promise<number> {
       drain: [...isolateDrainMeasurements(), delayedBesideMeasurement()],
       workers: workerDrainMeasurements(),
       cpu: cpuMeasurements(() => cpu ??= calibrateSpin(CPU_JOB_MS)),
+      steps: stepMeasurements(),
       // Imported only here, so that a bench without --peers loads none of them.
       ...(flags.peers && {
         peers: await (await import("./peers/mod.ts")).peerMeasurements((why) =>

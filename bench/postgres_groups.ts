@@ -12,7 +12,11 @@ import type { PickupMeasurement } from "./pickup.ts";
 import { postgresCeilingMeasurements } from "./postgres_ceiling.ts";
 import { type PostgresServer, SERVER_SETTINGS } from "./postgres_environment.ts";
 import { postgresPickupMeasurements } from "./postgres_pickup.ts";
-import { postgresDispatchMeasurements, postgresDrainMeasurements } from "./postgres_queue_rates.ts";
+import {
+  postgresDispatchMeasurements,
+  postgresDrainMeasurements,
+  postgresStepMeasurements,
+} from "./postgres_queue_rates.ts";
 import { connectRaw } from "./postgres_schema.ts";
 import { postgresSizes } from "./postgres_sizes.ts";
 import { redactPostgresUrl } from "./postgres_url.ts";
@@ -48,6 +52,7 @@ export async function postgresBench(
       ceiling: postgresCeilingMeasurements(url, sizes),
       dispatch: postgresDispatchMeasurements(url, sizes),
       drain: postgresDrainMeasurements(url, sizes),
+      steps: postgresStepMeasurements(url, sizes),
       ...(peerRows !== null && { peers: peerRows.measurements }),
     },
     pickups: {

@@ -22,6 +22,7 @@ import {
   dispatchSingle,
   drain,
   type QueueFixture,
+  stepMeasurements,
 } from "./queue.ts";
 
 function fixed(jobs: number): Pick<Measurement, "fixedJobs" | "fixedWarmupJobs"> {
@@ -108,4 +109,10 @@ export function postgresDrainMeasurements(url: string, sizes: PostgresSizes): Me
     } delayed priority-5 jobs (${count(sizes.jobs)} jobs)`,
   });
   return [...inProcess, delayedBeside, ...processes];
+}
+
+/** The durable-step drains ({@linkcode stepMeasurements}) on the server, with its job counts. */
+export function postgresStepMeasurements(url: string, sizes: PostgresSizes): Measurement[] {
+  const fixture: QueueFixture = (fn) => withPostgresQueue(url, fn);
+  return stepMeasurements(fixture, { ...fixed(sizes.jobs) });
 }

@@ -8,7 +8,7 @@
  */
 import type { ExecutorKind, Queue } from "../mod.ts";
 import { trace } from "@opentelemetry/api";
-import { logged, noop } from "./jobs.ts";
+import { logged, noop, oneStep, tenSteps } from "./jobs.ts";
 import { type Measurement, measureRate } from "./measurement.ts";
 import { assertPending, withQueue, withQueueKeeping } from "./queue_fixture.ts";
 import { rawRoundTripRate } from "./raw_round_trip.ts";
@@ -161,6 +161,40 @@ export function workerDrainMeasurements(): Measurement[] {
   });
 }
 
+/**
+ * Durable steps at concurrency 32, isolate executor, on a fresh queue of
+ * `fixture`: jobs that record one step each against the bare no-op drain
+ * (what one checkpoint costs: its memo is written with the tick's settle),
+ * and jobs of ten steps, counted in steps per second, against the no-op
+ * drain (issue 29: a 10-step job at least half the rate of 10 plain jobs).
+ * `more` overrides fields of both (the server bench's job counts).
+ */
+export function stepMeasurements(
+  fixture: QueueFixture = withQueue,
+  more: Partial<Measurement> = {},
+): Measurement[] {
+  return [{
+    id: "drain-c32-one-step",
+    name: "isolate drain c32, one step each",
+    label: "queue.work() drain, isolate executor, concurrency 32, each job recording one ctx.step",
+    baseline: "drain-c32",
+    ...more,
+    run: (jobs) => drain(jobs, 32, "isolate", fixture, oneStep),
+  }, {
+    id: "drain-c32-ten-steps",
+    name: "isolate drain c32, ten steps each",
+    label:
+      "the same drain of jobs of ten ctx.step each, in steps per second (a step against a plain job)",
+    baseline: "drain-c32",
+    target: 0.5,
+    ...more,
+    run: async (jobs) => {
+      const stepped = Math.max(1, Math.round(jobs / 10));
+      return 10 * await drain(stepped, 32, "isolate", fixture, tenSteps);
+    },
+  }];
+}
+
 /** Times `jobs` calls of `dispatch()`, one at a time, on a fresh queue of `fixture`. */
 export function dispatchSingle(jobs: number, fixture: QueueFixture = withQueue): Promise<number> {
   const all = payloads(jobs);
@@ -193,7 +227,7 @@ export function drain(
   concurrency: number,
   executor: ExecutorKind,
   fixture: QueueFixture = withQueue,
-  job: typeof noop | typeof logged = noop,
+  job: typeof noop | typeof logged | typeof oneStep | typeof tenSteps = noop,
   delayedLeft = 0,
 ): Promise<number> {
   return fixture(async (queue) => {

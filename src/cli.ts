@@ -2,13 +2,15 @@
  * The command line of `@renox/queue`: the `work` command that runs jobs
  * (supervised, with graceful stops on SIGINT/SIGTERM), and admin commands on
  * the same database: `failed`, `retry`, `forget`, `flush`, `prune-failed`,
- * `clear`, `stats`, `migrate`, `logs`, and `dashboard`, which serves the dashboard
- * over HTTP.
+ * `clear`, `stats`, `migrate`, `logs`, `steps` and `signal` (a job's durable
+ * steps, and a signal for its `ctx.waitFor`), and `dashboard`, which serves the
+ * dashboard over HTTP.
  *
  * ```sh
  * deno run -A jsr:@renox/queue/cli work --jobs ./jobs.ts --queue high,default --concurrency 4
  * deno run -A jsr:@renox/queue/cli failed
  * deno run -A jsr:@renox/queue/cli retry all
+ * deno run -A jsr:@renox/queue/cli signal 42 survey '{"score": 9}'
  * deno run -A jsr:@renox/queue/cli dashboard --port 8080
  * deno run -A jsr:@renox/queue/cli help work
  * ```
@@ -43,6 +45,7 @@ import { keyGenerate } from "./cli/key_generate.ts";
 import { SCHEDULE_COMMANDS } from "./cli/schedules.ts";
 import { logsCommand } from "./cli/logs.ts";
 import { stats } from "./cli/stats.ts";
+import { STEP_COMMANDS } from "./cli/steps.ts";
 import { work } from "./cli/work.ts";
 
 const help: Command = {
@@ -68,6 +71,7 @@ const COMMANDS: readonly Command[] = [
   ...SCHEDULE_COMMANDS,
   ...JOB_CONTROL_COMMANDS,
   logsCommand,
+  ...STEP_COMMANDS,
   stats,
   dashboardCommand,
   keyGenerate,

@@ -2,12 +2,14 @@
  * The Hono example (examples/hono/main.ts) as `deno serve` runs it: a route
  * dispatches a job that runs in the app's process, the dashboard answers
  * under `/admin/queue` only behind the app's own basic auth, and the app
- * exits on its first SIGTERM or SIGINT, on SQLite and on PostgreSQL.
+ * exits on its first SIGTERM or SIGINT, on SQLite and on PostgreSQL. And
+ * the durable steps example (examples/steps/main.ts), run to its end.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { tempDir, within } from "./_helpers.ts";
+import { ROOT } from "./fixtures/cli/cli_process.ts";
 import { postgresTestUrl } from "./_postgres.ts";
 import { freshDatabase, ServeProcess } from "./fixtures/deploy/serve_process.ts";
 
@@ -105,3 +107,35 @@ for (const store of ["SQLite", "PostgreSQL"] as const) {
     });
   }
 }
+
+Deno.test("Durable steps example: each step runs once across the sleep and the wait, Grace's early answer is buffered, Ada's is delivered, and it ends on its own", async () => {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--quiet", "examples/steps/main.ts"],
+    cwd: ROOT,
+    env: { NO_COLOR: "1" },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  // A deadline, not a speed test: the example sleeps a second and then waits for a signal.
+  const deadline = setTimeout(() => child.kill("SIGKILL"), 60_000);
+  const { code, stdout, stderr } = await child.output().finally(() => clearTimeout(deadline));
+  const out = new TextDecoder().decode(stdout);
+  const describe = `${out}\n${new TextDecoder().decode(stderr)}`;
+  assert.equal(code, 0, describe);
+  assert.match(out, /Grace's answer, sent before her job waits: buffered/, describe);
+  assert.match(out, /Ada's answer, sent while her job waits: delivered/, describe);
+  const count = (line: string) => out.split("\n").filter((text) => text === line).length;
+  for (const name of ["Ada", "Grace"]) {
+    assert.equal(count(`${name}: create-account runs`), 1, describe);
+    assert.equal(count(`${name}: thank runs (score ${name === "Ada" ? 9 : 7})`), 1, describe);
+    assert.ok(count(`${name}: the handler starts (attempt 1)`) >= 2, describe);
+  }
+  assert.doesNotMatch(out, /attempt 2/, "sleeps and waits spend no attempt");
+  assert.match(out, /completed, \{"email":"user1@example.com","score":9\}/, describe);
+  assert.match(out, /completed, \{"email":"user2@example.com","score":7\}/, describe);
+  assert.match(out, /1\. step create-account: done \(attempt 1\) \{"email":"user1@example.com"\}/);
+  assert.match(out, /2\. sleep cool-off: done/);
+  assert.match(out, /3\. wait survey: done \(attempt 1\) \{"score":9\}/);
+  assert.match(out, /4\. step thank: done/);
+});

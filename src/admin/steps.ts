@@ -60,6 +60,32 @@ export async function readSteps(store: StepStore, id: number): Promise<JobStep[]
 }
 
 /**
+ * A signal's payload as the JSON text to store (undefined is null). Throws
+ * a `TypeError` starting `where: what` when it does not survive JSON or
+ * its JSON is over 256 KiB.
+ */
+export function signalPayloadJson(payload: unknown, where: string, what: string): string {
+  const value = payload === undefined ? null : payload;
+  const change = jsonChange(value, "payload");
+  if (change !== null) {
+    throw new TypeError(`${where}: ${what} does not survive JSON: ${change}`);
+  }
+  let json: string;
+  try {
+    json = JSON.stringify(value);
+  } catch (error) {
+    throw new TypeError(`${where}: ${what} is not JSON: ${(error as Error).message}`);
+  }
+  const bytes = new TextEncoder().encode(json).length;
+  if (bytes > DEFAULT_MAX_PAYLOAD_BYTES) {
+    throw new TypeError(
+      `${where}: ${what} is ${bytes} bytes of JSON: over the cap of ${DEFAULT_MAX_PAYLOAD_BYTES} bytes`,
+    );
+  }
+  return json;
+}
+
+/**
  * Sends signal `name` to job `id`: its payload (JSON; sealed with the app
  * key when there is one, bound to the job and the name) goes to the job's
  * mailbox. Throws `TypeError` for a bad name or a payload that is not JSON
@@ -76,23 +102,7 @@ export async function sendSignal(
   const where = "queue.signal";
   assertId(id);
   assertStepName(name, where, "the signal's name");
-  const value = payload === undefined ? null : payload;
-  const change = jsonChange(value, "payload");
-  if (change !== null) {
-    throw new TypeError(`${where}: the payload does not survive JSON: ${change}`);
-  }
-  let json: string;
-  try {
-    json = JSON.stringify(value);
-  } catch (error) {
-    throw new TypeError(`${where}: the payload is not JSON: ${(error as Error).message}`);
-  }
-  const bytes = new TextEncoder().encode(json).length;
-  if (bytes > DEFAULT_MAX_PAYLOAD_BYTES) {
-    throw new TypeError(
-      `${where}: the payload is ${bytes} bytes of JSON: over the cap of ${DEFAULT_MAX_PAYLOAD_BYTES} bytes`,
-    );
-  }
+  const json = signalPayloadJson(payload, where, "the payload");
   const stored = cipher === null ? json : await cipher.encrypt(signalSealedAs(id, name), json);
   return await store.signal({ jobId: id, name, payload: stored, now: clock.now() });
 }

@@ -78,16 +78,23 @@ function assertDatabaseFile(path: string): void {
 
 /** Reads the positional ids (of jobs, or of what `noun` names), each a positive whole number. */
 export function readIds(args: ParsedArgs, noun = "job"): number[] {
-  return args.positionals.map((text) => {
-    const id = /^\d+$/.test(text) ? Number(text) : NaN;
-    if (!(id >= 1 && Number.isSafeInteger(id))) {
-      throw new UsageError(
-        args.command,
-        `a ${noun} id must be a positive whole number: got ${shown(text)}`,
-      );
-    }
-    return id;
-  });
+  return args.positionals.map((text) => readIdText(args, text, noun));
+}
+
+/** Reads the positional id at `index` (of a job, or of what `noun` names): a positive whole number. */
+export function readId(args: ParsedArgs, index: number, noun = "job"): number {
+  return readIdText(args, args.positionals[index] ?? "", noun);
+}
+
+function readIdText(args: ParsedArgs, text: string, noun: string): number {
+  const id = /^\d+$/.test(text) ? Number(text) : NaN;
+  if (!(id >= 1 && Number.isSafeInteger(id))) {
+    throw new UsageError(
+      args.command,
+      `a ${noun} id must be a positive whole number: got ${shown(text)}`,
+    );
+  }
+  return id;
 }
 
 /** `count` and `noun`, in its plural form (`nouns` by default) unless the count is 1. */

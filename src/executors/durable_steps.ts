@@ -7,8 +7,8 @@
  * job for good (`StepMismatchError`). New memos go to the store through the
  * attempt's {@linkcode StepPort} (the runner's settle path, fenced by the
  * claim's token) before the step resolves. A sleep or a wait that must wait
- * parks the attempt: {@linkcode DurableSteps.parked} resolves with how, and
- * the executor ends the attempt with it.
+ * parks the attempt: {@linkcode DurableSteps.parkRequest} says how, the
+ * `onPark` callback hears it, and the executor ends the attempt with it.
  *
  * @internal
  * @module
@@ -43,9 +43,10 @@ export class DurableSteps {
   #stored: Promise<Stored> | null = null;
   #seq = 0;
   readonly #uses = new Map<string, number>();
-  #park: PromiseWithResolvers<ParkRequest> | null = null;
-  /** The key of the sleep or wait that parked the attempt; null while it runs. */
-  #parkedAt: string | null = null;
+  /** How a sleep or a wait parked the attempt; null while it runs. */
+  #parkRequest: ParkRequest | null = null;
+  /** Hears the park, once the executor listens for it. */
+  onPark: ((request: ParkRequest) => void) | undefined = undefined;
 
   /**
    * `port` is null for a job run now without being stored (`dispatchSync`):
@@ -67,10 +68,9 @@ export class DurableSteps {
     this.#cipher = cipher;
   }
 
-  /** Resolves once a sleep or a wait parked the attempt; never when none did. */
-  get parked(): Promise<ParkRequest> {
-    this.#park ??= Promise.withResolvers<ParkRequest>();
-    return this.#park.promise;
+  /** How a sleep or a wait parked the attempt, or null while none did. */
+  get parkRequest(): ParkRequest | null {
+    return this.#parkRequest;
   }
 
   /** `ctx.step(name, fn, options)`. */
@@ -221,9 +221,8 @@ export class DurableSteps {
 
   /** Parks the attempt: the executor ends it with `request`; the handler's call never returns. */
   #parkAt(request: ParkRequest): Promise<never> {
-    this.#parkedAt = request.step.key;
-    this.#park ??= Promise.withResolvers<ParkRequest>();
-    this.#park.resolve(request);
+    this.#parkRequest = request;
+    this.onPark?.(request);
     return new Promise<never>(() => {});
   }
 
@@ -238,10 +237,10 @@ export class DurableSteps {
 
   /** The next call position, and the key of `name` there (`name#n` from its second use). */
   #next(name: string): { seq: number; key: string } {
-    if (this.#parkedAt !== null) {
+    if (this.#parkRequest !== null) {
       throw new TypeError(
         `ctx: ${JSON.stringify(name)} was called after ${
-          JSON.stringify(this.#parkedAt)
+          JSON.stringify(this.#parkRequest.step.key)
         } parked the attempt: a sleep or a wait ends it`,
       );
     }

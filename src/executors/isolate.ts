@@ -60,14 +60,23 @@ export class IsolateExecutor implements Executor {
       const payload = await openPayload(job, request.payload, this.#cipher);
       const { batchId } = request;
       const queue = this.#queue;
-      const steps = new DurableSteps(
-        request.steps,
-        job,
-        request.id,
-        request.attempt,
-        request.signal,
-        this.#cipher,
-      );
+      // Made on the first step, sleep or wait: most handlers have none.
+      let steps: DurableSteps | undefined;
+      /** Ends the attempt as parked, once the handler runs. */
+      let parkListener: ((park: ParkRequest) => void) | undefined;
+      const durable = (): DurableSteps => {
+        if (steps !== undefined) return steps;
+        steps = new DurableSteps(
+          request.steps,
+          job,
+          request.id,
+          request.attempt,
+          request.signal,
+          this.#cipher,
+        );
+        steps.onPark = (park) => parkListener?.(park);
+        return steps;
+      };
       const ctx: JobContext = {
         id: request.id,
         name: request.name,
@@ -109,20 +118,23 @@ export class IsolateExecutor implements Executor {
           }
           releaseDelayMs = delayMs;
         },
-        step: (name, fn, options) => steps.step(name, fn, options),
-        sleep: (name, ms) => steps.sleep(name, ms),
-        sleepUntil: (name, until) => steps.sleepUntil(name, until),
-        waitFor: (name, options) => steps.waitFor(name, options),
+        step: (name, fn, options) => durable().step(name, fn, options),
+        sleep: (name, ms) => durable().sleep(name, ms),
+        sleepUntil: (name, until) => durable().sleepUntil(name, until),
+        waitFor: (name, options) => durable().waitFor(name, options),
       };
       const handle = () => job.handle(payload, ctx);
       const handled = request.traceContext === undefined
         ? withTraceparent(request.traceparent, handle)
         : context.with(request.traceContext, handle);
       // A sleep or a wait that parks ends the attempt: the handler's call never returns.
-      const returned = await Promise.race([
-        handled,
-        steps.parked.then((park) => ({ [PARKED]: park })),
-      ]);
+      const returned = handled instanceof Promise
+        ? await new Promise<unknown>((resolve, reject) => {
+          parkListener = (park) => resolve({ [PARKED]: park });
+          if (steps?.parkRequest) parkListener(steps.parkRequest);
+          handled.then(resolve, reject);
+        })
+        : handled;
       if (isParked(returned)) return { kind: "park", ...returned[PARKED] };
       if (releaseDelayMs === undefined) {
         output = await encodeOutput(job, returned, this.#cipher);

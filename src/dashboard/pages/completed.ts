@@ -2,7 +2,8 @@
  * Finished jobs: the completed jobs page (kept for `keepFinishedMs`,
  * filtered by name and queue, with their duration and output), and one
  * job's page by id, whatever its state: its payload, attempts, output or
- * (last) error, log, and a Cancel button while it waits or runs. Payloads
+ * (last) error, durable steps, log, and a Cancel button while it waits or
+ * runs. Payloads
  * and outputs are shown escaped, as stored; an encrypted one only says so
  * (the dashboard never decrypts).
  *
@@ -11,6 +12,8 @@
  */
 import type { JobLogLine } from "../../job_logs.ts";
 import { logSection } from "./job_log.ts";
+import { stepsSection } from "./job_steps.ts";
+import type { JobStep } from "../../steps.ts";
 import { isEncryptedPayload } from "../../encryption.ts";
 import type { FinishedJob, JobResultState } from "../../admin/job_control.ts";
 import type { PageContext } from "../context.ts";
@@ -57,6 +60,8 @@ export interface JobDetailData {
   readonly payload: unknown;
   /** Its kept record once it finished, or null. */
   readonly kept: CompletedView | null;
+  /** Its durable steps, by call position; encrypted outputs unopened. */
+  readonly steps: JobStep[];
   /** Its log, oldest line first; encrypted lines unopened. */
   readonly lines: JobLogLine[];
 }
@@ -104,14 +109,16 @@ export async function loadCompleted(ctx: PageContext): Promise<CompletedData> {
 /** Reads one job by id, or null when no table holds it. */
 export async function loadJobDetail(ctx: PageContext, id: number): Promise<JobDetailData | null> {
   const found = await jobState(ctx, id);
-  // Read without opening encrypted lines: the dashboard never decrypts.
-  return found === null ? null : { ...found, lines: await ctx.queue.logs(id, { open: false }) };
+  if (found === null) return null;
+  // Read without opening encrypted lines or outputs: the dashboard never decrypts.
+  const steps = await ctx.queue.steps(id);
+  return { ...found, steps, lines: await ctx.queue.logs(id, { open: false }) };
 }
 
 async function jobState(
   ctx: PageContext,
   id: number,
-): Promise<Omit<JobDetailData, "lines"> | null> {
+): Promise<Omit<JobDetailData, "steps" | "lines"> | null> {
   const kept = await ctx.queue.finishedJob(id);
   if (kept !== null) {
     const { state, attempts, error } = kept;
@@ -259,6 +266,7 @@ export function renderJobDetail(ctx: PageContext, data: JobDetailData): Html {
       <h2>Payload</h2>
       ${payloadSection(data)}
       ${output}
+      ${stepsSection(data.steps, Date.now())}
       <h2>Log</h2>
       ${logSection(data.lines)}
     `,

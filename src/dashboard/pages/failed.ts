@@ -1,8 +1,8 @@
 /**
  * The failed jobs: a list with retry and forget for each, retry all and
- * flush; and one failed job in detail, with its error, stack, attempts and
+ * flush; and one failed job in detail, with its error, stack, attempts,
  * payload (pretty-printed, or only said to be encrypted: the dashboard
- * never decrypts).
+ * never decrypts) and the durable steps a retry resumes from.
  *
  * @internal
  * @module
@@ -15,6 +15,8 @@ import { type Html, html } from "../html.ts";
 import { actionForm, layout, pager } from "../layout.ts";
 import { readPaging } from "../query.ts";
 import { logSection } from "./job_log.ts";
+import { stepsSection } from "./job_steps.ts";
+import type { JobStep } from "../../steps.ts";
 import type { JobLogLine } from "../../job_logs.ts";
 
 /** A failed job as the list shows it: everything but the payload and stack. */
@@ -42,6 +44,8 @@ export interface FailedDetailData {
   readonly encrypted: boolean;
   /** The payload as parsed JSON, or as stored text when it is not JSON; null when encrypted. */
   readonly payload: unknown;
+  /** Its durable steps, by call position (a retry resumes from them); encrypted outputs unopened. */
+  readonly steps: JobStep[];
   /** Its log, oldest line first; an encrypted job's lines unopened. */
   readonly log: JobLogLine[];
 }
@@ -77,7 +81,8 @@ export async function loadFailedDetail(
       payload = stored;
     }
   }
-  return { job, encrypted, payload, log: await ctx.queue.logs(id, { open: false }) };
+  const steps = await ctx.queue.steps(id);
+  return { job, encrypted, payload, steps, log: await ctx.queue.logs(id, { open: false }) };
 }
 
 /** The failed list page. */
@@ -190,6 +195,7 @@ export function renderFailedDetail(ctx: PageContext, data: FailedDetailData): Ht
         ? html`<p class="muted">No stack was kept.</p>`
         : html`<pre>${job.stack}</pre>`}
       <h2>Payload</h2>${payload}
+      ${stepsSection(data.steps, Date.now())}
       <h2>Log</h2>${logSection(data.log)}
     `,
   });

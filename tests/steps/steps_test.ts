@@ -1,0 +1,671 @@
+/**
+ * Durable steps in one process, on every store: memos replayed across
+ * attempts, numbering, code changes, sleeps and waits without a slot,
+ * signals, step timeouts and in-attempt retries, encrypted outputs. The
+ * scenarios follow the peers' own tests, named in each (research:
+ * workflows.md §1c); process kills and Web Workers are in
+ * `processes_test.ts`.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import { defineJob, type JobContext, PermanentError, type Queue } from "../../mod.ts";
+import { StepMismatchError, StepTimeoutError } from "../../src/errors.ts";
+import { generateAppKey } from "../../src/encryption.ts";
+import { workUntilEmpty } from "../../src/testing.ts";
+import { waitUntil } from "../_helpers.ts";
+import { storeTest } from "../_stores.ts";
+
+const payload = z.object({ n: z.number() });
+
+/** Runs a worker on `queue` until `id` finished (completed or failed); returns its result. */
+async function runUntilFinished(queue: Queue, id: number, options: { concurrency?: number } = {}) {
+  const worker = queue.work({ pollMs: 20, ...options });
+  try {
+    return await waitUntil(async () => {
+      const result = await queue.result(id);
+      return result !== null && (result.state === "completed" || result.state === "failed")
+        ? result
+        : null;
+    }, { what: `job ${id} finished`, timeoutMs: 60_000 });
+  } finally {
+    await worker.stop();
+  }
+}
+
+storeTest(
+  "a recorded step is not run again on the next attempt (absurd: step result is cached and not re-executed on retry)",
+  async (db) => {
+    let runs = 0;
+    const job = defineJob({
+      name: "cached-step",
+      schema: payload,
+      output: z.number(),
+      maxAttempts: 3,
+      backoff: [0],
+      async handle(_, ctx) {
+        const value = await ctx.step("gen", () => {
+          runs++;
+          return Math.random();
+        });
+        if (ctx.attempt === 1) throw new Error("fail after the step");
+        return value;
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    await workUntilEmpty(queue);
+    const result = await queue.result(id);
+    assert.equal(result?.state, "completed");
+    assert.equal(result?.attempts, 2);
+    assert.equal(runs, 1, "the step ran once");
+    const [memo] = await queue.steps(id);
+    assert.equal(result?.output, memo?.output, "the output is attempt 1's value");
+  },
+);
+
+storeTest(
+  "only the steps not recorded run again (OpenWorkflow: only failed steps re-execute on retry)",
+  async (db) => {
+    const runs = { a: 0, b: 0, c: 0 };
+    const job = defineJob({
+      name: "three-steps",
+      schema: payload,
+      maxAttempts: 3,
+      backoff: [0],
+      async handle(_, ctx) {
+        await ctx.step("a", () => runs.a++);
+        await ctx.step("b", () => {
+          runs.b++;
+          if (ctx.attempt === 1) throw new Error("b fails once");
+          return "b";
+        });
+        await ctx.step("c", () => runs.c++);
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    await workUntilEmpty(queue);
+    assert.equal((await queue.result(id))?.state, "completed");
+    assert.deepEqual(runs, { a: 1, b: 2, c: 1 });
+  },
+);
+
+storeTest(
+  "a step that throws is not recorded (absurd: failed step does not save checkpoint)",
+  async (db) => {
+    const job = defineJob({
+      name: "step-throws",
+      schema: payload,
+      maxAttempts: 2,
+      backoff: [60_000],
+      async handle(_, ctx) {
+        await ctx.step("x", () => {
+          if (ctx.attempt === 1) throw new Error("not now");
+          return 1;
+        });
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    await workUntilEmpty(queue);
+    assert.equal((await queue.result(id))?.state, "pending");
+    assert.deepEqual(await queue.steps(id), []);
+  },
+);
+
+storeTest(
+  "a name used again in one run is numbered, and a retry replays each (absurd: repeated step names work correctly)",
+  async (db) => {
+    let runs = 0;
+    const job = defineJob({
+      name: "loop-steps",
+      schema: payload,
+      output: z.array(z.number()),
+      maxAttempts: 2,
+      backoff: [0],
+      async handle(_, ctx) {
+        const values: number[] = [];
+        for (let i = 0; i < 3; i++) {
+          values.push(
+            await ctx.step("loop", () => {
+              runs++;
+              return i * 10;
+            }),
+          );
+        }
+        if (ctx.attempt === 1) throw new Error("again");
+        return values;
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    await workUntilEmpty(queue);
+    const result = await queue.result(id);
+    assert.deepEqual(result?.output, [0, 10, 20]);
+    assert.equal(runs, 3);
+    const steps = await queue.steps(id);
+    assert.deepEqual(steps.map(({ key, seq, kind, state }) => ({ key, seq, kind, state })), [
+      { key: "loop", seq: 1, kind: "step", state: "done" },
+      { key: "loop#2", seq: 2, kind: "step", state: "done" },
+      { key: "loop#3", seq: 3, kind: "step", state: "done" },
+    ]);
+    assert.equal(steps[0]!.attempt, 1);
+  },
+);
+
+storeTest(
+  "a step name with # is refused, naming it, and nothing is stored (OpenWorkflow: avoids step-name collisions)",
+  async (db) => {
+    const job = defineJob({
+      name: "hash-name",
+      schema: payload,
+      maxAttempts: 1,
+      async handle(_, ctx) {
+        await ctx.step("foo#1", () => 1);
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    await workUntilEmpty(queue);
+    const [failed] = await queue.failed();
+    assert.match(
+      failed!.error,
+      /TypeError: ctx\.step: the step's name must not contain "#".*"foo#1"/,
+    );
+    assert.deepEqual(await queue.steps(id), []);
+  },
+);
+
+storeTest(
+  "recorded steps that no longer match the code fail the job for good with StepMismatchError naming both (DBOS: non-deterministic-workflow-step; Rails: unexpected step on resumption)",
+  async (db) => {
+    let version = 1;
+    const job = defineJob({
+      name: "changed-code",
+      schema: payload,
+      maxAttempts: 5,
+      backoff: [0],
+      async handle(_, ctx) {
+        if (version === 1) {
+          await ctx.step("a", () => "a");
+          throw new Error("v1 fails after a");
+        }
+        await ctx.step("b", () => "b");
+        await ctx.step("a", () => "a");
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    await queue.work({ maxJobs: 1, stopWhenEmpty: true }).done;
+    version = 2;
+    await workUntilEmpty(queue);
+    const result = await queue.result(id);
+    assert.equal(result?.state, "failed");
+    assert.equal(result?.attempts, 2, "no third attempt");
+    const [failed] = await queue.failed();
+    assert.match(
+      failed!.error,
+      /StepMismatchError: .*"b" at position 1, but "a" was recorded there/,
+    );
+    assert.ok(new StepMismatchError("j", 1, "a", "b") instanceof PermanentError);
+  },
+);
+
+storeTest(
+  "a sleep frees the slot and is not an attempt; the steps before it are not run again (OpenWorkflow: step.sleep postpones; sleep does not consume the retry budget)",
+  async (db) => {
+    let firstRuns = 0;
+    const order: string[] = [];
+    const sleeper = defineJob({
+      name: "sleeper",
+      schema: payload,
+      maxAttempts: 2,
+      backoff: [0],
+      async handle(_, ctx) {
+        await ctx.step("first", () => firstRuns++);
+        await ctx.sleep("nap", 300);
+        await ctx.sleep("nap", 100); // numbered nap#2
+        await ctx.step("after", () => order.push("sleeper"));
+      },
+    });
+    const other = defineJob({
+      name: "other",
+      schema: payload,
+      handle() {
+        order.push("other");
+      },
+    });
+    await using queue = await db.open({ jobs: [sleeper, other] });
+    const id = await queue.dispatch(sleeper, { n: 1 });
+    await queue.dispatch(other, { n: 2 });
+    const result = await runUntilFinished(queue, id, { concurrency: 1 });
+    assert.equal(result.state, "completed");
+    assert.equal(result.attempts, 1, "sleeps are not attempts");
+    assert.equal(firstRuns, 1);
+    assert.deepEqual(order, ["other", "sleeper"], "the other job ran while it slept");
+    const steps = await queue.steps(id);
+    assert.deepEqual(steps.map(({ key, kind }) => [key, kind]), [
+      ["first", "step"],
+      ["nap", "sleep"],
+      ["nap#2", "sleep"],
+      ["after", "step"],
+    ]);
+    assert.ok(steps[1]!.until instanceof Date);
+  },
+);
+
+storeTest(
+  "sleeps spend no attempt: maxAttempts 2, three sleeps and a step that throws once still succeed (OpenWorkflow: sleep and lease churn do not consume step retry budget)",
+  async (db) => {
+    const job = defineJob({
+      name: "sleeps-then-flaky",
+      schema: payload,
+      maxAttempts: 2,
+      backoff: [0],
+      async handle(_, ctx) {
+        for (let i = 0; i < 3; i++) await ctx.sleep("tick", 50);
+        await ctx.step("flaky", () => {
+          if (ctx.attempt === 1) throw new Error("once");
+        });
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    const result = await runUntilFinished(queue, id);
+    assert.equal(result.state, "completed");
+    assert.equal(result.attempts, 2);
+  },
+);
+
+storeTest(
+  "bad durations and names are refused with a RangeError or TypeError naming them (DBOS: workflow-sleep-fractional-duration; OpenWorkflow: invalid duration)",
+  async (db) => {
+    const errors: string[] = [];
+    const job = defineJob({
+      name: "bad-durations",
+      schema: payload,
+      maxAttempts: 1,
+      async handle(_, ctx) {
+        for (
+          const call of [
+            () => ctx.sleep("s", Number.NaN),
+            () => ctx.sleep("s", Infinity),
+            () => ctx.sleep("s", -1),
+            () => ctx.sleepUntil("s", new Date(Number.NaN)),
+            () => ctx.waitFor("w", { timeoutMs: -5 }),
+            () => ctx.step("", () => 1),
+            () => ctx.step("x", "not a function" as unknown as () => number),
+            () => ctx.step("x", () => 1, { maxAttempts: 0 }),
+          ]
+        ) {
+          try {
+            await call();
+            errors.push("no error");
+          } catch (error) {
+            errors.push(`${(error as Error).name}: ${(error as Error).message}`);
+          }
+        }
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    await workUntilEmpty(queue);
+    assert.equal((await queue.result(id))?.state, "completed");
+    assert.match(errors[0]!, /RangeError: ctx\.sleep\("s"\): ms must be a number .*got NaN/);
+    assert.match(errors[1]!, /RangeError: .*got Infinity/);
+    assert.match(errors[2]!, /RangeError: .*got -1/);
+    assert.match(errors[3]!, /RangeError: ctx\.sleepUntil\("s"\): until must be a valid Date/);
+    assert.match(errors[4]!, /RangeError: ctx\.waitFor\("w"\): timeoutMs must be/);
+    assert.match(errors[5]!, /TypeError: ctx\.step: the step's name must be a string of 1 to 255/);
+    assert.match(errors[6]!, /TypeError: ctx\.step\("x"\): fn must be a function: got string/);
+    assert.match(errors[7]!, /RangeError: ctx\.step\("x"\): maxAttempts must be an integer/);
+    assert.deepEqual(await queue.steps(id), [], "nothing was recorded");
+  },
+);
+
+/** A job that waits for a `survey` signal after one step, and returns what came. */
+function surveyJob(timeoutMs?: number) {
+  return defineJob({
+    name: "survey",
+    schema: payload,
+    output: z.object({ reply: z.unknown(), prepared: z.number() }),
+    async handle(_, ctx) {
+      const prepared = await ctx.step("prepare", () => 7);
+      const reply = await ctx.waitFor("survey", timeoutMs === undefined ? {} : { timeoutMs });
+      return { reply, prepared };
+    },
+  });
+}
+
+storeTest(
+  "a signal wakes a job parked in waitFor: delivered, and the job completes with its payload (DBOS: simple-workflow-notifications)",
+  async (db) => {
+    const job = surveyJob();
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    const worker = queue.work({ pollMs: 5_000 }); // a slow poll: the signal must wake it
+    try {
+      await waitUntil(
+        async () => (await queue.steps(id)).some((step) => step.state === "waiting"),
+        { what: "the job parked in its wait" },
+      );
+      assert.equal((await queue.result(id))?.state, "pending");
+      assert.equal(await queue.signal(id, "survey", { score: 9 }), "delivered");
+      const result = await waitUntil(async () => {
+        const result = await queue.result(id);
+        return result?.state === "completed" ? result : null;
+      }, { what: "the job completed" });
+      assert.deepEqual(result.output, { reply: { score: 9 }, prepared: 7 });
+      assert.equal(result.attempts, 1, "a wait is not an attempt");
+    } finally {
+      await worker.stop();
+    }
+    assert.equal(await queue.signal(id, "survey", 1), "finished");
+  },
+);
+
+storeTest(
+  "a signal sent before the wait began is buffered and taken by it (absurd: event emitted before await is cached)",
+  async (db) => {
+    const job = surveyJob();
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    assert.equal(await queue.signal(id, "survey", "early"), "buffered");
+    assert.equal(await queue.signal(id, "other", "ignored"), "buffered");
+    await workUntilEmpty(queue);
+    const result = await queue.result(id);
+    assert.deepEqual(result?.output, { reply: "early", prepared: 7 });
+    const steps = await queue.steps(id);
+    assert.deepEqual(steps.map(({ key, kind, output }) => [key, kind, output]), [
+      ["prepare", "step", 7],
+      ["survey", "wait", "early"],
+    ]);
+  },
+);
+
+storeTest(
+  "two waits of one name take the signals in the order sent (DBOS: send-idempotency-key, recvTwoOnTopic)",
+  async (db) => {
+    const job = defineJob({
+      name: "two-waits",
+      schema: payload,
+      output: z.array(z.unknown()),
+      async handle(_, ctx) {
+        return [await ctx.waitFor("msg"), await ctx.waitFor("msg")];
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    await queue.signal(id, "msg", "a");
+    await queue.signal(id, "msg", "b");
+    await workUntilEmpty(queue);
+    assert.deepEqual((await queue.result(id))?.output, ["a", "b"]);
+  },
+);
+
+storeTest(
+  "a wait times out with null once, and a later attempt does not wait again (OpenWorkflow: waitForSignal returns null on timeout; absurd: awaitEvent timeout does not recreate wait)",
+  async (db) => {
+    let waits = 0;
+    const job = defineJob({
+      name: "wait-times-out",
+      schema: payload,
+      output: z.unknown(),
+      maxAttempts: 2,
+      backoff: [0],
+      async handle(_, ctx) {
+        waits++;
+        const reply = await ctx.waitFor("never", { timeoutMs: 200 });
+        if (ctx.attempt === 1) throw new Error("after the wait");
+        return reply;
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    const result = await runUntilFinished(queue, id);
+    assert.equal(result.state, "completed");
+    assert.equal(result.output, null);
+    assert.equal(result.attempts, 2);
+    assert.equal(waits, 3, "parked once, woke at the timeout, then replayed on the retry");
+  },
+);
+
+storeTest(
+  "signal answers not-found for no such job and finished for one that ended, storing nothing (DBOS: simple-workflow-notifications)",
+  async (db) => {
+    const job = defineJob({ name: "plain", schema: payload, handle() {} });
+    const failing = defineJob({
+      name: "fails",
+      schema: payload,
+      maxAttempts: 1,
+      handle() {
+        throw new Error("no");
+      },
+    });
+    await using queue = await db.open({ jobs: [job, failing], keepFinishedMs: 60_000 });
+    assert.equal(await queue.signal(999_999, "x", 1), "not-found");
+    const done = await queue.dispatch(job, { n: 1 });
+    const failed = await queue.dispatch(failing, { n: 2 });
+    await workUntilEmpty(queue);
+    assert.equal(await queue.signal(done, "x", 1), "finished");
+    assert.equal(await queue.signal(failed, "x", 1), "finished");
+    await assert.rejects(queue.signal(done, "bad#name", 1), /must not contain "#"/);
+    await assert.rejects(queue.signal(done, "x", { at: new Date() }), /does not survive JSON/);
+    await assert.rejects(queue.signal(0, "x", 1), /A job id must be a positive integer/);
+  },
+);
+
+storeTest(
+  "a sleeping job cancelled never wakes (absurd: cancel sleeping task transitions run to cancelled)",
+  async (db) => {
+    let after = 0;
+    const job = defineJob({
+      name: "long-sleep",
+      schema: payload,
+      async handle(_, ctx) {
+        await ctx.sleep("long", 200);
+        after++;
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    const worker = queue.work({ pollMs: 20 });
+    try {
+      await waitUntil(async () => (await queue.steps(id)).length === 1, { what: "it slept" });
+      assert.equal(await queue.cancel(id), "cancelled");
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    } finally {
+      await worker.stop();
+    }
+    assert.equal(after, 0);
+    assert.equal((await queue.result(id))?.state, "cancelled");
+  },
+);
+
+storeTest(
+  "a step past its timeoutMs ends the attempt with StepTimeoutError, and the next attempt resumes at that step (DBOS: timeout-attempt-is-retried-then-succeeds)",
+  async (db) => {
+    const runs = { first: 0, slow: 0 };
+    const job = defineJob({
+      name: "slow-step",
+      schema: payload,
+      maxAttempts: 2,
+      backoff: [0],
+      async handle(_, ctx) {
+        await ctx.step("first", () => runs.first++);
+        await ctx.step("slow", async (signal) => {
+          runs.slow++;
+          if (ctx.attempt === 1) {
+            await new Promise((resolve) => signal.addEventListener("abort", resolve));
+            assert.ok(signal.reason instanceof StepTimeoutError);
+          }
+        }, { timeoutMs: 100 });
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const retries: string[] = [];
+    queue.addEventListener("job:retry", (event) => retries.push(String(event.detail.error)));
+    const id = await queue.dispatch(job, { n: 1 });
+    const result = await runUntilFinished(queue, id);
+    assert.equal(result.state, "completed");
+    assert.equal(result.attempts, 2);
+    assert.deepEqual(runs, { first: 1, slow: 2 });
+    assert.deepEqual(retries, ['StepTimeoutError: Step "slow" timed out after 100 ms']);
+  },
+);
+
+storeTest(
+  "a step's maxAttempts retries it inside the attempt with its backoff; a PermanentError is not retried",
+  async (db) => {
+    let tries = 0;
+    let permanentTries = 0;
+    const job = defineJob({
+      name: "step-retries",
+      schema: payload,
+      maxAttempts: 1,
+      output: z.number(),
+      async handle(_, ctx) {
+        const value = await ctx.step("flaky", () => {
+          if (++tries < 3) throw new Error(`try ${tries}`);
+          return tries;
+        }, { maxAttempts: 3, backoff: [10] });
+        await ctx.step("permanent", () => {
+          permanentTries++;
+          if (permanentTries === 1) throw new PermanentError("no");
+        }, { maxAttempts: 3, backoff: () => 10 }).catch(() => {});
+        return value;
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    await workUntilEmpty(queue);
+    const result = await queue.result(id);
+    assert.equal(result?.state, "completed");
+    assert.equal(result?.output, 3);
+    assert.equal(permanentTries, 1);
+  },
+);
+
+storeTest(
+  "an encrypted job's step outputs are sealed: listed as encrypted, replayed opened",
+  async (db) => {
+    let runs = 0;
+    const job = defineJob({
+      name: "secret-steps",
+      schema: payload,
+      encrypted: true,
+      output: z.string(),
+      maxAttempts: 2,
+      backoff: [0],
+      async handle(_, ctx) {
+        const secret = await ctx.step("secret", () => {
+          runs++;
+          return "s3cret";
+        });
+        const reply = await ctx.waitFor("go");
+        if (ctx.attempt === 1) throw new Error("again");
+        return `${secret}:${reply}`;
+      },
+    });
+    await using queue = await db.open({ jobs: [job], appKey: generateAppKey() });
+    const id = await queue.dispatch(job, { n: 1 });
+    assert.equal(await queue.signal(id, "go", "yes"), "buffered");
+    await workUntilEmpty(queue);
+    const result = await queue.result(id);
+    assert.equal(result?.output, "s3cret:yes");
+    assert.equal(runs, 1);
+    const steps = await queue.steps(id);
+    assert.deepEqual(steps.map(({ key, encrypted, output }) => [key, encrypted, output]), [
+      ["secret", true, undefined],
+      ["go", true, undefined],
+    ]);
+    const store = await db.store();
+    const { steps: rows } = await store.jobSteps(id);
+    assert.ok(!rows.some((row) => row.output?.includes("s3cret") || row.output?.includes("yes")));
+  },
+);
+
+storeTest(
+  "sleep across a restart: a new queue on the same database wakes the job without running its first step again",
+  async (db) => {
+    let firstRuns = 0;
+    let finished = 0;
+    const job = defineJob({
+      name: "restart-sleeper",
+      schema: payload,
+      async handle(_, ctx) {
+        await ctx.step("first", () => firstRuns++);
+        await ctx.sleep("nap", 300);
+        finished++;
+      },
+    });
+    let id: number;
+    {
+      await using queue = await db.open({ jobs: [job] });
+      id = await queue.dispatch(job, { n: 1 });
+      const worker = queue.work({ pollMs: 20 });
+      await waitUntil(async () => (await queue.steps(id)).length === 2, { what: "it slept" });
+      await worker.stop();
+    }
+    await using queue = await db.open({ jobs: [job] });
+    const result = await runUntilFinished(queue, id);
+    assert.equal(result.state, "completed");
+    assert.deepEqual({ firstRuns, finished }, { firstRuns: 1, finished: 1 });
+  },
+);
+
+storeTest(
+  "steps of a job that failed for good are kept, and retry(id) resumes from them",
+  async (db) => {
+    let runs = 0;
+    let fail = true;
+    const job = defineJob({
+      name: "resume-after-retry",
+      schema: payload,
+      maxAttempts: 1,
+      async handle(_, ctx) {
+        await ctx.step("once", () => runs++);
+        if (fail) throw new Error("fails for good");
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    await workUntilEmpty(queue);
+    assert.equal((await queue.result(id))?.state, "failed");
+    assert.equal((await queue.steps(id)).length, 1);
+    fail = false;
+    assert.equal(await queue.retry(id), true);
+    await workUntilEmpty(queue);
+    assert.equal((await queue.result(id))?.state, "completed");
+    assert.equal(runs, 1);
+  },
+);
+
+storeTest("a handler that goes on after a sleep parked it cannot record more steps", async (db) => {
+  const seen: string[] = [];
+  const job = defineJob({
+    name: "parallel-after-park",
+    schema: payload,
+    async handle(_, ctx: JobContext) {
+      // The sleep parks the attempt (it never resolves); the handler goes on regardless.
+      await Promise.race([ctx.sleep("nap", 60_000), new Promise((r) => setTimeout(r, 50))]);
+      try {
+        await ctx.step("later", () => 1);
+      } catch (error) {
+        seen.push((error as Error).message);
+      }
+    },
+  });
+  await using queue = await db.open({ jobs: [job] });
+  const id = await queue.dispatch(job, { n: 1 });
+  const worker = queue.work({ pollMs: 20 });
+  try {
+    await waitUntil(() => seen.length === 1, { what: "the step was refused" });
+  } finally {
+    await worker.stop();
+  }
+  assert.match(seen[0]!, /"later" was called after "nap" parked the attempt/);
+  assert.equal((await queue.result(id))?.state, "pending");
+});
