@@ -8,7 +8,7 @@
  * each step appends a line to (outside the database, so a step run twice
  * shows up twice). Waits are on conditions with generous deadlines; no
  * duration is asserted. The peer test each one follows is named in its
- * doc, from ../shared/research/workflows.md §1c.
+ * doc, from ../shared/research/workflows.md (§1c and its M1 scenarios).
  *
  * @module
  */
@@ -27,6 +27,7 @@ import {
   sleeper,
   SPIN_TIMEOUT_MS,
   spinningStep,
+  tenSteps,
   waiter,
 } from "../fixtures/steps/jobs.ts";
 
@@ -206,6 +207,70 @@ storeTest(
         attempt: n <= 2 ? 1 : 2,
       })),
     );
+  },
+);
+
+storeTest(
+  "30 jobs of 10 steps on 2 worker processes, one killed (SIGKILL) and replaced 4 times, all complete with one memo per step in order, and only steps in flight at a kill ran again",
+  // Follows workflows.md §1c scenario 10, "process killed": OpenWorkflow's
+  // chaos.test.ts "workflow completes despite random worker deaths" (50 steps
+  // and a kill every 200 ms there; 30 jobs of 10 steps of 100 ms and 4 kills
+  // here, each costing a lease of 2 s).
+  async (db) => {
+    const jobs = 30;
+    const kills = 4;
+    const concurrency = 4;
+    await using queue = await db.open({ jobs: JOBS });
+    const ledger = join(db.dir, "ledger.txt");
+    const ids = await queue.dispatchMany(
+      tenSteps,
+      Array.from({ length: jobs }, (_, n) => ({ ledger, n, stepMs: 100 })),
+    );
+    const options = { concurrency, leaseMs: 2_000, pollMs: 50 };
+    const workers = [await startWorker(db, options), await startWorker(db, options)];
+    try {
+      for (let kill = 0; kill < kills; kill++) {
+        const from = readLedger(ledger).length;
+        await waitUntil(() => readLedger(ledger).length >= from + 20, {
+          what: `20 steps started before kill ${kill + 1}`,
+          timeoutMs: DEADLINE_MS,
+        });
+        const index = kill % 2;
+        await workers[index]![Symbol.asyncDispose](); // SIGKILL
+        workers[index] = await startWorker(db, options);
+      }
+      for (const id of ids) await completed(queue, id, 120_000);
+      for (const worker of workers) await stopWorker(worker);
+    } finally {
+      for (const worker of workers) await worker[Symbol.asyncDispose]();
+    }
+
+    const keys = Array.from({ length: 10 }, (_, k) => `step-${k + 1}`);
+    for (const [n, id] of ids.entries()) {
+      const result = await queue.result(id);
+      assert.deepEqual(result?.output, keys.map((_, k) => `${n}:${k + 1}`), `job ${id}'s outputs`);
+      const steps = await queue.steps(id);
+      assert.deepEqual(
+        steps.map(({ seq, key }) => `${seq}:${key}`),
+        keys.map((key, k) => `${k + 1}:${key}`),
+      );
+    }
+    const starts = readLedger(ledger);
+    for (const id of ids) {
+      const order = starts.filter((line) => line.id === id).map((line) => line.what);
+      const firstRuns = keys.map((key) => order.indexOf(key));
+      assert.ok(
+        firstRuns.every((at, k) => at >= 0 && (k === 0 || at > firstRuns[k - 1]!)),
+        `job ${id} ran its steps out of order: ${order.join(", ")}`,
+      );
+    }
+    const again = starts.length - jobs * keys.length;
+    console.log(
+      `[figure] kill storm, ${db.kind}: ${jobs} jobs of 10 steps, ${kills} kills at concurrency ` +
+        `${concurrency}: ${again} steps ran again`,
+    );
+    // Each kill ends at most one step in flight per slot of the killed process.
+    assert.ok(again <= kills * concurrency, `${again} steps ran again after ${kills} kills`);
   },
 );
 
