@@ -736,3 +736,51 @@ storeTest(
     assert.equal((await keyed.result(plainId))?.state, "completed");
   },
 );
+
+storeTest(
+  "a chain's next link waits for the whole job, sleeps and waits included, and a batch counts the job once when it ends",
+  async (db) => {
+    const order: string[] = [];
+    const stepped = defineJob({
+      name: "stepped-link",
+      schema: payload,
+      async handle({ n }, ctx) {
+        await ctx.step("before", () => order.push(`before ${n}`));
+        await ctx.sleep("nap", 150);
+        await ctx.waitFor("go", { timeoutMs: 150 });
+        await ctx.step("after", () => order.push(`after ${n}`));
+      },
+    });
+    const next = defineJob({
+      name: "next-link",
+      schema: payload,
+      handle({ n }) {
+        order.push(`next ${n}`);
+      },
+    });
+    await using queue = await db.open({ jobs: [stepped, next] });
+    await queue.chain().then(stepped, { n: 1 }).then(next, { n: 1 }).dispatch();
+    const batchId = await queue.batch("stepped").push(stepped, { n: 2 }).then(next, { n: 2 })
+      .dispatch();
+    const worker = queue.work({ pollMs: 20 });
+    try {
+      await waitUntil(
+        async () => {
+          const status = await queue.batchStatus(batchId);
+          assert.ok(
+            status !== null && status.succeeded <= 1 && status.pending + status.succeeded === 1,
+          );
+          return order.includes("next 1") && order.includes("next 2") ? status : null;
+        },
+        { what: "both follow-ups ran" },
+      );
+    } finally {
+      await worker.stop();
+    }
+    assert.ok(order.indexOf("next 1") > order.indexOf("after 1"), order.join(", "));
+    assert.ok(order.indexOf("next 2") > order.indexOf("after 2"), order.join(", "));
+    assert.equal(order.filter((line) => line.startsWith("before")).length, 2, "each ran once");
+    const status = (await queue.batchStatus(batchId))!;
+    assert.deepEqual([status.total, status.succeeded, status.finished], [1, 1, true]);
+  },
+);
