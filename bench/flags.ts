@@ -116,6 +116,9 @@ export const USAGE =
                      cpu       ${CPU_JOBS} CPU-bound jobs of ~${CPU_JOB_MS} ms each per run (fixed),
                                concurrency 2: isolate executor, 1 Web Worker, 2 Web Workers,
                                and the same work in 1 and 2 plain Web Workers (no queue)
+                     steps     durable steps, isolate c32: jobs of one ctx.step against the
+                               no-op drain (one checkpoint's cost), and jobs of ten steps in
+                               steps per second against plain jobs (runs drain too)
                      peers     the same as --peers
                      pickup    pick-up latency (p50/p99) of serial jobs, fixed counts:
                                ${PICKUP_JOBS} per run for a worker process woken by its WAL watch
@@ -136,6 +139,7 @@ export const USAGE =
                      pickup    pick-up latency (p50/p99) of serial jobs in a worker process:
                                ${POSTGRES_PICKUP_JOBS} per run woken by LISTEN/NOTIFY (pollMs ${IDLE_POLL_MS}); ${POLL_ONLY_JOBS} for
                                the baseline, polling every ${POLL_ONLY_MS} ms without LISTEN
+                     steps     the SQLite steps rows, in this process on the server
                      peers     the same as --peers
                    Redis (--store redis), each row beside BullMQ's (its defaults) on the same
                    server, BullMQ's the baseline (target: ours 1.5× BullMQ's):

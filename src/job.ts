@@ -191,8 +191,9 @@ export interface JobContext {
    * not recorded; the attempt fails as usual and the next one resumes at
    * this step. A name used again in one run is numbered (`send`, `send#2`);
    * `#` is reserved. `fn` gets a signal that aborts with the attempt or at
-   * the step's `timeoutMs`. Steps run one after another: calling one while
-   * another runs throws a `TypeError`.
+   * the step's `timeoutMs`. Steps started together (`Promise.all`) take
+   * their positions in call order, so the calls must come in the same order
+   * on every attempt.
    */
   step<T>(
     name: string,

@@ -549,8 +549,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * is due at once), `"buffered"` when it is kept in the job's mailbox for a
    * wait to come (the job has not reached it yet, or runs now),
    * `"finished"` when the job already ended, `"not-found"` when there is no
-   * such job (nothing is stored for those two). With an app key the payload
-   * is stored encrypted.
+   * such job (nothing is stored for those two). A signal to an encrypted
+   * job is sealed with the app key (refused, storing nothing, without one).
    *
    * @example Answer a job waiting for a survey
    * ```ts ignore

@@ -40,7 +40,10 @@ export interface StepOptions<T = unknown> {
 export interface WaitOptions<T = unknown> {
   /** Past this many ms without a signal the wait resolves `null`; absent: it waits for ever. */
   readonly timeoutMs?: number;
-  /** Checks the signal's payload; a payload that fails it fails the job for good. */
+  /**
+   * Checks the signal's payload; a payload that fails it fails the job for
+   * good (a `PayloadIntegrityError` naming the wait's schema).
+   */
   readonly schema?: PayloadSchema<T>;
 }
 
@@ -52,8 +55,8 @@ export interface JobStep {
   readonly key: string;
   /** A step's output, a sleep, or a wait for a signal. */
   readonly kind: "step" | "sleep" | "wait";
-  /** `"waiting"` for a wait still waiting for its signal; else `"done"`. */
-  readonly state: "done" | "waiting";
+  /** `"parked"` for a wait still parked for its signal (or its timeout); else `"done"`. */
+  readonly state: "done" | "parked";
   /**
    * A step's output or a wait's signal payload (null when it timed out),
    * read back from JSON; undefined for a sleep, a wait still waiting, and

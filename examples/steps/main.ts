@@ -47,7 +47,7 @@ async function until(what: string, ready: () => Promise<boolean> | boolean, ms =
 await until(
   "Ada's job to wait for her survey",
   async () =>
-    (await queue.steps(ada)).some((step) => step.kind === "wait" && step.state === "waiting"),
+    (await queue.steps(ada)).some((step) => step.kind === "wait" && step.state === "parked"),
 );
 console.log(
   `Ada's answer, sent while her job waits: ${await queue.signal(ada, "survey", { score: 9 })}`,

@@ -10,7 +10,7 @@ import { jsonChange } from "../json_safe.ts";
 import { assertName } from "../names.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "../payload.ts";
 import type { JobStep } from "../steps.ts";
-import type { SignalOutcome, StepStore } from "../stores/store.ts";
+import type { AdminStore, SignalOutcome, StepStore } from "../stores/store.ts";
 import { assertId } from "./listing.ts";
 
 /** What a signal's payload is sealed for: its job and its name, so it cannot pass for another. */
@@ -48,7 +48,7 @@ export async function readSteps(store: StepStore, id: number): Promise<JobStep[]
       seq: row.seq,
       key: row.key,
       kind: row.kind,
-      state: row.done ? "done" : "waiting",
+      state: row.done ? "done" : "parked",
       ...(row.output !== null && !encrypted && { output: JSON.parse(row.output) }),
       encrypted,
       until: row.until === null ? null : new Date(row.until),
@@ -86,13 +86,16 @@ export function signalPayloadJson(payload: unknown, where: string, what: string)
 }
 
 /**
- * Sends signal `name` to job `id`: its payload (JSON; sealed with the app
- * key when there is one, bound to the job and the name) goes to the job's
- * mailbox. Throws `TypeError` for a bad name or a payload that is not JSON
- * or over 256 KiB, storing nothing.
+ * Sends signal `name` to job `id`: its payload (JSON) goes to the job's
+ * mailbox, sealed with the app key (bound to the job and the name) when the
+ * job is encrypted (its stored payload is), as its handler takes only sealed
+ * signals then; as it is to any other job, so that workers without the key
+ * read it. Throws `TypeError` for a bad name or a payload that is not JSON
+ * or over 256 KiB, and an error naming the job when it is encrypted and
+ * there is no app key, storing nothing.
  */
 export async function sendSignal(
-  store: StepStore,
+  store: StepStore & Pick<AdminStore, "unfinishedJob">,
   cipher: PayloadCipher | null,
   clock: Clock,
   id: number,
@@ -103,6 +106,15 @@ export async function sendSignal(
   assertId(id);
   assertStepName(name, where, "the signal's name");
   const json = signalPayloadJson(payload, where, "the payload");
-  const stored = cipher === null ? json : await cipher.encrypt(signalSealedAs(id, name), json);
+  const job = await store.unfinishedJob(id);
+  let stored = json;
+  if (job !== null && isEncryptedPayload(job.payload)) {
+    if (cipher === null) {
+      throw new Error(
+        `${where}: job ${id} is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with (this queue has none)`,
+      );
+    }
+    stored = await cipher.encrypt(signalSealedAs(id, name), json);
+  }
   return await store.signal({ jobId: id, name, payload: stored, now: clock.now() });
 }

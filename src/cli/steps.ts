@@ -8,7 +8,6 @@
  * @internal
  */
 import { assertStepName, signalPayloadJson } from "../admin/steps.ts";
-import { isEncryptedPayload } from "../encryption.ts";
 import type { JobStep, SignalOutcome } from "../steps.ts";
 import { expectPositionals, type ParsedArgs, readSwitch, UsageError } from "./args.ts";
 import { openAdminQueue, readId } from "./admin.ts";
@@ -34,7 +33,7 @@ function duration(step: JobStep): string {
  * `sleeping until …`.
  */
 export function stepState(step: JobStep, now: number): string {
-  if (step.state === "waiting") {
+  if (step.state === "parked") {
     return step.until === null ? "waiting" : `waiting until ${time(step.until)}`;
   }
   if (step.kind === "sleep" && step.until !== null && step.until.getTime() > now) {
@@ -130,10 +129,9 @@ function withoutWhere(message: string): string {
 }
 
 /**
- * Sends the signal: sealed with `APP_KEY` when job `id` is encrypted (its
- * handler takes only sealed signals, and an error says so when `APP_KEY` is
- * not set), and as it is to any other job, so that workers without the key
- * can read it.
+ * Sends the signal, with `APP_KEY` when it is set: `queue.signal` seals it
+ * when job `id` is encrypted (and says so when there is no key), and sends
+ * it as it is to any other job.
  */
 async function send(
   args: ParsedArgs,
@@ -141,20 +139,8 @@ async function send(
   name: string,
   payload: unknown,
 ): Promise<SignalOutcome> {
-  {
-    await using queue = await openAdminQueue(args);
-    const job = await queue.unfinishedJob(id);
-    if (job === null || !isEncryptedPayload(job.payload)) {
-      return await queue.signal(id, name, payload);
-    }
-  }
-  if (!Deno.env.get("APP_KEY")) {
-    throw new Error(
-      `job ${id} is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with`,
-    );
-  }
-  await using keyed = await openAdminQueue(args, { appKey: true });
-  return await keyed.signal(id, name, payload);
+  await using queue = await openAdminQueue(args, { appKey: true });
+  return await queue.signal(id, name, payload);
 }
 
 const signal: Command = {

@@ -416,9 +416,14 @@ export class DurableSteps {
     if (schema === undefined) return value;
     const result = schema.safeParse(value);
     if (!result.success) {
-      throw new ValidationError(this.#job.name, `${what}: ${issuesText(result.error)}`, [], {
-        action: `use the ${what} of`,
-      });
+      // No retry can change what was recorded or sent: the job fails for good.
+      throw new PayloadIntegrityError(
+        this.#job.name,
+        `it does not match the ${what === "signal" ? "wait's schema" : "step's output schema"}: ${
+          issuesText(result.error)
+        }`,
+        { of: what },
+      );
     }
     return result.data;
   }

@@ -79,7 +79,7 @@ Deno.test("steps <id> prints each recorded step: seq, key, kind, state, attempt,
   assert.deepEqual(listed.map((step: { key: string }) => step.key), ["pin", "survey"]);
   assert.equal(listed[0].encrypted, true);
   assert.equal("output" in listed[0], false);
-  assert.equal(listed[1].state, "waiting");
+  assert.equal(listed[1].state, "parked");
 
   const none = await runCli(["steps", "999", ...db]);
   assert.equal(none.code, 0, none.stderr);

@@ -105,7 +105,7 @@ storeTest(
     const api = await (await fetchFrom(handler, `/api/jobs/${id}`)).json();
     assert.equal(api.steps[0].encrypted, true);
     assert.equal("output" in api.steps[0], false);
-    assert.equal(api.steps[1].state, "waiting");
+    assert.equal(api.steps[1].state, "parked");
     assert.ok(!JSON.stringify(api).includes(secret));
   },
 );

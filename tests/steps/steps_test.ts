@@ -348,7 +348,7 @@ storeTest(
     const worker = queue.work({ pollMs: 5_000 }); // a slow poll: the signal must wake it
     try {
       await waitUntil(
-        async () => (await queue.steps(id)).some((step) => step.state === "waiting"),
+        async () => (await queue.steps(id)).some((step) => step.state === "parked"),
         { what: "the job parked in its wait" },
       );
       assert.equal((await queue.result(id))?.state, "pending");
@@ -669,3 +669,118 @@ storeTest("a handler that goes on after a sleep parked it cannot record more ste
   assert.match(seen[0]!, /"later" was called after "nap" parked the attempt/);
   assert.equal((await queue.result(id))?.state, "pending");
 });
+
+storeTest(
+  "a signal that fails the wait's schema fails the job for good, naming it (OpenWorkflow: waitForSignal fails step when schema validation fails)",
+  async (db) => {
+    const job = defineJob({
+      name: "approve",
+      schema: payload,
+      maxAttempts: 3,
+      async handle(_, ctx) {
+        await ctx.waitFor("approved", { schema: z.object({ approved: z.boolean() }) });
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    assert.equal(await queue.signal(id, "approved", { approved: "x" }), "buffered");
+    await workUntilEmpty(queue);
+    const result = await queue.result(id);
+    assert.equal(result?.state, "failed");
+    assert.equal(result?.attempts, 1, "not retried");
+    const [failed] = await queue.failed();
+    assert.match(
+      failed!.error,
+      /PayloadIntegrityError: .*does not match the wait's schema: approved/,
+    );
+  },
+);
+
+storeTest(
+  "a signal to an encrypted job is sealed, and refused without an app key; to a plain job it is stored as sent",
+  async (db) => {
+    const secret = defineJob({
+      name: "secret-wait",
+      schema: payload,
+      encrypted: true,
+      async handle(_, ctx) {
+        await ctx.waitFor("go");
+      },
+    });
+    const plain = defineJob({
+      name: "plain-wait",
+      schema: payload,
+      async handle(_, ctx) {
+        await ctx.waitFor("go");
+      },
+    });
+    const appKey = generateAppKey();
+    await using keyed = await db.open({ jobs: [secret, plain], appKey });
+    const sealedId = await keyed.dispatch(secret, { n: 1 });
+    const plainId = await keyed.dispatch(plain, { n: 2 });
+    await using keyless = await db.open({ jobs: [] });
+    await assert.rejects(
+      keyless.signal(sealedId, "go", 1),
+      new RegExp(
+        `job ${sealedId} is encrypted, and so must its signals be: set APP_KEY`,
+      ),
+    );
+    assert.equal(await keyless.signal(plainId, "go", "hello"), "buffered");
+    assert.equal(await keyed.signal(sealedId, "go", "hidden"), "buffered");
+    const store = await db.store();
+    const [sealed] = (await store.jobSteps(sealedId)).signals;
+    assert.ok(sealed !== undefined && !sealed.payload.includes("hidden"));
+    assert.deepEqual((await store.jobSteps(plainId)).signals.map((s) => s.payload), ['"hello"']);
+    await workUntilEmpty(keyed);
+    assert.equal((await keyed.result(sealedId))?.state, "completed");
+    assert.equal((await keyed.result(plainId))?.state, "completed");
+  },
+);
+
+storeTest(
+  "a chain's next link waits for the whole job, sleeps and waits included, and a batch counts the job once when it ends",
+  async (db) => {
+    const order: string[] = [];
+    const stepped = defineJob({
+      name: "stepped-link",
+      schema: payload,
+      async handle({ n }, ctx) {
+        await ctx.step("before", () => order.push(`before ${n}`));
+        await ctx.sleep("nap", 150);
+        await ctx.waitFor("go", { timeoutMs: 150 });
+        await ctx.step("after", () => order.push(`after ${n}`));
+      },
+    });
+    const next = defineJob({
+      name: "next-link",
+      schema: payload,
+      handle({ n }) {
+        order.push(`next ${n}`);
+      },
+    });
+    await using queue = await db.open({ jobs: [stepped, next] });
+    await queue.chain().then(stepped, { n: 1 }).then(next, { n: 1 }).dispatch();
+    const batchId = await queue.batch("stepped").push(stepped, { n: 2 }).then(next, { n: 2 })
+      .dispatch();
+    const worker = queue.work({ pollMs: 20 });
+    try {
+      await waitUntil(
+        async () => {
+          const status = await queue.batchStatus(batchId);
+          assert.ok(
+            status !== null && status.succeeded <= 1 && status.pending + status.succeeded === 1,
+          );
+          return order.includes("next 1") && order.includes("next 2") ? status : null;
+        },
+        { what: "both follow-ups ran" },
+      );
+    } finally {
+      await worker.stop();
+    }
+    assert.ok(order.indexOf("next 1") > order.indexOf("after 1"), order.join(", "));
+    assert.ok(order.indexOf("next 2") > order.indexOf("after 2"), order.join(", "));
+    assert.equal(order.filter((line) => line.startsWith("before")).length, 2, "each ran once");
+    const status = (await queue.batchStatus(batchId))!;
+    assert.deepEqual([status.total, status.succeeded, status.finished], [1, 1, true]);
+  },
+);

@@ -17,7 +17,7 @@ import { type Html, html } from "../html.ts";
  * `sleeping until …`.
  */
 function stepState(step: JobStep, now: number): string {
-  if (step.state === "waiting") {
+  if (step.state === "parked") {
     return step.until === null ? "waiting" : `waiting until ${formatTime(step.until)} UTC`;
   }
   if (step.kind === "sleep" && step.until !== null && step.until.getTime() > now) {

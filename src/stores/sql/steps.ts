@@ -21,10 +21,11 @@ import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 import { JOB_GONE } from "./upkeep.ts";
 
-/** The job `$1` while token `$2` holds it, its row locked until the transaction ends. */
-const HELD = statement("SELECT id FROM jobs WHERE id = $1 AND token = $2 {{forUpdate}}", {
-  oneRow: true,
-});
+/** What a memo write sets when its call position is taken already: the new memo. */
+const MEMO_REPLACES =
+  `ON CONFLICT (job_id, seq) DO UPDATE SET key = excluded.key, kind = excluded.kind,
+    output = excluded.output, until = excluded.until, done = excluded.done,
+    attempt = excluded.attempt, duration_ms = excluded.duration_ms, at = excluded.at`;
 /**
  * Writes a memo, replacing the one of the same call position: written at
  * `{{now $10}}` (the settlement's time, or the database's now), its `until`
@@ -33,9 +34,19 @@ const HELD = statement("SELECT id FROM jobs WHERE id = $1 AND token = $2 {{forUp
 const WRITE_MEMO = statement(
   `INSERT INTO job_steps (job_id, seq, key, kind, output, until, done, attempt, duration_ms, at)
   VALUES ($1, $2, $3, $4, $5, {{now $10}} + $6, $7, $8, $9, {{now $10}})
-  ON CONFLICT (job_id, seq) DO UPDATE SET key = excluded.key, kind = excluded.kind,
-    output = excluded.output, until = excluded.until, done = excluded.done,
-    attempt = excluded.attempt, duration_ms = excluded.duration_ms, at = excluded.at`,
+  ${MEMO_REPLACES}`,
+);
+/**
+ * {@linkcode WRITE_MEMO} while token `$11` holds job `$1` (its row locked
+ * until the transaction ends), in one statement: no row when it does not.
+ */
+const WRITE_HELD_MEMO = statement(
+  `INSERT INTO job_steps (job_id, seq, key, kind, output, until, done, attempt, duration_ms, at)
+  SELECT id, CAST($2 AS INTEGER), CAST($3 AS TEXT), CAST($4 AS TEXT), CAST($5 AS TEXT),
+    {{now $10}} + CAST($6 AS BIGINT), CAST($7 AS INTEGER), CAST($8 AS INTEGER),
+    CAST($9 AS INTEGER), {{now $10}}
+  FROM jobs WHERE id = $1 AND token = $11 {{forUpdate}}
+  ${MEMO_REPLACES}`,
 );
 const TAKE_SIGNAL = statement("DELETE FROM job_signals WHERE id = $1 AND job_id = $2");
 /**
@@ -101,8 +112,8 @@ export function* writeStep(
   settlement: MemoSettlement & { readonly token: number },
 ): Script<boolean> {
   const { id, token, step } = settlement;
-  if ((yield* exec(HELD, id, token)).rows.length === 0) return false;
-  yield* writeMemo(dialect, settlement);
+  const written = yield* exec(WRITE_HELD_MEMO, ...memoParams(dialect, settlement), token);
+  if (written.count === 0) return false;
   if (step.takesSignal !== undefined) yield* exec(TAKE_SIGNAL, step.takesSignal, id);
   return true;
 }
@@ -184,9 +195,13 @@ function waitedName(key: string): string {
   return mark < 0 ? key : key.slice(0, mark);
 }
 
-function* writeMemo(dialect: Dialect, { id, at, step }: MemoSettlement): Script<void> {
-  yield* exec(
-    WRITE_MEMO,
+function* writeMemo(dialect: Dialect, settlement: MemoSettlement): Script<void> {
+  yield* exec(WRITE_MEMO, ...memoParams(dialect, settlement));
+}
+
+/** The ten parameters of a memo write. */
+function memoParams(dialect: Dialect, { id, at, step }: MemoSettlement): unknown[] {
+  return [
     id,
     step.seq,
     step.key,
@@ -197,7 +212,7 @@ function* writeMemo(dialect: Dialect, { id, at, step }: MemoSettlement): Script<
     step.attempt,
     Math.round(step.durationMs),
     clockParam(dialect, at),
-  );
+  ];
 }
 
 interface StoredStep {
