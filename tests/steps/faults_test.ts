@@ -522,7 +522,7 @@ storeTest(
     try {
       await waitUntil(
         async () =>
-          (await queue.steps(id)).some((step) => step.key === "go" && step.state === "waiting") &&
+          (await queue.steps(id)).some((step) => step.key === "go" && step.state === "parked") &&
           (await queue.result(id))?.state === "pending",
         { what: "the job parked in its wait", timeoutMs: DEADLINE_MS },
       );
