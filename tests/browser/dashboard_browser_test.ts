@@ -3,13 +3,17 @@
  * playwright-core. It opens the overview (whose styles and live-refresh
  * script must run under the page's CSP), goes to the failed jobs, retries
  * one by clicking, sees it leave the list, and saves a screenshot to
- * `.renox/browser/dashboard_failed.png`.
+ * `.renox/browser/dashboard_failed.png`; then a job's page shows its durable
+ * steps (a step, and a wait still parked for its signal), names escaped.
  *
  * Skips, saying why, when `chromium` is not installed (`.ci/run` installs
  * it with apt-get). Run alone with `deno task test:browser`.
  */
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
+import { z } from "zod";
+import { defineJob, Queue } from "../../mod.ts";
+import { tempDir, waitUntil } from "../_helpers.ts";
 import { dashboard } from "../../src/dashboard.ts";
 import { drainQueue, HOSTILE, hostile, openQueue } from "../_dashboard.ts";
 
@@ -41,6 +45,16 @@ function findChromium(): string | null {
 }
 
 const executablePath = findChromium();
+
+/** A job whose step and wait are named with markup, which the page must show as text. */
+const stepped = defineJob({
+  name: "stepped",
+  schema: z.object({ n: z.number() }),
+  async handle({ n }, ctx) {
+    await ctx.step("<b>charge</b>", () => ({ cents: n }));
+    await ctx.waitFor("approve", { timeoutMs: 3_600_000 });
+  },
+});
 const name =
   "dashboard in Chromium: the overview opens under its CSP, a failed job is retried by a click and leaves the failed list";
 
@@ -118,6 +132,51 @@ if (executablePath === null) {
       assert.ok((await Deno.stat(SCREENSHOT)).size > 1_000, "a screenshot was saved");
       console.log(`screenshot: ${SCREENSHOT.pathname}`);
       assert.deepEqual(problems, [], "no script error and no CSP violation");
+    } finally {
+      await context.close();
+      await Deno.remove(profile, { recursive: true });
+    }
+  });
+
+  Deno.test("dashboard in Chromium: a job's page shows its durable steps, a wait parked for its signal, names as text", async () => {
+    await using tmp = await tempDir();
+    await using queue = await Queue.open({ path: tmp.dbPath, jobs: [stepped] });
+    const id = await queue.dispatch(stepped, { n: 1_250 });
+    const worker = queue.work({ pollMs: 20 });
+    try {
+      await waitUntil(async () => (await queue.steps(id)).length === 2, { what: "it parked" });
+    } finally {
+      await worker.stop();
+    }
+    await using server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      dashboard(queue, { title: "Browser test" }),
+    );
+    const profile = await Deno.makeTempDir({ prefix: "renox-chromium-" });
+    const context = await chromium.launchPersistentContext(profile, {
+      executablePath,
+      headless: true,
+      args: CHROMIUM_ARGS,
+      timeout: 20_000,
+    });
+    try {
+      const page = await context.newPage();
+      page.setDefaultTimeout(10_000);
+      const problems: string[] = [];
+      page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+      await page.goto(`http://127.0.0.1:${server.addr.port}/jobs/${id}`);
+      const rows = page.locator("table.steps tbody tr");
+      assert.equal(await rows.count(), 2);
+      const cells = async (row: number) =>
+        (await rows.nth(row).locator("td").allTextContents()).map((text) => text.trim());
+      const [step, wait] = [await cells(0), await cells(1)];
+      assert.deepEqual(step.slice(0, 3), ["1", "<b>charge</b>", "step"], "the name shows as text");
+      assert.equal(step[3], "done");
+      assert.equal(step[6], '{"cents":1250}');
+      assert.deepEqual(wait.slice(0, 3), ["2", "approve", "wait"]);
+      assert.match(wait[3]!, /^waiting until /);
+      assert.equal(await page.locator("table.steps b").count(), 0, "no markup from a name");
+      assert.deepEqual(problems, []);
     } finally {
       await context.close();
       await Deno.remove(profile, { recursive: true });
