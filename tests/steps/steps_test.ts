@@ -784,3 +784,34 @@ storeTest(
     assert.deepEqual([status.total, status.succeeded, status.finished], [1, 1, true]);
   },
 );
+
+storeTest(
+  "dispatchSync runs a job's steps without recording them, and refuses a sleep or a wait, naming why",
+  async (db) => {
+    let runs = 0;
+    const stepsOnly = defineJob({
+      name: "steps-only",
+      schema: payload,
+      output: z.number(),
+      async handle({ n }, ctx) {
+        const a = await ctx.step("a", () => ++runs);
+        const b = await ctx.step("a", () => ++runs);
+        return a + b + n;
+      },
+    });
+    const sleeps = defineJob({
+      name: "sleeps-now",
+      schema: payload,
+      async handle(_, ctx) {
+        await ctx.sleep("nap", 10);
+      },
+    });
+    await using queue = await db.open({ jobs: [stepsOnly, sleeps] });
+    await queue.dispatchSync(stepsOnly, { n: 10 });
+    assert.equal(runs, 2);
+    await assert.rejects(
+      queue.dispatchSync(sleeps, { n: 1 }),
+      /ctx\.sleep\("nap"\): a job run now without being stored \(dispatchSync\) cannot sleep or wait/,
+    );
+  },
+);
