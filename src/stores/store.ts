@@ -363,6 +363,28 @@ export interface StepStore {
   signal(request: SignalRequest): Promise<SignalOutcome>;
 }
 
+/** What {@linkcode BackupStore.backup} wrote. */
+export interface BackupResult {
+  /** The copy's absolute path. */
+  readonly path: string;
+  /** The copy's size, in bytes. */
+  readonly bytes: number;
+}
+
+/**
+ * A store that answers `Queue.backup()`. The SQLite store copies its file
+ * while workers run; the PostgreSQL and Redis stores reject, naming their
+ * server's own tools. A store without it cannot be backed up by the queue.
+ */
+export interface BackupStore {
+  /**
+   * Writes a consistent copy of the database, as of one commit, to `file`,
+   * a new file (one that exists is refused, never overwritten); or rejects
+   * saying why this store cannot.
+   */
+  backup(file: string): Promise<BackupResult>;
+}
+
 /** A storage engine for jobs: every role, and its lifetime. */
 export interface Store
   extends

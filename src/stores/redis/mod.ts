@@ -27,6 +27,8 @@
  */
 import { shown } from "../../shown.ts";
 import type {
+  BackupResult,
+  BackupStore,
   BatchRow,
   CancelOutcome,
   CancelRequest,
@@ -113,7 +115,7 @@ export interface RedisStoreOptions {
  * Jobs in Redis, shared by any number of processes on any number of
  * machines: every store rule is one Lua script, atomic on the server.
  */
-export class RedisStore implements Store, AsyncDisposable {
+export class RedisStore implements Store, BackupStore, AsyncDisposable {
   readonly #redis: RedisConnection;
 
   private constructor(redis: RedisConnection) {
@@ -450,6 +452,22 @@ export class RedisStore implements Store, AsyncDisposable {
   runSchedule(name: string, runs: readonly ScheduleRun[], now: number): Promise<(number | null)[]> {
     return schedules.runSchedule(this.#redis, name, runs, now);
   }
+  /**
+   * Rejects: a Redis server is backed up with its own persistence (an RDB
+   * snapshot from `BGSAVE`, or the AOF files), which the error names; see
+   * docs/backups.md.
+   */
+  backup(_file: string): Promise<BackupResult> {
+    return Promise.reject(
+      new Error(
+        "Cannot back up a Redis queue from the queue: use the server's own persistence, " +
+          "BGSAVE and then a copy of its RDB file (dump.rdb, once LASTSAVE shows the new save), " +
+          "or a copy of its AOF files (appendonly yes); either holds the whole server, not only " +
+          "this queue's keys; see docs/backups.md",
+      ),
+    );
+  }
+
   /** Closes the connections; later calls fail. */
   close(): Promise<void> {
     return this.#redis.close();
