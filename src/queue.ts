@@ -4,7 +4,6 @@
  *
  * @module
  */
-import { backUp } from "./admin/backup.ts";
 import { Batches } from "./admin/batches.ts";
 import { countJobs } from "./admin/counts.ts";
 import { FailedJobs } from "./admin/failed_jobs.ts";
@@ -859,7 +858,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async backup(file: string): Promise<BackupResult> {
     this.#assertOpen("back up the database");
-    return await backUp(this.#store, file);
+    return await this.#store.backup(file);
   }
 
   /** Stops every worker of this queue (each with its grace period), then closes the database. */

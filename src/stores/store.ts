@@ -363,26 +363,12 @@ export interface StepStore {
   signal(request: SignalRequest): Promise<SignalOutcome>;
 }
 
-/** What {@linkcode BackupStore.backup} wrote. */
+/** What {@linkcode Store.backup} wrote. */
 export interface BackupResult {
   /** The copy's absolute path. */
   readonly path: string;
   /** The copy's size, in bytes. */
   readonly bytes: number;
-}
-
-/**
- * A store that answers `Queue.backup()`. The SQLite store copies its file
- * while workers run; the PostgreSQL and Redis stores reject, naming their
- * server's own tools. A store without it cannot be backed up by the queue.
- */
-export interface BackupStore {
-  /**
-   * Writes a consistent copy of the database, as of one commit, to `file`,
-   * a new file (one that exists is refused, never overwritten); or rejects
-   * saying why this store cannot.
-   */
-  backup(file: string): Promise<BackupResult>;
 }
 
 /** A storage engine for jobs: every role, and its lifetime. */
@@ -398,6 +384,14 @@ export interface Store
     AsyncDisposable {
   /** Brings the schema up to date; safe to call from several processes at once. */
   migrate(): Promise<void>;
+  /**
+   * Writes a consistent copy of the database, as of one commit, to `file`,
+   * a new file, while other connections go on writing; a file that exists
+   * is refused, never overwritten. A store that cannot (a database in
+   * memory, a server with backup tools of its own) rejects saying why and
+   * where to look (docs/backups.md), writing nothing.
+   */
+  backup(file: string): Promise<BackupResult>;
   /** Closes the connection; later calls fail. */
   close(): Promise<void>;
 }

@@ -167,7 +167,7 @@ Deno.test("Queue.backup() refuses a queue in memory, a bad file, a missing folde
     await assert.rejects(
       queue.backup(bad as string),
       (error: Error) =>
-        error instanceof TypeError && /file must name a new file/.test(error.message),
+        error instanceof TypeError && /give the path of a new file/.test(error.message),
     );
   }
   for (const bad of [":memory:", "file:copy.db", "postgres://host/db"]) {

@@ -29,7 +29,6 @@ import { postgresDialect } from "./dialect.ts";
 import { PostgresEngine, type Sql } from "./engine.ts";
 import { isPostgresUrl, redactPassword } from "../database_url.ts";
 import { SqlStore } from "../sql/sql_store.ts";
-import type { BackupResult, BackupStore } from "../store.ts";
 
 /** Options for {@linkcode PostgresStore.open}. */
 export interface PostgresStoreOptions {
@@ -67,27 +66,9 @@ export interface PostgresStoreOptions {
  * number of machines. Each operation takes a pooled connection; every write
  * that may add or free jobs notifies the other processes' watchers.
  */
-export class PostgresStore extends SqlStore implements BackupStore {
-  readonly #schema: string;
-
-  private constructor(engine: PostgresEngine, schema: string, channel: string, dbClock: boolean) {
+export class PostgresStore extends SqlStore {
+  private constructor(engine: PostgresEngine, channel: string, dbClock: boolean) {
     super(engine, postgresDialect({ channel, dbClock }), migrations);
-    this.#schema = schema;
-  }
-
-  /**
-   * Rejects: a PostgreSQL database is backed up with the server's own tools
-   * (`pg_dump`, `pg_basebackup`), which the error names; see docs/backups.md.
-   */
-  backup(_file: string): Promise<BackupResult> {
-    return Promise.reject(
-      new Error(
-        "Cannot back up a PostgreSQL queue from the queue: use the server's own tools, " +
-          `pg_dump (a consistent copy of the queue's schema: pg_dump --schema=${this.#schema} --format=custom) ` +
-          "or pg_basebackup with WAL archiving (a copy of the whole server, restorable to any moment); " +
-          "see docs/backups.md",
-      ),
-    );
   }
 
   /** Connects to `url` (`postgres://…`), creates the schema if missing and migrates it. */
@@ -137,7 +118,6 @@ export class PostgresStore extends SqlStore implements BackupStore {
     const channel = `renox_queue_${schema}`;
     const store = new PostgresStore(
       new PostgresEngine(connect, schema, channel),
-      schema,
       channel,
       clock === "database",
     );

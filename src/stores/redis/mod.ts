@@ -28,7 +28,6 @@
 import { shown } from "../../shown.ts";
 import type {
   BackupResult,
-  BackupStore,
   BatchRow,
   CancelOutcome,
   CancelRequest,
@@ -115,7 +114,7 @@ export interface RedisStoreOptions {
  * Jobs in Redis, shared by any number of processes on any number of
  * machines: every store rule is one Lua script, atomic on the server.
  */
-export class RedisStore implements Store, BackupStore, AsyncDisposable {
+export class RedisStore implements Store, AsyncDisposable {
   readonly #redis: RedisConnection;
 
   private constructor(redis: RedisConnection) {
@@ -453,7 +452,7 @@ export class RedisStore implements Store, BackupStore, AsyncDisposable {
     return schedules.runSchedule(this.#redis, name, runs, now);
   }
   /**
-   * Rejects: a Redis server is backed up with its own persistence (an RDB
+   * See {@linkcode Store.backup}. Rejects: a Redis server is backed up with its own persistence (an RDB
    * snapshot from `BGSAVE`, or the AOF files), which the error names; see
    * docs/backups.md.
    */

@@ -47,10 +47,13 @@ export async function copyDatabase(
   if (inMemory(source)) {
     throw new Error(
       `Cannot back up a database in memory (${shown(source)}): it lives only in this process; ` +
-        "open the queue on a file to have something to back up",
+        "open the queue on a file to have something to back up (docs/backups.md)",
     );
   }
-  if (target === ":memory:" || /^file:/i.test(target) || /^[a-z][a-z0-9+.-]*:\/\//i.test(target)) {
+  if (
+    typeof target !== "string" || target.trim() === "" || target === ":memory:" ||
+    /^file:/i.test(target) || /^[a-z][a-z0-9+.-]*:\/\//i.test(target)
+  ) {
     throw new TypeError(`Cannot back up to ${shown(target)}: give the path of a new file`);
   }
   const path = resolve(target);

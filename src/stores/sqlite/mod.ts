@@ -3,15 +3,12 @@
  *
  * @module
  */
-import { QueueClosedError } from "../../errors.ts";
 import { shown } from "../../shown.ts";
 import { migrations } from "../../../migrations/sqlite/mod.ts";
 import { type Durability, openConnection } from "./connection.ts";
 import { sqliteDialect } from "./dialect.ts";
 import { SqliteEngine } from "./engine.ts";
 import { SqlStore } from "../sql/sql_store.ts";
-import type { BackupResult, BackupStore } from "../store.ts";
-import { copyDatabase } from "./backup.ts";
 
 export type { Durability } from "./connection.ts";
 
@@ -41,15 +38,9 @@ export interface SqliteStoreOptions {
  * console.log(await store.counts(Date.now()));
  * ```
  */
-export class SqliteStore extends SqlStore implements BackupStore {
-  readonly #path: string;
-  readonly #busyTimeoutMs: number;
-  #closed = false;
-
-  private constructor(engine: SqliteEngine, path: string, busyTimeoutMs: number) {
+export class SqliteStore extends SqlStore {
+  private constructor(engine: SqliteEngine) {
     super(engine, sqliteDialect, migrations);
-    this.#path = path;
-    this.#busyTimeoutMs = busyTimeoutMs;
   }
 
   /** Opens (creating if needed) the file at `path`, or `":memory:"`, and migrates it. */
@@ -65,7 +56,7 @@ export class SqliteStore extends SqlStore implements BackupStore {
       );
     }
     const db = await openConnection(path, durability, busyTimeoutMs);
-    const store = new SqliteStore(new SqliteEngine(db, path, busyTimeoutMs), path, busyTimeoutMs);
+    const store = new SqliteStore(new SqliteEngine(db, path, busyTimeoutMs));
     try {
       await store.migrate();
     } catch (error) {
@@ -73,24 +64,5 @@ export class SqliteStore extends SqlStore implements BackupStore {
       throw error;
     }
     return store;
-  }
-
-  /**
-   * Copies the database to `file`, a new file, while other connections and
-   * processes go on writing: the copy is the database as of one commit
-   * (SQLite's backup API in one step, from a read-only connection). Refuses
-   * a file that exists, naming it, and a database in memory. The copy is
-   * complete once this resolves: it is written beside `file` and only then
-   * given its name.
-   */
-  backup(file: string): Promise<BackupResult> {
-    if (this.#closed) return Promise.reject(new QueueClosedError("back up the database"));
-    return copyDatabase(this.#path, file, this.#busyTimeoutMs);
-  }
-
-  /** Closes the connection; later calls fail. */
-  override close(): Promise<void> {
-    this.#closed = true;
-    return super.close();
   }
 }
