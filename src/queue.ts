@@ -840,9 +840,9 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * commit, every job in the one state it had then. Refuses a file that
    * exists (naming it; it is never overwritten), a queue in memory, and a
    * queue on PostgreSQL or Redis, whose error names the server's own tools.
-   * This process runs nothing else while the pages are copied (a few ms per
-   * MB): the `backup` command does it from a process of its own. Restoring
-   * is in docs/backups.md.
+   * This process runs nothing else while the pages are copied (10 to 16 ms
+   * per MiB, measured in docs/backups.md): the `backup` command does it from
+   * a process of its own. Restoring is in docs/backups.md.
    *
    * @example Back up the queue's database
    * ```ts

@@ -451,10 +451,11 @@ export class RedisStore implements Store, AsyncDisposable {
   runSchedule(name: string, runs: readonly ScheduleRun[], now: number): Promise<(number | null)[]> {
     return schedules.runSchedule(this.#redis, name, runs, now);
   }
+
   /**
-   * See {@linkcode Store.backup}. Rejects: a Redis server is backed up with its own persistence (an RDB
-   * snapshot from `BGSAVE`, or the AOF files), which the error names; see
-   * docs/backups.md.
+   * See {@linkcode Store.backup}. Rejects: a Redis server is backed up with
+   * its own persistence (an RDB snapshot from `BGSAVE`, or the AOF files),
+   * which the error names; see docs/backups.md.
    */
   backup(_file: string): Promise<BackupResult> {
     return Promise.reject(

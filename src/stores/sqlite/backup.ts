@@ -28,7 +28,7 @@ import type { BackupResult } from "../store.ts";
 import { isBusy } from "./connection.ts";
 
 /** Whether `path`, as `SqliteStore.open` took it, names a database that lives in memory only. */
-export function inMemory(path: string): boolean {
+function inMemory(path: string): boolean {
   return path === ":memory:" ||
     (path.startsWith("file:") && (/^file::memory:/.test(path) || /[?&]mode=memory\b/.test(path)));
 }
