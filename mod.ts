@@ -95,6 +95,7 @@ export type {
 } from "./src/admin/metrics.ts";
 export type { UnclaimedJobs, WorkerInfo, WorkersOptions } from "./src/admin/workers.ts";
 export { Queue, type QueueMode, type QueueOptions, type QueueTransaction } from "./src/queue.ts";
+export type { BackupResult } from "./src/stores/store.ts";
 export type {
   CancelOptions,
   CancelOutcome,

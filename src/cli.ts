@@ -2,7 +2,8 @@
  * The command line of `@renox/queue`: the `work` command that runs jobs
  * (supervised, with graceful stops on SIGINT/SIGTERM), and admin commands on
  * the same database: `failed`, `retry`, `forget`, `flush`, `prune-failed`,
- * `clear`, `stats`, `migrate`, `logs`, `steps` and `signal` (a job's durable
+ * `clear`, `stats`, `migrate`, `backup` (a copy of the SQLite file made
+ * while workers run), `logs`, `steps` and `signal` (a job's durable
  * steps, and a signal for its `ctx.waitFor`), and `dashboard`, which serves the
  * dashboard over HTTP.
  *
@@ -10,6 +11,7 @@
  * deno run -A jsr:@renox/queue/cli work --jobs ./jobs.ts --queue high,default --concurrency 4
  * deno run -A jsr:@renox/queue/cli failed
  * deno run -A jsr:@renox/queue/cli retry all
+ * deno run -A jsr:@renox/queue/cli backup ./backups/queue-2026-12-04.db
  * deno run -A jsr:@renox/queue/cli signal 42 survey '{"score": 9}'
  * deno run -A jsr:@renox/queue/cli dashboard --port 8080
  * deno run -A jsr:@renox/queue/cli help work
@@ -30,6 +32,7 @@
  */
 import { ADMIN_COMMANDS } from "./cli/admin.ts";
 import { type ParsedArgs, parseFlags, UsageError } from "./cli/args.ts";
+import { backupCommand } from "./cli/backup.ts";
 import { BATCH_COMMANDS } from "./cli/batches.ts";
 import { dashboardCommand } from "./cli/dashboard.ts";
 import {
@@ -67,6 +70,7 @@ const help: Command = {
 const COMMANDS: readonly Command[] = [
   work,
   ...ADMIN_COMMANDS,
+  backupCommand,
   ...BATCH_COMMANDS,
   ...SCHEDULE_COMMANDS,
   ...JOB_CONTROL_COMMANDS,

@@ -363,6 +363,14 @@ export interface StepStore {
   signal(request: SignalRequest): Promise<SignalOutcome>;
 }
 
+/** What {@linkcode Store.backup} wrote. */
+export interface BackupResult {
+  /** The copy's absolute path. */
+  readonly path: string;
+  /** The copy's size, in bytes. */
+  readonly bytes: number;
+}
+
 /** A storage engine for jobs: every role, and its lifetime. */
 export interface Store
   extends
@@ -376,6 +384,14 @@ export interface Store
     AsyncDisposable {
   /** Brings the schema up to date; safe to call from several processes at once. */
   migrate(): Promise<void>;
+  /**
+   * Writes a consistent copy of the database, as of one commit, to `file`,
+   * a new file, while other connections go on writing; a file that exists
+   * is refused, never overwritten. A store that cannot (a database in
+   * memory, a server with backup tools of its own) rejects saying why and
+   * where to look (docs/backups.md), writing nothing.
+   */
+  backup(file: string): Promise<BackupResult>;
   /** Closes the connection; later calls fail. */
   close(): Promise<void>;
 }

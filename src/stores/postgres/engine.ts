@@ -17,6 +17,7 @@ import type { Migration } from "../../../migrations/migration.ts";
 import { QueueClosedError } from "../../errors.ts";
 import { guardStrayWrites } from "./crash_guard.ts";
 import { isConnectionLost } from "../store_outage.ts";
+import type { BackupResult } from "../store.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
 import { migrationPlan } from "../sql/engine.ts";
 import { oneWriteAtMost, type Result, runAsync, type Script, type Step } from "../sql/script.ts";
@@ -124,6 +125,21 @@ export class PostgresEngine implements Engine {
         ]);
       }
     });
+  }
+
+  /**
+   * Rejects: a PostgreSQL database is backed up with the server's own tools
+   * (`pg_dump`, `pg_basebackup`), which the error names; see docs/backups.md.
+   */
+  backup(_file: string): Promise<BackupResult> {
+    return Promise.reject(
+      new Error(
+        "Cannot back up a PostgreSQL queue from the queue: use the server's own tools, " +
+          `pg_dump (a consistent copy of the queue's schema: pg_dump --schema=${this.#schema} ` +
+          "--format=custom) or pg_basebackup with WAL archiving (a copy of the whole server, " +
+          "restorable to any moment); see docs/backups.md",
+      ),
+    );
   }
 
   /**

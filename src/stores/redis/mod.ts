@@ -27,6 +27,7 @@
  */
 import { shown } from "../../shown.ts";
 import type {
+  BackupResult,
   BatchRow,
   CancelOutcome,
   CancelRequest,
@@ -450,6 +451,23 @@ export class RedisStore implements Store, AsyncDisposable {
   runSchedule(name: string, runs: readonly ScheduleRun[], now: number): Promise<(number | null)[]> {
     return schedules.runSchedule(this.#redis, name, runs, now);
   }
+
+  /**
+   * See {@linkcode Store.backup}. Rejects: a Redis server is backed up with
+   * its own persistence (an RDB snapshot from `BGSAVE`, or the AOF files),
+   * which the error names; see docs/backups.md.
+   */
+  backup(_file: string): Promise<BackupResult> {
+    return Promise.reject(
+      new Error(
+        "Cannot back up a Redis queue from the queue: use the server's own persistence, " +
+          "BGSAVE and then a copy of its RDB file (dump.rdb, once LASTSAVE shows the new save), " +
+          "or a copy of its AOF files (appendonly yes); either holds the whole server, not only " +
+          "this queue's keys; see docs/backups.md",
+      ),
+    );
+  }
+
   /** Closes the connections; later calls fail. */
   close(): Promise<void> {
     return this.#redis.close();

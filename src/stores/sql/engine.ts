@@ -8,6 +8,7 @@
  * @module
  */
 import type { Migration } from "../../../migrations/migration.ts";
+import type { BackupResult } from "../store.ts";
 import type { Script } from "./script.ts";
 
 /**
@@ -45,6 +46,11 @@ export interface Engine {
   migrate(migrations: readonly Migration[]): Promise<void>;
   /** Calls `listener` soon after another connection may have added or freed jobs; best effort. */
   watch(listener: () => void): Disposable;
+  /**
+   * Copies the database to the new file `file` as of one commit, or
+   * rejects naming the server's own tools (see `Store.backup`).
+   */
+  backup(file: string): Promise<BackupResult>;
   /** Closes the connection once running work has ended; later calls fail. */
   close(): Promise<void>;
 }

@@ -8,6 +8,7 @@
  */
 import { MetricsRollup } from "./metrics_rollup.ts";
 import type {
+  BackupResult,
   BatchRow,
   CancelOutcome,
   CancelRequest,
@@ -392,6 +393,11 @@ export class SqlStore implements Store {
   /** Calls `listener` soon after another connection may have added or freed jobs. */
   watch(listener: () => void): Disposable {
     return this.#engine.watch(listener);
+  }
+
+  /** See {@linkcode Store.backup}: the engine copies its database, or says which tools do. */
+  backup(file: string): Promise<BackupResult> {
+    return this.#engine.backup(file);
   }
 
   /** Closes the connection; later calls fail. */

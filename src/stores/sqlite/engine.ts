@@ -16,6 +16,8 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type { DatabaseSync, SQLInputValue, SQLOutputValue, StatementSync } from "node:sqlite";
 import type { Migration } from "../../../migrations/migration.ts";
 import { QueueClosedError } from "../../errors.ts";
+import type { BackupResult } from "../store.ts";
+import { copyDatabase } from "./backup.ts";
 import { FileWatch } from "./file_watch.ts";
 import { retryWhileBusy } from "./connection.ts";
 import { explainWriteError } from "./write_errors.ts";
@@ -159,6 +161,16 @@ export class SqliteEngine implements Engine {
   /** Calls `listener` when the database's WAL file changes (any process's commit). */
   watch(listener: () => void): Disposable {
     return this.#changes.add(listener);
+  }
+
+  /**
+   * Copies the database to the new file `file` from a read-only connection
+   * of its own, as of one commit (see `./backup.ts`): an app transaction
+   * open on this connection is not in the copy, and need not end first.
+   */
+  async backup(file: string): Promise<BackupResult> {
+    if (this.#closed) throw new QueueClosedError("back up the database");
+    return await copyDatabase(this.#path, file, this.#busyTimeoutMs);
   }
 
   /** Closes the connection once the running transaction, if any, has ended. */

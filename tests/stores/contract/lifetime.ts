@@ -138,6 +138,7 @@ function operations(store: Store): [string, () => Promise<unknown>][] {
     ["metrics", () => store.metrics(T0, T0 + 1)],
     ["workers", () => store.workers(T0, T0)],
     ["logs", () => store.logs(1)],
+    ["backup", () => store.backup("./no-such-folder/never-written.db")],
     ["syncSchedules", () => store.syncSchedules([], T0)],
     ["schedules", () => store.schedules()],
     ["setSchedulePaused", () => store.setSchedulePaused("s", true, T0)],

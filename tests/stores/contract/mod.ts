@@ -17,6 +17,7 @@
  */
 import assert from "node:assert/strict";
 import { adminStore } from "./admin_store.ts";
+import { backup } from "./backup.ts";
 import { chainsBatches } from "./chains_batches.ts";
 import type { ContractArea, ContractTest, OpenedStore, StoreMethod } from "./fixtures.ts";
 import { jobControlStore } from "./job_control_store.ts";
@@ -41,6 +42,7 @@ export const AREAS: readonly ContractArea[] = [
   scheduleStore,
   jobControlStore,
   steps,
+  backup,
   lifetime,
 ];
 
@@ -103,6 +105,7 @@ export const STORE_MEMBERS: Record<StoreMethod, true> = {
   jobSteps: true,
   signal: true,
   migrate: true,
+  backup: true,
   close: true,
 };
 

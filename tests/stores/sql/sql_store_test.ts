@@ -27,6 +27,7 @@ function recording(engine: Engine, modes: RunMode[]): Engine {
     transaction: (fn) => engine.transaction(fn),
     migrate: (steps) => engine.migrate(steps),
     watch: (listener) => engine.watch(listener),
+    backup: (file) => engine.backup(file),
     close: () => engine.close(),
   };
 }
