@@ -98,21 +98,20 @@ export class JobTimeoutError extends Error {
 export class StepMismatchError extends PermanentError {
   /** The call position (from 1) where they differ. */
   readonly seq: number;
-  /** The key recorded there (or where `asked` was recorded), or null when none was. */
+  /** The kind and key recorded there (`step "a"`), or null when `asked` was recorded elsewhere. */
   readonly recorded: string | null;
-  /** The key the code asked for there. */
+  /** The kind and key the code asked for there (`sleep "a"`). */
   readonly asked: string;
 
-  /** Builds the error naming both keys and the position. */
+  /**
+   * Builds the error naming both and the position; `recorded` and `asked`
+   * are each a kind and a key (`step "charge"`, `sleep "nap"`).
+   */
   constructor(jobName: string, seq: number, recorded: string | null, asked: string) {
     super(
       recorded === null
-        ? `Job "${jobName}": step ${
-          JSON.stringify(asked)
-        } at position ${seq} was recorded at another position: the code changed under a running job`
-        : `Job "${jobName}": step ${JSON.stringify(asked)} at position ${seq}, but ${
-          JSON.stringify(recorded)
-        } was recorded there: the code changed under a running job`,
+        ? `Job "${jobName}": ${asked} at position ${seq} was recorded at another position: the code changed under a running job`
+        : `Job "${jobName}": ${asked} at position ${seq}, but ${recorded} was recorded there: the code changed under a running job`,
     );
     this.name = "StepMismatchError";
     this.seq = seq;

@@ -39,6 +39,21 @@ export function assertStepName(name: unknown, where: string, what: string): stri
   return name as string;
 }
 
+/**
+ * A step's state in words, its times shown by `shown`: `done`; a wait still
+ * parked for its signal `parked` (`parked until …` its timeout); a sleep
+ * whose wake time is still ahead of `now` `sleeping until …`.
+ */
+export function stepStateText(step: JobStep, now: number, shown: (time: Date) => string): string {
+  if (step.state === "parked") {
+    return step.until === null ? "parked" : `parked until ${shown(step.until)}`;
+  }
+  if (step.kind === "sleep" && step.until !== null && step.until.getTime() > now) {
+    return `sleeping until ${shown(step.until)}`;
+  }
+  return "done";
+}
+
 /** The steps job `id` recorded, by call position. */
 export async function readSteps(store: StepStore, id: number): Promise<JobStep[]> {
   const { steps } = await store.jobSteps(assertId(id));

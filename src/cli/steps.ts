@@ -7,7 +7,7 @@
  * @module
  * @internal
  */
-import { assertStepName, signalPayloadJson } from "../admin/steps.ts";
+import { assertStepName, signalPayloadJson, stepStateText } from "../admin/steps.ts";
 import type { JobStep, SignalOutcome } from "../steps.ts";
 import { expectPositionals, type ParsedArgs, readSwitch, UsageError } from "./args.ts";
 import { openAdminQueue, readId } from "./admin.ts";
@@ -27,19 +27,9 @@ function duration(step: JobStep): string {
   return `${(ms / 60_000).toFixed(1)} min`;
 }
 
-/**
- * A step's state in words: `done`; a wait `waiting` (until its timeout,
- * when it has one); a sleep whose wake time is still ahead of `now`
- * `sleeping until …`.
- */
+/** A step's state in words (see {@linkcode stepStateText}). */
 export function stepState(step: JobStep, now: number): string {
-  if (step.state === "parked") {
-    return step.until === null ? "waiting" : `waiting until ${time(step.until)}`;
-  }
-  if (step.kind === "sleep" && step.until !== null && step.until.getTime() > now) {
-    return `sleeping until ${time(step.until)}`;
-  }
-  return "done";
+  return stepStateText(step, now, time);
 }
 
 /** A step's output in one line: its JSON, `(encrypted)`, or empty for sleeps and open waits. */
@@ -54,7 +44,7 @@ const steps: Command = {
   operands: "<id>",
   summary: "list the durable steps a job recorded",
   description:
-    "Lists what a job's handler recorded with ctx.step, ctx.sleep and ctx.waitFor, by call position:\nseq, key (a name used again in one run is numbered: send, send#2), kind, state (done, waiting\nfor a signal, or sleeping until its wake time), the attempt that recorded it, how long the step\nran, and its output (a wait's: the signal's payload, null when it timed out). An encrypted output\nis shown as (encrypted), never opened. Steps are kept as long as the job or its history.",
+    "Lists what a job's handler recorded with ctx.step, ctx.sleep and ctx.waitFor, by call position:\nseq, key (a name used again in one run is numbered: send, send#2), kind, state (done, parked\nfor a signal, or sleeping until its wake time), the attempt that recorded it, how long the step\nran, and its output (a wait's: the signal's payload, null when it timed out). An encrypted output\nis shown as (encrypted), never opened. Steps are kept as long as the job or its history.",
   flags: { json: { type: "boolean", help: "print a JSON array of the steps" } },
   async run(args) {
     expectPositionals(args, 1, 1, "the job id");

@@ -245,6 +245,8 @@ async function attempt(run: WireRun): Promise<void> {
     } else if (result.kind === "park") {
       const { kind: _, ...park } = result;
       outcome = { runId, kind: "park", park };
+      // Steps started beside the sleep or wait stop: none of them can be recorded any more.
+      controller.abort(new Error(`Job ${id} parked: its attempt ended`));
     } else {
       const permanent = result.kind === "error" && result.permanent;
       outcome = { runId, kind: "error", error: toWire(result.error), permanent };

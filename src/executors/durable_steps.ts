@@ -31,6 +31,9 @@ import type { ParkRequest, StepPort } from "./executor.ts";
 
 const encoder = new TextEncoder();
 
+/** The longest a timer can wait (a longer `setTimeout` fires at once): a step's timeout and backoff. */
+const MAX_TIMER_MS = 2_147_483_647;
+
 /** The durable steps of one attempt of one job. */
 export class DurableSteps {
   readonly #port: StepPort | undefined;
@@ -49,7 +52,7 @@ export class DurableSteps {
   onPark: ((request: ParkRequest) => void) | undefined = undefined;
 
   /**
-   * `port` is null for a job run now without being stored (`dispatchSync`):
+   * `port` is absent for a job run now without being stored (`dispatchSync`):
    * its steps then run without memos, and it cannot sleep or wait.
    */
   constructor(
@@ -87,10 +90,11 @@ export class DurableSteps {
       );
     }
     const tries = checkedTries(options, name);
-    const timeoutMs = checkedTimeout(
+    const timeoutMs = checkedDurationMs(
       options.timeoutMs,
       `${where}(${JSON.stringify(name)})`,
       "timeoutMs",
+      MAX_TIMER_MS,
     );
     const { seq, key } = this.#next(name);
     const memo = await this.#memo(seq, key, "step");
@@ -121,8 +125,8 @@ export class DurableSteps {
   async sleep(name: string, ms: number): Promise<void> {
     const where = `ctx.sleep(${JSON.stringify(name)})`;
     assertStepName(name, "ctx.sleep", "the sleep's name");
-    const delayMs = checkedTimeout(ms, where, "ms") ?? 0;
-    await this.#sleep(name, delayMs);
+    if (ms === undefined) throw new RangeError(`${where}: ms is required: how long to sleep`);
+    await this.#sleep(name, { delayMs: checkedDurationMs(ms, where, "ms")! });
   }
 
   /** `ctx.sleepUntil(name, until)`. */
@@ -135,14 +139,14 @@ export class DurableSteps {
         `${where}: until must be a valid Date or ms since the epoch: got ${String(until)}`,
       );
     }
-    await this.#sleep(name, Math.min(MAX_DELAY_MS, Math.max(0, time - Date.now())));
+    await this.#sleep(name, { untilMs: time });
   }
 
   /** `ctx.waitFor(name, options)`. */
   async waitFor<T>(name: string, options: WaitOptions<T> = {}): Promise<T | null> {
     const where = `ctx.waitFor(${JSON.stringify(name)})`;
     assertStepName(name, "ctx.waitFor", "the signal's name");
-    const timeoutMs = checkedTimeout(options.timeoutMs, where, "timeoutMs");
+    const timeoutMs = checkedDurationMs(options.timeoutMs, where, "timeoutMs");
     this.#requirePort(where);
     const { seq, key } = this.#next(name);
     const memo = await this.#memo(seq, key, "wait");
@@ -174,12 +178,16 @@ export class DurableSteps {
     });
   }
 
-  async #sleep(name: string, delayMs: number): Promise<void> {
+  /** A sleep for `wake.delayMs`, or until `wake.untilMs` (the runner's clock decides how long). */
+  async #sleep(
+    name: string,
+    wake: { readonly delayMs: number } | { readonly untilMs: number },
+  ): Promise<void> {
     this.#requirePort(`ctx.sleep(${JSON.stringify(name)})`);
     const { seq, key } = this.#next(name);
     const memo = await this.#memo(seq, key, "sleep");
     if (memo !== undefined) return; // parked until its wake time, and claimed again after it
-    if (delayMs === 0) {
+    if ("delayMs" in wake && wake.delayMs === 0) {
       await this.#record({
         seq,
         key,
@@ -193,7 +201,7 @@ export class DurableSteps {
       return;
     }
     await this.#parkAt({
-      delayMs,
+      ...("delayMs" in wake ? { delayMs: wake.delayMs } : { delayMs: null, untilMs: wake.untilMs }),
       step: {
         seq,
         key,
@@ -259,12 +267,19 @@ export class DurableSteps {
     const memo = stored.bySeq.get(seq);
     if (memo !== undefined) {
       if (memo.key !== key || memo.kind !== kind) {
-        throw new StepMismatchError(this.#job.name, seq, memo.key, key);
+        throw new StepMismatchError(
+          this.#job.name,
+          seq,
+          `${memo.kind} ${JSON.stringify(memo.key)}`,
+          `${kind} ${JSON.stringify(key)}`,
+        );
       }
       return memo;
     }
     const elsewhere = stored.byKey.get(key);
-    if (elsewhere !== undefined) throw new StepMismatchError(this.#job.name, seq, null, key);
+    if (elsewhere !== undefined) {
+      throw new StepMismatchError(this.#job.name, seq, null, `${kind} ${JSON.stringify(key)}`);
+    }
     return undefined;
   }
 
@@ -456,11 +471,16 @@ function checkedTries(options: StepOptions<unknown>, name: string): number {
 }
 
 /** A duration option: undefined when absent, else a finite number of ms from 0 to 100 years. */
-function checkedTimeout(ms: unknown, where: string, what: string): number | undefined {
+function checkedDurationMs(
+  ms: unknown,
+  where: string,
+  what: string,
+  max: number = MAX_DELAY_MS,
+): number | undefined {
   if (ms === undefined) return undefined;
-  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0 || ms > MAX_DELAY_MS) {
+  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0 || ms > max) {
     throw new RangeError(
-      `${where}: ${what} must be a number of ms from 0 to ${MAX_DELAY_MS}: got ${String(ms)}`,
+      `${where}: ${what} must be a number of ms from 0 to ${max}: got ${String(ms)}`,
     );
   }
   return Math.round(ms);
@@ -473,11 +493,11 @@ function retryWait(name: string, backoff: StepOptions["backoff"], run: number): 
     : typeof backoff === "function"
     ? backoff(run)
     : backoff[Math.min(run, backoff.length) - 1];
-  if (typeof wait !== "number" || !Number.isFinite(wait) || wait < 0 || wait > MAX_DELAY_MS) {
+  if (typeof wait !== "number" || !Number.isFinite(wait) || wait < 0 || wait > MAX_TIMER_MS) {
     throw new RangeError(
       `ctx.step(${
         JSON.stringify(name)
-      }): backoff for retry ${run} must be a delay from 0 to ${MAX_DELAY_MS} ms: got ${
+      }): backoff for retry ${run} must be a delay from 0 to ${MAX_TIMER_MS} ms: got ${
         String(wait)
       }`,
     );

@@ -73,8 +73,14 @@ export interface StepPort {
 
 /** How a sleep or a wait parks its attempt. */
 export interface ParkRequest {
-  /** How long until the job is due again (the wake time, the wait's timeout); null: no timeout. */
+  /**
+   * How long until the job is due again (the sleep's wake time, the wait's
+   * timeout); null with `untilMs` (a sleep until a time), or for a wait
+   * without a timeout.
+   */
   readonly delayMs: number | null;
+  /** A sleep until this time (ms since the epoch), on the runner's clock. */
+  readonly untilMs?: number;
   /** Its memo; the runner sets `until` from `delayMs` on its clock. */
   readonly step: Omit<StepWrite, "until" | "takesSignal">;
 }

@@ -163,8 +163,13 @@ export function outcomeOf(
     case "interrupted":
       return putBack(job, now, result.error.message);
     case "park": {
-      // A wait without a timeout waits as long as any delay may be.
-      const delayMs = result.delayMs === null ? MAX_DELAY_MS : result.delayMs;
+      // A sleep until a time is as long as that time is ahead of now; a wait without a timeout
+      // waits as long as any delay may be.
+      const until = result.untilMs !== undefined
+        ? Math.min(now + MAX_DELAY_MS, Math.max(now, result.untilMs))
+        : result.delayMs === null
+        ? null
+        : now + result.delayMs;
       return {
         kind: "parked",
         settlement: {
@@ -172,8 +177,8 @@ export function outcomeOf(
           id,
           token,
           at: now,
-          availableAt: now + delayMs,
-          step: { ...result.step, until: result.delayMs === null ? null : now + delayMs },
+          availableAt: until ?? now + MAX_DELAY_MS,
+          step: { ...result.step, until },
         },
       };
     }

@@ -456,15 +456,18 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     const { store, clock } = this.#deps;
     const group = settle ? this.#finished.take() : null;
     const settling = group?.jobs ?? [];
-    const settlements: Settlement[] = settling.map(timedSettlement);
+    // Memos of steps that ended, each step resolving once its memo is written: first, so that a
+    // step of an attempt that ended since is written while its claim still holds the job.
+    const steps = this.#steps.due ? this.#steps.take() : null;
+    const stepCount = steps?.settlements.length ?? 0;
+    const settlements: Settlement[] = [
+      ...steps?.settlements ?? [],
+      ...settling.map(timedSettlement),
+    ];
     const starting = this.#toStart;
     this.#toStart = [];
     this.#confirming = starting;
     if (this.#progress.due) settlements.push(...this.#progress.take());
-    // Memos of steps that ended: written with this tick, each step resolving once it is.
-    const stepsFrom = settlements.length;
-    const steps = this.#steps.due ? this.#steps.take() : null;
-    if (steps !== null) settlements.push(...steps.settlements);
     const schedules = this.#firing() ?? undefined;
     if (schedules?.needsPreparing) await schedules.prepare(clock.now());
     const now = clock.now();
@@ -518,9 +521,9 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     }
     this.#confirming = [];
     this.#outage = null;
-    steps?.written(result.applied.slice(stepsFrom));
+    steps?.written(result.applied.slice(0, stepCount));
     settling.forEach((finished, index) => {
-      if (result.applied[index]) this.#report(finished);
+      if (result.applied[stepCount + index]) this.#report(finished);
     });
     this.#metrics.flush();
     if (schedules?.missedRows) this.notify(); // tick again once their rows are sealed
@@ -760,6 +763,10 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 
   #finish(entry: RunningJob, result: ExecutionResult): void {
     if (!this.#forget(entry)) return; // already timed out, released on stop, or lost
+    if (result.kind === "park") {
+      // Steps started beside the sleep or wait stop: none of them can be recorded any more.
+      entry.controller.abort(new Error(`Job ${entry.job.id} parked: its attempt ended`));
+    }
     const now = this.#deps.clock.now();
     let outcome: Outcome;
     try {

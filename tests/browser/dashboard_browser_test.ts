@@ -174,7 +174,7 @@ if (executablePath === null) {
       assert.equal(step[3], "done");
       assert.equal(step[6], '{"cents":1250}');
       assert.deepEqual(wait.slice(0, 3), ["2", "approve", "wait"]);
-      assert.match(wait[3]!, /^waiting until /);
+      assert.match(wait[3]!, /^parked until /);
       assert.equal(await page.locator("table.steps b").count(), 0, "no markup from a name");
       assert.deepEqual(problems, []);
     } finally {

@@ -70,7 +70,7 @@ Deno.test("steps <id> prints each recorded step: seq, key, kind, state, attempt,
   const sealedRun = await runCli(["steps", String(hidden), ...db]);
   assert.equal(sealedRun.code, 0, sealedRun.stderr);
   assert.match(sealedRun.stdout, /1\s+pin\s+step\s+done\s+1\s+12 ms\s+\(encrypted\)/);
-  assert.match(sealedRun.stdout, /2\s+survey\s+wait\s+waiting until \d{4}-\d\d-\d\d/);
+  assert.match(sealedRun.stdout, /2\s+survey\s+wait\s+parked until \d{4}-\d\d-\d\d/);
   assert.ok(!sealedRun.stdout.includes("0000-secret"), "the CLI never opens a step's output");
 
   const json = await runCli(["steps", String(hidden), "--json", ...db]);

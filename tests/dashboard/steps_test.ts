@@ -100,7 +100,7 @@ storeTest(
     });
     const page = await (await fetchFrom(handler, `/jobs/${id}`)).text();
     assert.match(page, /<td><strong>encrypted<\/strong> <span class="muted">/);
-    assert.match(page, /<td>waiting until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC<\/td>/);
+    assert.match(page, /<td>parked until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC<\/td>/);
     assert.ok(!page.includes("0000-secret") && !page.includes(secret), "never opened nor shown");
     const api = await (await fetchFrom(handler, `/api/jobs/${id}`)).json();
     assert.equal(api.steps[0].encrypted, true);

@@ -207,7 +207,7 @@ storeTest(
     const [failed] = await queue.failed();
     assert.match(
       failed!.error,
-      /StepMismatchError: .*"b" at position 1, but "a" was recorded there/,
+      /StepMismatchError: .*step "b" at position 1, but step "a" was recorded there/,
     );
     assert.ok(new StepMismatchError("j", 1, "a", "b") instanceof PermanentError);
   },
@@ -813,5 +813,33 @@ storeTest(
       queue.dispatchSync(sleeps, { n: 1 }),
       /ctx\.sleep\("nap"\): a job run now without being stored \(dispatchSync\) cannot sleep or wait/,
     );
+  },
+);
+
+storeTest(
+  "steps started together are recorded even when a sibling's throw ends the attempt in the same tick",
+  async (db) => {
+    const runs = { a: 0, b: 0, c: 0 };
+    const job = defineJob({
+      name: "together",
+      schema: payload,
+      maxAttempts: 2,
+      backoff: [0],
+      async handle(_, ctx) {
+        await Promise.all([
+          ctx.step("a", () => runs.a++),
+          ctx.step("b", () => {
+            runs.b++;
+            if (ctx.attempt === 1) throw new Error("b fails once");
+          }),
+          ctx.step("c", () => runs.c++),
+        ]);
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    await workUntilEmpty(queue);
+    assert.equal((await queue.result(id))?.state, "completed");
+    assert.deepEqual(runs, { a: 1, b: 2, c: 1 }, "a and c were recorded by attempt 1");
   },
 );

@@ -7,23 +7,14 @@
  * @internal
  * @module
  */
+import { stepStateText } from "../../admin/steps.ts";
 import type { JobStep } from "../../steps.ts";
 import { firstLine, formatDuration, formatTime } from "../format.ts";
 import { type Html, html } from "../html.ts";
 
-/**
- * A step's state in words: `done`; a wait `waiting` (until its timeout,
- * when it has one); a sleep whose wake time is still ahead of `now`
- * `sleeping until …`.
- */
+/** A step's state in words (see {@linkcode stepStateText}), times in UTC. */
 function stepState(step: JobStep, now: number): string {
-  if (step.state === "parked") {
-    return step.until === null ? "waiting" : `waiting until ${formatTime(step.until)} UTC`;
-  }
-  if (step.kind === "sleep" && step.until !== null && step.until.getTime() > now) {
-    return `sleeping until ${formatTime(step.until)} UTC`;
-  }
-  return "done";
+  return stepStateText(step, now, (time) => `${formatTime(time)} UTC`);
 }
 
 function outputCell(step: JobStep): Html | string {

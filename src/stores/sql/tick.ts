@@ -255,23 +255,30 @@ export function onlyConfirmsStarts(
 }
 
 /**
- * The job-row half of a settle: successes in one step, then each other
- * settlement in id order. For each settlement: the job as settled (null for
- * a progress or step write, whose job stays leased), or `"lost"` when its
- * lease was lost.
+ * The job-row half of a settle: step memos first (while the claims that
+ * wrote them still hold their jobs, when the same tick ends their attempts),
+ * then successes in one step, then each other settlement in id order. For
+ * each settlement: the job as settled (null for a progress or step write,
+ * whose job stays leased), or `"lost"` when its lease was lost.
  */
 function* applyToJobs(
   dialect: Dialect,
   settlements: readonly Settlement[],
 ): Script<(SettledJob | null | "lost")[]> {
+  const jobs: (SettledJob | null | "lost")[] = settlements.map(() => "lost");
+  for (const [index, settlement] of settlements.entries()) {
+    if (settlement.kind === "step") jobs[index] = yield* applyToJob(dialect, settlement);
+  }
   const successes = settlements.filter((settlement) => settlement.kind === "complete");
   const completed = new Map<number, SettledJob>();
   for (const job of yield* dialect.completeJobs(successes)) completed.set(Number(job.id), job);
-  const jobs: (SettledJob | null | "lost")[] = settlements.map((settlement) =>
-    settlement.kind === "complete" ? completed.get(settlement.id) ?? "lost" : "lost"
-  );
+  settlements.forEach((settlement, index) => {
+    if (settlement.kind === "complete") jobs[index] = completed.get(settlement.id) ?? "lost";
+  });
   const others = [...settlements.keys()]
-    .filter((index) => settlements[index]!.kind !== "complete")
+    .filter((index) =>
+      settlements[index]!.kind !== "complete" && settlements[index]!.kind !== "step"
+    )
     .sort((a, b) => settlements[a]!.id - settlements[b]!.id);
   for (const index of others) jobs[index] = yield* applyToJob(dialect, settlements[index]!);
   return jobs;
