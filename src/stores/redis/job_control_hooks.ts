@@ -135,7 +135,7 @@ function H.finished(id, job, s)
       fields.state = 'completed'
       fields.output = opt(s.output)
     else
-      fields.state = 'cancelled'
+      fields.state = s.expired == true and 'expired' or 'cancelled'
       fields.error = s.reason
     end
     local duration = opt(s.durationMs)

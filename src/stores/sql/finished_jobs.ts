@@ -107,7 +107,11 @@ export function* recordFinished(
         return [
           settlement.id,
           settlement.token,
-          settlement.kind === "complete" ? "completed" : "cancelled",
+          settlement.kind === "complete"
+            ? "completed"
+            : settlement.expired
+            ? "expired"
+            : "cancelled",
           settlement.kind === "complete" ? settlement.output ?? null : null,
           settlement.kind === "cancel" ? settlement.reason : null,
           duration === null ? null : settlement.at - duration - at,

@@ -48,11 +48,12 @@ const RELEASE = statement(
 /**
  * Parks a job: put back unleased, due `$1` ms after `$4` (as
  * {@linkcode RELEASE}), its attempt given back; not a retry, so its last
- * error and crashes stay as they were.
+ * error and crashes stay as they were. It has started, so it no longer
+ * expires.
  */
 const PARK = statement(
   `UPDATE jobs SET token = NULL, available_at = {{now $4}} + $1, attempts = attempts - 1,
-    claimed_ahead = 0
+    claimed_ahead = 0, expire_at = NULL
   WHERE id = $2 AND token = $3 RETURNING ${SETTLED_COLUMNS}`,
   { oneRow: true },
 );
