@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob } from "../mod.ts";
+import { defineJob, defineSchedule } from "../mod.ts";
 import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
@@ -71,14 +71,15 @@ storeTest(
     assert.deepEqual(ran, ["fresh"]);
     const result = await queue.result(id);
     assert.equal(result?.state, "expired");
+    assert.equal(result?.attempts, 0, "its handler never started");
     assert.match(result?.error ?? "", /^expired: not started by /);
     assert.equal((await queue.result(fresh))?.state, "completed");
     const kept = await queue.finished();
     assert.deepEqual(
-      kept.map((job) => [job.id, job.state]).sort(),
+      kept.map((job) => [job.id, job.state, job.attempts]).sort(),
       [
-        [id, "expired"],
-        [fresh, "completed"],
+        [id, "expired", 0],
+        [fresh, "completed", 1],
       ].sort(),
     );
     const metrics = await queue.metrics();
@@ -192,6 +193,24 @@ storeTest("deadlineMs stops retries: no attempt starts past it", async (db) => {
   await workUntilEmpty(queue, { executor: "isolate" });
   assert.deepEqual(ran, ["e"]);
   assert.equal((await queue.result(byDispatch))?.state, "failed");
+});
+
+storeTest("a schedule's job expires by its job's default expireInMs", async (db) => {
+  const clock = new ManualClock(Date.UTC(2026, 0, 1, 12, 0, 1));
+  const { jobs, expiring, ran } = expiringJobs();
+  const schedule = defineSchedule({
+    name: "hourly-code",
+    everyMs: 60 * 60_000,
+    job: expiring,
+    payload: () => ({ n: "scheduled" }),
+  });
+  await using queue = await db.open({ jobs: [...jobs, schedule], clock });
+  const id = await queue.triggerSchedule("hourly-code");
+  assert.ok(id !== null);
+  clock.advance(5_000);
+  await workUntilEmpty(queue, { executor: "isolate" });
+  assert.deepEqual(ran, []);
+  assert.equal((await queue.result(id))?.state, "expired");
 });
 
 storeTest(

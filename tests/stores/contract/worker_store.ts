@@ -113,6 +113,11 @@ function register(test: ContractTest): void {
     assert.deepEqual(settled.applied, [true]);
     const result = await store.result(id!, T0 + 1);
     assert.equal(result?.state, "expired");
+    assert.equal(
+      result?.attempts,
+      0,
+      "the attempt its claim counted is taken off: it never started",
+    );
     assert.equal(result?.error, reason);
     const rows = await store.metrics(T0 - 60_000, T0 + 60_000);
     assert.deepEqual(rows.map((row) => [row.name, row.expired, row.completed, row.failed]), [
