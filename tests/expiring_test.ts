@@ -9,9 +9,9 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, defineSchedule } from "../mod.ts";
+import { defineJob, defineSchedule, JobCancelledError } from "../mod.ts";
 import { workUntilEmpty } from "../src/testing.ts";
-import { ManualClock } from "./_helpers.ts";
+import { ManualClock, waitUntil } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 
 function expiringJobs() {
@@ -212,6 +212,24 @@ storeTest("a schedule's job expires by its job's default expireInMs", async (db)
   assert.deepEqual(ran, []);
   assert.equal((await queue.result(id))?.state, "expired");
 });
+
+storeTest(
+  "dispatchAndWait() of a job that expires rejects with a JobCancelledError saying so",
+  async (db) => {
+    const clock = new ManualClock(1_000_000);
+    const { jobs, note, ran } = expiringJobs();
+    await using queue = await db.open({ jobs, clock });
+    const waiting = queue.dispatchAndWait(note, { n: "awaited" }, { expireInMs: 1_000 });
+    const settled = waiting.then(() => null, (error: unknown) => error);
+    await waitUntil(async () => (await queue.jobs()).jobs.length === 1, { what: "the job stored" });
+    clock.advance(1_000);
+    await workUntilEmpty(queue, { executor: "isolate" });
+    const error = await settled;
+    assert.ok(error instanceof JobCancelledError, `rejected with ${error}`);
+    assert.match(error.message, /expired: not started by /);
+    assert.deepEqual(ran, []);
+  },
+);
 
 storeTest(
   "bad expireInMs and deadlineMs are refused at dispatch, naming the option",
