@@ -206,7 +206,7 @@ function claimStatement(queueCount: number, byName: boolean): Statement {
     UPDATE jobs j SET token = $1, available_at = ${now} + $2,
       waited_ms = ${now} - j.available_at, ${CLAIM_SETS}
     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-    RETURNING ${qualified(CLAIMED_COLUMNS)}`,
+    RETURNING ${qualified(CLAIMED_COLUMNS)}, j.expire_at - ${now} AS expire_in_ms`,
   );
   claimStatements.set(cacheKey, claim);
   return claim;
@@ -253,7 +253,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
 
     *claim(request: ClaimRequest): Script<ClaimRow[]> {
       const { queues, limit, now, leaseMs, token, names } = request;
-      return (yield* exec<ClaimRow>(
+      const { rows } = yield* exec<ClaimRow & { expire_in_ms: number | string | null }>(
         claimStatement(queues.length, names !== undefined),
         token,
         leaseMs,
@@ -261,7 +261,13 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         limit,
         ...queues,
         ...(names === undefined ? [] : [names]),
-      )).rows;
+      );
+      // The expiry as far from the caller's now as it is from the claim's (the database's, with
+      // its clock), so a worker whose clock is off still expires a job when the store says.
+      return rows.map(({ expire_in_ms, ...row }) => ({
+        ...row,
+        expire_at: expire_in_ms === null ? null : now + Number(expire_in_ms),
+      }));
     },
 
     *completeJobs(leases: readonly Lease[]): Script<SettledJob[]> {
