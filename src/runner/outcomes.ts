@@ -252,7 +252,8 @@ export function outcomeOf(
  * and gets its attempt back, since the handler did not get to finish.
  */
 export function putBack(job: ClaimedJob, now: number, reason: string): Outcome {
-  return { kind: "retry", error: null, delayMs: 0, settlement: giveBack(job, now, now, reason) };
+  const settlement: Release = { ...giveBack(job, now, now, reason), started: true };
+  return { kind: "retry", error: null, delayMs: 0, settlement };
 }
 
 /**

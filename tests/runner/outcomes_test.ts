@@ -299,7 +299,7 @@ Deno.test("outcomeOf() fails an error once the retry deadline is reached, attemp
 
 // putBack
 
-Deno.test("putBack() puts the job back at once and gives its attempt back", () => {
+Deno.test("putBack() puts the job back at once and gives its attempt back, marked started", () => {
   assert.deepEqual(putBack(claimed({ attempts: 2 }), NOW, "worker stopped during the attempt"), {
     kind: "retry",
     error: null,
@@ -311,6 +311,7 @@ Deno.test("putBack() puts the job back at once and gives its attempt back", () =
       availableAt: NOW,
       error: "worker stopped during the attempt",
       refundAttempt: true,
+      started: true,
       at: NOW,
     },
   });

@@ -305,6 +305,8 @@ for i, s in ipairs(settlements) do
       local refund = s.refundAttempt and 1 or 0
       local crashed = s.crashed and 1 or 0
       redis.call('HDEL', key, 'token', 'claimed_ahead')
+      -- Its handler started: it no longer expires.
+      if not s.refundAttempt or s.started then redis.call('HDEL', key, 'expire_at') end
       redis.call('HSET', key, 'available_at', due, 'attempts', num(job, 'attempts') - refund,
         'crashes', num(job, 'crashes') + crashed)
       if opt(s.error) == nil then redis.call('HDEL', key, 'last_error')

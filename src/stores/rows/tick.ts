@@ -207,6 +207,12 @@ export type Settlement =
     readonly error: string | null;
     /** True when the handler did not really run, so the attempt is given back. */
     readonly refundAttempt: boolean;
+    /**
+     * True when the handler started though its attempt is given back (cut
+     * short by its worker stopping): like any release without
+     * `refundAttempt`, the job then no longer expires (`expireAt` cleared).
+     */
+    readonly started?: true;
     /** True when the attempt ended because its worker died: counts a crash. */
     readonly crashed?: boolean;
     /**

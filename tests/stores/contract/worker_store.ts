@@ -103,6 +103,36 @@ function register(test: ContractTest): void {
     assert.deepEqual(again.map((job) => [job.id, job.expireAt]), [[expiring, null]]);
   });
 
+  test("settle() of a release clears the expiry when the handler started (a retry, or a put back marked started), not otherwise", async (store) => {
+    const [retried, cut, unstarted] = await store.insertJobs([
+      newJob({ expireAt: T0 + 5_000 }),
+      newJob({ expireAt: T0 + 5_000 }),
+      newJob({ expireAt: T0 + 5_000 }),
+    ]);
+    await claim(store, { token: 4 });
+    const release = (id: number, refundAttempt: boolean) => ({
+      kind: "release" as const,
+      id,
+      token: 4,
+      at: T0,
+      availableAt: T0,
+      error: "Error: back",
+      refundAttempt,
+    });
+    const settled = await store.settle([
+      release(retried!, false),
+      { ...release(cut!, true), started: true },
+      release(unstarted!, true),
+    ]);
+    assert.deepEqual(settled.applied, [true, true, true]);
+    const again = await claim(store, { token: 5 });
+    assert.deepEqual(again.map((job) => [job.id, job.expireAt]), [
+      [retried, null],
+      [cut, null],
+      [unstarted, T0 + 5_000],
+    ]);
+  });
+
   test("settle() of an expired cancel deletes the job unrun, keeps it as expired and counts it in the metrics", async (store) => {
     const [id] = await store.insertJobs([newJob({ expireAt: T0 - 1 })]);
     await claim(store, { token: 3 });
