@@ -60,7 +60,11 @@ export interface QueueEventMap {
   "job:failed": JobEventDetail & {
     /** Why. */ readonly error: Error;
   };
-  /** A job was cancelled while its worker held it (`queue.cancel()`), and settled as cancelled. */
+  /**
+   * A job was cancelled while its worker held it (`queue.cancel()`), and
+   * settled as cancelled; or it was claimed past its `expireInMs` and
+   * settled as expired, unrun (its reason then starts with `expired:`).
+   */
   "job:cancelled": JobEventDetail & {
     /** Why. */ readonly reason: string;
   };

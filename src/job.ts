@@ -34,6 +34,22 @@ export interface DispatchOptions {
    * @default {the job's own priority}
    */
   priority?: number;
+  /**
+   * A job not started this long after its dispatch never starts: it ends as
+   * `expired` (kept in the history like a cancel, counted in the metrics,
+   * skipped by its batch, its chain's `catch` queued). Once started, it
+   * never expires. At most about 100 years.
+   * @default {the job's own expireInMs, else none}
+   */
+  expireInMs?: number;
+  /**
+   * A budget across every attempt, counted from the dispatch: once it has
+   * passed, no new attempt starts and a failure is final. It sets the same
+   * retry deadline as the job's `retryUntil`; when both are given the
+   * earlier wins. At most about 100 years.
+   * @default {the job's own deadlineMs, else none}
+   */
+  deadlineMs?: number;
 }
 
 /** Something jobs can be dispatched to. */
@@ -70,6 +86,10 @@ export interface ResolvedDispatch {
   readonly availableAt: number;
   /** Their priority. */
   readonly priority: number;
+  /** When they expire unstarted, in ms since the epoch, or null for never. */
+  readonly expireAt: number | null;
+  /** Their retry deadline (`retryUntil` and `deadlineMs`, the earlier), or null for none. */
+  readonly retryUntil: number | null;
 }
 
 /**
@@ -110,7 +130,42 @@ export function resolveDispatch(
   }
   const priority = options?.priority ?? job.priority;
   assertPriority(priority, where);
-  return { queue, availableAt: at?.getTime() ?? now + Math.round(delayMs), priority };
+  const expireInMs = options?.expireInMs === undefined
+    ? job.expireInMs
+    : assertLifetimeMs(options.expireInMs, where, "expireInMs");
+  const deadlineMs = options?.deadlineMs === undefined
+    ? job.deadlineMs
+    : assertLifetimeMs(options.deadlineMs, where, "deadlineMs");
+  let retryUntil = job.retryUntil === undefined ? null : job.retryUntil(new Date(now)).getTime();
+  if (retryUntil !== null && !Number.isFinite(retryUntil)) {
+    throw new RangeError(`${where}: retryUntil returned an invalid date`);
+  }
+  if (deadlineMs !== undefined) {
+    retryUntil = Math.min(retryUntil ?? Infinity, now + deadlineMs);
+  }
+  return {
+    queue,
+    availableAt: at?.getTime() ?? now + Math.round(delayMs),
+    priority,
+    expireAt: expireInMs === undefined ? null : now + expireInMs,
+    retryUntil,
+  };
+}
+
+/**
+ * Throws a `RangeError` naming `where` and `field` unless `value` is a
+ * number of ms from 0 to {@linkcode MAX_DELAY_MS} (about 100 years); the
+ * value rounded to whole ms. @internal
+ */
+export function assertLifetimeMs(value: unknown, where: string, field: string): number {
+  if (typeof value !== "number" || !(value >= 0 && value <= MAX_DELAY_MS)) {
+    throw new RangeError(
+      `${where}: ${field} must be a number of ms from 0 to ${MAX_DELAY_MS} (about 100 years): got ${
+        shown(value)
+      }`,
+    );
+  }
+  return Math.round(value);
 }
 
 /** The slot a scheduled job was fired for, as `ctx.scheduled` gives it. */
@@ -333,6 +388,19 @@ export interface JobConfig<
    */
   retryUntil?: (dispatchedAt: Date) => Date;
   /**
+   * A job not started this long after its dispatch never starts: it ends as
+   * `expired`. A dispatch's `expireInMs` overrides it.
+   * @default {undefined (never expires)}
+   */
+  expireInMs?: number;
+  /**
+   * A budget across every attempt, counted from the dispatch: past it no new
+   * attempt starts (a retry deadline, as `retryUntil` sets; the earlier of
+   * the two wins). A dispatch's `deadlineMs` overrides it.
+   * @default {undefined (no budget)}
+   */
+  deadlineMs?: number;
+  /**
    * Default priority; higher runs first within a queue.
    * @default {0}
    */
@@ -435,6 +503,10 @@ export interface JobDefinition<
   readonly timeoutMs: number;
   /** Deadline for retries, from the dispatch time. */
   readonly retryUntil: ((dispatchedAt: Date) => Date) | undefined;
+  /** How long after its dispatch an unstarted job expires, in ms, or undefined for never. */
+  readonly expireInMs: number | undefined;
+  /** The budget across attempts from the dispatch, in ms, or undefined for none. */
+  readonly deadlineMs: number | undefined;
   /** Default priority. */
   readonly priority: number;
   /** Whether the payload is encrypted at rest. */
@@ -536,6 +608,12 @@ export function defineJob<
     jitter: config.jitter ?? 0.5,
     timeoutMs: positive(where, "timeoutMs", config.timeoutMs ?? 60_000, false),
     retryUntil: config.retryUntil,
+    expireInMs: config.expireInMs === undefined
+      ? undefined
+      : assertLifetimeMs(config.expireInMs, where, "expireInMs"),
+    deadlineMs: config.deadlineMs === undefined
+      ? undefined
+      : assertLifetimeMs(config.deadlineMs, where, "deadlineMs"),
     priority: config.priority ?? 0,
     encrypted: config.encrypted ?? false,
     uniqueForMs: optionalMs(where, "uniqueForMs", config.uniqueForMs),
@@ -569,9 +647,12 @@ export function defineJob<
     throw new TypeError(`${where}: debounceMaxWaitMs needs debounceMs`);
   }
   assertBackoff(name, definition.backoff);
-  if (definition.maxAttempts === Infinity && definition.retryUntil === undefined) {
+  if (
+    definition.maxAttempts === Infinity && definition.retryUntil === undefined &&
+    definition.deadlineMs === undefined
+  ) {
     throw new RangeError(
-      `${where}: maxAttempts Infinity needs retryUntil, or the job would retry forever`,
+      `${where}: maxAttempts Infinity needs retryUntil or deadlineMs, or the job would retry forever`,
     );
   }
   if (

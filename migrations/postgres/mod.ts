@@ -20,6 +20,7 @@ import * as claimOrderById from "./0013_claim_order_by_id.ts";
 import * as claimedAhead from "./0014_claimed_ahead.ts";
 import * as dispatchWritesLess from "./0015_dispatch_writes_less.ts";
 import * as durableSteps from "./0016_durable_steps.ts";
+import * as expiringJobs from "./0017_expiring_jobs.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -37,4 +38,5 @@ export const migrations: readonly Migration[] = [
   claimedAhead,
   dispatchWritesLess,
   durableSteps,
+  expiringJobs,
 ];

@@ -19,13 +19,20 @@ export type { CancelOutcome, FinishedJob, PausedQueue } from "../stores/store.ts
 export const DEFAULT_KEEP_FINISHED_MS = 24 * 60 * 60 * 1_000;
 
 /** Where a job stands: see {@linkcode JobResult}. */
-export type JobResultState = "pending" | "running" | "completed" | "failed" | "cancelled";
+export type JobResultState =
+  | "pending"
+  | "running"
+  | "completed"
+  | "failed"
+  | "cancelled"
+  | "expired";
 
 /** Where a job stands, as `queue.result(id)` reads it. */
 export interface JobResult<Output = unknown> {
   /**
    * `"pending"` (waiting, delayed, or due again after a retry), `"running"`,
-   * `"completed"`, `"failed"` (for good) or `"cancelled"`.
+   * `"completed"`, `"failed"` (for good), `"cancelled"`, or `"expired"`
+   * (not started within its `expireInMs`).
    */
   readonly state: JobResultState;
   /** Its output, once completed, for a job defined with `output` (decrypted if it was encrypted). */

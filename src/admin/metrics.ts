@@ -32,6 +32,8 @@ export interface MetricsSummary {
   readonly failed: number;
   /** Attempts that ended in an error and were retried. */
   readonly retried: number;
+  /** Jobs that expired before they started (`expireInMs`). */
+  readonly expired: number;
   /** Attempts timed: handlers that ran to a success, a failure or an error. */
   readonly runs: number;
   /** Mean runtime of the timed attempts, in ms; null without any. */
@@ -65,6 +67,8 @@ export interface MinuteMetrics {
   readonly failed: number;
   /** Attempts that ended in an error and were retried. */
   readonly retried: number;
+  /** Jobs that expired before they started. */
+  readonly expired: number;
 }
 
 /** The metrics of a window, as {@linkcode Queue.metrics} returns them. */
@@ -115,9 +119,12 @@ export async function readMetrics(
 
 /** Adds up the rollup's rows of a window. */
 export function summarizeMetrics(rows: readonly MetricsRow[], window: MetricsWindow): QueueMetrics {
-  const minutes = new Map<number, { completed: number; failed: number; retried: number }>();
+  const minutes = new Map<
+    number,
+    { completed: number; failed: number; retried: number; expired: number }
+  >();
   for (let minute = window.since; minute < window.until; minute += MINUTE_MS) {
-    minutes.set(minute, { completed: 0, failed: 0, retried: 0 });
+    minutes.set(minute, { completed: 0, failed: 0, retried: 0, expired: 0 });
   }
   const byQueue = new Map<string, Totals>();
   const byJob = new Map<string, Totals & { queue: string; name: string }>();
@@ -127,6 +134,7 @@ export function summarizeMetrics(rows: readonly MetricsRow[], window: MetricsWin
       slot.completed += row.completed;
       slot.failed += row.failed;
       slot.retried += row.retried;
+      slot.expired += row.expired;
     }
     add(byQueue, row.queue, row, () => emptyTotals());
     add(
@@ -180,6 +188,7 @@ interface Totals {
   completed: number;
   failed: number;
   retried: number;
+  expired: number;
   runtimeMs: number;
   waitMs: number;
   buckets: number[];
@@ -187,7 +196,7 @@ interface Totals {
 
 function emptyTotals(): Totals {
   const buckets = Array<number>(RUNTIME_BUCKETS_MS.length + 1).fill(0);
-  return { completed: 0, failed: 0, retried: 0, runtimeMs: 0, waitMs: 0, buckets };
+  return { completed: 0, failed: 0, retried: 0, expired: 0, runtimeMs: 0, waitMs: 0, buckets };
 }
 
 function add<T extends Totals>(map: Map<string, T>, key: string, row: MetricsRow, make: () => T) {
@@ -196,6 +205,7 @@ function add<T extends Totals>(map: Map<string, T>, key: string, row: MetricsRow
   totals.completed += row.completed;
   totals.failed += row.failed;
   totals.retried += row.retried;
+  totals.expired += row.expired;
   totals.runtimeMs += row.runtimeMs;
   totals.waitMs += row.waitMs;
   row.runtimeBuckets.forEach((count, index) =>
@@ -209,6 +219,7 @@ function summary(totals: Totals): MetricsSummary {
     completed: totals.completed,
     failed: totals.failed,
     retried: totals.retried,
+    expired: totals.expired,
     runs,
     averageRuntimeMs: runs === 0 ? null : totals.runtimeMs / runs,
     p95RuntimeMs: estimateQuantile(totals.buckets, 0.95),

@@ -101,7 +101,7 @@ export class JobResults {
 
   async #output(id: number, row: JobResultRow): Promise<unknown> {
     if (row.state === "failed") throw storedErrorToError(row.error ?? "Error: failed");
-    if (row.state === "cancelled") {
+    if (row.state === "cancelled" || row.state === "expired") {
       throw new JobCancelledError(id, row.name, row.error ?? "cancelled");
     }
     const { cipher } = this.#parts;

@@ -41,6 +41,7 @@ export async function metricsText(queue: Queue, openMetrics: boolean): Promise<s
   const completed = counter("renox_jobs_completed", "Attempts that succeeded");
   const failed = counter("renox_jobs_failed", "Jobs that failed for good");
   const retried = counter("renox_jobs_retried", "Attempts that ended in an error and were retried");
+  const expired = counter("renox_jobs_expired", "Jobs that expired before they started");
   const duration: Family = {
     name: "renox_job_duration_seconds",
     type: "summary",
@@ -67,6 +68,7 @@ export async function metricsText(queue: Queue, openMetrics: boolean): Promise<s
     completed.samples.push({ suffix: "_total", labels, value: job.completed });
     failed.samples.push({ suffix: "_total", labels, value: job.failed });
     retried.samples.push({ suffix: "_total", labels, value: job.retried });
+    expired.samples.push({ suffix: "_total", labels, value: job.expired });
     if (job.p95RuntimeMs !== null) p95.samples.push({ labels, value: job.p95RuntimeMs / 1e3 });
     const runtimeSum = (job.averageRuntimeMs ?? 0) * job.runs / 1e3;
     duration.samples.push({ suffix: "_sum", labels, value: runtimeSum });
@@ -101,6 +103,7 @@ export async function metricsText(queue: Queue, openMetrics: boolean): Promise<s
     completed,
     failed,
     retried,
+    expired,
     duration,
     p95,
     wait,

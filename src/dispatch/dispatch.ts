@@ -228,13 +228,12 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
       await this.#rules.jobRows.rows(link.job, [], link.options, role); // registered, options valid
       assertTakesPreviousOutput(link.job, links[index - 1]?.job, where);
       const createdAt = this.#rules.clock.now();
-      const { queue, availableAt, priority } = resolveDispatch(
+      const { queue, availableAt, priority, retryUntil, expireAt } = resolveDispatch(
         link.job,
         link.options,
         where,
         createdAt,
       );
-      const retryUntil = link.job.retryUntil?.(new Date(createdAt)).getTime() ?? null;
       rows.push({
         queue,
         name: link.job.name,
@@ -242,6 +241,7 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
         priority,
         availableAt,
         retryUntil,
+        expireAt,
         createdAt,
       });
     }

@@ -86,14 +86,13 @@ export class JobRows {
       }
     }
     const createdAt = this.#clock.now();
-    const { queue, availableAt, priority } = resolveDispatch(job, options, where, createdAt);
+    const { queue, availableAt, priority, expireAt, retryUntil } = resolveDispatch(
+      job,
+      options,
+      where,
+      createdAt,
+    );
     const trace = activeTraceparent();
-    const retryUntil = job.retryUntil === undefined
-      ? null
-      : job.retryUntil(new Date(createdAt)).getTime();
-    if (retryUntil !== null && !Number.isFinite(retryUntil)) {
-      throw new RangeError(`${where}: retryUntil returned an invalid date`);
-    }
     return payloads.map((payload) => ({
       queue,
       name: job.name,
@@ -101,6 +100,7 @@ export class JobRows {
       priority,
       availableAt,
       retryUntil,
+      expireAt,
       createdAt,
       trace,
     }));
@@ -154,6 +154,9 @@ export function toWaiting(row: NewJobRow): WaitingJobRow {
     priority: row.priority,
     delayMs: row.availableAt - row.createdAt,
     retryForMs: row.retryUntil === null ? null : row.retryUntil - row.createdAt,
+    expireInMs: row.expireAt === null || row.expireAt === undefined
+      ? null
+      : row.expireAt - row.createdAt,
     trace: row.trace ?? null,
   };
 }

@@ -64,6 +64,38 @@ export function cancelled(
 }
 
 /**
+ * Why a claimed job expires instead of starting, or null when it may start:
+ * it has a stored expiry (`expireInMs`), has never started (this claim is
+ * its first start, not a recovery), and the expiry has passed.
+ */
+export function expiryBeforeStart(job: ClaimedJob, now: number): string | null {
+  const expireAt = job.expireAt ?? null;
+  if (expireAt === null || now < expireAt || job.attempts > 1 || job.recovered) return null;
+  return `expired: not started by ${new Date(expireAt).toISOString()}`;
+}
+
+/**
+ * The outcome of a claimed job past its expiry: settled as a cancel (deleted
+ * unrun, its chain stopped and its catch queued, its batch counting it
+ * skipped) that is kept and counted as `expired`.
+ */
+export function expired(job: ClaimedJob, reason: string, now: number, keepUntil: number): Outcome {
+  return {
+    kind: "cancelled",
+    reason,
+    settlement: {
+      kind: "cancel",
+      id: job.id,
+      token: job.token,
+      at: now,
+      reason,
+      keepUntil,
+      expired: true,
+    },
+  };
+}
+
+/**
  * Why a claimed job must fail before its handler starts, or null when it may
  * run. `job.attempts` includes this claim, so the starts so far are one less.
  */
@@ -225,7 +257,8 @@ export function outcomeOf(
  * and gets its attempt back, since the handler did not get to finish.
  */
 export function putBack(job: ClaimedJob, now: number, reason: string): Outcome {
-  return { kind: "retry", error: null, delayMs: 0, settlement: giveBack(job, now, now, reason) };
+  const settlement: Release = { ...giveBack(job, now, now, reason), started: true };
+  return { kind: "retry", error: null, delayMs: 0, settlement };
 }
 
 /**

@@ -17,6 +17,8 @@ import { QueueEventTarget, type StopReason, type WorkerStats } from "../events.t
 import type { ExecutionResult, Executor, StepPort } from "../executors/executor.ts";
 import {
   cancelled,
+  expired,
+  expiryBeforeStart,
   failBeforeStart,
   failWith,
   type Outcome,
@@ -623,6 +625,15 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   #start(job: ClaimedJob): void {
     const definition = this.#deps.registry.get(job.name);
     const now = this.#deps.clock.now();
+    const expiry = definition === undefined ? null : expiryBeforeStart(job, now);
+    if (expiry !== null) {
+      this.#settleLater({
+        job,
+        outcome: expired(job, expiry, now, now + this.#keepMs(definition!)),
+        durationMs: 0,
+      });
+      return;
+    }
     const refusal = refusalBeforeStart(job, definition, now);
     if (refusal !== null || definition === undefined) {
       this.#settleLater({

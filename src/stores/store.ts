@@ -124,7 +124,8 @@ export interface WorkerStore {
    * The same transaction adds to the metrics rollup, one upsert per (minute
    * of `at`, queue, name): each applied `complete` counts in `completed`,
    * `fail` in `failed`, and `release` with a non-null `error` and no
-   * `refundAttempt` in `retried`. Each of those three that carries
+   * `refundAttempt` in `retried`, `cancel` with `expired` in `expired`.
+   * Each of the first three that carries
    * `durationMs` adds it to `runtimeMs` and to its bucket
    * ({@linkcode runtimeBucket}), and adds the job's wait (see
    * {@linkcode Store.claim}) to `waitMs`. Progress writes and settlements

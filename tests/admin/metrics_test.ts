@@ -64,6 +64,7 @@ Deno.test("summarizeMetrics() fills every minute, and adds up per queue and per 
     completed: 0,
     failed: 0,
     retried: 0,
+    expired: 0,
     runtimeMs: 0,
     waitMs: 0,
     runtimeBuckets: buckets({}),
@@ -98,6 +99,7 @@ Deno.test("summarizeMetrics() fills every minute, and adds up per queue and per 
       completed: 0,
       failed: 0,
       retried: 4,
+      expired: 0,
       runs: 0,
       averageRuntimeMs: null,
       p95RuntimeMs: null,
@@ -107,6 +109,7 @@ Deno.test("summarizeMetrics() fills every minute, and adds up per queue and per 
       completed: 2,
       failed: 1,
       retried: 0,
+      expired: 0,
       runs: 3,
       averageRuntimeMs: 100 / 3,
       p95RuntimeMs: 100, // rank 3 of 3: the one run in (50, 100]

@@ -74,6 +74,7 @@ Deno.test("dashboard: the overview counts each queue's jobs by state and charts 
     completed: 3,
     failed: 1,
     retried: 0,
+    expired: 0,
   });
   assert.deepEqual(
     data.metrics.perMinute.slice(0, -1).filter((minute) => minute.completed + minute.failed > 0),
@@ -438,6 +439,7 @@ Deno.test("dashboard: the job types page shows runs, failures, average and p95 r
     completed: 19,
     failed: 1,
     retried: 0,
+    expired: 0,
     runs: 20,
     averageRuntimeMs: (19 * 30 + 900) / 20,
     p95RuntimeMs: 50, // rank 19 of 20 is the last run in (20, 50]

@@ -117,6 +117,7 @@ Deno.test("GET /metrics parses as Prometheus text, and its figures match queue.m
     assert.equal(sample(family(families, "renox_jobs_completed_total"), labels), job.completed);
     assert.equal(sample(family(families, "renox_jobs_failed_total"), labels), job.failed);
     assert.equal(sample(family(families, "renox_jobs_retried_total"), labels), job.retried);
+    assert.equal(sample(family(families, "renox_jobs_expired_total"), labels), job.expired);
     const duration = family(families, "renox_job_duration_seconds");
     assert.equal(duration.type, "SUMMARY");
     assert.equal(sample(duration, labels), job.runs);

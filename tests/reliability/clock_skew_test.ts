@@ -7,7 +7,8 @@
  * leases are renewed, pauses end and idle workers wake on it; heartbeats,
  * finished and failed jobs and log lines are stamped with it, and prunes,
  * counts, listings and cancel's "is it running" go by it too, so hosts
- * whose clocks disagree still agree. Runs when `QUEUE_TEST_POSTGRES_URL`
+ * whose clocks disagree still agree; a job's expiry is judged by the
+ * database's clock too. Runs when `QUEUE_TEST_POSTGRES_URL`
  * is set.
  *
  * @module
@@ -605,5 +606,27 @@ Deno.test({
       );
       assert.ok(dueInMs <= 0 && dueInMs > -5_000, `due ${dueInMs} ms from the database's now`);
     }
+  },
+});
+
+const expiring = defineJob({
+  name: "skew.expiring",
+  schema: z.null(),
+  expireInMs: 10_000,
+  handle() {},
+});
+
+Deno.test({
+  name:
+    "PostgreSQL: a worker whose clock is 30 s ahead runs a job within its expireInMs by the database's clock",
+  ignore: url === null,
+  async fn() {
+    await using test = await openTestPostgresStore(url!);
+    await using queue = await Queue.open({ store: test.store, jobs: [expiring], clock: ahead });
+    const id = await queue.dispatch(expiring, null);
+    const worker = queue.work({ concurrency: 1, pollMs: 20, stopWhenEmpty: true });
+    await worker.done;
+    // By the worker's clock the job expired 20 s before it was claimed; by the store's it had 10 s.
+    assert.equal((await queue.result(id))?.state, "completed");
   },
 });

@@ -3,6 +3,8 @@ import { z } from "zod";
 import { PermanentError } from "../../src/errors.ts";
 import { defineJob } from "../../src/job.ts";
 import {
+  expired,
+  expiryBeforeStart,
   failBeforeStart,
   outcomeOf,
   putBack,
@@ -92,6 +94,44 @@ Deno.test("refusalBeforeStart() refuses a job whose workers crashed maxCrashes t
 Deno.test("refusalBeforeStart() names the crashes before the attempts when both are spent", () => {
   const job = claimed({ attempts: 4, crashes: 2, recovered: true });
   assert.match(refusalBeforeStart(job, mail, NOW) ?? "", /^worker crashed while running it/);
+});
+
+Deno.test("expiryBeforeStart() expires a job never started once its expiry is reached", () => {
+  const expireAt = NOW - 1;
+  assert.equal(
+    expiryBeforeStart(claimed({ expireAt }), NOW),
+    `expired: not started by ${new Date(expireAt).toISOString()}`,
+  );
+  assert.match(expiryBeforeStart(claimed({ expireAt: NOW }), NOW) ?? "", /^expired: /);
+  assert.equal(expiryBeforeStart(claimed({ expireAt: NOW + 1 }), NOW), null, "not yet");
+  assert.equal(expiryBeforeStart(claimed({ expireAt: null }), NOW), null, "no expiry");
+  assert.equal(expiryBeforeStart(claimed(), NOW), null, "none stored");
+});
+
+Deno.test("expiryBeforeStart() never expires a job that started before: a retry or a recovery", () => {
+  const expireAt = NOW - 1;
+  assert.equal(expiryBeforeStart(claimed({ expireAt, attempts: 2 }), NOW), null);
+  assert.equal(
+    expiryBeforeStart(claimed({ expireAt, attempts: 2, crashes: 1, recovered: true }), NOW),
+    null,
+  );
+});
+
+Deno.test("expired() settles as a cancel marked expired, kept until keepUntil", () => {
+  const outcome = expired(claimed({ token: 9 }), "expired: late", NOW, NOW + 5_000);
+  assert.deepEqual(outcome, {
+    kind: "cancelled",
+    reason: "expired: late",
+    settlement: {
+      kind: "cancel",
+      id: 7,
+      token: 9,
+      at: NOW,
+      reason: "expired: late",
+      keepUntil: NOW + 5_000,
+      expired: true,
+    },
+  });
 });
 
 Deno.test("refusalBeforeStart() refuses a job whose retry deadline has passed", () => {
@@ -259,7 +299,7 @@ Deno.test("outcomeOf() fails an error once the retry deadline is reached, attemp
 
 // putBack
 
-Deno.test("putBack() puts the job back at once and gives its attempt back", () => {
+Deno.test("putBack() puts the job back at once and gives its attempt back, marked started", () => {
   assert.deepEqual(putBack(claimed({ attempts: 2 }), NOW, "worker stopped during the attempt"), {
     kind: "retry",
     error: null,
@@ -271,6 +311,7 @@ Deno.test("putBack() puts the job back at once and gives its attempt back", () =
       availableAt: NOW,
       error: "worker stopped during the attempt",
       refundAttempt: true,
+      started: true,
       at: NOW,
     },
   });

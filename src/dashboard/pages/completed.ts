@@ -171,7 +171,7 @@ export function renderCompleted(ctx: PageContext, data: CompletedData): Html {
         <td class="num">${job.attempts}</td>
         <td class="num">${formatDuration(job.durationMs)}</td>
         <td>${formatTime(job.finishedAt)}</td>
-        <td>${job.state === "cancelled"
+        <td>${job.state !== "completed"
           ? html`<span class="error">${firstLine(job.error ?? "", 80)}</span>`
           : outputCell(job, 80)}</td>
       </tr>
@@ -198,7 +198,8 @@ export function renderCompleted(ctx: PageContext, data: CompletedData): Html {
     heading: "Completed jobs",
     section: "/completed",
     api: `/api/completed${ctx.url.search}`,
-    body: html`<p class="muted">Jobs that succeeded or were cancelled, kept for keepFinishedMs.</p>
+    body:
+      html`<p class="muted">Jobs that succeeded, were cancelled or expired, kept for keepFinishedMs.</p>
 ${filters}${table}${pager(ctx, "/completed", data.page, data.hasMore, summary)}`,
   });
 }

@@ -36,21 +36,22 @@ import { POSTGRES_NOW, type Statement, statement } from "../sql/statement.ts";
  * now (a dispatcher whose clock is off then still delays by what it asked).
  */
 const NEW_ROWS = `SELECT queue, name, payload, priority, available_at + shift.ms,
-    retry_until + shift.ms, created_at + shift.ms, batch_id, batch_member, keyed, trace
+    retry_until + shift.ms, created_at + shift.ms, batch_id, batch_member, keyed, trace,
+    expire_at + shift.ms
   FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::bigint[],
-    $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::text[]) WITH ORDINALITY
+    $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::text[], $13::bigint[]) WITH ORDINALITY
     AS row(queue, name, payload, priority, available_at, retry_until, created_at, batch_id,
-      batch_member, keyed, trace, position)
+      batch_member, keyed, trace, expire_at, position)
   CROSS JOIN LATERAL (SELECT CASE WHEN $12::boolean THEN ${POSTGRES_NOW} - row.created_at ELSE 0 END
     AS ms) AS shift
   ORDER BY position`;
 const INSERT_COLUMNS =
-  "queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member, keyed, trace";
+  "queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member, keyed, trace, expire_at";
 const INSERT = statement(`INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id`);
 /** Inserts jobs and notifies the watchers, in one statement. */
 const INSERT_AND_NOTIFY = statement(
   `WITH inserted AS (INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id)
-  SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($13, '')) AS notified`,
+  SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($14, '')) AS notified`,
 );
 const NOW = statement(`SELECT ${POSTGRES_NOW} AS t`, { oneRow: true });
 /**
@@ -205,7 +206,7 @@ function claimStatement(queueCount: number, byName: boolean): Statement {
     UPDATE jobs j SET token = $1, available_at = ${now} + $2,
       waited_ms = ${now} - j.available_at, ${CLAIM_SETS}
     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-    RETURNING ${qualified(CLAIMED_COLUMNS)}`,
+    RETURNING ${qualified(CLAIMED_COLUMNS)}, j.expire_at - ${now} AS expire_in_ms`,
   );
   claimStatements.set(cacheKey, claim);
   return claim;
@@ -242,6 +243,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         column(() => as.keyed),
         column((row) => row.trace ?? null),
         dbClock,
+        column((row) => row.expireAt ?? null),
       ];
       const { rows: inserted } = notify
         ? yield* exec<{ id: number }>(INSERT_AND_NOTIFY, ...params, channel)
@@ -251,7 +253,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
 
     *claim(request: ClaimRequest): Script<ClaimRow[]> {
       const { queues, limit, now, leaseMs, token, names } = request;
-      return (yield* exec<ClaimRow>(
+      const { rows } = yield* exec<ClaimRow & { expire_in_ms: number | string | null }>(
         claimStatement(queues.length, names !== undefined),
         token,
         leaseMs,
@@ -259,7 +261,13 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         limit,
         ...queues,
         ...(names === undefined ? [] : [names]),
-      )).rows;
+      );
+      // The expiry as far from the caller's now as it is from the claim's (the database's, with
+      // its clock), so a worker whose clock is off still expires a job when the store says.
+      return rows.map(({ expire_in_ms, ...row }) => ({
+        ...row,
+        expire_at: expire_in_ms === null ? null : now + Number(expire_in_ms),
+      }));
     },
 
     *completeJobs(leases: readonly Lease[]): Script<SettledJob[]> {

@@ -56,10 +56,12 @@ function Links.queue(held, t, batchId, chainId, payload)
   local row = cjson.decode(held)
   local queuedAt = back(t)
   local retryFor = opt(row.retryForMs)
+  local expireIn = opt(row.expireInMs)
   return insertJob({
     queue = row.queue, name = row.name, payload = payload or row.payload, priority = row.priority,
     availableAt = queuedAt + row.delayMs, createdAt = queuedAt,
     retryUntil = retryFor == nil and NULL or queuedAt + retryFor, trace = row.trace or NULL,
+    expireAt = expireIn == nil and NULL or queuedAt + expireIn,
   }, {batch_id = batchId, chain_id = chainId})
 end
 

@@ -38,7 +38,8 @@ export const PRUNE_CHUNK = 1000;
  * - `History.record(id, job, fields)`: keeps `job` (its row as it was) as
  *   finished, `fields` giving `state`, `output`, `error`, `started_at`,
  *   `finished_at`, `duration_ms` and `keep_until` (times on the store's
- *   clock); replaces an earlier record of `id`.
+ *   clock); replaces an earlier record of `id`. An expired job never
+ *   started: the attempt its claim counted is taken off.
  * - `History.forget(id)`: deletes a kept job (and its memos and mailbox,
  *   `dropSteps`, when it is no job either); 1 if it was kept, else 0.
  * - `History.row(id)`: a kept job as a reply row (times given back), or nil.
@@ -75,7 +76,8 @@ end
 function History.record(id, job, fields)
   History.forget(id)
   local row = {'id', id, 'queue', job.queue, 'name', job.name, 'state', fields.state,
-    'payload', job.payload, 'attempts', num(job, 'attempts'), 'created_at', job.created_at,
+    'payload', job.payload, 'attempts', num(job, 'attempts') - (fields.state == 'expired' and 1 or 0),
+    'created_at', job.created_at,
     'finished_at', fields.finished_at, 'keep_until', fields.keep_until}
   for _, field in ipairs({'output', 'error', 'started_at', 'duration_ms'}) do
     if fields[field] ~= nil then table.insert(row, field); table.insert(row, fields[field]) end
@@ -135,7 +137,7 @@ function H.finished(id, job, s)
       fields.state = 'completed'
       fields.output = opt(s.output)
     else
-      fields.state = 'cancelled'
+      fields.state = s.expired == true and 'expired' or 'cancelled'
       fields.error = s.reason
     end
     local duration = opt(s.durationMs)

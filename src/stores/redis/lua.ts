@@ -264,6 +264,9 @@ local function insertJob(row, extra)
   if opt(row.retryUntil) ~= nil then
     table.insert(fields, 'retry_until'); table.insert(fields, at(row.retryUntil))
   end
+  if opt(row.expireAt) ~= nil then
+    table.insert(fields, 'expire_at'); table.insert(fields, at(row.expireAt))
+  end
   if opt(row.trace) ~= nil then table.insert(fields, 'trace'); table.insert(fields, row.trace) end
   if extra ~= nil then
     for field, value in pairs(extra) do

@@ -4,7 +4,7 @@
  *
  * Layout: `P:m:<minute>` HASH, one field per `queue US name US column`
  * (US the ASCII unit separator), each a counter (`completed`, `failed`,
- * `retried`, `runtime_ms`, `wait_ms`, `b0` … `b16` for the runtime
+ * `retried`, `expired`, `runtime_ms`, `wait_ms`, `b0` … `b16` for the runtime
  * buckets); `P:m` ZSET of the minutes held (score and member the minute);
  * `P:m:pruned`, the store-clock time of the last prune. Minutes are those of
  * the settlements' times, on the caller's clock, as on SQL.
@@ -41,9 +41,11 @@ export const METRICS_HOOK = String.raw`
 local RUNTIME_BOUNDS = {${RUNTIME_BUCKETS_MS.join(", ")}}
 
 function H.metrics(s, job)
-  if s.kind == 'complete' or s.kind == 'fail' or s.kind == 'release' then
+  if s.kind == 'complete' or s.kind == 'fail' or s.kind == 'release' or
+      (s.kind == 'cancel' and s.expired == true) then
     local column = nil
-    if s.kind == 'complete' then column = 'completed'
+    if s.kind == 'cancel' then column = 'expired'
+    elseif s.kind == 'complete' then column = 'completed'
     elseif s.kind == 'fail' then column = 'failed'
     elseif opt(s.error) ~= nil and not s.refundAttempt then column = 'retried' end
     local duration = opt(s.durationMs)
@@ -125,6 +127,7 @@ export async function metrics(
         completed: counters.completed ?? 0,
         failed: counters.failed ?? 0,
         retried: counters.retried ?? 0,
+        expired: counters.expired ?? 0,
         runtimeMs: counters.runtime_ms ?? 0,
         waitMs: counters.wait_ms ?? 0,
         runtimeBuckets: Array.from(

@@ -88,6 +88,7 @@ local function onCallerClock(row)
   moved.availableAt = row.availableAt - SHIFT
   moved.createdAt = row.createdAt - SHIFT
   if opt(row.retryUntil) ~= nil then moved.retryUntil = row.retryUntil - SHIFT end
+  if opt(row.expireAt) ~= nil then moved.expireAt = row.expireAt - SHIFT end
   local key = opt(row.key)
   if key ~= nil then
     local movedKey = {}

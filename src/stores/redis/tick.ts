@@ -176,6 +176,7 @@ local function claimJobs(req)
             keyed = num(job, 'keyed'), recovered = recovered and 1 or 0,
             cancel_requested = job.cancel_requested or NULL, waited_ms = T - c.due,
             trace = job.trace or NULL, last_span = job.last_span or NULL, ahead = ahead,
+            expire_at = back(tonumber(job.expire_at)),
           })
         end
       end
@@ -304,6 +305,8 @@ for i, s in ipairs(settlements) do
       local refund = s.refundAttempt and 1 or 0
       local crashed = s.crashed and 1 or 0
       redis.call('HDEL', key, 'token', 'claimed_ahead')
+      -- Its handler started: it no longer expires.
+      if not s.refundAttempt or s.started then redis.call('HDEL', key, 'expire_at') end
       redis.call('HSET', key, 'available_at', due, 'attempts', num(job, 'attempts') - refund,
         'crashes', num(job, 'crashes') + crashed)
       if opt(s.error) == nil then redis.call('HDEL', key, 'last_error')
@@ -315,7 +318,8 @@ for i, s in ipairs(settlements) do
       -- A release that is no retry: the attempt given back, crashes and last error unchanged.
       local due = H.parkedDue(s)
       unplace(s.id, job.queue, job.priority, true)
-      redis.call('HDEL', key, 'token', 'claimed_ahead')
+      -- It has started, so it no longer expires.
+      redis.call('HDEL', key, 'token', 'claimed_ahead', 'expire_at')
       redis.call('HSET', key, 'available_at', due, 'attempts', num(job, 'attempts') - 1)
       placeUnleased(s.id, job.queue, job.priority, due)
       H.stepWritten(s)

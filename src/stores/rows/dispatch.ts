@@ -20,6 +20,11 @@ export interface NewJobRow {
   readonly availableAt: number;
   /** Deadline for retries, in ms since the epoch, or null. */
   readonly retryUntil: number | null;
+  /**
+   * When it expires if not started by then, in ms since the epoch; null or
+   * absent: never. Moved onto the store's clock as `availableAt` is.
+   */
+  readonly expireAt?: number | null;
   /** Dispatch time, in ms since the epoch. */
   readonly createdAt: number;
   /**
@@ -86,6 +91,8 @@ export interface WaitingJobRow {
   readonly delayMs: number;
   /** Retry window from when it is queued, in ms, or null for none. */
   readonly retryForMs: number | null;
+  /** How long after it is queued it expires unless started, in ms; null or absent: never. */
+  readonly expireInMs?: number | null;
   /** The W3C `traceparent` active at dispatch, or null (or absent). */
   readonly trace?: string | null;
 }

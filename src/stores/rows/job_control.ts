@@ -6,8 +6,8 @@
  * @module
  */
 
-/** How a kept job ended: it succeeded, or it was cancelled. */
-export type FinishedState = "completed" | "cancelled";
+/** How a kept job ended: it succeeded, it was cancelled, or it expired before it started. */
+export type FinishedState = "completed" | "cancelled" | "expired";
 
 /** A finished job kept in the completed jobs. */
 export interface FinishedJob {
@@ -17,7 +17,7 @@ export interface FinishedJob {
   readonly queue: string;
   /** The job's name. */
   readonly name: string;
-  /** `"completed"` (it succeeded) or `"cancelled"`. */
+  /** `"completed"` (it succeeded), `"cancelled"` or `"expired"` (not started in time). */
   readonly state: FinishedState;
   /** The stored payload text (still encrypted if it was). */
   readonly payload: string;
@@ -40,7 +40,7 @@ export interface FinishedJob {
 /** Where one job stands, as the store finds it. */
 export interface JobResultRow {
   /** Its state now. */
-  readonly state: "pending" | "running" | "completed" | "failed" | "cancelled";
+  readonly state: "pending" | "running" | "completed" | "failed" | "cancelled" | "expired";
   /** Job name. */
   readonly name: string;
   /** Starts of its handler so far. */

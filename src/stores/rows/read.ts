@@ -105,6 +105,8 @@ export interface MetricsRow {
   readonly failed: number;
   /** Attempts that ended in an error and were released for a retry. */
   readonly retried: number;
+  /** Jobs that expired before they started (`expireInMs`). */
+  readonly expired: number;
   /** Total runtime of the attempts that carried `durationMs`, in ms. */
   readonly runtimeMs: number;
   /** Total wait of the same attempts: due time to claim, in ms. */

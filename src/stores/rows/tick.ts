@@ -91,6 +91,11 @@ export interface ClaimedJob {
   readonly recovered: boolean;
   /** Deadline for retries, or null. */
   readonly retryUntil: number | null;
+  /**
+   * When it expires unless started (on the store's clock, as stored at
+   * dispatch), or null or absent for never.
+   */
+  readonly expireAt?: number | null;
   /** The error of the last attempt, or null. */
   readonly lastError: string | null;
   /** Dispatch time. */
@@ -165,6 +170,12 @@ export type Settlement =
     readonly keepUntil: number;
     /** How long the handler ran, in ms. */
     readonly durationMs?: number;
+    /**
+     * True when it is not a cancel but an expiry (the job was claimed past
+     * its `expireAt`, unstarted): kept as `expired` and counted so in the
+     * metrics; the rest is a cancel's.
+     */
+    readonly expired?: true;
   }
   | {
     /** The handler, still running, reported progress: the job stays leased. */
@@ -196,6 +207,12 @@ export type Settlement =
     readonly error: string | null;
     /** True when the handler did not really run, so the attempt is given back. */
     readonly refundAttempt: boolean;
+    /**
+     * True when the handler started though its attempt is given back (cut
+     * short by its worker stopping): like any release without
+     * `refundAttempt`, the job then no longer expires (`expireAt` cleared).
+     */
+    readonly started?: true;
     /** True when the attempt ended because its worker died: counts a crash. */
     readonly crashed?: boolean;
     /**

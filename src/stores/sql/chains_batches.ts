@@ -32,23 +32,23 @@ const START_CHAIN = statement("UPDATE jobs SET chain_id = id WHERE id = $1");
 const INSERT_WAITING = statement(
   `INSERT INTO waiting_jobs
   (role, chain_id, batch_id, position, queue, name, payload, priority, delay_ms, retry_for_ms,
-    trace)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+    trace, expire_in_ms)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 );
 /** Inserts waiting jobs as due jobs (the selection is appended): due `delay_ms` after $1. */
 const INSERT_DUE_FROM_WAITING = `INSERT INTO jobs
   (queue, name, payload, priority, available_at, retry_until, created_at, batch_id, chain_id,
-    trace)
+    trace, expire_at)
   SELECT queue, name, payload, priority, $1 + delay_ms, $1 + retry_for_ms, $1, batch_id,
-    CASE WHEN role = 'link' THEN chain_id END, trace
+    CASE WHEN role = 'link' THEN chain_id END, trace, $1 + expire_in_ms
   FROM waiting_jobs`;
 /** Inserts a chain's next link; one waiting for the previous output ($3) takes it ($4). */
 const INSERT_NEXT_LINK = statement(
   `INSERT INTO jobs
   (queue, name, payload, priority, available_at, retry_until, created_at, batch_id, chain_id,
-    trace)
+    trace, expire_at)
   SELECT queue, name, CASE WHEN payload = $3 THEN $4 ELSE payload END, priority, $1 + delay_ms,
-    $1 + retry_for_ms, $1, batch_id, chain_id, trace
+    $1 + retry_for_ms, $1, batch_id, chain_id, trace, $1 + expire_in_ms
   FROM waiting_jobs WHERE id = $2`,
 );
 const INSERT_DUE_OF_BATCH = statement(
@@ -310,6 +310,7 @@ function* wait(
       row.delayMs,
       row.retryForMs,
       row.trace ?? null,
+      row.expireInMs ?? null,
     ]),
   );
 }

@@ -63,7 +63,7 @@ export const CLAIM_SETS = `progress = NULL, locked = 0, claimed_ahead = 0,
 
 /** The columns a claim returns, in the order of `ClaimRow`. */
 export const CLAIMED_COLUMNS =
-  "id, queue, name, payload, priority, attempts, crashes, retry_until, last_error, created_at, batch_id, keyed, recovered, cancel_requested, waited_ms, trace, last_span";
+  "id, queue, name, payload, priority, attempts, crashes, retry_until, last_error, created_at, batch_id, keyed, recovered, cancel_requested, waited_ms, trace, last_span, expire_at";
 
 /** The links of a job to its chain and batch, as columns. */
 export const LINK_COLUMNS = "batch_id, batch_member, chain_id";

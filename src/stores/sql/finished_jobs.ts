@@ -26,11 +26,13 @@ const UNLEASED = -1;
  * Copies jobs about to be deleted into `completed_jobs`, each fenced by its
  * token (`-1`: none), all of a settle's in one statement. Each row's times
  * are given as ms after `{{now $2}}` (the caller's now, or the database's).
+ * An expired job never started: the attempt its claim counted is taken off.
  */
 const RECORD = statement(
   `INSERT INTO completed_jobs (id, queue, name, state, payload, output, error, attempts,
     created_at, started_at, finished_at, duration_ms, keep_until)
-  SELECT j.id, j.queue, j.name, r.state, j.payload, r.output, r.error, j.attempts, j.created_at,
+  SELECT j.id, j.queue, j.name, r.state, j.payload, r.output, r.error,
+    j.attempts - CASE WHEN r.state = 'expired' THEN 1 ELSE 0 END, j.created_at,
     clock.t + r.started_ms, clock.t + r.finished_ms, r.duration_ms, clock.t + r.keep_ms
   FROM {{rows $1 id int, token int, state text, output text, error text, started_ms int,
     finished_ms int, duration_ms int, keep_ms int}} r CROSS JOIN (SELECT {{now $2}} AS t) clock,
@@ -107,7 +109,11 @@ export function* recordFinished(
         return [
           settlement.id,
           settlement.token,
-          settlement.kind === "complete" ? "completed" : "cancelled",
+          settlement.kind === "complete"
+            ? "completed"
+            : settlement.expired
+            ? "expired"
+            : "cancelled",
           settlement.kind === "complete" ? settlement.output ?? null : null,
           settlement.kind === "cancel" ? settlement.reason : null,
           duration === null ? null : settlement.at - duration - at,

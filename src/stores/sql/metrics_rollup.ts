@@ -44,6 +44,7 @@ export interface MetricsIncrement {
   completed: number;
   failed: number;
   retried: number;
+  expired: number;
   runtimeMs: number;
   waitMs: number;
   /** One count per {@linkcode RUNTIME_BUCKET_COLUMNS}. */
@@ -67,7 +68,7 @@ export function metricsIncrements(
     if (!applied[index] || job === undefined) return;
     // A park (a sleep or a wait) is no retry, and a step no end of an attempt: counted nowhere.
     if (
-      settlement.kind === "progress" || settlement.kind === "cancel" ||
+      settlement.kind === "progress" || (settlement.kind === "cancel" && !settlement.expired) ||
       settlement.kind === "step" || settlement.kind === "park"
     ) return;
     const minute = Math.floor(settlement.at / MINUTE_MS) * MINUTE_MS;
@@ -81,13 +82,15 @@ export function metricsIncrements(
         completed: 0,
         failed: 0,
         retried: 0,
+        expired: 0,
         runtimeMs: 0,
         waitMs: 0,
         buckets: RUNTIME_BUCKET_COLUMNS.map(() => 0),
       };
       groups.set(key, group);
     }
-    if (settlement.kind === "complete") group.completed++;
+    if (settlement.kind === "cancel") group.expired++;
+    else if (settlement.kind === "complete") group.completed++;
     else if (settlement.kind === "fail") group.failed++;
     else if (settlement.error !== null && !settlement.refundAttempt) group.retried++;
     if (settlement.durationMs !== undefined) {
@@ -97,7 +100,8 @@ export function metricsIncrements(
     }
   });
   return [...groups.values()].filter((group) =>
-    group.completed + group.failed + group.retried > 0 || group.buckets.some((count) => count > 0)
+    group.completed + group.failed + group.retried + group.expired > 0 ||
+    group.buckets.some((count) => count > 0)
   );
 }
 
@@ -139,6 +143,7 @@ export interface StoredMetrics {
   readonly completed: number;
   readonly failed: number;
   readonly retried: number;
+  readonly expired: number | null;
   readonly runtime_ms: number;
   readonly wait_ms: number;
   readonly [bucket: string]: unknown;
@@ -181,6 +186,7 @@ export function toMetricsRow(row: StoredMetrics): MetricsRow {
     completed: Number(row.completed),
     failed: Number(row.failed),
     retried: Number(row.retried),
+    expired: Number(row.expired ?? 0),
     runtimeMs: Number(row.runtime_ms),
     waitMs: Number(row.wait_ms),
     runtimeBuckets: RUNTIME_BUCKET_COLUMNS.map((column) => Number(row[column])),

@@ -43,14 +43,15 @@ const BUCKETS = RUNTIME_BUCKET_COLUMNS;
 const ADD_METRICS = statement(
   `INSERT INTO job_metrics
   (minute, queue, name, shard, completed, failed, retried, runtime_ms, wait_ms,
-    ${BUCKETS.join(", ")})
-  VALUES (${Array.from({ length: 9 + BUCKETS.length }, (_, index) => `$${index + 1}`).join(", ")})
+    ${BUCKETS.join(", ")}, expired)
+  VALUES (${Array.from({ length: 10 + BUCKETS.length }, (_, index) => `$${index + 1}`).join(", ")})
   ON CONFLICT (minute, queue, name, shard) DO UPDATE SET
     completed = job_metrics.completed + excluded.completed,
     failed = job_metrics.failed + excluded.failed,
     retried = job_metrics.retried + excluded.retried,
     runtime_ms = job_metrics.runtime_ms + excluded.runtime_ms,
     wait_ms = job_metrics.wait_ms + excluded.wait_ms,
+    expired = job_metrics.expired + excluded.expired,
     ${
     BUCKETS.map((column) => `${column} = job_metrics.${column} + excluded.${column}`).join(", ")
   }`,
@@ -59,7 +60,7 @@ const PRUNE_METRICS = statement("DELETE FROM job_metrics WHERE minute < $1");
 /** The rollup's rows of minutes `$1` up to `$2`, each store's shards added up. */
 const METRICS = statement(
   `SELECT minute, queue, name, SUM(completed) AS completed, SUM(failed) AS failed,
-    SUM(retried) AS retried, SUM(runtime_ms) AS runtime_ms, SUM(wait_ms) AS wait_ms,
+    SUM(retried) AS retried, SUM(expired) AS expired, SUM(runtime_ms) AS runtime_ms, SUM(wait_ms) AS wait_ms,
     ${BUCKETS.map((column) => `SUM(${column}) AS ${column}`).join(", ")}
   FROM job_metrics WHERE minute >= $1 AND minute < $2
   GROUP BY minute, queue, name ORDER BY minute, queue, name`,
@@ -163,6 +164,7 @@ export function* recordMetrics(
       group.runtimeMs,
       group.waitMs,
       ...group.buckets,
+      group.expired,
     ]),
   );
   const cutoff = settlements.length === 0 ? null : rollup.due(settlements);

@@ -47,6 +47,8 @@ export interface ClaimRow {
   readonly trace: string | null;
   /** The `traceparent` of its last retried attempt's span, or null. */
   readonly last_span: string | null;
+  /** When it expires unless started, or null (`jobs.expire_at`). */
+  readonly expire_at: number | string | null;
 }
 
 /** A failed job as the listing statements return it. */
@@ -127,6 +129,9 @@ export function toClaimedJobs(
       waitedMs: row.waited_ms === null ? 0 : Math.max(0, Number(row.waited_ms)),
       trace: row.trace,
       lastSpan: row.last_span,
+      expireAt: row.expire_at === null || row.expire_at === undefined
+        ? null
+        : Number(row.expire_at),
     }));
 }
 

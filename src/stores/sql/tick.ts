@@ -36,11 +36,13 @@ const PROGRESS = statement("UPDATE jobs SET progress = $1 WHERE id = $2 AND toke
 /**
  * Puts a job back, due `$1` ms after `$7` (the release's time; on
  * PostgreSQL the database's now when null, so a worker whose clock is off
- * still waits out the delay it asked for).
+ * still waits out the delay it asked for). With `$8` 1 its handler
+ * started, so it no longer expires.
  */
 const RELEASE = statement(
   `UPDATE jobs SET token = NULL, available_at = {{now $7}} + $1, last_error = $2,
-    attempts = attempts - $3, crashes = crashes + $4, claimed_ahead = 0
+    attempts = attempts - $3, crashes = crashes + $4, claimed_ahead = 0,
+    expire_at = CASE WHEN $8 = 1 THEN NULL ELSE expire_at END
   WHERE id = $5 AND token = $6 RETURNING ${SETTLED_COLUMNS}`,
   { oneRow: true },
 );
@@ -48,11 +50,12 @@ const RELEASE = statement(
 /**
  * Parks a job: put back unleased, due `$1` ms after `$4` (as
  * {@linkcode RELEASE}), its attempt given back; not a retry, so its last
- * error and crashes stay as they were.
+ * error and crashes stay as they were. It has started, so it no longer
+ * expires.
  */
 const PARK = statement(
   `UPDATE jobs SET token = NULL, available_at = {{now $4}} + $1, attempts = attempts - 1,
-    claimed_ahead = 0
+    claimed_ahead = 0, expire_at = NULL
   WHERE id = $2 AND token = $3 RETURNING ${SETTLED_COLUMNS}`,
   { oneRow: true },
 );
@@ -302,6 +305,7 @@ function* applyToJob(dialect: Dialect, settlement: Settlement): Script<SettledJo
         id,
         token,
         clockParam(dialect, settlement.at),
+        !settlement.refundAttempt || settlement.started ? 1 : 0,
       );
       return job ?? "lost";
     }

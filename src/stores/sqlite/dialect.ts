@@ -28,8 +28,8 @@ import { type Statement, statement } from "../sql/statement.ts";
 
 const INSERT = statement(
   `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at,
-    batch_id, batch_member, keyed, trace)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+    batch_id, batch_member, keyed, trace, expire_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 );
 const COMPLETE = statement(
   `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${SETTLED_COLUMNS}`,
@@ -161,6 +161,7 @@ export const sqliteDialect: Dialect = {
       member,
       as.keyed,
       row.trace ?? null,
+      row.expireAt ?? null,
     ];
     // Without RETURNING: run() reports the new row id, and is the cheaper read.
     if (rows.length === 1) return [(yield* exec(INSERT, ...values(rows[0]!))).lastId!];

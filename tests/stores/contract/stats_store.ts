@@ -47,6 +47,7 @@ function metricsRow(fields: Partial<MetricsRow>): MetricsRow {
     completed: 0,
     failed: 0,
     retried: 0,
+    expired: 0,
     runtimeMs: 0,
     waitMs: 0,
     runtimeBuckets: buckets(),

@@ -58,6 +58,7 @@ function register(test: ContractTest): void {
       payload: '{"to":"zoë@example.com","note":"✓ \\"quoted\\""}',
       priority: 3,
       retryUntil: T0 + 60_000,
+      expireAt: T0 + 30_000,
       createdAt: T0 - 10,
     });
     const [id] = await store.insertJobs([row]);
@@ -76,6 +77,82 @@ function register(test: ContractTest): void {
     const [{ waitedMs, ...rest }] = plain(claimed) as [ClaimedJob];
     assert.ok(typeof waitedMs === "number" && waitedMs >= 0, `waitedMs: ${waitedMs}`);
     assert.deepEqual(rest, { id: id!, ...fields, ...leased });
+  });
+
+  test("claim() hands back the expiry stored at dispatch, null for none; a park (the job started) clears it", async (store) => {
+    const [expiring, plainJob] = await store.insertJobs([
+      newJob({ expireAt: T0 + 5_000 }),
+      newJob(),
+    ]);
+    const claimed = await claim(store, { token: 7 });
+    assert.deepEqual(claimed.map((job) => [job.id, job.expireAt]), [
+      [expiring, T0 + 5_000],
+      [plainJob, null],
+    ]);
+    const step = { seq: 0, key: "nap", kind: "sleep", output: null, until: T0 + 10, done: true };
+    const parked = await store.settle([{
+      kind: "park",
+      id: expiring!,
+      token: 7,
+      at: T0,
+      availableAt: T0 + 10,
+      step: { ...step, kind: "sleep", attempt: 1, durationMs: 0 },
+    }]);
+    assert.deepEqual(parked.applied, [true]);
+    const again = await claim(store, { token: 8, now: T0 + 10 });
+    assert.deepEqual(again.map((job) => [job.id, job.expireAt]), [[expiring, null]]);
+  });
+
+  test("settle() of a release clears the expiry when the handler started (a retry, or a put back marked started), not otherwise", async (store) => {
+    const [retried, cut, unstarted] = await store.insertJobs([
+      newJob({ expireAt: T0 + 5_000 }),
+      newJob({ expireAt: T0 + 5_000 }),
+      newJob({ expireAt: T0 + 5_000 }),
+    ]);
+    await claim(store, { token: 4 });
+    const release = (id: number, refundAttempt: boolean) => ({
+      kind: "release" as const,
+      id,
+      token: 4,
+      at: T0,
+      availableAt: T0,
+      error: "Error: back",
+      refundAttempt,
+    });
+    const settled = await store.settle([
+      release(retried!, false),
+      { ...release(cut!, true), started: true },
+      release(unstarted!, true),
+    ]);
+    assert.deepEqual(settled.applied, [true, true, true]);
+    const again = await claim(store, { token: 5 });
+    assert.deepEqual(again.map((job) => [job.id, job.expireAt]), [
+      [retried, null],
+      [cut, null],
+      [unstarted, T0 + 5_000],
+    ]);
+  });
+
+  test("settle() of an expired cancel deletes the job unrun, keeps it as expired and counts it in the metrics", async (store) => {
+    const [id] = await store.insertJobs([newJob({ expireAt: T0 - 1 })]);
+    await claim(store, { token: 3 });
+    const reason = "expired: not started by 2025-12-31T23:59:59.999Z";
+    const settled = await store.settle([
+      { kind: "cancel", id: id!, token: 3, at: T0, reason, keepUntil: T0 + 60_000, expired: true },
+    ]);
+    assert.deepEqual(settled.applied, [true]);
+    const result = await store.result(id!, T0 + 1);
+    assert.equal(result?.state, "expired");
+    assert.equal(
+      result?.attempts,
+      0,
+      "the attempt its claim counted is taken off: it never started",
+    );
+    assert.equal(result?.error, reason);
+    const rows = await store.metrics(T0 - 60_000, T0 + 60_000);
+    assert.deepEqual(rows.map((row) => [row.name, row.expired, row.completed, row.failed]), [
+      ["contract-job", 1, 0, 0],
+    ]);
   });
 
   test("claim() past aheadFrom holds jobs ahead unstarted: a worker death charges them nothing", async (store) => {
