@@ -4,7 +4,7 @@
  * signals, step timeouts and in-attempt retries, encrypted outputs. The
  * scenarios follow the peers' own tests, named in each (research:
  * workflows.md §1c); process kills and Web Workers are in
- * `processes_test.ts`.
+ * `tests/faults/steps_faults_test.ts` (run by `deno task test:faults`).
  *
  * @module
  */
