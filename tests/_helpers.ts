@@ -48,13 +48,15 @@ export class ManualClock implements Clock {
 
 /**
  * Resolves with the first `type` event on `target` whose detail `accept`s,
- * or rejects after `timeoutMs`.
+ * or rejects after `timeoutMs`: a deadline for a test that would otherwise
+ * hang, generous enough for a loaded CI machine (a `job:retry` once took
+ * longer than 5 s there), never a measure of speed.
  */
 export function nextEvent<D>(
   target: EventTarget,
   type: string,
   accept: (detail: D) => boolean = () => true,
-  timeoutMs = 5_000,
+  timeoutMs = WAIT_UNTIL_TIMEOUT_MS,
 ): Promise<D> {
   return new Promise((resolve, reject) => {
     const listener = (event: Event) => {
