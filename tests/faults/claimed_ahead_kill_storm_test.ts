@@ -65,13 +65,21 @@ storeTest(
       const slots = [await start(), await start()];
       for (let kill = 0; kill < KILLS; kill++) {
         const from = ledgerIds(ledger).length;
-        await waitUntil(
-          () => Promise.resolve(ledgerIds(ledger).length >= from + STARTS_BETWEEN_KILLS),
+        // A quick machine may drain every job before the last kills (the other process drains
+        // while a killed one restarts): the storm then ends with the kills it had.
+        const flowing = await waitUntil(
+          async () =>
+            ledgerIds(ledger).length >= from + STARTS_BETWEEN_KILLS
+              ? "flowing"
+              : (await unfinishedCount(queue)) === 0
+              ? "drained"
+              : null,
           {
             what: `${STARTS_BETWEEN_KILLS} starts before kill ${kill + 1}`,
             timeoutMs: DEADLINE_MS,
           },
         );
+        if (flowing === "drained") break;
         leasedAtKills.push((await queue.counts()).default?.reserved ?? 0);
         const index = kill % 2;
         await slots[index]![Symbol.asyncDispose](); // SIGKILL
@@ -94,14 +102,15 @@ storeTest(
     const failedIds = new Set(failed.map(({ id }) => id));
     const lost = ids.filter((id) => !started.has(id) && !failedIds.has(id));
     console.log(
-      `[figure] R04/R18 ${db.kind} c${CONCURRENCY} web workers: ${KILLS} kills ` +
+      `[figure] R04/R18 ${db.kind} c${CONCURRENCY} web workers: ${leasedAtKills.length} kills ` +
         `(leased at each, running or held ahead: ${leasedAtKills.join(", ")}); ` +
         `${failed.length} failed for a crash, ` +
         `${neverStarted.length} of them never started (${
-          (neverStarted.length / KILLS).toFixed(1)
+          (neverStarted.length / leasedAtKills.length).toFixed(1)
         } per kill, ${CONCURRENCY} slots); ${starts.length - started.size} started twice; ` +
         `${lost.length} lost`,
     );
+    assert.ok(leasedAtKills.length >= 1, "no kill landed while jobs flowed");
     assert.deepEqual(lost, [], "jobs lost");
     assert.equal(starts.length, started.size, "a job started twice");
     assert.ok(
