@@ -418,6 +418,12 @@ storeTest(
       nextEvent<Detail<"job:start">>(queue, "job:start", (event) => event.id === holder),
     );
     const heldAt = clock.now();
+    // Listened for from here: the holder may time out while a loaded machine checks the probe.
+    const holderRetried = nextEvent<Detail<"job:retry">>(
+      queue,
+      "job:retry",
+      (event) => event.id === holder,
+    );
     const id = await queue.dispatch(probe, { n: 2 });
     const row = await orQueueError(
       queue,
@@ -432,7 +438,7 @@ storeTest(
       { availableAt: heldAt + 5_000, attempts: 0, state: "delayed" },
     );
     // The holder times out (retry in 60 s), which frees the lock; the probe still waits its 5 s.
-    await nextEvent<Detail<"job:retry">>(queue, "job:retry", (event) => event.id === holder);
+    await holderRetried;
     clock.advance(5_000);
     const started = await nextEvent<Detail<"job:start">>(queue, "job:start", (e) => e.id === id);
     assert.equal(started.attempt, 1);
