@@ -7,10 +7,14 @@
  * "ended by the other party" error) escapes every `await` and ends the
  * process. The transaction itself has already rejected with the
  * connection's error, which the store reports, so the stray error is
- * dropped; so is a connection error of a driver promise nobody awaits
- * (queries of a pool the store ended after losing its connections). Only errors thrown inside the driver's connection code with those
- * messages are: anything else still reaches the app. Installed while a
- * PostgreSQL store is open.
+ * dropped. So is a connection error of a driver promise nobody awaits:
+ * queries of a pool the store ended after losing its connections, and the
+ * query for the server's array types that the driver sends, unawaited, on
+ * each new connection (a connection cut during it rejects that query with
+ * the server's shutdown error, 57P01 when `pg_terminate_backend` ended it).
+ * Only errors raised inside the driver's connection code with those
+ * messages or codes are dropped: anything else still reaches the app.
+ * Installed while a PostgreSQL store is open.
  *
  * @internal
  * @module
@@ -30,14 +34,26 @@ function isStrayWrite(error: unknown): boolean {
     /socket has been ended by the other party|write after end|EPIPE/i.test(error.message);
 }
 
-/** Whether `reason` is a connection error of a driver promise nobody awaits (a query of a pool being ended). */
-function isStrayRejection(reason: unknown): boolean {
+/**
+ * The codes of a connection's end: the driver's own, and the server's
+ * `admin_shutdown` (`pg_terminate_backend`, a fast shutdown),
+ * `crash_shutdown` and `cannot_connect_now` (a server starting or stopping).
+ */
+const CONNECTION_ENDS = new Set([
+  "CONNECTION_DESTROYED",
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "57P01",
+  "57P02",
+  "57P03",
+]);
+
+/** Whether `reason` is a connection error of a driver promise nobody awaits (a query of a pool being ended, the array types query of a new connection). */
+export function isStrayRejection(reason: unknown): boolean {
   if (isStrayWrite(reason)) return true;
   if (!(reason instanceof Error)) return false;
   const code = (reason as { code?: unknown }).code;
-  return DRIVER_STACK.test(String(reason.stack ?? "")) &&
-    (code === "CONNECTION_DESTROYED" || code === "CONNECTION_CLOSED" ||
-      code === "CONNECTION_ENDED");
+  return DRIVER_STACK.test(String(reason.stack ?? "")) && CONNECTION_ENDS.has(String(code));
 }
 
 const onError = (event: ErrorEvent) => {

@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob } from "../../../src/job.ts";
 import { Queue } from "../../../src/queue.ts";
+import { isStrayRejection } from "../../../src/stores/postgres/crash_guard.ts";
 import { PostgresStore } from "../../../src/stores/postgres/mod.ts";
 import { openTestPostgresStore, postgresTestUrl } from "../../_postgres.ts";
 
@@ -63,3 +64,22 @@ Deno.test({
 if (url === null) {
   console.log("PostgreSQL guard tests skipped: QUEUE_TEST_POSTGRES_URL is not set");
 }
+
+Deno.test("the driver crash guard drops a server's shutdown error only where the driver's own connection code raised it", () => {
+  /** An error as postgres.js raises it, `code` set and raised in `stackFile`. */
+  const raised = (code: string, stackFile: string) =>
+    Object.assign(new Error("terminating connection due to administrator command"), {
+      code,
+      stack:
+        `PostgresError: terminating connection due to administrator command\n    at ErrorResponse (${stackFile}:794:26)`,
+    });
+  const driver = "file:///root/.cache/deno/npm/registry.npmjs.org/postgres/3.4.9/src/connection.js";
+  // The array types query a new connection sends unawaited, cut by pg_terminate_backend.
+  assert.equal(isStrayRejection(raised("57P01", driver)), true);
+  assert.equal(isStrayRejection(raised("57P02", driver)), true);
+  assert.equal(isStrayRejection(raised("CONNECTION_CLOSED", driver)), true);
+  // The app's own unawaited query keeps its error, and so does any other driver error.
+  assert.equal(isStrayRejection(raised("57P01", "file:///app/main.ts")), false);
+  assert.equal(isStrayRejection(raised("23505", driver)), false);
+  assert.equal(isStrayRejection("57P01"), false);
+});
