@@ -47,8 +47,10 @@ async function page(handler: ReturnType<typeof dashboard>, path: string): Promis
 const squash = (html: string) => html.replace(/\s+/g, " ").replace(/> </g, "><");
 
 Deno.test("dashboard: the overview counts each queue's jobs by state and charts the last hour's minutes", async () => {
-  const { queue } = await openQueue();
+  const { queue, clock } = await openQueue();
   await using _ = queue;
+  await queue.dispatch(plain, { n: 0 }, { expireInMs: 500 });
+  clock.advance(1_000); // past its expiry, within the same minute
   await queue.dispatchMany(plain, [{ n: 1 }, { n: 2 }, { n: 3 }]);
   await queue.dispatch(hostile, { note: HOSTILE.note });
   await drainQueue(queue);
@@ -74,7 +76,7 @@ Deno.test("dashboard: the overview counts each queue's jobs by state and charts 
     completed: 3,
     failed: 1,
     retried: 0,
-    expired: 0,
+    expired: 1,
   });
   assert.deepEqual(
     data.metrics.perMinute.slice(0, -1).filter((minute) => minute.completed + minute.failed > 0),
@@ -103,6 +105,12 @@ Deno.test("dashboard: the overview counts each queue's jobs by state and charts 
   assert.match(html, /<a href="\/jobs\?queue=javascript%3Avoid">javascript:void<\/a>/);
   assert.match(html, /Jobs completed: 3/);
   assert.match(html, /Jobs failed for good: 1/);
+  assert.match(html, /Jobs expired before they started: 1\./);
+  assert.match(
+    html,
+    /<a href="\/jobs\?queue=default">default<\/a><\/th>(<td[^>]*>[^<]*<\/td>){7}<td class="num">1<\/td>/,
+    "the default queue's row: 1 expired in the last hour, after pending, delayed, running, failed, completed, failed and retried",
+  );
   assert.equal(html.match(/<svg class="chart"/g)?.length, 2, "two charts");
   assert.equal(html.match(/<rect class="bar ok"/g)?.length, 60, "a bar per minute");
   assert.match(html, /<title>12:00 UTC: 3<\/title>/, "the last minute's bar says its count");
@@ -457,7 +465,7 @@ Deno.test("dashboard: the job types page shows runs, failures, average and p95 r
   const html = squash(await page(handler, "/job-types?hours=1"));
   assert.match(
     html,
-    /<td>mail<\/td><td>send<\/td><td class="num">20<\/td><td class="num">19<\/td><td class="num">0<\/td><td class="num">1<\/td><td class="num">74 ms<\/td><td class="num">50 ms<\/td><td class="num">200 ms<\/td>/,
+    /<td>mail<\/td><td>send<\/td><td class="num">20<\/td><td class="num">19<\/td><td class="num">0<\/td><td class="num">1<\/td><td class="num">0<\/td><td class="num">74 ms<\/td><td class="num">50 ms<\/td><td class="num">200 ms<\/td>/,
   );
   assert.match(html, /Last <strong>hour<\/strong>/);
 });

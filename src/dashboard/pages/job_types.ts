@@ -48,6 +48,7 @@ export function renderJobTypes(ctx: PageContext, data: JobTypesData): Html {
         <td class="num">${type.completed}</td>
         <td class="num">${type.retried}</td>
         <td class="num">${type.failed}</td>
+        <td class="num">${type.expired}</td>
         <td class="num">${formatDuration(type.averageRuntimeMs)}</td>
         <td class="num">${formatDuration(type.p95RuntimeMs)}</td>
         <td class="num">${formatDuration(type.averageWaitMs)}</td>
@@ -66,6 +67,7 @@ export function renderJobTypes(ctx: PageContext, data: JobTypesData): Html {
             <th class="num">Completed</th>
             <th class="num">Retried</th>
             <th class="num">Failed</th>
+            <th class="num">Expired</th>
             <th class="num">Average runtime</th>
             <th class="num">p95 runtime</th>
             <th class="num">Average wait</th>

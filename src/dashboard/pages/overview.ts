@@ -99,8 +99,8 @@ ${live(queue, "pending", count?.pending ?? 0)}${live(queue, "delayed", count?.de
 ${live(queue, "reserved", count?.reserved ?? 0)}${live(queue, "failed", count?.failed ?? 0)}
 <td class="num">${hour?.completed ?? 0}</td><td class="num">${hour?.failed ?? 0}</td>
 <td class="num">${hour?.retried ?? 0}</td><td class="num">${
-      formatDuration(hour?.averageWaitMs ?? null)
-    }</td><td>${
+      hour?.expired ?? 0
+    }</td><td class="num">${formatDuration(hour?.averageWaitMs ?? null)}</td><td>${
       isPaused(queue)
         ? html`
           <strong>paused</strong>
@@ -120,6 +120,7 @@ ${live(queue, "reserved", count?.reserved ?? 0)}${live(queue, "failed", count?.f
           <th class="num">Completed (1 h)</th>
           <th class="num">Failed (1 h)</th>
           <th class="num">Retried (1 h)</th>
+          <th class="num">Expired (1 h)</th>
           <th class="num">Average wait (1 h)</th>
           <th>${ctx.canWrite ? "Pause" : ""}</th>
         </tr>
@@ -132,7 +133,7 @@ ${live(queue, "reserved", count?.reserved ?? 0)}${live(queue, "failed", count?.f
 function charts(metrics: QueueMetrics): Html {
   const minutes = metrics.perMinute;
   const label = (date: Date) => `${date.toISOString().slice(11, 16)} UTC`;
-  const total = (field: "completed" | "failed" | "retried") =>
+  const total = (field: "completed" | "failed" | "retried" | "expired") =>
     minutes.reduce((sum, minute) => sum + minute[field], 0);
   const chart = (field: "completed" | "failed", tone: "ok" | "bad", caption: string) =>
     html`<figure><figcaption>${caption}: ${total(field)}</figcaption>${
@@ -147,11 +148,16 @@ function charts(metrics: QueueMetrics): Html {
         })),
       })
     }</figure>`;
-  return html`<div class="charts">
-${chart("completed", "ok", "Jobs completed")}
-${chart("failed", "bad", "Jobs failed for good")}
-</div>
-<p class="muted">Attempts retried after an error: ${total("retried")}.</p>`;
+  return html`
+    <div class="charts">
+    ${chart("completed", "ok", "Jobs completed")}
+    ${chart("failed", "bad", "Jobs failed for good")}
+    </div>
+    <p
+      class="muted">Attempts retried after an error: ${total(
+        "retried",
+      )}. Jobs expired before they started: ${total("expired")}.</p>
+  `;
 }
 
 function unclaimedTable(unclaimed: readonly UnclaimedJobs[]): Html {
