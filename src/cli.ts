@@ -30,6 +30,7 @@
  *
  * @module
  */
+import { OutdatedCodeError } from "./errors.ts";
 import { ADMIN_COMMANDS } from "./cli/admin.ts";
 import { type ParsedArgs, parseFlags, UsageError } from "./cli/args.ts";
 import { backupCommand } from "./cli/backup.ts";
@@ -130,6 +131,10 @@ export async function main(args: string[]): Promise<number> {
     if (error instanceof UsageError) {
       console.error(error.message);
       return EXIT.usage;
+    }
+    if (error instanceof OutdatedCodeError) {
+      console.error(`queue ${name}: ${error.message}`);
+      return EXIT.outdated;
     }
     const failure = error instanceof Error ? error : new Error(String(error));
     console.error(`queue ${name}: ${failure.message.split("\n", 1)[0]}`);
