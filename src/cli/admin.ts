@@ -279,8 +279,8 @@ code run: they keep working on it. A contract step is refused while workers of o
 seen within the last ${
       LIVE_WORKER_WINDOW_MS / 1000
     } s, naming each (host, pid, the schema step its code was built for):
-stop them or let the new version replace them, then run migrate again, or apply it anyway with
---force (those workers then stop claiming and exit 75 at their next heartbeat).
+stop them, then run migrate again (or start the new version, which applies it), or apply it
+anyway with --force (those workers then stop claiming and exit 75 at their next heartbeat).
 --plan prints the steps that would run, each one's kind and the live workers that block it, and
 changes nothing. See docs/upgrading.md.`,
   flags: {

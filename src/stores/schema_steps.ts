@@ -138,7 +138,7 @@ export function assertUnblocked(plan: MigrationPlan, options: MigrateOptions): v
       LIVE_WORKER_WINDOW_MS / 1000
     } s and would break on it: ${
       blocked.blockedBy.map(describeWorker).join("; ")
-    }. Stop them (or wait until they are replaced by the new version), then migrate again; --force (CLI) or migrate: { force: true } (API) applies it anyway`,
+    }. Stop them, then migrate again (or start the new version, which applies it); --force (CLI) or migrate: { force: true } (API) applies it anyway, and they stop at their next heartbeat`,
   );
 }
 
