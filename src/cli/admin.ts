@@ -289,6 +289,11 @@ changes nothing. See docs/upgrading.md.`,
       type: "boolean",
       help: "apply a contract step even while workers of older code run",
     },
+    "wait-ms": {
+      type: "string",
+      value: "N",
+      help: "wait up to N ms for the workers that block a contract step to go (default 0)",
+    },
   },
   async run(args) {
     expectPositionals(args, 0, 0, "");
@@ -308,7 +313,10 @@ changes nothing. See docs/upgrading.md.`,
       return 0;
     }
     await using store = await openStore(options, false);
-    const plan = await store.migrate({ force: readSwitch(args, "force") });
+    const plan = await store.migrate({
+      force: readSwitch(args, "force"),
+      waitMs: readInteger(args, "wait-ms", 0, 2_147_483_647) ?? 0,
+    });
     for (const step of plan.steps) console.log(`Applied ${describeStep(noun, step)}`);
     const now = Math.max(plan.databaseStep, ...plan.steps.map((step) => step.version));
     const version = isRedisUrl(db) ? "Redis key layout version" : "schema version";

@@ -14,6 +14,7 @@
  */
 import type { Migration, SchemaStepKind } from "../../migrations/migration.ts";
 import { OutdatedCodeError } from "../errors.ts";
+import { shown } from "../shown.ts";
 
 export type { SchemaStepKind } from "../../migrations/migration.ts";
 
@@ -32,6 +33,14 @@ export interface MigrateOptions {
    * @default {false}
    */
   readonly force?: boolean;
+  /**
+   * How long to wait, in ms, for the workers of older code that block a
+   * contract step to go (a worker removes its row when it stops; one that
+   * died ages out of the window {@linkcode LIVE_WORKER_WINDOW_MS} after its
+   * last heartbeat) before refusing. Looked at again every second.
+   * @default {0}
+   */
+  readonly waitMs?: number;
 }
 
 /** A step recorded in the database, with its kind when the database records kinds. */
@@ -125,15 +134,46 @@ export function firstContractAfter(
   return newer.length === 0 ? null : Math.min(...newer.map((step) => step.version));
 }
 
+/** The first step of `plan` that live older workers block, unless `options.force`. */
+export function blockedStep(
+  plan: MigrationPlan,
+  options: MigrateOptions,
+): PlannedStep | undefined {
+  return options.force === true ? undefined : plan.steps.find((step) => step.blockedBy.length > 0);
+}
+
 /**
- * Throws, listing the workers, when a step of `plan` is a contract step that
- * live older workers block and `options.force` is not set.
+ * Runs `attempt` (which applies the steps it lacks, or nothing while a
+ * contract step is blocked, and answers its plan) until no step is blocked,
+ * for up to `options.waitMs`; then throws, listing the workers, if one
+ * still is.
  */
-export function assertUnblocked(plan: MigrationPlan, options: MigrateOptions): void {
-  if (options.force === true) return;
-  const blocked = plan.steps.find((step) => step.blockedBy.length > 0);
-  if (blocked === undefined) return;
-  throw new Error(
+export async function migrateWaiting(
+  attempt: () => Promise<MigrationPlan>,
+  options: MigrateOptions,
+): Promise<MigrationPlan> {
+  const waitMs = options.waitMs ?? 0;
+  if (!(Number.isFinite(waitMs) && waitMs >= 0)) {
+    throw new RangeError(
+      `migrate: waitMs must be a finite number of ms >= 0: got ${shown(waitMs)}`,
+    );
+  }
+  const deadline = performance.now() + waitMs;
+  for (;;) {
+    const plan = await attempt();
+    const blocked = blockedStep(plan, options);
+    if (blocked === undefined) return plan;
+    const leftMs = deadline - performance.now();
+    if (leftMs <= 0) throw blockedError(blocked);
+    await new Promise((resolve) => setTimeout(resolve, Math.min(LOOK_AGAIN_MS, leftMs)));
+  }
+}
+
+/** How often a contract step waiting for older workers looks again. */
+const LOOK_AGAIN_MS = 1_000;
+
+function blockedError(blocked: PlannedStep): Error {
+  return new Error(
     `Cannot apply schema step ${blocked.version}, a contract step: workers of older code were seen within the last ${
       LIVE_WORKER_WINDOW_MS / 1000
     } s and would break on it: ${

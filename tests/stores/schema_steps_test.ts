@@ -16,7 +16,8 @@ import { migrations as postgresSteps } from "../../migrations/postgres/mod.ts";
 import { OutdatedCodeError } from "../../src/errors.ts";
 import { SqliteStore } from "../../src/stores/sqlite/mod.ts";
 import { PostgresStore } from "../../src/stores/postgres/mod.ts";
-import type { Store, WorkerHeartbeat } from "../../src/stores/store.ts";
+import type { MigrateOptions, Store, WorkerHeartbeat } from "../../src/stores/store.ts";
+import { LIVE_WORKER_WINDOW_MS } from "../../src/stores/schema_steps.ts";
 import { tempDir } from "../_helpers.ts";
 import { freshSchema, postgresTestUrl } from "../_postgres.ts";
 
@@ -36,17 +37,16 @@ const TEST_EXPAND: Migration = {
   sql: "CREATE TABLE test_expand_step (id INTEGER)",
 };
 
+/** How a test opens the database: applying with these options, or (`"plan"`) applying nothing. */
+type Opening = MigrateOptions | "plan";
+
 /** Opens one database with this code's steps, or with more, as a newer release would. */
 interface Engine {
   readonly name: string;
   readonly ignore: boolean;
   /** Runs `fn` with an opener for one fresh database, removed afterwards. */
   readonly fresh: (
-    fn: (
-      open: (extra: readonly Migration[], force?: boolean | "plan") => Promise<Store>,
-    ) => Promise<
-      void
-    >,
+    fn: (open: (extra: readonly Migration[], opening?: Opening) => Promise<Store>) => Promise<void>,
   ) => Promise<void>;
 }
 
@@ -58,9 +58,9 @@ const ENGINES: readonly Engine[] = [
     ignore: false,
     async fresh(fn) {
       await using tmp = await tempDir();
-      await fn((extra, force) =>
+      await fn((extra, opening = {}) =>
         SqliteStore.openWithSteps(tmp.dbPath, {
-          migrate: force === "plan" ? false : { force: force === true },
+          migrate: opening === "plan" ? false : opening,
         }, [...sqliteSteps, ...extra])
       );
     },
@@ -71,10 +71,10 @@ const ENGINES: readonly Engine[] = [
     async fresh(fn) {
       const schema = freshSchema();
       try {
-        await fn((extra, force) =>
+        await fn((extra, opening = {}) =>
           PostgresStore.openWithSteps(url!, {
             schema,
-            migrate: force === "plan" ? false : { force: force === true },
+            migrate: opening === "plan" ? false : opening,
           }, [...postgresSteps, ...extra])
         );
       } finally {
@@ -174,7 +174,7 @@ for (const engine of ENGINES) {
           "the refusal applied nothing",
         );
 
-        await using forced = await open([TEST_CONTRACT], true);
+        await using forced = await open([TEST_CONTRACT], { force: true });
         assert.deepEqual((await recorded(forced)).at(-1), { version: 9001, kind: "contract" });
         assert.deepEqual(await old.heartbeat(worker("old"), 0), {
           codeStep: CODE_STEP,
@@ -210,6 +210,52 @@ for (const engine of ENGINES) {
   });
 }
 
+for (const engine of ENGINES) {
+  Deno.test({
+    name:
+      `${engine.name}: a contract step given waitMs waits for the older worker to go, then applies`,
+    ignore: engine.ignore,
+    fn: () =>
+      engine.fresh(async (open) => {
+        await using old = await open([]);
+        await old.heartbeat(worker("old"), 0);
+        const opening = open([TEST_CONTRACT], { waitMs: 60_000 });
+        let opened = false;
+        void opening.then(() => opened = true, () => {});
+        assert.deepEqual(
+          (await old.migrationPlan()).steps,
+          [],
+          "nothing applied while the worker is live",
+        );
+        assert.equal(opened, false);
+        assert.equal(await old.removeWorker("old"), true, "the older worker stops");
+        await using newer = await opening;
+        assert.deepEqual((await recorded(newer)).at(-1), { version: 9001, kind: "contract" });
+      }),
+  });
+}
+
 function byVersion(a: Migration, b: Migration): number {
   return a.version - b.version;
 }
+
+Deno.test("SQLite: a contract step given waitMs waits until a dead worker's row ages out of the heartbeat window, never applying before", async () => {
+  await using tmp = await tempDir();
+  await using old = await SqliteStore.open(tmp.dbPath);
+  // A worker that died 27 s ago: its row is live for 3 s more.
+  const lastSeenAt = Date.now() - 27_000;
+  await old.heartbeat({ ...worker("dead"), startedAt: lastSeenAt, lastSeenAt }, 0);
+  await using newer = await SqliteStore.openWithSteps(tmp.dbPath, {
+    migrate: { waitMs: 60_000 },
+  }, [...sqliteSteps, TEST_CONTRACT]);
+  const [row] = await newer.transaction((tx) =>
+    tx.query<{ applied_at: number }>(
+      "SELECT applied_at FROM queue_migrations WHERE version = 9001",
+      [],
+    )
+  );
+  assert.ok(
+    Number(row?.applied_at) >= lastSeenAt + LIVE_WORKER_WINDOW_MS,
+    "applied only once the row was out of the window",
+  );
+});

@@ -21,7 +21,7 @@ import type { BackupResult } from "../store.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
 import { KINDS_RECORDED_FROM, kindUpdates, type MigrationQuery, readPlan } from "../sql/engine.ts";
 import {
-  assertUnblocked,
+  blockedStep,
   type MigrateOptions,
   type MigrationPlan,
   planSteps,
@@ -150,7 +150,7 @@ export class PostgresEngine implements Engine {
       await tx.unsafe(`CREATE TABLE IF NOT EXISTS queue_migrations (
         version integer PRIMARY KEY, applied_at bigint NOT NULL)`);
       const plan = await read();
-      assertUnblocked(plan, options);
+      if (blockedStep(plan, options) !== undefined) return plan;
       const applied = new Set<number>();
       for (const step of plan.steps) {
         const migration = migrations.find(({ version }) => version === step.version)!;

@@ -17,9 +17,9 @@
 import type { Migration } from "../../../migrations/migration.ts";
 import {
   type AppliedStep,
-  assertUnblocked,
   LIVE_WORKER_WINDOW_MS,
   type MigrateOptions,
+  migrateWaiting,
   type MigrationPlan,
   planSteps,
 } from "../schema_steps.ts";
@@ -129,8 +129,8 @@ export async function migrate(
         "(docs/redis.md, durability)",
     );
   }
-  const plan = await layoutPlan(redis);
-  assertUnblocked(plan, options);
+  // Redis applies a layout in one script: the plan is read, and waited on, first.
+  const plan = await migrateWaiting(() => layoutPlan(redis), options);
   const epoch = await redis.call<string>(TAKE_EPOCH, {
     now: Date.now(),
     fresh: crypto.randomUUID(),

@@ -51,9 +51,10 @@ export interface Engine {
   transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T>;
   /**
    * Applies the steps the database lacks, safe from several processes at
-   * once, and resolves with what it applied; a contract step that live older
-   * workers block is refused unless `options.force` (see `./schema_steps.ts`).
-   * With `apply` false, writes nothing and resolves with what it would do.
+   * once, and resolves with the plan: the steps it applied, or, while live
+   * older workers block a contract step and `options.force` is not set, the
+   * steps it did not apply (none is, then; see `../schema_steps.ts`). With
+   * `apply` false, writes nothing and resolves with what it would do.
    */
   migrate(
     migrations: readonly Migration[],

@@ -68,7 +68,12 @@ import * as stats from "./stats.ts";
 import * as steps from "./steps.ts";
 import * as tick from "./tick.ts";
 import type { Migration } from "../../../migrations/migration.ts";
-import type { MigrateOptions, MigrationPlan, SchemaNews } from "../schema_steps.ts";
+import {
+  type MigrateOptions,
+  migrateWaiting,
+  type MigrationPlan,
+  type SchemaNews,
+} from "../schema_steps.ts";
 
 /** A store of jobs in a SQL database. */
 export class SqlStore implements Store {
@@ -91,7 +96,7 @@ export class SqlStore implements Store {
 
   /** See {@linkcode Store.migrate}. */
   migrate(options: MigrateOptions = {}): Promise<MigrationPlan> {
-    return this.#engine.migrate(this.#migrations, options, true);
+    return migrateWaiting(() => this.#engine.migrate(this.#migrations, options, true), options);
   }
 
   /** See {@linkcode Store.migrationPlan}. */

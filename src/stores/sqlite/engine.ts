@@ -25,7 +25,7 @@ import { IdleCheckpoint } from "./wal_checkpoint.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
 import { KINDS_RECORDED_FROM, kindUpdates, type MigrationQuery, readPlan } from "../sql/engine.ts";
 import {
-  assertUnblocked,
+  blockedStep,
   type MigrateOptions,
   type MigrationPlan,
   planSteps,
@@ -182,7 +182,7 @@ export class SqliteEngine implements Engine {
         this.#db.exec(`CREATE TABLE IF NOT EXISTS queue_migrations (
           version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
         const plan = read();
-        assertUnblocked(plan, options);
+        if (blockedStep(plan, options) !== undefined) return plan;
         const applied = new Set<number>();
         for (const step of plan.steps) {
           const migration = migrations.find(({ version }) => version === step.version)!;
