@@ -19,7 +19,7 @@ import { guardStrayWrites } from "./crash_guard.ts";
 import { isConnectionLost } from "../store_outage.ts";
 import type { BackupResult } from "../store.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
-import { KINDS_RECORDED_FROM, kindUpdates, type MigrationQuery, readPlan } from "../sql/engine.ts";
+import { kindUpdates, type MigrationQuery, readPlan } from "../sql/engine.ts";
 import {
   blockedStep,
   type MigrateOptions,
@@ -151,7 +151,6 @@ export class PostgresEngine implements Engine {
         version integer PRIMARY KEY, applied_at bigint NOT NULL)`);
       const plan = await read();
       if (blockedStep(plan, options) !== undefined) return plan;
-      const applied = new Set<number>();
       for (const step of plan.steps) {
         const migration = migrations.find(({ version }) => version === step.version)!;
         await tx.unsafe(migration.sql);
@@ -159,13 +158,8 @@ export class PostgresEngine implements Engine {
           migration.version,
           Date.now(),
         ]);
-        applied.add(migration.version);
       }
-      const recorded = plan.databaseStep >= KINDS_RECORDED_FROM ||
-        applied.has(KINDS_RECORDED_FROM);
-      if (applied.size > 0) {
-        for (const update of kindUpdates(migrations, recorded)) await all(update);
-      }
+      for (const update of kindUpdates(migrations, plan)) await all(update);
       return plan;
     });
   }

@@ -73,10 +73,10 @@ export interface Engine {
 }
 
 /**
- * The first step after which `queue_migrations` records each step's kind and
+ * The step from which `queue_migrations` records each step's kind and
  * `workers` each worker's schema step (step 18, rolling upgrades).
  */
-export const KINDS_RECORDED_FROM = 18;
+const KINDS_RECORDED_FROM = 18;
 /** The step that made the `workers` table (step 4). */
 const WORKERS_FROM = 4;
 
@@ -130,15 +130,18 @@ export function* readPlan(migrations: readonly Migration[], nowSql: string): Pla
 }
 
 /**
- * The statements that record each step's kind once the database has step
- * 18's column (`recorded`): the steps applied now, and those applied before
- * kinds were recorded (each `UPDATE … WHERE kind IS NULL` changes a row once).
+ * The statements to run once every step of `plan` was applied: each step's
+ * kind, once the database has step 18's column (the steps applied now, and
+ * those applied before kinds were recorded; each `UPDATE … WHERE kind IS
+ * NULL` changes a row once). None when nothing was applied.
  */
 export function kindUpdates(
   migrations: readonly Migration[],
-  recorded: boolean,
+  plan: MigrationPlan,
 ): MigrationQuery[] {
-  if (!recorded) return [];
+  const recorded = plan.databaseStep >= KINDS_RECORDED_FROM ||
+    plan.steps.some((step) => step.version === KINDS_RECORDED_FROM);
+  if (plan.steps.length === 0 || !recorded) return [];
   return migrations.map((step) => ({
     text: "UPDATE queue_migrations SET kind = $1 WHERE version = $2 AND kind IS NULL",
     params: [step.kind, step.version],

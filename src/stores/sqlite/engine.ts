@@ -23,7 +23,7 @@ import { retryWhileBusy } from "./connection.ts";
 import { explainWriteError } from "./write_errors.ts";
 import { IdleCheckpoint } from "./wal_checkpoint.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
-import { KINDS_RECORDED_FROM, kindUpdates, type MigrationQuery, readPlan } from "../sql/engine.ts";
+import { kindUpdates, type MigrationQuery, readPlan } from "../sql/engine.ts";
 import {
   blockedStep,
   type MigrateOptions,
@@ -183,19 +183,13 @@ export class SqliteEngine implements Engine {
           version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
         const plan = read();
         if (blockedStep(plan, options) !== undefined) return plan;
-        const applied = new Set<number>();
         for (const step of plan.steps) {
           const migration = migrations.find(({ version }) => version === step.version)!;
           this.#db.exec(migration.sql);
           this.#db.prepare("INSERT INTO queue_migrations (version, applied_at) VALUES (?, ?)")
             .run(migration.version, Date.now());
-          applied.add(migration.version);
         }
-        const recorded = plan.databaseStep >= KINDS_RECORDED_FROM ||
-          applied.has(KINDS_RECORDED_FROM);
-        if (applied.size > 0) {
-          for (const update of kindUpdates(migrations, recorded)) all(update);
-        }
+        for (const update of kindUpdates(migrations, plan)) all(update);
         return plan;
       })
     );
