@@ -10,9 +10,11 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import type { Migration } from "../../migrations/migration.ts";
 import { migrations as sqliteSteps } from "../../migrations/sqlite/mod.ts";
 import { migrations as postgresSteps } from "../../migrations/postgres/mod.ts";
+import { Queue } from "../../mod.ts";
 import { OutdatedCodeError } from "../../src/errors.ts";
 import { SqliteStore } from "../../src/stores/sqlite/mod.ts";
 import { PostgresStore } from "../../src/stores/postgres/mod.ts";
@@ -257,5 +259,38 @@ Deno.test("SQLite: a contract step given waitMs waits until a dead worker's row 
   assert.ok(
     Number(row?.applied_at) >= lastSeenAt + LIVE_WORKER_WINDOW_MS,
     "applied only once the row was out of the window",
+  );
+});
+
+Deno.test("Queue.open() applies a contract step under a live worker of older code only with migrate: { force: true }", async () => {
+  await using tmp = await tempDir();
+  // A database at step 11 with one of that code's workers live: step 12 is a real contract step.
+  await (await SqliteStore.openWithSteps(
+    tmp.dbPath,
+    {},
+    sqliteSteps.filter((s) => s.version <= 11),
+  ))
+    .close();
+  const db = new DatabaseSync(tmp.dbPath);
+  const now = Date.now();
+  db.prepare(
+    `INSERT INTO workers (id, host, pid, queues, concurrency, started_at, last_seen_at, running, names)
+    VALUES ('old', 'old-box', 4242, '["default"]', 1, ?, ?, 0, '[]')`,
+  ).run(now, now);
+  db.close();
+  await assert.rejects(
+    Queue.open({ path: tmp.dbPath, jobs: [] }),
+    /Cannot apply schema step 12, a contract step: .*old-box pid 4242/,
+  );
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [], migrate: { force: true } });
+  const rows = await queue.transaction((tx) =>
+    tx.query<{ version: number; kind: string | null }>(
+      "SELECT version, kind FROM queue_migrations ORDER BY version",
+    )
+  );
+  assert.deepEqual(
+    rows.map((row) => ({ version: Number(row.version), kind: row.kind })),
+    sqliteSteps.map((step) => ({ version: step.version, kind: step.kind })),
+    "every step applied, with its kind, those applied before kinds were recorded filled in",
   );
 });
