@@ -32,6 +32,7 @@ export {
   JobCancelledError,
   JobTimeoutError,
   JobWaitTimeoutError,
+  OutdatedCodeError,
   PayloadIntegrityError,
   PermanentError,
   QueueClosedError,
@@ -111,6 +112,13 @@ export type {
   PauseOptions,
 } from "./src/admin/job_control.ts";
 export type { StoreOptions } from "./src/store_options.ts";
+export type {
+  MigrateOptions,
+  MigrationPlan,
+  OlderWorker,
+  PlannedStep,
+  SchemaStepKind,
+} from "./src/stores/schema_steps.ts";
 export type {
   FailedJob,
   ListOptions,

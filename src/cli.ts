@@ -11,6 +11,7 @@
  * deno run -A jsr:@renox/queue/cli work --jobs ./jobs.ts --queue high,default --concurrency 4
  * deno run -A jsr:@renox/queue/cli failed
  * deno run -A jsr:@renox/queue/cli retry all
+ * deno run -A jsr:@renox/queue/cli migrate --plan
  * deno run -A jsr:@renox/queue/cli backup ./backups/queue-2026-12-04.db
  * deno run -A jsr:@renox/queue/cli signal 42 survey '{"score": 9}'
  * deno run -A jsr:@renox/queue/cli dashboard --port 8080
@@ -18,7 +19,9 @@
  * ```
  *
  * Exit codes: 0 done, 1 failed, 2 usage error, 3 a worker was stuck in
- * synchronous code (restart it; the supervisor does).
+ * synchronous code (restart it; the supervisor does), 75 the database has a
+ * contract schema step newer than this code (a worker first finished its
+ * running jobs; restart it on the new version: docs/upgrading.md).
  *
  * @example Run a command from code
  * ```ts
@@ -30,6 +33,7 @@
  *
  * @module
  */
+import { OutdatedCodeError } from "./errors.ts";
 import { ADMIN_COMMANDS } from "./cli/admin.ts";
 import { type ParsedArgs, parseFlags, UsageError } from "./cli/args.ts";
 import { backupCommand } from "./cli/backup.ts";
@@ -130,6 +134,10 @@ export async function main(args: string[]): Promise<number> {
     if (error instanceof UsageError) {
       console.error(error.message);
       return EXIT.usage;
+    }
+    if (error instanceof OutdatedCodeError) {
+      console.error(`queue ${name}: ${error.message}`);
+      return EXIT.outdated;
     }
     const failure = error instanceof Error ? error : new Error(String(error));
     console.error(`queue ${name}: ${failure.message.split("\n", 1)[0]}`);

@@ -214,3 +214,35 @@ export class JobWaitTimeoutError extends Error {
     this.timeoutMs = timeoutMs;
   }
 }
+
+/**
+ * This process's code is older than the queue's database, past a contract
+ * schema step: the schema changed in a way this code cannot work with. A
+ * worker that learns it stops claiming, finishes what it runs and stops
+ * (the `work` command then exits 75); `Queue.open` throws it. Restart the
+ * process on the new code (docs/upgrading.md).
+ */
+export class OutdatedCodeError extends Error {
+  /** The schema step this code was built for. */
+  readonly codeStep: number;
+  /** The newest step applied to the database. */
+  readonly databaseStep: number;
+  /** The first contract step newer than this code. */
+  readonly contractStep: number;
+
+  /** Builds the error naming the steps; `action` is what could not be done (`open the queue database`). */
+  constructor(
+    action: string,
+    steps: { codeStep: number; databaseStep: number; contractStep: number },
+    options?: ErrorOptions,
+  ) {
+    super(
+      `Cannot ${action}: the database has contract schema step ${steps.contractStep} (it is at step ${steps.databaseStep}), newer than the step this code was built for (${steps.codeStep}); restart this process on the new version of @renox/queue`,
+      options,
+    );
+    this.name = "OutdatedCodeError";
+    this.codeStep = steps.codeStep;
+    this.databaseStep = steps.databaseStep;
+    this.contractStep = steps.contractStep;
+  }
+}

@@ -23,9 +23,20 @@ export type RunnerStats = WorkerStats;
  * nothing was due (`stopWhenEmpty`, a drain), `"time"` at `maxTimeMs`, `"jobs"`
  * at `maxJobs`, `"stuck"` when a Web Worker stuck in synchronous code could not
  * be terminated (the process should exit and be restarted: the `work` command
- * exits with code 3), or `"closed"` when the queue closed under a drain.
+ * exits with code 3), `"closed"` when the queue closed under a drain, or
+ * `"outdated"` when its heartbeat found a contract schema step newer than
+ * its code (it claimed nothing more and let its running jobs finish; the
+ * process should be restarted on the new code: the `work` command exits
+ * with code 75, docs/upgrading.md).
  */
-export type StopReason = "requested" | "empty" | "time" | "jobs" | "stuck" | "closed";
+export type StopReason =
+  | "requested"
+  | "empty"
+  | "time"
+  | "jobs"
+  | "stuck"
+  | "closed"
+  | "outdated";
 
 /** What every job event says about the job. */
 export interface JobEventDetail {

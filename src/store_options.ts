@@ -8,7 +8,7 @@ import { shown } from "./shown.ts";
 import { dirname } from "node:path";
 import { isPostgresUrl, isRedisUrl, redactPassword } from "./stores/database_url.ts";
 import { type Durability, SqliteStore } from "./stores/sqlite/mod.ts";
-import type { Store } from "./stores/store.ts";
+import type { MigrateOptions, Store } from "./stores/store.ts";
 
 /** The options of {@linkcode Queue.open} that choose and open its store. */
 export interface StoreOptions {
@@ -42,17 +42,33 @@ export interface StoreOptions {
    * @default {30_000}
    */
   busyTimeoutMs?: number;
+  /**
+   * How opening applies the schema steps the database lacks
+   * (docs/upgrading.md): expand steps are applied while older workers run;
+   * a contract step is refused while workers of older code were seen within
+   * the heartbeat window, unless `{ force: true }`.
+   * @default {{}}
+   */
+  migrate?: MigrateOptions;
 }
 
-/** Opens the store `options` name: `store`, else `url` or `DATABASE_URL`, else the SQLite file. */
-export async function openStore(options: StoreOptions): Promise<Store> {
+/**
+ * Opens the store `options` name: `store`, else `url` or `DATABASE_URL`,
+ * else the SQLite file; applying the schema steps it lacks per `migrate`
+ * (`false`: none, to read the plan only).
+ */
+export async function openStore(
+  options: StoreOptions,
+  migrate: MigrateOptions | false = options.migrate ?? {},
+): Promise<Store> {
   if (options.store !== undefined) return options.store;
   if (options.path !== undefined) assertPath(options.path);
   const url = options.url ?? (options.path === undefined ? databaseUrl() : undefined);
-  if (url !== undefined) return await openServer(url);
+  if (url !== undefined) return await openServer(url, migrate);
   const path = options.path ?? "./.renox/queue.db";
   try {
     return await SqliteStore.open(path, {
+      migrate,
       ...(options.durability !== undefined && { durability: options.durability }),
       ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
     });
@@ -121,14 +137,14 @@ function databaseUrl(): string | undefined {
  * hosts that bundle the graph (Deno Deploy) include them. Type-checking an
  * app fetches the drivers' types once.
  */
-async function openServer(url: unknown): Promise<Store> {
+async function openServer(url: unknown, migrate: MigrateOptions | false): Promise<Store> {
   if (typeof url === "string" && isPostgresUrl(url)) {
     const { PostgresStore } = await import("./stores/postgres/mod.ts");
-    return await PostgresStore.open(url);
+    return await PostgresStore.open(url, { migrate });
   }
   if (typeof url === "string" && isRedisUrl(url)) {
     const { RedisStore } = await import("./stores/redis/mod.ts");
-    return await RedisStore.open(url);
+    return await RedisStore.open(url, { migrate });
   }
   throw new TypeError(
     `Queue.open: url must start with postgres://, postgresql://, redis:// or rediss://: got ${

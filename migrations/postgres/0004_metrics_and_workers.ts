@@ -8,6 +8,9 @@
 /** Number of this step; never reused, the same as SQLite's. */
 export const version = 4;
 
+/** Whether code of the step before keeps working on it (expand): a nullable column and new tables that code of step 3 never reads; its workers only go unlisted. */
+export const kind = "expand";
+
 const buckets = Array.from(
   { length: 17 },
   (_, index) => `  runtime_b${index} bigint NOT NULL DEFAULT 0,`,

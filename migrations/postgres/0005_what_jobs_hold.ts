@@ -4,4 +4,4 @@
  *
  * @module
  */
-export { sql, version } from "../sqlite/0005_what_jobs_hold.ts";
+export { kind, sql, version } from "../sqlite/0005_what_jobs_hold.ts";

@@ -13,6 +13,9 @@
 /** Number of the step. */
 export const version = 6;
 
+/** Whether code of the step before keeps working on it (expand): new tables: code of step 5 fires no schedule and reads none. */
+export const kind = "expand";
+
 /** The statements. */
 export const sql = `
 CREATE TABLE schedules (

@@ -4,4 +4,4 @@
  *
  * @module
  */
-export { sql, version } from "../sqlite/0011_jobs_by_due_time.ts";
+export { kind, sql, version } from "../sqlite/0011_jobs_by_due_time.ts";

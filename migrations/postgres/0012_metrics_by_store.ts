@@ -10,6 +10,9 @@
 /** Number of this step; never reused, the same as SQLite's. */
 export const version = 12;
 
+/** Whether code of the step before keeps working on it (contract): the rollup's primary key gains shard: the upsert of code of step 11 (ON CONFLICT on minute, queue, name) no longer matches a key and fails every settle. */
+export const kind = "contract";
+
 /** The statements of this step. */
 export const sql = `
 ALTER TABLE job_metrics ADD COLUMN shard integer NOT NULL DEFAULT 0;

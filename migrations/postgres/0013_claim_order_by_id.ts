@@ -13,6 +13,9 @@
 /** Number of this step; never reused (SQLite has none of its own). */
 export const version = 13;
 
+/** Whether code of the step before keeps working on it (expand): the claim index is built again with one more column; code of step 12 reads it by its columns, never by name. */
+export const kind = "expand";
+
 /** The statements of this step. */
 export const sql = `
 DROP INDEX jobs_claim_order;

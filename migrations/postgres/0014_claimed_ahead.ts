@@ -5,4 +5,4 @@
  *
  * @module
  */
-export { sql, version } from "../sqlite/0014_claimed_ahead.ts";
+export { kind, sql, version } from "../sqlite/0014_claimed_ahead.ts";

@@ -6,4 +6,4 @@
  *
  * @module
  */
-export { sql, version } from "../sqlite/0015_dispatch_writes_less.ts";
+export { kind, sql, version } from "../sqlite/0015_dispatch_writes_less.ts";

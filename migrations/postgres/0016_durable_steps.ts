@@ -11,6 +11,9 @@
 /** Number of the step, the same as SQLite's. */
 export const version = 16;
 
+/** Whether code of the step before keeps working on it (expand): new tables that code of step 15 never reads or writes. */
+export const kind = "expand";
+
 /** The statements. */
 export const sql = `
 CREATE TABLE job_steps (

@@ -15,6 +15,9 @@
 /** Number of the step. */
 export const version = 17;
 
+/** Whether code of the step before keeps working on it (expand): code of step 16 never reads the new columns; an expiry is not honoured by its workers. */
+export const kind = "expand";
+
 /** The statements. */
 export const sql = `
 ALTER TABLE jobs ADD COLUMN expire_at bigint;

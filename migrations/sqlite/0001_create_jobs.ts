@@ -12,6 +12,9 @@
 /** Number of this step; never reused. */
 export const version = 1;
 
+/** Whether code of the step before keeps working on it (expand): it creates the first tables; no code comes before it. */
+export const kind = "expand";
+
 /** The statements of this step. */
 export const sql = `
 CREATE TABLE jobs (

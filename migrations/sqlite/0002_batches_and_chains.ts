@@ -16,6 +16,9 @@
 /** Number of this step; never reused. */
 export const version = 2;
 
+/** Whether code of the step before keeps working on it (contract): code of step 1 runs the batch members and chain links that newer code dispatches without advancing their batch or queueing the next link, so batches never finish and chains stop. */
+export const kind = "contract";
+
 /** The statements of this step. */
 export const sql = `
 ALTER TABLE jobs ADD COLUMN batch_id INTEGER;

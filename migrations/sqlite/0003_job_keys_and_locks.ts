@@ -15,6 +15,9 @@
 /** Number of this step; never reused. */
 export const version = 3;
 
+/** Whether code of the step before keeps working on it (contract): code of step 2 settles a unique or debounced job without deleting its key (the key then refuses duplicates until it expires, or for ever) and runs a job without taking its middleware locks. */
+export const kind = "contract";
+
 /** The statements of this step. */
 export const sql = `
 CREATE TABLE job_keys (

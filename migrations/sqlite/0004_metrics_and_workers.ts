@@ -22,6 +22,9 @@
 /** Number of this step; never reused. */
 export const version = 4;
 
+/** Whether code of the step before keeps working on it (expand): a nullable column and new tables that code of step 3 never reads; its workers only go unlisted. */
+export const kind = "expand";
+
 /** The statements of this step. */
 export const sql = `
 ALTER TABLE jobs ADD COLUMN waited_ms INTEGER;

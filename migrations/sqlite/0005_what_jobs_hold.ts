@@ -23,6 +23,9 @@
 /** Number of the step. */
 export const version = 5;
 
+/** Whether code of the step before keeps working on it (contract): it renames held_jobs, which code of step 4 writes and reads for every chain and batch, and the keys that code takes are not marked in the new jobs.keyed, so newer code never releases them. */
+export const kind = "contract";
+
 /** The statements. */
 export const sql = `
 ALTER TABLE jobs ADD COLUMN keyed INTEGER NOT NULL DEFAULT 0;

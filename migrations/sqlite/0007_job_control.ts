@@ -14,6 +14,9 @@
 /** Number of this step; never reused. */
 export const version = 7;
 
+/** Whether code of the step before keeps working on it (contract): code of step 6 deletes the jobs it settles without keeping them in completed_jobs, so a result asked of them never comes and an awaited job never wakes its caller; it also claims from paused queues. */
+export const kind = "contract";
+
 /** The statements of this step. */
 export const sql = `
 ALTER TABLE jobs ADD COLUMN cancel_requested TEXT;

@@ -19,6 +19,9 @@
 /** Number of the step. */
 export const version = 8;
 
+/** Whether code of the step before keeps working on it (expand): nullable columns and a new table that code of step 7 never reads. */
+export const kind = "expand";
+
 /** The statements. */
 export const sql = `
 ALTER TABLE jobs ADD COLUMN trace TEXT;

@@ -9,6 +9,9 @@
 /** Number of the step. */
 export const version = 11;
 
+/** Whether code of the step before keeps working on it (expand): a new index. */
+export const kind = "expand";
+
 /** The statements. */
 export const sql = `
 CREATE INDEX jobs_due_time ON jobs (queue, available_at);

@@ -14,6 +14,9 @@
 /** Number of this step; never reused. */
 export const version = 12;
 
+/** Whether code of the step before keeps working on it (contract): the rollup's primary key gains shard: the upsert of code of step 11 (ON CONFLICT on minute, queue, name) no longer matches a key and fails every settle. */
+export const kind = "contract";
+
 /** The runtime histogram's columns as step 4 made them (an applied step never changes). */
 const buckets = Array.from({ length: 17 }, (_, index) => `runtime_b${index}`);
 

@@ -16,6 +16,9 @@
 /** Number of the step. */
 export const version = 14;
 
+/** Whether code of the step before keeps working on it (expand): code of the step before never reads or writes the column, and its rows keep the default 0. */
+export const kind = "expand";
+
 /** The statements (both engines run them unchanged). */
 export const sql = `
 ALTER TABLE jobs ADD COLUMN claimed_ahead INTEGER NOT NULL DEFAULT 0;

@@ -16,6 +16,9 @@
 /** Number of this step; never reused. */
 export const version = 15;
 
+/** Whether code of the step before keeps working on it (expand): it drops an index that code of step 14 reads by its columns, never by name. */
+export const kind = "expand";
+
 /** The statements of this step. */
 export const sql = `
 DROP INDEX jobs_due_time;

@@ -21,6 +21,8 @@ import {
 } from "./args.ts";
 import { isRedisUrl, redactPassword } from "../stores/database_url.ts";
 import { shown } from "../shown.ts";
+import { openStore } from "../store_options.ts";
+import { describeWorker, LIVE_WORKER_WINDOW_MS, type PlannedStep } from "../stores/schema_steps.ts";
 import type { Command } from "./command.ts";
 import { firstLine, formatTable } from "./table.ts";
 
@@ -266,27 +268,72 @@ const clear: Command = {
 const migrate: Command = {
   name: "migrate",
   operands: "",
-  summary: "bring the database's schema up to date",
+  summary: "bring the database's schema up to date (--plan: show what would run)",
   description:
-    "Creates the database if missing and applies the schema steps it lacks (opening a queue does the\nsame), then prints the schema version it is at (on Redis: checks the server and prints the\nkey layout version).",
-  flags: {},
+    `Creates the database if missing and applies the schema steps it lacks (opening a queue does the
+same), then prints each step it applied with its kind and the schema version it is at (on Redis:
+checks the server, and the key layout stands for the schema).
+
+An expand step (new tables, new nullable columns, new indexes) is applied while workers of older
+code run: they keep working on it. A contract step is refused while workers of older code were
+seen within the last ${
+      LIVE_WORKER_WINDOW_MS / 1000
+    } s, naming each (host, pid, the schema step its code was built for):
+stop them, then run migrate again (or start the new version, which applies it), or apply it
+anyway with --force (those workers then stop claiming and exit 75 at their next heartbeat).
+--plan prints the steps that would run, each one's kind and the live workers that block it, and
+changes nothing. See docs/upgrading.md.`,
+  flags: {
+    plan: { type: "boolean", help: "print what would run and what blocks it; change nothing" },
+    force: {
+      type: "boolean",
+      help: "apply a contract step even while workers of older code run",
+    },
+    "wait-ms": {
+      type: "string",
+      value: "N",
+      help: "wait up to N ms for the workers that block a contract step to go (default 0)",
+    },
+  },
   async run(args) {
     expectPositionals(args, 0, 0, "");
-    await using queue = await openAdminQueue(args, { create: true });
     const db = readDb(args);
-    if (isRedisUrl(db)) {
-      // Redis has no schema: opening the store checked the server and wrote its key layout.
-      const { LAYOUT_VERSION } = await import("../stores/redis/migrate.ts");
-      console.log(`${redactPassword(db)} is at Redis key layout version ${LAYOUT_VERSION}`);
+    const shownDb = redactPassword(db);
+    const noun = isRedisUrl(db) ? "key layout" : "schema step";
+    const options = databaseOptions(db);
+    if (readSwitch(args, "plan")) {
+      if ("path" in options) assertDatabaseFile(options.path);
+      await using store = await openStore(options, false);
+      const plan = await store.migrationPlan();
+      console.log(
+        `${shownDb} is at ${noun} ${plan.databaseStep}; this code knows ${plan.codeStep}`,
+      );
+      if (plan.steps.length === 0) console.log("Nothing to apply");
+      for (const step of plan.steps) console.log(`Would apply ${describeStep(noun, step)}`);
       return 0;
     }
-    const [row] = await queue.transaction((tx) =>
-      tx.query<{ version: number }>("SELECT MAX(version) AS version FROM queue_migrations")
-    );
-    console.log(`${redactPassword(db)} is at schema version ${row?.version ?? 0}`);
+    await using store = await openStore(options, false);
+    const plan = await store.migrate({
+      force: readSwitch(args, "force"),
+      waitMs: readInteger(args, "wait-ms", 0, 2_147_483_647) ?? 0,
+    });
+    for (const step of plan.steps) console.log(`Applied ${describeStep(noun, step)}`);
+    const now = Math.max(plan.databaseStep, ...plan.steps.map((step) => step.version));
+    const version = isRedisUrl(db) ? "Redis key layout version" : "schema version";
+    console.log(`${shownDb} is at ${version} ${now}`);
     return 0;
   },
 };
+
+/** A planned step as `migrate` prints it: its number, kind and the workers that block it. */
+function describeStep(noun: string, step: PlannedStep): string {
+  const blockers = step.blockedBy.length === 0
+    ? ""
+    : `, blocked by ${plural(step.blockedBy.length, "live worker")} of older code: ${
+      step.blockedBy.map(describeWorker).join("; ")
+    }`;
+  return `${noun} ${step.version} (${step.kind}${blockers})`;
+}
 
 /** The admin commands, in the order the help lists them. */
 export const ADMIN_COMMANDS: readonly Command[] = [

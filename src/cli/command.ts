@@ -88,6 +88,13 @@ export const EXIT = {
   usage: 2,
   /** A job was stuck in synchronous code: the worker process must be replaced. */
   stuck: 3,
+  /**
+   * The database has a contract schema step newer than this code (sysexits'
+   * EX_TEMPFAIL): restart the process on the new version. A supervisor that
+   * restarts on any exit brings up the new code; `work`'s own supervisor
+   * passes it on rather than starting the same old code again.
+   */
+  outdated: 75,
 } as const;
 
 /** The exit codes, as every help text lists them. */
@@ -95,7 +102,9 @@ export const EXIT_CODES = `Exit codes:
   0  done (a worker stopped by a signal, a limit, or an empty queue also exits 0)
   1  failed: the error is printed on one line (--verbose adds its stack)
   2  usage error: unknown command or flag, missing or extra argument, bad value
-  3  a job was stuck in synchronous code and could not be stopped: restart the worker`;
+  3  a job was stuck in synchronous code and could not be stopped: restart the worker
+  75 the database has a contract schema step newer than this code (a worker stopped claiming and
+     finished its running jobs first): restart it on the new version (docs/upgrading.md)`;
 
 /** The `--help` text of `command`. */
 export function commandHelp(command: Command): string {

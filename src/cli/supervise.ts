@@ -112,6 +112,8 @@ export async function supervise(
       if (stopping) return status.signal === "SIGKILL" ? EXIT.stuck : status.code;
       if (status.success && options.mayFinish) return status.code;
       if (status.signal === null && status.code === EXIT.usage) return EXIT.usage;
+      // Started again, the same old code would refuse the database: the next restart must bring the new.
+      if (status.signal === null && status.code === EXIT.outdated) return EXIT.outdated;
       if (performance.now() - startedAt >= HEALTHY_RUN_MS) delayMs = FIRST_DELAY_MS;
       const why = status.success
         ? "exited with code 0, though no limit flag asked it to (did a job call Deno.exit()?)"

@@ -25,6 +25,7 @@ import { resolve } from "node:path";
 import { isServerUrl, redactPassword } from "../stores/database_url.ts";
 import { shown } from "../shown.ts";
 import { childDenoFlags, filePath, withFolder } from "./deno_flags.ts";
+import { OutdatedCodeError } from "../errors.ts";
 import { type Command, EXIT } from "./command.ts";
 import { JsonLog } from "./job_log.ts";
 import { StatusLine } from "./status_line.ts";
@@ -108,7 +109,8 @@ function given<T extends object>(options: { [K in keyof T]: T[K] | undefined }):
 /**
  * Runs the worker in this process until it stops: a first signal stops it
  * gracefully, a second at once. Resolves with the exit code: 3 when it
- * stopped stuck, else 0.
+ * stopped stuck, 75 when a contract schema step newer than this code was
+ * applied (it claimed nothing more and let its running jobs finish), else 0.
  */
 async function runWorker(settings: WorkSettings): Promise<number> {
   const queue = await Queue.open({ ...databaseOptions(settings.db), jobs: settings.jobs });
@@ -127,11 +129,24 @@ async function runWorker(settings: WorkSettings): Promise<number> {
       report.stopping(signal, graceMs);
       void worker.stop({ graceMs });
     });
+    let outdated: OutdatedCodeError | null = null;
+    queue.addEventListener("queue:error", ({ detail }) => {
+      if (detail.error instanceof OutdatedCodeError) outdated = detail.error;
+    });
     const worker = started.worker = queue.work(settings.options);
     report.started(worker);
     await worker.done;
     await report.stopped(worker);
     stuck = worker.stopReason === "stuck";
+    if (worker.stopReason === "outdated") {
+      console.error(
+        `queue work: stopped: ${
+          (outdated as OutdatedCodeError | null)?.message ??
+            "a contract schema step is newer than this code"
+        } (its running jobs finished; exit code ${EXIT.outdated})`,
+      );
+      return EXIT.outdated;
+    }
     return stuck ? EXIT.stuck : EXIT.ok;
   } finally {
     // A Web Worker stuck in synchronous code may never answer; the process exits regardless.
@@ -190,6 +205,12 @@ SIGINT and SIGTERM are passed to the child, and it exits with the child's code; 
 signal a child still running 2 s later (stuck in synchronous code) is killed with SIGKILL. Before
 the first child it opens the queue once, so a jobs module that cannot load fails at once (exit 1).
 --no-supervise runs the worker in this process.
+
+Rolling upgrades: a worker whose code is older than the database keeps working while every newer
+schema step is an expand step. Once its heartbeat finds a newer contract step, it claims nothing
+more, lets its running jobs finish, and exits with code 75 (the supervisor passes that on rather
+than starting the same code again), so the service manager restarts it on the new version
+(docs/upgrading.md).
 
 The child runs with this process's Deno flags: its permissions as Deno.permissions reports them
 (a kind granted whole, else the paths, hosts and variables the worker needs that are granted),

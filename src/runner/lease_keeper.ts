@@ -10,7 +10,7 @@
 import type { Clock } from "../clock.ts";
 import { asError } from "../errors.ts";
 import type { QueueEventTarget } from "../events.ts";
-import type { WorkerStore } from "../stores/store.ts";
+import type { SchemaNews, WorkerStore } from "../stores/store.ts";
 import type { ResolvedWorkOptions } from "./work_options.ts";
 import type { RunningJob } from "./attempts.ts";
 
@@ -41,6 +41,8 @@ export interface LeaseKeeperDeps {
   readonly cancel: (entry: RunningJob, reason: string) => void;
   /** The job names this worker's process knows, shown in its row. */
   readonly names: readonly string[];
+  /** Called when a heartbeat found a contract schema step newer than this code. */
+  readonly outdated: (news: SchemaNews) => void;
 }
 
 /** How long leases last, and how the worker's row shows it. */
@@ -140,12 +142,15 @@ export class LeaseKeeper {
     })().finally(() => this.#renewing = false);
   }
 
-  /** Records this worker as seen now, with how many jobs it runs. */
+  /**
+   * Records this worker as seen now, with how many jobs it runs, and passes
+   * on a newer contract schema step the write read back.
+   */
   async #heartbeat(): Promise<void> {
     const { clock, store } = this.#deps;
     const now = clock.now();
     try {
-      await store.heartbeat({
+      const news = await store.heartbeat({
         id: this.#workerId,
         host: hostName(),
         pid: Deno.pid,
@@ -156,6 +161,7 @@ export class LeaseKeeper {
         running: this.#deps.running.size,
         names: this.#deps.names,
       }, now - STALE_WORKER_MS);
+      if (news.contractStep !== null) this.#deps.outdated(news);
     } catch (error) {
       this.#deps.events.emit("queue:error", { error: asError(error), during: "worker heartbeat" });
     }

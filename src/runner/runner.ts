@@ -11,7 +11,13 @@
 import { shown } from "../shown.ts";
 import type { Clock } from "../clock.ts";
 import type { PayloadCipher } from "../encryption.ts";
-import { asError, JobCancelledError, JobTimeoutError, StepTimeoutError } from "../errors.ts";
+import {
+  asError,
+  JobCancelledError,
+  JobTimeoutError,
+  OutdatedCodeError,
+  StepTimeoutError,
+} from "../errors.ts";
 import { StepWrites } from "./step_writes.ts";
 import { QueueEventTarget, type StopReason, type WorkerStats } from "../events.ts";
 import type { ExecutionResult, Executor, StepPort } from "../executors/executor.ts";
@@ -48,6 +54,7 @@ import { oneDeathSpends } from "../stores/rows/spend_limits.ts";
 import type {
   ClaimedJob,
   ClaimRequest,
+  SchemaNews,
   Settlement,
   SettleResult,
   SpendLimits,
@@ -57,6 +64,9 @@ import type {
 import type { ResolvedWorkOptions } from "./work_options.ts";
 
 export type { RunnerStats, StopReason, WorkerStats } from "../events.ts";
+
+/** The longest delay a timer takes (2^31 - 1 ms): the grace of a stop that lets running jobs finish. */
+const LONGEST_TIMER_MS = 2_147_483_647;
 
 /** What a runner needs from the queue that starts it. @internal */
 export interface RunnerDeps {
@@ -150,6 +160,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       },
       cancel: (entry, reason) => this.#cancel(entry, reason),
       names: deps.registry.names(),
+      outdated: (news) => this.#onOutdated(news),
     }, options);
     this.#progress = new ProgressWrites(this.#running, clock, () => this.notify());
     this.#middleware = new MiddlewareCheck({
@@ -200,7 +211,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    */
   stop(options: StopOptions = {}): Promise<void> {
     const graceMs = options.graceMs ?? this.#options.graceMs;
-    if (!(graceMs >= 0 && graceMs <= 2_147_483_647)) {
+    if (!(graceMs >= 0 && graceMs <= LONGEST_TIMER_MS)) {
       return Promise.reject(
         new RangeError(
           `stop: graceMs must be a number of ms from 0 to 2147483647: got ${shown(graceMs)}`,
@@ -435,6 +446,24 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       graceDeadline,
       graceTimer: setTimeout(() => this.#abortRunning(), graceMs),
     };
+  }
+
+  /**
+   * The database has a contract schema step newer than this code: claim
+   * nothing more, let the running jobs finish (their own timeouts bound
+   * them), then stop, so the process can be restarted on the new code.
+   */
+  #onOutdated(news: SchemaNews): void {
+    if (this.#state.phase !== "running") return;
+    const { codeStep, databaseStep, contractStep } = news;
+    const error = new OutdatedCodeError("go on claiming jobs", {
+      codeStep,
+      databaseStep,
+      contractStep: contractStep ?? databaseStep,
+    });
+    this.#stopWithin(LONGEST_TIMER_MS, "outdated");
+    this.emit("queue:error", { error, during: "worker heartbeat" });
+    this.notify();
   }
 
   /** A thread that cannot be stopped: finish what runs, then stop so the process can exit. */

@@ -54,6 +54,7 @@ import type {
 } from "./rows/tick.ts";
 import type { LogLineRow, TickRecords } from "./rows/logs.ts";
 import type { JobStepsRow, SignalOutcome, SignalRequest } from "./rows/steps.ts";
+import type { MigrateOptions, MigrationPlan, SchemaNews } from "./schema_steps.ts";
 
 export type * from "./rows/dispatch.ts";
 export type * from "./rows/job_control.ts";
@@ -63,6 +64,14 @@ export type * from "./rows/tick.ts";
 export type * from "./rows/schedules.ts";
 export type * from "./rows/steps.ts";
 export type { SpendLimits } from "./rows/spend_limits.ts";
+export type {
+  MigrateOptions,
+  MigrationPlan,
+  OlderWorker,
+  PlannedStep,
+  SchemaNews,
+  SchemaStepKind,
+} from "./schema_steps.ts";
 export { FROM_PREVIOUS_OUTPUT } from "./rows/dispatch.ts";
 export { METRICS_RETENTION_MS, RUNTIME_BUCKETS_MS, runtimeBucket } from "./rows/read.ts";
 
@@ -171,9 +180,12 @@ export interface WorkerStore {
    * kept from the first), and deletes the rows of workers last seen before
    * `staleBefore` (those that died without removing theirs). The row's
    * `lastSeenAt` is the caller's now: a store on the database's clock
-   * stamps its own now and moves the other times by as much.
+   * stamps its own now and moves the other times by as much. The row
+   * records the schema step the store's code was built for; the reply is
+   * what the database's schema says to that code (a newer contract step
+   * means the worker must stop: docs/upgrading.md).
    */
-  heartbeat(worker: WorkerHeartbeat, staleBefore: number): Promise<void>;
+  heartbeat(worker: WorkerHeartbeat, staleBefore: number): Promise<SchemaNews>;
   /** Deletes a worker's row; whether it was there. */
   removeWorker(id: string): Promise<boolean>;
   /** Which of `leases` (running jobs) had a cancel asked (`queue.cancel()`), with the reason. */
@@ -383,8 +395,16 @@ export interface Store
     JobControlStore,
     StepStore,
     AsyncDisposable {
-  /** Brings the schema up to date; safe to call from several processes at once. */
-  migrate(): Promise<void>;
+  /**
+   * Brings the schema up to date, safe to call from several processes at
+   * once, and resolves with the plan it carried out. Expand steps are
+   * applied while older workers run; a contract step is refused, naming the
+   * workers of older code seen within the heartbeat window, unless
+   * `options.force` (docs/upgrading.md).
+   */
+  migrate(options?: MigrateOptions): Promise<MigrationPlan>;
+  /** What {@linkcode Store.migrate} would do, each step's kind and its blockers; changes nothing. */
+  migrationPlan(): Promise<MigrationPlan>;
   /**
    * Writes a consistent copy of the database, as of one commit, to `file`,
    * a new file, while other connections go on writing; a file that exists

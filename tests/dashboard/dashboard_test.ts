@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, Queue } from "../../mod.ts";
 import { dashboard } from "../../src/dashboard.ts";
+import { migrations } from "../../migrations/sqlite/mod.ts";
 import { SqliteStore } from "../../src/stores/sqlite/mod.ts";
 import {
   drainQueue,
@@ -202,6 +203,7 @@ Deno.test("dashboard: the jobs page lists pending, delayed and running jobs with
       concurrency: 1,
       running: 0, // its first heartbeat, before it claimed
       names: ["plain", "slow"],
+      schemaStep: migrations.at(-1)!.version,
     });
     assert.equal(startedAt, new Date(NOON).toISOString());
     assert.equal(lastSeenAt, new Date(NOON).toISOString());

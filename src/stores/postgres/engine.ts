@@ -19,9 +19,21 @@ import { guardStrayWrites } from "./crash_guard.ts";
 import { isConnectionLost } from "../store_outage.ts";
 import type { BackupResult } from "../store.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
-import { migrationPlan } from "../sql/engine.ts";
+import { kindUpdates, type MigrationQuery, readPlan } from "../sql/engine.ts";
+import {
+  blockedStep,
+  type MigrateOptions,
+  type MigrationPlan,
+  planSteps,
+} from "../schema_steps.ts";
 import { oneWriteAtMost, type Result, runAsync, type Script, type Step } from "../sql/script.ts";
 
+/**
+ * Now in ms on the database's clock, which stamps the workers' heartbeats
+ * (with `clock: "caller"` they carry the callers' clocks: a host whose clock
+ * is off by more than the heartbeat window is judged wrongly).
+ */
+const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 /** The advisory lock that lets one process at a time migrate a schema. */
 const MIGRATION_LOCK = 7_204_310;
 
@@ -106,24 +118,49 @@ export class PostgresEngine implements Engine {
     });
   }
 
-  /** Applies the steps the database lacks under an advisory lock, creating the schema first. */
-  async migrate(migrations: readonly Migration[]): Promise<void> {
+  /**
+   * Applies the steps the database lacks under an advisory lock, creating the
+   * schema first (see {@linkcode Engine.migrate}); with `apply` false, reads
+   * the plan only, creating nothing.
+   */
+  async migrate(
+    migrations: readonly Migration[],
+    options: MigrateOptions,
+    apply: boolean,
+  ): Promise<MigrationPlan> {
     this.#assertUsable();
-    await this.#begin(async (tx) => {
+    return await this.#begin(async (tx) => {
+      const all = async ({ text, params }: MigrationQuery) =>
+        [...await tx.unsafe(text, params as never[])] as Record<string, unknown>[];
+      const read = async () => {
+        const reading = readPlan(migrations, NOW_MS);
+        let next = reading.next();
+        while (!next.done) next = reading.next(await all(next.value));
+        return next.value;
+      };
+      if (!apply) {
+        const [found] = await tx.unsafe(
+          "SELECT to_regclass('queue_migrations') IS NOT NULL AS found",
+        );
+        return found?.found === true ? await read() : planSteps(migrations, [], []);
+      }
       await tx.unsafe("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
       // Under the same lock: creating the schema races otherwise.
       await tx.unsafe(`CREATE SCHEMA IF NOT EXISTS "${this.#schema}"`);
       await tx.unsafe(`CREATE TABLE IF NOT EXISTS queue_migrations (
         version integer PRIMARY KEY, applied_at bigint NOT NULL)`);
-      const rows = await tx.unsafe("SELECT version FROM queue_migrations");
-      const applied = new Set(rows.map((row) => Number(row.version)));
-      for (const migration of migrationPlan(migrations, applied)) {
+      const plan = await read();
+      if (blockedStep(plan, options) !== undefined) return plan;
+      for (const step of plan.steps) {
+        const migration = migrations.find(({ version }) => version === step.version)!;
         await tx.unsafe(migration.sql);
         await tx.unsafe("INSERT INTO queue_migrations (version, applied_at) VALUES ($1, $2)", [
           migration.version,
           Date.now(),
         ]);
       }
+      for (const update of kindUpdates(migrations, plan)) await all(update);
+      return plan;
     });
   }
 

@@ -25,6 +25,8 @@ import { shown } from "../../shown.ts";
 // deno-lint-ignore no-import-prefix
 import postgres from "npm:postgres@^3.4.9";
 import { migrations } from "../../../migrations/postgres/mod.ts";
+import type { Migration } from "../../../migrations/migration.ts";
+import type { MigrateOptions } from "../schema_steps.ts";
 import { postgresDialect } from "./dialect.ts";
 import { PostgresEngine, type Sql } from "./engine.ts";
 import { isPostgresUrl, redactPassword } from "../database_url.ts";
@@ -59,6 +61,14 @@ export interface PostgresStoreOptions {
    * @default {10_000}
    */
   connectTimeoutMs?: number;
+  /**
+   * How opening applies the schema steps the database lacks
+   * (docs/upgrading.md): `{ force: true }` applies a contract step even
+   * while older workers run; `false` applies none, for a store opened only
+   * to read {@linkcode SqlStore.migrationPlan}.
+   * @default {{}}
+   */
+  migrate?: MigrateOptions | false;
 }
 
 /**
@@ -67,12 +77,30 @@ export interface PostgresStoreOptions {
  * that may add or free jobs notifies the other processes' watchers.
  */
 export class PostgresStore extends SqlStore {
-  private constructor(engine: PostgresEngine, channel: string, dbClock: boolean) {
-    super(engine, postgresDialect({ channel, dbClock }), migrations);
+  private constructor(
+    engine: PostgresEngine,
+    channel: string,
+    dbClock: boolean,
+    steps: readonly Migration[],
+  ) {
+    super(engine, postgresDialect({ channel, dbClock }), steps);
   }
 
   /** Connects to `url` (`postgres://…`), creates the schema if missing and migrates it. */
-  static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+  static open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+    return PostgresStore.openWithSteps(url, options, migrations);
+  }
+
+  /**
+   * Opens the store as {@linkcode PostgresStore.open} does, with `steps` as
+   * this code's schema steps: a test's seam for a step no release ships.
+   * @internal
+   */
+  static async openWithSteps(
+    url: string,
+    options: PostgresStoreOptions,
+    steps: readonly Migration[],
+  ): Promise<PostgresStore> {
     const schema = options.schema ?? "public";
     // Lower case only (the unquoted name in search_path is folded to lower case), and short
     // enough that "renox_queue_" + schema is a valid NOTIFY channel (63 bytes).
@@ -120,9 +148,10 @@ export class PostgresStore extends SqlStore {
       new PostgresEngine(connect, schema, channel),
       channel,
       clock === "database",
+      steps,
     );
     try {
-      await store.migrate();
+      if (options.migrate !== false) await store.migrate(options.migrate ?? {});
     } catch (error) {
       await store.close().catch(() => {});
       throw error;

@@ -48,6 +48,8 @@ import type {
   LogLineRow,
   MetricsRow,
   MiddlewareRequest,
+  MigrateOptions,
+  MigrationPlan,
   NewBatchRow,
   NewChainRow,
   NewJobRow,
@@ -58,6 +60,7 @@ import type {
   RunningJobOnQueue,
   ScheduleRow,
   ScheduleRun,
+  SchemaNews,
   Settlement,
   SettleResult,
   SignalOutcome,
@@ -77,7 +80,7 @@ import * as jobControl from "./job_control.ts";
 import * as jobLogs from "./job_logs.ts";
 import * as jobWrites from "./job_writes.ts";
 import * as keys from "./keys.ts";
-import { migrate } from "./migrate.ts";
+import { LAYOUT_VERSION, layoutPlan, migrate } from "./migrate.ts";
 import { isRedisUrl, redactPassword } from "../database_url.ts";
 import * as schedules from "./schedules.ts";
 import * as stats from "./stats.ts";
@@ -108,6 +111,14 @@ export interface RedisStoreOptions {
    * @default {10_000}
    */
   connectTimeoutMs?: number;
+  /**
+   * How opening applies the schema steps the database lacks
+   * (docs/upgrading.md): `{ force: true }` applies a contract step even
+   * while older workers run; `false` applies none, for a store opened only
+   * to read {@linkcode RedisStore.migrationPlan}.
+   * @default {{}}
+   */
+  migrate?: MigrateOptions | false;
 }
 
 /**
@@ -173,7 +184,7 @@ export class RedisStore implements Store, AsyncDisposable {
     }
     const store = new RedisStore(redis);
     try {
-      await store.migrate();
+      if (options.migrate !== false) await store.migrate(options.migrate ?? {});
     } catch (error) {
       await store.close().catch(() => {});
       throw error;
@@ -182,12 +193,18 @@ export class RedisStore implements Store, AsyncDisposable {
   }
 
   /**
-   * Checks the server (version, eviction policy, persistence) and writes the
-   * store's epoch when it has none; safe to call from several processes at
-   * once.
+   * Checks the server (version, eviction policy, persistence), applies the
+   * key layouts the store lacks (see {@linkcode Store.migrate}) and writes
+   * the store's epoch when it has none; safe to call from several processes
+   * at once.
    */
-  migrate(): Promise<void> {
-    return migrate(this.#redis);
+  migrate(options: MigrateOptions = {}): Promise<MigrationPlan> {
+    return migrate(this.#redis, options);
+  }
+
+  /** See {@linkcode RedisStore.migrationPlan}. */
+  migrationPlan(): Promise<MigrationPlan> {
+    return layoutPlan(this.#redis);
   }
 
   /** Inserts jobs in one script; their ids in order. */
@@ -398,8 +415,8 @@ export class RedisStore implements Store, AsyncDisposable {
   }
 
   /** See {@linkcode Store.heartbeat}. */
-  heartbeat(worker: WorkerHeartbeat, staleBefore: number): Promise<void> {
-    return stats.heartbeat(this.#redis, worker, staleBefore);
+  heartbeat(worker: WorkerHeartbeat, staleBefore: number): Promise<SchemaNews> {
+    return stats.heartbeat(this.#redis, worker, LAYOUT_VERSION, staleBefore);
   }
 
   /** See {@linkcode Store.removeWorker}. */

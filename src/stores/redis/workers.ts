@@ -8,7 +8,7 @@
  * @internal
  * @module
  */
-import type { WorkerHeartbeat, WorkerInfo } from "../store.ts";
+import type { SchemaNews, WorkerHeartbeat, WorkerInfo } from "../store.ts";
 import { type StoredWorker, toWorkerInfo } from "../sql/metrics_rollup.ts";
 import type { RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
@@ -20,7 +20,7 @@ const STALE_DROP_LIMIT = 100;
 /**
  * Input: `worker` (its row's columns, times on the caller's clock, `now`
  * being its `lastSeenAt`), `staleBefore`. Its start time is kept from the
- * row it replaces. A worker's write, small and fixed in size: it runs when
+ * row it replaces. Reply: the store's `layout` and `contract_layout`. A worker's write, small and fixed in size: it runs when
  * the server is out of memory, as the settles it goes with do.
  */
 const HEARTBEAT = luaScript(
@@ -42,6 +42,9 @@ for _, id in ipairs(stale) do
   redis.call('HDEL', rows, id)
   redis.call('ZREM', seen, id)
 end
+local meta = P .. ':meta'
+return cjson.encode({tonumber(redis.call('HGET', meta, 'layout') or '0'),
+  tonumber(redis.call('HGET', meta, 'contract_layout') or '0')})
 `,
 );
 
@@ -78,14 +81,16 @@ return cjson.encode(workers)
 
 /**
  * Writes a worker's row, stamped with the store's now (its start time keeps
- * its distance from `lastSeenAt`, and is kept from the first row), and drops
- * the rows of workers last seen before `staleBefore`.
+ * its distance from `lastSeenAt`, and is kept from the first row), its code
+ * built for layout `codeStep`; drops the rows of workers last seen before
+ * `staleBefore`; and reads the store's schema news.
  */
 export async function heartbeat(
   redis: RedisConnection,
   worker: WorkerHeartbeat,
+  codeStep: number,
   staleBefore: number,
-): Promise<void> {
+): Promise<SchemaNews> {
   const row: Omit<StoredWorker, "last_seen_at"> = {
     id: worker.id,
     host: worker.host,
@@ -95,8 +100,14 @@ export async function heartbeat(
     concurrency: worker.concurrency,
     started_at: worker.startedAt,
     running: worker.running,
+    schema_step: codeStep,
   };
-  await redis.call(HEARTBEAT, { now: worker.lastSeenAt, worker: row, staleBefore });
+  const [layout, contract] = await redis.call<[number, number]>(HEARTBEAT, {
+    now: worker.lastSeenAt,
+    worker: row,
+    staleBefore,
+  });
+  return { codeStep, databaseStep: layout, contractStep: contract > codeStep ? contract : null };
 }
 
 /** Deletes a worker's row; whether it was there. */

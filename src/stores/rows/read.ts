@@ -120,7 +120,8 @@ export interface MetricsRow {
 }
 
 /** What a worker writes at each heartbeat: {@linkcode WorkerInfo} with times in ms since the epoch. */
-export interface WorkerHeartbeat extends Omit<WorkerInfo, "startedAt" | "lastSeenAt"> {
+export interface WorkerHeartbeat
+  extends Omit<WorkerInfo, "startedAt" | "lastSeenAt" | "schemaStep"> {
   /** When it started, in ms since the epoch. */
   readonly startedAt: number;
   /** Now, in ms since the epoch. */
@@ -147,6 +148,11 @@ export interface WorkerInfo {
   readonly running: number;
   /** The job names its process has definitions for: the only jobs it claims. */
   readonly names: readonly string[];
+  /**
+   * The schema step its code was built for (docs/upgrading.md); null for
+   * code older than step 18, which did not record it.
+   */
+  readonly schemaStep: number | null;
 }
 
 /**

@@ -9,6 +9,13 @@
  */
 import type { Migration } from "../../../migrations/migration.ts";
 import type { BackupResult } from "../store.ts";
+import {
+  type AppliedStep,
+  LIVE_WORKER_WINDOW_MS,
+  type MigrateOptions,
+  type MigrationPlan,
+  planSteps,
+} from "../schema_steps.ts";
 import type { Script } from "./script.ts";
 
 /**
@@ -42,8 +49,18 @@ export interface Engine {
    * through the handle are refused.
    */
   transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T>;
-  /** Applies the steps the database lacks, safe from several processes at once. */
-  migrate(migrations: readonly Migration[]): Promise<void>;
+  /**
+   * Applies the steps the database lacks, safe from several processes at
+   * once, and resolves with the plan: the steps it applied, or, while live
+   * older workers block a contract step and `options.force` is not set, the
+   * steps it did not apply (none is, then; see `../schema_steps.ts`). With
+   * `apply` false, writes nothing and resolves with what it would do.
+   */
+  migrate(
+    migrations: readonly Migration[],
+    options: MigrateOptions,
+    apply: boolean,
+  ): Promise<MigrationPlan>;
   /** Calls `listener` soon after another connection may have added or freed jobs; best effort. */
   watch(listener: () => void): Disposable;
   /**
@@ -55,19 +72,78 @@ export interface Engine {
   close(): Promise<void>;
 }
 
-/** The steps of `migrations` the database lacks, in order; throws if it has a step newer than all of them. */
-export function migrationPlan(
+/**
+ * The step from which `queue_migrations` records each step's kind and
+ * `workers` each worker's schema step (step 18, rolling upgrades).
+ */
+const KINDS_RECORDED_FROM = 18;
+/** The step that made the `workers` table (step 4). */
+const WORKERS_FROM = 4;
+
+/** A statement with `$n` parameters, for the engine to run and answer with its rows. */
+export interface MigrationQuery {
+  /** The statement. */
+  readonly text: string;
+  /** Its parameters. */
+  readonly params: readonly unknown[];
+}
+
+/** A plan being read: yields statements, receives each one's rows. */
+export type PlanReading = Generator<MigrationQuery, MigrationPlan, Record<string, unknown>[]>;
+
+/**
+ * Reads what migrating the database would do: the steps it has (with their
+ * kinds once step 18 records them) and the workers seen within the heartbeat
+ * window, from `queue_migrations` (which must exist) and `workers`.
+ * `nowSql` is the engine's expression for now in ms, on the clock the
+ * heartbeats were stamped with.
+ */
+export function* readPlan(migrations: readonly Migration[], nowSql: string): PlanReading {
+  const query = (text: string, ...params: unknown[]) => ({ text, params });
+  const versions = (yield query("SELECT version FROM queue_migrations")).map((row) =>
+    Number(row.version)
+  );
+  const recorded = versions.includes(KINDS_RECORDED_FROM);
+  const applied = recorded
+    ? (yield query("SELECT version, kind FROM queue_migrations")).map((row): AppliedStep => ({
+      version: Number(row.version),
+      kind: row.kind === "expand" || row.kind === "contract" ? row.kind : null,
+    }))
+    : versions.map((version): AppliedStep => ({ version, kind: null }));
+  const live = versions.includes(WORKERS_FROM)
+    ? yield query(
+      `SELECT host, pid, ${recorded ? "schema_step" : "NULL AS schema_step"}, last_seen_at
+      FROM workers WHERE last_seen_at >= ${nowSql} - $1 ORDER BY started_at, id`,
+      LIVE_WORKER_WINDOW_MS,
+    )
+    : [];
+  return planSteps(
+    migrations,
+    applied,
+    live.map((row) => ({
+      host: String(row.host),
+      pid: Number(row.pid),
+      schemaStep: row.schema_step === null ? null : Number(row.schema_step),
+      lastSeenAt: new Date(Number(row.last_seen_at)),
+    })),
+  );
+}
+
+/**
+ * The statements to run once every step of `plan` was applied: each step's
+ * kind, once the database has step 18's column (the steps applied now, and
+ * those applied before kinds were recorded; each `UPDATE … WHERE kind IS
+ * NULL` changes a row once). None when nothing was applied.
+ */
+export function kindUpdates(
   migrations: readonly Migration[],
-  applied: ReadonlySet<number>,
-): Migration[] {
-  const newest = migrations.at(-1)?.version ?? 0;
-  const ahead = [...applied].filter((version) => version > newest);
-  if (ahead.length > 0) {
-    throw new Error(
-      `Cannot open the queue database: it has schema step ${
-        Math.max(...ahead)
-      }, newer than this version of @renox/queue knows (${newest})`,
-    );
-  }
-  return migrations.filter((migration) => !applied.has(migration.version));
+  plan: MigrationPlan,
+): MigrationQuery[] {
+  const recorded = plan.databaseStep >= KINDS_RECORDED_FROM ||
+    plan.steps.some((step) => step.version === KINDS_RECORDED_FROM);
+  if (plan.steps.length === 0 || !recorded) return [];
+  return migrations.map((step) => ({
+    text: "UPDATE queue_migrations SET kind = $1 WHERE version = $2 AND kind IS NULL",
+    params: [step.kind, step.version],
+  }));
 }

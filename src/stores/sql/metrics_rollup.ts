@@ -175,6 +175,8 @@ export interface StoredWorker {
   readonly started_at: number;
   readonly last_seen_at: number;
   readonly running: number;
+  /** Null in a row written by code older than step 18, and in Redis rows of such code. */
+  readonly schema_step?: number | null;
 }
 
 /** A rollup row as the store hands it out. */
@@ -222,5 +224,8 @@ export function toWorkerInfo(row: StoredWorker): WorkerInfo {
     startedAt: new Date(Number(row.started_at)),
     lastSeenAt: new Date(Number(row.last_seen_at)),
     running: Number(row.running),
+    schemaStep: row.schema_step === null || row.schema_step === undefined
+      ? null
+      : Number(row.schema_step),
   };
 }

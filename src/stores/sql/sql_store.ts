@@ -68,6 +68,12 @@ import * as stats from "./stats.ts";
 import * as steps from "./steps.ts";
 import * as tick from "./tick.ts";
 import type { Migration } from "../../../migrations/migration.ts";
+import {
+  type MigrateOptions,
+  migrateWaiting,
+  type MigrationPlan,
+  type SchemaNews,
+} from "../schema_steps.ts";
 
 /** A store of jobs in a SQL database. */
 export class SqlStore implements Store {
@@ -88,9 +94,14 @@ export class SqlStore implements Store {
     this.#migrations = migrations;
   }
 
-  /** Brings the schema up to date; safe to call from several processes at once. */
-  migrate(): Promise<void> {
-    return this.#engine.migrate(this.#migrations);
+  /** See {@linkcode Store.migrate}. */
+  migrate(options: MigrateOptions = {}): Promise<MigrationPlan> {
+    return migrateWaiting(() => this.#engine.migrate(this.#migrations, options, true), options);
+  }
+
+  /** See {@linkcode Store.migrationPlan}. */
+  migrationPlan(): Promise<MigrationPlan> {
+    return this.#engine.migrate(this.#migrations, {}, false);
   }
 
   /** Inserts jobs in one transaction (one statement where the engine can); their ids in order. */
@@ -240,9 +251,14 @@ export class SqlStore implements Store {
     return this.#read(() => stats.metrics(since, until));
   }
 
-  /** Writes a worker's row and drops those of workers not seen since `staleBefore`. */
-  heartbeat(worker: WorkerHeartbeat, staleBefore: number): Promise<void> {
-    return this.#write(() => stats.heartbeat(this.#dialect, worker, staleBefore));
+  /**
+   * Writes a worker's row with the schema step this code was built for,
+   * drops those of workers not seen since `staleBefore`, and reads the
+   * database's schema news.
+   */
+  heartbeat(worker: WorkerHeartbeat, staleBefore: number): Promise<SchemaNews> {
+    const codeStep = this.#migrations.at(-1)?.version ?? 0;
+    return this.#write(() => stats.heartbeat(this.#dialect, worker, codeStep, staleBefore));
   }
 
   /** Deletes a worker's row; whether it was there. */

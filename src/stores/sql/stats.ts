@@ -6,6 +6,7 @@
  * @internal
  * @module
  */
+import type { SchemaNews } from "../schema_steps.ts";
 import { type FailedRow, type RunningRow, toFailedJob, toRunningJob } from "./stored_rows.ts";
 import {
   metricsIncrements,
@@ -73,11 +74,21 @@ const METRICS = statement(
  */
 const HEARTBEAT = statement(
   `INSERT INTO workers
-    (id, host, pid, queues, concurrency, started_at, last_seen_at, running, names)
-  VALUES ($1, $2, $3, $4, $5, {{now $7}} + $6, {{now $7}}, $8, $9)
+    (id, host, pid, queues, concurrency, started_at, last_seen_at, running, names, schema_step)
+  VALUES ($1, $2, $3, $4, $5, {{now $7}} + $6, {{now $7}}, $8, $9, $10)
   ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
     queues = excluded.queues, concurrency = excluded.concurrency,
-    last_seen_at = excluded.last_seen_at, running = excluded.running, names = excluded.names`,
+    last_seen_at = excluded.last_seen_at, running = excluded.running, names = excluded.names,
+    schema_step = excluded.schema_step`,
+);
+/**
+ * The database's newest step, and its first step newer than `$1` (the
+ * code's) that is not recorded as an expand step: what a heartbeat learns.
+ */
+const SCHEMA_NEWS = statement(
+  `SELECT (SELECT MAX(version) FROM queue_migrations) AS newest,
+    (SELECT MIN(version) FROM queue_migrations
+      WHERE version > $1 AND (kind IS NULL OR kind <> 'expand')) AS contract`,
 );
 /** Workers last seen more than `$2` ms before `{{now $1}}`. */
 const DROP_STALE_WORKERS = statement(
@@ -86,7 +97,7 @@ const DROP_STALE_WORKERS = statement(
 const REMOVE_WORKER = statement("DELETE FROM workers WHERE id = $1");
 /** Workers seen in the `$2` ms up to `{{now $1}}`. */
 const WORKERS = statement(
-  `SELECT id, host, pid, queues, concurrency, started_at, last_seen_at, running, names
+  `SELECT id, host, pid, queues, concurrency, started_at, last_seen_at, running, names, schema_step
   FROM workers WHERE last_seen_at >= (SELECT {{now $1}} - $2) ORDER BY started_at, id`,
 );
 
@@ -177,16 +188,18 @@ export function* metrics(since: number, until: number): Script<MetricsRow[]> {
 }
 
 /**
- * Writes a worker's row and drops those of workers not seen since
- * `staleBefore`: its times keep their distance from its `lastSeenAt` (the
- * caller's now) on the store's clock, so a host whose clock is off neither
- * stamps its row off nor drops live workers' rows as stale.
+ * Writes a worker's row, its code built for schema step `codeStep`, and
+ * drops those of workers not seen since `staleBefore`: its times keep their
+ * distance from its `lastSeenAt` (the caller's now) on the store's clock, so
+ * a host whose clock is off neither stamps its row off nor drops live
+ * workers' rows as stale. Reads back the database's schema news.
  */
 export function* heartbeat(
   dialect: Dialect,
   worker: WorkerHeartbeat,
+  codeStep: number,
   staleBefore: number,
-): Script<void> {
+): Script<SchemaNews> {
   const now = clockParam(dialect, worker.lastSeenAt);
   yield* exec(
     HEARTBEAT,
@@ -199,8 +212,20 @@ export function* heartbeat(
     now,
     worker.running,
     JSON.stringify(worker.names),
+    codeStep,
   );
   yield* exec(DROP_STALE_WORKERS, now, worker.lastSeenAt - staleBefore);
+  const { rows: [news] } = yield* exec<{ newest: unknown; contract: unknown }>(
+    SCHEMA_NEWS,
+    codeStep,
+  );
+  return {
+    codeStep,
+    databaseStep: Number(news?.newest ?? codeStep),
+    contractStep: news?.contract === null || news?.contract === undefined
+      ? null
+      : Number(news.contract),
+  };
 }
 
 /** Deletes a worker's row; whether it was there. */

@@ -23,9 +23,18 @@ import { retryWhileBusy } from "./connection.ts";
 import { explainWriteError } from "./write_errors.ts";
 import { IdleCheckpoint } from "./wal_checkpoint.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
-import { migrationPlan } from "../sql/engine.ts";
+import { kindUpdates, type MigrationQuery, readPlan } from "../sql/engine.ts";
+import {
+  blockedStep,
+  type MigrateOptions,
+  type MigrationPlan,
+  planSteps,
+} from "../schema_steps.ts";
 import { oneWriteAtMost, type Result, runSync, type Script, type Step } from "../sql/script.ts";
 import type { Statement } from "../sql/statement.ts";
+
+/** Now in ms, as the workers' heartbeats on SQLite are stamped (the caller's clock, this machine's). */
+const NOW_MS = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 
 /** One SQLite connection that runs scripts. */
 export class SqliteEngine implements Engine {
@@ -141,19 +150,47 @@ export class SqliteEngine implements Engine {
     }
   }
 
-  /** Applies the steps this file lacks, in one write transaction. */
-  migrate(migrations: readonly Migration[]): Promise<void> {
+  /**
+   * Applies the steps this file lacks, in one write transaction (see
+   * {@linkcode Engine.migrate}); with `apply` false, reads the plan only.
+   */
+  migrate(
+    migrations: readonly Migration[],
+    options: MigrateOptions,
+    apply: boolean,
+  ): Promise<MigrationPlan> {
+    const all = ({ text, params }: MigrationQuery) =>
+      this.#db.prepare(text.replace(/\$(\d+)/g, "?$1")).all(
+        ...params as SQLInputValue[],
+      ) as Record<string, unknown>[];
+    const read = () => {
+      const reading = readPlan(migrations, NOW_MS);
+      let next = reading.next();
+      while (!next.done) next = reading.next(all(next.value));
+      return next.value;
+    };
+    if (!apply) {
+      return this.#whenFree(() => {
+        const table = this.#db.prepare(
+          "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'queue_migrations'",
+        ).get();
+        return table === undefined ? planSteps(migrations, [], []) : read();
+      });
+    }
     return this.#whenFree(() =>
       this.#inWriteTransaction(() => {
         this.#db.exec(`CREATE TABLE IF NOT EXISTS queue_migrations (
           version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
-        const rows = this.#db.prepare("SELECT version FROM queue_migrations").all();
-        const applied = new Set(rows.map((row) => Number(row.version)));
-        for (const migration of migrationPlan(migrations, applied)) {
+        const plan = read();
+        if (blockedStep(plan, options) !== undefined) return plan;
+        for (const step of plan.steps) {
+          const migration = migrations.find(({ version }) => version === step.version)!;
           this.#db.exec(migration.sql);
           this.#db.prepare("INSERT INTO queue_migrations (version, applied_at) VALUES (?, ?)")
             .run(migration.version, Date.now());
         }
+        for (const update of kindUpdates(migrations, plan)) all(update);
+        return plan;
       })
     );
   }

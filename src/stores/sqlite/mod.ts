@@ -5,6 +5,8 @@
  */
 import { shown } from "../../shown.ts";
 import { migrations } from "../../../migrations/sqlite/mod.ts";
+import type { Migration } from "../../../migrations/migration.ts";
+import type { MigrateOptions } from "../schema_steps.ts";
 import { type Durability, openConnection } from "./connection.ts";
 import { sqliteDialect } from "./dialect.ts";
 import { SqliteEngine } from "./engine.ts";
@@ -25,6 +27,14 @@ export interface SqliteStoreOptions {
    * @default {30_000}
    */
   busyTimeoutMs?: number;
+  /**
+   * How opening applies the schema steps the database lacks
+   * (docs/upgrading.md): `{ force: true }` applies a contract step even
+   * while older workers run; `false` applies none, for a store opened only
+   * to read {@linkcode SqlStore.migrationPlan}.
+   * @default {{}}
+   */
+  migrate?: MigrateOptions | false;
 }
 
 /**
@@ -39,12 +49,25 @@ export interface SqliteStoreOptions {
  * ```
  */
 export class SqliteStore extends SqlStore {
-  private constructor(engine: SqliteEngine) {
-    super(engine, sqliteDialect, migrations);
+  private constructor(engine: SqliteEngine, steps: readonly Migration[]) {
+    super(engine, sqliteDialect, steps);
   }
 
   /** Opens (creating if needed) the file at `path`, or `":memory:"`, and migrates it. */
-  static async open(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
+  static open(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
+    return SqliteStore.openWithSteps(path, options, migrations);
+  }
+
+  /**
+   * Opens the store as {@linkcode SqliteStore.open} does, with `steps` as
+   * this code's schema steps: a test's seam for a step no release ships.
+   * @internal
+   */
+  static async openWithSteps(
+    path: string,
+    options: SqliteStoreOptions,
+    steps: readonly Migration[],
+  ): Promise<SqliteStore> {
     const durability = options.durability ?? "normal";
     if (durability !== "normal" && durability !== "full") {
       throw new TypeError(`durability must be "normal" or "full": got ${shown(durability)}`);
@@ -56,9 +79,9 @@ export class SqliteStore extends SqlStore {
       );
     }
     const db = await openConnection(path, durability, busyTimeoutMs);
-    const store = new SqliteStore(new SqliteEngine(db, path, busyTimeoutMs));
+    const store = new SqliteStore(new SqliteEngine(db, path, busyTimeoutMs), steps);
     try {
-      await store.migrate();
+      if (options.migrate !== false) await store.migrate(options.migrate ?? {});
     } catch (error) {
       db.close();
       throw error;

@@ -10,7 +10,7 @@ import { claim, complete, type ContractArea, type ContractTest, newJob, T0 } fro
 
 /** A store's schema and close. */
 export const lifetime: ContractArea = {
-  covers: ["migrate", "close"],
+  covers: ["migrate", "migrationPlan", "close"],
   register,
 };
 
@@ -71,6 +71,7 @@ async function endedTransaction(store: Store): Promise<StoreTransaction> {
 function operations(store: Store): [string, () => Promise<unknown>][] {
   return [
     ["migrate", () => store.migrate()],
+    ["migrationPlan", () => store.migrationPlan()],
     ["insertJobs", () => store.insertJobs([newJob()])],
     ["transaction", () => store.transaction(() => 1)],
     ["claim", () => claim(store)],

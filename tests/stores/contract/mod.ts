@@ -105,6 +105,7 @@ export const STORE_MEMBERS: Record<StoreMethod, true> = {
   jobSteps: true,
   signal: true,
   migrate: true,
+  migrationPlan: true,
   backup: true,
   close: true,
 };

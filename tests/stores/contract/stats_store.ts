@@ -102,10 +102,15 @@ function worker(
   };
 }
 
-/** A heartbeat as `workers()` hands it back: its times as dates. */
-function seen(heartbeat: WorkerHeartbeat): WorkerInfo {
+/** A heartbeat as `workers()` hands it back: its times as dates, with the store's code's schema step. */
+function seen(heartbeat: WorkerHeartbeat, schemaStep: number): WorkerInfo {
   const { startedAt, lastSeenAt } = heartbeat;
-  return { ...heartbeat, startedAt: new Date(startedAt), lastSeenAt: new Date(lastSeenAt) };
+  return {
+    ...heartbeat,
+    startedAt: new Date(startedAt),
+    lastSeenAt: new Date(lastSeenAt),
+    schemaStep,
+  };
 }
 
 /** What the dashboard and stats read. */
@@ -348,15 +353,31 @@ function register(test: ContractTest): void {
       0,
     );
     await store.heartbeat(worker("b", T0 + 9_000, { running: 3 }), 0);
+    const { codeStep } = await store.migrationPlan();
     assert.deepEqual(
       plain(await store.workers(T0 + 2_000, T0)),
       [
         { ...worker("b", T0 + 9_000, { running: 3 }), queues: ["high", "default"] },
         { ...worker("c", T0 + 3_000, { concurrency: 1 }), queues: ["x"], names: ["a", "b"] },
         { ...worker("a", T0 + 2_000, { startedAt: T0 + 5 }), queues: ["high", "default"] },
-      ].sort((x, y) => x.startedAt - y.startedAt || (x.id < y.id ? -1 : 1)).map(seen),
+      ].sort((x, y) => x.startedAt - y.startedAt || (x.id < y.id ? -1 : 1)).map((row) =>
+        seen(row, codeStep)
+      ),
     );
     assert.deepEqual((await store.workers(T0 + 3_001, T0)).map((row) => row.id), ["b"]);
+  });
+
+  test("heartbeat() records the schema step of the store's code and answers the database's: no newer contract step on a store this code migrated", async (store) => {
+    const plan = await store.migrationPlan();
+    assert.deepEqual(plan.steps, [], "a store opened by this code lacks no step");
+    assert.equal(plan.databaseStep, plan.codeStep);
+    const news = await store.heartbeat(worker("w", T0), 0);
+    assert.deepEqual(news, {
+      codeStep: plan.codeStep,
+      databaseStep: plan.codeStep,
+      contractStep: null,
+    });
+    assert.deepEqual((await store.workers(0, T0)).map((row) => row.schemaStep), [plan.codeStep]);
   });
 
   test("heartbeat() drops workers last seen before staleBefore; removeWorker() deletes one row", async (store) => {

@@ -25,7 +25,7 @@ function recording(engine: Engine, modes: RunMode[]): Engine {
       return engine.run(start, mode);
     },
     transaction: (fn) => engine.transaction(fn),
-    migrate: (steps) => engine.migrate(steps),
+    migrate: (steps, options, apply) => engine.migrate(steps, options, apply),
     watch: (listener) => engine.watch(listener),
     backup: (file) => engine.backup(file),
     close: () => engine.close(),
