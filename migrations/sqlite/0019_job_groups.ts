@@ -1,0 +1,60 @@
+/**
+ * Fair scheduling by group (docs/groups.md). A job may carry a group key
+ * (`jobs.group_key`, with its definition's `group_limit`, NULL for none,
+ * and `group_ordered`, 1 for one at a time in dispatch order); a failed job
+ * keeps them so a retry brings it back to its group.
+ *
+ * The claim index becomes partial: `jobs_claim_order` holds only jobs
+ * without a group, so the plain claim never walks over a group's backlog,
+ * and a plain dispatch still writes one index. Grouped jobs have their own
+ * two: by due time (a group's due jobs, and its leased ones, whose lease
+ * end is their due time) and by id (an ordered group's first job).
+ *
+ * `job_groups` lists the groups that have jobs, per queue, with the
+ * settings of their latest dispatch, in the claim's round-robin order (`turn`: a group served or looked at moves to the
+ * back); `version` grows with each dispatch into the group, so a claim that
+ * drops a group it saw empty never drops one a dispatch just filled
+ * (PostgreSQL re-checks it under the row's lock). `group_pauses` holds the
+ * paused groups (by job name and key, in every queue).
+ *
+ * A contract step: code before it reads `jobs_claim_order` by name
+ * (`INDEXED BY`) with no condition on `group_key`, which SQLite refuses
+ * for a partial index. Stop older workers before migrating.
+ *
+ * @module
+ */
+
+/** Number of the step (18 is another branch's; the runner takes steps with gaps). */
+export const version = 19;
+
+/** The statements. */
+export const sql = `
+ALTER TABLE jobs ADD COLUMN group_key TEXT;
+ALTER TABLE jobs ADD COLUMN group_limit INTEGER;
+ALTER TABLE jobs ADD COLUMN group_ordered INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE failed_jobs ADD COLUMN group_key TEXT;
+ALTER TABLE failed_jobs ADD COLUMN group_limit INTEGER;
+ALTER TABLE failed_jobs ADD COLUMN group_ordered INTEGER NOT NULL DEFAULT 0;
+DROP INDEX jobs_claim_order;
+CREATE INDEX jobs_claim_order ON jobs (queue, priority DESC, available_at) WHERE group_key IS NULL;
+CREATE INDEX jobs_group_due ON jobs (queue, name, group_key, available_at)
+  WHERE group_key IS NOT NULL;
+CREATE INDEX jobs_group_order ON jobs (queue, name, group_key, id) WHERE group_key IS NOT NULL;
+CREATE TABLE job_groups (
+  queue     TEXT    NOT NULL,
+  name      TEXT    NOT NULL,
+  group_key TEXT    NOT NULL,
+  group_limit   INTEGER,
+  group_ordered INTEGER NOT NULL DEFAULT 0,
+  turn      INTEGER NOT NULL,
+  version   INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (queue, name, group_key)
+) WITHOUT ROWID;
+CREATE INDEX job_groups_turn ON job_groups (queue, turn);
+CREATE TABLE group_pauses (
+  name      TEXT    NOT NULL,
+  group_key TEXT    NOT NULL,
+  paused_at INTEGER NOT NULL,
+  PRIMARY KEY (name, group_key)
+) WITHOUT ROWID;
+`;
