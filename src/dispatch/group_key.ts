@@ -12,6 +12,7 @@
  * @module
  */
 import type { JobDefinition } from "../job.ts";
+import { assertName } from "../names.ts";
 import { shown } from "../shown.ts";
 import type { JobGroup } from "../stores/store.ts";
 
@@ -32,6 +33,31 @@ export function groupOf(job: JobDefinition, payload: unknown, where: string): Jo
       cause: error,
     });
   }
+  return {
+    key: checkedGroupKey(key, `${where}: group must return`),
+    limit: job.groupConcurrency ?? null,
+    ordered: job.ordered,
+  };
+}
+
+/**
+ * The job name and group key `Queue.pauseGroup()` and `resumeGroup()` take,
+ * checked; `method` starts their errors.
+ */
+export function groupTarget(
+  job: JobDefinition | string,
+  key: unknown,
+  method: string,
+): [name: string, key: string] {
+  const name = assertName(typeof job === "string" ? job : job?.name, method, "the job name");
+  return [name, checkedGroupKey(key, `${method}: the group key must be`)];
+}
+
+/**
+ * `key`, unless it is not a group key: then a `TypeError` that starts with
+ * `what` (`… must return` or `… must be`) and says what it got.
+ */
+function checkedGroupKey(key: unknown, what: string): string {
   if (
     typeof key !== "string" || key.length === 0 || key.length > MAX_GROUP_KEY_LENGTH ||
     key.includes("\0") || !key.isWellFormed()
@@ -40,8 +66,8 @@ export function groupOf(job: JobDefinition, payload: unknown, where: string): Jo
       ? `${key.length} characters${key.length <= 64 ? ` (${JSON.stringify(key)})` : ""}`
       : shown(key);
     throw new TypeError(
-      `${where}: group must return a non-empty string of at most ${MAX_GROUP_KEY_LENGTH} characters, without NUL or lone surrogates: got ${got}`,
+      `${what} a non-empty string of at most ${MAX_GROUP_KEY_LENGTH} characters, without NUL or lone surrogates: got ${got}`,
     );
   }
-  return { key, limit: job.groupConcurrency ?? null, ordered: job.ordered };
+  return key;
 }

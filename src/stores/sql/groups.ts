@@ -125,14 +125,14 @@ const LEASE = statement(
 /** Moves the groups `$2` of queue `$1` to the back of its turn order. */
 const TO_THE_BACK = statement(
   `UPDATE job_groups SET turn = (SELECT MAX(t.turn) + 1 FROM job_groups t WHERE t.queue = $1)
-  WHERE queue = $1 AND (name, group_key) IN (SELECT name, group_key FROM {{rows $2 name text, group_key text}})`,
+  WHERE queue = $1 AND (name, group_key) IN (SELECT name, group_key FROM {{rows $2 name text, group_key text}} g)`,
 );
 
 /** Drops the groups `$2` of queue `$1` that have no job, unless their version moved on. */
 const DROP_EMPTY = statement(
   `DELETE FROM job_groups WHERE queue = $1
     AND (name, group_key, version) IN (
-      SELECT name, group_key, version FROM {{rows $2 name text, group_key text, version int}})
+      SELECT name, group_key, version FROM {{rows $2 name text, group_key text, version int}} g)
     AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.queue = job_groups.queue
       AND j.name = job_groups.name AND j.group_key = job_groups.group_key)`,
 );
@@ -291,9 +291,7 @@ function* claimGrouped(dialect: Dialect, request: ClaimRequest): Script<ClaimRow
       })));
     }
     // A group left with jobs it could take keeps its turn; the rest go to the back.
-    const back = groups.filter((_, index) =>
-      served.has(index) || takeable[index]!.length === 0
-    );
+    const back = groups.filter((_, index) => served.has(index) || takeable[index]!.length === 0);
     if (back.length > 0) {
       yield* exec(TO_THE_BACK, queue, back.map((group) => [group.name, group.group_key]));
     }

@@ -15,8 +15,8 @@ import {
   CLAIMED_COLUMNS,
   type Dialect,
   type FailSettlement,
-  type InsertedAs,
   GROUP_COLUMNS,
+  type InsertedAs,
   LINK_COLUMNS,
   type MovedJob,
   type RetrySelection,
@@ -126,7 +126,9 @@ function walkingClaimStatement(queueCount: number, byName: boolean): Statement {
     const names = byName ? "AND name IN {{texts $5}}" : "";
     const perQueue = (index: number) =>
       `SELECT id FROM (SELECT id FROM jobs INDEXED BY jobs_claim_order WHERE queue = $${6 + index}
-        AND group_key IS NULL AND available_at <= $2 ${names} AND ${notPaused(`$${6 + index}`, "$2")}
+        AND group_key IS NULL AND available_at <= $2 ${names} AND ${
+        notPaused(`$${6 + index}`, "$2")
+      }
         ORDER BY priority DESC, available_at LIMIT $3)`;
     claim = claimSetting(
       Array.from({ length: queueCount }, (_, i) => perQueue(i)).join(" UNION ALL "),

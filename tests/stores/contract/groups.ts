@@ -14,6 +14,7 @@ import {
   complete,
   type ContractArea,
   type ContractTest,
+  countsAt,
   fail,
   ids,
   LEASE_MS,
@@ -32,7 +33,8 @@ export const groups: ContractArea = {
 function grouped(key: string, count: number, group: Partial<JobGroup> = {}): NewJobRow[] {
   return Array.from(
     { length: count },
-    (_, n) => newJob({ payload: `{"n":${n}}`, group: { key, limit: null, ordered: false, ...group } }),
+    (_, n) =>
+      newJob({ payload: `{"n":${n}}`, group: { key, limit: null, ordered: false, ...group } }),
   );
 }
 
@@ -70,7 +72,11 @@ function register(test: ContractTest): void {
     await store.insertJobs(grouped("other", 1));
     assert.equal((await claim(store, { limit: 10, token: 3 })).length, 1, "another group is apart");
     await store.settle([complete(jobs[0]!, 1)]);
-    assert.deepEqual(ids(await claim(store, { limit: 10, token: 4 })), [jobs[2]], "a settle frees a slot");
+    assert.deepEqual(
+      ids(await claim(store, { limit: 10, token: 4 })),
+      [jobs[2]],
+      "a settle frees a slot",
+    );
     // The leases of jobs[1] (held ahead) and jobs[2] run out: their slots are free again.
     const later = ids(await claim(store, { limit: 10, token: 5, now: T0 + LEASE_MS + 1 }))
       .filter((id) => jobs.includes(id));
@@ -120,6 +126,17 @@ function register(test: ContractTest): void {
     await store.insertJobs(grouped("h", 1));
     await store.pause("default", T0, null, null);
     assert.deepEqual(await claim(store, { token: 2 }), []);
+  });
+
+  test("counts() and clear() see grouped jobs as any other", async (store) => {
+    await store.insertJobs([
+      ...grouped("g", 2, { limit: 1 }),
+      ...grouped("h", 1).map((row) => ({ ...row, availableAt: T0 + 60_000 })),
+    ]);
+    assert.equal((await claim(store)).length, 1);
+    assert.deepEqual(await countsAt(store, T0), { default: [1, 1, 1, 0] });
+    assert.equal(await store.clear("default", T0), 3);
+    assert.deepEqual(await claim(store, { token: 2, now: T0 + 60_000 }), []);
   });
 
   test("pauseGroup() stops claims of a group's jobs, not its running ones; resumeGroup() lets them go", async (store) => {
