@@ -26,18 +26,22 @@ CREATE INDEX jobs_claim_order ON jobs (queue, priority DESC, available_at, id)
   WHERE group_key IS NULL;
 CREATE INDEX jobs_group_due ON jobs (queue, name, group_key, available_at, id)
   WHERE group_key IS NOT NULL;
-CREATE INDEX jobs_group_order ON jobs (queue, name, group_key, id) WHERE group_key IS NOT NULL;
+CREATE INDEX jobs_group_order ON jobs (queue, name, group_key, id)
+  WHERE group_key IS NOT NULL AND group_ordered = 1;
 CREATE TABLE job_groups (
   queue     text    NOT NULL,
   name      text    NOT NULL,
   group_key text    NOT NULL,
   group_limit   integer,
   group_ordered integer NOT NULL DEFAULT 0,
-  turn      bigint  NOT NULL,
   version   bigint  NOT NULL DEFAULT 0,
   PRIMARY KEY (queue, name, group_key)
 );
-CREATE INDEX job_groups_turn ON job_groups (queue, turn);
+CREATE TABLE group_cursors (
+  queue     text    NOT NULL PRIMARY KEY,
+  name      text    NOT NULL,
+  group_key text    NOT NULL
+);
 CREATE TABLE group_pauses (
   name      text    NOT NULL,
   group_key text    NOT NULL,

@@ -8,11 +8,13 @@
  * without a group, so the plain claim never walks over a group's backlog,
  * and a plain dispatch still writes one index. Grouped jobs have their own
  * two: by due time (a group's due jobs, and its leased ones, whose lease
- * end is their due time) and by id (an ordered group's first job).
+ * end is their due time) and, for ordered groups only, by id (an ordered
+ * group's first job).
  *
  * `job_groups` lists the groups that have jobs, per queue, with the
- * settings of their latest dispatch, in the claim's round-robin order (`turn`: a group served or looked at moves to the
- * back); `version` grows with each dispatch into the group, so a claim that
+ * settings of their latest dispatch; `group_cursors` holds the last group
+ * each queue's round robin served (the turn goes on in key order).
+ * `version` grows with each dispatch into the group, so a claim that
  * drops a group it saw empty never drops one a dispatch just filled
  * (PostgreSQL re-checks it under the row's lock). `group_pauses` holds the
  * paused groups (by job name and key, in every queue).
@@ -39,18 +41,22 @@ DROP INDEX jobs_claim_order;
 CREATE INDEX jobs_claim_order ON jobs (queue, priority DESC, available_at) WHERE group_key IS NULL;
 CREATE INDEX jobs_group_due ON jobs (queue, name, group_key, available_at)
   WHERE group_key IS NOT NULL;
-CREATE INDEX jobs_group_order ON jobs (queue, name, group_key, id) WHERE group_key IS NOT NULL;
+CREATE INDEX jobs_group_order ON jobs (queue, name, group_key, id)
+  WHERE group_key IS NOT NULL AND group_ordered = 1;
 CREATE TABLE job_groups (
   queue     TEXT    NOT NULL,
   name      TEXT    NOT NULL,
   group_key TEXT    NOT NULL,
   group_limit   INTEGER,
   group_ordered INTEGER NOT NULL DEFAULT 0,
-  turn      INTEGER NOT NULL,
   version   INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (queue, name, group_key)
 ) WITHOUT ROWID;
-CREATE INDEX job_groups_turn ON job_groups (queue, turn);
+CREATE TABLE group_cursors (
+  queue     TEXT    NOT NULL PRIMARY KEY,
+  name      TEXT    NOT NULL,
+  group_key TEXT    NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE group_pauses (
   name      TEXT    NOT NULL,
   group_key TEXT    NOT NULL,

@@ -154,9 +154,9 @@ function percentile(values: readonly number[], p: number): number {
 
 /**
  * One fairness run on a fresh SQLite file: one worker process at
- * concurrency 4 works 10,000 jobs of tenant A; once A runs, 10 of tenant B
- * are dispatched. B's waits (start less dispatch), and how many of A's
- * ran between B's dispatch and B's last end.
+ * concurrency 4 works 10,000 jobs of tenant A (1 ms each); once A runs, 10
+ * of tenant B are dispatched. B's waits (start less the dispatch call), and
+ * how many of A's ran between B's commit and B's last end.
  */
 async function fairnessRun(grouped: boolean) {
   await using dir = await tempDir();
@@ -168,7 +168,7 @@ async function fairnessRun(grouped: boolean) {
   return await withWorkers(
     [dir.dbPath],
     1,
-    { GROUPS_LEDGER: path, GROUPS_JOB_MS: "0", GROUPS_CONCURRENCY: "4" },
+    { GROUPS_LEDGER: path, GROUPS_JOB_MS: "1", GROUPS_CONCURRENCY: "4" },
     async () => {
       await waitUntil(() => readLedger(ledger).length >= 100 || null, {
         what: "A's first 100 runs",
@@ -179,13 +179,15 @@ async function fairnessRun(grouped: boolean) {
         job,
         Array.from({ length: 10 }, (_, n) => ({ tenant: "B", n })),
       );
+      // A's runs count from B's commit: what ran before it could not make way for B.
+      const storedAt = performance.timeOrigin + performance.now();
       const bRows = await waitUntil(() => {
         const rows = readLedger(ledger, "job_id >= ?", bIds[0]!)
           .filter((row) => infoOf(row).tenant === "B");
         return rows.length === 10 ? rows : null;
       }, { what: "B's 10 runs", timeoutMs: DEADLINE_MS });
       const bLastEnd = Math.max(...bRows.map((row) => row.end!));
-      const aMeanwhile = readLedger(ledger, "start >= ? AND end <= ?", dispatchedAt, bLastEnd)
+      const aMeanwhile = readLedger(ledger, "start >= ? AND end <= ?", storedAt, bLastEnd)
         .filter((row) => infoOf(row).tenant === "A").length;
       const waits = bRows.map((row) => row.start - dispatchedAt);
       return { aMeanwhile, p50: percentile(waits, 50), p99: percentile(waits, 99) };
