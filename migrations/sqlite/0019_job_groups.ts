@@ -6,7 +6,10 @@
  *
  * The claim index becomes partial: `jobs_claim_order` holds only jobs
  * without a group, so the plain claim never walks over a group's backlog,
- * and a plain dispatch still writes one index. Grouped jobs have their own
+ * and a plain dispatch still writes one index. It ends with `group_key`
+ * (always NULL in it, a byte per entry) so that the claim's `group_key IS
+ * NULL`, which SQLite checks again, reads it from the index: without it the
+ * claim read every row it took from the table. Grouped jobs have their own
  * two: by due time (a group's due jobs, and its leased ones, whose lease
  * end is their due time) and, for ordered groups only, by id (an ordered
  * group's first job).
@@ -38,7 +41,8 @@ ALTER TABLE failed_jobs ADD COLUMN group_key TEXT;
 ALTER TABLE failed_jobs ADD COLUMN group_limit INTEGER;
 ALTER TABLE failed_jobs ADD COLUMN group_ordered INTEGER NOT NULL DEFAULT 0;
 DROP INDEX jobs_claim_order;
-CREATE INDEX jobs_claim_order ON jobs (queue, priority DESC, available_at) WHERE group_key IS NULL;
+CREATE INDEX jobs_claim_order ON jobs (queue, priority DESC, available_at, group_key)
+  WHERE group_key IS NULL;
 CREATE INDEX jobs_group_due ON jobs (queue, name, group_key, available_at)
   WHERE group_key IS NOT NULL;
 CREATE INDEX jobs_group_order ON jobs (queue, name, group_key, id)

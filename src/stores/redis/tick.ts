@@ -473,6 +473,10 @@ for _, queue in ipairs(INPUT.queues) do
     consider(redis.call('ZRANGEBYSCORE', levelKey(queue, priority), '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
   end
   consider(redis.call('ZRANGEBYSCORE', leasedKey(queue), '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
+  -- Grouped jobs wait in their groups: one look per group, as the SQL stores do.
+  for _, gid in ipairs(redis.call('ZRANGE', groupsKey(queue), 0, -1)) do
+    consider(redis.call('ZRANGEBYSCORE', groupKey(queue, gid), '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
+  end
 end
 if next == nil then return cjson.encode(NULL) end
 return cjson.encode(back(next))

@@ -59,11 +59,25 @@ import { each, exec, type Result, type Script } from "./script.ts";
 import type { ClaimRow } from "./stored_rows.ts";
 import { type Statement, statement } from "./statement.ts";
 
-/** Whether any of the queues `$1` has a group with jobs. */
-const ANY_GROUP = statement(
-  "SELECT 1 AS one FROM job_groups WHERE queue IN {{texts $1}} LIMIT 1",
-  { oneRow: true },
-);
+const anyGroupStatements = new Map<number, Statement>();
+
+/**
+ * Whether any of `count` queues (the parameters) has a group with jobs: a
+ * seek per queue on `job_groups`, the one statement the grouped claim adds
+ * to a claim where no queue has groups (placeholders, not a JSON list: it
+ * runs on every claim).
+ */
+function anyGroup(count: number): Statement {
+  let any = anyGroupStatements.get(count);
+  if (any === undefined) {
+    const queues = Array.from({ length: count }, (_, index) => `$${index + 1}`).join(", ");
+    any = statement(`SELECT 1 AS one FROM job_groups WHERE queue IN (${queues}) LIMIT 1`, {
+      oneRow: true,
+    });
+    anyGroupStatements.set(count, any);
+  }
+  return any;
+}
 
 /**
  * Puts the groups `$1` (queue, name, key, limit, ordered; no two alike) on
@@ -235,7 +249,7 @@ export function* reenterGroups(ids: readonly number[]): Script<void> {
  * module doc). Rows in no set order.
  */
 export function* claimFairly(dialect: Dialect, request: ClaimRequest): Script<ClaimRow[]> {
-  const { rows: any } = yield* exec(ANY_GROUP, request.queues);
+  const { rows: any } = yield* exec(anyGroup(request.queues.length), ...request.queues);
   if (any.length === 0) return yield* dialect.claim(request);
   const claimed: ClaimRow[] = [];
   const groupsFirst = request.token % 2 === 0;

@@ -128,6 +128,11 @@ function register(test: ContractTest): void {
     assert.deepEqual(await claim(store, { token: 2 }), []);
   });
 
+  test("nextDueAt() sees when a delayed grouped job becomes due", async (store) => {
+    await store.insertJobs(grouped("g", 1).map((row) => ({ ...row, availableAt: T0 + 5_000 })));
+    assert.equal(await store.nextDueAt(["default"], T0), T0 + 5_000);
+  });
+
   test("counts() and clear() see grouped jobs as any other", async (store) => {
     await store.insertJobs([
       ...grouped("g", 2, { limit: 1 }),
