@@ -104,7 +104,8 @@ const REENTER_GROUPS = statement(
  * The groups' window: see the module doc, step 1, with each group's first
  * due job (a hint: on PostgreSQL it is read before the lock, so the lease
  * checks it is still free): the first `$3` groups after (`$4`, `$5`) in key
- * order. `$6`: the names the claimer runs.
+ * order, or after the queue's cursor when they are null. `$6`: the names
+ * the claimer runs.
  */
 function windowStatement(byName: boolean) {
   return statement(
@@ -115,9 +116,11 @@ function windowStatement(byName: boolean) {
     FROM job_groups
     WHERE queue = $1 AND ${notPaused("$1", "(SELECT {{now $2}})")}
       ${byName ? "AND name IN {{texts $6}}" : ""}
-      AND NOT EXISTS (SELECT 1 FROM group_pauses p
-        WHERE p.name = job_groups.name AND p.group_key = job_groups.group_key)
-      AND (name, group_key) > ($4, $5)
+      AND (NOT EXISTS (SELECT 1 FROM group_pauses) OR NOT EXISTS (SELECT 1 FROM group_pauses p
+        WHERE p.name = job_groups.name AND p.group_key = job_groups.group_key))
+      AND (name, group_key) > (
+        COALESCE($4, (SELECT c.name FROM group_cursors c WHERE c.queue = $1), ''),
+        COALESCE($5, (SELECT c.group_key FROM group_cursors c WHERE c.queue = $1), ''))
     ORDER BY name, group_key LIMIT $3 {{skipLocked}}`,
   );
 }
@@ -176,11 +179,6 @@ const LEASE = statement(
   RETURNING ${CLAIMED_COLUMNS}, expire_at - (SELECT t FROM now_ms) AS expire_in_ms`,
 );
 
-/** Where queue `$1`'s round robin stands: the last group served, by job name and key. */
-const CURSOR = statement("SELECT name, group_key FROM group_cursors WHERE queue = $1", {
-  oneRow: true,
-});
-
 /** Moves queue `$1`'s round robin past group (`$2`, `$3`). */
 const MOVE_CURSOR = statement(
   `INSERT INTO group_cursors (queue, name, group_key) VALUES ($1, $2, $3)
@@ -210,8 +208,14 @@ const GROUPS_NEXT_DUE = statement(
   { oneRow: true },
 );
 
-/** Most groups one step of the grouped claim looks at. */
-const MAX_WINDOW = 64;
+/**
+ * Most groups one step of the grouped claim looks at: as many as a worker's
+ * claim takes jobs (claims ahead included), so that with many groups a
+ * claim takes one job from each, read with the window (each group's first
+ * due job); asking several groups for more in one statement cost about
+ * three times as much per job.
+ */
+const MAX_WINDOW = 256;
 
 /**
  * For each of `queues`, how long after `now` (a `{{now}}` parameter) its
@@ -289,45 +293,55 @@ function* claimGrouped(dialect: Dialect, request: ClaimRequest): Script<ClaimRow
   const size = Math.min(MAX_WINDOW, Math.max(4, request.limit));
   const seen = new Set<string>();
   const claimed: ClaimRow[] = [];
-  const keyOf = (group: { name: string; group_key: string }) =>
-    JSON.stringify([group.name, group.group_key]);
-  const { rows: [cursor] } = yield* exec<{ name: string; group_key: string }>(CURSOR, queue);
+  // Neither a job name nor a group key holds NUL.
+  const keyOf = (group: { name: string; group_key: string }) => `${group.name}\0${group.group_key}`;
+  // From the queue's cursor (null: the window reads it), then on from each window's last group,
+  // then once from the first group.
   const START = ["", ""] as const;
-  let from: readonly [string, string] = cursor === undefined
-    ? START
-    : [cursor.name, cursor.group_key];
-  let wrapped = cursor === undefined;
+  let from: readonly [string | null, string | null] = [null, null];
+  let wrapped = false;
   let servedUpTo: GroupRow | undefined;
-  while (claimed.length < request.limit) {
-    const { rows: window } = yield* exec<GroupRow>(
-      request.names === undefined ? WINDOW : WINDOW_BY_NAME,
-      queue,
-      now,
-      size,
-      ...from,
-      ...(request.names === undefined ? [] : [request.names]),
-    );
-    const groups = window.filter((group) => !seen.has(keyOf(group)));
-    for (const group of groups) seen.add(keyOf(group));
-    const last = window.at(-1);
-    if (groups.length > 0) {
-      const taken = yield* takeFromGroups(dialect, request, groups, request.limit - claimed.length);
-      claimed.push(...taken.rows);
-      // The turn passes the groups served or with nothing to take, up to the first group that
-      // had jobs to take but was not served (the claim ran out first): it goes first next time.
-      const waiting = groups.findIndex((_, index) => taken.left[index]!);
-      if (waiting !== 0) servedUpTo = groups[waiting < 0 ? groups.length - 1 : waiting - 1];
-      if (waiting >= 0) break;
+  let exhausted = false;
+  while (claimed.length < request.limit && !exhausted) {
+    // Groups enough for one job each, read a window at a time (past the last group, on from the
+    // first), so that a claim near the end of the key order still takes one job per group.
+    const groups: GroupRow[] = [];
+    const want = request.limit - claimed.length;
+    while (groups.length < want) {
+      const { rows: window } = yield* exec<GroupRow>(
+        request.names === undefined ? WINDOW : WINDOW_BY_NAME,
+        queue,
+        now,
+        size,
+        ...from,
+        ...(request.names === undefined ? [] : [request.names]),
+      );
+      const fresh = window.filter((group) => !seen.has(keyOf(group)));
+      for (const group of fresh) seen.add(keyOf(group));
+      groups.push(...fresh);
+      const last = window.at(-1);
+      if (window.length < size || last === undefined) {
+        if (wrapped) {
+          exhausted = true;
+          break;
+        }
+        wrapped = true;
+        from = START;
+      } else if (fresh.length === 0 && wrapped) {
+        exhausted = true;
+        break;
+      } else {
+        from = [last.name, last.group_key];
+      }
     }
-    if (window.length < size || last === undefined) {
-      if (wrapped) break;
-      wrapped = true;
-      from = START;
-    } else if (groups.length === 0 && wrapped) {
-      break;
-    } else {
-      from = [last.name, last.group_key];
-    }
+    if (groups.length === 0) break;
+    const taken = yield* takeFromGroups(dialect, request, groups, want);
+    claimed.push(...taken.rows);
+    // The turn passes the groups served or with nothing to take, up to the first group that had
+    // jobs to take but was not served (the claim ran out first): it goes first next time.
+    const waiting = groups.findIndex((_, index) => taken.left[index]!);
+    if (waiting !== 0) servedUpTo = groups[waiting < 0 ? groups.length - 1 : waiting - 1];
+    if (waiting >= 0) break;
   }
   if (servedUpTo !== undefined) {
     yield* exec(MOVE_CURSOR, queue, servedUpTo.name, servedUpTo.group_key);
@@ -346,14 +360,75 @@ function* takeFromGroups(
   groups: readonly GroupRow[],
   want: number,
 ): Script<{ rows: ClaimRow[]; left: boolean[] }> {
+  const takeable = yield* takeableIn(dialect, request, groups, want);
+  const picked: number[] = [];
+  const given = takeable.map(() => 0);
+  for (let round = 0; picked.length < want; round++) {
+    let any = false;
+    takeable.forEach((ids, index) => {
+      if (round < ids.length && picked.length < want) {
+        picked.push(ids[round]!);
+        given[index]!++;
+        any = true;
+      }
+    });
+    if (!any) break;
+  }
+  let rows: (ClaimRow & { expire_in_ms?: number | string | null })[] = [];
+  if (picked.length > 0) {
+    rows = (yield* exec<ClaimRow & { expire_in_ms: number | string | null }>(
+      LEASE,
+      request.token,
+      clockParam(dialect, request.now),
+      picked,
+      request.leaseMs,
+    )).rows;
+    // The expiry as far from the caller's now as it is from the store's (where the store goes by
+    // its own clock; else `expire_at` is already on the caller's).
+    if (dialect.usesDatabaseClock) {
+      rows = rows.map((row) => ({
+        ...row,
+        expire_at: row.expire_in_ms === null || row.expire_in_ms === undefined
+          ? null
+          : request.now + Number(row.expire_in_ms),
+      }));
+    }
+  }
+  // Maybe empty: no due job found (the statement checks that it has none at all).
+  const empty = groups.filter((_, index) => takeable[index]!.length === 0);
+  if (empty.length > 0) {
+    yield* exec(
+      DROP_EMPTY,
+      request.queues[0]!,
+      empty.map((group) => [group.name, group.group_key, Number(group.version)]),
+    );
+  }
+  return { rows, left: takeable.map((ids, index) => given[index] === 0 && ids.length > 0) };
+}
+
+/**
+ * Each of `groups`' takeable jobs, in its order, for a claim that wants
+ * `want` (module doc, step 2): a group's free slots of its due jobs, an
+ * ordered group's first job when it may run.
+ */
+function* takeableIn(
+  dialect: Dialect,
+  request: ClaimRequest,
+  groups: readonly GroupRow[],
+  want: number,
+): Script<number[][]> {
   const queue = request.queues[0]!;
   const now = clockParam(dialect, request.now);
   // Rounds take one job of each group in turn: a group gives at most this many unless the
   // others run short (then those that gave all they were asked for are asked for more).
   const share = Math.ceil(want / groups.length);
-  // Groups with a limit or an order need their state; the rest only their due jobs.
   const plain = (group: GroupRow) =>
     group.group_limit === null && Number(group.group_ordered) !== 1;
+  // The common case, one job from each group of no limit and no order: the window read them.
+  if (share === 1 && groups.every(plain)) {
+    return groups.map((group) => group.first_due === null ? [] : [Number(group.first_due)]);
+  }
+  // Groups with a limit or an order need their state; the rest only their due jobs.
   const stated = groups.filter((group) => !plain(group));
   const unstated = groups.filter(plain);
   const states = yield* each<GroupStateRow>(
@@ -389,8 +464,7 @@ function* takeFromGroups(
     if (limit === want || found >= want) break;
     ask = ask.filter((group) => dueOf.get(group)!.length === limit);
   }
-  // Each group's takeable jobs, in its order.
-  const takeable = groups.map((group) => {
+  return groups.map((group) => {
     const due = dueOf.get(group);
     if (due !== undefined) return due;
     const rows = stateOf.get(group)!;
@@ -405,42 +479,4 @@ function* takeFromGroups(
     const free = group.group_limit === null ? dueIds.length : Number(group.group_limit) - leased;
     return dueIds.slice(0, Math.max(0, free));
   });
-  const picked: number[] = [];
-  const given = takeable.map(() => 0);
-  for (let round = 0; picked.length < want; round++) {
-    let any = false;
-    takeable.forEach((ids, index) => {
-      if (round < ids.length && picked.length < want) {
-        picked.push(ids[round]!);
-        given[index]!++;
-        any = true;
-      }
-    });
-    if (!any) break;
-  }
-  const rows: ClaimRow[] = [];
-  if (picked.length > 0) {
-    const { rows: leased } = yield* exec<ClaimRow & { expire_in_ms: number | string | null }>(
-      LEASE,
-      request.token,
-      now,
-      picked,
-      request.leaseMs,
-    );
-    // The expiry as far from the caller's now as it is from the store's.
-    rows.push(...leased.map(({ expire_in_ms, ...row }) => ({
-      ...row,
-      expire_at: expire_in_ms === null ? null : request.now + Number(expire_in_ms),
-    })));
-  }
-  // Maybe empty: no due job found (the statement checks that it has none at all).
-  const empty = groups.filter((_, index) => takeable[index]!.length === 0);
-  if (empty.length > 0) {
-    yield* exec(
-      DROP_EMPTY,
-      queue,
-      empty.map((group) => [group.name, group.group_key, Number(group.version)]),
-    );
-  }
-  return { rows, left: takeable.map((ids, index) => given[index] === 0 && ids.length > 0) };
 }
