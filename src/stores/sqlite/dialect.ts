@@ -30,6 +30,12 @@ import { type Statement, statement } from "../sql/statement.ts";
 
 const INSERT = statement(
   `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at,
+    batch_id, batch_member, keyed, trace, expire_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+);
+/** {@linkcode INSERT} of a grouped job: its group key and settings too (a plain insert binds none). */
+const INSERT_GROUPED = statement(
+  `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at,
     batch_id, batch_member, keyed, trace, expire_at, group_key, group_limit, group_ordered)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 );
@@ -156,6 +162,8 @@ export const sqliteDialect: Dialect = {
 
   *insertJobs(rows: readonly NewJobRow[], as: InsertedAs): Script<number[]> {
     const member = as.batchId === null ? 0 : 1;
+    // A batch may mix jobs: one grouped row makes every row bind the group columns.
+    const grouped = rows.some((row) => row.group !== null && row.group !== undefined);
     const values = (row: NewJobRow) => [
       row.queue,
       row.name,
@@ -169,14 +177,15 @@ export const sqliteDialect: Dialect = {
       as.keyed,
       row.trace ?? null,
       row.expireAt ?? null,
-      row.group?.key ?? null,
-      row.group?.limit ?? null,
-      row.group?.ordered ? 1 : 0,
+      ...(grouped
+        ? [row.group?.key ?? null, row.group?.limit ?? null, row.group?.ordered ? 1 : 0]
+        : []),
     ];
+    const insert = grouped ? INSERT_GROUPED : INSERT;
     // Without RETURNING: run() reports the new row id, and is the cheaper read.
     const ids = rows.length === 1
-      ? [(yield* exec(INSERT, ...values(rows[0]!))).lastId!]
-      : (yield* each(INSERT, rows.map(values))).map((result) => result.lastId!);
+      ? [(yield* exec(insert, ...values(rows[0]!))).lastId!]
+      : (yield* each(insert, rows.map(values))).map((result) => result.lastId!);
     yield* enterGroups(rows);
     return ids;
   },

@@ -133,6 +133,19 @@ function register(test: ContractTest): void {
     assert.equal(await store.nextDueAt(["default"], T0), T0 + 5_000);
   });
 
+  test("a batch may hold grouped jobs beside plain ones: each keeps its group", async (store) => {
+    const { jobIds } = await store.insertBatch({
+      name: "mixed",
+      allowFailures: true,
+      createdAt: T0,
+      jobs: [newJob(), ...grouped("g", 2, { limit: 1 })],
+      then: [],
+      catch: [],
+      finally: [],
+    });
+    assert.deepEqual(ids(await claim(store)).sort(), [jobIds[0]!, jobIds[1]!].sort());
+  });
+
   test("counts() and clear() see grouped jobs as any other", async (store) => {
     await store.insertJobs([
       ...grouped("g", 2, { limit: 1 }),
