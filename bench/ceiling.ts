@@ -27,11 +27,12 @@ const INSERT =
   VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`;
 /**
  * A claim as the store makes one: due rows of a queue in claim-index order get a token and a
- * lease (the store names the index, as here: `jobs_due_time` would make the planner sort).
+ * lease (the store names the index, as here: `jobs_due_time` would make the planner sort; the
+ * index holds jobs without a group only, so the claim says so).
  */
 const CLAIM = `UPDATE jobs SET token = ?, available_at = ?, attempts = attempts + 1
-  WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_claim_order WHERE queue = ? AND available_at <= ?
-    ORDER BY priority DESC, available_at LIMIT ?)
+  WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_claim_order WHERE queue = ? AND group_key IS NULL
+    AND available_at <= ? ORDER BY priority DESC, available_at LIMIT ?)
   RETURNING id, payload`;
 /** A completion as the store settles one: fenced by the claim's token. */
 const DELETE = "DELETE FROM jobs WHERE id = ? AND token = ?";

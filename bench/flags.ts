@@ -119,6 +119,8 @@ export const USAGE =
                      steps     durable steps, isolate c32: jobs of one ctx.step against the
                                no-op drain (one checkpoint's cost), and jobs of ten steps in
                                steps per second against plain jobs (runs drain too)
+                     fair      isolate c32 drain of no-op jobs in 1,000 groups (fair
+                               scheduling) against the plain drain (runs drain too)
                      peers     the same as --peers
                      pickup    pick-up latency (p50/p99) of serial jobs, fixed counts:
                                ${PICKUP_JOBS} per run for a worker process woken by its WAL watch

@@ -13,6 +13,7 @@ export const GROUPS = [
   "workers",
   "cpu",
   "steps",
+  "fair",
   "pickup",
   "peers",
 ] as const;

@@ -20,6 +20,17 @@ export const noop = defineJob({
   handle() {},
 });
 
+/** Groups of the fair-scheduling drain (`--only fair`). */
+export const FAIR_GROUPS = 1_000;
+
+/** Does nothing, in one of {@linkcode FAIR_GROUPS} groups by `n`: the claim's fair part. */
+export const grouped = defineJob({
+  name: "bench-grouped",
+  schema: z.object({ n: z.number().int() }),
+  group: ({ n }) => String(n % FAIR_GROUPS),
+  handle() {},
+});
+
 /** Writes one line to its job log: what the observability drain measures beside `noop`. */
 export const logged = defineJob({
   name: "bench-logged",

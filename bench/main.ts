@@ -26,6 +26,7 @@ import { redactPostgresUrl, resolvePostgresUrl } from "./postgres_url.ts";
 import {
   delayedBesideMeasurement,
   dispatchMeasurements,
+  fairDrainMeasurements,
   isolateDrainMeasurements,
   stepMeasurements,
   workerDrainMeasurements,
@@ -100,6 +101,7 @@ export async function main(args: readonly string[]): Promise<number> {
       workers: workerDrainMeasurements(),
       cpu: cpuMeasurements(() => cpu ??= calibrateSpin(CPU_JOB_MS)),
       steps: stepMeasurements(),
+      fair: fairDrainMeasurements(),
       // Imported only here, so that a bench without --peers loads none of them.
       ...(flags.peers && {
         peers: await (await import("./peers/mod.ts")).peerMeasurements((why) =>

@@ -8,7 +8,7 @@
  */
 import type { ExecutorKind, Queue } from "../mod.ts";
 import { trace } from "@opentelemetry/api";
-import { logged, noop, oneStep, tenSteps } from "./jobs.ts";
+import { FAIR_GROUPS, grouped, logged, noop, oneStep, tenSteps } from "./jobs.ts";
 import { type Measurement, measureRate } from "./measurement.ts";
 import { assertPending, withQueue, withQueueKeeping } from "./queue_fixture.ts";
 import { rawRoundTripRate } from "./raw_round_trip.ts";
@@ -96,6 +96,25 @@ export function isolateDrainMeasurements(): Measurement[] {
     alsoComparedWith: ["drain-c32"],
     run: (jobs) => drain(jobs, 32, "isolate", (fn) => withQueueKeeping(0, fn)),
   });
+}
+
+/**
+ * The isolate drain at concurrency 32 of jobs spread over
+ * {@linkcode FAIR_GROUPS} groups (no limit), every claim taking them round
+ * robin across the groups, against the plain drain of the same run
+ * (target 80 %).
+ */
+export function fairDrainMeasurements(): Measurement[] {
+  return [{
+    id: "drain-c32-groups",
+    name: "isolate drain c32, 1,000 groups",
+    label: `queue.work() drain of no-op jobs in ${
+      FAIR_GROUPS.toLocaleString("en-US")
+    } groups (group: n % ${FAIR_GROUPS}), isolate executor, concurrency 32`,
+    baseline: "drain-c32",
+    target: 0.8,
+    run: (jobs) => drain(jobs, 32, "isolate", withQueue, grouped),
+  }];
 }
 
 /** Delayed higher-priority jobs beside the due ones in {@linkcode delayedBesideMeasurement}. */
@@ -227,11 +246,11 @@ export function drain(
   concurrency: number,
   executor: ExecutorKind,
   fixture: QueueFixture = withQueue,
-  job: typeof noop | typeof logged | typeof oneStep | typeof tenSteps = noop,
+  job: typeof noop | typeof logged | typeof oneStep | typeof tenSteps | typeof grouped = noop,
   delayedLeft = 0,
 ): Promise<number> {
   return fixture(async (queue) => {
-    if (job === noop) await queue.dispatchMany(noop, payloads(jobs));
+    if (job === noop || job === grouped) await queue.dispatchMany(job, payloads(jobs));
     else {
       // As an app would: dispatched while handling a request, so the trace context is stored.
       await trace.getTracer("bench").startActiveSpan("bench dispatch", async (span) => {

@@ -437,6 +437,27 @@ export interface JobConfig<
   /** With `debounceMs`: the job starts at the latest this long after the first dispatch. */
   debounceMaxWaitMs?: number;
   /**
+   * The job's group (its fairness key), computed from each payload at
+   * dispatch and stored with the job: a non-empty string of at most 255
+   * characters. Claims take due jobs round robin across the groups that
+   * have any, so a group with a long backlog does not starve the others.
+   * See docs/groups.md.
+   */
+  group?: (payload: PayloadInput<S>) => string;
+  /**
+   * With `group`: at most this many jobs of one group leased at once,
+   * across every process (a job claimed ahead holds a slot too).
+   * @default {no limit}
+   */
+  groupConcurrency?: number;
+  /**
+   * With `groupConcurrency: 1`: each group's jobs run one at a time in
+   * dispatch order; a job that fails holds its group until it succeeds,
+   * fails for good or is cancelled (its backoff delay blocks the group).
+   * @default {false}
+   */
+  ordered?: boolean;
+  /**
    * Rules checked before each attempt: {@linkcode withoutOverlapping},
    * {@linkcode rateLimited}. A job they hold back is put back without using an attempt.
    */
@@ -521,6 +542,12 @@ export interface JobDefinition<
   readonly debounceMs: number | undefined;
   /** The longest a debounced job waits after its first dispatch, or undefined. */
   readonly debounceMaxWaitMs: number | undefined;
+  /** The group (fairness key) of a payload, or undefined when the job has none. */
+  readonly group: ((payload: PayloadInput<S>) => string) | undefined;
+  /** Most jobs of one group leased at once, or undefined for no limit. */
+  readonly groupConcurrency: number | undefined;
+  /** Whether each group's jobs run one at a time in dispatch order. */
+  readonly ordered: boolean;
   /** Rules checked before each attempt, or undefined. */
   readonly middleware: ((payload: PayloadOutput<S>) => readonly JobMiddleware[]) | undefined;
   /** Schema of the handler's return value, or undefined when its return value is ignored. */
@@ -590,7 +617,9 @@ export function defineJob<
     );
   }
   const keepFinishedMs = keepMsOption(config, where);
-  for (const hook of ["handle", "failed", "retryUntil", "uniqueId", "middleware"] as const) {
+  for (
+    const hook of ["handle", "failed", "retryUntil", "uniqueId", "middleware", "group"] as const
+  ) {
     const value = config[hook];
     if (typeof value !== "function" && (hook === "handle" || value !== undefined)) {
       throw new TypeError(`${where}: ${hook} must be a function`);
@@ -621,6 +650,7 @@ export function defineJob<
     uniqueUntil: config.uniqueUntil ?? "completed",
     debounceMs: optionalMs(where, "debounceMs", config.debounceMs),
     debounceMaxWaitMs: optionalMs(where, "debounceMaxWaitMs", config.debounceMaxWaitMs),
+    ...groupSettings(where, config),
     middleware: config.middleware,
     output: config.output as O,
     maxOutputBytes,
@@ -665,6 +695,36 @@ export function defineJob<
   assertPriority(definition.priority, where);
   DEFINITIONS.add(definition);
   return Object.freeze(definition);
+}
+
+/**
+ * A job's group settings, checked: `groupConcurrency` and `ordered` need a
+ * `group`, and `ordered` needs `groupConcurrency: 1`.
+ */
+function groupSettings(
+  where: string,
+  config: Pick<JobConfig<PayloadSchema>, "group" | "groupConcurrency" | "ordered">,
+): Pick<JobDefinition, "group" | "groupConcurrency" | "ordered"> {
+  const { group, groupConcurrency, ordered = false } = config;
+  if (groupConcurrency !== undefined) {
+    if (!Number.isSafeInteger(groupConcurrency) || groupConcurrency < 1) {
+      throw new RangeError(
+        `${where}: groupConcurrency must be a whole number >= 1: got ${shown(groupConcurrency)}`,
+      );
+    }
+    if (group === undefined) throw new TypeError(`${where}: groupConcurrency needs group`);
+  }
+  if (typeof ordered !== "boolean") {
+    throw new TypeError(`${where}: ordered must be true or false: got ${shown(ordered)}`);
+  }
+  if (ordered && groupConcurrency !== 1) {
+    throw new TypeError(
+      `${where}: ordered needs groupConcurrency: 1 (one job of a group at a time, in dispatch order): got groupConcurrency ${
+        shown(groupConcurrency)
+      }`,
+    );
+  }
+  return { group, groupConcurrency, ordered };
 }
 
 /** Whether `value` was made by {@linkcode defineJob}. */

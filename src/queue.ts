@@ -48,6 +48,7 @@ import type { BatchBuilder, BatchStatus } from "./batch.ts";
 import type { ChainBuilder, ChainOptions } from "./chain.ts";
 import type { Clock } from "./clock.ts";
 import { Dispatch, type DispatchRules, type StoreTarget } from "./dispatch/dispatch.ts";
+import { groupTarget } from "./dispatch/group_key.ts";
 import { InlineTarget } from "./dispatch/inline_target.ts";
 import type { JobRows } from "./dispatch/job_rows.ts";
 import { runNow } from "./dispatch/run_now.ts";
@@ -825,6 +826,36 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     const resumed = await this.#store.resume(queue, this.#clock.now());
     this.#workers.notify();
     if (resumed) this.emit("queue:resumed", { queue });
+    return resumed;
+  }
+
+  /**
+   * Pauses one group of a job for every process on this database: claims
+   * skip the jobs of group `key` of `job` (a definition or its name), in
+   * every queue, until {@linkcode Queue.resumeGroup}. Dispatch still stores
+   * them; running ones finish, and one claimed ahead does not start.
+   *
+   * @example Pausing one tenant's mailbox syncs
+   * ```ts ignore
+   * await queue.pauseGroup(syncMailbox, "tenant-42");
+   * await queue.resumeGroup(syncMailbox, "tenant-42");
+   * ```
+   */
+  async pauseGroup(job: JobDefinition | string, key: string): Promise<void> {
+    this.#assertOpen("pause a group");
+    const [name, group] = groupTarget(job, key, "pauseGroup");
+    await this.#store.pauseGroup(name, group, this.#clock.now());
+  }
+
+  /**
+   * Resumes a paused group of a job and wakes idle workers at once; false
+   * if it was not paused.
+   */
+  async resumeGroup(job: JobDefinition | string, key: string): Promise<boolean> {
+    this.#assertOpen("resume a group");
+    const [name, group] = groupTarget(job, key, "resumeGroup");
+    const resumed = await this.#store.resumeGroup(name, group, this.#clock.now());
+    this.#workers.notify();
     return resumed;
   }
 

@@ -3,7 +3,8 @@
  * dispatches a job that runs in the app's process, the dashboard answers
  * under `/admin/queue` only behind the app's own basic auth, and the app
  * exits on its first SIGTERM or SIGINT, on SQLite and on PostgreSQL. And
- * the durable steps example (examples/steps/main.ts), run to its end.
+ * the durable steps example (examples/steps/main.ts) and the groups example
+ * (examples/groups.ts), run to their end.
  *
  * @module
  */
@@ -138,4 +139,24 @@ Deno.test("Durable steps example: each step runs once across the sleep and the w
   assert.match(out, /2\. sleep cool-off: done/);
   assert.match(out, /3\. wait survey: done \(attempt 1\) \{"score":9\}/);
   assert.match(out, /4\. step thank: done/);
+});
+
+Deno.test("Groups example: the small tenant's jobs run within the first turns, never more than 2 of a tenant at once", async () => {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--quiet", "examples/groups.ts"],
+    cwd: ROOT,
+    env: { NO_COLOR: "1" },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const deadline = setTimeout(() => child.kill("SIGKILL"), 60_000);
+  const { code, stdout, stderr } = await child.output().finally(() => clearTimeout(deadline));
+  const out = new TextDecoder().decode(stdout);
+  const describe = `${out}\n${new TextDecoder().decode(stderr)}`;
+  assert.equal(code, 0, describe);
+  const done = /small's 5 jobs were done by run (\d+) of 205/.exec(out);
+  assert.ok(done !== null && Number(done[1]) <= 20, describe);
+  const most = /at most (\d+) jobs ran at once/.exec(out);
+  assert.ok(most !== null && Number(most[1]) <= 4, describe);
 });

@@ -20,6 +20,7 @@ import * as dispatchWritesLess from "./0015_dispatch_writes_less.ts";
 import * as durableSteps from "./0016_durable_steps.ts";
 import * as expiringJobs from "./0017_expiring_jobs.ts";
 import * as rollingUpgrades from "./0018_rolling_upgrades.ts";
+import * as jobGroups from "./0019_job_groups.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -38,4 +39,5 @@ export const migrations: readonly Migration[] = [
   durableSteps,
   expiringJobs,
   rollingUpgrades,
+  jobGroups,
 ];

@@ -1,6 +1,6 @@
 /**
  * The job-control commands: `cancel <id>`, `pause <queue>`, `resume
- * <queue>` and `paused`. Like the other admin commands they open the queue
+ * <queue>`, `paused`, and `pause-group <job> <key>` and `resume-group <job> <key>`. Like the other admin commands they open the queue
  * with no jobs registered.
  *
  * @module
@@ -14,6 +14,7 @@ import {
   readText,
   UsageError,
 } from "./args.ts";
+import { groupTarget } from "../dispatch/group_key.ts";
 import { openAdminQueue, readIds } from "./admin.ts";
 import type { Command } from "./command.ts";
 import { firstLine, formatTable } from "./table.ts";
@@ -164,5 +165,57 @@ const paused: Command = {
   },
 };
 
+/** The job name and group key operands of `pause-group` and `resume-group`, checked. */
+function readGroupOperands(args: Parameters<Command["run"]>[0]): [string, string] {
+  expectPositionals(args, 2, 2, "the job name and the group key");
+  try {
+    return groupTarget(args.positionals[0]!, args.positionals[1]!, args.command);
+  } catch (error) {
+    throw new UsageError(args.command, (error as Error).message.replace(/^[\w-]+: /, ""));
+  }
+}
+
+const pauseGroup: Command = {
+  name: "pause-group",
+  operands: "<job> <key>",
+  summary: "pause one group of a job: workers everywhere stop claiming its jobs",
+  description:
+    "Pauses group <key> of job <job> (in every queue) for every worker on this database: its jobs\nare still stored but none is claimed until resume-group. Running jobs finish.",
+  flags: {},
+  async run(args) {
+    const [name, key] = readGroupOperands(args);
+    await using queue = await openAdminQueue(args);
+    await queue.pauseGroup(name, key);
+    console.log(`Paused group ${JSON.stringify(key)} of ${name}`);
+    return 0;
+  },
+};
+
+const resumeGroup: Command = {
+  name: "resume-group",
+  operands: "<job> <key>",
+  summary: "resume a paused group of a job",
+  description:
+    "Resumes a paused group; idle workers look at it at once. Exits 1 if it was not paused.",
+  flags: {},
+  async run(args) {
+    const [name, key] = readGroupOperands(args);
+    await using queue = await openAdminQueue(args);
+    if (!await queue.resumeGroup(name, key)) {
+      console.error(`queue resume-group: group ${JSON.stringify(key)} of ${name} is not paused`);
+      return 1;
+    }
+    console.log(`Resumed group ${JSON.stringify(key)} of ${name}`);
+    return 0;
+  },
+};
+
 /** The job-control commands, in the order the help lists them. */
-export const JOB_CONTROL_COMMANDS: readonly Command[] = [cancel, pause, resume, paused];
+export const JOB_CONTROL_COMMANDS: readonly Command[] = [
+  cancel,
+  pause,
+  resume,
+  paused,
+  pauseGroup,
+  resumeGroup,
+];

@@ -17,6 +17,7 @@ import {
   resolveDispatch,
 } from "../job.ts";
 import { encodePayload } from "../payload.ts";
+import { groupOf } from "./group_key.ts";
 import type { JobRegistry } from "../registry.ts";
 import { activeTraceparent } from "../trace_context.ts";
 import type { KeyedJobRow, NewJobRow, WaitingJobRow } from "../stores/store.ts";
@@ -93,7 +94,7 @@ export class JobRows {
       createdAt,
     );
     const trace = activeTraceparent();
-    return payloads.map((payload) => ({
+    return payloads.map((payload, index) => ({
       queue,
       name: job.name,
       payload: encodePayload(job, payload, this.#maxPayloadBytes, role),
@@ -103,6 +104,7 @@ export class JobRows {
       expireAt,
       createdAt,
       trace,
+      group: groupOf(job, payloads[index], where),
     }));
   }
 
@@ -145,8 +147,17 @@ export class JobRows {
   }
 }
 
-/** A job row that waits for another's outcome: its delay and retry window become relative. */
+/**
+ * A job row that waits for another's outcome: its delay and retry window
+ * become relative. A grouped job cannot wait so (the rows that wait keep no
+ * group): refused, naming it.
+ */
 export function toWaiting(row: NewJobRow): WaitingJobRow {
+  if (row.group !== null && row.group !== undefined) {
+    throw new TypeError(
+      `Cannot dispatch "${row.name}": a job with a group cannot wait for another job's outcome (a chain link after the first, a batch's then, catch or finally): dispatch it on its own, or as a chain's first link or a batch job`,
+    );
+  }
   return {
     queue: row.queue,
     name: row.name,

@@ -352,6 +352,13 @@ export interface JobControlStore {
   resume(queue: string, now: number): Promise<boolean>;
   /** The queues paused at `now`. */
   paused(now: number): Promise<PausedQueue[]>;
+  /**
+   * Pauses group `key` of job `name`, in every queue: claims skip its jobs
+   * (and a job of it held ahead does not start); running ones go on.
+   */
+  pauseGroup(name: string, key: string, now: number): Promise<void>;
+  /** Resumes group `key` of job `name` and wakes idle workers; whether it was paused. */
+  resumeGroup(name: string, key: string, now: number): Promise<boolean>;
 }
 
 /**

@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, Queue } from "../../mod.ts";
 import { readDurationMs } from "../../src/cli/job_control.ts";
+import { workUntilEmpty } from "../../src/testing.ts";
 import { tempDir } from "../_helpers.ts";
 import { runCli } from "../fixtures/cli/cli_process.ts";
 
@@ -61,6 +62,36 @@ Deno.test("pause, paused and resume: persisted for every process; bad input exit
   assert.equal(badFor.code, 2);
   assert.match(badFor.stderr, /--for must be a duration from 1ms/);
   assert.deepEqual(await queue.paused(), []);
+});
+
+Deno.test("pause-group and resume-group pause one group of a job for every process; bad input exits 2", async () => {
+  await using tmp = await tempDir();
+  const ran: string[] = [];
+  const grouped = defineJob({
+    name: "cli.grouped",
+    schema: z.object({ tenant: z.string() }),
+    group: (p) => p.tenant,
+    handle({ tenant }) {
+      ran.push(tenant);
+    },
+  });
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [grouped] });
+  const db = ["--db", tmp.dbPath];
+  const paused = await runCli(["pause-group", "cli.grouped", "tenant a", ...db]);
+  assert.equal(paused.code, 0, paused.stderr);
+  assert.match(paused.stdout, /Paused group "tenant a" of cli.grouped/);
+  await queue.dispatchMany(grouped, [{ tenant: "tenant a" }, { tenant: "b" }]);
+  await workUntilEmpty(queue, { executor: "isolate" });
+  assert.deepEqual(ran, ["b"]);
+  const resumed = await runCli(["resume-group", "cli.grouped", "tenant a", ...db]);
+  assert.equal(resumed.code, 0, resumed.stderr);
+  await workUntilEmpty(queue, { executor: "isolate" });
+  assert.deepEqual(ran, ["b", "tenant a"]);
+  assert.equal((await runCli(["resume-group", "cli.grouped", "tenant a", ...db])).code, 1);
+  const bad = await runCli(["pause-group", "cli.grouped", "", ...db]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /the group key must be a non-empty string/);
+  assert.equal((await runCli(["pause-group", "cli.grouped", ...db])).code, 2);
 });
 
 Deno.test("pause, resume and cancel argument errors name the flag, state the limit and exit 2", async () => {

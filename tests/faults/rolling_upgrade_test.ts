@@ -1,12 +1,17 @@
 /**
  * R21 (RELIABILITY.md): a worker process running the code of an earlier
- * commit (d65e605, the last before schema step 18, checked out from git into
- * a temp folder) drains jobs while this code opens the same database,
- * applying step 18 (an expand step) under it, dispatches, and works beside
- * it. Both run jobs; none is lost or run twice; the old worker is still
- * working at the end and stops cleanly. On SQLite, PostgreSQL and Redis
- * (where the key layout has no new step). Skipped, saying why, where the
- * commit is not in the clone (a shallow one).
+ * commit (checked out from git into a temp folder) drains jobs while this
+ * code opens the same database, applying its newer steps (expand steps
+ * only) under it, dispatches, and works beside it. Both run jobs; none is
+ * lost or run twice; the old worker is still working at the end and stops
+ * cleanly. On SQLite, PostgreSQL and Redis (where the key layout has no new
+ * step).
+ *
+ * The earlier commit is the oldest this code can roll over: the commit on
+ * main's first-parent line that added this code's newest contract step
+ * (older code than that must stop first, which `schema_steps_test.ts`
+ * covers). Skipped, saying why, where that commit is not in the clone (a
+ * shallow one) or the step's file is not committed yet.
  *
  * @module
  */
@@ -24,10 +29,6 @@ import { deletePrefix, freshPrefix, redisTestUrl } from "../_redis.ts";
 import { rollingTick } from "../fixtures/rolling_upgrade/jobs.ts";
 import { migrations as sqliteSteps } from "../../migrations/sqlite/mod.ts";
 
-/** The last commit of main before schema step 18. */
-const OLD_COMMIT = "d65e605";
-/** The newest schema step that commit knows. */
-const OLD_STEP = 17;
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const FIXTURES = [
   "tests/fixtures/rolling_upgrade/jobs.ts",
@@ -36,21 +37,41 @@ const FIXTURES = [
 const JOBS = new URL("../fixtures/rolling_upgrade/jobs.ts", import.meta.url).href;
 const TOTAL = 400;
 
-/** Why the test cannot run here, or null. */
-function missingHistory(): string | null {
-  const found = new Deno.Command("git", {
-    args: ["cat-file", "-e", `${OLD_COMMIT}^{commit}`],
-    cwd: ROOT,
-    stdout: "null",
-    stderr: "null",
-  }).outputSync();
-  return found.success
-    ? null
-    : `commit ${OLD_COMMIT} is not in this clone (a shallow clone?): the rolling-upgrade test needs it`;
+/** What `git args` prints in this checkout, trimmed; null when it fails. */
+function git(...args: string[]): string | null {
+  const run = new Deno.Command("git", { args, cwd: ROOT, stdout: "piped", stderr: "null" })
+    .outputSync();
+  return run.success ? new TextDecoder().decode(run.stdout).trim() : null;
 }
 
-const missing = missingHistory();
+/** The newest contract step of this code, and the file that adds it. */
+const newestContract = sqliteSteps.findLast((step) => step.kind === "contract")!;
+const contractFile = `migrations/sqlite/${String(newestContract.version).padStart(4, "0")}_`;
+
+/** The commit that added this code's newest contract step, on the first-parent line; or why there is none. */
+function oldCommit(): { commit: string; step: number } | string {
+  const file = git("ls-files", "--", "migrations/sqlite/")?.split("\n").find((path) =>
+    path.startsWith(contractFile)
+  );
+  if (file === undefined) {
+    return `the file of schema step ${newestContract.version} is not committed`;
+  }
+  const commit = git("log", "--first-parent", "--diff-filter=A", "--format=%H", "-1", "--", file);
+  if (!commit) {
+    return `the commit that added ${file} is not in this clone (a shallow clone?): the rolling-upgrade test needs it`;
+  }
+  const steps = git("ls-tree", "--name-only", commit, "migrations/sqlite/")!.split("\n")
+    .map((path) => Number(/\/(\d{4})_/.exec(path)?.[1] ?? 0));
+  return { commit, step: Math.max(...steps) };
+}
+
+const old = oldCommit();
+const missing = typeof old === "string" ? old : null;
 if (missing !== null) console.log(`skipped: ${missing}`);
+/** The earlier commit the old worker runs. */
+const OLD_COMMIT = typeof old === "string" ? "" : old.commit.slice(0, 12);
+/** The newest schema step that commit knows. */
+const OLD_STEP = typeof old === "string" ? 0 : old.step;
 
 /** The code of `OLD_COMMIT` in `folder`, with this tree's fixtures copied in beside it. */
 async function checkOut(folder: string): Promise<void> {
@@ -206,7 +227,7 @@ const TARGETS: readonly Target[] = [
 for (const target of TARGETS) {
   Deno.test({
     name:
-      `R21 (${target.kind}): a worker of commit ${OLD_COMMIT} drains jobs while this code applies step 18 under it, dispatches and works beside it: both run jobs, none lost or run twice`,
+      `R21 (${target.kind}): a worker of the commit of the newest contract step drains jobs while this code applies its newer expand steps under it, dispatches and works beside it: both run jobs, none lost or run twice`,
     ignore: missing !== null || target.ignore,
     async fn() {
       await using tmp = await tempDir();
@@ -233,10 +254,16 @@ for (const target of TARGETS) {
         let worker: ReturnType<Queue["work"]> | undefined;
         try {
           if (target.kind !== "redis") {
-            const [row] = await queue.transaction((tx) =>
-              tx.query<{ kind: string }>("SELECT kind FROM queue_migrations WHERE version = 18")
+            const rows = await queue.transaction((tx) =>
+              tx.query<{ kind: string }>(
+                "SELECT kind FROM queue_migrations WHERE version > $1",
+                [OLD_STEP],
+              )
             );
-            assert.equal(row?.kind, "expand", "step 18 was applied under the old worker");
+            assert.ok(
+              rows.every((row) => row.kind === "expand"),
+              `the steps applied under the old worker: ${JSON.stringify(rows)}`,
+            );
           }
           const ledgerLines = async () => {
             const text = (await Deno.readTextFile(ledger)).trim();
@@ -258,7 +285,8 @@ for (const target of TARGETS) {
             await queue.dispatchMany(rollingTick, payloads);
             dispatched += count;
           };
-          // The first jobs go to the old worker alone, on the database it now shares at step 18.
+          // The first jobs go to the old worker alone, on the database it now shares at this
+          // code's step.
           await dispatch(TOTAL / 4);
           await waitUntil(() => ranBy(oldPid), { what: "the old worker to run a job" });
           // This code's worker starts (its Web Workers load meanwhile): small chunks keep both fed
@@ -298,7 +326,7 @@ for (const target of TARGETS) {
           assert.equal((await queue.counts()).default?.failed ?? 0, 0, "none failed");
 
           const oldRow = (await queue.workers()).find((row) => row.pid === oldPid);
-          assert.equal(oldRow?.schemaStep, null, "the old worker's row records no step");
+          assert.equal(oldRow?.schemaStep, OLD_STEP, "the old worker's row records its step");
           assert.ok(
             !old.lines.some((line) => line.includes('"stopped"')),
             "the old worker runs on",

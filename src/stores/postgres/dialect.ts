@@ -17,6 +17,7 @@ import {
   clockParam,
   type Dialect,
   type FailSettlement,
+  GROUP_COLUMNS,
   type InsertedAs,
   LINK_COLUMNS,
   type MovedJob,
@@ -24,6 +25,7 @@ import {
   SETTLED_COLUMNS,
   type SettledJob,
 } from "../sql/dialect.ts";
+import { enterGroups } from "../sql/groups.ts";
 import { notPaused } from "../sql/pauses.ts";
 import { each, exec, type Script } from "../sql/script.ts";
 import { POSTGRES_NOW, type Statement, statement } from "../sql/statement.ts";
@@ -37,21 +39,22 @@ import { POSTGRES_NOW, type Statement, statement } from "../sql/statement.ts";
  */
 const NEW_ROWS = `SELECT queue, name, payload, priority, available_at + shift.ms,
     retry_until + shift.ms, created_at + shift.ms, batch_id, batch_member, keyed, trace,
-    expire_at + shift.ms
+    expire_at + shift.ms, group_key, group_limit, group_ordered
   FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::bigint[],
-    $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::text[], $13::bigint[]) WITH ORDINALITY
+    $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::text[], $13::bigint[], $14::text[],
+    $15::int[], $16::int[]) WITH ORDINALITY
     AS row(queue, name, payload, priority, available_at, retry_until, created_at, batch_id,
-      batch_member, keyed, trace, expire_at, position)
+      batch_member, keyed, trace, expire_at, group_key, group_limit, group_ordered, position)
   CROSS JOIN LATERAL (SELECT CASE WHEN $12::boolean THEN ${POSTGRES_NOW} - row.created_at ELSE 0 END
     AS ms) AS shift
   ORDER BY position`;
 const INSERT_COLUMNS =
-  "queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member, keyed, trace, expire_at";
+  "queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member, keyed, trace, expire_at, group_key, group_limit, group_ordered";
 const INSERT = statement(`INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id`);
 /** Inserts jobs and notifies the watchers, in one statement. */
 const INSERT_AND_NOTIFY = statement(
   `WITH inserted AS (INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id)
-  SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($14, '')) AS notified`,
+  SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($17, '')) AS notified`,
 );
 const NOW = statement(`SELECT ${POSTGRES_NOW} AS t`, { oneRow: true });
 /**
@@ -86,20 +89,21 @@ const COMPLETE_MANY = statement(
 const FAIL = statement(
   `WITH gone AS (DELETE FROM jobs WHERE id = $6 AND token = $7
     RETURNING id, queue, name, payload, priority, crashes, created_at, waited_ms, keyed, locked,
-      ${LINK_COLUMNS}, trace, awaited),
+      ${LINK_COLUMNS}, trace, awaited, group_key, group_limit, group_ordered),
   ${wakeAwaiters(8)},
   failed AS (INSERT INTO failed_jobs
     (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
-      ${LINK_COLUMNS}, trace)
+      ${LINK_COLUMNS}, trace, ${GROUP_COLUMNS})
     SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, {{now $5}},
-      ${LINK_COLUMNS}, trace
+      ${LINK_COLUMNS}, trace, ${GROUP_COLUMNS}
     FROM gone
     ON CONFLICT (id) DO UPDATE SET queue = excluded.queue, name = excluded.name,
     payload = excluded.payload, priority = excluded.priority, error = excluded.error,
     stack = excluded.stack, attempts = excluded.attempts, crashes = excluded.crashes,
     created_at = excluded.created_at, failed_at = excluded.failed_at,
     batch_id = excluded.batch_id, batch_member = excluded.batch_member,
-    chain_id = excluded.chain_id, trace = excluded.trace)
+    chain_id = excluded.chain_id, trace = excluded.trace, group_key = excluded.group_key,
+    group_limit = excluded.group_limit, group_ordered = excluded.group_ordered)
   SELECT ${SETTLED_COLUMNS} FROM gone LEFT JOIN woken ON true`,
 );
 /**
@@ -108,10 +112,12 @@ const FAIL = statement(
  */
 function retryStatement(where: string): Statement {
   return statement(`WITH moved AS (DELETE FROM failed_jobs ${where}
-      RETURNING id, queue, name, payload, priority, created_at, ${LINK_COLUMNS}, trace)
+      RETURNING id, queue, name, payload, priority, created_at, ${LINK_COLUMNS}, trace,
+        ${GROUP_COLUMNS})
     INSERT INTO jobs (id, queue, name, payload, priority, available_at, created_at, ${LINK_COLUMNS},
-      trace)
-    SELECT id, queue, name, payload, priority, $1, created_at, ${LINK_COLUMNS}, trace FROM moved
+      trace, ${GROUP_COLUMNS})
+    SELECT id, queue, name, payload, priority, $1, created_at, ${LINK_COLUMNS}, trace,
+      ${GROUP_COLUMNS} FROM moved
     ORDER BY id
     RETURNING id, ${LINK_COLUMNS}`);
 }
@@ -176,12 +182,13 @@ function claimStatement(queueCount: number, byName: boolean): Statement {
   const now = "(SELECT t FROM now_ms)";
   const perQueue = Array.from({ length: queueCount }, (_, index) => {
     const queue = `$${index + 5}`;
-    const due = `queue = ${queue} AND available_at <= ${now} ${names}
+    const due = `queue = ${queue} AND group_key IS NULL AND available_at <= ${now} ${names}
         AND ${notPaused(queue, now)}`;
     return `l${index}(priority) AS (
-      SELECT MAX(priority) FROM jobs WHERE queue = ${queue}
+      SELECT MAX(priority) FROM jobs WHERE queue = ${queue} AND group_key IS NULL
       UNION ALL
-      SELECT (SELECT MAX(priority) FROM jobs WHERE queue = ${queue} AND priority < l.priority)
+      SELECT (SELECT MAX(priority) FROM jobs WHERE queue = ${queue} AND group_key IS NULL
+        AND priority < l.priority)
       FROM l${index} l WHERE l.priority IS NOT NULL),
     levels${index} AS (
       SELECT priority FROM l${index} WHERE priority IS NOT NULL LIMIT ${MAX_CLAIM_LEVELS + 1}),
@@ -244,10 +251,14 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         column((row) => row.trace ?? null),
         dbClock,
         column((row) => row.expireAt ?? null),
+        column((row) => row.group?.key ?? null),
+        column((row) => row.group?.limit ?? null),
+        column((row) => row.group?.ordered ? 1 : 0),
       ];
       const { rows: inserted } = notify
         ? yield* exec<{ id: number }>(INSERT_AND_NOTIFY, ...params, channel)
         : yield* exec<{ id: number }>(INSERT, ...params);
+      yield* enterGroups(rows);
       return inserted.map((row) => Number(row.id)).sort((a, b) => a - b);
     },
 

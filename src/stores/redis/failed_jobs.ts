@@ -68,7 +68,8 @@ local function moveBack(id)
   local fields = {'queue', failed.queue, 'name', failed.name, 'payload', failed.payload,
     'priority', failed.priority, 'available_at', NOW, 'created_at', failed.created_at,
     'attempts', 0, 'crashes', 0}
-  for _, field in ipairs({'batch_id', 'batch_member', 'chain_id', 'trace'}) do
+  for _, field in ipairs({'batch_id', 'batch_member', 'chain_id', 'trace', 'group_key',
+    'group_limit', 'group_ordered'}) do
     if failed[field] ~= nil then table.insert(fields, field); table.insert(fields, failed[field]) end
   end
   redis.call('HSET', jobKey(id), unpack(fields))
@@ -225,6 +226,13 @@ local function collect(queue, found)
     local level = levelKey(queue, priority)
     for _, member in ipairs(redis.call('ZRANGE', level, 0, ${CHUNK} - #found - 1)) do
       table.insert(found, {id = tonumber(member), from = level})
+    end
+    if #found >= ${CHUNK} then return end
+  end
+  for _, gid in ipairs(redis.call('ZRANGE', groupsKey(queue), 0, ${CHUNK} - #found - 1)) do
+    local group = groupKey(queue, gid)
+    for _, member in ipairs(redis.call('ZRANGE', group, 0, ${CHUNK} - #found - 1)) do
+      table.insert(found, {id = tonumber(member), from = group})
     end
     if #found >= ${CHUNK} then return end
   end

@@ -131,6 +131,15 @@ export async function functionLibrary(): Promise<FunctionLibrary> {
  * - `P:q:<queue>:p:<priority>` ZSET: the unleased jobs of a level, score
  *   the due time, member the zero-padded id (equal due times go by id).
  * - `P:q:<queue>:leased` ZSET: the leased jobs, score the lease's end.
+ * - Grouped jobs (src/stores/redis/groups.ts has the design): a job row
+ *   with `group_key` (and `group_limit`, `group_ordered`) is in its group's
+ *   keys instead of its level, `<gid>` being `<length of name>:<name>:<key>`:
+ *   `P:q:<queue>:groups` ZSET the queue's groups with jobs, score the turn;
+ *   `P:q:<queue>:gset` HASH gid → `<limit>:<ordered>` (limit empty for none);
+ *   `P:q:<queue>:g:<gid>` ZSET its unleased jobs, score the due time;
+ *   `P:q:<queue>:gl:<gid>` SET its leased jobs (also in the leased set);
+ *   `P:q:<queue>:go:<gid>` ZSET, ordered groups only: every job, score its id;
+ *   `P:gpauses` SET the paused groups, member `<length of name>:<name>:<key>`.
  * - `P:failed` ZSET + `P:failed:<id>` HASH: failed jobs by failure time.
  * - `P:stage:<id>` LIST: what a transaction not yet ended wrote; `P:stages`
  *   ZSET: those transactions by start time.
@@ -199,6 +208,30 @@ local function jobKey(id) return P .. ':job:' .. id end
 local function queueKey(queue) return P .. ':q:' .. queue end
 local function levelKey(queue, priority) return P .. ':q:' .. queue .. ':p:' .. priority end
 local function leasedKey(queue) return P .. ':q:' .. queue .. ':leased' end
+local function groupId(name, key) return #name .. ':' .. name .. ':' .. key end
+local function groupsKey(queue) return P .. ':q:' .. queue .. ':groups' end
+local function groupSettingsKey(queue) return P .. ':q:' .. queue .. ':gset' end
+local function groupKey(queue, gid) return P .. ':q:' .. queue .. ':g:' .. gid end
+local function groupLeasedKey(queue, gid) return P .. ':q:' .. queue .. ':gl:' .. gid end
+local function groupOrderKey(queue, gid) return P .. ':q:' .. queue .. ':go:' .. gid end
+
+-- The group of job id as its row says, {id, setting, ordered}, or nil for a job without one.
+local function groupOf(id)
+  local f = redis.call('HMGET', jobKey(id), 'name', 'group_key', 'group_limit', 'group_ordered')
+  if not f[2] then return nil end
+  local ordered = f[4] == '1'
+  return {id = groupId(f[1], f[2]), setting = (f[3] or '') .. ':' .. (ordered and 1 or 0),
+    ordered = ordered}
+end
+
+-- Lists a group with jobs in its queue's turn order (at the back when new) with its setting.
+local function enterGroup(queue, group)
+  redis.call('HSET', groupSettingsKey(queue), group.id, group.setting)
+  if redis.call('ZSCORE', groupsKey(queue), group.id) == false then
+    local last = redis.call('ZRANGE', groupsKey(queue), -1, -1, 'WITHSCORES')
+    redis.call('ZADD', groupsKey(queue), tonumber(last[2] or 0), group.id)
+  end
+end
 
 -- A hash's fields as a table (HGETALL's flat reply).
 local function hashTable(flat)
@@ -214,8 +247,16 @@ local function readJob(id)
   return hashTable(flat)
 end
 
--- Puts an unleased job in its level, due at due.
+-- Puts an unleased job in its level (a grouped job in its group), due at due.
 local function placeUnleased(id, queue, priority, due)
+  local group = groupOf(id)
+  if group ~= nil then
+    redis.call('ZADD', groupKey(queue, group.id), due, pad(id))
+    redis.call('SREM', groupLeasedKey(queue, group.id), pad(id))
+    if group.ordered then redis.call('ZADD', groupOrderKey(queue, group.id), id, pad(id)) end
+    enterGroup(queue, group)
+    return
+  end
   redis.call('ZADD', levelKey(queue, priority), due, pad(id))
   redis.call('ZADD', queueKey(queue) .. ':lv', -priority, priority)
 end
@@ -224,6 +265,19 @@ end
 -- when the row read said it holds a lease (a job with a token is in the leased set, and only
 -- then): the leased set is tried first (a script may have put it back in its level since).
 local function unplace(id, queue, priority, leased)
+  local group = groupOf(id)
+  if group ~= nil then
+    -- A grouped job: out of every key of its group, and the group off the list once it has none.
+    redis.call('ZREM', leasedKey(queue), pad(id))
+    redis.call('ZREM', groupKey(queue, group.id), pad(id))
+    redis.call('SREM', groupLeasedKey(queue, group.id), pad(id))
+    redis.call('ZREM', groupOrderKey(queue, group.id), pad(id))
+    if redis.call('EXISTS', groupKey(queue, group.id), groupLeasedKey(queue, group.id)) == 0 then
+      redis.call('ZREM', groupsKey(queue), group.id)
+      redis.call('HDEL', groupSettingsKey(queue), group.id)
+    end
+    return
+  end
   if leased and redis.call('ZREM', leasedKey(queue), pad(id)) == 1 then return end
   local level = levelKey(queue, priority)
   if redis.call('ZREM', level, pad(id)) == 1 then
@@ -268,6 +322,12 @@ local function insertJob(row, extra)
     table.insert(fields, 'expire_at'); table.insert(fields, at(row.expireAt))
   end
   if opt(row.trace) ~= nil then table.insert(fields, 'trace'); table.insert(fields, row.trace) end
+  local group = opt(row.group)
+  if group ~= nil then
+    table.insert(fields, 'group_key'); table.insert(fields, group.key)
+    if opt(group.limit) ~= nil then table.insert(fields, 'group_limit'); table.insert(fields, group.limit) end
+    if group.ordered then table.insert(fields, 'group_ordered'); table.insert(fields, 1) end
+  end
   if extra ~= nil then
     for field, value in pairs(extra) do
       if value ~= NULL then table.insert(fields, field); table.insert(fields, value) end

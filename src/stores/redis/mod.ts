@@ -76,6 +76,7 @@ import type {
 import { RedisConnection } from "./connection.ts";
 import * as chainsBatches from "./chains_batches.ts";
 import * as failedJobs from "./failed_jobs.ts";
+import * as groups from "./groups.ts";
 import * as jobControl from "./job_control.ts";
 import * as jobLogs from "./job_logs.ts";
 import * as jobWrites from "./job_writes.ts";
@@ -344,6 +345,16 @@ export class RedisStore implements Store, AsyncDisposable {
   /** See {@linkcode Store.paused}. */
   paused(now: number): Promise<PausedQueue[]> {
     return jobControl.paused(this.#redis, now);
+  }
+
+  /** See {@linkcode Store.pauseGroup}. */
+  pauseGroup(name: string, key: string, now: number): Promise<void> {
+    return groups.pauseGroup(this.#redis, name, key, now);
+  }
+
+  /** See {@linkcode Store.resumeGroup}. */
+  resumeGroup(name: string, key: string, now: number): Promise<boolean> {
+    return groups.resumeGroup(this.#redis, name, key, now);
   }
 
   /** See {@linkcode Store.failed}. */

@@ -57,6 +57,12 @@ local function ranges(queue, state)
       if state ~= 'delayed' then table.insert(out, {key = key, min = '-inf', max = dueBy, state = 'pending'}) end
       if state ~= 'pending' then table.insert(out, {key = key, min = later, max = '+inf', state = 'delayed'}) end
     end
+    -- Grouped jobs wait in their groups, by due time as in a level.
+    for _, gid in ipairs(redis.call('ZRANGE', groupsKey(queue), 0, -1)) do
+      local key = groupKey(queue, gid)
+      if state ~= 'delayed' then table.insert(out, {key = key, min = '-inf', max = dueBy, state = 'pending'}) end
+      if state ~= 'pending' then table.insert(out, {key = key, min = later, max = '+inf', state = 'delayed'}) end
+    end
   end
   if state ~= 'delayed' then
     local key = leasedKey(queue)

@@ -26,6 +26,7 @@ import { isConnectionError, type RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
 import { list } from "./script_replies.ts";
 import { AREA_HOOKS } from "./hooks.ts";
+import { GROUPED_CANDIDATES } from "./groups.ts";
 import { fireDue, withScheduled } from "./schedule_firing.ts";
 
 /** Most leased jobs per queue that giving back a claim whose reply was lost looks at. */
@@ -52,8 +53,10 @@ local function candidates(queue, T, need, names)
   local leased = redis.call('ZRANGEBYSCORE', leasedKey(queue), '-inf', T, 'WITHSCORES', 'LIMIT', 0, need)
   for i = 1, #leased, 2 do
     local id = tonumber(leased[i])
-    local priority = tonumber(redis.call('HGET', jobKey(id), 'priority'))
-    if priority ~= nil then
+    local fields = redis.call('HMGET', jobKey(id), 'priority', 'group_key')
+    local priority = tonumber(fields[1])
+    -- A grouped job's lease that ran out is its group's to give (groupedCandidates).
+    if priority ~= nil and not fields[2] then
       if expired[priority] == nil then expired[priority] = {} end
       table.insert(expired[priority], {id = id, due = tonumber(leased[i + 1])})
       if not seen[priority] then seen[priority] = true; table.insert(levels, priority) end
@@ -99,6 +102,7 @@ local function candidates(queue, T, need, names)
   return out
 end
 
+${GROUPED_CANDIDATES}
 local function claimJobs(req)
   local claimed = {}
   if req.limit <= 0 then return claimed end
@@ -111,6 +115,8 @@ local function claimJobs(req)
   end
   local limits = opt(req.spendLimits) or {}
   local aheadFrom = opt(req.aheadFrom)
+  -- Grouped or plain jobs first, by the token's parity (as on SQL): plain jobs count as one turn.
+  local groupsFirst = tonumber(string.sub(req.token, -1)) % 2 == 0
   local looked = 0
   local cut = false
   for _, queue in ipairs(req.queues) do
@@ -119,7 +125,18 @@ local function claimJobs(req)
       -- Written once per queue: the claimed members of each level, and the leases.
       local fromLevels = {}
       local leases = {}
-      for _, c in ipairs(candidates(queue, T, req.limit - looked, names)) do
+      local need = req.limit - looked
+      local list
+      if groupsFirst then
+        list = groupedCandidates(queue, T, need, names)
+        if #list < need then
+          for _, c in ipairs(candidates(queue, T, need - #list, names)) do table.insert(list, c) end
+        end
+      else
+        list = candidates(queue, T, need, names)
+        for _, c in ipairs(groupedCandidates(queue, T, need - #list, names)) do table.insert(list, c) end
+      end
+      for _, c in ipairs(list) do
         looked = looked + 1
         local job = readJob(c.id)
         local hadToken = job.token ~= nil
@@ -146,7 +163,10 @@ local function claimJobs(req)
         if take then
           local lastError = job.last_error
           if recovered then lastError = 'worker died during attempt ' .. num(job, 'attempts') end
-          if not hadToken then
+          if c.gid ~= nil then
+            if not hadToken then redis.call('ZREM', groupKey(queue, c.gid), pad(c.id)) end
+            redis.call('SADD', groupLeasedKey(queue, c.gid), pad(c.id))
+          elseif not hadToken then
             local from = fromLevels[job.priority]
             if from == nil then
               from = {}
@@ -203,7 +223,7 @@ end
 
 -- What a start confirmation reads of a job: its lease, and what unclaim and the key hooks use.
 local CONFIRM_FIELDS = {'token', 'claimed_ahead', 'queue', 'priority', 'available_at', 'waited_ms',
-  'attempts', 'keyed', 'job_key', 'locked', 'lock_keys'}
+  'attempts', 'keyed', 'job_key', 'locked', 'lock_keys', 'name', 'group_key'}
 
 local function confirmStarts(starts)
   local started = {}
@@ -216,8 +236,10 @@ local function confirmStarts(starts)
       for i, field in ipairs(CONFIRM_FIELDS) do if values[i] then job[field] = values[i] end end
     end
     if job ~= nil and job.token == lease.token and job.claimed_ahead == '1' then
-      if H.paused(job.queue) then
-        -- Refused while still held: its queue is paused. Give it back, with its claim's locks.
+      local groupPaused = job.group_key ~= nil and
+        redis.call('SISMEMBER', P .. ':gpauses', groupId(job.name, job.group_key)) == 1
+      if H.paused(job.queue) or groupPaused then
+        -- Refused while still held: its queue or its group is paused. Give it back, with its claim's locks.
         unclaim(lease.id, job, starts.leaseMs)
         H.keysSettled(lease.id, job, 'release', lease.token)
       else
@@ -267,6 +289,7 @@ local released = 0
 local queued = 0
 -- An awaited job ended: its awaiters (who watch the wake-up channel too) look again.
 local awaitedEnded = false
+local groupFreed = false
 
 -- Job rows first.
 for i, s in ipairs(settlements) do
@@ -290,7 +313,8 @@ for i, s in ipairs(settlements) do
         'priority', job.priority, 'error', s.error.message, 'attempts', s.attempts,
         'crashes', num(job, 'crashes') + (s.crashed and 1 or 0), 'created_at', job.created_at,
         'failed_at', at(s.at), 'batch_member', num(job, 'batch_member')}
-      for _, field in ipairs({'batch_id', 'chain_id', 'trace'}) do
+      for _, field in ipairs({'batch_id', 'chain_id', 'trace', 'group_key', 'group_limit',
+        'group_ordered'}) do
         if job[field] ~= nil then table.insert(row, field); table.insert(row, job[field]) end
       end
       if opt(s.error.stack) ~= nil then table.insert(row, 'stack'); table.insert(row, s.error.stack) end
@@ -326,6 +350,8 @@ for i, s in ipairs(settlements) do
       settled[i] = job
     end
     if settled[i] ~= nil then H.metrics(s, job) end
+    -- A grouped job's settle frees a slot of its group: jobs its limit held back can go.
+    if settled[i] ~= nil and job.group_key ~= nil then groupFreed = true end
     if job.awaited == '1' and (s.kind == 'complete' or s.kind == 'cancel' or s.kind == 'fail') then
       awaitedEnded = true
     end
@@ -373,7 +399,7 @@ end
 
 local started = {}
 if opt(records.starts) ~= nil then started = confirmStarts(records.starts) end
-if released > 0 or queued > 0 or awaitedEnded then wake() end
+if released > 0 or queued > 0 or awaitedEnded or groupFreed then wake() end
 local claimed = {}
 if opt(INPUT['then']) ~= nil then claimed = claimJobs(INPUT['then']) end
 return cjson.encode({applied = applied, claimed = claimed, started = started})
@@ -447,6 +473,10 @@ for _, queue in ipairs(INPUT.queues) do
     consider(redis.call('ZRANGEBYSCORE', levelKey(queue, priority), '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
   end
   consider(redis.call('ZRANGEBYSCORE', leasedKey(queue), '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
+  -- Grouped jobs wait in their groups: one look per group, as the SQL stores do.
+  for _, gid in ipairs(redis.call('ZRANGE', groupsKey(queue), 0, -1)) do
+    consider(redis.call('ZRANGEBYSCORE', groupKey(queue, gid), '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
+  end
 end
 if next == nil then return cjson.encode(NULL) end
 return cjson.encode(back(next))

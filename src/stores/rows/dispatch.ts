@@ -6,6 +6,19 @@
  * @module
  */
 
+/**
+ * The group a job belongs to (`defineJob({ group })`), with its
+ * definition's settings as they were at dispatch.
+ */
+export interface JobGroup {
+  /** The group key: 1 to 255 characters. A group is its queue, job name and key. */
+  readonly key: string;
+  /** Most jobs of the group leased at once, or null for no limit. */
+  readonly limit: number | null;
+  /** Whether the group's jobs run one at a time in dispatch order (with `limit` 1). */
+  readonly ordered: boolean;
+}
+
 /** A job to insert, already validated and encoded. */
 export interface NewJobRow {
   /** Queue name (validated). */
@@ -32,6 +45,8 @@ export interface NewJobRow {
    * parented to; null (or absent) outside a trace.
    */
   readonly trace?: string | null;
+  /** Its group (`defineJob({ group })`); null or absent: none. */
+  readonly group?: JobGroup | null;
 }
 
 /** What makes a dispatch the same job as one already stored. */

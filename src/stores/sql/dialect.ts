@@ -42,6 +42,8 @@ export interface SettledJob extends JobLinks {
   readonly keyed: number;
   /** 1 when the attempt took middleware locks its settle must release. */
   readonly locked: number;
+  /** Its group key, or null: its settle frees a slot of its group. */
+  readonly group_key: string | null;
 }
 
 /**
@@ -70,7 +72,10 @@ export const LINK_COLUMNS = "batch_id, batch_member, chain_id";
 
 /** The columns every settle statement returns, in the order of {@linkcode SettledJob}. */
 export const SETTLED_COLUMNS =
-  "id, batch_id, batch_member, chain_id, queue, name, waited_ms, keyed, locked";
+  "id, batch_id, batch_member, chain_id, queue, name, waited_ms, keyed, locked, group_key";
+
+/** A job's group, as columns (`jobs` and `failed_jobs`): see src/stores/sql/groups.ts. */
+export const GROUP_COLUMNS = "group_key, group_limit, group_ordered";
 
 /** A job moved back from the failed jobs, with its links. */
 export interface MovedJob extends JobLinks {

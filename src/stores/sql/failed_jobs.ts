@@ -8,6 +8,7 @@
  */
 import * as chainsBatches from "./chains_batches.ts";
 import { clockParam, type Dialect, type RetrySelection } from "./dialect.ts";
+import { reenterGroups } from "./groups.ts";
 import { exec, type Script } from "./script.ts";
 import { type Statement, statement } from "./statement.ts";
 
@@ -23,6 +24,7 @@ const PRUNE = statement("DELETE FROM failed_jobs WHERE failed_at < (SELECT {{now
 export function* retry(dialect: Dialect, selection: RetrySelection, now: number): Script<number[]> {
   // A caller whose clock runs ahead would otherwise hold the retried jobs back by as much.
   const moved = yield* dialect.retryFailed(selection, yield* dialect.now(now));
+  yield* reenterGroups(moved.map((row) => Number(row.id)));
   yield* chainsBatches.retried(moved);
   if (moved.length > 0) yield* dialect.notify();
   return moved.map((row) => Number(row.id));

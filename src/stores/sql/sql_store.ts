@@ -58,6 +58,7 @@ import { clear } from "./clear.ts";
 import * as failedJobs from "./failed_jobs.ts";
 import * as cancels from "./cancel.ts";
 import * as finishedJobs from "./finished_jobs.ts";
+import * as groupPauses from "./group_pauses.ts";
 import * as pauses from "./pauses.ts";
 import { PruneSchedule } from "./upkeep.ts";
 import * as jobLogs from "./job_logs.ts";
@@ -106,7 +107,9 @@ export class SqlStore implements Store {
 
   /** Inserts jobs in one transaction (one statement where the engine can); their ids in order. */
   insertJobs(rows: readonly NewJobRow[]): Promise<number[]> {
-    const oneStatement = rows.length === 1 || this.#dialect.insertsInOneStatement;
+    // A grouped job's insert also enters its group: two statements, so a transaction.
+    const grouped = rows.some((row) => row.group !== null && row.group !== undefined);
+    const oneStatement = !grouped && (rows.length === 1 || this.#dialect.insertsInOneStatement);
     return this.#engine.run(
       () => this.#dialect.insertJobs(rows, PLAIN, true),
       oneStatement ? "statement" : "write",
@@ -394,6 +397,16 @@ export class SqlStore implements Store {
   /** The queues paused at `now`. */
   paused(now: number): Promise<PausedQueue[]> {
     return this.#read(() => pauses.paused(this.#dialect, now));
+  }
+
+  /** Pauses a group. */
+  pauseGroup(name: string, key: string, now: number): Promise<void> {
+    return this.#engine.run(() => groupPauses.pauseGroup(this.#dialect, name, key, now), "write");
+  }
+
+  /** Resumes a group and wakes idle workers. */
+  resumeGroup(name: string, key: string, _now: number): Promise<boolean> {
+    return this.#write(() => groupPauses.resumeGroup(this.#dialect, name, key));
   }
 
   /** Job `id`'s step memos by `seq` and its mailbox, oldest signal first. */

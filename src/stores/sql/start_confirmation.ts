@@ -19,6 +19,7 @@
  */
 import type { StartRequest } from "../store.ts";
 import { clockParam, type Dialect, KEYED } from "./dialect.ts";
+import { groupNotPaused } from "./group_pauses.ts";
 import { notPaused } from "./pauses.ts";
 import { releaseHeld, releaseOnStart } from "./keys.ts";
 import { exec, type Script } from "./script.ts";
@@ -47,7 +48,7 @@ export const UNCLAIM = statement(
 const CONFIRM_START = statement(
   `UPDATE jobs SET claimed_ahead = 0, available_at = {{now $3}} + $4
   WHERE id IN {{ids $1}} AND token = $2 AND claimed_ahead = 1
-    AND ${notPaused("jobs.queue", "(SELECT {{now $3}})")}
+    AND ${notPaused("jobs.queue", "(SELECT {{now $3}})")} AND ${groupNotPaused("jobs")}
   RETURNING id, keyed`,
 );
 

@@ -21,6 +21,8 @@
  * - `{{forUpdate}}` / `{{forUpdate t}}`: a row lock on the rows read
  *   (`FOR UPDATE [OF t]`) on PostgreSQL; nothing on SQLite, whose one
  *   writer already serializes every write transaction.
+ * - `{{skipLocked}}`: the same lock, skipping the rows another transaction
+ *   holds (`FOR UPDATE SKIP LOCKED`); nothing on SQLite.
  *
  * @internal
  * @module
@@ -84,6 +86,10 @@ const MACROS: Record<string, Record<EngineName, (argument: string) => string>> =
   now: {
     sqlite: (n) => `?${n}`,
     postgres: (n) => `COALESCE($${n}::bigint, ${POSTGRES_NOW})`,
+  },
+  skipLocked: {
+    sqlite: () => "",
+    postgres: () => "FOR UPDATE SKIP LOCKED",
   },
   forUpdate: {
     sqlite: () => "",

@@ -23,6 +23,7 @@ import * as chainsBatches from "./chains_batches.ts";
 import { clockParam, type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
 import { recordFinished } from "./finished_jobs.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
+import { claimFairly, groupsNextDue } from "./groups.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
 import { each, exec, type Script } from "./script.ts";
 import { confirmStarts, UNCLAIM } from "./start_confirmation.ts";
@@ -70,14 +71,15 @@ const PARK = statement(
  */
 const NEXT_DUE = statement(
   `WITH RECURSIVE levels(priority) AS (
-    SELECT MAX(priority) FROM jobs WHERE queue = $1
+    SELECT MAX(priority) FROM jobs WHERE queue = $1 AND group_key IS NULL
     UNION ALL
-    SELECT (SELECT MAX(priority) FROM jobs WHERE queue = $1 AND priority < levels.priority)
+    SELECT (SELECT MAX(priority) FROM jobs WHERE queue = $1 AND group_key IS NULL
+      AND priority < levels.priority)
     FROM levels WHERE levels.priority IS NOT NULL
   )
   SELECT MIN(in_ms) AS in_ms FROM (
-    SELECT (SELECT MIN(available_at) FROM jobs
-        WHERE queue = $1 AND priority = levels.priority AND available_at > clock.t) - clock.t AS in_ms
+    SELECT (SELECT MIN(available_at) FROM jobs WHERE queue = $1 AND group_key IS NULL
+        AND priority = levels.priority AND available_at > clock.t) - clock.t AS in_ms
     FROM levels CROSS JOIN (SELECT {{now $2}} AS t) clock
     WHERE levels.priority IS NOT NULL
   ) due`,
@@ -101,6 +103,7 @@ export function* nextDueAt(
     NEXT_DUE,
     queues.map((queue) => [queue, now]),
   );
+  results.push(...yield* groupsNextDue(queues, now));
   let next: number | null = null;
   for (const { rows: [row] } of results) {
     if (row?.in_ms === null || row?.in_ms === undefined) continue;
@@ -128,7 +131,7 @@ const HOLD_AHEAD = statement(
 export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJob[]> {
   if (request.schedules !== undefined) yield* fireDue(dialect, request.schedules, request.now);
   if (request.limit === 0) return [];
-  let rows: ClaimRow[] = yield* dialect.claim(request);
+  let rows: ClaimRow[] = yield* claimFairly(dialect, request);
   const { aheadFrom } = request;
   let jobs: ClaimedJob[];
   if (aheadFrom !== undefined && rows.length > aheadFrom) {
@@ -232,8 +235,10 @@ export function* settle(
   // The starts of jobs claimed ahead, after the settles of the jobs before them.
   const started = records.starts === undefined ? [] : yield* confirmStarts(dialect, records.starts);
   // Wake other processes only when this made a job claimable: a retry or a park (due at once when
-  // its wait's signal came already), or a follow-up queued.
-  if (released > 0 || queued > 0) yield* dialect.notify();
+  // its wait's signal came already), a follow-up queued, or a group's slot freed.
+  // A grouped job's settle frees a slot of its group: jobs held back by its limit become claimable.
+  const freed = settledJobs.some((job) => job.group_key !== null && job.group_key !== undefined);
+  if (released > 0 || queued > 0 || freed) yield* dialect.notify();
   return { applied, claimed: then === undefined ? [] : yield* claim(dialect, then), started };
 }
 

@@ -15,6 +15,7 @@ import {
   CLAIMED_COLUMNS,
   type Dialect,
   type FailSettlement,
+  GROUP_COLUMNS,
   type InsertedAs,
   LINK_COLUMNS,
   type MovedJob,
@@ -22,6 +23,7 @@ import {
   SETTLED_COLUMNS,
   type SettledJob,
 } from "../sql/dialect.ts";
+import { enterGroups } from "../sql/groups.ts";
 import { notPaused } from "../sql/pauses.ts";
 import { done, each, exec, type Script } from "../sql/script.ts";
 import { type Statement, statement } from "../sql/statement.ts";
@@ -30,6 +32,12 @@ const INSERT = statement(
   `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at,
     batch_id, batch_member, keyed, trace, expire_at)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+);
+/** {@linkcode INSERT} of a grouped job: its group key and settings too (a plain insert binds none). */
+const INSERT_GROUPED = statement(
+  `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at,
+    batch_id, batch_member, keyed, trace, expire_at, group_key, group_limit, group_ordered)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 );
 const COMPLETE = statement(
   `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${SETTLED_COLUMNS}`,
@@ -42,15 +50,17 @@ const COMPLETE_MANY = statement(
 const COPY_TO_FAILED = statement(
   `INSERT OR REPLACE INTO failed_jobs
   (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
-    ${LINK_COLUMNS}, trace)
+    ${LINK_COLUMNS}, trace, ${GROUP_COLUMNS})
   SELECT id, queue, name, payload, priority, $1, $2, $3, crashes + $4, created_at, $5, ${LINK_COLUMNS},
-    trace
+    trace, ${GROUP_COLUMNS}
   FROM jobs WHERE id = $6 AND token = $7`,
 );
 const RENEW = statement("UPDATE jobs SET available_at = $1 WHERE id = $2 AND token = $3");
 const RETRY_COPY = `INSERT INTO jobs
-  (id, queue, name, payload, priority, available_at, created_at, ${LINK_COLUMNS}, trace)
-  SELECT id, queue, name, payload, priority, $1, created_at, ${LINK_COLUMNS}, trace FROM failed_jobs`;
+  (id, queue, name, payload, priority, available_at, created_at, ${LINK_COLUMNS}, trace,
+    ${GROUP_COLUMNS})
+  SELECT id, queue, name, payload, priority, $1, created_at, ${LINK_COLUMNS}, trace,
+    ${GROUP_COLUMNS} FROM failed_jobs`;
 const RETRY_ONE = statement(`${RETRY_COPY} WHERE id = $2 RETURNING id, ${LINK_COLUMNS}`, {
   oneRow: true,
 });
@@ -73,10 +83,11 @@ const claimStatements = new Map<string, Statement>();
  */
 const LEVELS = statement(
   `WITH RECURSIVE levels(priority) AS (
-    SELECT MAX(priority) FROM jobs INDEXED BY jobs_claim_order WHERE queue = $1
+    SELECT MAX(priority) FROM jobs INDEXED BY jobs_claim_order
+      WHERE queue = $1 AND group_key IS NULL
     UNION ALL
     SELECT (SELECT MAX(priority) FROM jobs INDEXED BY jobs_claim_order
-      WHERE queue = $1 AND priority < levels.priority)
+      WHERE queue = $1 AND group_key IS NULL AND priority < levels.priority)
     FROM levels WHERE levels.priority IS NOT NULL LIMIT $2
   )
   SELECT priority FROM levels WHERE priority IS NOT NULL`,
@@ -99,7 +110,7 @@ function levelClaimStatement(arms: number, byName: boolean): Statement {
     const names = byName ? "AND name IN {{texts $5}}" : "";
     const arm = (index: number) =>
       `SELECT id FROM (SELECT id FROM jobs INDEXED BY jobs_claim_order
-        WHERE queue = $${6 + 2 * index} AND priority = $${7 + 2 * index}
+        WHERE queue = $${6 + 2 * index} AND group_key IS NULL AND priority = $${7 + 2 * index}
         AND available_at <= $2 ${names} AND ${notPaused(`$${6 + 2 * index}`, "$2")}
         ORDER BY available_at LIMIT $3)`;
     claim = claimSetting(Array.from({ length: arms }, (_, i) => arm(i)).join(" UNION ALL "));
@@ -121,7 +132,9 @@ function walkingClaimStatement(queueCount: number, byName: boolean): Statement {
     const names = byName ? "AND name IN {{texts $5}}" : "";
     const perQueue = (index: number) =>
       `SELECT id FROM (SELECT id FROM jobs INDEXED BY jobs_claim_order WHERE queue = $${6 + index}
-        AND available_at <= $2 ${names} AND ${notPaused(`$${6 + index}`, "$2")}
+        AND group_key IS NULL AND available_at <= $2 ${names} AND ${
+        notPaused(`$${6 + index}`, "$2")
+      }
         ORDER BY priority DESC, available_at LIMIT $3)`;
     claim = claimSetting(
       Array.from({ length: queueCount }, (_, i) => perQueue(i)).join(" UNION ALL "),
@@ -149,6 +162,8 @@ export const sqliteDialect: Dialect = {
 
   *insertJobs(rows: readonly NewJobRow[], as: InsertedAs): Script<number[]> {
     const member = as.batchId === null ? 0 : 1;
+    // A batch may mix jobs: one grouped row makes every row bind the group columns.
+    const grouped = rows.some((row) => row.group !== null && row.group !== undefined);
     const values = (row: NewJobRow) => [
       row.queue,
       row.name,
@@ -162,10 +177,17 @@ export const sqliteDialect: Dialect = {
       as.keyed,
       row.trace ?? null,
       row.expireAt ?? null,
+      ...(grouped
+        ? [row.group?.key ?? null, row.group?.limit ?? null, row.group?.ordered ? 1 : 0]
+        : []),
     ];
+    const insert = grouped ? INSERT_GROUPED : INSERT;
     // Without RETURNING: run() reports the new row id, and is the cheaper read.
-    if (rows.length === 1) return [(yield* exec(INSERT, ...values(rows[0]!))).lastId!];
-    return (yield* each(INSERT, rows.map(values))).map((result) => result.lastId!);
+    const ids = rows.length === 1
+      ? [(yield* exec(insert, ...values(rows[0]!))).lastId!]
+      : (yield* each(insert, rows.map(values))).map((result) => result.lastId!);
+    yield* enterGroups(rows);
+    return ids;
   },
 
   *claim(request: ClaimRequest): Script<ClaimRow[]> {

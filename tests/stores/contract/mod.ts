@@ -21,6 +21,7 @@ import { backup } from "./backup.ts";
 import { chainsBatches } from "./chains_batches.ts";
 import type { ContractArea, ContractTest, OpenedStore, StoreMethod } from "./fixtures.ts";
 import { jobControlStore } from "./job_control_store.ts";
+import { groups } from "./groups.ts";
 import { jobWrites } from "./job_writes.ts";
 import { lifetime } from "./lifetime.ts";
 import { scheduleStore } from "./schedule_store.ts";
@@ -41,6 +42,7 @@ export const AREAS: readonly ContractArea[] = [
   chainsBatches,
   scheduleStore,
   jobControlStore,
+  groups,
   steps,
   backup,
   lifetime,
@@ -102,6 +104,8 @@ export const STORE_MEMBERS: Record<StoreMethod, true> = {
   pause: true,
   resume: true,
   paused: true,
+  pauseGroup: true,
+  resumeGroup: true,
   jobSteps: true,
   signal: true,
   migrate: true,

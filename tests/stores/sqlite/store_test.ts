@@ -105,8 +105,9 @@ Deno.test("SqliteStore.open() refuses a bad durability or busyTimeoutMs", async 
 // The store builds its claim in claimSql() (private to src/stores/sqlite.ts):
 // an UPDATE whose WHERE picks ids with this SELECT once per queue, joined with
 // UNION ALL. The SELECTs are copied here; keep them in step with claimSql().
+/** A claim's pick as the store writes it: its index holds jobs without a group only. */
 const CLAIM_PICK =
-  "SELECT id FROM jobs WHERE queue = ? AND available_at <= ? ORDER BY priority DESC, available_at LIMIT ?";
+  "SELECT id FROM jobs WHERE queue = ? AND group_key IS NULL AND available_at <= ? ORDER BY priority DESC, available_at LIMIT ?";
 const TWO_QUEUE_PICK =
   `SELECT id FROM (${CLAIM_PICK}) UNION ALL SELECT id FROM (${CLAIM_PICK}) LIMIT ?`;
 

@@ -1,0 +1,168 @@
+/**
+ * Fair scheduling by group on Redis (docs/groups.md), the rules of
+ * src/stores/sql/groups.ts in the claim's one script.
+ *
+ * Design (keys in src/stores/redis/lua.ts's prelude):
+ * - A grouped job's row keeps `group_key`, `group_limit` (absent: none) and
+ *   `group_ordered` (1: one at a time, in dispatch order); a failed job
+ *   keeps them for its retry. Its group is `<gid>` = `<length of
+ *   name>:<name>:<key>` within its queue.
+ * - `placeUnleased` and `unplace`, which every rule moves jobs with, put an
+ *   unleased grouped job in its group's ZSET (`g:<gid>`, by due time) rather
+ *   than its level, and list the group in the queue's turn order
+ *   (`groups`, at the back when new) with its setting (`gset`); a leased one
+ *   is in the queue's leased set (so renewals, listings and counts see it)
+ *   and in its group's `gl:<gid>` SET. An ordered group also keeps every
+ *   job by id (`go:<gid>`): its first is the one that may run. A group with
+ *   no job left is taken off the list in the same call.
+ * - The plain claim's candidates skip grouped jobs (a grouped job's lease
+ *   that ran out is its group's to give). `groupedCandidates` walks the
+ *   queue's groups in turn order, a window at a time, skipping paused
+ *   groups and those of names the claimer does not run; for each, its live
+ *   leases (the lease end after now) take slots of its limit; it picks in
+ *   rounds (every group's first free slot, then every group's second) up to
+ *   the claim's need; the groups it served or found nothing to take in go
+ *   to the back of the turn order.
+ *
+ * @internal
+ * @module
+ */
+import type { RedisConnection } from "./connection.ts";
+import { luaScript } from "./lua.ts";
+
+/** Most groups one window of the grouped claim looks at. */
+const MAX_WINDOW = 64;
+
+/**
+ * `groupedCandidates(queue, T, need, names)`: up to `need` due grouped jobs
+ * of `queue` in round-robin order, `{id, due, gid}`; moves the groups it
+ * looked at as the module doc says. For the claim's script (tick.ts).
+ */
+export const GROUPED_CANDIDATES = String.raw`
+local function groupedCandidates(queue, T, need, names)
+  local out = {}
+  if need <= 0 or redis.call('EXISTS', groupsKey(queue)) == 0 then return out end
+  local size = math.min(${MAX_WINDOW}, math.max(4, need))
+  local offset = 0
+  local toBack = {}
+  while #out < need do
+    local window = redis.call('ZRANGE', groupsKey(queue), offset, offset + size - 1)
+    if #window == 0 then break end
+    offset = offset + #window
+    local lists = {}
+    local eligible = {}
+    for gi, gid in ipairs(window) do
+      local colon = string.find(gid, ':', 1, true)
+      local length = tonumber(string.sub(gid, 1, colon - 1))
+      local name = string.sub(gid, colon + 1, colon + length)
+      local list = {}
+      eligible[gi] = (names == nil or names[name] == true) and
+        redis.call('SISMEMBER', P .. ':gpauses', gid) == 0
+      if eligible[gi] then
+        local setting = redis.call('HGET', groupSettingsKey(queue), gid) or ':0'
+        local sep = string.find(setting, ':', 1, true)
+        local limit = tonumber(string.sub(setting, 1, sep - 1))
+        local ordered = string.sub(setting, sep + 1) == '1'
+        local live = 0
+        local expired = {}
+        for _, member in ipairs(redis.call('SMEMBERS', groupLeasedKey(queue, gid))) do
+          local leaseEnd = tonumber(redis.call('ZSCORE', leasedKey(queue), member))
+          if leaseEnd ~= nil and leaseEnd > T then live = live + 1
+          elseif leaseEnd ~= nil then table.insert(expired, {id = tonumber(member), due = leaseEnd}) end
+        end
+        if ordered then
+          local head = redis.call('ZRANGE', groupOrderKey(queue, gid), 0, 0)[1]
+          if live == 0 and head ~= nil then
+            local due = tonumber(redis.call('ZSCORE', groupKey(queue, gid), head))
+            for _, lease in ipairs(expired) do
+              if lease.id == tonumber(head) then due = lease.due end
+            end
+            if due ~= nil and due <= T then table.insert(list, {id = tonumber(head), due = due}) end
+          end
+        else
+          local free = need
+          if limit ~= nil then free = math.min(need, limit - live) end
+          if free > 0 then
+            local due = redis.call('ZRANGEBYSCORE', groupKey(queue, gid), '-inf', T, 'WITHSCORES',
+              'LIMIT', 0, free)
+            for i = 1, #due, 2 do
+              table.insert(list, {id = tonumber(due[i]), due = tonumber(due[i + 1])})
+            end
+            if #expired > 0 then
+              for _, lease in ipairs(expired) do table.insert(list, lease) end
+              table.sort(list, function(a, b) return a.due < b.due or (a.due == b.due and a.id < b.id) end)
+              while #list > free do table.remove(list) end
+            end
+          end
+        end
+      end
+      lists[gi] = list
+    end
+    local served = {}
+    local round = 1
+    while #out < need do
+      local any = false
+      for gi, gid in ipairs(window) do
+        local candidate = lists[gi][round]
+        if candidate ~= nil and #out < need then
+          table.insert(out, {id = candidate.id, due = candidate.due, gid = gid})
+          served[gi] = true
+          any = true
+        end
+      end
+      if not any then break end
+      round = round + 1
+    end
+    for gi, gid in ipairs(window) do
+      if served[gi] or (eligible[gi] and #lists[gi] == 0) then table.insert(toBack, gid) end
+    end
+    if #window < size then break end
+  end
+  if #toBack > 0 then
+    local last = redis.call('ZRANGE', groupsKey(queue), -1, -1, 'WITHSCORES')
+    local turn = tonumber(last[2] or 0) + 1
+    local args = {}
+    for _, gid in ipairs(toBack) do table.insert(args, turn); table.insert(args, gid) end
+    redis.call('ZADD', groupsKey(queue), unpack(args))
+  end
+  return out
+end
+`;
+
+/** Input: `name`, `key`. Pauses the group in every queue. */
+const PAUSE_GROUP = luaScript(
+  "pauseGroup",
+  "writes",
+  "redis.call('SADD', P .. ':gpauses', groupId(INPUT.name, INPUT.key))",
+);
+
+/** Input: `name`, `key`. Resumes the group; whether it was paused. Wakes idle workers. */
+const RESUME_GROUP = luaScript(
+  "resumeGroup",
+  "allow-oom",
+  String.raw`
+local removed = redis.call('SREM', P .. ':gpauses', groupId(INPUT.name, INPUT.key)) == 1
+if removed then wake() end
+return cjson.encode(removed)
+`,
+);
+
+/** Pauses group `key` of job `name` in every queue: claims skip its jobs; running ones go on. */
+export async function pauseGroup(
+  redis: RedisConnection,
+  name: string,
+  key: string,
+  now: number,
+): Promise<void> {
+  await redis.call(PAUSE_GROUP, { now, name, key });
+}
+
+/** Resumes group `key` of job `name`; whether it was paused. Wakes idle workers. */
+export function resumeGroup(
+  redis: RedisConnection,
+  name: string,
+  key: string,
+  now: number,
+): Promise<boolean> {
+  return redis.call<boolean>(RESUME_GROUP, { now, name, key });
+}

@@ -1,0 +1,482 @@
+/**
+ * Fair scheduling by group in SQL (docs/groups.md): the claim of grouped
+ * jobs, round robin across groups, with each group's concurrency limit and
+ * order enforced in the claim's own transaction.
+ *
+ * Design:
+ * - A job's group is its queue, name and `jobs.group_key`; the row also
+ *   keeps its definition's `group_limit` (null: none) and `group_ordered`
+ *   (1: one at a time, in dispatch order). `failed_jobs` keeps the three,
+ *   so a retried job comes back to its group.
+ * - `jobs_claim_order` is partial (`group_key IS NULL`): the plain claim
+ *   never walks a group's backlog. Grouped jobs are found through
+ *   `jobs_group_due` (queue, name, key, due time: a group's due jobs, and
+ *   its leased ones, whose lease end is their due time) and
+ *   `jobs_group_order` (queue, name, key, id, for ordered groups only: an
+ *   ordered group's first job).
+ * - `job_groups` (queue, name, key, limit, ordered, version) lists the
+ *   groups that have jobs. Every insert of grouped jobs upserts their
+ *   group's row (`version` + 1), so a grouped job always has one.
+ *   `group_cursors` holds, per queue, the last group the round robin
+ *   served: the turn goes through the groups in key order from there,
+ *   back to the first after the last.
+ * - A claim first asks whether any group exists in its queues (one seek).
+ *   None: today's claim statement, unchanged. Else, per queue in order, the
+ *   grouped claim and the plain one each take what the other left, the
+ *   one going first alternating with the claim's token, so jobs without a
+ *   group count as one more turn beside the groups.
+ * - The grouped claim of one queue, repeated until it has its jobs or has
+ *   looked at every group once:
+ *   1. a window of groups in key order after the cursor (not paused, of
+ *      the names the claimer runs), each with its first due job, locked on
+ *      PostgreSQL with `FOR UPDATE SKIP LOCKED`:
+ *      concurrent claims take different groups, and the next statements
+ *      (new snapshots, taken under the lock) see every claim of these
+ *      groups that committed before;
+ *   2. per group with a limit or an order (one statement each, pipelined
+ *      on PostgreSQL): its jobs leased now (token set, lease not over:
+ *      started or claimed ahead), an ordered group's first job by id, and
+ *      its first due jobs in due order; a group with neither gives its
+ *      first due job from step 1 (or, when the claim wants more jobs than
+ *      there are groups, its first few, all such groups in one statement);
+ *   3. picks in rounds: every group's first free slot, then every
+ *      group's second, and so on, up to the claim's limit. A group's free
+ *      slots are its limit less its leased jobs; an ordered group's one
+ *      slot is its first job, only when it is due and nothing is leased;
+ *   4. leases the picked jobs in one statement (by id, those still free),
+ *      drops the groups it found empty unless a dispatch filled them since
+ *      (`version` unchanged), and moves the cursor past the groups it
+ *      served or found nothing to take in, up to the first left with jobs
+ *      to give (one write per claim).
+ *
+ * @internal
+ * @module
+ */
+import type { ClaimRequest, NewJobRow } from "../store.ts";
+import { CLAIM_SETS, CLAIMED_COLUMNS, clockParam, type Dialect } from "./dialect.ts";
+import { notPaused } from "./pauses.ts";
+import { each, exec, type Result, type Script } from "./script.ts";
+import type { ClaimRow } from "./stored_rows.ts";
+import { type Statement, statement } from "./statement.ts";
+
+const anyGroupStatements = new Map<number, Statement>();
+
+/**
+ * Whether any of `count` queues (the parameters) has a group with jobs: a
+ * seek per queue on `job_groups`, the one statement the grouped claim adds
+ * to a claim where no queue has groups (placeholders, not a JSON list: it
+ * runs on every claim).
+ */
+function anyGroup(count: number): Statement {
+  let any = anyGroupStatements.get(count);
+  if (any === undefined) {
+    const queues = Array.from({ length: count }, (_, index) => `$${index + 1}`).join(", ");
+    any = statement(`SELECT 1 AS one FROM job_groups WHERE queue IN (${queues}) LIMIT 1`, {
+      oneRow: true,
+    });
+    anyGroupStatements.set(count, any);
+  }
+  return any;
+}
+
+/**
+ * Puts the groups `$1` (queue, name, key, limit, ordered; no two alike) on
+ * the list; a group already there takes the settings given and a new version.
+ */
+const ENTER_GROUPS = statement(
+  `INSERT INTO job_groups (queue, name, group_key, group_limit, group_ordered, version)
+  SELECT g.queue, g.name, g.group_key, g.lim, g.ordered, 0
+  FROM {{rows $1 queue text, name text, group_key text, lim int, ordered int}} g WHERE true
+  ON CONFLICT (queue, name, group_key) DO UPDATE SET version = job_groups.version + 1,
+    group_limit = excluded.group_limit, group_ordered = excluded.group_ordered`,
+);
+
+/** Puts the groups of the jobs `$1` (just moved back from the failed jobs) on the list. */
+const REENTER_GROUPS = statement(
+  `INSERT INTO job_groups (queue, name, group_key, group_limit, group_ordered, version)
+  SELECT queue, name, group_key, MAX(group_limit), MAX(group_ordered), 0
+  FROM jobs WHERE id IN {{ids $1}} AND group_key IS NOT NULL
+  GROUP BY queue, name, group_key
+  ON CONFLICT (queue, name, group_key) DO UPDATE SET version = job_groups.version + 1`,
+);
+
+/**
+ * The groups' window: see the module doc, step 1, with each group's first
+ * due job (a hint: on PostgreSQL it is read before the lock, so the lease
+ * checks it is still free): the first `$3` groups after (`$4`, `$5`) in key
+ * order, or after the queue's cursor when they are null. `$6`: the names
+ * the claimer runs.
+ */
+function windowStatement(byName: boolean) {
+  return statement(
+    `SELECT name, group_key, group_limit, group_ordered, version,
+      (SELECT j.id FROM jobs j WHERE j.queue = $1 AND j.name = job_groups.name
+        AND j.group_key = job_groups.group_key AND j.available_at <= (SELECT {{now $2}})
+        ORDER BY j.available_at, j.id LIMIT 1) AS first_due
+    FROM job_groups
+    WHERE queue = $1 AND ${notPaused("$1", "(SELECT {{now $2}})")}
+      ${byName ? "AND name IN {{texts $6}}" : ""}
+      AND (NOT EXISTS (SELECT 1 FROM group_pauses) OR NOT EXISTS (SELECT 1 FROM group_pauses p
+        WHERE p.name = job_groups.name AND p.group_key = job_groups.group_key))
+      AND (name, group_key) > (
+        COALESCE($4, (SELECT c.name FROM group_cursors c WHERE c.queue = $1), ''),
+        COALESCE($5, (SELECT c.group_key FROM group_cursors c WHERE c.queue = $1), ''))
+    ORDER BY name, group_key LIMIT $3 {{skipLocked}}`,
+  );
+}
+const WINDOW = windowStatement(false);
+const WINDOW_BY_NAME = windowStatement(true);
+
+/**
+ * One group's state (module doc, step 2): its first `$5` due jobs (one row
+ * with null id when none), each row with the group's leased count and, for
+ * an ordered group, its first job by id and whether that one is due (1 or 0).
+ */
+const GROUP_STATE = statement(
+  `SELECT due.id, due.available_at,
+    (SELECT COUNT(*) FROM jobs r WHERE r.queue = $1 AND r.name = $2 AND r.group_key = $3
+      AND r.available_at > (SELECT {{now $4}}) AND r.token IS NOT NULL) AS leased,
+    (SELECT MIN(h.id) FROM jobs h WHERE h.queue = $1 AND h.name = $2 AND h.group_key = $3
+      AND h.group_ordered = 1) AS head,
+    (SELECT CASE WHEN f.available_at <= (SELECT {{now $4}}) THEN 1 ELSE 0 END FROM jobs f
+      WHERE f.id = (SELECT MIN(h.id) FROM jobs h
+        WHERE h.queue = $1 AND h.name = $2 AND h.group_key = $3 AND h.group_ordered = 1))
+      AS head_due
+  FROM (SELECT 1 AS one) one LEFT JOIN (
+    SELECT id, available_at FROM jobs WHERE queue = $1 AND name = $2 AND group_key = $3
+      AND available_at <= (SELECT {{now $4}}) ORDER BY available_at, id LIMIT $5
+  ) due ON true`,
+);
+
+const dueStatements = new Map<number, Statement>();
+
+/**
+ * The first `$3` due jobs of each of `count` groups without a limit or an
+ * order, in one statement (module doc, step 2, for the groups that need
+ * nothing else): each group's jobs one seek on `jobs_group_due`, tagged by
+ * its position (`rank`). Parameters: queue, `{{now}}`, limit, then a name
+ * and a key per group.
+ */
+function dueInGroups(count: number): Statement {
+  let due = dueStatements.get(count);
+  if (due === undefined) {
+    const arm = (index: number) =>
+      `SELECT ${index} AS rank, id FROM (SELECT id, available_at FROM jobs
+        WHERE queue = $1 AND name = $${4 + 2 * index} AND group_key = $${5 + 2 * index}
+        AND available_at <= (SELECT {{now $2}}) ORDER BY available_at, id LIMIT $3) g${index}`;
+    due = statement(Array.from({ length: count }, (_, index) => arm(index)).join(" UNION ALL "));
+    dueStatements.set(count, due);
+  }
+  return due;
+}
+
+/** Leases the jobs `$3` for claim `$1` (those still free): due `$4` ms after `{{now $2}}`. */
+const LEASE = statement(
+  `WITH now_ms AS (SELECT {{now $2}} AS t)
+  UPDATE jobs SET token = $1, available_at = (SELECT t FROM now_ms) + $4,
+    waited_ms = (SELECT t FROM now_ms) - available_at, ${CLAIM_SETS}
+  WHERE id IN {{ids $3}} AND (token IS NULL OR available_at <= (SELECT t FROM now_ms))
+  RETURNING ${CLAIMED_COLUMNS}, expire_at - (SELECT t FROM now_ms) AS expire_in_ms`,
+);
+
+/** Moves queue `$1`'s round robin past group (`$2`, `$3`). */
+const MOVE_CURSOR = statement(
+  `INSERT INTO group_cursors (queue, name, group_key) VALUES ($1, $2, $3)
+  ON CONFLICT (queue) DO UPDATE SET name = excluded.name, group_key = excluded.group_key`,
+);
+
+/** Drops the groups `$2` of queue `$1` that have no job, unless their version moved on. */
+const DROP_EMPTY = statement(
+  `DELETE FROM job_groups WHERE queue = $1
+    AND (name, group_key, version) IN (
+      SELECT name, group_key, version FROM {{rows $2 name text, group_key text, version int}} g)
+    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.queue = job_groups.queue
+      AND j.name = job_groups.name AND j.group_key = job_groups.group_key)`,
+);
+
+/**
+ * How long after `{{now $2}}` the earliest grouped job of queue `$1` due
+ * after it becomes due (a delayed job, a retry, a lease that runs out):
+ * one seek per group.
+ */
+const GROUPS_NEXT_DUE = statement(
+  `SELECT MIN(next_at) - MIN(t) AS in_ms FROM (
+    SELECT (SELECT MIN(j.available_at) FROM jobs j WHERE j.queue = g.queue AND j.name = g.name
+        AND j.group_key = g.group_key AND j.available_at > clock.t) AS next_at, clock.t
+    FROM job_groups g CROSS JOIN (SELECT {{now $2}} AS t) clock WHERE g.queue = $1
+  ) due`,
+  { oneRow: true },
+);
+
+/**
+ * Most groups one step of the grouped claim looks at: as many as a worker's
+ * claim takes jobs (claims ahead included), so that with many groups a
+ * claim takes one job from each, read with the window (each group's first
+ * due job); asking several groups for more in one statement cost about
+ * three times as much per job.
+ */
+const MAX_WINDOW = 256;
+
+/**
+ * For each of `queues`, how long after `now` (a `{{now}}` parameter) its
+ * earliest grouped job due after it becomes due (null in_ms: none).
+ */
+export function groupsNextDue(
+  queues: readonly string[],
+  now: number | null,
+): Script<Result<{ in_ms: number | string | null }>[]> {
+  return each<{ in_ms: number | string | null }>(
+    GROUPS_NEXT_DUE,
+    queues.map((queue) => [queue, now]),
+  );
+}
+
+/** Puts the groups of `rows` (those that have one) on the list; run with their insert. */
+export function* enterGroups(rows: readonly NewJobRow[]): Script<void> {
+  const groups = new Map<string, readonly unknown[]>();
+  for (const row of rows) {
+    if (row.group === null || row.group === undefined) continue;
+    const entry = [row.queue, row.name, row.group.key, row.group.limit, row.group.ordered ? 1 : 0];
+    groups.set(JSON.stringify(entry.slice(0, 3)), entry);
+  }
+  if (groups.size > 0) yield* exec(ENTER_GROUPS, [...groups.values()]);
+}
+
+/** Puts the groups of jobs `ids`, just moved back from the failed jobs, on the list. */
+export function* reenterGroups(ids: readonly number[]): Script<void> {
+  if (ids.length > 0) yield* exec(REENTER_GROUPS, ids);
+}
+
+/**
+ * The claim with groups: `request` as {@linkcode Dialect.claim} takes it,
+ * each queue's grouped jobs taken round robin across its groups (see the
+ * module doc). Rows in no set order.
+ */
+export function* claimFairly(dialect: Dialect, request: ClaimRequest): Script<ClaimRow[]> {
+  const { rows: any } = yield* exec(anyGroup(request.queues.length), ...request.queues);
+  if (any.length === 0) return yield* dialect.claim(request);
+  const claimed: ClaimRow[] = [];
+  const groupsFirst = request.token % 2 === 0;
+  for (const queue of request.queues) {
+    for (const grouped of groupsFirst ? [true, false] : [false, true]) {
+      const limit = request.limit - claimed.length;
+      if (limit <= 0) return claimed;
+      const one = { ...request, queues: [queue], limit };
+      claimed.push(...(grouped ? yield* claimGrouped(dialect, one) : yield* dialect.claim(one)));
+    }
+  }
+  return claimed;
+}
+
+/** A group as the window lists it. */
+interface GroupRow {
+  readonly name: string;
+  readonly group_key: string;
+  readonly group_limit: number | null;
+  readonly group_ordered: number;
+  readonly version: number | string;
+  readonly first_due: number | string | null;
+}
+
+/** A row of {@linkcode GROUP_STATE}. */
+interface GroupStateRow {
+  readonly id: number | string | null;
+  readonly leased: number | string;
+  readonly head: number | string | null;
+  readonly head_due: number | string | null;
+}
+
+/** The grouped claim of `request`'s one queue: module doc, steps 1 to 4. */
+function* claimGrouped(dialect: Dialect, request: ClaimRequest): Script<ClaimRow[]> {
+  const queue = request.queues[0]!;
+  const now = clockParam(dialect, request.now);
+  const size = Math.min(MAX_WINDOW, Math.max(4, request.limit));
+  const seen = new Set<string>();
+  const claimed: ClaimRow[] = [];
+  // Neither a job name nor a group key holds NUL.
+  const keyOf = (group: { name: string; group_key: string }) => `${group.name}\0${group.group_key}`;
+  // From the queue's cursor (null: the window reads it), then on from each window's last group,
+  // then once from the first group.
+  const START = ["", ""] as const;
+  let from: readonly [string | null, string | null] = [null, null];
+  let wrapped = false;
+  let servedUpTo: GroupRow | undefined;
+  let exhausted = false;
+  while (claimed.length < request.limit && !exhausted) {
+    // Groups enough for one job each, read a window at a time (past the last group, on from the
+    // first), so that a claim near the end of the key order still takes one job per group.
+    const groups: GroupRow[] = [];
+    const want = request.limit - claimed.length;
+    while (groups.length < want) {
+      const { rows: window } = yield* exec<GroupRow>(
+        request.names === undefined ? WINDOW : WINDOW_BY_NAME,
+        queue,
+        now,
+        size,
+        ...from,
+        ...(request.names === undefined ? [] : [request.names]),
+      );
+      const fresh = window.filter((group) => !seen.has(keyOf(group)));
+      for (const group of fresh) seen.add(keyOf(group));
+      groups.push(...fresh);
+      const last = window.at(-1);
+      if (window.length < size || last === undefined) {
+        if (wrapped) {
+          exhausted = true;
+          break;
+        }
+        wrapped = true;
+        from = START;
+      } else if (fresh.length === 0 && wrapped) {
+        exhausted = true;
+        break;
+      } else {
+        from = [last.name, last.group_key];
+      }
+    }
+    if (groups.length === 0) break;
+    const taken = yield* takeFromGroups(dialect, request, groups, want);
+    claimed.push(...taken.rows);
+    // The turn passes the groups served or with nothing to take, up to the first group that had
+    // jobs to take but was not served (the claim ran out first): it goes first next time.
+    const waiting = groups.findIndex((_, index) => taken.left[index]!);
+    if (waiting !== 0) servedUpTo = groups[waiting < 0 ? groups.length - 1 : waiting - 1];
+    if (waiting >= 0) break;
+  }
+  if (servedUpTo !== undefined) {
+    yield* exec(MOVE_CURSOR, queue, servedUpTo.name, servedUpTo.group_key);
+  }
+  return claimed;
+}
+
+/**
+ * Takes up to `want` jobs from `groups` (module doc, steps 2 to 4): the
+ * rows leased, and for each group whether it was left with jobs it could
+ * have given.
+ */
+function* takeFromGroups(
+  dialect: Dialect,
+  request: ClaimRequest,
+  groups: readonly GroupRow[],
+  want: number,
+): Script<{ rows: ClaimRow[]; left: boolean[] }> {
+  const takeable = yield* takeableIn(dialect, request, groups, want);
+  const picked: number[] = [];
+  const given = takeable.map(() => 0);
+  for (let round = 0; picked.length < want; round++) {
+    let any = false;
+    takeable.forEach((ids, index) => {
+      if (round < ids.length && picked.length < want) {
+        picked.push(ids[round]!);
+        given[index]!++;
+        any = true;
+      }
+    });
+    if (!any) break;
+  }
+  let rows: (ClaimRow & { expire_in_ms?: number | string | null })[] = [];
+  if (picked.length > 0) {
+    rows = (yield* exec<ClaimRow & { expire_in_ms: number | string | null }>(
+      LEASE,
+      request.token,
+      clockParam(dialect, request.now),
+      picked,
+      request.leaseMs,
+    )).rows;
+    // The expiry as far from the caller's now as it is from the store's (where the store goes by
+    // its own clock; else `expire_at` is already on the caller's).
+    if (dialect.usesDatabaseClock) {
+      rows = rows.map((row) => ({
+        ...row,
+        expire_at: row.expire_in_ms === null || row.expire_in_ms === undefined
+          ? null
+          : request.now + Number(row.expire_in_ms),
+      }));
+    }
+  }
+  // Maybe empty: no due job found (the statement checks that it has none at all).
+  const empty = groups.filter((_, index) => takeable[index]!.length === 0);
+  if (empty.length > 0) {
+    yield* exec(
+      DROP_EMPTY,
+      request.queues[0]!,
+      empty.map((group) => [group.name, group.group_key, Number(group.version)]),
+    );
+  }
+  return { rows, left: takeable.map((ids, index) => given[index] === 0 && ids.length > 0) };
+}
+
+/**
+ * Each of `groups`' takeable jobs, in its order, for a claim that wants
+ * `want` (module doc, step 2): a group's free slots of its due jobs, an
+ * ordered group's first job when it may run.
+ */
+function* takeableIn(
+  dialect: Dialect,
+  request: ClaimRequest,
+  groups: readonly GroupRow[],
+  want: number,
+): Script<number[][]> {
+  const queue = request.queues[0]!;
+  const now = clockParam(dialect, request.now);
+  // Rounds take one job of each group in turn: a group gives at most this many unless the
+  // others run short (then those that gave all they were asked for are asked for more).
+  const share = Math.ceil(want / groups.length);
+  const plain = (group: GroupRow) =>
+    group.group_limit === null && Number(group.group_ordered) !== 1;
+  // The common case, one job from each group of no limit and no order: the window read them.
+  if (share === 1 && groups.every(plain)) {
+    return groups.map((group) => group.first_due === null ? [] : [Number(group.first_due)]);
+  }
+  // Groups with a limit or an order need their state; the rest only their due jobs.
+  const stated = groups.filter((group) => !plain(group));
+  const unstated = groups.filter(plain);
+  const states = yield* each<GroupStateRow>(
+    GROUP_STATE,
+    stated.map((group) => [
+      queue,
+      group.name,
+      group.group_key,
+      now,
+      Math.min(share, Number(group.group_limit ?? want)),
+    ]),
+  );
+  const stateOf = new Map(stated.map((group, index) => [group, states[index]!.rows]));
+  const dueOf = new Map<GroupRow, number[]>();
+  // One job each (at least as many groups as jobs to take): the window read it.
+  let ask = share === 1 ? [] : unstated;
+  if (share === 1) {
+    for (const group of unstated) {
+      dueOf.set(group, group.first_due === null ? [] : [Number(group.first_due)]);
+    }
+  }
+  for (let limit = share; ask.length > 0; limit = want) {
+    for (const group of ask) dueOf.set(group, []);
+    const { rows } = yield* exec<{ rank: number | string; id: number | string }>(
+      dueInGroups(ask.length),
+      queue,
+      now,
+      limit,
+      ...ask.flatMap((group) => [group.name, group.group_key]),
+    );
+    for (const row of rows) dueOf.get(ask[Number(row.rank)]!)!.push(Number(row.id));
+    const found = [...dueOf.values()].reduce((sum, ids) => sum + ids.length, 0);
+    if (limit === want || found >= want) break;
+    ask = ask.filter((group) => dueOf.get(group)!.length === limit);
+  }
+  return groups.map((group) => {
+    const due = dueOf.get(group);
+    if (due !== undefined) return due;
+    const rows = stateOf.get(group)!;
+    const leased = Number(rows[0]?.leased ?? 0);
+    const dueIds = rows.flatMap((row) => row.id === null ? [] : [Number(row.id)]);
+    if (Number(group.group_ordered) === 1) {
+      const head = rows[0]?.head === null || rows[0]?.head === undefined
+        ? null
+        : Number(rows[0].head);
+      return leased === 0 && head !== null && Number(rows[0]?.head_due) === 1 ? [head] : [];
+    }
+    const free = group.group_limit === null ? dueIds.length : Number(group.group_limit) - leased;
+    return dueIds.slice(0, Math.max(0, free));
+  });
+}

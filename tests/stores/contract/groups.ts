@@ -1,0 +1,171 @@
+/**
+ * The contract of fair scheduling by group (docs/groups.md): the claim
+ * takes due grouped jobs round robin across groups, holds each group to
+ * its limit (every leased job of it, started or claimed ahead, holds a
+ * slot), runs an ordered group's jobs one at a time in dispatch order, and
+ * skips a paused group.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import type { JobGroup, NewJobRow } from "../../../src/stores/store.ts";
+import {
+  claim,
+  complete,
+  type ContractArea,
+  type ContractTest,
+  countsAt,
+  fail,
+  ids,
+  LEASE_MS,
+  newJob,
+  release,
+  T0,
+} from "./fixtures.ts";
+
+/** Grouped jobs: the claim's fair part, and pausing a group. */
+export const groups: ContractArea = {
+  covers: ["pauseGroup", "resumeGroup"],
+  register,
+};
+
+/** `count` job rows of group `key`, each with `n` in its payload. */
+function grouped(key: string, count: number, group: Partial<JobGroup> = {}): NewJobRow[] {
+  return Array.from(
+    { length: count },
+    (_, n) =>
+      newJob({ payload: `{"n":${n}}`, group: { key, limit: null, ordered: false, ...group } }),
+  );
+}
+
+function register(test: ContractTest): void {
+  test("claim() takes due grouped jobs round robin: a group of 10 progresses beside a backlog of 100", async (store) => {
+    const backlog = await store.insertJobs(grouped("a", 100));
+    const few = await store.insertJobs(grouped("b", 10));
+    const taken: number[] = [];
+    for (let token = 1; token <= 5; token++) {
+      const jobs = await claim(store, { limit: 4, token });
+      assert.equal(jobs.length, 4, `claim ${token}`);
+      taken.push(...ids(jobs));
+      await store.settle(jobs.map((job) => complete(job.id, token)));
+    }
+    const fromFew = taken.filter((id) => few.includes(id)).length;
+    const fromBacklog = taken.filter((id) => backlog.includes(id)).length;
+    assert.deepEqual([fromFew, fromBacklog], [10, 10], "each claim takes from both groups alike");
+  });
+
+  test("claim() takes jobs without a group beside grouped ones", async (store) => {
+    const plain = await store.insertJobs([newJob(), newJob(), newJob()]);
+    const group = await store.insertJobs(grouped("g", 3, { limit: 1 }));
+    const jobs = await claim(store, { limit: 10 });
+    assert.deepEqual(
+      [...ids(jobs)].sort((a, b) => a - b),
+      [...plain, group[0]!].sort((a, b) => a - b),
+    );
+  });
+
+  test("claim() holds a group to its limit: every leased job holds a slot, started or claimed ahead, until it settles or its lease runs out", async (store) => {
+    const jobs = await store.insertJobs(grouped("g", 6, { limit: 2 }));
+    const first = await claim(store, { limit: 10, aheadFrom: 1 });
+    assert.deepEqual(ids(first), jobs.slice(0, 2), "two at most, one of them held ahead");
+    assert.deepEqual(await claim(store, { limit: 10, token: 2 }), [], "no slot left");
+    await store.insertJobs(grouped("other", 1));
+    assert.equal((await claim(store, { limit: 10, token: 3 })).length, 1, "another group is apart");
+    await store.settle([complete(jobs[0]!, 1)]);
+    assert.deepEqual(
+      ids(await claim(store, { limit: 10, token: 4 })),
+      [jobs[2]],
+      "a settle frees a slot",
+    );
+    // The leases of jobs[1] (held ahead) and jobs[2] run out: their slots are free again.
+    const later = ids(await claim(store, { limit: 10, token: 5, now: T0 + LEASE_MS + 1 }))
+      .filter((id) => jobs.includes(id));
+    assert.equal(later.length, 2, `${later}`);
+  });
+
+  test("claim() runs an ordered group's jobs one at a time in dispatch order; a job put back holds the group until it runs again", async (store) => {
+    const jobs = await store.insertJobs(grouped("o", 3, { limit: 1, ordered: true }));
+    const other = await store.insertJobs(grouped("p", 1, { limit: 1, ordered: true }));
+    const [head, also] = await claim(store, { limit: 10 });
+    assert.deepEqual([head?.id, also?.id].sort(), [jobs[0], other[0]].sort());
+    assert.deepEqual(await claim(store, { limit: 10, token: 2 }), [], "the group's head runs");
+    await store.settle([release(jobs[0]!, 1, T0 + 5_000, "Error: boom")]);
+    assert.deepEqual(
+      await claim(store, { limit: 10, token: 3, now: T0 + 10 }),
+      [],
+      "its backoff blocks the group",
+    );
+    const again = await claim(store, { limit: 10, token: 4, now: T0 + 5_000 });
+    assert.deepEqual(ids(again), [jobs[0]], "the same job again, not the next");
+    await store.settle([complete(jobs[0]!, 4, T0 + 5_000)]);
+    const second = await claim(store, { limit: 10, token: 5, now: T0 + 5_000 });
+    assert.deepEqual(ids(second), [jobs[1]]);
+    await store.settle([fail(jobs[1]!, 5, T0 + 5_000)]);
+    assert.deepEqual(
+      ids(await claim(store, { limit: 10, token: 6, now: T0 + 5_000 })),
+      [jobs[2]],
+      "a job failed for good lets the next one go",
+    );
+  });
+
+  test("retry() brings a failed grouped job back to its group and its limit", async (store) => {
+    const jobs = await store.insertJobs(grouped("g", 2, { limit: 1 }));
+    assert.deepEqual(ids(await claim(store)), [jobs[0]]);
+    await store.settle([fail(jobs[0]!, 1)]);
+    assert.deepEqual(ids(await claim(store, { token: 2 })), [jobs[1]]);
+    assert.deepEqual(await store.retry([jobs[0]!], T0), [jobs[0]]);
+    assert.deepEqual(await claim(store, { token: 3 }), [], "the group's one slot is taken");
+    await store.settle([complete(jobs[1]!, 2)]);
+    assert.deepEqual(ids(await claim(store, { token: 4 })), [jobs[0]]);
+  });
+
+  test("claim() takes only grouped jobs of the names asked for, and none of a paused queue", async (store) => {
+    const mine = await store.insertJobs(grouped("g", 2));
+    await store.insertJobs(grouped("g", 2).map((row) => ({ ...row, name: "someone-else" })));
+    assert.deepEqual(ids(await claim(store, { names: ["contract-job"] })).sort(), mine.sort());
+    await store.insertJobs(grouped("h", 1));
+    await store.pause("default", T0, null, null);
+    assert.deepEqual(await claim(store, { token: 2 }), []);
+  });
+
+  test("nextDueAt() sees when a delayed grouped job becomes due", async (store) => {
+    await store.insertJobs(grouped("g", 1).map((row) => ({ ...row, availableAt: T0 + 5_000 })));
+    assert.equal(await store.nextDueAt(["default"], T0), T0 + 5_000);
+  });
+
+  test("a batch may hold grouped jobs beside plain ones: each keeps its group", async (store) => {
+    const { jobIds } = await store.insertBatch({
+      name: "mixed",
+      allowFailures: true,
+      createdAt: T0,
+      jobs: [newJob(), ...grouped("g", 2, { limit: 1 })],
+      then: [],
+      catch: [],
+      finally: [],
+    });
+    assert.deepEqual(ids(await claim(store)).sort(), [jobIds[0]!, jobIds[1]!].sort());
+  });
+
+  test("counts() and clear() see grouped jobs as any other", async (store) => {
+    await store.insertJobs([
+      ...grouped("g", 2, { limit: 1 }),
+      ...grouped("h", 1).map((row) => ({ ...row, availableAt: T0 + 60_000 })),
+    ]);
+    assert.equal((await claim(store)).length, 1);
+    assert.deepEqual(await countsAt(store, T0), { default: [1, 1, 1, 0] });
+    assert.equal(await store.clear("default", T0), 3);
+    assert.deepEqual(await claim(store, { token: 2, now: T0 + 60_000 }), []);
+  });
+
+  test("pauseGroup() stops claims of a group's jobs, not its running ones; resumeGroup() lets them go", async (store) => {
+    const jobs = await store.insertJobs(grouped("g", 3));
+    const [running] = await claim(store, { limit: 1 });
+    const others = await store.insertJobs(grouped("h", 1));
+    await store.pauseGroup("contract-job", "g", T0);
+    assert.deepEqual(ids(await claim(store, { token: 2 })), others, "only the other group");
+    await store.settle([complete(running!.id, 1)]);
+    assert.equal(await store.resumeGroup("contract-job", "g", T0), true);
+    assert.equal(await store.resumeGroup("contract-job", "g", T0), false, "not paused any more");
+    assert.deepEqual(ids(await claim(store, { token: 3 })).sort(), jobs.slice(1).sort());
+  });
+}
