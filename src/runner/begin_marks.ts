@@ -38,11 +38,17 @@ export class BeginMarks {
     return this.#due && this.#jobs.length > 0;
   }
 
-  /** Keeps the begin of `job`'s handler for the next tick. */
+  /**
+   * Keeps the begin of `job`'s handler for the next tick. One timer serves
+   * every mark of its wait (a quick drain starts thousands of jobs a
+   * second): when it fires, the marks kept since are due, and a tick taken
+   * meanwhile has carried the others.
+   */
   add(job: ClaimedJob): void {
     this.#jobs.push(job);
     this.#timer ??= setTimeout(() => {
       this.#timer = undefined;
+      if (this.#jobs.length === 0) return;
       this.#due = true;
       this.#wake();
     }, BEGIN_MARK_WAIT_MS);
@@ -53,11 +59,10 @@ export class BeginMarks {
    * (the settle of one that ended says more than its mark).
    */
   take(running: (job: ClaimedJob) => boolean): ClaimedJob[] {
+    if (this.#jobs.length === 0) return [];
     const jobs = this.#jobs;
     this.#jobs = [];
     this.#due = false;
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
     return jobs.filter(running);
   }
 

@@ -506,9 +506,16 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     };
     // Begin marks ride on every tick; a tick for them alone comes only when none came meanwhile.
     const begun = this.#begun.take((job) => this.#running.get(job.id)?.job === job);
+    const writes = settlements.length > 0 || logs !== null || starts !== undefined ||
+      begun.length > 0;
+    // Woken for begin marks of jobs that have ended since: nothing to write, nothing to claim.
+    if (!writes && request === undefined) {
+      this.#confirming = [];
+      return 0;
+    }
     let result: SettleResult;
     try {
-      result = settlements.length > 0 || logs !== null || starts !== undefined || begun.length > 0
+      result = writes
         ? await store.settle(settlements, request, {
           spans,
           ...(logs !== null && { logs }),
