@@ -388,6 +388,22 @@ function register(test: ContractTest): void {
     assert.deepEqual([fourth?.attempts, fourth?.crashes, fourth?.recovered], [2, 2, false]);
   });
 
+  test("a suspect job claimed ahead keeps its start mark held until confirmed, then counts as begun", async (store) => {
+    const [id] = await store.insertJobs([newJob()]);
+    await claim(store, { token: 1 });
+    // Token 1 died before a begin mark: suspect. Token 2 holds it ahead, then dies: free.
+    const [held] = await claim(store, { now: T0 + LEASE_MS, aheadFrom: 0, token: 2 });
+    assert.equal(held?.ahead, true);
+    const [again] = await claim(store, { now: T0 + 2 * LEASE_MS, aheadFrom: 0, token: 3 });
+    assert.deepEqual([again?.attempts, again?.crashes], [1, 0], "held ahead: charged nothing");
+    // Token 3 confirms its start, then dies without a begin mark: as suspect, it counted as begun.
+    const now = T0 + 2 * LEASE_MS;
+    const starts = { leases: [{ id: id!, token: 3 }], leaseMs: LEASE_MS, now };
+    assert.deepEqual((await store.settle([], undefined, { starts })).started, [id]);
+    const [charged] = await claim(store, { now: now + LEASE_MS, token: 4 });
+    assert.deepEqual([charged?.attempts, charged?.crashes, charged?.recovered], [2, 2, true]);
+  });
+
   test("a suspect job whose next attempt ends without a death is no longer suspect", async (store) => {
     const [id] = await store.insertJobs([newJob()]);
     await claim(store, { token: 1 });
