@@ -23,6 +23,7 @@ import * as durableSteps from "./0016_durable_steps.ts";
 import * as expiringJobs from "./0017_expiring_jobs.ts";
 import * as rollingUpgrades from "./0018_rolling_upgrades.ts";
 import * as jobGroups from "./0019_job_groups.ts";
+import * as handlerBegun from "./0020_handler_begun.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -43,4 +44,5 @@ export const migrations: readonly Migration[] = [
   expiringJobs,
   rollingUpgrades,
   jobGroups,
+  handlerBegun,
 ];

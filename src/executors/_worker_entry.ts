@@ -53,6 +53,11 @@ let running = 0;
 /** Runs that succeeded without output since the last message: their ids are all the pool needs. */
 let done: number[] = [];
 let results: WireResult[] = [];
+/**
+ * The attempts whose handler began since the last message: sent with it,
+ * for those still running (the result of one that ended says more).
+ */
+const begun = new Set<number>();
 /** The latest progress per attempt, sent with the next batch of results or on its own. */
 const progress = new Map<number, number>();
 /**
@@ -97,6 +102,11 @@ function scheduleFlush(): void {
 
 function flush(): void {
   flushScheduled = false;
+  if (begun.size > 0) {
+    const runIds = [...begun].filter((runId) => aborts.has(runId));
+    begun.clear();
+    if (runIds.length > 0) send({ type: "begun", runIds });
+  }
   if (!logLines.empty) {
     const lines = logLines.take();
     try {
@@ -230,6 +240,10 @@ async function attempt(run: WireRun): Promise<void> {
         signal: controller.signal,
         onProgress(percent) {
           progress.set(runId, percent);
+          scheduleFlush();
+        },
+        onBegin() {
+          begun.add(runId);
           scheduleFlush();
         },
         onLog(line) {

@@ -125,6 +125,11 @@ export type FromWorker =
     readonly lines: { readonly runId: number; readonly line: LogCall }[];
   }
   | {
+    /** The attempts whose handler began since the last message and still run. */
+    readonly type: "begun";
+    readonly runIds: number[];
+  }
+  | {
     /** The latest progress of each attempt that reported some since the last message. */
     readonly type: "progress";
     readonly reports: { readonly runId: number; readonly percent: number }[];

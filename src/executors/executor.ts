@@ -32,6 +32,13 @@ export interface ExecutionRequest {
   /** Receives the progress the handler reports (already checked to be 0 to 100). */
   readonly onProgress: (percent: number) => void;
   /**
+   * Called once the handler began (it was called), at most once, maybe a
+   * moment later (a Web Worker says so with its next message); never for
+   * an attempt whose handler was not called. The runner records it, so a
+   * worker death from then on charges the job a crash.
+   */
+  readonly onBegin?: () => void;
+  /**
    * The `traceparent` of the attempt's span, made active while the handler
    * runs so its own spans nest under it; null or absent outside a trace.
    */

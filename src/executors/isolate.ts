@@ -124,6 +124,7 @@ export class IsolateExecutor implements Executor {
         waitFor: (name, options) => durable().waitFor(name, options),
       };
       const handle = () => job.handle(payload, ctx);
+      request.onBegin?.();
       const handled = request.traceContext === undefined
         ? withTraceparent(request.traceparent, handle)
         : context.with(request.traceContext, handle);

@@ -283,6 +283,9 @@ export class WebWorkerPool implements Executor {
         else hook?.reject(fromWire(message.error));
         return;
       }
+      case "begun":
+        for (const runId of message.runIds) slot.runs.get(runId)?.request.onBegin?.();
+        return;
       case "progress":
         for (const { runId, percent } of message.reports) {
           slot.runs.get(runId)?.request.onProgress(percent);

@@ -27,8 +27,8 @@
  * so a job never starts on a lease nobody renewed. What a crash holds back:
  * the jobs claimed ahead and not yet started (at most
  * {@linkcode mostAhead}) come back when their lease runs out, charged no
- * attempt and no crash (only a job whose start was confirmed, or that was
- * claimed into a free slot, counts one). Batch jobs are never claimed
+ * attempt and no crash (only a job whose handler's begin was recorded
+ * counts one, see `src/runner/begin_marks.ts`). Batch jobs are never claimed
  * ahead (`ClaimRequest.aheadFrom`): a batch job waits unleased until a slot
  * can start it, so a cancel of its batch can still skip it.
  *

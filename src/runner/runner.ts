@@ -36,6 +36,7 @@ import {
 import type { JobRegistry } from "../registry.ts";
 import { AttemptTimeouts } from "./attempt_timeouts.ts";
 import type { FinishedJob, RunningJob } from "./attempts.ts";
+import { BeginMarks } from "./begin_marks.ts";
 import { ClaimAhead } from "./claim_ahead.ts";
 import { FailedHooks } from "./failed_hooks.ts";
 import { JobLogBuffer } from "./log_buffer.ts";
@@ -123,6 +124,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   readonly #finished = new SettleGroup();
   readonly #steps = new StepWrites();
   readonly #ahead: ClaimAhead;
+  /** The jobs whose handler began, their begin marks not written yet. */
+  readonly #begun = new BeginMarks(() => this.notify());
   /**
    * Jobs claimed ahead taken for slots that freed: each holds its slot until
    * the next tick confirms its start (then it starts) or refuses it (then it
@@ -240,7 +243,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       for (;;) {
         this.#startAhead();
         const free = this.#freeSlots();
-        const settleDue = this.#settleDue() || this.#logs.due;
+        const settleDue = this.#settleDue() || this.#logs.due || this.#begun.due;
         const starts = this.#toStart.length > 0;
         const limit = this.#claimLimit(free, settleDue || starts);
         // A tick only for starts leaves the plain successes to their group: a start cannot wait.
@@ -285,6 +288,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       changes[Symbol.dispose]();
       this.#timeouts.close();
       this.#logs.close();
+      this.#begun.close();
       await this.#leases.stop();
       await this.#failedHooks.ended();
       await this.#deps.executor.close();
@@ -529,17 +533,28 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       leaseMs: this.#options.leaseMs,
       now,
     };
+    // Begin marks ride on every tick; a tick for them alone comes only when none came meanwhile.
+    const begun = this.#begun.take((job) => this.#running.get(job.id)?.job === job);
+    const writes = settlements.length > 0 || logs !== null || starts !== undefined ||
+      begun.length > 0;
+    // Woken for begin marks of jobs that have ended since: nothing to write, nothing to claim.
+    if (!writes && request === undefined) {
+      this.#confirming = [];
+      return 0;
+    }
     let result: SettleResult;
     try {
-      result = settlements.length > 0 || logs !== null || starts !== undefined
+      result = writes
         ? await store.settle(settlements, request, {
           spans,
           ...(logs !== null && { logs }),
           ...(starts !== undefined && { starts }),
+          ...(begun.length > 0 && { begun: begun.map(({ id, token }) => ({ id, token })) }),
         })
         : { applied: [], claimed: await store.claim(request!), started: [] };
     } catch (error) {
       this.#confirming = [];
+      this.#begun.restore(begun); // written with a later tick
       const failure = asError(error);
       steps?.failed(failure); // each step rejects, and its attempt ends as a handler's error would
       this.#logs.putBack(logs); // written with a later tick
@@ -720,6 +735,9 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       scheduled: job.scheduled ?? null,
       signal: controller.signal,
       onProgress: (percent) => this.#progress.report(entry, percent),
+      onBegin: () => {
+        if (this.#running.get(job.id) === entry) this.#begun.add(job);
+      },
       onLog: (line) => this.#logs.add(job, definition.encrypted, this.#deps.clock.now(), line),
       steps: this.#stepPort(entry),
     }).then(

@@ -9,7 +9,9 @@ import { join } from "node:path";
 import { z } from "zod";
 import { defineJob } from "../../src/job.ts";
 import { Queue, type QueueOptions } from "../../src/queue.ts";
-import { tempDir } from "../_helpers.ts";
+import { DatabaseSync } from "node:sqlite";
+import postgres from "postgres";
+import { tempDir, waitUntil } from "../_helpers.ts";
 import { postgresTestUrl } from "../_postgres.ts";
 import { freshDatabase, ServeProcess } from "../fixtures/deploy/serve_process.ts";
 
@@ -19,11 +21,16 @@ if (url === null) {
   console.log("deploy kill test on PostgreSQL skipped: QUEUE_TEST_POSTGRES_URL is not set");
 }
 
-/** Serves the slow app, places the orders, kills it once all are running; then drains here. */
+/**
+ * Serves the slow app, places the orders, kills it once all are running and
+ * their begin is recorded (`begun` counts the leased jobs marked so: a
+ * death charges an attempt only to those); then drains here.
+ */
 async function killMidDrain(
   flags: (port: number) => string[],
   env: Record<string, string>,
   open: (jobs: QueueOptions["jobs"]) => Promise<Queue>,
+  begun: () => Promise<number>,
 ): Promise<void> {
   {
     await using app = await ServeProcess.start("tests/fixtures/deploy/slow_app.ts", flags, env);
@@ -34,6 +41,9 @@ async function killMidDrain(
       (lines) => lines.filter((line) => line.startsWith("started ")).length === ORDERS,
       30_000,
     );
+    await waitUntil(async () => (await begun()) === ORDERS, {
+      what: `the begin marks of all ${ORDERS} orders`,
+    });
     app.kill("SIGKILL");
     const { signal } = await app.status;
     assert.equal(signal, "SIGKILL");
@@ -83,6 +93,18 @@ Deno.test("SQLite: kill -9 of deno serve mid-drain loses nothing: the next drain
     ],
     { QUEUE_DB: path },
     (jobs) => Queue.open({ path, jobs }),
+    () => {
+      const db = new DatabaseSync(path);
+      try {
+        const row = db.prepare(
+          "SELECT COUNT(*) AS n FROM jobs WHERE token IS NOT NULL AND begun = 1",
+        )
+          .get() as { n: number };
+        return Promise.resolve(row.n);
+      } finally {
+        db.close();
+      }
+    },
   );
 });
 
@@ -97,6 +119,16 @@ Deno.test({
       (port) => [`--allow-net=${hostname}:${dbPort || "5432"},127.0.0.1:${port}`, "--allow-env"],
       { DATABASE_URL: database.url },
       (jobs) => Queue.open({ url: database.url, jobs }),
+      async () => {
+        const sql = postgres(database.url, { max: 1, onnotice: () => {} });
+        try {
+          const [row] = await sql<{ n: number }[]>`
+            SELECT COUNT(*)::int AS n FROM jobs WHERE token IS NOT NULL AND begun = 1`;
+          return row?.n ?? 0;
+        } finally {
+          await sql.end();
+        }
+      },
     );
   },
 });

@@ -275,6 +275,12 @@ storeTest.sql(
         what: "jobs claimed ahead behind the holding one",
         timeoutMs: 5_000,
       }).catch(() => {});
+      // Its worker records that the holding job's handler began: from then on a death charges it.
+      await waitUntil(
+        async () =>
+          (await db.count("jobs", "token IS NOT NULL AND claimed_ahead = 0 AND begun = 1")) === 1,
+        { what: "the holding job's begin mark", timeoutMs: DEADLINE_MS },
+      );
       await child[Symbol.asyncDispose](); // SIGKILL: the child never stops on its own
       const ranBeforeKill = readLedger(ledger).length;
 

@@ -133,16 +133,23 @@ Deno.test({
     const completedTwice = [...completions].filter(([, n]) => n > 1).map(([id]) => id);
 
     // Runs after the first, by the ledger: only a job the dead process ran (its handler had
-    // written the row, its settle never committed) may run again, once, in a later attempt.
+    // written the row, its settle never committed) may run again, once: in a later attempt, or in
+    // the same one when the kill came before its handler's begin was recorded (charged nothing).
     const again = [...runs].filter(([, rows]) => rows.length > 1);
     const unexplained = again.filter(([, rows]) =>
       !(rows.length === 2 && rows[0]!.pid === victim.pid && rows[1]!.pid !== victim.pid &&
-        rows[1]!.attempt > rows[0]!.attempt)
+        rows[1]!.attempt >= rows[0]!.attempt)
     );
     const duplicates = unexplained.reduce((sum, [, rows]) => sum + rows.length - 1, 0);
 
-    // Jobs the dead process held: a survivor ran them in a later attempt, after their lease.
-    const recovered = ledger.filter((row) => row.pid !== victim.pid && row.attempt > 1);
+    // Jobs the dead process held: a survivor ran them after their lease, in a later attempt, or in
+    // the same one when it had run them without recording their begin.
+    const ranByVictim = new Set(
+      ledger.filter((row) => row.pid === victim.pid).map((row) => row.job_id),
+    );
+    const recovered = ledger.filter((row) =>
+      row.pid !== victim.pid && (row.attempt > 1 || ranByVictim.has(row.job_id))
+    );
     const early = recovered.filter((row) =>
       !leaseEnds.has(row.job_id) || row.at < leaseEnds.get(row.job_id)! - 5
     );

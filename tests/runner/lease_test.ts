@@ -5,7 +5,7 @@ import type { QueueEventMap } from "../../src/events.ts";
 import { defineJob, type JobContext } from "../../src/job.ts";
 import { Queue } from "../../src/queue.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
-import { ManualClock, nextEvent, storedCounts, tempDir } from "../_helpers.ts";
+import { ManualClock, nextEvent, storedCounts, tempDir, waitUntil } from "../_helpers.ts";
 import { gate, record } from "../fixtures/runner/harness.ts";
 
 type Detail<K extends keyof QueueEventMap> = QueueEventMap[K];
@@ -15,6 +15,25 @@ type Detail<K extends keyof QueueEventMap> = QueueEventMap[K];
  * renews during a test, while the shared manual clock is moved past it.
  */
 const DEAD_WORKER = { leaseMs: 60_000, pollMs: 10 } as const;
+
+/**
+ * Waits until the worker holding the jobs of `dbPath` has recorded that
+ * their handlers began: only then does its death charge them a crash.
+ */
+async function handlersBegun(dbPath: string): Promise<void> {
+  const db = new DatabaseSync(dbPath);
+  try {
+    await waitUntil(() => {
+      const row = db.prepare(
+        `SELECT COUNT(*) AS leased, SUM(begun) AS begun FROM jobs
+        WHERE token IS NOT NULL AND claimed_ahead = 0`,
+      ).get() as { leased: number; begun: number | null };
+      return Promise.resolve(row.leased > 0 && row.begun === row.leased);
+    }, { what: "the handlers' begin marks" });
+  } finally {
+    db.close();
+  }
+}
 
 /** Every job event a queue handle sends, as `type id`. */
 function jobEvents(queue: Queue): string[] {
@@ -48,6 +67,7 @@ Deno.test("a job whose worker died is recovered after its lease, and the dead wo
 
   const workerA = queueA.work(DEAD_WORKER);
   await nextEvent(workerA, "job:start");
+  await handlersBegun(dir.dbPath);
   assert.deepEqual((await queueB.counts()).default?.reserved, 1);
 
   clock.advance(DEAD_WORKER.leaseMs); // A's lease runs out: A counts as dead
@@ -90,6 +110,7 @@ Deno.test("a dead worker's late failure does not overwrite the job another worke
   await queueA.dispatch(job, null);
   const workerA = queueA.work(DEAD_WORKER);
   await nextEvent(workerA, "job:start");
+  await handlersBegun(dir.dbPath);
   clock.advance(DEAD_WORKER.leaseMs);
   const workerB = queueB.work(DEAD_WORKER);
   await nextEvent(workerB, "job:start");
@@ -125,6 +146,7 @@ Deno.test("a live worker that finds its lease taken aborts its handler and repor
   const id = await queueA.dispatch(job, null);
   const workerA = queueA.work({ leaseMs: 300, pollMs: 10 }); // renews every 100 ms
   await nextEvent(workerA, "job:start");
+  await handlersBegun(dir.dbPath);
   const lost = nextEvent<Detail<"queue:error">>(queueA, "queue:error");
   clock.advance(60_000);
   const workerB = queueB.work({ leaseMs: 60_000, pollMs: 10 }); // claims before A's next renewal
@@ -162,9 +184,11 @@ Deno.test("after maxCrashes recoveries the job fails without running, saying its
 
   const workerA = queueA.work(DEAD_WORKER);
   await nextEvent(workerA, "job:start");
+  await handlersBegun(dir.dbPath);
   clock.advance(DEAD_WORKER.leaseMs);
   const workerB = queueB.work(DEAD_WORKER);
   await nextEvent(workerB, "job:start");
+  await handlersBegun(dir.dbPath);
   clock.advance(DEAD_WORKER.leaseMs);
 
   const failures = record<Detail<"job:failed">>(queueA, "job:failed");
@@ -203,6 +227,7 @@ Deno.test("a job whose last attempt died with its worker fails at pickup: worker
   const id = await queueA.dispatch(job, null);
   const workerA = queueA.work(DEAD_WORKER);
   await nextEvent(workerA, "job:start");
+  await handlersBegun(dir.dbPath);
   clock.advance(DEAD_WORKER.leaseMs);
   const stats = await workUntilEmpty(queueB);
   held.resolve();

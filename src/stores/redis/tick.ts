@@ -38,6 +38,8 @@ const NAME_SCAN_LIMIT = 1000;
 /**
  * `claimJobs(req)`: leases due jobs for a ClaimRequest of the input (token
  * as a string); the claimed rows (ClaimRow, plus `ahead`) in claim order.
+ * It charges a dead worker's job as the SQL claim does (`CLAIM_SETS`): by
+ * its `claimed_ahead`, `begun` (absent: begun) and `suspect` fields.
  * `confirmStarts(starts)`: confirms the starts of jobs claimed ahead.
  */
 const CLAIM = String.raw`
@@ -141,11 +143,19 @@ local function claimJobs(req)
         local job = readJob(c.id)
         local hadToken = job.token ~= nil
         local wasAhead = job.claimed_ahead == '1'
+        -- A dead worker's job whose handler began is charged (a suspect one twice); one it
+        -- started without recording that its handler began is not, and becomes suspect.
+        local began = job.begun ~= '0'
+        local suspect = job.suspect == '1'
+        local unsure = hadToken and not wasAhead and not began
         local attempts = num(job, 'attempts')
         local crashes = num(job, 'crashes')
-        local recovered = hadToken and not wasAhead
-        if not (hadToken and wasAhead) then attempts = attempts + 1 end
-        if recovered then crashes = crashes + 1 end
+        local recovered = hadToken and not wasAhead and began
+        if not (hadToken and (wasAhead or not began)) then attempts = attempts + 1 end
+        if recovered then crashes = crashes + 1 + (suspect and 1 or 0) end
+        if unsure then suspect = true elseif recovered then suspect = false end
+        local expireAt = job.expire_at
+        if unsure then expireAt = nil end
         local index = #claimed
         local ahead = aheadFrom ~= nil and index >= aheadFrom
         local take = true
@@ -177,8 +187,11 @@ local function claimJobs(req)
           table.insert(leases, leaseEnd)
           table.insert(leases, pad(c.id))
           local key = jobKey(c.id)
+          -- A suspect job's start counts as begun before its handler runs.
           local fields = {'token', req.token, 'available_at', leaseEnd, 'attempts', attempts,
-            'crashes', crashes, 'recovered', recovered and 1 or 0, 'waited_ms', T - c.due}
+            'crashes', crashes, 'recovered', recovered and 1 or 0, 'waited_ms', T - c.due,
+            'begun', suspect and 1 or 0}
+          if suspect then table.insert(fields, 'suspect'); table.insert(fields, 1) end
           if recovered then table.insert(fields, 'last_error'); table.insert(fields, lastError) end
           if ahead then table.insert(fields, 'claimed_ahead'); table.insert(fields, 1) end
           redis.call('HSET', key, unpack(fields))
@@ -186,6 +199,8 @@ local function claimJobs(req)
           if job.progress ~= nil then table.insert(stale, 'progress') end
           if job.locked ~= nil then table.insert(stale, 'locked') end
           if job.claimed_ahead ~= nil and not ahead then table.insert(stale, 'claimed_ahead') end
+          if job.suspect ~= nil and not suspect then table.insert(stale, 'suspect') end
+          if job.expire_at ~= nil and expireAt == nil then table.insert(stale, 'expire_at') end
           if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
           if not ahead then H.started(c.id, job) end
           table.insert(claimed, {
@@ -196,7 +211,7 @@ local function claimJobs(req)
             keyed = num(job, 'keyed'), recovered = recovered and 1 or 0,
             cancel_requested = job.cancel_requested or NULL, waited_ms = T - c.due,
             trace = job.trace or NULL, last_span = job.last_span or NULL, ahead = ahead,
-            expire_at = back(tonumber(job.expire_at)),
+            expire_at = back(tonumber(expireAt)),
           })
         end
       end
@@ -329,8 +344,8 @@ for i, s in ipairs(settlements) do
       local refund = s.refundAttempt and 1 or 0
       local crashed = s.crashed and 1 or 0
       redis.call('HDEL', key, 'token', 'claimed_ahead')
-      -- Its handler started: it no longer expires.
-      if not s.refundAttempt or s.started then redis.call('HDEL', key, 'expire_at') end
+      -- Its handler started: it no longer expires, and it ended without killing its worker.
+      if not s.refundAttempt or s.started then redis.call('HDEL', key, 'expire_at', 'suspect') end
       redis.call('HSET', key, 'available_at', due, 'attempts', num(job, 'attempts') - refund,
         'crashes', num(job, 'crashes') + crashed)
       if opt(s.error) == nil then redis.call('HDEL', key, 'last_error')
@@ -342,8 +357,8 @@ for i, s in ipairs(settlements) do
       -- A release that is no retry: the attempt given back, crashes and last error unchanged.
       local due = H.parkedDue(s)
       unplace(s.id, job.queue, job.priority, true)
-      -- It has started, so it no longer expires.
-      redis.call('HDEL', key, 'token', 'claimed_ahead', 'expire_at')
+      -- It has started, so it no longer expires; its handler ran to the park, so it is not suspect.
+      redis.call('HDEL', key, 'token', 'claimed_ahead', 'expire_at', 'suspect')
       redis.call('HSET', key, 'available_at', due, 'attempts', num(job, 'attempts') - 1)
       placeUnleased(s.id, job.queue, job.priority, due)
       H.stepWritten(s)
@@ -399,6 +414,12 @@ end
 
 local started = {}
 if opt(records.starts) ~= nil then started = confirmStarts(records.starts) end
+-- Handlers that began: a worker death from now on charges their jobs a crash.
+for _, lease in ipairs(opt(records.begun) or {}) do
+  local key = jobKey(lease.id)
+  local held = redis.call('HMGET', key, 'token', 'claimed_ahead')
+  if held[1] == lease.token and held[2] ~= '1' then redis.call('HSET', key, 'begun', 1) end
+end
 if released > 0 or queued > 0 or awaitedEnded or groupFreed then wake() end
 local claimed = {}
 if opt(INPUT['then']) ~= nil then claimed = claimJobs(INPUT['then']) end
@@ -564,7 +585,11 @@ export async function settle(
     {
       now,
       settlements: settlements.map((s) => ({ ...s, token: String(s.token) })),
-      records: { ...records, starts: records.starts && startsInput(records.starts) },
+      records: {
+        ...records,
+        starts: records.starts && startsInput(records.starts),
+        begun: records.begun?.map((l) => ({ id: l.id, token: String(l.token) })),
+      },
       then: then === undefined ? null : claimInput(then),
     },
   );

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { StartRequest } from "./tick.ts";
+import type { Lease, StartRequest } from "./tick.ts";
 
 /** One line a handler wrote, as the runner hands it to the settle. */
 export interface NewLogLine {
@@ -70,4 +70,11 @@ export interface TickRecords {
   readonly spans?: readonly AttemptSpan[];
   /** Jobs claimed ahead to start now: their start confirmations (`SettleResult.started`). */
   readonly starts?: StartRequest;
+  /**
+   * Jobs whose handler began since the last tick and still run: each is
+   * marked begun while the claim that holds it still does, so a worker
+   * death from then on charges it a crash (before, it is charged nothing
+   * and becomes suspect).
+   */
+  readonly begun?: readonly Lease[];
 }

@@ -87,7 +87,11 @@ export interface ClaimedJob {
   readonly attempts: number;
   /** Worker deaths so far, the one this claim recovered from included. */
   readonly crashes: number;
-  /** True when this claim took over an expired lease (its last worker died). */
+  /**
+   * True when this claim took over an expired lease whose worker died with
+   * the job's handler begun (and so charged it a crash); false for a job its
+   * dead worker held ahead or had not recorded as begun.
+   */
   readonly recovered: boolean;
   /** Deadline for retries, or null. */
   readonly retryUntil: number | null;

@@ -50,18 +50,32 @@ export interface SettledJob extends JobLinks {
  * What every claim writes on a job it leases, after its token, lease and
  * wait: no progress, no locks and the start mark (`claimed_ahead` 0: the
  * claim of a job held ahead sets it back to 1). When it takes over a dead
- * worker's lease (the row still has a token), what that worker did decides
- * the charge: a job it started gets a crash, the `recovered` mark and an
- * error saying so, and one more attempt; a job it held ahead and never
- * started is charged nothing (its attempt, counted by that claim, stands
- * for this one).
+ * worker's lease (the row still has a token), what that worker recorded
+ * decides the charge: a job whose handler it recorded as begun (`begun` 1)
+ * gets a crash (and one more when it was `suspect`: the death it was
+ * suspected of), the `recovered` mark and an error saying so, and one more
+ * attempt; a job it held ahead and never started is charged nothing (its
+ * attempt, counted by that claim, stands for this one); a job it started
+ * without recording that its handler began is charged nothing either, but
+ * becomes `suspect` and no longer expires. The claim's `begun` is the
+ * job's `suspect`: a suspect job's start counts as begun before its handler
+ * runs, so a job that kills its worker as it starts is charged from its
+ * second death on, for both.
  */
 export const CLAIM_SETS = `progress = NULL, locked = 0, claimed_ahead = 0,
-  attempts = attempts + CASE WHEN token IS NOT NULL AND claimed_ahead = 1 THEN 0 ELSE 1 END,
-  crashes = crashes + CASE WHEN token IS NULL OR claimed_ahead = 1 THEN 0 ELSE 1 END,
-  recovered = CASE WHEN token IS NULL OR claimed_ahead = 1 THEN 0 ELSE 1 END,
-  last_error = CASE WHEN token IS NULL OR claimed_ahead = 1 THEN last_error
-    ELSE 'worker died during attempt ' || attempts END`;
+  attempts = attempts + CASE WHEN token IS NOT NULL AND (claimed_ahead = 1 OR begun = 0)
+    THEN 0 ELSE 1 END,
+  crashes = crashes + CASE WHEN token IS NULL OR claimed_ahead = 1 OR begun = 0 THEN 0
+    ELSE 1 + suspect END,
+  recovered = CASE WHEN token IS NULL OR claimed_ahead = 1 OR begun = 0 THEN 0 ELSE 1 END,
+  last_error = CASE WHEN token IS NULL OR claimed_ahead = 1 OR begun = 0 THEN last_error
+    ELSE 'worker died during attempt ' || attempts END,
+  expire_at = CASE WHEN token IS NOT NULL AND claimed_ahead = 0 AND begun = 0 THEN NULL
+    ELSE expire_at END,
+  suspect = CASE WHEN token IS NULL OR claimed_ahead = 1 THEN suspect WHEN begun = 0 THEN 1
+    ELSE 0 END,
+  begun = CASE WHEN token IS NULL OR claimed_ahead = 1 THEN suspect WHEN begun = 0 THEN 1
+    ELSE 0 END`;
 
 /** The columns a claim returns, in the order of `ClaimRow`. */
 export const CLAIMED_COLUMNS =

@@ -209,9 +209,9 @@ export class SqlStore implements Store {
 
   /**
    * Applies settlements, each fenced by its token, writes log lines and
-   * spans, confirms starts, then claims, all in one transaction. A settle
-   * that only confirms starts does not wait for the disk (see
-   * `tick.onlyConfirmsStarts`).
+   * spans, confirms starts, marks handlers begun, then claims, all in one
+   * transaction. A settle that only marks starts does not wait for the disk (see
+   * `tick.onlyMarksStarts`).
    */
   settle(
     settlements: readonly Settlement[],
@@ -220,7 +220,7 @@ export class SqlStore implements Store {
   ): Promise<SettleResult> {
     return this.#engine.run(
       () => tick.settle(this.#dialect, this.#upkeep, settlements, then, records),
-      tick.onlyConfirmsStarts(settlements, then, records) ? "unflushed write" : "write",
+      tick.onlyMarksStarts(settlements, then, records) ? "unflushed write" : "write",
     );
   }
 

@@ -27,6 +27,7 @@ import { claimFairly, groupsNextDue } from "./groups.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
 import { each, exec, type Script } from "./script.ts";
 import { confirmStarts, UNCLAIM } from "./start_confirmation.ts";
+import { markBegun } from "./handler_begun.ts";
 import { statement } from "./statement.ts";
 import { recordSpans, writeLogs } from "./job_logs.ts";
 import * as steps from "./steps.ts";
@@ -38,12 +39,14 @@ const PROGRESS = statement("UPDATE jobs SET progress = $1 WHERE id = $2 AND toke
  * Puts a job back, due `$1` ms after `$7` (the release's time; on
  * PostgreSQL the database's now when null, so a worker whose clock is off
  * still waits out the delay it asked for). With `$8` 1 its handler
- * started, so it no longer expires.
+ * started, so it no longer expires, and it ended without killing its
+ * worker, so it is no longer suspect.
  */
 const RELEASE = statement(
   `UPDATE jobs SET token = NULL, available_at = {{now $7}} + $1, last_error = $2,
     attempts = attempts - $3, crashes = crashes + $4, claimed_ahead = 0,
-    expire_at = CASE WHEN $8 = 1 THEN NULL ELSE expire_at END
+    expire_at = CASE WHEN $8 = 1 THEN NULL ELSE expire_at END,
+    suspect = CASE WHEN $8 = 1 THEN 0 ELSE suspect END
   WHERE id = $5 AND token = $6 RETURNING ${SETTLED_COLUMNS}`,
   { oneRow: true },
 );
@@ -52,11 +55,11 @@ const RELEASE = statement(
  * Parks a job: put back unleased, due `$1` ms after `$4` (as
  * {@linkcode RELEASE}), its attempt given back; not a retry, so its last
  * error and crashes stay as they were. It has started, so it no longer
- * expires.
+ * expires, and its handler ran to the park, so it is no longer suspect.
  */
 const PARK = statement(
   `UPDATE jobs SET token = NULL, available_at = {{now $4}} + $1, attempts = attempts - 1,
-    claimed_ahead = 0, expire_at = NULL
+    claimed_ahead = 0, expire_at = NULL, suspect = 0
   WHERE id = $2 AND token = $3 RETURNING ${SETTLED_COLUMNS}`,
   { oneRow: true },
 );
@@ -234,6 +237,7 @@ export function* settle(
   yield* releaseRemoved(skipped);
   // The starts of jobs claimed ahead, after the settles of the jobs before them.
   const started = records.starts === undefined ? [] : yield* confirmStarts(dialect, records.starts);
+  if (records.begun !== undefined) yield* markBegun(records.begun);
   // Wake other processes only when this made a job claimable: a retry or a park (due at once when
   // its wait's signal came already), a follow-up queued, or a group's slot freed.
   // A grouped job's settle frees a slot of its group: jobs held back by its limit become claimable.
@@ -243,22 +247,25 @@ export function* settle(
 }
 
 /**
- * Whether a settle only confirms the starts of jobs claimed ahead (nothing
- * settled, claimed or recorded beside them). Its commit need not wait for
- * the disk (the engine's `"unflushed write"`): a crash of the database
- * server that loses it also loses every commit after it, so the rows are
- * as before it: the jobs held ahead, not started, and a worker that died
- * with them charges them nothing, as for any job claimed ahead. What a
- * settle of finished jobs writes (a success, a failure, a retry) stays
- * flushed. At concurrency 1 a worker writes one such settle per job, so
- * the flush it skips bounds its drain on PostgreSQL.
+ * Whether a settle only marks starts: it confirms the starts of jobs
+ * claimed ahead or marks handlers begun, and settles, claims and records
+ * nothing beside. Its commit need not wait for the disk (the engine's
+ * `"unflushed write"`): a crash of the database server that loses it also
+ * loses every commit after it, so the rows are as before it: the jobs held
+ * ahead, not started, or started with no begin recorded, and a worker that
+ * died with them charges them nothing, as for any job claimed ahead (a job
+ * whose begin mark was lost only becomes suspect). What a settle of
+ * finished jobs writes (a success, a failure, a retry) stays flushed. At
+ * concurrency 1 a worker writes one such settle per job, so the flush it
+ * skips bounds its drain on PostgreSQL.
  */
-export function onlyConfirmsStarts(
+export function onlyMarksStarts(
   settlements: readonly Settlement[],
   then: ClaimRequest | undefined,
   records: TickRecords | undefined,
 ): boolean {
-  return settlements.length === 0 && then === undefined && records?.starts !== undefined &&
+  return settlements.length === 0 && then === undefined && records !== undefined &&
+    (records.starts !== undefined || records.begun !== undefined) &&
     records.logs === undefined && (records.spans ?? []).length === 0;
 }
 

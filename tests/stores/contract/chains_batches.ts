@@ -24,7 +24,15 @@ import type {
   StoredError,
   WaitingJobRow,
 } from "../../../src/stores/store.ts";
-import { claim, type ContractArea, type ContractTest, LEASE_MS, newJob, T0 } from "./fixtures.ts";
+import {
+  begin,
+  claim,
+  type ContractArea,
+  type ContractTest,
+  LEASE_MS,
+  newJob,
+  T0,
+} from "./fixtures.ts";
 
 /** Far enough ahead that every delay has passed and every lease taken before has expired. */
 const LATER = T0 + 1_000 * LEASE_MS;
@@ -844,6 +852,7 @@ function register(test: ContractTest): void {
     ]);
     await expectBatch(store, batchId, fresh(1), "progress is not a settle of the member");
     assert.deepEqual(await running(T0 + LEASE_MS), [], "a lease that ended is not running");
+    await begin(store, ja!.token, ja!.id, jb!.id);
     const [ra, rb] = await take(store, ["default"], T0 + LEASE_MS);
     assert.deepEqual([ra?.attempts, rb?.attempts], [2, 2]);
     assert.deepEqual(await running(T0 + LEASE_MS), [

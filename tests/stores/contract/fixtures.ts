@@ -83,6 +83,15 @@ export function claim(store: Store, request: Partial<ClaimRequest> = {}): Promis
   return store.claim({ ...defaults, ...request });
 }
 
+/**
+ * Records, as a worker's tick does (`TickRecords.begun`), that the handlers
+ * of jobs `ids`, which claim `token` holds, began: a worker death from then
+ * on charges them a crash.
+ */
+export async function begin(store: Store, token: number, ...ids: number[]): Promise<void> {
+  await store.settle([], undefined, { begun: ids.map((id) => ({ id, token })) });
+}
+
 /** The ids of `jobs`, in their order. */
 export const ids = (jobs: readonly { id: number }[]): number[] => jobs.map((job) => job.id);
 

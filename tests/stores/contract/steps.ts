@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import type { Settlement, StepRow, StepWrite, Store } from "../../../src/stores/store.ts";
 import {
+  begin,
   claim,
   complete,
   type ContractArea,
@@ -205,6 +206,7 @@ function register(test: ContractTest): void {
     const [id] = await store.insertJobs([newJob()]);
     // A first worker dies: the second claim counts a crash and says so in the last error.
     await claim(store, { limit: 1, token: 1, leaseMs: 50 });
+    await begin(store, 1, id!);
     const [recovered] = await claim(store, { limit: 1, token: 2, now: T0 + 51 });
     assert.deepEqual(
       [recovered?.id, recovered?.attempts, recovered?.crashes, recovered?.lastError],

@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import type { ClaimedJob } from "../../../src/stores/store.ts";
 import {
+  begin,
   claim,
   complete,
   type ContractArea,
@@ -170,6 +171,7 @@ function register(test: ContractTest): void {
       [b, true],
       [c, true],
     ]);
+    await begin(store, 1, a!, b!, c!); // only a started: b and c, held ahead, take no begin mark
     // Token 1's worker dies: the job it started counts a crash and an attempt; the others nothing.
     const later = T0 + LEASE_MS + 1;
     const recovered = await claim(store, { limit: 3, now: later, token: 2 });
@@ -241,6 +243,7 @@ function register(test: ContractTest): void {
   test("claim() past aheadFrom keeps a recovered job that has spent its attempts, to fail it as recovered", async (store) => {
     const [a, b] = await store.insertJobs([newJob(), newJob()]);
     await claim(store, { limit: 2, token: 1 });
+    await begin(store, 1, a!, b!);
     // Its worker died: with one attempt allowed, both have spent theirs and will fail unrun.
     const oneAttempt = { "contract-job": { attempts: 1, crashes: 2 } };
     const recovered = await claim(store, {
@@ -349,15 +352,85 @@ function register(test: ContractTest): void {
   test("a job whose lease expired is claimed again as recovered, counting a crash and an attempt", async (store) => {
     const [id] = await store.insertJobs([newJob()]);
     await claim(store, { token: 1 });
+    await begin(store, 1, id!);
     const [second] = await claim(store, { now: T0 + LEASE_MS, token: 2 });
     const { attempts, crashes, recovered, token } = second!;
     assert.deepEqual([second?.id, attempts, crashes, recovered, token], [id, 2, 1, true, 2]);
+    await begin(store, 2, id!);
     const [third] = await claim(store, { now: T0 + 2 * LEASE_MS, token: 3 });
     assert.deepEqual([third?.attempts, third?.crashes, third?.recovered], [3, 2, true]);
     const now = T0 + 2 * LEASE_MS;
     assert.deepEqual((await store.settle([release(id!, 3, now)])).applied, [true]);
     const [fourth] = await claim(store, { now, token: 4 });
     assert.deepEqual([fourth?.attempts, fourth?.crashes, fourth?.recovered], [4, 2, false]);
+  });
+
+  test("a dead worker's job whose handler begin was not recorded is charged nothing and becomes suspect: its next start counts as begun, and a death then is charged for both", async (store) => {
+    const [id] = await store.insertJobs([newJob({ expireAt: T0 + 10 })]);
+    await claim(store, { token: 1 });
+    // Token 1's worker dies before it records that the handler began.
+    const [second] = await claim(store, { now: T0 + LEASE_MS, token: 2 });
+    assert.deepEqual(
+      [second?.id, second?.attempts, second?.crashes, second?.recovered, second?.lastError],
+      [id, 1, 0, false, null],
+      "not charged an attempt or a crash",
+    );
+    assert.equal(second?.expireAt ?? null, null, "its start was written: it no longer expires");
+    // Token 2's worker dies too, without recording a begin: the start counted as begun.
+    const [third] = await claim(store, { now: T0 + 2 * LEASE_MS, token: 3 });
+    assert.deepEqual(
+      [third?.attempts, third?.crashes, third?.recovered, third?.lastError],
+      [2, 2, true, "worker died during attempt 1"],
+      "charged this death and the one it was suspected of",
+    );
+    // No longer suspect: a death before the begin mark is charged nothing again.
+    const [fourth] = await claim(store, { now: T0 + 3 * LEASE_MS, token: 4 });
+    assert.deepEqual([fourth?.attempts, fourth?.crashes, fourth?.recovered], [2, 2, false]);
+  });
+
+  test("a suspect job claimed ahead keeps its start mark held until confirmed, then counts as begun", async (store) => {
+    const [id] = await store.insertJobs([newJob()]);
+    await claim(store, { token: 1 });
+    // Token 1 died before a begin mark: suspect. Token 2 holds it ahead, then dies: free.
+    const [held] = await claim(store, { now: T0 + LEASE_MS, aheadFrom: 0, token: 2 });
+    assert.equal(held?.ahead, true);
+    const [again] = await claim(store, { now: T0 + 2 * LEASE_MS, aheadFrom: 0, token: 3 });
+    assert.deepEqual([again?.attempts, again?.crashes], [1, 0], "held ahead: charged nothing");
+    // Token 3 confirms its start, then dies without a begin mark: as suspect, it counted as begun.
+    const now = T0 + 2 * LEASE_MS;
+    const starts = { leases: [{ id: id!, token: 3 }], leaseMs: LEASE_MS, now };
+    assert.deepEqual((await store.settle([], undefined, { starts })).started, [id]);
+    const [charged] = await claim(store, { now: now + LEASE_MS, token: 4 });
+    assert.deepEqual([charged?.attempts, charged?.crashes, charged?.recovered], [2, 2, true]);
+  });
+
+  test("a suspect job whose next attempt ends without a death is no longer suspect", async (store) => {
+    const [id] = await store.insertJobs([newJob()]);
+    await claim(store, { token: 1 });
+    await claim(store, { now: T0 + LEASE_MS, token: 2 }); // token 1 died: suspect
+    const now = T0 + LEASE_MS;
+    assert.deepEqual((await store.settle([release(id!, 2, now, "Error: later")])).applied, [true]);
+    await claim(store, { now, token: 3 });
+    const [next] = await claim(store, { now: now + LEASE_MS, token: 4 }); // token 3 died
+    assert.deepEqual(
+      [next?.attempts, next?.crashes, next?.recovered],
+      [2, 0, false],
+      "its retry's death before a begin mark is charged nothing",
+    );
+  });
+
+  test("settle() records handler begins only for jobs the claim still holds and started", async (store) => {
+    const [a, b, c] = await store.insertJobs([newJob(), newJob(), newJob()]);
+    await claim(store, { limit: 3, aheadFrom: 2, token: 1 });
+    // b's mark names another claim; c is held ahead.
+    await store.settle([], undefined, {
+      begun: [{ id: a!, token: 1 }, { id: b!, token: 9 }, { id: c!, token: 1 }],
+    });
+    const recovered = await claim(store, { limit: 3, now: T0 + LEASE_MS, token: 2 });
+    assert.deepEqual(
+      recovered.map((job) => [job.id, job.attempts, job.crashes, job.recovered]),
+      [[a, 2, 1, true], [b, 1, 0, false], [c, 1, 0, false]],
+    );
   });
 
   test("release puts the job back, due at availableAt, with its error; refundAttempt gives the attempt back", async (store) => {
@@ -390,6 +463,7 @@ function register(test: ContractTest): void {
       newJob({ queue: "mail", name: "send", payload, createdAt: T0 - 10 }),
     ]);
     await claim(store, { queues: ["mail"], token: 1 });
+    await begin(store, 1, id!);
     await claim(store, { queues: ["mail"], now: T0 + LEASE_MS, token: 2 });
     const error = { message: "TypeError: nope", stack: "TypeError: nope\n    at x (y.ts:1:2)" };
     const failedAt = T0 + LEASE_MS + 1;
@@ -538,6 +612,7 @@ function register(test: ContractTest): void {
     assert.deepEqual(sorted(lost), sorted([b!, waiting!, 987_654]));
     const atOldEnd = await claim(store, { now: T0 + LEASE_MS, token: 3 });
     assert.deepEqual(sorted(ids(atOldEnd)), sorted([b!, waiting!]), "a's lease was extended");
+    await begin(store, 1, a!);
     const again = await claim(store, { now: T0 + 3 * LEASE_MS, token: 4 });
     assert.equal(again.find((job) => job.id === a)?.recovered, true, "a's renewed lease ran out");
   });
