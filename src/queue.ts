@@ -46,6 +46,8 @@ import {
 } from "./admin/workers.ts";
 import type { BatchBuilder, BatchStatus } from "./batch.ts";
 import type { ChainBuilder, ChainOptions } from "./chain.ts";
+import type { FlowBuilder, FlowStatus } from "./flow.ts";
+import { Flows } from "./admin/flows.ts";
 import type { Clock } from "./clock.ts";
 import { Dispatch, type DispatchRules, type StoreTarget } from "./dispatch/dispatch.ts";
 import { InlineTarget } from "./dispatch/inline_target.ts";
@@ -117,6 +119,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   readonly #workers: QueueWorkers;
   readonly #failedJobs: FailedJobs;
   readonly #batches: Batches;
+  readonly #flows: Flows;
   readonly #finishedJobs: FinishedJobs;
   readonly #results: JobResults;
   readonly #schedules: ManualRuns;
@@ -156,6 +159,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     const executor = this.#executor;
     this.#failedJobs = new FailedJobs({ store, clock, notify });
     this.#batches = new Batches({ store, clock, notify }, this.#failedJobs);
+    this.#flows = new Flows({ store, clock, notify }, (id) => this.cancel(id));
     this.#finishedJobs = new FinishedJobs(parts);
     this.#results = new JobResults({
       ...parts,
@@ -237,6 +241,37 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   chain(options: ChainOptions = {}): ChainBuilder {
     this.#assertOpen("dispatch a chain");
     return this.#dispatch.chain(options);
+  }
+
+  /**
+   * Starts a flow: jobs that wait for other jobs (their parents) and take
+   * their outputs as `ctx.parents`. See {@linkcode FlowBuilder}.
+   */
+  flow(name: string): FlowBuilder {
+    this.#assertOpen("dispatch a flow");
+    return this.#dispatch.flow(name);
+  }
+
+  /**
+   * Where a flow stands: its state and every node's key, job, state and
+   * parents; null if there is no flow with that id. A flow is finished when
+   * no node can run any more.
+   */
+  async flowStatus(id: number): Promise<FlowStatus | null> {
+    this.#assertOpen("read a flow");
+    return await this.#flows.status(id);
+  }
+
+  /**
+   * Cancels a flow: its waiting nodes never run, its queued nodes are
+   * cancelled and its running ones asked to stop (as {@linkcode Queue.cancel}
+   * does); its catch does not run. False if the flow is not there or has finished.
+   */
+  async cancelFlow(id: number): Promise<boolean> {
+    this.#assertOpen("cancel a flow");
+    const cancelled = await this.#flows.cancel(id);
+    this.#workers.lookForCancels();
+    return cancelled;
   }
 
   /**

@@ -21,6 +21,7 @@ import * as claimedAhead from "./0014_claimed_ahead.ts";
 import * as dispatchWritesLess from "./0015_dispatch_writes_less.ts";
 import * as durableSteps from "./0016_durable_steps.ts";
 import * as expiringJobs from "./0017_expiring_jobs.ts";
+import * as flows from "./0021_flows.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -39,4 +40,5 @@ export const migrations: readonly Migration[] = [
   dispatchWritesLess,
   durableSteps,
   expiringJobs,
+  flows,
 ];

@@ -12,6 +12,7 @@ import type { JobContext } from "../job.ts";
 import type { PayloadCipher } from "../encryption.ts";
 import { encodeOutput } from "../output.ts";
 import { openPayload } from "../payload.ts";
+import { openParents } from "./flow_parents.ts";
 // A full specifier, as for zod: an app importing this from another folder need not list it.
 // deno-lint-ignore no-import-prefix
 import { context } from "npm:@opentelemetry/api@1";
@@ -88,6 +89,7 @@ export class IsolateExecutor implements Executor {
         scheduled: request.scheduled === null
           ? null
           : { name: request.scheduled.name, slot: new Date(request.scheduled.slot) },
+        ...await openParents(request.flowParents ?? null, this.#cipher),
         async addToBatch(job, payload, options) {
           if (batchId === null) {
             throw new Error(

@@ -689,6 +689,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       attempt: job.attempts,
       batchId: job.batchId,
       scheduled: job.scheduled ?? null,
+      flowParents: job.flowParents ?? null,
       signal: controller.signal,
       onProgress: (percent) => this.#progress.report(entry, percent),
       onLog: (line) => this.#logs.add(job, definition.encrypted, this.#deps.clock.now(), line),

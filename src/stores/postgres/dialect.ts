@@ -99,7 +99,8 @@ const FAIL = statement(
     stack = excluded.stack, attempts = excluded.attempts, crashes = excluded.crashes,
     created_at = excluded.created_at, failed_at = excluded.failed_at,
     batch_id = excluded.batch_id, batch_member = excluded.batch_member,
-    chain_id = excluded.chain_id, trace = excluded.trace)
+    chain_id = excluded.chain_id, flow_id = excluded.flow_id,
+    flow_parents = excluded.flow_parents, trace = excluded.trace)
   SELECT ${SETTLED_COLUMNS} FROM gone LEFT JOIN woken ON true`,
 );
 /**

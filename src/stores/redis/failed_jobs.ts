@@ -68,7 +68,7 @@ local function moveBack(id)
   local fields = {'queue', failed.queue, 'name', failed.name, 'payload', failed.payload,
     'priority', failed.priority, 'available_at', NOW, 'created_at', failed.created_at,
     'attempts', 0, 'crashes', 0}
-  for _, field in ipairs({'batch_id', 'batch_member', 'chain_id', 'trace'}) do
+  for _, field in ipairs({'batch_id', 'batch_member', 'chain_id', 'flow_id', 'flow_parents', 'trace'}) do
     if failed[field] ~= nil then table.insert(fields, field); table.insert(fields, failed[field]) end
   end
   redis.call('HSET', jobKey(id), unpack(fields))
@@ -77,6 +77,7 @@ local function moveBack(id)
   redis.call('DEL', failedKey(id))
   redis.call('ZREM', P .. ':failed', pad(id))
   H.linksRetried(id, failed, NOW)
+  H.flowRetried(id, failed, NOW)
   return true
 end
 

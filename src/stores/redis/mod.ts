@@ -29,6 +29,7 @@ import { shown } from "../../shown.ts";
 import type {
   BackupResult,
   BatchRow,
+  CancelledFlow,
   CancelOutcome,
   CancelRequest,
   CancelRequested,
@@ -37,7 +38,9 @@ import type {
   FailedJob,
   FinishedFilter,
   FinishedJob,
+  FlowRow,
   InsertedBatch,
+  InsertedFlow,
   JobFilter,
   JobList,
   JobResultRow,
@@ -50,6 +53,7 @@ import type {
   MiddlewareRequest,
   NewBatchRow,
   NewChainRow,
+  NewFlowRow,
   NewJobRow,
   Page,
   PausedQueue,
@@ -72,6 +76,7 @@ import type {
 } from "../store.ts";
 import { RedisConnection } from "./connection.ts";
 import * as chainsBatches from "./chains_batches.ts";
+import * as flows from "./flows.ts";
 import * as failedJobs from "./failed_jobs.ts";
 import * as jobControl from "./job_control.ts";
 import * as jobLogs from "./job_logs.ts";
@@ -252,6 +257,21 @@ export class RedisStore implements Store, AsyncDisposable {
   /** See {@linkcode Store.addToBatch}. */
   addToBatch(batchId: number, rows: readonly NewJobRow[]): Promise<number[]> {
     return chainsBatches.addToBatch(this.#redis, batchId, rows);
+  }
+
+  /** See {@linkcode Store.insertFlow}. */
+  insertFlow(flow: NewFlowRow): Promise<InsertedFlow> {
+    return flows.insertFlow(this.#redis, flow);
+  }
+
+  /** See {@linkcode Store.flow}. */
+  flow(id: number): Promise<FlowRow | null> {
+    return flows.flow(this.#redis, id);
+  }
+
+  /** See {@linkcode Store.cancelFlow}. */
+  cancelFlow(id: number, now: number): Promise<CancelledFlow | null> {
+    return flows.cancelFlow(this.#redis, id, now);
   }
 
   /** See {@linkcode Store.batch}. */

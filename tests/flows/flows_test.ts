@@ -1,0 +1,338 @@
+/**
+ * Flows: nodes wait for their parents and read their outputs as
+ * `ctx.parents`; a node that fails for good skips its descendants and runs
+ * the catch once; `continueOnFailure` lets a child run with the error;
+ * retry resumes, cancelFlow cancels; the graph is checked before anything
+ * is stored. Every test runs on every store; the scenarios ported from the
+ * peers' test suites name their source (see
+ * ../shared/research/workflows.md section 2).
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import { defineJob, PermanentError } from "../../mod.ts";
+import { workUntilEmpty } from "../../src/testing.ts";
+import { storeTest } from "../_stores.ts";
+
+/** The jobs of one test: `log` records what ran with which parents. */
+function flowJobs() {
+  const log: string[] = [];
+  const seen: Record<string, { parents: unknown; parentErrors: unknown }> = {};
+  const failing = new Set<string>();
+  /** Returns `value`, after recording the parents it saw under `tag`. */
+  const node = defineJob({
+    name: "node",
+    schema: z.object({ tag: z.string(), value: z.number().optional() }),
+    output: z.number().nullable(),
+    handle({ tag, value }, ctx) {
+      seen[tag] = { parents: ctx.parents, parentErrors: ctx.parentErrors };
+      if (failing.has(tag)) {
+        log.push(`${tag} failed`);
+        throw new PermanentError(`${tag} broke`);
+      }
+      log.push(tag);
+      return value ?? null;
+    },
+  });
+  /** Adds up its parents' outputs. */
+  const sum = defineJob({
+    name: "sum",
+    schema: z.object({ tag: z.string() }),
+    output: z.number(),
+    handle({ tag }, ctx) {
+      seen[tag] = { parents: ctx.parents, parentErrors: ctx.parentErrors };
+      log.push(tag);
+      return Object.values(ctx.parents).reduce((total: number, value) => total + Number(value), 0);
+    },
+  });
+  const alert = defineJob({
+    name: "alert",
+    schema: z.object({ day: z.string() }),
+    handle({ day }) {
+      log.push(`alert ${day}`);
+    },
+  });
+  return { log, seen, failing, node, sum, alert, jobs: [node, sum, alert] };
+}
+
+storeTest(
+  "a diamond runs its root, then both sides, then the join with both outputs keyed by parent key (pg-boss dependsOn: multiple dependencies; BullMQ flow: children before parent)",
+  async (db) => {
+    const t = flowJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const flow = queue.flow("diamond");
+    const a = flow.add(t.node, { tag: "a", value: 1 }, { key: "a" });
+    const b = flow.add(t.node, { tag: "b", value: 2 }, { key: "b", after: [a] });
+    const c = flow.add(t.node, { tag: "c", value: 3 }, { key: "c", after: [a] });
+    flow.add(t.sum, { tag: "d" }, { after: [b, c] });
+    const id = await flow.dispatch();
+
+    const before = await queue.flowStatus(id);
+    assert.equal(before?.state, "running");
+    assert.deepEqual(before?.nodes.map((node) => [node.key, node.state, node.parents]), [
+      ["a", "pending", []],
+      ["b", "waiting", ["a"]],
+      ["c", "waiting", ["a"]],
+      ["sum", "waiting", ["b", "c"]],
+    ]);
+    assert.equal(before?.nodes[1]?.jobId, null);
+
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 2 });
+    assert.equal(t.log[0], "a");
+    assert.deepEqual(t.log.slice(1, 3).sort(), ["b", "c"]);
+    assert.equal(t.log[3], "d");
+    assert.deepEqual(t.seen["b"]?.parents, { a: 1 });
+    assert.deepEqual(t.seen["d"]?.parents, { b: 2, c: 3 });
+    const after = await queue.flowStatus(id);
+    assert.equal(after?.state, "succeeded");
+    assert.equal(after?.finished, true);
+    assert.ok(after?.nodes.every((node) => node.state === "succeeded" && node.jobId !== null));
+    assert.equal((await queue.result(after!.nodes[3]!.jobId!))?.output, 5);
+  },
+);
+
+storeTest(
+  "a fan-out of 1,000 children with one fan-in: the join runs once, after the last child, with every child's output (pgflow map steps; BullMQ flow with many children)",
+  async (db) => {
+    const t = flowJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const flow = queue.flow("fan");
+    const root = flow.add(t.node, { tag: "root", value: 0 }, { key: "root" });
+    const children = Array.from(
+      { length: 1_000 },
+      (_, n) => flow.add(t.node, { tag: `c${n}`, value: n }, { key: `c${n}`, after: [root] }),
+    );
+    flow.add(t.sum, { tag: "join" }, { key: "join", after: children });
+    const id = await flow.dispatch();
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 8, timeoutMs: 120_000 });
+    assert.equal(t.log.filter((tag) => tag === "join").length, 1);
+    assert.equal(t.log.at(-1), "join");
+    assert.equal(Object.keys(t.seen["join"]!.parents as object).length, 1_000);
+    const status = await queue.flowStatus(id);
+    assert.equal(status?.state, "succeeded");
+    assert.equal((await queue.result(status!.nodes.at(-1)!.jobId!))?.output, (999 * 1_000) / 2);
+  },
+);
+
+storeTest(
+  "a node failing for good skips its descendants, leaves its siblings running, and runs the catch once (pg-boss dependsOn: failed parent blocks; Hatchet on-failure)",
+  async (db) => {
+    const t = flowJobs();
+    t.failing.add("b");
+    t.failing.add("c");
+    await using queue = await db.open({ jobs: t.jobs });
+    const flow = queue.flow("broken");
+    const a = flow.add(t.node, { tag: "a" }, { key: "a" });
+    const b = flow.add(t.node, { tag: "b" }, { key: "b", after: [a] });
+    flow.add(t.node, { tag: "c" }, { key: "c", after: [a] });
+    const side = flow.add(t.node, { tag: "side" }, { key: "side", after: [a] });
+    const d = flow.add(t.node, { tag: "d" }, { key: "d", after: [b, side] });
+    flow.add(t.node, { tag: "e" }, { key: "e", after: [d] });
+    flow.add(t.node, { tag: "f" }, { key: "f", after: [side] });
+    flow.catch(t.alert, { day: "monday" });
+    const id = await flow.dispatch();
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 1 });
+
+    assert.equal(t.log.filter((line) => line.startsWith("alert")).length, 1);
+    assert.ok(!t.log.includes("d") && !t.log.includes("e"));
+    assert.ok(t.log.includes("side") && t.log.includes("f"));
+    const status = await queue.flowStatus(id);
+    assert.equal(status?.state, "failed");
+    assert.equal(status?.finished, true);
+    assert.deepEqual(
+      Object.fromEntries(status!.nodes.map((node) => [node.key, node.state])),
+      {
+        a: "succeeded",
+        b: "failed",
+        c: "failed",
+        side: "succeeded",
+        d: "skipped",
+        e: "skipped",
+        f: "succeeded",
+      },
+    );
+    assert.match(status!.nodes[1]!.error ?? "", /b broke/);
+    assert.equal(status!.nodes[4]!.jobId, null);
+  },
+);
+
+storeTest(
+  "continueOnFailure runs the child with the failed parent's error in ctx.parentErrors and the others' outputs in ctx.parents (BullMQ ignoreDependencyOnFailure)",
+  async (db) => {
+    const t = flowJobs();
+    t.failing.add("bad");
+    await using queue = await db.open({ jobs: t.jobs });
+    const flow = queue.flow("lenient");
+    const good = flow.add(t.node, { tag: "good", value: 7 }, { key: "good" });
+    const bad = flow.add(t.node, { tag: "bad" }, { key: "bad" });
+    flow.add(t.node, { tag: "after" }, {
+      key: "after",
+      after: [good, bad],
+      continueOnFailure: true,
+    });
+    const id = await flow.dispatch();
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 1 });
+
+    assert.deepEqual(t.seen["after"]?.parents, { good: 7 });
+    const errors = t.seen["after"]?.parentErrors as Record<string, string>;
+    assert.deepEqual(Object.keys(errors), ["bad"]);
+    assert.match(errors["bad"]!, /bad broke/);
+    const status = await queue.flowStatus(id);
+    assert.equal(status?.nodes[2]?.state, "succeeded");
+    assert.equal(status?.state, "failed"); // a node failed, though every node that could run did
+  },
+);
+
+storeTest(
+  "retry of the failed node resumes the flow: its skipped descendants wait again and run with its output (pg-boss dependsOn: retry unblocks children)",
+  async (db) => {
+    const t = flowJobs();
+    t.failing.add("b");
+    await using queue = await db.open({ jobs: t.jobs });
+    const flow = queue.flow("resumed");
+    const a = flow.add(t.node, { tag: "a", value: 1 }, { key: "a" });
+    const b = flow.add(t.node, { tag: "b", value: 2 }, { key: "b", after: [a] });
+    const c = flow.add(t.node, { tag: "c", value: 3 }, { key: "c", after: [b] });
+    flow.add(t.sum, { tag: "d" }, { key: "d", after: [a, c] });
+    flow.catch(t.alert, { day: "tuesday" });
+    const id = await flow.dispatch();
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 1 });
+    const failed = await queue.flowStatus(id);
+    assert.deepEqual(failed?.nodes.map((node) => node.state), [
+      "succeeded",
+      "failed",
+      "skipped",
+      "skipped",
+    ]);
+
+    t.failing.delete("b");
+    assert.equal(await queue.retry(failed!.nodes[1]!.jobId!), true);
+    const resumed = await queue.flowStatus(id);
+    assert.deepEqual(resumed?.nodes.map((node) => node.state), [
+      "succeeded",
+      "pending",
+      "waiting",
+      "waiting",
+    ]);
+    assert.equal(resumed?.state, "running");
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 1 });
+
+    assert.deepEqual(t.log, ["a", "b failed", "alert tuesday", "b", "c", "d"]);
+    assert.deepEqual(t.seen["d"]?.parents, { a: 1, c: 3 });
+    assert.equal((await queue.flowStatus(id))?.state, "succeeded");
+  },
+);
+
+storeTest(
+  "cancelFlow cancels every node not finished and the catch never runs; a cancelled flow queues no child (Hatchet cancel workflow run)",
+  async (db) => {
+    const t = flowJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const flow = queue.flow("stopped");
+    const a = flow.add(t.node, { tag: "a" }, { key: "a" });
+    const b = flow.add(t.node, { tag: "b" }, { key: "b" });
+    flow.add(t.node, { tag: "c" }, { key: "c", after: [a, b] });
+    flow.catch(t.alert, { day: "wednesday" });
+    const id = await flow.dispatch();
+    assert.equal(await queue.cancelFlow(id), true);
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 1 });
+
+    assert.deepEqual(t.log, []);
+    const status = await queue.flowStatus(id);
+    assert.equal(status?.state, "cancelled");
+    assert.deepEqual(status?.nodes.map((node) => node.state), [
+      "cancelled",
+      "cancelled",
+      "cancelled",
+    ]);
+    assert.equal(await queue.cancelFlow(id), false);
+    assert.equal(await queue.cancelFlow(987_654), false);
+    assert.equal(await queue.flowStatus(987_654), null);
+  },
+);
+
+storeTest(
+  "cancelling one node's job the normal way skips its descendants and runs the catch once",
+  async (db) => {
+    const t = flowJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const flow = queue.flow("one-cancelled");
+    const a = flow.add(t.node, { tag: "a" }, { key: "a" });
+    flow.add(t.node, { tag: "b" }, { key: "b", after: [a] });
+    flow.catch(t.alert, { day: "thursday" });
+    const id = await flow.dispatch();
+    const root = (await queue.flowStatus(id))!.nodes[0]!.jobId!;
+    assert.equal(await queue.cancel(root), "cancelled");
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 1 });
+    assert.deepEqual(t.log, ["alert thursday"]);
+    assert.deepEqual((await queue.flowStatus(id))?.nodes.map((node) => node.state), [
+      "cancelled",
+      "skipped",
+    ]);
+  },
+);
+
+storeTest(
+  "dispatch refuses a cycle naming it, an unknown parent, an empty flow and a payload failing its schema, storing nothing (pg-boss dependsOn: missing dependency rejected)",
+  async (db) => {
+    const t = flowJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const cyclic = queue.flow("cyclic");
+    cyclic.add(t.node, { tag: "x" }, { key: "x", after: ["z"] });
+    cyclic.add(t.node, { tag: "y" }, { key: "y", after: ["x"] });
+    cyclic.add(t.node, { tag: "z" }, { key: "z", after: ["y"] });
+    await assert.rejects(cyclic.dispatch(), /cycle: x → z → y → x/);
+
+    const unknown = queue.flow("unknown");
+    unknown.add(t.node, { tag: "x" }, { key: "x", after: ["nobody"] });
+    await assert.rejects(
+      unknown.dispatch(),
+      /node "x" waits for "nobody", which is not in the flow/,
+    );
+
+    await assert.rejects(queue.flow("empty").dispatch(), /empty flow "empty"/);
+
+    const invalid = queue.flow("invalid");
+    const ok = invalid.add(t.node, { tag: "ok" }, { key: "ok" });
+    // @ts-expect-error: the payload fails the schema on purpose
+    invalid.add(t.node, { tag: 5 }, { key: "bad", after: [ok] });
+    await assert.rejects(invalid.dispatch(), /node "bad" of flow "invalid"/);
+
+    const duplicate = queue.flow("duplicate");
+    duplicate.add(t.node, { tag: "a" });
+    assert.throws(() => duplicate.add(t.node, { tag: "b" }), /key "node" is taken/);
+    const other = queue.flow("other").add(t.node, { tag: "o" });
+    assert.throws(
+      () => duplicate.add(t.node, { tag: "c" }, { key: "c", after: [other] }),
+      /parent "node" is not a node of this flow/,
+    );
+
+    assert.equal((await queue.counts()).default?.pending ?? 0, 0);
+    assert.equal(await queue.flowStatus(1), null);
+  },
+);
+
+storeTest("a flow dispatched in a transaction is stored with it, or not at all", async (db) => {
+  const t = flowJobs();
+  await using queue = await db.open({ jobs: t.jobs });
+  await assert.rejects(
+    queue.transaction(async (tx) => {
+      const flow = tx.flow("rolled-back");
+      flow.add(t.node, { tag: "a" });
+      await flow.dispatch();
+      throw new Error("undo");
+    }),
+    /undo/,
+  );
+  assert.equal((await queue.counts()).default?.pending ?? 0, 0);
+  const id = await queue.transaction(async (tx) => {
+    const flow = tx.flow("kept");
+    const a = flow.add(t.node, { tag: "a", value: 4 }, { key: "a" });
+    flow.add(t.node, { tag: "b" }, { key: "b", after: [a] });
+    return await flow.dispatch();
+  });
+  await workUntilEmpty(queue, { executor: "isolate", concurrency: 1 });
+  assert.deepEqual(t.seen["b"]?.parents, { a: 4 });
+  assert.equal((await queue.flowStatus(id))?.state, "succeeded");
+});
