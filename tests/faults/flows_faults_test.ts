@@ -25,7 +25,8 @@ const DEADLINE_MS = 120_000;
 
 /** A worker process on the test's database, once it printed `ready`. */
 async function startWorker(db: StoreContext): Promise<ChildScript> {
-  const options = { leaseMs: 1_000, pollMs: 20, concurrency: 4, executor: "isolate" };
+  // Web Workers (the default executor): the parents reach each handler across the thread boundary.
+  const options = { leaseMs: 1_000, pollMs: 20, concurrency: 4 };
   const child = new ChildScript(WORKER, [JSON.stringify(options), ...await db.childArgs()]);
   try {
     await child.line("ready", DEADLINE_MS);

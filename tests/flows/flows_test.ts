@@ -53,11 +53,28 @@ function flowJobs() {
       log.push(`alert ${day}`);
     },
   });
-  return { log, seen, failing, node, sum, alert, jobs: [node, sum, alert] };
+  /** Returns `value` and keeps no finished row, so its output lives only in its flow. */
+  const forgetful = defineJob({
+    name: "forgetful",
+    schema: z.object({ value: z.number() }),
+    output: z.number(),
+    keepFinishedMs: 0,
+    handle: ({ value }) => value,
+  });
+  return {
+    log,
+    seen,
+    failing,
+    node,
+    sum,
+    alert,
+    forgetful,
+    jobs: [node, sum, alert, forgetful],
+  };
 }
 
 storeTest(
-  "a diamond runs its root, then both sides, then the join with both outputs keyed by parent key (pg-boss dependsOn: multiple dependencies; BullMQ flow: children before parent)",
+  "a diamond runs its root, then both sides, then the join with both outputs keyed by parent key (workflows.md §2c 1 and 4: pg-boss flowTest.ts › “should block a job until its parent completes”; Hatchet test_dag.py › “test_run”; BullMQ › “should process children before the parent”)",
   async (db) => {
     const t = flowJobs();
     await using queue = await db.open({ jobs: t.jobs });
@@ -93,7 +110,7 @@ storeTest(
 );
 
 storeTest(
-  "a fan-out of 1,000 children with one fan-in: the join runs once, after the last child, with every child's output (pgflow map steps; BullMQ flow with many children)",
+  "a fan-out of 1,000 children with one fan-in: the join runs once, after the last child, with every child's output (workflows.md §2c 2: pg-boss flowTest.ts › “should support fan-in: child waits for multiple parents”)",
   async (db) => {
     const t = flowJobs();
     await using queue = await db.open({ jobs: t.jobs });
@@ -116,7 +133,7 @@ storeTest(
 );
 
 storeTest(
-  "a node failing for good skips its descendants, leaves its siblings running, and runs the catch once (pg-boss dependsOn: failed parent blocks; Hatchet on-failure)",
+  "a node failing for good skips its descendants, leaves its siblings running, and runs the catch once (workflows.md §2c 5 and 13: pg-boss › “should keep child blocked when parent fails permanently”, where we skip instead; BullMQ › “should not process parent if child fails”; pgflow when_exhausted_skip_cascade_skips_dependents.test.sql)",
   async (db) => {
     const t = flowJobs();
     t.failing.add("b");
@@ -158,7 +175,7 @@ storeTest(
 );
 
 storeTest(
-  "continueOnFailure runs the child with the failed parent's error in ctx.parentErrors and the others' outputs in ctx.parents (BullMQ ignoreDependencyOnFailure)",
+  "continueOnFailure runs the child with the failed parent's error in ctx.parentErrors and the others' outputs in ctx.parents (workflows.md §2c 14 and 12: BullMQ › “when continueParentOnFailure … should start processing parent after a child fails”; pgflow skipped_deps_excluded_from_input.test.sql)",
   async (db) => {
     const t = flowJobs();
     t.failing.add("bad");
@@ -185,7 +202,7 @@ storeTest(
 );
 
 storeTest(
-  "retry of the failed node resumes the flow: its skipped descendants wait again and run with its output (pg-boss dependsOn: retry unblocks children)",
+  "retry of the failed node resumes the flow: its skipped descendants wait again and run with its output, the catch having run once (workflows.md §2c 6: pg-boss › “should unblock child after a blocking parent fails and is retried”; BullMQ › “.retry › when retrying a failed child”)",
   async (db) => {
     const t = flowJobs();
     t.failing.add("b");
@@ -225,7 +242,7 @@ storeTest(
 );
 
 storeTest(
-  "cancelFlow cancels every node not finished and the catch never runs; a cancelled flow queues no child (Hatchet cancel workflow run)",
+  "cancelFlow cancels every node not finished and the catch never runs (workflows.md §2b “Cancel”)",
   async (db) => {
     const t = flowJobs();
     await using queue = await db.open({ jobs: t.jobs });
@@ -253,7 +270,7 @@ storeTest(
 );
 
 storeTest(
-  "cancelling one node's job the normal way skips its descendants and runs the catch once",
+  "cancelling one node's job the normal way skips its descendants and runs the catch once (workflows.md §2c 7: pg-boss › “should keep child blocked when parent is cancelled”, where we skip instead)",
   async (db) => {
     const t = flowJobs();
     await using queue = await db.open({ jobs: t.jobs });
@@ -274,7 +291,7 @@ storeTest(
 );
 
 storeTest(
-  "dispatch refuses a cycle naming it, an unknown parent, an empty flow and a payload failing its schema, storing nothing (pg-boss dependsOn: missing dependency rejected)",
+  "dispatch refuses a cycle naming it, an unknown parent, an empty flow and a payload failing its schema, storing nothing (workflows.md §2c 9 and 10: pg-boss › “should reject invalid flow input”, › “should roll back flow when job creation fails”)",
   async (db) => {
     const t = flowJobs();
     await using queue = await db.open({ jobs: t.jobs });
@@ -336,3 +353,57 @@ storeTest("a flow dispatched in a transaction is stored with it, or not at all",
   assert.deepEqual(t.seen["b"]?.parents, { a: 4 });
   assert.equal((await queue.flowStatus(id))?.state, "succeeded");
 });
+
+storeTest(
+  "a child gets its parents' outputs though the parents keep no finished row (workflows.md §2c 18: BullMQ › “when removeOnComplete is true in children › keeps children results in parent”)",
+  async (db) => {
+    const t = flowJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const flow = queue.flow("no-history");
+    const a = flow.add(t.forgetful, { value: 5 }, { key: "a" });
+    const b = flow.add(t.forgetful, { value: 6 }, { key: "b" });
+    flow.add(t.sum, { tag: "total" }, { after: [a, b] });
+    const id = await flow.dispatch();
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 2 });
+    const status = (await queue.flowStatus(id))!;
+    assert.equal(await queue.result(status.nodes[0]!.jobId!), null, "no finished row kept");
+    assert.deepEqual(t.seen["total"]?.parents, { a: 5, b: 6 });
+    assert.equal(status.state, "succeeded");
+  },
+);
+
+storeTest(
+  "a child's delayMs counts from its last parent's settle: it is queued delayed, not waiting (workflows.md §2c 11: pg-boss › “should honor startAfter on a dependent job”)",
+  async (db) => {
+    const t = flowJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const flow = queue.flow("delayed-child");
+    const a = flow.add(t.node, { tag: "a" }, { key: "a" });
+    flow.add(t.node, { tag: "b" }, { key: "b", after: [a], delayMs: 3_600_000 });
+    const id = await flow.dispatch();
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 1 });
+    assert.deepEqual(t.log, ["a"]);
+    const status = (await queue.flowStatus(id))!;
+    assert.equal(status.nodes[1]?.state, "pending");
+    assert.notEqual(status.nodes[1]?.jobId, null);
+    assert.equal((await queue.counts()).default?.delayed, 1);
+  },
+);
+
+storeTest(
+  "nodes on different queues: a worker of the child's queue claims nothing until the parent, on another queue, has run (workflows.md §2c 8: pg-boss › “should support cross-queue dependencies”)",
+  async (db) => {
+    const t = flowJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const flow = queue.flow("two-queues");
+    const a = flow.add(t.node, { tag: "a", value: 1 }, { key: "a", queue: "q1" });
+    flow.add(t.node, { tag: "b" }, { key: "b", after: [a], queue: "q2" });
+    await flow.dispatch();
+    await workUntilEmpty(queue, { executor: "isolate", queues: ["q2"] });
+    assert.deepEqual(t.log, []);
+    await workUntilEmpty(queue, { executor: "isolate", queues: ["q1"] });
+    await workUntilEmpty(queue, { executor: "isolate", queues: ["q2"] });
+    assert.deepEqual(t.log, ["a", "b"]);
+    assert.deepEqual(t.seen["b"]?.parents, { a: 1 });
+  },
+);

@@ -180,7 +180,7 @@ function register(test: ContractTest): void {
     assert.equal((await states(store, id))["c"], "running");
   });
 
-  test("cancelFlow() cancels the waiting nodes, drops the catch and returns the queued nodes' jobs", async (store) => {
+  test("cancelFlow() cancels the waiting nodes, drops the catch and returns the queued nodes' jobs; a node ending later moves nothing (workflows.md §2c 17: pgflow no_mutations_on_failed_run.test.sql)", async (store) => {
     const { id, jobIds } = await store.insertFlow(newFlow(node("a"), node("b", [0])));
     const [a] = await take(store);
     const cancelled = await store.cancelFlow(id, T0);
