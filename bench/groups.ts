@@ -14,6 +14,7 @@ export const GROUPS = [
   "cpu",
   "steps",
   "pickup",
+  "flows",
   "peers",
 ] as const;
 

@@ -34,6 +34,7 @@ import { ADMIN_COMMANDS } from "./cli/admin.ts";
 import { type ParsedArgs, parseFlags, UsageError } from "./cli/args.ts";
 import { backupCommand } from "./cli/backup.ts";
 import { BATCH_COMMANDS } from "./cli/batches.ts";
+import { FLOW_COMMANDS } from "./cli/flows.ts";
 import { dashboardCommand } from "./cli/dashboard.ts";
 import {
   type Command,
@@ -72,6 +73,7 @@ const COMMANDS: readonly Command[] = [
   ...ADMIN_COMMANDS,
   backupCommand,
   ...BATCH_COMMANDS,
+  ...FLOW_COMMANDS,
   ...SCHEDULE_COMMANDS,
   ...JOB_CONTROL_COMMANDS,
   logsCommand,

@@ -262,6 +262,12 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return await this.#flows.status(id);
   }
 
+  /** Flows, newest first, each with every node. */
+  async flows(options: ListOptions = {}): Promise<FlowStatus[]> {
+    this.#assertOpen("list flows");
+    return await this.#flows.list(options);
+  }
+
   /**
    * Cancels a flow: its waiting nodes never run, its queued nodes are
    * cancelled and its running ones asked to stop (as {@linkcode Queue.cancel}

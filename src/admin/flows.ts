@@ -1,12 +1,12 @@
 /**
- * Looking after flows: read one's status, cancel one.
+ * Looking after flows: read one's status, list them, cancel one.
  *
  * @internal
  * @module
  */
 import type { FlowNodeStatus, FlowStatus } from "../flow.ts";
 import type { FlowRow } from "../stores/store.ts";
-import { assertId } from "./listing.ts";
+import { assertId, type ListOptions, page } from "./listing.ts";
 import type { FailedJobsParts } from "./failed_jobs.ts";
 
 /** The flows of one queue. */
@@ -24,6 +24,11 @@ export class Flows {
   async status(id: number): Promise<FlowStatus | null> {
     const row = await this.#parts.store.flow(assertId(id, "A flow id"));
     return row === null ? null : toFlowStatus(row);
+  }
+
+  /** A page of flows, newest first. */
+  async list(options: ListOptions): Promise<FlowStatus[]> {
+    return (await this.#parts.store.flows(page(options, "flows"))).map(toFlowStatus);
   }
 
   /**

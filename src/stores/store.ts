@@ -259,6 +259,8 @@ export interface AdminStore {
   pruneBatches(before: number, now: number): Promise<number>;
   /** One flow with every node, or null. */
   flow(id: number): Promise<FlowRow | null>;
+  /** Flows with every node, newest first. */
+  flows(page: Page): Promise<FlowRow[]>;
   /**
    * Cancels a flow in one transaction: marks it cancelled, its waiting nodes
    * cancelled, and drops its catch; returns the jobs of its queued and

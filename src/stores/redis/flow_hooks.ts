@@ -17,6 +17,7 @@
  *   the node fire at most once.
  * - `P:flow:<id>:j` HASH: job id → node position.
  * - `P:flow:<id>:catch` LIST: the catch's jobs, held as a chain's are.
+ * - `P:flows` ZSET: committed flows, score and member the id.
  *
  * Job fields: `flow_id`, and `flow_parents` (the JSON the node's handler
  * reads as `ctx.parents`), as the SQL columns.
@@ -159,7 +160,10 @@ function H.flowRetried(jobId, failed, t)
   return Flows.settleGraph(id, redis.call('HEXISTS', Flows.key(id), 'cancelled_at') == 1, t)
 end
 
-function H.commit_flow(id) redis.call('HDEL', Flows.key(id), 'staged') end
+function H.commit_flow(id)
+  redis.call('HDEL', Flows.key(id), 'staged')
+  redis.call('ZADD', P .. ':flows', id, id)
+end
 
 function H.undo_flow(id)
   redis.call('DEL', Flows.key(id), Flows.nodes(id), Flows.jobs(id), Flows.catchKey(id))

@@ -1,5 +1,6 @@
 /**
- * Flows on Redis: inserting them, reading them back and cancelling them;
+ * Flows on Redis: inserting them, reading them back (one, or a page newest
+ * first) and cancelling them;
  * their nodes move on in the tick's scripts through the flow hooks (see
  * `flow_hooks.ts` for the keys).
  *
@@ -12,6 +13,7 @@ import type {
   FlowRow,
   InsertedFlow,
   NewFlowRow,
+  Page,
   StoredFlowNodeState,
 } from "../store.ts";
 import { toWaiting } from "../../dispatch/job_rows.ts";
@@ -46,6 +48,8 @@ redis.call('HSET', key, 'id', id, 'name', flow.name, 'created_at', at(flow.creat
 if STAGE ~= nil then
   redis.call('HSET', key, 'staged', STAGE)
   staged('flow:' .. id)
+else
+  redis.call('ZADD', P .. ':flows', id, id)
 end
 local nodes = Flows.nodes(id)
 local jobIds = {}
@@ -93,6 +97,16 @@ end
 return cjson.encode({id = tonumber(flow.id), name = flow.name,
   createdAt = stored(tonumber(flow.created_at)), cancelledAt = stored(tonumber(flow.cancelled_at)),
   nodes = rows})
+`,
+);
+
+/** Input: `limit`, `offset`. Reply: the ids of committed flows, newest first. */
+const FLOW_IDS = luaScript(
+  "flowIds",
+  "no-writes",
+  String.raw`
+local last = INPUT.offset + INPUT.limit - 1
+return cjson.encode(redis.call('ZREVRANGE', P .. ':flows', INPUT.offset, last))
 `,
 );
 
@@ -191,6 +205,24 @@ export async function flow(redis: RedisConnection, id: number): Promise<FlowRow 
       error: node.error,
     })),
   };
+}
+
+/** Flows with every node, newest first. */
+export async function flows(redis: RedisConnection, page: Page): Promise<FlowRow[]> {
+  if (page.limit <= 0) return [];
+  const ids = list(
+    await redis.call<string[] | Record<string, never>>(FLOW_IDS, {
+      now: Date.now(),
+      limit: page.limit,
+      offset: page.offset,
+    }),
+  );
+  const found: FlowRow[] = [];
+  for (const id of ids) {
+    const row = await flow(redis, Number(id));
+    if (row !== null) found.push(row);
+  }
+  return found;
 }
 
 /** Cancels a flow's waiting nodes and catch; the jobs of its queued and running nodes, or null. */

@@ -269,6 +269,11 @@ export class RedisStore implements Store, AsyncDisposable {
     return flows.flow(this.#redis, id);
   }
 
+  /** See {@linkcode Store.flows}. */
+  flows(page: Page): Promise<FlowRow[]> {
+    return flows.flows(this.#redis, page);
+  }
+
   /** See {@linkcode Store.cancelFlow}. */
   cancelFlow(id: number, now: number): Promise<CancelledFlow | null> {
     return flows.cancelFlow(this.#redis, id, now);

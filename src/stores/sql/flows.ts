@@ -18,6 +18,7 @@ import type {
   FlowRow,
   InsertedFlow,
   NewFlowRow,
+  Page,
   StoredFlowNodeState,
 } from "../store.ts";
 import { type Dialect, PLAIN } from "./dialect.ts";
@@ -124,6 +125,8 @@ const NODES_SHOWN = statement(
   FROM flow_nodes n LEFT JOIN jobs j ON j.id = n.job_id AND n.state = 'pending'
   WHERE n.flow_id = $1 ORDER BY n.position`,
 );
+
+const FLOW_PAGE = statement("SELECT id FROM flows ORDER BY id DESC LIMIT $1 OFFSET $2");
 
 /** A node that did not succeed: a child without `continueOnFailure` on its edge is skipped. */
 const NOT_SUCCEEDED = new Set(["failed", "cancelled", "skipped"]);
@@ -301,6 +304,17 @@ export function* flow(id: number): Script<FlowRow | null> {
       error: node.error,
     })),
   };
+}
+
+/** Flows with every node, newest first. */
+export function* flows(page: Page): Script<FlowRow[]> {
+  const { rows } = yield* exec<{ id: number }>(FLOW_PAGE, page.limit, page.offset);
+  const found: FlowRow[] = [];
+  for (const { id } of rows) {
+    const row = yield* flow(Number(id));
+    if (row !== null) found.push(row);
+  }
+  return found;
 }
 
 /**

@@ -144,6 +144,11 @@ export class SqlStore implements Store {
     return this.#read(() => flows.flow(id));
   }
 
+  /** Flows with every node, newest first. */
+  flows(page: Page): Promise<FlowRow[]> {
+    return this.#read(() => flows.flows(page));
+  }
+
   /** Cancels a flow's waiting nodes and catch; the jobs of its queued and running nodes. */
   cancelFlow(id: number, now: number): Promise<CancelledFlow | null> {
     return this.#write(() => flows.cancelFlow(id, now));

@@ -108,6 +108,19 @@ function register(test: ContractTest): void {
     assert.equal(await store.flow(id + 1_000), null);
   });
 
+  test("flows() lists flows newest first, paged, each with its nodes", async (store) => {
+    const first = await store.insertFlow(newFlow(node("a")));
+    const second = await store.insertFlow(newFlow(node("b"), node("c", [0])));
+    const all = await store.flows({ limit: 10, offset: 0 });
+    assert.deepEqual(all.map((row) => row.id), [second.id, first.id]);
+    assert.deepEqual(all[0]?.nodes.map((n) => [n.key, n.state]), [["b", "pending"], [
+      "c",
+      "waiting",
+    ]]);
+    assert.deepEqual((await store.flows({ limit: 1, offset: 1 })).map((row) => row.id), [first.id]);
+    assert.deepEqual(await store.flows({ limit: 10, offset: 2 }), []);
+  });
+
   test("the last parent's settle queues the child once, carrying each parent's output by key", async (store) => {
     const { id } = await store.insertFlow(newFlow(node("a"), node("b"), node("join", [0, 1])));
     const [a, b] = (await take(store)).sort((x, y) => x.name.localeCompare(y.name));
@@ -196,6 +209,6 @@ function register(test: ContractTest): void {
 
 /** The flows area of the contract. */
 export const flows: ContractArea = {
-  covers: ["insertFlow", "flow", "cancelFlow"],
+  covers: ["insertFlow", "flow", "flows", "cancelFlow"],
   register,
 };

@@ -83,6 +83,7 @@ export const STORE_MEMBERS: Record<StoreMethod, true> = {
   cancelBatch: true,
   insertFlow: true,
   flow: true,
+  flows: true,
   cancelFlow: true,
   pruneBatches: true,
   counts: true,
