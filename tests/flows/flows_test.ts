@@ -11,7 +11,7 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, PermanentError } from "../../mod.ts";
+import { defineJob, PermanentError, Queue } from "../../mod.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
 import { storeTest } from "../_stores.ts";
 
@@ -407,3 +407,44 @@ storeTest(
     assert.deepEqual(t.seen["b"]?.parents, { a: 1 });
   },
 );
+
+storeTest(
+  "clearing a queue cancels the flow's queued node and skips its descendants, without the catch",
+  async (db) => {
+    const t = flowJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const flow = queue.flow("cleared");
+    const a = flow.add(t.node, { tag: "a" }, { key: "a" });
+    flow.add(t.node, { tag: "b" }, { key: "b", after: [a] });
+    flow.catch(t.alert, { day: "friday" });
+    const id = await flow.dispatch();
+    assert.equal(await queue.clear(), 1);
+    await workUntilEmpty(queue, { executor: "isolate" });
+    assert.deepEqual(t.log, []);
+    const status = await queue.flowStatus(id);
+    assert.deepEqual(status?.nodes.map((node) => node.state), ["cancelled", "skipped"]);
+    assert.equal(status?.state, "failed");
+    assert.equal(status?.finished, true);
+  },
+);
+
+Deno.test("inline mode runs a flow's nodes parents first with their outputs, skips the descendants of a failure, runs the catch, and rejects with the failure", async () => {
+  const t = flowJobs();
+  t.failing.add("bad");
+  await using queue = await Queue.open({ mode: "inline", jobs: t.jobs });
+  const ok = queue.flow("inline-ok");
+  const a = ok.add(t.node, { tag: "a", value: 2 }, { key: "a" });
+  const b = ok.add(t.node, { tag: "b", value: 3 }, { key: "b" });
+  ok.add(t.sum, { tag: "sum" }, { after: [a, b] });
+  assert.equal(await ok.dispatch(), 0);
+  assert.deepEqual(t.seen["sum"]?.parents, { a: 2, b: 3 });
+
+  const broken = queue.flow("inline-broken");
+  const bad = broken.add(t.node, { tag: "bad" }, { key: "bad" });
+  broken.add(t.node, { tag: "after-bad" }, { key: "after", after: [bad] });
+  broken.add(t.node, { tag: "lenient" }, { key: "lenient", after: [bad], continueOnFailure: true });
+  broken.catch(t.alert, { day: "inline" });
+  await assert.rejects(broken.dispatch(), /bad broke/);
+  assert.deepEqual(t.log.slice(3), ["bad failed", "alert inline", "lenient"]);
+  assert.match((t.seen["lenient"]?.parentErrors as Record<string, string>)["bad"]!, /bad broke/);
+});

@@ -257,6 +257,7 @@ end
 local queued = 0
 for _, each in ipairs(removed) do
   queued = queued + H.linksRemoved(each.id, each.job, NOW, 'clear')
+  queued = queued + H.flowSettled(each.id, each.job, 'clear', NULL, 'deleted by a clear of its queue', NOW)
 end
 for _, each in ipairs(removed) do H.keysRemoved(each.id, each.job) end
 if queued > 0 then wake() end

@@ -27,7 +27,9 @@
  *   (`complete`, `fail`, `cancel`): on success its output is kept and each
  *   waiting child that waits for no other parent now is queued; otherwise
  *   the flow's catch is queued once and its descendants are skipped (see
- *   `Flows.settleGraph`). Returns how many jobs it queued.
+ *   `Flows.settleGraph`); `clear` (deleted unrun by a clear) cancels it
+ *   and skips its descendants without the catch. Returns how many jobs it
+ *   queued.
  * - `H.flowRetried(id, failed, t)`: the failed node `failed` was moved
  *   back by a retry: it is pending again and its skipped descendants wait
  *   again. Returns how many jobs it queued.
@@ -140,12 +142,13 @@ function H.flowSettled(jobId, job, kind, output, err, t)
     end
     return queued
   end
+  -- 'clear': deleted unrun by a clear of its queue: cancelled, its descendants skipped, no catch.
   local state = kind == 'fail' and 'failed' or 'cancelled'
   local message = state
   if err ~= nil and err ~= NULL then message = err end
   redis.call('HSET', nodes, pos .. ':s', state, pos .. ':e', message)
   local queued = 0
-  if not cancelled then queued = Links.release(Flows.catchKey(id), t, nil) end
+  if not cancelled and kind ~= 'clear' then queued = Links.release(Flows.catchKey(id), t, nil) end
   return queued + Flows.settleGraph(id, cancelled, t)
 end
 

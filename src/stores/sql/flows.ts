@@ -187,11 +187,13 @@ export function* insertFlow(dialect: Dialect, flow: NewFlowRow): Script<Inserted
 /**
  * Moves the flow of a node's job that just succeeded (its output kept for
  * its children), failed for good or was cancelled (its descendants
- * skipped, the flow's catch queued once); how many jobs it queued.
+ * skipped, the flow's catch queued once), or was deleted unrun by a clear
+ * (`"clear"`: cancelled, its descendants skipped, no catch); how many jobs
+ * it queued.
  */
 export function* settled(
   links: JobLinks & { readonly id: number },
-  kind: "complete" | "fail" | "cancel",
+  kind: "complete" | "fail" | "cancel" | "clear",
   at: number,
   output: string | null,
   error: string | null,
@@ -227,11 +229,25 @@ export function* settled(
   const { count } = yield* exec(NODE_ENDED, flowId, links.id, state, error ?? state);
   if (count === 0) return 0;
   let queued = 0;
-  if (flow.cancelled_at === null) {
+  if (flow.cancelled_at === null && kind !== "clear") {
     queued += (yield* exec(INSERT_CATCH, at, flowId)).count;
     yield* exec(DROP_CATCH, flowId);
   }
   return queued + (yield* settleGraph(flowId, flow.cancelled_at !== null, at));
+}
+
+/** Moves the flows of node jobs deleted unrun by a clear: each node is cancelled, its descendants skipped. */
+export function* cleared(
+  deleted: readonly (JobLinks & { readonly id: number })[],
+  at: number,
+): Script<number> {
+  let queued = 0;
+  const nodes = deleted.filter((job) => job.flow_id !== null && job.flow_id !== undefined)
+    .sort((a, b) => Number(a.flow_id) - Number(b.flow_id));
+  for (const job of nodes) {
+    queued += yield* settled(job, "clear", at, null, "deleted by a clear of its queue");
+  }
+  return queued;
 }
 
 /** Resumes the flows of node jobs moved back from the failed jobs: their skipped descendants wait again. */
