@@ -117,3 +117,41 @@ storeTest(
     assert.ok(kills >= 1, "at least one worker was killed mid-run");
   },
 );
+
+storeTest(
+  "two worker processes settle the parents of one fan-in at once: the join is queued once and starts once, with all 200 parents' outputs (workflows.md §2c 3: pg-boss › “should unblock fan-in child when sibling parents complete concurrently”; pgflow concurrent_completion.test.sql)",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    const ledger = join(db.dir, "ledger.txt");
+    // Both workers are polling before the flow is stored, so both take parents from the start.
+    const workers = await Promise.all([startWorker(db), startWorker(db)]);
+    const flow = queue.flow("concurrent-fan-in");
+    const parents = Array.from(
+      { length: 200 },
+      (_, n) => flow.add(flowNode, { ledger, key: `p${n}`, value: n, ms: 10 }, { key: `p${n}` }),
+    );
+    flow.add(flowNode, { ledger, key: "join", value: -1, ms: 0 }, { key: "join", after: parents });
+    const id = await flow.dispatch();
+    try {
+      await waitUntil(async () => (await queue.flowStatus(id))?.state === "succeeded" || null, {
+        what: "the flow succeeded",
+        timeoutMs: DEADLINE_MS,
+        everyMs: 100,
+      });
+    } finally {
+      for (const worker of workers) await worker[Symbol.asyncDispose]();
+    }
+    const lines = readLedger(ledger);
+    const joins = lines.filter((line) => line.key === "join");
+    assert.equal(joins.length, 1, "the join started once");
+    assert.equal(Object.keys(joins[0]!.parents).length, 200);
+    assert.equal(joins[0]!.parents["p199"], 199);
+    const parentLines = lines.filter((line) => line.key !== "join");
+    assert.equal(new Set(parentLines.map((line) => line.id)).size, 200, "every parent, one job");
+    assert.deepEqual(
+      [...new Set(parentLines.map((line) => line.pid))].sort(),
+      workers.map((worker) => worker.pid).sort(),
+      "both processes ran parents",
+    );
+  },
+);
