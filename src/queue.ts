@@ -269,6 +269,17 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   }
 
   /**
+   * Deletes the flows dispatched more than `olderThanMs` ago that have
+   * finished, with their nodes and kept outputs; returns how many. Their
+   * jobs (finished, failed) are not touched; a failed node retried after
+   * its flow was pruned runs on its own.
+   */
+  async pruneFlows(options: PruneOptions): Promise<number> {
+    this.#assertOpen("prune flows");
+    return await this.#flows.prune(options);
+  }
+
+  /**
    * Cancels a flow: its waiting nodes never run, its queued nodes are
    * cancelled and its running ones asked to stop (as {@linkcode Queue.cancel}
    * does); its catch does not run. False if the flow is not there or has finished.

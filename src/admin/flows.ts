@@ -1,12 +1,12 @@
 /**
- * Looking after flows: read one's status, list them, cancel one.
+ * Looking after flows: read one's status, list them, cancel one, prune finished ones.
  *
  * @internal
  * @module
  */
 import type { FlowNodeStatus, FlowStatus } from "../flow.ts";
 import type { FlowRow } from "../stores/store.ts";
-import { assertId, type ListOptions, page } from "./listing.ts";
+import { assertId, cutoff, type ListOptions, page, type PruneOptions } from "./listing.ts";
 import type { FailedJobsParts } from "./failed_jobs.ts";
 
 /** The flows of one queue. */
@@ -29,6 +29,12 @@ export class Flows {
   /** A page of flows, newest first. */
   async list(options: ListOptions): Promise<FlowStatus[]> {
     return (await this.#parts.store.flows(page(options, "flows"))).map(toFlowStatus);
+  }
+
+  /** Deletes finished flows dispatched more than `options.olderThanMs` ago; how many. */
+  prune(options: PruneOptions): Promise<number> {
+    const now = this.#parts.clock.now();
+    return this.#parts.store.pruneFlows(cutoff(now, options, "pruneFlows"));
   }
 
   /**

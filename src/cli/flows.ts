@@ -1,6 +1,6 @@
 /**
- * The flow commands: `flows` (a table of flows, newest first) and `flow
- * <id>` (a table of one flow's nodes). Like the other admin commands they
+ * The flow commands: `flows` (a table of flows, newest first), `flow <id>`
+ * (a table of one flow's nodes) and `prune-flows`. Like the other admin commands they
  * open the queue with no jobs registered.
  *
  * @module
@@ -8,7 +8,7 @@
  */
 import type { FlowStatus } from "../flow.ts";
 import { expectPositionals, readInteger, readSwitch } from "./args.ts";
-import { openAdminQueue, readIds } from "./admin.ts";
+import { HOURS_FLAG, openAdminQueue, plural, readHours, readIds } from "./admin.ts";
 import type { Command } from "./command.ts";
 import { firstLine, formatTable } from "./table.ts";
 
@@ -107,5 +107,24 @@ const flow: Command = {
   },
 };
 
+const pruneFlows: Command = {
+  name: "prune-flows",
+  operands: "",
+  summary: "delete finished flows dispatched more than some hours ago",
+  description:
+    "Deletes the flows dispatched more than --hours ago that have finished (no node waiting, queued\nor running), with their nodes and kept outputs. Their jobs are not touched.",
+  flags: HOURS_FLAG,
+  async run(args) {
+    expectPositionals(args, 0, 0, "");
+    const hours = readHours(args);
+    await using queue = await openAdminQueue(args);
+    const count = await queue.pruneFlows({ olderThanMs: hours * 3_600_000 });
+    console.log(
+      `Deleted ${plural(count, "flow")} dispatched more than ${plural(hours, "hour")} ago`,
+    );
+    return 0;
+  },
+};
+
 /** The flow commands, in the order the help lists them. */
-export const FLOW_COMMANDS: readonly Command[] = [flows, flow];
+export const FLOW_COMMANDS: readonly Command[] = [flows, flow, pruneFlows];

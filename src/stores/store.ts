@@ -262,6 +262,13 @@ export interface AdminStore {
   /** Flows with every node, newest first. */
   flows(page: Page): Promise<FlowRow[]>;
   /**
+   * Deletes the flows dispatched before `before` (on the clock their
+   * `createdAt` was given on) that have finished (no node waiting, queued
+   * or running), with their nodes, edges and the jobs still waiting for
+   * them; how many flows. Their nodes' jobs, finished or failed, are not touched.
+   */
+  pruneFlows(before: number): Promise<number>;
+  /**
    * Cancels a flow in one transaction: marks it cancelled, its waiting nodes
    * cancelled, and drops its catch; returns the jobs of its queued and
    * running nodes (to cancel the normal way), or null when there is no such flow.

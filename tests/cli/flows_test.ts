@@ -76,3 +76,25 @@ Deno.test("flows prints a table of flows newest first with their node counts; fl
   assert.equal(missing.code, 1);
   assert.match(missing.stderr, /queue flow: no flow 999/);
 });
+
+Deno.test("prune-flows deletes finished flows older than --hours and says how many", async () => {
+  await using tmp = await tempDir();
+  // The CLI goes by the real clock: the old flow is dispatched 3 hours before it, the fresh one now.
+  const clock = new ManualClock(Date.now() - 3 * 3_600_000);
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [step], clock });
+  const old = queue.flow("old");
+  old.add(step, { label: "o" });
+  const oldId = await old.dispatch();
+  await workUntilEmpty(queue, { executor: "isolate" });
+  clock.advance(3 * 3_600_000);
+  const fresh = queue.flow("fresh");
+  fresh.add(step, { label: "f" });
+  const freshId = await fresh.dispatch();
+  await workUntilEmpty(queue, { executor: "isolate" });
+
+  const pruned = await runCli(["prune-flows", "--hours", "2", "--db", tmp.dbPath]);
+  assert.equal(pruned.code, 0, pruned.stderr);
+  assert.equal(pruned.stdout.trim(), "Deleted 1 flow dispatched more than 2 hours ago");
+  assert.equal(await queue.flowStatus(oldId), null);
+  assert.equal((await queue.flowStatus(freshId))?.state, "succeeded");
+});

@@ -448,3 +448,27 @@ Deno.test("inline mode runs a flow's nodes parents first with their outputs, ski
   assert.deepEqual(t.log.slice(3), ["bad failed", "alert inline", "lenient"]);
   assert.match((t.seen["lenient"]?.parentErrors as Record<string, string>)["bad"]!, /bad broke/);
 });
+
+storeTest(
+  "pruneFlows() deletes the finished flows older than olderThanMs and keeps a running one",
+  async (db) => {
+    const t = flowJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const done = queue.flow("done");
+    done.add(t.node, { tag: "a" });
+    const doneId = await done.dispatch();
+    await workUntilEmpty(queue, { executor: "isolate" });
+    const open = queue.flow("open");
+    open.add(t.node, { tag: "b" }, { delayMs: 60_000 });
+    const openId = await open.dispatch();
+    assert.equal(await queue.pruneFlows({ olderThanMs: 3_600_000 }), 0, "not old enough");
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    assert.equal(await queue.pruneFlows({ olderThanMs: 0 }), 1);
+    assert.equal(await queue.flowStatus(doneId), null);
+    assert.equal((await queue.flowStatus(openId))?.state, "running");
+    await assert.rejects(
+      queue.pruneFlows({ olderThanMs: -1 }),
+      /pruneFlows: olderThanMs must be a number >= 0/,
+    );
+  },
+);

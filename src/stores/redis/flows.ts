@@ -1,6 +1,6 @@
 /**
  * Flows on Redis: inserting them, reading them back (one, or a page newest
- * first) and cancelling them;
+ * first), cancelling and pruning them;
  * their nodes move on in the tick's scripts through the flow hooks (see
  * `flow_hooks.ts` for the keys).
  *
@@ -107,6 +107,42 @@ const FLOW_IDS = luaScript(
   String.raw`
 local last = INPUT.offset + INPUT.limit - 1
 return cjson.encode(redis.call('ZREVRANGE', P .. ':flows', INPUT.offset, last))
+`,
+);
+
+/** Most flows one call of the prune script looks at; `pruneFlows` calls it again until done. */
+const PRUNE_CHUNK = 500;
+
+/**
+ * Input: `before`, `after` (an id), `limit`. Deletes the finished flows
+ * dispatched before `before` among the `limit` oldest committed flows with
+ * an id above `after`. Reply: `{pruned, last}` (the last id looked at, or
+ * null when none was left).
+ */
+const PRUNE_FLOWS = luaScript(
+  "pruneFlows",
+  "allow-oom",
+  AREA_HOOKS,
+  String.raw`
+local ids = redis.call('ZRANGEBYSCORE', P .. ':flows', '(' .. INPUT.after, '+inf', 'LIMIT', 0, INPUT.limit)
+local pruned = 0
+local cutoff = at(INPUT.before)
+for _, id in ipairs(ids) do
+  local f = redis.call('HMGET', Flows.key(id), 'created_at', 'nodes')
+  if tonumber(f[1]) ~= nil and tonumber(f[1]) < cutoff then
+    local open = false
+    for pos = 0, tonumber(f[2]) - 1 do
+      local state = redis.call('HGET', Flows.nodes(id), pos .. ':s')
+      if state == 'waiting' or state == 'pending' then open = true; break end
+    end
+    if not open then
+      H.undo_flow(id)
+      redis.call('ZREM', P .. ':flows', id)
+      pruned = pruned + 1
+    end
+  end
+end
+return cjson.encode({pruned = pruned, last = tonumber(ids[#ids]) or NULL})
 `,
 );
 
@@ -223,6 +259,23 @@ export async function flows(redis: RedisConnection, page: Page): Promise<FlowRow
     if (row !== null) found.push(row);
   }
   return found;
+}
+
+/** Deletes finished flows dispatched before `before`, a chunk per call; how many. */
+export async function pruneFlows(redis: RedisConnection, before: number): Promise<number> {
+  let pruned = 0;
+  let after = 0;
+  for (;;) {
+    const reply = await redis.call<{ pruned: number; last: number | null }>(PRUNE_FLOWS, {
+      now: Date.now(),
+      before,
+      after,
+      limit: PRUNE_CHUNK,
+    });
+    pruned += reply.pruned;
+    if (reply.last === null) return pruned;
+    after = reply.last;
+  }
 }
 
 /** Cancels a flow's waiting nodes and catch; the jobs of its queued and running nodes, or null. */

@@ -274,6 +274,11 @@ export class RedisStore implements Store, AsyncDisposable {
     return flows.flows(this.#redis, page);
   }
 
+  /** See {@linkcode Store.pruneFlows}. */
+  pruneFlows(before: number): Promise<number> {
+    return flows.pruneFlows(this.#redis, before);
+  }
+
   /** See {@linkcode Store.cancelFlow}. */
   cancelFlow(id: number, now: number): Promise<CancelledFlow | null> {
     return flows.cancelFlow(this.#redis, id, now);

@@ -127,6 +127,13 @@ const NODES_SHOWN = statement(
 );
 
 const FLOW_PAGE = statement("SELECT id FROM flows ORDER BY id DESC LIMIT $1 OFFSET $2");
+const PRUNE_FLOWS = statement(
+  `DELETE FROM flows WHERE created_at < $1 AND NOT EXISTS (SELECT 1 FROM flow_nodes n
+    WHERE n.flow_id = flows.id AND n.state IN ('waiting', 'pending')) RETURNING id`,
+);
+const PRUNE_NODES = statement("DELETE FROM flow_nodes WHERE flow_id = $1");
+const PRUNE_EDGES = statement("DELETE FROM flow_edges WHERE flow_id = $1");
+const PRUNE_WAITING = statement("DELETE FROM waiting_jobs WHERE flow_id = $1");
 
 /** A node that did not succeed: a child without `continueOnFailure` on its edge is skipped. */
 const NOT_SUCCEEDED = new Set(["failed", "cancelled", "skipped"]);
@@ -331,6 +338,16 @@ export function* flows(page: Page): Script<FlowRow[]> {
     if (row !== null) found.push(row);
   }
   return found;
+}
+
+/** Deletes finished flows dispatched before `before`, with what they hold; how many. */
+export function* prune(before: number): Script<number> {
+  const { rows } = yield* exec<{ id: number }>(PRUNE_FLOWS, before);
+  const ids = rows.map((row) => [Number(row.id)]);
+  yield* each(PRUNE_NODES, ids);
+  yield* each(PRUNE_EDGES, ids);
+  yield* each(PRUNE_WAITING, ids);
+  return ids.length;
 }
 
 /**

@@ -149,6 +149,11 @@ export class SqlStore implements Store {
     return this.#read(() => flows.flows(page));
   }
 
+  /** Deletes finished flows dispatched before `before`; how many. */
+  pruneFlows(before: number): Promise<number> {
+    return this.#write(() => flows.prune(before));
+  }
+
   /** Cancels a flow's waiting nodes and catch; the jobs of its queued and running nodes. */
   cancelFlow(id: number, now: number): Promise<CancelledFlow | null> {
     return this.#write(() => flows.cancelFlow(id, now));

@@ -121,6 +121,26 @@ function register(test: ContractTest): void {
     assert.deepEqual(await store.flows({ limit: 10, offset: 2 }), []);
   });
 
+  test("pruneFlows() deletes the finished flows dispatched before the cutoff, and no running one", async (store) => {
+    const done = await store.insertFlow(newFlow(node("a"), node("b", [0])));
+    const [a] = await take(store);
+    assert.deepEqual((await store.settle([fail(a!.id, a!.token, T0)])).applied, [true]);
+    const running = await store.insertFlow(newFlow(node("c")));
+    const young = await store.insertFlow({ ...newFlow(node("d")), createdAt: T0 + 10_000 });
+    const d = (await take(store, T0 + 10_000)).find((job) => job.name === "d")!;
+    assert.deepEqual((await store.settle([fail(d.id, d.token, T0)])).applied, [true]);
+    assert.equal((await store.flow(young.id))?.nodes[0]?.state, "failed");
+    assert.equal(await store.pruneFlows(T0 + 1), 1);
+    assert.equal(await store.flow(done.id), null);
+    assert.notEqual(await store.flow(running.id), null, "a node still queued");
+    assert.notEqual(await store.flow(young.id), null, "dispatched after the cutoff");
+    assert.deepEqual((await store.flows({ limit: 10, offset: 0 })).map((row) => row.id), [
+      young.id,
+      running.id,
+    ]);
+    assert.equal(await store.pruneFlows(T0 + 1), 0);
+  });
+
   test("the last parent's settle queues the child once, carrying each parent's output by key", async (store) => {
     const { id } = await store.insertFlow(newFlow(node("a"), node("b"), node("join", [0, 1])));
     const [a, b] = (await take(store)).sort((x, y) => x.name.localeCompare(y.name));
@@ -209,6 +229,6 @@ function register(test: ContractTest): void {
 
 /** The flows area of the contract. */
 export const flows: ContractArea = {
-  covers: ["insertFlow", "flow", "flows", "cancelFlow"],
+  covers: ["insertFlow", "flow", "flows", "pruneFlows", "cancelFlow"],
   register,
 };

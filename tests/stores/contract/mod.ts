@@ -84,6 +84,7 @@ export const STORE_MEMBERS: Record<StoreMethod, true> = {
   insertFlow: true,
   flow: true,
   flows: true,
+  pruneFlows: true,
   cancelFlow: true,
   pruneBatches: true,
   counts: true,
