@@ -63,16 +63,8 @@ function Flows.queueNode(id, pos, t)
       errors[parent.key] = f[3] or f[1]
     end
   end
-  local row = cjson.decode(held)
-  local queuedAt = back(t)
-  local retryFor = opt(row.retryForMs)
-  local expireIn = opt(row.expireInMs)
-  local jobId = insertJob({
-    queue = row.queue, name = row.name, payload = row.payload, priority = row.priority,
-    availableAt = queuedAt + row.delayMs, createdAt = queuedAt,
-    retryUntil = retryFor == nil and NULL or queuedAt + retryFor, trace = row.trace or NULL,
-    expireAt = expireIn == nil and NULL or queuedAt + expireIn,
-  }, {flow_id = id, flow_parents = cjson.encode({outputs = outputs, errors = errors})})
+  local jobId = Links.queue(held, t, nil, nil, nil,
+    {flow_id = id, flow_parents = cjson.encode({outputs = outputs, errors = errors})})
   redis.call('HDEL', nodes, pos .. ':h')
   redis.call('HSET', nodes, pos .. ':s', 'pending', pos .. ':j', jobId)
   redis.call('HSET', Flows.jobs(id), jobId, pos)
