@@ -11,12 +11,17 @@ import type { JobContext } from "../job.ts";
 import { decodeOutput } from "../output.ts";
 import type { FlowParentsRow } from "../stores/store.ts";
 
-/** The parents' outputs and errors for a handler's context; empty outside flows. */
+/** What a handler outside flows sees: no parents, shared and frozen. */
+export const NO_PARENTS: Pick<JobContext, "parents" | "parentErrors"> = Object.freeze({
+  parents: Object.freeze({}),
+  parentErrors: Object.freeze({}),
+});
+
+/** The parents' outputs and errors a flow node's job carries, for its handler's context. */
 export async function openParents(
-  stored: string | null,
+  stored: string,
   cipher: PayloadCipher | null,
 ): Promise<Pick<JobContext, "parents" | "parentErrors">> {
-  if (stored === null) return { parents: {}, parentErrors: {} };
   const row = JSON.parse(stored) as FlowParentsRow;
   const parents: Record<string, unknown> = {};
   for (const [key, { name, output }] of Object.entries(row.outputs)) {
