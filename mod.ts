@@ -128,6 +128,14 @@ export type {
 } from "./src/admin/listing.ts";
 export { BatchBuilder, type BatchStatus } from "./src/batch.ts";
 export { ChainBuilder, type ChainOptions, previousOutput } from "./src/chain.ts";
+export {
+  FlowBuilder,
+  type FlowNode,
+  type FlowNodeOptions,
+  type FlowNodeState,
+  type FlowNodeStatus,
+  type FlowStatus,
+} from "./src/flow.ts";
 export type {
   QueueWorker,
   Runner,

@@ -11,6 +11,7 @@ import {
   SCALE_CONCURRENCY,
   type ScaleOptions,
 } from "./scale.ts";
+import { FAN_OUT } from "./flow_fan_in.ts";
 import { type Group, GROUPS, isGroup, POSTGRES_GROUPS, REDIS_GROUPS } from "./groups.ts";
 import {
   IDLE_POLL_MS,
@@ -127,6 +128,8 @@ export const USAGE =
                                (pollMs ${IDLE_POLL_MS}); ${IN_PROCESS_JOBS} for a worker in this process;
                                ${POLL_ONLY_JOBS} for the baseline, a worker process polling every
                                ${POLL_ONLY_MS} ms with no watch
+                     flows     a flow of 1 → ${FAN_OUT} → 1 no-op jobs: the last parent's
+                               handler ends → the join's handler starts (3 flows per run)
                    PostgreSQL (--store postgres):
                      ceiling   raw postgres driver, server's durability settings: autocommit
                                INSERT, all rows in one INSERT … unnest, and insert + claim

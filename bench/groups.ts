@@ -15,6 +15,7 @@ export const GROUPS = [
   "steps",
   "fair",
   "pickup",
+  "flows",
   "peers",
 ] as const;
 

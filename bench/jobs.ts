@@ -31,6 +31,31 @@ export const grouped = defineJob({
   handle() {},
 });
 
+/**
+ * When the flow fan-in bench's last node handler ended and its join's
+ * handler started (`performance.now()`), written by the handlers: the
+ * bench runs them in its own isolate, which shares this module.
+ */
+export const flowTimes = { lastNodeEndMs: 0, joinStartMs: 0 };
+
+/** Does nothing, then notes when it ended: a node of the flow fan-in bench. */
+export const flowNode = defineJob({
+  name: "bench-flow-node",
+  schema: z.object({ n: z.number().int() }),
+  handle() {
+    flowTimes.lastNodeEndMs = performance.now();
+  },
+});
+
+/** Notes when it started: the join the flow fan-in bench waits for. */
+export const flowJoin = defineJob({
+  name: "bench-flow-join",
+  schema: z.object({ n: z.number().int() }),
+  handle() {
+    flowTimes.joinStartMs = performance.now();
+  },
+});
+
 /** Writes one line to its job log: what the observability drain measures beside `noop`. */
 export const logged = defineJob({
   name: "bench-logged",

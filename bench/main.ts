@@ -11,6 +11,7 @@
  */
 import { ceilingMeasurements } from "./ceiling.ts";
 import { delayedStartMeasurement } from "./delayed_start.ts";
+import { flowFanInMeasurement } from "./flow_fan_in.ts";
 import { CPU_JOB_MS, cpuMeasurements } from "./cpu.ts";
 import { calibrateSpin, type SpinCalibration } from "./cpu_work.ts";
 import { readEnvironment } from "./environment.ts";
@@ -118,11 +119,10 @@ export async function main(args: readonly string[]): Promise<number> {
     onRound: (round, runs) =>
       progress(started, round === 0 ? "warm-up round" : `round ${round} of ${runs}`),
   });
-  const pickups = server !== null
-    ? withComparisons(server.pickups, flags.only)
-    : flags.only.has("pickup")
-    ? [...pickupMeasurements(), delayedStartMeasurement()]
-    : [];
+  const pickups = server !== null ? withComparisons(server.pickups, flags.only) : [
+    ...(flags.only.has("pickup") ? [...pickupMeasurements(), delayedStartMeasurement()] : []),
+    ...(flags.only.has("flows") ? [flowFanInMeasurement()] : []),
+  ];
   // Every pick-up measurement has fixed counts: `jobs` is unused, `warmupJobs` only turns the
   // warm-up round on.
   const pickupSamples = await runRounds(pickups, {

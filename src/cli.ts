@@ -38,6 +38,7 @@ import { ADMIN_COMMANDS } from "./cli/admin.ts";
 import { type ParsedArgs, parseFlags, UsageError } from "./cli/args.ts";
 import { backupCommand } from "./cli/backup.ts";
 import { BATCH_COMMANDS } from "./cli/batches.ts";
+import { FLOW_COMMANDS } from "./cli/flows.ts";
 import { dashboardCommand } from "./cli/dashboard.ts";
 import {
   type Command,
@@ -76,6 +77,7 @@ const COMMANDS: readonly Command[] = [
   ...ADMIN_COMMANDS,
   backupCommand,
   ...BATCH_COMMANDS,
+  ...FLOW_COMMANDS,
   ...SCHEDULE_COMMANDS,
   ...JOB_CONTROL_COMMANDS,
   logsCommand,

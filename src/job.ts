@@ -205,6 +205,18 @@ export interface JobContext {
    */
   readonly scheduled: ScheduledRun | null;
   /**
+   * In a flow, the outputs of this node's parents that succeeded, keyed by
+   * each parent's key (`null` for a parent without an `output` schema);
+   * `{}` outside flows and for a node without parents.
+   */
+  readonly parents: Readonly<Record<string, unknown>>;
+  /**
+   * In a flow, for a node added with `continueOnFailure`, the error
+   * message of each parent that failed for good, was cancelled or skipped,
+   * keyed by its key (such a parent is absent from `parents`); `{}` otherwise.
+   */
+  readonly parentErrors: Readonly<Record<string, string>>;
+  /**
    * Adds a job to this job's batch, counted like the others (an import that
    * discovers more work). Rejects outside a batch, or once the batch was
    * cancelled or has finished.

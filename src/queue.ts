@@ -46,6 +46,8 @@ import {
 } from "./admin/workers.ts";
 import type { BatchBuilder, BatchStatus } from "./batch.ts";
 import type { ChainBuilder, ChainOptions } from "./chain.ts";
+import type { FlowBuilder, FlowStatus } from "./flow.ts";
+import { Flows } from "./admin/flows.ts";
 import type { Clock } from "./clock.ts";
 import { Dispatch, type DispatchRules, type StoreTarget } from "./dispatch/dispatch.ts";
 import { groupTarget } from "./dispatch/group_key.ts";
@@ -118,6 +120,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   readonly #workers: QueueWorkers;
   readonly #failedJobs: FailedJobs;
   readonly #batches: Batches;
+  readonly #flows: Flows;
   readonly #finishedJobs: FinishedJobs;
   readonly #results: JobResults;
   readonly #schedules: ManualRuns;
@@ -157,6 +160,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     const executor = this.#executor;
     this.#failedJobs = new FailedJobs({ store, clock, notify });
     this.#batches = new Batches({ store, clock, notify }, this.#failedJobs);
+    this.#flows = new Flows({ store, clock, notify }, (id) => this.cancel(id));
     this.#finishedJobs = new FinishedJobs(parts);
     this.#results = new JobResults({
       ...parts,
@@ -238,6 +242,54 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   chain(options: ChainOptions = {}): ChainBuilder {
     this.#assertOpen("dispatch a chain");
     return this.#dispatch.chain(options);
+  }
+
+  /**
+   * Starts a flow: jobs that wait for other jobs (their parents) and take
+   * their outputs as `ctx.parents`. See {@linkcode FlowBuilder}.
+   */
+  flow(name: string): FlowBuilder {
+    this.#assertOpen("dispatch a flow");
+    return this.#dispatch.flow(name);
+  }
+
+  /**
+   * Where a flow stands: its state and every node's key, job, state and
+   * parents; null if there is no flow with that id. A flow is finished when
+   * no node can run any more.
+   */
+  async flowStatus(id: number): Promise<FlowStatus | null> {
+    this.#assertOpen("read a flow");
+    return await this.#flows.status(id);
+  }
+
+  /** Flows, newest first, each with every node. */
+  async flows(options: ListOptions = {}): Promise<FlowStatus[]> {
+    this.#assertOpen("list flows");
+    return await this.#flows.list(options);
+  }
+
+  /**
+   * Deletes the flows dispatched more than `olderThanMs` ago that have
+   * finished, with their nodes and kept outputs; returns how many. Their
+   * jobs (finished, failed) are not touched; a failed node retried after
+   * its flow was pruned runs on its own.
+   */
+  async pruneFlows(options: PruneOptions): Promise<number> {
+    this.#assertOpen("prune flows");
+    return await this.#flows.prune(options);
+  }
+
+  /**
+   * Cancels a flow: its waiting nodes never run, its queued nodes are
+   * cancelled and its running ones asked to stop (as {@linkcode Queue.cancel}
+   * does); its catch does not run. False if the flow is not there or has finished.
+   */
+  async cancelFlow(id: number): Promise<boolean> {
+    this.#assertOpen("cancel a flow");
+    const cancelled = await this.#flows.cancel(id);
+    this.#workers.lookForCancels();
+    return cancelled;
   }
 
   /**

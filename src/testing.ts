@@ -35,6 +35,7 @@
  */
 import { BatchBuilder, type BatchPlan } from "./batch.ts";
 import { ChainBuilder, type ChainOptions, type ChainPlan, previousOutput } from "./chain.ts";
+import { FlowBuilder, type FlowPlan } from "./flow.ts";
 import {
   type Dispatcher,
   type DispatchOptions,
@@ -141,6 +142,23 @@ export interface RecordedChain {
   readonly catch: readonly RecordedDispatch[];
 }
 
+/** One flow a {@linkcode QueueFake} recorded. */
+export interface RecordedFlow {
+  /** The id `dispatch()` returned. */
+  readonly id: number;
+  /** The flow's name. */
+  readonly name: string;
+  /** Its nodes, each after its parents: key, parents' keys, and the dispatch. */
+  readonly nodes: readonly {
+    readonly key: string;
+    readonly after: readonly string[];
+    readonly continueOnFailure: boolean;
+    readonly dispatch: RecordedDispatch;
+  }[];
+  /** The jobs its `.catch()` added. */
+  readonly catch: readonly RecordedDispatch[];
+}
+
 /** One batch a {@linkcode QueueFake} recorded. */
 export interface RecordedBatch {
   /** The id `dispatch()` returned. */
@@ -164,14 +182,16 @@ export interface RecordedBatch {
  * and `Bus::fake()`: it checks each payload against its schema exactly as
  * `dispatch` does, records it, and stores nothing. Plain dispatches are
  * recorded in {@linkcode QueueFake.dispatched}, chains in
- * {@linkcode QueueFake.chains} and batches in {@linkcode QueueFake.batches}
- * (with their callbacks), each refused whole, as the real queue does, when
+ * {@linkcode QueueFake.chains}, batches in {@linkcode QueueFake.batches}
+ * and flows in {@linkcode QueueFake.flows} (with their callbacks), each
+ * refused whole, as the real queue does, when
  * one payload is. Pass it wherever the app takes a `Dispatcher`.
  */
 export class QueueFake implements Dispatcher {
   readonly #recorded: RecordedDispatch[] = [];
   readonly #chains: RecordedChain[] = [];
   readonly #batches: RecordedBatch[] = [];
+  readonly #flows: RecordedFlow[] = [];
   readonly #maxPayloadBytes: number;
   #nextId = 1;
 
@@ -193,6 +213,11 @@ export class QueueFake implements Dispatcher {
   /** Every batch dispatched so far, oldest first. */
   get batches(): readonly RecordedBatch[] {
     return this.#batches;
+  }
+
+  /** Every flow dispatched so far, oldest first. */
+  get flows(): readonly RecordedFlow[] {
+    return this.#flows;
   }
 
   /** Checks and records one dispatch; returns a made-up id. */
@@ -266,6 +291,27 @@ export class QueueFake implements Dispatcher {
     });
   }
 
+  /**
+   * Starts a flow, as `queue.flow(name)` does: its `dispatch()` checks the
+   * graph and every payload as the real queue does and records the flow in
+   * {@linkcode QueueFake.flows}, or throws and records nothing.
+   */
+  flow(name: string): FlowBuilder {
+    assertName(name, "flow", "name");
+    return new FlowBuilder(name, (plan: FlowPlan) => {
+      const nodes = plan.nodes.map((node) => ({
+        key: node.key,
+        after: node.parents,
+        continueOnFailure: node.continueOnFailure,
+        dispatch: this.#checked(node.planned, ` as node "${node.key}" of flow "${plan.name}"`)[0]!,
+      }));
+      const onFailure = this.#checkedAll(plan.onFailure, ` as the catch of flow "${plan.name}"`);
+      const id = this.#nextId++;
+      this.#flows.push({ id, name: plan.name, nodes, catch: onFailure });
+      return Promise.resolve(id);
+    });
+  }
+
   /** Throws unless `job` was dispatched (with a payload `predicate` accepts, when given). */
   assertDispatched<S extends JobDefinition>(
     job: S,
@@ -299,7 +345,7 @@ export class QueueFake implements Dispatcher {
     }
   }
 
-  /** Throws if anything at all was dispatched: a job, a chain or a batch. */
+  /** Throws if anything at all was dispatched: a job, a chain, a batch or a flow. */
   assertNothingDispatched(): void {
     const what = [
       ...(this.#recorded.length > 0
@@ -311,6 +357,7 @@ export class QueueFake implements Dispatcher {
         : []),
       ...(this.#chains.length > 0 ? [`${this.#chains.length} chain(s)`] : []),
       ...(this.#batches.length > 0 ? [`${this.#batches.length} batch(es)`] : []),
+      ...(this.#flows.length > 0 ? [`${this.#flows.length} flow(s)`] : []),
     ];
     if (what.length > 0) throw new Error(`Expected nothing dispatched: got ${what.join(", ")}`);
   }

@@ -3,8 +3,9 @@
  * dispatches a job that runs in the app's process, the dashboard answers
  * under `/admin/queue` only behind the app's own basic auth, and the app
  * exits on its first SIGTERM or SIGINT, on SQLite and on PostgreSQL. And
- * the durable steps example (examples/steps/main.ts) and the groups example
- * (examples/groups.ts), run to their end.
+ * the durable steps example (examples/steps/main.ts), the groups example
+ * (examples/groups.ts) and the flows example (examples/flows/main.ts), each
+ * run to its end.
  *
  * @module
  */
@@ -150,6 +151,7 @@ Deno.test("Groups example: the small tenant's jobs run within the first turns, n
     stdout: "piped",
     stderr: "piped",
   }).spawn();
+  // A deadline, not a speed test.
   const deadline = setTimeout(() => child.kill("SIGKILL"), 60_000);
   const { code, stdout, stderr } = await child.output().finally(() => clearTimeout(deadline));
   const out = new TextDecoder().decode(stdout);
@@ -159,4 +161,25 @@ Deno.test("Groups example: the small tenant's jobs run within the first turns, n
   assert.ok(done !== null && Number(done[1]) <= 20, describe);
   const most = /at most (\d+) jobs ran at once/.exec(out);
   assert.ok(most !== null && Number(most[1]) <= 4, describe);
+});
+
+Deno.test("Flows example: the report reads both fetches' outputs, the mail waits for the report, every node succeeds, and it ends on its own", async () => {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--quiet", "examples/flows/main.ts"],
+    cwd: ROOT,
+    env: { NO_COLOR: "1" },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  // A deadline, not a speed test.
+  const deadline = setTimeout(() => child.kill("SIGKILL"), 60_000);
+  const { code, stdout, stderr } = await child.output().finally(() => clearTimeout(deadline));
+  const out = new TextDecoder().decode(stdout);
+  const describe = `${out}\n${new TextDecoder().decode(stderr)}`;
+  assert.equal(code, 0, describe);
+  assert.match(out, /mail to ops: 2026-12-01: net 1050\n/, describe);
+  assert.match(out, /build-report: succeeded \(after: fetch-sales, refunds\)/, describe);
+  assert.match(out, /mail-report: succeeded \(after: build-report\)/, describe);
+  assert.match(out, /flow \d+: succeeded/, describe);
 });

@@ -419,3 +419,41 @@ Deno.test("QueueFake refuses a chain or batch the real queue refuses, with its m
   }
   assert.deepEqual([fake.dispatched, fake.chains, fake.batches], [[], [], []]);
 });
+
+Deno.test("QueueFake.flow() records a flow's nodes parents first with their keys, parents and options, and its catch; a refused payload or a cycle records nothing", async () => {
+  const queue = new QueueFake();
+  const flow = queue.flow("signup");
+  const a = flow.add(welcome, { userId: 1 }, { key: "a", delayMs: 5 });
+  flow.add(invoice, { total: 3 }, { key: "b", after: [a], continueOnFailure: true });
+  flow.catch(welcome, { userId: 0 });
+  const id = await flow.dispatch();
+  assert.deepEqual(queue.flows, [{
+    id,
+    name: "signup",
+    nodes: [
+      {
+        key: "a",
+        after: [],
+        continueOnFailure: false,
+        dispatch: { job: welcome, payload: { userId: 1 }, options: { delayMs: 5 } },
+      },
+      {
+        key: "b",
+        after: ["a"],
+        continueOnFailure: true,
+        dispatch: { job: invoice, payload: { total: 3 }, options: {} },
+      },
+    ],
+    catch: [{ job: welcome, payload: { userId: 0 }, options: {} }],
+  }]);
+  assert.throws(() => queue.assertNothingDispatched(), /1 flow\(s\)/);
+
+  const bad = queue.flow("bad");
+  // @ts-expect-error: the payload fails the schema on purpose
+  bad.add(welcome, { userId: "x" });
+  await assert.rejects(bad.dispatch(), /node "welcome" of flow "bad"/);
+  const cyclic = queue.flow("cyclic");
+  cyclic.add(welcome, { userId: 1 }, { key: "x", after: ["x"] });
+  await assert.rejects(cyclic.dispatch(), /cycle: x → x/);
+  assert.equal(queue.flows.length, 1);
+});

@@ -22,6 +22,7 @@ import * as expiringJobs from "./0017_expiring_jobs.ts";
 import * as rollingUpgrades from "./0018_rolling_upgrades.ts";
 import * as jobGroups from "./0019_job_groups.ts";
 import * as handlerBegun from "./0020_handler_begun.ts";
+import * as flows from "./0021_flows.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -42,4 +43,5 @@ export const migrations: readonly Migration[] = [
   rollingUpgrades,
   jobGroups,
   handlerBegun,
+  flows,
 ];

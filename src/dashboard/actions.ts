@@ -1,6 +1,6 @@
 /**
  * The dashboard's actions, each a POST: retry, forget, retry all and flush
- * failed jobs; cancel a batch and retry its failed jobs; pause, resume and
+ * failed jobs; cancel a batch and retry its failed jobs; cancel a flow; pause, resume and
  * run a schedule now; cancel a job; pause and resume a queue. By the time one
  * runs, the router has checked the gate, read-only mode, the body type, the
  * origin and the CSRF token.
@@ -54,6 +54,7 @@ export function findAction(segments: readonly string[]): Action | null {
   if (section === "failed" && verb === "forget") return (ctx) => forgetOne(ctx, id);
   if (section === "batches" && verb === "cancel") return (ctx) => cancelBatch(ctx, id);
   if (section === "batches" && verb === "retry") return (ctx) => retryBatch(ctx, id);
+  if (section === "flows" && verb === "cancel") return (ctx) => cancelFlow(ctx, id);
   return null;
 }
 
@@ -90,6 +91,11 @@ async function retryBatch(ctx: PageContext, id: number): Promise<ActionResult> {
   const count = await ctx.queue.retryBatch(id);
   const ok = count > 0;
   return { ok, notice: ok ? "batch-retried" : "gone", count, back: "/batches" };
+}
+
+async function cancelFlow(ctx: PageContext, id: number): Promise<ActionResult> {
+  const ok = await ctx.queue.cancelFlow(id);
+  return { ok, notice: ok ? "flow-cancelled" : "gone", count: ok ? 1 : 0, back: "/flows" };
 }
 
 /** A path segment as the name it encodes, or null when it is not valid percent-encoding. */

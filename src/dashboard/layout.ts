@@ -19,6 +19,7 @@ export const SECTIONS = [
   { path: "/completed", label: "Completed" },
   { path: "/failed", label: "Failed" },
   { path: "/batches", label: "Batches" },
+  { path: "/flows", label: "Flows" },
   { path: "/schedules", label: "Schedules" },
   { path: "/job-types", label: "Job types" },
 ] as const;
@@ -34,8 +35,10 @@ const NOTICES: Record<string, (count: number) => string> = {
     }.`,
   forgotten: (n) => `Deleted ${n} failed ${n === 1 ? "job" : "jobs"}.`,
   flushed: (n) => `Deleted every failed job: ${n}.`,
-  gone: () => "Nothing changed: that job or batch is no longer there, or has moved on.",
+  gone: () => "Nothing changed: that job, batch or flow is no longer there, or has moved on.",
   cancelled: () => "Cancelled the batch: its jobs that had not started are skipped.",
+  "flow-cancelled": () =>
+    "Cancelled the flow: its waiting nodes never run, queued ones are cancelled, running ones asked to stop.",
   "batch-retried": (n) => `Put the batch's ${n} failed ${n === 1 ? "job" : "jobs"} back.`,
   "flush-unconfirmed": () => "Nothing deleted: tick the box to confirm the flush.",
   "schedule-paused": () => "Paused the schedule: no slot fires until it is resumed.",

@@ -17,6 +17,7 @@ import { newNonce } from "./headers.ts";
 import { type Html, html } from "./html.ts";
 import { layout } from "./layout.ts";
 import { loadBatches, renderBatches } from "./pages/batches.ts";
+import { loadFlow, loadFlows, renderFlow, renderFlows } from "./pages/flows.ts";
 import {
   loadCompleted,
   loadJobDetail,
@@ -75,6 +76,10 @@ function findPage(segments: readonly string[]): PageRoute | null {
       ? null
       : { load: (ctx) => loadFailedDetail(ctx, id), render: renderFailedDetail };
   }
+  if (section === "flows" && second !== undefined) {
+    const id = readId(second);
+    return id === null ? null : { load: (ctx) => loadFlow(ctx, id), render: renderFlow };
+  }
   if (second !== undefined) return null;
   switch (section) {
     case "jobs":
@@ -83,6 +88,8 @@ function findPage(segments: readonly string[]): PageRoute | null {
       return { load: loadFailed, render: renderFailed };
     case "batches":
       return { load: loadBatches, render: renderBatches };
+    case "flows":
+      return { load: loadFlows, render: renderFlows };
     case "completed":
       return { load: loadCompleted, render: renderCompleted };
     case "job-types":

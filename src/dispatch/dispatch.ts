@@ -15,6 +15,7 @@
 import { BatchBuilder, type BatchPlan } from "../batch.ts";
 import { ChainBuilder, type ChainOptions, type ChainPlan, previousOutput } from "../chain.ts";
 import type { Clock } from "../clock.ts";
+import { FlowBuilder, type FlowPlan } from "../flow.ts";
 import {
   type Dispatcher,
   type DispatchOptions,
@@ -37,7 +38,7 @@ import {
 /** Where a dispatch stores its jobs: the store, or an open store transaction. */
 export type DispatchTarget = Pick<
   StoreTransaction,
-  "insertJobs" | "insertKeyed" | "insertChain" | "insertBatch"
+  "insertJobs" | "insertKeyed" | "insertChain" | "insertBatch" | "insertFlow"
 >;
 
 /** A target that can also add jobs to a batch already stored: the store itself. */
@@ -148,6 +149,43 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
       });
       this.#sink([first!], [id]);
       return id;
+    });
+  }
+
+  /** Starts a flow stored through this dispatch's target. See {@linkcode FlowBuilder}. */
+  flow(name: string): FlowBuilder {
+    assertName(name, "flow", "name");
+    return new FlowBuilder(name, async (plan: FlowPlan) => {
+      const nodes = [];
+      const positions = new Map<string, number>();
+      for (const node of plan.nodes) {
+        const [row] = await this.#plannedRows(
+          [node.planned],
+          () => ` as node "${node.key}" of flow "${plan.name}"`,
+        );
+        positions.set(node.key, nodes.length);
+        nodes.push({
+          key: node.key,
+          job: { ...row!, ...toWaiting(row!) },
+          parents: node.parents.map((key) => positions.get(key)!),
+          continueOnFailure: node.continueOnFailure,
+        });
+      }
+      const onFailure = (await this.#plannedRows(
+        plan.onFailure,
+        () => ` as the catch of flow "${plan.name}"`,
+      )).map(toWaiting);
+      const inserted = await this.#target.insertFlow({
+        name: plan.name,
+        createdAt: this.#rules.clock.now(),
+        nodes,
+        onFailure,
+      });
+      this.#sink(
+        nodes.filter((node) => node.parents.length === 0).map((node) => node.job),
+        inserted.jobIds,
+      );
+      return inserted.id;
     });
   }
 

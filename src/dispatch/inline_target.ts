@@ -15,12 +15,15 @@ import type { Executor } from "../executors/executor.ts";
 import type { JobRegistry } from "../registry.ts";
 import { runNow } from "./run_now.ts";
 import {
+  type FlowParentsRow,
   FROM_PREVIOUS_OUTPUT,
   type InsertedBatch,
+  type InsertedFlow,
   type KeyedInsert,
   type KeyedJobRow,
   type NewBatchRow,
   type NewChainRow,
+  type NewFlowRow,
   type NewJobRow,
   type WaitingJobRow,
 } from "../stores/store.ts";
@@ -90,10 +93,66 @@ export class InlineTarget implements DispatchTarget {
     return { id: 0, jobIds: batch.jobs.map(() => 0) };
   }
 
-  /** Runs one job; its stored output text, or null. */
-  async #run(row: NewJobRow | WaitingJobRow): Promise<string | null> {
+  /**
+   * Runs the flow's nodes parents first, each with its parents' outputs; a
+   * node that fails skips its descendants (those without
+   * `continueOnFailure`) and runs the catch once; rejects with the first
+   * failure once no node can run.
+   */
+  async insertFlow(flow: NewFlowRow): Promise<InsertedFlow> {
+    const ended: ({ output: string | null } | { error: string } | "skipped")[] = [];
+    let failure: unknown = undefined;
+    let failed = false;
+    for (const node of flow.nodes) {
+      const parents = node.parents.map((position) => ({
+        node: flow.nodes[position]!,
+        end: ended[position]!,
+      }));
+      const blocked = parents.some(({ end }) =>
+        !node.continueOnFailure && !(typeof end === "object" && "output" in end)
+      );
+      if (blocked) {
+        ended.push("skipped");
+        continue;
+      }
+      const carried: FlowParentsRow = {
+        outputs: Object.fromEntries(
+          parents.flatMap(({ node, end }) =>
+            typeof end === "object" && "output" in end
+              ? [[node.key, { name: node.job.name, output: end.output }]]
+              : []
+          ),
+        ),
+        errors: Object.fromEntries(
+          parents.flatMap(({ node, end }) =>
+            typeof end === "object" && "output" in end
+              ? []
+              : [[node.key, typeof end === "object" ? end.error : end]]
+          ),
+        ),
+      };
+      try {
+        ended.push({ output: await this.#run(node.job, JSON.stringify(carried)) });
+      } catch (error) {
+        ended.push({ error: error instanceof Error ? error.message : String(error) });
+        if (!failed) {
+          failed = true;
+          failure = error;
+          for (const onFailure of flow.onFailure) await this.#run(onFailure);
+        }
+      }
+    }
+    if (failed) throw failure;
+    return { id: 0, jobIds: flow.nodes.flatMap((node) => node.parents.length === 0 ? [0] : []) };
+  }
+
+  /** Runs one job (a flow node with its parents' outputs); its stored output text, or null. */
+  async #run(
+    row: NewJobRow | WaitingJobRow,
+    flowParents: string | null = null,
+  ): Promise<string | null> {
     const job = this.#registry.get(row.name);
     if (job === undefined) throw new TypeError(`No job named "${row.name}" is registered`);
-    return await runNow(this.#executor, job, row);
+    return await runNow(this.#executor, job, row, null, flowParents);
   }
 }

@@ -15,13 +15,15 @@ import type { NewJobRow } from "../stores/store.ts";
  * Resolves with its stored output text (null without an `output` schema);
  * rejects with the handler's error, or `JobTimeoutError` past the job's
  * `timeoutMs` (the handler is aborted but, in this isolate, may keep running).
- * `scheduled` is the schedule slot the handler sees as `ctx.scheduled`.
+ * `scheduled` is the schedule slot the handler sees as `ctx.scheduled`, and
+ * `flowParents` what it sees as `ctx.parents` (JSON of `FlowParentsRow`).
  */
 export async function runNow(
   executor: Pick<Executor, "run">,
   job: JobDefinition,
   row: Pick<NewJobRow, "queue" | "payload">,
   scheduled: { readonly name: string; readonly slot: number } | null = null,
+  flowParents: string | null = null,
 ): Promise<string | null> {
   const controller = new AbortController();
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -42,6 +44,7 @@ export async function runNow(
         attempt: 1,
         batchId: null,
         scheduled,
+        flowParents,
         signal: controller.signal,
         onProgress: () => {}, // nothing stored to show it on, nor its ctx.log() lines
       }),

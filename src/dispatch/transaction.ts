@@ -7,6 +7,7 @@
  */
 import type { BatchBuilder } from "../batch.ts";
 import type { ChainBuilder, ChainOptions } from "../chain.ts";
+import type { FlowBuilder } from "../flow.ts";
 import type { Dispatcher } from "../job.ts";
 import type { JobWrites, StoreTransaction } from "../stores/store.ts";
 import { CommitBuffer, Dispatch, type DispatchRules, type DispatchSink } from "./dispatch.ts";
@@ -17,6 +18,8 @@ export interface QueueTransaction extends Dispatcher {
   chain(options?: ChainOptions): ChainBuilder;
   /** Builds a batch stored as part of the transaction. */
   batch(name: string): BatchBuilder;
+  /** Builds a flow stored as part of the transaction. */
+  flow(name: string): FlowBuilder;
   /**
    * Runs the app's own statement in the same transaction (`?` placeholders on
    * SQLite) and returns its rows.
@@ -57,6 +60,7 @@ export async function runTransaction<T>(
       query: (sql, params) => storeTx.query(sql, params),
       chain: (options) => dispatch.chain(options),
       batch: (name) => dispatch.batch(name),
+      flow: (name) => dispatch.flow(name),
     });
   });
   committed.flush(parts.committed);

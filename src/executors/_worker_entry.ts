@@ -220,7 +220,18 @@ function stepPort(runId: number): StepPort {
 
 /** Runs one attempt and reports how it ended. */
 async function attempt(run: WireRun): Promise<void> {
-  const [runId, id, name, queueName, payload, attemptNumber, batchId, scheduled, traceparent] = run;
+  const [
+    runId,
+    id,
+    name,
+    queueName,
+    payload,
+    attemptNumber,
+    batchId,
+    scheduled,
+    traceparent,
+    flowParents,
+  ] = run;
   const controller = new AbortController();
   aborts.set(runId, controller);
   if (traceparent !== null) traceparents.set(runId, traceparent);
@@ -237,6 +248,7 @@ async function attempt(run: WireRun): Promise<void> {
         batchId,
         scheduled,
         traceparent,
+        flowParents,
         signal: controller.signal,
         onProgress(percent) {
           progress.set(runId, percent);

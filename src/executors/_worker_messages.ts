@@ -32,6 +32,7 @@ export type WireRun = readonly [
   batchId: number | null,
   scheduled: { readonly name: string; readonly slot: number } | null,
   traceparent: string | null,
+  flowParents: string | null,
 ];
 
 /** What a failed hook sent to a Web Worker needs (its error travels beside it). */

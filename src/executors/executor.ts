@@ -27,6 +27,11 @@ export interface ExecutionRequest {
   readonly batchId: number | null;
   /** The schedule and slot (ms since the epoch) that fired the job, or null. */
   readonly scheduled: { readonly name: string; readonly slot: number } | null;
+  /**
+   * A flow node's parents' outputs and errors, as its job carries them
+   * (JSON of `FlowParentsRow`); null or absent outside flows.
+   */
+  readonly flowParents?: string | null;
   /** Aborted on timeout, on stop and when the lease is lost; its reason says which. */
   readonly signal: AbortSignal;
   /** Receives the progress the handler reports (already checked to be 0 to 100). */

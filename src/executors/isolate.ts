@@ -12,6 +12,7 @@ import type { JobContext } from "../job.ts";
 import type { PayloadCipher } from "../encryption.ts";
 import { encodeOutput } from "../output.ts";
 import { openPayload } from "../payload.ts";
+import { NO_PARENTS, openParents } from "./flow_parents.ts";
 // A full specifier, as for zod: an app importing this from another folder need not list it.
 // deno-lint-ignore no-import-prefix
 import { context } from "npm:@opentelemetry/api@1";
@@ -77,6 +78,10 @@ export class IsolateExecutor implements Executor {
         steps.onPark = (park) => parkListener?.(park);
         return steps;
       };
+      // No await outside flows: a plain job's start costs no extra turn of the event loop.
+      const parents = request.flowParents === null || request.flowParents === undefined
+        ? NO_PARENTS
+        : await openParents(request.flowParents, this.#cipher);
       const ctx: JobContext = {
         id: request.id,
         name: request.name,
@@ -88,6 +93,8 @@ export class IsolateExecutor implements Executor {
         scheduled: request.scheduled === null
           ? null
           : { name: request.scheduled.name, slot: new Date(request.scheduled.slot) },
+        parents: parents.parents,
+        parentErrors: parents.parentErrors,
         async addToBatch(job, payload, options) {
           if (batchId === null) {
             throw new Error(

@@ -168,6 +168,7 @@ export class WebWorkerPool implements Executor {
         request.batchId,
         request.scheduled,
         request.traceparent ?? null,
+        request.flowParents ?? null,
       ]);
       if (signal.aborted) onAbort();
       else signal.addEventListener("abort", onAbort);

@@ -733,6 +733,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       attempt: job.attempts,
       batchId: job.batchId,
       scheduled: job.scheduled ?? null,
+      flowParents: job.flowParents ?? null,
       signal: controller.signal,
       onProgress: (percent) => this.#progress.report(entry, percent),
       onBegin: () => {

@@ -55,6 +55,7 @@ import type {
 import type { LogLineRow, TickRecords } from "./rows/logs.ts";
 import type { JobStepsRow, SignalOutcome, SignalRequest } from "./rows/steps.ts";
 import type { MigrateOptions, MigrationPlan, SchemaNews } from "./schema_steps.ts";
+import type { CancelledFlow, FlowRow, InsertedFlow, NewFlowRow } from "./rows/flows.ts";
 
 export type * from "./rows/dispatch.ts";
 export type * from "./rows/job_control.ts";
@@ -63,6 +64,7 @@ export type * from "./rows/read.ts";
 export type * from "./rows/tick.ts";
 export type * from "./rows/schedules.ts";
 export type * from "./rows/steps.ts";
+export type * from "./rows/flows.ts";
 export type { SpendLimits } from "./rows/spend_limits.ts";
 export type {
   MigrateOptions,
@@ -85,6 +87,8 @@ export interface StoreTransaction {
   insertChain(chain: NewChainRow): Promise<number>;
   /** Inserts a batch as part of the transaction. */
   insertBatch(batch: NewBatchRow): Promise<InsertedBatch>;
+  /** Inserts a flow as part of the transaction. */
+  insertFlow(flow: NewFlowRow): Promise<InsertedFlow>;
   /**
    * Runs the app's own statement inside the transaction and returns its rows.
    * Parameters use the engine's placeholders (`?` for SQLite).
@@ -113,6 +117,11 @@ export interface JobWrites {
    * them, in one transaction; returns their ids. Rejects naming the reason otherwise.
    */
   addToBatch(batchId: number, rows: readonly NewJobRow[]): Promise<number[]>;
+  /**
+   * Inserts a flow in one transaction: its nodes without parents as jobs,
+   * the others and its catch waiting.
+   */
+  insertFlow(flow: NewFlowRow): Promise<InsertedFlow>;
   /** Runs `fn` in one transaction: its inserts and queries commit or roll back together. */
   transaction<T>(fn: (tx: StoreTransaction) => T | Promise<T>): Promise<T>;
 }
@@ -260,6 +269,24 @@ export interface AdminStore {
    * waiting callbacks; how many.
    */
   pruneBatches(before: number, now: number): Promise<number>;
+  /** One flow with every node, or null. */
+  flow(id: number): Promise<FlowRow | null>;
+  /** Flows with every node, newest first. */
+  flows(page: Page): Promise<FlowRow[]>;
+  /**
+   * Deletes the flows dispatched before `before` (on the clock their
+   * `createdAt` was given on) that have finished (no node waiting, queued
+   * or running), with their nodes, edges and the jobs still waiting for
+   * them; how many flows. Their nodes' jobs, finished or failed, are not touched.
+   */
+  pruneFlows(before: number): Promise<number>;
+  /**
+   * Cancels a flow in one transaction: marks it cancelled, its waiting nodes
+   * cancelled, and drops its catch; returns the jobs of its queued and
+   * running nodes (to cancel the normal way), or null when there is no such flow.
+   * A node that succeeds afterwards queues no child.
+   */
+  cancelFlow(id: number, now: number): Promise<CancelledFlow | null>;
 }
 
 /** What the dashboard and stats read: counts, running and listed jobs, metrics, workers. */

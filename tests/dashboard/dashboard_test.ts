@@ -392,6 +392,64 @@ Deno.test("dashboard: the batches page shows progress and status; cancel and ret
   assert.deepEqual([status.failed, status.pending, status.finished], [0, 1, false]);
 });
 
+Deno.test("dashboard: the flows page lists flows with their node counts; a flow's page shows each node, its job and its edges, escaped; cancel acts on a running flow", async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  const broken = queue.flow("<b>nightly</b>");
+  const a = broken.add(plain, { n: 1 }, { key: "a" });
+  const b = broken.add(hostile, { note: "x" }, { key: "<i>b</i>", after: [a] });
+  broken.add(plain, { n: 2 }, { key: "c", after: [b] });
+  const brokenId = await broken.dispatch();
+  await drainQueue(queue);
+  const later = queue.flow("later");
+  const x = later.add(plain, { n: 3 }, { key: "x", delayMs: 60_000 });
+  later.add(plain, { n: 4 }, { key: "y", after: [x] });
+  const laterId = await later.dispatch();
+  const handler = dashboard(queue);
+
+  const data = await json<{ flows: { id: number; state: string; nodes: unknown[] }[] }>(
+    handler,
+    "/api/flows",
+  );
+  assert.deepEqual(data.flows.map(({ id, state, nodes }) => [id, state, nodes.length]), [
+    [laterId, "running", 2],
+    [brokenId, "failed", 3],
+  ]);
+  const list = squash(await page(handler, "/flows"));
+  assert.match(list, new RegExp(`<tr id="flow-${brokenId}">`));
+  assert.match(list, /<td>&lt;b&gt;nightly&lt;\/b&gt;<\/td><td>failed<\/td>/);
+  assert.match(list, new RegExp(`action="/flows/${laterId}/cancel"`));
+  assert.doesNotMatch(
+    list,
+    new RegExp(`action="/flows/${brokenId}/cancel"`),
+    "finished: no cancel",
+  );
+
+  const one = squash(await page(handler, `/flows/${brokenId}`));
+  assert.match(one, /State: <strong>failed<\/strong>/);
+  assert.match(
+    one,
+    /<tr id="node-a" class="node-succeeded"><td>a<\/td><td>plain<\/td><td>succeeded<\/td>/,
+  );
+  assert.match(
+    one,
+    /<td>&lt;i&gt;b&lt;\/i&gt;<\/td><td>&lt;script&gt;/,
+    "a hostile key and name are escaped",
+  );
+  assert.match(one, /<li>a → &lt;i&gt;b&lt;\/i&gt;<\/li><li>&lt;i&gt;b&lt;\/i&gt; → c<\/li>/);
+  assert.doesNotMatch(one, /<script>alert/);
+  const failedJob = (await queue.flowStatus(brokenId))!.nodes[1]!.jobId;
+  assert.match(one, new RegExp(`href="/failed/${failedJob}"`));
+  assert.equal((await fetchFrom(handler, "/flows/999")).status, 404);
+
+  const session = await openSession(handler, "/flows");
+  const cancelled = await postForm(handler, `/flows/${laterId}/cancel`, session);
+  assert.equal(cancelled.headers.get("location"), "/flows?notice=flow-cancelled&count=1");
+  assert.equal((await queue.flowStatus(laterId))?.state, "cancelled");
+  const again = await postForm(handler, `/flows/${laterId}/cancel`, session);
+  assert.equal(again.headers.get("location"), "/flows?notice=gone&count=0");
+});
+
 Deno.test("dashboard: the job types page shows runs, failures, average and p95 runtime and average wait from the rollup", async () => {
   const store = await SqliteStore.open(":memory:");
   const clock = new ManualClock(NOON + 30_000);

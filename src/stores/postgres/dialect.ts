@@ -102,7 +102,8 @@ const FAIL = statement(
     stack = excluded.stack, attempts = excluded.attempts, crashes = excluded.crashes,
     created_at = excluded.created_at, failed_at = excluded.failed_at,
     batch_id = excluded.batch_id, batch_member = excluded.batch_member,
-    chain_id = excluded.chain_id, trace = excluded.trace, group_key = excluded.group_key,
+    chain_id = excluded.chain_id, flow_id = excluded.flow_id,
+    flow_parents = excluded.flow_parents, trace = excluded.trace, group_key = excluded.group_key,
     group_limit = excluded.group_limit, group_ordered = excluded.group_ordered)
   SELECT ${SETTLED_COLUMNS} FROM gone LEFT JOIN woken ON true`,
 );

@@ -51,8 +51,9 @@ function Links.hold(key, rows)
   for _, row in ipairs(rows) do redis.call('RPUSH', key, cjson.encode(row)) end
 end
 
--- Queues a held job (JSON) at t, with payload instead of its own when given; its id.
-function Links.queue(held, t, batchId, chainId, payload)
+-- Queues a held job (JSON) at t, with payload instead of its own when given, and the extra
+-- fields given (a flow node's); its id.
+function Links.queue(held, t, batchId, chainId, payload, extra)
   local row = cjson.decode(held)
   local queuedAt = back(t)
   local retryFor = opt(row.retryForMs)
@@ -62,7 +63,7 @@ function Links.queue(held, t, batchId, chainId, payload)
     availableAt = queuedAt + row.delayMs, createdAt = queuedAt,
     retryUntil = retryFor == nil and NULL or queuedAt + retryFor, trace = row.trace or NULL,
     expireAt = expireIn == nil and NULL or queuedAt + expireIn,
-  }, {batch_id = batchId, chain_id = chainId})
+  }, extra or {batch_id = batchId, chain_id = chainId})
 end
 
 -- Queues every job held in key, in order, and drops them: each fires at most once. How many.

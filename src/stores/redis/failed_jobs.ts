@@ -68,8 +68,8 @@ local function moveBack(id)
   local fields = {'queue', failed.queue, 'name', failed.name, 'payload', failed.payload,
     'priority', failed.priority, 'available_at', NOW, 'created_at', failed.created_at,
     'attempts', 0, 'crashes', 0}
-  for _, field in ipairs({'batch_id', 'batch_member', 'chain_id', 'trace', 'group_key',
-    'group_limit', 'group_ordered'}) do
+  for _, field in ipairs({'batch_id', 'batch_member', 'chain_id', 'flow_id', 'flow_parents',
+    'trace', 'group_key', 'group_limit', 'group_ordered'}) do
     if failed[field] ~= nil then table.insert(fields, field); table.insert(fields, failed[field]) end
   end
   redis.call('HSET', jobKey(id), unpack(fields))
@@ -78,6 +78,7 @@ local function moveBack(id)
   redis.call('DEL', failedKey(id))
   redis.call('ZREM', P .. ':failed', pad(id))
   H.linksRetried(id, failed, NOW)
+  H.flowRetried(id, failed, NOW)
   return true
 end
 
@@ -264,6 +265,7 @@ end
 local queued = 0
 for _, each in ipairs(removed) do
   queued = queued + H.linksRemoved(each.id, each.job, NOW, 'clear')
+  queued = queued + H.flowSettled(each.id, each.job, 'clear', NULL, 'deleted by a clear of its queue', NOW)
 end
 for _, each in ipairs(removed) do H.keysRemoved(each.id, each.job) end
 if queued > 0 then wake() end

@@ -1,6 +1,6 @@
 /**
  * The places where one area's script hands over to the rules of another
- * (keys and locks, chains and batches, job control, stats, logs, durable
+ * (keys and locks, chains and batches, flows, job control, stats, logs, durable
  * steps): one Lua
  * table `H` of functions, each area's part defined in its own module and
  * joined here, so a script calls one name per rule whatever area holds it.
@@ -20,6 +20,7 @@
  * @module
  */
 import { CHAIN_BATCH_HOOKS } from "./chain_batch_hooks.ts";
+import { FLOW_HOOKS } from "./flow_hooks.ts";
 import { JOB_CONTROL_HOOKS } from "./job_control_hooks.ts";
 import { KEY_HOOKS } from "./key_hooks.ts";
 import { LOG_HOOKS } from "./log_hooks.ts";
@@ -32,6 +33,7 @@ export const AREA_HOOKS: string = [
   JOB_CONTROL_HOOKS,
   KEY_HOOKS,
   CHAIN_BATCH_HOOKS,
+  FLOW_HOOKS,
   METRICS_HOOK,
   LOG_HOOKS,
   STEP_HOOKS,

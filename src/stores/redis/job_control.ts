@@ -151,6 +151,7 @@ if INPUT.keepUntil > INPUT.now then
 end
 deleteJob(id, job)
 H.linksRemoved(id, job, NOW, 'cancel')
+H.flowSettled(id, job, 'cancel', NULL, INPUT.reason, NOW)
 H.keysRemoved(id, job)
 wake()
 return cjson.encode('cancelled')

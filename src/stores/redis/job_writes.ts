@@ -15,6 +15,7 @@
  */
 import type { NewJobRow, StoreTransaction } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
+import * as flows from "./flows.ts";
 import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import * as keys from "./keys.ts";
@@ -121,6 +122,7 @@ export async function transaction<T>(
     insertKeyed: inside((rows) => keys.insertKeyed(redis, rows, stage)),
     insertChain: inside((chain) => chainsBatches.insertChain(redis, chain, stage)),
     insertBatch: inside((batch) => chainsBatches.insertBatch(redis, batch, stage)),
+    insertFlow: inside((flow) => flows.insertFlow(redis, flow, stage)),
     query: inside(() => Promise.reject(new TypeError(NO_SQL_ON_REDIS))),
   };
   await redis.call(BEGIN_TRANSACTION, { now: Date.now(), stage });

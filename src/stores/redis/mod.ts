@@ -29,6 +29,7 @@ import { shown } from "../../shown.ts";
 import type {
   BackupResult,
   BatchRow,
+  CancelledFlow,
   CancelOutcome,
   CancelRequest,
   CancelRequested,
@@ -37,7 +38,9 @@ import type {
   FailedJob,
   FinishedFilter,
   FinishedJob,
+  FlowRow,
   InsertedBatch,
+  InsertedFlow,
   JobFilter,
   JobList,
   JobResultRow,
@@ -52,6 +55,7 @@ import type {
   MigrationPlan,
   NewBatchRow,
   NewChainRow,
+  NewFlowRow,
   NewJobRow,
   Page,
   PausedQueue,
@@ -75,6 +79,7 @@ import type {
 } from "../store.ts";
 import { RedisConnection } from "./connection.ts";
 import * as chainsBatches from "./chains_batches.ts";
+import * as flows from "./flows.ts";
 import * as failedJobs from "./failed_jobs.ts";
 import * as groups from "./groups.ts";
 import * as jobControl from "./job_control.ts";
@@ -270,6 +275,31 @@ export class RedisStore implements Store, AsyncDisposable {
   /** See {@linkcode Store.addToBatch}. */
   addToBatch(batchId: number, rows: readonly NewJobRow[]): Promise<number[]> {
     return chainsBatches.addToBatch(this.#redis, batchId, rows);
+  }
+
+  /** See {@linkcode Store.insertFlow}. */
+  insertFlow(flow: NewFlowRow): Promise<InsertedFlow> {
+    return flows.insertFlow(this.#redis, flow);
+  }
+
+  /** See {@linkcode Store.flow}. */
+  flow(id: number): Promise<FlowRow | null> {
+    return flows.flow(this.#redis, id);
+  }
+
+  /** See {@linkcode Store.flows}. */
+  flows(page: Page): Promise<FlowRow[]> {
+    return flows.flows(this.#redis, page);
+  }
+
+  /** See {@linkcode Store.pruneFlows}. */
+  pruneFlows(before: number): Promise<number> {
+    return flows.pruneFlows(this.#redis, before);
+  }
+
+  /** See {@linkcode Store.cancelFlow}. */
+  cancelFlow(id: number, now: number): Promise<CancelledFlow | null> {
+    return flows.cancelFlow(this.#redis, id, now);
   }
 
   /** See {@linkcode Store.batch}. */

@@ -211,7 +211,7 @@ local function claimJobs(req)
             keyed = num(job, 'keyed'), recovered = recovered and 1 or 0,
             cancel_requested = job.cancel_requested or NULL, waited_ms = T - c.due,
             trace = job.trace or NULL, last_span = job.last_span or NULL, ahead = ahead,
-            expire_at = back(tonumber(expireAt)),
+            expire_at = back(tonumber(expireAt)), flow_parents = job.flow_parents or NULL,
           })
         end
       end
@@ -328,8 +328,8 @@ for i, s in ipairs(settlements) do
         'priority', job.priority, 'error', s.error.message, 'attempts', s.attempts,
         'crashes', num(job, 'crashes') + (s.crashed and 1 or 0), 'created_at', job.created_at,
         'failed_at', at(s.at), 'batch_member', num(job, 'batch_member')}
-      for _, field in ipairs({'batch_id', 'chain_id', 'trace', 'group_key', 'group_limit',
-        'group_ordered'}) do
+      for _, field in ipairs({'batch_id', 'chain_id', 'flow_id', 'flow_parents', 'trace',
+        'group_key', 'group_limit', 'group_ordered'}) do
         if job[field] ~= nil then table.insert(row, field); table.insert(row, job[field]) end
       end
       if opt(s.error.stack) ~= nil then table.insert(row, 'stack'); table.insert(row, s.error.stack) end
@@ -399,6 +399,18 @@ for _, move in ipairs(moves) do
     local output = NULL
     if s.kind == 'complete' then output = opt(s.output) or NULL end
     queued = queued + H.linksSettled(s.id, move.job, s.kind, output, at(s.at))
+  end
+end
+
+-- Flows third.
+for _, move in ipairs(moves) do
+  local s = move.s
+  if move.job.flow_id ~= nil and (s.kind == 'complete' or s.kind == 'fail' or s.kind == 'cancel') then
+    local output, err = NULL, NULL
+    if s.kind == 'complete' then output = opt(s.output) or NULL end
+    if s.kind == 'fail' then err = s.error.message end
+    if s.kind == 'cancel' then err = s.reason end
+    queued = queued + H.flowSettled(s.id, move.job, s.kind, output, err, at(s.at))
   end
 end
 

@@ -124,6 +124,11 @@ export interface ClaimedJob {
    * (`TickRecords.starts`). Absent: the claim started it.
    */
   readonly ahead?: true;
+  /**
+   * For a flow node, its parents' outputs and errors as stored when it was
+   * queued (JSON of {@linkcode FlowParentsRow}); absent outside flows.
+   */
+  readonly flowParents?: string;
 }
 
 /** An error as it is stored. */

@@ -10,6 +10,7 @@ import type { JobLinks } from "./stored_rows.ts";
 import type { CancelOutcome, CancelRequest, CancelRequested } from "../rows/job_control.ts";
 import type { Lease } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
+import * as flows from "./flows.ts";
 import { clockParam, type Dialect, LINK_COLUMNS } from "./dialect.ts";
 import { recordCancelled } from "./finished_jobs.ts";
 import { releaseRemoved } from "./keys.ts";
@@ -68,6 +69,7 @@ export function* cancel(dialect: Dialect, request: CancelRequest): Script<Cancel
   }
   yield* exec(REMOVE, id);
   yield* chainsBatches.settled(job, "cancel", now);
+  yield* flows.settled(job, "cancel", now, null, reason);
   yield* releaseRemoved([id]);
   yield* dialect.notify();
   return "cancelled";

@@ -79,14 +79,14 @@ export const CLAIM_SETS = `progress = NULL, locked = 0, claimed_ahead = 0,
 
 /** The columns a claim returns, in the order of `ClaimRow`. */
 export const CLAIMED_COLUMNS =
-  "id, queue, name, payload, priority, attempts, crashes, retry_until, last_error, created_at, batch_id, keyed, recovered, cancel_requested, waited_ms, trace, last_span, expire_at";
+  "id, queue, name, payload, priority, attempts, crashes, retry_until, last_error, created_at, batch_id, keyed, recovered, cancel_requested, waited_ms, trace, last_span, expire_at, flow_parents";
 
-/** The links of a job to its chain and batch, as columns. */
-export const LINK_COLUMNS = "batch_id, batch_member, chain_id";
+/** The links of a job to its chain, batch and flow, as columns (what moves with it to the failed jobs and back). */
+export const LINK_COLUMNS = "batch_id, batch_member, chain_id, flow_id, flow_parents";
 
 /** The columns every settle statement returns, in the order of {@linkcode SettledJob}. */
 export const SETTLED_COLUMNS =
-  "id, batch_id, batch_member, chain_id, queue, name, waited_ms, keyed, locked, group_key";
+  "id, batch_id, batch_member, chain_id, flow_id, queue, name, waited_ms, keyed, locked, group_key";
 
 /** A job's group, as columns (`jobs` and `failed_jobs`): see src/stores/sql/groups.ts. */
 export const GROUP_COLUMNS = "group_key, group_limit, group_ordered";

@@ -7,6 +7,7 @@
  * @module
  */
 import * as chainsBatches from "./chains_batches.ts";
+import * as flows from "./flows.ts";
 import { clockParam, type Dialect, type RetrySelection } from "./dialect.ts";
 import { reenterGroups } from "./groups.ts";
 import { exec, type Script } from "./script.ts";
@@ -23,9 +24,11 @@ const PRUNE = statement("DELETE FROM failed_jobs WHERE failed_at < (SELECT {{now
  */
 export function* retry(dialect: Dialect, selection: RetrySelection, now: number): Script<number[]> {
   // A caller whose clock runs ahead would otherwise hold the retried jobs back by as much.
-  const moved = yield* dialect.retryFailed(selection, yield* dialect.now(now));
+  const at = yield* dialect.now(now);
+  const moved = yield* dialect.retryFailed(selection, at);
   yield* reenterGroups(moved.map((row) => Number(row.id)));
   yield* chainsBatches.retried(moved);
+  yield* flows.retried(moved, at);
   if (moved.length > 0) yield* dialect.notify();
   return moved.map((row) => Number(row.id));
 }

@@ -10,6 +10,7 @@ import { MetricsRollup } from "./metrics_rollup.ts";
 import type {
   BackupResult,
   BatchRow,
+  CancelledFlow,
   CancelOutcome,
   CancelRequest,
   CancelRequested,
@@ -18,7 +19,9 @@ import type {
   FailedJob,
   FinishedFilter,
   FinishedJob,
+  FlowRow,
   InsertedBatch,
+  InsertedFlow,
   JobFilter,
   JobList,
   JobResultRow,
@@ -31,6 +34,7 @@ import type {
   MiddlewareRequest,
   NewBatchRow,
   NewChainRow,
+  NewFlowRow,
   NewJobRow,
   Page,
   PausedQueue,
@@ -52,6 +56,7 @@ import type {
   WorkerInfo,
 } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
+import * as flows from "./flows.ts";
 import { type Dialect, PLAIN, type RetrySelection } from "./dialect.ts";
 import type { Engine, EngineTransaction } from "./engine.ts";
 import { clear } from "./clear.ts";
@@ -143,6 +148,31 @@ export class SqlStore implements Store {
     );
   }
 
+  /** Inserts a flow: its nodes without parents queued, the others and its catch waiting. */
+  insertFlow(flow: NewFlowRow): Promise<InsertedFlow> {
+    return this.#write(() => this.#notifying(flows.insertFlow(this.#dialect, flow)));
+  }
+
+  /** One flow with every node, or null. */
+  flow(id: number): Promise<FlowRow | null> {
+    return this.#read(() => flows.flow(id));
+  }
+
+  /** Flows with every node, newest first. */
+  flows(page: Page): Promise<FlowRow[]> {
+    return this.#read(() => flows.flows(page));
+  }
+
+  /** Deletes finished flows dispatched before `before`; how many. */
+  pruneFlows(before: number): Promise<number> {
+    return this.#write(() => flows.prune(before));
+  }
+
+  /** Cancels a flow's waiting nodes and catch; the jobs of its queued and running nodes. */
+  cancelFlow(id: number, now: number): Promise<CancelledFlow | null> {
+    return this.#write(() => flows.cancelFlow(id, now));
+  }
+
   /** One batch, or null. */
   batch(id: number): Promise<BatchRow | null> {
     return this.#read(() => chainsBatches.batch(id));
@@ -189,6 +219,7 @@ export class SqlStore implements Store {
         insertKeyed: (rows) => tx.run(keys.insertKeyed(dialect, rows)),
         insertChain: (chain) => tx.run(chainsBatches.insertChain(dialect, chain)),
         insertBatch: (batch) => tx.run(chainsBatches.insertBatch(dialect, batch)),
+        insertFlow: (flow) => tx.run(flows.insertFlow(dialect, flow)),
         query: async <Row>(text: string, params: readonly unknown[] = []) => {
           assertNoTransactionControl(text);
           return await tx.query<Row>(text, params);

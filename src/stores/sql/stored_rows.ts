@@ -15,11 +15,13 @@ import type {
   RunningJobOnQueue,
 } from "../store.ts";
 
-/** The links of a job to its chain and batch, as the settling statements return them. */
+/** The links of a job to its chain, batch and flow, as the settling statements return them. */
 export interface JobLinks {
   readonly batch_id: number | null;
   readonly batch_member: number;
   readonly chain_id: number | null;
+  /** Absent where a statement does not return it (the flow then does not move). */
+  readonly flow_id?: number | null;
 }
 
 /** A claimed job as the claim statement returns it. */
@@ -49,6 +51,8 @@ export interface ClaimRow {
   readonly last_span: string | null;
   /** When it expires unless started, or null (`jobs.expire_at`). */
   readonly expire_at: number | string | null;
+  /** A flow node's parents' outputs and errors (JSON), or null (`jobs.flow_parents`). */
+  readonly flow_parents?: string | null;
 }
 
 /** A failed job as the listing statements return it. */
@@ -132,6 +136,8 @@ export function toClaimedJobs(
       expireAt: row.expire_at === null || row.expire_at === undefined
         ? null
         : Number(row.expire_at),
+      ...(row.flow_parents !== null && row.flow_parents !== undefined &&
+        { flowParents: row.flow_parents }),
     }));
 }
 

@@ -20,6 +20,7 @@ import type {
   TickRecords,
 } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
+import * as flows from "./flows.ts";
 import { clockParam, type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
 import { recordFinished } from "./finished_jobs.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
@@ -208,7 +209,9 @@ export function* settle(
   }).sort((a, b) => (a.job.batch_id ?? 0) - (b.job.batch_id ?? 0) || a.index - b.index);
   // What a chain or batch queues next is due by the store's clock: the settlements' times move
   // onto it (one read of the database's clock on PostgreSQL, only when such a job settled).
-  const linked = moves.some(({ job }) => job.batch_id !== null || job.chain_id !== null);
+  const linked = moves.some(({ job }) =>
+    job.batch_id !== null || job.chain_id !== null || job.flow_id !== null
+  );
   const shift = linked ? (yield* dialect.now(at)) - at : 0;
   let queued = 0;
   const skipped: number[] = [];
@@ -220,6 +223,26 @@ export function* settle(
     } else if (settlement.kind !== "progress" && settlement.kind !== "step") {
       const output = settlement.kind === "complete" ? settlement.output ?? null : null;
       queued += yield* chainsBatches.settled(job, settlement.kind, settlement.at + shift, output);
+    }
+  }
+  // Flows third, in flow order: each locks its flow's row, always in the same order.
+  const flowMoves = moves.filter(({ job }) => job.flow_id !== null)
+    .sort((a, b) => Number(a.job.flow_id) - Number(b.job.flow_id));
+  for (const { settlement, job } of flowMoves) {
+    if (
+      settlement.kind === "complete" || settlement.kind === "fail" || settlement.kind === "cancel"
+    ) {
+      queued += yield* flows.settled(
+        { ...job, id: settlement.id },
+        settlement.kind,
+        settlement.at + shift,
+        settlement.kind === "complete" ? settlement.output ?? null : null,
+        settlement.kind === "fail"
+          ? settlement.error.message
+          : settlement.kind === "cancel"
+          ? settlement.reason
+          : null,
+      );
     }
   }
 

@@ -19,6 +19,7 @@ import assert from "node:assert/strict";
 import { adminStore } from "./admin_store.ts";
 import { backup } from "./backup.ts";
 import { chainsBatches } from "./chains_batches.ts";
+import { flows } from "./flows.ts";
 import type { ContractArea, ContractTest, OpenedStore, StoreMethod } from "./fixtures.ts";
 import { jobControlStore } from "./job_control_store.ts";
 import { groups } from "./groups.ts";
@@ -40,6 +41,7 @@ export const AREAS: readonly ContractArea[] = [
   adminStore,
   statsStore,
   chainsBatches,
+  flows,
   scheduleStore,
   jobControlStore,
   groups,
@@ -81,6 +83,11 @@ export const STORE_MEMBERS: Record<StoreMethod, true> = {
   batch: true,
   batches: true,
   cancelBatch: true,
+  insertFlow: true,
+  flow: true,
+  flows: true,
+  pruneFlows: true,
+  cancelFlow: true,
   pruneBatches: true,
   counts: true,
   pendingByName: true,

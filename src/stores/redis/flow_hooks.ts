@@ -1,0 +1,166 @@
+/**
+ * The flow hooks of the Redis store's scripts, in a module of their own
+ * (as `chain_batch_hooks.ts`): `hooks.ts` joins them after the chain and
+ * batch hooks, whose `Links` helpers they use.
+ *
+ * Keys (`P` is the prefix):
+ * - `P:seq:flow` STRING: the last flow id.
+ * - `P:flow:<id>` HASH: `id`, `name`, `created_at`, `nodes` (how many),
+ *   `cancelled_at` once cancelled, `staged` while the transaction that
+ *   inserted it is open.
+ * - `P:flow:<id>:n` HASH, per node at position `<p>` (parents before
+ *   children): `<p>` its JSON (`key`, `name`, `parents` as `[position,
+ *   continueOnFailure 0|1]` pairs, `children` as positions), `<p>:s` its
+ *   state, `<p>:w` how many parents it still waits for, `<p>:j` its job's
+ *   id once queued, `<p>:o` its output, `<p>:e` its error, `<p>:h` its job
+ *   (a JSON `WaitingJobRow`) while it waits; taking it out is what makes
+ *   the node fire at most once.
+ * - `P:flow:<id>:j` HASH: job id → node position.
+ * - `P:flow:<id>:catch` LIST: the catch's jobs, held as a chain's are.
+ * - `P:flows` ZSET: committed flows, score and member the id.
+ *
+ * Job fields: `flow_id`, and `flow_parents` (the JSON the node's handler
+ * reads as `ctx.parents`), as the SQL columns.
+ *
+ * Hooks (`t` on the store's clock):
+ * - `H.flowSettled(id, job, kind, output, err, t)`: `job`, a node, ended
+ *   (`complete`, `fail`, `cancel`): on success its output is kept and each
+ *   waiting child that waits for no other parent now is queued; otherwise
+ *   the flow's catch is queued once and its descendants are skipped (see
+ *   `Flows.settleGraph`); `clear` (deleted unrun by a clear) cancels it
+ *   and skips its descendants without the catch. Returns how many jobs it
+ *   queued.
+ * - `H.flowRetried(id, failed, t)`: the failed node `failed` was moved
+ *   back by a retry: it is pending again and its skipped descendants wait
+ *   again. Returns how many jobs it queued.
+ * - `H.commit_flow(id)`, `H.undo_flow(id)`: the transaction that inserted
+ *   flow `id` committed or threw.
+ *
+ * @internal
+ * @module
+ */
+export const FLOW_HOOKS = String.raw`
+local Flows = {}
+
+function Flows.key(id) return P .. ':flow:' .. id end
+function Flows.nodes(id) return P .. ':flow:' .. id .. ':n' end
+function Flows.jobs(id) return P .. ':flow:' .. id .. ':j' end
+function Flows.catchKey(id) return P .. ':flow:' .. id .. ':catch' end
+function Flows.meta(id, pos) return cjson.decode(redis.call('HGET', Flows.nodes(id), pos)) end
+
+-- Queues waiting node pos of flow id at t, carrying its parents' outputs and errors; how many (1).
+function Flows.queueNode(id, pos, t)
+  local nodes = Flows.nodes(id)
+  local held = redis.call('HGET', nodes, pos .. ':h')
+  if not held then return 0 end
+  local outputs, errors = {}, {}
+  for _, edge in ipairs(Flows.meta(id, pos).parents) do
+    local parent = Flows.meta(id, edge[1])
+    local f = redis.call('HMGET', nodes, edge[1] .. ':s', edge[1] .. ':o', edge[1] .. ':e')
+    if f[1] == 'succeeded' then
+      outputs[parent.key] = {name = parent.name, output = f[2] or NULL}
+    else
+      errors[parent.key] = f[3] or f[1]
+    end
+  end
+  local jobId = Links.queue(held, t, nil, nil, nil,
+    {flow_id = id, flow_parents = cjson.encode({outputs = outputs, errors = errors})})
+  redis.call('HDEL', nodes, pos .. ':h')
+  redis.call('HSET', nodes, pos .. ':s', 'pending', pos .. ':j', jobId)
+  redis.call('HSET', Flows.jobs(id), jobId, pos)
+  return 1
+end
+
+-- Walks the nodes parents first after one failed, was cancelled or retried: a waiting or skipped
+-- node with a parent that did not succeed (on an edge without continueOnFailure) is skipped, any
+-- other waits for its parents not yet settled and is queued when none is left (never in a
+-- cancelled flow). How many it queued.
+function Flows.settleGraph(id, cancelled, t)
+  local count = tonumber(redis.call('HGET', Flows.key(id), 'nodes'))
+  local nodes = Flows.nodes(id)
+  local states = {}
+  for pos = 0, count - 1 do states[pos] = redis.call('HGET', nodes, pos .. ':s') end
+  local queued = 0
+  for pos = 0, count - 1 do
+    local state = states[pos]
+    if state == 'waiting' or state == 'skipped' then
+      local blocked, waitingFor = false, 0
+      for _, edge in ipairs(Flows.meta(id, pos).parents) do
+        local parent, continues = states[edge[1]], edge[2] == 1
+        local bad = parent == 'failed' or parent == 'cancelled' or parent == 'skipped'
+        if bad and not continues then blocked = true end
+        if not (parent == 'succeeded' or (continues and bad)) then waitingFor = waitingFor + 1 end
+      end
+      if blocked or not cancelled then
+        state = blocked and 'skipped' or 'waiting'
+        states[pos] = state
+        redis.call('HSET', nodes, pos .. ':s', state, pos .. ':w', waitingFor)
+        if state == 'waiting' and waitingFor == 0 then
+          queued = queued + Flows.queueNode(id, pos, t)
+          states[pos] = 'pending'
+        end
+      end
+    end
+  end
+  return queued
+end
+
+-- The flow of a node's job and the node's position, or nil when it is none (or gone).
+function Flows.nodeOf(jobId, job)
+  local id = job.flow_id
+  if id == nil then return nil end
+  if redis.call('EXISTS', Flows.key(id)) == 0 then return nil end
+  local pos = redis.call('HGET', Flows.jobs(id), jobId)
+  if not pos then return nil end
+  return id, pos
+end
+
+function H.flowSettled(jobId, job, kind, output, err, t)
+  local id, pos = Flows.nodeOf(jobId, job)
+  if id == nil then return 0 end
+  local nodes = Flows.nodes(id)
+  if redis.call('HGET', nodes, pos .. ':s') ~= 'pending' then return 0 end
+  local cancelled = redis.call('HEXISTS', Flows.key(id), 'cancelled_at') == 1
+  if kind == 'complete' then
+    redis.call('HSET', nodes, pos .. ':s', 'succeeded')
+    if output ~= nil and output ~= NULL then redis.call('HSET', nodes, pos .. ':o', output) end
+    if cancelled then return 0 end
+    local queued = 0
+    for _, child in ipairs(Flows.meta(id, pos).children) do
+      if redis.call('HGET', nodes, child .. ':s') == 'waiting'
+        and redis.call('HINCRBY', nodes, child .. ':w', -1) == 0 then
+        queued = queued + Flows.queueNode(id, child, t)
+      end
+    end
+    return queued
+  end
+  -- 'clear': deleted unrun by a clear of its queue: cancelled, its descendants skipped, no catch.
+  local state = kind == 'fail' and 'failed' or 'cancelled'
+  local message = state
+  if err ~= nil and err ~= NULL then message = err end
+  redis.call('HSET', nodes, pos .. ':s', state, pos .. ':e', message)
+  local queued = 0
+  if not cancelled and kind ~= 'clear' then queued = Links.release(Flows.catchKey(id), t, nil) end
+  return queued + Flows.settleGraph(id, cancelled, t)
+end
+
+function H.flowRetried(jobId, failed, t)
+  local id, pos = Flows.nodeOf(jobId, failed)
+  if id == nil then return 0 end
+  local nodes = Flows.nodes(id)
+  local state = redis.call('HGET', nodes, pos .. ':s')
+  if state ~= 'failed' and state ~= 'cancelled' then return 0 end
+  redis.call('HSET', nodes, pos .. ':s', 'pending')
+  redis.call('HDEL', nodes, pos .. ':e')
+  return Flows.settleGraph(id, redis.call('HEXISTS', Flows.key(id), 'cancelled_at') == 1, t)
+end
+
+function H.commit_flow(id)
+  redis.call('HDEL', Flows.key(id), 'staged')
+  redis.call('ZADD', P .. ':flows', id, id)
+end
+
+function H.undo_flow(id)
+  redis.call('DEL', Flows.key(id), Flows.nodes(id), Flows.jobs(id), Flows.catchKey(id))
+end
+`;

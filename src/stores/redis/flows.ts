@@ -1,0 +1,292 @@
+/**
+ * Flows on Redis: inserting them, reading them back (one, or a page newest
+ * first), cancelling and pruning them;
+ * their nodes move on in the tick's scripts through the flow hooks (see
+ * `flow_hooks.ts` for the keys).
+ *
+ * @internal
+ * @module
+ */
+import type {
+  CancelledFlow,
+  FlowNodeRow,
+  FlowRow,
+  InsertedFlow,
+  NewFlowRow,
+  Page,
+  StoredFlowNodeState,
+} from "../store.ts";
+import { toWaiting } from "../../dispatch/job_rows.ts";
+import type { RedisConnection } from "./connection.ts";
+import { AREA_HOOKS } from "./hooks.ts";
+import { dispatch, dispatchScript } from "./dispatch_script.ts";
+import { luaScript } from "./lua.ts";
+import { list } from "./script_replies.ts";
+
+/** What a node's stored JSON holds (`P:flow:<id>:n`, field `<position>`). */
+interface NodeMeta {
+  readonly key: string;
+  readonly name: string;
+  /** `[position, continueOnFailure 0|1]` per parent. */
+  readonly parents: readonly (readonly [number, 0 | 1])[];
+  readonly children: readonly number[];
+}
+
+/**
+ * Input: `flow` (name, createdAt, the roots' NewJobRows, onFailure), `metas`
+ * and `held` (per node: its JSON, and its waiting job's JSON or null for a
+ * root), `token`. Reply: `{id, jobIds}`.
+ */
+const INSERT_FLOW = dispatchScript(
+  "insertFlow",
+  String.raw`
+local flow = INPUT.flow
+local id = redis.call('INCR', P .. ':seq:flow')
+local key = Flows.key(id)
+redis.call('HSET', key, 'id', id, 'name', flow.name, 'created_at', at(flow.createdAt),
+  'nodes', #INPUT.metas)
+if STAGE ~= nil then
+  redis.call('HSET', key, 'staged', STAGE)
+  staged('flow:' .. id)
+else
+  redis.call('ZADD', P .. ':flows', id, id)
+end
+local nodes = Flows.nodes(id)
+local jobIds = {}
+local root = 0
+for i, meta in ipairs(INPUT.metas) do
+  local pos = i - 1
+  redis.call('HSET', nodes, pos, meta)
+  local held = INPUT.held[i]
+  if held == NULL then
+    root = root + 1
+    local jobId = insertJob(flow.roots[root], {flow_id = id})
+    table.insert(jobIds, jobId)
+    redis.call('HSET', nodes, pos .. ':s', 'pending', pos .. ':w', 0, pos .. ':j', jobId)
+    redis.call('HSET', Flows.jobs(id), jobId, pos)
+  else
+    redis.call('HSET', nodes, pos .. ':s', 'waiting', pos .. ':w', INPUT.waits[i], pos .. ':h', held)
+  end
+end
+Links.hold(Flows.catchKey(id), flow.onFailure)
+local reply = cjson.encode({id = id, jobIds = jobIds})
+`,
+);
+
+/** Input: `id`. Reply: the flow with each node's JSON, state, job and error, or null. */
+const FLOW = luaScript(
+  "flow",
+  "no-writes",
+  AREA_HOOKS,
+  String.raw`
+local flat = redis.call('HGETALL', Flows.key(INPUT.id))
+if #flat == 0 then return cjson.encode(NULL) end
+local flow = hashTable(flat)
+if flow.staged then return cjson.encode(NULL) end
+local nodes = Flows.nodes(INPUT.id)
+local rows = {}
+for pos = 0, tonumber(flow.nodes) - 1 do
+  local f = redis.call('HMGET', nodes, pos, pos .. ':s', pos .. ':j', pos .. ':e')
+  local state = f[2]
+  if state == 'pending' and f[3] then
+    local job = redis.call('HMGET', jobKey(f[3]), 'token', 'claimed_ahead')
+    if job[1] and job[2] ~= '1' then state = 'running' end
+  end
+  table.insert(rows, {meta = f[1], state = state, jobId = tonumber(f[3]) or NULL, error = f[4] or NULL})
+end
+return cjson.encode({id = tonumber(flow.id), name = flow.name,
+  createdAt = stored(tonumber(flow.created_at)), cancelledAt = stored(tonumber(flow.cancelled_at)),
+  nodes = rows})
+`,
+);
+
+/** Input: `limit`, `offset`. Reply: the ids of committed flows, newest first. */
+const FLOW_IDS = luaScript(
+  "flowIds",
+  "no-writes",
+  String.raw`
+local last = INPUT.offset + INPUT.limit - 1
+return cjson.encode(redis.call('ZREVRANGE', P .. ':flows', INPUT.offset, last))
+`,
+);
+
+/** Most flows one call of the prune script looks at; `pruneFlows` calls it again until done. */
+const PRUNE_CHUNK = 500;
+
+/**
+ * Input: `before`, `after` (an id), `limit`. Deletes the finished flows
+ * dispatched before `before` among the `limit` oldest committed flows with
+ * an id above `after`. Reply: `{pruned, last}` (the last id looked at, or
+ * null when none was left).
+ */
+const PRUNE_FLOWS = luaScript(
+  "pruneFlows",
+  "allow-oom",
+  AREA_HOOKS,
+  String.raw`
+local ids = redis.call('ZRANGEBYSCORE', P .. ':flows', '(' .. INPUT.after, '+inf', 'LIMIT', 0, INPUT.limit)
+local pruned = 0
+local cutoff = at(INPUT.before)
+for _, id in ipairs(ids) do
+  local f = redis.call('HMGET', Flows.key(id), 'created_at', 'nodes')
+  if tonumber(f[1]) ~= nil and tonumber(f[1]) < cutoff then
+    local open = false
+    for pos = 0, tonumber(f[2]) - 1 do
+      local state = redis.call('HGET', Flows.nodes(id), pos .. ':s')
+      if state == 'waiting' or state == 'pending' then open = true; break end
+    end
+    if not open then
+      H.undo_flow(id)
+      redis.call('ZREM', P .. ':flows', id)
+      pruned = pruned + 1
+    end
+  end
+end
+return cjson.encode({pruned = pruned, last = tonumber(ids[#ids]) or NULL})
+`,
+);
+
+/** Input: `id`. Reply: `{jobIds}` of its queued and running nodes, or null when there is no flow. */
+const CANCEL_FLOW = luaScript(
+  "cancelFlow",
+  "allow-oom",
+  AREA_HOOKS,
+  String.raw`
+local key = Flows.key(INPUT.id)
+local f = redis.call('HMGET', key, 'id', 'cancelled_at', 'staged', 'nodes')
+if not f[1] or f[3] then return cjson.encode(NULL) end
+if not f[2] then redis.call('HSET', key, 'cancelled_at', NOW) end
+local nodes = Flows.nodes(INPUT.id)
+local jobIds = {}
+for pos = 0, tonumber(f[4]) - 1 do
+  local node = redis.call('HMGET', nodes, pos .. ':s', pos .. ':j')
+  if node[1] == 'waiting' then redis.call('HSET', nodes, pos .. ':s', 'cancelled')
+  elseif node[1] == 'pending' then table.insert(jobIds, tonumber(node[2])) end
+end
+redis.call('DEL', Flows.catchKey(INPUT.id))
+return cjson.encode({jobIds = jobIds})
+`,
+);
+
+/** Inserts a flow: its nodes without parents queued, the others and its catch held. */
+export async function insertFlow(
+  redis: RedisConnection,
+  flow: NewFlowRow,
+  stage?: string,
+): Promise<InsertedFlow> {
+  const children = flow.nodes.map((): number[] => []);
+  flow.nodes.forEach((node, position) => {
+    for (const parent of node.parents) children[parent]!.push(position);
+  });
+  const metas = flow.nodes.map((node, position) =>
+    JSON.stringify(
+      {
+        key: node.key,
+        name: node.job.name,
+        parents: node.parents.map((parent) => [parent, node.continueOnFailure ? 1 : 0]),
+        children: children[position]!,
+      } satisfies NodeMeta,
+    )
+  );
+  const inserted = await dispatch<{ id: number; jobIds: number[] }>(redis, INSERT_FLOW, {
+    now: flow.createdAt,
+    flow: {
+      name: flow.name,
+      createdAt: flow.createdAt,
+      roots: flow.nodes.filter((node) => node.parents.length === 0).map((node) => node.job),
+      onFailure: flow.onFailure,
+    },
+    metas,
+    held: flow.nodes.map((node) =>
+      node.parents.length === 0 ? null : JSON.stringify(toWaiting(node.job))
+    ),
+    waits: flow.nodes.map((node) => node.parents.length),
+  }, stage);
+  return { id: inserted.id, jobIds: list(inserted.jobIds) };
+}
+
+/** One flow with every node, or null. */
+export async function flow(redis: RedisConnection, id: number): Promise<FlowRow | null> {
+  const row = await redis.call<
+    | {
+      id: number;
+      name: string;
+      createdAt: number;
+      cancelledAt: number | null;
+      nodes: {
+        meta: string;
+        state: StoredFlowNodeState;
+        jobId: number | null;
+        error: string | null;
+      }[] | Record<string, never>;
+    }
+    | null
+  >(FLOW, { now: Date.now(), id });
+  if (row === null) return null;
+  const nodes = list(row.nodes).map((node) => ({
+    ...node,
+    meta: JSON.parse(node.meta) as NodeMeta,
+  }));
+  return {
+    id: row.id,
+    name: row.name,
+    createdAt: row.createdAt,
+    cancelledAt: row.cancelledAt,
+    nodes: nodes.map((node): FlowNodeRow => ({
+      key: node.meta.key,
+      name: node.meta.name,
+      state: node.state,
+      jobId: node.jobId,
+      parents: node.meta.parents.map(([parent]) => nodes[parent]!.meta.key),
+      error: node.error,
+    })),
+  };
+}
+
+/** Flows with every node, newest first. */
+export async function flows(redis: RedisConnection, page: Page): Promise<FlowRow[]> {
+  if (page.limit <= 0) return [];
+  const ids = list(
+    await redis.call<string[] | Record<string, never>>(FLOW_IDS, {
+      now: Date.now(),
+      limit: page.limit,
+      offset: page.offset,
+    }),
+  );
+  const found: FlowRow[] = [];
+  for (const id of ids) {
+    const row = await flow(redis, Number(id));
+    if (row !== null) found.push(row);
+  }
+  return found;
+}
+
+/** Deletes finished flows dispatched before `before`, a chunk per call; how many. */
+export async function pruneFlows(redis: RedisConnection, before: number): Promise<number> {
+  let pruned = 0;
+  let after = 0;
+  for (;;) {
+    const reply = await redis.call<{ pruned: number; last: number | null }>(PRUNE_FLOWS, {
+      now: Date.now(),
+      before,
+      after,
+      limit: PRUNE_CHUNK,
+    });
+    pruned += reply.pruned;
+    if (reply.last === null) return pruned;
+    after = reply.last;
+  }
+}
+
+/** Cancels a flow's waiting nodes and catch; the jobs of its queued and running nodes, or null. */
+export async function cancelFlow(
+  redis: RedisConnection,
+  id: number,
+  now: number,
+): Promise<CancelledFlow | null> {
+  const reply = await redis.call<{ jobIds: number[] | Record<string, never> } | null>(
+    CANCEL_FLOW,
+    { now, id },
+  );
+  return reply === null ? null : { jobIds: list(reply.jobIds) };
+}

@@ -1,0 +1,234 @@
+/**
+ * The contract of flows every `Store` keeps, at the store level (no queue):
+ * inserting a flow, what a settle of a node moves along (a child queued
+ * once, when its last parent settles, carrying the parents' outputs; the
+ * descendants of a failed node skipped and the catch queued once), retry
+ * resuming, `flow()` and `cancelFlow()`. Only the `Store` API is used, so
+ * the same cases run against every engine.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import type {
+  ClaimedJob,
+  FlowParentsRow,
+  NewFlowNodeRow,
+  NewFlowRow,
+  Store,
+} from "../../../src/stores/store.ts";
+import {
+  claim,
+  complete,
+  type ContractArea,
+  type ContractTest,
+  fail,
+  LEASE_MS,
+  newJob,
+  T0,
+} from "./fixtures.ts";
+
+/** Far enough ahead that every lease taken before has expired. */
+const LATER = T0 + 1_000 * LEASE_MS;
+
+/** A node `key` (job name `key` in "default") after `parents` (positions). */
+function node(key: string, parents: number[] = [], continueOnFailure = false): NewFlowNodeRow {
+  const row = newJob({ name: key, payload: `{"node":"${key}"}` });
+  return {
+    key,
+    job: { ...row, delayMs: 0, retryForMs: null },
+    parents,
+    continueOnFailure,
+  };
+}
+
+/** A flow of `nodes` with a catch job "catch" in queue "cb". */
+function newFlow(...nodes: NewFlowNodeRow[]): NewFlowRow {
+  return {
+    name: "contract-flow",
+    createdAt: T0,
+    nodes,
+    onFailure: [{
+      queue: "cb",
+      name: "catch",
+      payload: "null",
+      priority: 0,
+      delayMs: 0,
+      retryForMs: null,
+    }],
+  };
+}
+
+let lastToken = 1_000;
+/** Claims every due job of `queues` at `now` with a fresh token. */
+function take(store: Store, now = T0, queues = ["default"]): Promise<ClaimedJob[]> {
+  return claim(store, { queues, now, limit: 100, token: ++lastToken });
+}
+
+/** Node key → state. */
+async function states(store: Store, id: number): Promise<Record<string, string>> {
+  const row = await store.flow(id);
+  return Object.fromEntries(row!.nodes.map((node) => [node.key, node.state]));
+}
+
+/** Completes `job` with `output`. */
+async function succeed(store: Store, job: ClaimedJob, output: string | null, at = T0) {
+  const settled = await store.settle([{
+    kind: "complete",
+    id: job.id,
+    token: job.token,
+    at,
+    output,
+  }]);
+  assert.deepEqual(settled.applied, [true]);
+}
+
+function register(test: ContractTest): void {
+  test("insertFlow() queues the nodes without parents only; flow() shows every node with its parents", async (store) => {
+    const { id, jobIds } = await store.insertFlow(
+      newFlow(node("a"), node("b"), node("c", [0, 1]), node("d", [2])),
+    );
+    assert.equal(jobIds.length, 2);
+    const claimed = await take(store);
+    assert.deepEqual(claimed.map((job) => job.name).sort(), ["a", "b"]);
+    assert.deepEqual(claimed.map((job) => job.flowParents), [undefined, undefined]);
+    const row = await store.flow(id);
+    assert.equal(row?.name, "contract-flow");
+    assert.equal(row?.cancelledAt, null);
+    assert.deepEqual(
+      row?.nodes.map((n) => [n.key, n.name, n.state, n.parents, n.error]),
+      [
+        ["a", "a", "running", [], null],
+        ["b", "b", "running", [], null],
+        ["c", "c", "waiting", ["a", "b"], null],
+        ["d", "d", "waiting", ["c"], null],
+      ],
+    );
+    assert.deepEqual(row?.nodes.map((n) => n.jobId).slice(2), [null, null]);
+    assert.deepEqual([...jobIds].sort(), claimed.map((job) => job.id).sort());
+    assert.equal(await store.flow(id + 1_000), null);
+  });
+
+  test("flows() lists flows newest first, paged, each with its nodes", async (store) => {
+    const first = await store.insertFlow(newFlow(node("a")));
+    const second = await store.insertFlow(newFlow(node("b"), node("c", [0])));
+    const all = await store.flows({ limit: 10, offset: 0 });
+    assert.deepEqual(all.map((row) => row.id), [second.id, first.id]);
+    assert.deepEqual(all[0]?.nodes.map((n) => [n.key, n.state]), [["b", "pending"], [
+      "c",
+      "waiting",
+    ]]);
+    assert.deepEqual((await store.flows({ limit: 1, offset: 1 })).map((row) => row.id), [first.id]);
+    assert.deepEqual(await store.flows({ limit: 10, offset: 2 }), []);
+  });
+
+  test("pruneFlows() deletes the finished flows dispatched before the cutoff, and no running one", async (store) => {
+    const done = await store.insertFlow(newFlow(node("a"), node("b", [0])));
+    const [a] = await take(store);
+    assert.deepEqual((await store.settle([fail(a!.id, a!.token, T0)])).applied, [true]);
+    const running = await store.insertFlow(newFlow(node("c")));
+    const young = await store.insertFlow({ ...newFlow(node("d")), createdAt: T0 + 10_000 });
+    const d = (await take(store, T0 + 10_000)).find((job) => job.name === "d")!;
+    assert.deepEqual((await store.settle([fail(d.id, d.token, T0)])).applied, [true]);
+    assert.equal((await store.flow(young.id))?.nodes[0]?.state, "failed");
+    assert.equal(await store.pruneFlows(T0 + 1), 1);
+    assert.equal(await store.flow(done.id), null);
+    assert.notEqual(await store.flow(running.id), null, "a node still queued");
+    assert.notEqual(await store.flow(young.id), null, "dispatched after the cutoff");
+    assert.deepEqual((await store.flows({ limit: 10, offset: 0 })).map((row) => row.id), [
+      young.id,
+      running.id,
+    ]);
+    assert.equal(await store.pruneFlows(T0 + 1), 0);
+  });
+
+  test("the last parent's settle queues the child once, carrying each parent's output by key", async (store) => {
+    const { id } = await store.insertFlow(newFlow(node("a"), node("b"), node("join", [0, 1])));
+    const [a, b] = (await take(store)).sort((x, y) => x.name.localeCompare(y.name));
+    await succeed(store, a!, "1");
+    assert.deepEqual(await take(store, T0), [], "the join waits for b");
+    await succeed(store, b!, null);
+    // A second settle of the same attempt applies nothing and queues nothing.
+    assert.deepEqual((await store.settle([complete(b!.id, b!.token)])).applied, [false]);
+    const [join, ...more] = await take(store, LATER);
+    assert.deepEqual(more, []);
+    assert.equal(join?.name, "join");
+    const carried = JSON.parse(join!.flowParents!) as FlowParentsRow;
+    assert.deepEqual(carried, {
+      outputs: { a: { name: "a", output: "1" }, b: { name: "b", output: null } },
+      errors: {},
+    });
+    assert.equal((await store.flow(id))?.nodes[2]?.jobId, join!.id);
+  });
+
+  test("a node failing for good skips its descendants and queues the catch once; retry resumes them", async (store) => {
+    const { id } = await store.insertFlow(
+      newFlow(node("a"), node("b"), node("c", [0]), node("d", [1]), node("e", [2, 3])),
+    );
+    const [a, b] = (await take(store)).sort((x, y) => x.name.localeCompare(y.name));
+    assert.deepEqual((await store.settle([fail(a!.id, a!.token, T0)])).applied, [true]);
+    assert.deepEqual(await states(store, id), {
+      a: "failed",
+      b: "running",
+      c: "skipped",
+      d: "waiting",
+      e: "skipped",
+    });
+    assert.equal((await store.flow(id))?.nodes[0]?.error, "Error: boom");
+    await succeed(store, b!, null);
+    const [d] = await take(store, LATER);
+    assert.equal(d?.name, "d");
+    assert.deepEqual((await store.settle([fail(d!.id, d!.token, T0)])).applied, [true]);
+    const catches = await take(store, LATER, ["cb"]);
+    assert.deepEqual(catches.map((job) => job.name), ["catch"], "the catch is queued once");
+
+    assert.deepEqual(await store.retry([a!.id], LATER), [a!.id]);
+    assert.deepEqual(await states(store, id), {
+      a: "pending",
+      b: "succeeded",
+      c: "waiting",
+      d: "failed",
+      e: "skipped",
+    });
+    const [again] = await take(store, LATER);
+    await succeed(store, again!, "2", LATER);
+    const [c] = await take(store, LATER);
+    assert.equal(c?.name, "c");
+    assert.deepEqual(JSON.parse(c!.flowParents!), {
+      outputs: { a: { name: "a", output: "2" } },
+      errors: {},
+    });
+  });
+
+  test("a child with continueOnFailure is queued with the failed parent's error", async (store) => {
+    const { id } = await store.insertFlow(newFlow(node("a"), node("b"), node("c", [0, 1], true)));
+    const [a, b] = (await take(store)).sort((x, y) => x.name.localeCompare(y.name));
+    await succeed(store, a!, "3");
+    assert.deepEqual((await store.settle([fail(b!.id, b!.token, T0)])).applied, [true]);
+    const [c] = await take(store, LATER);
+    assert.equal(c?.name, "c");
+    assert.deepEqual(JSON.parse(c!.flowParents!), {
+      outputs: { a: { name: "a", output: "3" } },
+      errors: { b: "Error: boom" },
+    });
+    assert.equal((await states(store, id))["c"], "running");
+  });
+
+  test("cancelFlow() cancels the waiting nodes, drops the catch and returns the queued nodes' jobs; a node ending later moves nothing (workflows.md §2c 17: pgflow no_mutations_on_failed_run.test.sql)", async (store) => {
+    const { id, jobIds } = await store.insertFlow(newFlow(node("a"), node("b", [0])));
+    const [a] = await take(store);
+    const cancelled = await store.cancelFlow(id, T0);
+    assert.deepEqual(cancelled, { jobIds });
+    assert.deepEqual(await states(store, id), { a: "running", b: "cancelled" });
+    assert.notEqual((await store.flow(id))?.cancelledAt, null);
+    // The running node that ends after the cancel queues no child; a fail queues no catch.
+    assert.deepEqual((await store.settle([fail(a!.id, a!.token, T0)])).applied, [true]);
+    assert.deepEqual(await take(store, LATER, ["default", "cb"]), []);
+    assert.equal(await store.cancelFlow(id + 1_000, T0), null);
+  });
+}
+
+/** The flows area of the contract. */
+export const flows: ContractArea = {
+  covers: ["insertFlow", "flow", "flows", "pruneFlows", "cancelFlow"],
+  register,
+};
