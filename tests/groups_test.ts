@@ -83,7 +83,7 @@ storeTest(
   },
 );
 
-storeTest("a grouped job cannot wait as a chain's later link", async (db) => {
+storeTest("a grouped job cannot wait as a chain's later link, nor as a flow's node", async (db) => {
   const plain = defineJob({ name: "plain", schema: z.null(), handle() {} });
   const job = defineJob({ name: "grouped", schema: tenant, group: (p) => p.tenant, handle() {} });
   await using queue = await db.open({ jobs: [plain, job] });
@@ -91,7 +91,15 @@ storeTest("a grouped job cannot wait as a chain's later link", async (db) => {
     queue.chain().then(plain, null).then(job, { tenant: "a", n: 1 }).dispatch(),
     /Cannot dispatch "grouped": a job with a group cannot wait for another job's outcome/,
   );
+  const flow = queue.flow("grouped-node");
+  const first = flow.add(plain, null);
+  flow.add(job, { tenant: "a", n: 2 }, { after: [first] });
+  await assert.rejects(
+    flow.dispatch(),
+    /Cannot dispatch "grouped": a job with a group cannot wait for another job's outcome \(.*a flow's node or catch\)/,
+  );
   assert.equal((await queue.counts()).default?.pending ?? 0, 0, "nothing stored");
+  assert.deepEqual(await queue.flows(), [], "no flow stored");
 });
 
 storeTest(

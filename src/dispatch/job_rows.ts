@@ -150,12 +150,12 @@ export class JobRows {
 /**
  * A job row that waits for another's outcome: its delay and retry window
  * become relative. A grouped job cannot wait so (the rows that wait keep no
- * group): refused, naming it.
+ * group, and every node of a flow is stored as one): refused, naming it.
  */
 export function toWaiting(row: NewJobRow): WaitingJobRow {
   if (row.group !== null && row.group !== undefined) {
     throw new TypeError(
-      `Cannot dispatch "${row.name}": a job with a group cannot wait for another job's outcome (a chain link after the first, a batch's then, catch or finally): dispatch it on its own, or as a chain's first link or a batch job`,
+      `Cannot dispatch "${row.name}": a job with a group cannot wait for another job's outcome (a chain link after the first, a batch's then, catch or finally, a flow's node or catch): dispatch it on its own, or as a chain's first link or a batch job`,
     );
   }
   return {
