@@ -5,6 +5,9 @@
  *   of one group overlap, on every store;
  * - ordered groups run in dispatch order, one at a time, across a retry, on
  *   every store;
+ * - an ordered group runs in dispatch order across a kill -9 of the process
+ *   running one of its jobs: the killed job holds its group until its lease
+ *   runs out, then runs again before any later job, on every store;
  * - fairness on SQLite: group A dispatches 10,000 jobs, then group B 10,
  *   with one worker process at concurrency 4: B's 10 finish before A has
  *   run 200 more. B's wait p50/p99 are printed beside the same run with no
@@ -19,7 +22,7 @@ import { Queue } from "../../mod.ts";
 import { ChildScript } from "../_child.ts";
 import { tempDir, unfinishedCount, waitUntil } from "../_helpers.ts";
 import { storeTest } from "../_stores.ts";
-import { fair, limited, ordered, plain } from "../fixtures/groups/jobs.ts";
+import { fair, limited, ordered, orderedHang, plain } from "../fixtures/groups/jobs.ts";
 import { type LedgerRow, readLedger } from "../fixtures/reliability/ledger.ts";
 
 /** How long a step may take on a loaded machine before it is reported as stuck. */
@@ -143,6 +146,60 @@ storeTest(
     assert.deepEqual(runs("y"), ["0", "1", "2", "3", "4", "5"]);
     const most = mostOverlapping(rows);
     assert.deepEqual([most.get("x"), most.get("y")], [1, 1], "one at a time per group");
+  },
+);
+
+storeTest(
+  "an ordered group runs in dispatch order across a kill -9: the killed job runs again before any later job starts, none skipped",
+  async (db) => {
+    await using queue = await db.open({ jobs: [orderedHang] });
+    const path = join(db.dir, "groups-ledger.db");
+    using ledger = new DatabaseSync(path, { timeout: 20_000 });
+    const killedN = 2;
+    const count = 6;
+    for (let n = 0; n < count; n++) await queue.dispatch(orderedHang, { tenant: "k", n });
+    const args = await db.childArgs();
+    // A short lease, so the killed job's hold on its group runs out soon.
+    const env = { GROUPS_LEDGER: path, GROUPS_JOB_MS: "10", GROUPS_LEASE_MS: "1500" };
+    const spawn = async (hangN: number | null) => {
+      for (const [name, value] of Object.entries(env)) Deno.env.set(name, value);
+      if (hangN !== null) Deno.env.set("GROUPS_HANG_N", String(hangN));
+      try {
+        const child = new ChildScript(WORKER, args);
+        await child.line("ready", DEADLINE_MS);
+        return child;
+      } finally {
+        for (const name of [...Object.keys(env), "GROUPS_HANG_N"]) Deno.env.delete(name);
+      }
+    };
+    const starts = () => readLedger(ledger, "outcome = 'start'").map((row) => infoOf(row).n);
+    {
+      await using first = await spawn(killedN);
+      await waitUntil(() => starts().includes(killedN) || null, {
+        what: `job ${killedN}'s start in the ledger`,
+        timeoutMs: DEADLINE_MS,
+      });
+      first.kill("SIGKILL");
+      await first.status;
+    }
+    {
+      await using _second = await spawn(null);
+      await waitUntil(async () => (await unfinishedCount(queue)) === 0 || null, {
+        what: "every job of the group settled after the kill",
+        timeoutMs: DEADLINE_MS,
+      });
+    }
+    const order = starts();
+    const firstStarts = order.filter((n, index) => order.indexOf(n) === index);
+    assert.deepEqual(firstStarts, [0, 1, 2, 3, 4, 5], `first starts in dispatch order: ${order}`);
+    const rerun = order.indexOf(killedN, order.indexOf(killedN) + 1);
+    assert.ok(rerun > 0, `job ${killedN} ran again after the kill: ${order}`);
+    assert.ok(
+      order.slice(0, rerun).every((n) => n <= killedN),
+      `no later job started before job ${killedN} ran again: ${order}`,
+    );
+    const ended = readLedger(ledger, "outcome = 'success'").map((row) => infoOf(row).n);
+    assert.deepEqual(ended.sort((a, b) => a - b), [0, 1, 2, 3, 4, 5], "each job succeeded once");
   },
 );
 
