@@ -251,6 +251,11 @@ Deno.test("withoutOverlapping: the lock of a `work` process killed with SIGKILL 
   await waitUntil(() => readLedger(db, "job_id = ?", hung).length > 0, {
     what: "the hanging attempt started",
   });
+  // A death is charged once the handler's begin is recorded (written just after it starts): the
+  // charge is what ends the hanging job here, so the kill waits for it.
+  await waitUntil(() => count(db, "jobs", `id = ${hung} AND begun = 1`) === 1, {
+    what: "the hanging attempt's begin recorded",
+  });
   child.kill("SIGKILL");
   assert.equal((await child.exit(10_000)).signal, "SIGKILL");
   const [lock] = db.prepare("SELECT job_id, expires_at FROM job_locks").all() as {

@@ -682,6 +682,12 @@ Deno.test("R12: after a kill -9 of the `work` process running a unique locked jo
   await using child = startWork(tmp.dbPath, ["--lease-ms", "500", "--sleep-ms", "50"]);
   await workerStarted(child);
   await waitUntil("attempt 1 started", () => readLedger(db, "job_id = ?", id).length === 1);
+  // A death is charged once the handler's begin is recorded (written just after it starts): the
+  // kill waits for it, so the next run is attempt 2.
+  await waitUntil(
+    "attempt 1's begin recorded",
+    () => count(db, "jobs", `id = ${id} AND begun = 1`) === 1,
+  );
   assert.equal(count(db, "job_locks"), 1, "the running attempt holds its lock");
   child.kill("SIGKILL");
   assert.equal((await child.exit(10_000)).signal, "SIGKILL");
