@@ -61,7 +61,7 @@ local function endStage(stage, commit)
       if job ~= nil and job.staged == stage then
         if commit then
           redis.call('HDEL', jobKey(id), 'staged')
-          placeUnleased(tonumber(id), job.queue, job.priority, tonumber(job.available_at))
+          placeUnleased(tonumber(id), job.queue, job.priority, tonumber(job.available_at), true)
           published = published + 1
         else
           redis.call('DEL', jobKey(id))

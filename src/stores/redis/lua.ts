@@ -224,9 +224,15 @@ local function groupOf(id)
     ordered = ordered}
 end
 
--- Lists a group with jobs in its queue's turn order (at the back when new) with its setting.
-local function enterGroup(queue, group)
-  redis.call('HSET', groupSettingsKey(queue), group.id, group.setting)
+-- Lists a group with jobs in its queue's turn order (at the back when new). A dispatch into it
+-- sets its setting (the latest dispatch's, as SQL keeps); a job placed again (a retry, a park, a
+-- move back from the failed jobs, a debounce) sets it only where the group has none.
+local function enterGroup(queue, group, dispatched)
+  if dispatched then
+    redis.call('HSET', groupSettingsKey(queue), group.id, group.setting)
+  else
+    redis.call('HSETNX', groupSettingsKey(queue), group.id, group.setting)
+  end
   if redis.call('ZSCORE', groupsKey(queue), group.id) == false then
     local last = redis.call('ZRANGE', groupsKey(queue), -1, -1, 'WITHSCORES')
     redis.call('ZADD', groupsKey(queue), tonumber(last[2] or 0), group.id)
@@ -247,14 +253,15 @@ local function readJob(id)
   return hashTable(flat)
 end
 
--- Puts an unleased job in its level (a grouped job in its group), due at due.
-local function placeUnleased(id, queue, priority, due)
+-- Puts an unleased job in its level (a grouped job in its group), due at due. dispatched: true
+-- for a job just dispatched (its group takes its setting).
+local function placeUnleased(id, queue, priority, due, dispatched)
   local group = groupOf(id)
   if group ~= nil then
     redis.call('ZADD', groupKey(queue, group.id), due, pad(id))
     redis.call('SREM', groupLeasedKey(queue, group.id), pad(id))
     if group.ordered then redis.call('ZADD', groupOrderKey(queue, group.id), id, pad(id)) end
-    enterGroup(queue, group)
+    enterGroup(queue, group, dispatched)
     return
   end
   redis.call('ZADD', levelKey(queue, priority), due, pad(id))
@@ -339,7 +346,7 @@ local function insertJob(row, extra)
     staged('job:' .. id)
   else
     redis.call('HSET', jobKey(id), unpack(fields))
-    placeUnleased(id, row.queue, row.priority, due)
+    placeUnleased(id, row.queue, row.priority, due, true)
   end
   redis.call('SADD', P .. ':queues', row.queue)
   return id

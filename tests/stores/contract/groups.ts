@@ -20,6 +20,7 @@ import {
   LEASE_MS,
   newJob,
   release,
+  sorted,
   T0,
 } from "./fixtures.ts";
 
@@ -117,6 +118,16 @@ function register(test: ContractTest): void {
     assert.deepEqual(await claim(store, { token: 3 }), [], "the group's one slot is taken");
     await store.settle([complete(jobs[1]!, 2)]);
     assert.deepEqual(ids(await claim(store, { token: 4 })), [jobs[0]]);
+  });
+
+  test("a group keeps its latest dispatch's limit: a job of an older dispatch put back by a retry does not bring its own back", async (store) => {
+    const older = await store.insertJobs(grouped("g", 2, { limit: 3 }));
+    assert.deepEqual(sorted(ids(await claim(store))), sorted(older), "both under the limit of 3");
+    const newer = await store.insertJobs(grouped("g", 2, { limit: 1 }));
+    await store.settle([release(older[0]!, 1, T0), complete(older[1]!, 1)]);
+    const taken = ids(await claim(store, { token: 2 }));
+    assert.equal(taken.length, 1, `one at a time, the limit of the latest dispatch: took ${taken}`);
+    assert.ok([older[0], ...newer].includes(taken[0]));
   });
 
   test("claim() takes only grouped jobs of the names asked for, and none of a paused queue", async (store) => {
