@@ -27,6 +27,7 @@ import { tempDir, waitUntil } from "../_helpers.ts";
 import { freshSchema, postgresTestUrl } from "../_postgres.ts";
 import { deletePrefix, freshPrefix, redisTestUrl } from "../_redis.ts";
 import { rollingTick } from "../fixtures/rolling_upgrade/jobs.ts";
+import { LAYOUT_VERSION } from "../../src/stores/redis/migrate.ts";
 import { migrations as sqliteSteps } from "../../migrations/sqlite/mod.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -44,12 +45,22 @@ function git(...args: string[]): string | null {
   return run.success ? new TextDecoder().decode(run.stdout).trim() : null;
 }
 
-/** The newest contract step of this code, and the file that adds it. */
+/** The newest contract step of this code, and the start of the name of the file that adds it. */
 const newestContract = sqliteSteps.findLast((step) => step.kind === "contract")!;
 const contractFile = `migrations/sqlite/${String(newestContract.version).padStart(4, "0")}_`;
 
-/** The commit that added this code's newest contract step, on the first-parent line; or why there is none. */
-function oldCommit(): { commit: string; step: number } | string {
+/** The commit an old worker runs, and the newest schema step (or Redis layout) it knows. */
+interface OldCode {
+  readonly commit: string;
+  readonly step: number;
+}
+
+/**
+ * The oldest commit this code can roll over on a SQL store: the commit on
+ * main's first-parent line that added its newest contract step; or why there
+ * is none.
+ */
+function oldSqlCode(): OldCode | string {
   const file = git("ls-files", "--", "migrations/sqlite/")?.split("\n").find((path) =>
     path.startsWith(contractFile)
   );
@@ -65,18 +76,37 @@ function oldCommit(): { commit: string; step: number } | string {
   return { commit, step: Math.max(...steps) };
 }
 
-const old = oldCommit();
-const missing = typeof old === "string" ? old : null;
-if (missing !== null) console.log(`skipped: ${missing}`);
-/** The earlier commit the old worker runs. */
-const OLD_COMMIT = typeof old === "string" ? "" : old.commit.slice(0, 12);
-/** The newest schema step that commit knows. */
-const OLD_STEP = typeof old === "string" ? 0 : old.step;
+/**
+ * The same on Redis: the commit on main's first-parent line that added its
+ * newest contract layout (the last that changed how many layouts of
+ * src/stores/redis/migrate.ts say `kind: "contract"`).
+ */
+function oldRedisCode(): OldCode | string {
+  const commit = git(
+    "log",
+    "--first-parent",
+    "-S",
+    'kind: "contract"',
+    "--format=%H",
+    "-1",
+    "--",
+    "src/stores/redis/migrate.ts",
+  );
+  if (!commit) {
+    return "the commit that added the newest contract layout of Redis is not in this clone (a shallow clone?), or not committed";
+  }
+  return { commit, step: LAYOUT_VERSION };
+}
 
-/** The code of `OLD_COMMIT` in `folder`, with this tree's fixtures copied in beside it. */
-async function checkOut(folder: string): Promise<void> {
+const OLD_CODE = { sql: oldSqlCode(), redis: oldRedisCode() };
+for (const [stores, old] of Object.entries(OLD_CODE)) {
+  if (typeof old === "string") console.log(`skipped on ${stores}: ${old}`);
+}
+
+/** The code of `commit` in `folder`, with this tree's fixtures copied in beside it. */
+async function checkOut(folder: string, commit: string): Promise<void> {
   const archive = new Deno.Command("git", {
-    args: ["archive", OLD_COMMIT],
+    args: ["archive", commit],
     cwd: ROOT,
     stdout: "piped",
   }).spawn();
@@ -225,15 +255,18 @@ const TARGETS: readonly Target[] = [
 ];
 
 for (const target of TARGETS) {
+  const old = OLD_CODE[target.kind === "redis" ? "redis" : "sql"];
+  const OLD_COMMIT = typeof old === "string" ? "" : old.commit.slice(0, 12);
+  const OLD_STEP = typeof old === "string" ? 0 : old.step;
   Deno.test({
     name:
       `R21 (${target.kind}): a worker of the commit of the newest contract step drains jobs while this code applies its newer expand steps under it, dispatches and works beside it: both run jobs, none lost or run twice`,
-    ignore: missing !== null || target.ignore,
+    ignore: typeof old === "string" || target.ignore,
     async fn() {
       await using tmp = await tempDir();
       const folder = join(tmp.dir, "old");
       await Deno.mkdir(folder);
-      await checkOut(folder);
+      await checkOut(folder, OLD_COMMIT);
       const ledger = join(tmp.dir, "ledger.txt");
       await Deno.writeTextFile(ledger, "");
       await target.with(folder, async (args, current) => {

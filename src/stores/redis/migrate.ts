@@ -6,8 +6,8 @@
  * check, so a server that restarted empty fails loudly.
  *
  * The layout is Redis's schema step: `P:meta` keeps `layout`, the newest
- * applied, and `contract_layout`, the newest applied contract layout (none
- * yet: absent reads as 0), so code older than the store can tell whether it
+ * applied, and `contract_layout`, the newest applied contract layout
+ * (absent reads as 0), so code older than the store can tell whether it
  * may keep working on it, as SQL's `queue_migrations.kind` tells
  * (src/stores/schema_steps.ts).
  *
@@ -29,10 +29,16 @@ import { workers } from "./workers.ts";
 
 /**
  * The layouts of keys, oldest first. Layout 1 (expand) lays out every key
- * the store has; no code comes before it. A later layout is a step with the
- * statements of its own script.
+ * the store has; no code comes before it. Layout 2 (contract) moves no key:
+ * it is the gate of groups and flows (SQL's contract steps 19 and 21), whose
+ * jobs a worker of layout 1 would run outside their group's turn and limit,
+ * or settle without queueing a flow's children. A later layout is a step
+ * with the statements of its own script.
  */
-export const LAYOUTS: readonly Migration[] = [{ version: 1, kind: "expand", sql: "" }];
+export const LAYOUTS: readonly Migration[] = [
+  { version: 1, kind: "expand", sql: "" },
+  { version: 2, kind: "contract", sql: "" },
+];
 
 /** The layout of keys this code reads and writes. */
 export const LAYOUT_VERSION = LAYOUTS.at(-1)!.version;
