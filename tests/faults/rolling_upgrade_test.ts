@@ -289,8 +289,8 @@ for (const target of TARGETS) {
           if (target.kind !== "redis") {
             const rows = await queue.transaction((tx) =>
               tx.query<{ kind: string }>(
-                "SELECT kind FROM queue_migrations WHERE version > $1",
-                [OLD_STEP],
+                `SELECT kind FROM queue_migrations WHERE version > ${OLD_STEP}`,
+                [],
               )
             );
             assert.ok(
