@@ -123,9 +123,11 @@ Deno.test("R13: withoutOverlapping(k) over 2 `work` processes, one killed with S
 
   const ledger: LedgerRow[] = readLedger(db);
   const ends = ledger.filter((row) => row.outcome === "success");
+  // A run is its start row and the success row with the same job, process and start time (not
+  // attempt: a run killed before its begin was recorded runs again under the same attempt number).
   const opened = ledger.filter((row) =>
     row.outcome === "start" &&
-    !ends.some((end) => end.job_id === row.job_id && end.attempt === row.attempt)
+    !ends.some((end) => end.job_id === row.job_id && end.pid === row.pid && end.start === row.start)
   );
   assert.deepEqual(
     opened.map((row) => [row.job_id, row.pid]),
