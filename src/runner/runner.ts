@@ -124,6 +124,12 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   readonly #finished = new SettleGroup();
   readonly #steps = new StepWrites();
   readonly #ahead: ClaimAhead;
+  /**
+   * When the next job is due (performance.now), read after a claim that took
+   * every due job; the claim after that read sleeps until then. Null when
+   * not read since the last claim that took jobs.
+   */
+  #nextDueAt: number | null = null;
   /** The jobs whose handler began, their begin marks not written yet. */
   readonly #begun = new BeginMarks(() => this.notify());
   /**
@@ -263,10 +269,20 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
         }
         if (this.#pollSleep.timersStarved) await this.#pollSleep.yieldToTimers();
         if (this.#toStart.length > 0) continue; // slots wait for the next tick to confirm their starts
+        if (claimed !== 0) this.#nextDueAt = null;
         if (this.#finished.size === 0) {
-          // Took every due job the free slots allowed: sleep until the next one is due.
+          // Took every due job the free slots allowed: sleep until the next one is due. That time
+          // is read after the claim, and a job that became due in between (a loaded machine
+          // stretches the gap) is not in it: claim once more after the read, then sleep.
           const allDueTaken = claimed !== null && claimed < limit && this.#mayClaim();
-          const untilDueMs = allDueTaken ? await this.#untilNextDue(pollMs) : pollMs;
+          if (allDueTaken && this.#nextDueAt === null) {
+            this.#nextDueAt = performance.now() + await this.#untilNextDue(pollMs);
+            continue;
+          }
+          const untilDueMs = allDueTaken
+            ? Math.max(0, this.#nextDueAt! - performance.now())
+            : pollMs;
+          this.#nextDueAt = null;
           await this.#pollSleep.sleep(this.#sleepMs(untilDueMs));
         } else if (!this.#settleDue()) {
           // Finished jobs wait for their group: until a slot frees, or the group's time is up.
