@@ -46,6 +46,14 @@ Deno.test("R01: a worker process killed with SIGKILL mid-job: the job runs again
 
   await using first = startWorker(tmp.dbPath, { leaseMs, pollMs: 50 });
   await waitUntil("the first attempt started", () => readLedger(db, "job_id = ?", id).length === 1);
+  // A death is charged once the handler's begin is recorded (written just after it starts; a run
+  // killed before that runs again under the same attempt, charged nothing): the kill waits for it.
+  await waitUntil(
+    "the first attempt's begin recorded",
+    () =>
+      one<{ n: number }>(db, "SELECT COUNT(*) AS n FROM jobs WHERE id = ? AND begun = 1", id).n ===
+        1,
+  );
   first.kill("SIGKILL");
   const killedAt = Date.now();
   assert.equal((await first.exit(10_000)).signal, "SIGKILL");
