@@ -64,9 +64,12 @@ interface RawSchema {
   readonly claim: string;
 }
 
-/** The store's own schema, as its migrations make it. */
+/** The store's own schema, as its migrations make it (on the steps' record, which step 18 alters). */
 const STORE_TABLE: RawSchema = {
   create: (db) => {
+    db.exec(
+      "CREATE TABLE queue_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+    );
     for (const migration of migrations) db.exec(migration.sql);
   },
   insert: INSERT,
