@@ -24,7 +24,7 @@ import { shown } from "../shown.ts";
 import { openStore } from "../store_options.ts";
 import { describeWorker, LIVE_WORKER_WINDOW_MS, type PlannedStep } from "../stores/schema_steps.ts";
 import type { Command } from "./command.ts";
-import { firstLine, formatTable } from "./table.ts";
+import { firstLine, formatTable, tableTime } from "./table.ts";
 
 /** How an admin command opens its queue. */
 export interface AdminQueueOptions {
@@ -132,7 +132,7 @@ const failed: Command = {
           job.queue,
           job.name,
           String(job.attempts),
-          job.failedAt.toISOString().replace("T", " ").slice(0, 19),
+          tableTime(job.failedAt),
           firstLine(job.error, 100),
         ]),
         ["right", "left", "left", "right"],

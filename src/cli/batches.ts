@@ -10,16 +10,12 @@ import { type BatchStatus, ranShare } from "../batch.ts";
 import { expectPositionals, readInteger, readSwitch } from "./args.ts";
 import { HOURS_FLAG, openAdminQueue, plural, readHours, readIds } from "./admin.ts";
 import type { Command } from "./command.ts";
-import { firstLine, formatTable } from "./table.ts";
+import { firstLine, formatTable, tableTime } from "./table.ts";
 
 /** A batch's state in one word. */
 function state(batch: BatchStatus): string {
   if (batch.finished) return batch.cancelled ? "cancelled" : batch.failed > 0 ? "failed" : "done";
   return batch.cancelled ? "cancelling" : "running";
-}
-
-function time(date: Date): string {
-  return date.toISOString().replace("T", " ").slice(0, 19);
 }
 
 const batches: Command = {
@@ -68,7 +64,7 @@ const batches: Command = {
           String(batch.succeeded),
           String(batch.failed),
           String(batch.skipped),
-          time(batch.createdAt),
+          tableTime(batch.createdAt),
         ]),
         ["right", "left", "left", "right", "right", "right", "right", "right", "right"],
       ));

@@ -10,11 +10,7 @@ import type { FlowStatus } from "../flow.ts";
 import { expectPositionals, readInteger, readSwitch } from "./args.ts";
 import { HOURS_FLAG, openAdminQueue, plural, readHours, readIds } from "./admin.ts";
 import type { Command } from "./command.ts";
-import { firstLine, formatTable } from "./table.ts";
-
-function time(date: Date): string {
-  return date.toISOString().replace("T", " ").slice(0, 19);
-}
+import { firstLine, formatTable, tableTime } from "./table.ts";
 
 /** How many of a flow's nodes are in `state`. */
 function count(flow: FlowStatus, state: string): string {
@@ -56,7 +52,7 @@ const flows: Command = {
             flow.nodes.filter((node) => ["waiting", "pending", "running"].includes(node.state))
               .length,
           ),
-          time(flow.createdAt),
+          tableTime(flow.createdAt),
         ]),
         ["right", "left", "left", "right", "right", "right", "right", "right"],
       ));
@@ -88,7 +84,7 @@ const flow: Command = {
     }
     console.log(
       `Flow ${status.id} "${firstLine(status.name, 60)}": ${status.state}, created ${
-        time(status.createdAt)
+        tableTime(status.createdAt)
       }`,
     );
     console.log(formatTable(

@@ -17,7 +17,7 @@ import {
 import { groupTarget } from "../dispatch/group_key.ts";
 import { openAdminQueue, readIds } from "./admin.ts";
 import type { Command } from "./command.ts";
-import { firstLine, formatTable } from "./table.ts";
+import { firstLine, formatTable, tableTime } from "./table.ts";
 
 /** The units `--for` takes: `500ms`, `30s`, `10m`, `2h`, `1d`. */
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -38,10 +38,6 @@ export function readDurationMs(command: string, text: string): number {
     );
   }
   return ms;
-}
-
-function time(date: Date): string {
-  return date.toISOString().replace("T", " ").slice(0, 19);
 }
 
 const cancel: Command = {
@@ -154,8 +150,8 @@ const paused: Command = {
         ["queue", "paused at", "until", "reason"],
         list.map((row) => [
           firstLine(row.queue, 64),
-          time(row.pausedAt),
-          row.until === null ? "resumed by hand" : time(row.until),
+          tableTime(row.pausedAt),
+          row.until === null ? "resumed by hand" : tableTime(row.until),
           row.reason === null ? "" : firstLine(row.reason, 60),
         ]),
         ["left", "left", "left", "left"],

@@ -25,10 +25,10 @@ import {
 import { openAdminQueue, plural } from "./admin.ts";
 import type { Command } from "./command.ts";
 import { shown } from "../shown.ts";
-import { firstLine, formatTable } from "./table.ts";
+import { firstLine, formatTable, tableTime } from "./table.ts";
 
 function time(date: Date | null): string {
-  return date === null ? "-" : date.toISOString().replace("T", " ").slice(0, 19);
+  return date === null ? "-" : tableTime(date);
 }
 
 /** The rule of a schedule in a few words: its cron and zone, or its interval. */

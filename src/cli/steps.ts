@@ -12,11 +12,7 @@ import type { JobStep, SignalOutcome } from "../steps.ts";
 import { expectPositionals, type ParsedArgs, readSwitch, UsageError } from "./args.ts";
 import { openAdminQueue, readId } from "./admin.ts";
 import { type Command, EXIT } from "./command.ts";
-import { firstLine, formatTable, printable } from "./table.ts";
-
-function time(date: Date): string {
-  return date.toISOString().replace("T", " ").slice(0, 19);
-}
+import { firstLine, formatTable, printable, tableTime } from "./table.ts";
 
 /** A step's run time: `850 ms`, `1.2 s`, `4.5 min`; `-` for sleeps and waits, which run nothing. */
 function duration(step: JobStep): string {
@@ -29,7 +25,7 @@ function duration(step: JobStep): string {
 
 /** A step's state in words (see {@linkcode stepStateText}). */
 export function stepState(step: JobStep, now: number): string {
-  return stepStateText(step, now, time);
+  return stepStateText(step, now, tableTime);
 }
 
 /** A step's output in one line: its JSON, `(encrypted)`, or empty for sleeps and open waits. */

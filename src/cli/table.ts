@@ -56,3 +56,8 @@ export function firstLine(text: string, max: number): string {
   const line = printable(text.split("\n", 1)[0]!);
   return line.length <= max ? line : `${line.slice(0, max - 1)}…`;
 }
+
+/** A time as the tables print it, `2026-01-01 12:00:05`: UTC, without the zone. */
+export function tableTime(date: Date): string {
+  return date.toISOString().replace("T", " ").slice(0, 19);
+}
