@@ -56,6 +56,7 @@ import type { LogLineRow, TickRecords } from "./rows/logs.ts";
 import type { JobStepsRow, SignalOutcome, SignalRequest } from "./rows/steps.ts";
 import type { MigrateOptions, MigrationPlan, SchemaNews } from "./schema_steps.ts";
 import type { CancelledFlow, FlowRow, InsertedFlow, NewFlowRow } from "./rows/flows.ts";
+import type { MoveFence, TransferPage, TransferRow, TransferTable } from "./rows/transfer.ts";
 
 export type * from "./rows/dispatch.ts";
 export type * from "./rows/job_control.ts";
@@ -65,6 +66,8 @@ export type * from "./rows/tick.ts";
 export type * from "./rows/schedules.ts";
 export type * from "./rows/steps.ts";
 export type * from "./rows/flows.ts";
+export type * from "./rows/transfer.ts";
+export { TRANSFER_TABLES } from "./rows/transfer.ts";
 export type { SpendLimits } from "./rows/spend_limits.ts";
 export type {
   MigrateOptions,
@@ -408,6 +411,43 @@ export interface StepStore {
    * `"not-found"`, storing nothing.
    */
   signal(request: SignalRequest): Promise<SignalOutcome>;
+}
+
+/**
+ * Moving a queue to another store (docs/moving.md): the source's side (a
+ * fence, then pages of rows) and the destination's (rows stored once each,
+ * then the id counters). Rows are in the SQL schema's layout whatever the
+ * store ({@linkcode TransferRow}).
+ */
+export interface MoveStore {
+  /**
+   * Marks this store moved to `to`, in one write: from then on every write
+   * of the queue (a dispatch, a claim, a settle, an admin action) is refused
+   * with an error naming `to`; reads go on. A fence already there is kept
+   * and given back, so a move run again fences nothing twice.
+   */
+  fenceForMove(to: string, now: number): Promise<MoveFence>;
+  /** The fence a move left on this store, or null when it has none. */
+  moveFence(): Promise<MoveFence | null>;
+  /** Lifts the fence, for a move given up; false when there was none. */
+  liftMoveFence(): Promise<boolean>;
+  /**
+   * Up to `limit` rows of `table` after `after` (null: from its first row),
+   * in the order of its primary key, with where the next page starts.
+   */
+  exportRows(table: TransferTable, after: string | null, limit: number): Promise<TransferPage>;
+  /**
+   * Stores `rows` of `table` in one transaction, each unless a row with its
+   * primary key is already there (so a move run again stores nothing twice),
+   * with whatever the store keeps beside the rows (indexes; Redis's sets),
+   * and resolves with how many were new. A row that does not fit the
+   * table's layout is refused whole, naming the table and the column.
+   */
+  importRows(table: TransferTable, rows: readonly TransferRow[]): Promise<number>;
+  /** How many rows `table` holds. */
+  countRows(table: TransferTable): Promise<number>;
+  /** After the last import: moves every id counter past the highest id stored. */
+  finishImport(): Promise<void>;
 }
 
 /** What {@linkcode Store.backup} wrote. */
