@@ -9,7 +9,7 @@
  * @module
  */
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
-import { migrations } from "../migrations/sqlite/mod.ts";
+import { migrations, STEPS_RECORD } from "../migrations/sqlite/mod.ts";
 import { type Measurement, measureRate } from "./measurement.ts";
 import { withTempDatabase } from "./temp_database.ts";
 
@@ -67,9 +67,7 @@ interface RawSchema {
 /** The store's own schema, as its migrations make it (on the steps' record, which step 18 alters). */
 const STORE_TABLE: RawSchema = {
   create: (db) => {
-    db.exec(
-      "CREATE TABLE queue_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
-    );
+    db.exec(STEPS_RECORD);
     for (const migration of migrations) db.exec(migration.sql);
   },
   insert: INSERT,

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { migrations } from "../migrations/postgres/mod.ts";
+import { migrations, STEPS_RECORD } from "../migrations/postgres/mod.ts";
 import { CEILING_BATCH_SIZE } from "./ceiling.ts";
 import { type Measurement, measureRate } from "./measurement.ts";
 import { connectRaw, type RawSql, type RawTransaction, withTempSchema } from "./postgres_schema.ts";
@@ -96,6 +96,7 @@ function withRaw(
     const sql = connectRaw(url, { schema });
     try {
       await sql.unsafe(`CREATE SCHEMA "${schema}"`);
+      await sql.unsafe(STEPS_RECORD);
       for (const migration of migrations) await sql.unsafe(migration.sql);
       const rate = await measureRate(jobs, () => work(sql, jobs));
       const [row] = await sql.unsafe("SELECT COUNT(*)::int AS n FROM jobs");

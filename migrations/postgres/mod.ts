@@ -48,3 +48,11 @@ export const migrations: readonly Migration[] = [
   handlerBegun,
   flows,
 ];
+
+/**
+ * The record of applied steps, created before the first step runs (step 18
+ * adds its `kind` column). Whoever builds the schema from these steps
+ * creates it first: the store, and the bench's ceiling on the store's schema.
+ */
+export const STEPS_RECORD =
+  "CREATE TABLE IF NOT EXISTS queue_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)";

@@ -14,6 +14,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 // deno-lint-ignore no-import-prefix
 import type postgres from "npm:postgres@^3.4.9";
 import type { Migration } from "../../../migrations/migration.ts";
+import { STEPS_RECORD } from "../../../migrations/postgres/mod.ts";
 import { QueueClosedError } from "../../errors.ts";
 import { guardStrayWrites } from "./crash_guard.ts";
 import { isConnectionLost } from "../store_outage.ts";
@@ -147,8 +148,7 @@ export class PostgresEngine implements Engine {
       await tx.unsafe("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
       // Under the same lock: creating the schema races otherwise.
       await tx.unsafe(`CREATE SCHEMA IF NOT EXISTS "${this.#schema}"`);
-      await tx.unsafe(`CREATE TABLE IF NOT EXISTS queue_migrations (
-        version integer PRIMARY KEY, applied_at bigint NOT NULL)`);
+      await tx.unsafe(STEPS_RECORD);
       const plan = await read();
       if (blockedStep(plan, options) !== undefined) return plan;
       for (const step of plan.steps) {

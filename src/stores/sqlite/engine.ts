@@ -15,6 +15,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { DatabaseSync, SQLInputValue, SQLOutputValue, StatementSync } from "node:sqlite";
 import type { Migration } from "../../../migrations/migration.ts";
+import { STEPS_RECORD } from "../../../migrations/sqlite/mod.ts";
 import { QueueClosedError } from "../../errors.ts";
 import type { BackupResult } from "../store.ts";
 import { copyDatabase } from "./backup.ts";
@@ -179,8 +180,7 @@ export class SqliteEngine implements Engine {
     }
     return this.#whenFree(() =>
       this.#inWriteTransaction(() => {
-        this.#db.exec(`CREATE TABLE IF NOT EXISTS queue_migrations (
-          version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
+        this.#db.exec(STEPS_RECORD);
         const plan = read();
         if (blockedStep(plan, options) !== undefined) return plan;
         for (const step of plan.steps) {
