@@ -23,9 +23,6 @@ import { LIVE_WORKER_WINDOW_MS } from "../../src/stores/schema_steps.ts";
 import { tempDir } from "../_helpers.ts";
 import { freshSchema, postgresTestUrl } from "../_postgres.ts";
 
-/** The newest step this code ships (the same number on both engines). */
-const CODE_STEP = sqliteSteps.at(-1)!.version;
-
 /** A contract step no release ships: a table of its own, so that applying it shows. */
 const TEST_CONTRACT: Migration = {
   version: 9001,
@@ -46,6 +43,8 @@ type Opening = MigrateOptions | "plan";
 interface Engine {
   readonly name: string;
   readonly ignore: boolean;
+  /** The newest step this code ships for the engine (SQLite has step 24, PostgreSQL none). */
+  readonly codeStep: number;
   /** Runs `fn` with an opener for one fresh database, removed afterwards. */
   readonly fresh: (
     fn: (open: (extra: readonly Migration[], opening?: Opening) => Promise<Store>) => Promise<void>,
@@ -58,6 +57,7 @@ const ENGINES: readonly Engine[] = [
   {
     name: "SQLite",
     ignore: false,
+    codeStep: sqliteSteps.at(-1)!.version,
     async fresh(fn) {
       await using tmp = await tempDir();
       await fn((extra, opening = {}) =>
@@ -70,6 +70,7 @@ const ENGINES: readonly Engine[] = [
   {
     name: "PostgreSQL",
     ignore: url === null,
+    codeStep: postgresSteps.at(-1)!.version,
     async fresh(fn) {
       const schema = freshSchema();
       try {
@@ -138,14 +139,14 @@ for (const engine of ENGINES) {
       engine.fresh(async (open) => {
         await using old = await open([]);
         assert.deepEqual(await old.heartbeat(worker("old"), 0), {
-          codeStep: CODE_STEP,
-          databaseStep: CODE_STEP,
+          codeStep: engine.codeStep,
+          databaseStep: engine.codeStep,
           contractStep: null,
         });
 
         await using planner = await open([TEST_EXPAND, TEST_CONTRACT].sort(byVersion), "plan");
         const plan = await planner.migrationPlan();
-        assert.equal(plan.databaseStep, CODE_STEP);
+        assert.equal(plan.databaseStep, engine.codeStep);
         assert.equal(plan.codeStep, TEST_EXPAND.version);
         assert.deepEqual(
           plan.steps.map(({ version, kind, blockedBy }) => ({
@@ -157,29 +158,33 @@ for (const engine of ENGINES) {
             {
               version: TEST_CONTRACT.version,
               kind: "contract",
-              blockedBy: [{ host: "old-box", pid: 4242, schemaStep: CODE_STEP }],
+              blockedBy: [{ host: "old-box", pid: 4242, schemaStep: engine.codeStep }],
             },
             { version: TEST_EXPAND.version, kind: "expand", blockedBy: [] },
           ],
         );
-        assert.equal((await recorded(old)).at(-1)?.version, CODE_STEP, "the plan applied nothing");
+        assert.equal(
+          (await recorded(old)).at(-1)?.version,
+          engine.codeStep,
+          "the plan applied nothing",
+        );
 
         await assert.rejects(
           open([TEST_CONTRACT]),
           new RegExp(
-            `Cannot apply schema step 9001, a contract step: .*old-box pid 4242, step ${CODE_STEP}`,
+            `Cannot apply schema step 9001, a contract step: .*old-box pid 4242, step ${engine.codeStep}`,
           ),
         );
         assert.equal(
           (await recorded(old)).at(-1)?.version,
-          CODE_STEP,
+          engine.codeStep,
           "the refusal applied nothing",
         );
 
         await using forced = await open([TEST_CONTRACT], { force: true });
         assert.deepEqual((await recorded(forced)).at(-1), { version: 9001, kind: "contract" });
         assert.deepEqual(await old.heartbeat(worker("old"), 0), {
-          codeStep: CODE_STEP,
+          codeStep: engine.codeStep,
           databaseStep: 9001,
           contractStep: 9001,
         }, "the older worker's heartbeat learns of the contract step");
@@ -196,7 +201,7 @@ for (const engine of ENGINES) {
         await (await open([TEST_EXPAND])).close();
         await using old = await open([]);
         assert.deepEqual(await old.heartbeat(worker("old"), 0), {
-          codeStep: CODE_STEP,
+          codeStep: engine.codeStep,
           databaseStep: TEST_EXPAND.version,
           contractStep: null,
         });
@@ -205,7 +210,7 @@ for (const engine of ENGINES) {
         await using newest = await open([TEST_EXPAND, TEST_CONTRACT].sort(byVersion));
         assert.equal((await recorded(newest)).at(-1)?.version, TEST_EXPAND.version);
         assert.deepEqual(
-          (await recorded(newest)).filter((step) => step.version > CODE_STEP),
+          (await recorded(newest)).filter((step) => step.version > engine.codeStep),
           [{ version: 9001, kind: "contract" }, { version: 9002, kind: "expand" }],
         );
       }),

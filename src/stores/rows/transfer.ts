@@ -15,9 +15,10 @@
  * The tables a move copies, in the order it copies them: every table that
  * holds what a queue holds. Left out: `workers` (the source's workers are
  * stopped), `queue_migrations` (each store keeps its own), `group_cursors`
- * (where the fair claim goes next: it starts over) and SQLite's
- * `sqlite_sequence` (a store's id counters, moved past the highest id
- * copied by {@linkcode TransferRows.finishImport}).
+ * (where the fair claim goes next: it starts over), and a store's id
+ * counters (SQLite's `sqlite_sequence` and `job_id_floor`, PostgreSQL's
+ * sequences, Redis's counters), which the destination moves past the
+ * highest id copied (`MoveStore.finishImport`).
  */
 export const TRANSFER_TABLES = [
   "batches",

@@ -35,20 +35,24 @@ const INSERT_WAITING = statement(
     trace, expire_in_ms)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 );
-/** Inserts waiting jobs as due jobs (the selection is appended): due `delay_ms` after $1. */
+/**
+ * Inserts waiting jobs as due jobs, in `position` order (the selection is
+ * appended, ending with that order): due `delay_ms` after $1.
+ */
 const INSERT_DUE_FROM_WAITING = `INSERT INTO jobs
-  (queue, name, payload, priority, available_at, retry_until, created_at, batch_id, chain_id,
+  (id, queue, name, payload, priority, available_at, retry_until, created_at, batch_id, chain_id,
     trace, expire_at)
-  SELECT queue, name, payload, priority, $1 + delay_ms, $1 + retry_for_ms, $1, batch_id,
-    CASE WHEN role = 'link' THEN chain_id END, trace, $1 + expire_in_ms
+  SELECT {{newJobId ORDER BY position}}, queue, name, payload, priority, $1 + delay_ms,
+    $1 + retry_for_ms, $1, batch_id, CASE WHEN role = 'link' THEN chain_id END, trace,
+    $1 + expire_in_ms
   FROM waiting_jobs`;
 /** Inserts a chain's next link; one waiting for the previous output ($3) takes it ($4). */
 const INSERT_NEXT_LINK = statement(
   `INSERT INTO jobs
-  (queue, name, payload, priority, available_at, retry_until, created_at, batch_id, chain_id,
+  (id, queue, name, payload, priority, available_at, retry_until, created_at, batch_id, chain_id,
     trace, expire_at)
-  SELECT queue, name, CASE WHEN payload = $3 THEN $4 ELSE payload END, priority, $1 + delay_ms,
-    $1 + retry_for_ms, $1, batch_id, chain_id, trace, $1 + expire_in_ms
+  SELECT {{newJobId}}, queue, name, CASE WHEN payload = $3 THEN $4 ELSE payload END, priority,
+    $1 + delay_ms, $1 + retry_for_ms, $1, batch_id, chain_id, trace, $1 + expire_in_ms
   FROM waiting_jobs WHERE id = $2`,
 );
 const INSERT_DUE_OF_BATCH = statement(

@@ -88,10 +88,10 @@ const PARENTS_OF = statement(
 /** Inserts a waiting node as a due job, due `delay_ms` after $1, carrying its parents ($4). */
 const INSERT_NODE_JOB = statement(
   `INSERT INTO jobs
-  (queue, name, payload, priority, available_at, retry_until, created_at, trace, expire_at,
+  (id, queue, name, payload, priority, available_at, retry_until, created_at, trace, expire_at,
     flow_id, flow_parents)
-  SELECT queue, name, payload, priority, $1 + delay_ms, $1 + retry_for_ms, $1, trace,
-    $1 + expire_in_ms, flow_id, $4
+  SELECT {{newJobId}}, queue, name, payload, priority, $1 + delay_ms, $1 + retry_for_ms, $1,
+    trace, $1 + expire_in_ms, flow_id, $4
   FROM waiting_jobs WHERE flow_id = $2 AND role = 'node' AND position = $3
   RETURNING id`,
   { oneRow: true },
@@ -104,9 +104,9 @@ const NODE_QUEUED = statement(
 );
 const INSERT_CATCH = statement(
   `INSERT INTO jobs
-  (queue, name, payload, priority, available_at, retry_until, created_at, trace, expire_at)
-  SELECT queue, name, payload, priority, $1 + delay_ms, $1 + retry_for_ms, $1, trace,
-    $1 + expire_in_ms
+  (id, queue, name, payload, priority, available_at, retry_until, created_at, trace, expire_at)
+  SELECT {{newJobId ORDER BY position}}, queue, name, payload, priority, $1 + delay_ms,
+    $1 + retry_for_ms, $1, trace, $1 + expire_in_ms
   FROM waiting_jobs WHERE flow_id = $2 AND role = 'flow-catch' ORDER BY position`,
 );
 const DROP_CATCH = statement(

@@ -23,6 +23,11 @@
  *   writer already serializes every write transaction.
  * - `{{skipLocked}}`: the same lock, skipping the rows another transaction
  *   holds (`FOR UPDATE SKIP LOCKED`); nothing on SQLite.
+ * - `{{newJobId}}`: the id of a job inserted without one of its own, as the
+ *   value of `jobs.id`: on SQLite one more than the highest of the table's
+ *   ids and its floor (schema step 24), on PostgreSQL the next value of the
+ *   column's identity sequence. In an `INSERT … SELECT` of several rows,
+ *   `{{newJobId ORDER BY …}}` numbers them in that order.
  *
  * @internal
  * @module
@@ -94,6 +99,13 @@ const MACROS: Record<string, Record<EngineName, (argument: string) => string>> =
   forUpdate: {
     sqlite: () => "",
     postgres: (table) => table === "" ? "FOR UPDATE" : `FOR UPDATE OF ${table}`,
+  },
+  newJobId: {
+    sqlite: (order) =>
+      `((SELECT max(ifnull(max(id), 0), (SELECT floor FROM job_id_floor)) FROM jobs) + ${
+        order === "" ? "1" : `row_number() OVER (${order})`
+      })`,
+    postgres: () => "nextval(pg_get_serial_sequence('jobs', 'id'))",
   },
 };
 

@@ -29,15 +29,15 @@ import { done, each, exec, type Script } from "../sql/script.ts";
 import { type Statement, statement } from "../sql/statement.ts";
 
 const INSERT = statement(
-  `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at,
+  `INSERT INTO jobs (id, queue, name, payload, priority, available_at, retry_until, created_at,
     batch_id, batch_member, keyed, trace, expire_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+  VALUES ({{newJobId}}, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 );
 /** {@linkcode INSERT} of a grouped job: its group key and settings too (a plain insert binds none). */
 const INSERT_GROUPED = statement(
-  `INSERT INTO jobs (queue, name, payload, priority, available_at, retry_until, created_at,
+  `INSERT INTO jobs (id, queue, name, payload, priority, available_at, retry_until, created_at,
     batch_id, batch_member, keyed, trace, expire_at, group_key, group_limit, group_ordered)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+  VALUES ({{newJobId}}, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 );
 const COMPLETE = statement(
   `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${SETTLED_COLUMNS}`,

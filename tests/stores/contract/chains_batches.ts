@@ -184,6 +184,39 @@ export const chainsBatches: ContractArea = {
 };
 
 function register(test: ContractTest): void {
+  test("a job id is never handed out twice, even after the newest job left the queue: plain jobs, chain links and batch callbacks", async (store) => {
+    const handedOut: number[] = [];
+    const fresh = (id: number | undefined, what: string) => {
+      assert.ok(
+        id !== undefined && id > Math.max(0, ...handedOut),
+        `${what}: ${id} after ${handedOut}`,
+      );
+      handedOut.push(id);
+    };
+    const [completed] = await store.insertJobs([newJob()]);
+    fresh(completed, "a plain job");
+    await drain(store, ["default"], T0);
+    const [failing] = await store.insertJobs([newJob()]);
+    fresh(failing, "the job after the newest completed");
+    const [claimed] = await take(store);
+    assert.deepEqual(await apply(store, failed(claimed!, T0)), [true]);
+    const chain = await store.insertChain(newChain(["link-1", "link-2"]));
+    fresh(chain, "a chain's first link after the newest failed for good");
+    assert.deepEqual(await drain(store, ["default"], T0), ["link-1@null"]);
+    const [link2] = await take(store);
+    fresh(link2?.id, "the chain's next link, queued when the newest job completed");
+    assert.deepEqual(await apply(store, done(link2!, T0)), [true]);
+    const batch = await store.insertBatch(newBatch({
+      jobs: [member("m1", { queue: "y" })],
+      then: [waiting("then-1"), waiting("then-2")],
+    }));
+    fresh(batch.jobIds[0], "a batch's job");
+    assert.deepEqual(await drain(store, ["y"], T0), [`m1@${batch.id}`]);
+    const callbacks = (await take(store, ["cb"])).sort((a, b) => a.id - b.id);
+    assert.deepEqual(callbacks.map((job) => job.name), ["then-1", "then-2"], "in their order");
+    for (const job of callbacks) fresh(job.id, `callback ${job.name}`);
+  });
+
   // Chains
 
   test("insertChain() returns the first link's id, and only that link is claimable", async (store) => {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
 import { OutdatedCodeError } from "../../../src/errors.ts";
-import { migrations } from "../../../migrations/sqlite/mod.ts";
+import { migrations, STEPS_RECORD } from "../../../migrations/sqlite/mod.ts";
 import { openConnection } from "../../../src/stores/sqlite/connection.ts";
 import { type Durability, SqliteStore } from "../../../src/stores/sqlite/mod.ts";
 import { ChildScript } from "../../_child.ts";
@@ -358,4 +358,47 @@ Deno.test("SqliteStore: a write SQLite rolled back on its own rejects with SQLit
   );
   assert.equal((await store.insertJobs([newJob(), newJob()])).length, 2);
   assert.equal((await store.counts(T0))[0]?.pending, 2);
+});
+
+Deno.test("SqliteStore: schema step 24 keeps every job and its indexes, and never hands out an id the sequence had handed out", async () => {
+  await using dir = await tempDir();
+  const db = new DatabaseSync(dir.dbPath);
+  try {
+    db.exec(STEPS_RECORD);
+    for (const step of migrations.filter(({ version }) => version < 24)) {
+      db.exec(step.sql);
+      db.prepare("INSERT INTO queue_migrations (version, applied_at) VALUES (?, ?)")
+        .run(step.version, T0);
+    }
+    const insert = db.prepare(
+      `INSERT INTO jobs (queue, name, payload, available_at, created_at, group_key)
+      VALUES ('default', 'kept', ?, ?, ?, ?) RETURNING id`,
+    );
+    for (const n of [1, 2, 3]) insert.get(`{"n":${n}}`, T0, T0, null);
+    const newest = Number(insert.get('{"n":4}', T0, T0, null)!.id);
+    db.prepare("DELETE FROM jobs WHERE id = ?").run(newest);
+  } finally {
+    db.close();
+  }
+  await using store = await SqliteStore.open(dir.dbPath);
+  const indexes = queryFile(
+    dir.dbPath,
+    "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'jobs' AND sql IS NOT NULL ORDER BY name",
+  ).map((row) => row.name);
+  assert.deepEqual(indexes, [
+    "jobs_batch",
+    "jobs_chain",
+    "jobs_claim_order",
+    "jobs_group_due",
+    "jobs_group_order",
+  ]);
+  assert.deepEqual(
+    queryFile(dir.dbPath, "SELECT name FROM sqlite_sequence WHERE name = 'jobs'"),
+    [],
+    "jobs no longer counts its ids in sqlite_sequence",
+  );
+  const claimed = await claim(store, { now: T0 + 1 });
+  assert.deepEqual(claimed.map((job) => job.payload), ['{"n":1}', '{"n":2}', '{"n":3}']);
+  const [next] = await store.insertJobs([newJob()]);
+  assert.equal(next, 5, "after 4, which the sequence handed out before the step and was deleted");
 });
