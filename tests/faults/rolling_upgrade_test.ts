@@ -8,8 +8,8 @@
  * step).
  *
  * The earlier commit is the oldest this code can roll over: the commit on
- * main's first-parent line that added this code's newest contract step
- * (older code than that must stop first, which `schema_steps_test.ts`
+ * main's first-parent line that added the store's newest contract step (or
+ * Redis layout), each engine its own (older code than that must stop first, which `schema_steps_test.ts`
  * covers). Skipped, saying why, where that commit is not in the clone (a
  * shallow one) or the step's file is not committed yet.
  *
@@ -29,6 +29,7 @@ import { deletePrefix, freshPrefix, redisTestUrl } from "../_redis.ts";
 import { rollingTick } from "../fixtures/rolling_upgrade/jobs.ts";
 import { LAYOUT_VERSION } from "../../src/stores/redis/migrate.ts";
 import { migrations as sqliteSteps } from "../../migrations/sqlite/mod.ts";
+import { migrations as postgresSteps } from "../../migrations/postgres/mod.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const FIXTURES = [
@@ -45,10 +46,6 @@ function git(...args: string[]): string | null {
   return run.success ? new TextDecoder().decode(run.stdout).trim() : null;
 }
 
-/** The newest contract step of this code, and the start of the name of the file that adds it. */
-const newestContract = sqliteSteps.findLast((step) => step.kind === "contract")!;
-const contractFile = `migrations/sqlite/${String(newestContract.version).padStart(4, "0")}_`;
-
 /** The commit an old worker runs, and the newest schema step (or Redis layout) it knows. */
 interface OldCode {
   readonly commit: string;
@@ -56,24 +53,28 @@ interface OldCode {
 }
 
 /**
- * The oldest commit this code can roll over on a SQL store: the commit on
- * main's first-parent line that added its newest contract step; or why there
- * is none.
+ * The oldest commit this code can roll over on a SQL engine: the commit on
+ * main's first-parent line that added the engine's newest contract step
+ * (SQLite's and PostgreSQL's differ: step 24 is SQLite's alone); or why
+ * there is none.
  */
-function oldSqlCode(): OldCode | string {
-  const file = git("ls-files", "--", "migrations/sqlite/")?.split("\n").find((path) =>
+function oldSqlCode(engine: "sqlite" | "postgres"): OldCode | string {
+  const steps = engine === "sqlite" ? sqliteSteps : postgresSteps;
+  const newestContract = steps.findLast((step) => step.kind === "contract")!;
+  const contractFile = `migrations/${engine}/${String(newestContract.version).padStart(4, "0")}_`;
+  const file = git("ls-files", "--", `migrations/${engine}/`)?.split("\n").find((path) =>
     path.startsWith(contractFile)
   );
   if (file === undefined) {
-    return `the file of schema step ${newestContract.version} is not committed`;
+    return `the file of ${engine} schema step ${newestContract.version} is not committed`;
   }
   const commit = git("log", "--first-parent", "--diff-filter=A", "--format=%H", "-1", "--", file);
   if (!commit) {
     return `the commit that added ${file} is not in this clone (a shallow clone?): the rolling-upgrade test needs it`;
   }
-  const steps = git("ls-tree", "--name-only", commit, "migrations/sqlite/")!.split("\n")
+  const known = git("ls-tree", "--name-only", commit, `migrations/${engine}/`)!.split("\n")
     .map((path) => Number(/\/(\d{4})_/.exec(path)?.[1] ?? 0));
-  return { commit, step: Math.max(...steps) };
+  return { commit, step: Math.max(...known) };
 }
 
 /**
@@ -98,7 +99,11 @@ function oldRedisCode(): OldCode | string {
   return { commit, step: LAYOUT_VERSION };
 }
 
-const OLD_CODE = { sql: oldSqlCode(), redis: oldRedisCode() };
+const OLD_CODE = {
+  sqlite: oldSqlCode("sqlite"),
+  postgres: oldSqlCode("postgres"),
+  redis: oldRedisCode(),
+};
 for (const [stores, old] of Object.entries(OLD_CODE)) {
   if (typeof old === "string") console.log(`skipped on ${stores}: ${old}`);
 }
@@ -255,7 +260,7 @@ const TARGETS: readonly Target[] = [
 ];
 
 for (const target of TARGETS) {
-  const old = OLD_CODE[target.kind === "redis" ? "redis" : "sql"];
+  const old = OLD_CODE[target.kind];
   const OLD_COMMIT = typeof old === "string" ? "" : old.commit.slice(0, 12);
   const OLD_STEP = typeof old === "string" ? 0 : old.step;
   Deno.test({
@@ -279,7 +284,8 @@ for (const target of TARGETS) {
         if (target.kind !== "redis") {
           assert.deepEqual(
             plan.steps.map((step) => step.version),
-            sqliteSteps.filter((step) => step.version > OLD_STEP).map((step) => step.version),
+            (target.kind === "sqlite" ? sqliteSteps : postgresSteps)
+              .filter((step) => step.version > OLD_STEP).map((step) => step.version),
           );
         }
 
