@@ -18,7 +18,7 @@
 import type { MoveFence, TransferPage, TransferRow, TransferTable } from "../rows/transfer.ts";
 import { TRANSFER_TABLES } from "../rows/transfer.ts";
 import type { Dialect } from "./dialect.ts";
-import { each, exec, type Script } from "./script.ts";
+import { exec, type Script } from "./script.ts";
 import { type Statement, statement } from "./statement.ts";
 
 /** A table's columns (in SQLite's order), and the columns of its key. */
@@ -306,14 +306,15 @@ function tableStatements(table: TransferTable): TableStatements {
     ? `${key[0]} > $1`
     : `(${order}) > (${key.map((_, index) => `$${index + 1}`).join(", ")})`;
   const limit = `$${key.length + 1}`;
-  const values = columns.map((_, index) => `$${index + 1}`).join(", ");
+  const records = `{{records $1 ${table} ${list}}}`;
   const insert = table === "job_locks"
-    // No constraint to lean on: the row is looked for (see the module doc). Typed, as PostgreSQL
-    // cannot tell a parameter's type from a select list.
-    ? `INSERT INTO job_locks (key, job_id, token, expires_at)
-      SELECT CAST($1 AS TEXT), CAST($2 AS BIGINT), CAST($3 AS BIGINT), CAST($4 AS BIGINT)
-      WHERE NOT EXISTS (SELECT 1 FROM job_locks WHERE key = $1 AND job_id = $2 AND token = $3)`
-    : `INSERT INTO ${table} (${list}) VALUES (${values}) ON CONFLICT DO NOTHING`;
+    // No constraint to lean on: the row is looked for (see the module doc).
+    ? `INSERT INTO job_locks (${list}) SELECT DISTINCT ${list} FROM ${records} r
+      WHERE NOT EXISTS (SELECT 1 FROM job_locks l
+        WHERE l.key = r.key AND l.job_id = r.job_id AND l.token = r.token)`
+    // WHERE true: SQLite would read ON CONFLICT as a join's ON without it.
+    : `INSERT INTO ${table} (${list}) SELECT ${list} FROM ${records} r WHERE true
+      ON CONFLICT DO NOTHING`;
   return {
     first: statement(`SELECT ${list} FROM ${table} ORDER BY ${order} LIMIT $1`),
     next: statement(
@@ -354,17 +355,12 @@ export function* exportRows(
   };
 }
 
-/** Stores `rows` of `table`, each unless its key is there; how many were new. */
+/** Stores `rows` of `table` in one statement, each unless its key is there; how many were new. */
 export function* importRows(
   table: TransferTable,
   rows: readonly TransferRow[],
 ): Script<number> {
-  const { columns } = TABLE_LAYOUTS[table];
-  const results = yield* each(
-    STATEMENTS[table].insert,
-    rows.map((row) => columns.map((column) => row[column])),
-  );
-  return results.reduce((sum, result) => sum + result.count, 0);
+  return (yield* exec(STATEMENTS[table].insert, rows)).count;
 }
 
 /** How many rows `table` holds. */
