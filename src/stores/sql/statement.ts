@@ -143,7 +143,7 @@ function jsonTable(
 /** The `{{records}}` macro's argument: the parameter's number, the table, then its columns. */
 function recordsArgument(argument: string): { n: string; table: string; columns: string[] } {
   const match = /^(\d+)\s+(\w+)\s+(.+)$/s.exec(argument);
-  const columns = match?.[3]!.split(",").map((column) => column.trim()) ?? [];
+  const columns = match?.[3]?.split(",").map((column) => column.trim()) ?? [];
   if (match === null || columns.some((column) => !/^\w+$/.test(column))) {
     throw new Error(`{{records}} needs a parameter, a table and its columns: got ${argument}`);
   }
