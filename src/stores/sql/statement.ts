@@ -92,7 +92,7 @@ const MACROS: Record<string, Record<EngineName, (argument: string) => string>> =
       const { n, columns } = recordsArgument(argument);
       return `(SELECT ${
         columns.map((column) => `value->>'${column}' AS ${column}`).join(", ")
-      } FROM json_each(?${n}))`;
+      } FROM jsonb_each(jsonb(?${n})))`;
     },
     postgres: (argument) => {
       const { n, table, columns } = recordsArgument(argument);
