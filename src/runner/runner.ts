@@ -171,7 +171,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       cancel: (entry, reason) => this.#cancel(entry, reason),
       names: deps.registry.names(),
       outdated: (news) => this.#onOutdated(news),
-      moved: (error) => this.#onMoved(error),
+      moved: (error) => this.#onMoved(error, "worker heartbeat"),
     }, options);
     this.#progress = new ProgressWrites(this.#running, clock, () => this.notify());
     this.#middleware = new MiddlewareCheck({
@@ -494,10 +494,10 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    * running jobs are aborted (their settles would be refused: they run
    * again on the new store, copied there as pending).
    */
-  #onMoved(error: QueueMovedError): void {
+  #onMoved(error: QueueMovedError, during: string): void {
     if (this.#state.phase !== "running") return;
     this.#stopWithin(0, "moved");
-    this.emit("queue:error", { error, during: "claim" });
+    this.emit("queue:error", { error, during });
     this.notify();
   }
 
@@ -657,7 +657,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 
   /** The store refused a write for a reason that holds for every job: say so once per outage. */
   #storeOut(error: Error, during: string): void {
-    if (error instanceof QueueMovedError) return this.#onMoved(error);
+    if (error instanceof QueueMovedError) return this.#onMoved(error, during);
     if (this.#outage === null || !isStoreOutage(error)) this.emit("queue:error", { error, during });
     this.#outage = isStoreOutage(error) ? error : null;
   }
