@@ -140,14 +140,13 @@ function register(test: ContractTest): void {
       ...fence,
     });
     assert.deepEqual({ ...await store.moveFence() }, { ...fence });
-    const refused = await assert.rejects(store.insertJobs([newJob()]), (error) => {
+    await assert.rejects(store.insertJobs([newJob()]), (error) => {
       assert.ok(error instanceof QueueMovedError, String(error));
       assert.equal(error.to, "postgres://db.example/app");
       assert.equal(error.fencedAt, T0);
       assert.match(error.message, /moved to postgres:\/\/db\.example\/app/);
       return true;
     });
-    assert.equal(refused, undefined);
     await assert.rejects(claim(store), QueueMovedError);
     await assert.rejects(store.pause("default", T0, null, null), QueueMovedError);
     await assert.rejects(
