@@ -36,6 +36,7 @@ export {
   PayloadIntegrityError,
   PermanentError,
   QueueClosedError,
+  QueueMovedError,
   StepMismatchError,
   StepTimeoutError,
   ValidationError,
@@ -97,6 +98,14 @@ export type {
 export type { UnclaimedJobs, WorkerInfo, WorkersOptions } from "./src/admin/workers.ts";
 export { Queue, type QueueMode, type QueueOptions, type QueueTransaction } from "./src/queue.ts";
 export type { BackupResult } from "./src/stores/store.ts";
+export {
+  abortMove,
+  type MovedTable,
+  type MoveFence,
+  moveQueue,
+  type MoveQueueOptions,
+  type MoveReport,
+} from "./src/move_queue.ts";
 export type {
   CancelOptions,
   CancelOutcome,

@@ -37,6 +37,7 @@ import { OutdatedCodeError } from "./errors.ts";
 import { ADMIN_COMMANDS } from "./cli/admin.ts";
 import { type ParsedArgs, parseFlags, UsageError } from "./cli/args.ts";
 import { backupCommand } from "./cli/backup.ts";
+import { moveCommand } from "./cli/move.ts";
 import { BATCH_COMMANDS } from "./cli/batches.ts";
 import { FLOW_COMMANDS } from "./cli/flows.ts";
 import { dashboardCommand } from "./cli/dashboard.ts";
@@ -76,6 +77,7 @@ const COMMANDS: readonly Command[] = [
   work,
   ...ADMIN_COMMANDS,
   backupCommand,
+  moveCommand,
   ...BATCH_COMMANDS,
   ...FLOW_COMMANDS,
   ...SCHEDULE_COMMANDS,

@@ -27,7 +27,10 @@ export type RunnerStats = WorkerStats;
  * `"outdated"` when its heartbeat found a contract schema step newer than
  * its code (it claimed nothing more and let its running jobs finish; the
  * process should be restarted on the new code: the `work` command exits
- * with code 75, docs/upgrading.md).
+ * with code 75, docs/upgrading.md), or `"moved"` when its store refused a
+ * write because the queue was moved to another store (a `QueueMovedError`:
+ * it stopped at once, its running jobs aborted, as they run again on the
+ * new store; docs/moving.md).
  */
 export type StopReason =
   | "requested"
@@ -36,7 +39,8 @@ export type StopReason =
   | "jobs"
   | "stuck"
   | "closed"
-  | "outdated";
+  | "outdated"
+  | "moved";
 
 /** What every job event says about the job. */
 export interface JobEventDetail {

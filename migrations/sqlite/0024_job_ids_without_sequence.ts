@@ -16,15 +16,15 @@
  * without an id of its own writes `{{newJobId}}` (`src/stores/sql/statement.ts`).
  *
  * SQLite cannot drop AUTOINCREMENT in place: the table is built anew, with
- * its rows and indexes as step 21 left them. PostgreSQL's identity sequence
- * costs no such write: it has no step 24.
+ * its rows and indexes as step 21 left them (step 22 does not touch it).
+ * PostgreSQL's identity sequence costs no such write: it has no step 24.
  *
  * @module
  */
 /** Number of this step; never reused. */
 export const version = 24;
 
-/** Whether code of the step before keeps working on it (contract): code of step 21 inserts jobs without an id, taking one more than the table's highest, which after the newest job finished is an id history already holds. */
+/** Whether code of the step before keeps working on it (contract): older code inserts jobs without an id, taking one more than the table's highest, which after the newest job finished is an id history already holds. */
 export const kind = "contract";
 
 /** The columns of `jobs` as step 21 left them, in their order. */

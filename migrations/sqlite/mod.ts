@@ -23,6 +23,7 @@ import * as rollingUpgrades from "./0018_rolling_upgrades.ts";
 import * as jobGroups from "./0019_job_groups.ts";
 import * as handlerBegun from "./0020_handler_begun.ts";
 import * as flows from "./0021_flows.ts";
+import * as queueMoves from "./0022_queue_moves.ts";
 import * as jobIdsWithoutSequence from "./0024_job_ids_without_sequence.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
@@ -45,6 +46,7 @@ export const migrations: readonly Migration[] = [
   jobGroups,
   handlerBegun,
   flows,
+  queueMoves,
   jobIdsWithoutSequence,
 ];
 

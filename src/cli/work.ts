@@ -25,7 +25,7 @@ import { resolve } from "node:path";
 import { isServerUrl, redactPassword } from "../stores/database_url.ts";
 import { shown } from "../shown.ts";
 import { childDenoFlags, filePath, withFolder } from "./deno_flags.ts";
-import { OutdatedCodeError } from "../errors.ts";
+import { OutdatedCodeError, QueueMovedError } from "../errors.ts";
 import { type Command, EXIT } from "./command.ts";
 import { JsonLog } from "./job_log.ts";
 import { StatusLine } from "./status_line.ts";
@@ -110,7 +110,8 @@ function given<T extends object>(options: { [K in keyof T]: T[K] | undefined }):
  * Runs the worker in this process until it stops: a first signal stops it
  * gracefully, a second at once. Resolves with the exit code: 3 when it
  * stopped stuck, 75 when a contract schema step newer than this code was
- * applied (it claimed nothing more and let its running jobs finish), else 0.
+ * applied (it claimed nothing more and let its running jobs finish), 1 when the queue
+ * was moved to another store (docs/moving.md), else 0.
  */
 async function runWorker(settings: WorkSettings): Promise<number> {
   const queue = await Queue.open({ ...databaseOptions(settings.db), jobs: settings.jobs });
@@ -130,8 +131,10 @@ async function runWorker(settings: WorkSettings): Promise<number> {
       void worker.stop({ graceMs });
     });
     let outdated: OutdatedCodeError | null = null;
+    let moved: QueueMovedError | null = null;
     queue.addEventListener("queue:error", ({ detail }) => {
       if (detail.error instanceof OutdatedCodeError) outdated = detail.error;
+      if (detail.error instanceof QueueMovedError) moved = detail.error;
     });
     const worker = started.worker = queue.work(settings.options);
     report.started(worker);
@@ -146,6 +149,14 @@ async function runWorker(settings: WorkSettings): Promise<number> {
         } (its running jobs finished; exit code ${EXIT.outdated})`,
       );
       return EXIT.outdated;
+    }
+    if (worker.stopReason === "moved") {
+      console.error(
+        `queue work: stopped: ${
+          (moved as QueueMovedError | null)?.message ?? "the queue was moved to another store"
+        } (exit code ${EXIT.failure})`,
+      );
+      return EXIT.failure;
     }
     return stuck ? EXIT.stuck : EXIT.ok;
   } finally {

@@ -16,6 +16,7 @@ import {
   JobCancelledError,
   JobTimeoutError,
   OutdatedCodeError,
+  QueueMovedError,
   StepTimeoutError,
 } from "../errors.ts";
 import { StepWrites } from "./step_writes.ts";
@@ -170,6 +171,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       cancel: (entry, reason) => this.#cancel(entry, reason),
       names: deps.registry.names(),
       outdated: (news) => this.#onOutdated(news),
+      moved: (error) => this.#onMoved(error, "worker heartbeat"),
     }, options);
     this.#progress = new ProgressWrites(this.#running, clock, () => this.notify());
     this.#middleware = new MiddlewareCheck({
@@ -486,6 +488,19 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     this.notify();
   }
 
+  /**
+   * The store refused a write because the queue was moved to another store
+   * (docs/moving.md): no write will go through again, so stop at once; the
+   * running jobs are aborted (their settles would be refused: they run
+   * again on the new store, copied there as pending).
+   */
+  #onMoved(error: QueueMovedError, during: string): void {
+    if (this.#state.phase !== "running") return;
+    this.#stopWithin(0, "moved");
+    this.emit("queue:error", { error, during });
+    this.notify();
+  }
+
   /** A thread that cannot be stopped: finish what runs, then stop so the process can exit. */
   #onStuck(error: Error): void {
     const { phase } = this.#state;
@@ -575,7 +590,9 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       steps?.failed(failure); // each step rejects, and its attempt ends as a handler's error would
       this.#logs.putBack(logs); // written with a later tick
       this.#toStart = starting.concat(this.#toStart); // confirmed with a later tick
-      if (settling.length > 0 && !isStoreOutage(failure)) return await this.#settleApart(settling);
+      // A refusal of one row is looked for job by job; an outage or a move's fence holds for all.
+      const refusesAll = isStoreOutage(failure) || failure instanceof QueueMovedError;
+      if (settling.length > 0 && !refusesAll) return await this.#settleApart(settling);
       if (group !== null) this.#finished.restore(group);
       this.#storeOut(failure, settling.length > 0 ? "settle" : "claim");
       if (this.#state.phase !== "grace over") await this.#pollSleep.sleep(this.#outageRetryMs);
@@ -640,6 +657,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 
   /** The store refused a write for a reason that holds for every job: say so once per outage. */
   #storeOut(error: Error, during: string): void {
+    if (error instanceof QueueMovedError) return this.#onMoved(error, during);
     if (this.#outage === null || !isStoreOutage(error)) this.emit("queue:error", { error, during });
     this.#outage = isStoreOutage(error) ? error : null;
   }

@@ -38,6 +38,7 @@ Deno.test("CLI: --help on every command, help, and help <command> exit 0 with us
     "clear",
     "stats",
     "migrate",
+    "move",
     "help",
   ];
   const runs = [

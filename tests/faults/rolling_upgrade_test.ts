@@ -50,6 +50,8 @@ function git(...args: string[]): string | null {
 interface OldCode {
   readonly commit: string;
   readonly step: number;
+  /** The SQL steps the old code knows (none listed on Redis). */
+  readonly known: readonly number[];
 }
 
 /**
@@ -74,7 +76,7 @@ function oldSqlCode(engine: "sqlite" | "postgres"): OldCode | string {
   }
   const known = git("ls-tree", "--name-only", commit, `migrations/${engine}/`)!.split("\n")
     .map((path) => Number(/\/(\d{4})_/.exec(path)?.[1] ?? 0));
-  return { commit, step: Math.max(...known) };
+  return { commit, step: Math.max(...known), known };
 }
 
 /**
@@ -96,7 +98,7 @@ function oldRedisCode(): OldCode | string {
   if (!commit) {
     return "the commit that added the newest contract layout of Redis is not in this clone (a shallow clone?), or not committed";
   }
-  return { commit, step: LAYOUT_VERSION };
+  return { commit, step: LAYOUT_VERSION, known: [] };
 }
 
 const OLD_CODE = {
@@ -263,6 +265,11 @@ for (const target of TARGETS) {
   const old = OLD_CODE[target.kind];
   const OLD_COMMIT = typeof old === "string" ? "" : old.commit.slice(0, 12);
   const OLD_STEP = typeof old === "string" ? 0 : old.step;
+  /** The SQL steps this code applies under the old worker: those the old code lacks (a step may be numbered below its newest: step 22 landed after step 24). */
+  const NEW_STEPS = target.kind === "redis" || typeof old === "string"
+    ? []
+    : (target.kind === "sqlite" ? sqliteSteps : postgresSteps)
+      .filter((step) => !old.known.includes(step.version)).map((step) => step.version);
   Deno.test({
     name:
       `R21 (${target.kind}): a worker of the commit of the newest contract step drains jobs while this code applies its newer expand steps under it, dispatches and works beside it: both run jobs, none lost or run twice`,
@@ -284,8 +291,7 @@ for (const target of TARGETS) {
         if (target.kind !== "redis") {
           assert.deepEqual(
             plan.steps.map((step) => step.version),
-            (target.kind === "sqlite" ? sqliteSteps : postgresSteps)
-              .filter((step) => step.version > OLD_STEP).map((step) => step.version),
+            NEW_STEPS,
           );
         }
 
@@ -295,7 +301,9 @@ for (const target of TARGETS) {
           if (target.kind !== "redis") {
             const rows = await queue.transaction((tx) =>
               tx.query<{ kind: string }>(
-                `SELECT kind FROM queue_migrations WHERE version > ${OLD_STEP}`,
+                `SELECT kind FROM queue_migrations WHERE version IN (${
+                  NEW_STEPS.join(", ") || "NULL"
+                })`,
                 [],
               )
             );

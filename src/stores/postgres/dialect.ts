@@ -28,6 +28,7 @@ import {
 import { enterGroups } from "../sql/groups.ts";
 import { notPaused } from "../sql/pauses.ts";
 import { each, exec, type Script } from "../sql/script.ts";
+import { fenceWrites, moveIdCountersPast } from "./move_fence.ts";
 import { POSTGRES_NOW, type Statement, statement } from "../sql/statement.ts";
 
 /**
@@ -347,6 +348,9 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
       if (!dbClock) return given;
       return Number((yield* exec<{ t: number }>(NOW)).rows[0]!.t);
     },
+
+    fenceWrites,
+    moveIdCountersPast,
   };
   return dialect;
 }

@@ -15,7 +15,8 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type postgres from "npm:postgres@^3.4.9";
 import type { Migration } from "../../../migrations/migration.ts";
 import { STEPS_RECORD } from "../../../migrations/postgres/mod.ts";
-import { QueueClosedError } from "../../errors.ts";
+import { QueueClosedError, QueueMovedError } from "../../errors.ts";
+import { QUEUE_MOVED_SQLSTATE } from "./move_fence.ts";
 import { guardStrayWrites } from "./crash_guard.ts";
 import { isConnectionLost } from "../store_outage.ts";
 import type { BackupResult } from "../store.ts";
@@ -219,6 +220,9 @@ export class PostgresEngine implements Engine {
     try {
       result = await call();
     } catch (error) {
+      if ((error as { code?: unknown } | null)?.code === QUEUE_MOVED_SQLSTATE) {
+        throw movedError(error as Error);
+      }
       if (!isConnectionLost(error)) throw error;
       if (!this.#disconnected && !this.#closed) this.#renewPool();
       this.#disconnected = true;
@@ -295,6 +299,19 @@ function unreachable(error: unknown): Error {
     { cause },
   );
   return Object.assign(wrapped, { code: (cause as { code?: unknown }).code });
+}
+
+/**
+ * The error of a write the fence of a move refused: `queue_moved_refuse()`
+ * (schema step 22) puts the fence in the error's detail, as JSON.
+ */
+function movedError(error: Error): Error {
+  try {
+    const fence = JSON.parse(String((error as { detail?: unknown }).detail));
+    return new QueueMovedError(String(fence.to), Number(fence.at), { cause: error });
+  } catch {
+    return error;
+  }
 }
 
 /**

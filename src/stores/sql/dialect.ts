@@ -170,4 +170,13 @@ export interface Dialect {
    * expiry and rate windows).
    */
   now(given: number): Script<number>;
+  /**
+   * Makes every write to the queue's tables fail with the error the engine
+   * turns into a `QueueMovedError` (`on`: a move's fence, see
+   * `./transfer.ts`), or no longer (`on` false). Nothing is checked on a
+   * write before a move creates the fence.
+   */
+  fenceWrites(on: boolean): Script<void>;
+  /** Moves every id counter past the highest id the tables hold (after a move's import), never back. */
+  moveIdCountersPast(): Script<void>;
 }

@@ -32,6 +32,8 @@ import type {
   LogLineRow,
   MetricsRow,
   MiddlewareRequest,
+  MoveFence,
+  MoveStore,
   NewBatchRow,
   NewChainRow,
   NewFlowRow,
@@ -51,6 +53,9 @@ import type {
   StoredScheduleRow,
   StoreTransaction,
   TickRecords,
+  TransferPage,
+  TransferRow,
+  TransferTable,
   UnfinishedJobRow,
   WorkerHeartbeat,
   WorkerInfo,
@@ -73,6 +78,8 @@ import type { Script } from "./script.ts";
 import * as stats from "./stats.ts";
 import * as steps from "./steps.ts";
 import * as tick from "./tick.ts";
+import * as transfer from "./transfer.ts";
+import { TRANSFER_TABLES } from "../rows/transfer.ts";
 import type { Migration } from "../../../migrations/migration.ts";
 import {
   type MigrateOptions,
@@ -82,7 +89,7 @@ import {
 } from "../schema_steps.ts";
 
 /** A store of jobs in a SQL database. */
-export class SqlStore implements Store {
+export class SqlStore implements Store, MoveStore {
   readonly #engine: Engine;
   readonly #dialect: Dialect;
   readonly #migrations: readonly Migration[];
@@ -450,6 +457,56 @@ export class SqlStore implements Store {
     return this.#write(() => steps.signal(this.#dialect, request));
   }
 
+  /** See {@linkcode MoveStore.fenceForMove}: the row in `queue_moves`, then the triggers. */
+  async fenceForMove(to: string, now: number): Promise<MoveFence> {
+    if (typeof to !== "string" || to === "") {
+      throw new TypeError(`fenceForMove: to must name the destination: got ${JSON.stringify(to)}`);
+    }
+    return await this.#write(() => transfer.fence(this.#dialect, to, now));
+  }
+
+  /** See {@linkcode MoveStore.moveFence}. */
+  moveFence(): Promise<MoveFence | null> {
+    return this.#read(() => transfer.moveFence());
+  }
+
+  /** See {@linkcode MoveStore.liftMoveFence}: drops the triggers and the row. */
+  liftMoveFence(): Promise<boolean> {
+    return this.#write(() => transfer.liftFence(this.#dialect));
+  }
+
+  /** See {@linkcode MoveStore.exportRows}: keyset pages, the cursor being the last row's key as JSON. */
+  async exportRows(
+    table: TransferTable,
+    after: string | null,
+    limit: number,
+  ): Promise<TransferPage> {
+    assertTable(table);
+    if (!Number.isSafeInteger(limit) || limit < 1) {
+      throw new RangeError(`exportRows: limit must be a whole number >= 1: got ${limit}`);
+    }
+    return await this.#read(() => transfer.exportRows(table, after, limit));
+  }
+
+  /** See {@linkcode MoveStore.importRows}: insert-or-ignore on each table's key, one transaction. */
+  async importRows(table: TransferTable, rows: readonly TransferRow[]): Promise<number> {
+    assertTable(table);
+    transfer.assertLayout(table, rows);
+    if (rows.length === 0) return 0;
+    return await this.#write(() => transfer.importRows(table, rows));
+  }
+
+  /** See {@linkcode MoveStore.countRows}. */
+  async countRows(table: TransferTable): Promise<number> {
+    assertTable(table);
+    return await this.#read(() => transfer.countRows(table));
+  }
+
+  /** See {@linkcode MoveStore.finishImport}: `sqlite_sequence` or the identity sequences. */
+  finishImport(): Promise<void> {
+    return this.#write(() => this.#dialect.moveIdCountersPast());
+  }
+
   /** Calls `listener` soon after another connection may have added or freed jobs. */
   watch(listener: () => void): Disposable {
     return this.#engine.watch(listener);
@@ -508,6 +565,15 @@ function assertNoTransactionControl(text: unknown): void {
       `Cannot run ${
         keyword[0].toUpperCase()
       } in tx.query: the transaction belongs to queue.transaction(), which commits when the callback returns and rolls back when it throws`,
+    );
+  }
+}
+
+/** Throws a `TypeError` unless `table` is one a move copies. */
+function assertTable(table: unknown): asserts table is TransferTable {
+  if (!(TRANSFER_TABLES as readonly unknown[]).includes(table)) {
+    throw new TypeError(
+      `No table ${JSON.stringify(table)} to move: expected one of ${TRANSFER_TABLES.join(", ")}`,
     );
   }
 }

@@ -13,6 +13,10 @@
  * - `{{rows $n name type, …}}`: the rows in parameter `n`, an array of
  *   arrays (bound as JSON), as a table of the named columns, one per
  *   position; `type` is `int` (a whole number) or `text`.
+ * - `{{records $n table col, …}}`: the objects in parameter `n`, an array
+ *   of rows by column name (bound as JSON), as a table of the named columns
+ *   of `table`, each typed as the table has it (PostgreSQL reads them with
+ *   the table's row type; SQLite keeps each JSON value's type).
  * - `{{now $n}}`: the time in ms since the epoch: parameter `n`, or on
  *   PostgreSQL the database's clock when it is null (see `clockParam`).
  *   Compare an indexed column with `(SELECT {{now $n}})`: PostgreSQL then
@@ -88,6 +92,20 @@ const MACROS: Record<string, Record<EngineName, (argument: string) => string>> =
         (index, type) => type === "int" ? `(value->>${index})::bigint` : `(value->>${index})`,
       ),
   },
+  records: {
+    sqlite: (argument) => {
+      const { n, columns } = recordsArgument(argument);
+      return `(SELECT ${
+        columns.map((column) => `value->>'${column}' AS ${column}`).join(", ")
+      } FROM jsonb_each(jsonb(?${n})))`;
+    },
+    postgres: (argument) => {
+      const { n, table, columns } = recordsArgument(argument);
+      return `(SELECT ${
+        columns.join(", ")
+      } FROM json_populate_recordset(NULL::${table}, $${n}::json))`;
+    },
+  },
   now: {
     sqlite: (n) => `?${n}`,
     postgres: (n) => `COALESCE($${n}::bigint, ${POSTGRES_NOW})`,
@@ -132,6 +150,16 @@ function jsonTable(
     ? `jsonb_each(jsonb(?${match[1]}))`
     : `jsonb_array_elements($${match[1]}::jsonb)`;
   return `(SELECT ${columns.join(", ")} FROM ${source})`;
+}
+
+/** The `{{records}}` macro's argument: the parameter's number, the table, then its columns. */
+function recordsArgument(argument: string): { n: string; table: string; columns: string[] } {
+  const match = /^(\d+)\s+(\w+)\s+(.+)$/s.exec(argument);
+  const columns = match?.[3]?.split(",").map((column) => column.trim()) ?? [];
+  if (match === null || columns.some((column) => !/^\w+$/.test(column))) {
+    throw new Error(`{{records}} needs a parameter, a table and its columns: got ${argument}`);
+  }
+  return { n: match[1]!, table: match[2]!, columns };
 }
 
 /**

@@ -27,6 +27,7 @@ import { enterGroups } from "../sql/groups.ts";
 import { notPaused } from "../sql/pauses.ts";
 import { done, each, exec, type Script } from "../sql/script.ts";
 import { type Statement, statement } from "../sql/statement.ts";
+import { fenceWrites, moveIdCountersPast } from "./move_fence.ts";
 
 const INSERT = statement(
   `INSERT INTO jobs (id, queue, name, payload, priority, available_at, retry_until, created_at,
@@ -271,6 +272,8 @@ export const sqliteDialect: Dialect = {
   notify: () => done(undefined),
   // One machine, one clock.
   now: (given) => done(given),
+  fenceWrites,
+  moveIdCountersPast,
 };
 
 function* claimRows(claim: Statement, params: readonly unknown[]): Script<ClaimRow[]> {

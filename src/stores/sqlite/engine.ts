@@ -16,7 +16,8 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type { DatabaseSync, SQLInputValue, SQLOutputValue, StatementSync } from "node:sqlite";
 import type { Migration } from "../../../migrations/migration.ts";
 import { STEPS_RECORD } from "../../../migrations/sqlite/mod.ts";
-import { QueueClosedError } from "../../errors.ts";
+import { QueueClosedError, QueueMovedError } from "../../errors.ts";
+import { SQLITE_CONSTRAINT_TRIGGER } from "./move_fence.ts";
 import type { BackupResult } from "../store.ts";
 import { copyDatabase } from "./backup.ts";
 import { FileWatch } from "./file_watch.ts";
@@ -88,8 +89,19 @@ export class SqliteEngine implements Engine {
 
   /** Rethrows a write error with its cause named (disk full, read-only). */
   readonly #explain = (error: unknown): never => {
-    throw explainWriteError(error, this.#path);
+    throw this.#moved(error) ?? explainWriteError(error, this.#path);
   };
+
+  /**
+   * The error of a write the fence of a move refused (a trigger raised it:
+   * see `./move_fence.ts`), naming where the queue went; null for any other.
+   */
+  #moved(error: unknown): QueueMovedError | null {
+    if ((error as { errcode?: unknown } | null)?.errcode !== SQLITE_CONSTRAINT_TRIGGER) return null;
+    const fence = this.#db.prepare("SELECT to_url, fenced_at FROM queue_moves WHERE id = 1").get();
+    if (fence === undefined) return null;
+    return new QueueMovedError(String(fence.to_url), Number(fence.fenced_at), { cause: error });
+  }
 
   /** `step()`, its write error rethrown with its cause named (a busy error stays as it is). */
   #explained<T>(step: () => T): T {

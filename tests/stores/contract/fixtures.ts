@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import type {
   ClaimedJob,
   ClaimRequest,
+  MoveStore,
   NewJobRow,
   Settlement,
   Store,
@@ -44,8 +45,11 @@ export interface ContractCaseOptions {
   readonly sql?: boolean;
 }
 
-/** A `Store` method's name. */
-export type StoreMethod = Exclude<keyof Store, symbol>;
+/**
+ * A method of the `Store` interface, or of the `MoveStore` role every store
+ * implements (moving a queue, docs/moving.md).
+ */
+export type StoreMethod = Exclude<keyof (Store & MoveStore), symbol>;
 
 /**
  * Registers one case: `fn` runs on a fresh store, disposed afterwards. A

@@ -25,6 +25,7 @@ import { jobControlStore } from "./job_control_store.ts";
 import { groups } from "./groups.ts";
 import { jobWrites } from "./job_writes.ts";
 import { lifetime } from "./lifetime.ts";
+import { moving } from "./moving.ts";
 import { scheduleStore } from "./schedule_store.ts";
 import { statsStore } from "./stats_store.ts";
 import { steps } from "./steps.ts";
@@ -47,6 +48,7 @@ export const AREAS: readonly ContractArea[] = [
   groups,
   steps,
   backup,
+  moving,
   lifetime,
 ];
 
@@ -118,6 +120,13 @@ export const STORE_MEMBERS: Record<StoreMethod, true> = {
   migrate: true,
   migrationPlan: true,
   backup: true,
+  fenceForMove: true,
+  moveFence: true,
+  liftMoveFence: true,
+  exportRows: true,
+  importRows: true,
+  countRows: true,
+  finishImport: true,
   close: true,
 };
 

@@ -1,0 +1,168 @@
+/**
+ * Moving a queue from one store to another (docs/moving.md): SQLite to
+ * PostgreSQL as an app outgrows one machine, or any store to any other.
+ *
+ * @module
+ */
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { type Clock, systemClock } from "./clock.ts";
+import { type MovableStore, type MoveReport, moveStores } from "./moving/move_stores.ts";
+import { shown } from "./shown.ts";
+import { isServerUrl, redactPassword } from "./stores/database_url.ts";
+import type { MoveFence } from "./stores/store.ts";
+import { openStore } from "./store_options.ts";
+
+export type { MovedTable, MoveReport } from "./moving/move_stores.ts";
+export type { MoveFence } from "./stores/store.ts";
+
+/** Options for {@linkcode moveQueue}. */
+export interface MoveQueueOptions {
+  /**
+   * How long to wait for the source's workers to stop before refusing, in
+   * ms: a worker counts as running until 30 s after its last heartbeat (a
+   * worker stopped gracefully removes its heartbeat at once).
+   * @default {0}
+   */
+  waitMs?: number;
+  /**
+   * Rows copied per page (one transaction of the destination each).
+   * @default {500}
+   */
+  pageSize?: number;
+  /** The clock of the fence and of what the move leaves behind (tests). @default {systemClock} */
+  clock?: Clock;
+}
+
+/**
+ * Moves everything a queue holds from the store `from` to the store `to`:
+ * each a SQLite file or a `postgres://` / `redis://` URL, as `Queue.open`
+ * takes them (the destination is created and migrated if need be). Jobs
+ * pending, delayed and running (copied as pending, their attempts kept),
+ * failed jobs, kept history, batches, chains, flows, unique and debounce
+ * keys, live overlap locks and rate windows, schedules with their last
+ * slot, pauses, job logs, durable steps and signals, metrics: every id
+ * kept, every payload copied as stored (ciphertext stays ciphertext).
+ *
+ * It refuses while workers of `from` run (see
+ * {@linkcode MoveQueueOptions.waitMs}), and while `to` holds anything but
+ * what an earlier run of this same move copied. It first fences `from`:
+ * from then on `from` refuses every write with a `QueueMovedError`, so no
+ * dispatch is lost. A move stopped halfway is finished by running it again.
+ * The fence stays after the move; {@linkcode abortMove} lifts it.
+ *
+ * Resolves with both stores' counts per table; rejects naming the tables
+ * whose counts differ.
+ *
+ * @example Moving a queue from SQLite to PostgreSQL
+ * ```ts ignore
+ * import { moveQueue } from "@renox/queue";
+ *
+ * const report = await moveQueue("./.renox/queue.db", "postgres://db.internal/app", {
+ *   waitMs: 60_000,
+ * });
+ * console.log(`moved in ${report.ms} ms`);
+ * ```
+ */
+export async function moveQueue(
+  from: string,
+  to: string,
+  options: MoveQueueOptions = {},
+): Promise<MoveReport> {
+  const report = await moveQueueReport(from, to, options);
+  if (report.mismatched.length > 0) throw mismatchError(report);
+  return report;
+}
+
+/**
+ * Lifts the fence a move left on the store `from`, for a move given up:
+ * the store takes writes again (start its workers again; the destination
+ * keeps what was copied, and should be emptied before a new move to it).
+ * Resolves with the fence lifted, or null when `from` had none.
+ */
+export async function abortMove(from: string): Promise<MoveFence | null> {
+  await using source = await openMovable(from, "from", false);
+  const fence = await source.store.moveFence();
+  if (fence === null) return null;
+  await source.store.liftMoveFence();
+  return fence;
+}
+
+/**
+ * {@linkcode moveQueue}, resolving with the report whatever the counts (the
+ * `move` command prints it, then fails when they differ). @internal
+ */
+export async function moveQueueReport(
+  from: string,
+  to: string,
+  options: MoveQueueOptions = {},
+): Promise<MoveReport> {
+  const waitMs = options.waitMs ?? 0;
+  if (!(Number.isFinite(waitMs) && waitMs >= 0)) {
+    throw new RangeError(`waitMs must be a number of ms >= 0: got ${shown(waitMs)}`);
+  }
+  const pageSize = options.pageSize ?? 500;
+  if (!Number.isSafeInteger(pageSize) || pageSize < 1) {
+    throw new RangeError(`pageSize must be a whole number >= 1: got ${shown(pageSize)}`);
+  }
+  const fromShown = shownStore(from, "from");
+  const toShown = shownStore(to, "to");
+  if (fromShown === toShown) {
+    throw new TypeError(`Cannot move a queue to the store it is in: ${fromShown}`);
+  }
+  await using source = await openMovable(from, "from", false);
+  await using destination = await openMovable(to, "to", true);
+  return await moveStores(source.store, destination.store, {
+    from: fromShown,
+    to: toShown,
+    waitMs,
+    pageSize,
+    clock: options.clock ?? systemClock,
+  });
+}
+
+/** The error for a move whose counts differ, naming the tables. */
+export function mismatchError(report: MoveReport): Error {
+  const tables = report.tables.filter(({ table }) => report.mismatched.includes(table));
+  return new Error(
+    `The move of ${report.from} to ${report.to} is not complete: counts differ in ${
+      tables.map(({ table, source, leftBehind, destination }) =>
+        `${table} (source ${source}${
+          leftBehind > 0 ? ` less ${leftBehind} left behind` : ""
+        }, destination ${destination})`
+      ).join(", ")
+    }; run the move again to finish it`,
+  );
+}
+
+/**
+ * A store as a move shows it: a URL without its password, a file as its
+ * absolute path (so a move run again from another folder is the same move).
+ */
+function shownStore(db: string, role: "from" | "to"): string {
+  if (typeof db !== "string" || db.trim() === "") {
+    throw new TypeError(`${role} must name a SQLite file or a database URL: got ${shown(db)}`);
+  }
+  if (isServerUrl(db)) return redactPassword(db);
+  if (db === ":memory:" || /^file:/i.test(db)) {
+    throw new TypeError(
+      `${role} must be a SQLite file by its path, or a database URL: got ${db} (a move runs in a process of its own)`,
+    );
+  }
+  return resolve(db);
+}
+
+/** Opens the store `db` names (migrating it); a source file must exist. */
+async function openMovable(
+  db: string,
+  role: "from" | "to",
+  create: boolean,
+): Promise<{ store: MovableStore } & AsyncDisposable> {
+  const server = isServerUrl(db);
+  if (!server && !create && !existsSync(db)) {
+    throw new TypeError(`${role}: no SQLite file at ${resolve(db)}`);
+  }
+  // Every store implements MoveStore (src/stores/store.ts).
+  const store = await openStore(server ? { url: db } : { path: db }) as MovableStore;
+  return { store, [Symbol.asyncDispose]: () => store.close() };
+}

@@ -1,0 +1,224 @@
+/**
+ * A move from one opened store to another (docs/moving.md), whatever the
+ * stores: the checks, the fence, the copy table by table in pages, the id
+ * counters, and the counts of both stores side by side.
+ *
+ * Recognising a move run again: the source's fence names where its move
+ * went. A source fenced for this destination is a move being resumed, and
+ * its destination may hold what the earlier run copied (never more rows in
+ * a table than the source has); a source fenced for another destination is
+ * refused, and so is a destination that holds anything while the source
+ * has no fence.
+ *
+ * @internal
+ * @module
+ */
+import type { Clock } from "../clock.ts";
+import { TRANSFER_TABLES, type TransferTable } from "../stores/rows/transfer.ts";
+import { LIVE_WORKER_WINDOW_MS } from "../stores/schema_steps.ts";
+import type { MoveFence, MoveStore, Store } from "../stores/store.ts";
+import { MoveRules } from "./rules.ts";
+
+/** A store as a move uses it. */
+export type MovableStore = Store & MoveStore;
+
+/** One table's rows, in both stores, once a move ended. */
+export interface MovedTable {
+  /** The table, as the SQL schema names it. */
+  readonly table: TransferTable;
+  /** Its rows in the source. */
+  readonly source: number;
+  /** Rows of the source the move does not copy (expired locks, locks of ended attempts). */
+  readonly leftBehind: number;
+  /** Its rows in the destination. */
+  readonly destination: number;
+}
+
+/** What a move did. */
+export interface MoveReport {
+  /** The source, as shown (a URL's password hidden, a file as its absolute path). */
+  readonly from: string;
+  /** The destination, as shown. */
+  readonly to: string;
+  /** When the move fenced the source (an earlier run's time when this run resumed it). */
+  readonly fencedAt: Date;
+  /** Whether this run finished a move an earlier run started. */
+  readonly resumed: boolean;
+  /** Every table a move copies, in the order it copied them. */
+  readonly tables: readonly MovedTable[];
+  /**
+   * The tables whose destination count is not the source's less what was
+   * left behind; empty when the move is complete.
+   */
+  readonly mismatched: readonly TransferTable[];
+  /** How long the move took, in ms. */
+  readonly ms: number;
+}
+
+/** What {@linkcode moveStores} needs besides the stores. */
+export interface MoveSettings {
+  /** The source, as the fence and the messages show it. */
+  readonly from: string;
+  /** The destination, as the fence and the messages show it. */
+  readonly to: string;
+  /** How long to wait for the source's workers to stop, in ms. */
+  readonly waitMs: number;
+  /** Rows per page. */
+  readonly pageSize: number;
+  /** The clock of the fence and the rules. */
+  readonly clock: Clock;
+}
+
+/** How often a move waiting for workers to stop looks again, in ms. */
+const WORKERS_POLL_MS = 500;
+
+/**
+ * Moves everything `source` holds to `destination` (see the module doc).
+ * Resolves with the report, whose `mismatched` lists the tables whose
+ * counts differ; rejects, changing nothing, when the move may not start.
+ */
+export async function moveStores(
+  source: MovableStore,
+  destination: MovableStore,
+  settings: MoveSettings,
+): Promise<MoveReport> {
+  const started = performance.now();
+  const { from, to, clock } = settings;
+  const already = await destination.moveFence();
+  if (already !== null) {
+    throw new Error(
+      `Cannot move ${from} to ${to}: ${to} was itself moved to ${already.to}; a move copies into a store that is in use by no queue`,
+    );
+  }
+  let fence: MoveFence | null = await source.moveFence();
+  const resumed = fence !== null;
+  if (fence !== null && fence.to !== to) {
+    throw new Error(
+      `Cannot move ${from} to ${to}: it was moved to ${fence.to} (fenced at ${
+        new Date(fence.at).toISOString()
+      }); run that move again to finish it, or give it up with move --abort`,
+    );
+  }
+  if (fence === null) {
+    await waitForWorkers(source, settings);
+    const held = await tablesHolding(destination);
+    if (held.length > 0) {
+      throw new Error(
+        `Cannot move ${from} to ${to}: ${to} is not empty (${
+          held.map(({ table, rows }) => `${table}: ${rows}`).join(", ")
+        }); a move copies into an empty store, or finishes its own earlier run`,
+      );
+    }
+    fence = await source.fenceForMove(to, clock.now());
+  } else {
+    await assertLeftByThisMove(source, destination, settings);
+  }
+  const rules = new MoveRules(fence.at);
+  const kept = new Map<TransferTable, number>();
+  for (const table of TRANSFER_TABLES) {
+    kept.set(table, await copyTable(source, destination, table, rules, settings.pageSize));
+  }
+  await destination.finishImport();
+  const tables: MovedTable[] = [];
+  for (const table of TRANSFER_TABLES) {
+    const sourceRows = await source.countRows(table);
+    tables.push({
+      table,
+      source: sourceRows,
+      leftBehind: sourceRows - kept.get(table)!,
+      destination: await destination.countRows(table),
+    });
+  }
+  return {
+    from,
+    to,
+    fencedAt: new Date(fence.at),
+    resumed,
+    tables,
+    mismatched: tables.filter((row) => row.destination !== row.source - row.leftBehind)
+      .map(({ table }) => table),
+    ms: Math.round(performance.now() - started),
+  };
+}
+
+/** Copies `table` page by page; how many rows of the source the rules kept. */
+async function copyTable(
+  source: MovableStore,
+  destination: MovableStore,
+  table: TransferTable,
+  rules: MoveRules,
+  pageSize: number,
+): Promise<number> {
+  let kept = 0;
+  let after: string | null = null;
+  do {
+    const page: Awaited<ReturnType<MoveStore["exportRows"]>> = await source.exportRows(
+      table,
+      after,
+      pageSize,
+    );
+    const rows = rules.apply(table, page.rows);
+    kept += rows.length;
+    await destination.importRows(table, rows);
+    after = page.after;
+  } while (after !== null);
+  return kept;
+}
+
+/** Waits up to `waitMs` until no worker of `source` was seen within the live window; else throws naming them. */
+async function waitForWorkers(source: MovableStore, settings: MoveSettings): Promise<void> {
+  const { clock, waitMs, from } = settings;
+  const deadline = clock.now() + waitMs;
+  for (;;) {
+    const now = clock.now();
+    const live = await source.workers(now - LIVE_WORKER_WINDOW_MS, now);
+    if (live.length === 0) return;
+    if (now >= deadline) {
+      throw new Error(
+        `Cannot move ${from}: ${live.length} worker(s) of it were seen within the last ${
+          LIVE_WORKER_WINDOW_MS / 1000
+        } s (${
+          live.map((worker) =>
+            `${worker.host} pid ${worker.pid}, last seen ${worker.lastSeenAt.toISOString()}`
+          ).join("; ")
+        }); stop them first, or give --wait (waitMs) the time they take to stop`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, Math.min(WORKERS_POLL_MS, deadline - now)));
+  }
+}
+
+/** The tables of `store` that hold rows, with how many. */
+async function tablesHolding(
+  store: MovableStore,
+): Promise<{ table: TransferTable; rows: number }[]> {
+  const held: { table: TransferTable; rows: number }[] = [];
+  for (const table of TRANSFER_TABLES) {
+    const rows = await store.countRows(table);
+    if (rows > 0) held.push({ table, rows });
+  }
+  return held;
+}
+
+/**
+ * Throws unless `destination` could be what an earlier run of this move
+ * left: no table with more rows than the source's.
+ */
+async function assertLeftByThisMove(
+  source: MovableStore,
+  destination: MovableStore,
+  { from, to }: MoveSettings,
+): Promise<void> {
+  const extra: string[] = [];
+  for (const { table, rows } of await tablesHolding(destination)) {
+    const sourceRows = await source.countRows(table);
+    if (rows > sourceRows) extra.push(`${table}: ${rows}, ${from} has ${sourceRows}`);
+  }
+  if (extra.length > 0) {
+    throw new Error(
+      `Cannot finish the move of ${from} to ${to}: ${to} holds more than the move could have copied (${
+        extra.join("; ")
+      }); something else wrote there since the move started`,
+    );
+  }
+}

@@ -1,0 +1,436 @@
+/**
+ * A move's side of the SQL stores (docs/moving.md): each table of
+ * {@linkcode TRANSFER_TABLES} read page by page in the order of its key,
+ * stored row by row unless its key is already there, counted; the fence
+ * (`queue_moves`, and triggers the dialect creates on every table the queue
+ * writes); and the id counters moved past the highest id copied.
+ *
+ * The layout is listed once here, table by table, as the schema has it at
+ * the current step (tests/stores/sql/transfer_layout_test.ts holds it to
+ * the schema of both engines). `job_locks` has no primary key: a lock is
+ * one row per `(key, job_id, token)` (a job's attempt holds a key once), so
+ * that is its key here, and its import checks for the row rather than
+ * leaning on a constraint.
+ *
+ * @internal
+ * @module
+ */
+import type { MoveFence, TransferPage, TransferRow, TransferTable } from "../rows/transfer.ts";
+import { TRANSFER_TABLES } from "../rows/transfer.ts";
+import type { Dialect } from "./dialect.ts";
+import { exec, type Script } from "./script.ts";
+import { type Statement, statement } from "./statement.ts";
+
+/** A table's columns (in SQLite's order), and the columns of its key. */
+export interface TableLayout {
+  readonly columns: readonly string[];
+  readonly key: readonly string[];
+}
+
+const JOB_LINKS = ["batch_id", "batch_member", "chain_id"];
+const GROUP = ["group_key", "group_limit", "group_ordered"];
+const RUNTIME_BUCKETS = Array.from({ length: 17 }, (_, index) => `runtime_b${index}`);
+
+/** Every table a move copies, as the schema has it at the current step. */
+export const TABLE_LAYOUTS: Readonly<Record<TransferTable, TableLayout>> = {
+  batches: {
+    columns: [
+      "id",
+      "name",
+      "total",
+      "pending",
+      "failed",
+      "skipped",
+      "allow_failures",
+      "created_at",
+      "cancelled_at",
+      "finished_at",
+    ],
+    key: ["id"],
+  },
+  flows: { columns: ["id", "name", "created_at", "cancelled_at"], key: ["id"] },
+  flow_nodes: {
+    columns: [
+      "flow_id",
+      "position",
+      "node_key",
+      "name",
+      "state",
+      "waiting_for",
+      "job_id",
+      "output",
+      "error",
+    ],
+    key: ["flow_id", "position"],
+  },
+  flow_edges: {
+    columns: ["flow_id", "parent", "child", "continue_on_failure"],
+    key: ["flow_id", "parent", "child"],
+  },
+  waiting_jobs: {
+    columns: [
+      "id",
+      "role",
+      "chain_id",
+      "batch_id",
+      "position",
+      "queue",
+      "name",
+      "payload",
+      "priority",
+      "delay_ms",
+      "retry_for_ms",
+      "trace",
+      "expire_in_ms",
+      "flow_id",
+    ],
+    key: ["id"],
+  },
+  jobs: {
+    columns: [
+      "id",
+      "queue",
+      "name",
+      "payload",
+      "priority",
+      "available_at",
+      "token",
+      "attempts",
+      "crashes",
+      "retry_until",
+      "last_error",
+      "created_at",
+      ...JOB_LINKS,
+      "progress",
+      "waited_ms",
+      "keyed",
+      "locked",
+      "recovered",
+      "cancel_requested",
+      "awaited",
+      "trace",
+      "last_span",
+      "claimed_ahead",
+      "expire_at",
+      ...GROUP,
+      "begun",
+      "suspect",
+      "flow_id",
+      "flow_parents",
+    ],
+    key: ["id"],
+  },
+  failed_jobs: {
+    columns: [
+      "id",
+      "queue",
+      "name",
+      "payload",
+      "priority",
+      "error",
+      "stack",
+      "attempts",
+      "crashes",
+      "created_at",
+      "failed_at",
+      ...JOB_LINKS,
+      "trace",
+      ...GROUP,
+      "flow_id",
+      "flow_parents",
+    ],
+    key: ["id"],
+  },
+  completed_jobs: {
+    columns: [
+      "id",
+      "queue",
+      "name",
+      "state",
+      "payload",
+      "output",
+      "error",
+      "attempts",
+      "created_at",
+      "started_at",
+      "finished_at",
+      "duration_ms",
+      "keep_until",
+    ],
+    key: ["id"],
+  },
+  job_keys: {
+    columns: ["key", "kind", "job_id", "expires_at", "release_on_start", "latest_at"],
+    key: ["key"],
+  },
+  job_locks: { columns: ["key", "job_id", "token", "expires_at"], key: ["key", "job_id", "token"] },
+  rate_windows: { columns: ["key", "window_start", "starts"], key: ["key"] },
+  schedules: {
+    columns: [
+      "name",
+      "job",
+      "queue",
+      "cron",
+      "every_ms",
+      "timezone",
+      "missed",
+      "max_catch_up",
+      "overlap",
+      "jitter_ms",
+      "definition",
+      "next_slot",
+      "paused",
+      "last_slot",
+      "last_job_id",
+      "last_fired_at",
+      "updated_at",
+    ],
+    key: ["name"],
+  },
+  schedule_runs: {
+    columns: ["job_id", "schedule", "slot", "manual", "fired_at"],
+    key: ["job_id"],
+  },
+  queue_pauses: { columns: ["queue", "paused_at", "until", "reason"], key: ["queue"] },
+  group_pauses: { columns: ["name", "group_key", "paused_at"], key: ["name", "group_key"] },
+  job_groups: {
+    columns: ["queue", "name", "group_key", "group_limit", "group_ordered", "version"],
+    key: ["queue", "name", "group_key"],
+  },
+  job_steps: {
+    columns: [
+      "job_id",
+      "seq",
+      "key",
+      "kind",
+      "output",
+      "until",
+      "done",
+      "attempt",
+      "duration_ms",
+      "at",
+    ],
+    key: ["job_id", "seq"],
+  },
+  job_signals: { columns: ["id", "job_id", "name", "payload", "sent_at"], key: ["id"] },
+  job_logs: {
+    columns: ["id", "job_id", "attempt", "at", "level", "message", "fields", "encrypted", "bytes"],
+    key: ["id"],
+  },
+  job_metrics: {
+    columns: [
+      "minute",
+      "queue",
+      "name",
+      "shard",
+      "completed",
+      "failed",
+      "retried",
+      "runtime_ms",
+      "wait_ms",
+      ...RUNTIME_BUCKETS,
+      "expired",
+    ],
+    key: ["minute", "queue", "name", "shard"],
+  },
+};
+
+/**
+ * The tables a fence refuses writes to: every table a move copies, and
+ * those the queue writes beside them (the workers' heartbeats, so that a
+ * worker started against a moved store stops at once; where the fair
+ * claim goes next).
+ */
+export const FENCED_TABLES: readonly string[] = [...TRANSFER_TABLES, "workers", "group_cursors"];
+
+/**
+ * The id counters a move carries over, and every column holding an id one
+ * of them handed out: a job's id stays its id in the failed and finished
+ * jobs, names its chain (`chain_id` is the first link's id) and its runs,
+ * steps, signals and logs, so the counter of `jobs` must pass them all.
+ */
+export const ID_COUNTERS: Readonly<Record<string, readonly (readonly [string, string])[]>> = {
+  jobs: [
+    ["jobs", "id"],
+    ["jobs", "chain_id"],
+    ["failed_jobs", "id"],
+    ["failed_jobs", "chain_id"],
+    ["completed_jobs", "id"],
+    ["waiting_jobs", "chain_id"],
+    ["flow_nodes", "job_id"],
+    ["job_keys", "job_id"],
+    ["job_locks", "job_id"],
+    ["schedules", "last_job_id"],
+    ["schedule_runs", "job_id"],
+    ["job_steps", "job_id"],
+    ["job_signals", "job_id"],
+    ["job_logs", "job_id"],
+  ],
+  batches: [["batches", "id"], ["jobs", "batch_id"], ["failed_jobs", "batch_id"], [
+    "waiting_jobs",
+    "batch_id",
+  ]],
+  flows: [["flows", "id"], ["flow_nodes", "flow_id"], ["jobs", "flow_id"], [
+    "failed_jobs",
+    "flow_id",
+  ], ["waiting_jobs", "flow_id"]],
+  waiting_jobs: [["waiting_jobs", "id"]],
+  job_signals: [["job_signals", "id"]],
+  job_logs: [["job_logs", "id"]],
+};
+
+/** The highest id `counter` handed out that the tables hold, as a scalar subquery (NULL when none). */
+export function highestIdSql(counter: string): string {
+  const columns = ID_COUNTERS[counter];
+  if (columns === undefined) throw new Error(`No id counter ${counter}`);
+  return `(SELECT max(m) FROM (${
+    columns.map(([table, column]) => `SELECT max(${column}) AS m FROM ${table}`).join(
+      " UNION ALL ",
+    )
+  }) ids)`;
+}
+
+/** The statements of one table, built once from its layout. */
+interface TableStatements {
+  readonly first: Statement;
+  readonly next: Statement;
+  readonly count: Statement;
+  readonly insert: Statement;
+}
+
+function tableStatements(table: TransferTable): TableStatements {
+  const { columns, key } = TABLE_LAYOUTS[table];
+  const list = columns.join(", ");
+  const order = key.join(", ");
+  const afterKey = key.length === 1
+    ? `${key[0]} > $1`
+    : `(${order}) > (${key.map((_, index) => `$${index + 1}`).join(", ")})`;
+  const limit = `$${key.length + 1}`;
+  const records = `{{records $1 ${table} ${list}}}`;
+  const insert = table === "job_locks"
+    // No constraint to lean on: the row is looked for (see the module doc).
+    ? `INSERT INTO job_locks (${list}) SELECT DISTINCT ${list} FROM ${records} r
+      WHERE NOT EXISTS (SELECT 1 FROM job_locks l
+        WHERE l.key = r.key AND l.job_id = r.job_id AND l.token = r.token)`
+    // WHERE true: SQLite would read ON CONFLICT as a join's ON without it.
+    : `INSERT INTO ${table} (${list}) SELECT ${list} FROM ${records} r WHERE true
+      ON CONFLICT DO NOTHING`;
+  return {
+    first: statement(`SELECT ${list} FROM ${table} ORDER BY ${order} LIMIT $1`),
+    next: statement(
+      `SELECT ${list} FROM ${table} WHERE ${afterKey} ORDER BY ${order} LIMIT ${limit}`,
+    ),
+    count: statement(`SELECT count(*) AS n FROM ${table}`, { oneRow: true }),
+    insert: statement(insert),
+  };
+}
+
+const STATEMENTS = Object.fromEntries(
+  TRANSFER_TABLES.map((table) => [table, tableStatements(table)]),
+) as Record<TransferTable, TableStatements>;
+
+const SET_FENCE = statement(
+  "INSERT INTO queue_moves (id, to_url, fenced_at) VALUES (1, $1, $2) ON CONFLICT DO NOTHING",
+);
+const READ_FENCE = statement("SELECT to_url, fenced_at FROM queue_moves WHERE id = 1", {
+  oneRow: true,
+});
+const DROP_FENCE = statement("DELETE FROM queue_moves WHERE id = 1");
+
+/** Up to `limit` rows of `table` after the key `after` names (null: from the first). */
+export function* exportRows(
+  table: TransferTable,
+  after: string | null,
+  limit: number,
+): Script<TransferPage> {
+  const { key } = TABLE_LAYOUTS[table];
+  const statements = STATEMENTS[table];
+  const { rows } = after === null
+    ? yield* exec<TransferRow>(statements.first, limit)
+    : yield* exec<TransferRow>(statements.next, ...readAfter(table, after), limit);
+  const last = rows.length < limit ? undefined : rows.at(-1);
+  return {
+    rows,
+    after: last === undefined ? null : JSON.stringify(key.map((column) => last[column] ?? null)),
+  };
+}
+
+/** Stores `rows` of `table` in one statement, each unless its key is there; how many were new. */
+export function* importRows(
+  table: TransferTable,
+  rows: readonly TransferRow[],
+): Script<number> {
+  return (yield* exec(STATEMENTS[table].insert, rows)).count;
+}
+
+/** How many rows `table` holds. */
+export function* countRows(table: TransferTable): Script<number> {
+  const { rows: [row] } = yield* exec<{ n: number }>(STATEMENTS[table].count);
+  return Number(row?.n ?? 0);
+}
+
+/** The fence this store carries, or null. */
+export function* moveFence(): Script<MoveFence | null> {
+  const { rows: [row] } = yield* exec<{ to_url: string; fenced_at: number }>(READ_FENCE);
+  return row === undefined ? null : { to: String(row.to_url), at: Number(row.fenced_at) };
+}
+
+/** Records the fence unless one is there, then refuses every write of the queue; the fence kept. */
+export function* fence(dialect: Dialect, to: string, now: number): Script<MoveFence> {
+  yield* exec(SET_FENCE, to, now);
+  yield* dialect.fenceWrites(true);
+  return (yield* moveFence())!;
+}
+
+/** Drops the triggers and the fence; whether there was one. */
+export function* liftFence(dialect: Dialect): Script<boolean> {
+  const there = (yield* moveFence()) !== null;
+  yield* dialect.fenceWrites(false);
+  yield* exec(DROP_FENCE);
+  return there;
+}
+
+/**
+ * Throws a `TypeError` naming the table and the column unless every row has
+ * exactly `table`'s columns, each a number, a string or null.
+ */
+export function assertLayout(table: TransferTable, rows: readonly TransferRow[]): void {
+  const { columns } = TABLE_LAYOUTS[table];
+  const known = new Set(columns);
+  rows.forEach((row, index) => {
+    for (const column of columns) {
+      const value = row[column];
+      if (value === undefined) {
+        throw new TypeError(`Cannot import row ${index} of ${table}: column ${column} is missing`);
+      }
+      if (value !== null && typeof value !== "number" && typeof value !== "string") {
+        throw new TypeError(
+          `Cannot import row ${index} of ${table}: column ${column} must be a number, a string or null, got ${typeof value}`,
+        );
+      }
+    }
+    for (const column of Object.keys(row)) {
+      if (!known.has(column)) {
+        throw new TypeError(`Cannot import row ${index} of ${table}: no column ${column} there`);
+      }
+    }
+  });
+}
+
+/** Where a page after `after` starts, checked against `table`'s key. */
+function readAfter(table: TransferTable, after: string): (number | string | null)[] {
+  const { key } = TABLE_LAYOUTS[table];
+  let values: unknown;
+  try {
+    values = JSON.parse(after);
+  } catch {
+    values = undefined;
+  }
+  if (
+    !Array.isArray(values) || values.length !== key.length ||
+    !values.every((value) => typeof value === "number" || typeof value === "string")
+  ) {
+    throw new TypeError(`Cannot read ${table} after ${after}: not where a page of it ends`);
+  }
+  return values;
+}

@@ -1,0 +1,476 @@
+/**
+ * Moving a queue between stores (`moveQueue`, docs/moving.md): a SQLite
+ * queue holding every kind of state is moved to PostgreSQL (and, without
+ * PostgreSQL, to another SQLite file) and worked there: every job runs
+ * exactly once, batch callbacks fire once, `result(id)` answers for old
+ * ids, a schedule does not fire a slot twice. A PostgreSQL queue moved to
+ * SQLite, the fence refusing a dispatch on the source, a destination that
+ * is not empty and workers still running refused.
+ *
+ * Handlers run in this isolate and write what ran to `ran`; the queues go
+ * by one manual clock, as does the move (its fence and what it leaves behind).
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { z } from "zod";
+import {
+  defineJob,
+  defineSchedule,
+  generateAppKey,
+  moveQueue,
+  PermanentError,
+  Queue,
+  QueueMovedError,
+  rateLimited,
+  withoutOverlapping,
+} from "../mod.ts";
+import { workUntilEmpty } from "../src/testing.ts";
+import { PostgresStore } from "../src/stores/postgres/mod.ts";
+import { SqliteStore } from "../src/stores/sqlite/mod.ts";
+import type { MoveStore, Store } from "../src/stores/store.ts";
+import { ManualClock, tempDir, waitUntil } from "./_helpers.ts";
+import { postgresTestUrl } from "./_postgres.ts";
+import { freshDatabase } from "./fixtures/deploy/serve_process.ts";
+
+const MINUTE = 60_000;
+/** A whole minute, so the schedule's slots fall on it. */
+const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);
+const APP_KEY = generateAppKey();
+const pgUrl = postgresTestUrl();
+
+/** Every job and schedule of these tests, and what ran. */
+function movingJobs() {
+  const ran: string[] = [];
+  const prepared: string[] = [];
+  const label = z.object({ label: z.string() });
+  const work = defineJob({
+    name: "work",
+    schema: label,
+    keepFinishedMs: 24 * 60 * MINUTE,
+    handle({ label }, ctx) {
+      ran.push(label);
+      ctx.log(`ran ${label}`, { label });
+      if (label === "boom") throw new PermanentError("boom");
+      return { label };
+    },
+  });
+  const secret = defineJob({
+    name: "secret",
+    schema: label,
+    encrypted: true,
+    handle: ({ label }) => void ran.push(label),
+  });
+  const unique = defineJob({
+    name: "unique",
+    schema: label,
+    uniqueForMs: 60 * MINUTE,
+    uniqueId: ({ label }) => label,
+    handle: ({ label }) => void ran.push(label),
+  });
+  const debounced = defineJob({
+    name: "debounced",
+    schema: label,
+    debounceMs: 1_000,
+    handle: ({ label }) => void ran.push(label),
+  });
+  const guarded = defineJob({
+    name: "guarded",
+    schema: label,
+    middleware: () => [withoutOverlapping("guard"), rateLimited("rate", 100, 60 * MINUTE)],
+    handle: ({ label }) => void ran.push(label),
+  });
+  const grouped = defineJob({
+    name: "grouped",
+    schema: z.object({ label: z.string(), tenant: z.string() }),
+    group: ({ tenant }) => tenant,
+    handle: ({ label }) => void ran.push(label),
+  });
+  const survey = defineJob({
+    name: "survey",
+    schema: label,
+    async handle({ label }, ctx) {
+      await ctx.step("prepare", () => prepared.push(label));
+      const reply = await ctx.waitFor("reply");
+      ran.push(`${label}:${JSON.stringify(reply)}`);
+    },
+  });
+  const tick = defineJob({
+    name: "tick",
+    schema: z.object({ slot: z.string() }),
+    handle: ({ slot }) => void ran.push(`tick ${slot}`),
+  });
+  const everyMinute = defineSchedule({
+    name: "every-minute",
+    everyMs: MINUTE,
+    job: tick,
+    payload: (slot: Date) => ({ slot: slot.toISOString() }),
+  });
+  return {
+    ran,
+    prepared,
+    work,
+    secret,
+    unique,
+    debounced,
+    guarded,
+    grouped,
+    survey,
+    all: [work, secret, unique, debounced, guarded, grouped, survey, tick, everyMinute],
+  };
+}
+
+type Jobs = ReturnType<typeof movingJobs>;
+
+/** Runs a worker of this isolate on `queues` until nothing is due (or `maxJobs` ran). */
+async function run(queue: Queue, queues?: string[], maxJobs?: number): Promise<void> {
+  await workUntilEmpty(queue, {
+    executor: "isolate",
+    ...(queues !== undefined && { queues }),
+    ...(maxJobs !== undefined && { maxJobs }),
+    timeoutMs: 30_000,
+  });
+}
+
+/** Ids of what the source holds when it is moved, for the checks on the destination. */
+interface Held {
+  readonly history: number;
+  readonly failed: number;
+  readonly batch: number;
+  readonly running: number;
+  readonly survey: number;
+  readonly secret: number;
+}
+
+/**
+ * Fills the queue with every kind of state: pending, delayed, running (a
+ * worker's claim with its overlap lock, left as a killed worker leaves
+ * it), failed, kept history, a batch half done, a chain and a flow mid-way,
+ * unique and debounce keys, a rate window, a schedule that fired, a paused
+ * queue and group, job logs, a durable step and a buffered signal, an
+ * encrypted payload.
+ */
+async function fill(queue: Queue, store: Store, jobs: Jobs, clock: ManualClock): Promise<Held> {
+  const { work } = jobs;
+  clock.advance(MINUTE); // the schedule's first slot, T0 + 1 min
+  await run(queue);
+  const history = await queue.dispatch(work, { label: "history" }, { queue: "history" });
+  await queue.dispatch(work, { label: "boom" }, { queue: "history" });
+  await queue.dispatch(jobs.guarded, { label: "guarded-1" }, { queue: "history" });
+  await run(queue, ["history"]);
+  const failed = (await queue.failed())[0]!.id;
+
+  const batch = await queue.batch("half").push(work, { label: "batch-1" }, { queue: "batch" })
+    .push(work, { label: "batch-2" }, { queue: "batch" })
+    .push(work, { label: "batch-3" }, { queue: "batch" })
+    .push(work, { label: "batch-4" }, { queue: "batch" })
+    .then(work, { label: "batch-then" }).finally(work, { label: "batch-finally" }).dispatch();
+  await run(queue, ["batch"], 2);
+  await queue.chain({ queue: "chain" }).then(work, { label: "chain-1" })
+    .then(work, { label: "chain-2" }).then(work, { label: "chain-3" }).dispatch();
+  await run(queue, ["chain"], 1);
+  const flow = queue.flow("two");
+  const first = flow.add(work, { label: "flow-1" }, { key: "first", queue: "flow" });
+  flow.add(work, { label: "flow-2" }, { key: "second", after: [first], queue: "flow" });
+  await flow.dispatch();
+  await run(queue, ["flow"], 1);
+
+  const survey = await queue.dispatch(jobs.survey, { label: "survey" }, { queue: "steps" });
+  await run(queue, ["steps"]); // parks in its wait after the step
+  assert.equal(await queue.signal(survey, "reply", { yes: true }), "delivered");
+
+  await queue.dispatch(work, { label: "pending" });
+  await queue.dispatch(work, { label: "delayed" }, { delayMs: 30_000 });
+  const secret = await queue.dispatch(jobs.secret, { label: "secret" });
+  await queue.dispatch(jobs.unique, { label: "unique" });
+  await queue.dispatch(jobs.debounced, { label: "debounced" });
+  await queue.dispatch(work, { label: "paused" }, { queue: "paused" });
+  await queue.pause("paused");
+  await queue.dispatch(jobs.grouped, { label: "grouped", tenant: "t1" });
+  await queue.pauseGroup(jobs.grouped, "t1");
+
+  // A worker claimed a guarded job and took its lock, then died.
+  const running = await queue.dispatch(jobs.guarded, { label: "guarded-2" }, { queue: "guard" });
+  const now = clock.now();
+  const [claimed] = await store.claim({
+    queues: ["guard"],
+    limit: 1,
+    now,
+    leaseMs: 10 * MINUTE,
+    token: 77,
+  });
+  assert.equal(claimed?.id, running);
+  assert.deepEqual(
+    await store.acquire([{
+      id: running,
+      token: 77,
+      locks: [{ key: "guard", limit: 1, expiresAt: now + 60 * MINUTE, retryAt: now + 1_000 }],
+      rates: [{ key: "rate", max: 100, perMs: 60 * MINUTE }],
+    }], now),
+    [null],
+  );
+  return { history, failed, batch, running, survey, secret };
+}
+
+/** Every queue the scenario's jobs are on. */
+const QUEUES = ["default", "history", "batch", "chain", "flow", "steps", "guard", "paused"];
+
+/** What every run of the scenario must have run, once each. */
+const EXPECTED_RUNS = [
+  `tick ${new Date(T0 + MINUTE).toISOString()}`,
+  `tick ${new Date(T0 + 2 * MINUTE).toISOString()}`,
+  "history",
+  "boom",
+  "guarded-1",
+  "guarded-2",
+  ...[1, 2, 3, 4].map((n) => `batch-${n}`),
+  "batch-then",
+  "batch-finally",
+  "chain-1",
+  "chain-2",
+  "chain-3",
+  "flow-1",
+  "flow-2",
+  'survey:{"yes":true}',
+  "pending",
+  "delayed",
+  "secret",
+  "unique",
+  "debounced",
+  "paused",
+  "grouped",
+].sort();
+
+/** Moves a SQLite queue with every kind of state to `to` and works it there. */
+async function scenario(
+  to: (dir: string) => Promise<{ url: string; open(): Promise<Store> } & AsyncDisposable>,
+): Promise<void> {
+  await using dir = await tempDir();
+  await using destination = await to(dir.dir);
+  const jobs = movingJobs();
+  const clock = new ManualClock(T0 + 1_000);
+  const sourceStore = await SqliteStore.open(dir.dbPath);
+  const source = await Queue.open({ store: sourceStore, jobs: jobs.all, clock, appKey: APP_KEY });
+  let held: Held;
+  try {
+    held = await fill(source, sourceStore, jobs, clock);
+    const before = [...jobs.ran];
+
+    const report = await moveQueue(dir.dbPath, destination.url, { clock });
+    assert.deepEqual(report.mismatched, []);
+    assert.equal(report.resumed, false);
+    const table = (name: string) => report.tables.find((row) => row.table === name)!;
+    assert.deepEqual({ ...table("job_locks") }, {
+      table: "job_locks",
+      source: 1,
+      leftBehind: 1,
+      destination: 0,
+    }, "the dead attempt's lock is left behind");
+    for (const name of ["jobs", "batches", "failed_jobs", "completed_jobs", "job_keys"]) {
+      assert.ok(table(name).destination > 0, `${name} copied`);
+    }
+    for (const row of report.tables.filter(({ table }) => table !== "job_locks")) {
+      assert.equal(row.destination, row.source, `${row.table} counts`);
+    }
+
+    await assert.rejects(
+      source.dispatch(jobs.work, { label: "too late" }),
+      (error) => error instanceof QueueMovedError && error.to === destination.url,
+      "the fenced source refuses a dispatch, naming where the queue went",
+    );
+    assert.deepEqual(jobs.ran, before, "nothing ran on the source since");
+  } finally {
+    await source.close();
+  }
+
+  const movedStore = await destination.open() as Store & MoveStore;
+  const copied = (await movedStore.exportRows("jobs", null, 1_000)).rows;
+  const runningRow = copied.find((row) => row.id === held.running);
+  const secretRow = copied.find((row) => row.id === held.secret);
+  assert.doesNotMatch(String(secretRow?.payload), /secret/, "ciphertext copied as ciphertext");
+  assert.deepEqual(
+    [runningRow?.token, runningRow?.attempts, runningRow?.available_at],
+    [null, 1, clock.now()],
+    "the running job came as pending, due at the fence, its attempt kept",
+  );
+  const moved = await Queue.open({
+    store: movedStore,
+    jobs: jobs.all,
+    clock,
+    appKey: APP_KEY,
+  });
+  try {
+    assert.equal((await moved.result(held.history))?.state, "completed");
+    assert.equal((await moved.result(held.failed))?.state, "failed");
+    assert.equal((await moved.result(held.running))?.state, "pending");
+    assert.equal((await moved.batchStatus(held.batch))?.pending, 2);
+    assert.equal((await moved.logs(held.history)).length, 1, "the job log came along");
+    assert.deepEqual((await moved.paused()).map(({ queue }) => queue), ["paused"]);
+    await run(moved, QUEUES);
+    clock.advance(MINUTE); // the next slot, the delayed job and the debounced one come due
+    await run(moved, QUEUES);
+    await moved.resume("paused");
+    await moved.resumeGroup(jobs.grouped, "t1");
+    await run(moved, QUEUES);
+    assert.deepEqual([...jobs.ran].sort(), EXPECTED_RUNS, "every job ran exactly once");
+    assert.deepEqual(jobs.prepared, ["survey"], "the durable step ran once, before the move");
+    const batch = await moved.batchStatus(held.batch);
+    assert.equal(batch?.succeeded, 4);
+    assert.equal(batch?.finished, true);
+    assert.equal((await moved.result(held.secret))?.state, "completed");
+    assert.equal((await moved.result(held.survey))?.state, "completed");
+    const newer = await moved.dispatch(jobs.work, { label: "after" });
+    assert.ok(newer > held.running && newer > held.survey, "new ids come after the copied ones");
+  } finally {
+    await moved.close();
+  }
+}
+
+Deno.test("moveQueue() moves a SQLite queue with every kind of state to another SQLite file: every job runs once there", async () => {
+  await scenario((dir) => {
+    const path = join(dir, "moved.db");
+    return Promise.resolve({
+      url: path,
+      open: () => SqliteStore.open(path),
+      [Symbol.asyncDispose]: () => Promise.resolve(),
+    });
+  });
+});
+
+Deno.test({
+  name:
+    "moveQueue() moves a SQLite queue with every kind of state to PostgreSQL: every job runs once there, batch callbacks once, no slot twice",
+  ignore: pgUrl === null,
+  async fn() {
+    await scenario(async () => {
+      const database = await freshDatabase(pgUrl!);
+      return {
+        url: database.url,
+        open: () => PostgresStore.open(database.url, { clock: "caller" }),
+        [Symbol.asyncDispose]: () => database[Symbol.asyncDispose](),
+      };
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "moveQueue() moves a PostgreSQL queue to SQLite: running jobs come as pending, failed jobs and batches with them",
+  ignore: pgUrl === null,
+  async fn() {
+    await using database = await freshDatabase(pgUrl!);
+    await using dir = await tempDir();
+    const jobs = movingJobs();
+    const clock = new ManualClock(T0 + 1_000);
+    const store = await PostgresStore.open(database.url, { clock: "caller" });
+    const source = await Queue.open({ store, jobs: jobs.all, clock, appKey: APP_KEY });
+    let batch: number;
+    try {
+      await source.dispatch(jobs.work, { label: "boom" });
+      await run(source, ["default"]);
+      batch = await source.batch("b").push(jobs.work, { label: "batch-1" })
+        .push(jobs.work, { label: "batch-2" }).then(jobs.work, { label: "batch-then" }).dispatch();
+      await store.claim({
+        queues: ["default"],
+        limit: 1,
+        now: clock.now(),
+        leaseMs: MINUTE,
+        token: 5,
+      });
+      await source.dispatch(jobs.secret, { label: "secret" });
+      const report = await moveQueue(database.url, dir.dbPath, { clock });
+      assert.deepEqual(report.mismatched, []);
+      await assert.rejects(source.dispatch(jobs.work, { label: "late" }), QueueMovedError);
+    } finally {
+      await source.close();
+    }
+    await using moved = await Queue.open({
+      path: dir.dbPath,
+      jobs: jobs.all,
+      clock,
+      appKey: APP_KEY,
+    });
+    assert.equal((await moved.failed()).length, 1);
+    await run(moved, ["default"]);
+    assert.deepEqual(
+      [...jobs.ran].sort(),
+      ["batch-1", "batch-2", "batch-then", "boom", "secret"].sort(),
+    );
+    assert.equal((await moved.batchStatus(batch))?.succeeded, 2);
+  },
+});
+
+/** A source queue with one job, and a destination path, for the refusals. */
+async function oneJobQueue(dir: { dir: string; dbPath: string }) {
+  const jobs = movingJobs();
+  const queue = await Queue.open({ path: dir.dbPath, jobs: jobs.all, appKey: APP_KEY });
+  await queue.dispatch(jobs.work, { label: "waiting" });
+  return { queue, jobs, to: join(dir.dir, "to.db") };
+}
+
+Deno.test("moveQueue() refuses a destination that holds jobs, naming its tables, and leaves the source as it was", async () => {
+  await using dir = await tempDir();
+  const { queue, jobs, to } = await oneJobQueue(dir);
+  try {
+    await using taken = await Queue.open({ path: to, jobs: jobs.all, appKey: APP_KEY });
+    await taken.dispatch(jobs.work, { label: "already there" });
+    await assert.rejects(moveQueue(dir.dbPath, to), /is not empty \(jobs: 1, schedules: 1\)/);
+    await queue.dispatch(jobs.work, { label: "still open" }); // no fence
+    assert.equal((await taken.counts()).default?.pending, 1);
+  } finally {
+    await queue.close();
+  }
+});
+
+Deno.test("moveQueue() refuses while a worker of the source runs, and with waitMs moves once it stopped", async () => {
+  await using dir = await tempDir();
+  const { queue, jobs, to } = await oneJobQueue(dir);
+  try {
+    const worker = queue.work({ executor: "isolate", queues: ["idle"], pollMs: 50 });
+    await waitUntil(async () => (await queue.workers()).length === 1, {
+      what: "the worker's heartbeat",
+    });
+    await assert.rejects(moveQueue(dir.dbPath, to), /1 worker\(s\) of it were seen/);
+    await queue.dispatch(jobs.work, { label: "no fence yet" });
+    const moving = moveQueue(dir.dbPath, to, { waitMs: 60_000 });
+    await worker.stop();
+    const report = await moving;
+    assert.equal(report.tables.find(({ table }) => table === "jobs")?.destination, 2);
+  } finally {
+    await queue.close();
+  }
+});
+
+Deno.test("a worker started on a moved store stops at once, naming where the queue went", async () => {
+  await using dir = await tempDir();
+  const { queue, to } = await oneJobQueue(dir);
+  try {
+    await moveQueue(dir.dbPath, to);
+    const errors: unknown[] = [];
+    queue.addEventListener("queue:error", ({ detail }) => errors.push(detail.error));
+    const worker = queue.work({ executor: "isolate", pollMs: 20 });
+    await worker.done;
+    assert.equal(worker.stopReason, "moved");
+    assert.ok(errors.some((error) => error instanceof QueueMovedError), String(errors));
+  } finally {
+    await queue.close();
+  }
+});
+
+Deno.test("a move run again resumes: the same destination is finished without duplicates; another is refused", async () => {
+  await using dir = await tempDir();
+  const { queue, to } = await oneJobQueue(dir);
+  await queue.close();
+  const first = await moveQueue(dir.dbPath, to);
+  const again = await moveQueue(dir.dbPath, to);
+  assert.equal(again.resumed, true);
+  assert.deepEqual(again.tables, first.tables);
+  await assert.rejects(moveQueue(dir.dbPath, join(dir.dir, "other.db")), /it was moved to/);
+  const source = await SqliteStore.open(dir.dbPath) as SqliteStore & MoveStore;
+  try {
+    assert.equal(await source.liftMoveFence(), true);
+  } finally {
+    await source.close();
+  }
+});

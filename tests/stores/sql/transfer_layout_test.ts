@@ -1,0 +1,68 @@
+/**
+ * The layout a move speaks (src/stores/sql/transfer.ts) is the schema's:
+ * every table a move copies, with every column, on
+ * SQLite and PostgreSQL; every other table of the schema is one a move
+ * leaves out on purpose. A schema step that adds a column or a table fails
+ * here until the layout says what a move does with it.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { SqliteStore } from "../../../src/stores/sqlite/mod.ts";
+import { TABLE_LAYOUTS } from "../../../src/stores/sql/transfer.ts";
+import { TRANSFER_TABLES } from "../../../src/stores/rows/transfer.ts";
+import { openTestPostgresStore, postgresTestUrl } from "../../_postgres.ts";
+
+/** The tables a move leaves out, and why (see `TRANSFER_TABLES`). */
+const LEFT_OUT = [
+  "group_cursors", // where the fair claim goes next: it starts over
+  "queue_migrations", // each store has its own steps
+  "queue_moves", // the fence is the source's
+  "sqlite_sequence", // the id counters: finishImport() moves them
+  "workers", // the source's workers are stopped
+];
+
+/** Each table's columns, by name (the engines' orders differ where a step added a column). */
+const expected = Object.fromEntries(
+  TRANSFER_TABLES.map((table) => [table, [...TABLE_LAYOUTS[table].columns].sort()]),
+);
+
+/** `columns` by table, each table's sorted, without the tables a move leaves out. */
+function layout(columns: Record<string, string[]>): Record<string, string[]> {
+  for (const table of LEFT_OUT) delete columns[table];
+  return Object.fromEntries(
+    Object.entries(columns).map(([table, names]) => [table, names.sort()]),
+  );
+}
+
+Deno.test("The move's layout lists every column of every table a move copies, as SQLite's schema has them", async () => {
+  await using store = await SqliteStore.open(":memory:");
+  const rows = await store.transaction((tx) =>
+    tx.query<{ table_name: string; name: string }>(
+      `SELECT m.name AS table_name, c.name FROM sqlite_master m, pragma_table_info(m.name) c
+      WHERE m.type = 'table' ORDER BY m.name, c.cid`,
+    )
+  );
+  const actual: Record<string, string[]> = {};
+  for (const row of rows) (actual[row.table_name] ??= []).push(row.name);
+  assert.deepEqual(layout(actual), expected);
+});
+
+Deno.test({
+  name:
+    "The move's layout lists every column of every table a move copies, as PostgreSQL's schema has them",
+  ignore: postgresTestUrl() === null,
+  async fn() {
+    await using opened = await openTestPostgresStore(postgresTestUrl()!);
+    const rows = await opened.store.transaction((tx) =>
+      tx.query<{ table_name: string; column_name: string }>(
+        `SELECT table_name, column_name FROM information_schema.columns
+        WHERE table_schema = $1 ORDER BY table_name, ordinal_position`,
+        [opened.schema],
+      )
+    );
+    const actual: Record<string, string[]> = {};
+    for (const row of rows) (actual[row.table_name] ??= []).push(row.column_name);
+    assert.deepEqual(layout(actual), expected);
+  },
+});
