@@ -36,6 +36,7 @@ export {
   PayloadIntegrityError,
   PermanentError,
   QueueClosedError,
+  QueueMovedError,
   StepMismatchError,
   StepTimeoutError,
   ValidationError,

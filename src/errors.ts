@@ -246,3 +246,24 @@ export class OutdatedCodeError extends Error {
     this.contractStep = steps.contractStep;
   }
 }
+
+/**
+ * The queue moved to another store (`moveQueue`, the `move` command;
+ * docs/moving.md): its old store refuses every write (a dispatch, a claim,
+ * a settle, an admin action) from the moment the move began; reads go on.
+ * Point the app at the store it names.
+ */
+export class QueueMovedError extends Error {
+  /** Where the queue went, as the move was given it (a URL with the password hidden). */
+  readonly to: string;
+
+  /** Builds the error naming the destination; `action` is what was refused (`dispatch`). */
+  constructor(to: string, action = "write to this store", options?: ErrorOptions) {
+    super(
+      `Cannot ${action}: the queue moved to ${to}; this store refuses writes since the move began, point the app at the new store`,
+      options,
+    );
+    this.name = "QueueMovedError";
+    this.to = to;
+  }
+}

@@ -129,11 +129,19 @@ local function groupedCandidates(queue, T, need, names)
 end
 `;
 
-/** Input: `name`, `key`. Pauses the group in every queue. */
+/**
+ * Input: `name`, `key`. Pauses the group in every queue; `P:gpauses:at`
+ * keeps when (store clock; a pause already there keeps its time, as SQL's
+ * `group_pauses.paused_at`), for a move to another store.
+ */
 const PAUSE_GROUP = luaScript(
   "pauseGroup",
   "writes",
-  "redis.call('SADD', P .. ':gpauses', groupId(INPUT.name, INPUT.key))",
+  String.raw`
+local gid = groupId(INPUT.name, INPUT.key)
+redis.call('SADD', P .. ':gpauses', gid)
+redis.call('HSETNX', P .. ':gpauses:at', gid, string.format('%d', NOW))
+`,
 );
 
 /** Input: `name`, `key`. Resumes the group; whether it was paused. Wakes idle workers. */
@@ -141,7 +149,9 @@ const RESUME_GROUP = luaScript(
   "resumeGroup",
   "allow-oom",
   String.raw`
-local removed = redis.call('SREM', P .. ':gpauses', groupId(INPUT.name, INPUT.key)) == 1
+local gid = groupId(INPUT.name, INPUT.key)
+local removed = redis.call('SREM', P .. ':gpauses', gid) == 1
+redis.call('HDEL', P .. ':gpauses:at', gid)
 if removed then wake() end
 return cjson.encode(removed)
 `,
