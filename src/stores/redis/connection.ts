@@ -46,10 +46,13 @@ export class RedisConnection {
   readonly databaseClock: boolean;
   /** The epoch every call checks; null until the store read it. */
   epoch: string | null = null;
+  /** The prefix every key starts with, braces included (`{renox}`). */
+  readonly prefix: string;
 
   private constructor(settings: ConnectionSettings, client: Client, prefix: string, db: boolean) {
     this.#settings = settings;
     this.#client = client;
+    this.prefix = prefix;
     this.#metaKey = `${prefix}:meta`;
     this.#channel = `${prefix}:wake`;
     this.databaseClock = db;
