@@ -45,9 +45,10 @@
  *   ZSET (lua.ts).
  * - `job_logs`: `P:log:<job>` LIST and `P:logs` (log_hooks.ts).
  * - `job_metrics`: `P:m:<minute>` HASH fields and `P:m`; Redis keeps no
- *   shards, so an import adds a row's counters to its minute's (each row
- *   once: `P:move:metrics` remembers the rows imported) and an export gives
- *   shard 0 (metrics_rollup.ts).
+ *   shards, so an import adds a row's counters to its minute's and keeps
+ *   the row as it came in `P:m:<minute>:moved` (field `queue US name US
+ *   shard`, pruned with its minute); an export gives those rows, and what
+ *   the store counted itself besides as shard 0 (metrics_rollup.ts).
  *
  * An import remembers the highest id of each counter it stored in
  * `P:move:max`; `finishImport` moves `P:seq`, `P:seq:batch`, `P:seq:flow`,
@@ -518,15 +519,20 @@ I.job_logs = {
   end,
 }
 
-local function metricKey(r)
-  return r.minute .. M.US .. r.queue .. M.US .. r.name .. M.US .. r.shard
-end
+-- A metrics row imported: its counters by column, in its minute's ':moved' hash.
+local METRIC_COLUMNS = {'completed', 'failed', 'retried', 'expired', 'runtime_ms', 'wait_ms'}
+for bucket = 0, 16 do table.insert(METRIC_COLUMNS, 'runtime_b' .. bucket) end
+
+local function movedKey(r) return P .. ':m:' .. r.minute .. ':moved' end
+local function shardField(r) return r.queue .. M.US .. r.name .. M.US .. r.shard end
 
 I.job_metrics = {
-  key = metricKey,
-  exists = function(r) return redis.call('HEXISTS', P .. ':move:metrics', metricKey(r)) == 1 end,
+  key = function(r) return r.minute .. M.US .. shardField(r) end,
+  exists = function(r) return redis.call('HEXISTS', movedKey(r), shardField(r)) == 1 end,
   write = function(r)
-    redis.call('HSET', P .. ':move:metrics', metricKey(r), 1)
+    local counters = {}
+    for _, column in ipairs(METRIC_COLUMNS) do counters[column] = tonumber(r[column]) end
+    redis.call('HSET', movedKey(r), shardField(r), cjson.encode(counters))
     local key = P .. ':m:' .. r.minute
     local row = r.queue .. M.US .. r.name .. M.US
     -- Always one field, so a row of zeros is there too.
@@ -752,28 +758,69 @@ E.job_logs = function()
   end)
 end
 
+-- A minute's rows: the shards imported as they came (':moved'), and what the store counted
+-- itself besides (the sums less those shards) as shard 0.
 E.job_metrics = function()
+  local COLUMNS = {'completed', 'failed', 'retried', 'expired', 'runtime_ms', 'wait_ms'}
+  for bucket = 0, 16 do table.insert(COLUMNS, 'runtime_b' .. bucket) end
   return walk(byScore(P .. ':m'), function(minute)
-    local byRow = {}
-    local order = {}
+    local sums, order = {}, {}
     local flat = redis.call('HGETALL', P .. ':m:' .. minute)
     for i = 1, #flat, 2 do
       local queue, name, column = string.match(flat[i], '^(.*)\031(.*)\031(.*)$')
       if queue ~= nil then
         local id = queue .. '\031' .. name
-        local row = byRow[id]
-        if row == nil then
-          row = {minute = minute, queue = queue, name = name, shard = 0}
-          byRow[id] = row
-          table.insert(order, row)
+        if sums[id] == nil then
+          sums[id] = {queue = queue, name = name}
+          table.insert(order, id)
         end
         local bucket = string.match(column, '^b(%d+)$')
         if bucket ~= nil then column = 'runtime_b' .. bucket end
-        row[column] = flat[i + 1]
+        sums[id][column] = tonumber(flat[i + 1])
       end
     end
-    table.sort(order, function(a, b) return a.queue < b.queue or (a.queue == b.queue and a.name < b.name) end)
-    return order
+    local shards = {}
+    local moved = redis.call('HGETALL', P .. ':m:' .. minute .. ':moved')
+    for i = 1, #moved, 2 do
+      local queue, name, shard = string.match(moved[i], '^(.*)\031(.*)\031(%d+)$')
+      local id = queue .. '\031' .. name
+      local row = cjson.decode(moved[i + 1])
+      row.minute, row.queue, row.name, row.shard = minute, queue, name, tonumber(shard)
+      if shards[id] == nil then shards[id] = {} end
+      table.insert(shards[id], row)
+    end
+    local rows = {}
+    for _, id in ipairs(order) do
+      local sum = sums[id]
+      local own = {minute = minute, queue = sum.queue, name = sum.name, shard = 0}
+      local counted = false
+      for _, column in ipairs(COLUMNS) do
+        local rest = sum[column] or 0
+        for _, row in ipairs(shards[id] or {}) do rest = rest - (row[column] or 0) end
+        -- Runtimes are sums of floats: a remainder this small is their rounding, not a count.
+        if math.abs(rest) < 1e-6 then rest = 0 end
+        own[column] = rest
+        if rest ~= 0 then counted = true end
+      end
+      local mine = shards[id] or {}
+      if counted or #mine == 0 then
+        local merged = false
+        for _, row in ipairs(mine) do
+          if row.shard == 0 then
+            for _, column in ipairs(COLUMNS) do row[column] = (row[column] or 0) + own[column] end
+            merged = true
+          end
+        end
+        if not merged then table.insert(rows, own) end
+      end
+      for _, row in ipairs(mine) do table.insert(rows, row) end
+    end
+    table.sort(rows, function(a, b)
+      if a.queue ~= b.queue then return a.queue < b.queue end
+      if a.name ~= b.name then return a.name < b.name end
+      return a.shard < b.shard
+    end)
+    return rows
   end)
 end
 
@@ -1137,7 +1184,9 @@ export async function importRows(
     table,
     columns: TRANSFER_COLUMNS[table].map((column) => column.name),
     rows: luaRows,
-    overlapKeys: table === "schedules" ? rows.map((row) => JSON.stringify({ schedule: row.name })) : [],
+    overlapKeys: table === "schedules"
+      ? rows.map((row) => JSON.stringify({ schedule: row.name }))
+      : [],
   });
   if ("refused" in reply) throw new TypeError(reply.refused);
   return reply.stored;

@@ -51,7 +51,17 @@ export interface BuiltState {
 }
 
 /** Every queue a job of the state is in (none of them paused). */
-export const STATE_QUEUES = ["default", "g", "keyed", "chain", "batch", "flow", "cb", "work", "sched"];
+export const STATE_QUEUES = [
+  "default",
+  "g",
+  "keyed",
+  "chain",
+  "batch",
+  "flow",
+  "cb",
+  "work",
+  "sched",
+];
 
 /** Builds the state on `store` (times from T0, the caller's clock). */
 export async function buildState(store: Store): Promise<BuiltState> {
@@ -162,39 +172,43 @@ export async function buildState(store: Store): Promise<BuiltState> {
     encrypted: false,
     bytes: message.length + 7,
   });
-  const settled = await store.settle([
-    {
-      kind: "complete",
-      id: keptId!,
-      token,
-      at: T0 + 20,
-      durationMs: 10,
-      output: '"ok"',
-      keepUntil: T0 + 86_400_000,
-    },
-    { kind: "fail", id: failedId!, token, error: BOOM, attempts: 1, at: T0 + 20 },
-    {
-      kind: "step",
-      id: steppedId!,
-      token,
-      at: T0 + 20,
-      step: {
-        seq: 1,
-        key: "charge",
+  const settled = await store.settle(
+    [
+      {
+        kind: "complete",
+        id: keptId!,
+        token,
+        at: T0 + 20,
+        durationMs: 10,
+        output: '"ok"',
+        keepUntil: T0 + 86_400_000,
+      },
+      { kind: "fail", id: failedId!, token, error: BOOM, attempts: 1, at: T0 + 20 },
+      {
         kind: "step",
-        output: '"charged"',
-        until: null,
-        done: true,
-        attempt: 1,
-        durationMs: 3,
+        id: steppedId!,
+        token,
+        at: T0 + 20,
+        step: {
+          seq: 1,
+          key: "charge",
+          kind: "step",
+          output: '"charged"',
+          until: null,
+          done: true,
+          attempt: 1,
+          durationMs: 3,
+        },
+      },
+    ],
+    undefined,
+    {
+      logs: {
+        lines: [line(keptId!, "started"), line(keptId!, "done"), line(failedId!, "oops")],
+        maxBytesPerJob: 65_536,
       },
     },
-  ], undefined, {
-    logs: {
-      lines: [line(keptId!, "started"), line(keptId!, "done"), line(failedId!, "oops")],
-      maxBytesPerJob: 65_536,
-    },
-  });
+  );
   assert.deepEqual(settled.applied, [true, true, true]);
   assert.equal(
     await store.signal({ jobId: steppedId!, name: "go", payload: '"now"', now: T0 + 30 }),
