@@ -248,22 +248,35 @@ export class OutdatedCodeError extends Error {
 }
 
 /**
- * The queue moved to another store (`moveQueue`, the `move` command;
- * docs/moving.md): its old store refuses every write (a dispatch, a claim,
- * a settle, an admin action) from the moment the move began; reads go on.
- * Point the app at the store it names.
+ * The queue was moved to another store (`moveQueue`, the `move` command;
+ * docs/moving.md): this store refuses every write of the queue from the
+ * moment the move fenced it. Point the app and its workers at the new
+ * store; a worker that meets it stops. A move given up is undone with
+ * `move --abort` (or `liftMoveFence`), which lifts the fence.
+ *
+ * @example Telling a moved queue from other failures
+ * ```ts
+ * import { QueueMovedError } from "@renox/queue";
+ * const error = new QueueMovedError("postgres://db.internal/app", 0);
+ * console.log(error instanceof QueueMovedError, error.to);
+ * ```
  */
 export class QueueMovedError extends Error {
-  /** Where the queue went, as the move was given it (a URL with the password hidden). */
+  /** Where the queue went, as the move was given it (a URL's password hidden). */
   readonly to: string;
+  /** When the move fenced this store, in ms since the epoch. */
+  readonly fencedAt: number;
 
-  /** Builds the error naming the destination; `action` is what was refused (`dispatch`). */
-  constructor(to: string, action = "write to this store", options?: ErrorOptions) {
+  /** Builds the error naming where the queue went, and when. */
+  constructor(to: string, fencedAt: number, options?: ErrorOptions) {
     super(
-      `Cannot ${action}: the queue moved to ${to}; this store refuses writes since the move began, point the app at the new store`,
+      `Cannot write to this queue: it was moved to ${to} (fenced at ${
+        new Date(fencedAt).toISOString()
+      }); point the app and its workers at ${to}, or lift the fence of a move given up with move --abort`,
       options,
     );
     this.name = "QueueMovedError";
     this.to = to;
+    this.fencedAt = fencedAt;
   }
 }

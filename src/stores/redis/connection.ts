@@ -275,8 +275,8 @@ function scriptError(script: LuaScript, error: unknown): Error {
   const message = String((error as Error)?.message ?? error);
   const epoch = message.match(/RENOX_EPOCH (.*)/);
   if (epoch) return new Error(epoch[1], { cause: error });
-  const moved = message.match(/RENOX_MOVED (.*)/);
-  if (moved) return new QueueMovedError(moved[1]!, `run ${script.name}`, { cause: error });
+  const moved = message.match(/RENOX_MOVED (\d+) (.*)/);
+  if (moved) return new QueueMovedError(moved[2]!, Number(moved[1]), { cause: error });
   const wrapped = new Error(`Redis script ${script.name} failed: ${message}`, { cause: error });
   return NOT_NOW.test(message) ? Object.assign(wrapped, { code: "REDIS_UNAVAILABLE" }) : wrapped;
 }

@@ -21,7 +21,7 @@
  *
  * The same read of `P:meta` gives a write its move fence (`moved_to`): a
  * store whose queue moved to another refuses every write but the few
- * {@linkcode unfencedScript}s, with `RENOX_MOVED <where>`.
+ * {@linkcode unfencedScript}s, with `RENOX_MOVED <when> <where>`.
  *
  * A function returns one JSON value (a string), or nothing. Tokens travel as
  * decimal strings: Lua's numbers keep 14 digits and tokens have 16.
@@ -213,13 +213,13 @@ local function enter(keys, args, fenced)
   -- The transaction this call writes in, or nil: its jobs stay out of claim order until it commits.
   STAGE = opt(INPUT.stage)
   if INPUT.epoch ~= nil or fenced then
-    local meta = redis.call('HMGET', P .. ':meta', 'epoch', 'moved_to')
+    local meta = redis.call('HMGET', P .. ':meta', 'epoch', 'moved_to', 'moved_at')
     if INPUT.epoch ~= nil and meta[1] ~= INPUT.epoch then
       return redis.error_reply('RENOX_EPOCH the Redis store lost its data: the server answers without the epoch ' ..
         'this store read at open (it restarted without persistence, or its keys were deleted); ' ..
         'run migrate to start again on an empty store')
     end
-    if fenced and meta[2] then return redis.error_reply('RENOX_MOVED ' .. meta[2]) end
+    if fenced and meta[2] then return redis.error_reply('RENOX_MOVED ' .. (meta[3] or '0') .. ' ' .. meta[2]) end
   end
   return nil
 end

@@ -12,6 +12,7 @@ import { DatabaseSync } from "node:sqlite";
 import { QueueMovedError } from "../../../src/errors.ts";
 import { SqliteStore } from "../../../src/stores/sqlite/mod.ts";
 import type { RedisStore } from "../../../src/stores/redis/mod.ts";
+import type { Store } from "../../../src/stores/store.ts";
 import { TRANSFER_COLUMNS } from "../../../src/stores/redis/move_columns.ts";
 import {
   TRANSFER_TABLES,
@@ -117,6 +118,59 @@ async function importSqlite(store: RedisStore, file: string, limit = 1000): Prom
 /** SQL's own bookkeeping that Redis does not keep: a group's version. */
 function withoutSqlOnly(table: TransferTable, rows: readonly TransferRow[]): TransferRow[] {
   return table === "job_groups" ? rows.map((row) => ({ ...row, version: 0 })) : [...rows];
+}
+
+/** The jobs a worker runs after {@linkcode buildState} and the failed job's retry, by name. */
+const DRAINED = [
+  "b",
+  "b-catch",
+  "b-finally",
+  "b3",
+  "c",
+  "c2",
+  "c3",
+  "contract-job",
+  "contract-job",
+  "d",
+  "g-job",
+  "g-job",
+  "g-job",
+  "g-job",
+  "tick",
+  "tick",
+  "u",
+  "w-fail",
+  "w-run",
+  "w-step",
+].sort();
+
+/**
+ * Works every queue of the state as a worker would, well after every lease
+ * ran out, completing each job: the jobs it ran by id (each at most once).
+ */
+async function drain(store: Store): Promise<Map<number, string>> {
+  const seen = new Map<number, string>();
+  let token = 100;
+  for (let round = 0; round < 50; round++) {
+    const now = T0 + 10_000_000 + round;
+    const claimed = await store.claim({
+      queues: STATE_QUEUES,
+      limit: 50,
+      now,
+      leaseMs: LEASE_MS,
+      token: ++token,
+    });
+    if (claimed.length === 0) return seen;
+    for (const job of claimed) {
+      assert.ok(!seen.has(job.id), `job ${job.id} (${job.name}) claimed twice`);
+      seen.set(job.id, job.name);
+    }
+    const settled = await store.settle(
+      claimed.map((job) => ({ kind: "complete" as const, id: job.id, token, at: now })),
+    );
+    assert.ok(settled.applied.every(Boolean));
+  }
+  throw new Error("the queues never ran dry");
 }
 
 Deno.test({
@@ -240,54 +294,8 @@ Deno.test({
     const retried = await store.retry([built.failedId], T0 + 300);
     assert.deepEqual(retried, [built.failedId]);
 
-    // A worker drains every queue, well after every lease ran out: each job once.
-    const seen = new Map<number, string>();
-    let token = 100;
-    for (let round = 0; round < 50; round++) {
-      const now = T0 + 10_000_000 + round;
-      const claimed = await store.claim({
-        queues: STATE_QUEUES,
-        limit: 50,
-        now,
-        leaseMs: LEASE_MS,
-        token: ++token,
-      });
-      if (claimed.length === 0) break;
-      for (const job of claimed) {
-        assert.ok(!seen.has(job.id), `job ${job.id} (${job.name}) claimed twice`);
-        seen.set(job.id, job.name);
-      }
-      const settled = await store.settle(
-        claimed.map((job) => ({ kind: "complete" as const, id: job.id, token, at: now })),
-      );
-      assert.ok(settled.applied.every(Boolean));
-    }
-    const names = [...seen.values()].sort();
-    assert.deepEqual(
-      names,
-      [
-        "b-finally",
-        "b3",
-        "b-catch",
-        "b",
-        "c",
-        "c2",
-        "c3",
-        "contract-job",
-        "contract-job",
-        "d",
-        "g-job",
-        "g-job",
-        "g-job",
-        "g-job",
-        "tick",
-        "tick",
-        "u",
-        "w-fail",
-        "w-run",
-        "w-step",
-      ].sort(),
-    );
+    const seen = await drain(store);
+    assert.deepEqual([...seen.values()].sort(), DRAINED);
     assert.ok(seen.has(built.failedId) && seen.has(built.runningId) && seen.has(built.firedId));
     const batch = await store.batch(built.batchId);
     assert.deepEqual(
@@ -386,7 +394,8 @@ Deno.test({
     assert.deepEqual(await store.moveFence(), fence);
 
     const refused = (error: unknown) =>
-      error instanceof QueueMovedError && error.to === to && error.message.includes(to);
+      error instanceof QueueMovedError && error.to === to && error.fencedAt === T0 + 1 &&
+      error.message.includes(to);
     await assert.rejects(store.insertJobs([newJob()]), refused);
     await assert.rejects(
       store.claim({ queues: ["default"], limit: 1, now: T0, leaseMs: 1, token: 1 }),
@@ -406,5 +415,79 @@ Deno.test({
     assert.equal(await store.liftMoveFence(), false);
     assert.equal(await store.moveFence(), null);
     assert.equal((await store.insertJobs([newJob()])).length, 1);
+  },
+});
+
+Deno.test({
+  name:
+    "Rows a Redis queue exports fit SQLite's tables: stored there, the SQLite store reads the queue as Redis did and a worker runs each job once",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestRedisStore(url!, { clock: "caller" });
+    const { store } = opened;
+    const built = await buildState(store);
+    const dir = await Deno.makeTempDir();
+    try {
+      const file = `${dir}/queue.db`;
+      await (await SqliteStore.open(file)).close();
+      // The SQL stores' own import is theirs; plain INSERTs stand for it here.
+      const db = new DatabaseSync(file);
+      try {
+        for (const table of TRANSFER_TABLES) {
+          const columns = TRANSFER_COLUMNS[table].map((column) => column.name);
+          const insert = db.prepare(
+            `INSERT INTO ${table} (${columns.map((c) => `"${c}"`).join(", ")}) VALUES (${
+              columns.map(() => "?").join(", ")
+            })`,
+          );
+          for (const row of await exportAll(store, table)) {
+            insert.run(...columns.map((column) => row[column] ?? null));
+          }
+        }
+      } finally {
+        db.close();
+      }
+      const sqlite = await SqliteStore.open(file);
+      try {
+        const now = T0 + 100;
+        assert.deepEqual(await sqlite.batch(built.batchId), await store.batch(built.batchId));
+        assert.deepEqual(await sqlite.flow(built.flowId), await store.flow(built.flowId));
+        assert.deepEqual(await sqlite.schedules(), await store.schedules());
+        assert.deepEqual(await sqlite.paused(now), await store.paused(now));
+        assert.deepEqual(
+          await sqlite.failed({ limit: 10, offset: 0 }),
+          await store.failed({ limit: 10, offset: 0 }),
+        );
+        assert.deepEqual(await sqlite.logs(built.keptId), await store.logs(built.keptId));
+        assert.deepEqual(
+          await sqlite.jobSteps(built.steppedId),
+          await store.jobSteps(built.steppedId),
+        );
+        assert.deepEqual(
+          await sqlite.result(built.keptId, now),
+          await store.result(built.keptId, now),
+        );
+        assert.deepEqual(await sqlite.counts(now), await store.counts(now));
+        assert.deepEqual(
+          await sqlite.metrics(T0 - 60_000, T0 + 60_000),
+          await store.metrics(T0 - 60_000, T0 + 60_000),
+        );
+        // The slot fired on Redis stays fired on SQLite.
+        assert.deepEqual(
+          await sqlite.runSchedule("every-minute", [{
+            slot: T0,
+            manual: false,
+            row: newJob({ queue: "sched", name: "tick" }),
+          }], now),
+          [null],
+        );
+        assert.deepEqual(await sqlite.retry([built.failedId], now + 1), [built.failedId]);
+        assert.deepEqual([...(await drain(sqlite)).values()].sort(), DRAINED);
+      } finally {
+        await sqlite.close();
+      }
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
   },
 });
