@@ -139,8 +139,10 @@ const PAUSE_GROUP = luaScript(
   "writes",
   String.raw`
 local gid = groupId(INPUT.name, INPUT.key)
-redis.call('SADD', P .. ':gpauses', gid)
-redis.call('HSETNX', P .. ':gpauses:at', gid, string.format('%d', NOW))
+-- A time left by a resume of older code, which did not delete it, is replaced.
+if redis.call('SADD', P .. ':gpauses', gid) == 1 then
+  redis.call('HSET', P .. ':gpauses:at', gid, string.format('%d', NOW))
+end
 `,
 );
 

@@ -837,15 +837,13 @@ end
 -- highest held, in the order chains, batches, flows, then the list.
 E.waiting_jobs = function()
   local lists = {}
-  local cursor = '0'
-  repeat
-    local reply = redis.call('SCAN', cursor, 'MATCH', P .. ':held:*', 'COUNT', 1000)
-    cursor = reply[1]
-    for _, key in ipairs(reply[2]) do
-      local kind, owner, role = string.match(key, ':held:([cb]):(%d+):(%a+)$')
-      if kind ~= nil then table.insert(lists, {kind = kind, owner = tonumber(owner), role = role, key = key}) end
+  -- The held lists of chains and batches, as the caller listed them (SCAN).
+  for _, name in ipairs(INPUT.keys) do
+    local kind, owner, role = string.match(name, '^([cb]):(%d+):(%a+)$')
+    if kind ~= nil then
+      table.insert(lists, {kind = kind, owner = tonumber(owner), role = role, key = P .. ':held:' .. name})
     end
-  until cursor == '0'
+  end
   local ROLE = {['c:next'] = {'link', 1}, ['c:catch'] = {'chain-catch', 2}, ['b:then'] = {'then', 1},
     ['b:catch'] = {'catch', 2}, ['b:finally'] = {'finally', 3}}
   local rows = {}
@@ -1148,10 +1146,13 @@ export async function exportRows(
     const rows = all.slice(from, from + limit);
     return { rows, after: from + limit >= all.length ? null : String(from + limit) };
   }
+  // Chains and batches keep their waiting jobs in lists no key indexes: listed here, outside
+  // the function, so no call holds the server for a walk of its whole keyspace.
+  const held = table === "waiting_jobs" ? await keyNames(redis, "held") : [];
   const rows: TransferRow[] = [];
   let cursor = after;
   do {
-    const page = await exportCall(redis, table, cursor, limit - rows.length);
+    const page = await exportCall(redis, table, cursor, limit - rows.length, held);
     for (const row of page.rows) rows.push(fromLuaRow(table, row));
     cursor = page.after;
   } while (cursor !== null && rows.length < limit);
