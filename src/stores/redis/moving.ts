@@ -1155,6 +1155,11 @@ export async function exportRows(
   if (!Number.isSafeInteger(limit) || limit < 1) {
     throw new RangeError(`limit must be a whole number of rows >= 1: got ${limit}`);
   }
+  if (after !== null && !/^-?\d+(:\d+)?$/.test(after)) {
+    throw new RangeError(
+      `after must be null or the cursor a page of ${table} gave: got ${JSON.stringify(after)}`,
+    );
+  }
   if (table === "job_keys" || table === "job_locks" || table === "rate_windows") {
     const all = await unindexedRows(redis, table);
     const from = after === null ? 0 : Number(after);
