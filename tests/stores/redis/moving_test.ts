@@ -375,6 +375,7 @@ Deno.test({
       store.importRows("nope" as TransferTable, []),
       /No table "nope"/,
     );
+    await assert.rejects(store.exportRows("jobs", "x", 10), /after must be .* of jobs/);
   },
 });
 
