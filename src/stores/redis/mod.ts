@@ -92,6 +92,8 @@ import * as jobLogs from "./job_logs.ts";
 import * as jobWrites from "./job_writes.ts";
 import * as keys from "./keys.ts";
 import { LAYOUT_VERSION, layoutPlan, migrate } from "./migrate.ts";
+import * as moveExport from "./move_export.ts";
+import * as moveImport from "./move_import.ts";
 import * as moving from "./moving.ts";
 import { isRedisUrl, redactPassword } from "../database_url.ts";
 import * as schedules from "./schedules.ts";
@@ -536,22 +538,22 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
    * `job_logs` go by job id, then by their own key.
    */
   exportRows(table: TransferTable, after: string | null, limit: number): Promise<TransferPage> {
-    return moving.exportRows(this.#redis, table, after, limit);
+    return moveExport.exportRows(this.#redis, table, after, limit);
   }
 
   /** See {@linkcode MoveStore.importRows}. */
   importRows(table: TransferTable, rows: readonly TransferRow[]): Promise<number> {
-    return moving.importRows(this.#redis, table, rows);
+    return moveImport.importRows(this.#redis, table, rows);
   }
 
   /** See {@linkcode MoveStore.countRows}. */
   countRows(table: TransferTable): Promise<number> {
-    return moving.countRows(this.#redis, table);
+    return moveExport.countRows(this.#redis, table);
   }
 
   /** See {@linkcode MoveStore.finishImport}. */
   finishImport(): Promise<void> {
-    return moving.finishImport(this.#redis);
+    return moveImport.finishImport(this.#redis);
   }
 
   /**
