@@ -12,6 +12,7 @@
 // its own import map, which need not list this dependency.
 // deno-lint-ignore no-import-prefix
 import { createClient } from "npm:@redis/client@^6.4";
+import { QueueMovedError } from "../../errors.ts";
 import { redactPassword } from "../database_url.ts";
 import { type FunctionLibrary, functionLibrary, type LuaScript } from "./lua.ts";
 
@@ -45,10 +46,13 @@ export class RedisConnection {
   readonly databaseClock: boolean;
   /** The epoch every call checks; null until the store read it. */
   epoch: string | null = null;
+  /** The prefix every key starts with, braces included (`{renox}`). */
+  readonly prefix: string;
 
   private constructor(settings: ConnectionSettings, client: Client, prefix: string, db: boolean) {
     this.#settings = settings;
     this.#client = client;
+    this.prefix = prefix;
     this.#metaKey = `${prefix}:meta`;
     this.#channel = `${prefix}:wake`;
     this.databaseClock = db;
@@ -264,13 +268,15 @@ const NOT_NOW = /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY) /;
 
 /**
  * A script's error with the script named; the epoch error keeps its own
- * words. A server that cannot run it now gives code `REDIS_UNAVAILABLE`,
+ * words, and a move's fence gives a {@linkcode QueueMovedError}. A server that cannot run it now gives code `REDIS_UNAVAILABLE`,
  * for the runner's outage detection (the script did not run).
  */
 function scriptError(script: LuaScript, error: unknown): Error {
   const message = String((error as Error)?.message ?? error);
   const epoch = message.match(/RENOX_EPOCH (.*)/);
   if (epoch) return new Error(epoch[1], { cause: error });
+  const moved = message.match(/RENOX_MOVED (\d+) (.*)/);
+  if (moved) return new QueueMovedError(moved[2]!, Number(moved[1]), { cause: error });
   const wrapped = new Error(`Redis script ${script.name} failed: ${message}`, { cause: error });
   return NOT_NOW.test(message) ? Object.assign(wrapped, { code: "REDIS_UNAVAILABLE" }) : wrapped;
 }

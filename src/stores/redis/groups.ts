@@ -129,11 +129,21 @@ local function groupedCandidates(queue, T, need, names)
 end
 `;
 
-/** Input: `name`, `key`. Pauses the group in every queue. */
+/**
+ * Input: `name`, `key`. Pauses the group in every queue; `P:gpauses:at`
+ * keeps when (store clock; a pause already there keeps its time, as SQL's
+ * `group_pauses.paused_at`), for a move to another store.
+ */
 const PAUSE_GROUP = luaScript(
   "pauseGroup",
   "writes",
-  "redis.call('SADD', P .. ':gpauses', groupId(INPUT.name, INPUT.key))",
+  String.raw`
+local gid = groupId(INPUT.name, INPUT.key)
+-- A time left by a resume of older code, which did not delete it, is replaced.
+if redis.call('SADD', P .. ':gpauses', gid) == 1 then
+  redis.call('HSET', P .. ':gpauses:at', gid, string.format('%d', NOW))
+end
+`,
 );
 
 /** Input: `name`, `key`. Resumes the group; whether it was paused. Wakes idle workers. */
@@ -141,7 +151,9 @@ const RESUME_GROUP = luaScript(
   "resumeGroup",
   "allow-oom",
   String.raw`
-local removed = redis.call('SREM', P .. ':gpauses', groupId(INPUT.name, INPUT.key)) == 1
+local gid = groupId(INPUT.name, INPUT.key)
+local removed = redis.call('SREM', P .. ':gpauses', gid) == 1
+redis.call('HDEL', P .. ':gpauses:at', gid)
 if removed then wake() end
 return cjson.encode(removed)
 `,

@@ -19,6 +19,10 @@
  *   `migrate` wrote, so a server that restarted empty fails every call
  *   instead of running on nothing.
  *
+ * The same read of `P:meta` gives a write its move fence (`moved_to`): a
+ * store whose queue moved to another refuses every write but the few
+ * {@linkcode unfencedScript}s, with `RENOX_MOVED <when> <where>`.
+ *
  * A function returns one JSON value (a string), or nothing. Tokens travel as
  * decimal strings: Lua's numbers keep 14 digits and tokens have 16.
  *
@@ -44,6 +48,12 @@ export interface LuaScript {
   readonly name: string;
   /** How it may run. */
   readonly flags: ScriptFlags;
+  /**
+   * Whether a move's fence refuses it (see `moving.ts`): every write
+   * (`writes`, `allow-oom`) but the few that must run on a moved store
+   * (taking the epoch at open, setting and lifting the fence).
+   */
+  readonly fenced: boolean;
   /** Its parts after the prelude: definitions, then its body (the last). */
   readonly parts: readonly string[];
 }
@@ -57,7 +67,17 @@ const rules: LuaScript[] = [];
  * run on each call, whose `return` is the reply).
  */
 export function luaScript(name: string, flags: ScriptFlags, ...parts: string[]): LuaScript {
-  const rule = { name, flags, parts };
+  const rule = { name, flags, fenced: flags !== "no-writes", parts };
+  rules.push(rule);
+  return rule;
+}
+
+/**
+ * A write that a move's fence does not refuse, as {@linkcode luaScript}
+ * otherwise: only for what must run on a moved store (opening it, the fence).
+ */
+export function unfencedScript(name: string, flags: ScriptFlags, ...parts: string[]): LuaScript {
+  const rule = { name, flags, fenced: false, parts };
   rules.push(rule);
   return rule;
 }
@@ -95,7 +115,7 @@ export async function functionLibrary(): Promise<FunctionLibrary> {
       "end",
       `redis.register_function{function_name = NAME .. '_${index}', flags = {${flags}},`,
       "  callback = function(keys, args)",
-      "    local refused = enter(keys, args)",
+      `    local refused = enter(keys, args, ${rule.fenced})`,
       "    if refused ~= nil then return refused end",
       "    return body()",
       "  end}",
@@ -121,7 +141,8 @@ export async function functionLibrary(): Promise<FunctionLibrary> {
  * (`enter`), and the helpers on keys and job rows.
  *
  * Key layout (`P` is the prefix, a Cluster hash tag such as `{renox}`):
- * - `P:meta` HASH: `epoch`, `layout`.
+ * - `P:meta` HASH: `epoch`, `layout`, and while a move fences the store
+ *   `moved_to` (where the queue went) and `moved_at` (when, in ms).
  * - `P:seq` STRING: the last job id (failed jobs and finished jobs keep it).
  * - `P:queues` SET: every queue a job was stored in.
  * - `P:job:<id>` HASH: a job, fields named as the SQL `jobs` columns;
@@ -139,7 +160,8 @@ export async function functionLibrary(): Promise<FunctionLibrary> {
  *   `P:q:<queue>:g:<gid>` ZSET its unleased jobs, score the due time;
  *   `P:q:<queue>:gl:<gid>` SET its leased jobs (also in the leased set);
  *   `P:q:<queue>:go:<gid>` ZSET, ordered groups only: every job, score its id;
- *   `P:gpauses` SET the paused groups, member `<length of name>:<name>:<key>`.
+ *   `P:gpauses` SET the paused groups, member `<length of name>:<name>:<key>`;
+ *   `P:gpauses:at` HASH that member → when it was paused (store clock).
  * - `P:failed` ZSET + `P:failed:<id>` HASH: failed jobs by failure time.
  * - `P:stage:<id>` LIST: what a transaction not yet ended wrote; `P:stages`
  *   ZSET: those transactions by start time.
@@ -175,9 +197,10 @@ local function back(t) if t == nil then return NULL end return t - SHIFT end
 -- retry times) goes back to its clock with back().
 local function stored(t) if t == nil then return NULL end return t end
 
--- Starts a call: reads its prefix and input, the server's clock, and checks the epoch; an error
--- reply when the store lost its data.
-local function enter(keys, args)
+-- Starts a call: reads its prefix and input, the server's clock, and checks the epoch and, for a
+-- fenced write, the move fence (one read of the meta hash); an error reply when the store lost its
+-- data or its queue moved to another store.
+local function enter(keys, args, fenced)
   NULL = cjson.null
   P = string.sub(keys[1], 1, -6)
   INPUT = cjson.decode(args[1])
@@ -189,13 +212,14 @@ local function enter(keys, args)
   NOW = INPUT.now + SHIFT
   -- The transaction this call writes in, or nil: its jobs stay out of claim order until it commits.
   STAGE = opt(INPUT.stage)
-  if INPUT.epoch ~= nil then
-    local epoch = redis.call('HGET', P .. ':meta', 'epoch')
-    if epoch ~= INPUT.epoch then
+  if INPUT.epoch ~= nil or fenced then
+    local meta = redis.call('HMGET', P .. ':meta', 'epoch', 'moved_to', 'moved_at')
+    if INPUT.epoch ~= nil and meta[1] ~= INPUT.epoch then
       return redis.error_reply('RENOX_EPOCH the Redis store lost its data: the server answers without the epoch ' ..
         'this store read at open (it restarted without persistence, or its keys were deleted); ' ..
         'run migrate to start again on an empty store')
     end
+    if fenced and meta[2] then return redis.error_reply('RENOX_MOVED ' .. (meta[3] or '0') .. ' ' .. meta[2]) end
   end
   return nil
 end

@@ -6,7 +6,8 @@
  * (US the ASCII unit separator), each a counter (`completed`, `failed`,
  * `retried`, `expired`, `runtime_ms`, `wait_ms`, `b0` … `b16` for the runtime
  * buckets); `P:m` ZSET of the minutes held (score and member the minute);
- * `P:m:pruned`, the store-clock time of the last prune. Minutes are those of
+ * `P:m:pruned`, the store-clock time of the last prune; `P:m:<minute>:moved`
+ * HASH, the rows a move imported into the minute (moving.ts), pruned with it. Minutes are those of
  * the settlements' times, on the caller's clock, as on SQL.
  *
  * Without row locks there is no need for the SQL stores' shards: every
@@ -72,7 +73,7 @@ function H.metrics(s, job)
     redis.call('SET', P .. ':m:pruned', string.format('%d', T))
     local cutoff = string.format('%d', s.at - ${METRICS_RETENTION_MS})
     for _, old in ipairs(redis.call('ZRANGEBYSCORE', P .. ':m', '-inf', '(' .. cutoff, 'LIMIT', 0, ${PRUNE_MINUTES})) do
-      redis.call('DEL', P .. ':m:' .. old)
+      redis.call('DEL', P .. ':m:' .. old, P .. ':m:' .. old .. ':moved')
       redis.call('ZREM', P .. ':m', old)
     end
   end

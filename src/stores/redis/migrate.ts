@@ -24,7 +24,7 @@ import {
   planSteps,
 } from "../schema_steps.ts";
 import type { RedisConnection } from "./connection.ts";
-import { luaScript } from "./lua.ts";
+import { luaScript, unfencedScript } from "./lua.ts";
 import { workers } from "./workers.ts";
 
 /**
@@ -63,9 +63,10 @@ return cjson.encode({tonumber(redis.call('HGET', meta, 'layout') or '0'),
 /**
  * Input: `epoch` (a fresh one, kept only when the store has none). Reply:
  * the store's epoch. Refuses a store past a contract layout newer than this
- * code; keeps a newer layout as it is.
+ * code; keeps a newer layout as it is. Unfenced: a moved store still opens,
+ * for its reads and to lift the fence of a move given up.
  */
-const TAKE_EPOCH = luaScript(
+const TAKE_EPOCH = unfencedScript(
   "migrate",
   "allow-oom",
   String.raw`

@@ -53,6 +53,8 @@ import type {
   MiddlewareRequest,
   MigrateOptions,
   MigrationPlan,
+  MoveFence,
+  MoveStore,
   NewBatchRow,
   NewChainRow,
   NewFlowRow,
@@ -73,6 +75,9 @@ import type {
   StoredScheduleRow,
   StoreTransaction,
   TickRecords,
+  TransferPage,
+  TransferRow,
+  TransferTable,
   UnfinishedJobRow,
   WorkerHeartbeat,
   WorkerInfo,
@@ -87,6 +92,9 @@ import * as jobLogs from "./job_logs.ts";
 import * as jobWrites from "./job_writes.ts";
 import * as keys from "./keys.ts";
 import { LAYOUT_VERSION, layoutPlan, migrate } from "./migrate.ts";
+import * as moveExport from "./move_export.ts";
+import * as moveImport from "./move_import.ts";
+import * as moving from "./moving.ts";
 import { isRedisUrl, redactPassword } from "../database_url.ts";
 import * as schedules from "./schedules.ts";
 import * as stats from "./stats.ts";
@@ -131,7 +139,7 @@ export interface RedisStoreOptions {
  * Jobs in Redis, shared by any number of processes on any number of
  * machines: every store rule is one Lua script, atomic on the server.
  */
-export class RedisStore implements Store, AsyncDisposable {
+export class RedisStore implements Store, MoveStore, AsyncDisposable {
   readonly #redis: RedisConnection;
 
   private constructor(redis: RedisConnection) {
@@ -508,6 +516,44 @@ export class RedisStore implements Store, AsyncDisposable {
   /** See {@linkcode Store.runSchedule}. */
   runSchedule(name: string, runs: readonly ScheduleRun[], now: number): Promise<(number | null)[]> {
     return schedules.runSchedule(this.#redis, name, runs, now);
+  }
+
+  /** See {@linkcode MoveStore.fenceForMove}: `moved_to` in the store's meta hash. */
+  fenceForMove(to: string, now: number): Promise<MoveFence> {
+    return moving.fenceForMove(this.#redis, to, now);
+  }
+
+  /** See {@linkcode MoveStore.moveFence}. */
+  moveFence(): Promise<MoveFence | null> {
+    return moving.moveFence(this.#redis);
+  }
+
+  /** See {@linkcode MoveStore.liftMoveFence}. */
+  liftMoveFence(): Promise<boolean> {
+    return moving.liftMoveFence(this.#redis);
+  }
+
+  /**
+   * See {@linkcode MoveStore.exportRows}; `job_steps`, `job_signals` and
+   * `job_logs` go by job id, then by their own key.
+   */
+  exportRows(table: TransferTable, after: string | null, limit: number): Promise<TransferPage> {
+    return moveExport.exportRows(this.#redis, table, after, limit);
+  }
+
+  /** See {@linkcode MoveStore.importRows}. */
+  importRows(table: TransferTable, rows: readonly TransferRow[]): Promise<number> {
+    return moveImport.importRows(this.#redis, table, rows);
+  }
+
+  /** See {@linkcode MoveStore.countRows}. */
+  countRows(table: TransferTable): Promise<number> {
+    return moveExport.countRows(this.#redis, table);
+  }
+
+  /** See {@linkcode MoveStore.finishImport}. */
+  finishImport(): Promise<void> {
+    return moveImport.finishImport(this.#redis);
   }
 
   /**
