@@ -7,10 +7,10 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { type Clock, systemClock } from "./clock.ts";
-import { type MovableStore, type MoveReport, moveStores } from "./moving/move_stores.ts";
+import { type MoveReport, moveStores } from "./moving/move_stores.ts";
 import { shown } from "./shown.ts";
 import { isServerUrl, redactPassword } from "./stores/database_url.ts";
-import type { MoveFence } from "./stores/store.ts";
+import type { MoveFence, Store } from "./stores/store.ts";
 import { openStore } from "./store_options.ts";
 
 export type { MovedTable, MoveReport } from "./moving/move_stores.ts";
@@ -157,12 +157,11 @@ async function openMovable(
   db: string,
   role: "from" | "to",
   create: boolean,
-): Promise<{ store: MovableStore } & AsyncDisposable> {
+): Promise<{ store: Store } & AsyncDisposable> {
   const server = isServerUrl(db);
   if (!server && !create && !existsSync(db)) {
     throw new TypeError(`${role}: no SQLite file at ${resolve(db)}`);
   }
-  // Every store implements MoveStore (src/stores/store.ts).
-  const store = await openStore(server ? { url: db } : { path: db }) as MovableStore;
+  const store = await openStore(server ? { url: db } : { path: db });
   return { store, [Symbol.asyncDispose]: () => store.close() };
 }

@@ -1,7 +1,8 @@
 /**
- * Moving a queue between stores (`moveQueue`, docs/moving.md): a SQLite
- * queue holding every kind of state is moved to PostgreSQL (and, without
- * PostgreSQL, to another SQLite file) and worked there: every job runs
+ * Moving a queue between stores (`moveQueue`, docs/moving.md): a queue
+ * holding every kind of state is moved from SQLite to another SQLite file,
+ * to PostgreSQL and to Redis, and from Redis to SQLite, to another prefix
+ * and to PostgreSQL, and worked there: every job runs
  * exactly once, batch callbacks fire once, `result(id)` answers for old
  * ids, a schedule does not fire a slot twice. A PostgreSQL queue moved to
  * SQLite, the fence refusing a dispatch on the source, a destination that
@@ -28,10 +29,12 @@ import {
 } from "../mod.ts";
 import { workUntilEmpty } from "../src/testing.ts";
 import { PostgresStore } from "../src/stores/postgres/mod.ts";
+import { RedisStore } from "../src/stores/redis/mod.ts";
 import { SqliteStore } from "../src/stores/sqlite/mod.ts";
 import type { MoveStore, Store } from "../src/stores/store.ts";
 import { ManualClock, tempDir, waitUntil } from "./_helpers.ts";
 import { postgresTestUrl } from "./_postgres.ts";
+import { deletePrefix, freshPrefix, redisTestUrl } from "./_redis.ts";
 import { freshDatabase } from "./fixtures/deploy/serve_process.ts";
 
 const MINUTE = 60_000;
@@ -39,6 +42,7 @@ const MINUTE = 60_000;
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);
 const APP_KEY = generateAppKey();
 const pgUrl = postgresTestUrl();
+const redisUrl = redisTestUrl();
 
 /** Every job and schedule of these tests, and what ran. */
 function movingJobs() {
@@ -242,22 +246,64 @@ const EXPECTED_RUNS = [
   "grouped",
 ].sort();
 
-/** Moves a SQLite queue with every kind of state to `to` and works it there. */
+/** A fresh, empty store a move reads from or writes to: its URL (or path), and how to open it. */
+interface Place extends AsyncDisposable {
+  readonly url: string;
+  open(): Promise<Store>;
+}
+
+/** A new SQLite file named `name` in `dir`. */
+function sqliteAt(dir: string, name: string): Promise<Place> {
+  const path = join(dir, name);
+  return Promise.resolve({
+    url: path,
+    open: () => SqliteStore.open(path),
+    [Symbol.asyncDispose]: () => Promise.resolve(),
+  });
+}
+
+/** A fresh PostgreSQL database, dropped afterwards. */
+async function postgresAt(): Promise<Place> {
+  const database = await freshDatabase(pgUrl!);
+  return {
+    url: database.url,
+    open: () => PostgresStore.open(database.url, { clock: "caller" }),
+    [Symbol.asyncDispose]: () => database[Symbol.asyncDispose](),
+  };
+}
+
+/** A fresh key prefix on the test Redis, its keys deleted afterwards. */
+function redisAt(): Promise<Place> {
+  const prefix = freshPrefix();
+  const url = `${redisUrl}/0?prefix=${prefix}`;
+  return Promise.resolve({
+    url,
+    open: () => RedisStore.open(url, { clock: "caller" }),
+    [Symbol.asyncDispose]: () => deletePrefix(redisUrl!, prefix),
+  });
+}
+
+/**
+ * Moves a queue with every kind of state from `from` (a SQLite file when
+ * not given) to `to` and works it there.
+ */
 async function scenario(
-  to: (dir: string) => Promise<{ url: string; open(): Promise<Store> } & AsyncDisposable>,
+  to: (dir: string) => Promise<Place>,
+  from: (dir: string) => Promise<Place> = (dir) => sqliteAt(dir, "source.db"),
 ): Promise<void> {
   await using dir = await tempDir();
+  await using origin = await from(dir.dir);
   await using destination = await to(dir.dir);
   const jobs = movingJobs();
   const clock = new ManualClock(T0 + 1_000);
-  const sourceStore = await SqliteStore.open(dir.dbPath);
+  const sourceStore = await origin.open();
   const source = await Queue.open({ store: sourceStore, jobs: jobs.all, clock, appKey: APP_KEY });
   let held: Held;
   try {
     held = await fill(source, sourceStore, jobs, clock);
     const before = [...jobs.ran];
 
-    const report = await moveQueue(dir.dbPath, destination.url, { clock });
+    const report = await moveQueue(origin.url, destination.url, { clock });
     assert.deepEqual(report.mismatched, []);
     assert.equal(report.resumed, false);
     const table = (name: string) => report.tables.find((row) => row.table === name)!;
@@ -328,14 +374,7 @@ async function scenario(
 }
 
 Deno.test("moveQueue() moves a SQLite queue with every kind of state to another SQLite file: every job runs once there", async () => {
-  await scenario((dir) => {
-    const path = join(dir, "moved.db");
-    return Promise.resolve({
-      url: path,
-      open: () => SqliteStore.open(path),
-      [Symbol.asyncDispose]: () => Promise.resolve(),
-    });
-  });
+  await scenario((dir) => sqliteAt(dir, "moved.db"));
 });
 
 Deno.test({
@@ -343,14 +382,34 @@ Deno.test({
     "moveQueue() moves a SQLite queue with every kind of state to PostgreSQL: every job runs once there, batch callbacks once, no slot twice",
   ignore: pgUrl === null,
   async fn() {
-    await scenario(async () => {
-      const database = await freshDatabase(pgUrl!);
-      return {
-        url: database.url,
-        open: () => PostgresStore.open(database.url, { clock: "caller" }),
-        [Symbol.asyncDispose]: () => database[Symbol.asyncDispose](),
-      };
-    });
+    await scenario(postgresAt);
+  },
+});
+
+Deno.test({
+  name:
+    "moveQueue() moves a SQLite queue with every kind of state to Redis: every job runs once there, batch callbacks once, no slot twice",
+  ignore: redisUrl === null,
+  async fn() {
+    await scenario(redisAt);
+  },
+});
+
+Deno.test({
+  name: "moveQueue() moves a Redis queue with every kind of state to SQLite and works it there",
+  ignore: redisUrl === null,
+  async fn() {
+    await scenario((dir) => sqliteAt(dir, "moved.db"), redisAt);
+  },
+});
+
+Deno.test({
+  name:
+    "moveQueue() moves a Redis queue with every kind of state to another prefix, and to PostgreSQL",
+  ignore: redisUrl === null || pgUrl === null,
+  async fn() {
+    await scenario(redisAt, redisAt);
+    await scenario(postgresAt, redisAt);
   },
 });
 

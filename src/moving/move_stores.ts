@@ -16,11 +16,8 @@
 import type { Clock } from "../clock.ts";
 import { TRANSFER_TABLES, type TransferTable } from "../stores/rows/transfer.ts";
 import { LIVE_WORKER_WINDOW_MS } from "../stores/schema_steps.ts";
-import type { MoveFence, MoveStore, Store } from "../stores/store.ts";
+import type { MoveFence, Store } from "../stores/store.ts";
 import { MoveRules } from "./rules.ts";
-
-/** A store as a move uses it. */
-export type MovableStore = Store & MoveStore;
 
 /** One table's rows, in both stores, once a move ended. */
 export interface MovedTable {
@@ -78,8 +75,8 @@ const WORKERS_POLL_MS = 500;
  * counts differ; rejects, changing nothing, when the move may not start.
  */
 export async function moveStores(
-  source: MovableStore,
-  destination: MovableStore,
+  source: Store,
+  destination: Store,
   settings: MoveSettings,
 ): Promise<MoveReport> {
   const started = performance.now();
@@ -143,8 +140,8 @@ export async function moveStores(
 
 /** Copies `table` page by page; how many rows of the source the rules kept. */
 async function copyTable(
-  source: MovableStore,
-  destination: MovableStore,
+  source: Store,
+  destination: Store,
   table: TransferTable,
   rules: MoveRules,
   pageSize: number,
@@ -152,7 +149,7 @@ async function copyTable(
   let kept = 0;
   let after: string | null = null;
   do {
-    const page: Awaited<ReturnType<MoveStore["exportRows"]>> = await source.exportRows(
+    const page: Awaited<ReturnType<Store["exportRows"]>> = await source.exportRows(
       table,
       after,
       pageSize,
@@ -166,7 +163,7 @@ async function copyTable(
 }
 
 /** Waits up to `waitMs` until no worker of `source` was seen within the live window; else throws naming them. */
-async function waitForWorkers(source: MovableStore, settings: MoveSettings): Promise<void> {
+async function waitForWorkers(source: Store, settings: MoveSettings): Promise<void> {
   const { clock, waitMs, from } = settings;
   const deadline = clock.now() + waitMs;
   for (;;) {
@@ -190,7 +187,7 @@ async function waitForWorkers(source: MovableStore, settings: MoveSettings): Pro
 
 /** The tables of `store` that hold rows, with how many. */
 async function tablesHolding(
-  store: MovableStore,
+  store: Store,
 ): Promise<{ table: TransferTable; rows: number }[]> {
   const held: { table: TransferTable; rows: number }[] = [];
   for (const table of TRANSFER_TABLES) {
@@ -205,8 +202,8 @@ async function tablesHolding(
  * left: no table with more rows than the source's.
  */
 async function assertLeftByThisMove(
-  source: MovableStore,
-  destination: MovableStore,
+  source: Store,
+  destination: Store,
   { from, to }: MoveSettings,
 ): Promise<void> {
   const extra: string[] = [];

@@ -468,6 +468,7 @@ export interface Store
     ScheduleStore,
     JobControlStore,
     StepStore,
+    MoveStore,
     AsyncDisposable {
   /**
    * Brings the schema up to date, safe to call from several processes at

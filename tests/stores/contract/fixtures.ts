@@ -9,7 +9,6 @@ import assert from "node:assert/strict";
 import type {
   ClaimedJob,
   ClaimRequest,
-  MoveStore,
   NewJobRow,
   Settlement,
   Store,
@@ -45,11 +44,8 @@ export interface ContractCaseOptions {
   readonly sql?: boolean;
 }
 
-/**
- * A method of the `Store` interface, or of the `MoveStore` role every store
- * implements (moving a queue, docs/moving.md).
- */
-export type StoreMethod = Exclude<keyof (Store & MoveStore), symbol>;
+/** A method of the `Store` interface. */
+export type StoreMethod = Exclude<keyof Store, symbol>;
 
 /**
  * Registers one case: `fn` runs on a fresh store, disposed afterwards. A
