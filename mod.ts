@@ -47,6 +47,7 @@ export {
   type Dispatcher,
   type DispatchOptions,
   type FailedJobContext,
+  type GroupRate,
   type HandlerReturn,
   type JobConfig,
   type JobContext,

@@ -354,6 +354,17 @@ export type OutputOf<J> = J extends JobDefinition<PayloadSchema, infer O>
 /** The default cap on a stored output: 256 KiB of JSON. */
 export const DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024;
 
+/**
+ * A group rate limit (`defineJob({ groupRate })`): at most `max` claims of
+ * one group per window of `perMs` ms.
+ */
+export interface GroupRate {
+  /** Most claims of one group per window: a whole number >= 1. */
+  readonly max: number;
+  /** The window's length in ms: a whole number >= 1. Windows start at multiples of it. */
+  readonly perMs: number;
+}
+
 /** The settings {@linkcode defineJob} takes. */
 export interface JobConfig<
   S extends PayloadSchema,
@@ -470,6 +481,15 @@ export interface JobConfig<
    */
   ordered?: boolean;
   /**
+   * With `group`: at most `max` jobs of one group claimed per window of
+   * `perMs` ms, across every process, every group of the job limited
+   * alike. A group over its limit is passed over by the round robin until
+   * its window turns, while the other groups go on. Each claim counts (a
+   * retry's too). See docs/groups.md.
+   * @default {no limit}
+   */
+  groupRate?: GroupRate;
+  /**
    * Rules checked before each attempt: {@linkcode withoutOverlapping},
    * {@linkcode rateLimited}. A job they hold back is put back without using an attempt.
    */
@@ -560,6 +580,8 @@ export interface JobDefinition<
   readonly groupConcurrency: number | undefined;
   /** Whether each group's jobs run one at a time in dispatch order. */
   readonly ordered: boolean;
+  /** Most claims of one group per window, or undefined for no limit. */
+  readonly groupRate: GroupRate | undefined;
   /** Rules checked before each attempt, or undefined. */
   readonly middleware: ((payload: PayloadOutput<S>) => readonly JobMiddleware[]) | undefined;
   /** Schema of the handler's return value, or undefined when its return value is ignored. */
@@ -710,14 +732,20 @@ export function defineJob<
 }
 
 /**
- * A job's group settings, checked: `groupConcurrency` and `ordered` need a
- * `group`, and `ordered` needs `groupConcurrency: 1`.
+ * A job's group settings, checked: `groupConcurrency`, `groupRate` and
+ * `ordered` need a `group`, and `ordered` needs `groupConcurrency: 1`.
  */
 function groupSettings(
   where: string,
-  config: Pick<JobConfig<PayloadSchema>, "group" | "groupConcurrency" | "ordered">,
-): Pick<JobDefinition, "group" | "groupConcurrency" | "ordered"> {
+  config: Pick<JobConfig<PayloadSchema>, "group" | "groupConcurrency" | "ordered" | "groupRate">,
+): Pick<JobDefinition, "group" | "groupConcurrency" | "ordered" | "groupRate"> {
   const { group, groupConcurrency, ordered = false } = config;
+  const groupRate = config.groupRate === undefined
+    ? undefined
+    : assertGroupRate(config.groupRate, where);
+  if (groupRate !== undefined && group === undefined) {
+    throw new TypeError(`${where}: groupRate needs group`);
+  }
   if (groupConcurrency !== undefined) {
     if (!Number.isSafeInteger(groupConcurrency) || groupConcurrency < 1) {
       throw new RangeError(
@@ -736,7 +764,23 @@ function groupSettings(
       }`,
     );
   }
-  return { group, groupConcurrency, ordered };
+  return { group, groupConcurrency, ordered, groupRate };
+}
+
+/** A `groupRate` checked: `max` a whole number >= 1, `perMs` a whole number of ms >= 1. */
+function assertGroupRate(rate: unknown, where: string): GroupRate {
+  if (typeof rate !== "object" || rate === null) {
+    throw new TypeError(`${where}: groupRate must be { max, perMs }: got ${shown(rate)}`);
+  }
+  const { max, perMs } = rate as Record<string, unknown>;
+  for (const [field, value] of [["max", max], ["perMs", perMs]] as const) {
+    if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
+      throw new RangeError(
+        `${where}: groupRate.${field} must be a whole number >= 1: got ${shown(value)}`,
+      );
+    }
+  }
+  return Object.freeze({ max: max as number, perMs: perMs as number });
 }
 
 /** Whether `value` was made by {@linkcode defineJob}. */

@@ -261,8 +261,12 @@ export class SqlStore implements Store {
   }
 
   /** The earliest time after `after` (the caller's now) at which a job of `queues` becomes due, on the caller's clock, or null. */
-  nextDueAt(queues: readonly string[], after: number): Promise<number | null> {
-    return this.#read(() => tick.nextDueAt(this.#dialect, queues, after));
+  nextDueAt(
+    queues: readonly string[],
+    after: number,
+    groupRates?: ClaimRequest["groupRates"],
+  ): Promise<number | null> {
+    return this.#read(() => tick.nextDueAt(this.#dialect, queues, after, groupRates));
   }
 
   /** Extends leases in one transaction; returns the ids whose lease was lost. */

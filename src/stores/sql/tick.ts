@@ -24,7 +24,7 @@ import * as flows from "./flows.ts";
 import { clockParam, type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
 import { recordFinished } from "./finished_jobs.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
-import { claimFairly, groupsNextDue } from "./groups.ts";
+import { claimFairly, groupsNextDue, rateWindowsTurn } from "./groups.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
 import { each, exec, type Script } from "./script.ts";
 import { confirmStarts, UNCLAIM } from "./start_confirmation.ts";
@@ -96,11 +96,14 @@ const NEXT_DUE = statement(
  * or null: a few seeks per queue on `jobs_claim_order`. The time is on the
  * caller's clock: as long after `after` as the job is due after the
  * store's now, so a worker whose clock is off still wakes when it is due.
+ * With `groupRates`, a group over its rate limit with a job due now is due
+ * when its window turns.
  */
 export function* nextDueAt(
   dialect: Dialect,
   queues: readonly string[],
   after: number,
+  groupRates?: ClaimRequest["groupRates"],
 ): Script<number | null> {
   const now = clockParam(dialect, after);
   const results = yield* each<{ in_ms: number | string | null }>(
@@ -108,6 +111,11 @@ export function* nextDueAt(
     queues.map((queue) => [queue, now]),
   );
   results.push(...yield* groupsNextDue(queues, now));
+  if (groupRates !== undefined) {
+    const storeNow = yield* dialect.now(after);
+    const turn = yield* rateWindowsTurn(queues, now, storeNow, groupRates);
+    if (turn !== null) results.push({ rows: [{ in_ms: turn - storeNow }], count: 1 });
+  }
   let next: number | null = null;
   for (const { rows: [row] } of results) {
     if (row?.in_ms === null || row?.in_ms === undefined) continue;
