@@ -56,10 +56,10 @@
  *   groups) a limited group gives at most what its window has left; after
  *   the lease its count grows by the jobs leased. On PostgreSQL the group's
  *   row, locked by step 1, keeps two claims from counting the same window
- *   at once. An empty group stays listed while its window runs, and is
- *   dropped with its window's row by the first claim that finds it empty
- *   after. The next-due read makes a group over its limit with a job due
- *   now due when its window turns.
+ *   at once. A settle drops the ended windows of the names it limits at
+ *   most once a minute ({@linkcode dropEndedWindows}). The next-due read
+ *   makes a group over its limit with a job due now due when its window
+ *   turns.
  *
  * @internal
  * @module
@@ -205,8 +205,15 @@ const COUNT_CLAIMS = statement(
   ON CONFLICT (key) DO UPDATE SET window_start = excluded.window_start, starts = excluded.starts`,
 );
 
-/** Drops the rate windows `$1`. */
-const DROP_WINDOWS = statement("DELETE FROM rate_windows WHERE key IN {{texts $1}}");
+/**
+ * Drops the rate windows of the groups of one queue and job name (keys that
+ * start with `$1`) that ended by `$2` (window start at or before it, less
+ * the window's length): an ended window counts nothing.
+ */
+const DROP_ENDED_WINDOWS = statement(
+  `DELETE FROM rate_windows
+  WHERE substr(key, 1, length(CAST($1 AS TEXT))) = CAST($1 AS TEXT) AND window_start <= $2`,
+);
 
 /**
  * The groups of queue `$1` of the names `$3` (those with a group rate limit)
@@ -308,6 +315,23 @@ export function* rateWindowsTurn(
     if (turn === null || start + rate.perMs < turn) turn = start + rate.perMs;
   }
   return turn;
+}
+
+/**
+ * Drops the ended rate windows of the groups of `queues` of each job name
+ * in `rates` (by its `perMs`), at `now` (the store's): a group's window row
+ * outlives its window only until then. Run by settles at most once a
+ * minute (a scan of `rate_windows` per queue and name).
+ */
+export function* dropEndedWindows(
+  queues: readonly string[],
+  rates: Readonly<Record<string, GroupRateLimit>>,
+  now: number,
+): Script<void> {
+  const drops = queues.flatMap((queue) =>
+    Object.entries(rates).map(([name, rate]) => [groupRateKey(queue, name, ""), now - rate.perMs])
+  );
+  if (drops.length > 0) yield* each(DROP_ENDED_WINDOWS, drops);
 }
 
 /**
@@ -496,23 +520,12 @@ function* takeFromGroups(
     }
   }
   yield* countClaims(rates, groupOf, rows);
-  // A limited group stays listed while its window runs, so that its window's row goes with it.
-  const running = (window: RateWindow | null | undefined) =>
-    window !== null && window !== undefined && window.stored !== null &&
-    window.stored + window.perMs > window.now;
-  const drop = empty.filter((group) => !running(rates[groups.indexOf(group)]));
-  if (drop.length > 0) {
+  if (empty.length > 0) {
     yield* exec(
       DROP_EMPTY,
       request.queues[0]!,
-      drop.map((group) => [group.name, group.group_key, Number(group.version)]),
+      empty.map((group) => [group.name, group.group_key, Number(group.version)]),
     );
-    // Their windows, ended: a claim of a group listed again starts a new one.
-    const ended = drop.flatMap((group) => {
-      const window = rates[groups.indexOf(group)];
-      return window === null || window === undefined || window.stored === null ? [] : [window.key];
-    });
-    if (ended.length > 0) yield* exec(DROP_WINDOWS, ended);
   }
   return { rows, left: takeable.map((ids, index) => given[index] === 0 && ids.length > 0) };
 }
@@ -521,18 +534,12 @@ function* takeFromGroups(
 interface RateWindow {
   /** Its key in `rate_windows`. */
   readonly key: string;
-  /** The store's now. */
-  readonly now: number;
-  /** The window's length. */
-  readonly perMs: number;
   /** The current window's start. */
   readonly start: number;
   /** Claims counted in the current window. */
   readonly used: number;
   /** Claims the current window has left. */
   readonly left: number;
-  /** The start of the window stored, whichever it is, or null when none is. */
-  readonly stored: number | null;
 }
 
 /**
@@ -561,17 +568,8 @@ function* rateWindowsOf(
     const key = keys[index]!;
     const start = windowStart(now, rate.perMs);
     const row = stored.get(key);
-    const storedStart = row === undefined ? null : Number(row.window_start);
-    const used = storedStart === start ? Number(row!.starts) : 0;
-    return {
-      key,
-      now,
-      perMs: rate.perMs,
-      start,
-      used,
-      left: Math.max(0, rate.max - used),
-      stored: storedStart,
-    };
+    const used = row !== undefined && Number(row.window_start) === start ? Number(row.starts) : 0;
+    return { key, start, used, left: Math.max(0, rate.max - used) };
   });
 }
 

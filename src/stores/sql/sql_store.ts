@@ -91,6 +91,7 @@ export class SqlStore implements Store {
     metrics: new MetricsRollup(),
     finished: new PruneSchedule(),
     logs: new PruneSchedule(),
+    groupWindows: new PruneSchedule(),
   };
 
   /** Runs on `engine` with `dialect`; `migrations` are the engine's schema steps. */

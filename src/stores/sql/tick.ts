@@ -24,7 +24,7 @@ import * as flows from "./flows.ts";
 import { clockParam, type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
 import { recordFinished } from "./finished_jobs.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
-import { claimFairly, groupsNextDue, rateWindowsTurn } from "./groups.ts";
+import { claimFairly, dropEndedWindows, groupsNextDue, rateWindowsTurn } from "./groups.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
 import { each, exec, type Script } from "./script.ts";
 import { confirmStarts, UNCLAIM } from "./start_confirmation.ts";
@@ -190,6 +190,7 @@ export function* settle(
     readonly metrics: MetricsRollup;
     readonly finished: PruneSchedule;
     readonly logs: PruneSchedule;
+    readonly groupWindows: PruneSchedule;
   },
   settlements: readonly Settlement[],
   then: ClaimRequest | undefined,
@@ -209,6 +210,9 @@ export function* settle(
   const at = [...settlements, ...records.logs?.lines ?? []]
     .reduce((latest, { at }) => Math.max(latest, at), -Infinity);
   yield* writeLogs(dialect, records.logs, upkeep.logs, at);
+  if (then?.groupRates !== undefined && upkeep.groupWindows.due(then.now)) {
+    yield* dropEndedWindows(then.queues, then.groupRates, yield* dialect.now(then.now));
+  }
 
   // Chains and batches second, in batch order: the batch rows are what processes share.
   const moves = settlements.flatMap((settlement, index) => {

@@ -360,10 +360,18 @@ Deno.test("SqliteStore: a write SQLite rolled back on its own rejects with SQLit
   assert.equal((await store.counts(T0))[0]?.pending, 2);
 });
 
-Deno.test("SqliteStore: a group's rate window is a rate_windows row under a U+0001 key, dropped with its group once the window is over", async () => {
+Deno.test("SqliteStore: a group's rate window is a rate_windows row under a U+0001 key, dropped by a settle once the window is over", async () => {
   await using dir = await tempDir();
   await using store = await SqliteStore.open(dir.dbPath);
   const groupRates = { "contract-job": { max: 1, perMs: 1_000 } };
+  const request = (token: number, now: number) => ({
+    queues: ["default"],
+    limit: 10,
+    now,
+    leaseMs: LEASE_MS,
+    token,
+    groupRates,
+  });
   const [id] = await store.insertJobs([
     newJob({ group: { key: "tenant-é", limit: null, ordered: false } }),
   ]);
@@ -371,14 +379,18 @@ Deno.test("SqliteStore: a group's rate window is a rate_windows row under a U+00
   const windows = () => queryFile(dir.dbPath, "SELECT key, window_start, starts FROM rate_windows");
   const key = "\u00017:default:12:contract-job:tenant-é";
   assert.deepEqual(windows(), [{ key, window_start: T0, starts: 1 }]);
-  await store.settle([{ kind: "complete", id: id!, token: 1, at: T0 }]);
-  await claim(store, { token: 2, now: T0 + 999, groupRates });
+  await store.settle([{ kind: "complete", id: id!, token: 1, at: T0 + 999 }], request(2, T0 + 999));
   assert.deepEqual(windows(), [{ key, window_start: T0, starts: 1 }], "kept while its window runs");
-  await store.insertJobs([newJob({ group: { key: "other", limit: null, ordered: false } })]);
-  await claim(store, { token: 3, now: T0 + 1_000, groupRates });
+  const [other] = await store.insertJobs([
+    newJob({ group: { key: "other", limit: null, ordered: false } }),
+  ]);
+  // The next prune of this store is due a minute of settles later.
+  const later = T0 + 61_000;
+  const { claimed } = await store.settle([], request(3, later));
+  assert.deepEqual(claimed.map((job) => job.id), [other]);
   assert.deepEqual(
-    windows().map((row) => row.key),
-    ["\u00017:default:12:contract-job:other"],
-    "the emptied group's ended window is gone",
+    windows(),
+    [{ key: "\u00017:default:12:contract-job:other", window_start: later, starts: 1 }],
+    "the ended window is gone; the one just counted is kept",
   );
 });
