@@ -32,6 +32,19 @@ export const grouped = defineJob({
 });
 
 /**
+ * {@linkcode grouped} with a group rate limit that never holds a group back
+ * (at most 1,000,000 claims per group a minute): the cost of counting each
+ * group's claims in the claim.
+ */
+export const groupedRated = defineJob({
+  name: "bench-grouped-rated",
+  schema: z.object({ n: z.number().int() }),
+  group: ({ n }) => String(n % FAIR_GROUPS),
+  groupRate: { max: 1_000_000, perMs: 60_000 },
+  handle() {},
+});
+
+/**
  * When the flow fan-in bench's last node handler ended and its join's
  * handler started (`performance.now()`), written by the handlers: the
  * bench runs them in its own isolate, which shares this module.

@@ -8,7 +8,7 @@
  */
 import type { ExecutorKind, Queue } from "../mod.ts";
 import { trace } from "@opentelemetry/api";
-import { FAIR_GROUPS, grouped, logged, noop, oneStep, tenSteps } from "./jobs.ts";
+import { FAIR_GROUPS, grouped, groupedRated, logged, noop, oneStep, tenSteps } from "./jobs.ts";
 import { type Measurement, measureRate } from "./measurement.ts";
 import { assertPending, withQueue, withQueueKeeping } from "./queue_fixture.ts";
 import { rawRoundTripRate } from "./raw_round_trip.ts";
@@ -114,6 +114,13 @@ export function fairDrainMeasurements(): Measurement[] {
     baseline: "drain-c32",
     target: 0.8,
     run: (jobs) => drain(jobs, 32, "isolate", withQueue, grouped),
+  }, {
+    id: "drain-c32-groups-rated",
+    name: "isolate drain c32, 1,000 groups, groupRate",
+    label: `the same drain with groupRate (1,000,000 claims per group a minute: never reached), ` +
+      `each claim reading and counting its groups' rate windows`,
+    baseline: "drain-c32-groups",
+    run: (jobs) => drain(jobs, 32, "isolate", withQueue, groupedRated),
   }];
 }
 
@@ -246,12 +253,19 @@ export function drain(
   concurrency: number,
   executor: ExecutorKind,
   fixture: QueueFixture = withQueue,
-  job: typeof noop | typeof logged | typeof oneStep | typeof tenSteps | typeof grouped = noop,
+  job:
+    | typeof noop
+    | typeof logged
+    | typeof oneStep
+    | typeof tenSteps
+    | typeof grouped
+    | typeof groupedRated = noop,
   delayedLeft = 0,
 ): Promise<number> {
   return fixture(async (queue) => {
-    if (job === noop || job === grouped) await queue.dispatchMany(job, payloads(jobs));
-    else {
+    if (job === noop || job === grouped || job === groupedRated) {
+      await queue.dispatchMany(job, payloads(jobs));
+    } else {
       // As an app would: dispatched while handling a request, so the trace context is stored.
       await trace.getTracer("bench").startActiveSpan("bench dispatch", async (span) => {
         await queue.dispatchMany(job, payloads(jobs));

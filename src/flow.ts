@@ -2,7 +2,8 @@
  * Flows: jobs that wait for other jobs and take their outputs (a directed
  * acyclic graph of jobs). A node is queued when all its parents succeeded,
  * in the transaction that settles the last of them; its handler reads their
- * outputs as `ctx.parents`, keyed by each parent's key. A node that fails
+ * outputs as `ctx.parents`, keyed by each parent's key (typed where its job
+ * declares them: `defineJob({ parents })`). A node that fails
  * for good (or is cancelled) skips its descendants and queues the flow's
  * catch once; `queue.retry(id)` of that node resumes the flow.
  *
@@ -94,8 +95,9 @@ export interface FlowPlan {
  * const buildReport = defineJob({
  *   name: "build-report",
  *   schema: z.object({ day: z.string() }),
+ *   parents: { "fetch-sales": fetchSales, refunds: fetchRefunds }, // types ctx.parents
  *   handle(_payload, ctx) {
- *     const { "fetch-sales": sales, refunds } = ctx.parents as { "fetch-sales": number; refunds: number };
+ *     const { "fetch-sales": sales, refunds } = ctx.parents; // both numbers
  *     console.log(`net ${sales - refunds}`);
  *   },
  * });
@@ -249,7 +251,38 @@ export class FlowBuilder {
       ordered.push({ ...node, parents: parentsOf.get(key)! });
     };
     for (const key of this.#nodes.keys()) visit(key, []);
+    for (const node of ordered) this.#assertDeclaredParents(node);
     return ordered;
+  }
+
+  /**
+   * Checks a node whose job declares its parents (`defineJob({ parents })`,
+   * which types its `ctx.parents`): each declared key names a parent of the
+   * node that runs the declared job, and no parent may fail into it
+   * (`continueOnFailure` would leave a declared output absent).
+   */
+  #assertDeclaredParents(node: PlannedFlowNode): void {
+    const job = node.planned.job;
+    if (job.parents === undefined) return;
+    const where = `Cannot dispatch flow "${this.#name}": node "${node.key}" (job "${job.name}")`;
+    if (node.continueOnFailure) {
+      throw new TypeError(
+        `${where} declares its parents, whose outputs it reads: it cannot take continueOnFailure, which would run it without a failed parent's output`,
+      );
+    }
+    for (const [key, declared] of Object.entries(job.parents)) {
+      if (!node.parents.includes(key)) {
+        throw new TypeError(
+          `${where} declares parent "${key}" (job "${declared.name}"), which it does not wait for: add it to the node's after`,
+        );
+      }
+      const parentJob = this.#nodes.get(key)!.planned.job;
+      if (parentJob.name !== declared.name) {
+        throw new TypeError(
+          `${where} declares parent "${key}" as job "${declared.name}", but that node runs "${parentJob.name}"`,
+        );
+      }
+    }
   }
 }
 

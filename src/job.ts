@@ -176,8 +176,35 @@ export interface ScheduledRun {
   readonly slot: Date;
 }
 
-/** What a handler learns about the attempt it is running. */
-export interface JobContext {
+/**
+ * The jobs a flow node's parents run, by each parent's key: what
+ * `defineJob({ parents })` declares, to read their outputs typed.
+ */
+export type ParentJobs = Readonly<Record<string, JobDefinition>>;
+
+/**
+ * What `ctx.parents` holds for one parent running `J`: its output as its
+ * `output` schema gives it, or null for a job without one.
+ */
+// deno-lint-ignore no-explicit-any
+export type ParentOutput<J> = J extends JobDefinition<any, infer O>
+  ? O extends PayloadSchema ? PayloadOutput<O> : null
+  : never;
+
+/**
+ * `ctx.parents` for a node whose job declares parents `P`: each declared
+ * key with its job's output, typed; any other key (a parent not declared)
+ * as `unknown`.
+ */
+export type ParentOutputs<P extends ParentJobs> =
+  & { readonly [K in keyof P]: ParentOutput<P[K]> }
+  & Readonly<Record<string, unknown>>;
+
+/**
+ * What a handler learns about the attempt it is running. `P`: the parents
+ * its job declares (`defineJob({ parents })`), which type `parents`.
+ */
+export interface JobContext<P extends ParentJobs = NoParents> {
   /** The job's id, the same across its attempts. */
   readonly id: number;
   /** The job's name, as given to {@linkcode defineJob}. */
@@ -207,9 +234,10 @@ export interface JobContext {
   /**
    * In a flow, the outputs of this node's parents that succeeded, keyed by
    * each parent's key (`null` for a parent without an `output` schema);
-   * `{}` outside flows and for a node without parents.
+   * `{}` outside flows and for a node without parents. Typed by the
+   * parents its job declares (`defineJob({ parents })`), else `unknown`.
    */
-  readonly parents: Readonly<Record<string, unknown>>;
+  readonly parents: ParentOutputs<P>;
   /**
    * In a flow, for a node added with `continueOnFailure`, the error
    * message of each parent that failed for good, was cancelled or skipped,
@@ -346,18 +374,39 @@ export type HandlerReturn<O extends PayloadSchema | undefined> = O extends Paylo
   ? PayloadInput<O> | Promise<PayloadInput<O>>
   : unknown;
 
-/** The output a job's result holds (its `output` schema's type), or `undefined` without one. */
-export type OutputOf<J> = J extends JobDefinition<PayloadSchema, infer O>
+/**
+ * The output a job's result holds (its `output` schema's type), or
+ * `undefined` without one. (Matched against `JobDefinition<any, …>`: a
+ * definition of a particular schema is not a `JobDefinition<PayloadSchema>`,
+ * whose hooks take any payload.)
+ */
+// deno-lint-ignore no-explicit-any
+export type OutputOf<J> = J extends JobDefinition<any, infer O>
   ? O extends PayloadSchema ? PayloadOutput<O> : undefined
   : never;
 
 /** The default cap on a stored output: 256 KiB of JSON. */
 export const DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024;
 
+/**
+ * A group rate limit (`defineJob({ groupRate })`): at most `max` claims of
+ * one group per window of `perMs` ms.
+ */
+export interface GroupRate {
+  /** Most claims of one group per window: a whole number >= 1. */
+  readonly max: number;
+  /** The window's length in ms: a whole number >= 1. Windows start at multiples of it. */
+  readonly perMs: number;
+}
+
+/** No declared parents: the default of {@linkcode JobContext} and {@linkcode JobConfig}. */
+export type NoParents = Record<never, never>;
+
 /** The settings {@linkcode defineJob} takes. */
 export interface JobConfig<
   S extends PayloadSchema,
   O extends PayloadSchema | undefined = undefined,
+  P extends ParentJobs = NoParents,
 > {
   /** Stable name, stored with each job; 1 to 255 characters. */
   name: string;
@@ -470,6 +519,15 @@ export interface JobConfig<
    */
   ordered?: boolean;
   /**
+   * With `group`: at most `max` jobs of one group claimed per window of
+   * `perMs` ms, across every process, every group of the job limited
+   * alike. A group over its limit is passed over by the round robin until
+   * its window turns, while the other groups go on. Each claim counts (a
+   * retry's too). See docs/groups.md.
+   * @default {no limit}
+   */
+  groupRate?: GroupRate;
+  /**
    * Rules checked before each attempt: {@linkcode withoutOverlapping},
    * {@linkcode rateLimited}. A job they hold back is put back without using an attempt.
    */
@@ -491,6 +549,18 @@ export interface JobConfig<
    */
   output?: O;
   /**
+   * The parents this job reads as a flow node, by the key each has in its
+   * flow: `{ "fetch-sales": fetchSales, refunds: fetchRefunds }` types
+   * `ctx.parents["fetch-sales"]` as `fetchSales`'s output (null for a job
+   * without `output`). Such a job runs only as a flow node:
+   * `flow.dispatch()` checks that each declared key is a parent of the node
+   * running that job, and refuses the node with `continueOnFailure` (a
+   * parent's output could then be absent); any other dispatch of it is
+   * refused. See docs/flows.md.
+   * @default {none: ctx.parents is untyped}
+   */
+  parents?: P;
+  /**
    * Largest output stored, in bytes of JSON; a bigger one fails the attempt.
    * @default {262_144}
    */
@@ -504,7 +574,7 @@ export interface JobConfig<
   /** @deprecated Use `keepFinishedMs`; still accepted (`keepFinishedMs` wins when both are given). */
   keepCompletedMs?: number;
   /** Runs the job. Throw to fail the attempt; throw `PermanentError` to fail for good. */
-  handle(payload: PayloadOutput<S>, ctx: JobContext): HandlerReturn<O>;
+  handle(payload: PayloadOutput<S>, ctx: JobContext<P>): HandlerReturn<O>;
   /** Runs once when the job fails for good. An error it throws is logged, never retried. */
   failed?(payload: PayloadOutput<S>, error: Error, ctx: FailedJobContext): void | Promise<void>;
 }
@@ -560,10 +630,14 @@ export interface JobDefinition<
   readonly groupConcurrency: number | undefined;
   /** Whether each group's jobs run one at a time in dispatch order. */
   readonly ordered: boolean;
+  /** Most claims of one group per window, or undefined for no limit. */
+  readonly groupRate: GroupRate | undefined;
   /** Rules checked before each attempt, or undefined. */
   readonly middleware: ((payload: PayloadOutput<S>) => readonly JobMiddleware[]) | undefined;
   /** Schema of the handler's return value, or undefined when its return value is ignored. */
   readonly output: O;
+  /** The parents it declares as a flow node, by key, or undefined. */
+  readonly parents: ParentJobs | undefined;
   /** Largest output stored, in bytes of JSON. */
   readonly maxOutputBytes: number;
   /** How long a finished job is kept, in ms, or undefined for the queue's default. */
@@ -604,7 +678,8 @@ const DEFINITIONS = new WeakSet<object>();
 export function defineJob<
   S extends PayloadSchema,
   O extends PayloadSchema | undefined = undefined,
->(config: JobConfig<S, O>): JobDefinition<S, O> {
+  P extends ParentJobs = NoParents,
+>(config: JobConfig<S, O, P>): JobDefinition<S, O> {
   const name = assertName(config.name, "defineJob", "name");
   const where = `Job "${name}"`;
   if (typeof config.schema?.safeParse !== "function") {
@@ -665,9 +740,11 @@ export function defineJob<
     ...groupSettings(where, config),
     middleware: config.middleware,
     output: config.output as O,
+    parents: declaredParents(config.parents, where),
     maxOutputBytes,
     keepFinishedMs,
-    handle: config.handle,
+    // Its ctx.parents typed by `parents`, which flow.dispatch() checks against the node's parents.
+    handle: config.handle as JobDefinition<S, O>["handle"],
     failed: config.failed,
   };
   if (typeof definition.encrypted !== "boolean") {
@@ -710,14 +787,20 @@ export function defineJob<
 }
 
 /**
- * A job's group settings, checked: `groupConcurrency` and `ordered` need a
- * `group`, and `ordered` needs `groupConcurrency: 1`.
+ * A job's group settings, checked: `groupConcurrency`, `groupRate` and
+ * `ordered` need a `group`, and `ordered` needs `groupConcurrency: 1`.
  */
 function groupSettings(
   where: string,
-  config: Pick<JobConfig<PayloadSchema>, "group" | "groupConcurrency" | "ordered">,
-): Pick<JobDefinition, "group" | "groupConcurrency" | "ordered"> {
+  config: Pick<JobConfig<PayloadSchema>, "group" | "groupConcurrency" | "ordered" | "groupRate">,
+): Pick<JobDefinition, "group" | "groupConcurrency" | "ordered" | "groupRate"> {
   const { group, groupConcurrency, ordered = false } = config;
+  const groupRate = config.groupRate === undefined
+    ? undefined
+    : assertGroupRate(config.groupRate, where);
+  if (groupRate !== undefined && group === undefined) {
+    throw new TypeError(`${where}: groupRate needs group`);
+  }
   if (groupConcurrency !== undefined) {
     if (!Number.isSafeInteger(groupConcurrency) || groupConcurrency < 1) {
       throw new RangeError(
@@ -736,7 +819,43 @@ function groupSettings(
       }`,
     );
   }
-  return { group, groupConcurrency, ordered };
+  return { group, groupConcurrency, ordered, groupRate };
+}
+
+/** `defineJob({ parents })` checked: an object of job definitions, frozen; undefined when absent. */
+function declaredParents(parents: unknown, where: string): ParentJobs | undefined {
+  if (parents === undefined) return undefined;
+  if (typeof parents !== "object" || parents === null || Array.isArray(parents)) {
+    throw new TypeError(
+      `${where}: parents must be an object of job definitions by key: got ${shown(parents)}`,
+    );
+  }
+  for (const [key, job] of Object.entries(parents)) {
+    if (!isJobDefinition(job)) {
+      throw new TypeError(
+        `${where}: parents["${key}"] must be a job definition (made by defineJob): got ${
+          shown(job)
+        }`,
+      );
+    }
+  }
+  return Object.freeze({ ...parents as ParentJobs });
+}
+
+/** A `groupRate` checked: `max` a whole number >= 1, `perMs` a whole number of ms >= 1. */
+function assertGroupRate(rate: unknown, where: string): GroupRate {
+  if (typeof rate !== "object" || rate === null) {
+    throw new TypeError(`${where}: groupRate must be { max, perMs }: got ${shown(rate)}`);
+  }
+  const { max, perMs } = rate as Record<string, unknown>;
+  for (const [field, value] of [["max", max], ["perMs", perMs]] as const) {
+    if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
+      throw new RangeError(
+        `${where}: groupRate.${field} must be a whole number >= 1: got ${shown(value)}`,
+      );
+    }
+  }
+  return Object.freeze({ max: max as number, perMs: perMs as number });
 }
 
 /** Whether `value` was made by {@linkcode defineJob}. */

@@ -97,7 +97,9 @@ export function withoutOverlapping(
 /**
  * Lets at most `max` jobs that name `key` start per window of `perMs`,
  * across every process; the others are put back, without using an attempt,
- * until the window ends.
+ * until the window ends. A `key` may not start with U+0001: those name the
+ * windows of group rate limits (`defineJob({ groupRate })`), which limit
+ * claims instead, so no job is claimed to be put back.
  *
  * @example At most 60 mails a minute
  * ```ts
@@ -114,9 +116,17 @@ export function withoutOverlapping(
  */
 export function rateLimited(key: string, max: number, perMs: number): RateLimited {
   const where = "rateLimited";
+  assertKey(key, where);
+  if (key.startsWith("\u0001")) {
+    throw new TypeError(
+      `${where}: key must not start with U+0001, kept for the windows of group rate limits (groupRate): got ${
+        JSON.stringify(key.slice(0, 64))
+      }`,
+    );
+  }
   return {
     kind: "rate-limited",
-    key: assertKey(key, where),
+    key,
     max: wholeNumber(max, `${where}: max`),
     perMs: milliseconds(perMs, `${where}: perMs`, 1),
   };

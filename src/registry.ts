@@ -6,7 +6,7 @@
  */
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { isJobDefinition, type JobDefinition } from "./job.ts";
+import { type GroupRate, isJobDefinition, type JobDefinition } from "./job.ts";
 import { isScheduleDefinition, type ScheduleDefinition } from "./schedule.ts";
 
 /**
@@ -53,6 +53,7 @@ export class JobRegistry {
   readonly #byName = new Map<string, JobDefinition>();
   readonly #schedules: readonly ScheduleDefinition[];
   #names: readonly string[] | undefined;
+  #groupRates: Readonly<Record<string, GroupRate>> | undefined | null = null;
   /** The jobs module's URL, when the definitions came from one (Web Workers import it too). */
   readonly moduleUrl: string | undefined;
 
@@ -126,6 +127,20 @@ export class JobRegistry {
   /** The schedules defined beside the jobs, in the order they were exported. */
   schedules(): readonly ScheduleDefinition[] {
     return this.#schedules;
+  }
+
+  /**
+   * Each job name's group rate limit (`defineJob({ groupRate })`), for the
+   * claim and the next-due read; undefined when no job has one.
+   */
+  groupRates(): Readonly<Record<string, GroupRate>> | undefined {
+    if (this.#groupRates === null) {
+      const rates = [...this.#byName].flatMap(([name, definition]) =>
+        definition.groupRate === undefined ? [] : [[name, definition.groupRate] as const]
+      );
+      this.#groupRates = rates.length === 0 ? undefined : Object.freeze(Object.fromEntries(rates));
+    }
+    return this.#groupRates;
   }
 
   /** The names of the known jobs whose payloads are encrypted. */

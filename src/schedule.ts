@@ -152,6 +152,11 @@ export function defineSchedule<J extends JobDefinition>(
   if (!isJobDefinition(config.job)) {
     throw new TypeError(`${where}: job must be a job made with defineJob()`);
   }
+  if (config.job.parents !== undefined) {
+    throw new TypeError(
+      `${where}: job "${config.job.name}" declares the parents whose outputs it reads (defineJob({ parents })), so it runs only as a flow's node`,
+    );
+  }
   const { cron, everyMs } = config;
   if ((cron === undefined) === (everyMs === undefined)) {
     throw new TypeError(`${where}: give either cron or everyMs, not ${cron ? "both" : "neither"}`);

@@ -1,8 +1,8 @@
 /**
  * Fair scheduling by group (docs/groups.md) through the queue, on every
  * store: what `defineJob` refuses, what a dispatch refuses (nothing
- * stored), `groupConcurrency` and `ordered` with an in-process worker, and
- * pausing a group. The multi-process ledgers and the fairness run are in
+ * stored), `groupConcurrency`, `groupRate` and `ordered` with an
+ * in-process worker, and pausing a group. The multi-process ledgers and the fairness run are in
  * tests/faults/groups_processes_test.ts.
  *
  * @module
@@ -10,9 +10,9 @@
 import assert from "node:assert/strict";
 import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
-import { defineJob } from "../mod.ts";
+import { defineJob, rateLimited } from "../mod.ts";
 import { workUntilEmpty } from "../src/testing.ts";
-import { ManualClock } from "./_helpers.ts";
+import { ManualClock, waitUntil } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 
 const tenant = z.object({ tenant: z.string(), n: z.number() });
@@ -190,5 +190,101 @@ storeTest(
       queue.pauseGroup(job, ""),
       /pauseGroup: the group key must be a non-empty string of at most 255 characters/,
     );
+  },
+);
+
+Deno.test("defineJob() refuses a groupRate without group or with a bad max or perMs; rateLimited() refuses the keys kept for it", () => {
+  const base = { schema: tenant, group: (p: { tenant: string }) => p.tenant, handle() {} };
+  assert.throws(
+    () =>
+      defineJob({ name: "r", schema: tenant, groupRate: { max: 1, perMs: 1_000 }, handle() {} }),
+    /Job "r": groupRate needs group/,
+  );
+  assert.throws(
+    () => defineJob({ ...base, name: "r0", groupRate: { max: 0, perMs: 1_000 } }),
+    /Job "r0": groupRate.max must be a whole number >= 1: got 0/,
+  );
+  assert.throws(
+    () => defineJob({ ...base, name: "r1", groupRate: { max: 1, perMs: 0.5 } }),
+    /Job "r1": groupRate.perMs must be a whole number >= 1: got 0.5/,
+  );
+  assert.throws(
+    () => defineJob({ ...base, name: "r2", groupRate: 10 as never }),
+    /Job "r2": groupRate must be \{ max, perMs \}: got 10/,
+  );
+  const ok = defineJob({ ...base, name: "ok", groupRate: { max: 3, perMs: 60_000 } });
+  assert.deepEqual(ok.groupRate, { max: 3, perMs: 60_000 });
+  assert.throws(
+    () => rateLimited("\u0001mine", 1, 1_000),
+    /rateLimited: key must not start with U\+0001, kept for the windows of group rate limits/,
+  );
+});
+
+storeTest(
+  "groupRate holds each group to max claims per window, the groups' windows apart, while other jobs run; the window turning lets them go",
+  async (db) => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const ran: string[] = [];
+    const job = defineJob({
+      name: "call-api",
+      schema: tenant,
+      group: (p) => p.tenant,
+      groupRate: { max: 2, perMs: 10_000 },
+      handle({ tenant }) {
+        ran.push(tenant);
+      },
+    });
+    const other = defineJob({
+      name: "other",
+      schema: z.null(),
+      handle() {
+        ran.push("other");
+      },
+    });
+    await using queue = await db.open({ jobs: [job, other], clock });
+    await queue.dispatchMany(
+      job,
+      Array.from({ length: 10 }, (_, n) => ({ tenant: n % 2 === 0 ? "a" : "b", n })),
+    );
+    await queue.dispatchMany(other, [null, null, null]);
+    const tally = () =>
+      ["a", "b", "other"].map((key) => ran.filter((tenant) => tenant === key).length);
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 4 });
+    assert.deepEqual(tally(), [2, 2, 3], "2 of each group in the first window; the rest all ran");
+    clock.advance(9_999);
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 4 });
+    assert.deepEqual(tally(), [2, 2, 3], "still the first window");
+    clock.advance(1);
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 4 });
+    assert.deepEqual(tally(), [4, 4, 3], "the next window");
+    clock.advance(10_000);
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 4 });
+    assert.deepEqual(tally(), [5, 5, 3]);
+  },
+);
+
+storeTest(
+  "groupRate: an idle worker wakes when its group's window turns (no poll would wake it in time)",
+  async (db) => {
+    const ran: number[] = [];
+    const job = defineJob({
+      name: "call-api",
+      schema: tenant,
+      group: (p) => p.tenant,
+      groupRate: { max: 1, perMs: 500 },
+      groupConcurrency: 1,
+      handle({ n }) {
+        ran.push(n);
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    await queue.dispatchMany(job, [0, 1, 2].map((n) => ({ tenant: "a", n })));
+    const worker = queue.work({ executor: "isolate", pollMs: 600_000, leaseMs: 600_000 });
+    try {
+      await waitUntil(() => ran.length === 3, { what: "the three jobs ran, one a window" });
+    } finally {
+      await worker.stop();
+    }
+    assert.deepEqual(ran, [0, 1, 2]);
   },
 );

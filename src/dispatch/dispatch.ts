@@ -162,6 +162,7 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
         const [row] = await this.#plannedRows(
           [node.planned],
           () => ` as node "${node.key}" of flow "${plan.name}"`,
+          true,
         );
         positions.set(node.key, nodes.length);
         nodes.push({
@@ -286,15 +287,19 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
     return rows;
   }
 
-  /** The rows of jobs a builder planned, in order; `role(index)` places them in error messages. */
+  /**
+   * The rows of jobs a builder planned, in order; `role(index)` places them
+   * in error messages; `flowNodes`: they are a flow's nodes.
+   */
   async #plannedRows(
     planned: readonly PlannedJobs[],
     role: (index: number) => string,
+    flowNodes = false,
   ): Promise<NewJobRow[]> {
     this.#assertOpen();
     const rows: NewJobRow[] = [];
     for (const [index, { job, payloads, options }] of planned.entries()) {
-      rows.push(...await this.#rules.jobRows.rows(job, payloads, options, role(index)));
+      rows.push(...await this.#rules.jobRows.rows(job, payloads, options, role(index), flowNodes));
     }
     return rows;
   }

@@ -45,14 +45,17 @@ export class JobRows {
   /**
    * One row per payload of `job`, due after `options.delayMs`. `role`
    * follows the job's name in error messages (` as link 2 of a chain`).
+   * `flowNode`: the rows are a flow's nodes, the one place a job that
+   * declares its parents may go.
    */
   async rows(
     job: JobDefinition,
     payloads: readonly unknown[],
     options: DispatchOptions | undefined,
     role = "",
+    flowNode = false,
   ): Promise<NewJobRow[]> {
-    const rows = this.plainRows(job, payloads, options, role);
+    const rows = this.plainRows(job, payloads, options, role, flowNode);
     if (!job.encrypted) return rows;
     const sealed = await Promise.all(
       rows.map((row) => this.#cipher!.encrypt(job.name, row.payload)),
@@ -69,6 +72,7 @@ export class JobRows {
     payloads: readonly unknown[],
     options: DispatchOptions | undefined,
     role = "",
+    flowNode = false,
   ): NewJobRow[] {
     if (!isJobDefinition(job) || !this.#registry.has(job)) {
       const name = typeof job?.name === "string" ? `"${job.name}"` : String(job);
@@ -80,6 +84,11 @@ export class JobRows {
       throw new TypeError(`Cannot dispatch "${job.name}"${role}: payloads must be an array`);
     }
     const where = `Cannot dispatch "${job.name}"${role}`;
+    if (job.parents !== undefined && !flowNode) {
+      throw new TypeError(
+        `${where}: it declares the parents whose outputs it reads (defineJob({ parents })), so it runs only as a flow's node: add it with flow.add(job, payload, { after })`,
+      );
+    }
     // `map` skips the holes of a sparse array (`new Array(3)`), which would store nothing.
     for (let index = 0; index < payloads.length; index++) {
       if (!(index in payloads)) {

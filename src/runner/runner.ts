@@ -323,7 +323,11 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     const { store, clock } = this.#deps;
     let next: number | null;
     try {
-      next = await store.nextDueAt(this.#options.queues, clock.now());
+      next = await store.nextDueAt(
+        this.#options.queues,
+        clock.now(),
+        this.#deps.registry.groupRates(),
+      );
     } catch {
       return pollMs; // the next claim reports what is wrong with the store
     }
@@ -537,6 +541,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     const schedules = this.#firing() ?? undefined;
     if (schedules?.needsPreparing) await schedules.prepare(clock.now());
     const now = clock.now();
+    const groupRates = this.#deps.registry.groupRates();
     // While the store is out, claim nothing until the settles kept in memory are written.
     const claiming = !(this.#outage !== null && settlements.length > 0);
     const request: ClaimRequest | undefined = claiming && (limit > 0 || schedules !== undefined)
@@ -547,6 +552,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
         leaseMs: this.#options.leaseMs,
         token: newToken(),
         names: this.#deps.registry.names(),
+        ...(groupRates !== undefined && { groupRates }),
         ...(limit > free && { aheadFrom: free, spendLimits: this.#spendLimits() }),
         ...(schedules === undefined ? {} : { schedules }),
         readsScheduled: this.#deps.readsScheduled,

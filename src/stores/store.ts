@@ -170,9 +170,15 @@ export interface WorkerStore {
    * The earliest time after `after` at which a job of `queues` becomes due
    * (a delayed job, a retry's backoff, or a lease that runs out), or null
    * when none will: an idle worker sleeps until then instead of until its
-   * next poll. One index seek per queue.
+   * next poll. One index seek per queue. With `groupRates` (as a claim
+   * request carries them), a group that has a job due now but is over its
+   * rate limit becomes due when its window turns.
    */
-  nextDueAt(queues: readonly string[], after: number): Promise<number | null>;
+  nextDueAt(
+    queues: readonly string[],
+    after: number,
+    groupRates?: ClaimRequest["groupRates"],
+  ): Promise<number | null>;
   /**
    * Extends leases to `until`, `now` being the caller's now (a store on the
    * database's clock extends them as long after its own now); returns the

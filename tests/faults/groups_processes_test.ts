@@ -3,6 +3,8 @@
  * written to a ledger of start and end times outside the queue's database:
  * - `groupConcurrency: 2` across 3 worker processes: never more than 2 runs
  *   of one group overlap, on every store;
+ * - `groupRate: { max: 3, perMs: 1000 }` across 3 worker processes: never
+ *   more than 3 starts of one group in one window, on every store;
  * - ordered groups run in dispatch order, one at a time, across a retry, on
  *   every store;
  * - an ordered group runs in dispatch order across a kill -9 of the process
@@ -22,7 +24,7 @@ import { Queue } from "../../mod.ts";
 import { ChildScript } from "../_child.ts";
 import { tempDir, unfinishedCount, waitUntil } from "../_helpers.ts";
 import { storeTest } from "../_stores.ts";
-import { fair, limited, ordered, orderedHang, plain } from "../fixtures/groups/jobs.ts";
+import { fair, limited, ordered, orderedHang, plain, rated } from "../fixtures/groups/jobs.ts";
 import { type LedgerRow, readLedger } from "../fixtures/reliability/ledger.ts";
 
 /** How long a step may take on a loaded machine before it is reported as stuck. */
@@ -113,6 +115,68 @@ storeTest(
     );
     assert.equal(rows.length, 60, "every job ran once");
     for (const [tenant, peak] of most) assert.ok(peak <= 2, `group ${tenant}: ${peak} at once`);
+  },
+);
+
+/**
+ * The most starts of one tenant in one window of `perMs` (windows at
+ * multiples of it, as the store counts them), by tenant.
+ */
+function mostPerWindow(rows: readonly LedgerRow[], perMs: number): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const row of rows) {
+    const key = `${infoOf(row).tenant}@${Math.floor(row.start / perMs)}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  const most = new Map<string, number>();
+  for (const [key, count] of counts) {
+    const tenant = key.slice(0, key.indexOf("@"));
+    most.set(tenant, Math.max(most.get(tenant) ?? 0, count));
+  }
+  return most;
+}
+
+storeTest(
+  "groupRate: 3 per 2 s across 3 worker processes: never more than 3 starts of one group in one window, per the ledger",
+  async (db) => {
+    await using queue = await db.open({ jobs: [rated] });
+    const path = join(db.dir, "groups-ledger.db");
+    using ledger = new DatabaseSync(path, { timeout: 20_000 });
+    const tenants = ["a", "b", "c"];
+    const perMs = 2_000;
+    await withWorkers(
+      await db.childArgs(),
+      3,
+      { GROUPS_LEDGER: path, GROUPS_JOB_MS: "10", GROUPS_CONCURRENCY: "4" },
+      async () => {
+        // The store counts a job in the window of its claim and the ledger its start, a little
+        // later: dispatched early in a window, its first claims start in it, and the later ones
+        // are claimed as a window turns (the workers wake then), so each start is in its claim's
+        // window unless a handler starts over a second and a half after its claim.
+        await waitUntil(() => Date.now() % perMs < 500, {
+          what: "the start of a window",
+          everyMs: 5,
+        });
+        await queue.dispatchMany(
+          rated,
+          Array.from({ length: 27 }, (_, n) => ({ tenant: tenants[n % 3]!, n })),
+        );
+        await waitUntil(() => readLedger(ledger).length >= 27 || null, {
+          what: "27 runs in the ledger",
+          timeoutMs: DEADLINE_MS,
+        });
+      },
+    );
+    const rows = readLedger(ledger);
+    const most = mostPerWindow(rows, perMs);
+    const pids = new Set(rows.map((row) => row.pid));
+    console.log(
+      `[figure] group rate ${db.kind}: most starts of one group in one window ${
+        JSON.stringify(Object.fromEntries(most))
+      } (limit 3 per ${perMs} ms) over ${pids.size} processes, ${rows.length} runs`,
+    );
+    assert.equal(rows.length, 27, "every job ran once");
+    for (const [tenant, peak] of most) assert.ok(peak <= 3, `group ${tenant}: ${peak} in a window`);
   },
 );
 

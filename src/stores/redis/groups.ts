@@ -23,6 +23,14 @@
  *   rounds (every group's first free slot, then every group's second) up to
  *   the claim's need; the groups it served or found nothing to take in go
  *   to the back of the turn order.
+ * - A group rate limit (the claim's `groupRates`, by job name) is counted
+ *   in `P:rate:<key>`, the HASH of `rateLimited` (`window_start`,
+ *   `starts`), under the key of src/stores/sql/groups.ts's `groupRateKey`
+ *   (U+0001 first, which no `rateLimited` key may start with). A limited
+ *   group gives at most what its window has left; each job the claim
+ *   leases from it counts (`countGroupClaim`), and the HASH expires a
+ *   minute after its window ends. The next-due read makes a group over its limit with a
+ *   job due now due when its window turns.
  *
  * @internal
  * @module
@@ -34,12 +42,46 @@ import { luaScript } from "./lua.ts";
 const MAX_WINDOW = 64;
 
 /**
- * `groupedCandidates(queue, T, need, names)`: up to `need` due grouped jobs
- * of `queue` in round-robin order, `{id, due, gid}`; moves the groups it
- * looked at as the module doc says. For the claim's script (tick.ts).
+ * Group rate limits, for the claim's and the next-due read's scripts:
+ * `gidName(gid)`, the job name of a group; `groupWindow(queue, gid, rate,
+ * T)`, the group's rate window at `T` (`key`, `start`, `used`, `left`);
+ * `countGroupClaim(window, T)` counts one claim in it.
+ */
+export const GROUP_RATES = String.raw`
+local function gidName(gid)
+  local colon = string.find(gid, ':', 1, true)
+  local length = tonumber(string.sub(gid, 1, colon - 1))
+  return string.sub(gid, colon + 1, colon + length)
+end
+
+local function groupWindow(queue, gid, rate, T)
+  local key = P .. ':rate:\1' .. #queue .. ':' .. queue .. ':' .. gid
+  local start = math.floor(T / rate.perMs) * rate.perMs
+  local row = redis.call('HMGET', key, 'window_start', 'starts')
+  local used = 0
+  if tonumber(row[1]) == start then used = tonumber(row[2]) end
+  return {key = key, start = start, used = used, left = math.max(0, rate.max - used),
+    ends = start + rate.perMs}
+end
+
+-- The HASH goes a minute after its window ends, by the server's timer: the window is on the
+-- store's clock, which may be the caller's (it need not run with the server's).
+local function countGroupClaim(window, T)
+  window.used = window.used + 1
+  redis.call('HSET', window.key, 'window_start', window.start, 'starts', window.used)
+  redis.call('PEXPIRE', window.key, window.ends - T + 60000)
+end
+`;
+
+/**
+ * `groupedCandidates(queue, T, need, names, rates)`: up to `need` due
+ * grouped jobs of `queue` in round-robin order, `{id, due, gid, window}`
+ * (`window`: its group's rate window, when `rates` limits its name); moves
+ * the groups it looked at as the module doc says. For the claim's script
+ * (tick.ts), after {@linkcode GROUP_RATES}.
  */
 export const GROUPED_CANDIDATES = String.raw`
-local function groupedCandidates(queue, T, need, names)
+local function groupedCandidates(queue, T, need, names, rates)
   local out = {}
   if need <= 0 or redis.call('EXISTS', groupsKey(queue)) == 0 then return out end
   local size = math.min(${MAX_WINDOW}, math.max(4, need))
@@ -51,10 +93,9 @@ local function groupedCandidates(queue, T, need, names)
     offset = offset + #window
     local lists = {}
     local eligible = {}
+    local windows = {}
     for gi, gid in ipairs(window) do
-      local colon = string.find(gid, ':', 1, true)
-      local length = tonumber(string.sub(gid, 1, colon - 1))
-      local name = string.sub(gid, colon + 1, colon + length)
+      local name = gidName(gid)
       local list = {}
       eligible[gi] = (names == nil or names[name] == true) and
         redis.call('SISMEMBER', P .. ':gpauses', gid) == 0
@@ -63,6 +104,12 @@ local function groupedCandidates(queue, T, need, names)
         local sep = string.find(setting, ':', 1, true)
         local limit = tonumber(string.sub(setting, 1, sep - 1))
         local ordered = string.sub(setting, sep + 1) == '1'
+        local rate = rates and rates[name]
+        local cap = need
+        if rate ~= nil then
+          windows[gi] = groupWindow(queue, gid, rate, T)
+          cap = math.min(need, windows[gi].left)
+        end
         local live = 0
         local expired = {}
         for _, member in ipairs(redis.call('SMEMBERS', groupLeasedKey(queue, gid))) do
@@ -72,7 +119,7 @@ local function groupedCandidates(queue, T, need, names)
         end
         if ordered then
           local head = redis.call('ZRANGE', groupOrderKey(queue, gid), 0, 0)[1]
-          if live == 0 and head ~= nil then
+          if live == 0 and head ~= nil and cap > 0 then
             local due = tonumber(redis.call('ZSCORE', groupKey(queue, gid), head))
             for _, lease in ipairs(expired) do
               if lease.id == tonumber(head) then due = lease.due end
@@ -80,8 +127,8 @@ local function groupedCandidates(queue, T, need, names)
             if due ~= nil and due <= T then table.insert(list, {id = tonumber(head), due = due}) end
           end
         else
-          local free = need
-          if limit ~= nil then free = math.min(need, limit - live) end
+          local free = cap
+          if limit ~= nil then free = math.min(cap, limit - live) end
           if free > 0 then
             local due = redis.call('ZRANGEBYSCORE', groupKey(queue, gid), '-inf', T, 'WITHSCORES',
               'LIMIT', 0, free)
@@ -105,7 +152,7 @@ local function groupedCandidates(queue, T, need, names)
       for gi, gid in ipairs(window) do
         local candidate = lists[gi][round]
         if candidate ~= nil and #out < need then
-          table.insert(out, {id = candidate.id, due = candidate.due, gid = gid})
+          table.insert(out, {id = candidate.id, due = candidate.due, gid = gid, window = windows[gi]})
           served[gi] = true
           any = true
         end

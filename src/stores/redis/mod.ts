@@ -246,8 +246,12 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
   }
 
   /** The earliest time after `after` at which a job of `queues` becomes due, or null. */
-  nextDueAt(queues: readonly string[], after: number): Promise<number | null> {
-    return tick.nextDueAt(this.#redis, queues, after);
+  nextDueAt(
+    queues: readonly string[],
+    after: number,
+    groupRates?: ClaimRequest["groupRates"],
+  ): Promise<number | null> {
+    return tick.nextDueAt(this.#redis, queues, after, groupRates);
   }
 
   /** Extends leases to `until`; the ids whose lease was lost. */

@@ -26,7 +26,7 @@ import { isConnectionError, type RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
 import { list } from "./script_replies.ts";
 import { AREA_HOOKS } from "./hooks.ts";
-import { GROUPED_CANDIDATES } from "./groups.ts";
+import { GROUP_RATES, GROUPED_CANDIDATES } from "./groups.ts";
 import { fireDue, withScheduled } from "./schedule_firing.ts";
 
 /** Most leased jobs per queue that giving back a claim whose reply was lost looks at. */
@@ -104,6 +104,7 @@ local function candidates(queue, T, need, names)
   return out
 end
 
+${GROUP_RATES}
 ${GROUPED_CANDIDATES}
 local function claimJobs(req)
   local claimed = {}
@@ -116,6 +117,7 @@ local function claimJobs(req)
     for _, name in ipairs(req.names) do names[name] = true end
   end
   local limits = opt(req.spendLimits) or {}
+  local rates = opt(req.groupRates)
   local aheadFrom = opt(req.aheadFrom)
   -- Grouped or plain jobs first, by the token's parity (as on SQL): plain jobs count as one turn.
   local groupsFirst = tonumber(string.sub(req.token, -1)) % 2 == 0
@@ -130,13 +132,13 @@ local function claimJobs(req)
       local need = req.limit - looked
       local list
       if groupsFirst then
-        list = groupedCandidates(queue, T, need, names)
+        list = groupedCandidates(queue, T, need, names, rates)
         if #list < need then
           for _, c in ipairs(candidates(queue, T, need - #list, names)) do table.insert(list, c) end
         end
       else
         list = candidates(queue, T, need, names)
-        for _, c in ipairs(groupedCandidates(queue, T, need - #list, names)) do table.insert(list, c) end
+        for _, c in ipairs(groupedCandidates(queue, T, need - #list, names, rates)) do table.insert(list, c) end
       end
       for _, c in ipairs(list) do
         looked = looked + 1
@@ -176,6 +178,7 @@ local function claimJobs(req)
           if c.gid ~= nil then
             if not hadToken then redis.call('ZREM', groupKey(queue, c.gid), pad(c.id)) end
             redis.call('SADD', groupLeasedKey(queue, c.gid), pad(c.id))
+            if c.window ~= nil then countGroupClaim(c.window, T) end
           elseif not hadToken then
             local from = fromLevels[job.priority]
             if from == nil then
@@ -488,11 +491,17 @@ return cjson.encode(lost)
 `,
 );
 
-/** Input: `queues`. Reply: the earliest due time after now (caller's clock), or null. */
+/**
+ * Input: `queues`, `groupRates` (or null). Reply: the earliest due time
+ * after now (caller's clock), or null. A group over its rate limit with a
+ * job due now is due when its window turns.
+ */
 const NEXT_DUE_SCRIPT = luaScript(
   "nextDueAt",
   "no-writes",
   String.raw`
+${GROUP_RATES}
+local rates = opt(INPUT.groupRates)
 local next = nil
 local function consider(reply)
   if #reply > 0 then
@@ -509,6 +518,11 @@ for _, queue in ipairs(INPUT.queues) do
   -- Grouped jobs wait in their groups: one look per group, as the SQL stores do.
   for _, gid in ipairs(redis.call('ZRANGE', groupsKey(queue), 0, -1)) do
     consider(redis.call('ZRANGEBYSCORE', groupKey(queue, gid), '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
+    local rate = rates and rates[gidName(gid)]
+    if rate ~= nil and #redis.call('ZRANGEBYSCORE', groupKey(queue, gid), '-inf', NOW, 'LIMIT', 0, 1) > 0 then
+      local window = groupWindow(queue, gid, rate, NOW)
+      if window.left == 0 and (next == nil or window.ends < next) then next = window.ends end
+    end
   end
 end
 if next == nil then return cjson.encode(NULL) end
@@ -640,6 +654,11 @@ export function nextDueAt(
   redis: RedisConnection,
   queues: readonly string[],
   after: number,
+  groupRates?: ClaimRequest["groupRates"],
 ): Promise<number | null> {
-  return redis.call<number | null>(NEXT_DUE_SCRIPT, { now: after, queues });
+  return redis.call<number | null>(NEXT_DUE_SCRIPT, {
+    now: after,
+    queues,
+    groupRates: groupRates ?? null,
+  });
 }

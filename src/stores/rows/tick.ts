@@ -27,6 +27,14 @@ export interface MiddlewareRequest {
   readonly rates: readonly { readonly key: string; readonly max: number; readonly perMs: number }[];
 }
 
+/** A group rate limit as a claim request carries it. */
+export interface GroupRateLimit {
+  /** Most claims of one group per window. */
+  readonly max: number;
+  /** The window's length in ms. */
+  readonly perMs: number;
+}
+
 /** What to claim in one statement. */
 export interface ClaimRequest {
   /** Queues in the order they are looked at: every job of the first before the second. */
@@ -44,6 +52,16 @@ export interface ClaimRequest {
    * job waits for a worker that knows it. Every name when absent.
    */
   readonly names?: readonly string[];
+  /**
+   * Each job name's group rate limit (`defineJob({ groupRate })`): a group
+   * of such a name (its queue, name and key) is claimed at most `max` times
+   * per window of `perMs` ms on the store's clock (windows start at
+   * multiples of `perMs`); a group over it is passed over until its window
+   * turns. The count is kept in the store, under a key of the group that
+   * no `rateLimited` key can be (U+0001 first: docs/groups.md). A name absent
+   * here has no limit.
+   */
+  readonly groupRates?: Readonly<Record<string, GroupRateLimit>>;
   /**
    * Fire the schedules' due slots first, in the same transaction, building
    * their jobs with this; no firing when absent. With `limit` 0 the request

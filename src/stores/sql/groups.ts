@@ -48,11 +48,24 @@
  *      (`version` unchanged), and moves the cursor past the groups it
  *      served or found nothing to take in, up to the first left with jobs
  *      to give (one write per claim).
+ * - A group rate limit (`ClaimRequest.groupRates`, by job name) is counted
+ *   in `rate_windows`, the table of `rateLimited`, under a key of the group
+ *   that no `rateLimited` key can be ({@linkcode groupRateKey}): the
+ *   current window's start (a multiple of `perMs` on the store's clock)
+ *   and the claims in it. Between steps 3 and 4 (one read for the window's
+ *   groups) a limited group gives at most what its window has left; after
+ *   the lease its count grows by the jobs leased. On PostgreSQL the group's
+ *   row, locked by step 1, keeps two claims from counting the same window
+ *   at once. A settle drops the ended windows of the names it limits at
+ *   most once a minute ({@linkcode dropEndedWindows}). The next-due read
+ *   makes a group over its limit with a job due now due when its window
+ *   turns.
  *
  * @internal
  * @module
  */
 import type { ClaimRequest, NewJobRow } from "../store.ts";
+import type { GroupRateLimit } from "../rows/tick.ts";
 import { CLAIM_SETS, CLAIMED_COLUMNS, clockParam, type Dialect } from "./dialect.ts";
 import { notPaused } from "./pauses.ts";
 import { each, exec, type Result, type Script } from "./script.ts";
@@ -179,6 +192,40 @@ const LEASE = statement(
   RETURNING ${CLAIMED_COLUMNS}, expire_at - (SELECT t FROM now_ms) AS expire_in_ms`,
 );
 
+/** The rate windows of the keys `$1`. */
+const RATE_WINDOWS = statement(
+  "SELECT key, window_start, starts FROM rate_windows WHERE key IN {{texts $1}}",
+);
+
+/** Sets the rate windows `$1` (key, window start, claims in it). */
+const COUNT_CLAIMS = statement(
+  `INSERT INTO rate_windows (key, window_start, starts)
+  SELECT w.key, w.window_start, w.starts
+  FROM {{rows $1 key text, window_start int, starts int}} w WHERE true
+  ON CONFLICT (key) DO UPDATE SET window_start = excluded.window_start, starts = excluded.starts`,
+);
+
+/**
+ * Drops the rate windows of the groups of one queue and job name (keys that
+ * start with `$1`) that ended by `$2` (window start at or before it, less
+ * the window's length): an ended window counts nothing.
+ */
+const DROP_ENDED_WINDOWS = statement(
+  `DELETE FROM rate_windows
+  WHERE substr(key, 1, length(CAST($1 AS TEXT))) = CAST($1 AS TEXT) AND window_start <= $2`,
+);
+
+/**
+ * The groups of queue `$1` of the names `$3` (those with a group rate limit)
+ * that have a job due at `{{now $2}}`: those a full window may hold back.
+ */
+const RATED_GROUPS_DUE = statement(
+  `SELECT g.name, g.group_key FROM job_groups g
+  WHERE g.queue = $1 AND g.name IN {{texts $3}}
+    AND EXISTS (SELECT 1 FROM jobs j WHERE j.queue = g.queue AND j.name = g.name
+      AND j.group_key = g.group_key AND j.available_at <= (SELECT {{now $2}}))`,
+);
+
 /** Moves queue `$1`'s round robin past group (`$2`, `$3`). */
 const MOVE_CURSOR = statement(
   `INSERT INTO group_cursors (queue, name, group_key) VALUES ($1, $2, $3)
@@ -216,6 +263,76 @@ const GROUPS_NEXT_DUE = statement(
  * three times as much per job.
  */
 const MAX_WINDOW = 256;
+
+/**
+ * The key under which group `key` of job `name` in `queue` is counted in
+ * `rate_windows` (and on Redis in `P:rate:<key>`): U+0001, which no
+ * `rateLimited` key may start with, then the queue and the job name, each
+ * after its length in UTF-8 bytes (as Lua counts them), then the group key.
+ */
+export function groupRateKey(queue: string, name: string, key: string): string {
+  const bytes = (text: string) => new TextEncoder().encode(text).length;
+  return `\u0001${bytes(queue)}:${queue}:${bytes(name)}:${name}:${key}`;
+}
+
+/** The start of the window of `perMs` that holds `now`. */
+function windowStart(now: number, perMs: number): number {
+  return Math.floor(now / perMs) * perMs;
+}
+
+/**
+ * The earliest time (on the store's clock, as `storeNow`) at which a group
+ * of `queues` with a job due now and a full rate window sees its window
+ * turn, or null: the next-due read adds it, so that an idle worker wakes
+ * for it (and, its window not full after, does not wake for it again).
+ */
+export function* rateWindowsTurn(
+  queues: readonly string[],
+  now: number | null,
+  storeNow: number,
+  rates: Readonly<Record<string, GroupRateLimit>>,
+): Script<number | null> {
+  const names = Object.keys(rates);
+  if (names.length === 0) return null;
+  const groups = (yield* each<{ name: string; group_key: string }>(
+    RATED_GROUPS_DUE,
+    queues.map((queue) => [queue, now, names]),
+  )).flatMap(({ rows }, index) =>
+    rows.map((row) => ({ ...row, key: groupRateKey(queues[index]!, row.name, row.group_key) }))
+  );
+  if (groups.length === 0) return null;
+  const { rows } = yield* exec<{ key: string; window_start: number | string; starts: number }>(
+    RATE_WINDOWS,
+    groups.map((group) => group.key),
+  );
+  const windows = new Map(rows.map((row) => [row.key, row]));
+  let turn: number | null = null;
+  for (const group of groups) {
+    const rate = rates[group.name]!;
+    const start = windowStart(storeNow, rate.perMs);
+    const row = windows.get(group.key);
+    if (row === undefined || Number(row.window_start) !== start || row.starts < rate.max) continue;
+    if (turn === null || start + rate.perMs < turn) turn = start + rate.perMs;
+  }
+  return turn;
+}
+
+/**
+ * Drops the ended rate windows of the groups of `queues` of each job name
+ * in `rates` (by its `perMs`), at `now` (the store's): a group's window row
+ * outlives its window only until then. Run by settles at most once a
+ * minute (a scan of `rate_windows` per queue and name).
+ */
+export function* dropEndedWindows(
+  queues: readonly string[],
+  rates: Readonly<Record<string, GroupRateLimit>>,
+  now: number,
+): Script<void> {
+  const drops = queues.flatMap((queue) =>
+    Object.entries(rates).map(([name, rate]) => [groupRateKey(queue, name, ""), now - rate.perMs])
+  );
+  if (drops.length > 0) yield* each(DROP_ENDED_WINDOWS, drops);
+}
 
 /**
  * For each of `queues`, how long after `now` (a `{{now}}` parameter) its
@@ -361,14 +478,22 @@ function* takeFromGroups(
   want: number,
 ): Script<{ rows: ClaimRow[]; left: boolean[] }> {
   const takeable = yield* takeableIn(dialect, request, groups, want);
+  // Maybe empty: no due job found (the statement checks that it has none at all).
+  const empty = groups.filter((_, index) => takeable[index]!.length === 0);
+  const rates = yield* rateWindowsOf(dialect, request, groups);
+  rates.forEach((window, index) => {
+    if (window !== null) takeable[index] = takeable[index]!.slice(0, window.left);
+  });
   const picked: number[] = [];
   const given = takeable.map(() => 0);
+  const groupOf = new Map<number, number>();
   for (let round = 0; picked.length < want; round++) {
     let any = false;
     takeable.forEach((ids, index) => {
       if (round < ids.length && picked.length < want) {
         picked.push(ids[round]!);
         given[index]!++;
+        groupOf.set(ids[round]!, index);
         any = true;
       }
     });
@@ -394,8 +519,7 @@ function* takeFromGroups(
       }));
     }
   }
-  // Maybe empty: no due job found (the statement checks that it has none at all).
-  const empty = groups.filter((_, index) => takeable[index]!.length === 0);
+  yield* countClaims(rates, groupOf, rows);
   if (empty.length > 0) {
     yield* exec(
       DROP_EMPTY,
@@ -404,6 +528,69 @@ function* takeFromGroups(
     );
   }
   return { rows, left: takeable.map((ids, index) => given[index] === 0 && ids.length > 0) };
+}
+
+/** A limited group's rate window as the claim reads it. */
+interface RateWindow {
+  /** Its key in `rate_windows`. */
+  readonly key: string;
+  /** The current window's start. */
+  readonly start: number;
+  /** Claims counted in the current window. */
+  readonly used: number;
+  /** Claims the current window has left. */
+  readonly left: number;
+}
+
+/**
+ * The rate window of each of `groups` whose job name has a group rate
+ * limit in `request` (null for the others): one read for them all, and one
+ * of the store's clock (module doc).
+ */
+function* rateWindowsOf(
+  dialect: Dialect,
+  request: ClaimRequest,
+  groups: readonly GroupRow[],
+): Script<(RateWindow | null)[]> {
+  const rates = request.groupRates ?? {};
+  const limited = groups.map((group) => rates[group.name] ?? null);
+  if (limited.every((rate) => rate === null)) return limited.map(() => null);
+  const now = yield* dialect.now(request.now);
+  const queue = request.queues[0]!;
+  const keys = groups.map((group) => groupRateKey(queue, group.name, group.group_key));
+  const { rows } = yield* exec<{ key: string; window_start: number | string; starts: number }>(
+    RATE_WINDOWS,
+    keys.filter((_, index) => limited[index] !== null),
+  );
+  const stored = new Map(rows.map((row) => [row.key, row]));
+  return limited.map((rate, index) => {
+    if (rate === null) return null;
+    const key = keys[index]!;
+    const start = windowStart(now, rate.perMs);
+    const row = stored.get(key);
+    const used = row !== undefined && Number(row.window_start) === start ? Number(row.starts) : 0;
+    return { key, start, used, left: Math.max(0, rate.max - used) };
+  });
+}
+
+/**
+ * Adds the jobs leased (`rows`; `groupOf` gives the index of each one's
+ * group) to the windows of the limited groups.
+ */
+function* countClaims(
+  windows: readonly (RateWindow | null)[],
+  groupOf: ReadonlyMap<number, number>,
+  rows: readonly ClaimRow[],
+): Script<void> {
+  if (windows.every((window) => window === null) || rows.length === 0) return;
+  const counts = windows.map(() => 0);
+  for (const row of rows) counts[groupOf.get(Number(row.id))!]!++;
+  const writes = windows.flatMap((window, index) =>
+    window === null || counts[index] === 0
+      ? []
+      : [[window.key, window.start, window.used + counts[index]!]]
+  );
+  if (writes.length > 0) yield* exec(COUNT_CLAIMS, writes);
 }
 
 /**

@@ -98,6 +98,7 @@ export class SqlStore implements Store, MoveStore {
     metrics: new MetricsRollup(),
     finished: new PruneSchedule(),
     logs: new PruneSchedule(),
+    groupWindows: new PruneSchedule(),
   };
 
   /** Runs on `engine` with `dialect`; `migrations` are the engine's schema steps. */
@@ -268,8 +269,12 @@ export class SqlStore implements Store, MoveStore {
   }
 
   /** The earliest time after `after` (the caller's now) at which a job of `queues` becomes due, on the caller's clock, or null. */
-  nextDueAt(queues: readonly string[], after: number): Promise<number | null> {
-    return this.#read(() => tick.nextDueAt(this.#dialect, queues, after));
+  nextDueAt(
+    queues: readonly string[],
+    after: number,
+    groupRates?: ClaimRequest["groupRates"],
+  ): Promise<number | null> {
+    return this.#read(() => tick.nextDueAt(this.#dialect, queues, after, groupRates));
   }
 
   /** Extends leases in one transaction; returns the ids whose lease was lost. */

@@ -24,7 +24,7 @@ import * as flows from "./flows.ts";
 import { clockParam, type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
 import { recordFinished } from "./finished_jobs.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
-import { claimFairly, groupsNextDue } from "./groups.ts";
+import { claimFairly, dropEndedWindows, groupsNextDue, rateWindowsTurn } from "./groups.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
 import { each, exec, type Script } from "./script.ts";
 import { confirmStarts, UNCLAIM } from "./start_confirmation.ts";
@@ -96,11 +96,14 @@ const NEXT_DUE = statement(
  * or null: a few seeks per queue on `jobs_claim_order`. The time is on the
  * caller's clock: as long after `after` as the job is due after the
  * store's now, so a worker whose clock is off still wakes when it is due.
+ * With `groupRates`, a group over its rate limit with a job due now is due
+ * when its window turns.
  */
 export function* nextDueAt(
   dialect: Dialect,
   queues: readonly string[],
   after: number,
+  groupRates?: ClaimRequest["groupRates"],
 ): Script<number | null> {
   const now = clockParam(dialect, after);
   const results = yield* each<{ in_ms: number | string | null }>(
@@ -108,6 +111,11 @@ export function* nextDueAt(
     queues.map((queue) => [queue, now]),
   );
   results.push(...yield* groupsNextDue(queues, now));
+  if (groupRates !== undefined) {
+    const storeNow = yield* dialect.now(after);
+    const turn = yield* rateWindowsTurn(queues, now, storeNow, groupRates);
+    if (turn !== null) results.push({ rows: [{ in_ms: turn - storeNow }], count: 1 });
+  }
   let next: number | null = null;
   for (const { rows: [row] } of results) {
     if (row?.in_ms === null || row?.in_ms === undefined) continue;
@@ -182,6 +190,7 @@ export function* settle(
     readonly metrics: MetricsRollup;
     readonly finished: PruneSchedule;
     readonly logs: PruneSchedule;
+    readonly groupWindows: PruneSchedule;
   },
   settlements: readonly Settlement[],
   then: ClaimRequest | undefined,
@@ -201,6 +210,9 @@ export function* settle(
   const at = [...settlements, ...records.logs?.lines ?? []]
     .reduce((latest, { at }) => Math.max(latest, at), -Infinity);
   yield* writeLogs(dialect, records.logs, upkeep.logs, at);
+  if (then?.groupRates !== undefined && upkeep.groupWindows.due(then.now)) {
+    yield* dropEndedWindows(then.queues, then.groupRates, yield* dialect.now(then.now));
+  }
 
   // Chains and batches second, in batch order: the batch rows are what processes share.
   const moves = settlements.flatMap((settlement, index) => {

@@ -2,8 +2,9 @@
  * The contract of fair scheduling by group (docs/groups.md): the claim
  * takes due grouped jobs round robin across groups, holds each group to
  * its limit (every leased job of it, started or claimed ahead, holds a
- * slot), runs an ordered group's jobs one at a time in dispatch order, and
- * skips a paused group.
+ * slot), runs an ordered group's jobs one at a time in dispatch order,
+ * skips a paused group, and holds each group to its rate limit (claims per
+ * window), waking an idle worker when the window turns.
  *
  * @module
  */
@@ -178,5 +179,129 @@ function register(test: ContractTest): void {
     assert.equal(await store.resumeGroup("contract-job", "g", T0), true);
     assert.equal(await store.resumeGroup("contract-job", "g", T0), false, "not paused any more");
     assert.deepEqual(ids(await claim(store, { token: 3 })).sort(), jobs.slice(1).sort());
+  });
+
+  registerRates(test);
+}
+
+/** A rate limit of 2 claims per second for each group of the contract's job name. */
+const RATES = { "contract-job": { max: 2, perMs: 1_000 } } as const;
+/** The start of the window after the one that holds T0. */
+const NEXT_WINDOW = Math.floor(T0 / 1_000) * 1_000 + 1_000;
+
+function registerRates(test: ContractTest): void {
+  test("claim() with groupRates takes at most max jobs per window from each group, the groups' windows apart, while other jobs go on", async (store) => {
+    const a = await store.insertJobs(grouped("a", 5));
+    const b = await store.insertJobs(grouped("b", 5));
+    const free = () => grouped("c", 3).map((row) => ({ ...row, name: "other-job" }));
+    const c = await store.insertJobs(free());
+    const plain = await store.insertJobs([newJob({ name: "plain-job" })]);
+    const first = ids(await claim(store, { limit: 20, groupRates: RATES }));
+    assert.deepEqual(sorted(first), sorted([...a.slice(0, 2), ...b.slice(0, 2), ...c, ...plain]));
+    await store.settle(first.map((id) => complete(id, 1)));
+    const c2 = await store.insertJobs(free());
+    const second = ids(await claim(store, { limit: 20, token: 2, now: T0 + 1, groupRates: RATES }));
+    assert.deepEqual(sorted(second), sorted(c2), "a and b wait for their windows; c goes on");
+    await store.settle(second.map((id) => complete(id, 2, T0 + 1)));
+    assert.equal(
+      await store.nextDueAt(["default"], T0 + 1, RATES),
+      NEXT_WINDOW,
+      "an idle worker wakes when the windows turn",
+    );
+    assert.equal(await store.nextDueAt(["default"], T0 + 1), null, "no limit, nothing later due");
+    const third = ids(
+      await claim(store, { limit: 20, token: 3, now: NEXT_WINDOW, groupRates: RATES }),
+    );
+    assert.deepEqual(sorted(third), sorted([...a.slice(2, 4), ...b.slice(2, 4)]));
+    assert.deepEqual(
+      await claim(store, { limit: 20, token: 4, now: NEXT_WINDOW + 999, groupRates: RATES }),
+      [],
+      "full again until the next window",
+    );
+    assert.equal(await store.nextDueAt(["default"], NEXT_WINDOW + 999, RATES), NEXT_WINDOW + 1_000);
+    assert.deepEqual(
+      sorted(ids(await claim(store, { limit: 20, token: 5, now: T0 + 1, groupRates: {} }))),
+      sorted([a[4]!, b[4]!]),
+      "a claimer that knows no limit is not held by the windows",
+    );
+  });
+
+  test("claim() with groupRates: a group's window counts each claim, a retry's and a lease run out's included; nextDueAt() of a group with nothing due ignores its window", async (store) => {
+    const jobs = await store.insertJobs(grouped("g", 2));
+    const [first] = await claim(store, { limit: 1, groupRates: RATES });
+    assert.equal(first?.id, jobs[0]);
+    await store.settle([release(jobs[0]!, 1, T0 + 1, "Error: boom")]);
+    const again = ids(await claim(store, { limit: 1, token: 2, now: T0 + 1, groupRates: RATES }));
+    assert.deepEqual(again.length, 1, "the retry counts as the second claim");
+    assert.deepEqual(
+      await claim(store, { limit: 10, token: 3, now: T0 + 2, groupRates: RATES }),
+      [],
+      "the window is full",
+    );
+    // The lease of the second claim runs out in a later window: the job taken over counts there.
+    const later = NEXT_WINDOW + LEASE_MS;
+    const taken = ids(await claim(store, { limit: 10, token: 4, now: later, groupRates: RATES }));
+    assert.equal(taken.length, 2, "the job whose lease ran out and the one left");
+    assert.deepEqual(
+      await claim(store, { limit: 10, token: 5, now: later, groupRates: RATES }),
+      [],
+    );
+    await store.settle(taken.map((id) => complete(id, 4, later)));
+    assert.equal(
+      await store.nextDueAt(["default"], later, RATES),
+      null,
+      "a full window with no job due wakes no one",
+    );
+  });
+
+  test("claim() with groupRates and a group limit: both hold, and jobs claimed ahead count", async (store) => {
+    const jobs = await store.insertJobs(grouped("g", 4, { limit: 1 }));
+    const rates = { "contract-job": { max: 2, perMs: 1_000 } };
+    assert.deepEqual(ids(await claim(store, { limit: 10, groupRates: rates })), [jobs[0]]);
+    assert.deepEqual(
+      await claim(store, { limit: 10, token: 2, groupRates: rates }),
+      [],
+      "the group's one slot is taken",
+    );
+    await store.settle([complete(jobs[0]!, 1)]);
+    assert.deepEqual(ids(await claim(store, { limit: 10, token: 3, groupRates: rates })), [
+      jobs[1],
+    ]);
+    await store.settle([complete(jobs[1]!, 3)]);
+    assert.deepEqual(
+      await claim(store, { limit: 10, token: 4, groupRates: rates }),
+      [],
+      "a free slot, but the window is full",
+    );
+    assert.equal(await store.nextDueAt(["default"], T0, rates), NEXT_WINDOW);
+    const more = await store.insertJobs(grouped("h", 4));
+    const ahead = await claim(store, { limit: 10, token: 5, aheadFrom: 1, groupRates: rates });
+    assert.deepEqual(sorted(ids(ahead)), sorted(more.slice(0, 2)), "held ahead or not, 2 a window");
+    assert.equal(ahead.filter((job) => job.ahead).length, 1);
+    assert.deepEqual(await claim(store, { limit: 10, token: 6, groupRates: rates }), []);
+  });
+
+  test("claim() with groupRates: a paused group counts nothing and its window waits; an ordered group's head counts", async (store) => {
+    const paused = await store.insertJobs(grouped("p", 3));
+    const ordered = await store.insertJobs(grouped("o", 3, { limit: 1, ordered: true }));
+    await store.pauseGroup("contract-job", "p", T0);
+    const first = ids(await claim(store, { limit: 10, groupRates: RATES }));
+    assert.deepEqual(first, [ordered[0]], "only the ordered group's head");
+    await store.settle([complete(ordered[0]!, 1)]);
+    assert.deepEqual(ids(await claim(store, { limit: 10, token: 2, groupRates: RATES })), [
+      ordered[1],
+    ]);
+    await store.settle([complete(ordered[1]!, 2)]);
+    assert.deepEqual(
+      await claim(store, { limit: 10, token: 3, groupRates: RATES }),
+      [],
+      "the ordered group's window is full; the paused group gives nothing",
+    );
+    await store.resumeGroup("contract-job", "p", T0);
+    assert.deepEqual(
+      sorted(ids(await claim(store, { limit: 10, token: 4, groupRates: RATES }))),
+      sorted(paused.slice(0, 2)),
+      "its window counted nothing while it was paused",
+    );
   });
 }

@@ -402,3 +402,38 @@ Deno.test("SqliteStore: schema step 24 keeps every job and its indexes, and neve
   const [next] = await store.insertJobs([newJob()]);
   assert.equal(next, 5, "after 4, which the sequence handed out before the step and was deleted");
 });
+
+Deno.test("SqliteStore: a group's rate window is a rate_windows row under a U+0001 key, dropped by a settle once the window is over", async () => {
+  await using dir = await tempDir();
+  await using store = await SqliteStore.open(dir.dbPath);
+  const groupRates = { "contract-job": { max: 1, perMs: 1_000 } };
+  const request = (token: number, now: number) => ({
+    queues: ["default"],
+    limit: 10,
+    now,
+    leaseMs: LEASE_MS,
+    token,
+    groupRates,
+  });
+  const [id] = await store.insertJobs([
+    newJob({ group: { key: "tenant-é", limit: null, ordered: false } }),
+  ]);
+  assert.equal((await claim(store, { groupRates })).length, 1);
+  const windows = () => queryFile(dir.dbPath, "SELECT key, window_start, starts FROM rate_windows");
+  const key = "\u00017:default:12:contract-job:tenant-é";
+  assert.deepEqual(windows(), [{ key, window_start: T0, starts: 1 }]);
+  await store.settle([{ kind: "complete", id: id!, token: 1, at: T0 + 999 }], request(2, T0 + 999));
+  assert.deepEqual(windows(), [{ key, window_start: T0, starts: 1 }], "kept while its window runs");
+  const [other] = await store.insertJobs([
+    newJob({ group: { key: "other", limit: null, ordered: false } }),
+  ]);
+  // The next prune of this store is due a minute of settles later.
+  const later = T0 + 61_000;
+  const { claimed } = await store.settle([], request(3, later));
+  assert.deepEqual(claimed.map((job) => job.id), [other]);
+  assert.deepEqual(
+    windows(),
+    [{ key: "\u00017:default:12:contract-job:other", window_start: later, starts: 1 }],
+    "the ended window is gone; the one just counted is kept",
+  );
+});
