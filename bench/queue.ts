@@ -199,9 +199,9 @@ function ownLoopMeasurements(): Measurement[] {
   return rows.map(({ concurrency, loops }): Measurement => ({
     id: `drain-own-loops-c${concurrency}-x${loops}`,
     name: `own-loop drain c${concurrency} ×${loops}`,
-    label: `${loops} Web Worker${
-      loops === 1 ? "" : "s"
-    }, each draining no-op jobs on its own connection (isolate executor inside, no supervision), concurrency ${concurrency} in all`,
+    label: `${
+      loops === 1 ? "1 Web Worker draining" : `${loops} Web Workers, each draining`
+    } no-op jobs on its own connection (isolate executor inside, no supervision), concurrency ${concurrency} in all`,
     baseline: `drain-c${concurrency}`,
     run: (jobs) => ownLoopDrain(jobs, concurrency, loops),
   }));
