@@ -113,7 +113,9 @@ export const USAGE =
                                span that each write one ctx.log() line; at 32 keeping
                                no finished job (keepFinishedMs: 0), as the ceiling
                      workers   the same drains in Web Workers (runs drain and ceiling too),
-                               and a raw round trip to a bare Web Worker, one at a time
+                               a raw round trip to a bare Web Worker, one at a time, and
+                               the own-loop drains: Web Workers that each drain on their own
+                               connection (the other shape for the executor, unsupervised)
                      cpu       ${CPU_JOBS} CPU-bound jobs of ~${CPU_JOB_MS} ms each per run (fixed),
                                concurrency 2: isolate executor, 1 Web Worker, 2 Web Workers,
                                and the same work in 1 and 2 plain Web Workers (no queue)

@@ -12,6 +12,7 @@ import { FAIR_GROUPS, grouped, groupedRated, logged, noop, oneStep, tenSteps } f
 import { type Measurement, measureRate } from "./measurement.ts";
 import { assertPending, withQueue, withQueueKeeping } from "./queue_fixture.ts";
 import { rawRoundTripRate } from "./raw_round_trip.ts";
+import { ownLoopDrain } from "./own_loop.ts";
 
 /** Concurrencies the drains are measured at. */
 export const DRAIN_CONCURRENCIES = [1, 8, 32] as const;
@@ -184,7 +185,33 @@ export function workerDrainMeasurements(): Measurement[] {
       "raw Web Worker round trip, one at a time: one attempt's message to a bare Web Worker that answers at once (no queue; what each job at concurrency 1 hands off twice)",
     baseline: "drain-c1",
     run: rawRoundTripRate,
-  });
+  }, ...ownLoopMeasurements());
+}
+
+/**
+ * The other shape for the Web Worker executor (issue 27), measured beside
+ * the pool: as many Web Workers as the pool would start, each draining on
+ * its own connection with the isolate executor (see `bench/own_loop.ts`),
+ * against the isolate drain at the same concurrency; and at concurrency 32
+ * one such Web Worker alone, which tells the cost of two SQLite writers in
+ * one process from the cost of the shape.
+ */
+function ownLoopMeasurements(): Measurement[] {
+  const cores = Math.max(1, navigator.hardwareConcurrency ?? 1);
+  const rows = DRAIN_CONCURRENCIES.map((concurrency) => ({
+    concurrency,
+    loops: Math.min(concurrency, cores),
+  }));
+  if (cores > 1) rows.push({ concurrency: 32, loops: 1 });
+  return rows.map(({ concurrency, loops }): Measurement => ({
+    id: `drain-own-loops-c${concurrency}-x${loops}`,
+    name: `own-loop drain c${concurrency} ×${loops}`,
+    label: `${
+      loops === 1 ? "1 Web Worker draining" : `${loops} Web Workers, each draining`
+    } no-op jobs on its own connection (isolate executor inside, no supervision), concurrency ${concurrency} in all`,
+    baseline: `drain-c${concurrency}`,
+    run: (jobs) => ownLoopDrain(jobs, concurrency, loops),
+  }));
 }
 
 /**
