@@ -118,7 +118,7 @@ M.US = '\031'
 M.COUNTERS = {jobs = {':seq', 'job'}, batches = {':seq:batch', 'batch'},
   flows = {':seq:flow', 'flow'}, job_logs = {':log:seq', 'log'},
   job_signals = {':signals:seq', 'signal'}, waiting_jobs = {':seq:waiting', 'waiting'}}
--- The highest id counter name handed out (0: none).
+-- The highest id the counter named name handed out (0: none).
 function M.counter(name) return tonumber(redis.call('GET', P .. M.COUNTERS[name][1]) or '0') end
 
 function M.isOverlapKey(key) return string.sub(key, 1, 12) == '{"schedule":' end

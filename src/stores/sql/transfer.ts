@@ -265,7 +265,7 @@ export const FENCED_TABLES: readonly string[] = [...SCHEMA_TABLES, "workers", "g
  * (`chain_id` is the first link's id) and its runs, steps, signals and
  * logs, so the counter of `jobs` must pass them all.
  */
-export const ID_COUNTERS: Readonly<Record<IdCounter, readonly (readonly [string, string])[]>> = {
+const ID_COUNTERS: Readonly<Record<IdCounter, readonly (readonly [string, string])[]>> = {
   jobs: [
     ["jobs", "id"],
     ["jobs", "chain_id"],
@@ -295,18 +295,17 @@ export const ID_COUNTERS: Readonly<Record<IdCounter, readonly (readonly [string,
   job_logs: [["job_logs", "id"]],
 };
 
-/** The highest id `counter` handed out that the tables hold, as a scalar subquery (NULL when none). */
-export function highestIdSql(counter: IdCounter): string {
-  return `(SELECT max(m) FROM (${
-    ID_COUNTERS[counter].map(([table, column]) => `SELECT max(${column}) AS m FROM ${table}`)
-      .join(" UNION ALL ")
-  }) ids)`;
-}
-
+/** The highest id each counter handed out that the tables hold (NULL when none). */
 const HIGHEST_IDS: Readonly<Record<IdCounter, Statement>> = Object.fromEntries(
   ID_COUNTER_NAMES.map((counter) => [
     counter,
-    statement(`SELECT ${highestIdSql(counter)} AS h`, { oneRow: true }),
+    statement(
+      `SELECT max(m) AS h FROM (${
+        ID_COUNTERS[counter].map(([table, column]) => `SELECT max(${column}) AS m FROM ${table}`)
+          .join(" UNION ALL ")
+      }) ids`,
+      { oneRow: true },
+    ),
   ]),
 ) as Record<IdCounter, Statement>;
 
