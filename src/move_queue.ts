@@ -42,7 +42,10 @@ export interface MoveQueueOptions {
  * failed jobs, kept history, batches, chains, flows, unique and debounce
  * keys, live overlap locks and rate windows, schedules with their last
  * slot, pauses, job logs, durable steps and signals, metrics: every id
- * kept, every payload copied as stored (ciphertext stays ciphertext).
+ * kept, every payload copied as stored (ciphertext stays ciphertext). The
+ * id counters come too: `to` hands out ids after every id `from` handed
+ * out, also those no row holds any more (history not kept, pruned jobs and
+ * batches), so an id the app kept never names another job.
  *
  * It refuses while workers of `from` run (see
  * {@linkcode MoveQueueOptions.waitMs}), and while `to` holds anything but
@@ -121,7 +124,7 @@ export async function moveQueueReport(
   });
 }
 
-/** The error for a move whose counts differ, naming the tables. */
+/** The error for a move whose counts differ, naming the tables (`id_counters`: counters behind). */
 export function mismatchError(report: MoveReport): Error {
   const tables = report.tables.filter(({ table }) => report.mismatched.includes(table));
   return new Error(

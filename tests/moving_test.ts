@@ -460,6 +460,88 @@ Deno.test({
   },
 });
 
+/**
+ * Moves a queue whose newest ids no row holds any more (its newest jobs
+ * finished without being kept, the one before the newest after writing a
+ * log line; its newest batch pruned) from `from` to `to`: the destination's next job and batch get ids
+ * past every id the source handed out, so an old id never reads another job.
+ */
+async function idsNeverReused(
+  to: (dir: string) => Promise<Place>,
+  from: (dir: string) => Promise<Place>,
+): Promise<void> {
+  await using dir = await tempDir();
+  await using origin = await from(dir.dir);
+  await using destination = await to(dir.dir);
+  const label = z.object({ label: z.string() });
+  const kept = defineJob({ name: "kept", schema: label, keepFinishedMs: MINUTE, handle() {} });
+  const fleeting = defineJob({
+    name: "fleeting",
+    schema: label,
+    keepFinishedMs: 0,
+    handle({ label }, ctx) {
+      if (label === "a") ctx.log(`ran ${label}`);
+    },
+  });
+  const clock = new ManualClock(T0 + 1_000);
+  const source = await Queue.open({ store: await origin.open(), jobs: [kept, fleeting], clock });
+  let lastJob: number;
+  let lastBatch: number;
+  try {
+    const keptId = await source.dispatch(kept, { label: "kept" });
+    lastBatch = await source.batch("gone").push(fleeting, { label: "in a batch" }).dispatch();
+    await source.dispatch(fleeting, { label: "a" });
+    lastJob = await source.dispatch(fleeting, { label: "b" });
+    await run(source);
+    clock.advance(MINUTE);
+    assert.equal(await source.pruneBatches({ olderThanMs: 1 }), 1);
+    assert.equal(await source.result(lastJob), null, "the newest job was not kept");
+    assert.equal((await source.result(keptId))?.state, "completed");
+
+    const report = await moveQueue(origin.url, destination.url, { clock });
+    assert.deepEqual(report.mismatched, []);
+    const counters = report.tables.find(({ table }) => table === "id_counters");
+    assert.deepEqual(
+      { ...counters },
+      { table: "id_counters", source: 3, leftBehind: 0, destination: 3 },
+      "the counters of jobs, batches and log lines came along",
+    );
+  } finally {
+    await source.close();
+  }
+  await using moved = await Queue.open({
+    store: await destination.open(),
+    jobs: [kept, fleeting],
+    clock,
+  });
+  assert.equal(await moved.result(lastJob), null, "the old id reads no job");
+  const next = await moved.dispatch(fleeting, { label: "after" });
+  assert.ok(next > lastJob, `job id ${next} after ${lastJob}, the newest the source handed out`);
+  const batch = await moved.batch("new").push(fleeting, { label: "new batch" }).dispatch();
+  assert.ok(batch > lastBatch, `batch id ${batch} after ${lastBatch}, pruned on the source`);
+}
+
+const PAIRS: [string, (dir: string) => Promise<Place>, boolean][] = [
+  ["SQLite", (dir) => sqliteAt(dir, "source.db"), true],
+  ["PostgreSQL", postgresAt, pgUrl !== null],
+  ["Redis", redisAt, redisUrl !== null],
+];
+for (const [fromName, from, fromThere] of PAIRS) {
+  for (const [toName, to, toThere] of PAIRS) {
+    Deno.test({
+      name:
+        `moveQueue() from ${fromName} to ${toName} carries the id counters: the next job and batch get ids past every id the source handed out, though no row holds the newest`,
+      ignore: !fromThere || !toThere,
+      async fn() {
+        await idsNeverReused(
+          toName === "SQLite" ? (dir) => sqliteAt(dir, "moved.db") : to,
+          from,
+        );
+      },
+    });
+  }
+}
+
 /** A source queue with one job, and a destination path, for the refusals. */
 async function oneJobQueue(dir: { dir: string; dbPath: string }) {
   const jobs = movingJobs();

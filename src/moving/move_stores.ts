@@ -1,33 +1,44 @@
 /**
  * A move from one opened store to another (docs/moving.md), whatever the
- * stores: the checks, the fence, the copy table by table in pages, the id
- * counters, and the counts of both stores side by side.
+ * stores: the checks, the fence, the copy table by table in pages (the
+ * source's id counters last), the destination's counters moved past the
+ * highest id copied, and the counts of both stores side by side.
  *
  * Recognising a move run again: the source's fence names where its move
  * went. A source fenced for this destination is a move being resumed, and
  * its destination may hold what the earlier run copied (never more rows in
  * a table than the source has); a source fenced for another destination is
  * refused, and so is a destination that holds anything while the source
- * has no fence.
+ * has no fence. Those checks look at rows only: a destination whose id
+ * counters are ahead of the source's takes the move (counters only rise).
  *
  * @internal
  * @module
  */
 import type { Clock } from "../clock.ts";
-import { TRANSFER_TABLES, type TransferTable } from "../stores/rows/transfer.ts";
+import {
+  ID_COUNTERS_TABLE,
+  SCHEMA_TABLES,
+  TRANSFER_TABLES,
+  type TransferRow,
+  type TransferTable,
+} from "../stores/rows/transfer.ts";
 import { LIVE_WORKER_WINDOW_MS } from "../stores/schema_steps.ts";
 import type { MoveFence, Store } from "../stores/store.ts";
 import { MoveRules } from "./rules.ts";
 
 /** One table's rows, in both stores, once a move ended. */
 export interface MovedTable {
-  /** The table, as the SQL schema names it. */
+  /** The table, as the SQL schema names it, or `id_counters` (the id counters). */
   readonly table: TransferTable;
-  /** Its rows in the source. */
+  /** Its rows in the source (for `id_counters`, the counters that handed out an id). */
   readonly source: number;
   /** Rows of the source the move does not copy (expired locks, locks of ended attempts). */
   readonly leftBehind: number;
-  /** Its rows in the destination. */
+  /**
+   * Its rows in the destination (for `id_counters`, how many of the
+   * source's counters the destination's are at or past).
+   */
   readonly destination: number;
 }
 
@@ -123,7 +134,9 @@ export async function moveStores(
       table,
       source: sourceRows,
       leftBehind: sourceRows - kept.get(table)!,
-      destination: await destination.countRows(table),
+      destination: table === ID_COUNTERS_TABLE
+        ? await countersReached(source, destination)
+        : await destination.countRows(table),
     });
   }
   return {
@@ -162,6 +175,31 @@ async function copyTable(
   return kept;
 }
 
+/** How many of the source's id counters the destination's are at or past. */
+async function countersReached(source: Store, destination: Store): Promise<number> {
+  const reached = new Map(
+    (await allRows(destination, ID_COUNTERS_TABLE)).map((row) => [row.name, Number(row.value)]),
+  );
+  return (await allRows(source, ID_COUNTERS_TABLE))
+    .filter((row) => (reached.get(row.name) ?? 0) >= Number(row.value)).length;
+}
+
+/** Every row of `table` in `store`. */
+async function allRows(store: Store, table: TransferTable): Promise<TransferRow[]> {
+  const rows: TransferRow[] = [];
+  let after: string | null = null;
+  do {
+    const page: Awaited<ReturnType<Store["exportRows"]>> = await store.exportRows(
+      table,
+      after,
+      100,
+    );
+    rows.push(...page.rows);
+    after = page.after;
+  } while (after !== null);
+  return rows;
+}
+
 /** Waits up to `waitMs` until no worker of `source` was seen within the live window; else throws naming them. */
 async function waitForWorkers(source: Store, settings: MoveSettings): Promise<void> {
   const { clock, waitMs, from } = settings;
@@ -185,12 +223,12 @@ async function waitForWorkers(source: Store, settings: MoveSettings): Promise<vo
   }
 }
 
-/** The tables of `store` that hold rows, with how many. */
+/** The tables of `store` that hold rows, with how many (its id counters are not rows). */
 async function tablesHolding(
   store: Store,
 ): Promise<{ table: TransferTable; rows: number }[]> {
   const held: { table: TransferTable; rows: number }[] = [];
-  for (const table of TRANSFER_TABLES) {
+  for (const table of SCHEMA_TABLES) {
     const rows = await store.countRows(table);
     if (rows > 0) held.push({ table, rows });
   }

@@ -3,7 +3,8 @@
  * stores (the rows are in the SQL schema's layout whatever the store,
  * `TransferRow`). Everything else is copied as it is: ids, payloads
  * (ciphertext stays ciphertext), batch counters, chains, flows, keys,
- * schedules with their last slot, pauses, logs, steps, signals, metrics.
+ * schedules with their last slot, pauses, logs, steps, signals, metrics,
+ * id counters.
  *
  * - A running job (it holds a token) is copied as pending: no token, due at
  *   the fence, not claimed ahead, `begun` as a job dispatched fresh has it,

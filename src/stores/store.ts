@@ -422,8 +422,9 @@ export interface StepStore {
 /**
  * Moving a queue to another store (docs/moving.md): the source's side (a
  * fence, then pages of rows) and the destination's (rows stored once each,
- * then the id counters). Rows are in the SQL schema's layout whatever the
- * store ({@linkcode TransferRow}).
+ * then the id counters moved past them). Rows are in the SQL schema's
+ * layout whatever the store ({@linkcode TransferRow}); the store's id
+ * counters are the rows of `id_counters` (`ID_COUNTERS_TABLE`).
  */
 export interface MoveStore {
   /**
@@ -446,13 +447,15 @@ export interface MoveStore {
    * Stores `rows` of `table` in one transaction, each unless a row with its
    * primary key is already there (so a move run again stores nothing twice),
    * with whatever the store keeps beside the rows (indexes; Redis's sets),
-   * and resolves with how many were new. A row that does not fit the
-   * table's layout is refused whole, naming the table and the column.
+   * and resolves with how many were new. A row of `id_counters` raises its
+   * counter to at least its value, and counts as there when the counter is
+   * at or past it. A row that does not fit the table's layout is refused
+   * whole, naming the table and the column.
    */
   importRows(table: TransferTable, rows: readonly TransferRow[]): Promise<number>;
-  /** How many rows `table` holds. */
+  /** How many rows `table` holds (`id_counters`: how many counters handed out an id). */
   countRows(table: TransferTable): Promise<number>;
-  /** After the last import: moves every id counter past the highest id stored. */
+  /** After the last import: moves every id counter past the highest id stored, never back. */
   finishImport(): Promise<void>;
 }
 

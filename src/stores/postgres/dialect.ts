@@ -28,7 +28,7 @@ import {
 import { enterGroups } from "../sql/groups.ts";
 import { notPaused } from "../sql/pauses.ts";
 import { each, exec, type Script } from "../sql/script.ts";
-import { fenceWrites, moveIdCountersPast } from "./move_fence.ts";
+import { fenceWrites, idCounters, raiseIdCounter } from "./move_fence.ts";
 import { POSTGRES_NOW, type Statement, statement } from "../sql/statement.ts";
 
 /**
@@ -350,7 +350,8 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
     },
 
     fenceWrites,
-    moveIdCountersPast,
+    idCounters,
+    raiseIdCounter,
   };
   return dialect;
 }

@@ -43,7 +43,7 @@ const real = (name: string, absent: number): Column => ({
   absent,
 });
 
-/** Every column of every table a move copies, in the schema's order. */
+/** Every column of every table a move copies, in the schema's order (and `id_counters`'s). */
 export const TRANSFER_COLUMNS: Readonly<Record<TransferTable, readonly Column[]>> = {
   batches: [
     int("id"),
@@ -235,6 +235,7 @@ export const TRANSFER_COLUMNS: Readonly<Record<TransferTable, readonly Column[]>
     ...Array.from({ length: 17 }, (_, bucket) => int(`runtime_b${bucket}`, 0)),
     int("expired", 0),
   ],
+  id_counters: [text("name"), int("value")],
 };
 
 /**

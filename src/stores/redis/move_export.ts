@@ -324,6 +324,16 @@ E.waiting_jobs = function()
   return page(rows)
 end
 
+E.id_counters = function()
+  local rows = {}
+  for name in pairs(M.COUNTERS) do
+    local value = M.counter(name)
+    if value > 0 then table.insert(rows, {name = name, value = value}) end
+  end
+  table.sort(rows, function(a, b) return a.name < b.name end)
+  return page(rows)
+end
+
 E.schedules = function()
   local rows = {}
   local flat = redis.call('HGETALL', P .. ':sched')

@@ -2,13 +2,19 @@
  * A move's import into Redis (see moving.ts for which keys each table maps
  * to): rows checked against their table's columns, then one function call
  * per page that checks every row before it writes any, stores each row not
- * there yet and builds the indexes the store's own writes keep; and the id
- * counters moved past what was imported.
+ * there yet and builds the indexes the store's own writes keep (a row of
+ * `id_counters` raises its counter); and the id counters moved past what
+ * was imported.
  *
  * @internal
  * @module
  */
-import type { TransferRow, TransferTable } from "../rows/transfer.ts";
+import {
+  assertIdCounterRows,
+  ID_COUNTERS_TABLE,
+  type TransferRow,
+  type TransferTable,
+} from "../rows/transfer.ts";
 import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import { luaScript } from "./lua.ts";
@@ -416,6 +422,13 @@ I.job_metrics = {
   end,
 }
 
+-- A counter is there when it is at or past the row's value; an import only raises it.
+I.id_counters = {
+  key = function(r) return r.name end,
+  exists = function(r) return M.counter(r.name) >= tonumber(r.value) end,
+  write = function(r) redis.call('SET', P .. M.COUNTERS[r.name][1], r.value) end,
+}
+
 local handler = I[TABLE]
 if handler == nil then return cjson.encode({refused = 'no table ' .. TABLE}) end
 -- Checks first: a row that does not fit refuses the whole call before anything is written.
@@ -442,14 +455,13 @@ return cjson.encode({stored = #fresh})
 const FINISH_IMPORT = luaScript(
   "finishImport",
   "writes",
+  MOVE_HELPERS,
   String.raw`
 local max = P .. ':move:max'
-local counters = {job = P .. ':seq', batch = P .. ':seq:batch', flow = P .. ':seq:flow',
-  log = P .. ':log:seq', signal = P .. ':signals:seq', waiting = P .. ':seq:waiting'}
-for field, key in pairs(counters) do
-  local highest = tonumber(redis.call('HGET', max, field) or '0')
-  if highest > tonumber(redis.call('GET', key) or '0') then
-    redis.call('SET', key, string.format('%d', highest))
+for name, counter in pairs(M.COUNTERS) do
+  local highest = tonumber(redis.call('HGET', max, counter[2]) or '0')
+  if highest > M.counter(name) then
+    redis.call('SET', P .. counter[1], string.format('%d', highest))
   end
 end
 redis.call('DEL', max)
@@ -465,6 +477,7 @@ export async function importRows(
   checkTable(table);
   if (rows.length === 0) return 0;
   const luaRows = toLuaRows(table, rows);
+  if (table === ID_COUNTERS_TABLE) assertIdCounterRows(rows);
   const reply = await redis.call<{ stored: number } | { refused: string }>(IMPORT, {
     now: Date.now(),
     table,

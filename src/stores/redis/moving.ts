@@ -50,9 +50,12 @@
  *   shard`, pruned with its minute); an export gives those rows, and what
  *   the store counted itself besides as shard 0 (metrics_rollup.ts).
  *
- * An import remembers the highest id of each counter it stored in
- * `P:move:max`; `finishImport` moves `P:seq`, `P:seq:batch`, `P:seq:flow`,
- * `P:log:seq`, `P:signals:seq` and `P:seq:waiting` past them.
+ * - `id_counters`: `P:seq` (jobs), `P:seq:batch`, `P:seq:flow`,
+ *   `P:log:seq`, `P:signals:seq` and `P:seq:waiting` (`M.COUNTERS`); an
+ *   import raises a counter with SET, never lowering it.
+ *
+ * An import also remembers the highest id of each counter it stored in
+ * `P:move:max`; `finishImport` moves the counters past them.
  *
  * Export order is each table's primary key, except `job_steps`,
  * `job_signals` and `job_logs`, which go by job id and then their own key
@@ -109,6 +112,14 @@ return cjson.encode(redis.call('HDEL', P .. ':meta', 'moved_to', 'moved_at') > 0
 export const MOVE_HELPERS = String.raw`
 local M = {}
 M.US = '\031'
+
+-- The id counters (ID_COUNTER_NAMES): each one's key after the prefix, and its field in the
+-- highest ids an import stored (P:move:max).
+M.COUNTERS = {jobs = {':seq', 'job'}, batches = {':seq:batch', 'batch'},
+  flows = {':seq:flow', 'flow'}, job_logs = {':log:seq', 'log'},
+  job_signals = {':signals:seq', 'signal'}, waiting_jobs = {':seq:waiting', 'waiting'}}
+-- The highest id the counter named name handed out (0: none).
+function M.counter(name) return tonumber(redis.call('GET', P .. M.COUNTERS[name][1]) or '0') end
 
 function M.isOverlapKey(key) return string.sub(key, 1, 12) == '{"schedule":' end
 function M.gpausesAt() return P .. ':gpauses:at' end

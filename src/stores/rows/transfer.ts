@@ -13,12 +13,10 @@
 
 /**
  * The tables a move copies, in the order it copies them: every table that
- * holds what a queue holds. Left out: `workers` (the source's workers are
- * stopped), `queue_migrations` (each store keeps its own), `group_cursors`
- * (where the fair claim goes next: it starts over), and a store's id
- * counters (SQLite's `sqlite_sequence` and `job_id_floor`, PostgreSQL's
- * sequences, Redis's counters), which the destination moves past the
- * highest id copied (`MoveStore.finishImport`).
+ * holds what a queue holds, then {@linkcode ID_COUNTERS_TABLE}. Left out:
+ * `workers` (the source's workers are stopped), `queue_migrations` (each
+ * store keeps its own) and `group_cursors` (where the fair claim goes next:
+ * it starts over).
  */
 export const TRANSFER_TABLES = [
   "batches",
@@ -41,10 +39,74 @@ export const TRANSFER_TABLES = [
   "job_signals",
   "job_logs",
   "job_metrics",
+  "id_counters",
 ] as const;
 
 /** One of {@linkcode TRANSFER_TABLES}. */
 export type TransferTable = typeof TRANSFER_TABLES[number];
+
+/**
+ * The one entry of {@linkcode TRANSFER_TABLES} that is no table of the
+ * schema: a store's id counters, one row `{ name, value }` per counter that
+ * has handed out an id, `value` the highest it handed out (SQLite's
+ * `sqlite_sequence`, and for job ids `job_id_floor` with the highest id
+ * `jobs` holds; PostgreSQL's identity sequences; Redis's counters). An
+ * import raises the destination's counter to at least `value`, never
+ * lowering it, so the destination never hands out an id the source handed
+ * out, though the rows that held it are gone (finished jobs not kept,
+ * pruned failed jobs, deleted batches, log lines). A counter already at or
+ * past `value` counts as the row being there. Copied last.
+ */
+export const ID_COUNTERS_TABLE = "id_counters";
+
+/** The tables of the schema a move copies: {@linkcode TRANSFER_TABLES} but the id counters. */
+export type SchemaTable = Exclude<TransferTable, typeof ID_COUNTERS_TABLE>;
+
+/** The tables of the schema a move copies, in its order. */
+export const SCHEMA_TABLES: readonly SchemaTable[] = TRANSFER_TABLES.filter(
+  (table): table is SchemaTable => table !== ID_COUNTERS_TABLE,
+);
+
+/**
+ * The id counters a move carries, named for the table whose ids each hands
+ * out (the ids of chains are their first job's).
+ */
+export const ID_COUNTER_NAMES = [
+  "batches",
+  "flows",
+  "job_logs",
+  "job_signals",
+  "jobs",
+  "waiting_jobs",
+] as const;
+
+/** One of {@linkcode ID_COUNTER_NAMES}. */
+export type IdCounter = typeof ID_COUNTER_NAMES[number];
+
+/**
+ * Throws a `TypeError` naming the row and what is wrong unless each row of
+ * {@linkcode ID_COUNTERS_TABLE} names a counter of
+ * {@linkcode ID_COUNTER_NAMES} with a whole `value` >= 0 (the columns
+ * themselves are checked as any table's).
+ */
+export function assertIdCounterRows(rows: readonly TransferRow[]): void {
+  rows.forEach((row, index) => {
+    if (!(ID_COUNTER_NAMES as readonly unknown[]).includes(row.name)) {
+      throw new TypeError(
+        `Cannot import row ${index} of ${ID_COUNTERS_TABLE}: name: ${
+          JSON.stringify(row.name)
+        } is none of ${ID_COUNTER_NAMES.join(", ")}`,
+      );
+    }
+    if (!Number.isSafeInteger(row.value) || (row.value as number) < 0) {
+      throw new TypeError(
+        `Cannot import row ${index} of ${ID_COUNTERS_TABLE}: value: expected a whole number >= 0, got ${
+          JSON.stringify(row.value)
+        }`,
+      );
+    }
+  });
+}
 
 /**
  * One row of a table, by column name, with the schema's column names. An

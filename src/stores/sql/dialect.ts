@@ -6,6 +6,7 @@
  * @internal
  * @module
  */
+import type { IdCounter } from "../rows/transfer.ts";
 import type { ClaimRequest, Lease, NewJobRow, Settlement, StoredError } from "../store.ts";
 import type { EngineName } from "./statement.ts";
 import type { Script } from "./script.ts";
@@ -177,6 +178,8 @@ export interface Dialect {
    * write before a move creates the fence.
    */
   fenceWrites(on: boolean): Script<void>;
-  /** Moves every id counter past the highest id the tables hold (after a move's import), never back. */
-  moveIdCountersPast(): Script<void>;
+  /** The highest id each of the store's id counters handed out (0: none), by counter. */
+  idCounters(): Script<Record<IdCounter, number>>;
+  /** Raises `counter` so that the next id it hands out is past `value`; never lowers it. */
+  raiseIdCounter(counter: IdCounter, value: number): Script<void>;
 }

@@ -490,7 +490,7 @@ export class SqlStore implements Store, MoveStore {
     if (!Number.isSafeInteger(limit) || limit < 1) {
       throw new RangeError(`exportRows: limit must be a whole number >= 1: got ${limit}`);
     }
-    return await this.#read(() => transfer.exportRows(table, after, limit));
+    return await this.#read(() => transfer.exportRows(this.#dialect, table, after, limit));
   }
 
   /** See {@linkcode MoveStore.importRows}: insert-or-ignore on each table's key, one transaction. */
@@ -498,18 +498,18 @@ export class SqlStore implements Store, MoveStore {
     assertTable(table);
     transfer.assertLayout(table, rows);
     if (rows.length === 0) return 0;
-    return await this.#write(() => transfer.importRows(table, rows));
+    return await this.#write(() => transfer.importRows(this.#dialect, table, rows));
   }
 
   /** See {@linkcode MoveStore.countRows}. */
   async countRows(table: TransferTable): Promise<number> {
     assertTable(table);
-    return await this.#read(() => transfer.countRows(table));
+    return await this.#read(() => transfer.countRows(this.#dialect, table));
   }
 
   /** See {@linkcode MoveStore.finishImport}: `sqlite_sequence` or the identity sequences. */
   finishImport(): Promise<void> {
-    return this.#write(() => this.#dialect.moveIdCountersPast());
+    return this.#write(() => transfer.moveIdCountersPast(this.#dialect));
   }
 
   /** Calls `listener` soon after another connection may have added or freed jobs. */

@@ -3,7 +3,9 @@
  * {@linkcode TRANSFER_TABLES} read page by page in the order of its key,
  * stored row by row unless its key is already there, counted; the fence
  * (`queue_moves`, and triggers the dialect creates on every table the queue
- * writes); and the id counters moved past the highest id copied.
+ * writes); and the id counters: read and raised as rows of `id_counters`
+ * (the dialect knows where each engine keeps them), and moved past the
+ * highest id copied.
  *
  * The layout is listed once here, table by table, as the schema has it at
  * the current step (tests/stores/sql/transfer_layout_test.ts holds it to
@@ -15,8 +17,18 @@
  * @internal
  * @module
  */
-import type { MoveFence, TransferPage, TransferRow, TransferTable } from "../rows/transfer.ts";
-import { TRANSFER_TABLES } from "../rows/transfer.ts";
+import {
+  assertIdCounterRows,
+  ID_COUNTER_NAMES,
+  ID_COUNTERS_TABLE,
+  type IdCounter,
+  type MoveFence,
+  SCHEMA_TABLES,
+  type SchemaTable,
+  type TransferPage,
+  type TransferRow,
+  type TransferTable,
+} from "../rows/transfer.ts";
 import type { Dialect } from "./dialect.ts";
 import { exec, type Script } from "./script.ts";
 import { type Statement, statement } from "./statement.ts";
@@ -31,7 +43,10 @@ const JOB_LINKS = ["batch_id", "batch_member", "chain_id"];
 const GROUP = ["group_key", "group_limit", "group_ordered"];
 const RUNTIME_BUCKETS = Array.from({ length: 17 }, (_, index) => `runtime_b${index}`);
 
-/** Every table a move copies, as the schema has it at the current step. */
+/**
+ * Every table a move copies, as the schema has it at the current step, and
+ * the rows of `id_counters` (no table: see `ID_COUNTERS_TABLE`).
+ */
 export const TABLE_LAYOUTS: Readonly<Record<TransferTable, TableLayout>> = {
   batches: {
     columns: [
@@ -233,6 +248,7 @@ export const TABLE_LAYOUTS: Readonly<Record<TransferTable, TableLayout>> = {
     ],
     key: ["minute", "queue", "name", "shard"],
   },
+  id_counters: { columns: ["name", "value"], key: ["name"] },
 };
 
 /**
@@ -241,15 +257,15 @@ export const TABLE_LAYOUTS: Readonly<Record<TransferTable, TableLayout>> = {
  * worker started against a moved store stops at once; where the fair
  * claim goes next).
  */
-export const FENCED_TABLES: readonly string[] = [...TRANSFER_TABLES, "workers", "group_cursors"];
+export const FENCED_TABLES: readonly string[] = [...SCHEMA_TABLES, "workers", "group_cursors"];
 
 /**
- * The id counters a move carries over, and every column holding an id one
- * of them handed out: a job's id stays its id in the failed and finished
- * jobs, names its chain (`chain_id` is the first link's id) and its runs,
- * steps, signals and logs, so the counter of `jobs` must pass them all.
+ * Every column holding an id one of the id counters handed out: a job's id
+ * stays its id in the failed and finished jobs, names its chain
+ * (`chain_id` is the first link's id) and its runs, steps, signals and
+ * logs, so the counter of `jobs` must pass them all.
  */
-export const ID_COUNTERS: Readonly<Record<string, readonly (readonly [string, string])[]>> = {
+const ID_COUNTERS: Readonly<Record<IdCounter, readonly (readonly [string, string])[]>> = {
   jobs: [
     ["jobs", "id"],
     ["jobs", "chain_id"],
@@ -279,16 +295,19 @@ export const ID_COUNTERS: Readonly<Record<string, readonly (readonly [string, st
   job_logs: [["job_logs", "id"]],
 };
 
-/** The highest id `counter` handed out that the tables hold, as a scalar subquery (NULL when none). */
-export function highestIdSql(counter: string): string {
-  const columns = ID_COUNTERS[counter];
-  if (columns === undefined) throw new Error(`No id counter ${counter}`);
-  return `(SELECT max(m) FROM (${
-    columns.map(([table, column]) => `SELECT max(${column}) AS m FROM ${table}`).join(
-      " UNION ALL ",
-    )
-  }) ids)`;
-}
+/** The highest id each counter handed out that the tables hold (NULL when none). */
+const HIGHEST_IDS: Readonly<Record<IdCounter, Statement>> = Object.fromEntries(
+  ID_COUNTER_NAMES.map((counter) => [
+    counter,
+    statement(
+      `SELECT max(m) AS h FROM (${
+        ID_COUNTERS[counter].map(([table, column]) => `SELECT max(${column}) AS m FROM ${table}`)
+          .join(" UNION ALL ")
+      }) ids`,
+      { oneRow: true },
+    ),
+  ]),
+) as Record<IdCounter, Statement>;
 
 /** The statements of one table, built once from its layout. */
 interface TableStatements {
@@ -298,7 +317,7 @@ interface TableStatements {
   readonly insert: Statement;
 }
 
-function tableStatements(table: TransferTable): TableStatements {
+function tableStatements(table: SchemaTable): TableStatements {
   const { columns, key } = TABLE_LAYOUTS[table];
   const list = columns.join(", ");
   const order = key.join(", ");
@@ -326,8 +345,8 @@ function tableStatements(table: TransferTable): TableStatements {
 }
 
 const STATEMENTS = Object.fromEntries(
-  TRANSFER_TABLES.map((table) => [table, tableStatements(table)]),
-) as Record<TransferTable, TableStatements>;
+  SCHEMA_TABLES.map((table) => [table, tableStatements(table)]),
+) as Record<SchemaTable, TableStatements>;
 
 const SET_FENCE = statement(
   "INSERT INTO queue_moves (id, to_url, fenced_at) VALUES (1, $1, $2) ON CONFLICT DO NOTHING",
@@ -339,15 +358,23 @@ const DROP_FENCE = statement("DELETE FROM queue_moves WHERE id = 1");
 
 /** Up to `limit` rows of `table` after the key `after` names (null: from the first). */
 export function* exportRows(
+  dialect: Dialect,
   table: TransferTable,
   after: string | null,
   limit: number,
 ): Script<TransferPage> {
   const { key } = TABLE_LAYOUTS[table];
-  const statements = STATEMENTS[table];
-  const { rows } = after === null
-    ? yield* exec<TransferRow>(statements.first, limit)
-    : yield* exec<TransferRow>(statements.next, ...readAfter(table, after), limit);
+  let rows: readonly TransferRow[];
+  if (table === ID_COUNTERS_TABLE) {
+    const from = after === null ? null : String(readAfter(table, after)[0]);
+    rows = (yield* counterRows(dialect)).filter(({ name }) => from === null || String(name) > from)
+      .slice(0, limit);
+  } else {
+    const statements = STATEMENTS[table];
+    rows = after === null
+      ? (yield* exec<TransferRow>(statements.first, limit)).rows
+      : (yield* exec<TransferRow>(statements.next, ...readAfter(table, after), limit)).rows;
+  }
   const last = rows.length < limit ? undefined : rows.at(-1);
   return {
     rows,
@@ -355,18 +382,52 @@ export function* exportRows(
   };
 }
 
-/** Stores `rows` of `table` in one statement, each unless its key is there; how many were new. */
+/**
+ * Stores `rows` of `table` in one statement, each unless its key is there;
+ * how many were new. A row of `id_counters` raises its counter unless the
+ * counter is already there or past.
+ */
 export function* importRows(
+  dialect: Dialect,
   table: TransferTable,
   rows: readonly TransferRow[],
 ): Script<number> {
-  return (yield* exec(STATEMENTS[table].insert, rows)).count;
+  if (table !== ID_COUNTERS_TABLE) return (yield* exec(STATEMENTS[table].insert, rows)).count;
+  const counters = yield* dialect.idCounters();
+  let raised = 0;
+  for (const row of rows) {
+    const name = row.name as IdCounter;
+    const value = row.value as number;
+    if (counters[name] >= value) continue;
+    yield* dialect.raiseIdCounter(name, value);
+    counters[name] = value;
+    raised++;
+  }
+  return raised;
 }
 
-/** How many rows `table` holds. */
-export function* countRows(table: TransferTable): Script<number> {
+/** How many rows `table` holds (for `id_counters`, the counters that handed out an id). */
+export function* countRows(dialect: Dialect, table: TransferTable): Script<number> {
+  if (table === ID_COUNTERS_TABLE) return (yield* counterRows(dialect)).length;
   const { rows: [row] } = yield* exec<{ n: number }>(STATEMENTS[table].count);
   return Number(row?.n ?? 0);
+}
+
+/** Moves every id counter past the highest id the tables hold, never back. */
+export function* moveIdCountersPast(dialect: Dialect): Script<void> {
+  const counters = yield* dialect.idCounters();
+  for (const counter of ID_COUNTER_NAMES) {
+    const { rows: [row] } = yield* exec<{ h: number | string | null }>(HIGHEST_IDS[counter]);
+    const highest = Number(row?.h ?? 0);
+    if (highest > counters[counter]) yield* dialect.raiseIdCounter(counter, highest);
+  }
+}
+
+/** The rows of `id_counters`: each counter that handed out an id, in the order of their names. */
+function* counterRows(dialect: Dialect): Script<TransferRow[]> {
+  const counters = yield* dialect.idCounters();
+  return ID_COUNTER_NAMES.filter((name) => counters[name] > 0)
+    .map((name) => ({ name, value: counters[name] }));
 }
 
 /** The fence this store carries, or null. */
@@ -392,7 +453,8 @@ export function* liftFence(dialect: Dialect): Script<boolean> {
 
 /**
  * Throws a `TypeError` naming the table and the column unless every row has
- * exactly `table`'s columns, each a number, a string or null.
+ * exactly `table`'s columns, each a number, a string or null (and a row of
+ * `id_counters` names a counter and a whole value).
  */
 export function assertLayout(table: TransferTable, rows: readonly TransferRow[]): void {
   const { columns } = TABLE_LAYOUTS[table];
@@ -415,6 +477,7 @@ export function assertLayout(table: TransferTable, rows: readonly TransferRow[])
       }
     }
   });
+  if (table === ID_COUNTERS_TABLE) assertIdCounterRows(rows);
 }
 
 /** Where a page after `after` starts, checked against `table`'s key. */

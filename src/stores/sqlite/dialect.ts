@@ -27,7 +27,7 @@ import { enterGroups } from "../sql/groups.ts";
 import { notPaused } from "../sql/pauses.ts";
 import { done, each, exec, type Script } from "../sql/script.ts";
 import { type Statement, statement } from "../sql/statement.ts";
-import { fenceWrites, moveIdCountersPast } from "./move_fence.ts";
+import { fenceWrites, idCounters, raiseIdCounter } from "./move_fence.ts";
 
 const INSERT = statement(
   `INSERT INTO jobs (id, queue, name, payload, priority, available_at, retry_until, created_at,
@@ -273,7 +273,8 @@ export const sqliteDialect: Dialect = {
   // One machine, one clock.
   now: (given) => done(given),
   fenceWrites,
-  moveIdCountersPast,
+  idCounters,
+  raiseIdCounter,
 };
 
 function* claimRows(claim: Statement, params: readonly unknown[]): Script<ClaimRow[]> {

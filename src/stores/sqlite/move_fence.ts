@@ -5,15 +5,17 @@
  * so a dispatch costs nothing more before. The error they raise has the
  * result code `SQLITE_CONSTRAINT_TRIGGER`, which the engine turns into a
  * `QueueMovedError` naming where the queue went (`queue_moves`). And the
- * id counters (`sqlite_sequence`, and `job_id_floor` for job ids) moved
- * past the highest id a move copied.
+ * id counters a move reads and raises: `sqlite_sequence`, and for job ids
+ * (schema step 24) one more than the highest of `jobs`'s ids and
+ * `job_id_floor`.
  *
  * @internal
  * @module
  */
 import { exec, type Script } from "../sql/script.ts";
 import { type Statement, statement } from "../sql/statement.ts";
-import { FENCED_TABLES, highestIdSql, ID_COUNTERS } from "../sql/transfer.ts";
+import { ID_COUNTER_NAMES, type IdCounter } from "../rows/transfer.ts";
+import { FENCED_TABLES } from "../sql/transfer.ts";
 
 /** SQLite's extended result code of an error a trigger raised (`SQLITE_CONSTRAINT_TRIGGER`). */
 export const SQLITE_CONSTRAINT_TRIGGER = 1811;
@@ -37,24 +39,39 @@ export function* fenceWrites(on: boolean): Script<void> {
   for (const ddl of on ? CREATE : DROP) yield* exec(ddl);
 }
 
-const RAISE_COUNTERS: readonly Statement[] = Object.keys(ID_COUNTERS).flatMap((counter) => {
-  const highest = highestIdSql(counter);
-  if (counter === "jobs") {
-    // Job ids count from the table's highest and its floor (schema step 24), not a sequence.
-    return [statement(`UPDATE job_id_floor SET floor = max(floor, COALESCE(${highest}, 0))`)];
-  }
-  return [
-    statement(
-      `UPDATE sqlite_sequence SET seq = max(seq, COALESCE(${highest}, 0)) WHERE name = '${counter}'`,
-    ),
-    statement(
-      `INSERT INTO sqlite_sequence (name, seq) SELECT '${counter}', ${highest}
-      WHERE ${highest} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = '${counter}')`,
-    ),
-  ];
-});
+const SEQUENCES = ID_COUNTER_NAMES.filter((counter) => counter !== "jobs");
 
-/** Moves every id counter past the highest id the tables hold, never back. */
-export function* moveIdCountersPast(): Script<void> {
-  for (const raise of RAISE_COUNTERS) yield* exec(raise);
+const READ_COUNTERS = statement(
+  `SELECT name, seq AS value FROM sqlite_sequence
+    WHERE name IN (${SEQUENCES.map((counter) => `'${counter}'`).join(", ")})
+  UNION ALL SELECT 'jobs', max(floor, ifnull((SELECT max(id) FROM jobs), 0)) FROM job_id_floor`,
+);
+
+/** The highest id each counter handed out (0: none), by counter. */
+export function* idCounters(): Script<Record<IdCounter, number>> {
+  const counters = Object.fromEntries(ID_COUNTER_NAMES.map((counter) => [counter, 0]));
+  const { rows } = yield* exec<{ name: IdCounter; value: number }>(READ_COUNTERS);
+  for (const { name, value } of rows) counters[name] = Number(value);
+  return counters as Record<IdCounter, number>;
+}
+
+const RAISE: Readonly<Record<IdCounter, readonly Statement[]>> = Object.fromEntries(
+  ID_COUNTER_NAMES.map((counter): [IdCounter, readonly Statement[]] => [
+    counter,
+    counter === "jobs"
+      // Job ids count from the table's highest and its floor (schema step 24), not a sequence.
+      ? [statement("UPDATE job_id_floor SET floor = $1 WHERE floor < $1")]
+      : [
+        statement(`UPDATE sqlite_sequence SET seq = $1 WHERE name = '${counter}' AND seq < $1`),
+        statement(
+          `INSERT INTO sqlite_sequence (name, seq) SELECT '${counter}', $1
+          WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = '${counter}')`,
+        ),
+      ],
+  ]),
+) as Record<IdCounter, readonly Statement[]>;
+
+/** Raises `counter` so that the next id it hands out is past `value`; never lowers it. */
+export function* raiseIdCounter(counter: IdCounter, value: number): Script<void> {
+  for (const raise of RAISE[counter]) yield* exec(raise, value);
 }

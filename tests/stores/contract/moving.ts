@@ -2,7 +2,9 @@
  * The contract of a store's side of a move (`MoveStore`, docs/moving.md):
  * pages of rows in the SQL schema's layout in the order of each table's key,
  * rows stored once each whatever how often they are given, a row that does
- * not fit refused whole, id counters moved past what was imported, and the
+ * not fit refused whole, the id counters carried as rows of `id_counters`
+ * (the highest id each handed out, raised on import, never lowered) and
+ * moved past what was imported, and the
  * fence: once up, every write is refused with a `QueueMovedError` naming the
  * destination, reads go on, and lifting it lets writes through again.
  *
@@ -13,8 +15,16 @@
  */
 import assert from "node:assert/strict";
 import { QueueMovedError } from "../../../src/errors.ts";
-import type { MoveStore, Store, TransferRow } from "../../../src/stores/store.ts";
-import { claim, type ContractArea, type ContractTest, newJob, plain, T0 } from "./fixtures.ts";
+import type { MoveStore, NewBatchRow, Store, TransferRow } from "../../../src/stores/store.ts";
+import {
+  claim,
+  complete,
+  type ContractArea,
+  type ContractTest,
+  newJob,
+  plain,
+  T0,
+} from "./fixtures.ts";
 
 /** Moving a queue between stores. */
 export const moving: ContractArea = {
@@ -53,6 +63,19 @@ async function allRows(
     after = page.after;
   } while (after !== null);
   return { rows, sizes };
+}
+
+/** A batch of one job, its callbacks none. */
+function oneJobBatch(): NewBatchRow {
+  return {
+    name: "b",
+    allowFailures: false,
+    createdAt: T0,
+    jobs: [newJob()],
+    then: [],
+    catch: [],
+    finally: [],
+  };
 }
 
 function register(test: ContractTest): void {
@@ -128,6 +151,62 @@ function register(test: ContractTest): void {
     await store.finishImport(); // never moves a counter back
     const [later] = await store.insertJobs([newJob()]);
     assert.ok(later! > next!);
+  });
+
+  test("exportRows() gives the id counters as id_counters rows: the highest id each handed out, though the rows that held it are gone", async (any) => {
+    const store = movable(any);
+    assert.equal(await store.countRows("id_counters"), 0);
+    const batch = await store.insertBatch(oneJobBatch());
+    const ids = await store.insertJobs([newJob(), newJob()]);
+    const leases = await claim(store, { limit: 10 });
+    assert.equal(leases.length, 3);
+    // Completed with no history kept, then the finished batch pruned: no row keeps an id.
+    assert.ok(
+      (await store.settle(leases.map((job) => complete(job.id, 1)))).applied.every(Boolean),
+    );
+    assert.equal(await store.pruneBatches(T0 + 1, T0 + 1), 1);
+    assert.equal(await store.countRows("jobs"), 0);
+    assert.equal(await store.countRows("batches"), 0);
+    const counters = [{ name: "batches", value: batch.id }, { name: "jobs", value: ids.at(-1)! }];
+    const { rows, sizes } = await allRows(store, "id_counters", 1);
+    assert.deepEqual(rows, counters);
+    assert.deepEqual(sizes.slice(0, 2), [1, 1]);
+    assert.equal(await store.countRows("id_counters"), 2);
+  });
+
+  test("importRows() raises each id counter to at least a row's value, never lowers one, and counts a counter already there as not new", async (any) => {
+    const store = movable(any);
+    const [id] = await store.insertJobs([newJob()]);
+    const counters = [{ name: "batches", value: 40 }, { name: "jobs", value: id! + 1000 }];
+    assert.equal(await store.importRows("id_counters", counters), 2);
+    assert.equal(await store.importRows("id_counters", counters), 0);
+    assert.equal(await store.importRows("id_counters", [{ name: "jobs", value: 1 }]), 0);
+    assert.deepEqual((await allRows(store, "id_counters", 10)).rows, counters);
+    const [next] = await store.insertJobs([newJob()]);
+    assert.ok(next! > id! + 1000, `job id ${next} after a counter raised to ${id! + 1000}`);
+    const batch = await store.insertBatch(oneJobBatch());
+    assert.ok(batch.id > 40, `batch id ${batch.id} after a counter raised to 40`);
+  });
+
+  test("importRows() refuses an id_counters row naming no counter, or with a value that is not a whole number >= 0, raising none", async (any) => {
+    const store = movable(any);
+    const jobs = { name: "jobs", value: 50 };
+    await assert.rejects(
+      store.importRows("id_counters", [jobs, { name: "chains", value: 3 }]),
+      /row 1 of id_counters: name: "chains"/,
+    );
+    await assert.rejects(
+      store.importRows("id_counters", [{ name: "jobs", value: -1 }]),
+      /id_counters: value/,
+    );
+    await assert.rejects(
+      store.importRows("id_counters", [{ name: "jobs", value: 2.5 }]),
+      /id_counters: value/,
+    );
+    await assert.rejects(store.importRows("id_counters", [{ ...jobs, colour: "red" }]), /colour/);
+    assert.equal(await store.countRows("id_counters"), 0);
+    const [id] = await store.insertJobs([newJob()]);
+    assert.ok(id! < 50, `job id ${id}: no counter was raised`);
   });
 
   test("fenceForMove() refuses every write from then on with a QueueMovedError naming the destination; reads go on; liftMoveFence() lets writes through again", async (any) => {

@@ -1,7 +1,7 @@
 /**
  * The Redis store's side of moving a queue (`MoveStore`, docs/moving.md),
- * exercised on its own: rows of every table from SQLite imported into Redis
- * and exported back equal, a Redis prefix copied to another, the jobs of an
+ * exercised on its own: rows of every table (and the id counters) from
+ * SQLite imported into Redis and exported back equal, a Redis prefix copied to another, the jobs of an
  * import worked, retried and read there, imports run twice, bad rows, and
  * the fence. Runs when `QUEUE_TEST_REDIS_URL` is set.
  *
@@ -15,10 +15,13 @@ import type { RedisStore } from "../../../src/stores/redis/mod.ts";
 import type { Store } from "../../../src/stores/store.ts";
 import { TRANSFER_COLUMNS } from "../../../src/stores/redis/move_columns.ts";
 import {
+  SCHEMA_TABLES,
+  type SchemaTable,
   TRANSFER_TABLES,
   type TransferRow,
   type TransferTable,
 } from "../../../src/stores/rows/transfer.ts";
+import { TABLE_LAYOUTS } from "../../../src/stores/sql/transfer.ts";
 import { openTestRedisStore, redisTestUrl } from "../../_redis.ts";
 import { LEASE_MS, newJob, T0 } from "../contract/fixtures.ts";
 import { buildState, type BuiltState, STATE_QUEUES } from "./_move_state.ts";
@@ -26,7 +29,7 @@ import { buildState, type BuiltState, STATE_QUEUES } from "./_move_state.ts";
 const url = redisTestUrl();
 
 /** Each table's primary key (job_locks has none: its columns), the order rows are compared in. */
-const ORDER: Record<TransferTable, string> = {
+const ORDER: Record<SchemaTable, string> = {
   batches: "id",
   flows: "id",
   flow_nodes: "flow_id, position",
@@ -71,7 +74,7 @@ async function sqliteState(): Promise<{ file: string; built: BuiltState } & Asyn
 }
 
 /** Every row of `table` in the SQLite file, in the compared order, as plain rows. */
-function sqliteRows(file: string, table: TransferTable): TransferRow[] {
+function sqliteRows(file: string, table: SchemaTable): TransferRow[] {
   const db = new DatabaseSync(file, { readOnly: true });
   try {
     return db.prepare(`SELECT * FROM ${table} ORDER BY ${ORDER[table]}`).all()
@@ -79,6 +82,13 @@ function sqliteRows(file: string, table: TransferTable): TransferRow[] {
   } finally {
     db.close();
   }
+}
+
+/** Every row of `table` in the SQLite file: a table's as {@linkcode sqliteRows}, the id counters as the store exports them. */
+async function sqliteSource(file: string, table: TransferTable): Promise<TransferRow[]> {
+  if (table !== "id_counters") return sqliteRows(file, table);
+  await using store = await SqliteStore.open(file);
+  return [...(await store.exportRows(table, null, 100)).rows];
 }
 
 /** Every row `store` exports of `table`, `limit` a page, checking each page's size. */
@@ -100,11 +110,16 @@ async function exportAll(store: RedisStore, table: TransferTable, limit = 1000) 
   return rows;
 }
 
-/** Imports every table of the SQLite file into `store`, in copy order, `limit` rows a call. */
-async function importSqlite(store: RedisStore, file: string, limit = 1000): Promise<number[]> {
+/** Imports `tables` of the SQLite file (every one) into `store`, in copy order, `limit` rows a call. */
+async function importSqlite(
+  store: RedisStore,
+  file: string,
+  limit = 1000,
+  tables: readonly TransferTable[] = TRANSFER_TABLES,
+): Promise<number[]> {
   const stored: number[] = [];
-  for (const table of TRANSFER_TABLES) {
-    const rows = sqliteRows(file, table);
+  for (const table of tables) {
+    const rows = await sqliteSource(file, table);
     let count = 0;
     for (let start = 0; start < rows.length; start += limit) {
       count += await store.importRows(table, rows.slice(start, start + limit));
@@ -179,7 +194,11 @@ Deno.test({
     await using state = await sqliteState();
     const db = new DatabaseSync(state.file, { readOnly: true });
     try {
-      for (const table of TRANSFER_TABLES) {
+      assert.deepEqual(
+        TRANSFER_COLUMNS.id_counters.map((c) => c.name),
+        TABLE_LAYOUTS.id_counters.columns,
+      );
+      for (const table of SCHEMA_TABLES) {
         const info = db.prepare(`PRAGMA table_info(${table})`).all() as {
           name: string;
           type: string;
@@ -208,7 +227,7 @@ Deno.test({
     const { store } = opened;
     const stored = await importSqlite(store, state.file, 2);
     for (const [index, table] of TRANSFER_TABLES.entries()) {
-      const source = withoutSqlOnly(table, sqliteRows(state.file, table));
+      const source = withoutSqlOnly(table, await sqliteSource(state.file, table));
       assert.ok(source.length > 0, `the state has no ${table}`);
       assert.equal(stored[index], source.length, `${table}: rows stored`);
       assert.deepEqual(await exportAll(store, table, 2), source, table);
@@ -231,7 +250,7 @@ Deno.test({
       assert.equal(await target.store.importRows(table, rows), rows.length, table);
     }
     await target.store.finishImport();
-    for (const table of TRANSFER_TABLES) {
+    for (const table of SCHEMA_TABLES) {
       const rows = await exportAll(source.store, table);
       assert.deepEqual(await exportAll(target.store, table, 4), rows, table);
       assert.equal(await target.store.importRows(table, rows), 0, `${table}: imported again`);
@@ -242,6 +261,16 @@ Deno.test({
       );
       assert.equal(await target.store.countRows(table), await source.store.countRows(table), table);
     }
+    // Counters are at least the source's: the target numbered the held rows the source's export
+    // gave ids (the source hands waiting ids out only as it exports them).
+    const counters = await exportAll(source.store, "id_counters");
+    const reached = new Map(
+      (await exportAll(target.store, "id_counters")).map((row) => [row.name, row.value]),
+    );
+    for (const { name, value } of counters) {
+      assert.ok(Number(reached.get(name)) >= Number(value), `id counter ${name}`);
+    }
+    assert.equal(await target.store.importRows("id_counters", counters), 0, "counters again");
     const counts = (store: RedisStore) => store.counts(T0 + 100);
     assert.deepEqual(await counts(target.store), await counts(source.store));
   },
@@ -321,8 +350,9 @@ Deno.test({
     await using state = await sqliteState();
     await using opened = await openTestRedisStore(url!, { clock: "caller" });
     const { store } = opened;
-    await importSqlite(store, state.file);
-    const highest = (table: TransferTable, column = "id") =>
+    // Without the source's counters: finishImport() alone moves them past what was imported.
+    await importSqlite(store, state.file, 1000, SCHEMA_TABLES);
+    const highest = (table: SchemaTable, column = "id") =>
       Math.max(...sqliteRows(state.file, table).map((row) => Number(row[column])));
     const jobsTop = Math.max(highest("jobs"), highest("failed_jobs"), highest("completed_jobs"));
     const [id] = await store.insertJobs([newJob()]);
@@ -434,7 +464,7 @@ Deno.test({
       // The SQL stores' own import is theirs; plain INSERTs stand for it here.
       const db = new DatabaseSync(file);
       try {
-        for (const table of TRANSFER_TABLES) {
+        for (const table of SCHEMA_TABLES) {
           const columns = TRANSFER_COLUMNS[table].map((column) => column.name);
           const insert = db.prepare(
             `INSERT INTO ${table} (${columns.map((c) => `"${c}"`).join(", ")}) VALUES (${

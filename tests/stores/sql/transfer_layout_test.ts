@@ -3,29 +3,31 @@
  * every table a move copies, with every column, on
  * SQLite and PostgreSQL; every other table of the schema is one a move
  * leaves out on purpose. A schema step that adds a column or a table fails
- * here until the layout says what a move does with it.
+ * here until the layout says what a move does with it. And the id counters
+ * a move carries (`id_counters`) are every counter the schema has: a step
+ * that gives a table ids of its own fails here until a move carries them.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { SqliteStore } from "../../../src/stores/sqlite/mod.ts";
 import { TABLE_LAYOUTS } from "../../../src/stores/sql/transfer.ts";
-import { TRANSFER_TABLES } from "../../../src/stores/rows/transfer.ts";
+import { ID_COUNTER_NAMES, SCHEMA_TABLES } from "../../../src/stores/rows/transfer.ts";
 import { openTestPostgresStore, postgresTestUrl } from "../../_postgres.ts";
 
 /** The tables a move leaves out, and why (see `TRANSFER_TABLES`). */
 const LEFT_OUT = [
   "group_cursors", // where the fair claim goes next: it starts over
-  "job_id_floor", // the job ids' floor (SQLite's step 24): finishImport() raises it
+  "job_id_floor", // the job ids' floor (SQLite's step 24): carried in id_counters
   "queue_migrations", // each store has its own steps
   "queue_moves", // the fence is the source's
-  "sqlite_sequence", // the id counters: finishImport() moves them
+  "sqlite_sequence", // the id counters: carried in id_counters
   "workers", // the source's workers are stopped
 ];
 
 /** Each table's columns, by name (the engines' orders differ where a step added a column). */
 const expected = Object.fromEntries(
-  TRANSFER_TABLES.map((table) => [table, [...TABLE_LAYOUTS[table].columns].sort()]),
+  SCHEMA_TABLES.map((table) => [table, [...TABLE_LAYOUTS[table].columns].sort()]),
 );
 
 /** `columns` by table, each table's sorted, without the tables a move leaves out. */
@@ -65,5 +67,35 @@ Deno.test({
     const actual: Record<string, string[]> = {};
     for (const row of rows) (actual[row.table_name] ??= []).push(row.column_name);
     assert.deepEqual(layout(actual), expected);
+  },
+});
+
+Deno.test("The move carries every id counter of SQLite's schema: each AUTOINCREMENT table's, and the job ids'", async () => {
+  await using store = await SqliteStore.open(":memory:");
+  const rows = await store.transaction((tx) =>
+    tx.query<{ name: string }>(
+      `SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%AUTOINCREMENT%'
+      UNION SELECT 'jobs' ORDER BY name`,
+    )
+  );
+  assert.deepEqual(rows.map((row) => row.name), [...ID_COUNTER_NAMES]);
+});
+
+Deno.test({
+  name: "The move carries every id counter of PostgreSQL's schema: each identity column's sequence",
+  ignore: postgresTestUrl() === null,
+  async fn() {
+    await using opened = await openTestPostgresStore(postgresTestUrl()!);
+    const rows = await opened.store.transaction((tx) =>
+      tx.query<{ table_name: string; column_name: string }>(
+        `SELECT table_name, column_name FROM information_schema.columns
+        WHERE table_schema = $1 AND is_identity = 'YES' ORDER BY table_name COLLATE "C"`,
+        [opened.schema],
+      )
+    );
+    assert.deepEqual(
+      rows.map((row) => [row.table_name, row.column_name]),
+      ID_COUNTER_NAMES.map((name) => [name, "id"]),
+    );
   },
 });
