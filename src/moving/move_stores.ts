@@ -107,6 +107,7 @@ export async function moveStores(
       );
     }
     fence = await source.fenceForMove(to, clock.now());
+    await assertTwoStores(source, destination, settings);
   } else {
     await assertLeftByThisMove(source, destination, settings);
   }
@@ -116,6 +117,7 @@ export async function moveStores(
     kept.set(table, await copyTable(source, destination, table, rules, settings.pageSize));
   }
   await destination.finishImport();
+  await assertStillFenced(source, fence, settings);
   const tables: MovedTable[] = [];
   for (const table of TRANSFER_TABLES) {
     const sourceRows = await source.countRows(table);
@@ -136,6 +138,42 @@ export async function moveStores(
       .map(({ table }) => table),
     ms: Math.round(performance.now() - started),
   };
+}
+
+/**
+ * Throws, lifting the fence just set, when `destination` sees the fence of
+ * `source`: both name one store (a file by two paths, a server by two host
+ * names), which the names alone cannot tell.
+ */
+async function assertTwoStores(
+  source: Store,
+  destination: Store,
+  { from, to }: MoveSettings,
+): Promise<void> {
+  if ((await destination.moveFence()) === null) return;
+  await source.liftMoveFence();
+  throw new TypeError(
+    `Cannot move a queue to the store it is in: ${from} and ${to} are one store`,
+  );
+}
+
+/**
+ * Throws unless `source` still carries `fence`: a fence lifted while the
+ * move copied (`move --abort`) let the source take writes the copy may
+ * have missed, so the destination cannot be taken for the queue.
+ */
+async function assertStillFenced(
+  source: Store,
+  fence: MoveFence,
+  { from, to }: MoveSettings,
+): Promise<void> {
+  const now = await source.moveFence();
+  if (now !== null && now.to === fence.to && now.at === fence.at) return;
+  throw new Error(
+    `The move of ${from} to ${to} was given up while it copied: ${from} ${
+      now === null ? "has no fence any more" : `was fenced again for ${now.to}`
+    }, so it may have taken writes the copy missed; empty ${to} before moving to it again`,
+  );
 }
 
 /** Copies `table` page by page; how many rows of the source the rules kept. */
