@@ -612,3 +612,27 @@ Deno.test("a move whose fence is lifted while it copies (move --abort) fails ins
     /was given up while it copied: .* has no fence any more/,
   );
 });
+
+Deno.test("moveQueue() refuses a destination whose workers run, naming them, and leaves the source unfenced", async () => {
+  await using dir = await tempDir();
+  const { queue, jobs, to } = await oneJobQueue(dir);
+  try {
+    await using early = await Queue.open({ path: to, jobs: [jobs.work] });
+    const worker = early.work({ executor: "isolate", pollMs: 50 });
+    try {
+      await waitUntil(async () => (await early.workers()).length === 1, {
+        what: "the destination worker's heartbeat",
+      });
+      await assert.rejects(
+        moveQueue(dir.dbPath, to),
+        /1 worker\(s\) of .*to\.db were seen .*start the workers of the new store once the move is done/,
+      );
+    } finally {
+      await worker.stop();
+    }
+    await queue.dispatch(jobs.work, { label: "no fence" });
+    assert.equal((await queue.counts()).default?.pending, 2);
+  } finally {
+    await queue.close();
+  }
+});

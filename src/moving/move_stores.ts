@@ -89,6 +89,7 @@ export async function moveStores(
   }
   let fence: MoveFence | null = await source.moveFence();
   const resumed = fence !== null;
+  await assertNoWorkers(destination, settings);
   if (fence !== null && fence.to !== to) {
     throw new Error(
       `Cannot move ${from} to ${to}: it was moved to ${fence.to} (fenced at ${
@@ -198,6 +199,29 @@ async function copyTable(
     after = page.after;
   } while (after !== null);
   return kept;
+}
+
+/**
+ * Throws naming them when workers of `destination` were seen within the
+ * live window: they would run the jobs as they arrive, before the move
+ * ends, and a move run again would bring back the ones they finished.
+ */
+async function assertNoWorkers(
+  destination: Store,
+  { clock, from, to }: MoveSettings,
+): Promise<void> {
+  const now = clock.now();
+  const live = await destination.workers(now - LIVE_WORKER_WINDOW_MS, now);
+  if (live.length === 0) return;
+  throw new Error(
+    `Cannot move ${from} to ${to}: ${live.length} worker(s) of ${to} were seen within the last ${
+      LIVE_WORKER_WINDOW_MS / 1000
+    } s (${
+      live.map((worker) =>
+        `${worker.host} pid ${worker.pid}, last seen ${worker.lastSeenAt.toISOString()}`
+      ).join("; ")
+    }); start the workers of the new store once the move is done`,
+  );
 }
 
 /** Waits up to `waitMs` until no worker of `source` was seen within the live window; else throws naming them. */
