@@ -17,6 +17,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { z } from "zod";
 import {
+  abortMove,
   defineJob,
   defineSchedule,
   generateAppKey,
@@ -27,7 +28,9 @@ import {
   rateLimited,
   withoutOverlapping,
 } from "../mod.ts";
+import { moveStores } from "../src/moving/move_stores.ts";
 import { workUntilEmpty } from "../src/testing.ts";
+import { systemClock } from "../src/clock.ts";
 import { PostgresStore } from "../src/stores/postgres/mod.ts";
 import { RedisStore } from "../src/stores/redis/mod.ts";
 import { SqliteStore } from "../src/stores/sqlite/mod.ts";
@@ -613,5 +616,105 @@ Deno.test("a move run again resumes: the same destination is finished without du
     assert.equal(await source.liftMoveFence(), true);
   } finally {
     await source.close();
+  }
+});
+
+/**
+ * Moves the store `open()` opens (created empty) from `url` to `sameUrl`,
+ * another name of it: refused, and the store is left without a fence.
+ */
+async function refusesMoveToItself(
+  url: string,
+  sameUrl: string,
+  open: () => Promise<Store>,
+): Promise<void> {
+  await (await open()).close();
+  await assert.rejects(moveQueue(url, sameUrl), /Cannot move a queue to the store it is in/);
+  const store = await open() as Store & MoveStore;
+  try {
+    assert.equal(await store.moveFence(), null);
+  } finally {
+    await store.close();
+  }
+}
+
+Deno.test("moveQueue() refuses a move to the store it is in under another name (a symlink), leaving it unfenced", async () => {
+  await using dir = await tempDir();
+  const link = join(dir.dir, "link.db");
+  await Deno.symlink(dir.dbPath, link);
+  await refusesMoveToItself(dir.dbPath, link, () => SqliteStore.open(dir.dbPath));
+});
+
+Deno.test({
+  name:
+    "moveQueue() refuses a move to the store it is in under another name (PostgreSQL by another host name, Redis by another spelling), leaving it unfenced",
+  ignore: pgUrl === null && redisUrl === null,
+  async fn() {
+    if (pgUrl !== null) {
+      await using database = await freshDatabase(pgUrl);
+      const other = new URL(database.url);
+      other.hostname = other.hostname === "localhost" ? "127.0.0.1" : "localhost";
+      await refusesMoveToItself(database.url, other.href, () => PostgresStore.open(database.url));
+    }
+    if (redisUrl !== null) {
+      await using place = await redisAt();
+      const other = place.url.replace("/0?prefix=", "?prefix=");
+      await refusesMoveToItself(place.url, other, () => RedisStore.open(place.url));
+    }
+  },
+});
+
+Deno.test("a move whose fence is lifted while it copies (move --abort) fails instead of reporting the destination complete", async () => {
+  await using dir = await tempDir();
+  const { queue, to } = await oneJobQueue(dir);
+  await queue.close();
+  await using source = await SqliteStore.open(dir.dbPath);
+  await using destination = await SqliteStore.open(to);
+  // The abort lands while the jobs are copied, as one from another shell would.
+  const aborting = new Proxy(destination, {
+    get(target, property) {
+      if (property === "importRows") {
+        return async (...args: Parameters<Store["importRows"]>) => {
+          if (args[0] === "jobs") assert.notEqual(await abortMove(dir.dbPath), null);
+          return await target.importRows(...args);
+        };
+      }
+      const value = Reflect.get(target, property);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  await assert.rejects(
+    moveStores(source, aborting, {
+      from: dir.dbPath,
+      to,
+      waitMs: 0,
+      pageSize: 500,
+      clock: systemClock,
+    }),
+    /was given up while it copied: .* has no fence any more/,
+  );
+});
+
+Deno.test("moveQueue() refuses a destination whose workers run, naming them, and leaves the source unfenced", async () => {
+  await using dir = await tempDir();
+  const { queue, jobs, to } = await oneJobQueue(dir);
+  try {
+    await using early = await Queue.open({ path: to, jobs: [jobs.work] });
+    const worker = early.work({ executor: "isolate", pollMs: 50 });
+    try {
+      await waitUntil(async () => (await early.workers()).length === 1, {
+        what: "the destination worker's heartbeat",
+      });
+      await assert.rejects(
+        moveQueue(dir.dbPath, to),
+        /1 worker\(s\) of .*to\.db were seen .*start the workers of the new store once the move is done/,
+      );
+    } finally {
+      await worker.stop();
+    }
+    await queue.dispatch(jobs.work, { label: "no fence" });
+    assert.equal((await queue.counts()).default?.pending, 2);
+  } finally {
+    await queue.close();
   }
 });

@@ -100,6 +100,7 @@ export async function moveStores(
   }
   let fence: MoveFence | null = await source.moveFence();
   const resumed = fence !== null;
+  await assertNoWorkers(destination, settings);
   if (fence !== null && fence.to !== to) {
     throw new Error(
       `Cannot move ${from} to ${to}: it was moved to ${fence.to} (fenced at ${
@@ -118,6 +119,7 @@ export async function moveStores(
       );
     }
     fence = await source.fenceForMove(to, clock.now());
+    await assertTwoStores(source, destination, settings);
   } else {
     await assertLeftByThisMove(source, destination, settings);
   }
@@ -127,6 +129,7 @@ export async function moveStores(
     kept.set(table, await copyTable(source, destination, table, rules, settings.pageSize));
   }
   await destination.finishImport();
+  await assertStillFenced(source, fence, settings);
   const tables: MovedTable[] = [];
   for (const table of TRANSFER_TABLES) {
     const sourceRows = await source.countRows(table);
@@ -149,6 +152,42 @@ export async function moveStores(
       .map(({ table }) => table),
     ms: Math.round(performance.now() - started),
   };
+}
+
+/**
+ * Throws, lifting the fence just set, when `destination` sees the fence of
+ * `source`: both name one store (a file by two paths, a server by two host
+ * names), which the names alone cannot tell.
+ */
+async function assertTwoStores(
+  source: Store,
+  destination: Store,
+  { from, to }: MoveSettings,
+): Promise<void> {
+  if ((await destination.moveFence()) === null) return;
+  await source.liftMoveFence();
+  throw new TypeError(
+    `Cannot move a queue to the store it is in: ${from} and ${to} are one store`,
+  );
+}
+
+/**
+ * Throws unless `source` still carries `fence`: a fence lifted while the
+ * move copied (`move --abort`) let the source take writes the copy may
+ * have missed, so the destination cannot be taken for the queue.
+ */
+async function assertStillFenced(
+  source: Store,
+  fence: MoveFence,
+  { from, to }: MoveSettings,
+): Promise<void> {
+  const now = await source.moveFence();
+  if (now !== null && now.to === fence.to && now.at === fence.at) return;
+  throw new Error(
+    `The move of ${from} to ${to} was given up while it copied: ${from} ${
+      now === null ? "has no fence any more" : `was fenced again for ${now.to}`
+    }, so it may have taken writes the copy missed; empty ${to} before moving to it again`,
+  );
 }
 
 /** Copies `table` page by page; how many rows of the source the rules kept. */
@@ -198,6 +237,29 @@ async function allRows(store: Store, table: TransferTable): Promise<TransferRow[
     after = page.after;
   } while (after !== null);
   return rows;
+}
+
+/**
+ * Throws naming them when workers of `destination` were seen within the
+ * live window: they would run the jobs as they arrive, before the move
+ * ends, and a move run again would bring back the ones they finished.
+ */
+async function assertNoWorkers(
+  destination: Store,
+  { clock, from, to }: MoveSettings,
+): Promise<void> {
+  const now = clock.now();
+  const live = await destination.workers(now - LIVE_WORKER_WINDOW_MS, now);
+  if (live.length === 0) return;
+  throw new Error(
+    `Cannot move ${from} to ${to}: ${live.length} worker(s) of ${to} were seen within the last ${
+      LIVE_WORKER_WINDOW_MS / 1000
+    } s (${
+      live.map((worker) =>
+        `${worker.host} pid ${worker.pid}, last seen ${worker.lastSeenAt.toISOString()}`
+      ).join("; ")
+    }); start the workers of the new store once the move is done`,
+  );
 }
 
 /** Waits up to `waitMs` until no worker of `source` was seen within the live window; else throws naming them. */

@@ -59,7 +59,11 @@ local function groupWindow(queue, gid, rate, T)
   local start = math.floor(T / rate.perMs) * rate.perMs
   local row = redis.call('HMGET', key, 'window_start', 'starts')
   local used = 0
-  if tonumber(row[1]) == start then used = tonumber(row[2]) end
+  local stored = tonumber(row[1])
+  if stored == start then used = tonumber(row[2])
+  -- A later window than T (a claim that read its clock before another claimed, or a clock
+  -- behind): T's window is over, and that one is not this claim's to count.
+  elseif stored ~= nil and stored > start then used = rate.max end
   return {key = key, start = start, used = used, left = math.max(0, rate.max - used),
     ends = start + rate.perMs}
 end

@@ -12,13 +12,15 @@
  */
 
 /**
- * The tables a move copies, in the order it copies them: every table that
- * holds what a queue holds, then {@linkcode ID_COUNTERS_TABLE}. Left out:
+ * The tables a move copies, in the order it copies them:
+ * {@linkcode ID_COUNTERS_TABLE} first, then every table that holds what a
+ * queue holds. Left out:
  * `workers` (the source's workers are stopped), `queue_migrations` (each
  * store keeps its own) and `group_cursors` (where the fair claim goes next:
  * it starts over).
  */
 export const TRANSFER_TABLES = [
+  "id_counters",
   "batches",
   "flows",
   "flow_nodes",
@@ -39,7 +41,6 @@ export const TRANSFER_TABLES = [
   "job_signals",
   "job_logs",
   "job_metrics",
-  "id_counters",
 ] as const;
 
 /** One of {@linkcode TRANSFER_TABLES}. */
@@ -55,7 +56,11 @@ export type TransferTable = typeof TRANSFER_TABLES[number];
  * lowering it, so the destination never hands out an id the source handed
  * out, though the rows that held it are gone (finished jobs not kept,
  * pruned failed jobs, deleted batches, log lines). A counter already at or
- * past `value` counts as the row being there. Copied last.
+ * past `value` counts as the row being there. Copied first: a row the
+ * destination takes before the move ends (an app pointed at it too early)
+ * then gets an id past the source's, so it never takes the key of a row
+ * still to be copied (which the import would skip); the counts differ
+ * instead, and the move says so.
  */
 export const ID_COUNTERS_TABLE = "id_counters";
 

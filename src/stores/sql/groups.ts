@@ -311,7 +311,8 @@ export function* rateWindowsTurn(
     const rate = rates[group.name]!;
     const start = windowStart(storeNow, rate.perMs);
     const row = windows.get(group.key);
-    if (row === undefined || Number(row.window_start) !== start || row.starts < rate.max) continue;
+    if (row === undefined || Number(row.window_start) < start) continue;
+    if (Number(row.window_start) === start && row.starts < rate.max) continue;
     if (turn === null || start + rate.perMs < turn) turn = start + rate.perMs;
   }
   return turn;
@@ -568,7 +569,13 @@ function* rateWindowsOf(
     const key = keys[index]!;
     const start = windowStart(now, rate.perMs);
     const row = stored.get(key);
-    const used = row !== undefined && Number(row.window_start) === start ? Number(row.starts) : 0;
+    const used = row === undefined || Number(row.window_start) < start
+      ? 0
+      // A later window than this claim's now (a claim that read its clock before another
+      // claimed, or a clock behind): this claim's window is over, and that one is not its to count.
+      : Number(row.window_start) > start
+      ? rate.max
+      : Number(row.starts);
     return { key, start, used, left: Math.max(0, rate.max - used) };
   });
 }

@@ -226,6 +226,27 @@ function registerRates(test: ContractTest): void {
     );
   });
 
+  test("claim() with groupRates: a claim whose now is in an earlier window than the group's stored one takes nothing from it and leaves its count", async (store) => {
+    const jobs = await store.insertJobs(grouped("g", 6));
+    const later = ids(await claim(store, { limit: 10, now: NEXT_WINDOW, groupRates: RATES }));
+    assert.deepEqual(later, jobs.slice(0, 2));
+    assert.deepEqual(
+      await claim(store, { limit: 10, token: 2, now: NEXT_WINDOW - 1, groupRates: RATES }),
+      [],
+      "a claim that read its clock before the window turned",
+    );
+    assert.deepEqual(
+      await claim(store, { limit: 10, token: 3, now: NEXT_WINDOW + 1, groupRates: RATES }),
+      [],
+      "the window it counted is still full",
+    );
+    assert.equal(await store.nextDueAt(["default"], NEXT_WINDOW - 1, RATES), NEXT_WINDOW);
+    assert.deepEqual(
+      ids(await claim(store, { limit: 10, token: 4, now: NEXT_WINDOW + 1_000, groupRates: RATES })),
+      jobs.slice(2, 4),
+    );
+  });
+
   test("claim() with groupRates: a group's window counts each claim, a retry's and a lease run out's included; nextDueAt() of a group with nothing due ignores its window", async (store) => {
     const jobs = await store.insertJobs(grouped("g", 2));
     const [first] = await claim(store, { limit: 1, groupRates: RATES });
