@@ -34,7 +34,7 @@ import { systemClock } from "../src/clock.ts";
 import { PostgresStore } from "../src/stores/postgres/mod.ts";
 import { RedisStore } from "../src/stores/redis/mod.ts";
 import { SqliteStore } from "../src/stores/sqlite/mod.ts";
-import type { MoveStore, Store } from "../src/stores/store.ts";
+import { type MoveStore, type Store, TRANSFER_TABLES } from "../src/stores/store.ts";
 import { ManualClock, tempDir, waitUntil } from "./_helpers.ts";
 import { postgresTestUrl } from "./_postgres.ts";
 import { deletePrefix, freshPrefix, redisTestUrl } from "./_redis.ts";
@@ -717,4 +717,35 @@ Deno.test("moveQueue() refuses a destination whose workers run, naming them, and
   } finally {
     await queue.close();
   }
+});
+
+Deno.test("a move resumed after the app dispatched to the new store too early loses no row: the counts differ and it says so", async () => {
+  await using dir = await tempDir();
+  const to = join(dir.dir, "to.db");
+  const jobs = movingJobs();
+  {
+    await using queue = await Queue.open({ path: dir.dbPath, jobs: jobs.all, appKey: APP_KEY });
+    for (const label of ["a", "b", "c"]) await queue.dispatch(jobs.work, { label });
+  }
+  {
+    // What a first run did before it was killed: the fence, then the tables in the move's
+    // order up to one page of one job.
+    await using source = await SqliteStore.open(dir.dbPath);
+    await using destination = await SqliteStore.open(to);
+    await source.fenceForMove(to, Date.now());
+    for (const table of TRANSFER_TABLES) {
+      const page = await source.exportRows(table, null, table === "jobs" ? 1 : 1_000);
+      await destination.importRows(table, page.rows);
+      if (table === "jobs") break;
+    }
+  }
+  {
+    await using early = await Queue.open({ path: to, jobs: jobs.all, appKey: APP_KEY });
+    await early.dispatch(jobs.work, { label: "early" });
+  }
+  await assert.rejects(moveQueue(dir.dbPath, to), /jobs/);
+  await using destination = await SqliteStore.open(to);
+  const labels = (await destination.exportRows("jobs", null, 10)).rows
+    .map((row) => JSON.parse(String(row.payload)).label).sort();
+  assert.deepEqual(labels, ["a", "b", "c", "early"]);
 });

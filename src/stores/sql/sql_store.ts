@@ -108,9 +108,14 @@ export class SqlStore implements Store, MoveStore {
     this.#migrations = migrations;
   }
 
-  /** See {@linkcode Store.migrate}. */
-  migrate(options: MigrateOptions = {}): Promise<MigrationPlan> {
-    return migrateWaiting(() => this.#engine.migrate(this.#migrations, options, true), options);
+  /** See {@linkcode Store.migrate}; a moved store's fence outlives the steps applied. */
+  async migrate(options: MigrateOptions = {}): Promise<MigrationPlan> {
+    const plan = await migrateWaiting(
+      () => this.#engine.migrate(this.#migrations, options, true),
+      options,
+    );
+    if (plan.steps.length > 0) await this.#write(() => transfer.keepFence(this.#dialect));
+    return plan;
   }
 
   /** See {@linkcode Store.migrationPlan}. */

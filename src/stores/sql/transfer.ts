@@ -443,6 +443,15 @@ export function* fence(dialect: Dialect, to: string, now: number): Script<MoveFe
   return (yield* moveFence())!;
 }
 
+/**
+ * Creates the fence's triggers again when the store carries a fence: a
+ * schema step that builds a table anew drops the table's triggers with it,
+ * and a moved store must go on refusing writes after any step.
+ */
+export function* keepFence(dialect: Dialect): Script<void> {
+  if ((yield* moveFence()) !== null) yield* dialect.fenceWrites(true);
+}
+
 /** Drops the triggers and the fence; whether there was one. */
 export function* liftFence(dialect: Dialect): Script<boolean> {
   const there = (yield* moveFence()) !== null;

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
-import { OutdatedCodeError } from "../../../src/errors.ts";
+import { OutdatedCodeError, QueueMovedError } from "../../../src/errors.ts";
+import type { Migration } from "../../../migrations/migration.ts";
 import { migrations, STEPS_RECORD } from "../../../migrations/sqlite/mod.ts";
 import { openConnection } from "../../../src/stores/sqlite/connection.ts";
 import { type Durability, SqliteStore } from "../../../src/stores/sqlite/mod.ts";
@@ -436,4 +437,24 @@ Deno.test("SqliteStore: a group's rate window is a rate_windows row under a U+00
     [{ key: "\u00017:default:12:contract-job:other", window_start: later, starts: 1 }],
     "the ended window is gone; the one just counted is kept",
   );
+});
+
+Deno.test("SqliteStore: a moved store goes on refusing writes after a schema step that builds a fenced table anew", async () => {
+  await using dir = await tempDir();
+  {
+    await using store = await SqliteStore.open(dir.dbPath);
+    await store.fenceForMove("postgres://elsewhere/app", T0);
+  }
+  const rebuild: Migration = {
+    version: 9003,
+    kind: "expand",
+    sql: `CREATE TABLE queue_pauses_anew (
+        queue TEXT PRIMARY KEY, paused_at INTEGER NOT NULL, until INTEGER, reason TEXT);
+      INSERT INTO queue_pauses_anew SELECT * FROM queue_pauses;
+      DROP TABLE queue_pauses;
+      ALTER TABLE queue_pauses_anew RENAME TO queue_pauses;`,
+  };
+  await using store = await SqliteStore.openWithSteps(dir.dbPath, {}, [...migrations, rebuild]);
+  await assert.rejects(store.pause("default", T0, null, null), QueueMovedError);
+  await assert.rejects(store.insertJobs([newJob()]), QueueMovedError);
 });
