@@ -161,7 +161,9 @@ export async function functionLibrary(): Promise<FunctionLibrary> {
  *   `P:q:<queue>:gl:<gid>` SET its leased jobs (also in the leased set);
  *   `P:q:<queue>:go:<gid>` ZSET, ordered groups only: every job, score its id;
  *   `P:gpauses` SET the paused groups, member `<length of name>:<name>:<key>`;
- *   `P:gpauses:at` HASH that member → when it was paused (store clock).
+ *   `P:gpauses:at` HASH that member → when it was paused (store clock);
+ *   `P:gpauses:until` HASH that member → when a hold ends (store clock;
+ *   absent: paused until resumed). A hold that has passed no longer holds.
  * - `P:failed` ZSET + `P:failed:<id>` HASH: failed jobs by failure time.
  * - `P:stage:<id>` LIST: what a transaction not yet ended wrote; `P:stages`
  *   ZSET: those transactions by start time.
@@ -238,6 +240,12 @@ local function groupSettingsKey(queue) return P .. ':q:' .. queue .. ':gset' end
 local function groupKey(queue, gid) return P .. ':q:' .. queue .. ':g:' .. gid end
 local function groupLeasedKey(queue, gid) return P .. ':q:' .. queue .. ':gl:' .. gid end
 local function groupOrderKey(queue, gid) return P .. ':q:' .. queue .. ':go:' .. gid end
+-- Whether group gid is paused at T (store clock): listed, and without an end or ending after T.
+local function groupPaused(gid, T)
+  if redis.call('SISMEMBER', P .. ':gpauses', gid) == 0 then return false end
+  local ends = tonumber(redis.call('HGET', P .. ':gpauses:until', gid))
+  return ends == nil or ends > T
+end
 
 -- The group of job id as its row says, {id, setting, ordered}, or nil for a job without one.
 local function groupOf(id)
