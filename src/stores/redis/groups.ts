@@ -186,22 +186,10 @@ const PAUSE_GROUP = luaScript(
   "pauseGroup",
   "writes",
   String.raw`
-local gid = groupId(INPUT.name, INPUT.key)
 local forMs = opt(INPUT.forMs)
 local ends = nil
 if forMs ~= nil then ends = NOW + forMs end
-local untilKey = P .. ':gpauses:until'
-if groupPaused(gid, NOW) then
-  local held = tonumber(redis.call('HGET', untilKey, gid))
-  if held ~= nil and ends == nil then redis.call('HDEL', untilKey, gid)
-  elseif held ~= nil and ends > held then redis.call('HSET', untilKey, gid, string.format('%d', ends)) end
-else
-  -- New, or a hold that has passed (or a time left by a resume of older code): replaced.
-  redis.call('SADD', P .. ':gpauses', gid)
-  redis.call('HSET', P .. ':gpauses:at', gid, string.format('%d', NOW))
-  if ends == nil then redis.call('HDEL', untilKey, gid)
-  else redis.call('HSET', untilKey, gid, string.format('%d', ends)) end
-end
+pauseGroupUntil(groupId(INPUT.name, INPUT.key), ends)
 `,
 );
 

@@ -247,6 +247,25 @@ local function groupPaused(gid, T)
   return ends == nil or ends > T
 end
 
+-- Pauses group gid at NOW until ends (store clock; nil: until resumed), as SQL's pauseGroup: a
+-- pause in force keeps its time and is only ever lengthened; a hold that has passed is replaced.
+local function pauseGroupUntil(gid, ends)
+  local untilKey = P .. ':gpauses:until'
+  if groupPaused(gid, NOW) then
+    local held = tonumber(redis.call('HGET', untilKey, gid))
+    if held ~= nil and ends == nil then redis.call('HDEL', untilKey, gid)
+    elseif held ~= nil and ends > held then
+      redis.call('HSET', untilKey, gid, string.format('%d', ends))
+    end
+  else
+    -- New, or a hold that has passed (or a time left by a resume of older code): replaced.
+    redis.call('SADD', P .. ':gpauses', gid)
+    redis.call('HSET', P .. ':gpauses:at', gid, string.format('%d', NOW))
+    if ends == nil then redis.call('HDEL', untilKey, gid)
+    else redis.call('HSET', untilKey, gid, string.format('%d', ends)) end
+  end
+end
+
 -- The group of job id as its row says, {id, setting, ordered}, or nil for a job without one.
 local function groupOf(id)
   local f = redis.call('HMGET', jobKey(id), 'name', 'group_key', 'group_limit', 'group_ordered')

@@ -353,6 +353,10 @@ for i, s in ipairs(settlements) do
       if opt(s.error) == nil then redis.call('HDEL', key, 'last_error')
       else redis.call('HSET', key, 'last_error', s.error) end
       placeUnleased(s.id, job.queue, job.priority, due)
+      -- The handler held its group back (ctx.rateLimitGroup): paused until the job is due.
+      if s.holdsGroup and job.group_key ~= nil then
+        pauseGroupUntil(groupId(job.name, job.group_key), due)
+      end
       settled[i] = job
       retried[s.id] = true
     elseif s.kind == 'park' then

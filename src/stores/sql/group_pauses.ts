@@ -75,6 +75,22 @@ export function* pauseGroup(
 }
 
 /**
+ * Holds group `key` of job `name` from `now` until `until`, in a settle's
+ * transaction (a handler's `ctx.rateLimitGroup`): as {@linkcode pauseGroup}
+ * without waiting out open claims, so a claim already under way may still
+ * take one of the group's jobs.
+ */
+export function* holdGroup(
+  dialect: Dialect,
+  name: string,
+  key: string,
+  now: number,
+  until: number,
+): Script<void> {
+  yield* exec(PAUSE_GROUP, name, key, clockParam(dialect, now), until - now);
+}
+
+/**
  * Resumes group `key` of job `name`, ending its pause or hold; whether it
  * was paused at `now`. Wakes idle workers.
  */

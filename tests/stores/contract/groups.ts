@@ -251,6 +251,39 @@ function registerHolds(test: ContractTest): void {
     );
   });
 
+  test("settle() of a release that holds its group pauses the job's group until the job is due, its attempt given back; a job without a group holds nothing", async (store) => {
+    const [a, b] = await store.insertJobs(grouped("g", 2));
+    const [first] = await claim(store, { limit: 1 });
+    assert.equal(first?.id, a);
+    const [plain] = await store.insertJobs([newJob()]);
+    const others = await store.insertJobs(grouped("h", 1));
+    const hold = (id: number, token: number) => ({
+      kind: "release" as const,
+      id,
+      token,
+      at: T0,
+      availableAt: HOLD_ENDS,
+      error: null,
+      refundAttempt: true,
+      started: true as const,
+      holdsGroup: true as const,
+    });
+    assert.deepEqual((await store.settle([hold(a!, 1)])).applied, [true]);
+    const next = await claim(store, { token: 2 });
+    assert.deepEqual(sorted(ids(next)), sorted([plain!, ...others]), "g is held; b waits");
+    await store.settle([hold(plain!, 2)]);
+    assert.equal(await store.nextDueAt(["default"], T0 + 1), HOLD_ENDS, "the hold's end");
+    assert.deepEqual(await claim(store, { token: 3, now: HOLD_ENDS - 1, names: ["other"] }), []);
+    const after = await claim(store, { token: 4, now: HOLD_ENDS });
+    assert.deepEqual(
+      sorted(after.map((job) => job.id)),
+      sorted([a!, b!, plain!]),
+      "the held job, its group and the plain job are due at the end",
+    );
+    assert.equal(after.find((job) => job.id === a)?.attempts, 1, "its attempt was given back");
+    assert.equal(await store.resumeGroup("contract-job", "h", HOLD_ENDS), false, "h never held");
+  });
+
   test("settle() refuses the start of a job claimed ahead whose group is held, and gives it back charged nothing", async (store) => {
     const [a, b] = await store.insertJobs(grouped("g", 2));
     await claim(store, { limit: 2, aheadFrom: 1, token: 1 });
