@@ -123,6 +123,7 @@ export type {
   JobResult,
   JobResultState,
   PausedQueue,
+  PauseGroupOptions,
   PauseOptions,
 } from "./src/admin/job_control.ts";
 export type { StoreOptions } from "./src/store_options.ts";

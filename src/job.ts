@@ -280,6 +280,28 @@ export interface JobContext<P extends ParentJobs = NoParents> {
    */
   release(delayMs?: number): void;
   /**
+   * Holds back this job's group for `ms` (a tenant's API answered 429 with
+   * a `Retry-After`, say), then ends this attempt without failing it once
+   * the handler returns: the group is paused until then in every process,
+   * as `queue.pauseGroup(job, key, { forMs: ms })` pauses it (its other
+   * jobs running now finish; the other groups go on), and this job comes
+   * back when the hold ends, its attempt given back. The hold is written
+   * with the job's put back, when the handler returns (or throws), so
+   * return soon after. Throws a `TypeError` in a job without `group`, a
+   * `RangeError` for an `ms` that is not a positive number of ms up to
+   * about 69 years (2^41).
+   *
+   * @example Hold back a tenant whose API said to wait
+   * ```ts ignore
+   * const response = await fetch(url, { signal: ctx.signal });
+   * if (response.status === 429) {
+   *   ctx.rateLimitGroup(Number(response.headers.get("retry-after") ?? 60) * 1_000);
+   *   return;
+   * }
+   * ```
+   */
+  rateLimitGroup(ms: number): void;
+  /**
    * Runs `fn` once, durably: its return value (JSON) is recorded on the job
    * before the step resolves, and every later attempt of this job returns
    * the recorded value without running `fn` again. A step that throws is

@@ -16,9 +16,10 @@ import type {
   FinishedOptions,
   JobResult,
   PausedQueue,
+  PauseGroupOptions,
   PauseOptions,
 } from "./admin/job_control.ts";
-import { resolvePause } from "./admin/job_control.ts";
+import { groupPauseEnd, resolvePause } from "./admin/job_control.ts";
 import {
   type JobList,
   type JobListOptions,
@@ -884,24 +885,35 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /**
    * Pauses one group of a job for every process on this database: claims
    * skip the jobs of group `key` of `job` (a definition or its name), in
-   * every queue, until {@linkcode Queue.resumeGroup}. Dispatch still stores
-   * them; running ones finish, and one claimed ahead does not start.
+   * every queue, until {@linkcode Queue.resumeGroup}, or, with `forMs` or
+   * `until`, until then (a hold: a tenant's API answered 429, say). Dispatch
+   * still stores them; running ones finish, and one claimed ahead does not
+   * start. A pause in force is never shortened: pausing a held group
+   * without an end makes it paused until resumed, and of two holds the
+   * later end wins.
    *
    * @example Pausing one tenant's mailbox syncs
    * ```ts ignore
    * await queue.pauseGroup(syncMailbox, "tenant-42");
    * await queue.resumeGroup(syncMailbox, "tenant-42");
+   * await queue.pauseGroup(syncMailbox, "tenant-7", { forMs: 30_000 }); // resumes on its own
    * ```
    */
-  async pauseGroup(job: JobDefinition | string, key: string): Promise<void> {
+  async pauseGroup(
+    job: JobDefinition | string,
+    key: string,
+    options?: PauseGroupOptions,
+  ): Promise<void> {
     this.#assertOpen("pause a group");
     const [name, group] = groupTarget(job, key, "pauseGroup");
-    await this.#store.pauseGroup(name, group, this.#clock.now());
+    const now = this.#clock.now();
+    const until = groupPauseEnd(options, now, "pauseGroup");
+    await this.#store.pauseGroup(name, group, now, until);
   }
 
   /**
-   * Resumes a paused group of a job and wakes idle workers at once; false
-   * if it was not paused.
+   * Resumes a paused group of a job (ending a hold early) and wakes idle
+   * workers at once; false if it was not paused (nor held).
    */
   async resumeGroup(job: JobDefinition | string, key: string): Promise<boolean> {
     this.#assertOpen("resume a group");

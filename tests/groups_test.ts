@@ -193,6 +193,164 @@ storeTest(
   },
 );
 
+storeTest(
+  "pauseGroup() with forMs or until holds one group's jobs until the hold ends while another group runs; resumeGroup() ends a hold early",
+  async (db) => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const ran: string[] = [];
+    const job = defineJob({
+      name: "sync-mailbox",
+      schema: tenant,
+      group: (p) => p.tenant,
+      handle({ tenant }) {
+        ran.push(tenant);
+      },
+    });
+    await using queue = await db.open({ jobs: [job], clock });
+    await queue.pauseGroup(job, "a", { forMs: 10_000 });
+    await queue.dispatchMany(job, [{ tenant: "a", n: 1 }, { tenant: "b", n: 2 }]);
+    await workUntilEmpty(queue, { executor: "isolate" });
+    assert.deepEqual(ran, ["b"]);
+    clock.advance(9_999);
+    await workUntilEmpty(queue, { executor: "isolate" });
+    assert.deepEqual(ran, ["b"], "still held");
+    clock.advance(1);
+    await workUntilEmpty(queue, { executor: "isolate" });
+    assert.deepEqual(ran, ["b", "a"], "the hold ended on its own");
+    assert.equal(await queue.resumeGroup(job, "a"), false, "a hold that ended is no pause");
+
+    await queue.pauseGroup(job, "a", { until: new Date(clock.now() + 60_000) });
+    await queue.dispatch(job, { tenant: "a", n: 3 });
+    await workUntilEmpty(queue, { executor: "isolate" });
+    assert.deepEqual(ran, ["b", "a"]);
+    assert.equal(await queue.resumeGroup(job, "a"), true, "resume ends the hold early");
+    await workUntilEmpty(queue, { executor: "isolate" });
+    assert.deepEqual(ran, ["b", "a", "a"]);
+  },
+);
+
+storeTest("pauseGroup() refuses bad hold options, naming what was wrong", async (db) => {
+  const job = defineJob({
+    name: "sync-mailbox",
+    schema: tenant,
+    group: (p) => p.tenant,
+    handle() {},
+  });
+  await using queue = await db.open({ jobs: [job] });
+  const refused: [unknown, RegExp][] = [
+    [{ forMs: 0 }, /pauseGroup: forMs must be a positive number of ms up to 2\^41: got 0/],
+    [{ forMs: "5s" }, /pauseGroup: forMs must be a positive number of ms up to 2\^41: got "5s"/],
+    [{ forMs: 2 ** 42 }, /pauseGroup: forMs must be .*: got 4398046511104/],
+    [{ forMs: 1_000, until: new Date() }, /pauseGroup: give forMs or until, not both/],
+    [{ until: "tomorrow" }, /pauseGroup: until must be a valid Date: got "tomorrow"/],
+    [{ until: new Date(NaN) }, /pauseGroup: until must be a valid Date/],
+    [{ until: new Date(Date.now() - 1_000) }, /pauseGroup: until must be after now .*: got 20/],
+    [42, /pauseGroup: options must be an object: got 42/],
+  ];
+  for (const [options, error] of refused) {
+    await assert.rejects(queue.pauseGroup(job, "a", options as never), error);
+  }
+  assert.equal(await queue.resumeGroup(job, "a"), false, "nothing was paused");
+});
+
+storeTest(
+  "pauseGroup() with forMs: an idle worker wakes when the hold ends (no poll would wake it in time)",
+  async (db) => {
+    const ran: number[] = [];
+    const job = defineJob({
+      name: "sync-mailbox",
+      schema: tenant,
+      group: (p) => p.tenant,
+      handle({ n }) {
+        ran.push(n);
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    await queue.pauseGroup(job, "a", { forMs: 300 });
+    await queue.dispatch(job, { tenant: "a", n: 1 });
+    const worker = queue.work({ executor: "isolate", pollMs: 600_000, leaseMs: 600_000 });
+    try {
+      await waitUntil(() => ran.length === 1, { what: "the held job ran once its hold ended" });
+    } finally {
+      await worker.stop();
+    }
+  },
+);
+
+storeTest(
+  "ctx.rateLimitGroup() holds the running job's group and puts the job back after the hold, its attempt given back; other groups go on",
+  async (db) => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const ran: string[] = [];
+    const errors: string[] = [];
+    const job = defineJob({
+      name: "call-api",
+      schema: tenant,
+      group: (p) => p.tenant,
+      handle({ tenant, n }, ctx) {
+        if (tenant === "c") {
+          for (const ms of [-1, 0, Number.NaN, "5s", 2 ** 42]) {
+            try {
+              (ctx as unknown as { rateLimitGroup(ms: unknown): void }).rateLimitGroup(ms);
+            } catch (error) {
+              errors.push((error as Error).message);
+            }
+          }
+          return;
+        }
+        ran.push(`${tenant}${n}@${ctx.attempt}`);
+        if (tenant === "a" && n === 0 && ran.filter((run) => run.startsWith("a0")).length === 1) {
+          ctx.rateLimitGroup(10_000); // the tenant's API said 429: wait 10 s
+        }
+      },
+    });
+    const ungrouped = defineJob({
+      name: "no-group",
+      schema: z.null(),
+      handle(_, ctx) {
+        try {
+          ctx.rateLimitGroup(1_000);
+        } catch (error) {
+          errors.push((error as Error).message);
+        }
+      },
+    });
+    await using queue = await db.open({ jobs: [job, ungrouped], clock });
+    const failed: unknown[] = [];
+    queue.addEventListener("job:failed", (event) => failed.push(event));
+    await queue.dispatch(job, { tenant: "a", n: 0 });
+    await workUntilEmpty(queue, { executor: "isolate" });
+    await queue.dispatchMany(job, [{ tenant: "a", n: 1 }, { tenant: "b", n: 0 }]);
+    await workUntilEmpty(queue, { executor: "isolate" });
+    assert.deepEqual(ran, ["a0@1", "b0@1"], "a is held; b goes on");
+    clock.advance(9_999);
+    await workUntilEmpty(queue, { executor: "isolate" });
+    assert.deepEqual(ran, ["a0@1", "b0@1"], "still held");
+    clock.advance(1);
+    await workUntilEmpty(queue, { executor: "isolate" });
+    assert.deepEqual(
+      [...ran.slice(0, 2), ...ran.slice(2).sort()],
+      ["a0@1", "b0@1", "a0@1", "a1@1"],
+      "the held job comes back with its attempt given back, and its group goes on",
+    );
+    assert.deepEqual(failed, []);
+
+    await queue.dispatch(ungrouped, null);
+    await queue.dispatch(job, { tenant: "c", n: 0 });
+    await workUntilEmpty(queue, { executor: "isolate" });
+    const bad = "ctx.rateLimitGroup: ms must be a positive number of ms up to 2^41: got";
+    assert.deepEqual(errors.sort(), [
+      'ctx.rateLimitGroup: job "no-group" has no group (defineJob({ group }))',
+      `${bad} "5s"`,
+      `${bad} -1`,
+      `${bad} 0`,
+      `${bad} 4398046511104`,
+      `${bad} NaN`,
+    ]);
+    assert.equal(await queue.resumeGroup(job, "c"), false, "a refused hold holds nothing");
+  },
+);
+
 Deno.test("defineJob() refuses a groupRate without group or with a bad max or perMs; rateLimited() refuses the keys kept for it", () => {
   const base = { schema: tenant, group: (p: { tenant: string }) => p.tenant, handle() {} };
   assert.throws(

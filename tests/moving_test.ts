@@ -196,6 +196,8 @@ async function fill(queue: Queue, store: Store, jobs: Jobs, clock: ManualClock):
   await queue.pause("paused");
   await queue.dispatch(jobs.grouped, { label: "grouped", tenant: "t1" });
   await queue.pauseGroup(jobs.grouped, "t1");
+  await queue.dispatch(jobs.grouped, { label: "held", tenant: "t2" });
+  await queue.pauseGroup(jobs.grouped, "t2", { forMs: 30_000 }); // a hold: ends on its own
 
   // A worker claimed a guarded job and took its lock, then died.
   const running = await queue.dispatch(jobs.guarded, { label: "guarded-2" }, { queue: "guard" });
@@ -247,6 +249,7 @@ const EXPECTED_RUNS = [
   "debounced",
   "paused",
   "grouped",
+  "held",
 ].sort();
 
 /** A fresh, empty store a move reads from or writes to: its URL (or path), and how to open it. */
@@ -357,7 +360,8 @@ async function scenario(
     assert.equal((await moved.logs(held.history)).length, 1, "the job log came along");
     assert.deepEqual((await moved.paused()).map(({ queue }) => queue), ["paused"]);
     await run(moved, QUEUES);
-    clock.advance(MINUTE); // the next slot, the delayed job and the debounced one come due
+    assert.equal(jobs.ran.includes("held"), false, "the held group is still held after the move");
+    clock.advance(MINUTE); // the next slot, the delayed job and the debounced one come due; the hold ends
     await run(moved, QUEUES);
     await moved.resume("paused");
     await moved.resumeGroup(jobs.grouped, "t1");

@@ -26,6 +26,7 @@ import * as jobGroups from "./0019_job_groups.ts";
 import * as handlerBegun from "./0020_handler_begun.ts";
 import * as flows from "./0021_flows.ts";
 import * as queueMoves from "./0022_queue_moves.ts";
+import * as groupHolds from "./0023_group_holds.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -49,6 +50,7 @@ export const migrations: readonly Migration[] = [
   handlerBegun,
   flows,
   queueMoves,
+  groupHolds,
 ];
 
 /**

@@ -24,6 +24,7 @@ import * as jobGroups from "./0019_job_groups.ts";
 import * as handlerBegun from "./0020_handler_begun.ts";
 import * as flows from "./0021_flows.ts";
 import * as queueMoves from "./0022_queue_moves.ts";
+import * as groupHolds from "./0023_group_holds.ts";
 import * as jobIdsWithoutSequence from "./0024_job_ids_without_sequence.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
@@ -47,6 +48,7 @@ export const migrations: readonly Migration[] = [
   handlerBegun,
   flows,
   queueMoves,
+  groupHolds,
   jobIdsWithoutSequence,
 ];
 

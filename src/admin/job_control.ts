@@ -99,6 +99,71 @@ export interface PauseOptions {
   reason?: string;
 }
 
+/**
+ * Options for `Queue.pauseGroup`: a pause that ends on its own (a "hold"),
+ * after `forMs` or at `until`; neither: until `resumeGroup()`. At most one
+ * of the two.
+ */
+export interface PauseGroupOptions {
+  /**
+   * End the pause on its own after this long, in ms (as `Queue.pause`'s
+   * `forMs`): a positive number of at most 2^41.
+   * @default {until resumed}
+   */
+  forMs?: number;
+  /**
+   * End the pause on its own at this time (an HTTP `Retry-After` date, say):
+   * a valid `Date` after now, at most 2^41 ms ahead.
+   * @default {until resumed}
+   */
+  until?: Date;
+}
+
+/** The longest pause or hold: 2^41 ms (about 69 years). */
+const MAX_PAUSE_MS = 2 ** 41;
+
+/**
+ * When a group's pause ends (null: until resumed), from `pauseGroup`'s
+ * options, checked; throws naming what was wrong. @internal
+ */
+export function groupPauseEnd(
+  options: PauseGroupOptions | undefined,
+  now: number,
+  method: string,
+): number | null {
+  if (options === undefined) return null;
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError(`${method}: options must be an object: got ${shown(options)}`);
+  }
+  const { forMs, until } = options;
+  if (forMs !== undefined && until !== undefined) {
+    throw new TypeError(`${method}: give forMs or until, not both`);
+  }
+  if (forMs !== undefined) {
+    if (
+      typeof forMs !== "number" || !Number.isFinite(forMs) || forMs <= 0 || forMs > MAX_PAUSE_MS
+    ) {
+      throw new RangeError(
+        `${method}: forMs must be a positive number of ms up to 2^41: got ${shown(forMs)}`,
+      );
+    }
+    return now + Math.ceil(forMs);
+  }
+  if (until !== undefined) {
+    if (!(until instanceof Date) || Number.isNaN(until.getTime())) {
+      throw new TypeError(`${method}: until must be a valid Date: got ${shown(until)}`);
+    }
+    const at = until.getTime();
+    if (at <= now || at - now > MAX_PAUSE_MS) {
+      throw new RangeError(
+        `${method}: until must be after now and at most 2^41 ms ahead: got ${until.toISOString()}`,
+      );
+    }
+    return at;
+  }
+  return null;
+}
+
 /** The queue's `keepFinishedMs` option (or its deprecated `keepCompletedMs`), checked. @internal */
 export function keepFinishedMsOf(
   options: { readonly keepFinishedMs?: number; readonly keepCompletedMs?: number },
@@ -122,7 +187,7 @@ export function resolvePause(
   const forMs = options?.forMs;
   if (
     forMs !== undefined &&
-    (typeof forMs !== "number" || !Number.isFinite(forMs) || forMs <= 0 || forMs > 2 ** 41)
+    (typeof forMs !== "number" || !Number.isFinite(forMs) || forMs <= 0 || forMs > MAX_PAUSE_MS)
   ) {
     throw new RangeError(`pause: forMs must be a positive number of ms: got ${shown(forMs)}`);
   }

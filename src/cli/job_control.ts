@@ -1,7 +1,8 @@
 /**
  * The job-control commands: `cancel <id>`, `pause <queue>`, `resume
- * <queue>`, `paused`, and `pause-group <job> <key>` and `resume-group <job> <key>`. Like the other admin commands they open the queue
- * with no jobs registered.
+ * <queue>`, `paused`, and `pause-group <job> <key>` and `resume-group
+ * <job> <key>`. Like the other admin commands they open the queue with no
+ * jobs registered.
  *
  * @module
  * @internal
@@ -171,18 +172,69 @@ function readGroupOperands(args: Parameters<Command["run"]>[0]): [string, string
   }
 }
 
+/**
+ * `--until 2026-12-05T10:00:00Z` as a time after `now`; throws a usage
+ * error naming the flag otherwise. @internal
+ */
+export function readUntil(command: string, text: string, now: number): Date {
+  const until = /^\d{4}-\d{2}-\d{2}T/.test(text.trim()) ? new Date(text.trim()) : new Date(NaN);
+  if (Number.isNaN(until.getTime())) {
+    throw new UsageError(
+      command,
+      `--until must be a date and time such as 2026-12-05T10:00:00Z: got ${JSON.stringify(text)}`,
+    );
+  }
+  if (until.getTime() <= now || until.getTime() - now > MAX_PAUSE_MS) {
+    throw new UsageError(
+      command,
+      `--until must be after now and within ${
+        Math.floor(MAX_PAUSE_MS / UNIT_MS.d!)
+      }d: got ${until.toISOString()}`,
+    );
+  }
+  return until;
+}
+
 const pauseGroup: Command = {
   name: "pause-group",
   operands: "<job> <key>",
   summary: "pause one group of a job: workers everywhere stop claiming its jobs",
   description:
-    "Pauses group <key> of job <job> (in every queue) for every worker on this database: its jobs\nare still stored but none is claimed until resume-group. Running jobs finish.",
-  flags: {},
+    "Pauses group <key> of job <job> (in every queue) for every worker on this database: its jobs\nare still stored but none is claimed until resume-group, or until --for has passed or --until\ncomes (a hold). Running jobs finish. A pause in force is never shortened: a held group paused\nwithout an end stays paused until resume-group, and of two holds the later end wins.",
+  flags: {
+    for: {
+      type: "string",
+      value: "DURATION",
+      help: "resume on its own after 90s, 10m, 2h, 1d (at most 25451d)",
+    },
+    until: {
+      type: "string",
+      value: "TIME",
+      help: "resume on its own at this ISO 8601 time, such as 2026-12-05T10:00:00Z",
+    },
+  },
   async run(args) {
     const [name, key] = readGroupOperands(args);
+    const forText = readString(args, "for");
+    const untilText = readString(args, "until");
+    if (forText !== undefined && untilText !== undefined) {
+      throw new UsageError(args.command, "give --for or --until, not both");
+    }
+    const forMs = forText === undefined ? undefined : readDurationMs(args.command, forText);
+    const until = untilText === undefined
+      ? undefined
+      : readUntil(args.command, untilText, Date.now());
     await using queue = await openAdminQueue(args);
-    await queue.pauseGroup(name, key);
-    console.log(`Paused group ${JSON.stringify(key)} of ${name}`);
+    await queue.pauseGroup(name, key, {
+      ...(forMs !== undefined && { forMs }),
+      ...(until !== undefined && { until }),
+    });
+    const end = forText !== undefined
+      ? ` for ${forText}`
+      : until !== undefined
+      ? ` until ${until.toISOString()}`
+      : "";
+    console.log(`Paused group ${JSON.stringify(key)} of ${name}${end}`);
     return 0;
   },
 };

@@ -51,8 +51,11 @@ export async function runNow(
       overtime,
     ]);
     if (result.kind === "release") {
+      const what = result.holdsGroup === true
+        ? "held back its group (ctx.rateLimitGroup)"
+        : "released the job";
       throw new Error(
-        `dispatchSync "${job.name}": the handler released the job, but a job run now cannot be put back`,
+        `dispatchSync "${job.name}": the handler ${what}, but a job run now cannot be put back`,
       );
     }
     if (result.kind === "park") {

@@ -267,7 +267,12 @@ async function attempt(run: WireRun): Promise<void> {
     if (result.kind === "success") {
       outcome = { runId, kind: "success", output: result.output ?? null };
     } else if (result.kind === "release") {
-      outcome = { runId, kind: "release", delayMs: result.delayMs };
+      outcome = {
+        runId,
+        kind: "release",
+        delayMs: result.delayMs,
+        ...(result.holdsGroup === true && { holdsGroup: true }),
+      };
     } else if (result.kind === "park") {
       const { kind: _, ...park } = result;
       outcome = { runId, kind: "park", park };

@@ -96,6 +96,8 @@ export interface WireResult {
   /** How a sleep or a wait parked the attempt (kind "park"). */
   readonly park?: ParkRequest;
   readonly delayMs?: number;
+  /** A release after `ctx.rateLimitGroup` (kind "release"). */
+  readonly holdsGroup?: boolean;
   readonly error?: WireError;
   readonly permanent?: boolean;
 }

@@ -131,10 +131,15 @@ export type ExecutionResult =
     readonly kind: "park";
   } & ParkRequest)
   | {
-    /** The handler called `ctx.release(delayMs)`. */
+    /** The handler called `ctx.release(delayMs)`, or `ctx.rateLimitGroup(delayMs)`. */
     readonly kind: "release";
     /** Wait before the next attempt. */
     readonly delayMs: number;
+    /**
+     * True after `ctx.rateLimitGroup`: its group is held as long, and the
+     * attempt is given back.
+     */
+    readonly holdsGroup?: boolean;
   }
   | {
     /** The handler threw, or its payload could not be used. */

@@ -29,6 +29,14 @@ import type {
   ParkRequest,
 } from "./executor.ts";
 
+/** The longest hold `ctx.rateLimitGroup` takes: as `pauseGroup`'s `forMs`, 2^41 ms. */
+const MAX_HOLD_MS = 2 ** 41;
+
+/** The result of an attempt that `ctx.release` or `ctx.rateLimitGroup` (`holdsGroup`) ended. */
+function released(delayMs: number, holdsGroup: boolean): ExecutionResult {
+  return holdsGroup ? { kind: "release", delayMs, holdsGroup } : { kind: "release", delayMs };
+}
+
 /** Marks the race's winner when a sleep or a wait parked the attempt. */
 const PARKED = Symbol("parked");
 
@@ -55,6 +63,7 @@ export class IsolateExecutor implements Executor {
   /** Decodes the payload and runs the handler. */
   async run(request: ExecutionRequest): Promise<ExecutionResult> {
     let releaseDelayMs: number | undefined;
+    let holdsGroup = false;
     let output: string | null = null;
     try {
       const job = this.#definition(request.name);
@@ -124,6 +133,23 @@ export class IsolateExecutor implements Executor {
             );
           }
           releaseDelayMs = delayMs;
+          holdsGroup = false;
+        },
+        rateLimitGroup(ms) {
+          if (job.group === undefined) {
+            throw new TypeError(
+              `ctx.rateLimitGroup: job "${request.name}" has no group (defineJob({ group }))`,
+            );
+          }
+          if (!(typeof ms === "number" && ms > 0 && ms <= MAX_HOLD_MS)) {
+            throw new RangeError(
+              `ctx.rateLimitGroup: ms must be a positive number of ms up to 2^41: got ${
+                typeof ms === "string" ? JSON.stringify(ms) : String(ms)
+              }`,
+            );
+          }
+          releaseDelayMs = Math.ceil(ms);
+          holdsGroup = true;
         },
         step: (name, fn, options) => durable().step(name, fn, options),
         sleep: (name, ms) => durable().sleep(name, ms),
@@ -148,14 +174,14 @@ export class IsolateExecutor implements Executor {
         output = await encodeOutput(job, returned, this.#cipher);
       }
     } catch (thrown) {
-      if (releaseDelayMs !== undefined) return { kind: "release", delayMs: releaseDelayMs };
+      if (releaseDelayMs !== undefined) return released(releaseDelayMs, holdsGroup);
       const error = asError(thrown);
       const permanent = error instanceof PermanentError || error instanceof PayloadIntegrityError;
       return { kind: "error", error, permanent };
     }
     return releaseDelayMs === undefined
       ? { kind: "success", output }
-      : { kind: "release", delayMs: releaseDelayMs };
+      : released(releaseDelayMs, holdsGroup);
   }
 
   /** Runs the `failed` hook with the decoded payload; skipped when the payload no longer decodes. */

@@ -265,7 +265,11 @@ export class WebWorkerPool implements Executor {
           if (result.kind === "success") {
             pending.resolve({ kind: "success", output: result.output ?? null });
           } else if (result.kind === "release") {
-            pending.resolve({ kind: "release", delayMs: result.delayMs ?? 0 });
+            pending.resolve({
+              kind: "release",
+              delayMs: result.delayMs ?? 0,
+              ...(result.holdsGroup === true && { holdsGroup: true }),
+            });
           } else if (result.kind === "park") {
             pending.resolve({ kind: "park", ...result.park! });
           } else {

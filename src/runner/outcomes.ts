@@ -178,6 +178,25 @@ export function outcomeOf(
         },
       };
     case "release":
+      if (result.holdsGroup === true) {
+        // ctx.rateLimitGroup: the group waits as long as the job, and the attempt is given back.
+        const availableAt = now + Math.round(result.delayMs);
+        return {
+          kind: "retry",
+          error: null,
+          delayMs: Math.round(result.delayMs),
+          settlement: {
+            ...giveBack(
+              job,
+              now,
+              availableAt,
+              "held back: its group was rate-limited by its handler",
+            ),
+            started: true,
+            holdsGroup: true,
+          },
+        };
+      }
       return {
         kind: "retry",
         error: null,

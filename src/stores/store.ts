@@ -390,10 +390,17 @@ export interface JobControlStore {
   paused(now: number): Promise<PausedQueue[]>;
   /**
    * Pauses group `key` of job `name`, in every queue: claims skip its jobs
-   * (and a job of it held ahead does not start); running ones go on.
+   * (and a job of it held ahead does not start); running ones go on. With
+   * `until` (the caller's clock; a store on its own clock holds as long
+   * after its now) the pause ends on its own then; null: until resumed. A
+   * pause in force is never shortened: one without an end keeps none, and
+   * of two ends the later wins.
    */
-  pauseGroup(name: string, key: string, now: number): Promise<void>;
-  /** Resumes group `key` of job `name` and wakes idle workers; whether it was paused. */
+  pauseGroup(name: string, key: string, now: number, until: number | null): Promise<void>;
+  /**
+   * Resumes group `key` of job `name` (ending a hold early) and wakes idle
+   * workers; whether it was paused at `now`.
+   */
   resumeGroup(name: string, key: string, now: number): Promise<boolean>;
 }
 

@@ -94,6 +94,55 @@ Deno.test("pause-group and resume-group pause one group of a job for every proce
   assert.equal((await runCli(["pause-group", "cli.grouped", ...db])).code, 2);
 });
 
+Deno.test("pause-group --for and --until hold a group until then; resume-group ends a hold early; bad values exit 2 and store nothing", async () => {
+  await using tmp = await tempDir();
+  const ran: string[] = [];
+  const grouped = defineJob({
+    name: "cli.grouped",
+    schema: z.object({ tenant: z.string() }),
+    group: (p) => p.tenant,
+    handle({ tenant }) {
+      ran.push(tenant);
+    },
+  });
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [grouped] });
+  const db = ["--db", tmp.dbPath];
+  const held = await runCli(["pause-group", "cli.grouped", "a", "--for", "10m", ...db]);
+  assert.equal(held.code, 0, held.stderr);
+  assert.match(held.stdout, /Paused group "a" of cli.grouped for 10m/);
+  await queue.dispatchMany(grouped, [{ tenant: "a" }, { tenant: "b" }]);
+  await workUntilEmpty(queue, { executor: "isolate" });
+  assert.deepEqual(ran, ["b"], "a is held");
+  assert.equal((await runCli(["resume-group", "cli.grouped", "a", ...db])).code, 0);
+  await workUntilEmpty(queue, { executor: "isolate" });
+  assert.deepEqual(ran, ["b", "a"]);
+
+  const until = new Date(Date.now() + 3_600_000).toISOString();
+  const untilRun = await runCli(["pause-group", "cli.grouped", "a", "--until", until, ...db]);
+  assert.equal(untilRun.code, 0, untilRun.stderr);
+  assert.match(untilRun.stdout, new RegExp(`Paused group "a" of cli.grouped until ${until}`));
+  assert.equal((await runCli(["resume-group", "cli.grouped", "a", ...db])).code, 0, "was held");
+
+  const cases: [args: string[], message: RegExp][] = [
+    [["--for", "0s"], /--for must be a duration from 1ms to 25451d/],
+    [
+      ["--until", "tomorrow"],
+      /--until must be a date and time such as 2026-12-05T10:00:00Z: got "tomorrow"/,
+    ],
+    [
+      ["--until", "2020-01-01T00:00:00Z"],
+      /--until must be after now and within 25451d: got 2020-01-01T00:00:00.000Z/,
+    ],
+    [["--for", "1m", "--until", until], /give --for or --until, not both/],
+  ];
+  for (const [flags, message] of cases) {
+    const bad = await runCli(["pause-group", "cli.grouped", "a", ...flags, ...db]);
+    assert.equal(bad.code, 2, flags.join(" "));
+    assert.match(bad.stderr, message);
+  }
+  assert.equal((await runCli(["resume-group", "cli.grouped", "a", ...db])).code, 1, "none held");
+});
+
 Deno.test("pause, resume and cancel argument errors name the flag, state the limit and exit 2", async () => {
   await using tmp = await tempDir();
   await using queue = await Queue.open({ path: tmp.dbPath, jobs: [work] });

@@ -61,3 +61,20 @@ Deno.test("Queue.dispatchSync() rejects when the handler releases the job, since
   );
   assert.deepEqual(await storedCounts(queue), {});
 });
+
+Deno.test("Queue.dispatchSync() rejects when the handler holds back its group, since it cannot be put back; no group is held", async () => {
+  const holding = defineJob({
+    name: "holding",
+    schema: z.object({ tenant: z.string() }),
+    group: (p) => p.tenant,
+    handle(_payload, ctx) {
+      ctx.rateLimitGroup(1_000);
+    },
+  });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [holding] });
+  await assert.rejects(
+    queue.dispatchSync(holding, { tenant: "t" }),
+    /"holding": the handler held back its group \(ctx.rateLimitGroup\), but a job run now cannot be put back/,
+  );
+  assert.equal(await queue.resumeGroup(holding, "t"), false);
+});

@@ -16,6 +16,7 @@ import {
   cpu,
   hangs,
   hash,
+  holdsGroup,
   parent,
   permanent,
   sibling,
@@ -310,4 +311,24 @@ Deno.test("Web Worker pool: stop() terminates every Web Worker of the pool and r
   assert.deepEqual(await queue.counts(), {
     default: { pending: 3, delayed: 0, reserved: 0, failed: 0, running: [] },
   });
+});
+
+Deno.test("Web Worker pool: ctx.rateLimitGroup() in a Web Worker holds the job's group and gives its attempt back", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  const id = await queue.dispatch(holdsGroup, { db: tmp.dbPath, tenant: "t1" });
+  const worker = queue.work({ executor: "workers", workers: 1, stopWhenEmpty: true, pollMs: 20 });
+  await worker.done;
+  assert.deepEqual(
+    readLedger(db, "job_id = ?", id).map((row) => [row.outcome, JSON.parse(row.info!)]),
+    [["start", { inWebWorker: true }]],
+  );
+  const result = await queue.result(id);
+  assert.deepEqual(
+    [result?.state, result?.attempts],
+    ["pending", 0],
+    "put back, attempt given back",
+  );
+  assert.equal(await queue.resumeGroup(holdsGroup, "t1"), true, "its group was held");
 });

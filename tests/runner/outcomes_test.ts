@@ -212,6 +212,26 @@ Deno.test("outcomeOf() puts a released job back after its delay, counting the at
   });
 });
 
+Deno.test("outcomeOf() puts a job whose handler held its group back after the hold, its attempt given back", () => {
+  const result = { kind: "release", delayMs: 30_000, holdsGroup: true } as const;
+  assert.deepEqual(outcomeOf(claimed({ attempts: 3 }), mail, result, NOW), {
+    kind: "retry",
+    error: null,
+    delayMs: 30_000,
+    settlement: {
+      kind: "release",
+      id: 7,
+      token: 42,
+      availableAt: NOW + 30_000,
+      error: "held back: its group was rate-limited by its handler",
+      refundAttempt: true,
+      started: true,
+      holdsGroup: true,
+      at: NOW,
+    },
+  });
+});
+
 Deno.test("outcomeOf() releases even on the last attempt: the next pickup decides", () => {
   const outcome = outcomeOf(claimed({ attempts: 3 }), mail, { kind: "release", delayMs: 0 }, NOW);
   assert.equal(outcome.kind, "retry");

@@ -18,7 +18,7 @@
  * - The plain claim's candidates skip grouped jobs (a grouped job's lease
  *   that ran out is its group's to give). `groupedCandidates` walks the
  *   queue's groups in turn order, a window at a time, skipping paused
- *   groups and those of names the claimer does not run; for each, its live
+ *   groups (and held ones, until their hold ends) and those of names the claimer does not run; for each, its live
  *   leases (the lease end after now) take slots of its limit; it picks in
  *   rounds (every group's first free slot, then every group's second) up to
  *   the claim's need; the groups it served or found nothing to take in go
@@ -101,8 +101,7 @@ local function groupedCandidates(queue, T, need, names, rates)
     for gi, gid in ipairs(window) do
       local name = gidName(gid)
       local list = {}
-      eligible[gi] = (names == nil or names[name] == true) and
-        redis.call('SISMEMBER', P .. ':gpauses', gid) == 0
+      eligible[gi] = (names == nil or names[name] == true) and not groupPaused(gid, T)
       if eligible[gi] then
         local setting = redis.call('HGET', groupSettingsKey(queue), gid) or ':0'
         local sep = string.find(setting, ':', 1, true)
@@ -181,43 +180,54 @@ end
 `;
 
 /**
- * Input: `name`, `key`. Pauses the group in every queue; `P:gpauses:at`
- * keeps when (store clock; a pause already there keeps its time, as SQL's
- * `group_pauses.paused_at`), for a move to another store.
+ * Input: `name`, `key`, `forMs` (null: until resumed). Pauses the group in
+ * every queue, as SQL's `pauseGroup` (src/stores/sql/group_pauses.ts):
+ * `P:gpauses:at` keeps when (store clock), for a move to another store,
+ * and `P:gpauses:until` when a hold ends. A pause in force keeps its time
+ * and is only ever lengthened; a hold that has passed is replaced.
  */
 const PAUSE_GROUP = luaScript(
   "pauseGroup",
   "writes",
   String.raw`
-local gid = groupId(INPUT.name, INPUT.key)
--- A time left by a resume of older code, which did not delete it, is replaced.
-if redis.call('SADD', P .. ':gpauses', gid) == 1 then
-  redis.call('HSET', P .. ':gpauses:at', gid, string.format('%d', NOW))
-end
+local forMs = opt(INPUT.forMs)
+local ends = nil
+if forMs ~= nil then ends = NOW + forMs end
+pauseGroupUntil(groupId(INPUT.name, INPUT.key), ends)
 `,
 );
 
-/** Input: `name`, `key`. Resumes the group; whether it was paused. Wakes idle workers. */
+/**
+ * Input: `name`, `key`. Resumes the group (ending a hold early); whether it
+ * was paused now. Wakes idle workers.
+ */
 const RESUME_GROUP = luaScript(
   "resumeGroup",
   "allow-oom",
   String.raw`
 local gid = groupId(INPUT.name, INPUT.key)
-local removed = redis.call('SREM', P .. ':gpauses', gid) == 1
+local held = groupPaused(gid, NOW)
+redis.call('SREM', P .. ':gpauses', gid)
 redis.call('HDEL', P .. ':gpauses:at', gid)
-if removed then wake() end
-return cjson.encode(removed)
+redis.call('HDEL', P .. ':gpauses:until', gid)
+if held then wake() end
+return cjson.encode(held)
 `,
 );
 
-/** Pauses group `key` of job `name` in every queue: claims skip its jobs; running ones go on. */
+/**
+ * Pauses group `key` of job `name` in every queue until `until` (the
+ * caller's clock, held as long after the store's now; null: until
+ * resumed): claims skip its jobs; running ones go on.
+ */
 export async function pauseGroup(
   redis: RedisConnection,
   name: string,
   key: string,
   now: number,
+  until: number | null,
 ): Promise<void> {
-  await redis.call(PAUSE_GROUP, { now, name, key });
+  await redis.call(PAUSE_GROUP, { now, name, key, forMs: until === null ? null : until - now });
 }
 
 /** Resumes group `key` of job `name`; whether it was paused. Wakes idle workers. */

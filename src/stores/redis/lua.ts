@@ -161,7 +161,9 @@ export async function functionLibrary(): Promise<FunctionLibrary> {
  *   `P:q:<queue>:gl:<gid>` SET its leased jobs (also in the leased set);
  *   `P:q:<queue>:go:<gid>` ZSET, ordered groups only: every job, score its id;
  *   `P:gpauses` SET the paused groups, member `<length of name>:<name>:<key>`;
- *   `P:gpauses:at` HASH that member → when it was paused (store clock).
+ *   `P:gpauses:at` HASH that member → when it was paused (store clock);
+ *   `P:gpauses:until` HASH that member → when a hold ends (store clock;
+ *   absent: paused until resumed). A hold that has passed no longer holds.
  * - `P:failed` ZSET + `P:failed:<id>` HASH: failed jobs by failure time.
  * - `P:stage:<id>` LIST: what a transaction not yet ended wrote; `P:stages`
  *   ZSET: those transactions by start time.
@@ -238,6 +240,31 @@ local function groupSettingsKey(queue) return P .. ':q:' .. queue .. ':gset' end
 local function groupKey(queue, gid) return P .. ':q:' .. queue .. ':g:' .. gid end
 local function groupLeasedKey(queue, gid) return P .. ':q:' .. queue .. ':gl:' .. gid end
 local function groupOrderKey(queue, gid) return P .. ':q:' .. queue .. ':go:' .. gid end
+-- Whether group gid is paused at T (store clock): listed, and without an end or ending after T.
+local function groupPaused(gid, T)
+  if redis.call('SISMEMBER', P .. ':gpauses', gid) == 0 then return false end
+  local ends = tonumber(redis.call('HGET', P .. ':gpauses:until', gid))
+  return ends == nil or ends > T
+end
+
+-- Pauses group gid at NOW until ends (store clock; nil: until resumed), as SQL's pauseGroup: a
+-- pause in force keeps its time and is only ever lengthened; a hold that has passed is replaced.
+local function pauseGroupUntil(gid, ends)
+  local untilKey = P .. ':gpauses:until'
+  if groupPaused(gid, NOW) then
+    local held = tonumber(redis.call('HGET', untilKey, gid))
+    if held ~= nil and ends == nil then redis.call('HDEL', untilKey, gid)
+    elseif held ~= nil and ends > held then
+      redis.call('HSET', untilKey, gid, string.format('%d', ends))
+    end
+  else
+    -- New, or a hold that has passed (or a time left by a resume of older code): replaced.
+    redis.call('SADD', P .. ':gpauses', gid)
+    redis.call('HSET', P .. ':gpauses:at', gid, string.format('%d', NOW))
+    if ends == nil then redis.call('HDEL', untilKey, gid)
+    else redis.call('HSET', untilKey, gid, string.format('%d', ends)) end
+  end
+end
 
 -- The group of job id as its row says, {id, setting, ordered}, or nil for a job without one.
 local function groupOf(id)

@@ -390,8 +390,8 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
   }
 
   /** See {@linkcode Store.pauseGroup}. */
-  pauseGroup(name: string, key: string, now: number): Promise<void> {
-    return groups.pauseGroup(this.#redis, name, key, now);
+  pauseGroup(name: string, key: string, now: number, until: number | null): Promise<void> {
+    return groups.pauseGroup(this.#redis, name, key, now, until);
   }
 
   /** See {@linkcode Store.resumeGroup}. */

@@ -189,7 +189,7 @@ export const TRANSFER_COLUMNS: Readonly<Record<TransferTable, readonly Column[]>
   ],
   schedule_runs: [int("job_id"), text("schedule"), int("slot"), int("manual", 0), int("fired_at")],
   queue_pauses: [text("queue"), int("paused_at"), intNull("until"), textNull("reason")],
-  group_pauses: [text("name"), text("group_key"), int("paused_at", 0)],
+  group_pauses: [text("name"), text("group_key"), int("paused_at", 0), intNull("until")],
   job_groups: [
     text("queue"),
     text("name"),

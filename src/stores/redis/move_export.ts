@@ -381,7 +381,8 @@ E.group_pauses = function()
   for _, gid in ipairs(redis.call('SMEMBERS', P .. ':gpauses')) do
     local name, key = M.splitGid(gid)
     table.insert(rows, {name = name, group_key = key,
-      paused_at = redis.call('HGET', M.gpausesAt(), gid) or NULL})
+      paused_at = redis.call('HGET', M.gpausesAt(), gid) or NULL,
+      ['until'] = redis.call('HGET', M.gpausesUntil(), gid) or NULL})
   end
   table.sort(rows, function(a, b)
     return a.name < b.name or (a.name == b.name and a.group_key < b.group_key)

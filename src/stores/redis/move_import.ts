@@ -334,6 +334,7 @@ I.group_pauses = {
     local gid = groupId(r.name, r.group_key)
     redis.call('SADD', P .. ':gpauses', gid)
     redis.call('HSET', M.gpausesAt(), gid, r.paused_at)
+    if v(r, 'until') ~= nil then redis.call('HSET', M.gpausesUntil(), gid, r['until']) end
   end,
 }
 

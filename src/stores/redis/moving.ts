@@ -38,8 +38,8 @@
  * - `schedules`: `P:sched` HASH (the JSON state), `P:sched:next`;
  *   `schedule_runs`: `P:sched:byjob` (with `firedAt`),
  *   `P:sched:<name>:runs` and `P:sched:<name>:fired` (schedule_runs.ts).
- * - `queue_pauses`: `P:pauses` HASH; `group_pauses`: `P:gpauses` SET and
- *   `P:gpauses:at` HASH; `job_groups`: `P:q:<queue>:gset` HASH (its
+ * - `queue_pauses`: `P:pauses` HASH; `group_pauses`: `P:gpauses` SET,
+ *   `P:gpauses:at` and `P:gpauses:until` HASHes; `job_groups`: `P:q:<queue>:gset` HASH (its
  *   `version` is SQL's alone: exported as 0) (job_control_hooks.ts, lua.ts).
  * - `job_steps`: `P:steps:<job>` HASH; `job_signals`: `P:signals:<job>`
  *   ZSET (lua.ts).
@@ -123,6 +123,7 @@ function M.counter(name) return tonumber(redis.call('GET', P .. M.COUNTERS[name]
 
 function M.isOverlapKey(key) return string.sub(key, 1, 12) == '{"schedule":' end
 function M.gpausesAt() return P .. ':gpauses:at' end
+function M.gpausesUntil() return P .. ':gpauses:until' end
 function M.gsetKey(queue) return P .. ':q:' .. queue .. ':gset' end
 
 -- A group id's name and key (see groupId in the prelude).

@@ -254,9 +254,8 @@ local function confirmStarts(starts)
       for i, field in ipairs(CONFIRM_FIELDS) do if values[i] then job[field] = values[i] end end
     end
     if job ~= nil and job.token == lease.token and job.claimed_ahead == '1' then
-      local groupPaused = job.group_key ~= nil and
-        redis.call('SISMEMBER', P .. ':gpauses', groupId(job.name, job.group_key)) == 1
-      if H.paused(job.queue) or groupPaused then
+      local groupHeld = job.group_key ~= nil and groupPaused(groupId(job.name, job.group_key), T)
+      if H.paused(job.queue) or groupHeld then
         -- Refused while still held: its queue or its group is paused. Give it back, with its claim's locks.
         unclaim(lease.id, job, starts.leaseMs)
         H.keysSettled(lease.id, job, 'release', lease.token)
@@ -354,6 +353,10 @@ for i, s in ipairs(settlements) do
       if opt(s.error) == nil then redis.call('HDEL', key, 'last_error')
       else redis.call('HSET', key, 'last_error', s.error) end
       placeUnleased(s.id, job.queue, job.priority, due)
+      -- The handler held its group back (ctx.rateLimitGroup): paused until the job is due.
+      if s.holdsGroup and job.group_key ~= nil then
+        pauseGroupUntil(groupId(job.name, job.group_key), due)
+      end
       settled[i] = job
       retried[s.id] = true
     elseif s.kind == 'park' then
@@ -494,7 +497,7 @@ return cjson.encode(lost)
 /**
  * Input: `queues`, `groupRates` (or null). Reply: the earliest due time
  * after now (caller's clock), or null. A group over its rate limit with a
- * job due now is due when its window turns.
+ * job due now is due when its window turns; a held group, when its hold ends.
  */
 const NEXT_DUE_SCRIPT = luaScript(
   "nextDueAt",
@@ -518,6 +521,11 @@ for _, queue in ipairs(INPUT.queues) do
   -- Grouped jobs wait in their groups: one look per group, as the SQL stores do.
   for _, gid in ipairs(redis.call('ZRANGE', groupsKey(queue), 0, -1)) do
     consider(redis.call('ZRANGEBYSCORE', groupKey(queue, gid), '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
+    local ends = tonumber(redis.call('HGET', P .. ':gpauses:until', gid))
+    if ends ~= nil and ends > NOW and (next == nil or ends < next) and
+        redis.call('SISMEMBER', P .. ':gpauses', gid) == 1 then
+      next = ends
+    end
     local rate = rates and rates[gidName(gid)]
     if rate ~= nil and #redis.call('ZRANGEBYSCORE', groupKey(queue, gid), '-inf', NOW, 'LIMIT', 0, 1) > 0 then
       local window = groupWindow(queue, gid, rate, NOW)

@@ -243,6 +243,13 @@ export type Settlement =
     /** True when the attempt ended because its worker died: counts a crash. */
     readonly crashed?: boolean;
     /**
+     * True when the handler held its own group back (`ctx.rateLimitGroup`):
+     * in the same write, the job's group (as its row keeps it; none for a
+     * job without one) is paused until `availableAt`, as `pauseGroup` with
+     * an end pauses it.
+     */
+    readonly holdsGroup?: true;
+    /**
      * How long the handler ran, in ms, when the attempt ran and ended in an
      * error; added to the metrics rollup's runtime.
      */

@@ -27,8 +27,9 @@
  *   group count as one more turn beside the groups.
  * - The grouped claim of one queue, repeated until it has its jobs or has
  *   looked at every group once:
- *   1. a window of groups in key order after the cursor (not paused, of
- *      the names the claimer runs), each with its first due job, locked on
+ *   1. a window of groups in key order after the cursor (not paused nor
+ *      held until later, of the names the claimer runs), each with its
+ *      first due job, locked on
  *      PostgreSQL with `FOR UPDATE SKIP LOCKED`:
  *      concurrent claims take different groups, and the next statements
  *      (new snapshots, taken under the lock) see every claim of these
@@ -130,7 +131,8 @@ function windowStatement(byName: boolean) {
     WHERE queue = $1 AND ${notPaused("$1", "(SELECT {{now $2}})")}
       ${byName ? "AND name IN {{texts $6}}" : ""}
       AND (NOT EXISTS (SELECT 1 FROM group_pauses) OR NOT EXISTS (SELECT 1 FROM group_pauses p
-        WHERE p.name = job_groups.name AND p.group_key = job_groups.group_key))
+        WHERE p.name = job_groups.name AND p.group_key = job_groups.group_key
+          AND (p.until IS NULL OR p.until > (SELECT {{now $2}}))))
       AND (name, group_key) > (
         COALESCE($4, (SELECT c.name FROM group_cursors c WHERE c.queue = $1), ''),
         COALESCE($5, (SELECT c.group_key FROM group_cursors c WHERE c.queue = $1), ''))
@@ -243,14 +245,20 @@ const DROP_EMPTY = statement(
 
 /**
  * How long after `{{now $2}}` the earliest grouped job of queue `$1` due
- * after it becomes due (a delayed job, a retry, a lease that runs out):
- * one seek per group.
+ * after it becomes due (a delayed job, a retry, a lease that runs out), or
+ * the earliest hold of a group of it ends: one seek per group, and one per
+ * hold.
  */
 const GROUPS_NEXT_DUE = statement(
   `SELECT MIN(next_at) - MIN(t) AS in_ms FROM (
     SELECT (SELECT MIN(j.available_at) FROM jobs j WHERE j.queue = g.queue AND j.name = g.name
         AND j.group_key = g.group_key AND j.available_at > clock.t) AS next_at, clock.t
     FROM job_groups g CROSS JOIN (SELECT {{now $2}} AS t) clock WHERE g.queue = $1
+    UNION ALL
+    SELECT MIN(p.until), clock.t FROM group_pauses p CROSS JOIN (SELECT {{now $2}} AS t) clock
+    WHERE p.until > clock.t AND EXISTS (SELECT 1 FROM job_groups g
+      WHERE g.queue = $1 AND g.name = p.name AND g.group_key = p.group_key)
+    GROUP BY clock.t
   ) due`,
   { oneRow: true },
 );

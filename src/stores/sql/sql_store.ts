@@ -447,14 +447,17 @@ export class SqlStore implements Store, MoveStore {
     return this.#read(() => pauses.paused(this.#dialect, now));
   }
 
-  /** Pauses a group. */
-  pauseGroup(name: string, key: string, now: number): Promise<void> {
-    return this.#engine.run(() => groupPauses.pauseGroup(this.#dialect, name, key, now), "write");
+  /** Pauses a group, until `until` or until resumed when null. */
+  pauseGroup(name: string, key: string, now: number, until: number | null): Promise<void> {
+    return this.#engine.run(
+      () => groupPauses.pauseGroup(this.#dialect, name, key, now, until),
+      "write",
+    );
   }
 
   /** Resumes a group and wakes idle workers. */
-  resumeGroup(name: string, key: string, _now: number): Promise<boolean> {
-    return this.#write(() => groupPauses.resumeGroup(this.#dialect, name, key));
+  resumeGroup(name: string, key: string, now: number): Promise<boolean> {
+    return this.#write(() => groupPauses.resumeGroup(this.#dialect, name, key, now));
   }
 
   /** Job `id`'s step memos by `seq` and its mailbox, oldest signal first. */

@@ -48,7 +48,9 @@ export const UNCLAIM = statement(
 const CONFIRM_START = statement(
   `UPDATE jobs SET claimed_ahead = 0, available_at = {{now $3}} + $4
   WHERE id IN {{ids $1}} AND token = $2 AND claimed_ahead = 1
-    AND ${notPaused("jobs.queue", "(SELECT {{now $3}})")} AND ${groupNotPaused("jobs")}
+    AND ${notPaused("jobs.queue", "(SELECT {{now $3}})")} AND ${
+    groupNotPaused("jobs", "(SELECT {{now $3}})")
+  }
   RETURNING id, keyed`,
 );
 

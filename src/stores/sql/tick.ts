@@ -28,6 +28,7 @@ import { claimFairly, dropEndedWindows, groupsNextDue, rateWindowsTurn } from ".
 import { fireDue, withScheduled } from "./schedules.ts";
 import { each, exec, type Script } from "./script.ts";
 import { confirmStarts, UNCLAIM } from "./start_confirmation.ts";
+import { holdGroup } from "./group_pauses.ts";
 import { markBegun } from "./handler_begun.ts";
 import { statement } from "./statement.ts";
 import { recordSpans, writeLogs } from "./job_logs.ts";
@@ -200,6 +201,7 @@ export function* settle(
   // statements that delete them).
   yield* recordFinished(dialect, settlements, upkeep.finished);
   const jobs = yield* applyToJobs(dialect, settlements);
+  yield* holdGroups(dialect, settlements, jobs);
   const applied = jobs.map((job) => job !== "lost");
   const settledJobs = jobs.flatMap((job) => job === "lost" || job === null ? [] : [job]);
   const retried = new Set(
@@ -332,6 +334,30 @@ function* applyToJobs(
     .sort((a, b) => settlements[a]!.id - settlements[b]!.id);
   for (const index of others) jobs[index] = yield* applyToJob(dialect, settlements[index]!);
   return jobs;
+}
+
+/**
+ * Pauses the groups that releases held back (`holdsGroup`), until each
+ * release's due time, in group order (two settles holding the same groups
+ * lock their rows in the same order).
+ */
+function* holdGroups(
+  dialect: Dialect,
+  settlements: readonly Settlement[],
+  jobs: readonly (SettledJob | null | "lost")[],
+): Script<void> {
+  const holds = settlements.flatMap((settlement, index) => {
+    const job = jobs[index];
+    if (settlement.kind !== "release" || settlement.holdsGroup !== true) return [];
+    if (job === "lost" || job === null || job === undefined) return [];
+    if (job.group_key === null || job.group_key === undefined) return [];
+    return [{ name: job.name, key: job.group_key, settlement }];
+  }).sort((a, b) =>
+    a.name < b.name ? -1 : a.name > b.name ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0
+  );
+  for (const { name, key, settlement } of holds) {
+    yield* holdGroup(dialect, name, key, settlement.at, settlement.availableAt);
+  }
 }
 
 /** One release, park, failure, progress or step write on its job row (a memo with its job). */

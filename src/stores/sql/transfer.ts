@@ -207,7 +207,10 @@ export const TABLE_LAYOUTS: Readonly<Record<TransferTable, TableLayout>> = {
     key: ["job_id"],
   },
   queue_pauses: { columns: ["queue", "paused_at", "until", "reason"], key: ["queue"] },
-  group_pauses: { columns: ["name", "group_key", "paused_at"], key: ["name", "group_key"] },
+  group_pauses: {
+    columns: ["name", "group_key", "paused_at", "until"],
+    key: ["name", "group_key"],
+  },
   job_groups: {
     columns: ["queue", "name", "group_key", "group_limit", "group_ordered", "version"],
     key: ["queue", "name", "group_key"],

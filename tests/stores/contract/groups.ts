@@ -173,7 +173,7 @@ function register(test: ContractTest): void {
     const jobs = await store.insertJobs(grouped("g", 3));
     const [running] = await claim(store, { limit: 1 });
     const others = await store.insertJobs(grouped("h", 1));
-    await store.pauseGroup("contract-job", "g", T0);
+    await store.pauseGroup("contract-job", "g", T0, null);
     assert.deepEqual(ids(await claim(store, { token: 2 })), others, "only the other group");
     await store.settle([complete(running!.id, 1)]);
     assert.equal(await store.resumeGroup("contract-job", "g", T0), true);
@@ -181,7 +181,119 @@ function register(test: ContractTest): void {
     assert.deepEqual(ids(await claim(store, { token: 3 })).sort(), jobs.slice(1).sort());
   });
 
+  registerHolds(test);
   registerRates(test);
+}
+
+/** Timed group pauses (holds): `pauseGroup()` with an end. */
+function registerHolds(test: ContractTest): void {
+  const HOLD_ENDS = T0 + 10_000;
+
+  test("pauseGroup() with an end holds a group until then, while other groups go on; nextDueAt() wakes at its end; a hold that has passed holds nothing", async (store) => {
+    const held = await store.insertJobs(grouped("g", 2));
+    const others = await store.insertJobs(grouped("h", 1));
+    await store.pauseGroup("contract-job", "g", T0, HOLD_ENDS);
+    assert.deepEqual(ids(await claim(store)), others, "only the other group");
+    await store.settle([complete(others[0]!, 1)]);
+    assert.equal(await store.nextDueAt(["default"], T0 + 1), HOLD_ENDS, "due when the hold ends");
+    assert.deepEqual(await claim(store, { token: 2, now: HOLD_ENDS - 1 }), [], "still held");
+    assert.deepEqual(
+      sorted(ids(await claim(store, { token: 3, now: HOLD_ENDS }))),
+      sorted(held),
+      "the hold has passed",
+    );
+    assert.equal(await store.nextDueAt(["default"], HOLD_ENDS), HOLD_ENDS + LEASE_MS, "leases");
+    assert.equal(
+      await store.resumeGroup("contract-job", "g", HOLD_ENDS),
+      false,
+      "a hold that has passed is no pause",
+    );
+  });
+
+  test("resumeGroup() ends a hold early and says it held", async (store) => {
+    const held = await store.insertJobs(grouped("g", 1));
+    await store.pauseGroup("contract-job", "g", T0, HOLD_ENDS);
+    assert.deepEqual(await claim(store), []);
+    assert.equal(await store.resumeGroup("contract-job", "g", T0 + 1), true);
+    assert.deepEqual(ids(await claim(store, { token: 2, now: T0 + 1 })), held);
+    assert.equal(await store.nextDueAt(["default"], T0 + 2), T0 + 1 + LEASE_MS, "no hold left");
+  });
+
+  test("pauseGroup() never shortens a pause in force: a pause without an end keeps none, the later of two ends wins, and a passed hold is replaced", async (store) => {
+    const [g] = await store.insertJobs(grouped("g", 1));
+    const [k] = await store.insertJobs(grouped("k", 1));
+    const [m] = await store.insertJobs(grouped("m", 1));
+    const [n] = await store.insertJobs(grouped("n", 1));
+    // g: paused until resumed, then held: still paused past the hold's end.
+    await store.pauseGroup("contract-job", "g", T0, null);
+    await store.pauseGroup("contract-job", "g", T0, T0 + 1_000);
+    // k: held, then held again for less: the later end holds.
+    await store.pauseGroup("contract-job", "k", T0, HOLD_ENDS);
+    await store.pauseGroup("contract-job", "k", T0 + 1, T0 + 2_000);
+    // m: a hold that has passed is replaced by a new one.
+    await store.pauseGroup("contract-job", "m", T0, T0 + 1_000);
+    await store.pauseGroup("contract-job", "m", T0 + 2_000, T0 + 3_000);
+    // n: held, then paused without an end: paused until resumed.
+    await store.pauseGroup("contract-job", "n", T0, T0 + 1_000);
+    await store.pauseGroup("contract-job", "n", T0, null);
+    assert.equal(await store.nextDueAt(["default"], T0 + 2_001), T0 + 3_000, "m's new hold");
+    assert.deepEqual(ids(await claim(store, { now: T0 + 3_000 })), [m]);
+    await store.settle([complete(m!, 1)]);
+    assert.equal(await store.nextDueAt(["default"], T0 + 3_001), HOLD_ENDS, "k's later end");
+    assert.deepEqual(ids(await claim(store, { token: 2, now: HOLD_ENDS })), [k]);
+    await store.settle([complete(k!, 2)]);
+    assert.deepEqual(await claim(store, { token: 3, now: HOLD_ENDS + 60_000 }), []);
+    assert.equal(await store.resumeGroup("contract-job", "g", HOLD_ENDS), true, "g still paused");
+    assert.equal(await store.resumeGroup("contract-job", "n", HOLD_ENDS), true, "n still paused");
+    assert.deepEqual(
+      sorted(ids(await claim(store, { token: 4, now: HOLD_ENDS + 60_000 }))),
+      sorted([g!, n!]),
+    );
+  });
+
+  test("settle() of a release that holds its group pauses the job's group until the job is due, its attempt given back; a job without a group holds nothing", async (store) => {
+    const [a, b] = await store.insertJobs(grouped("g", 2));
+    const [first] = await claim(store, { limit: 1 });
+    assert.equal(first?.id, a);
+    const [plain] = await store.insertJobs([newJob()]);
+    const others = await store.insertJobs(grouped("h", 1));
+    const hold = (id: number, token: number) => ({
+      kind: "release" as const,
+      id,
+      token,
+      at: T0,
+      availableAt: HOLD_ENDS,
+      error: null,
+      refundAttempt: true,
+      started: true as const,
+      holdsGroup: true as const,
+    });
+    assert.deepEqual((await store.settle([hold(a!, 1)])).applied, [true]);
+    const next = await claim(store, { token: 2 });
+    assert.deepEqual(sorted(ids(next)), sorted([plain!, ...others]), "g is held; b waits");
+    await store.settle([hold(plain!, 2)]);
+    assert.equal(await store.nextDueAt(["default"], T0 + 1), HOLD_ENDS, "the hold's end");
+    assert.deepEqual(await claim(store, { token: 3, now: HOLD_ENDS - 1, names: ["other"] }), []);
+    const after = await claim(store, { token: 4, now: HOLD_ENDS });
+    assert.deepEqual(
+      sorted(after.map((job) => job.id)),
+      sorted([a!, b!, plain!]),
+      "the held job, its group and the plain job are due at the end",
+    );
+    assert.equal(after.find((job) => job.id === a)?.attempts, 1, "its attempt was given back");
+    assert.equal(await store.resumeGroup("contract-job", "h", HOLD_ENDS), false, "h never held");
+  });
+
+  test("settle() refuses the start of a job claimed ahead whose group is held, and gives it back charged nothing", async (store) => {
+    const [a, b] = await store.insertJobs(grouped("g", 2));
+    await claim(store, { limit: 2, aheadFrom: 1, token: 1 });
+    await store.pauseGroup("contract-job", "g", T0, HOLD_ENDS);
+    const starts = { leases: [{ id: b!, token: 1 }], leaseMs: LEASE_MS, now: T0 };
+    assert.deepEqual((await store.settle([complete(a!, 1)], undefined, { starts })).started, []);
+    assert.deepEqual(await claim(store, { token: 2, now: HOLD_ENDS - 1 }), []);
+    const again = await claim(store, { token: 3, now: HOLD_ENDS });
+    assert.deepEqual(again.map((job) => [job.id, job.attempts]), [[b, 1]]);
+  });
 }
 
 /** A rate limit of 2 claims per second for each group of the contract's job name. */
@@ -305,7 +417,7 @@ function registerRates(test: ContractTest): void {
   test("claim() with groupRates: a paused group counts nothing and its window waits; an ordered group's head counts", async (store) => {
     const paused = await store.insertJobs(grouped("p", 3));
     const ordered = await store.insertJobs(grouped("o", 3, { limit: 1, ordered: true }));
-    await store.pauseGroup("contract-job", "p", T0);
+    await store.pauseGroup("contract-job", "p", T0, null);
     const first = ids(await claim(store, { limit: 10, groupRates: RATES }));
     assert.deepEqual(first, [ordered[0]], "only the ordered group's head");
     await store.settle([complete(ordered[0]!, 1)]);

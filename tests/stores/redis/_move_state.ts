@@ -137,7 +137,8 @@ export async function buildState(store: Store): Promise<BuiltState> {
   }], T0 + 6);
   await store.pause("paused-q", T0, T0 + 3_600_000, "maintenance");
   await store.pause("paused-forever", T0, null, null);
-  await store.pauseGroup("g-job", "acct-9", T0);
+  await store.pauseGroup("g-job", "acct-9", T0, null);
+  await store.pauseGroup("g-job", "acct-7", T0, T0 + 3_600_000);
 
   // Work: one kept finished, one failed, one running with a lock and a rate window, one with a
   // memo and a signal.
