@@ -446,6 +446,9 @@ export function* fence(dialect: Dialect, to: string, now: number): Script<MoveFe
   return (yield* moveFence())!;
 }
 
+/** The schema step that adds `queue_moves`, where a fence is kept. */
+export const FENCE_STEP = 22;
+
 /**
  * Creates the fence's triggers again when the store carries a fence: a
  * schema step that builds a table anew drops the table's triggers with it,
