@@ -119,7 +119,8 @@ end
  *   `job`, before its row is deleted: keep it in the history when
  *   `s.keepUntil` is after `s.at` (with its output or reason, attempts and
  *   times), prune expired kept jobs at most once a minute, and publish its
- *   id on `P:done` when the job is awaited.
+ *   id on `P:done` when the job is awaited. The settle prunes expired kept
+ *   jobs once after its settlements (`History.pruneExpired`).
  */
 export const JOB_CONTROL_HOOKS: string = HISTORY + String.raw`
 function H.paused(queue)
@@ -148,6 +149,5 @@ function H.finished(id, job, s)
     end
     History.record(id, job, fields)
   end
-  History.pruneExpired()
 end
 `;

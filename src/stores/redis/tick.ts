@@ -246,6 +246,8 @@ local CONFIRM_FIELDS = {'token', 'claimed_ahead', 'queue', 'priority', 'availabl
 local function confirmStarts(starts)
   local started = {}
   local T = at(starts.now)
+  -- Whether each queue is paused, read once per call.
+  local paused = {}
   for _, lease in ipairs(starts.leases) do
     local values = redis.call('HMGET', jobKey(lease.id), unpack(CONFIRM_FIELDS))
     local job = nil
@@ -256,7 +258,8 @@ local function confirmStarts(starts)
     if job ~= nil and job.token == lease.token and job.claimed_ahead == '1' then
       local groupPaused = job.group_key ~= nil and
         redis.call('SISMEMBER', P .. ':gpauses', groupId(job.name, job.group_key)) == 1
-      if H.paused(job.queue) or groupPaused then
+      if paused[job.queue] == nil then paused[job.queue] = H.paused(job.queue) end
+      if paused[job.queue] or groupPaused then
         -- Refused while still held: its queue or its group is paused. Give it back, with its claim's locks.
         unclaim(lease.id, job, starts.leaseMs)
         H.keysSettled(lease.id, job, 'release', lease.token)
@@ -308,6 +311,10 @@ local queued = 0
 -- An awaited job ended: its awaiters (who watch the wake-up channel too) look again.
 local awaitedEnded = false
 local groupFreed = false
+-- The metrics of every settlement, written once after the loop; whether a job finished (the
+-- kept history's prune, at most once a minute, runs once after the loop).
+local metrics = H.metricsBatch()
+local finished = false
 
 -- Job rows first.
 for i, s in ipairs(settlements) do
@@ -323,6 +330,7 @@ for i, s in ipairs(settlements) do
       H.stepWritten(s)
     elseif s.kind == 'complete' or s.kind == 'cancel' then
       H.finished(s.id, job, s)
+      finished = true
       deleteJob(s.id, job)
       settled[i] = job
     elseif s.kind == 'fail' then
@@ -342,7 +350,7 @@ for i, s in ipairs(settlements) do
       deleteJob(s.id, job)
       settled[i] = job
     elseif s.kind == 'release' then
-      unplace(s.id, job.queue, job.priority, true)
+      unplace(s.id, job.queue, job.priority, true, job)
       local due = at(s.availableAt)
       local refund = s.refundAttempt and 1 or 0
       local crashed = s.crashed and 1 or 0
@@ -353,21 +361,21 @@ for i, s in ipairs(settlements) do
         'crashes', num(job, 'crashes') + crashed)
       if opt(s.error) == nil then redis.call('HDEL', key, 'last_error')
       else redis.call('HSET', key, 'last_error', s.error) end
-      placeUnleased(s.id, job.queue, job.priority, due)
+      placeUnleased(s.id, job.queue, job.priority, due, false, job)
       settled[i] = job
       retried[s.id] = true
     elseif s.kind == 'park' then
       -- A release that is no retry: the attempt given back, crashes and last error unchanged.
       local due = H.parkedDue(s)
-      unplace(s.id, job.queue, job.priority, true)
+      unplace(s.id, job.queue, job.priority, true, job)
       -- It has started, so it no longer expires; its handler ran to the park, so it is not suspect.
       redis.call('HDEL', key, 'token', 'claimed_ahead', 'expire_at', 'suspect')
       redis.call('HSET', key, 'available_at', due, 'attempts', num(job, 'attempts') - 1)
-      placeUnleased(s.id, job.queue, job.priority, due)
+      placeUnleased(s.id, job.queue, job.priority, due, false, job)
       H.stepWritten(s)
       settled[i] = job
     end
-    if settled[i] ~= nil then H.metrics(s, job) end
+    if settled[i] ~= nil then H.metrics(metrics, s, job) end
     -- A grouped job's settle frees a slot of its group: jobs its limit held back can go.
     if settled[i] ~= nil and job.group_key ~= nil then groupFreed = true end
     if job.awaited == '1' and (s.kind == 'complete' or s.kind == 'cancel' or s.kind == 'fail') then
@@ -375,6 +383,9 @@ for i, s in ipairs(settlements) do
     end
   end
 end
+
+H.flushMetrics(metrics)
+if finished then History.pruneExpired() end
 
 local records = opt(INPUT.records) or {}
 for _, span in ipairs(opt(records.spans) or {}) do
