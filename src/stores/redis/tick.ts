@@ -239,9 +239,16 @@ local function unclaim(id, job, leaseMs)
   placeUnleased(id, job.queue, job.priority, due)
 end
 
--- What a start confirmation reads of a job: its lease, and what unclaim and the key hooks use.
-local CONFIRM_FIELDS = {'token', 'claimed_ahead', 'queue', 'priority', 'available_at', 'waited_ms',
-  'attempts', 'keyed', 'job_key', 'locked', 'lock_keys', 'name', 'group_key'}
+-- What a start confirmation reads of a job: its lease, its queue and group, and what H.started
+-- uses; a refused one's unclaim and key hooks read UNCLAIM_FIELDS too.
+local CONFIRM_FIELDS = {'token', 'claimed_ahead', 'queue', 'name', 'group_key', 'keyed', 'job_key'}
+local UNCLAIM_FIELDS = {'priority', 'available_at', 'waited_ms', 'attempts', 'locked', 'lock_keys'}
+
+-- Adds fields of job id's row to the table job (absent fields stay absent).
+local function readFields(id, job, fields)
+  local values = redis.call('HMGET', jobKey(id), unpack(fields))
+  for i, field in ipairs(fields) do if values[i] then job[field] = values[i] end end
+end
 
 local function confirmStarts(starts)
   local started = {}
@@ -249,18 +256,16 @@ local function confirmStarts(starts)
   -- Whether each queue is paused, read once per call.
   local paused = {}
   for _, lease in ipairs(starts.leases) do
-    local values = redis.call('HMGET', jobKey(lease.id), unpack(CONFIRM_FIELDS))
-    local job = nil
-    if values[3] then
-      job = {}
-      for i, field in ipairs(CONFIRM_FIELDS) do if values[i] then job[field] = values[i] end end
-    end
+    local job = {}
+    readFields(lease.id, job, CONFIRM_FIELDS)
+    if job.queue == nil then job = nil end
     if job ~= nil and job.token == lease.token and job.claimed_ahead == '1' then
       local groupPaused = job.group_key ~= nil and
         redis.call('SISMEMBER', P .. ':gpauses', groupId(job.name, job.group_key)) == 1
       if paused[job.queue] == nil then paused[job.queue] = H.paused(job.queue) end
       if paused[job.queue] or groupPaused then
         -- Refused while still held: its queue or its group is paused. Give it back, with its claim's locks.
+        readFields(lease.id, job, UNCLAIM_FIELDS)
         unclaim(lease.id, job, starts.leaseMs)
         H.keysSettled(lease.id, job, 'release', lease.token)
       else
