@@ -83,10 +83,11 @@ function History.record(id, job, fields)
     if fields[field] ~= nil then table.insert(row, field); table.insert(row, fields[field]) end
   end
   redis.call('HSET', P .. ':done:' .. id, unpack(row))
+  local member = pad(id)
   for _, listing in ipairs(History.listings(job.queue, job.name)) do
-    redis.call('ZADD', listing, fields.finished_at, pad(id))
+    redis.call('ZADD', listing, fields.finished_at, member)
   end
-  redis.call('ZADD', P .. ':done:keep', fields.keep_until, pad(id))
+  redis.call('ZADD', P .. ':done:keep', fields.keep_until, member)
 end
 
 function History.row(id)
