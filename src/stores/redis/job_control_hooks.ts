@@ -83,10 +83,11 @@ function History.record(id, job, fields)
     if fields[field] ~= nil then table.insert(row, field); table.insert(row, fields[field]) end
   end
   redis.call('HSET', P .. ':done:' .. id, unpack(row))
+  local member = pad(id)
   for _, listing in ipairs(History.listings(job.queue, job.name)) do
-    redis.call('ZADD', listing, fields.finished_at, pad(id))
+    redis.call('ZADD', listing, fields.finished_at, member)
   end
-  redis.call('ZADD', P .. ':done:keep', fields.keep_until, pad(id))
+  redis.call('ZADD', P .. ':done:keep', fields.keep_until, member)
 end
 
 function History.row(id)
@@ -119,7 +120,8 @@ end
  *   `job`, before its row is deleted: keep it in the history when
  *   `s.keepUntil` is after `s.at` (with its output or reason, attempts and
  *   times), prune expired kept jobs at most once a minute, and publish its
- *   id on `P:done` when the job is awaited.
+ *   id on `P:done` when the job is awaited. The settle prunes expired kept
+ *   jobs once after its settlements (`History.pruneExpired`).
  */
 export const JOB_CONTROL_HOOKS: string = HISTORY + String.raw`
 function H.paused(queue)
@@ -148,6 +150,5 @@ function H.finished(id, job, s)
     end
     History.record(id, job, fields)
   end
-  History.pruneExpired()
 end
 `;

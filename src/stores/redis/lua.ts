@@ -266,9 +266,12 @@ local function pauseGroupUntil(gid, ends)
   end
 end
 
--- The group of job id as its row says, {id, setting, ordered}, or nil for a job without one.
-local function groupOf(id)
-  local f = redis.call('HMGET', jobKey(id), 'name', 'group_key', 'group_limit', 'group_ordered')
+-- The group of job id as its row says, {id, setting, ordered}, or nil for a job without one;
+-- from row, its row as read (readJob) when the caller has it, else read here.
+local function groupOf(id, row)
+  local f
+  if row ~= nil then f = {row.name, row.group_key, row.group_limit, row.group_ordered}
+  else f = redis.call('HMGET', jobKey(id), 'name', 'group_key', 'group_limit', 'group_ordered') end
   if not f[2] then return nil end
   local ordered = f[4] == '1'
   return {id = groupId(f[1], f[2]), setting = (f[3] or '') .. ':' .. (ordered and 1 or 0),
@@ -305,9 +308,10 @@ local function readJob(id)
 end
 
 -- Puts an unleased job in its level (a grouped job in its group), due at due. dispatched: true
--- for a job just dispatched (its group takes its setting).
-local function placeUnleased(id, queue, priority, due, dispatched)
-  local group = groupOf(id)
+-- for a job just dispatched (its group takes its setting). row: its row as read, when the
+-- caller has it (its group fields as stored).
+local function placeUnleased(id, queue, priority, due, dispatched, row)
+  local group = groupOf(id, row)
   if group ~= nil then
     redis.call('ZADD', groupKey(queue, group.id), due, pad(id))
     redis.call('SREM', groupLeasedKey(queue, group.id), pad(id))
@@ -322,8 +326,9 @@ end
 -- Takes a job out of its level (or of the leased set), dropping an emptied level. leased: true
 -- when the row read said it holds a lease (a job with a token is in the leased set, and only
 -- then): the leased set is tried first (a script may have put it back in its level since).
-local function unplace(id, queue, priority, leased)
-  local group = groupOf(id)
+-- row: its row as read, when the caller has it (its group fields as stored).
+local function unplace(id, queue, priority, leased, row)
+  local group = groupOf(id, row)
   if group ~= nil then
     -- A grouped job: out of every key of its group, and the group off the list once it has none.
     redis.call('ZREM', leasedKey(queue), pad(id))
@@ -360,7 +365,7 @@ end
 -- Deletes a job's row and takes it out of claim order; its memos and mailbox go too unless it
 -- was kept (failed or finished) first.
 local function deleteJob(id, job)
-  unplace(id, job.queue, job.priority, job.token ~= nil)
+  unplace(id, job.queue, job.priority, job.token ~= nil, job)
   redis.call('DEL', jobKey(id))
   dropSteps(id)
 end

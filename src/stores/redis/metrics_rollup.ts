@@ -31,17 +31,39 @@ const PRUNE_MINUTES = 60;
 const SEPARATOR = "\x1f";
 
 /**
- * `H.metrics(s, job)`: adds settlement `s` applied to `job` (its row before
- * the settle) to the rollup, as `WorkerStore.settle` specifies, and prunes
- * minutes older than {@linkcode METRICS_RETENTION_MS} before `s.at` when
- * the last prune was at least a minute ago (of the store's clock). It also
- * gives the log prune its turn (`H.pruneLogs`), so lines of ended jobs go
- * even when a tick writes none.
+ * The settle's metrics hooks, by call: `H.metricsBatch()` gives a batch,
+ * `H.metrics(batch, s, job)` adds settlement `s` applied to `job` (its row
+ * before the settle) to it, as `WorkerStore.settle` specifies, and
+ * `H.flushMetrics(batch)` writes the batch's sums to the rollup (one
+ * increment per field of a minute, whatever the number of settlements),
+ * then prunes minutes older than {@linkcode METRICS_RETENTION_MS} before
+ * the batch's latest settlement when the last prune was at least a minute
+ * ago (of the store's clock). It also gives the log prune its turn
+ * (`H.pruneLogs`), so lines of ended jobs go even when a tick writes none.
  */
 export const METRICS_HOOK = String.raw`
 local RUNTIME_BOUNDS = {${RUNTIME_BUCKETS_MS.join(", ")}}
 
-function H.metrics(s, job)
+function H.metricsBatch() return {minutes = {}, order = {}, latest = nil} end
+
+-- Adds by to field of minute's hash in batch (float: HINCRBYFLOAT, else HINCRBY).
+local function metricsAdd(batch, minute, field, by, float)
+  local sums = batch.minutes[minute]
+  if sums == nil then
+    sums = {ints = {}, floats = {}, fields = {}}
+    batch.minutes[minute] = sums
+    table.insert(batch.order, minute)
+  end
+  local into = float and sums.floats or sums.ints
+  if into[field] == nil then
+    into[field] = 0
+    table.insert(sums.fields, field)
+  end
+  into[field] = into[field] + by
+end
+
+function H.metrics(batch, s, job)
+  if batch.latest == nil or s.at > batch.latest then batch.latest = s.at end
   if s.kind == 'complete' or s.kind == 'fail' or s.kind == 'release' or
       (s.kind == 'cancel' and s.expired == true) then
     local column = nil
@@ -52,26 +74,37 @@ function H.metrics(s, job)
     local duration = opt(s.durationMs)
     if column ~= nil or duration ~= nil then
       local minute = string.format('%d', math.floor(s.at / ${MINUTE_MS}) * ${MINUTE_MS})
-      local key = P .. ':m:' .. minute
       local row = job.queue .. '${SEPARATOR}' .. job.name .. '${SEPARATOR}'
-      if column ~= nil then redis.call('HINCRBY', key, row .. column, 1) end
+      if column ~= nil then metricsAdd(batch, minute, row .. column, 1, false) end
       if duration ~= nil then
         local bucket = #RUNTIME_BOUNDS
         for i, bound in ipairs(RUNTIME_BOUNDS) do
           if duration <= bound then bucket = i - 1; break end
         end
-        redis.call('HINCRBYFLOAT', key, row .. 'runtime_ms', duration)
-        redis.call('HINCRBYFLOAT', key, row .. 'wait_ms', num(job, 'waited_ms'))
-        redis.call('HINCRBY', key, row .. 'b' .. bucket, 1)
+        metricsAdd(batch, minute, row .. 'runtime_ms', duration, true)
+        metricsAdd(batch, minute, row .. 'wait_ms', num(job, 'waited_ms'), true)
+        metricsAdd(batch, minute, row .. 'b' .. bucket, 1, false)
       end
-      redis.call('ZADD', P .. ':m', minute, minute)
     end
   end
-  local T = at(s.at)
+end
+
+function H.flushMetrics(batch)
+  if batch.latest == nil then return end
+  for _, minute in ipairs(batch.order) do
+    local key = P .. ':m:' .. minute
+    local sums = batch.minutes[minute]
+    for _, field in ipairs(sums.fields) do
+      if sums.ints[field] ~= nil then redis.call('HINCRBY', key, field, sums.ints[field]) end
+      if sums.floats[field] ~= nil then redis.call('HINCRBYFLOAT', key, field, sums.floats[field]) end
+    end
+    redis.call('ZADD', P .. ':m', minute, minute)
+  end
+  local T = at(batch.latest)
   local pruned = tonumber(redis.call('GET', P .. ':m:pruned'))
   if pruned == nil or T >= pruned + ${PRUNE_EVERY_MS} then
     redis.call('SET', P .. ':m:pruned', string.format('%d', T))
-    local cutoff = string.format('%d', s.at - ${METRICS_RETENTION_MS})
+    local cutoff = string.format('%d', batch.latest - ${METRICS_RETENTION_MS})
     for _, old in ipairs(redis.call('ZRANGEBYSCORE', P .. ':m', '-inf', '(' .. cutoff, 'LIMIT', 0, ${PRUNE_MINUTES})) do
       redis.call('DEL', P .. ':m:' .. old, P .. ':m:' .. old .. ':moved')
       redis.call('ZREM', P .. ':m', old)

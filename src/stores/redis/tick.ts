@@ -239,24 +239,32 @@ local function unclaim(id, job, leaseMs)
   placeUnleased(id, job.queue, job.priority, due)
 end
 
--- What a start confirmation reads of a job: its lease, and what unclaim and the key hooks use.
-local CONFIRM_FIELDS = {'token', 'claimed_ahead', 'queue', 'priority', 'available_at', 'waited_ms',
-  'attempts', 'keyed', 'job_key', 'locked', 'lock_keys', 'name', 'group_key'}
+-- What a start confirmation reads of a job: its lease, its queue and group, and what H.started
+-- uses; a refused one's unclaim and key hooks read UNCLAIM_FIELDS too.
+local CONFIRM_FIELDS = {'token', 'claimed_ahead', 'queue', 'name', 'group_key', 'keyed', 'job_key'}
+local UNCLAIM_FIELDS = {'priority', 'available_at', 'waited_ms', 'attempts', 'locked', 'lock_keys'}
+
+-- Adds fields of job id's row to the table job (absent fields stay absent).
+local function readFields(id, job, fields)
+  local values = redis.call('HMGET', jobKey(id), unpack(fields))
+  for i, field in ipairs(fields) do if values[i] then job[field] = values[i] end end
+end
 
 local function confirmStarts(starts)
   local started = {}
   local T = at(starts.now)
+  -- Whether each queue is paused, read once per call.
+  local paused = {}
   for _, lease in ipairs(starts.leases) do
-    local values = redis.call('HMGET', jobKey(lease.id), unpack(CONFIRM_FIELDS))
-    local job = nil
-    if values[3] then
-      job = {}
-      for i, field in ipairs(CONFIRM_FIELDS) do if values[i] then job[field] = values[i] end end
-    end
+    local job = {}
+    readFields(lease.id, job, CONFIRM_FIELDS)
+    if job.queue == nil then job = nil end
     if job ~= nil and job.token == lease.token and job.claimed_ahead == '1' then
       local groupHeld = job.group_key ~= nil and groupPaused(groupId(job.name, job.group_key), T)
-      if H.paused(job.queue) or groupHeld then
+      if paused[job.queue] == nil then paused[job.queue] = H.paused(job.queue) end
+      if paused[job.queue] or groupHeld then
         -- Refused while still held: its queue or its group is paused. Give it back, with its claim's locks.
+        readFields(lease.id, job, UNCLAIM_FIELDS)
         unclaim(lease.id, job, starts.leaseMs)
         H.keysSettled(lease.id, job, 'release', lease.token)
       else
@@ -307,6 +315,10 @@ local queued = 0
 -- An awaited job ended: its awaiters (who watch the wake-up channel too) look again.
 local awaitedEnded = false
 local groupFreed = false
+-- The metrics of every settlement, written once after the loop; whether a job finished (the
+-- kept history's prune, at most once a minute, runs once after the loop).
+local metrics = H.metricsBatch()
+local finished = false
 
 -- Job rows first.
 for i, s in ipairs(settlements) do
@@ -322,6 +334,7 @@ for i, s in ipairs(settlements) do
       H.stepWritten(s)
     elseif s.kind == 'complete' or s.kind == 'cancel' then
       H.finished(s.id, job, s)
+      finished = true
       deleteJob(s.id, job)
       settled[i] = job
     elseif s.kind == 'fail' then
@@ -341,7 +354,7 @@ for i, s in ipairs(settlements) do
       deleteJob(s.id, job)
       settled[i] = job
     elseif s.kind == 'release' then
-      unplace(s.id, job.queue, job.priority, true)
+      unplace(s.id, job.queue, job.priority, true, job)
       local due = at(s.availableAt)
       local refund = s.refundAttempt and 1 or 0
       local crashed = s.crashed and 1 or 0
@@ -352,7 +365,7 @@ for i, s in ipairs(settlements) do
         'crashes', num(job, 'crashes') + crashed)
       if opt(s.error) == nil then redis.call('HDEL', key, 'last_error')
       else redis.call('HSET', key, 'last_error', s.error) end
-      placeUnleased(s.id, job.queue, job.priority, due)
+      placeUnleased(s.id, job.queue, job.priority, due, false, job)
       -- The handler held its group back (ctx.rateLimitGroup): paused until the job is due.
       if s.holdsGroup and job.group_key ~= nil then
         pauseGroupUntil(groupId(job.name, job.group_key), due)
@@ -362,15 +375,15 @@ for i, s in ipairs(settlements) do
     elseif s.kind == 'park' then
       -- A release that is no retry: the attempt given back, crashes and last error unchanged.
       local due = H.parkedDue(s)
-      unplace(s.id, job.queue, job.priority, true)
+      unplace(s.id, job.queue, job.priority, true, job)
       -- It has started, so it no longer expires; its handler ran to the park, so it is not suspect.
       redis.call('HDEL', key, 'token', 'claimed_ahead', 'expire_at', 'suspect')
       redis.call('HSET', key, 'available_at', due, 'attempts', num(job, 'attempts') - 1)
-      placeUnleased(s.id, job.queue, job.priority, due)
+      placeUnleased(s.id, job.queue, job.priority, due, false, job)
       H.stepWritten(s)
       settled[i] = job
     end
-    if settled[i] ~= nil then H.metrics(s, job) end
+    if settled[i] ~= nil then H.metrics(metrics, s, job) end
     -- A grouped job's settle frees a slot of its group: jobs its limit held back can go.
     if settled[i] ~= nil and job.group_key ~= nil then groupFreed = true end
     if job.awaited == '1' and (s.kind == 'complete' or s.kind == 'cancel' or s.kind == 'fail') then
@@ -378,6 +391,9 @@ for i, s in ipairs(settlements) do
     end
   end
 end
+
+H.flushMetrics(metrics)
+if finished then History.pruneExpired() end
 
 local records = opt(INPUT.records) or {}
 for _, span in ipairs(opt(records.spans) or {}) do
