@@ -64,9 +64,11 @@ for i, request in ipairs(INPUT.requests) do
     local start = math.floor(NOW / rate.perMs) * rate.perMs
     local row = redis.call('HMGET', window, 'window_start', 'starts')
     local used = 0
-    if tonumber(row[1]) == start then used = tonumber(row[2]) end
-    -- When the window turns, on the caller's clock as every verdict is.
-    if used >= rate.max then later(back(start + rate.perMs)) end
+    local stored = tonumber(row[1])
+    if stored == start then used = tonumber(row[2]) end
+    -- When the window turns, on the caller's clock as every verdict is. A window newer than this
+    -- request's is full for it: counting here would move the window back, to count again.
+    if used >= rate.max or (stored ~= nil and stored > start) then later(back(start + rate.perMs)) end
     table.insert(windows, {window = window, start = start, starts = used + 1})
   end
   if retryAt ~= nil then

@@ -149,9 +149,14 @@ export function* acquire(
         RATE_WINDOW,
         rate.key,
       );
-      const used = row !== undefined && Number(row.window_start) === start ? Number(row.starts) : 0;
+      const stored = row === undefined ? null : Number(row.window_start);
+      const used = stored === start ? Number(row!.starts) : 0;
       // When the window turns, on the caller's clock as every verdict is (the release moves it back).
-      if (used >= rate.max) later(start + rate.perMs - shift);
+      // A window newer than this request's (another start counted under a later now) is full for
+      // it: counting here would move the window back, and its starts would count again.
+      if (used >= rate.max || (stored !== null && stored > start)) {
+        later(start + rate.perMs - shift);
+      }
       windows.push({ key: rate.key, start, used });
     }
     verdicts.push(retryAt);

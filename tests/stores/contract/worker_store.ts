@@ -683,6 +683,24 @@ function register(test: ContractTest): void {
     );
   });
 
+  test("acquire() never moves a rate window back: a request whose now falls in an earlier window than the stored one takes nothing", async (store) => {
+    const [a, b, c] = await store.insertJobs([newJob(), newJob(), newJob()]);
+    await claim(store, { token: 1 });
+    const rate = { key: "mailer", max: 1, perMs: 60_000 };
+    const request = (id: number) => ({ id, token: 1, locks: [], rates: [rate] });
+    assert.deepEqual(await store.acquire([request(a!)], T0 + 60_000), [null], "the newer window");
+    assert.deepEqual(
+      await store.acquire([request(b!)], T0 + 59_999),
+      [T0 + 60_000],
+      "a now read before that start counted: refused, nothing counted",
+    );
+    assert.deepEqual(
+      await store.acquire([request(c!)], T0 + 60_001),
+      [T0 + 120_000],
+      "the newer window still holds its one start",
+    );
+  });
+
   test(
     "watch() calls its listener after another connection pushes, until disposed",
     async (store, opened) => {
