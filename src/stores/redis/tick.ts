@@ -392,8 +392,10 @@ for i, s in ipairs(settlements) do
   end
 end
 
-H.flushMetrics(metrics)
+-- The kept history's prune before the metrics' flush, whose log prune then finds the lines of
+-- the jobs it forgot.
 if finished then History.pruneExpired() end
+H.flushMetrics(metrics)
 
 local records = opt(INPUT.records) or {}
 for _, span in ipairs(opt(records.spans) or {}) do
