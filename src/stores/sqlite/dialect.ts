@@ -29,17 +29,45 @@ import { done, each, exec, type Script } from "../sql/script.ts";
 import { type Statement, statement } from "../sql/statement.ts";
 import { fenceWrites, idCounters, raiseIdCounter } from "./move_fence.ts";
 
-const INSERT = statement(
-  `INSERT INTO jobs (id, queue, name, payload, priority, available_at, retry_until, created_at,
-    batch_id, batch_member, keyed, trace, expire_at)
-  VALUES ({{newJobId}}, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-);
-/** {@linkcode INSERT} of a grouped job: its group key and settings too (a plain insert binds none). */
-const INSERT_GROUPED = statement(
-  `INSERT INTO jobs (id, queue, name, payload, priority, available_at, retry_until, created_at,
-    batch_id, batch_member, keyed, trace, expire_at, group_key, group_limit, group_ordered)
-  VALUES ({{newJobId}}, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
-);
+/** What a job's insert binds, narrowest first: each shape binds the columns of the ones before. */
+const INSERT_SHAPES = {
+  /** A job of no batch, no key, no trace and no expiry (every other column keeps its default). */
+  plain: ["queue", "name", "payload", "priority", "available_at", "retry_until", "created_at"],
+  /** Any job without a group. */
+  full: ["batch_id", "batch_member", "keyed", "trace", "expire_at"],
+  /** A grouped job: its group key and settings too. */
+  grouped: ["group_key", "group_limit", "group_ordered"],
+} as const;
+type InsertShape = keyof typeof INSERT_SHAPES;
+
+/**
+ * The insert of one shape's columns. Its id is `{{newJobId}}` when it runs
+ * on its own (one statement, so no other writer comes between reading the
+ * highest id and inserting), or bound first (`$1`) when it runs in a
+ * transaction that read the next id once ({@linkcode NEXT_JOB_ID}): reading
+ * it for every row was a sixth of a bulk insert.
+ */
+function insertStatement(shape: InsertShape, idBound: boolean): Statement {
+  const order: InsertShape[] = ["plain", "full", "grouped"];
+  const columns = order.slice(0, order.indexOf(shape) + 1).flatMap((name) => INSERT_SHAPES[name]);
+  const params = columns.map((_, index) => `$${index + (idBound ? 2 : 1)}`);
+  return statement(
+    `INSERT INTO jobs (id, ${columns.join(", ")})
+    VALUES (${idBound ? "$1" : "{{newJobId}}"}, ${params.join(", ")})`,
+  );
+}
+
+/** The inserts by shape, their id taken on their own or bound. */
+const INSERTS = Object.fromEntries(
+  (Object.keys(INSERT_SHAPES) as InsertShape[]).map((shape) => [shape, {
+    alone: insertStatement(shape, false),
+    bound: insertStatement(shape, true),
+  }]),
+) as Record<InsertShape, { readonly alone: Statement; readonly bound: Statement }>;
+
+/** The id the next job takes (inside a write transaction, the ids after it are free too). */
+const NEXT_JOB_ID = statement("SELECT {{newJobId}} AS id", { oneRow: true });
+
 const COMPLETE = statement(
   `DELETE FROM jobs WHERE id = $1 AND token = $2 RETURNING ${SETTLED_COLUMNS}`,
   { oneRow: true },
@@ -163,30 +191,40 @@ export const sqliteDialect: Dialect = {
 
   *insertJobs(rows: readonly NewJobRow[], as: InsertedAs): Script<number[]> {
     const member = as.batchId === null ? 0 : 1;
-    // A batch may mix jobs: one grouped row makes every row bind the group columns.
-    const grouped = rows.some((row) => row.group !== null && row.group !== undefined);
-    const values = (row: NewJobRow) => [
-      row.queue,
-      row.name,
-      row.payload,
-      row.priority,
-      row.availableAt,
-      row.retryUntil,
-      row.createdAt,
-      as.batchId,
-      member,
-      as.keyed,
-      row.trace ?? null,
-      row.expireAt ?? null,
-      ...(grouped
-        ? [row.group?.key ?? null, row.group?.limit ?? null, row.group?.ordered ? 1 : 0]
-        : []),
-    ];
-    const insert = grouped ? INSERT_GROUPED : INSERT;
-    // Without RETURNING: run() reports the new row id, and is the cheaper read.
-    const ids = rows.length === 1
-      ? [(yield* exec(insert, ...values(rows[0]!))).lastId!]
-      : (yield* each(insert, rows.map(values))).map((result) => result.lastId!);
+    // One shape for every row: one grouped row makes every row bind the group columns.
+    const shape: InsertShape = rows.some((row) => row.group !== null && row.group !== undefined)
+      ? "grouped"
+      : as.batchId !== null || as.keyed !== 0 ||
+          rows.some((row) => (row.trace ?? null) !== null || (row.expireAt ?? null) !== null)
+      ? "full"
+      : "plain";
+    const values = (row: NewJobRow): unknown[] => {
+      const plain = [
+        row.queue,
+        row.name,
+        row.payload,
+        row.priority,
+        row.availableAt,
+        row.retryUntil,
+        row.createdAt,
+      ];
+      if (shape === "plain") return plain;
+      plain.push(as.batchId, member, as.keyed, row.trace ?? null, row.expireAt ?? null);
+      if (shape === "full") return plain;
+      plain.push(row.group?.key ?? null, row.group?.limit ?? null, row.group?.ordered ? 1 : 0);
+      return plain;
+    };
+    let ids: number[];
+    if (rows.length === 1) {
+      // Without RETURNING: run() reports the new row id, and is the cheaper read.
+      ids = [(yield* exec(INSERTS[shape].alone, ...values(rows[0]!))).lastId!];
+    } else {
+      // Several rows always run in a write transaction (BEGIN IMMEDIATE): the ids after the next are free.
+      const { rows: [next] } = yield* exec<{ id: number }>(NEXT_JOB_ID);
+      const first = Number(next!.id);
+      ids = rows.map((_, index) => first + index);
+      yield* each(INSERTS[shape].bound, rows.map((row, index) => [ids[index], ...values(row)]));
+    }
     yield* enterGroups(rows);
     return ids;
   },
