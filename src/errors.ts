@@ -252,7 +252,7 @@ export class OutdatedCodeError extends Error {
  * docs/moving.md): this store refuses every write of the queue from the
  * moment the move fenced it. Point the app and its workers at the new
  * store; a worker that meets it stops. A move given up is undone with
- * `move --abort` (or `liftMoveFence`), which lifts the fence.
+ * `move --abort` (or `abortMove()`), which lifts the fence.
  *
  * @example Telling a moved queue from other failures
  * ```ts

@@ -124,7 +124,7 @@ export async function moveQueueReport(
   });
 }
 
-/** The error for a move whose counts differ, naming the tables (`id_counters`: counters behind). */
+/** The error for a move whose counts differ, naming the tables (`id_counters`: counters behind). @internal */
 export function mismatchError(report: MoveReport): Error {
   const tables = report.tables.filter(({ table }) => report.mismatched.includes(table));
   return new Error(

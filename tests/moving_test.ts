@@ -30,6 +30,7 @@ import {
 } from "../mod.ts";
 import { moveStores } from "../src/moving/move_stores.ts";
 import { workUntilEmpty } from "../src/testing.ts";
+import { MoveRules } from "../src/moving/rules.ts";
 import { systemClock } from "../src/clock.ts";
 import { PostgresStore } from "../src/stores/postgres/mod.ts";
 import { RedisStore } from "../src/stores/redis/mod.ts";
@@ -219,6 +220,8 @@ async function fill(queue: Queue, store: Store, jobs: Jobs, clock: ManualClock):
     }], now),
     [null],
   );
+  // Its handler began (as a worker's tick records): a death now charges it, and a move keeps its attempt.
+  await store.settle([], undefined, { begun: [{ id: running, token: 77 }] });
   return { history, failed, batch, running, survey, secret };
 }
 
@@ -752,4 +755,36 @@ Deno.test("a move resumed after the app dispatched to the new store too early lo
   const labels = (await destination.exportRows("jobs", null, 10)).rows
     .map((row) => JSON.parse(String(row.payload)).label).sort();
   assert.deepEqual(labels, ["a", "b", "c", "early"]);
+});
+
+Deno.test("MoveRules: a running job comes as pending with its attempts, and a job held ahead or not yet begun gets back the attempt its claim counted", () => {
+  const rules = new MoveRules(T0);
+  const running = (id: number, claimedAhead: 0 | 1, begun: 0 | 1) => ({
+    id,
+    token: 7,
+    attempts: 2,
+    crashes: 1,
+    available_at: T0 + MINUTE,
+    claimed_ahead: claimedAhead,
+    begun,
+    progress: 50,
+    locked: 0,
+  });
+  const copied = rules.apply("jobs", [running(1, 0, 1), running(2, 1, 1), running(3, 0, 0)]);
+  assert.deepEqual(
+    copied.map(({ id, token, attempts, crashes, available_at, claimed_ahead, begun }) => ({
+      id,
+      token,
+      attempts,
+      crashes,
+      available_at,
+      claimed_ahead,
+      begun,
+    })),
+    [
+      { id: 1, token: null, attempts: 2, crashes: 1, available_at: T0, claimed_ahead: 0, begun: 1 },
+      { id: 2, token: null, attempts: 1, crashes: 1, available_at: T0, claimed_ahead: 0, begun: 1 },
+      { id: 3, token: null, attempts: 1, crashes: 1, available_at: T0, claimed_ahead: 0, begun: 1 },
+    ],
+  );
 });

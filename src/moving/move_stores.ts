@@ -1,7 +1,7 @@
 /**
  * A move from one opened store to another (docs/moving.md), whatever the
  * stores: the checks, the fence, the copy table by table in pages (the
- * source's id counters last), the destination's counters moved past the
+ * source's id counters first), the destination's counters moved past the
  * highest id copied, and the counts of both stores side by side.
  *
  * Recognising a move run again: the source's fence names where its move
@@ -119,6 +119,14 @@ export async function moveStores(
       );
     }
     fence = await source.fenceForMove(to, clock.now());
+    if (fence.to !== to) {
+      // Another move fenced the source first, between the read above and this fence.
+      throw new Error(
+        `Cannot move ${from} to ${to}: it was moved to ${fence.to} (fenced at ${
+          new Date(fence.at).toISOString()
+        }) while this move started; run that move again to finish it, or give it up with move --abort`,
+      );
+    }
     await assertTwoStores(source, destination, settings);
   } else {
     await assertLeftByThisMove(source, destination, settings);

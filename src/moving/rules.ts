@@ -8,7 +8,11 @@
  *
  * - A running job (it holds a token) is copied as pending: no token, due at
  *   the fence, not claimed ahead, `begun` as a job dispatched fresh has it,
- *   no progress and no locks held; its attempts and crashes are kept. The
+ *   no progress and no locks held; its crashes are kept, and its attempts
+ *   too when its handler began. A job held ahead, or whose handler had not
+ *   begun, gets back the attempt its claim counted, as its own store gives
+ *   it back when another claim takes it over: the destination's claim
+ *   counts it again, and a job that never ran must not spend one. The
  *   worker that ran it was stopped before the move, and its settle would be
  *   refused by the fence anyway, so the job runs again on the destination
  *   (at least once, as a job whose worker died).
@@ -52,8 +56,10 @@ export class MoveRules {
   #job(row: TransferRow): TransferRow {
     if (row.token === null) return row;
     this.#endedAttempts.add(`${row.id}:${row.token}`);
+    const began = Number(row.claimed_ahead) === 0 && Number(row.begun) !== 0;
     return {
       ...row,
+      attempts: Math.max(0, Number(row.attempts) - (began ? 0 : 1)),
       token: null,
       available_at: this.#at,
       claimed_ahead: 0,

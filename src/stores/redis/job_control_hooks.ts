@@ -119,9 +119,9 @@ end
  * - `H.finished(id, job, s)`: a `complete` or `cancel` settlement applied to
  *   `job`, before its row is deleted: keep it in the history when
  *   `s.keepUntil` is after `s.at` (with its output or reason, attempts and
- *   times), prune expired kept jobs at most once a minute, and publish its
- *   id on `P:done` when the job is awaited. The settle prunes expired kept
- *   jobs once after its settlements (`History.pruneExpired`).
+ *   times), and publish its id on `P:done` when the job is awaited. The
+ *   settle prunes expired kept jobs once after its settlements, at most
+ *   once a minute (`History.pruneExpired`).
  */
 export const JOB_CONTROL_HOOKS: string = HISTORY + String.raw`
 function H.paused(queue)

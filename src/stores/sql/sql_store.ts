@@ -108,15 +108,19 @@ export class SqlStore implements Store, MoveStore {
     this.#migrations = migrations;
   }
 
-  /** See {@linkcode Store.migrate}; a moved store's fence outlives the steps applied. */
+  /** See {@linkcode Store.migrate}; a moved store's fence outlives every step applied. */
   async migrate(options: MigrateOptions = {}): Promise<MigrationPlan> {
     const plan = await migrateWaiting(
       () => this.#engine.migrate(this.#migrations, options, true),
       options,
     );
-    // Only code that has the fence's table (a test may open with fewer steps than this release).
-    const fenced = this.#migrations.some(({ version }) => version === transfer.FENCE_STEP);
-    if (plan.steps.length > 0 && fenced) await this.#write(() => transfer.keepFence(this.#dialect));
+    // On every open, not only after a step: a crash between a step's commit and this write would
+    // otherwise leave a rebuilt table unfenced for good. Only code that has the fence's table (a
+    // test may open with fewer steps than this release).
+    const knowsFences = this.#migrations.some(({ version }) => version === transfer.FENCE_STEP);
+    if (knowsFences && (await this.moveFence()) !== null) {
+      await this.#write(() => transfer.keepFence(this.#dialect));
+    }
     return plan;
   }
 
