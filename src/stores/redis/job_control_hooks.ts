@@ -40,6 +40,9 @@ export const PRUNE_CHUNK = 1000;
  *   `finished_at`, `duration_ms` and `keep_until` (times on the store's
  *   clock); replaces an earlier record of `id`. An expired job never
  *   started: the attempt its claim counted is taken off.
+ * - `History.list(id, queue, name, finishedAt, keepUntil)`: puts a kept job
+ *   in every listing of it, by `finishedAt`, and in the prune's index by
+ *   `keepUntil` (its record written apart: `History.record`, a move's import).
  * - `History.forget(id)`: deletes a kept job (and its memos and mailbox,
  *   `dropSteps`, when it is no job either); 1 if it was kept, else 0.
  * - `History.row(id)`: a kept job as a reply row (times given back), or nil.
@@ -83,11 +86,15 @@ function History.record(id, job, fields)
     if fields[field] ~= nil then table.insert(row, field); table.insert(row, fields[field]) end
   end
   redis.call('HSET', P .. ':done:' .. id, unpack(row))
+  History.list(id, job.queue, job.name, fields.finished_at, fields.keep_until)
+end
+
+function History.list(id, queue, name, finishedAt, keepUntil)
   local member = pad(id)
-  for _, listing in ipairs(History.listings(job.queue, job.name)) do
-    redis.call('ZADD', listing, fields.finished_at, member)
+  for _, listing in ipairs(History.listings(queue, name)) do
+    redis.call('ZADD', listing, finishedAt, member)
   end
-  redis.call('ZADD', P .. ':done:keep', fields.keep_until, member)
+  redis.call('ZADD', P .. ':done:keep', keepUntil, member)
 end
 
 function History.row(id)

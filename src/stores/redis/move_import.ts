@@ -231,12 +231,8 @@ I.completed_jobs = {
   key = function(r) return r.id end,
   exists = function(r) return redis.call('EXISTS', P .. ':done:' .. r.id) == 1 end,
   write = function(r)
-    local id = pad(tonumber(r.id))
     redis.call('HSET', P .. ':done:' .. r.id, unpack(fields(r)))
-    for _, listing in ipairs(History.listings(r.queue, r.name)) do
-      redis.call('ZADD', listing, r.finished_at, id)
-    end
-    redis.call('ZADD', P .. ':done:keep', r.keep_until, id)
+    History.list(tonumber(r.id), r.queue, r.name, r.finished_at, r.keep_until)
     bump('job', r.id)
   end,
 }

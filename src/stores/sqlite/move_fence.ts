@@ -44,7 +44,7 @@ const SEQUENCES = ID_COUNTER_NAMES.filter((counter) => counter !== "jobs");
 const READ_COUNTERS = statement(
   `SELECT name, seq AS value FROM sqlite_sequence
     WHERE name IN (${SEQUENCES.map((counter) => `'${counter}'`).join(", ")})
-  UNION ALL SELECT 'jobs', max(floor, ifnull((SELECT max(id) FROM jobs), 0)) FROM job_id_floor`,
+  UNION ALL SELECT 'jobs', {{newJobId}} - 1`,
 );
 
 /** The highest id each counter handed out (0: none), by counter. */
