@@ -69,6 +69,7 @@ export async function peerMeasurements(onSkip: (why: string) => void): Promise<M
       name: "plainjob add",
       label: `peer: plainjob queue.add(), one at a time (${ON_NODE_SQLITE})`,
       baseline: "dispatch-single",
+      alsoComparedWith: ["raw-insert-autocommit-minimal"],
       targetAtMost: PLAINJOB_DISPATCH_SHARE,
       run: plainjobAddSingle,
     },
@@ -77,6 +78,7 @@ export async function peerMeasurements(onSkip: (why: string) => void): Promise<M
       name: "plainjob addMany",
       label: `peer: plainjob queue.addMany(), all jobs in one call (${ON_NODE_SQLITE})`,
       baseline: "dispatch-many",
+      alsoComparedWith: ["raw-insert-one-transaction-minimal"],
       run: plainjobAddMany,
     },
     {
@@ -85,6 +87,7 @@ export async function peerMeasurements(onSkip: (why: string) => void): Promise<M
       label:
         `peer: plainjob worker drain of pre-queued no-op jobs, one job at a time (it has no concurrency setting; ${ON_NODE_SQLITE})`,
       baseline: "drain-c1",
+      alsoComparedWith: ["raw-drain-unbatched"],
       run: plainjobDrain,
     },
   ];
