@@ -175,9 +175,10 @@ export const USAGE =
                    --max-semi-space-size=2), to see what V8's heap sizing does to their RSS
   --peers          also measure other queues on the same workloads, each row beside ours with
                    its ratio to ours. SQLite: Deno KV queues (a child process with
-                   --unstable-kv), BullMQ when Redis answers at 127.0.0.1:6379; fixed job
-                   counts. PostgreSQL: pg-boss and Graphile Worker, each run in a fresh
-                   database, dropped afterwards
+                   --unstable-kv) and BullMQ when Redis answers at 127.0.0.1:6379, fixed
+                   job counts; plainjob (in this process on node:sqlite, --jobs jobs).
+                   PostgreSQL: pg-boss and Graphile Worker, each run in a fresh database,
+                   dropped afterwards
   --json           also print the results as JSON, after the tables
   --help           print this and exit`;
 

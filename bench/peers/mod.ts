@@ -1,16 +1,19 @@
 /**
  * `--peers`: other queues measured in the same run on the same workloads,
  * each row compared with ours (its baseline), with the issue's targets as
- * the share of ours a peer may reach at most. Deno KV queues always (built
- * in); BullMQ when Redis answers at 127.0.0.1:6379. Each peer runs a fixed
- * number of jobs per run: its rates do not depend on it, and some of them
- * would take minutes at `--jobs`.
+ * the share of ours a peer may reach at most. Deno KV queues and plainjob
+ * always (built in; an npm package on `node:sqlite`); BullMQ when Redis
+ * answers at 127.0.0.1:6379. Deno KV and BullMQ run a fixed number of jobs
+ * per run: their rates do not depend on it, and some of them would take
+ * minutes at `--jobs`. plainjob runs `--jobs` jobs, as ours: a SQLite queue
+ * whose table holds as many rows as ours is the fair comparison.
  *
  * @module
  */
 import type { Measurement } from "../measurement.ts";
 import { bullAddBulk, bullAddSingle, bullDrain, PEER_BULK_SIZE, redisAnswers } from "./bullmq.ts";
 import { DENO_KV_BULK_SIZE, denoKv } from "./deno_kv.ts";
+import { plainjobAddMany, plainjobAddSingle, plainjobDrain } from "./plainjob.ts";
 
 /** Jobs per run of each BullMQ measurement. */
 export const BULLMQ_JOBS = 5_000;
@@ -20,6 +23,10 @@ export const DENO_KV_JOBS = 2_000;
 const BULLMQ_DRAIN_SHARE = 1 / 1.5;
 /** Every row of ours is to reach 10× Deno KV's. */
 const DENO_KV_SHARE = 0.1;
+/** Our `dispatch()` is to reach 1.5× plainjob's single add: plainjob's at most 2/3 of ours. */
+const PLAINJOB_DISPATCH_SHARE = 1 / 1.5;
+/** How plainjob runs here, for its labels. */
+const ON_NODE_SQLITE = "on node:sqlite in better-sqlite3's shape";
 
 /**
  * The peers' measurements; `onSkip` hears which peer cannot run and why.
@@ -56,9 +63,37 @@ export async function peerMeasurements(onSkip: (why: string) => void): Promise<M
       run: (jobs) => denoKv("drain", jobs),
     },
   ];
+  const plainjob: Measurement[] = [
+    {
+      id: "peer-plainjob-dispatch",
+      name: "plainjob add",
+      label: `peer: plainjob queue.add(), one at a time (${ON_NODE_SQLITE})`,
+      baseline: "dispatch-single",
+      alsoComparedWith: ["raw-insert-autocommit-minimal"],
+      targetAtMost: PLAINJOB_DISPATCH_SHARE,
+      run: plainjobAddSingle,
+    },
+    {
+      id: "peer-plainjob-bulk",
+      name: "plainjob addMany",
+      label: `peer: plainjob queue.addMany(), all jobs in one call (${ON_NODE_SQLITE})`,
+      baseline: "dispatch-many",
+      alsoComparedWith: ["raw-insert-one-transaction-minimal"],
+      run: plainjobAddMany,
+    },
+    {
+      id: "peer-plainjob-drain",
+      name: "plainjob drain",
+      label:
+        `peer: plainjob worker drain of pre-queued no-op jobs, one job at a time (it has no concurrency setting; ${ON_NODE_SQLITE})`,
+      baseline: "drain-c1",
+      alsoComparedWith: ["raw-drain-unbatched"],
+      run: plainjobDrain,
+    },
+  ];
   if (!await redisAnswers()) {
     onSkip("BullMQ: no Redis answers at 127.0.0.1:6379");
-    return kv;
+    return [...kv, ...plainjob];
   }
   const bull: Measurement[] = [
     {
@@ -90,5 +125,5 @@ export async function peerMeasurements(onSkip: (why: string) => void): Promise<M
       run: (jobs) => bullDrain(jobs, concurrency),
     })),
   ];
-  return [...kv, ...bull];
+  return [...kv, ...plainjob, ...bull];
 }
