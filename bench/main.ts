@@ -36,6 +36,7 @@ import { buildRows, formatJson, formatMarkdown, type Report } from "./report.ts"
 import { runRounds } from "./rounds.ts";
 import { runScale } from "./scale.ts";
 import { runSoak } from "./soak.ts";
+import { storeRulesMeasurement } from "./store_rules_replay.ts";
 
 /** The warm-up round's share of the jobs of a timed run. */
 const WARMUP_SHARE = 0.1;
@@ -96,7 +97,7 @@ export async function main(args: readonly string[]): Promise<number> {
   const server = postgres ?? redis;
   const measurements = withComparisons(
     server?.byGroup ?? {
-      ceiling: ceilingMeasurements(),
+      ceiling: [...ceilingMeasurements(), storeRulesMeasurement()],
       dispatch: dispatchMeasurements(),
       drain: [...isolateDrainMeasurements(), delayedBesideMeasurement()],
       workers: workerDrainMeasurements(),

@@ -61,7 +61,8 @@ export function dispatchMeasurements(): Measurement[] {
  * The drains with `executor: "isolate"`, against the raw drain ceiling
  * (claim and delete 50 per transaction; targets
  * 35 % at concurrency 8, 50 % at 32, on the minimal queue table; also
- * against the same ceiling on the store's own schema), and at concurrency 1 against the raw
+ * against the same ceiling on the store's own schema; c32 also against its own statements
+ * replayed with no worker, `store_rules_replay.ts`), and at concurrency 1 against the raw
  * drain that commits once per job (target 1.5×: a default worker beats any
  * design that commits per job). Beside them: c32 of jobs that each write a
  * log line, and c32 keeping no finished job (`keepFinishedMs: 0`), which
@@ -77,7 +78,9 @@ export function isolateDrainMeasurements(): Measurement[] {
       ? { baseline: "raw-drain-unbatched", alsoComparedWith: ["raw-drain-batched"], target: 1.5 }
       : {
         baseline: "raw-drain-batched-minimal",
-        alsoComparedWith: ["raw-drain-batched"],
+        alsoComparedWith: concurrency === 32
+          ? ["raw-drain-batched", "raw-drain-store-rules"]
+          : ["raw-drain-batched"],
         target: concurrency === 8 ? 0.35 : 0.5,
       }),
     run: (jobs) => drain(jobs, concurrency, "isolate"),

@@ -582,7 +582,7 @@ Deno.test("the claim's pause check is one primary-key lookup inside the claim's 
       now: 0,
       leaseMs: 1_000,
       token: 1,
-    });
+    }, false);
     const steps = [];
     let next = script.next();
     while (!next.done) {

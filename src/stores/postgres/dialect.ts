@@ -12,8 +12,8 @@
 import type { ClaimRow } from "../sql/stored_rows.ts";
 import type { ClaimRequest, Lease, NewJobRow, StoredError } from "../store.ts";
 import {
-  CLAIM_SETS,
   CLAIMED_COLUMNS,
+  claimSets,
   clockParam,
   type Dialect,
   type FailSettlement,
@@ -172,12 +172,13 @@ const MAX_CLAIM_LEVELS = 16;
  * once go in the order they were stored): delayed jobs at a higher
  * priority are never walked over. A queue with more levels walks its index
  * instead. `$3` null means now on the database's clock. With `byName`, only
- * jobs whose name is in the last parameter. The picked rows are updated by
+ * jobs whose name is in the last parameter; with `heldAhead`, its jobs are
+ * held ahead. The picked rows are updated by
  * `id = ANY` (the primary key's index): joined with them instead, the
  * planner read the whole table on a small one.
  */
-function claimStatement(queueCount: number, byName: boolean): Statement {
-  const cacheKey = `${queueCount}:${byName}`;
+function claimStatement(queueCount: number, byName: boolean, heldAhead: boolean): Statement {
+  const cacheKey = `${queueCount}:${byName}:${heldAhead}`;
   let claim = claimStatements.get(cacheKey);
   if (claim !== undefined) return claim;
   const names = byName ? `AND name IN {{texts $${5 + queueCount}}}` : "";
@@ -213,7 +214,7 @@ function claimStatement(queueCount: number, byName: boolean): Statement {
     picked AS (SELECT id FROM (${union}) candidates
       ORDER BY rank, priority DESC, available_at, id LIMIT $4)
     UPDATE jobs j SET token = $1, available_at = ${now} + $2,
-      waited_ms = ${now} - j.available_at, ${CLAIM_SETS}
+      waited_ms = ${now} - j.available_at, ${claimSets(heldAhead)}
     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING ${qualified(CLAIMED_COLUMNS)}, j.expire_at - ${now} AS expire_in_ms`,
   );
@@ -264,10 +265,10 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
       return inserted.map((row) => Number(row.id)).sort((a, b) => a - b);
     },
 
-    *claim(request: ClaimRequest): Script<ClaimRow[]> {
+    *claim(request: ClaimRequest, heldAhead: boolean): Script<ClaimRow[]> {
       const { queues, limit, now, leaseMs, token, names } = request;
       const { rows } = yield* exec<ClaimRow & { expire_in_ms: number | string | null }>(
-        claimStatement(queues.length, names !== undefined),
+        claimStatement(queues.length, names !== undefined, heldAhead),
         token,
         leaseMs,
         clockParam(dialect, now),

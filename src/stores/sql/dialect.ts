@@ -49,8 +49,11 @@ export interface SettledJob extends JobLinks {
 
 /**
  * What every claim writes on a job it leases, after its token, lease and
- * wait: no progress, no locks and the start mark (`claimed_ahead` 0: the
- * claim of a job held ahead sets it back to 1). When it takes over a dead
+ * wait: no progress, no locks, and the start mark `heldAhead` (`claimed_ahead`
+ * 1: the claim holds its jobs ahead, and the claim script sets it back to 0
+ * on the few it starts at once, in the same transaction; one statement over
+ * those few, where marking the many held ahead took one over them all). It
+ * reads the row as it was before the claim. When it takes over a dead
  * worker's lease (the row still has a token), what that worker recorded
  * decides the charge: a job whose handler it recorded as begun (`begun` 1)
  * gets a crash (and one more when it was `suspect`: the death it was
@@ -63,7 +66,8 @@ export interface SettledJob extends JobLinks {
  * runs, so a job that kills its worker as it starts is charged from its
  * second death on, for both.
  */
-export const CLAIM_SETS = `progress = NULL, locked = 0, claimed_ahead = 0,
+export function claimSets(heldAhead: boolean): string {
+  return `progress = NULL, locked = 0, claimed_ahead = ${heldAhead ? 1 : 0},
   attempts = attempts + CASE WHEN token IS NOT NULL AND (claimed_ahead = 1 OR begun = 0)
     THEN 0 ELSE 1 END,
   crashes = crashes + CASE WHEN token IS NULL OR claimed_ahead = 1 OR begun = 0 THEN 0
@@ -77,6 +81,7 @@ export const CLAIM_SETS = `progress = NULL, locked = 0, claimed_ahead = 0,
     ELSE 0 END,
   begun = CASE WHEN token IS NULL OR claimed_ahead = 1 THEN suspect WHEN begun = 0 THEN 1
     ELSE 0 END`;
+}
 
 /** The columns a claim returns, in the order of `ClaimRow`. */
 export const CLAIMED_COLUMNS =
@@ -130,8 +135,12 @@ export interface Dialect {
    * (in the same statement where the engine can).
    */
   insertJobs(rows: readonly NewJobRow[], as: InsertedAs, notify: boolean): Script<number[]>;
-  /** Leases due jobs in one statement, as {@linkcode ClaimRequest} says; rows in no set order. */
-  claim(request: ClaimRequest): Script<ClaimRow[]>;
+  /**
+   * Leases due jobs in one statement, as {@linkcode ClaimRequest} says; rows
+   * in no set order. With `heldAhead`, each is marked held ahead, not
+   * started ({@linkcode claimSets}).
+   */
+  claim(request: ClaimRequest, heldAhead: boolean): Script<ClaimRow[]>;
   /**
    * Deletes succeeded jobs, each fenced by its token; the rows deleted.
    * Wakes whoever awaits one of them (`dispatchAndWait`) in other processes,

@@ -67,7 +67,7 @@
  */
 import type { ClaimRequest, NewJobRow } from "../store.ts";
 import type { GroupRateLimit } from "../rows/tick.ts";
-import { CLAIM_SETS, CLAIMED_COLUMNS, clockParam, type Dialect } from "./dialect.ts";
+import { CLAIMED_COLUMNS, claimSets, clockParam, type Dialect } from "./dialect.ts";
 import { notPaused } from "./pauses.ts";
 import { each, exec, type Result, type Script } from "./script.ts";
 import type { ClaimRow } from "./stored_rows.ts";
@@ -185,14 +185,21 @@ function dueInGroups(count: number): Statement {
   return due;
 }
 
-/** Leases the jobs `$3` for claim `$1` (those still free): due `$4` ms after `{{now $2}}`. */
-const LEASE = statement(
-  `WITH now_ms AS (SELECT {{now $2}} AS t)
-  UPDATE jobs SET token = $1, available_at = (SELECT t FROM now_ms) + $4,
-    waited_ms = (SELECT t FROM now_ms) - available_at, ${CLAIM_SETS}
-  WHERE id IN {{ids $3}} AND (token IS NULL OR available_at <= (SELECT t FROM now_ms))
-  RETURNING ${CLAIMED_COLUMNS}, expire_at - (SELECT t FROM now_ms) AS expire_in_ms`,
-);
+/**
+ * Leases the jobs `$3` for claim `$1` (those still free): due `$4` ms after
+ * `{{now $2}}`; held ahead with `heldAhead`.
+ */
+function leaseStatement(heldAhead: boolean): Statement {
+  return statement(
+    `WITH now_ms AS (SELECT {{now $2}} AS t)
+    UPDATE jobs SET token = $1, available_at = (SELECT t FROM now_ms) + $4,
+      waited_ms = (SELECT t FROM now_ms) - available_at, ${claimSets(heldAhead)}
+    WHERE id IN {{ids $3}} AND (token IS NULL OR available_at <= (SELECT t FROM now_ms))
+    RETURNING ${CLAIMED_COLUMNS}, expire_at - (SELECT t FROM now_ms) AS expire_in_ms`,
+  );
+}
+/** The leases by whether they hold their jobs ahead. */
+const LEASES = { started: leaseStatement(false), heldAhead: leaseStatement(true) };
 
 /** The rate windows of the keys `$1`. */
 const RATE_WINDOWS = statement(
@@ -374,13 +381,17 @@ export function* reenterGroups(ids: readonly number[]): Script<void> {
 }
 
 /**
- * The claim with groups: `request` as {@linkcode Dialect.claim} takes it,
- * each queue's grouped jobs taken round robin across its groups (see the
- * module doc). Rows in no set order.
+ * The claim with groups: `request` and `heldAhead` as
+ * {@linkcode Dialect.claim} takes them, each queue's grouped jobs taken
+ * round robin across its groups (see the module doc). Rows in no set order.
  */
-export function* claimFairly(dialect: Dialect, request: ClaimRequest): Script<ClaimRow[]> {
+export function* claimFairly(
+  dialect: Dialect,
+  request: ClaimRequest,
+  heldAhead: boolean,
+): Script<ClaimRow[]> {
   const { rows: any } = yield* exec(anyGroup(request.queues.length), ...request.queues);
-  if (any.length === 0) return yield* dialect.claim(request);
+  if (any.length === 0) return yield* dialect.claim(request, heldAhead);
   const claimed: ClaimRow[] = [];
   const groupsFirst = request.token % 2 === 0;
   for (const queue of request.queues) {
@@ -388,7 +399,11 @@ export function* claimFairly(dialect: Dialect, request: ClaimRequest): Script<Cl
       const limit = request.limit - claimed.length;
       if (limit <= 0) return claimed;
       const one = { ...request, queues: [queue], limit };
-      claimed.push(...(grouped ? yield* claimGrouped(dialect, one) : yield* dialect.claim(one)));
+      claimed.push(
+        ...(grouped
+          ? yield* claimGrouped(dialect, one, heldAhead)
+          : yield* dialect.claim(one, heldAhead)),
+      );
     }
   }
   return claimed;
@@ -413,7 +428,11 @@ interface GroupStateRow {
 }
 
 /** The grouped claim of `request`'s one queue: module doc, steps 1 to 4. */
-function* claimGrouped(dialect: Dialect, request: ClaimRequest): Script<ClaimRow[]> {
+function* claimGrouped(
+  dialect: Dialect,
+  request: ClaimRequest,
+  heldAhead: boolean,
+): Script<ClaimRow[]> {
   const queue = request.queues[0]!;
   const now = clockParam(dialect, request.now);
   const size = Math.min(MAX_WINDOW, Math.max(4, request.limit));
@@ -461,7 +480,7 @@ function* claimGrouped(dialect: Dialect, request: ClaimRequest): Script<ClaimRow
       }
     }
     if (groups.length === 0) break;
-    const taken = yield* takeFromGroups(dialect, request, groups, want);
+    const taken = yield* takeFromGroups(dialect, request, groups, want, heldAhead);
     claimed.push(...taken.rows);
     // The turn passes the groups served or with nothing to take, up to the first group that had
     // jobs to take but was not served (the claim ran out first): it goes first next time.
@@ -476,15 +495,16 @@ function* claimGrouped(dialect: Dialect, request: ClaimRequest): Script<ClaimRow
 }
 
 /**
- * Takes up to `want` jobs from `groups` (module doc, steps 2 to 4): the
- * rows leased, and for each group whether it was left with jobs it could
- * have given.
+ * Takes up to `want` jobs from `groups` (module doc, steps 2 to 4), held
+ * ahead with `heldAhead`: the rows leased, and for each group whether it
+ * was left with jobs it could have given.
  */
 function* takeFromGroups(
   dialect: Dialect,
   request: ClaimRequest,
   groups: readonly GroupRow[],
   want: number,
+  heldAhead: boolean,
 ): Script<{ rows: ClaimRow[]; left: boolean[] }> {
   const takeable = yield* takeableIn(dialect, request, groups, want);
   // Maybe empty: no due job found (the statement checks that it has none at all).
@@ -511,7 +531,7 @@ function* takeFromGroups(
   let rows: (ClaimRow & { expire_in_ms?: number | string | null })[] = [];
   if (picked.length > 0) {
     rows = (yield* exec<ClaimRow & { expire_in_ms: number | string | null }>(
-      LEASE,
+      heldAhead ? LEASES.heldAhead : LEASES.started,
       request.token,
       clockParam(dialect, request.now),
       picked,

@@ -126,9 +126,12 @@ export function* nextDueAt(
   return next;
 }
 
-/** Marks claimed rows as held ahead, not started (see {@linkcode CLAIM_SETS}). */
-const HOLD_AHEAD = statement(
-  "UPDATE jobs SET claimed_ahead = 1 WHERE id IN {{ids $1}} AND token = $2",
+/**
+ * Marks claimed rows as started (`claimed_ahead` 0): those of a claim that
+ * held every job it took ahead (`claimSets` in `./dialect.ts`) which start at once.
+ */
+const START_AT_ONCE = statement(
+  "UPDATE jobs SET claimed_ahead = 0 WHERE id IN {{ids $1}} AND token = $2",
 );
 
 /**
@@ -139,15 +142,27 @@ const HOLD_AHEAD = statement(
  * until their start is confirmed ({@linkcode confirmStarts}), and each comes
  * back marked `ahead`. The first job past them that is not to be held ahead
  * (a batch job) and every job after it are given back in the same
- * transaction.
+ * transaction. Such a claim marks every job it takes held ahead, then the
+ * first `aheadFrom` (or fewer) started: a worker starts a few of a claim's
+ * jobs at once and holds the many others.
  */
 export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJob[]> {
   if (request.schedules !== undefined) yield* fireDue(dialect, request.schedules, request.now);
   if (request.limit === 0) return [];
-  let rows: ClaimRow[] = yield* claimFairly(dialect, request);
+  // The slots a claim that holds jobs ahead starts at once; undefined when it holds none.
   const { aheadFrom } = request;
+  const startsAtOnce = aheadFrom !== undefined && request.limit > aheadFrom ? aheadFrom : undefined;
+  let rows: ClaimRow[] = yield* claimFairly(dialect, request, startsAtOnce !== undefined);
   let jobs: ClaimedJob[];
-  if (aheadFrom !== undefined && rows.length > aheadFrom) {
+  if (startsAtOnce === undefined) {
+    jobs = toClaimedJobs(rows, request.queues, request.token);
+  } else if (rows.length <= startsAtOnce) {
+    // Fewer than the free slots: every one starts.
+    jobs = toClaimedJobs(rows, request.queues, request.token);
+    if (rows.length > 0) {
+      yield* exec(START_AT_ONCE, rows.map((row) => Number(row.id)), request.token);
+    }
+  } else {
     const ordered = toClaimedJobs(rows, request.queues, request.token);
     const limits = request.spendLimits ?? {};
     // Spent already: it fails without starting, so holding it costs nothing.
@@ -157,22 +172,20 @@ export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJ
     };
     // A batch job waits unleased until a slot can start it, so a cancel of its batch can skip it.
     const cut = ordered.findIndex((job, index) =>
-      index >= aheadFrom && job.batchId !== null && !refused(job)
+      index >= startsAtOnce && job.batchId !== null && !refused(job)
     );
     const back = new Set(
       cut < 0 ? [] : ordered.slice(cut).filter((job) => !refused(job)).map((job) => job.id),
     );
     if (back.size > 0) yield* exec(UNCLAIM, request.leaseMs, [...back], request.token);
     jobs = ordered.filter((job) => !back.has(job.id));
-    const ahead = jobs.slice(aheadFrom).map((job) => job.id);
-    if (ahead.length > 0) yield* exec(HOLD_AHEAD, ahead, request.token);
-    for (let index = aheadFrom; index < jobs.length; index++) {
+    const startIds = jobs.slice(0, startsAtOnce).map((job) => job.id);
+    if (startIds.length > 0) yield* exec(START_AT_ONCE, startIds, request.token);
+    for (let index = startsAtOnce; index < jobs.length; index++) {
       jobs[index] = { ...jobs[index]!, ahead: true };
     }
-    const started = new Set(jobs.slice(0, aheadFrom).map((job) => job.id));
+    const started = new Set(startIds);
     rows = rows.filter((row) => started.has(Number(row.id)));
-  } else {
-    jobs = toClaimedJobs(rows, request.queues, request.token);
   }
   yield* releaseOnStart(
     rows.filter((row) => Number(row.keyed) === KEYED.untilStarted).map((row) => Number(row.id)),

@@ -11,8 +11,8 @@
 import type { ClaimRow } from "../sql/stored_rows.ts";
 import type { ClaimRequest, Lease, NewJobRow, StoredError } from "../store.ts";
 import {
-  CLAIM_SETS,
   CLAIMED_COLUMNS,
+  claimSets,
   type Dialect,
   type FailSettlement,
   GROUP_COLUMNS,
@@ -129,11 +129,11 @@ const MAX_CLAIM_ARMS = 16;
  * The claim statement over `arms` ranges of (queue, priority), looked at in
  * the given order, each a seek to its due jobs in due order, so delayed jobs
  * at a higher priority cost nothing; with `byName`, only jobs whose name is
- * in parameter 5. Parameters: token, now, limit, leaseMs, names, then a
- * queue and a priority per arm.
+ * in parameter 5; with `heldAhead`, its jobs are held ahead. Parameters:
+ * token, now, limit, leaseMs, names, then a queue and a priority per arm.
  */
-function levelClaimStatement(arms: number, byName: boolean): Statement {
-  const cacheKey = `levels:${arms}:${byName}`;
+function levelClaimStatement(arms: number, byName: boolean, heldAhead: boolean): Statement {
+  const cacheKey = `levels:${arms}:${byName}:${heldAhead}`;
   let claim = claimStatements.get(cacheKey);
   if (claim === undefined) {
     const names = byName ? "AND name IN {{texts $5}}" : "";
@@ -142,7 +142,10 @@ function levelClaimStatement(arms: number, byName: boolean): Statement {
         WHERE queue = $${6 + 2 * index} AND group_key IS NULL AND priority = $${7 + 2 * index}
         AND available_at <= $2 ${names} AND ${notPaused(`$${6 + 2 * index}`, "$2")}
         ORDER BY available_at LIMIT $3)`;
-    claim = claimSetting(Array.from({ length: arms }, (_, i) => arm(i)).join(" UNION ALL "));
+    claim = claimSetting(
+      Array.from({ length: arms }, (_, i) => arm(i)).join(" UNION ALL "),
+      heldAhead,
+    );
     claimStatements.set(cacheKey, claim);
   }
   return claim;
@@ -151,11 +154,16 @@ function levelClaimStatement(arms: number, byName: boolean): Statement {
 /**
  * The claim statement that walks each of `queueCount` queues' claim index in
  * order (for queues with more priority levels than {@linkcode MAX_CLAIM_ARMS});
- * with `byName`, only jobs whose name is in parameter 5. Parameters: token,
- * now, limit, leaseMs, names, then the queues.
+ * with `byName`, only jobs whose name is in parameter 5; with `heldAhead`,
+ * its jobs are held ahead. Parameters: token, now, limit, leaseMs, names,
+ * then the queues.
  */
-function walkingClaimStatement(queueCount: number, byName: boolean): Statement {
-  const cacheKey = `walk:${queueCount}:${byName}`;
+function walkingClaimStatement(
+  queueCount: number,
+  byName: boolean,
+  heldAhead: boolean,
+): Statement {
+  const cacheKey = `walk:${queueCount}:${byName}:${heldAhead}`;
   let claim = claimStatements.get(cacheKey);
   if (claim === undefined) {
     const names = byName ? "AND name IN {{texts $5}}" : "";
@@ -167,17 +175,21 @@ function walkingClaimStatement(queueCount: number, byName: boolean): Statement {
         ORDER BY priority DESC, available_at LIMIT $3)`;
     claim = claimSetting(
       Array.from({ length: queueCount }, (_, i) => perQueue(i)).join(" UNION ALL "),
+      heldAhead,
     );
     claimStatements.set(cacheKey, claim);
   }
   return claim;
 }
 
-/** The claim's write: the rows `ids` selects, `LIMIT $3` of them, get the token and a lease. */
-function claimSetting(ids: string): Statement {
+/**
+ * The claim's write: the rows `ids` selects, `LIMIT $3` of them, get the
+ * token and a lease, held ahead with `heldAhead`.
+ */
+function claimSetting(ids: string, heldAhead: boolean): Statement {
   return statement(
     `UPDATE jobs SET token = $1, available_at = $2 + $4, waited_ms = $2 - available_at,
-      ${CLAIM_SETS}
+      ${claimSets(heldAhead)}
     WHERE id IN (${ids} LIMIT $3)
     RETURNING ${CLAIMED_COLUMNS}`,
   );
@@ -229,7 +241,7 @@ export const sqliteDialect: Dialect = {
     return ids;
   },
 
-  *claim(request: ClaimRequest): Script<ClaimRow[]> {
+  *claim(request: ClaimRequest, heldAhead: boolean): Script<ClaimRow[]> {
     const { queues, limit, now, leaseMs, token, names } = request;
     const params = [token, now, limit, leaseMs, names ?? null];
     const byName = names !== undefined;
@@ -244,9 +256,15 @@ export const sqliteDialect: Dialect = {
     );
     if (arms.length === 0) return [];
     if (arms.length > MAX_CLAIM_ARMS) {
-      return yield* claimRows(walkingClaimStatement(queues.length, byName), [...params, ...queues]);
+      return yield* claimRows(walkingClaimStatement(queues.length, byName, heldAhead), [
+        ...params,
+        ...queues,
+      ]);
     }
-    return yield* claimRows(levelClaimStatement(arms.length, byName), [...params, ...arms.flat()]);
+    return yield* claimRows(levelClaimStatement(arms.length, byName, heldAhead), [
+      ...params,
+      ...arms.flat(),
+    ]);
   },
 
   *completeJobs(leases: readonly Lease[]): Script<SettledJob[]> {

@@ -11,6 +11,7 @@
 import assert from "node:assert/strict";
 import type { JobGroup, NewJobRow } from "../../../src/stores/store.ts";
 import {
+  begin,
   claim,
   complete,
   type ContractArea,
@@ -83,6 +84,16 @@ function register(test: ContractTest): void {
     const later = ids(await claim(store, { limit: 10, token: 5, now: T0 + LEASE_MS + 1 }))
       .filter((id) => jobs.includes(id));
     assert.equal(later.length, 2, `${later}`);
+  });
+
+  test("claim() past aheadFrom in groups starts the first and holds the others unstarted: a worker death charges only the one started", async (store) => {
+    await store.insertJobs([...grouped("g", 1), ...grouped("h", 1), ...grouped("i", 1)]);
+    const first = await claim(store, { limit: 3, aheadFrom: 1, token: 1 });
+    assert.deepEqual(first.map((job) => job.ahead === true), [false, true, true]);
+    await begin(store, 1, ...ids(first)); // only the first started: the others take no begin mark
+    const recovered = await claim(store, { limit: 3, now: T0 + LEASE_MS + 1, token: 2 });
+    const charged = new Map(recovered.map((job) => [job.id, [job.attempts, job.crashes]]));
+    assert.deepEqual(first.map((job) => charged.get(job.id)), [[2, 1], [1, 0], [1, 0]]);
   });
 
   test("claim() runs an ordered group's jobs one at a time in dispatch order; a job put back holds the group until it runs again", async (store) => {

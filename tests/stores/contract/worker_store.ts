@@ -187,6 +187,18 @@ function register(test: ContractTest): void {
     );
   });
 
+  test("claim() with room to hold jobs ahead that finds no more than aheadFrom starts them all: a worker death charges each", async (store) => {
+    const [a, b] = await store.insertJobs([newJob(), newJob()]);
+    const first = await claim(store, { limit: 5, aheadFrom: 2, token: 1 });
+    assert.deepEqual(first.map((job) => [job.id, job.ahead === true]), [[a, false], [b, false]]);
+    await begin(store, 1, a!, b!);
+    const recovered = await claim(store, { limit: 5, now: T0 + LEASE_MS + 1, token: 2 });
+    assert.deepEqual(recovered.map((job) => [job.id, job.attempts, job.crashes]), [
+      [a, 2, 1],
+      [b, 2, 1],
+    ]);
+  });
+
   test("settle() confirms the starts of jobs claimed ahead, and refuses one cancelled meanwhile", async (store) => {
     const [a, b, c] = await store.insertJobs([newJob(), newJob(), newJob()]);
     await claim(store, { limit: 3, aheadFrom: 1, token: 1 });

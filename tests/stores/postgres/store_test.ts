@@ -75,7 +75,8 @@ Deno.test({
       token: 7,
       names: ["contract-job"],
     };
-    const step = postgresDialect({ channel: "unused", dbClock: false }).claim(request).next();
+    const step = postgresDialect({ channel: "unused", dbClock: false }).claim(request, false)
+      .next();
     if (step.done || !("params" in step.value)) throw new Error("the claim runs one statement");
     const { statement, params } = step.value;
     const sql = postgres(url!, { max: 1, onnotice: () => {} });
