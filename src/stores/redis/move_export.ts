@@ -7,12 +7,17 @@
  * @internal
  * @module
  */
-import type { TransferPage, TransferRow, TransferTable } from "../rows/transfer.ts";
+import {
+  assertTransferTable,
+  type TransferPage,
+  type TransferRow,
+  type TransferTable,
+} from "../rows/transfer.ts";
 import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import { luaScript } from "./lua.ts";
 import { fromLuaRow } from "./move_columns.ts";
-import { checkTable, MOVE_HELPERS } from "./moving.ts";
+import { MOVE_HELPERS } from "./moving.ts";
 import { list } from "./script_replies.ts";
 
 /** Most ids one export call looks at when it walks ids (jobs and what hangs on them). */
@@ -569,7 +574,7 @@ export async function exportRows(
   after: string | null,
   limit: number,
 ): Promise<TransferPage> {
-  checkTable(table);
+  assertTransferTable(table);
   if (!Number.isSafeInteger(limit) || limit < 1) {
     throw new RangeError(`limit must be a whole number of rows >= 1: got ${limit}`);
   }
@@ -602,7 +607,7 @@ export async function exportRows(
  * lists them where one does, else counted as an export walks them.
  */
 export async function countRows(redis: RedisConnection, table: TransferTable): Promise<number> {
-  checkTable(table);
+  assertTransferTable(table);
   if (table === "job_keys" || table === "job_locks" || table === "rate_windows") {
     return (await unindexedRows(redis, table)).length;
   }

@@ -69,10 +69,9 @@
  * @internal
  * @module
  */
-import type { MoveFence, TransferTable } from "../rows/transfer.ts";
+import type { MoveFence } from "../rows/transfer.ts";
 import type { RedisConnection } from "./connection.ts";
 import { luaScript, unfencedScript } from "./lua.ts";
-import { TRANSFER_COLUMNS } from "./move_columns.ts";
 
 /** Input: `to`, `now`. Reply: the fence, new or already there. */
 const FENCE = unfencedScript(
@@ -178,11 +177,4 @@ export async function moveFence(redis: RedisConnection): Promise<MoveFence | nul
 /** Lifts the fence; false when there was none. */
 export function liftMoveFence(redis: RedisConnection): Promise<boolean> {
   return redis.call<boolean>(LIFT_FENCE, { now: Date.now() });
-}
-
-/** Throws naming `table` when it is none of the tables a move copies. */
-export function checkTable(table: TransferTable): void {
-  if (!Object.hasOwn(TRANSFER_COLUMNS, table)) {
-    throw new TypeError(`No table ${JSON.stringify(table)}: expected one of TRANSFER_TABLES`);
-  }
 }

@@ -18,7 +18,6 @@
  * @module
  */
 import {
-  assertIdCounterRows,
   ID_COUNTER_NAMES,
   ID_COUNTERS_TABLE,
   type IdCounter,
@@ -464,35 +463,6 @@ export function* liftFence(dialect: Dialect): Script<boolean> {
   yield* dialect.fenceWrites(false);
   yield* exec(DROP_FENCE);
   return there;
-}
-
-/**
- * Throws a `TypeError` naming the table and the column unless every row has
- * exactly `table`'s columns, each a number, a string or null (and a row of
- * `id_counters` names a counter and a whole value).
- */
-export function assertLayout(table: TransferTable, rows: readonly TransferRow[]): void {
-  const { columns } = TABLE_LAYOUTS[table];
-  const known = new Set(columns);
-  rows.forEach((row, index) => {
-    for (const column of columns) {
-      const value = row[column];
-      if (value === undefined) {
-        throw new TypeError(`Cannot import row ${index} of ${table}: column ${column} is missing`);
-      }
-      if (value !== null && typeof value !== "number" && typeof value !== "string") {
-        throw new TypeError(
-          `Cannot import row ${index} of ${table}: column ${column} must be a number, a string or null, got ${typeof value}`,
-        );
-      }
-    }
-    for (const column of Object.keys(row)) {
-      if (!known.has(column)) {
-        throw new TypeError(`Cannot import row ${index} of ${table}: no column ${column} there`);
-      }
-    }
-  });
-  if (table === ID_COUNTERS_TABLE) assertIdCounterRows(rows);
 }
 
 /** Where a page after `after` starts, checked against `table`'s key. */
