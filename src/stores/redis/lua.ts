@@ -235,6 +235,12 @@ local function queueKey(queue) return P .. ':q:' .. queue end
 local function levelKey(queue, priority) return P .. ':q:' .. queue .. ':p:' .. priority end
 local function leasedKey(queue) return P .. ':q:' .. queue .. ':leased' end
 local function groupId(name, key) return #name .. ':' .. name .. ':' .. key end
+-- A group id's job name and key: groupId read back.
+local function groupIdParts(gid)
+  local colon = string.find(gid, ':', 1, true)
+  local length = tonumber(string.sub(gid, 1, colon - 1))
+  return string.sub(gid, colon + 1, colon + length), string.sub(gid, colon + length + 2)
+end
 local function groupsKey(queue) return P .. ':q:' .. queue .. ':groups' end
 local function groupSettingsKey(queue) return P .. ':q:' .. queue .. ':gset' end
 local function groupKey(queue, gid) return P .. ':q:' .. queue .. ':g:' .. gid end

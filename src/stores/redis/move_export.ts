@@ -384,7 +384,7 @@ end
 E.group_pauses = function()
   local rows = {}
   for _, gid in ipairs(redis.call('SMEMBERS', P .. ':gpauses')) do
-    local name, key = M.splitGid(gid)
+    local name, key = groupIdParts(gid)
     table.insert(rows, {name = name, group_key = key,
       paused_at = redis.call('HGET', M.gpausesAt(), gid) or NULL,
       ['until'] = redis.call('HGET', M.gpausesUntil(), gid) or NULL})
@@ -400,7 +400,7 @@ E.job_groups = function()
   for _, queue in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
     local flat = redis.call('HGETALL', M.gsetKey(queue))
     for i = 1, #flat, 2 do
-      local name, key = M.splitGid(flat[i])
+      local name, key = groupIdParts(flat[i])
       local limit, ordered = string.match(flat[i + 1], '^(%d*):(%d)$')
       table.insert(rows, {queue = queue, name = name, group_key = key,
         group_limit = tonumber(limit) or NULL, group_ordered = tonumber(ordered), version = 0})

@@ -125,13 +125,6 @@ function M.gpausesAt() return P .. ':gpauses:at' end
 function M.gpausesUntil() return P .. ':gpauses:until' end
 function M.gsetKey(queue) return P .. ':q:' .. queue .. ':gset' end
 
--- A group id's name and key (see groupId in the prelude).
-function M.splitGid(gid)
-  local colon = string.find(gid, ':', 1, true)
-  local length = tonumber(string.sub(gid, 1, colon - 1))
-  return string.sub(gid, colon + 1, colon + length), string.sub(gid, colon + length + 2)
-end
-
 -- A flow node's JSON (key, name, parents as [position, continueOnFailure], children), written so
 -- that empty lists stay JSON arrays (cjson writes an empty table as {}).
 function M.encodeMeta(meta)
