@@ -11,6 +11,9 @@ import { assertBackoff, type Backoff, defaultBackoff, MAX_DELAY_MS } from "./bac
 import type { JobMiddleware } from "./middleware.ts";
 import { assertName, assertQueueName } from "./names.ts";
 import type { StepOptions, WaitOptions } from "./steps.ts";
+import type { GroupRate } from "./stores/rows/tick.ts";
+
+export type { GroupRate };
 
 /** Options for one dispatch. */
 export interface DispatchOptions {
@@ -409,17 +412,6 @@ export type OutputOf<J> = J extends JobDefinition<any, infer O>
 
 /** The default cap on a stored output: 256 KiB of JSON. */
 export const DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024;
-
-/**
- * A group rate limit (`defineJob({ groupRate })`): at most `max` claims of
- * one group per window of `perMs` ms.
- */
-export interface GroupRate {
-  /** Most claims of one group per window: a whole number >= 1. */
-  readonly max: number;
-  /** The window's length in ms: a whole number >= 1. Windows start at multiples of it. */
-  readonly perMs: number;
-}
 
 /** No declared parents: the default of {@linkcode JobContext} and {@linkcode JobConfig}. */
 export type NoParents = Record<never, never>;

@@ -119,8 +119,12 @@ export interface PauseGroupOptions {
   until?: Date;
 }
 
-/** The longest pause or hold: 2^41 ms (about 69 years). */
-const MAX_PAUSE_MS = 2 ** 41;
+/**
+ * The longest pause or hold anything takes: 2^41 ms (about 69 years), as
+ * `forMs` or `until` of `pause`/`pauseGroup`, `pause --for`, and
+ * `ctx.rateLimitGroup(ms)`.
+ */
+export const MAX_PAUSE_MS = 2 ** 41;
 
 /**
  * When a group's pause ends (null: until resumed), from `pauseGroup`'s

@@ -15,6 +15,7 @@ import {
   readText,
   UsageError,
 } from "./args.ts";
+import { MAX_PAUSE_MS } from "../admin/job_control.ts";
 import { groupTarget } from "../dispatch/group_key.ts";
 import { openAdminQueue, readIds } from "./admin.ts";
 import type { Command } from "./command.ts";
@@ -22,9 +23,6 @@ import { firstLine, formatTable, tableTime } from "./table.ts";
 
 /** The units `--for` takes: `500ms`, `30s`, `10m`, `2h`, `1d`. */
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** The longest pause `--for` takes: what `Queue.pause()` takes as `forMs` (2^41 ms). */
-const MAX_PAUSE_MS = 2 ** 41;
 
 /** `--for 10m` in ms; throws a usage error naming the flag and its limits otherwise. @internal */
 export function readDurationMs(command: string, text: string): number {

@@ -6,6 +6,7 @@
  * @internal
  * @module
  */
+import { MAX_PAUSE_MS } from "../admin/job_control.ts";
 import { MAX_DELAY_MS } from "../backoff.ts";
 import { asError, PayloadIntegrityError, PermanentError } from "../errors.ts";
 import type { JobContext } from "../job.ts";
@@ -28,9 +29,6 @@ import type {
   LogCall,
   ParkRequest,
 } from "./executor.ts";
-
-/** The longest hold `ctx.rateLimitGroup` takes: as `pauseGroup`'s `forMs`, 2^41 ms. */
-const MAX_HOLD_MS = 2 ** 41;
 
 /** The result of an attempt that `ctx.release` or `ctx.rateLimitGroup` (`holdsGroup`) ended. */
 function released(delayMs: number, holdsGroup: boolean): ExecutionResult {
@@ -141,7 +139,7 @@ export class IsolateExecutor implements Executor {
               `ctx.rateLimitGroup: job "${request.name}" has no group (defineJob({ group }))`,
             );
           }
-          if (!(typeof ms === "number" && ms > 0 && ms <= MAX_HOLD_MS)) {
+          if (!(typeof ms === "number" && ms > 0 && ms <= MAX_PAUSE_MS)) {
             throw new RangeError(
               `ctx.rateLimitGroup: ms must be a positive number of ms up to 2^41: got ${
                 typeof ms === "string" ? JSON.stringify(ms) : String(ms)

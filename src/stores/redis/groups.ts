@@ -48,11 +48,7 @@ const MAX_WINDOW = 64;
  * `countGroupClaim(window, T)` counts one claim in it.
  */
 export const GROUP_RATES = String.raw`
-local function gidName(gid)
-  local colon = string.find(gid, ':', 1, true)
-  local length = tonumber(string.sub(gid, 1, colon - 1))
-  return string.sub(gid, colon + 1, colon + length)
-end
+local function gidName(gid) return (groupIdParts(gid)) end
 
 local function groupWindow(queue, gid, rate, T)
   local key = P .. ':rate:\1' .. #queue .. ':' .. queue .. ':' .. gid

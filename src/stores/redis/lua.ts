@@ -94,15 +94,28 @@ export interface FunctionLibrary {
 
 let built: FunctionLibrary | null = null;
 
-/**
- * The library of every rule defined so far (built again when rules were
- * defined since). Each rule is a `do … end` block of its own: the prelude,
- * its parts and its body, so each sees exactly the helpers it names, as a
- * script would, and they are made once, when the library loads.
- */
+/** The library of every rule defined so far (built again when rules were defined since). */
 export async function functionLibrary(): Promise<FunctionLibrary> {
-  if (built !== null && built.functions.size === rules.length) return built;
-  const blocks = rules.map((rule, index) => {
+  if (built === null || built.functions.size !== rules.length) built = await libraryOf(rules);
+  return built;
+}
+
+/**
+ * The library of `defined`. Each rule is a `do … end` block of its own: the
+ * prelude, its parts and its body, so each sees exactly the helpers it
+ * names, as a script would, and they are made once, when the library loads.
+ * The rules go in by name, not in the order they were defined: that order
+ * is the order modules were imported in (a process that imports one of the
+ * store's modules before `mod.ts` defines them in another), and each order
+ * was a library of its own on the server, of the same code.
+ *
+ * @internal
+ */
+export async function libraryOf(defined: readonly LuaScript[]): Promise<FunctionLibrary> {
+  const ordered = [...defined].sort((a, b) =>
+    compare(a.name, b.name) || compare(a.parts.join("\n"), b.parts.join("\n"))
+  );
+  const blocks = ordered.map((rule, index) => {
     const definitions = rule.parts.slice(0, -1);
     const body = rule.parts.at(-1) ?? "";
     const flags = rule.flags === "writes" ? "" : `'${rule.flags}'`;
@@ -128,12 +141,15 @@ export async function functionLibrary(): Promise<FunctionLibrary> {
   );
   const hash = [...digest.slice(0, 8)].map((byte) => byte.toString(16).padStart(2, "0")).join("");
   const name = `renox_${hash}`;
-  built = {
+  return {
     name,
     code: `#!lua name=${name}\nlocal NAME = '${name}'\n${code}`,
-    functions: new Map(rules.map((rule, index) => [rule, `${name}_${index}`])),
+    functions: new Map(ordered.map((rule, index) => [rule, `${name}_${index}`])),
   };
-  return built;
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /**
@@ -235,6 +251,12 @@ local function queueKey(queue) return P .. ':q:' .. queue end
 local function levelKey(queue, priority) return P .. ':q:' .. queue .. ':p:' .. priority end
 local function leasedKey(queue) return P .. ':q:' .. queue .. ':leased' end
 local function groupId(name, key) return #name .. ':' .. name .. ':' .. key end
+-- A group id's job name and key: groupId read back.
+local function groupIdParts(gid)
+  local colon = string.find(gid, ':', 1, true)
+  local length = tonumber(string.sub(gid, 1, colon - 1))
+  return string.sub(gid, colon + 1, colon + length), string.sub(gid, colon + length + 2)
+end
 local function groupsKey(queue) return P .. ':q:' .. queue .. ':groups' end
 local function groupSettingsKey(queue) return P .. ':q:' .. queue .. ':gset' end
 local function groupKey(queue, gid) return P .. ':q:' .. queue .. ':g:' .. gid end

@@ -7,12 +7,17 @@
  * @internal
  * @module
  */
-import type { TransferPage, TransferRow, TransferTable } from "../rows/transfer.ts";
+import {
+  assertTransferTable,
+  type TransferPage,
+  type TransferRow,
+  type TransferTable,
+} from "../rows/transfer.ts";
 import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import { luaScript } from "./lua.ts";
 import { fromLuaRow } from "./move_columns.ts";
-import { checkTable, MOVE_HELPERS } from "./moving.ts";
+import { MOVE_HELPERS } from "./moving.ts";
 import { list } from "./script_replies.ts";
 
 /** Most ids one export call looks at when it walks ids (jobs and what hangs on them). */
@@ -379,7 +384,7 @@ end
 E.group_pauses = function()
   local rows = {}
   for _, gid in ipairs(redis.call('SMEMBERS', P .. ':gpauses')) do
-    local name, key = M.splitGid(gid)
+    local name, key = groupIdParts(gid)
     table.insert(rows, {name = name, group_key = key,
       paused_at = redis.call('HGET', M.gpausesAt(), gid) or NULL,
       ['until'] = redis.call('HGET', M.gpausesUntil(), gid) or NULL})
@@ -395,7 +400,7 @@ E.job_groups = function()
   for _, queue in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
     local flat = redis.call('HGETALL', M.gsetKey(queue))
     for i = 1, #flat, 2 do
-      local name, key = M.splitGid(flat[i])
+      local name, key = groupIdParts(flat[i])
       local limit, ordered = string.match(flat[i + 1], '^(%d*):(%d)$')
       table.insert(rows, {queue = queue, name = name, group_key = key,
         group_limit = tonumber(limit) or NULL, group_ordered = tonumber(ordered), version = 0})
@@ -569,7 +574,7 @@ export async function exportRows(
   after: string | null,
   limit: number,
 ): Promise<TransferPage> {
-  checkTable(table);
+  assertTransferTable(table);
   if (!Number.isSafeInteger(limit) || limit < 1) {
     throw new RangeError(`limit must be a whole number of rows >= 1: got ${limit}`);
   }
@@ -602,7 +607,7 @@ export async function exportRows(
  * lists them where one does, else counted as an export walks them.
  */
 export async function countRows(redis: RedisConnection, table: TransferTable): Promise<number> {
-  checkTable(table);
+  assertTransferTable(table);
   if (table === "job_keys" || table === "job_locks" || table === "rate_windows") {
     return (await unindexedRows(redis, table)).length;
   }

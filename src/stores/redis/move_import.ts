@@ -9,17 +9,13 @@
  * @internal
  * @module
  */
-import {
-  assertIdCounterRows,
-  ID_COUNTERS_TABLE,
-  type TransferRow,
-  type TransferTable,
-} from "../rows/transfer.ts";
+import type { TransferRow, TransferTable } from "../rows/transfer.ts";
+import { assertTransferRows, TRANSFER_COLUMNS } from "../rows/transfer_columns.ts";
 import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import { luaScript } from "./lua.ts";
-import { toLuaRows, TRANSFER_COLUMNS } from "./move_columns.ts";
-import { checkTable, MOVE_HELPERS } from "./moving.ts";
+import { toLuaRows } from "./move_columns.ts";
+import { MOVE_HELPERS } from "./moving.ts";
 
 /**
  * Input: `table`, `columns` (its column names), `rows` (values as strings
@@ -471,10 +467,9 @@ export async function importRows(
   table: TransferTable,
   rows: readonly TransferRow[],
 ): Promise<number> {
-  checkTable(table);
+  assertTransferRows(table, rows);
   if (rows.length === 0) return 0;
   const luaRows = toLuaRows(table, rows);
-  if (table === ID_COUNTERS_TABLE) assertIdCounterRows(rows);
   const reply = await redis.call<{ stored: number } | { refused: string }>(IMPORT, {
     now: Date.now(),
     table,

@@ -69,10 +69,9 @@
  * @internal
  * @module
  */
-import type { MoveFence, TransferTable } from "../rows/transfer.ts";
+import type { MoveFence } from "../rows/transfer.ts";
 import type { RedisConnection } from "./connection.ts";
 import { luaScript, unfencedScript } from "./lua.ts";
-import { TRANSFER_COLUMNS } from "./move_columns.ts";
 
 /** Input: `to`, `now`. Reply: the fence, new or already there. */
 const FENCE = unfencedScript(
@@ -126,13 +125,6 @@ function M.gpausesAt() return P .. ':gpauses:at' end
 function M.gpausesUntil() return P .. ':gpauses:until' end
 function M.gsetKey(queue) return P .. ':q:' .. queue .. ':gset' end
 
--- A group id's name and key (see groupId in the prelude).
-function M.splitGid(gid)
-  local colon = string.find(gid, ':', 1, true)
-  local length = tonumber(string.sub(gid, 1, colon - 1))
-  return string.sub(gid, colon + 1, colon + length), string.sub(gid, colon + length + 2)
-end
-
 -- A flow node's JSON (key, name, parents as [position, continueOnFailure], children), written so
 -- that empty lists stay JSON arrays (cjson writes an empty table as {}).
 function M.encodeMeta(meta)
@@ -178,11 +170,4 @@ export async function moveFence(redis: RedisConnection): Promise<MoveFence | nul
 /** Lifts the fence; false when there was none. */
 export function liftMoveFence(redis: RedisConnection): Promise<boolean> {
   return redis.call<boolean>(LIFT_FENCE, { now: Date.now() });
-}
-
-/** Throws naming `table` when it is none of the tables a move copies. */
-export function checkTable(table: TransferTable): void {
-  if (!Object.hasOwn(TRANSFER_COLUMNS, table)) {
-    throw new TypeError(`No table ${JSON.stringify(table)}: expected one of TRANSFER_TABLES`);
-  }
 }

@@ -27,13 +27,24 @@ export interface MiddlewareRequest {
   readonly rates: readonly { readonly key: string; readonly max: number; readonly perMs: number }[];
 }
 
-/** A group rate limit as a claim request carries it. */
-export interface GroupRateLimit {
-  /** Most claims of one group per window. */
+/**
+ * A group rate limit (`defineJob({ groupRate })`, and a claim request's
+ * `groupRates`): at most `max` claims of one group per window of `perMs` ms.
+ */
+export interface GroupRate {
+  /** Most claims of one group per window: a whole number >= 1. */
   readonly max: number;
-  /** The window's length in ms. */
+  /** The window's length in ms: a whole number >= 1. Windows start at multiples of it. */
   readonly perMs: number;
 }
+
+/**
+ * The name {@linkcode GroupRate} had here.
+ *
+ * @deprecated Use `GroupRate`: this alias goes once src/stores/sql/groups.ts, edited beside
+ * the change that made the two names one, imports that.
+ */
+export type GroupRateLimit = GroupRate;
 
 /** What to claim in one statement. */
 export interface ClaimRequest {
@@ -61,7 +72,7 @@ export interface ClaimRequest {
    * no `rateLimited` key can be (U+0001 first: docs/groups.md). A name absent
    * here has no limit.
    */
-  readonly groupRates?: Readonly<Record<string, GroupRateLimit>>;
+  readonly groupRates?: Readonly<Record<string, GroupRate>>;
   /**
    * Fire the schedules' due slots first, in the same transaction, building
    * their jobs with this; no firing when absent. With `limit` 0 the request

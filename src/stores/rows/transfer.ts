@@ -46,6 +46,15 @@ export const TRANSFER_TABLES = [
 /** One of {@linkcode TRANSFER_TABLES}. */
 export type TransferTable = typeof TRANSFER_TABLES[number];
 
+/** Throws a `TypeError` naming `table` unless it is one of {@linkcode TRANSFER_TABLES}. */
+export function assertTransferTable(table: unknown): asserts table is TransferTable {
+  if (!(TRANSFER_TABLES as readonly unknown[]).includes(table)) {
+    throw new TypeError(
+      `No table ${JSON.stringify(table)} to move: expected one of ${TRANSFER_TABLES.join(", ")}`,
+    );
+  }
+}
+
 /**
  * The one entry of {@linkcode TRANSFER_TABLES} that is no table of the
  * schema: a store's id counters, one row `{ name, value }` per counter that

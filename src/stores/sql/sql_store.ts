@@ -79,7 +79,8 @@ import * as stats from "./stats.ts";
 import * as steps from "./steps.ts";
 import * as tick from "./tick.ts";
 import * as transfer from "./transfer.ts";
-import { TRANSFER_TABLES } from "../rows/transfer.ts";
+import { assertTransferTable } from "../rows/transfer.ts";
+import { assertTransferRows } from "../rows/transfer_columns.ts";
 import type { Migration } from "../../../migrations/migration.ts";
 import {
   type MigrateOptions,
@@ -500,7 +501,7 @@ export class SqlStore implements Store, MoveStore {
     after: string | null,
     limit: number,
   ): Promise<TransferPage> {
-    assertTable(table);
+    assertTransferTable(table);
     if (!Number.isSafeInteger(limit) || limit < 1) {
       throw new RangeError(`exportRows: limit must be a whole number >= 1: got ${limit}`);
     }
@@ -509,15 +510,14 @@ export class SqlStore implements Store, MoveStore {
 
   /** See {@linkcode MoveStore.importRows}: insert-or-ignore on each table's key, one transaction. */
   async importRows(table: TransferTable, rows: readonly TransferRow[]): Promise<number> {
-    assertTable(table);
-    transfer.assertLayout(table, rows);
+    assertTransferRows(table, rows);
     if (rows.length === 0) return 0;
     return await this.#write(() => transfer.importRows(this.#dialect, table, rows));
   }
 
   /** See {@linkcode MoveStore.countRows}. */
   async countRows(table: TransferTable): Promise<number> {
-    assertTable(table);
+    assertTransferTable(table);
     return await this.#read(() => transfer.countRows(this.#dialect, table));
   }
 
@@ -584,15 +584,6 @@ function assertNoTransactionControl(text: unknown): void {
       `Cannot run ${
         keyword[0].toUpperCase()
       } in tx.query: the transaction belongs to queue.transaction(), which commits when the callback returns and rolls back when it throws`,
-    );
-  }
-}
-
-/** Throws a `TypeError` unless `table` is one a move copies. */
-function assertTable(table: unknown): asserts table is TransferTable {
-  if (!(TRANSFER_TABLES as readonly unknown[]).includes(table)) {
-    throw new TypeError(
-      `No table ${JSON.stringify(table)} to move: expected one of ${TRANSFER_TABLES.join(", ")}`,
     );
   }
 }

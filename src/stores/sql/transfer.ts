@@ -7,9 +7,9 @@
  * (the dialect knows where each engine keeps them), and moved past the
  * highest id copied.
  *
- * The layout is listed once here, table by table, as the schema has it at
- * the current step (tests/stores/sql/transfer_layout_test.ts holds it to
- * the schema of both engines). `job_locks` has no primary key: a lock is
+ * Each table's columns are those of src/stores/rows/transfer_columns.ts,
+ * its key is listed here (tests/stores/sql/transfer_layout_test.ts holds
+ * both to the schema of both engines). `job_locks` has no primary key: a lock is
  * one row per `(key, job_id, token)` (a job's attempt holds a key once), so
  * that is its key here, and its import checks for the row rather than
  * leaning on a constraint.
@@ -18,241 +18,64 @@
  * @module
  */
 import {
-  assertIdCounterRows,
   ID_COUNTER_NAMES,
   ID_COUNTERS_TABLE,
   type IdCounter,
   type MoveFence,
   SCHEMA_TABLES,
   type SchemaTable,
+  TRANSFER_TABLES,
   type TransferPage,
   type TransferRow,
   type TransferTable,
 } from "../rows/transfer.ts";
+import { TRANSFER_COLUMNS } from "../rows/transfer_columns.ts";
 import type { Dialect } from "./dialect.ts";
 import { exec, type Script } from "./script.ts";
 import { type Statement, statement } from "./statement.ts";
 
-/** A table's columns (in SQLite's order), and the columns of its key. */
+/** A table's columns (in the schema's order), and the columns of its key. */
 export interface TableLayout {
   readonly columns: readonly string[];
   readonly key: readonly string[];
 }
 
-const JOB_LINKS = ["batch_id", "batch_member", "chain_id"];
-const GROUP = ["group_key", "group_limit", "group_ordered"];
-const RUNTIME_BUCKETS = Array.from({ length: 17 }, (_, index) => `runtime_b${index}`);
+/** The columns of each table's key, the order a move reads the table in. */
+const TABLE_KEYS: Readonly<Record<TransferTable, readonly string[]>> = {
+  batches: ["id"],
+  flows: ["id"],
+  flow_nodes: ["flow_id", "position"],
+  flow_edges: ["flow_id", "parent", "child"],
+  waiting_jobs: ["id"],
+  jobs: ["id"],
+  failed_jobs: ["id"],
+  completed_jobs: ["id"],
+  job_keys: ["key"],
+  job_locks: ["key", "job_id", "token"],
+  rate_windows: ["key"],
+  schedules: ["name"],
+  schedule_runs: ["job_id"],
+  queue_pauses: ["queue"],
+  group_pauses: ["name", "group_key"],
+  job_groups: ["queue", "name", "group_key"],
+  job_steps: ["job_id", "seq"],
+  job_signals: ["id"],
+  job_logs: ["id"],
+  job_metrics: ["minute", "queue", "name", "shard"],
+  id_counters: ["name"],
+};
 
 /**
- * Every table a move copies, as the schema has it at the current step, and
- * the rows of `id_counters` (no table: see `ID_COUNTERS_TABLE`).
+ * Every table a move copies, as the schema has it at the current step
+ * (its columns are those of `TRANSFER_COLUMNS`), and the rows of
+ * `id_counters` (no table: see `ID_COUNTERS_TABLE`).
  */
-export const TABLE_LAYOUTS: Readonly<Record<TransferTable, TableLayout>> = {
-  batches: {
-    columns: [
-      "id",
-      "name",
-      "total",
-      "pending",
-      "failed",
-      "skipped",
-      "allow_failures",
-      "created_at",
-      "cancelled_at",
-      "finished_at",
-    ],
-    key: ["id"],
-  },
-  flows: { columns: ["id", "name", "created_at", "cancelled_at"], key: ["id"] },
-  flow_nodes: {
-    columns: [
-      "flow_id",
-      "position",
-      "node_key",
-      "name",
-      "state",
-      "waiting_for",
-      "job_id",
-      "output",
-      "error",
-    ],
-    key: ["flow_id", "position"],
-  },
-  flow_edges: {
-    columns: ["flow_id", "parent", "child", "continue_on_failure"],
-    key: ["flow_id", "parent", "child"],
-  },
-  waiting_jobs: {
-    columns: [
-      "id",
-      "role",
-      "chain_id",
-      "batch_id",
-      "position",
-      "queue",
-      "name",
-      "payload",
-      "priority",
-      "delay_ms",
-      "retry_for_ms",
-      "trace",
-      "expire_in_ms",
-      "flow_id",
-    ],
-    key: ["id"],
-  },
-  jobs: {
-    columns: [
-      "id",
-      "queue",
-      "name",
-      "payload",
-      "priority",
-      "available_at",
-      "token",
-      "attempts",
-      "crashes",
-      "retry_until",
-      "last_error",
-      "created_at",
-      ...JOB_LINKS,
-      "progress",
-      "waited_ms",
-      "keyed",
-      "locked",
-      "recovered",
-      "cancel_requested",
-      "awaited",
-      "trace",
-      "last_span",
-      "claimed_ahead",
-      "expire_at",
-      ...GROUP,
-      "begun",
-      "suspect",
-      "flow_id",
-      "flow_parents",
-    ],
-    key: ["id"],
-  },
-  failed_jobs: {
-    columns: [
-      "id",
-      "queue",
-      "name",
-      "payload",
-      "priority",
-      "error",
-      "stack",
-      "attempts",
-      "crashes",
-      "created_at",
-      "failed_at",
-      ...JOB_LINKS,
-      "trace",
-      ...GROUP,
-      "flow_id",
-      "flow_parents",
-    ],
-    key: ["id"],
-  },
-  completed_jobs: {
-    columns: [
-      "id",
-      "queue",
-      "name",
-      "state",
-      "payload",
-      "output",
-      "error",
-      "attempts",
-      "created_at",
-      "started_at",
-      "finished_at",
-      "duration_ms",
-      "keep_until",
-    ],
-    key: ["id"],
-  },
-  job_keys: {
-    columns: ["key", "kind", "job_id", "expires_at", "release_on_start", "latest_at"],
-    key: ["key"],
-  },
-  job_locks: { columns: ["key", "job_id", "token", "expires_at"], key: ["key", "job_id", "token"] },
-  rate_windows: { columns: ["key", "window_start", "starts"], key: ["key"] },
-  schedules: {
-    columns: [
-      "name",
-      "job",
-      "queue",
-      "cron",
-      "every_ms",
-      "timezone",
-      "missed",
-      "max_catch_up",
-      "overlap",
-      "jitter_ms",
-      "definition",
-      "next_slot",
-      "paused",
-      "last_slot",
-      "last_job_id",
-      "last_fired_at",
-      "updated_at",
-    ],
-    key: ["name"],
-  },
-  schedule_runs: {
-    columns: ["job_id", "schedule", "slot", "manual", "fired_at"],
-    key: ["job_id"],
-  },
-  queue_pauses: { columns: ["queue", "paused_at", "until", "reason"], key: ["queue"] },
-  group_pauses: {
-    columns: ["name", "group_key", "paused_at", "until"],
-    key: ["name", "group_key"],
-  },
-  job_groups: {
-    columns: ["queue", "name", "group_key", "group_limit", "group_ordered", "version"],
-    key: ["queue", "name", "group_key"],
-  },
-  job_steps: {
-    columns: [
-      "job_id",
-      "seq",
-      "key",
-      "kind",
-      "output",
-      "until",
-      "done",
-      "attempt",
-      "duration_ms",
-      "at",
-    ],
-    key: ["job_id", "seq"],
-  },
-  job_signals: { columns: ["id", "job_id", "name", "payload", "sent_at"], key: ["id"] },
-  job_logs: {
-    columns: ["id", "job_id", "attempt", "at", "level", "message", "fields", "encrypted", "bytes"],
-    key: ["id"],
-  },
-  job_metrics: {
-    columns: [
-      "minute",
-      "queue",
-      "name",
-      "shard",
-      "completed",
-      "failed",
-      "retried",
-      "runtime_ms",
-      "wait_ms",
-      ...RUNTIME_BUCKETS,
-      "expired",
-    ],
-    key: ["minute", "queue", "name", "shard"],
-  },
-  id_counters: { columns: ["name", "value"], key: ["name"] },
-};
+export const TABLE_LAYOUTS = Object.fromEntries(
+  TRANSFER_TABLES.map((table): [TransferTable, TableLayout] => [table, {
+    columns: TRANSFER_COLUMNS[table].map((column) => column.name),
+    key: TABLE_KEYS[table],
+  }]),
+) as Readonly<Record<TransferTable, TableLayout>>;
 
 /**
  * The tables a fence refuses writes to: every table a move copies, and
@@ -464,35 +287,6 @@ export function* liftFence(dialect: Dialect): Script<boolean> {
   yield* dialect.fenceWrites(false);
   yield* exec(DROP_FENCE);
   return there;
-}
-
-/**
- * Throws a `TypeError` naming the table and the column unless every row has
- * exactly `table`'s columns, each a number, a string or null (and a row of
- * `id_counters` names a counter and a whole value).
- */
-export function assertLayout(table: TransferTable, rows: readonly TransferRow[]): void {
-  const { columns } = TABLE_LAYOUTS[table];
-  const known = new Set(columns);
-  rows.forEach((row, index) => {
-    for (const column of columns) {
-      const value = row[column];
-      if (value === undefined) {
-        throw new TypeError(`Cannot import row ${index} of ${table}: column ${column} is missing`);
-      }
-      if (value !== null && typeof value !== "number" && typeof value !== "string") {
-        throw new TypeError(
-          `Cannot import row ${index} of ${table}: column ${column} must be a number, a string or null, got ${typeof value}`,
-        );
-      }
-    }
-    for (const column of Object.keys(row)) {
-      if (!known.has(column)) {
-        throw new TypeError(`Cannot import row ${index} of ${table}: no column ${column} there`);
-      }
-    }
-  });
-  if (table === ID_COUNTERS_TABLE) assertIdCounterRows(rows);
 }
 
 /** Where a page after `after` starts, checked against `table`'s key. */

@@ -140,6 +140,22 @@ function register(test: ContractTest): void {
     assert.equal(await store.countRows("rate_windows"), 0);
   });
 
+  test("importRows() refuses a value of the wrong type for its column, naming the table, the row, the column and the value, and stores none of the rows", async (any) => {
+    const store = movable(any);
+    const good = { key: "k", window_start: T0, starts: 1 };
+    const bad: [TransferRow, RegExp][] = [
+      // SQLite took text in an INTEGER column before every store checked the rows alike.
+      [{ ...good, starts: "many" }, /row 1 of rate_windows: starts: expected a number, got "many"/],
+      [{ ...good, starts: 1.5 }, /row 1 of rate_windows: starts: expected an integer, got 1\.5/],
+      [{ ...good, key: 7 }, /row 1 of rate_windows: key: expected text, got 7/],
+      [{ ...good, key: null }, /row 1 of rate_windows: key: null in a column that is never null/],
+    ];
+    for (const [row, message] of bad) {
+      await assert.rejects(store.importRows("rate_windows", [good, row]), message);
+    }
+    assert.equal(await store.countRows("rate_windows"), 0);
+  });
+
   test("finishImport() moves the id counters past the highest id imported: the next job gets a newer id", async (any) => {
     const store = movable(any);
     const [id] = await store.insertJobs([newJob()]);

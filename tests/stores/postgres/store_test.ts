@@ -1,7 +1,10 @@
 /**
  * The store contracts against PostgreSQL, each case in a schema of its own
- * that it drops afterwards. Runs when `QUEUE_TEST_POSTGRES_URL` is set
- * (`.ci/run` sets it); otherwise says why it skips.
+ * that it drops afterwards: the first part of the contract here, the others
+ * in store_part2_test.ts and store_part3_test.ts (one file per part, so that
+ * `deno test --parallel` runs them side by side). Runs when
+ * `QUEUE_TEST_POSTGRES_URL` is set (`.ci/run` sets it); otherwise says why it
+ * skips.
  *
  * @module
  */
@@ -9,28 +12,12 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { postgresDialect } from "../../../src/stores/postgres/dialect.ts";
 import { PostgresStore } from "../../../src/stores/postgres/mod.ts";
-import { newJob, storeContract, T0 } from "../contract/mod.ts";
+import { newJob, T0 } from "../contract/mod.ts";
 import { openTestPostgresStore, postgresTestUrl } from "../../_postgres.ts";
+import { postgresContract } from "./_contract.ts";
 
 const url = postgresTestUrl();
-if (url === null) {
-  console.log("PostgreSQL store tests skipped: QUEUE_TEST_POSTGRES_URL is not set");
-  Deno.test({
-    name: "PostgresStore: skipped, QUEUE_TEST_POSTGRES_URL is not set",
-    ignore: true,
-    fn() {},
-  });
-} else {
-  storeContract("PostgresStore", async () => {
-    const opened = await openTestPostgresStore(url, { clock: "caller" });
-    const { schema } = opened;
-    return {
-      store: opened.store,
-      another: () => PostgresStore.open(url, { schema, clock: "caller" }),
-      [Symbol.asyncDispose]: () => opened[Symbol.asyncDispose](),
-    };
-  });
-}
+postgresContract(0);
 
 Deno.test("PostgresStore.open() refuses a bad schema name, clock or URL before connecting", async () => {
   const { rejects } = await import("node:assert/strict");

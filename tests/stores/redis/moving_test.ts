@@ -13,7 +13,7 @@ import { QueueMovedError } from "../../../src/errors.ts";
 import { SqliteStore } from "../../../src/stores/sqlite/mod.ts";
 import type { RedisStore } from "../../../src/stores/redis/mod.ts";
 import type { Store } from "../../../src/stores/store.ts";
-import { TRANSFER_COLUMNS } from "../../../src/stores/redis/move_columns.ts";
+import { TRANSFER_COLUMNS } from "../../../src/stores/rows/transfer_columns.ts";
 import {
   SCHEMA_TABLES,
   type SchemaTable,
