@@ -15,6 +15,7 @@ import type {
   FinishedJob,
   FinishedOptions,
   JobResult,
+  PausedGroup,
   PausedQueue,
   PauseGroupOptions,
   PauseOptions,
@@ -927,6 +928,25 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   async paused(): Promise<PausedQueue[]> {
     this.#assertOpen("list paused queues");
     return await this.#store.paused(this.#clock.now());
+  }
+
+  /**
+   * The groups paused or held now, by job name then key: each with when it
+   * was paused and when it resumes on its own (`until`; null for a pause
+   * that lasts until {@linkcode Queue.resumeGroup}). A hold whose end has
+   * passed is not listed, whether a handler's `ctx.rateLimitGroup()` or
+   * `pauseGroup()` with `forMs` or `until` made it.
+   *
+   * @example Listing the held tenants
+   * ```ts ignore
+   * for (const group of await queue.pausedGroups()) {
+   *   console.log(group.name, group.key, group.until ?? "until resumed");
+   * }
+   * ```
+   */
+  async pausedGroups(): Promise<PausedGroup[]> {
+    this.#assertOpen("list paused groups");
+    return await this.#store.pausedGroups(this.#clock.now());
   }
 
   /**

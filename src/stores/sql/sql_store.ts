@@ -39,6 +39,7 @@ import type {
   NewFlowRow,
   NewJobRow,
   Page,
+  PausedGroup,
   PausedQueue,
   PendingByName,
   QueueCountsRow,
@@ -99,6 +100,7 @@ export class SqlStore implements Store, MoveStore {
     finished: new PruneSchedule(),
     logs: new PruneSchedule(),
     groupWindows: new PruneSchedule(),
+    holds: new groupPauses.HoldsPrune(),
   };
 
   /** Runs on `engine` with `dialect`; `migrations` are the engine's schema steps. */
@@ -464,6 +466,11 @@ export class SqlStore implements Store, MoveStore {
   /** Resumes a group and wakes idle workers. */
   resumeGroup(name: string, key: string, now: number): Promise<boolean> {
     return this.#write(() => groupPauses.resumeGroup(this.#dialect, name, key, now));
+  }
+
+  /** The groups paused or held at `now`, by job name then key. */
+  pausedGroups(now: number): Promise<PausedGroup[]> {
+    return this.#read(() => groupPauses.pausedGroups(this.#dialect, now));
   }
 
   /** Job `id`'s step memos by `seq` and its mailbox, oldest signal first. */
