@@ -288,7 +288,7 @@ function registerHolds(test: ContractTest): void {
     assert.deepEqual(await store.pausedGroups(T0), []);
     await store.pauseGroup("contract-job", "b", T0, null);
     await store.pauseGroup("contract-job", "a", T0, HOLD_ENDS);
-    await store.pauseGroup("other-job", "a", T0 + 1, T0 + 1_000);
+    await store.pauseGroup("other-job", "1:a:b", T0 + 1, T0 + 1_000);
     const at = (time: number | null) => time === null ? null : new Date(time);
     const listed = async (now: number) =>
       (await store.pausedGroups(now)).map((group) => [
@@ -300,7 +300,7 @@ function registerHolds(test: ContractTest): void {
     assert.deepEqual(await listed(T0 + 1), [
       ["contract-job", "a", T0, HOLD_ENDS],
       ["contract-job", "b", T0, null],
-      ["other-job", "a", T0 + 1, T0 + 1_000],
+      ["other-job", "1:a:b", T0 + 1, T0 + 1_000],
     ]);
     assert.deepEqual((await store.pausedGroups(T0 + 1))[1], {
       name: "contract-job",
