@@ -298,7 +298,8 @@ const CLAIM_SCRIPT = luaScript(
  * does. A `park` is a `release` with the attempt given back and nothing
  * else counted (no error, crashes and last error kept, no metrics, no
  * span), its memo written: its chain, batch, keys and locks go as a
- * release's.
+ * release's. A settle that settles or claims also goes on with the prune
+ * of passed group holds (`pruneHolds`, groups.ts).
  */
 const SETTLE_SCRIPT = luaScript(
   "settle",
