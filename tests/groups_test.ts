@@ -230,7 +230,7 @@ storeTest(
 );
 
 storeTest(
-  "pausedGroups() lists the paused and held groups with their ends, a handler's hold included, and not a hold that has ended",
+  "pausedGroups() lists the paused and held groups with their ends, a handler's hold included, and not a hold that has ended; a page at a time",
   async (db) => {
     const T = Date.UTC(2026, 0, 1);
     const clock = new ManualClock(T);
@@ -253,6 +253,14 @@ storeTest(
       { name: "call-api", key: "b", pausedAt: new Date(T), until: null },
       { name: "call-api", key: "c", pausedAt: new Date(T), until: new Date(T + 30_000) },
     ]);
+    assert.deepEqual(
+      (await queue.pausedGroups({ limit: 1, offset: 2 })).map((group) => group.key),
+      ["c"],
+    );
+    await assert.rejects(
+      queue.pausedGroups({ limit: 0 }),
+      /pausedGroups: limit must be an integer from 1 to 1000: got 0/,
+    );
     clock.advance(10_000);
     assert.deepEqual(
       (await queue.pausedGroups()).map((group) => group.key),

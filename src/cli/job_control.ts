@@ -9,6 +9,7 @@
  */
 import {
   expectPositionals,
+  readInteger,
   readQueueOperand,
   readString,
   readSwitch,
@@ -264,12 +265,16 @@ const pausedGroups: Command = {
   summary: "list the paused and held groups of jobs",
   description:
     "Lists the groups paused (pause-group) or held (pause-group --for/--until, a handler's\nctx.rateLimitGroup) now, by job name then key: since when and until when. A hold that has\nended is not listed.",
-  flags: { json: { type: "boolean", help: "print a JSON array" } },
+  flags: {
+    limit: { type: "string", value: "N", help: "show at most N groups, 1 to 1000 (default 100)" },
+    json: { type: "boolean", help: "print a JSON array" },
+  },
   async run(args) {
     expectPositionals(args, 0, 0, "");
     const json = readSwitch(args, "json");
+    const limit = readInteger(args, "limit", 1, 1000) ?? 100;
     await using queue = await openAdminQueue(args);
-    const list = await queue.pausedGroups();
+    const list = await queue.pausedGroups({ limit });
     if (json) console.log(JSON.stringify(list, null, 2));
     else if (list.length === 0) console.log("No paused groups");
     else {

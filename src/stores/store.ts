@@ -404,10 +404,10 @@ export interface JobControlStore {
    */
   resumeGroup(name: string, key: string, now: number): Promise<boolean>;
   /**
-   * The groups paused or held at `now`, by job name then key: a hold whose
-   * end has passed is not listed.
+   * The groups paused or held at `now`, by job name then key, the slice
+   * `page` of them: a hold whose end has passed is not listed.
    */
-  pausedGroups(now: number): Promise<PausedGroup[]>;
+  pausedGroups(now: number, page: Page): Promise<PausedGroup[]>;
 }
 
 /**

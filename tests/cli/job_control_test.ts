@@ -169,7 +169,12 @@ Deno.test("paused-groups lists the paused and held groups with their ends, as a 
     ) => [row.name, row.key, row.until]),
     [["cli.grouped", "a", "2090-01-01T00:00:00.000Z"], ["cli.grouped", "tenant b", null]],
   );
+  const one = await runCli(["paused-groups", "--limit", "1", "--json", ...db]);
+  assert.deepEqual(JSON.parse(one.stdout).map((row: { key: string }) => row.key), ["a"]);
   assert.equal((await runCli(["paused-groups", "extra", ...db])).code, 2);
+  const bad = await runCli(["paused-groups", "--limit", "0", ...db]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--limit/);
 });
 
 Deno.test("pause, resume and cancel argument errors name the flag, state the limit and exit 2", async () => {

@@ -126,7 +126,7 @@ Deno.test("the overview names the paused and held groups with their ends, escape
   for (let n = 0; n < 20; n++) await queue.pauseGroup("shout", `t${String(n).padStart(2, "0")}`);
   const many = await page();
   assert.equal(many.match(/<li><strong>/g)?.length, 20);
-  assert.match(many, /and 2 more \(the <code>paused-groups<\/code> command lists them all\)/);
+  assert.match(many, /and more \(the <code>paused-groups<\/code> command lists them\)/);
 });
 
 storeTest(

@@ -30,11 +30,11 @@ export interface OverviewData {
   readonly unclaimed: UnclaimedJobs[];
   /** The queues paused now. */
   readonly paused: PausedQueue[];
-  /** The groups paused or held now, by job name then key. */
+  /** The first groups paused or held now, by job name then key (one more than the banner names). */
   readonly pausedGroups: PausedGroup[];
 }
 
-/** Most paused groups the overview's banner names; the `paused-groups` command lists them all. */
+/** Most paused groups the overview's banner names; the `paused-groups` command lists more. */
 const GROUPS_SHOWN = 20;
 
 /** Reads what the overview shows. */
@@ -46,7 +46,7 @@ export async function loadOverview(ctx: PageContext): Promise<OverviewData> {
     workers: await queue.workers(),
     unclaimed: await queue.unclaimed(),
     paused: await queue.paused(),
-    pausedGroups: await queue.pausedGroups(),
+    pausedGroups: await queue.pausedGroups({ limit: GROUPS_SHOWN + 1 }),
   };
 }
 
@@ -88,11 +88,10 @@ function pausedGroupsBanner(groups: readonly PausedGroup[]): Html | null {
       group.until === null ? " until resumed" : ` until ${formatTime(group.until)} UTC`
     }</li>`
   );
-  const more = groups.length - GROUPS_SHOWN;
   return html`<div class="notice" role="status">Paused groups: no worker claims the jobs of
 <ul>${items}</ul>${
-    more > 0
-      ? html`<p class="muted">and ${more} more (the <code>paused-groups</code> command lists them all)</p>`
+    groups.length > GROUPS_SHOWN
+      ? html`<p class="muted">and more (the <code>paused-groups</code> command lists them)</p>`
       : ""
   }</div>`;
 }

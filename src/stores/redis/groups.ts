@@ -36,6 +36,7 @@
  * @module
  */
 import type { PausedGroup } from "../rows/job_control.ts";
+import type { Page } from "../rows/read.ts";
 import { PRUNE_EVERY_MS } from "../sql/upkeep.ts";
 import type { RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
@@ -283,9 +284,10 @@ end
 `;
 
 /**
- * Input: `now`. The groups paused or held now, by job name then key, as
- * `{name, key, at, until}` (times on the store's clock, as decimal strings;
- * `until` null for a pause without an end).
+ * Input: `now`, `limit`, `offset`. The groups paused or held now, by job
+ * name then key, that slice of them, as `{name, key, at, until}` (times on
+ * the store's clock, as decimal strings; `until` null for a pause without
+ * an end). It reads every member of `P:gpauses` to sort them.
  */
 const PAUSED_GROUPS = luaScript(
   "pausedGroups",
@@ -305,16 +307,22 @@ for _, gid in ipairs(redis.call('SMEMBERS', P .. ':gpauses')) do
   end
 end
 table.sort(out, function(a, b) return a.name < b.name or (a.name == b.name and a.key < b.key) end)
-return cjson.encode(out)
+local slice = {}
+for i = INPUT.offset + 1, math.min(#out, INPUT.offset + INPUT.limit) do table.insert(slice, out[i]) end
+return cjson.encode(slice)
 `,
 );
 
-/** The groups paused or held at `now`, by job name then key. */
-export async function pausedGroups(redis: RedisConnection, now: number): Promise<PausedGroup[]> {
+/** The groups paused or held at `now`, by job name then key, the slice `page` of them. */
+export async function pausedGroups(
+  redis: RedisConnection,
+  now: number,
+  page: Page,
+): Promise<PausedGroup[]> {
   const rows = await redis.call<
     | { name: string; key: string; at: string; until: string | null }[]
     | Record<string, never>
-  >(PAUSED_GROUPS, { now });
+  >(PAUSED_GROUPS, { now, limit: page.limit, offset: page.offset });
   return list(rows).map((row) => ({
     name: row.name,
     key: row.key,

@@ -401,8 +401,8 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
   }
 
   /** See {@linkcode Store.pausedGroups}. */
-  pausedGroups(now: number): Promise<PausedGroup[]> {
-    return groups.pausedGroups(this.#redis, now);
+  pausedGroups(now: number, page: Page): Promise<PausedGroup[]> {
+    return groups.pausedGroups(this.#redis, now, page);
   }
 
   /** See {@linkcode Store.failed}. */

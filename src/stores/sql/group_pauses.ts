@@ -16,6 +16,7 @@
  * @module
  */
 import type { PausedGroup } from "../rows/job_control.ts";
+import type { Page } from "../rows/read.ts";
 import { clockParam, type Dialect } from "./dialect.ts";
 import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
@@ -119,14 +120,14 @@ export function* resumeGroup(
 
 const PAUSED_GROUPS = statement(
   `SELECT name, group_key, paused_at, until FROM group_pauses
-  WHERE until IS NULL OR until > {{now $1}} ORDER BY name, group_key`,
+  WHERE until IS NULL OR until > {{now $1}} ORDER BY name, group_key LIMIT $2 OFFSET $3`,
 );
 
-/** The groups paused or held at `now`, by job name then key. */
-export function* pausedGroups(dialect: Dialect, now: number): Script<PausedGroup[]> {
+/** The groups paused or held at `now`, by job name then key, the slice `page` of them. */
+export function* pausedGroups(dialect: Dialect, now: number, page: Page): Script<PausedGroup[]> {
   const { rows } = yield* exec<
     { name: string; group_key: string; paused_at: number | string; until: number | string | null }
-  >(PAUSED_GROUPS, clockParam(dialect, now));
+  >(PAUSED_GROUPS, clockParam(dialect, now), page.limit, page.offset);
   return rows.map((row) => ({
     name: row.name,
     key: row.group_key,

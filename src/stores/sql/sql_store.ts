@@ -468,9 +468,9 @@ export class SqlStore implements Store, MoveStore {
     return this.#write(() => groupPauses.resumeGroup(this.#dialect, name, key, now));
   }
 
-  /** The groups paused or held at `now`, by job name then key. */
-  pausedGroups(now: number): Promise<PausedGroup[]> {
-    return this.#read(() => groupPauses.pausedGroups(this.#dialect, now));
+  /** The groups paused or held at `now`, by job name then key, the slice `page` of them. */
+  pausedGroups(now: number, page: Page): Promise<PausedGroup[]> {
+    return this.#read(() => groupPauses.pausedGroups(this.#dialect, now, page));
   }
 
   /** Job `id`'s step memos by `seq` and its mailbox, oldest signal first. */

@@ -185,6 +185,9 @@ function register(test: ContractTest): void {
   registerRates(test);
 }
 
+/** Every paused group, as one page. */
+const ALL = { limit: 10_000, offset: 0 } as const;
+
 /** Timed group pauses (holds): `pauseGroup()` with an end. */
 function registerHolds(test: ContractTest): void {
   const HOLD_ENDS = T0 + 10_000;
@@ -284,14 +287,14 @@ function registerHolds(test: ContractTest): void {
     assert.equal(await store.resumeGroup("contract-job", "h", HOLD_ENDS), false, "h never held");
   });
 
-  test("pausedGroups() lists the groups paused or held now, by job name then key, with their ends; a hold that has passed and a resumed group are not listed", async (store) => {
-    assert.deepEqual(await store.pausedGroups(T0), []);
+  test("pausedGroups() lists the groups paused or held now, by job name then key, with their ends, a page at a time; a hold that has passed and a resumed group are not listed", async (store) => {
+    assert.deepEqual(await store.pausedGroups(T0, ALL), []);
     await store.pauseGroup("contract-job", "b", T0, null);
     await store.pauseGroup("contract-job", "a", T0, HOLD_ENDS);
     await store.pauseGroup("other-job", "1:a:b", T0 + 1, T0 + 1_000);
     const at = (time: number | null) => time === null ? null : new Date(time);
     const listed = async (now: number) =>
-      (await store.pausedGroups(now)).map((group) => [
+      (await store.pausedGroups(now, ALL)).map((group) => [
         group.name,
         group.key,
         group.pausedAt.getTime(),
@@ -302,12 +305,17 @@ function registerHolds(test: ContractTest): void {
       ["contract-job", "b", T0, null],
       ["other-job", "1:a:b", T0 + 1, T0 + 1_000],
     ]);
-    assert.deepEqual((await store.pausedGroups(T0 + 1))[1], {
+    assert.deepEqual((await store.pausedGroups(T0 + 1, ALL))[1], {
       name: "contract-job",
       key: "b",
       pausedAt: at(T0),
       until: null,
     });
+    assert.deepEqual(
+      (await store.pausedGroups(T0 + 1, { limit: 1, offset: 1 })).map((group) => group.key),
+      ["b"],
+      "a page of them",
+    );
     assert.deepEqual(await listed(T0 + 1_000), [
       ["contract-job", "a", T0, HOLD_ENDS],
       ["contract-job", "b", T0, null],
@@ -328,7 +336,9 @@ function registerHolds(test: ContractTest): void {
     await store.pauseGroup("contract-job", "live", T0, AT + 1);
     await store.pauseGroup("contract-job", "paused", T0, null);
     const stored = async () =>
-      (await store.pausedGroups(T0)).map((group) => [group.key, group.until?.getTime() ?? null]);
+      (await store.pausedGroups(T0, ALL)).map((
+        group,
+      ) => [group.key, group.until?.getTime() ?? null]);
     assert.deepEqual(await stored(), [
       ["live", AT + 1],
       ["passed", AT - 60_000],
@@ -364,7 +374,7 @@ function registerHolds(test: ContractTest): void {
       );
     }
     const AT = T0 + 120_000;
-    const left = async () => (await store.pausedGroups(T0)).length;
+    const left = async () => (await store.pausedGroups(T0, ALL)).length;
     let settles = 0;
     const counts: number[] = [];
     do {

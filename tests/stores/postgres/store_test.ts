@@ -128,7 +128,8 @@ Deno.test({
     await store.pauseGroup("contract-job", "b", T0, T0 + 1_000);
     const settleAt = (now: number) =>
       store.settle([], { queues: ["default"], limit: 1, now, leaseMs: 30_000, token: 1 });
-    const keys = async () => (await store.pausedGroups(T0)).map((group) => group.key);
+    const keys = async () =>
+      (await store.pausedGroups(T0, { limit: 10, offset: 0 })).map((group) => group.key);
     const sql = postgres(url!, { max: 1, onnotice: () => {} });
     try {
       await sql.begin(async (tx) => {
