@@ -122,6 +122,7 @@ export type {
   FinishedOptions,
   JobResult,
   JobResultState,
+  PausedGroup,
   PausedQueue,
   PauseGroupOptions,
   PauseOptions,

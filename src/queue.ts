@@ -15,6 +15,7 @@ import type {
   FinishedJob,
   FinishedOptions,
   JobResult,
+  PausedGroup,
   PausedQueue,
   PauseGroupOptions,
   PauseOptions,
@@ -30,6 +31,7 @@ import {
   assertId,
   type FailedJob,
   type ListOptions,
+  page,
   type PruneOptions,
   type QueueCounts,
 } from "./admin/listing.ts";
@@ -927,6 +929,27 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   async paused(): Promise<PausedQueue[]> {
     this.#assertOpen("list paused queues");
     return await this.#store.paused(this.#clock.now());
+  }
+
+  /**
+   * The groups paused or held now, by job name then key (100 unless
+   * `limit` says, as {@linkcode Queue.failed}): each with when it was
+   * paused and when it resumes on its own (`until`; null for a pause that
+   * lasts until {@linkcode Queue.resumeGroup}). A hold whose end has passed
+   * is not listed, whether a handler's `ctx.rateLimitGroup()` or
+   * `pauseGroup()` with `forMs` or `until` made it.
+   *
+   * @example Listing the held tenants
+   * ```ts ignore
+   * for (const group of await queue.pausedGroups({ limit: 1000 })) {
+   *   console.log(group.name, group.key, group.until ?? "until resumed");
+   * }
+   * ```
+   */
+  async pausedGroups(options: ListOptions = {}): Promise<PausedGroup[]> {
+    this.#assertOpen("list paused groups");
+    const slice = page(options, "pausedGroups");
+    return await this.#store.pausedGroups(this.#clock.now(), slice);
   }
 
   /**

@@ -229,6 +229,49 @@ storeTest(
   },
 );
 
+storeTest(
+  "pausedGroups() lists the paused and held groups with their ends, a handler's hold included, and not a hold that has ended; a page at a time",
+  async (db) => {
+    const T = Date.UTC(2026, 0, 1);
+    const clock = new ManualClock(T);
+    const job = defineJob({
+      name: "call-api",
+      schema: tenant,
+      group: (p) => p.tenant,
+      handle({ tenant }, ctx) {
+        if (tenant === "c") ctx.rateLimitGroup(30_000);
+      },
+    });
+    await using queue = await db.open({ jobs: [job], clock });
+    assert.deepEqual(await queue.pausedGroups(), []);
+    await queue.pauseGroup(job, "b");
+    await queue.pauseGroup("call-api", "a", { forMs: 10_000 });
+    await queue.dispatch(job, { tenant: "c", n: 0 });
+    await workUntilEmpty(queue, { executor: "isolate" });
+    assert.deepEqual(await queue.pausedGroups(), [
+      { name: "call-api", key: "a", pausedAt: new Date(T), until: new Date(T + 10_000) },
+      { name: "call-api", key: "b", pausedAt: new Date(T), until: null },
+      { name: "call-api", key: "c", pausedAt: new Date(T), until: new Date(T + 30_000) },
+    ]);
+    assert.deepEqual(
+      (await queue.pausedGroups({ limit: 1, offset: 2 })).map((group) => group.key),
+      ["c"],
+    );
+    await assert.rejects(
+      queue.pausedGroups({ limit: 0 }),
+      /pausedGroups: limit must be an integer from 1 to 1000: got 0/,
+    );
+    clock.advance(10_000);
+    assert.deepEqual(
+      (await queue.pausedGroups()).map((group) => group.key),
+      ["b", "c"],
+      "a's hold has ended",
+    );
+    await queue.resumeGroup(job, "b");
+    assert.deepEqual((await queue.pausedGroups()).map((group) => group.key), ["c"]);
+  },
+);
+
 storeTest("pauseGroup() refuses bad hold options, naming what was wrong", async (db) => {
   const job = defineJob({
     name: "sync-mailbox",

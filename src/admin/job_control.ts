@@ -1,7 +1,7 @@
 /**
  * Job control as the queue offers it: a job's result and the kept history
  * of finished jobs, waiting for a job dispatched elsewhere to end, cancel
- * outcomes, and paused queues, with the rules that check their options.
+ * outcomes, and paused queues and groups, with the rules that check their options.
  * "Finished" means succeeded or cancelled (kept in the completed jobs for
  * `keepFinishedMs`); a job that failed for good is in the failed jobs.
  *
@@ -13,7 +13,7 @@ import type { DispatchOptions } from "../job.ts";
 import { assertName, assertQueueName } from "../names.ts";
 import type { CancelOutcome, FinishedJob } from "../stores/store.ts";
 
-export type { CancelOutcome, FinishedJob, PausedQueue } from "../stores/store.ts";
+export type { CancelOutcome, FinishedJob, PausedGroup, PausedQueue } from "../stores/store.ts";
 
 /** How long finished jobs are kept unless the queue or the job says: 24 hours. */
 export const DEFAULT_KEEP_FINISHED_MS = 24 * 60 * 60 * 1_000;

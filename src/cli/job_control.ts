@@ -1,7 +1,7 @@
 /**
  * The job-control commands: `cancel <id>`, `pause <queue>`, `resume
- * <queue>`, `paused`, and `pause-group <job> <key>` and `resume-group
- * <job> <key>`. Like the other admin commands they open the queue with no
+ * <queue>`, `paused`, and `pause-group <job> <key>`, `resume-group <job>
+ * <key>` and `paused-groups`. Like the other admin commands they open the queue with no
  * jobs registered.
  *
  * @module
@@ -9,6 +9,7 @@
  */
 import {
   expectPositionals,
+  readInteger,
   readQueueOperand,
   readString,
   readSwitch,
@@ -256,6 +257,40 @@ const resumeGroup: Command = {
   },
 };
 
+const pausedGroups: Command = {
+  name: "paused-groups",
+  operands: "",
+  summary: "list the paused and held groups of jobs",
+  description:
+    "Lists the groups paused (pause-group) or held (pause-group --for/--until, a handler's\nctx.rateLimitGroup) now, by job name then key: since when and until when. A hold that has\nended is not listed.",
+  flags: {
+    limit: { type: "string", value: "N", help: "show at most N groups, 1 to 1000 (default 100)" },
+    json: { type: "boolean", help: "print a JSON array" },
+  },
+  async run(args) {
+    expectPositionals(args, 0, 0, "");
+    const json = readSwitch(args, "json");
+    const limit = readInteger(args, "limit", 1, 1000) ?? 100;
+    await using queue = await openAdminQueue(args);
+    const list = await queue.pausedGroups({ limit });
+    if (json) console.log(JSON.stringify(list, null, 2));
+    else if (list.length === 0) console.log("No paused groups");
+    else {
+      console.log(formatTable(
+        ["job", "key", "paused at", "until"],
+        list.map((row) => [
+          row.name,
+          row.key,
+          tableTime(row.pausedAt),
+          row.until === null ? "resumed by hand" : tableTime(row.until),
+        ]),
+        ["left", "left", "left", "left"],
+      ));
+    }
+    return 0;
+  },
+};
+
 /** The job-control commands, in the order the help lists them. */
 export const JOB_CONTROL_COMMANDS: readonly Command[] = [
   cancel,
@@ -264,4 +299,5 @@ export const JOB_CONTROL_COMMANDS: readonly Command[] = [
   paused,
   pauseGroup,
   resumeGroup,
+  pausedGroups,
 ];

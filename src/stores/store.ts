@@ -42,6 +42,7 @@ import type {
   FinishedFilter,
   FinishedJob,
   JobResultRow,
+  PausedGroup,
   PausedQueue,
 } from "./rows/job_control.ts";
 import type {
@@ -402,6 +403,11 @@ export interface JobControlStore {
    * workers; whether it was paused at `now`.
    */
   resumeGroup(name: string, key: string, now: number): Promise<boolean>;
+  /**
+   * The groups paused or held at `now`, by job name then key, the slice
+   * `page` of them: a hold whose end has passed is not listed.
+   */
+  pausedGroups(now: number, page: Page): Promise<PausedGroup[]>;
 }
 
 /**

@@ -1,6 +1,6 @@
 /**
  * The job-control commands of the CLI (`cancel`, `pause`, `resume`,
- * `paused`), run as real child processes on a database this test fills
+ * `paused`, the group pauses and `paused-groups`), run as real child processes on a database this test fills
  * through the queue.
  *
  * @module
@@ -141,6 +141,40 @@ Deno.test("pause-group --for and --until hold a group until then; resume-group e
     assert.match(bad.stderr, message);
   }
   assert.equal((await runCli(["resume-group", "cli.grouped", "a", ...db])).code, 1, "none held");
+});
+
+Deno.test("paused-groups lists the paused and held groups with their ends, as a table or JSON; an ended hold is not listed", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [] });
+  const db = ["--db", tmp.dbPath];
+  const none = await runCli(["paused-groups", ...db]);
+  assert.equal(none.code, 0, none.stderr);
+  assert.match(none.stdout, /No paused groups/);
+  await queue.pauseGroup("cli.grouped", "tenant b");
+  await queue.pauseGroup("cli.grouped", "a", { until: new Date("2090-01-01T00:00:00Z") });
+  await queue.pauseGroup("cli.other", "c", { forMs: 1 }); // ended before the CLI process reads it
+  const listed = await runCli(["paused-groups", ...db]);
+  assert.equal(listed.code, 0, listed.stderr);
+  const lines = listed.stdout.trim().split("\n").slice(-4);
+  assert.match(lines[0]!, /^job\s+key\s+paused at\s+until/);
+  assert.match(
+    lines[2]!,
+    /^cli\.grouped\s+a\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+2090-01-01 00:00:00$/,
+  );
+  assert.match(lines[3]!, /^cli\.grouped\s+tenant b\s+\S+ \S+\s+resumed by hand$/);
+  const json = JSON.parse((await runCli(["paused-groups", "--json", ...db])).stdout);
+  assert.deepEqual(
+    json.map((
+      row: { name: string; key: string; until: string | null },
+    ) => [row.name, row.key, row.until]),
+    [["cli.grouped", "a", "2090-01-01T00:00:00.000Z"], ["cli.grouped", "tenant b", null]],
+  );
+  const one = await runCli(["paused-groups", "--limit", "1", "--json", ...db]);
+  assert.deepEqual(JSON.parse(one.stdout).map((row: { key: string }) => row.key), ["a"]);
+  assert.equal((await runCli(["paused-groups", "extra", ...db])).code, 2);
+  const bad = await runCli(["paused-groups", "--limit", "0", ...db]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--limit/);
 });
 
 Deno.test("pause, resume and cancel argument errors name the flag, state the limit and exit 2", async () => {

@@ -2,7 +2,7 @@
  * The dashboard's job control: the Completed page (filters, duration,
  * output escaped, encrypted output only named), a job's page with its output
  * or error and a Cancel button, and pause/resume buttons with a banner on
- * the overview. Requests go straight to the handler.
+ * the overview, and the banner of paused and held groups. Requests go straight to the handler.
  *
  * @module
  */
@@ -98,6 +98,35 @@ Deno.test("the overview pauses and resumes a queue and names paused queues in a 
   const bad = await postForm(handler, "/queues/bad%20name/pause", session);
   assert.equal(bad.status, 400);
   assert.deepEqual(await queue.paused(), []);
+});
+
+Deno.test("the overview names the paused and held groups with their ends, escaped, the first 20 of them", async () => {
+  const { queue, handler } = await setup();
+  await using _ = queue;
+  const page = async () => await (await fetchFrom(handler, "/")).text();
+  assert.doesNotMatch(await page(), /Paused groups/);
+  await queue.pauseGroup(HOSTILE.name, HOSTILE.note);
+  await queue.pauseGroup("shout", "tenant-7", { until: new Date("2090-01-01T00:00:00Z") });
+  const shown = await page();
+  assert.match(shown, /Paused groups: no worker claims the jobs of/);
+  assert.ok(!shown.includes(HOSTILE.note) && !shown.includes(HOSTILE.name), "escaped");
+  assert.ok(shown.includes("&lt;script&gt;alert(&quot;name&quot;)"), "and still shown");
+  assert.match(shown, /<strong>shout<\/strong> tenant-7 until 2090-01-01 00:00:00 UTC/);
+  assert.match(
+    shown,
+    /&lt;\/script&gt;&quot;&gt;&lt;img src=x onerror=alert\(2\)&gt; until resumed/,
+  );
+  const json = await (await fetchFrom(handler, "/api/overview")).json();
+  assert.deepEqual(json.pausedGroups[1], {
+    name: "shout",
+    key: "tenant-7",
+    pausedAt: json.pausedGroups[1].pausedAt,
+    until: "2090-01-01T00:00:00.000Z",
+  });
+  for (let n = 0; n < 20; n++) await queue.pauseGroup("shout", `t${String(n).padStart(2, "0")}`);
+  const many = await page();
+  assert.equal(many.match(/<li><strong>/g)?.length, 20);
+  assert.match(many, /and more \(the <code>paused-groups<\/code> command lists them\)/);
 });
 
 storeTest(

@@ -2,14 +2,15 @@
  * The overview: per queue the jobs pending, delayed, running and failed,
  * what settled in the last hour (as charts, and per queue with the average
  * wait), the workers seen, and the due jobs none of them knows; a banner
- * names the paused queues, and each queue has its pause or resume button.
+ * names the paused queues, and each queue has its pause or resume button;
+ * another names the paused and held groups of jobs, with their ends.
  *
  * @internal
  * @module
  */
 import type { QueueMetrics } from "../../admin/metrics.ts";
 import type { QueueCounts } from "../../admin/listing.ts";
-import type { PausedQueue } from "../../admin/job_control.ts";
+import type { PausedGroup, PausedQueue } from "../../admin/job_control.ts";
 import type { UnclaimedJobs, WorkerInfo } from "../../admin/workers.ts";
 import { barChart } from "../charts.ts";
 import type { PageContext } from "../context.ts";
@@ -29,7 +30,12 @@ export interface OverviewData {
   readonly unclaimed: UnclaimedJobs[];
   /** The queues paused now. */
   readonly paused: PausedQueue[];
+  /** The first groups paused or held now, by job name then key (one more than the banner names). */
+  readonly pausedGroups: PausedGroup[];
 }
+
+/** Most paused groups the overview's banner names; the `paused-groups` command lists more. */
+const GROUPS_SHOWN = 20;
 
 /** Reads what the overview shows. */
 export async function loadOverview(ctx: PageContext): Promise<OverviewData> {
@@ -40,6 +46,7 @@ export async function loadOverview(ctx: PageContext): Promise<OverviewData> {
     workers: await queue.workers(),
     unclaimed: await queue.unclaimed(),
     paused: await queue.paused(),
+    pausedGroups: await queue.pausedGroups({ limit: GROUPS_SHOWN + 1 }),
   };
 }
 
@@ -49,7 +56,9 @@ export function renderOverview(ctx: PageContext, data: OverviewData): Html {
     heading: "Overview",
     section: "/",
     api: "/api/overview",
-    body: html`${pausedBanner(data.paused)}${queuesTable(ctx, data)}
+    body: html`${pausedBanner(data.paused)}${pausedGroupsBanner(data.pausedGroups)}${
+      queuesTable(ctx, data)
+    }
 <h2>Last hour</h2>
 ${charts(data.metrics)}
 <h2>Workers seen <span class="muted">(<span data-live="workers/length" data-empty="0">${data.workers.length}</span> in the last 30 s)</span></h2>
@@ -70,6 +79,21 @@ function pausedBanner(paused: readonly PausedQueue[]): Html | null {
   );
   return html`<div class="notice bad" role="status">Paused: no worker claims the jobs of
 <ul>${items}</ul></div>`;
+}
+
+function pausedGroupsBanner(groups: readonly PausedGroup[]): Html | null {
+  if (groups.length === 0) return null;
+  const items = groups.slice(0, GROUPS_SHOWN).map((group) =>
+    html`<li><strong>${group.name}</strong> ${group.key}${
+      group.until === null ? " until resumed" : ` until ${formatTime(group.until)} UTC`
+    }</li>`
+  );
+  return html`<div class="notice" role="status">Paused groups: no worker claims the jobs of
+<ul>${items}</ul>${
+    groups.length > GROUPS_SHOWN
+      ? html`<p class="muted">and more (the <code>paused-groups</code> command lists them)</p>`
+      : ""
+  }</div>`;
 }
 
 function queuesTable(ctx: PageContext, { counts, metrics, paused }: OverviewData): Html {

@@ -35,8 +35,15 @@
  * @internal
  * @module
  */
+import type { PausedGroup } from "../rows/job_control.ts";
+import type { Page } from "../rows/read.ts";
+import { PRUNE_EVERY_MS } from "../sql/upkeep.ts";
 import type { RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
+import { list } from "./script_replies.ts";
+
+/** Most holds one settle's prune looks at (a hint to `HSCAN`, as SQL's chunk). */
+const HOLDS_PRUNE_CHUNK = 1000;
 
 /** Most groups one window of the grouped claim looks at. */
 const MAX_WINDOW = 64;
@@ -234,4 +241,88 @@ export function resumeGroup(
   now: number,
 ): Promise<boolean> {
   return redis.call<boolean>(RESUME_GROUP, { now, name, key });
+}
+
+/**
+ * The settle's prune of passed holds, as SQL's `pruneHolds`
+ * (src/stores/sql/group_pauses.ts): `pruneHolds()` walks `P:gpauses:until`
+ * (holds only: a pause without an end has no field there) with `HSCAN`, a
+ * chunk per call, and deletes each hold whose end passed at least a minute
+ * before `NOW`. `P:gpauses:pruned` HASH keeps the walk's cursor (`cursor`,
+ * shared by every process) and when the last walk ended (`at`, store
+ * clock): a walk under way goes on at the next settle, a new one starts at
+ * most once a minute.
+ */
+export const PRUNE_HOLDS = String.raw`
+local function pruneHolds()
+  local state = P .. ':gpauses:pruned'
+  local last = redis.call('HMGET', state, 'at', 'cursor')
+  local cursor = last[2] or '0'
+  local walkedAt = tonumber(last[1])
+  -- A stamp after NOW (a caller's clock that ran ahead) does not hold pruning back.
+  if cursor == '0' and walkedAt ~= nil and NOW >= walkedAt and NOW < walkedAt + ${PRUNE_EVERY_MS} then
+    return
+  end
+  local untilKey = P .. ':gpauses:until'
+  local scan = redis.call('HSCAN', untilKey, cursor, 'COUNT', ${HOLDS_PRUNE_CHUNK})
+  local fields = scan[2]
+  for i = 1, #fields, 2 do
+    local ends = tonumber(fields[i + 1])
+    if ends ~= nil and ends <= NOW - ${PRUNE_EVERY_MS} then
+      redis.call('SREM', P .. ':gpauses', fields[i])
+      redis.call('HDEL', P .. ':gpauses:at', fields[i])
+      redis.call('HDEL', untilKey, fields[i])
+    end
+  end
+  if scan[1] == '0' then redis.call('HSET', state, 'at', string.format('%d', NOW), 'cursor', '0')
+  else redis.call('HSET', state, 'cursor', scan[1]) end
+end
+`;
+
+/**
+ * Input: `now`, `limit`, `offset`. The groups paused or held now, by job
+ * name then key, that slice of them, as `{name, key, at, until}` (times on
+ * the store's clock, as decimal strings; `until` null for a pause without
+ * an end). It reads every member of `P:gpauses` to sort them.
+ */
+const PAUSED_GROUPS = luaScript(
+  "pausedGroups",
+  "no-writes",
+  String.raw`
+local out = {}
+local untilKey = P .. ':gpauses:until'
+for _, gid in ipairs(redis.call('SMEMBERS', P .. ':gpauses')) do
+  local ends = tonumber(redis.call('HGET', untilKey, gid))
+  if ends == nil or ends > NOW then
+    local colon = string.find(gid, ':', 1, true)
+    local length = tonumber(string.sub(gid, 1, colon - 1))
+    table.insert(out, {name = string.sub(gid, colon + 1, colon + length),
+      key = string.sub(gid, colon + length + 2),
+      at = redis.call('HGET', P .. ':gpauses:at', gid) or '0',
+      ['until'] = ends and string.format('%d', ends) or NULL})
+  end
+end
+table.sort(out, function(a, b) return a.name < b.name or (a.name == b.name and a.key < b.key) end)
+local slice = {}
+for i = INPUT.offset + 1, math.min(#out, INPUT.offset + INPUT.limit) do table.insert(slice, out[i]) end
+return cjson.encode(slice)
+`,
+);
+
+/** The groups paused or held at `now`, by job name then key, the slice `page` of them. */
+export async function pausedGroups(
+  redis: RedisConnection,
+  now: number,
+  page: Page,
+): Promise<PausedGroup[]> {
+  const rows = await redis.call<
+    | { name: string; key: string; at: string; until: string | null }[]
+    | Record<string, never>
+  >(PAUSED_GROUPS, { now, limit: page.limit, offset: page.offset });
+  return list(rows).map((row) => ({
+    name: row.name,
+    key: row.key,
+    pausedAt: new Date(Number(row.at)),
+    until: row.until === null ? null : new Date(Number(row.until)),
+  }));
 }

@@ -179,7 +179,9 @@ function compare(a: string, b: string): number {
  *   `P:gpauses` SET the paused groups, member `<length of name>:<name>:<key>`;
  *   `P:gpauses:at` HASH that member → when it was paused (store clock);
  *   `P:gpauses:until` HASH that member → when a hold ends (store clock;
- *   absent: paused until resumed). A hold that has passed no longer holds.
+ *   absent: paused until resumed). A hold that has passed no longer holds,
+ *   and a settle deletes it a minute after its end (`P:gpauses:pruned`
+ *   HASH, the walk's `cursor` and when it last ended, `at`; groups.ts).
  * - `P:failed` ZSET + `P:failed:<id>` HASH: failed jobs by failure time.
  * - `P:stage:<id>` LIST: what a transaction not yet ended wrote; `P:stages`
  *   ZSET: those transactions by start time.

@@ -60,6 +60,7 @@ import type {
   NewFlowRow,
   NewJobRow,
   Page,
+  PausedGroup,
   PausedQueue,
   PendingByName,
   QueueCountsRow,
@@ -397,6 +398,11 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
   /** See {@linkcode Store.resumeGroup}. */
   resumeGroup(name: string, key: string, now: number): Promise<boolean> {
     return groups.resumeGroup(this.#redis, name, key, now);
+  }
+
+  /** See {@linkcode Store.pausedGroups}. */
+  pausedGroups(now: number, page: Page): Promise<PausedGroup[]> {
+    return groups.pausedGroups(this.#redis, now, page);
   }
 
   /** See {@linkcode Store.failed}. */

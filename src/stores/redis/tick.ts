@@ -26,7 +26,7 @@ import { isConnectionError, type RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
 import { list } from "./script_replies.ts";
 import { AREA_HOOKS } from "./hooks.ts";
-import { GROUP_RATES, GROUPED_CANDIDATES } from "./groups.ts";
+import { GROUP_RATES, GROUPED_CANDIDATES, PRUNE_HOLDS } from "./groups.ts";
 import { fireDue, withScheduled } from "./schedule_firing.ts";
 
 /** Most leased jobs per queue that giving back a claim whose reply was lost looks at. */
@@ -298,13 +298,15 @@ const CLAIM_SCRIPT = luaScript(
  * does. A `park` is a `release` with the attempt given back and nothing
  * else counted (no error, crashes and last error kept, no metrics, no
  * span), its memo written: its chain, batch, keys and locks go as a
- * release's.
+ * release's. A settle that settles or claims also goes on with the prune
+ * of passed group holds (`pruneHolds`, groups.ts).
  */
 const SETTLE_SCRIPT = luaScript(
   "settle",
   "allow-oom",
   AREA_HOOKS,
   CLAIM,
+  PRUNE_HOLDS,
   String.raw`
 local settlements = INPUT.settlements
 local applied = {}
@@ -395,6 +397,8 @@ end
 -- The kept history's prune before the metrics' flush, whose log prune then finds the lines of
 -- the jobs it forgot.
 if finished then History.pruneExpired() end
+-- Holds whose end passed a minute ago, after this settle's own holds.
+if #settlements > 0 or opt(INPUT['then']) ~= nil then pruneHolds() end
 H.flushMetrics(metrics)
 
 local records = opt(INPUT.records) or {}

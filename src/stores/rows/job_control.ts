@@ -101,3 +101,18 @@ export interface PausedQueue {
   /** Why, or null. */
   readonly reason: string | null;
 }
+
+/**
+ * A group of a job that is paused or held now (`Queue.pauseGroup()`, or a
+ * handler's `ctx.rateLimitGroup()`): its jobs are not claimed, in any queue.
+ */
+export interface PausedGroup {
+  /** The job's name. */
+  readonly name: string;
+  /** The group's key. */
+  readonly key: string;
+  /** When it was paused (a pause or hold that was lengthened keeps its start). */
+  readonly pausedAt: Date;
+  /** When it resumes on its own (a hold), or null: until resumed. */
+  readonly until: Date | null;
+}

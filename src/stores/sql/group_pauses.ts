@@ -7,16 +7,23 @@
  * A pause with an end (`until`, on the store's clock; a "hold", as
  * `pauseGroup(…, { forMs })` and `ctx.rateLimitGroup()` make) stops holding
  * once its end has passed: every reader compares `until` with its now, and
- * the row stays until a resume or a later pause replaces it. A later pause
- * never shortens one still in force: a pause without an end stays without
- * one, and of two holds the later end wins.
+ * the row stays until a resume or a later pause replaces it, or a settle's
+ * upkeep deletes it ({@linkcode pruneHolds}, a minute after its end). A
+ * later pause never shortens one still in force: a pause without an end
+ * stays without one, and of two holds the later end wins.
  *
  * @internal
  * @module
  */
+import type { PausedGroup } from "../rows/job_control.ts";
+import type { Page } from "../rows/read.ts";
 import { clockParam, type Dialect } from "./dialect.ts";
 import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
+import { PRUNE_EVERY_MS } from "./upkeep.ts";
+
+/** Most rows of `group_pauses` one settle's prune looks at. */
+export const HOLDS_PRUNE_CHUNK = 1000;
 
 /**
  * The condition that the group of the job row `row` (an alias) is not
@@ -109,4 +116,112 @@ export function* resumeGroup(
   const held = rows.some((row) => Number(row.held) === 1);
   if (held) yield* dialect.notify();
   return held;
+}
+
+const PAUSED_GROUPS = statement(
+  `SELECT name, group_key, paused_at, until FROM group_pauses
+  WHERE until IS NULL OR until > {{now $1}} ORDER BY name, group_key LIMIT $2 OFFSET $3`,
+);
+
+/** The groups paused or held at `now`, by job name then key, the slice `page` of them. */
+export function* pausedGroups(dialect: Dialect, now: number, page: Page): Script<PausedGroup[]> {
+  const { rows } = yield* exec<
+    { name: string; group_key: string; paused_at: number | string; until: number | string | null }
+  >(PAUSED_GROUPS, clockParam(dialect, now), page.limit, page.offset);
+  return rows.map((row) => ({
+    name: row.name,
+    key: row.group_key,
+    pausedAt: new Date(Number(row.paused_at)),
+    until: row.until === null ? null : new Date(Number(row.until)),
+  }));
+}
+
+/**
+ * The next `$3` rows of `group_pauses` after (`$1`, `$2`) in key order,
+ * each with whether it is a hold that ended `$5` ms or more before
+ * `{{now $4}}`.
+ */
+const WALK_PAUSES = statement(
+  `SELECT name, group_key,
+    CASE WHEN until <= {{now $4}} - $5 THEN 1 ELSE 0 END AS passed
+  FROM group_pauses WHERE (name, group_key) > ($1, $2)
+  ORDER BY name, group_key LIMIT $3`,
+);
+
+/**
+ * Deletes the groups `$1` whose hold ended `$3` ms or more before
+ * `{{now $2}}`, checked again under the rows' locks. On PostgreSQL a row
+ * another transaction holds (a pause or hold being written) is skipped:
+ * the prune never waits for a lock, so it takes no part in a deadlock with
+ * the settles that hold groups in the same transaction.
+ */
+const DELETE_PASSED = statement(
+  `DELETE FROM group_pauses WHERE (name, group_key) IN (
+    SELECT name, group_key FROM group_pauses
+    WHERE (name, group_key) IN (SELECT name, group_key FROM {{rows $1 name text, group_key text}} k)
+      AND until <= {{now $2}} - $3
+    {{skipLocked}})`,
+);
+
+/**
+ * Where one store's walk through `group_pauses` stands: the prune of
+ * passed holds reads at most {@linkcode HOLDS_PRUNE_CHUNK} rows per settle,
+ * going on from the last row it read, and starts a walk again at most once
+ * a minute.
+ */
+export class HoldsPrune {
+  /** The last key the walk under way read, or null between walks. */
+  #after: readonly [string, string] | null = null;
+  #walkedAt = -Infinity;
+
+  /** Whether a settle at `at` goes on with the walk, or starts one. */
+  due(at: number): boolean {
+    return this.#after !== null || at >= this.#walkedAt + PRUNE_EVERY_MS;
+  }
+
+  /** Where the next chunk starts (`["", ""]` is before every key: a name is never empty). */
+  get after(): readonly [string, string] {
+    return this.#after ?? ["", ""];
+  }
+
+  /** Records a chunk read at `at` that ended at `last` (null: the walk reached the end). */
+  walked(at: number, last: readonly [string, string] | null): void {
+    this.#after = last;
+    if (last === null) this.#walkedAt = at;
+  }
+}
+
+/**
+ * Deletes holds whose end passed at least a minute before `at` (on the
+ * store's clock), in the next chunk of `prune`'s walk through
+ * `group_pauses`. A passed hold holds nothing, so no claim sees a change;
+ * the minute keeps that true for a process whose clock (with
+ * `clock: "caller"`) is up to a minute behind this one's. Pauses without an
+ * end are never deleted here.
+ */
+export function* pruneHolds(dialect: Dialect, prune: HoldsPrune, at: number): Script<void> {
+  if (!prune.due(at)) return;
+  const now = clockParam(dialect, at);
+  const [name, key] = prune.after;
+  const { rows } = yield* exec<{ name: string; group_key: string; passed: number | string }>(
+    WALK_PAUSES,
+    name,
+    key,
+    HOLDS_PRUNE_CHUNK,
+    now,
+    PRUNE_EVERY_MS,
+  );
+  const last = rows.at(-1);
+  prune.walked(
+    at,
+    rows.length < HOLDS_PRUNE_CHUNK || last === undefined ? null : [last.name, last.group_key],
+  );
+  const passed = rows.filter((row) => Number(row.passed) === 1);
+  if (passed.length === 0) return;
+  yield* exec(
+    DELETE_PASSED,
+    passed.map((row) => [row.name, row.group_key]),
+    now,
+    PRUNE_EVERY_MS,
+  );
 }

@@ -39,6 +39,7 @@ import type {
   NewFlowRow,
   NewJobRow,
   Page,
+  PausedGroup,
   PausedQueue,
   PendingByName,
   QueueCountsRow,
@@ -100,6 +101,7 @@ export class SqlStore implements Store, MoveStore {
     finished: new PruneSchedule(),
     logs: new PruneSchedule(),
     groupWindows: new PruneSchedule(),
+    holds: new groupPauses.HoldsPrune(),
   };
 
   /** Runs on `engine` with `dialect`; `migrations` are the engine's schema steps. */
@@ -465,6 +467,11 @@ export class SqlStore implements Store, MoveStore {
   /** Resumes a group and wakes idle workers. */
   resumeGroup(name: string, key: string, now: number): Promise<boolean> {
     return this.#write(() => groupPauses.resumeGroup(this.#dialect, name, key, now));
+  }
+
+  /** The groups paused or held at `now`, by job name then key, the slice `page` of them. */
+  pausedGroups(now: number, page: Page): Promise<PausedGroup[]> {
+    return this.#read(() => groupPauses.pausedGroups(this.#dialect, now, page));
   }
 
   /** Job `id`'s step memos by `seq` and its mailbox, oldest signal first. */

@@ -28,7 +28,7 @@ import { claimFairly, dropEndedWindows, groupsNextDue, rateWindowsTurn } from ".
 import { fireDue, withScheduled } from "./schedules.ts";
 import { each, exec, type Script } from "./script.ts";
 import { confirmStarts, UNCLAIM } from "./start_confirmation.ts";
-import { holdGroup } from "./group_pauses.ts";
+import { holdGroup, type HoldsPrune, pruneHolds } from "./group_pauses.ts";
 import { markBegun } from "./handler_begun.ts";
 import { statement } from "./statement.ts";
 import { recordSpans, writeLogs } from "./job_logs.ts";
@@ -205,6 +205,7 @@ export function* settle(
     readonly finished: PruneSchedule;
     readonly logs: PruneSchedule;
     readonly groupWindows: PruneSchedule;
+    readonly holds: HoldsPrune;
   },
   settlements: readonly Settlement[],
   then: ClaimRequest | undefined,
@@ -228,6 +229,9 @@ export function* settle(
   if (then?.groupRates !== undefined && upkeep.groupWindows.due(then.now)) {
     yield* dropEndedWindows(then.queues, then.groupRates, yield* dialect.now(then.now));
   }
+  // Holds whose end has passed, after this settle's own holds (which replace a passed one).
+  const upkeepAt = then?.now ?? at;
+  if (Number.isFinite(upkeepAt)) yield* pruneHolds(dialect, upkeep.holds, upkeepAt);
 
   // Chains and batches second, in batch order: the batch rows are what processes share.
   const moves = settlements.flatMap((settlement, index) => {

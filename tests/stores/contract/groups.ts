@@ -28,7 +28,7 @@ import {
 
 /** Grouped jobs: the claim's fair part, and pausing a group. */
 export const groups: ContractArea = {
-  covers: ["pauseGroup", "resumeGroup"],
+  covers: ["pauseGroup", "resumeGroup", "pausedGroups"],
   register,
 };
 
@@ -196,6 +196,9 @@ function register(test: ContractTest): void {
   registerRates(test);
 }
 
+/** Every paused group, as one page. */
+const ALL = { limit: 10_000, offset: 0 } as const;
+
 /** Timed group pauses (holds): `pauseGroup()` with an end. */
 function registerHolds(test: ContractTest): void {
   const HOLD_ENDS = T0 + 10_000;
@@ -293,6 +296,114 @@ function registerHolds(test: ContractTest): void {
     );
     assert.equal(after.find((job) => job.id === a)?.attempts, 1, "its attempt was given back");
     assert.equal(await store.resumeGroup("contract-job", "h", HOLD_ENDS), false, "h never held");
+  });
+
+  test("pausedGroups() lists the groups paused or held now, by job name then key, with their ends, a page at a time; a hold that has passed and a resumed group are not listed", async (store) => {
+    assert.deepEqual(await store.pausedGroups(T0, ALL), []);
+    await store.pauseGroup("contract-job", "b", T0, null);
+    await store.pauseGroup("contract-job", "a", T0, HOLD_ENDS);
+    await store.pauseGroup("other-job", "1:a:b", T0 + 1, T0 + 1_000);
+    const at = (time: number | null) => time === null ? null : new Date(time);
+    const listed = async (now: number) =>
+      (await store.pausedGroups(now, ALL)).map((group) => [
+        group.name,
+        group.key,
+        group.pausedAt.getTime(),
+        group.until?.getTime() ?? null,
+      ]);
+    assert.deepEqual(await listed(T0 + 1), [
+      ["contract-job", "a", T0, HOLD_ENDS],
+      ["contract-job", "b", T0, null],
+      ["other-job", "1:a:b", T0 + 1, T0 + 1_000],
+    ]);
+    assert.deepEqual((await store.pausedGroups(T0 + 1, ALL))[1], {
+      name: "contract-job",
+      key: "b",
+      pausedAt: at(T0),
+      until: null,
+    });
+    assert.deepEqual(
+      (await store.pausedGroups(T0 + 1, { limit: 1, offset: 1 })).map((group) => group.key),
+      ["b"],
+      "a page of them",
+    );
+    assert.deepEqual(await listed(T0 + 1_000), [
+      ["contract-job", "a", T0, HOLD_ENDS],
+      ["contract-job", "b", T0, null],
+    ], "other-job's hold has passed");
+    await store.resumeGroup("contract-job", "b", T0 + 1_000);
+    assert.deepEqual(await listed(T0 + 1_000), [["contract-job", "a", T0, HOLD_ENDS]]);
+  });
+
+  test("settle() deletes the group holds that ended a minute ago or more; pauses without an end and later holds stay, and the claim takes the same jobs as before", async (store) => {
+    const [passed] = await store.insertJobs(grouped("passed", 1));
+    const [recent] = await store.insertJobs(grouped("recent", 1));
+    await store.insertJobs(grouped("live", 1));
+    await store.insertJobs(grouped("paused", 1));
+    const [plain] = await store.insertJobs([newJob()]);
+    const AT = T0 + 120_000;
+    await store.pauseGroup("contract-job", "passed", T0, AT - 60_000);
+    await store.pauseGroup("contract-job", "recent", T0, AT - 59_999);
+    await store.pauseGroup("contract-job", "live", T0, AT + 1);
+    await store.pauseGroup("contract-job", "paused", T0, null);
+    const stored = async () =>
+      (await store.pausedGroups(T0, ALL)).map((
+        group,
+      ) => [group.key, group.until?.getTime() ?? null]);
+    assert.deepEqual(await stored(), [
+      ["live", AT + 1],
+      ["passed", AT - 60_000],
+      ["paused", null],
+      ["recent", AT - 59_999],
+    ]);
+    const { claimed } = await store.settle([], {
+      queues: ["default"],
+      limit: 10,
+      now: AT,
+      leaseMs: LEASE_MS,
+      token: 1,
+    });
+    assert.deepEqual(sorted(ids(claimed)), sorted([passed!, recent!, plain!]), "as before");
+    assert.deepEqual(
+      await stored(),
+      [["live", AT + 1], ["paused", null], ["recent", AT - 59_999]],
+      "the hold that ended a minute ago is deleted",
+    );
+    assert.equal(await store.resumeGroup("contract-job", "passed", AT), false);
+    assert.deepEqual(await claim(store, { token: 2, now: AT }), [], "live and paused still hold");
+    assert.equal(await store.resumeGroup("contract-job", "paused", AT), true);
+    assert.equal(await store.resumeGroup("contract-job", "live", AT), true);
+  });
+
+  test("settle() deletes passed group holds a chunk at a time: a settle reads a bounded part of them, the next settles go on without waiting a minute", async (store) => {
+    const keys = Array.from({ length: 1_100 }, (_, n) => `k${String(n).padStart(4, "0")}`);
+    for (let from = 0; from < keys.length; from += 100) {
+      await Promise.all(
+        keys.slice(from, from + 100).map((key) =>
+          store.pauseGroup("contract-job", key, T0, T0 + 1_000)
+        ),
+      );
+    }
+    const AT = T0 + 120_000;
+    const left = async () => (await store.pausedGroups(T0, ALL)).length;
+    let settles = 0;
+    const counts: number[] = [];
+    do {
+      await store.settle([], {
+        queues: ["default"],
+        limit: 1,
+        now: AT + settles,
+        leaseMs: LEASE_MS,
+        token: 1,
+      });
+      settles++;
+      counts.push(await left());
+    } while (counts.at(-1)! > 0 && settles < 10);
+    assert.ok(
+      counts[0]! > 0 && counts[0]! < keys.length,
+      `the first settle deleted a part: ${counts}`,
+    );
+    assert.deepEqual(counts.at(-1), 0, `every passed hold is deleted: ${counts}`);
   });
 
   test("settle() refuses the start of a job claimed ahead whose group is held, and gives it back charged nothing", async (store) => {

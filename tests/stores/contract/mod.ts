@@ -112,6 +112,7 @@ export const STORE_MEMBERS: Record<StoreMethod, true> = {
   paused: true,
   pauseGroup: true,
   resumeGroup: true,
+  pausedGroups: true,
   jobSteps: true,
   signal: true,
   migrate: true,

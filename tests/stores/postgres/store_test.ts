@@ -104,3 +104,42 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "PostgresStore: a settle's prune of passed group holds skips a hold another transaction holds, without waiting for it",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestPostgresStore(url!, { clock: "caller" });
+    const { store } = opened;
+    await store.pauseGroup("contract-job", "a", T0, T0 + 1_000);
+    await store.pauseGroup("contract-job", "b", T0, T0 + 1_000);
+    const settleAt = (now: number) =>
+      store.settle([], { queues: ["default"], limit: 1, now, leaseMs: 30_000, token: 1 });
+    const keys = async () =>
+      (await store.pausedGroups(T0, { limit: 10, offset: 0 })).map((group) => group.key);
+    const sql = postgres(url!, { max: 1, onnotice: () => {} });
+    try {
+      await sql.begin(async (tx) => {
+        await tx.unsafe(`SET LOCAL search_path TO "${opened.schema}"`);
+        // As a pause of group a being written: its row is locked until this transaction ends.
+        await tx.unsafe("SELECT 1 FROM group_pauses WHERE group_key = 'a' FOR UPDATE");
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const deadline = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error("the settle waited for the lock")), 10_000);
+        });
+        const settled = settleAt(T0 + 120_000);
+        try {
+          await Promise.race([settled, deadline]);
+        } finally {
+          clearTimeout(timer);
+        }
+        assert.deepEqual(await keys(), ["a"], "b is deleted, a skipped");
+      });
+    } finally {
+      await sql.end();
+    }
+    await settleAt(T0 + 180_000);
+    assert.deepEqual(await keys(), [], "the next walk deletes a");
+  },
+});
