@@ -33,10 +33,19 @@ import type { Dialect } from "./dialect.ts";
 import { exec, type Script } from "./script.ts";
 import { type Statement, statement } from "./statement.ts";
 
-/** A table's columns (in SQLite's order), and the columns of its key. */
+/**
+ * A table's columns (in SQLite's order), the columns of its key, and the
+ * columns a move leaves out because the destination builds them itself.
+ */
 export interface TableLayout {
   readonly columns: readonly string[];
   readonly key: readonly string[];
+  /**
+   * Columns not copied: the destination's schema fills them as it stores
+   * the row (a group's id and a grouped job's, schema step 25: the ids are
+   * the destination's own, given by its triggers and defaults).
+   */
+  readonly rebuilt?: readonly string[];
 }
 
 const JOB_LINKS = ["batch_id", "batch_member", "chain_id"];
@@ -134,6 +143,7 @@ export const TABLE_LAYOUTS: Readonly<Record<TransferTable, TableLayout>> = {
       "flow_parents",
     ],
     key: ["id"],
+    rebuilt: ["group_id"],
   },
   failed_jobs: {
     columns: [
@@ -214,6 +224,7 @@ export const TABLE_LAYOUTS: Readonly<Record<TransferTable, TableLayout>> = {
   job_groups: {
     columns: ["queue", "name", "group_key", "group_limit", "group_ordered", "version"],
     key: ["queue", "name", "group_key"],
+    rebuilt: ["id"],
   },
   job_steps: {
     columns: [
