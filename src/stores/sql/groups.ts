@@ -8,18 +8,26 @@
  *   keeps its definition's `group_limit` (null: none) and `group_ordered`
  *   (1: one at a time, in dispatch order). `failed_jobs` keeps the three,
  *   so a retried job comes back to its group.
+ * - `job_groups` (queue, name, key, limit, ordered, version, id) lists the
+ *   groups that have jobs. Every insert of grouped jobs upserts their
+ *   group's row first (`version` + 1), so a grouped job always has one, and
+ *   takes its `id` into `jobs.group_id` (schema step 25: a group listed
+ *   anew takes one more than the highest id; the step's triggers give one
+ *   to rows inserted without it: by older code, a retry, a move's import).
+ *   `group_cursors` holds, per queue, the id of the last group the round
+ *   robin served: the turn goes through the groups in id order (the order
+ *   they were listed) from there, back to the first after the last.
  * - `jobs_claim_order` is partial (`group_key IS NULL`): the plain claim
  *   never walks a group's backlog. Grouped jobs are found through
- *   `jobs_group_due` (queue, name, key, due time: a group's due jobs, and
- *   its leased ones, whose lease end is their due time) and
- *   `jobs_group_order` (queue, name, key, id, for ordered groups only: an
- *   ordered group's first job).
- * - `job_groups` (queue, name, key, limit, ordered, version) lists the
- *   groups that have jobs. Every insert of grouped jobs upserts their
- *   group's row (`version` + 1), so a grouped job always has one.
- *   `group_cursors` holds, per queue, the last group the round robin
- *   served: the turn goes through the groups in key order from there,
- *   back to the first after the last.
+ *   `jobs_group_due` (group id, due time: a group's due jobs, and its
+ *   leased ones, whose lease end is their due time) and `jobs_group_order`
+ *   (group id, id, for ordered groups only: an ordered group's first job).
+ *   A lease, a start and a settle each move or drop one entry per job in
+ *   `jobs_group_due`, spread over as many groups as the claim served: the
+ *   small entries (an integer and a time, not the queue, name and key)
+ *   and the id order (jobs dispatched across groups have neighbouring
+ *   ids, so one turn's jobs share table pages) keep the pages a
+ *   transaction writes few (docs/performance.md).
  * - A claim first asks whether any group exists in its queues (one seek).
  *   None: today's claim statement, unchanged. Else, per queue in order, the
  *   grouped claim and the plain one each take what the other left, the
@@ -27,7 +35,7 @@
  *   group count as one more turn beside the groups.
  * - The grouped claim of one queue, repeated until it has its jobs or has
  *   looked at every group once:
- *   1. a window of groups in key order after the cursor (not paused nor
+ *   1. a window of groups in id order after the cursor (not paused nor
  *      held until later, of the names the claimer runs), each with its
  *      first due job, locked on
  *      PostgreSQL with `FOR UPDATE SKIP LOCKED`:
@@ -433,7 +441,7 @@ function* claimGrouped(dialect: Dialect, request: ClaimRequest): Script<ClaimRow
   let exhausted = false;
   while (claimed.length < request.limit && !exhausted) {
     // Groups enough for one job each, read a window at a time (past the last group, on from the
-    // first), so that a claim near the end of the key order still takes one job per group.
+    // first), so that a claim near the end of the id order still takes one job per group.
     const groups: GroupRow[] = [];
     const want = request.limit - claimed.length;
     while (groups.length < want) {
