@@ -103,7 +103,8 @@ function anyGroup(count: number): Statement {
 
 /**
  * Puts the groups `$1` (queue, name, key, limit, ordered; no two alike) on
- * the list; a group already there takes the settings given and a new version.
+ * the list, a new one with the next id; a group already there takes the
+ * settings given and a new version, and keeps its id.
  */
 const ENTER_GROUPS = statement(
   `INSERT INTO job_groups (queue, name, group_key, group_limit, group_ordered, version, id)
