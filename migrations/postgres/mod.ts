@@ -27,6 +27,7 @@ import * as handlerBegun from "./0020_handler_begun.ts";
 import * as flows from "./0021_flows.ts";
 import * as queueMoves from "./0022_queue_moves.ts";
 import * as groupHolds from "./0023_group_holds.ts";
+import * as groupIds from "./0025_group_ids.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -51,6 +52,7 @@ export const migrations: readonly Migration[] = [
   flows,
   queueMoves,
   groupHolds,
+  groupIds,
 ];
 
 /**

@@ -26,6 +26,7 @@ import * as flows from "./0021_flows.ts";
 import * as queueMoves from "./0022_queue_moves.ts";
 import * as groupHolds from "./0023_group_holds.ts";
 import * as jobIdsWithoutSequence from "./0024_job_ids_without_sequence.ts";
+import * as groupIds from "./0025_group_ids.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -50,6 +51,7 @@ export const migrations: readonly Migration[] = [
   queueMoves,
   groupHolds,
   jobIdsWithoutSequence,
+  groupIds,
 ];
 
 /**

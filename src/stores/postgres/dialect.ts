@@ -37,10 +37,13 @@ import { POSTGRES_NOW, type Statement, statement } from "../sql/statement.ts";
  * database's clock: each row's due time, retry deadline and creation time
  * keep their distance from its creation time, which becomes the database's
  * now (a dispatcher whose clock is off then still delays by what it asked).
+ * A grouped row takes its group's id: its group is listed first.
  */
 const NEW_ROWS = `SELECT queue, name, payload, priority, available_at + shift.ms,
     retry_until + shift.ms, created_at + shift.ms, batch_id, batch_member, keyed, trace,
-    expire_at + shift.ms, group_key, group_limit, group_ordered
+    expire_at + shift.ms, group_key, group_limit, group_ordered,
+    (SELECT g.id FROM job_groups g WHERE g.queue = row.queue AND g.name = row.name
+      AND g.group_key = row.group_key)
   FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::bigint[],
     $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::text[], $13::bigint[], $14::text[],
     $15::int[], $16::int[]) WITH ORDINALITY
@@ -50,7 +53,7 @@ const NEW_ROWS = `SELECT queue, name, payload, priority, available_at + shift.ms
     AS ms) AS shift
   ORDER BY position`;
 const INSERT_COLUMNS =
-  "queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member, keyed, trace, expire_at, group_key, group_limit, group_ordered";
+  "queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member, keyed, trace, expire_at, group_key, group_limit, group_ordered, group_id";
 const INSERT = statement(`INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id`);
 /** Inserts jobs and notifies the watchers, in one statement. */
 const INSERT_AND_NOTIFY = statement(
@@ -258,10 +261,11 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         column((row) => row.group?.limit ?? null),
         column((row) => row.group?.ordered ? 1 : 0),
       ];
+      // The groups first: each grouped row takes its group's id.
+      yield* enterGroups(rows);
       const { rows: inserted } = notify
         ? yield* exec<{ id: number }>(INSERT_AND_NOTIFY, ...params, channel)
         : yield* exec<{ id: number }>(INSERT, ...params);
-      yield* enterGroups(rows);
       return inserted.map((row) => Number(row.id)).sort((a, b) => a - b);
     },
 

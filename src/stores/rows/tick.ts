@@ -38,14 +38,6 @@ export interface GroupRate {
   readonly perMs: number;
 }
 
-/**
- * The name {@linkcode GroupRate} had here.
- *
- * @deprecated Use `GroupRate`: this alias goes once src/stores/sql/groups.ts, edited beside
- * the change that made the two names one, imports that.
- */
-export type GroupRateLimit = GroupRate;
-
 /** What to claim in one statement. */
 export interface ClaimRequest {
   /** Queues in the order they are looked at: every job of the first before the second. */

@@ -8,18 +8,26 @@
  *   keeps its definition's `group_limit` (null: none) and `group_ordered`
  *   (1: one at a time, in dispatch order). `failed_jobs` keeps the three,
  *   so a retried job comes back to its group.
+ * - `job_groups` (queue, name, key, limit, ordered, version, id) lists the
+ *   groups that have jobs. Every insert of grouped jobs upserts their
+ *   group's row first (`version` + 1), so a grouped job always has one, and
+ *   takes its `id` into `jobs.group_id` (schema step 25: a group listed
+ *   anew takes one more than the highest id; the step's triggers give one
+ *   to rows inserted without it: by older code, a retry, a move's import).
+ *   `group_cursors` holds, per queue, the id of the last group the round
+ *   robin served: the turn goes through the groups in id order (the order
+ *   they were listed) from there, back to the first after the last.
  * - `jobs_claim_order` is partial (`group_key IS NULL`): the plain claim
  *   never walks a group's backlog. Grouped jobs are found through
- *   `jobs_group_due` (queue, name, key, due time: a group's due jobs, and
- *   its leased ones, whose lease end is their due time) and
- *   `jobs_group_order` (queue, name, key, id, for ordered groups only: an
- *   ordered group's first job).
- * - `job_groups` (queue, name, key, limit, ordered, version) lists the
- *   groups that have jobs. Every insert of grouped jobs upserts their
- *   group's row (`version` + 1), so a grouped job always has one.
- *   `group_cursors` holds, per queue, the last group the round robin
- *   served: the turn goes through the groups in key order from there,
- *   back to the first after the last.
+ *   `jobs_group_due` (group id, due time: a group's due jobs, and its
+ *   leased ones, whose lease end is their due time) and `jobs_group_order`
+ *   (group id, id, for ordered groups only: an ordered group's first job).
+ *   A lease, a start and a settle each move or drop one entry per job in
+ *   `jobs_group_due`, spread over as many groups as the claim served: the
+ *   small entries (an integer and a time, not the queue, name and key)
+ *   and the id order (jobs dispatched across groups have neighbouring
+ *   ids, so one turn's jobs share table pages) keep the pages a
+ *   transaction writes few (docs/performance.md).
  * - A claim first asks whether any group exists in its queues (one seek).
  *   None: today's claim statement, unchanged. Else, per queue in order, the
  *   grouped claim and the plain one each take what the other left, the
@@ -27,7 +35,7 @@
  *   group count as one more turn beside the groups.
  * - The grouped claim of one queue, repeated until it has its jobs or has
  *   looked at every group once:
- *   1. a window of groups in key order after the cursor (not paused nor
+ *   1. a window of groups in id order after the cursor (not paused nor
  *      held until later, of the names the claimer runs), each with its
  *      first due job, locked on
  *      PostgreSQL with `FOR UPDATE SKIP LOCKED`:
@@ -66,7 +74,7 @@
  * @module
  */
 import type { ClaimRequest, NewJobRow } from "../store.ts";
-import type { GroupRateLimit } from "../rows/tick.ts";
+import type { GroupRate } from "../rows/tick.ts";
 import { CLAIMED_COLUMNS, claimSets, clockParam, type Dialect } from "./dialect.ts";
 import { notPaused } from "./pauses.ts";
 import { each, exec, type Result, type Script } from "./script.ts";
@@ -95,17 +103,23 @@ function anyGroup(count: number): Statement {
 
 /**
  * Puts the groups `$1` (queue, name, key, limit, ordered; no two alike) on
- * the list; a group already there takes the settings given and a new version.
+ * the list, a new one with the next id; a group already there takes the
+ * settings given and a new version, and keeps its id.
  */
 const ENTER_GROUPS = statement(
-  `INSERT INTO job_groups (queue, name, group_key, group_limit, group_ordered, version)
-  SELECT g.queue, g.name, g.group_key, g.lim, g.ordered, 0
+  `INSERT INTO job_groups (queue, name, group_key, group_limit, group_ordered, version, id)
+  SELECT g.queue, g.name, g.group_key, g.lim, g.ordered, 0, {{newGroupId}}
   FROM {{rows $1 queue text, name text, group_key text, lim int, ordered int}} g WHERE true
   ON CONFLICT (queue, name, group_key) DO UPDATE SET version = job_groups.version + 1,
     group_limit = excluded.group_limit, group_ordered = excluded.group_ordered`,
 );
 
-/** Puts the groups of the jobs `$1` (just moved back from the failed jobs) on the list. */
+/**
+ * Puts the groups of the jobs `$1` (just moved back from the failed jobs) on
+ * the list. A group listed anew takes its id from the step's trigger
+ * (`job_groups_take_id` on SQLite), which gives it to those jobs too; on
+ * PostgreSQL their insert listed it already.
+ */
 const REENTER_GROUPS = statement(
   `INSERT INTO job_groups (queue, name, group_key, group_limit, group_ordered, version)
   SELECT queue, name, group_key, MAX(group_limit), MAX(group_ordered), 0
@@ -117,68 +131,65 @@ const REENTER_GROUPS = statement(
 /**
  * The groups' window: see the module doc, step 1, with each group's first
  * due job (a hint: on PostgreSQL it is read before the lock, so the lease
- * checks it is still free): the first `$3` groups after (`$4`, `$5`) in key
- * order, or after the queue's cursor when they are null. `$6`: the names
+ * checks it is still free): the first `$3` groups after group id `$4` in
+ * id order, or after the queue's cursor when it is null. `$5`: the names
  * the claimer runs.
  */
 function windowStatement(byName: boolean) {
   return statement(
-    `SELECT name, group_key, group_limit, group_ordered, version,
-      (SELECT j.id FROM jobs j WHERE j.queue = $1 AND j.name = job_groups.name
-        AND j.group_key = job_groups.group_key AND j.available_at <= (SELECT {{now $2}})
-        ORDER BY j.available_at, j.id LIMIT 1) AS first_due
+    `SELECT id, name, group_key, group_limit, group_ordered, version,
+      (SELECT j.id FROM jobs j WHERE j.group_id = job_groups.id
+        AND j.available_at <= (SELECT {{now $2}}) ORDER BY j.available_at, j.id LIMIT 1)
+        AS first_due
     FROM job_groups
     WHERE queue = $1 AND ${notPaused("$1", "(SELECT {{now $2}})")}
-      ${byName ? "AND name IN {{texts $6}}" : ""}
+      ${byName ? "AND name IN {{texts $5}}" : ""}
       AND (NOT EXISTS (SELECT 1 FROM group_pauses) OR NOT EXISTS (SELECT 1 FROM group_pauses p
         WHERE p.name = job_groups.name AND p.group_key = job_groups.group_key
           AND (p.until IS NULL OR p.until > (SELECT {{now $2}}))))
-      AND (name, group_key) > (
-        COALESCE($4, (SELECT c.name FROM group_cursors c WHERE c.queue = $1), ''),
-        COALESCE($5, (SELECT c.group_key FROM group_cursors c WHERE c.queue = $1), ''))
-    ORDER BY name, group_key LIMIT $3 {{skipLocked}}`,
+      AND id > COALESCE($4, (SELECT c.group_id FROM group_cursors c WHERE c.queue = $1), 0)
+    ORDER BY id LIMIT $3 {{skipLocked}}`,
   );
 }
 const WINDOW = windowStatement(false);
 const WINDOW_BY_NAME = windowStatement(true);
 
 /**
- * One group's state (module doc, step 2): its first `$5` due jobs (one row
- * with null id when none), each row with the group's leased count and, for
- * an ordered group, its first job by id and whether that one is due (1 or 0).
+ * One group's state (module doc, step 2), group id `$1` at `{{now $2}}`: its
+ * first `$3` due jobs (one row with null id when none), each row with the
+ * group's leased count and, for an ordered group, its first job by id and
+ * whether that one is due (1 or 0).
  */
 const GROUP_STATE = statement(
   `SELECT due.id, due.available_at,
-    (SELECT COUNT(*) FROM jobs r WHERE r.queue = $1 AND r.name = $2 AND r.group_key = $3
-      AND r.available_at > (SELECT {{now $4}}) AND r.token IS NOT NULL) AS leased,
-    (SELECT MIN(h.id) FROM jobs h WHERE h.queue = $1 AND h.name = $2 AND h.group_key = $3
-      AND h.group_ordered = 1) AS head,
-    (SELECT CASE WHEN f.available_at <= (SELECT {{now $4}}) THEN 1 ELSE 0 END FROM jobs f
-      WHERE f.id = (SELECT MIN(h.id) FROM jobs h
-        WHERE h.queue = $1 AND h.name = $2 AND h.group_key = $3 AND h.group_ordered = 1))
+    (SELECT COUNT(*) FROM jobs r WHERE r.group_id = $1
+      AND r.available_at > (SELECT {{now $2}}) AND r.token IS NOT NULL) AS leased,
+    (SELECT MIN(h.id) FROM jobs h WHERE h.group_id = $1 AND h.group_ordered = 1) AS head,
+    (SELECT CASE WHEN f.available_at <= (SELECT {{now $2}}) THEN 1 ELSE 0 END FROM jobs f
+      WHERE f.id = (SELECT MIN(h.id) FROM jobs h WHERE h.group_id = $1 AND h.group_ordered = 1))
       AS head_due
   FROM (SELECT 1 AS one) one LEFT JOIN (
-    SELECT id, available_at FROM jobs WHERE queue = $1 AND name = $2 AND group_key = $3
-      AND available_at <= (SELECT {{now $4}}) ORDER BY available_at, id LIMIT $5
+    SELECT id, available_at FROM jobs WHERE group_id = $1
+      AND available_at <= (SELECT {{now $2}}) ORDER BY available_at, id LIMIT $3
   ) due ON true`,
 );
 
 const dueStatements = new Map<number, Statement>();
 
 /**
- * The first `$3` due jobs of each of `count` groups without a limit or an
+ * The first `$2` due jobs of each of `count` groups without a limit or an
  * order, in one statement (module doc, step 2, for the groups that need
  * nothing else): each group's jobs one seek on `jobs_group_due`, tagged by
- * its position (`rank`). Parameters: queue, `{{now}}`, limit, then a name
- * and a key per group.
+ * its position (`rank`). Parameters: `{{now}}`, limit, then a group id per
+ * group.
  */
 function dueInGroups(count: number): Statement {
   let due = dueStatements.get(count);
   if (due === undefined) {
     const arm = (index: number) =>
       `SELECT ${index} AS rank, id FROM (SELECT id, available_at FROM jobs
-        WHERE queue = $1 AND name = $${4 + 2 * index} AND group_key = $${5 + 2 * index}
-        AND available_at <= (SELECT {{now $2}}) ORDER BY available_at, id LIMIT $3) g${index}`;
+        WHERE group_id = $${3 + index}
+        AND available_at <= (SELECT {{now $1}}) ORDER BY available_at, id LIMIT $2) g${index}`;
     due = statement(Array.from({ length: count }, (_, index) => arm(index)).join(" UNION ALL "));
     dueStatements.set(count, due);
   }
@@ -231,23 +242,25 @@ const DROP_ENDED_WINDOWS = statement(
 const RATED_GROUPS_DUE = statement(
   `SELECT g.name, g.group_key FROM job_groups g
   WHERE g.queue = $1 AND g.name IN {{texts $3}}
-    AND EXISTS (SELECT 1 FROM jobs j WHERE j.queue = g.queue AND j.name = g.name
-      AND j.group_key = g.group_key AND j.available_at <= (SELECT {{now $2}}))`,
+    AND EXISTS (SELECT 1 FROM jobs j WHERE j.group_id = g.id
+      AND j.available_at <= (SELECT {{now $2}}))`,
 );
 
-/** Moves queue `$1`'s round robin past group (`$2`, `$3`). */
+/**
+ * Moves queue `$1`'s round robin past group `$4` (named `$2`, `$3`: the
+ * cursor of code before schema step 25).
+ */
 const MOVE_CURSOR = statement(
-  `INSERT INTO group_cursors (queue, name, group_key) VALUES ($1, $2, $3)
-  ON CONFLICT (queue) DO UPDATE SET name = excluded.name, group_key = excluded.group_key`,
+  `INSERT INTO group_cursors (queue, name, group_key, group_id) VALUES ($1, $2, $3, $4)
+  ON CONFLICT (queue) DO UPDATE SET name = excluded.name, group_key = excluded.group_key,
+    group_id = excluded.group_id`,
 );
 
-/** Drops the groups `$2` of queue `$1` that have no job, unless their version moved on. */
+/** Drops the groups `$2` (id, version) of queue `$1` that have no job, unless their version moved on. */
 const DROP_EMPTY = statement(
   `DELETE FROM job_groups WHERE queue = $1
-    AND (name, group_key, version) IN (
-      SELECT name, group_key, version FROM {{rows $2 name text, group_key text, version int}} g)
-    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.queue = job_groups.queue
-      AND j.name = job_groups.name AND j.group_key = job_groups.group_key)`,
+    AND (id, version) IN (SELECT id, version FROM {{rows $2 id int, version int}} g)
+    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.group_id = job_groups.id)`,
 );
 
 /**
@@ -258,8 +271,8 @@ const DROP_EMPTY = statement(
  */
 const GROUPS_NEXT_DUE = statement(
   `SELECT MIN(next_at) - MIN(t) AS in_ms FROM (
-    SELECT (SELECT MIN(j.available_at) FROM jobs j WHERE j.queue = g.queue AND j.name = g.name
-        AND j.group_key = g.group_key AND j.available_at > clock.t) AS next_at, clock.t
+    SELECT (SELECT MIN(j.available_at) FROM jobs j WHERE j.group_id = g.id
+        AND j.available_at > clock.t) AS next_at, clock.t
     FROM job_groups g CROSS JOIN (SELECT {{now $2}} AS t) clock WHERE g.queue = $1
     UNION ALL
     SELECT MIN(p.until), clock.t FROM group_pauses p CROSS JOIN (SELECT {{now $2}} AS t) clock
@@ -305,7 +318,7 @@ export function* rateWindowsTurn(
   queues: readonly string[],
   now: number | null,
   storeNow: number,
-  rates: Readonly<Record<string, GroupRateLimit>>,
+  rates: Readonly<Record<string, GroupRate>>,
 ): Script<number | null> {
   const names = Object.keys(rates);
   if (names.length === 0) return null;
@@ -341,7 +354,7 @@ export function* rateWindowsTurn(
  */
 export function* dropEndedWindows(
   queues: readonly string[],
-  rates: Readonly<Record<string, GroupRateLimit>>,
+  rates: Readonly<Record<string, GroupRate>>,
   now: number,
 ): Script<void> {
   const drops = queues.flatMap((queue) =>
@@ -411,6 +424,7 @@ export function* claimFairly(
 
 /** A group as the window lists it. */
 interface GroupRow {
+  readonly id: number | string;
   readonly name: string;
   readonly group_key: string;
   readonly group_limit: number | null;
@@ -436,33 +450,31 @@ function* claimGrouped(
   const queue = request.queues[0]!;
   const now = clockParam(dialect, request.now);
   const size = Math.min(MAX_WINDOW, Math.max(4, request.limit));
-  const seen = new Set<string>();
+  const seen = new Set<number>();
   const claimed: ClaimRow[] = [];
-  // Neither a job name nor a group key holds NUL.
-  const keyOf = (group: { name: string; group_key: string }) => `${group.name}\0${group.group_key}`;
   // From the queue's cursor (null: the window reads it), then on from each window's last group,
   // then once from the first group.
-  const START = ["", ""] as const;
-  let from: readonly [string | null, string | null] = [null, null];
+  const START = 0;
+  let from: number | null = null;
   let wrapped = false;
   let servedUpTo: GroupRow | undefined;
   let exhausted = false;
   while (claimed.length < request.limit && !exhausted) {
     // Groups enough for one job each, read a window at a time (past the last group, on from the
-    // first), so that a claim near the end of the key order still takes one job per group.
+    // first), so that a claim near the end of the id order still takes one job per group.
     const groups: GroupRow[] = [];
     const want = request.limit - claimed.length;
     while (groups.length < want) {
-      const { rows: window } = yield* exec<GroupRow>(
+      const { rows: window }: Result<GroupRow> = yield* exec<GroupRow>(
         request.names === undefined ? WINDOW : WINDOW_BY_NAME,
         queue,
         now,
         size,
-        ...from,
+        from,
         ...(request.names === undefined ? [] : [request.names]),
       );
-      const fresh = window.filter((group) => !seen.has(keyOf(group)));
-      for (const group of fresh) seen.add(keyOf(group));
+      const fresh = window.filter((group) => !seen.has(Number(group.id)));
+      for (const group of fresh) seen.add(Number(group.id));
       groups.push(...fresh);
       const last = window.at(-1);
       if (window.length < size || last === undefined) {
@@ -476,7 +488,7 @@ function* claimGrouped(
         exhausted = true;
         break;
       } else {
-        from = [last.name, last.group_key];
+        from = Number(last.id);
       }
     }
     if (groups.length === 0) break;
@@ -489,7 +501,13 @@ function* claimGrouped(
     if (waiting >= 0) break;
   }
   if (servedUpTo !== undefined) {
-    yield* exec(MOVE_CURSOR, queue, servedUpTo.name, servedUpTo.group_key);
+    yield* exec(
+      MOVE_CURSOR,
+      queue,
+      servedUpTo.name,
+      servedUpTo.group_key,
+      Number(servedUpTo.id),
+    );
   }
   return claimed;
 }
@@ -553,7 +571,7 @@ function* takeFromGroups(
     yield* exec(
       DROP_EMPTY,
       request.queues[0]!,
-      empty.map((group) => [group.name, group.group_key, Number(group.version)]),
+      empty.map((group) => [Number(group.id), Number(group.version)]),
     );
   }
   return { rows, left: takeable.map((ids, index) => given[index] === 0 && ids.length > 0) };
@@ -639,7 +657,6 @@ function* takeableIn(
   groups: readonly GroupRow[],
   want: number,
 ): Script<number[][]> {
-  const queue = request.queues[0]!;
   const now = clockParam(dialect, request.now);
   // Rounds take one job of each group in turn: a group gives at most this many unless the
   // others run short (then those that gave all they were asked for are asked for more).
@@ -656,9 +673,7 @@ function* takeableIn(
   const states = yield* each<GroupStateRow>(
     GROUP_STATE,
     stated.map((group) => [
-      queue,
-      group.name,
-      group.group_key,
+      Number(group.id),
       now,
       Math.min(share, Number(group.group_limit ?? want)),
     ]),
@@ -676,10 +691,9 @@ function* takeableIn(
     for (const group of ask) dueOf.set(group, []);
     const { rows } = yield* exec<{ rank: number | string; id: number | string }>(
       dueInGroups(ask.length),
-      queue,
       now,
       limit,
-      ...ask.flatMap((group) => [group.name, group.group_key]),
+      ...ask.map((group) => Number(group.id)),
     );
     for (const row of rows) dueOf.get(ask[Number(row.rank)]!)!.push(Number(row.id));
     const found = [...dueOf.values()].reduce((sum, ids) => sum + ids.length, 0);

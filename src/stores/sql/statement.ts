@@ -32,6 +32,10 @@
  *   ids and its floor (schema step 24), on PostgreSQL the next value of the
  *   column's identity sequence. In an `INSERT … SELECT` of several rows,
  *   `{{newJobId ORDER BY …}}` numbers them in that order.
+ * - `{{newGroupId}}`: the id of a group listed in `job_groups` (schema step
+ *   25), in an `INSERT … SELECT`: on SQLite one more than the highest, each
+ *   row of the select one more than the one before; on PostgreSQL the next
+ *   value of the column's identity sequence.
  *
  * @internal
  * @module
@@ -124,6 +128,10 @@ const MACROS: Record<string, Record<EngineName, (argument: string) => string>> =
         order === "" ? "1" : `row_number() OVER (${order})`
       })`,
     postgres: () => "nextval(pg_get_serial_sequence('jobs', 'id'))",
+  },
+  newGroupId: {
+    sqlite: () => "((SELECT ifnull(max(id), 0) FROM job_groups) + row_number() OVER ())",
+    postgres: () => "nextval(pg_get_serial_sequence('job_groups', 'id'))",
   },
 };
 

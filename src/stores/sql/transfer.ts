@@ -34,10 +34,19 @@ import type { Dialect } from "./dialect.ts";
 import { exec, type Script } from "./script.ts";
 import { type Statement, statement } from "./statement.ts";
 
-/** A table's columns (in the schema's order), and the columns of its key. */
+/**
+ * A table's columns (in SQLite's order), the columns of its key, and the
+ * columns a move leaves out because the destination builds them itself.
+ */
 export interface TableLayout {
   readonly columns: readonly string[];
   readonly key: readonly string[];
+  /**
+   * Columns not copied: the destination's schema fills them as it stores
+   * the row (a group's id and a grouped job's, schema step 25: the ids are
+   * the destination's own, given by its triggers and defaults).
+   */
+  readonly rebuilt?: readonly string[];
 }
 
 /** The columns of each table's key, the order a move reads the table in. */
@@ -66,6 +75,16 @@ const TABLE_KEYS: Readonly<Record<TransferTable, readonly string[]>> = {
 };
 
 /**
+ * The columns a move does not copy, by table: ids the destination's schema
+ * gives as it stores the row (schema step 25: a group's id, and a grouped
+ * job's copy of it, are the destination's own).
+ */
+const REBUILT: Partial<Record<TransferTable, readonly string[]>> = {
+  jobs: ["group_id"],
+  job_groups: ["id"],
+};
+
+/**
  * Every table a move copies, as the schema has it at the current step
  * (its columns are those of `TRANSFER_COLUMNS`), and the rows of
  * `id_counters` (no table: see `ID_COUNTERS_TABLE`).
@@ -74,6 +93,7 @@ export const TABLE_LAYOUTS = Object.fromEntries(
   TRANSFER_TABLES.map((table): [TransferTable, TableLayout] => [table, {
     columns: TRANSFER_COLUMNS[table].map((column) => column.name),
     key: TABLE_KEYS[table],
+    ...(REBUILT[table] === undefined ? {} : { rebuilt: REBUILT[table] }),
   }]),
 ) as Readonly<Record<TransferTable, TableLayout>>;
 

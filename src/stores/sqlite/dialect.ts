@@ -51,9 +51,17 @@ function insertStatement(shape: InsertShape, idBound: boolean): Statement {
   const order: InsertShape[] = ["plain", "full", "grouped"];
   const columns = order.slice(0, order.indexOf(shape) + 1).flatMap((name) => INSERT_SHAPES[name]);
   const params = columns.map((_, index) => `$${index + (idBound ? 2 : 1)}`);
+  // A grouped job takes its group's id (its group is listed first): queue, name and key are bound.
+  const groupId = shape === "grouped"
+    ? [
+      `(SELECT id FROM job_groups WHERE queue = ${params[0]} AND name = ${
+        params[1]
+      } AND group_key = ${params[columns.indexOf("group_key")]})`,
+    ]
+    : [];
   return statement(
-    `INSERT INTO jobs (id, ${columns.join(", ")})
-    VALUES (${idBound ? "$1" : "{{newJobId}}"}, ${params.join(", ")})`,
+    `INSERT INTO jobs (id, ${[...columns, ...groupId.map(() => "group_id")].join(", ")})
+    VALUES (${idBound ? "$1" : "{{newJobId}}"}, ${[...params, ...groupId].join(", ")})`,
   );
 }
 
@@ -226,6 +234,8 @@ export const sqliteDialect: Dialect = {
       plain.push(row.group?.key ?? null, row.group?.limit ?? null, row.group?.ordered ? 1 : 0);
       return plain;
     };
+    // The groups first: a grouped job's insert takes its group's id.
+    yield* enterGroups(rows);
     let ids: number[];
     if (rows.length === 1) {
       // Without RETURNING: run() reports the new row id, and is the cheaper read.
@@ -237,7 +247,6 @@ export const sqliteDialect: Dialect = {
       ids = rows.map((_, index) => first + index);
       yield* each(INSERTS[shape].bound, rows.map((row, index) => [ids[index], ...values(row)]));
     }
-    yield* enterGroups(rows);
     return ids;
   },
 

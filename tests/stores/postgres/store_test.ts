@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { postgresDialect } from "../../../src/stores/postgres/dialect.ts";
 import { PostgresStore } from "../../../src/stores/postgres/mod.ts";
-import { newJob, T0 } from "../contract/mod.ts";
+import { claim, newJob, T0 } from "../contract/mod.ts";
 import { openTestPostgresStore, postgresTestUrl } from "../../_postgres.ts";
 import { postgresContract } from "./_contract.ts";
 
@@ -141,5 +141,56 @@ Deno.test({
     }
     await settleAt(T0 + 180_000);
     assert.deepEqual(await keys(), [], "the next walk deletes a");
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a grouped job inserted as code of step 24 does (no group id, its group listed after it) lists its group and takes its id; the claim takes it in its turn",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestPostgresStore(url!, { clock: "caller" });
+    const [listed] = await opened.store.insertJobs([
+      newJob({ group: { key: "a", limit: null, ordered: false } }),
+    ]);
+    // What code of step 24 writes for a grouped job: the job, then its group's listing.
+    const insertAsStep24 = (key: string, n: number) =>
+      opened.store.transaction(async (tx) => {
+        await tx.query(
+          `INSERT INTO jobs (queue, name, payload, available_at, created_at, group_key)
+          VALUES ('default', 'contract-job', $1, $2, $2, $3)`,
+          [`{"n":${n}}`, T0, key],
+        );
+        await tx.query(
+          `INSERT INTO job_groups (queue, name, group_key, group_limit, group_ordered, version)
+          VALUES ('default', 'contract-job', $1, NULL, 0, 0)
+          ON CONFLICT (queue, name, group_key) DO UPDATE SET version = job_groups.version + 1`,
+          [key],
+        );
+      });
+    await insertAsStep24("b", 1);
+    await insertAsStep24("a", 2);
+    const groups = await opened.store.transaction((tx) =>
+      tx.query<{ group_key: string; id: string }>(
+        "SELECT group_key, id::text FROM job_groups ORDER BY id",
+      )
+    );
+    assert.deepEqual(groups.map((group) => group.group_key), ["a", "b"]);
+    const jobs = await opened.store.transaction((tx) =>
+      tx.query<{ id: string; group_id: string }>(
+        "SELECT id::text, group_id::text FROM jobs ORDER BY id",
+      )
+    );
+    assert.deepEqual(
+      jobs.map((job) => job.group_id),
+      [groups[0]!.id, groups[1]!.id, groups[0]!.id],
+    );
+    const taken = await claim(opened.store, { limit: 2 });
+    assert.deepEqual(taken.map((job) => job.id).sort((a, b) => a - b), [
+      listed!,
+      Number(jobs[1]!.id),
+    ]);
+    const rest = await claim(opened.store, { limit: 2, token: 2 });
+    assert.deepEqual(rest.map((job) => job.id), [Number(jobs[2]!.id)]);
   },
 });

@@ -391,6 +391,7 @@ Deno.test("SqliteStore: schema step 24 keeps every job and its indexes, and neve
     "jobs_chain",
     "jobs_claim_order",
     "jobs_group_due",
+    "jobs_group_key", // step 25's, applied on top
     "jobs_group_order",
   ]);
   assert.deepEqual(
@@ -402,6 +403,66 @@ Deno.test("SqliteStore: schema step 24 keeps every job and its indexes, and neve
   assert.deepEqual(claimed.map((job) => job.payload), ['{"n":1}', '{"n":2}', '{"n":3}']);
   const [next] = await store.insertJobs([newJob()]);
   assert.equal(next, 5, "after 4, which the sequence handed out before the step and was deleted");
+});
+
+Deno.test("SqliteStore: schema step 25 numbers the groups in key order and gives each grouped job its group's id; a grouped job inserted as code of step 24 does (its group listed after it) gets one too, and the claim takes it in its turn", async () => {
+  await using dir = await tempDir();
+  // What code of step 24 writes for a grouped job: the job, then its group's listing.
+  const insertAsStep24 = (db: DatabaseSync, key: string, n: number) => {
+    db.prepare(
+      `INSERT INTO jobs (id, queue, name, payload, available_at, created_at, group_key)
+      VALUES ((SELECT max(ifnull(max(id), 0), (SELECT floor FROM job_id_floor)) FROM jobs) + 1,
+        'default', 'contract-job', ?, ?, ?, ?)`,
+    ).run(`{"n":${n}}`, T0, T0, key);
+    db.prepare(
+      `INSERT INTO job_groups (queue, name, group_key, group_limit, group_ordered, version)
+      VALUES ('default', 'contract-job', ?, NULL, 0, 0)
+      ON CONFLICT (queue, name, group_key) DO UPDATE SET version = job_groups.version + 1`,
+    ).run(key);
+  };
+  let db = new DatabaseSync(dir.dbPath);
+  try {
+    db.exec(STEPS_RECORD);
+    for (const step of migrations.filter(({ version }) => version < 25)) {
+      db.exec(step.sql);
+      db.prepare("INSERT INTO queue_migrations (version, applied_at) VALUES (?, ?)")
+        .run(step.version, T0);
+    }
+    insertAsStep24(db, "b", 1);
+    insertAsStep24(db, "a", 2);
+    insertAsStep24(db, "b", 3);
+  } finally {
+    db.close();
+  }
+  await using store = await SqliteStore.open(dir.dbPath);
+  assert.deepEqual(
+    queryFile(dir.dbPath, "SELECT group_key, id FROM job_groups ORDER BY id"),
+    [{ group_key: "a", id: 1 }, { group_key: "b", id: 2 }],
+  );
+  assert.deepEqual(
+    queryFile(dir.dbPath, "SELECT payload, group_id FROM jobs ORDER BY id"),
+    [
+      { payload: '{"n":1}', group_id: 2 },
+      { payload: '{"n":2}', group_id: 1 },
+      { payload: '{"n":3}', group_id: 2 },
+    ],
+  );
+  // An older worker beside this code: a job of a new group, and one of a group listed already.
+  db = new DatabaseSync(dir.dbPath);
+  try {
+    insertAsStep24(db, "c", 4);
+    insertAsStep24(db, "a", 5);
+  } finally {
+    db.close();
+  }
+  assert.deepEqual(
+    queryFile(dir.dbPath, "SELECT payload, group_id FROM jobs WHERE id > 3 ORDER BY id"),
+    [{ payload: '{"n":4}', group_id: 3 }, { payload: '{"n":5}', group_id: 1 }],
+  );
+  const taken = await claim(store, { limit: 3 });
+  assert.deepEqual(taken.map((job) => job.payload).sort(), ['{"n":1}', '{"n":2}', '{"n":4}']);
+  const rest = await claim(store, { limit: 3, token: 2 });
+  assert.deepEqual(rest.map((job) => job.payload).sort(), ['{"n":3}', '{"n":5}']);
 });
 
 Deno.test("SqliteStore: a group's rate window is a rate_windows row under a U+0001 key, dropped by a settle once the window is over", async () => {
