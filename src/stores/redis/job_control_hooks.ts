@@ -35,11 +35,19 @@ export const PRUNE_CHUNK = 1000;
  * - `History.listing(queue, name)`: the ZSET listing the kept jobs of
  *   `queue` and `name` (nil: any); `History.listings(queue, name)` every
  *   listing a kept job of them is in.
- * - `History.record(id, job, fields)`: keeps `job` (its row as it was) as
- *   finished, `fields` giving `state`, `output`, `error`, `started_at`,
+ * - `History.batch()`, `History.add(batch, id, job, fields)` and
+ *   `History.keep(batch)`: keep the finished jobs of one call, written
+ *   together: `History.add` takes job `id` (`job` its row as read, still
+ *   stored) with `fields` giving `state`, `output`, `error`, `started_at`,
  *   `finished_at`, `duration_ms` and `keep_until` (times on the store's
- *   clock); replaces an earlier record of `id`. An expired job never
- *   started: the attempt its claim counted is taken off.
+ *   clock); `History.keep` renames each job's hash to its kept record
+ *   (`P:done:<id>`, replacing an earlier record of `id`) and writes those
+ *   fields and `id` over it, then adds every job to its listings, one
+ *   `ZADD` per listing for the whole call. An expired job never started:
+ *   the attempt its claim counted is taken off. The kept record keeps the
+ *   job's other fields (its lease, priority, crashes, …); every reader of
+ *   `P:done:<id>` names the fields it reads.
+ * - `History.record(id, job, fields)`: the same for one job.
  * - `History.list(id, queue, name, finishedAt, keepUntil)`: puts a kept job
  *   in every listing of it, by `finishedAt`, and in the prune's index by
  *   `keepUntil` (its record written apart: `History.record`, a move's import).
@@ -76,17 +84,51 @@ function History.forget(id)
   return 1
 end
 
-function History.record(id, job, fields)
-  History.forget(id)
-  local row = {'id', id, 'queue', job.queue, 'name', job.name, 'state', fields.state,
-    'payload', job.payload, 'attempts', num(job, 'attempts') - (fields.state == 'expired' and 1 or 0),
-    'created_at', job.created_at,
-    'finished_at', fields.finished_at, 'keep_until', fields.keep_until}
+function History.batch() return {ids = {}, rows = {}, listings = {}, keep = {}} end
+
+function History.add(batch, id, job, fields)
+  table.insert(batch.ids, id)
+  local row = {'id', id, 'state', fields.state, 'finished_at', fields.finished_at,
+    'keep_until', fields.keep_until}
+  if fields.state == 'expired' then
+    table.insert(row, 'attempts'); table.insert(row, num(job, 'attempts') - 1)
+  end
   for _, field in ipairs({'output', 'error', 'started_at', 'duration_ms'}) do
     if fields[field] ~= nil then table.insert(row, field); table.insert(row, fields[field]) end
   end
-  redis.call('HSET', P .. ':done:' .. id, unpack(row))
-  History.list(id, job.queue, job.name, fields.finished_at, fields.keep_until)
+  batch.rows[id] = row
+  local member = pad(id)
+  for _, listing in ipairs(History.listings(job.queue, job.name)) do
+    local members = batch.listings[listing]
+    if members == nil then
+      members = {}
+      batch.listings[listing] = members
+    end
+    table.insert(members, fields.finished_at); table.insert(members, member)
+  end
+  table.insert(batch.keep, fields.keep_until); table.insert(batch.keep, member)
+end
+
+function History.keep(batch)
+  if #batch.ids == 0 then return end
+  local kept = {}
+  for i, id in ipairs(batch.ids) do kept[i] = P .. ':done:' .. id end
+  -- An earlier record of an id (rare): forgotten first, out of its listings.
+  if callInChunks('EXISTS', nil, kept) > 0 then
+    for _, id in ipairs(batch.ids) do History.forget(id) end
+  end
+  for i, id in ipairs(batch.ids) do
+    redis.call('RENAME', jobKey(id), kept[i])
+    redis.call('HSET', kept[i], unpack(batch.rows[id]))
+  end
+  for listing, members in pairs(batch.listings) do callInChunks('ZADD', listing, members) end
+  callInChunks('ZADD', P .. ':done:keep', batch.keep)
+end
+
+function History.record(id, job, fields)
+  local batch = History.batch()
+  History.add(batch, id, job, fields)
+  History.keep(batch)
 end
 
 function History.list(id, queue, name, finishedAt, keepUntil)
@@ -123,10 +165,11 @@ end
  * The tick's job-control hooks (with {@linkcode HISTORY} before them):
  * - `H.paused(queue)`: whether claims (and start confirmations) skip
  *   `queue` at `NOW`: it has a pause whose `until` is absent or later.
- * - `H.finished(id, job, s)`: a `complete` or `cancel` settlement applied to
- *   `job`, before its row is deleted: keep it in the history when
- *   `s.keepUntil` is after `s.at` (with its output or reason, attempts and
- *   times), and publish its id on `P:done` when the job is awaited. The
+ * - `H.finished(id, job, s, kept)`: a `complete` or `cancel` settlement
+ *   applied to `job`, its row still stored: adds it to `kept` (a
+ *   `History.batch()`, whose `History.keep` then moves the row into the
+ *   history) when `s.keepUntil` is after `s.at` (with its output or reason,
+ *   attempts and times); whether it did. The
  *   settle prunes expired kept jobs once after its settlements, at most
  *   once a minute (`History.pruneExpired`).
  */
@@ -138,7 +181,7 @@ function H.paused(queue)
   return untilAt == nil or untilAt > NOW
 end
 
-function H.finished(id, job, s)
+function H.finished(id, job, s, kept)
   local keepUntil = opt(s.keepUntil)
   if keepUntil ~= nil and keepUntil > s.at then
     local fields = {finished_at = at(s.at), keep_until = at(keepUntil)}
@@ -155,7 +198,9 @@ function H.finished(id, job, s)
       fields.duration_ms = math.floor(duration + 0.5)
       fields.started_at = at(s.at - fields.duration_ms)
     end
-    History.record(id, job, fields)
+    History.add(kept, id, job, fields)
+    return true
   end
+  return false
 end
 `;
