@@ -7,13 +7,20 @@
  * Keys (`P` is the prefix):
  * - `P:done:<id>` HASH: a kept finished job, fields named as the SQL
  *   `completed_jobs` columns (id queue name state payload output error
- *   attempts created_at started_at finished_at duration_ms keep_until).
- * - `P:done` ZSET: the kept jobs by `finished_at`, member the padded id (the
- *   newest first, equal times by id, read in reverse); `P:done:q:<queue>`,
- *   `P:done:n:<name>` and `P:done:qn:<queue's length>:<queue>:<name>` the
- *   same per queue, per name and per both, for the filtered listings.
- * - `P:done:keep` ZSET: the kept jobs by `keep_until`, for pruning;
- *   `P:done:pruned` STRING: when a settle last pruned it (store clock).
+ *   attempts created_at started_at finished_at duration_ms keep_until); a
+ *   job kept by a settle or a cancel keeps its row's other fields too (its
+ *   hash is renamed, not copied), which no reader names.
+ * - `P:done:qn:<pair>` ZSET (layout 3): the kept jobs of one queue and job
+ *   name, `<pair>` being `<queue's length>:<queue>:<name>`, by
+ *   `finished_at`, member the padded id (the newest first, equal times by
+ *   id, read in reverse); `P:done:pairs` SET: every pair with kept jobs.
+ *   The listings of every job, of a queue and of a name are merged from
+ *   the pairs' at read time (layout 2 also kept `P:done`, `P:done:q:<queue>`
+ *   and `P:done:n:<name>`, written for every kept job; `migrate.ts`
+ *   converts them).
+ * - `P:done:keep` ZSET: the kept jobs by `keep_until`, for pruning (and
+ *   counting); `P:done:pruned` STRING: when a settle last pruned it (store
+ *   clock).
  * - `P:pauses` HASH: queue → JSON `{at, until, reason}`, times on the
  *   store's clock as decimal strings (Lua's JSON numbers keep 14 digits).
  * - channel `P:done`: the id of an awaited job that finished (completed or
@@ -30,11 +37,19 @@ export const PRUNE_EVERY_MS = 60_000;
 /** Most kept jobs one script prunes. */
 export const PRUNE_CHUNK = 1000;
 
+/** Most members a merged page of the history reads from one listing at a time. */
+export const PAGE_CHUNK = 1000;
+
 /**
  * The kept history's helpers, a table `History`:
  * - `History.listing(queue, name)`: the ZSET listing the kept jobs of
- *   `queue` and `name` (nil: any); `History.listings(queue, name)` every
- *   listing a kept job of them is in.
+ *   `queue` and `name`; `History.page(queue, name, offset, limit)` up to
+ *   `limit` padded ids of kept jobs of `queue` and `name` (nil: any) after
+ *   the first `offset`, newest first: one listing's range, or the pairs'
+ *   listings merged, each read {@linkcode PAGE_CHUNK} at a time (the cost
+ *   grows with `offset + limit` and the number of pairs, never with the
+ *   history's length); `History.listings(queue, name)` the listings a
+ *   page of them merges.
  * - `History.batch()`, `History.add(batch, id, job, fields)` and
  *   `History.keep(batch)`: keep the finished jobs of one call, written
  *   together: `History.add` takes job `id` (`job` its row as read, still
@@ -61,30 +76,74 @@ export const PRUNE_CHUNK = 1000;
 export const HISTORY = String.raw`
 local History = {}
 
-function History.listing(queue, name)
-  if queue ~= nil and name ~= nil then return P .. ':done:qn:' .. #queue .. ':' .. queue .. ':' .. name end
-  if queue ~= nil then return P .. ':done:q:' .. queue end
-  if name ~= nil then return P .. ':done:n:' .. name end
-  return P .. ':done'
-end
+function History.pair(queue, name) return #queue .. ':' .. queue .. ':' .. name end
+
+function History.listing(queue, name) return P .. ':done:qn:' .. History.pair(queue, name) end
 
 function History.listings(queue, name)
-  return {History.listing(nil, nil), History.listing(queue, nil), History.listing(nil, name),
-    History.listing(queue, name)}
+  if queue ~= nil and name ~= nil then return {History.listing(queue, name)} end
+  local listings = {}
+  for _, pair in ipairs(redis.call('SMEMBERS', P .. ':done:pairs')) do
+    local length, rest = string.match(pair, '^(%d+):(.*)$')
+    local q = string.sub(rest, 1, tonumber(length))
+    if (queue == nil or q == queue) and (name == nil or string.sub(rest, #q + 2) == name) then
+      table.insert(listings, P .. ':done:qn:' .. pair)
+    end
+  end
+  return listings
+end
+
+function History.page(queue, name, offset, limit)
+  local listings = History.listings(queue, name)
+  if limit <= 0 or #listings == 0 then return {} end
+  if #listings == 1 then return redis.call('ZREVRANGE', listings[1], offset, offset + limit - 1) end
+  -- Merged newest first: each listing read a chunk at a time, the newest of their heads taken
+  -- (equal times by the padded id, the highest first, as ZREVRANGE orders one listing).
+  local chunk = math.min(offset + limit, ${PAGE_CHUNK})
+  local heads = {}
+  for i, key in ipairs(listings) do heads[i] = {key = key, flat = {}, at = 1, read = 0, ended = false} end
+  local function fill(h)
+    if h.at <= #h.flat or h.ended then return end
+    h.flat = redis.call('ZREVRANGE', h.key, h.read, h.read + chunk - 1, 'WITHSCORES')
+    h.at = 1
+    h.read = h.read + #h.flat / 2
+    if #h.flat < chunk * 2 then h.ended = true end
+  end
+  local page, skipped = {}, 0
+  while #page < limit do
+    local best, bestScore = nil, nil
+    for _, h in ipairs(heads) do
+      fill(h)
+      if h.at <= #h.flat then
+        local score = tonumber(h.flat[h.at + 1])
+        if best == nil or score > bestScore or (score == bestScore and h.flat[h.at] > best.flat[best.at]) then
+          best, bestScore = h, score
+        end
+      end
+    end
+    if best == nil then break end
+    if skipped < offset then skipped = skipped + 1 else table.insert(page, best.flat[best.at]) end
+    best.at = best.at + 2
+  end
+  return page
 end
 
 function History.forget(id)
   local key = P .. ':done:' .. id
   local fields = redis.call('HMGET', key, 'queue', 'name')
   if not fields[1] then return 0 end
-  for _, listing in ipairs(History.listings(fields[1], fields[2])) do redis.call('ZREM', listing, pad(id)) end
+  local listing = History.listing(fields[1], fields[2])
+  redis.call('ZREM', listing, pad(id))
+  if redis.call('EXISTS', listing) == 0 then
+    redis.call('SREM', P .. ':done:pairs', History.pair(fields[1], fields[2]))
+  end
   redis.call('ZREM', P .. ':done:keep', pad(id))
   redis.call('DEL', key)
   dropSteps(id)
   return 1
 end
 
-function History.batch() return {ids = {}, rows = {}, listings = {}, keep = {}} end
+function History.batch() return {ids = {}, rows = {}, listings = {}, pairs = {}, keep = {}} end
 
 function History.add(batch, id, job, fields)
   table.insert(batch.ids, id)
@@ -98,14 +157,14 @@ function History.add(batch, id, job, fields)
   end
   batch.rows[id] = row
   local member = pad(id)
-  for _, listing in ipairs(History.listings(job.queue, job.name)) do
-    local members = batch.listings[listing]
-    if members == nil then
-      members = {}
-      batch.listings[listing] = members
-    end
-    table.insert(members, fields.finished_at); table.insert(members, member)
+  local pair = History.pair(job.queue, job.name)
+  local members = batch.listings[pair]
+  if members == nil then
+    members = {}
+    batch.listings[pair] = members
+    table.insert(batch.pairs, pair)
   end
+  table.insert(members, fields.finished_at); table.insert(members, member)
   table.insert(batch.keep, fields.keep_until); table.insert(batch.keep, member)
 end
 
@@ -121,7 +180,8 @@ function History.keep(batch)
     redis.call('RENAME', jobKey(id), kept[i])
     redis.call('HSET', kept[i], unpack(batch.rows[id]))
   end
-  for listing, members in pairs(batch.listings) do callInChunks('ZADD', listing, members) end
+  for pair, members in pairs(batch.listings) do callInChunks('ZADD', P .. ':done:qn:' .. pair, members) end
+  callInChunks('SADD', P .. ':done:pairs', batch.pairs)
   callInChunks('ZADD', P .. ':done:keep', batch.keep)
 end
 
@@ -133,9 +193,8 @@ end
 
 function History.list(id, queue, name, finishedAt, keepUntil)
   local member = pad(id)
-  for _, listing in ipairs(History.listings(queue, name)) do
-    redis.call('ZADD', listing, finishedAt, member)
-  end
+  redis.call('ZADD', History.listing(queue, name), finishedAt, member)
+  redis.call('SADD', P .. ':done:pairs', History.pair(queue, name))
   redis.call('ZADD', P .. ':done:keep', keepUntil, member)
 end
 
