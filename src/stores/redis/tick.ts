@@ -420,7 +420,7 @@ for i, s in ipairs(settlements) do
 end
 
 for queue, out in pairs(leaving) do
-  -- A lease a script took back since the read (none does within one call): each job as unplace does.
+  -- Some job was not in the leased set (a script put it back in its level since): each as unplace does.
   if callInChunks('ZREM', leasedKey(queue), out.members) < #out.members then
     for _, left in ipairs(out.jobs) do unplace(left.id, queue, left.job.priority, true, left.job) end
   end
