@@ -47,7 +47,7 @@ export const LAYOUTS: readonly Migration[] = [
 ];
 
 /** Most kept jobs one call of the history's conversion to layout 3 reads. */
-const CONVERT_CHUNK = 1000;
+const CONVERT_CHUNK = 250;
 
 /** The layout of keys this code reads and writes. */
 export const LAYOUT_VERSION = LAYOUTS.at(-1)!.version;
