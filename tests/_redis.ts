@@ -199,6 +199,14 @@ export function setHashField(
   });
 }
 
+/**
+ * Runs the Lua script `script` on the server at `url` with `args` (its
+ * `ARGV`), as another writer would (a store of older code, say); its reply.
+ */
+export function evalScript(url: string, script: string, args: string[]): Promise<unknown> {
+  return withClient(url, (client) => client.eval(script, { arguments: args }));
+}
+
 /** A store under a new prefix of its own; disposing it deletes the prefix's keys and closes the store. */
 export async function openTestRedisStore(
   url: string,

@@ -60,9 +60,8 @@ redisTest(
     assert.equal(result.code, 0, result.stderr);
     assert.equal(
       result.stdout,
-      `Applied key layout 1 (expand)\nApplied key layout 2 (contract)\n${
-        redactPassword(db)
-      } is at Redis key layout version 2\n`,
+      "Applied key layout 1 (expand)\nApplied key layout 2 (contract)\n" +
+        `Applied key layout 3 (contract)\n${redactPassword(db)} is at Redis key layout version 3\n`,
     );
     assert.ok((await prefixKeys(url!, prefix)).includes(`{${prefix}}:meta`));
   },
@@ -71,7 +70,7 @@ redisTest(
 redisTest("CLI migrate reads a redis:// URL from QUEUE_DB", async (db, prefix) => {
   const result = await runCli(["migrate"], { QUEUE_DB: db });
   assert.equal(result.code, 0, result.stderr);
-  assert.match(result.stdout, new RegExp(`is at Redis key layout version 2\n$`));
+  assert.match(result.stdout, new RegExp(`is at Redis key layout version 3\n$`));
   assert.ok((await prefixKeys(url!, prefix)).includes(`{${prefix}}:meta`));
 });
 

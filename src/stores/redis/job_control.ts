@@ -76,13 +76,10 @@ const FINISHED = luaScript(
   "no-writes",
   HISTORY,
   String.raw`
-local listing = History.listing(opt(INPUT.queue), opt(INPUT.name))
 local rows = {}
-if INPUT.limit > 0 then
-  for _, member in ipairs(redis.call('ZREVRANGE', listing, INPUT.offset, INPUT.offset + INPUT.limit - 1)) do
-    local row = History.row(tonumber(member))
-    if row ~= nil then table.insert(rows, row) end
-  end
+for _, member in ipairs(History.page(opt(INPUT.queue), opt(INPUT.name), INPUT.offset, INPUT.limit)) do
+  local row = History.row(tonumber(member))
+  if row ~= nil then table.insert(rows, row) end
 end
 return cjson.encode(rows)
 `,
@@ -96,16 +93,23 @@ const FINISHED_JOB = luaScript(
   "return cjson.encode(History.row(INPUT.id) or NULL)",
 );
 
-/** Input: `before` (caller's clock). Deletes up to a chunk of kept jobs finished before it; how many. */
+/**
+ * Input: `before` (caller's clock). Deletes up to a chunk of kept jobs
+ * finished before it, listing by listing; how many.
+ */
 const PRUNE_FINISHED = luaScript(
   "pruneFinished",
   "allow-oom",
   HISTORY,
   String.raw`
 local before = '(' .. string.format('%d', at(INPUT.before))
-local old = redis.call('ZRANGEBYSCORE', P .. ':done', '-inf', before, 'LIMIT', 0, ${PRUNE_CHUNK})
-for _, member in ipairs(old) do History.forget(tonumber(member)) end
-return cjson.encode(#old)
+local forgotten = 0
+for _, listing in ipairs(History.listings(nil, nil)) do
+  if forgotten >= ${PRUNE_CHUNK} then break end
+  local old = redis.call('ZRANGEBYSCORE', listing, '-inf', before, 'LIMIT', 0, ${PRUNE_CHUNK} - forgotten)
+  for _, member in ipairs(old) do forgotten = forgotten + History.forget(tonumber(member)) end
+end
+return cjson.encode(forgotten)
 `,
 );
 

@@ -7,13 +7,20 @@
  * Keys (`P` is the prefix):
  * - `P:done:<id>` HASH: a kept finished job, fields named as the SQL
  *   `completed_jobs` columns (id queue name state payload output error
- *   attempts created_at started_at finished_at duration_ms keep_until).
- * - `P:done` ZSET: the kept jobs by `finished_at`, member the padded id (the
- *   newest first, equal times by id, read in reverse); `P:done:q:<queue>`,
- *   `P:done:n:<name>` and `P:done:qn:<queue's length>:<queue>:<name>` the
- *   same per queue, per name and per both, for the filtered listings.
- * - `P:done:keep` ZSET: the kept jobs by `keep_until`, for pruning;
- *   `P:done:pruned` STRING: when a settle last pruned it (store clock).
+ *   attempts created_at started_at finished_at duration_ms keep_until); a
+ *   job kept by a settle or a cancel keeps its row's other fields too (its
+ *   hash is renamed, not copied), which no reader names.
+ * - `P:done:qn:<pair>` ZSET (layout 3): the kept jobs of one queue and job
+ *   name, `<pair>` being `<queue's length>:<queue>:<name>`, by
+ *   `finished_at`, member the padded id (the newest first, equal times by
+ *   id, read in reverse); `P:done:pairs` SET: every pair with kept jobs.
+ *   The listings of every job, of a queue and of a name are merged from
+ *   the pairs' at read time (layout 2 also kept `P:done`, `P:done:q:<queue>`
+ *   and `P:done:n:<name>`, written for every kept job; `migrate.ts`
+ *   converts them).
+ * - `P:done:keep` ZSET: the kept jobs by `keep_until`, for pruning (and
+ *   counting); `P:done:pruned` STRING: when a settle last pruned it (store
+ *   clock).
  * - `P:pauses` HASH: queue → JSON `{at, until, reason}`, times on the
  *   store's clock as decimal strings (Lua's JSON numbers keep 14 digits).
  * - channel `P:done`: the id of an awaited job that finished (completed or
@@ -30,16 +37,32 @@ export const PRUNE_EVERY_MS = 60_000;
 /** Most kept jobs one script prunes. */
 export const PRUNE_CHUNK = 1000;
 
+/** Most members a merged page of the history reads from one listing at a time. */
+export const PAGE_CHUNK = 1000;
+
 /**
  * The kept history's helpers, a table `History`:
  * - `History.listing(queue, name)`: the ZSET listing the kept jobs of
- *   `queue` and `name` (nil: any); `History.listings(queue, name)` every
- *   listing a kept job of them is in.
- * - `History.record(id, job, fields)`: keeps `job` (its row as it was) as
- *   finished, `fields` giving `state`, `output`, `error`, `started_at`,
+ *   `queue` and `name`; `History.page(queue, name, offset, limit)` up to
+ *   `limit` padded ids of kept jobs of `queue` and `name` (nil: any) after
+ *   the first `offset`, newest first: one listing's range, or the pairs'
+ *   listings merged, each read {@linkcode PAGE_CHUNK} at a time (the cost
+ *   grows with `offset + limit` and the number of pairs, never with the
+ *   history's length); `History.listings(queue, name)` the listings a
+ *   page of them merges.
+ * - `History.batch()`, `History.add(batch, id, job, fields)` and
+ *   `History.keep(batch)`: keep the finished jobs of one call, written
+ *   together: `History.add` takes job `id` (`job` its row as read, still
+ *   stored) with `fields` giving `state`, `output`, `error`, `started_at`,
  *   `finished_at`, `duration_ms` and `keep_until` (times on the store's
- *   clock); replaces an earlier record of `id`. An expired job never
- *   started: the attempt its claim counted is taken off.
+ *   clock); `History.keep` renames each job's hash to its kept record
+ *   (`P:done:<id>`, replacing an earlier record of `id`) and writes those
+ *   fields and `id` over it, then adds every job to its listings, one
+ *   `ZADD` per listing for the whole call. An expired job never started:
+ *   the attempt its claim counted is taken off. The kept record keeps the
+ *   job's other fields (its lease, priority, crashes, …); every reader of
+ *   `P:done:<id>` names the fields it reads.
+ * - `History.record(id, job, fields)`: the same for one job.
  * - `History.list(id, queue, name, finishedAt, keepUntil)`: puts a kept job
  *   in every listing of it, by `finishedAt`, and in the prune's index by
  *   `keepUntil` (its record written apart: `History.record`, a move's import).
@@ -53,47 +76,125 @@ export const PRUNE_CHUNK = 1000;
 export const HISTORY = String.raw`
 local History = {}
 
-function History.listing(queue, name)
-  if queue ~= nil and name ~= nil then return P .. ':done:qn:' .. #queue .. ':' .. queue .. ':' .. name end
-  if queue ~= nil then return P .. ':done:q:' .. queue end
-  if name ~= nil then return P .. ':done:n:' .. name end
-  return P .. ':done'
-end
+function History.pair(queue, name) return #queue .. ':' .. queue .. ':' .. name end
+
+function History.listing(queue, name) return P .. ':done:qn:' .. History.pair(queue, name) end
 
 function History.listings(queue, name)
-  return {History.listing(nil, nil), History.listing(queue, nil), History.listing(nil, name),
-    History.listing(queue, name)}
+  if queue ~= nil and name ~= nil then return {History.listing(queue, name)} end
+  local listings = {}
+  for _, pair in ipairs(redis.call('SMEMBERS', P .. ':done:pairs')) do
+    local length, rest = string.match(pair, '^(%d+):(.*)$')
+    local q = string.sub(rest, 1, tonumber(length))
+    if (queue == nil or q == queue) and (name == nil or string.sub(rest, #q + 2) == name) then
+      table.insert(listings, P .. ':done:qn:' .. pair)
+    end
+  end
+  return listings
+end
+
+function History.page(queue, name, offset, limit)
+  local listings = History.listings(queue, name)
+  if limit <= 0 or #listings == 0 then return {} end
+  if #listings == 1 then return redis.call('ZREVRANGE', listings[1], offset, offset + limit - 1) end
+  -- Merged newest first: each listing read a chunk at a time, the newest of their heads taken
+  -- (equal times by the padded id, the highest first, as ZREVRANGE orders one listing).
+  local chunk = math.min(offset + limit, ${PAGE_CHUNK})
+  local heads = {}
+  for i, key in ipairs(listings) do heads[i] = {key = key, flat = {}, at = 1, read = 0, ended = false} end
+  local function fill(h)
+    if h.at <= #h.flat or h.ended then return end
+    h.flat = redis.call('ZREVRANGE', h.key, h.read, h.read + chunk - 1, 'WITHSCORES')
+    h.at = 1
+    h.read = h.read + #h.flat / 2
+    if #h.flat < chunk * 2 then h.ended = true end
+  end
+  local page, skipped = {}, 0
+  while #page < limit do
+    local best, bestScore = nil, nil
+    for _, h in ipairs(heads) do
+      fill(h)
+      if h.at <= #h.flat then
+        local score = tonumber(h.flat[h.at + 1])
+        if best == nil or score > bestScore or (score == bestScore and h.flat[h.at] > best.flat[best.at]) then
+          best, bestScore = h, score
+        end
+      end
+    end
+    if best == nil then break end
+    if skipped < offset then skipped = skipped + 1 else table.insert(page, best.flat[best.at]) end
+    best.at = best.at + 2
+  end
+  return page
 end
 
 function History.forget(id)
   local key = P .. ':done:' .. id
   local fields = redis.call('HMGET', key, 'queue', 'name')
   if not fields[1] then return 0 end
-  for _, listing in ipairs(History.listings(fields[1], fields[2])) do redis.call('ZREM', listing, pad(id)) end
+  local listing = History.listing(fields[1], fields[2])
+  redis.call('ZREM', listing, pad(id))
+  if redis.call('EXISTS', listing) == 0 then
+    redis.call('SREM', P .. ':done:pairs', History.pair(fields[1], fields[2]))
+  end
   redis.call('ZREM', P .. ':done:keep', pad(id))
   redis.call('DEL', key)
   dropSteps(id)
   return 1
 end
 
-function History.record(id, job, fields)
-  History.forget(id)
-  local row = {'id', id, 'queue', job.queue, 'name', job.name, 'state', fields.state,
-    'payload', job.payload, 'attempts', num(job, 'attempts') - (fields.state == 'expired' and 1 or 0),
-    'created_at', job.created_at,
-    'finished_at', fields.finished_at, 'keep_until', fields.keep_until}
+function History.batch() return {ids = {}, rows = {}, listings = {}, pairs = {}, keep = {}} end
+
+function History.add(batch, id, job, fields)
+  table.insert(batch.ids, id)
+  local row = {'id', id, 'state', fields.state, 'finished_at', fields.finished_at,
+    'keep_until', fields.keep_until}
+  if fields.state == 'expired' then
+    table.insert(row, 'attempts'); table.insert(row, num(job, 'attempts') - 1)
+  end
   for _, field in ipairs({'output', 'error', 'started_at', 'duration_ms'}) do
     if fields[field] ~= nil then table.insert(row, field); table.insert(row, fields[field]) end
   end
-  redis.call('HSET', P .. ':done:' .. id, unpack(row))
-  History.list(id, job.queue, job.name, fields.finished_at, fields.keep_until)
+  batch.rows[id] = row
+  local member = pad(id)
+  local pair = History.pair(job.queue, job.name)
+  local members = batch.listings[pair]
+  if members == nil then
+    members = {}
+    batch.listings[pair] = members
+    table.insert(batch.pairs, pair)
+  end
+  table.insert(members, fields.finished_at); table.insert(members, member)
+  table.insert(batch.keep, fields.keep_until); table.insert(batch.keep, member)
+end
+
+function History.keep(batch)
+  if #batch.ids == 0 then return end
+  local kept = {}
+  for i, id in ipairs(batch.ids) do kept[i] = P .. ':done:' .. id end
+  -- An earlier record of an id (rare): forgotten first, out of its listings.
+  if callInChunks('EXISTS', nil, kept) > 0 then
+    for _, id in ipairs(batch.ids) do History.forget(id) end
+  end
+  for i, id in ipairs(batch.ids) do
+    redis.call('RENAME', jobKey(id), kept[i])
+    redis.call('HSET', kept[i], unpack(batch.rows[id]))
+  end
+  for pair, members in pairs(batch.listings) do callInChunks('ZADD', P .. ':done:qn:' .. pair, members) end
+  callInChunks('SADD', P .. ':done:pairs', batch.pairs)
+  callInChunks('ZADD', P .. ':done:keep', batch.keep)
+end
+
+function History.record(id, job, fields)
+  local batch = History.batch()
+  History.add(batch, id, job, fields)
+  History.keep(batch)
 end
 
 function History.list(id, queue, name, finishedAt, keepUntil)
   local member = pad(id)
-  for _, listing in ipairs(History.listings(queue, name)) do
-    redis.call('ZADD', listing, finishedAt, member)
-  end
+  redis.call('ZADD', History.listing(queue, name), finishedAt, member)
+  redis.call('SADD', P .. ':done:pairs', History.pair(queue, name))
   redis.call('ZADD', P .. ':done:keep', keepUntil, member)
 end
 
@@ -123,10 +224,11 @@ end
  * The tick's job-control hooks (with {@linkcode HISTORY} before them):
  * - `H.paused(queue)`: whether claims (and start confirmations) skip
  *   `queue` at `NOW`: it has a pause whose `until` is absent or later.
- * - `H.finished(id, job, s)`: a `complete` or `cancel` settlement applied to
- *   `job`, before its row is deleted: keep it in the history when
- *   `s.keepUntil` is after `s.at` (with its output or reason, attempts and
- *   times), and publish its id on `P:done` when the job is awaited. The
+ * - `H.finished(id, job, s, kept)`: a `complete` or `cancel` settlement
+ *   applied to `job`, its row still stored: adds it to `kept` (a
+ *   `History.batch()`, whose `History.keep` then moves the row into the
+ *   history) when `s.keepUntil` is after `s.at` (with its output or reason,
+ *   attempts and times); whether it did. The
  *   settle prunes expired kept jobs once after its settlements, at most
  *   once a minute (`History.pruneExpired`).
  */
@@ -138,7 +240,7 @@ function H.paused(queue)
   return untilAt == nil or untilAt > NOW
 end
 
-function H.finished(id, job, s)
+function H.finished(id, job, s, kept)
   local keepUntil = opt(s.keepUntil)
   if keepUntil ~= nil and keepUntil > s.at then
     local fields = {finished_at = at(s.at), keep_until = at(keepUntil)}
@@ -155,7 +257,9 @@ function H.finished(id, job, s)
       fields.duration_ms = math.floor(duration + 0.5)
       fields.started_at = at(s.at - fields.duration_ms)
     end
-    History.record(id, job, fields)
+    History.add(kept, id, job, fields)
+    return true
   end
+  return false
 end
 `;

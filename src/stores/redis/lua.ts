@@ -432,6 +432,23 @@ local function insertJob(row, extra)
   return id
 end
 
+-- Most arguments callInChunks passes to one command (Lua's unpack has a limit).
+local CALL_CHUNK = 1000
+
+-- Calls a variadic command with the list args (after key, when key is not nil), up to CALL_CHUNK
+-- of them at a time (whole pairs: CALL_CHUNK is even); the sum of its replies.
+local function callInChunks(command, key, args)
+  local sum = 0
+  for first = 1, #args, CALL_CHUNK do
+    local last = math.min(#args, first + CALL_CHUNK - 1)
+    local reply
+    if key == nil then reply = redis.call(command, unpack(args, first, last))
+    else reply = redis.call(command, key, unpack(args, first, last)) end
+    if type(reply) == 'number' then sum = sum + reply end
+  end
+  return sum
+end
+
 -- Wakes idle workers of every process: jobs became claimable.
 local function wake() redis.call('PUBLISH', P .. ':wake', '') end
 

@@ -24,6 +24,7 @@ import {
   planSteps,
 } from "../schema_steps.ts";
 import type { RedisConnection } from "./connection.ts";
+import { HISTORY } from "./job_control_hooks.ts";
 import { luaScript, unfencedScript } from "./lua.ts";
 import { workers } from "./workers.ts";
 
@@ -32,13 +33,21 @@ import { workers } from "./workers.ts";
  * the store has; no code comes before it. Layout 2 (contract) moves no key:
  * it is the gate of groups and flows (SQL's contract steps 19 and 21), whose
  * jobs a worker of layout 1 would run outside their group's turn and limit,
- * or settle without queueing a flow's children. A later layout is a step
- * with the statements of its own script.
+ * or settle without queueing a flow's children. Layout 3 (contract) keeps
+ * the kept history in one listing per queue and job name
+ * (job_control_hooks.ts), no longer also in `P:done`, `P:done:q:<queue>`
+ * and `P:done:n:<name>`: code of layout 2 would read those (its lists, its
+ * `pruneFinished`) and miss every job kept since. {@linkcode convertHistory}
+ * converts a store's history to it.
  */
 export const LAYOUTS: readonly Migration[] = [
   { version: 1, kind: "expand", sql: "" },
   { version: 2, kind: "contract", sql: "" },
+  { version: 3, kind: "contract", sql: "" },
 ];
+
+/** Most kept jobs one call of the history's conversion to layout 3 reads. */
+const CONVERT_CHUNK = 250;
 
 /** The layout of keys this code reads and writes. */
 export const LAYOUT_VERSION = LAYOUTS.at(-1)!.version;
@@ -83,6 +92,52 @@ if contract < ${CONTRACT_LAYOUT} then redis.call('HSET', meta, 'contract_layout'
 return cjson.encode(redis.call('HGET', meta, 'epoch'))
 `,
 );
+
+/**
+ * Input: `from` (a rank in `P:done`). The history's conversion to layout 3,
+ * a chunk at a time: adds the pairs (queue, job name) of up to a chunk of
+ * the kept jobs listed in layout 2's `P:done` to `P:done:pairs`; after the
+ * last, deletes `P:done`, `P:done:q:<queue>` and `P:done:n:<name>`. Reply:
+ * the rank to go on from, or null when done (at once on a store of layout 3
+ * or later, or with no such listing). Unfenced, as opening a moved store is.
+ */
+const CONVERT_HISTORY = unfencedScript(
+  "convertHistory",
+  "allow-oom",
+  HISTORY,
+  String.raw`
+if tonumber(redis.call('HGET', P .. ':meta', 'layout') or '0') >= 3 then return cjson.encode(NULL) end
+local all = P .. ':done'
+local members = redis.call('ZRANGE', all, INPUT.from, INPUT.from + ${CONVERT_CHUNK} - 1)
+for _, member in ipairs(members) do
+  local fields = redis.call('HMGET', P .. ':done:' .. tonumber(member), 'queue', 'name')
+  if fields[1] then redis.call('SADD', P .. ':done:pairs', History.pair(fields[1], fields[2])) end
+end
+if #members == ${CONVERT_CHUNK} then return cjson.encode(INPUT.from + ${CONVERT_CHUNK}) end
+local gone = {[all] = true}
+for _, pair in ipairs(redis.call('SMEMBERS', P .. ':done:pairs')) do
+  local length, rest = string.match(pair, '^(%d+):(.*)$')
+  local queue = string.sub(rest, 1, tonumber(length))
+  gone[P .. ':done:q:' .. queue] = true
+  gone[P .. ':done:n:' .. string.sub(rest, #queue + 2)] = true
+end
+for key in pairs(gone) do redis.call('UNLINK', key) end
+return cjson.encode(NULL)
+`,
+);
+
+/**
+ * Converts the kept history of a store of layout 2 to layout 3 (see
+ * {@linkcode LAYOUTS}), a chunk of kept jobs per call so the server is
+ * never held long; a store of layout 3 or later, or a new one, in one call.
+ * Safe to run again, and from two processes at once.
+ */
+export async function convertHistory(redis: RedisConnection): Promise<void> {
+  let from: number | null = 0;
+  while (from !== null) {
+    from = await redis.call<number | null>(CONVERT_HISTORY, { now: Date.now(), from });
+  }
+}
 
 const warned = new Set<string>();
 
@@ -138,6 +193,7 @@ export async function migrate(
   }
   // Redis applies a layout in one script: the plan is read, and waited on, first.
   const plan = await migrateWaiting(() => layoutPlan(redis), options);
+  await convertHistory(redis);
   const epoch = await redis.call<string>(TAKE_EPOCH, {
     now: Date.now(),
     fresh: crypto.randomUUID(),

@@ -463,7 +463,7 @@ end
 -- the others as an export walks them, without the rows.
 local COUNTS = {
   batches = P .. ':batches', flows = P .. ':flows', failed_jobs = P .. ':failed',
-  completed_jobs = P .. ':done',
+  completed_jobs = P .. ':done:keep',
 }
 if INPUT.count and COUNTS[TABLE] ~= nil then
   return cjson.encode({n = redis.call('ZCARD', COUNTS[TABLE]), after = NULL})

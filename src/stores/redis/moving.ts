@@ -27,8 +27,8 @@
  *   `:go:<gid>`, `:groups`), or the leased set (and `:gl:<gid>`) when it
  *   holds a token; `P:queues`; its batch's members (lua.ts, groups.ts).
  * - `failed_jobs`: `P:failed:<id>` HASH and `P:failed` (failed_jobs.ts).
- * - `completed_jobs`: `P:done:<id>` HASH, `P:done`, `P:done:q:…`,
- *   `P:done:n:…`, `P:done:qn:…` and `P:done:keep` (job_control_hooks.ts).
+ * - `completed_jobs`: `P:done:<id>` HASH, `P:done:qn:…`, `P:done:pairs`
+ *   and `P:done:keep` (job_control_hooks.ts).
  * - `job_keys`: `P:key:<key>` HASH, and the job's `job_key` field; a
  *   schedule's overlap key (`{"schedule":<name>}`) is also its
  *   `overlapJob`, and a schedule's `overlapJob` with no such hash is

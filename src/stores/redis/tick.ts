@@ -201,7 +201,7 @@ local function claimJobs(req)
           local stale = {}
           if job.progress ~= nil then table.insert(stale, 'progress') end
           if job.locked ~= nil then table.insert(stale, 'locked') end
-          if job.claimed_ahead ~= nil and not ahead then table.insert(stale, 'claimed_ahead') end
+          if job.claimed_ahead == '1' and not ahead then table.insert(stale, 'claimed_ahead') end
           if job.suspect ~= nil and not suspect then table.insert(stale, 'suspect') end
           if job.expire_at ~= nil and expireAt == nil then table.insert(stale, 'expire_at') end
           if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
@@ -253,8 +253,9 @@ end
 local function confirmStarts(starts)
   local started = {}
   local T = at(starts.now)
-  -- Whether each queue is paused, read once per call.
+  -- Whether each queue is paused, read once per call; the leases of each queue, written once.
   local paused = {}
+  local leases = {}
   for _, lease in ipairs(starts.leases) do
     local job = {}
     readFields(lease.id, job, CONFIRM_FIELDS)
@@ -268,15 +269,20 @@ local function confirmStarts(starts)
         unclaim(lease.id, job, starts.leaseMs)
         H.keysSettled(lease.id, job, 'release', lease.token)
       else
-        local key = jobKey(lease.id)
-        redis.call('HDEL', key, 'claimed_ahead')
-        redis.call('HSET', key, 'available_at', T + starts.leaseMs)
-        redis.call('ZADD', leasedKey(job.queue), T + starts.leaseMs, pad(lease.id))
+        -- claimed_ahead 0 reads as absent (every reader asks for '1'): one write instead of two.
+        redis.call('HSET', jobKey(lease.id), 'claimed_ahead', 0, 'available_at', T + starts.leaseMs)
+        local members = leases[job.queue]
+        if members == nil then
+          members = {}
+          leases[job.queue] = members
+        end
+        table.insert(members, T + starts.leaseMs); table.insert(members, pad(lease.id))
         H.started(lease.id, job)
         table.insert(started, lease.id)
       end
     end
   end
+  for queue, members in pairs(leases) do callInChunks('ZADD', leasedKey(queue), members) end
   return started
 end
 `;
@@ -321,10 +327,31 @@ local groupFreed = false
 -- kept history's prune, at most once a minute, runs once after the loop).
 local metrics = H.metricsBatch()
 local finished = false
+-- The jobs that finished leave together after the loop: the kept ones' rows become their kept
+-- records (History.keep), the others' are deleted, the leases of each queue go in one write.
+local kept = History.batch()
+local gone = {}
+local deleted = {}
+local leaving = {}
+local function leave(id, job)
+  gone[id] = true
+  if job.token == nil or job.group_key ~= nil then
+    unplace(id, job.queue, job.priority, job.token ~= nil, job)
+    return
+  end
+  local out = leaving[job.queue]
+  if out == nil then
+    out = {members = {}, jobs = {}}
+    leaving[job.queue] = out
+  end
+  table.insert(out.members, pad(id))
+  table.insert(out.jobs, {id = id, job = job})
+end
 
 -- Job rows first.
 for i, s in ipairs(settlements) do
-  local job = readJob(s.id)
+  local job = nil
+  if not gone[s.id] then job = readJob(s.id) end
   if job == nil or job.token ~= s.token then
     applied[i] = false
   else
@@ -335,9 +362,9 @@ for i, s in ipairs(settlements) do
     elseif s.kind == 'step' then
       H.stepWritten(s)
     elseif s.kind == 'complete' or s.kind == 'cancel' then
-      H.finished(s.id, job, s)
+      if not H.finished(s.id, job, s, kept) then table.insert(deleted, s.id) end
       finished = true
-      deleteJob(s.id, job)
+      leave(s.id, job)
       settled[i] = job
     elseif s.kind == 'fail' then
       local failed = P .. ':failed:' .. s.id
@@ -391,6 +418,25 @@ for i, s in ipairs(settlements) do
     if job.awaited == '1' and (s.kind == 'complete' or s.kind == 'cancel' or s.kind == 'fail') then
       awaitedEnded = true
     end
+  end
+end
+
+for queue, out in pairs(leaving) do
+  -- Some job was not in the leased set (a script put it back in its level since): each as unplace does.
+  if callInChunks('ZREM', leasedKey(queue), out.members) < #out.members then
+    for _, left in ipairs(out.jobs) do unplace(left.id, queue, left.job.priority, true, left.job) end
+  end
+end
+History.keep(kept)
+if #deleted > 0 then
+  local rows, memos = {}, {}
+  for _, id in ipairs(deleted) do
+    table.insert(rows, jobKey(id))
+    table.insert(memos, stepsKey(id)); table.insert(memos, signalsKey(id))
+  end
+  callInChunks('DEL', nil, rows)
+  if callInChunks('EXISTS', nil, memos) > 0 then
+    for _, id in ipairs(deleted) do dropSteps(id) end
   end
 end
 
