@@ -143,12 +143,33 @@ function History.forget(id)
   return 1
 end
 
-function History.batch() return {ids = {}, rows = {}, listings = {}, pairs = {}, keep = {}} end
+function History.batch()
+  return {ids = {}, texts = {}, rows = {}, listings = {}, pairs = {}, keep = {}, pairOf = {}}
+end
+
+-- Its batch's pair of (queue, name), made once per batch.
+local function batchPair(batch, queue, name)
+  local byName = batch.pairOf[queue]
+  if byName == nil then
+    byName = {}
+    batch.pairOf[queue] = byName
+  end
+  local pair = byName[name]
+  if pair == nil then
+    pair = History.pair(queue, name)
+    byName[name] = pair
+  end
+  return pair
+end
 
 function History.add(batch, id, job, fields)
+  -- Each number formatted once (as redis.call formats one), for the record and its listings.
+  local idText = tostring(id)
+  local finishedAt = string.format('%.17g', fields.finished_at)
+  local keepUntil = string.format('%.17g', fields.keep_until)
   table.insert(batch.ids, id)
-  local row = {'id', id, 'state', fields.state, 'finished_at', fields.finished_at,
-    'keep_until', fields.keep_until}
+  table.insert(batch.texts, idText)
+  local row = {'id', idText, 'state', fields.state, 'finished_at', finishedAt, 'keep_until', keepUntil}
   if fields.state == 'expired' then
     table.insert(row, 'attempts'); table.insert(row, num(job, 'attempts') - 1)
   end
@@ -157,27 +178,27 @@ function History.add(batch, id, job, fields)
   end
   batch.rows[id] = row
   local member = pad(id)
-  local pair = History.pair(job.queue, job.name)
+  local pair = batchPair(batch, job.queue, job.name)
   local members = batch.listings[pair]
   if members == nil then
     members = {}
     batch.listings[pair] = members
     table.insert(batch.pairs, pair)
   end
-  table.insert(members, fields.finished_at); table.insert(members, member)
-  table.insert(batch.keep, fields.keep_until); table.insert(batch.keep, member)
+  table.insert(members, finishedAt); table.insert(members, member)
+  table.insert(batch.keep, keepUntil); table.insert(batch.keep, member)
 end
 
 function History.keep(batch)
   if #batch.ids == 0 then return end
   local kept = {}
-  for i, id in ipairs(batch.ids) do kept[i] = P .. ':done:' .. id end
+  for i, idText in ipairs(batch.texts) do kept[i] = P .. ':done:' .. idText end
   -- An earlier record of an id (rare): forgotten first, out of its listings.
   if callInChunks('EXISTS', nil, kept) > 0 then
     for _, id in ipairs(batch.ids) do History.forget(id) end
   end
   for i, id in ipairs(batch.ids) do
-    redis.call('RENAME', jobKey(id), kept[i])
+    redis.call('RENAME', jobKey(batch.texts[i]), kept[i])
     redis.call('HSET', kept[i], unpack(batch.rows[id]))
   end
   for pair, members in pairs(batch.listings) do callInChunks('ZADD', P .. ':done:qn:' .. pair, members) end

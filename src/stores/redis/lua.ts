@@ -324,9 +324,9 @@ local function hashTable(flat)
   return t
 end
 
--- The job row of id, or nil.
-local function readJob(id)
-  local flat = redis.call('HGETALL', jobKey(id))
+-- The job row of id (at key, when the caller has it), or nil.
+local function readJob(id, key)
+  local flat = redis.call('HGETALL', key or jobKey(id))
   if #flat == 0 then return nil end
   return hashTable(flat)
 end

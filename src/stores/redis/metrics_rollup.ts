@@ -44,7 +44,28 @@ const SEPARATOR = "\x1f";
 export const METRICS_HOOK = String.raw`
 local RUNTIME_BOUNDS = {${RUNTIME_BUCKETS_MS.join(", ")}}
 
-function H.metricsBatch() return {minutes = {}, order = {}, latest = nil} end
+function H.metricsBatch() return {minutes = {}, order = {}, latest = nil, texts = {}, names = {}} end
+
+-- The hash field of (queue, name) and what is counted (a column, or a runtime bucket's number),
+-- each made once per batch.
+local function metricsField(batch, queue, name, what)
+  local byName = batch.names[queue]
+  if byName == nil then
+    byName = {}
+    batch.names[queue] = byName
+  end
+  local made = byName[name]
+  if made == nil then
+    made = {row = queue .. '${SEPARATOR}' .. name .. '${SEPARATOR}', fields = {}}
+    byName[name] = made
+  end
+  local field = made.fields[what]
+  if field == nil then
+    if type(what) == 'number' then field = made.row .. 'b' .. what else field = made.row .. what end
+    made.fields[what] = field
+  end
+  return field
+end
 
 -- Adds by to field of minute's hash in batch (float: HINCRBYFLOAT, else HINCRBY).
 local function metricsAdd(batch, minute, field, by, float)
@@ -73,17 +94,21 @@ function H.metrics(batch, s, job)
     elseif opt(s.error) ~= nil and not s.refundAttempt then column = 'retried' end
     local duration = opt(s.durationMs)
     if column ~= nil or duration ~= nil then
-      local minute = string.format('%d', math.floor(s.at / ${MINUTE_MS}) * ${MINUTE_MS})
-      local row = job.queue .. '${SEPARATOR}' .. job.name .. '${SEPARATOR}'
-      if column ~= nil then metricsAdd(batch, minute, row .. column, 1, false) end
+      local start = math.floor(s.at / ${MINUTE_MS}) * ${MINUTE_MS}
+      local minute = batch.texts[start]
+      if minute == nil then
+        minute = string.format('%d', start)
+        batch.texts[start] = minute
+      end
+      if column ~= nil then metricsAdd(batch, minute, metricsField(batch, job.queue, job.name, column), 1, false) end
       if duration ~= nil then
         local bucket = #RUNTIME_BOUNDS
         for i, bound in ipairs(RUNTIME_BOUNDS) do
           if duration <= bound then bucket = i - 1; break end
         end
-        metricsAdd(batch, minute, row .. 'runtime_ms', duration, true)
-        metricsAdd(batch, minute, row .. 'wait_ms', num(job, 'waited_ms'), true)
-        metricsAdd(batch, minute, row .. 'b' .. bucket, 1, false)
+        metricsAdd(batch, minute, metricsField(batch, job.queue, job.name, 'runtime_ms'), duration, true)
+        metricsAdd(batch, minute, metricsField(batch, job.queue, job.name, 'wait_ms'), num(job, 'waited_ms'), true)
+        metricsAdd(batch, minute, metricsField(batch, job.queue, job.name, bucket), 1, false)
       end
     end
   end

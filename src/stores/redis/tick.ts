@@ -22,6 +22,7 @@ import type {
   TickRecords,
 } from "../store.ts";
 import { type ClaimRow, toClaimedJobs } from "../sql/stored_rows.ts";
+import { CLAIM_ROW, claimedRows, type ReplyRows } from "./claim_rows.ts";
 import { isConnectionError, type RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
 import { list } from "./script_replies.ts";
@@ -37,17 +38,20 @@ const NAME_SCAN_LIMIT = 1000;
 
 /**
  * `claimJobs(req)`: leases due jobs for a ClaimRequest of the input (token
- * as a string); the claimed rows (ClaimRow, plus `ahead`) in claim order.
- * It charges a dead worker's job as the SQL claim does (`CLAIM_SETS`): by
- * its `claimed_ahead`, `begun` (absent: begun) and `suspect` fields.
- * `confirmStarts(starts)`: confirms the starts of jobs claimed ahead.
+ * as a string); the claimed rows in claim order, each as `claimRow` makes
+ * it (claim_rows.ts). It charges a dead worker's job as the SQL claim does
+ * (`CLAIM_SETS`): by its `claimed_ahead`, `begun` (absent: begun) and
+ * `suspect` fields. `confirmStarts(starts)`: confirms the starts of jobs
+ * claimed ahead; whether it confirmed each lease, in order.
  */
 const CLAIM = String.raw`
 local function isSpent(attempts, crashes, limit)
   return crashes >= limit.crashes or attempts - 1 >= limit.attempts
 end
 
--- Up to need candidates of a queue in claim order: {id, due, priority}.
+-- Up to need candidates of a queue in claim order: {id, due, priority}; a job of a level also
+-- has its member, and with a name filter its row as read (row, at key, id as idText), as the
+-- filter had to read it: the claim does not read it again.
 local function candidates(queue, T, need, names)
   local expired = {}
   local levels = {}
@@ -83,8 +87,15 @@ local function candidates(queue, T, need, names)
       if #due == 0 then break end
       for i = 1, #due, 2 do
         local id = tonumber(due[i])
-        if names == nil or names[redis.call('HGET', jobKey(id), 'name')] then
-          table.insert(list, {id = id, due = tonumber(due[i + 1]), priority = priority})
+        local idText, key, row = nil, nil, nil
+        if names ~= nil then
+          idText = tostring(id)
+          key = jobKey(idText)
+          row = readJob(id, key)
+        end
+        if names == nil or (row ~= nil and names[row.name]) then
+          table.insert(list, {id = id, due = tonumber(due[i + 1]), priority = priority, member = due[i],
+            idText = idText, key = key, row = row})
           if #list >= want then break end
         end
       end
@@ -106,11 +117,14 @@ end
 
 ${GROUP_RATES}
 ${GROUPED_CANDIDATES}
+${CLAIM_ROW}
 local function claimJobs(req)
   local claimed = {}
   if req.limit <= 0 then return claimed end
   local T = at(req.now)
   local leaseEnd = T + req.leaseMs
+  -- Formatted once per call (as redis.call formats a number), not once per job.
+  local leaseText = string.format('%.17g', leaseEnd)
   local names = nil
   if opt(req.names) ~= nil then
     names = {}
@@ -142,7 +156,9 @@ local function claimJobs(req)
       end
       for _, c in ipairs(list) do
         looked = looked + 1
-        local job = readJob(c.id)
+        local idText = c.idText or tostring(c.id)
+        local key = c.key or jobKey(idText)
+        local job = c.row or readJob(c.id, key)
         local hadToken = job.token ~= nil
         local wasAhead = job.claimed_ahead == '1'
         -- A dead worker's job whose handler began is charged (a suspect one twice); one it
@@ -175,9 +191,10 @@ local function claimJobs(req)
         if take then
           local lastError = job.last_error
           if recovered then lastError = 'worker died during attempt ' .. num(job, 'attempts') end
+          local member = c.member or pad(c.id)
           if c.gid ~= nil then
-            if not hadToken then redis.call('ZREM', groupKey(queue, c.gid), pad(c.id)) end
-            redis.call('SADD', groupLeasedKey(queue, c.gid), pad(c.id))
+            if not hadToken then redis.call('ZREM', groupKey(queue, c.gid), member) end
+            redis.call('SADD', groupLeasedKey(queue, c.gid), member)
             if c.window ~= nil then countGroupClaim(c.window, T) end
           elseif not hadToken then
             local from = fromLevels[job.priority]
@@ -185,18 +202,18 @@ local function claimJobs(req)
               from = {}
               fromLevels[job.priority] = from
             end
-            table.insert(from, pad(c.id))
+            table.insert(from, member)
           end
-          table.insert(leases, leaseEnd)
-          table.insert(leases, pad(c.id))
-          local key = jobKey(c.id)
+          table.insert(leases, leaseText)
+          table.insert(leases, member)
+          local waited = T - c.due
           -- A suspect job's start counts as begun before its handler runs.
-          local fields = {'token', req.token, 'available_at', leaseEnd, 'attempts', attempts,
-            'crashes', crashes, 'recovered', recovered and 1 or 0, 'waited_ms', T - c.due,
-            'begun', suspect and 1 or 0}
-          if suspect then table.insert(fields, 'suspect'); table.insert(fields, 1) end
+          local fields = {'token', req.token, 'available_at', leaseText, 'attempts', attempts,
+            'crashes', crashes, 'recovered', recovered and '1' or '0', 'waited_ms', waited,
+            'begun', suspect and '1' or '0'}
+          if suspect then table.insert(fields, 'suspect'); table.insert(fields, '1') end
           if recovered then table.insert(fields, 'last_error'); table.insert(fields, lastError) end
-          if ahead then table.insert(fields, 'claimed_ahead'); table.insert(fields, 1) end
+          if ahead then table.insert(fields, 'claimed_ahead'); table.insert(fields, '1') end
           redis.call('HSET', key, unpack(fields))
           local stale = {}
           if job.progress ~= nil then table.insert(stale, 'progress') end
@@ -206,16 +223,8 @@ local function claimJobs(req)
           if job.expire_at ~= nil and expireAt == nil then table.insert(stale, 'expire_at') end
           if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
           if not ahead then H.started(c.id, job) end
-          table.insert(claimed, {
-            id = c.id, queue = job.queue, name = job.name, payload = job.payload,
-            priority = tonumber(job.priority), attempts = attempts, crashes = crashes,
-            retry_until = back(tonumber(job.retry_until)), last_error = lastError or NULL,
-            created_at = back(tonumber(job.created_at)), batch_id = tonumber(job.batch_id) or NULL,
-            keyed = num(job, 'keyed'), recovered = recovered and 1 or 0,
-            cancel_requested = job.cancel_requested or NULL, waited_ms = T - c.due,
-            trace = job.trace or NULL, last_span = job.last_span or NULL, ahead = ahead,
-            expire_at = back(tonumber(expireAt)), flow_parents = job.flow_parents or NULL,
-          })
+          table.insert(claimed,
+            claimRow(idText, job, attempts, crashes, lastError, recovered, waited, ahead, expireAt))
         end
       end
       for priority, members in pairs(fromLevels) do
@@ -244,41 +253,46 @@ end
 local CONFIRM_FIELDS = {'token', 'claimed_ahead', 'queue', 'name', 'group_key', 'keyed', 'job_key'}
 local UNCLAIM_FIELDS = {'priority', 'available_at', 'waited_ms', 'attempts', 'locked', 'lock_keys'}
 
--- Adds fields of job id's row to the table job (absent fields stay absent).
-local function readFields(id, job, fields)
-  local values = redis.call('HMGET', jobKey(id), unpack(fields))
+-- Adds fields of the job row at key to the table job (absent fields stay absent).
+local function readFields(key, job, fields)
+  local values = redis.call('HMGET', key, unpack(fields))
   for i, field in ipairs(fields) do if values[i] then job[field] = values[i] end end
 end
 
 local function confirmStarts(starts)
+  -- Whether each lease's start was confirmed, in order (booleans: no id formatted for the reply).
   local started = {}
   local T = at(starts.now)
   -- Whether each queue is paused, read once per call; the leases of each queue, written once.
   local paused = {}
   local leases = {}
-  for _, lease in ipairs(starts.leases) do
+  -- The lease's end, formatted once per call (as redis.call formats a number).
+  local leaseText = string.format('%.17g', T + starts.leaseMs)
+  for i, lease in ipairs(starts.leases) do
+    started[i] = false
     local job = {}
-    readFields(lease.id, job, CONFIRM_FIELDS)
+    local key = jobKey(lease.id)
+    readFields(key, job, CONFIRM_FIELDS)
     if job.queue == nil then job = nil end
     if job ~= nil and job.token == lease.token and job.claimed_ahead == '1' then
       local groupHeld = job.group_key ~= nil and groupPaused(groupId(job.name, job.group_key), T)
       if paused[job.queue] == nil then paused[job.queue] = H.paused(job.queue) end
       if paused[job.queue] or groupHeld then
         -- Refused while still held: its queue or its group is paused. Give it back, with its claim's locks.
-        readFields(lease.id, job, UNCLAIM_FIELDS)
+        readFields(key, job, UNCLAIM_FIELDS)
         unclaim(lease.id, job, starts.leaseMs)
         H.keysSettled(lease.id, job, 'release', lease.token)
       else
         -- claimed_ahead 0 reads as absent (every reader asks for '1'): one write instead of two.
-        redis.call('HSET', jobKey(lease.id), 'claimed_ahead', 0, 'available_at', T + starts.leaseMs)
+        redis.call('HSET', key, 'claimed_ahead', '0', 'available_at', leaseText)
         local members = leases[job.queue]
         if members == nil then
           members = {}
           leases[job.queue] = members
         end
-        table.insert(members, T + starts.leaseMs); table.insert(members, pad(lease.id))
+        table.insert(members, leaseText); table.insert(members, pad(lease.id))
         H.started(lease.id, job)
-        table.insert(started, lease.id)
+        started[i] = true
       end
     end
   end
@@ -287,18 +301,22 @@ local function confirmStarts(starts)
 end
 `;
 
-/** Input: `request` (a ClaimRequest, token as a string). Reply: ClaimRow[] with `ahead`. */
+/**
+ * Input: `request` (a ClaimRequest, token as a string). Reply: `{claimed,
+ * shift}`, the claimed rows as claim_rows.ts reads them.
+ */
 const CLAIM_SCRIPT = luaScript(
   "claim",
   "allow-oom",
   AREA_HOOKS,
   CLAIM,
-  "return cjson.encode(claimJobs(INPUT.request))",
+  "return cjson.encode({shift = string.format('%.17g', SHIFT), claimed = claimJobs(INPUT.request)})",
 );
 
 /**
  * Input: `settlements` (tokens as strings), `records`, `then` (a
- * ClaimRequest or null). Reply: `{applied, claimed, started}`.
+ * ClaimRequest or null). Reply: `{applied, claimed, started, shift}`
+ * (`claimed` and `shift` as the claim's).
  *
  * A `step` writes its memo and leaves the job leased, as a `progress`
  * does. A `park` is a `release` with the attempt given back and nothing
@@ -351,12 +369,12 @@ end
 -- Job rows first.
 for i, s in ipairs(settlements) do
   local job = nil
-  if not gone[s.id] then job = readJob(s.id) end
+  local key = jobKey(s.id)
+  if not gone[s.id] then job = readJob(s.id, key) end
   if job == nil or job.token ~= s.token then
     applied[i] = false
   else
     applied[i] = true
-    local key = jobKey(s.id)
     if s.kind == 'progress' then
       redis.call('HSET', key, 'progress', s.percent)
     elseif s.kind == 'step' then
@@ -509,7 +527,8 @@ end
 if released > 0 or queued > 0 or awaitedEnded or groupFreed then wake() end
 local claimed = {}
 if opt(INPUT['then']) ~= nil then claimed = claimJobs(INPUT['then']) end
-return cjson.encode({applied = applied, claimed = claimed, started = started})
+return cjson.encode({applied = applied, claimed = claimed, started = started,
+  shift = string.format('%.17g', SHIFT)})
 `,
 );
 
@@ -627,15 +646,15 @@ function claimedJobs(rows: readonly (ClaimRow & { ahead: boolean })[], request: 
  */
 export async function claim(redis: RedisConnection, request: ClaimRequest): Promise<ClaimedJob[]> {
   if (request.schedules !== undefined) await fireDue(redis, request.schedules, request.now);
-  const rows = await givingBackOnLostReply(
+  const reply = await givingBackOnLostReply(
     redis,
     request,
-    redis.call<(ClaimRow & { ahead: boolean })[] | Record<string, never>>(
+    redis.call<{ claimed: ReplyRows; shift: string }>(
       CLAIM_SCRIPT,
       { now: request.now, request: claimInput(request) },
     ),
   );
-  const jobs = claimedJobs(list(rows), request);
+  const jobs = claimedJobs(claimedRows(reply.claimed, reply.shift), request);
   return request.readsScheduled === true ? await withScheduled(redis, jobs) : jobs;
 }
 
@@ -682,7 +701,9 @@ export async function settle(
   // Before the settles, not between them and the claim as on SQL (Lua cannot compute slots):
   // an overlap holder that settles in this call still holds the slots due now.
   if (then?.schedules !== undefined) await fireDue(redis, then.schedules, then.now);
-  const call = redis.call<{ applied: unknown; claimed: unknown; started: unknown }>(
+  const call = redis.call<
+    { applied: unknown; claimed: ReplyRows; started: unknown; shift: string }
+  >(
     SETTLE_SCRIPT,
     {
       now,
@@ -698,15 +719,26 @@ export async function settle(
   const reply = then === undefined ? await call : await givingBackOnLostReply(redis, then, call);
   return {
     applied: list(reply.applied as boolean[]),
-    claimed: then === undefined ? [] : await claimedWithScheduled(redis, reply.claimed, then),
-    started: list(reply.started as number[]),
+    claimed: then === undefined
+      ? []
+      : await claimedWithScheduled(redis, claimedRows(reply.claimed, reply.shift), then),
+    started: confirmedIds(records.starts, list(reply.started as boolean[])),
   };
 }
 
 /** The jobs a settle claimed, with their `scheduled` when the request reads it. */
-function claimedWithScheduled(redis: RedisConnection, rows: unknown, request: ClaimRequest) {
-  const jobs = claimedJobs(list(rows as never[]), request);
+function claimedWithScheduled(
+  redis: RedisConnection,
+  rows: readonly (ClaimRow & { ahead: boolean })[],
+  request: ClaimRequest,
+) {
+  const jobs = claimedJobs(rows, request);
   return request.readsScheduled === true ? withScheduled(redis, jobs) : Promise.resolve(jobs);
+}
+
+/** The ids of the leases of `starts` whose start was confirmed (`confirmed`, in their order). */
+function confirmedIds(starts: StartRequest | undefined, confirmed: readonly boolean[]): number[] {
+  return starts === undefined ? [] : starts.leases.filter((_, i) => confirmed[i]).map((l) => l.id);
 }
 
 function startsInput(starts: StartRequest) {
