@@ -28,6 +28,7 @@ import * as flows from "./0021_flows.ts";
 import * as queueMoves from "./0022_queue_moves.ts";
 import * as groupHolds from "./0023_group_holds.ts";
 import * as groupIds from "./0025_group_ids.ts";
+import * as groupIdsFromListing from "./0026_group_ids_from_listing.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -53,6 +54,7 @@ export const migrations: readonly Migration[] = [
   queueMoves,
   groupHolds,
   groupIds,
+  groupIdsFromListing,
 ];
 
 /**

@@ -27,6 +27,7 @@ import * as queueMoves from "./0022_queue_moves.ts";
 import * as groupHolds from "./0023_group_holds.ts";
 import * as jobIdsWithoutSequence from "./0024_job_ids_without_sequence.ts";
 import * as groupIds from "./0025_group_ids.ts";
+import * as groupIdsFromListing from "./0026_group_ids_from_listing.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -52,6 +53,7 @@ export const migrations: readonly Migration[] = [
   groupHolds,
   jobIdsWithoutSequence,
   groupIds,
+  groupIdsFromListing,
 ];
 
 /**

@@ -12,8 +12,11 @@
  *   groups that have jobs. Every insert of grouped jobs upserts their
  *   group's row first (`version` + 1), so a grouped job always has one, and
  *   takes its `id` into `jobs.group_id` (schema step 25: a group listed
- *   anew takes one more than the highest id; the step's triggers give one
- *   to rows inserted without it: by older code, a retry, a move's import).
+ *   anew takes one more than the highest id). Rows inserted without one
+ *   (by older code, a retry, a move's import) take it when their group is
+ *   listed after them, in the same transaction: triggers on `job_groups`
+ *   (steps 25 and 26), none on the inserts into `jobs`, which every plain
+ *   dispatch would pay for (docs/performance.md).
  *   `group_cursors` holds, per queue, the id of the last group the round
  *   robin served: the turn goes through the groups in id order (the order
  *   they were listed) from there, back to the first after the last.
@@ -116,9 +119,9 @@ const ENTER_GROUPS = statement(
 
 /**
  * Puts the groups of the jobs `$1` (just moved back from the failed jobs) on
- * the list. A group listed anew takes its id from the step's trigger
- * (`job_groups_take_id` on SQLite), which gives it to those jobs too; on
- * PostgreSQL their insert listed it already.
+ * the list. A group listed anew takes its id (SQLite: from step 25's
+ * trigger `job_groups_take_id`), one listed again bumps its version, and
+ * either way a trigger gives the id to those jobs (step 26).
  */
 const REENTER_GROUPS = statement(
   `INSERT INTO job_groups (queue, name, group_key, group_limit, group_ordered, version)

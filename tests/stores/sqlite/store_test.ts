@@ -393,6 +393,7 @@ Deno.test("SqliteStore: schema step 24 keeps every job and its indexes, and neve
     "jobs_group_due",
     "jobs_group_key", // step 25's, applied on top
     "jobs_group_order",
+    "jobs_group_unnumbered", // step 26's
   ]);
   assert.deepEqual(
     queryFile(dir.dbPath, "SELECT name FROM sqlite_sequence WHERE name = 'jobs'"),
@@ -463,6 +464,47 @@ Deno.test("SqliteStore: schema step 25 numbers the groups in key order and gives
   assert.deepEqual(taken.map((job) => job.payload).sort(), ['{"n":1}', '{"n":2}', '{"n":4}']);
   const rest = await claim(store, { limit: 3, token: 2 });
   assert.deepEqual(rest.map((job) => job.payload).sort(), ['{"n":3}', '{"n":5}']);
+});
+
+Deno.test("SqliteStore: schema step 26 leaves no trigger on the inserts into jobs; a group listed again gives its id to its jobs without one through the partial index of those jobs", async () => {
+  await using dir = await tempDir();
+  await using store = await SqliteStore.open(dir.dbPath);
+  // A trigger on a table's inserts, whatever its WHEN, makes SQLite journal every insert inside a
+  // transaction (docs/performance.md): no plain dispatch may pay for one.
+  assert.deepEqual(
+    queryFile(
+      dir.dbPath,
+      "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'jobs' AND sql LIKE '%INSERT ON jobs%'",
+    ),
+    [],
+  );
+  const [listed] = await store.insertJobs([
+    newJob({ group: { key: "a", limit: null, ordered: false } }),
+  ]);
+  const db = new DatabaseSync(dir.dbPath);
+  try {
+    // A retry's copy as the store makes it: the key, no group id; then the group listed again.
+    db.prepare(
+      `INSERT INTO jobs (id, queue, name, payload, available_at, created_at, group_key)
+      VALUES (100, 'default', 'contract-job', '{}', ?, ?, 'a')`,
+    ).run(T0, T0);
+    const plan = db.prepare(
+      `EXPLAIN QUERY PLAN UPDATE jobs SET group_id = 1 WHERE queue = 'default'
+      AND name = 'contract-job' AND group_key = 'a' AND group_key IS NOT NULL AND group_id IS NULL`,
+    ).all().map((row) => String(row.detail));
+    assert.ok(plan.some((detail) => detail.includes("jobs_group_unnumbered")), plan.join("; "));
+    db.prepare(
+      `INSERT INTO job_groups (queue, name, group_key, group_limit, group_ordered, version)
+      VALUES ('default', 'contract-job', 'a', NULL, 0, 0)
+      ON CONFLICT (queue, name, group_key) DO UPDATE SET version = job_groups.version + 1`,
+    ).run();
+  } finally {
+    db.close();
+  }
+  assert.deepEqual(
+    queryFile(dir.dbPath, "SELECT id, group_id FROM jobs ORDER BY id"),
+    [{ id: listed, group_id: 1 }, { id: 100, group_id: 1 }],
+  );
 });
 
 Deno.test("SqliteStore: a group's rate window is a rate_windows row under a U+0001 key, dropped by a settle once the window is over", async () => {
