@@ -27,6 +27,7 @@ import postgres from "npm:postgres@^3.4.9";
 import { migrations } from "../../../migrations/postgres/mod.ts";
 import type { Migration } from "../../../migrations/migration.ts";
 import type { MigrateOptions } from "../schema_steps.ts";
+import { writeArraysWithoutLookup } from "./array_types.ts";
 import { postgresDialect } from "./dialect.ts";
 import { PostgresEngine, type Sql } from "./engine.ts";
 import { isPostgresUrl, redactPassword } from "../database_url.ts";
@@ -132,8 +133,8 @@ export class PostgresStore extends SqlStore {
         `url must start with postgres:// or postgresql://: got ${redactPassword(url)}`,
       );
     }
-    const connect = () =>
-      postgres(url, {
+    const connect = () => {
+      const sql = postgres(url, {
         max: maxConnections,
         connect_timeout: Math.ceil(connectTimeoutMs / 1000),
         onnotice: () => {},
@@ -142,7 +143,10 @@ export class PostgresStore extends SqlStore {
         types: {
           bigint: { to: 20, from: [20], serialize: String, parse: safeInteger },
         },
-      }) as unknown as Sql;
+      });
+      writeArraysWithoutLookup(sql.options.serializers);
+      return sql as unknown as Sql;
+    };
     const channel = `renox_queue_${schema}`;
     const store = new PostgresStore(
       new PostgresEngine(connect, schema, channel),
