@@ -147,21 +147,6 @@ function History.batch()
   return {ids = {}, texts = {}, rows = {}, listings = {}, pairs = {}, keep = {}, pairOf = {}}
 end
 
--- Its batch's pair of (queue, name), made once per batch.
-local function batchPair(batch, queue, name)
-  local byName = batch.pairOf[queue]
-  if byName == nil then
-    byName = {}
-    batch.pairOf[queue] = byName
-  end
-  local pair = byName[name]
-  if pair == nil then
-    pair = History.pair(queue, name)
-    byName[name] = pair
-  end
-  return pair
-end
-
 function History.add(batch, id, job, fields)
   -- Each number formatted once (as redis.call formats one), for the record and its listings.
   local idText = tostring(id)
@@ -178,7 +163,7 @@ function History.add(batch, id, job, fields)
   end
   batch.rows[id] = row
   local member = pad(id)
-  local pair = batchPair(batch, job.queue, job.name)
+  local pair = madeOnce(batch.pairOf, job.queue, job.name, History.pair)
   local members = batch.listings[pair]
   if members == nil then
     members = {}

@@ -259,6 +259,21 @@ local function groupIdParts(gid)
   local length = tonumber(string.sub(gid, 1, colon - 1))
   return string.sub(gid, colon + 1, colon + length), string.sub(gid, colon + length + 2)
 end
+-- t[a][b], made by make(a, b) the first time it is asked for and kept in t: what a call builds
+-- per pair of names (a kept job's listing, a rollup field) is built once per batch.
+local function madeOnce(t, a, b, make)
+  local byB = t[a]
+  if byB == nil then
+    byB = {}
+    t[a] = byB
+  end
+  local made = byB[b]
+  if made == nil then
+    made = make(a, b)
+    byB[b] = made
+  end
+  return made
+end
 local function groupsKey(queue) return P .. ':q:' .. queue .. ':groups' end
 local function groupSettingsKey(queue) return P .. ':q:' .. queue .. ':gset' end
 local function groupKey(queue, gid) return P .. ':q:' .. queue .. ':g:' .. gid end
