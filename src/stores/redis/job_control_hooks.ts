@@ -23,9 +23,11 @@
  *   clock).
  * - `P:pauses` HASH: queue → JSON `{at, until, reason}`, times on the
  *   store's clock as decimal strings (Lua's JSON numbers keep 14 digits).
- * - channel `P:done`: the id of an awaited job that finished (completed or
- *   cancelled), published by the settle or the cancel that ended it, for
- *   its awaiters (who poll `result()` too: pub/sub may lose a message).
+ * - No channel of its own for awaited jobs: a settle that ends a job
+ *   `markAwaited` marked (its row's `awaited` field; completed, failed or
+ *   cancelled) publishes on the wake-up channel `P:wake` (lua.ts), as
+ *   `cancel` does for every job it cancels; awaiters watch that channel and
+ *   also read their results once a second, since pub/sub may lose a message.
  *
  * @internal
  * @module

@@ -196,7 +196,8 @@ function compare(a: string, b: string): number {
  *   last signal id. A job's memos and mailbox stay while it is a job, a
  *   failed job (`P:failed:<id>`) or a kept finished one (`P:done:<id>`),
  *   and go with the last of them (`dropSteps`, see step_hooks.ts).
- * - channel `P:wake`: published when jobs become claimable.
+ * - channel `P:wake`: published (an empty message) when jobs may have
+ *   become claimable, and when an awaited job ended (job_control_hooks.ts).
  */
 export const PRELUDE = String.raw`
 -- JSON null, and the call's prefix, input, clock shift, now and transaction: set by enter() at
