@@ -180,8 +180,9 @@ function compare(a: string, b: string): number {
  *   `P:gpauses:at` HASH that member → when it was paused (store clock);
  *   `P:gpauses:until` HASH that member → when a hold ends (store clock;
  *   absent: paused until resumed). A hold that has passed no longer holds,
- *   and a settle deletes it a minute after its end (`P:gpauses:pruned`
- *   HASH, the walk's `cursor` and when it last ended, `at`; groups.ts).
+ *   and a settle deletes it a minute after its end (groups.ts: each store's
+ *   process keeps its walk's cursor; older code kept one for every process
+ *   in `P:gpauses:pruned`, which this code neither reads nor writes).
  * - `P:failed` ZSET + `P:failed:<id>` HASH: failed jobs by failure time.
  * - `P:stage:<id>` LIST: what a transaction not yet ended wrote; `P:stages`
  *   ZSET: those transactions by start time.
