@@ -7,8 +7,9 @@
  *   event type for all waiters): only those jobs are read, gathered into
  *   one statement per turn of the event loop, so a job that ends here costs
  *   one row of one read however many others are awaited.
- * - The store's watch (the WAL file on SQLite, `NOTIFY` on PostgreSQL, sent
- *   by the settle of an awaited job) says another connection wrote, and once
+ * - The store's watch (the WAL file on SQLite, `NOTIFY` on PostgreSQL and
+ *   the wake-up channel on Redis, sent by the settle of an awaited job) says
+ *   another connection wrote, and once
  *   a second a safety net fires for a store that cannot watch: then every
  *   awaited job is read, 1,000 ids per statement. Such a sweep waits at
  *   least nine times as long as the last one took, so sweeps take at most a

@@ -1,7 +1,8 @@
 /**
  * The dashboard's actions, each a POST: retry, forget, retry all and flush
  * failed jobs; cancel a batch and retry its failed jobs; cancel a flow; pause, resume and
- * run a schedule now; cancel a job; pause and resume a queue. By the time one
+ * run a schedule now; cancel a job; pause and resume a queue; resume a paused or held
+ * group. By the time one
  * runs, the router has checked the gate, read-only mode, the body type, the
  * origin and the CSRF token.
  *
@@ -47,6 +48,7 @@ export function findAction(segments: readonly string[]): Action | null {
   if (section === "queues" && second !== undefined && verb === "resume") {
     return (ctx) => resumeQueue(ctx, second);
   }
+  if (section === "groups" && second === "resume" && verb === undefined) return resumeGroup;
   const id = readId(second);
   if (id === null || verb === undefined) return null;
   if (section === "jobs" && verb === "cancel") return (ctx) => cancelJob(ctx, id);
@@ -150,6 +152,21 @@ async function pauseQueue(ctx: PageContext, queue: string): Promise<ActionResult
 async function resumeQueue(ctx: PageContext, queue: string): Promise<ActionResult> {
   const ok = await ctx.queue.resume(queueName(queue));
   return { ok, notice: ok ? "resumed" : "gone", count: ok ? 1 : 0, back: "/" };
+}
+
+/**
+ * Resumes the group of the form's `name` (the job name) and `key`, fields
+ * rather than path segments as a key may hold any character; the queue
+ * checks both (a missing or bad one is a 400).
+ */
+async function resumeGroup(ctx: PageContext, field: FormField): Promise<ActionResult> {
+  const name = field("name");
+  const key = field("key");
+  if (name === null || key === null) {
+    throw new TypeError("resuming a group takes the form fields name and key");
+  }
+  const ok = await ctx.queue.resumeGroup(name, key);
+  return { ok, notice: ok ? "group-resumed" : "group-gone", count: ok ? 1 : 0, back: "/" };
 }
 
 /** A queue name from its path segment; a malformed escape is a bad request. */

@@ -2,7 +2,8 @@
  * The dashboard's job control: the Completed page (filters, duration,
  * output escaped, encrypted output only named), a job's page with its output
  * or error and a Cancel button, and pause/resume buttons with a banner on
- * the overview, and the banner of paused and held groups. Requests go straight to the handler.
+ * the overview, and the banner of paused and held groups with their resume
+ * buttons. Requests go straight to the handler.
  *
  * @module
  */
@@ -127,6 +128,61 @@ Deno.test("the overview names the paused and held groups with their ends, escape
   const many = await page();
   assert.equal(many.match(/<li><strong>/g)?.length, 20);
   assert.match(many, /and more \(the <code>paused-groups<\/code> command lists them\)/);
+});
+
+Deno.test("the overview resumes a paused or held group from its banner, its name and key escaped; POST + CSRF as the queue's resume", async () => {
+  const { queue, handler } = await setup();
+  await using _ = queue;
+  await queue.pauseGroup(HOSTILE.name, HOSTILE.note);
+  await queue.pauseGroup("shout", "tenant-7", { forMs: 3_600_000 });
+  const keys = async () => (await queue.pausedGroups()).map((group) => group.key);
+  const session = await openSession(handler, "/");
+  const page = await (await fetchFrom(handler, "/", { headers: { cookie: session.cookie } }))
+    .text();
+  assert.equal(page.match(/action="\/groups\/resume"/g)?.length, 2, "a Resume button per group");
+  assert.ok(!page.includes(HOSTILE.note) && !page.includes(HOSTILE.name), "escaped");
+  assert.ok(
+    page.includes(
+      '<input type="hidden" name="key" value="&lt;script&gt;alert(&#39;payload&#39;)&lt;/script&gt;&quot;&gt;&lt;img src=x onerror=alert(2)&gt;">',
+    ),
+    "the hostile key is the field's escaped value",
+  );
+  const hostileGroup = { name: HOSTILE.name, key: HOSTILE.note };
+  const forged = await postForm(handler, "/groups/resume", { ...session, token: "forged" }, {
+    fields: hostileGroup,
+  });
+  assert.equal(forged.status, 403);
+  assert.equal((await fetchFrom(handler, "/groups/resume")).status, 405, "POST only");
+  assert.equal(
+    (await postForm(dashboard(queue, { readOnly: true }), "/groups/resume", session, {
+      fields: hostileGroup,
+    })).status,
+    403,
+    "read-only refuses it",
+  );
+  assert.deepEqual(await keys(), [HOSTILE.note, "tenant-7"], "nothing changed");
+  const resumed = await postForm(handler, "/groups/resume", session, { fields: hostileGroup });
+  assert.equal(resumed.status, 303);
+  assert.match(resumed.headers.get("location")!, /^\/\?notice=group-resumed&count=1$/);
+  assert.deepEqual(await keys(), ["tenant-7"]);
+  const again = await postForm(handler, "/groups/resume", session, { fields: hostileGroup });
+  assert.match(again.headers.get("location")!, /notice=group-gone/);
+  const told = await (await fetchFrom(handler, again.headers.get("location")!)).text();
+  assert.match(told, /Nothing changed: that group is not paused, or its hold has ended/);
+  const held = await postForm(handler, "/groups/resume", session, {
+    fields: { name: "shout", key: "tenant-7" },
+    headers: { accept: "application/json" },
+  });
+  assert.deepEqual(await held.json(), { ok: true, notice: "group-resumed", count: 1, back: "/" });
+  assert.deepEqual(await keys(), [], "a hold ends early too");
+  const noKey = await postForm(handler, "/groups/resume", session, { fields: { name: "shout" } });
+  assert.equal(noKey.status, 400);
+  assert.match(await noKey.text(), /takes the form fields name and key/);
+  const empty = await postForm(handler, "/groups/resume", session, {
+    fields: { name: "shout", key: "" },
+  });
+  assert.equal(empty.status, 400, "the queue checks the key");
+  await empty.body?.cancel();
 });
 
 storeTest(

@@ -50,20 +50,26 @@ const ACTIONS = [
   "/failed/flush",
   "/batches/1/cancel",
   "/batches/1/retry",
+  "/groups/resume",
 ];
 
-/** A queue with failed job 1 (hostile) and batch 1 waiting; returns what must not change. */
+/**
+ * A queue with failed job 1 (hostile), batch 1 waiting and group "g" of
+ * "plain" paused; returns what must not change.
+ */
 async function fixture(): Promise<{ queue: Queue; state: () => Promise<unknown> }> {
   const { queue } = await openQueue();
   await queue.dispatch(hostile, { note: HOSTILE.note });
   await drainQueue(queue);
   await queue.batch("b").push(plain, { n: 1 }, { delayMs: 60_000 }).dispatch();
+  await queue.pauseGroup(plain, "g");
   const state = async () => ({
     failed: await failedIds(queue),
     jobs: (await queue.jobs()).jobs.map((job) => job.id),
     batch: (await queue.batchStatus(1))?.cancelled,
+    groups: (await queue.pausedGroups()).map((group) => group.key),
   });
-  assert.deepEqual(await state(), { failed: [1], jobs: [2], batch: false });
+  assert.deepEqual(await state(), { failed: [1], jobs: [2], batch: false, groups: ["g"] });
   return { queue, state };
 }
 

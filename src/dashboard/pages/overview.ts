@@ -3,7 +3,8 @@
  * what settled in the last hour (as charts, and per queue with the average
  * wait), the workers seen, and the due jobs none of them knows; a banner
  * names the paused queues, and each queue has its pause or resume button;
- * another names the paused and held groups of jobs, with their ends.
+ * another names the paused and held groups of jobs, with their ends and a
+ * resume button each.
  *
  * @internal
  * @module
@@ -56,7 +57,7 @@ export function renderOverview(ctx: PageContext, data: OverviewData): Html {
     heading: "Overview",
     section: "/",
     api: "/api/overview",
-    body: html`${pausedBanner(data.paused)}${pausedGroupsBanner(data.pausedGroups)}${
+    body: html`${pausedBanner(data.paused)}${pausedGroupsBanner(ctx, data.pausedGroups)}${
       queuesTable(ctx, data)
     }
 <h2>Last hour</h2>
@@ -81,12 +82,17 @@ function pausedBanner(paused: readonly PausedQueue[]): Html | null {
 <ul>${items}</ul></div>`;
 }
 
-function pausedGroupsBanner(groups: readonly PausedGroup[]): Html | null {
+function pausedGroupsBanner(ctx: PageContext, groups: readonly PausedGroup[]): Html | null {
   if (groups.length === 0) return null;
+  const resume = (group: PausedGroup) =>
+    actionForm(ctx, "/groups/resume", "Resume", {
+      fields: html`<input type="hidden" name="name" value="${group.name}">
+<input type="hidden" name="key" value="${group.key}">`,
+    });
   const items = groups.slice(0, GROUPS_SHOWN).map((group) =>
     html`<li><strong>${group.name}</strong> ${group.key}${
       group.until === null ? " until resumed" : ` until ${formatTime(group.until)} UTC`
-    }</li>`
+    } ${resume(group)}</li>`
   );
   return html`<div class="notice" role="status">Paused groups: no worker claims the jobs of
 <ul>${items}</ul>${

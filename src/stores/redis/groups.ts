@@ -37,7 +37,7 @@
  */
 import type { PausedGroup } from "../rows/job_control.ts";
 import type { Page } from "../rows/read.ts";
-import { PRUNE_EVERY_MS } from "../sql/upkeep.ts";
+import { HoldsPrune, PRUNE_EVERY_MS } from "../sql/upkeep.ts";
 import type { RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
 import { list } from "./script_replies.ts";
@@ -244,25 +244,29 @@ export function resumeGroup(
 }
 
 /**
+ * Where a store's walk through `P:gpauses:until` stands: the `HSCAN` cursor
+ * its next chunk starts from (`"0"` begins a walk).
+ */
+export type HoldsWalk = HoldsPrune<string>;
+
+/** A walk through `P:gpauses:until` not yet begun. */
+export function holdsWalk(): HoldsWalk {
+  return new HoldsPrune<string>("0");
+}
+
+/**
  * The settle's prune of passed holds, as SQL's `pruneHolds`
- * (src/stores/sql/group_pauses.ts): `pruneHolds()` walks `P:gpauses:until`
- * (holds only: a pause without an end has no field there) with `HSCAN`, a
- * chunk per call, and deletes each hold whose end passed at least a minute
- * before `NOW`. `P:gpauses:pruned` HASH keeps the walk's cursor (`cursor`,
- * shared by every process) and when the last walk ended (`at`, store
- * clock): a walk under way goes on at the next settle, a new one starts at
- * most once a minute.
+ * (src/stores/sql/group_pauses.ts): `pruneHolds(cursor)` reads the chunk of
+ * `P:gpauses:until` (holds only: a pause without an end has no field
+ * there) that `HSCAN` gives from `cursor`, deletes each hold whose end
+ * passed at least a minute before `NOW`, and returns the cursor the walk
+ * goes on from (`"0"`: it reached the end). The store's process keeps the
+ * cursor and when its last walk ended ({@linkcode HoldsWalk}) and passes the
+ * cursor only to a settle a walk is due in, so a settle between walks reads
+ * nothing for it.
  */
 export const PRUNE_HOLDS = String.raw`
-local function pruneHolds()
-  local state = P .. ':gpauses:pruned'
-  local last = redis.call('HMGET', state, 'at', 'cursor')
-  local cursor = last[2] or '0'
-  local walkedAt = tonumber(last[1])
-  -- A stamp after NOW (a caller's clock that ran ahead) does not hold pruning back.
-  if cursor == '0' and walkedAt ~= nil and NOW >= walkedAt and NOW < walkedAt + ${PRUNE_EVERY_MS} then
-    return
-  end
+local function pruneHolds(cursor)
   local untilKey = P .. ':gpauses:until'
   local scan = redis.call('HSCAN', untilKey, cursor, 'COUNT', ${HOLDS_PRUNE_CHUNK})
   local fields = scan[2]
@@ -274,8 +278,7 @@ local function pruneHolds()
       redis.call('HDEL', untilKey, fields[i])
     end
   end
-  if scan[1] == '0' then redis.call('HSET', state, 'at', string.format('%d', NOW), 'cursor', '0')
-  else redis.call('HSET', state, 'cursor', scan[1]) end
+  return scan[1]
 end
 `;
 

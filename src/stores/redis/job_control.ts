@@ -313,7 +313,7 @@ export async function pruneFinished(
   }
 }
 
-/** Marks job `id` awaited, so the settle that ends it publishes on `P:done`; whether it is stored. */
+/** Marks job `id` awaited, so the settle that ends it publishes on the wake-up channel; whether it is stored. */
 export function markAwaited(redis: RedisConnection, id: number): Promise<boolean> {
   return redis.call<boolean>(MARK_AWAITED, { now: Date.now(), id });
 }

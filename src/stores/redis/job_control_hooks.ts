@@ -23,9 +23,11 @@
  *   clock).
  * - `P:pauses` HASH: queue → JSON `{at, until, reason}`, times on the
  *   store's clock as decimal strings (Lua's JSON numbers keep 14 digits).
- * - channel `P:done`: the id of an awaited job that finished (completed or
- *   cancelled), published by the settle or the cancel that ended it, for
- *   its awaiters (who poll `result()` too: pub/sub may lose a message).
+ * - No channel of its own for awaited jobs: a settle that ends a job
+ *   `markAwaited` marked (its row's `awaited` field; completed, failed or
+ *   cancelled) publishes on the wake-up channel `P:wake` (lua.ts), as
+ *   `cancel` does for every job it cancels; awaiters watch that channel and
+ *   also read their results once a second, since pub/sub may lose a message.
  *
  * @internal
  * @module
@@ -147,21 +149,6 @@ function History.batch()
   return {ids = {}, texts = {}, rows = {}, listings = {}, pairs = {}, keep = {}, pairOf = {}}
 end
 
--- Its batch's pair of (queue, name), made once per batch.
-local function batchPair(batch, queue, name)
-  local byName = batch.pairOf[queue]
-  if byName == nil then
-    byName = {}
-    batch.pairOf[queue] = byName
-  end
-  local pair = byName[name]
-  if pair == nil then
-    pair = History.pair(queue, name)
-    byName[name] = pair
-  end
-  return pair
-end
-
 function History.add(batch, id, job, fields)
   -- Each number formatted once (as redis.call formats one), for the record and its listings.
   local idText = tostring(id)
@@ -178,7 +165,7 @@ function History.add(batch, id, job, fields)
   end
   batch.rows[id] = row
   local member = pad(id)
-  local pair = batchPair(batch, job.queue, job.name)
+  local pair = madeOnce(batch.pairOf, job.queue, job.name, History.pair)
   local members = batch.listings[pair]
   if members == nil then
     members = {}

@@ -180,8 +180,9 @@ function compare(a: string, b: string): number {
  *   `P:gpauses:at` HASH that member → when it was paused (store clock);
  *   `P:gpauses:until` HASH that member → when a hold ends (store clock;
  *   absent: paused until resumed). A hold that has passed no longer holds,
- *   and a settle deletes it a minute after its end (`P:gpauses:pruned`
- *   HASH, the walk's `cursor` and when it last ended, `at`; groups.ts).
+ *   and a settle deletes it a minute after its end (groups.ts: each store's
+ *   process keeps its walk's cursor; older code kept one for every process
+ *   in `P:gpauses:pruned`, which this code neither reads nor writes).
  * - `P:failed` ZSET + `P:failed:<id>` HASH: failed jobs by failure time.
  * - `P:stage:<id>` LIST: what a transaction not yet ended wrote; `P:stages`
  *   ZSET: those transactions by start time.
@@ -196,7 +197,8 @@ function compare(a: string, b: string): number {
  *   last signal id. A job's memos and mailbox stay while it is a job, a
  *   failed job (`P:failed:<id>`) or a kept finished one (`P:done:<id>`),
  *   and go with the last of them (`dropSteps`, see step_hooks.ts).
- * - channel `P:wake`: published when jobs become claimable.
+ * - channel `P:wake`: published (an empty message) when jobs may have
+ *   become claimable, and when an awaited job ended (job_control_hooks.ts).
  */
 export const PRELUDE = String.raw`
 -- JSON null, and the call's prefix, input, clock shift, now and transaction: set by enter() at
@@ -258,6 +260,21 @@ local function groupIdParts(gid)
   local colon = string.find(gid, ':', 1, true)
   local length = tonumber(string.sub(gid, 1, colon - 1))
   return string.sub(gid, colon + 1, colon + length), string.sub(gid, colon + length + 2)
+end
+-- t[a][b], made by make(a, b) the first time it is asked for and kept in t: what a call builds
+-- per pair of names (a kept job's listing, a rollup field) is built once per batch.
+local function madeOnce(t, a, b, make)
+  local byB = t[a]
+  if byB == nil then
+    byB = {}
+    t[a] = byB
+  end
+  local made = byB[b]
+  if made == nil then
+    made = make(a, b)
+    byB[b] = made
+  end
+  return made
 end
 local function groupsKey(queue) return P .. ':q:' .. queue .. ':groups' end
 local function groupSettingsKey(queue) return P .. ':q:' .. queue .. ':gset' end

@@ -46,19 +46,15 @@ local RUNTIME_BOUNDS = {${RUNTIME_BUCKETS_MS.join(", ")}}
 
 function H.metricsBatch() return {minutes = {}, order = {}, latest = nil, texts = {}, names = {}} end
 
+-- The start of (queue, name)'s hash fields, and its fields made so far (by what they count).
+local function metricsRow(queue, name)
+  return {row = queue .. '${SEPARATOR}' .. name .. '${SEPARATOR}', fields = {}}
+end
+
 -- The hash field of (queue, name) and what is counted (a column, or a runtime bucket's number),
 -- each made once per batch.
 local function metricsField(batch, queue, name, what)
-  local byName = batch.names[queue]
-  if byName == nil then
-    byName = {}
-    batch.names[queue] = byName
-  end
-  local made = byName[name]
-  if made == nil then
-    made = {row = queue .. '${SEPARATOR}' .. name .. '${SEPARATOR}', fields = {}}
-    byName[name] = made
-  end
+  local made = madeOnce(batch.names, queue, name, metricsRow)
   local field = made.fields[what]
   if field == nil then
     if type(what) == 'number' then field = made.row .. 'b' .. what else field = made.row .. what end

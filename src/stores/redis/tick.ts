@@ -27,7 +27,7 @@ import { isConnectionError, type RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
 import { list } from "./script_replies.ts";
 import { AREA_HOOKS } from "./hooks.ts";
-import { GROUP_RATES, GROUPED_CANDIDATES, PRUNE_HOLDS } from "./groups.ts";
+import { GROUP_RATES, GROUPED_CANDIDATES, type HoldsWalk, PRUNE_HOLDS } from "./groups.ts";
 import { fireDue, withScheduled } from "./schedule_firing.ts";
 
 /** Most leased jobs per queue that giving back a claim whose reply was lost looks at. */
@@ -315,15 +315,17 @@ const CLAIM_SCRIPT = luaScript(
 
 /**
  * Input: `settlements` (tokens as strings), `records`, `then` (a
- * ClaimRequest or null). Reply: `{applied, claimed, started, shift}`
- * (`claimed` and `shift` as the claim's).
+ * ClaimRequest or null), `holds` (the cursor of the walk through the group
+ * holds, or null when no walk is due). Reply: `{applied, claimed, started,
+ * shift, holds}` (`claimed` and `shift` as the claim's; `holds` the cursor
+ * the walk goes on from, `"0"` at its end, null without a walk).
  *
  * A `step` writes its memo and leaves the job leased, as a `progress`
  * does. A `park` is a `release` with the attempt given back and nothing
  * else counted (no error, crashes and last error kept, no metrics, no
  * span), its memo written: its chain, batch, keys and locks go as a
- * release's. A settle that settles or claims also goes on with the prune
- * of passed group holds (`pruneHolds`, groups.ts).
+ * release's. A settle given `holds` goes on with the prune of passed group
+ * holds (`pruneHolds`, groups.ts).
  */
 const SETTLE_SCRIPT = luaScript(
   "settle",
@@ -461,8 +463,9 @@ end
 -- The kept history's prune before the metrics' flush, whose log prune then finds the lines of
 -- the jobs it forgot.
 if finished then History.pruneExpired() end
--- Holds whose end passed a minute ago, after this settle's own holds.
-if #settlements > 0 or opt(INPUT['then']) ~= nil then pruneHolds() end
+-- Holds whose end passed a minute ago, after this settle's own holds, when a walk is due.
+local holds = NULL
+if opt(INPUT.holds) ~= nil then holds = pruneHolds(INPUT.holds) end
 H.flushMetrics(metrics)
 
 local records = opt(INPUT.records) or {}
@@ -528,7 +531,7 @@ if released > 0 or queued > 0 or awaitedEnded or groupFreed then wake() end
 local claimed = {}
 if opt(INPUT['then']) ~= nil then claimed = claimJobs(INPUT['then']) end
 return cjson.encode({applied = applied, claimed = claimed, started = started,
-  shift = string.format('%.17g', SHIFT)})
+  shift = string.format('%.17g', SHIFT), holds = holds})
 `,
 );
 
@@ -685,9 +688,15 @@ async function givingBackOnLostReply<T>(
   }
 }
 
-/** Applies settlements, records, start confirmations and the next claim in one script. */
+/**
+ * Applies settlements, records, start confirmations and the next claim in
+ * one script; one that settles or claims also reads the next chunk of
+ * `holds`' walk when one is due (as SQL's settle, at most one walk a
+ * minute of this process's clock).
+ */
 export async function settle(
   redis: RedisConnection,
+  holds: HoldsWalk,
   settlements: readonly Settlement[],
   then: ClaimRequest | undefined,
   records: TickRecords = {},
@@ -701,12 +710,14 @@ export async function settle(
   // Before the settles, not between them and the claim as on SQL (Lua cannot compute slots):
   // an overlap holder that settles in this call still holds the slots due now.
   if (then?.schedules !== undefined) await fireDue(redis, then.schedules, then.now);
+  const walkFrom = settlements.length > 0 || then !== undefined ? holds.next(now) : null;
   const call = redis.call<
-    { applied: unknown; claimed: ReplyRows; started: unknown; shift: string }
+    { applied: unknown; claimed: ReplyRows; started: unknown; shift: string; holds: string | null }
   >(
     SETTLE_SCRIPT,
     {
       now,
+      holds: walkFrom,
       settlements: settlements.map((s) => ({ ...s, token: String(s.token) })),
       records: {
         ...records,
@@ -717,6 +728,9 @@ export async function settle(
     },
   );
   const reply = then === undefined ? await call : await givingBackOnLostReply(redis, then, call);
+  if (walkFrom !== null && typeof reply.holds === "string") {
+    holds.walked(now, reply.holds === "0" ? null : reply.holds);
+  }
   return {
     applied: list(reply.applied as boolean[]),
     claimed: then === undefined

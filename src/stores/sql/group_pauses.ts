@@ -20,7 +20,7 @@ import type { Page } from "../rows/read.ts";
 import { clockParam, type Dialect } from "./dialect.ts";
 import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
-import { PRUNE_EVERY_MS } from "./upkeep.ts";
+import { HoldsPrune, PRUNE_EVERY_MS } from "./upkeep.ts";
 
 /** Most rows of `group_pauses` one settle's prune looks at. */
 export const HOLDS_PRUNE_CHUNK = 1000;
@@ -164,45 +164,30 @@ const DELETE_PASSED = statement(
 );
 
 /**
- * Where one store's walk through `group_pauses` stands: the prune of
- * passed holds reads at most {@linkcode HOLDS_PRUNE_CHUNK} rows per settle,
- * going on from the last row it read, and starts a walk again at most once
- * a minute.
+ * Where a store's walk through `group_pauses` stands: the last key read
+ * (`["", ""]` is before every key: a name is never empty).
  */
-export class HoldsPrune {
-  /** The last key the walk under way read, or null between walks. */
-  #after: readonly [string, string] | null = null;
-  #walkedAt = -Infinity;
+export type HoldsWalk = HoldsPrune<readonly [string, string]>;
 
-  /** Whether a settle at `at` goes on with the walk, or starts one. */
-  due(at: number): boolean {
-    return this.#after !== null || at >= this.#walkedAt + PRUNE_EVERY_MS;
-  }
-
-  /** Where the next chunk starts (`["", ""]` is before every key: a name is never empty). */
-  get after(): readonly [string, string] {
-    return this.#after ?? ["", ""];
-  }
-
-  /** Records a chunk read at `at` that ended at `last` (null: the walk reached the end). */
-  walked(at: number, last: readonly [string, string] | null): void {
-    this.#after = last;
-    if (last === null) this.#walkedAt = at;
-  }
+/** A walk through `group_pauses` not yet begun. */
+export function holdsWalk(): HoldsWalk {
+  return new HoldsPrune<readonly [string, string]>(["", ""]);
 }
 
 /**
  * Deletes holds whose end passed at least a minute before `at` (on the
  * store's clock), in the next chunk of `prune`'s walk through
- * `group_pauses`. A passed hold holds nothing, so no claim sees a change;
- * the minute keeps that true for a process whose clock (with
- * `clock: "caller"`) is up to a minute behind this one's. Pauses without an
- * end are never deleted here.
+ * `group_pauses` (at most {@linkcode HOLDS_PRUNE_CHUNK} rows; nothing is
+ * read between walks, which start at most once a minute). A passed hold
+ * holds nothing, so no claim sees a change; the minute keeps that true for
+ * a process whose clock (with `clock: "caller"`) is up to a minute behind
+ * this one's. Pauses without an end are never deleted here.
  */
-export function* pruneHolds(dialect: Dialect, prune: HoldsPrune, at: number): Script<void> {
-  if (!prune.due(at)) return;
+export function* pruneHolds(dialect: Dialect, prune: HoldsWalk, at: number): Script<void> {
+  const after = prune.next(at);
+  if (after === null) return;
   const now = clockParam(dialect, at);
-  const [name, key] = prune.after;
+  const [name, key] = after;
   const { rows } = yield* exec<{ name: string; group_key: string; passed: number | string }>(
     WALK_PAUSES,
     name,

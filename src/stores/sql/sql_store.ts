@@ -101,7 +101,7 @@ export class SqlStore implements Store, MoveStore {
     finished: new PruneSchedule(),
     logs: new PruneSchedule(),
     groupWindows: new PruneSchedule(),
-    holds: new groupPauses.HoldsPrune(),
+    holds: groupPauses.holdsWalk(),
   };
 
   /** Runs on `engine` with `dialect`; `migrations` are the engine's schema steps. */

@@ -28,7 +28,7 @@ import { claimFairly, dropEndedWindows, groupsNextDue, rateWindowsTurn } from ".
 import { fireDue, withScheduled } from "./schedules.ts";
 import { each, exec, type Script } from "./script.ts";
 import { confirmStarts, UNCLAIM } from "./start_confirmation.ts";
-import { holdGroup, type HoldsPrune, pruneHolds } from "./group_pauses.ts";
+import { holdGroup, type HoldsWalk, pruneHolds } from "./group_pauses.ts";
 import { markBegun } from "./handler_begun.ts";
 import { statement } from "./statement.ts";
 import { recordSpans, writeLogs } from "./job_logs.ts";
@@ -205,7 +205,7 @@ export function* settle(
     readonly finished: PruneSchedule;
     readonly logs: PruneSchedule;
     readonly groupWindows: PruneSchedule;
-    readonly holds: HoldsPrune;
+    readonly holds: HoldsWalk;
   },
   settlements: readonly Settlement[],
   then: ClaimRequest | undefined,

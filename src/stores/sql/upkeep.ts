@@ -4,7 +4,8 @@
  * windows, passed group holds), each table at most once a minute of the
  * settles' time per store instance, so a busy worker does not pay for a
  * delete in every transaction (the holds' walk, a bounded chunk per settle,
- * goes on at each settle until it is through: group_pauses.ts).
+ * goes on at each settle until it is through: {@linkcode HoldsPrune}, which
+ * the Redis store keeps too).
  *
  * @internal
  * @module
@@ -30,5 +31,36 @@ export class PruneSchedule {
     if (!(at >= this.#prunedAt + PRUNE_EVERY_MS)) return false;
     this.#prunedAt = at;
     return true;
+  }
+}
+
+/**
+ * Where one store instance's walk through its group holds stands, for the
+ * settles' prune of passed holds (`Position` is where a chunk starts, in
+ * the store's own terms): a settle reads one bounded chunk while a walk is
+ * under way, going on from where the last one ended, and starts a walk
+ * again at most once a minute. Between walks a settle reads nothing.
+ */
+export class HoldsPrune<Position> {
+  readonly #start: Position;
+  /** Where the walk under way goes on, or null between walks. */
+  #after: Position | null = null;
+  #walkedAt = -Infinity;
+
+  /** A walk that begins at `start` (before every hold). */
+  constructor(start: Position) {
+    this.#start = start;
+  }
+
+  /** Where a settle at `at` reads its chunk from (`start`: a new walk), or null when none is due. */
+  next(at: number): Position | null {
+    if (this.#after !== null) return this.#after;
+    return at >= this.#walkedAt + PRUNE_EVERY_MS ? this.#start : null;
+  }
+
+  /** Records a chunk read at `at` that ended at `last` (null: the walk reached the end). */
+  walked(at: number, last: Position | null): void {
+    this.#after = last;
+    if (last === null) this.#walkedAt = at;
   }
 }

@@ -171,6 +171,35 @@ function register(test: ContractTest): void {
     assert.equal(await store.finishedJob(queued!), null, "a queued job is not finished");
   });
 
+  test("finished() lists the kept jobs of one settle under their own queue and name: names shared across queues, queues across names", async (store) => {
+    const rows: [string, string][] = [
+      ["mail", "send"],
+      ["mail", "bounce"],
+      ["default", "send"],
+      ["mail", "send"],
+    ];
+    const kept = await store.insertJobs(rows.map(([queue, name]) => newJob({ queue, name })));
+    await claim(store, { queues: ["default", "mail"], token: 1 });
+    const settled = await store.settle(kept.map((id, index) => ({
+      kind: "complete",
+      id,
+      token: 1,
+      at: T0 + 10 + index,
+      keepUntil: KEEP,
+    })));
+    assert.deepEqual(settled.applied, [true, true, true, true]);
+    const list = async (filter: { name?: string; queue?: string }) =>
+      ids(await store.finished(filter, { limit: 10, offset: 0 }));
+    const [sendMail, bounce, sendDefault, sendMailAgain] = kept as [number, number, number, number];
+    assert.deepEqual(await list({ queue: "mail", name: "send" }), [sendMailAgain, sendMail]);
+    assert.deepEqual(await list({ queue: "mail", name: "bounce" }), [bounce]);
+    assert.deepEqual(await list({ queue: "default", name: "send" }), [sendDefault]);
+    assert.deepEqual(await list({ queue: "default", name: "bounce" }), []);
+    assert.deepEqual(await list({ name: "send" }), [sendMailAgain, sendDefault, sendMail]);
+    assert.deepEqual(await list({ queue: "mail" }), [sendMailAgain, bounce, sendMail]);
+    assert.deepEqual(await list({}), [sendMailAgain, sendDefault, bounce, sendMail]);
+  });
+
   test("pruneFinished(before) deletes kept jobs finished strictly before and says how many", async (store) => {
     const [a, b, c] = [await pushNamed(store), await pushNamed(store), await pushNamed(store)];
     await completeKept(store, a, 1, T0 + 10, "a");

@@ -36,9 +36,10 @@ export { claim, LEASE_MS, newJob, type OpenedStore, T0 } from "./fixtures.ts";
 
 /**
  * The areas of the contract in parts of about equal length on PostgreSQL
- * (each case opens a schema of its own there), so a store whose test file
- * would run longest can spread its contract over a file per part and
- * `deno test --parallel` runs them side by side.
+ * (each case opens a schema of its own there). Every store spreads its
+ * contract over a test file per part (`store_test.ts`,
+ * `store_part2_test.ts`, `store_part3_test.ts` under its folder, through
+ * its `_contract.ts`), so `deno test --parallel` runs them side by side.
  */
 export const AREA_PARTS: readonly (readonly ContractArea[])[] = [
   [jobWrites, transactions, workerStore, adminStore],

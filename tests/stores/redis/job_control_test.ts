@@ -15,7 +15,7 @@ const url = redisTestUrl();
 
 Deno.test({
   name:
-    "RedisStore publishes on {prefix}:wake when an awaited job completes, fails or is cancelled, and not for a job nobody awaits",
+    "RedisStore publishes on {prefix}:wake when an awaited job completes, fails or is cancelled, and not for a job nobody awaits (no other channel)",
   ignore: url === null,
   async fn() {
     await using opened = await openTestRedisStore(url!, { clock: "caller" });
@@ -30,6 +30,9 @@ Deno.test({
     try {
       let published = 0;
       await subscriber.subscribe(`{${prefix}}:wake`, () => published++);
+      // The wake-up channel is the only one: no script publishes on a channel of awaited jobs.
+      let onDone = 0;
+      await subscriber.subscribe(`{${prefix}}:done`, () => onDone++);
       const heard = async (what: string, write: () => Promise<unknown>, expected: boolean) => {
         const before = published;
         await write();
@@ -58,6 +61,7 @@ Deno.test({
         () => store.cancel({ id: waiting, reason: "no", now: T0 + 4, keepUntil: T0 }),
         true,
       );
+      assert.equal(onDone, 0, "nothing published on {prefix}:done");
     } finally {
       await subscriber.close();
     }

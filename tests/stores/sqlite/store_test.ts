@@ -1,3 +1,11 @@
+/**
+ * The SQLite store: the first part of the store contract, on a file and on
+ * `:memory:` (the others in store_part2_test.ts and store_part3_test.ts, one
+ * file per part, so that `deno test --parallel` runs them side by side), and
+ * what only SQLite has: its pragmas, schema steps and file.
+ *
+ * @module
+ */
 import assert from "node:assert/strict";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
 import { OutdatedCodeError, QueueMovedError } from "../../../src/errors.ts";
@@ -7,25 +15,10 @@ import { openConnection } from "../../../src/stores/sqlite/connection.ts";
 import { type Durability, SqliteStore } from "../../../src/stores/sqlite/mod.ts";
 import { ChildScript } from "../../_child.ts";
 import { tempDir } from "../../_helpers.ts";
-import { claim, LEASE_MS, newJob, storeContract, T0 } from "../contract/mod.ts";
+import { claim, LEASE_MS, newJob, T0 } from "../contract/mod.ts";
+import { sqliteContract } from "./_contract.ts";
 
-storeContract("SqliteStore (file)", async () => {
-  const dir = await tempDir();
-  const store = await SqliteStore.open(dir.dbPath);
-  return {
-    store,
-    another: () => SqliteStore.open(dir.dbPath),
-    async [Symbol.asyncDispose]() {
-      await store.close();
-      await dir[Symbol.asyncDispose]();
-    },
-  };
-});
-
-storeContract("SqliteStore (:memory:)", async () => {
-  const store = await SqliteStore.open(":memory:");
-  return { store, [Symbol.asyncDispose]: () => store.close() };
-});
+sqliteContract(0);
 
 /** Runs one statement on a second connection to `path`, closed afterwards; returns its rows. */
 function queryFile(path: string, sql: string, ...params: SQLInputValue[]) {
