@@ -8,6 +8,7 @@ import { z } from "zod";
 import { defineJob } from "../mod.ts";
 import { spin } from "./cpu_work.ts";
 import { signalPickup } from "./pickup_signal.ts";
+import type { StartSignals } from "./peers/serial_pickups.ts";
 import { wallClockMs } from "./wall_clock.ts";
 
 /** This module's URL, for `Queue.open({ jobs })` and the Web Workers. */
@@ -96,6 +97,25 @@ export const pickup = defineJob({
   schema: z.object({ sentAt: z.number() }),
   handle({ sentAt }, ctx) {
     signalPickup({ id: ctx.id, latencyMs: wallClockMs() - sentAt });
+  },
+});
+
+/**
+ * Where {@linkcode pickupHere} says that its handler started: the start
+ * signals of the pick-up run under way in this isolate (null outside one).
+ */
+export const pickupHereStarts: { current: StartSignals | null } = { current: null };
+
+/**
+ * Says, first thing, that its handler started: the pick-up job of a worker
+ * in the bench's own isolate (isolate executor), as BullMQ's worker runs
+ * its handler in the bench's process.
+ */
+export const pickupHere = defineJob({
+  name: "bench-pickup-here",
+  schema: z.object({ n: z.number().int() }),
+  handle({ n }) {
+    pickupHereStarts.current?.start(n);
   },
 });
 

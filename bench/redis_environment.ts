@@ -26,6 +26,8 @@ export const REDIS_METHOD_NOTE =
   "lockDuration 30 s, completed jobs kept as removeOnComplete is unset) on the same server in " +
   "the same round; a ratio above 1 is ours faster (pick-up: below 1). Pick-up: ms from just " +
   "before dispatch() (add()) to the first line of the handler, each job 2 ms after the previous " +
-  "one completed (ours) or started (BullMQ's); ours in another process with the Web Worker " +
-  "executor (wall clock), BullMQ's in this process (performance.now()); p50 and p99 per run, " +
-  "their median over the runs shown, max the slowest of all runs.";
+  "one completed (ours in another process) or started (BullMQ's, and ours in this process); " +
+  "ours once in this process with the isolate executor on a connection of its own, timed as " +
+  "BullMQ's in this process (performance.now()): the like-for-like row; and once in another " +
+  "process with the Web Worker executor (wall clock), as the work command runs; p50 and p99 " +
+  "per run, their median over the runs shown, max the slowest of all runs.";

@@ -41,6 +41,7 @@ import {
 import { createClient } from "npm:@redis/client@^6.4";
 import { redactPassword } from "../src/stores/database_url.ts";
 import type { RedisServer } from "./redis_environment.ts";
+import { redisPickupHere } from "./redis_pickup_here.ts";
 import { withRedisQueue } from "./redis_queue.ts";
 import {
   MAX_REDIS_JOBS,
@@ -156,6 +157,17 @@ export async function redisBench(url: string, jobs: number): Promise<RedisBench>
           fixedJobs: REDIS_PICKUP_JOBS,
           fixedWarmupJobs: WARMUP_ROUND_JOBS,
           run: (jobs) => bullPickup(jobs, connection),
+        },
+        {
+          id: "pickup-wake-here",
+          name: "wake channel, this process",
+          label: `idle worker in this process (isolate executor, a connection of its own), ` +
+            `woken by the store's wake-up channel, jobs dispatched by a queue on another ` +
+            `connection: timed as BullMQ's row (${count(REDIS_PICKUP_JOBS)} jobs)`,
+          baseline: "bullmq-pickup",
+          fixedJobs: REDIS_PICKUP_JOBS,
+          fixedWarmupJobs: WARMUP_ROUND_JOBS,
+          run: (jobs) => redisPickupHere(url, jobs),
         },
         {
           id: "pickup-wake",

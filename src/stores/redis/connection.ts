@@ -119,8 +119,9 @@ export class RedisConnection {
    * outcome is unknown (the connection dropped before its reply), calls it
    * once more with the same input once the client is connected again. For
    * the scripts of `dispatch_script.ts`: the input gets `token`, the call's
-   * own, which makes the second run give back the first one's reply, and
-   * `keepS`, how long the server must keep that reply.
+   * own, which makes the second run give back the first one's reply,
+   * `keepS`, how long the server must keep that reply, and on the second
+   * run `resent` (only then may the token's reply be there to look for).
    */
   async callIdempotent<T>(
     script: LuaScript,
@@ -137,7 +138,7 @@ export class RedisConnection {
     } catch (error) {
       if (!isConnectionError(error)) throw error;
       await this.whenReconnected(error);
-      return await this.call<T>(script, withKeep);
+      return await this.call<T>(script, { ...withKeep, resent: true });
     }
   }
 

@@ -12,12 +12,13 @@ import { type LuaScript, luaScript } from "./lua.ts";
 
 /**
  * A script named `name` whose `body` stores jobs and sets the local
- * `reply` (a JSON string); input `token`, the dispatch's, and `keepS` (both
- * added by {@linkcode dispatch}). The
+ * `reply` (a JSON string); input `token`, the dispatch's, `keepS`, and
+ * `resent` on a call sent again (all added by {@linkcode dispatch}). The
  * reply is kept under the token for `keepS` seconds (as long as a retry may
  * come: `RedisConnection.callIdempotent` sets it from how long it waits for
  * the connection), and idle workers are woken unless the call writes inside
- * a transaction (its commit wakes them).
+ * a transaction (its commit wakes them). Only a call sent again looks for
+ * the record: a first send's token is new, so the look would find nothing.
  */
 export function dispatchScript(name: string, body: string): LuaScript {
   return luaScript(
@@ -26,8 +27,11 @@ export function dispatchScript(name: string, body: string): LuaScript {
     AREA_HOOKS,
     String.raw`
 local record = P .. ':dispatch:' .. INPUT.token
-local done = redis.call('GET', record)
-if done then return done end
+-- Only a call sent again can find its token's record (a token is new to each first send).
+if INPUT.resent then
+  local done = redis.call('GET', record)
+  if done then return done end
+end
 local reply
 ${body}
 redis.call('SET', record, reply, 'EX', INPUT.keepS)

@@ -426,11 +426,20 @@ local function insertJob(row, extra)
     table.insert(fields, 'expire_at'); table.insert(fields, at(row.expireAt))
   end
   if opt(row.trace) ~= nil then table.insert(fields, 'trace'); table.insert(fields, row.trace) end
+  -- Its group fields as a read of the row would give them, so that placing it reads nothing back.
+  local placed = {name = row.name}
   local group = opt(row.group)
   if group ~= nil then
     table.insert(fields, 'group_key'); table.insert(fields, group.key)
-    if opt(group.limit) ~= nil then table.insert(fields, 'group_limit'); table.insert(fields, group.limit) end
-    if group.ordered then table.insert(fields, 'group_ordered'); table.insert(fields, 1) end
+    placed.group_key = group.key
+    if opt(group.limit) ~= nil then
+      table.insert(fields, 'group_limit'); table.insert(fields, group.limit)
+      placed.group_limit = group.limit
+    end
+    if group.ordered then
+      table.insert(fields, 'group_ordered'); table.insert(fields, 1)
+      placed.group_ordered = '1'
+    end
   end
   if extra ~= nil then
     for field, value in pairs(extra) do
@@ -443,7 +452,7 @@ local function insertJob(row, extra)
     staged('job:' .. id)
   else
     redis.call('HSET', jobKey(id), unpack(fields))
-    placeUnleased(id, row.queue, row.priority, due, true)
+    placeUnleased(id, row.queue, row.priority, due, true, placed)
   end
   redis.call('SADD', P .. ':queues', row.queue)
   return id

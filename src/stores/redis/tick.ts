@@ -299,6 +299,16 @@ local function confirmStarts(starts)
   for queue, members in pairs(leases) do callInChunks('ZADD', leasedKey(queue), members) end
   return started
 end
+
+-- Handlers that began (leases, or nil for none): a worker death from now on charges their jobs a
+-- crash.
+local function markBegun(begun)
+  for _, lease in ipairs(begun or {}) do
+    local key = jobKey(lease.id)
+    local held = redis.call('HMGET', key, 'token', 'claimed_ahead')
+    if held[1] == lease.token and held[2] ~= '1' then redis.call('HSET', key, 'begun', 1) end
+  end
+end
 `;
 
 /**
@@ -521,17 +531,32 @@ end
 
 local started = {}
 if opt(records.starts) ~= nil then started = confirmStarts(records.starts) end
--- Handlers that began: a worker death from now on charges their jobs a crash.
-for _, lease in ipairs(opt(records.begun) or {}) do
-  local key = jobKey(lease.id)
-  local held = redis.call('HMGET', key, 'token', 'claimed_ahead')
-  if held[1] == lease.token and held[2] ~= '1' then redis.call('HSET', key, 'begun', 1) end
-end
+markBegun(opt(records.begun))
 if released > 0 or queued > 0 or awaitedEnded or groupFreed then wake() end
 local claimed = {}
 if opt(INPUT['then']) ~= nil then claimed = claimJobs(INPUT['then']) end
 return cjson.encode({applied = applied, claimed = claimed, started = started,
   shift = string.format('%.17g', SHIFT), holds = holds})
+`,
+);
+
+/**
+ * Input: `starts` (a StartRequest, tokens as strings, or null) and `begun`
+ * (leases, or null). What the settle script does with the same records
+ * when it has no settlement, logs or claim: a tick that only confirms
+ * starts (at concurrency 1, one per job) or writes begin marks, without the
+ * settle's setup. Reply: `{started}`, as the settle's.
+ */
+const CONFIRM_SCRIPT = luaScript(
+  "confirmStarts",
+  "allow-oom",
+  AREA_HOOKS,
+  CLAIM,
+  String.raw`
+local started = {}
+if opt(INPUT.starts) ~= nil then started = confirmStarts(INPUT.starts) end
+markBegun(opt(INPUT.begun))
+return cjson.encode({started = started})
 `,
 );
 
@@ -692,7 +717,8 @@ async function givingBackOnLostReply<T>(
  * Applies settlements, records, start confirmations and the next claim in
  * one script; one that settles or claims also reads the next chunk of
  * `holds`' walk when one is due (as SQL's settle, at most one walk a
- * minute of this process's clock).
+ * minute of this process's clock). A tick of start confirmations and
+ * begin marks alone goes to the smaller script that writes only those.
  */
 export async function settle(
   redis: RedisConnection,
@@ -701,6 +727,9 @@ export async function settle(
   then: ClaimRequest | undefined,
   records: TickRecords = {},
 ): Promise<SettleResult> {
+  if (settlements.length === 0 && then === undefined && records.logs === undefined) {
+    return await confirmOnly(redis, records);
+  }
   const times = [
     ...settlements.map((s) => s.at),
     ...(then === undefined ? [] : [then.now]),
@@ -737,6 +766,21 @@ export async function settle(
       ? []
       : await claimedWithScheduled(redis, claimedRows(reply.claimed, reply.shift), then),
     started: confirmedIds(records.starts, list(reply.started as boolean[])),
+  };
+}
+
+/** A tick's start confirmations and begin marks, with nothing else to write. */
+async function confirmOnly(redis: RedisConnection, records: TickRecords): Promise<SettleResult> {
+  const { starts, begun } = records;
+  const reply = await redis.call<{ started: unknown }>(CONFIRM_SCRIPT, {
+    now: starts?.now ?? Date.now(),
+    starts: starts === undefined ? null : startsInput(starts),
+    begun: begun === undefined ? null : begun.map((l) => ({ id: l.id, token: String(l.token) })),
+  });
+  return {
+    applied: [],
+    claimed: [],
+    started: confirmedIds(starts, list(reply.started as boolean[])),
   };
 }
 

@@ -216,6 +216,36 @@ function register(test: ContractTest): void {
     assert.equal(await store.cancel({ ...cancel, id: c! }), "cancelling");
   });
 
+  test("settle() with start confirmations alone refuses a job cancelled meanwhile and leases the one it confirms from the confirmation", async (store) => {
+    const [a, b, c] = await store.insertJobs([newJob(), newJob(), newJob()]);
+    await claim(store, { limit: 3, aheadFrom: 1, token: 1 });
+    const cancel = { id: b!, reason: "not wanted", now: T0, keepUntil: T0 };
+    assert.equal(await store.cancel(cancel), "cancelled", "a job claimed ahead has not started");
+    const at = T0 + 1_000;
+    const starts = {
+      leases: [{ id: b!, token: 1 }, { id: c!, token: 1 }],
+      leaseMs: LEASE_MS,
+      now: at,
+    };
+    const { applied, claimed, started } = await store.settle([], undefined, { starts });
+    assert.deepEqual([applied, claimed, started], [[], [], [c]]);
+    assert.equal(await store.result(c!, at).then((row) => row?.state), "running");
+    const afterClaimLease = await claim(store, { limit: 3, now: T0 + LEASE_MS + 1, token: 2 });
+    assert.deepEqual(afterClaimLease.map((job) => job.id), [a], "c's lease runs from its start");
+    const afterStartLease = await claim(store, { limit: 3, now: at + LEASE_MS + 1, token: 3 });
+    assert.deepEqual(afterStartLease.map((job) => job.id), [c]);
+  });
+
+  test("settle() with start confirmations alone refuses a job another claim took over", async (store) => {
+    const [a, b] = await store.insertJobs([newJob(), newJob()]);
+    await claim(store, { limit: 2, aheadFrom: 1, token: 1 });
+    const taken = await claim(store, { limit: 2, now: T0 + LEASE_MS + 1, token: 2 });
+    assert.deepEqual(taken.map((job) => job.id), [a, b]);
+    const starts = { leases: [{ id: b!, token: 1 }], leaseMs: LEASE_MS, now: T0 + LEASE_MS + 2 };
+    assert.deepEqual((await store.settle([], undefined, { starts })).started, []);
+    assert.deepEqual((await store.settle([complete(b!, 2)])).applied, [true], "token 2 holds it");
+  });
+
   test("settle() refuses the start of a job claimed ahead whose queue is paused, and gives it back charged nothing", async (store) => {
     const [a, b] = await store.insertJobs([newJob(), newJob({ availableAt: T0 - 5 })]);
     const [first] = await claim(store, { limit: 2, aheadFrom: 1, token: 1 });
