@@ -25,7 +25,7 @@ import {
 } from "../sql/dialect.ts";
 import { enterGroups } from "../sql/groups.ts";
 import { notPaused } from "../sql/pauses.ts";
-import { done, each, exec, type Script } from "../sql/script.ts";
+import { done, each, exec, type Result, type Script } from "../sql/script.ts";
 import { type Statement, statement } from "../sql/statement.ts";
 import { fenceWrites, idCounters, raiseIdCounter } from "./move_fence.ts";
 
@@ -72,6 +72,41 @@ const INSERTS = Object.fromEntries(
     bound: insertStatement(shape, true),
   }]),
 ) as Record<InsertShape, { readonly alone: Statement; readonly bound: Statement }>;
+
+/** The narrowest shape that binds every column of `rows` (one grouped row makes them all grouped). */
+function insertShape(rows: readonly NewJobRow[], as: InsertedAs): InsertShape {
+  let shape: InsertShape = as.batchId !== null || as.keyed !== 0 ? "full" : "plain";
+  for (const row of rows) {
+    if (row.group !== null && row.group !== undefined) return "grouped";
+    if ((row.trace ?? null) !== null || (row.expireAt ?? null) !== null) shape = "full";
+  }
+  return shape;
+}
+
+/** The parameters of `row`'s insert of `shape`, its id first when it is bound (not null). */
+function insertParams(
+  row: NewJobRow,
+  shape: InsertShape,
+  as: InsertedAs,
+  id: number | null,
+): unknown[] {
+  const params: unknown[] = id === null ? [] : [id];
+  params.push(
+    row.queue,
+    row.name,
+    row.payload,
+    row.priority,
+    row.availableAt,
+    row.retryUntil,
+    row.createdAt,
+  );
+  if (shape === "plain") return params;
+  const member = as.batchId === null ? 0 : 1;
+  params.push(as.batchId, member, as.keyed, row.trace ?? null, row.expireAt ?? null);
+  if (shape === "full") return params;
+  params.push(row.group?.key ?? null, row.group?.limit ?? null, row.group?.ordered ? 1 : 0);
+  return params;
+}
 
 /** The id the next job takes (inside a write transaction, the ids after it are free too). */
 const NEXT_JOB_ID = statement("SELECT {{newJobId}} AS id", { oneRow: true });
@@ -210,42 +245,25 @@ export const sqliteDialect: Dialect = {
   insertsInOneStatement: false,
 
   *insertJobs(rows: readonly NewJobRow[], as: InsertedAs): Script<number[]> {
-    const member = as.batchId === null ? 0 : 1;
-    // One shape for every row: one grouped row makes every row bind the group columns.
-    const shape: InsertShape = rows.some((row) => row.group !== null && row.group !== undefined)
-      ? "grouped"
-      : as.batchId !== null || as.keyed !== 0 ||
-          rows.some((row) => (row.trace ?? null) !== null || (row.expireAt ?? null) !== null)
-      ? "full"
-      : "plain";
-    const values = (row: NewJobRow): unknown[] => {
-      const plain = [
-        row.queue,
-        row.name,
-        row.payload,
-        row.priority,
-        row.availableAt,
-        row.retryUntil,
-        row.createdAt,
-      ];
-      if (shape === "plain") return plain;
-      plain.push(as.batchId, member, as.keyed, row.trace ?? null, row.expireAt ?? null);
-      if (shape === "full") return plain;
-      plain.push(row.group?.key ?? null, row.group?.limit ?? null, row.group?.ordered ? 1 : 0);
-      return plain;
-    };
+    const shape = insertShape(rows, as);
     // The groups first: a grouped job's insert takes its group's id.
-    yield* enterGroups(rows);
-    let ids: number[];
+    if (shape === "grouped") yield* enterGroups(rows);
     if (rows.length === 1) {
-      // Without RETURNING: run() reports the new row id, and is the cheaper read.
-      ids = [(yield* exec(INSERTS[shape].alone, ...values(rows[0]!))).lastId!];
-    } else {
-      // Several rows always run in a write transaction (BEGIN IMMEDIATE): the ids after the next are free.
-      const { rows: [next] } = yield* exec<{ id: number }>(NEXT_JOB_ID);
-      const first = Number(next!.id);
-      ids = rows.map((_, index) => first + index);
-      yield* each(INSERTS[shape].bound, rows.map((row, index) => [ids[index], ...values(row)]));
+      // Without RETURNING: run() reports the new row id, and is the cheaper read. Steps are
+      // yielded as they are here (no helper generator, no copy of the parameters): the hot path.
+      const params = insertParams(rows[0]!, shape, as, null);
+      const { lastId } = (yield { statement: INSERTS[shape].alone, params }) as Result;
+      return [lastId!];
+    }
+    // Several rows always run in a write transaction (BEGIN IMMEDIATE): the ids after the next are free.
+    const { rows: [next] } = yield* exec<{ id: number }>(NEXT_JOB_ID);
+    const first = Number(next!.id);
+    const ids: number[] = [];
+    const insert = INSERTS[shape].bound;
+    // A step per row, each row's parameters made as it runs: nothing per row outlives its insert.
+    for (const [index, row] of rows.entries()) {
+      ids.push(first + index);
+      yield { statement: insert, params: insertParams(row, shape, as, first + index) };
     }
     return ids;
   },

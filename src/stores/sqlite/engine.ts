@@ -21,7 +21,7 @@ import { SQLITE_CONSTRAINT_TRIGGER } from "./move_fence.ts";
 import type { BackupResult } from "../store.ts";
 import { copyDatabase } from "./backup.ts";
 import { FileWatch } from "./file_watch.ts";
-import { retryWhileBusy } from "./connection.ts";
+import { isBusy, retryWhileBusy } from "./connection.ts";
 import { explainWriteError } from "./write_errors.ts";
 import { IdleCheckpoint } from "./wal_checkpoint.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
@@ -52,8 +52,11 @@ export class SqliteEngine implements Engine {
   readonly #insideTransaction = new AsyncLocalStorage<Promise<void>>();
   #closed = false;
   readonly #step = (step: Step): unknown => {
-    if ("each" in step) return step.each.map((params) => this.#execute(step.statement, params));
-    return this.#execute(step.statement, step.params);
+    const prepared = this.#prepared(step.statement);
+    if ("each" in step) {
+      return step.each.map((params) => this.#execute(prepared, step.statement, params));
+    }
+    return this.#execute(prepared, step.statement, step.params);
   };
 
   /** Runs on `db`, opened at `path` (`:memory:` or a `file:` URI watch nothing). */
@@ -232,12 +235,17 @@ export class SqliteEngine implements Engine {
     this.#db.close();
   }
 
-  #execute(statement: Statement, params: readonly unknown[]): Result {
+  /** `statement` prepared on this connection, once. */
+  #prepared(statement: Statement): Prepared {
     let prepared = this.#statements.get(statement.sqlite);
     if (prepared === undefined) {
       prepared = prepare(this.#db, statement);
       this.#statements.set(statement.sqlite, prepared);
     }
+    return prepared;
+  }
+
+  #execute(prepared: Prepared, statement: Statement, params: readonly unknown[]): Result {
     const values = params.map(bind);
     const { sql, returnsRows, columns } = prepared;
     if (!returnsRows) {
@@ -262,8 +270,20 @@ export class SqliteEngine implements Engine {
     }
   }
 
-  /** Runs `step` (its own commit, or a whole transaction) once no app transaction runs. */
+  /**
+   * Runs `step` (its own commit, or a whole transaction) once no app
+   * transaction runs. When none runs and SQLite is not busy, `step` runs at
+   * once with nothing to wait for (one dispatch is one such step): only a
+   * busy answer or a transaction in the way takes the waiting loop.
+   */
   #whenFree<T>(step: () => T): Promise<T> {
+    if (this.#transaction === null && !this.#closed) {
+      try {
+        return Promise.resolve(step());
+      } catch (error) {
+        if (!isBusy(error)) return Promise.reject(error);
+      }
+    }
     return retryWhileBusy(step, this.#busyTimeoutMs, this.#waitTurn);
   }
 
