@@ -55,11 +55,6 @@ const NEW_ROWS = `SELECT queue, name, payload, priority, available_at + shift.ms
 const INSERT_COLUMNS =
   "queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member, keyed, trace, expire_at, group_key, group_limit, group_ordered, group_id";
 const INSERT = statement(`INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id`);
-/** Inserts jobs and notifies the watchers, in one statement. */
-const INSERT_AND_NOTIFY = statement(
-  `WITH inserted AS (INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id)
-  SELECT inserted.id FROM inserted CROSS JOIN (SELECT pg_notify($17, '')) AS notified`,
-);
 const NOW = statement(`SELECT ${POSTGRES_NOW} AS t`, { oneRow: true });
 /**
  * The `NOTIFY` on channel `$n` that wakes whoever awaits one of the jobs a
@@ -240,7 +235,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
     usesDatabaseClock: dbClock,
     insertsInOneStatement: true,
 
-    *insertJobs(rows: readonly NewJobRow[], as: InsertedAs, notify: boolean): Script<number[]> {
+    *insertJobs(rows: readonly NewJobRow[], as: InsertedAs): Script<number[]> {
       if (rows.length === 0) return [];
       const column = <T>(pick: (row: NewJobRow) => T) => rows.map(pick);
       const params: unknown[] = [
@@ -263,9 +258,7 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
       ];
       // The groups first: each grouped row takes its group's id.
       yield* enterGroups(rows);
-      const { rows: inserted } = notify
-        ? yield* exec<{ id: number }>(INSERT_AND_NOTIFY, ...params, channel)
-        : yield* exec<{ id: number }>(INSERT, ...params);
+      const { rows: inserted } = yield* exec<{ id: number }>(INSERT, ...params);
       return inserted.map((row) => Number(row.id)).sort((a, b) => a - b);
     },
 

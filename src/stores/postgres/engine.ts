@@ -2,8 +2,8 @@
  * The PostgreSQL engine: a postgres.js pool, scripts awaited statement by
  * statement inside `sql.begin` (the statements of one step pipelined on the
  * transaction's connection; an unflushed write's commit does not wait for
- * the WAL flush), app transactions, migrations under an advisory lock, and
- * `LISTEN` on the schema's channel.
+ * the WAL flush), app transactions, migrations under an advisory lock,
+ * `LISTEN` on the schema's channel, and wake-ups sent on it after commit.
  *
  * @internal
  * @module
@@ -29,6 +29,7 @@ import {
   planSteps,
 } from "../schema_steps.ts";
 import { oneWriteAtMost, type Result, runAsync, type Script, type Step } from "../sql/script.ts";
+import { WakeUps } from "./wake_ups.ts";
 
 /**
  * Now in ms on the database's clock, which stamps the workers' heartbeats
@@ -36,6 +37,8 @@ import { oneWriteAtMost, type Result, runAsync, type Script, type Step } from ".
  * is off by more than the heartbeat window is judged wrongly).
  */
 const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+/** A wake-up of the watchers on channel `$1`. */
+const WAKE = "SELECT pg_notify($1, '')";
 /** The advisory lock that lets one process at a time migrate a schema. */
 const MIGRATION_LOCK = 7_204_310;
 
@@ -58,6 +61,10 @@ export class PostgresEngine implements Engine {
   #disconnected = false;
   #closed = false;
   readonly #unguard = guardStrayWrites();
+  /** `NOTIFY` on the channel, each in a transaction of its own that writes no WAL. */
+  readonly #wakeUps = new WakeUps(() =>
+    this.#connected(() => this.#sql.unsafe(WAKE, [this.#channel], { prepare: true }))
+  );
 
   /** Runs on a pool `connect` opens, whose connections search `schema`; watchers listen on `channel`. */
   constructor(connect: () => Sql, schema: string, channel: string) {
@@ -195,11 +202,21 @@ export class PostgresEngine implements Engine {
     };
   }
 
-  /** Closes every connection; later calls fail. */
+  /**
+   * Sends `NOTIFY` on the channel after the caller's commit, one for every
+   * call made while the previous one was on its way (see `./wake_ups.ts`);
+   * nothing once the engine is closing.
+   */
+  wake(): Promise<void> {
+    return this.#closed ? Promise.resolve() : this.#wakeUps.wake();
+  }
+
+  /** Closes every connection, once the wake-ups asked for have left; later calls fail. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     try {
+      await this.#wakeUps.settled();
       const listening = await this.#listening;
       await listening?.unlisten().catch(() => {});
       await this.#sql.end({ timeout: 5 });

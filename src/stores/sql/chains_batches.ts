@@ -134,7 +134,7 @@ const PRUNE = statement(`DELETE FROM batches WHERE ${ENDED_BEFORE}`);
 
 /** Inserts a chain; its id is its first link's job id. */
 export function* insertChain(dialect: Dialect, chain: NewChainRow): Script<number> {
-  const [id] = yield* dialect.insertJobs([chain.first], PLAIN, false);
+  const [id] = yield* dialect.insertJobs([chain.first], PLAIN);
   yield* exec(START_CHAIN, id);
   yield* wait(chain.next, "link", id!, null);
   yield* wait(chain.onFailure, "chain-catch", id!, null);
@@ -151,7 +151,7 @@ export function* insertBatch(dialect: Dialect, batch: NewBatchRow): Script<Inser
     batch.createdAt,
   );
   const id = Number(row!.id);
-  const jobIds = yield* dialect.insertJobs(batch.jobs, { batchId: id, keyed: KEYED.none }, false);
+  const jobIds = yield* dialect.insertJobs(batch.jobs, { batchId: id, keyed: KEYED.none });
   yield* wait(batch.then, "then", null, id);
   yield* wait(batch.catch, "catch", null, id);
   yield* wait(batch.finally, "finally", null, id);
@@ -176,7 +176,7 @@ export function* addToBatch(
     ? "it has finished"
     : null;
   if (refusal !== null) throw new Error(`Cannot add jobs to batch ${batchId}: ${refusal}`);
-  const ids = yield* dialect.insertJobs(rows, { batchId, keyed: KEYED.none }, false);
+  const ids = yield* dialect.insertJobs(rows, { batchId, keyed: KEYED.none });
   yield* exec(GROW_BATCH, rows.length, batchId);
   return ids;
 }

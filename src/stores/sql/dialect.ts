@@ -131,10 +131,9 @@ export interface Dialect {
   readonly insertsInOneStatement: boolean;
   /**
    * Inserts jobs `as` members of a batch or holders of a key (or neither);
-   * their ids in order. With `notify`, also wakes other processes' watchers
-   * (in the same statement where the engine can).
+   * their ids in order.
    */
-  insertJobs(rows: readonly NewJobRow[], as: InsertedAs, notify: boolean): Script<number[]>;
+  insertJobs(rows: readonly NewJobRow[], as: InsertedAs): Script<number[]>;
   /**
    * Leases due jobs in one statement, as {@linkcode ClaimRequest} says; rows
    * in no set order. With `heldAhead`, each is marked held ahead, not

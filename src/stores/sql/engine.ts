@@ -64,6 +64,13 @@ export interface Engine {
   /** Calls `listener` soon after another connection may have added or freed jobs; best effort. */
   watch(listener: () => void): Disposable;
   /**
+   * After a commit that may have added jobs: tells other processes'
+   * watchers, and resolves once they have been told (best effort, never
+   * rejects). Engines whose watchers notice commits by themselves resolve
+   * at once.
+   */
+  wake(): Promise<void>;
+  /**
    * Copies the database to the new file `file` as of one commit, or
    * rejects naming the server's own tools (see `Store.backup`).
    */

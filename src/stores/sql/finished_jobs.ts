@@ -221,11 +221,10 @@ export function* finishedJob(id: number): Script<FinishedJob | null> {
 
 /**
  * Marks job `id` as awaited, so the settle that ends it wakes the waiters;
- * whether it is there. Wakes workers again: a claim that ran while this
- * held the row skipped it (`SKIP LOCKED`), after the dispatch had woken them.
+ * whether it is there. One statement: its caller wakes the workers after
+ * the commit (a claim that ran while this held the row skipped it with
+ * `SKIP LOCKED`, after the dispatch had woken them).
  */
-export function* markAwaited(dialect: Dialect, id: number): Script<boolean> {
-  const marked = (yield* exec(AWAIT, id)).count === 1;
-  if (marked) yield* dialect.notify();
-  return marked;
+export function* markAwaited(id: number): Script<boolean> {
+  return (yield* exec(AWAIT, id)).count === 1;
 }

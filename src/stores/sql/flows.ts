@@ -146,7 +146,6 @@ export function* insertFlow(dialect: Dialect, flow: NewFlowRow): Script<Inserted
   const jobIds = yield* dialect.insertJobs(
     roots.map((position) => flow.nodes[position]!.job),
     PLAIN,
-    false,
   );
   yield* each(START_NODE, jobIds.map((jobId) => [id, jobId]));
   const jobOf = new Map(roots.map((position, index) => [position, jobIds[index]!]));

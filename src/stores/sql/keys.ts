@@ -82,7 +82,7 @@ export function* insertKeyed(
         continue;
       }
       const keyed = key.releaseOnStart ? KEYED.untilStarted : KEYED.untilSettled;
-      const [id] = yield* dialect.insertJobs([row], { batchId: null, keyed }, false);
+      const [id] = yield* dialect.insertJobs([row], { batchId: null, keyed });
       yield* exec(
         SET_KEY,
         key.key,
@@ -110,7 +110,6 @@ export function* insertKeyed(
     const [id] = yield* dialect.insertJobs(
       [row],
       { batchId: null, keyed: KEYED.untilSettled },
-      false,
     );
     const latestAt = key.latestAt === null ? null : key.latestAt + shift;
     yield* exec(SET_KEY, key.key, "debounce", id, null, 0, latestAt);

@@ -349,7 +349,7 @@ function* insertJob(
     return pushed!.outcome === "stored" ? pushed!.id : null;
   }
   const keyed = holdsOverlap ? KEYED.untilSettled : KEYED.none;
-  const [id] = yield* dialect.insertJobs([plain], { batchId: null, keyed }, false);
+  const [id] = yield* dialect.insertJobs([plain], { batchId: null, keyed });
   return id!;
 }
 

@@ -137,15 +137,15 @@ export class SqlStore implements Store, MoveStore {
     // A grouped job's insert also enters its group: two statements, so a transaction.
     const grouped = rows.some((row) => row.group !== null && row.group !== undefined);
     const oneStatement = !grouped && (rows.length === 1 || this.#dialect.insertsInOneStatement);
-    return this.#engine.run(
-      () => this.#dialect.insertJobs(rows, PLAIN, true),
+    return this.#waking(this.#engine.run(
+      () => this.#dialect.insertJobs(rows, PLAIN),
       oneStatement ? "statement" : "write",
-    );
+    ));
   }
 
   /** Inserts unique or debounced jobs in one transaction, each unless its key is held. */
   insertKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedInsert[]> {
-    return this.#write(() => this.#notifying(keys.insertKeyed(this.#dialect, rows)));
+    return this.#waking(this.#write(() => keys.insertKeyed(this.#dialect, rows)));
   }
 
   /** Checks claimed jobs' middleware in one transaction. */
@@ -155,24 +155,24 @@ export class SqlStore implements Store, MoveStore {
 
   /** Inserts a chain's first link and its waiting links in one transaction. */
   insertChain(chain: NewChainRow): Promise<number> {
-    return this.#write(() => this.#notifying(chainsBatches.insertChain(this.#dialect, chain)));
+    return this.#waking(this.#write(() => chainsBatches.insertChain(this.#dialect, chain)));
   }
 
   /** Inserts a batch with its jobs and callbacks in one transaction. */
   insertBatch(batch: NewBatchRow): Promise<InsertedBatch> {
-    return this.#write(() => this.#notifying(chainsBatches.insertBatch(this.#dialect, batch)));
+    return this.#waking(this.#write(() => chainsBatches.insertBatch(this.#dialect, batch)));
   }
 
   /** Adds counted jobs to a batch that is still running. */
   addToBatch(batchId: number, rows: readonly NewJobRow[]): Promise<number[]> {
-    return this.#write(() =>
-      this.#notifying(chainsBatches.addToBatch(this.#dialect, batchId, rows))
+    return this.#waking(
+      this.#write(() => chainsBatches.addToBatch(this.#dialect, batchId, rows)),
     );
   }
 
   /** Inserts a flow: its nodes without parents queued, the others and its catch waiting. */
   insertFlow(flow: NewFlowRow): Promise<InsertedFlow> {
-    return this.#write(() => this.#notifying(flows.insertFlow(this.#dialect, flow)));
+    return this.#waking(this.#write(() => flows.insertFlow(this.#dialect, flow)));
   }
 
   /** One flow with every node, or null. */
@@ -235,9 +235,9 @@ export class SqlStore implements Store, MoveStore {
   /** Runs `fn` in one transaction: its inserts and queries commit or roll back together. */
   transaction<T>(fn: (tx: StoreTransaction) => T | Promise<T>): Promise<T> {
     const dialect = this.#dialect;
-    return this.#engine.transaction(async (tx: EngineTransaction) => {
+    return this.#waking(this.#engine.transaction(async (tx: EngineTransaction) => {
       const handle: StoreTransaction = {
-        insertJobs: (rows) => tx.run(dialect.insertJobs(rows, PLAIN, false)),
+        insertJobs: (rows) => tx.run(dialect.insertJobs(rows, PLAIN)),
         insertKeyed: (rows) => tx.run(keys.insertKeyed(dialect, rows)),
         insertChain: (chain) => tx.run(chainsBatches.insertChain(dialect, chain)),
         insertBatch: (batch) => tx.run(chainsBatches.insertBatch(dialect, batch)),
@@ -247,10 +247,8 @@ export class SqlStore implements Store, MoveStore {
           return await tx.query<Row>(text, params);
         },
       };
-      const result = await fn(handle);
-      await tx.run(dialect.notify());
-      return result;
-    });
+      return await fn(handle);
+    }));
   }
 
   /** Leases due jobs in one statement. */
@@ -423,9 +421,11 @@ export class SqlStore implements Store, MoveStore {
     );
   }
 
-  /** Marks a job awaited. */
-  markAwaited(id: number): Promise<boolean> {
-    return this.#write(() => finishedJobs.markAwaited(this.#dialect, id));
+  /** Marks a job awaited, then wakes other processes' workers if it was there. */
+  async markAwaited(id: number): Promise<boolean> {
+    const marked = await this.#engine.run(() => finishedJobs.markAwaited(id), "statement");
+    if (marked) await this.#engine.wake();
+    return marked;
   }
 
   /** Cancels a job in one transaction. */
@@ -561,10 +561,14 @@ export class SqlStore implements Store, MoveStore {
     return this.#engine.run(start, "statement");
   }
 
-  /** `script`, then a wake-up for other processes' watchers. */
-  *#notifying<T>(script: Script<T>): Script<T> {
-    const result = yield* script;
-    yield* this.#dialect.notify();
+  /**
+   * `write`'s result once other processes' watchers have been woken after
+   * its commit: a `NOTIFY` inside the transaction would hold PostgreSQL's
+   * notify lock through the commit's WAL flush, one such commit at a time.
+   */
+  async #waking<T>(write: Promise<T>): Promise<T> {
+    const result = await write;
+    await this.#engine.wake();
     return result;
   }
 }

@@ -215,6 +215,11 @@ export class SqliteEngine implements Engine {
     return this.#changes.add(listener);
   }
 
+  /** Resolves at once: other processes' watchers see the commit's change to the WAL file. */
+  wake(): Promise<void> {
+    return Promise.resolve();
+  }
+
   /**
    * Copies the database to the new file `file` from a read-only connection
    * of its own, as of one commit (see `./backup.ts`): an app transaction

@@ -27,6 +27,7 @@ function recording(engine: Engine, modes: RunMode[]): Engine {
     transaction: (fn) => engine.transaction(fn),
     migrate: (steps, options, apply) => engine.migrate(steps, options, apply),
     watch: (listener) => engine.watch(listener),
+    wake: () => engine.wake(),
     backup: (file) => engine.backup(file),
     close: () => engine.close(),
   };
