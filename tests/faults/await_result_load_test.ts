@@ -1,8 +1,9 @@
 /**
  * Waiting for results at scale: 10,000 waiters in one process, on every
  * store. Here rather than in tests/await_result_test.ts because it takes tens
- * of seconds on PostgreSQL (39 s in a loaded run of `deno task test`, against
- * 4 s on SQLite and 3 s on Redis).
+ * of seconds on PostgreSQL on a busy machine (13–26 s at load 4–5 since
+ * dispatches wake other processes after commit, 21–36 s before; 3–4 s on
+ * SQLite and Redis).
  *
  * @module
  */
