@@ -19,8 +19,9 @@
  *   and `P:done:n:<name>`, written for every kept job; `migrate.ts`
  *   converts them).
  * - `P:done:keep` ZSET: the kept jobs by `keep_until`, for pruning (and
- *   counting); `P:done:pruned` STRING: when a settle last pruned it (store
- *   clock).
+ *   counting). When a settle last pruned it is kept by each store's process
+ *   (tick.ts); older code kept it for every process in `P:done:pruned`
+ *   STRING, which this code neither reads nor writes.
  * - `P:pauses` HASH: queue → JSON `{at, until, reason}`, times on the
  *   store's clock as decimal strings (Lua's JSON numbers keep 14 digits).
  * - No channel of its own for awaited jobs: a settle that ends a job
@@ -32,9 +33,6 @@
  * @internal
  * @module
  */
-
-/** The least time between two prunes of expired kept jobs by settles, in ms (as SQL's upkeep). */
-export const PRUNE_EVERY_MS = 60_000;
 
 /** Most kept jobs one script prunes. */
 export const PRUNE_CHUNK = 1000;
@@ -71,9 +69,9 @@ export const PAGE_CHUNK = 1000;
  * - `History.forget(id)`: deletes a kept job (and its memos and mailbox,
  *   `dropSteps`, when it is no job either); 1 if it was kept, else 0.
  * - `History.row(id)`: a kept job as a reply row (times given back), or nil.
- * - `History.pruneExpired()`: at most once a minute, forgets up to
- *   {@linkcode PRUNE_CHUNK} kept jobs whose `keep_until` passed (a full
- *   chunk leaves the next call to go on).
+ * - `History.pruneExpired()`: forgets up to {@linkcode PRUNE_CHUNK} kept
+ *   jobs whose `keep_until` passed; whether it left some (a full chunk: the
+ *   caller's next settle goes on).
  */
 export const HISTORY = String.raw`
 local History = {}
@@ -218,13 +216,9 @@ function History.row(id)
 end
 
 function History.pruneExpired()
-  local stamp = P .. ':done:pruned'
-  local last = tonumber(redis.call('GET', stamp))
-  -- A stamp after NOW (a caller's clock that ran ahead) does not hold pruning back.
-  if last ~= nil and NOW >= last and NOW < last + ${PRUNE_EVERY_MS} then return end
   local expired = redis.call('ZRANGEBYSCORE', P .. ':done:keep', '-inf', NOW, 'LIMIT', 0, ${PRUNE_CHUNK})
   for _, member in ipairs(expired) do History.forget(tonumber(member)) end
-  if #expired < ${PRUNE_CHUNK} then redis.call('SET', stamp, NOW) end
+  return #expired == ${PRUNE_CHUNK}
 end
 `;
 
@@ -236,9 +230,9 @@ end
  *   applied to `job`, its row still stored: adds it to `kept` (a
  *   `History.batch()`, whose `History.keep` then moves the row into the
  *   history) when `s.keepUntil` is after `s.at` (with its output or reason,
- *   attempts and times); whether it did. The
- *   settle prunes expired kept jobs once after its settlements, at most
- *   once a minute (`History.pruneExpired`).
+ *   attempts and times); whether it did. A
+ *   settle its process finds a prune due in prunes expired kept jobs once
+ *   after its settlements (`History.pruneExpired`, tick.ts).
  */
 export const JOB_CONTROL_HOOKS: string = HISTORY + String.raw`
 function H.paused(queue)

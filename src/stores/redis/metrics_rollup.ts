@@ -6,9 +6,11 @@
  * (US the ASCII unit separator), each a counter (`completed`, `failed`,
  * `retried`, `expired`, `runtime_ms`, `wait_ms`, `b0` … `b16` for the runtime
  * buckets); `P:m` ZSET of the minutes held (score and member the minute);
- * `P:m:pruned`, the store-clock time of the last prune; `P:m:<minute>:moved`
- * HASH, the rows a move imported into the minute (moving.ts), pruned with it. Minutes are those of
- * the settlements' times, on the caller's clock, as on SQL.
+ * `P:m:<minute>:moved` HASH, the rows a move imported into the minute
+ * (moving.ts), pruned with it. Minutes are those of the settlements' times,
+ * on the caller's clock, as on SQL. When a settle last pruned is kept by
+ * each store's process (tick.ts), as on SQL; older code kept it for every
+ * process in `P:m:pruned`, which this code neither reads nor writes.
  *
  * Without row locks there is no need for the SQL stores' shards: every
  * settle adds to the one hash of its minute.
@@ -16,8 +18,7 @@
  * @internal
  * @module
  */
-import { METRICS_RETENTION_MS, type MetricsRow, RUNTIME_BUCKETS_MS } from "../store.ts";
-import { PRUNE_EVERY_MS } from "../sql/upkeep.ts";
+import { type MetricsRow, RUNTIME_BUCKETS_MS } from "../store.ts";
 import type { RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
 import { list } from "./script_replies.ts";
@@ -35,11 +36,12 @@ const SEPARATOR = "\x1f";
  * `H.metrics(batch, s, job)` adds settlement `s` applied to `job` (its row
  * before the settle) to it, as `WorkerStore.settle` specifies, and
  * `H.flushMetrics(batch)` writes the batch's sums to the rollup (one
- * increment per field of a minute, whatever the number of settlements),
- * then prunes minutes older than {@linkcode METRICS_RETENTION_MS} before
- * the batch's latest settlement when the last prune was at least a minute
- * ago (of the store's clock). It also gives the log prune its turn
- * (`H.pruneLogs`), so lines of ended jobs go even when a tick writes none.
+ * increment per field of a minute, whatever the number of settlements).
+ * It also gives the log prune its turn (`H.pruneLogs`), so lines of ended
+ * jobs go even when a tick writes none. `H.pruneMetrics(before)` deletes up
+ * to {@linkcode PRUNE_MINUTES} minutes before `before` (a settle passes the
+ * time `METRICS_RETENTION_MS` before its latest settlement when its process
+ * finds a prune due: tick.ts).
  */
 export const METRICS_HOOK = String.raw`
 local RUNTIME_BOUNDS = {${RUNTIME_BUCKETS_MS.join(", ")}}
@@ -121,17 +123,15 @@ function H.flushMetrics(batch)
     end
     redis.call('ZADD', P .. ':m', minute, minute)
   end
-  local T = at(batch.latest)
-  local pruned = tonumber(redis.call('GET', P .. ':m:pruned'))
-  if pruned == nil or T >= pruned + ${PRUNE_EVERY_MS} then
-    redis.call('SET', P .. ':m:pruned', string.format('%d', T))
-    local cutoff = string.format('%d', batch.latest - ${METRICS_RETENTION_MS})
-    for _, old in ipairs(redis.call('ZRANGEBYSCORE', P .. ':m', '-inf', '(' .. cutoff, 'LIMIT', 0, ${PRUNE_MINUTES})) do
-      redis.call('DEL', P .. ':m:' .. old, P .. ':m:' .. old .. ':moved')
-      redis.call('ZREM', P .. ':m', old)
-    end
-  end
   H.pruneLogs()
+end
+
+function H.pruneMetrics(before)
+  local cutoff = string.format('%d', before)
+  for _, old in ipairs(redis.call('ZRANGEBYSCORE', P .. ':m', '-inf', '(' .. cutoff, 'LIMIT', 0, ${PRUNE_MINUTES})) do
+    redis.call('DEL', P .. ':m:' .. old, P .. ':m:' .. old .. ':moved')
+    redis.call('ZREM', P .. ':m', old)
+  end
 end
 `;
 

@@ -142,8 +142,8 @@ export interface RedisStoreOptions {
  */
 export class RedisStore implements Store, MoveStore, AsyncDisposable {
   readonly #redis: RedisConnection;
-  /** Where this store's settles stand in their walk through the group holds (groups.ts). */
-  readonly #holds = groups.holdsWalk();
+  /** When this store's settles last pruned, and where their walk through the group holds stands. */
+  readonly #upkeep = tick.settleUpkeep();
 
   private constructor(redis: RedisConnection) {
     this.#redis = redis;
@@ -245,7 +245,7 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
     then?: ClaimRequest,
     records?: TickRecords,
   ): Promise<SettleResult> {
-    return tick.settle(this.#redis, this.#holds, settlements, then, records);
+    return tick.settle(this.#redis, this.#upkeep, settlements, then, records);
   }
 
   /** The earliest time after `after` at which a job of `queues` becomes due, or null. */

@@ -12,22 +12,30 @@
  * @internal
  * @module
  */
-import type {
-  ClaimedJob,
-  ClaimRequest,
-  Lease,
-  Settlement,
-  SettleResult,
-  StartRequest,
-  TickRecords,
+import {
+  type ClaimedJob,
+  type ClaimRequest,
+  type Lease,
+  METRICS_RETENTION_MS,
+  type Settlement,
+  type SettleResult,
+  type StartRequest,
+  type TickRecords,
 } from "../store.ts";
+import { PruneSchedule } from "../sql/upkeep.ts";
 import { type ClaimRow, toClaimedJobs } from "../sql/stored_rows.ts";
 import { CLAIM_ROW, claimedRows, type ReplyRows } from "./claim_rows.ts";
 import { isConnectionError, type RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
 import { list } from "./script_replies.ts";
 import { AREA_HOOKS } from "./hooks.ts";
-import { GROUP_RATES, GROUPED_CANDIDATES, type HoldsWalk, PRUNE_HOLDS } from "./groups.ts";
+import {
+  GROUP_RATES,
+  GROUPED_CANDIDATES,
+  type HoldsWalk,
+  holdsWalk,
+  PRUNE_HOLDS,
+} from "./groups.ts";
 import { fireDue, withScheduled } from "./schedule_firing.ts";
 
 /** Most leased jobs per queue that giving back a claim whose reply was lost looks at. */
@@ -326,16 +334,21 @@ const CLAIM_SCRIPT = luaScript(
 /**
  * Input: `settlements` (tokens as strings), `records`, `then` (a
  * ClaimRequest or null), `holds` (the cursor of the walk through the group
- * holds, or null when no walk is due). Reply: `{applied, claimed, started,
- * shift, holds}` (`claimed` and `shift` as the claim's; `holds` the cursor
- * the walk goes on from, `"0"` at its end, null without a walk).
+ * holds, or null when no walk is due), `pruneKept` (whether the kept
+ * finished jobs' prune is due), `metricsBefore` (the time before which the
+ * metrics rollup's minutes are pruned, or null when no prune is due).
+ * Reply: `{applied, claimed, started, shift, holds, keptLeft}` (`claimed`
+ * and `shift` as the claim's; `holds` the cursor the walk goes on from,
+ * `"0"` at its end, null without a walk; `keptLeft` whether the kept jobs'
+ * prune left some past their time for the next settle).
  *
  * A `step` writes its memo and leaves the job leased, as a `progress`
  * does. A `park` is a `release` with the attempt given back and nothing
  * else counted (no error, crashes and last error kept, no metrics, no
  * span), its memo written: its chain, batch, keys and locks go as a
  * release's. A settle given `holds` goes on with the prune of passed group
- * holds (`pruneHolds`, groups.ts).
+ * holds (`pruneHolds`, groups.ts). No prune reads a stamp on the server:
+ * the store's process decides which are due ({@linkcode SettleUpkeep}).
  */
 const SETTLE_SCRIPT = luaScript(
   "settle",
@@ -353,10 +366,8 @@ local queued = 0
 -- An awaited job ended: its awaiters (who watch the wake-up channel too) look again.
 local awaitedEnded = false
 local groupFreed = false
--- The metrics of every settlement, written once after the loop; whether a job finished (the
--- kept history's prune, at most once a minute, runs once after the loop).
+-- The metrics of every settlement, written once after the loop.
 local metrics = H.metricsBatch()
-local finished = false
 -- The jobs that finished leave together after the loop: the kept ones' rows become their kept
 -- records (History.keep), the others' are deleted, the leases of each queue go in one write.
 local kept = History.batch()
@@ -393,7 +404,6 @@ for i, s in ipairs(settlements) do
       H.stepWritten(s)
     elseif s.kind == 'complete' or s.kind == 'cancel' then
       if not H.finished(s.id, job, s, kept) then table.insert(deleted, s.id) end
-      finished = true
       leave(s.id, job)
       settled[i] = job
     elseif s.kind == 'fail' then
@@ -472,11 +482,13 @@ end
 
 -- The kept history's prune before the metrics' flush, whose log prune then finds the lines of
 -- the jobs it forgot.
-if finished then History.pruneExpired() end
+local keptLeft = false
+if INPUT.pruneKept then keptLeft = History.pruneExpired() end
 -- Holds whose end passed a minute ago, after this settle's own holds, when a walk is due.
 local holds = NULL
 if opt(INPUT.holds) ~= nil then holds = pruneHolds(INPUT.holds) end
 H.flushMetrics(metrics)
+if opt(INPUT.metricsBefore) ~= nil then H.pruneMetrics(INPUT.metricsBefore) end
 
 local records = opt(INPUT.records) or {}
 for _, span in ipairs(opt(records.spans) or {}) do
@@ -536,7 +548,7 @@ if released > 0 or queued > 0 or awaitedEnded or groupFreed then wake() end
 local claimed = {}
 if opt(INPUT['then']) ~= nil then claimed = claimJobs(INPUT['then']) end
 return cjson.encode({applied = applied, claimed = claimed, started = started,
-  shift = string.format('%.17g', SHIFT), holds = holds})
+  shift = string.format('%.17g', SHIFT), holds = holds, keptLeft = keptLeft})
 `,
 );
 
@@ -714,15 +726,38 @@ async function givingBackOnLostReply<T>(
 }
 
 /**
+ * What a store's settles keep between ticks in process memory, as SQL's
+ * (src/stores/sql/upkeep.ts): when they last pruned the kept finished jobs
+ * and the metrics rollup, and where their walk through the group holds
+ * stands. A settle between prunes sends no command for them.
+ */
+export interface SettleUpkeep {
+  /** The prune of kept finished jobs whose `keep_until` passed. */
+  readonly finished: PruneSchedule;
+  /** The prune of the metrics rollup's minutes past their retention. */
+  readonly metrics: PruneSchedule;
+  /** The walk through the group holds, for the prune of passed holds. */
+  readonly holds: HoldsWalk;
+}
+
+/** A store's upkeep before its first settle: every prune due. */
+export function settleUpkeep(): SettleUpkeep {
+  return { finished: new PruneSchedule(), metrics: new PruneSchedule(), holds: holdsWalk() };
+}
+
+/**
  * Applies settlements, records, start confirmations and the next claim in
- * one script; one that settles or claims also reads the next chunk of
- * `holds`' walk when one is due (as SQL's settle, at most one walk a
- * minute of this process's clock). A tick of start confirmations and
- * begin marks alone goes to the smaller script that writes only those.
+ * one script. As SQL's settle, one with settlements also prunes the kept
+ * finished jobs and the metrics rollup when `upkeep` finds each due (at
+ * most once a minute of its latest settlement's time; a kept jobs' prune
+ * that left some goes on at the next settle), and one that settles or
+ * claims reads the next chunk of the walk through the group holds when
+ * one is due. A tick of start confirmations and begin marks alone goes to
+ * the smaller script that writes only those.
  */
 export async function settle(
   redis: RedisConnection,
-  holds: HoldsWalk,
+  upkeep: SettleUpkeep,
   settlements: readonly Settlement[],
   then: ClaimRequest | undefined,
   records: TickRecords = {},
@@ -739,14 +774,27 @@ export async function settle(
   // Before the settles, not between them and the claim as on SQL (Lua cannot compute slots):
   // an overlap holder that settles in this call still holds the slots due now.
   if (then?.schedules !== undefined) await fireDue(redis, then.schedules, then.now);
+  const { holds } = upkeep;
   const walkFrom = settlements.length > 0 || then !== undefined ? holds.next(now) : null;
-  const call = redis.call<
-    { applied: unknown; claimed: ReplyRows; started: unknown; shift: string; holds: string | null }
-  >(
+  const settledAt = settlements.length === 0 ? null : Math.max(...settlements.map((s) => s.at));
+  const pruneKept = settledAt !== null && upkeep.finished.due(settledAt);
+  const metricsBefore = settledAt !== null && upkeep.metrics.due(settledAt)
+    ? settledAt - METRICS_RETENTION_MS
+    : null;
+  const call = redis.call<{
+    applied: unknown;
+    claimed: ReplyRows;
+    started: unknown;
+    shift: string;
+    holds: string | null;
+    keptLeft: boolean;
+  }>(
     SETTLE_SCRIPT,
     {
       now,
       holds: walkFrom,
+      pruneKept,
+      metricsBefore,
       settlements: settlements.map((s) => ({ ...s, token: String(s.token) })),
       records: {
         ...records,
@@ -760,6 +808,7 @@ export async function settle(
   if (walkFrom !== null && typeof reply.holds === "string") {
     holds.walked(now, reply.holds === "0" ? null : reply.holds);
   }
+  if (pruneKept && reply.keptLeft === true) upkeep.finished.cutShort();
   return {
     applied: list(reply.applied as boolean[]),
     claimed: then === undefined

@@ -4,8 +4,10 @@
  * windows, passed group holds), each table at most once a minute of the
  * settles' time per store instance, so a busy worker does not pay for a
  * delete in every transaction (the holds' walk, a bounded chunk per settle,
- * goes on at each settle until it is through: {@linkcode HoldsPrune}, which
- * the Redis store keeps too).
+ * goes on at each settle until it is through: {@linkcode HoldsPrune}). The
+ * Redis store keeps these schedules too, for the prunes of its kept finished
+ * jobs, metrics rollup and group holds, so a settle between prunes sends no
+ * command for them.
  *
  * @internal
  * @module
@@ -31,6 +33,15 @@ export class PruneSchedule {
     if (!(at >= this.#prunedAt + PRUNE_EVERY_MS)) return false;
     this.#prunedAt = at;
     return true;
+  }
+
+  /**
+   * Counts the prune that {@linkcode PruneSchedule.due} last allowed as cut
+   * short (a bounded prune that left rows past their time): the next tick's
+   * is due whatever its time.
+   */
+  cutShort(): void {
+    this.#prunedAt = -Infinity;
   }
 }
 

@@ -213,6 +213,23 @@ function register(test: ContractTest): void {
     assert.deepEqual(await store.finished({}, { limit: 10, offset: 0 }), []);
   });
 
+  test("settle() prunes kept jobs whose keepUntil passed, at most once a minute of its time", async (store) => {
+    let token = 0;
+    const completeAt = async (at: number, keepUntil: number) => {
+      const id = await pushNamed(store);
+      const [job] = await claim(store, { token: ++token, now: at, names: [nameOf(id)] });
+      assert.equal(job?.id, id);
+      await store.settle([{ kind: "complete", id, token, at, keepUntil }]);
+      return id;
+    };
+    const short = await completeAt(T0, T0 + 10); // a prune here finds nothing past its time
+    const later = await completeAt(T0 + 30_000, KEEP);
+    assert.notEqual(await store.finishedJob(short), null, "within a minute of the last prune");
+    const last = await completeAt(T0 + 60_000, KEEP);
+    assert.equal(await store.finishedJob(short), null, "a minute later, its time having run out");
+    assert.deepEqual(ids(await store.finished({}, { limit: 10, offset: 0 })), [last, later]);
+  });
+
   test("markAwaited() marks a job still stored, waiting or running, and says false for one gone", async (store) => {
     const [waiting, running] = await store.insertJobs([newJob(), newJob()]);
     await claim(store, { limit: 1, token: 1 });
