@@ -6,10 +6,10 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { Queue, ValidationError } from "../../mod.ts";
+import { type JobDefinition, type PayloadOf, Queue, ValidationError } from "../../mod.ts";
 import type { QueueEventMap } from "../../src/events.ts";
 import { storedCounts, tempDir } from "../_helpers.ts";
-import { currentThread, readLedger } from "../fixtures/reliability/ledger.ts";
+import { currentThread, type LedgerRow, readLedger } from "../fixtures/reliability/ledger.ts";
 import { openReader, waitUntil } from "../fixtures/reliability/harness.ts";
 import {
   child,
@@ -127,15 +127,20 @@ Deno.test("Web Worker pool: errors keep their name across the boundary; Permanen
 });
 
 /**
- * Runs `jobs` CPU-bound jobs of `rounds` hashes at concurrency 2 on
- * `workers` Web Workers; returns the pairs of jobs whose runs overlapped in
- * time, each pair on two different threads.
+ * Dispatches one `job` per payload that `payloads` makes for the ledger's
+ * database file, drains them at concurrency 2 on `workers` Web Workers, and
+ * returns the ledger's rows of the runs that ended, checking that every job
+ * completed and that they ran on `workers` threads.
  */
-async function overlappingRuns(workers: number, jobs: number, rounds: number): Promise<number> {
+async function drainOnWebWorkers<J extends JobDefinition>(
+  job: J,
+  payloads: (db: string) => PayloadOf<J>[],
+  workers: number,
+): Promise<LedgerRow[]> {
   await using tmp = await tempDir();
   await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
   using db = openReader(tmp.dbPath);
-  await queue.dispatchMany(cpu, Array(jobs).fill({ db: tmp.dbPath, rounds }));
+  const dispatched = await queue.dispatchMany(job, payloads(tmp.dbPath));
   const worker = queue.work({
     executor: "workers",
     workers,
@@ -144,9 +149,19 @@ async function overlappingRuns(workers: number, jobs: number, rounds: number): P
     pollMs: 20,
   });
   await worker.done;
-  assert.equal(worker.stats.completed, jobs);
-  const rows = readLedger(db);
-  assert.equal(new Set(rows.map((row) => row.thread)).size, workers);
+  assert.equal(worker.stats.completed, dispatched.length);
+  const ended = readLedger(db, "outcome = 'success'");
+  assert.equal(new Set(ended.map((row) => row.thread)).size, workers, `ran on ${workers} threads`);
+  return ended;
+}
+
+/**
+ * Runs `jobs` CPU-bound jobs of `rounds` hashes at concurrency 2 on
+ * `workers` Web Workers; returns the pairs of jobs whose runs overlapped in
+ * time, each pair on two different threads.
+ */
+async function overlappingRuns(workers: number, jobs: number, rounds: number): Promise<number> {
+  const rows = await drainOnWebWorkers(cpu, (db) => Array(jobs).fill({ db, rounds }), workers);
   let overlapping = 0;
   for (const [index, a] of rows.entries()) {
     for (const b of rows.slice(index + 1)) {
@@ -174,21 +189,8 @@ Deno.test("Web Worker pool: synchronous jobs run side by side on 2 Web Workers, 
   // On 2 Web Workers, each of two jobs blocks its thread until the other has started: they meet
   // only if both run at once. Timing alone cannot show it on a loaded machine, where the second
   // Web Worker may come up after the first has run every job.
-  await using tmp = await tempDir();
-  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
-  using db = openReader(tmp.dbPath);
-  await queue.dispatchMany(meet, Array(2).fill({ db: tmp.dbPath, waitMs: 120_000 }));
-  const worker = queue.work({
-    executor: "workers",
-    workers: 2,
-    concurrency: 2,
-    stopWhenEmpty: true,
-    pollMs: 20,
-  });
-  await worker.done;
-  const ended = readLedger(db, "outcome = 'success'");
+  const ended = await drainOnWebWorkers(meet, (db) => Array(2).fill({ db, waitMs: 120_000 }), 2);
   assert.equal(ended.length, 2);
-  assert.equal(new Set(ended.map((row) => row.thread)).size, 2, "the two jobs ran on two threads");
   for (const row of ended) {
     assert.deepEqual(JSON.parse(row.info!), { met: true }, `job ${row.job_id} met the other`);
   }
