@@ -158,6 +158,8 @@ export const USAGE =
                                (min(N, ${MAX_REDIS_PROCESS_DRAIN_JOBS}) jobs)
                      pickup    pick-up latency (p50/p99) of ${REDIS_PICKUP_JOBS} serial jobs: a worker process
                                woken by the wake-up channel, against BullMQ's idle Worker
+                     steps     the SQLite steps rows on the server, against our own drain at
+                               concurrency 32 (BullMQ has no durable steps)
                    soak      (only alone, SQLite) ${DEFAULT_SOAK_MINUTES} minutes of mixed dispatch (ok, failing,
                                delayed, unique) drained by 2 worker processes: worker RSS at
                                1, 5 and 10 min, open files, jobs/s, counters against rows

@@ -32,8 +32,11 @@ export const POSTGRES_GROUPS: readonly Group[] = [
   "peers",
 ];
 
-/** The groups `--store redis` measures, each row beside BullMQ's on the same server. */
-export const REDIS_GROUPS: readonly Group[] = ["dispatch", "drain", "pickup"];
+/**
+ * The groups `--store redis` measures: each row beside BullMQ's on the same
+ * server, but the durable steps', beside our own drain (BullMQ has none).
+ */
+export const REDIS_GROUPS: readonly Group[] = ["dispatch", "drain", "pickup", "steps"];
 
 /** Whether `name` is a group. */
 export function isGroup(name: string): name is Group {

@@ -5,7 +5,7 @@
  * BullMQ's ours is): dispatch one at a time, bulk dispatch, isolate drains
  * at concurrency 1, 8 and 32 in this process, the drain by
  * {@linkcode DRAIN_PROCESSES} worker processes at 32 each, and pick-up
- * latency. `main.ts` imports this module only for `--store redis`.
+ * latency; and the durable-step drains against our own drain at 32. `main.ts` imports this module only for `--store redis`.
  *
  * @module
  */
@@ -36,6 +36,7 @@ import {
   drain,
   DRAIN_CONCURRENCIES,
   type QueueFixture,
+  stepMeasurements,
 } from "./queue.ts";
 // deno-lint-ignore no-import-prefix
 import { createClient } from "npm:@redis/client@^6.4";
@@ -145,6 +146,8 @@ export async function redisBench(url: string, jobs: number): Promise<RedisBench>
           run: (jobs) => bullProcessDrain(url, jobs, DRAIN_PROCESSES, c),
         }, processJobs),
       ],
+      // Against our own drain at concurrency 32: BullMQ has no durable steps.
+      steps: stepMeasurements(fixture, fixed(size)),
     },
     pickups: {
       pickup: [
