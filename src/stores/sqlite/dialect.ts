@@ -1,9 +1,10 @@
 /**
- * What SQLite does its own way: one prepared insert per job, the claim as
- * one `UPDATE … RETURNING` over each queue's claim-ordered index, a failure
- * and a retry as copy-then-delete (no statement may write two tables), and
- * no row or key locks (its one writer already serializes every write
- * transaction) or notifications (other processes watch the WAL file).
+ * What SQLite does its own way: a job's insert on its own, or 32 rows to a
+ * statement in a bulk insert, the claim as one `UPDATE … RETURNING` over
+ * each queue's claim-ordered index, a failure and a retry as
+ * copy-then-delete (no statement may write two tables), and no row or key
+ * locks (its one writer already serializes every write transaction) or
+ * notifications (other processes watch the WAL file).
  *
  * @internal
  * @module
@@ -65,6 +66,37 @@ function insertStatement(shape: InsertShape, idBound: boolean): Statement {
   );
 }
 
+/**
+ * Rows a bulk insert stores per statement: SQLite runs one statement of
+ * {@linkcode ROWS_PER_INSERT} rows in about two thirds of the time of as
+ * many one-row statements (each has its own program start, bindings reset
+ * and call from JavaScript), and a plain row binds 8 parameters, a full one
+ * 13, far under SQLite's limit of 32,766.
+ */
+const ROWS_PER_INSERT = 32;
+
+/**
+ * The insert of {@linkcode ROWS_PER_INSERT} rows of `shape` (not grouped:
+ * each grouped row reads its group's id), their ids bound, each row's
+ * parameters after the one before's.
+ */
+function manyRowsStatement(shape: "plain" | "full"): Statement {
+  const order: InsertShape[] = ["plain", "full"];
+  const columns = order.slice(0, order.indexOf(shape) + 1).flatMap((name) => INSERT_SHAPES[name]);
+  const width = columns.length + 1;
+  const values = Array.from(
+    { length: ROWS_PER_INSERT },
+    (_, row) =>
+      `(${
+        Array.from({ length: width }, (_, column) => `$${row * width + column + 1}`).join(", ")
+      })`,
+  );
+  return statement(`INSERT INTO jobs (id, ${columns.join(", ")}) VALUES ${values.join(", ")}`);
+}
+
+/** The inserts of {@linkcode ROWS_PER_INSERT} rows, by the shapes that take them. */
+const MANY_ROWS_INSERTS = { plain: manyRowsStatement("plain"), full: manyRowsStatement("full") };
+
 /** The inserts by shape, their id taken on their own or bound. */
 const INSERTS = Object.fromEntries(
   (Object.keys(INSERT_SHAPES) as InsertShape[]).map((shape) => [shape, {
@@ -83,14 +115,15 @@ function insertShape(rows: readonly NewJobRow[], as: InsertedAs): InsertShape {
   return shape;
 }
 
-/** The parameters of `row`'s insert of `shape`, its id first when it is bound (not null). */
-function insertParams(
+/** Appends to `params` those of `row`'s insert of `shape`, its id first when it is bound (not null). */
+function pushInsertParams(
+  params: unknown[],
   row: NewJobRow,
   shape: InsertShape,
   as: InsertedAs,
   id: number | null,
 ): unknown[] {
-  const params: unknown[] = id === null ? [] : [id];
+  if (id !== null) params.push(id);
   params.push(
     row.queue,
     row.name,
@@ -251,19 +284,33 @@ export const sqliteDialect: Dialect = {
     if (rows.length === 1) {
       // Without RETURNING: run() reports the new row id, and is the cheaper read. Steps are
       // yielded as they are here (no helper generator, no copy of the parameters): the hot path.
-      const params = insertParams(rows[0]!, shape, as, null);
+      const params = pushInsertParams([], rows[0]!, shape, as, null);
       const { lastId } = (yield { statement: INSERTS[shape].alone, params }) as Result;
       return [lastId!];
     }
     // Several rows always run in a write transaction (BEGIN IMMEDIATE): the ids after the next are free.
     const { rows: [next] } = yield* exec<{ id: number }>(NEXT_JOB_ID);
     const first = Number(next!.id);
-    const ids: number[] = [];
+    const ids = rows.map((_, index) => first + index);
+    let index = 0;
+    if (shape !== "grouped") {
+      // A step per ROWS_PER_INSERT rows, their parameters made as it runs: nothing outlives it.
+      const many = MANY_ROWS_INSERTS[shape];
+      for (; index + ROWS_PER_INSERT <= rows.length; index += ROWS_PER_INSERT) {
+        const params: unknown[] = [];
+        for (let at = index; at < index + ROWS_PER_INSERT; at++) {
+          pushInsertParams(params, rows[at]!, shape, as, first + at);
+        }
+        yield { statement: many, params };
+      }
+    }
     const insert = INSERTS[shape].bound;
-    // A step per row, each row's parameters made as it runs: nothing per row outlives its insert.
-    for (const [index, row] of rows.entries()) {
-      ids.push(first + index);
-      yield { statement: insert, params: insertParams(row, shape, as, first + index) };
+    // The rest a step per row (every grouped row: each reads its own group's id).
+    for (; index < rows.length; index++) {
+      yield {
+        statement: insert,
+        params: pushInsertParams([], rows[index]!, shape, as, first + index),
+      };
     }
     return ids;
   },

@@ -38,6 +38,43 @@ function register(test: ContractTest): void {
     }
   });
 
+  test("push() of many rows stores each row's own fields under its own id, in order", async (store) => {
+    // 70 rows: more than one bulk statement's worth and a rest (SQLite inserts 32 rows a statement).
+    const plain = Array.from({ length: 70 }, (_, n) =>
+      newJob({
+        payload: `{"n":${n}}`,
+        priority: n % 3,
+        retryUntil: n % 2 === 0 ? null : T0 + n,
+        createdAt: T0 - n,
+      }));
+    // One row with a trace makes the whole call bind the wider row.
+    const wide = Array.from({ length: 41 }, (_, n) =>
+      newJob({
+        queue: "wide",
+        payload: `{"w":${n}}`,
+        trace: n === 40 ? "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" : null,
+        expireAt: n % 2 === 0 ? null : T0 + 1_000 + n,
+      }));
+    for (const rows of [plain, wide]) {
+      const stored = await store.insertJobs(rows);
+      assert.equal(stored.length, rows.length);
+      assert.deepEqual(stored, sorted(stored), "ids in the rows' order");
+      assert.equal(new Set(stored).size, rows.length);
+      const claimed = await claim(store, { queues: [rows[0]!.queue], limit: 200 });
+      assert.equal(claimed.length, rows.length);
+      for (const [index, id] of stored.entries()) {
+        const job = claimed.find((candidate) => candidate.id === id);
+        const row = rows[index]!;
+        assert.deepEqual(
+          [job?.payload, job?.priority, job?.retryUntil, job?.createdAt, job?.trace ?? null],
+          [row.payload, row.priority, row.retryUntil, row.createdAt, row.trace ?? null],
+          `job ${id}, row ${index}`,
+        );
+        assert.equal(job?.expireAt ?? null, row.expireAt ?? null, `expiry of row ${index}`);
+      }
+    }
+  });
+
   test("insertKeyed() stores a unique job once: a row whose key a job holds is a duplicate naming that job", async (store) => {
     const unique = (key: string, expiresAt = T0 + 60_000, releaseOnStart = false) =>
       ({ kind: "unique", key, expiresAt, releaseOnStart }) as const;
