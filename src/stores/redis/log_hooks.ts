@@ -6,20 +6,21 @@
  * object (`id`, `attempt`, `at` on the store's clock, `level`, `message`,
  * `fields`, `encrypted`, `bytes`); `P:logs` ZSET, the jobs holding lines,
  * score their lines' byte tally (what the cap counts); `P:log:seq` the last
- * line id; `P:log:pruned` HASH, when lines were last pruned (`at`, store
- * clock) and where the next prune goes on from (`rank` in `P:logs`).
+ * line id; `P:log:pruned` HASH, where the next prune goes on from (`rank`
+ * in `P:logs`) and when one last ran (`at`, store clock: read by older
+ * code only, which decided on the server when a prune was due).
  *
  * Pruning rule (the SQL stores'): a job's lines go with its history, once
  * the job is in none of the jobs (`P:job:<id>`), the failed jobs
  * (`P:failed:<id>`) and the kept finished jobs (`P:done:<id>`). A settle
- * looks at {@linkcode PRUNE_CHUNK} jobs holding lines at most once a minute,
- * going on from where the last look stopped and around again.
+ * that its process finds a prune due for (at most once a minute, as on SQL:
+ * tick.ts) looks at {@linkcode PRUNE_CHUNK} jobs holding lines, going on
+ * from where the last look stopped and around again; one that looked at a
+ * whole chunk says so, and the next settle goes on.
  *
  * @internal
  * @module
  */
-import { PRUNE_EVERY_MS } from "../sql/upkeep.ts";
-
 /** Room kept under the cap for the line that says how many lines it dropped (as on SQL). */
 const CAP_LINE_ROOM = 128;
 
@@ -30,11 +31,11 @@ const PRUNE_CHUNK = 1_000;
  * The tick's log hooks:
  * - `H.logs(logs)`: the tick's log lines (`TickRecords.logs`), each job's
  *   lines kept under its byte cap (its oldest dropped, one `cap` line
- *   saying how many), then `H.pruneLogs()`.
+ *   saying how many).
  * - `H.span(id, span)`: the span of job `id`'s attempt whose release
  *   applied, kept on the job as `last_span` for the next attempt to link to.
- * - `H.pruneLogs()`: deletes the lines of jobs that no longer exist, when a
- *   minute has passed since the last prune (also called by `H.metrics`).
+ * - `H.pruneLogs()`: deletes the lines of the next chunk of jobs that no
+ *   longer exist; true when the chunk was whole (more may be left).
  */
 export const LOG_HOOKS = String.raw`
 local LOGS = {}
@@ -90,7 +91,6 @@ function H.logs(logs)
       if tally > logs.maxBytesPerJob then LOGS.keepUnderCap(jobId, logs.maxBytesPerJob) end
     end
   end
-  H.pruneLogs()
 end
 
 function H.span(id, span)
@@ -99,9 +99,7 @@ end
 
 function H.pruneLogs()
   local state = P .. ':log:pruned'
-  local last = redis.call('HMGET', state, 'at', 'rank')
-  if last[1] and NOW < tonumber(last[1]) + ${PRUNE_EVERY_MS} then return end
-  local rank = tonumber(last[2] or 0)
+  local rank = tonumber(redis.call('HGET', state, 'rank') or 0)
   local jobs = redis.call('ZRANGE', P .. ':logs', rank, rank + ${PRUNE_CHUNK} - 1)
   local gone = 0
   for _, id in ipairs(jobs) do
@@ -114,5 +112,6 @@ function H.pruneLogs()
   local nextRank = rank + #jobs - gone
   if #jobs < ${PRUNE_CHUNK} then nextRank = 0 end
   redis.call('HSET', state, 'at', string.format('%d', NOW), 'rank', nextRank)
+  return #jobs == ${PRUNE_CHUNK}
 end
 `;

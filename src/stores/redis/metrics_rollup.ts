@@ -37,8 +37,7 @@ const SEPARATOR = "\x1f";
  * before the settle) to it, as `WorkerStore.settle` specifies, and
  * `H.flushMetrics(batch)` writes the batch's sums to the rollup (one
  * increment per field of a minute, whatever the number of settlements).
- * It also gives the log prune its turn (`H.pruneLogs`), so lines of ended
- * jobs go even when a tick writes none. `H.pruneMetrics(before)` deletes up
+ * `H.pruneMetrics(before)` deletes up
  * to {@linkcode PRUNE_MINUTES} minutes before `before` (a settle passes the
  * time `METRICS_RETENTION_MS` before its latest settlement when its process
  * finds a prune due: tick.ts).
@@ -123,7 +122,6 @@ function H.flushMetrics(batch)
     end
     redis.call('ZADD', P .. ':m', minute, minute)
   end
-  H.pruneLogs()
 end
 
 function H.pruneMetrics(before)

@@ -336,11 +336,13 @@ const CLAIM_SCRIPT = luaScript(
  * ClaimRequest or null), `holds` (the cursor of the walk through the group
  * holds, or null when no walk is due), `pruneKept` (whether the kept
  * finished jobs' prune is due), `metricsBefore` (the time before which the
- * metrics rollup's minutes are pruned, or null when no prune is due).
- * Reply: `{applied, claimed, started, shift, holds, keptLeft}` (`claimed`
+ * metrics rollup's minutes are pruned, or null when no prune is due),
+ * `pruneLogs` (whether the log lines' prune is due).
+ * Reply: `{applied, claimed, started, shift, holds, keptLeft, logsLeft}` (`claimed`
  * and `shift` as the claim's; `holds` the cursor the walk goes on from,
  * `"0"` at its end, null without a walk; `keptLeft` whether the kept jobs'
- * prune left some past their time for the next settle).
+ * prune left some past their time for the next settle; `logsLeft` whether
+ * the log prune looked at a whole chunk, so that more may be left).
  *
  * A `step` writes its memo and leaves the job leased, as a `progress`
  * does. A `park` is a `release` with the attempt given back and nothing
@@ -495,6 +497,9 @@ for _, span in ipairs(opt(records.spans) or {}) do
   if retried[span.id] then H.span(span.id, span) end
 end
 if opt(records.logs) ~= nil then H.logs(records.logs) end
+-- After the kept history's prune: the lines of the jobs it forgot go too.
+local logsLeft = false
+if INPUT.pruneLogs then logsLeft = H.pruneLogs() end
 
 -- Chains and batches second, in batch order.
 local moves = {}
@@ -548,7 +553,8 @@ if released > 0 or queued > 0 or awaitedEnded or groupFreed then wake() end
 local claimed = {}
 if opt(INPUT['then']) ~= nil then claimed = claimJobs(INPUT['then']) end
 return cjson.encode({applied = applied, claimed = claimed, started = started,
-  shift = string.format('%.17g', SHIFT), holds = holds, keptLeft = keptLeft})
+  shift = string.format('%.17g', SHIFT), holds = holds, keptLeft = keptLeft,
+  logsLeft = logsLeft})
 `,
 );
 
@@ -727,8 +733,8 @@ async function givingBackOnLostReply<T>(
 
 /**
  * What a store's settles keep between ticks in process memory, as SQL's
- * (src/stores/sql/upkeep.ts): when they last pruned the kept finished jobs
- * and the metrics rollup, and where their walk through the group holds
+ * (src/stores/sql/upkeep.ts): when they last pruned the kept finished jobs,
+ * the metrics rollup and the log lines, and where their walk through the group holds
  * stands. A settle between prunes sends no command for them.
  */
 export interface SettleUpkeep {
@@ -736,13 +742,20 @@ export interface SettleUpkeep {
   readonly finished: PruneSchedule;
   /** The prune of the metrics rollup's minutes past their retention. */
   readonly metrics: PruneSchedule;
+  /** The prune of the log lines of jobs that no longer exist. */
+  readonly logs: PruneSchedule;
   /** The walk through the group holds, for the prune of passed holds. */
   readonly holds: HoldsWalk;
 }
 
 /** A store's upkeep before its first settle: every prune due. */
 export function settleUpkeep(): SettleUpkeep {
-  return { finished: new PruneSchedule(), metrics: new PruneSchedule(), holds: holdsWalk() };
+  return {
+    finished: new PruneSchedule(),
+    metrics: new PruneSchedule(),
+    logs: new PruneSchedule(),
+    holds: holdsWalk(),
+  };
 }
 
 /**
@@ -750,7 +763,8 @@ export function settleUpkeep(): SettleUpkeep {
  * one script. As SQL's settle, one with settlements also prunes the kept
  * finished jobs and the metrics rollup when `upkeep` finds each due (at
  * most once a minute of its latest settlement's time; a kept jobs' prune
- * that left some goes on at the next settle), and one that settles or
+ * that left some goes on at the next settle), one with settlements or log
+ * lines prunes the lines of jobs gone when that is due (the same way), and one that settles or
  * claims reads the next chunk of the walk through the group holds when
  * one is due. A tick of start confirmations and begin marks alone goes to
  * the smaller script that writes only those.
@@ -781,6 +795,12 @@ export async function settle(
   const metricsBefore = settledAt !== null && upkeep.metrics.due(settledAt)
     ? settledAt - METRICS_RETENTION_MS
     : null;
+  // As SQL's settle: at the latest time of its settlements and log lines.
+  const loggedAt = Math.max(
+    settledAt ?? -Infinity,
+    ...(records.logs?.lines ?? []).map((l) => l.at),
+  );
+  const pruneLogs = Number.isFinite(loggedAt) && upkeep.logs.due(loggedAt);
   const call = redis.call<{
     applied: unknown;
     claimed: ReplyRows;
@@ -788,6 +808,7 @@ export async function settle(
     shift: string;
     holds: string | null;
     keptLeft: boolean;
+    logsLeft: boolean;
   }>(
     SETTLE_SCRIPT,
     {
@@ -795,6 +816,7 @@ export async function settle(
       holds: walkFrom,
       pruneKept,
       metricsBefore,
+      pruneLogs,
       settlements: settlements.map((s) => ({ ...s, token: String(s.token) })),
       records: {
         ...records,
@@ -809,6 +831,7 @@ export async function settle(
     holds.walked(now, reply.holds === "0" ? null : reply.holds);
   }
   if (pruneKept && reply.keptLeft === true) upkeep.finished.cutShort();
+  if (pruneLogs && reply.logsLeft === true) upkeep.logs.cutShort();
   return {
     applied: list(reply.applied as boolean[]),
     claimed: then === undefined
