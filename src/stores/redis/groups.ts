@@ -297,10 +297,8 @@ local untilKey = P .. ':gpauses:until'
 for _, gid in ipairs(redis.call('SMEMBERS', P .. ':gpauses')) do
   local ends = tonumber(redis.call('HGET', untilKey, gid))
   if ends == nil or ends > NOW then
-    local colon = string.find(gid, ':', 1, true)
-    local length = tonumber(string.sub(gid, 1, colon - 1))
-    table.insert(out, {name = string.sub(gid, colon + 1, colon + length),
-      key = string.sub(gid, colon + length + 2),
+    local name, key = groupIdParts(gid)
+    table.insert(out, {name = name, key = key,
       at = redis.call('HGET', P .. ':gpauses:at', gid) or '0',
       ['until'] = ends and string.format('%d', ends) or NULL})
   end
