@@ -4,8 +4,9 @@
  * code opens the same database, applying its newer steps (expand steps
  * only) under it, dispatches, and works beside it. Both run jobs; none is
  * lost or run twice; the old worker is still working at the end and stops
- * cleanly. On SQLite, PostgreSQL and Redis (where the key layout has no new
- * step).
+ * cleanly. Both codes also dispatch grouped jobs (limited per group) once
+ * this code's steps are in, and both run them: none lost or run twice. On
+ * SQLite, PostgreSQL and Redis (where the key layout has no new step).
  *
  * The earlier commit is the oldest this code can roll over: the commit on
  * main's first-parent line that added the store's newest contract step (or
@@ -26,7 +27,7 @@ import type { MigrationPlan } from "../../src/stores/store.ts";
 import { tempDir, waitUntil } from "../_helpers.ts";
 import { freshSchema, postgresTestUrl } from "../_postgres.ts";
 import { deletePrefix, freshPrefix, redisTestUrl } from "../_redis.ts";
-import { rollingTick } from "../fixtures/rolling_upgrade/jobs.ts";
+import { rollingGrouped, rollingTick } from "../fixtures/rolling_upgrade/jobs.ts";
 import { LAYOUT_VERSION } from "../../src/stores/redis/migrate.ts";
 import { migrations as sqliteSteps } from "../../migrations/sqlite/mod.ts";
 import { migrations as postgresSteps } from "../../migrations/postgres/mod.ts";
@@ -38,6 +39,10 @@ const FIXTURES = [
 ];
 const JOBS = new URL("../fixtures/rolling_upgrade/jobs.ts", import.meta.url).href;
 const TOTAL = 400;
+/** Grouped jobs each code dispatches; the old code's numbered from 100,000, this code's from 200,000. */
+const GROUPED = 100;
+const OLD_GROUPED_FROM = 100_000;
+const NEW_GROUPED_FROM = 200_000;
 
 /** What `git args` prints in this checkout, trimmed; null when it fails. */
 function git(...args: string[]): string | null {
@@ -162,15 +167,24 @@ class OldWorker implements AsyncDisposable {
     })();
   }
 
-  /** The first line of type `type`, parsed, waiting up to `timeoutMs`. */
+  /**
+   * The first line of type `type`, parsed, waiting up to `timeoutMs`; fails
+   * with the process's stderr when it exits first.
+   */
   async line(type: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
-    return await waitUntil(() => {
+    let exited = false;
+    void this.child.status.then(() => exited = true);
+    const found = await waitUntil(() => {
       for (const line of this.lines) {
         const parsed = JSON.parse(line) as Record<string, unknown>;
         if (parsed.type === type) return parsed;
       }
-      return null;
+      return exited ? "exited" : null;
     }, { what: `the old worker's "${type}" line`, timeoutMs });
+    if (found === "exited") {
+      throw new Error(`The old worker exited before its "${type}" line: ${await this.stderr}`);
+    }
+    return found;
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -213,7 +227,7 @@ const TARGETS: readonly Target[] = [
     ignore: false,
     async with(folder, fn) {
       const path = join(folder, "..", "queue.db");
-      await fn(["sqlite", path], {
+      await fn(["sqlite", path, ""], {
         async plan() {
           await using store = await SqliteStore.open(path, { migrate: false });
           return await store.migrationPlan();
@@ -281,8 +295,15 @@ for (const target of TARGETS) {
       await checkOut(folder, OLD_COMMIT);
       const ledger = join(tmp.dir, "ledger.txt");
       await Deno.writeTextFile(ledger, "");
+      // Once it exists, the old worker dispatches its grouped jobs (its text: the ledger's path).
+      const dispatchWhen = join(tmp.dir, "dispatch-grouped");
       await target.with(folder, async (args, current) => {
-        await using old = new OldWorker(folder, args);
+        await using old = new OldWorker(folder, [
+          ...args,
+          dispatchWhen,
+          String(OLD_GROUPED_FROM),
+          String(GROUPED),
+        ]);
         const oldPid = Number((await old.line("ready")).pid);
 
         // What this code would apply under the old worker: only expand steps, so nothing blocks.
@@ -346,9 +367,22 @@ for (const target of TARGETS) {
             });
           }
           await dispatch(Math.max(0, TOTAL - dispatched));
+          // Grouped jobs from both codes, on the schema as this code left it.
+          await Deno.writeTextFile(`${dispatchWhen}.tmp`, ledger);
+          await Deno.rename(`${dispatchWhen}.tmp`, dispatchWhen);
+          await queue.dispatchMany(
+            rollingGrouped,
+            Array.from({ length: GROUPED }, (_, i) => ({ n: NEW_GROUPED_FROM + i, ledger })),
+          );
+          await old.line("dispatched");
+          const expected = [
+            ...Array.from({ length: dispatched }, (_, n) => n),
+            ...Array.from({ length: GROUPED }, (_, i) => OLD_GROUPED_FROM + i),
+            ...Array.from({ length: GROUPED }, (_, i) => NEW_GROUPED_FROM + i),
+          ];
           const lines = await waitUntil(async () => {
             const lines = await ledgerLines();
-            return lines.length >= dispatched && (await left()) === 0 ? lines : null;
+            return lines.length >= expected.length && (await left()) === 0 ? lines : null;
           }, { what: "every job to run", timeoutMs: 180_000 });
 
           const runs = new Map<number, number>();
@@ -358,13 +392,14 @@ for (const target of TARGETS) {
             runs.set(n, (runs.get(n) ?? 0) + 1);
             byPid.set(pid, (byPid.get(pid) ?? 0) + 1);
           }
-          const lost = Array.from({ length: dispatched }, (_, n) => n).filter((n) => !runs.has(n))
-            .length;
+          const lost = expected.filter((n) => !runs.has(n)).length;
           const twice = [...runs.values()].filter((count) => count > 1).length;
           console.log(
-            `R21 ${target.kind}: ${dispatched} jobs, old worker (${OLD_COMMIT}) ran ${
-              byPid.get(oldPid) ?? 0
-            }, this code ran ${byPid.get(Deno.pid) ?? 0}; lost ${lost}, run twice ${twice}`,
+            `R21 ${target.kind}: ${expected.length} jobs (${
+              2 * GROUPED
+            } grouped), old worker (${OLD_COMMIT}) ran ${byPid.get(oldPid) ?? 0}, this code ran ${
+              byPid.get(Deno.pid) ?? 0
+            }; lost ${lost}, run twice ${twice}`,
           );
           assert.equal(lost, 0, "lost");
           assert.equal(twice, 0, "run twice");
