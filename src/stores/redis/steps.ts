@@ -37,8 +37,9 @@ return cjson.encode({steps = steps, signals = signals})
 /**
  * Input: `jobId`, `name`, `payload`. Reply: the SignalOutcome. A job (not
  * one of a transaction still open) keeps the signal in its mailbox; one not
- * leased with a wait still waiting for a signal of that name is made due now
- * (store clock) and idle workers are woken.
+ * leased with a wait still waiting for a signal of that name, which no
+ * signal in the mailbox answers yet, is made due now (store clock) and idle
+ * workers are woken.
  */
 const SIGNAL = luaScript(
   "signal",
@@ -53,7 +54,15 @@ if job == nil or job.staged ~= nil then
   end
   return cjson.encode('not-found')
 end
-local deliver = job.token == nil and Steps.waitsFor(id, INPUT.name)
+-- A signal of this name in the mailbox already answers a wait for it (that wait is due).
+local answered = false
+for _, member in ipairs(redis.call('ZRANGE', signalsKey(id), 0, -1)) do
+  if cjson.decode(member).name == INPUT.name then
+    answered = true
+    break
+  end
+end
+local deliver = job.token == nil and not answered and Steps.waitsFor(id, INPUT.name)
 local signalId = redis.call('INCR', P .. ':signals:seq')
 redis.call('ZADD', signalsKey(id), signalId, cjson.encode({id = signalId, name = INPUT.name,
   payload = INPUT.payload, sentAt = NOW}))

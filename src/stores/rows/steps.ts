@@ -84,7 +84,7 @@ export interface SignalRequest {
 /**
  * What became of a signal: `"delivered"` (the job was parked waiting for
  * it and is due now), `"buffered"` (kept in the job's mailbox for a wait
- * to come), `"finished"` (the job already ended: in the failed jobs or the
+ * to come, or for the wait after one that an earlier signal answers), `"finished"` (the job already ended: in the failed jobs or the
  * kept finished jobs; nothing stored), `"not-found"` (no such job; nothing
  * stored).
  */

@@ -93,6 +93,12 @@ const DELIVER = statement(
       OR substr(s.key, 1, length(CAST($3 AS TEXT)) + 1) = CAST($3 AS TEXT) || '#'))`,
 );
 
+/** Whether job `$1`'s mailbox holds a signal called `$2` (the oldest answers a wait first). */
+const HOLDS_SIGNAL = statement(
+  "SELECT 1 AS held FROM job_signals WHERE job_id = $1 AND name = $2 LIMIT 1",
+  { oneRow: true },
+);
+
 const PRUNE_STEPS = statement(`DELETE FROM job_steps WHERE ${JOB_GONE}`);
 const PRUNE_SIGNALS = statement(`DELETE FROM job_signals WHERE ${JOB_GONE}`);
 
@@ -164,8 +170,9 @@ export function* jobSteps(id: number): Script<JobStepsRow> {
 
 /**
  * Sends a signal (see {@linkcode SignalOutcome}); the job's row is locked
- * first, so a park committing meanwhile is seen. Wakes idle workers when it
- * made the job due.
+ * first, so a park committing meanwhile is seen. Delivered only to a job
+ * parked in a wait of its name that no signal in the mailbox answers yet;
+ * wakes idle workers when it made the job due.
  */
 export function* signal(dialect: Dialect, request: SignalRequest): Script<SignalOutcome> {
   const { jobId, name } = request;
@@ -175,8 +182,12 @@ export function* signal(dialect: Dialect, request: SignalRequest): Script<Signal
     return Number(row?.ended) === 1 ? "finished" : "not-found";
   }
   const now = clockParam(dialect, request.now);
+  // A signal of this name in the mailbox already answers a wait for it (that wait is due).
+  const answered = (yield* exec(HOLDS_SIGNAL, jobId, name)).rows.length > 0;
   yield* exec(INSERT_SIGNAL, jobId, name, request.payload, now);
-  if (job.token !== null || (yield* exec(DELIVER, jobId, now, name)).count === 0) {
+  if (
+    job.token !== null || answered || (yield* exec(DELIVER, jobId, now, name)).count === 0
+  ) {
     return "buffered";
   }
   yield* dialect.notify();

@@ -366,6 +366,21 @@ function register(test: ContractTest): void {
     assert.deepEqual([resumed?.id, resumed?.attempts], [id, 1], "a wait counts no attempt");
   });
 
+  test("signal() delivers once per wait: a second signal of the name while the first waits to be taken is buffered", async (store) => {
+    const id = await parkedInWait(store, "approve");
+    assert.equal(
+      await store.signal({ jobId: id, name: "approve", payload: '"first"', now: T0 + 60 }),
+      "delivered",
+    );
+    assert.equal(
+      await store.signal({ jobId: id, name: "approve", payload: '"second"', now: T0 + 61 }),
+      "buffered",
+      "the wait is answered by the first",
+    );
+    assert.deepEqual(await mailbox(store, id), [["approve", '"first"'], ["approve", '"second"']]);
+    assert.deepEqual(await claimableAt(store, T0 + 61, 2), [id]);
+  });
+
   test("signal() delivers by name to a wait keyed with its number (survey#2 waits for survey)", async (store) => {
     const id = await parkedInWait(store, "survey#2");
     assert.equal(
