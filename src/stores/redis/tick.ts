@@ -482,8 +482,8 @@ if #deleted > 0 then
   end
 end
 
--- The kept history's prune before the metrics' flush, whose log prune then finds the lines of
--- the jobs it forgot.
+-- The kept history's prune, before the log prune below, which then finds the lines of the jobs
+-- it forgot.
 local keptLeft = false
 if INPUT.pruneKept then keptLeft = History.pruneExpired() end
 -- Holds whose end passed a minute ago, after this settle's own holds, when a walk is due.
@@ -779,27 +779,24 @@ export async function settle(
   if (settlements.length === 0 && then === undefined && records.logs === undefined) {
     return await confirmOnly(redis, records);
   }
-  const times = [
-    ...settlements.map((s) => s.at),
-    ...(then === undefined ? [] : [then.now]),
-    ...(records.starts === undefined ? [] : [records.starts.now]),
-  ];
-  const now = times.length === 0 ? Date.now() : Math.max(...times);
+  // Loops, not spreads: a tick's settlements and lines may be more than a call takes arguments.
+  let latestSettled = -Infinity;
+  for (const { at } of settlements) latestSettled = Math.max(latestSettled, at);
+  const latest = Math.max(latestSettled, then?.now ?? -Infinity, records.starts?.now ?? -Infinity);
+  const now = Number.isFinite(latest) ? latest : Date.now();
   // Before the settles, not between them and the claim as on SQL (Lua cannot compute slots):
   // an overlap holder that settles in this call still holds the slots due now.
   if (then?.schedules !== undefined) await fireDue(redis, then.schedules, then.now);
   const { holds } = upkeep;
   const walkFrom = settlements.length > 0 || then !== undefined ? holds.next(now) : null;
-  const settledAt = settlements.length === 0 ? null : Math.max(...settlements.map((s) => s.at));
+  const settledAt = settlements.length === 0 ? null : latestSettled;
   const pruneKept = settledAt !== null && upkeep.finished.due(settledAt);
   const metricsBefore = settledAt !== null && upkeep.metrics.due(settledAt)
     ? settledAt - METRICS_RETENTION_MS
     : null;
   // As SQL's settle: at the latest time of its settlements and log lines.
-  const loggedAt = Math.max(
-    settledAt ?? -Infinity,
-    ...(records.logs?.lines ?? []).map((l) => l.at),
-  );
+  let loggedAt = settledAt ?? -Infinity;
+  for (const line of records.logs?.lines ?? []) loggedAt = Math.max(loggedAt, line.at);
   const pruneLogs = Number.isFinite(loggedAt) && upkeep.logs.due(loggedAt);
   const call = redis.call<{
     applied: unknown;

@@ -128,3 +128,32 @@ Deno.test({
     assert.equal(await holding(), 0, "the next settle went on with the rest, within the minute");
   },
 });
+
+Deno.test({
+  name:
+    "RedisStore: a settle carrying 200,000 log lines (a backlog after an outage) writes them under the job's cap",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestRedisStore(url!, { clock: "caller" });
+    const { store } = opened;
+    const [id] = await store.insertJobs([newJob()]);
+    await claim(store, { token: 1 });
+    const lines = Array.from({ length: 200_000 }, (_, n) => ({
+      jobId: id!,
+      attempt: 1,
+      at: T0 + n,
+      level: "info",
+      message: "",
+      fields: null,
+      encrypted: false,
+      bytes: 0,
+    }));
+    const settled = await store.settle(
+      [{ kind: "complete", id: id!, token: 1, at: T0 + 200_000, keepUntil: T0 + 3_600_000 }],
+      undefined,
+      { logs: { lines, maxBytesPerJob: 65_536 } },
+    );
+    assert.deepEqual(settled.applied, [true]);
+    assert.equal((await store.logs(id!)).length, 200_000, "0-byte lines all fit under the cap");
+  },
+});
