@@ -177,7 +177,7 @@ function recordsArgument(argument: string): { n: string; table: string; columns:
 export function statement(text: string, options: StatementOptions = {}): Statement {
   return {
     postgres: expand(text, "postgres"),
-    sqlite: expand(toQuestionMarks(text), "sqlite"),
+    sqlite: sqliteText(text),
     returnsRows: /^\s*(SELECT|WITH)\b/i.test(text) || /\bRETURNING\b/i.test(text),
     readsOnly: /^\s*SELECT\b/i.test(text) ||
       (/^\s*WITH\b/i.test(text) && !/\b(INSERT|UPDATE|DELETE)\b/i.test(text)),
@@ -186,36 +186,43 @@ export function statement(text: string, options: StatementOptions = {}): Stateme
 }
 
 /**
- * `$n` placeholders outside quoted literals as `?n`; or as a bare `?` each
- * when they are `$1` to `$N` once each in that order and no macro takes one
- * (the same bindings). `node:sqlite` binds a statement of many numbered
- * parameters far slower than one of as many bare ones: a 32-row insert of
- * 256 parameters took 5.4 µs of CPU per row with `?n`, 1.9 µs with `?`.
+ * SQLite's text of `text`: its `$n` placeholders as `?n`, its macros
+ * expanded; then, when the `?n` of that text (outside quoted literals) are
+ * `?1` to `?N` once each in that order and it holds no comment (which might
+ * hide one), each as a bare `?`: the same bindings. `node:sqlite` binds a
+ * statement of many numbered parameters far slower than one of as many
+ * bare ones: a 32-row insert of 256 parameters took 5.4 µs of CPU per row
+ * with `?n`, 1.9 µs with `?`.
  */
-function toQuestionMarks(text: string): string {
-  let numbered = "";
-  let bare = "";
-  // A macro's parameter (`{{ids $2}}`) is expanded later, as `?n`.
-  let inOrder = !/\{\{\w+\s*\$/.test(text);
+function sqliteText(text: string): string {
+  const numbered = expand(placeholders(text, "$", (digits) => `?${digits}`), "sqlite");
   let count = 0;
+  let inOrder = !/--|\/\*/.test(numbered);
+  const bare = placeholders(numbered, "?", (digits) => {
+    inOrder &&= Number(digits) === ++count;
+    return "?";
+  });
+  return inOrder ? bare : numbered;
+}
+
+/** `text` with each `<mark>n` outside quoted literals replaced by `to(n)`. */
+function placeholders(text: string, mark: string, to: (digits: string) => string): string {
+  let out = "";
   let quote: string | null = null;
   for (let index = 0; index < text.length; index++) {
     const char = text[index]!;
-    if (quote === null && char === "$" && /[0-9]/.test(text[index + 1] ?? "")) {
+    if (quote === null && char === mark && /[0-9]/.test(text[index + 1] ?? "")) {
       const digits = /^[0-9]+/.exec(text.slice(index + 1))![0];
-      inOrder &&= Number(digits) === ++count;
-      numbered += `?${digits}`;
-      bare += "?";
+      out += to(digits);
       index += digits.length;
       continue;
     }
     if (quote !== null) {
       if (char === quote) quote = null;
     } else if (char === "'" || char === '"') quote = char;
-    numbered += char;
-    bare += char;
+    out += char;
   }
-  return inOrder ? bare : numbered;
+  return out;
 }
 
 /** Expands the `{{macro argument}}` spots for `engine`. */

@@ -1,8 +1,9 @@
 /**
- * How one statement text becomes SQLite's: `$n` placeholders become bare
- * `?` when they are `$1` to `$N` once each in order (`node:sqlite` binds
- * those far faster in a statement of many parameters), `?n` otherwise, and
- * a placeholder inside a quoted literal is left alone. Each translation is
+ * How one statement text becomes SQLite's: its placeholders, macros'
+ * included, become bare `?` when they come as `?1` to `?N` once each in
+ * order (`node:sqlite` binds those far faster in a statement of many
+ * parameters), `?n` otherwise or when a comment might hide one, and a
+ * placeholder inside a quoted literal is left alone. Each translation is
  * also run on a real `node:sqlite` database, so that a wrong binding shows
  * as a wrong value, not only as a different text.
  *
@@ -56,9 +57,27 @@ const CASES: readonly {
   },
   {
     text: "SELECT json_array($1, (SELECT count(*) FROM {{ids $2}})) AS v",
-    sqlite: "SELECT json_array(?1, (SELECT count(*) FROM (SELECT value FROM json_each(?2)))) AS v",
+    sqlite: "SELECT json_array(?, (SELECT count(*) FROM (SELECT value FROM json_each(?)))) AS v",
     params: [9, "[1,2,3]"],
     row: [9, 3],
+  },
+  {
+    text: "SELECT json_array((SELECT count(*) FROM {{ids $2}}), $1) AS v",
+    sqlite: "SELECT json_array((SELECT count(*) FROM (SELECT value FROM json_each(?2))), ?1) AS v",
+    params: [9, "[1,2]"],
+    row: [2, 9],
+  },
+  {
+    text: "SELECT json_array('?1', $1) AS v",
+    sqlite: "SELECT json_array('?1', ?) AS v",
+    params: [3],
+    row: ["?1", 3],
+  },
+  {
+    text: "SELECT json_array($1, $2) AS v /* a comment */",
+    sqlite: "SELECT json_array(?1, ?2) AS v /* a comment */",
+    params: [1, 2],
+    row: [1, 2],
   },
 ];
 
