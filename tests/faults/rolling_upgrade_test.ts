@@ -4,8 +4,9 @@
  * code opens the same database, applying its newer steps (expand steps
  * only) under it, dispatches, and works beside it. Both run jobs; none is
  * lost or run twice; the old worker is still working at the end and stops
- * cleanly. Both codes also dispatch grouped jobs (limited per group) once
- * this code's steps are in, and both run them: none lost or run twice. On
+ * cleanly. Both codes also dispatch grouped jobs (at most 2 of a group at
+ * once) once this code's steps are in: none lost or run twice, and no group
+ * ever ran more than 2 at once across the two codes. On
  * SQLite, PostgreSQL and Redis (where the key layout has no new step).
  *
  * The earlier commit is the oldest this code can roll over: the commit on
@@ -174,17 +175,23 @@ class OldWorker implements AsyncDisposable {
   async line(type: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
     let exited = false;
     void this.child.status.then(() => exited = true);
-    const found = await waitUntil(() => {
+    const find = () => {
       for (const line of this.lines) {
         const parsed = JSON.parse(line) as Record<string, unknown>;
         if (parsed.type === type) return parsed;
       }
-      return exited ? "exited" : null;
-    }, { what: `the old worker's "${type}" line`, timeoutMs });
-    if (found === "exited") {
-      throw new Error(`The old worker exited before its "${type}" line: ${await this.stderr}`);
-    }
-    return found;
+      return null;
+    };
+    const found = await waitUntil(() => find() ?? (exited ? "exited" : null), {
+      what: `the old worker's "${type}" line`,
+      timeoutMs,
+    });
+    if (found !== "exited") return found;
+    // It may exit before its last lines were read: read them all, then look again.
+    await this.#reading;
+    const last = find();
+    if (last !== null) return last;
+    throw new Error(`The old worker exited before its "${type}" line: ${await this.stderr}`);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -359,7 +366,7 @@ for (const target of TARGETS) {
           await waitUntil(() => ranBy(oldPid), { what: "the old worker to run a job" });
           // This code's worker starts (its Web Workers load meanwhile): small chunks keep both fed
           // until it has run a job too, then the rest goes at once.
-          worker = queue.work({ concurrency: 4, pollMs: 50, leaseMs: 3_000 });
+          worker = queue.work({ concurrency: 4, pollMs: 50, leaseMs: 30_000 });
           while (!(await ranBy(Deno.pid))) {
             await dispatch(20);
             await waitUntil(async () => (await ranBy(Deno.pid)) || (await left()) <= 10, {
@@ -403,6 +410,18 @@ for (const target of TARGETS) {
           );
           assert.equal(lost, 0, "lost");
           assert.equal(twice, 0, "run twice");
+          // Each group's runs at once, from both codes together, never above its limit of 2.
+          const running = new Map<string, number>();
+          const most = new Map<string, number>();
+          for (const line of (await Deno.readTextFile(`${ledger}.groups`)).trim().split("\n")) {
+            const [mark, group] = line.split(" ") as [string, string];
+            const now = (running.get(group) ?? 0) + (mark === "+" ? 1 : -1);
+            running.set(group, now);
+            most.set(group, Math.max(most.get(group) ?? 0, now));
+          }
+          assert.deepEqual([...running.values()], [0, 0, 0, 0], "every group's runs ended");
+          console.log(`R21 ${target.kind}: most grouped runs at once, by group: ${[...most]}`);
+          assert.ok([...most.values()].every((n) => n <= 2), `most at once: ${[...most]}`);
           assert.ok((byPid.get(oldPid) ?? 0) > 0, "the old worker ran jobs");
           assert.ok((byPid.get(Deno.pid) ?? 0) > 0, "this code's worker ran jobs");
           assert.equal((await queue.counts()).default?.failed ?? 0, 0, "none failed");
