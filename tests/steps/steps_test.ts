@@ -914,6 +914,70 @@ storeTest(
 );
 
 storeTest(
+  "a sleep that outlasts the retry deadline still wakes (it is not a retry), and a failure after it is final; a retry due past the deadline is still refused",
+  async (db) => {
+    const clock = new ManualClock();
+    const runs = { first: 0, after: 0, boom: 0 };
+    const deadline = (at: Date) => new Date(at.getTime() + 60_000);
+    const sleeper = defineJob({
+      name: "sleeps-past-deadline",
+      schema: payload,
+      maxAttempts: 3,
+      backoff: [0],
+      retryUntil: deadline,
+      async handle(_, ctx) {
+        await ctx.step("first", () => runs.first++);
+        await ctx.sleep("long", 3_600_000);
+        await ctx.step("after", () => {
+          runs.after++;
+          throw new Error("after fails");
+        });
+      },
+    });
+    const retried = defineJob({
+      name: "retried-past-deadline",
+      schema: payload,
+      maxAttempts: 3,
+      backoff: [3_600_000],
+      jitter: 0,
+      retryUntil: deadline,
+      async handle(_, ctx) {
+        await ctx.sleep("nap", 1_000);
+        await ctx.step("boom", () => {
+          runs.boom++;
+          throw new Error("boom fails");
+        });
+      },
+    });
+    await using queue = await db.open({ jobs: [sleeper, retried], clock });
+    const sleeping = await queue.dispatch(sleeper, { n: 1 });
+    const failing = await queue.dispatch(retried, { n: 2 });
+    const worker = queue.work({ pollMs: 10 });
+    const finished = async (id: number) => {
+      const result = await queue.result(id);
+      return result?.state === "completed" || result?.state === "failed";
+    };
+    try {
+      await waitUntil(async () => (await queue.steps(sleeping)).length === 2, { what: "it slept" });
+      await waitUntil(async () => (await queue.steps(failing)).length === 1, { what: "it napped" });
+      clock.advance(1_000);
+      await waitUntil(() => Promise.resolve(runs.boom === 1), { what: "boom failed once" });
+      clock.advance(3_600_000);
+      await waitUntil(async () => await finished(sleeping) && await finished(failing), {
+        what: "both failed",
+      });
+    } finally {
+      await worker.stop();
+    }
+    const failed = new Map((await queue.failed()).map((job) => [job.id, job]));
+    assert.match(failed.get(sleeping)!.error, /after fails/, "it woke and ran past the deadline");
+    assert.equal(failed.get(sleeping)!.attempts, 1, "its failure past the deadline is final");
+    assert.deepEqual(runs, { first: 1, after: 1, boom: 1 });
+    assert.match(failed.get(failing)!.error, /retry deadline passed/);
+  },
+);
+
+storeTest(
   "a job parked in waitFor that is cancelled never wakes, and a signal to it answers finished (absurd: cancel sleeping task transitions run to cancelled)",
   async (db) => {
     let after = 0;
