@@ -2,9 +2,10 @@
  * Durable steps under real faults: worker processes killed with SIGKILL or
  * stopped with SIGTERM, a step that spins in synchronous code past its
  * timeout in a Web Worker, signals sent from another process, and many
- * jobs parked at once. Every test runs on each store (`storeTest`), its
+ * jobs parked at once; and an encrypted job's steps and signal in a Web
+ * Worker of this process. Every test runs on each store (`storeTest`), its
  * workers and signallers in child processes (tests/fixtures/steps/) on the
- * test's database (`db.childArgs()`), and counts what ran in a ledger file
+ * test's database (`db.childArgs()`) unless it says otherwise, and counts what ran in a ledger file
  * each step appends a line to (outside the database, so a step run twice
  * shows up twice). Waits are on conditions with generous deadlines; no
  * duration is asserted. The peer test each one follows is named in its
@@ -15,6 +16,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { ChildScript } from "../_child.ts";
+import { generateAppKey, isEncryptedPayload } from "../../src/encryption.ts";
 import { unfinishedCount, waitUntil } from "../_helpers.ts";
 import { type StoreContext, storeTest } from "../_stores.ts";
 import type { Queue } from "../../mod.ts";
@@ -24,6 +26,7 @@ import {
   napper,
   plain,
   readLedger,
+  sealedSteps,
   sleeper,
   SPIN_TIMEOUT_MS,
   spinningStep,
@@ -735,6 +738,42 @@ storeTest(
       assert.equal(stats.reason, "requested");
     } finally {
       await worker[Symbol.asyncDispose]();
+    }
+  },
+);
+
+storeTest(
+  "in a Web Worker, an encrypted job's step output and the signal it waits for are sealed at rest, and the job resumes after its wait with both opened, its step run once",
+  async (db) => {
+    const appKey = generateAppKey();
+    await using queue = await db.open({ jobs: JOBS, appKey });
+    const ledger = join(db.dir, "ledger.txt");
+    const id = await queue.dispatch(sealedSteps, { ledger, secret: "s3cret-pin" });
+    const worker = queue.work({ executor: "workers", pollMs: 20 });
+    try {
+      await waitUntil(
+        async () => (await queue.steps(id)).some((step) => step.state === "parked"),
+        { what: "the job parked in its wait", timeoutMs: DEADLINE_MS },
+      );
+      assert.equal(await queue.signal(id, "answer", { ok: "yes-answer" }), "delivered");
+      const result = await completed(queue, id);
+      assert.deepEqual(result.output, { secret: "s3cret-pin", answer: { ok: "yes-answer" } });
+    } finally {
+      await worker.stop();
+    }
+    const lines = readLedger(ledger).filter((line) => line.id === id);
+    assert.deepEqual(lines.map(({ what }) => what), ["secret", "answered"], "the step ran once");
+    assert.ok(lines.every(({ thread }) => thread.startsWith("worker-")), "ran in a Web Worker");
+    const listed = await queue.steps(id);
+    assert.deepEqual(listed.map(({ key, encrypted, output }) => ({ key, encrypted, output })), [
+      { key: "secret", encrypted: true, output: undefined },
+      { key: "answer", encrypted: true, output: undefined },
+    ]);
+    const { steps } = await (await db.store()).jobSteps(id);
+    assert.equal(steps.length, 2);
+    for (const step of steps) {
+      assert.ok(step.output !== null && isEncryptedPayload(step.output), `${step.key} is sealed`);
+      assert.ok(!step.output.includes("s3cret") && !step.output.includes("yes-answer"));
     }
   },
 );
