@@ -1046,3 +1046,44 @@ storeTest(
     assert.equal(runs, 2);
   },
 );
+
+storeTest(
+  "ctx.sleepUntil parks the job until that time by the queue's clock, listed with it, and then goes on past it",
+  async (db) => {
+    const clock = new ManualClock();
+    const wakeAt = new Date(clock.now() + 3_600_000);
+    let after = 0;
+    const job = defineJob({
+      name: "sleeps-until",
+      schema: payload,
+      async handle(_, ctx) {
+        await ctx.step("before", () => 1);
+        await ctx.sleepUntil("until-then", wakeAt);
+        after++;
+      },
+    });
+    await using queue = await db.open({ jobs: [job], clock });
+    const id = await queue.dispatch(job, { n: 1 });
+    const worker = queue.work({ pollMs: 10 });
+    try {
+      await waitUntil(async () => (await queue.steps(id)).length === 2, { what: "it slept" });
+      const [, sleep] = await queue.steps(id);
+      assert.deepEqual([sleep?.key, sleep?.kind, sleep?.until?.getTime()], [
+        "until-then",
+        "sleep",
+        wakeAt.getTime(),
+      ]);
+      clock.advance(3_600_000 - 1_000);
+      await new Promise((resolve) => setTimeout(resolve, 200)); // polls that must not wake it
+      assert.equal(after, 0, "not woken before its time");
+      clock.advance(1_000);
+      await waitUntil(async () => (await queue.result(id))?.state === "completed", {
+        what: "it woke and completed",
+      });
+    } finally {
+      await worker.stop();
+    }
+    assert.equal(after, 1);
+    assert.equal((await queue.result(id))?.attempts, 1);
+  },
+);
