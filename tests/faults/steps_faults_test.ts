@@ -26,17 +26,18 @@ import {
   napper,
   plain,
   readLedger,
-  sealedSteps,
   sleeper,
   SPIN_TIMEOUT_MS,
   spinningStep,
   tenSteps,
   waiter,
 } from "../fixtures/steps/jobs.ts";
+import { sealedSteps } from "../fixtures/steps/sealed_jobs.ts";
 
 const WORKER = new URL("../fixtures/steps/worker_child.ts", import.meta.url);
 const SIGNALLER = new URL("../fixtures/steps/signal_child.ts", import.meta.url);
 const JOBS = new URL("../fixtures/steps/jobs.ts", import.meta.url).href;
+const SEALED_JOBS = new URL("../fixtures/steps/sealed_jobs.ts", import.meta.url).href;
 /** How long a step of a test may take on a loaded machine before it counts as stuck. */
 const DEADLINE_MS = 60_000;
 
@@ -746,7 +747,7 @@ storeTest(
   "in a Web Worker, an encrypted job's step output and the signal it waits for are sealed at rest, and the job resumes after its wait with both opened, its step run once",
   async (db) => {
     const appKey = generateAppKey();
-    await using queue = await db.open({ jobs: JOBS, appKey });
+    await using queue = await db.open({ jobs: SEALED_JOBS, appKey });
     const ledger = join(db.dir, "ledger.txt");
     const id = await queue.dispatch(sealedSteps, { ledger, secret: "s3cret-pin" });
     const worker = queue.work({ executor: "workers", pollMs: 20 });
