@@ -628,7 +628,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       // Short of jobs ahead (none more due, or batch jobs given back): claim none ahead a while.
       if (limit > free && result.claimed.length < limit) this.#ahead.pause();
       const startable = await this.#middleware.check(result.claimed);
-      await this.#findParkResumes(startable);
+      if (startable.some((job) => job.retryUntil !== null)) await this.#findParkResumes(startable);
       // The claim started the jobs of the free slots; those claimed ahead wait for a confirmation.
       const ahead: ClaimedJob[] = [];
       for (const job of startable) {
@@ -712,7 +712,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 
   /** Notes which of `claimed` resume a parked run past their retry deadline (see park_resumes.ts). */
   async #findParkResumes(claimed: readonly ClaimedJob[]): Promise<void> {
-    for (const job of claimed) this.#parkResumes.delete(job.id);
+    if (this.#parkResumes.size > 0) { for (const job of claimed) this.#parkResumes.delete(job.id); }
     const now = this.#deps.clock.now();
     const resumes = await parkResumes(this.#deps.store, claimed, now, this.#options.leaseMs);
     for (const id of resumes) this.#parkResumes.add(id);

@@ -978,7 +978,7 @@ storeTest(
 );
 
 storeTest(
-  "a job parked in waitFor that is cancelled never wakes, and a signal to it answers finished (absurd: cancel sleeping task transitions run to cancelled)",
+  "a job parked in waitFor that is cancelled never wakes, and a signal to it answers finished",
   async (db) => {
     let after = 0;
     const job = defineJob({
