@@ -130,88 +130,103 @@ function webWorkerThreads(pid: number): string[] {
   return names;
 }
 
-storeTest(
-  "a 5-step job whose worker process is killed (SIGKILL) in the middle of step 3 is finished by a new process: steps 1, 2, 4 and 5 ran once, step 3 twice, and 5 memos are listed",
-  // Follows workflows.md §1c scenario 10, "process killed": OpenWorkflow's
-  // worker.test.ts "recovers from crashes during parallel step execution" and
-  // chaos.test.ts "workflow completes despite random worker deaths"; and
-  // scenario 9, River's resumable_test.go "SavesLastCompletedStepOnContextCancellation",
-  // here with the whole `work` process killed rather than stopped.
-  async (db) => {
-    await using queue = await db.open({ jobs: JOBS });
-    const ledger = join(db.dir, "ledger.txt");
-    const gate = join(db.dir, "gate");
-    const id = await queue.dispatch(fiveSteps, { ledger, gate });
+/**
+ * A 5-step job whose worker process, running it with `executor`, is killed
+ * (SIGKILL) in the middle of step 3, then finished by a new process.
+ * Follows workflows.md §1c scenario 10, "process killed": OpenWorkflow's
+ * worker.test.ts "recovers from crashes during parallel step execution" and
+ * chaos.test.ts "workflow completes despite random worker deaths"; and
+ * scenario 9, River's resumable_test.go "SavesLastCompletedStepOnContextCancellation",
+ * here with the whole `work` process killed rather than stopped.
+ */
+async function killMidStepThree(db: StoreContext, executor: "workers" | "isolate"): Promise<void> {
+  await using queue = await db.open({ jobs: JOBS });
+  const ledger = join(db.dir, "ledger.txt");
+  const gate = join(db.dir, "gate");
+  const id = await queue.dispatch(fiveSteps, { ledger, gate });
 
-    const first = await startWorker(db, { leaseMs: 2_000, pollMs: 50 });
-    try {
-      await waitUntil(() => runs(ledger, id).includes("step-3@1"), {
-        what: "step 3 started",
-        timeoutMs: DEADLINE_MS,
-      });
-    } finally {
-      await first[Symbol.asyncDispose](); // SIGKILL: the whole process, its Web Workers with it
-    }
-    assert.equal((await first.status).signal, "SIGKILL");
-    // What was recorded before step 3 began: steps 1 and 2, by attempt 1.
-    assert.deepEqual(
-      (await queue.steps(id)).map(({ key, output, attempt }) => ({ key, output, attempt })),
-      [
-        { key: "step-1", output: "step-1@1", attempt: 1 },
-        { key: "step-2", output: "step-2@1", attempt: 1 },
-      ],
-    );
+  const first = await startWorker(db, { executor, leaseMs: 2_000, pollMs: 50 });
+  try {
+    await waitUntil(() => runs(ledger, id).includes("step-3@1"), {
+      what: "step 3 started",
+      timeoutMs: DEADLINE_MS,
+    });
+  } finally {
+    await first[Symbol.asyncDispose](); // SIGKILL: the whole process (and its Web Workers)
+  }
+  assert.equal((await first.status).signal, "SIGKILL");
+  // What was recorded before step 3 began: steps 1 and 2, by attempt 1.
+  assert.deepEqual(
+    (await queue.steps(id)).map(({ key, output, attempt }) => ({ key, output, attempt })),
+    [
+      { key: "step-1", output: "step-1@1", attempt: 1 },
+      { key: "step-2", output: "step-2@1", attempt: 1 },
+    ],
+  );
 
-    await Deno.writeTextFile(gate, "open");
-    const second = await startWorker(db, { leaseMs: 2_000, pollMs: 50 });
-    try {
-      const result = await completed(queue, id);
-      assert.deepEqual(result.output, [
-        "step-1@1",
-        "step-2@1",
-        "step-3@2",
-        "step-4@2",
-        "step-5@2",
-      ]);
-      assert.equal(result.attempts, 2, "the kill cost one attempt");
-      await stopWorker(second);
-    } finally {
-      await second[Symbol.asyncDispose]();
-    }
-
-    const lines = readLedger(ledger).filter((line) => line.id === id);
-    assert.deepEqual(lines.map(({ what, attempt }) => `${what}@${attempt}`), [
+  await Deno.writeTextFile(gate, "open");
+  const second = await startWorker(db, { executor, leaseMs: 2_000, pollMs: 50 });
+  try {
+    const result = await completed(queue, id);
+    assert.deepEqual(result.output, [
       "step-1@1",
       "step-2@1",
-      "step-3@1",
       "step-3@2",
       "step-4@2",
       "step-5@2",
-      "finished@2",
     ]);
-    const pids = lines.map((line) => line.pid);
-    assert.equal(new Set(pids.slice(0, 3)).size, 1, "steps 1 to 3 ran in one process");
-    assert.equal(new Set(pids.slice(3)).size, 1, "the rest ran in one process");
-    assert.notEqual(pids[0], pids[3], "the second process finished the job");
-    assert.deepEqual(
-      (await queue.steps(id)).map(({ seq, key, kind, state, output, attempt }) => ({
-        seq,
-        key,
-        kind,
-        state,
-        output,
-        attempt,
-      })),
-      [1, 2, 3, 4, 5].map((n) => ({
-        seq: n,
-        key: `step-${n}`,
-        kind: "step",
-        state: "done",
-        output: `step-${n}@${n <= 2 ? 1 : 2}`,
-        attempt: n <= 2 ? 1 : 2,
-      })),
-    );
-  },
+    assert.equal(result.attempts, 2, "the kill cost one attempt");
+    await stopWorker(second);
+  } finally {
+    await second[Symbol.asyncDispose]();
+  }
+
+  const lines = readLedger(ledger).filter((line) => line.id === id);
+  assert.deepEqual(lines.map(({ what, attempt }) => `${what}@${attempt}`), [
+    "step-1@1",
+    "step-2@1",
+    "step-3@1",
+    "step-3@2",
+    "step-4@2",
+    "step-5@2",
+    "finished@2",
+  ]);
+  assert.ok(
+    lines.every(({ thread }) => thread.startsWith("worker-") === (executor === "workers")),
+    `every step ran ${executor === "workers" ? "in a Web Worker" : "in the worker's isolate"}`,
+  );
+  const pids = lines.map((line) => line.pid);
+  assert.equal(new Set(pids.slice(0, 3)).size, 1, "steps 1 to 3 ran in one process");
+  assert.equal(new Set(pids.slice(3)).size, 1, "the rest ran in one process");
+  assert.notEqual(pids[0], pids[3], "the second process finished the job");
+  assert.deepEqual(
+    (await queue.steps(id)).map(({ seq, key, kind, state, output, attempt }) => ({
+      seq,
+      key,
+      kind,
+      state,
+      output,
+      attempt,
+    })),
+    [1, 2, 3, 4, 5].map((n) => ({
+      seq: n,
+      key: `step-${n}`,
+      kind: "step",
+      state: "done",
+      output: `step-${n}@${n <= 2 ? 1 : 2}`,
+      attempt: n <= 2 ? 1 : 2,
+    })),
+  );
+}
+
+storeTest(
+  "a 5-step job whose worker process is killed (SIGKILL) in the middle of step 3 is finished by a new process: steps 1, 2, 4 and 5 ran once, step 3 twice, and 5 memos are listed",
+  (db) => killMidStepThree(db, "workers"),
+);
+
+storeTest(
+  "with the isolate executor too, a 5-step job whose worker process is killed (SIGKILL) in the middle of step 3 is finished by a new process that runs steps 3 to 5 only",
+  (db) => killMidStepThree(db, "isolate"),
 );
 
 storeTest(
