@@ -1087,3 +1087,37 @@ storeTest(
     assert.equal((await queue.result(id))?.attempts, 1);
   },
 );
+
+storeTest(
+  "a sleeping or waiting job keeps its unique key: a dispatch meanwhile is a duplicate, and one after it completed is not",
+  async (db) => {
+    const clock = new ManualClock();
+    const job = defineJob({
+      name: "unique-sleeper",
+      schema: payload,
+      uniqueForMs: 86_400_000,
+      uniqueId: () => "one",
+      async handle(_, ctx) {
+        await ctx.sleep("nap", 3_600_000);
+        await ctx.waitFor("go");
+      },
+    });
+    await using queue = await db.open({ jobs: [job], clock });
+    const id = await queue.dispatch(job, { n: 1 });
+    const worker = queue.work({ pollMs: 10 });
+    try {
+      await waitUntil(async () => (await queue.steps(id)).length === 1, { what: "it slept" });
+      assert.equal(await queue.dispatch(job, { n: 2 }), id, "a duplicate while it sleeps");
+      clock.advance(3_600_000);
+      await waitUntil(async () => (await queue.steps(id)).length === 2, { what: "it waited" });
+      assert.equal(await queue.dispatch(job, { n: 3 }), id, "a duplicate while it waits");
+      assert.equal(await queue.signal(id, "go", null), "delivered");
+      await waitUntil(async () => (await queue.result(id))?.state === "completed", {
+        what: "it completed",
+      });
+    } finally {
+      await worker.stop();
+    }
+    assert.notEqual(await queue.dispatch(job, { n: 4 }), id);
+  },
+);
