@@ -1121,3 +1121,46 @@ storeTest(
     assert.notEqual(await queue.dispatch(job, { n: 4 }), id);
   },
 );
+
+storeTest(
+  "with the isolate executor a step that ignores its signal past its timeoutMs still ends the attempt, and the next attempt records the step, not the late result",
+  async (db) => {
+    const late = Promise.withResolvers<void>();
+    let lateReturned = false;
+    const job = defineJob({
+      name: "stubborn-step",
+      schema: payload,
+      maxAttempts: 2,
+      backoff: [0],
+      async handle(_, ctx) {
+        await ctx.step("stubborn", async () => {
+          if (ctx.attempt > 1) return "on time";
+          await late.promise; // ignores its signal
+          lateReturned = true;
+          return "late";
+        }, { timeoutMs: 100 });
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const retries: string[] = [];
+    queue.addEventListener("job:retry", (event) => retries.push(String(event.detail.error)));
+    const id = await queue.dispatch(job, { n: 1 });
+    const worker = queue.work({ pollMs: 20 });
+    try {
+      await waitUntil(async () => (await queue.result(id))?.state === "completed", {
+        what: "attempt 2 completed while attempt 1's step still runs",
+      });
+      assert.equal(lateReturned, false);
+      late.resolve();
+      await waitUntil(() => Promise.resolve(lateReturned), { what: "the late step returned" });
+    } finally {
+      late.resolve();
+      await worker.stop();
+    }
+    assert.deepEqual(retries, ['StepTimeoutError: Step "stubborn" timed out after 100 ms']);
+    assert.deepEqual(
+      (await queue.steps(id)).map(({ key, attempt, output }) => [key, attempt, output]),
+      [["stubborn", 2, "on time"]],
+    );
+  },
+);
