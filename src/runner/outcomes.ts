@@ -98,11 +98,14 @@ export function expired(job: ClaimedJob, reason: string, now: number, keepUntil:
 /**
  * Why a claimed job must fail before its handler starts, or null when it may
  * run. `job.attempts` includes this claim, so the starts so far are one less.
+ * `resumesPark`: the claim resumes a run that parked in a sleep or a wait,
+ * not a new attempt, so a retry deadline passed meanwhile does not refuse it.
  */
 export function refusalBeforeStart(
   job: ClaimedJob,
   definition: JobDefinition | undefined,
   now: number,
+  resumesPark = false,
 ): string | null {
   // Claims ask only for known names; a store that ignores them still cannot run an unknown job.
   if (definition === undefined) {
@@ -118,7 +121,7 @@ export function refusalBeforeStart(
       ? "attempts spent: worker died during its last attempt"
       : `attempts spent: released ${started} times`;
   }
-  if (job.retryUntil !== null && now >= job.retryUntil) {
+  if (job.retryUntil !== null && now >= job.retryUntil && !resumesPark) {
     return `retry deadline passed at ${new Date(job.retryUntil).toISOString()}`;
   }
   return null;

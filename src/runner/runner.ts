@@ -44,6 +44,7 @@ import { JobLogBuffer } from "./log_buffer.ts";
 import { JobMetrics } from "./job_metrics.ts";
 import { LeaseKeeper } from "./lease_keeper.ts";
 import { MiddlewareCheck } from "./middleware_check.ts";
+import { parkResumes } from "./park_resumes.ts";
 import { PollSleep } from "./poll_sleep.ts";
 import { ProgressWrites } from "./progress_writes.ts";
 import type { ScheduleFirer } from "../schedules/firing.ts";
@@ -124,6 +125,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   readonly #timeouts = new AttemptTimeouts<RunningJob>((entry) => this.#timedOut(entry));
   readonly #finished = new SettleGroup();
   readonly #steps = new StepWrites();
+  /** Claimed jobs past their retry deadline that resume a parked run: they start all the same. */
+  readonly #parkResumes = new Set<number>();
   readonly #ahead: ClaimAhead;
   /**
    * When the next job is due (performance.now), read after a claim that took
@@ -625,6 +628,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       // Short of jobs ahead (none more due, or batch jobs given back): claim none ahead a while.
       if (limit > free && result.claimed.length < limit) this.#ahead.pause();
       const startable = await this.#middleware.check(result.claimed);
+      if (startable.some((job) => job.retryUntil !== null)) await this.#findParkResumes(startable);
       // The claim started the jobs of the free slots; those claimed ahead wait for a confirmation.
       const ahead: ClaimedJob[] = [];
       for (const job of startable) {
@@ -706,6 +710,14 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     }
   }
 
+  /** Notes which of `claimed` resume a parked run past their retry deadline (see park_resumes.ts). */
+  async #findParkResumes(claimed: readonly ClaimedJob[]): Promise<void> {
+    if (this.#parkResumes.size > 0) { for (const job of claimed) this.#parkResumes.delete(job.id); }
+    const now = this.#deps.clock.now();
+    const resumes = await parkResumes(this.#deps.store, claimed, now, this.#options.leaseMs);
+    for (const id of resumes) this.#parkResumes.add(id);
+  }
+
   #start(job: ClaimedJob): void {
     const definition = this.#deps.registry.get(job.name);
     const now = this.#deps.clock.now();
@@ -718,7 +730,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       });
       return;
     }
-    const refusal = refusalBeforeStart(job, definition, now);
+    const refusal = refusalBeforeStart(job, definition, now, this.#parkResumes.delete(job.id));
     if (refusal !== null || definition === undefined) {
       this.#settleLater({
         job,

@@ -2,9 +2,10 @@
  * Durable steps under real faults: worker processes killed with SIGKILL or
  * stopped with SIGTERM, a step that spins in synchronous code past its
  * timeout in a Web Worker, signals sent from another process, and many
- * jobs parked at once. Every test runs on each store (`storeTest`), its
+ * jobs parked at once; and an encrypted job's steps and signal in a Web
+ * Worker of this process. Every test runs on each store (`storeTest`), its
  * workers and signallers in child processes (tests/fixtures/steps/) on the
- * test's database (`db.childArgs()`), and counts what ran in a ledger file
+ * test's database (`db.childArgs()`) unless it says otherwise, and counts what ran in a ledger file
  * each step appends a line to (outside the database, so a step run twice
  * shows up twice). Waits are on conditions with generous deadlines; no
  * duration is asserted. The peer test each one follows is named in its
@@ -15,6 +16,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { ChildScript } from "../_child.ts";
+import { generateAppKey, isEncryptedPayload } from "../../src/encryption.ts";
 import { unfinishedCount, waitUntil } from "../_helpers.ts";
 import { type StoreContext, storeTest } from "../_stores.ts";
 import type { Queue } from "../../mod.ts";
@@ -30,10 +32,12 @@ import {
   tenSteps,
   waiter,
 } from "../fixtures/steps/jobs.ts";
+import { sealedSteps } from "../fixtures/steps/sealed_jobs.ts";
 
 const WORKER = new URL("../fixtures/steps/worker_child.ts", import.meta.url);
 const SIGNALLER = new URL("../fixtures/steps/signal_child.ts", import.meta.url);
 const JOBS = new URL("../fixtures/steps/jobs.ts", import.meta.url).href;
+const SEALED_JOBS = new URL("../fixtures/steps/sealed_jobs.ts", import.meta.url).href;
 /** How long a step of a test may take on a loaded machine before it counts as stuck. */
 const DEADLINE_MS = 60_000;
 
@@ -126,88 +130,103 @@ function webWorkerThreads(pid: number): string[] {
   return names;
 }
 
-storeTest(
-  "a 5-step job whose worker process is killed (SIGKILL) in the middle of step 3 is finished by a new process: steps 1, 2, 4 and 5 ran once, step 3 twice, and 5 memos are listed",
-  // Follows workflows.md §1c scenario 10, "process killed": OpenWorkflow's
-  // worker.test.ts "recovers from crashes during parallel step execution" and
-  // chaos.test.ts "workflow completes despite random worker deaths"; and
-  // scenario 9, River's resumable_test.go "SavesLastCompletedStepOnContextCancellation",
-  // here with the whole `work` process killed rather than stopped.
-  async (db) => {
-    await using queue = await db.open({ jobs: JOBS });
-    const ledger = join(db.dir, "ledger.txt");
-    const gate = join(db.dir, "gate");
-    const id = await queue.dispatch(fiveSteps, { ledger, gate });
+/**
+ * A 5-step job whose worker process, running it with `executor`, is killed
+ * (SIGKILL) in the middle of step 3, then finished by a new process.
+ * Follows workflows.md §1c scenario 10, "process killed": OpenWorkflow's
+ * worker.test.ts "recovers from crashes during parallel step execution" and
+ * chaos.test.ts "workflow completes despite random worker deaths"; and
+ * scenario 9, River's resumable_test.go "SavesLastCompletedStepOnContextCancellation",
+ * here with the whole `work` process killed rather than stopped.
+ */
+async function killMidStepThree(db: StoreContext, executor: "workers" | "isolate"): Promise<void> {
+  await using queue = await db.open({ jobs: JOBS });
+  const ledger = join(db.dir, "ledger.txt");
+  const gate = join(db.dir, "gate");
+  const id = await queue.dispatch(fiveSteps, { ledger, gate });
 
-    const first = await startWorker(db, { leaseMs: 2_000, pollMs: 50 });
-    try {
-      await waitUntil(() => runs(ledger, id).includes("step-3@1"), {
-        what: "step 3 started",
-        timeoutMs: DEADLINE_MS,
-      });
-    } finally {
-      await first[Symbol.asyncDispose](); // SIGKILL: the whole process, its Web Workers with it
-    }
-    assert.equal((await first.status).signal, "SIGKILL");
-    // What was recorded before step 3 began: steps 1 and 2, by attempt 1.
-    assert.deepEqual(
-      (await queue.steps(id)).map(({ key, output, attempt }) => ({ key, output, attempt })),
-      [
-        { key: "step-1", output: "step-1@1", attempt: 1 },
-        { key: "step-2", output: "step-2@1", attempt: 1 },
-      ],
-    );
+  const first = await startWorker(db, { executor, leaseMs: 2_000, pollMs: 50 });
+  try {
+    await waitUntil(() => runs(ledger, id).includes("step-3@1"), {
+      what: "step 3 started",
+      timeoutMs: DEADLINE_MS,
+    });
+  } finally {
+    await first[Symbol.asyncDispose](); // SIGKILL: the whole process (and its Web Workers)
+  }
+  assert.equal((await first.status).signal, "SIGKILL");
+  // What was recorded before step 3 began: steps 1 and 2, by attempt 1.
+  assert.deepEqual(
+    (await queue.steps(id)).map(({ key, output, attempt }) => ({ key, output, attempt })),
+    [
+      { key: "step-1", output: "step-1@1", attempt: 1 },
+      { key: "step-2", output: "step-2@1", attempt: 1 },
+    ],
+  );
 
-    await Deno.writeTextFile(gate, "open");
-    const second = await startWorker(db, { leaseMs: 2_000, pollMs: 50 });
-    try {
-      const result = await completed(queue, id);
-      assert.deepEqual(result.output, [
-        "step-1@1",
-        "step-2@1",
-        "step-3@2",
-        "step-4@2",
-        "step-5@2",
-      ]);
-      assert.equal(result.attempts, 2, "the kill cost one attempt");
-      await stopWorker(second);
-    } finally {
-      await second[Symbol.asyncDispose]();
-    }
-
-    const lines = readLedger(ledger).filter((line) => line.id === id);
-    assert.deepEqual(lines.map(({ what, attempt }) => `${what}@${attempt}`), [
+  await Deno.writeTextFile(gate, "open");
+  const second = await startWorker(db, { executor, leaseMs: 2_000, pollMs: 50 });
+  try {
+    const result = await completed(queue, id);
+    assert.deepEqual(result.output, [
       "step-1@1",
       "step-2@1",
-      "step-3@1",
       "step-3@2",
       "step-4@2",
       "step-5@2",
-      "finished@2",
     ]);
-    const pids = lines.map((line) => line.pid);
-    assert.equal(new Set(pids.slice(0, 3)).size, 1, "steps 1 to 3 ran in one process");
-    assert.equal(new Set(pids.slice(3)).size, 1, "the rest ran in one process");
-    assert.notEqual(pids[0], pids[3], "the second process finished the job");
-    assert.deepEqual(
-      (await queue.steps(id)).map(({ seq, key, kind, state, output, attempt }) => ({
-        seq,
-        key,
-        kind,
-        state,
-        output,
-        attempt,
-      })),
-      [1, 2, 3, 4, 5].map((n) => ({
-        seq: n,
-        key: `step-${n}`,
-        kind: "step",
-        state: "done",
-        output: `step-${n}@${n <= 2 ? 1 : 2}`,
-        attempt: n <= 2 ? 1 : 2,
-      })),
-    );
-  },
+    assert.equal(result.attempts, 2, "the kill cost one attempt");
+    await stopWorker(second);
+  } finally {
+    await second[Symbol.asyncDispose]();
+  }
+
+  const lines = readLedger(ledger).filter((line) => line.id === id);
+  assert.deepEqual(lines.map(({ what, attempt }) => `${what}@${attempt}`), [
+    "step-1@1",
+    "step-2@1",
+    "step-3@1",
+    "step-3@2",
+    "step-4@2",
+    "step-5@2",
+    "finished@2",
+  ]);
+  assert.ok(
+    lines.every(({ thread }) => thread.startsWith("worker-") === (executor === "workers")),
+    `every step ran ${executor === "workers" ? "in a Web Worker" : "in the worker's isolate"}`,
+  );
+  const pids = lines.map((line) => line.pid);
+  assert.equal(new Set(pids.slice(0, 3)).size, 1, "steps 1 to 3 ran in one process");
+  assert.equal(new Set(pids.slice(3)).size, 1, "the rest ran in one process");
+  assert.notEqual(pids[0], pids[3], "the second process finished the job");
+  assert.deepEqual(
+    (await queue.steps(id)).map(({ seq, key, kind, state, output, attempt }) => ({
+      seq,
+      key,
+      kind,
+      state,
+      output,
+      attempt,
+    })),
+    [1, 2, 3, 4, 5].map((n) => ({
+      seq: n,
+      key: `step-${n}`,
+      kind: "step",
+      state: "done",
+      output: `step-${n}@${n <= 2 ? 1 : 2}`,
+      attempt: n <= 2 ? 1 : 2,
+    })),
+  );
+}
+
+storeTest(
+  "a 5-step job whose worker process is killed (SIGKILL) in the middle of step 3 is finished by a new process: steps 1, 2, 4 and 5 ran once, step 3 twice, and 5 memos are listed",
+  (db) => killMidStepThree(db, "workers"),
+);
+
+storeTest(
+  "with the isolate executor too, a 5-step job whose worker process is killed (SIGKILL) in the middle of step 3 is finished by a new process that runs steps 3 to 5 only",
+  (db) => killMidStepThree(db, "isolate"),
 );
 
 storeTest(
@@ -735,6 +754,42 @@ storeTest(
       assert.equal(stats.reason, "requested");
     } finally {
       await worker[Symbol.asyncDispose]();
+    }
+  },
+);
+
+storeTest(
+  "in a Web Worker, an encrypted job's step output and the signal it waits for are sealed at rest, and the job resumes after its wait with both opened, its step run once",
+  async (db) => {
+    const appKey = generateAppKey();
+    await using queue = await db.open({ jobs: SEALED_JOBS, appKey });
+    const ledger = join(db.dir, "ledger.txt");
+    const id = await queue.dispatch(sealedSteps, { ledger, secret: "s3cret-pin" });
+    const worker = queue.work({ executor: "workers", pollMs: 20 });
+    try {
+      await waitUntil(
+        async () => (await queue.steps(id)).some((step) => step.state === "parked"),
+        { what: "the job parked in its wait", timeoutMs: DEADLINE_MS },
+      );
+      assert.equal(await queue.signal(id, "answer", { ok: "yes-answer" }), "delivered");
+      const result = await completed(queue, id);
+      assert.deepEqual(result.output, { secret: "s3cret-pin", answer: { ok: "yes-answer" } });
+    } finally {
+      await worker.stop();
+    }
+    const lines = readLedger(ledger).filter((line) => line.id === id);
+    assert.deepEqual(lines.map(({ what }) => what), ["secret", "answered"], "the step ran once");
+    assert.ok(lines.every(({ thread }) => thread.startsWith("worker-")), "ran in a Web Worker");
+    const listed = await queue.steps(id);
+    assert.deepEqual(listed.map(({ key, encrypted, output }) => ({ key, encrypted, output })), [
+      { key: "secret", encrypted: true, output: undefined },
+      { key: "answer", encrypted: true, output: undefined },
+    ]);
+    const { steps } = await (await db.store()).jobSteps(id);
+    assert.equal(steps.length, 2);
+    for (const step of steps) {
+      assert.ok(step.output !== null && isEncryptedPayload(step.output), `${step.key} is sealed`);
+      assert.ok(!step.output.includes("s3cret") && !step.output.includes("yes-answer"));
     }
   },
 );

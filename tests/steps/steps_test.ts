@@ -14,7 +14,7 @@ import { defineJob, type JobContext, PermanentError, type Queue } from "../../mo
 import { StepMismatchError, StepTimeoutError } from "../../src/errors.ts";
 import { generateAppKey } from "../../src/encryption.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
-import { waitUntil } from "../_helpers.ts";
+import { ManualClock, nextEvent, waitUntil } from "../_helpers.ts";
 import { storeTest } from "../_stores.ts";
 
 const payload = z.object({ n: z.number() });
@@ -841,5 +841,326 @@ storeTest(
     await workUntilEmpty(queue);
     assert.equal((await queue.result(id))?.state, "completed");
     assert.deepEqual(runs, { a: 1, b: 2, c: 1 }, "a and c were recorded by attempt 1");
+  },
+);
+
+storeTest(
+  "a worker that lost its job's lease cannot record a step: the store refuses its late step, and the attempt that took the job over records it",
+  async (db) => {
+    const clock = new ManualClock();
+    const late = Promise.withResolvers<void>();
+    const current = Promise.withResolvers<void>();
+    const refusals: string[] = [];
+    let firstRuns = 0;
+    const job = defineJob({
+      name: "lost-lease",
+      schema: payload,
+      maxAttempts: 3,
+      async handle(_, ctx) {
+        await ctx.step("first", () => ++firstRuns);
+        try {
+          await ctx.step("second", async () => {
+            await (ctx.attempt === 1 ? late : current).promise;
+            return `attempt ${ctx.attempt}`;
+          });
+        } catch (error) {
+          refusals.push((error as Error).message);
+          throw error;
+        }
+      },
+    });
+    // A lease long in real time: worker A never renews during the test, while the shared clock
+    // is moved past it, so worker B takes the job over and A's attempt goes on unaware.
+    const dead = { leaseMs: 60_000, pollMs: 10 } as const;
+    await using queueA = await db.open({ jobs: [job], clock });
+    await using queueB = await db.open({ jobs: [job], clock });
+    const id = await queueA.dispatch(job, { n: 1 });
+    const workerA = queueA.work(dead);
+    let workerB: ReturnType<Queue["work"]> | undefined;
+    try {
+      await waitUntil(async () => (await queueA.steps(id)).length === 1, {
+        what: "attempt 1 recorded its first step",
+      });
+      clock.advance(dead.leaseMs + 1);
+      const started = nextEvent<{ attempt: number }>(queueB, "job:start");
+      workerB = queueB.work(dead);
+      assert.equal((await started).attempt, 2);
+
+      late.resolve(); // A's step ends after B took the job over
+      await waitUntil(() => Promise.resolve(refusals.length === 1), { what: "A's step refused" });
+      assert.match(
+        refusals[0]!,
+        new RegExp(`Step "second" of job ${id} was not recorded: the job's lease was lost`),
+      );
+      assert.deepEqual((await queueB.steps(id)).map(({ key }) => key), ["first"]);
+
+      current.resolve();
+      await waitUntil(async () => (await queueB.result(id))?.state === "completed", {
+        what: "B completed it",
+      });
+    } finally {
+      late.resolve();
+      current.resolve();
+      await workerA.stop();
+      await workerB?.stop();
+    }
+    const steps = await queueB.steps(id);
+    assert.deepEqual(steps.map(({ key, attempt, output }) => ({ key, attempt, output })), [
+      { key: "first", attempt: 1, output: 1 },
+      { key: "second", attempt: 2, output: "attempt 2" },
+    ]);
+    assert.equal(firstRuns, 1);
+  },
+);
+
+storeTest(
+  "a sleep that outlasts the retry deadline still wakes (it is not a retry), and a failure after it is final; a retry due past the deadline is still refused",
+  async (db) => {
+    const clock = new ManualClock();
+    const runs = { first: 0, after: 0, boom: 0 };
+    const deadline = (at: Date) => new Date(at.getTime() + 60_000);
+    const sleeper = defineJob({
+      name: "sleeps-past-deadline",
+      schema: payload,
+      maxAttempts: 3,
+      backoff: [0],
+      retryUntil: deadline,
+      async handle(_, ctx) {
+        await ctx.step("first", () => runs.first++);
+        await ctx.sleep("long", 3_600_000);
+        await ctx.step("after", () => {
+          runs.after++;
+          throw new Error("after fails");
+        });
+      },
+    });
+    const retried = defineJob({
+      name: "retried-past-deadline",
+      schema: payload,
+      maxAttempts: 3,
+      backoff: [3_600_000],
+      jitter: 0,
+      retryUntil: deadline,
+      async handle(_, ctx) {
+        await ctx.sleep("nap", 1_000);
+        await ctx.step("boom", () => {
+          runs.boom++;
+          throw new Error("boom fails");
+        });
+      },
+    });
+    await using queue = await db.open({ jobs: [sleeper, retried], clock });
+    const sleeping = await queue.dispatch(sleeper, { n: 1 });
+    const failing = await queue.dispatch(retried, { n: 2 });
+    const worker = queue.work({ pollMs: 10 });
+    const finished = async (id: number) => {
+      const result = await queue.result(id);
+      return result?.state === "completed" || result?.state === "failed";
+    };
+    try {
+      await waitUntil(async () => (await queue.steps(sleeping)).length === 2, { what: "it slept" });
+      await waitUntil(async () => (await queue.steps(failing)).length === 1, { what: "it napped" });
+      clock.advance(1_000);
+      await waitUntil(() => Promise.resolve(runs.boom === 1), { what: "boom failed once" });
+      clock.advance(3_600_000);
+      await waitUntil(async () => await finished(sleeping) && await finished(failing), {
+        what: "both failed",
+      });
+    } finally {
+      await worker.stop();
+    }
+    const failed = new Map((await queue.failed()).map((job) => [job.id, job]));
+    assert.match(failed.get(sleeping)!.error, /after fails/, "it woke and ran past the deadline");
+    assert.equal(failed.get(sleeping)!.attempts, 1, "its failure past the deadline is final");
+    assert.deepEqual(runs, { first: 1, after: 1, boom: 1 });
+    assert.match(failed.get(failing)!.error, /retry deadline passed/);
+  },
+);
+
+storeTest(
+  "a job parked in waitFor that is cancelled never wakes, and a signal to it answers finished",
+  async (db) => {
+    let after = 0;
+    const job = defineJob({
+      name: "cancelled-wait",
+      schema: payload,
+      async handle(_, ctx) {
+        await ctx.waitFor("approve");
+        after++;
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    const worker = queue.work({ pollMs: 20 });
+    try {
+      await waitUntil(async () => (await queue.steps(id)).length === 1, { what: "it waited" });
+      assert.equal(await queue.cancel(id), "cancelled");
+      assert.equal(await queue.signal(id, "approve", true), "finished");
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    } finally {
+      await worker.stop();
+    }
+    assert.equal(after, 0);
+    assert.equal((await queue.result(id))?.state, "cancelled");
+  },
+);
+
+storeTest(
+  "a step output that fails its output schema is not recorded and fails the attempt, naming it; a recorded output that no longer fits it fails the job for good",
+  async (db) => {
+    let runs = 0;
+    let schema: z.ZodType<unknown> = z.number();
+    const job = defineJob({
+      name: "checked-output",
+      schema: payload,
+      maxAttempts: 3,
+      backoff: [0],
+      async handle(_, ctx) {
+        await ctx.step("count", () => ++runs === 1 ? "one" : runs, { output: schema });
+        if (ctx.attempt === 2) throw new Error("fails after count");
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const retries: string[] = [];
+    queue.addEventListener("job:retry", (event) => {
+      retries.push(String((event as CustomEvent<{ error: unknown }>).detail.error));
+    });
+    const id = await queue.dispatch(job, { n: 1 });
+    await queue.work({ maxJobs: 2, stopWhenEmpty: true }).done;
+    assert.equal(retries.length, 2);
+    assert.match(
+      retries[0]!,
+      /ValidationError: Cannot store step "count" of "checked-output": step output: value: /,
+    );
+    assert.deepEqual(
+      (await queue.steps(id)).map(({ key, attempt, output }) => [key, attempt, output]),
+      [
+        ["count", 2, 2],
+      ],
+    );
+    schema = z.string(); // the code changed the step's schema under the running job
+    await workUntilEmpty(queue);
+    const [failed] = await queue.failed();
+    assert.equal(failed?.attempts, 3);
+    assert.match(failed!.error, /PayloadIntegrityError: .*does not match the step's output schema/);
+    assert.equal(runs, 2);
+  },
+);
+
+storeTest(
+  "ctx.sleepUntil parks the job until that time by the queue's clock, listed with it, and then goes on past it",
+  async (db) => {
+    const clock = new ManualClock();
+    const wakeAt = new Date(clock.now() + 3_600_000);
+    let after = 0;
+    const job = defineJob({
+      name: "sleeps-until",
+      schema: payload,
+      async handle(_, ctx) {
+        await ctx.step("before", () => 1);
+        await ctx.sleepUntil("until-then", wakeAt);
+        after++;
+      },
+    });
+    await using queue = await db.open({ jobs: [job], clock });
+    const id = await queue.dispatch(job, { n: 1 });
+    const worker = queue.work({ pollMs: 10 });
+    try {
+      await waitUntil(async () => (await queue.steps(id)).length === 2, { what: "it slept" });
+      const [, sleep] = await queue.steps(id);
+      assert.deepEqual([sleep?.key, sleep?.kind, sleep?.until?.getTime()], [
+        "until-then",
+        "sleep",
+        wakeAt.getTime(),
+      ]);
+      clock.advance(3_600_000 - 1_000);
+      await new Promise((resolve) => setTimeout(resolve, 200)); // polls that must not wake it
+      assert.equal(after, 0, "not woken before its time");
+      clock.advance(1_000);
+      await waitUntil(async () => (await queue.result(id))?.state === "completed", {
+        what: "it woke and completed",
+      });
+    } finally {
+      await worker.stop();
+    }
+    assert.equal(after, 1);
+    assert.equal((await queue.result(id))?.attempts, 1);
+  },
+);
+
+storeTest(
+  "a sleeping or waiting job keeps its unique key: a dispatch meanwhile is a duplicate, and one after it completed is not",
+  async (db) => {
+    const clock = new ManualClock();
+    const job = defineJob({
+      name: "unique-sleeper",
+      schema: payload,
+      uniqueForMs: 86_400_000,
+      uniqueId: () => "one",
+      async handle(_, ctx) {
+        await ctx.sleep("nap", 3_600_000);
+        await ctx.waitFor("go");
+      },
+    });
+    await using queue = await db.open({ jobs: [job], clock });
+    const id = await queue.dispatch(job, { n: 1 });
+    const worker = queue.work({ pollMs: 10 });
+    try {
+      await waitUntil(async () => (await queue.steps(id)).length === 1, { what: "it slept" });
+      assert.equal(await queue.dispatch(job, { n: 2 }), id, "a duplicate while it sleeps");
+      clock.advance(3_600_000);
+      await waitUntil(async () => (await queue.steps(id)).length === 2, { what: "it waited" });
+      assert.equal(await queue.dispatch(job, { n: 3 }), id, "a duplicate while it waits");
+      assert.equal(await queue.signal(id, "go", null), "delivered");
+      await waitUntil(async () => (await queue.result(id))?.state === "completed", {
+        what: "it completed",
+      });
+    } finally {
+      await worker.stop();
+    }
+    assert.notEqual(await queue.dispatch(job, { n: 4 }), id);
+  },
+);
+
+storeTest(
+  "with the isolate executor a step that ignores its signal past its timeoutMs still ends the attempt, and the next attempt records the step, not the late result",
+  async (db) => {
+    const late = Promise.withResolvers<void>();
+    let lateReturned = false;
+    const job = defineJob({
+      name: "stubborn-step",
+      schema: payload,
+      maxAttempts: 2,
+      backoff: [0],
+      async handle(_, ctx) {
+        await ctx.step("stubborn", async () => {
+          if (ctx.attempt > 1) return "on time";
+          await late.promise; // ignores its signal
+          lateReturned = true;
+          return "late";
+        }, { timeoutMs: 100 });
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const retries: string[] = [];
+    queue.addEventListener("job:retry", (event) => retries.push(String(event.detail.error)));
+    const id = await queue.dispatch(job, { n: 1 });
+    const worker = queue.work({ pollMs: 20 });
+    try {
+      await waitUntil(async () => (await queue.result(id))?.state === "completed", {
+        what: "attempt 2 completed while attempt 1's step still runs",
+      });
+      assert.equal(lateReturned, false);
+      late.resolve();
+      await waitUntil(() => Promise.resolve(lateReturned), { what: "the late step returned" });
+    } finally {
+      late.resolve();
+      await worker.stop();
+    }
+    assert.deepEqual(retries, ['StepTimeoutError: Step "stubborn" timed out after 100 ms']);
+    assert.deepEqual(
+      (await queue.steps(id)).map(({ key, attempt, output }) => [key, attempt, output]),
+      [["stubborn", 2, "on time"]],
+    );
   },
 );
