@@ -37,7 +37,10 @@ import { SqlStore } from "../sql/sql_store.ts";
 export interface PostgresStoreOptions {
   /**
    * The schema the queue's tables live in, created if missing; a name of
-   * letters, digits and underscores.
+   * letters, digits and underscores. The URL's `schema` parameter
+   * (`postgres://host/app?schema=jobs`) gives it too, so that every place
+   * that takes a URL (`QUEUE_DB`, the CLI's `--db`) takes it; this option
+   * wins.
    * @default {"public"}
    */
   schema?: string;
@@ -87,7 +90,10 @@ export class PostgresStore extends SqlStore {
     super(engine, postgresDialect({ channel, dbClock }), steps);
   }
 
-  /** Connects to `url` (`postgres://…`), creates the schema if missing and migrates it. */
+  /**
+   * Connects to `url` (`postgres://…`, an optional `schema` parameter),
+   * creates the schema if missing and migrates it.
+   */
   static open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
     return PostgresStore.openWithSteps(url, options, migrations);
   }
@@ -102,7 +108,13 @@ export class PostgresStore extends SqlStore {
     options: PostgresStoreOptions,
     steps: readonly Migration[],
   ): Promise<PostgresStore> {
-    const schema = options.schema ?? "public";
+    if (!isPostgresUrl(url)) {
+      throw new TypeError(
+        `url must start with postgres:// or postgresql://: got ${redactPassword(url)}`,
+      );
+    }
+    const { server, schema: schemaOfUrl } = schemaParameter(url);
+    const schema = options.schema ?? schemaOfUrl ?? "public";
     // Lower case only (the unquoted name in search_path is folded to lower case), and short
     // enough that "renox_queue_" + schema is a valid NOTIFY channel (63 bytes).
     if (!/^[a-z_][a-z0-9_]{0,50}$/.test(schema)) {
@@ -128,13 +140,8 @@ export class PostgresStore extends SqlStore {
         `connectTimeoutMs must be a number of ms >= 1000: got ${shown(connectTimeoutMs)}`,
       );
     }
-    if (!isPostgresUrl(url)) {
-      throw new TypeError(
-        `url must start with postgres:// or postgresql://: got ${redactPassword(url)}`,
-      );
-    }
     const connect = () => {
-      const sql = postgres(url, {
+      const sql = postgres(server, {
         max: maxConnections,
         connect_timeout: Math.ceil(connectTimeoutMs / 1000),
         onnotice: () => {},
@@ -162,6 +169,25 @@ export class PostgresStore extends SqlStore {
     }
     return store;
   }
+}
+
+/**
+ * `url`'s `schema` parameter, and the URL without it for the driver (which
+ * would send it to the server as a setting of that name); the URL as given
+ * when it has none.
+ */
+function schemaParameter(url: string): { server: string; schema: string | undefined } {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    // The driver reads URLs the URL parser refuses (several hosts): no parameter of ours there.
+    return { server: url, schema: undefined };
+  }
+  const schema = parsed.searchParams.get("schema") ?? undefined;
+  if (schema === undefined) return { server: url, schema };
+  parsed.searchParams.delete("schema");
+  return { server: parsed.href, schema };
 }
 
 /** An int8 column's text as a number, refusing one a JavaScript number cannot hold exactly. */

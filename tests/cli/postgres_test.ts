@@ -1,0 +1,167 @@
+/**
+ * The CLI on PostgreSQL: `--db postgres://…?schema=…` (and `QUEUE_DB`)
+ * reaches the PostgreSQL store for every command, in the URL's `schema`;
+ * the store takes the parameter as its `schema` option (the option wins)
+ * and never sends it to the server. Runs when `QUEUE_TEST_POSTGRES_URL` is
+ * set; each case uses a schema of its own, dropped afterwards.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { z } from "zod";
+import { defineJob, Queue } from "../../mod.ts";
+import { PostgresStore } from "../../src/stores/postgres/mod.ts";
+import { redactPassword } from "../../src/stores/database_url.ts";
+import { freshSchema, postgresTestUrl } from "../_postgres.ts";
+import { runCli } from "../fixtures/cli/cli_process.ts";
+import { recordSteps, stepMemo } from "../fixtures/steps/recorded_steps.ts";
+
+const onboard = defineJob({ name: "cli.onboard", schema: z.null(), queue: "steps", handle() {} });
+
+const url = postgresTestUrl();
+if (url === null) {
+  console.log("CLI tests on PostgreSQL skipped: QUEUE_TEST_POSTGRES_URL is not set");
+}
+
+/** The test server's URL with `schema` as its `schema` parameter. */
+function withSchema(schema: string): string {
+  const target = new URL(url!);
+  target.searchParams.set("schema", schema);
+  return target.href;
+}
+
+/** The schemas of the test database whose name is `schema`. */
+async function schemasNamed(schema: string): Promise<number> {
+  await using store = await PostgresStore.open(url!, { migrate: false });
+  const rows = await store.transaction((tx) =>
+    tx.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM information_schema.schemata WHERE schema_name = $1",
+      [schema],
+    )
+  );
+  return rows[0]!.n;
+}
+
+/** Registers a test that needs the server, with a fresh schema dropped afterwards. */
+function postgresTest(name: string, fn: (db: string, schema: string) => Promise<void>): void {
+  Deno.test({
+    name,
+    ignore: url === null,
+    async fn() {
+      const schema = freshSchema();
+      try {
+        await fn(withSchema(schema), schema);
+      } finally {
+        await using dropper = await PostgresStore.open(url!, { migrate: false });
+        await dropper.transaction((tx) => tx.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
+      }
+    },
+  });
+}
+
+postgresTest(
+  "PostgresStore.open() takes the URL's schema parameter as its schema, and the option over it",
+  async (db, schema) => {
+    {
+      await using store = await PostgresStore.open(db);
+      await using queue = await Queue.open({ store, jobs: [onboard] });
+      await queue.dispatch(onboard, null);
+      const [row] = await store.transaction((tx) =>
+        tx.query<{ schema: string; jobs: number }>(
+          "SELECT current_schema() AS schema, (SELECT count(*)::int FROM jobs) AS jobs",
+          [],
+        )
+      );
+      assert.deepEqual(row, { schema, jobs: 1 });
+    }
+    const other = freshSchema();
+    try {
+      await using store = await PostgresStore.open(db, { schema: other });
+      const [row] = await store.transaction((tx) =>
+        tx.query<{ schema: string }>("SELECT current_schema() AS schema", [])
+      );
+      assert.equal(row?.schema, other, "the option wins");
+    } finally {
+      await using dropper = await PostgresStore.open(url!, { migrate: false });
+      await dropper.transaction((tx) => tx.query(`DROP SCHEMA IF EXISTS "${other}" CASCADE`));
+    }
+  },
+);
+
+Deno.test({
+  name: "PostgresStore.open() refuses a schema parameter that is not a schema name, naming it",
+  ignore: url === null,
+  async fn() {
+    const target = new URL(url!);
+    target.searchParams.set("schema", "Jobs; DROP");
+    await assert.rejects(
+      () => PostgresStore.open(target.href),
+      (error: Error) =>
+        error instanceof TypeError && /^schema must be .*got "Jobs; DROP"$/.test(error.message),
+    );
+  },
+});
+
+postgresTest(
+  "CLI migrate --db postgres://…?schema= makes the tables in that schema and names the URL without its password",
+  async (db, schema) => {
+    const result = await runCli(["migrate", "--db", db]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(
+      result.stdout,
+      new RegExp(`${RegExp.escape(redactPassword(db))} is at schema version \\d+\n$`),
+    );
+    assert.equal(await schemasNamed(schema), 1);
+  },
+);
+
+postgresTest("CLI migrate reads the schema from QUEUE_DB's URL", async (db, schema) => {
+  const result = await runCli(["migrate"], { QUEUE_DB: db });
+  assert.equal(result.code, 0, result.stderr);
+  assert.equal(await schemasNamed(schema), 1);
+});
+
+postgresTest(
+  "CLI signal and steps --db postgres://…?schema= answer a job's wait there: delivered to its wait, buffered under another name, not-found exits 1; steps lists its memos",
+  async (db, schema) => {
+    const store = await PostgresStore.open(url!, { schema });
+    await using queue = await Queue.open({ store, jobs: [onboard] });
+    const waiting = await queue.dispatch(onboard, null);
+    await recordSteps(store, "steps", waiting, [stepMemo(1, "create-account", '{"n":1}')], {
+      kind: "wait",
+      seq: 2,
+      key: "survey",
+      until: null,
+    });
+
+    const delivered = await runCli([
+      "signal",
+      String(waiting),
+      "survey",
+      '{"score": 9}',
+      "--db",
+      db,
+    ]);
+    assert.equal(delivered.code, 0, delivered.stderr);
+    assert.match(
+      delivered.stdout,
+      new RegExp(`^delivered: job ${waiting} was waiting for "survey"`),
+    );
+    const again = await runCli(["signal", String(waiting), "other", "--db", db]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stdout, new RegExp(`^buffered: kept in job ${waiting}'s mailbox`));
+    assert.deepEqual(
+      (await store.jobSteps(waiting)).signals.map(({ name, payload }) => [name, payload]),
+      [["survey", '{"score":9}'], ["other", "null"]],
+    );
+    const unknown = await runCli(["signal", "999999", "survey", "--db", db]);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /not-found: no job 999999/);
+
+    const shown = await runCli(["steps", String(waiting), "--db", db]);
+    assert.equal(shown.code, 0, shown.stderr);
+    const lines = shown.stdout.trimEnd().split("\n");
+    assert.match(lines[2]!, /^\s*1\s+create-account\s+step\s+done\s+1\s+12 ms\s+\{"n":1\}$/);
+    assert.match(lines[3]!, /^\s*2\s+survey\s+wait\s+parked\b/);
+  },
+);
