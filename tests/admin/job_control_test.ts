@@ -587,6 +587,7 @@ Deno.test("the claim's pause check is one primary-key lookup inside the claim's 
     let next = script.next();
     while (!next.done) {
       const step = next.value;
+      if (typeof step === "symbol") throw new Error("a claim asks for no wake-up");
       steps.push(step);
       next = "each" in step
         ? script.next(step.each.map(() => ({ rows: [{ priority: 0 }], count: 1 })))
