@@ -77,7 +77,7 @@ export class PostgresEngine implements Engine {
 
   /**
    * Runs the script in one transaction, or statement by statement on the
-   * pool; then, when it asked for one, sends a wake-up (see
+   * pool; then, when it asked for one, sends a wake-up on its way (see
    * {@linkcode Engine.run}).
    */
   async run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
@@ -108,7 +108,7 @@ export class PostgresEngine implements Engine {
       );
     });
     // Only here, once the transaction has committed: a rollback rejected above.
-    if (wakeUp.asked) await this.#wake();
+    if (wakeUp.asked) this.#wake();
     return result;
   }
 
@@ -117,7 +117,7 @@ export class PostgresEngine implements Engine {
     this.#assertUsable();
     const wakeUp = new WakeUpAsked();
     const result = await this.#connected(() => this.#transaction(fn, wakeUp));
-    if (wakeUp.asked) await this.#wake();
+    if (wakeUp.asked) this.#wake();
     return result;
   }
 
@@ -225,11 +225,12 @@ export class PostgresEngine implements Engine {
 
   /**
    * Sends `NOTIFY` on the channel after the caller's commit, one for every
-   * call made while the previous one was on its way (see `./wake_ups.ts`);
-   * nothing once the engine is closing. Never rejects.
+   * call made while the previous one was on its way (see `./wake_ups.ts`),
+   * without holding up the caller: `close()` waits for it. Nothing once the
+   * engine is closing.
    */
-  #wake(): Promise<void> {
-    return this.#closed ? Promise.resolve() : this.#wakeUps.wake();
+  #wake(): void {
+    if (!this.#closed) void this.#wakeUps.wake();
   }
 
   /** Closes every connection, once the wake-ups asked for have left; later calls fail. */

@@ -10,7 +10,9 @@
  * flush), many writes share one message and commit side by side. Every
  * wake-up of the PostgreSQL store goes this way: a script asks for one
  * (`wakeAfterCommit` in `../sql/script.ts`) and the engine sends it here
- * once the script's transaction has committed.
+ * once the script's transaction has committed, without holding up the
+ * script's caller (a worker's settle waiting a round trip more for each
+ * wake-up drained grouped jobs slower than the `NOTIFY` inside it did).
  *
  * @internal
  * @module

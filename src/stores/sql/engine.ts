@@ -45,9 +45,10 @@ export interface Engine {
    * Runs the script `start` makes; `start` is called again for each retry.
    * When the script asked for a wake-up (`wakeAfterCommit`), other
    * processes' watchers are told after its writes commit, never when they
-   * roll back, and the call resolves once they have been (best effort: a
-   * wake-up that fails is dropped, watchers also poll). Engines whose
-   * watchers notice commits by themselves send nothing.
+   * roll back. The call resolves at the commit, without waiting for the
+   * wake-up, which `close()` waits for (best effort: a wake-up that fails is
+   * dropped, watchers also poll). Engines whose watchers notice commits by
+   * themselves send nothing.
    */
   run<T>(start: () => Script<T>, mode: RunMode): Promise<T>;
   /**

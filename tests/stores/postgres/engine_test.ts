@@ -92,24 +92,31 @@ async function engineWithListener() {
         .then((rows) => ({ payload, marks: rows.map((row) => Number(row.n)) })),
     );
   });
-  /** Sends a message of the test's own and resolves with every message heard up to it. */
-  const upToMarker = async () => {
-    await admin.unsafe("SELECT pg_notify($1, 'marker')", [channel]);
+  /** Waits until `count` messages were heard; every message heard so far. */
+  const heardAtLeast = async (count: number) => {
     const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline) {
-      const all = await Promise.all(heard);
-      const at = all.findIndex((message) => message.payload === "marker");
-      if (at >= 0) {
-        heard.splice(0, at + 1);
-        return all.slice(0, at);
-      }
+    while (heard.length < count && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
-    throw new Error("the test's own message never came back");
+    return await Promise.all(heard);
+  };
+  /**
+   * Closes the engine, which sends the wake-ups on their way first, then
+   * sends a message of the test's own: every message heard before it.
+   */
+  const allHeard = async () => {
+    await engine.close();
+    const before = heard.length;
+    await admin.unsafe("SELECT pg_notify($1, 'marker')", [channel]);
+    const all = await heardAtLeast(before + 1);
+    const at = all.findIndex((message) => message.payload === "marker");
+    if (at < 0) throw new Error("the test's own message never came back");
+    return all.slice(0, at);
   };
   return {
     engine,
-    upToMarker,
+    heardAtLeast,
+    allHeard,
     async [Symbol.asyncDispose]() {
       await engine.close();
       await listening.unlisten();
@@ -125,16 +132,17 @@ Deno.test({
   ignore: url === null,
   async fn() {
     await using setup = await engineWithListener();
-    const { engine, upToMarker } = setup;
-    for (const mode of ["write", "unflushed write"] as const) {
-      await engine.run(() => mark(mode === "write" ? 1 : 2), mode);
-    }
+    const { engine, heardAtLeast, allHeard } = setup;
+    await engine.run(() => mark(1), "write");
+    await heardAtLeast(1);
+    await engine.run(() => mark(2), "unflushed write");
+    await heardAtLeast(2);
     await engine.transaction(async (tx) => {
       await tx.run(mark(3));
       await tx.run(mark(4));
     });
     // Asked twice per script, and twice in the app transaction: one message each.
-    assert.deepEqual(await upToMarker(), [
+    assert.deepEqual(await allHeard(), [
       { payload: "", marks: [1] },
       { payload: "", marks: [1, 2] },
       { payload: "", marks: [1, 2, 3, 4] },
@@ -148,7 +156,7 @@ Deno.test({
   ignore: url === null,
   async fn() {
     await using setup = await engineWithListener();
-    const { engine, upToMarker } = setup;
+    const { engine, allHeard } = setup;
     await assert.rejects(engine.run(() => markThenFail(1), "write"), /division by zero/);
     await assert.rejects(engine.run(() => markThenFail(2), "unflushed write"), /division by zero/);
     await assert.rejects(
@@ -158,8 +166,8 @@ Deno.test({
       }),
       /changed its mind/,
     );
-    assert.deepEqual(await upToMarker(), [], "no wake-up for writes that never committed");
+    // A wake-up sent for one of them would be a message of its own: this one leaves after them.
     await engine.run(() => mark(4), "write");
-    assert.deepEqual(await upToMarker(), [{ payload: "", marks: [4] }]);
+    assert.deepEqual(await allHeard(), [{ payload: "", marks: [4] }]);
   },
 });

@@ -125,8 +125,11 @@ Deno.test({
 interface WakingWrite {
   /** What the write is. */
   readonly what: string;
-  /** Prepares the write, in queue `queue`; returns the write. */
-  readonly prepare: (store: PostgresStore, queue: string) => Promise<() => Promise<unknown>>;
+  /** Prepares the write, in queue `queue`; returns the write, for a store on the same schema. */
+  readonly prepare: (
+    store: PostgresStore,
+    queue: string,
+  ) => Promise<(store: PostgresStore) => Promise<unknown>>;
   /** A statement on the store's tables, with `$1` the queue, true once the write is visible. */
   readonly visible: string;
 }
@@ -168,14 +171,14 @@ const WAKING_WRITES: readonly WakingWrite[] = [
   {
     what: "a dispatch inside queue.transaction()",
     prepare: (store, queue) =>
-      Promise.resolve(() => store.transaction((tx) => tx.insertJobs([newJob({ queue })]))),
+      Promise.resolve((store) => store.transaction((tx) => tx.insertJobs([newJob({ queue })]))),
     visible: EXISTS,
   },
   {
     what: "a settle that releases a job for a retry",
     async prepare(store, queue) {
       const id = await claimed(store, queue, 1);
-      return () => store.settle([release(id, 1, T0)]);
+      return (store) => store.settle([release(id, 1, T0)]);
     },
     visible: "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND token IS NULL) AS ok",
   },
@@ -189,7 +192,7 @@ const WAKING_WRITES: readonly WakingWrite[] = [
       });
       const [job] = await claim(store, { queues: [queue], limit: 1, token: 1 });
       assert.equal(job?.id, first);
-      return () => store.settle([complete(first, 1)]);
+      return (store) => store.settle([complete(first, 1)]);
     },
     visible: "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND name = 'link-2') AS ok",
   },
@@ -198,7 +201,7 @@ const WAKING_WRITES: readonly WakingWrite[] = [
     async prepare(store, queue) {
       const id = await claimed(store, queue, 1);
       assert.equal(await store.markAwaited(id), true);
-      return () => store.settle([complete(id, 1)]);
+      return (store) => store.settle([complete(id, 1)]);
     },
     visible: "SELECT NOT EXISTS (SELECT 1 FROM jobs WHERE queue = $1) AS ok",
   },
@@ -206,7 +209,7 @@ const WAKING_WRITES: readonly WakingWrite[] = [
     what: "a retry of a failed job",
     async prepare(store, queue) {
       const [id] = await failedJobs(store, [T0], { queue });
-      return () => store.retry([id!], T0);
+      return (store) => store.retry([id!], T0);
     },
     visible: EXISTS,
   },
@@ -214,7 +217,7 @@ const WAKING_WRITES: readonly WakingWrite[] = [
     what: "a resume of a paused queue",
     async prepare(store, queue) {
       await store.pause(queue, T0, null, null);
-      return () => store.resume(queue, T0);
+      return (store) => store.resume(queue, T0);
     },
     visible: "SELECT NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = $1) AS ok",
   },
@@ -234,7 +237,7 @@ const WAKING_WRITES: readonly WakingWrite[] = [
         jitterMs: 0,
       } as const;
       await store.syncSchedules([{ ...row, definition: JSON.stringify(row) }], T0);
-      return () =>
+      return (store) =>
         store.runSchedule(queue, [{ slot: T0, manual: true, row: newJob({ queue }) }], T0);
     },
     visible: EXISTS,
@@ -244,7 +247,7 @@ const WAKING_WRITES: readonly WakingWrite[] = [
     async prepare(store, queue) {
       const id = await claimed(store, queue, 1);
       assert.deepEqual((await store.settle([parkForSignal(id, 1)])).applied, [true]);
-      return () => store.signal({ jobId: id, name: "approve", payload: "1", now: T0 });
+      return (store) => store.signal({ jobId: id, name: "approve", payload: "1", now: T0 });
     },
     visible: `SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND available_at <= ${T0}) AS ok`,
   },
@@ -252,7 +255,7 @@ const WAKING_WRITES: readonly WakingWrite[] = [
     what: "a cancel of a running job",
     async prepare(store, queue) {
       const id = await claimed(store, queue, 1);
-      return () => store.cancel({ id, reason: "stop", now: T0, keepUntil: T0 });
+      return (store) => store.cancel({ id, reason: "stop", now: T0, keepUntil: T0 });
     },
     visible:
       "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND cancel_requested IS NOT NULL) AS ok",
@@ -275,14 +278,16 @@ Deno.test({
       for (const [index, write] of WAKING_WRITES.entries()) {
         await t.step(write.what, async () => {
           const queue = `q${index}`;
-          const run = await write.prepare(store, queue);
-          // Listening from here on: the wake-ups of the preparation were sent before.
+          // Prepared through a store of its own, closed once its wake-ups have left: none of
+          // them reaches the listener, which listens from after that.
+          const preparing = await PostgresStore.open(url!, { schema, clock: "caller" });
+          const run = await write.prepare(preparing, queue).finally(() => preparing.close());
           const reads: Promise<boolean>[] = [];
           const listening = await listener.listen(`renox_queue_${schema}`, () => {
             reads.push(listener.unsafe(write.visible, [queue]).then(([row]) => row!.ok === true));
           });
           try {
-            await run();
+            await run(store);
             const deadline = Date.now() + 10_000;
             while (reads.length === 0 && Date.now() < deadline) {
               await new Promise((resolve) => setTimeout(resolve, 10));
@@ -319,6 +324,7 @@ Deno.test({
         true,
         true,
       ]);
+      await store.close(); // sends the wake-ups on their way first
       await listener.unsafe("SELECT pg_notify($1, 'marker')", [channel]);
       const deadline = Date.now() + 10_000;
       while (!payloads.includes("marker") && Date.now() < deadline) {
