@@ -170,7 +170,7 @@ function parkForSignal(id: number, token: number): Settlement {
 const WAKING_WRITES: readonly WakingWrite[] = [
   {
     what: "a dispatch inside queue.transaction()",
-    prepare: (store, queue) =>
+    prepare: (_store, queue) =>
       Promise.resolve((store) => store.transaction((tx) => tx.insertJobs([newJob({ queue })]))),
     visible: EXISTS,
   },
