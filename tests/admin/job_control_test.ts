@@ -394,7 +394,8 @@ for (const executor of ["isolate", "workers"] as const) {
           30_000,
         );
         assert.equal(await queue.cancel(id, { reason: "user asked" }), "cancelling");
-        assert.equal((await queue.result(id))?.state, "running");
+        // Still running, unless the worker, woken once the cancel committed, stopped it already.
+        assert.ok(["running", "cancelled"].includes((await queue.result(id))?.state ?? "gone"));
         assert.equal((await cancelled).reason, "user asked");
         const result = await queue.result(id);
         assert.deepEqual(result, { state: "cancelled", attempts: 1, error: "user asked" });
@@ -587,6 +588,7 @@ Deno.test("the claim's pause check is one primary-key lookup inside the claim's 
     let next = script.next();
     while (!next.done) {
       const step = next.value;
+      if (typeof step === "symbol") throw new Error("a claim asks for no wake-up");
       steps.push(step);
       next = "each" in step
         ? script.next(step.each.map(() => ({ rows: [{ priority: 0 }], count: 1 })))

@@ -4,7 +4,8 @@
  * clock, a tick's successes in one statement, failures and retries that
  * move a row between tables in one statement (so a concurrent claim, retry
  * or forget finds it in exactly one), renewals that skip rows a settle
- * holds, advisory locks on keys, and `NOTIFY` to wake other processes.
+ * holds, and advisory locks on keys. No statement here sends `NOTIFY`: a
+ * script asks for a wake-up, which the engine sends after the commit.
  *
  * @internal
  * @module
@@ -27,7 +28,7 @@ import {
 } from "../sql/dialect.ts";
 import { enterGroups } from "../sql/groups.ts";
 import { notPaused } from "../sql/pauses.ts";
-import { each, exec, type Script } from "../sql/script.ts";
+import { each, exec, type Script, wakeAfterCommit } from "../sql/script.ts";
 import { fenceWrites, idCounters, raiseIdCounter } from "./move_fence.ts";
 import { POSTGRES_NOW, type Statement, statement } from "../sql/statement.ts";
 
@@ -57,16 +58,8 @@ const INSERT_COLUMNS =
 const INSERT = statement(`INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id`);
 const NOW = statement(`SELECT ${POSTGRES_NOW} AS t`, { oneRow: true });
 /**
- * The `NOTIFY` on channel `$n` that wakes whoever awaits one of the jobs a
- * statement's `gone` deleted, as a CTE joined to its result: it runs once,
- * and only when one of them is awaited.
- */
-function wakeAwaiters(channel: number): string {
-  return `woken AS (SELECT pg_notify($${channel}, '') FROM gone WHERE awaited = 1 LIMIT 1)`;
-}
-/**
  * A tick's successes: each job deleted if its token still matches, rows
- * locked in id order, and whoever awaits one of them woken. The ids are
+ * locked in id order, each with whether somebody awaits it. The ids are
  * looked up as `= ANY` (the primary key's index): joined with the pairs,
  * the planner read the whole table (20,000 rows for a settle of 288).
  */
@@ -76,20 +69,18 @@ const COMPLETE_MANY = statement(
       AND (j.id, j.token) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
     ORDER BY j.id FOR UPDATE OF j),
   gone AS (DELETE FROM jobs j USING locked WHERE j.id = locked.id
-    RETURNING ${qualified(SETTLED_COLUMNS)}, j.awaited),
-  ${wakeAwaiters(3)}
-  SELECT ${SETTLED_COLUMNS} FROM gone LEFT JOIN woken ON true`,
+    RETURNING ${qualified(SETTLED_COLUMNS)}, j.awaited)
+  SELECT ${SETTLED_COLUMNS}, awaited FROM gone`,
 );
 /**
  * Moves a job to the failed jobs in one statement, fenced by its token,
- * waking its awaiters; it failed at `{{now $5}}` (the caller's time, or the
- * database's now).
+ * with whether somebody awaits it; it failed at `{{now $5}}` (the caller's
+ * time, or the database's now).
  */
 const FAIL = statement(
   `WITH gone AS (DELETE FROM jobs WHERE id = $6 AND token = $7
     RETURNING id, queue, name, payload, priority, crashes, created_at, waited_ms, keyed, locked,
       ${LINK_COLUMNS}, trace, awaited, group_key, group_limit, group_ordered),
-  ${wakeAwaiters(8)},
   failed AS (INSERT INTO failed_jobs
     (id, queue, name, payload, priority, error, stack, attempts, crashes, created_at, failed_at,
       ${LINK_COLUMNS}, trace, ${GROUP_COLUMNS})
@@ -104,7 +95,7 @@ const FAIL = statement(
     chain_id = excluded.chain_id, flow_id = excluded.flow_id,
     flow_parents = excluded.flow_parents, trace = excluded.trace, group_key = excluded.group_key,
     group_limit = excluded.group_limit, group_ordered = excluded.group_ordered)
-  SELECT ${SETTLED_COLUMNS} FROM gone LEFT JOIN woken ON true`,
+  SELECT ${SETTLED_COLUMNS}, awaited FROM gone`,
 );
 /**
  * Moves failed jobs back in one statement: the delete locks each row, so a
@@ -150,7 +141,6 @@ const LOCK_KEY = statement("SELECT pg_advisory_xact_lock(hashtextextended($1, 72
  * let a statement begun before the pause commit start a job after it).
  */
 const WAIT_OUT_STARTS = statement("LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE");
-const NOTIFY = statement("SELECT pg_notify($1, '')");
 
 const claimStatements = new Map<string, Statement>();
 
@@ -222,14 +212,12 @@ function claimStatement(queueCount: number, byName: boolean, heldAhead: boolean)
 
 /** What the PostgreSQL dialect needs from its store. */
 export interface PostgresDialectOptions {
-  /** The `NOTIFY` channel of the store's schema. */
-  readonly channel: string;
   /** Whether claims and renewals go by the database's clock instead of the caller's times. */
   readonly dbClock: boolean;
 }
 
 /** PostgreSQL's operations for one store. */
-export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): Dialect {
+export function postgresDialect({ dbClock }: PostgresDialectOptions): Dialect {
   const dialect: Dialect = {
     engine: "postgres",
     usesDatabaseClock: dbClock,
@@ -283,16 +271,17 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
 
     *completeJobs(leases: readonly Lease[]): Script<SettledJob[]> {
       if (leases.length === 0) return [];
-      return (yield* exec<SettledJob>(
+      const { rows } = yield* exec<SettledJob & Awaited>(
         COMPLETE_MANY,
         leases.map(({ id }) => id),
         leases.map(({ token }) => token),
-        channel,
-      )).rows;
+      );
+      if (rows.some(isAwaited)) yield* wakeAfterCommit();
+      return rows;
     },
 
     *failJob(settlement: FailSettlement, error: StoredError): Script<SettledJob | null> {
-      const { rows: [job] } = yield* exec<SettledJob>(
+      const { rows: [job] } = yield* exec<SettledJob & Awaited>(
         FAIL,
         error.message,
         error.stack,
@@ -301,9 +290,10 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
         clockParam(dialect, settlement.at),
         settlement.id,
         settlement.token,
-        channel,
       );
-      return job ?? null;
+      if (job === undefined) return null;
+      if (isAwaited(job)) yield* wakeAfterCommit();
+      return job;
     },
 
     *retryFailed(selection: RetrySelection, now: number): Script<MovedJob[]> {
@@ -340,8 +330,6 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
       yield* exec(WAIT_OUT_STARTS);
     },
 
-    notify: () => notifyOn(channel),
-
     *now(given: number): Script<number> {
       if (!dbClock) return given;
       return Number((yield* exec<{ t: number }>(NOW)).rows[0]!.t);
@@ -354,8 +342,17 @@ export function postgresDialect({ channel, dbClock }: PostgresDialectOptions): D
   return dialect;
 }
 
-function* notifyOn(channel: string): Script<void> {
-  yield* exec(NOTIFY, channel);
+/** A settled job's `awaited` column: 1 while somebody awaits it (`dispatchAndWait`). */
+interface Awaited {
+  readonly awaited: number;
+}
+
+/**
+ * Whether somebody awaits the settled job: its settle then asks for a
+ * wake-up after commit, so their watchers read its result.
+ */
+function isAwaited(job: Awaited): boolean {
+  return Number(job.awaited) === 1;
 }
 
 /** `columns` (a comma-separated list) each qualified with the table alias `j`. */

@@ -3,7 +3,8 @@
  * statement inside `sql.begin` (the statements of one step pipelined on the
  * transaction's connection; an unflushed write's commit does not wait for
  * the WAL flush), app transactions, migrations under an advisory lock,
- * `LISTEN` on the schema's channel, and wake-ups sent on it after commit.
+ * `LISTEN` on the schema's channel, and the wake-ups scripts ask for sent on
+ * it after their commit (never inside a transaction).
  *
  * @internal
  * @module
@@ -74,12 +75,21 @@ export class PostgresEngine implements Engine {
     this.#channel = channel;
   }
 
-  /** Runs the script in one transaction, or statement by statement on the pool. */
+  /**
+   * Runs the script in one transaction, or statement by statement on the
+   * pool; then, when it asked for one, sends a wake-up on its way (see
+   * {@linkcode Engine.run}).
+   */
   async run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
     this.#assertUsable();
-    return await this.#connected(() => {
+    const wakeUp = new WakeUpAsked();
+    const result = await this.#connected(() => {
       if (mode === "statement") {
-        return runAsync(start(), oneWriteAtMost((step) => execute(this.#sql, step, false)));
+        return runAsync(
+          wakeUp.fresh(start),
+          oneWriteAtMost((step) => execute(this.#sql, step, false)),
+          wakeUp.ask,
+        );
       }
       if (mode === "unflushed write") {
         return this.#begin(async (tx) => {
@@ -88,22 +98,33 @@ export class PostgresEngine implements Engine {
           const unflushed = tx.unsafe("SET LOCAL synchronous_commit = off").execute();
           const [, result] = await Promise.all([
             unflushed,
-            runAsync(start(), (step) => execute(tx, step, true)),
+            runAsync(wakeUp.fresh(start), (step) => execute(tx, step, true), wakeUp.ask),
           ]);
           return result;
         });
       }
-      return this.#begin((tx) => runAsync(start(), (step) => execute(tx, step, true)));
+      return this.#begin((tx) =>
+        runAsync(wakeUp.fresh(start), (step) => execute(tx, step, true), wakeUp.ask)
+      );
     });
+    // Only here, once the transaction has committed: a rollback rejected above.
+    if (wakeUp.asked) this.#wake();
+    return result;
   }
 
-  /** Runs `fn` in one transaction. */
+  /** Runs `fn` in one transaction, then sends a wake-up if one of its scripts asked for it. */
   async transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
     this.#assertUsable();
-    return await this.#connected(() => this.#transaction(fn));
+    const wakeUp = new WakeUpAsked();
+    const result = await this.#connected(() => this.#transaction(fn, wakeUp));
+    if (wakeUp.asked) this.#wake();
+    return result;
   }
 
-  async #transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+  async #transaction<T>(
+    fn: (tx: EngineTransaction) => Promise<T>,
+    wakeUp: WakeUpAsked,
+  ): Promise<T> {
     return await this.#begin(async (connection) => {
       let open = true;
       const check = () => {
@@ -112,7 +133,7 @@ export class PostgresEngine implements Engine {
       const tx: EngineTransaction = {
         run: async (script) => {
           check();
-          return await runAsync(script, (step) => execute(connection, step, true));
+          return await runAsync(script, (step) => execute(connection, step, true), wakeUp.ask);
         },
         query: async <Row>(text: string, params: readonly unknown[]) => {
           check();
@@ -204,11 +225,12 @@ export class PostgresEngine implements Engine {
 
   /**
    * Sends `NOTIFY` on the channel after the caller's commit, one for every
-   * call made while the previous one was on its way (see `./wake_ups.ts`);
-   * nothing once the engine is closing.
+   * call made while the previous one was on its way (see `./wake_ups.ts`),
+   * without holding up the caller: `close()` waits for it. Nothing once the
+   * engine is closing.
    */
-  wake(): Promise<void> {
-    return this.#closed ? Promise.resolve() : this.#wakeUps.wake();
+  #wake(): void {
+    if (!this.#closed) void this.#wakeUps.wake();
   }
 
   /** Closes every connection, once the wake-ups asked for have left; later calls fail. */
@@ -301,6 +323,29 @@ export class PostgresEngine implements Engine {
         "Cannot use the queue inside its own transaction callback: it would run outside the transaction; use the tx handle (tx.dispatch, tx.query)",
       );
     }
+  }
+}
+
+/**
+ * Whether the script of one call asked for a wake-up: set by `ask` (the
+ * drivers' `askWakeUp`), read once the call's transaction has committed.
+ */
+class WakeUpAsked {
+  #asked = false;
+  /** Notes that the script asked for a wake-up. */
+  readonly ask = (): void => {
+    this.#asked = true;
+  };
+
+  /** Whether the script asked for one. */
+  get asked(): boolean {
+    return this.#asked;
+  }
+
+  /** The script `start` makes, forgetting what an earlier try of it asked for. */
+  fresh<T>(start: () => Script<T>): Script<T> {
+    this.#asked = false;
+    return start();
   }
 }
 

@@ -78,16 +78,12 @@ export interface PostgresStoreOptions {
 /**
  * Jobs in a PostgreSQL database, shared by any number of processes on any
  * number of machines. Each operation takes a pooled connection; every write
- * that may add or free jobs notifies the other processes' watchers.
+ * that may add or free jobs notifies the other processes' watchers after it
+ * commits.
  */
 export class PostgresStore extends SqlStore {
-  private constructor(
-    engine: PostgresEngine,
-    channel: string,
-    dbClock: boolean,
-    steps: readonly Migration[],
-  ) {
-    super(engine, postgresDialect({ channel, dbClock }), steps);
+  private constructor(engine: PostgresEngine, dbClock: boolean, steps: readonly Migration[]) {
+    super(engine, postgresDialect({ dbClock }), steps);
   }
 
   /**
@@ -154,10 +150,8 @@ export class PostgresStore extends SqlStore {
       writeArraysWithoutLookup(sql.options.serializers);
       return sql as unknown as Sql;
     };
-    const channel = `renox_queue_${schema}`;
     const store = new PostgresStore(
-      new PostgresEngine(connect, schema, channel),
-      channel,
+      new PostgresEngine(connect, schema, `renox_queue_${schema}`),
       clock === "database",
       steps,
     );

@@ -2,12 +2,17 @@
  * Wake-ups after commit: one `NOTIFY` for the many commits that asked while
  * the previous one was on its way.
  *
- * A `NOTIFY` sent inside the transaction that stores jobs makes PostgreSQL
- * take its one notify lock for the whole commit, WAL flush included, so
- * concurrent notifying commits flush one after another instead of together.
- * Sent after the commit instead, in a transaction of its own that writes no
- * WAL (its commit waits for no flush), many dispatches share one message
- * and their inserts commit side by side.
+ * A `NOTIFY` sent inside a transaction that writes (stores jobs, settles a
+ * worker's tick) makes PostgreSQL take its one notify lock for the whole
+ * commit, WAL flush included, so concurrent notifying commits flush one
+ * after another instead of together. Sent after the commit instead, in a
+ * transaction of its own that writes no WAL (its commit waits for no
+ * flush), many writes share one message and commit side by side. Every
+ * wake-up of the PostgreSQL store goes this way: a script asks for one
+ * (`wakeAfterCommit` in `../sql/script.ts`) and the engine sends it here
+ * once the script's transaction has committed, without holding up the
+ * script's caller (a worker's settle waiting a round trip more for each
+ * wake-up drained grouped jobs slower than the `NOTIFY` inside it did).
  *
  * @internal
  * @module

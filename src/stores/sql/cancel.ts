@@ -14,7 +14,7 @@ import * as flows from "./flows.ts";
 import { clockParam, type Dialect, LINK_COLUMNS } from "./dialect.ts";
 import { recordCancelled } from "./finished_jobs.ts";
 import { releaseRemoved } from "./keys.ts";
-import { exec, type Script } from "./script.ts";
+import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
 
 /**
@@ -57,7 +57,7 @@ export function* cancel(dialect: Dialect, request: CancelRequest): Script<Cancel
   }
   if (Number(job.leased) === 1) {
     yield* exec(ASK_CANCEL, reason, id);
-    yield* dialect.notify();
+    yield* wakeAfterCommit();
     return "cancelling";
   }
   // The store's now (the database's on PostgreSQL), read by the find: what the cancel queues
@@ -71,7 +71,7 @@ export function* cancel(dialect: Dialect, request: CancelRequest): Script<Cancel
   yield* chainsBatches.settled(job, "cancel", now);
   yield* flows.settled(job, "cancel", now, null, reason);
   yield* releaseRemoved([id]);
-  yield* dialect.notify();
+  yield* wakeAfterCommit();
   return "cancelled";
 }
 

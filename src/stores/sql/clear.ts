@@ -10,7 +10,7 @@ import * as chainsBatches from "./chains_batches.ts";
 import * as flows from "./flows.ts";
 import { type Dialect, LINK_COLUMNS } from "./dialect.ts";
 import { releaseRemoved } from "./keys.ts";
-import { exec, type Script } from "./script.ts";
+import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
 
 const CLEAR_ONE = statement(`DELETE FROM jobs WHERE queue = $1 RETURNING id, ${LINK_COLUMNS}`);
@@ -35,6 +35,6 @@ export function* clear(dialect: Dialect, queue: string | undefined, now: number)
   yield* chainsBatches.cleared(deleted, at);
   yield* flows.cleared(deleted, at);
   yield* releaseRemoved(deleted.map((row) => Number(row.id)));
-  yield* dialect.notify();
+  yield* wakeAfterCommit();
   return deleted.length;
 }

@@ -142,13 +142,15 @@ export interface Dialect {
   claim(request: ClaimRequest, heldAhead: boolean): Script<ClaimRow[]>;
   /**
    * Deletes succeeded jobs, each fenced by its token; the rows deleted.
-   * Wakes whoever awaits one of them (`dispatchAndWait`) in other processes,
-   * in the same statement, where no file watch does.
+   * Asks for a wake-up after commit (`wakeAfterCommit` of `./script.ts`) when
+   * somebody awaits one of them (`dispatchAndWait`) and no file watch tells
+   * other processes.
    */
   completeJobs(leases: readonly Lease[]): Script<SettledJob[]>;
   /**
-   * Moves a job to the failed jobs, fenced by its token, waking its awaiters
-   * as {@linkcode Dialect.completeJobs} does; the job, or null when its lease was lost.
+   * Moves a job to the failed jobs, fenced by its token, asking to wake its
+   * awaiters as {@linkcode Dialect.completeJobs} does; the job, or null when
+   * its lease was lost.
    */
   failJob(settlement: FailSettlement, error: StoredError): Script<SettledJob | null>;
   /** Moves failed jobs back to their queues, due at `now`; a job is in exactly one table throughout. */
@@ -170,8 +172,6 @@ export interface Dialect {
    * serialized.
    */
   waitOutStarts(): Script<void>;
-  /** Wakes other processes' watchers when the transaction commits; a no-op where a file watch does. */
-  notify(): Script<void>;
   /**
    * The time the rules of this transaction go by: `given` (the caller's
    * clock), or the database's own where the store goes by it (PostgreSQL

@@ -1,8 +1,8 @@
 /**
  * What a SQL store needs from its database, whatever the engine: running a
  * script on one connection (in a write transaction, or statement by
- * statement), an app transaction, noticing other processes' writes, and
- * closing. An engine knows nothing of jobs; the rules are the store's.
+ * statement) and sending the wake-ups it asks for after its commit, an app
+ * transaction, noticing other processes' writes, and closing. An engine knows nothing of jobs; the rules are the store's.
  *
  * @internal
  * @module
@@ -41,12 +41,22 @@ export interface EngineTransaction {
 
 /** A database connection (or pool) that runs scripts. */
 export interface Engine {
-  /** Runs the script `start` makes; `start` is called again for each retry. */
+  /**
+   * Runs the script `start` makes; `start` is called again for each retry.
+   * When the script asked for a wake-up (`wakeAfterCommit`), other
+   * processes' watchers are told after its writes commit, never when they
+   * roll back. The call resolves at the commit, without waiting for the
+   * wake-up, which `close()` waits for (best effort: a wake-up that fails is
+   * dropped, watchers also poll). Engines whose watchers notice commits by
+   * themselves send nothing.
+   */
   run<T>(start: () => Script<T>, mode: RunMode): Promise<T>;
   /**
    * Runs `fn` in one transaction: what it runs through its handle commits or
-   * rolls back together. Calls of the store from inside `fn` other than
-   * through the handle are refused.
+   * rolls back together, and the wake-ups its scripts asked for are sent
+   * after the commit as for {@linkcode Engine.run}, none after a rollback.
+   * Calls of the store from inside `fn` other than through the handle are
+   * refused.
    */
   transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T>;
   /**
@@ -63,13 +73,6 @@ export interface Engine {
   ): Promise<MigrationPlan>;
   /** Calls `listener` soon after another connection may have added or freed jobs; best effort. */
   watch(listener: () => void): Disposable;
-  /**
-   * After a commit that may have added jobs: tells other processes'
-   * watchers, and resolves once they have been told (best effort, never
-   * rejects). Engines whose watchers notice commits by themselves resolve
-   * at once.
-   */
-  wake(): Promise<void>;
   /**
    * Copies the database to the new file `file` as of one commit, or
    * rejects naming the server's own tools (see `Store.backup`).

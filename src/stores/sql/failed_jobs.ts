@@ -10,7 +10,7 @@ import * as chainsBatches from "./chains_batches.ts";
 import * as flows from "./flows.ts";
 import { clockParam, type Dialect, type RetrySelection } from "./dialect.ts";
 import { reenterGroups } from "./groups.ts";
-import { exec, type Script } from "./script.ts";
+import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { type Statement, statement } from "./statement.ts";
 
 const FORGET = statement("DELETE FROM failed_jobs WHERE id = $1");
@@ -29,7 +29,7 @@ export function* retry(dialect: Dialect, selection: RetrySelection, now: number)
   yield* reenterGroups(moved.map((row) => Number(row.id)));
   yield* chainsBatches.retried(moved);
   yield* flows.retried(moved, at);
-  if (moved.length > 0) yield* dialect.notify();
+  if (moved.length > 0) yield* wakeAfterCommit();
   return moved.map((row) => Number(row.id));
 }
 

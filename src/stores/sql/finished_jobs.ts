@@ -15,7 +15,7 @@ import type {
 import type { Page, Settlement } from "../store.ts";
 import { clockParam, type Dialect } from "./dialect.ts";
 import { type StoredFinished, toFinishedJob } from "./stored_rows.ts";
-import { exec, type Script } from "./script.ts";
+import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
 import type { PruneSchedule } from "./upkeep.ts";
 
@@ -221,10 +221,12 @@ export function* finishedJob(id: number): Script<FinishedJob | null> {
 
 /**
  * Marks job `id` as awaited, so the settle that ends it wakes the waiters;
- * whether it is there. One statement: its caller wakes the workers after
- * the commit (a claim that ran while this held the row skipped it with
- * `SKIP LOCKED`, after the dispatch had woken them).
+ * whether it is there. One statement, then a wake-up of the workers after
+ * its commit when it was there (a claim that ran while this held the row
+ * skipped it with `SKIP LOCKED`, after the dispatch had woken them).
  */
 export function* markAwaited(id: number): Script<boolean> {
-  return (yield* exec(AWAIT, id)).count === 1;
+  const marked = (yield* exec(AWAIT, id)).count === 1;
+  if (marked) yield* wakeAfterCommit();
+  return marked;
 }

@@ -18,7 +18,7 @@
 import type { PausedGroup } from "../rows/job_control.ts";
 import type { Page } from "../rows/read.ts";
 import { clockParam, type Dialect } from "./dialect.ts";
-import { exec, type Script } from "./script.ts";
+import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
 import { HoldsPrune, PRUNE_EVERY_MS } from "./upkeep.ts";
 
@@ -114,7 +114,7 @@ export function* resumeGroup(
     clockParam(dialect, now),
   );
   const held = rows.some((row) => Number(row.held) === 1);
-  if (held) yield* dialect.notify();
+  if (held) yield* wakeAfterCommit();
   return held;
 }
 

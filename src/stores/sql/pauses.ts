@@ -7,7 +7,7 @@
  */
 import type { PausedQueue } from "../rows/job_control.ts";
 import { clockParam, type Dialect } from "./dialect.ts";
-import { exec, type Script } from "./script.ts";
+import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
 
 /**
@@ -56,7 +56,7 @@ export function* pause(
 export function* resume(dialect: Dialect, queue: string, now: number): Script<boolean> {
   const { count } = yield* exec(RESUME, queue, clockParam(dialect, now));
   yield* exec(DROP_PAUSE, queue);
-  yield* dialect.notify();
+  yield* wakeAfterCommit();
   return count > 0;
 }
 

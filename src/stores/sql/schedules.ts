@@ -31,7 +31,7 @@ import type {
 } from "../rows/schedules.ts";
 import { clockParam, type Dialect, KEYED } from "./dialect.ts";
 import { holdUnique, insertKeyed, uniqueHolder } from "./keys.ts";
-import { exec, type Script } from "./script.ts";
+import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
 
 /** How long a fired slot is remembered (so a backfill does not fire it again). */
@@ -226,7 +226,7 @@ export function* fireDue(dialect: Dialect, firing: ScheduleFiring, now: number):
       yield* exec(PRUNE_RUNS, due.name, at - RUNS_KEPT_MS);
     }
   }
-  if (stored > 0) yield* dialect.notify();
+  if (stored > 0) yield* wakeAfterCommit();
   return stored;
 }
 
@@ -279,7 +279,7 @@ export function* runSchedule(
   }
   if (last !== null) yield* exec(FIRED, name, last.slot, last.id, now);
   yield* exec(PRUNE_MANUAL_RUNS, name, now - RUNS_KEPT_MS);
-  if (last !== null) yield* dialect.notify();
+  if (last !== null) yield* wakeAfterCommit();
   return ids;
 }
 

@@ -6,6 +6,15 @@
  * the one connection between two statements; `runAsync` awaits each
  * statement inside a PostgreSQL transaction.
  *
+ * A script that makes jobs claimable (or frees them, or ends one somebody
+ * awaits) asks for other processes' idle workers to be woken by yielding
+ * {@linkcode wakeAfterCommit}: the driver hands the request to the engine,
+ * which sends one wake-up once the script's writes have committed, and none
+ * when they roll back. PostgreSQL sends it as a `NOTIFY` of its own after
+ * the commit (a `NOTIFY` inside the transaction would make its commit take
+ * the server's one notify lock: see `../postgres/wake_ups.ts`); SQLite
+ * sends nothing, its watchers see the commit in the WAL file.
+ *
  * @example A rule written once
  * ```ts ignore
  * function* cancelBatch(id: number, at: number): Script<boolean> {
@@ -36,8 +45,14 @@ export type Step =
   | { readonly statement: Statement; readonly params: readonly unknown[] }
   | { readonly statement: Statement; readonly each: readonly (readonly unknown[])[] };
 
-/** A storage rule: yields steps, receives their results, returns `T`. */
-export type Script<T> = Generator<Step, T, unknown>;
+/**
+ * What a script yields to ask for a wake-up of other processes' idle
+ * workers once its writes have committed ({@linkcode wakeAfterCommit}).
+ */
+export const WAKE_UP: unique symbol = Symbol("wake up after commit");
+
+/** A storage rule: yields steps (and wake-up requests), receives their results, returns `T`. */
+export type Script<T> = Generator<Step | typeof WAKE_UP, T, unknown>;
 
 /** Runs `statement` with `params`; its result. */
 export function* exec<Row = Record<string, unknown>>(
@@ -54,6 +69,16 @@ export function* each<Row = Record<string, unknown>>(
 ): Script<Result<Row>[]> {
   if (paramLists.length === 0) return [];
   return (yield { statement, each: paramLists }) as Result<Row>[];
+}
+
+/**
+ * Asks for other processes' idle workers to be woken once the script's
+ * writes have committed (never when they roll back): for a write that makes
+ * a job claimable, frees a slot or lock others wait for, asks a running job
+ * to stop, or ends a job somebody awaits. Asked several times, one wake-up.
+ */
+export function* wakeAfterCommit(): Script<void> {
+  yield WAKE_UP;
 }
 
 /** A script with nothing to run. */
@@ -80,19 +105,34 @@ export function oneWriteAtMost<R>(run: (step: Step) => R): (step: Step) => R {
   };
 }
 
-/** Drives `script` to its end, running each step with `run` (synchronously). */
-export function runSync<T>(script: Script<T>, run: (step: Step) => unknown): T {
+/**
+ * Drives `script` to its end, running each step with `run` (synchronously)
+ * and calling `askWakeUp` for each wake-up it asks for (the engine sends
+ * one once the script's writes have committed).
+ */
+export function runSync<T>(
+  script: Script<T>,
+  run: (step: Step) => unknown,
+  askWakeUp: () => void,
+): T {
   let next = script.next();
-  while (!next.done) next = script.next(run(next.value));
+  while (!next.done) {
+    const step = next.value;
+    next = script.next(step === WAKE_UP ? askWakeUp() : run(step));
+  }
   return next.value;
 }
 
-/** Drives `script` to its end, awaiting each step's `run`. */
+/** Drives `script` to its end as {@linkcode runSync} does, awaiting each step's `run`. */
 export async function runAsync<T>(
   script: Script<T>,
   run: (step: Step) => Promise<unknown>,
+  askWakeUp: () => void,
 ): Promise<T> {
   let next = script.next();
-  while (!next.done) next = script.next(await run(next.value));
+  while (!next.done) {
+    const step = next.value;
+    next = script.next(step === WAKE_UP ? askWakeUp() : await run(step));
+  }
   return next.value;
 }

@@ -75,7 +75,7 @@ import { PruneSchedule } from "./upkeep.ts";
 import * as jobLogs from "./job_logs.ts";
 import * as keys from "./keys.ts";
 import * as schedules from "./schedules.ts";
-import type { Script } from "./script.ts";
+import { type Script, wakeAfterCommit } from "./script.ts";
 import * as stats from "./stats.ts";
 import * as steps from "./steps.ts";
 import * as tick from "./tick.ts";
@@ -137,15 +137,15 @@ export class SqlStore implements Store, MoveStore {
     // A grouped job's insert also enters its group: two statements, so a transaction.
     const grouped = rows.some((row) => row.group !== null && row.group !== undefined);
     const oneStatement = !grouped && (rows.length === 1 || this.#dialect.insertsInOneStatement);
-    return this.#waking(this.#engine.run(
-      () => this.#dialect.insertJobs(rows, PLAIN),
+    return this.#engine.run(
+      () => waking(this.#dialect.insertJobs(rows, PLAIN)),
       oneStatement ? "statement" : "write",
-    ));
+    );
   }
 
   /** Inserts unique or debounced jobs in one transaction, each unless its key is held. */
   insertKeyed(rows: readonly KeyedJobRow[]): Promise<KeyedInsert[]> {
-    return this.#waking(this.#write(() => keys.insertKeyed(this.#dialect, rows)));
+    return this.#write(() => waking(keys.insertKeyed(this.#dialect, rows)));
   }
 
   /** Checks claimed jobs' middleware in one transaction. */
@@ -155,24 +155,22 @@ export class SqlStore implements Store, MoveStore {
 
   /** Inserts a chain's first link and its waiting links in one transaction. */
   insertChain(chain: NewChainRow): Promise<number> {
-    return this.#waking(this.#write(() => chainsBatches.insertChain(this.#dialect, chain)));
+    return this.#write(() => waking(chainsBatches.insertChain(this.#dialect, chain)));
   }
 
   /** Inserts a batch with its jobs and callbacks in one transaction. */
   insertBatch(batch: NewBatchRow): Promise<InsertedBatch> {
-    return this.#waking(this.#write(() => chainsBatches.insertBatch(this.#dialect, batch)));
+    return this.#write(() => waking(chainsBatches.insertBatch(this.#dialect, batch)));
   }
 
   /** Adds counted jobs to a batch that is still running. */
   addToBatch(batchId: number, rows: readonly NewJobRow[]): Promise<number[]> {
-    return this.#waking(
-      this.#write(() => chainsBatches.addToBatch(this.#dialect, batchId, rows)),
-    );
+    return this.#write(() => waking(chainsBatches.addToBatch(this.#dialect, batchId, rows)));
   }
 
   /** Inserts a flow: its nodes without parents queued, the others and its catch waiting. */
   insertFlow(flow: NewFlowRow): Promise<InsertedFlow> {
-    return this.#waking(this.#write(() => flows.insertFlow(this.#dialect, flow)));
+    return this.#write(() => waking(flows.insertFlow(this.#dialect, flow)));
   }
 
   /** One flow with every node, or null. */
@@ -212,7 +210,7 @@ export class SqlStore implements Store, MoveStore {
       // What the cancel queues (finally callbacks) is due by the store's clock.
       const queued = yield* chainsBatches.cancel(id, yield* dialect.now(now));
       if (queued === null) return false;
-      yield* dialect.notify();
+      yield* wakeAfterCommit();
       return true;
     });
   }
@@ -235,20 +233,20 @@ export class SqlStore implements Store, MoveStore {
   /** Runs `fn` in one transaction: its inserts and queries commit or roll back together. */
   transaction<T>(fn: (tx: StoreTransaction) => T | Promise<T>): Promise<T> {
     const dialect = this.#dialect;
-    return this.#waking(this.#engine.transaction(async (tx: EngineTransaction) => {
+    return this.#engine.transaction(async (tx: EngineTransaction) => {
       const handle: StoreTransaction = {
-        insertJobs: (rows) => tx.run(dialect.insertJobs(rows, PLAIN)),
-        insertKeyed: (rows) => tx.run(keys.insertKeyed(dialect, rows)),
-        insertChain: (chain) => tx.run(chainsBatches.insertChain(dialect, chain)),
-        insertBatch: (batch) => tx.run(chainsBatches.insertBatch(dialect, batch)),
-        insertFlow: (flow) => tx.run(flows.insertFlow(dialect, flow)),
+        insertJobs: (rows) => tx.run(waking(dialect.insertJobs(rows, PLAIN))),
+        insertKeyed: (rows) => tx.run(waking(keys.insertKeyed(dialect, rows))),
+        insertChain: (chain) => tx.run(waking(chainsBatches.insertChain(dialect, chain))),
+        insertBatch: (batch) => tx.run(waking(chainsBatches.insertBatch(dialect, batch))),
+        insertFlow: (flow) => tx.run(waking(flows.insertFlow(dialect, flow))),
         query: async <Row>(text: string, params: readonly unknown[] = []) => {
           assertNoTransactionControl(text);
           return await tx.query<Row>(text, params);
         },
       };
       return await fn(handle);
-    }));
+    });
   }
 
   /** Leases due jobs in one statement. */
@@ -422,10 +420,8 @@ export class SqlStore implements Store, MoveStore {
   }
 
   /** Marks a job awaited, then wakes other processes' workers if it was there. */
-  async markAwaited(id: number): Promise<boolean> {
-    const marked = await this.#engine.run(() => finishedJobs.markAwaited(id), "statement");
-    if (marked) await this.#engine.wake();
-    return marked;
+  markAwaited(id: number): Promise<boolean> {
+    return this.#engine.run(() => finishedJobs.markAwaited(id), "statement");
   }
 
   /** Cancels a job in one transaction. */
@@ -560,17 +556,17 @@ export class SqlStore implements Store, MoveStore {
   #read<T>(start: () => Script<T>): Promise<T> {
     return this.#engine.run(start, "statement");
   }
+}
 
-  /**
-   * `write`'s result once other processes' watchers have been woken after
-   * its commit: a `NOTIFY` inside the transaction would hold PostgreSQL's
-   * notify lock through the commit's WAL flush, one such commit at a time.
-   */
-  async #waking<T>(write: Promise<T>): Promise<T> {
-    const result = await write;
-    await this.#engine.wake();
-    return result;
-  }
+/**
+ * `script`, then a wake-up of other processes' workers once it commits: a
+ * dispatch's jobs may be due now, or sooner than what idle workers sleep
+ * until.
+ */
+function* waking<T>(script: Script<T>): Script<T> {
+  const result = yield* script;
+  yield* wakeAfterCommit();
+  return result;
 }
 
 /**

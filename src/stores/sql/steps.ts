@@ -17,7 +17,7 @@
  */
 import type { JobStepsRow, SignalOutcome, SignalRequest, StepKind, StepWrite } from "../store.ts";
 import { clockParam, type Dialect } from "./dialect.ts";
-import { exec, type Script } from "./script.ts";
+import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
 import { JOB_GONE } from "./upkeep.ts";
 
@@ -190,7 +190,7 @@ export function* signal(dialect: Dialect, request: SignalRequest): Script<Signal
   ) {
     return "buffered";
   }
-  yield* dialect.notify();
+  yield* wakeAfterCommit();
   return "delivered";
 }
 

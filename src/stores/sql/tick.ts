@@ -26,7 +26,7 @@ import { recordFinished } from "./finished_jobs.ts";
 import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
 import { claimFairly, dropEndedWindows, groupsNextDue, rateWindowsTurn } from "./groups.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
-import { each, exec, type Script } from "./script.ts";
+import { each, exec, type Script, wakeAfterCommit } from "./script.ts";
 import { confirmStarts, UNCLAIM } from "./start_confirmation.ts";
 import { holdGroup, type HoldsWalk, pruneHolds } from "./group_pauses.ts";
 import { markBegun } from "./handler_begun.ts";
@@ -211,8 +211,8 @@ export function* settle(
   then: ClaimRequest | undefined,
   records: TickRecords = {},
 ): Script<SettleResult> {
-  // Job control, before the job rows change: keep the ended (their awaiters are woken by the
-  // statements that delete them).
+  // Job control, before the job rows change: keep the ended (their awaiters are woken after the
+  // commit, as the statements that delete them ask).
   yield* recordFinished(dialect, settlements, upkeep.finished);
   const jobs = yield* applyToJobs(dialect, settlements);
   yield* holdGroups(dialect, settlements, jobs);
@@ -292,11 +292,12 @@ export function* settle(
   // The starts of jobs claimed ahead, after the settles of the jobs before them.
   const started = records.starts === undefined ? [] : yield* confirmStarts(dialect, records.starts);
   if (records.begun !== undefined) yield* markBegun(records.begun);
-  // Wake other processes only when this made a job claimable: a retry or a park (due at once when
-  // its wait's signal came already), a follow-up queued, or a group's slot freed.
-  // A grouped job's settle frees a slot of its group: jobs held back by its limit become claimable.
+  // Wake other processes (after the commit) only when this made a job claimable: a retry or a
+  // park (due at once when its wait's signal came already), a follow-up queued, or a group's slot
+  // freed. A grouped job's settle frees a slot of its group: jobs held back by its limit become
+  // claimable.
   const freed = settledJobs.some((job) => job.group_key !== null && job.group_key !== undefined);
-  if (released > 0 || queued > 0 || freed) yield* dialect.notify();
+  if (released > 0 || queued > 0 || freed) yield* wakeAfterCommit();
   return { applied, claimed: then === undefined ? [] : yield* claim(dialect, then), started };
 }
 

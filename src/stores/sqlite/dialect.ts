@@ -399,7 +399,6 @@ export const sqliteDialect: Dialect = {
 
   lockKeys: () => done(undefined),
   waitOutStarts: () => done(undefined),
-  notify: () => done(undefined),
   // One machine, one clock.
   now: (given) => done(given),
   fenceWrites,

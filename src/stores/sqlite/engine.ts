@@ -3,7 +3,8 @@
  * synchronously inside `BEGIN IMMEDIATE` … `COMMIT` (no microtask between
  * two statements, so nothing else reaches the connection mid-transaction),
  * busy waits that yield to the event loop, app transactions that hold the
- * other work back until they end, and a watch on the WAL file.
+ * other work back until they end, and a watch on the WAL file (which sees
+ * every commit, so the wake-ups scripts ask for need no message).
  *
  * A write outside a transaction is read with `all()` or `run()`, never
  * `get()`: on an autocommit write, `get()` returns the row and swallows the
@@ -34,6 +35,12 @@ import {
 } from "../schema_steps.ts";
 import { oneWriteAtMost, type Result, runSync, type Script, type Step } from "../sql/script.ts";
 import type { Statement } from "../sql/statement.ts";
+
+/**
+ * What a script's wake-up request does here: nothing, since other
+ * processes' watchers see every commit change the WAL file.
+ */
+function sendsNoWakeUp(): void {}
 
 /** Now in ms, as the workers' heartbeats on SQLite are stamped (the caller's clock, this machine's). */
 const NOW_MS = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
@@ -79,8 +86,11 @@ export class SqliteEngine implements Engine {
     // per statement on the hot path (a single dispatch).
     return this.#whenFree(
       mode === "statement"
-        ? () => this.#explained(() => runSync(start(), oneWriteAtMost(this.#step)))
-        : () => this.#explained(() => this.#inWriteTransaction(() => runSync(start(), this.#step))),
+        ? () => this.#explained(() => runSync(start(), oneWriteAtMost(this.#step), sendsNoWakeUp))
+        : () =>
+          this.#explained(() =>
+            this.#inWriteTransaction(() => runSync(start(), this.#step, sendsNoWakeUp))
+          ),
     );
   }
 
@@ -141,7 +151,7 @@ export class SqliteEngine implements Engine {
         // deno-lint-ignore require-await
         run: async (script) => {
           check();
-          return runSync(script, this.#step);
+          return runSync(script, this.#step, sendsNoWakeUp);
         },
         // deno-lint-ignore require-await
         query: async <Row>(text: string, params: readonly unknown[]) => {
@@ -213,11 +223,6 @@ export class SqliteEngine implements Engine {
   /** Calls `listener` when the database's WAL file changes (any process's commit). */
   watch(listener: () => void): Disposable {
     return this.#changes.add(listener);
-  }
-
-  /** Resolves at once: other processes' watchers see the commit's change to the WAL file. */
-  wake(): Promise<void> {
-    return Promise.resolve();
   }
 
   /**

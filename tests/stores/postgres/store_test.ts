@@ -11,6 +11,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { postgresDialect } from "../../../src/stores/postgres/dialect.ts";
+import { WAKE_UP } from "../../../src/stores/sql/script.ts";
 import { PostgresStore } from "../../../src/stores/postgres/mod.ts";
 import { claim, newJob, T0 } from "../contract/mod.ts";
 import { openTestPostgresStore, postgresTestUrl } from "../../_postgres.ts";
@@ -62,9 +63,11 @@ Deno.test({
       token: 7,
       names: ["contract-job"],
     };
-    const step = postgresDialect({ channel: "unused", dbClock: false }).claim(request, false)
+    const step = postgresDialect({ dbClock: false }).claim(request, false)
       .next();
-    if (step.done || !("params" in step.value)) throw new Error("the claim runs one statement");
+    if (step.done || step.value === WAKE_UP || !("params" in step.value)) {
+      throw new Error("the claim runs one statement");
+    }
     const { statement, params } = step.value;
     const sql = postgres(url!, { max: 1, onnotice: () => {} });
     try {

@@ -27,7 +27,6 @@ function recording(engine: Engine, modes: RunMode[]): Engine {
     transaction: (fn) => engine.transaction(fn),
     migrate: (steps, options, apply) => engine.migrate(steps, options, apply),
     watch: (listener) => engine.watch(listener),
-    wake: () => engine.wake(),
     backup: (file) => engine.backup(file),
     close: () => engine.close(),
   };
@@ -49,7 +48,7 @@ Deno.test({
     const engine = new PostgresEngine(connect, schema, `renox_queue_${schema}`);
     const store = new SqlStore(
       recording(engine, modes),
-      postgresDialect({ channel: `renox_queue_${schema}`, dbClock: false }),
+      postgresDialect({ dbClock: false }),
       migrations,
     );
     try {
