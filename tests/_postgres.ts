@@ -4,11 +4,20 @@
  *
  * @module
  */
+import postgres from "postgres";
 import { PostgresStore, type PostgresStoreOptions } from "../src/stores/postgres/mod.ts";
 
 /** The test database's URL, or null when tests that need PostgreSQL should skip. */
 export function postgresTestUrl(): string | null {
   return Deno.env.get("QUEUE_TEST_POSTGRES_URL") || null;
+}
+
+/**
+ * A client of 2 connections to `url` whose unqualified names resolve in
+ * `schema` (a test's own connection beside a store's, or an engine's).
+ */
+export function schemaClient(url: string, schema: string): postgres.Sql {
+  return postgres(url, { max: 2, onnotice: () => {}, connection: { search_path: schema } });
 }
 
 /** A fresh schema name, unique to this process and call. */

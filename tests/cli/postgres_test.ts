@@ -14,7 +14,7 @@ import { PostgresStore } from "../../src/stores/postgres/mod.ts";
 import { redactPassword } from "../../src/stores/database_url.ts";
 import { freshSchema, postgresTestUrl } from "../_postgres.ts";
 import { runCli } from "../fixtures/cli/cli_process.ts";
-import { recordSteps, stepMemo } from "../fixtures/steps/recorded_steps.ts";
+import { checkSignalAndSteps } from "../fixtures/cli/signal_steps.ts";
 
 const onboard = defineJob({ name: "cli.onboard", schema: z.null(), queue: "steps", handle() {} });
 
@@ -125,43 +125,6 @@ postgresTest(
   "CLI signal and steps --db postgres://…?schema= answer a job's wait there: delivered to its wait, buffered under another name, not-found exits 1; steps lists its memos",
   async (db, schema) => {
     const store = await PostgresStore.open(url!, { schema });
-    await using queue = await Queue.open({ store, jobs: [onboard] });
-    const waiting = await queue.dispatch(onboard, null);
-    await recordSteps(store, "steps", waiting, [stepMemo(1, "create-account", '{"n":1}')], {
-      kind: "wait",
-      seq: 2,
-      key: "survey",
-      until: null,
-    });
-
-    const delivered = await runCli([
-      "signal",
-      String(waiting),
-      "survey",
-      '{"score": 9}',
-      "--db",
-      db,
-    ]);
-    assert.equal(delivered.code, 0, delivered.stderr);
-    assert.match(
-      delivered.stdout,
-      new RegExp(`^delivered: job ${waiting} was waiting for "survey"`),
-    );
-    const again = await runCli(["signal", String(waiting), "other", "--db", db]);
-    assert.equal(again.code, 0, again.stderr);
-    assert.match(again.stdout, new RegExp(`^buffered: kept in job ${waiting}'s mailbox`));
-    assert.deepEqual(
-      (await store.jobSteps(waiting)).signals.map(({ name, payload }) => [name, payload]),
-      [["survey", '{"score":9}'], ["other", "null"]],
-    );
-    const unknown = await runCli(["signal", "999999", "survey", "--db", db]);
-    assert.equal(unknown.code, 1);
-    assert.match(unknown.stderr, /not-found: no job 999999/);
-
-    const shown = await runCli(["steps", String(waiting), "--db", db]);
-    assert.equal(shown.code, 0, shown.stderr);
-    const lines = shown.stdout.trimEnd().split("\n");
-    assert.match(lines[2]!, /^\s*1\s+create-account\s+step\s+done\s+1\s+12 ms\s+\{"n":1\}$/);
-    assert.match(lines[3]!, /^\s*2\s+survey\s+wait\s+parked\b/);
+    await checkSignalAndSteps(store, db);
   },
 );

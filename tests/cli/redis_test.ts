@@ -8,18 +8,16 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { z } from "zod";
-import { defineJob, Queue } from "../../mod.ts";
+import { Queue } from "../../mod.ts";
 import { RedisStore } from "../../src/stores/redis/mod.ts";
 import { redactPassword } from "../../src/stores/database_url.ts";
 import { deletePrefix, freshPrefix, prefixKeys, redisTestUrl } from "../_redis.ts";
 import { waitUntil } from "../_helpers.ts";
 import { runCli, startCli } from "../fixtures/cli/cli_process.ts";
 import { record } from "../fixtures/cli/jobs.ts";
-import { recordSteps, stepMemo } from "../fixtures/steps/recorded_steps.ts";
+import { checkSignalAndSteps } from "../fixtures/cli/signal_steps.ts";
 
 const JOBS = "tests/fixtures/cli/jobs.ts";
-const onboard = defineJob({ name: "cli.onboard", schema: z.null(), queue: "steps", handle() {} });
 
 const url = redisTestUrl();
 if (url === null) console.log("CLI tests on Redis skipped: QUEUE_TEST_REDIS_URL is not set");
@@ -135,43 +133,6 @@ redisTest(
   "CLI signal and steps --db redis://… answer a job's wait there: delivered to its wait, buffered under another name, not-found exits 1; steps lists its memos",
   async (db) => {
     const store = await RedisStore.open(url!, { prefix: new URL(db).searchParams.get("prefix")! });
-    await using queue = await Queue.open({ store, jobs: [onboard] });
-    const waiting = await queue.dispatch(onboard, null);
-    await recordSteps(store, "steps", waiting, [stepMemo(1, "create-account", '{"n":1}')], {
-      kind: "wait",
-      seq: 2,
-      key: "survey",
-      until: null,
-    });
-
-    const delivered = await runCli([
-      "signal",
-      String(waiting),
-      "survey",
-      '{"score": 9}',
-      "--db",
-      db,
-    ]);
-    assert.equal(delivered.code, 0, delivered.stderr);
-    assert.match(
-      delivered.stdout,
-      new RegExp(`^delivered: job ${waiting} was waiting for "survey"`),
-    );
-    const again = await runCli(["signal", String(waiting), "other", "--db", db]);
-    assert.equal(again.code, 0, again.stderr);
-    assert.match(again.stdout, new RegExp(`^buffered: kept in job ${waiting}'s mailbox`));
-    assert.deepEqual(
-      (await store.jobSteps(waiting)).signals.map(({ name, payload }) => [name, payload]),
-      [["survey", '{"score":9}'], ["other", "null"]],
-    );
-    const unknown = await runCli(["signal", "999999", "survey", "--db", db]);
-    assert.equal(unknown.code, 1);
-    assert.match(unknown.stderr, /not-found: no job 999999/);
-
-    const shown = await runCli(["steps", String(waiting), "--db", db]);
-    assert.equal(shown.code, 0, shown.stderr);
-    const lines = shown.stdout.trimEnd().split("\n");
-    assert.match(lines[2]!, /^\s*1\s+create-account\s+step\s+done\s+1\s+12 ms\s+\{"n":1\}$/);
-    assert.match(lines[3]!, /^\s*2\s+survey\s+wait\s+parked\b/);
+    await checkSignalAndSteps(store, db);
   },
 );

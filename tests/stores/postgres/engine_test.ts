@@ -11,7 +11,7 @@ import postgres from "postgres";
 import { PostgresEngine, type Sql } from "../../../src/stores/postgres/engine.ts";
 import { exec, type Script, wakeAfterCommit } from "../../../src/stores/sql/script.ts";
 import { statement } from "../../../src/stores/sql/statement.ts";
-import { freshSchema, postgresTestUrl } from "../../_postgres.ts";
+import { freshSchema, postgresTestUrl, schemaClient } from "../../_postgres.ts";
 
 const url = postgresTestUrl();
 
@@ -77,12 +77,7 @@ async function engineWithListener() {
   const admin = postgres(url!, { max: 2, onnotice: () => {} });
   await admin.unsafe(`CREATE SCHEMA "${schema}"`);
   await admin.unsafe(`CREATE TABLE "${schema}".marks (n int NOT NULL)`);
-  const connect = () =>
-    postgres(url!, {
-      max: 2,
-      onnotice: () => {},
-      connection: { search_path: schema },
-    }) as unknown as Sql;
+  const connect = () => schemaClient(url!, schema) as unknown as Sql;
   const engine = new PostgresEngine(connect, schema, channel);
   /** Each message: its payload, and the marks the listener read once it came. */
   const heard: Promise<{ payload: string; marks: number[] }>[] = [];

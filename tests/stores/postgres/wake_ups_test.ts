@@ -14,7 +14,7 @@ import { WakeUps } from "../../../src/stores/postgres/wake_ups.ts";
 import { PostgresStore } from "../../../src/stores/postgres/mod.ts";
 import type { Settlement } from "../../../src/stores/store.ts";
 import { claim, complete, failedJobs, newJob, release, T0 } from "../contract/fixtures.ts";
-import { freshSchema, postgresTestUrl } from "../../_postgres.ts";
+import { freshSchema, postgresTestUrl, schemaClient } from "../../_postgres.ts";
 
 const url = postgresTestUrl();
 
@@ -269,11 +269,7 @@ Deno.test({
   async fn(t) {
     const schema = freshSchema();
     const store = await PostgresStore.open(url!, { schema, clock: "caller" });
-    const listener = postgres(url!, {
-      max: 2,
-      onnotice: () => {},
-      connection: { search_path: schema },
-    });
+    const listener = schemaClient(url!, schema);
     try {
       for (const [index, write] of WAKING_WRITES.entries()) {
         await t.step(write.what, async () => {

@@ -13,7 +13,7 @@ import { PostgresEngine, type Sql } from "../../../src/stores/postgres/engine.ts
 import type { Engine, RunMode } from "../../../src/stores/sql/engine.ts";
 import { SqlStore } from "../../../src/stores/sql/sql_store.ts";
 import { claim, LEASE_MS, newJob, T0 } from "../contract/fixtures.ts";
-import { freshSchema, postgresTestUrl } from "../../_postgres.ts";
+import { freshSchema, postgresTestUrl, schemaClient } from "../../_postgres.ts";
 
 const url = postgresTestUrl();
 
@@ -38,12 +38,7 @@ Deno.test({
   ignore: url === null,
   async fn() {
     const schema = freshSchema();
-    const connect = () =>
-      postgres(url!, {
-        max: 2,
-        onnotice: () => {},
-        connection: { search_path: schema },
-      }) as unknown as Sql;
+    const connect = () => schemaClient(url!, schema) as unknown as Sql;
     const modes: RunMode[] = [];
     const engine = new PostgresEngine(connect, schema, `renox_queue_${schema}`);
     const store = new SqlStore(
