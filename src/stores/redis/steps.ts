@@ -54,15 +54,15 @@ if job == nil or job.staged ~= nil then
   end
   return cjson.encode('not-found')
 end
--- A signal of this name in the mailbox already answers a wait for it (that wait is due).
-local answered = false
-for _, member in ipairs(redis.call('ZRANGE', signalsKey(id), 0, -1)) do
-  if cjson.decode(member).name == INPUT.name then
-    answered = true
-    break
+-- Whether the mailbox holds a signal of this name: it already answers a wait for it (then due).
+local function held(name)
+  for _, member in ipairs(redis.call('ZRANGE', signalsKey(id), 0, -1)) do
+    if cjson.decode(member).name == name then return true end
   end
+  return false
 end
-local deliver = job.token == nil and not answered and Steps.waitsFor(id, INPUT.name)
+-- Only a job not leased can be parked in a wait.
+local deliver = job.token == nil and not held(INPUT.name) and Steps.waitsFor(id, INPUT.name)
 local signalId = redis.call('INCR', P .. ':signals:seq')
 redis.call('ZADD', signalsKey(id), signalId, cjson.encode({id = signalId, name = INPUT.name,
   payload = INPUT.payload, sentAt = NOW}))

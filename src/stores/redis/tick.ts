@@ -482,8 +482,7 @@ if #deleted > 0 then
   end
 end
 
--- The kept history's prune, before the log prune below, which then finds the lines of the jobs
--- it forgot.
+-- The kept history's prune, before the log prune.
 local keptLeft = false
 if INPUT.pruneKept then keptLeft = History.pruneExpired() end
 -- Holds whose end passed a minute ago, after this settle's own holds, when a walk is due.
@@ -734,8 +733,8 @@ async function givingBackOnLostReply<T>(
 /**
  * What a store's settles keep between ticks in process memory, as SQL's
  * (src/stores/sql/upkeep.ts): when they last pruned the kept finished jobs,
- * the metrics rollup and the log lines, and where their walk through the group holds
- * stands. A settle between prunes sends no command for them.
+ * the metrics rollup and the log lines, and where their walk through the
+ * group holds stands. A settle between prunes sends no command for them.
  */
 export interface SettleUpkeep {
   /** The prune of kept finished jobs whose `keep_until` passed. */
@@ -764,9 +763,9 @@ export function settleUpkeep(): SettleUpkeep {
  * finished jobs and the metrics rollup when `upkeep` finds each due (at
  * most once a minute of its latest settlement's time; a kept jobs' prune
  * that left some goes on at the next settle), one with settlements or log
- * lines prunes the lines of jobs gone when that is due (the same way), and one that settles or
- * claims reads the next chunk of the walk through the group holds when
- * one is due. A tick of start confirmations and begin marks alone goes to
+ * lines prunes the lines of jobs gone when that is due (the same way), and
+ * one that settles or claims reads the next chunk of the walk through the
+ * group holds when one is due. A tick of start confirmations and begin marks alone goes to
  * the smaller script that writes only those.
  */
 export async function settle(

@@ -182,14 +182,12 @@ export function* signal(dialect: Dialect, request: SignalRequest): Script<Signal
     return Number(row?.ended) === 1 ? "finished" : "not-found";
   }
   const now = clockParam(dialect, request.now);
-  // A signal of this name in the mailbox already answers a wait for it (that wait is due).
-  const answered = (yield* exec(HOLDS_SIGNAL, jobId, name)).rows.length > 0;
+  // Only a job not leased can be parked in a wait, and a signal of this name in its mailbox
+  // already answers that wait (which is then due).
+  const deliverable = job.token === null &&
+    (yield* exec(HOLDS_SIGNAL, jobId, name)).rows.length === 0;
   yield* exec(INSERT_SIGNAL, jobId, name, request.payload, now);
-  if (
-    job.token !== null || answered || (yield* exec(DELIVER, jobId, now, name)).count === 0
-  ) {
-    return "buffered";
-  }
+  if (!deliverable || (yield* exec(DELIVER, jobId, now, name)).count === 0) return "buffered";
   yield* wakeAfterCommit();
   return "delivered";
 }
