@@ -32,17 +32,23 @@ export async function watchCommands(url: string, prefix: string): Promise<Comman
     let marks = 0;
     return {
       async during(action) {
-        const from = lines.length;
+        // Markers before and after: the monitor's stream comes late, so commands sent before the
+        // action (the test's own reads) may not have arrived when it starts.
+        const seen = async () => {
+          const mark = `{${prefix}}:marker:${++marks}`;
+          await marker.get(mark);
+          const deadline = Date.now() + 10_000;
+          for (;;) {
+            const at = lines.findLastIndex((line) => line.includes(mark));
+            if (at >= 0) return at;
+            assert.ok(Date.now() < deadline, "the monitor shows the marker");
+            await new Promise((resolve) => setTimeout(resolve, 10));
+          }
+        };
+        const from = await seen() + 1;
         await action();
-        // The marker comes after every command of the action in the monitor's stream.
-        const end = `{${prefix}}:marker:${++marks}`;
-        await marker.get(end);
-        const deadline = Date.now() + 10_000;
-        while (!lines.slice(from).some((line) => line.includes(end))) {
-          assert.ok(Date.now() < deadline, "the monitor shows the marker");
-          await new Promise((resolve) => setTimeout(resolve, 10));
-        }
-        return lines.slice(from).filter((line) => !line.includes(end));
+        const end = await seen();
+        return lines.slice(from, end);
       },
       [Symbol.asyncDispose]: close,
     };
