@@ -2,7 +2,8 @@
  * What `deno task bench --store redis` measures, by group: our rows on the
  * Redis store, each beside BullMQ on the same server and workload in the
  * same run, BullMQ's figure the baseline (so each ratio says how many times
- * BullMQ's ours is): dispatch one at a time, bulk dispatch, isolate drains
+ * BullMQ's ours is): dispatch one at a time (and beside it a bare round trip,
+ * its floor), bulk dispatch, isolate drains
  * at concurrency 1, 8 and 32 in this process, the drain by
  * {@linkcode DRAIN_PROCESSES} worker processes at 32 each, and pick-up
  * latency; and the durable-step drains against our own drain at 32. `main.ts` imports this module only for `--store redis`.
@@ -44,6 +45,7 @@ import { redactPassword } from "../src/stores/database_url.ts";
 import type { RedisServer } from "./redis_environment.ts";
 import { redisPickupHere } from "./redis_pickup_here.ts";
 import { withRedisQueue } from "./redis_queue.ts";
+import { rawRedisRoundTripRate } from "./redis_round_trip.ts";
 import {
   MAX_REDIS_JOBS,
   MAX_REDIS_PROCESS_DRAIN_JOBS,
@@ -103,6 +105,15 @@ export async function redisBench(url: string, jobs: number): Promise<RedisBench>
           label: `BullMQ queue.add(), one at a time (${count(size)} jobs)`,
           run: (jobs) => bullAddSingle(jobs, connection),
         }, size),
+        {
+          ...fixed(size),
+          id: "raw-redis-round-trip",
+          name: "raw Redis round trip",
+          label: `raw node-redis PING, one at a time (no queue; the round trip every awaited ` +
+            `dispatch pays) (${count(size)} round trips)`,
+          baseline: "bullmq-add",
+          run: (jobs) => rawRedisRoundTripRate(url, jobs),
+        },
         ...pair({
           id: "dispatch-many",
           name: "dispatchMany",
