@@ -384,11 +384,13 @@ local function leave(id, job)
   end
   local out = leaving[job.queue]
   if out == nil then
-    out = {members = {}, jobs = {}}
+    out = {members = {}, ids = {}, jobs = {}}
     leaving[job.queue] = out
   end
-  table.insert(out.members, pad(id))
-  table.insert(out.jobs, {id = id, job = job})
+  local n = #out.members + 1
+  out.members[n] = pad(id)
+  out.ids[n] = id
+  out.jobs[n] = job
 end
 
 -- Job rows first.
@@ -466,7 +468,7 @@ end
 for queue, out in pairs(leaving) do
   -- Some job was not in the leased set (a script put it back in its level since): each as unplace does.
   if callInChunks('ZREM', leasedKey(queue), out.members) < #out.members then
-    for _, left in ipairs(out.jobs) do unplace(left.id, queue, left.job.priority, true, left.job) end
+    for n, id in ipairs(out.ids) do unplace(id, queue, out.jobs[n].priority, true, out.jobs[n]) end
   end
 end
 History.keep(kept)
@@ -500,15 +502,23 @@ if opt(records.logs) ~= nil then H.logs(records.logs) end
 local logsLeft = false
 if INPUT.pruneLogs then logsLeft = H.pruneLogs() end
 
--- Chains and batches second, in batch order.
+-- Chains and batches second, in batch order (settlement order when no job is in a batch: the
+-- order the moves are listed in, so no sort).
 local moves = {}
+local batched = false
 for i, s in ipairs(settlements) do
-  if settled[i] ~= nil then table.insert(moves, {i = i, s = s, job = settled[i]}) end
+  local job = settled[i]
+  if job ~= nil then
+    table.insert(moves, {i = i, s = s, job = job})
+    if job.batch_id ~= nil then batched = true end
+  end
 end
-table.sort(moves, function(a, b)
-  local x, y = num(a.job, 'batch_id'), num(b.job, 'batch_id')
-  return x < y or (x == y and a.i < b.i)
-end)
+if batched then
+  table.sort(moves, function(a, b)
+    local x, y = num(a.job, 'batch_id'), num(b.job, 'batch_id')
+    return x < y or (x == y and a.i < b.i)
+  end)
+end
 local removed = {}
 for _, move in ipairs(moves) do
   local s = move.s
