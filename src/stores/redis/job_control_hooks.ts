@@ -158,9 +158,12 @@ function History.add(batch, id, job, fields)
   if fields.state == 'expired' then
     table.insert(row, 'attempts'); table.insert(row, num(job, 'attempts') - 1)
   end
-  for _, field in ipairs({'output', 'error', 'started_at', 'duration_ms'}) do
-    if fields[field] ~= nil then table.insert(row, field); table.insert(row, fields[field]) end
-  end
+  -- Field by field, not through a list made for each job.
+  local n = #row
+  if fields.output ~= nil then row[n + 1] = 'output'; row[n + 2] = fields.output; n = n + 2 end
+  if fields.error ~= nil then row[n + 1] = 'error'; row[n + 2] = fields.error; n = n + 2 end
+  if fields.started_at ~= nil then row[n + 1] = 'started_at'; row[n + 2] = fields.started_at; n = n + 2 end
+  if fields.duration_ms ~= nil then row[n + 1] = 'duration_ms'; row[n + 2] = fields.duration_ms end
   batch.rows[id] = row
   local member = pad(id)
   local pair = madeOnce(batch.pairOf, job.queue, job.name, History.pair)
@@ -245,20 +248,23 @@ end
 function H.finished(id, job, s, kept)
   local keepUntil = opt(s.keepUntil)
   if keepUntil ~= nil and keepUntil > s.at then
-    local fields = {finished_at = at(s.at), keep_until = at(keepUntil)}
+    local state, output, err, durationMs, startedAt = nil, nil, nil, nil, nil
     if s.kind == 'complete' then
-      fields.state = 'completed'
-      fields.output = opt(s.output)
+      state = 'completed'
+      output = opt(s.output)
     else
-      fields.state = s.expired == true and 'expired' or 'cancelled'
-      fields.error = s.reason
+      state = s.expired == true and 'expired' or 'cancelled'
+      err = s.reason
     end
     local duration = opt(s.durationMs)
     if duration ~= nil then
       -- Rounded as Math.round, as the SQL stores record it.
-      fields.duration_ms = math.floor(duration + 0.5)
-      fields.started_at = at(s.at - fields.duration_ms)
+      durationMs = math.floor(duration + 0.5)
+      startedAt = at(s.at - durationMs)
     end
+    -- One table made with all its fields (no growth as fields are added).
+    local fields = {finished_at = at(s.at), keep_until = at(keepUntil), state = state, output = output,
+      error = err, duration_ms = durationMs, started_at = startedAt}
     History.add(kept, id, job, fields)
     return true
   end

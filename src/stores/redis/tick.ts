@@ -223,13 +223,14 @@ local function claimJobs(req)
           if recovered then table.insert(fields, 'last_error'); table.insert(fields, lastError) end
           if ahead then table.insert(fields, 'claimed_ahead'); table.insert(fields, '1') end
           redis.call('HSET', key, unpack(fields))
-          local stale = {}
-          if job.progress ~= nil then table.insert(stale, 'progress') end
-          if job.locked ~= nil then table.insert(stale, 'locked') end
-          if job.claimed_ahead == '1' and not ahead then table.insert(stale, 'claimed_ahead') end
-          if job.suspect ~= nil and not suspect then table.insert(stale, 'suspect') end
-          if job.expire_at ~= nil and expireAt == nil then table.insert(stale, 'expire_at') end
-          if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
+          -- Fields the claim makes stale, deleted in one write (a table made only when some are).
+          local stale = nil
+          if job.progress ~= nil then stale = {'progress'} end
+          if job.locked ~= nil then stale = stale or {}; table.insert(stale, 'locked') end
+          if job.claimed_ahead == '1' and not ahead then stale = stale or {}; table.insert(stale, 'claimed_ahead') end
+          if job.suspect ~= nil and not suspect then stale = stale or {}; table.insert(stale, 'suspect') end
+          if job.expire_at ~= nil and expireAt == nil then stale = stale or {}; table.insert(stale, 'expire_at') end
+          if stale ~= nil then redis.call('HDEL', key, unpack(stale)) end
           if not ahead then H.started(c.id, job) end
           table.insert(claimed,
             claimRow(idText, job, attempts, crashes, lastError, recovered, waited, ahead, expireAt))
@@ -278,10 +279,14 @@ local function confirmStarts(starts)
   local leaseText = string.format('%.17g', T + starts.leaseMs)
   for i, lease in ipairs(starts.leases) do
     started[i] = false
-    local job = {}
     local key = jobKey(lease.id)
-    readFields(key, job, CONFIRM_FIELDS)
-    if job.queue == nil then job = nil end
+    -- CONFIRM_FIELDS read into a table made whole (absent fields stay absent: false or nil is nil).
+    local v = redis.call('HMGET', key, unpack(CONFIRM_FIELDS))
+    local job = nil
+    if v[3] then
+      job = {token = v[1] or nil, claimed_ahead = v[2] or nil, queue = v[3], name = v[4] or nil,
+        group_key = v[5] or nil, keyed = v[6] or nil, job_key = v[7] or nil}
+    end
     if job ~= nil and job.token == lease.token and job.claimed_ahead == '1' then
       local groupHeld = job.group_key ~= nil and groupPaused(groupId(job.name, job.group_key), T)
       if paused[job.queue] == nil then paused[job.queue] = H.paused(job.queue) end
@@ -384,11 +389,13 @@ local function leave(id, job)
   end
   local out = leaving[job.queue]
   if out == nil then
-    out = {members = {}, jobs = {}}
+    out = {members = {}, ids = {}, jobs = {}}
     leaving[job.queue] = out
   end
-  table.insert(out.members, pad(id))
-  table.insert(out.jobs, {id = id, job = job})
+  local n = #out.members + 1
+  out.members[n] = pad(id)
+  out.ids[n] = id
+  out.jobs[n] = job
 end
 
 -- Job rows first.
@@ -466,7 +473,7 @@ end
 for queue, out in pairs(leaving) do
   -- Some job was not in the leased set (a script put it back in its level since): each as unplace does.
   if callInChunks('ZREM', leasedKey(queue), out.members) < #out.members then
-    for _, left in ipairs(out.jobs) do unplace(left.id, queue, left.job.priority, true, left.job) end
+    for n, id in ipairs(out.ids) do unplace(id, queue, out.jobs[n].priority, true, out.jobs[n]) end
   end
 end
 History.keep(kept)
@@ -500,15 +507,23 @@ if opt(records.logs) ~= nil then H.logs(records.logs) end
 local logsLeft = false
 if INPUT.pruneLogs then logsLeft = H.pruneLogs() end
 
--- Chains and batches second, in batch order.
+-- Chains and batches second, in batch order (settlement order when no job is in a batch: the
+-- order the moves are listed in, so no sort).
 local moves = {}
+local batched = false
 for i, s in ipairs(settlements) do
-  if settled[i] ~= nil then table.insert(moves, {i = i, s = s, job = settled[i]}) end
+  local job = settled[i]
+  if job ~= nil then
+    table.insert(moves, {i = i, s = s, job = job})
+    if job.batch_id ~= nil then batched = true end
+  end
 end
-table.sort(moves, function(a, b)
-  local x, y = num(a.job, 'batch_id'), num(b.job, 'batch_id')
-  return x < y or (x == y and a.i < b.i)
-end)
+if batched then
+  table.sort(moves, function(a, b)
+    local x, y = num(a.job, 'batch_id'), num(b.job, 'batch_id')
+    return x < y or (x == y and a.i < b.i)
+  end)
+end
 local removed = {}
 for _, move in ipairs(moves) do
   local s = move.s
