@@ -257,9 +257,7 @@ local function unclaim(id, job, leaseMs)
   placeUnleased(id, job.queue, job.priority, due)
 end
 
--- What a start confirmation reads of a job: its lease, its queue and group, and what H.started
--- uses; a refused one's unclaim and key hooks read UNCLAIM_FIELDS too.
-local CONFIRM_FIELDS = {'token', 'claimed_ahead', 'queue', 'name', 'group_key', 'keyed', 'job_key'}
+-- A refused start confirmation's unclaim and key hooks read these fields of the job too.
 local UNCLAIM_FIELDS = {'priority', 'available_at', 'waited_ms', 'attempts', 'locked', 'lock_keys'}
 
 -- Adds fields of the job row at key to the table job (absent fields stay absent).
@@ -280,8 +278,10 @@ local function confirmStarts(starts)
   for i, lease in ipairs(starts.leases) do
     started[i] = false
     local key = jobKey(lease.id)
-    -- CONFIRM_FIELDS read into a table made whole (absent fields stay absent: false or nil is nil).
-    local v = redis.call('HMGET', key, unpack(CONFIRM_FIELDS))
+    -- What a confirmation reads of a job (its lease, its queue and group, and what H.started
+    -- uses), read into a table made whole: an absent field (false) stays absent (nil).
+    local v = redis.call('HMGET', key, 'token', 'claimed_ahead', 'queue', 'name', 'group_key',
+      'keyed', 'job_key')
     local job = nil
     if v[3] then
       job = {token = v[1] or nil, claimed_ahead = v[2] or nil, queue = v[3], name = v[4] or nil,
