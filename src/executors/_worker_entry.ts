@@ -13,7 +13,7 @@ import { asError } from "../errors.ts";
 import type { DispatchOptions, JobDefinition } from "../job.ts";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { captureConsole } from "./_console_capture.ts";
-import type { HandlerQueue, StepPort } from "./executor.ts";
+import type { ExecutionRequest, HandlerQueue, StepPort } from "./executor.ts";
 import type { JobStepsRow, StepWrite } from "../stores/store.ts";
 import { JobRegistry } from "../registry.ts";
 import { activeTraceparent } from "../trace_context.ts";
@@ -65,8 +65,13 @@ const progress = new Map<number, number>();
  * capped per attempt from "init" on (no attempt runs before it).
  */
 let logLines = new WorkerLogLines(Infinity);
-/** The attempt whose handler is running, for console capture. */
+/**
+ * The attempt whose handler is running, for console capture and for the
+ * span of what it dispatches; entered only where one of them needs it.
+ */
 const current = new AsyncLocalStorage<number>();
+/** Whether "init" asked for console capture. */
+let consoleCaptured = false;
 /** The attempt span of each running attempt, for what its handler dispatches. */
 const traceparents = new Map<number, string>();
 let flushScheduled = false;
@@ -238,32 +243,37 @@ async function attempt(run: WireRun): Promise<void> {
   let outcome: WireResult;
   try {
     const ready = started ?? await whenStarted();
-    const result = await current.run(runId, () =>
-      ready.run({
-        id,
-        name,
-        queueName,
-        payload,
-        attempt: attemptNumber,
-        batchId,
-        scheduled,
-        traceparent,
-        flowParents,
-        signal: controller.signal,
-        onProgress(percent) {
-          progress.set(runId, percent);
-          scheduleFlush();
-        },
-        onBegin() {
-          begun.add(runId);
-          scheduleFlush();
-        },
-        onLog(line) {
-          logLines.add(runId, line);
-          scheduleFlush();
-        },
-        steps: stepPort(runId),
-      }));
+    const request: ExecutionRequest = {
+      id,
+      name,
+      queueName,
+      payload,
+      attempt: attemptNumber,
+      batchId,
+      scheduled,
+      traceparent,
+      flowParents,
+      signal: controller.signal,
+      onProgress(percent) {
+        progress.set(runId, percent);
+        scheduleFlush();
+      },
+      onBegin() {
+        begun.add(runId);
+        scheduleFlush();
+      },
+      onLog(line) {
+        logLines.add(runId, line);
+        scheduleFlush();
+      },
+      steps: stepPort(runId),
+    };
+    // The attempt is told apart only for console capture, and for what it dispatches when it
+    // has a span: without either, it runs without entering its context (about 2 µs a job).
+    const result = await (consoleCaptured || traceparent !== null
+      ? current.run(runId, () =>
+        ready.run(request))
+      : ready.run(request));
     if (result.kind === "success") {
       outcome = { runId, kind: "success", output: result.output ?? null };
     } else if (result.kind === "release") {
@@ -298,6 +308,7 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
     case "init":
       logLines = new WorkerLogLines(data.maxLogBytes);
       if (data.captureConsole === true) {
+        consoleCaptured = true;
         captureConsole((level, message) => {
           const runId = current.getStore();
           if (runId === undefined || !aborts.has(runId)) return;
