@@ -98,7 +98,26 @@ export async function insertJobs(
   stage?: string,
 ): Promise<number[]> {
   if (rows.length === 0) return [];
-  return await dispatch<number[]>(redis, INSERT_JOBS, { now: rows[0]!.createdAt, rows }, stage);
+  return await dispatch<number[]>(
+    redis,
+    INSERT_JOBS,
+    { now: rows[0]!.createdAt, rows: rows.map(withoutNulls) },
+    stage,
+  );
+}
+
+/**
+ * `row` without its null fields: the script reads an absent field as it
+ * reads a null (`opt`), and a row of fewer fields costs the server less to
+ * decode (a plain dispatch sends four nulls).
+ */
+function withoutNulls(row: NewJobRow): Partial<NewJobRow> {
+  const sent: Record<string, unknown> = {};
+  for (const field in row) {
+    const value = row[field as keyof NewJobRow];
+    if (value !== null) sent[field] = value;
+  }
+  return sent;
 }
 
 /**
