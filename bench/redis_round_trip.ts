@@ -12,7 +12,10 @@
 import { createClient } from "npm:@redis/client@^6.4";
 import { measureRate } from "./measurement.ts";
 
-/** Round trips made before the timing starts (the client's code gets compiled). */
+/**
+ * Round trips made on each new connection before the timing starts: its
+ * client is new to every run, as the bench's warm-up round's was.
+ */
 const WARMUP_ROUND_TRIPS = 500;
 
 /** Times `roundTrips` awaited `PING`s to the server at `url`, one at a time; per second. */

@@ -30,6 +30,7 @@ import { ManualClock, within } from "./_helpers.ts";
 import { type StoreContext, storeTest } from "./_stores.ts";
 import { Queue } from "../src/queue.ts";
 import * as jobs from "./fixtures/observability/jobs.ts";
+import * as noSdkJobs from "./fixtures/observability/no_sdk_jobs.ts";
 
 const exporter = new InMemorySpanExporter();
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
@@ -38,6 +39,7 @@ trace.setGlobalTracerProvider(
 );
 const tracer = trace.getTracer("observability test");
 const JOBS_URL = new URL("./fixtures/observability/jobs.ts", import.meta.url).href;
+const NO_SDK_JOBS_URL = new URL("./fixtures/observability/no_sdk_jobs.ts", import.meta.url).href;
 const KEY = generateAppKey();
 
 /** The attempt spans of job `id`, in the order they ended. */
@@ -436,6 +438,24 @@ Deno.test("in a Web Worker the handler's spans nest under the attempt span, and 
     const printed = lines.find((line) => line.level === "log");
     assert.equal(printed?.message, "printed by the handler 42");
     // What the handler dispatched is traced under its attempt too.
+    const followUp = lines.find((line) => line.message === "follow-up")!.fields!.id as number;
+    const [child] = attemptSpans(followUp);
+    assert.equal(child!.spanContext().traceId, traceId);
+    assert.equal(child!.parentSpanContext?.spanId, span!.spanContext().spanId);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("in a Web Worker without console capture or a tracer of its own, what a handler dispatches is traced under its attempt", async () => {
+  exporter.reset();
+  const dir = await Deno.makeTempDir();
+  try {
+    await using queue = await Queue.open({ path: `${dir}/queue.db`, jobs: NO_SDK_JOBS_URL });
+    const { result: id, traceId } = await inSpan(() => queue.dispatch(noSdkJobs.handsOn, null));
+    await queue.work({ executor: "workers", workers: 1, stopWhenEmpty: true }).done;
+    const [span] = attemptSpans(id);
+    const lines = await queue.logs(id);
     const followUp = lines.find((line) => line.message === "follow-up")!.fields!.id as number;
     const [child] = attemptSpans(followUp);
     assert.equal(child!.spanContext().traceId, traceId);

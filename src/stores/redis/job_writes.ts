@@ -32,7 +32,11 @@ export const NO_SQL_ON_REDIS =
   "commits (an outbox table), or keep the jobs in PostgreSQL (the PostgreSQL store) to dispatch " +
   "inside your own SQL transaction";
 
-/** Input: `rows` (NewJobRow[]), `token` (the dispatch's). Reply: the ids in order. */
+/**
+ * Input: `rows` (NewJobRow[], without their null fields: `insertJob` reads
+ * each nullable field through `opt`), `token` (the dispatch's). Reply: the
+ * ids in order.
+ */
 const INSERT_JOBS = dispatchScript(
   "insertJobs",
   String.raw`
@@ -111,7 +115,7 @@ export async function insertJobs(
  * reads a null (`opt`), and a row of fewer fields costs the server less to
  * decode (a plain dispatch sends four nulls).
  */
-function withoutNulls(row: NewJobRow): Partial<NewJobRow> {
+function withoutNulls(row: NewJobRow): { [K in keyof NewJobRow]?: Exclude<NewJobRow[K], null> } {
   const sent: Record<string, unknown> = {};
   for (const field in row) {
     const value = row[field as keyof NewJobRow];
