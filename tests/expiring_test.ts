@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, defineSchedule, JobCancelledError } from "../mod.ts";
 import { workUntilEmpty } from "../src/testing.ts";
-import { ManualClock, waitUntil } from "./_helpers.ts";
+import { ManualClock, waitUntil, within } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 
 function expiringJobs() {
@@ -223,8 +223,12 @@ storeTest(
     const settled = waiting.then(() => null, (error: unknown) => error);
     await waitUntil(async () => (await queue.jobs()).jobs.length === 1, { what: "the job stored" });
     clock.advance(1_000);
-    await workUntilEmpty(queue, { executor: "isolate" });
-    const error = await settled;
+    // A worker that runs until the waiting call has its answer, as an app's would: one that
+    // stops at its first empty claim (workUntilEmpty) once stopped with this job still pending on
+    // PostgreSQL on a loaded machine, and the call then waited for ever.
+    const worker = queue.work({ executor: "isolate", pollMs: 10 });
+    const error = await within(settled, 30_000, "the awaited job's answer");
+    await worker.stop();
     assert.ok(error instanceof JobCancelledError, `rejected with ${error}`);
     assert.match(error.message, /expired: not started by /);
     assert.deepEqual(ran, []);
