@@ -223,9 +223,10 @@ storeTest(
     const settled = waiting.then(() => null, (error: unknown) => error);
     await waitUntil(async () => (await queue.jobs()).jobs.length === 1, { what: "the job stored" });
     clock.advance(1_000);
-    // A worker that runs until the waiting call has its answer, as an app's would: one that
-    // stops at its first empty claim (workUntilEmpty) once stopped with this job still pending on
-    // PostgreSQL on a loaded machine, and the call then waited for ever.
+    // A worker that runs until the waiting call has its answer, as an app's would. The call marks
+    // the job awaited in a write of its own after the dispatch; on PostgreSQL a claim that runs
+    // meanwhile skips the locked row (SKIP LOCKED), and a worker that stops at its first empty
+    // claim (workUntilEmpty) once left with the job pending, the call waiting for ever.
     const worker = queue.work({ executor: "isolate", pollMs: 10 });
     const error = await within(settled, 30_000, "the awaited job's answer");
     await worker.stop();
