@@ -24,7 +24,7 @@ import {
   PeriodicExportingMetricReader,
 } from "@opentelemetry/sdk-metrics";
 import { z } from "zod";
-import { defineJob, generateAppKey, PermanentError } from "../mod.ts";
+import { defineJob, generateAppKey, type JobLogLine, PermanentError } from "../mod.ts";
 import { ChildScript } from "./_child.ts";
 import { ManualClock, within } from "./_helpers.ts";
 import { type StoreContext, storeTest } from "./_stores.ts";
@@ -47,6 +47,21 @@ function attemptSpans(id: number): ReadableSpan[] {
   return exporter.getFinishedSpans().filter((span) =>
     span.attributes["messaging.message.id"] === String(id)
   );
+}
+
+/**
+ * Asserts that the job whose id `lines` logged as "follow-up" ran in trace
+ * `traceId`, its attempt span a child of `attempt`.
+ */
+function assertFollowUpUnder(
+  lines: readonly JobLogLine[],
+  traceId: string,
+  attempt: ReadableSpan,
+): void {
+  const followUp = lines.find((line) => line.message === "follow-up")!.fields!.id as number;
+  const [child] = attemptSpans(followUp);
+  assert.equal(child!.spanContext().traceId, traceId);
+  assert.equal(child!.parentSpanContext?.spanId, attempt.spanContext().spanId);
 }
 
 const encoder = new TextEncoder();
@@ -438,10 +453,7 @@ Deno.test("in a Web Worker the handler's spans nest under the attempt span, and 
     const printed = lines.find((line) => line.level === "log");
     assert.equal(printed?.message, "printed by the handler 42");
     // What the handler dispatched is traced under its attempt too.
-    const followUp = lines.find((line) => line.message === "follow-up")!.fields!.id as number;
-    const [child] = attemptSpans(followUp);
-    assert.equal(child!.spanContext().traceId, traceId);
-    assert.equal(child!.parentSpanContext?.spanId, span!.spanContext().spanId);
+    assertFollowUpUnder(lines, traceId, span!);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -456,10 +468,7 @@ Deno.test("in a Web Worker without console capture or a tracer of its own, what 
     await queue.work({ executor: "workers", workers: 1, stopWhenEmpty: true }).done;
     const [span] = attemptSpans(id);
     const lines = await queue.logs(id);
-    const followUp = lines.find((line) => line.message === "follow-up")!.fields!.id as number;
-    const [child] = attemptSpans(followUp);
-    assert.equal(child!.spanContext().traceId, traceId);
-    assert.equal(child!.parentSpanContext?.spanId, span!.spanContext().spanId);
+    assertFollowUpUnder(lines, traceId, span!);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -780,8 +780,8 @@ export function settleUpkeep(): SettleUpkeep {
  * that left some goes on at the next settle), one with settlements or log
  * lines prunes the lines of jobs gone when that is due (the same way), and
  * one that settles or claims reads the next chunk of the walk through the
- * group holds when one is due. A tick of start confirmations and begin marks alone goes to
- * the smaller script that writes only those.
+ * group holds when one is due. A tick of start confirmations and begin
+ * marks alone goes to the smaller script that writes only those.
  */
 export async function settle(
   redis: RedisConnection,
