@@ -269,8 +269,12 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
         if (idle && !this.#mayClaim()) break;
         const sealing = this.#deps.schedules?.missedRows === true; // a slot waits for its row
         if (idle && stopWhenEmpty && claimed === 0 && !sealing) {
-          emptied = true;
-          break;
+          if (!await this.#claimPassedOver()) {
+            emptied = true;
+            break;
+          }
+          await this.#pollSleep.sleep(Math.min(pollMs, PASSED_OVER_RETRY_MS));
+          continue;
         }
         if (this.#pollSleep.timersStarved) await this.#pollSleep.yieldToTimers();
         if (this.#toStart.length > 0) continue; // slots wait for the next tick to confirm their starts
@@ -446,6 +450,24 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     const now = this.#deps.clock.now();
     const next = firing.nextSlot(now);
     return next === null ? pollMs : Math.max(0, Math.min(pollMs, next - now + 1));
+  }
+
+  /**
+   * Whether the claim that came back empty may have passed over a due job
+   * (see `WorkerStore.claimPassedOver`): the queues are not empty then. A
+   * store that cannot answer is taken to say yes: the next claim meets its
+   * outage.
+   */
+  async #claimPassedOver(): Promise<boolean> {
+    try {
+      return await this.#deps.store.claimPassedOver({
+        queues: this.#options.queues,
+        names: this.#deps.registry.names(),
+        now: this.#deps.clock.now(),
+      });
+    } catch {
+      return true;
+    }
   }
 
   #mayClaim(): boolean {
@@ -1004,6 +1026,13 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 
 /** The longest pause before a refused tick is tried again, in ms. */
 const OUTAGE_RETRY_MS = 250;
+/**
+ * How long a worker that stops when its queues are empty waits before it
+ * claims again after an empty claim passed over a due job (ms): the
+ * transaction holding that job's row ends in a moment (the one marking it
+ * awaited also wakes the worker).
+ */
+const PASSED_OVER_RETRY_MS = 50;
 
 /**
  * A finished attempt's settlement, with the handler's runtime when it ran and

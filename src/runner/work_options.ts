@@ -51,6 +51,9 @@ export interface WorkOptions {
   pollMs?: number;
   /**
    * Stop once nothing is due now (delayed jobs do not keep the worker alive).
+   * On PostgreSQL a claim skips a job whose row another transaction holds
+   * for a moment (a `dispatchAndWait()` marking it awaited): such a job
+   * keeps the worker claiming until it is taken.
    * @default {false}
    */
   stopWhenEmpty?: boolean;

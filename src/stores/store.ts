@@ -140,6 +140,18 @@ export interface WorkerStore {
    */
   claim(request: ClaimRequest): Promise<ClaimedJob[]>;
   /**
+   * Whether a claim for `request`'s queues and names that came back empty
+   * may have passed over a job it could take, due at `request.now` outside
+   * any group: then the queues are not empty. Only PostgreSQL's claim
+   * passes one over, skipping the rows another transaction holds for a
+   * moment (`SKIP LOCKED`: a `dispatchAndWait()` marking its job awaited,
+   * an admin action on it); it answers from what is committed, without
+   * taking or waiting for a lock. SQLite's and Redis's claims never pass a
+   * due job over: false. A worker that stops once its queues are empty asks
+   * before it stops.
+   */
+  claimPassedOver(request: Pick<ClaimRequest, "queues" | "names" | "now">): Promise<boolean>;
+  /**
    * Applies settlements in one transaction and, when `then` is given, claims
    * the next jobs in that same transaction (one commit per worker tick).
    *

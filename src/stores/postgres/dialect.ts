@@ -143,6 +143,41 @@ const LOCK_KEY = statement("SELECT pg_advisory_xact_lock(hashtextextended($1, 72
 const WAIT_OUT_STARTS = statement("LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE");
 
 const claimStatements = new Map<string, Statement>();
+const passedOverStatements = new Map<string, Statement>();
+
+/**
+ * What the claim takes of queue `queue` (a placeholder) outside any group:
+ * due at `now` (an SQL expression), its queue not paused, its name in
+ * `names` (a list's placeholder) when given.
+ */
+function claimable(queue: string, now: string, names: string | null): string {
+  return `queue = ${queue} AND group_key IS NULL AND available_at <= ${now}
+    ${names === null ? "" : `AND name IN ${names}`} AND ${notPaused(queue, now)}`;
+}
+
+/**
+ * Whether any job of `queueCount` queues (`$2`…) is one the claim would
+ * take ({@linkcode claimable}) at `{{now $1}}`, with `byName` only of the
+ * names in the last parameter: a plain read, which neither takes nor waits
+ * for a row lock. After a claim that came back empty it finds the due jobs
+ * the claim's `SKIP LOCKED` passed over (or that came due since).
+ */
+function passedOverStatement(queueCount: number, byName: boolean): Statement {
+  const cacheKey = `${queueCount}:${byName}`;
+  let found = passedOverStatements.get(cacheKey);
+  if (found !== undefined) return found;
+  const names = byName ? `{{texts $${2 + queueCount}}}` : null;
+  const now = "(SELECT t FROM now_ms)";
+  const anyQueue = Array.from(
+    { length: queueCount },
+    (_, index) => `EXISTS (SELECT 1 FROM jobs WHERE ${claimable(`$${index + 2}`, now, names)})`,
+  ).join(" OR ");
+  found = statement(
+    `WITH now_ms AS (SELECT {{now $1}} AS t) SELECT 1 AS found WHERE ${anyQueue}`,
+  );
+  passedOverStatements.set(cacheKey, found);
+  return found;
+}
 
 /**
  * Most priority levels of a queue one claim seeks one by one; past it the
@@ -169,12 +204,11 @@ function claimStatement(queueCount: number, byName: boolean, heldAhead: boolean)
   const cacheKey = `${queueCount}:${byName}:${heldAhead}`;
   let claim = claimStatements.get(cacheKey);
   if (claim !== undefined) return claim;
-  const names = byName ? `AND name IN {{texts $${5 + queueCount}}}` : "";
+  const names = byName ? `{{texts $${5 + queueCount}}}` : null;
   const now = "(SELECT t FROM now_ms)";
   const perQueue = Array.from({ length: queueCount }, (_, index) => {
     const queue = `$${index + 5}`;
-    const due = `queue = ${queue} AND group_key IS NULL AND available_at <= ${now} ${names}
-        AND ${notPaused(queue, now)}`;
+    const due = claimable(queue, now, names);
     return `l${index}(priority) AS (
       SELECT MAX(priority) FROM jobs WHERE queue = ${queue} AND group_key IS NULL
       UNION ALL
@@ -267,6 +301,16 @@ export function postgresDialect({ dbClock }: PostgresDialectOptions): Dialect {
         ...row,
         expire_at: expire_in_ms === null ? null : now + Number(expire_in_ms),
       }));
+    },
+
+    *passedOver({ queues, names, now }): Script<boolean> {
+      const { rows } = yield* exec(
+        passedOverStatement(queues.length, names !== undefined),
+        clockParam(dialect, now),
+        ...queues,
+        ...(names === undefined ? [] : [names]),
+      );
+      return rows.length > 0;
     },
 
     *completeJobs(leases: readonly Lease[]): Script<SettledJob[]> {

@@ -239,6 +239,11 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
     return tick.claim(this.#redis, request);
   }
 
+  /** False: a claim is one script, which never passes a due job over. */
+  claimPassedOver(_request: Pick<ClaimRequest, "queues" | "names" | "now">): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+
   /** Applies settlements and records, confirms starts, and claims, in one script. */
   settle(
     settlements: readonly Settlement[],

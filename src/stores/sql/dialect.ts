@@ -141,6 +141,12 @@ export interface Dialect {
    */
   claim(request: ClaimRequest, heldAhead: boolean): Script<ClaimRow[]>;
   /**
+   * Whether an empty claim for `request`'s queues and names passed over a
+   * job it could take, due outside any group (see
+   * `WorkerStore.claimPassedOver`), read without locks.
+   */
+  passedOver(request: Pick<ClaimRequest, "queues" | "names" | "now">): Script<boolean>;
+  /**
    * Deletes succeeded jobs, each fenced by its token; the rows deleted.
    * Asks for a wake-up after commit (`wakeAfterCommit` of `./script.ts`) when
    * somebody awaits one of them (`dispatchAndWait`) and no file watch tells

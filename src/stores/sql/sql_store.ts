@@ -256,6 +256,11 @@ export class SqlStore implements Store, MoveStore {
     return this.#write(() => tick.claim(this.#dialect, request));
   }
 
+  /** Whether an empty claim passed over a due job (see `WorkerStore.claimPassedOver`). */
+  claimPassedOver(request: Pick<ClaimRequest, "queues" | "names" | "now">): Promise<boolean> {
+    return this.#engine.run(() => this.#dialect.passedOver(request), "statement");
+  }
+
   /**
    * Applies settlements, each fenced by its token, writes log lines and
    * spans, confirms starts, marks handlers begun, then claims, all in one

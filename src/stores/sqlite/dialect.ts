@@ -315,6 +315,12 @@ export const sqliteDialect: Dialect = {
     return ids;
   },
 
+  /** False: a claim here writes under the database's one write lock, and passes no job over. */
+  // deno-lint-ignore require-yield
+  *passedOver(): Script<boolean> {
+    return false;
+  },
+
   *claim(request: ClaimRequest, heldAhead: boolean): Script<ClaimRow[]> {
     const { queues, limit, now, leaseMs, token, names } = request;
     const params = [token, now, limit, leaseMs, names ?? null];

@@ -58,6 +58,7 @@ export const AREAS: readonly ContractArea[] = AREA_PARTS.flat();
  */
 export const STORE_MEMBERS: Record<StoreMethod, true> = {
   insertJobs: true,
+  claimPassedOver: true,
   insertKeyed: true,
   insertChain: true,
   insertBatch: true,

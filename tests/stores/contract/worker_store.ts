@@ -28,11 +28,28 @@ import { waitUntil } from "../../_helpers.ts";
 
 /** A worker's tick: claiming, settling, renewing, waking. */
 export const workerStore: ContractArea = {
-  covers: ["claim", "settle", "nextDueAt", "renew", "acquire", "watch"],
+  covers: ["claim", "claimPassedOver", "settle", "nextDueAt", "renew", "acquire", "watch"],
   register,
 };
 
 function register(test: ContractTest): void {
+  test("claimPassedOver() is false where the claim finds nothing it could take: no job, or only delayed, leased, grouped, paused or other names' jobs", async (store) => {
+    const asked = { queues: ["default"], names: ["contract-job"], now: T0 };
+    assert.equal(await store.claimPassedOver(asked), false);
+    await store.insertJobs([newJob()]);
+    assert.equal((await claim(store)).length, 1); // leased
+    await store.insertJobs([
+      newJob({ availableAt: T0 + 1 }),
+      newJob({ name: "other-job" }),
+      newJob({ queue: "paused" }),
+      newJob({ group: { key: "g", limit: null, ordered: false } }),
+    ]);
+    await store.pause("paused", T0, null, null);
+    assert.equal(await store.claimPassedOver(asked), false);
+    assert.equal(await store.claimPassedOver({ ...asked, queues: ["default", "paused"] }), false);
+    assert.equal(await store.claimPassedOver({ ...asked, queues: ["elsewhere"] }), false);
+  });
+
   test("nextDueAt() gives the earliest due time after now of the queues asked for, leases' ends included", async (store) => {
     assert.equal(await store.nextDueAt(["default"], T0), null);
     await store.insertJobs([

@@ -1,0 +1,118 @@
+/**
+ * PostgreSQL's claim skips the rows another transaction holds (`SKIP
+ * LOCKED`), so an empty claim does not mean empty queues: the store says
+ * when it may have passed a due job over (`claimPassedOver`), and a worker
+ * that stops once its queues are empty keeps claiming until the job is
+ * taken. Runs when `QUEUE_TEST_POSTGRES_URL` is set.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { z } from "zod";
+import { defineJob } from "../../../src/job.ts";
+import { Queue } from "../../../src/queue.ts";
+import type { Store } from "../../../src/stores/store.ts";
+import { claim, newJob, T0 } from "../contract/mod.ts";
+import { waitUntil } from "../../_helpers.ts";
+import { openTestPostgresStore, postgresTestUrl } from "../../_postgres.ts";
+
+const url = postgresTestUrl();
+if (url === null) console.log("PostgreSQL tests skipped: QUEUE_TEST_POSTGRES_URL is not set");
+
+/**
+ * Runs `fn` while another connection holds the row of job `id` in `schema`
+ * (`SELECT … FOR UPDATE`, as a transaction writing to it would), then
+ * ends that transaction: committed, or with the job deleted when `remove`.
+ */
+async function holdingRow<T>(
+  schema: string,
+  id: number,
+  fn: () => Promise<T>,
+  { remove = false } = {},
+): Promise<T> {
+  const sql = postgres(url!, { max: 1, onnotice: () => {} });
+  try {
+    return await sql.begin(async (tx): Promise<T> => {
+      await tx.unsafe(`SET LOCAL search_path TO "${schema}"`);
+      const [held] = await tx.unsafe("SELECT id FROM jobs WHERE id = $1 FOR UPDATE", [id]);
+      assert.ok(held !== undefined, `job ${id} is there to hold`);
+      const result = await fn();
+      if (remove) await tx.unsafe("DELETE FROM jobs WHERE id = $1", [id]);
+      return result;
+    }) as T;
+  } finally {
+    await sql.end();
+  }
+}
+
+Deno.test({
+  name:
+    "PostgresStore: an empty claim that skipped a due job's held row passed it over; once the job is gone, it passed none",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestPostgresStore(url!, { clock: "caller" });
+    const { store, schema } = opened;
+    const [id] = await store.insertJobs([newJob()]);
+    const asked = { queues: ["default"], names: ["contract-job"], now: T0 };
+    await holdingRow(schema, id!, async () => {
+      assert.deepEqual(await claim(store), [], "the claim skips the held row");
+      assert.equal(await store.claimPassedOver(asked), true);
+    }, { remove: true });
+    assert.deepEqual(await claim(store), []);
+    assert.equal(await store.claimPassedOver(asked), false);
+  },
+});
+
+Deno.test({
+  name:
+    "Queue.work({ stopWhenEmpty }) on PostgreSQL does not stop while the only due job's row is held by another transaction: it runs the job once the row is free, then stops",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestPostgresStore(url!);
+    const ran: number[] = [];
+    const job = defineJob({
+      name: "held-row",
+      schema: z.object({ n: z.number() }),
+      handle({ n }) {
+        ran.push(n);
+      },
+    });
+    // The store as the worker sees it, noting each answer it gives about passed-over jobs.
+    const answers: boolean[] = [];
+    const watched = new Proxy(opened.store, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target);
+        if (property === "claimPassedOver") {
+          return async (...args: Parameters<Store["claimPassedOver"]>) => {
+            const answer = await target.claimPassedOver(...args);
+            answers.push(answer);
+            return answer;
+          };
+        }
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    }) as Store;
+    const queue = await Queue.open({ store: watched, jobs: [job] });
+    try {
+      const id = await queue.dispatch(job, { n: 1 });
+      const worker = await holdingRow(opened.schema, id, async () => {
+        const worker = queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 20 });
+        await waitUntil(() => answers.includes(true) || worker.stopReason !== null, {
+          what: "the worker's empty claim to be found passing the held job over",
+        });
+        assert.equal(worker.stopReason, null, "stopped with the job still due");
+        return worker;
+      });
+      await worker.done;
+      assert.deepEqual(ran, [1]);
+      assert.equal(worker.stats.completed, 1);
+      assert.equal(worker.stopReason, "empty");
+      const left = Object.values(await queue.counts())
+        .reduce((sum, counts) => sum + counts.pending + counts.delayed + counts.reserved, 0);
+      assert.equal(left, 0, "no job left in the queue");
+    } finally {
+      await queue.close();
+    }
+  },
+});
