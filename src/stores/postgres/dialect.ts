@@ -144,6 +144,8 @@ const WAIT_OUT_STARTS = statement("LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE")
 
 const claimStatements = new Map<string, Statement>();
 const passedOverStatements = new Map<string, Statement>();
+/** The time the claim and its passed-over check read, once, from their `now_ms` CTE. */
+const CLAIM_NOW = "(SELECT t FROM now_ms)";
 
 /**
  * What the claim takes of queue `queue` (a placeholder) outside any group:
@@ -167,10 +169,10 @@ function passedOverStatement(queueCount: number, byName: boolean): Statement {
   let found = passedOverStatements.get(cacheKey);
   if (found !== undefined) return found;
   const names = byName ? `{{texts $${2 + queueCount}}}` : null;
-  const now = "(SELECT t FROM now_ms)";
   const anyQueue = Array.from(
     { length: queueCount },
-    (_, index) => `EXISTS (SELECT 1 FROM jobs WHERE ${claimable(`$${index + 2}`, now, names)})`,
+    (_, index) =>
+      `EXISTS (SELECT 1 FROM jobs WHERE ${claimable(`$${index + 2}`, CLAIM_NOW, names)})`,
   ).join(" OR ");
   found = statement(
     `WITH now_ms AS (SELECT {{now $1}} AS t) SELECT 1 AS found WHERE ${anyQueue}`,
@@ -205,10 +207,9 @@ function claimStatement(queueCount: number, byName: boolean, heldAhead: boolean)
   let claim = claimStatements.get(cacheKey);
   if (claim !== undefined) return claim;
   const names = byName ? `{{texts $${5 + queueCount}}}` : null;
-  const now = "(SELECT t FROM now_ms)";
   const perQueue = Array.from({ length: queueCount }, (_, index) => {
     const queue = `$${index + 5}`;
-    const due = claimable(queue, now, names);
+    const due = claimable(queue, CLAIM_NOW, names);
     return `l${index}(priority) AS (
       SELECT MAX(priority) FROM jobs WHERE queue = ${queue} AND group_key IS NULL
       UNION ALL
@@ -235,10 +236,10 @@ function claimStatement(queueCount: number, byName: boolean, heldAhead: boolean)
     `WITH RECURSIVE now_ms AS (SELECT {{now $3}} AS t), ${perQueue.join(", ")},
     picked AS (SELECT id FROM (${union}) candidates
       ORDER BY rank, priority DESC, available_at, id LIMIT $4)
-    UPDATE jobs j SET token = $1, available_at = ${now} + $2,
-      waited_ms = ${now} - j.available_at, ${claimSets(heldAhead)}
+    UPDATE jobs j SET token = $1, available_at = ${CLAIM_NOW} + $2,
+      waited_ms = ${CLAIM_NOW} - j.available_at, ${claimSets(heldAhead)}
     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-    RETURNING ${qualified(CLAIMED_COLUMNS)}, j.expire_at - ${now} AS expire_in_ms`,
+    RETURNING ${qualified(CLAIMED_COLUMNS)}, j.expire_at - ${CLAIM_NOW} AS expire_in_ms`,
   );
   claimStatements.set(cacheKey, claim);
   return claim;
