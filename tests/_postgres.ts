@@ -5,6 +5,8 @@
  * @module
  */
 import postgres from "postgres";
+import type { PoolKind, Sql } from "../src/stores/postgres/engine.ts";
+import { openPool } from "../src/stores/postgres/pools.ts";
 import { PostgresStore, type PostgresStoreOptions } from "../src/stores/postgres/mod.ts";
 
 /** The test database's URL, or null when tests that need PostgreSQL should skip. */
@@ -18,6 +20,15 @@ export function postgresTestUrl(): string | null {
  */
 export function schemaClient(url: string, schema: string): postgres.Sql {
   return postgres(url, { max: 2, onnotice: () => {}, connection: { search_path: schema } });
+}
+
+/**
+ * The pools of an engine on `schema`, opened as `PostgresStore.open` opens
+ * them (see `PoolKind`), with 2 shared connections.
+ */
+export function enginePools(url: string, schema: string): (kind: PoolKind) => Sql {
+  const settings = { server: url, schema, maxConnections: 2, connectTimeoutMs: 10_000 };
+  return (kind) => openPool(settings, kind);
 }
 
 /** A fresh schema name, unique to this process and call. */

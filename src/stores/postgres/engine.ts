@@ -1,8 +1,9 @@
 /**
  * The PostgreSQL engine: a postgres.js pool, scripts awaited statement by
  * statement inside `sql.begin` (the statements of one step pipelined on the
- * transaction's connection; an unflushed write's commit does not wait for
- * the WAL flush), app transactions, migrations under an advisory lock,
+ * transaction's connection) or on the pool, unflushed statements on a
+ * connection of their own whose commits do not wait for the WAL flush, app
+ * transactions, migrations under an advisory lock,
  * `LISTEN` on the schema's channel, and the wake-ups scripts ask for sent on
  * it after their commit (never inside a transaction).
  *
@@ -45,13 +46,23 @@ const MIGRATION_LOCK = 7_204_310;
 
 /** The driver's pool. */
 export type Sql = postgres.Sql<Record<string, never>>;
+
+/**
+ * What a pool the engine opens is for: `"shared"`, the pool every other
+ * script and every transaction runs on; `"unflushed"`, one connection whose session has
+ * `synchronous_commit` off, for the statements of `"unflushed statements"`
+ * scripts (each its own commit).
+ */
+export type PoolKind = "shared" | "unflushed";
 type Connection = postgres.TransactionSql<Record<string, never>> | Sql;
 
 /** A postgres.js pool that runs scripts. */
 export class PostgresEngine implements Engine {
   /** The pool; replaced by a new one when connections are lost (see `#connected`). */
   #sql: Sql;
-  readonly #connect: () => Sql;
+  /** The pool of unflushed statements, opened on first use; replaced with `#sql`. */
+  #unflushed: Sql | null = null;
+  readonly #connect: (kind: PoolKind) => Sql;
   readonly #schema: string;
   readonly #channel: string;
   readonly #listeners = new Set<() => void>();
@@ -67,18 +78,21 @@ export class PostgresEngine implements Engine {
     this.#connected(() => this.#sql.unsafe(WAKE, [this.#channel], { prepare: true }))
   );
 
-  /** Runs on a pool `connect` opens, whose connections search `schema`; watchers listen on `channel`. */
-  constructor(connect: () => Sql, schema: string, channel: string) {
+  /**
+   * Runs on the pools `connect` opens (see {@linkcode PoolKind}), whose
+   * connections search `schema`; watchers listen on `channel`.
+   */
+  constructor(connect: (kind: PoolKind) => Sql, schema: string, channel: string) {
     this.#connect = connect;
-    this.#sql = connect();
+    this.#sql = connect("shared");
     this.#schema = schema;
     this.#channel = channel;
   }
 
   /**
    * Runs the script in one transaction, or statement by statement on the
-   * pool; then, when it asked for one, sends a wake-up on its way (see
-   * {@linkcode Engine.run}).
+   * pool (unflushed statements on their own connection); then, when it
+   * asked for one, sends a wake-up on its way (see {@linkcode Engine.run}).
    */
   async run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
     this.#assertUsable();
@@ -91,17 +105,11 @@ export class PostgresEngine implements Engine {
           wakeUp.ask,
         );
       }
-      if (mode === "unflushed write") {
-        return this.#begin(async (tx) => {
-          // Sent at once, ahead of the script's first statement and without a round trip of
-          // its own.
-          const unflushed = tx.unsafe("SET LOCAL synchronous_commit = off").execute();
-          const [, result] = await Promise.all([
-            unflushed,
-            runAsync(wakeUp.fresh(start), (step) => execute(tx, step, true), wakeUp.ask),
-          ]);
-          return result;
-        });
+      if (mode === "unflushed statements") {
+        // Each statement its own commit, with no BEGIN or COMMIT round trip around it.
+        this.#unflushed ??= this.#connect("unflushed");
+        const unflushed = this.#unflushed;
+        return runAsync(wakeUp.fresh(start), (step) => execute(unflushed, step, false), wakeUp.ask);
       }
       return this.#begin((tx) =>
         runAsync(wakeUp.fresh(start), (step) => execute(tx, step, true), wakeUp.ask)
@@ -241,7 +249,7 @@ export class PostgresEngine implements Engine {
       await this.#wakeUps.settled();
       const listening = await this.#listening;
       await listening?.unlisten().catch(() => {});
-      await this.#sql.end({ timeout: 5 });
+      await Promise.all([this.#sql.end({ timeout: 5 }), this.#unflushed?.end({ timeout: 5 })]);
     } finally {
       this.#unguard();
     }
@@ -275,7 +283,8 @@ export class PostgresEngine implements Engine {
   }
 
   /**
-   * Swaps the pool for a new one and ends the old at once. After a server
+   * Swaps the pool for a new one and ends the old at once (the pool of
+   * unflushed statements too: opened again on its next use). After a server
    * restart or a cut connection, postgres.js 3.4.9 can leave a call on a
    * surviving connection waiting forever (upstream porsager/postgres#1208,
    * #1215); ending the old pool rejects such calls with its connection
@@ -283,10 +292,11 @@ export class PostgresEngine implements Engine {
    * hanging.
    */
   #renewPool(): void {
-    const old = this.#sql;
-    this.#sql = this.#connect();
+    const old = [this.#sql, this.#unflushed];
+    this.#sql = this.#connect("shared");
+    this.#unflushed = null;
     this.#listening = null; // the old pool's LISTEN ends with it; taken again once calls work
-    void old.end({ timeout: 0 }).catch(() => {});
+    for (const pool of old) void pool?.end({ timeout: 0 }).catch(() => {});
   }
 
   /** Drops the LISTEN subscription, if any, and takes a new one. */

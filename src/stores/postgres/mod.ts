@@ -4,9 +4,10 @@
  * settles in one transaction, leases are measured on the database's clock,
  * and idle workers wake on `LISTEN/NOTIFY` (polling stays as the fallback).
  *
- * This module is the only one that imports the `postgres` driver, from the
- * `@renox/queue/postgres` entry point (and `Queue.open({ url })` on demand):
- * SQLite apps never load it at run time.
+ * This module and the pools it opens (`./pools.ts`) are the only ones that
+ * import the `postgres` driver, from the `@renox/queue/postgres` entry point
+ * (and `Queue.open({ url })` on demand): SQLite apps never load it at run
+ * time.
  *
  * @example Open a queue on PostgreSQL
  * ```ts ignore
@@ -20,16 +21,12 @@
  * @module
  */
 import { shown } from "../../shown.ts";
-// A full specifier: an app importing this module from another folder resolves bare names with
-// its own import map, which need not list this dependency.
-// deno-lint-ignore no-import-prefix
-import postgres from "npm:postgres@^3.4.9";
 import { migrations } from "../../../migrations/postgres/mod.ts";
 import type { Migration } from "../../../migrations/migration.ts";
 import type { MigrateOptions } from "../schema_steps.ts";
-import { writeArraysWithoutLookup } from "./array_types.ts";
 import { postgresDialect } from "./dialect.ts";
-import { PostgresEngine, type Sql } from "./engine.ts";
+import { PostgresEngine } from "./engine.ts";
+import { openPool } from "./pools.ts";
 import { isPostgresUrl, redactPassword } from "../database_url.ts";
 import { SqlStore } from "../sql/sql_store.ts";
 
@@ -54,7 +51,10 @@ export interface PostgresStoreOptions {
    */
   clock?: "database" | "caller";
   /**
-   * Connections in the pool, one more is opened for `LISTEN`.
+   * Connections in the pool. One more is opened for `LISTEN`, and one more
+   * once a worker writes a tick that only confirms starts of jobs claimed
+   * ahead or marks handlers begun (its statements commit without waiting
+   * for the disk): up to `maxConnections` + 2 in all.
    * @default {4}
    */
   maxConnections?: number;
@@ -136,22 +136,9 @@ export class PostgresStore extends SqlStore {
         `connectTimeoutMs must be a number of ms >= 1000: got ${shown(connectTimeoutMs)}`,
       );
     }
-    const connect = () => {
-      const sql = postgres(server, {
-        max: maxConnections,
-        connect_timeout: Math.ceil(connectTimeoutMs / 1000),
-        onnotice: () => {},
-        connection: { search_path: schema, application_name: "@renox/queue" },
-        // Ids, tokens and times are bigint columns that fit a JavaScript number exactly.
-        types: {
-          bigint: { to: 20, from: [20], serialize: String, parse: safeInteger },
-        },
-      });
-      writeArraysWithoutLookup(sql.options.serializers);
-      return sql as unknown as Sql;
-    };
+    const poolSettings = { server, schema, maxConnections, connectTimeoutMs };
     const store = new PostgresStore(
-      new PostgresEngine(connect, schema, `renox_queue_${schema}`),
+      new PostgresEngine((kind) => openPool(poolSettings, kind), schema, `renox_queue_${schema}`),
       clock === "database",
       steps,
     );
@@ -182,15 +169,4 @@ function schemaParameter(url: string): { server: string; schema: string | undefi
   if (schema === undefined) return { server: url, schema };
   parsed.searchParams.delete("schema");
   return { server: parsed.href, schema };
-}
-
-/** An int8 column's text as a number, refusing one a JavaScript number cannot hold exactly. */
-function safeInteger(text: string): number {
-  const value = Number(text);
-  if (!Number.isSafeInteger(value)) {
-    throw new RangeError(
-      `A bigint value ${text} is beyond JavaScript's safe integers: cast it to text in the query`,
-    );
-  }
-  return value;
 }

@@ -50,7 +50,8 @@ const NAME_SCAN_LIMIT = 1000;
  * it (claim_rows.ts). It charges a dead worker's job as the SQL claim does
  * (`CLAIM_SETS`): by its `claimed_ahead`, `begun` (absent: begun) and
  * `suspect` fields. `confirmStarts(starts)`: confirms the starts of jobs
- * claimed ahead; whether it confirmed each lease, in order.
+ * claimed ahead (again, for a job an earlier try of it confirmed); whether
+ * it confirmed each lease, in order.
  */
 const CLAIM = String.raw`
 local function isSpent(attempts, crashes, limit)
@@ -287,10 +288,14 @@ local function confirmStarts(starts)
       job = {token = v[1] or nil, claimed_ahead = v[2] or nil, queue = v[3], name = v[4] or nil,
         group_key = v[5] or nil, keyed = v[6] or nil, job_key = v[7] or nil}
     end
-    if job ~= nil and job.token == lease.token and job.claimed_ahead == '1' then
-      local groupHeld = job.group_key ~= nil and groupPaused(groupId(job.name, job.group_key), T)
-      if paused[job.queue] == nil then paused[job.queue] = H.paused(job.queue) end
-      if paused[job.queue] or groupHeld then
+    if job ~= nil and job.token == lease.token then
+      -- Started already under this lease: an earlier try of this confirmation, whose reply was
+      -- lost, confirmed it. Confirmed again, whatever pause came since.
+      local again = job.claimed_ahead ~= '1'
+      local groupHeld = not again and job.group_key ~= nil and
+        groupPaused(groupId(job.name, job.group_key), T)
+      if not again and paused[job.queue] == nil then paused[job.queue] = H.paused(job.queue) end
+      if not again and (paused[job.queue] or groupHeld) then
         -- Refused while still held: its queue or its group is paused. Give it back, with its claim's locks.
         readFields(key, job, UNCLAIM_FIELDS)
         unclaim(lease.id, job, starts.leaseMs)

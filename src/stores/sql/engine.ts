@@ -2,7 +2,8 @@
  * What a SQL store needs from its database, whatever the engine: running a
  * script on one connection (in a write transaction, or statement by
  * statement) and sending the wake-ups it asks for after its commit, an app
- * transaction, noticing other processes' writes, and closing. An engine knows nothing of jobs; the rules are the store's.
+ * transaction, noticing other processes' writes, and closing. An engine
+ * knows nothing of jobs; the rules are the store's.
  *
  * @internal
  * @module
@@ -19,17 +20,23 @@ import {
 import type { Script } from "./script.ts";
 
 /**
- * How a script runs: `"write"` in one write transaction (all or nothing,
- * tried again whole while another process holds the lock); `"unflushed
- * write"` the same, except that its commit need not wait for the disk where
- * the engine can say so per transaction (PostgreSQL: `synchronous_commit`
- * off; SQLite keeps the connection's durability), for a write whose loss
- * in a crash of the database server leaves the rows as they were before it
- * and costs nothing stored (commits are flushed in order: a later flushed
- * commit flushes it too); `"statement"` one statement at a time, each its
- * own commit, for a script that reads or writes with a single statement.
+ * How a script runs:
+ * - `"write"`: in one write transaction (all or nothing, tried again whole
+ *   while another process holds the lock).
+ * - `"unflushed statements"`: statement by statement where the engine can
+ *   make each statement its own commit that need not wait for the disk
+ *   (PostgreSQL: autocommit on a session with `synchronous_commit` off);
+ *   SQLite runs it as a write, in one transaction with the connection's
+ *   durability. For a script each of whose statements, once committed,
+ *   leaves the rows whole if the statements after it are lost (each later
+ *   statement only finishes what a worker's death before it would leave
+ *   for a later claim to finish; a crash of the database server loses a
+ *   suffix of such commits at most, as commits are flushed in order), and
+ *   that can be run again whole after it failed partway.
+ * - `"statement"`: one statement at a time, each its own commit, for a
+ *   script that reads or writes with a single statement.
  */
-export type RunMode = "write" | "unflushed write" | "statement";
+export type RunMode = "write" | "unflushed statements" | "statement";
 
 /** An app transaction as the store uses it. */
 export interface EngineTransaction {
@@ -45,10 +52,11 @@ export interface Engine {
    * Runs the script `start` makes; `start` is called again for each retry.
    * When the script asked for a wake-up (`wakeAfterCommit`), other
    * processes' watchers are told after its writes commit, never when they
-   * roll back. The call resolves at the commit, without waiting for the
-   * wake-up, which `close()` waits for (best effort: a wake-up that fails is
-   * dropped, watchers also poll). Engines whose watchers notice commits by
-   * themselves send nothing.
+   * roll back, nor when a script run statement by statement fails midway
+   * (the statements before the failure stay committed). The call resolves
+   * at the commit, without waiting for the wake-up, which `close()` waits
+   * for (best effort: a wake-up that fails is dropped, watchers also poll).
+   * Engines whose watchers notice commits by themselves send nothing.
    */
   run<T>(start: () => Script<T>, mode: RunMode): Promise<T>;
   /**

@@ -264,8 +264,8 @@ export class SqlStore implements Store, MoveStore {
   /**
    * Applies settlements, each fenced by its token, writes log lines and
    * spans, confirms starts, marks handlers begun, then claims, all in one
-   * transaction. A settle that only marks starts does not wait for the disk (see
-   * `tick.onlyMarksStarts`).
+   * transaction; except a settle that only marks starts, which runs as
+   * unflushed statements, each its own commit (see `tick.onlyMarksStarts`).
    */
   settle(
     settlements: readonly Settlement[],
@@ -274,7 +274,7 @@ export class SqlStore implements Store, MoveStore {
   ): Promise<SettleResult> {
     return this.#engine.run(
       () => tick.settle(this.#dialect, this.#upkeep, settlements, then, records),
-      tick.onlyMarksStarts(settlements, then, records) ? "unflushed write" : "write",
+      tick.onlyMarksStarts(settlements, then, records) ? "unflushed statements" : "write",
     );
   }
 

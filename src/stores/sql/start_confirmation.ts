@@ -9,9 +9,10 @@
  * records how the jobs before it ended) clears the mark in one fenced
  * statement: only while the row still holds that claim's token (a cancel
  * deleted it, or another worker took it over after the lease ran out) and
- * its queue is not paused; it renews the lease of each job it confirms. A job it refuses for a pause is given back
- * unleased, due when it was, its attempt not counted, and the middleware
- * locks its claim took are released. The keys that end
+ * its queue is not paused; it renews the lease of each job it confirms, and
+ * confirms again a job an earlier try of it confirmed. A job it refuses for
+ * a pause is given back unleased, due when it was, its attempt not counted,
+ * and the middleware locks its claim took are released. The keys that end
  * when their job starts are released for the jobs confirmed.
  *
  * @internal
@@ -26,14 +27,14 @@ import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
 /**
- * Gives claimed rows back as the claim found them: unleased, due when they
- * were (the claim set `available_at` to now + lease and `waited_ms` to now
- * less the old due time), their attempt not counted.
+ * Gives claimed rows still held ahead back as the claim found them:
+ * unleased, due when they were (the claim set `available_at` to now + lease
+ * and `waited_ms` to now less the old due time), their attempt not counted.
  */
 export const UNCLAIM = statement(
   `UPDATE jobs SET token = NULL, available_at = available_at - $1 - waited_ms,
     attempts = attempts - 1, claimed_ahead = 0
-  WHERE id IN {{ids $2}} AND token = $3`,
+  WHERE id IN {{ids $2}} AND token = $3 AND claimed_ahead = 1`,
 );
 
 /**
@@ -43,14 +44,17 @@ export const UNCLAIM = statement(
  * while the job waited for this confirmation (a slow tick, a short lease):
  * still held under the claim's token, nobody took it over, and the renewal
  * keeps another worker from taking over (and charging a crash to) a job that
- * is starting here.
+ * is starting here. A job of `$1` that the claim holds already started was
+ * confirmed by an earlier try of the same confirmation (whose reply, or whose
+ * later statements, were lost: the worker asks again): it is confirmed
+ * again, whatever pause came since, and its lease renewed.
  */
 const CONFIRM_START = statement(
   `UPDATE jobs SET claimed_ahead = 0, available_at = {{now $3}} + $4
-  WHERE id IN {{ids $1}} AND token = $2 AND claimed_ahead = 1
-    AND ${notPaused("jobs.queue", "(SELECT {{now $3}})")} AND ${
+  WHERE id IN {{ids $1}} AND token = $2
+    AND (claimed_ahead = 0 OR (${notPaused("jobs.queue", "(SELECT {{now $3}})")} AND ${
     groupNotPaused("jobs", "(SELECT {{now $3}})")
-  }
+  }))
   RETURNING id, keyed`,
 );
 

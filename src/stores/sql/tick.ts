@@ -304,15 +304,34 @@ export function* settle(
 /**
  * Whether a settle only marks starts: it confirms the starts of jobs
  * claimed ahead or marks handlers begun, and settles, claims and records
- * nothing beside. Its commit need not wait for the disk (the engine's
- * `"unflushed write"`): a crash of the database server that loses it also
- * loses every commit after it, so the rows are as before it: the jobs held
- * ahead, not started, or started with no begin recorded, and a worker that
- * died with them charges them nothing, as for any job claimed ahead (a job
- * whose begin mark was lost only becomes suspect). What a settle of
- * finished jobs writes (a success, a failure, a retry) stays flushed. At
- * concurrency 1 a worker writes one such settle per job, so the flush it
- * skips bounds its drain on PostgreSQL.
+ * nothing beside. It runs as the engine's `"unflushed statements"`: on
+ * PostgreSQL each statement is its own commit, which need not wait for the
+ * disk. Each statement leaves the rows whole when those after it are lost
+ * (to a worker's death, or to a crash of the database server, which loses
+ * the last unflushed commits and every commit after them):
+ * - a confirmation, one per claim token, starts the jobs it marks and
+ *   leaves the others held ahead;
+ * - a job refused for a pause and not yet given back stays held ahead
+ *   until its lease runs out, when a claim takes it over charged nothing,
+ *   and the locks its claim took expire, as when a worker dies holding
+ *   jobs ahead;
+ * - a job given back whose claim's locks were not yet released waits,
+ *   like any job, until those locks expire;
+ * - a key that ends when its job starts and was not yet released holds
+ *   until the job's next start (a claim that takes the job over releases
+ *   it) or until the job ends, and holds nothing once the job is gone;
+ * - a job whose begin mark was lost is charged nothing and only becomes
+ *   suspect.
+ *
+ * A worker that lives on asks again with a later tick, and the whole
+ * script runs again: a confirmation confirms again the jobs an earlier try
+ * confirmed (`confirmStarts`), and every other statement changes nothing
+ * the second time.
+ *
+ * What a settle of finished jobs writes (a success, a failure, a retry)
+ * stays one flushed transaction. At concurrency 1 a worker writes one such
+ * settle per job, usually one statement: on PostgreSQL one round trip with
+ * no `BEGIN` or `COMMIT` and no wait for the flush.
  */
 export function onlyMarksStarts(
   settlements: readonly Settlement[],

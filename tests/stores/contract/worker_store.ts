@@ -263,6 +263,36 @@ function register(test: ContractTest): void {
     assert.deepEqual((await store.settle([complete(b!, 2)])).applied, [true], "token 2 holds it");
   });
 
+  test("settle() confirms a start again when asked again (an earlier reply was lost), whatever pause came since; the job stays started and its key released", async (store) => {
+    const key = {
+      kind: "unique",
+      key: "k",
+      expiresAt: T0 + 600_000,
+      releaseOnStart: true,
+    } as const;
+    const [a] = await store.insertJobs([newJob()]);
+    const [b] = await store.insertKeyed([{ ...newJob(), key }]);
+    await claim(store, { limit: 2, aheadFrom: 1, token: 1 });
+    const confirm = (now: number) => ({
+      leases: [{ id: b!.id, token: 1 }],
+      leaseMs: LEASE_MS,
+      now,
+    });
+    const first = await store.settle([], undefined, { starts: confirm(T0) });
+    assert.deepEqual(first.started, [b!.id]);
+    await store.pause("default", T0 + 1_000, null, null);
+    const again = await store.settle([complete(a!, 1, T0 + 1_000)], undefined, {
+      starts: confirm(T0 + 1_000),
+    });
+    assert.deepEqual([again.applied, again.started], [[true], [b!.id]], "started already");
+    assert.equal(await store.result(b!.id, T0 + 1_000).then((row) => row?.state), "running");
+    const [next] = await store.insertKeyed([{ ...newJob({ createdAt: T0 + 1_000 }), key }]);
+    assert.equal(next?.outcome, "stored", "its key was released at its start");
+    await store.resume("default", T0 + 1_000);
+    const taken = await claim(store, { limit: 5, now: T0 + 1_000 + LEASE_MS - 1, token: 2 });
+    assert.deepEqual(taken.map((job) => job.id), [next!.id], "b's lease runs from the second try");
+  });
+
   test("settle() refuses the start of a job claimed ahead whose queue is paused, and gives it back charged nothing", async (store) => {
     const [a, b] = await store.insertJobs([newJob(), newJob({ availableAt: T0 - 5 })]);
     const [first] = await claim(store, { limit: 2, aheadFrom: 1, token: 1 });

@@ -1,17 +1,17 @@
 /**
- * The PostgreSQL engine on a real server: an unflushed write commits
- * without waiting for the WAL flush, a write as the server says; the
- * wake-up a script asks for is sent once, after its commit, and never for
- * a transaction that rolled back.
+ * The PostgreSQL engine on a real server: unflushed statements commit one
+ * by one without waiting for the WAL flush, a write as the server says;
+ * the wake-up a script asks for is sent once, after its commit, and never
+ * for a transaction that rolled back.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { PostgresEngine, type Sql } from "../../../src/stores/postgres/engine.ts";
+import { PostgresEngine } from "../../../src/stores/postgres/engine.ts";
 import { exec, type Script, wakeAfterCommit } from "../../../src/stores/sql/script.ts";
 import { statement } from "../../../src/stores/sql/statement.ts";
-import { freshSchema, postgresTestUrl, schemaClient } from "../../_postgres.ts";
+import { enginePools, freshSchema, postgresTestUrl } from "../../_postgres.ts";
 
 const url = postgresTestUrl();
 
@@ -25,16 +25,18 @@ function* setting(): Script<string> {
 
 Deno.test({
   name:
-    "PostgresEngine: an unflushed write commits without waiting for the disk; a write and the next transaction keep the server's setting",
+    "PostgresEngine: unflushed statements commit without waiting for the disk; a write and a statement keep the server's setting",
   ignore: url === null,
   async fn() {
-    const connect = () => postgres(url!, { max: 1, onnotice: () => {} }) as unknown as Sql;
-    const engine = new PostgresEngine(connect, "public", "renox_queue_engine_test");
+    const engine = new PostgresEngine(
+      enginePools(url!, "public"),
+      "public",
+      "renox_queue_engine_test",
+    );
     try {
       const server = await engine.run(setting, "statement");
       assert.notEqual(server, "off", "the test server commits synchronously");
-      assert.equal(await engine.run(setting, "unflushed write"), "off");
-      // One connection: the setting ended with its transaction.
+      assert.equal(await engine.run(setting, "unflushed statements"), "off");
       assert.equal(await engine.run(setting, "write"), server);
       assert.equal(await engine.run(setting, "statement"), server);
     } finally {
@@ -77,8 +79,7 @@ async function engineWithListener() {
   const admin = postgres(url!, { max: 2, onnotice: () => {} });
   await admin.unsafe(`CREATE SCHEMA "${schema}"`);
   await admin.unsafe(`CREATE TABLE "${schema}".marks (n int NOT NULL)`);
-  const connect = () => schemaClient(url!, schema) as unknown as Sql;
-  const engine = new PostgresEngine(connect, schema, channel);
+  const engine = new PostgresEngine(enginePools(url!, schema), schema, channel);
   /** Each message: its payload, and the marks the listener read once it came. */
   const heard: Promise<{ payload: string; marks: number[] }>[] = [];
   const listening = await admin.listen(channel, (payload) => {
@@ -130,7 +131,7 @@ Deno.test({
     const { engine, heardAtLeast, allHeard } = setup;
     await engine.run(() => mark(1), "write");
     await heardAtLeast(1);
-    await engine.run(() => mark(2), "unflushed write");
+    await engine.run(() => mark(2), "unflushed statements");
     await heardAtLeast(2);
     await engine.transaction(async (tx) => {
       await tx.run(mark(3));
@@ -147,13 +148,17 @@ Deno.test({
 
 Deno.test({
   name:
-    "PostgresEngine: a script or app transaction that rolls back sends none of the wake-ups it asked for",
+    "PostgresEngine: a script or app transaction that rolls back sends none of the wake-ups it asked for; unflushed statements that fail midway keep what they committed, and send none either",
   ignore: url === null,
   async fn() {
     await using setup = await engineWithListener();
     const { engine, allHeard } = setup;
     await assert.rejects(engine.run(() => markThenFail(1), "write"), /division by zero/);
-    await assert.rejects(engine.run(() => markThenFail(2), "unflushed write"), /division by zero/);
+    // Each unflushed statement commits alone: the mark before the failure stays, unannounced.
+    await assert.rejects(
+      engine.run(() => markThenFail(2), "unflushed statements"),
+      /division by zero/,
+    );
     await assert.rejects(
       engine.transaction(async (tx) => {
         await tx.run(mark(3));
@@ -163,6 +168,6 @@ Deno.test({
     );
     // A wake-up sent for one of them would be a message of its own: this one leaves after them.
     await engine.run(() => mark(4), "write");
-    assert.deepEqual(await allHeard(), [{ payload: "", marks: [4] }]);
+    assert.deepEqual(await allHeard(), [{ payload: "", marks: [2, 4] }]);
   },
 });

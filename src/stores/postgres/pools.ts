@@ -1,0 +1,61 @@
+/**
+ * The postgres.js pools of a PostgreSQL store: the shared pool every script
+ * and transaction runs on, and the one connection of unflushed statements
+ * (see {@linkcode PoolKind}). Each connection searches the queue's schema
+ * and reads bigint columns as JavaScript numbers.
+ *
+ * @internal
+ * @module
+ */
+// A full specifier: an app importing this module from another folder resolves bare names with
+// its own import map, which need not list this dependency.
+// deno-lint-ignore no-import-prefix
+import postgres from "npm:postgres@^3.4.9";
+import { writeArraysWithoutLookup } from "./array_types.ts";
+import type { PoolKind, Sql } from "./engine.ts";
+
+/** Where and how the pools connect. */
+export interface PoolSettings {
+  /** The server's URL, without the `schema` parameter. */
+  readonly server: string;
+  /** The schema the queue's tables live in (first on each connection's search path). */
+  readonly schema: string;
+  /** Connections of the shared pool. */
+  readonly maxConnections: number;
+  /** How long a new connection may take, in ms (the driver counts whole seconds). */
+  readonly connectTimeoutMs: number;
+}
+
+/**
+ * Opens the store's pool of `kind`: the shared pool of `maxConnections`, or
+ * one connection whose session has `synchronous_commit` off.
+ */
+export function openPool(settings: PoolSettings, kind: PoolKind): Sql {
+  const sql = postgres(settings.server, {
+    max: kind === "shared" ? settings.maxConnections : 1,
+    connect_timeout: Math.ceil(settings.connectTimeoutMs / 1000),
+    onnotice: () => {},
+    connection: {
+      search_path: settings.schema,
+      application_name: "@renox/queue",
+      ...(kind === "unflushed" && { synchronous_commit: "off" }),
+    },
+    // Ids, tokens and times are bigint columns that fit a JavaScript number exactly.
+    types: {
+      bigint: { to: 20, from: [20], serialize: String, parse: safeInteger },
+    },
+  });
+  writeArraysWithoutLookup(sql.options.serializers);
+  return sql as unknown as Sql;
+}
+
+/** An int8 column's text as a number, refusing one a JavaScript number cannot hold exactly. */
+function safeInteger(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) {
+    throw new RangeError(
+      `A bigint value ${text} is beyond JavaScript's safe integers: cast it to text in the query`,
+    );
+  }
+  return value;
+}
