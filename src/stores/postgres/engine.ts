@@ -49,9 +49,9 @@ export type Sql = postgres.Sql<Record<string, never>>;
 
 /**
  * What a pool the engine opens is for: `"shared"`, the pool every other
- * script and every transaction runs on; `"unflushed"`, one connection whose session has
- * `synchronous_commit` off, for the statements of `"unflushed statements"`
- * scripts (each its own commit).
+ * script and every transaction runs on; `"unflushed"`, one connection whose
+ * session has `synchronous_commit` off, for the statements of `"unflushed
+ * statements"` scripts (each its own commit).
  */
 export type PoolKind = "shared" | "unflushed";
 type Connection = postgres.TransactionSql<Record<string, never>> | Sql;
@@ -107,8 +107,7 @@ export class PostgresEngine implements Engine {
       }
       if (mode === "unflushed statements") {
         // Each statement its own commit, with no BEGIN or COMMIT round trip around it.
-        this.#unflushed ??= this.#connect("unflushed");
-        const unflushed = this.#unflushed;
+        const unflushed = this.#unflushed ??= this.#connect("unflushed");
         return runAsync(wakeUp.fresh(start), (step) => execute(unflushed, step, false), wakeUp.ask);
       }
       return this.#begin((tx) =>

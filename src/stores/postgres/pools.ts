@@ -1,6 +1,6 @@
 /**
  * The postgres.js pools of a PostgreSQL store: the shared pool every script
- * and transaction runs on, and the one connection of unflushed statements
+ * and transaction runs on but unflushed statements, and the one connection of unflushed statements
  * (see {@linkcode PoolKind}). Each connection searches the queue's schema
  * and reads bigint columns as JavaScript numbers.
  *

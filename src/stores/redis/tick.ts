@@ -289,13 +289,15 @@ local function confirmStarts(starts)
         group_key = v[5] or nil, keyed = v[6] or nil, job_key = v[7] or nil}
     end
     if job ~= nil and job.token == lease.token then
-      -- Started already under this lease: an earlier try of this confirmation, whose reply was
-      -- lost, confirmed it. Confirmed again, whatever pause came since.
-      local again = job.claimed_ahead ~= '1'
-      local groupHeld = not again and job.group_key ~= nil and
-        groupPaused(groupId(job.name, job.group_key), T)
-      if not again and paused[job.queue] == nil then paused[job.queue] = H.paused(job.queue) end
-      if not again and (paused[job.queue] or groupHeld) then
+      -- A job no longer held ahead started under this lease: an earlier try of this confirmation,
+      -- whose reply was lost, confirmed it. It is confirmed again, whatever pause came since.
+      local refused = false
+      if job.claimed_ahead == '1' then
+        if paused[job.queue] == nil then paused[job.queue] = H.paused(job.queue) end
+        refused = paused[job.queue] or
+          (job.group_key ~= nil and groupPaused(groupId(job.name, job.group_key), T))
+      end
+      if refused then
         -- Refused while still held: its queue or its group is paused. Give it back, with its claim's locks.
         readFields(key, job, UNCLAIM_FIELDS)
         unclaim(lease.id, job, starts.leaseMs)

@@ -77,12 +77,12 @@ async function storeThrough(wrap: (engine: Engine) => Engine) {
       await sql.end();
     },
   };
-  await settleOrDispose(opened, () => store.migrate());
+  await disposedOnFailure(opened, () => store.migrate());
   return opened;
 }
 
 /** Runs `fn`; when it throws, disposes `opened` first. */
-async function settleOrDispose<T>(opened: AsyncDisposable, fn: () => Promise<T>): Promise<T> {
+async function disposedOnFailure<T>(opened: AsyncDisposable, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (error) {
@@ -136,7 +136,7 @@ async function lostConfirmation() {
   const lose = { now: false };
   const opened = await storeThrough((engine) => losing(engine, lose));
   const { store } = opened;
-  return await settleOrDispose(opened, async () => {
+  return await disposedOnFailure(opened, async () => {
     const [plain] = await store.insertJobs([newJob()]);
     const [keyed] = await store.insertKeyed([{ ...newJob(), key: KEY }]);
     const jobs = await claim(store, { limit: 2, aheadFrom: 1, token: 1 });
