@@ -141,14 +141,17 @@ export interface WorkerStore {
   claim(request: ClaimRequest): Promise<ClaimedJob[]>;
   /**
    * Whether a claim for `request`'s queues and names that came back empty
-   * may have passed over a job it could take, due at `request.now` outside
-   * any group: then the queues are not empty. Only PostgreSQL's claim
-   * passes one over, skipping the rows another transaction holds for a
-   * moment (`SKIP LOCKED`: a `dispatchAndWait()` marking its job awaited,
-   * an admin action on it); it answers from what is committed, without
-   * taking or waiting for a lock. SQLite's and Redis's claims never pass a
-   * due job over: false. A worker that stops once its queues are empty asks
-   * before it stops.
+   * may have passed over a job it could take, due at `request.now`: then
+   * the queues are not empty. Only PostgreSQL's claim passes one over,
+   * skipping the rows another transaction holds for a moment (`SKIP
+   * LOCKED`: a `dispatchAndWait()` marking its job awaited, an admin action
+   * on it, and for a grouped job its group's row, which a dispatch into the
+   * group holds until it commits); it answers from what is committed and
+   * from which transactions are open, without taking or waiting for a lock.
+   * A held group with a due job counts whatever its own rules (limit,
+   * order, rate) would give: the claim asked again applies them. SQLite's
+   * and Redis's claims never pass a due job over: false. A worker that
+   * stops once its queues are empty asks before it stops.
    */
   claimPassedOver(request: Pick<ClaimRequest, "queues" | "names" | "now">): Promise<boolean>;
   /**

@@ -64,55 +64,122 @@ Deno.test({
   },
 });
 
+/**
+ * Runs `fn` while another connection's open transaction has bumped the
+ * version of group `key` in `schema`, as a dispatch of a job of that group
+ * does until it commits (which keeps the group's row locked); then commits.
+ */
+async function holdingGroup<T>(schema: string, key: string, fn: () => Promise<T>): Promise<T> {
+  const sql = postgres(url!, { max: 1, onnotice: () => {} });
+  try {
+    return await sql.begin(async (tx): Promise<T> => {
+      await tx.unsafe(`SET LOCAL search_path TO "${schema}"`);
+      const held = await tx.unsafe(
+        "UPDATE job_groups SET version = version + 1 WHERE group_key = $1 RETURNING id",
+        [key],
+      );
+      assert.equal(held.length, 1, `group ${key} is there to hold`);
+      return await fn();
+    }) as T;
+  } finally {
+    await sql.end();
+  }
+}
+
+Deno.test({
+  name:
+    "PostgresStore: an empty claim that skipped a held group with a due job passed it over; once the group is free, it passed none, and a held group with only a delayed job passed none",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestPostgresStore(url!, { clock: "caller" });
+    const { store, schema } = opened;
+    const group = (key: string) => ({ group: { key, limit: null, ordered: false } });
+    await store.insertJobs([
+      newJob(group("due")),
+      newJob({ ...group("later"), availableAt: T0 + 60_000 }),
+    ]);
+    const asked = { queues: ["default"], names: ["contract-job"], now: T0 };
+    await holdingGroup(schema, "due", async () => {
+      assert.deepEqual(await claim(store), [], "the claim skips the held group");
+      assert.equal(await store.claimPassedOver(asked), true);
+      assert.equal(await store.claimPassedOver({ ...asked, names: ["other-job"] }), false);
+      assert.equal(await store.claimPassedOver({ ...asked, queues: ["other"] }), false);
+    });
+    await holdingGroup(schema, "later", async () => {
+      assert.equal(await store.claimPassedOver(asked), false, "the held group's job is not due");
+    });
+    assert.equal(await store.claimPassedOver(asked), false, "no group is held");
+    assert.equal((await claim(store)).length, 1, "the free group's job is claimed");
+  },
+});
+
+/**
+ * Runs a worker with `stopWhenEmpty` on PostgreSQL while `hold` keeps the
+ * only due job (of group "g" when `grouped`) from its claims, and checks it
+ * does not stop meanwhile: it runs the job once `hold` lets go, then stops.
+ */
+async function stopsOnceFree(
+  grouped: boolean,
+  hold: (schema: string, id: number, whileHeld: () => Promise<void>) => Promise<void>,
+): Promise<void> {
+  await using opened = await openTestPostgresStore(url!);
+  const ran: number[] = [];
+  const job = defineJob({
+    name: "held",
+    schema: z.object({ n: z.number() }),
+    ...(grouped ? { group: () => "g" } : {}),
+    handle({ n }) {
+      ran.push(n);
+    },
+  });
+  // The store as the worker sees it, noting each answer it gives about passed-over jobs.
+  const answers: boolean[] = [];
+  const watched = new Proxy(opened.store, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (property === "claimPassedOver") {
+        return async (...args: Parameters<Store["claimPassedOver"]>) => {
+          const answer = await target.claimPassedOver(...args);
+          answers.push(answer);
+          return answer;
+        };
+      }
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  }) as Store;
+  const queue = await Queue.open({ store: watched, jobs: [job] });
+  try {
+    const id = await queue.dispatch(job, { n: 1 });
+    let worker: ReturnType<typeof queue.work> | undefined;
+    await hold(opened.schema, id, async () => {
+      worker = queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 20 });
+      await waitUntil(() => answers.includes(true) || worker!.stopReason !== null, {
+        what: "the worker's empty claim to be found passing the held job over",
+      });
+      assert.equal(worker.stopReason, null, "stopped with the job still due");
+    });
+    await worker!.done;
+    assert.deepEqual(ran, [1]);
+    assert.equal(worker!.stats.completed, 1);
+    assert.equal(worker!.stopReason, "empty");
+    const left = Object.values(await queue.counts())
+      .reduce((sum, counts) => sum + counts.pending + counts.delayed + counts.reserved, 0);
+    assert.equal(left, 0, "no job left in the queue");
+  } finally {
+    await queue.close();
+  }
+}
+
 Deno.test({
   name:
     "Queue.work({ stopWhenEmpty }) on PostgreSQL does not stop while the only due job's row is held by another transaction: it runs the job once the row is free, then stops",
   ignore: url === null,
-  async fn() {
-    await using opened = await openTestPostgresStore(url!);
-    const ran: number[] = [];
-    const job = defineJob({
-      name: "held-row",
-      schema: z.object({ n: z.number() }),
-      handle({ n }) {
-        ran.push(n);
-      },
-    });
-    // The store as the worker sees it, noting each answer it gives about passed-over jobs.
-    const answers: boolean[] = [];
-    const watched = new Proxy(opened.store, {
-      get(target, property) {
-        const value = Reflect.get(target, property, target);
-        if (property === "claimPassedOver") {
-          return async (...args: Parameters<Store["claimPassedOver"]>) => {
-            const answer = await target.claimPassedOver(...args);
-            answers.push(answer);
-            return answer;
-          };
-        }
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    }) as Store;
-    const queue = await Queue.open({ store: watched, jobs: [job] });
-    try {
-      const id = await queue.dispatch(job, { n: 1 });
-      const worker = await holdingRow(opened.schema, id, async () => {
-        const worker = queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 20 });
-        await waitUntil(() => answers.includes(true) || worker.stopReason !== null, {
-          what: "the worker's empty claim to be found passing the held job over",
-        });
-        assert.equal(worker.stopReason, null, "stopped with the job still due");
-        return worker;
-      });
-      await worker.done;
-      assert.deepEqual(ran, [1]);
-      assert.equal(worker.stats.completed, 1);
-      assert.equal(worker.stopReason, "empty");
-      const left = Object.values(await queue.counts())
-        .reduce((sum, counts) => sum + counts.pending + counts.delayed + counts.reserved, 0);
-      assert.equal(left, 0, "no job left in the queue");
-    } finally {
-      await queue.close();
-    }
-  },
+  fn: () => stopsOnceFree(false, (schema, id, whileHeld) => holdingRow(schema, id, whileHeld)),
+});
+
+Deno.test({
+  name:
+    "Queue.work({ stopWhenEmpty }) on PostgreSQL does not stop while the group of the only due job is held by a dispatch's open transaction: it runs the job once the group is free, then stops",
+  ignore: url === null,
+  fn: () => stopsOnceFree(true, (schema, _id, whileHeld) => holdingGroup(schema, "g", whileHeld)),
 });
