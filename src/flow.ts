@@ -174,11 +174,18 @@ export class FlowBuilder {
         );
       }
     }
+    if (typeof continueOnFailure !== "boolean") {
+      throw new TypeError(
+        `Cannot add "${key}" to flow "${this.#name}": continueOnFailure must be true or false, got ${
+          JSON.stringify(continueOnFailure) ?? String(continueOnFailure)
+        }`,
+      );
+    }
     this.#nodes.set(key, {
       key,
       planned: { job, payloads: [payload], options: dispatch },
       after: [...after],
-      continueOnFailure: continueOnFailure === true,
+      continueOnFailure,
     });
     return { key, flow: this };
   }

@@ -324,6 +324,11 @@ storeTest(
       () => duplicate.add(t.node, { tag: "c" }, { key: "c", after: [other] }),
       /parent "node" is not a node of this flow/,
     );
+    assert.throws(
+      // @ts-expect-error: a string where the option takes a boolean, as plain JavaScript may pass
+      () => duplicate.add(t.node, { tag: "d" }, { key: "d", continueOnFailure: "yes" }),
+      /"d" to flow "duplicate": continueOnFailure must be true or false, got "yes"/,
+    );
 
     assert.equal((await queue.counts()).default?.pending ?? 0, 0);
     assert.equal(await queue.flowStatus(1), null);

@@ -53,18 +53,24 @@ function Flows.queueNode(id, pos, t)
   local nodes = Flows.nodes(id)
   local held = redis.call('HGET', nodes, pos .. ':h')
   if not held then return 0 end
+  -- Each object's members written in the parents' order in the flow, as SQL's: a Lua table
+  -- would give cjson its own order.
+  local edges = Flows.meta(id, pos).parents
+  table.sort(edges, function(a, b) return a[1] < b[1] end)
   local outputs, errors = {}, {}
-  for _, edge in ipairs(Flows.meta(id, pos).parents) do
+  for _, edge in ipairs(edges) do
     local parent = Flows.meta(id, edge[1])
     local f = redis.call('HMGET', nodes, edge[1] .. ':s', edge[1] .. ':o', edge[1] .. ':e')
+    local key = cjson.encode(parent.key) .. ':'
     if f[1] == 'succeeded' then
-      outputs[parent.key] = {name = parent.name, output = f[2] or NULL}
+      table.insert(outputs, key .. cjson.encode({name = parent.name, output = f[2] or NULL}))
     else
-      errors[parent.key] = f[3] or f[1]
+      table.insert(errors, key .. cjson.encode(f[3] or f[1]))
     end
   end
-  local jobId = Links.queue(held, t, nil, nil, nil,
-    {flow_id = id, flow_parents = cjson.encode({outputs = outputs, errors = errors})})
+  local parents = '{"outputs":{' .. table.concat(outputs, ',') .. '},"errors":{' ..
+    table.concat(errors, ',') .. '}}'
+  local jobId = Links.queue(held, t, nil, nil, nil, {flow_id = id, flow_parents = parents})
   redis.call('HDEL', nodes, pos .. ':h')
   redis.call('HSET', nodes, pos .. ':s', 'pending', pos .. ':j', jobId)
   redis.call('HSET', Flows.jobs(id), jobId, pos)

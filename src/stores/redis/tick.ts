@@ -698,11 +698,13 @@ function claimInput(request: ClaimRequest) {
   return { ...rest, token: String(request.token) };
 }
 
-/** Claimed rows as jobs, in claim order, those held ahead marked. */
+/**
+ * Claimed rows as jobs, in the order the script took them (its claim
+ * order, grouped jobs round robin), those held ahead marked.
+ */
 function claimedJobs(rows: readonly (ClaimRow & { ahead: boolean })[], request: ClaimRequest) {
-  const ahead = new Set(rows.filter((row) => row.ahead).map((row) => row.id));
-  return toClaimedJobs(rows, request.queues, request.token)
-    .map((job): ClaimedJob => ahead.has(job.id) ? { ...job, ahead: true } : job);
+  return toClaimedJobs(rows, request.token)
+    .map((job, index): ClaimedJob => rows[index]!.ahead ? { ...job, ahead: true } : job);
 }
 
 /**

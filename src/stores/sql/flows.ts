@@ -83,7 +83,7 @@ const SET_NODE = statement(
 const PARENTS_OF = statement(
   `SELECT n.node_key, n.name, n.state, n.output, n.error
   FROM flow_edges e JOIN flow_nodes n ON n.flow_id = e.flow_id AND n.position = e.parent
-  WHERE e.flow_id = $1 AND e.child = $2`,
+  WHERE e.flow_id = $1 AND e.child = $2 ORDER BY e.parent`,
 );
 /** Inserts a waiting node as a due job, due `delay_ms` after $1, carrying its parents ($4). */
 const INSERT_NODE_JOB = statement(

@@ -81,7 +81,7 @@ import type { GroupRate } from "../rows/tick.ts";
 import { CLAIMED_COLUMNS, claimSets, clockParam, type Dialect } from "./dialect.ts";
 import { notPaused } from "./pauses.ts";
 import { each, exec, type Result, type Script } from "./script.ts";
-import type { ClaimRow } from "./stored_rows.ts";
+import { type ClaimRow, inClaimOrder } from "./stored_rows.ts";
 import { type Statement, statement } from "./statement.ts";
 
 const anyGroupStatements = new Map<number, Statement>();
@@ -399,15 +399,22 @@ export function* reenterGroups(ids: readonly number[]): Script<void> {
 /**
  * The claim with groups: `request` and `heldAhead` as
  * {@linkcode Dialect.claim} takes them, each queue's grouped jobs taken
- * round robin across its groups (see the module doc). Rows in no set order.
+ * round robin across its groups (see the module doc). Rows in the order
+ * they were taken, the order they start in: queue by queue, a group's turn
+ * and the plain claim's one after the other, the grouped jobs round by
+ * round (every group's first, then every group's second), the others in
+ * claim order.
  */
 export function* claimFairly(
   dialect: Dialect,
   request: ClaimRequest,
   heldAhead: boolean,
 ): Script<ClaimRow[]> {
+  const plain = function* (one: ClaimRequest): Script<ClaimRow[]> {
+    return inClaimOrder(yield* dialect.claim(one, heldAhead), one.queues);
+  };
   const { rows: any } = yield* exec(anyGroup(request.queues.length), ...request.queues);
-  if (any.length === 0) return yield* dialect.claim(request, heldAhead);
+  if (any.length === 0) return yield* plain(request);
   const claimed: ClaimRow[] = [];
   const groupsFirst = request.token % 2 === 0;
   for (const queue of request.queues) {
@@ -416,9 +423,7 @@ export function* claimFairly(
       if (limit <= 0) return claimed;
       const one = { ...request, queues: [queue], limit };
       claimed.push(
-        ...(grouped
-          ? yield* claimGrouped(dialect, one, heldAhead)
-          : yield* dialect.claim(one, heldAhead)),
+        ...(grouped ? yield* claimGrouped(dialect, one, heldAhead) : yield* plain(one)),
       );
     }
   }
@@ -569,6 +574,9 @@ function* takeFromGroups(
       }));
     }
   }
+  // RETURNING gives the rows in no set order: back in the order the rounds picked them.
+  const position = new Map(picked.map((id, index) => [id, index]));
+  rows.sort((a, b) => position.get(Number(a.id))! - position.get(Number(b.id))!);
   yield* countClaims(rates, groupOf, rows);
   if (empty.length > 0) {
     yield* exec(

@@ -97,22 +97,29 @@ export interface StoredBatch {
 }
 
 /**
- * Claimed rows in claim order (queues in the order given, then priority,
- * then due time, then id), as jobs.
+ * The rows of a plain claim (an `UPDATE … RETURNING`, in no set order) put
+ * back in its claim order: queues in the order given, then priority, then
+ * due time (longest waited first), then id.
  */
-export function toClaimedJobs(
-  rows: readonly ClaimRow[],
+export function inClaimOrder<Row extends ClaimRow>(
+  rows: readonly Row[],
   queues: readonly string[],
-  token: number,
-): ClaimedJob[] {
+): Row[] {
   const ranks = new Map(queues.map((queue, index) => [queue, index]));
   const rank = (queue: string) => ranks.get(queue) ?? -1;
-  // RETURNING gives rows in no set order: put them back in claim order.
-  return [...rows]
-    .sort((a, b) =>
-      rank(a.queue) - rank(b.queue) || b.priority - a.priority ||
-      Number(b.waited_ms) - Number(a.waited_ms) || a.id - b.id
-    )
+  return [...rows].sort((a, b) =>
+    rank(a.queue) - rank(b.queue) || b.priority - a.priority ||
+    Number(b.waited_ms) - Number(a.waited_ms) || a.id - b.id
+  );
+}
+
+/**
+ * Claimed rows as jobs, in the order given: the order the claim took them
+ * in, which is the order they start in (a grouped claim's round robin
+ * across its groups, a plain claim's {@linkcode inClaimOrder}).
+ */
+export function toClaimedJobs(rows: readonly ClaimRow[], token: number): ClaimedJob[] {
+  return rows
     .map((row) => ({
       id: row.id,
       queue: row.queue,

@@ -155,15 +155,15 @@ export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJ
   let rows: ClaimRow[] = yield* claimFairly(dialect, request, startsAtOnce !== undefined);
   let jobs: ClaimedJob[];
   if (startsAtOnce === undefined) {
-    jobs = toClaimedJobs(rows, request.queues, request.token);
+    jobs = toClaimedJobs(rows, request.token);
   } else if (rows.length <= startsAtOnce) {
     // Fewer than the free slots: every one starts.
-    jobs = toClaimedJobs(rows, request.queues, request.token);
+    jobs = toClaimedJobs(rows, request.token);
     if (rows.length > 0) {
       yield* exec(START_AT_ONCE, rows.map((row) => Number(row.id)), request.token);
     }
   } else {
-    const ordered = toClaimedJobs(rows, request.queues, request.token);
+    const ordered = toClaimedJobs(rows, request.token);
     const limits = request.spendLimits ?? {};
     // Spent already: it fails without starting, so holding it costs nothing.
     const refused = (job: ClaimedJob) => {

@@ -160,6 +160,31 @@ function register(test: ContractTest): void {
     assert.equal((await store.flow(id))?.nodes[2]?.jobId, join!.id);
   });
 
+  test("a child carries its parents' outputs and errors in the order of the parents in the flow, whatever their keys", async (store) => {
+    await store.insertFlow(
+      newFlow(
+        node("z"),
+        node("x"),
+        node("a"),
+        node("b"),
+        node("m"),
+        node("join", [4, 3, 2, 1, 0], true),
+      ),
+    );
+    for (const parent of await take(store)) {
+      if (parent.name === "x" || parent.name === "b") {
+        assert.deepEqual((await store.settle([fail(parent.id, parent.token, T0)])).applied, [true]);
+      } else {
+        await succeed(store, parent, "1");
+      }
+    }
+    const [join] = await take(store, LATER);
+    assert.equal(join?.name, "join");
+    const carried = JSON.parse(join!.flowParents!) as FlowParentsRow;
+    assert.deepEqual(Object.keys(carried.outputs), ["z", "a", "m"]);
+    assert.deepEqual(Object.keys(carried.errors), ["x", "b"]);
+  });
+
   test("a node failing for good skips its descendants and queues the catch once; retry resumes them", async (store) => {
     const { id } = await store.insertFlow(
       newFlow(node("a"), node("b"), node("c", [0]), node("d", [1]), node("e", [2, 3])),

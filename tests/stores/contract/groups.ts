@@ -57,6 +57,15 @@ function register(test: ContractTest): void {
     assert.deepEqual([fromFew, fromBacklog], [10, 10], "each claim takes from both groups alike");
   });
 
+  test("claim() gives its grouped jobs in the order its rounds took them, the order they start in: a group's second job after every group's first", async (store) => {
+    const backlog = await store.insertJobs(grouped("a", 40));
+    const few = await store.insertJobs(grouped("b", 3));
+    const jobs = await claim(store, { limit: 6, aheadFrom: 1 });
+    const order = [0, 1, 2].flatMap((n) => [backlog[n]!, few[n]!]);
+    assert.deepEqual(ids(jobs), order);
+    assert.deepEqual(jobs.map((job) => job.ahead === true), [false, true, true, true, true, true]);
+  });
+
   test("claim() takes jobs without a group beside grouped ones", async (store) => {
     const plain = await store.insertJobs([newJob(), newJob(), newJob()]);
     const group = await store.insertJobs(grouped("g", 3, { limit: 1 }));
