@@ -21,12 +21,19 @@ export interface WorkersOptions {
   seenWithinMs?: number;
 }
 
-/** The earliest heartbeat {@linkcode WorkersOptions} accept at `now`. */
-export function seenSince(now: number, options: WorkersOptions): number {
+/**
+ * The earliest heartbeat {@linkcode WorkersOptions} accept at `now`;
+ * `caller` names the function in the error for a bad `seenWithinMs`.
+ */
+export function seenSince(
+  now: number,
+  options: WorkersOptions,
+  caller: "workers" | "unclaimed",
+): number {
   const seenWithinMs = options.seenWithinMs ?? 30_000;
   if (!(Number.isFinite(seenWithinMs) && seenWithinMs >= 1_000 && seenWithinMs <= 86_400_000)) {
     throw new RangeError(
-      `workers: seenWithinMs must be a number of ms from 1000 to 86400000: got ${
+      `${caller}: seenWithinMs must be a number of ms from 1000 to 86400000: got ${
         shown(seenWithinMs)
       }`,
     );
@@ -64,7 +71,7 @@ export async function listWorkers(
   options: WorkersOptions,
 ): Promise<WorkerInfo[]> {
   const now = clock.now();
-  return await store.workers(seenSince(now, options), now);
+  return await store.workers(seenSince(now, options, "workers"), now);
 }
 
 /** The due jobs in `store` that no worker seen lately can claim; none when no worker is seen. */
@@ -74,7 +81,7 @@ export async function listUnclaimed(
   options: WorkersOptions,
 ): Promise<UnclaimedJobs[]> {
   const now = clock.now();
-  const workers = await store.workers(seenSince(now, options), now);
+  const workers = await store.workers(seenSince(now, options, "unclaimed"), now);
   if (workers.length === 0) return [];
   return unclaimedJobs(await store.pendingByName(now), workers);
 }

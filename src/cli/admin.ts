@@ -7,7 +7,7 @@
  * @internal
  */
 import { resolve } from "node:path";
-import { databaseOptions } from "../config.ts";
+import { type DatabaseOptions, databaseOptions } from "../config.ts";
 import { Queue } from "../queue.ts";
 import {
   expectPositionals,
@@ -46,15 +46,18 @@ export interface AdminQueueOptions {
 
 /**
  * Opens the queue on the command's database, migrating it, with no jobs
- * registered unless `jobs` names a module. A SQLite file must exist, unless `create` (migrate): a mistyped
- * `--db` is an error, not a new empty database.
+ * registered unless `jobs` names a module. The queue must exist, unless
+ * `create` (migrate): a mistyped `--db` (a SQLite file, a PostgreSQL
+ * schema, a Redis prefix) is an error, not a new empty queue.
  */
 export async function openAdminQueue(
   args: ParsedArgs,
   { create = false, appKey = false, jobs }: AdminQueueOptions = {},
 ): Promise<Queue> {
-  const options = databaseOptions(readDb(args));
+  const db = readDb(args);
+  const options = databaseOptions(db);
   if ("path" in options && !create) assertDatabaseFile(options.path);
+  if ("url" in options && !create) await assertQueueAt(db, options);
   const key = appKey ? Deno.env.get("APP_KEY") : undefined;
   return await Queue.open({
     ...options,
@@ -75,6 +78,26 @@ function assertDatabaseFile(path: string): void {
     `no database at ${
       resolve(path)
     }: check --db or QUEUE_DB (the work and migrate commands create it)`,
+  );
+}
+
+/**
+ * Throws unless the server `db` names holds a queue: the schema (or the
+ * key prefix) has a schema step (a key layout) applied. Reads the plan
+ * only, on a store opened for that, so nothing is created.
+ */
+async function assertQueueAt(db: string, options: DatabaseOptions): Promise<void> {
+  let found: boolean;
+  {
+    await using store = await openStore(options, false);
+    found = (await store.migrationPlan()).databaseStep > 0;
+  }
+  if (found) return;
+  const where = isRedisUrl(db) ? "no key of this prefix" : "no queue tables in this schema";
+  throw new Error(
+    `no queue at ${
+      redactPassword(db)
+    }: ${where}; check --db or QUEUE_DB, and its schema or prefix (the work and migrate commands create it)`,
   );
 }
 

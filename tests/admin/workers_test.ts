@@ -62,11 +62,17 @@ Deno.test("Queue.workers() lists each running worker from its start, as seen wit
   }
   assert.deepEqual(await queue.workers({ seenWithinMs: 86_400_000 }), []);
   for (const seenWithinMs of [999, 86_400_001, Number.NaN]) {
-    await assert.rejects(
-      queue.workers({ seenWithinMs }),
-      new RegExp(
-        `^RangeError: workers: seenWithinMs must be a number of ms from 1000 to 86400000: got ${seenWithinMs}$`,
-      ),
-    );
+    const lists = {
+      workers: () => queue.workers({ seenWithinMs }),
+      unclaimed: () => queue.unclaimed({ seenWithinMs }),
+    };
+    for (const [method, list] of Object.entries(lists)) {
+      await assert.rejects(
+        list(),
+        new RegExp(
+          `^RangeError: ${method}: seenWithinMs must be a number of ms from 1000 to 86400000: got ${seenWithinMs}$`,
+        ),
+      );
+    }
   }
 });

@@ -115,6 +115,28 @@ postgresTest(
   },
 );
 
+postgresTest(
+  "CLI admin commands refuse a schema that holds no queue, naming the URL, and create nothing there",
+  async (db, schema) => {
+    for (const command of [["pause", "default"], ["stats"], ["retry", "all"]]) {
+      const result = await runCli([...command, "--db", db]);
+      assert.equal(result.code, 1, `${command[0]}: ${result.stdout}`);
+      assert.match(
+        result.stderr,
+        new RegExp(
+          `^queue ${command[0]}: no queue at ${
+            RegExp.escape(redactPassword(db))
+          }: no queue tables in this schema; check --db or QUEUE_DB`,
+        ),
+      );
+    }
+    assert.equal(await schemasNamed(schema), 0, "no schema made");
+    assert.equal((await runCli(["migrate", "--db", db])).code, 0);
+    const paused = await runCli(["pause", "default", "--db", db]);
+    assert.equal(paused.code, 0, paused.stderr);
+  },
+);
+
 postgresTest("CLI migrate reads the schema from QUEUE_DB's URL", async (db, schema) => {
   const result = await runCli(["migrate"], { QUEUE_DB: db });
   assert.equal(result.code, 0, result.stderr);

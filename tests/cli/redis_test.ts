@@ -115,8 +115,32 @@ redisTest(
 );
 
 redisTest(
+  "CLI admin commands refuse a prefix that holds no queue, naming the URL, and write no key",
+  async (db, prefix) => {
+    for (const command of [["pause", "default"], ["stats"], ["retry", "all"]]) {
+      const result = await runCli([...command, "--db", db]);
+      assert.equal(result.code, 1, `${command[0]}: ${result.stdout}`);
+      assert.match(
+        result.stderr,
+        new RegExp(
+          `^queue ${command[0]}: no queue at ${
+            RegExp.escape(redactPassword(db))
+          }: no key of this prefix; check --db or QUEUE_DB`,
+          "m",
+        ),
+      );
+    }
+    assert.deepEqual(await prefixKeys(url!, prefix), [], "no key written");
+    assert.equal((await runCli(["migrate", "--db", db])).code, 0);
+    const paused = await runCli(["pause", "default", "--db", db]);
+    assert.equal(paused.code, 0, paused.stderr);
+  },
+);
+
+redisTest(
   "CLI dashboard --db redis://… serves the store and names the URL without its password",
   async (db) => {
+    assert.equal((await runCli(["migrate", "--db", db])).code, 0, "a queue there to show");
     await using cli = startCli(["dashboard", "--db", db, "--port", "0"]);
     const line = /^Dashboard of (.+?): (http:\/\/127\.0\.0\.1:\d+\/) \(Ctrl-C to stop\)$/;
     await waitUntil(() => Promise.resolve(cli.lines.some((l) => line.test(l))), {
