@@ -302,6 +302,27 @@ storeTest(
 );
 
 storeTest(
+  "a unique job retried from the failed jobs comes back without its key, as Laravel's queue:retry: a dispatch of its uniqueId stores a new job beside it",
+  async (db) => {
+    const { queue } = await open(db);
+    await using _ = queue;
+
+    const first = await queue.dispatch(uniqueFails, { user: "ann", n: 1 });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 1, retried: 0 });
+    assert.equal(await queue.retry(first), true);
+    assert.equal(await keyCount(db), 0, "the retried job holds no key");
+    const next = await queue.dispatch(uniqueFails, { user: "ann", n: 2 });
+    assert.notEqual(next, first);
+    assert.equal(await unfinishedCount(queue), 2);
+    assert.equal(
+      await queue.dispatch(uniqueFails, { user: "ann", n: 3 }),
+      next,
+      "the new one holds it",
+    );
+  },
+);
+
+storeTest(
   "a unique key expires uniqueForMs after its dispatch, and the old holder's end leaves the new key alone",
   async (db) => {
     const { queue, clock } = await open(db);
