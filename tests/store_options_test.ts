@@ -92,6 +92,37 @@ Deno.test("Queue.open() refuses a redis:// URL it cannot parse, naming it withou
   );
 });
 
+Deno.test("Queue.open() refuses a redis:// URL with a parameter other than prefix, or prefix twice, before it connects, naming it without its password", async () => {
+  for (
+    const url of [
+      "redis://app:secret@127.0.0.1:1/0?prefx=app",
+      "redis://app:secret@127.0.0.1:1/0?prefix=app&schema=jobs",
+      "redis://app:secret@127.0.0.1:1/0?prefix=app&prefix=other",
+    ]
+  ) {
+    await assert.rejects(Queue.open({ url, jobs: [noop] }), (error: unknown) => {
+      assert.ok(error instanceof TypeError, String(error));
+      assert.match(
+        error.message,
+        /^url takes one parameter, prefix, once: got "redis:\/\/app:\*\*\*@/,
+      );
+      assert.doesNotMatch(error.message, /secret/, "the password is not shown");
+      return true;
+    });
+  }
+});
+
+Deno.test("Queue.open() refuses a postgres:// URL with the schema parameter twice, naming it without its password", async () => {
+  await assert.rejects(
+    Queue.open({ url: "postgres://app:secret@127.0.0.1:1/app?schema=a&schema=b", jobs: [noop] }),
+    {
+      name: "TypeError",
+      message:
+        'url takes the schema parameter once: got "postgres://app:***@127.0.0.1:1/app?schema=a&schema=b"',
+    },
+  );
+});
+
 Deno.test("RedisStore.open() gives up on a server that does not answer after connectTimeoutMs, naming it without its password", async () => {
   const { RedisStore } = await import("../src/stores/redis/mod.ts");
   const started = Date.now();

@@ -165,6 +165,11 @@ function schemaParameter(url: string): { server: string; schema: string | undefi
     // The driver reads URLs the URL parser refuses (several hosts): no parameter of ours there.
     return { server: url, schema: undefined };
   }
+  if (parsed.searchParams.getAll("schema").length > 1) {
+    throw new TypeError(
+      `url takes the schema parameter once: got ${shown(redactPassword(url))}`,
+    );
+  }
   const schema = parsed.searchParams.get("schema") ?? undefined;
   if (schema === undefined) return { server: url, schema };
   parsed.searchParams.delete("schema");

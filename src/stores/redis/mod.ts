@@ -167,6 +167,14 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
       // The URL parser's own message quotes the whole URL, password included.
       throw new TypeError(`url is not a valid URL: got ${shown(redactPassword(url))}`);
     }
+    const unread = [...new Set(target.searchParams.keys())].filter((name) => name !== "prefix");
+    if (unread.length > 0 || target.searchParams.getAll("prefix").length > 1) {
+      throw new TypeError(
+        `url takes one parameter, prefix, once: got ${
+          shown(redactPassword(url))
+        } (a parameter the store does not read would be ignored, and a misspelt prefix would open another queue)`,
+      );
+    }
     const prefix = options.prefix ?? target.searchParams.get("prefix") ?? "renox";
     if (!/^[A-Za-z0-9_.:-]{1,100}$/.test(prefix)) {
       throw new TypeError(
