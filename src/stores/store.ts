@@ -133,7 +133,9 @@ export interface JobWrites {
 /** What a worker's tick needs: claim, settle, renew, middleware, its heartbeat and wake-ups. */
 export interface WorkerStore {
   /**
-   * Leases up to `limit` due jobs in one statement, in claim order. Each
+   * Leases up to `limit` due jobs in one statement, in claim order (the
+   * order a worker starts them in: grouped jobs round by round across
+   * their groups, one of each group before a second of any). Each
    * claimed job keeps how long it had been due (`now` less the due time the
    * claim replaced: its dispatch or release time, or the end of a dead
    * worker's lease) until it settles, for the metrics rollup.
