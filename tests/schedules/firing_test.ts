@@ -343,6 +343,29 @@ storeTest("Queue.open refuses a wrong schedule, naming it, and writes nothing", 
 });
 
 storeTest(
+  "backfillSchedule of slots more than 7 days old remembers them 7 days from the backfill: asked again, after a firing tick too, it skips them, and their jobs see their slots",
+  async (db) => {
+    const DAY = 24 * 60 * MINUTE;
+    const clock = new ManualClock(T0 + 10 * DAY);
+    const { job, runs } = recordingJob("report");
+    const queue = await db.open({
+      jobs: [job, scheduleOf(job, { overlap: "allow", maxCatchUp: 5 })],
+      clock,
+    });
+    const range = { from: new Date(T0 + 2 * MINUTE), to: new Date(T0 + 4 * MINUTE) };
+    assert.equal((await queue.backfillSchedule("every-minute", range)).jobIds.length, 3);
+    clock.advance(MINUTE);
+    await drain(queue); // runs the backfilled jobs, and a tick fires the slot due now
+    const again = await queue.backfillSchedule("every-minute", range);
+    assert.deepEqual([again.jobIds.length, again.skipped], [0, 3], "fired already");
+    assert.deepEqual(
+      runs.map((run) => (run.scheduled!.slot.getTime() - T0) / MINUTE).sort((a, b) => a - b),
+      [2, 3, 4, 10 * 24 * 60 + 1],
+    );
+  },
+);
+
+storeTest(
   "triggerSchedule runs one job now; backfillSchedule fires each slot of a range once",
   async (db) => {
     const clock = new ManualClock(T0 + 1_000);

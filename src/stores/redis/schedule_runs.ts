@@ -12,8 +12,10 @@
  *   scored by it.
  * - `P:sched:<name>:runs` HASH: slot → the job fired for it (slot runs
  *   only: a slot is fired once).
- * - `P:sched:<name>:fired` ZSET: every run's job id, scored by its slot
- *   (a trigger's by when it was stored), for pruning.
+ * - `P:sched:<name>:fired` ZSET: every run's job id, scored by when it was
+ *   stored (by its slot in records of older code), for pruning: a record
+ *   is kept {@linkcode RUNS_KEPT_MS} after its run was stored, whatever its
+ *   slot, so a backfill of old slots asked again skips them.
  * - `P:sched:byjob` HASH: job id → `{name, slot, manual}`, which gives a
  *   claimed job its `scheduled`.
  *
@@ -53,7 +55,8 @@ const RUNS_PRUNED = 100;
  *   overlap rule; `onStoreClock`: the row's times are the store's already.
  * - `S.dropRuns(name, before, skip, limit, onlyEnded)`: drops run records
  *   (see there).
- * - `S.prune(name)`: drops the records of runs older than the time kept.
+ * - `S.prune(name)`: drops the records of runs stored longer ago than the
+ *   time kept.
  * - `S.ranLast(state, last)`: records `last` ({slot, id}, or nil for no run)
  *   as the schedule's last run, fired now.
  */
@@ -122,7 +125,7 @@ function S.store(state, run, force, onStoreClock)
   if not run.manual then redis.call('HSET', runsKey(state.name), run.slot, id) end
   redis.call('HSET', P .. ':sched:byjob', id,
     cjson.encode({name = state.name, slot = run.slot, manual = run.manual}))
-  redis.call('ZADD', firedKey(state.name), run.manual and NOW or run.slot, id)
+  redis.call('ZADD', firedKey(state.name), NOW, id)
   return id
 end
 

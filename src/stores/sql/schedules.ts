@@ -84,8 +84,13 @@ const ADVANCE = statement("UPDATE schedules SET next_slot = $2 WHERE name = $1")
 const FIRED = statement(
   "UPDATE schedules SET last_slot = $2, last_job_id = $3, last_fired_at = $4 WHERE name = $1",
 );
+/**
+ * Drops the slot runs of schedule `$1` stored before `$2` (a run fired on
+ * time has its slot before it was stored: the slot narrows the index seek;
+ * a backfilled old slot's record stays until its own time has passed).
+ */
 const PRUNE_RUNS = statement(
-  "DELETE FROM schedule_runs WHERE schedule = $1 AND slot < $2 AND manual = 0",
+  "DELETE FROM schedule_runs WHERE schedule = $1 AND slot < $2 AND fired_at < $2 AND manual = 0",
 );
 const PRUNE_MANUAL_RUNS = statement(
   "DELETE FROM schedule_runs WHERE schedule = $1 AND manual = 1 AND fired_at < $2",
