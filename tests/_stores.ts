@@ -172,6 +172,12 @@ export interface StoreContext {
     rule: { cron: string | null; everyMs: number | null },
   ): Promise<void>;
   /**
+   * Stored schedule `name` as the store keeps it, for checks of what the
+   * database holds: its `schedules` row as JSON on SQL, its JSON in the
+   * `sched` hash on Redis; null when it is not stored.
+   */
+  storedSchedule(name: string): Promise<string | null>;
+  /**
    * The jobs that wait for their chain (next links, catches) or batch
    * (then, catch, finally callbacks): `waiting_jobs` rows on SQL, the
    * `{prefix}:held:*` lists on Redis. By chain or batch (chains first), each's
@@ -364,6 +370,7 @@ async function openRedisContext(url: string): Promise<StoreContext & AsyncDispos
       if (stored === null) throw new Error(`setScheduleRule: no schedule ${name}`);
       await setHashField(url, key, name, JSON.stringify({ ...JSON.parse(stored), ...rule }));
     },
+    storedSchedule: (name) => hashField(url, `{${prefix}}:sched`, name),
     async [Symbol.asyncDispose]() {
       try {
         await Promise.all(queues.map((queue) => queue.close()));
@@ -483,6 +490,10 @@ async function openContext(
         [cron, everyMs, name],
       );
       if (changed.length !== 1) throw new Error(`setScheduleRule: no schedule ${name}`);
+    },
+    async storedSchedule(name) {
+      const [row] = await query("SELECT * FROM schedules WHERE name = ?", [name]);
+      return row === undefined ? null : JSON.stringify(row);
     },
     async waitingJobs() {
       const rows = await query<{

@@ -14,6 +14,7 @@ import { DatabaseSync } from "node:sqlite";
 import { z } from "zod";
 import {
   defineJob,
+  defineSchedule,
   type FailedJob,
   generateAppKey,
   PayloadIntegrityError,
@@ -483,6 +484,49 @@ storeTest(
       { name: "enc.alpha", payload },
       { name: "enc.alpha", payload },
     ]);
+  },
+);
+
+storeTest(
+  "Queue: a schedule of an encrypted job stores neither its payload nor its payload function's source, and a change of them alone is no change",
+  async (db) => {
+    const jobs = makeJobs();
+    const byValue = (secret: string) =>
+      defineSchedule({
+        name: "by-value",
+        everyMs: 60_000,
+        job: jobs.alpha,
+        payload: { secret, n: 1 },
+      });
+    const byFunction = defineSchedule({
+      name: "by-function",
+      everyMs: 60_000,
+      job: jobs.alpha,
+      payload: () => ({ secret: "in-the-source-" + SECRET, n: 2 }),
+    });
+    const stored = async () =>
+      await Promise.all(
+        ["by-value", "by-function"].map(async (name) => [name, await db.storedSchedule(name)]),
+      );
+    {
+      await using _ = await db.open({
+        jobs: [jobs.alpha, byValue(SECRET), byFunction],
+        appKey: KEY_A,
+      });
+    }
+    const first = await stored();
+    assert.ok(first.every(([, row]) => row !== null), "both stored");
+    for (const [name, definition] of first) {
+      assertNoSecret(`schedule ${name}`, definition);
+      assert.ok(!definition!.includes("in-the-source"), `${name}: ${definition}`);
+    }
+    {
+      await using _ = await db.open({
+        jobs: [jobs.alpha, byValue("another"), byFunction],
+        appKey: KEY_A,
+      });
+    }
+    assert.deepEqual(await stored(), first);
   },
 );
 

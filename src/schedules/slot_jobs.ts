@@ -83,9 +83,15 @@ export function jobRow(
   return jobRows.keyed(schedule.job, [payload], [due])?.[0] ?? due;
 }
 
-/** Every setting and the payload as one text: a change of any is a changed schedule. */
+/**
+ * Every setting and the payload as one text: a change of any is a changed
+ * schedule. An encrypted job's payload (a value, or a function's source,
+ * which may hold one) is left out, as the store must only ever hold its
+ * ciphertext (docs/encryption.md): a change of it alone is then no change
+ * to the stored schedule, whose jobs take the payload the code gives.
+ */
 function definitionText(schedule: ScheduleDefinition): string {
-  const { payload } = schedule;
+  const payload = schedule.job.encrypted ? "(encrypted)" : schedule.payload;
   return JSON.stringify([
     schedule.job.name,
     schedule.job.queue,
