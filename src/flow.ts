@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 import type { DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
 
 /** Options of one node of a flow: {@linkcode DispatchOptions} and where it sits in the graph. */
@@ -176,8 +177,8 @@ export class FlowBuilder {
     }
     if (typeof continueOnFailure !== "boolean") {
       throw new TypeError(
-        `Cannot add "${key}" to flow "${this.#name}": continueOnFailure must be true or false, got ${
-          JSON.stringify(continueOnFailure) ?? String(continueOnFailure)
+        `Cannot add "${key}" to flow "${this.#name}": continueOnFailure must be true or false: got ${
+          shown(continueOnFailure)
         }`,
       );
     }

@@ -37,6 +37,8 @@ import { RedisStore } from "../src/stores/redis/mod.ts";
 import { SqliteStore } from "../src/stores/sqlite/mod.ts";
 import { type MoveStore, type Store, TRANSFER_TABLES } from "../src/stores/store.ts";
 import { ManualClock, tempDir, waitUntil } from "./_helpers.ts";
+import { openSession, postForm } from "./_dashboard.ts";
+import { dashboard } from "../src/dashboard.ts";
 import { postgresTestUrl } from "./_postgres.ts";
 import { deletePrefix, freshPrefix, redisTestUrl } from "./_redis.ts";
 import { freshDatabase } from "./fixtures/deploy/serve_process.ts";
@@ -607,6 +609,54 @@ Deno.test("a worker started on a moved store stops at once, naming where the que
   } finally {
     await queue.close();
   }
+});
+
+Deno.test("a drain on a moved store stops with stoppedBecause moved, and a dashboard action there answers 409 naming where the queue went", async () => {
+  await using dir = await tempDir();
+  const { queue, to } = await oneJobQueue(dir);
+  try {
+    await moveQueue(dir.dbPath, to);
+    assert.equal((await queue.drain({ maxTimeMs: 30_000 })).stoppedBecause, "moved");
+    const handler = dashboard(queue);
+    const session = await openSession(handler, "/");
+    const paused = await postForm(handler, "/queues/default/pause", session, {
+      headers: { accept: "application/json" },
+    });
+    assert.equal(paused.status, 409);
+    assert.match(
+      (await paused.json()).error,
+      new RegExp(
+        `^409 Conflict: Cannot write to this queue: it was moved to ${RegExp.escape(to)} `,
+      ),
+    );
+    assert.equal((await queue.paused()).length, 0, "nothing paused");
+  } finally {
+    await queue.close();
+  }
+});
+
+Deno.test({
+  name:
+    "a move to Redis keeps a backfill's record of slots older than 7 days: the same backfill on the destination skips them",
+  ignore: redisUrl === null,
+  async fn() {
+    await using dir = await tempDir();
+    await using place = await redisAt();
+    const jobs = movingJobs();
+    const from = Math.floor((Date.now() - 10 * 24 * 60 * MINUTE) / MINUTE) * MINUTE;
+    const range = { from: new Date(from), to: new Date(from + 2 * MINUTE) };
+    {
+      await using queue = await Queue.open({ path: dir.dbPath, jobs: jobs.all, appKey: APP_KEY });
+      assert.equal((await queue.backfillSchedule("every-minute", range)).jobIds.length, 3);
+    }
+    await moveQueue(dir.dbPath, place.url);
+    await using moved = await Queue.open({ url: place.url, jobs: jobs.all, appKey: APP_KEY });
+    // Twice: each backfill prunes the records it finds past the time kept after its own check.
+    for (const time of ["once", "twice"]) {
+      const again = await moved.backfillSchedule("every-minute", range);
+      assert.deepEqual([again.jobIds.length, again.skipped], [0, 3], `fired already, ${time}`);
+    }
+  },
 });
 
 Deno.test("a move run again resumes: the same destination is finished without duplicates; another is refused", async () => {

@@ -22,18 +22,17 @@ export interface WorkersOptions {
 }
 
 /**
- * The earliest heartbeat {@linkcode WorkersOptions} accept at `now`;
- * `caller` names the function in the error for a bad `seenWithinMs`.
+ * The earliest heartbeat {@linkcode WorkersOptions} accept at `now`; the
+ * error for a bad `seenWithinMs` names `options.method`, the call it came to.
  */
 export function seenSince(
   now: number,
-  options: WorkersOptions,
-  caller: "workers" | "unclaimed",
+  options: WorkersOptions & { readonly method: "workers" | "unclaimed" },
 ): number {
   const seenWithinMs = options.seenWithinMs ?? 30_000;
   if (!(Number.isFinite(seenWithinMs) && seenWithinMs >= 1_000 && seenWithinMs <= 86_400_000)) {
     throw new RangeError(
-      `${caller}: seenWithinMs must be a number of ms from 1000 to 86400000: got ${
+      `${options.method}: seenWithinMs must be a number of ms from 1000 to 86400000: got ${
         shown(seenWithinMs)
       }`,
     );
@@ -71,7 +70,7 @@ export async function listWorkers(
   options: WorkersOptions,
 ): Promise<WorkerInfo[]> {
   const now = clock.now();
-  return await store.workers(seenSince(now, options, "workers"), now);
+  return await store.workers(seenSince(now, { ...options, method: "workers" }), now);
 }
 
 /** The due jobs in `store` that no worker seen lately can claim; none when no worker is seen. */
@@ -81,7 +80,7 @@ export async function listUnclaimed(
   options: WorkersOptions,
 ): Promise<UnclaimedJobs[]> {
   const now = clock.now();
-  const workers = await store.workers(seenSince(now, options, "unclaimed"), now);
+  const workers = await store.workers(seenSince(now, { ...options, method: "unclaimed" }), now);
   if (workers.length === 0) return [];
   return unclaimedJobs(await store.pendingByName(now), workers);
 }

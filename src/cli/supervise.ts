@@ -34,6 +34,12 @@ export interface SuperviseOptions {
    * handler calling `Deno.exit(0)`) is restarted like a crash.
    */
   readonly mayFinish: boolean;
+  /**
+   * Asked when a child exits with 1: whether the queue was moved to another
+   * store (docs/moving.md), where every new child would stop the same way.
+   * Supervision then ends with 1 instead of starting another.
+   */
+  readonly movedAway: () => Promise<boolean>;
 }
 
 function describe(status: Deno.CommandStatus): string {
@@ -114,6 +120,10 @@ export async function supervise(
       if (status.signal === null && status.code === EXIT.usage) return EXIT.usage;
       // Started again, the same old code would refuse the database: the next restart must bring the new.
       if (status.signal === null && status.code === EXIT.outdated) return EXIT.outdated;
+      if (status.signal === null && status.code === EXIT.failure) {
+        // A store that cannot say is taken to be where it was: the next child meets the same.
+        if (await options.movedAway().catch(() => false)) return EXIT.failure;
+      }
       if (performance.now() - startedAt >= HEALTHY_RUN_MS) delayMs = FIRST_DELAY_MS;
       const why = status.success
         ? "exited with code 0, though no limit flag asked it to (did a job call Deno.exit()?)"

@@ -31,6 +31,7 @@ import { JsonLog } from "./job_log.ts";
 import { StatusLine } from "./status_line.ts";
 import { onSignals } from "./stop_signals.ts";
 import { CLI_URL, supervise } from "./supervise.ts";
+import { openStore } from "../store_options.ts";
 
 const MAX_MS = 2_147_483_647;
 
@@ -166,6 +167,16 @@ async function runWorker(settings: WorkSettings): Promise<number> {
 }
 
 /**
+ * The error naming where a move took the queue `db` names, or null when no
+ * move fenced it: a worker there would stop at once (docs/moving.md).
+ */
+async function movedAway(db: string): Promise<QueueMovedError | null> {
+  await using store = await openStore(databaseOptions(db), false);
+  const fence = await store.moveFence();
+  return fence === null ? null : new QueueMovedError(fence.to, fence.at);
+}
+
+/**
  * The database as `work` shows it: a URL without its password, a SQLite file
  * as the absolute path it resolves to (the default depends on the current folder).
  */
@@ -295,11 +306,15 @@ job:failed, job:cancelled with its reason) and for worker:start, worker:stopping
   async run(args) {
     const settings = readSettings(args);
     if (!settings.supervise) return await runWorker(settings);
-    // Fail fast on what every child would fail on: a jobs module that cannot load, a bad database.
+    // Fail fast on what every child would fail on: a jobs module that cannot load, a bad database,
+    // a queue moved to another store.
     await (await Queue.open({ ...databaseOptions(settings.db), jobs: settings.jobs })).close();
+    const moved = await movedAway(settings.db);
+    if (moved !== null) throw moved;
     return await supervise(["work", "--no-supervise", ...args.raw], {
       denoFlags: childDenoFlags(settings.denoFlags, childNeeds(settings)),
       mayFinish: mayFinish(settings.options),
+      movedAway: async () => (await movedAway(settings.db)) !== null,
     });
   },
 };

@@ -6,7 +6,7 @@
  * @internal
  * @module
  */
-import { QueueClosedError } from "../errors.ts";
+import { QueueClosedError, QueueMovedError } from "../errors.ts";
 import type { Queue } from "../queue.ts";
 import { type Action, findAction, type FormField } from "./actions.ts";
 import { FAVICON_SVG } from "./assets.ts";
@@ -294,8 +294,9 @@ async function readForm(request: Request, bytes: Uint8Array<ArrayBuffer>): Promi
 }
 
 /**
- * A request the queue refused (a bad filter: 400), a closed queue (503), or
- * an unexpected error (500, reported as `queue:error`, told without detail).
+ * A request the queue refused (a bad filter: 400), a closed queue (503), a
+ * write to a queue moved to another store (409, naming where), or an
+ * unexpected error (500, reported as `queue:error`, told without detail).
  */
 function failure(
   queue: Queue,
@@ -312,6 +313,10 @@ function failure(
   } else if (error instanceof QueueClosedError) {
     status = 503;
     text = "503 Service Unavailable: the queue is closed";
+  } else if (error instanceof QueueMovedError) {
+    // Reads go on, writes are refused for good: say where the queue went, as the app is told.
+    status = 409;
+    text = `409 Conflict: ${error.message}`;
   } else {
     const reported = error instanceof Error ? error : new Error(String(error));
     queue.emit("queue:error", { error: reported, during: `dashboard ${during}` });

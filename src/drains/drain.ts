@@ -35,13 +35,8 @@ export async function runDrain(start: () => QueueWorker): Promise<DrainResult> {
 
   function why(): StopReason {
     if (timeUp) return "time";
-    switch (runner.stopReason) {
-      case "empty":
-      case "time":
-      case "jobs":
-        return runner.stopReason;
-      default: // a stop() from elsewhere: the queue is closing
-        return "closed";
-    }
+    const reason = runner.stopReason;
+    // A stop() from elsewhere: the queue is closing. Every other reason is the worker's own.
+    return reason === null || reason === "requested" ? "closed" : reason;
   }
 }

@@ -115,7 +115,7 @@ export async function moveStores(
       throw new Error(
         `Cannot move ${from} to ${to}: ${to} is not empty (${
           held.map(({ table, rows }) => `${table}: ${rows}`).join(", ")
-        }); a move copies into an empty store, or finishes its own earlier run`,
+        }); a move copies into an empty store, or finishes its own earlier run (if ${to} is ${from} under another name, a path or host name, the queue is there already)`,
       );
     }
     fence = await source.fenceForMove(to, clock.now());

@@ -148,10 +148,11 @@ export interface WorkerStore {
    * skipping the rows another transaction holds for a moment (`SKIP
    * LOCKED`: a `dispatchAndWait()` marking its job awaited, an admin action
    * on it, and for a grouped job its group's row, which a dispatch into the
-   * group holds until it commits); it answers from what is committed and
+   * group locks until it commits); it answers from what is committed and
    * from which transactions are open, without taking or waiting for a lock.
-   * A held group with a due job counts whatever its own rules (limit,
-   * order, rate) would give: the claim asked again applies them. SQLite's
+   * A group with a due job whose row is locked counts whatever its own
+   * rules (limit, order, rate) would give: the claim asked again applies
+   * them. SQLite's
    * and Redis's claims never pass a due job over: false. A worker that
    * stops once its queues are empty asks before it stops.
    */

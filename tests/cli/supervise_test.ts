@@ -10,9 +10,10 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Queue } from "../../mod.ts";
+import { SqliteStore } from "../../src/stores/sqlite/mod.ts";
 import { exists, tempDir, waitUntil, within } from "../_helpers.ts";
 import { startCli } from "../fixtures/cli/cli_process.ts";
-import { exitOnce, spin } from "../fixtures/cli/supervise_jobs.ts";
+import { exitOnce, fenceAndExit, spin } from "../fixtures/cli/supervise_jobs.ts";
 
 const JOBS = fileURLToPath(import.meta.resolve("../fixtures/cli/supervise_jobs.ts"));
 const CLI = fileURLToPath(import.meta.resolve("../../src/cli.ts"));
@@ -142,6 +143,34 @@ Deno.test("work (supervised) starts another worker when one exits 0 with no limi
   const status = await within(cli.child.status, 60_000, "the supervisor exits on SIGTERM");
   assert.equal(status.code, 0);
   assert.match(await cli.stderr, /exited with code 0, though no limit flag asked it to/);
+});
+
+Deno.test("work (supervised) starts no other worker once its queue was moved: a worker that exits 1 on a fenced store ends the supervisor with 1", async () => {
+  await using tmp = await tempDir();
+  const to = join(tmp.dir, "moved.db");
+  {
+    await using queue = await Queue.open({ path: tmp.dbPath, jobs: [fenceAndExit] });
+    await queue.dispatch(fenceAndExit, { db: tmp.dbPath, to });
+  }
+  await using cli = startCli(["work", "--jobs", JOBS, "--db", tmp.dbPath, "--executor", "isolate"]);
+  const status = await within(cli.child.status, 60_000, "the supervisor exits");
+  assert.equal(status.code, 1, await cli.stderr);
+  assert.doesNotMatch(await cli.stderr, /starting another/);
+});
+
+Deno.test("work on a moved store exits 1 at once, naming where the queue went, before it starts a worker", async () => {
+  await using tmp = await tempDir();
+  const to = join(tmp.dir, "moved.db");
+  const store = await SqliteStore.open(tmp.dbPath); // the queue's file, migrated
+  await store.fenceForMove(to, Date.now());
+  await store.close();
+  await using cli = startCli(["work", "--jobs", JOBS, "--db", tmp.dbPath]);
+  const status = await within(cli.child.status, 60_000, "work exits");
+  assert.equal(status.code, 1);
+  assert.match(
+    await cli.stderr,
+    new RegExp(`^queue work: Cannot write to this queue: it was moved to ${RegExp.escape(to)} `),
+  );
 });
 
 Deno.test("work (supervised): a second SIGTERM SIGKILLs a worker stuck in synchronous code", async () => {

@@ -327,7 +327,7 @@ storeTest(
     assert.throws(
       // @ts-expect-error: a string where the option takes a boolean, as plain JavaScript may pass
       () => duplicate.add(t.node, { tag: "d" }, { key: "d", continueOnFailure: "yes" }),
-      /"d" to flow "duplicate": continueOnFailure must be true or false, got "yes"/,
+      /"d" to flow "duplicate": continueOnFailure must be true or false: got "yes"/,
     );
 
     assert.equal((await queue.counts()).default?.pending ?? 0, 0);

@@ -160,16 +160,20 @@ function claimable(queue: string, now: string, names: string | null): string {
 /**
  * Whether a group of queue `queue` (a placeholder) of `names` (a list's
  * placeholder, or null for any) with a job due at `now`, its queue not
- * paused, is held by a transaction still open: the grouped claim's window
- * skips such a group's row (`SKIP LOCKED`), which a grouped dispatch holds
- * until it commits and a claim of the group until it ends. A row's `xmax`
- * names the last transaction that locked or changed it; that transaction is
- * still open while it holds the lock on its own id (`pg_locks`). Only the
- * lock is asked about, none of the group's own rules (limit, order, rate,
- * pause): a worker that asks again once the lock is gone meets those in
- * its claim.
+ * paused, has its row locked by a transaction still open: the grouped
+ * claim's window skips such a row (`SKIP LOCKED`), which a grouped dispatch
+ * locks until it commits and a claim of the group until it ends. A row's
+ * `xmax` names the last transaction that locked or changed it; that
+ * transaction is still open while it holds the lock on its own id
+ * (`pg_locks`). Only the lock is asked about, none of the group's own
+ * rules (limit, order, rate, pause, hold): a worker that asks again once
+ * the lock is gone meets those in its claim. Limits: a row locked by
+ * several transactions at once, or locked and then changed under a
+ * savepoint, has a multixact id for `xmax`, which this misses (the worker
+ * may then stop as before); and it reads every group of the queue, which
+ * only an idle worker about to stop pays.
  */
-function heldGroupDue(queue: string, now: string, names: string | null): string {
+function lockedGroupDue(queue: string, now: string, names: string | null): string {
   return `EXISTS (SELECT 1 FROM job_groups g WHERE g.queue = ${queue}
     ${names === null ? "" : `AND g.name IN ${names}`} AND ${notPaused(queue, now)}
     AND EXISTS (SELECT 1 FROM jobs j WHERE j.group_id = g.id AND j.available_at <= ${now})
@@ -180,8 +184,8 @@ function heldGroupDue(queue: string, now: string, names: string | null): string 
 /**
  * Whether any job of `queueCount` queues (`$2`…) is one the claim would
  * take ({@linkcode claimable}) at `{{now $1}}`, with `byName` only of the
- * names in the last parameter, or is due in a group another transaction
- * holds ({@linkcode heldGroupDue}): plain reads, which neither take nor
+ * names in the last parameter, or is due in a group whose row another
+ * transaction locks ({@linkcode lockedGroupDue}): plain reads, which neither take nor
  * wait for a row lock. After a claim that came back empty they find the
  * due jobs the claim's `SKIP LOCKED` passed over (or that came due since).
  */
@@ -193,7 +197,7 @@ function passedOverStatement(queueCount: number, byName: boolean): Statement {
   const anyQueue = Array.from({ length: queueCount }, (_, index) => {
     const queue = `$${index + 2}`;
     return `EXISTS (SELECT 1 FROM jobs WHERE ${claimable(queue, CLAIM_NOW, names)})
-      OR ${heldGroupDue(queue, CLAIM_NOW, names)}`;
+      OR ${lockedGroupDue(queue, CLAIM_NOW, names)}`;
   }).join(" OR ");
   found = statement(
     `WITH now_ms AS (SELECT {{now $1}} AS t) SELECT 1 AS found WHERE ${anyQueue}`,

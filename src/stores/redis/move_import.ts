@@ -302,7 +302,8 @@ I.schedule_runs = {
     redis.call('HSET', P .. ':sched:byjob', r.job_id, cjson.encode({name = r.schedule,
       slot = n(r, 'slot'), manual = manual, firedAt = n(r, 'fired_at')}))
     if not manual then redis.call('HSET', P .. ':sched:' .. r.schedule .. ':runs', r.slot, r.job_id) end
-    redis.call('ZADD', P .. ':sched:' .. r.schedule .. ':fired', manual and r.fired_at or r.slot, r.job_id)
+    -- Scored by when it was fired, as S.store scores a run: a record is kept that long after it.
+    redis.call('ZADD', P .. ':sched:' .. r.schedule .. ':fired', n(r, 'fired_at') or n(r, 'slot'), r.job_id)
     bump('job', r.job_id)
   end,
 }

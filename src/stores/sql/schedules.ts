@@ -85,9 +85,10 @@ const FIRED = statement(
   "UPDATE schedules SET last_slot = $2, last_job_id = $3, last_fired_at = $4 WHERE name = $1",
 );
 /**
- * Drops the slot runs of schedule `$1` stored before `$2` (a run fired on
- * time has its slot before it was stored: the slot narrows the index seek;
- * a backfilled old slot's record stays until its own time has passed).
+ * Drops the slot runs of schedule `$1` fired before `$2`, the rule Redis
+ * keeps too (`S.prune`). A slot is never after the time its run was fired
+ * (beyond the skew between a caller's clock and the database's), so
+ * `slot < $2` drops nothing more: it only narrows the index seek.
  */
 const PRUNE_RUNS = statement(
   "DELETE FROM schedule_runs WHERE schedule = $1 AND slot < $2 AND fired_at < $2 AND manual = 0",

@@ -69,16 +69,16 @@ Deno.test({
  * version of group `key` in `schema`, as a dispatch of a job of that group
  * does until it commits (which keeps the group's row locked); then commits.
  */
-async function holdingGroup<T>(schema: string, key: string, fn: () => Promise<T>): Promise<T> {
+async function lockingGroup<T>(schema: string, key: string, fn: () => Promise<T>): Promise<T> {
   const sql = postgres(url!, { max: 1, onnotice: () => {} });
   try {
     return await sql.begin(async (tx): Promise<T> => {
       await tx.unsafe(`SET LOCAL search_path TO "${schema}"`);
-      const held = await tx.unsafe(
+      const locked = await tx.unsafe(
         "UPDATE job_groups SET version = version + 1 WHERE group_key = $1 RETURNING id",
         [key],
       );
-      assert.equal(held.length, 1, `group ${key} is there to hold`);
+      assert.equal(locked.length, 1, `group ${key} is there to lock`);
       return await fn();
     }) as T;
   } finally {
@@ -88,7 +88,7 @@ async function holdingGroup<T>(schema: string, key: string, fn: () => Promise<T>
 
 Deno.test({
   name:
-    "PostgresStore: an empty claim that skipped a held group with a due job passed it over; once the group is free, it passed none, and a held group with only a delayed job passed none",
+    "PostgresStore: an empty claim that skipped a group with a due job whose row another transaction locks passed it over; once the row is free, it passed none, nor for a locked group with only a delayed job",
   ignore: url === null,
   async fn() {
     await using opened = await openTestPostgresStore(url!, { clock: "caller" });
@@ -99,16 +99,16 @@ Deno.test({
       newJob({ ...group("later"), availableAt: T0 + 60_000 }),
     ]);
     const asked = { queues: ["default"], names: ["contract-job"], now: T0 };
-    await holdingGroup(schema, "due", async () => {
-      assert.deepEqual(await claim(store), [], "the claim skips the held group");
+    await lockingGroup(schema, "due", async () => {
+      assert.deepEqual(await claim(store), [], "the claim skips the locked group");
       assert.equal(await store.claimPassedOver(asked), true);
       assert.equal(await store.claimPassedOver({ ...asked, names: ["other-job"] }), false);
       assert.equal(await store.claimPassedOver({ ...asked, queues: ["other"] }), false);
     });
-    await holdingGroup(schema, "later", async () => {
-      assert.equal(await store.claimPassedOver(asked), false, "the held group's job is not due");
+    await lockingGroup(schema, "later", async () => {
+      assert.equal(await store.claimPassedOver(asked), false, "the locked group's job is not due");
     });
-    assert.equal(await store.claimPassedOver(asked), false, "no group is held");
+    assert.equal(await store.claimPassedOver(asked), false, "no group is locked");
     assert.equal((await claim(store)).length, 1, "the free group's job is claimed");
   },
 });
@@ -179,7 +179,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "Queue.work({ stopWhenEmpty }) on PostgreSQL does not stop while the group of the only due job is held by a dispatch's open transaction: it runs the job once the group is free, then stops",
+    "Queue.work({ stopWhenEmpty }) on PostgreSQL does not stop while the row of the only due job's group is locked by a dispatch's open transaction: it runs the job once the group is free, then stops",
   ignore: url === null,
-  fn: () => stopsOnceFree(true, (schema, _id, whileHeld) => holdingGroup(schema, "g", whileHeld)),
+  fn: () => stopsOnceFree(true, (schema, _id, whileHeld) => lockingGroup(schema, "g", whileHeld)),
 });
