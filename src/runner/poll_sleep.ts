@@ -8,15 +8,14 @@
  * @module
  */
 
-/** The longest the loop runs on microtasks alone before it lets timers run. */
-const YIELD_EVERY_MS = 20;
+import { TimerTurns } from "../timer_turns.ts";
 
 /** Sleeps between polls until woken. */
 export class PollSleep {
   #wake: (() => void) | null = null;
   #wakeRequested = false;
-  /** When the loop last let timers run (performance.now). */
-  #yieldedAt = performance.now();
+  /** When the loop last let timers run. */
+  readonly #turns = new TimerTurns();
 
   /** Ends the current sleep, or the next one at once when the loop is busy. */
   wake(): void {
@@ -26,20 +25,12 @@ export class PollSleep {
 
   /** Whether the loop has run on microtasks alone too long and should yield to timers. */
   get timersStarved(): boolean {
-    return performance.now() - this.#yieldedAt > YIELD_EVERY_MS;
+    return this.#turns.starved;
   }
 
-  /**
-   * Lets due timers run, then resolves: one turn of the event loop
-   * (`setImmediate`, a few µs; a `setTimeout(0)` waits a millisecond or more).
-   */
+  /** Lets due timers run, then resolves (see `TimerTurns.take`). */
   yieldToTimers(): Promise<void> {
-    return new Promise((resolve) =>
-      setImmediate(() => {
-        this.#yieldedAt = performance.now();
-        resolve();
-      })
-    );
+    return this.#turns.take();
   }
 
   /** Waits `ms`, or less when woken; a wake-up that came while the loop was busy ends it at once. */
@@ -56,7 +47,7 @@ export class PollSleep {
         resolve();
       };
       const timer = setTimeout(() => {
-        this.#yieldedAt = performance.now();
+        this.#turns.noteTurn();
         done();
       }, ms);
       this.#wake = done;

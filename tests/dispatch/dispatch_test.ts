@@ -1,6 +1,7 @@
 /**
  * Dispatching while the queue closes: a running handler's follow-up is
- * stored within the grace period, dispatches from outside are refused.
+ * stored within the grace period, dispatches from outside are refused. A
+ * loop of dispatches on SQLite still lets timers run.
  *
  * @module
  */
@@ -48,4 +49,20 @@ Deno.test("Queue.close() lets a running handler dispatch its follow-up within gr
     proceed.resolve();
     await queue.close();
   }
+});
+
+Deno.test("a loop of awaited dispatches on SQLite lets the process's timers run: every call is synchronous underneath, and the store gives timers a turn", async () => {
+  const job = defineJob({ name: "loop", schema: z.number(), handle() {} });
+  await using dir = await tempDir();
+  await using queue = await Queue.open({ path: dir.dbPath, jobs: [job] });
+  let fired = false;
+  const timer = setTimeout(() => fired = true, 10);
+  const started = performance.now();
+  let n = 0;
+  try {
+    while (!fired && performance.now() - started < 20_000) await queue.dispatch(job, n++);
+  } finally {
+    clearTimeout(timer);
+  }
+  assert.ok(fired, `the timer never ran during ${n} dispatches`);
 });

@@ -18,6 +18,7 @@ import type { DatabaseSync, SQLInputValue, SQLOutputValue, StatementSync } from 
 import type { Migration } from "../../../migrations/migration.ts";
 import { STEPS_RECORD } from "../../../migrations/sqlite/mod.ts";
 import { QueueClosedError, QueueMovedError } from "../../errors.ts";
+import { TimerTurns } from "../../timer_turns.ts";
 import { SQLITE_CONSTRAINT_TRIGGER } from "./move_fence.ts";
 import type { BackupResult } from "../store.ts";
 import { copyDatabase } from "./backup.ts";
@@ -58,6 +59,8 @@ export class SqliteEngine implements Engine {
   /** Set inside a transaction's callback, to refuse calls that would wait for it forever. */
   readonly #insideTransaction = new AsyncLocalStorage<Promise<void>>();
   #closed = false;
+  /** When this process's timers last had a turn between calls (see `#whenFree`). */
+  readonly #timerTurns = new TimerTurns();
   readonly #step = (step: Step): unknown => {
     const prepared = this.#prepared(step.statement);
     if ("each" in step) {
@@ -287,6 +290,8 @@ export class SqliteEngine implements Engine {
    * busy answer or a transaction in the way takes the waiting loop.
    */
   #whenFree<T>(step: () => T): Promise<T> {
+    // Every call is synchronous underneath: a loop of awaited calls would never let a timer run.
+    if (this.#timerTurns.starved) return this.#timerTurns.take().then(() => this.#whenFree(step));
     if (this.#transaction === null && !this.#closed) {
       try {
         return Promise.resolve(step());
