@@ -12,6 +12,7 @@
  * @module
  */
 import { shown } from "./shown.ts";
+import { assertName } from "./names.ts";
 import type { DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
 
 /** Options of one node of a flow: {@linkcode DispatchOptions} and where it sits in the graph. */
@@ -148,11 +149,7 @@ export class FlowBuilder {
       throw new TypeError(`flow.add(job, payload) takes a job definition: got ${typeof job}`);
     }
     const { key = job.name, after = [], continueOnFailure = false, ...dispatch } = options;
-    if (typeof key !== "string" || key.length === 0) {
-      throw new TypeError(
-        `Cannot add "${job.name}" to flow "${this.#name}": key must be a non-empty string`,
-      );
-    }
+    assertName(key, `Cannot add "${job.name}" to flow "${this.#name}"`, "key");
     if (this.#nodes.has(key)) {
       throw new TypeError(
         `Cannot add "${job.name}" to flow "${this.#name}": key "${key}" is taken; give one node { key }`,

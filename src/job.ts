@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { optionBag } from "./option_bags.ts";
 import { jsonUnsafePart } from "./json_safe.ts";
 import { shown } from "./shown.ts";
 import { assertBackoff, type Backoff, defaultBackoff, MAX_DELAY_MS } from "./backoff.ts";
@@ -107,6 +108,7 @@ export function resolveDispatch(
   where: string,
   now: number,
 ): ResolvedDispatch {
+  options = optionBag(options, where);
   const queue = options?.queue ?? job.queue;
   assertQueueName(queue, where);
   const delayMs = options?.delayMs ?? 0;

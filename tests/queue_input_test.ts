@@ -66,6 +66,45 @@ Deno.test("Queue.pruneFailed() and pruneBatches() without options say olderThanM
   });
 });
 
+storeTest(
+  "Options that are not an object, a misspelt pause or cancel option, and a dispatchAndWait whose signal is aborted already are refused, storing nothing",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    const loose = queue as unknown as {
+      dispatch(job: unknown, payload: unknown, options: unknown): Promise<number>;
+      pause(queue: string, options: unknown): Promise<boolean>;
+      cancel(id: number, options: unknown): Promise<unknown>;
+    };
+    for (const options of ["high", 5_000, true, [1]]) {
+      await assert.rejects(loose.dispatch(note, { n: 1 }, options), {
+        name: "TypeError",
+        message: `Cannot dispatch "input.note": options must be an object: got ${
+          Array.isArray(options) ? "an array of 1" : JSON.stringify(options)
+        }`,
+      });
+    }
+    await assert.rejects(loose.pause("default", { until: new Date() }), {
+      name: "TypeError",
+      message: 'pause: unknown option "until" (it takes "forMs", "reason")',
+    });
+    await assert.rejects(
+      loose.pause("default", 60_000),
+      /^TypeError: pause: options must be an object: got 60000/,
+    );
+    assert.deepEqual(await queue.paused(), [], "nothing paused");
+    const id = await queue.dispatch(note, { n: 2 }, { delayMs: 60_000 });
+    await assert.rejects(loose.cancel(id, { reson: "typo" }), {
+      name: "TypeError",
+      message: 'cancel: unknown option "reson" (it takes "reason")',
+    });
+    const aborted = AbortSignal.abort();
+    await assert.rejects(queue.dispatchAndWait(note, { n: 3 }, { signal: aborted }), {
+      name: "AbortError",
+    });
+    assert.equal(await unfinishedCount(queue), 1, "only the delayed job, still there");
+  },
+);
+
 Deno.test("Queue.counts() lists every queue the jobs name, with zeros, when the queue is idle", async () => {
   await using queue = await Queue.open({ path: ":memory:", jobs: JOBS });
   const counts = await queue.counts();
@@ -128,6 +167,25 @@ storeTest.sql(
     // Ordinary statements still run.
     const [row] = await queue.transaction((tx) => tx.query<{ one: number }>("SELECT 1 AS one"));
     assert.equal(Number(row!.one), 1);
+  },
+);
+
+storeTest(
+  "pruneFailed, pruneFinished, pruneBatches and pruneFlows take an olderThanMs of any size or fraction and delete only what is older",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    await queue.dispatch(huge, { size: 10 });
+    await workUntilEmpty(queue, { executor: "isolate" });
+    for (const olderThanMs of [1e19, 1e300, Number.MAX_VALUE, 86_400_000.25]) {
+      const counts = await Promise.all([
+        queue.pruneFailed({ olderThanMs }),
+        queue.pruneFinished({ olderThanMs }),
+        queue.pruneBatches({ olderThanMs }),
+        queue.pruneFlows({ olderThanMs }),
+      ]);
+      assert.deepEqual(counts, [0, 0, 0, 0], `olderThanMs ${olderThanMs}`);
+    }
+    assert.equal((await queue.failed()).length, 1, "the failed job is still there");
   },
 );
 

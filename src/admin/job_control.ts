@@ -9,6 +9,7 @@
  */
 import { shown } from "../shown.ts";
 import { keepMsOption } from "../job.ts";
+import { optionBag } from "../option_bags.ts";
 import type { DispatchOptions } from "../job.ts";
 import { assertName, assertQueueName } from "../names.ts";
 import type { CancelOutcome, FinishedJob } from "../stores/store.ts";
@@ -177,7 +178,7 @@ export function keepFinishedMsOf(
 
 /** The cancel's reason, checked. @internal */
 export function cancelReason(options: CancelOptions | undefined): string {
-  const reason = options?.reason ?? "cancelled";
+  const reason = optionBag(options, "cancel", ["reason"])?.reason ?? "cancelled";
   return assertName(reason, "cancel", "reason");
 }
 
@@ -188,6 +189,7 @@ export function resolvePause(
   now: number,
 ): { queue: string; until: number | null; reason: string | null } {
   assertQueueName(queue, "pause");
+  options = optionBag(options, "pause", ["forMs", "reason"]);
   const forMs = options?.forMs;
   if (
     forMs !== undefined &&

@@ -67,7 +67,11 @@ export function page(options: ListOptions, method: string): Page {
   return { limit, offset };
 }
 
-/** The time before which {@linkcode PruneOptions} prune. */
+/**
+ * The time before which {@linkcode PruneOptions} prune: a whole ms, and
+ * never before the epoch (nothing is stored before it), so that an
+ * `olderThanMs` of any size reads the same on every store.
+ */
 export function cutoff(now: number, options: PruneOptions | undefined, method: string): number {
   if (typeof options !== "object" || options === null) {
     throw new TypeError(
@@ -80,5 +84,5 @@ export function cutoff(now: number, options: PruneOptions | undefined, method: s
       `${method}: olderThanMs must be a number >= 0: got ${shown(olderThanMs)}`,
     );
   }
-  return now - olderThanMs;
+  return Math.max(0, Math.floor(now - olderThanMs));
 }

@@ -71,6 +71,8 @@ export class JobResults {
     const { cipher, store } = this.#parts;
     const timeoutMs = waitTimeoutMs(options);
     const { timeoutMs: _timeout, signal, ...dispatchOptions } = options ?? {};
+    // Aborted already: nothing is dispatched, as fetch() sends nothing.
+    signal?.throwIfAborted();
     if (this.#parts.inline) {
       const [row] = await this.#parts.jobRows.rows(job, [payload], dispatchOptions);
       const output = await runNow(this.#parts.executor, job, row!);

@@ -324,6 +324,12 @@ storeTest(
       () => duplicate.add(t.node, { tag: "c" }, { key: "c", after: [other] }),
       /parent "node" is not a node of this flow/,
     );
+    for (const key of ["", "\ud800", "a\0b", "k".repeat(256)]) {
+      assert.throws(
+        () => duplicate.add(t.node, { tag: "k" }, { key }),
+        /to flow "duplicate": key must be a string of 1 to 255 characters, without NUL or lone surrogates: got /,
+      );
+    }
     assert.throws(
       // @ts-expect-error: a string where the option takes a boolean, as plain JavaScript may pass
       () => duplicate.add(t.node, { tag: "d" }, { key: "d", continueOnFailure: "yes" }),
