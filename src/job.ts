@@ -96,6 +96,19 @@ export interface ResolvedDispatch {
   readonly retryUntil: number | null;
 }
 
+/** Every option a dispatch takes ({@linkcode DispatchOptions}): any other is refused by name. */
+const DISPATCH_OPTIONS = [
+  "delayMs",
+  "at",
+  "queue",
+  "priority",
+  "expireInMs",
+  "deadlineMs",
+] as const satisfies readonly (keyof DispatchOptions)[];
+// An option added to DispatchOptions and not to the list fails to compile here.
+const _everyDispatchOption: Exclude<keyof DispatchOptions, typeof DISPATCH_OPTIONS[number]> extends
+  never ? true : never = true;
+
 /**
  * Checks dispatch options for `job` dispatched at `now` and fills in its
  * defaults; `where` starts each error message (e.g. `Cannot dispatch
@@ -108,7 +121,7 @@ export function resolveDispatch(
   where: string,
   now: number,
 ): ResolvedDispatch {
-  options = optionBag(options, where);
+  options = optionBag(options, where, DISPATCH_OPTIONS);
   const queue = options?.queue ?? job.queue;
   assertQueueName(queue, where);
   const delayMs = options?.delayMs ?? 0;

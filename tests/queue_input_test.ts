@@ -83,6 +83,11 @@ storeTest(
         }`,
       });
     }
+    await assert.rejects(loose.dispatch(note, { n: 1 }, { delay: 60_000 }), {
+      name: "TypeError",
+      message:
+        'Cannot dispatch "input.note": unknown option "delay" (it takes "delayMs", "at", "queue", "priority", "expireInMs", "deadlineMs")',
+    });
     await assert.rejects(loose.pause("default", { until: new Date() }), {
       name: "TypeError",
       message: 'pause: unknown option "until" (it takes "forMs", "reason")',
