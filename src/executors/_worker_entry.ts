@@ -141,6 +141,34 @@ function flush(): void {
   }
 }
 
+/**
+ * How long, in ms, the handlers of one message may hold the thread before
+ * the next handler first lets the results ready by then go out.
+ */
+const HOLD_MS = 10;
+/** When this thread last had a macrotask turn for this purpose (a message, a hop). */
+let heldSince = performance.now();
+
+/**
+ * Before a handler is called (`ExecutionRequest.beforeHandler`): when the
+ * handlers started since the message came held the thread past
+ * {@linkcode HOLD_MS} (CPU-bound work before their first await), one
+ * macrotask hop first, in which the results ready by then go out. Else a
+ * job's result would wait for the next job's synchronous work, and the
+ * runner could time out a job that had succeeded. Undefined (no hop, the
+ * results still batched) otherwise.
+ */
+function threadFree(): Promise<void> | undefined {
+  if (performance.now() - heldSince <= HOLD_MS) return undefined;
+  return new Promise((resolve) =>
+    setImmediate(() => {
+      heldSince = performance.now();
+      flush();
+      resolve();
+    })
+  );
+}
+
 /** Sends one result; one that will not clone goes as an error saying why. */
 function sendAlone(result: WireResult): void {
   try {
@@ -262,6 +290,7 @@ async function attempt(run: WireRun): Promise<void> {
         begun.add(runId);
         scheduleFlush();
       },
+      beforeHandler: threadFree,
       onLog(line) {
         logLines.add(runId, line);
         scheduleFlush();
@@ -334,6 +363,7 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
     case "run":
       // Count them all as running first, so their results go back together.
       running += data.runs.length;
+      heldSince = performance.now();
       for (const run of data.runs) void attempt(run);
       return;
     case "abort":

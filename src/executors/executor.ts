@@ -44,6 +44,13 @@ export interface ExecutionRequest {
    */
   readonly onBegin?: () => void;
   /**
+   * Asked just before the handler is called: a promise to wait for first,
+   * or undefined to call it at once. A Web Worker whose thread the handlers
+   * of the same message held for long answers with one macrotask hop, in
+   * which the results ready by then go out (`_worker_entry.ts`).
+   */
+  readonly beforeHandler?: () => Promise<void> | undefined;
+  /**
    * The `traceparent` of the attempt's span, made active while the handler
    * runs so its own spans nest under it; null or absent outside a trace.
    */

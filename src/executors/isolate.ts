@@ -155,6 +155,8 @@ export class IsolateExecutor implements Executor {
         waitFor: (name, options) => durable().waitFor(name, options),
       };
       const handle = () => job.handle(payload, ctx);
+      const waiting = request.beforeHandler?.();
+      if (waiting !== undefined) await waiting;
       request.onBegin?.();
       const handled = request.traceContext === undefined
         ? withTraceparent(request.traceparent, handle)

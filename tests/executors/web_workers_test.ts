@@ -12,6 +12,7 @@ import { storedCounts, tempDir } from "../_helpers.ts";
 import { currentThread, type LedgerRow, readLedger } from "../fixtures/reliability/ledger.ts";
 import { openReader, waitUntil } from "../fixtures/reliability/harness.ts";
 import {
+  busy,
   child,
   cpu,
   hangs,
@@ -352,4 +353,28 @@ Deno.test("Web Worker pool: ctx.rateLimitGroup() in a Web Worker holds the job's
     "put back, attempt given back",
   );
   assert.equal(await queue.resumeGroup(holdsGroup, "t1"), true, "its group was held");
+});
+
+Deno.test("Web Worker pool: a job's result goes out while the next job of the same message holds the thread, not after it", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  const short = await queue.dispatch(busy, { ms: 50 });
+  const long = await queue.dispatch(busy, { ms: 3_000 });
+  const completedAt = new Map<number, number>();
+  queue.addEventListener("job:complete", ({ detail }) => completedAt.set(detail.id, Date.now()));
+  // One Web Worker, two slots: one tick hands it both jobs in one message.
+  const worker = queue.work({
+    executor: "workers",
+    workers: 1,
+    concurrency: 2,
+    stopWhenEmpty: true,
+    pollMs: 20,
+  });
+  await worker.done;
+  assert.equal(worker.stats.completed, 2);
+  const longEnded = (await queue.result(long))?.output as number;
+  assert.ok(
+    completedAt.get(short)! < longEnded,
+    `the short job completed ${completedAt.get(short)! - longEnded} ms after the long one ended`,
+  );
 });
