@@ -71,6 +71,36 @@ const locked = defineJob({
   },
 });
 
+/** When each run of {@linkcode deaf} started and ended (performance.now). */
+const deafRuns: { start: number; end: number }[] = [];
+
+/**
+ * A job `name` that holds the lock "deaf" and runs `ms` ignoring its signal
+ * (awaiting timers, so an isolate's timers still fire): past its
+ * `timeoutMs`, or a cancel, it still runs.
+ */
+function deafJob(name: string, timeoutMs: number) {
+  return defineJob({
+    name,
+    schema: z.object({ ms: z.number() }),
+    maxAttempts: 1,
+    timeoutMs,
+    middleware: () => [withoutOverlapping("deaf", { releaseAfterMs: 20 })],
+    async handle({ ms }) {
+      const run = { start: performance.now(), end: Infinity };
+      deafRuns.push(run);
+      const until = performance.now() + ms;
+      while (performance.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
+      run.end = performance.now();
+    },
+  });
+}
+
+/** Times out after 100 ms. */
+const deaf = deafJob("m.deaf", 100);
+/** Times out only after a minute: for a cancel. */
+const deafToCancel = deafJob("m.deaf-to-cancel", 60_000);
+
 /** Another job type naming the same lock "shared": it only completes if the lock is free. */
 const probe = defineJob({
   name: "m.probe",
@@ -121,7 +151,17 @@ const notRules = defineJob({
   },
 });
 
-const ALL = [limitOne, limitTwo, locked, probe, rated, throwingMiddleware, notRules];
+const ALL = [
+  deaf,
+  deafToCancel,
+  limitOne,
+  limitTwo,
+  locked,
+  probe,
+  rated,
+  throwingMiddleware,
+  notRules,
+];
 
 for (const [job, limit] of [[limitOne, 1], [limitTwo, 2]] as const) {
   storeTest(
@@ -237,6 +277,45 @@ storeTest("withoutOverlapping: the lock is released when the attempt times out",
     retried: 0,
   });
 });
+
+storeTest(
+  "withoutOverlapping: a job that timed out or was cancelled keeps its lock until its handler, deaf to its signal, stopped: the next job of the key starts after it",
+  async (db) => {
+    await using queue = await db.open({ jobs: ALL });
+    for (const end of ["timeout", "cancel"] as const) {
+      deafRuns.length = 0;
+      const job = end === "timeout" ? deaf : deafToCancel;
+      const first = await queue.dispatch(job, { ms: 600 });
+      await queue.dispatch(job, { ms: 10 });
+      const worker = queue.work({
+        executor: "isolate",
+        concurrency: 2,
+        pollMs: 20,
+        graceMs: 5_000,
+      });
+      try {
+        if (end === "cancel") {
+          await waitUntil(() => Promise.resolve(deafRuns.length === 1), { what: "the first run" });
+          assert.equal(await queue.cancel(first), "cancelling");
+        }
+        await waitUntil(
+          () => Promise.resolve(deafRuns.length === 2 && deafRuns[1]!.end < Infinity),
+          {
+            what: "the second run to end",
+          },
+        );
+      } finally {
+        await worker.stop();
+      }
+      const [a, b] = deafRuns;
+      assert.ok(
+        b!.start >= a!.end,
+        `${end}: the second started ${a!.end - b!.start} ms before the first ended`,
+      );
+      assert.equal((await queue.result(first))?.state, end === "timeout" ? "failed" : "cancelled");
+    }
+  },
+);
 
 // SQLite only: the `work` child process and its ledger are on the test's SQLite file.
 Deno.test("withoutOverlapping: the lock of a `work` process killed with SIGKILL lasts until expireAfterMs, then others run", async () => {

@@ -33,6 +33,12 @@ export interface RunningJob {
   readonly span: AttemptSpan | undefined;
   /** The timers of its steps that run with a `timeoutMs`; absent until one starts. */
   stepTimers?: Set<ReturnType<typeof setTimeout>>;
+  /**
+   * Set once a timeout or a cancel decided how the attempt ends while its
+   * handler may still run: called, instead of settling what the handler
+   * gives, once the executor says the handler ended (or at a cap).
+   */
+  afterStop?: () => void;
 }
 
 /** An attempt that ended, or a claimed job that never started, waiting to be settled. */

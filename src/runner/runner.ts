@@ -816,8 +816,11 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       onLog: (line) => this.#logs.add(job, definition.encrypted, this.#deps.clock.now(), line),
       steps: this.#stepPort(entry),
     }).then(
-      (result) => this.#finish(entry, result),
-      (error) => this.#finish(entry, { kind: "error", error: asError(error), permanent: false }),
+      (result) => entry.afterStop === undefined ? this.#finish(entry, result) : entry.afterStop(),
+      (error) =>
+        entry.afterStop === undefined
+          ? this.#finish(entry, { kind: "error", error: asError(error), permanent: false })
+          : entry.afterStop(),
     );
   }
 
@@ -882,16 +885,46 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    * that step.
    */
   #stepTimedOut(entry: RunningJob, key: string, timeoutMs: number): void {
+    if (entry.afterStop !== undefined) return; // its end is decided already
     const error = new StepTimeoutError(key, timeoutMs);
     entry.controller.abort(error);
-    this.#finish(entry, { kind: "error", error, permanent: false });
+    this.#endOnceStopped(
+      entry,
+      () => this.#finish(entry, { kind: "error", error, permanent: false }),
+    );
   }
 
   /** The attempt ran out of its `timeoutMs`: its signal aborts and it ends with a timeout error. */
   #timedOut(entry: RunningJob): void {
+    if (entry.afterStop !== undefined) return; // its end is decided already
     const error = new JobTimeoutError(entry.job.name, entry.definition.timeoutMs);
     entry.controller.abort(error);
-    this.#finish(entry, { kind: "error", error, permanent: false });
+    this.#endOnceStopped(
+      entry,
+      () => this.#finish(entry, { kind: "error", error, permanent: false }),
+    );
+  }
+
+  /**
+   * Ends an attempt whose end a timeout or a cancel decided, with `end`: at
+   * once, or, for a job with middleware (a `withoutOverlapping` lock, held
+   * until the settle), once its handler stopped: the executor's run ended
+   * (the handler returned, or its Web Worker was terminated `graceMs` after
+   * the abort), at most `graceMs` + {@linkcode STOP_MARGIN_MS} later. Until
+   * then the job keeps its slot, lease and lock, so no job of the same key
+   * starts beside a handler that still runs.
+   */
+  #endOnceStopped(entry: RunningJob, end: () => void): void {
+    if (entry.definition.middleware === undefined) return end();
+    let ended = false;
+    const once = () => {
+      if (ended) return;
+      ended = true;
+      clearTimeout(cap);
+      end();
+    };
+    const cap = setTimeout(once, this.#options.graceMs + STOP_MARGIN_MS);
+    entry.afterStop = once;
   }
 
   #finish(entry: RunningJob, result: ExecutionResult): void {
@@ -937,17 +970,20 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    * terminated, as on a timeout) and it settles as cancelled at once.
    */
   #cancel(entry: RunningJob, reason: string): void {
-    if (!this.#forget(entry)) return;
+    if (this.#running.get(entry.job.id) !== entry || entry.afterStop !== undefined) return;
     const { job, definition } = entry;
     entry.controller.abort(new JobCancelledError(job.id, job.name, reason));
-    const now = this.#deps.clock.now();
-    this.#settleLater({
-      job,
-      outcome: cancelled(job, reason, now, now + this.#keepMs(definition)),
-      durationMs: performance.now() - entry.startedAt,
-      ran: true,
+    this.#endOnceStopped(entry, () => {
+      if (!this.#forget(entry)) return;
+      const now = this.#deps.clock.now();
+      this.#settleLater({
+        job,
+        outcome: cancelled(job, reason, now, now + this.#keepMs(definition)),
+        durationMs: performance.now() - entry.startedAt,
+        ran: true,
+      });
+      this.notify();
     });
-    this.notify();
   }
 
   #keepMs(definition: { readonly keepFinishedMs: number | undefined }): number {
@@ -1026,6 +1062,14 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 
 /** The longest pause before a refused tick is tried again, in ms. */
 const OUTAGE_RETRY_MS = 250;
+/**
+ * How long past `graceMs` a timed-out or cancelled attempt of a job with
+ * middleware waits for its handler to stop before it is settled anyway
+ * (a Web Worker is terminated at `graceMs`; an isolate handler that ignores
+ * its signal may never stop).
+ */
+const STOP_MARGIN_MS = 1_000;
+
 /**
  * How long a worker that stops when its queues are empty waits before it
  * claims again after an empty claim passed over a due job (ms): the
