@@ -8,6 +8,7 @@
  */
 /// <reference no-default-lib="true" />
 /// <reference lib="deno.worker" />
+import { TimerTurns } from "../timer_turns.ts";
 import { PayloadCipher } from "../encryption.ts";
 import { asError } from "../errors.ts";
 import type { DispatchOptions, JobDefinition } from "../job.ts";
@@ -142,31 +143,23 @@ function flush(): void {
 }
 
 /**
- * How long, in ms, the handlers of one message may hold the thread before
- * the next handler first lets the results ready by then go out.
+ * The thread's turns between the handlers of one message: at most 10 ms
+ * of their synchronous work before the next handler lets the results ready
+ * by then go out. A message is a turn.
  */
-const HOLD_MS = 10;
-/** When this thread last had a macrotask turn for this purpose (a message, a hop). */
-let heldSince = performance.now();
+const handlerTurns = new TimerTurns(10);
 
 /**
  * Before a handler is called (`ExecutionRequest.beforeHandler`): when the
  * handlers started since the message came held the thread past
- * {@linkcode HOLD_MS} (CPU-bound work before their first await), one
- * macrotask hop first, in which the results ready by then go out. Else a
- * job's result would wait for the next job's synchronous work, and the
- * runner could time out a job that had succeeded. Undefined (no hop, the
- * results still batched) otherwise.
+ * {@linkcode handlerTurns}' limit (CPU-bound work before their first
+ * await), one macrotask hop first, in which the results ready by then go
+ * out. Else a job's result would wait for the next job's synchronous work,
+ * and the runner could time out a job that had succeeded. Undefined (no
+ * hop, the results still batched) otherwise.
  */
 function threadFree(): Promise<void> | undefined {
-  if (performance.now() - heldSince <= HOLD_MS) return undefined;
-  return new Promise((resolve) =>
-    setImmediate(() => {
-      heldSince = performance.now();
-      flush();
-      resolve();
-    })
-  );
+  return handlerTurns.starved ? handlerTurns.take().then(flush) : undefined;
 }
 
 /** Sends one result; one that will not clone goes as an error saying why. */
@@ -363,7 +356,7 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
     case "run":
       // Count them all as running first, so their results go back together.
       running += data.runs.length;
-      heldSince = performance.now();
+      handlerTurns.noteTurn();
       for (const run of data.runs) void attempt(run);
       return;
     case "abort":

@@ -816,11 +816,9 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       onLog: (line) => this.#logs.add(job, definition.encrypted, this.#deps.clock.now(), line),
       steps: this.#stepPort(entry),
     }).then(
-      (result) => entry.afterStop === undefined ? this.#finish(entry, result) : entry.afterStop(),
+      (result) => this.#handlerEnded(entry, result),
       (error) =>
-        entry.afterStop === undefined
-          ? this.#finish(entry, { kind: "error", error: asError(error), permanent: false })
-          : entry.afterStop(),
+        this.#handlerEnded(entry, { kind: "error", error: asError(error), permanent: false }),
     );
   }
 
@@ -925,6 +923,12 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     };
     const cap = setTimeout(once, this.#options.graceMs + STOP_MARGIN_MS);
     entry.afterStop = once;
+  }
+
+  /** The executor says the handler ended with `result`: settled, unless a timeout or cancel decided. */
+  #handlerEnded(entry: RunningJob, result: ExecutionResult): void {
+    if (entry.afterStop === undefined) this.#finish(entry, result);
+    else entry.afterStop();
   }
 
   #finish(entry: RunningJob, result: ExecutionResult): void {
