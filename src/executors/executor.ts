@@ -194,6 +194,13 @@ export interface Executor {
   /** Frees what the executor holds. */
   close(): Promise<void>;
   /**
+   * Resolves once the executor can call handlers at once (a pool's Web
+   * Workers loaded the jobs module, or it fell back); absent when it always
+   * can. The runner claims nothing before: a claimed job's lease and
+   * timeout would run while the threads load.
+   */
+  readonly ready?: Promise<void>;
+  /**
    * Resolves if the executor has a thread it cannot stop (a Web Worker in a
    * synchronous loop): the process should stop claiming, finish, and exit.
    */

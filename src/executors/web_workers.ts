@@ -121,6 +121,9 @@ const TERMINATE_WAIT_MS = 3_000;
 export class WebWorkerPool implements Executor {
   /** Resolves when a Web Worker thread could not be stopped. */
   readonly stuck: Promise<Error>;
+  /** Resolves once every Web Worker the pool started with loaded the jobs module, or it fell back. */
+  readonly ready: Promise<void>;
+  #reportReady!: () => void;
   readonly #options: WebWorkerPoolOptions;
   readonly #workers: PoolWorker[] = [];
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
@@ -135,6 +138,7 @@ export class WebWorkerPool implements Executor {
   constructor(options: WebWorkerPoolOptions) {
     this.#options = options;
     this.stuck = new Promise((resolve) => this.#reportStuck = resolve);
+    this.ready = new Promise((resolve) => this.#reportReady = resolve);
     for (let i = 0; i < options.size; i++) this.#workers.push(this.#spawn());
     if (this.#workers.some(({ thread }) => thread !== null)) {
       this.#liveness = setInterval(() => this.#findDead(), LIVENESS_MS);
@@ -243,6 +247,7 @@ export class WebWorkerPool implements Executor {
       case "ready":
         slot.ready = true;
         this.#post(slot, { type: "go" });
+        if (this.#workers.every((each) => each.ready)) this.#reportReady();
         return;
       case "init-failed":
         this.#fallBack(
@@ -345,7 +350,9 @@ export class WebWorkerPool implements Executor {
     let best = this.#workers[0]!;
     let bestRank = Infinity;
     for (const slot of this.#workers) {
-      const rank = (slot.aborting > 0 ? 1_000_000 : 0) + slot.runs.size;
+      // A Web Worker started in place of a terminated one takes runs once it loaded, if another can.
+      const rank = (slot.aborting > 0 ? 1_000_000 : 0) + (slot.ready ? 0 : 1_000) +
+        slot.runs.size;
       if (rank < bestRank) {
         best = slot;
         bestRank = rank;
@@ -460,6 +467,7 @@ export class WebWorkerPool implements Executor {
   #fallBack(cause: Error): void {
     if (this.#fallback !== null || this.#closed) return;
     const fallback = this.#fallback = this.#options.fallback();
+    this.#reportReady();
     clearInterval(this.#liveness);
     this.#options.onFallback(
       new Error(

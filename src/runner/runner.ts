@@ -251,6 +251,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     this.#leases.start();
     let emptied = false;
     try {
+      await this.#untilExecutorReady();
       for (;;) {
         this.#startAhead();
         const free = this.#freeSlots();
@@ -318,6 +319,24 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       await this.#failedHooks.ended();
       await this.#deps.executor.close();
       this.emit("worker:stop", { ...this.stats, reason });
+    }
+  }
+
+  /**
+   * Waits until the executor can call handlers at once (Web Workers load the
+   * jobs module first), or until a stop: a job claimed before would spend
+   * its lease and its timeout waiting.
+   */
+  async #untilExecutorReady(): Promise<void> {
+    const { ready } = this.#deps.executor;
+    if (ready === undefined) return;
+    let isReady = false;
+    void ready.then(() => {
+      isReady = true;
+      this.notify();
+    });
+    while (!isReady && this.#state.phase === "running") {
+      await this.#pollSleep.sleep(this.#options.pollMs);
     }
   }
 

@@ -378,3 +378,21 @@ Deno.test("Web Worker pool: a job's result goes out while the next job of the sa
     `the short job completed ${completedAt.get(short)! - longEnded} ms after the long one ended`,
   );
 });
+
+Deno.test("Web Worker pool: a job's timeout counts from when the Web Workers can run it, not while they load the jobs module", async () => {
+  await using tmp = await tempDir();
+  const slowJobs = new URL("../fixtures/web_workers/slow_start_jobs.ts", import.meta.url).href;
+  const { quick } = await import(slowJobs);
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: slowJobs });
+  await queue.dispatchMany(quick, [{ n: 1 }, { n: 2 }, { n: 3 }]);
+  const worker = queue.work({
+    executor: "workers",
+    workers: 2,
+    concurrency: 3,
+    stopWhenEmpty: true,
+    pollMs: 20,
+  });
+  await worker.done;
+  assert.deepEqual(worker.stats, { completed: 3, failed: 0, retried: 0 });
+  assert.deepEqual(await storedCounts(queue), {});
+});
