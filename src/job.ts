@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { optionBag } from "./option_bags.ts";
+import { optionBag, optionNames } from "./option_bags.ts";
 import { jsonUnsafePart } from "./json_safe.ts";
 import { shown } from "./shown.ts";
 import { assertBackoff, type Backoff, defaultBackoff, MAX_DELAY_MS } from "./backoff.ts";
@@ -97,17 +97,14 @@ export interface ResolvedDispatch {
 }
 
 /** Every option a dispatch takes ({@linkcode DispatchOptions}): any other is refused by name. */
-const DISPATCH_OPTIONS = [
+const DISPATCH_OPTIONS = optionNames<DispatchOptions>()([
   "delayMs",
   "at",
   "queue",
   "priority",
   "expireInMs",
   "deadlineMs",
-] as const satisfies readonly (keyof DispatchOptions)[];
-// An option added to DispatchOptions and not to the list fails to compile here.
-const _everyDispatchOption: Exclude<keyof DispatchOptions, typeof DISPATCH_OPTIONS[number]> extends
-  never ? true : never = true;
+]);
 
 /**
  * Checks dispatch options for `job` dispatched at `now` and fills in its

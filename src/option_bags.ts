@@ -35,3 +35,22 @@ export function optionBag<T extends object>(
   }
   return options;
 }
+
+/**
+ * Lists the option names of `T` for {@linkcode optionBag}, checked at
+ * compile time to name every one: an option added to `T` and missing from
+ * the list fails to compile (its name shows in the error), so a new option
+ * is never refused as unknown.
+ *
+ * @example
+ * const NAMES = optionNames<{ limit?: number; offset?: number }>()(["limit", "offset"]);
+ */
+export function optionNames<T extends object>(): <const L extends readonly (keyof T & string)[]>(
+  names:
+    & L
+    & ([Exclude<keyof T, L[number]>] extends [never] ? unknown : {
+      readonly missing: Exclude<keyof T, L[number]>;
+    }),
+) => L {
+  return (names) => names;
+}

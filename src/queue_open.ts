@@ -13,10 +13,12 @@ import { type AppKeys, PayloadCipher } from "./encryption.ts";
 import {
   maxPayloadBytesOf,
   modeOf,
+  QUEUE_OPTIONS,
   type QueueMode,
   type QueueOptions,
   readAppKeys,
 } from "./queue_options.ts";
+import { optionBag } from "./option_bags.ts";
 import { JobRegistry } from "./registry.ts";
 import { scheduleRows } from "./schedules/slot_jobs.ts";
 import { openStore } from "./store_options.ts";
@@ -48,6 +50,9 @@ export interface QueueParts {
  * store it opened is closed again when syncing the schedules fails.
  */
 export async function openQueueParts(options: QueueOptions): Promise<QueueParts> {
+  if (optionBag(options, "Queue.open", QUEUE_OPTIONS) === undefined) {
+    throw new TypeError("Queue.open: options are required: give at least jobs");
+  }
   const maxPayloadBytes = maxPayloadBytesOf(options);
   const mode = modeOf(options);
   const keepFinishedMs = keepFinishedMsOf(options);

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { optionNames } from "./option_bags.ts";
 import { shown } from "./shown.ts";
 import type { Clock } from "./clock.ts";
 import type { AppKeys } from "./encryption.ts";
@@ -57,6 +58,24 @@ export interface QueueOptions extends StoreOptions {
    */
   mode?: QueueMode;
 }
+
+/** Every option `Queue.open` takes ({@linkcode QueueOptions}): any other is refused by name. @internal */
+export const QUEUE_OPTIONS = optionNames<QueueOptions>()([
+  "path",
+  "url",
+  "store",
+  "durability",
+  "busyTimeoutMs",
+  "migrate",
+  "jobs",
+  "clock",
+  "maxPayloadBytes",
+  "appKey",
+  "previousAppKeys",
+  "keepFinishedMs",
+  "keepCompletedMs",
+  "mode",
+]);
 
 /** What a process does with jobs: see {@linkcode QueueOptions.mode}. */
 export type QueueMode = "worker" | "external" | "inline";

@@ -303,3 +303,59 @@ Deno.test('option errors quote a string value as JSON does, so "1000" never read
     /keepCompletedMs must be .*: got "1000"$/,
   );
 });
+
+Deno.test("Queue.open() refuses a misspelt option by name, and options that are not an object, before it creates a file", async () => {
+  await using tmp = await tempDir();
+  const path = `${tmp.dir}/typo.db`;
+  for (const options of [{ jobs: JOBS, pth: path }, { jobs: JOBS, path, keepFinishedMS: 0 }]) {
+    await assert.rejects(
+      () => Queue.open(options as never),
+      (error: Error) =>
+        error instanceof TypeError &&
+        /^Queue\.open: unknown option "(pth|keepFinishedMS)" \(it takes "path", /.test(
+          error.message,
+        ),
+    );
+  }
+  for (const options of [undefined, null]) {
+    await assert.rejects(() => Queue.open(options as never), {
+      name: "TypeError",
+      message: "Queue.open: options are required: give at least jobs",
+    });
+  }
+  await assert.rejects(() => Queue.open(5 as never), {
+    name: "TypeError",
+    message: "Queue.open: options must be an object: got 5",
+  });
+  await assert.rejects(() => Deno.stat(path), Deno.errors.NotFound);
+});
+
+Deno.test("Listings refuse a misspelt filter or option by name instead of listing every job, and take null as no options", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: JOBS });
+  await queue.dispatch(note, { n: 1 });
+  await queue.dispatch(mail, null);
+  const calls: [string, (options: never) => Promise<unknown>][] = [
+    ["jobs", (options) => queue.jobs(options)],
+    ["finished", (options) => queue.finished(options)],
+    ["failed", (options) => queue.failed(options)],
+    ["batches", (options) => queue.batches(options)],
+    ["flows", (options) => queue.flows(options)],
+    ["pausedGroups", (options) => queue.pausedGroups(options)],
+  ];
+  for (const [method, call] of calls) {
+    await assert.rejects(
+      () => call({ queu: "mail" } as never),
+      (error: Error) =>
+        error instanceof TypeError &&
+        error.message.startsWith(`${method}: unknown option "queu" (it takes `),
+      method,
+    );
+    await call(null as never); // the defaults, as with no options
+  }
+  assert.equal((await queue.jobs({ queue: "mail" })).jobs.length, 1);
+  await assert.rejects(() => queue.finished({ name: "" }), {
+    name: "TypeError",
+    message:
+      'finished: name must be a string of 1 to 255 characters, without NUL or lone surrogates: got ""',
+  });
+});

@@ -9,7 +9,8 @@
 import type { Clock } from "../clock.ts";
 import type { JobRegistry } from "../registry.ts";
 import type { JobControlStore } from "../stores/store.ts";
-import { assertQueueName } from "../names.ts";
+import { assertName, assertQueueName } from "../names.ts";
+import { optionNames } from "../option_bags.ts";
 import {
   type CancelOptions,
   type CancelOutcome,
@@ -18,6 +19,9 @@ import {
   type FinishedOptions,
 } from "./job_control.ts";
 import { assertId, cutoff, page, type PruneOptions } from "./listing.ts";
+
+/** Every option of `Queue.finished`. */
+const FINISHED_OPTIONS = optionNames<FinishedOptions>()(["limit", "offset", "name", "queue"]);
 
 /** What finished-job admin reads and writes. */
 export interface FinishedJobsParts {
@@ -44,15 +48,12 @@ export class FinishedJobs {
   }
 
   /** A page of finished jobs, newest first, filtered by name and queue. */
-  async list(options: FinishedOptions): Promise<FinishedJob[]> {
-    if (options.queue !== undefined) assertQueueName(options.queue, "finished");
-    if (options.name !== undefined && typeof options.name !== "string") {
-      throw new TypeError(`finished: name must be a string: got ${typeof options.name}`);
-    }
-    return await this.#parts.store.finished(
-      { name: options.name, queue: options.queue },
-      page(options, "finished"),
-    );
+  async list(options: FinishedOptions | undefined): Promise<FinishedJob[]> {
+    const slice = page(options, "finished", FINISHED_OPTIONS);
+    const { name, queue } = options ?? {};
+    if (queue !== undefined) assertQueueName(queue, "finished");
+    if (name !== undefined) assertName(name, "finished", "name");
+    return await this.#parts.store.finished({ name, queue }, slice);
   }
 
   /** One finished job, or null. */

@@ -8,6 +8,7 @@ import { shown } from "../shown.ts";
 import { assertName, assertQueueName } from "../names.ts";
 import type { Clock } from "../clock.ts";
 import type { JobFilter, JobList, JobState, StatsStore } from "../stores/store.ts";
+import { optionNames } from "../option_bags.ts";
 import { page } from "./listing.ts";
 
 export type { JobList, JobState, ListedJob } from "../stores/store.ts";
@@ -69,8 +70,17 @@ export function jobFilter(options: JobListOptions): JobFilter {
 export async function listJobs(
   store: Pick<StatsStore, "jobs">,
   clock: Clock,
-  options: JobListOptions,
+  options: JobListOptions | undefined,
 ): Promise<JobList> {
-  const filter = jobFilter(options);
-  return await store.jobs(filter, page(options, "jobs"), clock.now());
+  const slice = page(options, "jobs", JOB_LIST_OPTIONS);
+  return await store.jobs(jobFilter(options ?? {}), slice, clock.now());
 }
+
+/** Every option of {@linkcode Queue.jobs}. */
+const JOB_LIST_OPTIONS = optionNames<JobListOptions>()([
+  "state",
+  "queue",
+  "name",
+  "limit",
+  "offset",
+]);

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { optionBag, optionNames } from "../option_bags.ts";
 import { shown } from "../shown.ts";
 import type { Page, RunningJob } from "../stores/store.ts";
 
@@ -54,10 +55,23 @@ export function assertId(id: number, what = "A job id"): number {
   return id;
 }
 
-/** Checks {@linkcode ListOptions} and fills in their defaults; `method` starts each error. */
-export function page(options: ListOptions, method: string): Page {
-  const limit = options.limit ?? 100;
-  const offset = options.offset ?? 0;
+/** The options of a listing without filters. */
+const LIST_OPTIONS = optionNames<ListOptions>()(["limit", "offset"]);
+
+/**
+ * Checks {@linkcode ListOptions} and fills in their defaults; `method`
+ * starts each error. `known` lists every option the call takes (its
+ * filters too): any other is refused by name, so a misspelt filter does not
+ * list every job.
+ */
+export function page(
+  options: ListOptions | null | undefined,
+  method: string,
+  known: readonly string[] = LIST_OPTIONS,
+): Page {
+  const bag = optionBag(options, method, known);
+  const limit = bag?.limit ?? 100;
+  const offset = bag?.offset ?? 0;
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
     throw new RangeError(`${method}: limit must be an integer from 1 to 1000: got ${shown(limit)}`);
   }
