@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { shown } from "./shown.ts";
 import type { DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
 import type { BatchRow } from "./stores/store.ts";
 
@@ -145,7 +146,10 @@ export class BatchBuilder {
 
   /** Lets the other jobs run when one fails for good, instead of cancelling the batch. */
   allowFailures(allow = true): this {
-    this.#allowFailures = allow === true;
+    if (typeof allow !== "boolean") {
+      throw new TypeError(`batch.allowFailures: allow must be a boolean: got ${shown(allow)}`);
+    }
+    this.#allowFailures = allow;
     return this;
   }
 

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { optionNames } from "./option_bags.ts";
 import type { DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
 
 /**
@@ -30,6 +31,9 @@ export interface ChainOptions {
    */
   queue?: string;
 }
+
+/** Every option of `queue.chain()`. @internal */
+export const CHAIN_OPTIONS = optionNames<ChainOptions>()(["queue"]);
 
 /** A chain as its builder hands it over to be checked and stored. */
 export interface ChainPlan {

@@ -13,7 +13,14 @@
  */
 import { shown } from "./shown.ts";
 import { assertName } from "./names.ts";
-import type { DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
+import { optionBag, optionNames } from "./option_bags.ts";
+import {
+  DISPATCH_OPTIONS,
+  type DispatchOptions,
+  type JobDefinition,
+  type PayloadOf,
+  type PlannedJobs,
+} from "./job.ts";
 
 /** Options of one node of a flow: {@linkcode DispatchOptions} and where it sits in the graph. */
 export interface FlowNodeOptions extends DispatchOptions {
@@ -39,6 +46,14 @@ export interface FlowNodeOptions extends DispatchOptions {
    */
   continueOnFailure?: boolean;
 }
+
+/** Every option of `flow.add()`. */
+const FLOW_NODE_OPTIONS = optionNames<FlowNodeOptions>()([
+  ...DISPATCH_OPTIONS,
+  "key",
+  "after",
+  "continueOnFailure",
+]);
 
 /** A node of a flow being built, as `flow.add()` returns it: pass it in another node's `after`. */
 export interface FlowNode {
@@ -148,8 +163,10 @@ export class FlowBuilder {
     if (typeof job !== "object" || job === null || typeof job.name !== "string") {
       throw new TypeError(`flow.add(job, payload) takes a job definition: got ${typeof job}`);
     }
-    const { key = job.name, after = [], continueOnFailure = false, ...dispatch } = options;
-    assertName(key, `Cannot add "${job.name}" to flow "${this.#name}"`, "key");
+    const where = `Cannot add "${job.name}" to flow "${this.#name}"`;
+    const { key = job.name, after = [], continueOnFailure = false, ...dispatch } =
+      optionBag(options, where, FLOW_NODE_OPTIONS) ?? {};
+    assertName(key, where, "key");
     if (this.#nodes.has(key)) {
       throw new TypeError(
         `Cannot add "${job.name}" to flow "${this.#name}": key "${key}" is taken; give one node { key }`,

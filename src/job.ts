@@ -96,8 +96,8 @@ export interface ResolvedDispatch {
   readonly retryUntil: number | null;
 }
 
-/** Every option a dispatch takes ({@linkcode DispatchOptions}): any other is refused by name. */
-const DISPATCH_OPTIONS = optionNames<DispatchOptions>()([
+/** Every option a dispatch takes ({@linkcode DispatchOptions}): any other is refused by name. @internal */
+export const DISPATCH_OPTIONS = optionNames<DispatchOptions>()([
   "delayMs",
   "at",
   "queue",

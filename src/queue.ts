@@ -242,7 +242,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * Starts a chain: jobs that run one after another, each queued when the
    * one before succeeds. See {@linkcode ChainBuilder}.
    */
-  chain(options: ChainOptions = {}): ChainBuilder {
+  chain(options?: ChainOptions): ChainBuilder {
     this.#assertOpen("dispatch a chain");
     return this.#dispatch.chain(options);
   }

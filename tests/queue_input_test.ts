@@ -359,3 +359,26 @@ Deno.test("Listings refuse a misspelt filter or option by name instead of listin
       'finished: name must be a string of 1 to 255 characters, without NUL or lone surrogates: got ""',
   });
 });
+
+Deno.test("flow.add(), queue.chain() and batch.allowFailures() refuse what they cannot read, when called", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: JOBS });
+  assert.throws(() => queue.flow("f").add(note, { n: 1 }, { parents: ["a"] } as never), {
+    name: "TypeError",
+    message:
+      'Cannot add "input.note" to flow "f": unknown option "parents" (it takes "delayMs", "at", "queue", "priority", "expireInMs", "deadlineMs", "key", "after", "continueOnFailure")',
+  });
+  assert.throws(() => queue.chain({ queu: "mail" } as never), {
+    name: "TypeError",
+    message: 'chain: unknown option "queu" (it takes "queue")',
+  });
+  assert.throws(() => queue.batch("b").allowFailures("yes" as never), {
+    name: "TypeError",
+    message: 'batch.allowFailures: allow must be a boolean: got "yes"',
+  });
+  // null: no options.
+  const flow = queue.flow("f");
+  flow.add(note, { n: 1 }, null as never);
+  await flow.dispatch();
+  await queue.chain(null as never).then(note, { n: 2 }).dispatch();
+  assert.equal((await queue.jobs({ name: note.name })).jobs.length, 2);
+});

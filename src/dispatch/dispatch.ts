@@ -13,7 +13,13 @@
  * @module
  */
 import { BatchBuilder, type BatchPlan } from "../batch.ts";
-import { ChainBuilder, type ChainOptions, type ChainPlan, previousOutput } from "../chain.ts";
+import {
+  CHAIN_OPTIONS,
+  ChainBuilder,
+  type ChainOptions,
+  type ChainPlan,
+  previousOutput,
+} from "../chain.ts";
 import type { Clock } from "../clock.ts";
 import { FlowBuilder, type FlowPlan } from "../flow.ts";
 import {
@@ -26,6 +32,7 @@ import {
 } from "../job.ts";
 import { type JobRows, toWaiting } from "./job_rows.ts";
 import { assertName, assertQueueName } from "../names.ts";
+import { optionBag } from "../option_bags.ts";
 import type { JobRegistry } from "../registry.ts";
 import {
   FROM_PREVIOUS_OUTPUT,
@@ -140,7 +147,8 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
   }
 
   /** Starts a chain stored through this dispatch's target. See {@linkcode ChainBuilder}. */
-  chain(options: ChainOptions = {}): ChainBuilder {
+  chain(options?: ChainOptions): ChainBuilder {
+    options = optionBag(options, "chain", CHAIN_OPTIONS) ?? {};
     if (options.queue !== undefined) assertQueueName(options.queue, "chain");
     return new ChainBuilder(options, async (plan: ChainPlan) => {
       const [first, ...next] = await this.#linkRows(plan.links);
