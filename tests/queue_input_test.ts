@@ -14,7 +14,7 @@ import { dashboard } from "../src/dashboard.ts";
 const MAX_ERROR_BYTES = 64 * 1024;
 import { workUntilEmpty } from "../src/testing.ts";
 import { fetchFrom } from "./_dashboard.ts";
-import { tempDir, unfinishedCount } from "./_helpers.ts";
+import { tempDir, unfinishedCount, waitUntil } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 import { runCli } from "./fixtures/cli/cli_process.ts";
 
@@ -381,4 +381,36 @@ Deno.test("flow.add(), queue.chain() and batch.allowFailures() refuse what they 
   await flow.dispatch();
   await queue.chain(null as never).then(note, { n: 2 }).dispatch();
   assert.equal((await queue.jobs({ name: note.name })).jobs.length, 2);
+});
+
+Deno.test("work(), drain(), drainAfter() and serverless() refuse a misspelt option by name, and take null as none", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: JOBS });
+  assert.throws(() => queue.work({ concurency: 8 } as never), {
+    name: "TypeError",
+    message:
+      'work: unknown option "concurency" (it takes "queues", "concurrency", "executor", "workers", "leaseMs", "graceMs", "pollMs", "stopWhenEmpty", "maxJobs", "maxTimeMs", "schedules", "captureConsole", "maxLogBytes")',
+  });
+  await assert.rejects(() => queue.drain({ maxTime: 100 } as never), {
+    name: "TypeError",
+    message:
+      'drain: unknown option "maxTime" (it takes "maxTimeMs", "maxMs", "maxJobs", "concurrency", "queues", "leaseMs")',
+  });
+  assert.throws(() => queue.drainAfter(new Response("ok"), { afer: Promise.resolve() } as never), {
+    name: "TypeError",
+    message:
+      'drainAfter: unknown option "afer" (it takes "maxTimeMs", "maxMs", "maxJobs", "concurrency", "queues", "leaseMs", "after")',
+  });
+  await assert.rejects(async () => await queue.serverless({ schedule: "* * * * *" } as never), {
+    name: "TypeError",
+    message:
+      'serverless: unknown option "schedule" (it takes "cron", "maxTimeMs", "drainMs", "name", "concurrency", "queues", "signal")',
+  });
+  await queue.dispatch(note, { n: 1 });
+  assert.equal((await queue.drain(null as never)).completed, 1);
+  await queue.dispatch(note, { n: 2 });
+  const worker = queue.work(null as never);
+  await waitUntil(async () => (await unfinishedCount(queue)) === 0, {
+    what: "the worker ran the job",
+  });
+  await worker.stop();
 });

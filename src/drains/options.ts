@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { optionBag, optionNames } from "../option_bags.ts";
 import { shown } from "../shown.ts";
 import type { StopReason } from "../events.ts";
 import { type ResolvedWorkOptions, resolveWorkOptions } from "../runner/work_options.ts";
@@ -119,12 +120,10 @@ export interface ServerlessOptions {
  * due, within the time and job budgets. Throws naming a bad option. @internal
  */
 export function resolveDrainOptions(
-  options: DrainOptions,
+  given: DrainOptions | undefined,
   defaultQueues: readonly string[],
 ): ResolvedWorkOptions {
-  if (typeof options !== "object" || options === null) {
-    throw new TypeError(`drain: options must be an object: got ${shown(options)}`);
-  }
+  const options = optionBag(given, "drain", DRAIN_OPTIONS) ?? {};
   const maxMs = maxTimeMsOf(options, 10_000);
   if (!Number.isFinite(maxMs) || maxMs < 0 || maxMs > 2_147_483_647) {
     throw new RangeError(
@@ -154,6 +153,30 @@ export function resolveDrainOptions(
     throw error;
   }
 }
+
+/** Every option of {@linkcode Queue.drain}. */
+const DRAIN_OPTIONS = optionNames<DrainOptions>()([
+  "maxTimeMs",
+  "maxMs",
+  "maxJobs",
+  "concurrency",
+  "queues",
+  "leaseMs",
+]);
+
+/** Every option of {@linkcode Queue.drainAfter}. @internal */
+export const DRAIN_AFTER_OPTIONS = optionNames<DrainAfterOptions>()([...DRAIN_OPTIONS, "after"]);
+
+/** Every option of {@linkcode Queue.serverless}. @internal */
+export const SERVERLESS_OPTIONS = optionNames<ServerlessOptions>()([
+  "cron",
+  "maxTimeMs",
+  "drainMs",
+  "name",
+  "concurrency",
+  "queues",
+  "signal",
+]);
 
 function drainMessage(error: Error): string {
   return error.message.replace(/^work:/, "drain:");

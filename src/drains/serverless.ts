@@ -31,9 +31,6 @@ export function registerDrainCron(
   drain: (options: DrainOptions) => Promise<unknown>,
   check: (options: DrainOptions) => void,
 ): Promise<void> {
-  if (typeof options !== "object" || options === null) {
-    throw new TypeError(`serverless: options must be an object: got ${shown(options)}`);
-  }
   const schedule = options.cron ?? "* * * * *";
   if (typeof schedule !== "string" || schedule.trim() === "") {
     throw new TypeError(`serverless: cron must be a cron expression: got ${shown(schedule)}`);

@@ -7,6 +7,7 @@
  * @internal
  * @module
  */
+import { optionBag } from "../option_bags.ts";
 import { shown } from "../shown.ts";
 import { QueueClosedError } from "../errors.ts";
 import type { QueueWorker } from "../runner/runner.ts";
@@ -19,11 +20,13 @@ import {
 import { runDrain } from "./drain.ts";
 import { DrainAfterResponses } from "./after_response.ts";
 import {
+  DRAIN_AFTER_OPTIONS,
   type DrainAfterOptions,
   type DrainOptions,
   type DrainResult,
   maxTimeMsOf,
   resolveDrainOptions,
+  SERVERLESS_OPTIONS,
   type ServerlessOptions,
 } from "./options.ts";
 import { registerDrainCron } from "./serverless.ts";
@@ -69,8 +72,8 @@ export class QueueWorkers {
   }
 
   /** Drains once `after` settles, or on the next turn (`queue.drainAfter()`); `closing` skips it. */
-  drainAfter(options: DrainAfterOptions, closing: boolean): void {
-    const { after, ...drainOptions } = options;
+  drainAfter(options: DrainAfterOptions | undefined, closing: boolean): void {
+    const { after, ...drainOptions } = optionBag(options, "drainAfter", DRAIN_AFTER_OPTIONS) ?? {};
     const resolved = { ...drainOptions, maxTimeMs: maxTimeMsOf(drainOptions, 5_000) };
     resolveDrainOptions(resolved, this.#parts.registry.defaultQueues()); // a bad option throws here
     this.#assertWorks();
@@ -81,20 +84,21 @@ export class QueueWorkers {
   }
 
   /** Registers a drain cron job (`queue.serverless()`), unregistered at {@linkcode stop}. */
-  serverless(options: ServerlessOptions): Promise<void> {
+  serverless(given: ServerlessOptions | undefined): Promise<void> {
     this.#parts.assertOpen("register a drain cron job");
     this.#assertWorks();
+    const options = optionBag(given, "serverless", SERVERLESS_OPTIONS) ?? {};
     const queues = this.#parts.registry.defaultQueues();
     // The cron job belongs to the queue: left registered, it would keep the process alive
     // after close() (a `deno serve` app would not exit on its first signal).
     const closed = this.#closed.signal;
-    const given = typeof options === "object" && options !== null ? options.signal : undefined;
-    if (given !== undefined && !(given instanceof AbortSignal)) {
-      throw new TypeError(`serverless: signal must be an AbortSignal: got ${shown(given)}`);
+    const ownSignal = options.signal;
+    if (ownSignal !== undefined && !(ownSignal instanceof AbortSignal)) {
+      throw new TypeError(`serverless: signal must be an AbortSignal: got ${shown(ownSignal)}`);
     }
-    const signal = given === undefined ? closed : AbortSignal.any([given, closed]);
+    const signal = ownSignal === undefined ? closed : AbortSignal.any([ownSignal, closed]);
     return registerDrainCron(
-      typeof options === "object" && options !== null ? { ...options, signal } : options,
+      { ...options, signal },
       async (drainOptions) => {
         try {
           await this.drain(drainOptions);

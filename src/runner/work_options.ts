@@ -5,6 +5,7 @@
  * @internal
  * @module
  */
+import { optionBag, optionNames } from "../option_bags.ts";
 import { shown } from "../shown.ts";
 import { assertQueueName } from "../names.ts";
 
@@ -99,10 +100,11 @@ export type ResolvedWorkOptions = {
 
 /** Fills in defaults and refuses bad values with an error naming the option. */
 export function resolveWorkOptions(
-  options: WorkOptions,
+  given: WorkOptions | undefined,
   defaultQueues: readonly string[],
   canUseWorkers: boolean,
 ): ResolvedWorkOptions {
+  const options = optionBag(given, "work", WORK_OPTIONS) ?? {};
   const queues = options.queues ?? defaultQueues;
   if (!Array.isArray(queues) || queues.length === 0) {
     throw new TypeError("work: queues must be a non-empty array of queue names");
@@ -146,6 +148,23 @@ export function resolveWorkOptions(
     maxLogBytes: logBytes(options.maxLogBytes ?? 65_536),
   };
 }
+
+/** Every option of {@linkcode Queue.work}. */
+const WORK_OPTIONS = optionNames<WorkOptions>()([
+  "queues",
+  "concurrency",
+  "executor",
+  "workers",
+  "leaseMs",
+  "graceMs",
+  "pollMs",
+  "stopWhenEmpty",
+  "maxJobs",
+  "maxTimeMs",
+  "schedules",
+  "captureConsole",
+  "maxLogBytes",
+]);
 
 function flag(name: string, value: boolean): boolean {
   if (typeof value !== "boolean") {
