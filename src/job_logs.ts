@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { optionBag } from "./option_bags.ts";
 import type { PayloadCipher } from "./encryption.ts";
 import { shown } from "./shown.ts";
 import type { LogLineRow, StatsStore } from "./stores/store.ts";
@@ -52,10 +53,10 @@ export function logSealedFor(jobId: number): string {
 export async function readJobLog(
   store: Pick<StatsStore, "logs">,
   jobId: number,
-  options: LogsOptions,
+  options: LogsOptions | undefined,
   cipher: PayloadCipher | null,
 ): Promise<JobLogLine[]> {
-  const open = options.open ?? true;
+  const open = optionBag(options, "logs", ["open"])?.open ?? true;
   if (typeof open !== "boolean") {
     throw new TypeError(`logs: open must be true or false: got ${shown(open)}`);
   }

@@ -2,7 +2,7 @@
  * The shape of an options argument, checked where plain JavaScript may
  * pass anything: an object (or nothing), and, where every option is known,
  * none the call does not read, so a misspelt option is refused rather than
- * silently ignored.
+ * silently ignored; an option given as null reads as its default.
  *
  * @internal
  * @module
@@ -12,7 +12,9 @@ import { shown } from "./shown.ts";
 /**
  * Throws a `TypeError` starting with `where` unless `options` is undefined,
  * null or an object; with `known`, also when it has an own key not among
- * them, naming it. Gives back the object, or undefined for none.
+ * them, naming it. Gives back the options, or undefined for none. An option
+ * given as null is not given (as `??` reads it): the copy given back then
+ * leaves it out, so every option reads null as its default.
  */
 export function optionBag<T extends object>(
   options: T | null | undefined,
@@ -23,17 +25,19 @@ export function optionBag<T extends object>(
   if (typeof options !== "object" || Array.isArray(options)) {
     throw new TypeError(`${where}: options must be an object: got ${shown(options)}`);
   }
-  if (known !== undefined) {
-    const unknown = Object.keys(options).find((key) => !known.includes(key));
-    if (unknown !== undefined) {
+  let given = true;
+  for (const key of Object.keys(options)) {
+    if (known !== undefined && !known.includes(key)) {
       throw new TypeError(
-        `${where}: unknown option ${JSON.stringify(unknown)} (it takes ${
-          known.map((key) => JSON.stringify(key)).join(", ")
+        `${where}: unknown option ${JSON.stringify(key)} (it takes ${
+          known.map((name) => JSON.stringify(name)).join(", ")
         })`,
       );
     }
+    if ((options as Record<string, unknown>)[key] === null) given = false;
   }
-  return options;
+  if (given) return options;
+  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== null)) as T;
 }
 
 /**

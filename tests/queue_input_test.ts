@@ -414,3 +414,28 @@ Deno.test("work(), drain(), drainAfter() and serverless() refuse a misspelt opti
   });
   await worker.stop();
 });
+
+Deno.test("An option given as null reads as its default, as ?? reads it, on every call that takes options", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: JOBS });
+  const id = await queue.dispatch(note, { n: 1 }, {
+    at: null,
+    delayMs: null,
+    expireInMs: null,
+    deadlineMs: null,
+    queue: null,
+    priority: null,
+  } as never);
+  assert.equal((await queue.jobs()).jobs.find((job) => job.id === id)?.queue, "default");
+  await queue.pause("default", { forMs: null } as never);
+  assert.deepEqual((await queue.paused()).map(({ queue, until }) => [queue, until]), [[
+    "default",
+    null,
+  ]]);
+  await queue.resume("default");
+  const worker = queue.work({ stopWhenEmpty: null } as never);
+  assert.equal(
+    await queue.dispatchAndWait(note, { n: 2 }, { timeoutMs: null, signal: null } as never),
+    undefined,
+  );
+  await worker.stop();
+});

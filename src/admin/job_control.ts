@@ -8,8 +8,8 @@
  * @module
  */
 import { shown } from "../shown.ts";
-import { keepMsOption } from "../job.ts";
-import { optionBag } from "../option_bags.ts";
+import { DISPATCH_OPTIONS, keepMsOption } from "../job.ts";
+import { optionBag, optionNames } from "../option_bags.ts";
 import type { DispatchOptions } from "../job.ts";
 import { assertName, assertQueueName } from "../names.ts";
 import type { CancelOutcome, FinishedJob } from "../stores/store.ts";
@@ -80,6 +80,13 @@ export interface DispatchAndWaitOptions extends DispatchOptions {
   signal?: AbortSignal;
 }
 
+/** Every option of `Queue.dispatchAndWait`. @internal */
+export const DISPATCH_AND_WAIT_OPTIONS = optionNames<DispatchAndWaitOptions>()([
+  ...DISPATCH_OPTIONS,
+  "timeoutMs",
+  "signal",
+]);
+
 /** Options for `Queue.cancel`. */
 export interface CancelOptions {
   /**
@@ -127,6 +134,9 @@ export interface PauseGroupOptions {
  */
 export const MAX_PAUSE_MS = 2 ** 41;
 
+/** Every option of `Queue.pauseGroup`. */
+const PAUSE_GROUP_OPTIONS = optionNames<PauseGroupOptions>()(["forMs", "until"]);
+
 /**
  * When a group's pause ends (null: until resumed), from `pauseGroup`'s
  * options, checked; throws naming what was wrong. @internal
@@ -136,11 +146,9 @@ export function groupPauseEnd(
   now: number,
   method: string,
 ): number | null {
-  if (options === undefined) return null;
-  if (typeof options !== "object" || options === null) {
-    throw new TypeError(`${method}: options must be an object: got ${shown(options)}`);
-  }
-  const { forMs, until } = options;
+  const bag = optionBag(options, method, PAUSE_GROUP_OPTIONS);
+  if (bag === undefined) return null;
+  const { forMs, until } = bag;
   if (forMs !== undefined && until !== undefined) {
     throw new TypeError(`${method}: give forMs or until, not both`);
   }

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { optionBag } from "../option_bags.ts";
 import { shown } from "../shown.ts";
 import type { Clock } from "../clock.ts";
 import { type MetricsRow, RUNTIME_BUCKETS_MS, type StatsStore } from "../stores/store.ts";
@@ -94,8 +95,8 @@ export interface MetricsWindow {
 }
 
 /** Checks {@linkcode MetricsOptions} and places the window at `now`. */
-export function metricsWindow(now: number, options: MetricsOptions): MetricsWindow {
-  const windowMs = options.windowMs ?? 3_600_000;
+export function metricsWindow(now: number, options: MetricsOptions | undefined): MetricsWindow {
+  const windowMs = optionBag(options, "metrics", ["windowMs"])?.windowMs ?? 3_600_000;
   if (!(Number.isFinite(windowMs) && windowMs >= MINUTE_MS && windowMs <= MAX_WINDOW_MS)) {
     throw new RangeError(
       `metrics: windowMs must be a number of ms from ${MINUTE_MS} (1 minute) to ${MAX_WINDOW_MS} (7 days): got ${

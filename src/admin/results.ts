@@ -7,6 +7,7 @@
  * @internal
  * @module
  */
+import { optionBag } from "../option_bags.ts";
 import type { Clock } from "../clock.ts";
 import type { Dispatch, StoreTarget } from "../dispatch/dispatch.ts";
 import type { JobRows } from "../dispatch/job_rows.ts";
@@ -20,6 +21,7 @@ import { decodeOutput, isEncryptedOutput, OUTPUT_WITHHELD_NO_KEY } from "../outp
 import type { JobControlStore, JobResultRow, WorkerStore } from "../stores/store.ts";
 import { ResultWaiters } from "./await_result.ts";
 import {
+  DISPATCH_AND_WAIT_OPTIONS,
   type DispatchAndWaitOptions,
   type JobResult,
   storedErrorToError,
@@ -69,8 +71,9 @@ export class JobResults {
     options: DispatchAndWaitOptions | undefined,
   ): Promise<OutputOf<J>> {
     const { cipher, store } = this.#parts;
-    const timeoutMs = waitTimeoutMs(options);
-    const { timeoutMs: _timeout, signal, ...dispatchOptions } = options ?? {};
+    const given = optionBag(options, "dispatchAndWait", DISPATCH_AND_WAIT_OPTIONS);
+    const timeoutMs = waitTimeoutMs(given);
+    const { timeoutMs: _timeout, signal, ...dispatchOptions } = given ?? {};
     // Aborted already: nothing is dispatched, as fetch() sends nothing.
     signal?.throwIfAborted();
     if (this.#parts.inline) {

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { optionBag } from "../option_bags.ts";
 import { shown } from "../shown.ts";
 import type { Clock } from "../clock.ts";
 import type { PendingByName, StatsStore, WorkerInfo } from "../stores/store.ts";
@@ -22,17 +23,18 @@ export interface WorkersOptions {
 }
 
 /**
- * The earliest heartbeat {@linkcode WorkersOptions} accept at `now`; the
- * error for a bad `seenWithinMs` names `options.method`, the call it came to.
+ * The earliest heartbeat {@linkcode WorkersOptions} accept at `now`; an
+ * error names `method`, the call they came to.
  */
 export function seenSince(
   now: number,
-  options: WorkersOptions & { readonly method: "workers" | "unclaimed" },
+  options: WorkersOptions | undefined,
+  method: "workers" | "unclaimed",
 ): number {
-  const seenWithinMs = options.seenWithinMs ?? 30_000;
+  const seenWithinMs = optionBag(options, method, ["seenWithinMs"])?.seenWithinMs ?? 30_000;
   if (!(Number.isFinite(seenWithinMs) && seenWithinMs >= 1_000 && seenWithinMs <= 86_400_000)) {
     throw new RangeError(
-      `${options.method}: seenWithinMs must be a number of ms from 1000 to 86400000: got ${
+      `${method}: seenWithinMs must be a number of ms from 1000 to 86400000: got ${
         shown(seenWithinMs)
       }`,
     );
@@ -70,7 +72,7 @@ export async function listWorkers(
   options: WorkersOptions,
 ): Promise<WorkerInfo[]> {
   const now = clock.now();
-  return await store.workers(seenSince(now, { ...options, method: "workers" }), now);
+  return await store.workers(seenSince(now, options, "workers"), now);
 }
 
 /** The due jobs in `store` that no worker seen lately can claim; none when no worker is seen. */
@@ -80,7 +82,7 @@ export async function listUnclaimed(
   options: WorkersOptions,
 ): Promise<UnclaimedJobs[]> {
   const now = clock.now();
-  const workers = await store.workers(seenSince(now, { ...options, method: "unclaimed" }), now);
+  const workers = await store.workers(seenSince(now, options, "unclaimed"), now);
   if (workers.length === 0) return [];
   return unclaimedJobs(await store.pendingByName(now), workers);
 }

@@ -8,6 +8,7 @@
  * @internal
  * @module
  */
+import { optionBag } from "../option_bags.ts";
 import type { Clock } from "../clock.ts";
 import type { JobRows } from "../dispatch/job_rows.ts";
 import { runNow } from "../dispatch/run_now.ts";
@@ -109,7 +110,7 @@ export class ManualRuns {
         `${where}: an inline queue (mode "inline") stores no record of the slots fired: trigger it with triggerSchedule() to run its job now`,
       );
     }
-    const { from, to } = options ?? {};
+    const { from, to } = optionBag(options, where, ["from", "to"]) ?? {};
     for (const [key, value] of [["from", from], ["to", to]] as const) {
       if (!(value instanceof Date) || !Number.isFinite(value.getTime())) {
         throw new TypeError(`${where}: ${key} must be a valid Date: got ${shown(value)}`);
