@@ -13,11 +13,14 @@ export type { FailedJob, RunningJob } from "../stores/store.ts";
 
 /** Jobs in one queue by state. */
 export interface QueueCounts {
-  /** Due now and waiting (including jobs whose worker died). */
+  /**
+   * Due now and waiting: jobs whose worker died, and jobs a worker claimed
+   * ahead and has not started, included.
+   */
   readonly pending: number;
   /** Waiting for a later time. */
   readonly delayed: number;
-  /** Running, leased to a worker. */
+  /** Running: leased to a worker that started them. */
   readonly reserved: number;
   /** Failed for good. */
   readonly failed: number;

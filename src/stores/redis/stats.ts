@@ -5,10 +5,12 @@
  *
  * A job's state at `now` follows from where it is: in a level of its queue
  * (unleased), pending once due, else delayed; in the queue's leased set,
- * running until its lease ends, then pending (its worker died). Staged jobs
+ * running until its lease ends, then pending (its worker died), and pending
+ * while it is claimed ahead (its worker has not started it). Staged jobs
  * (a transaction not yet committed) are in neither and count nowhere.
  *
- * Counts are exact: `ZCOUNT` per level and leased set in one script, then
+ * Counts are exact: `ZCOUNT` per level and expired leases, the live leases
+ * read one by one (claimed ahead or not), in one script, then
  * the failed jobs counted per queue from their rows, {@linkcode FAILED_CHUNK}
  * per call until all are (the failed jobs are written and removed by other
  * areas' scripts, so no per-queue counter could be kept exact here; a job
@@ -67,9 +69,36 @@ local function ranges(queue, state)
   if state ~= 'delayed' then
     local key = leasedKey(queue)
     if state ~= 'running' then table.insert(out, {key = key, min = '-inf', max = dueBy, state = 'pending'}) end
-    if state ~= 'pending' then table.insert(out, {key = key, min = later, max = '+inf', state = 'running'}) end
+    -- A live lease: running, or pending while claimed ahead (see leasedEntries).
+    table.insert(out, {key = key, min = later, max = '+inf', state = 'leased', want = state})
   end
   return out
+end
+
+-- Up to limit entries of range, each {id, state}, and how many it read. The jobs of a live
+-- lease are read one by one: a job claimed ahead has not started, so it is pending, else it is
+-- running; only those in range.want are kept (nil: both).
+local function entries(range, limit)
+  local ids = redis.call('ZRANGEBYSCORE', range.key, range.min, range.max, 'LIMIT', 0, limit)
+  local out = {}
+  for _, member in ipairs(ids) do
+    local id = tonumber(member)
+    local state = range.state
+    if state == 'leased' then
+      state = redis.call('HGET', jobKey(id), 'claimed_ahead') == '1' and 'pending' or 'running'
+    end
+    if range.want == nil or range.want == state then table.insert(out, {id = id, state = state}) end
+  end
+  return out, #ids
+end
+
+-- How many jobs range holds by state: pending, delayed, running.
+local function countOf(range, counted)
+  if range.state == 'leased' then
+    for _, entry in ipairs((entries(range, -1))) do counted[entry.state] = counted[entry.state] + 1 end
+  else
+    counted[range.state] = counted[range.state] + redis.call('ZCOUNT', range.key, range.min, range.max)
+  end
 end
 
 -- A field of HMGET's reply, JSON null for absent.
@@ -88,9 +117,7 @@ const COUNTS = luaScript(
 local rows = {}
 for _, queue in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
   local counted = {pending = 0, delayed = 0, running = 0}
-  for _, range in ipairs(ranges(queue, nil)) do
-    counted[range.state] = counted[range.state] + redis.call('ZCOUNT', range.key, range.min, range.max)
-  end
+  for _, range in ipairs(ranges(queue, nil)) do countOf(range, counted) end
   if counted.pending + counted.delayed + counted.running > 0 then
     table.insert(rows, {queue, counted.pending, counted.delayed, counted.running})
   end
@@ -155,11 +182,14 @@ for _, queue in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
   local byName = {}
   for _, range in ipairs(ranges(queue, 'pending')) do
     if left <= 0 then break end
-    local ids = redis.call('ZRANGEBYSCORE', range.key, range.min, range.max, 'LIMIT', 0, left)
-    left = left - #ids
-    for _, member in ipairs(ids) do
-      local name = redis.call('HGET', jobKey(tonumber(member)), 'name')
-      if name then byName[name] = (byName[name] or 0) + 1 end
+    -- Due, not claimed: a job claimed ahead is pending, but a worker holds it.
+    if range.state ~= 'leased' then
+      local ids = redis.call('ZRANGEBYSCORE', range.key, range.min, range.max, 'LIMIT', 0, left)
+      left = left - #ids
+      for _, member in ipairs(ids) do
+        local name = redis.call('HGET', jobKey(tonumber(member)), 'name')
+        if name then byName[name] = (byName[name] or 0) + 1 end
+      end
     end
   end
   for name, pending in pairs(byName) do table.insert(rows, {queue, name, pending}) end
@@ -179,10 +209,10 @@ local left = ${SCAN_LIMIT}
 for _, queue in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
   for _, range in ipairs(ranges(queue, 'running')) do
     if left <= 0 then break end
-    local ids = redis.call('ZRANGEBYSCORE', range.key, range.min, range.max, 'LIMIT', 0, left)
-    left = left - #ids
-    for _, member in ipairs(ids) do
-      local id = tonumber(member)
+    local found, read = entries(range, left)
+    left = left - read
+    for _, entry in ipairs(found) do
+      local id = entry.id
       local job = redis.call('HMGET', jobKey(id), 'name', 'attempts', 'progress', 'available_at', 'batch_id')
       if job[1] then
         table.insert(rows, {id = id, queue = queue, name = job[1], attempts = tonumber(job[2]),
@@ -218,14 +248,16 @@ local total = 0
 local left = ${SCAN_LIMIT}
 for _, queue in ipairs(queues) do
   for _, range in ipairs(ranges(queue, state)) do
-    if name == nil then total = total + redis.call('ZCOUNT', range.key, range.min, range.max) end
+    if name == nil then
+      if range.state == 'leased' then total = total + #(entries(range, -1))
+      else total = total + redis.call('ZCOUNT', range.key, range.min, range.max) end
+    end
     if left > 0 then
-      local ids = redis.call('ZRANGEBYSCORE', range.key, range.min, range.max, 'LIMIT', 0, left)
-      left = left - #ids
-      for _, member in ipairs(ids) do
-        local id = tonumber(member)
-        if name == nil or redis.call('HGET', jobKey(id), 'name') == name then
-          table.insert(found, {id = id, state = range.state})
+      local some, read = entries(range, left)
+      left = left - read
+      for _, entry in ipairs(some) do
+        if name == nil or redis.call('HGET', jobKey(entry.id), 'name') == name then
+          table.insert(found, entry)
         end
       end
     end

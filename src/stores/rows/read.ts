@@ -157,9 +157,10 @@ export interface WorkerInfo {
 
 /**
  * A job's state in a listing, at the listing's `now`: `"pending"` when due
- * (`available_at <= now`, which includes a job whose worker's lease expired),
- * `"delayed"` when not leased and due later, `"running"` when leased with a
- * live lease. The same rule as `Store.counts`.
+ * (`available_at <= now`, which includes a job whose worker's lease expired)
+ * or claimed ahead (leased by a worker that has not started it), `"delayed"`
+ * when not leased and due later, `"running"` when leased with a live lease
+ * and started. The same rule as `Store.counts`.
  */
 export type JobState = "pending" | "delayed" | "running";
 

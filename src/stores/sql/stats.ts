@@ -106,8 +106,11 @@ const WORKERS = statement(
  * caller's now, or the database's, read once per statement).
  */
 const JOBS_AT = "FROM jobs CROSS JOIN (SELECT {{now $1}} AS t) clock";
-/** A job's state at `clock.t`, as `JobState` defines it (the rule of the counts). */
-const STATE = `CASE WHEN available_at <= clock.t THEN 'pending'
+/**
+ * A job's state at `clock.t`, as `JobState` defines it (the rule of the
+ * counts): a job claimed ahead has not started, so it is pending.
+ */
+const STATE = `CASE WHEN available_at <= clock.t OR claimed_ahead = 1 THEN 'pending'
   WHEN token IS NULL THEN 'delayed' ELSE 'running' END`;
 /** Jobs matching $2 state, $3 queue and $4 name, each null for any. */
 const MATCHING = `${JOBS_AT} WHERE (CAST($2 AS text) IS NULL OR ${STATE} = CAST($2 AS text))
@@ -121,9 +124,10 @@ const LIST_JOBS = statement(
 const COUNT_JOBS = statement(`SELECT COUNT(*) AS total ${MATCHING}`, { oneRow: true });
 const COUNTS = statement(
   `SELECT queue,
-    COUNT(*) FILTER (WHERE available_at <= clock.t) AS pending,
+    COUNT(*) FILTER (WHERE available_at <= clock.t OR claimed_ahead = 1) AS pending,
     COUNT(*) FILTER (WHERE token IS NULL AND available_at > clock.t) AS delayed,
-    COUNT(*) FILTER (WHERE token IS NOT NULL AND available_at > clock.t) AS reserved
+    COUNT(*) FILTER (WHERE token IS NOT NULL AND available_at > clock.t AND claimed_ahead = 0)
+      AS reserved
   ${JOBS_AT} GROUP BY queue`,
 );
 const FAILED_COUNTS = statement(
@@ -135,7 +139,8 @@ const PENDING_BY_NAME = statement(
 );
 const RUNNING = statement(
   `SELECT id, queue, name, attempts, progress, available_at, batch_id FROM jobs
-  WHERE token IS NOT NULL AND available_at > (SELECT {{now $1}}) ORDER BY id`,
+  WHERE token IS NOT NULL AND available_at > (SELECT {{now $1}}) AND claimed_ahead = 0
+  ORDER BY id`,
 );
 const FAILED_COLUMNS =
   "id, queue, name, payload, error, stack, attempts, crashes, created_at, failed_at, batch_id, chain_id";

@@ -466,6 +466,53 @@ function register(test: ContractTest): void {
     assert.deepEqual(plain(listing.jobs), expected);
   });
 
+  test("counts(), running() and jobs() read a job claimed ahead as pending until its start is confirmed, as result() does", async (store) => {
+    const [a, b, c] = await store.insertJobs([newJob(), newJob(), newJob()]);
+    const claimed = await claim(store, { limit: 3, aheadFrom: 1, token: 1 });
+    assert.deepEqual(claimed.map((job) => [job.id, job.ahead === true]), [
+      [a, false],
+      [b, true],
+      [c, true],
+    ]);
+    const now = T0 + 1;
+    const states = async () => {
+      const listing = await store.jobs({ state: null, queue: null, name: null }, {
+        limit: 10,
+        offset: 0,
+      }, now);
+      const running = await store.jobs({ state: "running", queue: null, name: null }, {
+        limit: 10,
+        offset: 0,
+      }, now);
+      return {
+        counts: (await countsAt(store, now)).default,
+        running: (await store.running(now)).map((job) => job.id),
+        listed: listing.jobs.map((job) => [job.id, job.state]),
+        runningTotal: running.total,
+        result: (await store.result(b!, now))?.state,
+      };
+    };
+    assert.deepEqual(await states(), {
+      counts: [2, 0, 1, 0],
+      running: [a],
+      listed: [[a, "running"], [b, "pending"], [c, "pending"]],
+      runningTotal: 1,
+      result: "pending",
+    });
+    const confirmed = await store.settle([], undefined, {
+      starts: { leases: [{ id: b!, token: 1 }], leaseMs: LEASE_MS, now },
+    });
+    assert.deepEqual(confirmed.started, [b]);
+    assert.deepEqual(await states(), {
+      counts: [1, 0, 2, 0],
+      running: [a, b],
+      listed: [[a, "running"], [b, "running"], [c, "pending"]],
+      runningTotal: 2,
+      result: "running",
+    });
+    assert.deepEqual(await store.pendingByName(now), [], "a worker holds c: none is unclaimed");
+  });
+
   test("jobs() filters by state, queue and name, pages in id order, and counts every match", async (store) => {
     const ids = await store.insertJobs([
       ...Array.from({ length: 5 }, () => newJob({ queue: "a", name: "x" })),
