@@ -260,6 +260,12 @@ E.job_metrics = function()
       if a.name ~= b.name then return a.name < b.name end
       return a.shard < b.shard
     end)
+    -- As text that reads back as the same double: cjson.encode keeps 14 digits of a runtime.
+    for _, row in ipairs(rows) do
+      for _, column in ipairs(COLUMNS) do
+        if type(row[column]) == 'number' then row[column] = string.format('%.17g', row[column]) end
+      end
+    end
     return rows
   end)
 end

@@ -152,6 +152,39 @@ function register(test: ContractTest): void {
     );
   });
 
+  test("exportRows() gives back the runtimes of a metrics row, imported or counted, to the last digit of their doubles", async (any) => {
+    const store = movable(any);
+    const row: TransferRow = {
+      minute: T0,
+      queue: "default",
+      name: "contract-job",
+      shard: 1,
+      completed: 2,
+      failed: 0,
+      retried: 0,
+      runtime_ms: 1234.5678901234567,
+      wait_ms: 0.1 + 0.2,
+      ...Object.fromEntries(Array.from({ length: 17 }, (_, bucket) => [`runtime_b${bucket}`, 0])),
+      expired: 0,
+      runtime_b3: 2,
+    };
+    assert.equal(await store.importRows("job_metrics", [row]), 1);
+    assert.deepEqual((await allRows(store, "job_metrics", 10)).rows, [row]);
+    // And the runtimes the store counted itself.
+    await store.insertJobs([newJob({ name: "timed" })]);
+    const [job] = await claim(store);
+    const settled = await store.settle([{
+      kind: "complete",
+      id: job!.id,
+      token: job!.token,
+      at: T0 + 1,
+      durationMs: 0.1 + 0.2,
+    }]);
+    assert.deepEqual(settled.applied, [true]);
+    const { rows } = await allRows(store, "job_metrics", 10);
+    assert.deepEqual(rows.filter((r) => r.name === "timed").map((r) => r.runtime_ms), [0.1 + 0.2]);
+  });
+
   test("importRows() refuses a row that does not fit the table, naming the table and the column, and stores none of the rows", async (any) => {
     const store = movable(any);
     const good = { key: "k", window_start: T0, starts: 1 };
