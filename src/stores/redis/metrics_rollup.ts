@@ -3,7 +3,8 @@
  * name), and the read of a range of minutes.
  *
  * Layout: `P:m:<minute>` HASH, one field per `queue US name US column`
- * (US the ASCII unit separator), each a counter (`completed`, `failed`,
+ * (US the ASCII unit separator), read back from both ends (a queue name and
+ * a column have no US; a job name may: names.ts), each a counter (`completed`, `failed`,
  * `retried`, `expired`, `runtime_ms`, `wait_ms`, `b0` … `b16` for the runtime
  * buckets); `P:m` ZSET of the minutes held (score and member the minute);
  * `P:m:<minute>:moved` HASH, the rows a move imported into the minute
@@ -162,17 +163,19 @@ export async function metrics(
   );
   const rows: MetricsRow[] = [];
   for (const [minute, flat] of minutes) {
-    const byJob = new Map<string, Record<string, number>>();
+    const byJob = new Map<
+      string,
+      { queue: string; name: string; counters: Record<string, number> }
+    >();
     const fields = list(flat);
     for (let index = 0; index < fields.length; index += 2) {
-      const [queue, name, column] = fields[index]!.split(SEPARATOR) as [string, string, string];
+      const { queue, name, column } = rollupField(fields[index]!);
       const key = `${queue}${SEPARATOR}${name}`;
-      const counters = byJob.get(key) ?? {};
-      counters[column] = Number(fields[index + 1]);
-      byJob.set(key, counters);
+      const row = byJob.get(key) ?? { queue, name, counters: {} };
+      row.counters[column] = Number(fields[index + 1]);
+      byJob.set(key, row);
     }
-    const ofMinute = [...byJob].map(([key, counters]): MetricsRow => {
-      const [queue, name] = key.split(SEPARATOR) as [string, string];
+    const ofMinute = [...byJob.values()].map(({ queue, name, counters }): MetricsRow => {
       return {
         minute,
         queue,
@@ -193,6 +196,20 @@ export async function metrics(
     rows.push(...ofMinute);
   }
   return rows;
+}
+
+/**
+ * A rollup field's parts: the queue up to the first separator, the column
+ * after the last, the job name (which may hold the separator) between.
+ */
+function rollupField(field: string): { queue: string; name: string; column: string } {
+  const first = field.indexOf(SEPARATOR);
+  const last = field.lastIndexOf(SEPARATOR);
+  return {
+    queue: field.slice(0, first),
+    name: field.slice(first + 1, last),
+    column: field.slice(last + 1),
+  };
 }
 
 /** A time as a bound on whole minutes (ms): `minute >= t` and `minute < t` hold as for the ceiling of `t`. */

@@ -207,7 +207,7 @@ E.job_metrics = function()
     local sums, order = {}, {}
     local flat = redis.call('HGETALL', P .. ':m:' .. minute)
     for i = 1, #flat, 2 do
-      local queue, name, column = string.match(flat[i], '^(.*)\031(.*)\031(.*)$')
+      local queue, name, column = string.match(flat[i], '^([^\031]*)\031(.*)\031([^\031]*)$')
       if queue ~= nil then
         local id = queue .. '\031' .. name
         if sums[id] == nil then
@@ -222,7 +222,7 @@ E.job_metrics = function()
     local shards = {}
     local moved = redis.call('HGETALL', P .. ':m:' .. minute .. ':moved')
     for i = 1, #moved, 2 do
-      local queue, name, shard = string.match(moved[i], '^(.*)\031(.*)\031(%d+)$')
+      local queue, name, shard = string.match(moved[i], '^([^\031]*)\031(.*)\031(%d+)$')
       local id = queue .. '\031' .. name
       local row = cjson.decode(moved[i + 1])
       row.minute, row.queue, row.name, row.shard = minute, queue, name, tonumber(shard)
@@ -260,6 +260,12 @@ E.job_metrics = function()
       if a.name ~= b.name then return a.name < b.name end
       return a.shard < b.shard
     end)
+    -- As text that reads back as the same double: cjson.encode keeps 14 digits of a runtime.
+    for _, row in ipairs(rows) do
+      for _, column in ipairs(COLUMNS) do
+        if type(row[column]) == 'number' then row[column] = string.format('%.17g', row[column]) end
+      end
+    end
     return rows
   end)
 end

@@ -396,7 +396,8 @@ I.job_metrics = {
   exists = function(r) return redis.call('HEXISTS', movedKey(r), shardField(r)) == 1 end,
   write = function(r)
     local counters = {}
-    for _, column in ipairs(METRIC_COLUMNS) do counters[column] = tonumber(r[column]) end
+    -- As the text it came as: a number would keep 14 digits of a runtime through cjson.encode.
+    for _, column in ipairs(METRIC_COLUMNS) do counters[column] = v(r, column) end
     redis.call('HSET', movedKey(r), shardField(r), cjson.encode(counters))
     local key = P .. ':m:' .. r.minute
     local row = r.queue .. M.US .. r.name .. M.US

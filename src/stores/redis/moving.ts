@@ -47,7 +47,8 @@
  * - `job_metrics`: `P:m:<minute>` HASH fields and `P:m`; Redis keeps no
  *   shards, so an import adds a row's counters to its minute's and keeps
  *   the row as it came in `P:m:<minute>:moved` (field `queue US name US
- *   shard`, pruned with its minute); an export gives those rows, and what
+ *   shard`, read from both ends as a rollup field is, pruned with its
+ *   minute); an export gives those rows, and what
  *   the store counted itself besides as shard 0 (metrics_rollup.ts).
  *
  * - `id_counters`: `P:seq` (jobs), `P:seq:batch`, `P:seq:flow`,

@@ -17,7 +17,10 @@
  * failed or retried between two of those calls may count as of the later
  * one). The listings read job rows: each call looks at
  * {@linkcode SCAN_LIMIT} entries at most, the first of each queue's levels
- * and leased set in claim order (see each function).
+ * and leased set in claim order (see each function). A job's progress comes
+ * back as the text its hash holds (the exact double, as `redis.call` wrote
+ * it): a Lua number would reach JavaScript through `cjson.encode`, which
+ * keeps 14 significant digits (99.99999999999999 would read as 100).
  *
  * @internal
  * @module
@@ -216,7 +219,7 @@ for _, queue in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
       local job = redis.call('HMGET', jobKey(id), 'name', 'attempts', 'progress', 'available_at', 'batch_id')
       if job[1] then
         table.insert(rows, {id = id, queue = queue, name = job[1], attempts = tonumber(job[2]),
-          progress = tonumber(field(job[3])) or NULL, available_at = stored(tonumber(job[4])),
+          progress = field(job[3]), available_at = stored(tonumber(job[4])),
           batch_id = tonumber(field(job[5])) or NULL})
       end
     end
@@ -272,7 +275,7 @@ for i = INPUT.offset + 1, math.min(#found, INPUT.offset + INPUT.limit) do
     'available_at', 'created_at', 'progress', 'batch_id', 'last_error')
   table.insert(jobs, {id = entry.id, queue = job[1], name = job[2], state = entry.state,
     priority = tonumber(job[3]), attempts = tonumber(job[4]), available_at = stored(tonumber(job[5])),
-    created_at = stored(tonumber(job[6])), progress = tonumber(field(job[7])) or NULL,
+    created_at = stored(tonumber(job[6])), progress = field(job[7]),
     batch_id = tonumber(field(job[8])) or NULL, last_error = field(job[9])})
 end
 return cjson.encode({total = total, jobs = jobs})
@@ -319,8 +322,8 @@ export async function pendingByName(
 
 /** Jobs leased at `now`, with their progress, in id order. */
 export async function running(redis: RedisConnection, now: number): Promise<RunningJobOnQueue[]> {
-  const rows = list(await redis.call<RunningRow[]>(RUNNING, { now }));
-  return rows.sort((a, b) => a.id - b.id).map(toRunningJob);
+  const rows = list(await redis.call<WithProgressText<RunningRow>[]>(RUNNING, { now }));
+  return rows.sort((a, b) => a.id - b.id).map((row) => toRunningJob(progressRead(row)));
 }
 
 /** A page of the jobs not yet finished that match `filter`, in id order, and how many match, at `now`. */
@@ -330,13 +333,29 @@ export async function jobs(
   page: Page,
   now: number,
 ): Promise<JobList> {
-  const reply = await redis.call<{ total: number; jobs: StoredListedJob[] }>(JOBS, {
-    now,
-    filter,
-    limit: page.limit,
-    offset: page.offset,
-  });
-  return { total: reply.total, jobs: list(reply.jobs).map(toListedJob) };
+  const reply = await redis.call<{ total: number; jobs: WithProgressText<StoredListedJob>[] }>(
+    JOBS,
+    {
+      now,
+      filter,
+      limit: page.limit,
+      offset: page.offset,
+    },
+  );
+  return {
+    total: reply.total,
+    jobs: list(reply.jobs).map((row) => toListedJob(progressRead(row))),
+  };
+}
+
+/** A row of a script's reply, its progress the text the job's hash holds. */
+type WithProgressText<R extends { progress: number | null }> =
+  & Omit<R, "progress">
+  & { readonly progress: string | null };
+
+/** A row with its progress read from the text: the double JavaScript wrote. */
+function progressRead<R extends { progress: number | null }>(row: WithProgressText<R>): R {
+  return { ...row, progress: row.progress === null ? null : Number(row.progress) } as R;
 }
 
 function byText(a: string, b: string): number {

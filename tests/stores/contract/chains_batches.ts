@@ -896,6 +896,23 @@ function register(test: ContractTest): void {
     assert.deepEqual(await running(T0 + LEASE_MS), [row(rb!, 2, null, T0 + 2 * LEASE_MS)]);
   });
 
+  test("running() and jobs() give back the exact progress a settlement wrote, to the last digit of its double", async (store) => {
+    const percents = [99.99999999999999, 100 / 3, 0.1 + 0.2];
+    await store.insertJobs(percents.map((_, index) => member(`p${index}`)));
+    const claimed = await take(store);
+    assert.deepEqual(
+      await apply(store, ...claimed.map((job, index) => progressed(job, T0 + 1, percents[index]!))),
+      percents.map(() => true),
+    );
+    assert.deepEqual((await store.running(T0 + 1)).map((row) => row.progress), percents);
+    const listed = await store.jobs(
+      { state: "running", queue: null, name: null },
+      { limit: 10, offset: 0 },
+      T0 + 1,
+    );
+    assert.deepEqual(listed.jobs.map((row) => row.progress), percents);
+  });
+
   test("a progress settlement with the wrong token applies nothing", async (store) => {
     const [a] = await store.insertJobs([member("a")]);
     const [old] = await take(store);

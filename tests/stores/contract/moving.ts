@@ -125,6 +125,66 @@ function register(test: ContractTest): void {
     assert.deepEqual((await allRows(store, "job_locks", 1)).rows, [lock, { ...lock, token: 4 }]);
   });
 
+  test("importRows() and exportRows() keep each job name of a metrics row whole, the unit separator (U+001F) included", async (any) => {
+    const store = movable(any);
+    const names = ["a\x1fb", "a", "\x1f", "b\x1f"];
+    const rows: TransferRow[] = names.toSorted().map((name, index) => ({
+      minute: T0,
+      queue: "default",
+      name,
+      shard: 1,
+      completed: index + 1,
+      failed: 0,
+      retried: 0,
+      runtime_ms: 0,
+      wait_ms: 0,
+      ...Object.fromEntries(Array.from({ length: 17 }, (_, bucket) => [`runtime_b${bucket}`, 0])),
+      expired: 0,
+    }));
+    assert.equal(await store.importRows("job_metrics", rows), names.length);
+    // By name in code units: the order of text is the engine's (its collation on PostgreSQL).
+    const byName = (a: { name?: unknown }, b: { name?: unknown }) =>
+      String(a.name) < String(b.name) ? -1 : String(a.name) > String(b.name) ? 1 : 0;
+    assert.deepEqual((await allRows(store, "job_metrics", 10)).rows.toSorted(byName), rows);
+    assert.deepEqual(
+      (await store.metrics(T0, T0 + 1)).toSorted(byName).map((row) => [row.name, row.completed]),
+      rows.map((row) => [row.name, row.completed]),
+    );
+  });
+
+  test("exportRows() gives back the runtimes of a metrics row, imported or counted, to the last digit of their doubles", async (any) => {
+    const store = movable(any);
+    const row: TransferRow = {
+      minute: T0,
+      queue: "default",
+      name: "contract-job",
+      shard: 1,
+      completed: 2,
+      failed: 0,
+      retried: 0,
+      runtime_ms: 1234.5678901234567,
+      wait_ms: 0.1 + 0.2,
+      ...Object.fromEntries(Array.from({ length: 17 }, (_, bucket) => [`runtime_b${bucket}`, 0])),
+      expired: 0,
+      runtime_b3: 2,
+    };
+    assert.equal(await store.importRows("job_metrics", [row]), 1);
+    assert.deepEqual((await allRows(store, "job_metrics", 10)).rows, [row]);
+    // And the runtimes the store counted itself.
+    await store.insertJobs([newJob({ name: "timed" })]);
+    const [job] = await claim(store);
+    const settled = await store.settle([{
+      kind: "complete",
+      id: job!.id,
+      token: job!.token,
+      at: T0 + 1,
+      durationMs: 0.1 + 0.2,
+    }]);
+    assert.deepEqual(settled.applied, [true]);
+    const { rows } = await allRows(store, "job_metrics", 10);
+    assert.deepEqual(rows.filter((r) => r.name === "timed").map((r) => r.runtime_ms), [0.1 + 0.2]);
+  });
+
   test("importRows() refuses a row that does not fit the table, naming the table and the column, and stores none of the rows", async (any) => {
     const store = movable(any);
     const good = { key: "k", window_start: T0, starts: 1 };

@@ -238,6 +238,32 @@ function register(test: ContractTest): void {
     ]);
   });
 
+  test("settle() keeps each job name whole in its rollup row, the unit separator (U+001F) included", async (store) => {
+    const names = ["report\x1fdaily", "report", "\x1f", "a\x1f\x1fb\x1f", "\x1fb"];
+    const ids = await claimed(store, names.map((name) => ({ name })), T0 + 100, 1);
+    await store.settle(ids.map((id): Settlement => ({
+      kind: "complete",
+      id,
+      token: 1,
+      at: T0 + 1_000,
+      durationMs: 1,
+    })));
+    // By name in code units: the order of text is the engine's (its collation on PostgreSQL).
+    const byName = (a: MetricsRow, b: MetricsRow) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+    assert.deepEqual(
+      plain((await allMetrics(store)).toSorted(byName)),
+      names.toSorted().map((name) =>
+        metricsRow({
+          name,
+          completed: 1,
+          runtimeMs: 1,
+          waitMs: 100,
+          runtimeBuckets: buckets({ 0: 1 }),
+        })
+      ),
+    );
+  });
+
   test("settle() counts fail as failed, a release with an error as retried, and nothing for put-backs, progress or lost leases", async (store) => {
     const ids = await claimed(store, Array.from({ length: 7 }, () => ({})), T0, 3);
     const at = T0 + 5_000;
