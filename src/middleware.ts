@@ -162,6 +162,9 @@ export function assertMiddleware(rules: unknown, jobName: string): readonly JobM
 /**
  * What the store checks for one claimed job: its overlap locks (expiring
  * after `expireAfterMs`, else `timeoutMs + graceMs`) and its rate limits.
+ * Rules that name one key (a transfer's `acct:${from}` and `acct:${to}`
+ * with from = to) take one lock: the job holds the key once, under the
+ * smallest of their limits, until the latest of their expiries.
  */
 export function middlewareRequest(
   job: { readonly id: number; readonly token: number },
@@ -169,18 +172,32 @@ export function middlewareRequest(
   now: number,
   defaultExpireMs: number,
 ): MiddlewareRequest {
-  const locks = rules.filter((rule) => rule.kind === "without-overlapping").map((rule) => ({
-    key: rule.key,
-    limit: rule.limit,
-    expiresAt: now + (rule.expireAfterMs ?? defaultExpireMs),
-    retryAt: now + rule.releaseAfterMs,
-  }));
+  const locks = new Map<string, MiddlewareRequest["locks"][number]>();
+  for (const rule of rules) {
+    if (rule.kind !== "without-overlapping") continue;
+    const lock = {
+      key: rule.key,
+      limit: rule.limit,
+      expiresAt: now + (rule.expireAfterMs ?? defaultExpireMs),
+      retryAt: now + rule.releaseAfterMs,
+    };
+    const same = locks.get(rule.key);
+    locks.set(
+      rule.key,
+      same === undefined ? lock : {
+        key: rule.key,
+        limit: Math.min(same.limit, lock.limit),
+        expiresAt: Math.max(same.expiresAt, lock.expiresAt),
+        retryAt: Math.max(same.retryAt, lock.retryAt),
+      },
+    );
+  }
   const rates = rules.filter((rule) => rule.kind === "rate-limited").map((rule) => ({
     key: rule.key,
     max: rule.max,
     perMs: rule.perMs,
   }));
-  return { id: job.id, token: job.token, locks, rates };
+  return { id: job.id, token: job.token, locks: [...locks.values()], rates };
 }
 
 /** Names a job's rules for the error its put-back leaves: `withoutOverlapping(order:7)`. */

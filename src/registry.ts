@@ -54,6 +54,7 @@ export class JobRegistry {
   readonly #schedules: readonly ScheduleDefinition[];
   #names: readonly string[] | undefined;
   #groupRates: Readonly<Record<string, GroupRate>> | undefined | null = null;
+  #withMiddleware: readonly string[] | undefined | null = null;
   /** The jobs module's URL, when the definitions came from one (Web Workers import it too). */
   readonly moduleUrl: string | undefined;
 
@@ -127,6 +128,19 @@ export class JobRegistry {
   /** The schedules defined beside the jobs, in the order they were exported. */
   schedules(): readonly ScheduleDefinition[] {
     return this.#schedules;
+  }
+
+  /**
+   * The names of the jobs with middleware, which a worker checks between
+   * claim and start (`ClaimRequest.checkedNames`); undefined when none has.
+   */
+  withMiddleware(): readonly string[] | undefined {
+    if (this.#withMiddleware === null) {
+      const names = [...this.#byName].filter(([, job]) => job.middleware !== undefined)
+        .map(([name]) => name);
+      this.#withMiddleware = names.length === 0 ? undefined : Object.freeze(names);
+    }
+    return this.#withMiddleware;
   }
 
   /**

@@ -557,3 +557,88 @@ Deno.test("a hand-made middleware rule with a bad field fails the attempt, and t
   await worker.stop();
   assert.equal(worker.stats.failed, 1);
 });
+
+/** Releases the `m.gate` jobs that wait on it, and what the gated jobs saw. */
+const gate = { open: null as (() => void) | null, ran: [] as string[], running: 0, max: 0 };
+
+/** Holds the lock "gate" until `gate.open()`. */
+const gateHolder = defineJob({
+  name: "m.gate-holder",
+  schema: payload,
+  middleware: () => [withoutOverlapping("gate")],
+  async handle() {
+    await new Promise<void>((resolve) => gate.open = resolve);
+  },
+});
+
+/** Unique until it starts, and held back while the gate is held. */
+const uniqueBehindGate = defineJob({
+  name: "m.unique-behind-gate",
+  schema: payload,
+  uniqueForMs: 600_000,
+  uniqueUntil: "processing",
+  middleware: () => [withoutOverlapping("gate", { releaseAfterMs: 50 })],
+  handle({ n }) {
+    gate.ran.push(`u${n}`);
+  },
+});
+
+storeTest(
+  'uniqueUntil "processing": a job its middleware holds back has not started and keeps its key: a second dispatch is a duplicate',
+  async (db) => {
+    gate.ran = [];
+    const queue = await db.open({ jobs: [gateHolder, uniqueBehindGate] });
+    await queue.dispatch(gateHolder, { n: 0 });
+    const worker = queue.work({ concurrency: 4, pollMs: 20, executor: "isolate" });
+    await waitUntil(() => gate.open !== null, { what: "the gate holder runs" });
+    const first = await queue.dispatch(uniqueBehindGate, { n: 1 });
+    await waitUntil(
+      async () =>
+        (await queue.jobs({ name: uniqueBehindGate.name })).jobs.find((job) => job.id === first)
+          ?.lastError?.includes("held back by withoutOverlapping(gate)"),
+      { what: "the unique job is held back" },
+    );
+    assert.equal(await queue.dispatch(uniqueBehindGate, { n: 2 }), first, "a duplicate");
+    gate.open!();
+    await waitUntil(async () => (await unfinishedCount(queue)) === 0, { what: "both ran" });
+    await worker.stop();
+    assert.deepEqual(gate.ran, ["u1"]);
+  },
+);
+
+/** Moves money between two accounts, each an overlap key of limit 2; from may be to. */
+const transfer = defineJob({
+  name: "m.transfer",
+  schema: z.object({ from: z.string(), to: z.string() }),
+  middleware: ({ from, to }) => [
+    withoutOverlapping(`acct:${from}`, { limit: 2, releaseAfterMs: 20 }),
+    withoutOverlapping(`acct:${to}`, { limit: 2, releaseAfterMs: 20 }),
+  ],
+  async handle() {
+    gate.running++;
+    gate.max = Math.max(gate.max, gate.running);
+    // Two at once are let through: both wait here until the second arrives (or a deadline).
+    await waitUntil(() => gate.max >= 2, {
+      what: "a second transfer runs beside this one",
+      timeoutMs: 10_000,
+    }).catch(() => {});
+    gate.running--;
+  },
+});
+
+storeTest(
+  "withoutOverlapping: rules of one job naming the same key hold it once, so limit 2 lets two such jobs run at once",
+  async (db) => {
+    gate.running = 0;
+    gate.max = 0;
+    const queue = await db.open({ jobs: [transfer] });
+    await queue.dispatchMany(transfer, [{ from: "a", to: "a" }, { from: "a", to: "a" }]);
+    await workUntilEmpty(queue, {
+      concurrency: 2,
+      executor: "isolate",
+      pollMs: 20,
+      maxTimeMs: 60_000,
+    });
+    assert.equal(gate.max, 2);
+  },
+);

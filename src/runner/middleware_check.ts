@@ -77,9 +77,8 @@ export class MiddlewareCheck {
         continue;
       }
       try {
-        const rules = assertMiddleware(definition.middleware(payload), job.name);
-        if (rules.length === 0) free.push(job);
-        else guarded.push({ job, rules });
+        // With no rules it is let through all the same: its start releases its key (`acquire`).
+        guarded.push({ job, rules: assertMiddleware(definition.middleware(payload), job.name) });
       } catch (error) {
         const outcome = outcomeOf(
           job,

@@ -586,6 +586,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     if (schedules?.needsPreparing) await schedules.prepare(clock.now());
     const now = clock.now();
     const groupRates = this.#deps.registry.groupRates();
+    const checkedNames = this.#deps.registry.withMiddleware();
     // While the store is out, claim nothing until the settles kept in memory are written.
     const claiming = !(this.#outage !== null && settlements.length > 0);
     const request: ClaimRequest | undefined = claiming && (limit > 0 || schedules !== undefined)
@@ -597,6 +598,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
         token: newToken(),
         names: this.#deps.registry.names(),
         ...(groupRates !== undefined && { groupRates }),
+        ...(checkedNames !== undefined && { checkedNames }),
         ...(limit > free && { aheadFrom: free, spendLimits: this.#spendLimits() }),
         ...(schedules === undefined ? {} : { schedules }),
         readsScheduled: this.#deps.readsScheduled,

@@ -209,7 +209,10 @@ export interface WorkerStore {
    * whose every rule passes takes its locks and counts its starts and gets
    * null; another takes nothing and gets the time to try again, on the
    * caller's clock (as every time it is given and every release). Locks are
-   * released by the job's settle, whatever its kind, or expire.
+   * released by the job's settle, whatever its kind, or expire. A job let
+   * through that its claim started (not one claimed ahead) starts now: a
+   * unique key it holds until processing is released (its claim, asked with
+   * its name in `checkedNames`, kept it); a job held back keeps its key.
    */
   acquire(requests: readonly MiddlewareRequest[], now: number): Promise<(number | null)[]>;
   /**

@@ -25,6 +25,7 @@
 import type { KeyedInsert, KeyedJobRow, MiddlewareRequest } from "../store.ts";
 import type { RedisConnection } from "./connection.ts";
 import { dispatch, dispatchScript } from "./dispatch_script.ts";
+import { AREA_HOOKS } from "./hooks.ts";
 import { luaScript } from "./lua.ts";
 
 /** Input: `rows` (KeyedJobRow[]), `token` (the dispatch's). Reply: a KeyedInsert per row. */
@@ -48,6 +49,7 @@ reply = cjson.encode(pushed)
 const ACQUIRE = luaScript(
   "acquire",
   "allow-oom",
+  AREA_HOOKS,
   String.raw`
 local verdicts = {}
 for i, request in ipairs(INPUT.requests) do
@@ -92,6 +94,11 @@ for i, request in ipairs(INPUT.requests) do
     end
     for _, w in ipairs(windows) do
       redis.call('HSET', w.window, 'window_start', w.start, 'starts', w.starts)
+    end
+    -- Let through and started by its claim (not claimed ahead): it starts now.
+    local row = redis.call('HMGET', job, 'token', 'claimed_ahead', 'keyed', 'job_key')
+    if row[1] == request.token and row[2] ~= '1' then
+      H.started(request.id, {keyed = row[3] or nil, job_key = row[4] or nil})
     end
   end
 end

@@ -140,6 +140,9 @@ local function claimJobs(req)
     for _, name in ipairs(req.names) do names[name] = true end
   end
   local limits = opt(req.spendLimits) or {}
+  -- A job whose middleware the worker checks first starts when acquire lets it: it keeps its key.
+  local checked = {}
+  for _, name in ipairs(opt(req.checkedNames) or {}) do checked[name] = true end
   local rates = opt(req.groupRates)
   local aheadFrom = opt(req.aheadFrom)
   -- Grouped or plain jobs first, by the token's parity (as on SQL): plain jobs count as one turn.
@@ -232,7 +235,7 @@ local function claimJobs(req)
           if job.suspect ~= nil and not suspect then stale = stale or {}; table.insert(stale, 'suspect') end
           if job.expire_at ~= nil and expireAt == nil then stale = stale or {}; table.insert(stale, 'expire_at') end
           if stale ~= nil then redis.call('HDEL', key, unpack(stale)) end
-          if not ahead then H.started(c.id, job) end
+          if not ahead and not checked[job.name] then H.started(c.id, job) end
           table.insert(claimed,
             claimRow(idText, job, attempts, crashes, lastError, recovered, waited, ahead, expireAt))
         end

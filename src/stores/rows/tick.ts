@@ -90,6 +90,14 @@ export interface ClaimRequest {
    * absent here has no such exception.
    */
   readonly spendLimits?: Readonly<Record<string, SpendLimits>>;
+  /**
+   * The names of jobs whose middleware the claiming worker checks before it
+   * starts them ({@linkcode Store.acquire}): a job of these names that the
+   * claim starts keeps a unique key held until processing until `acquire`
+   * lets it start, so a job the middleware holds back keeps it. Absent:
+   * the claim releases those keys of every job it starts.
+   */
+  readonly checkedNames?: readonly string[];
 }
 
 /** A job as a claim hands it over: leased to the claimer. */

@@ -37,6 +37,11 @@ const RELEASE_KEYS = statement("DELETE FROM job_keys WHERE job_id IN {{ids $1}}"
 const RELEASE_KEYS_ON_START = statement(
   "DELETE FROM job_keys WHERE release_on_start = 1 AND job_id IN {{ids $1}}",
 );
+/** The keys held until processing of the jobs `$1` whose claim started them (not claimed ahead). */
+const RELEASE_KEYS_OF_STARTED = statement(
+  `DELETE FROM job_keys WHERE release_on_start = 1
+  AND job_id IN (SELECT id FROM jobs WHERE id IN {{ids $1}} AND claimed_ahead = 0)`,
+);
 const DROP_LOCKS = statement("DELETE FROM job_locks WHERE job_id IN {{ids $1}}");
 /** Only a lock its own attempt took: matched by job id and token. */
 const RELEASE_LOCKS = statement(
@@ -133,6 +138,7 @@ export function* acquire(
   const shift = clockNow - now;
   now = clockNow;
   const verdicts: (number | null)[] = [];
+  const started: number[] = [];
   for (const request of requests) {
     let retryAt: number | null = null;
     const later = (at: number) => retryAt = Math.max(retryAt ?? at, at);
@@ -160,12 +166,14 @@ export function* acquire(
     }
     verdicts.push(retryAt);
     if (retryAt !== null) continue;
+    started.push(request.id);
     for (const lock of request.locks) {
       yield* exec(TAKE_LOCK, lock.key, request.id, request.token, lock.expiresAt + shift);
     }
     if (request.locks.length > 0) yield* exec(MARK_LOCKED, request.id, request.token);
     yield* each(COUNT_START, windows.map(({ key, start, used }) => [key, start, used + 1]));
   }
+  if (started.length > 0) yield* exec(RELEASE_KEYS_OF_STARTED, started);
   return verdicts;
 }
 

@@ -187,8 +187,11 @@ export function* claim(dialect: Dialect, request: ClaimRequest): Script<ClaimedJ
     const started = new Set(startIds);
     rows = rows.filter((row) => started.has(Number(row.id)));
   }
+  // A job whose middleware the worker checks first starts when `acquire` lets it: it keeps its key.
+  const checked = new Set(request.checkedNames);
   yield* releaseOnStart(
-    rows.filter((row) => Number(row.keyed) === KEYED.untilStarted).map((row) => Number(row.id)),
+    rows.filter((row) => Number(row.keyed) === KEYED.untilStarted && !checked.has(row.name))
+      .map((row) => Number(row.id)),
   );
   return request.readsScheduled === true ? yield* withScheduled(jobs) : jobs;
 }

@@ -116,6 +116,36 @@ function register(test: ContractTest): void {
     assert.notEqual(next?.id, first?.id);
   });
 
+  test("a claim with the job's name in checkedNames keeps its key held until processing; acquire() releases it when it lets the job start, not when it holds it back", async (store) => {
+    const key = { kind: "unique", key: "k", expiresAt: T0 + 60_000, releaseOnStart: true } as const;
+    const [first] = await store.insertKeyed([{ ...newJob(), key }]);
+    const checkedNames = ["contract-job"];
+    const [claimed] = await claim(store, { checkedNames, token: 1 });
+    assert.equal(claimed?.id, first?.id);
+    const again = async () => (await store.insertKeyed([{ ...newJob(), key }]))[0]!;
+    assert.deepEqual(await again(), { id: first!.id, outcome: "duplicate" }, "not started yet");
+    const lock = (id: number, token: number) => ({
+      id,
+      token,
+      locks: [{ key: "busy", limit: 1, expiresAt: T0 + 60_000, retryAt: T0 + 1_000 }],
+      rates: [],
+    });
+    // Another job holds the lock: the middleware holds the first back, and it keeps its key.
+    const [holder] = await store.insertJobs([newJob({ name: "holder" })]);
+    const [taken] = await claim(store, { names: ["holder"], token: 2 });
+    assert.equal(taken?.id, holder);
+    assert.deepEqual(await store.acquire([lock(holder!, 2)], T0), [null]);
+    assert.deepEqual(await store.acquire([lock(first!.id, 1)], T0), [T0 + 1_000]);
+    assert.deepEqual(await again(), { id: first!.id, outcome: "duplicate" }, "held back");
+    // Let through (no rules, or its lock free): it starts, and its key lets the next job in.
+    assert.deepEqual(await store.acquire([{ id: first!.id, token: 1, locks: [], rates: [] }], T0), [
+      null,
+    ]);
+    const next = await again();
+    assert.equal(next.outcome, "stored");
+    assert.notEqual(next.id, first?.id);
+  });
+
   test("insertKeyed() debounces: a waiting job with the key takes the new payload and due time, up to latestAt", async (store) => {
     const key = (latestAt: number | null) => ({ kind: "debounce", key: "d", latestAt }) as const;
     const [first] = await store.insertKeyed([
