@@ -318,6 +318,7 @@ storeTest(
     const lines = await queue.logs(id);
     const [cap, ...kept] = lines;
     assert.equal(cap!.level, "cap");
+    assert.equal(cap!.attempt, 0);
     const dropped = (cap!.fields as { dropped: number }).dropped;
     assert.equal(dropped + kept.length, 100);
     assert.match(
@@ -327,6 +328,30 @@ storeTest(
     assert.equal(kept.at(-1)!.message, `${text} 100`, "the newest line is kept");
     const bytes = await storedLogBytes(db, id);
     assert.ok(bytes <= 2_048, `stored ${bytes} bytes`);
+  },
+);
+
+storeTest(
+  "the line saying the cap dropped older lines has attempt 0, also when the lines were dropped before any was written",
+  async (db) => {
+    const queue = await db.open({ jobs: [jobs.chatty] });
+    // Three lines logged at once, twice the cap together: the worker drops two before writing.
+    const text = "x".repeat(1_500);
+    const id = await queue.dispatch(jobs.chatty, { lines: 3, text });
+    await queue.work({ executor: "isolate", stopWhenEmpty: true, maxLogBytes: 2_048 }).done;
+    const lines = await queue.logs(id);
+    assert.deepEqual(
+      lines.map(({ attempt, level, message, fields }) => ({ attempt, level, message, fields })),
+      [
+        {
+          attempt: 0,
+          level: "cap",
+          message: "log capped at 2048 bytes per job: 2 older lines dropped",
+          fields: { dropped: 2 },
+        },
+        { attempt: 1, level: "info", message: `${text} 3`, fields: { n: 3 } },
+      ],
+    );
   },
 );
 
