@@ -327,6 +327,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       changes[Symbol.dispose]();
       this.#timeouts.close();
       this.#logs.close();
+      this.#metrics.close();
       this.#begun.close();
       await this.#leases.stop();
       await this.#failedHooks.ended();
