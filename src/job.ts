@@ -505,14 +505,15 @@ export interface JobConfig<
    */
   uniqueForMs?: number;
   /**
-   * The id that makes two dispatches the same job, for `uniqueForMs` and
-   * `debounceMs`; 1 to 255 characters.
+   * The id that makes two dispatches the same job, for `uniqueForMs` or
+   * `debounceMs` (one of them is needed); 1 to 255 characters.
    * @default {() => "" (one per job name)}
    */
   uniqueId?: (payload: PayloadInput<S>) => string;
   /**
    * When a unique job lets the next one in: `"completed"` once it succeeded
-   * or failed for good, `"processing"` as soon as it starts.
+   * or failed for good, `"processing"` as soon as it starts. Needs
+   * `uniqueForMs`.
    * @default {"completed"}
    */
   uniqueUntil?: "completed" | "processing";
@@ -790,6 +791,16 @@ export function defineJob<
   }
   if (definition.debounceMaxWaitMs !== undefined && definition.debounceMs === undefined) {
     throw new TypeError(`${where}: debounceMaxWaitMs needs debounceMs`);
+  }
+  // Without the option they serve, these would be ignored and every dispatch stored.
+  if (
+    config.uniqueId !== undefined && definition.uniqueForMs === undefined &&
+    definition.debounceMs === undefined
+  ) {
+    throw new TypeError(`${where}: uniqueId needs uniqueForMs or debounceMs`);
+  }
+  if (config.uniqueUntil !== undefined && definition.uniqueForMs === undefined) {
+    throw new TypeError(`${where}: uniqueUntil needs uniqueForMs`);
   }
   assertBackoff(name, definition.backoff);
   if (

@@ -9,7 +9,13 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, PermanentError, type Queue, type QueueEventMap } from "../mod.ts";
+import {
+  defineJob,
+  PermanentError,
+  previousOutput,
+  type Queue,
+  type QueueEventMap,
+} from "../mod.ts";
 import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, nextEvent, storedCounts } from "./_helpers.ts";
 import { type StoreContext, storeTest, type WaitingJobRow } from "./_stores.ts";
@@ -384,6 +390,37 @@ storeTest(
 
     assert.deepEqual(await stored(db, queue), { jobs: [], held: [], failed: [] });
     assert.deepEqual(await storedCounts(queue), {});
+  },
+);
+
+storeTest(
+  "Queue.chain().dispatch() refuses previousOutput after a link whose job declares no output schema, naming both, and stores nothing",
+  async (db) => {
+    const t = chainJobs();
+    await using queue = await db.open({ jobs: t.jobs });
+    const message =
+      'Cannot dispatch "step" as link 3 of a chain: previousOutput takes the output of the link before, and its job "fragile" declares no output schema: give "fragile" an output schema or give this link a payload';
+
+    await assert.rejects(
+      queue.chain()
+        .then(t.step, { n: 1 })
+        .then(t.fragile, { n: 2 })
+        .then(t.step, previousOutput)
+        .dispatch(),
+      { name: "TypeError", message },
+    );
+    await assert.rejects(
+      queue.transaction((tx) =>
+        tx.chain()
+          .then(t.step, { n: 1 })
+          .then(t.fragile, { n: 2 })
+          .then(t.step, previousOutput)
+          .dispatch()
+      ),
+      { name: "TypeError", message },
+    );
+
+    assert.deepEqual(await stored(db, queue), { jobs: [], held: [], failed: [] });
   },
 );
 

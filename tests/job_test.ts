@@ -203,3 +203,26 @@ Deno.test("defineJob() refuses a timeoutMs past 2^31-1 ms, which a timer cannot 
   assertRefused({ timeoutMs: 3e9 }, RangeError, "timeoutMs");
   assert.equal(defineJob(config({ timeoutMs: 2_147_483_647 })).timeoutMs, 2_147_483_647);
 });
+
+Deno.test("defineJob() refuses uniqueId without uniqueForMs or debounceMs, and uniqueUntil without uniqueForMs, which would be ignored", () => {
+  const uniqueId = ({ orderId }: { orderId: number }) => String(orderId);
+  assertRefused({ uniqueId }, TypeError, "uniqueId needs uniqueForMs or debounceMs");
+  assertRefused({ uniqueUntil: "processing" }, TypeError, "uniqueUntil needs uniqueForMs");
+  assertRefused({ uniqueId, uniqueUntil: "completed" }, TypeError, "needs uniqueForMs");
+  assertRefused(
+    { uniqueId, debounceMs: 1_000, uniqueUntil: "processing" },
+    TypeError,
+    "uniqueUntil needs uniqueForMs",
+  );
+  // The combinations docs/unique_and_middleware.md shows.
+  const unique = defineJob(
+    config({ uniqueForMs: 1_000, uniqueId, uniqueUntil: "processing" }),
+  );
+  assert.equal(unique.uniqueUntil, "processing");
+  const debounced = defineJob(config({ debounceMs: 1_000, debounceMaxWaitMs: 5_000, uniqueId }));
+  assert.equal(debounced.uniqueId({ orderId: 7 }), "7");
+  assert.equal(
+    defineJob(config({ uniqueId: undefined, uniqueUntil: undefined })).uniqueForMs,
+    undefined,
+  );
+});

@@ -26,7 +26,7 @@ import {
 import { z } from "zod";
 import { defineJob, generateAppKey, type JobLogLine, PermanentError } from "../mod.ts";
 import { ChildScript } from "./_child.ts";
-import { ManualClock, within } from "./_helpers.ts";
+import { ManualClock, nextEvent, waitUntil, within } from "./_helpers.ts";
 import { type StoreContext, storeTest } from "./_stores.ts";
 import { Queue } from "../src/queue.ts";
 import * as jobs from "./fixtures/observability/jobs.ts";
@@ -318,6 +318,7 @@ storeTest(
     const lines = await queue.logs(id);
     const [cap, ...kept] = lines;
     assert.equal(cap!.level, "cap");
+    assert.equal(cap!.attempt, 0);
     const dropped = (cap!.fields as { dropped: number }).dropped;
     assert.equal(dropped + kept.length, 100);
     assert.match(
@@ -327,6 +328,30 @@ storeTest(
     assert.equal(kept.at(-1)!.message, `${text} 100`, "the newest line is kept");
     const bytes = await storedLogBytes(db, id);
     assert.ok(bytes <= 2_048, `stored ${bytes} bytes`);
+  },
+);
+
+storeTest(
+  "the line saying the cap dropped older lines has attempt 0, also when the lines were dropped before any was written",
+  async (db) => {
+    const queue = await db.open({ jobs: [jobs.chatty] });
+    // Three lines logged at once, twice the cap together: the worker drops two before writing.
+    const text = "x".repeat(1_500);
+    const id = await queue.dispatch(jobs.chatty, { lines: 3, text });
+    await queue.work({ executor: "isolate", stopWhenEmpty: true, maxLogBytes: 2_048 }).done;
+    const lines = await queue.logs(id);
+    assert.deepEqual(
+      lines.map(({ attempt, level, message, fields }) => ({ attempt, level, message, fields })),
+      [
+        {
+          attempt: 0,
+          level: "cap",
+          message: "log capped at 2048 bytes per job: 2 older lines dropped",
+          fields: { dropped: 2 },
+        },
+        { attempt: 1, level: "info", message: `${text} 3`, fields: { n: 3 } },
+      ],
+    );
   },
 );
 
@@ -509,6 +534,46 @@ Deno.test("logs survive a crash of the attempt that wrote them, up to its last t
     }
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a queue opened and a worker started before the app installs its MeterProvider report to it once it is installed", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: [jobs.chatty] });
+  const worker = queue.work({ executor: "isolate", pollMs: 10 });
+  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+  const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+  const provider = new MeterProvider({ readers: [reader] });
+  metrics.setGlobalMeterProvider(provider);
+  try {
+    /** The queue's metrics the provider collects now, by name. */
+    const collected = async () => {
+      exporter.reset();
+      await reader.forceFlush();
+      return new Map(
+        exporter.getMetrics().flatMap((resource) => resource.scopeMetrics)
+          .filter((scope) => scope.scope.name === "@renox/queue")
+          .flatMap((scope) => scope.metrics)
+          .map((metric) => [metric.descriptor.name, metric]),
+      );
+    };
+    await queue.dispatch(jobs.chatty, { lines: 0 }, { delayMs: 60_000 });
+    const gauges = await waitUntil(async () => {
+      const found = await collected();
+      return found.has("renox.jobs.delayed") && found;
+    }, { what: "the queue's gauges were collected", everyMs: 50 });
+    assert.ok(gauges.has("renox.jobs.pending") && gauges.has("renox.jobs.running"));
+    assert.equal(gauges.get("renox.jobs.delayed")!.dataPoints[0]?.value, 1);
+    // The worker took the new provider's instruments with the same look.
+    const completed = nextEvent(queue, "job:complete");
+    await queue.dispatch(jobs.chatty, { lines: 0 });
+    await completed;
+    const found = await collected();
+    assert.equal(found.get("renox.jobs.completed")?.dataPoints[0]?.value, 1);
+    assert.ok(found.has("renox.job.duration") && found.has("renox.job.wait"));
+  } finally {
+    await worker.stop();
+    await provider.shutdown();
+    metrics.disable();
   }
 });
 

@@ -404,6 +404,10 @@ Deno.test("QueueFake refuses a chain or batch the real queue refuses, with its m
         on.chain().then(welcome, { userId: 1 }).then(invoice, { total: "2" } as never).dispatch(),
     ],
     ["previousOutput first", (on) => on.chain().then(price, previousOutput).dispatch()],
+    [
+      "previousOutput after a job without output",
+      (on) => on.chain().then(price, 1).then(price, previousOutput).dispatch(),
+    ],
     ["a bad catch", (on) => on.chain().then(price, 1).catch(price, "x" as never).dispatch()],
     ["a bad queue", (on) => on.chain().then(price, 1, { queue: "no spaces" }).dispatch()],
     ["a bad batch job", (on) => on.batch("b").push(price, 1).push(price, "2" as never).dispatch()],

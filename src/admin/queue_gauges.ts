@@ -2,54 +2,80 @@
  * The queue's observable gauges: jobs pending, delayed and running per
  * queue, read from the store when the OpenTelemetry SDK collects (never
  * without one: the no-op meter never calls back). Registered by each open
- * queue and removed when it closes.
+ * queue, again when the app installs a provider later, and removed when it
+ * closes.
  *
  * @internal
  * @module
  */
 // A full specifier, as for zod: an app importing this from another folder need not list it.
 // deno-lint-ignore no-import-prefix
-import { type BatchObservableCallback, type Meter, metrics } from "npm:@opentelemetry/api@1";
+import type { BatchObservableCallback, Meter, Observable } from "npm:@opentelemetry/api@1";
 import type { Clock } from "../clock.ts";
-import { INSTRUMENTATION_SCOPE } from "../trace_context.ts";
+import { followMeter } from "../followed_meter.ts";
 import type { StatsStore } from "../stores/store.ts";
+
+/** The gauges as registered with one meter. */
+interface Registered {
+  readonly meter: Meter;
+  readonly callback: BatchObservableCallback;
+  readonly gauges: Observable[];
+}
 
 /** One queue's gauges, until {@linkcode QueueGauges.remove}. */
 export class QueueGauges {
-  readonly #meter: Meter;
-  readonly #callback: BatchObservableCallback;
-  readonly #gauges;
+  readonly #store: Pick<StatsStore, "counts">;
+  readonly #clock: Clock;
+  #registered: Registered | null = null;
+  readonly #unfollow: () => void;
 
-  /** Registers the gauges, read from `store` at `clock`'s now. */
+  /**
+   * Registers the gauges, read from `store` at `clock`'s now, with the
+   * global provider's meter, and again with the meter of a provider the app
+   * installs later.
+   */
   constructor(store: Pick<StatsStore, "counts">, clock: Clock) {
-    this.#meter = metrics.getMeter(INSTRUMENTATION_SCOPE);
+    this.#store = store;
+    this.#clock = clock;
+    this.#unfollow = followMeter((meter) => this.#register(meter));
+  }
+
+  /** Stops reading the store. */
+  remove(): void {
+    this.#unfollow();
+    this.#unregister();
+  }
+
+  #register(meter: Meter): void {
+    this.#unregister();
     const gauge = (name: string, description: string) =>
-      this.#meter.createObservableGauge(name, { description, unit: "{job}" });
-    const gauges = {
-      pending: gauge("renox.jobs.pending", "Jobs due now and waiting for a worker"),
-      delayed: gauge("renox.jobs.delayed", "Jobs waiting for a later time"),
-      running: gauge("renox.jobs.running", "Jobs leased to a worker"),
-    };
-    this.#gauges = gauges;
-    this.#callback = async (result) => {
+      meter.createObservableGauge(name, { description, unit: "{job}" });
+    const pending = gauge("renox.jobs.pending", "Jobs due now and waiting for a worker");
+    const delayed = gauge("renox.jobs.delayed", "Jobs waiting for a later time");
+    const running = gauge("renox.jobs.running", "Jobs leased to a worker");
+    const callback: BatchObservableCallback = async (result) => {
       let rows;
       try {
-        rows = await store.counts(clock.now());
+        rows = await this.#store.counts(this.#clock.now());
       } catch {
         return; // a closed or busy store: this collection has no reading
       }
       for (const row of rows) {
         const attributes = { "messaging.destination.name": row.queue };
-        result.observe(gauges.pending, row.pending, attributes);
-        result.observe(gauges.delayed, row.delayed, attributes);
-        result.observe(gauges.running, row.reserved, attributes);
+        result.observe(pending, row.pending, attributes);
+        result.observe(delayed, row.delayed, attributes);
+        result.observe(running, row.reserved, attributes);
       }
     };
-    this.#meter.addBatchObservableCallback(this.#callback, Object.values(gauges));
+    const gauges = [pending, delayed, running];
+    meter.addBatchObservableCallback(callback, gauges);
+    this.#registered = { meter, callback, gauges };
   }
 
-  /** Stops reading the store. */
-  remove(): void {
-    this.#meter.removeBatchObservableCallback(this.#callback, Object.values(this.#gauges));
+  #unregister(): void {
+    if (this.#registered === null) return;
+    const { meter, callback, gauges } = this.#registered;
+    meter.removeBatchObservableCallback(callback, gauges);
+    this.#registered = null;
   }
 }

@@ -319,11 +319,15 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
 
 /**
  * Refuses a chain link that takes `previousOutput` where no output can
- * reach it: the first link, or a link to or from an encrypted job.
+ * reach it: the first link, a link to or from an encrypted job, or a link
+ * after a job without an `output` schema (its settle stores no output, and
+ * the link would fail for good on a null payload).
  */
 export function assertTakesPreviousOutput(
   job: { readonly encrypted: boolean },
-  before: { readonly encrypted: boolean } | undefined,
+  before:
+    | { readonly name: string; readonly encrypted: boolean; readonly output: unknown }
+    | undefined,
   where: string,
 ): void {
   if (before === undefined) {
@@ -334,6 +338,11 @@ export function assertTakesPreviousOutput(
   if (job.encrypted || before.encrypted) {
     throw new TypeError(
       `${where}: previousOutput cannot pass an output to or from an encrypted job: give it a payload`,
+    );
+  }
+  if (before.output === undefined) {
+    throw new TypeError(
+      `${where}: previousOutput takes the output of the link before, and its job "${before.name}" declares no output schema: give "${before.name}" an output schema or give this link a payload`,
     );
   }
 }

@@ -7,7 +7,6 @@
  * @internal
  * @module
  */
-import type { StopReason } from "../events.ts";
 import type { DrainResult } from "./options.ts";
 import type { QueueWorker } from "../runner/runner.ts";
 
@@ -19,11 +18,9 @@ import type { QueueWorker } from "../runner/runner.ts";
 export async function runDrain(start: () => QueueWorker): Promise<DrainResult> {
   const runner = start();
   const maxMs = runner.options.maxTimeMs;
-  let timeUp = false;
   const timer = setTimeout(() => {
     if (runner.stopReason !== null) return; // it ended, or the queue closed it, first
-    timeUp = true;
-    void runner.stop({ graceMs: 0 });
+    void runner.stopFor("time", 0);
   }, maxMs);
   try {
     await runner.done;
@@ -31,12 +28,6 @@ export async function runDrain(start: () => QueueWorker): Promise<DrainResult> {
     clearTimeout(timer);
   }
   const { completed, failed, retried } = runner.stats;
-  return { completed, failed, retried, stoppedBecause: why() };
-
-  function why(): StopReason {
-    if (timeUp) return "time";
-    const reason = runner.stopReason;
-    // A stop() from elsewhere: the queue is closing. Every other reason is the worker's own.
-    return reason === null || reason === "requested" ? "closed" : reason;
-  }
+  // The reason its worker:stop carried: the drain sends the events work() does.
+  return { completed, failed, retried, stoppedBecause: runner.stopReason ?? "closed" };
 }

@@ -43,6 +43,8 @@ export interface QueueWorkersParts extends WorkerParts {
 export class QueueWorkers {
   readonly #parts: QueueWorkersParts;
   readonly #running = new Set<QueueWorker>();
+  /** The running workers that are drains: the queue closing under one is its reason to stop. */
+  readonly #drains = new WeakSet<QueueWorker>();
   readonly #closed = new AbortController();
   readonly #afterResponses: DrainAfterResponses;
 
@@ -65,7 +67,7 @@ export class QueueWorkers {
     try {
       this.#parts.assertOpen("drain");
       const resolved = resolveDrainOptions(options, this.#parts.registry.defaultQueues());
-      return runDrain(() => this.#start(resolved));
+      return runDrain(() => this.#start(resolved, true));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -126,7 +128,11 @@ export class QueueWorkers {
   /** Unregisters the drain cron job and stops every running worker. */
   async stop(): Promise<void> {
     this.#closed.abort();
-    await Promise.allSettled([...this.#running].map((worker) => worker.stop()));
+    await Promise.allSettled(
+      [...this.#running].map((worker) =>
+        this.#drains.has(worker) ? worker.stopFor("closed") : worker.stop()
+      ),
+    );
   }
 
   #assertWorks(): void {
@@ -140,10 +146,11 @@ export class QueueWorkers {
     }
   }
 
-  #start(resolved: ResolvedWorkOptions): QueueWorker {
+  #start(resolved: ResolvedWorkOptions, drain = false): QueueWorker {
     this.#assertWorks();
     const worker = startWorker(this.#parts, resolved);
     this.#running.add(worker);
+    if (drain) this.#drains.add(worker);
     const forget = () => this.#running.delete(worker);
     worker.done.then(forget, forget);
     return worker;

@@ -134,7 +134,9 @@ export class JobLogBuffer {
   }
 
   async #stored({ job, encrypted, at, line, bytes }: BufferedLine): Promise<NewLogLine> {
-    const base = { jobId: job.id, attempt: job.attempts, at, level: line.level, bytes };
+    // The line saying the cap dropped older lines is of no attempt (0), as the store's own is.
+    const attempt = line.level === "cap" ? 0 : job.attempts;
+    const base = { jobId: job.id, attempt, at, level: line.level, bytes };
     if (!encrypted) return { ...base, message: line.message, fields: line.fields, encrypted };
     // An encrypted job runs only where its key is: without one, no plaintext is ever stored.
     if (this.#cipher === null) {

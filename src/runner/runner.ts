@@ -237,6 +237,19 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     return this.done;
   }
 
+  /**
+   * {@linkcode QueueWorker.stop} for a reason of the caller's (a drain's
+   * `"time"`, or `"closed"` for a drain the queue closes under), which
+   * `stopReason` and `worker:stop` then carry; a runner already stopping
+   * keeps the reason it stops for.
+   * @internal
+   */
+  stopFor(reason: StopReason, graceMs: number = this.#options.graceMs): Promise<void> {
+    this.#stopWithin(graceMs, this.#state.phase === "running" ? reason : undefined);
+    this.notify();
+    return this.done;
+  }
+
   /** Same as {@linkcode QueueWorker.stop} with the default grace. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.stop();
@@ -314,6 +327,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       changes[Symbol.dispose]();
       this.#timeouts.close();
       this.#logs.close();
+      this.#metrics.close();
       this.#begun.close();
       await this.#leases.stop();
       await this.#failedHooks.ended();

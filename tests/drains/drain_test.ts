@@ -84,13 +84,15 @@ storeTest(
 );
 
 storeTest(
-  "drain({ maxMs }) puts a job still running at the end of the budget back without using an attempt",
+  "drain({ maxMs }) puts a job still running at the end of the budget back without using an attempt, and its worker:stop says time",
   async (db) => {
     const { job, attempts, started } = blockingJob();
     const queue = await db.open({ jobs: [job, ok] });
     const id = await queue.dispatch(job, null);
     const retries: unknown[] = [];
     queue.addEventListener("job:retry", (event) => retries.push((event as CustomEvent).detail));
+    const stops: string[] = [];
+    queue.addEventListener("worker:stop", (event) => stops.push(event.detail.reason));
 
     // Long enough that a loaded machine still claims the job within it.
     const drained = queue.drain({ maxTimeMs: 3_000 });
@@ -99,6 +101,7 @@ storeTest(
     const result = await within(drained, 10_000, "the drain ended");
 
     assert.equal(result.stoppedBecause, "time");
+    assert.deepEqual(stops, ["time"], "worker:stop says what the drain resolves with");
     assert.equal(result.retried, 1, "the put-back counts as released to run again");
     assert.equal(result.failed, 0);
     assert.equal(
@@ -132,7 +135,7 @@ storeTest(
 );
 
 storeTest(
-  "drain() that is running when the queue closes lets its job finish and says closed",
+  "drain() that is running when the queue closes lets its job finish and says closed, in its result and its worker:stop",
   async (db) => {
     const release = Promise.withResolvers<void>();
     const started = Promise.withResolvers<void>();
@@ -146,6 +149,8 @@ storeTest(
     });
     const queue = await db.open({ jobs: [slow] });
     await queue.dispatchMany(slow, [null, null]);
+    const stops: string[] = [];
+    queue.addEventListener("worker:stop", (event) => stops.push(event.detail.reason));
     const drained = queue.drain({ maxTimeMs: 60_000 });
     await within(started.promise, 10_000, "the slow job started");
     const closing = queue.close();
@@ -157,6 +162,7 @@ storeTest(
       retried: 0,
       stoppedBecause: "closed",
     });
+    assert.deepEqual(stops, ["closed"]);
   },
 );
 
