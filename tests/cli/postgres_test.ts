@@ -128,6 +128,19 @@ postgresTest(
     ),
 );
 
+postgresTest(
+  "CLI migrate --plan on a schema that does not exist plans every step from step 0 and creates nothing",
+  async (db, schema) => {
+    const plan = await runCli(["migrate", "--plan", "--db", db]);
+    assert.equal(plan.code, 0, plan.stderr);
+    assert.match(
+      plan.stdout,
+      /^.* is at schema step 0; this code knows \d+\nWould apply schema step 1 \(/,
+    );
+    assert.equal(await schemasNamed(schema), 0, "no schema made");
+  },
+);
+
 postgresTest("CLI migrate reads the schema from QUEUE_DB's URL", async (db, schema) => {
   const result = await runCli(["migrate"], { QUEUE_DB: db });
   assert.equal(result.code, 0, result.stderr);

@@ -91,6 +91,19 @@ redisTest(
   },
 );
 
+redisTest(
+  "CLI migrate --plan on a prefix with no key plans every layout from 0 and writes nothing",
+  async (db, prefix) => {
+    const plan = await runCli(["migrate", "--plan", "--db", db]);
+    assert.equal(plan.code, 0, plan.stderr);
+    assert.match(
+      plan.stdout,
+      /^.* is at key layout 0; this code knows 3\nWould apply key layout 1 \(/,
+    );
+    assert.deepEqual(await prefixKeys(url!, prefix), [], "no key written");
+  },
+);
+
 redisTest("CLI migrate reads a redis:// URL from QUEUE_DB", async (db, prefix) => {
   const result = await runCli(["migrate"], { QUEUE_DB: db });
   assert.equal(result.code, 0, result.stderr);
