@@ -56,8 +56,10 @@ export async function openAdminQueue(
 ): Promise<Queue> {
   const db = readDb(args);
   const options = databaseOptions(db);
-  if ("path" in options && !create) assertDatabaseFile(options.path);
-  if ("url" in options && !create) await assertQueueAt(db, options);
+  if (!create) {
+    if ("path" in options) assertDatabaseFile(options.path);
+    await assertQueueAt(db, options);
+  }
   const key = appKey ? Deno.env.get("APP_KEY") : undefined;
   return await Queue.open({
     ...options,
@@ -94,9 +96,10 @@ function assertDatabaseFile(path: string): void {
 }
 
 /**
- * Throws unless the server `db` names holds a queue: the schema (or the
- * key prefix) has a schema step (a key layout) applied. Reads the plan
- * only, on a store opened for that, so nothing is created.
+ * Throws unless the database `db` names holds a queue: the SQLite file (the
+ * PostgreSQL schema, the Redis key prefix) has a schema step (a key layout)
+ * applied. Reads the plan only, on a store opened for that, so no table or
+ * key is created: another app's SQLite file is refused, not made a queue.
  */
 async function assertQueueAt(db: string, options: DatabaseOptions): Promise<void> {
   let found: boolean;
@@ -105,11 +108,19 @@ async function assertQueueAt(db: string, options: DatabaseOptions): Promise<void
     found = (await store.migrationPlan()).databaseStep > 0;
   }
   if (found) return;
+  const create = "(the work and migrate commands create it)";
+  if ("path" in options) {
+    throw new Error(
+      `no queue at ${
+        resolve(options.path)
+      }: no queue tables in this file; check --db or QUEUE_DB ${create}`,
+    );
+  }
   const where = isRedisUrl(db) ? "no key of this prefix" : "no queue tables in this schema";
   throw new Error(
     `no queue at ${
       redactPassword(db)
-    }: ${where}; check --db or QUEUE_DB, and its schema or prefix (the work and migrate commands create it)`,
+    }: ${where}; check --db or QUEUE_DB, and its schema or prefix ${create}`,
   );
 }
 
