@@ -37,7 +37,11 @@ export interface StoreOptions {
    * @default {DATABASE_URL, when it is a postgres:// URL and neither path nor store is given}
    */
   url?: string;
-  /** A store opened by the caller, used instead of `path`; the queue closes it on close. */
+  /**
+   * A store opened by the caller, used instead of `path`; the queue closes it on close. Its
+   * database must have every schema step of this code: a store opened with `migrate: false`
+   * and not migrated since is refused, naming the missing steps.
+   */
   store?: Store;
   /**
    * SQLite `synchronous` level: `"normal"` survives a process crash, `"full"` also power loss.
