@@ -81,7 +81,10 @@ const schema = z.object({
  * `TypeError` that names the variable and the value, without a URL's password.
  *
  * By default it reads the process environment, one variable at a time, so
- * `--allow-env=QUEUE_DB,QUEUE_WORKERS` is enough.
+ * `--allow-env=QUEUE_DB,QUEUE_WORKERS` is enough for it. The PostgreSQL
+ * store's driver reads PostgreSQL's `PG*` variables as well
+ * (`--allow-env=QUEUE_DB,QUEUE_WORKERS,PG*`; it says so when refused); the
+ * Redis store reads none.
  *
  * @example Read the settings, with the defaults filled in
  * ```ts
