@@ -8,7 +8,7 @@
 // its own import map, which need not list this dependency.
 // deno-lint-ignore no-import-prefix
 import { z } from "npm:zod@4";
-import { isServerUrl } from "./stores/database_url.ts";
+import { isOtherUrl, isServerUrl, redactPassword } from "./stores/database_url.ts";
 
 /** The queue's settings, as {@linkcode readConfig} returns them. */
 export interface QueueConfig {
@@ -35,13 +35,24 @@ export interface QueueConfig {
 export type DatabaseOptions = { readonly url: string } | { readonly path: string };
 
 /**
- * The one rule for a database named by one string (`QUEUE_DB`, `--db`): a
- * `postgres://` or `postgresql://` URL selects PostgreSQL, a `redis://` or
- * `rediss://` URL selects Redis, anything else is a SQLite file.
+ * The one rule for a database named by one string (`QUEUE_DB`, `--db`),
+ * read without its surrounding whitespace: a `postgres://` or
+ * `postgresql://` URL selects PostgreSQL, a `redis://` or `rediss://` URL
+ * selects Redis (schemes in any case), anything else is a SQLite file. A
+ * URL of another kind is refused where the string is read (see
+ * {@linkcode DATABASE_PROBLEM}).
  */
 export function databaseOptions(db: string): DatabaseOptions {
-  return isServerUrl(db) ? { url: db } : { path: db };
+  const text = db.trim();
+  return isServerUrl(text) ? { url: text } : { path: text };
 }
+
+/**
+ * Why `QUEUE_DB` and `--db` refuse a URL no store opens (`mysql://…`), which
+ * would otherwise be taken for a SQLite file named like it.
+ * @internal
+ */
+export const DATABASE_PROBLEM = "must be a path, a postgres:// URL or a redis:// URL";
 
 /** The variables {@linkcode readConfig} reads. */
 const VARIABLES = ["QUEUE_DB", "QUEUE_WORKERS"] as const;
@@ -49,9 +60,9 @@ const VARIABLES = ["QUEUE_DB", "QUEUE_WORKERS"] as const;
 const MAX_WORKERS = 10_000;
 
 const schema = z.object({
-  QUEUE_DB: z.string({ error: "must be a path, a postgres:// URL or a redis:// URL" }).default(
-    "./.renox/queue.db",
-  ),
+  QUEUE_DB: z.string({ error: DATABASE_PROBLEM })
+    .refine((db) => !isOtherUrl(db), { error: DATABASE_PROBLEM })
+    .default("./.renox/queue.db"),
   QUEUE_WORKERS: z.string({ error: "must be a whole number >= 0" })
     .regex(/^\s*\d+\s*$/, { error: "must be a whole number >= 0" })
     .transform(Number)
@@ -64,12 +75,16 @@ const schema = z.object({
  * SQLite file, default `./.renox/queue.db` in the current folder, a
  * `postgres://` URL or a `redis://` URL) and `QUEUE_WORKERS` (jobs a serving app runs in its own
  * process, default 2, 0 for none). Open the queue with
- * `Queue.open({ ...config.database, jobs })`, so a URL selects PostgreSQL or Redis. An unset or
- * empty variable takes its default; a bad value throws a `TypeError` that
- * names the variable and the value.
+ * `Queue.open({ ...config.database, jobs })`, so a URL selects PostgreSQL or Redis. Values are
+ * read without surrounding whitespace, and a URL's scheme in any case. An unset or
+ * empty variable takes its default; a bad value (a URL of another kind in `QUEUE_DB`) throws a
+ * `TypeError` that names the variable and the value, without a URL's password.
  *
  * By default it reads the process environment, one variable at a time, so
- * `--allow-env=QUEUE_DB,QUEUE_WORKERS` is enough.
+ * `--allow-env=QUEUE_DB,QUEUE_WORKERS` is enough for it. The PostgreSQL
+ * store's driver reads PostgreSQL's `PG*` variables as well
+ * (`--allow-env=QUEUE_DB,QUEUE_WORKERS,PG*`; it says so when refused); the
+ * Redis store reads none.
  *
  * @example Read the settings, with the defaults filled in
  * ```ts
@@ -83,9 +98,10 @@ const schema = z.object({
 export function readConfig(
   env: Record<string, string | undefined> = processEnv(),
 ): QueueConfig {
-  // An empty variable (`QUEUE_WORKERS=`) is read as unset, as shells and .env files often leave them.
+  // An empty variable (`QUEUE_WORKERS=`) is read as unset, as shells and .env files often leave
+  // them; so is one of spaces only, and `QUEUE_DB= postgres://…` names PostgreSQL, not a file.
   const result = schema.safeParse({
-    QUEUE_DB: env.QUEUE_DB || undefined,
+    QUEUE_DB: env.QUEUE_DB?.trim() || undefined,
     QUEUE_WORKERS: env.QUEUE_WORKERS || undefined,
   });
   if (result.success) {
@@ -94,7 +110,10 @@ export function readConfig(
   }
   const problems = result.error.issues.map((issue) => {
     const variable = String(issue.path[0]);
-    return `${variable} ${issue.message}: got ${JSON.stringify(env[variable])}`;
+    const value = env[variable];
+    return `${variable} ${issue.message}: got ${
+      JSON.stringify(typeof value === "string" ? redactPassword(value) : value)
+    }`;
   });
   throw new TypeError(problems.join("; "));
 }

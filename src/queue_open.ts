@@ -64,14 +64,40 @@ export async function openQueueParts(options: QueueOptions): Promise<QueueParts>
   const schedules = scheduleRows(registry, jobRows, clock.now());
   // Inline: nothing is stored; an empty store in memory answers the admin reads.
   const store = await openStore(mode === "inline" ? { path: ":memory:" } : options);
-  // A queue with no jobs (the CLI's admin commands) reads schedules; it does not define them.
-  if (registry.names().length > 0 && mode !== "inline") {
-    try {
-      await store.syncSchedules(schedules, clock.now());
-    } catch (error) {
-      if (options.store === undefined) await store.close();
-      throw error;
+  try {
+    // A store opened by the caller, or without migrating, may lack steps: refused here rather
+    // than with a driver's "no such table" at the first call, or keys laid out by no layout.
+    // `migrate: false` is the stores' option, not in QueueOptions' type; given anyway (from
+    // JavaScript), openStore applies no step, so the database must already have them all.
+    const unmigrated = (options.migrate as unknown) === false;
+    if (mode !== "inline" && (options.store !== undefined || unmigrated)) {
+      await assertSchemaCurrent(store);
     }
+    // A queue with no jobs (the CLI's admin commands) reads schedules; it does not define them.
+    if (registry.names().length > 0 && mode !== "inline") {
+      await store.syncSchedules(schedules, clock.now());
+    }
+  } catch (error) {
+    if (options.store === undefined) await store.close();
+    throw error;
   }
   return { store, registry, clock, appKeys, cipher, jobRows, keepFinishedMs, mode };
+}
+
+/**
+ * Throws unless `store`'s database has every schema step (on Redis, key
+ * layout) this code knows, naming the missing ones and how to apply them. A
+ * database ahead of the code by expand steps passes (a rolling upgrade);
+ * one ahead by a contract step is refused by the plan itself.
+ */
+async function assertSchemaCurrent(store: Store): Promise<void> {
+  const { databaseStep, codeStep, steps } = await store.migrationPlan();
+  if (steps.length === 0) return;
+  const missing = steps.length === 1
+    ? `step ${steps[0]!.version}`
+    : `steps ${steps[0]!.version} to ${steps.at(-1)!.version}`;
+  throw new Error(
+    `Queue.open: the store's database lacks schema ${missing} of this code (it is at step ${databaseStep}, this code at ${codeStep}): ` +
+      "apply them first: open the store without migrate: false (opening migrates), call store.migrate(), or run the CLI's migrate command (docs/upgrading.md)",
+  );
 }

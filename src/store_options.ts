@@ -6,7 +6,13 @@
  */
 import { shown } from "./shown.ts";
 import { dirname } from "node:path";
-import { isPostgresUrl, isRedisUrl, redactPassword } from "./stores/database_url.ts";
+import {
+  isOtherUrl,
+  isPostgresUrl,
+  isRedisUrl,
+  isServerUrl,
+  redactPassword,
+} from "./stores/database_url.ts";
 import { type Durability, SqliteStore } from "./stores/sqlite/mod.ts";
 import type { MigrateOptions, Store } from "./stores/store.ts";
 
@@ -14,8 +20,9 @@ import type { MigrateOptions, Store } from "./stores/store.ts";
 export interface StoreOptions {
   /**
    * SQLite file to keep jobs in, created with its folder if missing; `":memory:"` for one process.
-   * A relative path is resolved against the current folder. A URL (`postgres://…`) is refused:
-   * pass it as `url` (`readConfig().database` picks the right one).
+   * A relative path is resolved against the current folder. A URL (`postgres://…`, in any case
+   * and with spaces before it, or of another kind) is refused: pass a database URL as `url`
+   * (`readConfig().database` picks the right one).
    * @default {"./.renox/queue.db"}
    */
   path?: string;
@@ -30,7 +37,11 @@ export interface StoreOptions {
    * @default {DATABASE_URL, when it is a postgres:// URL and neither path nor store is given}
    */
   url?: string;
-  /** A store opened by the caller, used instead of `path`; the queue closes it on close. */
+  /**
+   * A store opened by the caller, used instead of `path`; the queue closes it on close. Its
+   * database must have every schema step of this code: a store opened with `migrate: false`
+   * and not migrated since is refused, naming the missing steps.
+   */
   store?: Store;
   /**
    * SQLite `synchronous` level: `"normal"` survives a process crash, `"full"` also power loss.
@@ -110,11 +121,18 @@ function assertPath(path: unknown): void {
     );
   }
   // `file:` is SQLite's own URI filename form; any other scheme names another kind of database.
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(path) && !/^file:/i.test(path)) {
+  if (isServerUrl(path)) {
     throw new TypeError(
       `Queue.open: path is a URL, not a SQLite file: got "${
         redactPassword(path)
       }" (pass a database URL as url, e.g. Queue.open({ ...readConfig().database, jobs }))`,
+    );
+  }
+  if (isOtherUrl(path)) {
+    throw new TypeError(
+      `Queue.open: path is a URL, not a SQLite file: got "${
+        redactPassword(path)
+      }" (the queue keeps its jobs in a SQLite file, or in PostgreSQL or Redis by a postgres:// or redis:// URL given as url)`,
     );
   }
 }

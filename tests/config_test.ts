@@ -27,6 +27,41 @@ Deno.test("readConfig() takes an empty variable for an unset one", () => {
   });
 });
 
+Deno.test("readConfig() reads QUEUE_DB without the spaces around it, and a URL's scheme in any case", () => {
+  const cases: [string, object][] = [
+    [" postgres://app@db.internal/app", { url: "postgres://app@db.internal/app" }],
+    ["\tPostgreSQL://db/app ", { url: "PostgreSQL://db/app" }],
+    [" redis://cache:6379?prefix=app", { url: "redis://cache:6379?prefix=app" }],
+    ["REDISS://cache/1", { url: "REDISS://cache/1" }],
+    ["  ./jobs.db ", { path: "./jobs.db" }],
+    ["   ", { path: "./.renox/queue.db" }],
+  ];
+  for (const [QUEUE_DB, database] of cases) {
+    assert.deepEqual(readConfig({ QUEUE_DB }).database, database, JSON.stringify(QUEUE_DB));
+  }
+  assert.equal(readConfig({ QUEUE_DB: " redis://cache " }).db, "redis://cache");
+});
+
+Deno.test("readConfig() refuses a QUEUE_DB URL that no store opens, naming the variable and the URL without its password", () => {
+  for (
+    const [value, shown] of [
+      ["mysql://app:secret@db.internal/app", "mysql://app:***@db.internal/app"],
+      [" HTTP://example.com/jobs.db", " HTTP://example.com/jobs.db"],
+    ]
+  ) {
+    assert.throws(() => readConfig({ QUEUE_DB: value }), {
+      name: "TypeError",
+      message: `QUEUE_DB must be a path, a postgres:// URL or a redis:// URL: got ${
+        JSON.stringify(shown)
+      }`,
+    });
+  }
+  // SQLite's own URI filenames are files.
+  assert.deepEqual(readConfig({ QUEUE_DB: "file:///var/lib/app/jobs.db" }).database, {
+    path: "file:///var/lib/app/jobs.db",
+  });
+});
+
 Deno.test("readConfig() refuses a bad QUEUE_WORKERS with an error naming the variable and the value", () => {
   for (const value of ["two", "-1", "1.5", "2e3", "0x10"]) {
     assert.throws(() => readConfig({ QUEUE_WORKERS: value }), {

@@ -35,7 +35,15 @@ Deno.test("readConfig() turns a postgres:// QUEUE_DB into the url option, a file
 Deno.test("Queue.open() refuses a path that is a URL, says to pass url, and creates no file", async () => {
   await using tmp = await tempDir();
   const before = [...Deno.readDirSync(Deno.cwd())].map((entry) => entry.name).sort();
-  for (const path of ["postgres://app:secret@127.0.0.1:1/app", "redis://cache:6379"]) {
+  for (
+    const path of [
+      "postgres://app:secret@127.0.0.1:1/app",
+      "redis://cache:6379",
+      " postgres://app:secret@127.0.0.1:1/app",
+      "Postgres://app:secret@127.0.0.1:1/app",
+      "\tREDIS://cache:6379",
+    ]
+  ) {
     await assert.rejects(Queue.open({ path, jobs: [noop] }), (error: unknown) => {
       assert.ok(error instanceof TypeError, String(error));
       assert.match(error.message, /^Queue\.open: path is a URL, not a SQLite file/);
@@ -49,6 +57,21 @@ Deno.test("Queue.open() refuses a path that is a URL, says to pass url, and crea
   // A SQLite URI filename is still a file.
   await using queue = await Queue.open({ path: `file:${join(tmp.dir, "uri.db")}`, jobs: [noop] });
   assert.equal(typeof await queue.dispatch(noop, null), "number");
+});
+
+Deno.test("Queue.open() refuses a path that is a URL no store opens, without advice to pass it as url", async () => {
+  const before = [...Deno.readDirSync(Deno.cwd())].map((entry) => entry.name).sort();
+  for (const path of ["mysql://app:secret@127.0.0.1:1/app", " HTTPS://example.com/jobs.db"]) {
+    await assert.rejects(Queue.open({ path, jobs: [noop] }), (error: unknown) => {
+      assert.ok(error instanceof TypeError, String(error));
+      assert.match(error.message, /^Queue\.open: path is a URL, not a SQLite file/);
+      assert.match(error.message, /a postgres:\/\/ or redis:\/\/ URL given as url/);
+      assert.doesNotMatch(error.message, /readConfig|secret/);
+      return true;
+    });
+  }
+  const after = [...Deno.readDirSync(Deno.cwd())].map((entry) => entry.name).sort();
+  assert.deepEqual(after, before, "no SQLite file named after the URL");
 });
 
 Deno.test("Queue.open() refuses an empty path instead of opening a temporary database", async () => {

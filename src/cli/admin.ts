@@ -56,14 +56,28 @@ export async function openAdminQueue(
 ): Promise<Queue> {
   const db = readDb(args);
   const options = databaseOptions(db);
-  if ("path" in options && !create) assertDatabaseFile(options.path);
-  if ("url" in options && !create) await assertQueueAt(db, options);
+  if (!create) {
+    if ("path" in options) assertDatabaseFile(options.path);
+    await assertQueueAt(db, options);
+  }
   const key = appKey ? Deno.env.get("APP_KEY") : undefined;
   return await Queue.open({
     ...options,
     ...(jobs === undefined ? { jobs: [] } : { jobs, mode: "external" }),
     ...(key !== undefined && key !== "" && { appKey: key }),
   });
+}
+
+/** Whether nothing is at the SQLite file `path` (never for `:memory:` and `file:` URIs). */
+function isMissingFile(path: string): boolean {
+  if (path === ":memory:" || path.startsWith("file:")) return false;
+  try {
+    Deno.statSync(path);
+    return false;
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+    return true;
+  }
 }
 
 /** Throws unless the SQLite file `path` exists (`:memory:` and `file:` URIs pass). */
@@ -82,9 +96,10 @@ function assertDatabaseFile(path: string): void {
 }
 
 /**
- * Throws unless the server `db` names holds a queue: the schema (or the
- * key prefix) has a schema step (a key layout) applied. Reads the plan
- * only, on a store opened for that, so nothing is created.
+ * Throws unless the database `db` names holds a queue: the SQLite file (the
+ * PostgreSQL schema, the Redis key prefix) has a schema step (a key layout)
+ * applied. Reads the plan only, on a store opened for that, so no table or
+ * key is created: another app's SQLite file is refused, not made a queue.
  */
 async function assertQueueAt(db: string, options: DatabaseOptions): Promise<void> {
   let found: boolean;
@@ -93,11 +108,19 @@ async function assertQueueAt(db: string, options: DatabaseOptions): Promise<void
     found = (await store.migrationPlan()).databaseStep > 0;
   }
   if (found) return;
+  const create = "(the work and migrate commands create it)";
+  if ("path" in options) {
+    throw new Error(
+      `no queue at ${
+        resolve(options.path)
+      }: no queue tables in this file; check --db or QUEUE_DB ${create}`,
+    );
+  }
   const where = isRedisUrl(db) ? "no key of this prefix" : "no queue tables in this schema";
   throw new Error(
     `no queue at ${
       redactPassword(db)
-    }: ${where}; check --db or QUEUE_DB, and its schema or prefix (the work and migrate commands create it)`,
+    }: ${where}; check --db or QUEUE_DB, and its schema or prefix ${create}`,
   );
 }
 
@@ -305,7 +328,8 @@ seen within the last ${
 stop them, then run migrate again (or start the new version, which applies it), or apply it
 anyway with --force (those workers then stop claiming and exit 75 at their next heartbeat).
 --plan prints the steps that would run, each one's kind and the live workers that block it, and
-changes nothing. See docs/upgrading.md.`,
+changes nothing (a database that does not exist yet is planned from step 0, and not created). See
+docs/upgrading.md.`,
   flags: {
     plan: { type: "boolean", help: "print what would run and what blocks it; change nothing" },
     force: {
@@ -320,28 +344,31 @@ changes nothing. See docs/upgrading.md.`,
   },
   async run(args) {
     expectPositionals(args, 0, 0, "");
+    // Every flag is read before anything is opened: a bad one creates no database.
     const db = readDb(args);
+    const plan = readSwitch(args, "plan");
+    const force = readSwitch(args, "force");
+    const waitMs = readInteger(args, "wait-ms", 0, 2_147_483_647) ?? 0;
     const shownDb = redactPassword(db);
     const noun = isRedisUrl(db) ? "key layout" : "schema step";
     const options = databaseOptions(db);
-    if (readSwitch(args, "plan")) {
-      if ("path" in options) assertDatabaseFile(options.path);
-      await using store = await openStore(options, false);
-      const plan = await store.migrationPlan();
-      console.log(
-        `${shownDb} is at ${noun} ${plan.databaseStep}; this code knows ${plan.codeStep}`,
-      );
-      if (plan.steps.length === 0) console.log("Nothing to apply");
-      for (const step of plan.steps) console.log(`Would apply ${describeStep(noun, step)}`);
+    if (plan) {
+      // A SQLite file that does not exist yet is planned from step 0, as an empty schema or
+      // prefix is, and is not created: an empty database in memory has the same plan.
+      const planned = "path" in options && isMissingFile(options.path)
+        ? { path: ":memory:" }
+        : options;
+      await using store = await openStore(planned, false);
+      const { databaseStep, codeStep, steps } = await store.migrationPlan();
+      console.log(`${shownDb} is at ${noun} ${databaseStep}; this code knows ${codeStep}`);
+      if (steps.length === 0) console.log("Nothing to apply");
+      for (const step of steps) console.log(`Would apply ${describeStep(noun, step)}`);
       return 0;
     }
     await using store = await openStore(options, false);
-    const plan = await store.migrate({
-      force: readSwitch(args, "force"),
-      waitMs: readInteger(args, "wait-ms", 0, 2_147_483_647) ?? 0,
-    });
-    for (const step of plan.steps) console.log(`Applied ${describeStep(noun, step)}`);
-    const now = Math.max(plan.databaseStep, ...plan.steps.map((step) => step.version));
+    const applied = await store.migrate({ force, waitMs });
+    for (const step of applied.steps) console.log(`Applied ${describeStep(noun, step)}`);
+    const now = Math.max(applied.databaseStep, ...applied.steps.map((step) => step.version));
     const version = isRedisUrl(db) ? "Redis key layout version" : "schema version";
     console.log(`${shownDb} is at ${version} ${now}`);
     return 0;

@@ -7,7 +7,8 @@
  * @internal
  */
 import { parseArgs } from "node:util";
-import { readConfig } from "../config.ts";
+import { DATABASE_PROBLEM, readConfig } from "../config.ts";
+import { isOtherUrl, redactPassword } from "../stores/database_url.ts";
 import { assertName, assertQueueName } from "../names.ts";
 import { shown } from "../shown.ts";
 
@@ -228,10 +229,22 @@ export function readText(args: ParsedArgs, name: string): string | undefined {
   }
 }
 
-/** The database path: `--db`, else `QUEUE_DB`, else `./.renox/queue.db`. */
+/**
+ * The database: `--db`, else `QUEUE_DB`, else `./.renox/queue.db`; without
+ * surrounding whitespace, and never a URL no store opens (the rule of
+ * `readConfig()`).
+ */
 export function readDb(args: ParsedArgs): string {
-  const db = readString(args, "db");
-  if (db !== undefined) return db;
+  const given = readString(args, "db");
+  if (given !== undefined) {
+    if (isOtherUrl(given)) {
+      throw new UsageError(
+        args.command,
+        `--db ${DATABASE_PROBLEM}: got ${shown(redactPassword(given))}`,
+      );
+    }
+    return given.trim();
+  }
   try {
     // Only the variable the CLI uses: a bad QUEUE_WORKERS is the serving app's concern.
     return readConfig({ QUEUE_DB: Deno.env.get("QUEUE_DB") }).db;

@@ -1,28 +1,48 @@
 /**
- * The rules for database URLs, in one place for the store, `Queue.open` and
- * the CLI: which strings name a PostgreSQL database or a Redis server, and how to show one
- * without its password. Imports nothing, so reading them never loads a driver.
+ * The rules for database URLs, in one place for the stores, `Queue.open`,
+ * `readConfig()` and the CLI: which strings name a PostgreSQL database or a
+ * Redis server, and how to show one without its password. A URL's scheme is
+ * read as URLs read it, in any case, and surrounding whitespace (what
+ * `QUEUE_DB= postgres://…` in a .env file leaves) does not hide it. Imports
+ * nothing, so reading them never loads a driver.
  *
  * @internal
  * @module
  */
 
+/** The scheme `text` starts with (`postgres` of ` Postgres://…`), in lower case; null when it names none. */
+function urlScheme(text: string): string | null {
+  const match = /^\s*([a-z][a-z0-9+.-]*):\/\//i.exec(text);
+  return match === null ? null : match[1]!.toLowerCase();
+}
+
 /** Whether `text` names a PostgreSQL database (`postgres://` or `postgresql://`). */
 export function isPostgresUrl(text: string): boolean {
-  return /^postgres(ql)?:\/\//.test(text);
+  const scheme = urlScheme(text);
+  return scheme === "postgres" || scheme === "postgresql";
 }
 
 /** `text` with a URL's password replaced by `***`, for messages and status lines. */
 export function redactPassword(text: string): string {
-  return text.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*):[^@]*@/i, "$1:***@");
+  return text.replace(/^(\s*[a-z][a-z0-9+.-]*:\/\/[^:/@]*):[^@]*@/i, "$1:***@");
 }
 
 /** Whether `text` names a Redis server (`redis://` or `rediss://`). */
 export function isRedisUrl(text: string): boolean {
-  return /^rediss?:\/\//.test(text);
+  const scheme = urlScheme(text);
+  return scheme === "redis" || scheme === "rediss";
 }
 
 /** Whether `text` names a database served over the network (PostgreSQL or Redis), not a file. */
 export function isServerUrl(text: string): boolean {
   return isPostgresUrl(text) || isRedisUrl(text);
+}
+
+/**
+ * Whether `text` is a URL of a kind no store opens (`mysql://…`,
+ * `http://…`): neither a server URL nor SQLite's own `file:` URI filename.
+ */
+export function isOtherUrl(text: string): boolean {
+  const scheme = urlScheme(text);
+  return scheme !== null && scheme !== "file" && !isServerUrl(text);
 }

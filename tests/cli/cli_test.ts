@@ -84,6 +84,12 @@ Deno.test("CLI: unknown flags and commands, bad values, missing and extra argume
     [["stats", "--json=yes", ...db], /--json takes no value/],
     [["clear", "--queue", ...db], /--queue needs a value/],
     [["help", "frobnicate"], /unknown command "frobnicate"/],
+    [["migrate", "--wait-ms", "abc", ...db], /--wait-ms .*"abc"/],
+    [["migrate", "--plan", "--wait-ms", "-1", ...db], /--wait-ms .*"-1"/],
+    [
+      ["stats", "--db", " mysql://app:secret@db.internal/app"],
+      /--db must be a path, a postgres:\/\/ URL or a redis:\/\/ URL: got " mysql:\/\/app:\*\*\*@db/,
+    ],
   ];
   const results = await Promise.all(cases.map(([args]) => runCli(args)));
   results.forEach((result, index) => {

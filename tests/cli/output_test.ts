@@ -7,6 +7,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import { programFor } from "../../src/cli/command.ts";
 import { join } from "node:path";
 import { z } from "zod";
@@ -14,6 +15,7 @@ import { defineJob, PermanentError, Queue } from "../../mod.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
 import { tempDir } from "../_helpers.ts";
 import { ROOT, runCli } from "../fixtures/cli/cli_process.ts";
+import { checkRefusesMissingQueue } from "../fixtures/cli/missing_queue.ts";
 
 const HOSTILE = "\x1b]0;TITLE\x07\x1b[2J";
 const hostile = defineJob({
@@ -57,6 +59,27 @@ Deno.test("admin commands refuse a SQLite file that does not exist, creating not
   const migrated = await runCli(["migrate", "--db", missing]);
   assert.equal(migrated.code, 0, migrated.stderr);
   assert.equal((await runCli(["failed", "--db", missing])).stdout.trim(), "No failed jobs");
+});
+
+Deno.test("admin commands refuse a SQLite file that holds no queue (another app's database), creating no table in it", async () => {
+  await using tmp = await tempDir();
+  const app = new DatabaseSync(tmp.dbPath);
+  app.exec("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)");
+  app.close();
+  const tables = () => {
+    const db = new DatabaseSync(tmp.dbPath);
+    try {
+      return db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all()
+        .map((row) => row.name);
+    } finally {
+      db.close();
+    }
+  };
+  await checkRefusesMissingQueue(
+    tmp.dbPath,
+    "no queue tables in this file",
+    () => Promise.resolve(assert.deepEqual(tables(), ["customers"], "no queue table made")),
+  );
 });
 
 Deno.test("usage lines name the CLI as it runs from source, and --db says it takes a postgres:// URL", async () => {

@@ -32,6 +32,18 @@ function newestStep(path: string): number {
   }
 }
 
+Deno.test("migrate --plan on a SQLite file that does not exist yet plans every step from step 0 and creates nothing, as on an empty schema or prefix", async () => {
+  await using tmp = await tempDir();
+  const missing = join(tmp.dir, "new", "queue.db");
+  const plan = await runCli(["migrate", "--plan", "--db", missing]);
+  assert.equal(plan.code, 0, plan.stderr);
+  assert.deepEqual(plan.stdout.trim().split("\n"), [
+    `${missing} is at schema step 0; this code knows ${NEWEST}`,
+    ...migrations.map((step) => `Would apply schema step ${step.version} (${step.kind})`),
+  ]);
+  assert.deepEqual([...Deno.readDirSync(tmp.dir)], [], "no folder, no database");
+});
+
 Deno.test("migrate --plan lists the missing steps with their kinds and the live worker of older code that blocks a contract step, changing nothing; migrate refuses naming it; --force applies it", async () => {
   await using tmp = await tempDir();
   // A database at step 11, as code of that step left it, with one of its workers live.

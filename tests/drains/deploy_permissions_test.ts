@@ -3,8 +3,9 @@
  * path with `--allow-read --allow-write --allow-env` (no ffi, net, run or
  * sys), the Deploy-style example on Redis with `--allow-net --allow-env`
  * narrowed to the server and the app's variables (when
- * `QUEUE_TEST_REDIS_URL` is set), and the SQLite default or a jobs
- * module by URL without them.
+ * `QUEUE_TEST_REDIS_URL` is set), PostgreSQL under `--allow-net` and the
+ * grant `readConfig()` needs (when `QUEUE_TEST_POSTGRES_URL` is set), and the
+ * SQLite default or a jobs module by URL without them.
  *
  * @module
  */
@@ -12,16 +13,23 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { tempDir } from "../_helpers.ts";
 import { deletePrefix, freshPrefix, redisTestUrl } from "../_redis.ts";
+import { freshSchema, postgresTestUrl } from "../_postgres.ts";
+import { PostgresStore } from "../../src/stores/postgres/mod.ts";
 import { ROOT, ServeProcess } from "../fixtures/deploy/serve_process.ts";
 
 const FILE_FLAGS = ["--allow-read", "--allow-write", "--allow-env"];
 
-/** Runs `script` with `flags` and prompts off; its exit code and output. */
-async function run(flags: readonly string[], script: string, args: readonly string[] = []) {
+/** Runs `script` with `flags` and prompts off, `env` added to this process's; its exit code and output. */
+async function run(
+  flags: readonly string[],
+  script: string,
+  args: readonly string[] = [],
+  env: Record<string, string> = {},
+) {
   const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
     args: ["run", "--no-prompt", "--quiet", ...flags, script, ...args],
     cwd: ROOT,
-    env: { NO_COLOR: "1" },
+    env: { NO_COLOR: "1", ...env },
     stdin: "null",
   }).output();
   const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
@@ -136,6 +144,47 @@ Deno.test({
       assert.doesNotMatch(app.lines.join("\n"), /Requires|NotCapable|error/i);
     } finally {
       await deletePrefix(redisUrl!, prefix);
+    }
+  },
+});
+
+const postgresUrl = postgresTestUrl();
+if (postgresUrl === null) {
+  console.log("PostgreSQL permissions test skipped: QUEUE_TEST_POSTGRES_URL is not set");
+}
+
+Deno.test({
+  name:
+    "PostgreSQL with --allow-net and --allow-env=QUEUE_DB,QUEUE_WORKERS only: Queue.open says its driver reads PG* variables and which --allow-env to add; with it, it opens",
+  ignore: postgresUrl === null,
+  async fn() {
+    const schema = freshSchema();
+    const url = new URL(postgresUrl!);
+    url.searchParams.set("schema", schema);
+    const env = { QUEUE_DB: url.href };
+    try {
+      const scoped = await run(
+        ["--allow-net", "--allow-env=QUEUE_DB,QUEUE_WORKERS"],
+        "tests/fixtures/deploy/open_config.ts",
+        [],
+        env,
+      );
+      assert.equal(scoped.code, 0, scoped.stderr);
+      assert.match(
+        scoped.stdout,
+        /^NotCapable: Cannot open the PostgreSQL store at postgres:\/\/.*: its driver \(postgres\.js\) reads PostgreSQL's PG\* environment variables .*; run with --allow-env=PG\*.* \(e\.g\. --allow-env=QUEUE_DB,QUEUE_WORKERS,PG\*.*\), or with --allow-env: Requires env access to "PG/,
+      );
+      // As the message says (the user's name too, should the test URL name no user).
+      const granted = await run(
+        ["--allow-net", "--allow-env=QUEUE_DB,QUEUE_WORKERS,PG*,USER,USERNAME,LOGNAME"],
+        "tests/fixtures/deploy/open_config.ts",
+        [],
+        env,
+      );
+      assert.equal(granted.stdout.trim(), "opened", granted.stderr);
+    } finally {
+      await using dropper = await PostgresStore.open(postgresUrl!, { migrate: false });
+      await dropper.transaction((tx) => tx.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
     }
   },
 });

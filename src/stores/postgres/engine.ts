@@ -84,7 +84,12 @@ export class PostgresEngine implements Engine {
    */
   constructor(connect: (kind: PoolKind) => Sql, schema: string, channel: string) {
     this.#connect = connect;
-    this.#sql = connect("shared");
+    try {
+      this.#sql = connect("shared");
+    } catch (error) {
+      this.#unguard(); // no store to close later: the guard would outlive it
+      throw error;
+    }
     this.#schema = schema;
     this.#channel = channel;
   }

@@ -104,6 +104,8 @@ export class PostgresStore extends SqlStore {
     options: PostgresStoreOptions,
     steps: readonly Migration[],
   ): Promise<PostgresStore> {
+    // As QUEUE_DB is read: a space before the URL (left by a .env file) does not hide it.
+    if (typeof url === "string") url = url.trim();
     if (!isPostgresUrl(url)) {
       throw new TypeError(
         `url must start with postgres:// or postgresql://: got ${redactPassword(url)}`,

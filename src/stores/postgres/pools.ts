@@ -12,6 +12,7 @@
 // deno-lint-ignore no-import-prefix
 import postgres from "npm:postgres@^3.4.9";
 import { writeArraysWithoutLookup } from "./array_types.ts";
+import { redactPassword } from "../database_url.ts";
 import type { PoolKind, Sql } from "./engine.ts";
 
 /** Where and how the pools connect. */
@@ -31,7 +32,19 @@ export interface PoolSettings {
  * one connection whose session has `synchronous_commit` off.
  */
 export function openPool(settings: PoolSettings, kind: PoolKind): Sql {
-  const sql = postgres(settings.server, {
+  let sql;
+  try {
+    sql = newPool(settings, kind);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotCapable) throw envPermissionError(settings.server, error);
+    throw error;
+  }
+  writeArraysWithoutLookup(sql.options.serializers);
+  return sql as unknown as Sql;
+}
+
+function newPool(settings: PoolSettings, kind: PoolKind) {
+  return postgres(settings.server, {
     max: kind === "shared" ? settings.maxConnections : 1,
     connect_timeout: Math.ceil(settings.connectTimeoutMs / 1000),
     onnotice: () => {},
@@ -45,8 +58,27 @@ export function openPool(settings: PoolSettings, kind: PoolKind): Sql {
       bigint: { to: 20, from: [20], serialize: String, parse: safeInteger },
     },
   });
-  writeArraysWithoutLookup(sql.options.serializers);
-  return sql as unknown as Sql;
+}
+
+/**
+ * The error for a process that may not read the environment variables the
+ * driver reads. postgres.js reads libpq's `PG*` variables (`PGPASSWORD`,
+ * `PGSSL`, `PGAPPNAME`, …) for every setting the URL and the options leave
+ * out, some always, and the OS user's name when the URL names no user;
+ * passing them all as options would drop the variables that deployments
+ * set (`PGPASSWORD` beside a URL without one), so the grant is named instead.
+ */
+function envPermissionError(server: string, cause: Error): Error {
+  const user = URL.parse(server)?.username ?? "";
+  const variables = user === "" ? "PG*,USER,USERNAME,LOGNAME" : "PG*";
+  return new Deno.errors.NotCapable(
+    `Cannot open the PostgreSQL store at ${
+      redactPassword(server)
+    }: its driver (postgres.js) reads PostgreSQL's PG* environment variables (PGPASSWORD, PGSSL, PGAPPNAME, …) for what the URL leaves out${
+      user === "" ? ", and the user's name when the URL names no user" : ""
+    }; run with --allow-env=${variables} beside the app's own variables (e.g. --allow-env=QUEUE_DB,QUEUE_WORKERS,${variables}), or with --allow-env: ${cause.message}`,
+    { cause },
+  );
 }
 
 /** An int8 column's text as a number, refusing one a JavaScript number cannot hold exactly. */

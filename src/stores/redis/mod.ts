@@ -155,6 +155,8 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
    * migrates the store's layout.
    */
   static async open(url: string, options: RedisStoreOptions = {}): Promise<RedisStore> {
+    // As QUEUE_DB is read: a space before the URL (left by a .env file) does not hide it.
+    if (typeof url === "string") url = url.trim();
     if (!isRedisUrl(url)) {
       throw new TypeError(
         `url must start with redis:// or rediss://: got ${shown(redactPassword(url))}`,
