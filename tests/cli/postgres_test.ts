@@ -8,16 +8,15 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { z } from "zod";
 import { defineJob, Queue } from "../../mod.ts";
 import { PostgresStore } from "../../src/stores/postgres/mod.ts";
 import { redactPassword } from "../../src/stores/database_url.ts";
 import { freshSchema, postgresTestUrl } from "../_postgres.ts";
 import { checkRefusesMissingQueue } from "../fixtures/cli/missing_queue.ts";
-import { ROOT, runCli } from "../fixtures/cli/cli_process.ts";
+import { runCli } from "../fixtures/cli/cli_process.ts";
 import { checkSignalAndSteps } from "../fixtures/cli/signal_steps.ts";
+import { checkSpacedCapitalUrl } from "../fixtures/cli/spaced_url.ts";
 
 const onboard = defineJob({ name: "cli.onboard", schema: z.null(), queue: "steps", handle() {} });
 
@@ -150,19 +149,12 @@ postgresTest("CLI migrate reads the schema from QUEUE_DB's URL", async (db, sche
 postgresTest(
   "CLI migrate reads a QUEUE_DB or --db URL with a space before it and its scheme in capitals as PostgreSQL, making no file",
   async (db, schema) => {
-    const spaced = ` ${db.replace(/^postgres/, "Postgres")}`;
-    // Where the CLI (run from the project's root) would make a SQLite file named like the URL.
-    const misread = join(ROOT, " Postgres:");
-    try {
-      const fromEnv = await runCli(["migrate"], { QUEUE_DB: spaced });
-      assert.equal(fromEnv.code, 0, fromEnv.stderr);
-      assert.equal(await schemasNamed(schema), 1);
-      const fromFlag = await runCli(["stats", "--db", spaced]);
-      assert.equal(fromFlag.code, 0, fromFlag.stderr);
-      assert.equal(existsSync(misread), false, "no SQLite file named like the URL");
-    } finally {
-      await Deno.remove(misread, { recursive: true }).catch(() => {});
-    }
+    await checkSpacedCapitalUrl(
+      db,
+      "postgres",
+      "Postgres",
+      async () => await schemasNamed(schema) === 1,
+    );
   },
 );
 

@@ -8,15 +8,14 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { Queue } from "../../mod.ts";
 import { RedisStore } from "../../src/stores/redis/mod.ts";
 import { redactPassword } from "../../src/stores/database_url.ts";
 import { deletePrefix, freshPrefix, prefixKeys, redisTestUrl } from "../_redis.ts";
 import { waitUntil } from "../_helpers.ts";
+import { checkSpacedCapitalUrl } from "../fixtures/cli/spaced_url.ts";
 import { checkRefusesMissingQueue } from "../fixtures/cli/missing_queue.ts";
-import { ROOT, runCli, startCli } from "../fixtures/cli/cli_process.ts";
+import { runCli, startCli } from "../fixtures/cli/cli_process.ts";
 import { record } from "../fixtures/cli/jobs.ts";
 import { checkSignalAndSteps } from "../fixtures/cli/signal_steps.ts";
 
@@ -75,19 +74,12 @@ redisTest(
 redisTest(
   "CLI migrate reads a QUEUE_DB or --db URL with a space before it and its scheme in capitals as Redis, making no file",
   async (db, prefix) => {
-    const spaced = ` ${db.replace(/^redis/, "REDIS")}`;
-    // Where the CLI (run from the project's root) would make a SQLite file named like the URL.
-    const misread = join(ROOT, " REDIS:");
-    try {
-      const fromEnv = await runCli(["migrate"], { QUEUE_DB: spaced });
-      assert.equal(fromEnv.code, 0, fromEnv.stderr);
-      assert.ok((await prefixKeys(url!, prefix)).includes(`{${prefix}}:meta`));
-      const fromFlag = await runCli(["stats", "--db", spaced]);
-      assert.equal(fromFlag.code, 0, fromFlag.stderr);
-      assert.equal(existsSync(misread), false, "no SQLite file named like the URL");
-    } finally {
-      await Deno.remove(misread, { recursive: true }).catch(() => {});
-    }
+    await checkSpacedCapitalUrl(
+      db,
+      "redis",
+      "REDIS",
+      async () => (await prefixKeys(url!, prefix)).includes(`{${prefix}}:meta`),
+    );
   },
 );
 
