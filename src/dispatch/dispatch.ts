@@ -91,6 +91,12 @@ export interface DispatchBinding<Target extends DispatchTarget> {
    * period of a closing queue can still dispatch its follow-ups.
    */
   readonly assertOpen: () => void;
+  /**
+   * Follows each dispatch from its call to its end (a transaction waits for
+   * those its callback did not await); the dispatch's promise is the one it
+   * gives back. Absent: the dispatch's own promise.
+   */
+  readonly track?: <T>(dispatching: Promise<T>) => Promise<T>;
 }
 
 /** Dispatches jobs, chains and batches through one target and one sink. */
@@ -99,6 +105,7 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
   readonly #target: Target;
   readonly #sink: DispatchSink;
   readonly #assertOpen: () => void;
+  readonly #track: <T>(dispatching: Promise<T>) => Promise<T>;
 
   /** A dispatch through `binding.target` to `binding.sink`. */
   constructor(rules: DispatchRules, binding: DispatchBinding<Target>) {
@@ -106,6 +113,7 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
     this.#target = binding.target;
     this.#sink = binding.sink;
     this.#assertOpen = binding.assertOpen;
+    this.#track = binding.track ?? ((dispatching) => dispatching);
   }
 
   /** Stores one job and returns its id (a duplicate's is the id of the job it duplicates). */
@@ -118,7 +126,15 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
   }
 
   /** Stores many jobs of one kind, all or none, and returns their ids in order. */
-  async dispatchMany<J extends JobDefinition>(
+  dispatchMany<J extends JobDefinition>(
+    job: J,
+    payloads: readonly PayloadOf<J>[],
+    options?: DispatchOptions,
+  ): Promise<number[]> {
+    return this.#track(this.#dispatchMany(job, payloads, options));
+  }
+
+  async #dispatchMany<J extends JobDefinition>(
     job: J,
     payloads: readonly PayloadOf<J>[],
     options?: DispatchOptions,
@@ -150,81 +166,96 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
   chain(options?: ChainOptions): ChainBuilder {
     options = optionBag(options, "chain", CHAIN_OPTIONS) ?? {};
     if (options.queue !== undefined) assertQueueName(options.queue, "chain");
-    return new ChainBuilder(options, async (plan: ChainPlan) => {
-      const [first, ...next] = await this.#linkRows(plan.links);
-      const onFailure = (await this.#plannedRows(plan.onFailure, () => " as the catch of a chain"))
-        .map(toWaiting);
-      const id = await this.#target.insertChain({
-        first: first!,
-        next: next.map(toWaiting),
-        onFailure,
-      });
-      this.#sink([first!], [id]);
-      return id;
-    });
+    return new ChainBuilder(
+      options,
+      this.#tracked(async (plan: ChainPlan) => {
+        const [first, ...next] = await this.#linkRows(plan.links);
+        const onFailure = (await this.#plannedRows(plan.onFailure, () =>
+          " as the catch of a chain"))
+          .map(toWaiting);
+        const id = await this.#target.insertChain({
+          first: first!,
+          next: next.map(toWaiting),
+          onFailure,
+        });
+        this.#sink([first!], [id]);
+        return id;
+      }),
+    );
   }
 
   /** Starts a flow stored through this dispatch's target. See {@linkcode FlowBuilder}. */
   flow(name: string): FlowBuilder {
     assertName(name, "flow", "name");
-    return new FlowBuilder(name, async (plan: FlowPlan) => {
-      const nodes = [];
-      const positions = new Map<string, number>();
-      for (const node of plan.nodes) {
-        const [row] = await this.#plannedRows(
-          [node.planned],
-          () => ` as node "${node.key}" of flow "${plan.name}"`,
-          true,
-        );
-        positions.set(node.key, nodes.length);
-        nodes.push({
-          key: node.key,
-          job: { ...row!, ...toWaiting(row!) },
-          parents: node.parents.map((key) => positions.get(key)!),
-          continueOnFailure: node.continueOnFailure,
+    return new FlowBuilder(
+      name,
+      this.#tracked(async (plan: FlowPlan) => {
+        const nodes = [];
+        const positions = new Map<string, number>();
+        for (const node of plan.nodes) {
+          const [row] = await this.#plannedRows(
+            [node.planned],
+            () => ` as node "${node.key}" of flow "${plan.name}"`,
+            true,
+          );
+          positions.set(node.key, nodes.length);
+          nodes.push({
+            key: node.key,
+            job: { ...row!, ...toWaiting(row!) },
+            parents: node.parents.map((key) => positions.get(key)!),
+            continueOnFailure: node.continueOnFailure,
+          });
+        }
+        const onFailure = (await this.#plannedRows(
+          plan.onFailure,
+          () => ` as the catch of flow "${plan.name}"`,
+        )).map(toWaiting);
+        const inserted = await this.#target.insertFlow({
+          name: plan.name,
+          createdAt: this.#rules.clock.now(),
+          nodes,
+          onFailure,
         });
-      }
-      const onFailure = (await this.#plannedRows(
-        plan.onFailure,
-        () => ` as the catch of flow "${plan.name}"`,
-      )).map(toWaiting);
-      const inserted = await this.#target.insertFlow({
-        name: plan.name,
-        createdAt: this.#rules.clock.now(),
-        nodes,
-        onFailure,
-      });
-      this.#sink(
-        nodes.filter((node) => node.parents.length === 0).map((node) => node.job),
-        inserted.jobIds,
-      );
-      return inserted.id;
-    });
+        this.#sink(
+          nodes.filter((node) => node.parents.length === 0).map((node) => node.job),
+          inserted.jobIds,
+        );
+        return inserted.id;
+      }),
+    );
   }
 
   /** Starts a batch stored through this dispatch's target. See {@linkcode BatchBuilder}. */
   batch(name: string): BatchBuilder {
     assertName(name, "batch", "name");
-    return new BatchBuilder(name, async (plan: BatchPlan) => {
-      const jobs = await this.#plannedRows(plan.jobs, () => ` in batch "${plan.name}"`);
-      const waiting = async (
-        role: string,
-        list: readonly PlannedJobs[],
-      ): Promise<WaitingJobRow[]> =>
-        (await this.#plannedRows(list, () => ` as the ${role} of batch "${plan.name}"`))
-          .map(toWaiting);
-      const pushed = await this.#target.insertBatch({
-        name: plan.name,
-        allowFailures: plan.allowFailures,
-        createdAt: this.#rules.clock.now(),
-        jobs,
-        then: await waiting("then", plan.then),
-        catch: await waiting("catch", plan.catch),
-        finally: await waiting("finally", plan.finally),
-      });
-      this.#sink(jobs, pushed.jobIds);
-      return pushed.id;
-    });
+    return new BatchBuilder(
+      name,
+      this.#tracked(async (plan: BatchPlan) => {
+        const jobs = await this.#plannedRows(plan.jobs, () => ` in batch "${plan.name}"`);
+        const waiting = async (
+          role: string,
+          list: readonly PlannedJobs[],
+        ): Promise<WaitingJobRow[]> =>
+          (await this.#plannedRows(list, () => ` as the ${role} of batch "${plan.name}"`))
+            .map(toWaiting);
+        const pushed = await this.#target.insertBatch({
+          name: plan.name,
+          allowFailures: plan.allowFailures,
+          createdAt: this.#rules.clock.now(),
+          jobs,
+          then: await waiting("then", plan.then),
+          catch: await waiting("catch", plan.catch),
+          finally: await waiting("finally", plan.finally),
+        });
+        this.#sink(jobs, pushed.jobIds);
+        return pushed.id;
+      }),
+    );
+  }
+
+  /** `store`, each call followed by the binding's `track`. */
+  #tracked<P, R>(store: (plan: P) => Promise<R>): (plan: P) => Promise<R> {
+    return (plan) => this.#track(store(plan));
   }
 
   /** Adds counted jobs to batch `batchId` (`ctx.addToBatch`); returns their ids. */

@@ -3,6 +3,14 @@
  * database transaction, and the dispatches announced (events, waking
  * workers) only once it committed.
  *
+ * A dispatch the callback started but did not await (`tx.dispatch(job, p)`
+ * in a callback that returns at once) is part of the transaction all the
+ * same: the transaction waits for it before it commits, and a dispatch
+ * still running when the callback ended settles with the transaction: with
+ * its id once the transaction committed, rejected once it rolled back
+ * (that rejection counts as handled: the transaction's own promise carries
+ * the error). Such a dispatch that fails rolls the transaction back.
+ *
  * @module
  */
 import type { BatchBuilder } from "../batch.ts";
@@ -48,21 +56,134 @@ export async function runTransaction<T>(
   fn: (tx: QueueTransaction) => T | Promise<T>,
 ): Promise<T> {
   const committed = new CommitBuffer();
-  const result = await store.transaction((storeTx: StoreTransaction) => {
-    const dispatch = new Dispatch(parts.rules, {
-      target: storeTx,
-      sink: committed.sink,
-      assertOpen: parts.assertOpen,
+  const dispatches = new TransactionDispatches();
+  let result: T;
+  try {
+    result = await store.transaction(async (storeTx: StoreTransaction) => {
+      const dispatch = new Dispatch(parts.rules, {
+        target: storeTx,
+        sink: committed.sink,
+        assertOpen: parts.assertOpen,
+        track: dispatches.track,
+      });
+      let value: T;
+      try {
+        value = await dispatches.endWith(fn({
+          dispatch: (job, payload, options) => dispatch.dispatch(job, payload, options),
+          dispatchMany: (job, payloads, options) => dispatch.dispatchMany(job, payloads, options),
+          query: (sql, params) => storeTx.query(sql, params),
+          chain: (options) => dispatch.chain(options),
+          batch: (name) => dispatch.batch(name),
+          flow: (name) => dispatch.flow(name),
+        }));
+      } catch (error) {
+        await dispatches.callbackEnded();
+        throw error;
+      }
+      await dispatches.callbackEnded();
+      dispatches.assertNoneFailed();
+      return value;
     });
-    return fn({
-      dispatch: (job, payload, options) => dispatch.dispatch(job, payload, options),
-      dispatchMany: (job, payloads, options) => dispatch.dispatchMany(job, payloads, options),
-      query: (sql, params) => storeTx.query(sql, params),
-      chain: (options) => dispatch.chain(options),
-      batch: (name) => dispatch.batch(name),
-      flow: (name) => dispatch.flow(name),
-    });
-  });
+  } catch (error) {
+    dispatches.rolledBack(error);
+    throw error;
+  }
   committed.flush(parts.committed);
+  dispatches.committed();
   return result;
+}
+
+/**
+ * The dispatches of one transaction's callback: followed from their call to
+ * their end, so the transaction ends only after every one of them, and those
+ * that outlast the callback settle with the transaction.
+ */
+class TransactionDispatches {
+  /** Dispatches not yet ended. */
+  readonly #running = new Set<Promise<void>>();
+  /** How each dispatch that outlasted the callback settles: on commit, or on rollback (its error). */
+  readonly #outlasting: { commit: () => void; rollBack: (error: unknown) => void }[] = [];
+  #callbackRunning = true;
+  /** How the transaction ended, once it did: `{ error }` when it rolled back. */
+  #outcome: "committed" | { readonly error: unknown } | null = null;
+  /** The error of the first dispatch that failed after the callback ended. */
+  #failed: { error: unknown } | null = null;
+
+  /** Follows `dispatching`; the promise the caller gets in its place. */
+  readonly track = <R>(dispatching: Promise<R>): Promise<R> => {
+    // A handle kept past the transaction: its store refuses the dispatch, as it says.
+    if (this.#outcome !== null) return dispatching;
+    const { promise, resolve, reject } = Promise.withResolvers<R>();
+    const ended: Promise<void> = dispatching.then(
+      (value) => {
+        if (this.#callbackRunning) resolve(value);
+        else this.#outlast(promise, () => resolve(value), (error) => reject(rolledBack(error)));
+      },
+      (error: unknown) => {
+        if (this.#callbackRunning) return reject(error);
+        this.#failed ??= { error };
+        this.#outlast(promise, () => reject(error), () => reject(error));
+      },
+    ).finally(() => this.#running.delete(ended));
+    this.#running.add(ended);
+    return promise;
+  };
+
+  #outlast(
+    promise: Promise<unknown>,
+    commit: () => void,
+    rollBack: (error: unknown) => void,
+  ): void {
+    // Its rejection reaches the app through the transaction's own promise: not an unhandled one.
+    promise.catch(() => {});
+    if (this.#outcome === "committed") commit();
+    else if (this.#outcome !== null) rollBack(this.#outcome.error);
+    else this.#outlasting.push({ commit, rollBack });
+  }
+
+  /**
+   * `returned`, what the callback returned: the callback ends as it does
+   * (at once for a plain value), before any dispatch it started can end
+   * after it.
+   */
+  endWith<R>(returned: R | PromiseLike<R>): R | PromiseLike<R> {
+    if (typeof (returned as PromiseLike<R> | null)?.then !== "function") this.#ended();
+    else Promise.resolve(returned).then(this.#ended, this.#ended);
+    return returned;
+  }
+
+  readonly #ended = (): void => {
+    this.#callbackRunning = false;
+  };
+
+  /** The callback ended: waits for every dispatch still running (and those they start meanwhile). */
+  async callbackEnded(): Promise<void> {
+    this.#callbackRunning = false;
+    while (this.#running.size > 0) await Promise.all(this.#running);
+  }
+
+  /** Throws the error of a dispatch that failed after the callback ended: the transaction rolls back. */
+  assertNoneFailed(): void {
+    if (this.#failed !== null) throw this.#failed.error;
+  }
+
+  /** The transaction committed: the dispatches that outlasted the callback give their ids. */
+  committed(): void {
+    this.#outcome = "committed";
+    for (const dispatch of this.#outlasting.splice(0)) dispatch.commit();
+  }
+
+  /** The transaction rolled back with `error`: the dispatches that outlasted the callback reject. */
+  rolledBack(error: unknown): void {
+    this.#outcome = { error };
+    for (const dispatch of this.#outlasting.splice(0)) dispatch.rollBack(error);
+  }
+}
+
+/** The error a dispatch rejects with when its transaction rolled back with `error`. */
+function rolledBack(error: unknown): Error {
+  const reason = error instanceof Error ? error.message : String(error);
+  return new Error(`The transaction rolled back, and this dispatch with it: ${reason}`, {
+    cause: error,
+  });
 }

@@ -1,13 +1,15 @@
 /**
- * `Queue.transaction()`: transactions SQLite ended on its own, and queue
- * calls made inside a transaction's callback or started there.
+ * `Queue.transaction()`: transactions SQLite ended on its own, queue calls
+ * made inside a transaction's callback or started there, and dispatches the
+ * callback started without awaiting them (on every store).
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, Queue } from "../../mod.ts";
+import { defineJob, Queue, ValidationError } from "../../mod.ts";
 import { tempDir, within } from "../_helpers.ts";
+import { storeTest } from "../_stores.ts";
 import { gate, readRows } from "../fixtures/runner/harness.ts";
 
 const note = defineJob({ name: "note", schema: z.object({ n: z.number() }), handle() {} });
@@ -127,3 +129,80 @@ Deno.test("Queue calls that merely started inside an earlier transaction's callb
     await within(queue.close(), 2_000, "close()");
   }
 });
+
+/** The ids of the `job:queued` events `queue` sends from now on. */
+function queuedIds(queue: Queue): number[] {
+  const ids: number[] = [];
+  queue.addEventListener("job:queued", (event) => ids.push(event.detail.id));
+  return ids;
+}
+
+storeTest(
+  "Queue.transaction() with dispatches its callback did not await stores them with its commit and sends their job:queued",
+  async (db) => {
+    await using queue = await db.open({ jobs: [note] });
+    const queued = queuedIds(queue);
+    let dispatched!: Promise<number>;
+    let chained!: Promise<number>;
+    await queue.transaction((tx) => {
+      dispatched = tx.dispatch(note, { n: 1 });
+      chained = tx.chain().then(note, { n: 2 }).then(note, { n: 3 }).dispatch();
+    });
+    const ids = [await dispatched, await chained];
+    assert.deepEqual(queued.sort(), ids.sort(), "job:queued for both, the chain's first job");
+    assert.deepEqual((await queue.jobs()).jobs.map((job) => job.id).sort(), ids.sort());
+  },
+);
+
+storeTest(
+  "Queue.transaction() that rolls back rejects the dispatches its callback did not await, and keeps none of them",
+  async (db) => {
+    await using queue = await db.open({ jobs: [note] });
+    const queued = queuedIds(queue);
+    const failure = new Error("app failed");
+    let dispatched!: Promise<number>;
+    await assert.rejects(
+      queue.transaction((tx) => {
+        dispatched = tx.dispatch(note, { n: 1 });
+        throw failure;
+      }),
+      (error) => error === failure,
+    );
+    await assert.rejects(dispatched, (error: Error) => {
+      assert.match(error.message, /transaction rolled back, and this dispatch with it: app failed/);
+      assert.equal(error.cause, failure);
+      return true;
+    });
+    let fromAsync!: Promise<number>;
+    await assert.rejects(
+      // deno-lint-ignore require-await
+      queue.transaction(async (tx) => {
+        fromAsync = tx.dispatch(note, { n: 2 });
+        throw failure;
+      }),
+      (error) => error === failure,
+    );
+    await assert.rejects(fromAsync, /rolled back/);
+    assert.deepEqual((await queue.jobs()).jobs, []);
+    assert.deepEqual(queued, [], "no job:queued for a rolled-back dispatch");
+  },
+);
+
+storeTest(
+  "Queue.transaction() rolls back when a dispatch its callback did not await fails, rejecting with its error",
+  async (db) => {
+    await using queue = await db.open({ jobs: [note] });
+    let good!: Promise<number>;
+    let bad!: Promise<number>;
+    await assert.rejects(
+      queue.transaction((tx) => {
+        good = tx.dispatch(note, { n: 1 });
+        bad = tx.dispatch(note, { n: "two" } as never);
+      }),
+      ValidationError,
+    );
+    await assert.rejects(bad, ValidationError);
+    await assert.rejects(good, /rolled back/);
+    assert.deepEqual((await queue.jobs()).jobs, []);
+  },
+);

@@ -10,6 +10,10 @@
  * rollback of any transaction removes stages older than
  * {@linkcode ABANDONED_STAGE_MS}.
  *
+ * A unique or debounce key whose job an open transaction stored or
+ * debounced holds the dispatches of that key from elsewhere back until the
+ * transaction ends (see key_hooks.ts), as the job's row lock does on SQL.
+ *
  * @internal
  * @module
  */
@@ -20,10 +24,7 @@ import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import * as keys from "./keys.ts";
 import { dispatch, dispatchScript } from "./dispatch_script.ts";
-import { luaScript } from "./lua.ts";
-
-/** How long a transaction may stay open before a later one removes its writes, in ms. */
-export const ABANDONED_STAGE_MS = 60 * 60 * 1000;
+import { ABANDONED_STAGE_MS, luaScript } from "./lua.ts";
 
 /** Why `tx.query` is refused on Redis, and what to do instead. */
 export const NO_SQL_ON_REDIS =
@@ -81,18 +82,21 @@ local function endStage(stage, commit)
   return published
 end
 local published = endStage(INPUT.stage, INPUT.commit)
-for _, old in ipairs(redis.call('ZRANGEBYSCORE', P .. ':stages', '-inf', NOW - ${ABANDONED_STAGE_MS}, 'LIMIT', 0, 10)) do
+for _, old in ipairs(redis.call('ZRANGEBYSCORE', P .. ':stages', '-inf', serverMs() - ${ABANDONED_STAGE_MS}, 'LIMIT', 0, 10)) do
   endStage(old, false)
 end
 if published > 0 then wake() end
 `,
 );
 
-/** Input: `stage`. Records the transaction's start, for the removal of abandoned ones. */
+/**
+ * Input: `stage`. Records the transaction's start (server clock, as
+ * `stageOpen` reads it), for the removal of abandoned ones.
+ */
 const BEGIN_TRANSACTION = luaScript(
   "beginTransaction",
   "writes",
-  "redis.call('ZADD', P .. ':stages', NOW, INPUT.stage)",
+  "redis.call('ZADD', P .. ':stages', serverMs(), INPUT.stage)",
 );
 
 /** Inserts jobs in one script; their ids in order. Retried once, with its token, when its reply was lost. */

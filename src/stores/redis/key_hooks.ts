@@ -18,7 +18,12 @@
  */
 
 /**
- * The key hooks, and the key rules other areas' scripts may call:
+ * The key hooks, and the key rules other areas' scripts may call. A key
+ * whose job an open transaction stored (`staged`) or debounced
+ * (`debouncing` on the key) is that transaction's until it ends, as the
+ * job's row lock is on SQL: a dispatch of the key from elsewhere waits
+ * (`H.keyHeldOpen`), and a debounce inside a transaction changes nothing
+ * others see before it commits (`H.debounce`):
  * - `H.started(id, job)`: `job` started (claimed to run, or its start
  *   confirmed): release the unique key it holds until it starts.
  * - `H.keysSettled(id, job, kind, token)`: a settlement of `kind` applied:
@@ -27,9 +32,12 @@
  * - `H.keysRemoved(id, job)`: job `id` (its row `job` as it was) was
  *   deleted unrun (cleared, cancelled, or skipped by its batch's cancel):
  *   release every key and lock it holds, whatever attempt took them.
+ * - `H.keyHeldOpen(key)`: whether another open transaction holds `key` (a
+ *   row's key): a dispatch of it then writes nothing and waits.
  * - `H.insertKeyed(row)`: inserts a KeyedJobRow of the input unless its
  *   key names a job that holds it; returns the id standing for the row and
- *   the outcome (`stored`, `duplicate` or `debounced`).
+ *   the outcome (`stored`, `duplicate` or `debounced`). Call it only for a
+ *   row whose key no other open transaction holds (`H.keyHeldOpen`).
  * - `H.uniqueHolder(key, t)`: the id of the job holding unique key `key`
  *   at `t` (store clock), or nil.
  * - `H.holdKey(key, kind, id, expiresAt, releaseOnStart, latestAt)`: makes
@@ -38,16 +46,30 @@
  * - `H.releaseKey(key, id)`: releases `key` if job `id` holds it.
  * - `H.undo_key('<id>:<key>')`, `H.undo_debounced('<id>:<stage>')`,
  *   `H.commit_debounced(...)`: a transaction's key writes, at its end (a
- *   rolled back transaction releases the keys its jobs took and gives the
- *   jobs it debounced their payload and due time back).
+ *   rolled back transaction releases the keys its jobs took; a committed one
+ *   gives the jobs it debounced their new payload and due time; either way
+ *   those jobs go back in claim order).
+ *
+ * A transaction's debounce of job `<id>` keeps what it wrote in
+ * `P:stage:<stage>:debounced:<id>` (HASH: `payload`, `available_at`, `key`)
+ * until the transaction ends; the job is out of claim order meanwhile.
  */
 export const KEY_HOOKS = String.raw`
 function H.uniqueHolder(key, t)
   local held = redis.call('HMGET', P .. ':key:' .. key, 'kind', 'job_id', 'expires_at')
   if held[1] ~= 'unique' or tonumber(held[3]) <= t then return nil end
-  -- A key whose job is gone is stale.
-  if redis.call('EXISTS', jobKey(held[2])) == 0 then return nil end
+  local job = redis.call('HMGET', jobKey(held[2]), 'queue', 'staged')
+  -- A key whose job is gone is stale, and so is one whose job an abandoned transaction stored.
+  if not job[1] or (job[2] and job[2] ~= STAGE) then return nil end
   return tonumber(held[2])
+end
+
+function H.keyHeldOpen(key)
+  local held = redis.call('HMGET', P .. ':key:' .. key.key, 'job_id', 'debouncing')
+  if not held[1] then return false end
+  if held[2] and held[2] ~= STAGE and stageOpen(held[2]) then return true end
+  local stage = redis.call('HGET', jobKey(held[1]), 'staged')
+  return stage ~= false and stage ~= STAGE and stageOpen(stage)
 end
 
 function H.holdKey(key, kind, id, expiresAt, releaseOnStart, latestAt)
@@ -67,17 +89,23 @@ function H.releaseKey(key, id)
   if redis.call('HGET', hash, 'job_id') == tostring(id) then redis.call('DEL', hash) end
 end
 
--- Gives waiting job id (its row job) a debounced payload and due time. Inside a transaction,
--- keeps what it had first, for a rollback.
-function H.debounce(id, job, payload, due)
+-- Gives waiting job id (its row job), which holds debounce key key, a debounced payload and due
+-- time. Inside a transaction that did not store the job, only once it commits: until then the
+-- job keeps what it has, out of claim order, and the key names the transaction (debouncing).
+function H.debounce(id, job, key, payload, due)
+  local hash = P .. ':key:' .. key
   if STAGE ~= nil and job.staged ~= STAGE then
-    local backup = P .. ':stage:' .. STAGE .. ':debounced:' .. id
-    if redis.call('EXISTS', backup) == 0 then
-      redis.call('HSET', backup, 'payload', job.payload, 'available_at', job.available_at)
+    if redis.call('HGET', hash, 'debouncing') ~= STAGE then
+      redis.call('HSET', hash, 'debouncing', STAGE)
+      unplace(id, job.queue, job.priority, false, job)
       staged('debounced:' .. id .. ':' .. STAGE)
     end
-    redis.call('HSET', backup, 'written', payload)
+    redis.call('HSET', P .. ':stage:' .. STAGE .. ':debounced:' .. id,
+      'payload', payload, 'available_at', due, 'key', key)
+    return
   end
+  -- Taken from an abandoned transaction, if one still names the key.
+  redis.call('HDEL', hash, 'debouncing')
   redis.call('HSET', jobKey(id), 'payload', payload, 'available_at', due)
   if job.staged == nil then placeUnleased(id, job.queue, job.priority, due) end
 end
@@ -95,11 +123,13 @@ function H.insertKeyed(row)
   if held[1] == 'debounce' then
     local id = tonumber(held[2])
     local job = readJob(id)
-    if job ~= nil and job.token == nil and num(job, 'attempts') == 0 then
+    -- Not a job an abandoned transaction stored: it goes when that transaction's writes do.
+    if job ~= nil and job.token == nil and num(job, 'attempts') == 0
+        and (job.staged == nil or job.staged == STAGE) then
       local due = at(row.availableAt)
       local latest = tonumber(held[3])
       if latest ~= nil and latest < due then due = latest end
-      H.debounce(id, job, row.payload, due)
+      H.debounce(id, job, key.key, row.payload, due)
       return id, 'debounced'
     end
   end
@@ -143,22 +173,32 @@ function H.undo_key(entry)
   H.releaseKey(key, id)
 end
 
-function H.undo_debounced(entry)
+-- Ends a transaction's debounce of a job (entry '<id>:<stage>'): committed, the job takes what
+-- it wrote. Either way a job still waiting goes back in claim order, unless another transaction
+-- debounces it now (this one was abandoned, and the key taken over).
+local function endDebounce(entry, commit)
   local id, stage = string.match(entry, '^(%d+):(.*)$')
-  local backup = P .. ':stage:' .. stage .. ':debounced:' .. id
-  local before = redis.call('HMGET', backup, 'payload', 'available_at', 'written')
-  redis.call('DEL', backup)
+  local written = P .. ':stage:' .. stage .. ':debounced:' .. id
+  local new = redis.call('HMGET', written, 'payload', 'available_at', 'key')
+  redis.call('DEL', written)
   local job = readJob(id)
-  -- Only a job still waiting with what this transaction wrote: a later dispatch's debounce stays.
-  if before[1] and job ~= nil and job.token == nil and job.payload == before[3] then
-    local due = tonumber(before[2])
-    redis.call('HSET', jobKey(id), 'payload', before[1], 'available_at', due)
-    if job.staged == nil then placeUnleased(tonumber(id), job.queue, job.priority, due) end
+  if not new[3] or job == nil or job.token ~= nil or job.staged ~= nil then return end
+  local hash = P .. ':key:' .. new[3]
+  local held = redis.call('HMGET', hash, 'job_id', 'debouncing')
+  local mine = held[1] == id and held[2] == stage
+  if held[1] == id and held[2] and not mine then return end
+  local due = tonumber(job.available_at)
+  if mine then
+    redis.call('HDEL', hash, 'debouncing')
+    if commit then
+      due = tonumber(new[2])
+      redis.call('HSET', jobKey(id), 'payload', new[1], 'available_at', due)
+    end
   end
+  placeUnleased(tonumber(id), job.queue, job.priority, due, false, job)
 end
 
-function H.commit_debounced(entry)
-  local id, stage = string.match(entry, '^(%d+):(.*)$')
-  redis.call('DEL', P .. ':stage:' .. stage .. ':debounced:' .. id)
-end
+function H.undo_debounced(entry) endDebounce(entry, false) end
+
+function H.commit_debounced(entry) endDebounce(entry, true) end
 `;

@@ -28,18 +28,33 @@ import { dispatch, dispatchScript } from "./dispatch_script.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import { luaScript } from "./lua.ts";
 
-/** Input: `rows` (KeyedJobRow[]), `token` (the dispatch's). Reply: a KeyedInsert per row. */
+/**
+ * Input: `rows` (KeyedJobRow[]), `token` (the dispatch's). Reply: a
+ * KeyedInsert per row, or `"held"`, having written nothing, when another
+ * open transaction holds the key of a row.
+ */
 const INSERT_KEYED = dispatchScript(
   "insertKeyed",
   String.raw`
-local pushed = {}
-for i, row in ipairs(INPUT.rows) do
-  local id, outcome = H.insertKeyed(row)
-  pushed[i] = {id = id, outcome = outcome}
+for _, row in ipairs(INPUT.rows) do
+  if H.keyHeldOpen(row.key) then
+    reply = cjson.encode('held')
+    break
+  end
 end
-reply = cjson.encode(pushed)
+if reply == nil then
+  local pushed = {}
+  for i, row in ipairs(INPUT.rows) do
+    local id, outcome = H.insertKeyed(row)
+    pushed[i] = {id = id, outcome = outcome}
+  end
+  reply = cjson.encode(pushed)
+end
 `,
 );
+
+/** The longest a dispatch waits before it asks again for a key an open transaction holds, in ms. */
+const HELD_KEY_RETRY_MS = 100;
 
 /**
  * Input: `requests` (MiddlewareRequest[], tokens as strings). Reply: per
@@ -109,7 +124,8 @@ return cjson.encode(verdicts)
 /**
  * Inserts each row unless its key names a job that holds it, in one script;
  * see {@linkcode KeyedInsert}. Retried once, with its token, when its reply
- * was lost. With `stage`, inside that transaction.
+ * was lost. With `stage`, inside that transaction. While another open
+ * transaction holds the key of a row, waits for its end and asks again.
  */
 export async function insertKeyed(
   redis: RedisConnection,
@@ -119,7 +135,11 @@ export async function insertKeyed(
   if (rows.length === 0) return [];
   // One outcome per row, and there are rows: never an empty Lua table (which encodes as {}).
   const input = { now: rows[0]!.createdAt, rows };
-  return await dispatch<KeyedInsert[]>(redis, INSERT_KEYED, input, stage);
+  for (let waitMs = 5;; waitMs = Math.min(2 * waitMs, HELD_KEY_RETRY_MS)) {
+    const reply = await dispatch<KeyedInsert[] | "held">(redis, INSERT_KEYED, input, stage);
+    if (reply !== "held") return reply;
+    await new Promise((resolve) => setTimeout(resolve, waitMs));
+  }
 }
 
 /** Checks each claimed job's middleware in order, in one script; see `Store.acquire`. */

@@ -33,6 +33,13 @@
  * @module
  */
 
+/**
+ * How long a transaction may stay open before it counts as abandoned (its
+ * process died), in ms: a later transaction's end removes its writes, and
+ * the keys its jobs hold no longer hold other dispatches back.
+ */
+export const ABANDONED_STAGE_MS = 60 * 60 * 1000;
+
 /** How a rule may run: see the Redis docs on function flags. */
 export type ScriptFlags =
   /** A producer's write: refused whole when the server is out of memory. */
@@ -248,6 +255,19 @@ end
 
 -- Records a write of the transaction, for its commit or rollback (see hooks.ts).
 local function staged(entry) redis.call('RPUSH', P .. ':stage:' .. STAGE, entry) end
+
+-- The server's clock in ms, whatever clock the call goes by: transactions' ages are kept on it.
+local function serverMs()
+  local time = redis.call('TIME')
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+-- Whether transaction stage is open: begun, not ended, and not abandoned (begun less than
+-- ABANDONED_STAGE_MS ago).
+local function stageOpen(stage)
+  local began = redis.call('ZSCORE', P .. ':stages', stage)
+  return began ~= false and tonumber(began) > serverMs() - ${ABANDONED_STAGE_MS}
+end
 
 local function pad(id) return string.format('%016d', id) end
 local function jobKey(id) return P .. ':job:' .. id end

@@ -51,7 +51,7 @@ const RUNS_PRUNED = 100;
  * - `S.slotFired(name, slot)`: whether that slot was fired already.
  * - `S.store(state, run, force, onStoreClock)`: stores the job of one run
  *   and records it; its id, or nil when the overlap rule or the job's own
- *   key kept it out. `force` (a person asked for it) stores it whatever the
+ *   key kept it out (also a key an open transaction holds). `force` (a person asked for it) stores it whatever the
  *   overlap rule; `onStoreClock`: the row's times are the store's already.
  * - `S.dropRuns(name, before, skip, limit, onlyEnded)`: drops run records
  *   (see there).
@@ -115,6 +115,8 @@ function S.store(state, run, force, onStoreClock)
   if onStoreClock then row = onCallerClock(row) end
   local id
   if opt(row.key) ~= nil then
+    -- A key an open transaction holds keeps the run out, as its job would (a firing cannot wait).
+    if H.keyHeldOpen(row.key) then return nil end
     local outcome
     id, outcome = H.insertKeyed(row)
     if outcome ~= 'stored' then return nil end

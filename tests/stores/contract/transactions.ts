@@ -3,11 +3,15 @@
  * its pushed jobs commit or roll back together, and transactions never undo
  * each other's work. A store that runs no SQL (Redis) refuses the app's
  * statements with a `TypeError` that says why and names the way out; its
- * pushed jobs still commit or roll back together.
+ * pushed jobs still commit or roll back together. A job an open transaction
+ * stored or debounced under a key is the transaction's until it ends (a row
+ * lock on SQL): a store without SQL keeps it out of claim order, and makes a
+ * dispatch of its key from elsewhere wait for the transaction's end.
  *
  * @module
  */
 import assert from "node:assert/strict";
+import type { KeyedJobRow, Store } from "../../../src/stores/store.ts";
 import {
   claim,
   type ContractArea,
@@ -18,6 +22,28 @@ import {
   plain,
   T0,
 } from "./fixtures.ts";
+
+/** A debounce key capped at `T0 + 100`: a job debounced under it is due by then. */
+const DEBOUNCE = { kind: "debounce", key: "d", latestAt: T0 + 100 } as const;
+
+/** A unique key `key`, held for a minute. */
+const unique = (key: string) =>
+  ({ kind: "unique", key, expiresAt: T0 + 60_000, releaseOnStart: false }) as const;
+
+/** A row under `key` with payload `{"v":v}`, due a minute after `T0` unless its key says sooner. */
+function keyedRow(key: KeyedJobRow["key"], v: number): KeyedJobRow {
+  return { ...newJob({ payload: `{"v":${v}}`, availableAt: T0 + 60_000 }), key };
+}
+
+/**
+ * Resolves once `store` answered two calls made after now: a call sent on
+ * its connection before these has had its answer (and another round trip
+ * to settle), whether it stored or was told to wait.
+ */
+async function answered(store: Store): Promise<void> {
+  await store.counts(T0);
+  await store.counts(T0);
+}
 
 /** App transactions. */
 export const transactions: ContractArea = {
@@ -163,4 +189,111 @@ function register(test: ContractTest): void {
     );
     assert.deepEqual(await countsAt(store, T0), { first: [1, 0, 0, 0], outside: [3, 0, 0, 0] });
   });
+
+  test("a job debounced inside a transaction takes the new payload and due time when it commits", async (store) => {
+    const [first] = await store.insertKeyed([keyedRow(DEBOUNCE, 1)]);
+    const [again] = await store.transaction((tx) => tx.insertKeyed([keyedRow(DEBOUNCE, 2)]));
+    assert.deepEqual({ ...again }, { id: first?.id, outcome: "debounced" });
+    assert.equal(await store.nextDueAt(["default"], T0), T0 + 100);
+    const [job] = await claim(store, { now: T0 + 100 });
+    assert.deepEqual([job?.id, job?.payload], [first?.id, '{"v":2}']);
+  });
+
+  test(
+    "a store without SQL keeps a job its open transaction debounced as committed and out of claim order until the rollback",
+    async (store) => {
+      const [first] = await store.insertKeyed([keyedRow(DEBOUNCE, 1)]);
+      await assert.rejects(
+        store.transaction(async (tx) => {
+          const [again] = await tx.insertKeyed([keyedRow(DEBOUNCE, 2)]);
+          assert.deepEqual({ ...again }, { id: first?.id, outcome: "debounced" });
+          const meanwhile = await claim(store, { now: T0 + 60_000 });
+          assert.deepEqual(meanwhile, [], "no claim runs it while the transaction is open");
+          throw new Error("roll back");
+        }),
+        /roll back/,
+      );
+      assert.equal(await store.nextDueAt(["default"], T0), T0 + 60_000, "due as committed");
+      const [job] = await claim(store, { now: T0 + 60_000 });
+      assert.deepEqual([job?.id, job?.payload], [first?.id, '{"v":1}']);
+    },
+    { sql: false },
+  );
+
+  test(
+    "a store without SQL makes a debounce of a job another open transaction debounced wait for its end: both roll back, the job keeps its committed payload",
+    async (store, opened) => {
+      const [first] = await store.insertKeyed([keyedRow(DEBOUNCE, 1)]);
+      const other = await opened.another!();
+      try {
+        let secondOutcome: string | undefined;
+        const inFirst = Promise.withResolvers<void>();
+        const endFirst = Promise.withResolvers<void>();
+        const firstTx = store.transaction(async (tx) => {
+          await tx.insertKeyed([keyedRow(DEBOUNCE, 2)]);
+          inFirst.resolve();
+          await endFirst.promise;
+          throw new Error("first rolls back");
+        });
+        await inFirst.promise;
+        const inSecond = Promise.withResolvers<void>();
+        const secondTx = other.transaction(async (tx) => {
+          const debouncing = tx.insertKeyed([keyedRow(DEBOUNCE, 3)]);
+          inSecond.resolve();
+          secondOutcome = (await debouncing)[0]?.outcome;
+          throw new Error("second rolls back");
+        });
+        await inSecond.promise;
+        await answered(other);
+        assert.equal(secondOutcome, undefined, "the second waits while the first is open");
+        endFirst.resolve();
+        await assert.rejects(firstTx, /first rolls back/);
+        await assert.rejects(secondTx, /second rolls back/);
+        assert.equal(secondOutcome, "debounced", "then debounces the job");
+      } finally {
+        await other.close();
+      }
+      assert.equal(await store.nextDueAt(["default"], T0), T0 + 60_000);
+      const [job] = await claim(store, { now: T0 + 60_000 });
+      assert.deepEqual([job?.id, job?.payload], [first?.id, '{"v":1}']);
+    },
+    { sql: false },
+  );
+
+  test(
+    "a store without SQL makes a dispatch of a unique key an open transaction's job holds wait for its end: a duplicate once it commits, stored once it rolls back",
+    async (store, opened) => {
+      const other = await opened.another!();
+      try {
+        /** Runs a transaction that stores a job under `key` while `other` dispatches it too. */
+        const race = async (key: string, commit: boolean) => {
+          let outside!: Promise<{ id: number; outcome: string } | undefined>;
+          let settled = false;
+          let inside: number | undefined;
+          const transaction = store.transaction(async (tx) => {
+            inside = (await tx.insertKeyed([keyedRow(unique(key), 1)]))[0]?.id;
+            outside = other.insertKeyed([keyedRow(unique(key), 2)]).then(([row]) => row);
+            outside.then(() => settled = true, () => {});
+            await answered(other);
+            assert.equal(settled, false, "the dispatch from elsewhere waits for the transaction");
+            if (!commit) throw new Error("roll back");
+          });
+          if (commit) await transaction;
+          else await assert.rejects(transaction, /roll back/);
+          return { inside, outside: await outside };
+        };
+        const committed = await race("kept", true);
+        assert.deepEqual(committed.outside, { id: committed.inside, outcome: "duplicate" });
+        const rolledBack = await race("lost", false);
+        assert.equal(rolledBack.outside?.outcome, "stored");
+        assert.deepEqual(
+          ids(await claim(store, { now: T0 + 60_000 })).sort(),
+          [committed.inside, rolledBack.outside?.id].sort(),
+        );
+      } finally {
+        await other.close();
+      }
+    },
+    { sql: false },
+  );
 }
