@@ -21,6 +21,7 @@ import { PostgresStore } from "../../src/stores/postgres/mod.ts";
 import { tempDir, waitUntil, within } from "../_helpers.ts";
 import { checkDrain, JOBS_URL, serialPickups, startWork, topUp } from "../fixtures/faults/drain.ts";
 import { tick } from "../fixtures/faults/jobs.ts";
+import { awaitThroughOutage, held } from "../fixtures/faults/await_outage.ts";
 import { privatePostgres } from "../fixtures/faults/private_postgres.ts";
 import { all, one, openReader } from "../fixtures/reliability/harness.ts";
 import { quantile, workerStarted } from "../fixtures/reliability_postgres/harness.ts";
@@ -266,5 +267,18 @@ Deno.test({
     } finally {
       await worker.stop();
     }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgreSQL: dispatchAndWait() rides out the server stopped and started while its job runs, and resolves with the job's output",
+  ignore: refusal !== null,
+  async fn() {
+    const server = await privatePostgres();
+    if (typeof server === "string") throw new Error(server);
+    await using _server = server;
+    await using queue = await Queue.open({ url: server.url, jobs: [held] });
+    await awaitThroughOutage(queue, { down: () => server.stop(), up: () => server.start() });
   },
 });

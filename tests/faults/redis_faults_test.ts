@@ -16,6 +16,7 @@ import { Queue } from "../../mod.ts";
 import { tempDir, waitUntil } from "../_helpers.ts";
 import { checkDrain, JOBS_URL, serialPickups, startWork, topUp } from "../fixtures/faults/drain.ts";
 import { padded, tick } from "../fixtures/faults/jobs.ts";
+import { awaitThroughOutage, held } from "../fixtures/faults/await_outage.ts";
 import { privateRedisRefusal, startPrivateRedis } from "../fixtures/faults/private_redis.ts";
 import { all, type ChildProcess, one, openReader } from "../fixtures/reliability/harness.ts";
 import { cliEvents, quantile, workerStarted } from "../fixtures/reliability_postgres/harness.ts";
@@ -391,5 +392,16 @@ Deno.test({
     );
     assert.ok(calls >= 100, `clear ran in ${calls} calls: chunks are too large`);
     assert.deepEqual(await left(queue), { unfinished: 0, failed: 0 });
+  },
+});
+
+Deno.test({
+  name:
+    "Redis (AOF) killed and started again while a dispatchAndWait() job runs: the wait rides it out and resolves with the job's output",
+  ignore: refusal !== null,
+  async fn() {
+    await using redis = await startPrivateRedis({ aof: true });
+    await using queue = await Queue.open({ url: redis.url, jobs: [held] });
+    await awaitThroughOutage(queue, { down: () => redis.kill(), up: () => redis.start() });
   },
 });
