@@ -63,3 +63,16 @@ storeTest(
     await worker.stop();
   },
 );
+
+storeTest(
+  "dispatchAndWait() rejects once its queue closes (a closed store never answers again), not at its timeout",
+  async (db) => {
+    const queue = await db.open({ jobs: [add] });
+    const waiting = queue.dispatchAndWait(add, { a: 1, b: 2 }, { timeoutMs: 120_000 });
+    const settled = waiting.then(() => null, (error: Error) => error);
+    await queue.close();
+    const error = await within(settled, 30_000, "the wait's end after close");
+    assert.ok(error instanceof Error, "the wait resolved with no worker running");
+    assert.match(error.message, /closed/);
+  },
+);

@@ -16,14 +16,20 @@
  *   tenth of the time however many jobs are awaited (a few milliseconds
  *   apart for a few waiters).
  *
- * One read runs at a time; what is asked meanwhile is read next.
+ * One read runs at a time; what is asked meanwhile is read next. A read the
+ * store cannot serve for now (an outage: the server down, the connection
+ * cut, the disk full) ends no wait: it is reported once per outage as
+ * `queue:error`, and the once-a-second read tries again until each wait's
+ * own `timeoutMs` or signal; any other error (the queue closed or moved)
+ * rejects the waits it read.
  *
  * @internal
  * @module
  */
 import type { Clock } from "../clock.ts";
-import { JobWaitTimeoutError } from "../errors.ts";
+import { asError, JobWaitTimeoutError, QueueClosedError, QueueMovedError } from "../errors.ts";
 import type { QueueEventTarget } from "../events.ts";
+import { isStoreOutage } from "../stores/store_outage.ts";
 import type { JobControlStore, JobResultRow, WorkerStore } from "../stores/store.ts";
 
 /** The slowest every awaited job is read again while nothing wakes the waits. */
@@ -66,6 +72,8 @@ export class ResultWaiters {
   #sweepTimer: ReturnType<typeof setTimeout> | undefined;
   #readTimer: ReturnType<typeof setTimeout> | undefined;
   #stop: (() => void) | null = null;
+  /** Set while reads fail for an outage, so it is reported once. */
+  #outage = false;
 
   /** A registry reading `deps.store`, woken by its watch and by `deps.events`. */
   constructor(deps: AwaitDeps) {
@@ -75,7 +83,9 @@ export class ResultWaiters {
   /**
    * Resolves with job `id`'s result once it completed, failed for good or
    * was cancelled; rejects after `timeoutMs` with `JobWaitTimeoutError`, on
-   * `signal`'s abort with its reason, or when the job is no longer stored.
+   * `signal`'s abort with its reason, when the job is no longer stored, or
+   * when the store refuses the read for good (closed, moved); an outage
+   * only delays it.
    */
   wait(
     id: number,
@@ -189,10 +199,13 @@ export class ResultWaiters {
         if (sweep) this.#sweepAsked = false;
         for (const id of ids) this.#due.delete(id);
         const startedAt = performance.now();
-        for (let from = 0; from < ids.length; from += IDS_PER_READ) {
-          await this.#read(ids.slice(from, from + IDS_PER_READ));
+        let answered = true;
+        for (let from = 0; from < ids.length && answered; from += IDS_PER_READ) {
+          answered = await this.#read(ids.slice(from, from + IDS_PER_READ));
         }
-        if (sweep) {
+        // A read that failed for an outage says nothing of how long reads take: the next
+        // safety read tries again, and finds the jobs that ended meanwhile.
+        if (sweep && answered) {
           const tookMs = performance.now() - startedAt;
           this.#nextSweepAt = performance.now() + tookMs * SWEEP_GAP_FACTOR;
         }
@@ -202,17 +215,31 @@ export class ResultWaiters {
     }
   }
 
-  /** Reads jobs `ids` and ends the waits of those that ended or are gone. */
-  async #read(ids: readonly number[]): Promise<void> {
+  /**
+   * Reads jobs `ids` and ends the waits of those that ended or are gone;
+   * false when the store could not answer for now (the waits go on).
+   */
+  async #read(ids: readonly number[]): Promise<boolean> {
     const waited = ids.filter((id) => this.#waiters.has(id));
-    if (waited.length === 0) return;
+    if (waited.length === 0) return true;
     let rows: Map<number, JobResultRow>;
     try {
       rows = await this.#deps.store.results(waited, this.#deps.clock.now());
     } catch (error) {
+      if (isPassingOutage(error)) {
+        if (!this.#outage) {
+          this.#deps.events.emit("queue:error", {
+            error: asError(error),
+            during: "reading the results of awaited jobs",
+          });
+        }
+        this.#outage = true;
+        return false;
+      }
       for (const id of waited) this.#settle(id, (waiter) => waiter.reject(error));
-      return;
+      return true;
     }
+    this.#outage = false;
     for (const id of waited) {
       const row = rows.get(id);
       if (row === undefined) {
@@ -224,9 +251,21 @@ export class ResultWaiters {
         this.#settle(id, (waiter) => waiter.resolve(row));
       }
     }
+    return true;
   }
 
   #settle(id: number, end: (waiter: Waiter) => void): void {
     for (const waiter of [...this.#waiters.get(id) ?? []]) end(waiter);
   }
+}
+
+/**
+ * Whether `error` says the store cannot answer for now, and a later read
+ * may: not a closed queue, which the outage test counts as a lost
+ * connection (for the workers' sake) but which never answers again, nor a
+ * moved one.
+ */
+export function isPassingOutage(error: unknown): boolean {
+  if (error instanceof QueueClosedError || error instanceof QueueMovedError) return false;
+  return isStoreOutage(error);
 }

@@ -13,13 +13,13 @@ import type { Dispatch, StoreTarget } from "../dispatch/dispatch.ts";
 import type { JobRows } from "../dispatch/job_rows.ts";
 import { runNow } from "../dispatch/run_now.ts";
 import type { PayloadCipher } from "../encryption.ts";
-import { JobCancelledError } from "../errors.ts";
+import { asError, JobCancelledError } from "../errors.ts";
 import type { QueueEventTarget } from "../events.ts";
 import type { Executor } from "../executors/executor.ts";
 import type { JobDefinition, OutputOf, PayloadOf } from "../job.ts";
 import { decodeOutput, isEncryptedOutput, OUTPUT_WITHHELD_NO_KEY } from "../output.ts";
 import type { JobControlStore, JobResultRow, WorkerStore } from "../stores/store.ts";
-import { ResultWaiters } from "./await_result.ts";
+import { isPassingOutage, ResultWaiters } from "./await_result.ts";
 import {
   DISPATCH_AND_WAIT_OPTIONS,
   type DispatchAndWaitOptions,
@@ -70,7 +70,7 @@ export class JobResults {
     payload: PayloadOf<J>,
     options: DispatchAndWaitOptions | undefined,
   ): Promise<OutputOf<J>> {
-    const { cipher, store } = this.#parts;
+    const { cipher } = this.#parts;
     const given = optionBag(options, "dispatchAndWait", DISPATCH_AND_WAIT_OPTIONS);
     const timeoutMs = waitTimeoutMs(given);
     const { timeoutMs: _timeout, signal, ...dispatchOptions } = given ?? {};
@@ -84,10 +84,30 @@ export class JobResults {
         : await decodeOutput(job.name, output, cipher)) as OutputOf<J>;
     }
     const id = await this.#parts.dispatch.dispatch(job, payload, dispatchOptions);
-    await store.markAwaited(id);
+    await this.#markAwaited(id);
     this.#parts.notify(); // a claim that ran while the mark held the row skipped it
     const row = await this.#waiters.wait(id, timeoutMs, signal);
     return (await this.#output(id, row)) as OutputOf<J>;
+  }
+
+  /**
+   * Marks job `id` awaited, so the settle that ends it wakes the waits at
+   * once. The job is stored by then: a mark the store cannot make for now
+   * (an outage, a reply lost to a cut connection) is reported as
+   * `queue:error` and the wait goes on without it, finding the job's end
+   * with its once-a-second read; rejecting would have a caller that retries
+   * run the job twice.
+   */
+  async #markAwaited(id: number): Promise<void> {
+    try {
+      await this.#parts.store.markAwaited(id);
+    } catch (error) {
+      if (!isPassingOutage(error)) throw error;
+      this.#parts.events.emit("queue:error", {
+        error: asError(error),
+        during: `marking job ${id} awaited`,
+      });
+    }
   }
 
   /** The state, output or error of job `id`, or null when no trace of it is kept. */

@@ -15,10 +15,13 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import postgres from "postgres";
-import { Queue } from "../../mod.ts";
-import { tempDir, waitUntil } from "../_helpers.ts";
+import { z } from "zod";
+import { defineJob, Queue } from "../../mod.ts";
+import { PostgresStore } from "../../src/stores/postgres/mod.ts";
+import { tempDir, waitUntil, within } from "../_helpers.ts";
 import { checkDrain, JOBS_URL, serialPickups, startWork, topUp } from "../fixtures/faults/drain.ts";
 import { tick } from "../fixtures/faults/jobs.ts";
+import { awaitThroughOutage, held } from "../fixtures/faults/await_outage.ts";
 import { privatePostgres } from "../fixtures/faults/private_postgres.ts";
 import { all, one, openReader } from "../fixtures/reliability/harness.ts";
 import { quantile, workerStarted } from "../fixtures/reliability_postgres/harness.ts";
@@ -214,5 +217,68 @@ Deno.test({
       for (const child of workers) await child.exit(20_000).catch(() => {});
       for (const child of workers) await child[Symbol.asyncDispose]();
     }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgreSQL refusing connections: every call of a long outage rejects within connectTimeoutMs, and once the server is back the first dispatch goes through and an idle worker runs it, without waiting out a reconnect backoff",
+  ignore: refusal !== null,
+  async fn() {
+    const server = await privatePostgres();
+    if (typeof server === "string") throw new Error(server);
+    await using _server = server;
+    const ran: number[] = [];
+    const note = defineJob({
+      name: "faults.note",
+      schema: z.object({ n: z.number().int() }),
+      handle: ({ n }) => {
+        ran.push(n);
+      },
+    });
+    const store = await PostgresStore.open(server.url, { connectTimeoutMs: 1_000 });
+    await using queue = await Queue.open({ store, jobs: [note] });
+    const worker = queue.work({ executor: "isolate", pollMs: 60_000 });
+    try {
+      await queue.dispatch(note, { n: 0 });
+      await waitUntil(() => ran.includes(0), { what: "the job before the outage ran" });
+      await server.stop();
+      // The driver's default backoff grows with each refused connection, to 10-20 s by about the
+      // tenth: twenty calls in a row meet it. Each deadline is five times connectTimeoutMs.
+      for (let call = 0; call < 20; call++) {
+        const said = await within(
+          queue.counts().then(() => "answered", (error: Error) => error.message),
+          5_000,
+          `counts() call ${call + 1} while the server refuses connections`,
+        );
+        assert.match(said, /Cannot reach the PostgreSQL database/);
+        await sleep(100);
+      }
+      await server.start();
+      await within(
+        queue.dispatch(note, { n: 1 }),
+        5_000,
+        "the first dispatch after the server is back",
+      );
+      await waitUntil(() => ran.includes(1), {
+        what: "the idle worker ran the job dispatched after the restart",
+        timeoutMs: 5_000,
+      });
+    } finally {
+      await worker.stop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgreSQL: dispatchAndWait() rides out the server stopped and started while its job runs, and resolves with the job's output",
+  ignore: refusal !== null,
+  async fn() {
+    const server = await privatePostgres();
+    if (typeof server === "string") throw new Error(server);
+    await using _server = server;
+    await using queue = await Queue.open({ url: server.url, jobs: [held] });
+    await awaitThroughOutage(queue, { down: () => server.stop(), up: () => server.start() });
   },
 });

@@ -13,9 +13,11 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { Queue } from "../../mod.ts";
+import { RedisStore } from "../../src/stores/redis/mod.ts";
 import { tempDir, waitUntil } from "../_helpers.ts";
 import { checkDrain, JOBS_URL, serialPickups, startWork, topUp } from "../fixtures/faults/drain.ts";
 import { padded, tick } from "../fixtures/faults/jobs.ts";
+import { awaitThroughOutage, held } from "../fixtures/faults/await_outage.ts";
 import { privateRedisRefusal, startPrivateRedis } from "../fixtures/faults/private_redis.ts";
 import { all, type ChildProcess, one, openReader } from "../fixtures/reliability/harness.ts";
 import { cliEvents, quantile, workerStarted } from "../fixtures/reliability_postgres/harness.ts";
@@ -391,5 +393,56 @@ Deno.test({
     );
     assert.ok(calls >= 100, `clear ran in ${calls} calls: chunks are too large`);
     assert.deepEqual(await left(queue), { unfinished: 0, failed: 0 });
+  },
+});
+
+Deno.test({
+  name:
+    "Redis (AOF) killed and started again while a dispatchAndWait() job runs: the wait rides it out and resolves with the job's output",
+  ignore: refusal !== null,
+  async fn() {
+    await using redis = await startPrivateRedis({ aof: true });
+    await using queue = await Queue.open({ url: redis.url, jobs: [held] });
+    await awaitThroughOutage(queue, { down: () => redis.kill(), up: () => redis.start() });
+  },
+});
+
+Deno.test({
+  name:
+    "Redis down: every call (counts, result, failed, a transaction, dispatch) waits for the connection up to connectTimeoutMs, rejecting after it, and a call made while the server is down resolves once it is back",
+  ignore: refusal !== null,
+  async fn() {
+    await using redis = await startPrivateRedis({ aof: true });
+    const shortWait = await RedisStore.open(redis.url, { connectTimeoutMs: 1_000 });
+    await using queue = await Queue.open({ store: shortWait, jobs: [tick] });
+    const longWait = await RedisStore.open(redis.url, { connectTimeoutMs: 60_000 });
+    await using patient = await Queue.open({ store: longWait, jobs: [tick] });
+    const id = await queue.dispatch(tick, { n: 1 });
+    await redis.kill();
+    const calls: Record<string, () => Promise<unknown>> = {
+      counts: () => queue.counts(),
+      result: () => queue.result(id),
+      failed: () => queue.failed(),
+      transaction: () => queue.transaction((tx) => tx.dispatch(tick, { n: 2 })),
+      dispatch: () => queue.dispatch(tick, { n: 3 }),
+    };
+    for (const [name, call] of Object.entries(calls)) {
+      // The first call after the kill may go out on the dead connection and lose its reply;
+      // the next ones find the client reconnecting.
+      let said = "";
+      for (let tries = 0; tries < 3 && !said.includes("no answer within"); tries++) {
+        said = await call().then(() => "answered", (error: Error) => error.message);
+      }
+      assert.match(said, /Cannot reach the Redis server at .*: no answer within 1000 ms/, name);
+    }
+    const waiting = [
+      patient.counts(),
+      patient.result(id),
+      patient.failed(),
+      patient.transaction((tx) => tx.dispatch(tick, { n: 4 })),
+    ];
+    await redis.start();
+    const [, result] = await Promise.all(waiting);
+    assert.equal((result as { state: string } | null)?.state, "pending");
   },
 });

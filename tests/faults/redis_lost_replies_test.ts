@@ -175,3 +175,35 @@ Deno.test({
     assert.equal(await failedCount(queue), 0);
   },
 });
+
+Deno.test({
+  name:
+    "Redis: dispatchAndWait() whose mark of the job as awaited lost its reply (the job is stored) goes on waiting and resolves once the job ran, which runs once",
+  ignore: refusal !== null,
+  async fn() {
+    runs.length = 0;
+    await using redis = await startPrivateRedis({ aof: false });
+    await using proxy = replyCuttingProxy(redis.url);
+    await using queue = await Queue.open({ url: proxy.url, jobs: [step] });
+    const reported: string[] = [];
+    queue.addEventListener("queue:error", ({ detail }) => reported.push(detail.during));
+    // The mark's input holds the job's id and nothing of its own besides: no worker runs yet,
+    // so the only such call is the mark that follows the dispatch.
+    const cut = proxy.cutAfter((args) => {
+      const input = scriptInput(args);
+      return typeof input?.id === "number" &&
+        Object.keys(input).every((key) => ["id", "now", "db", "epoch"].includes(key));
+    });
+    const waiting = queue.dispatchAndWait(step, { n: 7 }, { timeoutMs: 60_000 });
+    const settled = waiting.then(() => "resolved", (error: Error) => `rejected: ${error.message}`);
+    await cut;
+    const worker = queue.work({ executor: "isolate" });
+    try {
+      assert.equal(await settled, "resolved");
+      assert.equal(runsOf(7).length, 1);
+      assert.ok(reported.some((during) => /^marking job \d+ awaited$/.test(during)), `${reported}`);
+    } finally {
+      await worker.stop();
+    }
+  },
+});

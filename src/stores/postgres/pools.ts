@@ -47,6 +47,11 @@ function newPool(settings: PoolSettings, kind: PoolKind) {
   return postgres(settings.server, {
     max: kind === "shared" ? settings.maxConnections : 1,
     connect_timeout: Math.ceil(settings.connectTimeoutMs / 1000),
+    // No wait before a new connection: the driver's default backoff (up to 20 s, growing
+    // with each failed connection of the outage) would hold a call past connectTimeoutMs
+    // and the first calls after the server is back. Callers pace their own tries (workers
+    // every 250 ms), and the driver connects only for a call that waits.
+    backoff: () => 0,
     onnotice: () => {},
     connection: {
       search_path: settings.schema,

@@ -11,7 +11,7 @@
 // A full specifier: an app importing this module from another folder resolves bare names with
 // its own import map, which need not list this dependency.
 // deno-lint-ignore no-import-prefix
-import { createClient } from "npm:@redis/client@^6.4";
+import { ClientOfflineError, createClient } from "npm:@redis/client@^6.4";
 import { QueueMovedError } from "../../errors.ts";
 import { redactPassword } from "../database_url.ts";
 import { type FunctionLibrary, functionLibrary, type LuaScript } from "./lua.ts";
@@ -42,6 +42,8 @@ export class RedisConnection {
   #subscriber: Client | null = null;
   readonly #listeners = new Set<() => void>();
   #closed = false;
+  /** The client's last error (a failed reconnect says why), for a call that waited in vain. */
+  #lastError: unknown = null;
   /** Whether the store goes by the server's clock. */
   readonly databaseClock: boolean;
   /** The epoch every call checks; null until the store read it. */
@@ -56,6 +58,7 @@ export class RedisConnection {
     this.#metaKey = `${prefix}:meta`;
     this.#channel = `${prefix}:wake`;
     this.databaseClock = db;
+    client.on("error", (error) => this.#lastError = error);
   }
 
   /** Connects to `settings.url`; keys go under `prefix` (a hash tag, braces included). */
@@ -105,11 +108,20 @@ export class RedisConnection {
       db: this.databaseClock,
       ...(this.epoch === null ? {} : { epoch: this.epoch }),
     });
+    const deadline = Date.now() + this.#settings.connectTimeoutMs;
     let reply: unknown;
-    try {
-      reply = await this.#evaluate(script, argument);
-    } catch (error) {
-      throw isConnectionError(error) ? this.#unreachable(error) : error;
+    for (;;) {
+      try {
+        reply = await this.#evaluate(script, argument);
+        break;
+      } catch (error) {
+        if (!isConnectionError(error)) throw error;
+        // Sent, its reply lost: the store decides whether to send it again.
+        if (!(error instanceof ClientOfflineError)) throw this.#unreachable(error);
+        // Not sent, the client reconnecting: every call waits for the connection up to
+        // connectTimeoutMs (docs/redis.md), as a dispatch does, rather than failing at once.
+        await this.#untilReady(error, deadline);
+      }
     }
     return (reply === null || reply === undefined ? null : JSON.parse(String(reply))) as T;
   }
@@ -136,7 +148,8 @@ export class RedisConnection {
     try {
       return await this.call<T>(script, withKeep);
     } catch (error) {
-      if (!isConnectionError(error)) throw error;
+      // Never sent (no connection within connectTimeoutMs): nothing to send again.
+      if (!isConnectionError(error) || NOT_SENT.has(error as Error)) throw error;
       await this.whenReconnected(error);
       return await this.call<T>(script, { ...withKeep, resent: true });
     }
@@ -144,10 +157,22 @@ export class RedisConnection {
 
   /** Resolves once the client is ready again, or rejects naming `cause` after `connectTimeoutMs`. */
   async whenReconnected(cause: unknown): Promise<void> {
-    const deadline = Date.now() + this.#settings.connectTimeoutMs;
+    await this.#untilReady(cause, Date.now() + this.#settings.connectTimeoutMs);
+  }
+
+  /**
+   * Resolves once the client is ready, or rejects at `deadline` saying the
+   * server cannot be reached, with the client's last error (else `cause`).
+   */
+  async #untilReady(cause: unknown, deadline: number): Promise<void> {
     while (!this.client.isReady) {
       if (Date.now() >= deadline) {
-        throw this.#unreachable(cause, `no answer within ${this.#settings.connectTimeoutMs} ms`);
+        const error = this.#unreachable(
+          this.#lastError ?? cause,
+          `no answer within ${this.#settings.connectTimeoutMs} ms`,
+        );
+        NOT_SENT.add(error);
+        throw error;
       }
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
@@ -254,6 +279,9 @@ function newClient(settings: ConnectionSettings): Client {
 
 /** The `code` of a call's error when the server could not be reached (the call may have run). */
 const UNREACHABLE = "REDIS_UNREACHABLE";
+
+/** Errors of calls that were never sent: no connection came within `connectTimeoutMs`. */
+const NOT_SENT = new WeakSet<Error>();
 
 /** Whether `error` is the connection's (the call may or may not have run), not the script's. */
 export function isConnectionError(error: unknown): boolean {

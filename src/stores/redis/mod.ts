@@ -121,8 +121,9 @@ export interface RedisStoreOptions {
    */
   clock?: "database" | "caller";
   /**
-   * How long connecting (and reconnecting, for a call whose reply was lost)
-   * may take before a call rejects, in ms.
+   * How long connecting may take before a call rejects, in ms: a call made
+   * while the client reconnects waits for it this long (a dispatch whose
+   * reply was lost, as long again to be sent once more).
    * @default {10_000}
    */
   connectTimeoutMs?: number;
