@@ -139,7 +139,8 @@ export class DurableSteps {
         `${where}: until must be a valid Date or ms since the epoch: got ${String(until)}`,
       );
     }
-    await this.#sleep(name, { untilMs: time });
+    // A whole ms, never before the time asked (a store keeps times as whole ms).
+    await this.#sleep(name, { untilMs: Math.ceil(time) });
   }
 
   /** `ctx.waitFor(name, options)`. */

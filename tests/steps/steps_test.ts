@@ -1164,3 +1164,32 @@ storeTest(
     );
   },
 );
+
+storeTest(
+  "ctx.sleepUntil a time with a fraction of a ms sleeps until the next whole ms, on every store",
+  async (db) => {
+    const clock = new ManualClock();
+    const wakeAt = clock.now() + 60_000.5;
+    const job = defineJob({
+      name: "sleeps-until-fraction",
+      schema: payload,
+      async handle(_, ctx) {
+        await ctx.sleepUntil("nap", wakeAt);
+      },
+    });
+    await using queue = await db.open({ jobs: [job], clock });
+    const id = await queue.dispatch(job, { n: 1 });
+    const worker = queue.work({ pollMs: 10 });
+    try {
+      await waitUntil(async () => (await queue.steps(id)).length === 1, { what: "it slept" });
+      assert.equal((await queue.steps(id))[0]?.until?.getTime(), Math.ceil(wakeAt));
+      clock.advance(61_000);
+      await waitUntil(async () => (await queue.result(id))?.state === "completed", {
+        what: "it woke and completed",
+      });
+    } finally {
+      await worker.stop();
+    }
+    assert.deepEqual(await queue.failed(), []);
+  },
+);
