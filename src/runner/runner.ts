@@ -930,12 +930,15 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   /** The attempt ran out of its `timeoutMs`: its signal aborts and it ends with a timeout error. */
   #timedOut(entry: RunningJob): void {
     if (entry.afterStop !== undefined) return; // its end is decided already
+    const result = this.#timeoutResult(entry);
+    this.#endOnceStopped(entry, () => this.#finish(entry, result));
+  }
+
+  /** Aborts attempt `entry` with a `JobTimeoutError`, and gives the result it ends with. */
+  #timeoutResult(entry: RunningJob): ExecutionResult {
     const error = new JobTimeoutError(entry.job.name, entry.definition.timeoutMs);
     entry.controller.abort(error);
-    this.#endOnceStopped(
-      entry,
-      () => this.#finish(entry, { kind: "error", error, permanent: false }),
-    );
+    return { kind: "error", error, permanent: false };
   }
 
   /**
@@ -960,10 +963,18 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     entry.afterStop = once;
   }
 
-  /** The executor says the handler ended with `result`: settled, unless a timeout or cancel decided. */
+  /**
+   * The executor says the handler ended with `result`: settled, unless a
+   * timeout, a cancel or a stop decided. On the isolate executor a handler
+   * that ran past its `timeoutMs` ends with the timeout whatever it
+   * returned: a synchronous stretch that held this isolate's event loop
+   * kept the timeout's timer from firing.
+   */
   #handlerEnded(entry: RunningJob, result: ExecutionResult): void {
-    if (entry.afterStop === undefined) this.#finish(entry, result);
-    else entry.afterStop();
+    if (entry.afterStop !== undefined) return entry.afterStop();
+    const ranPast = this.#options.executor === "isolate" &&
+      performance.now() - entry.startedAt > entry.definition.timeoutMs;
+    this.#finish(entry, ranPast ? this.#timeoutResult(entry) : result);
   }
 
   #finish(entry: RunningJob, result: ExecutionResult): void {
@@ -1042,20 +1053,28 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     return true;
   }
 
+  /**
+   * The stop's grace is over: every running attempt is aborted and put back
+   * without using an attempt, a job with middleware once its handler
+   * stopped (as after a timeout), so that its lock is not released beside a
+   * handler that still runs.
+   */
   #abortRunning(): void {
     const state = this.#state;
     if (state.phase !== "stopping") return;
     this.#state = { phase: "grace over", reason: state.reason };
-    const now = this.#deps.clock.now();
     for (const entry of [...this.#running.values()]) {
-      this.#forget(entry);
-      const stopping = new Error("Job aborted: the worker is stopping");
-      endAttemptSpan(entry.span, "stopped", null, entry.definition.encrypted);
-      entry.controller.abort(stopping);
-      this.#settleLater({
-        job: entry.job,
-        outcome: putBack(entry.job, now, "worker stopped during the attempt"),
-        durationMs: 0,
+      if (entry.afterStop !== undefined) continue; // a timeout or a cancel decided its end
+      entry.controller.abort(new Error("Job aborted: the worker is stopping"));
+      this.#endOnceStopped(entry, () => {
+        if (!this.#forget(entry)) return;
+        endAttemptSpan(entry.span, "stopped", null, entry.definition.encrypted);
+        this.#settleLater({
+          job: entry.job,
+          outcome: putBack(entry.job, this.#deps.clock.now(), "worker stopped during the attempt"),
+          durationMs: 0,
+        });
+        this.notify();
       });
     }
     this.notify();

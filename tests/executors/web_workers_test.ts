@@ -13,6 +13,7 @@ import { currentThread, type LedgerRow, readLedger } from "../fixtures/reliabili
 import { openReader, waitUntil } from "../fixtures/reliability/harness.ts";
 import {
   busy,
+  busyLocked,
   child,
   cpu,
   hangs,
@@ -395,4 +396,25 @@ Deno.test("Web Worker pool: a job's timeout counts from when the Web Workers can
   await worker.done;
   assert.deepEqual(worker.stats, { completed: 3, failed: 0, retried: 0 });
   assert.deepEqual(await storedCounts(queue), {});
+});
+
+Deno.test("Web Worker pool: a stop whose grace ends while a job with middleware holds its thread puts the job back only once its handler stopped, so no job of its key runs beside it", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  const id = await queue.dispatch(busyLocked, { db: tmp.dbPath, ms: 1_500 });
+  const first = queue.work({ executor: "workers", workers: 1, pollMs: 20, graceMs: 5_000 });
+  await waitUntil("the job started", () => readLedger(db, "outcome = 'start'").length === 1);
+  const stopped = first.stop({ graceMs: 50 });
+  const second = queue.work({ executor: "workers", workers: 1, pollMs: 20 });
+  await waitUntil(
+    "the job ran again and completed",
+    () => readLedger(db, "job_id = ? AND outcome = 'success'", id).length === 2,
+  );
+  await stopped;
+  await second.stop();
+  const rows = readLedger(db, "job_id = ?", id);
+  assert.deepEqual(rows.map((row) => row.outcome), ["start", "success", "start", "success"]);
+  assert.ok(rows[2]!.start >= rows[1]!.end!, "the second run began after the first ended");
+  assert.equal(second.stats.completed, 1);
 });

@@ -303,3 +303,26 @@ storeTest(
     assert.ok(!failed.stack.includes("\u0000") && failed.stack.isWellFormed(), "the stack too");
   },
 );
+
+Deno.test("isolate executor: a handler that holds the event loop past timeoutMs and returns fails the attempt with JobTimeoutError", async () => {
+  const holds = defineJob({
+    name: "holds",
+    schema: z.null(),
+    timeoutMs: 100,
+    maxAttempts: 1,
+    handle() {
+      const until = performance.now() + 400;
+      while (performance.now() < until) {
+        // no await: the timeout's timer cannot fire
+      }
+      return "done";
+    },
+  });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [holds] });
+  const id = await queue.dispatch(holds, null);
+  const stats = await workUntilEmpty(queue, { executor: "isolate" });
+  assert.deepEqual(stats, { completed: 0, failed: 1, retried: 0 });
+  const [failed] = await queue.failed();
+  assert.equal(failed?.id, id);
+  assert.equal(failed?.error, 'JobTimeoutError: Job "holds" timed out: ran past 100 ms');
+});
