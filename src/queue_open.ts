@@ -49,8 +49,9 @@ export interface QueueParts {
  * (an option, a job, a schedule, the keys) before anything is written; a
  * store it opened is closed again when syncing the schedules fails.
  */
-export async function openQueueParts(options: QueueOptions): Promise<QueueParts> {
-  if (optionBag(options, "Queue.open", QUEUE_OPTIONS) === undefined) {
+export async function openQueueParts(given: QueueOptions): Promise<QueueParts> {
+  const options = optionBag(given, "Queue.open", QUEUE_OPTIONS);
+  if (options === undefined) {
     throw new TypeError("Queue.open: options are required: give at least jobs");
   }
   const maxPayloadBytes = maxPayloadBytesOf(options);

@@ -54,7 +54,7 @@ export class JobRegistry {
   readonly #schedules: readonly ScheduleDefinition[];
   #names: readonly string[] | undefined;
   #groupRates: Readonly<Record<string, GroupRate>> | undefined | null = null;
-  #withMiddleware: readonly string[] | undefined | null = null;
+  #keptUntilChecked: readonly string[] | undefined | null = null;
   /** The jobs module's URL, when the definitions came from one (Web Workers import it too). */
   readonly moduleUrl: string | undefined;
 
@@ -131,16 +131,17 @@ export class JobRegistry {
   }
 
   /**
-   * The names of the jobs with middleware, which a worker checks between
-   * claim and start (`ClaimRequest.checkedNames`); undefined when none has.
+   * The names of the jobs unique until processing that have middleware: a
+   * claim keeps their key until the middleware check lets them start
+   * (`ClaimRequest.checkedNames`); undefined when there is none.
    */
-  withMiddleware(): readonly string[] | undefined {
-    if (this.#withMiddleware === null) {
-      const names = [...this.#byName].filter(([, job]) => job.middleware !== undefined)
+  keptUntilChecked(): readonly string[] | undefined {
+    if (this.#keptUntilChecked === null) {
+      const names = [...this.#byName].filter(([, job]) => keptUntilChecked(job))
         .map(([name]) => name);
-      this.#withMiddleware = names.length === 0 ? undefined : Object.freeze(names);
+      this.#keptUntilChecked = names.length === 0 ? undefined : Object.freeze(names);
     }
-    return this.#withMiddleware;
+    return this.#keptUntilChecked;
   }
 
   /**
@@ -169,4 +170,13 @@ export class JobRegistry {
       a === "default" ? -1 : b === "default" ? 1 : a < b ? -1 : a > b ? 1 : 0
     );
   }
+}
+
+/**
+ * Whether a claim keeps `job`'s unique key until the middleware check lets
+ * it start: a job unique until processing, with middleware.
+ */
+export function keptUntilChecked(job: JobDefinition): boolean {
+  return job.middleware !== undefined && job.uniqueForMs !== undefined &&
+    job.uniqueUntil === "processing";
 }

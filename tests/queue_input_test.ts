@@ -416,7 +416,15 @@ Deno.test("work(), drain(), drainAfter() and serverless() refuse a misspelt opti
 });
 
 Deno.test("An option given as null reads as its default, as ?? reads it, on every call that takes options", async () => {
-  await using queue = await Queue.open({ path: ":memory:", jobs: JOBS });
+  await using queue = await Queue.open({
+    path: ":memory:",
+    jobs: JOBS,
+    url: null,
+    store: null,
+    keepFinishedMs: null,
+    clock: null,
+    mode: null,
+  } as never);
   const id = await queue.dispatch(note, { n: 1 }, {
     at: null,
     delayMs: null,

@@ -27,9 +27,9 @@
  * @module
  */
 import type { Clock } from "../clock.ts";
-import { asError, JobWaitTimeoutError, QueueClosedError, QueueMovedError } from "../errors.ts";
+import { asError, JobWaitTimeoutError } from "../errors.ts";
 import type { QueueEventTarget } from "../events.ts";
-import { isStoreOutage } from "../stores/store_outage.ts";
+import { isPassingOutage } from "../stores/store_outage.ts";
 import type { JobControlStore, JobResultRow, WorkerStore } from "../stores/store.ts";
 
 /** The slowest every awaited job is read again while nothing wakes the waits. */
@@ -257,15 +257,4 @@ export class ResultWaiters {
   #settle(id: number, end: (waiter: Waiter) => void): void {
     for (const waiter of [...this.#waiters.get(id) ?? []]) end(waiter);
   }
-}
-
-/**
- * Whether `error` says the store cannot answer for now, and a later read
- * may: not a closed queue, which the outage test counts as a lost
- * connection (for the workers' sake) but which never answers again, nor a
- * moved one.
- */
-export function isPassingOutage(error: unknown): boolean {
-  if (error instanceof QueueClosedError || error instanceof QueueMovedError) return false;
-  return isStoreOutage(error);
 }

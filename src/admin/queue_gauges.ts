@@ -50,9 +50,12 @@ export class QueueGauges {
     this.#unregister();
     const gauge = (name: string, description: string) =>
       meter.createObservableGauge(name, { description, unit: "{job}" });
-    const pending = gauge("renox.jobs.pending", "Jobs due now and waiting for a worker");
+    const pending = gauge(
+      "renox.jobs.pending",
+      "Jobs due now and not started (a worker may hold them ahead)",
+    );
     const delayed = gauge("renox.jobs.delayed", "Jobs waiting for a later time");
-    const running = gauge("renox.jobs.running", "Jobs leased to a worker");
+    const running = gauge("renox.jobs.running", "Jobs a worker started");
     const callback: BatchObservableCallback = async (result) => {
       let rows;
       try {

@@ -19,7 +19,8 @@ import type { Executor } from "../executors/executor.ts";
 import type { JobDefinition, OutputOf, PayloadOf } from "../job.ts";
 import { decodeOutput, isEncryptedOutput, OUTPUT_WITHHELD_NO_KEY } from "../output.ts";
 import type { JobControlStore, JobResultRow, WorkerStore } from "../stores/store.ts";
-import { isPassingOutage, ResultWaiters } from "./await_result.ts";
+import { ResultWaiters } from "./await_result.ts";
+import { isPassingOutage } from "../stores/store_outage.ts";
 import {
   DISPATCH_AND_WAIT_OPTIONS,
   type DispatchAndWaitOptions,

@@ -22,6 +22,7 @@ import {
 import { isRedisUrl, redactPassword } from "../stores/database_url.ts";
 import { shown } from "../shown.ts";
 import { openStore } from "../store_options.ts";
+import { SqliteStore } from "../stores/sqlite/mod.ts";
 import { describeWorker, LIVE_WORKER_WINDOW_MS, type PlannedStep } from "../stores/schema_steps.ts";
 import type { Command } from "./command.ts";
 import { firstLine, formatTable, tableTime } from "./table.ts";
@@ -98,12 +99,14 @@ function assertDatabaseFile(path: string): void {
 /**
  * Throws unless the database `db` names holds a queue: the SQLite file (the
  * PostgreSQL schema, the Redis key prefix) has a schema step (a key layout)
- * applied. Reads the plan only, on a store opened for that, so no table or
- * key is created: another app's SQLite file is refused, not made a queue.
+ * applied. Reads only, so no table or key is created: another app's
+ * SQLite file is refused, not made a queue, and its settings are left
+ * alone.
  */
 async function assertQueueAt(db: string, options: DatabaseOptions): Promise<void> {
   let found: boolean;
-  {
+  if ("path" in options) found = SqliteStore.holdsQueue(options.path);
+  else {
     await using store = await openStore(options, false);
     found = (await store.migrationPlan()).databaseStep > 0;
   }

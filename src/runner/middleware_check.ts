@@ -18,7 +18,7 @@ import {
   middlewareRequest,
 } from "../middleware.ts";
 import { openPayload } from "../payload.ts";
-import type { JobRegistry } from "../registry.ts";
+import { type JobRegistry, keptUntilChecked } from "../registry.ts";
 import type { ClaimedJob, WorkerStore } from "../stores/store.ts";
 import type { ResolvedWorkOptions } from "./work_options.ts";
 import type { FinishedJob } from "./attempts.ts";
@@ -77,8 +77,11 @@ export class MiddlewareCheck {
         continue;
       }
       try {
-        // With no rules it is let through all the same: its start releases its key (`acquire`).
-        guarded.push({ job, rules: assertMiddleware(definition.middleware(payload), job.name) });
+        const rules = assertMiddleware(definition.middleware(payload), job.name);
+        // With no rules, a job whose claim kept its key is let through by the store: its start
+        // releases the key (`acquire`).
+        if (rules.length === 0 && !keptUntilChecked(definition)) free.push(job);
+        else guarded.push({ job, rules });
       } catch (error) {
         const outcome = outcomeOf(
           job,

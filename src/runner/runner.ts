@@ -600,7 +600,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     if (schedules?.needsPreparing) await schedules.prepare(clock.now());
     const now = clock.now();
     const groupRates = this.#deps.registry.groupRates();
-    const checkedNames = this.#deps.registry.withMiddleware();
+    const checkedNames = this.#deps.registry.keptUntilChecked();
     // While the store is out, claim nothing until the settles kept in memory are written.
     const claiming = !(this.#outage !== null && settlements.length > 0);
     const request: ClaimRequest | undefined = claiming && (limit > 0 || schedules !== undefined)
@@ -966,14 +966,16 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   /**
    * The executor says the handler ended with `result`: settled, unless a
    * timeout, a cancel or a stop decided. On the isolate executor a handler
-   * that ran past its `timeoutMs` ends with the timeout whatever it
-   * returned: a synchronous stretch that held this isolate's event loop
-   * kept the timeout's timer from firing.
+   * that ran past its `timeoutMs` ends with the timeout whatever it returned
+   * (a synchronous stretch that held this isolate's event loop kept the
+   * timeout's timer from firing), unless it parked (its steps are recorded)
+   * or failed for good.
    */
   #handlerEnded(entry: RunningJob, result: ExecutionResult): void {
     if (entry.afterStop !== undefined) return entry.afterStop();
     const ranPast = this.#options.executor === "isolate" &&
-      performance.now() - entry.startedAt > entry.definition.timeoutMs;
+      performance.now() - entry.startedAt > entry.definition.timeoutMs &&
+      result.kind !== "park" && !(result.kind === "error" && result.permanent);
     this.#finish(entry, ranPast ? this.#timeoutResult(entry) : result);
   }
 

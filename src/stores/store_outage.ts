@@ -9,6 +9,7 @@
  * @internal
  * @module
  */
+import { QueueClosedError, QueueMovedError } from "../errors.ts";
 
 /** SQLite's primary result codes that mean the database, not the row: BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN. */
 const SQLITE_OUTAGE_CODES = new Set([5, 6, 7, 8, 10, 13, 14]);
@@ -75,4 +76,15 @@ export function isStoreOutage(error: unknown): boolean {
     error = error.cause;
   }
   return false;
+}
+
+/**
+ * Whether `error` says the store cannot answer for now, and a later read
+ * may: not a closed queue, which the outage test counts as a lost
+ * connection (for the workers' sake) but which never answers again, nor a
+ * moved one.
+ */
+export function isPassingOutage(error: unknown): boolean {
+  if (error instanceof QueueClosedError || error instanceof QueueMovedError) return false;
+  return isStoreOutage(error);
 }

@@ -61,16 +61,19 @@ Deno.test("admin commands refuse a SQLite file that does not exist, creating not
   assert.equal((await runCli(["failed", "--db", missing])).stdout.trim(), "No failed jobs");
 });
 
-Deno.test("admin commands refuse a SQLite file that holds no queue (another app's database), creating no table in it", async () => {
+Deno.test("admin commands refuse a SQLite file that holds no queue (another app's database), creating no table in it and leaving its journal mode", async () => {
   await using tmp = await tempDir();
   const app = new DatabaseSync(tmp.dbPath);
   app.exec("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)");
   app.close();
-  const tables = () => {
+  const state = () => {
     const db = new DatabaseSync(tmp.dbPath);
     try {
-      return db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all()
-        .map((row) => row.name);
+      return {
+        tables: db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all()
+          .map((row) => row.name),
+        journal: db.prepare("PRAGMA journal_mode").get()?.journal_mode,
+      };
     } finally {
       db.close();
     }
@@ -78,7 +81,10 @@ Deno.test("admin commands refuse a SQLite file that holds no queue (another app'
   await checkRefusesMissingQueue(
     tmp.dbPath,
     "no queue tables in this file",
-    () => Promise.resolve(assert.deepEqual(tables(), ["customers"], "no queue table made")),
+    () =>
+      Promise.resolve(
+        assert.deepEqual(state(), { tables: ["customers"], journal: "delete" }, "left as it was"),
+      ),
   );
 });
 

@@ -59,6 +59,7 @@ export class RedisConnection {
     this.#channel = `${prefix}:wake`;
     this.databaseClock = db;
     client.on("error", (error) => this.#lastError = error);
+    client.on("ready", () => this.#lastError = null); // a later outage names its own cause
   }
 
   /** Connects to `settings.url`; keys go under `prefix` (a hash tag, braces included). */

@@ -37,10 +37,14 @@ const RELEASE_KEYS = statement("DELETE FROM job_keys WHERE job_id IN {{ids $1}}"
 const RELEASE_KEYS_ON_START = statement(
   "DELETE FROM job_keys WHERE release_on_start = 1 AND job_id IN {{ids $1}}",
 );
-/** The keys held until processing of the jobs `$1` whose claim started them (not claimed ahead). */
+/**
+ * The keys held until processing of the jobs whose claim started them (not
+ * claimed ahead), each still leased by that claim: `$1` pairs of job id and token.
+ */
 const RELEASE_KEYS_OF_STARTED = statement(
-  `DELETE FROM job_keys WHERE release_on_start = 1
-  AND job_id IN (SELECT id FROM jobs WHERE id IN {{ids $1}} AND claimed_ahead = 0)`,
+  `DELETE FROM job_keys WHERE release_on_start = 1 AND job_id IN (
+    SELECT jobs.id FROM jobs JOIN {{pairs $1}} p ON jobs.id = p.id AND jobs.token = p.token
+    WHERE jobs.claimed_ahead = 0)`,
 );
 const DROP_LOCKS = statement("DELETE FROM job_locks WHERE job_id IN {{ids $1}}");
 /** Only a lock its own attempt took: matched by job id and token. */
@@ -138,7 +142,7 @@ export function* acquire(
   const shift = clockNow - now;
   now = clockNow;
   const verdicts: (number | null)[] = [];
-  const started: number[] = [];
+  const started: [number, number][] = [];
   for (const request of requests) {
     let retryAt: number | null = null;
     const later = (at: number) => retryAt = Math.max(retryAt ?? at, at);
@@ -166,7 +170,7 @@ export function* acquire(
     }
     verdicts.push(retryAt);
     if (retryAt !== null) continue;
-    started.push(request.id);
+    started.push([request.id, request.token]);
     for (const lock of request.locks) {
       yield* exec(TAKE_LOCK, lock.key, request.id, request.token, lock.expiresAt + shift);
     }

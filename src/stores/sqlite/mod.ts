@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { DatabaseSync } from "node:sqlite";
 import { shown } from "../../shown.ts";
 import { migrations } from "../../../migrations/sqlite/mod.ts";
 import type { Migration } from "../../../migrations/migration.ts";
@@ -87,5 +88,24 @@ export class SqliteStore extends SqlStore {
       throw error;
     }
     return store;
+  }
+
+  /**
+   * Whether the SQLite file at `path` holds a queue (a schema step was
+   * applied), read on a plain connection that sets no pragma and writes
+   * nothing: another app's database is left as it was (its journal mode
+   * too).
+   */
+  static holdsQueue(path: string): boolean {
+    const db = new DatabaseSync(path, { timeout: 5_000 });
+    try {
+      const table = db.prepare(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'queue_migrations'",
+      ).get();
+      return table !== undefined &&
+        db.prepare("SELECT 1 FROM queue_migrations LIMIT 1").get() !== undefined;
+    } finally {
+      db.close();
+    }
   }
 }
