@@ -10,6 +10,7 @@ import * as chainsBatches from "./chains_batches.ts";
 import * as flows from "./flows.ts";
 import { clockParam, type Dialect, type RetrySelection } from "./dialect.ts";
 import { reenterGroups } from "./groups.ts";
+import { overlapRetried } from "./schedules.ts";
 import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { type Statement, statement } from "./statement.ts";
 
@@ -26,11 +27,13 @@ export function* retry(dialect: Dialect, selection: RetrySelection, now: number)
   // A caller whose clock runs ahead would otherwise hold the retried jobs back by as much.
   const at = yield* dialect.now(now);
   const moved = yield* dialect.retryFailed(selection, at);
-  yield* reenterGroups(moved.map((row) => Number(row.id)));
+  const ids = moved.map((row) => Number(row.id));
+  yield* reenterGroups(ids);
   yield* chainsBatches.retried(moved);
   yield* flows.retried(moved, at);
+  yield* overlapRetried(ids, at);
   if (moved.length > 0) yield* wakeAfterCommit();
-  return moved.map((row) => Number(row.id));
+  return ids;
 }
 
 /** Deletes one failed job (and the waiting links of its chain); whether it existed. */
