@@ -43,6 +43,9 @@ import { type ScheduleTimes, scheduleTimes } from "../../schedule_times.ts";
 /** How long a fired slot is remembered (so a backfill does not fire it again), in ms. */
 export const RUNS_KEPT_MS = 7 * 86_400_000;
 
+/** The expiry of an overlap a forgotten schedule's job keeps: never (it ends with its job). */
+export const OVERLAP_NEVER_ENDS = 8_640_000_000_000_000;
+
 /** Most run records one script forgets. */
 export const RUNS_PER_CALL = 1000;
 

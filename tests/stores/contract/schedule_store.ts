@@ -218,4 +218,29 @@ function register(test: ContractTest): void {
     ]);
     assert.equal((await tick(store, "s", T0 + 4 * MINUTE, 5)).length, 1);
   });
+
+  test('overlap "skip": a forgotten schedule\'s job still holds its overlap when it is stored again', async (store) => {
+    const s = schedule("s", { overlap: "skip" });
+    await store.syncSchedules([s], T0);
+    const [first] = await tick(store, "s", T0 + MINUTE, 1);
+    assert.ok(first !== undefined);
+    assert.equal(await store.forgetSchedule("s"), true);
+    await store.syncSchedules([s], T0 + MINUTE + 1);
+    assert.deepEqual(await tick(store, "s", T0 + 2 * MINUTE, 2), [], "its job is still running");
+    assert.deepEqual((await store.settle([complete(first, 1, T0 + 2 * MINUTE + 1)])).applied, [
+      true,
+    ]);
+    const [second] = await tick(store, "s", T0 + 3 * MINUTE, 3);
+    assert.ok(second !== undefined, "its job ended: the slot fires");
+    assert.equal(await store.forgetSchedule("s"), true);
+    assert.deepEqual((await store.settle([complete(second, 3, T0 + 3 * MINUTE + 1)])).applied, [
+      true,
+    ]);
+    await store.syncSchedules([s], T0 + 3 * MINUTE + 2);
+    assert.equal(
+      (await tick(store, "s", T0 + 4 * MINUTE, 4)).length,
+      1,
+      "a job that ended while its schedule was forgotten holds nothing",
+    );
+  });
 }
