@@ -24,6 +24,7 @@ import { type FailedRow, toFailedJob } from "../sql/stored_rows.ts";
 import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import { type LuaScript, luaScript } from "./lua.ts";
+import { OVERLAP_RETRIED } from "./schedule_runs.ts";
 import { list } from "./script_replies.ts";
 
 /**
@@ -52,12 +53,14 @@ end
  * `moveBack(id)`: moves the failed job `id` back to its queue, due now on
  * the store's clock with fresh attempts, then hands it to its chain and
  * batch (its memos and mailbox stay: it resumes from them); whether it was
- * a failed job. `deleteFailed(id)`: deletes the failed job `id` with its
+ * a failed job; a job a schedule fired takes its overlap rule back when
+ * free (`overlapRetried`). `deleteFailed(id)`: deletes the failed job `id` with its
  * memos and mailbox, then drops the waiting links its chain can never run;
  * whether it was there.
  */
 const FAILED_MOVES = String.raw`
 -- Defined by the chains and batches area; kept for a branch that lacks them.
+${OVERLAP_RETRIED}
 
 local function failedKey(id) return P .. ':failed:' .. id end
 
@@ -79,6 +82,7 @@ local function moveBack(id)
   redis.call('ZREM', P .. ':failed', pad(id))
   H.linksRetried(id, failed, NOW)
   H.flowRetried(id, failed, NOW)
+  overlapRetried(id)
   return true
 end
 

@@ -28,7 +28,12 @@
  * job is stored (pending, running, retrying, or left by a crash), the next
  * slots store nothing; once it is gone (settled, cancelled, cleared), the
  * next slot fires. That is the SQL stores' overlap key, held until its job
- * settles, with "a key whose job is gone counts as free".
+ * settles, with "a key whose job is gone counts as free". A job the
+ * schedule fired that a retry moves back from the failed jobs becomes the
+ * `overlapJob` again unless another stored job is ({@linkcode OVERLAP_RETRIED}).
+ * Forgetting a schedule whose `overlapJob` is stored keeps it as the SQL
+ * key, `P:key:{"schedule":<name>}` (keys.ts's layout, which a move exports
+ * as that key): a sync that stores the schedule again takes it back.
  *
  * @internal
  * @module
@@ -37,6 +42,9 @@ import { type ScheduleTimes, scheduleTimes } from "../../schedule_times.ts";
 
 /** How long a fired slot is remembered (so a backfill does not fire it again), in ms. */
 export const RUNS_KEPT_MS = 7 * 86_400_000;
+
+/** The expiry of an overlap a forgotten schedule's job keeps: never (it ends with its job). */
+export const OVERLAP_NEVER_ENDS = 8_640_000_000_000_000;
 
 /** Most run records one script forgets. */
 export const RUNS_PER_CALL = 1000;
@@ -162,6 +170,28 @@ function S.ranLast(state, last)
   state.lastSlot = last.slot
   state.lastJobId = last.id
   state.lastFiredAt = NOW
+end
+`;
+
+/**
+ * `overlapRetried(id)`: job `id`, just moved back from the failed jobs,
+ * becomes its schedule's `overlapJob` when a schedule fired it, that
+ * schedule is stored and skips overlaps, and no other stored job is its
+ * `overlapJob` (the SQL stores' `overlapRetried`).
+ */
+export const OVERLAP_RETRIED = String.raw`
+local function overlapRetried(id)
+  local run = redis.call('HGET', P .. ':sched:byjob', id)
+  if not run then return end
+  local name = cjson.decode(run).name
+  local raw = redis.call('HGET', P .. ':sched', name)
+  if not raw then return end
+  local state = cjson.decode(raw)
+  if state.overlap ~= 'skip' then return end
+  local holder = opt(state.overlapJob)
+  if holder ~= nil and holder ~= id and redis.call('EXISTS', jobKey(holder)) == 1 then return end
+  state.overlapJob = id
+  redis.call('HSET', P .. ':sched', name, cjson.encode(state))
 end
 `;
 

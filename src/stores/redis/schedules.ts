@@ -13,7 +13,7 @@ import type { ScheduleRow, ScheduleRun, StoredScheduleRow } from "../store.ts";
 import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import { luaScript } from "./lua.ts";
-import { RUNS_PER_CALL, SCHEDULE_RUNS, timesOf } from "./schedule_runs.ts";
+import { OVERLAP_NEVER_ENDS, RUNS_PER_CALL, SCHEDULE_RUNS, timesOf } from "./schedule_runs.ts";
 import { list } from "./script_replies.ts";
 
 /** Input: none. Reply: the store's now, for slots computed on its clock. */
@@ -21,8 +21,9 @@ const STORE_NOW = luaScript("storeNow", "no-writes", "return cjson.encode(NOW)")
 
 /**
  * Input: `rows` (ScheduleRow with `nextSlot`, the first slot after the
- * store's now). Adds new schedules, updates changed ones (a change of cron,
- * interval or time zone restarts at `nextSlot`).
+ * store's now, and `overlapKey`). Adds new schedules, updates changed ones
+ * (a change of cron, interval or time zone restarts at `nextSlot`). A new
+ * one takes the overlap a forget kept (see `FORGET`) while its job is stored.
  */
 const SYNC = luaScript(
   "syncSchedules",
@@ -32,8 +33,13 @@ const SYNC = luaScript(
   String.raw`
 for _, row in ipairs(INPUT.rows) do
   local state = S.read(row.name)
+  local overlapKey = row.overlapKey
+  row.overlapKey = nil
   if state == nil then
     state = row
+    local holder = H.uniqueHolder(overlapKey, NOW)
+    if holder ~= nil then state.overlapJob = holder end
+    redis.call('DEL', P .. ':key:' .. overlapKey)
     state.paused = false
     state.lastSlot = NULL
     state.lastJobId = NULL
@@ -92,9 +98,12 @@ return cjson.encode(true)
 );
 
 /**
- * Input: `name`, `skip` (the run records of stored jobs passed over so far;
- * null on the first call, which removes the schedule). Reply: `{removed,
- * kept, more}`.
+ * Input: `name`, `overlapKey`, `skip` (the run records of stored jobs passed
+ * over so far; null on the first call, which removes the schedule). Reply:
+ * `{removed, kept, more}`. The schedule's `overlapJob`, while it is stored,
+ * keeps the overlap as the SQL stores' key does: `P:key:<overlapKey>`,
+ * released when the job settles (when the job holds no key of its own) and
+ * taken by a sync that stores the schedule again.
  */
 const FORGET = luaScript(
   "forgetSchedule",
@@ -105,6 +114,17 @@ const FORGET = luaScript(
 local removed = false
 local skip = opt(INPUT.skip)
 if skip == nil then
+  local state = S.read(INPUT.name)
+  local holder = state and opt(state.overlapJob)
+  if holder ~= nil and redis.call('EXISTS', jobKey(holder)) == 1 then
+    local kept = P .. ':key:' .. INPUT.overlapKey
+    redis.call('DEL', kept)
+    redis.call('HSET', kept, 'kind', 'unique', 'job_id', holder, 'release_on_start', 0,
+      'expires_at', '${OVERLAP_NEVER_ENDS}')
+    if not redis.call('HGET', jobKey(holder), 'job_key') then
+      redis.call('HSET', jobKey(holder), 'job_key', INPUT.overlapKey, 'keyed', 1)
+    end
+  end
   removed = redis.call('HDEL', P .. ':sched', INPUT.name) == 1
   redis.call('ZREM', P .. ':sched:next', INPUT.name)
   skip = 0
@@ -162,7 +182,11 @@ export async function syncSchedules(
   now: number,
 ): Promise<void> {
   const storeNow = await redis.call<number>(STORE_NOW, { now });
-  const withNext = rows.map((row) => ({ ...row, nextSlot: timesOf(row).next(storeNow) }));
+  const withNext = rows.map((row) => ({
+    ...row,
+    nextSlot: timesOf(row).next(storeNow),
+    overlapKey: overlapKey(row.name),
+  }));
   await redis.call(SYNC, { now, rows: withNext });
 }
 
@@ -201,14 +225,15 @@ export function setSchedulePaused(
 /**
  * Removes schedule `name`, with its paused state and the records of the
  * slots it fired whose jobs have ended (the jobs still stored keep theirs,
- * and their `ctx.scheduled`); whether it was stored. The records go in
- * chunks, one script each.
+ * and their `ctx.scheduled`, and the one holding its overlap keeps it);
+ * whether it was stored. The records go in chunks, one script each.
  */
 export async function forgetSchedule(redis: RedisConnection, name: string): Promise<boolean> {
-  const first = await redis.call<ForgetReply>(FORGET, { now: Date.now(), name, skip: null });
+  const input = { name, overlapKey: overlapKey(name) };
+  const first = await redis.call<ForgetReply>(FORGET, { now: Date.now(), ...input, skip: null });
   let { kept, more } = first;
   while (more) {
-    const reply = await redis.call<ForgetReply>(FORGET, { now: Date.now(), name, skip: kept });
+    const reply = await redis.call<ForgetReply>(FORGET, { now: Date.now(), ...input, skip: kept });
     kept += reply.kept;
     more = reply.more;
   }
@@ -243,4 +268,9 @@ export async function runSchedule(
     );
   }
   return list(reply.ids ?? []);
+}
+
+/** The key of schedule `name`'s overlap rule, as the SQL stores name it in `job_keys`. */
+function overlapKey(name: string): string {
+  return JSON.stringify({ schedule: name });
 }

@@ -16,6 +16,7 @@ import { recordCancelled } from "./finished_jobs.ts";
 import { releaseRemoved } from "./keys.ts";
 import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
+import * as steps from "./steps.ts";
 
 /**
  * Job `$1`, locked, and whether it runs: its lease still runs at `now`,
@@ -71,6 +72,7 @@ export function* cancel(dialect: Dialect, request: CancelRequest): Script<Cancel
   yield* chainsBatches.settled(job, "cancel", now);
   yield* flows.settled(job, "cancel", now, null, reason);
   yield* releaseRemoved([id]);
+  yield* steps.dropRemoved([id]); // kept as cancelled, it keeps them
   yield* wakeAfterCommit();
   return "cancelled";
 }

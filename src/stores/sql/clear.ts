@@ -1,6 +1,7 @@
 /**
- * Clearing a queue: deleting its waiting and leased jobs, counting batch
- * jobs among them as skipped, in one write transaction.
+ * Clearing a queue: deleting its waiting and leased jobs (with their memos
+ * and signals), counting batch jobs among them as skipped, in one write
+ * transaction.
  *
  * @internal
  * @module
@@ -12,6 +13,7 @@ import { type Dialect, LINK_COLUMNS } from "./dialect.ts";
 import { releaseRemoved } from "./keys.ts";
 import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
+import * as steps from "./steps.ts";
 
 const CLEAR_ONE = statement(`DELETE FROM jobs WHERE queue = $1 RETURNING id, ${LINK_COLUMNS}`);
 const CLEAR_ALL = statement(`DELETE FROM jobs RETURNING id, ${LINK_COLUMNS}`);
@@ -34,7 +36,9 @@ export function* clear(dialect: Dialect, queue: string | undefined, now: number)
   const at = linked ? yield* dialect.now(now) : now;
   yield* chainsBatches.cleared(deleted, at);
   yield* flows.cleared(deleted, at);
-  yield* releaseRemoved(deleted.map((row) => Number(row.id)));
+  const ids = deleted.map((row) => Number(row.id));
+  yield* releaseRemoved(ids);
+  yield* steps.dropRemoved(ids);
   yield* wakeAfterCommit();
   return deleted.length;
 }

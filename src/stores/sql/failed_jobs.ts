@@ -10,6 +10,8 @@ import * as chainsBatches from "./chains_batches.ts";
 import * as flows from "./flows.ts";
 import { clockParam, type Dialect, type RetrySelection } from "./dialect.ts";
 import { reenterGroups } from "./groups.ts";
+import { overlapRetried } from "./schedules.ts";
+import * as steps from "./steps.ts";
 import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { type Statement, statement } from "./statement.ts";
 
@@ -26,29 +28,38 @@ export function* retry(dialect: Dialect, selection: RetrySelection, now: number)
   // A caller whose clock runs ahead would otherwise hold the retried jobs back by as much.
   const at = yield* dialect.now(now);
   const moved = yield* dialect.retryFailed(selection, at);
-  yield* reenterGroups(moved.map((row) => Number(row.id)));
+  const ids = moved.map((row) => Number(row.id));
+  yield* reenterGroups(ids);
   yield* chainsBatches.retried(moved);
   yield* flows.retried(moved, at);
+  yield* overlapRetried(ids, at);
   if (moved.length > 0) yield* wakeAfterCommit();
-  return moved.map((row) => Number(row.id));
+  return ids;
 }
 
-/** Deletes one failed job (and the waiting links of its chain); whether it existed. */
+/** Deletes one failed job (with its memos and signals, and the waiting links of its chain); whether it existed. */
 export function* forget(id: number): Script<boolean> {
-  return (yield* deleteFailed(FORGET, id)) === 1;
+  if ((yield* deleteFailed(FORGET, id)) === 0) return false;
+  yield* steps.dropRemoved([id]);
+  return true;
 }
 
-/** Deletes every failed job; how many. */
+/** Deletes every failed job, with the memos and signals of the jobs gone; how many. */
 export function* flush(): Script<number> {
-  return yield* deleteFailed(FLUSH);
+  const count = yield* deleteFailed(FLUSH);
+  if (count > 0) yield* steps.prune();
+  return count;
 }
 
 /**
  * Deletes failed jobs that failed before `before`, `now` being the caller's
- * now (on the database's clock, as long before its now); how many.
+ * now (on the database's clock, as long before its now), with the memos and
+ * signals of the jobs gone; how many.
  */
 export function* prune(dialect: Dialect, before: number, now: number): Script<number> {
-  return yield* deleteFailed(PRUNE, clockParam(dialect, now), now - before);
+  const count = yield* deleteFailed(PRUNE, clockParam(dialect, now), now - before);
+  if (count > 0) yield* steps.prune();
+  return count;
 }
 
 /** Deletes failed jobs, then the chain links that can never run now; how many. */

@@ -17,6 +17,7 @@ import { clockParam, type Dialect } from "./dialect.ts";
 import { type StoredFinished, toFinishedJob } from "./stored_rows.ts";
 import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
+import * as steps from "./steps.ts";
 import type { PruneSchedule } from "./upkeep.ts";
 
 /** No token: the value the record statement's fence takes for a job not leased. */
@@ -143,9 +144,14 @@ export function* recordCancelled(
   yield* exec(RECORD, [[id, fence, "cancelled", null, reason, null, 0, null, keepMs]], now);
 }
 
-/** Deletes kept jobs that finished before `before`, `now` being the caller's now; how many. */
+/**
+ * Deletes kept jobs that finished before `before`, `now` being the caller's
+ * now, with the memos and signals of the jobs gone; how many.
+ */
 export function* pruneFinished(dialect: Dialect, before: number, now: number): Script<number> {
-  return (yield* exec(PRUNE_FINISHED, clockParam(dialect, now), now - before)).count;
+  const { count } = yield* exec(PRUNE_FINISHED, clockParam(dialect, now), now - before);
+  if (count > 0) yield* steps.prune();
+  return count;
 }
 
 interface StoredResult {

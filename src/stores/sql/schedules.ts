@@ -10,7 +10,10 @@
  * `(schedule, slot)` besides. The overlap rule is a unique key in
  * `job_keys` held by the schedule's job until it settles, like a unique
  * job's: a crash leaves the job (and the key) until it is recovered, and a
- * key whose job is gone counts as free.
+ * key whose job is gone counts as free. A job that failed for good and is
+ * retried takes the key again when no other job holds it by then
+ * ({@linkcode overlapRetried}), and a forgotten schedule's key stays with
+ * its job: the jobs a schedule stored count for its overlap until they end.
  *
  * Missed slots, when the tick finds slots `next_slot <= s <= now`: one slot
  * is on time and fires; more than one means slots were missed, and then
@@ -96,6 +99,15 @@ const PRUNE_RUNS = statement(
 const PRUNE_MANUAL_RUNS = statement(
   "DELETE FROM schedule_runs WHERE schedule = $1 AND manual = 1 AND fired_at < $2",
 );
+/**
+ * The schedules that skip overlaps of the jobs `{{ids $1}}`, which a
+ * retry just moved back, their rows locked as a firing locks them.
+ */
+const RETRIED_RUNS = statement(
+  `SELECT r.job_id, r.schedule FROM schedule_runs r JOIN schedules s ON s.name = r.schedule
+  WHERE r.job_id IN {{ids $1}} AND s.overlap = 'skip' ORDER BY s.name {{forUpdate s}}`,
+);
+const MARK_KEYED = statement("UPDATE jobs SET keyed = $2 WHERE id = $1");
 const RUNS_OF = statement(
   "SELECT job_id, schedule, slot FROM schedule_runs WHERE job_id IN {{ids $1}}",
 );
@@ -236,6 +248,28 @@ export function* fireDue(dialect: Dialect, firing: ScheduleFiring, now: number):
   return stored;
 }
 
+/**
+ * Gives the overlap key back to jobs a schedule fired that a retry just
+ * moved back from the failed jobs (`ids`, in the order moved): each takes
+ * its schedule's key when its schedule is stored, skips overlaps and no job
+ * holds the key at `now` (the store's clock), so the next slot waits for it
+ * as for any job the schedule fired. A newer job holding the key keeps it.
+ */
+export function* overlapRetried(ids: readonly number[], now: number): Script<void> {
+  if (ids.length === 0) return;
+  const { rows } = yield* exec<{ job_id: number; schedule: string }>(RETRIED_RUNS, ids);
+  if (rows.length === 0) return;
+  const scheduleOf = new Map(rows.map((row) => [Number(row.job_id), row.schedule]));
+  for (const id of ids) {
+    const name = scheduleOf.get(id);
+    if (name === undefined) continue;
+    const key = overlapKey(name);
+    if ((yield* uniqueHolder(key, now)) !== null) continue;
+    yield* exec(MARK_KEYED, id, KEYED.untilSettled);
+    yield* holdUnique(key, id, NEVER);
+  }
+}
+
 /** Jobs claimed, each with the slot it was fired for when a schedule stored it. */
 export function* withScheduled(jobs: ClaimedJob[]): Script<ClaimedJob[]> {
   if (jobs.length === 0) return jobs;
@@ -330,15 +364,15 @@ function* storeRun(
   now: number,
   force = false,
 ): Script<number | null> {
-  const overlapKey = JSON.stringify({ schedule: name });
+  const key = overlapKey(name);
   let holdsOverlap = overlapSkip;
-  if (overlapSkip && (yield* uniqueHolder(overlapKey, now)) !== null) {
+  if (overlapSkip && (yield* uniqueHolder(key, now)) !== null) {
     if (!force) return null;
     holdsOverlap = false;
   }
   const id = yield* insertJob(dialect, run.row, holdsOverlap);
   if (id === null) return null;
-  if (holdsOverlap) yield* holdUnique(overlapKey, id, NEVER);
+  if (holdsOverlap) yield* holdUnique(key, id, NEVER);
   yield* exec(RECORD_RUN, id, name, run.slot, run.manual ? 1 : 0, now);
   return id;
 }
@@ -357,6 +391,11 @@ function* insertJob(
   const keyed = holdsOverlap ? KEYED.untilSettled : KEYED.none;
   const [id] = yield* dialect.insertJobs([plain], { batchId: null, keyed });
   return id!;
+}
+
+/** The unique key of schedule `name`'s overlap rule. */
+function overlapKey(name: string): string {
+  return JSON.stringify({ schedule: name });
 }
 
 const timesCache = new Map<string, ScheduleTimes>();

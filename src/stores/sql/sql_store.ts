@@ -418,10 +418,7 @@ export class SqlStore implements Store, MoveStore {
 
   /** Deletes kept finished jobs that finished before `before`, `now` being the caller's now. */
   pruneFinished(before: number, now: number): Promise<number> {
-    return this.#engine.run(
-      () => finishedJobs.pruneFinished(this.#dialect, before, now),
-      "statement",
-    );
+    return this.#write(() => finishedJobs.pruneFinished(this.#dialect, before, now));
   }
 
   /** Marks a job awaited, then wakes other processes' workers if it was there. */

@@ -12,6 +12,13 @@
  * row is locked before the mailbox or the memos are read, on both sides,
  * so neither misses what the other committed (no lost wake-up).
  *
+ * Memos and signals are kept while their job is in `jobs`, `failed_jobs` or
+ * `completed_jobs`, and read only while it is: a job removed for good has
+ * none. A removal by an admin command (forget, flush or prune of failed or
+ * finished jobs, clear, cancel) deletes them in its transaction; a success
+ * not kept leaves them to the settles' prune (at most once a minute, with
+ * the log lines), so a plain success pays no statement for them.
+ *
  * @internal
  * @module
  */
@@ -58,12 +65,20 @@ const DUE_ON_SIGNAL = statement(
   AND EXISTS (SELECT 1 FROM job_signals WHERE job_id = $1 AND name = $2)`,
 );
 
+/** Whether job `id` (an SQL expression) is in one of the tables that keep its memos. */
+function stored(id: string): string {
+  return `(EXISTS (SELECT 1 FROM jobs WHERE id = ${id})
+    OR EXISTS (SELECT 1 FROM failed_jobs WHERE id = ${id})
+    OR EXISTS (SELECT 1 FROM completed_jobs WHERE id = ${id}))`;
+}
+
 const STEPS_OF = statement(
   `SELECT seq, key, kind, output, until, done, attempt, duration_ms, at FROM job_steps
-  WHERE job_id = $1 ORDER BY seq`,
+  WHERE job_id = $1 AND ${stored("$1")} ORDER BY seq`,
 );
 const SIGNALS_OF = statement(
-  "SELECT id, name, payload, sent_at FROM job_signals WHERE job_id = $1 ORDER BY id",
+  `SELECT id, name, payload, sent_at FROM job_signals WHERE job_id = $1 AND ${stored("$1")}
+  ORDER BY id`,
 );
 
 /** Job `$1` in `jobs` (its row locked until the transaction ends), or nothing. */
@@ -101,6 +116,12 @@ const HOLDS_SIGNAL = statement(
 
 const PRUNE_STEPS = statement(`DELETE FROM job_steps WHERE ${JOB_GONE}`);
 const PRUNE_SIGNALS = statement(`DELETE FROM job_signals WHERE ${JOB_GONE}`);
+const DROP_STEPS_OF = statement(
+  `DELETE FROM job_steps WHERE job_id IN {{ids $1}} AND NOT ${stored("job_steps.job_id")}`,
+);
+const DROP_SIGNALS_OF = statement(
+  `DELETE FROM job_signals WHERE job_id IN {{ids $1}} AND NOT ${stored("job_signals.job_id")}`,
+);
 
 /** A `"step"` or `"park"` settlement: what writing its memo needs. */
 interface MemoSettlement {
@@ -190,6 +211,16 @@ export function* signal(dialect: Dialect, request: SignalRequest): Script<Signal
   if (!deliverable || (yield* exec(DELIVER, jobId, now, name)).count === 0) return "buffered";
   yield* wakeAfterCommit();
   return "delivered";
+}
+
+/**
+ * Deletes the memos and signals of the jobs `ids` that are in no table any
+ * more (removed for good), as Redis's `dropSteps` does.
+ */
+export function* dropRemoved(ids: readonly number[]): Script<void> {
+  if (ids.length === 0) return;
+  yield* exec(DROP_STEPS_OF, ids);
+  yield* exec(DROP_SIGNALS_OF, ids);
 }
 
 /** Deletes the memos and signals of jobs in no table (see {@linkcode JOB_GONE}). */

@@ -5,8 +5,18 @@
  * @module
  */
 import assert from "node:assert/strict";
-import type { ScheduleRow } from "../../../src/stores/store.ts";
-import { claim, type ContractArea, type ContractTest, ids, newJob, plain, T0 } from "./fixtures.ts";
+import type { ScheduleFiring, ScheduleRow, Store } from "../../../src/stores/store.ts";
+import {
+  claim,
+  complete,
+  type ContractArea,
+  type ContractTest,
+  fail,
+  ids,
+  newJob,
+  plain,
+  T0,
+} from "./fixtures.ts";
 
 /** Stored schedules and their manual runs. */
 export const scheduleStore: ContractArea = {
@@ -38,6 +48,21 @@ function schedule(name: string, overrides: Partial<ScheduleRow> = {}): ScheduleR
 function stored(row: ScheduleRow, nextSlot: number, paused = false) {
   const { definition: _, ...fields } = row;
   return { ...fields, nextSlot, paused, lastSlot: null, lastJobId: null, lastFiredAt: null };
+}
+
+/** A worker's firing of schedule `name`: each slot's job due when it fires. */
+function firing(name: string): ScheduleFiring {
+  return {
+    defines: (defined) => defined === name,
+    row: (_, slot, now) =>
+      newJob({ payload: `{"slot":${slot}}`, availableAt: now, createdAt: now }),
+  };
+}
+
+/** A worker's tick at `now` of schedule `name`: fires its due slots, then claims; the ids claimed. */
+async function tick(store: Store, name: string, now: number, token: number): Promise<number[]> {
+  const leaseMs = 60 * MINUTE; // no lease runs out in these cases
+  return ids(await claim(store, { now, token, leaseMs, schedules: firing(name) }));
 }
 
 function register(test: ContractTest): void {
@@ -149,5 +174,73 @@ function register(test: ContractTest): void {
     }], T0);
     assert.deepEqual(runs, [null]);
     assert.deepEqual(ids(await claim(store)), [holder?.id]);
+  });
+
+  test('overlap "skip": a slot job that failed for good and is retried holds the overlap again', async (store) => {
+    await store.syncSchedules([schedule("s", { overlap: "skip" })], T0);
+    const [first] = await tick(store, "s", T0 + MINUTE, 1);
+    assert.ok(first !== undefined, "the first slot fires");
+    assert.deepEqual((await store.settle([fail(first, 1, T0 + MINUTE + 1)])).applied, [true]);
+    assert.deepEqual(await store.retry([first], T0 + MINUTE + 2), [first]);
+    assert.deepEqual(
+      await tick(store, "s", T0 + 2 * MINUTE, 2),
+      [first],
+      "the slot fires nothing while the retried job is pending",
+    );
+    assert.deepEqual((await store.settle([complete(first, 2, T0 + 2 * MINUTE + 1)])).applied, [
+      true,
+    ]);
+    assert.equal(
+      (await tick(store, "s", T0 + 3 * MINUTE, 3)).length,
+      1,
+      "it ended: the slot fires",
+    );
+  });
+
+  test('overlap "skip": a retried slot job leaves the overlap to the newer job holding it', async (store) => {
+    await store.syncSchedules([schedule("s", { overlap: "skip" })], T0);
+    const [first] = await tick(store, "s", T0 + MINUTE, 1);
+    assert.deepEqual((await store.settle([fail(first!, 1, T0 + MINUTE + 1)])).applied, [true]);
+    const [second] = await tick(store, "s", T0 + 2 * MINUTE, 2);
+    assert.ok(second !== undefined && second !== first, "the key was free: the next slot fired");
+    assert.deepEqual(await store.retry([first!], T0 + 2 * MINUTE + 1), [first]);
+    assert.deepEqual(ids(await claim(store, { now: T0 + 2 * MINUTE + 2, token: 3 })), [first]);
+    assert.deepEqual((await store.settle([complete(first!, 3, T0 + 2 * MINUTE + 3)])).applied, [
+      true,
+    ]);
+    assert.deepEqual(
+      await tick(store, "s", T0 + 3 * MINUTE, 4),
+      [],
+      "the retried job's end did not free the running job's overlap",
+    );
+    assert.deepEqual((await store.settle([complete(second, 2, T0 + 3 * MINUTE + 1)])).applied, [
+      true,
+    ]);
+    assert.equal((await tick(store, "s", T0 + 4 * MINUTE, 5)).length, 1);
+  });
+
+  test('overlap "skip": a forgotten schedule\'s job still holds its overlap when it is stored again', async (store) => {
+    const s = schedule("s", { overlap: "skip" });
+    await store.syncSchedules([s], T0);
+    const [first] = await tick(store, "s", T0 + MINUTE, 1);
+    assert.ok(first !== undefined);
+    assert.equal(await store.forgetSchedule("s"), true);
+    await store.syncSchedules([s], T0 + MINUTE + 1);
+    assert.deepEqual(await tick(store, "s", T0 + 2 * MINUTE, 2), [], "its job is still running");
+    assert.deepEqual((await store.settle([complete(first, 1, T0 + 2 * MINUTE + 1)])).applied, [
+      true,
+    ]);
+    const [second] = await tick(store, "s", T0 + 3 * MINUTE, 3);
+    assert.ok(second !== undefined, "its job ended: the slot fires");
+    assert.equal(await store.forgetSchedule("s"), true);
+    assert.deepEqual((await store.settle([complete(second, 3, T0 + 3 * MINUTE + 1)])).applied, [
+      true,
+    ]);
+    await store.syncSchedules([s], T0 + 3 * MINUTE + 2);
+    assert.equal(
+      (await tick(store, "s", T0 + 4 * MINUTE, 4)).length,
+      1,
+      "a job that ended while its schedule was forgotten holds nothing",
+    );
   });
 }

@@ -467,6 +467,34 @@ function register(test: ContractTest): void {
     }
   });
 
+  test("jobSteps() of a job removed for good is empty at once, whichever way it went", async (store) => {
+    const { removed, kept } = await removeForGood(store);
+    for (const [how, id] of Object.entries(removed)) {
+      assert.deepEqual(plain([await store.jobSteps(id)]), [{ steps: [], signals: [] }], how);
+    }
+    for (const [how, id] of Object.entries(kept)) {
+      const { steps, signals } = await store.jobSteps(id);
+      assert.ok(steps.length > 0 && signals.length === 1, how);
+    }
+  });
+
+  test(
+    "an admin command that removes jobs for good deletes their memos and signals with them",
+    async (store) => {
+      const { removed, kept } = await removeForGood(store);
+      const { completed: _, ...byAdmin } = removed;
+      const rows = await store.transaction((tx) =>
+        tx.query<{ job_id: number }>(
+          "SELECT job_id FROM job_steps UNION ALL SELECT job_id FROM job_signals",
+        )
+      );
+      const left = new Set(rows.map((row) => Number(row.job_id)));
+      for (const [how, id] of Object.entries(byAdmin)) assert.ok(!left.has(id), how);
+      for (const [how, id] of Object.entries(kept)) assert.ok(left.has(id), how);
+    },
+    { sql: true },
+  );
+
   test("a memo's until keeps its distance from the settlement's at, on the store's clock", async (store) => {
     // The caller's real now, so a store on its own clock sees a time close to its own.
     const now = Date.now();
@@ -485,4 +513,64 @@ function register(test: ContractTest): void {
     assert.ok(Math.abs(memo!.at - now) <= tolerance, `written at ${memo!.at}, caller's now ${now}`);
     assert.deepEqual(await claimableAt(store, now + LEASE_MS, 2), [], "asleep for an hour");
   });
+}
+
+/**
+ * Jobs with a memo and a signal each, then removed for good in every way
+ * there is (a success not kept, a forget, a prune and a flush of failed
+ * jobs, a clear, a cancel, a prune of kept finished jobs), with no settle
+ * after the removals; and the jobs beside them that stay.
+ */
+async function removeForGood(store: Store): Promise<{
+  removed: Record<string, number>;
+  kept: Record<string, number>;
+}> {
+  const names = [
+    "completed",
+    "forgotten",
+    "prunedFailed",
+    "flushed",
+    "cleared",
+    "cancelled",
+    "prunedFinished",
+    "finished",
+    "cancelledKept",
+  ] as const;
+  const inserted = await store.insertJobs(
+    names.map((name) => newJob({ queue: name === "cleared" ? "other" : "default" })),
+  );
+  const job = Object.fromEntries(names.map((name, n) => [name, inserted[n]!])) as Record<
+    (typeof names)[number],
+    number
+  >;
+  await claim(store, { queues: ["default", "other"], limit: names.length, token: 1 });
+  const written = await store.settle(inserted.map((id) => stepDone(id, 1, stepWrite(1))));
+  assert.ok(written.applied.every(Boolean));
+  for (const id of inserted) {
+    assert.equal(await store.signal({ jobId: id, name: "s", payload: "1", now: T0 }), "buffered");
+  }
+  const parked = (id: number) => parkSleep(id, 1, 2, "nap", T0 + DAY_MS, T0 + 1);
+  const ended = await store.settle([
+    complete(job.completed, 1, T0 + 1),
+    fail(job.forgotten, 1, T0 + 1),
+    fail(job.prunedFailed, 1, T0 + 1),
+    fail(job.flushed, 1, T0 + 5),
+    parked(job.cleared),
+    parked(job.cancelled),
+    parked(job.cancelledKept),
+    completeKept(job.prunedFinished, 1, T0 + 1),
+    completeKept(job.finished, 1, T0 + 5),
+  ]);
+  assert.ok(ended.applied.every(Boolean));
+  assert.equal(await store.forget(job.forgotten), true);
+  assert.equal(await store.pruneFailed(T0 + 2, T0 + 10), 1);
+  assert.equal(await store.flushFailed(), 1);
+  assert.equal(await store.clear("other", T0 + 10), 1);
+  const cancel = (id: number, keepUntil: number) =>
+    store.cancel({ id, reason: "not needed", now: T0 + 10, keepUntil });
+  assert.equal(await cancel(job.cancelled, T0 + 10), "cancelled");
+  assert.equal(await cancel(job.cancelledKept, T0 + DAY_MS), "cancelled");
+  assert.equal(await store.pruneFinished(T0 + 2, T0 + 10), 1);
+  const { finished, cancelledKept, ...removed } = job;
+  return { removed, kept: { finished, cancelledKept } };
 }
