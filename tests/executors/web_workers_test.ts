@@ -19,8 +19,10 @@ import {
   hash,
   holdsGroup,
   meet,
+  outOfRange,
   parent,
   permanent,
+  refused,
   sibling,
   teapot,
   timesOut,
@@ -125,6 +127,41 @@ Deno.test("Web Worker pool: errors keep their name across the boundary; Permanen
   assert.equal((await queue.failedJob(teapotId))?.error, "TeapotError: short and stout");
   assert.equal(readLedger(db, "job_id = ?", permanentId).length, 1);
   assert.deepEqual(worker.stats, { completed: 0, failed: 2, retried: 0 });
+});
+
+Deno.test("Web Worker pool: the library's error classes and the built-in ones keep their class and fields across the boundary, both ways", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  const refusedId = await queue.dispatch(refused, { db: tmp.dbPath });
+  const rangeId = await queue.dispatch(outOfRange, { db: tmp.dbPath });
+  const failures = recordEvents(queue, "job:failed");
+  const worker = queue.work({ executor: "workers", workers: 1, stopWhenEmpty: true, pollMs: 20 });
+  await worker.done;
+
+  const validation = failures.find(({ id }) => id === refusedId)!.error;
+  assert.ok(validation instanceof ValidationError, "job:failed has the ValidationError thrown");
+  assert.equal(validation.jobName, "ww.child");
+  assert.deepEqual(validation.issues, [{ path: ["n"], message: "expected number" }]);
+  assert.equal(validation.message, 'Cannot dispatch "ww.child": payload.n: expected number');
+  const range = failures.find(({ id }) => id === rangeId)!.error;
+  assert.ok(range instanceof RangeError, "job:failed has the RangeError thrown");
+  assert.equal(range.message, "7 is out of range");
+  // Each failed hook ran in a Web Worker, with the error as it came back from the main thread.
+  const hooks = (id: number) =>
+    readLedger(db, "job_id = ?", id).map((row) => JSON.parse(row.info!));
+  assert.deepEqual(hooks(refusedId), [{
+    isValidationError: true,
+    isRangeError: false,
+    name: "ValidationError",
+    jobName: "ww.child",
+    issues: [{ path: ["n"], message: "expected number" }],
+  }]);
+  assert.deepEqual(hooks(rangeId), [{
+    isValidationError: false,
+    isRangeError: true,
+    name: "RangeError",
+  }]);
 });
 
 /**
@@ -233,8 +270,10 @@ Deno.test("Web Worker pool: timeoutMs aborts ctx.signal inside the Web Worker wi
     `Web Workers: timeoutMs 300: ctx.signal aborted in the Web Worker ${abortedAfterMs} ms after ` +
       `job:start (${seen.afterMs} ms after the handler began)`,
   );
+  assert.equal(seen.isJobTimeoutError, true, "ctx.signal.reason is a JobTimeoutError");
   assert.equal(seen.name, "JobTimeoutError");
   assert.equal(seen.message, 'Job "ww.times-out" timed out: ran past 300 ms');
+  assert.equal(seen.timeoutMs, 300);
   // Never before the timeout; how late is the bench's to measure, not a test's.
   assert.ok(abortedAfterMs >= 300, `aborted after ${abortedAfterMs} ms`);
   const failed = await queue.failedJob(id);
