@@ -17,6 +17,8 @@ import { captureConsole } from "./_console_capture.ts";
 import type { ExecutionRequest, HandlerQueue, StepPort } from "./executor.ts";
 import type { JobStepsRow, StepWrite } from "../stores/store.ts";
 import { JobRegistry } from "../registry.ts";
+import { JobRows } from "../dispatch/job_rows.ts";
+import { systemClock } from "../clock.ts";
 import { activeTraceparent } from "../trace_context.ts";
 import { IsolateExecutor } from "./isolate.ts";
 import { WorkerLogLines } from "./_worker_log_lines.ts";
@@ -39,6 +41,11 @@ const stepCalls = new Map<
 let nextTimerId = 0;
 let nextCallId = 0;
 let executor: Promise<IsolateExecutor> | null = null;
+/**
+ * Checks and encodes what handlers dispatch, as the isolate's dispatch does,
+ * before it crosses to the main thread; set once the jobs module loaded.
+ */
+let jobRows: JobRows | null = null;
 /** Resolves on the pool's "go", after it heard "ready": no attempt starts before. */
 const go = Promise.withResolvers<void>();
 /** The loaded executor once "go" came: attempts then start without waiting on either. */
@@ -180,7 +187,12 @@ function sendAlone(result: WireResult): void {
   }
 }
 
-/** Asks the main thread, which validates and stores, to dispatch (into a batch when `batchId` is set). */
+/**
+ * Dispatches (into a batch when `batchId` is set): the payloads are checked
+ * and encoded here, on the values the handler passed, by the same code as
+ * the isolate's dispatch, so they are refused with the same errors and
+ * stored as the same text; the main thread seals and stores them.
+ */
 function dispatchThroughMain(
   job: JobDefinition,
   payloads: readonly unknown[],
@@ -189,16 +201,18 @@ function dispatchThroughMain(
 ): Promise<number[]> {
   return new Promise<number[]>((resolve, reject) => {
     const callId = ++nextCallId;
-    calls.set(callId, { resolve, reject });
     try {
+      // Set: handlers and failed hooks run only once the jobs module loaded.
+      const encoded = jobRows!.encode(job, payloads, options, batchId);
       const runId = current.getStore();
       const traceparent = activeTraceparent() ??
         (runId === undefined ? null : traceparents.get(runId) ?? null);
+      calls.set(callId, { resolve, reject });
       send({
         type: "dispatch",
         callId,
         name: job.name,
-        payloads: [...payloads],
+        payloads: encoded,
         options,
         batchId,
         traceparent,
@@ -342,7 +356,10 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
       executor = Promise.all([
         JobRegistry.load(data.jobsUrl),
         data.appKeys === null ? null : PayloadCipher.fromKeys(data.appKeys),
-      ]).then(([registry, cipher]) => new IsolateExecutor(registry, handlerQueue, cipher));
+      ]).then(([registry, cipher]) => {
+        jobRows = new JobRows(registry, systemClock, data.maxPayloadBytes, null);
+        return new IsolateExecutor(registry, handlerQueue, cipher);
+      });
       // Told before any run's result: the pool then runs this Web Worker's jobs elsewhere.
       executor.then(
         () => send({ type: "ready" }),

@@ -20,6 +20,7 @@ import {
   ValidationError,
 } from "../errors.ts";
 import type { DispatchOptions } from "../job.ts";
+import type { EncodedPayload } from "../dispatch/job_rows.ts";
 import type { LogCall, ParkRequest } from "./executor.ts";
 import type { JobStepsRow, StepWrite } from "../stores/store.ts";
 
@@ -76,6 +77,8 @@ export type ToWorker =
     readonly captureConsole?: boolean;
     /** The worker's `maxLogBytes`: lines waiting to be sent are capped per attempt. */
     readonly maxLogBytes: number;
+    /** The queue's `maxPayloadBytes`: what handlers dispatch is checked here against it. */
+    readonly maxPayloadBytes: number;
   }
   | {
     /**
@@ -179,7 +182,8 @@ export type FromWorker =
     readonly type: "dispatch";
     readonly callId: number;
     readonly name: string;
-    readonly payloads: unknown[];
+    /** Checked and encoded in the Web Worker, as the isolate's dispatch would. */
+    readonly payloads: EncodedPayload[];
     readonly options: DispatchOptions | undefined;
     /** Set when the jobs join this batch (`ctx.addToBatch`). */
     readonly batchId: number | null;
