@@ -83,6 +83,19 @@ let consoleCaptured = false;
 /** The attempt span of each running attempt, for what its handler dispatches. */
 const traceparents = new Map<number, string>();
 let flushScheduled = false;
+/** When the last batch of messages went out (performance.now). */
+let flushedAt = -Infinity;
+/**
+ * The longest a handler's lines and progress wait to be sent while it holds
+ * the thread (a scheduled flush cannot run then): well within the second in
+ * which the runner writes them, so a line logged before a timeout has
+ * reached the runner when the Web Worker is terminated.
+ */
+const FLUSH_EVERY_MS = 250;
+/** The longest progress waits to be sent while a handler holds the thread: the runner writes it once a second. */
+const PROGRESS_EVERY_MS = 1_000;
+/** Since when progress waits to be sent (performance.now), or null. */
+let progressSince: number | null = null;
 
 function send(message: FromWorker): void {
   self.postMessage(message);
@@ -97,7 +110,6 @@ function send(message: FromWorker): void {
 function report(result: WireResult): void {
   if (result.kind === "success" && result.output === null) done.push(result.runId);
   else results.push(result);
-  progress.delete(result.runId);
   if (running === 0) flush();
   else scheduleFlush();
 }
@@ -113,8 +125,35 @@ function scheduleFlush(): void {
   setImmediate(flush);
 }
 
+/**
+ * A line to send: at once when nothing went out for {@linkcode FLUSH_EVERY_MS}
+ * (`postMessage` works from a thread a synchronous handler holds, where the
+ * scheduled flush cannot run until it yields), else with the scheduled
+ * flush. So what a CPU-bound handler logs reaches the store while it runs,
+ * and survives its Web Worker being terminated on timeout.
+ */
+function flushSoon(): void {
+  if (performance.now() - flushedAt >= FLUSH_EVERY_MS) flush();
+  else scheduleFlush();
+}
+
+/**
+ * A progress report to send: with the scheduled flush, so a burst of
+ * reports goes as its last value; at once when one has waited
+ * {@linkcode PROGRESS_EVERY_MS}, which happens only while a handler holds
+ * the thread.
+ */
+function progressSoon(): void {
+  const now = performance.now();
+  if (progressSince === null) progressSince = now;
+  if (now - progressSince >= PROGRESS_EVERY_MS) flush();
+  else scheduleFlush();
+}
+
 function flush(): void {
   flushScheduled = false;
+  flushedAt = performance.now();
+  progressSince = null;
   if (begun.size > 0) {
     const runIds = [...begun].filter((runId) => aborts.has(runId));
     begun.clear();
@@ -291,7 +330,7 @@ async function attempt(run: WireRun): Promise<void> {
       signal: controller.signal,
       onProgress(percent) {
         progress.set(runId, percent);
-        scheduleFlush();
+        progressSoon();
       },
       onBegin() {
         begun.add(runId);
@@ -300,7 +339,7 @@ async function attempt(run: WireRun): Promise<void> {
       beforeHandler: threadFree,
       onLog(line) {
         logLines.add(runId, line);
-        scheduleFlush();
+        flushSoon();
       },
       steps: stepPort(runId),
     };
@@ -349,7 +388,7 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
           const runId = current.getStore();
           if (runId === undefined || !aborts.has(runId)) return;
           logLines.add(runId, { level, message, fields: null });
-          scheduleFlush();
+          flushSoon();
         });
       }
       // A failure to load surfaces as each run's error; catch here so it is not unhandled.
