@@ -297,8 +297,17 @@ function stepPort(runId: number): StepPort {
   };
 }
 
-/** Runs one attempt and reports how it ended. */
-async function attempt(run: WireRun): Promise<void> {
+/**
+ * How long a "run" message may have waited in this thread's queue (behind a
+ * handler that held the thread, or a jobs module still loading) before its
+ * attempts start after one macrotask hop: the aborts that reached the queue
+ * meanwhile (a timeout that ran out while it waited) are then seen first,
+ * and those attempts end without calling their handler.
+ */
+const LATE_RUN_MS = 10;
+
+/** Runs one attempt, which `controller` aborts, and reports how it ended. */
+async function attempt(run: WireRun, controller: AbortController): Promise<void> {
   const [
     runId,
     id,
@@ -311,8 +320,6 @@ async function attempt(run: WireRun): Promise<void> {
     traceparent,
     flowParents,
   ] = run;
-  const controller = new AbortController();
-  aborts.set(runId, controller);
   if (traceparent !== null) traceparents.set(runId, traceparent);
   let outcome: WireResult;
   try {
@@ -409,12 +416,23 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
       go.resolve();
       started = await executor!; // resolved: "ready" was sent only after it loaded
       return;
-    case "run":
+    case "run": {
       // Count them all as running first, so their results go back together.
       running += data.runs.length;
       handlerTurns.noteTurn();
-      for (const run of data.runs) void attempt(run);
+      // Abortable from now on: an abort seen before an attempt's handler began skips it.
+      const controllers = data.runs.map((run) => {
+        const controller = new AbortController();
+        aborts.set(run[0], controller);
+        return controller;
+      });
+      if (performance.timeOrigin + performance.now() - data.sentAt > LATE_RUN_MS) {
+        // Messages already queued (the aborts) are handled before an immediate.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      for (const [index, run] of data.runs.entries()) void attempt(run, controllers[index]!);
       return;
+    }
     case "abort":
       aborts.get(data.runId)?.abort(fromWire(data.reason));
       return;

@@ -91,6 +91,12 @@ export type ToWorker =
     /** The attempts one worker tick handed this Web Worker, started together. */
     readonly type: "run";
     readonly runs: WireRun[];
+    /**
+     * When the pool posted it (`performance.timeOrigin + performance.now()`,
+     * which both threads read alike): one that waited behind a busy thread
+     * lets the aborts that came meanwhile in before its handlers start.
+     */
+    readonly sentAt: number;
   }
   | { readonly type: "abort"; readonly runId: number; readonly reason: WireError }
   | {

@@ -376,7 +376,7 @@ export class WebWorkerPool implements Executor {
     if (slot.outgoing.length === 0) return;
     const runs = slot.outgoing;
     slot.outgoing = [];
-    this.#post(slot, { type: "run", runs });
+    this.#post(slot, { type: "run", runs, sentAt: performance.timeOrigin + performance.now() });
   }
 
   #abort(slot: PoolWorker, runId: number, reason: unknown): void {

@@ -18,10 +18,12 @@ import {
   hangs,
   hash,
   holdsGroup,
+  holdsUntil,
   meet,
   outOfRange,
   parent,
   permanent,
+  quick,
   refused,
   sibling,
   teapot,
@@ -434,4 +436,39 @@ Deno.test("Web Worker pool: a job's timeout counts from when the Web Workers can
   await worker.done;
   assert.deepEqual(worker.stats, { completed: 3, failed: 0, retried: 0 });
   assert.deepEqual(await storedCounts(queue), {});
+});
+
+Deno.test("Web Worker pool: a job that timed out while it waited behind a handler holding its Web Worker never calls its handler", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  const release = `${tmp.dbPath}.release`;
+  const worker = queue.work({ executor: "workers", workers: 1, concurrency: 2, pollMs: 20 });
+  try {
+    const holding = await queue.dispatch(holdsUntil, { db: tmp.dbPath, release });
+    await waitUntil(
+      "the first job holds the Web Worker",
+      () => readLedger(db, "job_id = ?", holding).length === 1,
+      90_000,
+    );
+    // Handed to the same Web Worker, whose thread is held: its 300 ms run out before it begins.
+    const waiting = await queue.dispatch(quick, { db: tmp.dbPath });
+    for (const deadline = Date.now() + 90_000; (await queue.failedJob(waiting)) === null;) {
+      if (Date.now() > deadline) throw new Error("the waiting job did not time out");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await Deno.writeTextFile(release, "");
+    // A job handed over later runs after the waiting one's turn in that Web Worker came.
+    const after = await queue.dispatch(where, { db: tmp.dbPath });
+    await waitUntil(
+      "a later job ran in the Web Worker",
+      () => readLedger(db, "job_id = ? AND outcome = 'success'", after).length === 1,
+      90_000,
+    );
+    assert.match((await queue.failedJob(waiting))!.error, /^JobTimeoutError: /);
+    assert.deepEqual(readLedger(db, "job_id = ?", waiting), [], "its handler was never called");
+  } finally {
+    await Deno.writeTextFile(release, "");
+    await worker.stop();
+  }
 });
