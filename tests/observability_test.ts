@@ -31,6 +31,7 @@ import { type StoreContext, storeTest } from "./_stores.ts";
 import { Queue } from "../src/queue.ts";
 import * as jobs from "./fixtures/observability/jobs.ts";
 import * as noSdkJobs from "./fixtures/observability/no_sdk_jobs.ts";
+import { traced } from "./fixtures/observability/worker_sdk_jobs.ts";
 
 const exporter = new InMemorySpanExporter();
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
@@ -622,5 +623,32 @@ Deno.test("metrics go through the OpenTelemetry API: counters, histograms and pe
   } finally {
     await provider.shutdown();
     metrics.disable();
+  }
+});
+
+Deno.test("Web Workers: with the JS SDK installed in the jobs module too, a handler's own spans nest under its attempt's span", async () => {
+  exporter.reset();
+  const spansFile = await Deno.makeTempFile();
+  Deno.env.set("RENOX_TEST_SPANS_FILE", spansFile);
+  try {
+    await using queue = await Queue.open({
+      path: ":memory:",
+      jobs: new URL("./fixtures/observability/worker_sdk_jobs.ts", import.meta.url).href,
+    });
+    const id = await queue.dispatch(traced, {});
+    await queue.work({ executor: "workers", workers: 1, stopWhenEmpty: true }).done;
+    const [attempt] = attemptSpans(id);
+    const inWorker = (await Deno.readTextFile(spansFile)).trim().split("\n").map((line) =>
+      JSON.parse(line) as { name: string; traceId: string; spanId: string; parent: string }
+    );
+    const work = inWorker.find((span) => span.name === "handler work")!;
+    const nested = inWorker.find((span) => span.name === "nested work")!;
+    assert.equal(work.traceId, attempt!.spanContext().traceId);
+    assert.equal(work.parent, attempt!.spanContext().spanId, "under the attempt's span");
+    assert.equal(nested.traceId, work.traceId);
+    assert.equal(nested.parent, work.spanId, "under the handler's own span");
+  } finally {
+    Deno.env.delete("RENOX_TEST_SPANS_FILE");
+    await Deno.remove(spansFile);
   }
 });

@@ -30,13 +30,14 @@ import {
   type PlannedJobs,
   resolveDispatch,
 } from "../job.ts";
-import { type JobRows, toWaiting } from "./job_rows.ts";
+import { type EncodedPayload, intoBatch, type JobRows, toWaiting } from "./job_rows.ts";
 import { assertName, assertQueueName } from "../names.ts";
 import { optionBag } from "../option_bags.ts";
 import type { JobRegistry } from "../registry.ts";
 import {
   FROM_PREVIOUS_OUTPUT,
   type JobWrites,
+  type KeyedJobRow,
   type NewJobRow,
   type StoreTransaction,
   type WaitingJobRow,
@@ -145,12 +146,23 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
     const rows = job?.encrypted
       ? await this.#rules.jobRows.rows(job, payloads, options)
       : this.#rules.jobRows.plainRows(job, payloads, options);
+    return await this.#insert(rows, () => this.#rules.jobRows.keyed(job, payloads, rows));
+  }
+
+  /**
+   * Stores `rows`, or by their keys when `keyed` gives them (a unique or
+   * debounced job), and returns their ids.
+   */
+  async #insert(
+    rows: NewJobRow[],
+    keyedRows: () => KeyedJobRow[] | null,
+  ): Promise<number[]> {
     if (rows.length === 0) {
       this.#sink(rows, []); // nothing stored, but heard all the same: the queue's sink wakes workers
       return [];
     }
     // A unique or debounced job is stored by its key, which may name a job already stored.
-    const keyed = this.#rules.jobRows.keyed(job, payloads, rows);
+    const keyed = keyedRows();
     if (keyed === null) {
       const ids = await this.#target.insertJobs(rows);
       this.#sink(rows, ids);
@@ -267,7 +279,11 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
     options: DispatchOptions | undefined,
   ): Promise<number[]> {
     this.#assertOpen();
-    const rows = await this.#rules.jobRows.rows(job, payloads, options, ` into batch ${batchId}`);
+    const rows = await this.#rules.jobRows.rows(job, payloads, options, intoBatch(batchId));
+    return await this.#addRows(batchId, rows);
+  }
+
+  async #addRows(this: Dispatch<StoreTarget>, batchId: number, rows: NewJobRow[]) {
     const ids = await this.#target.addToBatch(batchId, rows);
     this.#sink(rows, ids);
     return ids;
@@ -291,6 +307,36 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
     return batchId === null
       ? await this.dispatchMany(job, payloads, options)
       : await this.addToBatch(batchId, job, payloads, options);
+  }
+
+  /**
+   * Dispatch from a handler in a Web Worker, which checked and encoded the
+   * payloads with the same job definitions ({@linkcode JobRows.encode}):
+   * into batch `batchId`, or on its own when that is null. The rows are
+   * sealed here, for an encrypted job.
+   */
+  encodedByName(
+    this: Dispatch<StoreTarget>,
+    name: string,
+    encoded: readonly EncodedPayload[],
+    options: DispatchOptions | undefined,
+    batchId: number | null,
+  ): Promise<number[]> {
+    const job = this.#rules.registry.get(name);
+    if (job === undefined) {
+      return Promise.reject(
+        new TypeError(`Cannot dispatch "${name}": no job of that name is registered`),
+      );
+    }
+    const { jobRows } = this.#rules;
+    return this.#track((async () => {
+      this.#assertOpen();
+      const role = batchId === null ? "" : intoBatch(batchId);
+      const rows = await jobRows.sealAll(job, jobRows.encodedRows(job, encoded, options, role));
+      return batchId === null
+        ? await this.#insert(rows, () => jobRows.encodedKeyed(job, encoded, rows))
+        : await this.#addRows(batchId, rows);
+    })());
   }
 
   /**

@@ -20,7 +20,29 @@ import { encodePayload } from "../payload.ts";
 import { groupOf } from "./group_key.ts";
 import type { JobRegistry } from "../registry.ts";
 import { activeTraceparent } from "../trace_context.ts";
-import type { KeyedJobRow, NewJobRow, WaitingJobRow } from "../stores/store.ts";
+import type { JobGroup, KeyedJobRow, NewJobRow, WaitingJobRow } from "../stores/store.ts";
+
+/**
+ * One payload of a dispatch made in a Web Worker, checked and encoded there
+ * ({@linkcode JobRows.encode}) with the same job definitions, for the main
+ * thread to store ({@linkcode JobRows.encodedRows}): what depends on the
+ * payload as the handler passed it (its schema check and JSON text, its
+ * group, its unique id) is worked out where that value is, not on a copy
+ * `postMessage` made of it.
+ */
+export interface EncodedPayload {
+  /** The JSON text to store (not sealed). */
+  readonly payload: string;
+  /** Its group, when the job has one. */
+  readonly group: JobGroup | null;
+  /** Its `uniqueId`, for a unique or debounced job dispatched on its own; else null. */
+  readonly uniqueId: string | null;
+}
+
+/** Where a job added to batch `batchId` is placed in error messages. */
+export function intoBatch(batchId: number): string {
+  return ` into batch ${batchId}`;
+}
 
 /** Builds the rows of the jobs a queue dispatches. */
 export class JobRows {
@@ -42,6 +64,11 @@ export class JobRows {
     this.#cipher = cipher;
   }
 
+  /** The cap on a payload's JSON text, in bytes (a Web Worker checks with the same). */
+  get maxPayloadBytes(): number {
+    return this.#maxPayloadBytes;
+  }
+
   /**
    * One row per payload of `job`, due after `options.delayMs`. `role`
    * follows the job's name in error messages (` as link 2 of a chain`).
@@ -55,7 +82,11 @@ export class JobRows {
     role = "",
     flowNode = false,
   ): Promise<NewJobRow[]> {
-    const rows = this.plainRows(job, payloads, options, role, flowNode);
+    return await this.sealAll(job, this.plainRows(job, payloads, options, role, flowNode));
+  }
+
+  /** Seals the payloads of the rows of an encrypted job (any other job's are returned as they are). */
+  async sealAll(job: JobDefinition, rows: NewJobRow[]): Promise<NewJobRow[]> {
     if (!job.encrypted) return rows;
     const sealed = await Promise.all(
       rows.map((row) => this.#cipher!.encrypt(job.name, row.payload)),
@@ -73,6 +104,61 @@ export class JobRows {
     options: DispatchOptions | undefined,
     role = "",
     flowNode = false,
+  ): NewJobRow[] {
+    return this.#build(job, payloads, options, role, flowNode, (payload, where) => ({
+      payload: encodePayload(job, payload, this.#maxPayloadBytes, role),
+      group: groupOf(job, payload, where),
+    }));
+  }
+
+  /**
+   * In a Web Worker: checks a dispatch of `job` (into batch `batchId`, or on
+   * its own when that is null) exactly as {@linkcode JobRows.plainRows}
+   * does, throwing the same errors, and returns each payload encoded for
+   * the main thread to store.
+   */
+  encode(
+    job: JobDefinition,
+    payloads: readonly unknown[],
+    options: DispatchOptions | undefined,
+    batchId: number | null,
+  ): EncodedPayload[] {
+    const rows = this.plainRows(job, payloads, options, batchId === null ? "" : intoBatch(batchId));
+    // Keys are made only for a dispatch on its own, as `Dispatch` makes them.
+    const keyed = batchId === null &&
+      (job.uniqueForMs !== undefined || job.debounceMs !== undefined);
+    return rows.map((row, index) => ({
+      payload: row.payload,
+      group: row.group ?? null,
+      uniqueId: keyed ? uniqueIdOf(job, payloads[index]) : null,
+    }));
+  }
+
+  /**
+   * In the main thread: the rows of payloads a Web Worker encoded
+   * ({@linkcode JobRows.encode}), not sealed; every check but the
+   * payloads' own is made again, on this thread's clock.
+   */
+  encodedRows(
+    job: JobDefinition,
+    encoded: readonly EncodedPayload[],
+    options: DispatchOptions | undefined,
+    role = "",
+  ): NewJobRow[] {
+    return this.#build(job, encoded, options, role, false, (entry) => {
+      const { payload, group } = entry as EncodedPayload;
+      return { payload, group };
+    });
+  }
+
+  /** The rows, with `encodeAt` giving each payload's stored text and group. */
+  #build(
+    job: JobDefinition,
+    payloads: readonly unknown[],
+    options: DispatchOptions | undefined,
+    role: string,
+    flowNode: boolean,
+    encodeAt: (payload: unknown, where: string) => { payload: string; group: JobGroup | null },
   ): NewJobRow[] {
     if (!isJobDefinition(job) || !this.#registry.has(job)) {
       const name = typeof job?.name === "string" ? `"${job.name}"` : String(job);
@@ -103,18 +189,21 @@ export class JobRows {
       createdAt,
     );
     const trace = activeTraceparent();
-    return payloads.map((payload, index) => ({
-      queue,
-      name: job.name,
-      payload: encodePayload(job, payload, this.#maxPayloadBytes, role),
-      priority,
-      availableAt,
-      retryUntil,
-      expireAt,
-      createdAt,
-      trace,
-      group: groupOf(job, payloads[index], where),
-    }));
+    return payloads.map((payload) => {
+      const encoded = encodeAt(payload, where);
+      return {
+        queue,
+        name: job.name,
+        payload: encoded.payload,
+        priority,
+        availableAt,
+        retryUntil,
+        expireAt,
+        createdAt,
+        trace,
+        group: encoded.group,
+      };
+    });
   }
 
   /** Seals the payload of a row of an encrypted job (the rest is returned as it is). */
@@ -133,10 +222,27 @@ export class JobRows {
     payloads: readonly unknown[],
     rows: readonly NewJobRow[],
   ): KeyedJobRow[] | null {
+    return this.#keyed(job, rows, (index) => uniqueIdOf(job, payloads[index]));
+  }
+
+  /** {@linkcode JobRows.keyed} for payloads a Web Worker encoded: their unique ids came with them. */
+  encodedKeyed(
+    job: JobDefinition,
+    encoded: readonly EncodedPayload[],
+    rows: readonly NewJobRow[],
+  ): KeyedJobRow[] | null {
+    return this.#keyed(job, rows, (index) => encoded[index]!.uniqueId!);
+  }
+
+  #keyed(
+    job: JobDefinition,
+    rows: readonly NewJobRow[],
+    uniqueIdAt: (index: number) => string,
+  ): KeyedJobRow[] | null {
     if (job.uniqueForMs === undefined && job.debounceMs === undefined) return null;
     return rows.map((row, index): KeyedJobRow => {
       // JSON: unambiguous for any name and id, and free of NUL, which PostgreSQL text refuses.
-      const key = JSON.stringify([job.name, uniqueIdOf(job, payloads[index])]);
+      const key = JSON.stringify([job.name, uniqueIdAt(index)]);
       if (job.uniqueForMs !== undefined) {
         const releaseOnStart = job.uniqueUntil === "processing";
         return {

@@ -17,6 +17,8 @@ import { captureConsole } from "./_console_capture.ts";
 import type { ExecutionRequest, HandlerQueue, StepPort } from "./executor.ts";
 import type { JobStepsRow, StepWrite } from "../stores/store.ts";
 import { JobRegistry } from "../registry.ts";
+import { JobRows } from "../dispatch/job_rows.ts";
+import { systemClock } from "../clock.ts";
 import { activeTraceparent } from "../trace_context.ts";
 import { IsolateExecutor } from "./isolate.ts";
 import { WorkerLogLines } from "./_worker_log_lines.ts";
@@ -39,6 +41,11 @@ const stepCalls = new Map<
 let nextTimerId = 0;
 let nextCallId = 0;
 let executor: Promise<IsolateExecutor> | null = null;
+/**
+ * Checks and encodes what handlers dispatch, as the isolate's dispatch does,
+ * before it crosses to the main thread; set once the jobs module loaded.
+ */
+let jobRows: JobRows | null = null;
 /** Resolves on the pool's "go", after it heard "ready": no attempt starts before. */
 const go = Promise.withResolvers<void>();
 /** The loaded executor once "go" came: attempts then start without waiting on either. */
@@ -76,6 +83,19 @@ let consoleCaptured = false;
 /** The attempt span of each running attempt, for what its handler dispatches. */
 const traceparents = new Map<number, string>();
 let flushScheduled = false;
+/** When the last batch of messages went out (performance.now). */
+let flushedAt = -Infinity;
+/**
+ * The longest a handler's lines and progress wait to be sent while it holds
+ * the thread (a scheduled flush cannot run then): well within the second in
+ * which the runner writes them, so a line logged before a timeout has
+ * reached the runner when the Web Worker is terminated.
+ */
+const FLUSH_EVERY_MS = 250;
+/** The longest progress waits to be sent while a handler holds the thread: the runner writes it once a second. */
+const PROGRESS_EVERY_MS = 1_000;
+/** Since when progress waits to be sent (performance.now), or null. */
+let progressSince: number | null = null;
 
 function send(message: FromWorker): void {
   self.postMessage(message);
@@ -90,7 +110,6 @@ function send(message: FromWorker): void {
 function report(result: WireResult): void {
   if (result.kind === "success" && result.output === null) done.push(result.runId);
   else results.push(result);
-  progress.delete(result.runId);
   if (running === 0) flush();
   else scheduleFlush();
 }
@@ -106,8 +125,35 @@ function scheduleFlush(): void {
   setImmediate(flush);
 }
 
+/**
+ * A line to send: at once when nothing went out for {@linkcode FLUSH_EVERY_MS}
+ * (`postMessage` works from a thread a synchronous handler holds, where the
+ * scheduled flush cannot run until it yields), else with the scheduled
+ * flush. So what a CPU-bound handler logs reaches the store while it runs,
+ * and survives its Web Worker being terminated on timeout.
+ */
+function flushSoon(): void {
+  if (performance.now() - flushedAt >= FLUSH_EVERY_MS) flush();
+  else scheduleFlush();
+}
+
+/**
+ * A progress report to send: with the scheduled flush, so a burst of
+ * reports goes as its last value; at once when one has waited
+ * {@linkcode PROGRESS_EVERY_MS}, which happens only while a handler holds
+ * the thread.
+ */
+function progressSoon(): void {
+  const now = performance.now();
+  if (progressSince === null) progressSince = now;
+  if (now - progressSince >= PROGRESS_EVERY_MS) flush();
+  else scheduleFlush();
+}
+
 function flush(): void {
   flushScheduled = false;
+  flushedAt = performance.now();
+  progressSince = null;
   if (begun.size > 0) {
     const runIds = [...begun].filter((runId) => aborts.has(runId));
     begun.clear();
@@ -180,7 +226,12 @@ function sendAlone(result: WireResult): void {
   }
 }
 
-/** Asks the main thread, which validates and stores, to dispatch (into a batch when `batchId` is set). */
+/**
+ * Dispatches (into a batch when `batchId` is set): the payloads are checked
+ * and encoded here, on the values the handler passed, by the same code as
+ * the isolate's dispatch, so they are refused with the same errors and
+ * stored as the same text; the main thread seals and stores them.
+ */
 function dispatchThroughMain(
   job: JobDefinition,
   payloads: readonly unknown[],
@@ -189,16 +240,18 @@ function dispatchThroughMain(
 ): Promise<number[]> {
   return new Promise<number[]>((resolve, reject) => {
     const callId = ++nextCallId;
-    calls.set(callId, { resolve, reject });
     try {
+      // Set: handlers and failed hooks run only once the jobs module loaded.
+      const encoded = jobRows!.encode(job, payloads, options, batchId);
       const runId = current.getStore();
       const traceparent = activeTraceparent() ??
         (runId === undefined ? null : traceparents.get(runId) ?? null);
+      calls.set(callId, { resolve, reject });
       send({
         type: "dispatch",
         callId,
         name: job.name,
-        payloads: [...payloads],
+        payloads: encoded,
         options,
         batchId,
         traceparent,
@@ -244,8 +297,17 @@ function stepPort(runId: number): StepPort {
   };
 }
 
-/** Runs one attempt and reports how it ended. */
-async function attempt(run: WireRun): Promise<void> {
+/**
+ * How long a "run" message may have waited in this thread's queue (behind a
+ * handler that held the thread, or a jobs module still loading) before its
+ * attempts start after one macrotask hop: the aborts that reached the queue
+ * meanwhile (a timeout that ran out while it waited) are then seen first,
+ * and those attempts end without calling their handler.
+ */
+const LATE_RUN_MS = 10;
+
+/** Runs one attempt, which `controller` aborts, and reports how it ended. */
+async function attempt(run: WireRun, controller: AbortController): Promise<void> {
   const [
     runId,
     id,
@@ -258,8 +320,6 @@ async function attempt(run: WireRun): Promise<void> {
     traceparent,
     flowParents,
   ] = run;
-  const controller = new AbortController();
-  aborts.set(runId, controller);
   if (traceparent !== null) traceparents.set(runId, traceparent);
   let outcome: WireResult;
   try {
@@ -277,7 +337,7 @@ async function attempt(run: WireRun): Promise<void> {
       signal: controller.signal,
       onProgress(percent) {
         progress.set(runId, percent);
-        scheduleFlush();
+        progressSoon();
       },
       onBegin() {
         begun.add(runId);
@@ -286,7 +346,7 @@ async function attempt(run: WireRun): Promise<void> {
       beforeHandler: threadFree,
       onLog(line) {
         logLines.add(runId, line);
-        scheduleFlush();
+        flushSoon();
       },
       steps: stepPort(runId),
     };
@@ -335,14 +395,17 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
           const runId = current.getStore();
           if (runId === undefined || !aborts.has(runId)) return;
           logLines.add(runId, { level, message, fields: null });
-          scheduleFlush();
+          flushSoon();
         });
       }
       // A failure to load surfaces as each run's error; catch here so it is not unhandled.
       executor = Promise.all([
         JobRegistry.load(data.jobsUrl),
         data.appKeys === null ? null : PayloadCipher.fromKeys(data.appKeys),
-      ]).then(([registry, cipher]) => new IsolateExecutor(registry, handlerQueue, cipher));
+      ]).then(([registry, cipher]) => {
+        jobRows = new JobRows(registry, systemClock, data.maxPayloadBytes, null);
+        return new IsolateExecutor(registry, handlerQueue, cipher);
+      });
       // Told before any run's result: the pool then runs this Web Worker's jobs elsewhere.
       executor.then(
         () => send({ type: "ready" }),
@@ -353,12 +416,23 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
       go.resolve();
       started = await executor!; // resolved: "ready" was sent only after it loaded
       return;
-    case "run":
+    case "run": {
       // Count them all as running first, so their results go back together.
       running += data.runs.length;
       handlerTurns.noteTurn();
-      for (const run of data.runs) void attempt(run);
+      // Abortable from now on: an abort seen before an attempt's handler began skips it.
+      const controllers = data.runs.map((run) => {
+        const controller = new AbortController();
+        aborts.set(run[0], controller);
+        return controller;
+      });
+      if (performance.timeOrigin + performance.now() - data.sentAt > LATE_RUN_MS) {
+        // Messages already queued (the aborts) are handled before an immediate.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      for (const [index, run] of data.runs.entries()) void attempt(run, controllers[index]!);
       return;
+    }
     case "abort":
       aborts.get(data.runId)?.abort(fromWire(data.reason));
       return;

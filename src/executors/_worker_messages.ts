@@ -6,7 +6,21 @@
  * @module
  */
 import type { AppKeys } from "../encryption.ts";
+import {
+  JobCancelledError,
+  JobTimeoutError,
+  JobWaitTimeoutError,
+  OutdatedCodeError,
+  PayloadIntegrityError,
+  PermanentError,
+  QueueClosedError,
+  QueueMovedError,
+  StepMismatchError,
+  StepTimeoutError,
+  ValidationError,
+} from "../errors.ts";
 import type { DispatchOptions } from "../job.ts";
+import type { EncodedPayload } from "../dispatch/job_rows.ts";
 import type { LogCall, ParkRequest } from "./executor.ts";
 import type { JobStepsRow, StepWrite } from "../stores/store.ts";
 
@@ -15,6 +29,15 @@ export interface WireError {
   readonly name: string;
   readonly message: string;
   readonly stack: string | undefined;
+  /**
+   * The class to build it again as, when it is one of {@linkcode ERROR_CLASSES}
+   * (absent: a plain `Error`).
+   */
+  readonly type?: string;
+  /** That class's own fields (`issues`, `timeoutMs`…), as they were. */
+  readonly fields?: Record<string, unknown>;
+  /** Its `cause`, when that is an error too. */
+  readonly cause?: WireError;
 }
 
 /**
@@ -54,6 +77,8 @@ export type ToWorker =
     readonly captureConsole?: boolean;
     /** The worker's `maxLogBytes`: lines waiting to be sent are capped per attempt. */
     readonly maxLogBytes: number;
+    /** The queue's `maxPayloadBytes`: what handlers dispatch is checked here against it. */
+    readonly maxPayloadBytes: number;
   }
   | {
     /**
@@ -66,6 +91,12 @@ export type ToWorker =
     /** The attempts one worker tick handed this Web Worker, started together. */
     readonly type: "run";
     readonly runs: WireRun[];
+    /**
+     * When the pool posted it (`performance.timeOrigin + performance.now()`,
+     * which both threads read alike): one that waited behind a busy thread
+     * lets the aborts that came meanwhile in before its handlers start.
+     */
+    readonly sentAt: number;
   }
   | { readonly type: "abort"; readonly runId: number; readonly reason: WireError }
   | {
@@ -157,7 +188,8 @@ export type FromWorker =
     readonly type: "dispatch";
     readonly callId: number;
     readonly name: string;
-    readonly payloads: unknown[];
+    /** Checked and encoded in the Web Worker, as the isolate's dispatch would. */
+    readonly payloads: EncodedPayload[];
     readonly options: DispatchOptions | undefined;
     /** Set when the jobs join this batch (`ctx.addToBatch`). */
     readonly batchId: number | null;
@@ -166,20 +198,89 @@ export type FromWorker =
   };
 
 /**
- * `error` in a form that survives `postMessage`: strings only. A handler may
- * throw an error whose `name` or `stack` is a function, or whose getters
- * throw; each field is then read defensively, so one odd error can never make
- * the message carrying it (and its siblings' results) fail to clone.
+ * The error classes that cross the boundary as themselves, most specific
+ * first (a subclass before its parent), each with the fields it documents:
+ * the library's own and the built-in ones. Any other error crosses as a
+ * plain `Error` with its name, message and stack.
  */
-export function toWire(error: Error): WireError {
+const ERROR_CLASSES: readonly {
+  readonly type: string;
+  readonly class: abstract new (...args: never[]) => Error;
+  readonly fields: readonly string[];
+  /** A built-in class, made with `new` (the library's build their message from their arguments). */
+  readonly builtIn?: true;
+}[] = [
+  { type: "ValidationError", class: ValidationError, fields: ["jobName", "issues"] },
+  { type: "StepMismatchError", class: StepMismatchError, fields: ["seq", "recorded", "asked"] },
+  { type: "PermanentError", class: PermanentError, fields: [] },
+  { type: "JobTimeoutError", class: JobTimeoutError, fields: ["timeoutMs"] },
+  { type: "StepTimeoutError", class: StepTimeoutError, fields: ["key", "timeoutMs"] },
+  { type: "QueueClosedError", class: QueueClosedError, fields: [] },
+  { type: "PayloadIntegrityError", class: PayloadIntegrityError, fields: [] },
+  { type: "JobCancelledError", class: JobCancelledError, fields: ["jobId", "reason"] },
+  { type: "JobWaitTimeoutError", class: JobWaitTimeoutError, fields: ["jobId", "timeoutMs"] },
+  {
+    type: "OutdatedCodeError",
+    class: OutdatedCodeError,
+    fields: ["codeStep", "databaseStep", "contractStep"],
+  },
+  { type: "QueueMovedError", class: QueueMovedError, fields: ["to", "fencedAt"] },
+  { type: "TypeError", class: TypeError, fields: [], builtIn: true },
+  { type: "RangeError", class: RangeError, fields: [], builtIn: true },
+  { type: "SyntaxError", class: SyntaxError, fields: [], builtIn: true },
+  { type: "ReferenceError", class: ReferenceError, fields: [], builtIn: true },
+  { type: "EvalError", class: EvalError, fields: [], builtIn: true },
+  { type: "URIError", class: URIError, fields: [], builtIn: true },
+  { type: "DOMException", class: DOMException, fields: [], builtIn: true },
+];
+
+/** How deep a chain of causes crosses. */
+const MAX_CAUSES = 4;
+
+/**
+ * `error` in a form that survives `postMessage`: strings, and the fields of
+ * the classes in {@linkcode ERROR_CLASSES} (data those classes build
+ * themselves). A handler may throw an error whose `name` or `stack` is a
+ * function, or whose getters throw; each field is then read defensively, so
+ * one odd error can never make the message carrying it (and its siblings'
+ * results) fail to clone.
+ */
+export function toWire(error: Error, depth = 0): WireError {
   const stack = text(() => error.stack, undefined);
-  return {
+  const wire: {
+    -readonly [K in keyof WireError]: WireError[K];
+  } = {
     name: text(() => error.name, "Error"),
     message: text(() => error.message, ""),
     stack: stack === "" ? undefined : stack,
   };
+  const known = ERROR_CLASSES.find((each) => safely(() => error instanceof each.class, false));
+  if (known !== undefined) {
+    wire.type = known.type;
+    const fields = safely(() => clonedFields(error, known.fields), undefined);
+    if (fields !== undefined) wire.fields = fields;
+  }
+  const cause = safely(() => (error as { cause?: unknown }).cause, undefined);
+  if (cause instanceof Error && depth < MAX_CAUSES) wire.cause = toWire(cause, depth + 1);
+  return wire;
 }
 
+/** `names` of `error`, kept only when they clone (a class's fields always do). */
+function clonedFields(error: Error, names: readonly string[]): Record<string, unknown> | undefined {
+  if (names.length === 0) return undefined;
+  const fields = Object.fromEntries(
+    names.map((name) => [name, (error as unknown as Record<string, unknown>)[name]]),
+  );
+  return structuredClone(fields);
+}
+
+function safely<T, F>(read: () => T, fallback: F): T | F {
+  try {
+    return read();
+  } catch {
+    return fallback;
+  }
+}
 /** A field as a string: `String()` of it, `fallback` when it is missing or cannot be read. */
 function text<T extends string | undefined>(read: () => unknown, fallback: T): string | T {
   try {
@@ -191,10 +292,31 @@ function text<T extends string | undefined>(read: () => unknown, fallback: T): s
   }
 }
 
-/** An `Error` again, with the name, message and stack it had. */
+/**
+ * An `Error` again, with the name, message, stack and cause it had: of its
+ * class and with its fields when that is one of {@linkcode ERROR_CLASSES},
+ * so `instanceof ValidationError` holds on both sides.
+ */
 export function fromWire(wire: WireError): Error {
-  const error = new Error(wire.message);
-  error.name = wire.name;
+  const options = wire.cause === undefined ? undefined : { cause: fromWire(wire.cause) };
+  const known = ERROR_CLASSES.find((each) => each.type === wire.type);
+  let error: Error;
+  if (known === undefined) {
+    error = new Error(wire.message, options);
+  } else if (known.class === DOMException) {
+    error = new DOMException(wire.message, wire.name);
+    if (options !== undefined) Object.defineProperty(error, "cause", { value: options.cause });
+  } else if (known.builtIn) {
+    error = new (known.class as ErrorConstructor)(wire.message, options);
+  } else {
+    // The library's classes build their message from their arguments: an Error of their
+    // class is made with the message as it came instead, then given the fields it had.
+    error = Reflect.construct(Error, [wire.message, options], known.class);
+  }
+  if (!(error instanceof DOMException) && error.name !== wire.name) error.name = wire.name;
+  for (const [field, value] of Object.entries(wire.fields ?? {})) {
+    Object.defineProperty(error, field, { value, enumerable: true, configurable: true });
+  }
   if (wire.stack !== undefined) error.stack = wire.stack;
   return error;
 }

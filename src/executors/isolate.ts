@@ -157,6 +157,9 @@ export class IsolateExecutor implements Executor {
       const handle = () => job.handle(payload, ctx);
       const waiting = request.beforeHandler?.();
       if (waiting !== undefined) await waiting;
+      // Aborted before it began (timed out while it waited for a busy Web Worker, or stopped):
+      // the attempt already ended, so its handler is not called.
+      if (request.signal.aborted) throw request.signal.reason;
       request.onBegin?.();
       const handled = request.traceContext === undefined
         ? withTraceparent(request.traceparent, handle)

@@ -7,6 +7,7 @@
  */
 import type { AppKeys } from "../encryption.ts";
 import type { DispatchOptions } from "../job.ts";
+import type { EncodedPayload } from "../dispatch/job_rows.ts";
 import type { ExecutionRequest, ExecutionResult, Executor, FailedHookRequest } from "./executor.ts";
 import { asError } from "../errors.ts";
 import { withTraceparent } from "../trace_context.ts";
@@ -20,12 +21,13 @@ import {
 } from "./_worker_messages.ts";
 
 /**
- * Stores what handlers dispatch, by job name: the queue's `dispatchMany`, or
- * its `addToBatch` when `batchId` is not null.
+ * Stores what handlers dispatch, by job name, with the payloads as the Web
+ * Worker checked and encoded them: on their own, or into batch `batchId`
+ * when that is not null.
  */
 export type DispatchByName = (
   name: string,
-  payloads: unknown[],
+  payloads: EncodedPayload[],
   options: DispatchOptions | undefined,
   batchId: number | null,
 ) => Promise<number[]>;
@@ -53,6 +55,8 @@ export interface WebWorkerPoolOptions {
   readonly maxLogBytes?: number;
   /** Where handlers' `ctx.queue.dispatch` and `ctx.addToBatch` calls go. */
   readonly dispatch: DispatchByName;
+  /** The queue's cap on a payload, which handlers' dispatches are checked against in the Web Worker. */
+  readonly maxPayloadBytes: number;
   /**
    * Makes the executor that runs every job once a Web Worker fails before it
    * is ready (it cannot load its script or the jobs module, e.g. without read
@@ -238,6 +242,7 @@ export class WebWorkerPool implements Executor {
       appKeys: this.#options.appKeys,
       captureConsole: this.#options.captureConsole ?? false,
       maxLogBytes: this.#options.maxLogBytes ?? DEFAULT_MAX_LOG_BYTES,
+      maxPayloadBytes: this.#options.maxPayloadBytes,
     });
     return slot;
   }
@@ -371,7 +376,7 @@ export class WebWorkerPool implements Executor {
     if (slot.outgoing.length === 0) return;
     const runs = slot.outgoing;
     slot.outgoing = [];
-    this.#post(slot, { type: "run", runs });
+    this.#post(slot, { type: "run", runs, sentAt: performance.timeOrigin + performance.now() });
   }
 
   #abort(slot: PoolWorker, runId: number, reason: unknown): void {

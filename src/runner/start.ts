@@ -56,7 +56,8 @@ export function startWorker(parts: WorkerParts, resolved: ResolvedWorkOptions): 
       captureConsole: resolved.captureConsole,
       maxLogBytes: resolved.maxLogBytes,
       dispatch: (name, payloads, options, batchId) =>
-        parts.handlerDispatch.byName(name, payloads, options, batchId),
+        parts.handlerDispatch.encodedByName(name, payloads, options, batchId),
+      maxPayloadBytes: parts.jobRows.maxPayloadBytes,
       fallback: () => new IsolateExecutor(registry, handlerQueue, cipher),
       onFallback: (error) => events.emit("queue:error", { error, during: "starting Web Workers" }),
     })

@@ -19,9 +19,13 @@ import {
   hangs,
   hash,
   holdsGroup,
+  holdsUntil,
   meet,
+  outOfRange,
   parent,
   permanent,
+  quick,
+  refused,
   sibling,
   teapot,
   timesOut,
@@ -126,6 +130,41 @@ Deno.test("Web Worker pool: errors keep their name across the boundary; Permanen
   assert.equal((await queue.failedJob(teapotId))?.error, "TeapotError: short and stout");
   assert.equal(readLedger(db, "job_id = ?", permanentId).length, 1);
   assert.deepEqual(worker.stats, { completed: 0, failed: 2, retried: 0 });
+});
+
+Deno.test("Web Worker pool: the library's error classes and the built-in ones keep their class and fields across the boundary, both ways", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  const refusedId = await queue.dispatch(refused, { db: tmp.dbPath });
+  const rangeId = await queue.dispatch(outOfRange, { db: tmp.dbPath });
+  const failures = recordEvents(queue, "job:failed");
+  const worker = queue.work({ executor: "workers", workers: 1, stopWhenEmpty: true, pollMs: 20 });
+  await worker.done;
+
+  const validation = failures.find(({ id }) => id === refusedId)!.error;
+  assert.ok(validation instanceof ValidationError, "job:failed has the ValidationError thrown");
+  assert.equal(validation.jobName, "ww.child");
+  assert.deepEqual(validation.issues, [{ path: ["n"], message: "expected number" }]);
+  assert.equal(validation.message, 'Cannot dispatch "ww.child": payload.n: expected number');
+  const range = failures.find(({ id }) => id === rangeId)!.error;
+  assert.ok(range instanceof RangeError, "job:failed has the RangeError thrown");
+  assert.equal(range.message, "7 is out of range");
+  // Each failed hook ran in a Web Worker, with the error as it came back from the main thread.
+  const hooks = (id: number) =>
+    readLedger(db, "job_id = ?", id).map((row) => JSON.parse(row.info!));
+  assert.deepEqual(hooks(refusedId), [{
+    isValidationError: true,
+    isRangeError: false,
+    name: "ValidationError",
+    jobName: "ww.child",
+    issues: [{ path: ["n"], message: "expected number" }],
+  }]);
+  assert.deepEqual(hooks(rangeId), [{
+    isValidationError: false,
+    isRangeError: true,
+    name: "RangeError",
+  }]);
 });
 
 /**
@@ -234,8 +273,10 @@ Deno.test("Web Worker pool: timeoutMs aborts ctx.signal inside the Web Worker wi
     `Web Workers: timeoutMs 300: ctx.signal aborted in the Web Worker ${abortedAfterMs} ms after ` +
       `job:start (${seen.afterMs} ms after the handler began)`,
   );
+  assert.equal(seen.isJobTimeoutError, true, "ctx.signal.reason is a JobTimeoutError");
   assert.equal(seen.name, "JobTimeoutError");
   assert.equal(seen.message, 'Job "ww.times-out" timed out: ran past 300 ms');
+  assert.equal(seen.timeoutMs, 300);
   // Never before the timeout; how late is the bench's to measure, not a test's.
   assert.ok(abortedAfterMs >= 300, `aborted after ${abortedAfterMs} ms`);
   const failed = await queue.failedJob(id);
@@ -417,4 +458,39 @@ Deno.test("Web Worker pool: a stop whose grace ends while a job with middleware 
   assert.deepEqual(rows.map((row) => row.outcome), ["start", "success", "start", "success"]);
   assert.ok(rows[2]!.start >= rows[1]!.end!, "the second run began after the first ended");
   assert.equal(second.stats.completed, 1);
+});
+
+Deno.test("Web Worker pool: a job that timed out while it waited behind a handler holding its Web Worker never calls its handler", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  const release = `${tmp.dbPath}.release`;
+  const worker = queue.work({ executor: "workers", workers: 1, concurrency: 2, pollMs: 20 });
+  try {
+    const holding = await queue.dispatch(holdsUntil, { db: tmp.dbPath, release });
+    await waitUntil(
+      "the first job holds the Web Worker",
+      () => readLedger(db, "job_id = ?", holding).length === 1,
+      90_000,
+    );
+    // Handed to the same Web Worker, whose thread is held: its 300 ms run out before it begins.
+    const waiting = await queue.dispatch(quick, { db: tmp.dbPath });
+    for (const deadline = Date.now() + 90_000; (await queue.failedJob(waiting)) === null;) {
+      if (Date.now() > deadline) throw new Error("the waiting job did not time out");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await Deno.writeTextFile(release, "");
+    // A job handed over later runs after the waiting one's turn in that Web Worker came.
+    const after = await queue.dispatch(where, { db: tmp.dbPath });
+    await waitUntil(
+      "a later job ran in the Web Worker",
+      () => readLedger(db, "job_id = ? AND outcome = 'success'", after).length === 1,
+      90_000,
+    );
+    assert.match((await queue.failedJob(waiting))!.error, /^JobTimeoutError: /);
+    assert.deepEqual(readLedger(db, "job_id = ?", waiting), [], "its handler was never called");
+  } finally {
+    await Deno.writeTextFile(release, "");
+    await worker.stop();
+  }
 });
