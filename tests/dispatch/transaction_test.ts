@@ -302,3 +302,34 @@ storeTest(
     assert.deepEqual((await queue.jobs()).jobs.map((job) => job.id), [id]);
   },
 );
+
+const uniqueNote = defineJob({
+  name: "unique-note",
+  schema: z.object({ n: z.number() }),
+  uniqueForMs: 60_000,
+  uniqueId: (payload) => String(payload.n),
+  handle() {},
+});
+
+storeTest(
+  "Queue calls inside the queue's own transaction callback reject at once, a dispatch of a unique key the transaction holds too, saying to use the tx handle",
+  async (db) => {
+    await using queue = await db.open({ jobs: [note, uniqueNote] });
+    const useTx = /inside its own transaction callback.*use the tx handle/;
+    const id = await within(
+      queue.transaction(async (tx) => {
+        const stored = await tx.dispatch(uniqueNote, { n: 1 });
+        await assert.rejects(
+          within(queue.dispatch(uniqueNote, { n: 1 }), 5_000, "the unique dispatch inside"),
+          useTx,
+        );
+        await assert.rejects(within(queue.counts(), 5_000, "counts() inside"), useTx);
+        return stored;
+      }),
+      10_000,
+      "the transaction",
+    );
+    assert.equal(await queue.dispatch(uniqueNote, { n: 1 }), id, "a duplicate once it committed");
+    assert.deepEqual((await queue.jobs()).jobs.map((job) => job.id), [id]);
+  },
+);

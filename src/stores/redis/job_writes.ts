@@ -137,12 +137,12 @@ export async function transaction<T>(
   fn: (tx: StoreTransaction) => T | Promise<T>,
 ): Promise<T> {
   const stage = crypto.randomUUID();
-  let open = true;
+  const state = { open: true };
   // Worded as the SQL stores' engines word it: a handle kept past its callback is refused alike.
   const inside =
     <A extends unknown[], R>(write: (...args: A) => Promise<R>) => (...args: A): Promise<R> =>
-      open
-        ? write(...args)
+      state.open
+        ? redis.transactionWrite(() => write(...args))
         : Promise.reject(new Error("This transaction has ended: use it only inside its callback"));
   const tx: StoreTransaction = {
     insertJobs: inside((rows) => insertJobs(redis, rows, stage)),
@@ -155,13 +155,14 @@ export async function transaction<T>(
   await redis.call(BEGIN_TRANSACTION, { now: Date.now(), stage });
   let result: T;
   try {
-    result = await fn(tx);
+    // The store's own calls from the callback are refused: they would escape the transaction.
+    result = await redis.transactionCallback(state, () => fn(tx));
   } catch (error) {
-    open = false;
+    state.open = false;
     await redis.call(END_TRANSACTION, { now: Date.now(), stage, commit: false }).catch(() => {});
     throw error;
   }
-  open = false;
+  state.open = false;
   await redis.call(END_TRANSACTION, { now: Date.now(), stage, commit: true });
   return result;
 }

@@ -123,7 +123,9 @@ export interface RedisStoreOptions {
   /**
    * How long connecting may take before a call rejects, in ms: a call made
    * while the client reconnects waits for it this long (a dispatch whose
-   * reply was lost, as long again to be sent once more).
+   * reply was lost, as long again to be sent once more). A dispatch of a
+   * unique or debounce key that another open transaction holds waits for
+   * that transaction's end this long too, then rejects naming the key.
    * @default {10_000}
    */
   connectTimeoutMs?: number;
