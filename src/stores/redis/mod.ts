@@ -145,7 +145,10 @@ export interface RedisStoreOptions {
  */
 export class RedisStore implements Store, MoveStore, AsyncDisposable {
   readonly #redis: RedisConnection;
-  /** When this store's settles last pruned, and where their walk through the group holds stands. */
+  /**
+   * When this store's settles last pruned, where their walk through the group
+   * holds stands, and when its claims last rolled back abandoned stages.
+   */
   readonly #upkeep = tick.settleUpkeep();
 
   private constructor(redis: RedisConnection) {
@@ -249,7 +252,7 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
 
   /** Leases up to `request.limit` due jobs in one script. */
   claim(request: ClaimRequest): Promise<ClaimedJob[]> {
-    return tick.claim(this.#redis, request);
+    return tick.claim(this.#redis, this.#upkeep, request);
   }
 
   /** False: a claim is one script, which never passes a due job over. */
