@@ -96,6 +96,7 @@ export interface BatchStatus {
 export class BatchBuilder {
   readonly #name: string;
   readonly #submit: (plan: BatchPlan) => Promise<number>;
+  readonly #track: (dispatching: Promise<number>) => Promise<number>;
   readonly #jobs: PlannedJobs[] = [];
   readonly #callbacks = {
     then: [] as PlannedJobs[],
@@ -105,9 +106,18 @@ export class BatchBuilder {
   #allowFailures = false;
   #dispatched = false;
 
-  /** Made by `queue.batch()` and `tx.batch()`. @internal */
-  constructor(name: string, submit: (plan: BatchPlan) => Promise<number>) {
+  /**
+   * Made by `queue.batch()` and `tx.batch()`; `track` gives the promise
+   * `dispatch()` returns for the dispatch's own (a transaction follows it).
+   * @internal
+   */
+  constructor(
+    name: string,
+    submit: (plan: BatchPlan) => Promise<number>,
+    track: (dispatching: Promise<number>) => Promise<number> = (dispatching) => dispatching,
+  ) {
     this.#name = name;
+    this.#track = track;
     this.#submit = submit;
   }
 
@@ -159,7 +169,11 @@ export class BatchBuilder {
    * payload is refused. A batch with no jobs finishes at once: its `then` and
    * `finally` jobs are queued.
    */
-  async dispatch(): Promise<number> {
+  dispatch(): Promise<number> {
+    return this.#track(this.#dispatch());
+  }
+
+  async #dispatch(): Promise<number> {
     if (this.#dispatched) {
       throw new Error(
         `Batch "${this.#name}" was already dispatched: build a new one with queue.batch()`,

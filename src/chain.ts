@@ -70,14 +70,24 @@ export interface ChainPlan {
  */
 export class ChainBuilder {
   readonly #submit: (plan: ChainPlan) => Promise<number>;
+  readonly #track: (dispatching: Promise<number>) => Promise<number>;
   readonly #queue: string | undefined;
   readonly #links: PlannedJobs[] = [];
   readonly #onFailure: PlannedJobs[] = [];
   #dispatched = false;
 
-  /** Made by `queue.chain()` and `tx.chain()`. @internal */
-  constructor(options: ChainOptions, submit: (plan: ChainPlan) => Promise<number>) {
+  /**
+   * Made by `queue.chain()` and `tx.chain()`; `track` gives the promise
+   * `dispatch()` returns for the dispatch's own (a transaction follows it).
+   * @internal
+   */
+  constructor(
+    options: ChainOptions,
+    submit: (plan: ChainPlan) => Promise<number>,
+    track: (dispatching: Promise<number>) => Promise<number> = (dispatching) => dispatching,
+  ) {
     this.#queue = options.queue;
+    this.#track = track;
     this.#submit = submit;
   }
 
@@ -106,7 +116,11 @@ export class ChainBuilder {
    * returns its id, which is also its first job's id. Nothing is stored if
    * any payload is refused; an empty chain is refused.
    */
-  async dispatch(): Promise<number> {
+  dispatch(): Promise<number> {
+    return this.#track(this.#dispatch());
+  }
+
+  async #dispatch(): Promise<number> {
     if (this.#dispatched) {
       throw new Error("This chain was already dispatched: build a new one with queue.chain()");
     }

@@ -136,6 +136,7 @@ export interface FlowPlan {
 export class FlowBuilder {
   readonly #name: string;
   readonly #submit: (plan: FlowPlan) => Promise<number>;
+  readonly #track: (dispatching: Promise<number>) => Promise<number>;
   readonly #nodes = new Map<
     string,
     Omit<PlannedFlowNode, "parents"> & { after: readonly (FlowNode | string)[] }
@@ -143,9 +144,18 @@ export class FlowBuilder {
   readonly #onFailure: PlannedJobs[] = [];
   #dispatched = false;
 
-  /** Made by `queue.flow()` and `tx.flow()`. @internal */
-  constructor(name: string, submit: (plan: FlowPlan) => Promise<number>) {
+  /**
+   * Made by `queue.flow()` and `tx.flow()`; `track` gives the promise
+   * `dispatch()` returns for the dispatch's own (a transaction follows it).
+   * @internal
+   */
+  constructor(
+    name: string,
+    submit: (plan: FlowPlan) => Promise<number>,
+    track: (dispatching: Promise<number>) => Promise<number> = (dispatching) => dispatching,
+  ) {
     this.#name = name;
+    this.#track = track;
     this.#submit = submit;
   }
 
@@ -216,7 +226,11 @@ export class FlowBuilder {
    * names the cycle) and every payload, then stores the flow in one
    * transaction and returns its id. Nothing is stored when anything is refused.
    */
-  async dispatch(): Promise<number> {
+  dispatch(): Promise<number> {
+    return this.#track(this.#dispatch());
+  }
+
+  async #dispatch(): Promise<number> {
     if (this.#dispatched) {
       throw new Error(
         `Flow "${this.#name}" was already dispatched: build a new one with queue.flow()`,

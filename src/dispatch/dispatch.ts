@@ -94,8 +94,8 @@ export interface DispatchBinding<Target extends DispatchTarget> {
   readonly assertOpen: () => void;
   /**
    * Follows each dispatch from its call to its end (a transaction waits for
-   * those its callback did not await); the dispatch's promise is the one it
-   * gives back. Absent: the dispatch's own promise.
+   * those its callback did not await); the promise it gives back is the one
+   * the caller gets, none made from it. Absent: the dispatch's own promise.
    */
   readonly track?: <T>(dispatching: Promise<T>) => Promise<T>;
 }
@@ -118,12 +118,13 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
   }
 
   /** Stores one job and returns its id (a duplicate's is the id of the job it duplicates). */
-  async dispatch<J extends JobDefinition>(
+  dispatch<J extends JobDefinition>(
     job: J,
     payload: PayloadOf<J>,
     options?: DispatchOptions,
   ): Promise<number> {
-    return (await this.dispatchMany(job, [payload], options))[0]!;
+    // Followed as the caller gets it: the promise `track` follows must be the caller's own.
+    return this.#track(this.#dispatchMany(job, [payload], options).then((ids) => ids[0]!));
   }
 
   /** Stores many jobs of one kind, all or none, and returns their ids in order. */
@@ -180,11 +181,11 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
     if (options.queue !== undefined) assertQueueName(options.queue, "chain");
     return new ChainBuilder(
       options,
-      this.#tracked(async (plan: ChainPlan) => {
+      async (plan: ChainPlan) => {
         const [first, ...next] = await this.#linkRows(plan.links);
-        const onFailure = (await this.#plannedRows(plan.onFailure, () =>
-          " as the catch of a chain"))
-          .map(toWaiting);
+        const onFailure =
+          (await this.#plannedRows(plan.onFailure, () => " as the catch of a chain"))
+            .map(toWaiting);
         const id = await this.#target.insertChain({
           first: first!,
           next: next.map(toWaiting),
@@ -192,7 +193,8 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
         });
         this.#sink([first!], [id]);
         return id;
-      }),
+      },
+      this.#track,
     );
   }
 
@@ -201,7 +203,7 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
     assertName(name, "flow", "name");
     return new FlowBuilder(
       name,
-      this.#tracked(async (plan: FlowPlan) => {
+      async (plan: FlowPlan) => {
         const nodes = [];
         const positions = new Map<string, number>();
         for (const node of plan.nodes) {
@@ -233,7 +235,8 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
           inserted.jobIds,
         );
         return inserted.id;
-      }),
+      },
+      this.#track,
     );
   }
 
@@ -242,7 +245,7 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
     assertName(name, "batch", "name");
     return new BatchBuilder(
       name,
-      this.#tracked(async (plan: BatchPlan) => {
+      async (plan: BatchPlan) => {
         const jobs = await this.#plannedRows(plan.jobs, () => ` in batch "${plan.name}"`);
         const waiting = async (
           role: string,
@@ -261,13 +264,9 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
         });
         this.#sink(jobs, pushed.jobIds);
         return pushed.id;
-      }),
+      },
+      this.#track,
     );
-  }
-
-  /** `store`, each call followed by the binding's `track`. */
-  #tracked<P, R>(store: (plan: P) => Promise<R>): (plan: P) => Promise<R> {
-    return (plan) => this.#track(store(plan));
   }
 
   /** Adds counted jobs to batch `batchId` (`ctx.addToBatch`); returns their ids. */

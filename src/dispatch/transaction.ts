@@ -9,7 +9,10 @@
  * still running when the callback ended settles with the transaction: with
  * its id once the transaction committed, rejected once it rolled back
  * (that rejection counts as handled: the transaction's own promise carries
- * the error). Such a dispatch that fails rolls the transaction back.
+ * the error). A dispatch that fails rolls the transaction back with its
+ * error unless the app took its outcome (awaited it, or handled it with
+ * `then` or `catch`) before the transaction ends; either way its rejection
+ * is not reported as unhandled.
  *
  * @module
  */
@@ -96,7 +99,8 @@ export async function runTransaction<T>(
 /**
  * The dispatches of one transaction's callback: followed from their call to
  * their end, so the transaction ends only after every one of them, and those
- * that outlast the callback settle with the transaction.
+ * that outlast the callback settle with the transaction. One that fails and
+ * that nothing took (see {@linkcode DispatchPromise}) fails the transaction.
  */
 class TransactionDispatches {
   /** Dispatches not yet ended. */
@@ -106,23 +110,29 @@ class TransactionDispatches {
   #callbackRunning = true;
   /** How the transaction ended, once it did: `{ error }` when it rolled back. */
   #outcome: "committed" | { readonly error: unknown } | null = null;
-  /** The error of the first dispatch that failed after the callback ended. */
-  #failed: { error: unknown } | null = null;
+  /** The dispatches that failed, in the order they failed, each with its error. */
+  readonly #failed: { readonly promise: DispatchPromise<unknown>; readonly error: unknown }[] = [];
 
   /** Follows `dispatching`; the promise the caller gets in its place. */
   readonly track = <R>(dispatching: Promise<R>): Promise<R> => {
     // A handle kept past the transaction: its store refuses the dispatch, as it says.
     if (this.#outcome !== null) return dispatching;
-    const { promise, resolve, reject } = Promise.withResolvers<R>();
+    let resolve!: (value: R) => void;
+    let reject!: (error: unknown) => void;
+    const promise = new DispatchPromise<R>((resolved, rejected) => {
+      resolve = resolved;
+      reject = rejected;
+    });
     const ended: Promise<void> = dispatching.then(
       (value) => {
         if (this.#callbackRunning) resolve(value);
         else this.#outlast(promise, () => resolve(value), (error) => reject(rolledBack(error)));
       },
       (error: unknown) => {
-        if (this.#callbackRunning) return reject(error);
-        this.#failed ??= { error };
-        this.#outlast(promise, () => reject(error), () => reject(error));
+        // Taken by the app (an await, a catch) or, if not, by the transaction, which fails with it.
+        markHandled(promise);
+        this.#failed.push({ promise, error });
+        reject(error);
       },
     ).finally(() => this.#running.delete(ended));
     this.#running.add(ended);
@@ -135,7 +145,7 @@ class TransactionDispatches {
     rollBack: (error: unknown) => void,
   ): void {
     // Its rejection reaches the app through the transaction's own promise: not an unhandled one.
-    promise.catch(() => {});
+    markHandled(promise);
     if (this.#outcome === "committed") commit();
     else if (this.#outcome !== null) rollBack(this.#outcome.error);
     else this.#outlasting.push({ commit, rollBack });
@@ -162,9 +172,14 @@ class TransactionDispatches {
     while (this.#running.size > 0) await Promise.all(this.#running);
   }
 
-  /** Throws the error of a dispatch that failed after the callback ended: the transaction rolls back. */
+  /**
+   * Throws the error of the first dispatch that failed with nothing to take
+   * its outcome (the app neither awaited it nor handled it): the
+   * transaction rolls back with it, as with an error the callback threw.
+   */
   assertNoneFailed(): void {
-    if (this.#failed !== null) throw this.#failed.error;
+    const failed = this.#failed.find(({ promise }) => !promise.taken);
+    if (failed !== undefined) throw failed.error;
   }
 
   /** The transaction committed: the dispatches that outlasted the callback give their ids. */
@@ -178,6 +193,31 @@ class TransactionDispatches {
     this.#outcome = { error };
     for (const dispatch of this.#outlasting.splice(0)) dispatch.rollBack(error);
   }
+}
+
+/**
+ * A dispatch's promise as the app gets it, which notes whether anything
+ * took its outcome: `await`, `then`, `catch`, `finally` and `Promise.all`
+ * each call its `then` (an `await` too, as it is not a plain promise).
+ * Promises made from it are plain ones.
+ */
+class DispatchPromise<T> extends Promise<T> {
+  static override readonly [Symbol.species] = Promise;
+  /** Whether the app took its outcome. */
+  taken = false;
+
+  override then<A = T, B = never>(
+    onFulfilled?: ((value: T) => A | PromiseLike<A>) | null,
+    onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
+  ): Promise<A | B> {
+    this.taken = true;
+    return super.then(onFulfilled, onRejected);
+  }
+}
+
+/** Keeps `promise`'s rejection from being reported as unhandled, without taking its outcome. */
+function markHandled(promise: Promise<unknown>): void {
+  Promise.prototype.then.call(promise, undefined, () => {});
 }
 
 /** The error a dispatch rejects with when its transaction rolled back with `error`. */

@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, Queue, ValidationError } from "../../mod.ts";
+import { defineJob, Queue, type QueueTransaction, ValidationError } from "../../mod.ts";
 import { tempDir, within } from "../_helpers.ts";
 import { storeTest } from "../_stores.ts";
 import { gate, readRows } from "../fixtures/runner/harness.ts";
@@ -204,5 +204,132 @@ storeTest(
     await assert.rejects(bad, ValidationError);
     await assert.rejects(good, /rolled back/);
     assert.deepEqual((await queue.jobs()).jobs, []);
+  },
+);
+
+/**
+ * The rejections the runtime reports as unhandled while `body` runs and
+ * until it had a turn to report those of its last microtasks; reported
+ * ones do not end the test run.
+ */
+async function unhandledDuring(body: () => Promise<void>): Promise<unknown[]> {
+  const reported: unknown[] = [];
+  const listener = (event: PromiseRejectionEvent) => {
+    event.preventDefault();
+    reported.push(event.reason);
+  };
+  globalThis.addEventListener("unhandledrejection", listener);
+  try {
+    await body();
+    // The runtime reports a rejection once the microtasks ran: a timer's turn comes after.
+    for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setTimeout(resolve, 0));
+  } finally {
+    globalThis.removeEventListener("unhandledrejection", listener);
+  }
+  return reported;
+}
+
+storeTest(
+  "Queue.transaction() that rolls back leaves no unhandled rejection for the dispatches its callback did not await and the app never looks at",
+  async (db) => {
+    await using queue = await db.open({ jobs: [note] });
+    const failure = new Error("app failed");
+    /** Starts every kind of dispatch and leaves each promise alone. */
+    const dispatchAll = (tx: QueueTransaction) => {
+      tx.dispatch(note, { n: 1 });
+      tx.dispatchMany(note, [{ n: 2 }, { n: 3 }]);
+      tx.chain().then(note, { n: 4 }).then(note, { n: 5 }).dispatch();
+      tx.batch("b").push(note, { n: 6 }).dispatch();
+      const flow = tx.flow("f");
+      flow.add(note, { n: 7 });
+      flow.dispatch();
+    };
+    const unhandled = await unhandledDuring(async () => {
+      await assert.rejects(
+        queue.transaction((tx) => {
+          dispatchAll(tx);
+          throw failure;
+        }),
+        (error) => error === failure,
+      );
+      await assert.rejects(
+        // deno-lint-ignore require-await
+        queue.transaction(async (tx) => {
+          dispatchAll(tx);
+          throw failure;
+        }),
+        (error) => error === failure,
+      );
+    });
+    assert.deepEqual(unhandled, []);
+    assert.deepEqual((await queue.jobs()).jobs, []);
+  },
+);
+
+storeTest(
+  "Queue.transaction() rolls back with the error of a dispatch its callback did not await that failed while the callback still ran, and leaves no unhandled rejection",
+  async (db) => {
+    await using queue = await db.open({ jobs: [note] });
+    let bad!: Promise<number>;
+    const unhandled = await unhandledDuring(async () => {
+      await assert.rejects(
+        queue.transaction(async (tx) => {
+          bad = tx.dispatch(note, { n: "one" } as never);
+          tx.chain().then(note, { n: "two" } as never).dispatch();
+          await tx.dispatch(note, { n: 3 }); // a store round trip: both have failed by now
+          await tx.dispatch(note, { n: 4 });
+        }),
+        (error) => error instanceof ValidationError && /"note"/.test(error.message),
+      );
+    });
+    assert.deepEqual(unhandled, []);
+    await assert.rejects(bad, ValidationError, "its own error, for an app that looks later");
+    assert.deepEqual((await queue.jobs()).jobs, [], "nothing of the transaction is kept");
+  },
+);
+
+storeTest(
+  "Queue.transaction() commits when its callback caught the error of a dispatch it awaited",
+  async (db) => {
+    await using queue = await db.open({ jobs: [note] });
+    const id = await queue.transaction(async (tx) => {
+      await assert.rejects(tx.dispatch(note, { n: "one" } as never), ValidationError);
+      const handled = tx.dispatch(note, { n: "two" } as never).catch(() => 0);
+      const stored = await tx.dispatch(note, { n: 3 });
+      assert.equal(await handled, 0);
+      return stored;
+    });
+    assert.deepEqual((await queue.jobs()).jobs.map((job) => job.id), [id]);
+  },
+);
+
+const uniqueNote = defineJob({
+  name: "unique-note",
+  schema: z.object({ n: z.number() }),
+  uniqueForMs: 60_000,
+  uniqueId: (payload) => String(payload.n),
+  handle() {},
+});
+
+storeTest(
+  "Queue calls inside the queue's own transaction callback reject at once, a dispatch of a unique key the transaction holds too, saying to use the tx handle",
+  async (db) => {
+    await using queue = await db.open({ jobs: [note, uniqueNote] });
+    const useTx = /inside its own transaction callback.*use the tx handle/;
+    const id = await within(
+      queue.transaction(async (tx) => {
+        const stored = await tx.dispatch(uniqueNote, { n: 1 });
+        await assert.rejects(
+          within(queue.dispatch(uniqueNote, { n: 1 }), 5_000, "the unique dispatch inside"),
+          useTx,
+        );
+        await assert.rejects(within(queue.counts(), 5_000, "counts() inside"), useTx);
+        return stored;
+      }),
+      10_000,
+      "the transaction",
+    );
+    assert.equal(await queue.dispatch(uniqueNote, { n: 1 }), id, "a duplicate once it committed");
+    assert.deepEqual((await queue.jobs()).jobs.map((job) => job.id), [id]);
   },
 );

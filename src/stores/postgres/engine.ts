@@ -66,8 +66,12 @@ export class PostgresEngine implements Engine {
   readonly #schema: string;
   readonly #channel: string;
   readonly #listeners = new Set<() => void>();
-  /** Set inside a transaction's callback, to refuse work that would escape the transaction. */
-  readonly #insideTransaction = new AsyncLocalStorage<boolean>();
+  /**
+   * Set inside a transaction's callback (the transaction, while open), to
+   * refuse work that would escape the transaction: work the callback started
+   * that runs after the transaction ended is not refused.
+   */
+  readonly #insideTransaction = new AsyncLocalStorage<{ open: boolean }>();
   #listening: Promise<{ unlisten(): Promise<void> } | null> | null = null;
   /** Set when a call failed for want of a connection: LISTEN is taken again once calls work. */
   #disconnected = false;
@@ -138,9 +142,11 @@ export class PostgresEngine implements Engine {
     wakeUp: WakeUpAsked,
   ): Promise<T> {
     return await this.#begin(async (connection) => {
-      let open = true;
+      const inside = { open: true };
       const check = () => {
-        if (!open) throw new Error("This transaction has ended: use it only inside its callback");
+        if (!inside.open) {
+          throw new Error("This transaction has ended: use it only inside its callback");
+        }
       };
       const tx: EngineTransaction = {
         run: async (script) => {
@@ -153,9 +159,9 @@ export class PostgresEngine implements Engine {
         },
       };
       try {
-        return await this.#insideTransaction.run(true, () => fn(tx));
+        return await this.#insideTransaction.run(inside, () => fn(tx));
       } finally {
-        open = false;
+        inside.open = false;
       }
     });
   }
@@ -332,7 +338,7 @@ export class PostgresEngine implements Engine {
    */
   #assertUsable(): void {
     if (this.#closed) throw new QueueClosedError("use the PostgreSQL store");
-    if (this.#insideTransaction.getStore() === true) {
+    if (this.#insideTransaction.getStore()?.open === true) {
       throw new Error(
         "Cannot use the queue inside its own transaction callback: it would run outside the transaction; use the tx handle (tx.dispatch, tx.query)",
       );

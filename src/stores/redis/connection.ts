@@ -12,6 +12,7 @@
 // its own import map, which need not list this dependency.
 // deno-lint-ignore no-import-prefix
 import { ClientOfflineError, createClient } from "npm:@redis/client@^6.4";
+import { AsyncLocalStorage } from "node:async_hooks";
 import { QueueMovedError } from "../../errors.ts";
 import { redactPassword } from "../database_url.ts";
 import { type FunctionLibrary, functionLibrary, type LuaScript } from "./lua.ts";
@@ -50,6 +51,12 @@ export class RedisConnection {
   epoch: string | null = null;
   /** The prefix every key starts with, braces included (`{renox}`). */
   readonly prefix: string;
+  /**
+   * Set inside a transaction's callback (the transaction, while open), to
+   * refuse calls that would escape the transaction; unset again for the
+   * transaction's own writes.
+   */
+  readonly #insideTransaction = new AsyncLocalStorage<{ readonly open: boolean } | null>();
 
   private constructor(settings: ConnectionSettings, client: Client, prefix: string, db: boolean) {
     this.#settings = settings;
@@ -93,6 +100,11 @@ export class RedisConnection {
     return new RedisConnection(settings, client, prefix, databaseClock);
   }
 
+  /** How long a call waits for the connection, in ms, and a dispatch for a key a transaction holds. */
+  get connectTimeoutMs(): number {
+    return this.#settings.connectTimeoutMs;
+  }
+
   /** The client, for plain commands (reads of `INFO`, cleanup). */
   get client(): Client {
     if (this.#closed) throw new Error("the Redis store is closed");
@@ -104,6 +116,13 @@ export class RedisConnection {
    * `epoch`) and returns its JSON reply parsed, or null when it returns nothing.
    */
   async call<T>(script: LuaScript, input: CallContext & Record<string, unknown>): Promise<T> {
+    if (this.#insideTransaction.getStore()?.open === true) {
+      // Worded as the SQL stores word it. Its writes would not be the transaction's, and a
+      // dispatch of a key the transaction holds would wait for it, and so for itself.
+      throw new Error(
+        "Cannot use the queue inside its own transaction callback: it would run outside the transaction; use the tx handle (tx.dispatch)",
+      );
+    }
     const argument = JSON.stringify({
       ...input,
       db: this.databaseClock,
@@ -154,6 +173,21 @@ export class RedisConnection {
       await this.whenReconnected(error);
       return await this.call<T>(script, { ...withKeep, resent: true });
     }
+  }
+
+  /**
+   * Runs `callback`, the callback of `transaction`: while that is open, a
+   * call made from it, or from work it started, is refused (see
+   * {@linkcode RedisConnection.transactionWrite} for the transaction's own).
+   * Only this connection's: another store's calls run.
+   */
+  transactionCallback<T>(transaction: { readonly open: boolean }, callback: () => T): T {
+    return this.#insideTransaction.run(transaction, callback);
+  }
+
+  /** Runs `write`, a write of the open transaction whose callback calls it: not refused. */
+  transactionWrite<T>(write: () => T): T {
+    return this.#insideTransaction.run(null, write);
   }
 
   /** Resolves once the client is ready again, or rejects naming `cause` after `connectTimeoutMs`. */

@@ -17,8 +17,8 @@ import { type LuaScript, luaScript } from "./lua.ts";
  * reply is kept under the token for `keepS` seconds (as long as a retry may
  * come: `RedisConnection.callIdempotent` sets it from how long it waits for
  * the connection), and idle workers are woken unless the call writes inside
- * a transaction (its commit wakes them) or stored nothing to wait for a
- * transaction's end (reply `"held"`). Only a call sent again looks for
+ * a transaction (its commit wakes them) or the body set `storedNothing`
+ * (it waits for a transaction's end). Only a call sent again looks for
  * the record: a first send's token is new, so the look would find nothing.
  */
 export function dispatchScript(name: string, body: string): LuaScript {
@@ -34,9 +34,10 @@ if INPUT.resent then
   if done then return done end
 end
 local reply
+local storedNothing = false
 ${body}
 redis.call('SET', record, reply, 'EX', INPUT.keepS)
-if STAGE == nil and reply ~= '"held"' then wake() end
+if STAGE == nil and not storedNothing then wake() end
 return reply
 `,
   );

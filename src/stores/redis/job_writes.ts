@@ -6,9 +6,9 @@
  * A transaction's writes run at once, each in its own script, but stay out
  * of claim order (staged) until the transaction commits, in one script that
  * makes them all claimable; a transaction that throws removes them. One that
- * never ends (its process died) leaves them staged: the next commit or
- * rollback of any transaction removes stages older than
- * {@linkcode ABANDONED_STAGE_MS}.
+ * never ends (its process died) leaves them staged until it counts as
+ * abandoned (stages.ts): the next commit or rollback of any transaction
+ * then removes them, or a worker's claim.
  *
  * A unique or debounce key whose job an open transaction stored or
  * debounced holds the dispatches of that key from elsewhere back until the
@@ -24,7 +24,8 @@ import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import * as keys from "./keys.ts";
 import { dispatch, dispatchScript } from "./dispatch_script.ts";
-import { ABANDONED_STAGE_MS, luaScript } from "./lua.ts";
+import { luaScript } from "./lua.ts";
+import { STAGE_ENDS } from "./stages.ts";
 
 /** Why `tx.query` is refused on Redis, and what to do instead. */
 export const NO_SQL_ON_REDIS =
@@ -49,42 +50,17 @@ reply = cjson.encode(ids)
 
 /**
  * Ends a transaction, input `stage` and `commit` (true to publish its
- * writes, false to remove them); then removes the writes of stages older
- * than {@linkcode ABANDONED_STAGE_MS}.
+ * writes, false to remove them); then removes the writes of abandoned
+ * stages (stages.ts).
  */
 const END_TRANSACTION = luaScript(
   "endTransaction",
   "allow-oom",
   AREA_HOOKS,
+  STAGE_ENDS,
   String.raw`
-local function endStage(stage, commit)
-  local published = 0
-  for _, entry in ipairs(redis.call('LRANGE', P .. ':stage:' .. stage, 0, -1)) do
-    local kind, id = string.match(entry, '^([^:]+):(.*)$')
-    if kind == 'job' then
-      local job = readJob(id)
-      if job ~= nil and job.staged == stage then
-        if commit then
-          redis.call('HDEL', jobKey(id), 'staged')
-          placeUnleased(tonumber(id), job.queue, job.priority, tonumber(job.available_at), true)
-          published = published + 1
-        else
-          redis.call('DEL', jobKey(id))
-        end
-      end
-    else
-      local hook = H[(commit and 'commit_' or 'undo_') .. kind]
-      if hook ~= nil then hook(id) end
-    end
-  end
-  redis.call('DEL', P .. ':stage:' .. stage)
-  redis.call('ZREM', P .. ':stages', stage)
-  return published
-end
 local published = endStage(INPUT.stage, INPUT.commit)
-for _, old in ipairs(redis.call('ZRANGEBYSCORE', P .. ':stages', '-inf', serverMs() - ${ABANDONED_STAGE_MS}, 'LIMIT', 0, 10)) do
-  endStage(old, false)
-end
+endAbandonedStages()
 if published > 0 then wake() end
 `,
 );
@@ -137,12 +113,12 @@ export async function transaction<T>(
   fn: (tx: StoreTransaction) => T | Promise<T>,
 ): Promise<T> {
   const stage = crypto.randomUUID();
-  let open = true;
+  const state = { open: true };
   // Worded as the SQL stores' engines word it: a handle kept past its callback is refused alike.
   const inside =
     <A extends unknown[], R>(write: (...args: A) => Promise<R>) => (...args: A): Promise<R> =>
-      open
-        ? write(...args)
+      state.open
+        ? redis.transactionWrite(() => write(...args))
         : Promise.reject(new Error("This transaction has ended: use it only inside its callback"));
   const tx: StoreTransaction = {
     insertJobs: inside((rows) => insertJobs(redis, rows, stage)),
@@ -155,13 +131,14 @@ export async function transaction<T>(
   await redis.call(BEGIN_TRANSACTION, { now: Date.now(), stage });
   let result: T;
   try {
-    result = await fn(tx);
+    // The store's own calls from the callback are refused: they would escape the transaction.
+    result = await redis.transactionCallback(state, () => fn(tx));
   } catch (error) {
-    open = false;
+    state.open = false;
     await redis.call(END_TRANSACTION, { now: Date.now(), stage, commit: false }).catch(() => {});
     throw error;
   }
-  open = false;
+  state.open = false;
   await redis.call(END_TRANSACTION, { now: Date.now(), stage, commit: true });
   return result;
 }

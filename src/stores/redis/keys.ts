@@ -30,15 +30,16 @@ import { luaScript } from "./lua.ts";
 
 /**
  * Input: `rows` (KeyedJobRow[]), `token` (the dispatch's). Reply: a
- * KeyedInsert per row, or `"held"`, having written nothing, when another
- * open transaction holds the key of a row.
+ * KeyedInsert per row, or `{held}`, having written nothing, when another
+ * open transaction holds the key of row `held` (1 for the first).
  */
 const INSERT_KEYED = dispatchScript(
   "insertKeyed",
   String.raw`
-for _, row in ipairs(INPUT.rows) do
+for i, row in ipairs(INPUT.rows) do
   if H.keyHeldOpen(row.key) then
-    reply = cjson.encode('held')
+    reply = cjson.encode({held = i})
+    storedNothing = true
     break
   end
 end
@@ -55,6 +56,11 @@ end
 
 /** The longest a dispatch waits before it asks again for a key an open transaction holds, in ms. */
 const HELD_KEY_RETRY_MS = 100;
+
+/** The reply of {@linkcode INSERT_KEYED} when an open transaction holds the key of row `held` (1-based). */
+interface HeldKey {
+  readonly held: number;
+}
 
 /**
  * Input: `requests` (MiddlewareRequest[], tokens as strings). Reply: per
@@ -125,7 +131,9 @@ return cjson.encode(verdicts)
  * Inserts each row unless its key names a job that holds it, in one script;
  * see {@linkcode KeyedInsert}. Retried once, with its token, when its reply
  * was lost. With `stage`, inside that transaction. While another open
- * transaction holds the key of a row, waits for its end and asks again.
+ * transaction holds the key of a row, waits for its end and asks again, for
+ * `connectTimeoutMs` at most (then rejects naming the key): a transaction
+ * may be waiting for this very dispatch.
  */
 export async function insertKeyed(
   redis: RedisConnection,
@@ -135,11 +143,21 @@ export async function insertKeyed(
   if (rows.length === 0) return [];
   // One outcome per row, and there are rows: never an empty Lua table (which encodes as {}).
   const input = { now: rows[0]!.createdAt, rows };
+  const deadline = Date.now() + redis.connectTimeoutMs;
   for (let waitMs = 5;; waitMs = Math.min(2 * waitMs, HELD_KEY_RETRY_MS)) {
-    const reply = await dispatch<KeyedInsert[] | "held">(redis, INSERT_KEYED, input, stage);
-    if (reply !== "held") return reply;
-    await new Promise((resolve) => setTimeout(resolve, waitMs));
+    const reply = await dispatch<KeyedInsert[] | HeldKey>(redis, INSERT_KEYED, input, stage);
+    if (Array.isArray(reply)) return reply;
+    const left = deadline - Date.now();
+    if (left <= 0) throw heldTooLong(rows[reply.held - 1]!, redis.connectTimeoutMs);
+    await new Promise((resolve) => setTimeout(resolve, Math.min(waitMs, left)));
   }
+}
+
+/** The error of a dispatch of `row` whose key an open transaction held for `waitedMs`. */
+function heldTooLong(row: KeyedJobRow, waitedMs: number): Error {
+  return new Error(
+    `Cannot dispatch "${row.name}": an open transaction holds its ${row.key.kind} key "${row.key.key}" (it stored or debounced the key's job) and did not end within ${waitedMs} ms (connectTimeoutMs)`,
+  );
 }
 
 /** Checks each claimed job's middleware in order, in one script; see `Store.acquire`. */

@@ -123,7 +123,9 @@ export interface RedisStoreOptions {
   /**
    * How long connecting may take before a call rejects, in ms: a call made
    * while the client reconnects waits for it this long (a dispatch whose
-   * reply was lost, as long again to be sent once more).
+   * reply was lost, as long again to be sent once more). A dispatch of a
+   * unique or debounce key that another open transaction holds waits for
+   * that transaction's end this long too, then rejects naming the key.
    * @default {10_000}
    */
   connectTimeoutMs?: number;
@@ -143,7 +145,10 @@ export interface RedisStoreOptions {
  */
 export class RedisStore implements Store, MoveStore, AsyncDisposable {
   readonly #redis: RedisConnection;
-  /** When this store's settles last pruned, and where their walk through the group holds stands. */
+  /**
+   * When this store's settles last pruned, where their walk through the group
+   * holds stands, and when its claims last rolled back abandoned stages.
+   */
   readonly #upkeep = tick.settleUpkeep();
 
   private constructor(redis: RedisConnection) {
@@ -247,7 +252,7 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
 
   /** Leases up to `request.limit` due jobs in one script. */
   claim(request: ClaimRequest): Promise<ClaimedJob[]> {
-    return tick.claim(this.#redis, request);
+    return tick.claim(this.#redis, this.#upkeep, request);
   }
 
   /** False: a claim is one script, which never passes a due job over. */

@@ -37,6 +37,7 @@ import {
   PRUNE_HOLDS,
 } from "./groups.ts";
 import { fireDue, withScheduled } from "./schedule_firing.ts";
+import { STAGE_ENDS } from "./stages.ts";
 
 /** Most leased jobs per queue that giving back a claim whose reply was lost looks at. */
 const GIVE_BACK_SCAN_LIMIT = 10_000;
@@ -46,7 +47,9 @@ const NAME_SCAN_LIMIT = 1000;
 
 /**
  * `claimJobs(req)`: leases due jobs for a ClaimRequest of the input (token
- * as a string); the claimed rows in claim order, each as `claimRow` makes
+ * as a string), first rolling back abandoned transactions' stages when
+ * `req.endAbandoned` (stages.ts: what they hold comes back, in time to be
+ * claimed); the claimed rows in claim order, each as `claimRow` makes
  * it (claim_rows.ts). It charges a dead worker's job as the SQL claim does
  * (`CLAIM_SETS`): by its `claimed_ahead`, `begun` (absent: begun) and
  * `suspect` fields. `confirmStarts(starts)`: confirms the starts of jobs
@@ -129,6 +132,7 @@ ${GROUPED_CANDIDATES}
 ${CLAIM_ROW}
 local function claimJobs(req)
   local claimed = {}
+  if req.endAbandoned then endAbandonedStages() end
   if req.limit <= 0 then return claimed end
   local T = at(req.now)
   local leaseEnd = T + req.leaseMs
@@ -342,6 +346,7 @@ const CLAIM_SCRIPT = luaScript(
   "claim",
   "allow-oom",
   AREA_HOOKS,
+  STAGE_ENDS,
   CLAIM,
   "return cjson.encode({shift = string.format('%.17g', SHIFT), claimed = claimJobs(INPUT.request)})",
 );
@@ -371,6 +376,7 @@ const SETTLE_SCRIPT = luaScript(
   "settle",
   "allow-oom",
   AREA_HOOKS,
+  STAGE_ENDS,
   CLAIM,
   PRUNE_HOLDS,
   String.raw`
@@ -695,10 +701,13 @@ return cjson.encode(back(next))
 `,
 );
 
-/** A claim request as the scripts take it: its token as a string. */
-function claimInput(request: ClaimRequest) {
+/**
+ * A claim request as the scripts take it: its token as a string, and
+ * whether it first rolls back abandoned stages (when `upkeep` finds that due).
+ */
+function claimInput(request: ClaimRequest, upkeep: SettleUpkeep) {
   const { schedules: _schedules, readsScheduled: _reads, ...rest } = request;
-  return { ...rest, token: String(request.token) };
+  return { ...rest, token: String(request.token), endAbandoned: upkeep.stages.due(request.now) };
 }
 
 /**
@@ -712,18 +721,24 @@ function claimedJobs(rows: readonly (ClaimRow & { ahead: boolean })[], request: 
 
 /**
  * Fires the schedules' due slots (when the request carries them), then
- * leases up to `request.limit` due jobs in one script. When the reply is
+ * leases up to `request.limit` due jobs in one script, first rolling back
+ * abandoned transactions' stages when `upkeep` finds that due (once a
+ * minute of the claims' time, as a settle's claim does). When the reply is
  * lost, the jobs the claim leased are given back once the connection is
  * back (charged nothing), and the call rejects with the connection's error.
  */
-export async function claim(redis: RedisConnection, request: ClaimRequest): Promise<ClaimedJob[]> {
+export async function claim(
+  redis: RedisConnection,
+  upkeep: SettleUpkeep,
+  request: ClaimRequest,
+): Promise<ClaimedJob[]> {
   if (request.schedules !== undefined) await fireDue(redis, request.schedules, request.now);
   const reply = await givingBackOnLostReply(
     redis,
     request,
     redis.call<{ claimed: ReplyRows; shift: string }>(
       CLAIM_SCRIPT,
-      { now: request.now, request: claimInput(request) },
+      { now: request.now, request: claimInput(request, upkeep) },
     ),
   );
   const jobs = claimedJobs(claimedRows(reply.claimed, reply.shift), request);
@@ -761,7 +776,9 @@ async function givingBackOnLostReply<T>(
  * What a store's settles keep between ticks in process memory, as SQL's
  * (src/stores/sql/upkeep.ts): when they last pruned the kept finished jobs,
  * the metrics rollup and the log lines, and where their walk through the
- * group holds stands. A settle between prunes sends no command for them.
+ * group holds stands, and when their claims (and the store's) last rolled
+ * back abandoned transactions' stages. A settle between prunes sends no
+ * command for them.
  */
 export interface SettleUpkeep {
   /** The prune of kept finished jobs whose `keep_until` passed. */
@@ -772,6 +789,8 @@ export interface SettleUpkeep {
   readonly logs: PruneSchedule;
   /** The walk through the group holds, for the prune of passed holds. */
   readonly holds: HoldsWalk;
+  /** The rollback of abandoned transactions' stages, by a claim (stages.ts). */
+  readonly stages: PruneSchedule;
 }
 
 /** A store's upkeep before its first settle: every prune due. */
@@ -781,6 +800,7 @@ export function settleUpkeep(): SettleUpkeep {
     metrics: new PruneSchedule(),
     logs: new PruneSchedule(),
     holds: holdsWalk(),
+    stages: new PruneSchedule(),
   };
 }
 
@@ -846,7 +866,7 @@ export async function settle(
         starts: records.starts && startsInput(records.starts),
         begun: records.begun?.map((l) => ({ id: l.id, token: String(l.token) })),
       },
-      then: then === undefined ? null : claimInput(then),
+      then: then === undefined ? null : claimInput(then, upkeep),
     },
   );
   const reply = then === undefined ? await call : await givingBackOnLostReply(redis, then, call);

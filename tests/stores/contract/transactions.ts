@@ -163,6 +163,30 @@ function register(test: ContractTest): void {
     assert.equal((await store.counts(T0))[0]?.pending, 2);
   });
 
+  test(
+    "a store refuses its own calls made inside its transaction's callback, saying to use the tx handle, and takes those that run after it ended",
+    async (store) => {
+      const useTx =
+        /inside its own transaction callback.*use (the|its) tx handle|use its tx handle/;
+      const ended = Promise.withResolvers<void>();
+      let later!: Promise<number[]>;
+      const [inside] = await store.transaction(async (tx) => {
+        const pushed = await tx.insertJobs([newJob()]);
+        await assert.rejects(store.insertJobs([newJob()]), useTx);
+        await assert.rejects(store.insertKeyed([keyedRow(unique("k"), 1)]), useTx);
+        await assert.rejects(store.counts(T0), useTx);
+        await assert.rejects(store.transaction(() => Promise.resolve()), useTx);
+        // Started here, run once the transaction ended: no longer inside it.
+        later = ended.promise.then(() => store.insertJobs([newJob({ queue: "later" })]));
+        return pushed;
+      });
+      ended.resolve();
+      const [after] = await later;
+      assert.deepEqual(await countsAt(store, T0), { default: [1, 0, 0, 0], later: [1, 0, 0, 0] });
+      assert.deepEqual(ids(await claim(store, { queues: ["default", "later"] })), [inside, after]);
+    },
+  );
+
   test("a push that resolved is never undone by another transaction's rollback", async (store) => {
     let openGate!: () => void;
     const gate = new Promise<void>((resolve) => openGate = resolve);
@@ -201,18 +225,23 @@ function register(test: ContractTest): void {
 
   test(
     "a store without SQL keeps a job its open transaction debounced as committed and out of claim order until the rollback",
-    async (store) => {
+    async (store, opened) => {
       const [first] = await store.insertKeyed([keyedRow(DEBOUNCE, 1)]);
-      await assert.rejects(
-        store.transaction(async (tx) => {
-          const [again] = await tx.insertKeyed([keyedRow(DEBOUNCE, 2)]);
-          assert.deepEqual({ ...again }, { id: first?.id, outcome: "debounced" });
-          const meanwhile = await claim(store, { now: T0 + 60_000 });
-          assert.deepEqual(meanwhile, [], "no claim runs it while the transaction is open");
-          throw new Error("roll back");
-        }),
-        /roll back/,
-      );
+      const other = await opened.another!();
+      try {
+        await assert.rejects(
+          store.transaction(async (tx) => {
+            const [again] = await tx.insertKeyed([keyedRow(DEBOUNCE, 2)]);
+            assert.deepEqual({ ...again }, { id: first?.id, outcome: "debounced" });
+            const meanwhile = await claim(other, { now: T0 + 60_000 });
+            assert.deepEqual(meanwhile, [], "no claim runs it while the transaction is open");
+            throw new Error("roll back");
+          }),
+          /roll back/,
+        );
+      } finally {
+        await other.close();
+      }
       assert.equal(await store.nextDueAt(["default"], T0), T0 + 60_000, "due as committed");
       const [job] = await claim(store, { now: T0 + 60_000 });
       assert.deepEqual([job?.id, job?.payload], [first?.id, '{"v":1}']);
