@@ -18,7 +18,7 @@ import { clockParam, type Dialect } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 import * as steps from "./steps.ts";
-import { JOB_GONE, type PruneSchedule } from "./upkeep.ts";
+import { JOB_GONE, jobStored, type PruneSchedule } from "./upkeep.ts";
 
 /** Room kept under the cap for the line that says how many lines it dropped. */
 const CAP_LINE_ROOM = 128;
@@ -42,7 +42,7 @@ const INSERT_CAP_LINE = statement(
 );
 const LOG_OF = statement(
   `SELECT id, job_id, attempt, at, level, message, fields, encrypted FROM job_logs
-  WHERE job_id = $1 ORDER BY id`,
+  WHERE job_id = $1 AND ${jobStored("$1")} ORDER BY id`,
 );
 const PRUNE = statement(`DELETE FROM job_logs WHERE ${JOB_GONE}`);
 const SET_LAST_SPAN = statement("UPDATE jobs SET last_span = $1 WHERE id = $2");

@@ -26,7 +26,7 @@ import type { JobStepsRow, SignalOutcome, SignalRequest, StepKind, StepWrite } f
 import { clockParam, type Dialect } from "./dialect.ts";
 import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
-import { JOB_GONE } from "./upkeep.ts";
+import { JOB_GONE, jobStored } from "./upkeep.ts";
 
 /** What a memo write sets when its call position is taken already: the new memo. */
 const MEMO_REPLACES =
@@ -65,19 +65,12 @@ const DUE_ON_SIGNAL = statement(
   AND EXISTS (SELECT 1 FROM job_signals WHERE job_id = $1 AND name = $2)`,
 );
 
-/** Whether job `id` (an SQL expression) is in one of the tables that keep its memos. */
-function stored(id: string): string {
-  return `(EXISTS (SELECT 1 FROM jobs WHERE id = ${id})
-    OR EXISTS (SELECT 1 FROM failed_jobs WHERE id = ${id})
-    OR EXISTS (SELECT 1 FROM completed_jobs WHERE id = ${id}))`;
-}
-
 const STEPS_OF = statement(
   `SELECT seq, key, kind, output, until, done, attempt, duration_ms, at FROM job_steps
-  WHERE job_id = $1 AND ${stored("$1")} ORDER BY seq`,
+  WHERE job_id = $1 AND ${jobStored("$1")} ORDER BY seq`,
 );
 const SIGNALS_OF = statement(
-  `SELECT id, name, payload, sent_at FROM job_signals WHERE job_id = $1 AND ${stored("$1")}
+  `SELECT id, name, payload, sent_at FROM job_signals WHERE job_id = $1 AND ${jobStored("$1")}
   ORDER BY id`,
 );
 
@@ -117,10 +110,10 @@ const HOLDS_SIGNAL = statement(
 const PRUNE_STEPS = statement(`DELETE FROM job_steps WHERE ${JOB_GONE}`);
 const PRUNE_SIGNALS = statement(`DELETE FROM job_signals WHERE ${JOB_GONE}`);
 const DROP_STEPS_OF = statement(
-  `DELETE FROM job_steps WHERE job_id IN {{ids $1}} AND NOT ${stored("job_steps.job_id")}`,
+  `DELETE FROM job_steps WHERE job_id IN {{ids $1}} AND NOT ${jobStored("job_steps.job_id")}`,
 );
 const DROP_SIGNALS_OF = statement(
-  `DELETE FROM job_signals WHERE job_id IN {{ids $1}} AND NOT ${stored("job_signals.job_id")}`,
+  `DELETE FROM job_signals WHERE job_id IN {{ids $1}} AND NOT ${jobStored("job_signals.job_id")}`,
 );
 
 /** A `"step"` or `"park"` settlement: what writing its memo needs. */

@@ -21,6 +21,17 @@
 export const JOB_GONE = `job_id NOT IN (SELECT id FROM jobs)
   AND job_id NOT IN (SELECT id FROM failed_jobs) AND job_id NOT IN (SELECT id FROM completed_jobs)`;
 
+/**
+ * Whether job `id` (an SQL expression) is in one of the tables that keep
+ * its history: the reads of its log lines, memos and signals hold this, so
+ * a job removed for good has none even before the prune deletes them.
+ */
+export function jobStored(id: string): string {
+  return `(EXISTS (SELECT 1 FROM jobs WHERE id = ${id})
+    OR EXISTS (SELECT 1 FROM failed_jobs WHERE id = ${id})
+    OR EXISTS (SELECT 1 FROM completed_jobs WHERE id = ${id}))`;
+}
+
 /** The least time between two prunes of one table by one store's settles. */
 export const PRUNE_EVERY_MS = 60_000;
 

@@ -23,6 +23,7 @@ import {
   type ContractArea,
   type ContractTest,
   countsAt,
+  fail,
   failedJobs,
   LEASE_MS,
   newJob,
@@ -673,5 +674,26 @@ function register(test: ContractTest): void {
     );
     assert.match(capped[0]!.message, /log capped at 300 bytes per job: 5 older lines dropped/);
     assert.equal(capped[1]!.message, "line 7 ✓");
+  });
+
+  test("logs() of a job removed for good is empty at once, before the prune deletes its lines", async (store) => {
+    const [forgotten, kept] = await claimed(store, [{}, {}], T0, 1);
+    const line = (jobId: number) => ({
+      jobId,
+      attempt: 1,
+      at: T0 + 1,
+      level: "info",
+      message: "a line",
+      fields: null,
+      encrypted: false,
+      bytes: 10,
+    });
+    await store.settle([fail(forgotten!, 1, T0 + 2), fail(kept!, 1, T0 + 2)], undefined, {
+      logs: { lines: [line(forgotten!), line(kept!)], maxBytesPerJob: 10_000 },
+    });
+    assert.equal((await store.logs(forgotten!)).length, 1);
+    assert.equal(await store.forget(forgotten!), true);
+    assert.deepEqual(await store.logs(forgotten!), []);
+    assert.equal((await store.logs(kept!)).length, 1, "a failed job still kept keeps its lines");
   });
 }
