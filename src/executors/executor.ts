@@ -205,4 +205,12 @@ export interface Executor {
    * synchronous loop): the process should stop claiming, finish, and exit.
    */
   readonly stuck?: Promise<Error>;
+  /**
+   * Whether handlers run on this isolate's event loop now, where a
+   * handler's synchronous stretch can hold back its timeout's timer: the
+   * runner then reads an attempt that ran past `timeoutMs` as timed out,
+   * whatever it returned. False or absent when they run on threads of their
+   * own (a pool that fell back runs them here).
+   */
+  readonly inThisIsolate?: boolean;
 }

@@ -44,6 +44,8 @@ function isParked(value: unknown): value is { [PARKED]: ParkRequest } {
 
 /** Runs handlers in the calling isolate. */
 export class IsolateExecutor implements Executor {
+  /** Handlers run on this isolate's event loop. */
+  readonly inThisIsolate = true;
   readonly #registry: JobRegistry;
   readonly #queue: HandlerQueue;
   readonly #cipher: PayloadCipher | null;

@@ -149,6 +149,11 @@ export class WebWorkerPool implements Executor {
     }
   }
 
+  /** True once the pool fell back: its fallback runs handlers in this isolate. */
+  get inThisIsolate(): boolean {
+    return this.#fallback?.inThisIsolate ?? false;
+  }
+
   /** Runs one attempt in the least busy Web Worker. */
   run(request: ExecutionRequest): Promise<ExecutionResult> {
     if (this.#fallback !== null) return this.#fallback.run(request);

@@ -965,7 +965,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 
   /**
    * The executor says the handler ended with `result`: settled, unless a
-   * timeout, a cancel or a stop decided. On the isolate executor a handler
+   * timeout, a cancel or a stop decided. Where handlers run in this isolate
+   * (the isolate executor, or a Web Worker pool that fell back) a handler
    * that ran past its `timeoutMs` ends with the timeout whatever it returned
    * (a synchronous stretch that held this isolate's event loop kept the
    * timeout's timer from firing), unless it parked (its steps are recorded)
@@ -973,7 +974,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    */
   #handlerEnded(entry: RunningJob, result: ExecutionResult): void {
     if (entry.afterStop !== undefined) return entry.afterStop();
-    const ranPast = this.#options.executor === "isolate" &&
+    const ranPast = this.#deps.executor.inThisIsolate === true &&
       performance.now() - entry.startedAt > entry.definition.timeoutMs &&
       result.kind !== "park" && !(result.kind === "error" && result.permanent);
     this.#finish(entry, ranPast ? this.#timeoutResult(entry) : result);
