@@ -4,7 +4,8 @@
  * two statements, so nothing else reaches the connection mid-transaction),
  * busy waits that yield to the event loop, app transactions that hold the
  * other work back until they end, and a watch on the WAL file (which sees
- * every commit, so the wake-ups scripts ask for need no message).
+ * every commit, so the wake-ups scripts ask for need no message), and a
+ * check that the path still names the file opened (`./file_identity.ts`).
  *
  * A write outside a transaction is read with `all()` or `run()`, never
  * `get()`: on an autocommit write, `get()` returns the row and swallows the
@@ -22,6 +23,7 @@ import { TimerTurns } from "../../timer_turns.ts";
 import { SQLITE_CONSTRAINT_TRIGGER } from "./move_fence.ts";
 import type { BackupResult } from "../store.ts";
 import { copyDatabase } from "./backup.ts";
+import { FileIdentity } from "./file_identity.ts";
 import { FileWatch } from "./file_watch.ts";
 import { isBusy, retryWhileBusy } from "./connection.ts";
 import { explainWriteError } from "./write_errors.ts";
@@ -53,6 +55,8 @@ export class SqliteEngine implements Engine {
   readonly #busyTimeoutMs: number;
   readonly #changes: FileWatch;
   readonly #checkpoint: IdleCheckpoint | null;
+  /** The file opened, checked to be the one at its path still; null for `:memory:` and URIs. */
+  readonly #file: FileIdentity | null;
   readonly #statements = new Map<string, Prepared>();
   /** Settles when the app transaction now running ends; null when none runs. */
   #transaction: Promise<void> | null = null;
@@ -77,6 +81,7 @@ export class SqliteEngine implements Engine {
     // Every commit in WAL mode writes the -wal file: a change there may be new jobs.
     const file = path === ":memory:" || path.startsWith("file:") ? null : path;
     this.#changes = new FileWatch(file === null ? null : `${file}-wal`);
+    this.#file = file === null ? null : new FileIdentity(file);
     this.#checkpoint = file === null
       ? null
       : new IdleCheckpoint(db, `${file}-wal`, () => this.#transaction === null && !this.#closed);
@@ -84,6 +89,11 @@ export class SqliteEngine implements Engine {
 
   /** Runs the script in one write transaction, or statement by statement. */
   run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
+    try {
+      this.#file?.assertSame();
+    } catch (error) {
+      return Promise.reject(error);
+    }
     this.#checkpoint?.start();
     // Explained where SQLite throws, rather than in a `catch` of the promise: one promise fewer
     // per statement on the hot path (a single dispatch).
@@ -99,6 +109,11 @@ export class SqliteEngine implements Engine {
 
   /** Runs `fn` inside `BEGIN IMMEDIATE` … `COMMIT`, rolling back if it throws. */
   transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+    try {
+      this.#file?.assertSame();
+    } catch (error) {
+      return Promise.reject(error);
+    }
     this.#checkpoint?.start();
     return this.#runTransaction(fn).catch(this.#explain);
   }
