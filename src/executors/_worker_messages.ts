@@ -265,13 +265,24 @@ export function toWire(error: Error, depth = 0): WireError {
   return wire;
 }
 
-/** `names` of `error`, kept only when they clone (a class's fields always do). */
+/**
+ * `names` of `error`, cloned. A field that does not clone as it is (a zod
+ * issue's path may hold a `Symbol`) crosses as JSON with each symbol as its
+ * description (`Symbol(key)`); one that neither clones nor makes JSON is
+ * dropped with the rest of the fields.
+ */
 function clonedFields(error: Error, names: readonly string[]): Record<string, unknown> | undefined {
   if (names.length === 0) return undefined;
   const fields = Object.fromEntries(
     names.map((name) => [name, (error as unknown as Record<string, unknown>)[name]]),
   );
-  return structuredClone(fields);
+  try {
+    return structuredClone(fields);
+  } catch {
+    const described = (_key: string, value: unknown) =>
+      typeof value === "symbol" ? value.toString() : value;
+    return JSON.parse(JSON.stringify(fields, described));
+  }
 }
 
 function safely<T, F>(read: () => T, fallback: F): T | F {

@@ -7,7 +7,8 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { Queue } from "../../mod.ts";
+import { Queue, ValidationError } from "../../mod.ts";
+import { fromWire, toWire } from "../../src/executors/_worker_messages.ts";
 import { tempDir } from "../_helpers.ts";
 import { odd, recorded } from "../fixtures/web_workers/odd_error_jobs.ts";
 
@@ -33,4 +34,16 @@ Deno.test("Web Workers: an error whose name and stack are functions fails only i
   assert.equal(failed?.name, "boundary.odd");
   assert.equal(failed.crashes, 0, "no crash was charged");
   assert.match(failed.error, /"not a string".*: odd fields$/);
+});
+
+Deno.test("a ValidationError whose issue path holds a Symbol crosses with its fields, the symbol as its description", () => {
+  const error = new ValidationError("boundary.symbol", "bad", [
+    { path: ["items", 0, Symbol("tag")], message: "expected string" },
+  ]);
+  const crossed = fromWire(structuredClone(toWire(error))); // what postMessage does
+  assert.ok(crossed instanceof ValidationError);
+  assert.equal(crossed.jobName, "boundary.symbol");
+  assert.deepEqual(crossed.issues, [
+    { path: ["items", 0, "Symbol(tag)"], message: "expected string" },
+  ]);
 });
