@@ -114,6 +114,37 @@ export function jsonUnsafePart(schema: unknown, root: string): string | null {
 }
 
 /**
+ * Whether `schema` (a zod 4 schema) holds a transform or a pipe anywhere
+ * (`.transform()`, `z.preprocess()`, `.pipe()`, a codec, `z.stringbool()`):
+ * what it outputs is then not what it parses (`z.string().transform((s) =>
+ * s.length)` outputs a number and parses strings), so a value it output,
+ * read back from JSON, cannot be checked by it again.
+ */
+export function holdsTransform(schema: unknown): boolean {
+  const seen = new Set<unknown>(); // a schema met again (z.lazy() recursion) was walked already
+  const walk = (schema: unknown): boolean => {
+    const def = defOf(schema);
+    if (def === null || seen.has(schema)) return false;
+    seen.add(schema);
+    if (def.type === "pipe" || def.type === "transform") return true;
+    if (def.type === "lazy") return walk((def.getter as () => unknown)());
+    // The schemas a def holds: innerType, element, shape, options, items, keyType, left, …
+    for (const key of Object.keys(def)) {
+      // A default is a value, perhaps made by a function (a getter) the walk must not call.
+      if (key === "checks" || key === "type" || key === "defaultValue") continue;
+      const held = def[key];
+      if (defOf(held) !== null) {
+        if (walk(held)) return true;
+      } else if (Array.isArray(held) || (typeof held === "object" && held !== null)) {
+        for (const part of Object.values(held)) if (walk(part)) return true;
+      }
+    }
+    return false;
+  };
+  return walk(schema);
+}
+
+/**
  * Where and how `value` would come back from JSON changed (`"output.when:
  * a Date comes back as a string"`), or null when `JSON.parse` of its JSON
  * equals it. An object property holding undefined is dropped by JSON and

@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, type PayloadSchema } from "../mod.ts";
+import { holdsTransform } from "../src/json_safe.ts";
 import { failedCount, within } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 
@@ -112,3 +113,47 @@ storeTest(
     await worker.stop();
   },
 );
+
+Deno.test("holdsTransform() finds a transform or a pipe anywhere in a schema, and calls no default", () => {
+  const Tree: z.ZodType = z.lazy(() =>
+    z.object({ name: z.string().transform((name) => name.toUpperCase()), children: z.array(Tree) })
+  );
+  for (
+    const schema of [
+      z.string().transform((text) => text.length),
+      z.preprocess((value) => value, z.number()),
+      z.string().pipe(z.coerce.number()),
+      z.codec(z.string(), z.number(), { decode: Number, encode: String }),
+      z.stringbool(),
+      z.object({ user: z.object({ tags: z.array(z.string().transform((tag) => tag.trim())) }) }),
+      z.union([z.null(), z.tuple([z.number()], z.string().transform(Number))]),
+      z.record(z.string(), z.number().transform(String)).optional().default({}),
+      Tree,
+    ]
+  ) {
+    assert.equal(holdsTransform(schema), true, JSON.stringify(schema._zod.def.type));
+  }
+  const Plain: z.ZodType = z.lazy(() => z.object({ name: z.string(), children: z.array(Plain) }));
+  const defaults = z.object({
+    at: z.iso.datetime(),
+    name: z.string().trim().toLowerCase(),
+    list: z.array(z.number()).default(() => {
+      throw new Error("the walk called a default");
+    }),
+  });
+  for (
+    const schema of [
+      defaults,
+      z.object({ id: z.number() }).strict().or(z.literal("none")),
+      z.discriminatedUnion("kind", [
+        z.object({ kind: z.literal("a") }),
+        z.object({ kind: z.literal("b") }),
+      ]),
+      z.number().catch(0).nullable(),
+      Plain,
+      z.any(),
+    ]
+  ) {
+    assert.equal(holdsTransform(schema), false, JSON.stringify(schema._zod.def.type));
+  }
+});

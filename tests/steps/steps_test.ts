@@ -1048,6 +1048,71 @@ storeTest(
 );
 
 storeTest(
+  "a step whose output schema transforms or strips gives every run, the first included, the output it recorded, and the job goes on past a sleep",
+  async (db) => {
+    const clock = new ManualClock();
+    const seen: unknown[][] = [];
+    const job = defineJob({
+      name: "shaped-outputs",
+      schema: payload,
+      async handle(_, ctx) {
+        const length = await ctx.step("length-of", () => "abcd", {
+          output: z.string().transform((text) => text.length),
+        });
+        const user = await ctx.step("user", () => ({ id: 1, password: "secret" }), {
+          output: z.object({ id: z.number() }),
+        });
+        const both = await ctx.step("both", () => ({ id: 2, name: " Ann ", extra: true }), {
+          output: z.object({ id: z.number(), name: z.string().trim().pipe(z.string().min(1)) }),
+        });
+        seen.push([length, user, both]);
+        await ctx.sleep("nap", 60_000);
+        seen.push([length, user, both]);
+      },
+    });
+    await using queue = await db.open({ jobs: [job], clock });
+    const id = await queue.dispatch(job, { n: 1 });
+    await workUntilEmpty(queue);
+    clock.advance(61_000);
+    await workUntilEmpty(queue);
+    assert.equal((await queue.result(id))?.state, "completed");
+    assert.deepEqual(await queue.failed(), []);
+    const recorded = [4, { id: 1 }, { id: 2, name: "Ann" }];
+    assert.deepEqual(seen, [recorded, recorded, recorded], "the first run and both later ones");
+    assert.deepEqual(
+      (await queue.steps(id)).filter(({ kind }) => kind === "step").map(({ output }) => output),
+      recorded,
+    );
+  },
+);
+
+storeTest(
+  "a step output its own schema would refuse once read back from JSON is refused when recorded, naming the job, the step and the part",
+  async (db) => {
+    const job = defineJob({
+      name: "dropped-key",
+      schema: payload,
+      maxAttempts: 1,
+      async handle(_, ctx) {
+        // JSON drops `data`; z.unknown() as a required property then refuses what is read back.
+        await ctx.step("fetch", () => ({ data: undefined, ok: true }), {
+          output: z.object({ data: z.unknown(), ok: z.boolean() }),
+        });
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    await workUntilEmpty(queue);
+    const [failed] = await queue.failed();
+    assert.match(
+      failed!.error,
+      /ValidationError: Cannot store step "fetch" of "dropped-key": step output would fail its output schema once read back from JSON: data: /,
+    );
+    assert.deepEqual(await queue.steps(id), [], "nothing recorded");
+  },
+);
+
+storeTest(
   "ctx.sleepUntil parks the job until that time by the queue's clock, listed with it, and then goes on past it",
   async (db) => {
     const clock = new ManualClock();
