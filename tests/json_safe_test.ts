@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, type PayloadSchema } from "../mod.ts";
-import { holdsTransform } from "../src/json_safe.ts";
+import { holdsTransform, jsonChange, MAX_JSON_DEPTH } from "../src/json_safe.ts";
 import { failedCount, within } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 
@@ -157,3 +157,56 @@ Deno.test("holdsTransform() finds a transform or a pipe anywhere in a schema, an
     assert.equal(holdsTransform(schema), false, JSON.stringify(schema._zod.def.type));
   }
 });
+
+Deno.test("jsonChange() refuses a value nested deeper than MAX_JSON_DEPTH, at any depth, without overflowing the stack", () => {
+  const nested = (depth: number, wrap: (inner: unknown) => unknown) => {
+    let value: unknown = 1;
+    for (let level = 0; level < depth; level++) value = wrap(value);
+    return value;
+  };
+  assert.equal(MAX_JSON_DEPTH, 1_000);
+  for (const wrap of [(inner: unknown) => [inner], (inner: unknown) => ({ next: inner })]) {
+    assert.equal(jsonChange(nested(1_000, wrap), "output"), null);
+    for (const depth of [1_001, 5_000, 1_000_000]) {
+      assert.equal(
+        jsonChange(nested(depth, wrap), "output"),
+        "output: nested deeper than 1000 arrays and objects, the most a stored value may hold",
+      );
+    }
+  }
+  const shared = { a: 1 };
+  assert.equal(
+    jsonChange({ x: [shared, shared], y: { z: [undefined] } }, "v"),
+    "v.y.z[0]: undefined comes back as null: use z.null(), or an optional object property",
+  );
+  const circular: Record<string, unknown> = { list: [1] };
+  (circular.list as unknown[]).push({ back: circular });
+  assert.equal(
+    jsonChange(circular, "v"),
+    "v.list[1].back: a circular reference cannot be written as JSON",
+  );
+  assert.equal(jsonChange({ a: undefined, b: [null, "s", true, 0] }, "v"), null);
+});
+
+storeTest(
+  "a job output nested deeper than 1000 arrays and objects fails the job with a ValidationError naming it, as a step's output does",
+  async (db) => {
+    let value: unknown = 1;
+    for (let level = 0; level < 5_000; level++) value = [value];
+    const deep = defineJob({
+      name: "deep-output",
+      schema: z.null(),
+      maxAttempts: 1,
+      output: z.any(),
+      handle: () => value,
+    });
+    const queue = await db.open({ jobs: [deep] });
+    const worker = queue.work({ executor: "isolate" });
+    await assert.rejects(
+      within(queue.dispatchAndWait(deep, null), 60_000, "the deep job"),
+      /^ValidationError: Cannot store the output of "deep-output": output does not survive JSON: output: nested deeper than 1000 arrays and objects/,
+    );
+    await worker.stop();
+    await queue.close();
+  },
+);

@@ -1113,6 +1113,57 @@ storeTest(
 );
 
 storeTest(
+  "a step output nested deeper than 1000 arrays and objects fails the attempt with a ValidationError naming the job and the step; 1000 levels are recorded and read back",
+  async (db) => {
+    const clock = new ManualClock();
+    /** `depth` arrays, one inside the other, around 1. */
+    const nested = (depth: number) => {
+      let value: unknown = 1;
+      for (let level = 0; level < depth; level++) value = [value];
+      return value;
+    };
+    const depthOf = (value: unknown) => {
+      let depth = 0;
+      for (; Array.isArray(value); depth++) value = value[0];
+      return depth;
+    };
+    const depths: number[] = [];
+    const deepEnough = defineJob({
+      name: "deep-enough",
+      schema: payload,
+      async handle(_, ctx) {
+        depths.push(depthOf(await ctx.step("nest", () => nested(1_000))));
+        await ctx.sleep("nap", 60_000);
+        depths.push(depthOf(await ctx.step("nest", () => nested(1_000))));
+      },
+    });
+    const tooDeep = defineJob({
+      name: "too-deep",
+      schema: payload,
+      maxAttempts: 1,
+      async handle(_, ctx) {
+        await ctx.step("nest", () => nested(5_000)); // 10 KB of JSON that JSON.stringify writes
+      },
+    });
+    await using queue = await db.open({ jobs: [deepEnough, tooDeep], clock });
+    const ok = await queue.dispatch(deepEnough, { n: 1 });
+    const refused = await queue.dispatch(tooDeep, { n: 2 });
+    await workUntilEmpty(queue);
+    clock.advance(61_000);
+    await workUntilEmpty(queue);
+    assert.equal((await queue.result(ok))?.state, "completed");
+    assert.deepEqual(depths, [1_000, 1_000, 1_000], "recorded, then read back on the next run");
+    const [failed] = await queue.failed();
+    assert.equal(failed?.id, refused);
+    assert.match(
+      failed!.error,
+      /^ValidationError: Cannot store step "nest" of "too-deep": step output does not survive JSON: step output: nested deeper than 1000 arrays and objects/,
+    );
+    assert.deepEqual(await queue.steps(refused), []);
+  },
+);
+
+storeTest(
   "ctx.sleepUntil parks the job until that time by the queue's clock, listed with it, and then goes on past it",
   async (db) => {
     const clock = new ManualClock();
