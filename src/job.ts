@@ -317,9 +317,11 @@ export interface JobContext<P extends ParentJobs = NoParents> {
    */
   rateLimitGroup(ms: number): void;
   /**
-   * Runs `fn` once, durably: its return value (JSON) is recorded on the job
-   * before the step resolves, and every later attempt of this job returns
-   * the recorded value without running `fn` again. A step that throws is
+   * Runs `fn` once, durably: its return value (JSON; with an `output`
+   * schema, what the schema outputs) is recorded on the job before the step
+   * resolves, and every later attempt of this job returns the recorded
+   * value without running `fn` again; this run resolves with the recorded
+   * value read back too, so every run sees the same. A step that throws is
    * not recorded; the attempt fails as usual and the next one resumes at
    * this step. A name used again in one run is numbered (`send`, `send#2`);
    * `#` is reserved. `fn` gets a signal that aborts with the attempt or at
@@ -327,11 +329,11 @@ export interface JobContext<P extends ParentJobs = NoParents> {
    * their positions in call order, so the calls must come in the same order
    * on every attempt.
    */
-  step<T>(
+  step<T, O = T>(
     name: string,
     fn: (signal: AbortSignal) => T | Promise<T>,
-    options?: StepOptions<T>,
-  ): Promise<T>;
+    options?: StepOptions<T, O>,
+  ): Promise<O>;
   /**
    * Sleeps `ms` without holding a slot: the attempt ends, and the job is due
    * again at the wake time (recorded, so a restart in between changes

@@ -114,58 +114,120 @@ export function jsonUnsafePart(schema: unknown, root: string): string | null {
 }
 
 /**
+ * Whether `schema` (a zod 4 schema) holds a transform or a pipe anywhere
+ * (`.transform()`, `z.preprocess()`, `.pipe()`, a codec, `z.stringbool()`):
+ * what it outputs is then not what it parses (`z.string().transform((s) =>
+ * s.length)` outputs a number and parses strings), so a value it output,
+ * read back from JSON, cannot be checked by it again.
+ */
+export function holdsTransform(schema: unknown): boolean {
+  const seen = new Set<unknown>(); // a schema met again (z.lazy() recursion) was walked already
+  const walk = (schema: unknown): boolean => {
+    const def = defOf(schema);
+    if (def === null || seen.has(schema)) return false;
+    seen.add(schema);
+    if (def.type === "pipe" || def.type === "transform") return true;
+    if (def.type === "lazy") return walk((def.getter as () => unknown)());
+    // The schemas a def holds: innerType, element, shape, options, items, keyType, left, …
+    for (const key of Object.keys(def)) {
+      // A default is a value, perhaps made by a function (a getter) the walk must not call.
+      if (key === "checks" || key === "type" || key === "defaultValue") continue;
+      const held = def[key];
+      if (defOf(held) !== null) {
+        if (walk(held)) return true;
+      } else if (Array.isArray(held) || (typeof held === "object" && held !== null)) {
+        for (const part of Object.values(held)) if (walk(part)) return true;
+      }
+    }
+    return false;
+  };
+  return walk(schema);
+}
+
+/**
+ * The deepest nesting of arrays and objects a stored value may have: a
+ * deeper one is refused when it is stored (as a step's output, a job's
+ * output or a signal's payload), with an error naming where, rather than
+ * overflowing the stack of whatever walks it.
+ */
+export const MAX_JSON_DEPTH = 1_000;
+
+/**
  * Where and how `value` would come back from JSON changed (`"output.when:
  * a Date comes back as a string"`), or null when `JSON.parse` of its JSON
  * equals it. An object property holding undefined is dropped by JSON and
- * reads undefined again: that is no change.
+ * reads undefined again: that is no change. A value nested deeper than
+ * {@linkcode MAX_JSON_DEPTH} arrays and objects is refused too. The walk
+ * keeps its own stack, so no depth overflows the call stack.
  */
-export function jsonChange(value: unknown, path: string): string | null {
-  return changeIn(value, path, new Set());
-}
-
-/** {@linkcode jsonChange} below `ancestors`, the objects that hold `value`. */
-function changeIn(value: unknown, path: string, ancestors: Set<object>): string | null {
-  switch (typeof value) {
-    case "string":
-    case "boolean":
-      return null;
-    case "number":
-      return Number.isFinite(value) ? null : `${path}: ${value} comes back as null`;
-    case "undefined":
-      return `${path}: ${CHANGED_BY_JSON.undefined}`;
-    case "bigint":
-    case "symbol":
-    case "function":
-      return `${path}: ${CHANGED_BY_JSON[typeof value]}`;
+export function jsonChange(value: unknown, root: string): string | null {
+  /** An array or object being walked: its entries still to look at, and its place in its parent. */
+  interface Level {
+    readonly object: object;
+    readonly entries: Iterator<readonly [string | number, unknown]>;
+    readonly step: string;
   }
-  if (value === null) return null;
-  if (typeof (value as { toJSON?: unknown }).toJSON === "function") {
-    const kind = value instanceof Date ? "a Date" : "a value with toJSON()";
-    return `${path}: ${kind} comes back as what toJSON() returned`;
-  }
-  const object = value as object;
-  if (ancestors.has(object)) return `${path}: a circular reference cannot be written as JSON`;
-  ancestors.add(object);
-  try {
-    if (Array.isArray(value)) {
-      for (const [index, item] of value.entries()) {
-        const found = changeIn(item, `${path}[${index}]`, ancestors);
-        if (found !== null) return found;
+  const levels: Level[] = [];
+  const ancestors = new Set<object>(); // the objects that hold the one looked at
+  const path = (step: string) => root + levels.map((level) => level.step).join("") + step;
+  // Looks at one value: why it changes, or descends into it (null either way when it does not).
+  const look = (value: unknown, step: string): string | null => {
+    switch (typeof value) {
+      case "string":
+      case "boolean":
+        return null;
+      case "number":
+        return Number.isFinite(value) ? null : `${path(step)}: ${value} comes back as null`;
+      case "undefined":
+        return `${path(step)}: ${CHANGED_BY_JSON.undefined}`;
+      case "bigint":
+      case "symbol":
+      case "function":
+        return `${path(step)}: ${CHANGED_BY_JSON[typeof value]}`;
+    }
+    if (value === null) return null;
+    if (typeof (value as { toJSON?: unknown }).toJSON === "function") {
+      const kind = value instanceof Date ? "a Date" : "a value with toJSON()";
+      return `${path(step)}: ${kind} comes back as what toJSON() returned`;
+    }
+    const object = value as object;
+    if (ancestors.has(object)) {
+      return `${path(step)}: a circular reference cannot be written as JSON`;
+    }
+    if (levels.length === MAX_JSON_DEPTH) {
+      return `${root}: nested deeper than ${MAX_JSON_DEPTH} arrays and objects, the most a stored value may hold`;
+    }
+    if (!Array.isArray(value)) {
+      const prototype = Object.getPrototypeOf(value);
+      if (prototype !== Object.prototype && prototype !== null) {
+        const name = object.constructor?.name ?? "object";
+        return `${path(step)}: a ${name} comes back as a plain object`;
       }
-      return null;
     }
-    const prototype = Object.getPrototypeOf(value);
-    if (prototype !== Object.prototype && prototype !== null) {
-      const name = (value as object).constructor?.name ?? "object";
-      return `${path}: a ${name} comes back as a plain object`;
-    }
-    for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
-      if (item === undefined) continue;
-      const found = changeIn(item, `${path}.${key}`, ancestors);
-      if (found !== null) return found;
-    }
+    levels.push({
+      object,
+      entries: Array.isArray(value)
+        ? value.entries()
+        : Object.entries(value as Record<string, unknown>).values(),
+      step,
+    });
+    ancestors.add(object);
     return null;
-  } finally {
-    ancestors.delete(object);
+  };
+  const found = look(value, "");
+  if (found !== null) return found;
+  while (levels.length > 0) {
+    const level = levels[levels.length - 1]!;
+    const next = level.entries.next();
+    if (next.done === true) {
+      levels.pop();
+      ancestors.delete(level.object);
+      continue;
+    }
+    const [key, item] = next.value;
+    if (typeof key === "string" && item === undefined) continue;
+    const found = look(item, typeof key === "number" ? `[${key}]` : `.${key}`);
+    if (found !== null) return found;
   }
+  return null;
 }

@@ -9,8 +9,11 @@
  */
 import type { PayloadSchema } from "./job.ts";
 
-/** How one `ctx.step` runs. */
-export interface StepOptions<T = unknown> {
+/**
+ * How one `ctx.step` runs. `T` is what the step's function returns, `O`
+ * what the step resolves with: the output of its `output` schema, else `T`.
+ */
+export interface StepOptions<T = unknown, O = T> {
   /**
    * Past this many ms the step's signal aborts with a `StepTimeoutError` and
    * the attempt ends with it (counted as an attempt, retried by the job's
@@ -32,8 +35,15 @@ export interface StepOptions<T = unknown> {
    * 1 s × the retry number.
    */
   readonly backoff?: readonly number[] | ((retry: number) => number);
-  /** Checks the step's output before it is recorded (and again when it is read back). */
-  readonly output?: PayloadSchema<T>;
+  /**
+   * Parses what the step's function returned; its output is what is
+   * recorded and what the step resolves with on every run, the first
+   * included (keys it strips stay stripped, a transform's result is kept).
+   * A schema without a transform or a pipe checks the output again when a
+   * later run reads it back.
+   */
+  // deno-lint-ignore no-explicit-any
+  readonly output?: PayloadSchema<O, any>;
 }
 
 /** How one `ctx.waitFor` waits. */

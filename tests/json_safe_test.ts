@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, type PayloadSchema } from "../mod.ts";
+import { holdsTransform, jsonChange, MAX_JSON_DEPTH } from "../src/json_safe.ts";
 import { failedCount, within } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 
@@ -110,5 +111,102 @@ storeTest(
     });
     assert.equal(await failedCount(queue), 2);
     await worker.stop();
+  },
+);
+
+Deno.test("holdsTransform() finds a transform or a pipe anywhere in a schema, and calls no default", () => {
+  const Tree: z.ZodType = z.lazy(() =>
+    z.object({ name: z.string().transform((name) => name.toUpperCase()), children: z.array(Tree) })
+  );
+  for (
+    const schema of [
+      z.string().transform((text) => text.length),
+      z.preprocess((value) => value, z.number()),
+      z.string().pipe(z.coerce.number()),
+      z.codec(z.string(), z.number(), { decode: Number, encode: String }),
+      z.stringbool(),
+      z.object({ user: z.object({ tags: z.array(z.string().transform((tag) => tag.trim())) }) }),
+      z.union([z.null(), z.tuple([z.number()], z.string().transform(Number))]),
+      z.record(z.string(), z.number().transform(String)).optional().default({}),
+      Tree,
+    ]
+  ) {
+    assert.equal(holdsTransform(schema), true, JSON.stringify(schema._zod.def.type));
+  }
+  const Plain: z.ZodType = z.lazy(() => z.object({ name: z.string(), children: z.array(Plain) }));
+  const defaults = z.object({
+    at: z.iso.datetime(),
+    name: z.string().trim().toLowerCase(),
+    list: z.array(z.number()).default(() => {
+      throw new Error("the walk called a default");
+    }),
+  });
+  for (
+    const schema of [
+      defaults,
+      z.object({ id: z.number() }).strict().or(z.literal("none")),
+      z.discriminatedUnion("kind", [
+        z.object({ kind: z.literal("a") }),
+        z.object({ kind: z.literal("b") }),
+      ]),
+      z.number().catch(0).nullable(),
+      Plain,
+      z.any(),
+    ]
+  ) {
+    assert.equal(holdsTransform(schema), false, JSON.stringify(schema._zod.def.type));
+  }
+});
+
+Deno.test("jsonChange() refuses a value nested deeper than MAX_JSON_DEPTH, at any depth, without overflowing the stack", () => {
+  const nested = (depth: number, wrap: (inner: unknown) => unknown) => {
+    let value: unknown = 1;
+    for (let level = 0; level < depth; level++) value = wrap(value);
+    return value;
+  };
+  assert.equal(MAX_JSON_DEPTH, 1_000);
+  for (const wrap of [(inner: unknown) => [inner], (inner: unknown) => ({ next: inner })]) {
+    assert.equal(jsonChange(nested(1_000, wrap), "output"), null);
+    for (const depth of [1_001, 5_000, 1_000_000]) {
+      assert.equal(
+        jsonChange(nested(depth, wrap), "output"),
+        "output: nested deeper than 1000 arrays and objects, the most a stored value may hold",
+      );
+    }
+  }
+  const shared = { a: 1 };
+  assert.equal(
+    jsonChange({ x: [shared, shared], y: { z: [undefined] } }, "v"),
+    "v.y.z[0]: undefined comes back as null: use z.null(), or an optional object property",
+  );
+  const circular: Record<string, unknown> = { list: [1] };
+  (circular.list as unknown[]).push({ back: circular });
+  assert.equal(
+    jsonChange(circular, "v"),
+    "v.list[1].back: a circular reference cannot be written as JSON",
+  );
+  assert.equal(jsonChange({ a: undefined, b: [null, "s", true, 0] }, "v"), null);
+});
+
+storeTest(
+  "a job output nested deeper than 1000 arrays and objects fails the job with a ValidationError naming it, as a step's output does",
+  async (db) => {
+    let value: unknown = 1;
+    for (let level = 0; level < 5_000; level++) value = [value];
+    const deep = defineJob({
+      name: "deep-output",
+      schema: z.null(),
+      maxAttempts: 1,
+      output: z.any(),
+      handle: () => value,
+    });
+    const queue = await db.open({ jobs: [deep] });
+    const worker = queue.work({ executor: "isolate" });
+    await assert.rejects(
+      within(queue.dispatchAndWait(deep, null), 60_000, "the deep job"),
+      /^ValidationError: Cannot store the output of "deep-output": output does not survive JSON: output: nested deeper than 1000 arrays and objects/,
+    );
+    await worker.stop();
+    await queue.close();
   },
 );

@@ -23,7 +23,7 @@ import {
   ValidationError,
 } from "../errors.ts";
 import type { JobDefinition, PayloadSchema } from "../job.ts";
-import { jsonChange } from "../json_safe.ts";
+import { holdsTransform, jsonChange } from "../json_safe.ts";
 import { assertStepName, signalSealedAs, stepSealedAs } from "../admin/steps.ts";
 import type { StepOptions, WaitOptions } from "../steps.ts";
 import type { JobStepsRow, StepRow, StepWrite } from "../stores/store.ts";
@@ -77,11 +77,11 @@ export class DurableSteps {
   }
 
   /** `ctx.step(name, fn, options)`. */
-  async step<T>(
+  async step<T, O = T>(
     name: string,
     fn: (signal: AbortSignal) => T | Promise<T>,
-    options: StepOptions<T> = {},
-  ): Promise<T> {
+    options: StepOptions<T, O> = {},
+  ): Promise<O> {
     const where = "ctx.step";
     assertStepName(name, where, "the step's name");
     if (typeof fn !== "function") {
@@ -98,7 +98,9 @@ export class DurableSteps {
     );
     const { seq, key } = this.#next(name);
     const memo = await this.#memo(seq, key, "step");
-    if (memo !== undefined) return await this.#openOutput(key, memo.output, options.output);
+    if (memo !== undefined) {
+      return await this.#openOutput(key, memo.output, options.output) as O;
+    }
     const startedAt = performance.now();
     const ended = timeoutMs === undefined ? null : this.#port?.timeStep(key, timeoutMs);
     let value: T;
@@ -107,7 +109,7 @@ export class DurableSteps {
     } finally {
       ended?.();
     }
-    const output = await this.#sealOutput(key, value, options.output);
+    const { output, readBack } = await this.#sealOutput(key, value, options.output);
     await this.#record({
       seq,
       key,
@@ -118,7 +120,8 @@ export class DurableSteps {
       attempt: this.#attempt,
       durationMs: Math.round(performance.now() - startedAt),
     });
-    return value;
+    // What every later run reads back, so this run goes on with the same value.
+    return readBack as O;
   }
 
   /** `ctx.sleep(name, ms)`. */
@@ -318,12 +321,17 @@ export class DurableSteps {
     }
   }
 
-  /** A step's value as stored: JSON (checked by `schema`), sealed for an encrypted job. */
-  async #sealOutput<T>(
+  /**
+   * A step's value as stored (`output`): JSON of what `schema` outputs,
+   * sealed for an encrypted job; and `readBack`, what every run reads back
+   * from it, this one included. An output that would fail its read-back
+   * (see {@linkcode readBackSchema}) is refused here, never recorded.
+   */
+  async #sealOutput(
     key: string,
-    value: T,
-    schema: PayloadSchema<T> | undefined,
-  ): Promise<string | null> {
+    value: unknown,
+    schema: PayloadSchema | undefined,
+  ): Promise<{ output: string | null; readBack: unknown }> {
     const job = this.#job;
     const action = { action: `store step ${JSON.stringify(key)} of` };
     let checked: unknown = value;
@@ -334,7 +342,7 @@ export class DurableSteps {
       }
       checked = result.data;
     }
-    if (checked === undefined) return null;
+    if (checked === undefined) return { output: null, readBack: undefined };
     const change = jsonChange(checked, "step output");
     if (change !== null) {
       throw new ValidationError(
@@ -354,29 +362,51 @@ export class DurableSteps {
         action,
       );
     }
-    if (!job.encrypted) return json;
+    const readBack = readBackOutput(JSON.parse(json), schema);
+    if (!readBack.ok) {
+      throw new ValidationError(
+        job.name,
+        `step output would fail its output schema once read back from JSON: ${readBack.issues} (JSON drops an object property holding undefined: only an .optional() one reads back)`,
+        [],
+        action,
+      );
+    }
+    if (!job.encrypted) return { output: json, readBack: readBack.value };
     if (this.#cipher === null) {
       throw new PayloadIntegrityError(job.name, "it must be encrypted, and there is no APP_KEY", {
         of: "step output",
       });
     }
-    return await this.#cipher.encrypt(stepSealedAs(this.#id, key), json);
+    return {
+      output: await this.#cipher.encrypt(stepSealedAs(this.#id, key), json),
+      readBack: readBack.value,
+    };
   }
 
-  /** A recorded step's value, opened and read back (and checked by `schema`). */
-  async #openOutput<T>(
+  /** A recorded step's value, opened and read back (and checked, see {@linkcode readBackSchema}). */
+  async #openOutput(
     key: string,
     stored: string | null,
-    schema: PayloadSchema<T> | undefined,
-  ): Promise<T> {
-    if (stored === null) return undefined as T;
+    schema: PayloadSchema | undefined,
+  ): Promise<unknown> {
+    if (stored === null) return undefined;
     const json = await this.#open(
       stored,
       stepSealedAs(this.#id, key),
       "step output",
       this.#job.encrypted,
     );
-    return this.#parsed(json, schema, "step output") as T;
+    const value = this.#parsed(json, "step output");
+    const readBack = readBackOutput(value, schema);
+    if (!readBack.ok) {
+      // No retry can change what was recorded: the job fails for good.
+      throw new PayloadIntegrityError(
+        this.#job.name,
+        `it does not match the step's output schema: ${readBack.issues}`,
+        { of: "step output" },
+      );
+    }
+    return readBack.value;
   }
 
   /** A signal's payload as the wait resolves it (null for a timeout's `"null"`). */
@@ -392,7 +422,18 @@ export class DurableSteps {
       "signal",
       this.#job.encrypted,
     );
-    return this.#parsed(json, schema, "signal") as T;
+    const value = this.#parsed(json, "signal");
+    if (schema === undefined) return value as T;
+    const result = schema.safeParse(value);
+    if (!result.success) {
+      // No retry can change a signal already sent: the job fails for good.
+      throw new PayloadIntegrityError(
+        this.#job.name,
+        `it does not match the wait's schema: ${issuesText(result.error)}`,
+        { of: "signal" },
+      );
+    }
+    return result.data;
   }
 
   async #open(
@@ -416,33 +457,53 @@ export class DurableSteps {
     return stored;
   }
 
-  #parsed(
-    json: string,
-    schema: PayloadSchema | undefined,
-    what: "step output" | "signal",
-  ): unknown {
-    let value: unknown;
+  #parsed(json: string, what: "step output" | "signal"): unknown {
     try {
-      value = JSON.parse(json);
+      return JSON.parse(json);
     } catch (error) {
       throw new PayloadIntegrityError(this.#job.name, `not JSON: ${asError(error).message}`, {
         of: what,
       });
     }
-    if (schema === undefined) return value;
-    const result = schema.safeParse(value);
-    if (!result.success) {
-      // No retry can change what was recorded or sent: the job fails for good.
-      throw new PayloadIntegrityError(
-        this.#job.name,
-        `it does not match the ${what === "signal" ? "wait's schema" : "step's output schema"}: ${
-          issuesText(result.error)
-        }`,
-        { of: what },
-      );
-    }
-    return result.data;
   }
+}
+
+/**
+ * What a step's recorded output, parsed from its JSON, reads back as: the
+ * output of {@linkcode readBackSchema}'s check, or the parsed value as
+ * recorded when there is no check; or the issues when the check fails.
+ * The run that records an output reads it back this way too, so every run
+ * gets the same value.
+ */
+function readBackOutput(
+  recorded: unknown,
+  schema: PayloadSchema | undefined,
+): { ok: true; value: unknown } | { ok: false; issues: string } {
+  const check = readBackSchema(schema);
+  if (check === undefined) return { ok: true, value: recorded };
+  const result = check.safeParse(recorded);
+  return result.success
+    ? { ok: true, value: result.data }
+    : { ok: false, issues: issuesText(result.error) };
+}
+
+const holdsTransformOf = new WeakMap<object, boolean>();
+
+/**
+ * The schema that checks a step's output when it is read back: the step's
+ * `output` schema, unless it holds a transform or a pipe. Such a schema
+ * outputs what it does not parse (`z.string().transform((s) => s.length)`
+ * records a number), so its output was checked when it was recorded, and
+ * is read back as recorded.
+ */
+function readBackSchema(schema: PayloadSchema | undefined): PayloadSchema | undefined {
+  if (schema === undefined) return undefined;
+  let transforms = holdsTransformOf.get(schema);
+  if (transforms === undefined) {
+    transforms = holdsTransform(schema);
+    holdsTransformOf.set(schema, transforms);
+  }
+  return transforms ? undefined : schema;
 }
 
 /** The memos and mailbox read for an attempt, and the signals its waits took. */

@@ -1048,6 +1048,122 @@ storeTest(
 );
 
 storeTest(
+  "a step whose output schema transforms or strips gives every run, the first included, the output it recorded, and the job goes on past a sleep",
+  async (db) => {
+    const clock = new ManualClock();
+    const seen: unknown[][] = [];
+    const job = defineJob({
+      name: "shaped-outputs",
+      schema: payload,
+      async handle(_, ctx) {
+        const length = await ctx.step("length-of", () => "abcd", {
+          output: z.string().transform((text) => text.length),
+        });
+        const user = await ctx.step("user", () => ({ id: 1, password: "secret" }), {
+          output: z.object({ id: z.number() }),
+        });
+        const both = await ctx.step("both", () => ({ id: 2, name: " Ann ", extra: true }), {
+          output: z.object({ id: z.number(), name: z.string().trim().pipe(z.string().min(1)) }),
+        });
+        seen.push([length, user, both]);
+        await ctx.sleep("nap", 60_000);
+        seen.push([length, user, both]);
+      },
+    });
+    await using queue = await db.open({ jobs: [job], clock });
+    const id = await queue.dispatch(job, { n: 1 });
+    await workUntilEmpty(queue);
+    clock.advance(61_000);
+    await workUntilEmpty(queue);
+    assert.equal((await queue.result(id))?.state, "completed");
+    assert.deepEqual(await queue.failed(), []);
+    const recorded = [4, { id: 1 }, { id: 2, name: "Ann" }];
+    assert.deepEqual(seen, [recorded, recorded, recorded], "the first run and both later ones");
+    assert.deepEqual(
+      (await queue.steps(id)).filter(({ kind }) => kind === "step").map(({ output }) => output),
+      recorded,
+    );
+  },
+);
+
+storeTest(
+  "a step output its own schema would refuse once read back from JSON is refused when recorded, naming the job, the step and the part",
+  async (db) => {
+    const job = defineJob({
+      name: "dropped-key",
+      schema: payload,
+      maxAttempts: 1,
+      async handle(_, ctx) {
+        // JSON drops `data`; z.unknown() as a required property then refuses what is read back.
+        await ctx.step("fetch", () => ({ data: undefined, ok: true }), {
+          output: z.object({ data: z.unknown(), ok: z.boolean() }),
+        });
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const id = await queue.dispatch(job, { n: 1 });
+    await workUntilEmpty(queue);
+    const [failed] = await queue.failed();
+    assert.match(
+      failed!.error,
+      /ValidationError: Cannot store step "fetch" of "dropped-key": step output would fail its output schema once read back from JSON: data: /,
+    );
+    assert.deepEqual(await queue.steps(id), [], "nothing recorded");
+  },
+);
+
+storeTest(
+  "a step output nested deeper than 1000 arrays and objects fails the attempt with a ValidationError naming the job and the step; 1000 levels are recorded and read back",
+  async (db) => {
+    const clock = new ManualClock();
+    /** `depth` arrays, one inside the other, around 1. */
+    const nested = (depth: number) => {
+      let value: unknown = 1;
+      for (let level = 0; level < depth; level++) value = [value];
+      return value;
+    };
+    const depthOf = (value: unknown) => {
+      let depth = 0;
+      for (; Array.isArray(value); depth++) value = value[0];
+      return depth;
+    };
+    const depths: number[] = [];
+    const deepEnough = defineJob({
+      name: "deep-enough",
+      schema: payload,
+      async handle(_, ctx) {
+        depths.push(depthOf(await ctx.step("nest", () => nested(1_000))));
+        await ctx.sleep("nap", 60_000);
+        depths.push(depthOf(await ctx.step("nest", () => nested(1_000))));
+      },
+    });
+    const tooDeep = defineJob({
+      name: "too-deep",
+      schema: payload,
+      maxAttempts: 1,
+      async handle(_, ctx) {
+        await ctx.step("nest", () => nested(5_000)); // 10 KB of JSON that JSON.stringify writes
+      },
+    });
+    await using queue = await db.open({ jobs: [deepEnough, tooDeep], clock });
+    const ok = await queue.dispatch(deepEnough, { n: 1 });
+    const refused = await queue.dispatch(tooDeep, { n: 2 });
+    await workUntilEmpty(queue);
+    clock.advance(61_000);
+    await workUntilEmpty(queue);
+    assert.equal((await queue.result(ok))?.state, "completed");
+    assert.deepEqual(depths, [1_000, 1_000, 1_000], "recorded, then read back on the next run");
+    const [failed] = await queue.failed();
+    assert.equal(failed?.id, refused);
+    assert.match(
+      failed!.error,
+      /^ValidationError: Cannot store step "nest" of "too-deep": step output does not survive JSON: step output: nested deeper than 1000 arrays and objects/,
+    );
+    assert.deepEqual(await queue.steps(refused), []);
+  },
+);
+
+storeTest(
   "ctx.sleepUntil parks the job until that time by the queue's clock, listed with it, and then goes on past it",
   async (db) => {
     const clock = new ManualClock();
