@@ -92,7 +92,7 @@ export function modeOf(options: QueueOptions): QueueMode {
 }
 
 /** The payload cap from the options, checked; throws `RangeError` for one below 2 bytes. @internal */
-export function maxPayloadBytesOf(options: QueueOptions): number {
+export function maxPayloadBytesOf(options: Pick<QueueOptions, "maxPayloadBytes">): number {
   const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
   if (!Number.isSafeInteger(maxPayloadBytes) || maxPayloadBytes < 2) {
     throw new RangeError(`maxPayloadBytes must be an integer >= 2: got ${shown(maxPayloadBytes)}`);

@@ -34,22 +34,24 @@
  * @module
  */
 import { BatchBuilder, type BatchPlan } from "./batch.ts";
-import { ChainBuilder, type ChainOptions, type ChainPlan, previousOutput } from "./chain.ts";
-import { FlowBuilder, type FlowPlan } from "./flow.ts";
 import {
-  type Dispatcher,
-  type DispatchOptions,
-  type JobDefinition,
-  type PayloadOf,
-  type PlannedJobs,
-  resolveDispatch,
-} from "./job.ts";
-import { assertTakesPreviousOutput } from "./dispatch/dispatch.ts";
-import { assertName, assertQueueName } from "./names.ts";
-import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from "./payload.ts";
+  ChainBuilder,
+  type ChainOptions,
+  chainOptions,
+  type ChainPlan,
+  previousOutput,
+} from "./chain.ts";
+import { systemClock } from "./clock.ts";
+import { JobRows, type PayloadSealer } from "./dispatch/job_rows.ts";
+import { PlanRows } from "./dispatch/plan_rows.ts";
+import { FlowBuilder, type FlowPlan } from "./flow.ts";
+import type { Dispatcher, DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
+import { assertName } from "./names.ts";
 import type { Queue } from "./queue.ts";
+import { maxPayloadBytesOf } from "./queue_options.ts";
 import type { WorkerStats } from "./events.ts";
 import type { WorkOptions } from "./runner/work_options.ts";
+import type { NewJobRow, WaitingJobRow } from "./stores/store.ts";
 
 /** Options for {@linkcode workUntilEmpty}. */
 export interface WorkUntilEmptyOptions extends Omit<WorkOptions, "stopWhenEmpty" | "maxTimeMs"> {
@@ -192,12 +194,15 @@ export class QueueFake implements Dispatcher {
   readonly #chains: RecordedChain[] = [];
   readonly #batches: RecordedBatch[] = [];
   readonly #flows: RecordedFlow[] = [];
-  readonly #maxPayloadBytes: number;
+  readonly #plans: PlanRows;
   #nextId = 1;
 
   /** Checks payloads against the same cap as the real queue. */
   constructor(options: QueueFakeOptions = {}) {
-    this.#maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+    // The queue's own checks, by the queue's own code: any job definition counts as registered
+    // (the fake has no jobs module), and nothing is sealed, since nothing is stored.
+    const jobRows = new JobRows(ANY_JOB, systemClock, maxPayloadBytesOf(options), NO_SEALING);
+    this.#plans = new PlanRows(jobRows, systemClock, () => {});
   }
 
   /** Every plain dispatch so far (`dispatch`, `dispatchMany`), oldest first. */
@@ -230,19 +235,16 @@ export class QueueFake implements Dispatcher {
     return id!;
   }
 
-  /** Checks every payload, then records them all (or none). */
-  dispatchMany<J extends JobDefinition>(
+  /** Checks every payload as the real queue does, then records them all (or none). */
+  async dispatchMany<J extends JobDefinition>(
     job: J,
     payloads: readonly PayloadOf<J>[],
-    options: DispatchOptions = {},
+    options?: DispatchOptions,
   ): Promise<number[]> {
-    try {
-      const recorded = this.#checked({ job, payloads, options }, "");
-      this.#recorded.push(...recorded);
-      return Promise.resolve(recorded.map(() => this.#nextId++));
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    const { rows } = await this.#plans.jobs(job, payloads, options);
+    const recorded = recordAll([{ job, payloads, options }], rows);
+    this.#recorded.push(...recorded);
+    return recorded.map(() => this.#nextId++);
   }
 
   /**
@@ -250,21 +252,14 @@ export class QueueFake implements Dispatcher {
    * link as the real queue does and records it in
    * {@linkcode QueueFake.chains}, or throws and records nothing.
    */
-  chain(options: ChainOptions = {}): ChainBuilder {
-    if (options.queue !== undefined) assertQueueName(options.queue, "chain");
-    return new ChainBuilder(options, (plan: ChainPlan) => {
-      const links = plan.links.flatMap((link, index) => {
-        const role = ` as link ${index + 1} of a chain`;
-        if (link.payloads[0] !== previousOutput) return this.#checked(link, role);
-        this.#checked({ ...link, payloads: [] }, role);
-        const where = `Cannot dispatch "${link.job.name}"${role}`;
-        assertTakesPreviousOutput(link.job, plan.links[index - 1]?.job, where);
-        return [{ job: link.job, payload: previousOutput, options: link.options ?? {} }];
-      });
-      const onFailure = this.#checkedAll(plan.onFailure, " as the catch of a chain");
+  chain(options?: ChainOptions): ChainBuilder {
+    return new ChainBuilder(chainOptions(options), async (plan: ChainPlan) => {
+      const rows = await this.#plans.chain(plan);
+      const links = recordAll(plan.links, [rows.first, ...rows.next]);
+      const onFailure = recordAll(plan.onFailure, rows.onFailure);
       const id = this.#nextId++;
       this.#chains.push({ id, links, catch: onFailure });
-      return Promise.resolve(id);
+      return id;
     });
   }
 
@@ -275,19 +270,19 @@ export class QueueFake implements Dispatcher {
    */
   batch(name: string): BatchBuilder {
     assertName(name, "batch", "name");
-    return new BatchBuilder(name, (plan: BatchPlan) => {
-      const role = (what: string) => ` ${what} batch "${plan.name}"`;
+    return new BatchBuilder(name, async (plan: BatchPlan) => {
+      const rows = await this.#plans.batch(plan);
       const batch = {
         name: plan.name,
-        jobs: this.#checkedAll(plan.jobs, role("in")),
-        then: this.#checkedAll(plan.then, role("as the then of")),
-        catch: this.#checkedAll(plan.catch, role("as the catch of")),
-        finally: this.#checkedAll(plan.finally, role("as the finally of")),
+        jobs: recordAll(plan.jobs, rows.jobs),
+        then: recordAll(plan.then, rows.then),
+        catch: recordAll(plan.catch, rows.catch),
+        finally: recordAll(plan.finally, rows.finally),
         allowFailures: plan.allowFailures,
       };
       const id = this.#nextId++;
       this.#batches.push({ id, ...batch });
-      return Promise.resolve(id);
+      return id;
     });
   }
 
@@ -298,17 +293,18 @@ export class QueueFake implements Dispatcher {
    */
   flow(name: string): FlowBuilder {
     assertName(name, "flow", "name");
-    return new FlowBuilder(name, (plan: FlowPlan) => {
-      const nodes = plan.nodes.map((node) => ({
+    return new FlowBuilder(name, async (plan: FlowPlan) => {
+      const rows = await this.#plans.flow(plan);
+      const nodes = plan.nodes.map((node, index) => ({
         key: node.key,
         after: node.parents,
         continueOnFailure: node.continueOnFailure,
-        dispatch: this.#checked(node.planned, ` as node "${node.key}" of flow "${plan.name}"`)[0]!,
+        dispatch: recordAll([node.planned], [rows.nodes[index]!.job])[0]!,
       }));
-      const onFailure = this.#checkedAll(plan.onFailure, ` as the catch of flow "${plan.name}"`);
+      const onFailure = recordAll(plan.onFailure, rows.onFailure);
       const id = this.#nextId++;
       this.#flows.push({ id, name: plan.name, nodes, catch: onFailure });
-      return Promise.resolve(id);
+      return id;
     });
   }
 
@@ -429,22 +425,6 @@ export class QueueFake implements Dispatcher {
     }
   }
 
-  /** The jobs `planned` would store, checked as the real dispatch checks them; throws if one fails. */
-  #checked(planned: PlannedJobs, role: string): RecordedDispatch[] {
-    const { job, payloads } = planned;
-    const options = planned.options ?? {};
-    resolveDispatch(job, options, `Cannot dispatch "${job?.name}"${role}`, Date.now());
-    return payloads.map((payload) => ({
-      job,
-      payload: JSON.parse(encodePayload(job, payload, this.#maxPayloadBytes, role)),
-      options,
-    }));
-  }
-
-  #checkedAll(planned: readonly PlannedJobs[], role: string): RecordedDispatch[] {
-    return planned.flatMap((each) => this.#checked(each, role));
-  }
-
   #matching(
     job: JobDefinition,
     predicate?: (payload: never, options: DispatchOptions) => boolean,
@@ -459,4 +439,32 @@ export class QueueFake implements Dispatcher {
     const same = this.#recorded.filter((entry) => entry.job === job).length;
     return same === 0 ? "it was not dispatched" : `it was dispatched ${same} times, none matching`;
   }
+}
+
+/** Every job definition counts as registered with a fake. */
+const ANY_JOB = { has: () => true };
+
+/** A fake stores nothing, so it seals nothing: an encrypted job's payload is recorded as given. */
+const NO_SEALING: PayloadSealer = { encrypt: (_jobName, plaintext) => Promise.resolve(plaintext) };
+
+/**
+ * The dispatches `planned` made of, one per payload, each with its row
+ * (`rows` holds them in the same order): the payload as the row stores it,
+ * or `previousOutput` for a chain link that takes one.
+ */
+function recordAll(
+  planned: readonly PlannedJobs[],
+  rows: readonly (NewJobRow | WaitingJobRow)[],
+): RecordedDispatch[] {
+  let next = 0;
+  return planned.flatMap(({ job, payloads, options }) =>
+    payloads.map((payload) => {
+      const row = rows[next++]!;
+      return {
+        job,
+        payload: payload === previousOutput ? previousOutput : JSON.parse(row.payload),
+        options: options ?? {},
+      };
+    })
+  );
 }

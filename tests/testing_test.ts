@@ -461,3 +461,78 @@ Deno.test("QueueFake.flow() records a flow's nodes parents first with their keys
   await assert.rejects(cyclic.dispatch(), /cycle: x → x/);
   assert.equal(queue.flows.length, 1);
 });
+
+Deno.test("QueueFake refuses what the real queue refuses, with its message, by the queue's own checks", async () => {
+  const grouped = defineJob({
+    name: "grouped",
+    schema: z.number(),
+    group: (n: number) => {
+      if (n < 0) throw new Error("no group for a negative");
+      return n === 0 ? "" : `g${n}`;
+    },
+    handle() {},
+  });
+  const unique = defineJob({
+    name: "unique",
+    schema: z.number(),
+    uniqueForMs: 60_000,
+    uniqueId: (n: number) => {
+      if (n < 0) throw new Error("no id for a negative");
+      return "x".repeat(n);
+    },
+    handle() {},
+  });
+  const child = defineJob({
+    name: "child",
+    schema: z.null(),
+    parents: { rates },
+    handle() {},
+  });
+  await using queue = await Queue.open({
+    mode: "inline",
+    jobs: [welcome, price, rates, grouped, unique, child],
+  });
+  const fake = new QueueFake();
+  const bad: [string, (on: QueueFake | Queue) => Promise<unknown>][] = [
+    ["a group that throws", (on) => on.dispatch(grouped, -1)],
+    ["a group that returns an empty key", (on) => on.dispatch(grouped, 0)],
+    ["a uniqueId that throws", (on) => on.dispatch(unique, -1)],
+    ["a uniqueId of 300 characters", (on) => on.dispatch(unique, 300)],
+    ["a job declaring parents on its own", (on) => on.dispatch(child, null)],
+    [
+      "an unknown chain option",
+      (on) => on.chain({ qeueu: "x" } as never).then(price, 1).dispatch(),
+    ],
+    [
+      "a chain option of the wrong shape",
+      (on) => on.chain("mail" as never).then(price, 1).dispatch(),
+    ],
+    // deno-lint-ignore no-sparse-arrays
+    ["a sparse array of payloads", (on) => on.dispatchMany(price, [1, , 3] as number[])],
+    ["payloads that are no array", (on) => on.dispatchMany(price, "123" as never)],
+    ["something that is no job", (on) => on.dispatch({ name: "x" } as never, null as never)],
+    [
+      "a grouped job waiting in a chain",
+      (on) => on.chain().then(price, 1).then(grouped, 2).dispatch(),
+    ],
+    ["a grouped job as a batch's then", (on) => on.batch("b").then(grouped, 2).dispatch()],
+  ];
+  for (const [what, attempt] of bad) {
+    let real: string | null = null;
+    try {
+      await attempt(queue);
+    } catch (error) {
+      real = `${(error as Error).name}: ${(error as Error).message}`;
+    }
+    assert.ok(real !== null, `the real queue refuses ${what}`);
+    let faked: string | null = null;
+    try {
+      await attempt(fake);
+    } catch (error) {
+      faked = `${(error as Error).name}: ${(error as Error).message}`;
+    }
+    assert.equal(faked, real, what);
+  }
+  assert.deepEqual([fake.dispatched, fake.chains, fake.batches, fake.flows], [[], [], [], []]);
+  fake.assertNotDispatched(price);
+});
