@@ -188,9 +188,23 @@ export interface RecordedBatch {
  * and flows in {@linkcode QueueFake.flows} (with their callbacks), each
  * refused whole, as the real queue does, when
  * one payload is. Pass it wherever the app takes a `Dispatcher`.
+ *
+ * The per-job assertions ({@linkcode QueueFake.assertDispatched},
+ * {@linkcode QueueFake.assertNotDispatched},
+ * {@linkcode QueueFake.assertDispatchedTimes}) count every job the app sent
+ * to be run: each plain dispatch (one per payload of `dispatchMany`), each
+ * link of a chain, each job of a batch (one per payload of `pushMany`) and
+ * each node of a flow. They do not count the jobs queued only on an outcome:
+ * a chain's or flow's `catch`, a batch's `then`, `catch` and `finally`
+ * (assert those with {@linkcode QueueFake.assertChained},
+ * {@linkcode QueueFake.assertBatched} or the recorded
+ * {@linkcode QueueFake.chains}, {@linkcode QueueFake.batches} and
+ * {@linkcode QueueFake.flows}).
  */
 export class QueueFake implements Dispatcher {
   readonly #recorded: RecordedDispatch[] = [];
+  /** Every dispatch the per-job assertions count, in order, with where it went. */
+  readonly #counted: CountedDispatch[] = [];
   readonly #chains: RecordedChain[] = [];
   readonly #batches: RecordedBatch[] = [];
   readonly #flows: RecordedFlow[] = [];
@@ -205,7 +219,11 @@ export class QueueFake implements Dispatcher {
     this.#plans = new PlanRows(jobRows, systemClock, () => {});
   }
 
-  /** Every plain dispatch so far (`dispatch`, `dispatchMany`), oldest first. */
+  /**
+   * Every plain dispatch so far (`dispatch`, `dispatchMany`), oldest first;
+   * the jobs of chains, batches and flows are in {@linkcode QueueFake.chains},
+   * {@linkcode QueueFake.batches} and {@linkcode QueueFake.flows}.
+   */
   get dispatched(): readonly RecordedDispatch[] {
     return this.#recorded;
   }
@@ -244,6 +262,7 @@ export class QueueFake implements Dispatcher {
     const { rows } = await this.#plans.jobs(job, payloads, options);
     const recorded = recordAll([{ job, payloads, options }], rows);
     this.#recorded.push(...recorded);
+    this.#count(recorded, () => "");
     return recorded.map(() => this.#nextId++);
   }
 
@@ -259,6 +278,7 @@ export class QueueFake implements Dispatcher {
       const onFailure = recordAll(plan.onFailure, rows.onFailure);
       const id = this.#nextId++;
       this.#chains.push({ id, links, catch: onFailure });
+      this.#count(links, (index) => ` as link ${index + 1} of chain ${id}`);
       return id;
     });
   }
@@ -282,6 +302,7 @@ export class QueueFake implements Dispatcher {
       };
       const id = this.#nextId++;
       this.#batches.push({ id, ...batch });
+      this.#count(batch.jobs, () => ` in batch "${plan.name}"`);
       return id;
     });
   }
@@ -304,11 +325,20 @@ export class QueueFake implements Dispatcher {
       const onFailure = recordAll(plan.onFailure, rows.onFailure);
       const id = this.#nextId++;
       this.#flows.push({ id, name: plan.name, nodes, catch: onFailure });
+      this.#count(
+        nodes.map((node) => node.dispatch),
+        (index) => ` as node "${nodes[index]!.key}" of flow "${plan.name}"`,
+      );
       return id;
     });
   }
 
-  /** Throws unless `job` was dispatched (with a payload `predicate` accepts, when given). */
+  /**
+   * Throws unless `job` was dispatched (with a payload `predicate` accepts,
+   * when given): on its own, as a chain's link, a batch's job or a flow's
+   * node. A link given `previousOutput` has no payload yet: it counts only
+   * without a predicate.
+   */
   assertDispatched<S extends JobDefinition>(
     job: S,
     predicate?: (payload: PayloadOf<S>, options: DispatchOptions) => boolean,
@@ -322,7 +352,10 @@ export class QueueFake implements Dispatcher {
     }
   }
 
-  /** Throws if `job` was dispatched (with a payload `predicate` accepts, when given). */
+  /**
+   * Throws if `job` was dispatched (with a payload `predicate` accepts, when
+   * given): on its own, as a chain's link, a batch's job or a flow's node.
+   */
   assertNotDispatched<S extends JobDefinition>(
     job: S,
     predicate?: (payload: PayloadOf<S>, options: DispatchOptions) => boolean,
@@ -333,7 +366,10 @@ export class QueueFake implements Dispatcher {
     }
   }
 
-  /** Throws unless `job` was dispatched exactly `times` times. */
+  /**
+   * Throws unless `job` was dispatched exactly `times` times, counting each
+   * payload dispatched on its own, each chain link, batch job and flow node.
+   */
   assertDispatchedTimes(job: JobDefinition, times: number): void {
     const count = this.#matching(job).length;
     if (count !== times) {
@@ -425,20 +461,36 @@ export class QueueFake implements Dispatcher {
     }
   }
 
+  #count(dispatches: readonly RecordedDispatch[], as: (index: number) => string): void {
+    this.#counted.push(...dispatches.map((dispatch, index) => ({ dispatch, as: as(index) })));
+  }
+
+  /**
+   * The counted dispatches of `job` that `predicate` accepts; a chain link
+   * given `previousOutput` has no payload yet, so no predicate accepts it.
+   */
   #matching(
     job: JobDefinition,
     predicate?: (payload: never, options: DispatchOptions) => boolean,
-  ): RecordedDispatch[] {
-    return this.#recorded.filter((entry) =>
-      entry.job === job &&
-      (predicate === undefined || predicate(entry.payload as never, entry.options))
+  ): CountedDispatch[] {
+    return this.#counted.filter(({ dispatch }) =>
+      dispatch.job === job &&
+      (predicate === undefined ||
+        (dispatch.payload !== previousOutput &&
+          predicate(dispatch.payload as never, dispatch.options)))
     );
   }
 
   #summary(job: JobDefinition): string {
-    const same = this.#recorded.filter((entry) => entry.job === job).length;
+    const same = this.#matching(job).length;
     return same === 0 ? "it was not dispatched" : `it was dispatched ${same} times, none matching`;
   }
+}
+
+/** A dispatch the per-job assertions count, and where it went (` in batch "import"`). */
+interface CountedDispatch {
+  readonly dispatch: RecordedDispatch;
+  readonly as: string;
 }
 
 /** Every job definition counts as registered with a fake. */

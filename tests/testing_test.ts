@@ -536,3 +536,35 @@ Deno.test("QueueFake refuses what the real queue refuses, with its message, by t
   assert.deepEqual([fake.dispatched, fake.chains, fake.batches, fake.flows], [[], [], [], []]);
   fake.assertNotDispatched(price);
 });
+
+Deno.test("QueueFake's per-job assertions count each chain link, batch job and flow node, not the jobs queued only on an outcome", async () => {
+  const fake = new QueueFake();
+  await fake.batch("import").push(welcome, { userId: 1 }).pushMany(welcome, [
+    { userId: 2 },
+    { userId: 3 },
+  ]).then(invoice, { total: 0 }).catch(invoice, { total: 0 }).finally(invoice, { total: 0 })
+    .dispatch();
+  await fake.chain().then(welcome, { userId: 4 }).then(rates, "EUR").then(price, previousOutput)
+    .catch(invoice, { total: 0 }).dispatch();
+  const flow = fake.flow("signup");
+  flow.add(welcome, { userId: 5 }, { key: "a" });
+  flow.catch(invoice, { total: 0 });
+  await flow.dispatch();
+  assert.deepEqual(fake.dispatched, [], "fake.dispatched lists plain dispatches alone");
+
+  fake.assertDispatched(welcome);
+  fake.assertDispatchedTimes(welcome, 5);
+  assert.throws(() => fake.assertNotDispatched(welcome), /not to be dispatched: it was, 5 times/);
+  assert.throws(() => fake.assertDispatchedTimes(welcome, 0), /it was 5 times/);
+  for (const userId of [1, 3, 4, 5]) {
+    fake.assertDispatched(welcome, (payload) => payload.userId === userId);
+  }
+  fake.assertNotDispatched(welcome, (payload) => payload.userId === 6);
+  fake.assertDispatchedTimes(rates, 1);
+  // A link given previousOutput counts, but no predicate is asked about a payload it lacks.
+  fake.assertDispatched(price);
+  fake.assertNotDispatched(price, () => true);
+  // Callbacks run only on an outcome: not counted.
+  fake.assertNotDispatched(invoice);
+  fake.assertDispatchedTimes(invoice, 0);
+});
