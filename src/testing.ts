@@ -50,13 +50,15 @@ import { assertName } from "./names.ts";
 import type { Queue } from "./queue.ts";
 import { maxPayloadBytesOf } from "./queue_options.ts";
 import type { WorkerStats } from "./events.ts";
-import type { WorkOptions } from "./runner/work_options.ts";
+import { timeLimitMs, type WorkOptions } from "./runner/work_options.ts";
 import type { NewJobRow, WaitingJobRow } from "./stores/store.ts";
 
 /** Options for {@linkcode workUntilEmpty}. */
 export interface WorkUntilEmptyOptions extends Omit<WorkOptions, "stopWhenEmpty" | "maxTimeMs"> {
   /**
-   * Give up (stopping the worker) and throw if the queue is not empty by then.
+   * Give up (stopping the worker) and throw if the queue is not empty by
+   * then: a number of ms up to 2147483647, or `Infinity` for no limit, as
+   * `work({ maxTimeMs })` takes it.
    * @default {10_000}
    */
   maxTimeMs?: number;
@@ -90,11 +92,17 @@ export async function workUntilEmpty(
   options: WorkUntilEmptyOptions = {},
 ): Promise<WorkerStats> {
   const { maxTimeMs, timeoutMs, ...work } = options;
-  const budgetMs = maxTimeMs ?? timeoutMs ?? 10_000;
+  // Checked as work() checks its own maxTimeMs, before anything runs: a value a timer cannot
+  // wait for (NaN, a negative, over 2^31 - 1 ms, a string) would fire at once.
+  const budgetMs = maxTimeMs != null
+    ? timeLimitMs("maxTimeMs", maxTimeMs, "workUntilEmpty")
+    : timeoutMs != null
+    ? timeLimitMs("timeoutMs", timeoutMs, "workUntilEmpty")
+    : 10_000;
   const worker = queue.work({ pollMs: 10, ...work, stopWhenEmpty: true });
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timedOut = new Promise<"timeout">((resolve) => {
-    timer = setTimeout(() => resolve("timeout"), budgetMs);
+    if (budgetMs !== Infinity) timer = setTimeout(() => resolve("timeout"), budgetMs);
   });
   try {
     if (await Promise.race([worker.done, timedOut]) === "timeout") {

@@ -155,6 +155,45 @@ storeTest(
   },
 );
 
+Deno.test("workUntilEmpty() checks maxTimeMs as work() does, before running anything; Infinity is no limit", async () => {
+  const ran: number[] = [];
+  const slow = defineJob({
+    name: "slow",
+    schema: z.number(),
+    async handle(n) {
+      // Longer than the 1 ms a timer given Infinity fires after.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      ran.push(n);
+    },
+  });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [slow] });
+  await queue.dispatch(slow, 1);
+  const bad: [string, number, string][] = [
+    ["maxTimeMs", NaN, "NaN"],
+    ["maxTimeMs", -1, "-1"],
+    ["maxTimeMs", 3_000_000_000, "3000000000"],
+    ["maxTimeMs", "5000" as unknown as number, '"5000"'],
+    ["timeoutMs", NaN, "NaN"],
+  ];
+  for (const [name, value, shown] of bad) {
+    const message = `${name} must be a number of ms from 0 to 2147483647: got ${shown}`;
+    if (name === "maxTimeMs") {
+      assert.throws(() => queue.work({ maxTimeMs: value }), { message: `work: ${message}` });
+    }
+    await assert.rejects(workUntilEmpty(queue, { [name]: value }), {
+      name: "RangeError",
+      message: `workUntilEmpty: ${message}`,
+    });
+  }
+  assert.deepEqual(ran, [], "nothing ran");
+  assert.deepEqual(await workUntilEmpty(queue, { maxTimeMs: Infinity }), {
+    completed: 1,
+    failed: 0,
+    retried: 0,
+  });
+  assert.deepEqual(ran, [1]);
+});
+
 Deno.test("QueueFake records each dispatch as a worker would see it, with made-up ids", async () => {
   const fake = new QueueFake();
   const first = await fake.dispatch(welcome, { userId: 1 }, { delayMs: 500, queue: "mail" });
