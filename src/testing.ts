@@ -47,6 +47,7 @@ import { PlanRows } from "./dispatch/plan_rows.ts";
 import { FlowBuilder, type FlowPlan } from "./flow.ts";
 import type { Dispatcher, DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
 import { assertName } from "./names.ts";
+import { shown } from "./shown.ts";
 import type { Queue } from "./queue.ts";
 import { maxPayloadBytesOf } from "./queue_options.ts";
 import type { WorkerStats } from "./events.ts";
@@ -133,10 +134,21 @@ export interface QueueFakeOptions {
 export interface RecordedDispatch {
   /** The job dispatched. */
   readonly job: JobDefinition;
-  /** Its payload, after a JSON round trip, as a worker would see it. */
+  /**
+   * Its payload as the queue would store it: what the app dispatched, after
+   * the JSON round trip every stored payload makes (a `Date` becomes its
+   * ISO text, an `undefined` field is gone), typed as the schema's input.
+   * Not the value the handler gets: the worker parses the stored payload
+   * with the job's schema, so defaults and transforms apply there, not here.
+   */
   readonly payload: unknown;
-  /** The options given. */
+  /** The options given (a copy, so a later change to the caller's object does not show). */
   readonly options: DispatchOptions;
+  /**
+   * The queue the job would go on: the options' `queue`, else the chain's,
+   * else the job's own.
+   */
+  readonly queue: string;
 }
 
 /** One chain a {@linkcode QueueFake} recorded. */
@@ -361,6 +373,29 @@ export class QueueFake implements Dispatcher {
   }
 
   /**
+   * Throws unless `job` was dispatched on `queue` (with a payload
+   * `predicate` accepts, when given), as Laravel's `Queue::assertPushedOn()`:
+   * the queue the job would go on, from its options, its chain's `queue` or
+   * its definition. Counts as {@linkcode QueueFake.assertDispatched} does.
+   */
+  assertDispatchedOn<S extends JobDefinition>(
+    job: S,
+    queue: string,
+    predicate?: (payload: PayloadOf<S>, options: DispatchOptions) => boolean,
+  ): void {
+    const all = this.#matching(job, predicate);
+    if (all.some(({ dispatch }) => dispatch.queue === queue)) return;
+    const seen = all.length === 0
+      ? this.#summary(job)
+      : `it was dispatched ${timesText(all.length)}, none on it: ${listed(all)}`;
+    throw new Error(
+      `Expected "${job.name}" to be dispatched on queue ${JSON.stringify(queue)}${
+        predicate ? " with a matching payload" : ""
+      }: ${seen}`,
+    );
+  }
+
+  /**
    * Throws if `job` was dispatched (with a payload `predicate` accepts, when
    * given): on its own, as a chain's link, a batch's job or a flow's node.
    */
@@ -368,20 +403,30 @@ export class QueueFake implements Dispatcher {
     job: S,
     predicate?: (payload: PayloadOf<S>, options: DispatchOptions) => boolean,
   ): void {
-    const count = this.#matching(job, predicate).length;
-    if (count > 0) {
-      throw new Error(`Expected "${job.name}" not to be dispatched: it was, ${count} times`);
+    const found = this.#matching(job, predicate);
+    if (found.length > 0) {
+      throw new Error(
+        `Expected "${job.name}" not to be dispatched: it was, ${timesText(found.length)}: ${
+          listed(found)
+        }`,
+      );
     }
   }
 
   /**
    * Throws unless `job` was dispatched exactly `times` times, counting each
-   * payload dispatched on its own, each chain link, batch job and flow node.
+   * payload dispatched on its own, each chain link, batch job and flow node;
+   * `times` must be a whole number, 0 or more.
    */
   assertDispatchedTimes(job: JobDefinition, times: number): void {
-    const count = this.#matching(job).length;
-    if (count !== times) {
-      throw new Error(`Expected "${job.name}" dispatched ${times} times: it was ${count} times`);
+    assertCount(times, "assertDispatchedTimes", "times");
+    const found = this.#matching(job);
+    if (found.length !== times) {
+      throw new Error(
+        `Expected "${job.name}" dispatched ${timesText(times)}: it was ${
+          found.length === 0 ? "0 times" : `${timesText(found.length)}: ${listed(found)}`
+        }`,
+      );
     }
   }
 
@@ -422,7 +467,11 @@ export class QueueFake implements Dispatcher {
     const seen = this.#chains.length === 0
       ? "no chain was dispatched"
       : same.length > 0
-      ? `${same.length} such chain(s) were dispatched, none matching`
+      ? `${same.length} such chain(s) were dispatched, none matching: ${
+        same.map((chain) =>
+          `chain ${chain.id} (${chain.links.map((link) => shownDispatch(link)).join(", ")})`
+        ).join("; ")
+      }`
       : `the chains dispatched were ${
         this.#chains.map((chain) => names(linksOf(chain))).join(", ")
       }`;
@@ -446,15 +495,20 @@ export class QueueFake implements Dispatcher {
     if (!this.#batches.some(predicate)) {
       const seen = this.#batches.length === 0
         ? "no batch was dispatched"
-        : `none of the ${this.#batches.length} batch(es) dispatched (${
-          this.#batches.map((batch) => JSON.stringify(batch.name)).join(", ")
-        }) matches`;
+        : `none of the ${this.#batches.length} batch(es) dispatched matches: ${
+          this.#batches.map((batch) =>
+            `${JSON.stringify(batch.name)} with ${batch.jobs.length} job(s) [${
+              listed(batch.jobs.map((dispatch) => ({ dispatch, as: "" })), ", ", true)
+            }]`
+          ).join("; ")
+        }`;
       throw new Error(`Expected a matching batch to be dispatched: ${seen}`);
     }
   }
 
-  /** Throws unless exactly `count` batches were dispatched. */
+  /** Throws unless exactly `count` batches were dispatched; `count` must be a whole number, 0 or more. */
   assertBatchCount(count: number): void {
+    assertCount(count, "assertBatchCount", "count");
     if (this.#batches.length !== count) {
       throw new Error(
         `Expected ${count} batch(es) dispatched: ${this.#batches.length} were`,
@@ -489,9 +543,60 @@ export class QueueFake implements Dispatcher {
     );
   }
 
+  /** Why no dispatch of `job` matched: the dispatches it had, else what else was dispatched. */
   #summary(job: JobDefinition): string {
-    const same = this.#matching(job).length;
-    return same === 0 ? "it was not dispatched" : `it was dispatched ${same} times, none matching`;
+    const same = this.#matching(job);
+    if (same.length > 0) {
+      return `it was dispatched ${timesText(same.length)}, none matching: ${listed(same)}`;
+    }
+    const others = new Map<JobDefinition, number>();
+    for (const { dispatch } of this.#counted) {
+      others.set(dispatch.job, (others.get(dispatch.job) ?? 0) + 1);
+    }
+    if (others.size === 0) return "it was not dispatched";
+    return `it was not dispatched (dispatched: ${
+      [...others].map(([other, count]) =>
+        `${JSON.stringify(other.name)} ${timesText(count)}${
+          other.name === job.name ? " (another definition of that name)" : ""
+        }`
+      ).join(", ")
+    })`;
+  }
+}
+
+/** The most dispatches a failure message lists. */
+const LISTED = 10;
+
+/** Dispatches for a failure message: each payload, queue, options and where it went; the first few. */
+function listed(counted: readonly CountedDispatch[], separator = "; ", withNames = false): string {
+  const shownOnes = counted.slice(0, LISTED).map(({ dispatch, as }) =>
+    `${withNames ? `${JSON.stringify(dispatch.job.name)} ` : ""}${shownDispatch(dispatch)}${as}`
+  );
+  const more = counted.length - LISTED;
+  return shownOnes.join(separator) + (more > 0 ? `${separator}and ${more} more` : "");
+}
+
+/** A recorded dispatch in a message: `{"userId":7} on "mail" with {"delayMs":500}`. */
+function shownDispatch({ payload, options, queue }: RecordedDispatch): string {
+  // The queue is shown resolved; the other options as given.
+  const rest = Object.entries(options).filter(([name, value]) => name !== "queue" && value != null);
+  const json = payload === previousOutput ? "previousOutput" : JSON.stringify(payload);
+  const text = json.length > 120 ? `${json.slice(0, 119)}…` : json;
+  const given = rest.length > 0 ? ` with ${JSON.stringify(Object.fromEntries(rest))}` : "";
+  return `${text} on ${JSON.stringify(queue)}${given}`;
+}
+
+/** `1 time`, `3 times`. */
+function timesText(count: number): string {
+  return `${count} time${count === 1 ? "" : "s"}`;
+}
+
+/** Refuses a count that no number of dispatches could be: negative, fractional, not a number. */
+function assertCount(value: number, method: string, name: string): void {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new RangeError(
+      `${method}: ${name} must be a whole number, 0 or more: got ${shown(value)}`,
+    );
   }
 }
 
@@ -520,11 +625,19 @@ function recordAll(
   return planned.flatMap(({ job, payloads, options }) =>
     payloads.map((payload) => {
       const row = rows[next++]!;
-      return {
+      return Object.freeze({
         job,
         payload: payload === previousOutput ? previousOutput : JSON.parse(row.payload),
-        options: options ?? {},
-      };
+        options: copied(options),
+        queue: row.queue,
+      });
     })
   );
+}
+
+/** A copy of dispatch options (its `at` too), so that the caller's later changes do not show. */
+function copied(options: DispatchOptions | undefined): DispatchOptions {
+  const copy = { ...options };
+  if (copy.at instanceof Date) copy.at = new Date(copy.at);
+  return Object.freeze(copy);
 }
