@@ -21,6 +21,10 @@ export interface QueueOptions extends StoreOptions {
   jobs: JobsSource;
   /**
    * Source of stored times; tests inject one to move time without sleeping.
+   * SQLite goes by it for everything. A PostgreSQL or Redis store opened
+   * from `url` decides what is due by the database's clock instead
+   * (docs/stores.md, "Clocks"): for a test's clock to move due times there,
+   * open the store with `clock: "caller"` and pass it as `store`.
    * @default {the wall clock}
    */
   clock?: Clock;

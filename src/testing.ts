@@ -73,7 +73,9 @@ export type DrainOptions = WorkUntilEmptyOptions;
 /**
  * Works `queue` until nothing is due now, then stops. Delayed jobs and
  * retries waiting for their backoff stay queued: move an injected clock
- * forward and call it again.
+ * forward and call it again (on PostgreSQL and Redis, only a store opened
+ * with `clock: "caller"` goes by that clock; a retry's backoff is spread by
+ * the job's `jitter` unless it is 0: docs/testing.md).
  *
  * @example Work until empty after dispatching
  * ```ts

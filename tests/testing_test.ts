@@ -15,6 +15,8 @@ import {
 } from "../mod.ts";
 import { drain, QueueFake, workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, storedCounts } from "./_helpers.ts";
+import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
+import { openTestRedisStore, redisTestUrl } from "./_redis.ts";
 import { storeTest } from "./_stores.ts";
 
 const welcome = defineJob({
@@ -720,3 +722,44 @@ Deno.test("QueueFake's failure messages show what was dispatched", async () => {
     /: 0 on "default"; 1 on "default"; .*; 9 on "default"; and 2 more$/,
   );
 });
+
+for (
+  const [kind, url, open] of [
+    ["PostgreSQL", postgresTestUrl(), openTestPostgresStore],
+    ["Redis", redisTestUrl(), openTestRedisStore],
+  ] as const
+) {
+  Deno.test({
+    name:
+      `${kind}: an injected clock moves a retry's due time only on a store opened with clock "caller", as docs/testing.md says`,
+    ignore: url === null,
+    async fn() {
+      for (const storeClock of ["database", "caller"] as const) {
+        const clock = new ManualClock();
+        const attempts: number[] = [];
+        const flaky = defineJob({
+          name: "flaky",
+          schema: z.null(),
+          backoff: [45_000],
+          jitter: 0,
+          handle(_payload, ctx) {
+            attempts.push(ctx.attempt);
+            if (ctx.attempt === 1) throw new Error("fails once");
+          },
+        });
+        await using opened = await open(url!, { clock: storeClock });
+        await using queue = await Queue.open({ store: opened.store, jobs: [flaky], clock });
+        await queue.dispatch(flaky, null);
+        assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 1 });
+        clock.advance(45_000);
+        // By the database's clock the retry is still 45 s away: moving the test's clock does nothing.
+        assert.deepEqual(
+          (await workUntilEmpty(queue)).completed,
+          storeClock === "caller" ? 1 : 0,
+          `clock "${storeClock}"`,
+        );
+        assert.deepEqual(attempts, storeClock === "caller" ? [1, 2] : [1]);
+      }
+    },
+  });
+}
