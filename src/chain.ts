@@ -5,7 +5,8 @@
  *
  * @module
  */
-import { optionNames } from "./option_bags.ts";
+import { assertQueueName } from "./names.ts";
+import { optionBag, optionNames } from "./option_bags.ts";
 import type { DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
 
 /**
@@ -34,6 +35,16 @@ export interface ChainOptions {
 
 /** Every option of `queue.chain()`. @internal */
 export const CHAIN_OPTIONS = optionNames<ChainOptions>()(["queue"]);
+
+/**
+ * The options of `chain(options)`, checked as every dispatcher checks them:
+ * an object of known options, with a valid queue name. @internal
+ */
+export function chainOptions(options: ChainOptions | undefined): ChainOptions {
+  const checked = optionBag(options, "chain", CHAIN_OPTIONS) ?? {};
+  if (checked.queue !== undefined) assertQueueName(checked.queue, "chain");
+  return checked;
+}
 
 /** A chain as its builder hands it over to be checked and stored. */
 export interface ChainPlan {

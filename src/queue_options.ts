@@ -21,6 +21,10 @@ export interface QueueOptions extends StoreOptions {
   jobs: JobsSource;
   /**
    * Source of stored times; tests inject one to move time without sleeping.
+   * SQLite goes by it for everything. A PostgreSQL or Redis store opened
+   * from `url` decides what is due by the database's clock instead
+   * (docs/stores.md, "Clocks"): for a test's clock to move due times there,
+   * open the store with `clock: "caller"` and pass it as `store`.
    * @default {the wall clock}
    */
   clock?: Clock;
@@ -92,7 +96,7 @@ export function modeOf(options: QueueOptions): QueueMode {
 }
 
 /** The payload cap from the options, checked; throws `RangeError` for one below 2 bytes. @internal */
-export function maxPayloadBytesOf(options: QueueOptions): number {
+export function maxPayloadBytesOf(options: Pick<QueueOptions, "maxPayloadBytes">): number {
   const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
   if (!Number.isSafeInteger(maxPayloadBytes) || maxPayloadBytes < 2) {
     throw new RangeError(`maxPayloadBytes must be an integer >= 2: got ${shown(maxPayloadBytes)}`);

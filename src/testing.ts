@@ -34,27 +34,32 @@
  * @module
  */
 import { BatchBuilder, type BatchPlan } from "./batch.ts";
-import { ChainBuilder, type ChainOptions, type ChainPlan, previousOutput } from "./chain.ts";
-import { FlowBuilder, type FlowPlan } from "./flow.ts";
 import {
-  type Dispatcher,
-  type DispatchOptions,
-  type JobDefinition,
-  type PayloadOf,
-  type PlannedJobs,
-  resolveDispatch,
-} from "./job.ts";
-import { assertTakesPreviousOutput } from "./dispatch/dispatch.ts";
-import { assertName, assertQueueName } from "./names.ts";
-import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from "./payload.ts";
+  ChainBuilder,
+  type ChainOptions,
+  chainOptions,
+  type ChainPlan,
+  previousOutput,
+} from "./chain.ts";
+import { systemClock } from "./clock.ts";
+import { JobRows, type PayloadSealer } from "./dispatch/job_rows.ts";
+import { PlanRows } from "./dispatch/plan_rows.ts";
+import { FlowBuilder, type FlowPlan } from "./flow.ts";
+import type { Dispatcher, DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
+import { assertName } from "./names.ts";
+import { shown } from "./shown.ts";
 import type { Queue } from "./queue.ts";
+import { maxPayloadBytesOf } from "./queue_options.ts";
 import type { WorkerStats } from "./events.ts";
-import type { WorkOptions } from "./runner/work_options.ts";
+import { timeLimitMs, type WorkOptions } from "./runner/work_options.ts";
+import type { NewJobRow, WaitingJobRow } from "./stores/store.ts";
 
 /** Options for {@linkcode workUntilEmpty}. */
 export interface WorkUntilEmptyOptions extends Omit<WorkOptions, "stopWhenEmpty" | "maxTimeMs"> {
   /**
-   * Give up (stopping the worker) and throw if the queue is not empty by then.
+   * Give up (stopping the worker) and throw if the queue is not empty by
+   * then: a number of ms up to 2147483647, or `Infinity` for no limit, as
+   * `work({ maxTimeMs })` takes it.
    * @default {10_000}
    */
   maxTimeMs?: number;
@@ -68,7 +73,9 @@ export type DrainOptions = WorkUntilEmptyOptions;
 /**
  * Works `queue` until nothing is due now, then stops. Delayed jobs and
  * retries waiting for their backoff stay queued: move an injected clock
- * forward and call it again.
+ * forward and call it again (on PostgreSQL and Redis, only a store opened
+ * with `clock: "caller"` goes by that clock; a retry's backoff is spread by
+ * the job's `jitter` unless it is 0: docs/testing.md).
  *
  * @example Work until empty after dispatching
  * ```ts
@@ -88,11 +95,17 @@ export async function workUntilEmpty(
   options: WorkUntilEmptyOptions = {},
 ): Promise<WorkerStats> {
   const { maxTimeMs, timeoutMs, ...work } = options;
-  const budgetMs = maxTimeMs ?? timeoutMs ?? 10_000;
+  // Checked as work() checks its own maxTimeMs, before anything runs: a value a timer cannot
+  // wait for (NaN, a negative, over 2^31 - 1 ms, a string) would fire at once.
+  const budgetMs = maxTimeMs != null
+    ? timeLimitMs("maxTimeMs", maxTimeMs, "workUntilEmpty")
+    : timeoutMs != null
+    ? timeLimitMs("timeoutMs", timeoutMs, "workUntilEmpty")
+    : 10_000;
   const worker = queue.work({ pollMs: 10, ...work, stopWhenEmpty: true });
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timedOut = new Promise<"timeout">((resolve) => {
-    timer = setTimeout(() => resolve("timeout"), budgetMs);
+    if (budgetMs !== Infinity) timer = setTimeout(() => resolve("timeout"), budgetMs);
   });
   try {
     if (await Promise.race([worker.done, timedOut]) === "timeout") {
@@ -123,10 +136,21 @@ export interface QueueFakeOptions {
 export interface RecordedDispatch {
   /** The job dispatched. */
   readonly job: JobDefinition;
-  /** Its payload, after a JSON round trip, as a worker would see it. */
+  /**
+   * Its payload as the queue would store it: what the app dispatched, after
+   * the JSON round trip every stored payload makes (a `Date` becomes its
+   * ISO text, an `undefined` field is gone), typed as the schema's input.
+   * Not the value the handler gets: the worker parses the stored payload
+   * with the job's schema, so defaults and transforms apply there, not here.
+   */
   readonly payload: unknown;
-  /** The options given. */
+  /** The options given (a copy, so a later change to the caller's object does not show). */
   readonly options: DispatchOptions;
+  /**
+   * The queue the job would go on: the options' `queue`, else the chain's,
+   * else the job's own.
+   */
+  readonly queue: string;
 }
 
 /** One chain a {@linkcode QueueFake} recorded. */
@@ -186,21 +210,42 @@ export interface RecordedBatch {
  * and flows in {@linkcode QueueFake.flows} (with their callbacks), each
  * refused whole, as the real queue does, when
  * one payload is. Pass it wherever the app takes a `Dispatcher`.
+ *
+ * The per-job assertions ({@linkcode QueueFake.assertDispatched},
+ * {@linkcode QueueFake.assertNotDispatched},
+ * {@linkcode QueueFake.assertDispatchedTimes}) count every job the app sent
+ * to be run: each plain dispatch (one per payload of `dispatchMany`), each
+ * link of a chain, each job of a batch (one per payload of `pushMany`) and
+ * each node of a flow. They do not count the jobs queued only on an outcome:
+ * a chain's or flow's `catch`, a batch's `then`, `catch` and `finally`
+ * (assert those with {@linkcode QueueFake.assertChained},
+ * {@linkcode QueueFake.assertBatched} or the recorded
+ * {@linkcode QueueFake.chains}, {@linkcode QueueFake.batches} and
+ * {@linkcode QueueFake.flows}).
  */
 export class QueueFake implements Dispatcher {
   readonly #recorded: RecordedDispatch[] = [];
+  /** Every dispatch the per-job assertions count, in order, with where it went. */
+  readonly #counted: CountedDispatch[] = [];
   readonly #chains: RecordedChain[] = [];
   readonly #batches: RecordedBatch[] = [];
   readonly #flows: RecordedFlow[] = [];
-  readonly #maxPayloadBytes: number;
+  readonly #plans: PlanRows;
   #nextId = 1;
 
   /** Checks payloads against the same cap as the real queue. */
   constructor(options: QueueFakeOptions = {}) {
-    this.#maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+    // The queue's own checks, by the queue's own code: any job definition counts as registered
+    // (the fake has no jobs module), and nothing is sealed, since nothing is stored.
+    const jobRows = new JobRows(ANY_JOB, systemClock, maxPayloadBytesOf(options), NO_SEALING);
+    this.#plans = new PlanRows(jobRows, systemClock, () => {});
   }
 
-  /** Every plain dispatch so far (`dispatch`, `dispatchMany`), oldest first. */
+  /**
+   * Every plain dispatch so far (`dispatch`, `dispatchMany`), oldest first;
+   * the jobs of chains, batches and flows are in {@linkcode QueueFake.chains},
+   * {@linkcode QueueFake.batches} and {@linkcode QueueFake.flows}.
+   */
   get dispatched(): readonly RecordedDispatch[] {
     return this.#recorded;
   }
@@ -230,19 +275,17 @@ export class QueueFake implements Dispatcher {
     return id!;
   }
 
-  /** Checks every payload, then records them all (or none). */
-  dispatchMany<J extends JobDefinition>(
+  /** Checks every payload as the real queue does, then records them all (or none). */
+  async dispatchMany<J extends JobDefinition>(
     job: J,
     payloads: readonly PayloadOf<J>[],
-    options: DispatchOptions = {},
+    options?: DispatchOptions,
   ): Promise<number[]> {
-    try {
-      const recorded = this.#checked({ job, payloads, options }, "");
-      this.#recorded.push(...recorded);
-      return Promise.resolve(recorded.map(() => this.#nextId++));
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    const { rows } = await this.#plans.jobs(job, payloads, options);
+    const recorded = recordAll([{ job, payloads, options }], rows);
+    this.#recorded.push(...recorded);
+    this.#count(recorded, () => "");
+    return recorded.map(() => this.#nextId++);
   }
 
   /**
@@ -250,21 +293,15 @@ export class QueueFake implements Dispatcher {
    * link as the real queue does and records it in
    * {@linkcode QueueFake.chains}, or throws and records nothing.
    */
-  chain(options: ChainOptions = {}): ChainBuilder {
-    if (options.queue !== undefined) assertQueueName(options.queue, "chain");
-    return new ChainBuilder(options, (plan: ChainPlan) => {
-      const links = plan.links.flatMap((link, index) => {
-        const role = ` as link ${index + 1} of a chain`;
-        if (link.payloads[0] !== previousOutput) return this.#checked(link, role);
-        this.#checked({ ...link, payloads: [] }, role);
-        const where = `Cannot dispatch "${link.job.name}"${role}`;
-        assertTakesPreviousOutput(link.job, plan.links[index - 1]?.job, where);
-        return [{ job: link.job, payload: previousOutput, options: link.options ?? {} }];
-      });
-      const onFailure = this.#checkedAll(plan.onFailure, " as the catch of a chain");
+  chain(options?: ChainOptions): ChainBuilder {
+    return new ChainBuilder(chainOptions(options), async (plan: ChainPlan) => {
+      const rows = await this.#plans.chain(plan);
+      const links = recordAll(plan.links, [rows.first, ...rows.next]);
+      const onFailure = recordAll(plan.onFailure, rows.onFailure);
       const id = this.#nextId++;
       this.#chains.push({ id, links, catch: onFailure });
-      return Promise.resolve(id);
+      this.#count(links, (index) => ` as link ${index + 1} of chain ${id}`);
+      return id;
     });
   }
 
@@ -275,19 +312,20 @@ export class QueueFake implements Dispatcher {
    */
   batch(name: string): BatchBuilder {
     assertName(name, "batch", "name");
-    return new BatchBuilder(name, (plan: BatchPlan) => {
-      const role = (what: string) => ` ${what} batch "${plan.name}"`;
+    return new BatchBuilder(name, async (plan: BatchPlan) => {
+      const rows = await this.#plans.batch(plan);
       const batch = {
         name: plan.name,
-        jobs: this.#checkedAll(plan.jobs, role("in")),
-        then: this.#checkedAll(plan.then, role("as the then of")),
-        catch: this.#checkedAll(plan.catch, role("as the catch of")),
-        finally: this.#checkedAll(plan.finally, role("as the finally of")),
+        jobs: recordAll(plan.jobs, rows.jobs),
+        then: recordAll(plan.then, rows.then),
+        catch: recordAll(plan.catch, rows.catch),
+        finally: recordAll(plan.finally, rows.finally),
         allowFailures: plan.allowFailures,
       };
       const id = this.#nextId++;
       this.#batches.push({ id, ...batch });
-      return Promise.resolve(id);
+      this.#count(batch.jobs, () => ` in batch "${plan.name}"`);
+      return id;
     });
   }
 
@@ -298,21 +336,31 @@ export class QueueFake implements Dispatcher {
    */
   flow(name: string): FlowBuilder {
     assertName(name, "flow", "name");
-    return new FlowBuilder(name, (plan: FlowPlan) => {
-      const nodes = plan.nodes.map((node) => ({
+    return new FlowBuilder(name, async (plan: FlowPlan) => {
+      const rows = await this.#plans.flow(plan);
+      const nodes = plan.nodes.map((node, index) => ({
         key: node.key,
         after: node.parents,
         continueOnFailure: node.continueOnFailure,
-        dispatch: this.#checked(node.planned, ` as node "${node.key}" of flow "${plan.name}"`)[0]!,
+        dispatch: recordAll([node.planned], [rows.nodes[index]!.job])[0]!,
       }));
-      const onFailure = this.#checkedAll(plan.onFailure, ` as the catch of flow "${plan.name}"`);
+      const onFailure = recordAll(plan.onFailure, rows.onFailure);
       const id = this.#nextId++;
       this.#flows.push({ id, name: plan.name, nodes, catch: onFailure });
-      return Promise.resolve(id);
+      this.#count(
+        nodes.map((node) => node.dispatch),
+        (index) => ` as node "${nodes[index]!.key}" of flow "${plan.name}"`,
+      );
+      return id;
     });
   }
 
-  /** Throws unless `job` was dispatched (with a payload `predicate` accepts, when given). */
+  /**
+   * Throws unless `job` was dispatched (with a payload `predicate` accepts,
+   * when given): on its own, as a chain's link, a batch's job or a flow's
+   * node. A link given `previousOutput` has no payload yet: it counts only
+   * without a predicate.
+   */
   assertDispatched<S extends JobDefinition>(
     job: S,
     predicate?: (payload: PayloadOf<S>, options: DispatchOptions) => boolean,
@@ -326,22 +374,61 @@ export class QueueFake implements Dispatcher {
     }
   }
 
-  /** Throws if `job` was dispatched (with a payload `predicate` accepts, when given). */
+  /**
+   * Throws unless `job` was dispatched on `queue` (with a payload
+   * `predicate` accepts, when given), as Laravel's `Queue::assertPushedOn()`:
+   * the queue the job would go on, from its options, its chain's `queue` or
+   * its definition. Counts as {@linkcode QueueFake.assertDispatched} does.
+   */
+  assertDispatchedOn<S extends JobDefinition>(
+    job: S,
+    queue: string,
+    predicate?: (payload: PayloadOf<S>, options: DispatchOptions) => boolean,
+  ): void {
+    const all = this.#matching(job, predicate);
+    if (all.some(({ dispatch }) => dispatch.queue === queue)) return;
+    const seen = all.length === 0
+      ? this.#summary(job)
+      : `it was dispatched ${timesText(all.length)}, none on it: ${listed(all)}`;
+    throw new Error(
+      `Expected "${job.name}" to be dispatched on queue ${JSON.stringify(queue)}${
+        predicate ? " with a matching payload" : ""
+      }: ${seen}`,
+    );
+  }
+
+  /**
+   * Throws if `job` was dispatched (with a payload `predicate` accepts, when
+   * given): on its own, as a chain's link, a batch's job or a flow's node.
+   */
   assertNotDispatched<S extends JobDefinition>(
     job: S,
     predicate?: (payload: PayloadOf<S>, options: DispatchOptions) => boolean,
   ): void {
-    const count = this.#matching(job, predicate).length;
-    if (count > 0) {
-      throw new Error(`Expected "${job.name}" not to be dispatched: it was, ${count} times`);
+    const found = this.#matching(job, predicate);
+    if (found.length > 0) {
+      throw new Error(
+        `Expected "${job.name}" not to be dispatched: it was, ${timesText(found.length)}: ${
+          listed(found)
+        }`,
+      );
     }
   }
 
-  /** Throws unless `job` was dispatched exactly `times` times. */
+  /**
+   * Throws unless `job` was dispatched exactly `times` times, counting each
+   * payload dispatched on its own, each chain link, batch job and flow node;
+   * `times` must be a whole number, 0 or more.
+   */
   assertDispatchedTimes(job: JobDefinition, times: number): void {
-    const count = this.#matching(job).length;
-    if (count !== times) {
-      throw new Error(`Expected "${job.name}" dispatched ${times} times: it was ${count} times`);
+    assertCount(times, "assertDispatchedTimes", "times");
+    const found = this.#matching(job);
+    if (found.length !== times) {
+      throw new Error(
+        `Expected "${job.name}" dispatched ${timesText(times)}: it was ${
+          found.length === 0 ? "0 times" : `${timesText(found.length)}: ${listed(found)}`
+        }`,
+      );
     }
   }
 
@@ -382,7 +469,11 @@ export class QueueFake implements Dispatcher {
     const seen = this.#chains.length === 0
       ? "no chain was dispatched"
       : same.length > 0
-      ? `${same.length} such chain(s) were dispatched, none matching`
+      ? `${same.length} such chain(s) were dispatched, none matching: ${
+        same.map((chain) =>
+          `chain ${chain.id} (${chain.links.map((link) => shownDispatch(link)).join(", ")})`
+        ).join("; ")
+      }`
       : `the chains dispatched were ${
         this.#chains.map((chain) => names(linksOf(chain))).join(", ")
       }`;
@@ -406,15 +497,20 @@ export class QueueFake implements Dispatcher {
     if (!this.#batches.some(predicate)) {
       const seen = this.#batches.length === 0
         ? "no batch was dispatched"
-        : `none of the ${this.#batches.length} batch(es) dispatched (${
-          this.#batches.map((batch) => JSON.stringify(batch.name)).join(", ")
-        }) matches`;
+        : `none of the ${this.#batches.length} batch(es) dispatched matches: ${
+          this.#batches.map((batch) =>
+            `${JSON.stringify(batch.name)} with ${batch.jobs.length} job(s) [${
+              listed(batch.jobs.map((dispatch) => ({ dispatch, as: "" })), ", ", true)
+            }]`
+          ).join("; ")
+        }`;
       throw new Error(`Expected a matching batch to be dispatched: ${seen}`);
     }
   }
 
-  /** Throws unless exactly `count` batches were dispatched. */
+  /** Throws unless exactly `count` batches were dispatched; `count` must be a whole number, 0 or more. */
   assertBatchCount(count: number): void {
+    assertCount(count, "assertBatchCount", "count");
     if (this.#batches.length !== count) {
       throw new Error(
         `Expected ${count} batch(es) dispatched: ${this.#batches.length} were`,
@@ -429,34 +525,121 @@ export class QueueFake implements Dispatcher {
     }
   }
 
-  /** The jobs `planned` would store, checked as the real dispatch checks them; throws if one fails. */
-  #checked(planned: PlannedJobs, role: string): RecordedDispatch[] {
-    const { job, payloads } = planned;
-    const options = planned.options ?? {};
-    resolveDispatch(job, options, `Cannot dispatch "${job?.name}"${role}`, Date.now());
-    return payloads.map((payload) => ({
-      job,
-      payload: JSON.parse(encodePayload(job, payload, this.#maxPayloadBytes, role)),
-      options,
-    }));
+  #count(dispatches: readonly RecordedDispatch[], as: (index: number) => string): void {
+    this.#counted.push(...dispatches.map((dispatch, index) => ({ dispatch, as: as(index) })));
   }
 
-  #checkedAll(planned: readonly PlannedJobs[], role: string): RecordedDispatch[] {
-    return planned.flatMap((each) => this.#checked(each, role));
-  }
-
+  /**
+   * The counted dispatches of `job` that `predicate` accepts; a chain link
+   * given `previousOutput` has no payload yet, so no predicate accepts it.
+   */
   #matching(
     job: JobDefinition,
     predicate?: (payload: never, options: DispatchOptions) => boolean,
-  ): RecordedDispatch[] {
-    return this.#recorded.filter((entry) =>
-      entry.job === job &&
-      (predicate === undefined || predicate(entry.payload as never, entry.options))
+  ): CountedDispatch[] {
+    return this.#counted.filter(({ dispatch }) =>
+      dispatch.job === job &&
+      (predicate === undefined ||
+        (dispatch.payload !== previousOutput &&
+          predicate(dispatch.payload as never, dispatch.options)))
     );
   }
 
+  /** Why no dispatch of `job` matched: the dispatches it had, else what else was dispatched. */
   #summary(job: JobDefinition): string {
-    const same = this.#recorded.filter((entry) => entry.job === job).length;
-    return same === 0 ? "it was not dispatched" : `it was dispatched ${same} times, none matching`;
+    const same = this.#matching(job);
+    if (same.length > 0) {
+      return `it was dispatched ${timesText(same.length)}, none matching: ${listed(same)}`;
+    }
+    const others = new Map<JobDefinition, number>();
+    for (const { dispatch } of this.#counted) {
+      others.set(dispatch.job, (others.get(dispatch.job) ?? 0) + 1);
+    }
+    if (others.size === 0) return "it was not dispatched";
+    return `it was not dispatched (dispatched: ${
+      [...others].map(([other, count]) =>
+        `${JSON.stringify(other.name)} ${timesText(count)}${
+          other.name === job.name ? " (another definition of that name)" : ""
+        }`
+      ).join(", ")
+    })`;
   }
+}
+
+/** The most dispatches a failure message lists. */
+const LISTED = 10;
+
+/** Dispatches for a failure message: each payload, queue, options and where it went; the first few. */
+function listed(counted: readonly CountedDispatch[], separator = "; ", withNames = false): string {
+  const shownOnes = counted.slice(0, LISTED).map(({ dispatch, as }) =>
+    `${withNames ? `${JSON.stringify(dispatch.job.name)} ` : ""}${shownDispatch(dispatch)}${as}`
+  );
+  const more = counted.length - LISTED;
+  return shownOnes.join(separator) + (more > 0 ? `${separator}and ${more} more` : "");
+}
+
+/** A recorded dispatch in a message: `{"userId":7} on "mail" with {"delayMs":500}`. */
+function shownDispatch({ payload, options, queue }: RecordedDispatch): string {
+  // The queue is shown resolved; the other options as given.
+  const rest = Object.entries(options).filter(([name, value]) => name !== "queue" && value != null);
+  const json = payload === previousOutput ? "previousOutput" : JSON.stringify(payload);
+  const text = json.length > 120 ? `${json.slice(0, 119)}…` : json;
+  const given = rest.length > 0 ? ` with ${JSON.stringify(Object.fromEntries(rest))}` : "";
+  return `${text} on ${JSON.stringify(queue)}${given}`;
+}
+
+/** `1 time`, `3 times`. */
+function timesText(count: number): string {
+  return `${count} time${count === 1 ? "" : "s"}`;
+}
+
+/** Refuses a count that no number of dispatches could be: negative, fractional, not a number. */
+function assertCount(value: number, method: string, name: string): void {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new RangeError(
+      `${method}: ${name} must be a whole number, 0 or more: got ${shown(value)}`,
+    );
+  }
+}
+
+/** A dispatch the per-job assertions count, and where it went (` in batch "import"`). */
+interface CountedDispatch {
+  readonly dispatch: RecordedDispatch;
+  readonly as: string;
+}
+
+/** Every job definition counts as registered with a fake. */
+const ANY_JOB = { has: () => true };
+
+/** A fake stores nothing, so it seals nothing: an encrypted job's payload is recorded as given. */
+const NO_SEALING: PayloadSealer = { encrypt: (_jobName, plaintext) => Promise.resolve(plaintext) };
+
+/**
+ * The dispatches `planned` made of, one per payload, each with its row
+ * (`rows` holds them in the same order): the payload as the row stores it,
+ * or `previousOutput` for a chain link that takes one.
+ */
+function recordAll(
+  planned: readonly PlannedJobs[],
+  rows: readonly (NewJobRow | WaitingJobRow)[],
+): RecordedDispatch[] {
+  let next = 0;
+  return planned.flatMap(({ job, payloads, options }) =>
+    payloads.map((payload) => {
+      const row = rows[next++]!;
+      return Object.freeze({
+        job,
+        payload: payload === previousOutput ? previousOutput : JSON.parse(row.payload),
+        options: copied(options),
+        queue: row.queue,
+      });
+    })
+  );
+}
+
+/** A copy of dispatch options (its `at` too), so that the caller's later changes do not show. */
+function copied(options: DispatchOptions | undefined): DispatchOptions {
+  const copy = { ...options };
+  if (copy.at instanceof Date) copy.at = new Date(copy.at);
+  return Object.freeze(copy);
 }

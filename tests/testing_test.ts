@@ -15,6 +15,8 @@ import {
 } from "../mod.ts";
 import { drain, QueueFake, workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, storedCounts } from "./_helpers.ts";
+import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
+import { openTestRedisStore, redisTestUrl } from "./_redis.ts";
 import { storeTest } from "./_stores.ts";
 
 const welcome = defineJob({
@@ -155,7 +157,46 @@ storeTest(
   },
 );
 
-Deno.test("QueueFake records each dispatch as a worker would see it, with made-up ids", async () => {
+Deno.test("workUntilEmpty() checks maxTimeMs as work() does, before running anything; Infinity is no limit", async () => {
+  const ran: number[] = [];
+  const slow = defineJob({
+    name: "slow",
+    schema: z.number(),
+    async handle(n) {
+      // Longer than the 1 ms a timer given Infinity fires after.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      ran.push(n);
+    },
+  });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [slow] });
+  await queue.dispatch(slow, 1);
+  const bad: [string, number, string][] = [
+    ["maxTimeMs", NaN, "NaN"],
+    ["maxTimeMs", -1, "-1"],
+    ["maxTimeMs", 3_000_000_000, "3000000000"],
+    ["maxTimeMs", "5000" as unknown as number, '"5000"'],
+    ["timeoutMs", NaN, "NaN"],
+  ];
+  for (const [name, value, shown] of bad) {
+    const message = `${name} must be a number of ms from 0 to 2147483647: got ${shown}`;
+    if (name === "maxTimeMs") {
+      assert.throws(() => queue.work({ maxTimeMs: value }), { message: `work: ${message}` });
+    }
+    await assert.rejects(workUntilEmpty(queue, { [name]: value }), {
+      name: "RangeError",
+      message: `workUntilEmpty: ${message}`,
+    });
+  }
+  assert.deepEqual(ran, [], "nothing ran");
+  assert.deepEqual(await workUntilEmpty(queue, { maxTimeMs: Infinity }), {
+    completed: 1,
+    failed: 0,
+    retried: 0,
+  });
+  assert.deepEqual(ran, [1]);
+});
+
+Deno.test("QueueFake records each dispatch as the queue would store it, with made-up ids", async () => {
   const fake = new QueueFake();
   const first = await fake.dispatch(welcome, { userId: 1 }, { delayMs: 500, queue: "mail" });
   const more = await fake.dispatchMany(invoice, [{ total: 1 }, { total: 2 }]);
@@ -230,7 +271,7 @@ Deno.test("QueueFake.assertDispatched() throws a clear message when it was not",
   await fake.dispatch(welcome, { userId: 8 });
   assert.throws(() => fake.assertDispatched(welcome, (payload) => payload.userId === 9), {
     message:
-      'Expected "welcome" to be dispatched with a matching payload: it was dispatched 2 times, none matching',
+      'Expected "welcome" to be dispatched with a matching payload: it was dispatched 2 times, none matching: {"userId":7} on "default"; {"userId":8} on "default"',
   });
 });
 
@@ -254,10 +295,11 @@ Deno.test("QueueFake.assertNotDispatched() passes or throws with the count", asy
   fake.assertNotDispatched(welcome, (payload) => payload.userId === 3);
   fake.assertNotDispatched(invoice);
   assert.throws(() => fake.assertNotDispatched(welcome), {
-    message: 'Expected "welcome" not to be dispatched: it was, 2 times',
+    message:
+      'Expected "welcome" not to be dispatched: it was, 2 times: {"userId":1} on "default"; {"userId":2} on "default"',
   });
   assert.throws(() => fake.assertNotDispatched(welcome, (payload) => payload.userId === 2), {
-    message: 'Expected "welcome" not to be dispatched: it was, 1 times',
+    message: 'Expected "welcome" not to be dispatched: it was, 1 time: {"userId":2} on "default"',
   });
 });
 
@@ -267,10 +309,11 @@ Deno.test("QueueFake.assertDispatchedTimes() passes on the exact count and throw
   await fake.dispatchMany(welcome, [{ userId: 1 }, { userId: 2 }, { userId: 3 }]);
   fake.assertDispatchedTimes(welcome, 3);
   assert.throws(() => fake.assertDispatchedTimes(welcome, 2), {
-    message: 'Expected "welcome" dispatched 2 times: it was 3 times',
+    message:
+      'Expected "welcome" dispatched 2 times: it was 3 times: {"userId":1} on "default"; {"userId":2} on "default"; {"userId":3} on "default"',
   });
   assert.throws(() => fake.assertDispatchedTimes(invoice, 1), {
-    message: 'Expected "invoice" dispatched 1 times: it was 0 times',
+    message: 'Expected "invoice" dispatched 1 time: it was 0 times',
   });
 });
 
@@ -305,7 +348,7 @@ const rates = defineJob({
 });
 const price = defineJob({ name: "price", schema: z.number(), handle() {} });
 
-Deno.test("QueueFake records a chain with its links and catch jobs, as a worker would see them", async () => {
+Deno.test("QueueFake records a chain with its links and catch jobs", async () => {
   const fake = new QueueFake();
   const id = await fake.chain({ queue: "mail" })
     .then(welcome, { userId: 1 })
@@ -318,12 +361,17 @@ Deno.test("QueueFake records a chain with its links and catch jobs, as a worker 
   assert.deepEqual(fake.chains, [{
     id: 1,
     links: [
-      { job: welcome, payload: { userId: 1 }, options: { queue: "mail" } },
-      { job: invoice, payload: { total: 2 }, options: { delayMs: 5, queue: "mail" } },
-      { job: rates, payload: "EUR", options: { queue: "mail" } },
-      { job: price, payload: previousOutput, options: { queue: "mail" } },
+      { job: welcome, payload: { userId: 1 }, options: { queue: "mail" }, queue: "mail" },
+      {
+        job: invoice,
+        payload: { total: 2 },
+        options: { delayMs: 5, queue: "mail" },
+        queue: "mail",
+      },
+      { job: rates, payload: "EUR", options: { queue: "mail" }, queue: "mail" },
+      { job: price, payload: previousOutput, options: { queue: "mail" }, queue: "mail" },
     ],
-    catch: [{ job: welcome, payload: { userId: 9 }, options: { queue: "mail" } }],
+    catch: [{ job: welcome, payload: { userId: 9 }, options: { queue: "mail" }, queue: "mail" }],
   }]);
   assert.deepEqual(fake.dispatched, []);
   fake.assertChained([welcome, invoice, rates, price]);
@@ -337,7 +385,7 @@ Deno.test("QueueFake records a chain with its links and catch jobs, as a worker 
   });
   assert.throws(() => fake.assertChained([welcome, invoice, rates, price], () => false), {
     message:
-      'Expected a chain of ["welcome", "invoice", "rates", "price"] matching to be dispatched: 1 such chain(s) were dispatched, none matching',
+      'Expected a chain of ["welcome", "invoice", "rates", "price"] matching to be dispatched: 1 such chain(s) were dispatched, none matching: chain 1 ({"userId":1} on "mail", {"total":2} on "mail" with {"delayMs":5}, "EUR" on "mail", previousOutput on "mail")',
   });
   assert.throws(() => fake.assertNothingChained(), {
     message: "Expected no chain dispatched: got 1",
@@ -366,13 +414,13 @@ Deno.test("QueueFake records a batch with its jobs and callbacks", async () => {
     id: 2,
     name: "import",
     jobs: [
-      { job: invoice, payload: { total: 1 }, options: {} },
-      { job: invoice, payload: { total: 2 }, options: {} },
-      { job: welcome, payload: { userId: 3 }, options: { queue: "mail" } },
+      { job: invoice, payload: { total: 1 }, options: {}, queue: "default" },
+      { job: invoice, payload: { total: 2 }, options: {}, queue: "default" },
+      { job: welcome, payload: { userId: 3 }, options: { queue: "mail" }, queue: "mail" },
     ],
-    then: [{ job: price, payload: 10, options: {} }],
-    catch: [{ job: price, payload: 20, options: {} }],
-    finally: [{ job: price, payload: 30, options: {} }],
+    then: [{ job: price, payload: 10, options: {}, queue: "default" }],
+    catch: [{ job: price, payload: 20, options: {}, queue: "default" }],
+    finally: [{ job: price, payload: 30, options: {}, queue: "default" }],
     allowFailures: true,
   }]);
   assert.equal(fake.dispatched.length, 1, "only the plain dispatch");
@@ -380,7 +428,7 @@ Deno.test("QueueFake records a batch with its jobs and callbacks", async () => {
   fake.assertBatchCount(1);
   assert.throws(() => fake.assertBatched((batch) => batch.name === "export"), {
     message:
-      'Expected a matching batch to be dispatched: none of the 1 batch(es) dispatched ("import") matches',
+      'Expected a matching batch to be dispatched: none of the 1 batch(es) dispatched matches: "import" with 3 job(s) ["invoice" {"total":1} on "default", "invoice" {"total":2} on "default", "welcome" {"userId":3} on "mail"]',
   });
   assert.throws(() => fake.assertBatchCount(2), {
     message: "Expected 2 batch(es) dispatched: 1 were",
@@ -439,16 +487,21 @@ Deno.test("QueueFake.flow() records a flow's nodes parents first with their keys
         key: "a",
         after: [],
         continueOnFailure: false,
-        dispatch: { job: welcome, payload: { userId: 1 }, options: { delayMs: 5 } },
+        dispatch: {
+          job: welcome,
+          payload: { userId: 1 },
+          options: { delayMs: 5 },
+          queue: "default",
+        },
       },
       {
         key: "b",
         after: ["a"],
         continueOnFailure: true,
-        dispatch: { job: invoice, payload: { total: 3 }, options: {} },
+        dispatch: { job: invoice, payload: { total: 3 }, options: {}, queue: "default" },
       },
     ],
-    catch: [{ job: welcome, payload: { userId: 0 }, options: {} }],
+    catch: [{ job: welcome, payload: { userId: 0 }, options: {}, queue: "default" }],
   }]);
   assert.throws(() => queue.assertNothingDispatched(), /1 flow\(s\)/);
 
@@ -461,3 +514,252 @@ Deno.test("QueueFake.flow() records a flow's nodes parents first with their keys
   await assert.rejects(cyclic.dispatch(), /cycle: x → x/);
   assert.equal(queue.flows.length, 1);
 });
+
+Deno.test("QueueFake refuses what the real queue refuses, with its message, by the queue's own checks", async () => {
+  const grouped = defineJob({
+    name: "grouped",
+    schema: z.number(),
+    group: (n: number) => {
+      if (n < 0) throw new Error("no group for a negative");
+      return n === 0 ? "" : `g${n}`;
+    },
+    handle() {},
+  });
+  const unique = defineJob({
+    name: "unique",
+    schema: z.number(),
+    uniqueForMs: 60_000,
+    uniqueId: (n: number) => {
+      if (n < 0) throw new Error("no id for a negative");
+      return "x".repeat(n);
+    },
+    handle() {},
+  });
+  const child = defineJob({
+    name: "child",
+    schema: z.null(),
+    parents: { rates },
+    handle() {},
+  });
+  await using queue = await Queue.open({
+    mode: "inline",
+    jobs: [welcome, price, rates, grouped, unique, child],
+  });
+  const fake = new QueueFake();
+  const bad: [string, (on: QueueFake | Queue) => Promise<unknown>][] = [
+    ["a group that throws", (on) => on.dispatch(grouped, -1)],
+    ["a group that returns an empty key", (on) => on.dispatch(grouped, 0)],
+    ["a uniqueId that throws", (on) => on.dispatch(unique, -1)],
+    ["a uniqueId of 300 characters", (on) => on.dispatch(unique, 300)],
+    ["a job declaring parents on its own", (on) => on.dispatch(child, null)],
+    [
+      "an unknown chain option",
+      (on) => on.chain({ qeueu: "x" } as never).then(price, 1).dispatch(),
+    ],
+    [
+      "a chain option of the wrong shape",
+      (on) => on.chain("mail" as never).then(price, 1).dispatch(),
+    ],
+    // deno-lint-ignore no-sparse-arrays
+    ["a sparse array of payloads", (on) => on.dispatchMany(price, [1, , 3] as number[])],
+    ["payloads that are no array", (on) => on.dispatchMany(price, "123" as never)],
+    ["something that is no job", (on) => on.dispatch({ name: "x" } as never, null as never)],
+    [
+      "a grouped job waiting in a chain",
+      (on) => on.chain().then(price, 1).then(grouped, 2).dispatch(),
+    ],
+    ["a grouped job as a batch's then", (on) => on.batch("b").then(grouped, 2).dispatch()],
+  ];
+  for (const [what, attempt] of bad) {
+    let real: string | null = null;
+    try {
+      await attempt(queue);
+    } catch (error) {
+      real = `${(error as Error).name}: ${(error as Error).message}`;
+    }
+    assert.ok(real !== null, `the real queue refuses ${what}`);
+    let faked: string | null = null;
+    try {
+      await attempt(fake);
+    } catch (error) {
+      faked = `${(error as Error).name}: ${(error as Error).message}`;
+    }
+    assert.equal(faked, real, what);
+  }
+  assert.deepEqual([fake.dispatched, fake.chains, fake.batches, fake.flows], [[], [], [], []]);
+  fake.assertNotDispatched(price);
+});
+
+Deno.test("QueueFake's per-job assertions count each chain link, batch job and flow node, not the jobs queued only on an outcome", async () => {
+  const fake = new QueueFake();
+  await fake.batch("import").push(welcome, { userId: 1 }).pushMany(welcome, [
+    { userId: 2 },
+    { userId: 3 },
+  ]).then(invoice, { total: 0 }).catch(invoice, { total: 0 }).finally(invoice, { total: 0 })
+    .dispatch();
+  await fake.chain().then(welcome, { userId: 4 }).then(rates, "EUR").then(price, previousOutput)
+    .catch(invoice, { total: 0 }).dispatch();
+  const flow = fake.flow("signup");
+  flow.add(welcome, { userId: 5 }, { key: "a" });
+  flow.catch(invoice, { total: 0 });
+  await flow.dispatch();
+  assert.deepEqual(fake.dispatched, [], "fake.dispatched lists plain dispatches alone");
+
+  fake.assertDispatched(welcome);
+  fake.assertDispatchedTimes(welcome, 5);
+  assert.throws(() => fake.assertNotDispatched(welcome), /not to be dispatched: it was, 5 times/);
+  assert.throws(() => fake.assertDispatchedTimes(welcome, 0), /it was 5 times/);
+  for (const userId of [1, 3, 4, 5]) {
+    fake.assertDispatched(welcome, (payload) => payload.userId === userId);
+  }
+  fake.assertNotDispatched(welcome, (payload) => payload.userId === 6);
+  fake.assertDispatchedTimes(rates, 1);
+  // A link given previousOutput counts, but no predicate is asked about a payload it lacks.
+  fake.assertDispatched(price);
+  fake.assertNotDispatched(price, () => true);
+  // Callbacks run only on an outcome: not counted.
+  fake.assertNotDispatched(invoice);
+  fake.assertDispatchedTimes(invoice, 0);
+});
+
+Deno.test("QueueFake records the payload as the queue stores it, a copy of the options, and the queue the job would go on", async () => {
+  const emails = defineJob({
+    name: "emails",
+    schema: z.object({ to: z.string(), tag: z.string().default("none") }),
+    queue: "emails",
+    handle() {},
+  });
+  const length = defineJob({
+    name: "length",
+    schema: z.string().transform((text) => text.length),
+    handle() {},
+  });
+  const fake = new QueueFake();
+  await fake.dispatch(emails, { to: "a" }, { delayMs: 5 });
+  await fake.dispatch(emails, { to: "b" }, { queue: "high" });
+  await fake.dispatch(length, "abcd");
+  const at = new Date("2030-01-01T00:00:00Z");
+  const given: { delayMs?: number; at?: Date } = { at };
+  await fake.dispatch(length, "xy", given);
+  given.delayMs = 999;
+  at.setTime(0);
+  await fake.chain({ queue: "q2" }).then(emails, { to: "c" }).then(length, "z", { queue: "own" })
+    .dispatch();
+
+  assert.deepEqual(
+    fake.dispatched.map(({ payload, options, queue }) => [payload, options, queue]),
+    [
+      // What was dispatched, after a JSON round trip: no default filled in, no transform run
+      // (the handler of "length" gets 4; the queue stores "abcd", and so does the fake).
+      [{ to: "a" }, { delayMs: 5 }, "emails"],
+      [{ to: "b" }, { queue: "high" }, "high"],
+      ["abcd", {}, "default"],
+      ["xy", { at: new Date("2030-01-01T00:00:00Z") }, "default"],
+    ],
+  );
+  assert.deepEqual(fake.chains[0]!.links.map((link) => link.queue), ["q2", "own"]);
+  fake.assertDispatchedOn(emails, "emails");
+  fake.assertDispatchedOn(emails, "high", (payload) => payload.to === "b");
+  fake.assertDispatchedOn(length, "own");
+  assert.throws(() => fake.assertDispatchedOn(emails, "low"), {
+    message: 'Expected "emails" to be dispatched on queue "low": it was dispatched 3 times, ' +
+      'none on it: {"to":"a"} on "emails" with {"delayMs":5}; {"to":"b"} on "high"; ' +
+      '{"to":"c"} on "q2" as link 1 of chain 5',
+  });
+  assert.throws(() => fake.assertDispatchedOn(emails, "emails", (payload) => payload.to === "b"), {
+    message:
+      'Expected "emails" to be dispatched on queue "emails" with a matching payload: it was dispatched 1 time, none on it: {"to":"b"} on "high"',
+  });
+  assert.throws(() => fake.assertDispatchedOn(invoice, "default"), {
+    message:
+      'Expected "invoice" to be dispatched on queue "default": it was not dispatched (dispatched: "emails" 3 times, "length" 3 times)',
+  });
+});
+
+Deno.test("QueueFake refuses a count no number of dispatches could be", async () => {
+  const fake = new QueueFake();
+  await fake.dispatch(welcome, { userId: 1 });
+  for (const times of [-1, 1.5, NaN, "1" as unknown as number]) {
+    assert.throws(() => fake.assertDispatchedTimes(welcome, times), {
+      name: "RangeError",
+      message: /^assertDispatchedTimes: times must be a whole number, 0 or more: got /,
+    });
+    assert.throws(() => fake.assertBatchCount(times), {
+      name: "RangeError",
+      message: /^assertBatchCount: count must be a whole number, 0 or more: got /,
+    });
+  }
+});
+
+Deno.test("QueueFake's failure messages show what was dispatched", async () => {
+  const fake = new QueueFake();
+  await fake.dispatch(welcome, { userId: 7 }, { delayMs: 500 });
+  await fake.batch("import").push(welcome, { userId: 8 }).dispatch();
+  assert.throws(() => fake.assertDispatched(welcome, (payload) => payload.userId === 9), {
+    message: 'Expected "welcome" to be dispatched with a matching payload: it was dispatched ' +
+      '2 times, none matching: {"userId":7} on "default" with {"delayMs":500}; ' +
+      '{"userId":8} on "default" in batch "import"',
+  });
+  assert.throws(() => fake.assertNotDispatched(welcome, (payload) => payload.userId === 8), {
+    message:
+      'Expected "welcome" not to be dispatched: it was, 1 time: {"userId":8} on "default" in batch "import"',
+  });
+  assert.throws(() => fake.assertDispatchedTimes(welcome, 1), {
+    message: 'Expected "welcome" dispatched 1 time: it was 2 times: {"userId":7} on "default" ' +
+      'with {"delayMs":500}; {"userId":8} on "default" in batch "import"',
+  });
+  assert.throws(() => fake.assertDispatched(invoice), {
+    message:
+      'Expected "invoice" to be dispatched: it was not dispatched (dispatched: "welcome" 2 times)',
+  });
+  assert.throws(() => fake.assertBatched((batch) => batch.name === "export"), {
+    message:
+      'Expected a matching batch to be dispatched: none of the 1 batch(es) dispatched matches: "import" with 1 job(s) ["welcome" {"userId":8} on "default"]',
+  });
+  await fake.dispatchMany(price, Array.from({ length: 12 }, (_, index) => index));
+  assert.throws(
+    () => fake.assertNotDispatched(price),
+    /: 0 on "default"; 1 on "default"; .*; 9 on "default"; and 2 more$/,
+  );
+});
+
+for (
+  const [kind, url, open] of [
+    ["PostgreSQL", postgresTestUrl(), openTestPostgresStore],
+    ["Redis", redisTestUrl(), openTestRedisStore],
+  ] as const
+) {
+  Deno.test({
+    name:
+      `${kind}: an injected clock moves a retry's due time only on a store opened with clock "caller", as docs/testing.md says`,
+    ignore: url === null,
+    async fn() {
+      for (const storeClock of ["database", "caller"] as const) {
+        const clock = new ManualClock();
+        const attempts: number[] = [];
+        const flaky = defineJob({
+          name: "flaky",
+          schema: z.null(),
+          backoff: [45_000],
+          jitter: 0,
+          handle(_payload, ctx) {
+            attempts.push(ctx.attempt);
+            if (ctx.attempt === 1) throw new Error("fails once");
+          },
+        });
+        await using opened = await open(url!, { clock: storeClock });
+        await using queue = await Queue.open({ store: opened.store, jobs: [flaky], clock });
+        await queue.dispatch(flaky, null);
+        assert.deepEqual(await workUntilEmpty(queue), { completed: 0, failed: 0, retried: 1 });
+        clock.advance(45_000);
+        // By the database's clock the retry is still 45 s away: moving the test's clock does nothing.
+        assert.deepEqual(
+          (await workUntilEmpty(queue)).completed,
+          storeClock === "caller" ? 1 : 0,
+          `clock "${storeClock}"`,
+        );
+        assert.deepEqual(attempts, storeClock === "caller" ? [1, 2] : [1]);
+      }
+    },
+  });
+}

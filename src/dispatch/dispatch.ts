@@ -13,35 +13,15 @@
  * @module
  */
 import { BatchBuilder, type BatchPlan } from "../batch.ts";
-import {
-  CHAIN_OPTIONS,
-  ChainBuilder,
-  type ChainOptions,
-  type ChainPlan,
-  previousOutput,
-} from "../chain.ts";
+import { ChainBuilder, type ChainOptions, chainOptions, type ChainPlan } from "../chain.ts";
 import type { Clock } from "../clock.ts";
 import { FlowBuilder, type FlowPlan } from "../flow.ts";
-import {
-  type Dispatcher,
-  type DispatchOptions,
-  type JobDefinition,
-  type PayloadOf,
-  type PlannedJobs,
-  resolveDispatch,
-} from "../job.ts";
-import { type EncodedPayload, intoBatch, type JobRows, toWaiting } from "./job_rows.ts";
-import { assertName, assertQueueName } from "../names.ts";
-import { optionBag } from "../option_bags.ts";
+import type { Dispatcher, DispatchOptions, JobDefinition, PayloadOf } from "../job.ts";
+import { type EncodedPayload, intoBatch, type JobRows } from "./job_rows.ts";
+import { assertName } from "../names.ts";
+import { PlanRows } from "./plan_rows.ts";
 import type { JobRegistry } from "../registry.ts";
-import {
-  FROM_PREVIOUS_OUTPUT,
-  type JobWrites,
-  type KeyedJobRow,
-  type NewJobRow,
-  type StoreTransaction,
-  type WaitingJobRow,
-} from "../stores/store.ts";
+import type { JobWrites, KeyedJobRow, NewJobRow, StoreTransaction } from "../stores/store.ts";
 
 /** Where a dispatch stores its jobs: the store, or an open store transaction. */
 export type DispatchTarget = Pick<
@@ -103,6 +83,7 @@ export interface DispatchBinding<Target extends DispatchTarget> {
 /** Dispatches jobs, chains and batches through one target and one sink. */
 export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
   readonly #rules: DispatchRules;
+  readonly #plans: PlanRows;
   readonly #target: Target;
   readonly #sink: DispatchSink;
   readonly #assertOpen: () => void;
@@ -111,6 +92,7 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
   /** A dispatch through `binding.target` to `binding.sink`. */
   constructor(rules: DispatchRules, binding: DispatchBinding<Target>) {
     this.#rules = rules;
+    this.#plans = new PlanRows(rules.jobRows, rules.clock, binding.assertOpen);
     this.#target = binding.target;
     this.#sink = binding.sink;
     this.#assertOpen = binding.assertOpen;
@@ -141,29 +123,20 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
     payloads: readonly PayloadOf<J>[],
     options?: DispatchOptions,
   ): Promise<number[]> {
-    this.#assertOpen();
-    // An encrypted job's payloads are sealed, which awaits; any other job's rows need no wait.
-    // (`?.`: a value that is no job at all gets plainRows' error naming it.)
-    const rows = job?.encrypted
-      ? await this.#rules.jobRows.rows(job, payloads, options)
-      : this.#rules.jobRows.plainRows(job, payloads, options);
-    return await this.#insert(rows, () => this.#rules.jobRows.keyed(job, payloads, rows));
+    const { rows, keyed } = await this.#plans.jobs(job, payloads, options);
+    return await this.#insert(rows, keyed);
   }
 
   /**
    * Stores `rows`, or by their keys when `keyed` gives them (a unique or
    * debounced job), and returns their ids.
    */
-  async #insert(
-    rows: NewJobRow[],
-    keyedRows: () => KeyedJobRow[] | null,
-  ): Promise<number[]> {
+  async #insert(rows: NewJobRow[], keyed: KeyedJobRow[] | null): Promise<number[]> {
     if (rows.length === 0) {
       this.#sink(rows, []); // nothing stored, but heard all the same: the queue's sink wakes workers
       return [];
     }
     // A unique or debounced job is stored by its key, which may name a job already stored.
-    const keyed = keyedRows();
     if (keyed === null) {
       const ids = await this.#target.insertJobs(rows);
       this.#sink(rows, ids);
@@ -177,21 +150,12 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
 
   /** Starts a chain stored through this dispatch's target. See {@linkcode ChainBuilder}. */
   chain(options?: ChainOptions): ChainBuilder {
-    options = optionBag(options, "chain", CHAIN_OPTIONS) ?? {};
-    if (options.queue !== undefined) assertQueueName(options.queue, "chain");
     return new ChainBuilder(
-      options,
+      chainOptions(options),
       async (plan: ChainPlan) => {
-        const [first, ...next] = await this.#linkRows(plan.links);
-        const onFailure =
-          (await this.#plannedRows(plan.onFailure, () => " as the catch of a chain"))
-            .map(toWaiting);
-        const id = await this.#target.insertChain({
-          first: first!,
-          next: next.map(toWaiting),
-          onFailure,
-        });
-        this.#sink([first!], [id]);
+        const chain = await this.#plans.chain(plan);
+        const id = await this.#target.insertChain(chain);
+        this.#sink([chain.first], [id]);
         return id;
       },
       this.#track,
@@ -204,34 +168,10 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
     return new FlowBuilder(
       name,
       async (plan: FlowPlan) => {
-        const nodes = [];
-        const positions = new Map<string, number>();
-        for (const node of plan.nodes) {
-          const [row] = await this.#plannedRows(
-            [node.planned],
-            () => ` as node "${node.key}" of flow "${plan.name}"`,
-            true,
-          );
-          positions.set(node.key, nodes.length);
-          nodes.push({
-            key: node.key,
-            job: { ...row!, ...toWaiting(row!) },
-            parents: node.parents.map((key) => positions.get(key)!),
-            continueOnFailure: node.continueOnFailure,
-          });
-        }
-        const onFailure = (await this.#plannedRows(
-          plan.onFailure,
-          () => ` as the catch of flow "${plan.name}"`,
-        )).map(toWaiting);
-        const inserted = await this.#target.insertFlow({
-          name: plan.name,
-          createdAt: this.#rules.clock.now(),
-          nodes,
-          onFailure,
-        });
+        const flow = await this.#plans.flow(plan);
+        const inserted = await this.#target.insertFlow(flow);
         this.#sink(
-          nodes.filter((node) => node.parents.length === 0).map((node) => node.job),
+          flow.nodes.filter((node) => node.parents.length === 0).map((node) => node.job),
           inserted.jobIds,
         );
         return inserted.id;
@@ -246,23 +186,9 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
     return new BatchBuilder(
       name,
       async (plan: BatchPlan) => {
-        const jobs = await this.#plannedRows(plan.jobs, () => ` in batch "${plan.name}"`);
-        const waiting = async (
-          role: string,
-          list: readonly PlannedJobs[],
-        ): Promise<WaitingJobRow[]> =>
-          (await this.#plannedRows(list, () => ` as the ${role} of batch "${plan.name}"`))
-            .map(toWaiting);
-        const pushed = await this.#target.insertBatch({
-          name: plan.name,
-          allowFailures: plan.allowFailures,
-          createdAt: this.#rules.clock.now(),
-          jobs,
-          then: await waiting("then", plan.then),
-          catch: await waiting("catch", plan.catch),
-          finally: await waiting("finally", plan.finally),
-        });
-        this.#sink(jobs, pushed.jobIds);
+        const batch = await this.#plans.batch(plan);
+        const pushed = await this.#target.insertBatch(batch);
+        this.#sink(batch.jobs, pushed.jobIds);
         return pushed.id;
       },
       this.#track,
@@ -333,92 +259,8 @@ export class Dispatch<Target extends DispatchTarget> implements Dispatcher {
       const role = batchId === null ? "" : intoBatch(batchId);
       const rows = await jobRows.sealAll(job, jobRows.encodedRows(job, encoded, options, role));
       return batchId === null
-        ? await this.#insert(rows, () => jobRows.encodedKeyed(job, encoded, rows))
+        ? await this.#insert(rows, jobRows.encodedKeyed(job, encoded, rows))
         : await this.#addRows(batchId, rows);
     })());
-  }
-
-  /**
-   * The rows of a chain's links, in order; a link planned with
-   * `previousOutput` gets the stored marker the settle of the link before
-   * replaces with its output.
-   */
-  async #linkRows(links: readonly PlannedJobs[]): Promise<NewJobRow[]> {
-    const rows: NewJobRow[] = [];
-    for (const [index, link] of links.entries()) {
-      const role = ` as link ${index + 1} of a chain`;
-      if (link.payloads[0] !== previousOutput) {
-        rows.push(...await this.#plannedRows([link], () => role));
-        continue;
-      }
-      const where = `Cannot dispatch "${link.job?.name}"${role}`;
-      await this.#rules.jobRows.rows(link.job, [], link.options, role); // registered, options valid
-      assertTakesPreviousOutput(link.job, links[index - 1]?.job, where);
-      const createdAt = this.#rules.clock.now();
-      const { queue, availableAt, priority, retryUntil, expireAt } = resolveDispatch(
-        link.job,
-        link.options,
-        where,
-        createdAt,
-      );
-      rows.push({
-        queue,
-        name: link.job.name,
-        payload: FROM_PREVIOUS_OUTPUT,
-        priority,
-        availableAt,
-        retryUntil,
-        expireAt,
-        createdAt,
-      });
-    }
-    return rows;
-  }
-
-  /**
-   * The rows of jobs a builder planned, in order; `role(index)` places them
-   * in error messages; `flowNodes`: they are a flow's nodes.
-   */
-  async #plannedRows(
-    planned: readonly PlannedJobs[],
-    role: (index: number) => string,
-    flowNodes = false,
-  ): Promise<NewJobRow[]> {
-    this.#assertOpen();
-    const rows: NewJobRow[] = [];
-    for (const [index, { job, payloads, options }] of planned.entries()) {
-      rows.push(...await this.#rules.jobRows.rows(job, payloads, options, role(index), flowNodes));
-    }
-    return rows;
-  }
-}
-
-/**
- * Refuses a chain link that takes `previousOutput` where no output can
- * reach it: the first link, a link to or from an encrypted job, or a link
- * after a job without an `output` schema (its settle stores no output, and
- * the link would fail for good on a null payload).
- */
-export function assertTakesPreviousOutput(
-  job: { readonly encrypted: boolean },
-  before:
-    | { readonly name: string; readonly encrypted: boolean; readonly output: unknown }
-    | undefined,
-  where: string,
-): void {
-  if (before === undefined) {
-    throw new TypeError(
-      `${where}: the first link has no previous output to take: give it a payload`,
-    );
-  }
-  if (job.encrypted || before.encrypted) {
-    throw new TypeError(
-      `${where}: previousOutput cannot pass an output to or from an encrypted job: give it a payload`,
-    );
-  }
-  if (before.output === undefined) {
-    throw new TypeError(
-      `${where}: previousOutput takes the output of the link before, and its job "${before.name}" declares no output schema: give "${before.name}" an output schema or give this link a payload`,
-    );
   }
 }

@@ -44,19 +44,25 @@ export function intoBatch(batchId: number): string {
   return ` into batch ${batchId}`;
 }
 
+/** Which jobs may be dispatched: a queue's registry (`QueueFake` takes any job). */
+export type KnownJobs = Pick<JobRegistry, "has">;
+
+/** What seals an encrypted job's payload: the queue's cipher (`QueueFake` stores nothing, so seals nothing). */
+export type PayloadSealer = Pick<PayloadCipher, "encrypt">;
+
 /** Builds the rows of the jobs a queue dispatches. */
 export class JobRows {
-  readonly #registry: JobRegistry;
+  readonly #registry: KnownJobs;
   readonly #clock: Clock;
   readonly #maxPayloadBytes: number;
-  readonly #cipher: PayloadCipher | null;
+  readonly #cipher: PayloadSealer | null;
 
   /** `cipher` seals encrypted jobs' payloads; it is set whenever such a job is registered. */
   constructor(
-    registry: JobRegistry,
+    registry: KnownJobs,
     clock: Clock,
     maxPayloadBytes: number,
-    cipher: PayloadCipher | null,
+    cipher: PayloadSealer | null,
   ) {
     this.#registry = registry;
     this.#clock = clock;

@@ -140,9 +140,9 @@ export function resolveWorkOptions(
     maxJobs: options.maxJobs === undefined || options.maxJobs === Infinity
       ? Infinity
       : positiveInteger("maxJobs", options.maxJobs),
-    maxTimeMs: options.maxTimeMs === undefined || options.maxTimeMs === Infinity
+    maxTimeMs: options.maxTimeMs === undefined
       ? Infinity
-      : duration("maxTimeMs", options.maxTimeMs, 0),
+      : timeLimitMs("maxTimeMs", options.maxTimeMs),
     schedules: flag("schedules", options.schedules ?? true),
     captureConsole: flag("captureConsole", options.captureConsole ?? false),
     maxLogBytes: logBytes(options.maxLogBytes ?? 65_536),
@@ -198,10 +198,20 @@ function count(name: string, value: number): number {
   return value;
 }
 
-function duration(name: string, value: number, min: number): number {
+/**
+ * A time limit, checked as `work({ maxTimeMs })` checks it: `Infinity` for
+ * none, else a number of ms from 0 to 2147483647 (the longest a timer
+ * waits); `where` starts the error (`workUntilEmpty` checks its own limit
+ * with it). @internal
+ */
+export function timeLimitMs(name: string, value: number, where = "work"): number {
+  return value === Infinity ? Infinity : duration(name, value, 0, where);
+}
+
+function duration(name: string, value: number, min: number, where = "work"): number {
   if (!Number.isFinite(value) || value < min || value > 2_147_483_647) {
     throw new RangeError(
-      `work: ${name} must be a number of ms from ${min} to 2147483647: got ${shown(value)}`,
+      `${where}: ${name} must be a number of ms from ${min} to 2147483647: got ${shown(value)}`,
     );
   }
   return value;
