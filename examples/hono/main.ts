@@ -11,8 +11,9 @@
  * - `/admin/queue` is the dashboard, for the user `admin` with the password
  *   in `DASHBOARD_PASSWORD` (refused for everyone while it is unset).
  *
- * Settings from the environment: `QUEUE_DB` (default `./.renox/queue.db`)
- * or `DATABASE_URL` (`postgres://…`), `QUEUE_WORKERS`, `DASHBOARD_PASSWORD`.
+ * Settings from the environment, read by `readConfig()`: `QUEUE_DB` (default
+ * `./.renox/queue.db`), or where it is unset `DATABASE_URL` (`postgres://…`);
+ * `QUEUE_WORKERS`; and `DASHBOARD_PASSWORD`.
  *
  * ```sh
  * DASHBOARD_PASSWORD=secret deno serve -A examples/hono/main.ts

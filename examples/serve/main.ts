@@ -7,8 +7,9 @@
  * this process's worker has done.
  *
  * Settings from the environment: `PORT` (default 8000; 0 picks a free port),
- * `QUEUE_DB` (default `./.renox/queue.db`) and `QUEUE_WORKERS` (jobs run at
- * once in this process, default 2; 0 runs none here).
+ * `QUEUE_DB` (default `./.renox/queue.db`, or a `postgres://` `DATABASE_URL`
+ * where it is unset) and `QUEUE_WORKERS` (jobs run at once in this process,
+ * default 2; 0 runs none here).
  *
  * A second terminal running `deno task work` (the `work` command on the same
  * jobs module, examples/jobs.ts) with `QUEUE_DB` pointing at the same
