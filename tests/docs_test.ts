@@ -7,6 +7,8 @@
  * comment naming a file (`// jobs.ts: every job`) is written under that name, so that another
  * block of the same page can import it (`import { sendReceipt } from "./jobs.ts"`). Blocks that
  * are not code say so with the tags `sh`, `text` or `json` (each line of a json block must parse).
+ * A test file a page names in a code span (`tests/faults/crash_test.ts`, `faults/crash_test.ts`, or
+ * a bare `store_part2_test.ts`) must exist, as must the target of a relative link.
  *
  * @module
  */
@@ -110,6 +112,46 @@ Deno.test("every relative link in README.md and docs/ points to a file and headi
     }
   }
   assert.deepEqual(broken, []);
+});
+
+/** Every file under `dir` (relative to the root), as root-relative paths with `/`. */
+function filesUnder(dir: string): string[] {
+  return [...Deno.readDirSync(join(root, dir))].flatMap((entry) =>
+    entry.isDirectory ? filesUnder(`${dir}/${entry.name}`) : [`${dir}/${entry.name}`]
+  );
+}
+
+/**
+ * Whether a test path a page names is one of `tests`: `tests/…` from the root; another path with
+ * a folder from `tests/` (the reliability page's `faults/crash_test.ts`); a bare name anywhere
+ * under `tests/`. A `*` stands for any characters of one name.
+ */
+function namesTestFile(named: string, tests: readonly string[]): boolean {
+  const pattern = (text: string) =>
+    new RegExp(`^${text.split("*").map((part) => RegExp.escape(part)).join("[^/]*")}$`);
+  if (!named.includes("/")) {
+    return tests.some((path) => pattern(named).test(path.slice(path.lastIndexOf("/") + 1)));
+  }
+  const full = pattern(named.startsWith("tests/") ? named : `tests/${named}`);
+  return tests.some((path) => full.test(path));
+}
+
+Deno.test("every test file README.md and docs/ name in a code span exists", () => {
+  const tests = filesUnder("tests");
+  const stale: string[] = [];
+  for (const page of pages()) {
+    // Fenced blocks are left out: their test files are the reader's own (`// signup_test.ts`).
+    const text = Deno.readTextFileSync(join(root, page)).replace(/^( *)```[\s\S]*?^\1```$/gm, "");
+    // A span may wrap onto the next line.
+    for (const { 1: span, index } of text.matchAll(/`([^`]+)`/g)) {
+      for (const [named] of span!.matchAll(/[\w.*/-]*_test\.ts\b/g)) {
+        if (namesTestFile(named, tests)) continue;
+        stale.push(`${page}: ${named} (near "${text.slice(index, index + 60).split("\n")[0]}")`);
+      }
+    }
+  }
+  assert.ok(tests.length > 0);
+  assert.deepEqual(stale, [], "a page names a test file that does not exist");
 });
 
 Deno.test("every ts block in README.md and docs/ type-checks against this checkout", async () => {
