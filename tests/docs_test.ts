@@ -154,6 +154,38 @@ Deno.test("every test file README.md and docs/ name in a code span exists", () =
   assert.deepEqual(stale, [], "a page names a test file that does not exist");
 });
 
+Deno.test("docs/working.md names every command the CLI's help lists (the schedule commands: docs/schedules.md)", async () => {
+  const { stdout } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--quiet", join(root, "src/cli.ts"), "help"],
+    env: { NO_COLOR: "1" },
+  }).output();
+  const help = new TextDecoder().decode(stdout);
+  const listed = help.split("Commands:\n")[1]!.split("\n\n")[0]!.split("\n")
+    .map((line) => line.trim().split(/\s/)[0]!);
+  assert.ok(listed.includes("work") && listed.includes("move"), help);
+  const named = (page: string) =>
+    new Set(
+      [...Deno.readTextFileSync(join(root, page)).matchAll(/`([a-z:-]+)[ `]/g)].map((m) => m[1]!),
+    );
+  const working = named("docs/working.md");
+  const schedules = named("docs/schedules.md");
+  const missing = listed.filter((command) =>
+    !(command.startsWith("schedule") ? schedules : working).has(command)
+  );
+  assert.deepEqual(missing, []);
+});
+
+Deno.test("docs/working.md's sample of work's JSON lines has a line of each event it prints", () => {
+  const printed = [
+    ...Deno.readTextFileSync(join(root, "src/cli/job_log.ts")).matchAll(/event: "([a-z:]+)"/g),
+  ].map((match) => match[1]!);
+  assert.ok(printed.includes("worker:stopping"));
+  const sample = blocks("docs/working.md").filter((block) => block.info === "json")
+    .flatMap((block) => block.code.split("\n").filter((line) => line.trim() !== ""))
+    .map((line) => JSON.parse(line).event);
+  assert.deepEqual(printed.filter((event) => !sample.includes(event)), []);
+});
+
 Deno.test("every ts block in README.md and docs/ type-checks against this checkout", async () => {
   await using temp = await tempDir();
   const config = JSON.parse(Deno.readTextFileSync(join(root, "deno.json")));
