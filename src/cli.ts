@@ -110,7 +110,8 @@ function overview(): string {
     "",
     `Every command takes ${Object.keys(COMMON_FLAGS).map((flag) => `--${flag}`).join(", ")}.`,
     `The database (a SQLite file, a postgres:// URL or a redis:// URL) is --db, else $QUEUE_DB, else`,
-    `./.renox/queue.db in the current folder. "<command> --help" says more.`,
+    `$DATABASE_URL if it is a postgres:// URL, else ./.renox/queue.db in the current folder.`,
+    `"<command> --help" says more.`,
     "",
     EXIT_CODES,
   ].join("\n");

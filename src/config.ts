@@ -8,13 +8,20 @@
 // its own import map, which need not list this dependency.
 // deno-lint-ignore no-import-prefix
 import { z } from "npm:zod@4";
-import { isOtherUrl, isServerUrl, redactPassword } from "./stores/database_url.ts";
+import {
+  isOtherUrl,
+  isServerUrl,
+  queueDatabaseUrl,
+  readDatabaseUrlVariable,
+  redactPassword,
+} from "./stores/database_url.ts";
 
 /** The queue's settings, as {@linkcode readConfig} returns them. */
 export interface QueueConfig {
   /**
    * The database, from `QUEUE_DB`: a SQLite file (relative to the current
    * folder), a `postgres://` URL or a `redis://` URL (`?prefix=` names the store's prefix).
+   * Without `QUEUE_DB`, `DATABASE_URL` when it is a `postgres://` URL (as `Queue.open` reads it).
    * @default {"./.renox/queue.db"}
    */
   readonly db: string;
@@ -54,7 +61,7 @@ export function databaseOptions(db: string): DatabaseOptions {
  */
 export const DATABASE_PROBLEM = "must be a path, a postgres:// URL or a redis:// URL";
 
-/** The variables {@linkcode readConfig} reads. */
+/** The variables {@linkcode readConfig} reads and must be allowed to (`DATABASE_URL` may not be). */
 const VARIABLES = ["QUEUE_DB", "QUEUE_WORKERS"] as const;
 
 const MAX_WORKERS = 10_000;
@@ -74,16 +81,19 @@ const schema = z.object({
  * Reads {@linkcode QueueConfig} from environment variables: `QUEUE_DB` (the
  * SQLite file, default `./.renox/queue.db` in the current folder, a
  * `postgres://` URL or a `redis://` URL) and `QUEUE_WORKERS` (jobs a serving app runs in its own
- * process, default 2, 0 for none). Open the queue with
+ * process, default 2, 0 for none). Without `QUEUE_DB`, a `postgres://` URL in `DATABASE_URL`
+ * names the database, as it does for `Queue.open` given no `path` (a `DATABASE_URL` of another
+ * kind is not the queue's and is ignored); `QUEUE_DB` wins when both are set. Open the queue with
  * `Queue.open({ ...config.database, jobs })`, so a URL selects PostgreSQL or Redis. Values are
  * read without surrounding whitespace, and a URL's scheme in any case. An unset or
  * empty variable takes its default; a bad value (a URL of another kind in `QUEUE_DB`) throws a
  * `TypeError` that names the variable and the value, without a URL's password.
  *
  * By default it reads the process environment, one variable at a time, so
- * `--allow-env=QUEUE_DB,QUEUE_WORKERS` is enough for it. The PostgreSQL
+ * `--allow-env=QUEUE_DB,QUEUE_WORKERS,DATABASE_URL` is enough for it (without leave to read
+ * `DATABASE_URL`, it is taken as unset). The PostgreSQL
  * store's driver reads PostgreSQL's `PG*` variables as well
- * (`--allow-env=QUEUE_DB,QUEUE_WORKERS,PG*`; it says so when refused); the
+ * (`--allow-env=QUEUE_DB,QUEUE_WORKERS,DATABASE_URL,PG*`; it says so when refused); the
  * Redis store reads none.
  *
  * @example Read the settings, with the defaults filled in
@@ -101,7 +111,7 @@ export function readConfig(
   // An empty variable (`QUEUE_WORKERS=`) is read as unset, as shells and .env files often leave
   // them; so is one of spaces only, and `QUEUE_DB= postgres://…` names PostgreSQL, not a file.
   const result = schema.safeParse({
-    QUEUE_DB: env.QUEUE_DB?.trim() || undefined,
+    QUEUE_DB: env.QUEUE_DB?.trim() || queueDatabaseUrl(env.DATABASE_URL) || undefined,
     QUEUE_WORKERS: env.QUEUE_WORKERS || undefined,
   });
   if (result.success) {
@@ -119,5 +129,8 @@ export function readConfig(
 }
 
 function processEnv(): Record<string, string | undefined> {
-  return Object.fromEntries(VARIABLES.map((name) => [name, Deno.env.get(name)]));
+  return {
+    ...Object.fromEntries(VARIABLES.map((name) => [name, Deno.env.get(name)])),
+    DATABASE_URL: readDatabaseUrlVariable(),
+  };
 }

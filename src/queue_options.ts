@@ -21,10 +21,13 @@ export interface QueueOptions extends StoreOptions {
   jobs: JobsSource;
   /**
    * Source of stored times; tests inject one to move time without sleeping.
-   * SQLite goes by it for everything. A PostgreSQL or Redis store opened
-   * from `url` decides what is due by the database's clock instead
-   * (docs/stores.md, "Clocks"): for a test's clock to move due times there,
-   * open the store with `clock: "caller"` and pass it as `store`.
+   *
+   * On SQLite it is the clock of every due time. On PostgreSQL and Redis due times, leases and the
+   * times the store records follow the database's clock (docs/stores.md, clocks), so an injected
+   * clock moves none of them there, and a job delayed by a minute stays delayed however far the
+   * clock is moved: open the store yourself with `clock: "caller"`
+   * (`PostgresStore.open(url, { clock: "caller" })`, `RedisStore.open(url, { clock: "caller" })`)
+   * and pass it as `store` to make those times follow this clock.
    * @default {the wall clock}
    */
   clock?: Clock;

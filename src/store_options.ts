@@ -11,6 +11,8 @@ import {
   isPostgresUrl,
   isRedisUrl,
   isServerUrl,
+  queueDatabaseUrl,
+  readDatabaseUrlVariable,
   redactPassword,
 } from "./stores/database_url.ts";
 import { type Durability, SqliteStore } from "./stores/sqlite/mod.ts";
@@ -139,13 +141,7 @@ function assertPath(path: unknown): void {
 
 /** `DATABASE_URL` when it names a PostgreSQL database (and the environment may be read). */
 function databaseUrl(): string | undefined {
-  let url: string | undefined;
-  try {
-    url = Deno.env.get("DATABASE_URL");
-  } catch {
-    return undefined; // no --allow-env: the SQLite default
-  }
-  return url !== undefined && isPostgresUrl(url) ? url : undefined;
+  return queueDatabaseUrl(readDatabaseUrlVariable());
 }
 
 /**

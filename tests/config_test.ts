@@ -19,6 +19,24 @@ Deno.test("readConfig() reads QUEUE_DB and QUEUE_WORKERS; 0 workers turns them o
   assert.equal(readConfig({ QUEUE_WORKERS: " 3 " }).workers, 3);
 });
 
+Deno.test("readConfig() takes a postgres:// DATABASE_URL when QUEUE_DB is unset, as Queue.open does; QUEUE_DB wins, and a DATABASE_URL of another kind is not the queue's", () => {
+  const url = "postgres://app@db.internal:5432/app";
+  assert.deepEqual(readConfig({ DATABASE_URL: url }), {
+    db: url,
+    database: { url },
+    workers: 2,
+  });
+  assert.deepEqual(readConfig({ DATABASE_URL: ` ${url} `, QUEUE_DB: " " }).database, { url });
+  assert.deepEqual(readConfig({ DATABASE_URL: url, QUEUE_DB: "./jobs.db" }).database, {
+    path: "./jobs.db",
+  });
+  for (const other of ["redis://cache:6379", "mysql://app@db/app", "./jobs.db"]) {
+    assert.deepEqual(readConfig({ DATABASE_URL: other }).database, {
+      path: "./.renox/queue.db",
+    }, other);
+  }
+});
+
 Deno.test("readConfig() takes an empty variable for an unset one", () => {
   assert.deepEqual(readConfig({ QUEUE_DB: "", QUEUE_WORKERS: "" }), {
     db: "./.renox/queue.db",
@@ -77,9 +95,9 @@ Deno.test("readConfig() refuses a bad QUEUE_WORKERS with an error naming the var
 Deno.test("readConfig() reads the process environment by default, with nothing more than --allow-env for its variables", async () => {
   const code = `import { readConfig } from ${JSON.stringify(import.meta.resolve("../mod.ts"))};
     console.log(JSON.stringify(readConfig()));`;
-  const run = async (env: Record<string, string>) => {
+  const run = async (env: Record<string, string>, more = "") => {
     const child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "--quiet", "--allow-env=QUEUE_DB,QUEUE_WORKERS", "-"],
+      args: ["run", "--quiet", "--no-prompt", `--allow-env=${more}QUEUE_DB,QUEUE_WORKERS`, "-"],
       cwd: new URL("..", import.meta.url),
       env,
       stdin: "piped",
@@ -91,9 +109,12 @@ Deno.test("readConfig() reads the process environment by default, with nothing m
     await writer.close();
     return await child.output();
   };
-  const [set, bad] = await Promise.all([
+  const [set, bad, fromUrl, refused] = await Promise.all([
     run({ QUEUE_DB: "/tmp/x.db", QUEUE_WORKERS: "5" }),
     run({ QUEUE_WORKERS: "lots" }),
+    run({ DATABASE_URL: "postgres://app@db.internal/app" }, "DATABASE_URL,"),
+    // Without leave to read DATABASE_URL it is taken as unset, as Queue.open takes it.
+    run({ DATABASE_URL: "postgres://app@db.internal/app" }),
   ]);
   const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
   assert.equal(set.code, 0, decode(set.stderr));
@@ -102,6 +123,12 @@ Deno.test("readConfig() reads the process environment by default, with nothing m
     database: { path: "/tmp/x.db" },
     workers: 5,
   });
+  assert.equal(fromUrl.code, 0, decode(fromUrl.stderr));
+  assert.deepEqual(JSON.parse(decode(fromUrl.stdout)).database, {
+    url: "postgres://app@db.internal/app",
+  });
+  assert.equal(refused.code, 0, decode(refused.stderr));
+  assert.deepEqual(JSON.parse(decode(refused.stdout)).database, { path: "./.renox/queue.db" });
   assert.notEqual(bad.code, 0);
   assert.match(decode(bad.stderr), /QUEUE_WORKERS must be a whole number >= 0: got "lots"/);
 });

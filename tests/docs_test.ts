@@ -7,6 +7,8 @@
  * comment naming a file (`// jobs.ts: every job`) is written under that name, so that another
  * block of the same page can import it (`import { sendReceipt } from "./jobs.ts"`). Blocks that
  * are not code say so with the tags `sh`, `text` or `json` (each line of a json block must parse).
+ * A test file a page names in a code span (`tests/faults/crash_test.ts`, `faults/crash_test.ts`, or
+ * a bare `store_part2_test.ts`) must exist, as must the target of a relative link.
  *
  * @module
  */
@@ -110,6 +112,78 @@ Deno.test("every relative link in README.md and docs/ points to a file and headi
     }
   }
   assert.deepEqual(broken, []);
+});
+
+/** Every file under `dir` (relative to the root), as root-relative paths with `/`. */
+function filesUnder(dir: string): string[] {
+  return [...Deno.readDirSync(join(root, dir))].flatMap((entry) =>
+    entry.isDirectory ? filesUnder(`${dir}/${entry.name}`) : [`${dir}/${entry.name}`]
+  );
+}
+
+/**
+ * Whether a test path a page names is one of `tests`: `tests/…` from the root; another path with
+ * a folder from `tests/` (the reliability page's `faults/crash_test.ts`); a bare name anywhere
+ * under `tests/`. A `*` stands for any characters of one name.
+ */
+function namesTestFile(named: string, tests: readonly string[]): boolean {
+  const pattern = (text: string) =>
+    new RegExp(`^${text.split("*").map((part) => RegExp.escape(part)).join("[^/]*")}$`);
+  if (!named.includes("/")) {
+    return tests.some((path) => pattern(named).test(path.slice(path.lastIndexOf("/") + 1)));
+  }
+  const full = pattern(named.startsWith("tests/") ? named : `tests/${named}`);
+  return tests.some((path) => full.test(path));
+}
+
+Deno.test("every test file README.md and docs/ name in a code span exists", () => {
+  const tests = filesUnder("tests");
+  const stale: string[] = [];
+  for (const page of pages()) {
+    // Fenced blocks are left out: their test files are the reader's own (`// signup_test.ts`).
+    const text = Deno.readTextFileSync(join(root, page)).replace(/^( *)```[\s\S]*?^\1```$/gm, "");
+    // A span may wrap onto the next line.
+    for (const { 1: span, index } of text.matchAll(/`([^`]+)`/g)) {
+      for (const [named] of span!.matchAll(/[\w.*/-]*_test\.ts\b/g)) {
+        if (namesTestFile(named, tests)) continue;
+        stale.push(`${page}: ${named} (near "${text.slice(index, index + 60).split("\n")[0]}")`);
+      }
+    }
+  }
+  assert.ok(tests.length > 0);
+  assert.deepEqual(stale, [], "a page names a test file that does not exist");
+});
+
+Deno.test("docs/working.md names every command the CLI's help lists (the schedule commands: docs/schedules.md)", async () => {
+  const { stdout } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--quiet", join(root, "src/cli.ts"), "help"],
+    env: { NO_COLOR: "1" },
+  }).output();
+  const help = new TextDecoder().decode(stdout);
+  const listed = help.split("Commands:\n")[1]!.split("\n\n")[0]!.split("\n")
+    .map((line) => line.trim().split(/\s/)[0]!);
+  assert.ok(listed.includes("work") && listed.includes("move"), help);
+  const named = (page: string) =>
+    new Set(
+      [...Deno.readTextFileSync(join(root, page)).matchAll(/`([a-z:-]+)[ `]/g)].map((m) => m[1]!),
+    );
+  const working = named("docs/working.md");
+  const schedules = named("docs/schedules.md");
+  const missing = listed.filter((command) =>
+    !(command.startsWith("schedule") ? schedules : working).has(command)
+  );
+  assert.deepEqual(missing, []);
+});
+
+Deno.test("docs/working.md's sample of work's JSON lines has a line of each event it prints", () => {
+  const printed = [
+    ...Deno.readTextFileSync(join(root, "src/cli/job_log.ts")).matchAll(/event: "([a-z:]+)"/g),
+  ].map((match) => match[1]!);
+  assert.ok(printed.includes("worker:stopping"));
+  const sample = blocks("docs/working.md").filter((block) => block.info === "json")
+    .flatMap((block) => block.code.split("\n").filter((line) => line.trim() !== ""))
+    .map((line) => JSON.parse(line).event);
+  assert.deepEqual(printed.filter((event) => !sample.includes(event)), []);
 });
 
 Deno.test("every ts block in README.md and docs/ type-checks against this checkout", async () => {

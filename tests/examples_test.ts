@@ -2,7 +2,8 @@
  * The Hono example (examples/hono/main.ts) as `deno serve` runs it: a route
  * dispatches a job that runs in the app's process, the dashboard answers
  * under `/admin/queue` only behind the app's own basic auth, and the app
- * exits on its first SIGTERM or SIGINT, on SQLite and on PostgreSQL. And
+ * exits on its first SIGTERM or SIGINT, on SQLite and on PostgreSQL (named
+ * by `DATABASE_URL` alone, where the job it ran must be found). And
  * the durable steps example (examples/steps/main.ts), the groups example
  * (examples/groups.ts) and the flows example (examples/flows/main.ts), each
  * run to its end.
@@ -10,6 +11,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { Queue } from "../mod.ts";
 import { tempDir, within } from "./_helpers.ts";
 import { ROOT } from "./fixtures/cli/cli_process.ts";
 import { postgresTestUrl } from "./_postgres.ts";
@@ -95,7 +97,8 @@ for (const store of ["SQLite", "PostgreSQL"] as const) {
           method: "POST",
           body: JSON.stringify({ email: "grace@example.com" }),
         });
-        assert.equal(placed.status, 202, await placed.text());
+        assert.equal(placed.status, 202, app.describe());
+        const { id } = await placed.json();
         await app.until(
           "the welcome job",
           (lines) => lines.some((line) => line.includes("grace@example.com")),
@@ -105,6 +108,12 @@ for (const store of ["SQLite", "PostgreSQL"] as const) {
         app.kill(signal);
         const exited = await within(app.status, EXIT_DEADLINE_MS, `exit after ${signal}`);
         assert.equal(exited.code, 0, app.describe());
+        if (database !== null) {
+          // The app read DATABASE_URL (through readConfig()), so the job it ran is kept there.
+          await using queue = await Queue.open({ url: database.url, jobs: [] });
+          const finished = await queue.finishedJob(id);
+          assert.equal(finished?.name, "send-welcome", "the job is in PostgreSQL");
+        }
       },
     });
   }

@@ -303,6 +303,54 @@ storeTest("Queue.dispatch() refuses a non-integer priority", async (db) => {
   assert.deepEqual(await storedCounts(queue), {});
 });
 
+storeTest(
+  "Queue.dispatch() refuses bad input with the error class docs/dispatching.md names for it: ValidationError for the payload, TypeError for the call, RangeError for a number out of range",
+  async (db) => {
+    const big = defineJob({ name: "big", schema: z.string(), handle() {} });
+    const stranger = defineJob({ name: "stranger", schema: z.null(), handle() {} });
+    await using queue = await db.open({ jobs: [...JOBS, big], maxPayloadBytes: 64 });
+    const cases: [string, () => Promise<unknown>, ErrorConstructor | typeof ValidationError][] = [
+      ["fails its schema", () => queue.dispatch(order, { orderId: "7" } as never), ValidationError],
+      ["over the cap", () => queue.dispatch(big, "x".repeat(100)), ValidationError],
+      ["not JSON", () => queue.dispatch(big, 1n as never), ValidationError],
+      ["unregistered", () => queue.dispatch(stranger, null), TypeError],
+      ["unknown name", () => queue.dispatchByName("nope", {}), TypeError],
+      ["bad queue", () => queue.dispatch(order, { orderId: 1 }, { queue: "a b" }), TypeError],
+      [
+        "delayMs and at",
+        () => queue.dispatch(order, { orderId: 1 }, { delayMs: 1, at: new Date() }),
+        TypeError,
+      ],
+      ["negative delay", () => queue.dispatch(order, { orderId: 1 }, { delayMs: -1 }), RangeError],
+      [
+        "delay over 100 years",
+        () => queue.dispatch(order, { orderId: 1 }, { delayMs: 3_153_600_000_001 }),
+        RangeError,
+      ],
+      [
+        "priority 2^31",
+        () => queue.dispatch(order, { orderId: 1 }, { priority: 2 ** 31 }),
+        RangeError,
+      ],
+    ];
+    for (const [what, attempt, kind] of cases) {
+      await assert.rejects(attempt(), (error: unknown) => {
+        assert.equal((error as Error).constructor, kind, `${what}: ${error}`);
+        return true;
+      });
+    }
+    // The sample message the guide quotes, word for word.
+    await assert.rejects(queue.dispatch(order, { orderId: "7" } as never), {
+      message:
+        'Cannot dispatch "send-receipt": payload.orderId: Invalid input: expected number, received string',
+    });
+    // The ends of the priority range the guide gives are accepted.
+    await queue.dispatch(order, { orderId: 1 }, { priority: 2147483647 });
+    await queue.dispatch(order, { orderId: 2 }, { priority: -2147483647 });
+    assert.equal((await queue.counts()).default?.pending, 2);
+  },
+);
+
 storeTest("Queue refuses every use after close() with QueueClosedError", async (db) => {
   const queue = await openQueue(db);
   await queue.close();

@@ -102,6 +102,10 @@ Deno.test("the serve example dispatches an order, runs it in its own workers, re
   const notJson = await postOrder(app.origin, "{");
   assert.equal(notJson.status, 400);
   await notJson.body?.cancel();
+  // Over the payload cap: a ValidationError too, so the client's doing, not a 500.
+  const huge = await postOrder(app.origin, JSON.stringify({ ...ORDER, note: "x".repeat(300_000) }));
+  assert.equal(huge.status, 400);
+  assert.match((await huge.json()).error, /over the cap of 262144 bytes/);
 
   await waitUntil(async () => (await status(app.origin)).worker!.completed === 1, {
     what: "the order job ran",

@@ -12,7 +12,10 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { z } from "zod";
 import { defineJob, Queue, readConfig } from "../mod.ts";
+import { workUntilEmpty } from "../src/testing.ts";
+import { PostgresStore } from "../src/stores/postgres/mod.ts";
 import { tempDir } from "./_helpers.ts";
+import { freshSchema, openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
 import {
   deletePrefix,
   freshPrefix,
@@ -212,3 +215,56 @@ Deno.test({
     }
   },
 });
+
+const postgresUrl = postgresTestUrl();
+for (const kind of ["PostgreSQL", "Redis"] as const) {
+  const serverUrl = kind === "PostgreSQL" ? postgresUrl : redisUrl;
+  Deno.test({
+    name:
+      `Queue.open({ url, clock }) on ${kind}: due times follow the database's clock, not the injected one; a store opened with clock: "caller" follows it (QueueOptions.clock, docs/stores.md)`,
+    ignore: serverUrl === null,
+    async fn() {
+      let now = Date.now();
+      const clock = { now: () => now };
+      /** Whether a job delayed by a minute runs once the clock is moved past it. */
+      const runsWhenMoved = async (queue: Queue) => {
+        await queue.dispatch(noop, null, { delayMs: 60_000 });
+        assert.equal((await workUntilEmpty(queue)).completed, 0, "not due yet");
+        now += 61_000;
+        return (await workUntilEmpty(queue)).completed === 1;
+      };
+      if (kind === "PostgreSQL") {
+        const schema = freshSchema();
+        const url = new URL(serverUrl!);
+        url.searchParams.set("schema", schema);
+        try {
+          await using byUrl = await Queue.open({ url: url.href, clock, jobs: [noop] });
+          assert.equal(await runsWhenMoved(byUrl), false, "url: the database's clock");
+        } finally {
+          await using dropper = await PostgresStore.open(serverUrl!, { migrate: false });
+          await dropper.transaction((tx) => tx.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
+        }
+        await using caller = await openTestPostgresStore(serverUrl!, { clock: "caller" });
+        await using byStore = await Queue.open({ store: caller.store, clock, jobs: [noop] });
+        assert.equal(await runsWhenMoved(byStore), true, 'store with clock: "caller"');
+      } else {
+        const prefix = freshPrefix();
+        const url = new URL(serverUrl!);
+        url.searchParams.set("prefix", prefix);
+        try {
+          await using byUrl = await Queue.open({ url: url.href, clock, jobs: [noop] });
+          assert.equal(await runsWhenMoved(byUrl), false, "url: the server's clock");
+        } finally {
+          await deletePrefix(serverUrl!, prefix);
+        }
+        const caller = await openTestRedisStore(serverUrl!, { clock: "caller" });
+        try {
+          await using byStore = await Queue.open({ store: caller.store, clock, jobs: [noop] });
+          assert.equal(await runsWhenMoved(byStore), true, 'store with clock: "caller"');
+        } finally {
+          await deletePrefix(serverUrl!, caller.prefix);
+        }
+      }
+    },
+  });
+}

@@ -7,8 +7,9 @@
  * (`queue.serverless()`) for whatever is left, e.g. retries after backoff.
  *
  * - `POST /orders` with `{"sku":"mug","quantity":2}` dispatches a
- *   `fulfil-order` job: 202 with the order's id, 400 when the body fails the
- *   job's schema.
+ *   `fulfil-order` job: 202 with the order's id, 400 when the body is not
+ *   JSON, fails the job's schema or is over the payload cap (any other error
+ *   is a 500).
  * - `GET /` shows the queue's counts.
  * - `/admin/queue` is the dashboard, behind HTTP Basic auth with the user
  *   `admin` and the password in `DASHBOARD_PASSWORD` (refused for everyone
@@ -99,6 +100,9 @@ async function placeOrder(request: Request): Promise<Response> {
       placedAt: Date.now(),
     });
   } catch (error) {
+    // Only a ValidationError is the client's doing (a body that fails the schema or is over the
+    // payload cap): 400. Anything else (a TypeError or RangeError is a bug of ours, a database
+    // error the server's trouble) is rethrown, and deno serve answers 500 (docs/dispatching.md).
     if (!(error instanceof ValidationError)) throw error;
     return Response.json({ error: error.message }, { status: 400 });
   }

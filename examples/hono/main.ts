@@ -6,13 +6,14 @@
  * them to a `work` process on the same database).
  *
  * - `POST /signups` with `{"email":"ada@example.com"}` dispatches a
- *   `send-welcome` job: 202 with its id, 400 when the body fails the job's
- *   schema.
+ *   `send-welcome` job: 202 with its id, 400 when the body is not JSON, fails
+ *   the job's schema or is over the payload cap (any other error is a 500).
  * - `/admin/queue` is the dashboard, for the user `admin` with the password
  *   in `DASHBOARD_PASSWORD` (refused for everyone while it is unset).
  *
- * Settings from the environment: `QUEUE_DB` (default `./.renox/queue.db`)
- * or `DATABASE_URL` (`postgres://…`), `QUEUE_WORKERS`, `DASHBOARD_PASSWORD`.
+ * Settings from the environment, read by `readConfig()`: `QUEUE_DB` (default
+ * `./.renox/queue.db`), or where it is unset `DATABASE_URL` (`postgres://…`);
+ * `QUEUE_WORKERS`; and `DASHBOARD_PASSWORD`.
  *
  * ```sh
  * DASHBOARD_PASSWORD=secret deno serve -A examples/hono/main.ts
@@ -72,6 +73,9 @@ app.post("/signups", async (c) => {
     const id = await queue.dispatch(sendWelcome, body as { email: string });
     return c.json({ id }, 202);
   } catch (error) {
+    // Only a ValidationError is the client's doing (a body that fails the schema or is over the
+    // payload cap): 400. Anything else (a TypeError or RangeError is a bug of ours, a database
+    // error the server's trouble) is rethrown, and Hono answers 500 (docs/dispatching.md).
     if (!(error instanceof ValidationError)) throw error;
     return c.json({ error: error.message }, 400);
   }

@@ -3,12 +3,14 @@
  *
  * `POST /orders` with a JSON body (`{"sku":"mug","quantity":2,"email":"ada@example.com"}`)
  * dispatches a `fulfil-order` job: 202 with its id, or 400 with the error when
- * the body fails the job's schema. `GET /` shows the queue's counts and what
- * this process's worker has done.
+ * the body is not JSON, fails the job's schema or is over the payload cap (a
+ * `ValidationError`: what a client can get wrong; any other error is a 500).
+ * `GET /` shows the queue's counts and what this process's worker has done.
  *
  * Settings from the environment: `PORT` (default 8000; 0 picks a free port),
- * `QUEUE_DB` (default `./.renox/queue.db`) and `QUEUE_WORKERS` (jobs run at
- * once in this process, default 2; 0 runs none here).
+ * `QUEUE_DB` (default `./.renox/queue.db`, or a `postgres://` `DATABASE_URL`
+ * where it is unset) and `QUEUE_WORKERS` (jobs run at once in this process,
+ * default 2; 0 runs none here).
  *
  * A second terminal running `deno task work` (the `work` command on the same
  * jobs module, examples/jobs.ts) with `QUEUE_DB` pointing at the same
@@ -67,6 +69,9 @@ async function placeOrder(request: Request): Promise<Response> {
     const id = await queue.dispatch(fulfilOrder, body as PayloadOf<typeof fulfilOrder>);
     return json({ id }, 202);
   } catch (error) {
+    // Only a ValidationError is the client's doing (a body that fails the schema or is over the
+    // payload cap): 400. Anything else (a TypeError or RangeError is a bug of ours, a database
+    // error the server's trouble) is rethrown, and Deno.serve answers 500 (docs/dispatching.md).
     if (!(error instanceof ValidationError)) throw error;
     return json({ error: error.message, issues: error.issues }, 400);
   }

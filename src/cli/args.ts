@@ -8,7 +8,7 @@
  */
 import { parseArgs } from "node:util";
 import { DATABASE_PROBLEM, readConfig } from "../config.ts";
-import { isOtherUrl, redactPassword } from "../stores/database_url.ts";
+import { isOtherUrl, readDatabaseUrlVariable, redactPassword } from "../stores/database_url.ts";
 import { assertName, assertQueueName } from "../names.ts";
 import { shown } from "../shown.ts";
 
@@ -230,9 +230,10 @@ export function readText(args: ParsedArgs, name: string): string | undefined {
 }
 
 /**
- * The database: `--db`, else `QUEUE_DB`, else `./.renox/queue.db`; without
- * surrounding whitespace, and never a URL no store opens (the rule of
- * `readConfig()`).
+ * The database: `--db`, else `QUEUE_DB`, else `DATABASE_URL` when it is a
+ * `postgres://` URL, else `./.renox/queue.db`; without surrounding
+ * whitespace, and never a URL no store opens (the rule of `readConfig()`,
+ * which the app's `Queue.open` follows too).
  */
 export function readDb(args: ParsedArgs): string {
   const given = readString(args, "db");
@@ -247,7 +248,10 @@ export function readDb(args: ParsedArgs): string {
   }
   try {
     // Only the variable the CLI uses: a bad QUEUE_WORKERS is the serving app's concern.
-    return readConfig({ QUEUE_DB: Deno.env.get("QUEUE_DB") }).db;
+    return readConfig({
+      QUEUE_DB: Deno.env.get("QUEUE_DB"),
+      DATABASE_URL: readDatabaseUrlVariable(),
+    }).db;
   } catch (error) {
     throw new UsageError(args.command, (error as Error).message);
   }

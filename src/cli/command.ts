@@ -31,7 +31,7 @@ export const COMMON_FLAGS: Readonly<Record<string, Flag>> = {
     type: "string",
     value: "DB",
     help:
-      "a SQLite file, a postgres:// URL or a redis:// URL (?schema= names the PostgreSQL schema, ?prefix= the Redis store's prefix; default: $QUEUE_DB, else ./.renox/queue.db in the current folder)",
+      "a SQLite file, a postgres:// URL or a redis:// URL (?schema= names the PostgreSQL schema, ?prefix= the Redis store's prefix; default: $QUEUE_DB, else $DATABASE_URL if it is a postgres:// URL, else ./.renox/queue.db in the current folder)",
   },
   verbose: { type: "boolean", help: "print the stack of an error" },
   help: { type: "boolean", short: "h", help: "print this help" },

@@ -22,7 +22,7 @@ import {
   UsageError,
 } from "./args.ts";
 import { resolve } from "node:path";
-import { isServerUrl, redactPassword } from "../stores/database_url.ts";
+import { isRedisUrl, isServerUrl, redactPassword } from "../stores/database_url.ts";
 import { shown } from "../shown.ts";
 import { childDenoFlags, filePath, withFolder } from "./deno_flags.ts";
 import { OutdatedCodeError, QueueMovedError } from "../errors.ts";
@@ -307,7 +307,11 @@ job:failed, job:cancelled with its reason) and for worker:start, worker:stopping
     const settings = readSettings(args);
     if (!settings.supervise) return await runWorker(settings);
     // Fail fast on what every child would fail on: a jobs module that cannot load, a bad database,
-    // a queue moved to another store.
+    // a queue moved to another store. What the store only warns about (a Redis server without an
+    // append-only file) each child says when it opens the queue: said here as well, it was twice.
+    if (isRedisUrl(settings.db)) {
+      (await import("../stores/redis/migrate.ts")).stopPersistenceWarnings();
+    }
     await (await Queue.open({ ...databaseOptions(settings.db), jobs: settings.jobs })).close();
     const moved = await movedAway(settings.db);
     if (moved !== null) throw moved;

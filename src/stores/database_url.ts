@@ -3,8 +3,9 @@
  * `readConfig()` and the CLI: which strings name a PostgreSQL database or a
  * Redis server, and how to show one without its password. A URL's scheme is
  * read as URLs read it, in any case, and surrounding whitespace (what
- * `QUEUE_DB= postgres://…` in a .env file leaves) does not hide it. Imports
- * nothing, so reading them never loads a driver.
+ * `QUEUE_DB= postgres://…` in a .env file leaves) does not hide it; and
+ * when `DATABASE_URL` names the queue's database. Imports nothing, so
+ * reading them never loads a driver.
  *
  * @internal
  * @module
@@ -45,4 +46,28 @@ export function isServerUrl(text: string): boolean {
 export function isOtherUrl(text: string): boolean {
   const scheme = urlScheme(text);
   return scheme !== null && scheme !== "file" && !isServerUrl(text);
+}
+
+/**
+ * The database `DATABASE_URL` names for the queue, or undefined: its value
+ * without surrounding whitespace when it is a PostgreSQL URL. Any other value
+ * (a Redis or MySQL URL some other part of the app reads) is not the
+ * queue's. The one rule `Queue.open`, `readConfig()` and the CLI apply when
+ * nothing else names the database.
+ */
+export function queueDatabaseUrl(value: string | undefined): string | undefined {
+  return value !== undefined && isPostgresUrl(value) ? value.trim() : undefined;
+}
+
+/**
+ * The process's `DATABASE_URL`, or undefined when it is unset or this
+ * process may not read it (no `--allow-env` for it: then it is not the
+ * queue's database, and the SQLite default applies).
+ */
+export function readDatabaseUrlVariable(): string | undefined {
+  try {
+    return Deno.env.get("DATABASE_URL");
+  } catch {
+    return undefined;
+  }
 }

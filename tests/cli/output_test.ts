@@ -161,3 +161,32 @@ export const noop = defineJob({ name: "noop", schema: z.null(), handle() {} });`
     }
   }
 });
+
+Deno.test("migrate and backup name the database on their first line; stats and the listing commands print only their result (docs/working.md)", async () => {
+  await using tmp = await tempDir();
+  assert.equal((await runCli(["migrate", "--db", tmp.dbPath])).code, 0);
+  const first = async (...args: string[]) => {
+    const result = await runCli([...args, "--db", tmp.dbPath]);
+    assert.equal(result.code, 0, result.stderr);
+    return result.stdout.split("\n")[0]!;
+  };
+  assert.match(
+    await first("migrate"),
+    new RegExp(`^${RegExp.escape(tmp.dbPath)} is at schema version \\d+$`),
+  );
+  assert.ok(
+    (await first("backup", join(tmp.dir, "copy.db"))).startsWith(`Backed up ${tmp.dbPath} `),
+  );
+  const listings: [string[], string][] = [
+    [["failed"], "No failed jobs"],
+    [["batches"], "No batches"],
+    [["flows"], "No flows"],
+    [["paused"], "No paused queues"],
+    [["paused-groups"], "No paused groups"],
+    [["schedules"], "No schedules"],
+  ];
+  for (const [args, line] of listings) assert.equal(await first(...args), line, args[0]);
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [hostile] });
+  await queue.dispatch(hostile, null);
+  assert.match(await first("stats"), /^queue\s/);
+});

@@ -147,6 +147,26 @@ postgresTest("CLI migrate reads the schema from QUEUE_DB's URL", async (db, sche
 });
 
 postgresTest(
+  "CLI commands read a postgres:// DATABASE_URL when neither --db nor QUEUE_DB is given, as Queue.open and readConfig() do; QUEUE_DB wins",
+  async (db, schema) => {
+    // --plan first: it creates nothing, so a CLI that ignored DATABASE_URL leaves no file behind.
+    const plan = await runCli(["migrate", "--plan"], { DATABASE_URL: db });
+    assert.equal(plan.code, 0, plan.stderr);
+    assert.ok(
+      plan.stdout.startsWith(`${redactPassword(db)} is at schema step 0`),
+      plan.stdout.split("\n")[0],
+    );
+    const migrated = await runCli(["migrate"], { DATABASE_URL: ` ${db}` });
+    assert.equal(migrated.code, 0, migrated.stderr);
+    assert.equal(await schemasNamed(schema), 1);
+    const other = withSchema(freshSchema());
+    const given = await runCli(["migrate", "--plan"], { DATABASE_URL: db, QUEUE_DB: other });
+    assert.equal(given.code, 0, given.stderr);
+    assert.ok(given.stdout.startsWith(`${redactPassword(other)} is at schema step 0`));
+  },
+);
+
+postgresTest(
   "CLI migrate reads a QUEUE_DB or --db URL with a space before it and its scheme in capitals as PostgreSQL, making no file",
   async (db, schema) => {
     await checkSpacedCapitalUrl(

@@ -142,6 +142,22 @@ redisTest(
 );
 
 redisTest(
+  "CLI work, supervised, warns about a Redis server without an append-only file once, as an unsupervised worker does: its child warns, the supervisor's check does not",
+  async (db) => {
+    const warnings = (stderr: string) =>
+      stderr.split("\n").filter((line) => line.includes("has no append-only file")).length;
+    const args = ["work", "--stop-when-empty", "--jobs", JOBS, "--db", db];
+    const bare = await runCli([...args, "--no-supervise"]);
+    assert.equal(bare.code, 0, bare.stderr);
+    const supervised = await runCli(args);
+    assert.equal(supervised.code, 0, supervised.stderr);
+    // 1 on a server with appendonly no (the test server's), 0 on one with it.
+    assert.ok(warnings(bare.stderr) <= 1, bare.stderr);
+    assert.equal(warnings(supervised.stderr), warnings(bare.stderr), supervised.stderr);
+  },
+);
+
+redisTest(
   "CLI admin commands refuse a prefix that holds no queue, naming the URL, and write no key",
   (db, prefix) =>
     checkRefusesMissingQueue(

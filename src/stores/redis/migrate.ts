@@ -139,7 +139,18 @@ export async function convertHistory(redis: RedisConnection): Promise<void> {
   }
 }
 
-const warned = new Set<string>();
+/** The servers (port and run id) this process warned about; `null` once it warns no more. */
+let warned: Set<string> | null = new Set<string>();
+
+/**
+ * Turns off, for this process, the warning about a server without an
+ * append-only file: for the `work` supervisor, whose opening of the queue
+ * is only a check before the child that works it, which warns itself.
+ * @internal
+ */
+export function stopPersistenceWarnings(): void {
+  warned = null;
+}
 
 /**
  * What migrating the store's layout would do (see `Store.migrationPlan`);
@@ -183,7 +194,7 @@ export async function migrate(
   }
   const aof = field("aof_enabled");
   const server = `${field("tcp_port") ?? ""}:${field("run_id") ?? ""}`;
-  if (aof === "0" && !warned.has(server)) {
+  if (aof === "0" && warned !== null && !warned.has(server)) {
     warned.add(server);
     console.warn(
       "@renox/queue: the Redis server has no append-only file (appendonly no): a restart loses " +
