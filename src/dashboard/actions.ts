@@ -157,16 +157,39 @@ async function resumeQueue(ctx: PageContext, queue: string): Promise<ActionResul
 /**
  * Resumes the group of the form's `name` (the job name) and `key`, fields
  * rather than path segments as a key may hold any character; the queue
- * checks both (a missing or bad one is a 400).
+ * checks both (a missing or bad one is a 400). The page sends them as
+ * `name_b64` and `key_b64` (see {@linkcode groupField}).
  */
 async function resumeGroup(ctx: PageContext, field: FormField): Promise<ActionResult> {
-  const name = field("name");
-  const key = field("key");
+  const name = groupField(field, "name");
+  const key = groupField(field, "key");
   if (name === null || key === null) {
     throw new TypeError("resuming a group takes the form fields name and key");
   }
   const ok = await ctx.queue.resumeGroup(name, key);
   return { ok, notice: ok ? "group-resumed" : "group-gone", count: ok ? 1 : 0, back: "/" };
+}
+
+/**
+ * The group field `name`: from `<name>_b64` when sent (base64url of its
+ * UTF-8), else as sent. A browser rewrites a line break in a form's value
+ * (the HTML parser reads CR and CRLF as LF, a form sends LF as CRLF), so the
+ * page carries a name or key encoded, which no form changes.
+ */
+function groupField(field: FormField, name: "name" | "key"): string | null {
+  const encoded = field(`${name}_b64`);
+  if (encoded === null) return field(name);
+  try {
+    const bytes = Uint8Array.fromBase64(encoded, { alphabet: "base64url" });
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new TypeError(`the form field ${name}_b64 is not base64url of UTF-8 text`);
+  }
+}
+
+/** `text` as the `_b64` form fields carry it: base64url of its UTF-8, unpadded. */
+export function formEncoded(text: string): string {
+  return new TextEncoder().encode(text).toBase64({ alphabet: "base64url", omitPadding: true });
 }
 
 /** A queue name from its path segment; a malformed escape is a bad request. */
