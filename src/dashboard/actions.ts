@@ -24,6 +24,26 @@ export interface ActionResult {
   readonly ok: boolean;
 }
 
+/**
+ * The status of an action's JSON answer: 200 when it acted; when it did
+ * not, 400 for a missing confirmation, 409 when the state of what it names
+ * refuses the action (the job has finished, the queue or group is not
+ * paused, the schedule's unique job is queued), 404 when that is not there.
+ */
+export function answerStatus(result: ActionResult): 200 | 400 | 404 | 409 {
+  if (result.ok) return 200;
+  switch (result.notice) {
+    case "flush-unconfirmed":
+      return 400;
+    case "job-finished":
+    case "queue-not-paused":
+    case "group-gone":
+      return 409;
+    default:
+      return 404;
+  }
+}
+
 /** Reads a form field; null when absent. */
 export type FormField = (name: string) => string | null;
 
@@ -151,7 +171,7 @@ async function pauseQueue(ctx: PageContext, queue: string): Promise<ActionResult
 
 async function resumeQueue(ctx: PageContext, queue: string): Promise<ActionResult> {
   const ok = await ctx.queue.resume(queueName(queue));
-  return { ok, notice: ok ? "resumed" : "gone", count: ok ? 1 : 0, back: "/" };
+  return { ok, notice: ok ? "resumed" : "queue-not-paused", count: ok ? 1 : 0, back: "/" };
 }
 
 /**

@@ -52,6 +52,7 @@ const NOTICES: Record<string, (count: number) => string> = {
   "job-finished": () => "Nothing changed: the job has already finished.",
   paused: () => "Paused the queue: no worker claims its jobs until it is resumed.",
   resumed: () => "Resumed the queue.",
+  "queue-not-paused": () => "Nothing changed: that queue is not paused.",
   "group-resumed": () => "Resumed the group: workers claim its jobs again.",
   "group-gone": () => "Nothing changed: that group is not paused, or its hold has ended.",
 };
@@ -113,7 +114,8 @@ function notice(params: URLSearchParams): Html | null {
   const tell = code === null ? undefined : Object.hasOwn(NOTICES, code) ? NOTICES[code] : undefined;
   if (tell === undefined) return null;
   const bad = code === "gone" || code === "flush-unconfirmed" || code === "job-finished" ||
-    code === "schedule-gone" || code === "schedule-held" || code === "group-gone";
+    code === "schedule-gone" || code === "schedule-held" || code === "group-gone" ||
+    code === "queue-not-paused";
   return html`<p class="notice${bad ? " bad" : ""}" role="status">${tell(readCount(params))}</p>`;
 }
 

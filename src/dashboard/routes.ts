@@ -8,7 +8,7 @@
  */
 import { QueueClosedError, QueueMovedError } from "../errors.ts";
 import type { Queue } from "../queue.ts";
-import { type Action, findAction, type FormField } from "./actions.ts";
+import { type Action, answerStatus, findAction, type FormField } from "./actions.ts";
 import { FAVICON_SVG } from "./assets.ts";
 import type { PageContext } from "./context.ts";
 import { CSRF_FIELD, CSRF_HEADER, CsrfTokens } from "./csrf.ts";
@@ -242,7 +242,7 @@ async function runAction(
   } catch (error) {
     return failure(setup.queue, ctx, error, wantsJson, `POST ${url.pathname}`);
   }
-  if (wantsJson) return jsonResponse(result, result.ok ? 200 : 404);
+  if (wantsJson) return jsonResponse(result, answerStatus(result));
   const params = new URLSearchParams({ notice: result.notice, count: String(result.count) });
   return seeOther(`${setup.base}${result.back}?${params}`);
 }

@@ -320,6 +320,42 @@ Deno.test("dashboard: retry, forget, retry all and flush change the queue and go
   assert.deepEqual(await failedIds(queue), []);
 });
 
+Deno.test("dashboard: an action that changed nothing answers JSON 404 when its target is not there, 409 when its state refuses the action, 400 without the flush's confirmation", async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  const done = await queue.dispatch(plain, { n: 1 });
+  await drainQueue(queue);
+  const handler = dashboard(queue);
+  const session = await openSession(handler, "/");
+  const answer = async (path: string, fields: Record<string, string> = {}) => {
+    const response = await postForm(handler, path, session, {
+      fields,
+      headers: { accept: "application/json" },
+    });
+    const { notice } = await response.json();
+    return [response.status, notice];
+  };
+  assert.deepEqual(await answer("/failed/424242/retry"), [404, "gone"]);
+  assert.deepEqual(await answer("/jobs/424242/cancel"), [404, "gone"]);
+  assert.deepEqual(await answer("/schedules/nope/pause"), [404, "schedule-gone"]);
+  assert.deepEqual(await answer(`/jobs/${done}/cancel`), [409, "job-finished"]);
+  assert.deepEqual(await answer("/queues/default/resume"), [409, "queue-not-paused"]);
+  assert.deepEqual(await answer("/groups/resume", { name: "plain", key: "k" }), [
+    409,
+    "group-gone",
+  ]);
+  assert.deepEqual(await answer("/failed/flush"), [400, "flush-unconfirmed"]);
+
+  const resumed = await postForm(handler, "/queues/default/resume", session);
+  assert.equal(resumed.headers.get("location"), "/?notice=queue-not-paused&count=0");
+  const told = squash(await page(handler, resumed.headers.get("location")!));
+  assert.match(
+    told,
+    /<p class="notice bad" role="status">Nothing changed: that queue is not paused.<\/p>/,
+  );
+  assert.doesNotMatch(told, /no longer there/);
+});
+
 Deno.test("dashboard: the batches page shows progress and status; cancel and retry-failed act on a batch", async () => {
   const { queue } = await openQueue();
   await using _ = queue;
