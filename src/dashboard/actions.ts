@@ -38,6 +38,7 @@ export function answerStatus(result: ActionResult): 200 | 400 | 404 | 409 {
     case "job-finished":
     case "queue-not-paused":
     case "group-gone":
+    case "schedule-held":
       return 409;
     default:
       return 404;
@@ -143,13 +144,11 @@ function scheduleAction(name: string | null, verb: string): Action | null {
       };
     case "run":
       return async (ctx) => {
+        // Null: the job is unique and one holds its key, so nothing was queued.
         const id = await ctx.queue.triggerSchedule(name);
-        return {
-          ok: id !== null,
-          notice: "schedule-run",
-          count: id === null ? 0 : 1,
-          back: "/schedules",
-        };
+        return id === null
+          ? { ok: false, notice: "schedule-held", count: 0, back: "/schedules" }
+          : { ok: true, notice: "schedule-run", count: 1, back: "/schedules" };
       };
     default:
       return null;
