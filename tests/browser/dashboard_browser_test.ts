@@ -12,10 +12,10 @@
 import assert from "node:assert/strict";
 import { chromium, type Page } from "playwright-core";
 import { z } from "zod";
-import { defineJob, Queue } from "../../mod.ts";
+import { defineJob, defineSchedule, Queue } from "../../mod.ts";
 import { tempDir, waitUntil } from "../_helpers.ts";
 import { dashboard } from "../../src/dashboard.ts";
-import { drainQueue, HOSTILE, hostile, openQueue } from "../_dashboard.ts";
+import { drainQueue, HOSTILE, hostile, openQueue, plain } from "../_dashboard.ts";
 
 /** Where the screenshot goes, from the project's root. */
 const SCREENSHOT = new URL("../../.renox/browser/dashboard_failed.png", import.meta.url);
@@ -84,6 +84,24 @@ async function openPage(): Promise<{
     },
   };
 }
+
+const report = defineJob({ name: "report", schema: z.null(), handle() {} });
+const nightly = defineSchedule({ name: "nightly", cron: "0 2 * * *", job: report, payload: null });
+const hourly = defineSchedule({ name: "hourly", cron: "0 * * * *", job: report, payload: null });
+
+/**
+ * Each `[data-live]` cell of the page open in the browser, as the server drew
+ * it (the page fetched again and parsed, no script run) and as it shows now.
+ */
+const LIVE_CELLS = String.raw`(async () => {
+  const text = await (await fetch(location.href)).text();
+  // Without its nonce'd style (the CSP refuses a parsed copy of it): only the cells are read.
+  const drawn = new DOMParser().parseFromString(text.replace(/<style[^]*?<\/style>/, ""), "text/html");
+  const cells = (doc) => [...doc.querySelectorAll("[data-live]")].map((el) =>
+    el.dataset.live + " = " + (el.tagName === "PROGRESS" ? String(el.value) : el.textContent.trim())
+  );
+  return { drawn: cells(drawn), live: cells(document) };
+})()`;
 
 const name =
   "dashboard in Chromium: the overview opens under its CSP, a failed job is retried by a click and leaves the failed list";
@@ -241,6 +259,44 @@ if (executablePath === null) {
         assert.equal(new URL(page.url()).search, "?notice=group-resumed&count=1", what);
         assert.deepEqual(await paused(), before.slice(1), `resumed ${what}`);
       }
+      assert.deepEqual(browser.problems, []);
+    } finally {
+      await browser.close();
+    }
+  });
+
+  Deno.test("dashboard in Chromium: the live refresh writes every cell as the server drew it (a schedule's State stays paused or active)", async () => {
+    await using queue = await Queue.open({
+      path: ":memory:",
+      jobs: [hostile, plain, report, nightly, hourly],
+    });
+    await queue.pauseSchedule("nightly");
+    await queue.dispatchMany(hostile, [{ note: "one" }, { note: "two" }]);
+    await drainQueue(queue);
+    await queue.batch("import").push(plain, { n: 1 }).push(plain, { n: 2 }).dispatch();
+    await queue.dispatch(plain, { n: 3 }, { delayMs: 3_600_000 });
+    await using server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      dashboard(queue),
+    );
+    const origin = `http://127.0.0.1:${server.addr.port}`;
+    const browser = await openPage();
+    try {
+      const { page } = browser;
+      for (const path of ["/", "/failed", "/batches", "/schedules"]) {
+        await page.goto(`${origin}${path}`);
+        await page.waitForFunction(
+          'document.getElementById("live-at").textContent.startsWith("updated")',
+        );
+        const { drawn, live } = await page.evaluate(LIVE_CELLS) as {
+          drawn: string[];
+          live: string[];
+        };
+        assert.ok(drawn.length > 0, `${path} has live cells`);
+        assert.deepEqual(live, drawn, path);
+      }
+      const states = await page.locator('td[data-live$="/paused"]').allTextContents();
+      assert.deepEqual(states, ["active", "paused"], "hourly, then nightly");
       assert.deepEqual(browser.problems, []);
     } finally {
       await browser.close();
