@@ -99,8 +99,8 @@ export function layout(ctx: PageContext, spec: PageSpec): Html {
     <main>
     <h1>${spec.heading}</h1>
     ${notice(ctx.url.searchParams)}
-    <p id="live-changed" class="notice" hidden>This list has changed: <a href="${ctx.url
-      .pathname}${ctx.url.search}">reload</a>.</p>
+    <p id="live-changed" class="notice" hidden>This list has changed: <a href="${ctx
+      .path}${ctx.url.search}">reload</a>.</p>
     ${spec.body}
     </main>
     ${spec.api === null ? "" : html`<script nonce="${ctx.nonce}">${trusted(LIVE_SCRIPT)}</script>`}

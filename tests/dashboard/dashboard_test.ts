@@ -19,6 +19,7 @@ import {
   NOON,
   openQueue,
   openSession,
+  ORIGIN,
   plain,
   postForm,
   secret,
@@ -594,6 +595,26 @@ Deno.test("dashboard: mounted under basePath, its links, forms and cookie stay u
   assert.throws(() => dashboard(queue, { basePath: "admin" }), /basePath must be/);
   assert.throws(() => dashboard(queue, { basePath: "/a b" }), /basePath must be/);
   assert.throws(() => dashboard(queue, { title: "" }), /title must be/);
+});
+
+Deno.test("dashboard: the 'list has changed: reload' link is the page's route path, never a protocol-relative //path", async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  const reload = async (handler: ReturnType<typeof dashboard>, path: string) => {
+    const html = await page(handler, path);
+    const href = /id="live-changed"[^]*?<a href="([^"]*)">reload<\/a>/.exec(html)?.[1];
+    assert.ok(href !== undefined, `${path}: a reload link`);
+    assert.equal(new URL(href, `${ORIGIN}${path}`).origin, ORIGIN, `${path}: same origin`);
+    return href;
+  };
+  const root = dashboard(queue);
+  assert.equal(await reload(root, "/jobs?state=pending"), "/jobs?state=pending");
+  assert.equal(await reload(root, "//jobs"), "/jobs");
+  assert.equal(await reload(root, "///failed//?page=2"), "/failed?page=2");
+  assert.equal(await reload(root, "//"), "/");
+  const mounted = dashboard(queue, { basePath: "/adm" });
+  assert.equal(await reload(mounted, "/adm//jobs"), "/adm/jobs");
+  assert.equal(await reload(mounted, "/adm"), "/adm/");
 });
 
 Deno.test('dashboard() option errors quote a string value as JSON does, so "false" never reads as false', async () => {
