@@ -135,14 +135,37 @@ export function actionForm(
 <button type="submit"${options.danger ? trusted(' class="danger"') : ""}>${label}</button></form>`;
 }
 
-/** Previous and next links for a listing at `path`, keeping the other query parameters. */
-export function pager(
-  ctx: PageContext,
-  path: string,
-  page: number,
-  hasMore: boolean,
-  summary: string,
-): Html {
+/** One page of a listing, as its pager tells it. */
+export interface ListPage {
+  /** The page, from 1. */
+  readonly page: number;
+  /** Rows per page. */
+  readonly limit: number;
+  /** Rows on this page. */
+  readonly shown: number;
+  /** Whether there is a next page. */
+  readonly hasMore: boolean;
+  /** Rows on every page, or null when the listing does not count them. */
+  readonly total: number | null;
+}
+
+/** What a listing's rows are called, and what it says when it has none. */
+export interface ListWords {
+  /** One row: `"failed job"`. */
+  readonly one: string;
+  /** Several: `"failed jobs"`. */
+  readonly many: string;
+  /** The summary of an empty listing: `"No failed jobs."`. */
+  readonly none: string;
+}
+
+/**
+ * The summary of a listing at `path` (rows shown, of how many), with links
+ * to the previous and next pages that keep the other query parameters. A
+ * page past the end says so and links to the last page (the first when the
+ * listing does not count its rows).
+ */
+export function pager(ctx: PageContext, path: string, list: ListPage, words: ListWords): Html {
   const link = (to: number) => {
     const params = new URLSearchParams(ctx.url.searchParams);
     params.delete("notice");
@@ -150,9 +173,31 @@ export function pager(
     params.set("page", String(to));
     return `${ctx.base}${path}?${params}`;
   };
+  const { page, limit, shown, total } = list;
+  const first = (page - 1) * limit;
+  let back: Html | null = page > 1
+    ? html`<a href="${link(page - 1)}" rel="prev">← Previous</a>`
+    : null;
+  let summary: string;
+  if (shown > 0) {
+    summary = `${first + 1}–${first + shown}${total === null ? "" : ` of ${total}`}`;
+  } else if (page === 1) {
+    summary = words.none;
+  } else if (total === null) {
+    summary = `Page ${page} is past the end of the list.`;
+    back = html`<a href="${link(1)}">← First page</a>`;
+  } else {
+    const last = Math.max(1, Math.ceil(total / limit));
+    summary = total === 0
+      ? `Page ${page} is past the end: no ${words.many}.`
+      : `Page ${page} is past the end: ${total} ${
+        total === 1 ? words.one : words.many
+      } in ${last} ${last === 1 ? "page" : "pages"}.`;
+    back = html`<a href="${link(last)}">← ${last === 1 ? "First" : "Last"} page</a>`;
+  }
   return html`<div class="pager">
-${page > 1 ? html`<a href="${link(page - 1)}" rel="prev">← Previous</a>` : ""}
+${back ?? ""}
 <span class="muted">${summary}</span>
-${hasMore ? html`<a href="${link(page + 1)}" rel="next">Next →</a>` : ""}
+${list.hasMore ? html`<a href="${link(page + 1)}" rel="next">Next →</a>` : ""}
 </div>`;
 }

@@ -357,6 +357,45 @@ Deno.test("dashboard: an action that changed nothing answers JSON 404 when its t
   assert.doesNotMatch(told, /no longer there/);
 });
 
+Deno.test("dashboard: a page past the end of a list says so and links to the last page (the first where the list is not counted)", async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  await queue.dispatchMany(hostile, [{ note: "a" }, { note: "b" }, { note: "c" }]);
+  await drainQueue(queue);
+  await queue.dispatchMany(plain, [{ n: 1 }, { n: 2 }], { delayMs: 60_000 });
+  await queue.batch("one").push(plain, { n: 3 }).dispatch();
+  const handler = dashboard(queue);
+  const pager = async (path: string) => {
+    const html = squash(await page(handler, path));
+    return /<div class="pager">(.*?)<\/div>/.exec(html)?.[1]?.trim();
+  };
+  assert.equal(
+    await pager("/failed?limit=2&page=50"),
+    '<a href="/failed?limit=2&amp;page=2">← Last page</a><span class="muted">Page 50 is past the end: 3 failed jobs in 2 pages.</span>',
+  );
+  assert.equal(
+    await pager("/jobs?page=100000&state=delayed"),
+    '<a href="/jobs?page=1&amp;state=delayed">← First page</a><span class="muted">Page 100000 is past the end: 2 jobs in 1 page.</span>',
+  );
+  assert.equal(
+    await pager("/jobs?page=4&name=nope"),
+    '<a href="/jobs?page=1&amp;name=nope">← First page</a><span class="muted">Page 4 is past the end: no jobs.</span>',
+  );
+  assert.equal(
+    await pager("/jobs?limit=1&page=3"),
+    '<a href="/jobs?limit=1&amp;page=2" rel="prev">← Previous</a><span class="muted">3–3 of 3</span>',
+    "the last page itself is not past the end",
+  );
+  for (const [path, shown] of [["/batches", 1], ["/completed", 0], ["/flows", 0]] as const) {
+    assert.equal(
+      await pager(`${path}?page=7`),
+      `<a href="${path}?page=1">← First page</a><span class="muted">Page 7 is past the end of the list.</span>`,
+      path,
+    );
+    assert.doesNotMatch((await pager(path))!, /past the end/, `${path}: ${shown} rows`);
+  }
+});
+
 Deno.test("dashboard: the batches page shows progress and status; cancel and retry-failed act on a batch", async () => {
   const { queue } = await openQueue();
   await using _ = queue;
