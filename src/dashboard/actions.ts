@@ -24,6 +24,27 @@ export interface ActionResult {
   readonly ok: boolean;
 }
 
+/**
+ * The status of an action's JSON answer: 200 when it acted; when it did
+ * not, 400 for a missing confirmation, 409 when the state of what it names
+ * refuses the action (the job has finished, the queue or group is not
+ * paused, the schedule's unique job is queued), 404 when that is not there.
+ */
+export function answerStatus(result: ActionResult): 200 | 400 | 404 | 409 {
+  if (result.ok) return 200;
+  switch (result.notice) {
+    case "flush-unconfirmed":
+      return 400;
+    case "job-finished":
+    case "queue-not-paused":
+    case "group-gone":
+    case "schedule-held":
+      return 409;
+    default:
+      return 404;
+  }
+}
+
 /** Reads a form field; null when absent. */
 export type FormField = (name: string) => string | null;
 
@@ -123,13 +144,11 @@ function scheduleAction(name: string | null, verb: string): Action | null {
       };
     case "run":
       return async (ctx) => {
+        // Null: the job is unique and one holds its key, so nothing was queued.
         const id = await ctx.queue.triggerSchedule(name);
-        return {
-          ok: id !== null,
-          notice: "schedule-run",
-          count: id === null ? 0 : 1,
-          back: "/schedules",
-        };
+        return id === null
+          ? { ok: false, notice: "schedule-held", count: 0, back: "/schedules" }
+          : { ok: true, notice: "schedule-run", count: 1, back: "/schedules" };
       };
     default:
       return null;
@@ -151,22 +170,45 @@ async function pauseQueue(ctx: PageContext, queue: string): Promise<ActionResult
 
 async function resumeQueue(ctx: PageContext, queue: string): Promise<ActionResult> {
   const ok = await ctx.queue.resume(queueName(queue));
-  return { ok, notice: ok ? "resumed" : "gone", count: ok ? 1 : 0, back: "/" };
+  return { ok, notice: ok ? "resumed" : "queue-not-paused", count: ok ? 1 : 0, back: "/" };
 }
 
 /**
  * Resumes the group of the form's `name` (the job name) and `key`, fields
  * rather than path segments as a key may hold any character; the queue
- * checks both (a missing or bad one is a 400).
+ * checks both (a missing or bad one is a 400). The page sends them as
+ * `name_b64` and `key_b64` (see {@linkcode groupField}).
  */
 async function resumeGroup(ctx: PageContext, field: FormField): Promise<ActionResult> {
-  const name = field("name");
-  const key = field("key");
+  const name = groupField(field, "name");
+  const key = groupField(field, "key");
   if (name === null || key === null) {
     throw new TypeError("resuming a group takes the form fields name and key");
   }
   const ok = await ctx.queue.resumeGroup(name, key);
   return { ok, notice: ok ? "group-resumed" : "group-gone", count: ok ? 1 : 0, back: "/" };
+}
+
+/**
+ * The group field `name`: from `<name>_b64` when sent (base64url of its
+ * UTF-8), else as sent. A browser rewrites a line break in a form's value
+ * (the HTML parser reads CR and CRLF as LF, a form sends LF as CRLF), so the
+ * page carries a name or key encoded, which no form changes.
+ */
+function groupField(field: FormField, name: "name" | "key"): string | null {
+  const encoded = field(`${name}_b64`);
+  if (encoded === null) return field(name);
+  try {
+    const bytes = Uint8Array.fromBase64(encoded, { alphabet: "base64url" });
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new TypeError(`the form field ${name}_b64 is not base64url of UTF-8 text`);
+  }
+}
+
+/** `text` as the `_b64` form fields carry it: base64url of its UTF-8, unpadded. */
+export function formEncoded(text: string): string {
+  return new TextEncoder().encode(text).toBase64({ alphabet: "base64url", omitPadding: true });
 }
 
 /** A queue name from its path segment; a malformed escape is a bad request. */

@@ -64,7 +64,8 @@ dl.fields dd { margin: 0; }
  * Live refresh: at load and every 5 s, while the tab is visible, fetch the page's JSON
  * from `/api/…` (the URL in `<html data-api>`) and write the values that
  * elements name in `data-live` (a `/`-separated path into the JSON) as text,
- * or as the value of a `<progress>`. A list (`data-live-ids`) whose ids
+ * or as the value of a `<progress>`; as the page draws them: `data-format`
+ * `percent` cuts to a whole percent, `flag` writes `data-true` or `data-false`. A list (`data-live-ids`) whose ids
  * changed shows the "reload" notice instead of redrawing itself. Only
  * `textContent` and `value` are written: nothing from the JSON becomes markup.
  */
@@ -72,8 +73,10 @@ export const LIVE_SCRIPT = `(() => {
   const api = document.documentElement.dataset.api;
   if (!api) return;
   const pick = (data, path) => path.split("/").reduce((v, key) => v == null ? undefined : v[key], data);
-  const show = (value, format) => value == null ? null
-    : format === "percent" ? Math.floor(Number(value)) + "%" : String(value);
+  const show = (value, el) => value == null ? null
+    : el.dataset.format === "percent" ? Math.floor(Number(value)) + "%"
+    : el.dataset.format === "flag" ? (value ? el.dataset.true : el.dataset.false) ?? null
+    : String(value);
   async function refresh() {
     if (document.hidden) return;
     let data;
@@ -85,7 +88,7 @@ export const LIVE_SCRIPT = `(() => {
     for (const el of document.querySelectorAll("[data-live]")) {
       const value = pick(data, el.dataset.live);
       if (el.tagName === "PROGRESS") { el.value = Number(value) || 0; continue; }
-      el.textContent = show(value, el.dataset.format) ?? el.dataset.empty ?? "–";
+      el.textContent = show(value, el) ?? el.dataset.empty ?? "–";
     }
     for (const el of document.querySelectorAll("[data-live-ids]")) {
       const list = pick(data, el.dataset.liveIds);

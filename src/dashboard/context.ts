@@ -22,4 +22,10 @@ export interface PageContext {
   readonly nonce: string;
   /** The request's URL. */
   readonly url: URL;
+  /**
+   * The request's path rebuilt from its route: `base`, then its segments
+   * joined by one `/` each. Links to the page itself use it, never
+   * `url.pathname`, which may start with `//` (a protocol-relative link).
+   */
+  readonly path: string;
 }

@@ -52,6 +52,7 @@ const NOTICES: Record<string, (count: number) => string> = {
   "job-finished": () => "Nothing changed: the job has already finished.",
   paused: () => "Paused the queue: no worker claims its jobs until it is resumed.",
   resumed: () => "Resumed the queue.",
+  "queue-not-paused": () => "Nothing changed: that queue is not paused.",
   "group-resumed": () => "Resumed the group: workers claim its jobs again.",
   "group-gone": () => "Nothing changed: that group is not paused, or its hold has ended.",
 };
@@ -98,8 +99,8 @@ export function layout(ctx: PageContext, spec: PageSpec): Html {
     <main>
     <h1>${spec.heading}</h1>
     ${notice(ctx.url.searchParams)}
-    <p id="live-changed" class="notice" hidden>This list has changed: <a href="${ctx.url
-      .pathname}${ctx.url.search}">reload</a>.</p>
+    <p id="live-changed" class="notice" hidden>This list has changed: <a href="${ctx
+      .path}${ctx.url.search}">reload</a>.</p>
     ${spec.body}
     </main>
     ${spec.api === null ? "" : html`<script nonce="${ctx.nonce}">${trusted(LIVE_SCRIPT)}</script>`}
@@ -113,7 +114,8 @@ function notice(params: URLSearchParams): Html | null {
   const tell = code === null ? undefined : Object.hasOwn(NOTICES, code) ? NOTICES[code] : undefined;
   if (tell === undefined) return null;
   const bad = code === "gone" || code === "flush-unconfirmed" || code === "job-finished" ||
-    code === "schedule-gone" || code === "schedule-held" || code === "group-gone";
+    code === "schedule-gone" || code === "schedule-held" || code === "group-gone" ||
+    code === "queue-not-paused";
   return html`<p class="notice${bad ? " bad" : ""}" role="status">${tell(readCount(params))}</p>`;
 }
 
@@ -133,14 +135,37 @@ export function actionForm(
 <button type="submit"${options.danger ? trusted(' class="danger"') : ""}>${label}</button></form>`;
 }
 
-/** Previous and next links for a listing at `path`, keeping the other query parameters. */
-export function pager(
-  ctx: PageContext,
-  path: string,
-  page: number,
-  hasMore: boolean,
-  summary: string,
-): Html {
+/** One page of a listing, as its pager tells it. */
+export interface ListPage {
+  /** The page, from 1. */
+  readonly page: number;
+  /** Rows per page. */
+  readonly limit: number;
+  /** Rows on this page. */
+  readonly shown: number;
+  /** Whether there is a next page. */
+  readonly hasMore: boolean;
+  /** Rows on every page, or null when the listing does not count them. */
+  readonly total: number | null;
+}
+
+/** What a listing's rows are called, and what it says when it has none. */
+export interface ListWords {
+  /** One row: `"failed job"`. */
+  readonly one: string;
+  /** Several: `"failed jobs"`. */
+  readonly many: string;
+  /** The summary of an empty listing: `"No failed jobs."`. */
+  readonly none: string;
+}
+
+/**
+ * The summary of a listing at `path` (rows shown, of how many), with links
+ * to the previous and next pages that keep the other query parameters. A
+ * page past the end says so and links to the last page (the first when the
+ * listing does not count its rows).
+ */
+export function pager(ctx: PageContext, path: string, list: ListPage, words: ListWords): Html {
   const link = (to: number) => {
     const params = new URLSearchParams(ctx.url.searchParams);
     params.delete("notice");
@@ -148,9 +173,31 @@ export function pager(
     params.set("page", String(to));
     return `${ctx.base}${path}?${params}`;
   };
+  const { page, limit, shown, total } = list;
+  const first = (page - 1) * limit;
+  let back: Html | null = page > 1
+    ? html`<a href="${link(page - 1)}" rel="prev">← Previous</a>`
+    : null;
+  let summary: string;
+  if (shown > 0) {
+    summary = `${first + 1}–${first + shown}${total === null ? "" : ` of ${total}`}`;
+  } else if (page === 1) {
+    summary = words.none;
+  } else if (total === null) {
+    summary = `Page ${page} is past the end of the list.`;
+    back = html`<a href="${link(1)}">← First page</a>`;
+  } else {
+    const last = Math.max(1, Math.ceil(total / limit));
+    summary = total === 0
+      ? `Page ${page} is past the end: no ${words.many}.`
+      : `Page ${page} is past the end: ${total} ${
+        total === 1 ? words.one : words.many
+      } in ${last} ${last === 1 ? "page" : "pages"}.`;
+    back = html`<a href="${link(last)}">← ${last === 1 ? "First" : "Last"} page</a>`;
+  }
   return html`<div class="pager">
-${page > 1 ? html`<a href="${link(page - 1)}" rel="prev">← Previous</a>` : ""}
+${back ?? ""}
 <span class="muted">${summary}</span>
-${hasMore ? html`<a href="${link(page + 1)}" rel="next">Next →</a>` : ""}
+${list.hasMore ? html`<a href="${link(page + 1)}" rel="next">Next →</a>` : ""}
 </div>`;
 }

@@ -8,7 +8,7 @@
  */
 import { QueueClosedError, QueueMovedError } from "../errors.ts";
 import type { Queue } from "../queue.ts";
-import { type Action, findAction, type FormField } from "./actions.ts";
+import { type Action, answerStatus, findAction, type FormField } from "./actions.ts";
 import { FAVICON_SVG } from "./assets.ts";
 import type { PageContext } from "./context.ts";
 import { CSRF_FIELD, CSRF_HEADER, CsrfTokens } from "./csrf.ts";
@@ -127,6 +127,7 @@ export async function route(
     return textResponse(`404 Not Found: the dashboard is under ${base || "/"}`, 404);
   }
   const segments = url.pathname.slice(base.length).split("/").filter((part) => part !== "");
+  const path = `${base}/${segments.join("/")}`;
   const read = request.method === "GET" || request.method === "HEAD";
   const isApi = segments[0] === "api";
   const page = isApi ? findApi(segments.slice(1)) : findPage(segments);
@@ -146,13 +147,13 @@ export async function route(
     if (access !== "write") {
       return textResponse("403 Forbidden: this dashboard is read-only for this request", 403);
     }
-    return await runAction(setup, request, url, action);
+    return await runAction(setup, request, url, path, action);
   }
   if (!read) {
     return textResponse("405 Method Not Allowed: use GET", 405, { allow: "GET, HEAD" });
   }
   if (isAsset) return assetResponse(FAVICON_SVG, "image/svg+xml");
-  return await showPage(setup, request, url, access === "write", page!, isApi);
+  return await showPage(setup, request, url, path, access === "write", page!, isApi);
 }
 
 /** A page, or its JSON under /api/. */
@@ -160,6 +161,7 @@ async function showPage(
   setup: DashboardSetup,
   request: Request,
   url: URL,
+  path: string,
   canWrite: boolean,
   page: PageRoute,
   isApi: boolean,
@@ -175,7 +177,7 @@ async function showPage(
     }
     csrfToken = await setup.csrf.token(csrfNonce);
   }
-  const ctx: PageContext = { ...setup, canWrite, csrfToken, nonce, url };
+  const ctx: PageContext = { ...setup, canWrite, csrfToken, nonce, url, path };
   let data: unknown;
   try {
     data = await page.load(ctx);
@@ -197,6 +199,7 @@ async function runAction(
   setup: DashboardSetup,
   request: Request,
   url: URL,
+  path: string,
   action: Action,
 ): Promise<Response> {
   if (!acceptedBody(request)) {
@@ -234,6 +237,7 @@ async function runAction(
     csrfToken: "",
     nonce: newNonce(),
     url,
+    path,
   };
   const wantsJson = (request.headers.get("accept") ?? "").includes("application/json");
   let result;
@@ -242,7 +246,7 @@ async function runAction(
   } catch (error) {
     return failure(setup.queue, ctx, error, wantsJson, `POST ${url.pathname}`);
   }
-  if (wantsJson) return jsonResponse(result, result.ok ? 200 : 404);
+  if (wantsJson) return jsonResponse(result, answerStatus(result));
   const params = new URLSearchParams({ notice: result.notice, count: String(result.count) });
   return seeOther(`${setup.base}${result.back}?${params}`);
 }

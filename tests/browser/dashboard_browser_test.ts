@@ -10,12 +10,12 @@
  * it with apt-get). Run alone with `deno task test:browser`.
  */
 import assert from "node:assert/strict";
-import { chromium } from "playwright-core";
+import { chromium, type Page } from "playwright-core";
 import { z } from "zod";
-import { defineJob, Queue } from "../../mod.ts";
+import { defineJob, defineSchedule, Queue } from "../../mod.ts";
 import { tempDir, waitUntil } from "../_helpers.ts";
 import { dashboard } from "../../src/dashboard.ts";
-import { drainQueue, HOSTILE, hostile, openQueue } from "../_dashboard.ts";
+import { drainQueue, HOSTILE, hostile, openQueue, plain } from "../_dashboard.ts";
 
 /** Where the screenshot goes, from the project's root. */
 const SCREENSHOT = new URL("../../.renox/browser/dashboard_failed.png", import.meta.url);
@@ -55,6 +55,54 @@ const stepped = defineJob({
     await ctx.waitFor("approve", { timeoutMs: 3_600_000 });
   },
 });
+/** A headless Chromium page with its script errors collected; `close()` ends it and its profile. */
+async function openPage(): Promise<{
+  page: Page;
+  problems: string[];
+  close: () => Promise<void>;
+}> {
+  const profile = await Deno.makeTempDir({ prefix: "renox-chromium-" });
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: executablePath!,
+    headless: true,
+    args: CHROMIUM_ARGS,
+    timeout: 20_000,
+  });
+  const page = await context.newPage();
+  page.setDefaultTimeout(10_000);
+  const problems: string[] = [];
+  page.on("console", (message) => {
+    if (message.type() === "error") problems.push(`console: ${message.text()}`);
+  });
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  return {
+    page,
+    problems,
+    close: async () => {
+      await context.close();
+      await Deno.remove(profile, { recursive: true });
+    },
+  };
+}
+
+const report = defineJob({ name: "report", schema: z.null(), handle() {} });
+const nightly = defineSchedule({ name: "nightly", cron: "0 2 * * *", job: report, payload: null });
+const hourly = defineSchedule({ name: "hourly", cron: "0 * * * *", job: report, payload: null });
+
+/**
+ * Each `[data-live]` cell of the page open in the browser, as the server drew
+ * it (the page fetched again and parsed, no script run) and as it shows now.
+ */
+const LIVE_CELLS = String.raw`(async () => {
+  const text = await (await fetch(location.href)).text();
+  // Without its nonce'd style (the CSP refuses a parsed copy of it): only the cells are read.
+  const drawn = new DOMParser().parseFromString(text.replace(/<style[^]*?<\/style>/, ""), "text/html");
+  const cells = (doc) => [...doc.querySelectorAll("[data-live]")].map((el) =>
+    el.dataset.live + " = " + (el.tagName === "PROGRESS" ? String(el.value) : el.textContent.trim())
+  );
+  return { drawn: cells(drawn), live: cells(document) };
+})()`;
+
 const name =
   "dashboard in Chromium: the overview opens under its CSP, a failed job is retried by a click and leaves the failed list";
 
@@ -180,6 +228,78 @@ if (executablePath === null) {
     } finally {
       await context.close();
       await Deno.remove(profile, { recursive: true });
+    }
+  });
+
+  Deno.test("dashboard in Chromium: Resume on the overview resumes exactly its group, whose name or key holds CR, LF or CRLF", async () => {
+    const { queue } = await openQueue();
+    await using _ = queue;
+    for (const key of ["plain", "a\nb", "a\r\nb", "a\rb", " padded\t"]) {
+      await queue.pauseGroup("ok", key);
+    }
+    await queue.pauseGroup("multi\nline name", "k");
+    await using server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      dashboard(queue),
+    );
+    const origin = `http://127.0.0.1:${server.addr.port}`;
+    const paused = async () => (await queue.pausedGroups()).map(({ name, key }) => [name, key]);
+    const browser = await openPage();
+    try {
+      const { page } = browser;
+      // The banner lists the groups in the order pausedGroups() reads them: click the first each time.
+      for (let left = (await paused()).length; left > 0; left--) {
+        const before = await paused();
+        await page.goto(`${origin}/`);
+        const forms = page.locator('form[action="/groups/resume"]');
+        assert.equal(await forms.count(), left);
+        await forms.first().locator("button").click();
+        await page.waitForURL(/\?notice=/);
+        const what = JSON.stringify(before[0]);
+        assert.equal(new URL(page.url()).search, "?notice=group-resumed&count=1", what);
+        assert.deepEqual(await paused(), before.slice(1), `resumed ${what}`);
+      }
+      assert.deepEqual(browser.problems, []);
+    } finally {
+      await browser.close();
+    }
+  });
+
+  Deno.test("dashboard in Chromium: the live refresh writes every cell as the server drew it (a schedule's State stays paused or active)", async () => {
+    await using queue = await Queue.open({
+      path: ":memory:",
+      jobs: [hostile, plain, report, nightly, hourly],
+    });
+    await queue.pauseSchedule("nightly");
+    await queue.dispatchMany(hostile, [{ note: "one" }, { note: "two" }]);
+    await drainQueue(queue);
+    await queue.batch("import").push(plain, { n: 1 }).push(plain, { n: 2 }).dispatch();
+    await queue.dispatch(plain, { n: 3 }, { delayMs: 3_600_000 });
+    await using server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      dashboard(queue),
+    );
+    const origin = `http://127.0.0.1:${server.addr.port}`;
+    const browser = await openPage();
+    try {
+      const { page } = browser;
+      for (const path of ["/", "/failed", "/batches", "/schedules"]) {
+        await page.goto(`${origin}${path}`);
+        await page.waitForFunction(
+          'document.getElementById("live-at").textContent.startsWith("updated")',
+        );
+        const { drawn, live } = await page.evaluate(LIVE_CELLS) as {
+          drawn: string[];
+          live: string[];
+        };
+        assert.ok(drawn.length > 0, `${path} has live cells`);
+        assert.deepEqual(live, drawn, path);
+      }
+      const states = await page.locator('td[data-live$="/paused"]').allTextContents();
+      assert.deepEqual(states, ["active", "paused"], "hourly, then nightly");
+      assert.deepEqual(browser.problems, []);
+    } finally {
+      await browser.close();
     }
   });
 }

@@ -19,6 +19,7 @@ import {
   NOON,
   openQueue,
   openSession,
+  ORIGIN,
   plain,
   postForm,
   secret,
@@ -320,6 +321,81 @@ Deno.test("dashboard: retry, forget, retry all and flush change the queue and go
   assert.deepEqual(await failedIds(queue), []);
 });
 
+Deno.test("dashboard: an action that changed nothing answers JSON 404 when its target is not there, 409 when its state refuses the action, 400 without the flush's confirmation", async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  const done = await queue.dispatch(plain, { n: 1 });
+  await drainQueue(queue);
+  const handler = dashboard(queue);
+  const session = await openSession(handler, "/");
+  const answer = async (path: string, fields: Record<string, string> = {}) => {
+    const response = await postForm(handler, path, session, {
+      fields,
+      headers: { accept: "application/json" },
+    });
+    const { notice } = await response.json();
+    return [response.status, notice];
+  };
+  assert.deepEqual(await answer("/failed/424242/retry"), [404, "gone"]);
+  assert.deepEqual(await answer("/jobs/424242/cancel"), [404, "gone"]);
+  assert.deepEqual(await answer("/schedules/nope/pause"), [404, "schedule-gone"]);
+  assert.deepEqual(await answer(`/jobs/${done}/cancel`), [409, "job-finished"]);
+  assert.deepEqual(await answer("/queues/default/resume"), [409, "queue-not-paused"]);
+  assert.deepEqual(await answer("/groups/resume", { name: "plain", key: "k" }), [
+    409,
+    "group-gone",
+  ]);
+  assert.deepEqual(await answer("/failed/flush"), [400, "flush-unconfirmed"]);
+
+  const resumed = await postForm(handler, "/queues/default/resume", session);
+  assert.equal(resumed.headers.get("location"), "/?notice=queue-not-paused&count=0");
+  const told = squash(await page(handler, resumed.headers.get("location")!));
+  assert.match(
+    told,
+    /<p class="notice bad" role="status">Nothing changed: that queue is not paused.<\/p>/,
+  );
+  assert.doesNotMatch(told, /no longer there/);
+});
+
+Deno.test("dashboard: a page past the end of a list says so and links to the last page (the first where the list is not counted)", async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  await queue.dispatchMany(hostile, [{ note: "a" }, { note: "b" }, { note: "c" }]);
+  await drainQueue(queue);
+  await queue.dispatchMany(plain, [{ n: 1 }, { n: 2 }], { delayMs: 60_000 });
+  await queue.batch("one").push(plain, { n: 3 }).dispatch();
+  const handler = dashboard(queue);
+  const pager = async (path: string) => {
+    const html = squash(await page(handler, path));
+    return /<div class="pager">(.*?)<\/div>/.exec(html)?.[1]?.trim();
+  };
+  assert.equal(
+    await pager("/failed?limit=2&page=50"),
+    '<a href="/failed?limit=2&amp;page=2">← Last page</a><span class="muted">Page 50 is past the end: 3 failed jobs in 2 pages.</span>',
+  );
+  assert.equal(
+    await pager("/jobs?page=100000&state=delayed"),
+    '<a href="/jobs?page=1&amp;state=delayed">← First page</a><span class="muted">Page 100000 is past the end: 2 jobs in 1 page.</span>',
+  );
+  assert.equal(
+    await pager("/jobs?page=4&name=nope"),
+    '<a href="/jobs?page=1&amp;name=nope">← First page</a><span class="muted">Page 4 is past the end: no jobs.</span>',
+  );
+  assert.equal(
+    await pager("/jobs?limit=1&page=3"),
+    '<a href="/jobs?limit=1&amp;page=2" rel="prev">← Previous</a><span class="muted">3–3 of 3</span>',
+    "the last page itself is not past the end",
+  );
+  for (const [path, shown] of [["/batches", 1], ["/completed", 0], ["/flows", 0]] as const) {
+    assert.equal(
+      await pager(`${path}?page=7`),
+      `<a href="${path}?page=1">← First page</a><span class="muted">Page 7 is past the end of the list.</span>`,
+      path,
+    );
+    assert.doesNotMatch((await pager(path))!, /past the end/, `${path}: ${shown} rows`);
+  }
+});
+
 Deno.test("dashboard: the batches page shows progress and status; cancel and retry-failed act on a batch", async () => {
   const { queue } = await openQueue();
   await using _ = queue;
@@ -558,6 +634,26 @@ Deno.test("dashboard: mounted under basePath, its links, forms and cookie stay u
   assert.throws(() => dashboard(queue, { basePath: "admin" }), /basePath must be/);
   assert.throws(() => dashboard(queue, { basePath: "/a b" }), /basePath must be/);
   assert.throws(() => dashboard(queue, { title: "" }), /title must be/);
+});
+
+Deno.test("dashboard: the 'list has changed: reload' link is the page's route path, never a protocol-relative //path", async () => {
+  const { queue } = await openQueue();
+  await using _ = queue;
+  const reload = async (handler: ReturnType<typeof dashboard>, path: string) => {
+    const html = await page(handler, path);
+    const href = /id="live-changed"[^]*?<a href="([^"]*)">reload<\/a>/.exec(html)?.[1];
+    assert.ok(href !== undefined, `${path}: a reload link`);
+    assert.equal(new URL(href, `${ORIGIN}${path}`).origin, ORIGIN, `${path}: same origin`);
+    return href;
+  };
+  const root = dashboard(queue);
+  assert.equal(await reload(root, "/jobs?state=pending"), "/jobs?state=pending");
+  assert.equal(await reload(root, "//jobs"), "/jobs");
+  assert.equal(await reload(root, "///failed//?page=2"), "/failed?page=2");
+  assert.equal(await reload(root, "//"), "/");
+  const mounted = dashboard(queue, { basePath: "/adm" });
+  assert.equal(await reload(mounted, "/adm//jobs"), "/adm/jobs");
+  assert.equal(await reload(mounted, "/adm"), "/adm/");
 });
 
 Deno.test('dashboard() option errors quote a string value as JSON does, so "false" never reads as false', async () => {

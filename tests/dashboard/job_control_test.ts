@@ -141,11 +141,11 @@ Deno.test("the overview resumes a paused or held group from its banner, its name
     .text();
   assert.equal(page.match(/action="\/groups\/resume"/g)?.length, 2, "a Resume button per group");
   assert.ok(!page.includes(HOSTILE.note) && !page.includes(HOSTILE.name), "escaped");
+  const encoded = (text: string) =>
+    new TextEncoder().encode(text).toBase64({ alphabet: "base64url", omitPadding: true });
   assert.ok(
-    page.includes(
-      '<input type="hidden" name="key" value="&lt;script&gt;alert(&#39;payload&#39;)&lt;/script&gt;&quot;&gt;&lt;img src=x onerror=alert(2)&gt;">',
-    ),
-    "the hostile key is the field's escaped value",
+    page.includes(`<input type="hidden" name="key_b64" value="${encoded(HOSTILE.note)}">`),
+    "the hostile key is carried base64url-encoded",
   );
   const hostileGroup = { name: HOSTILE.name, key: HOSTILE.note };
   const forged = await postForm(handler, "/groups/resume", { ...session, token: "forged" }, {
@@ -183,6 +183,43 @@ Deno.test("the overview resumes a paused or held group from its banner, its name
   });
   assert.equal(empty.status, 400, "the queue checks the key");
   await empty.body?.cancel();
+});
+
+Deno.test("resuming a group takes its name and key base64url-encoded (name_b64, key_b64), as the page sends them, or as plain fields", async () => {
+  const { queue, handler } = await setup();
+  await using _ = queue;
+  const keys = ["a\nb", "a\r\nb", "a\rb", "\uFEFFbom", "emoji🦀\u2028"];
+  for (const key of keys) await queue.pauseGroup("shout", key);
+  await queue.pauseGroup("multi\nline name", "k");
+  const session = await openSession(handler, "/");
+  const page = await (await fetchFrom(handler, "/", { headers: { cookie: session.cookie } }))
+    .text();
+  const forms = [
+    ...page.matchAll(
+      /<input type="hidden" name="name_b64" value="([A-Za-z0-9_-]*)">\s*<input type="hidden" name="key_b64" value="([A-Za-z0-9_-]*)">/g,
+    ),
+  ].map(([, name, key]) => ({ name_b64: name!, key_b64: key! }));
+  assert.equal(forms.length, keys.length + 1, "each group's form carries both fields encoded");
+  const paused = async () => (await queue.pausedGroups()).map(({ name, key }) => [name, key]);
+  for (const fields of forms) {
+    const before = await paused();
+    const resumed = await postForm(handler, "/groups/resume", session, { fields });
+    assert.match(resumed.headers.get("location")!, /notice=group-resumed/);
+    assert.deepEqual(await paused(), before.slice(1), "exactly the group of that form");
+  }
+  await queue.pauseGroup("shout", "a\r\nb");
+  const json = await postForm(handler, "/groups/resume", session, {
+    fields: { name: "shout", key_b64: "YQ0KYg" },
+    headers: { accept: "application/json" },
+  });
+  assert.equal((await json.json()).notice, "group-resumed", "the plain field is read beside it");
+  for (const bad of ["a+b", "YQ=x", "_w"]) {
+    const refused = await postForm(handler, "/groups/resume", session, {
+      fields: { name: "shout", key_b64: bad },
+    });
+    assert.equal(refused.status, 400, bad);
+    assert.match(await refused.text(), /key_b64 is not base64url of UTF-8 text/);
+  }
 });
 
 storeTest(

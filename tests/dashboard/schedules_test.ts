@@ -62,3 +62,41 @@ Deno.test("the Schedules page shows next runs, last run and state; pause, resume
   const gone = await postForm(handler, "/schedules/nope/pause", session);
   assert.match(gone.headers.get("location")!, /notice=schedule-gone/);
 });
+
+const single = defineJob({
+  name: "single",
+  schema: z.null(),
+  uniqueForMs: 3_600_000,
+  handle() {},
+});
+const hourly = defineSchedule({ name: "hourly", cron: "0 * * * *", job: single, payload: null });
+
+Deno.test("Run now of a schedule whose unique job is already queued tells that nothing was queued, in HTML and JSON (409)", async () => {
+  const clock = new ManualClock(Date.UTC(2026, 0, 1, 12, 0, 0));
+  await using queue = await Queue.open({ path: ":memory:", jobs: [single, hourly], clock });
+  const handler = dashboard(queue);
+  const session = await openSession(handler, "/schedules");
+  const ran = await postForm(handler, "/schedules/hourly/run", session);
+  assert.equal(ran.headers.get("location"), "/schedules?notice=schedule-run&count=1");
+  assert.equal((await queue.jobs()).total, 1);
+
+  const held = await postForm(handler, "/schedules/hourly/run", session);
+  assert.equal(held.headers.get("location"), "/schedules?notice=schedule-held&count=0");
+  const told = await (await fetchFrom(handler, held.headers.get("location")!)).text();
+  assert.match(
+    told,
+    /<p class="notice bad" role="status">Nothing queued: the schedule&#39;s job is unique and one is already queued.<\/p>/,
+  );
+  assert.doesNotMatch(told, /Queued one job/);
+  const json = await postForm(handler, "/schedules/hourly/run", session, {
+    headers: { accept: "application/json" },
+  });
+  assert.equal(json.status, 409);
+  assert.deepEqual(await json.json(), {
+    ok: false,
+    notice: "schedule-held",
+    count: 0,
+    back: "/schedules",
+  });
+  assert.equal((await queue.jobs()).total, 1, "still one job");
+});

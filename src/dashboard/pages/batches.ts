@@ -53,16 +53,19 @@ export async function loadBatches(ctx: PageContext): Promise<BatchesData> {
 
 /** The batches page. */
 export function renderBatches(ctx: PageContext, data: BatchesData): Html {
-  const first = (data.page - 1) * data.limit;
-  const summary = data.batches.length === 0
-    ? "No batches."
-    : `${first + 1}–${first + data.batches.length}`;
+  const list = {
+    page: data.page,
+    limit: data.limit,
+    shown: data.batches.length,
+    hasMore: data.hasMore,
+    total: null,
+  };
   return layout(ctx, {
     heading: "Batches",
     section: "/batches",
     api: `/api/batches${ctx.url.search}`,
     body: html`${batchesTable(ctx, data.batches)}${
-      pager(ctx, "/batches", data.page, data.hasMore, summary)
+      pager(ctx, "/batches", list, { one: "batch", many: "batches", none: "No batches." })
     }`,
   });
 }

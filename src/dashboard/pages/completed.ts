@@ -157,10 +157,14 @@ export function renderCompleted(ctx: PageContext, data: CompletedData): Html {
 <label>Name <input name="name" value="${value(data.filters.name)}"></label>
 <label>Queue <input name="queue" value="${value(data.filters.queue)}"></label>
 <button type="submit">Filter</button></form>`;
-  const first = (data.page - 1) * data.limit;
-  const summary = data.jobs.length === 0
-    ? "No finished jobs kept."
-    : `${first + 1}–${first + data.jobs.length}`;
+  const list = {
+    page: data.page,
+    limit: data.limit,
+    shown: data.jobs.length,
+    hasMore: data.hasMore,
+    total: null,
+  };
+  const words = { one: "finished job", many: "finished jobs", none: "No finished jobs kept." };
   const rows = data.jobs.map((job) =>
     html`
       <tr id="completed-${job.id}">
@@ -200,7 +204,7 @@ export function renderCompleted(ctx: PageContext, data: CompletedData): Html {
     api: `/api/completed${ctx.url.search}`,
     body:
       html`<p class="muted">Jobs that succeeded, were cancelled or expired, kept for keepFinishedMs.</p>
-${filters}${table}${pager(ctx, "/completed", data.page, data.hasMore, summary)}`,
+${filters}${table}${pager(ctx, "/completed", list, words)}`,
   });
 }
 

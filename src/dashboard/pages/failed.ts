@@ -98,17 +98,21 @@ ${
       `,
     })
   }</div>`;
-  const first = (data.page - 1) * data.limit;
-  const summary = data.jobs.length === 0
-    ? "No failed jobs."
-    : `${first + 1}–${first + data.jobs.length} of ${data.total}`;
+  const list = {
+    page: data.page,
+    limit: data.limit,
+    shown: data.jobs.length,
+    hasMore: data.hasMore,
+    total: data.total,
+  };
+  const words = { one: "failed job", many: "failed jobs", none: "No failed jobs." };
   return layout(ctx, {
     heading: "Failed jobs",
     section: "/failed",
     api: `/api/failed${ctx.url.search}`,
     body:
       html`<p class="muted">Failed for good: <span data-live="total" data-empty="0">${data.total}</span></p>
-${bulk}${failedTable(ctx, data.jobs)}${pager(ctx, "/failed", data.page, data.hasMore, summary)}`,
+${bulk}${failedTable(ctx, data.jobs)}${pager(ctx, "/failed", list, words)}`,
   });
 }
 

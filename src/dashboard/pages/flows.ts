@@ -49,10 +49,13 @@ function count(flow: FlowStatus, ...states: FlowNodeState[]): number {
 
 /** The flows page. */
 export function renderFlows(ctx: PageContext, data: FlowsData): Html {
-  const first = (data.page - 1) * data.limit;
-  const summary = data.flows.length === 0
-    ? "No flows."
-    : `${first + 1}–${first + data.flows.length}`;
+  const list = {
+    page: data.page,
+    limit: data.limit,
+    shown: data.flows.length,
+    hasMore: data.hasMore,
+    total: null,
+  };
   const rows = data.flows.map((flow) =>
     html`
       <tr id="flow-${flow.id}">
@@ -92,7 +95,9 @@ export function renderFlows(ctx: PageContext, data: FlowsData): Html {
     heading: "Flows",
     section: "/flows",
     api: `/api/flows${ctx.url.search}`,
-    body: html`${table}${pager(ctx, "/flows", data.page, data.hasMore, summary)}`,
+    body: html`${table}${
+      pager(ctx, "/flows", list, { one: "flow", many: "flows", none: "No flows." })
+    }`,
   });
 }
 

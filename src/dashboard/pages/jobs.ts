@@ -80,16 +80,15 @@ export function renderJobs(ctx: PageContext, data: JobsData): Html {
     filters.name ?? ""
   }" maxlength="255" placeholder="any"></label>
 <button type="submit">Filter</button></form>`;
-  const first = (data.page - 1) * data.limit;
-  const summary = data.total === 0
-    ? "No jobs match."
-    : `${Math.min(first + 1, data.total)}–${first + data.jobs.length} of ${data.total}`;
+  const shown = data.jobs.length;
+  const hasMore = (data.page - 1) * data.limit + shown < data.total;
+  const list = { page: data.page, limit: data.limit, shown, hasMore, total: data.total };
   return layout(ctx, {
     heading: "Jobs",
     section: "/jobs",
     api: `/api/jobs${ctx.url.search}`,
     body: html`${form}${jobsTable(ctx, data.jobs)}${
-      pager(ctx, "/jobs", data.page, first + data.jobs.length < data.total, summary)
+      pager(ctx, "/jobs", list, { one: "job", many: "jobs", none: "No jobs match." })
     }`,
   });
 }

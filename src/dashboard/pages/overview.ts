@@ -17,6 +17,7 @@ import { barChart } from "../charts.ts";
 import type { PageContext } from "../context.ts";
 import { formatDuration, formatTime } from "../format.ts";
 import { type Html, html } from "../html.ts";
+import { formEncoded } from "../actions.ts";
 import { actionForm, layout } from "../layout.ts";
 
 /** The overview's JSON. */
@@ -86,8 +87,8 @@ function pausedGroupsBanner(ctx: PageContext, groups: readonly PausedGroup[]): H
   if (groups.length === 0) return null;
   const resume = (group: PausedGroup) =>
     actionForm(ctx, "/groups/resume", "Resume", {
-      fields: html`<input type="hidden" name="name" value="${group.name}">
-<input type="hidden" name="key" value="${group.key}">`,
+      fields: html`<input type="hidden" name="name_b64" value="${formEncoded(group.name)}">
+<input type="hidden" name="key_b64" value="${formEncoded(group.key)}">`,
     });
   const items = groups.slice(0, GROUPS_SHOWN).map((group) =>
     html`<li><strong>${group.name}</strong> ${group.key}${

@@ -11,6 +11,11 @@ import { formatTime } from "../format.ts";
 import { type Html, html } from "../html.ts";
 import { actionForm, layout } from "../layout.ts";
 
+/** A schedule's State, as drawn and as the live refresh writes it from its `paused` flag. */
+const PAUSED = "paused";
+const ACTIVE = "active";
+const STATE_FLAG = html`data-format="flag" data-true="${PAUSED}" data-false="${ACTIVE}"`;
+
 /** The schedules page's JSON. */
 export interface SchedulesData {
   /** Every stored schedule, by name. */
@@ -67,7 +72,9 @@ function schedulesTable(ctx: PageContext, schedules: readonly ScheduleInfo[]): H
         <td>${schedule.name}</td>
         <td>${schedule.job}</td>
         <td><code>${rule}</code></td>
-        <td data-live="schedules/${index}/paused">${schedule.paused ? "paused" : "active"}</td>
+        <td data-live="schedules/${index}/paused" ${STATE_FLAG}>${schedule.paused
+          ? PAUSED
+          : ACTIVE}</td>
         <td>
           <ul class="plain">${next}</ul>
         </td>
