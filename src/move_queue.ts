@@ -9,6 +9,7 @@ import { resolve } from "node:path";
 import { type Clock, systemClock } from "./clock.ts";
 import { type MoveReport, moveStores } from "./moving/move_stores.ts";
 import { shown } from "./shown.ts";
+import { MOVE_PAGE_BYTES } from "./stores/rows/transfer.ts";
 import { isServerUrl, redactPassword } from "./stores/database_url.ts";
 import type { MoveFence, Store } from "./stores/store.ts";
 import { openStore } from "./store_options.ts";
@@ -26,7 +27,9 @@ export interface MoveQueueOptions {
    */
   waitMs?: number;
   /**
-   * Rows copied per page (one transaction of the destination each).
+   * Rows copied per page (one transaction of the destination each). A page
+   * also ends once its rows' text (payloads, outputs, log lines) passes
+   * 4 MiB, a bigger row alone in its page, so big payloads move too.
    * @default {500}
    */
   pageSize?: number;
@@ -120,6 +123,7 @@ export async function moveQueueReport(
     to: toShown,
     waitMs,
     pageSize,
+    pageBytes: MOVE_PAGE_BYTES,
     clock: options.clock ?? systemClock,
   });
 }
