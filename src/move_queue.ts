@@ -9,9 +9,10 @@ import { resolve } from "node:path";
 import { type Clock, systemClock } from "./clock.ts";
 import { type MoveReport, moveStores } from "./moving/move_stores.ts";
 import { shown } from "./shown.ts";
+import { MOVE_PAGE_BYTES } from "./stores/rows/transfer.ts";
 import { isServerUrl, redactPassword } from "./stores/database_url.ts";
 import type { MoveFence, Store } from "./stores/store.ts";
-import { openStore } from "./store_options.ts";
+import { missingQueue, openStore } from "./store_options.ts";
 
 export type { MovedTable, MoveReport } from "./moving/move_stores.ts";
 export type { MoveFence } from "./stores/store.ts";
@@ -26,7 +27,9 @@ export interface MoveQueueOptions {
    */
   waitMs?: number;
   /**
-   * Rows copied per page (one transaction of the destination each).
+   * Rows copied per page (one transaction of the destination each). A page
+   * also ends once its rows' text (payloads, outputs, log lines) passes
+   * 4 MiB, a bigger row alone in its page, so big payloads move too.
    * @default {500}
    */
   pageSize?: number;
@@ -47,7 +50,9 @@ export interface MoveQueueOptions {
  * out, also those no row holds any more (history not kept, pruned jobs and
  * batches), so an id the app kept never names another job.
  *
- * It refuses while workers of `from` run (see
+ * It refuses a `from` that holds no queue (no schema step applied: another
+ * app's SQLite file or database, an unused Redis prefix), before anything
+ * is written there. It refuses while workers of `from` run (see
  * {@linkcode MoveQueueOptions.waitMs}), and while `to` holds anything but
  * what an earlier run of this same move copied. It first fences `from`:
  * from then on `from` refuses every write with a `QueueMovedError`, so no
@@ -120,6 +125,7 @@ export async function moveQueueReport(
     to: toShown,
     waitMs,
     pageSize,
+    pageBytes: MOVE_PAGE_BYTES,
     clock: options.clock ?? systemClock,
   });
 }
@@ -155,16 +161,31 @@ function shownStore(db: string, role: "from" | "to"): string {
   return resolve(db);
 }
 
-/** Opens the store `db` names (migrating it); a source file must exist. */
+/**
+ * Opens the store `db` names (migrating it). A source must hold a queue,
+ * checked before anything is written: a mistyped `from` (another app's
+ * SQLite file or database, an unused Redis prefix) is refused, not given
+ * the queue's schema and a fence.
+ */
 async function openMovable(
   db: string,
   role: "from" | "to",
   create: boolean,
 ): Promise<{ store: Store } & AsyncDisposable> {
-  const server = isServerUrl(db);
-  if (!server && !create && !existsSync(db)) {
-    throw new TypeError(`${role}: no SQLite file at ${resolve(db)}`);
+  const options = isServerUrl(db) ? { url: db } : { path: db };
+  if (!create) {
+    if ("path" in options && !existsSync(db)) {
+      throw new TypeError(`${role}: no SQLite file at ${resolve(db)}`);
+    }
+    const missing = await missingQueue(options);
+    if (missing !== null) {
+      throw new TypeError(
+        `${role}: no queue at ${
+          shownStore(db, role)
+        }: ${missing}; a move copies the queue of a store that holds one (nothing was written there)`,
+      );
+    }
   }
-  const store = await openStore(server ? { url: db } : { path: db });
+  const store = await openStore(options);
   return { store, [Symbol.asyncDispose]: () => store.close() };
 }

@@ -92,6 +92,27 @@ export async function openStore(
 }
 
 /**
+ * What the store `options` name holds instead of a queue, or null when it
+ * holds one (a schema step, or a Redis key layout, applied): `"no queue
+ * tables in this file"` (SQLite), `"… in this schema"` (PostgreSQL), `"no
+ * key of this prefix"` (Redis). Reads only: no table or key is created, and
+ * a SQLite file (which must exist) is read on a plain connection that
+ * leaves another app's settings alone. The one check of every command that
+ * must find a queue where it is told to look (the admin commands' `--db`,
+ * a move's source).
+ */
+export async function missingQueue(
+  options: { readonly url: string } | { readonly path: string },
+): Promise<string | null> {
+  if ("path" in options) {
+    return SqliteStore.holdsQueue(options.path) ? null : "no queue tables in this file";
+  }
+  await using store = await openStore(options, false);
+  if ((await store.migrationPlan()).databaseStep > 0) return null;
+  return isRedisUrl(options.url) ? "no key of this prefix" : "no queue tables in this schema";
+}
+
+/**
  * The error for a SQLite file this process may not read or write: which
  * flags to add, for its folder, and the way out on a host without a disk.
  */

@@ -36,6 +36,7 @@ import { PostgresStore } from "../src/stores/postgres/mod.ts";
 import { RedisStore } from "../src/stores/redis/mod.ts";
 import { SqliteStore } from "../src/stores/sqlite/mod.ts";
 import { type MoveStore, type Store, TRANSFER_TABLES } from "../src/stores/store.ts";
+import { MOVE_PAGE_BYTES } from "../src/stores/rows/transfer.ts";
 import { ManualClock, tempDir, waitUntil } from "./_helpers.ts";
 import { openSession, postForm } from "./_dashboard.ts";
 import { dashboard } from "../src/dashboard.ts";
@@ -746,6 +747,7 @@ Deno.test("a move whose fence is lifted while it copies (move --abort) fails ins
       to,
       waitMs: 0,
       pageSize: 500,
+      pageBytes: MOVE_PAGE_BYTES,
       clock: systemClock,
     }),
     /was given up while it copied: .* has no fence any more/,

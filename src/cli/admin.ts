@@ -21,8 +21,7 @@ import {
 } from "./args.ts";
 import { isRedisUrl, redactPassword } from "../stores/database_url.ts";
 import { shown } from "../shown.ts";
-import { openStore } from "../store_options.ts";
-import { SqliteStore } from "../stores/sqlite/mod.ts";
+import { missingQueue, openStore } from "../store_options.ts";
 import { describeWorker, LIVE_WORKER_WINDOW_MS, type PlannedStep } from "../stores/schema_steps.ts";
 import type { Command } from "./command.ts";
 import { firstLine, formatTable, tableTime } from "./table.ts";
@@ -104,26 +103,18 @@ function assertDatabaseFile(path: string): void {
  * alone.
  */
 async function assertQueueAt(db: string, options: DatabaseOptions): Promise<void> {
-  let found: boolean;
-  if ("path" in options) found = SqliteStore.holdsQueue(options.path);
-  else {
-    await using store = await openStore(options, false);
-    found = (await store.migrationPlan()).databaseStep > 0;
-  }
-  if (found) return;
+  const missing = await missingQueue(options);
+  if (missing === null) return;
   const create = "(the work and migrate commands create it)";
   if ("path" in options) {
     throw new Error(
-      `no queue at ${
-        resolve(options.path)
-      }: no queue tables in this file; check --db or QUEUE_DB ${create}`,
+      `no queue at ${resolve(options.path)}: ${missing}; check --db or QUEUE_DB ${create}`,
     );
   }
-  const where = isRedisUrl(db) ? "no key of this prefix" : "no queue tables in this schema";
   throw new Error(
     `no queue at ${
       redactPassword(db)
-    }: ${where}; check --db or QUEUE_DB, and its schema or prefix ${create}`,
+    }: ${missing}; check --db or QUEUE_DB, and its schema or prefix ${create}`,
   );
 }
 

@@ -18,6 +18,7 @@
 import type { Clock } from "../clock.ts";
 import {
   ID_COUNTERS_TABLE,
+  pagesWithin,
   SCHEMA_TABLES,
   TRANSFER_TABLES,
   type TransferRow,
@@ -73,6 +74,11 @@ export interface MoveSettings {
   readonly waitMs: number;
   /** Rows per page. */
   readonly pageSize: number;
+  /**
+   * Most bytes of text per page (a row bigger than that alone): each page
+   * is read, and stored, as one string.
+   */
+  readonly pageBytes: number;
   /** The clock of the fence and the rules. */
   readonly clock: Clock;
 }
@@ -134,7 +140,7 @@ export async function moveStores(
   const rules = new MoveRules(fence.at);
   const kept = new Map<TransferTable, number>();
   for (const table of TRANSFER_TABLES) {
-    kept.set(table, await copyTable(source, destination, table, rules, settings.pageSize));
+    kept.set(table, await copyTable(source, destination, table, rules, settings));
   }
   await destination.finishImport();
   await assertStillFenced(source, fence, settings);
@@ -198,13 +204,18 @@ async function assertStillFenced(
   );
 }
 
-/** Copies `table` page by page; how many rows of the source the rules kept. */
+/**
+ * Copies `table` page by page, each page within `pageSize` rows and
+ * `pageBytes` of text on both sides (the source's page is stored in as
+ * many imports as its bytes need, one when the source bounded it alike);
+ * how many rows of the source the rules kept.
+ */
 async function copyTable(
   source: Store,
   destination: Store,
   table: TransferTable,
   rules: MoveRules,
-  pageSize: number,
+  { pageSize, pageBytes }: MoveSettings,
 ): Promise<number> {
   let kept = 0;
   let after: string | null = null;
@@ -213,10 +224,11 @@ async function copyTable(
       table,
       after,
       pageSize,
+      pageBytes,
     );
     const rows = rules.apply(table, page.rows);
     kept += rows.length;
-    await destination.importRows(table, rows);
+    for (const part of pagesWithin(rows, pageBytes)) await destination.importRows(table, part);
     after = page.after;
   } while (after !== null);
   return kept;

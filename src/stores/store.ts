@@ -474,9 +474,19 @@ export interface MoveStore {
   liftMoveFence(): Promise<boolean>;
   /**
    * Up to `limit` rows of `table` after `after` (null: from its first row),
-   * in the order of its primary key, with where the next page starts.
+   * in the order of its primary key, with where the next page starts. The
+   * page also ends once its rows' text (every text column: payloads,
+   * outputs, errors, log lines) would pass `maxBytes` bytes (UTF-8), a row
+   * bigger than that alone in its page, so a page of big payloads still
+   * fits in one string of the destination's import (default
+   * `MOVE_PAGE_BYTES`, 4 MiB).
    */
-  exportRows(table: TransferTable, after: string | null, limit: number): Promise<TransferPage>;
+  exportRows(
+    table: TransferTable,
+    after: string | null,
+    limit: number,
+    maxBytes?: number,
+  ): Promise<TransferPage>;
   /**
    * Stores `rows` of `table` in one transaction, each unless a row with its
    * primary key is already there (so a move run again stores nothing twice),
@@ -484,7 +494,9 @@ export interface MoveStore {
    * and resolves with how many were new. A row of `id_counters` raises its
    * counter to at least its value, and counts as there when the counter is
    * at or past it. A row that does not fit the table's layout is refused
-   * whole, naming the table and the column.
+   * whole, naming the table and the column. The rows go to the store as
+   * one string: a move gives a call at most a page's bytes of text (see
+   * `exportRows`).
    */
   importRows(table: TransferTable, rows: readonly TransferRow[]): Promise<number>;
   /** How many rows `table` holds (`id_counters`: how many counters handed out an id). */

@@ -570,8 +570,13 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
    * See {@linkcode MoveStore.exportRows}; `job_steps`, `job_signals` and
    * `job_logs` go by job id, then by their own key.
    */
-  exportRows(table: TransferTable, after: string | null, limit: number): Promise<TransferPage> {
-    return moveExport.exportRows(this.#redis, table, after, limit);
+  exportRows(
+    table: TransferTable,
+    after: string | null,
+    limit: number,
+    maxBytes?: number,
+  ): Promise<TransferPage> {
+    return moveExport.exportRows(this.#redis, table, after, limit, maxBytes);
   }
 
   /** See {@linkcode MoveStore.importRows}. */

@@ -8,7 +8,11 @@
  * @module
  */
 import {
+  assertPageBytes,
   assertTransferTable,
+  MOVE_PAGE_BYTES,
+  rowsWithin,
+  rowText,
   type TransferPage,
   type TransferRow,
   type TransferTable,
@@ -31,9 +35,12 @@ const NEVER = 8_640_000_000_000_000;
 
 /**
  * Input: `table`, `after` (the cursor, or null), `limit`, `budget`, `keys`
- * (the names the caller listed, for the tables no key indexes), `count`.
- * Reply: `{rows, after}`: rows as field → value (absent: the column's
- * default or null), and the next cursor (null after the last row). Tables
+ * (the names the caller listed, for the tables no key indexes), `count`;
+ * `maxBytes`, the page's bound of text bytes, and `given` and `bytes`, the
+ * rows earlier calls put in the page and their text bytes. Reply: `{rows,
+ * after, bytes, full}`: rows as field → value (absent: the column's default
+ * or null), the next cursor (null after the last row), the page's text
+ * bytes now, and whether the call ended the page on `maxBytes`. Tables
  * walked by id may give fewer rows than `limit` with a cursor (`budget` ids
  * looked at). With `count`: `{n, after}`, how many rows instead.
  */
@@ -47,6 +54,26 @@ local TABLE = INPUT.table
 local LIMIT = INPUT.limit
 local AFTER = opt(INPUT.after)
 local E = {}
+
+-- A page ends once its rows' text would pass MAX_BYTES; it always takes one row (BYTES: the text
+-- in the page, with what earlier calls gave; FULL: this call ended the page on it).
+local MAX_BYTES = opt(INPUT.maxBytes) or math.huge
+local GIVEN = opt(INPUT.given) or 0
+local BYTES = opt(INPUT.bytes) or 0
+local FULL = false
+
+-- Whether row goes in the page after count rows of this call; its text counted if so.
+local function fits(row, count)
+  if MAX_BYTES == math.huge then return true end
+  local size = 0
+  for _, value in pairs(row) do if type(value) == 'string' then size = size + #value end end
+  if GIVEN + count > 0 and BYTES + size > MAX_BYTES then
+    FULL = true
+    return false
+  end
+  BYTES = BYTES + size
+  return true
+end
 
 -- The rows of the owners after the cursor ("<owner>": that owner's rows given, or "<owner>:<k>": k
 -- rows of it given). owners(start, exclusive) lists up to a budget of owners from start on (all
@@ -64,7 +91,9 @@ local function walk(owners, each)
     local from = 1
     if not exclusive and tostring(owner) == start then from = skip + 1 end
     for i = from, #mine do
-      if #rows >= LIMIT then return rows, tostring(owner) .. ':' .. (i - 1) end
+      if #rows >= LIMIT or not fits(mine[i], #rows) then
+        return rows, tostring(owner) .. ':' .. (i - 1)
+      end
       table.insert(rows, mine[i])
     end
   end
@@ -274,7 +303,10 @@ end
 local function page(rows)
   local from = tonumber(AFTER or '0')
   local out = {}
-  for i = from + 1, math.min(#rows, from + LIMIT) do table.insert(out, rows[i]) end
+  for i = from + 1, math.min(#rows, from + LIMIT) do
+    if not fits(rows[i], #out) then return out, tostring(i - 1) end
+    table.insert(out, rows[i])
+  end
   if from + LIMIT >= #rows then return out, NULL end
   return out, tostring(from + LIMIT)
 end
@@ -476,8 +508,8 @@ if INPUT.count and COUNTS[TABLE] ~= nil then
 end
 local rows, after = E[TABLE]()
 if INPUT.count then return cjson.encode({n = #rows, after = after}) end
-if #rows == 0 then return '{"rows":[],"after":' .. cjson.encode(after) .. '}' end
-return cjson.encode({rows = rows, after = after})
+-- No rows encode as {}: the caller reads them as none.
+return cjson.encode({rows = rows, after = after, bytes = BYTES, full = FULL})
 `,
 );
 
@@ -485,6 +517,15 @@ return cjson.encode({rows = rows, after = after})
 interface ExportReply {
   readonly rows: Record<string, string | number | boolean | null>[] | Record<string, never>;
   readonly after: string | null;
+  readonly bytes: number;
+  readonly full: boolean;
+}
+
+/** A page being filled over several export calls: its bound, and what it holds so far. */
+interface PageSoFar {
+  readonly maxBytes: number;
+  readonly given: number;
+  readonly bytes: number;
 }
 
 /** The names after `{prefix}:<kind>:` of the keys of one kind (SCAN), sorted. */
@@ -517,7 +558,10 @@ async function exportCall(
   after: string | null,
   limit: number,
   keys: readonly string[] = [],
-): Promise<{ rows: Record<string, string | number | boolean | null>[]; after: string | null }> {
+  page?: PageSoFar,
+): Promise<
+  { rows: Record<string, string | number | boolean | null>[] } & Omit<ExportReply, "rows">
+> {
   const reply = await redis.call<ExportReply>(EXPORT, {
     now: Date.now(),
     table,
@@ -525,8 +569,9 @@ async function exportCall(
     limit,
     budget: SCAN_BUDGET,
     keys,
+    ...page,
   });
-  return { rows: list(reply.rows), after: reply.after };
+  return { rows: list(reply.rows), after: reply.after, bytes: reply.bytes, full: reply.full };
 }
 
 /**
@@ -573,17 +618,22 @@ async function unindexedRows(
   });
 }
 
-/** See `MoveStore.exportRows`. */
+/**
+ * See `MoveStore.exportRows`: a page may take several calls (each looks at
+ * a budget of ids), each told what the page holds so far.
+ */
 export async function exportRows(
   redis: RedisConnection,
   table: TransferTable,
   after: string | null,
   limit: number,
+  maxBytes: number = MOVE_PAGE_BYTES,
 ): Promise<TransferPage> {
   assertTransferTable(table);
   if (!Number.isSafeInteger(limit) || limit < 1) {
     throw new RangeError(`limit must be a whole number of rows >= 1: got ${limit}`);
   }
+  assertPageBytes(maxBytes);
   if (after !== null && !/^-?\d+(:\d+)?$/.test(after)) {
     throw new RangeError(
       `after must be null or the cursor a page of ${table} gave: got ${JSON.stringify(after)}`,
@@ -592,19 +642,27 @@ export async function exportRows(
   if (table === "job_keys" || table === "job_locks" || table === "rate_windows") {
     const all = await unindexedRows(redis, table);
     const from = after === null ? 0 : Number(after);
-    const rows = all.slice(from, from + limit);
-    return { rows, after: from + limit >= all.length ? null : String(from + limit) };
+    const upTo = all.slice(from, from + limit);
+    const rows = upTo.slice(0, rowsWithin(upTo.map(rowText), maxBytes));
+    const next = from + rows.length;
+    return { rows, after: next >= all.length ? null : String(next) };
   }
   // Chains and batches keep their waiting jobs in lists no key indexes: listed here, outside
   // the function, so no call holds the server for a walk of its whole keyspace.
   const held = table === "waiting_jobs" ? await keyNames(redis, "held") : [];
   const rows: TransferRow[] = [];
   let cursor = after;
+  let bytes = 0;
+  let full = false;
   do {
-    const page = await exportCall(redis, table, cursor, limit - rows.length, held);
+    const page = await exportCall(redis, table, cursor, limit - rows.length, held, {
+      maxBytes,
+      given: rows.length,
+      bytes,
+    });
     for (const row of page.rows) rows.push(fromLuaRow(table, row));
-    cursor = page.after;
-  } while (cursor !== null && rows.length < limit);
+    ({ after: cursor, bytes, full } = page);
+  } while (cursor !== null && rows.length < limit && !full);
   return { rows, after: cursor };
 }
 

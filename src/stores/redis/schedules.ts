@@ -72,7 +72,8 @@ local out = {}
 local flat = redis.call('HGETALL', P .. ':sched')
 for i = 2, #flat, 2 do
   local state = cjson.decode(flat[i])
-  state.lastFiredAt = back(opt(state.lastFiredAt))
+  -- On the store's clock, as PostgreSQL's reads give the database's (and as a move exports it).
+  state.lastFiredAt = stored(opt(state.lastFiredAt))
   table.insert(out, state)
 end
 table.sort(out, function(a, b) return a.name < b.name end)

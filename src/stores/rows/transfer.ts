@@ -146,3 +146,61 @@ export interface MoveFence {
   /** When the move fenced the source, in ms since the epoch. */
   readonly at: number;
 }
+
+/**
+ * How much text a page of a move holds at most, in bytes: an export ends a
+ * page once the text of its rows (their payloads, outputs, errors, log
+ * lines, every text column) would pass it, besides the page's row limit,
+ * and a row bigger than this goes in a page of its own. A page is stored in
+ * one statement or call of the destination, sent as one JSON string (a
+ * string past about 512 MB is refused by V8): without this bound a page of
+ * 500 jobs of 2 MB each could never be copied.
+ */
+export const MOVE_PAGE_BYTES = 4 * 1024 * 1024;
+
+/** Throws a `RangeError` unless `bytes` is a page's bound: a whole number >= 1. */
+export function assertPageBytes(bytes: unknown): asserts bytes is number {
+  if (!Number.isSafeInteger(bytes) || (bytes as number) < 1) {
+    throw new RangeError(`maxBytes must be a whole number of bytes >= 1: got ${String(bytes)}`);
+  }
+}
+
+/**
+ * The text a row holds, as a page's bound counts it here: the length of its
+ * text values in UTF-16 code units (never more than their UTF-8 bytes, as
+ * the stores count them: a page an export bounded stays whole here).
+ */
+export function rowText(row: TransferRow): number {
+  let length = 0;
+  for (const value of Object.values(row)) if (typeof value === "string") length += value.length;
+  return length;
+}
+
+/**
+ * How many of the rows whose text sizes are `sizes`, from `start` on, go in
+ * one page: as many as hold at most `maxBytes` together, and at least one
+ * (a row bigger than that goes alone).
+ */
+export function rowsWithin(sizes: readonly number[], maxBytes: number, start = 0): number {
+  let bytes = 0;
+  for (let index = start; index < sizes.length; index++) {
+    bytes += sizes[index]!;
+    if (index > start && bytes > maxBytes) return index - start;
+  }
+  return sizes.length - start;
+}
+
+/**
+ * `rows` in runs that each hold at most `maxBytes` of text (see
+ * {@linkcode rowText}), in order; a row bigger than that alone.
+ */
+export function pagesWithin(rows: readonly TransferRow[], maxBytes: number): TransferRow[][] {
+  const sizes = rows.map(rowText);
+  const pages: TransferRow[][] = [];
+  for (let start = 0; start < rows.length;) {
+    const count = rowsWithin(sizes, maxBytes, start);
+    pages.push(rows.slice(start, start + count));
+    start += count;
+  }
+  return pages;
+}

@@ -80,7 +80,7 @@ import * as stats from "./stats.ts";
 import * as steps from "./steps.ts";
 import * as tick from "./tick.ts";
 import * as transfer from "./transfer.ts";
-import { assertTransferTable } from "../rows/transfer.ts";
+import { assertPageBytes, assertTransferTable, MOVE_PAGE_BYTES } from "../rows/transfer.ts";
 import { assertTransferRows } from "../rows/transfer_columns.ts";
 import type { Migration } from "../../../migrations/migration.ts";
 import {
@@ -500,17 +500,24 @@ export class SqlStore implements Store, MoveStore {
     return this.#write(() => transfer.liftFence(this.#dialect));
   }
 
-  /** See {@linkcode MoveStore.exportRows}: keyset pages, the cursor being the last row's key as JSON. */
+  /**
+   * See {@linkcode MoveStore.exportRows}: keyset pages, the cursor being the
+   * last row's key as JSON; the text bytes of the rows read before the rows.
+   */
   async exportRows(
     table: TransferTable,
     after: string | null,
     limit: number,
+    maxBytes: number = MOVE_PAGE_BYTES,
   ): Promise<TransferPage> {
     assertTransferTable(table);
     if (!Number.isSafeInteger(limit) || limit < 1) {
       throw new RangeError(`exportRows: limit must be a whole number >= 1: got ${limit}`);
     }
-    return await this.#read(() => transfer.exportRows(this.#dialect, table, after, limit));
+    assertPageBytes(maxBytes);
+    return await this.#read(() =>
+      transfer.exportRows(this.#dialect, table, after, limit, maxBytes)
+    );
   }
 
   /** See {@linkcode MoveStore.importRows}: insert-or-ignore on each table's key, one transaction. */

@@ -22,6 +22,7 @@ import {
   ID_COUNTERS_TABLE,
   type IdCounter,
   type MoveFence,
+  rowsWithin,
   SCHEMA_TABLES,
   type SchemaTable,
   TRANSFER_TABLES,
@@ -159,6 +160,13 @@ const HIGHEST_IDS: Readonly<Record<IdCounter, Statement>> = Object.fromEntries(
 interface TableStatements {
   readonly first: Statement;
   readonly next: Statement;
+  /**
+   * The text bytes of each row `first` and `next` would give (`b`), or null
+   * for a table without a text column: a page's rows are counted before
+   * they are read.
+   */
+  readonly firstSizes: Statement | null;
+  readonly nextSizes: Statement | null;
   readonly count: Statement;
   readonly insert: Statement;
 }
@@ -171,6 +179,9 @@ function tableStatements(table: SchemaTable): TableStatements {
     ? `${key[0]} > $1`
     : `(${order}) > (${key.map((_, index) => `$${index + 1}`).join(", ")})`;
   const limit = `$${key.length + 1}`;
+  const texts = TRANSFER_COLUMNS[table].filter((column) => column.type === "text")
+    .map((column) => `coalesce(octet_length(${column.name}), 0)`);
+  const size = texts.length === 0 ? null : texts.join(" + ");
   const records = `{{records $1 ${table} ${list}}}`;
   const insert = table === "job_locks"
     // No constraint to lean on: the row is looked for (see the module doc).
@@ -184,6 +195,12 @@ function tableStatements(table: SchemaTable): TableStatements {
     first: statement(`SELECT ${list} FROM ${table} ORDER BY ${order} LIMIT $1`),
     next: statement(
       `SELECT ${list} FROM ${table} WHERE ${afterKey} ORDER BY ${order} LIMIT ${limit}`,
+    ),
+    firstSizes: size === null
+      ? null
+      : statement(`SELECT ${size} AS b FROM ${table} ORDER BY ${order} LIMIT $1`),
+    nextSizes: size === null ? null : statement(
+      `SELECT ${size} AS b FROM ${table} WHERE ${afterKey} ORDER BY ${order} LIMIT ${limit}`,
     ),
     count: statement(`SELECT count(*) AS n FROM ${table}`, { oneRow: true }),
     insert: statement(insert),
@@ -202,26 +219,46 @@ const READ_FENCE = statement("SELECT to_url, fenced_at FROM queue_moves WHERE id
 });
 const DROP_FENCE = statement("DELETE FROM queue_moves WHERE id = 1");
 
-/** Up to `limit` rows of `table` after the key `after` names (null: from the first). */
+/**
+ * Up to `limit` rows of `table` after the key `after` names (null: from the
+ * first), and no more than hold `maxBytes` bytes of text together (at least
+ * one row): the rows' sizes are read first, then as many rows as fit.
+ */
 export function* exportRows(
   dialect: Dialect,
   table: TransferTable,
   after: string | null,
   limit: number,
+  maxBytes: number,
 ): Script<TransferPage> {
   const { key } = TABLE_LAYOUTS[table];
   let rows: readonly TransferRow[];
+  let more: boolean;
   if (table === ID_COUNTERS_TABLE) {
     const from = after === null ? null : String(readAfter(table, after)[0]);
     rows = (yield* counterRows(dialect)).filter(({ name }) => from === null || String(name) > from)
       .slice(0, limit);
+    more = rows.length === limit;
   } else {
     const statements = STATEMENTS[table];
-    rows = after === null
-      ? (yield* exec<TransferRow>(statements.first, limit)).rows
-      : (yield* exec<TransferRow>(statements.next, ...readAfter(table, after), limit)).rows;
+    const from = after === null ? [] : readAfter(table, after);
+    let take = limit;
+    more = false;
+    const sizes = after === null ? statements.firstSizes : statements.nextSizes;
+    if (sizes !== null) {
+      const bytes = (yield* exec<{ b: number | string }>(sizes, ...from, limit)).rows
+        .map((row) => Number(row.b));
+      take = rowsWithin(bytes, maxBytes);
+      more = take < bytes.length;
+    }
+    rows = take === 0
+      ? []
+      : after === null
+      ? (yield* exec<TransferRow>(statements.first, take)).rows
+      : (yield* exec<TransferRow>(statements.next, ...from, take)).rows;
+    more ||= rows.length === limit;
   }
-  const last = rows.length < limit ? undefined : rows.at(-1);
+  const last = more ? rows.at(-1) : undefined;
   return {
     rows,
     after: last === undefined ? null : JSON.stringify(key.map((column) => last[column] ?? null)),

@@ -43,11 +43,12 @@ export const moving: ContractArea = {
 /** The store as the move sees it (every store implements `MoveStore`). */
 const movable = (store: Store) => store as Store & MoveStore;
 
-/** Every row of `table`, read in pages of `limit`; the pages' sizes too. */
+/** Every row of `table`, read in pages of `limit` rows (and `maxBytes`); the pages' sizes too. */
 async function allRows(
   store: Store & MoveStore,
   table: Parameters<MoveStore["exportRows"]>[0],
   limit: number,
+  maxBytes?: number,
 ): Promise<{ rows: TransferRow[]; sizes: number[] }> {
   const rows: TransferRow[] = [];
   const sizes: number[] = [];
@@ -57,6 +58,7 @@ async function allRows(
       table,
       after,
       limit,
+      maxBytes,
     );
     rows.push(...plain(page.rows));
     sizes.push(page.rows.length);
@@ -96,6 +98,42 @@ function register(test: ContractTest): void {
     assert.equal(first.token, null);
     assert.equal(await store.countRows("jobs"), 5);
     assert.deepEqual(await store.exportRows("batches", null, 10), { rows: [], after: null });
+  });
+
+  test("exportRows() ends a page once its rows' text would pass maxBytes, a bigger row alone in its page", async (any) => {
+    const store = movable(any);
+    // Text of 4,000 bytes a row (and a little more: the queue, the name), one of 25,000: under a
+    // bound of 10,000 two rows fill a page, and the big one goes alone.
+    const text = (length: number, mark: string) => JSON.stringify({ s: mark.repeat(length - 8) });
+    const lengths = [4_000, 4_000, 4_000, 25_000, 4_000, 4_000];
+    const payloads = lengths.map((length, index) => text(length, String.fromCharCode(97 + index)));
+    const ids = await store.insertJobs(payloads.map((payload) => newJob({ payload })));
+    const paged = await allRows(store, "jobs", 500, 10_000);
+    assert.deepEqual(paged.sizes, [2, 1, 1, 2]);
+    assert.deepEqual(paged.rows.map((row) => row.id), ids);
+    assert.deepEqual(paged.rows.map((row) => row.payload), payloads);
+    // (A full page may be followed by an empty one.)
+    const nonEmpty = async (limit: number, maxBytes?: number) =>
+      (await allRows(store, "jobs", limit, maxBytes)).sizes.filter((size) => size > 0);
+    assert.deepEqual(await nonEmpty(1, 10_000), [1, 1, 1, 1, 1, 1], "the row limit holds too");
+    assert.deepEqual(await nonEmpty(500), [6], "4 MiB by default");
+    // The links of a chain waiting for their turn, kept apart from the jobs on some stores.
+    await store.insertChain({
+      first: newJob(),
+      next: payloads.map((payload) => ({
+        queue: "default",
+        name: "link",
+        payload,
+        priority: 0,
+        delayMs: 0,
+        retryForMs: null,
+      })),
+      onFailure: [],
+    });
+    const waiting = await allRows(store, "waiting_jobs", 500, 10_000);
+    assert.deepEqual(waiting.sizes, [2, 1, 1, 2]);
+    assert.deepEqual(waiting.rows.map((row) => row.payload), payloads);
+    await assert.rejects(store.exportRows("jobs", null, 10, 0), RangeError);
   });
 
   test("importRows() stores each row once, however often it is given, and resolves with how many were new", async (any) => {

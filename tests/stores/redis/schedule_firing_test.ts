@@ -245,6 +245,37 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name:
+    "RedisStore schedules(): on the server's clock, lastFiredAt is the time the store recorded (as its export gives it), whatever the caller's clock",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestRedisStore(url!);
+    const { store } = opened;
+    await store.syncSchedules([schedule()], T0);
+    const row = { queue: "default", name: "tick", payload: "{}", priority: 0 };
+    const run = { availableAt: T0, retryUntil: null, createdAt: T0, ...row };
+    const [id] = await store.runSchedule("every-minute", [
+      { slot: T0, manual: true, row: run },
+    ], T0);
+    assert.ok(typeof id === "number");
+    const [exported] = (await store.exportRows("schedules", null, 10)).rows;
+    const recorded = exported?.last_fired_at;
+    assert.ok(typeof recorded === "number" && Math.abs(recorded - Date.now()) < 60_000);
+    // A host whose clock is an hour behind the server's reads the same time, as PostgreSQL's
+    // reads give the database's: lastFiredAt is shown, not computed with.
+    const clock = Date.now;
+    Date.now = () => clock() - 60 * MINUTE;
+    let listed: Awaited<ReturnType<Store["schedules"]>>;
+    try {
+      listed = await store.schedules();
+    } finally {
+      Date.now = clock;
+    }
+    assert.equal(listed[0]?.lastFiredAt, recorded);
+  },
+});
+
 redisTest(
   "a settle that claims fires first, and its claimed jobs carry scheduled",
   async (store) => {
