@@ -163,8 +163,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     const executor = this.#executor;
     this.#failedJobs = new FailedJobs({ store, clock, notify });
     this.#batches = new Batches({ store, clock, notify }, this.#failedJobs);
-    this.#flows = new Flows({ store, clock, notify }, (id) => this.cancel(id));
     this.#finishedJobs = new FinishedJobs(parts);
+    this.#flows = new Flows({ store, clock, notify }, this.#finishedJobs);
     this.#results = new JobResults({
       ...parts,
       events: this,
@@ -286,7 +286,9 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   /**
    * Cancels a flow: its waiting nodes never run, its queued nodes are
    * cancelled and its running ones asked to stop (as {@linkcode Queue.cancel}
-   * does); its catch does not run. False if the flow is not there or has finished.
+   * does), in the one write that marks the flow, so no worker starts a
+   * queued node after it; its catch does not run. False if the flow is not
+   * there or has finished.
    */
   async cancelFlow(id: number): Promise<boolean> {
     this.#assertOpen("cancel a flow");

@@ -69,13 +69,34 @@ export class FinishedJobs {
 
   /** Cancels job `id`, kept as finished for its type's `keepFinishedMs`; says what happened. */
   async cancel(id: number, options: CancelOptions | undefined): Promise<CancelOutcome> {
-    const { store, registry } = this.#parts;
+    const { store } = this.#parts;
     const reason = cancelReason(options);
     const jobId = assertId(id);
     const now = this.#parts.clock.now();
     const name = (await store.result(jobId, now))?.name;
-    const keepMs = (name === undefined ? undefined : registry.get(name)?.keepFinishedMs) ??
+    return await store.cancel({ id: jobId, reason, now, keepUntil: now + this.#keepMs(name) });
+  }
+
+  /**
+   * Until when jobs of `names` cancelled at `now` are kept as finished: the
+   * queue's `keepFinishedMs`, and the names whose type keeps them for a
+   * time of its own.
+   */
+  keepsOfCancelled(
+    names: readonly string[],
+    now: number,
+  ): { keepUntil: number; keepUntilByName: Record<string, number> } {
+    // Own properties even for a name such as "__proto__".
+    const keepUntilByName = Object.fromEntries([...new Set(names)].flatMap((name) => {
+      const keepMs = this.#parts.registry.get(name)?.keepFinishedMs;
+      return keepMs === undefined ? [] : [[name, now + keepMs] as const];
+    }));
+    return { keepUntil: now + this.#parts.keepFinishedMs, keepUntilByName };
+  }
+
+  /** How long a finished job of `name` is kept, in ms: its type's `keepFinishedMs`, or the queue's. */
+  #keepMs(name: string | undefined): number {
+    return (name === undefined ? undefined : this.#parts.registry.get(name)?.keepFinishedMs) ??
       this.#parts.keepFinishedMs;
-    return await store.cancel({ id: jobId, reason, now, keepUntil: now + keepMs });
   }
 }

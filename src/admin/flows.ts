@@ -8,16 +8,18 @@ import type { FlowNodeStatus, FlowStatus } from "../flow.ts";
 import type { FlowRow } from "../stores/store.ts";
 import { assertId, cutoff, type ListOptions, page, type PruneOptions } from "./listing.ts";
 import type { FailedJobsParts } from "./failed_jobs.ts";
+import type { FinishedJobs } from "./finished_jobs.ts";
+import { cancelReason } from "./job_control.ts";
 
 /** The flows of one queue. */
 export class Flows {
   readonly #parts: FailedJobsParts;
-  readonly #cancelJob: (id: number) => Promise<unknown>;
+  readonly #finished: Pick<FinishedJobs, "keepsOfCancelled">;
 
-  /** Flow admin on `parts`, cancelling a node's job with `cancelJob` (the queue's `cancel`). */
-  constructor(parts: FailedJobsParts, cancelJob: (id: number) => Promise<unknown>) {
+  /** Flow admin on `parts`, keeping the jobs it cancels for as long as `finished` says. */
+  constructor(parts: FailedJobsParts, finished: Pick<FinishedJobs, "keepsOfCancelled">) {
     this.#parts = parts;
-    this.#cancelJob = cancelJob;
+    this.#finished = finished;
   }
 
   /** One flow's status, or null. */
@@ -38,19 +40,20 @@ export class Flows {
   }
 
   /**
-   * Cancels a flow: its waiting nodes at once, its queued and running ones
-   * the normal way (a running one is asked to stop); false when there is no
-   * such flow or it had finished.
+   * Cancels a flow in one write of the store: its waiting nodes, and its
+   * queued and running ones as `Queue.cancel` cancels a job (a running one
+   * is asked to stop), each job kept as cancelled for its type's
+   * `keepFinishedMs`; false when there is no such flow or it had finished.
    */
   async cancel(id: number): Promise<boolean> {
     const store = this.#parts.store;
     const flowId = assertId(id, "A flow id");
     const before = await store.flow(flowId);
     if (before === null || toFlowStatus(before).finished) return false;
-    const cancelled = await store.cancelFlow(flowId, this.#parts.clock.now());
-    if (cancelled === null) return false;
-    for (const jobId of cancelled.jobIds) await this.#cancelJob(jobId);
-    return true;
+    const now = this.#parts.clock.now();
+    const keeps = this.#finished.keepsOfCancelled(before.nodes.map((node) => node.name), now);
+    const reason = cancelReason(undefined);
+    return (await store.cancelFlow({ id: flowId, reason, now, ...keeps })) !== null;
   }
 }
 

@@ -56,7 +56,13 @@ import type {
 import type { LogLineRow, TickRecords } from "./rows/logs.ts";
 import type { JobStepsRow, SignalOutcome, SignalRequest } from "./rows/steps.ts";
 import type { MigrateOptions, MigrationPlan, SchemaNews } from "./schema_steps.ts";
-import type { CancelledFlow, FlowRow, InsertedFlow, NewFlowRow } from "./rows/flows.ts";
+import type {
+  CancelFlowRequest,
+  CancelledFlow,
+  FlowRow,
+  InsertedFlow,
+  NewFlowRow,
+} from "./rows/flows.ts";
 import type { MoveFence, TransferPage, TransferRow, TransferTable } from "./rows/transfer.ts";
 
 export type * from "./rows/dispatch.ts";
@@ -313,11 +319,16 @@ export interface AdminStore {
   pruneFlows(before: number): Promise<number>;
   /**
    * Cancels a flow in one transaction: marks it cancelled, its waiting nodes
-   * cancelled, and drops its catch; returns the jobs of its queued and
-   * running nodes (to cancel the normal way), or null when there is no such flow.
-   * A node that succeeds afterwards queues no child.
+   * cancelled, and drops its catch; cancels the jobs of its queued nodes
+   * (a job claimed ahead, not started, counts as queued) and asks its
+   * running ones to stop, each as `cancel` does, so no claim after it takes
+   * one of its nodes. Where the engine locks rows, a node's job whose row
+   * another transaction holds at that moment (a claim, a start
+   * confirmation, its settle) is cancelled as `cancel` does right after the
+   * transaction, before this returns. Null when there is no such flow. A
+   * node that succeeds afterwards queues no child.
    */
-  cancelFlow(id: number, now: number): Promise<CancelledFlow | null>;
+  cancelFlow(request: CancelFlowRequest): Promise<CancelledFlow | null>;
 }
 
 /** What the dashboard and stats read: counts, running and listed jobs, metrics, workers. */

@@ -16,17 +16,17 @@ import { join } from "node:path";
 import { ChildScript } from "../_child.ts";
 import { waitUntil } from "../_helpers.ts";
 import { type StoreContext, storeTest } from "../_stores.ts";
-import { flowNode, readLedger } from "../fixtures/flows/jobs.ts";
+import { flowNode, readLedger, stoppableNode } from "../fixtures/flows/jobs.ts";
 
 const WORKER = new URL("../fixtures/flows/worker_child.ts", import.meta.url);
 const JOBS = new URL("../fixtures/flows/jobs.ts", import.meta.url).href;
 /** How long one wait of a test may take on a loaded machine before it counts as stuck. */
 const DEADLINE_MS = 120_000;
 
-/** A worker process on the test's database, once it printed `ready`. */
-async function startWorker(db: StoreContext): Promise<ChildScript> {
+/** A worker process on the test's database, running `concurrency` jobs at once, once it printed `ready`. */
+async function startWorker(db: StoreContext, concurrency = 4): Promise<ChildScript> {
   // Web Workers (the default executor): the parents reach each handler across the thread boundary.
-  const options = { leaseMs: 1_000, pollMs: 20, concurrency: 4 };
+  const options = { leaseMs: 1_000, pollMs: 20, concurrency };
   const child = new ChildScript(WORKER, [JSON.stringify(options), ...await db.childArgs()]);
   try {
     await child.line("ready", DEADLINE_MS);
@@ -152,6 +152,52 @@ storeTest(
       [...new Set(parentLines.map((line) => line.pid))].sort(),
       workers.map((worker) => worker.pid).sort(),
       "both processes ran parents",
+    );
+  },
+);
+
+storeTest(
+  "cancelFlow() while worker processes run its nodes: no node queued at the call ever starts, the running ones are stopped, and every node ends cancelled",
+  // The flow's queued nodes are cancelled in the write that marks the flow: before, they were
+  // cancelled one by one after it, and the workers, whose slots the running nodes' stops freed,
+  // claimed and ran the nodes the loop had not reached yet.
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    const ledger = join(db.dir, "ledger.txt");
+    const workers = await Promise.all([startWorker(db, 2), startWorker(db, 2)]);
+    const flow = queue.flow("cancelled-while-running");
+    const nodes = Array.from(
+      { length: 300 },
+      (_, n) =>
+        flow.add(stoppableNode, { ledger, key: `n${n}`, ms: DEADLINE_MS }, { key: `n${n}` }),
+    );
+    flow.add(stoppableNode, { ledger, key: "join", ms: 0 }, { key: "join", after: nodes });
+    const id = await flow.dispatch();
+    let startedAtCall: string[];
+    try {
+      // Every slot holds a node that runs until it is stopped: none can start before the cancel.
+      await waitUntil(() => readLedger(ledger).length >= 4 || null, {
+        what: "four nodes running, one per slot",
+        timeoutMs: DEADLINE_MS,
+      });
+      startedAtCall = readLedger(ledger).map((line) => line.key).sort();
+      assert.equal(await queue.cancelFlow(id), true);
+      await waitUntil(async () => (await queue.flowStatus(id))?.finished || null, {
+        what: "the running nodes stopped",
+        timeoutMs: DEADLINE_MS,
+        everyMs: 100,
+      });
+    } finally {
+      for (const worker of workers) await worker[Symbol.asyncDispose]();
+    }
+    const started = readLedger(ledger).map((line) => line.key).sort();
+    assert.deepEqual(started, startedAtCall, "no node queued at the call started");
+    const status = (await queue.flowStatus(id))!;
+    assert.equal(status.state, "cancelled");
+    assert.deepEqual(
+      status.nodes.filter((node) => node.state !== "cancelled").map((node) => node.key),
+      [],
+      "the running nodes were stopped, the others never ran",
     );
   },
 );

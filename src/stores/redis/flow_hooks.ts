@@ -30,6 +30,10 @@
  *   `Flows.settleGraph`); `clear` (deleted unrun by a clear) cancels it
  *   and skips its descendants without the catch. Returns how many jobs it
  *   queued.
+ * - `H.flowsCancelled(jobs, err, t)`: the nodes of `jobs` (`{id, job}`),
+ *   cancelled before they started, end as `H.flowSettled` ends each with
+ *   `cancel`, each flow moved once after all its nodes ended. Returns how
+ *   many jobs it queued.
  * - `H.flowRetried(id, failed, t)`: the failed node `failed` was moved
  *   back by a retry: it is pending again and its skipped descendants wait
  *   again. Returns how many jobs it queued.
@@ -111,6 +115,21 @@ function Flows.settleGraph(id, cancelled, t)
   return queued
 end
 
+-- Nodes at positions (each pending) of flow id ended without success: kind 'fail', 'cancel', or
+-- 'clear' (deleted unrun by a clear of its queue: cancelled, no catch). The catch is queued once
+-- (not in a cancelled flow) and the graph walked once after all of them ended, which gives what
+-- walking it after each would. How many jobs it queued.
+function Flows.ended(id, cancelled, positions, kind, err, t)
+  local nodes = Flows.nodes(id)
+  local state = kind == 'fail' and 'failed' or 'cancelled'
+  local message = state
+  if err ~= nil and err ~= NULL then message = err end
+  for _, pos in ipairs(positions) do redis.call('HSET', nodes, pos .. ':s', state, pos .. ':e', message) end
+  local queued = 0
+  if not cancelled and kind ~= 'clear' then queued = Links.release(Flows.catchKey(id), t, nil) end
+  return queued + Flows.settleGraph(id, cancelled, t)
+end
+
 -- The flow of a node's job and the node's position, or nil when it is none (or gone).
 function Flows.nodeOf(jobId, job)
   local id = job.flow_id
@@ -140,14 +159,27 @@ function H.flowSettled(jobId, job, kind, output, err, t)
     end
     return queued
   end
-  -- 'clear': deleted unrun by a clear of its queue: cancelled, its descendants skipped, no catch.
-  local state = kind == 'fail' and 'failed' or 'cancelled'
-  local message = state
-  if err ~= nil and err ~= NULL then message = err end
-  redis.call('HSET', nodes, pos .. ':s', state, pos .. ':e', message)
+  return Flows.ended(id, cancelled, {pos}, kind, err, t)
+end
+
+function H.flowsCancelled(jobs, err, t)
+  local positions, flows = {}, {}
+  for _, entry in ipairs(jobs) do
+    local id, pos = Flows.nodeOf(entry.id, entry.job)
+    if id ~= nil and redis.call('HGET', Flows.nodes(id), pos .. ':s') == 'pending' then
+      if positions[id] == nil then
+        positions[id] = {}
+        table.insert(flows, id)
+      end
+      table.insert(positions[id], pos)
+    end
+  end
   local queued = 0
-  if not cancelled and kind ~= 'clear' then queued = Links.release(Flows.catchKey(id), t, nil) end
-  return queued + Flows.settleGraph(id, cancelled, t)
+  for _, id in ipairs(flows) do
+    local cancelled = redis.call('HEXISTS', Flows.key(id), 'cancelled_at') == 1
+    queued = queued + Flows.ended(id, cancelled, positions[id], 'cancel', err, t)
+  end
+  return queued
 end
 
 function H.flowRetried(jobId, failed, t)

@@ -8,6 +8,7 @@
  * @module
  */
 import type {
+  CancelFlowRequest,
   CancelledFlow,
   FlowNodeRow,
   FlowRow,
@@ -146,7 +147,15 @@ return cjson.encode({pruned = pruned, last = tonumber(ids[#ids]) or NULL})
 `,
 );
 
-/** Input: `id`. Reply: `{jobIds}` of its queued and running nodes, or null when there is no flow. */
+/**
+ * Input: `id`, `reason`, `keepUntil`, `keepUntilByName` (see
+ * `CancelFlowRequest`). Marks the flow and its waiting nodes cancelled,
+ * drops its catch, and cancels the job of each queued or running node by
+ * the rule of a single job's cancel (`H.cancel`): a job not started
+ * (queued, or claimed ahead) is deleted and kept as cancelled, a running
+ * one asked to stop. Reply: `{cancelled, cancelling}` (job ids), or null
+ * when there is no flow.
+ */
 const CANCEL_FLOW = luaScript(
   "cancelFlow",
   "allow-oom",
@@ -157,14 +166,28 @@ local f = redis.call('HMGET', key, 'id', 'cancelled_at', 'staged', 'nodes')
 if not f[1] or f[3] then return cjson.encode(NULL) end
 if not f[2] then redis.call('HSET', key, 'cancelled_at', NOW) end
 local nodes = Flows.nodes(INPUT.id)
-local jobIds = {}
+local queued = {}
 for pos = 0, tonumber(f[4]) - 1 do
   local node = redis.call('HMGET', nodes, pos .. ':s', pos .. ':j')
   if node[1] == 'waiting' then redis.call('HSET', nodes, pos .. ':s', 'cancelled')
-  elseif node[1] == 'pending' then table.insert(jobIds, tonumber(node[2])) end
+  elseif node[1] == 'pending' then table.insert(queued, tonumber(node[2])) end
 end
 redis.call('DEL', Flows.catchKey(INPUT.id))
-return cjson.encode({jobIds = jobIds})
+-- Marked first: the jobs' cancel then moves the flow as a cancelled one's (no catch, no child).
+local jobs = {}
+for _, jobId in ipairs(queued) do
+  local job = readJob(jobId)
+  if job ~= nil and job.staged == nil then
+    local keepUntil = INPUT.keepUntilByName[job.name] or INPUT.keepUntil
+    table.insert(jobs, {id = jobId, job = job, keepUntil = keepUntil})
+  end
+end
+local cancelled, cancelling = {}, {}
+for i, outcome in ipairs(H.cancel(jobs, INPUT.reason)) do
+  table.insert(outcome == 'cancelled' and cancelled or cancelling, jobs[i].id)
+end
+if #jobs > 0 then wake() end
+return cjson.encode({cancelled = cancelled, cancelling = cancelling})
 `,
 );
 
@@ -278,15 +301,24 @@ export async function pruneFlows(redis: RedisConnection, before: number): Promis
   }
 }
 
-/** Cancels a flow's waiting nodes and catch; the jobs of its queued and running nodes, or null. */
+/** Cancels a flow, its waiting nodes and catch, and its queued and running nodes' jobs; or null. */
 export async function cancelFlow(
   redis: RedisConnection,
-  id: number,
-  now: number,
+  request: CancelFlowRequest,
 ): Promise<CancelledFlow | null> {
-  const reply = await redis.call<{ jobIds: number[] | Record<string, never> } | null>(
-    CANCEL_FLOW,
-    { now, id },
-  );
-  return reply === null ? null : { jobIds: list(reply.jobIds) };
+  const reply = await redis.call<
+    {
+      cancelled: number[] | Record<string, never>;
+      cancelling: number[] | Record<string, never>;
+    } | null
+  >(CANCEL_FLOW, {
+    now: request.now,
+    id: request.id,
+    reason: request.reason,
+    keepUntil: request.keepUntil,
+    keepUntilByName: request.keepUntilByName,
+  });
+  return reply === null
+    ? null
+    : { cancelled: list(reply.cancelled), cancelling: list(reply.cancelling) };
 }

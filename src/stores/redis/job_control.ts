@@ -127,9 +127,9 @@ return cjson.encode(true)
 
 /**
  * Input: `id`, `reason`, `keepUntil`. Reply: the CancelOutcome. A job not
- * started is recorded as cancelled (when kept), deleted, its chain and batch
- * moved on (`H.linksRemoved`) and its keys released (`H.keysRemoved`); a
- * running one gets `cancel_requested`.
+ * started is recorded as cancelled (when kept), deleted, its chain, batch
+ * and flow moved on and its keys released; a running one gets
+ * `cancel_requested` (`H.cancel`, job_control_hooks.ts).
  */
 const CANCEL = luaScript(
   "cancel",
@@ -144,21 +144,9 @@ if job == nil or job.staged ~= nil then
   end
   return cjson.encode('not-found')
 end
-if job.token ~= nil and num(job, 'available_at') > NOW and job.claimed_ahead ~= '1' then
-  redis.call('HSET', jobKey(id), 'cancel_requested', INPUT.reason)
-  wake()
-  return cjson.encode('cancelling')
-end
-if INPUT.keepUntil > INPUT.now then
-  History.record(id, job, {state = 'cancelled', error = INPUT.reason, finished_at = NOW,
-    keep_until = at(INPUT.keepUntil)})
-end
-deleteJob(id, job)
-H.linksRemoved(id, job, NOW, 'cancel')
-H.flowSettled(id, job, 'cancel', NULL, INPUT.reason, NOW)
-H.keysRemoved(id, job)
+local outcome = H.cancel({{id = id, job = job, keepUntil = INPUT.keepUntil}}, INPUT.reason)[1]
 wake()
-return cjson.encode('cancelled')
+return cjson.encode(outcome)
 `,
 );
 

@@ -236,6 +236,15 @@ end
  *   attempts and times); whether it did. A
  *   settle its process finds a prune due in prunes expired kept jobs once
  *   after its settlements (`History.pruneExpired`, tick.ts).
+ * - `H.cancel(jobs, reason)`: the rule of a cancel, for each of `jobs`
+ *   (`{id, job, keepUntil}`, `job` the stored row, committed): one running
+ *   (leased, its lease not run out, and started: a job claimed ahead has
+ *   not) gets its cancel asked, `'cancelling'`; any other is kept as
+ *   cancelled until `keepUntil` (the caller's clock; nothing kept at or
+ *   before `INPUT.now`) and deleted, its chain and batch moved on and its
+ *   keys released, `'cancelled'`, and then the flows of those that are
+ *   nodes moved on, each once (`H.flowsCancelled`). Returns each one's
+ *   outcome, in order. The caller wakes the workers (`wake()`) after it.
  */
 export const JOB_CONTROL_HOOKS: string = HISTORY + String.raw`
 function H.paused(queue)
@@ -243,6 +252,29 @@ function H.paused(queue)
   if not pause then return false end
   local untilAt = tonumber(cjson.decode(pause)['until'])
   return untilAt == nil or untilAt > NOW
+end
+
+function H.cancel(jobs, reason)
+  local outcomes, removed = {}, {}
+  for i, entry in ipairs(jobs) do
+    local id, job = entry.id, entry.job
+    if job.token ~= nil and num(job, 'available_at') > NOW and job.claimed_ahead ~= '1' then
+      redis.call('HSET', jobKey(id), 'cancel_requested', reason)
+      outcomes[i] = 'cancelling'
+    else
+      if entry.keepUntil > INPUT.now then
+        History.record(id, job, {state = 'cancelled', error = reason, finished_at = NOW,
+          keep_until = at(entry.keepUntil)})
+      end
+      deleteJob(id, job)
+      H.linksRemoved(id, job, NOW, 'cancel')
+      H.keysRemoved(id, job)
+      table.insert(removed, entry)
+      outcomes[i] = 'cancelled'
+    end
+  end
+  H.flowsCancelled(removed, reason, NOW)
+  return outcomes
 end
 
 function H.finished(id, job, s, kept)

@@ -29,6 +29,7 @@ import { shown } from "../../shown.ts";
 import type {
   BackupResult,
   BatchRow,
+  CancelFlowRequest,
   CancelledFlow,
   CancelOutcome,
   CancelRequest,
@@ -334,8 +335,8 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
   }
 
   /** See {@linkcode Store.cancelFlow}. */
-  cancelFlow(id: number, now: number): Promise<CancelledFlow | null> {
-    return flows.cancelFlow(this.#redis, id, now);
+  cancelFlow(request: CancelFlowRequest): Promise<CancelledFlow | null> {
+    return flows.cancelFlow(this.#redis, request);
   }
 
   /** See {@linkcode Store.batch}. */

@@ -78,10 +78,32 @@ export interface FlowRow {
   readonly nodes: readonly FlowNodeRow[];
 }
 
+/**
+ * A flow to cancel (`cancelFlow`): its queued nodes' jobs are cancelled and
+ * its running ones asked to stop in the same write, each as `cancel` does.
+ */
+export interface CancelFlowRequest {
+  /** The flow's id. */
+  readonly id: number;
+  /** Why, kept as each cancelled job's error (and its node's). */
+  readonly reason: string;
+  /** Now. */
+  readonly now: number;
+  /**
+   * Keep each cancelled job's record until then (at or before `now`,
+   * record nothing), unless its job name is in `keepUntilByName`.
+   */
+  readonly keepUntil: number;
+  /** The `keepUntil` of each job name whose type keeps its finished jobs for a time of its own. */
+  readonly keepUntilByName: Readonly<Record<string, number>>;
+}
+
 /** What `cancelFlow` did: null when there is no such flow. */
 export interface CancelledFlow {
-  /** The jobs of its nodes that were queued or running: each to cancel the normal way. */
-  readonly jobIds: readonly number[];
+  /** The jobs of its nodes that had not started (queued, or claimed ahead): cancelled. */
+  readonly cancelled: readonly number[];
+  /** The jobs of its running nodes: asked to stop, as `cancel` asks a running job. */
+  readonly cancelling: readonly number[];
 }
 
 /**

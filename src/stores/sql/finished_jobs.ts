@@ -130,18 +130,27 @@ export function* recordFinished(
 }
 
 /**
- * Records job `id`, about to be deleted without running to its end, as
- * cancelled with `reason`, kept `keepMs` after `now` (the store's now).
+ * Records `jobs`, about to be deleted without running to their end, as
+ * cancelled with `reason`, each kept `keepMs` after `now` (the store's now).
  */
 export function* recordCancelled(
-  id: number,
-  token: number | null,
+  jobs: readonly { readonly id: number; readonly token: number | null; readonly keepMs: number }[],
   reason: string,
-  keepMs: number,
   now: number,
 ): Script<void> {
-  const fence = token ?? UNLEASED;
-  yield* exec(RECORD, [[id, fence, "cancelled", null, reason, null, 0, null, keepMs]], now);
+  if (jobs.length === 0) return;
+  const rows = jobs.map(({ id, token, keepMs }) => [
+    id,
+    token ?? UNLEASED,
+    "cancelled",
+    null,
+    reason,
+    null,
+    0,
+    null,
+    keepMs,
+  ]);
+  yield* exec(RECORD, rows, now);
 }
 
 /**

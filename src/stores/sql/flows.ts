@@ -12,7 +12,8 @@
  * @module
  */
 import type {
-  CancelledFlow,
+  CancelFlowRequest,
+  CancelRequest,
   FlowNodeRow,
   FlowParentsRow,
   FlowRow,
@@ -21,6 +22,7 @@ import type {
   Page,
   StoredFlowNodeState,
 } from "../store.ts";
+import { cancelUnheld } from "./cancel.ts";
 import { type Dialect, PLAIN } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
@@ -56,9 +58,9 @@ const NODE_SUCCEEDED = statement(
   WHERE flow_id = $1 AND job_id = $2 AND state = 'pending' RETURNING position`,
   { oneRow: true },
 );
-const NODE_ENDED = statement(
+const NODES_ENDED = statement(
   `UPDATE flow_nodes SET state = $3, error = $4
-  WHERE flow_id = $1 AND job_id = $2 AND state = 'pending'`,
+  WHERE flow_id = $1 AND job_id IN {{ids $2}} AND state = 'pending'`,
 );
 const NODE_RETRIED = statement(
   `UPDATE flow_nodes SET state = 'pending', error = NULL
@@ -116,8 +118,10 @@ const CANCEL_FLOW = statement("UPDATE flows SET cancelled_at = $2 WHERE id = $1"
 const CANCEL_WAITING_NODES = statement(
   "UPDATE flow_nodes SET state = 'cancelled' WHERE flow_id = $1 AND state = 'waiting'",
 );
-const QUEUED_NODES = statement(
-  "SELECT job_id FROM flow_nodes WHERE flow_id = $1 AND state = 'pending' ORDER BY position",
+/** The jobs of flow `$1`'s queued and running nodes, with their names, in id order. */
+const NODE_JOBS = statement(
+  `SELECT job_id AS id, name FROM flow_nodes WHERE flow_id = $1 AND state = 'pending'
+  ORDER BY job_id`,
 );
 const NODES_SHOWN = statement(
   `SELECT n.position, n.node_key, n.name, n.state, n.job_id, n.error,
@@ -231,15 +235,58 @@ export function* settled(
     }
     return queued;
   }
+  return yield* ended(flowId, flow.cancelled_at !== null, [links.id], kind, at, error);
+}
+
+/**
+ * Moves the flows of node jobs cancelled before they started, each flow
+ * once, in flow order: as a `"cancel"` settle of each job would.
+ */
+export function* cancelled(
+  jobs: readonly (JobLinks & { readonly id: number })[],
+  at: number,
+  reason: string,
+): Script<number> {
+  const byFlow = new Map<number, number[]>();
+  for (const job of jobs) {
+    if (job.flow_id === null || job.flow_id === undefined) continue;
+    const ids = byFlow.get(Number(job.flow_id)) ?? [];
+    ids.push(Number(job.id));
+    byFlow.set(Number(job.flow_id), ids);
+  }
+  let queued = 0;
+  for (const [flowId, ids] of [...byFlow].sort(([a], [b]) => a - b)) {
+    const { rows: [flow] } = yield* exec<{ cancelled_at: number | null }>(FLOW_LOCK, flowId);
+    if (flow === undefined) continue;
+    queued += yield* ended(flowId, flow.cancelled_at !== null, ids, "cancel", at, reason);
+  }
+  return queued;
+}
+
+/**
+ * Nodes of flow `flowId` (its row locked) whose jobs `ids` failed for good,
+ * were cancelled or cleared: the flow's catch queued once (not for a clear,
+ * nor in a cancelled flow), their descendants skipped. Walking the graph
+ * once after all of them ended gives what walking it after each would:
+ * a node is queued once every parent ended, skipped once one is blocked.
+ */
+function* ended(
+  flowId: number,
+  isCancelled: boolean,
+  ids: readonly number[],
+  kind: "fail" | "cancel" | "clear",
+  at: number,
+  error: string | null,
+): Script<number> {
   const state = kind === "fail" ? "failed" : "cancelled";
-  const { count } = yield* exec(NODE_ENDED, flowId, links.id, state, error ?? state);
+  const { count } = yield* exec(NODES_ENDED, flowId, ids, state, error ?? state);
   if (count === 0) return 0;
   let queued = 0;
-  if (flow.cancelled_at === null && kind !== "clear") {
+  if (!isCancelled && kind !== "clear") {
     queued += (yield* exec(INSERT_CATCH, at, flowId)).count;
     yield* exec(DROP_CATCH, flowId);
   }
-  return queued + (yield* settleGraph(flowId, flow.cancelled_at !== null, at));
+  return queued + (yield* settleGraph(flowId, isCancelled, at));
 }
 
 /** Moves the flows of node jobs deleted unrun by a clear: each node is cancelled, its descendants skipped. */
@@ -275,18 +322,60 @@ export function* retried(
 }
 
 /**
- * Cancels a flow: marks it and its waiting nodes cancelled and drops its
- * catch; the jobs of its queued and running nodes, to cancel the normal
- * way; null when there is no such flow.
+ * Cancels a flow in one write: marks it and its waiting nodes cancelled,
+ * drops its catch, and cancels its queued and running nodes' jobs by the
+ * rule of a job's cancel (`cancel.ts`): one not started (queued, or claimed
+ * ahead and not confirmed) is removed and kept as cancelled, its node
+ * cancelled, so no claim after the commit takes it; a running one gets its
+ * cancel asked. A job whose row another transaction holds at that moment
+ * (a claim taking it, a start confirmation, its own settle) is left to the
+ * caller to cancel after the commit (`held`). Null when there is no such flow.
  */
-export function* cancelFlow(id: number, at: number): Script<CancelledFlow | null> {
+export function* cancelFlow(
+  dialect: Dialect,
+  request: CancelFlowRequest,
+): Script<FlowCancel | null> {
+  const { id, now, reason } = request;
+  // Lock order, where the engine locks rows: the flow's row first, and then no wait for any job's
+  // row. A worker's settle locks the rows of the jobs it settles, then the flows of those that
+  // are nodes, then the rows of the jobs it claimed ahead (their start confirmations); a cancel of
+  // one job locks its row, then its flow's. Any of them may hold a node's job while it waits for
+  // this flow's row, so this write skips the rows held (SKIP LOCKED): it waits only for the flow,
+  // holding nothing yet, and takes no part in a cycle of waits.
   const { rows: [flow] } = yield* exec<{ cancelled_at: number | null }>(FLOW_LOCK, id);
   if (flow === undefined) return null;
-  if (flow.cancelled_at === null) yield* exec(CANCEL_FLOW, id, at);
+  if (flow.cancelled_at === null) yield* exec(CANCEL_FLOW, id, now);
   yield* exec(CANCEL_WAITING_NODES, id);
   yield* exec(DROP_CATCH, id);
-  const { rows } = yield* exec<{ job_id: number }>(QUEUED_NODES, id);
-  return { jobIds: rows.map((row) => Number(row.job_id)) };
+  const { rows } = yield* exec<{ id: number; name: string }>(NODE_JOBS, id);
+  const jobs = rows.map((row) => ({
+    id: Number(row.id),
+    keepUntil: Object.hasOwn(request.keepUntilByName, row.name)
+      ? request.keepUntilByName[row.name]!
+      : request.keepUntil,
+  }));
+  // Marked first: each job's cancel then moves the flow as a cancelled one's (no catch, no child).
+  const outcomes = yield* cancelUnheld(dialect, { jobs, reason, now });
+  const done: FlowCancel = { cancelled: [], cancelling: [], held: [] };
+  for (const job of jobs) {
+    const outcome = outcomes.get(job.id);
+    if (outcome === "cancelled") done.cancelled.push(job.id);
+    else if (outcome === "cancelling") done.cancelling.push(job.id);
+    else if (outcome === "held") {
+      done.held.push({ id: job.id, reason, now, keepUntil: job.keepUntil });
+    }
+  }
+  return done;
+}
+
+/** What `cancelFlow` did in its write, and the cancels it left for the caller to make after it. */
+export interface FlowCancel {
+  /** The jobs of nodes not started: cancelled. */
+  readonly cancelled: number[];
+  /** The jobs of running nodes: asked to stop. */
+  readonly cancelling: number[];
+  /** The nodes' jobs whose rows another transaction held: to cancel after the commit. */
+  readonly held: CancelRequest[];
 }
 
 /** One flow with every node, or null. */

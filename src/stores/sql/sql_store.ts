@@ -10,6 +10,7 @@ import { MetricsRollup } from "./metrics_rollup.ts";
 import type {
   BackupResult,
   BatchRow,
+  CancelFlowRequest,
   CancelledFlow,
   CancelOutcome,
   CancelRequest,
@@ -188,9 +189,21 @@ export class SqlStore implements Store, MoveStore {
     return this.#write(() => flows.prune(before));
   }
 
-  /** Cancels a flow's waiting nodes and catch; the jobs of its queued and running nodes. */
-  cancelFlow(id: number, now: number): Promise<CancelledFlow | null> {
-    return this.#write(() => flows.cancelFlow(id, now));
+  /** Cancels a flow, its waiting nodes and catch, and its queued and running nodes' jobs. */
+  async cancelFlow(request: CancelFlowRequest): Promise<CancelledFlow | null> {
+    const done = await this.#write(() => flows.cancelFlow(this.#dialect, request));
+    if (done === null) return null;
+    const cancelled = [...done.cancelled];
+    const cancelling = [...done.cancelling];
+    // A node's job whose row another transaction held at that moment (a claim taking it, its
+    // start's confirmation, its own settle, which may have put it back for a retry): cancelled
+    // now as `cancel` does, so none of them runs on unasked once this returns.
+    for (const job of done.held) {
+      const outcome = await this.cancel(job);
+      if (outcome === "cancelled") cancelled.push(job.id);
+      else if (outcome === "cancelling") cancelling.push(job.id);
+    }
+    return { cancelled, cancelling };
   }
 
   /** One batch, or null. */

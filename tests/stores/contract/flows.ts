@@ -10,6 +10,7 @@
  */
 import assert from "node:assert/strict";
 import type {
+  CancelFlowRequest,
   ClaimedJob,
   FlowParentsRow,
   NewFlowNodeRow,
@@ -24,6 +25,7 @@ import {
   fail,
   LEASE_MS,
   newJob,
+  plain,
   T0,
 } from "./fixtures.ts";
 
@@ -62,6 +64,11 @@ let lastToken = 1_000;
 /** Claims every due job of `queues` at `now` with a fresh token. */
 function take(store: Store, now = T0, queues = ["default"]): Promise<ClaimedJob[]> {
   return claim(store, { queues, now, limit: 100, token: ++lastToken });
+}
+
+/** A cancel of flow `id` at T0 whose jobs are not kept. */
+function cancelOf(id: number): CancelFlowRequest {
+  return { id, reason: "flow cancelled", now: T0, keepUntil: T0, keepUntilByName: {} };
 }
 
 /** Node key → state. */
@@ -238,17 +245,75 @@ function register(test: ContractTest): void {
     assert.equal((await states(store, id))["c"], "running");
   });
 
-  test("cancelFlow() cancels the waiting nodes, drops the catch and returns the queued nodes' jobs; a node ending later moves nothing (workflows.md §2c 17: pgflow no_mutations_on_failed_run.test.sql)", async (store) => {
+  test("cancelFlow() cancels the waiting nodes, drops the catch and asks the running node to stop; a node ending later moves nothing (workflows.md §2c 17: pgflow no_mutations_on_failed_run.test.sql)", async (store) => {
     const { id, jobIds } = await store.insertFlow(newFlow(node("a"), node("b", [0])));
     const [a] = await take(store);
-    const cancelled = await store.cancelFlow(id, T0);
-    assert.deepEqual(cancelled, { jobIds });
+    const cancelled = await store.cancelFlow(cancelOf(id));
+    assert.deepEqual(cancelled, { cancelled: [], cancelling: jobIds });
     assert.deepEqual(await states(store, id), { a: "running", b: "cancelled" });
     assert.notEqual((await store.flow(id))?.cancelledAt, null);
     // The running node that ends after the cancel queues no child; a fail queues no catch.
     assert.deepEqual((await store.settle([fail(a!.id, a!.token, T0)])).applied, [true]);
     assert.deepEqual(await take(store, LATER, ["default", "cb"]), []);
-    assert.equal(await store.cancelFlow(id + 1_000, T0), null);
+    assert.equal(await store.cancelFlow(cancelOf(id + 1_000)), null);
+  });
+
+  test("cancelFlow() cancels its queued nodes' jobs in its own write, one claimed ahead as a queued one, and asks its running one to stop: a claim after it takes none of its nodes", async (store) => {
+    const { id } = await store.insertFlow(
+      newFlow(node("run"), node("ahead"), node("q1"), node("q2"), node("join", [0, 1, 2, 3])),
+    );
+    const [run, ahead, ...more] = await claim(store, {
+      limit: 2,
+      aheadFrom: 1,
+      token: ++lastToken,
+    });
+    assert.deepEqual([run?.name, ahead?.name, ahead?.ahead, more], ["run", "ahead", true, []]);
+    assert.deepEqual(await states(store, id), {
+      run: "running",
+      ahead: "pending", // claimed ahead, not started
+      q1: "pending",
+      q2: "pending",
+      join: "waiting",
+    });
+    const q = (await store.flow(id))!.nodes.slice(2, 4).map((n) => n.jobId!);
+
+    const done = await store.cancelFlow({
+      ...cancelOf(id),
+      keepUntil: T0 + 60_000,
+      keepUntilByName: { q2: T0 }, // a job type that keeps no finished job
+    });
+    assert.deepEqual(done, { cancelled: [ahead!.id, ...q], cancelling: [run!.id] });
+    assert.deepEqual(await take(store, T0 + 1), [], "no claim takes a node of the flow");
+    assert.deepEqual(plain(await store.cancelsAsked([{ id: run!.id, token: run!.token }])), [
+      { id: run!.id, token: run!.token, reason: "flow cancelled" },
+    ]);
+    const starts = { leases: [{ id: ahead!.id, token: ahead!.token }], leaseMs: LEASE_MS, now: T0 };
+    assert.deepEqual((await store.settle([], undefined, { starts })).started, [], "start refused");
+    const row = (await store.flow(id))!;
+    assert.deepEqual(row.nodes.map((n) => [n.key, n.state, n.error]), [
+      ["run", "running", null],
+      ["ahead", "cancelled", "flow cancelled"],
+      ["q1", "cancelled", "flow cancelled"],
+      ["q2", "cancelled", "flow cancelled"],
+      ["join", "cancelled", null],
+    ]);
+    for (const jobId of [ahead!.id, q[0]!]) {
+      const kept = await store.result(jobId, T0);
+      assert.deepEqual([kept?.state, kept?.error], ["cancelled", "flow cancelled"]);
+    }
+    assert.equal(await store.result(q[1]!, T0), null, "kept as its type says: not at all");
+    // The running node's stop settles it as cancelled; nothing more is queued.
+    const stopped = await store.settle([{
+      kind: "cancel",
+      id: run!.id,
+      token: run!.token,
+      at: T0,
+      reason: "flow cancelled",
+      keepUntil: T0,
+    }]);
+    assert.deepEqual(stopped.applied, [true]);
+    assert.equal((await states(store, id))["run"], "cancelled");
+    assert.deepEqual(await take(store, LATER, ["default", "cb"]), []);
   });
 }
 
