@@ -43,6 +43,10 @@ const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 const WAKE = "SELECT pg_notify($1, '')";
 /** The advisory lock that lets one process at a time migrate a schema. */
 const MIGRATION_LOCK = 7_204_310;
+/** PostgreSQL's SQLSTATE for a transaction it rolled back to break a cycle of lock waits. */
+const DEADLOCK_DETECTED = "40P01";
+/** How many times a write script runs when PostgreSQL picks it to break a deadlock. */
+const DEADLOCK_TRIES = 3;
 
 /** The driver's pool. */
 export type Sql = postgres.Sql<Record<string, never>>;
@@ -106,26 +110,50 @@ export class PostgresEngine implements Engine {
   async run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
     this.#assertUsable();
     const wakeUp = new WakeUpAsked();
-    const result = await this.#connected(() => {
-      if (mode === "statement") {
-        return runAsync(
-          wakeUp.fresh(start),
-          oneWriteAtMost((step) => execute(this.#sql, step, false)),
-          wakeUp.ask,
+    const result = await this.#retriedOnDeadlock(mode, () =>
+      this.#connected(() => {
+        if (mode === "statement") {
+          return runAsync(
+            wakeUp.fresh(start),
+            oneWriteAtMost((step) => execute(this.#sql, step, false)),
+            wakeUp.ask,
+          );
+        }
+        if (mode === "unflushed statements") {
+          // Each statement its own commit, with no BEGIN or COMMIT round trip around it.
+          const unflushed = this.#unflushed ??= this.#connect("unflushed");
+          return runAsync(
+            wakeUp.fresh(start),
+            (step) => execute(unflushed, step, false),
+            wakeUp.ask,
+          );
+        }
+        return this.#begin((tx) =>
+          runAsync(wakeUp.fresh(start), (step) => execute(tx, step, true), wakeUp.ask)
         );
-      }
-      if (mode === "unflushed statements") {
-        // Each statement its own commit, with no BEGIN or COMMIT round trip around it.
-        const unflushed = this.#unflushed ??= this.#connect("unflushed");
-        return runAsync(wakeUp.fresh(start), (step) => execute(unflushed, step, false), wakeUp.ask);
-      }
-      return this.#begin((tx) =>
-        runAsync(wakeUp.fresh(start), (step) => execute(tx, step, true), wakeUp.ask)
-      );
-    });
+      }));
     // Only here, once the transaction has committed: a rollback rejected above.
     if (wakeUp.asked) this.#wake();
     return result;
+  }
+
+  /**
+   * Runs `attempt` again, up to {@linkcode DEADLOCK_TRIES} times in all,
+   * when PostgreSQL rolled its write transaction back to break a deadlock:
+   * the script made no change, and the other side of the cycle goes on, so
+   * the next try meets its locks released. Two scripts that lock a job's
+   * row and a flow's or a group's in different orders (an admin cancel or
+   * clear beside a worker's settle) cannot always be ordered alike.
+   */
+  async #retriedOnDeadlock<T>(mode: RunMode, attempt: () => Promise<T>): Promise<T> {
+    for (let tries = 1;; tries++) {
+      try {
+        return await attempt();
+      } catch (error) {
+        const code = (error as { code?: unknown } | null)?.code;
+        if (mode !== "write" || code !== DEADLOCK_DETECTED || tries >= DEADLOCK_TRIES) throw error;
+      }
+    }
   }
 
   /** Runs `fn` in one transaction, then sends a wake-up if one of its scripts asked for it. */
