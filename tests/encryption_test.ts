@@ -1190,6 +1190,59 @@ storeTest(
 );
 
 storeTest(
+  "An encrypted job's output swapped for plaintext at rest is refused by result() and by a flow child's ctx.parents, as a payload is",
+  async (db) => {
+    const FORGED = JSON.stringify("forged");
+    const parentsSeen: unknown[] = [];
+    const parent = defineJob({
+      name: "enc.out.parent",
+      schema: z.object({ n: z.number() }),
+      output: z.string(),
+      encrypted: true,
+      maxAttempts: 1,
+      handle: ({ n }) => `real ${n}`,
+    });
+    const child = defineJob({
+      name: "enc.out.child",
+      schema: z.object({}),
+      maxAttempts: 1,
+      handle: (_payload, ctx) => void parentsSeen.push(ctx.parents),
+    });
+    await using queue = await db.open({ jobs: [parent, child], appKey: KEY_A });
+    const done = await queue.dispatch(parent, { n: 1 });
+    await queue.drain({ maxTimeMs: 20_000 });
+    assert.equal((await queue.result(done))?.output, "real 1");
+    await db.setStored("completed_jobs", done, "output", FORGED);
+    await assert.rejects(queue.result(done), (error: unknown) => {
+      assert.ok(error instanceof PayloadIntegrityError, String(error));
+      assert.equal(
+        error.message,
+        `Stored output of "enc.out.parent" cannot be used: expected an encrypted output`,
+      );
+      return true;
+    });
+
+    const flow = queue.flow("enc.out.flow");
+    const a = flow.add(parent, { n: 2 }, { key: "a" });
+    flow.add(child, {}, { after: [a] });
+    await flow.dispatch();
+    await queue.drain({ maxJobs: 1, maxTimeMs: 20_000 });
+    const [waiting] = (await queue.jobs({ name: child.name })).jobs;
+    assert.ok(waiting !== undefined);
+    const carried = JSON.parse((await db.stored("jobs", waiting.id, "flow_parents"))!) as {
+      outputs: Record<string, { output: string | null }>;
+    };
+    for (const node of Object.values(carried.outputs)) node.output = FORGED;
+    await db.setStored("jobs", waiting.id, "flow_parents", JSON.stringify(carried));
+    await queue.drain({ maxTimeMs: 20_000 });
+    assert.deepEqual(parentsSeen, []);
+    const failed = await queue.failed();
+    assert.equal(failed.length, 1);
+    assert.match(failed[0]!.error, /expected an encrypted output/);
+  },
+);
+
+storeTest(
   "Queue.open() takes APP_KEY and APP_PREVIOUS_KEYS from the environment; the options win over it",
   async (db) => {
     const jobs = makeJobs();
