@@ -36,6 +36,24 @@ export function isEncryptedPayload(stored: string): boolean {
 }
 
 /**
+ * Throws `PayloadIntegrityError` when `stored` is plaintext and `job` is
+ * defined `encrypted` in this process: the one rule every value an
+ * encrypted job stores (its payload, output, step outputs, signals) is read
+ * by, so a value swapped for plaintext at rest does not pass for the job's
+ * own. A job this process does not define is judged by nothing: pass
+ * `encrypted: false`.
+ */
+export function assertSealedIfEncrypted(
+  job: { readonly name: string; readonly encrypted: boolean },
+  stored: string,
+  what: "payload" | "output" | "step output" | "signal",
+): void {
+  if (job.encrypted && !isEncryptedPayload(stored)) {
+    throw new PayloadIntegrityError(job.name, `expected an encrypted ${what}`, { of: what });
+  }
+}
+
+/**
  * A fresh key for `APP_KEY`: 32 random bytes, base64.
  *
  * @example Print a key

@@ -6,7 +6,7 @@
  * @internal
  * @module
  */
-import { isEncryptedPayload, type PayloadCipher } from "./encryption.ts";
+import { assertSealedIfEncrypted, isEncryptedPayload, type PayloadCipher } from "./encryption.ts";
 import { PayloadIntegrityError, ValidationError } from "./errors.ts";
 import type { JobDefinition } from "./job.ts";
 import { jsonChange } from "./json_safe.ts";
@@ -82,15 +82,18 @@ export function isEncryptedOutput(stored: string): boolean {
 export const OUTPUT_WITHHELD_NO_KEY = "encrypted, and this process has no APP_KEY to open it";
 
 /**
- * A stored output of job `jobName` as a value: decrypted (with `cipher`)
- * when it is sealed, then parsed. Throws `PayloadIntegrityError` when it
- * cannot be opened.
+ * A stored output of job `job` as a value: decrypted (with `cipher`) when
+ * it is sealed, then parsed. Throws `PayloadIntegrityError` when it cannot
+ * be opened, or is plaintext while `job.encrypted` (the job's definition in
+ * this process; false for a job it does not define).
  */
 export async function decodeOutput(
-  jobName: string,
+  job: { readonly name: string; readonly encrypted: boolean },
   stored: string,
   cipher: PayloadCipher | null,
 ): Promise<unknown> {
+  const jobName = job.name;
+  assertSealedIfEncrypted(job, stored, "output");
   let json = stored;
   if (isEncryptedPayload(stored)) {
     if (cipher === null) {

@@ -5,7 +5,7 @@
  * @internal
  * @module
  */
-import { isEncryptedPayload, type PayloadCipher } from "./encryption.ts";
+import { assertSealedIfEncrypted, isEncryptedPayload, type PayloadCipher } from "./encryption.ts";
 import { PayloadIntegrityError, ValidationError, type ValidationIssue } from "./errors.ts";
 import type { JobDefinition } from "./job.ts";
 
@@ -75,7 +75,7 @@ export async function openPayload(
     }
     return decodePayload(job, await cipher.decrypt(job.name, stored));
   }
-  if (job.encrypted) throw new PayloadIntegrityError(job.name, "expected an encrypted payload");
+  assertSealedIfEncrypted(job, stored, "payload");
   return decodePayload(job, stored);
 }
 

@@ -9,14 +9,14 @@
 import { keepFinishedMsOf } from "./admin/job_control.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { JobRows } from "./dispatch/job_rows.ts";
-import { type AppKeys, PayloadCipher } from "./encryption.ts";
+import type { AppKeys, PayloadCipher } from "./encryption.ts";
 import {
   maxPayloadBytesOf,
   modeOf,
+  openAppKeys,
   QUEUE_OPTIONS,
   type QueueMode,
   type QueueOptions,
-  readAppKeys,
 } from "./queue_options.ts";
 import { optionBag } from "./option_bags.ts";
 import { JobRegistry } from "./registry.ts";
@@ -58,8 +58,7 @@ export async function openQueueParts(given: QueueOptions): Promise<QueueParts> {
   const mode = modeOf(options);
   const keepFinishedMs = keepFinishedMsOf(options);
   const registry = await JobRegistry.load(options.jobs);
-  const appKeys = readAppKeys(options, registry.encryptedJobs());
-  const cipher = appKeys === null ? null : await PayloadCipher.fromKeys(appKeys);
+  const { appKeys, cipher } = await openAppKeys(options, registry.encryptedJobs());
   const clock = options.clock ?? systemClock;
   const jobRows = new JobRows(registry, clock, maxPayloadBytes, cipher);
   const schedules = scheduleRows(registry, jobRows, clock.now());

@@ -7,7 +7,7 @@
 import { optionNames } from "./option_bags.ts";
 import { shown } from "./shown.ts";
 import type { Clock } from "./clock.ts";
-import type { AppKeys } from "./encryption.ts";
+import { type AppKeys, PayloadCipher } from "./encryption.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "./payload.ts";
 import type { JobsSource } from "./registry.ts";
 import type { StoreOptions } from "./store_options.ts";
@@ -38,8 +38,9 @@ export interface QueueOptions extends StoreOptions {
   maxPayloadBytes?: number;
   /**
    * The key that encrypts the payloads of jobs defined with `encrypted: true`
-   * (base64 of 32 bytes); required when such a job is registered.
-   * @default {the APP_KEY environment variable}
+   * (base64 of 32 bytes), and opens what they stored (outputs, log lines, signals) in any
+   * process: required when such a job is registered.
+   * @default {the APP_KEY environment variable, when this process may read it}
    */
   appKey?: string;
   /**
@@ -111,10 +112,16 @@ export function maxPayloadBytesOf(options: Pick<QueueOptions, "maxPayloadBytes">
  * The app's keys from the options, else from `APP_KEY` and
  * `APP_PREVIOUS_KEYS`; null when no key is set. Throws naming the jobs that
  * need one when `encrypted` lists any and there is none. @internal
+ *
+ * The environment is read whenever this process may read it, encrypted jobs
+ * registered or not: a process that only dispatches plain jobs, sends
+ * signals or reads results still opens what an encrypted job stored. Without
+ * an encrypted job or `appKey`, a variable this process may not read
+ * (`--allow-env` without it) counts as unset, asked without a prompt.
  */
 export function readAppKeys(options: QueueOptions, encrypted: readonly string[]): AppKeys | null {
-  const fromEnv = (name: string) =>
-    encrypted.length > 0 || options.appKey !== undefined ? Deno.env.get(name) : undefined;
+  const required = encrypted.length > 0 || options.appKey !== undefined;
+  const fromEnv = (name: string) => required ? Deno.env.get(name) : readableEnv(name);
   const current = options.appKey ?? fromEnv("APP_KEY");
   const previous = options.previousAppKeys ??
     (fromEnv("APP_PREVIOUS_KEYS") ?? "").split(",").map((key) => key.trim()).filter(Boolean);
@@ -130,4 +137,39 @@ export function readAppKeys(options: QueueOptions, encrypted: readonly string[])
     );
   }
   return { current, previous };
+}
+
+/**
+ * The app's keys ({@linkcode readAppKeys}) and the cipher made of them. Keys
+ * from the environment of a process with no encrypted job and no `appKey`
+ * that are not keys of this queue (another framework's `APP_KEY`, not the
+ * base64 of 32 bytes) are left unused rather than refused: that process
+ * needs none. @internal
+ */
+export async function openAppKeys(
+  options: QueueOptions,
+  encrypted: readonly string[],
+): Promise<{ readonly appKeys: AppKeys | null; readonly cipher: PayloadCipher | null }> {
+  const appKeys = readAppKeys(options, encrypted);
+  if (appKeys === null) return { appKeys, cipher: null };
+  const required = encrypted.length > 0 || options.appKey !== undefined ||
+    options.previousAppKeys !== undefined;
+  try {
+    return { appKeys, cipher: await PayloadCipher.fromKeys(appKeys) };
+  } catch (error) {
+    if (required || !(error instanceof TypeError)) throw error;
+    return { appKeys: null, cipher: null };
+  }
+}
+
+/** Environment variable `name`, or undefined when unset or not readable (never prompts). */
+function readableEnv(name: string): string | undefined {
+  try {
+    if (Deno.permissions.querySync({ name: "env", variable: name }).state !== "granted") {
+      return undefined;
+    }
+    return Deno.env.get(name);
+  } catch {
+    return undefined;
+  }
 }

@@ -1098,40 +1098,149 @@ Deno.test("Queue.open() refuses malformed keys naming APP_KEY or APP_PREVIOUS_KE
   }
 });
 
-Deno.test("Queue.open() without an encrypted job needs no key and does not read APP_KEY or APP_PREVIOUS_KEYS", async () => {
+Deno.test("Queue.open() without an encrypted job needs no key, and leaves an APP_KEY that is not one of its keys unused", async () => {
   const jobs = makeJobs();
-  const read: string[] = [];
-  const get = Deno.env.get;
-  Deno.env.get = (name: string) => {
-    read.push(name);
-    return get.call(Deno.env, name);
-  };
-  try {
-    await withEnv({ APP_KEY: "garbage!", APP_PREVIOUS_KEYS: "more,garbage" }, async () => {
-      read.length = 0; // withEnv read them to restore them later
-      {
-        await using queue = await Queue.open({ path: ":memory:", jobs: [jobs.plain] });
-        await queue.dispatch(jobs.plain, { n: 1 });
-        const worker = queue.work({ executor: "isolate", stopWhenEmpty: true });
-        await worker.done;
-        assert.equal(worker.stats.completed, 1);
-      }
-      assert.deepEqual(read.filter((name) => name.startsWith("APP_")), []);
-      // With an encrypted job registered, the same environment is read (and refused).
-      await assert.rejects(
-        Queue.open({ path: ":memory:", jobs: [jobs.plain, jobs.alpha] }),
-        /^TypeError: APP_KEY must be the base64/,
-      );
-      assert.ok(read.includes("APP_KEY"), `read: ${read}`);
-    });
-    await withEnv({ APP_KEY: undefined, APP_PREVIOUS_KEYS: undefined }, async () => {
+  await withEnv({ APP_KEY: "garbage!", APP_PREVIOUS_KEYS: "more,garbage" }, async () => {
+    {
       await using queue = await Queue.open({ path: ":memory:", jobs: [jobs.plain] });
-      assert.equal(await queue.dispatch(jobs.plain, { n: 2 }), 1);
-    });
-  } finally {
-    Deno.env.get = get;
-  }
+      await queue.dispatch(jobs.plain, { n: 1 });
+      const worker = queue.work({ executor: "isolate", stopWhenEmpty: true });
+      await worker.done;
+      assert.equal(worker.stats.completed, 1);
+    }
+    // With an encrypted job registered, the same environment is refused.
+    await assert.rejects(
+      Queue.open({ path: ":memory:", jobs: [jobs.plain, jobs.alpha] }),
+      /^TypeError: APP_KEY must be the base64/,
+    );
+  });
+  await withEnv({ APP_KEY: undefined, APP_PREVIOUS_KEYS: undefined }, async () => {
+    await using queue = await Queue.open({ path: ":memory:", jobs: [jobs.plain] });
+    assert.equal(await queue.dispatch(jobs.plain, { n: 2 }), 1);
+  });
 });
+
+Deno.test("Queue.open() without an encrypted job reads no APP_KEY it may not read, and never prompts for it", async () => {
+  const script = `
+    import { Queue } from ${JSON.stringify(new URL("../mod.ts", import.meta.url).href)};
+    await using queue = await Queue.open({ path: ":memory:", jobs: [] });
+    console.log(String(await queue.result(1)));
+  `;
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "eval",
+      "--no-prompt",
+      "--allow-env=NO_COLOR",
+      "--allow-read",
+      "--allow-write",
+      "--allow-ffi",
+      script,
+    ],
+    env: { APP_KEY: KEY_A },
+    stdin: "null",
+  }).output();
+  const stderr = new TextDecoder().decode(output.stderr);
+  assert.equal(output.code, 0, stderr);
+  assert.equal(new TextDecoder().decode(output.stdout).trim(), "null");
+});
+
+storeTest(
+  "APP_KEY in the environment serves a process with only plain jobs: result() opens an encrypted job's output, signals to it are sealed, and a job turned encrypted: false runs its sealed payload",
+  async (db) => {
+    const charge = (encrypted: boolean) =>
+      defineJob({
+        name: "enc.off.charge",
+        schema: z.object({ card: z.string() }),
+        output: z.string(),
+        encrypted,
+        maxAttempts: 1,
+        handle: ({ card }) => `charged ${card.length}`,
+      });
+    const [on, off] = [charge(true), charge(false)];
+    const plain = makeJobs().plain;
+    await withEnv({ APP_KEY: KEY_A, APP_PREVIOUS_KEYS: undefined }, async () => {
+      let done: number, queued: number, parked: number;
+      {
+        await using queue = await db.open({ jobs: [on] });
+        done = await queue.dispatch(on, { card: SECRET });
+        await queue.drain({ maxTimeMs: 20_000 });
+        queued = await queue.dispatch(on, { card: "4111" });
+        parked = await queue.dispatch(on, { card: "4242" }, { delayMs: 3_600_000 });
+      }
+      {
+        // A webhook or reader: only plain jobs registered.
+        await using queue = await db.open({ jobs: [plain] });
+        const result = await queue.result(done);
+        assert.equal(result?.state, "completed");
+        assert.equal(result?.output, `charged ${SECRET.length}`);
+        assert.equal(result?.outputWithheld, undefined);
+        assert.equal(await queue.signal(parked, "go", { secret: SECRET }), "buffered");
+      }
+      {
+        // A redeploy that turned `encrypted` off: the sealed payload still opens.
+        await using queue = await db.open({ jobs: [off] });
+        await queue.drain({ maxTimeMs: 20_000 });
+        const result = await queue.result(queued);
+        assert.equal(result?.state, "completed", JSON.stringify(result));
+        assert.equal(result?.output, "charged 4");
+        assert.deepEqual(await queue.failed(), []);
+      }
+    });
+  },
+);
+
+storeTest(
+  "An encrypted job's output swapped for plaintext at rest is refused by result() and by a flow child's ctx.parents, as a payload is",
+  async (db) => {
+    const FORGED = JSON.stringify("forged");
+    const parentsSeen: unknown[] = [];
+    const parent = defineJob({
+      name: "enc.out.parent",
+      schema: z.object({ n: z.number() }),
+      output: z.string(),
+      encrypted: true,
+      maxAttempts: 1,
+      handle: ({ n }) => `real ${n}`,
+    });
+    const child = defineJob({
+      name: "enc.out.child",
+      schema: z.object({}),
+      maxAttempts: 1,
+      handle: (_payload, ctx) => void parentsSeen.push(ctx.parents),
+    });
+    await using queue = await db.open({ jobs: [parent, child], appKey: KEY_A });
+    const done = await queue.dispatch(parent, { n: 1 });
+    await queue.drain({ maxTimeMs: 20_000 });
+    assert.equal((await queue.result(done))?.output, "real 1");
+    await db.setStored("completed_jobs", done, "output", FORGED);
+    await assert.rejects(queue.result(done), (error: unknown) => {
+      assert.ok(error instanceof PayloadIntegrityError, String(error));
+      assert.equal(
+        error.message,
+        `Stored output of "enc.out.parent" cannot be used: expected an encrypted output`,
+      );
+      return true;
+    });
+
+    const flow = queue.flow("enc.out.flow");
+    const a = flow.add(parent, { n: 2 }, { key: "a" });
+    flow.add(child, {}, { after: [a] });
+    await flow.dispatch();
+    await queue.drain({ maxJobs: 1, maxTimeMs: 20_000 });
+    const [waiting] = (await queue.jobs({ name: child.name })).jobs;
+    assert.ok(waiting !== undefined);
+    const carried = JSON.parse((await db.stored("jobs", waiting.id, "flow_parents"))!) as {
+      outputs: Record<string, { output: string | null }>;
+    };
+    for (const node of Object.values(carried.outputs)) node.output = FORGED;
+    await db.setStored("jobs", waiting.id, "flow_parents", JSON.stringify(carried));
+    await queue.drain({ maxTimeMs: 20_000 });
+    assert.deepEqual(parentsSeen, []);
+    const failed = await queue.failed();
+    assert.equal(failed.length, 1);
+    assert.match(failed[0]!.error, /expected an encrypted output/);
+  },
+);
 
 storeTest(
   "Queue.open() takes APP_KEY and APP_PREVIOUS_KEYS from the environment; the options win over it",

@@ -17,6 +17,7 @@ import { asError, JobCancelledError } from "../errors.ts";
 import type { QueueEventTarget } from "../events.ts";
 import type { Executor } from "../executors/executor.ts";
 import type { JobDefinition, OutputOf, PayloadOf } from "../job.ts";
+import type { JobRegistry } from "../registry.ts";
 import { decodeOutput, isEncryptedOutput, OUTPUT_WITHHELD_NO_KEY } from "../output.ts";
 import type { JobControlStore, JobResultRow, WorkerStore } from "../stores/store.ts";
 import { ResultWaiters } from "./await_result.ts";
@@ -40,6 +41,8 @@ export interface JobResultsParts {
   readonly clock: Clock;
   /** This process's job events (its own workers' settles). */
   readonly events: QueueEventTarget;
+  /** The jobs this process defines: an output of one defined `encrypted` must be sealed. */
+  readonly registry: Pick<JobRegistry, "get">;
   /** Opens encrypted outputs; null without `APP_KEY`. */
   readonly cipher: PayloadCipher | null;
   /** Builds the row an inline queue runs at once. */
@@ -80,9 +83,7 @@ export class JobResults {
     if (this.#parts.inline) {
       const [row] = await this.#parts.jobRows.rows(job, [payload], dispatchOptions);
       const output = await runNow(this.#parts.executor, job, row!);
-      return (output === null
-        ? undefined
-        : await decodeOutput(job.name, output, cipher)) as OutputOf<J>;
+      return (output === null ? undefined : await decodeOutput(job, output, cipher)) as OutputOf<J>;
     }
     const id = await this.#parts.dispatch.dispatch(job, payload, dispatchOptions);
     await this.#markAwaited(id);
@@ -120,7 +121,7 @@ export class JobResults {
       ? {}
       : isEncryptedOutput(row.output) && cipher === null
       ? { outputWithheld: OUTPUT_WITHHELD_NO_KEY }
-      : { output: await decodeOutput(row.name, row.output, cipher) };
+      : { output: await decodeOutput(this.#job(row.name), row.output, cipher) };
     const error = row.error === null ? {} : { error: row.error };
     return { state: row.state, attempts: row.attempts, ...output, ...error };
   }
@@ -131,6 +132,13 @@ export class JobResults {
       throw new JobCancelledError(id, row.name, row.error ?? "cancelled");
     }
     const { cipher } = this.#parts;
-    return row.output === null ? undefined : await decodeOutput(row.name, row.output, cipher);
+    return row.output === null
+      ? undefined
+      : await decodeOutput(this.#job(row.name), row.output, cipher);
+  }
+
+  /** Job `name` as this process defines it, or as a plain job when it does not. */
+  #job(name: string): { readonly name: string; readonly encrypted: boolean } {
+    return { name, encrypted: this.#parts.registry.get(name)?.encrypted ?? false };
   }
 }

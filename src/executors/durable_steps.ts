@@ -14,7 +14,7 @@
  * @module
  */
 import { MAX_DELAY_MS } from "../backoff.ts";
-import { isEncryptedPayload, type PayloadCipher } from "../encryption.ts";
+import { assertSealedIfEncrypted, isEncryptedPayload, type PayloadCipher } from "../encryption.ts";
 import {
   asError,
   PayloadIntegrityError,
@@ -451,9 +451,7 @@ export class DurableSteps {
       }
       return await this.#cipher.decrypt(boundTo, stored, { job: name, what });
     }
-    if (mustBeSealed) {
-      throw new PayloadIntegrityError(name, `expected an encrypted ${what}`, { of: what });
-    }
+    assertSealedIfEncrypted({ name, encrypted: mustBeSealed }, stored, what);
     return stored;
   }
 

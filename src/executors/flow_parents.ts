@@ -9,6 +9,7 @@
 import type { PayloadCipher } from "../encryption.ts";
 import type { JobContext } from "../job.ts";
 import { decodeOutput } from "../output.ts";
+import type { JobRegistry } from "../registry.ts";
 import type { FlowParentsRow } from "../stores/store.ts";
 
 /** What a handler outside flows sees: no parents, shared and frozen. */
@@ -21,11 +22,14 @@ export const NO_PARENTS: Pick<JobContext, "parents" | "parentErrors"> = Object.f
 export async function openParents(
   stored: string,
   cipher: PayloadCipher | null,
+  registry: Pick<JobRegistry, "get">,
 ): Promise<Pick<JobContext, "parents" | "parentErrors">> {
   const row = JSON.parse(stored) as FlowParentsRow;
   const parents: Record<string, unknown> = {};
   for (const [key, { name, output }] of Object.entries(row.outputs)) {
-    parents[key] = output === null ? null : await decodeOutput(name, output, cipher);
+    // A parent this process does not define is judged by nothing (as result() judges it).
+    const job = { name, encrypted: registry.get(name)?.encrypted ?? false };
+    parents[key] = output === null ? null : await decodeOutput(job, output, cipher);
   }
   return { parents, parentErrors: { ...row.errors } };
 }

@@ -90,7 +90,7 @@ export class IsolateExecutor implements Executor {
       // No await outside flows: a plain job's start costs no extra turn of the event loop.
       const parents = request.flowParents === null || request.flowParents === undefined
         ? NO_PARENTS
-        : await openParents(request.flowParents, this.#cipher);
+        : await openParents(request.flowParents, this.#cipher, this.#registry);
       const ctx: JobContext = {
         id: request.id,
         name: request.name,

@@ -68,7 +68,7 @@ local function moveBack(id)
   local flat = redis.call('HGETALL', failedKey(id))
   if #flat == 0 or redis.call('EXISTS', jobKey(id)) == 1 then return false end
   local failed = hashTable(flat)
-  local fields = {'queue', failed.queue, 'name', failed.name, 'payload', failed.payload,
+  local fields = {'queue', failed.queue, 'name', failed.name, 'payload', failed.payload or '',
     'priority', failed.priority, 'available_at', NOW, 'created_at', failed.created_at,
     'attempts', 0, 'crashes', 0}
   for _, field in ipairs({'batch_id', 'batch_member', 'chain_id', 'flow_id', 'flow_parents',

@@ -362,10 +362,15 @@ local function hashTable(flat)
 end
 
 -- The job row of id (at key, when the caller has it), or nil.
+-- A row whose payload field is gone (deleted by another writer) reads with an empty one, as no
+-- SQL row lacks it: the job then fails at its start for a payload that is not JSON (or not
+-- sealed), and the scripts that carry the payload on (claim replies, failed rows) never meet a nil.
 local function readJob(id, key)
   local flat = redis.call('HGETALL', key or jobKey(id))
   if #flat == 0 then return nil end
-  return hashTable(flat)
+  local job = hashTable(flat)
+  if job.payload == nil then job.payload = '' end
+  return job
 end
 
 -- Puts an unleased job in its level (a grouped job in its group), due at due. dispatched: true

@@ -8,6 +8,8 @@
 import assert from "node:assert/strict";
 // deno-lint-ignore no-import-prefix
 import { createClient } from "npm:@redis/client@^6.4";
+import { z } from "zod";
+import { defineJob, generateAppKey, Queue } from "../../../mod.ts";
 import type { RedisStore } from "../../../src/stores/redis/mod.ts";
 import { claim, fail, ids, newJob, sorted, T0 } from "../contract/fixtures.ts";
 import { openTestRedisStore, redisTestUrl } from "../../_redis.ts";
@@ -90,5 +92,48 @@ Deno.test({
     assert.deepEqual(await store.retry({ batchId: 42 }, T0 + 1), members);
     assert.deepEqual(await store.retry({ batchId: 42 }, T0 + 1), []);
     assert.equal((await store.failed({ limit: MANY, offset: 0 })).length, MANY - members.length);
+  },
+});
+
+Deno.test({
+  name:
+    "Redis: a job whose payload field is gone fails for good at its start, with PayloadIntegrityError, and its settle writes the failed job",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestRedisStore(url!);
+    const { store, prefix } = opened;
+    const secret = defineJob({
+      name: "redis.hdel.secret",
+      schema: z.object({ s: z.string() }),
+      encrypted: true,
+      maxAttempts: 3,
+      backoff: () => 0,
+      handle() {},
+    });
+    await using queue = await Queue.open({ store, jobs: [secret], appKey: generateAppKey() });
+    const errors: unknown[] = [];
+    queue.addEventListener("queue:error", (event) => errors.push(event.detail.error));
+    const id = await queue.dispatch(secret, { s: "x" });
+    const client = createClient({ url: url! });
+    await client.connect();
+    try {
+      assert.equal(await client.hDel(`{${prefix}}:job:${id}`, "payload"), 1);
+    } finally {
+      await client.close();
+    }
+    const drained = await queue.drain({ maxTimeMs: 20_000 });
+    assert.deepEqual(errors, []);
+    assert.equal(drained.failed, 1);
+    const [failed] = await queue.failed();
+    assert.equal(failed?.id, id);
+    assert.equal(failed?.attempts, 1);
+    assert.match(
+      failed?.error ?? "",
+      /^PayloadIntegrityError: Stored payload of "redis.hdel.secret" cannot be used: expected an encrypted payload/,
+    );
+    // Retried, it fails the same way again: nothing is stuck.
+    assert.equal(await queue.retry(id), true);
+    assert.equal((await queue.drain({ maxTimeMs: 20_000 })).failed, 1);
+    assert.deepEqual(errors, []);
   },
 });
