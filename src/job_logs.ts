@@ -27,9 +27,9 @@ export interface JobLogLine {
   /** The fields given to `ctx.log()`, or null. */
   readonly fields: Record<string, unknown> | null;
   /**
-   * True when the line is encrypted and could not be opened with the keys
-   * this queue has (no `APP_KEY`, or a key since dropped): `message` then
-   * says so instead.
+   * True when the line is encrypted and could not be opened (no `APP_KEY`,
+   * a key since dropped, or a line changed at rest): `message` then says so
+   * instead.
    */
   readonly sealed: boolean;
 }
@@ -88,7 +88,7 @@ export async function openLogLines(
     } catch {
       const message = cipher === null
         ? "(encrypted line, not opened)"
-        : "(encrypted line: it cannot be opened with the keys this queue has)";
+        : "(encrypted line: it cannot be opened: sealed with a key this queue does not have, or changed since)";
       return { ...base, message, fields: null, sealed: true };
     }
   }));
