@@ -9,15 +9,6 @@ import { shown } from "./shown.ts";
 
 const QUEUE_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
 
-/**
- * The endings a queue name may not have. The Redis store keeps a queue's
- * jobs under keys made of its name and these endings (`P:q:<queue>:lv`,
- * `P:q:<queue>:p:<priority>`, `P:q:<queue>:g:<group id>`, …), so a queue
- * named like another one plus an ending would share that queue's keys.
- * Refused on every store, so that any queue can move to any store.
- */
-const KEY_ENDING = /:(lv|leased|groups|gset|(p|g|gl|go):-?\d+)$/;
-
 /** Throws a `TypeError` naming the bad value unless `name` is a valid queue name. */
 export function assertQueueName(name: unknown, where: string): asserts name is string {
   if (typeof name !== "string" || !QUEUE_NAME.test(name)) {
@@ -25,14 +16,6 @@ export function assertQueueName(name: unknown, where: string): asserts name is s
       `${where}: queue name ${
         typeof name === "string" ? JSON.stringify(name.slice(0, 80)) : shown(name)
       } is invalid: use 1 to 64 of A-Z a-z 0-9 _ . : -`,
-    );
-  }
-  const ending = name.match(KEY_ENDING);
-  if (ending !== null) {
-    throw new TypeError(
-      `${where}: queue name ${JSON.stringify(name)} is invalid: it may not end in "${
-        ending[0]
-      }" (the Redis store names a queue's own keys with that ending)`,
     );
   }
 }

@@ -243,43 +243,6 @@ storeTest(
   },
 );
 
-storeTest(
-  "Queue.dispatch() refuses a queue name ending like one of the Redis store's keys of a queue, on every store",
-  async (db) => {
-    await using queue = await openQueue(db);
-    const endings = [
-      ":lv",
-      ":leased",
-      ":groups",
-      ":gset",
-      ":p:5",
-      ":p:-1",
-      ":g:1",
-      ":gl:2",
-      ":go:3",
-    ];
-    for (const name of endings.map((ending) => `mail${ending}`)) {
-      await assert.rejects(
-        queue.dispatch(order, { orderId: 1 }, { queue: name }),
-        (error: unknown) => {
-          assert.ok(error instanceof TypeError);
-          assert.match(
-            error.message,
-            /may not end in ".*" \(the Redis store names a queue's own keys/,
-          );
-          return true;
-        },
-        name,
-      );
-      assert.throws(() => queue.work({ queues: [name] }), TypeError);
-    }
-    assert.deepEqual(await storedCounts(queue), {});
-    const fine = ["mail:high", "mail:lvx", "mail:p", "mail:p:x", "lv", "p:5"];
-    for (const name of fine) await queue.dispatch(order, { orderId: 1 }, { queue: name });
-    assert.deepEqual(Object.keys(await storedCounts(queue)).sort(), [...fine].sort());
-  },
-);
-
 storeTest("Queue.dispatch() refuses a negative, NaN or infinite delayMs", async (db) => {
   await using queue = await openQueue(db);
   for (const delayMs of [-1, -0.5, NaN, Infinity, -Infinity]) {
