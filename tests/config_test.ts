@@ -132,3 +132,49 @@ Deno.test("readConfig() reads the process environment by default, with nothing m
   assert.notEqual(bad.code, 0);
   assert.match(decode(bad.stderr), /QUEUE_WORKERS must be a whole number >= 0: got "lots"/);
 });
+
+/** Whether `script` (util-linux) can run a command on a pseudo-terminal here. */
+function hasScript(): boolean {
+  try {
+    return new Deno.Command("script", { args: ["--version"], stdout: "null", stderr: "null" })
+      .outputSync().success;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test({
+  name:
+    "readConfig() in a terminal, with --allow-env for its own variables only, asks no permission for DATABASE_URL",
+  ignore: !hasScript(),
+  async fn() {
+    const dir = await Deno.makeTempDir();
+    try {
+      const app = `${dir}/app.ts`;
+      await Deno.writeTextFile(
+        app,
+        `import { readConfig } from ${JSON.stringify(import.meta.resolve("../mod.ts"))};
+console.log(JSON.stringify(readConfig().database));`,
+      );
+      const deno = `'${Deno.execPath()}' run --quiet --allow-env=QUEUE_DB,QUEUE_WORKERS ` +
+        `--allow-read '${app}'`;
+      // A pseudo-terminal, so Deno would prompt; a prompt waits for an answer until killed.
+      const child = new Deno.Command("script", {
+        args: ["-qec", deno, "/dev/null"],
+        cwd: dir,
+        env: { DATABASE_URL: "postgres://app@db.internal/app" },
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      const killer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+      const { stdout } = await child.output();
+      clearTimeout(killer);
+      const text = new TextDecoder().decode(stdout);
+      assert.doesNotMatch(text, /requests env access/);
+      assert.match(text, /\{"path":"\.\/\.renox\/queue\.db"\}/);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

@@ -62,11 +62,14 @@ export function queueDatabaseUrl(value: string | undefined): string | undefined 
 /**
  * The process's `DATABASE_URL`, or undefined when it is unset or this
  * process may not read it (no `--allow-env` for it: then it is not the
- * queue's database, and the SQLite default applies).
+ * queue's database, and the SQLite default applies). Asked without a
+ * permission prompt: an app run with `--allow-env=QUEUE_DB,…` in a terminal
+ * is not stopped to ask for a variable it does not use.
  */
 export function readDatabaseUrlVariable(): string | undefined {
   try {
-    return Deno.env.get("DATABASE_URL");
+    const env = Deno.permissions.querySync({ name: "env", variable: "DATABASE_URL" });
+    return env.state === "granted" ? Deno.env.get("DATABASE_URL") : undefined;
   } catch {
     return undefined;
   }

@@ -172,7 +172,7 @@ Deno.test({
       assert.equal(scoped.code, 0, scoped.stderr);
       assert.match(
         scoped.stdout,
-        /^NotCapable: Cannot open the PostgreSQL store at postgres:\/\/.*: its driver \(postgres\.js\) reads PostgreSQL's PG\* environment variables .*; run with --allow-env=PG\*.* \(e\.g\. --allow-env=QUEUE_DB,QUEUE_WORKERS,PG\*.*\), or with --allow-env: Requires env access to "PG/,
+        /^NotCapable: Cannot open the PostgreSQL store at postgres:\/\/.*: its driver \(postgres\.js\) reads PostgreSQL's PG\* environment variables .*; run with --allow-env=PG\*.* \(e\.g\. --allow-env=QUEUE_DB,QUEUE_WORKERS,DATABASE_URL,PG\*.*\), or with --allow-env: Requires env access to "PG/,
       );
       // As the message says (the user's name too, should the test URL name no user).
       const granted = await run(

@@ -81,7 +81,7 @@ function envPermissionError(server: string, cause: Error): Error {
       redactPassword(server)
     }: its driver (postgres.js) reads PostgreSQL's PG* environment variables (PGPASSWORD, PGSSL, PGAPPNAME, …) for what the URL leaves out${
       user === "" ? ", and the user's name when the URL names no user" : ""
-    }; run with --allow-env=${variables} beside the app's own variables (e.g. --allow-env=QUEUE_DB,QUEUE_WORKERS,${variables}), or with --allow-env: ${cause.message}`,
+    }; run with --allow-env=${variables} beside the app's own variables (e.g. --allow-env=QUEUE_DB,QUEUE_WORKERS,DATABASE_URL,${variables}), or with --allow-env: ${cause.message}`,
     { cause },
   );
 }
