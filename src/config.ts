@@ -61,7 +61,10 @@ export function databaseOptions(db: string): DatabaseOptions {
  */
 export const DATABASE_PROBLEM = "must be a path, a postgres:// URL or a redis:// URL";
 
-/** The variables {@linkcode readConfig} reads and must be allowed to (`DATABASE_URL` may not be). */
+/**
+ * The variables {@linkcode readConfig} needs leave to read. It also reads
+ * `DATABASE_URL` when it has leave to; without it, that one counts as unset.
+ */
 const VARIABLES = ["QUEUE_DB", "QUEUE_WORKERS"] as const;
 
 const MAX_WORKERS = 10_000;

@@ -87,7 +87,7 @@ export interface CancelFlowRequest {
   readonly id: number;
   /** Why, kept as each cancelled job's error (and its node's). */
   readonly reason: string;
-  /** Now. */
+  /** Now, in ms since the epoch on the caller's clock (a store that keeps its own clock moves it). */
   readonly now: number;
   /**
    * Keep each cancelled job's record until then (at or before `now`,

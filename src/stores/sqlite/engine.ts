@@ -89,11 +89,8 @@ export class SqliteEngine implements Engine {
 
   /** Runs the script in one write transaction, or statement by statement. */
   run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
-    try {
-      this.#file?.assertSame();
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    const replaced = this.#fileReplaced();
+    if (replaced !== null) return Promise.reject(replaced);
     this.#checkpoint?.start();
     // Explained where SQLite throws, rather than in a `catch` of the promise: one promise fewer
     // per statement on the hot path (a single dispatch).
@@ -109,13 +106,20 @@ export class SqliteEngine implements Engine {
 
   /** Runs `fn` inside `BEGIN IMMEDIATE` … `COMMIT`, rolling back if it throws. */
   transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
-    try {
-      this.#file?.assertSame();
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    const replaced = this.#fileReplaced();
+    if (replaced !== null) return Promise.reject(replaced);
     this.#checkpoint?.start();
     return this.#runTransaction(fn).catch(this.#explain);
+  }
+
+  /** The error every call gets once the path names another file or none (see `FileIdentity`). */
+  #fileReplaced(): Error | null {
+    try {
+      this.#file?.assertSame();
+      return null;
+    } catch (error) {
+      return error as Error;
+    }
   }
 
   /** Rethrows a write error with its cause named (disk full, read-only). */
