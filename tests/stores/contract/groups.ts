@@ -76,6 +76,40 @@ function register(test: ContractTest): void {
     );
   });
 
+  test("claim() counts the jobs without a group as one more turn of the round robin, after the groups, within a claim as across claims, whatever its token", async (store) => {
+    const p = await store.insertJobs(
+      Array.from({ length: 10 }, (_, n) => newJob({ payload: `{"n":${n}}` })),
+    );
+    const x = await store.insertJobs(grouped("x", 3));
+    const y = await store.insertJobs(grouped("y", 2));
+    // The turns: x, y, then the plain jobs; a queue's first claim starts with its first group.
+    assert.deepEqual(ids(await claim(store, { limit: 1, token: 2 })), [x[0]]);
+    assert.deepEqual(
+      ids(await claim(store, { limit: 5, token: 3 })),
+      [y[0], p[0], x[1], y[1], p[1]],
+      "one of each turn, then a second of each: the plain jobs' turn is one turn",
+    );
+    assert.deepEqual(
+      ids(await claim(store, { limit: 4, token: 4 })),
+      [x[2], p[2], p[3], p[4]],
+      "the next claim goes on with the turn its last round did not come to; y has nothing due",
+    );
+  });
+
+  test("claim() one job at a time alternates between a group and a backlog of jobs without a group", async (store) => {
+    const p = await store.insertJobs(
+      Array.from({ length: 30 }, (_, n) => newJob({ payload: `{"n":${n}}` })),
+    );
+    const x = await store.insertJobs(grouped("x", 3));
+    const taken: number[] = [];
+    for (let token = 1; token <= 8; token++) {
+      const jobs = await claim(store, { limit: 1, token });
+      taken.push(...ids(jobs));
+      await store.settle(jobs.map((job) => complete(job.id, token)));
+    }
+    assert.deepEqual(taken, [x[0], p[0], x[1], p[1], x[2], p[2], p[3], p[4]]);
+  });
+
   test("claim() holds a group to its limit: every leased job holds a slot, started or claimed ahead, until it settles or its lease runs out", async (store) => {
     const jobs = await store.insertJobs(grouped("g", 6, { limit: 2 }));
     const first = await claim(store, { limit: 10, aheadFrom: 1 });
