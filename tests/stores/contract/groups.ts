@@ -110,6 +110,18 @@ function register(test: ContractTest): void {
     assert.deepEqual(taken, [x[0], p[0], x[1], p[1], x[2], p[2], p[3], p[4]]);
   });
 
+  test("claim() serves a group that emptied and got jobs again after a group listed before it: it comes last", async (store) => {
+    const [first] = await store.insertJobs(grouped("g1", 1));
+    // A claim of one job: the turn stops at g1 (a larger one would go on to the plain jobs' turn).
+    assert.deepEqual(ids(await claim(store, { limit: 1 })), [first]);
+    await store.settle([complete(first!, 1)]);
+    assert.deepEqual(await claim(store, { token: 2 }), [], "g1 is empty (and dropped)");
+    const [other] = await store.insertJobs(grouped("g0", 1));
+    const [again] = await store.insertJobs(grouped("g1", 1));
+    assert.deepEqual(ids(await claim(store, { limit: 1, token: 3 })), [other]);
+    assert.deepEqual(ids(await claim(store, { limit: 1, token: 4 })), [again]);
+  });
+
   test("claim() holds a group to its limit: every leased job holds a slot, started or claimed ahead, until it settles or its lease runs out", async (store) => {
     const jobs = await store.insertJobs(grouped("g", 6, { limit: 2 }));
     const first = await claim(store, { limit: 10, aheadFrom: 1 });
