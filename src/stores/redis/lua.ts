@@ -342,6 +342,14 @@ local function groupOf(id, row)
     ordered = ordered}
 end
 
+-- Lists group gid in its queue's turn order at the back: one more than the highest score, so
+-- that groups listed one after the other (in one call too) keep that order. Equal scores would
+-- go by the member's text (code before this listed every new group at the last score).
+local function listGroup(queue, gid)
+  local last = redis.call('ZRANGE', groupsKey(queue), -1, -1, 'WITHSCORES')
+  redis.call('ZADD', groupsKey(queue), tonumber(last[2] or 0) + 1, gid)
+end
+
 -- Lists a group with jobs in its queue's turn order (at the back when new). A dispatch into it
 -- sets its setting (the latest dispatch's, as SQL keeps); a job placed again (a retry, a park, a
 -- move back from the failed jobs, a debounce) sets it only where the group has none.
@@ -351,10 +359,7 @@ local function enterGroup(queue, group, dispatched)
   else
     redis.call('HSETNX', groupSettingsKey(queue), group.id, group.setting)
   end
-  if redis.call('ZSCORE', groupsKey(queue), group.id) == false then
-    local last = redis.call('ZRANGE', groupsKey(queue), -1, -1, 'WITHSCORES')
-    redis.call('ZADD', groupsKey(queue), tonumber(last[2] or 0), group.id)
-  end
+  if redis.call('ZSCORE', groupsKey(queue), group.id) == false then listGroup(queue, group.id) end
 end
 
 -- A hash's fields as a table (HGETALL's flat reply).

@@ -122,6 +122,25 @@ function register(test: ContractTest): void {
     assert.deepEqual(ids(await claim(store, { limit: 1, token: 4 })), [again]);
   });
 
+  test("claim() walks new groups in the order they were listed, not by job name or key, whether one insert listed them or several", async (store) => {
+    const job = (name: string, key: string) =>
+      newJob({ name, group: { key, limit: null, ordered: false } });
+    // One call lists several groups (a dispatchMany), then one call each.
+    const listed = await store.insertJobs([
+      job("gamma", "k5"),
+      job("alpha", "k1"),
+      job("alpha", "k9"),
+    ]);
+    for (const [name, key] of [["beta", "k3"], ["alpha", "k0"], ["gamma", "j"]] as const) {
+      listed.push(...await store.insertJobs([job(name, key)]));
+    }
+    const taken: number[] = [];
+    for (let token = 1; token <= listed.length; token++) {
+      taken.push(...ids(await claim(store, { limit: 1, token })));
+    }
+    assert.deepEqual(taken, listed);
+  });
+
   test("claim() holds a group to its limit: every leased job holds a slot, started or claimed ahead, until it settles or its lease runs out", async (store) => {
     const jobs = await store.insertJobs(grouped("g", 6, { limit: 2 }));
     const first = await claim(store, { limit: 10, aheadFrom: 1 });
