@@ -139,7 +139,7 @@ const REENTER_GROUPS = statement(
   `INSERT INTO job_groups (queue, name, group_key, group_limit, group_ordered, version)
   SELECT queue, name, group_key, MAX(group_limit), MAX(group_ordered), 0
   FROM jobs WHERE id IN {{ids $1}} AND group_key IS NOT NULL
-  GROUP BY queue, name, group_key
+  GROUP BY queue, name, group_key ORDER BY MIN(id)
   ON CONFLICT (queue, name, group_key) DO UPDATE SET version = job_groups.version + 1`,
 );
 

@@ -141,6 +141,20 @@ function register(test: ContractTest): void {
     assert.deepEqual(taken, listed);
   });
 
+  test("retry() of failed jobs of several groups lists their groups again in the order of the jobs' ids, not by job name or key", async (store) => {
+    const job = (name: string, key: string) =>
+      newJob({ name, group: { key, limit: null, ordered: false } });
+    const [first] = await store.insertJobs([job("zeta", "z")]);
+    const [second] = await store.insertJobs([job("alpha", "a")]);
+    const taken = await claim(store);
+    assert.deepEqual(sorted(ids(taken)), [first, second]);
+    await store.settle([fail(first!, 1), fail(second!, 1)]);
+    assert.deepEqual(await claim(store, { token: 2 }), [], "both groups are empty (and dropped)");
+    assert.deepEqual(sorted(await store.retry([first!, second!], T0)), [first, second]);
+    assert.deepEqual(ids(await claim(store, { limit: 1, token: 3 })), [first]);
+    assert.deepEqual(ids(await claim(store, { limit: 1, token: 4 })), [second]);
+  });
+
   test("claim() holds a group to its limit: every leased job holds a slot, started or claimed ahead, until it settles or its lease runs out", async (store) => {
     const jobs = await store.insertJobs(grouped("g", 6, { limit: 2 }));
     const first = await claim(store, { limit: 10, aheadFrom: 1 });
