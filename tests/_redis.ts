@@ -60,6 +60,11 @@ export function deletePrefix(url: string, prefix: string): Promise<void> {
   });
 }
 
+/** Sends one command (`args`, its name first) to the server at `url`; its reply. */
+export function redisCommand(url: string, args: readonly string[]): Promise<unknown> {
+  return withClient(url, (client) => client.sendCommand([...args]));
+}
+
 /** The field `field` of the hash `key` on the server at `url`, or null when absent. */
 export function hashField(url: string, key: string, field: string): Promise<string | null> {
   return withClient(url, async (client) => await client.hGet(key, field) ?? null);

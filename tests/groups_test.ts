@@ -103,6 +103,34 @@ storeTest("a grouped job cannot wait as a chain's later link, nor as a flow's no
 });
 
 storeTest(
+  "jobs without a group are one turn beside the groups: at concurrency 1 a group's jobs alternate with a backlog of jobs without a group in their queue",
+  async (db) => {
+    const ran: string[] = [];
+    const plain = defineJob({
+      name: "plain-job",
+      schema: z.object({ n: z.number() }),
+      handle({ n }) {
+        ran.push(`p${n}`);
+      },
+    });
+    const grouped = defineJob({
+      name: "grouped-job",
+      schema: tenant,
+      group: (p) => p.tenant,
+      handle({ tenant, n }) {
+        ran.push(`${tenant}${n}`);
+      },
+    });
+    await using queue = await db.open({ jobs: [plain, grouped] });
+    await queue.dispatchMany(plain, Array.from({ length: 30 }, (_, n) => ({ n })));
+    await queue.dispatchMany(grouped, [0, 1, 2].map((n) => ({ tenant: "x", n })));
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 1 });
+    assert.deepEqual(ran.slice(0, 8), ["x0", "p0", "x1", "p1", "x2", "p2", "p3", "p4"]);
+    assert.equal(ran.length, 33);
+  },
+);
+
+storeTest(
   "groupConcurrency: 2 holds each group to 2 running at once with 6 workers, and every job runs",
   async (db) => {
     const running = new Map<string, number>();

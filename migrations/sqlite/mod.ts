@@ -28,6 +28,7 @@ import * as groupHolds from "./0023_group_holds.ts";
 import * as jobIdsWithoutSequence from "./0024_job_ids_without_sequence.ts";
 import * as groupIds from "./0025_group_ids.ts";
 import * as groupIdsFromListing from "./0026_group_ids_from_listing.ts";
+import * as groupIdsNeverReused from "./0027_group_ids_never_reused.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -54,6 +55,7 @@ export const migrations: readonly Migration[] = [
   jobIdsWithoutSequence,
   groupIds,
   groupIdsFromListing,
+  groupIdsNeverReused,
 ];
 
 /**

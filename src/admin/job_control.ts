@@ -152,16 +152,7 @@ export function groupPauseEnd(
   if (forMs !== undefined && until !== undefined) {
     throw new TypeError(`${method}: give forMs or until, not both`);
   }
-  if (forMs !== undefined) {
-    if (
-      typeof forMs !== "number" || !Number.isFinite(forMs) || forMs <= 0 || forMs > MAX_PAUSE_MS
-    ) {
-      throw new RangeError(
-        `${method}: forMs must be a positive number of ms up to 2^41: got ${shown(forMs)}`,
-      );
-    }
-    return now + Math.ceil(forMs);
-  }
+  if (forMs !== undefined) return now + pauseForMs(forMs, method);
   if (until !== undefined) {
     if (!(until instanceof Date) || Number.isNaN(until.getTime())) {
       throw new TypeError(`${method}: until must be a valid Date: got ${shown(until)}`);
@@ -199,16 +190,24 @@ export function resolvePause(
   assertQueueName(queue, "pause");
   options = optionBag(options, "pause", ["forMs", "reason"]);
   const forMs = options?.forMs;
-  if (
-    forMs !== undefined &&
-    (typeof forMs !== "number" || !Number.isFinite(forMs) || forMs <= 0 || forMs > MAX_PAUSE_MS)
-  ) {
-    throw new RangeError(`pause: forMs must be a positive number of ms: got ${shown(forMs)}`);
-  }
+  const until = forMs === undefined ? null : now + pauseForMs(forMs, "pause");
   const reason = options?.reason === undefined
     ? null
     : assertName(options.reason, "pause", "reason");
-  return { queue, until: forMs === undefined ? null : now + Math.ceil(forMs), reason };
+  return { queue, until, reason };
+}
+
+/**
+ * A pause's `forMs` (of a queue or a group), checked and rounded up to a
+ * whole ms; throws naming `method` and the limit.
+ */
+function pauseForMs(forMs: unknown, method: string): number {
+  if (typeof forMs !== "number" || !Number.isFinite(forMs) || forMs <= 0 || forMs > MAX_PAUSE_MS) {
+    throw new RangeError(
+      `${method}: forMs must be a positive number of ms up to 2^41: got ${shown(forMs)}`,
+    );
+  }
+  return Math.ceil(forMs);
 }
 
 /** The wait's timeout, checked. @internal */

@@ -139,7 +139,7 @@ export function resolveWorkOptions(
     stopWhenEmpty: flag("stopWhenEmpty", options.stopWhenEmpty ?? false),
     maxJobs: options.maxJobs === undefined || options.maxJobs === Infinity
       ? Infinity
-      : positiveInteger("maxJobs", options.maxJobs),
+      : jobCount("maxJobs", options.maxJobs),
     maxTimeMs: options.maxTimeMs === undefined
       ? Infinity
       : timeLimitMs("maxTimeMs", options.maxTimeMs),
@@ -184,9 +184,12 @@ function logBytes(value: number): number {
   return value;
 }
 
-function positiveInteger(name: string, value: number): number {
+/** A number of jobs: a whole number a double holds exactly (up to 2^53 - 1), or Infinity. */
+function jobCount(name: string, value: number): number {
   if (!Number.isSafeInteger(value) || value < 1) {
-    throw new RangeError(`work: ${name} must be a positive integer: got ${shown(value)}`);
+    throw new RangeError(
+      `work: ${name} must be an integer from 1 to 2^53 - 1, or Infinity: got ${shown(value)}`,
+    );
   }
   return value;
 }

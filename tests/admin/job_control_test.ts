@@ -484,6 +484,10 @@ storeTest("pause() refuses a bad queue name or forMs, changing nothing", async (
   await assert.rejects(queue.pause("no spaces"), /queue name "no spaces" is invalid/);
   await assert.rejects(queue.pause("steps", { forMs: 0 }), /forMs must be a positive number/);
   await assert.rejects(queue.pause("steps", { forMs: -5 }), /forMs must be a positive number/);
+  await assert.rejects(
+    queue.pause("steps", { forMs: 2 ** 41 + 1 }),
+    /^RangeError: pause: forMs must be a positive number of ms up to 2\^41: got 2199023255553$/,
+  );
   await assert.rejects(queue.resume("x'); DROP TABLE jobs;--"), /is invalid/);
   assert.deepEqual(await queue.paused(), []);
 });

@@ -125,7 +125,9 @@ storeTest(
     const queue = await db.open({ jobs: [ok] });
     await queue.dispatch(ok, 1);
     await assert.rejects(queue.drain({ maxTimeMs: -1 }), /^RangeError: drain: maxTimeMs must be/);
-    await assert.rejects(queue.drain({ maxJobs: 0 }), /drain: maxJobs must be a positive integer/);
+    const jobsRange = /drain: maxJobs must be an integer from 1 to 2\^53 - 1, or Infinity: got /;
+    await assert.rejects(queue.drain({ maxJobs: 0 }), jobsRange);
+    await assert.rejects(queue.drain({ maxJobs: 2 ** 53 }), jobsRange);
     await assert.rejects(queue.drain({ concurrency: 1.5 }), /drain: concurrency must be/);
     await assert.rejects(queue.drain({ queues: [] }), /^TypeError: drain: queues/);
     assert.equal(await unfinishedCount(queue), 1);

@@ -16,13 +16,20 @@
  *   job by id (`go:<gid>`): its first is the one that may run. A group with
  *   no job left is taken off the list in the same call.
  * - The plain claim's candidates skip grouped jobs (a grouped job's lease
- *   that ran out is its group's to give). `groupedCandidates` walks the
+ *   that ran out is its group's to give). `fairCandidates` walks the
  *   queue's groups in turn order, a window at a time, skipping paused
- *   groups (and held ones, until their hold ends) and those of names the claimer does not run; for each, its live
- *   leases (the lease end after now) take slots of its limit; it picks in
- *   rounds (every group's first free slot, then every group's second) up to
- *   the claim's need; the groups it served or found nothing to take in go
- *   to the back of the turn order.
+ *   groups (and held ones, until their hold ends) and those of names the
+ *   claimer does not run; for each, its live leases (the lease end after
+ *   now) take slots of its limit; it picks in rounds (every group's first
+ *   free slot, then every group's second) up to the claim's need; the
+ *   groups it served or found nothing to take in go to the back of the turn
+ *   order, in the order it walked them, each with a score of its own.
+ * - The queue's jobs without a group are one more turn (as on SQL): its
+ *   place in the turn order is a score (`P:q:<queue>:gplain`), after every
+ *   group of that score or lower; absent, after every group (a queue's
+ *   first claim starts at its first group, as on SQL). The rounds take
+ *   from it as from a group, the plain claim's candidates, and it goes to
+ *   the back as a group does. It goes when the queue's last group does.
  * - A group rate limit (the claim's `groupRates`, by job name) is counted
  *   in `P:rate:<key>`, the HASH of `rateLimited` (`window_start`,
  *   `starts`), under the key of src/stores/sql/groups.ts's `groupRateKey`
@@ -81,70 +88,98 @@ end
 `;
 
 /**
- * `groupedCandidates(queue, T, need, names, rates)`: up to `need` due
- * grouped jobs of `queue` in round-robin order, `{id, due, gid, window}`
- * (`window`: its group's rate window, when `rates` limits its name); moves
- * the groups it looked at as the module doc says. For the claim's script
- * (tick.ts), after {@linkcode GROUP_RATES}.
+ * `fairCandidates(queue, T, need, names, rates)`: up to `need` due jobs of
+ * `queue` in round-robin order, the plain turn's as `candidates` gives them
+ * and each grouped one as `{id, due, gid, window}` (`window`: its group's
+ * rate window, when `rates` limits its name); moves the turns it looked at
+ * as the module doc says. A queue without groups: `candidates` alone. For
+ * the claim's script (tick.ts), after `candidates` and
+ * {@linkcode GROUP_RATES}.
  */
-export const GROUPED_CANDIDATES = String.raw`
-local function groupedCandidates(queue, T, need, names, rates)
+export const FAIR_CANDIDATES = String.raw`
+local PLAIN_TURN = {}
+
+local function fairCandidates(queue, T, need, names, rates)
+  if need <= 0 then return {} end
+  if redis.call('EXISTS', groupsKey(queue)) == 0 then return candidates(queue, T, need, names) end
   local out = {}
-  if need <= 0 or redis.call('EXISTS', groupsKey(queue)) == 0 then return out end
+  local plainAt = tonumber(redis.call('GET', plainTurnKey(queue)))
+  local plainListed = false
+  local sawGroup = false
   local size = math.min(${MAX_WINDOW}, math.max(4, need))
   local offset = 0
   local toBack = {}
   while #out < need do
-    local window = redis.call('ZRANGE', groupsKey(queue), offset, offset + size - 1)
-    if #window == 0 then break end
-    offset = offset + #window
+    local window = redis.call('ZRANGE', groupsKey(queue), offset, offset + size - 1, 'WITHSCORES')
+    offset = offset + #window / 2
+    -- The window's turns: its groups, and the plain turn where its score falls (past the end of
+    -- the list when it has none).
+    local turns = {}
+    for i = 1, #window, 2 do
+      if not plainListed and plainAt ~= nil and tonumber(window[i + 1]) > plainAt then
+        plainListed = true
+        table.insert(turns, PLAIN_TURN)
+      end
+      table.insert(turns, window[i])
+    end
+    if not plainListed and #window / 2 < size then
+      plainListed = true
+      table.insert(turns, PLAIN_TURN)
+    end
+    if #turns == 0 then break end
     local lists = {}
     local eligible = {}
     local windows = {}
-    for gi, gid in ipairs(window) do
-      local name = gidName(gid)
+    for gi, gid in ipairs(turns) do
       local list = {}
-      eligible[gi] = (names == nil or names[name] == true) and not groupPaused(gid, T)
-      if eligible[gi] then
-        local setting = redis.call('HGET', groupSettingsKey(queue), gid) or ':0'
-        local sep = string.find(setting, ':', 1, true)
-        local limit = tonumber(string.sub(setting, 1, sep - 1))
-        local ordered = string.sub(setting, sep + 1) == '1'
-        local rate = rates and rates[name]
-        local cap = need
-        if rate ~= nil then
-          windows[gi] = groupWindow(queue, gid, rate, T)
-          cap = math.min(need, windows[gi].left)
-        end
-        local live = 0
-        local expired = {}
-        for _, member in ipairs(redis.call('SMEMBERS', groupLeasedKey(queue, gid))) do
-          local leaseEnd = tonumber(redis.call('ZSCORE', leasedKey(queue), member))
-          if leaseEnd ~= nil and leaseEnd > T then live = live + 1
-          elseif leaseEnd ~= nil then table.insert(expired, {id = tonumber(member), due = leaseEnd}) end
-        end
-        if ordered then
-          local head = redis.call('ZRANGE', groupOrderKey(queue, gid), 0, 0)[1]
-          if live == 0 and head ~= nil and cap > 0 then
-            local due = tonumber(redis.call('ZSCORE', groupKey(queue, gid), head))
-            for _, lease in ipairs(expired) do
-              if lease.id == tonumber(head) then due = lease.due end
-            end
-            if due ~= nil and due <= T then table.insert(list, {id = tonumber(head), due = due}) end
+      if gid == PLAIN_TURN then
+        eligible[gi] = true
+        list = candidates(queue, T, need - #out, names)
+      else
+        local name = gidName(gid)
+        eligible[gi] = (names == nil or names[name] == true) and not groupPaused(gid, T)
+        if eligible[gi] then
+          sawGroup = true
+          local setting = redis.call('HGET', groupSettingsKey(queue), gid) or ':0'
+          local sep = string.find(setting, ':', 1, true)
+          local limit = tonumber(string.sub(setting, 1, sep - 1))
+          local ordered = string.sub(setting, sep + 1) == '1'
+          local rate = rates and rates[name]
+          local cap = need
+          if rate ~= nil then
+            windows[gi] = groupWindow(queue, gid, rate, T)
+            cap = math.min(need, windows[gi].left)
           end
-        else
-          local free = cap
-          if limit ~= nil then free = math.min(cap, limit - live) end
-          if free > 0 then
-            local due = redis.call('ZRANGEBYSCORE', groupKey(queue, gid), '-inf', T, 'WITHSCORES',
-              'LIMIT', 0, free)
-            for i = 1, #due, 2 do
-              table.insert(list, {id = tonumber(due[i]), due = tonumber(due[i + 1])})
+          local live = 0
+          local expired = {}
+          for _, member in ipairs(redis.call('SMEMBERS', groupLeasedKey(queue, gid))) do
+            local leaseEnd = tonumber(redis.call('ZSCORE', leasedKey(queue), member))
+            if leaseEnd ~= nil and leaseEnd > T then live = live + 1
+            elseif leaseEnd ~= nil then table.insert(expired, {id = tonumber(member), due = leaseEnd}) end
+          end
+          if ordered then
+            local head = redis.call('ZRANGE', groupOrderKey(queue, gid), 0, 0)[1]
+            if live == 0 and head ~= nil and cap > 0 then
+              local due = tonumber(redis.call('ZSCORE', groupKey(queue, gid), head))
+              for _, lease in ipairs(expired) do
+                if lease.id == tonumber(head) then due = lease.due end
+              end
+              if due ~= nil and due <= T then table.insert(list, {id = tonumber(head), due = due}) end
             end
-            if #expired > 0 then
-              for _, lease in ipairs(expired) do table.insert(list, lease) end
-              table.sort(list, function(a, b) return a.due < b.due or (a.due == b.due and a.id < b.id) end)
-              while #list > free do table.remove(list) end
+          else
+            local free = cap
+            if limit ~= nil then free = math.min(cap, limit - live) end
+            if free > 0 then
+              local due = redis.call('ZRANGEBYSCORE', groupKey(queue, gid), '-inf', T, 'WITHSCORES',
+                'LIMIT', 0, free)
+              for i = 1, #due, 2 do
+                table.insert(list, {id = tonumber(due[i]), due = tonumber(due[i + 1])})
+              end
+              if #expired > 0 then
+                for _, lease in ipairs(expired) do table.insert(list, lease) end
+                table.sort(list, function(a, b) return a.due < b.due or (a.due == b.due and a.id < b.id) end)
+                while #list > free do table.remove(list) end
+              end
             end
           end
         end
@@ -152,31 +187,58 @@ local function groupedCandidates(queue, T, need, names, rates)
       lists[gi] = list
     end
     local served = {}
+    local lastServed = 0
     local round = 1
     while #out < need do
       local any = false
-      for gi, gid in ipairs(window) do
+      for gi, gid in ipairs(turns) do
         local candidate = lists[gi][round]
         if candidate ~= nil and #out < need then
-          table.insert(out, {id = candidate.id, due = candidate.due, gid = gid, window = windows[gi]})
+          if gid ~= PLAIN_TURN then
+            candidate = {id = candidate.id, due = candidate.due, gid = gid, window = windows[gi]}
+          end
+          table.insert(out, candidate)
           served[gi] = true
+          lastServed = gi
           any = true
         end
       end
       if not any then break end
       round = round + 1
     end
-    for gi, gid in ipairs(window) do
-      if served[gi] or (eligible[gi] and #lists[gi] == 0) then table.insert(toBack, gid) end
+    -- Every turn looked at goes to the back where the rounds took all they had; else those up to
+    -- the turn of the last job taken and the empty ones after it (as SQL's cursor passes them):
+    -- the next claim goes on with the first turn this claim's last round did not come to.
+    local passed = #turns
+    if #out >= need then
+      passed = lastServed
+      while passed < #turns and not (eligible[passed + 1] and #lists[passed + 1] > 0) do
+        passed = passed + 1
+      end
     end
-    if #window < size then break end
+    for gi = 1, passed do
+      if served[gi] or (eligible[gi] and #lists[gi] == 0) then table.insert(toBack, turns[gi]) end
+    end
+    if #window / 2 < size then break end
   end
-  if #toBack > 0 then
+  -- Where no group could be looked at (all paused, or of other names), the plain turn keeps its
+  -- place, as SQL's cursor does.
+  if #toBack > 0 and sawGroup then
     local last = redis.call('ZRANGE', groupsKey(queue), -1, -1, 'WITHSCORES')
-    local turn = tonumber(last[2] or 0) + 1
+    local top = tonumber(last[2] or 0)
+    if plainAt ~= nil and plainAt > top then top = plainAt end
+    -- The plain turn with no place of its own is after every group: the groups that go to the
+    -- back go after it.
+    if plainAt == nil then redis.call('SET', plainTurnKey(queue), string.format('%.17g', top)) end
     local args = {}
-    for _, gid in ipairs(toBack) do table.insert(args, turn); table.insert(args, gid) end
-    redis.call('ZADD', groupsKey(queue), unpack(args))
+    for i, gid in ipairs(toBack) do
+      if gid == PLAIN_TURN then
+        redis.call('SET', plainTurnKey(queue), string.format('%.17g', top + i))
+      else
+        table.insert(args, top + i); table.insert(args, gid)
+      end
+    end
+    if #args > 0 then redis.call('ZADD', groupsKey(queue), unpack(args)) end
   end
   return out
 end

@@ -183,6 +183,8 @@ function compare(a: string, b: string): number {
  *   `P:q:<queue>:g:<gid>` ZSET its unleased jobs, score the due time;
  *   `P:q:<queue>:gl:<gid>` SET its leased jobs (also in the leased set);
  *   `P:q:<queue>:go:<gid>` ZSET, ordered groups only: every job, score its id;
+ *   `P:q:<queue>:gplain` STRING the turn of the queue's jobs without a group
+ *   among its groups, a score of `groups` (absent: after every group);
  *   `P:gpauses` SET the paused groups, member `<length of name>:<name>:<key>`;
  *   `P:gpauses:at` HASH that member → when it was paused (store clock);
  *   `P:gpauses:until` HASH that member → when a hold ends (store clock;
@@ -301,6 +303,7 @@ local function groupSettingsKey(queue) return P .. ':q:' .. queue .. ':gset' end
 local function groupKey(queue, gid) return P .. ':q:' .. queue .. ':g:' .. gid end
 local function groupLeasedKey(queue, gid) return P .. ':q:' .. queue .. ':gl:' .. gid end
 local function groupOrderKey(queue, gid) return P .. ':q:' .. queue .. ':go:' .. gid end
+local function plainTurnKey(queue) return P .. ':q:' .. queue .. ':gplain' end
 -- Whether group gid is paused at T (store clock): listed, and without an end or ending after T.
 local function groupPaused(gid, T)
   if redis.call('SISMEMBER', P .. ':gpauses', gid) == 0 then return false end
@@ -339,6 +342,14 @@ local function groupOf(id, row)
     ordered = ordered}
 end
 
+-- Lists group gid in its queue's turn order at the back: one more than the highest score, so
+-- that groups listed one after the other (in one call too) keep that order. Equal scores would
+-- go by the member's text (code before this listed every new group at the last score).
+local function listGroup(queue, gid)
+  local last = redis.call('ZRANGE', groupsKey(queue), -1, -1, 'WITHSCORES')
+  redis.call('ZADD', groupsKey(queue), tonumber(last[2] or 0) + 1, gid)
+end
+
 -- Lists a group with jobs in its queue's turn order (at the back when new). A dispatch into it
 -- sets its setting (the latest dispatch's, as SQL keeps); a job placed again (a retry, a park, a
 -- move back from the failed jobs, a debounce) sets it only where the group has none.
@@ -348,10 +359,7 @@ local function enterGroup(queue, group, dispatched)
   else
     redis.call('HSETNX', groupSettingsKey(queue), group.id, group.setting)
   end
-  if redis.call('ZSCORE', groupsKey(queue), group.id) == false then
-    local last = redis.call('ZRANGE', groupsKey(queue), -1, -1, 'WITHSCORES')
-    redis.call('ZADD', groupsKey(queue), tonumber(last[2] or 0), group.id)
-  end
+  if redis.call('ZSCORE', groupsKey(queue), group.id) == false then listGroup(queue, group.id) end
 end
 
 -- A hash's fields as a table (HGETALL's flat reply).
@@ -404,6 +412,8 @@ local function unplace(id, queue, priority, leased, row)
     if redis.call('EXISTS', groupKey(queue, group.id), groupLeasedKey(queue, group.id)) == 0 then
       redis.call('ZREM', groupsKey(queue), group.id)
       redis.call('HDEL', groupSettingsKey(queue), group.id)
+      -- The last group gone: the plain turn's place goes too (the next groups listed go first).
+      if redis.call('EXISTS', groupsKey(queue)) == 0 then redis.call('DEL', plainTurnKey(queue)) end
     end
     return
   end

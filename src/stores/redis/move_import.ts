@@ -190,10 +190,7 @@ local function placeJob(id, r)
   end
   if gid ~= nil then
     if r.group_ordered == '1' then redis.call('ZADD', groupOrderKey(queue, gid), id, pad(id)) end
-    if redis.call('ZSCORE', groupsKey(queue), gid) == false then
-      local last = redis.call('ZRANGE', groupsKey(queue), -1, -1, 'WITHSCORES')
-      redis.call('ZADD', groupsKey(queue), tonumber(last[2] or 0), gid)
-    end
+    if redis.call('ZSCORE', groupsKey(queue), gid) == false then listGroup(queue, gid) end
   end
 end
 

@@ -29,13 +29,7 @@ import { isConnectionError, type RedisConnection } from "./connection.ts";
 import { luaScript } from "./lua.ts";
 import { list } from "./script_replies.ts";
 import { AREA_HOOKS } from "./hooks.ts";
-import {
-  GROUP_RATES,
-  GROUPED_CANDIDATES,
-  type HoldsWalk,
-  holdsWalk,
-  PRUNE_HOLDS,
-} from "./groups.ts";
+import { FAIR_CANDIDATES, GROUP_RATES, type HoldsWalk, holdsWalk, PRUNE_HOLDS } from "./groups.ts";
 import { fireDue, withScheduled } from "./schedule_firing.ts";
 import { STAGE_ENDS } from "./stages.ts";
 
@@ -73,7 +67,7 @@ local function candidates(queue, T, need, names)
     local id = tonumber(leased[i])
     local fields = redis.call('HMGET', jobKey(id), 'priority', 'group_key')
     local priority = tonumber(fields[1])
-    -- A grouped job's lease that ran out is its group's to give (groupedCandidates).
+    -- A grouped job's lease that ran out is its group's to give (fairCandidates).
     if priority ~= nil and not fields[2] then
       if expired[priority] == nil then expired[priority] = {} end
       table.insert(expired[priority], {id = id, due = tonumber(leased[i + 1])})
@@ -128,7 +122,7 @@ local function candidates(queue, T, need, names)
 end
 
 ${GROUP_RATES}
-${GROUPED_CANDIDATES}
+${FAIR_CANDIDATES}
 ${CLAIM_ROW}
 local function claimJobs(req)
   local claimed = {}
@@ -149,8 +143,6 @@ local function claimJobs(req)
   for _, name in ipairs(opt(req.checkedNames) or {}) do checked[name] = true end
   local rates = opt(req.groupRates)
   local aheadFrom = opt(req.aheadFrom)
-  -- Grouped or plain jobs first, by the token's parity (as on SQL): plain jobs count as one turn.
-  local groupsFirst = tonumber(string.sub(req.token, -1)) % 2 == 0
   local looked = 0
   local cut = false
   for _, queue in ipairs(req.queues) do
@@ -160,16 +152,8 @@ local function claimJobs(req)
       local fromLevels = {}
       local leases = {}
       local need = req.limit - looked
-      local list
-      if groupsFirst then
-        list = groupedCandidates(queue, T, need, names, rates)
-        if #list < need then
-          for _, c in ipairs(candidates(queue, T, need - #list, names)) do table.insert(list, c) end
-        end
-      else
-        list = candidates(queue, T, need, names)
-        for _, c in ipairs(groupedCandidates(queue, T, need - #list, names, rates)) do table.insert(list, c) end
-      end
+      -- Jobs without a group are one more turn beside the groups (groups.ts).
+      local list = fairCandidates(queue, T, need, names, rates)
       for _, c in ipairs(list) do
         looked = looked + 1
         local idText = c.idText or tostring(c.id)

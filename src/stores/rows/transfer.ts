@@ -16,8 +16,9 @@
  * {@linkcode ID_COUNTERS_TABLE} first, then every table that holds what a
  * queue holds. Left out:
  * `workers` (the source's workers are stopped), `queue_migrations` (each
- * store keeps its own) and `group_cursors` (where the fair claim goes next:
- * it starts over).
+ * store keeps its own), `group_cursors` (where the fair claim goes next:
+ * it starts over) and SQLite's `group_id_floor` (the destination gives its
+ * groups ids of its own).
  */
 export const TRANSFER_TABLES = [
   "id_counters",

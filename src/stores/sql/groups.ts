@@ -32,10 +32,16 @@
  *   ids, so one turn's jobs share table pages) keep the pages a
  *   transaction writes few (docs/performance.md).
  * - A claim first asks whether any group exists in its queues (one seek).
- *   None: today's claim statement, unchanged. Else, per queue in order, the
- *   grouped claim and the plain one each take what the other left, the
- *   one going first alternating with the claim's token, so jobs without a
- *   group count as one more turn beside the groups.
+ *   None: today's claim statement, unchanged. Else, per queue in order, a
+ *   queue without groups takes the plain claim, and a queue with groups the
+ *   grouped claim, in which the queue's jobs without a group are one more
+ *   turn of the round robin ({@linkcode PLAIN_TURN}): the turn after the
+ *   last group in id order, before the first. A claim's rounds take from it
+ *   as from a group (the plain claim statement, asked for as many jobs as
+ *   its turns in the rounds would take), and the cursor passes it as it
+ *   passes a group (`group_cursors.group_id` 0: the plain jobs were served
+ *   last, the first group goes next). A queue's first claim starts at its
+ *   first group, as after a plain turn.
  * - The grouped claim of one queue, repeated until it has its jobs or has
  *   looked at every group once:
  *   1. a window of groups in id order after the cursor (not paused nor
@@ -54,12 +60,18 @@
  *   3. picks in rounds: every group's first free slot, then every
  *      group's second, and so on, up to the claim's limit. A group's free
  *      slots are its limit less its leased jobs; an ordered group's one
- *      slot is its first job, only when it is due and nothing is leased;
+ *      slot is its first job, only when it is due and nothing is leased.
+ *      Where the window reached the end of the list, the plain turn is in
+ *      the rounds too: the plain claim takes as many jobs as the rounds
+ *      would give it, and the rounds are picked again with what it took;
  *   4. leases the picked jobs in one statement (by id, those still free),
  *      drops the groups it found empty unless a dispatch filled them since
- *      (`version` unchanged), and moves the cursor past the groups it
- *      served or found nothing to take in, up to the first left with jobs
- *      to give (one write per claim).
+ *      (`version` unchanged), and moves the cursor (one write per claim):
+ *      past every turn, when the rounds took all the turns had; else past
+ *      the turn of the last job taken and the turns after it with nothing
+ *      to give, so the next claim starts with the first turn the last
+ *      round did not come to (a turn served in an earlier round but not in
+ *      the last one does not lose its place).
  * - A group rate limit (`ClaimRequest.groupRates`, by job name) is counted
  *   in `rate_windows`, the table of `rateLimited`, under a key of the group
  *   that no `rateLimited` key can be ({@linkcode groupRateKey}): the
@@ -127,7 +139,7 @@ const REENTER_GROUPS = statement(
   `INSERT INTO job_groups (queue, name, group_key, group_limit, group_ordered, version)
   SELECT queue, name, group_key, MAX(group_limit), MAX(group_ordered), 0
   FROM jobs WHERE id IN {{ids $1}} AND group_key IS NOT NULL
-  GROUP BY queue, name, group_key
+  GROUP BY queue, name, group_key ORDER BY MIN(id)
   ON CONFLICT (queue, name, group_key) DO UPDATE SET version = job_groups.version + 1`,
 );
 
@@ -399,11 +411,10 @@ export function* reenterGroups(ids: readonly number[]): Script<void> {
 /**
  * The claim with groups: `request` and `heldAhead` as
  * {@linkcode Dialect.claim} takes them, each queue's grouped jobs taken
- * round robin across its groups (see the module doc). Rows in the order
- * they were taken, the order they start in: queue by queue, a group's turn
- * and the plain claim's one after the other, the grouped jobs round by
- * round (every group's first, then every group's second), the others in
- * claim order.
+ * round robin across its groups, its jobs without a group one more turn
+ * (see the module doc). Rows in the order they were taken, the order they
+ * start in: queue by queue, the turns round by round (every turn's first
+ * job, then every turn's second), the plain turn's jobs in claim order.
  */
 export function* claimFairly(
   dialect: Dialect,
@@ -416,16 +427,15 @@ export function* claimFairly(
   const { rows: any } = yield* exec(anyGroup(request.queues.length), ...request.queues);
   if (any.length === 0) return yield* plain(request);
   const claimed: ClaimRow[] = [];
-  const groupsFirst = request.token % 2 === 0;
   for (const queue of request.queues) {
-    for (const grouped of groupsFirst ? [true, false] : [false, true]) {
-      const limit = request.limit - claimed.length;
-      if (limit <= 0) return claimed;
-      const one = { ...request, queues: [queue], limit };
-      claimed.push(
-        ...(grouped ? yield* claimGrouped(dialect, one, heldAhead) : yield* plain(one)),
-      );
-    }
+    const limit = request.limit - claimed.length;
+    if (limit <= 0) break;
+    const one = { ...request, queues: [queue], limit };
+    const grouped = request.queues.length === 1 ||
+      (yield* exec(anyGroup(1), queue)).rows.length > 0;
+    claimed.push(
+      ...(grouped ? yield* claimGrouped(dialect, one, heldAhead, plain) : yield* plain(one)),
+    );
   }
   return claimed;
 }
@@ -441,6 +451,17 @@ interface GroupRow {
   readonly first_due: number | string | null;
 }
 
+/**
+ * The turn of a queue's jobs without a group in its round robin: after the
+ * last group in id order, before the first. The cursor names it as group
+ * id 0 (and an empty name and key, for code before schema step 25, whose
+ * cursor then goes on from the first group too).
+ */
+const PLAIN_TURN = "plain";
+
+/** A turn of the round robin: a group, or the plain jobs'. */
+type Turn = GroupRow | typeof PLAIN_TURN;
+
 /** A row of {@linkcode GROUP_STATE}. */
 interface GroupStateRow {
   readonly id: number | string | null;
@@ -449,11 +470,12 @@ interface GroupStateRow {
   readonly head_due: number | string | null;
 }
 
-/** The grouped claim of `request`'s one queue: module doc, steps 1 to 4. */
+/** The claim of `request`'s one queue (a plain claim of it: `plain`): module doc, steps 1 to 4. */
 function* claimGrouped(
   dialect: Dialect,
   request: ClaimRequest,
   heldAhead: boolean,
+  plain: (one: ClaimRequest) => Script<ClaimRow[]>,
 ): Script<ClaimRow[]> {
   const queue = request.queues[0]!;
   const now = clockParam(dialect, request.now);
@@ -465,14 +487,20 @@ function* claimGrouped(
   const START = 0;
   let from: number | null = null;
   let wrapped = false;
-  let servedUpTo: GroupRow | undefined;
+  let servedUpTo: Turn | undefined;
   let exhausted = false;
+  // The plain turn comes once per claim, where the walk passes the end of the list. The cursor
+  // stays where the walk went round the whole list and found no group the claimer could take
+  // from (all paused, or of names it does not run): the plain jobs' claims then write nothing.
+  let plainListed = false;
+  let sawGroup = false;
   while (claimed.length < request.limit && !exhausted) {
-    // Groups enough for one job each, read a window at a time (past the last group, on from the
-    // first), so that a claim near the end of the id order still takes one job per group.
-    const groups: GroupRow[] = [];
+    // Turns enough for one job each, groups read a window at a time (past the last group, the
+    // plain turn, then on from the first), so that a claim near the end of the id order still
+    // takes one job per turn.
+    const turns: Turn[] = [];
     const want = request.limit - claimed.length;
-    while (groups.length < want) {
+    while (turns.length < want) {
       const { rows: window }: Result<GroupRow> = yield* exec<GroupRow>(
         request.names === undefined ? WINDOW : WINDOW_BY_NAME,
         queue,
@@ -483,9 +511,13 @@ function* claimGrouped(
       );
       const fresh = window.filter((group) => !seen.has(Number(group.id)));
       for (const group of fresh) seen.add(Number(group.id));
-      groups.push(...fresh);
+      turns.push(...fresh);
       const last = window.at(-1);
       if (window.length < size || last === undefined) {
+        if (!plainListed) {
+          plainListed = true;
+          turns.push(PLAIN_TURN);
+        }
         if (wrapped) {
           exhausted = true;
           break;
@@ -499,60 +531,92 @@ function* claimGrouped(
         from = Number(last.id);
       }
     }
-    if (groups.length === 0) break;
-    const taken = yield* takeFromGroups(dialect, request, groups, want, heldAhead);
+    if (turns.length === 0) break;
+    sawGroup ||= turns.some((turn) => turn !== PLAIN_TURN);
+    const taken = yield* takeTurns(dialect, request, turns, want, heldAhead, plain);
     claimed.push(...taken.rows);
-    // The turn passes the groups served or with nothing to take, up to the first group that had
-    // jobs to take but was not served (the claim ran out first): it goes first next time.
-    const waiting = groups.findIndex((_, index) => taken.left[index]!);
-    if (waiting !== 0) servedUpTo = groups[waiting < 0 ? groups.length - 1 : waiting - 1];
-    if (waiting >= 0) break;
+    servedUpTo = turns[taken.passed];
+    if (taken.full) break;
   }
-  if (servedUpTo !== undefined) {
+  if (servedUpTo !== undefined && (sawGroup || !exhausted)) {
     yield* exec(
       MOVE_CURSOR,
       queue,
-      servedUpTo.name,
-      servedUpTo.group_key,
-      Number(servedUpTo.id),
+      ...(servedUpTo === PLAIN_TURN
+        ? ["", "", 0]
+        : [servedUpTo.name, servedUpTo.group_key, Number(servedUpTo.id)]),
     );
   }
   return claimed;
 }
 
 /**
- * Takes up to `want` jobs from `groups` (module doc, steps 2 to 4), held
- * ahead with `heldAhead`: the rows leased, and for each group whether it
- * was left with jobs it could have given.
+ * The turn (its index in `supplies`, each turn's jobs to give) of each pick
+ * of up to `want` jobs taken in rounds: every turn's first, then every
+ * turn's second, and so on.
  */
-function* takeFromGroups(
+function inRounds(supplies: readonly number[], want: number): number[] {
+  const picks: number[] = [];
+  for (let round = 0; picks.length < want; round++) {
+    let any = false;
+    for (let turn = 0; turn < supplies.length && picks.length < want; turn++) {
+      if (round < supplies[turn]!) {
+        picks.push(turn);
+        any = true;
+      }
+    }
+    if (!any) break;
+  }
+  return picks;
+}
+
+/**
+ * Takes up to `want` jobs from `turns` (module doc, steps 2 to 4), held
+ * ahead with `heldAhead`, the plain turn's with `plain`: the rows leased, in
+ * the order the rounds took them; whether the rounds took `want` (else every
+ * turn gave what it had); and the index of the last turn the cursor passes.
+ */
+function* takeTurns(
   dialect: Dialect,
   request: ClaimRequest,
-  groups: readonly GroupRow[],
+  turns: readonly Turn[],
   want: number,
   heldAhead: boolean,
-): Script<{ rows: ClaimRow[]; left: boolean[] }> {
-  const takeable = yield* takeableIn(dialect, request, groups, want);
+  plain: (one: ClaimRequest) => Script<ClaimRow[]>,
+): Script<{ rows: ClaimRow[]; full: boolean; passed: number }> {
+  const groups = turns.filter((turn): turn is GroupRow => turn !== PLAIN_TURN);
+  // Each group asked as if the plain turn had nothing: what the plain jobs lack, groups give.
+  const takeable = groups.length === 0 ? [] : yield* takeableIn(dialect, request, groups, want);
   // Maybe empty: no due job found (the statement checks that it has none at all).
   const empty = groups.filter((_, index) => takeable[index]!.length === 0);
   const rates = yield* rateWindowsOf(dialect, request, groups);
   rates.forEach((window, index) => {
     if (window !== null) takeable[index] = takeable[index]!.slice(0, window.left);
   });
+  const groupAt = turns.map((turn) => turn === PLAIN_TURN ? -1 : groups.indexOf(turn));
+  const plainAt = groupAt.indexOf(-1);
+  const supplies = groupAt.map((index) => index < 0 ? want : takeable[index]!.length);
+  // The plain turn's jobs: as many as the rounds would take from it, then the rounds again with
+  // what it had.
+  let plainRows: ClaimRow[] = [];
+  let plainAsked = 0;
+  if (plainAt >= 0) {
+    plainAsked = inRounds(supplies, want).filter((turn) => turn === plainAt).length;
+    if (plainAsked > 0) plainRows = yield* plain({ ...request, limit: plainAsked });
+    supplies[plainAt] = plainRows.length;
+  }
+  const picks = inRounds(supplies, want);
+  const given = turns.map(() => 0);
   const picked: number[] = [];
-  const given = takeable.map(() => 0);
   const groupOf = new Map<number, number>();
-  for (let round = 0; picked.length < want; round++) {
-    let any = false;
-    takeable.forEach((ids, index) => {
-      if (round < ids.length && picked.length < want) {
-        picked.push(ids[round]!);
-        given[index]!++;
-        groupOf.set(ids[round]!, index);
-        any = true;
-      }
-    });
-    if (!any) break;
+  for (const turn of picks) {
+    const index = groupAt[turn]!;
+    if (index >= 0) {
+      const id = takeable[index]![given[turn]!]!;
+      picked.push(id);
+      groupOf.set(id, index);
+    }
+    given[turn]!++;
   }
   let rows: (ClaimRow & { expire_in_ms?: number | string | null })[] = [];
   if (picked.length > 0) {
@@ -574,9 +638,6 @@ function* takeFromGroups(
       }));
     }
   }
-  // RETURNING gives the rows in no set order: back in the order the rounds picked them.
-  const position = new Map(picked.map((id, index) => [id, index]));
-  rows.sort((a, b) => position.get(Number(a.id))! - position.get(Number(b.id))!);
   yield* countClaims(rates, groupOf, rows);
   if (empty.length > 0) {
     yield* exec(
@@ -585,7 +646,32 @@ function* takeFromGroups(
       empty.map((group) => [Number(group.id), Number(group.version)]),
     );
   }
-  return { rows, left: takeable.map((ids, index) => given[index] === 0 && ids.length > 0) };
+  // RETURNING gives the rows in no set order: back in the order the rounds picked them (a job
+  // another claim took meanwhile is missing), the plain turn's in theirs.
+  const leased = new Map(rows.map((row) => [Number(row.id), row]));
+  const taken: ClaimRow[] = [];
+  let nextPicked = 0;
+  let nextPlain = 0;
+  for (const turn of picks) {
+    if (groupAt[turn]! < 0) taken.push(plainRows[nextPlain++]!);
+    else {
+      const row = leased.get(picked[nextPicked++]!);
+      if (row !== undefined) taken.push(row);
+    }
+  }
+  // The turn passes every turn where the rounds took all they had; else the turn of the last
+  // job taken and the turns after it with nothing to give, so that the next claim goes on with
+  // the first turn this claim's last round did not come to (the plain turn's jobs are not known
+  // before the rounds come to it).
+  const full = picks.length === want;
+  let passed = turns.length - 1;
+  if (full) {
+    const mayGive = (turn: number) =>
+      turn === plainAt ? plainAsked === 0 || plainRows.length > 0 : supplies[turn]! > 0;
+    passed = picks.at(-1)!;
+    while (passed + 1 < turns.length && !mayGive(passed + 1)) passed++;
+  }
+  return { rows: taken, full, passed };
 }
 
 /** A limited group's rate window as the claim reads it. */

@@ -33,9 +33,10 @@
  *   column's identity sequence. In an `INSERT … SELECT` of several rows,
  *   `{{newJobId ORDER BY …}}` numbers them in that order.
  * - `{{newGroupId}}`: the id of a group listed in `job_groups` (schema step
- *   25), in an `INSERT … SELECT`: on SQLite one more than the highest, each
- *   row of the select one more than the one before; on PostgreSQL the next
- *   value of the column's identity sequence.
+ *   25), in an `INSERT … SELECT`: on SQLite one more than the highest of the
+ *   table's ids and its floor (schema step 27: the id of a group dropped is
+ *   never handed out again), each row of the select one more than the one
+ *   before; on PostgreSQL the next value of the column's identity sequence.
  *
  * On PostgreSQL, `ids`, `texts`, `pairs` and `rows` unnest an array built
  * from the JSON ({@linkcode fewRows}): the planner then expects a few rows
@@ -137,7 +138,9 @@ const MACROS: Record<string, Record<EngineName, (argument: string) => string>> =
     postgres: () => "nextval(pg_get_serial_sequence('jobs', 'id'))",
   },
   newGroupId: {
-    sqlite: () => "((SELECT ifnull(max(id), 0) FROM job_groups) + row_number() OVER ())",
+    sqlite: () =>
+      `((SELECT max(ifnull(max(id), 0), (SELECT floor FROM group_id_floor)) FROM job_groups)
+        + row_number() OVER ())`,
     postgres: () => "nextval(pg_get_serial_sequence('job_groups', 'id'))",
   },
 };

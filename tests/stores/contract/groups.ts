@@ -76,6 +76,85 @@ function register(test: ContractTest): void {
     );
   });
 
+  test("claim() counts the jobs without a group as one more turn of the round robin, after the groups, within a claim as across claims, whatever its token", async (store) => {
+    const p = await store.insertJobs(
+      Array.from({ length: 10 }, (_, n) => newJob({ payload: `{"n":${n}}` })),
+    );
+    const x = await store.insertJobs(grouped("x", 3));
+    const y = await store.insertJobs(grouped("y", 2));
+    // The turns: x, y, then the plain jobs; a queue's first claim starts with its first group.
+    assert.deepEqual(ids(await claim(store, { limit: 1, token: 2 })), [x[0]]);
+    assert.deepEqual(
+      ids(await claim(store, { limit: 5, token: 3 })),
+      [y[0], p[0], x[1], y[1], p[1]],
+      "one of each turn, then a second of each: the plain jobs' turn is one turn",
+    );
+    assert.deepEqual(
+      ids(await claim(store, { limit: 4, token: 4 })),
+      [x[2], p[2], p[3], p[4]],
+      "the next claim goes on with the turn its last round did not come to; y has nothing due",
+    );
+  });
+
+  test("claim() one job at a time alternates between a group and a backlog of jobs without a group", async (store) => {
+    const p = await store.insertJobs(
+      Array.from({ length: 30 }, (_, n) => newJob({ payload: `{"n":${n}}` })),
+    );
+    const x = await store.insertJobs(grouped("x", 3));
+    const taken: number[] = [];
+    for (let token = 1; token <= 8; token++) {
+      const jobs = await claim(store, { limit: 1, token });
+      taken.push(...ids(jobs));
+      await store.settle(jobs.map((job) => complete(job.id, token)));
+    }
+    assert.deepEqual(taken, [x[0], p[0], x[1], p[1], x[2], p[2], p[3], p[4]]);
+  });
+
+  test("claim() serves a group that emptied and got jobs again after a group listed before it: it comes last", async (store) => {
+    const [first] = await store.insertJobs(grouped("g1", 1));
+    // A claim of one job: the turn stops at g1 (a larger one would go on to the plain jobs' turn).
+    assert.deepEqual(ids(await claim(store, { limit: 1 })), [first]);
+    await store.settle([complete(first!, 1)]);
+    assert.deepEqual(await claim(store, { token: 2 }), [], "g1 is empty (and dropped)");
+    const [other] = await store.insertJobs(grouped("g0", 1));
+    const [again] = await store.insertJobs(grouped("g1", 1));
+    assert.deepEqual(ids(await claim(store, { limit: 1, token: 3 })), [other]);
+    assert.deepEqual(ids(await claim(store, { limit: 1, token: 4 })), [again]);
+  });
+
+  test("claim() walks new groups in the order they were listed, not by job name or key, whether one insert listed them or several", async (store) => {
+    const job = (name: string, key: string) =>
+      newJob({ name, group: { key, limit: null, ordered: false } });
+    // One call lists several groups (a dispatchMany), then one call each.
+    const listed = await store.insertJobs([
+      job("gamma", "k5"),
+      job("alpha", "k1"),
+      job("alpha", "k9"),
+    ]);
+    for (const [name, key] of [["beta", "k3"], ["alpha", "k0"], ["gamma", "j"]] as const) {
+      listed.push(...await store.insertJobs([job(name, key)]));
+    }
+    const taken: number[] = [];
+    for (let token = 1; token <= listed.length; token++) {
+      taken.push(...ids(await claim(store, { limit: 1, token })));
+    }
+    assert.deepEqual(taken, listed);
+  });
+
+  test("retry() of failed jobs of several groups lists their groups again in the order of the jobs' ids, not by job name or key", async (store) => {
+    const job = (name: string, key: string) =>
+      newJob({ name, group: { key, limit: null, ordered: false } });
+    const [first] = await store.insertJobs([job("zeta", "z")]);
+    const [second] = await store.insertJobs([job("alpha", "a")]);
+    const taken = await claim(store);
+    assert.deepEqual(sorted(ids(taken)), [first, second]);
+    await store.settle([fail(first!, 1), fail(second!, 1)]);
+    assert.deepEqual(await claim(store, { token: 2 }), [], "both groups are empty (and dropped)");
+    assert.deepEqual(sorted(await store.retry([first!, second!], T0)), [first, second]);
+    assert.deepEqual(ids(await claim(store, { limit: 1, token: 3 })), [first]);
+    assert.deepEqual(ids(await claim(store, { limit: 1, token: 4 })), [second]);
+  });
+
   test("claim() holds a group to its limit: every leased job holds a slot, started or claimed ahead, until it settles or its lease runs out", async (store) => {
     const jobs = await store.insertJobs(grouped("g", 6, { limit: 2 }));
     const first = await claim(store, { limit: 10, aheadFrom: 1 });

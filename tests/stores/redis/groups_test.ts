@@ -1,13 +1,15 @@
 /**
  * Groups on Redis beyond the contract: the settles' walk through the group
  * holds (src/stores/redis/groups.ts) sends nothing to the server between
- * two walks, as SQL's reads nothing. Runs when `QUEUE_TEST_REDIS_URL` is set.
+ * two walks, as SQL's reads nothing; a group listed beside the equal turn
+ * scores older code wrote goes after them. Runs when `QUEUE_TEST_REDIS_URL`
+ * is set.
  *
  * @module
  */
 import assert from "node:assert/strict";
-import { openTestRedisStore, redisTestUrl } from "../../_redis.ts";
-import { LEASE_MS, T0 } from "../contract/fixtures.ts";
+import { openTestRedisStore, redisCommand, redisTestUrl } from "../../_redis.ts";
+import { claim, LEASE_MS, newJob, T0 } from "../contract/fixtures.ts";
 import { watchCommands } from "./_monitor.ts";
 
 const url = redisTestUrl();
@@ -44,5 +46,33 @@ Deno.test({
     assert.equal(await holdCommands(AT + 59_999), 0, "nor one just before the minute is up");
     assert.ok((await holdCommands(AT + 60_000)) > 0, "a minute after the last walk, another");
     assert.deepEqual(await heldAtT0(), [], "and it deleted the hold that passed meanwhile");
+  },
+});
+
+Deno.test({
+  name:
+    "RedisStore: a group listed where older code left every group at one turn score goes after all of them",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestRedisStore(url!);
+    const { store, prefix } = opened;
+    const group = (key: string) => newJob({ group: { key, limit: null, ordered: false } });
+    const [b, a] = [
+      ...await store.insertJobs([group("b")]),
+      ...await store.insertJobs([group("a")]),
+    ];
+    // What code before this listed: each new group at the last group's score, so all at 0.
+    const groups = `{${prefix}}:q:default:groups`;
+    for (const key of ["b", "a"]) {
+      await redisCommand(url!, ["ZADD", groups, "0", `12:contract-job:${key}`]);
+    }
+    const [late] = await store.insertJobs([group("0")]);
+    const taken: number[] = [];
+    for (let token = 1; token <= 3; token++) {
+      taken.push(...(await claim(store, { limit: 1, token })).map((job) => job.id));
+    }
+    // Equal scores go by the member's text (a, then b); the group listed since goes last, though
+    // its member's text comes first.
+    assert.deepEqual(taken, [a, b, late]);
   },
 });

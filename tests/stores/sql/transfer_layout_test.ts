@@ -19,6 +19,7 @@ import { openTestPostgresStore, postgresTestUrl } from "../../_postgres.ts";
 /** The tables a move leaves out, and why (see `TRANSFER_TABLES`). */
 const LEFT_OUT = [
   "group_cursors", // where the fair claim goes next: it starts over
+  "group_id_floor", // the group ids' floor (SQLite's step 27): a move gives groups new ids
   "job_id_floor", // the job ids' floor (SQLite's step 24): carried in id_counters
   "queue_migrations", // each store has its own steps
   "queue_moves", // the fence is the source's

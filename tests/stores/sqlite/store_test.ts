@@ -500,6 +500,57 @@ Deno.test("SqliteStore: schema step 26 leaves no trigger on the inserts into job
   );
 });
 
+Deno.test("SqliteStore: schema step 27 never hands out a dropped group's id again: the floor starts at the highest id listed or named by a cursor, and a group listed anew, by this code or as code of step 24 lists it, takes one past it", async () => {
+  await using dir = await tempDir();
+  const db = new DatabaseSync(dir.dbPath);
+  try {
+    db.exec(STEPS_RECORD);
+    for (const step of migrations.filter(({ version }) => version < 27)) {
+      db.exec(step.sql);
+      db.prepare("INSERT INTO queue_migrations (version, applied_at) VALUES (?, ?)")
+        .run(step.version, T0);
+    }
+    // Groups 1 to 3 listed, and the cursor naming group 5, dropped since.
+    for (const [key, id] of [["a", 1], ["b", 2], ["c", 3]] as const) {
+      db.prepare(
+        `INSERT INTO job_groups (queue, name, group_key, group_limit, group_ordered, version, id)
+        VALUES ('default', 'contract-job', ?, NULL, 0, 0, ?)`,
+      ).run(key, id);
+    }
+    db.prepare(
+      `INSERT INTO group_cursors (queue, name, group_key, group_id)
+      VALUES ('default', 'contract-job', 'e', 5)`,
+    ).run();
+  } finally {
+    db.close();
+  }
+  await using store = await SqliteStore.open(dir.dbPath);
+  assert.equal(only(queryFile(dir.dbPath, "SELECT floor FROM group_id_floor")), 5);
+  const groupId = (key: string) =>
+    only(queryFile(dir.dbPath, "SELECT id FROM job_groups WHERE group_key = ?", key));
+  const [job] = await store.insertJobs([
+    newJob({ group: { key: "f", limit: null, ordered: false } }),
+  ]);
+  assert.equal(groupId("f"), 6);
+  assert.deepEqual((await claim(store)).map((claimed) => claimed.id), [job]);
+  await store.settle([{ kind: "complete", id: job!, token: 1, at: T0 }]);
+  assert.deepEqual(await claim(store, { token: 2 }), [], "f, the newest group, is dropped empty");
+  assert.deepEqual(queryFile(dir.dbPath, "SELECT id FROM job_groups"), []);
+  await store.insertJobs([newJob({ group: { key: "g", limit: null, ordered: false } })]);
+  assert.equal(groupId("g"), 7, "not 6 again");
+  // As code of step 24 (or a retry from the failed jobs) lists a group: after its job, no id.
+  const older = new DatabaseSync(dir.dbPath);
+  try {
+    older.prepare(
+      `INSERT INTO job_groups (queue, name, group_key, group_limit, group_ordered, version)
+      VALUES ('default', 'contract-job', 'h', NULL, 0, 0)`,
+    ).run();
+  } finally {
+    older.close();
+  }
+  assert.equal(groupId("h"), 8);
+});
+
 Deno.test("SqliteStore: a group's rate window is a rate_windows row under a U+0001 key, dropped by a settle once the window is over", async () => {
   await using dir = await tempDir();
   await using store = await SqliteStore.open(dir.dbPath);
