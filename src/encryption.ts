@@ -93,6 +93,12 @@ export class PayloadCipher {
     return new PayloadCipher(currentKey, [...previousKeys, currentKey]);
   }
 
+  /** Whether `stored` (sealed text) names a key this cipher holds: the current or a previous one. */
+  holdsKeyOf(stored: string): boolean {
+    if (!isEncryptedPayload(stored)) return false;
+    return this.#byId.has(stored.slice(PREFIX.length).split(":")[0]!);
+  }
+
   /** The id of the key that encrypts, as stored payloads name it. */
   get keyId(): string {
     return this.#current.id;

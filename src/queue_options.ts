@@ -142,9 +142,8 @@ export function readAppKeys(options: QueueOptions, encrypted: readonly string[])
 /**
  * The app's keys ({@linkcode readAppKeys}) and the cipher made of them. Keys
  * from the environment of a process with no encrypted job and no `appKey`
- * that are not keys of this queue (another framework's `APP_KEY`, not the
- * base64 of 32 bytes) are left unused rather than refused: that process
- * needs none. @internal
+ * that are not keys at all (not the base64 of 32 bytes) are left unused
+ * rather than refused: that process needs none. @internal
  */
 export async function openAppKeys(
   options: QueueOptions,
@@ -152,8 +151,7 @@ export async function openAppKeys(
 ): Promise<{ readonly appKeys: AppKeys | null; readonly cipher: PayloadCipher | null }> {
   const appKeys = readAppKeys(options, encrypted);
   if (appKeys === null) return { appKeys, cipher: null };
-  const required = encrypted.length > 0 || options.appKey !== undefined ||
-    options.previousAppKeys !== undefined;
+  const required = encrypted.length > 0 || options.appKey !== undefined;
   try {
     return { appKeys, cipher: await PayloadCipher.fromKeys(appKeys) };
   } catch (error) {

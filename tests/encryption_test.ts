@@ -1176,6 +1176,14 @@ storeTest(
         assert.equal(result?.outputWithheld, undefined);
         assert.equal(await queue.signal(parked, "go", { secret: SECRET }), "buffered");
       }
+      await withEnv({ APP_KEY: `base64:${KEY_B}` }, async () => {
+        // Another app's well-formed key: a signal it would seal could never be opened by the job.
+        await using queue = await db.open({ jobs: [plain] });
+        await assert.rejects(
+          queue.signal(parked, "go", { secret: SECRET }),
+          /job \d+ is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with \(this queue's keys do not include it\)/,
+        );
+      });
       {
         // A redeploy that turned `encrypted` off: the sealed payload still opens.
         await using queue = await db.open({ jobs: [off] });

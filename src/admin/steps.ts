@@ -124,9 +124,11 @@ export async function sendSignal(
   const job = await store.unfinishedJob(id);
   let stored = json;
   if (job !== null && isEncryptedPayload(job.payload)) {
-    if (cipher === null) {
+    if (cipher === null || !cipher.holdsKeyOf(job.payload)) {
       throw new Error(
-        `${where}: job ${id} is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with (this queue has none)`,
+        `${where}: job ${id} is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with (${
+          cipher === null ? "this queue has none" : "this queue's keys do not include it"
+        })`,
       );
     }
     stored = await cipher.encrypt(signalSealedAs(id, name), json);
