@@ -125,22 +125,8 @@ if (executablePath === null) {
       dashboard(queue, { title: "Browser test" }),
     );
     const origin = `http://127.0.0.1:${server.addr.port}`;
-    const profile = await Deno.makeTempDir({ prefix: "renox-chromium-" });
-    const context = await chromium.launchPersistentContext(profile, {
-      executablePath,
-      headless: true,
-      args: CHROMIUM_ARGS,
-      timeout: 20_000,
-    });
+    const { page, problems, close } = await openPage();
     try {
-      const page = await context.newPage();
-      page.setDefaultTimeout(10_000);
-      const problems: string[] = [];
-      page.on("console", (message) => {
-        if (message.type() === "error") problems.push(`console: ${message.text()}`);
-      });
-      page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-
       await page.goto(`${origin}/`);
       assert.equal(await page.title(), "Overview · Browser test");
       // The live-refresh script ran (it fetched /api/overview and stamped the time) and the
@@ -181,8 +167,7 @@ if (executablePath === null) {
       console.log(`screenshot: ${SCREENSHOT.pathname}`);
       assert.deepEqual(problems, [], "no script error and no CSP violation");
     } finally {
-      await context.close();
-      await Deno.remove(profile, { recursive: true });
+      await close();
     }
   });
 
@@ -200,18 +185,8 @@ if (executablePath === null) {
       { hostname: "127.0.0.1", port: 0, onListen: () => {} },
       dashboard(queue, { title: "Browser test" }),
     );
-    const profile = await Deno.makeTempDir({ prefix: "renox-chromium-" });
-    const context = await chromium.launchPersistentContext(profile, {
-      executablePath,
-      headless: true,
-      args: CHROMIUM_ARGS,
-      timeout: 20_000,
-    });
+    const { page, problems, close } = await openPage();
     try {
-      const page = await context.newPage();
-      page.setDefaultTimeout(10_000);
-      const problems: string[] = [];
-      page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
       await page.goto(`http://127.0.0.1:${server.addr.port}/jobs/${id}`);
       const rows = page.locator("table.steps tbody tr");
       assert.equal(await rows.count(), 2);
@@ -226,8 +201,7 @@ if (executablePath === null) {
       assert.equal(await page.locator("table.steps b").count(), 0, "no markup from a name");
       assert.deepEqual(problems, []);
     } finally {
-      await context.close();
-      await Deno.remove(profile, { recursive: true });
+      await close();
     }
   });
 
