@@ -11,6 +11,7 @@ import { type AppKeys, PayloadCipher } from "./encryption.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "./payload.ts";
 import type { JobsSource } from "./registry.ts";
 import type { StoreOptions } from "./store_options.ts";
+import { readableEnv } from "./readable_env.ts";
 
 /** Options for {@linkcode Queue.open}: where its store is, and the rest. */
 export interface QueueOptions extends StoreOptions {
@@ -157,17 +158,5 @@ export async function openAppKeys(
   } catch (error) {
     if (required || !(error instanceof TypeError)) throw error;
     return { appKeys: null, cipher: null };
-  }
-}
-
-/** Environment variable `name`, or undefined when unset or not readable (never prompts). */
-function readableEnv(name: string): string | undefined {
-  try {
-    if (Deno.permissions.querySync({ name: "env", variable: name }).state !== "granted") {
-      return undefined;
-    }
-    return Deno.env.get(name);
-  } catch {
-    return undefined;
   }
 }

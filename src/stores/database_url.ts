@@ -4,12 +4,13 @@
  * Redis server, and how to show one without its password. A URL's scheme is
  * read as URLs read it, in any case, and surrounding whitespace (what
  * `QUEUE_DB= postgres://…` in a .env file leaves) does not hide it; and
- * when `DATABASE_URL` names the queue's database. Imports nothing, so
+ * when `DATABASE_URL` names the queue's database. Imports no driver, so
  * reading them never loads a driver.
  *
  * @internal
  * @module
  */
+import { readableEnv } from "../readable_env.ts";
 
 /** The scheme `text` starts with (`postgres` of ` Postgres://…`), in lower case; null when it names none. */
 function urlScheme(text: string): string | null {
@@ -67,10 +68,5 @@ export function queueDatabaseUrl(value: string | undefined): string | undefined 
  * is not stopped to ask for a variable it does not use.
  */
 export function readDatabaseUrlVariable(): string | undefined {
-  try {
-    const env = Deno.permissions.querySync({ name: "env", variable: "DATABASE_URL" });
-    return env.state === "granted" ? Deno.env.get("DATABASE_URL") : undefined;
-  } catch {
-    return undefined;
-  }
+  return readableEnv("DATABASE_URL");
 }
