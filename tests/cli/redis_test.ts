@@ -65,7 +65,8 @@ redisTest(
     assert.equal(
       result.stdout,
       "Applied key layout 1 (expand)\nApplied key layout 2 (contract)\n" +
-        `Applied key layout 3 (contract)\n${redactPassword(db)} is at Redis key layout version 3\n`,
+        "Applied key layout 3 (contract)\nApplied key layout 4 (contract)\n" +
+        `${redactPassword(db)} is at Redis key layout version 4\n`,
     );
     assert.ok((await prefixKeys(url!, prefix)).includes(`{${prefix}}:meta`));
   },
@@ -90,7 +91,7 @@ redisTest(
     assert.equal(plan.code, 0, plan.stderr);
     assert.match(
       plan.stdout,
-      /^.* is at key layout 0; this code knows 3\nWould apply key layout 1 \(/,
+      /^.* is at key layout 0; this code knows 4\nWould apply key layout 1 \(/,
     );
     assert.deepEqual(await prefixKeys(url!, prefix), [], "no key written");
   },
@@ -99,7 +100,7 @@ redisTest(
 redisTest("CLI migrate reads a redis:// URL from QUEUE_DB", async (db, prefix) => {
   const result = await runCli(["migrate"], { QUEUE_DB: db });
   assert.equal(result.code, 0, result.stderr);
-  assert.match(result.stdout, new RegExp(`is at Redis key layout version 3\n$`));
+  assert.match(result.stdout, new RegExp(`is at Redis key layout version 4\n$`));
   assert.ok((await prefixKeys(url!, prefix)).includes(`{${prefix}}:meta`));
 });
 

@@ -170,6 +170,10 @@ function compare(a: string, b: string): number {
  * - `P:queues` SET: every queue a job was stored in.
  * - `P:job:<id>` HASH: a job, fields named as the SQL `jobs` columns;
  *   a null column is an absent field.
+ * - `P:q:<queue>:…`: a queue's keys, `<queue>` being its name with each
+ *   `:` written `|` (which no queue name holds), so that no queue's keys are
+ *   another queue's (layout 4; before it, `mail:leased` beside `mail`
+ *   shared a key):
  * - `P:q:<queue>:lv` ZSET: the queue's priority levels holding unleased
  *   jobs, member the priority, score its negation (highest first).
  * - `P:q:<queue>:p:<priority>` ZSET: the unleased jobs of a level, score
@@ -273,9 +277,14 @@ end
 
 local function pad(id) return string.format('%016d', id) end
 local function jobKey(id) return P .. ':job:' .. id end
-local function queueKey(queue) return P .. ':q:' .. queue end
-local function levelKey(queue, priority) return P .. ':q:' .. queue .. ':p:' .. priority end
-local function leasedKey(queue) return P .. ':q:' .. queue .. ':leased' end
+-- A queue's keys start with queueKey(queue): its name with each ':' written '|', which no queue
+-- name holds, so that no queue's keys are another queue's (layout 4; migrate.ts).
+local function queueKey(queue)
+  if string.find(queue, ':', 1, true) == nil then return P .. ':q:' .. queue end
+  return P .. ':q:' .. (string.gsub(queue, ':', '|'))
+end
+local function levelKey(queue, priority) return queueKey(queue) .. ':p:' .. priority end
+local function leasedKey(queue) return queueKey(queue) .. ':leased' end
 local function groupId(name, key) return #name .. ':' .. name .. ':' .. key end
 -- A group id's job name and key: groupId read back.
 local function groupIdParts(gid)
@@ -298,12 +307,12 @@ local function madeOnce(t, a, b, make)
   end
   return made
 end
-local function groupsKey(queue) return P .. ':q:' .. queue .. ':groups' end
-local function groupSettingsKey(queue) return P .. ':q:' .. queue .. ':gset' end
-local function groupKey(queue, gid) return P .. ':q:' .. queue .. ':g:' .. gid end
-local function groupLeasedKey(queue, gid) return P .. ':q:' .. queue .. ':gl:' .. gid end
-local function groupOrderKey(queue, gid) return P .. ':q:' .. queue .. ':go:' .. gid end
-local function plainTurnKey(queue) return P .. ':q:' .. queue .. ':gplain' end
+local function groupsKey(queue) return queueKey(queue) .. ':groups' end
+local function groupSettingsKey(queue) return queueKey(queue) .. ':gset' end
+local function groupKey(queue, gid) return queueKey(queue) .. ':g:' .. gid end
+local function groupLeasedKey(queue, gid) return queueKey(queue) .. ':gl:' .. gid end
+local function groupOrderKey(queue, gid) return queueKey(queue) .. ':go:' .. gid end
+local function plainTurnKey(queue) return queueKey(queue) .. ':gplain' end
 -- Whether group gid is paused at T (store clock): listed, and without an end or ending after T.
 local function groupPaused(gid, T)
   if redis.call('SISMEMBER', P .. ':gpauses', gid) == 0 then return false end

@@ -38,15 +38,20 @@ import { workers } from "./workers.ts";
  * (job_control_hooks.ts), no longer also in `P:done`, `P:done:q:<queue>`
  * and `P:done:n:<name>`: code of layout 2 would read those (its lists, its
  * `pruneFinished`) and miss every job kept since. {@linkcode convertHistory}
- * converts a store's history to it.
+ * converts a store's history to it. Layout 4 (contract) writes each `:` of
+ * a queue's name as `|` in its keys (`P:q:mail|high:lv`), so that a queue
+ * named like another one's key (`mail:leased` beside `mail`) has keys of
+ * its own: code of layout 3 would read and write the old keys of such a
+ * queue. {@linkcode convertQueueKeys} renames them.
  */
 export const LAYOUTS: readonly Migration[] = [
   { version: 1, kind: "expand", sql: "" },
   { version: 2, kind: "contract", sql: "" },
   { version: 3, kind: "contract", sql: "" },
+  { version: 4, kind: "contract", sql: "" },
 ];
 
-/** Most kept jobs one call of the history's conversion to layout 3 reads. */
+/** Most kept jobs one call of the history's conversion to layout 3 reads, and groups the queue keys' conversion to layout 4 renames. */
 const CONVERT_CHUNK = 250;
 
 /** The layout of keys this code reads and writes. */
@@ -139,6 +144,75 @@ export async function convertHistory(redis: RedisConnection): Promise<void> {
   }
 }
 
+/**
+ * Reply: the queues whose keys the conversion to layout 4 renames, those
+ * whose name holds a `:` (none on a store of layout 4 or later).
+ */
+const QUEUES_TO_CONVERT = luaScript(
+  "queuesToConvert",
+  "no-writes",
+  String.raw`
+local names = {}
+if tonumber(redis.call('HGET', P .. ':meta', 'layout') or '0') < 4 then
+  for _, queue in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
+    if string.find(queue, ':', 1, true) then table.insert(names, queue) end
+  end
+end
+if #names == 0 then return '[]' end
+return cjson.encode(names)
+`,
+);
+
+/**
+ * Input: `queue`, `cursor` (of `HSCAN` on its group settings, "0" first).
+ * The conversion of one queue's keys to layout 4: renames each key
+ * `P:q:<queue>:…` of the name as it is to `queueKey(queue) .. …`, its
+ * groups' keys a chunk of groups per call, then its levels and its own
+ * keys. A key already renamed (another process converts too) is left.
+ * Reply: the cursor to go on from, or null when the queue is done (at once
+ * on a store of layout 4 or later).
+ */
+const CONVERT_QUEUE_KEYS = unfencedScript(
+  "convertQueueKeys",
+  "allow-oom",
+  String.raw`
+if tonumber(redis.call('HGET', P .. ':meta', 'layout') or '0') >= 4 then return cjson.encode(NULL) end
+local old, new = P .. ':q:' .. INPUT.queue, queueKey(INPUT.queue)
+local function rename(suffix)
+  if redis.call('EXISTS', old .. suffix) == 1 and redis.call('EXISTS', new .. suffix) == 0 then
+    redis.call('RENAME', old .. suffix, new .. suffix)
+  end
+end
+local scan = redis.call('HSCAN', old .. ':gset', INPUT.cursor, 'COUNT', ${CONVERT_CHUNK})
+for i = 1, #scan[2], 2 do
+  for _, kind in ipairs({':g:', ':gl:', ':go:'}) do rename(kind .. scan[2][i]) end
+end
+if scan[1] ~= '0' then return cjson.encode(scan[1]) end
+for _, priority in ipairs(redis.call('ZRANGE', old .. ':lv', 0, -1)) do rename(':p:' .. priority) end
+for _, suffix in ipairs({':lv', ':leased', ':groups', ':gset', ':gplain'}) do rename(suffix) end
+return cjson.encode(NULL)
+`,
+);
+
+/**
+ * Converts the keys of a store of layout 3 to layout 4 (see
+ * {@linkcode LAYOUTS}): renames the keys of each queue whose name holds a
+ * `:`, a chunk of its groups per call so the server is never held long.
+ * Safe to run again, and from several processes at once.
+ */
+export async function convertQueueKeys(redis: RedisConnection): Promise<void> {
+  for (const queue of await redis.call<string[]>(QUEUES_TO_CONVERT, { now: Date.now() })) {
+    let cursor: string | null = "0";
+    while (cursor !== null) {
+      cursor = await redis.call<string | null>(CONVERT_QUEUE_KEYS, {
+        now: Date.now(),
+        queue,
+        cursor,
+      });
+    }
+  }
+}
+
 /** The servers (port and run id) this process warned about; `null` once it warns no more. */
 let warned: Set<string> | null = new Set<string>();
 
@@ -205,6 +279,7 @@ export async function migrate(
   // Redis applies a layout in one script: the plan is read, and waited on, first.
   const plan = await migrateWaiting(() => layoutPlan(redis), options);
   await convertHistory(redis);
+  await convertQueueKeys(redis);
   const epoch = await redis.call<string>(TAKE_EPOCH, {
     now: Date.now(),
     fresh: crypto.randomUUID(),

@@ -436,7 +436,7 @@ end
 E.job_groups = function()
   local rows = {}
   for _, queue in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
-    local flat = redis.call('HGETALL', M.gsetKey(queue))
+    local flat = redis.call('HGETALL', groupSettingsKey(queue))
     for i = 1, #flat, 2 do
       local name, key = groupIdParts(flat[i])
       local limit, ordered = string.match(flat[i + 1], '^(%d*):(%d)$')

@@ -331,10 +331,10 @@ I.group_pauses = {
 I.job_groups = {
   key = function(r) return r.queue .. M.US .. groupId(r.name, r.group_key) end,
   exists = function(r)
-    return redis.call('HEXISTS', M.gsetKey(r.queue), groupId(r.name, r.group_key)) == 1
+    return redis.call('HEXISTS', groupSettingsKey(r.queue), groupId(r.name, r.group_key)) == 1
   end,
   write = function(r)
-    redis.call('HSET', M.gsetKey(r.queue), groupId(r.name, r.group_key),
+    redis.call('HSET', groupSettingsKey(r.queue), groupId(r.name, r.group_key),
       (v(r, 'group_limit') or '') .. ':' .. (r.group_ordered == '1' and 1 or 0))
     redis.call('SADD', P .. ':queues', r.queue)
   end,

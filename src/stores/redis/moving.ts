@@ -124,7 +124,6 @@ function M.counter(name) return tonumber(redis.call('GET', P .. M.COUNTERS[name]
 function M.isOverlapKey(key) return string.sub(key, 1, 12) == '{"schedule":' end
 function M.gpausesAt() return P .. ':gpauses:at' end
 function M.gpausesUntil() return P .. ':gpauses:until' end
-function M.gsetKey(queue) return P .. ':q:' .. queue .. ':gset' end
 
 -- A flow node's JSON (key, name, parents as [position, continueOnFailure], children), written so
 -- that empty lists stay JSON arrays (cjson writes an empty table as {}).

@@ -268,6 +268,15 @@ function register(test: ContractTest): void {
     assert.deepEqual(await claim(store, { token: 2, now: T0 + 60_000 }), []);
   });
 
+  test("a queue named like another queue's group plus a key ending (`default:g:12:contract-job` beside the group `lv` of `contract-job` in `default`) keeps its own jobs", async (store) => {
+    const other = "default:g:12:contract-job";
+    const [plain] = await store.insertJobs([newJob({ queue: other })]);
+    const [inGroup] = await store.insertJobs(grouped("lv", 1));
+    assert.deepEqual(await countsAt(store, T0), { default: [1, 0, 0, 0], [other]: [1, 0, 0, 0] });
+    assert.deepEqual(ids(await claim(store, { queues: [other] })), [plain]);
+    assert.deepEqual(ids(await claim(store, { token: 2 })), [inGroup]);
+  });
+
   test("pauseGroup() stops claims of a group's jobs, not its running ones; resumeGroup() lets them go", async (store) => {
     const jobs = await store.insertJobs(grouped("g", 3));
     const [running] = await claim(store, { limit: 1 });

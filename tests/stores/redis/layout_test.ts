@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { OutdatedCodeError } from "../../../src/errors.ts";
 import { LAYOUT_VERSION } from "../../../src/stores/redis/migrate.ts";
 import { RedisStore } from "../../../src/stores/redis/mod.ts";
+import type { NewJobRow } from "../../../src/stores/store.ts";
 import {
   deletePrefix,
   evalScript,
@@ -156,6 +157,99 @@ Deno.test({
       assert.deepEqual(
         ids(await store.finished({}, { limit: 2, offset: LAYOUT_2_KEPT - 101 })),
         [101],
+      );
+    } finally {
+      await deletePrefix(url!, prefix);
+    }
+  },
+});
+
+/** Groups with a job each in the layout-4 conversion's test: more than one chunk of groups. */
+const LAYOUT_3_GROUPS = 300;
+
+/**
+ * Lays the keys of queue `queue` (in `keys`, the prefix's keys) out as
+ * layout 3 did, with the name as it is, and marks the store layout 3.
+ */
+function writeLayout3QueueKeys(prefix: string, queue: string, keys: string[]): Promise<unknown> {
+  const base = `{${prefix}}:q:${queue.replaceAll(":", "|")}:`;
+  const ours = keys.filter((key) => key.startsWith(base));
+  return evalScript(
+    url!,
+    String.raw`
+local P, base, old = ARGV[1], ARGV[2], ARGV[3]
+redis.call('HSET', P .. ':meta', 'layout', 3, 'contract_layout', 3)
+for i = 4, #ARGV do redis.call('RENAME', ARGV[i], old .. string.sub(ARGV[i], #base + 1)) end
+return 1
+`,
+    [`{${prefix}}`, base, `{${prefix}}:q:${queue}:`, ...ours],
+  );
+}
+
+Deno.test({
+  name:
+    "RedisStore: opening a store of layout 3 renames the keys of a queue whose name holds ':' to layout 4: its jobs, levels, groups and leases read and run as before",
+  ignore: url === null,
+  async fn() {
+    const prefix = freshPrefix();
+    const queue = "mail:high";
+    const T0 = Date.UTC(2026, 0, 1);
+    const job = (overrides: Partial<NewJobRow> = {}): NewJobRow => ({
+      queue,
+      name: "send",
+      payload: "{}",
+      priority: 0,
+      availableAt: T0,
+      retryUntil: null,
+      createdAt: T0,
+      ...overrides,
+    });
+    try {
+      let leased: number;
+      let countsBefore: unknown;
+      {
+        // Opened without the test's disposal, which would delete the prefix.
+        await using store = await RedisStore.open(url!, { prefix, clock: "caller" });
+        leased = (await store.insertJobs([job({ priority: 9 })]))[0]!;
+        assert.equal(
+          (await store.claim({ queues: [queue], limit: 1, now: T0, leaseMs: 60_000, token: 1 }))
+            .length,
+          1,
+        );
+        await store.insertJobs([
+          job(),
+          job({ priority: 5 }),
+          job({ availableAt: T0 + 3_600_000 }),
+          ...Array.from(
+            { length: LAYOUT_3_GROUPS },
+            (_, n) => job({ group: { key: `g:${n}`, limit: null, ordered: n % 2 === 0 } }),
+          ),
+        ]);
+        await store.insertJobs([job({ queue: "mail" })]);
+        countsBefore = await store.counts(T0);
+        await writeLayout3QueueKeys(prefix, queue, await prefixKeys(url!, prefix));
+      }
+      const keysAt3 = await prefixKeys(url!, prefix);
+      assert.ok(keysAt3.includes(`{${prefix}}:q:mail:high:leased`), "laid out as layout 3");
+      await using opened = await openTestRedisStore(url!, { prefix, clock: "caller" });
+      const { store } = opened;
+      assert.equal(await hashField(url!, `{${prefix}}:meta`, "layout"), String(LAYOUT_VERSION));
+      const keys = await prefixKeys(url!, prefix);
+      assert.deepEqual(keys.filter((key) => key.includes(":q:mail:high:")), []);
+      assert.equal(keys.length, keysAt3.length, "every key renamed, none lost");
+      assert.deepEqual(await store.counts(T0), countsBefore);
+      const claimed = await store.claim({
+        queues: [queue],
+        limit: 1_000,
+        now: T0,
+        leaseMs: 60_000,
+        token: 2,
+      });
+      assert.equal(claimed.length, 2 + LAYOUT_3_GROUPS);
+      await store.settle([{ kind: "complete", id: leased, token: 1, at: T0 }]);
+      assert.deepEqual(
+        (await store.counts(T0)).find((row) => row.queue === queue),
+        { queue, pending: 0, delayed: 1, reserved: 2 + LAYOUT_3_GROUPS, failed: 0 },
       );
     } finally {
       await deletePrefix(url!, prefix);
