@@ -22,7 +22,12 @@ import {
 import { isRedisUrl, redactPassword } from "../stores/database_url.ts";
 import { shown } from "../shown.ts";
 import { missingQueue, openStore } from "../store_options.ts";
-import { describeWorker, LIVE_WORKER_WINDOW_MS, type PlannedStep } from "../stores/schema_steps.ts";
+import {
+  describeWorker,
+  LIVE_WORKER_WINDOW_MS,
+  type PlannedStep,
+  type StepNoun,
+} from "../stores/schema_steps.ts";
 import type { Command } from "./command.ts";
 import { firstLine, formatTable, tableTime } from "./table.ts";
 
@@ -344,7 +349,7 @@ docs/upgrading.md.`,
     const force = readSwitch(args, "force");
     const waitMs = readInteger(args, "wait-ms", 0, 2_147_483_647) ?? 0;
     const shownDb = redactPassword(db);
-    const noun = isRedisUrl(db) ? "key layout" : "schema step";
+    const noun: StepNoun = isRedisUrl(db) ? "key layout" : "schema step";
     const options = databaseOptions(db);
     if (plan) {
       // A SQLite file that does not exist yet is planned from step 0, as an empty schema or
@@ -370,11 +375,11 @@ docs/upgrading.md.`,
 };
 
 /** A planned step as `migrate` prints it: its number, kind and the workers that block it. */
-function describeStep(noun: string, step: PlannedStep): string {
+function describeStep(noun: StepNoun, step: PlannedStep): string {
   const blockers = step.blockedBy.length === 0
     ? ""
     : `, blocked by ${plural(step.blockedBy.length, "live worker")} of older code: ${
-      step.blockedBy.map(describeWorker).join("; ")
+      step.blockedBy.map((worker) => describeWorker(worker, noun)).join("; ")
     }`;
   return `${noun} ${step.version} (${step.kind}${blockers})`;
 }

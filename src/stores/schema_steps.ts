@@ -143,14 +143,22 @@ export function blockedStep(
 }
 
 /**
+ * What a store calls a version of its schema, in messages: a SQL schema's
+ * `"schema step"`, a Redis store's `"key layout"` (the key layout stands for
+ * the schema there).
+ */
+export type StepNoun = "schema step" | "key layout";
+
+/**
  * Runs `attempt` (which applies the steps it lacks, or nothing while a
  * contract step is blocked, and answers its plan) until no step is blocked,
  * for up to `options.waitMs`; then throws, listing the workers, if one
- * still is.
+ * still is, naming the step with `noun`.
  */
 export async function migrateWaiting(
   attempt: () => Promise<MigrationPlan>,
   options: MigrateOptions,
+  noun: StepNoun,
 ): Promise<MigrationPlan> {
   const waitMs = options.waitMs ?? 0;
   if (!(Number.isFinite(waitMs) && waitMs >= 0)) {
@@ -164,7 +172,7 @@ export async function migrateWaiting(
     const blocked = blockedStep(plan, options);
     if (blocked === undefined) return plan;
     const leftMs = deadline - performance.now();
-    if (leftMs <= 0) throw blockedError(blocked);
+    if (leftMs <= 0) throw blockedError(blocked, noun);
     await new Promise((resolve) => setTimeout(resolve, Math.min(LOOK_AGAIN_MS, leftMs)));
   }
 }
@@ -172,19 +180,31 @@ export async function migrateWaiting(
 /** How often a contract step waiting for older workers looks again. */
 const LOOK_AGAIN_MS = 1_000;
 
-function blockedError(blocked: PlannedStep): Error {
+function blockedError(blocked: PlannedStep, noun: StepNoun): Error {
+  const unaware = blocked.blockedBy.some((worker) => worker.schemaStep === null);
   return new Error(
-    `Cannot apply schema step ${blocked.version}, a contract step: workers of older code were seen within the last ${
+    `Cannot apply ${noun} ${blocked.version}, a contract step: workers of older code were seen within the last ${
       LIVE_WORKER_WINDOW_MS / 1000
     } s and would break on it: ${
-      blocked.blockedBy.map(describeWorker).join("; ")
-    }. Stop them, then migrate again (or start the new version, which applies it); --force (CLI) or migrate: { force: true } (API) applies it anyway, and they stop at their next heartbeat`,
+      blocked.blockedBy.map((worker) => describeWorker(worker, noun)).join("; ")
+    }. Stop them, then migrate again (or start the new version, which applies it); --force (CLI) or migrate: { force: true } (API) applies it anyway, and they stop at their next heartbeat${
+      unaware ? `, but for ${PRE_ROLLING[noun]}, which never learns of it: stop that yourself` : ""
+    }`,
   );
 }
 
-/** A worker as messages show it: `host pid 123, step 18` (`code before step 18` where its row does not say). */
-export function describeWorker(worker: OlderWorker): string {
-  const step = worker.schemaStep === null ? "code before step 18" : `step ${worker.schemaStep}`;
+/** How a worker whose row records no step is named: code from before rolling upgrades. */
+const PRE_ROLLING: Readonly<Record<StepNoun, string>> = {
+  "schema step": "code before step 18",
+  "key layout": "code of key layout 1 from before rolling upgrades",
+};
+
+/**
+ * A worker as messages show it: `host pid 123, schema step 18` (`code
+ * before step 18`, or its Redis counterpart, where its row does not say).
+ */
+export function describeWorker(worker: OlderWorker, noun: StepNoun): string {
+  const step = worker.schemaStep === null ? PRE_ROLLING[noun] : `${noun} ${worker.schemaStep}`;
   return `${worker.host} pid ${worker.pid}, ${step}`;
 }
 

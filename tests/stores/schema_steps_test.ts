@@ -172,7 +172,7 @@ for (const engine of ENGINES) {
         await assert.rejects(
           open([TEST_CONTRACT]),
           new RegExp(
-            `Cannot apply schema step 9001, a contract step: .*old-box pid 4242, step ${engine.codeStep}`,
+            `Cannot apply schema step 9001, a contract step: .*old-box pid 4242, schema step ${engine.codeStep}`,
           ),
         );
         assert.equal(

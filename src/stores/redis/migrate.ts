@@ -277,7 +277,7 @@ export async function migrate(
     );
   }
   // Redis applies a layout in one script: the plan is read, and waited on, first.
-  const plan = await migrateWaiting(() => layoutPlan(redis), options);
+  const plan = await migrateWaiting(() => layoutPlan(redis), options, "key layout");
   await convertHistory(redis);
   await convertQueueKeys(redis);
   const epoch = await redis.call<string>(TAKE_EPOCH, {

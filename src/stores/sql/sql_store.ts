@@ -117,6 +117,7 @@ export class SqlStore implements Store, MoveStore {
     const plan = await migrateWaiting(
       () => this.#engine.migrate(this.#migrations, options, true),
       options,
+      "schema step",
     );
     // On every open, not only after a step: a crash between a step's commit and this write would
     // otherwise leave a rebuilt table unfenced for good. Only code that has the fence's table (a

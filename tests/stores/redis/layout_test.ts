@@ -256,3 +256,41 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "RedisStore: opening a store of layout 3 beside live workers of older code refuses key layout 4 in the key layout's words, and says a worker from before rolling upgrades never learns of a forced one",
+  ignore: url === null,
+  async fn() {
+    const prefix = freshPrefix();
+    try {
+      await evalScript(
+        url!,
+        String.raw`
+local P = ARGV[1]
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('HSET', P .. ':meta', 'epoch', 'layout-3', 'layout', 3, 'contract_layout', 3)
+for pid, step in pairs({[4242] = 3, [4243] = false}) do
+  local row = {id = 'w' .. pid, host = 'old-box', pid = pid, queues = '["default"]', names = '[]',
+    concurrency = 1, started_at = now - 10 * (pid - 4000), last_seen_at = now, running = 0}
+  if step then row.schema_step = step end
+  redis.call('HSET', P .. ':workers', row.id, cjson.encode(row))
+  redis.call('ZADD', P .. ':workers:seen', now, row.id)
+end
+return 1
+`,
+        [`{${prefix}}`],
+      );
+      await assert.rejects(
+        RedisStore.open(url!, { prefix }),
+        new RegExp(
+          "^Error: Cannot apply key layout 4, a contract step: .* old-box pid 4243, code of key layout 1 from before rolling upgrades; old-box pid 4242, key layout 3\\. .*--force .*they stop at their next heartbeat, but for code of key layout 1 from before rolling upgrades, which never learns of it: stop that yourself$",
+        ),
+      );
+      assert.equal(await hashField(url!, `{${prefix}}:meta`, "layout"), "3", "nothing applied");
+    } finally {
+      await deletePrefix(url!, prefix);
+    }
+  },
+});
