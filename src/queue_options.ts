@@ -46,6 +46,8 @@ export interface QueueOptions extends StoreOptions {
   appKey?: string;
   /**
    * Earlier keys that still decrypt the payloads they encrypted, after a rotation.
+   * Without `appKey` (and no encrypted job registered) they still open what
+   * they sealed, and nothing is sealed.
    * @default {the APP_PREVIOUS_KEYS environment variable, comma-separated}
    */
   previousAppKeys?: readonly string[];
@@ -111,8 +113,9 @@ export function maxPayloadBytesOf(options: Pick<QueueOptions, "maxPayloadBytes">
 
 /**
  * The app's keys from the options, else from `APP_KEY` and
- * `APP_PREVIOUS_KEYS`; null when no key is set. Throws naming the jobs that
- * need one when `encrypted` lists any and there is none. @internal
+ * `APP_PREVIOUS_KEYS`; null when no key is set, and a ring that only opens
+ * (no current key) when only previous keys are. Throws naming the jobs that
+ * need a current key when `encrypted` lists any and there is none. @internal
  *
  * The environment is read whenever this process may read it, encrypted jobs
  * registered or not: a process that only dispatches plain jobs, sends
@@ -130,7 +133,7 @@ export function readAppKeys(options: QueueOptions, encrypted: readonly string[])
     throw new TypeError(`previousAppKeys must be an array of keys: got ${typeof previous}`);
   }
   if (current === undefined || current === "") {
-    if (encrypted.length === 0) return null;
+    if (encrypted.length === 0) return previous.length === 0 ? null : { current: null, previous };
     throw new TypeError(
       `APP_KEY is not set, and the encrypted jobs ${
         encrypted.map((name) => `"${name}"`).join(", ")

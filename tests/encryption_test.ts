@@ -1145,7 +1145,7 @@ Deno.test("Queue.open() without an encrypted job reads no APP_KEY it may not rea
 });
 
 storeTest(
-  "APP_KEY in the environment serves a process with only plain jobs: result() opens an encrypted job's output, signals to it are sealed, and a job turned encrypted: false runs its sealed payload",
+  "APP_KEY in the environment serves a process with only plain jobs: result() opens an encrypted job's output (APP_PREVIOUS_KEYS alone too), signals to it are sealed (with APP_KEY only), and a job turned encrypted: false runs its sealed payload",
   async (db) => {
     const charge = (encrypted: boolean) =>
       defineJob({
@@ -1182,6 +1182,15 @@ storeTest(
         await assert.rejects(
           queue.signal(parked, "go", { secret: SECRET }),
           /job \d+ is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with \(this queue's keys do not include it\)/,
+        );
+      });
+      await withEnv({ APP_KEY: undefined, APP_PREVIOUS_KEYS: `${KEY_B},${KEY_A}` }, async () => {
+        // The key rotated away: previous keys alone still open what they sealed, and seal nothing.
+        await using queue = await db.open({ jobs: [plain] });
+        assert.equal((await queue.result(done))?.output, `charged ${SECRET.length}`);
+        await assert.rejects(
+          queue.signal(parked, "go", { secret: SECRET }),
+          /job \d+ is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with \(this queue has only previous keys, which never seal\)/,
         );
       });
       {
