@@ -31,6 +31,19 @@ export interface AppKeys {
   readonly current: string | null;
   /** Still decrypt what they encrypted (`APP_PREVIOUS_KEYS`). */
   readonly previous: readonly string[];
+  /** Where each key was set, as an error about it names it. */
+  readonly names: AppKeyNames;
+}
+
+/** Where the app's keys were set, named as the user wrote them, for errors. */
+export interface AppKeyNames {
+  /** The current key's: `APP_KEY` or `appKey`. */
+  readonly current: string;
+  /**
+   * Each previous key's, by its position where it was set:
+   * `APP_PREVIOUS_KEYS[2]` (empty entries of the list count), `previousAppKeys[0]`.
+   */
+  readonly previous: readonly string[];
 }
 
 /** Whether a stored payload is an encrypted one (its plaintext stays hidden). */
@@ -87,12 +100,13 @@ export class PayloadCipher {
    * Imports the current key (base64 of 32 bytes, `base64:` prefix allowed,
    * as `APP_KEY` holds it) and the previous keys still accepted for
    * decryption (`APP_PREVIOUS_KEYS`). A malformed key throws a `TypeError`
-   * naming it, never showing it.
+   * naming where it was set (`keys.names`), never showing it.
    */
   static async fromKeys(keys: AppKeys): Promise<PayloadCipher> {
-    const currentKey = keys.current === null ? null : await importKey(keys.current, "APP_KEY");
+    const { names } = keys;
+    const currentKey = keys.current === null ? null : await importKey(keys.current, names.current);
     const previousKeys = await Promise.all(
-      keys.previous.map((text, index) => importKey(text, `APP_PREVIOUS_KEYS[${index}]`)),
+      keys.previous.map((text, index) => importKey(text, names.previous[index]!)),
     );
     return new PayloadCipher(
       currentKey,
