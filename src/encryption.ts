@@ -24,9 +24,25 @@ interface Key {
 
 /** The app's keys as text: base64 of 32 bytes each. */
 export interface AppKeys {
-  /** Encrypts, and decrypts what it encrypted (`APP_KEY`). */
-  readonly current: string;
+  /**
+   * Encrypts, and decrypts what it encrypted (`APP_KEY`); null when only
+   * previous keys are set: they open what they sealed, and nothing is sealed.
+   */
+  readonly current: string | null;
   /** Still decrypt what they encrypted (`APP_PREVIOUS_KEYS`). */
+  readonly previous: readonly string[];
+  /** Where each key was set, as an error about it names it. */
+  readonly names: AppKeyNames;
+}
+
+/** Where the app's keys were set, named as the user wrote them, for errors. */
+export interface AppKeyNames {
+  /** The current key's: `APP_KEY` or `appKey`. */
+  readonly current: string;
+  /**
+   * Each previous key's, by its position where it was set:
+   * `APP_PREVIOUS_KEYS[2]` (empty entries of the list count), `previousAppKeys[0]`.
+   */
   readonly previous: readonly string[];
 }
 
@@ -69,12 +85,13 @@ export function generateAppKey(): string {
 /**
  * Seals and opens payloads with the app's keys: the current key encrypts,
  * it and the previous keys decrypt, the one named by the payload's key id.
+ * Without a current key it only opens.
  */
 export class PayloadCipher {
-  readonly #current: Key;
+  readonly #current: Key | null;
   readonly #byId: ReadonlyMap<string, Key>;
 
-  private constructor(current: Key, all: readonly Key[]) {
+  private constructor(current: Key | null, all: readonly Key[]) {
     this.#current = current;
     this.#byId = new Map(all.map((key) => [key.id, key]));
   }
@@ -83,14 +100,23 @@ export class PayloadCipher {
    * Imports the current key (base64 of 32 bytes, `base64:` prefix allowed,
    * as `APP_KEY` holds it) and the previous keys still accepted for
    * decryption (`APP_PREVIOUS_KEYS`). A malformed key throws a `TypeError`
-   * naming it, never showing it.
+   * naming where it was set (`keys.names`), never showing it.
    */
   static async fromKeys(keys: AppKeys): Promise<PayloadCipher> {
-    const currentKey = await importKey(keys.current, "APP_KEY");
+    const { names } = keys;
+    const currentKey = keys.current === null ? null : await importKey(keys.current, names.current);
     const previousKeys = await Promise.all(
-      keys.previous.map((text, index) => importKey(text, `APP_PREVIOUS_KEYS[${index}]`)),
+      keys.previous.map((text, index) => importKey(text, names.previous[index]!)),
     );
-    return new PayloadCipher(currentKey, [...previousKeys, currentKey]);
+    return new PayloadCipher(
+      currentKey,
+      currentKey === null ? previousKeys : [...previousKeys, currentKey],
+    );
+  }
+
+  /** Whether it holds a current key, so it can seal (encrypt). */
+  get canSeal(): boolean {
+    return this.#current !== null;
   }
 
   /** Whether `stored` (sealed text) names a key this cipher holds: the current or a previous one. */
@@ -99,20 +125,27 @@ export class PayloadCipher {
     return this.#byId.has(stored.slice(PREFIX.length).split(":")[0]!);
   }
 
-  /** The id of the key that encrypts, as stored payloads name it. */
-  get keyId(): string {
-    return this.#current.id;
+  /** The id of the key that encrypts, as stored payloads name it; null when it cannot seal. */
+  get keyId(): string | null {
+    return this.#current?.id ?? null;
   }
 
-  /** Encrypts the payload text of job `jobName` with the current key and a fresh IV. */
+  /**
+   * Encrypts the payload text of job `jobName` with the current key and a
+   * fresh IV. Throws a `TypeError` when there is no current key ({@linkcode canSeal}).
+   */
   async encrypt(jobName: string, plaintext: string): Promise<string> {
+    const current = this.#current;
+    if (current === null) {
+      throw new TypeError(`Cannot seal for "${jobName}": APP_KEY is not set, only previous keys`);
+    }
     const iv = crypto.getRandomValues(new Uint8Array(IV_BYTES));
     const sealed = await crypto.subtle.encrypt(
       { name: "AES-GCM", iv, additionalData: additionalData(jobName) },
-      this.#current.key,
+      current.key,
       encoder.encode(plaintext),
     );
-    return `${PREFIX}${this.#current.id}:${iv.toBase64()}:${new Uint8Array(sealed).toBase64()}`;
+    return `${PREFIX}${current.id}:${iv.toBase64()}:${new Uint8Array(sealed).toBase64()}`;
   }
 
   /**

@@ -46,6 +46,8 @@ export interface QueueOptions extends StoreOptions {
   appKey?: string;
   /**
    * Earlier keys that still decrypt the payloads they encrypted, after a rotation.
+   * Without `appKey` (and no encrypted job registered) they still open what
+   * they sealed, and nothing is sealed.
    * @default {the APP_PREVIOUS_KEYS environment variable, comma-separated}
    */
   previousAppKeys?: readonly string[];
@@ -111,8 +113,9 @@ export function maxPayloadBytesOf(options: Pick<QueueOptions, "maxPayloadBytes">
 
 /**
  * The app's keys from the options, else from `APP_KEY` and
- * `APP_PREVIOUS_KEYS`; null when no key is set. Throws naming the jobs that
- * need one when `encrypted` lists any and there is none. @internal
+ * `APP_PREVIOUS_KEYS`; null when no key is set, and a ring that only opens
+ * (no current key) when only previous keys are. Throws naming the jobs that
+ * need a current key when `encrypted` lists any and there is none. @internal
  *
  * The environment is read whenever this process may read it, encrypted jobs
  * registered or not: a process that only dispatches plain jobs, sends
@@ -123,21 +126,47 @@ export function maxPayloadBytesOf(options: Pick<QueueOptions, "maxPayloadBytes">
 export function readAppKeys(options: QueueOptions, encrypted: readonly string[]): AppKeys | null {
   const required = encrypted.length > 0 || options.appKey !== undefined;
   const fromEnv = (name: string) => required ? Deno.env.get(name) : readableEnv(name);
+  const currentName = options.appKey === undefined ? "APP_KEY" : "appKey";
   const current = options.appKey ?? fromEnv("APP_KEY");
-  const previous = options.previousAppKeys ??
-    (fromEnv("APP_PREVIOUS_KEYS") ?? "").split(",").map((key) => key.trim()).filter(Boolean);
-  if (!Array.isArray(previous)) {
-    throw new TypeError(`previousAppKeys must be an array of keys: got ${typeof previous}`);
-  }
+  const { previous, names } = options.previousAppKeys === undefined
+    ? previousKeysOf(fromEnv("APP_PREVIOUS_KEYS") ?? "")
+    : previousKeysGiven(options.previousAppKeys);
   if (current === undefined || current === "") {
-    if (encrypted.length === 0) return null;
+    if (encrypted.length === 0) {
+      return previous.length === 0
+        ? null
+        : { current: null, previous, names: { current: currentName, previous: names } };
+    }
     throw new TypeError(
-      `APP_KEY is not set, and the encrypted jobs ${
+      `${currentName} is not set, and the encrypted jobs ${
         encrypted.map((name) => `"${name}"`).join(", ")
       } need it: set it to the base64 of 32 random bytes (the CLI's key:generate prints one)`,
     );
   }
-  return { current, previous };
+  return { current, previous, names: { current: currentName, previous: names } };
+}
+
+/** The keys of `APP_PREVIOUS_KEYS` (comma-separated), each named by its position in the list. */
+function previousKeysOf(list: string): { previous: string[]; names: string[] } {
+  const previous: string[] = [];
+  const names: string[] = [];
+  list.split(",").forEach((entry, index) => {
+    const key = entry.trim();
+    if (key === "") return;
+    previous.push(key);
+    names.push(`APP_PREVIOUS_KEYS[${index}]`);
+  });
+  return { previous, names };
+}
+
+/** The `previousAppKeys` option, checked to be an array, each key named by its index. */
+function previousKeysGiven(
+  keys: readonly string[],
+): { previous: readonly string[]; names: string[] } {
+  if (!Array.isArray(keys)) {
+    throw new TypeError(`previousAppKeys must be an array of keys: got ${typeof keys}`);
+  }
+  return { previous: keys, names: keys.map((_, index) => `previousAppKeys[${index}]`) };
 }
 
 /**

@@ -52,7 +52,7 @@ import type { Queue } from "./queue.ts";
 import { maxPayloadBytesOf } from "./queue_options.ts";
 import type { WorkerStats } from "./events.ts";
 import { timeLimitMs, type WorkOptions } from "./runner/work_options.ts";
-import type { NewJobRow, WaitingJobRow } from "./stores/store.ts";
+import type { KeyedJobRow, NewJobRow, WaitingJobRow } from "./stores/store.ts";
 
 /** Options for {@linkcode workUntilEmpty}. */
 export interface WorkUntilEmptyOptions extends Omit<WorkOptions, "stopWhenEmpty" | "maxTimeMs"> {
@@ -230,6 +230,8 @@ export class QueueFake implements Dispatcher {
   readonly #chains: RecordedChain[] = [];
   readonly #batches: RecordedBatch[] = [];
   readonly #flows: RecordedFlow[] = [];
+  /** The unique and debounce keys held, by key: as a store keeps them, for plain dispatches. */
+  readonly #keys = new Map<string, HeldKey>();
   readonly #plans: PlanRows;
   #nextId = 1;
 
@@ -275,17 +277,46 @@ export class QueueFake implements Dispatcher {
     return id!;
   }
 
-  /** Checks every payload as the real queue does, then records them all (or none). */
+  /**
+   * Checks every payload as the real queue does, then records them all (or
+   * none). A unique or debounced job whose key is held answers as a queue's
+   * store does: a duplicate of a unique job records nothing and returns the
+   * holder's id (until its `uniqueForMs` has passed: the fake runs no job,
+   * so nothing else releases it); a debounced one gives the recorded job its
+   * payload, keeping the first dispatch's options, and returns its id.
+   */
   async dispatchMany<J extends JobDefinition>(
     job: J,
     payloads: readonly PayloadOf<J>[],
     options?: DispatchOptions,
   ): Promise<number[]> {
-    const { rows } = await this.#plans.jobs(job, payloads, options);
+    const { rows, keyed } = await this.#plans.jobs(job, payloads, options);
     const recorded = recordAll([{ job, payloads, options }], rows);
-    this.#recorded.push(...recorded);
-    this.#count(recorded, () => "");
-    return recorded.map(() => this.#nextId++);
+    return recorded.map((dispatch, index) => this.#store(dispatch, keyed?.[index] ?? null));
+  }
+
+  /** Records one plain dispatch, by its key when `keyed` has one (see `dispatchMany`); its id. */
+  #store(dispatch: RecordedDispatch, keyed: KeyedJobRow | null): number {
+    const holder = keyed === null ? undefined : this.#keys.get(keyed.key.key);
+    if (keyed?.key.kind === "unique" && holder !== undefined && holder.until > keyed.createdAt) {
+      return holder.id;
+    }
+    if (keyed?.key.kind === "debounce" && holder !== undefined) {
+      const latest = { ...holder.dispatch, payload: dispatch.payload };
+      this.#recorded[this.#recorded.indexOf(holder.dispatch)] = latest;
+      const at = this.#counted.findIndex((entry) => entry.dispatch === holder.dispatch);
+      this.#counted[at] = { ...this.#counted[at]!, dispatch: latest };
+      holder.dispatch = latest;
+      return holder.id;
+    }
+    const id = this.#nextId++;
+    this.#recorded.push(dispatch);
+    this.#count([dispatch], () => "");
+    if (keyed !== null) {
+      const until = keyed.key.kind === "unique" ? keyed.key.expiresAt : Infinity;
+      this.#keys.set(keyed.key.key, { id, until, dispatch });
+    }
+    return id;
   }
 
   /**
@@ -600,6 +631,15 @@ function assertCount(value: number, method: string, name: string): void {
       `${method}: ${name} must be a whole number, 0 or more: got ${shown(value)}`,
     );
   }
+}
+
+/** A unique or debounce key a {@linkcode QueueFake} holds: its job's id and record. */
+interface HeldKey {
+  readonly id: number;
+  /** When a unique key's hold ends (its `uniqueForMs`); a debounce key's never does here. */
+  readonly until: number;
+  /** The recorded dispatch of the job holding it (a debounce replaces it). */
+  dispatch: RecordedDispatch;
 }
 
 /** A dispatch the per-job assertions count, and where it went (` in batch "import"`). */

@@ -7,6 +7,7 @@
 import { join } from "node:path";
 import type { QueueCounts } from "../src/admin/listing.ts";
 import type { Clock } from "../src/clock.ts";
+import { PayloadCipher } from "../src/encryption.ts";
 
 /** A temp folder removed on dispose, with a fresh database path inside. */
 export interface TempDir extends AsyncDisposable {
@@ -172,4 +173,19 @@ export async function waitUntil<T>(
     }
     await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
+}
+
+/** A cipher of `current` and `previous`, named as `Queue.open`'s options name them. */
+export function cipherOf(
+  current: string,
+  previous: readonly string[] = [],
+): Promise<PayloadCipher> {
+  return PayloadCipher.fromKeys({
+    current,
+    previous,
+    names: {
+      current: "appKey",
+      previous: previous.map((_, index) => `previousAppKeys[${index}]`),
+    },
+  });
 }

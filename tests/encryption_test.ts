@@ -23,8 +23,7 @@ import {
   type QueueEventMap,
   withoutOverlapping,
 } from "../mod.ts";
-import { PayloadCipher } from "../src/encryption.ts";
-import { unfinishedCount } from "./_helpers.ts";
+import { cipherOf, unfinishedCount } from "./_helpers.ts";
 import { orQueueError, type StoreContext, storeTest } from "./_stores.ts";
 import { runCli } from "./fixtures/cli/cli_process.ts";
 import { failingSecretJob, secretJob, SEEN_SQL, type SeenRow } from "./fixtures/encryption/jobs.ts";
@@ -318,7 +317,7 @@ function jsonBytes(payload: unknown): number {
 // PayloadCipher
 
 Deno.test("PayloadCipher: encrypt then decrypt gives back the text, for every kind of text", async () => {
-  const cipher = await PayloadCipher.fromKeys({ current: KEY_A, previous: [] });
+  const cipher = await cipherOf(KEY_A);
   const texts = [
     JSON.stringify({ secret: SECRET }),
     "",
@@ -334,7 +333,7 @@ Deno.test("PayloadCipher: encrypt then decrypt gives back the text, for every ki
 });
 
 Deno.test("PayloadCipher: stored text is enc1:<current key id>:<12-byte IV>:<ciphertext+tag>, without the plaintext", async () => {
-  const cipher = await PayloadCipher.fromKeys({ current: KEY_B, previous: [KEY_A] });
+  const cipher = await cipherOf(KEY_B, [KEY_A]);
   const idB = await keyIdOf(KEY_B);
   assert.equal(cipher.keyId, idB);
   assert.notEqual(idB, await keyIdOf(KEY_A));
@@ -354,8 +353,8 @@ Deno.test("PayloadCipher: stored text is enc1:<current key id>:<12-byte IV>:<cip
 });
 
 Deno.test("PayloadCipher: the `base64:` prefix and surrounding spaces are accepted and give the same key id", async () => {
-  const plain = await PayloadCipher.fromKeys({ current: KEY_A, previous: [] });
-  const prefixed = await PayloadCipher.fromKeys({ current: ` base64:${KEY_A}\n`, previous: [] });
+  const plain = await cipherOf(KEY_A);
+  const prefixed = await cipherOf(` base64:${KEY_A}\n`);
   assert.equal(prefixed.keyId, plain.keyId);
   assert.equal(plain.keyId, await keyIdOf(KEY_A));
   const stored = await plain.encrypt("job", "hello");
@@ -363,7 +362,7 @@ Deno.test("PayloadCipher: the `base64:` prefix and surrounding spaces are accept
 });
 
 Deno.test("PayloadCipher: every single-bit flip of IV, ciphertext and tag, and a different job name, fail authentication without showing the plaintext", async () => {
-  const cipher = await PayloadCipher.fromKeys({ current: KEY_A, previous: [] });
+  const cipher = await cipherOf(KEY_A);
   const text = JSON.stringify({ secret: SECRET });
   const stored = await cipher.encrypt("job.a", text);
   const parsed = parse(stored);
@@ -405,9 +404,9 @@ Deno.test("PayloadCipher: every single-bit flip of IV, ciphertext and tag, and a
 });
 
 Deno.test("PayloadCipher: previous keys decrypt what they sealed; an unknown key id is named", async () => {
-  const a = await PayloadCipher.fromKeys({ current: KEY_A, previous: [] });
-  const rotated = await PayloadCipher.fromKeys({ current: KEY_B, previous: [KEY_A] });
-  const onlyB = await PayloadCipher.fromKeys({ current: KEY_B, previous: [] });
+  const a = await cipherOf(KEY_A);
+  const rotated = await cipherOf(KEY_B, [KEY_A]);
+  const onlyB = await cipherOf(KEY_B);
   const fromA = await a.encrypt("job", "old");
   const fromB = await rotated.encrypt("job", "new");
   assert.equal(parse(fromB).keyId, await keyIdOf(KEY_B));
@@ -426,7 +425,7 @@ Deno.test("PayloadCipher: previous keys decrypt what they sealed; an unknown key
 });
 
 Deno.test("PayloadCipher: 100,000 encryptions never repeat an IV", async () => {
-  const cipher = await PayloadCipher.fromKeys({ current: KEY_A, previous: [] });
+  const cipher = await cipherOf(KEY_A);
   const total = 100_000;
   const ivs = new Set<string>();
   const chunk = 5_000;
@@ -986,7 +985,7 @@ for (
 // Queue.open and keys. Refusing a key, and which variables are read, are
 // settled before a store is opened: those tests run once, on SQLite's :memory:.
 
-Deno.test("Queue.open() refuses to start without APP_KEY when an encrypted job is registered, naming APP_KEY and the jobs", async () => {
+Deno.test("Queue.open() refuses to start without APP_KEY when an encrypted job is registered, naming APP_KEY (appKey when given empty) and the jobs", async () => {
   const jobs = makeJobs();
   await withEnv({ APP_KEY: undefined, APP_PREVIOUS_KEYS: undefined }, async () => {
     for (const appKey of [undefined, ""]) {
@@ -998,7 +997,8 @@ Deno.test("Queue.open() refuses to start without APP_KEY when an encrypted job i
         }),
         (error: Error) => {
           assert.ok(error instanceof TypeError, String(error));
-          assert.match(error.message, /^APP_KEY is not set/);
+          const name = appKey === undefined ? "APP_KEY" : "appKey";
+          assert.ok(error.message.startsWith(`${name} is not set`), error.message);
           assert.ok(error.message.includes('"enc.alpha"'), error.message);
           assert.ok(error.message.includes('"enc.beta"'), error.message);
           assert.ok(!error.message.includes("plain.job"), error.message);
@@ -1009,7 +1009,7 @@ Deno.test("Queue.open() refuses to start without APP_KEY when an encrypted job i
   });
 });
 
-Deno.test("Queue.open() refuses malformed keys naming APP_KEY or APP_PREVIOUS_KEYS[i], never printing the key", async () => {
+Deno.test("Queue.open() refuses malformed keys naming where each was set (appKey, previousAppKeys[i], APP_KEY, APP_PREVIOUS_KEYS[i] counting empty entries), never printing the key", async () => {
   const jobs = makeJobs();
   const short = crypto.getRandomValues(new Uint8Array(16)).toBase64();
   const long = crypto.getRandomValues(new Uint8Array(33)).toBase64();
@@ -1023,12 +1023,12 @@ Deno.test("Queue.open() refuses malformed keys naming APP_KEY or APP_PREVIOUS_KE
     bad: string;
     detail: RegExp | null;
   }[] = [
-    { label: "16-byte APP_KEY", appKey: short, name: "APP_KEY", bad: short, detail: /16 bytes/ },
-    { label: "33-byte APP_KEY", appKey: long, name: "APP_KEY", bad: long, detail: /33 bytes/ },
+    { label: "16-byte appKey", appKey: short, name: "appKey", bad: short, detail: /16 bytes/ },
+    { label: "33-byte appKey", appKey: long, name: "appKey", bad: long, detail: /33 bytes/ },
     {
-      label: "APP_KEY not base64",
+      label: "appKey not base64",
       appKey: notBase64,
-      name: "APP_KEY",
+      name: "appKey",
       bad: notBase64,
       detail: null,
     },
@@ -1036,7 +1036,7 @@ Deno.test("Queue.open() refuses malformed keys naming APP_KEY or APP_PREVIOUS_KE
       label: "previous[0] short",
       appKey: KEY_A,
       previousAppKeys: [short],
-      name: "APP_PREVIOUS_KEYS[0]",
+      name: "previousAppKeys[0]",
       bad: short,
       detail: /16 bytes/,
     },
@@ -1044,7 +1044,7 @@ Deno.test("Queue.open() refuses malformed keys naming APP_KEY or APP_PREVIOUS_KE
       label: "previous[1] not base64",
       appKey: KEY_A,
       previousAppKeys: [KEY_B, notBase64],
-      name: "APP_PREVIOUS_KEYS[1]",
+      name: "previousAppKeys[1]",
       bad: notBase64,
       detail: null,
     },
@@ -1068,6 +1068,21 @@ Deno.test("Queue.open() refuses malformed keys naming APP_KEY or APP_PREVIOUS_KE
       name: "APP_PREVIOUS_KEYS[1]",
       bad: long,
       detail: /33 bytes/,
+    },
+    {
+      label: "env APP_PREVIOUS_KEYS[2] long, after an empty entry",
+      env: { APP_KEY: KEY_A, APP_PREVIOUS_KEYS: `${KEY_B}, ,${long}` },
+      name: "APP_PREVIOUS_KEYS[2]",
+      bad: long,
+      detail: /33 bytes/,
+    },
+    {
+      label: "appKey given, env APP_PREVIOUS_KEYS[1] short",
+      appKey: KEY_A,
+      env: { APP_PREVIOUS_KEYS: `,${short}` },
+      name: "APP_PREVIOUS_KEYS[1]",
+      bad: short,
+      detail: /16 bytes/,
     },
   ];
   for (const c of cases) {
@@ -1145,7 +1160,7 @@ Deno.test("Queue.open() without an encrypted job reads no APP_KEY it may not rea
 });
 
 storeTest(
-  "APP_KEY in the environment serves a process with only plain jobs: result() opens an encrypted job's output, signals to it are sealed, and a job turned encrypted: false runs its sealed payload",
+  "APP_KEY in the environment serves a process with only plain jobs: result() opens an encrypted job's output (APP_PREVIOUS_KEYS alone too), signals to it are sealed (with APP_KEY only), and a job turned encrypted: false runs its sealed payload",
   async (db) => {
     const charge = (encrypted: boolean) =>
       defineJob({
@@ -1182,6 +1197,15 @@ storeTest(
         await assert.rejects(
           queue.signal(parked, "go", { secret: SECRET }),
           /job \d+ is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with \(this queue's keys do not include it\)/,
+        );
+      });
+      await withEnv({ APP_KEY: undefined, APP_PREVIOUS_KEYS: `${KEY_B},${KEY_A}` }, async () => {
+        // The key rotated away: previous keys alone still open what they sealed, and seal nothing.
+        await using queue = await db.open({ jobs: [plain] });
+        assert.equal((await queue.result(done))?.output, `charged ${SECRET.length}`);
+        await assert.rejects(
+          queue.signal(parked, "go", { secret: SECRET }),
+          /job \d+ is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with \(this queue has only previous keys, which never seal\)/,
         );
       });
       {
@@ -1286,7 +1310,7 @@ Deno.test("CLI: key:generate prints one base64 line of 32 bytes and exits 0; two
   });
   assert.notEqual(keys[0], keys[1]);
   // What it prints is a key the queue takes.
-  const cipher = await PayloadCipher.fromKeys({ current: keys[0]!, previous: [keys[1]!] });
+  const cipher = await cipherOf(keys[0]!, [keys[1]!]);
   assert.equal(cipher.keyId, await keyIdOf(keys[0]!));
   assert.equal(generateAppKey().length, 44);
 });

@@ -210,6 +210,60 @@ Deno.test("QueueFake records each dispatch as the queue would store it, with mad
   assert.deepEqual(await fake.dispatchMany(invoice, []), []);
 });
 
+Deno.test("QueueFake keeps unique and debounce keys as a queue's store does: a held key records nothing more, a debounced job takes the latest payload", async () => {
+  const schema = z.object({ user: z.number(), n: z.number() });
+  const unique = defineJob({
+    name: "fake.unique",
+    schema,
+    uniqueForMs: 60_000,
+    uniqueId: ({ user }) => String(user),
+    handle() {},
+  });
+  const debounced = defineJob({
+    name: "fake.debounced",
+    schema,
+    debounceMs: 60_000,
+    uniqueId: ({ user }) => String(user),
+    handle() {},
+  });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [unique, debounced] });
+  const fake = new QueueFake();
+  for (const on of [queue, fake] as Dispatcher[]) {
+    const first = await on.dispatch(unique, { user: 1, n: 1 });
+    assert.equal(
+      await on.dispatch(unique, { user: 1, n: 2 }),
+      first,
+      "a duplicate: the holder's id",
+    );
+    const other = await on.dispatch(unique, { user: 2, n: 3 });
+    assert.notEqual(other, first);
+    const [a, b] = await on.dispatchMany(unique, [{ user: 3, n: 4 }, { user: 3, n: 5 }]);
+    assert.equal(b, a, "a duplicate within one dispatchMany");
+    const waiting = await on.dispatch(debounced, { user: 1, n: 6 });
+    assert.equal(await on.dispatch(debounced, { user: 1, n: 7 }, { delayMs: 5 }), waiting);
+  }
+  const stored = async (name: string) => {
+    const { jobs } = await queue.jobs({ name });
+    return await Promise.all(jobs.map(async ({ id }) => {
+      return JSON.parse((await queue.unfinishedJob(id))!.payload);
+    }));
+  };
+  const recorded = (name: string) =>
+    fake.dispatched.filter(({ job }) => job.name === name).map(({ payload }) => payload);
+  assert.deepEqual(await stored(unique.name), [{ user: 1, n: 1 }, { user: 2, n: 3 }, {
+    user: 3,
+    n: 4,
+  }]);
+  assert.deepEqual(recorded(unique.name), await stored(unique.name));
+  assert.deepEqual(await stored(debounced.name), [{ user: 1, n: 7 }]);
+  assert.deepEqual(recorded(debounced.name), await stored(debounced.name));
+  fake.assertDispatchedTimes(unique, 3);
+  fake.assertNotDispatched(unique, ({ n }) => n === 2);
+  fake.assertDispatchedTimes(debounced, 1);
+  fake.assertDispatched(debounced, ({ n }) => n === 7);
+  assert.deepEqual(fake.dispatched.find(({ job }) => job === debounced)?.options, {});
+});
+
 Deno.test("QueueFake refuses a payload that fails its schema and records nothing", async () => {
   const fake = new QueueFake();
   await assert.rejects(

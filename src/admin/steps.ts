@@ -124,10 +124,14 @@ export async function sendSignal(
   const job = await store.unfinishedJob(id);
   let stored = json;
   if (job !== null && isEncryptedPayload(job.payload)) {
-    if (cipher === null || !cipher.holdsKeyOf(job.payload)) {
+    if (cipher === null || !cipher.canSeal || !cipher.holdsKeyOf(job.payload)) {
       throw new Error(
         `${where}: job ${id} is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with (${
-          cipher === null ? "this queue has none" : "this queue's keys do not include it"
+          cipher === null
+            ? "this queue has none"
+            : !cipher.canSeal
+            ? "this queue has only previous keys, which never seal"
+            : "this queue's keys do not include it"
         })`,
       );
     }

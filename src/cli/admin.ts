@@ -36,8 +36,8 @@ export interface AdminQueueOptions {
   /** Create a missing SQLite file (migrate). @default {false} */
   readonly create?: boolean;
   /**
-   * Open encrypted rows with `APP_KEY` (and `APP_PREVIOUS_KEYS`) when set:
-   * with no jobs registered, the queue reads no key otherwise.
+   * Pass `APP_KEY` as the queue's `appKey` when set, so a malformed one is an
+   * error rather than left unused; the queue reads `APP_PREVIOUS_KEYS` itself.
    * @default {false}
    */
   readonly appKey?: boolean;

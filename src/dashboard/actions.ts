@@ -27,8 +27,9 @@ export interface ActionResult {
 /**
  * The status of an action's JSON answer: 200 when it acted; when it did
  * not, 400 for a missing confirmation, 409 when the state of what it names
- * refuses the action (the job has finished, the queue or group is not
- * paused, the schedule's unique job is queued), 404 when that is not there.
+ * refuses the action (the job, batch or flow has finished, the queue or
+ * group is not paused, the schedule's unique job is queued), 404 when that
+ * is not there.
  */
 export function answerStatus(result: ActionResult): 200 | 400 | 404 | 409 {
   if (result.ok) return 200;
@@ -36,6 +37,8 @@ export function answerStatus(result: ActionResult): 200 | 400 | 404 | 409 {
     case "flush-unconfirmed":
       return 400;
     case "job-finished":
+    case "batch-finished":
+    case "flow-finished":
     case "queue-not-paused":
     case "group-gone":
     case "schedule-held":
@@ -105,9 +108,17 @@ async function flush(ctx: PageContext, field: FormField): Promise<ActionResult> 
   return { ok: true, notice: "flushed", count, back: "/failed" };
 }
 
+/**
+ * Cancels a batch. The queue answers false both for a batch that is not
+ * there and for one that has finished or was cancelled; only its status
+ * tells them apart (as the CLI's `cancel-batch` does).
+ */
 async function cancelBatch(ctx: PageContext, id: number): Promise<ActionResult> {
-  const ok = await ctx.queue.cancelBatch(id);
-  return { ok, notice: ok ? "cancelled" : "gone", count: ok ? 1 : 0, back: "/batches" };
+  if (await ctx.queue.cancelBatch(id)) {
+    return { ok: true, notice: "cancelled", count: 1, back: "/batches" };
+  }
+  const ended = await ctx.queue.batchStatus(id) !== null;
+  return { ok: false, notice: ended ? "batch-finished" : "gone", count: 0, back: "/batches" };
 }
 
 async function retryBatch(ctx: PageContext, id: number): Promise<ActionResult> {
@@ -116,9 +127,13 @@ async function retryBatch(ctx: PageContext, id: number): Promise<ActionResult> {
   return { ok, notice: ok ? "batch-retried" : "gone", count, back: "/batches" };
 }
 
+/** Cancels a flow; a false from the queue is told apart as {@linkcode cancelBatch}'s is. */
 async function cancelFlow(ctx: PageContext, id: number): Promise<ActionResult> {
-  const ok = await ctx.queue.cancelFlow(id);
-  return { ok, notice: ok ? "flow-cancelled" : "gone", count: ok ? 1 : 0, back: "/flows" };
+  if (await ctx.queue.cancelFlow(id)) {
+    return { ok: true, notice: "flow-cancelled", count: 1, back: "/flows" };
+  }
+  const ended = await ctx.queue.flowStatus(id) !== null;
+  return { ok: false, notice: ended ? "flow-finished" : "gone", count: 0, back: "/flows" };
 }
 
 /** A path segment as the name it encodes, or null when it is not valid percent-encoding. */

@@ -50,6 +50,8 @@ const NOTICES: Record<string, (count: number) => string> = {
   "job-cancelling": () =>
     "The job is running: its worker was asked to stop it, and does within about a second.",
   "job-finished": () => "Nothing changed: the job has already finished.",
+  "batch-finished": () => "Nothing changed: the batch has already finished or was cancelled.",
+  "flow-finished": () => "Nothing changed: the flow has already finished or was cancelled.",
   paused: () => "Paused the queue: no worker claims its jobs until it is resumed.",
   resumed: () => "Resumed the queue.",
   "queue-not-paused": () => "Nothing changed: that queue is not paused.",
@@ -114,7 +116,8 @@ function notice(params: URLSearchParams): Html | null {
   const tell = code === null ? undefined : Object.hasOwn(NOTICES, code) ? NOTICES[code] : undefined;
   if (tell === undefined) return null;
   const bad = code === "gone" || code === "flush-unconfirmed" || code === "job-finished" ||
-    code === "schedule-gone" || code === "schedule-held" || code === "group-gone" ||
+    code === "batch-finished" || code === "flow-finished" || code === "schedule-gone" ||
+    code === "schedule-held" || code === "group-gone" ||
     code === "queue-not-paused";
   return html`<p class="notice${bad ? " bad" : ""}" role="status">${tell(readCount(params))}</p>`;
 }

@@ -9,9 +9,9 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, generateAppKey, Queue } from "../../mod.ts";
 import { signalSealedAs, stepSealedAs } from "../../src/admin/steps.ts";
-import { isEncryptedPayload, PayloadCipher } from "../../src/encryption.ts";
+import { isEncryptedPayload } from "../../src/encryption.ts";
 import { SqliteStore } from "../../src/stores/sqlite/mod.ts";
-import { tempDir } from "../_helpers.ts";
+import { cipherOf, tempDir } from "../_helpers.ts";
 import { runCli } from "../fixtures/cli/cli_process.ts";
 import { recordSteps, stepMemo } from "../fixtures/steps/recorded_steps.ts";
 
@@ -30,7 +30,7 @@ Deno.test("steps <id> prints each recorded step: seq, key, kind, state, attempt,
   const appKey = generateAppKey();
   const store = await SqliteStore.open(tmp.dbPath);
   await using queue = await Queue.open({ store, jobs: [onboard, sealed], appKey });
-  const cipher = await PayloadCipher.fromKeys({ current: appKey, previous: [] });
+  const cipher = await cipherOf(appKey);
 
   const plain = await queue.dispatch(onboard, null);
   await recordSteps(store, "a", plain, [
@@ -147,7 +147,7 @@ Deno.test("signal seals the payload with APP_KEY for an encrypted job, refuses o
   assert.equal(run.code, 0, run.stderr);
   const [row] = (await store.jobSteps(hidden)).signals;
   assert.ok(row !== undefined && isEncryptedPayload(row.payload), "stored sealed");
-  const cipher = await PayloadCipher.fromKeys({ current: appKey, previous: [] });
+  const cipher = await cipherOf(appKey);
   assert.equal(await cipher.decrypt(signalSealedAs(hidden, "survey"), row.payload), '{"score":3}');
 
   const open = await runCli(["signal", String(plain), "survey", '{"score":4}', ...db], {

@@ -325,6 +325,10 @@ Deno.test("dashboard: an action that changed nothing answers JSON 404 when its t
   const { queue } = await openQueue();
   await using _ = queue;
   const done = await queue.dispatch(plain, { n: 1 });
+  const batch = await queue.batch("finished").push(plain, { n: 2 }).dispatch();
+  const flow = queue.flow("finished");
+  flow.add(plain, { n: 3 }, { key: "a" });
+  const flowId = await flow.dispatch();
   await drainQueue(queue);
   const handler = dashboard(queue);
   const session = await openSession(handler, "/");
@@ -339,7 +343,11 @@ Deno.test("dashboard: an action that changed nothing answers JSON 404 when its t
   assert.deepEqual(await answer("/failed/424242/retry"), [404, "gone"]);
   assert.deepEqual(await answer("/jobs/424242/cancel"), [404, "gone"]);
   assert.deepEqual(await answer("/schedules/nope/pause"), [404, "schedule-gone"]);
+  assert.deepEqual(await answer("/batches/424242/cancel"), [404, "gone"]);
+  assert.deepEqual(await answer("/flows/424242/cancel"), [404, "gone"]);
   assert.deepEqual(await answer(`/jobs/${done}/cancel`), [409, "job-finished"]);
+  assert.deepEqual(await answer(`/batches/${batch}/cancel`), [409, "batch-finished"]);
+  assert.deepEqual(await answer(`/flows/${flowId}/cancel`), [409, "flow-finished"]);
   assert.deepEqual(await answer("/queues/default/resume"), [409, "queue-not-paused"]);
   assert.deepEqual(await answer("/groups/resume", { name: "plain", key: "k" }), [
     409,
@@ -460,7 +468,11 @@ Deno.test("dashboard: the batches page shows progress and status; cancel and ret
   const later = (await queue.batchStatus(waiting))!;
   assert.deepEqual([later.cancelled, later.skipped, later.pending], [true, 1, 0]);
   const again = await postForm(handler, `/batches/${waiting}/cancel`, session);
-  assert.equal(again.headers.get("location"), "/batches?notice=gone&count=0");
+  assert.equal(again.headers.get("location"), "/batches?notice=batch-finished&count=0");
+  assert.match(
+    squash(await page(handler, again.headers.get("location")!)),
+    /<p class="notice bad" role="status">Nothing changed: the batch has already finished or was cancelled.<\/p>/,
+  );
 
   const retried = await postForm(handler, `/batches/${done}/retry`, session);
   assert.equal(retried.headers.get("location"), "/batches?notice=batch-retried&count=1");
@@ -523,7 +535,11 @@ Deno.test("dashboard: the flows page lists flows with their node counts; a flow'
   assert.equal(cancelled.headers.get("location"), "/flows?notice=flow-cancelled&count=1");
   assert.equal((await queue.flowStatus(laterId))?.state, "cancelled");
   const again = await postForm(handler, `/flows/${laterId}/cancel`, session);
-  assert.equal(again.headers.get("location"), "/flows?notice=gone&count=0");
+  assert.equal(again.headers.get("location"), "/flows?notice=flow-finished&count=0");
+  assert.match(
+    squash(await page(handler, again.headers.get("location")!)),
+    /<p class="notice bad" role="status">Nothing changed: the flow has already finished or was cancelled.<\/p>/,
+  );
 });
 
 Deno.test("dashboard: the job types page shows runs, failures, average and p95 runtime and average wait from the rollup", async () => {

@@ -241,7 +241,7 @@ Deno.test("the logs command prints a job's log, control characters escaped", asy
   assert.equal(bad.code, 2);
 });
 
-Deno.test("the logs command opens an encrypted job's lines with APP_KEY, and only with it", async () => {
+Deno.test("the logs command opens an encrypted job's lines with APP_KEY or APP_PREVIOUS_KEYS, and only with them", async () => {
   await using dir = await tempDir();
   const db = `${dir.dir}/queue.db`;
   const appKey = generateAppKey();
@@ -263,7 +263,13 @@ Deno.test("the logs command opens an encrypted job's lines with APP_KEY, and onl
   assert.match(opened.stdout, /#1 info {2}card 4111-1111 \{"last4":"1111"\}$/m);
   const json = await runCli(["logs", "1", "--db", db, "--json"], { APP_KEY: appKey });
   assert.equal(JSON.parse(json.stdout)[0].message, "card 4111-1111");
-  const closed = await runCli(["logs", "1", "--db", db], { APP_KEY: "" });
+  const rotatedAway = await runCli(["logs", "1", "--db", db], {
+    APP_KEY: "",
+    APP_PREVIOUS_KEYS: `${generateAppKey()},${appKey}`,
+  });
+  assert.equal(rotatedAway.code, 0, rotatedAway.stderr);
+  assert.match(rotatedAway.stdout, /#1 info {2}card 4111-1111 \{"last4":"1111"\}$/m);
+  const closed = await runCli(["logs", "1", "--db", db], { APP_KEY: "", APP_PREVIOUS_KEYS: "" });
   assert.equal(closed.code, 0, closed.stderr);
   assert.match(closed.stdout, /\(encrypted line, not opened\)/);
   assert.doesNotMatch(closed.stdout, /4111/);

@@ -12,8 +12,8 @@ import { z } from "zod";
 import { defineJob, generateAppKey } from "../../mod.ts";
 import { stepSealedAs } from "../../src/admin/steps.ts";
 import { dashboard } from "../../src/dashboard.ts";
-import { PayloadCipher } from "../../src/encryption.ts";
 import { fetchFrom, HOSTILE } from "../_dashboard.ts";
+import { cipherOf } from "../_helpers.ts";
 import { type StoreContext, storeTest } from "../_stores.ts";
 import { recordSteps, stepMemo, TOKEN } from "../fixtures/steps/recorded_steps.ts";
 
@@ -31,7 +31,7 @@ async function setup(db: StoreContext) {
   const appKey = generateAppKey();
   const queue = await db.open({ jobs: [onboard, sealed], appKey });
   const store = await db.store();
-  const cipher = await PayloadCipher.fromKeys({ current: appKey, previous: [] });
+  const cipher = await cipherOf(appKey);
   return { store, queue, cipher, handler: dashboard(queue) };
 }
 
