@@ -108,7 +108,16 @@ function withoutNulls(row: NewJobRow): { [K in keyof NewJobRow]?: Exclude<NewJob
  * Runs `fn` in a transaction: its inserts become claimable together when it
  * returns, and are removed when it throws. `tx.query` is refused.
  */
-export async function transaction<T>(
+export function transaction<T>(
+  redis: RedisConnection,
+  fn: (tx: StoreTransaction) => T | Promise<T>,
+): Promise<T> {
+  // The store's close waits for it: closing under it would lose its commit or its rollback.
+  return redis.keptOpenFor(() => runStaged(redis, fn));
+}
+
+/** Runs `fn` as {@linkcode transaction} says, its writes staged until it ends. */
+async function runStaged<T>(
   redis: RedisConnection,
   fn: (tx: StoreTransaction) => T | Promise<T>,
 ): Promise<T> {
