@@ -353,14 +353,14 @@ export function isConnectionError(error: unknown): boolean {
 const NOT_NOW = /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY) /;
 
 /**
- * A script's error with the script named; the epoch error keeps its own
- * words, and a move's fence gives a {@linkcode QueueMovedError}. A server that cannot run it now gives code `REDIS_UNAVAILABLE`,
+ * A script's error with the script named; the epoch error and an
+ * abandoned transaction's keep their own words, and a move's fence gives a {@linkcode QueueMovedError}. A server that cannot run it now gives code `REDIS_UNAVAILABLE`,
  * for the runner's outage detection (the script did not run).
  */
 function scriptError(script: LuaScript, error: unknown): Error {
   const message = String((error as Error)?.message ?? error);
-  const epoch = message.match(/RENOX_EPOCH (.*)/);
-  if (epoch) return new Error(epoch[1], { cause: error });
+  const ownWords = message.match(/RENOX_(?:EPOCH|ABANDONED) (.*)/);
+  if (ownWords) return new Error(ownWords[1], { cause: error });
   const moved = message.match(/RENOX_MOVED (\d+) (.*)/);
   if (moved) return new QueueMovedError(moved[2]!, Number(moved[1]), { cause: error });
   const wrapped = new Error(`Redis script ${script.name} failed: ${message}`, { cause: error });

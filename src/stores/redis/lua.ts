@@ -275,6 +275,16 @@ local function stageOpen(stage)
   return began ~= false and tonumber(began) > serverMs() - ${ABANDONED_STAGE_MS}
 end
 
+-- The error reply of a write into, or the commit of, a transaction that counts as abandoned (see
+-- stageOpen): it was rolled back, or will be, so nothing it wrote is kept.
+local function abandonedStage()
+  return redis.error_reply('RENOX_ABANDONED This transaction was rolled back as abandoned, storing ' ..
+    'nothing: it stayed open over ${
+  ABANDONED_STAGE_MS / 60_000
+} minutes, after which the Redis store takes its process ' ..
+    'for dead (docs/redis.md)')
+end
+
 local function pad(id) return string.format('%016d', id) end
 local function jobKey(id) return P .. ':job:' .. id end
 -- A queue's keys start with queueKey(queue): its name with each ':' written '|', which no queue

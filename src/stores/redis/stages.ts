@@ -7,7 +7,8 @@
  * rolled back by the next transaction's end, and by a worker's claim once a
  * minute per store (`SettleUpkeep.stages`), so what it held (a debounced
  * job out of claim order, a key) comes back even when no transaction runs
- * again.
+ * again. A transaction of a live process open that long is rolled back
+ * alike: its writes and its commit fail (`abandonedStage` in lua.ts).
  *
  * @internal
  * @module
