@@ -198,7 +198,10 @@ function compare(a: string, b: string): number {
  *   in `P:gpauses:pruned`, which this code neither reads nor writes).
  * - `P:failed` ZSET + `P:failed:<id>` HASH: failed jobs by failure time.
  * - `P:stage:<id>` LIST: what a transaction not yet ended wrote; `P:stages`
- *   ZSET: those transactions by start time.
+ *   ZSET: those transactions by start time; `P:stages:waiting` HASH: a
+ *   transaction whose dispatch waits for a key another open transaction
+ *   holds → `<until> <holder>` (until when it waits, on the server's
+ *   clock, and the holder's id), for finding deadlocks (keys.ts).
  * - `P:dispatch:<token>` STRING: the ids a dispatch stored, for a retried
  *   call whose first reply was lost.
  * - `P:steps:<id>` HASH: job `id`'s durable-step memos, field the memo's

@@ -48,6 +48,7 @@ local function endStage(stage, commit)
   end
   redis.call('DEL', P .. ':stage:' .. stage)
   redis.call('ZREM', P .. ':stages', stage)
+  redis.call('HDEL', P .. ':stages:waiting', stage)
   return published
 end
 
