@@ -981,7 +981,10 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return await this.#store.backup(file);
   }
 
-  /** Stops every worker of this queue (each with its grace period), then closes the database. */
+  /**
+   * Stops every worker of this queue (each with its grace period), then
+   * closes the database once its open transactions have ended.
+   */
   close(): Promise<void> {
     this.#closing ??= (async () => {
       await this.#workers.stop();

@@ -554,6 +554,6 @@ export interface Store
    * where to look (docs/backups.md), writing nothing.
    */
   backup(file: string): Promise<BackupResult>;
-  /** Closes the connection; later calls fail. */
+  /** Closes the connection once the open transactions have ended; later calls fail. */
   close(): Promise<void>;
 }

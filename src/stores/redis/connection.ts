@@ -13,7 +13,7 @@
 // deno-lint-ignore no-import-prefix
 import { ClientOfflineError, createClient } from "npm:@redis/client@^6.4";
 import { AsyncLocalStorage } from "node:async_hooks";
-import { QueueMovedError } from "../../errors.ts";
+import { QueueClosedError, QueueMovedError } from "../../errors.ts";
 import { redactPassword } from "../database_url.ts";
 import { type FunctionLibrary, functionLibrary, type LuaScript } from "./lua.ts";
 
@@ -43,6 +43,10 @@ export class RedisConnection {
   #subscriber: Client | null = null;
   readonly #listeners = new Set<() => void>();
   #closed = false;
+  /** Set by close(): no transaction begins, and the connection closes once those open have ended. */
+  #closing = false;
+  /** The transactions begun and not yet ended, each settling when it ends. */
+  readonly #transactions = new Set<Promise<unknown>>();
   /** The client's last error (a failed reconnect says why), for a call that waited in vain. */
   #lastError: unknown = null;
   /** Whether the store goes by the server's clock. */
@@ -185,6 +189,22 @@ export class RedisConnection {
     return this.#insideTransaction.run(transaction, callback);
   }
 
+  /**
+   * Runs `transaction` (a transaction, from its begin to its end), which
+   * close() waits for, as the SQL stores' close does; refused once the
+   * store is closing.
+   */
+  async keptOpenFor<T>(transaction: () => Promise<T>): Promise<T> {
+    if (this.#closing) throw new QueueClosedError("start a transaction");
+    const running = transaction();
+    this.#transactions.add(running);
+    try {
+      return await running;
+    } finally {
+      this.#transactions.delete(running);
+    }
+  }
+
   /** Runs `write`, a write of the open transaction whose callback calls it: not refused. */
   transactionWrite<T>(write: () => T): T {
     return this.#insideTransaction.run(null, write);
@@ -286,8 +306,10 @@ export class RedisConnection {
     };
   }
 
-  /** Closes both connections; later calls fail. */
+  /** Closes both connections once the open transactions have ended; later calls fail. */
   async close(): Promise<void> {
+    this.#closing = true;
+    while (this.#transactions.size > 0) await Promise.allSettled(this.#transactions);
     if (this.#closed) return;
     this.#closed = true;
     const subscriber = this.#subscriber;
@@ -331,14 +353,14 @@ export function isConnectionError(error: unknown): boolean {
 const NOT_NOW = /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY) /;
 
 /**
- * A script's error with the script named; the epoch error keeps its own
- * words, and a move's fence gives a {@linkcode QueueMovedError}. A server that cannot run it now gives code `REDIS_UNAVAILABLE`,
+ * A script's error with the script named; the epoch error and an
+ * abandoned transaction's keep their own words, and a move's fence gives a {@linkcode QueueMovedError}. A server that cannot run it now gives code `REDIS_UNAVAILABLE`,
  * for the runner's outage detection (the script did not run).
  */
 function scriptError(script: LuaScript, error: unknown): Error {
   const message = String((error as Error)?.message ?? error);
-  const epoch = message.match(/RENOX_EPOCH (.*)/);
-  if (epoch) return new Error(epoch[1], { cause: error });
+  const ownWords = message.match(/RENOX_(?:EPOCH|ABANDONED) (.*)/);
+  if (ownWords) return new Error(ownWords[1], { cause: error });
   const moved = message.match(/RENOX_MOVED (\d+) (.*)/);
   if (moved) return new QueueMovedError(moved[2]!, Number(moved[1]), { cause: error });
   const wrapped = new Error(`Redis script ${script.name} failed: ${message}`, { cause: error });

@@ -18,7 +18,9 @@ import { type LuaScript, luaScript } from "./lua.ts";
  * come: `RedisConnection.callIdempotent` sets it from how long it waits for
  * the connection), and idle workers are woken unless the call writes inside
  * a transaction (its commit wakes them) or the body set `storedNothing`
- * (it waits for a transaction's end). Only a call sent again looks for
+ * (it waits for a transaction's end). A call inside a transaction that
+ * counts as abandoned (see stages.ts) writes nothing and fails saying so.
+ * Only a call sent again looks for
  * the record: a first send's token is new, so the look would find nothing.
  */
 export function dispatchScript(name: string, body: string): LuaScript {
@@ -33,6 +35,8 @@ if INPUT.resent then
   local done = redis.call('GET', record)
   if done then return done end
 end
+-- A transaction that counts as abandoned is rolled back whole: it writes nothing more.
+if STAGE ~= nil and not stageOpen(STAGE) then return abandonedStage() end
 local reply
 local storedNothing = false
 ${body}

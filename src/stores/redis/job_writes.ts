@@ -51,7 +51,10 @@ reply = cjson.encode(ids)
 /**
  * Ends a transaction, input `stage` and `commit` (true to publish its
  * writes, false to remove them); then removes the writes of abandoned
- * stages (stages.ts).
+ * stages (stages.ts). A transaction that counts as abandoned is rolled
+ * back, whatever `commit` says (another end may have done it already, and
+ * its keys no longer held other dispatches back): its commit fails saying
+ * so.
  */
 const END_TRANSACTION = luaScript(
   "endTransaction",
@@ -59,9 +62,11 @@ const END_TRANSACTION = luaScript(
   AREA_HOOKS,
   STAGE_ENDS,
   String.raw`
-local published = endStage(INPUT.stage, INPUT.commit)
+local open = stageOpen(INPUT.stage)
+local published = endStage(INPUT.stage, INPUT.commit and open)
 endAbandonedStages()
 if published > 0 then wake() end
+if INPUT.commit and not open then return abandonedStage() end
 `,
 );
 
@@ -108,7 +113,16 @@ function withoutNulls(row: NewJobRow): { [K in keyof NewJobRow]?: Exclude<NewJob
  * Runs `fn` in a transaction: its inserts become claimable together when it
  * returns, and are removed when it throws. `tx.query` is refused.
  */
-export async function transaction<T>(
+export function transaction<T>(
+  redis: RedisConnection,
+  fn: (tx: StoreTransaction) => T | Promise<T>,
+): Promise<T> {
+  // The store's close waits for it: closing under it would lose its commit or its rollback.
+  return redis.keptOpenFor(() => runStaged(redis, fn));
+}
+
+/** Runs `fn` as {@linkcode transaction} says, its writes staged until it ends. */
+async function runStaged<T>(
   redis: RedisConnection,
   fn: (tx: StoreTransaction) => T | Promise<T>,
 ): Promise<T> {

@@ -22,7 +22,7 @@
  * whose job an open transaction stored (`staged`) or debounced
  * (`debouncing` on the key) is that transaction's until it ends, as the
  * job's row lock is on SQL: a dispatch of the key from elsewhere waits
- * (`H.keyHeldOpen`), and a debounce inside a transaction changes nothing
+ * (`H.openHolder`), and a debounce inside a transaction changes nothing
  * others see before it commits (`H.debounce`):
  * - `H.started(id, job)`: `job` started (claimed to run, or its start
  *   confirmed): release the unique key it holds until it starts.
@@ -32,12 +32,13 @@
  * - `H.keysRemoved(id, job)`: job `id` (its row `job` as it was) was
  *   deleted unrun (cleared, cancelled, or skipped by its batch's cancel):
  *   release every key and lock it holds, whatever attempt took them.
- * - `H.keyHeldOpen(key)`: whether another open transaction holds `key` (a
- *   row's key): a dispatch of it then writes nothing and waits.
+ * - `H.openHolder(key)`: the other open transaction (its stage) that
+ *   holds `key` (a row's key), or nil: a dispatch of it then writes
+ *   nothing and waits.
  * - `H.insertKeyed(row)`: inserts a KeyedJobRow of the input unless its
  *   key names a job that holds it; returns the id standing for the row and
  *   the outcome (`stored`, `duplicate` or `debounced`). Call it only for a
- *   row whose key no other open transaction holds (`H.keyHeldOpen`).
+ *   row whose key no other open transaction holds (`H.openHolder`).
  * - `H.uniqueHolder(key, t)`: the id of the job holding unique key `key`
  *   at `t` (store clock), or nil.
  * - `H.holdKey(key, kind, id, expiresAt, releaseOnStart, latestAt)`: makes
@@ -64,12 +65,13 @@ function H.uniqueHolder(key, t)
   return tonumber(held[2])
 end
 
-function H.keyHeldOpen(key)
+function H.openHolder(key)
   local held = redis.call('HMGET', P .. ':key:' .. key.key, 'job_id', 'debouncing')
-  if not held[1] then return false end
-  if held[2] and held[2] ~= STAGE and stageOpen(held[2]) then return true end
+  if not held[1] then return nil end
+  if held[2] and held[2] ~= STAGE and stageOpen(held[2]) then return held[2] end
   local stage = redis.call('HGET', jobKey(held[1]), 'staged')
-  return stage ~= false and stage ~= STAGE and stageOpen(stage)
+  if stage ~= false and stage ~= STAGE and stageOpen(stage) then return stage end
+  return nil
 end
 
 function H.holdKey(key, kind, id, expiresAt, releaseOnStart, latestAt)

@@ -29,21 +29,65 @@ import { AREA_HOOKS } from "./hooks.ts";
 import { luaScript } from "./lua.ts";
 
 /**
- * Input: `rows` (KeyedJobRow[]), `token` (the dispatch's). Reply: a
- * KeyedInsert per row, or `{held}`, having written nothing, when another
- * open transaction holds the key of row `held` (1 for the first).
+ * Input: `rows` (KeyedJobRow[]), `token` (the dispatch's), `waitsMs` (how
+ * much longer the dispatch waits for a key another open transaction
+ * holds). Reply: a KeyedInsert per row, or `{held}`, having written
+ * nothing, when another open transaction holds the key of row `held` (1
+ * for the first), with `deadlock` true when this dispatch's transaction
+ * must give up instead of waiting (see `deadlockLoser`).
+ *
+ * A dispatch inside a transaction that waits records what it waits for in
+ * `P:stages:waiting`, until it stops waiting (it stores, gives up, or its
+ * transaction ends): two transactions that each wait for a key the other
+ * holds, directly or through others, wait in a cycle that none of them
+ * ends on its own. The one of the cycle begun last (the later start in
+ * `P:stages`, then the greater id) gives up, as the one its next ask
+ * finds it is; the others go on waiting for it to roll back.
  */
 const INSERT_KEYED = dispatchScript(
   "insertKeyed",
   String.raw`
+local waiting = P .. ':stages:waiting'
+
+-- The transaction that gives up in the cycle of waits from this call's transaction through holder
+-- (the open transaction holding the key this call waits for), or nil when holder's waits lead to
+-- no wait for this one.
+local function deadlockLoser(holder)
+  local now = serverMs()
+  local loser, loserBegan = STAGE, tonumber(redis.call('ZSCORE', P .. ':stages', STAGE))
+  local seen = {}
+  local at = holder
+  while at ~= STAGE do
+    if seen[at] then return nil end
+    seen[at] = true
+    local began = redis.call('ZSCORE', P .. ':stages', at)
+    local wait = redis.call('HGET', waiting, at)
+    if not began or not wait then return nil end
+    began = tonumber(began)
+    if began > loserBegan or (began == loserBegan and at > loser) then loser, loserBegan = at, began end
+    local untilMs, next = string.match(wait, '^(%d+) (.*)$')
+    if tonumber(untilMs) <= now then return nil end
+    at = next
+  end
+  return loser
+end
+
 for i, row in ipairs(INPUT.rows) do
-  if H.keyHeldOpen(row.key) then
-    reply = cjson.encode({held = i})
+  local holder = H.openHolder(row.key)
+  if holder ~= nil then
     storedNothing = true
+    if STAGE ~= nil and deadlockLoser(holder) == STAGE then
+      redis.call('HDEL', waiting, STAGE)
+      reply = cjson.encode({held = i, deadlock = true})
+    else
+      if STAGE ~= nil then redis.call('HSET', waiting, STAGE, (serverMs() + INPUT.waitsMs) .. ' ' .. holder) end
+      reply = cjson.encode({held = i})
+    end
     break
   end
 end
 if reply == nil then
+  if STAGE ~= nil then redis.call('HDEL', waiting, STAGE) end
   local pushed = {}
   for i, row in ipairs(INPUT.rows) do
     local id, outcome = H.insertKeyed(row)
@@ -60,6 +104,8 @@ const HELD_KEY_RETRY_MS = 100;
 /** The reply of {@linkcode INSERT_KEYED} when an open transaction holds the key of row `held` (1-based). */
 interface HeldKey {
   readonly held: number;
+  /** Present when the dispatch's own transaction gives up: the holder waits for it. */
+  readonly deadlock?: true;
 }
 
 /**
@@ -132,8 +178,9 @@ return cjson.encode(verdicts)
  * see {@linkcode KeyedInsert}. Retried once, with its token, when its reply
  * was lost. With `stage`, inside that transaction. While another open
  * transaction holds the key of a row, waits for its end and asks again, for
- * `connectTimeoutMs` at most (then rejects naming the key): a transaction
- * may be waiting for this very dispatch.
+ * `connectTimeoutMs` at most (then rejects naming the key); rejects at once
+ * when that transaction waits for this one and this one began later (a
+ * deadlock, see {@linkcode INSERT_KEYED}).
  */
 export async function insertKeyed(
   redis: RedisConnection,
@@ -142,15 +189,25 @@ export async function insertKeyed(
 ): Promise<KeyedInsert[]> {
   if (rows.length === 0) return [];
   // One outcome per row, and there are rows: never an empty Lua table (which encodes as {}).
-  const input = { now: rows[0]!.createdAt, rows };
   const deadline = Date.now() + redis.connectTimeoutMs;
   for (let waitMs = 5;; waitMs = Math.min(2 * waitMs, HELD_KEY_RETRY_MS)) {
+    const waitsMs = Math.max(deadline - Date.now(), 0);
+    const input = { now: rows[0]!.createdAt, rows, waitsMs };
     const reply = await dispatch<KeyedInsert[] | HeldKey>(redis, INSERT_KEYED, input, stage);
     if (Array.isArray(reply)) return reply;
+    const row = rows[reply.held - 1]!;
+    if (reply.deadlock === true) throw deadlocked(row);
     const left = deadline - Date.now();
-    if (left <= 0) throw heldTooLong(rows[reply.held - 1]!, redis.connectTimeoutMs);
+    if (left <= 0) throw heldTooLong(row, redis.connectTimeoutMs);
     await new Promise((resolve) => setTimeout(resolve, Math.min(waitMs, left)));
   }
+}
+
+/** The error of a dispatch of `row` whose transaction gives up to end a deadlock. */
+function deadlocked(row: KeyedJobRow): Error {
+  return new Error(
+    `Cannot dispatch "${row.name}": an open transaction holds its ${row.key.kind} key "${row.key.key}" and waits for a key this transaction holds (a deadlock); this transaction, begun later, gives up: dispatch the same keys in the same order in overlapping transactions`,
+  );
 }
 
 /** The error of a dispatch of `row` whose key an open transaction held for `waitedMs`. */

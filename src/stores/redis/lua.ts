@@ -198,7 +198,10 @@ function compare(a: string, b: string): number {
  *   in `P:gpauses:pruned`, which this code neither reads nor writes).
  * - `P:failed` ZSET + `P:failed:<id>` HASH: failed jobs by failure time.
  * - `P:stage:<id>` LIST: what a transaction not yet ended wrote; `P:stages`
- *   ZSET: those transactions by start time.
+ *   ZSET: those transactions by start time; `P:stages:waiting` HASH: a
+ *   transaction whose dispatch waits for a key another open transaction
+ *   holds → `<until> <holder>` (until when it waits, on the server's
+ *   clock, and the holder's id), for finding deadlocks (keys.ts).
  * - `P:dispatch:<token>` STRING: the ids a dispatch stored, for a retried
  *   call whose first reply was lost.
  * - `P:steps:<id>` HASH: job `id`'s durable-step memos, field the memo's
@@ -273,6 +276,16 @@ end
 local function stageOpen(stage)
   local began = redis.call('ZSCORE', P .. ':stages', stage)
   return began ~= false and tonumber(began) > serverMs() - ${ABANDONED_STAGE_MS}
+end
+
+-- The error reply of a write into, or the commit of, a transaction that counts as abandoned (see
+-- stageOpen): it was rolled back, or will be, so nothing it wrote is kept.
+local function abandonedStage()
+  return redis.error_reply('RENOX_ABANDONED This transaction was rolled back as abandoned, storing ' ..
+    'nothing: it stayed open over ${
+  ABANDONED_STAGE_MS / 60_000
+} minutes, after which the Redis store takes its process ' ..
+    'for dead (docs/redis.md)')
 end
 
 local function pad(id) return string.format('%016d', id) end

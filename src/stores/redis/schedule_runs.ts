@@ -124,7 +124,7 @@ function S.store(state, run, force, onStoreClock)
   local id
   if opt(row.key) ~= nil then
     -- A key an open transaction holds keeps the run out, as its job would (a firing cannot wait).
-    if H.keyHeldOpen(row.key) then return nil end
+    if H.openHolder(row.key) ~= nil then return nil end
     local outcome
     id, outcome = H.insertKeyed(row)
     if outcome ~= 'stored' then return nil end

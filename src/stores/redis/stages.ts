@@ -7,7 +7,8 @@
  * rolled back by the next transaction's end, and by a worker's claim once a
  * minute per store (`SettleUpkeep.stages`), so what it held (a debounced
  * job out of claim order, a key) comes back even when no transaction runs
- * again.
+ * again. A transaction of a live process open that long is rolled back
+ * alike: its writes and its commit fail (`abandonedStage` in lua.ts).
  *
  * @internal
  * @module
@@ -47,6 +48,7 @@ local function endStage(stage, commit)
   end
   redis.call('DEL', P .. ':stage:' .. stage)
   redis.call('ZREM', P .. ':stages', stage)
+  redis.call('HDEL', P .. ':stages:waiting', stage)
   return published
 end
 

@@ -31,6 +31,38 @@ function register(test: ContractTest): void {
     },
   );
 
+  test(
+    "close() waits for an open transaction to end, and the transaction commits",
+    async (store, opened) => {
+      let entered!: () => void;
+      const inside = new Promise<void>((resolve) => entered = resolve);
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => release = resolve);
+      const committed = store.transaction(async (tx) => {
+        const first = await tx.insertJobs([newJob()]);
+        entered();
+        await released;
+        return [...first, ...await tx.insertJobs([newJob()])];
+      });
+      await inside;
+      let closed = false;
+      const closing = store.close().then(() => closed = true);
+      // Time for a close that does not wait to finish; one that waits is still waiting then.
+      await Promise.race([closing, new Promise((resolve) => setTimeout(resolve, 1_000))]);
+      assert.equal(closed, false, "close() waited for the transaction");
+      release();
+      assert.equal((await committed).length, 2, "the transaction stored both jobs");
+      await closing;
+      if (opened.another === undefined) return;
+      const another = await opened.another();
+      try {
+        assert.equal((await another.counts(T0))[0]?.pending, 2, "both jobs were committed");
+      } finally {
+        await another.close();
+      }
+    },
+  );
+
   test("operations fail by rejecting their promise, never by throwing synchronously", async (store) => {
     const tx = await endedTransaction(store);
     await store.close();

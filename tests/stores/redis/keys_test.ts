@@ -10,8 +10,8 @@ import assert from "node:assert/strict";
 import { RedisStore } from "../../../src/stores/redis/mod.ts";
 import type { KeyedJobRow } from "../../../src/stores/store.ts";
 import { newJob, T0 } from "../contract/fixtures.ts";
-import { within } from "../../_helpers.ts";
-import { openTestRedisStore, redisTestUrl } from "../../_redis.ts";
+import { waitUntil, within } from "../../_helpers.ts";
+import { evalScript, openTestRedisStore, redisTestUrl } from "../../_redis.ts";
 
 const url = redisTestUrl();
 
@@ -58,6 +58,79 @@ Deno.test({
       assert.deepEqual({ ...again }, { id: inside?.id, outcome: "duplicate" });
     } finally {
       await impatient.close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "RedisStore: of two transactions that each dispatch a key the other holds, the one begun later gives up at once (a deadlock) and the other commits once it rolled back, whichever of them asks first",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestRedisStore(url!, { clock: "caller" });
+    const { store, prefix } = opened;
+    const other = await RedisStore.open(url!, { prefix, clock: "caller" });
+    /** Resolves once a dispatch of the transaction begun `which` waits for a key. */
+    const waits = (which: "earlier" | "later", stages: string[]) =>
+      waitUntil(
+        async () =>
+          await evalScript(
+            url!,
+            "return redis.call('HEXISTS', ARGV[1], ARGV[2])",
+            [`{${prefix}}:stages:waiting`, stages[which === "earlier" ? 0 : 1]!],
+          ) === 1,
+        { what: `the ${which} transaction waits` },
+      );
+    const openStages = async () =>
+      await evalScript(url!, "return redis.call('ZRANGE', ARGV[1], 0, -1)", [
+        `{${prefix}}:stages`,
+      ]) as string[];
+    try {
+      for (const laterAsksFirst of [false, true]) {
+        const [a, b] = [`a-${laterAsksFirst}`, `b-${laterAsksFirst}`];
+        let stages: string[] = [];
+        let earlierHolds!: () => void;
+        const earlierHeld = new Promise<void>((resolve) => earlierHolds = resolve);
+        let laterHolds!: () => void;
+        const laterHeld = new Promise<void>((resolve) => laterHolds = resolve);
+        const earlier = store.transaction(async (tx) => {
+          const [first] = await tx.insertKeyed([uniqueRow(a)]);
+          earlierHolds();
+          await laterHeld;
+          if (laterAsksFirst) await waits("later", stages);
+          const [second] = await tx.insertKeyed([uniqueRow(b)]);
+          return [first?.outcome, second?.outcome];
+        });
+        await earlierHeld;
+        // Begun on a later millisecond of the server's clock: the order, not the ids, decides.
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        const later = other.transaction(async (tx) => {
+          await tx.insertKeyed([uniqueRow(b)]);
+          stages = await openStages(); // by start time: the earlier one first
+          laterHolds();
+          if (!laterAsksFirst) await waits("earlier", stages);
+          return await tx.insertKeyed([uniqueRow(a)]);
+        });
+        await assert.rejects(
+          within(later, 60_000, "the later transaction's end"),
+          new RegExp(
+            `^Error: Cannot dispatch "job": an open transaction holds its unique key "${a}" and waits for a key this transaction holds \\(a deadlock\\); this transaction, begun later, gives up`,
+          ),
+        );
+        assert.deepEqual(await earlier, ["stored", "stored"], "the earlier one committed both");
+      }
+      assert.deepEqual(
+        (await store.counts(T0)).map(({ pending }) => pending),
+        [4],
+        "the earlier transactions' jobs alone",
+      );
+      assert.deepEqual(
+        await evalScript(url!, "return redis.call('KEYS', ARGV[1] .. ':stage*')", [`{${prefix}}`]),
+        [],
+        "no transaction waits or stays open",
+      );
+    } finally {
+      await other.close();
     }
   },
 });

@@ -11,8 +11,16 @@
  */
 import assert from "node:assert/strict";
 import { Queue } from "../../../mod.ts";
+import { RedisStore } from "../../../src/stores/redis/mod.ts";
 import { ChildScript } from "../../_child.ts";
-import { deletePrefix, evalScript, freshPrefix, redisTestUrl } from "../../_redis.ts";
+import {
+  deletePrefix,
+  evalScript,
+  freshPrefix,
+  openTestRedisStore,
+  redisTestUrl,
+} from "../../_redis.ts";
+import { newJob, T0 } from "../contract/fixtures.ts";
 import { debounced, debouncedRuns } from "../../fixtures/transactions/jobs.ts";
 
 const url = redisTestUrl();
@@ -59,6 +67,49 @@ Deno.test({
       assert.equal((await worker.counts()).default?.pending ?? 0, 0);
     } finally {
       await deletePrefix(url!, prefix);
+    }
+  },
+});
+
+/** The keys of `prefix`'s open transactions: the stage list and each stage's writes. */
+const STAGE_KEYS = "return redis.call('KEYS', ARGV[1] .. ':stage*')";
+
+Deno.test({
+  name:
+    "RedisStore: a transaction still open once it counts as abandoned stores nothing: its commit, and a write it makes then, fail saying it was rolled back as abandoned",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestRedisStore(url!, { clock: "caller" });
+    const { store, prefix } = opened;
+    const other = await RedisStore.open(url!, { prefix, clock: "caller" });
+    const age = async () =>
+      assert.equal(await evalScript(url!, AGE_STAGES, [`{${prefix}}:stages`]), 1);
+    try {
+      await assert.rejects(
+        store.transaction(async (tx) => {
+          await tx.insertJobs([newJob()]);
+          await age();
+          // Another transaction's end rolls this one back before its own end.
+          await other.transaction(async (tx) => await tx.insertJobs([newJob({ queue: "other" })]));
+        }),
+        /^Error: This transaction was rolled back as abandoned, storing nothing: it stayed open over 60 minutes/,
+      );
+      await assert.rejects(
+        store.transaction(async (tx) => {
+          await tx.insertJobs([newJob()]);
+          await age();
+          await assert.rejects(tx.insertJobs([newJob()]), /rolled back as abandoned/);
+        }),
+        /rolled back as abandoned/,
+      );
+      assert.deepEqual(
+        (await store.counts(T0)).map(({ queue, pending }) => ({ queue, pending })),
+        [{ queue: "other", pending: 1 }],
+        "only the other transaction's job",
+      );
+      assert.deepEqual(await evalScript(url!, STAGE_KEYS, [`{${prefix}}`]), [], "nothing staged");
+    } finally {
+      await other.close();
     }
   },
 });
