@@ -560,7 +560,12 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return await this.#batches.retry(id);
   }
 
-  /** Deletes batches that finished or were cancelled more than `olderThanMs` ago; returns how many. */
+  /**
+   * Deletes batches that ended more than `olderThanMs` ago; returns how many.
+   * A batch ends when nothing is left pending, cancelled or not: a cancelled
+   * batch with a job still running is kept until that job settles and its
+   * `finally` fires, and counts its age from then.
+   */
   async pruneBatches(options: PruneOptions): Promise<number> {
     this.#assertOpen("prune batches");
     return await this.#batches.prune(options);
