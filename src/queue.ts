@@ -560,7 +560,12 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
     return await this.#batches.retry(id);
   }
 
-  /** Deletes batches that finished or were cancelled more than `olderThanMs` ago; returns how many. */
+  /**
+   * Deletes batches that ended more than `olderThanMs` ago; returns how many.
+   * A batch ends when nothing is left pending, cancelled or not: a cancelled
+   * batch with a job still running is kept until that job settles and its
+   * `finally` fires, and counts its age from then.
+   */
   async pruneBatches(options: PruneOptions): Promise<number> {
     this.#assertOpen("prune batches");
     return await this.#batches.prune(options);
@@ -769,8 +774,10 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * Resolves with its output (undefined for a job without an `output`
    * schema); rejects with its final error once it failed for good, a
    * `JobCancelledError` if it was cancelled, or a `JobWaitTimeoutError`
-   * after `timeoutMs` (the job keeps its course). On an inline queue the job
-   * runs here and now.
+   * after `timeoutMs` (the job keeps its course). A job no longer stored
+   * when the wait reads it (its kept history pruned, say) rejects it with an
+   * error naming every way it can be gone: the job may have completed. On an
+   * inline queue the job runs here and now.
    *
    * @example Waiting for a job's output
    * ```ts

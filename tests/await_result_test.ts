@@ -76,3 +76,29 @@ storeTest(
     assert.match(error.message, /closed/);
   },
 );
+
+storeTest(
+  "A wait on a job that completed but whose kept history was pruned rejects saying it may have completed",
+  async (db) => {
+    const queue = await db.open({ jobs: [add] });
+    const id = await queue.dispatch(add, { a: 1, b: 2 });
+    await queue.drain();
+    assert.equal((await queue.result(id))?.state, "completed");
+    assert.equal(await queue.pruneFinished({ olderThanMs: 0 }), 1);
+    const store = await db.store();
+    const waiters = new ResultWaiters({
+      store,
+      clock: { now: () => Date.now() },
+      events: new QueueEventTarget(),
+    });
+    const error = await within(
+      waiters.wait(id, undefined, undefined).then(() => null, (error: Error) => error),
+      60_000,
+      "the wait's end",
+    );
+    assert.ok(error instanceof Error, "the wait resolved on a job no longer stored");
+    assert.match(error.message, new RegExp(`^Job ${id} is no longer stored`));
+    assert.match(error.message, /may have completed/);
+    assert.match(error.message, /pruneFinished/);
+  },
+);

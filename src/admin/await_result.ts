@@ -244,7 +244,7 @@ export class ResultWaiters {
       const row = rows.get(id);
       if (row === undefined) {
         const gone = new Error(
-          `Job ${id} is no longer stored: it was cleared or forgotten, or it finished with keepFinishedMs 0 (nothing kept)`,
+          `Job ${id} is no longer stored, so it may have completed: it finished and its kept history was pruned (pruneFinished(), or its keepFinishedMs passed) or never kept (keepFinishedMs 0), it failed for good and was forgotten (forget(), flushFailed(), pruneFailed()), or it was cleared (clear()) before it finished`,
         );
         this.#settle(id, (waiter) => waiter.reject(gone));
       } else if (row.state !== "pending" && row.state !== "running") {

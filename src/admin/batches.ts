@@ -45,7 +45,7 @@ export class Batches {
     return this.#failedJobs.retry({ batchId: assertId(id, "A batch id") });
   }
 
-  /** Deletes finished batches older than `options.olderThanMs`; resolves with how many. */
+  /** Deletes batches that ended more than `options.olderThanMs` ago; resolves with how many. */
   prune(options: PruneOptions): Promise<number> {
     const now = this.#parts.clock.now();
     return this.#parts.store.pruneBatches(cutoff(now, options, "pruneBatches"), now);

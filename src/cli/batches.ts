@@ -122,9 +122,9 @@ const retryBatch: Command = {
 const pruneBatches: Command = {
   name: "prune-batches",
   operands: "",
-  summary: "delete finished and cancelled batches older than some hours",
+  summary: "delete batches that ended more than some hours ago",
   description:
-    "Deletes the batches that finished, or were cancelled, more than --hours ago, with their\ncallbacks that never ran. Their jobs are not touched.",
+    "Deletes the batches that ended (nothing left pending, cancelled or not) more than --hours ago,\nwith their callbacks that never ran. A cancelled batch with a job still running has not ended.\nTheir jobs are not touched.",
   flags: HOURS_FLAG,
   async run(args) {
     expectPositionals(args, 0, 0, "");

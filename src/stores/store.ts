@@ -301,9 +301,11 @@ export interface AdminStore {
    */
   cancelBatch(id: number, now: number): Promise<boolean>;
   /**
-   * Deletes batches finished or cancelled before `before` (`now` being the
-   * caller's now, as for {@linkcode AdminStore.pruneFailed}), with their
-   * waiting callbacks; how many.
+   * Deletes batches that ended (nothing pending, cancelled or not: a
+   * cancelled batch with a member still running has not ended) before
+   * `before` (`now` being the caller's now, as for
+   * {@linkcode AdminStore.pruneFailed}), with their waiting callbacks; how
+   * many.
    */
   pruneBatches(before: number, now: number): Promise<number>;
   /** One flow with every node, or null. */

@@ -96,15 +96,14 @@ function Links.nextLink(chain, t, output)
   return 1
 end
 
--- Keeps a batch's place among the ended batches (by when it was cancelled or finished) in step.
+-- Keeps a batch's place among the ended batches (by when nothing was left pending, cancelled or
+-- not: a cancelled one with a member still running has yet to fire its finally) in step.
 function Links.ended(batchId)
-  local fields = redis.call('HMGET', Links.batchKey(batchId), 'cancelled_at', 'finished_at', 'staged')
-  if fields[3] then return end
-  local cancelled, finished = tonumber(fields[1]), tonumber(fields[2])
-  local since = cancelled
-  if since == nil or (finished ~= nil and finished < since) then since = finished end
-  if since == nil then redis.call('ZREM', P .. ':batches:ended', batchId)
-  else redis.call('ZADD', P .. ':batches:ended', since, batchId) end
+  local fields = redis.call('HMGET', Links.batchKey(batchId), 'finished_at', 'staged')
+  if fields[2] then return end
+  local finished = tonumber(fields[1])
+  if finished == nil then redis.call('ZREM', P .. ':batches:ended', batchId)
+  else redis.call('ZADD', P .. ':batches:ended', finished, batchId) end
 end
 
 -- Counts n members of a batch as skipped.

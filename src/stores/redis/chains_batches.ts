@@ -12,8 +12,10 @@
  *   that inserted it is open.
  * - `P:batches` ZSET: committed batches, score and member the id (newest
  *   first is highest first).
- * - `P:batches:ended` ZSET: batches cancelled or finished, score the earlier
- *   of the two times, for `pruneBatches`.
+ * - `P:batches:ended` ZSET: batches that ended (nothing pending, cancelled
+ *   or not), score `finished_at`, for `pruneBatches`. Older code scored a
+ *   cancelled batch by `cancelled_at`, still pending or not; the prune moves
+ *   such an entry to its place.
  * - `P:batch:<id>:members` SET: the ids of its counted members still stored
  *   as jobs (not settled, skipped or failed), for the skips of a cancel.
  * - `P:held:c:<chain>:next` and `:catch`, `P:held:b:<batch>:then`, `:catch`
@@ -39,7 +41,7 @@ import { AREA_HOOKS } from "./hooks.ts";
 import { dispatch, dispatchScript } from "./dispatch_script.ts";
 import { luaScript } from "./lua.ts";
 
-/** Most batches one call of the prune script deletes; `pruneBatches` calls it again until done. */
+/** Most batches one call of the prune script looks at; `pruneBatches` calls it again until done. */
 const PRUNE_CHUNK = 1000;
 
 /** Input: `chain` (a NewChainRow), `token`. Reply: the chain's id. */
@@ -163,8 +165,10 @@ return cjson.encode(true)
 );
 
 /**
- * Input: `before`, `limit`. Deletes up to `limit` batches cancelled or
- * finished before `before`, with what they still hold. Reply: how many.
+ * Input: `before`, `limit`. Deletes the batches that ended before `before`,
+ * with what they still hold, among the `limit` first listed as ended before
+ * it (an entry older code scored by its cancel is moved to its place
+ * instead). Reply: `{pruned, looked}`, how many it deleted and looked at.
  */
 const PRUNE_BATCHES = luaScript(
   "pruneBatches",
@@ -172,13 +176,21 @@ const PRUNE_BATCHES = luaScript(
   AREA_HOOKS,
   String.raw`
 local ended = P .. ':batches:ended'
-local ids = redis.call('ZRANGEBYSCORE', ended, '-inf', '(' .. at(INPUT.before), 'LIMIT', 0, INPUT.limit)
+local cutoff = at(INPUT.before)
+local ids = redis.call('ZRANGEBYSCORE', ended, '-inf', '(' .. cutoff, 'LIMIT', 0, INPUT.limit)
+local pruned = 0
 for _, id in ipairs(ids) do
-  H.undo_batch(id)
-  redis.call('ZREM', ended, id)
-  redis.call('ZREM', P .. ':batches', id)
+  local finished = tonumber(redis.call('HGET', Links.batchKey(id), 'finished_at'))
+  if finished ~= nil and finished < cutoff then
+    H.undo_batch(id)
+    redis.call('ZREM', ended, id)
+    redis.call('ZREM', P .. ':batches', id)
+    pruned = pruned + 1
+  else
+    Links.ended(id)
+  end
 end
-return cjson.encode(#ids)
+return cjson.encode({pruned = pruned, looked = #ids})
 `,
 );
 
@@ -247,9 +259,9 @@ export function cancelBatch(redis: RedisConnection, id: number, now: number): Pr
 }
 
 /**
- * Deletes batches finished or cancelled before `before` (`now` being the
- * caller's now: on the store's clock, as long before its now), and the
- * callbacks they still hold; how many.
+ * Deletes batches that ended (nothing pending, cancelled or not) before
+ * `before` (`now` being the caller's now: on the store's clock, as long
+ * before its now), and the callbacks they still hold; how many.
  */
 export async function pruneBatches(
   redis: RedisConnection,
@@ -258,13 +270,13 @@ export async function pruneBatches(
 ): Promise<number> {
   let pruned = 0;
   for (;;) {
-    const count = await redis.call<number>(PRUNE_BATCHES, {
+    const reply = await redis.call<{ pruned: number; looked: number }>(PRUNE_BATCHES, {
       now,
       before,
       limit: PRUNE_CHUNK,
     });
-    pruned += count;
-    if (count < PRUNE_CHUNK) return pruned;
+    pruned += reply.pruned;
+    if (reply.looked < PRUNE_CHUNK) return pruned;
   }
 }
 

@@ -9,7 +9,7 @@
  * Which keys each table maps to (`P` is the prefix; the key layouts are in
  * the modules named):
  * - `batches`: `P:batch:<id>` HASH, listed in `P:batches` (and
- *   `P:batches:ended` once cancelled or finished); its
+ *   `P:batches:ended` once it ended); its
  *   `P:batch:<id>:members` SET is built from the imported jobs
  *   (chains_batches.ts).
  * - `flows`: `P:flow:<id>` HASH, listed in `P:flows`; `flow_nodes` and

@@ -124,9 +124,12 @@ const SKIP_WAITING_MEMBERS = statement(
   "DELETE FROM jobs WHERE batch_id = $1 AND batch_member = 1 AND token IS NULL",
 );
 const SKIP_ONE = statement("DELETE FROM jobs WHERE id = $1");
-/** Batches finished or cancelled more than `$2` ms before `{{now $1}}`. */
-const ENDED_BEFORE =
-  "finished_at < (SELECT {{now $1}} - $2) OR cancelled_at < (SELECT {{now $1}} - $2)";
+/**
+ * Batches that ended more than `$2` ms before `{{now $1}}`. A batch ends when
+ * nothing is left pending (`finished_at`), cancelled or not: a cancelled one
+ * with a member still running has yet to fire its `finally`.
+ */
+const ENDED_BEFORE = "finished_at < (SELECT {{now $1}} - $2)";
 const PRUNE_WAITING = statement(
   `DELETE FROM waiting_jobs WHERE batch_id IN (SELECT id FROM batches WHERE ${ENDED_BEFORE})`,
 );
@@ -284,9 +287,9 @@ export function* batches(page: Page): Script<BatchRow[]> {
 }
 
 /**
- * Deletes batches finished or cancelled before `before` (`now` being the
- * caller's now: on the store's clock, as long before its now), and their
- * waiting callbacks.
+ * Deletes batches that ended (nothing pending, cancelled or not) before
+ * `before` (`now` being the caller's now: on the store's clock, as long
+ * before its now), and their waiting callbacks.
  */
 export function* prune(dialect: Dialect, before: number, now: number): Script<number> {
   const params = [clockParam(dialect, now), now - before];

@@ -704,7 +704,7 @@ function register(test: ContractTest): void {
     assert.deepEqual(names(await take(store, ["default", "cb"], LATER)), [`finally@${id}`]);
   });
 
-  test("pruneBatches(before) deletes batches finished or cancelled strictly before it, with their unfired callbacks", async (store) => {
+  test("pruneBatches(before) deletes batches that ended (nothing pending) strictly before it, with their unfired callbacks", async (store) => {
     const a = await store.insertBatch(newBatch({ name: "a" }));
     const b = await store.insertBatch(
       newBatch({ name: "b", jobs: [member("b1", { queue: "b" })] }),
@@ -731,25 +731,45 @@ function register(test: ContractTest): void {
     const [e1] = await take(store, ["e"]);
     assert.deepEqual(await apply(store, failed(e1!, T0 + 1)), [true]);
     await expectBatch(store, e.id, { ...fresh(1), pending: 0, failed: 1, finishedAt: T0 + 1 });
-
-    assert.equal(
-      await store.pruneBatches(T0 + 2, T0 + 2),
-      3,
-      "a (T0), c (cancelled T0+1), e (T0+1)",
+    const f = await store.insertBatch(
+      newBatch({ name: "f", jobs: [member("f1", { queue: "f" })] }),
     );
-    for (const gone of [a, c, e]) assert.equal(await store.batch(gone.id), null);
-    assert.deepEqual(ids(await store.batches({ limit: 10, offset: 0 })), [d.id, b.id]);
+    const [f1] = await take(store, ["f"]);
+    assert.deepEqual(await apply(store, failed(f1!, T0 + 1)), [true]);
+    assert.deepEqual(await store.retry([f1!.id], T0 + 1), [f1!.id]);
+    await expectBatch(store, f.id, { ...fresh(1), cancelledAt: T0 + 1 });
+
+    assert.equal(await store.pruneBatches(T0 + 2, T0 + 2), 2, "a (T0), e (T0+1)");
+    for (const gone of [a, e]) assert.equal(await store.batch(gone.id), null);
+    assert.deepEqual(ids(await store.batches({ limit: 10, offset: 0 })), [f.id, d.id, c.id, b.id]);
     assert.equal(await store.pruneBatches(T0 + 2, T0 + 2), 0);
 
     assert.deepEqual(await apply(store, done(c1!, T0 + 3)), [true]);
-    assert.deepEqual(await drain(store, ["cb"], LATER), [], "c's finally was deleted");
+    assert.deepEqual(
+      await drain(store, ["cb"], LATER),
+      [`c-finally@${c.id}`],
+      "a cancelled batch with a job running is kept until its finally fires",
+    );
+    const [again] = await take(store, ["f"], T0 + 3);
+    assert.deepEqual(await apply(store, done(again!, T0 + 3)), [true]);
+    await expectBatch(store, f.id, {
+      ...fresh(1),
+      pending: 0,
+      succeeded: 1,
+      cancelledAt: T0 + 1,
+      finishedAt: T0 + 3,
+    });
+    assert.equal(await store.pruneBatches(T0 + 3, T0 + 3), 1, "b (T0+2); c and f ended at T0+3");
+    assert.equal(await store.pruneBatches(T0 + 4, T0 + 4), 2, "c, f");
+    for (const gone of [b, c, f]) assert.equal(await store.batch(gone.id), null);
+
     assert.deepEqual(await store.retry([e1!.id], T0 + 4), [e1!.id]);
-    const [again] = await take(store, ["e"], T0 + 4);
-    assert.deepEqual(await apply(store, done(again!, T0 + 5)), [true]);
+    const [retried] = await take(store, ["e"], T0 + 4);
+    assert.deepEqual(await apply(store, done(retried!, T0 + 5)), [true]);
     assert.deepEqual(await drain(store, ["cb"], LATER), [], "e's then was deleted");
     assert.equal(await store.batch(e.id), null);
+    assert.equal(await store.pruneBatches(LATER, LATER), 0);
     await expectBatch(store, d.id, fresh(1), "a running batch is never pruned");
-    assert.equal(await store.pruneBatches(LATER, LATER), 1, "b");
   });
 
   test("addToBatch() adds counted members to a running batch, and then waits for them", async (store) => {
