@@ -29,7 +29,11 @@ export interface ValidationIssue {
 export class ValidationError extends Error {
   /** The job whose payload was refused, or `undefined` for a bad option. */
   readonly jobName: string | undefined;
-  /** zod's issues, when a schema refused the payload; empty otherwise. */
+  /**
+   * zod's issues, when a schema refused the payload; empty otherwise. Of an
+   * encrypted job, one per issue with no path and only zod's code, as the
+   * rest may quote the data.
+   */
   readonly issues: readonly ValidationIssue[];
 
   /**

@@ -10,6 +10,7 @@ import { assertSealedIfEncrypted, isEncryptedPayload, type PayloadCipher } from 
 import { PayloadIntegrityError, ValidationError } from "./errors.ts";
 import type { JobDefinition } from "./job.ts";
 import { jsonChange } from "./json_safe.ts";
+import { dataDetail, schemaRefusal } from "./schema_issues.ts";
 
 const encoder = new TextEncoder();
 const ACTION = { action: "store the output of" } as const;
@@ -33,26 +34,22 @@ export async function encodeOutput(
   if (schema === undefined) return null;
   const result = schema.safeParse(returned);
   if (!result.success) {
-    const issues = result.error.issues.map(({ path, message }: {
-      path: readonly PropertyKey[];
-      message: string;
-    }) => ({ path: [...path], message }));
-    const detail = issues.map(({ path, message }: { path: PropertyKey[]; message: string }) =>
-      `${["output", ...path.map(String)].join(".")}: ${message}`
-    ).join("; ");
-    throw new ValidationError(job.name, detail, issues, { ...ACTION, cause: result.error });
+    const { detail, issues, options } = schemaRefusal(job, "output", result.error);
+    throw new ValidationError(job.name, detail, issues, { ...ACTION, ...options });
   }
   const change = jsonChange(result.data, "output");
   if (change !== null) {
-    throw new ValidationError(job.name, `output does not survive JSON: ${change}`, [], ACTION);
+    const { detail } = dataDetail(job, change);
+    throw new ValidationError(job.name, `output does not survive JSON: ${detail}`, [], ACTION);
   }
   let json: string;
   try {
     json = JSON.stringify(result.data);
   } catch (error) {
-    throw new ValidationError(job.name, `output is not JSON: ${(error as Error).message}`, [], {
+    const { detail, options } = dataDetail(job, (error as Error).message, error);
+    throw new ValidationError(job.name, `output is not JSON: ${detail}`, [], {
       ...ACTION,
-      cause: error,
+      ...options,
     });
   }
   const bytes = json.length * 3 <= job.maxOutputBytes ? json.length : encoder.encode(json).length;
@@ -95,7 +92,8 @@ export async function decodeOutput(
   const jobName = job.name;
   assertSealedIfEncrypted(job, stored, "output");
   let json = stored;
-  if (isEncryptedPayload(stored)) {
+  const sealed = isEncryptedPayload(stored);
+  if (sealed) {
     if (cipher === null) {
       throw new PayloadIntegrityError(jobName, `it is ${OUTPUT_WITHHELD_NO_KEY}`, {
         of: "output",
@@ -106,9 +104,7 @@ export async function decodeOutput(
   try {
     return JSON.parse(json);
   } catch (error) {
-    throw new PayloadIntegrityError(jobName, `not JSON: ${(error as Error).message}`, {
-      of: "output",
-      cause: error,
-    });
+    const { detail, options } = dataDetail({ encrypted: sealed }, (error as Error).message, error);
+    throw new PayloadIntegrityError(jobName, `not JSON: ${detail}`, { of: "output", ...options });
   }
 }

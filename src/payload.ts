@@ -6,8 +6,9 @@
  * @module
  */
 import { assertSealedIfEncrypted, isEncryptedPayload, type PayloadCipher } from "./encryption.ts";
-import { PayloadIntegrityError, ValidationError, type ValidationIssue } from "./errors.ts";
+import { PayloadIntegrityError, ValidationError } from "./errors.ts";
 import type { JobDefinition } from "./job.ts";
+import { dataDetail, schemaRefusal } from "./schema_issues.ts";
 
 /** The default cap on a stored payload: 256 KiB of UTF-8. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
@@ -29,10 +30,8 @@ export function encodePayload(
   try {
     json = JSON.stringify(payload);
   } catch (error) {
-    throw new ValidationError(job.name, `payload is not JSON: ${describe(error)}`, [], {
-      cause: error,
-      role,
-    });
+    const { detail, options } = dataDetail(job, describe(error), error);
+    throw new ValidationError(job.name, `payload is not JSON: ${detail}`, [], { ...options, role });
   }
   if (json === undefined) {
     throw new ValidationError(job.name, `payload is not JSON: got ${typeof payload}`, [], { role });
@@ -49,11 +48,8 @@ export function encodePayload(
   }
   const result = job.schema.safeParse(JSON.parse(json));
   if (!result.success) {
-    const issues = toIssues(result.error.issues);
-    throw new ValidationError(job.name, formatIssues(issues), issues, {
-      cause: result.error,
-      role,
-    });
+    const { detail, issues, options } = schemaRefusal(job, "payload", result.error);
+    throw new ValidationError(job.name, detail, issues, { ...options, role });
   }
   return json;
 }
@@ -73,41 +69,32 @@ export async function openPayload(
     if (cipher === null) {
       throw new PayloadIntegrityError(job.name, "it is encrypted, and this process has no APP_KEY");
     }
-    return decodePayload(job, await cipher.decrypt(job.name, stored));
+    return decodePayload(job, await cipher.decrypt(job.name, stored), true);
   }
   assertSealedIfEncrypted(job, stored, "payload");
-  return decodePayload(job, stored);
+  return decodePayload(job, stored, false);
 }
 
-/** Parses a stored payload's JSON text and checks it against the job's current schema. */
-export function decodePayload(job: JobDefinition, stored: string): unknown {
+/**
+ * Parses a stored payload's JSON text and checks it against the job's
+ * current schema. Of a payload that was `sealed`, an error says nothing
+ * taken from it, whatever the job's definition says now.
+ */
+function decodePayload(job: JobDefinition, stored: string, sealed: boolean): unknown {
+  const secret = { encrypted: sealed };
   let value: unknown;
   try {
     value = JSON.parse(stored);
   } catch (error) {
-    throw new PayloadIntegrityError(job.name, `not JSON: ${describe(error)}`, { cause: error });
+    const { detail, options } = dataDetail(secret, describe(error), error);
+    throw new PayloadIntegrityError(job.name, `not JSON: ${detail}`, options);
   }
   const result = job.schema.safeParse(value);
   if (!result.success) {
-    const detail = formatIssues(toIssues(result.error.issues));
-    throw new PayloadIntegrityError(job.name, `no longer matches its schema: ${detail}`, {
-      cause: result.error,
-    });
+    const { detail, options } = schemaRefusal(secret, "payload", result.error);
+    throw new PayloadIntegrityError(job.name, `no longer matches its schema: ${detail}`, options);
   }
   return result.data;
-}
-
-function toIssues(
-  issues: readonly { path: readonly PropertyKey[]; message: string }[],
-): ValidationIssue[] {
-  return issues.map(({ path, message }) => ({ path: [...path], message }));
-}
-
-function formatIssues(issues: readonly ValidationIssue[]): string {
-  return issues.map(({ path, message }) => {
-    const where = ["payload", ...path.map(String)].join(".");
-    return `${where}: ${message}`;
-  }).join("; ");
 }
 
 function describe(error: unknown): string {

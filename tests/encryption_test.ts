@@ -17,10 +17,12 @@ import {
   defineSchedule,
   type FailedJob,
   generateAppKey,
+  type JobDefinition,
   PayloadIntegrityError,
   PermanentError,
   Queue,
   type QueueEventMap,
+  ValidationError,
   withoutOverlapping,
 } from "../mod.ts";
 import { cipherOf, unfinishedCount } from "./_helpers.ts";
@@ -616,6 +618,86 @@ storeTest(
     assert.deepEqual(seen, [payload, payload]);
     assert.equal(await unfinishedCount(queue), 0);
     assert.deepEqual(await queue.failed(), []);
+  },
+);
+
+storeTest(
+  "Queue: an error the queue builds from an encrypted job's data (its output, a step's output, a signal, a payload its schema no longer takes) holds none of it, stored or in job:failed; a plain job's names the key",
+  async (db) => {
+    const numbers = z.record(z.string(), z.number());
+    const jobOf = (name: string, handle: JobDefinition["handle"], more: object = {}) =>
+      defineJob({ name, schema: z.null(), encrypted: true, maxAttempts: 1, handle, ...more });
+    const refused = [
+      jobOf("enc.output", () => ({ [SECRET]: Infinity }), { output: numbers }),
+      jobOf("enc.strict", () => ({ ok: true, [SECRET]: 1 }), {
+        output: z.strictObject({ ok: z.boolean() }),
+      }),
+      jobOf("enc.not-json", () => ({ [SECRET]: Infinity }), {
+        output: z.record(z.string(), z.any()),
+      }),
+      jobOf("enc.step", async (_payload, ctx) => {
+        await ctx.step("s", () => ({ [SECRET]: "x" }), { output: numbers });
+      }),
+      jobOf("enc.signal", async (_payload, ctx) => {
+        await ctx.waitFor("go", { schema: numbers });
+      }),
+    ];
+    const cardsOf = (value: z.ZodType) =>
+      defineJob({
+        name: "enc.changed",
+        schema: z.object({ cards: z.record(z.string(), value) }),
+        encrypted: true,
+        maxAttempts: 1,
+        handle() {},
+      });
+    const plain = defineJob({
+      name: "plain.output",
+      schema: z.null(),
+      maxAttempts: 1,
+      output: numbers,
+      handle: () => ({ "visible-key": Infinity }),
+    });
+    const ids: number[] = [];
+    {
+      const numbered = cardsOf(z.number());
+      await using before = await db.open({ jobs: [numbered], appKey: KEY_A });
+      ids.push(await before.dispatch(numbered, { cards: { [SECRET]: 1 } }));
+    }
+    const changed = cardsOf(z.string());
+    await using queue = await db.open({ jobs: [...refused, changed, plain], appKey: KEY_A });
+    const refusal = await queue.dispatch(changed, { cards: { [SECRET]: 1 } }).then(
+      () => assert.fail("dispatched"),
+      (error: ValidationError) => error,
+    );
+    assert.ok(refusal instanceof ValidationError);
+    assert.match(refusal.message, /withheld: the job is encrypted/);
+    assertNoSecret("dispatch refusal", refusal.message, JSON.stringify(refusal.issues));
+    assert.equal(refusal.cause, undefined);
+    for (const job of refused) ids.push(await queue.dispatch(job, null));
+    assert.equal(await queue.signal(ids.at(-1)!, "go", { [SECRET]: "x" }), "buffered");
+    const plainId = await queue.dispatch(plain, null);
+    const failedEvents = recordEvents(queue, "job:failed");
+    await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+
+    const rows = new Map((await queue.failed()).map((row) => [row.id, row]));
+    assert.match(rows.get(plainId)!.error, /output\.visible-key: /);
+    for (const id of ids) {
+      const row = rows.get(id);
+      assert.ok(row !== undefined, `job ${id} failed`);
+      assert.match(row.error, /withheld: the job is encrypted/);
+      const stored = await Promise.all(
+        ["error", "stack"].map((column) => db.stored("failed_jobs", id, column)),
+      );
+      assertNoSecret(`failed job ${row.name}`, row.error, row.stack, ...stored);
+      assertNoSecret(`result() of ${row.name}`, (await queue.result(id))?.error);
+    }
+    assert.equal(failedEvents.length, ids.length + 1);
+    for (const { error } of failedEvents) {
+      if (error.message.includes("visible-key")) continue;
+      const { issues, cause } = error as ValidationError;
+      assertNoSecret("job:failed", error.message, error.stack, JSON.stringify(issues));
+      assert.equal(cause, undefined, error.message);
+    }
   },
 );
 

@@ -24,6 +24,7 @@ import {
 } from "../errors.ts";
 import type { JobDefinition, PayloadSchema } from "../job.ts";
 import { holdsTransform, jsonChange } from "../json_safe.ts";
+import { dataDetail, schemaRefusal } from "../schema_issues.ts";
 import { assertStepName, signalSealedAs, stepSealedAs } from "../admin/steps.ts";
 import type { StepOptions, WaitOptions } from "../steps.ts";
 import type { JobStepsRow, StepRow, StepWrite } from "../stores/store.ts";
@@ -338,16 +339,18 @@ export class DurableSteps {
     if (schema !== undefined) {
       const result = schema.safeParse(value);
       if (!result.success) {
-        throw new ValidationError(job.name, `step output: ${issuesText(result.error)}`, [], action);
+        const { detail, issues, options } = schemaRefusal(job, "step output", result.error);
+        throw new ValidationError(job.name, detail, issues, { ...action, ...options });
       }
       checked = result.data;
     }
     if (checked === undefined) return { output: null, readBack: undefined };
     const change = jsonChange(checked, "step output");
     if (change !== null) {
+      const { detail } = dataDetail(job, change);
       throw new ValidationError(
         job.name,
-        `step output does not survive JSON: ${change}`,
+        `step output does not survive JSON: ${detail}`,
         [],
         action,
       );
@@ -362,7 +365,7 @@ export class DurableSteps {
         action,
       );
     }
-    const readBack = readBackOutput(JSON.parse(json), schema);
+    const readBack = readBackOutput(JSON.parse(json), schema, job);
     if (!readBack.ok) {
       throw new ValidationError(
         job.name,
@@ -396,8 +399,9 @@ export class DurableSteps {
       "step output",
       this.#job.encrypted,
     );
-    const value = this.#parsed(json, "step output");
-    const readBack = readBackOutput(value, schema);
+    const sealed = { encrypted: isEncryptedPayload(stored) };
+    const value = this.#parsed(json, "step output", sealed);
+    const readBack = readBackOutput(value, schema, sealed);
     if (!readBack.ok) {
       // No retry can change what was recorded: the job fails for good.
       throw new PayloadIntegrityError(
@@ -422,15 +426,17 @@ export class DurableSteps {
       "signal",
       this.#job.encrypted,
     );
-    const value = this.#parsed(json, "signal");
+    const sealed = { encrypted: isEncryptedPayload(stored) };
+    const value = this.#parsed(json, "signal", sealed);
     if (schema === undefined) return value as T;
     const result = schema.safeParse(value);
     if (!result.success) {
       // No retry can change a signal already sent: the job fails for good.
+      const { detail, options } = schemaRefusal(sealed, "signal", result.error);
       throw new PayloadIntegrityError(
         this.#job.name,
-        `it does not match the wait's schema: ${issuesText(result.error)}`,
-        { of: "signal" },
+        `it does not match the wait's schema: ${detail}`,
+        { of: "signal", ...options },
       );
     }
     return result.data;
@@ -455,13 +461,13 @@ export class DurableSteps {
     return stored;
   }
 
-  #parsed(json: string, what: "step output" | "signal"): unknown {
+  /** `json` parsed; an error says nothing taken from it when it was `sealed`. */
+  #parsed(json: string, what: "step output" | "signal", sealed: { encrypted: boolean }): unknown {
     try {
       return JSON.parse(json);
     } catch (error) {
-      throw new PayloadIntegrityError(this.#job.name, `not JSON: ${asError(error).message}`, {
-        of: what,
-      });
+      const { detail } = dataDetail(sealed, asError(error).message);
+      throw new PayloadIntegrityError(this.#job.name, `not JSON: ${detail}`, { of: what });
     }
   }
 }
@@ -469,20 +475,22 @@ export class DurableSteps {
 /**
  * What a step's recorded output, parsed from its JSON, reads back as: the
  * output of {@linkcode readBackSchema}'s check, or the parsed value as
- * recorded when there is no check; or the issues when the check fails.
- * The run that records an output reads it back this way too, so every run
- * gets the same value.
+ * recorded when there is no check; or the issues when the check fails
+ * (none taken from the value when `secret` is encrypted). The run that
+ * records an output reads it back this way too, so every run gets the
+ * same value.
  */
 function readBackOutput(
   recorded: unknown,
   schema: PayloadSchema | undefined,
+  secret: { readonly encrypted: boolean },
 ): { ok: true; value: unknown } | { ok: false; issues: string } {
   const check = readBackSchema(schema);
   if (check === undefined) return { ok: true, value: recorded };
   const result = check.safeParse(recorded);
   return result.success
     ? { ok: true, value: result.data }
-    : { ok: false, issues: issuesText(result.error) };
+    : { ok: false, issues: schemaRefusal(secret, "step output", result.error).detail };
 }
 
 const holdsTransformOf = new WeakMap<object, boolean>();
@@ -578,12 +586,4 @@ function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
     }, ms);
     signal.addEventListener("abort", onAbort, { once: true });
   });
-}
-
-function issuesText(
-  error: { issues: readonly { path: readonly PropertyKey[]; message: string }[] },
-): string {
-  return error.issues.map(({ path, message }) =>
-    `${path.length === 0 ? "value" : path.map(String).join(".")}: ${message}`
-  ).join("; ");
 }

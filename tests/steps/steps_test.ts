@@ -691,7 +691,7 @@ storeTest(
     const [failed] = await queue.failed();
     assert.match(
       failed!.error,
-      /PayloadIntegrityError: .*does not match the wait's schema: approved/,
+      /PayloadIntegrityError: .*does not match the wait's schema: signal\.approved/,
     );
   },
 );
@@ -1030,7 +1030,7 @@ storeTest(
     assert.equal(retries.length, 2);
     assert.match(
       retries[0]!,
-      /ValidationError: Cannot store step "count" of "checked-output": step output: value: /,
+      /ValidationError: Cannot store step "count" of "checked-output": step output: Invalid input/,
     );
     assert.deepEqual(
       (await queue.steps(id)).map(({ key, attempt, output }) => [key, attempt, output]),
@@ -1106,7 +1106,7 @@ storeTest(
     const [failed] = await queue.failed();
     assert.match(
       failed!.error,
-      /ValidationError: Cannot store step "fetch" of "dropped-key": step output would fail its output schema once read back from JSON: data: /,
+      /ValidationError: Cannot store step "fetch" of "dropped-key": step output would fail its output schema once read back from JSON: step output\.data: /,
     );
     assert.deepEqual(await queue.steps(id), [], "nothing recorded");
   },
