@@ -48,7 +48,7 @@ storeTest(
   "a handler holding its Web Worker's thread past its timeout keeps the lines it logged before its Web Worker is terminated",
   async (db) => {
     const queue = await db.open({ jobs: JOBS });
-    const id = await queue.dispatch(timesOutBusy, { holdMs: 1_500 });
+    const id = await queue.dispatch(timesOutBusy, { holdMs: 60_000 });
     const worker = queue.work({ executor: "workers", workers: 1, pollMs: 20, graceMs: 200 });
     try {
       await eventually("the job failed", async () => (await queue.failedJob(id)) !== null);
