@@ -175,6 +175,35 @@ storeTest.sql(
   },
 );
 
+storeTest.sql(
+  "tx.query() reads the text as its engine does, so no COMMIT behind a comment or another statement ends the transaction",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    const texts = [
+      "/* a /* nested */ still a comment */ COMMIT", // PostgreSQL nests block comments
+      "-- a comment\r COMMIT", // and ends a -- comment at \r too
+      "/* a /* b */ COMMIT", // SQLite ends a block comment at its first */
+      "SELECT 1; COMMIT",
+      "SELECT 1;\nCOMMIT",
+    ];
+    for (const text of texts) {
+      await assert.rejects(
+        queue.transaction(async (tx) => {
+          await tx.dispatch(note, { n: 1 });
+          await tx.query(text).catch(() => {});
+          throw new Error("the app's own failure");
+        }),
+        /the app's own failure/,
+      );
+      assert.equal(
+        await db.count("jobs"),
+        0,
+        `the dispatch rolled back after ${JSON.stringify(text)}`,
+      );
+    }
+  },
+);
+
 storeTest(
   "pruneFailed, pruneFinished, pruneBatches and pruneFlows take an olderThanMs of any size or fraction and delete only what is older",
   async (db) => {

@@ -1,0 +1,210 @@
+/**
+ * The app's own SQL in `tx.query`, read the way its engine reads it, so
+ * that what is checked is what runs: the statements the text holds and the
+ * first words of each. A statement that would end the transaction
+ * `queue.transaction()` owns is refused before it reaches the engine.
+ *
+ * The readings follow each engine's tokenizer where they differ:
+ * PostgreSQL (`scan.l`) nests block comments, ends a `--` comment at `\n`
+ * or `\r`, and quotes strings with `$tag$ … $tag$` and `E'…'` (backslash
+ * escapes); SQLite (`tokenize.c`) ends a block comment at the first `*\/`,
+ * a `--` comment at `\n` only, and also quotes identifiers with `[…]` and
+ * `` `…` ``. Both take `'…'` strings and `"…"` identifiers, a doubled quote
+ * standing for itself, and run to the end of the text from an unterminated
+ * quote or comment.
+ *
+ * @internal
+ * @module
+ */
+import type { EngineName } from "./statement.ts";
+
+/** Where one engine's reading of SQL text differs from the other's. */
+interface Reading {
+  /** Whether a block comment holds nested ones, each closed by its own `*\/`. */
+  readonly nestedComments: boolean;
+  /** The characters that end a `--` comment. */
+  readonly lineEnds: string;
+  /** Whether `$tag$ … $tag$` quotes a string and `E'…'` escapes with backslashes. */
+  readonly dollarAndEscapeStrings: boolean;
+  /** The quotes that open an identifier besides `"`, each with its closing one. */
+  readonly identifierQuotes: Readonly<Record<string, string>>;
+}
+
+const READINGS: Readonly<Record<EngineName, Reading>> = {
+  postgres: {
+    nestedComments: true,
+    lineEnds: "\n\r",
+    dollarAndEscapeStrings: true,
+    identifierQuotes: {},
+  },
+  sqlite: {
+    nestedComments: false,
+    lineEnds: "\n",
+    dollarAndEscapeStrings: false,
+    identifierQuotes: { "[": "]", "`": "`" },
+  },
+};
+
+/**
+ * Blanks between tokens: every JavaScript white space and the BOM. The
+ * engines take fewer (a no-break space is part of a word to both), so a
+ * text this reads apart is one they refuse as a syntax error.
+ */
+const BLANK = /[\s\uFEFF]/;
+/** A character of a word (a keyword, a name, a number): `$` and every non-ASCII one included, as both engines have it. */
+const WORD = /[A-Za-z0-9_$\u0080-\uFFFF]/;
+/** The tag of a PostgreSQL dollar quote, after its first `$`: empty, or a name that starts with no digit or `$`. */
+const DOLLAR_TAG = /(?:[A-Za-z_\u0080-\uFFFF][A-Za-z0-9_\u0080-\uFFFF]*)?\$/y;
+
+/**
+ * The statements `text` holds as `engine` reads it, each as its leading
+ * words (upper case) up to its first token that is no word: `SET LOCAL x`
+ * gives `["SET", "LOCAL", "X"]`. Empty statements (`;;`) are left out.
+ */
+export function readStatements(engine: EngineName, text: string): string[][] {
+  const reading = READINGS[engine];
+  const statements: string[][] = [];
+  let words: string[] = [];
+  /** Whether the statement read so far has a token, and whether it had one that is no word. */
+  let started = false;
+  let headEnded = false;
+  let i = 0;
+  /** Where the last word ended, and whether it was `E` (which makes a `'` right after it open an escape string). */
+  let wordEnd = -1;
+  let wordIsE = false;
+  const other = (end: number) => {
+    started = true;
+    headEnded = true;
+    i = end;
+  };
+  while (i < text.length) {
+    const char = text[i]!;
+    const next = text[i + 1];
+    if (BLANK.test(char)) {
+      i++;
+    } else if (char === "-" && next === "-") {
+      i = lineCommentEnd(text, i + 2, reading.lineEnds);
+    } else if (char === "/" && next === "*") {
+      i = blockCommentEnd(text, i + 2, reading.nestedComments);
+    } else if (char === ";") {
+      if (started) statements.push(words);
+      words = [];
+      started = false;
+      headEnded = false;
+      i++;
+    } else if (char === "'") {
+      const escaped = reading.dollarAndEscapeStrings && wordEnd === i && wordIsE;
+      other(quotedEnd(text, i + 1, "'", escaped));
+    } else if (char === '"') {
+      other(quotedEnd(text, i + 1, '"', false));
+    } else if (reading.identifierQuotes[char] !== undefined) {
+      other(quotedEnd(text, i + 1, reading.identifierQuotes[char], false));
+    } else if (
+      char === "$" && reading.dollarAndEscapeStrings && dollarTagAt(text, i + 1) !== null
+    ) {
+      const tag = `$${dollarTagAt(text, i + 1)}`;
+      const close = text.indexOf(tag, i + tag.length);
+      other(close === -1 ? text.length : close + tag.length);
+    } else if (WORD.test(char)) {
+      let end = i + 1;
+      while (end < text.length && WORD.test(text[end]!) && !BLANK.test(text[end]!)) end++;
+      const word = text.slice(i, end).toUpperCase();
+      if (!headEnded) words.push(word);
+      started = true;
+      wordEnd = i = end;
+      wordIsE = word === "E";
+    } else {
+      other(i + 1);
+    }
+  }
+  if (started) statements.push(words);
+  return statements;
+}
+
+/** Where a `--` comment whose text starts at `from` ends (past its line end). */
+function lineCommentEnd(text: string, from: number, lineEnds: string): number {
+  for (let i = from; i < text.length; i++) if (lineEnds.includes(text[i]!)) return i + 1;
+  return text.length;
+}
+
+/** Where a block comment whose text starts at `from` ends (past its `*\/`). */
+function blockCommentEnd(text: string, from: number, nested: boolean): number {
+  let depth = 1;
+  let i = from;
+  while (i < text.length) {
+    if (text.startsWith("*/", i)) {
+      depth--;
+      i += 2;
+      if (depth === 0) return i;
+    } else if (nested && text.startsWith("/*", i)) {
+      depth++;
+      i += 2;
+    } else {
+      i++;
+    }
+  }
+  return text.length;
+}
+
+/** Where a quoted string or name whose text starts at `from` ends (past its closing quote). */
+function quotedEnd(text: string, from: number, close: string, backslashEscapes: boolean): number {
+  let i = from;
+  while (i < text.length) {
+    const char = text[i]!;
+    if (backslashEscapes && char === "\\") {
+      i += 2;
+    } else if (char !== close) {
+      i++;
+    } else if (close !== "]" && text[i + 1] === close) {
+      i += 2;
+    } else {
+      return i + 1;
+    }
+  }
+  return text.length;
+}
+
+/** The tag of the dollar quote whose first `$` is just before `from`, or null when none opens there. */
+function dollarTagAt(text: string, from: number): string | null {
+  DOLLAR_TAG.lastIndex = from;
+  const match = DOLLAR_TAG.exec(text);
+  return match === null ? null : match[0].slice(0, -1);
+}
+
+/**
+ * The first words of statements that would end, nest or reconfigure the
+ * transaction `transaction()` owns (a `COMMIT` would commit the dispatches
+ * of a callback that then throws).
+ */
+const TRANSACTION_CONTROL = new Set([
+  "BEGIN",
+  "START",
+  "COMMIT",
+  "END",
+  "ROLLBACK",
+  "ABORT",
+  "SAVEPOINT",
+  "RELEASE",
+  "PRAGMA",
+  "VACUUM",
+]);
+
+/**
+ * Throws a `TypeError` when the app's text for `tx.query` is no string, or
+ * when its first statement, as `engine` reads it, is transaction control.
+ */
+export function assertAppStatement(engine: EngineName, text: unknown): void {
+  if (typeof text !== "string") {
+    throw new TypeError(`tx.query: the statement must be a string: got ${typeof text}`);
+  }
+  const [first = "", second = "", third = ""] = readStatements(engine, text)[0] ?? [];
+  const control = TRANSACTION_CONTROL.has(first) ||
+    (first === "SET" && second === "TRANSACTION") ||
+    (first === "SET" && second === "SESSION" && third === "CHARACTERISTICS") ||
+    (first === "PREPARE" && second === "TRANSACTION");
+  if (control) {
+    throw new TypeError(
+      `Cannot run ${first} in tx.query: the transaction belongs to queue.transaction(), which commits when the callback returns and rolls back when it throws`,
+    );
+  }
+}
