@@ -141,7 +141,6 @@ storeTest.sql(
       "START TRANSACTION",
       "SAVEPOINT s",
       "RELEASE s",
-      "PRAGMA foreign_keys = OFF",
     ];
     for (const statement of statements) {
       await assert.rejects(
@@ -201,6 +200,41 @@ storeTest.sql(
         `the dispatch rolled back after ${JSON.stringify(text)}`,
       );
     }
+  },
+);
+
+storeTest.sql(
+  "tx.query() refuses SET, RESET, DISCARD and PRAGMA, which would change the queue's connection past the transaction",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    const statements = [
+      "SET search_path TO public",
+      "/* c */ set session statement_timeout = 0",
+      "SET ROLE NONE",
+      "RESET ALL",
+      "DISCARD PLANS",
+      "PRAGMA foreign_keys = OFF",
+    ];
+    for (const statement of statements) {
+      await assert.rejects(
+        queue.transaction((tx) => tx.query(statement)),
+        (error: unknown) => {
+          assert.ok(error instanceof TypeError, `${statement}: ${error}`);
+          assert.match(error.message, /^Cannot run [A-Z]+ in tx\.query: it changes the connection/);
+          return true;
+        },
+      );
+    }
+    if (db.kind === "postgres") {
+      // SET LOCAL ends with the transaction: allowed.
+      await queue.transaction((tx) => tx.query("SET LOCAL search_path TO public"));
+    }
+    // Every connection of the queue still reads its own tables.
+    const ids = await Promise.all(
+      Array.from({ length: 12 }, (_, n) => queue.dispatch(note, { n })),
+    );
+    assert.equal(ids.length, 12);
+    assert.equal((await queue.counts())["default"]!.pending, 12);
   },
 );
 

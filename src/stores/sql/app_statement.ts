@@ -2,7 +2,8 @@
  * The app's own SQL in `tx.query`, read the way its engine reads it, so
  * that what is checked is what runs: the statements the text holds and the
  * first words of each. A statement that would end the transaction
- * `queue.transaction()` owns is refused before it reaches the engine.
+ * `queue.transaction()` owns, or change the connection for what runs on it
+ * after that transaction, is refused before it reaches the engine.
  *
  * The readings follow each engine's tokenizer where they differ:
  * PostgreSQL (`scan.l`) nests block comments, ends a `--` comment at `\n`
@@ -185,26 +186,44 @@ const TRANSACTION_CONTROL = new Set([
   "ABORT",
   "SAVEPOINT",
   "RELEASE",
-  "PRAGMA",
   "VACUUM",
 ]);
 
 /**
+ * The first words of statements that change the connection for what runs
+ * on it after the transaction: the queue's own statements share it (a
+ * `SET search_path` that commits sends them to another schema).
+ * PostgreSQL's `SET LOCAL` and `SET CONSTRAINTS` end with the transaction.
+ */
+const CONNECTION_SETTINGS = new Set(["PRAGMA", "SET", "RESET", "DISCARD"]);
+
+/** Why a statement of these first words is refused, or null when it may run. */
+function refusal([first = "", second = ""]: readonly string[]): string | null {
+  if (
+    TRANSACTION_CONTROL.has(first) ||
+    (first === "SET" && second === "TRANSACTION") ||
+    (first === "PREPARE" && second === "TRANSACTION")
+  ) {
+    return "the transaction belongs to queue.transaction(), which commits when the callback returns and rolls back when it throws";
+  }
+  if (
+    CONNECTION_SETTINGS.has(first) && !(first === "SET" && /^(LOCAL|CONSTRAINTS)$/.test(second))
+  ) {
+    return "it changes the connection beyond this transaction, and the queue's own statements run on it afterwards; for this transaction only, use SET LOCAL (PostgreSQL)";
+  }
+  return null;
+}
+
+/**
  * Throws a `TypeError` when the app's text for `tx.query` is no string, or
- * when its first statement, as `engine` reads it, is transaction control.
+ * when its first statement, as `engine` reads it, is transaction control or
+ * changes the connection.
  */
 export function assertAppStatement(engine: EngineName, text: unknown): void {
   if (typeof text !== "string") {
     throw new TypeError(`tx.query: the statement must be a string: got ${typeof text}`);
   }
-  const [first = "", second = "", third = ""] = readStatements(engine, text)[0] ?? [];
-  const control = TRANSACTION_CONTROL.has(first) ||
-    (first === "SET" && second === "TRANSACTION") ||
-    (first === "SET" && second === "SESSION" && third === "CHARACTERISTICS") ||
-    (first === "PREPARE" && second === "TRANSACTION");
-  if (control) {
-    throw new TypeError(
-      `Cannot run ${first} in tx.query: the transaction belongs to queue.transaction(), which commits when the callback returns and rolls back when it throws`,
-    );
-  }
+  const words = readStatements(engine, text)[0] ?? [];
+  const reason = refusal(words);
+  if (reason !== null) throw new TypeError(`Cannot run ${words[0]} in tx.query: ${reason}`);
 }
