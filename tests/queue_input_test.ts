@@ -238,6 +238,32 @@ storeTest.sql(
   },
 );
 
+storeTest.sql(
+  "tx.query() refuses a text of several statements, running none of them",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    await queue.transaction((tx) => tx.query("CREATE TABLE several (id INTEGER PRIMARY KEY)"));
+    await assert.rejects(
+      queue.transaction((tx) =>
+        tx.query("INSERT INTO several (id) VALUES (1); INSERT INTO several (id) VALUES (2)")
+      ),
+      {
+        name: "TypeError",
+        message: "tx.query runs one statement: the text holds 2; call tx.query once for each",
+      },
+    );
+    assert.deepEqual(await queue.transaction((tx) => tx.query("SELECT id FROM several")), []);
+    // A ; in a quote or a comment, or at the end, is not another statement.
+    const one = db.pick({
+      sqlite: `SELECT 1 AS "a;b", ';' AS c, 2 AS [d;], 3 AS \`e;\` -- ;\n;`,
+      postgres: `SELECT 1 AS "a;b", ';' AS c, E'\\';' AS d, $q$;$q$ AS e /* ; /* ; */ ; */;`,
+    });
+    const [row] = await queue.transaction((tx) => tx.query<Record<string, unknown>>(one));
+    assert.equal(Number(row!["a;b"]), 1);
+    assert.equal(row!["c"], ";");
+  },
+);
+
 storeTest(
   "pruneFailed, pruneFinished, pruneBatches and pruneFlows take an olderThanMs of any size or fraction and delete only what is older",
   async (db) => {

@@ -1,7 +1,7 @@
 /**
  * The app's own SQL in `tx.query`, read the way its engine reads it, so
- * that what is checked is what runs: the statements the text holds and the
- * first words of each. A statement that would end the transaction
+ * that what is checked is what runs: the one statement a text may hold, and
+ * its first words. A statement that would end the transaction
  * `queue.transaction()` owns, or change the connection for what runs on it
  * after that transaction, is refused before it reaches the engine.
  *
@@ -215,15 +215,22 @@ function refusal([first = "", second = ""]: readonly string[]): string | null {
 }
 
 /**
- * Throws a `TypeError` when the app's text for `tx.query` is no string, or
- * when its first statement, as `engine` reads it, is transaction control or
- * changes the connection.
+ * Throws a `TypeError` when the app's text for `tx.query` is no string,
+ * holds more than one statement as `engine` reads it (SQLite would run the
+ * first only, PostgreSQL refuse it), or when its statement is transaction
+ * control or changes the connection.
  */
 export function assertAppStatement(engine: EngineName, text: unknown): void {
   if (typeof text !== "string") {
     throw new TypeError(`tx.query: the statement must be a string: got ${typeof text}`);
   }
-  const words = readStatements(engine, text)[0] ?? [];
+  const statements = readStatements(engine, text);
+  if (statements.length > 1) {
+    throw new TypeError(
+      `tx.query runs one statement: the text holds ${statements.length}; call tx.query once for each`,
+    );
+  }
+  const words = statements[0] ?? [];
   const reason = refusal(words);
   if (reason !== null) throw new TypeError(`Cannot run ${words[0]} in tx.query: ${reason}`);
 }
