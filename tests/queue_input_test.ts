@@ -264,6 +264,45 @@ storeTest.sql(
   },
 );
 
+storeTest.sql(
+  "tx.query() refuses a text without a statement and params that are no array, with a TypeError naming them",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    const refusals: [string, unknown, string][] = [
+      ["", undefined, 'tx.query: the text holds no statement: got ""'],
+      [" -- nothing\n/* at all */ ;", undefined, "tx.query: the text holds no statement: got"],
+      ["SELECT 1 AS one", 5, "tx.query: params must be an array: got 5"],
+      ["SELECT 1 AS one", { a: 1 }, 'tx.query: params must be an array: got {"a":1}'],
+      ["SELECT 1 AS one", null, "tx.query: params must be an array: got null"],
+    ];
+    for (const [text, params, message] of refusals) {
+      await assert.rejects(
+        queue.transaction((tx) => tx.query(text, params as unknown[])),
+        (error: unknown) => {
+          assert.ok(error instanceof TypeError, `${JSON.stringify(text)}: ${error}`);
+          assert.ok(error.message.startsWith(message), error.message);
+          return true;
+        },
+      );
+    }
+  },
+);
+
+storeTest(
+  "Queue.transaction() refuses a callback that is no function, naming what it got",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    const transaction = queue.transaction as (fn: unknown) => Promise<unknown>;
+    for (const [fn, got] of [[42, "42"], [undefined, "undefined"], ["SELECT 1", '"SELECT 1"']]) {
+      await assert.rejects(transaction.call(queue, fn), {
+        name: "TypeError",
+        message: `transaction: fn must be a function: got ${got}`,
+      });
+    }
+    assert.equal(await unfinishedCount(queue), 0);
+  },
+);
+
 storeTest(
   "pruneFailed, pruneFinished, pruneBatches and pruneFlows take an olderThanMs of any size or fraction and delete only what is older",
   async (db) => {

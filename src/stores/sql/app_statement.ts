@@ -17,6 +17,7 @@
  * @internal
  * @module
  */
+import { shown } from "../../shown.ts";
 import type { EngineName } from "./statement.ts";
 
 /** Where one engine's reading of SQL text differs from the other's. */
@@ -215,16 +216,23 @@ function refusal([first = "", second = ""]: readonly string[]): string | null {
 }
 
 /**
- * Throws a `TypeError` when the app's text for `tx.query` is no string,
- * holds more than one statement as `engine` reads it (SQLite would run the
- * first only, PostgreSQL refuse it), or when its statement is transaction
+ * Throws a `TypeError` when the app's text for `tx.query` is no string or
+ * its params no array, when the text, as `engine` reads it, holds no
+ * statement (SQLite would fail with "not an error") or more than one
+ * (SQLite would run the first only), or when its statement is transaction
  * control or changes the connection.
  */
-export function assertAppStatement(engine: EngineName, text: unknown): void {
+export function assertAppStatement(engine: EngineName, text: unknown, params: unknown): void {
   if (typeof text !== "string") {
-    throw new TypeError(`tx.query: the statement must be a string: got ${typeof text}`);
+    throw new TypeError(`tx.query: the statement must be a string: got ${shown(text)}`);
+  }
+  if (!Array.isArray(params)) {
+    throw new TypeError(`tx.query: params must be an array: got ${shown(params)}`);
   }
   const statements = readStatements(engine, text);
+  if (statements.length === 0) {
+    throw new TypeError(`tx.query: the text holds no statement: got ${shown(text)}`);
+  }
   if (statements.length > 1) {
     throw new TypeError(
       `tx.query runs one statement: the text holds ${statements.length}; call tx.query once for each`,

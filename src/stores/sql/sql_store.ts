@@ -255,7 +255,7 @@ export class SqlStore implements Store, MoveStore {
         insertBatch: (batch) => tx.run(waking(chainsBatches.insertBatch(dialect, batch))),
         insertFlow: (flow) => tx.run(waking(flows.insertFlow(dialect, flow))),
         query: async <Row>(text: string, params: readonly unknown[] = []) => {
-          assertAppStatement(dialect.engine, text);
+          assertAppStatement(dialect.engine, text, params);
           return await tx.query<Row>(text, params);
         },
       };
