@@ -261,6 +261,28 @@ storeTest.sql(
     const [row] = await queue.transaction((tx) => tx.query<Record<string, unknown>>(one));
     assert.equal(Number(row!["a;b"]), 1);
     assert.equal(row!["c"], ";");
+    // Nor is one that ends a statement of a trigger's or a function's body.
+    await queue.transaction((tx) =>
+      tx.query(db.pick({
+        sqlite: `CREATE TRIGGER several_twice AFTER INSERT ON several WHEN NEW.id < 10 BEGIN
+          INSERT INTO several (id) VALUES (NEW.id + CASE WHEN NEW.id > 0 THEN 100 END); END;`,
+        postgres: `CREATE FUNCTION several_twice() RETURNS int LANGUAGE sql BEGIN ATOMIC
+          INSERT INTO several (id) VALUES (CASE WHEN true THEN 100 END); SELECT 1; END;`,
+      }))
+    );
+    await queue.transaction((tx) =>
+      tx.query(db.pick({
+        sqlite: "INSERT INTO several (id) VALUES (1)",
+        postgres: "SELECT several_twice()",
+      }))
+    );
+    const ids = await queue.transaction((tx) =>
+      tx.query<{ id: number }>("SELECT id FROM several ORDER BY id")
+    );
+    assert.deepEqual(
+      ids.map(({ id }) => Number(id)),
+      db.pick({ sqlite: [1, 101], postgres: [100] }),
+    );
   },
 );
 

@@ -12,7 +12,8 @@
  * a `--` comment at `\n` only, and also quotes identifiers with `[…]` and
  * `` `…` ``. Both take `'…'` strings and `"…"` identifiers, a doubled quote
  * standing for itself, and run to the end of the text from an unterminated
- * quote or comment.
+ * quote or comment. On both, a `;` inside parentheses or inside the body of
+ * a trigger or a `BEGIN ATOMIC` routine does not end the statement.
  *
  * @internal
  * @module
@@ -66,17 +67,13 @@ const DOLLAR_TAG = /(?:[A-Za-z_\u0080-\uFFFF][A-Za-z0-9_\u0080-\uFFFF]*)?\$/y;
 export function readStatements(engine: EngineName, text: string): string[][] {
   const reading = READINGS[engine];
   const statements: string[][] = [];
-  let words: string[] = [];
-  /** Whether the statement read so far has a token, and whether it had one that is no word. */
-  let started = false;
-  let headEnded = false;
+  let statement = new OpenStatement();
   let i = 0;
   /** Where the last word ended, and whether it was `E` (which makes a `'` right after it open an escape string). */
   let wordEnd = -1;
   let wordIsE = false;
   const other = (end: number) => {
-    started = true;
-    headEnded = true;
+    statement.other(text[i]!);
     i = end;
   };
   while (i < text.length) {
@@ -88,11 +85,9 @@ export function readStatements(engine: EngineName, text: string): string[][] {
       i = lineCommentEnd(text, i + 2, reading.lineEnds);
     } else if (char === "/" && next === "*") {
       i = blockCommentEnd(text, i + 2, reading.nestedComments);
-    } else if (char === ";") {
-      if (started) statements.push(words);
-      words = [];
-      started = false;
-      headEnded = false;
+    } else if (char === ";" && statement.endsAtSemicolon) {
+      if (statement.started) statements.push(statement.head);
+      statement = new OpenStatement();
       i++;
     } else if (char === "'") {
       const escaped = reading.dollarAndEscapeStrings && wordEnd === i && wordIsE;
@@ -111,16 +106,62 @@ export function readStatements(engine: EngineName, text: string): string[][] {
       let end = i + 1;
       while (end < text.length && WORD.test(text[end]!) && !BLANK.test(text[end]!)) end++;
       const word = text.slice(i, end).toUpperCase();
-      if (!headEnded) words.push(word);
-      started = true;
+      statement.word(word);
       wordEnd = i = end;
       wordIsE = word === "E";
     } else {
       other(i + 1);
     }
   }
-  if (started) statements.push(words);
+  if (statement.started) statements.push(statement.head);
   return statements;
+}
+
+/**
+ * The first words of a statement whose body holds statements of its own in
+ * `BEGIN … END`, each ending with a `;` that does not end it: a SQLite
+ * trigger, a PostgreSQL function or procedure of `BEGIN ATOMIC` (the engines'
+ * grammars; psql and `sqlite3_complete()` read them so too).
+ */
+const WITH_BODY = /^CREATE (OR REPLACE )?(TEMP |TEMPORARY )?(FUNCTION|PROCEDURE|TRIGGER) /;
+
+/** The statement being read: its first words, and what keeps a `;` from ending it. */
+class OpenStatement {
+  /** Its leading words, up to its first token that is no word. */
+  readonly head: string[] = [];
+  #started = false;
+  #headEnded = false;
+  /** How deep in parentheses: a `;` there is a syntax error, not an end. */
+  #parens = 0;
+  /** How deep in a body's `BEGIN … END`, and in a `CASE … END` inside it. */
+  #blocks = 0;
+
+  /** Whether it has a token yet. */
+  get started(): boolean {
+    return this.#started;
+  }
+
+  /** Whether a `;` now ends it: outside parentheses and any body. */
+  get endsAtSemicolon(): boolean {
+    return this.#parens === 0 && this.#blocks === 0;
+  }
+
+  /** Reads a word (upper case). */
+  word(word: string): void {
+    this.#started = true;
+    if (!this.#headEnded) this.head.push(word);
+    if (this.#parens > 0 || !WITH_BODY.test(`${this.head.slice(0, 5).join(" ")} `)) return;
+    if (word === "BEGIN" || (word === "CASE" && this.#blocks > 0)) this.#blocks++;
+    else if (word === "END" && this.#blocks > 0) this.#blocks--;
+  }
+
+  /** Reads a token that is no word, starting with `char`. */
+  other(char: string): void {
+    this.#started = true;
+    this.#headEnded = true;
+    if (char === "(") this.#parens++;
+    else if (char === ")" && this.#parens > 0) this.#parens--;
+  }
 }
 
 /** Where a `--` comment whose text starts at `from` ends (past its line end). */
