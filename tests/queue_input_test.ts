@@ -272,8 +272,15 @@ storeTest.sql(
     );
     await queue.transaction((tx) =>
       tx.query(db.pick({
+        sqlite: "SELECT 1",
+        postgres: `CREATE FUNCTION several_thrice() RETURNS void LANGUAGE sql AS $$
+          INSERT INTO several (id) VALUES (200); SELECT several_twice(); $$`,
+      }))
+    );
+    await queue.transaction((tx) =>
+      tx.query(db.pick({
         sqlite: "INSERT INTO several (id) VALUES (1)",
-        postgres: "SELECT several_twice()",
+        postgres: "SELECT several_thrice()",
       }))
     );
     const ids = await queue.transaction((tx) =>
@@ -281,7 +288,7 @@ storeTest.sql(
     );
     assert.deepEqual(
       ids.map(({ id }) => Number(id)),
-      db.pick({ sqlite: [1, 101], postgres: [100] }),
+      db.pick({ sqlite: [1, 101], postgres: [100, 200] }),
     );
   },
 );

@@ -99,7 +99,7 @@ export function readStatements(engine: EngineName, text: string): string[][] {
     } else if (
       char === "$" && reading.dollarAndEscapeStrings && dollarTagAt(text, i + 1) !== null
     ) {
-      const tag = `$${dollarTagAt(text, i + 1)}`;
+      const tag = "$" + dollarTagAt(text, i + 1) + "$";
       const close = text.indexOf(tag, i + tag.length);
       other(close === -1 ? text.length : close + tag.length);
     } else if (WORD.test(char)) {
