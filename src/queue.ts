@@ -57,6 +57,7 @@ import { groupTarget } from "./dispatch/group_key.ts";
 import { InlineTarget } from "./dispatch/inline_target.ts";
 import type { JobRows } from "./dispatch/job_rows.ts";
 import { runNow } from "./dispatch/run_now.ts";
+import { shown } from "./shown.ts";
 import { type QueueTransaction, runTransaction } from "./dispatch/transaction.ts";
 import type {
   DrainAfterOptions,
@@ -342,6 +343,9 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async transaction<T>(fn: (tx: QueueTransaction) => T | Promise<T>): Promise<T> {
     this.#assertOpen("start a transaction");
+    if (typeof fn !== "function") {
+      throw new TypeError(`transaction: fn must be a function: got ${shown(fn)}`);
+    }
     if (this.#mode === "inline") {
       throw new TypeError(
         'Cannot start a transaction: an inline queue (mode "inline") has no database to share',

@@ -141,7 +141,6 @@ storeTest.sql(
       "START TRANSACTION",
       "SAVEPOINT s",
       "RELEASE s",
-      "PRAGMA foreign_keys = OFF",
     ];
     for (const statement of statements) {
       await assert.rejects(
@@ -172,6 +171,164 @@ storeTest.sql(
     // Ordinary statements still run.
     const [row] = await queue.transaction((tx) => tx.query<{ one: number }>("SELECT 1 AS one"));
     assert.equal(Number(row!.one), 1);
+  },
+);
+
+storeTest.sql(
+  "tx.query() reads the text as its engine does, so no COMMIT behind a comment or another statement ends the transaction",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    const texts = [
+      "/* a /* nested */ still a comment */ COMMIT", // PostgreSQL nests block comments
+      "-- a comment\r COMMIT", // and ends a -- comment at \r too
+      "/* a /* b */ COMMIT", // SQLite ends a block comment at its first */
+      "SELECT 1; COMMIT",
+      "SELECT 1;\nCOMMIT",
+    ];
+    for (const text of texts) {
+      await assert.rejects(
+        queue.transaction(async (tx) => {
+          await tx.dispatch(note, { n: 1 });
+          await tx.query(text).catch(() => {});
+          throw new Error("the app's own failure");
+        }),
+        /the app's own failure/,
+      );
+      assert.equal(
+        await db.count("jobs"),
+        0,
+        `the dispatch rolled back after ${JSON.stringify(text)}`,
+      );
+    }
+  },
+);
+
+storeTest.sql(
+  "tx.query() refuses SET, RESET, DISCARD and PRAGMA, which would change the queue's connection past the transaction",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    const statements = [
+      "SET search_path TO public",
+      "/* c */ set session statement_timeout = 0",
+      "SET ROLE NONE",
+      "RESET ALL",
+      "DISCARD PLANS",
+      "PRAGMA foreign_keys = OFF",
+    ];
+    for (const statement of statements) {
+      await assert.rejects(
+        queue.transaction((tx) => tx.query(statement)),
+        (error: unknown) => {
+          assert.ok(error instanceof TypeError, `${statement}: ${error}`);
+          assert.match(error.message, /^Cannot run [A-Z]+ in tx\.query: it changes the connection/);
+          return true;
+        },
+      );
+    }
+    if (db.kind === "postgres") {
+      // SET LOCAL ends with the transaction: allowed.
+      await queue.transaction((tx) => tx.query("SET LOCAL search_path TO public"));
+    }
+    // Every connection of the queue still reads its own tables.
+    const ids = await Promise.all(
+      Array.from({ length: 12 }, (_, n) => queue.dispatch(note, { n })),
+    );
+    assert.equal(ids.length, 12);
+    assert.equal((await queue.counts())["default"]!.pending, 12);
+  },
+);
+
+storeTest.sql(
+  "tx.query() refuses a text of several statements, running none of them",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    await queue.transaction((tx) => tx.query("CREATE TABLE several (id INTEGER PRIMARY KEY)"));
+    await assert.rejects(
+      queue.transaction((tx) =>
+        tx.query("INSERT INTO several (id) VALUES (1); INSERT INTO several (id) VALUES (2)")
+      ),
+      {
+        name: "TypeError",
+        message: "tx.query runs one statement: the text holds 2; call tx.query once for each",
+      },
+    );
+    assert.deepEqual(await queue.transaction((tx) => tx.query("SELECT id FROM several")), []);
+    // A ; in a quote or a comment, or at the end, is not another statement.
+    const one = db.pick({
+      sqlite: `SELECT 1 AS "a;b", ';' AS c, 2 AS [d;], 3 AS \`e;\` -- ;\n;`,
+      postgres: `SELECT 1 AS "a;b", ';' AS c, E'\\';' AS d, $q$;$q$ AS e /* ; /* ; */ ; */;`,
+    });
+    const [row] = await queue.transaction((tx) => tx.query<Record<string, unknown>>(one));
+    assert.equal(Number(row!["a;b"]), 1);
+    assert.equal(row!["c"], ";");
+    // Nor is one that ends a statement of a trigger's or a function's body.
+    await queue.transaction((tx) =>
+      tx.query(db.pick({
+        sqlite: `CREATE TRIGGER several_twice AFTER INSERT ON several WHEN NEW.id < 10 BEGIN
+          INSERT INTO several (id) VALUES (NEW.id + CASE WHEN NEW.id > 0 THEN 100 END); END;`,
+        postgres: `CREATE FUNCTION several_twice() RETURNS int LANGUAGE sql BEGIN ATOMIC
+          INSERT INTO several (id) VALUES (CASE WHEN true THEN 100 END); SELECT 1; END;`,
+      }))
+    );
+    await queue.transaction((tx) =>
+      tx.query(db.pick({
+        sqlite: "SELECT 1",
+        postgres: `CREATE FUNCTION several_thrice() RETURNS void LANGUAGE sql AS $$
+          INSERT INTO several (id) VALUES (200); SELECT several_twice(); $$`,
+      }))
+    );
+    await queue.transaction((tx) =>
+      tx.query(db.pick({
+        sqlite: "INSERT INTO several (id) VALUES (1)",
+        postgres: "SELECT several_thrice()",
+      }))
+    );
+    const ids = await queue.transaction((tx) =>
+      tx.query<{ id: number }>("SELECT id FROM several ORDER BY id")
+    );
+    assert.deepEqual(
+      ids.map(({ id }) => Number(id)),
+      db.pick({ sqlite: [1, 101], postgres: [100, 200] }),
+    );
+  },
+);
+
+storeTest.sql(
+  "tx.query() refuses a text without a statement and params that are no array, with a TypeError naming them",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    const refusals: [string, unknown, string][] = [
+      ["", undefined, 'tx.query: the text holds no statement: got ""'],
+      [" -- nothing\n/* at all */ ;", undefined, "tx.query: the text holds no statement: got"],
+      ["SELECT 1 AS one", 5, "tx.query: params must be an array: got 5"],
+      ["SELECT 1 AS one", { a: 1 }, 'tx.query: params must be an array: got {"a":1}'],
+      ["SELECT 1 AS one", null, "tx.query: params must be an array: got null"],
+    ];
+    for (const [text, params, message] of refusals) {
+      await assert.rejects(
+        queue.transaction((tx) => tx.query(text, params as unknown[])),
+        (error: unknown) => {
+          assert.ok(error instanceof TypeError, `${JSON.stringify(text)}: ${error}`);
+          assert.ok(error.message.startsWith(message), error.message);
+          return true;
+        },
+      );
+    }
+  },
+);
+
+storeTest(
+  "Queue.transaction() refuses a callback that is no function, naming what it got",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    const transaction = queue.transaction as (fn: unknown) => Promise<unknown>;
+    for (const [fn, got] of [[42, "42"], [undefined, "undefined"], ["SELECT 1", '"SELECT 1"']]) {
+      await assert.rejects(transaction.call(queue, fn), {
+        name: "TypeError",
+        message: `transaction: fn must be a function: got ${got}`,
+      });
+    }
+    assert.equal(await unfinishedCount(queue), 0);
   },
 );
 

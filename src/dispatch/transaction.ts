@@ -32,8 +32,11 @@ export interface QueueTransaction extends Dispatcher {
   /** Builds a flow stored as part of the transaction. */
   flow(name: string): FlowBuilder;
   /**
-   * Runs the app's own statement in the same transaction (`?` placeholders on
-   * SQLite) and returns its rows.
+   * Runs one statement of the app's own in the same transaction (`?`
+   * placeholders on SQLite, `$1` on PostgreSQL) and returns its rows.
+   * Rejects with a `TypeError` a text of no statement or of several, params
+   * that are no array, transaction control (`COMMIT`, …) and what changes
+   * the connection past the transaction (`SET` but `SET LOCAL`, `PRAGMA`, …).
    */
   query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<Row[]>;
 }

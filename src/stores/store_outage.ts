@@ -48,12 +48,23 @@ const CONNECTION_NAMES =
 /** PostgreSQL's SQLSTATEs of a connection that failed or that the server ended. */
 const POSTGRES_CONNECTION = /^(08[0-9A-Z]{3}|57P0[123])$/;
 
+/**
+ * Whether PostgreSQL failed the statement only, its connection still
+ * serving: a connection the server ends or refuses is FATAL, while an
+ * ERROR of class 08 is about the statement (a Bind with fewer parameters
+ * than the app's statement takes, 08P01; dblink failing to connect).
+ */
+function statementOnly(error: Error): boolean {
+  return (error as { severity?: unknown }).severity === "ERROR";
+}
+
 /** Whether `error` (or an error it wraps) says the connection to the server failed or was cut. */
 export function isConnectionLost(error: unknown): boolean {
   for (let depth = 0; error instanceof Error && depth < 5; depth++) {
     const { code } = error as { code?: unknown };
     if (
-      typeof code === "string" && (CONNECTION_CODES.has(code) || POSTGRES_CONNECTION.test(code))
+      typeof code === "string" &&
+      (CONNECTION_CODES.has(code) || (POSTGRES_CONNECTION.test(code) && !statementOnly(error)))
     ) {
       return true;
     }
@@ -69,7 +80,12 @@ export function isStoreOutage(error: unknown): boolean {
   for (let depth = 0; error instanceof Error && depth < 5; depth++) {
     const { errcode, code } = error as { errcode?: unknown; code?: unknown };
     if (typeof errcode === "number" && SQLITE_OUTAGE_CODES.has(errcode & 0xff)) return true;
-    if (typeof code === "string" && POSTGRES_OUTAGE.test(code)) return true;
+    if (
+      typeof code === "string" && POSTGRES_OUTAGE.test(code) &&
+      !(code.startsWith("08") && statementOnly(error))
+    ) {
+      return true;
+    }
     if (code === REDIS_UNAVAILABLE) return true;
     // node:sqlite's exec() (a failed COMMIT) sets no errcode: its message is the only sign.
     if (code === "ERR_SQLITE_ERROR" && SQLITE_OUTAGE_MESSAGE.test(error.message)) return true;

@@ -183,7 +183,10 @@ export class PostgresEngine implements Engine {
         },
         query: async <Row>(text: string, params: readonly unknown[]) => {
           check();
-          return [...await connection.unsafe(text, params as never[], { prepare: true })] as Row[];
+          // The extended protocol, which runs one statement: without params the driver would send
+          // the text by the simple one, which runs each statement of it (a COMMIT past the check).
+          const options = { prepare: true, simple: false };
+          return [...await connection.unsafe(text, params as never[], options)] as Row[];
         },
       };
       try {

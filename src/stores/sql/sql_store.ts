@@ -66,6 +66,7 @@ import * as chainsBatches from "./chains_batches.ts";
 import * as flows from "./flows.ts";
 import { type Dialect, PLAIN, type RetrySelection } from "./dialect.ts";
 import type { Engine, EngineTransaction } from "./engine.ts";
+import { assertAppStatement } from "./app_statement.ts";
 import { clear } from "./clear.ts";
 import * as failedJobs from "./failed_jobs.ts";
 import * as cancels from "./cancel.ts";
@@ -255,7 +256,7 @@ export class SqlStore implements Store, MoveStore {
         insertBatch: (batch) => tx.run(waking(chainsBatches.insertBatch(dialect, batch))),
         insertFlow: (flow) => tx.run(waking(flows.insertFlow(dialect, flow))),
         query: async <Row>(text: string, params: readonly unknown[] = []) => {
-          assertNoTransactionControl(text);
+          assertAppStatement(dialect.engine, text, params);
           return await tx.query<Row>(text, params);
         },
       };
@@ -590,30 +591,4 @@ function* waking<T>(script: Script<T>): Script<T> {
   const result = yield* script;
   yield* wakeAfterCommit();
   return result;
-}
-
-/**
- * The first words of statements that would end, nest or reconfigure the
- * transaction `transaction()` owns (a `COMMIT` would commit the dispatches
- * of a callback that then throws). Both engines run only a text's first
- * statement with parameters, so only that one is looked at.
- */
-const TRANSACTION_CONTROL =
-  /^(BEGIN|START|COMMIT|END|ROLLBACK|ABORT|SAVEPOINT|RELEASE|PRAGMA|VACUUM|SET\s+(SESSION\s+CHARACTERISTICS|TRANSACTION)|PREPARE\s+TRANSACTION)\b/i;
-
-/** Throws a `TypeError` when the app's statement is transaction control. */
-function assertNoTransactionControl(text: unknown): void {
-  if (typeof text !== "string") {
-    throw new TypeError(`tx.query: the statement must be a string: got ${typeof text}`);
-  }
-  // Leading blanks, `-- line` and `/* block */` comments, and a stray `;`, before the first word.
-  const statement = text.replace(/^(\s|;|--[^\n]*(\n|$)|\/\*[\s\S]*?\*\/)*/, "");
-  const keyword = TRANSACTION_CONTROL.exec(statement);
-  if (keyword !== null) {
-    throw new TypeError(
-      `Cannot run ${
-        keyword[0].toUpperCase()
-      } in tx.query: the transaction belongs to queue.transaction(), which commits when the callback returns and rolls back when it throws`,
-    );
-  }
 }

@@ -1,6 +1,7 @@
 /**
  * PostgreSQL's guards: a bigint the driver cannot hand to JavaScript
- * exactly, and the queue used inside its own transaction callback.
+ * exactly, an app statement short of params, and the queue used inside its
+ * own transaction callback.
  *
  * @module
  */
@@ -31,6 +32,27 @@ Deno.test({
       tx.query<{ x: number }>("SELECT 9007199254740991::bigint AS x")
     );
     assert.deepEqual(rows.map((row) => row.x), [9007199254740991]);
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore: tx.query with fewer params than its statement takes fails as that statement, not as a lost connection",
+  ignore: url === null,
+  async fn() {
+    await using pg = await openTestPostgresStore(url!);
+    for (const [text, params] of [["SELECT $1::int AS a", []], ["SELECT $1::int + $2 AS a", [1]]]) {
+      await assert.rejects(
+        pg.store.transaction((tx) => tx.query(text as string, params as unknown[])),
+        (error: Error) => {
+          assert.doesNotMatch(error.message, /Cannot reach/);
+          assert.match(error.message, /bind message supplies \d parameters/);
+          return true;
+        },
+      );
+    }
+    const [row] = await pg.store.transaction((tx) => tx.query<{ a: number }>("SELECT 1 AS a"));
+    assert.equal(row!.a, 1);
   },
 });
 
