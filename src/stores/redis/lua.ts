@@ -172,8 +172,8 @@ function compare(a: string, b: string): number {
  *   a null column is an absent field.
  * - `P:q:<queue>:…`: a queue's keys, `<queue>` being its name with each
  *   `:` written `|` (which no queue name holds), so that no queue's keys are
- *   another queue's (layout 4; before it, `mail:leased` beside `mail`
- *   shared a key):
+ *   another queue's (layout 4; before it, `mail:g:4:send` beside the group
+ *   `lv` of job `send` in `mail` shared a key):
  * - `P:q:<queue>:lv` ZSET: the queue's priority levels holding unleased
  *   jobs, member the priority, score its negation (highest first).
  * - `P:q:<queue>:p:<priority>` ZSET: the unleased jobs of a level, score

@@ -40,8 +40,8 @@ import { workers } from "./workers.ts";
  * `pruneFinished`) and miss every job kept since. {@linkcode convertHistory}
  * converts a store's history to it. Layout 4 (contract) writes each `:` of
  * a queue's name as `|` in its keys (`P:q:mail|high:lv`), so that a queue
- * named like another one's key (`mail:leased` beside `mail`) has keys of
- * its own: code of layout 3 would read and write the old keys of such a
+ * named like another one's key plus an ending (`mail:g:4:send` beside the
+ * group `lv` of job `send` in `mail`) has keys of its own: code of layout 3 would read and write the old keys of such a
  * queue. {@linkcode convertQueueKeys} renames them.
  */
 export const LAYOUTS: readonly Migration[] = [
@@ -168,8 +168,9 @@ return cjson.encode(names)
  * The conversion of one queue's keys to layout 4: renames each key
  * `P:q:<queue>:…` of the name as it is to `queueKey(queue) .. …`, its
  * groups' keys a chunk of groups per call, then its levels and its own
- * keys. A key already renamed (another process converts too) is left.
- * Reply: the cursor to go on from, or null when the queue is done (at once
+ * keys. A key already renamed (another process converts too) is left, and
+ * so is one that is also a group's key of a queue whose name this one's
+ * starts with (the collision layout 4 ends: that queue keeps it). Reply: the cursor to go on from, or null when the queue is done (at once
  * on a store of layout 4 or later).
  */
 const CONVERT_QUEUE_KEYS = unfencedScript(
@@ -178,8 +179,27 @@ const CONVERT_QUEUE_KEYS = unfencedScript(
   String.raw`
 if tonumber(redis.call('HGET', P .. ':meta', 'layout') or '0') >= 4 then return cjson.encode(NULL) end
 local old, new = P .. ':q:' .. INPUT.queue, queueKey(INPUT.queue)
+-- Whether key old .. suffix is also a group's key of a listed queue whose name this one's starts
+-- with, then ':' (mail:g:4:send's ':lv' is the group lv of send in mail): layout 3 gave both
+-- queues that key, and it stays the group's.
+local function anotherQueues(suffix)
+  local from = 1
+  while true do
+    local colon = string.find(INPUT.queue, ':', from, true)
+    if colon == nil then return false end
+    local other = string.sub(INPUT.queue, 1, colon - 1)
+    local gid = string.match(string.sub(INPUT.queue, colon + 1) .. suffix, '^g[lo]?:(.+)$')
+    if gid ~= nil and redis.call('SISMEMBER', P .. ':queues', other) == 1 and
+        (redis.call('HEXISTS', P .. ':q:' .. other .. ':gset', gid) == 1 or
+          redis.call('HEXISTS', queueKey(other) .. ':gset', gid) == 1) then
+      return true
+    end
+    from = colon + 1
+  end
+end
 local function rename(suffix)
-  if redis.call('EXISTS', old .. suffix) == 1 and redis.call('EXISTS', new .. suffix) == 0 then
+  if not anotherQueues(suffix) and redis.call('EXISTS', old .. suffix) == 1 and
+      redis.call('EXISTS', new .. suffix) == 0 then
     redis.call('RENAME', old .. suffix, new .. suffix)
   end
 end
@@ -188,7 +208,9 @@ for i = 1, #scan[2], 2 do
   for _, kind in ipairs({':g:', ':gl:', ':go:'}) do rename(kind .. scan[2][i]) end
 end
 if scan[1] ~= '0' then return cjson.encode(scan[1]) end
-for _, priority in ipairs(redis.call('ZRANGE', old .. ':lv', 0, -1)) do rename(':p:' .. priority) end
+if not anotherQueues(':lv') then
+  for _, priority in ipairs(redis.call('ZRANGE', old .. ':lv', 0, -1)) do rename(':p:' .. priority) end
+end
 for _, suffix in ipairs({':lv', ':leased', ':groups', ':gset', ':gplain'}) do rename(suffix) end
 return cjson.encode(NULL)
 `,

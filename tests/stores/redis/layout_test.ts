@@ -294,3 +294,55 @@ return 1
     }
   },
 });
+
+Deno.test({
+  name:
+    "RedisStore: the conversion to layout 4 leaves a key that is also a group's of a queue whose name the converted one's starts with: the group's jobs stay claimable",
+  ignore: url === null,
+  async fn() {
+    const prefix = freshPrefix();
+    const T0 = Date.UTC(2026, 0, 1);
+    const other = "default:g:12:contract-job";
+    const job = (overrides: Partial<NewJobRow> = {}): NewJobRow => ({
+      queue: "default",
+      name: "contract-job",
+      payload: "{}",
+      priority: 0,
+      availableAt: T0,
+      retryUntil: null,
+      createdAt: T0,
+      ...overrides,
+    });
+    try {
+      let grouped: number;
+      {
+        await using store = await RedisStore.open(url!, { prefix, clock: "caller" });
+        // The group lv of contract-job in default, whose keys layout 3 and 4 name alike.
+        grouped = (await store.insertJobs([
+          job({ group: { key: "lv", limit: null, ordered: false } }),
+        ]))[0]!;
+        // A queue used once, now empty, whose ':lv' key in layout 3 was that group's.
+        const [done] = await store.insertJobs([job({ queue: other })]);
+        await store.claim({ queues: [other], limit: 1, now: T0, leaseMs: 60_000, token: 1 });
+        await store.settle([{ kind: "complete", id: done!, token: 1, at: T0 }]);
+        await writeLayout3QueueKeys(prefix, other, await prefixKeys(url!, prefix));
+      }
+      await using store = await RedisStore.open(url!, { prefix, clock: "caller" });
+      assert.equal(await hashField(url!, `{${prefix}}:meta`, "layout"), String(LAYOUT_VERSION));
+      const claimed = await store.claim({
+        queues: ["default"],
+        limit: 10,
+        now: T0,
+        leaseMs: 60_000,
+        token: 2,
+      });
+      assert.deepEqual(claimed.map((row) => row.id), [grouped]);
+      assert.deepEqual(
+        await store.claim({ queues: [other], limit: 10, now: T0, leaseMs: 60_000, token: 3 }),
+        [],
+      );
+    } finally {
+      await deletePrefix(url!, prefix);
+    }
+  },
+});
