@@ -179,6 +179,38 @@ export function readNumber(args: ParsedArgs, name: string, positive: boolean): n
   return value;
 }
 
+/**
+ * An ISO 8601 date and time such as `2026-12-05T10:00:00Z` (offset `Z`,
+ * `+02:00` or none for local time; seconds and fraction optional), or
+ * undefined when absent. A day the month does not have (`2027-02-30`) is
+ * refused, where `Date` would roll it over into the next month.
+ */
+export function readTime(args: ParsedArgs, name: string): Date | undefined {
+  const text = readString(args, name);
+  if (text === undefined) return undefined;
+  const fields = ISO_TIME.exec(text.trim());
+  const time = fields === null ? new Date(NaN) : new Date(text.trim());
+  const [year, month, day] = (fields ?? []).slice(1, 4).map(Number);
+  const calendar = new Date(Date.UTC(2000, month! - 1, day));
+  calendar.setUTCFullYear(year!);
+  const realDay = calendar.getUTCMonth() === month! - 1 && calendar.getUTCDate() === day;
+  if (!Number.isFinite(time.getTime()) || !realDay) {
+    throw new UsageError(
+      args.command,
+      `--${name} must be an ISO 8601 time such as 2026-12-05T10:00:00Z: got ${shown(text)}${
+        fields !== null && !realDay
+          ? ` (there is no day ${fields[1]}-${fields[2]}-${fields[3]})`
+          : ""
+      }`,
+    );
+  }
+  return time;
+}
+
+/** `YYYY-MM-DDTHH:MM[:SS[.fraction]][Z|±HH:MM]`, capturing the year, month and day. */
+const ISO_TIME =
+  /^(\d{4})-(\d{2})-(\d{2})T(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d{1,9})?)?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)?$/;
+
 /** A comma-separated list of queue names, each checked, or undefined when absent. */
 export function readQueueNames(args: ParsedArgs, name: string): string[] | undefined {
   const text = readString(args, name);
