@@ -47,7 +47,11 @@ export class UsageError extends Error {
   }
 }
 
-/** Parses `args` against `flags`; unknown flags, missing values and values given to switches throw. */
+/**
+ * Parses `args` against `flags`; unknown flags, missing values and values
+ * given to switches throw. A negative number (`-1`) is a flag's value after
+ * a flag that takes one, else a positional argument, never a flag.
+ */
 export function parseFlags(
   command: string,
   args: readonly string[],
@@ -58,14 +62,21 @@ export function parseFlags(
       [name, { type, short }],
     ) => [name, { type, ...(short && { short }) }]),
   );
-  const joined = joinNegativeValues(args, flags);
+  const { joined, from, negatives } = readNegativeNumbers(args, flags);
   try {
-    const { values, positionals } = parseArgs({
+    const { values, tokens } = parseArgs({
       args: joined,
       options,
       strict: true,
       allowPositionals: true,
+      tokens: true,
     });
+    const positionals = [
+      ...negatives,
+      ...tokens.flatMap((token) =>
+        token.kind === "positional" ? [{ at: from[token.index]!, value: token.value }] : []
+      ),
+    ].sort((a, b) => a.at - b.at).map((positional) => positional.value);
     return { command, values, positionals, raw: args };
   } catch (error) {
     throw new UsageError(command, describeParseError(joined, flags, options, error));
@@ -73,29 +84,40 @@ export function parseFlags(
 }
 
 /**
- * Joins `--flag -1` into `--flag=-1` for flags that take a value, so that the
- * flag's reader can say what is wrong with a negative number, instead of
- * `parseArgs` taking it for a flag.
+ * Takes the negative numbers out of `args` before `parseArgs`, which would
+ * read `-1` as a flag: `--flag -1` is joined into `--flag=-1` for a flag that
+ * takes a value, so that the flag's reader can say what is wrong with it;
+ * any other (`retry -1`) is a positional argument, kept with its place in
+ * `args` so the reader of operands can say what is wrong with it. `from`
+ * gives the place in `args` of each argument of `joined`.
  */
-function joinNegativeValues(
+function readNegativeNumbers(
   args: readonly string[],
   flags: Readonly<Record<string, Flag>>,
-): string[] {
+): { joined: string[]; from: number[]; negatives: { at: number; value: string }[] } {
   const joined: string[] = [];
+  const from: number[] = [];
+  const negatives: { at: number; value: string }[] = [];
+  const end = args.indexOf("--");
   for (let index = 0; index < args.length; index++) {
     const arg = args[index]!;
     const next = args[index + 1];
+    const beforeEnd = end === -1 || index < end;
     if (
-      next !== undefined && /^-\d/.test(next) && flags[arg.slice(2)]?.type === "string" &&
-      arg.startsWith("--")
+      beforeEnd && next !== undefined && /^-\d/.test(next) && arg.startsWith("--") &&
+      flags[arg.slice(2)]?.type === "string"
     ) {
       joined.push(`${arg}=${next}`);
+      from.push(index);
       index++;
+    } else if (beforeEnd && /^-\d/.test(arg)) {
+      negatives.push({ at: index, value: arg });
     } else {
       joined.push(arg);
+      from.push(index);
     }
   }
-  return joined;
+  return { joined, from, negatives };
 }
 
 /** Says which argument `parseArgs` refused, from its tokens, in one line. */
