@@ -284,22 +284,31 @@ export function readText(args: ParsedArgs, name: string): string | undefined {
 }
 
 /**
+ * A flag naming a database (`--db`, `move --from/--to`) without surrounding
+ * whitespace, or undefined when absent; a URL no store opens (`http://…`) is
+ * a usage error naming the flag.
+ */
+export function readDatabase(args: ParsedArgs, name: string): string | undefined {
+  const given = readString(args, name);
+  if (given === undefined) return undefined;
+  if (isOtherUrl(given)) {
+    throw new UsageError(
+      args.command,
+      `--${name} ${DATABASE_PROBLEM}: got ${shown(redactPassword(given))}`,
+    );
+  }
+  return given.trim();
+}
+
+/**
  * The database: `--db`, else `QUEUE_DB`, else `DATABASE_URL` when it is a
  * `postgres://` URL, else `./.renox/queue.db`; without surrounding
  * whitespace, and never a URL no store opens (the rule of `readConfig()`,
  * which the app's `Queue.open` follows too).
  */
 export function readDb(args: ParsedArgs): string {
-  const given = readString(args, "db");
-  if (given !== undefined) {
-    if (isOtherUrl(given)) {
-      throw new UsageError(
-        args.command,
-        `--db ${DATABASE_PROBLEM}: got ${shown(redactPassword(given))}`,
-      );
-    }
-    return given.trim();
-  }
+  const given = readDatabase(args, "db");
+  if (given !== undefined) return given;
   try {
     // Only the variable the CLI uses: a bad QUEUE_WORKERS is the serving app's concern.
     return readConfig({
