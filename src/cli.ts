@@ -27,7 +27,9 @@
  * ```ts
  * import { main } from "@renox/queue/cli";
  *
- * const code = await main(["stats", "--db", ":memory:", "--json"]);
+ * const db = await Deno.makeTempFile({ suffix: ".db" });
+ * await main(["migrate", "--db", db]); // creates the queue
+ * const code = await main(["stats", "--db", db, "--json"]);
  * console.log(code); // 0
  * ```
  *

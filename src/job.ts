@@ -96,6 +96,40 @@ export interface ResolvedDispatch {
   readonly retryUntil: number | null;
 }
 
+/** Every key {@linkcode defineJob} reads ({@linkcode JobConfig}): any other is refused by name. */
+const JOB_OPTIONS = optionNames<JobConfig<PayloadSchema, PayloadSchema | undefined, ParentJobs>>()([
+  "name",
+  "schema",
+  "queue",
+  "maxAttempts",
+  "maxCrashes",
+  "backoff",
+  "jitter",
+  "timeoutMs",
+  "retryUntil",
+  "expireInMs",
+  "deadlineMs",
+  "priority",
+  "encrypted",
+  "uniqueForMs",
+  "uniqueId",
+  "uniqueUntil",
+  "debounceMs",
+  "debounceMaxWaitMs",
+  "group",
+  "groupConcurrency",
+  "ordered",
+  "groupRate",
+  "middleware",
+  "output",
+  "parents",
+  "maxOutputBytes",
+  "keepFinishedMs",
+  "keepCompletedMs",
+  "handle",
+  "failed",
+]);
+
 /** Every option a dispatch takes ({@linkcode DispatchOptions}): any other is refused by name. @internal */
 export const DISPATCH_OPTIONS = optionNames<DispatchOptions>()([
   "delayMs",
@@ -708,9 +742,10 @@ export function defineJob<
   S extends PayloadSchema,
   O extends PayloadSchema | undefined = undefined,
   P extends ParentJobs = NoParents,
->(config: JobConfig<S, O, P>): JobDefinition<S, O> {
-  const name = assertName(config.name, "defineJob", "name");
+>(given: JobConfig<S, O, P>): JobDefinition<S, O> {
+  const name = assertName(given.name, "defineJob", "name");
   const where = `Job "${name}"`;
+  const config = optionBag(given, where, JOB_OPTIONS)!;
   if (typeof config.schema?.safeParse !== "function") {
     throw new TypeError(`${where}: schema must be a zod schema`);
   }

@@ -14,6 +14,7 @@ import { shown } from "./shown.ts";
 import type { JobDefinition, PayloadOf } from "./job.ts";
 import { isJobDefinition } from "./job.ts";
 import { assertName } from "./names.ts";
+import { optionBag, optionNames } from "./option_bags.ts";
 import { type ScheduleTimes, scheduleTimes, type SlotRule } from "./schedule_times.ts";
 
 /**
@@ -86,6 +87,20 @@ export interface ScheduleConfig<J extends JobDefinition> {
   jitterMs?: number;
 }
 
+/** Every key {@linkcode defineSchedule} reads ({@linkcode ScheduleConfig}): any other is refused by name. */
+const SCHEDULE_OPTIONS = optionNames<ScheduleConfig<JobDefinition>>()([
+  "name",
+  "cron",
+  "everyMs",
+  "timezone",
+  "job",
+  "payload",
+  "missed",
+  "maxCatchUp",
+  "overlap",
+  "jitterMs",
+]);
+
 /** A schedule as {@linkcode defineSchedule} returns it: every setting resolved and checked. */
 export interface ScheduleDefinition {
   /** Stable name, stored. */
@@ -145,10 +160,11 @@ const DEFINITIONS = new WeakMap<object, ScheduleTimes>();
  * ```
  */
 export function defineSchedule<J extends JobDefinition>(
-  config: ScheduleConfig<J>,
+  given: ScheduleConfig<J>,
 ): ScheduleDefinition {
-  const name = assertName(config?.name, "defineSchedule", "name");
+  const name = assertName(given?.name, "defineSchedule", "name");
   const where = `Schedule "${name}"`;
+  const config = optionBag(given, where, SCHEDULE_OPTIONS)!;
   if (!isJobDefinition(config.job)) {
     throw new TypeError(`${where}: job must be a job made with defineJob()`);
   }

@@ -35,23 +35,26 @@ export interface StoreOptions {
    * `prefix` parameter (`redis://host:6379/0?prefix=app`, default `renox`).
    * The driver is loaded only then. For more settings, open a `PostgresStore`
    * from `@renox/queue/postgres` or a `RedisStore` from `@renox/queue/redis`
-   * and pass it as `store`.
+   * and pass it as `store`. Refused beside `path` or `store`.
    * @default {DATABASE_URL, when it is a postgres:// URL and neither path nor store is given}
    */
   url?: string;
   /**
-   * A store opened by the caller, used instead of `path`; the queue closes it on close. Its
-   * database must have every schema step of this code: a store opened with `migrate: false`
-   * and not migrated since is refused, naming the missing steps.
+   * A store opened by the caller, given instead of `path` and `url` (with either it is refused);
+   * the queue closes it on close. Its database must have every schema step of this code: a
+   * store opened with `migrate: false` and not migrated since is refused, naming the missing
+   * steps.
    */
   store?: Store;
   /**
    * SQLite `synchronous` level: `"normal"` survives a process crash, `"full"` also power loss.
+   * Refused beside `url` or `store`, which it would not reach.
    * @default {"normal"}
    */
   durability?: Durability;
   /**
-   * How long to wait for another process's write lock before failing (SQLite).
+   * How long to wait for another process's write lock before failing (SQLite). Refused beside
+   * `url` or `store`, which it would not reach.
    * @default {30_000}
    */
   busyTimeoutMs?: number;
@@ -74,6 +77,7 @@ export async function openStore(
   options: StoreOptions,
   migrate: MigrateOptions | false = options.migrate ?? {},
 ): Promise<Store> {
+  assertOneStore(options);
   if (options.store !== undefined) return options.store;
   if (options.path !== undefined) assertPath(options.path);
   const url = options.url ?? (options.path === undefined ? databaseUrl() : undefined);
@@ -88,6 +92,28 @@ export async function openStore(
   } catch (error) {
     if (error instanceof Deno.errors.NotCapable) throw sqlitePermissionError(path, error);
     throw error;
+  }
+}
+
+/**
+ * Throws unless `options` name at most one of `store`, `path` and `url`,
+ * and give the SQLite file's own options (`durability`, `busyTimeoutMs`)
+ * only for a SQLite file: one of them beside `url` or `store` would be
+ * ignored.
+ */
+function assertOneStore(options: StoreOptions): void {
+  const places = (["path", "url", "store"] as const).filter((name) => options[name] !== undefined);
+  if (places.length > 1) {
+    throw new TypeError(`Queue.open: give one of path, url and store: got ${places.join(" and ")}`);
+  }
+  const other = places.find((name) => name !== "path");
+  const sqlite = (["durability", "busyTimeoutMs"] as const).find((name) =>
+    options[name] !== undefined
+  );
+  if (other !== undefined && sqlite !== undefined) {
+    throw new TypeError(
+      `Queue.open: ${sqlite} is an option of the SQLite file (path), so it takes no ${other}`,
+    );
   }
 }
 

@@ -92,6 +92,49 @@ Deno.test("defineJob() keeps every setting it is given", () => {
   assert.equal(job.failed, failed);
 });
 
+Deno.test("defineJob() refuses a misspelt setting by name, which it would ignore, and takes every setting of JobConfig", () => {
+  for (const key of ["maxAtempts", "timeout", "retries"]) {
+    assert.throws(
+      () => defineJob({ ...config(), [key]: 10 } as JobConfig<PayloadSchema>),
+      new RegExp(
+        `^TypeError: Job "send-receipt": unknown option "${key}" \\(it takes .*"maxAttempts"`,
+      ),
+    );
+  }
+  const parent = defineJob({ name: "parent", schema: z.null(), handle() {} });
+  const every = defineJob({
+    ...config(),
+    queue: "mail",
+    maxAttempts: 4,
+    maxCrashes: 3,
+    backoff: [1],
+    jitter: 0,
+    timeoutMs: 1_000,
+    retryUntil: (at: Date) => at,
+    expireInMs: 60_000,
+    deadlineMs: 60_000,
+    priority: 1,
+    encrypted: false,
+    uniqueForMs: 1_000,
+    uniqueId: () => "a",
+    uniqueUntil: "processing",
+    group: () => "g",
+    groupConcurrency: 1,
+    ordered: true,
+    groupRate: { max: 1, perMs: 1_000 },
+    middleware: () => [],
+    output: z.null(),
+    parents: { parent },
+    maxOutputBytes: 100,
+    keepFinishedMs: 0,
+    failed() {},
+  } as never);
+  assert.equal(every.uniqueUntil, "processing");
+  const debounced = defineJob({ ...config(), debounceMs: 1_000, debounceMaxWaitMs: 2_000 });
+  assert.equal(debounced.debounceMaxWaitMs, 2_000);
+  assert.equal(defineJob({ ...config(), keepCompletedMs: 5 }).keepFinishedMs, 5);
+});
+
 Deno.test("defineJob() accepts unlimited attempts, a jitter of 0 or 1 and a 255-character name", () => {
   const retryUntil = (at: Date) => new Date(at.getTime() + 60_000);
   assert.equal(defineJob(config({ maxAttempts: Infinity, retryUntil })).maxAttempts, Infinity);

@@ -135,4 +135,28 @@ for (const kind of KINDS) {
         assert.equal(typeof await queue.dispatch(ping, null), "number");
       }),
   });
+
+  Deno.test({
+    name:
+      `${kind.name}: Queue.open({ migrate }) and store.migrate() refuse an unknown migrate option, or one of the wrong type, by name, and apply no step`,
+    ignore: kind.ignore,
+    fn: () =>
+      kind.fresh(async (db) => {
+        const cases: [migrate: unknown, message: RegExp][] = [
+          ["yes", /^TypeError: migrate: options must be an object: got "yes"$/],
+          [
+            { forse: true },
+            /^TypeError: migrate: unknown option "forse" \(it takes "force", "waitMs"\)$/,
+          ],
+          [{ force: "yes" }, /^TypeError: migrate: force must be true or false: got "yes"$/],
+        ];
+        await using store = await db.unmigrated();
+        for (const [migrate, message] of cases) {
+          const options = { ...db.where, jobs: [ping], migrate } as unknown as QueueOptions;
+          await assert.rejects(Queue.open(options), message);
+          await assert.rejects(store.migrate(migrate as never), message);
+        }
+        assert.equal((await store.migrationPlan()).databaseStep, 0, "no step applied");
+      }),
+  });
 }

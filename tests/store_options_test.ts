@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { z } from "zod";
-import { defineJob, Queue, readConfig } from "../mod.ts";
+import { defineJob, Queue, readConfig, SqliteStore } from "../mod.ts";
 import { workUntilEmpty } from "../src/testing.ts";
 import { PostgresStore } from "../src/stores/postgres/mod.ts";
 import { tempDir } from "./_helpers.ts";
@@ -86,6 +86,33 @@ Deno.test("Queue.open() refuses an empty path instead of opening a temporary dat
       }`,
     });
   }
+});
+
+Deno.test("Queue.open() refuses two of path, url and store, and a SQLite option beside url or store, before it opens anything", async () => {
+  await using tmp = await tempDir();
+  await using store = await SqliteStore.open(":memory:");
+  // Nothing listens on port 1: a refusal that came after connecting would name the connection.
+  const url = "postgres://nobody@127.0.0.1:1/app";
+  const cases: [options: Record<string, unknown>, message: string][] = [
+    [{ path: tmp.dbPath, url }, "Queue.open: give one of path, url and store: got path and url"],
+    [
+      { path: tmp.dbPath, store },
+      "Queue.open: give one of path, url and store: got path and store",
+    ],
+    [{ url, store }, "Queue.open: give one of path, url and store: got url and store"],
+    [
+      { url, durability: "full" },
+      "Queue.open: durability is an option of the SQLite file (path), so it takes no url",
+    ],
+    [
+      { store, busyTimeoutMs: 1_000 },
+      "Queue.open: busyTimeoutMs is an option of the SQLite file (path), so it takes no store",
+    ],
+  ];
+  for (const [options, message] of cases) {
+    await assert.rejects(Queue.open({ ...options, jobs: [noop] }), { name: "TypeError", message });
+  }
+  await assert.rejects(Deno.stat(tmp.dbPath), Deno.errors.NotFound, "no file was created");
 });
 
 Deno.test("readConfig() turns a redis:// or rediss:// QUEUE_DB into the url option", () => {

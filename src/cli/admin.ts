@@ -85,9 +85,17 @@ function isMissingFile(path: string): boolean {
   }
 }
 
-/** Throws unless the SQLite file `path` exists (`:memory:` and `file:` URIs pass). */
+/**
+ * Throws unless the SQLite file `path` exists (`file:` URIs pass). `:memory:`
+ * never holds a queue: each command opens a new, empty one.
+ */
 function assertDatabaseFile(path: string): void {
-  if (path === ":memory:" || path.startsWith("file:")) return;
+  if (path === ":memory:") {
+    throw new Error(
+      "no queue at :memory:: an in-memory database is new and empty for each command; check --db or QUEUE_DB",
+    );
+  }
+  if (path.startsWith("file:")) return;
   try {
     if (Deno.statSync(path).isFile) return;
   } catch (error) {

@@ -47,7 +47,11 @@ export class UsageError extends Error {
   }
 }
 
-/** Parses `args` against `flags`; unknown flags, missing values and values given to switches throw. */
+/**
+ * Parses `args` against `flags`; unknown flags, missing values and values
+ * given to switches throw. A negative number (`-1`) is a flag's value after
+ * a flag that takes one, else a positional argument, never a flag.
+ */
 export function parseFlags(
   command: string,
   args: readonly string[],
@@ -58,14 +62,21 @@ export function parseFlags(
       [name, { type, short }],
     ) => [name, { type, ...(short && { short }) }]),
   );
-  const joined = joinNegativeValues(args, flags);
+  const { joined, from, negatives } = readNegativeNumbers(args, flags);
   try {
-    const { values, positionals } = parseArgs({
+    const { values, tokens } = parseArgs({
       args: joined,
       options,
       strict: true,
       allowPositionals: true,
+      tokens: true,
     });
+    const positionals = [
+      ...negatives,
+      ...tokens.flatMap((token) =>
+        token.kind === "positional" ? [{ at: from[token.index]!, value: token.value }] : []
+      ),
+    ].sort((a, b) => a.at - b.at).map((positional) => positional.value);
     return { command, values, positionals, raw: args };
   } catch (error) {
     throw new UsageError(command, describeParseError(joined, flags, options, error));
@@ -73,29 +84,40 @@ export function parseFlags(
 }
 
 /**
- * Joins `--flag -1` into `--flag=-1` for flags that take a value, so that the
- * flag's reader can say what is wrong with a negative number, instead of
- * `parseArgs` taking it for a flag.
+ * Takes the negative numbers out of `args` before `parseArgs`, which would
+ * read `-1` as a flag: `--flag -1` is joined into `--flag=-1` for a flag that
+ * takes a value, so that the flag's reader can say what is wrong with it;
+ * any other (`retry -1`) is a positional argument, kept with its place in
+ * `args` so the reader of operands can say what is wrong with it. `from`
+ * gives the place in `args` of each argument of `joined`.
  */
-function joinNegativeValues(
+function readNegativeNumbers(
   args: readonly string[],
   flags: Readonly<Record<string, Flag>>,
-): string[] {
+): { joined: string[]; from: number[]; negatives: { at: number; value: string }[] } {
   const joined: string[] = [];
+  const from: number[] = [];
+  const negatives: { at: number; value: string }[] = [];
+  const end = args.indexOf("--");
   for (let index = 0; index < args.length; index++) {
     const arg = args[index]!;
     const next = args[index + 1];
+    const beforeEnd = end === -1 || index < end;
     if (
-      next !== undefined && /^-\d/.test(next) && flags[arg.slice(2)]?.type === "string" &&
-      arg.startsWith("--")
+      beforeEnd && next !== undefined && /^-\d/.test(next) && arg.startsWith("--") &&
+      flags[arg.slice(2)]?.type === "string"
     ) {
       joined.push(`${arg}=${next}`);
+      from.push(index);
       index++;
+    } else if (beforeEnd && /^-\d/.test(arg)) {
+      negatives.push({ at: index, value: arg });
     } else {
       joined.push(arg);
+      from.push(index);
     }
   }
-  return joined;
+  return { joined, from, negatives };
 }
 
 /** Says which argument `parseArgs` refused, from its tokens, in one line. */
@@ -179,6 +201,38 @@ export function readNumber(args: ParsedArgs, name: string, positive: boolean): n
   return value;
 }
 
+/**
+ * An ISO 8601 date and time such as `2026-12-05T10:00:00Z` (offset `Z`,
+ * `+02:00` or none for local time; seconds and fraction optional), or
+ * undefined when absent. A day the month does not have (`2027-02-30`) is
+ * refused, where `Date` would roll it over into the next month.
+ */
+export function readTime(args: ParsedArgs, name: string): Date | undefined {
+  const text = readString(args, name);
+  if (text === undefined) return undefined;
+  const fields = ISO_TIME.exec(text.trim());
+  const time = fields === null ? new Date(NaN) : new Date(text.trim());
+  const [year, month, day] = (fields ?? []).slice(1, 4).map(Number);
+  const calendar = new Date(Date.UTC(2000, month! - 1, day));
+  calendar.setUTCFullYear(year!);
+  const realDay = calendar.getUTCMonth() === month! - 1 && calendar.getUTCDate() === day;
+  if (!Number.isFinite(time.getTime()) || !realDay) {
+    throw new UsageError(
+      args.command,
+      `--${name} must be an ISO 8601 time such as 2026-12-05T10:00:00Z: got ${shown(text)}${
+        fields !== null && !realDay
+          ? ` (there is no day ${fields[1]}-${fields[2]}-${fields[3]})`
+          : ""
+      }`,
+    );
+  }
+  return time;
+}
+
+/** `YYYY-MM-DDTHH:MM[:SS[.fraction]][Z|±HH:MM]`, capturing the year, month and day. */
+const ISO_TIME =
+  /^(\d{4})-(\d{2})-(\d{2})T(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d{1,9})?)?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)?$/;
+
 /** A comma-separated list of queue names, each checked, or undefined when absent. */
 export function readQueueNames(args: ParsedArgs, name: string): string[] | undefined {
   const text = readString(args, name);
@@ -230,22 +284,31 @@ export function readText(args: ParsedArgs, name: string): string | undefined {
 }
 
 /**
+ * A flag naming a database (`--db`, `move --from/--to`) without surrounding
+ * whitespace, or undefined when absent; a URL no store opens (`http://…`) is
+ * a usage error naming the flag.
+ */
+export function readDatabase(args: ParsedArgs, name: string): string | undefined {
+  const given = readString(args, name);
+  if (given === undefined) return undefined;
+  if (isOtherUrl(given)) {
+    throw new UsageError(
+      args.command,
+      `--${name} ${DATABASE_PROBLEM}: got ${shown(redactPassword(given))}`,
+    );
+  }
+  return given.trim();
+}
+
+/**
  * The database: `--db`, else `QUEUE_DB`, else `DATABASE_URL` when it is a
  * `postgres://` URL, else `./.renox/queue.db`; without surrounding
  * whitespace, and never a URL no store opens (the rule of `readConfig()`,
  * which the app's `Queue.open` follows too).
  */
 export function readDb(args: ParsedArgs): string {
-  const given = readString(args, "db");
-  if (given !== undefined) {
-    if (isOtherUrl(given)) {
-      throw new UsageError(
-        args.command,
-        `--db ${DATABASE_PROBLEM}: got ${shown(redactPassword(given))}`,
-      );
-    }
-    return given.trim();
-  }
+  const given = readDatabase(args, "db");
+  if (given !== undefined) return given;
   try {
     // Only the variable the CLI uses: a bad QUEUE_WORKERS is the serving app's concern.
     return readConfig({

@@ -9,11 +9,13 @@
  */
 import {
   expectPositionals,
+  type ParsedArgs,
   readInteger,
   readQueueOperand,
   readString,
   readSwitch,
   readText,
+  readTime,
   UsageError,
 } from "./args.ts";
 import { MAX_PAUSE_MS } from "../admin/job_control.ts";
@@ -172,20 +174,14 @@ function readGroupOperands(args: Parameters<Command["run"]>[0]): [string, string
 }
 
 /**
- * `--until 2026-12-05T10:00:00Z` as a time after `now`; throws a usage
- * error naming the flag otherwise. @internal
+ * `--until 2026-12-05T10:00:00Z` as a time after `now`, or undefined when
+ * absent; throws a usage error naming the flag otherwise. @internal
  */
-export function readUntil(command: string, text: string, now: number): Date {
-  const until = /^\d{4}-\d{2}-\d{2}T/.test(text.trim()) ? new Date(text.trim()) : new Date(NaN);
-  if (Number.isNaN(until.getTime())) {
+export function readUntil(args: ParsedArgs, now: number): Date | undefined {
+  const until = readTime(args, "until");
+  if (until !== undefined && (until.getTime() <= now || until.getTime() - now > MAX_PAUSE_MS)) {
     throw new UsageError(
-      command,
-      `--until must be a date and time such as 2026-12-05T10:00:00Z: got ${JSON.stringify(text)}`,
-    );
-  }
-  if (until.getTime() <= now || until.getTime() - now > MAX_PAUSE_MS) {
-    throw new UsageError(
-      command,
+      args.command,
       `--until must be after now and within ${
         Math.floor(MAX_PAUSE_MS / UNIT_MS.d!)
       }d: got ${until.toISOString()}`,
@@ -215,14 +211,11 @@ const pauseGroup: Command = {
   async run(args) {
     const [name, key] = readGroupOperands(args);
     const forText = readString(args, "for");
-    const untilText = readString(args, "until");
-    if (forText !== undefined && untilText !== undefined) {
+    if (forText !== undefined && args.values["until"] !== undefined) {
       throw new UsageError(args.command, "give --for or --until, not both");
     }
     const forMs = forText === undefined ? undefined : readDurationMs(args.command, forText);
-    const until = untilText === undefined
-      ? undefined
-      : readUntil(args.command, untilText, Date.now());
+    const until = readUntil(args, Date.now());
     await using queue = await openAdminQueue(args);
     await queue.pauseGroup(name, key, {
       ...(forMs !== undefined && { forMs }),

@@ -8,7 +8,14 @@
  */
 import { abortMove, mismatchError, moveQueueReport } from "../move_queue.ts";
 import type { MoveReport } from "../moving/move_stores.ts";
-import { expectPositionals, readInteger, readString, readSwitch, UsageError } from "./args.ts";
+import {
+  expectPositionals,
+  readDatabase,
+  readInteger,
+  readString,
+  readSwitch,
+  UsageError,
+} from "./args.ts";
 import { type Command, EXIT } from "./command.ts";
 import { formatTable } from "./table.ts";
 
@@ -37,7 +44,7 @@ export const moveCommand: Command = {
     if (readString(args, "db") !== undefined) {
       throw new UsageError(args.command, "name the stores with --from and --to, not --db");
     }
-    const from = readString(args, "from");
+    const from = readDatabase(args, "from");
     if (from === undefined) throw new UsageError(args.command, "missing --from <db>");
     if (readSwitch(args, "abort")) {
       if (args.values.to !== undefined || args.values.wait !== undefined) {
@@ -53,7 +60,7 @@ export const moveCommand: Command = {
       );
       return EXIT.ok;
     }
-    const to = readString(args, "to");
+    const to = readDatabase(args, "to");
     if (to === undefined) throw new UsageError(args.command, "missing --to <db>");
     const waitMs = readInteger(args, "wait", 0) ?? 0;
     const report = await moveQueueReport(from, to, { waitMs });

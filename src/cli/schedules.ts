@@ -20,11 +20,11 @@ import {
   readDb,
   readString,
   readSwitch,
+  readTime,
   UsageError,
 } from "./args.ts";
 import { openAdminQueue, plural } from "./admin.ts";
 import type { Command } from "./command.ts";
-import { shown } from "../shown.ts";
 import { firstLine, formatTable, tableTime } from "./table.ts";
 
 function time(date: Date | null): string {
@@ -71,19 +71,16 @@ async function openWithSchedule(args: ParsedArgs, name: string): Promise<Queue> 
   });
 }
 
-/** Reads an ISO 8601 time flag. */
-function readTime(args: ParsedArgs, name: string): Date {
-  const text = readString(args, name);
-  const date = text === undefined ? null : new Date(text);
-  if (date === null || !Number.isFinite(date.getTime())) {
+/** A required ISO 8601 time flag (`--from`, `--to`). */
+function readRequiredTime(args: ParsedArgs, name: string): Date {
+  const time = readTime(args, name);
+  if (time === undefined) {
     throw new UsageError(
       args.command,
-      `--${name} must be an ISO 8601 time, e.g. 2026-03-01T00:00:00Z: got ${
-        text === undefined ? "nothing" : shown(text)
-      }`,
+      `--${name} is required: an ISO 8601 time such as 2026-12-05T10:00:00Z`,
     );
   }
-  return date;
+  return time;
 }
 
 const JOBS_FLAG = {
@@ -191,8 +188,8 @@ const backfill: Command = {
   },
   async run(args) {
     const name = readName(args);
-    const from = readTime(args, "from");
-    const to = readTime(args, "to");
+    const from = readRequiredTime(args, "from");
+    const to = readRequiredTime(args, "to");
     await using queue = await openWithSchedule(args, name);
     const { jobIds, skipped } = await queue.backfillSchedule(name, { from, to });
     console.log(

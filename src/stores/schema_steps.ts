@@ -14,6 +14,7 @@
  */
 import type { Migration, SchemaStepKind } from "../../migrations/migration.ts";
 import { OutdatedCodeError } from "../errors.ts";
+import { optionBag, optionNames } from "../option_bags.ts";
 import { shown } from "../shown.ts";
 
 export type { SchemaStepKind } from "../../migrations/migration.ts";
@@ -42,6 +43,9 @@ export interface MigrateOptions {
    */
   readonly waitMs?: number;
 }
+
+/** Every option of {@linkcode MigrateOptions}: any other is refused by name. */
+const MIGRATE_OPTIONS = optionNames<MigrateOptions>()(["force", "waitMs"]);
 
 /** A step recorded in the database, with its kind when the database records kinds. */
 export interface AppliedStep {
@@ -150,16 +154,22 @@ export function blockedStep(
 export type StepNoun = "schema step" | "key layout";
 
 /**
- * Runs `attempt` (which applies the steps it lacks, or nothing while a
- * contract step is blocked, and answers its plan) until no step is blocked,
- * for up to `options.waitMs`; then throws, listing the workers, if one
- * still is, naming the step with `noun`.
+ * Checks the migrate options `given` (an unknown one, or a value of the
+ * wrong type, is refused by name: every store's `migrate` option and
+ * `migrate()` come here), then runs `attempt` (which applies the steps it
+ * lacks, or nothing while a contract step is blocked, and answers its plan)
+ * until no step is blocked, for up to `options.waitMs`; then throws,
+ * listing the workers, if one still is, naming the step with `noun`.
  */
 export async function migrateWaiting(
   attempt: () => Promise<MigrationPlan>,
-  options: MigrateOptions,
+  given: MigrateOptions,
   noun: StepNoun,
 ): Promise<MigrationPlan> {
+  const options = optionBag(given, "migrate", MIGRATE_OPTIONS) ?? {};
+  if (options.force !== undefined && typeof options.force !== "boolean") {
+    throw new TypeError(`migrate: force must be true or false: got ${shown(options.force)}`);
+  }
   const waitMs = options.waitMs ?? 0;
   if (!(Number.isFinite(waitMs) && waitMs >= 0)) {
     throw new RangeError(

@@ -75,6 +75,8 @@ Deno.test("CLI: unknown flags and commands, bad values, missing and extra argume
     [["retry", "abc", ...db], /job id .*"abc"/],
     [["retry", 'x"\x1b[2J', ...db], /job id .*: got "x\\"\\u001b\[2J" \(see/],
     [["retry", ...db], /missing job ids/],
+    [["retry", "-1", ...db], /a job id must be a positive whole number: got "-1"/],
+    [["logs", "-5", ...db], /a job id must be a positive whole number: got "-5"/],
     [["retry", "1", "all", ...db], /ids or all/],
     [["forget", ...db], /missing the job id/],
     [["forget", "1", "2", ...db], /unexpected argument "2"/],

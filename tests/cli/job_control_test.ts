@@ -94,7 +94,7 @@ Deno.test("pause-group and resume-group pause one group of a job for every proce
   assert.equal((await runCli(["pause-group", "cli.grouped", ...db])).code, 2);
 });
 
-Deno.test("pause-group --for and --until hold a group until then; resume-group ends a hold early; bad values exit 2 and store nothing", async () => {
+Deno.test("pause-group --for and --until hold a group until then; resume-group ends a hold early; bad values (a day the calendar does not have included) exit 2 and store nothing", async () => {
   await using tmp = await tempDir();
   const ran: string[] = [];
   const grouped = defineJob({
@@ -127,8 +127,14 @@ Deno.test("pause-group --for and --until hold a group until then; resume-group e
     [["--for", "0s"], /--for must be a duration from 1ms to 25451d/],
     [
       ["--until", "tomorrow"],
-      /--until must be a date and time such as 2026-12-05T10:00:00Z: got "tomorrow"/,
+      /--until must be an ISO 8601 time such as 2026-12-05T10:00:00Z: got "tomorrow"/,
     ],
+    [
+      ["--until", "2090-02-30T10:00:00Z"],
+      /--until must be an ISO 8601 time .*: got "2090-02-30T10:00:00Z" \(there is no day 2090-02-30\)/,
+    ],
+    [["--until", "2090-04-31T10:00:00Z"], /there is no day 2090-04-31/],
+    [["--until", "2090-01-01T24:00:00Z"], /--until must be an ISO 8601 time/],
     [
       ["--until", "2020-01-01T00:00:00Z"],
       /--until must be after now and within 25451d: got 2020-01-01T00:00:00.000Z/,

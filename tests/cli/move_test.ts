@@ -59,6 +59,14 @@ Deno.test("move refuses bad input with exit 2 and one line naming it", async () 
     [["move", "--abort", "--from", tmp.dbPath, "--to", "x.db"], /--abort takes --from only/],
     [["move", "--from", tmp.dbPath, "--to", "x.db", "--wait", "soon"], /--wait .*"soon"/],
     [["move", "extra", "--from", tmp.dbPath, "--to", "x.db"], /unexpected argument "extra"/],
+    [
+      ["move", "--from", tmp.dbPath, "--to", "http://x"],
+      /^queue move: --to must be a path, a postgres:\/\/ URL or a redis:\/\/ URL: got "http:\/\/x"/,
+    ],
+    [
+      ["move", "--abort", "--from", "http://u:secret@x"],
+      /--from must be a path, a postgres:\/\/ URL or a redis:\/\/ URL: got "http:\/\/u:\*\*\*@x"/,
+    ],
   ];
   const results = await Promise.all(cases.map(([args]) => runCli(args)));
   results.forEach((result, index) => {

@@ -61,6 +61,19 @@ Deno.test("admin commands refuse a SQLite file that does not exist, creating not
   assert.equal((await runCli(["failed", "--db", missing])).stdout.trim(), "No failed jobs");
 });
 
+Deno.test("admin commands on --db :memory: say an in-memory database holds no queue; the CLI module's example (migrate, then stats) exits 0", async () => {
+  const memory = await runCli(["stats", "--db", ":memory:", "--json"]);
+  assert.equal(memory.code, 1, memory.stdout);
+  assert.match(
+    memory.stderr,
+    /^queue stats: no queue at :memory:: an in-memory database is new and empty for each command; check --db or QUEUE_DB\n$/,
+  );
+  await using tmp = await tempDir();
+  assert.equal((await runCli(["migrate", "--db", tmp.dbPath])).code, 0);
+  const stats = await runCli(["stats", "--db", tmp.dbPath, "--json"]);
+  assert.equal(stats.code, 0, stats.stderr);
+});
+
 Deno.test("admin commands refuse a SQLite file that holds no queue (another app's database), creating no table in it and leaving its journal mode", async () => {
   await using tmp = await tempDir();
   const app = new DatabaseSync(tmp.dbPath);

@@ -20,7 +20,7 @@ async function count(queue: Queue, where: string): Promise<number> {
   return Number(row!.n);
 }
 
-Deno.test("schedules lists them; pause, resume, run and backfill change them; work --no-schedules fires none", async () => {
+Deno.test("schedules lists them; pause, resume, run and backfill change them; backfill refuses a time not ISO 8601 or a day the calendar does not have; work --no-schedules fires none", async () => {
   await using tmp = await tempDir();
   const db = ["--db", tmp.dbPath];
   await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
@@ -73,19 +73,31 @@ Deno.test("schedules lists them; pause, resume, run and backfill change them; wo
     ...db,
   ]);
   assert.match(again.stdout, /Queued 0 jobs .*skipped 4 slots fired already/);
-  const badTime = await runCli([
-    "schedule:backfill",
-    "every-second",
-    "--jobs",
-    JOBS,
-    "--from",
-    "yesterday",
-    "--to",
-    "now",
-    ...db,
-  ]);
-  assert.equal(badTime.code, 2);
-  assert.match(badTime.stderr, /--from must be an ISO 8601 time/);
+  const badTimes: [from: string, to: string, message: RegExp][] = [
+    ["yesterday", "now", /--from must be an ISO 8601 time such as .*: got "yesterday"/],
+    [
+      "2026-02-30T00:00:00Z",
+      "2026-03-02T00:00:00Z",
+      /--from must be an ISO 8601 time .*\(there is no day 2026-02-30\)/,
+    ],
+    ["2026-03-01T00:00:00Z", "3/2/2026", /--to must be an ISO 8601 time .*: got "3\/2\/2026"/],
+    ["March 1, 2026", "2026-03-02T00:00:00Z", /--from must be an ISO 8601 time/],
+  ];
+  for (const [from, to, message] of badTimes) {
+    const badTime = await runCli([
+      "schedule:backfill",
+      "every-second",
+      "--jobs",
+      JOBS,
+      "--from",
+      from,
+      "--to",
+      to,
+      ...db,
+    ]);
+    assert.equal(badTime.code, 2, `${from} ${to}`);
+    assert.match(badTime.stderr, message);
+  }
 
   const resumed = await runCli(["schedule:resume", "every-second", ...db]);
   assert.equal(resumed.code, 0, resumed.stderr);

@@ -11,7 +11,7 @@ import { storeTest } from "../_stores.ts";
 
 const job = defineJob({ name: "report", schema: z.null(), handle() {} });
 
-Deno.test("defineSchedule refuses wrong settings with an error naming the schedule", () => {
+Deno.test("defineSchedule refuses wrong settings, a misspelt one by name, with an error naming the schedule", () => {
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ cron: "61 * * * *" }, /Schedule "s": cron "61 \* \* \* \*" does not parse: .*minute/],
     [{ cron: "* * * *" }, /Schedule "s": cron must have 5 fields .* got 4/],
@@ -29,6 +29,11 @@ Deno.test("defineSchedule refuses wrong settings with an error naming the schedu
     [{ everyMs: 60_000, maxCatchUp: 0 }, /maxCatchUp must be a whole number from 1/],
     [{ everyMs: 60_000, jitterMs: -1 }, /jitterMs must be a number of ms from 0/],
     [{ everyMs: 60_000, job: { name: "fake" } }, /job must be a job made with defineJob/],
+    [
+      { cron: "30 2 * * *", timeZone: "Europe/Berlin" },
+      /Schedule "s": unknown option "timeZone" \(it takes .*"timezone"/,
+    ],
+    [{ everyMs: 60_000, mised: "skip" }, /Schedule "s": unknown option "mised"/],
   ];
   for (const [config, message] of cases) {
     assert.throws(() => defineSchedule({ name: "s", job, ...config } as never), message);

@@ -24,7 +24,7 @@ export interface SqliteStoreOptions {
    */
   durability?: Durability;
   /**
-   * How long to wait for another connection's write lock before failing.
+   * How long to wait, in whole ms, for another connection's write lock before failing.
    * @default {30_000}
    */
   busyTimeoutMs?: number;
@@ -74,9 +74,9 @@ export class SqliteStore extends SqlStore {
       throw new TypeError(`durability must be "normal" or "full": got ${shown(durability)}`);
     }
     const busyTimeoutMs = options.busyTimeoutMs ?? 30_000;
-    if (!(Number.isFinite(busyTimeoutMs) && busyTimeoutMs >= 0)) {
+    if (!(Number.isSafeInteger(busyTimeoutMs) && busyTimeoutMs >= 0)) {
       throw new RangeError(
-        `busyTimeoutMs must be a finite number >= 0: got ${shown(busyTimeoutMs)}`,
+        `busyTimeoutMs must be a whole number of ms >= 0: got ${shown(busyTimeoutMs)}`,
       );
     }
     const db = await openConnection(path, durability, busyTimeoutMs);

@@ -13,6 +13,7 @@ import type { Migration } from "../../../migrations/migration.ts";
 import { migrations, STEPS_RECORD } from "../../../migrations/sqlite/mod.ts";
 import { openConnection } from "../../../src/stores/sqlite/connection.ts";
 import { type Durability, SqliteStore } from "../../../src/stores/sqlite/mod.ts";
+import { Queue } from "../../../mod.ts";
 import { ChildScript } from "../../_child.ts";
 import { tempDir } from "../../_helpers.ts";
 import { claim, LEASE_MS, newJob, T0 } from "../contract/mod.ts";
@@ -86,13 +87,17 @@ Deno.test("openConnection() sets the pragmas on every connection it opens", asyn
   }
 });
 
-Deno.test("SqliteStore.open() refuses a bad durability or busyTimeoutMs", async () => {
+Deno.test("SqliteStore.open() and Queue.open() refuse a bad durability, or a busyTimeoutMs that is not a whole number of ms >= 0, naming it", async () => {
   await assert.rejects(
     SqliteStore.open(":memory:", { durability: "fast" as Durability }),
     (error) => error instanceof TypeError && /durability/.test(error.message),
   );
-  for (const busyTimeoutMs of [-1, Number.NaN, Infinity]) {
-    await assert.rejects(SqliteStore.open(":memory:", { busyTimeoutMs }), RangeError);
+  for (const busyTimeoutMs of [1.5, -1, Number.NaN, Infinity]) {
+    const message = new RegExp(
+      `^RangeError: busyTimeoutMs must be a whole number of ms >= 0: got ${busyTimeoutMs}$`,
+    );
+    await assert.rejects(SqliteStore.open(":memory:", { busyTimeoutMs }), message);
+    await assert.rejects(Queue.open({ path: ":memory:", jobs: [], busyTimeoutMs }), message);
   }
 });
 
