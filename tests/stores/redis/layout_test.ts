@@ -164,6 +164,21 @@ Deno.test({
   },
 });
 
+/** When the layout-4 conversion's tests dispatch and claim (their stores take the caller's clock). */
+const T0 = Date.UTC(2026, 0, 1);
+
+/** A job row due at `T0`, of the queue and name `overrides` give. */
+function jobRow(overrides: Partial<NewJobRow> & Pick<NewJobRow, "queue" | "name">): NewJobRow {
+  return {
+    payload: "{}",
+    priority: 0,
+    availableAt: T0,
+    retryUntil: null,
+    createdAt: T0,
+    ...overrides,
+  };
+}
+
 /** Groups with a job each in the layout-4 conversion's test: more than one chunk of groups. */
 const LAYOUT_3_GROUPS = 300;
 
@@ -193,17 +208,8 @@ Deno.test({
   async fn() {
     const prefix = freshPrefix();
     const queue = "mail:high";
-    const T0 = Date.UTC(2026, 0, 1);
-    const job = (overrides: Partial<NewJobRow> = {}): NewJobRow => ({
-      queue,
-      name: "send",
-      payload: "{}",
-      priority: 0,
-      availableAt: T0,
-      retryUntil: null,
-      createdAt: T0,
-      ...overrides,
-    });
+    const job = (overrides: Partial<NewJobRow> = {}) =>
+      jobRow({ queue, name: "send", ...overrides });
     try {
       let leased: number;
       let countsBefore: unknown;
@@ -301,18 +307,9 @@ Deno.test({
   ignore: url === null,
   async fn() {
     const prefix = freshPrefix();
-    const T0 = Date.UTC(2026, 0, 1);
     const other = "default:g:12:contract-job";
-    const job = (overrides: Partial<NewJobRow> = {}): NewJobRow => ({
-      queue: "default",
-      name: "contract-job",
-      payload: "{}",
-      priority: 0,
-      availableAt: T0,
-      retryUntil: null,
-      createdAt: T0,
-      ...overrides,
-    });
+    const job = (overrides: Partial<NewJobRow> = {}) =>
+      jobRow({ queue: "default", name: "contract-job", ...overrides });
     try {
       let grouped: number;
       {
