@@ -209,6 +209,29 @@ storeTest("a timed-out attempt's span has an error status and records the timeou
   assert.equal(exception?.attributes?.["exception.type"], "JobTimeoutError");
 });
 
+storeTest(
+  "a running job cancelled with queue.cancel() ends its attempt span as cancelled, in either executor",
+  async (db) => {
+    for (const executor of ["isolate", "workers"] as const) {
+      exporter.reset();
+      const queue = await db.open({ jobs: JOBS_URL });
+      const worker = queue.work({ executor, workers: 1 });
+      const started = nextEvent<{ id: number }>(queue, "job:start");
+      const id = await queue.dispatch(jobs.hangs, null);
+      assert.equal((await started).id, id);
+      const settled = nextEvent<{ id: number }>(queue, "job:cancelled", (d) => d.id === id);
+      assert.equal(await queue.cancel(id, { reason: "not needed" }), "cancelling");
+      await settled;
+      await worker.stop();
+      const spans = attemptSpans(id);
+      assert.equal(spans.length, 1, `${executor}: one ended span`);
+      assert.equal(spans[0]!.attributes["renox.job.outcome"], "cancelled", executor);
+      assert.equal(spans[0]!.status.code, SpanStatusCode.UNSET, executor);
+      await queue.close();
+    }
+  },
+);
+
 storeTest("an encrypted job's span and log never show its decrypted values", async (db) => {
   exporter.reset();
   const queue = await db.open({ jobs: [secretive], appKey: KEY });

@@ -1020,7 +1020,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   /**
    * A cancel was asked of a running job: its signal aborts with a
    * `JobCancelledError` (a Web Worker that does not stop within `graceMs` is
-   * terminated, as on a timeout) and it settles as cancelled at once.
+   * terminated, as on a timeout) and it settles as cancelled at once, its
+   * span ending as `cancelled`.
    */
   #cancel(entry: RunningJob, reason: string): void {
     if (this.#running.get(entry.job.id) !== entry || entry.afterStop !== undefined) return;
@@ -1028,6 +1029,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     entry.controller.abort(new JobCancelledError(job.id, job.name, reason));
     this.#endOnceStopped(entry, () => {
       if (!this.#forget(entry)) return;
+      endAttemptSpan(entry.span, "cancelled", null, definition.encrypted);
       const now = this.#deps.clock.now();
       this.#settleLater({
         job,
