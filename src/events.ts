@@ -68,7 +68,12 @@ export interface QueueEventMap {
   };
   /** An attempt ended without success and the job will run again. */
   "job:retry": JobEventDetail & {
-    /** Why, or null when the handler released the job. */ readonly error: Error | null;
+    /**
+     * Why: the handler's error, or why the attempt was cut short and put
+     * back (a stop's grace ran out, its Web Worker was terminated for
+     * another job); null when the handler released the job.
+     */
+    readonly error: Error | null;
     /** Wait before the next attempt. */ readonly delayMs: number;
   };
   /** The job failed for good and moved to the failed jobs. */

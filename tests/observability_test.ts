@@ -232,6 +232,26 @@ storeTest(
   },
 );
 
+storeTest(
+  "a job put back when a stop's grace ran out says why in job:retry; its span ends as stopped",
+  async (db) => {
+    exporter.reset();
+    const queue = await db.open({ jobs: [jobs.hangs] });
+    const worker = queue.work({ executor: "isolate" });
+    const started = nextEvent<{ id: number }>(queue, "job:start");
+    const id = await queue.dispatch(jobs.hangs, null);
+    assert.equal((await started).id, id);
+    const retried = nextEvent<{ id: number; error: Error | null }>(queue, "job:retry");
+    await worker.stop({ graceMs: 0 });
+    const { error } = await retried;
+    assert.equal(error?.message, "worker stopped during the attempt");
+    const [span, ...more] = attemptSpans(id);
+    assert.equal(more.length, 0);
+    assert.equal(span!.attributes["renox.job.outcome"], "stopped");
+    assert.equal(span!.status.code, SpanStatusCode.UNSET, "a put-back is not the handler's error");
+  },
+);
+
 storeTest("an encrypted job's span and log never show its decrypted values", async (db) => {
   exporter.reset();
   const queue = await db.open({ jobs: [secretive], appKey: KEY });

@@ -997,10 +997,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     } catch (error) {
       outcome = failWith(entry.job, asError(error), now); // e.g. a backoff function that threw
     }
-    const error = outcome.kind === "complete" || outcome.kind === "heldBack" ||
-        outcome.kind === "notStarted" || outcome.kind === "cancelled" || outcome.kind === "parked"
-      ? null
-      : outcome.error;
+    const error = "error" in outcome ? outcome.error : null;
     endAttemptSpan(entry.span, spanOutcomeOf(outcome), error, entry.definition.encrypted);
     const durationMs = performance.now() - entry.startedAt;
     this.#ahead.noteRun(durationMs);
@@ -1073,12 +1070,10 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       entry.controller.abort(new Error("Job aborted: the worker is stopping"));
       this.#endOnceStopped(entry, () => {
         if (!this.#forget(entry)) return;
-        endAttemptSpan(entry.span, "stopped", null, entry.definition.encrypted);
-        this.#settleLater({
-          job: entry.job,
-          outcome: putBack(entry.job, this.#deps.clock.now(), "worker stopped during the attempt"),
-          durationMs: 0,
-        });
+        const why = new Error("worker stopped during the attempt");
+        const outcome = putBack(entry.job, this.#deps.clock.now(), why);
+        endAttemptSpan(entry.span, spanOutcomeOf(outcome), why, entry.definition.encrypted);
+        this.#settleLater({ job: entry.job, outcome, durationMs: 0 });
         this.notify();
       });
     }
@@ -1087,11 +1082,9 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 
   #report({ job, outcome, durationMs, ran }: FinishedJob): void {
     const detail = () => ({ id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
-    if (
-      outcome.kind !== "heldBack" && outcome.kind !== "notStarted" && outcome.kind !== "parked" &&
-      outcome.kind !== "cancelled" && (outcome.kind !== "retry" || outcome.error !== null)
-    ) {
-      this.#metrics.settled(job, outcome.kind, ran === true ? durationMs : null);
+    const counted = spanOutcomeOf(outcome); // only a success, an error and a failure are counted
+    if (counted === "complete" || counted === "retry" || counted === "fail") {
+      this.#metrics.settled(job, counted, ran === true ? durationMs : null);
     }
     switch (outcome.kind) {
       case "complete":
