@@ -50,7 +50,11 @@ export interface JobEventDetail {
   readonly name: string;
   /** The queue it is on. */
   readonly queue: string;
-  /** The attempt concerned: 1 for the first start of the handler. */
+  /**
+   * The attempt concerned: 1 for the first start of the handler; 0 for a job
+   * whose handler never started (`job:queued`, and `job:cancelled` for a
+   * job that expired), as `queue.result()` counts its attempts.
+   */
   readonly attempt: number;
 }
 

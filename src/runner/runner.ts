@@ -1102,9 +1102,12 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       case "notStarted":
       case "parked": // a sleep or a wait: not an attempt, nor a retry
         return; // not an attempt: the handler never ran (held back, or claimed and not started)
-      case "cancelled":
-        this.emit("job:cancelled", { ...detail(), reason: outcome.reason });
+      case "cancelled": {
+        // An expired job never started: the attempt its claim counted is given back, as stored.
+        const attempt = outcome.settlement.expired === true ? job.attempts - 1 : job.attempts;
+        this.emit("job:cancelled", { ...detail(), attempt, reason: outcome.reason });
         return;
+      }
       case "fail": {
         this.#stats.failed++;
         const { attempts } = outcome.settlement;
