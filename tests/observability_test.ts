@@ -96,6 +96,16 @@ async function inSpan<T>(
   });
 }
 
+/** Releases its first attempt (`ctx.release()`), succeeds on the second. */
+const releasing = defineJob({
+  name: "releasing",
+  schema: z.null(),
+  maxAttempts: 2,
+  handle(_, ctx) {
+    if (ctx.attempt === 1) ctx.release(0);
+  },
+});
+
 const secretive = defineJob({
   name: "secretive",
   schema: z.object({ secret: z.string() }),
@@ -629,11 +639,12 @@ Deno.test("metrics go through the OpenTelemetry API: counters, histograms and pe
   try {
     await using queue = await Queue.open({
       path: ":memory:",
-      jobs: [jobs.chatty, jobs.flaky, jobs.doomed],
+      jobs: [jobs.chatty, jobs.flaky, jobs.doomed, releasing],
     });
     await queue.dispatchMany(jobs.chatty, [{ lines: 0 }, { lines: 0 }]);
     await queue.dispatch(jobs.flaky, null);
     await queue.dispatch(jobs.doomed, null);
+    await queue.dispatch(releasing, null);
     await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 10 }).done;
     await queue.dispatch(jobs.chatty, { lines: 0 }, { delayMs: 60_000 });
     await reader.forceFlush();
@@ -652,11 +663,18 @@ Deno.test("metrics go through the OpenTelemetry API: counters, histograms and pe
     assert.equal(total("renox.jobs.failed", "doomed"), 1);
     const duration = byName.get("renox.job.duration")!;
     assert.equal(duration.descriptor.unit, "s");
-    const runs = duration.dataPoints.reduce(
-      (sum, point) => sum + (point.value as { count: number }).count,
-      0,
-    );
+    const timed = (job: string) =>
+      duration.dataPoints.filter((point) => point.attributes["renox.job.name"] === job).reduce(
+        (sum, point) => sum + (point.value as { count: number }).count,
+        0,
+      );
+    const runs = ["chatty", "flaky", "doomed"].reduce((sum, job) => sum + timed(job), 0);
     assert.equal(runs, 5, "2 chatty, 2 flaky attempts, 1 doomed");
+    // A release is an attempt, but not a timed one: here, in the rollup and in Prometheus alike.
+    assert.equal(total("renox.jobs.completed", "releasing"), 1);
+    assert.equal(timed("releasing"), 1, "the attempt that released is not timed");
+    const rollup = (await queue.metrics()).byJob.find((type) => type.name === "releasing");
+    assert.deepEqual([rollup?.completed, rollup?.retried, rollup?.runs], [1, 0, 1]);
     assert.equal(byName.get("renox.job.wait")!.descriptor.unit, "s");
     const delayed = byName.get("renox.jobs.delayed")!.dataPoints.find((point) =>
       point.attributes["messaging.destination.name"] === "default"
