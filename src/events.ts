@@ -50,7 +50,11 @@ export interface JobEventDetail {
   readonly name: string;
   /** The queue it is on. */
   readonly queue: string;
-  /** The attempt concerned: 1 for the first start of the handler. */
+  /**
+   * The attempt concerned: 1 for the first start of the handler; 0 for a job
+   * whose handler never started (`job:queued`, and `job:cancelled` for a
+   * job that expired), as `queue.result()` counts its attempts.
+   */
   readonly attempt: number;
 }
 
@@ -68,7 +72,12 @@ export interface QueueEventMap {
   };
   /** An attempt ended without success and the job will run again. */
   "job:retry": JobEventDetail & {
-    /** Why, or null when the handler released the job. */ readonly error: Error | null;
+    /**
+     * Why: the handler's error, or why the attempt was cut short and put
+     * back (a stop's grace ran out, its Web Worker was terminated for
+     * another job); null when the handler released the job.
+     */
+    readonly error: Error | null;
     /** Wait before the next attempt. */ readonly delayMs: number;
   };
   /** The job failed for good and moved to the failed jobs. */

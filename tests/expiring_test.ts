@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, defineSchedule, JobCancelledError } from "../mod.ts";
+import { defineJob, defineSchedule, JobCancelledError, type JobEventDetail } from "../mod.ts";
 import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, waitUntil, within } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
@@ -67,11 +67,14 @@ storeTest(
     const id = await queue.dispatch(note, { n: "late" }, { delayMs: 10_000, expireInMs: 5_000 });
     const fresh = await queue.dispatch(note, { n: "fresh" }, { delayMs: 10_000 });
     clock.advance(11_000);
+    const cancelled: JobEventDetail[] = [];
+    queue.addEventListener("job:cancelled", (event) => cancelled.push(event.detail));
     await workUntilEmpty(queue, { executor: "isolate" });
     assert.deepEqual(ran, ["fresh"]);
     const result = await queue.result(id);
     assert.equal(result?.state, "expired");
     assert.equal(result?.attempts, 0, "its handler never started");
+    assert.deepEqual(cancelled.map(({ id, attempt }) => ({ id, attempt })), [{ id, attempt: 0 }]);
     assert.match(result?.error ?? "", /^expired: not started by /);
     assert.equal((await queue.result(fresh))?.state, "completed");
     const kept = await queue.finished();

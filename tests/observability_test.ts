@@ -96,6 +96,16 @@ async function inSpan<T>(
   });
 }
 
+/** Releases its first attempt (`ctx.release()`), succeeds on the second. */
+const releasing = defineJob({
+  name: "releasing",
+  schema: z.null(),
+  maxAttempts: 2,
+  handle(_, ctx) {
+    if (ctx.attempt === 1) ctx.release(0);
+  },
+});
+
 const secretive = defineJob({
   name: "secretive",
   schema: z.object({ secret: z.string() }),
@@ -208,6 +218,49 @@ storeTest("a timed-out attempt's span has an error status and records the timeou
   const exception = span!.events.find((event) => event.name === "exception");
   assert.equal(exception?.attributes?.["exception.type"], "JobTimeoutError");
 });
+
+storeTest(
+  "a running job cancelled with queue.cancel() ends its attempt span as cancelled, in either executor",
+  async (db) => {
+    for (const executor of ["isolate", "workers"] as const) {
+      exporter.reset();
+      const queue = await db.open({ jobs: JOBS_URL });
+      const worker = queue.work({ executor, workers: 1 });
+      const started = nextEvent<{ id: number }>(queue, "job:start");
+      const id = await queue.dispatch(jobs.hangs, null);
+      assert.equal((await started).id, id);
+      const settled = nextEvent<{ id: number }>(queue, "job:cancelled", (d) => d.id === id);
+      assert.equal(await queue.cancel(id, { reason: "not needed" }), "cancelling");
+      await settled;
+      await worker.stop();
+      const spans = attemptSpans(id);
+      assert.equal(spans.length, 1, `${executor}: one ended span`);
+      assert.equal(spans[0]!.attributes["renox.job.outcome"], "cancelled", executor);
+      assert.equal(spans[0]!.status.code, SpanStatusCode.UNSET, executor);
+      await queue.close();
+    }
+  },
+);
+
+storeTest(
+  "a job put back when a stop's grace ran out says why in job:retry; its span ends as stopped",
+  async (db) => {
+    exporter.reset();
+    const queue = await db.open({ jobs: [jobs.hangs] });
+    const worker = queue.work({ executor: "isolate" });
+    const started = nextEvent<{ id: number }>(queue, "job:start");
+    const id = await queue.dispatch(jobs.hangs, null);
+    assert.equal((await started).id, id);
+    const retried = nextEvent<{ id: number; error: Error | null }>(queue, "job:retry");
+    await worker.stop({ graceMs: 0 });
+    const { error } = await retried;
+    assert.equal(error?.message, "worker stopped during the attempt");
+    const [span, ...more] = attemptSpans(id);
+    assert.equal(more.length, 0);
+    assert.equal(span!.attributes["renox.job.outcome"], "stopped");
+    assert.equal(span!.status.code, SpanStatusCode.UNSET, "a put-back is not the handler's error");
+  },
+);
 
 storeTest("an encrypted job's span and log never show its decrypted values", async (db) => {
   exporter.reset();
@@ -586,11 +639,12 @@ Deno.test("metrics go through the OpenTelemetry API: counters, histograms and pe
   try {
     await using queue = await Queue.open({
       path: ":memory:",
-      jobs: [jobs.chatty, jobs.flaky, jobs.doomed],
+      jobs: [jobs.chatty, jobs.flaky, jobs.doomed, releasing],
     });
     await queue.dispatchMany(jobs.chatty, [{ lines: 0 }, { lines: 0 }]);
     await queue.dispatch(jobs.flaky, null);
     await queue.dispatch(jobs.doomed, null);
+    await queue.dispatch(releasing, null);
     await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 10 }).done;
     await queue.dispatch(jobs.chatty, { lines: 0 }, { delayMs: 60_000 });
     await reader.forceFlush();
@@ -609,11 +663,18 @@ Deno.test("metrics go through the OpenTelemetry API: counters, histograms and pe
     assert.equal(total("renox.jobs.failed", "doomed"), 1);
     const duration = byName.get("renox.job.duration")!;
     assert.equal(duration.descriptor.unit, "s");
-    const runs = duration.dataPoints.reduce(
-      (sum, point) => sum + (point.value as { count: number }).count,
-      0,
-    );
+    const timed = (job: string) =>
+      duration.dataPoints.filter((point) => point.attributes["renox.job.name"] === job).reduce(
+        (sum, point) => sum + (point.value as { count: number }).count,
+        0,
+      );
+    const runs = ["chatty", "flaky", "doomed"].reduce((sum, job) => sum + timed(job), 0);
     assert.equal(runs, 5, "2 chatty, 2 flaky attempts, 1 doomed");
+    // A release is an attempt, but not a timed one: here, in the rollup and in Prometheus alike.
+    assert.equal(total("renox.jobs.completed", "releasing"), 1);
+    assert.equal(timed("releasing"), 1, "the attempt that released is not timed");
+    const rollup = (await queue.metrics()).byJob.find((type) => type.name === "releasing");
+    assert.deepEqual([rollup?.completed, rollup?.retried, rollup?.runs], [1, 0, 1]);
     assert.equal(byName.get("renox.job.wait")!.descriptor.unit, "s");
     const delayed = byName.get("renox.jobs.delayed")!.dataPoints.find((point) =>
       point.attributes["messaging.destination.name"] === "default"

@@ -35,7 +35,11 @@ export interface MetricsSummary {
   readonly retried: number;
   /** Jobs that expired before they started (`expireInMs`). */
   readonly expired: number;
-  /** Attempts timed: handlers that ran to a success, a failure or an error. */
+  /**
+   * Attempts timed: handlers that ran to a success, a failure for good or an
+   * error they are retried after. An attempt that ended in `ctx.release()`,
+   * was put back (a stop, a Web Worker terminated) or parked is not timed.
+   */
   readonly runs: number;
   /** Mean runtime of the timed attempts, in ms; null without any. */
   readonly averageRuntimeMs: number | null;

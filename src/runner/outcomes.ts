@@ -20,6 +20,7 @@ export type Outcome =
   | {
     readonly kind: "retry";
     readonly settlement: Release;
+    /** Why; null when the handler released the job (`ctx.release()`, `ctx.rateLimitGroup()`). */
     readonly error: Error | null;
     readonly delayMs: number;
   }
@@ -215,7 +216,7 @@ export function outcomeOf(
         },
       };
     case "interrupted":
-      return putBack(job, now, result.error.message);
+      return putBack(job, now, result.error);
     case "park": {
       // A sleep until a time is as long as that time is ahead of now; a wait without a timeout
       // waits as long as any delay may be.
@@ -277,10 +278,11 @@ export function outcomeOf(
  * A job whose attempt was cut short through no fault of its own (the worker
  * stopping, its Web Worker terminated for another job): it goes back at once
  * and gets its attempt back, since the handler did not get to finish.
+ * `error` says why; its message is stored as the job's last error.
  */
-export function putBack(job: ClaimedJob, now: number, reason: string): Outcome {
-  const settlement: Release = { ...giveBack(job, now, now, reason), started: true };
-  return { kind: "retry", error: null, delayMs: 0, settlement };
+export function putBack(job: ClaimedJob, now: number, error: Error): Outcome {
+  const settlement: Release = { ...giveBack(job, now, now, error.message), started: true };
+  return { kind: "retry", error, delayMs: 0, settlement };
 }
 
 /**

@@ -997,10 +997,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     } catch (error) {
       outcome = failWith(entry.job, asError(error), now); // e.g. a backoff function that threw
     }
-    const error = outcome.kind === "complete" || outcome.kind === "heldBack" ||
-        outcome.kind === "notStarted" || outcome.kind === "cancelled" || outcome.kind === "parked"
-      ? null
-      : outcome.error;
+    const error = "error" in outcome ? outcome.error : null;
     endAttemptSpan(entry.span, spanOutcomeOf(outcome), error, entry.definition.encrypted);
     const durationMs = performance.now() - entry.startedAt;
     this.#ahead.noteRun(durationMs);
@@ -1020,7 +1017,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   /**
    * A cancel was asked of a running job: its signal aborts with a
    * `JobCancelledError` (a Web Worker that does not stop within `graceMs` is
-   * terminated, as on a timeout) and it settles as cancelled at once.
+   * terminated, as on a timeout) and it settles as cancelled at once, its
+   * span ending as `cancelled`.
    */
   #cancel(entry: RunningJob, reason: string): void {
     if (this.#running.get(entry.job.id) !== entry || entry.afterStop !== undefined) return;
@@ -1028,6 +1026,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     entry.controller.abort(new JobCancelledError(job.id, job.name, reason));
     this.#endOnceStopped(entry, () => {
       if (!this.#forget(entry)) return;
+      endAttemptSpan(entry.span, "cancelled", null, definition.encrypted);
       const now = this.#deps.clock.now();
       this.#settleLater({
         job,
@@ -1071,12 +1070,10 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       entry.controller.abort(new Error("Job aborted: the worker is stopping"));
       this.#endOnceStopped(entry, () => {
         if (!this.#forget(entry)) return;
-        endAttemptSpan(entry.span, "stopped", null, entry.definition.encrypted);
-        this.#settleLater({
-          job: entry.job,
-          outcome: putBack(entry.job, this.#deps.clock.now(), "worker stopped during the attempt"),
-          durationMs: 0,
-        });
+        const why = new Error("worker stopped during the attempt");
+        const outcome = putBack(entry.job, this.#deps.clock.now(), why);
+        endAttemptSpan(entry.span, spanOutcomeOf(outcome), why, entry.definition.encrypted);
+        this.#settleLater({ job: entry.job, outcome, durationMs: 0 });
         this.notify();
       });
     }
@@ -1085,11 +1082,9 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 
   #report({ job, outcome, durationMs, ran }: FinishedJob): void {
     const detail = () => ({ id: job.id, name: job.name, queue: job.queue, attempt: job.attempts });
-    if (
-      outcome.kind !== "heldBack" && outcome.kind !== "notStarted" && outcome.kind !== "parked" &&
-      outcome.kind !== "cancelled" && (outcome.kind !== "retry" || outcome.error !== null)
-    ) {
-      this.#metrics.settled(job, outcome.kind, ran === true ? durationMs : null);
+    const counted = spanOutcomeOf(outcome); // only a success, an error and a failure are counted
+    if (counted === "complete" || counted === "retry" || counted === "fail") {
+      this.#metrics.settled(job, counted, ran === true ? durationMs : null);
     }
     switch (outcome.kind) {
       case "complete":
@@ -1107,9 +1102,12 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       case "notStarted":
       case "parked": // a sleep or a wait: not an attempt, nor a retry
         return; // not an attempt: the handler never ran (held back, or claimed and not started)
-      case "cancelled":
-        this.emit("job:cancelled", { ...detail(), reason: outcome.reason });
+      case "cancelled": {
+        // An expired job never started: the attempt its claim counted is given back, as stored.
+        const attempt = outcome.settlement.expired === true ? job.attempts - 1 : job.attempts;
+        this.emit("job:cancelled", { ...detail(), attempt, reason: outcome.reason });
         return;
+      }
       case "fail": {
         this.#stats.failed++;
         const { attempts } = outcome.settlement;

@@ -61,9 +61,17 @@ export class AttemptSpan {
   }
 }
 
-/** The `renox.job.outcome` of an attempt that ended in `outcome` (`"release"`: `ctx.release()`). */
+/**
+ * The `renox.job.outcome` of an attempt that ended in `outcome`: for a job
+ * that runs again, `"release"` when its handler released it
+ * (`ctx.release()`), `"stopped"` when it was put back through no fault of
+ * its own (its worker stopping, its Web Worker terminated for another job),
+ * else `"retry"` (an error).
+ */
 export function spanOutcomeOf(outcome: Outcome): SpanOutcome {
-  return outcome.kind === "retry" && outcome.error === null ? "release" : outcome.kind;
+  if (outcome.kind !== "retry") return outcome.kind;
+  if (outcome.error === null) return "release";
+  return outcome.settlement.refundAttempt ? "stopped" : "retry";
 }
 
 /** The queue's tracer: the API's proxy, which records through whichever SDK is installed later. */
@@ -120,10 +128,11 @@ export function startAttemptSpan(job: ClaimedJob): AttemptSpan | undefined {
 }
 
 /**
- * Ends an attempt's span once: with its outcome, and for an error, a
- * timeout or a failure the exception and an error status. The exception of
- * an encrypted job carries only its type: its message may hold decrypted
- * values.
+ * Ends an attempt's span once: with its outcome, and for a `"retry"` or a
+ * `"fail"` (the handler's error or timeout) with `error` as the exception
+ * and an error status; another outcome's `error` (why a job was put back)
+ * is not the handler's. The exception of an encrypted job carries only its
+ * type: its message may hold decrypted values.
  */
 export function endAttemptSpan(
   attempt: AttemptSpan | undefined,
@@ -139,7 +148,7 @@ export function endAttemptSpan(
     return;
   }
   span.setAttribute("renox.job.outcome", outcome);
-  if (error !== null && outcome !== "heldBack") {
+  if (error !== null && (outcome === "retry" || outcome === "fail")) {
     const type = safeName(error);
     span.setAttribute("error.type", type);
     if (encrypted) span.recordException({ name: type, message: "(hidden: the job is encrypted)" });

@@ -321,10 +321,14 @@ Deno.test("Web Worker pool: a job sharing a Web Worker with one that hangs past 
   assert.deepEqual(
     retries.filter((retry) => retry.id === siblingId).map(({ attempt, error, delayMs }) => ({
       attempt,
-      error,
+      error: error?.message,
       delayMs,
     })),
-    [{ attempt: 1, error: null, delayMs: 0 }],
+    [{
+      attempt: 1,
+      error: `Web Worker terminated: job ${hangId} did not stop within 200 ms of being aborted`,
+      delayMs: 0,
+    }],
   );
   const failed = await queue.failedJob(hangId);
   assert.match(failed?.error ?? "", /^JobTimeoutError: /);

@@ -320,9 +320,10 @@ Deno.test("outcomeOf() fails an error once the retry deadline is reached, attemp
 // putBack
 
 Deno.test("putBack() puts the job back at once and gives its attempt back, marked started", () => {
-  assert.deepEqual(putBack(claimed({ attempts: 2 }), NOW, "worker stopped during the attempt"), {
+  const why = new Error("worker stopped during the attempt");
+  assert.deepEqual(putBack(claimed({ attempts: 2 }), NOW, why), {
     kind: "retry",
-    error: null,
+    error: why,
     delayMs: 0,
     settlement: {
       kind: "release",

@@ -258,6 +258,22 @@ function register(test: ContractTest): void {
     assert.equal(await store.cancelFlow(cancelOf(id + 1_000)), null);
   });
 
+  test("cancelFlow() asks a running node to stop, as cancel() asks a job: a handler that returns before its worker sees the ask leaves its node succeeded and queues no child", async (store) => {
+    const { id, jobIds } = await store.insertFlow(newFlow(node("a"), node("b", [0])));
+    const [a] = await take(store);
+    assert.deepEqual(await store.cancelFlow(cancelOf(id)), { cancelled: [], cancelling: jobIds });
+    // The worker settles the handler's return, not yet having seen the ask.
+    await succeed(store, a!, "7");
+    const row = (await store.flow(id))!;
+    assert.deepEqual(row.nodes.map((n) => [n.key, n.state, n.error]), [
+      ["a", "succeeded", null],
+      ["b", "cancelled", null],
+    ]);
+    assert.notEqual(row.cancelledAt, null);
+    assert.deepEqual(await take(store, LATER, ["default", "cb"]), [], "no child, no catch");
+    assert.deepEqual(await store.cancelsAsked([{ id: a!.id, token: a!.token }]), []);
+  });
+
   test("cancelFlow() cancels its queued nodes' jobs in its own write, one claimed ahead as a queued one, and asks its running one to stop: a claim after it takes none of its nodes", async (store) => {
     const { id } = await store.insertFlow(
       newFlow(node("run"), node("ahead"), node("q1"), node("q2"), node("join", [0, 1, 2, 3])),
