@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { storeTest } from "../_stores.ts";
-import { holdsThread, timesOutBusy } from "../fixtures/web_workers/busy_report_jobs.ts";
+import { holdsThread, timesOutBusy, warmUp } from "../fixtures/web_workers/busy_report_jobs.ts";
 
 const JOBS = import.meta.resolve("../fixtures/web_workers/busy_report_jobs.ts");
 
@@ -48,9 +48,13 @@ storeTest(
   "a handler holding its Web Worker's thread past its timeout keeps the lines it logged before its Web Worker is terminated",
   async (db) => {
     const queue = await db.open({ jobs: JOBS });
-    const id = await queue.dispatch(timesOutBusy, { holdMs: 60_000 });
     const worker = queue.work({ executor: "workers", workers: 1, pollMs: 20, graceMs: 200 });
+    let id = 0;
     try {
+      // The job's timeout counts from its hand-off: a Web Worker still starting on a loaded
+      // machine could use it all before the handler logs.
+      await queue.dispatchAndWait(warmUp, {}, { timeoutMs: 120_000 });
+      id = await queue.dispatch(timesOutBusy, { holdMs: 60_000 });
       await eventually("the job failed", async () => (await queue.failedJob(id)) !== null);
     } finally {
       await worker.stop();
