@@ -446,3 +446,62 @@ Deno.test({
     assert.equal((result as { state: string } | null)?.state, "pending");
   },
 });
+
+Deno.test({
+  name:
+    "Redis restarted and still loading its data: every call (counts, result, signal, dispatch, failed, cancel) waits for the load up to connectTimeoutMs, rejecting after it saying the server is still loading",
+  ignore: refusal !== null,
+  async fn() {
+    // Each key takes 100 ms to load, and the server answers between keys: a load of seconds.
+    await using redis = await startPrivateRedis({
+      aof: false,
+      settings: ["--key-load-delay", "100000", "--loading-process-events-interval-bytes", "1024"],
+    });
+    const shortWait = await RedisStore.open(redis.url, { connectTimeoutMs: 1_000 });
+    await using queue = await Queue.open({ store: shortWait, jobs: [tick, padded] });
+    const longWait = await RedisStore.open(redis.url, { connectTimeoutMs: 120_000 });
+    await using patient = await Queue.open({ store: longWait, jobs: [tick, padded] });
+    const ids = await patient.dispatchMany(
+      padded,
+      Array.from({ length: 40 }, (_, n) => ({ n, pad: "x".repeat(2_000) })),
+      { delayMs: 3_600_000 },
+    );
+    await redis.command(["SAVE"]);
+    await redis.kill();
+    await redis.start({ whileLoading: true });
+    assert.match(String(await redis.command(["INFO", "persistence"])), /^loading:1/m);
+    const answer = (call: Promise<unknown>) =>
+      call.then(() => "answered", (error: Error) => `rejected: ${error.message}`);
+    const waiting = {
+      counts: answer(patient.counts()),
+      result: answer(patient.result(ids[0]!)),
+      signal: answer(patient.signal(ids[1]!, "go", 1)),
+      dispatch: answer(patient.dispatch(tick, { n: 1 })),
+      failed: answer(patient.failed()),
+      cancel: answer(patient.cancel(ids[2]!)),
+    };
+    // The first call may find the client still reconnecting; the next ones find the server loading.
+    let said = "";
+    for (let tries = 0; tries < 5 && !said.includes("still loading"); tries++) {
+      said = await queue.counts().then(() => "answered", (error: Error) => error.message);
+    }
+    const answers = Object.fromEntries(
+      await Promise.all(
+        Object.entries(waiting).map(async ([name, outcome]) => [name, await outcome]),
+      ),
+    );
+    assert.deepEqual(answers, {
+      counts: "answered",
+      result: "answered",
+      signal: "answered",
+      dispatch: "answered",
+      failed: "answered",
+      cancel: "answered",
+    });
+    assert.match(
+      said,
+      /^The Redis server at redis:\/\/127\.0\.0\.1:\d+ is still loading its data: no answer within 1000 ms \(LOADING /,
+    );
+    assert.equal((await patient.result(ids[0]!))?.state, "pending");
+  },
+});
