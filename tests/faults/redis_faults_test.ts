@@ -229,37 +229,70 @@ async function dispatchWhenBack(queue: Queue): Promise<number> {
 
 Deno.test({
   name:
-    "Redis without persistence restarted empty: the store notices (every call fails saying it lost its data) instead of running on an empty queue",
+    "Redis without persistence restarted empty: the store notices (every call fails saying it lost its data) instead of running on an empty queue, its workers stop (work exits 1), and a supervised work starts a worker that runs the jobs of the empty store",
   ignore: refusal !== null,
   async fn() {
     await using redis = await startPrivateRedis({ aof: false });
     await using tmp = await tempDir();
     const ledger = join(tmp.dir, "ledger.db");
+    using ledgerDb = openReader(ledger);
     await using queue = await Queue.open({ url: redis.url, jobs: JOBS_URL });
     await queue.dispatchMany(tick, Array.from({ length: 100 }, (_, n) => ({ n })));
-    const worker = startWork(redis.url, ledger, ["--concurrency", "4", "--sleep-ms", "200"]);
+    const flags = ["--concurrency", "4", "--sleep-ms", "200"];
+    const worker = startWork(redis.url, ledger, flags);
+    // Under a prefix of its own: its next worker writes the empty store's keys there.
+    const ownPrefix = `${redis.url}?prefix=supervised`;
+    const supervised = startWork(ownPrefix, ledger, flags, { supervised: true });
     try {
       await workerStarted(worker);
+      await workerStarted(supervised);
       await redis.kill();
       await redis.start();
       let said = "";
       await waitUntil(async () => {
         said = await queue.dispatch(tick, { n: -1 }).then(
           (id) => `stored ${id}`,
-          (error: Error) => error.message,
+          (error: Error) => `${error.name}: ${error.message}`,
         );
         return /lost its data/.test(said);
       }, { what: "a dispatch refused for the lost data", timeoutMs: 30_000 });
-      await waitUntil(
-        () =>
-          cliEvents(worker, "queue:error").some((line) => /lost its data/.test(String(line.error))),
-        { what: "the worker's error naming the lost data", timeoutMs: 30_000 },
+      assert.match(said, /^QueueLostError: the Redis store lost its data: /);
+      const status = await worker.exit(60_000);
+      const stopped = cliEvents(worker, "worker:stop");
+      assert.deepEqual(
+        { code: status.code, reason: stopped.map((line) => line.reason) },
+        { code: 1, reason: ["lost"] },
+        worker.stderr.slice(-1_500),
       );
-      const keys = Number(await redis.command(["DBSIZE"]));
+      assert.match(
+        worker.stderr,
+        /queue work: stopped: the Redis store lost its data: .*\(exit code 1\)/,
+      );
+      const keys = (await redis.command(["KEYS", "{renox}*"]) as unknown[]).length;
       console.log(`Redis restarted empty: dispatch said "${said.slice(0, 100)}"; keys now ${keys}`);
       assert.ok(keys <= 1, `the store wrote ${keys} keys on an empty server`);
+      // A process that opens the queue again starts on the empty store; the supervisor's new
+      // worker runs what it dispatches (ids start again from 1: told apart by the time).
+      await using reopened = await Queue.open({ url: ownPrefix, jobs: JOBS_URL });
+      const dispatchedAt = Date.now();
+      await reopened.dispatch(tick, { n: 1_000 });
+      await waitUntil(
+        () =>
+          one<{ n: number }>(
+            ledgerDb,
+            "SELECT COUNT(*) AS n FROM ledger WHERE start >= ?",
+            dispatchedAt,
+          )
+            .n > 0,
+        { what: "the job dispatched on the empty store run", timeoutMs: 60_000 },
+      ).catch((error) => {
+        throw new Error(
+          `${error.message}; the supervised work said: ${supervised.stderr.slice(-1_500)}`,
+        );
+      });
+      assert.match(supervised.stderr, /the worker exited with code 1; starting another/);
     } finally {
-      await stopAll([worker]);
+      await stopAll([worker, supervised]);
     }
   },
 });

@@ -13,7 +13,7 @@
 // deno-lint-ignore no-import-prefix
 import { ClientOfflineError, createClient } from "npm:@redis/client@^6.4";
 import { AsyncLocalStorage } from "node:async_hooks";
-import { QueueClosedError, QueueMovedError } from "../../errors.ts";
+import { QueueClosedError, QueueLostError, QueueMovedError } from "../../errors.ts";
 import { redactPassword } from "../database_url.ts";
 import { type FunctionLibrary, functionLibrary, type LuaScript } from "./lua.ts";
 
@@ -279,17 +279,19 @@ export class RedisConnection {
   }
 
   /**
-   * A script's error, worded for the user: the epoch error and an abandoned
-   * transaction's keep their own words, and a move's fence gives a
-   * {@linkcode QueueMovedError}; any other names the server and its reply,
+   * A script's error, worded for the user: the epoch error gives a
+   * {@linkcode QueueLostError}, an abandoned transaction's keeps its own
+   * words, and a move's fence gives a {@linkcode QueueMovedError}; any other names the server and its reply,
    * the store's function only as detail. A server that cannot run it now
    * gives code `REDIS_UNAVAILABLE`, for the runner's outage detection (the
    * script did not run).
    */
   #scriptError(script: LuaScript, error: unknown): Error {
     const message = replyText(error);
-    const ownWords = message.match(/RENOX_(?:EPOCH|ABANDONED) (.*)/);
-    if (ownWords) return new Error(ownWords[1], { cause: error });
+    const lost = message.match(/RENOX_EPOCH (.*)/);
+    if (lost) return new QueueLostError(lost[1]!, { cause: error });
+    const abandoned = message.match(/RENOX_ABANDONED (.*)/);
+    if (abandoned) return new Error(abandoned[1], { cause: error });
     const moved = message.match(/RENOX_MOVED (\d+) (.*)/);
     if (moved) return new QueueMovedError(moved[2]!, Number(moved[1]), { cause: error });
     const wrapped = new Error(
