@@ -36,6 +36,7 @@ export {
   PayloadIntegrityError,
   PermanentError,
   QueueClosedError,
+  QueueLostError,
   QueueMovedError,
   StepMismatchError,
   StepTimeoutError,

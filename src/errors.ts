@@ -284,3 +284,26 @@ export class QueueMovedError extends Error {
     this.fencedAt = fencedAt;
   }
 }
+
+/**
+ * The store lost the queue's data since this queue opened it: a Redis
+ * server restarted without persistence, or the queue's keys were deleted
+ * (docs/redis.md). Every call of the queue fails with it rather than run
+ * on an empty store, and a worker that meets it stops (`stopReason`
+ * `"lost"`; the `work` command exits with code 1, so its supervisor starts
+ * another). A queue opened again (a new process) starts on the empty store.
+ *
+ * @example Telling a store that lost its data from other failures
+ * ```ts
+ * import { QueueLostError } from "@renox/queue";
+ * const error = new QueueLostError("the Redis store lost its data");
+ * console.log(error instanceof QueueLostError, error.name);
+ * ```
+ */
+export class QueueLostError extends Error {
+  /** Builds the error with the store's `message` saying what it found. */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "QueueLostError";
+  }
+}

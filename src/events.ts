@@ -27,10 +27,14 @@ export type RunnerStats = WorkerStats;
  * `"outdated"` when its heartbeat found a contract schema step newer than
  * its code (it claimed nothing more and let its running jobs finish; the
  * process should be restarted on the new code: the `work` command exits
- * with code 75, docs/upgrading.md), or `"moved"` when its store refused a
+ * with code 75, docs/upgrading.md), `"moved"` when its store refused a
  * write because the queue was moved to another store (a `QueueMovedError`:
  * it stopped at once, its running jobs aborted, as they run again on the
- * new store; docs/moving.md).
+ * new store; docs/moving.md), or `"lost"` when its store lost its data (a
+ * `QueueLostError`: a Redis server restarted without persistence; it
+ * stopped at once, its running jobs aborted, and the `work` command exits
+ * with code 1 so that its supervisor starts a worker on the empty store;
+ * docs/redis.md).
  */
 export type StopReason =
   | "requested"
@@ -40,7 +44,8 @@ export type StopReason =
   | "stuck"
   | "closed"
   | "outdated"
-  | "moved";
+  | "moved"
+  | "lost";
 
 /** What every job event says about the job. */
 export interface JobEventDetail {

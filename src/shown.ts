@@ -10,7 +10,17 @@
 /** How long a shown string may be before it is cut. */
 const MAX_SHOWN = 80;
 
-/** `value` for an error message: strings quoted (and cut), numbers as written, others by kind. */
+/** How many of an object's keys are named when it is too large to show whole. */
+const MAX_KEYS = 5;
+
+/** How long a named key may be before it is cut. */
+const MAX_KEY = 30;
+
+/**
+ * `value` for an error message: strings quoted (and cut), numbers as
+ * written, others by kind; an object too large to show whole by its first
+ * keys (`an object with keys job, payload`).
+ */
 export function shown(value: unknown): string {
   switch (typeof value) {
     case "string": {
@@ -41,5 +51,13 @@ export function shown(value: unknown): string {
   } catch {
     // circular, or holds a BigInt
   }
-  return Object.prototype.toString.call(value);
+  const kind = Object.prototype.toString.call(value);
+  if (kind !== "[object Object]") return kind;
+  const keys = Object.keys(value as object);
+  if (keys.length === 0) return "an object";
+  const named = keys.slice(0, MAX_KEYS).map((key) =>
+    key.length <= MAX_KEY ? key : `${key.slice(0, MAX_KEY)}…`
+  );
+  const more = keys.length > MAX_KEYS ? ` and ${keys.length - MAX_KEYS} more` : "";
+  return `an object with keys ${named.join(", ")}${more}`;
 }

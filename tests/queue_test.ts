@@ -208,6 +208,40 @@ storeTest("Queue.dispatch() refuses something that is not a job with a clear err
 });
 
 storeTest(
+  "Queue.dispatch() and dispatchMany() given something else than a job say briefly what it was",
+  async (db) => {
+    await using queue = await openQueue(db);
+    const given = async (call: () => Promise<unknown>) =>
+      await call().then(() => "stored", (error: Error) => `${error.name}: ${error.message}`);
+    const refusal = (what: string) =>
+      `TypeError: Cannot dispatch ${what}: it is not a job registered with this queue (export it from the jobs module)`;
+    const entry = { job: order, payload: { orderId: 1 } };
+    assert.deepEqual(
+      [
+        await given(() => queue.dispatch(entry as unknown as typeof order, { orderId: 1 })),
+        await given(() =>
+          queue.dispatch([entry, entry] as unknown as typeof order, { orderId: 1 })
+        ),
+        await given(() => queue.dispatch(42 as unknown as typeof order, { orderId: 1 })),
+        await given(() =>
+          queue.dispatchMany(
+            Array.from({ length: 1_000 }, () => entry) as unknown as typeof order,
+            [],
+          )
+        ),
+      ],
+      [
+        refusal("an object with keys job, payload"),
+        refusal("an array of 2"),
+        refusal("42"),
+        refusal("an array of 1000"),
+      ],
+    );
+    assert.deepEqual(await storedCounts(queue), {});
+  },
+);
+
+storeTest(
   "Queue.dispatch() refuses queue names outside [A-Za-z0-9_.:-]{1,64} (S07)",
   async (db) => {
     await using queue = await openQueue(db);

@@ -194,6 +194,31 @@ Deno.test("RedisStore.open() gives up on a server that does not answer after con
   assert.ok(Date.now() - started < 5_000, "it gave up in time");
 });
 
+Deno.test("Queue.open() and a PostgreSQL store's first call on a server that refuses connections name it without its password", async () => {
+  const { PostgresStore } = await import("../src/stores/postgres/mod.ts");
+  const down = "postgres://app:secret@127.0.0.1:1/app?schema=jobs";
+  await assert.rejects(Queue.open({ url: down, jobs: [noop] }), (error: unknown) => {
+    assert.ok(error instanceof Error, String(error));
+    assert.match(
+      error.message,
+      /^could not connect to PostgreSQL at postgres:\/\/app:\*\*\*@127\.0\.0\.1:1\/app\?schema=jobs: .*ECONNREFUSED/,
+    );
+    assert.equal((error.cause as { code?: unknown })?.code, "ECONNREFUSED");
+    return true;
+  });
+  // Not migrated at open: the first call is the first to connect, as the CLI's admin commands do.
+  await using store = await PostgresStore.open(down, { migrate: false });
+  await assert.rejects(store.migrationPlan(), (error: unknown) => {
+    assert.ok(error instanceof Error, String(error));
+    assert.match(
+      error.message,
+      /^Cannot reach the PostgreSQL database at postgres:\/\/app:\*\*\*@127\.0\.0\.1:1\/app\?schema=jobs: .*ECONNREFUSED/,
+    );
+    assert.doesNotMatch(error.message, /secret/, "the password is not shown");
+    return true;
+  });
+});
+
 const redisUrl = redisTestUrl();
 if (redisUrl === null) {
   console.log("Redis cases of the store options skipped: QUEUE_TEST_REDIS_URL is not set");

@@ -25,7 +25,7 @@ import { resolve } from "node:path";
 import { isRedisUrl, isServerUrl, redactPassword } from "../stores/database_url.ts";
 import { shown } from "../shown.ts";
 import { childDenoFlags, filePath, withFolder } from "./deno_flags.ts";
-import { OutdatedCodeError, QueueMovedError } from "../errors.ts";
+import { OutdatedCodeError, QueueLostError, QueueMovedError } from "../errors.ts";
 import { type Command, EXIT } from "./command.ts";
 import { JsonLog } from "./job_log.ts";
 import { StatusLine } from "./status_line.ts";
@@ -112,7 +112,8 @@ function given<T extends object>(options: { [K in keyof T]: T[K] | undefined }):
  * gracefully, a second at once. Resolves with the exit code: 3 when it
  * stopped stuck, 75 when a contract schema step newer than this code was
  * applied (it claimed nothing more and let its running jobs finish), 1 when the queue
- * was moved to another store (docs/moving.md), else 0.
+ * was moved to another store (docs/moving.md) or its store lost its data
+ * (docs/redis.md: a supervisor starts another, on the empty store), else 0.
  */
 async function runWorker(settings: WorkSettings): Promise<number> {
   const queue = await Queue.open({ ...databaseOptions(settings.db), jobs: settings.jobs });
@@ -132,10 +133,12 @@ async function runWorker(settings: WorkSettings): Promise<number> {
       void worker.stop({ graceMs });
     });
     let outdated: OutdatedCodeError | null = null;
-    let moved: QueueMovedError | null = null;
+    let gone: QueueMovedError | QueueLostError | null = null;
     queue.addEventListener("queue:error", ({ detail }) => {
       if (detail.error instanceof OutdatedCodeError) outdated = detail.error;
-      if (detail.error instanceof QueueMovedError) moved = detail.error;
+      if (detail.error instanceof QueueMovedError || detail.error instanceof QueueLostError) {
+        gone = detail.error;
+      }
     });
     const worker = started.worker = queue.work(settings.options);
     report.started(worker);
@@ -151,10 +154,13 @@ async function runWorker(settings: WorkSettings): Promise<number> {
       );
       return EXIT.outdated;
     }
-    if (worker.stopReason === "moved") {
+    if (worker.stopReason === "moved" || worker.stopReason === "lost") {
+      const fallback = worker.stopReason === "moved"
+        ? "the queue was moved to another store"
+        : "the store lost its data";
       console.error(
         `queue work: stopped: ${
-          (moved as QueueMovedError | null)?.message ?? "the queue was moved to another store"
+          (gone as QueueMovedError | QueueLostError | null)?.message ?? fallback
         } (exit code ${EXIT.failure})`,
       );
       return EXIT.failure;

@@ -18,6 +18,7 @@ import {
 } from "../job.ts";
 import { encodePayload } from "../payload.ts";
 import { groupOf } from "./group_key.ts";
+import { shown } from "../shown.ts";
 import type { JobRegistry } from "../registry.ts";
 import { activeTraceparent } from "../trace_context.ts";
 import type { JobGroup, KeyedJobRow, NewJobRow, WaitingJobRow } from "../stores/store.ts";
@@ -167,7 +168,7 @@ export class JobRows {
     encodeAt: (payload: unknown, where: string) => { payload: string; group: JobGroup | null },
   ): NewJobRow[] {
     if (!isJobDefinition(job) || !this.#registry.has(job)) {
-      const name = typeof job?.name === "string" ? `"${job.name}"` : String(job);
+      const name = shown(typeof job?.name === "string" ? job.name : job);
       throw new TypeError(
         `Cannot dispatch ${name}${role}: it is not a job registered with this queue (export it from the jobs module)`,
       );

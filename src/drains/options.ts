@@ -57,8 +57,9 @@ export interface DrainResult {
   /**
    * Why it ended: nothing was due any more (`"empty"`), the time budget was spent (`"time"`),
    * the job budget was spent (`"jobs"`), the queue was closed meanwhile (`"closed"`), or, as
-   * `worker.stopReason` says it, the queue was moved to another store (`"moved"`), a contract
-   * schema step newer than this code was applied (`"outdated"`), or a job was stuck (`"stuck"`).
+   * `worker.stopReason` says it, the queue was moved to another store (`"moved"`), the store
+   * lost its data (`"lost"`), a contract schema step newer than this code was applied
+   * (`"outdated"`), or a job was stuck (`"stuck"`).
    */
   readonly stoppedBecause: StopReason;
 }

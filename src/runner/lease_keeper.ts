@@ -8,7 +8,7 @@
  * @module
  */
 import type { Clock } from "../clock.ts";
-import { asError, QueueMovedError } from "../errors.ts";
+import { asError, QueueLostError, QueueMovedError } from "../errors.ts";
 import type { QueueEventTarget } from "../events.ts";
 import type { SchemaNews, WorkerStore } from "../stores/store.ts";
 import type { ResolvedWorkOptions } from "./work_options.ts";
@@ -43,8 +43,11 @@ export interface LeaseKeeperDeps {
   readonly names: readonly string[];
   /** Called when a heartbeat found a contract schema step newer than this code. */
   readonly outdated: (news: SchemaNews) => void;
-  /** Called when the store refused the heartbeat because the queue was moved (docs/moving.md). */
-  readonly moved: (error: QueueMovedError) => void;
+  /**
+   * Called when the store refused the heartbeat for good: the queue was
+   * moved (docs/moving.md), or the store lost its data (docs/redis.md).
+   */
+  readonly gone: (error: QueueMovedError | QueueLostError) => void;
 }
 
 /** How long leases last, and how the worker's row shows it. */
@@ -165,8 +168,9 @@ export class LeaseKeeper {
       }, now - STALE_WORKER_MS);
       if (news.contractStep !== null) this.#deps.outdated(news);
     } catch (error) {
-      if (error instanceof QueueMovedError) this.#deps.moved(error);
-      else {this.#deps.events.emit("queue:error", {
+      if (error instanceof QueueMovedError || error instanceof QueueLostError) {
+        this.#deps.gone(error);
+      } else {this.#deps.events.emit("queue:error", {
           error: asError(error),
           during: "worker heartbeat",
         });}

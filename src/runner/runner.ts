@@ -16,6 +16,7 @@ import {
   JobCancelledError,
   JobTimeoutError,
   OutdatedCodeError,
+  QueueLostError,
   QueueMovedError,
   StepTimeoutError,
 } from "../errors.ts";
@@ -174,7 +175,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       cancel: (entry, reason) => this.#cancel(entry, reason),
       names: deps.registry.names(),
       outdated: (news) => this.#onOutdated(news),
-      moved: (error) => this.#onMoved(error, "worker heartbeat"),
+      gone: (error) => this.#onGone(error, "worker heartbeat"),
     }, options);
     this.#progress = new ProgressWrites(this.#running, clock, () => this.notify());
     this.#middleware = new MiddlewareCheck({
@@ -551,14 +552,15 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   }
 
   /**
-   * The store refused a write because the queue was moved to another store
-   * (docs/moving.md): no write will go through again, so stop at once; the
-   * running jobs are aborted (their settles would be refused: they run
-   * again on the new store, copied there as pending).
+   * The store refused a write for good: the queue was moved to another
+   * store (docs/moving.md), or the store lost its data (docs/redis.md). No
+   * write will go through again, so stop at once; the running jobs are
+   * aborted (their settles would be refused: a moved queue's run again on
+   * the new store, copied there as pending; a lost store's are gone).
    */
-  #onMoved(error: QueueMovedError, during: string): void {
+  #onGone(error: QueueMovedError | QueueLostError, during: string): void {
     if (this.#state.phase !== "running") return;
-    this.#stopWithin(0, "moved");
+    this.#stopWithin(0, error instanceof QueueMovedError ? "moved" : "lost");
     this.emit("queue:error", { error, during });
     this.notify();
   }
@@ -656,8 +658,10 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       steps?.failed(failure); // each step rejects, and its attempt ends as a handler's error would
       this.#logs.putBack(logs); // written with a later tick
       this.#toStart = starting.concat(this.#toStart); // confirmed with a later tick
-      // A refusal of one row is looked for job by job; an outage or a move's fence holds for all.
-      const refusesAll = isStoreOutage(failure) || failure instanceof QueueMovedError;
+      // A refusal of one row is looked for job by job; an outage, a move's fence or a store that
+      // lost its data holds for all.
+      const refusesAll = isStoreOutage(failure) || failure instanceof QueueMovedError ||
+        failure instanceof QueueLostError;
       if (settling.length > 0 && !refusesAll) return await this.#settleApart(settling);
       if (group !== null) this.#finished.restore(group);
       this.#storeOut(failure, settling.length > 0 ? "settle" : "claim");
@@ -724,7 +728,9 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 
   /** The store refused a write for a reason that holds for every job: say so once per outage. */
   #storeOut(error: Error, during: string): void {
-    if (error instanceof QueueMovedError) return this.#onMoved(error, during);
+    if (error instanceof QueueMovedError || error instanceof QueueLostError) {
+      return this.#onGone(error, during);
+    }
     if (this.#outage === null || !isStoreOutage(error)) this.emit("queue:error", { error, during });
     this.#outage = isStoreOutage(error) ? error : null;
   }

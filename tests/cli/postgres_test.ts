@@ -104,6 +104,23 @@ Deno.test({
   },
 });
 
+Deno.test("CLI commands on a PostgreSQL server that refuses connections name it without its password", async () => {
+  const down = "postgres://app:secret@127.0.0.1:1/app";
+  const said: Record<string, string> = {};
+  for (const command of ["migrate", "stats", "failed"]) {
+    const result = await runCli([command, "--db", down]);
+    said[command] = `${result.code} ${result.stderr.trim()}`;
+  }
+  for (const command of ["migrate", "stats", "failed"]) {
+    assert.match(
+      said[command]!,
+      /^1 .*Cannot reach the PostgreSQL database at postgres:\/\/app:\*\*\*@127\.0\.0\.1:1\/app: .*ECONNREFUSED/,
+      command,
+    );
+  }
+  assert.doesNotMatch(Object.values(said).join("\n"), /secret/, "the password is not shown");
+});
+
 postgresTest(
   "CLI migrate --db postgres://…?schema= makes the tables in that schema and names the URL without its password",
   async (db, schema) => {

@@ -229,37 +229,70 @@ async function dispatchWhenBack(queue: Queue): Promise<number> {
 
 Deno.test({
   name:
-    "Redis without persistence restarted empty: the store notices (every call fails saying it lost its data) instead of running on an empty queue",
+    "Redis without persistence restarted empty: the store notices (every call fails saying it lost its data) instead of running on an empty queue, its workers stop (work exits 1), and a supervised work starts a worker that runs the jobs of the empty store",
   ignore: refusal !== null,
   async fn() {
     await using redis = await startPrivateRedis({ aof: false });
     await using tmp = await tempDir();
     const ledger = join(tmp.dir, "ledger.db");
+    using ledgerDb = openReader(ledger);
     await using queue = await Queue.open({ url: redis.url, jobs: JOBS_URL });
     await queue.dispatchMany(tick, Array.from({ length: 100 }, (_, n) => ({ n })));
-    const worker = startWork(redis.url, ledger, ["--concurrency", "4", "--sleep-ms", "200"]);
+    const flags = ["--concurrency", "4", "--sleep-ms", "200"];
+    const worker = startWork(redis.url, ledger, flags);
+    // Under a prefix of its own: its next worker writes the empty store's keys there.
+    const ownPrefix = `${redis.url}?prefix=supervised`;
+    const supervised = startWork(ownPrefix, ledger, flags, { supervised: true });
     try {
       await workerStarted(worker);
+      await workerStarted(supervised);
       await redis.kill();
       await redis.start();
       let said = "";
       await waitUntil(async () => {
         said = await queue.dispatch(tick, { n: -1 }).then(
           (id) => `stored ${id}`,
-          (error: Error) => error.message,
+          (error: Error) => `${error.name}: ${error.message}`,
         );
         return /lost its data/.test(said);
       }, { what: "a dispatch refused for the lost data", timeoutMs: 30_000 });
-      await waitUntil(
-        () =>
-          cliEvents(worker, "queue:error").some((line) => /lost its data/.test(String(line.error))),
-        { what: "the worker's error naming the lost data", timeoutMs: 30_000 },
+      assert.match(said, /^QueueLostError: the Redis store lost its data: /);
+      const status = await worker.exit(60_000);
+      const stopped = cliEvents(worker, "worker:stop");
+      assert.deepEqual(
+        { code: status.code, reason: stopped.map((line) => line.reason) },
+        { code: 1, reason: ["lost"] },
+        worker.stderr.slice(-1_500),
       );
-      const keys = Number(await redis.command(["DBSIZE"]));
+      assert.match(
+        worker.stderr,
+        /queue work: stopped: the Redis store lost its data: .*\(exit code 1\)/,
+      );
+      const keys = (await redis.command(["KEYS", "{renox}*"]) as unknown[]).length;
       console.log(`Redis restarted empty: dispatch said "${said.slice(0, 100)}"; keys now ${keys}`);
       assert.ok(keys <= 1, `the store wrote ${keys} keys on an empty server`);
+      // A process that opens the queue again starts on the empty store; the supervisor's new
+      // worker runs what it dispatches (ids start again from 1: told apart by the time).
+      await using reopened = await Queue.open({ url: ownPrefix, jobs: JOBS_URL });
+      const dispatchedAt = Date.now();
+      await reopened.dispatch(tick, { n: 1_000 });
+      await waitUntil(
+        () =>
+          one<{ n: number }>(
+            ledgerDb,
+            "SELECT COUNT(*) AS n FROM ledger WHERE start >= ?",
+            dispatchedAt,
+          )
+            .n > 0,
+        { what: "the job dispatched on the empty store run", timeoutMs: 60_000 },
+      ).catch((error) => {
+        throw new Error(
+          `${error.message}; the supervised work said: ${supervised.stderr.slice(-1_500)}`,
+        );
+      });
+      assert.match(supervised.stderr, /the worker exited with code 1; starting another/);
     } finally {
-      await stopAll([worker]);
+      await stopAll([worker, supervised]);
     }
   },
 });
@@ -444,5 +477,64 @@ Deno.test({
     await redis.start();
     const [, result] = await Promise.all(waiting);
     assert.equal((result as { state: string } | null)?.state, "pending");
+  },
+});
+
+Deno.test({
+  name:
+    "Redis restarted and still loading its data: every call (counts, result, signal, dispatch, failed, cancel) waits for the load up to connectTimeoutMs, rejecting after it saying the server is still loading",
+  ignore: refusal !== null,
+  async fn() {
+    // Each key takes 100 ms to load, and the server answers between keys: a load of seconds.
+    await using redis = await startPrivateRedis({
+      aof: false,
+      settings: ["--key-load-delay", "100000", "--loading-process-events-interval-bytes", "1024"],
+    });
+    const shortWait = await RedisStore.open(redis.url, { connectTimeoutMs: 1_000 });
+    await using queue = await Queue.open({ store: shortWait, jobs: [tick, padded] });
+    const longWait = await RedisStore.open(redis.url, { connectTimeoutMs: 120_000 });
+    await using patient = await Queue.open({ store: longWait, jobs: [tick, padded] });
+    const ids = await patient.dispatchMany(
+      padded,
+      Array.from({ length: 40 }, (_, n) => ({ n, pad: "x".repeat(2_000) })),
+      { delayMs: 3_600_000 },
+    );
+    await redis.command(["SAVE"]);
+    await redis.kill();
+    await redis.start({ whileLoading: true });
+    assert.match(String(await redis.command(["INFO", "persistence"])), /^loading:1/m);
+    const answer = (call: Promise<unknown>) =>
+      call.then(() => "answered", (error: Error) => `rejected: ${error.message}`);
+    const waiting = {
+      counts: answer(patient.counts()),
+      result: answer(patient.result(ids[0]!)),
+      signal: answer(patient.signal(ids[1]!, "go", 1)),
+      dispatch: answer(patient.dispatch(tick, { n: 1 })),
+      failed: answer(patient.failed()),
+      cancel: answer(patient.cancel(ids[2]!)),
+    };
+    // The first call may find the client still reconnecting; the next ones find the server loading.
+    let said = "";
+    for (let tries = 0; tries < 5 && !said.includes("still loading"); tries++) {
+      said = await queue.counts().then(() => "answered", (error: Error) => error.message);
+    }
+    const answers = Object.fromEntries(
+      await Promise.all(
+        Object.entries(waiting).map(async ([name, outcome]) => [name, await outcome]),
+      ),
+    );
+    assert.deepEqual(answers, {
+      counts: "answered",
+      result: "answered",
+      signal: "answered",
+      dispatch: "answered",
+      failed: "answered",
+      cancel: "answered",
+    });
+    assert.match(
+      said,
+      /^The Redis server at redis:\/\/127\.0\.0\.1:\d+ is still loading its data: no answer within 1000 ms \(LOADING /,
+    );
+    assert.equal((await patient.result(ids[0]!))?.state, "pending");
   },
 });

@@ -60,6 +60,16 @@ export type Sql = postgres.Sql<Record<string, never>>;
 export type PoolKind = "shared" | "unflushed";
 type Connection = postgres.TransactionSql<Record<string, never>> | Sql;
 
+/** What a {@linkcode PostgresEngine} works on, besides its pools. */
+export interface EngineNames {
+  /** The schema the queue's tables live in. */
+  readonly schema: string;
+  /** The channel watchers listen on. */
+  readonly channel: string;
+  /** The server as errors name it: its URL, password hidden. */
+  readonly server: string;
+}
+
 /** A postgres.js pool that runs scripts. */
 export class PostgresEngine implements Engine {
   /** The pool; replaced by a new one when connections are lost (see `#connected`). */
@@ -69,6 +79,7 @@ export class PostgresEngine implements Engine {
   readonly #connect: (kind: PoolKind) => Sql;
   readonly #schema: string;
   readonly #channel: string;
+  readonly #server: string;
   readonly #listeners = new Set<() => void>();
   /**
    * Set inside a transaction's callback (the transaction, while open), to
@@ -88,9 +99,10 @@ export class PostgresEngine implements Engine {
 
   /**
    * Runs on the pools `connect` opens (see {@linkcode PoolKind}), whose
-   * connections search `schema`; watchers listen on `channel`.
+   * connections search `names.schema`; watchers listen on `names.channel`.
    */
-  constructor(connect: (kind: PoolKind) => Sql, schema: string, channel: string) {
+  constructor(connect: (kind: PoolKind) => Sql, names: EngineNames) {
+    const { schema, channel, server } = names;
     this.#connect = connect;
     try {
       this.#sql = connect("shared");
@@ -100,6 +112,7 @@ export class PostgresEngine implements Engine {
     }
     this.#schema = schema;
     this.#channel = channel;
+    this.#server = server;
   }
 
   /**
@@ -208,6 +221,14 @@ export class PostgresEngine implements Engine {
     apply: boolean,
   ): Promise<MigrationPlan> {
     this.#assertUsable();
+    return await this.#connected(() => this.#migrate(migrations, options, apply));
+  }
+
+  async #migrate(
+    migrations: readonly Migration[],
+    options: MigrateOptions,
+    apply: boolean,
+  ): Promise<MigrationPlan> {
     return await this.#begin(async (tx) => {
       const all = async ({ text, params }: MigrationQuery) =>
         [...await tx.unsafe(text, params as never[])] as Record<string, unknown>[];
@@ -314,7 +335,7 @@ export class PostgresEngine implements Engine {
       if (!isConnectionLost(error)) throw error;
       if (!this.#disconnected && !this.#closed) this.#renewPool();
       this.#disconnected = true;
-      throw unreachable(error);
+      throw unreachable(error, this.#server);
     }
     if (this.#disconnected) {
       this.#disconnected = false;
@@ -401,13 +422,13 @@ class WakeUpAsked {
 }
 
 /**
- * A connection failure as an error that says the database cannot be
- * reached, keeping the driver's error (and its `code`) as the cause.
+ * A connection failure as an error that says the database at `server`
+ * cannot be reached, keeping the driver's error (and its `code`) as the cause.
  */
-function unreachable(error: unknown): Error {
+function unreachable(error: unknown, server: string): Error {
   const cause = error instanceof Error ? error : new Error(String(error));
   const wrapped = new Error(
-    `Cannot reach the PostgreSQL database: ${cause.message}` +
+    `Cannot reach the PostgreSQL database at ${server}: ${cause.message}` +
       " (the server is down, restarting or cut the connection; calls work again once it is back)",
     { cause },
   );

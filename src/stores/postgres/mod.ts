@@ -29,6 +29,7 @@ import { PostgresEngine } from "./engine.ts";
 import { openPool } from "./pools.ts";
 import { isPostgresUrl, redactPassword } from "../database_url.ts";
 import { SqlStore } from "../sql/sql_store.ts";
+import { isConnectionLost } from "../store_outage.ts";
 
 /** Options for {@linkcode PostgresStore.open}. */
 export interface PostgresStoreOptions {
@@ -140,7 +141,11 @@ export class PostgresStore extends SqlStore {
     }
     const poolSettings = { server, schema, maxConnections, connectTimeoutMs };
     const store = new PostgresStore(
-      new PostgresEngine((kind) => openPool(poolSettings, kind), schema, `renox_queue_${schema}`),
+      new PostgresEngine((kind) => openPool(poolSettings, kind), {
+        schema,
+        channel: `renox_queue_${schema}`,
+        server: redactPassword(url),
+      }),
       clock === "database",
       steps,
     );
@@ -148,11 +153,27 @@ export class PostgresStore extends SqlStore {
       if (options.migrate !== false) await store.migrate(options.migrate ?? {});
     } catch (error) {
       await store.close().catch(() => {});
-      throw error;
+      if (!isConnectionLost(error) && !REFUSED_LOGIN.test(String((error as PgError)?.code))) {
+        throw error;
+      }
+      // Worded as the Redis store's open: the driver's error alone names no server.
+      const cause = (error as Error).cause ?? error;
+      throw new Error(
+        `could not connect to PostgreSQL at ${redactPassword(url)}: ${
+          (cause as Error)?.message ?? cause
+        }`,
+        { cause },
+      );
     }
     return store;
   }
 }
+
+/** SQLSTATEs of a server that refused the login: bad credentials (class 28), no such database. */
+const REFUSED_LOGIN = /^(28[0-9A-Z]{3}|3D000)$/;
+
+/** A driver error's SQLSTATE, where it has one. */
+type PgError = { readonly code?: unknown };
 
 /**
  * `url`'s `schema` parameter, and the URL without it for the driver (which

@@ -13,7 +13,7 @@
 // deno-lint-ignore no-import-prefix
 import { ClientOfflineError, createClient } from "npm:@redis/client@^6.4";
 import { AsyncLocalStorage } from "node:async_hooks";
-import { QueueClosedError, QueueMovedError } from "../../errors.ts";
+import { QueueClosedError, QueueLostError, QueueMovedError } from "../../errors.ts";
 import { redactPassword } from "../database_url.ts";
 import { type FunctionLibrary, functionLibrary, type LuaScript } from "./lua.ts";
 
@@ -139,12 +139,20 @@ export class RedisConnection {
         reply = await this.#evaluate(script, argument);
         break;
       } catch (error) {
-        if (!isConnectionError(error)) throw error;
-        // Sent, its reply lost: the store decides whether to send it again.
-        if (!(error instanceof ClientOfflineError)) throw this.#unreachable(error);
-        // Not sent, the client reconnecting: every call waits for the connection up to
-        // connectTimeoutMs (docs/redis.md), as a dispatch does, rather than failing at once.
-        await this.#untilReady(error, deadline);
+        if (isConnectionError(error)) {
+          // Sent, its reply lost: the store decides whether to send it again.
+          if (!(error instanceof ClientOfflineError)) throw this.#unreachable(error);
+          // Not sent, the client reconnecting: every call waits for the connection up to
+          // connectTimeoutMs (docs/redis.md), as a dispatch does, rather than failing at once.
+          await this.#untilReady(error, deadline);
+        } else if (LOADING.test(replyText(error))) {
+          // A restarted server loading its data ran nothing: the call waits for it as it waits
+          // for a connection.
+          if (Date.now() >= deadline) throw this.#stillLoading(error);
+          await sleep(Math.min(LOADING_POLL_MS, deadline - Date.now()));
+        } else {
+          throw this.#scriptError(script, error);
+        }
       }
     }
     return (reply === null || reply === undefined ? null : JSON.parse(String(reply))) as T;
@@ -229,7 +237,7 @@ export class RedisConnection {
         NOT_SENT.add(error);
         throw error;
       }
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await sleep(20);
     }
   }
 
@@ -262,18 +270,50 @@ export class RedisConnection {
     try {
       return await fcall();
     } catch (error) {
-      if (!/Function not found/i.test(String((error as Error)?.message))) {
-        throw isConnectionError(error) ? error : scriptError(script, error);
-      }
+      if (!/Function not found/i.test(replyText(error))) throw error;
       // The server lost the library (a restart without persistence, FUNCTION FLUSH): the call
       // did not run; load it and call again.
       await this.#load(library);
-      try {
-        return await fcall();
-      } catch (again) {
-        throw isConnectionError(again) ? again : scriptError(script, again);
-      }
+      return await fcall();
     }
+  }
+
+  /**
+   * A script's error, worded for the user: the epoch error gives a
+   * {@linkcode QueueLostError}, an abandoned transaction's keeps its own
+   * words, and a move's fence gives a {@linkcode QueueMovedError}; any other names the server and its reply,
+   * the store's function only as detail. A server that cannot run it now
+   * gives code `REDIS_UNAVAILABLE`, for the runner's outage detection (the
+   * script did not run).
+   */
+  #scriptError(script: LuaScript, error: unknown): Error {
+    const message = replyText(error);
+    const lost = message.match(/RENOX_EPOCH (.*)/);
+    if (lost) return new QueueLostError(lost[1]!, { cause: error });
+    const abandoned = message.match(/RENOX_ABANDONED (.*)/);
+    if (abandoned) return new Error(abandoned[1], { cause: error });
+    const moved = message.match(/RENOX_MOVED (\d+) (.*)/);
+    if (moved) return new QueueMovedError(moved[2]!, Number(moved[1]), { cause: error });
+    const wrapped = new Error(
+      `The Redis server at ${
+        redactPassword(this.#settings.url)
+      } refused the queue's call: ${message} (in the store's function "${script.name}")`,
+      { cause: error },
+    );
+    return NOT_NOW.test(message) ? Object.assign(wrapped, { code: REDIS_UNAVAILABLE }) : wrapped;
+  }
+
+  /** A `LOADING` reply still given at the call's deadline, as an error that says so. */
+  #stillLoading(error: unknown): Error {
+    const wrapped = new Error(
+      `The Redis server at ${
+        redactPassword(this.#settings.url)
+      } is still loading its data: no answer within ${this.#settings.connectTimeoutMs} ms (${
+        replyText(error)
+      }) (calls work again once it has loaded)`,
+      { cause: error },
+    );
+    return Object.assign(wrapped, { code: REDIS_UNAVAILABLE });
   }
 
   /** Loads `library` on the server (the same code under the same name loads again as it was). */
@@ -352,17 +392,21 @@ export function isConnectionError(error: unknown): boolean {
 /** Replies of a server that cannot run scripts now (loading its data, busy, a replica, a failover). */
 const NOT_NOW = /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY) /;
 
-/**
- * A script's error with the script named; the epoch error and an
- * abandoned transaction's keep their own words, and a move's fence gives a {@linkcode QueueMovedError}. A server that cannot run it now gives code `REDIS_UNAVAILABLE`,
- * for the runner's outage detection (the script did not run).
- */
-function scriptError(script: LuaScript, error: unknown): Error {
-  const message = String((error as Error)?.message ?? error);
-  const ownWords = message.match(/RENOX_(?:EPOCH|ABANDONED) (.*)/);
-  if (ownWords) return new Error(ownWords[1], { cause: error });
-  const moved = message.match(/RENOX_MOVED (\d+) (.*)/);
-  if (moved) return new QueueMovedError(moved[2]!, Number(moved[1]), { cause: error });
-  const wrapped = new Error(`Redis script ${script.name} failed: ${message}`, { cause: error });
-  return NOT_NOW.test(message) ? Object.assign(wrapped, { code: "REDIS_UNAVAILABLE" }) : wrapped;
+/** The reply of a restarted server still loading its data: a call waits it out (docs/redis.md). */
+const LOADING = /^LOADING /;
+
+/** How often a call asks again while the server loads its data, in ms. */
+const LOADING_POLL_MS = 100;
+
+/** The code of an error whose call the server could not run now (it did not run). */
+const REDIS_UNAVAILABLE = "REDIS_UNAVAILABLE";
+
+/** The text of a reply's (or any) error. */
+function replyText(error: unknown): string {
+  return String((error as Error)?.message ?? error);
+}
+
+/** Resolves after `ms`. */
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -255,7 +255,7 @@ local function enter(keys, args, fenced)
     if INPUT.epoch ~= nil and meta[1] ~= INPUT.epoch then
       return redis.error_reply('RENOX_EPOCH the Redis store lost its data: the server answers without the epoch ' ..
         'this store read at open (it restarted without persistence, or its keys were deleted); ' ..
-        'run migrate to start again on an empty store')
+        'open the queue again (a new process) to start on the empty store')
     end
     if fenced and meta[2] then return redis.error_reply('RENOX_MOVED ' .. (meta[3] or '0') .. ' ' .. meta[2]) end
   end

@@ -28,11 +28,11 @@ Deno.test({
     "PostgresEngine: unflushed statements commit without waiting for the disk; a write and a statement keep the server's setting",
   ignore: url === null,
   async fn() {
-    const engine = new PostgresEngine(
-      enginePools(url!, "public"),
-      "public",
-      "renox_queue_engine_test",
-    );
+    const engine = new PostgresEngine(enginePools(url!, "public"), {
+      schema: "public",
+      channel: "renox_queue_engine_test",
+      server: "the test server",
+    });
     try {
       const server = await engine.run(setting, "statement");
       assert.notEqual(server, "off", "the test server commits synchronously");
@@ -79,7 +79,11 @@ async function engineWithListener() {
   const admin = postgres(url!, { max: 2, onnotice: () => {} });
   await admin.unsafe(`CREATE SCHEMA "${schema}"`);
   await admin.unsafe(`CREATE TABLE "${schema}".marks (n int NOT NULL)`);
-  const engine = new PostgresEngine(enginePools(url!, schema), schema, channel);
+  const engine = new PostgresEngine(enginePools(url!, schema), {
+    schema,
+    channel,
+    server: "the test server",
+  });
   /** Each message: its payload, and the marks the listener read once it came. */
   const heard: Promise<{ payload: string; marks: number[] }>[] = [];
   const listening = await admin.listen(channel, (payload) => {

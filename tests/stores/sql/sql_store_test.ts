@@ -66,7 +66,11 @@ function losing(engine: Engine, lose: { now: boolean }): Engine {
 /** A store on a fresh, migrated schema through `wrap(engine)`; disposing it drops the schema. */
 async function storeThrough(wrap: (engine: Engine) => Engine) {
   const schema = freshSchema();
-  const engine = new PostgresEngine(enginePools(url!, schema), schema, `renox_queue_${schema}`);
+  const engine = new PostgresEngine(enginePools(url!, schema), {
+    schema,
+    channel: `renox_queue_${schema}`,
+    server: "the test server",
+  });
   const store = new SqlStore(wrap(engine), postgresDialect({ dbClock: false }), migrations);
   const opened = {
     store,
