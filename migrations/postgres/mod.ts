@@ -29,6 +29,7 @@ import * as queueMoves from "./0022_queue_moves.ts";
 import * as groupHolds from "./0023_group_holds.ts";
 import * as groupIds from "./0025_group_ids.ts";
 import * as groupIdsFromListing from "./0026_group_ids_from_listing.ts";
+import * as rateWindowLengths from "./0028_rate_window_lengths.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -55,6 +56,7 @@ export const migrations: readonly Migration[] = [
   groupHolds,
   groupIds,
   groupIdsFromListing,
+  rateWindowLengths,
 ];
 
 /**

@@ -29,6 +29,7 @@ import * as jobIdsWithoutSequence from "./0024_job_ids_without_sequence.ts";
 import * as groupIds from "./0025_group_ids.ts";
 import * as groupIdsFromListing from "./0026_group_ids_from_listing.ts";
 import * as groupIdsNeverReused from "./0027_group_ids_never_reused.ts";
+import * as rateWindowLengths from "./0028_rate_window_lengths.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -56,6 +57,7 @@ export const migrations: readonly Migration[] = [
   groupIds,
   groupIdsFromListing,
   groupIdsNeverReused,
+  rateWindowLengths,
 ];
 
 /**

@@ -138,7 +138,7 @@ for i, request in ipairs(INPUT.requests) do
     -- When the window turns, on the caller's clock as every verdict is. A window newer than this
     -- request's is full for it: counting here would move the window back, to count again.
     if used >= rate.max or (stored ~= nil and stored > start) then later(back(start + rate.perMs)) end
-    table.insert(windows, {window = window, start = start, starts = used + 1})
+    table.insert(windows, {window = window, start = start, starts = used + 1, perMs = rate.perMs})
   end
   if retryAt ~= nil then
     verdicts[i] = retryAt
@@ -159,8 +159,10 @@ for i, request in ipairs(INPUT.requests) do
       end
       redis.call('HSET', job, 'locked', 1, 'lock_keys', cjson.encode(names))
     end
+    -- The HASH goes a minute after its window ends, as a group's window does (groups.ts).
     for _, w in ipairs(windows) do
-      redis.call('HSET', w.window, 'window_start', w.start, 'starts', w.starts)
+      redis.call('HSET', w.window, 'window_start', w.start, 'starts', w.starts, 'per_ms', w.perMs)
+      redis.call('PEXPIRE', w.window, w.start + w.perMs - NOW + 60000)
     end
     -- Let through and started by its claim (not claimed ahead): it starts now.
     local row = redis.call('HMGET', job, 'token', 'claimed_ahead', 'keyed', 'job_key')

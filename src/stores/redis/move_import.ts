@@ -267,7 +267,14 @@ I.rate_windows = {
   key = function(r) return r.key end,
   exists = function(r) return redis.call('EXISTS', P .. ':rate:' .. r.key) == 1 end,
   write = function(r)
-    redis.call('HSET', P .. ':rate:' .. r.key, 'window_start', r.window_start, 'starts', r.starts)
+    local window = P .. ':rate:' .. r.key
+    redis.call('HSET', window, unpack(fields(r, {key = true})))
+    -- A minute after its window ends, as the acquire leaves it, or after the import if it ended
+    -- before (the source's clock need not be this one). A group's window has no length.
+    local perMs = n(r, 'per_ms')
+    if perMs ~= nil then
+      redis.call('PEXPIRE', window, math.max(n(r, 'window_start') + perMs - NOW, 0) + 60000)
+    end
   end,
 }
 

@@ -175,7 +175,7 @@ export const TRANSFER_COLUMNS: Readonly<Record<TransferTable, readonly Column[]>
     intNull("latest_at"),
   ],
   job_locks: [text("key"), int("job_id"), int("token"), int("expires_at")],
-  rate_windows: [text("key"), int("window_start"), int("starts")],
+  rate_windows: [text("key"), int("window_start"), int("starts"), intNull("per_ms")],
   schedules: [
     text("name"),
     text("job"),

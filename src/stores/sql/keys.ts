@@ -62,10 +62,26 @@ const MARK_LOCKED = statement("UPDATE jobs SET locked = 1 WHERE id = $1 AND toke
 const RATE_WINDOW = statement("SELECT window_start, starts FROM rate_windows WHERE key = $1", {
   oneRow: true,
 });
+/** Counts a start in the window of `$4` ms that begins at `$2`; the prune reads its end from both. */
 const COUNT_START = statement(
-  `INSERT INTO rate_windows (key, window_start, starts) VALUES ($1, $2, $3)
-  ON CONFLICT (key) DO UPDATE SET window_start = excluded.window_start, starts = excluded.starts`,
+  `INSERT INTO rate_windows (key, window_start, starts, per_ms) VALUES ($1, $2, $3, $4)
+  ON CONFLICT (key) DO UPDATE SET window_start = excluded.window_start, starts = excluded.starts,
+    per_ms = excluded.per_ms`,
 );
+/**
+ * Drops the `rateLimited` windows that ended by `$1` (a group's window has
+ * no `per_ms`: `dropEndedWindows` in groups.ts drops those).
+ */
+const DROP_ENDED_RATE_WINDOWS = statement(
+  "DELETE FROM rate_windows WHERE window_start + per_ms <= $1",
+);
+
+/**
+ * How long a `rateLimited` window is kept after it ends, as the Redis store
+ * keeps a window's HASH: an acquire whose transaction read its now before
+ * the window ended, still to read the row, finds it.
+ */
+const ENDED_WINDOW_KEPT_MS = 60_000;
 
 /** Inserts each row unless its key names a job that holds it; see {@linkcode KeyedInsert}. */
 export function* insertKeyed(
@@ -151,7 +167,7 @@ export function* acquire(
       const { rows: [held] } = yield* exec<{ n: number }>(COUNT_LOCKS, lock.key);
       if (Number(held!.n) >= lock.limit) later(lock.retryAt);
     }
-    const windows: { key: string; start: number; used: number }[] = [];
+    const windows: { key: string; start: number; used: number; perMs: number }[] = [];
     for (const rate of request.rates) {
       const start = Math.floor(now / rate.perMs) * rate.perMs;
       const { rows: [row] } = yield* exec<{ window_start: number; starts: number }>(
@@ -166,7 +182,7 @@ export function* acquire(
       if (used >= rate.max || (stored !== null && stored > start)) {
         later(start + rate.perMs - shift);
       }
-      windows.push({ key: rate.key, start, used });
+      windows.push({ key: rate.key, start, used, perMs: rate.perMs });
     }
     verdicts.push(retryAt);
     if (retryAt !== null) continue;
@@ -175,10 +191,24 @@ export function* acquire(
       yield* exec(TAKE_LOCK, lock.key, request.id, request.token, lock.expiresAt + shift);
     }
     if (request.locks.length > 0) yield* exec(MARK_LOCKED, request.id, request.token);
-    yield* each(COUNT_START, windows.map(({ key, start, used }) => [key, start, used + 1]));
+    yield* each(
+      COUNT_START,
+      windows.map(({ key, start, used, perMs }) => [key, start, used + 1, perMs]),
+    );
   }
   if (started.length > 0) yield* exec(RELEASE_KEYS_OF_STARTED, started);
   return verdicts;
+}
+
+/**
+ * Drops the `rateLimited` windows that ended a minute or more before `now`
+ * (the store's clock): an ended window counts nothing, and a window is
+ * written for every key a job named, so without this the table grows with
+ * every key ever used. Run by settles at most once a minute, with the
+ * groups' windows (`dropEndedWindows` in groups.ts).
+ */
+export function* dropEndedRateWindows(now: number): Script<void> {
+  yield* exec(DROP_ENDED_RATE_WINDOWS, now - ENDED_WINDOW_KEPT_MS);
 }
 
 /** The job holding unique key `key` at `at`, or null when none does. */

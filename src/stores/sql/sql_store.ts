@@ -102,7 +102,7 @@ export class SqlStore implements Store, MoveStore {
     metrics: new MetricsRollup(),
     finished: new PruneSchedule(),
     logs: new PruneSchedule(),
-    groupWindows: new PruneSchedule(),
+    rateWindows: new PruneSchedule(),
     holds: groupPauses.holdsWalk(),
   };
 

@@ -23,7 +23,7 @@ import * as chainsBatches from "./chains_batches.ts";
 import * as flows from "./flows.ts";
 import { clockParam, type Dialect, KEYED, SETTLED_COLUMNS, type SettledJob } from "./dialect.ts";
 import { recordFinished } from "./finished_jobs.ts";
-import { releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
+import { dropEndedRateWindows, releaseHeld, releaseOnStart, releaseRemoved } from "./keys.ts";
 import { claimFairly, dropEndedWindows, groupsNextDue, rateWindowsTurn } from "./groups.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
 import { each, exec, type Script, wakeAfterCommit } from "./script.ts";
@@ -207,7 +207,7 @@ export function* settle(
     readonly metrics: MetricsRollup;
     readonly finished: PruneSchedule;
     readonly logs: PruneSchedule;
-    readonly groupWindows: PruneSchedule;
+    readonly rateWindows: PruneSchedule;
     readonly holds: HoldsWalk;
   },
   settlements: readonly Settlement[],
@@ -229,8 +229,11 @@ export function* settle(
   const at = [...settlements, ...records.logs?.lines ?? []]
     .reduce((latest, { at }) => Math.max(latest, at), -Infinity);
   yield* writeLogs(dialect, records.logs, upkeep.logs, at);
-  if (then?.groupRates !== undefined && upkeep.groupWindows.due(then.now)) {
-    yield* dropEndedWindows(then.queues, then.groupRates, yield* dialect.now(then.now));
+  // Ended rate windows, of `rateLimited` keys and of groups, at most once a minute.
+  if (then !== undefined && upkeep.rateWindows.due(then.now)) {
+    const now = yield* dialect.now(then.now);
+    yield* dropEndedRateWindows(now);
+    if (then.groupRates !== undefined) yield* dropEndedWindows(then.queues, then.groupRates, now);
   }
   // Holds whose end has passed, after this settle's own holds (which replace a passed one).
   const upkeepAt = then?.now ?? at;

@@ -1,6 +1,6 @@
 /**
  * The side work a store's settles do between ticks: pruning rows past their
- * time (kept finished jobs, log lines, metrics rollup rows, ended group rate
+ * time (kept finished jobs, log lines, metrics rollup rows, ended rate
  * windows, passed group holds), each table at most once a minute of the
  * settles' time per store instance, so a busy worker does not pay for a
  * delete in every transaction (the holds' walk, a bounded chunk per settle,

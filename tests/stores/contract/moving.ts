@@ -225,7 +225,7 @@ function register(test: ContractTest): void {
 
   test("importRows() refuses a row that does not fit the table, naming the table and the column, and stores none of the rows", async (any) => {
     const store = movable(any);
-    const good = { key: "k", window_start: T0, starts: 1 };
+    const good = { key: "k", window_start: T0, starts: 1, per_ms: 60_000 };
     await assert.rejects(
       store.importRows("rate_windows", [good, { key: "j", window_start: T0 }]),
       /rate_windows.*starts/,
@@ -240,7 +240,7 @@ function register(test: ContractTest): void {
 
   test("importRows() refuses a value of the wrong type for its column, naming the table, the row, the column and the value, and stores none of the rows", async (any) => {
     const store = movable(any);
-    const good = { key: "k", window_start: T0, starts: 1 };
+    const good = { key: "k", window_start: T0, starts: 1, per_ms: 60_000 };
     const bad: [TransferRow, RegExp][] = [
       // SQLite took text in an INTEGER column before every store checked the rows alike.
       [{ ...good, starts: "many" }, /row 1 of rate_windows: starts: expected a number, got "many"/],

@@ -790,6 +790,35 @@ function register(test: ContractTest): void {
     );
   });
 
+  test("acquire() drops a rate window a minute after it ends, never while it can still limit", async (store) => {
+    const [a, b] = await store.insertJobs([newJob(), newJob()]);
+    await claim(store, { token: 1 });
+    const perSecond = { key: "user:1", max: 1, perMs: 1_000 };
+    const perHour = { key: "mailer", max: 1, perMs: 3_600_000 };
+    const request = (id: number, rates: (typeof perSecond)[]) => ({
+      id,
+      token: 1,
+      locks: [],
+      rates,
+    });
+    assert.deepEqual(await store.acquire([request(a!, [perSecond, perHour])], T0), [null]);
+    // A settle with a claim (of a queue with no jobs) prunes on SQL, at most once a minute of its
+    // time; Redis expires the window's HASH on its own timer.
+    const settleAt = (now: number) =>
+      store.settle([], { queues: ["elsewhere"], limit: 1, now, leaseMs: LEASE_MS, token: 2 });
+    await settleAt(T0 + 30_000);
+    assert.equal(await store.countRows("rate_windows"), 2, "ended less than a minute ago: kept");
+    await waitUntil(async () => {
+      await settleAt(T0 + 120_000);
+      return await store.countRows("rate_windows") === 1;
+    }, { what: "the per-second window is dropped", timeoutMs: 180_000, everyMs: 500 });
+    assert.deepEqual(
+      await store.acquire([request(b!, [perHour])], T0 + 120_000),
+      [T0 + 3_600_000],
+      "the window that still limits is kept and still full",
+    );
+  });
+
   test(
     "watch() calls its listener after another connection pushes, until disposed",
     async (store, opened) => {
