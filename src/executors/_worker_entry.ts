@@ -83,8 +83,13 @@ let consoleCaptured = false;
 /** The attempt span of each running attempt, for what its handler dispatches. */
 const traceparents = new Map<number, string>();
 let flushScheduled = false;
-/** When the last batch of messages went out (performance.now). */
-let flushedAt = -Infinity;
+/**
+ * When log lines last went out (performance.now). Only a message that held
+ * lines counts: a line logged just after an attempt's result or begin mark
+ * went out must still go at once, or a handler that then holds the thread
+ * keeps it until it yields (and loses it if its Web Worker is terminated).
+ */
+let linesSentAt = -Infinity;
 /**
  * The longest a handler's lines and progress wait to be sent while it holds
  * the thread (a scheduled flush cannot run then): well within the second in
@@ -126,14 +131,14 @@ function scheduleFlush(): void {
 }
 
 /**
- * A line to send: at once when nothing went out for {@linkcode FLUSH_EVERY_MS}
+ * A line to send: at once when no line went out for {@linkcode FLUSH_EVERY_MS}
  * (`postMessage` works from a thread a synchronous handler holds, where the
  * scheduled flush cannot run until it yields), else with the scheduled
  * flush. So what a CPU-bound handler logs reaches the store while it runs,
  * and survives its Web Worker being terminated on timeout.
  */
 function flushSoon(): void {
-  if (performance.now() - flushedAt >= FLUSH_EVERY_MS) flush();
+  if (performance.now() - linesSentAt >= FLUSH_EVERY_MS) flush();
   else scheduleFlush();
 }
 
@@ -152,7 +157,6 @@ function progressSoon(): void {
 
 function flush(): void {
   flushScheduled = false;
-  flushedAt = performance.now();
   progressSince = null;
   if (begun.size > 0) {
     const runIds = [...begun].filter((runId) => aborts.has(runId));
@@ -160,6 +164,7 @@ function flush(): void {
     if (runIds.length > 0) send({ type: "begun", runIds });
   }
   if (!logLines.empty) {
+    linesSentAt = performance.now();
     const lines = logLines.take();
     try {
       send({ type: "logs", lines });
