@@ -39,6 +39,8 @@ export interface AppKeys {
 export interface AppKeyNames {
   /** The current key's: `APP_KEY` or `appKey`. */
   readonly current: string;
+  /** The previous keys' list: `APP_PREVIOUS_KEYS` or `previousAppKeys`. */
+  readonly previousList: string;
   /**
    * Each previous key's, by its position where it was set:
    * `APP_PREVIOUS_KEYS[2]` (empty entries of the list count), `previousAppKeys[0]`.
@@ -90,10 +92,12 @@ export function generateAppKey(): string {
 export class PayloadCipher {
   readonly #current: Key | null;
   readonly #byId: ReadonlyMap<string, Key>;
+  readonly #names: AppKeyNames;
 
-  private constructor(current: Key | null, all: readonly Key[]) {
+  private constructor(current: Key | null, all: readonly Key[], names: AppKeyNames) {
     this.#current = current;
     this.#byId = new Map(all.map((key) => [key.id, key]));
+    this.#names = names;
   }
 
   /**
@@ -111,6 +115,7 @@ export class PayloadCipher {
     return new PayloadCipher(
       currentKey,
       currentKey === null ? previousKeys : [...previousKeys, currentKey],
+      names,
     );
   }
 
@@ -137,7 +142,10 @@ export class PayloadCipher {
   async encrypt(jobName: string, plaintext: string): Promise<string> {
     const current = this.#current;
     if (current === null) {
-      throw new TypeError(`Cannot seal for "${jobName}": APP_KEY is not set, only previous keys`);
+      const { current, previousList } = this.#names;
+      throw new TypeError(
+        `Cannot seal for "${jobName}": ${current} is not set, only ${previousList}`,
+      );
     }
     const iv = crypto.getRandomValues(new Uint8Array(IV_BYTES));
     const sealed = await crypto.subtle.encrypt(
@@ -171,8 +179,9 @@ export class PayloadCipher {
     }
     const key = this.#byId.get(keyId);
     if (key === undefined) {
+      const { current, previousList } = this.#names;
       throw fail(
-        `it was encrypted with key ${keyId}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS`,
+        `it was encrypted with key ${keyId}, which is neither ${current} nor in ${previousList}`,
       );
     }
     const iv = fromBase64(ivText);

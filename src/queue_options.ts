@@ -128,14 +128,13 @@ export function readAppKeys(options: QueueOptions, encrypted: readonly string[])
   const fromEnv = (name: string) => required ? Deno.env.get(name) : readableEnv(name);
   const currentName = options.appKey === undefined ? "APP_KEY" : "appKey";
   const current = options.appKey ?? fromEnv("APP_KEY");
-  const { previous, names } = options.previousAppKeys === undefined
+  const { previous, names, list } = options.previousAppKeys === undefined
     ? previousKeysOf(fromEnv("APP_PREVIOUS_KEYS") ?? "")
     : previousKeysGiven(options.previousAppKeys);
+  const keyNames = { current: currentName, previousList: list, previous: names };
   if (current === undefined || current === "") {
     if (encrypted.length === 0) {
-      return previous.length === 0
-        ? null
-        : { current: null, previous, names: { current: currentName, previous: names } };
+      return previous.length === 0 ? null : { current: null, previous, names: keyNames };
     }
     throw new TypeError(
       `${currentName} is not set, and the encrypted jobs ${
@@ -143,11 +142,18 @@ export function readAppKeys(options: QueueOptions, encrypted: readonly string[])
       } need it: set it to the base64 of 32 random bytes (the CLI's key:generate prints one)`,
     );
   }
-  return { current, previous, names: { current: currentName, previous: names } };
+  return { current, previous, names: keyNames };
+}
+
+/** The previous keys, each named by its position where it was set, and that list's name. */
+interface PreviousKeys {
+  readonly previous: readonly string[];
+  readonly names: string[];
+  readonly list: "APP_PREVIOUS_KEYS" | "previousAppKeys";
 }
 
 /** The keys of `APP_PREVIOUS_KEYS` (comma-separated), each named by its position in the list. */
-function previousKeysOf(list: string): { previous: string[]; names: string[] } {
+function previousKeysOf(list: string): PreviousKeys {
   const previous: string[] = [];
   const names: string[] = [];
   list.split(",").forEach((entry, index) => {
@@ -156,17 +162,19 @@ function previousKeysOf(list: string): { previous: string[]; names: string[] } {
     previous.push(key);
     names.push(`APP_PREVIOUS_KEYS[${index}]`);
   });
-  return { previous, names };
+  return { previous, names, list: "APP_PREVIOUS_KEYS" };
 }
 
 /** The `previousAppKeys` option, checked to be an array, each key named by its index. */
-function previousKeysGiven(
-  keys: readonly string[],
-): { previous: readonly string[]; names: string[] } {
+function previousKeysGiven(keys: readonly string[]): PreviousKeys {
   if (!Array.isArray(keys)) {
     throw new TypeError(`previousAppKeys must be an array of keys: got ${typeof keys}`);
   }
-  return { previous: keys, names: keys.map((_, index) => `previousAppKeys[${index}]`) };
+  return {
+    previous: keys,
+    names: keys.map((_, index) => `previousAppKeys[${index}]`),
+    list: "previousAppKeys",
+  };
 }
 
 /**

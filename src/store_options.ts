@@ -62,7 +62,8 @@ export interface StoreOptions {
    * How opening applies the schema steps the database lacks
    * (docs/upgrading.md): expand steps are applied while older workers run;
    * a contract step is refused while workers of older code were seen within
-   * the heartbeat window, unless `{ force: true }`.
+   * the heartbeat window, unless `{ force: true }`. Refused beside `store`, which the queue
+   * does not migrate: call `store.migrate()` (same options) before `Queue.open`.
    * @default {{}}
    */
   migrate?: MigrateOptions;
@@ -97,9 +98,9 @@ export async function openStore(
 
 /**
  * Throws unless `options` name at most one of `store`, `path` and `url`,
- * and give the SQLite file's own options (`durability`, `busyTimeoutMs`)
- * only for a SQLite file: one of them beside `url` or `store` would be
- * ignored.
+ * give the SQLite file's own options (`durability`, `busyTimeoutMs`) only
+ * for a SQLite file, and `migrate` only for a store the queue opens: one of
+ * them beside `url` or `store` would be ignored.
  */
 function assertOneStore(options: StoreOptions): void {
   const places = (["path", "url", "store"] as const).filter((name) => options[name] !== undefined);
@@ -115,6 +116,19 @@ function assertOneStore(options: StoreOptions): void {
       `Queue.open: ${sqlite} is an option of the SQLite file (path), so it takes no ${other}`,
     );
   }
+  // `false` (the stores' own option, from JavaScript) holds for a store given: none is applied.
+  if (options.store !== undefined && options.migrate !== undefined && !isFalse(options.migrate)) {
+    throw new TypeError(
+      `Queue.open: migrate applies to a store the queue opens (path or url), so it takes no store: got ${
+        shown(options.migrate)
+      }; migrate the store before Queue.open with store.migrate(), which takes the same options`,
+    );
+  }
+}
+
+/** Whether `migrate` is `false`, outside the option's type but the stores' "apply no step". */
+function isFalse(migrate: MigrateOptions): boolean {
+  return (migrate as unknown) === false;
 }
 
 /**

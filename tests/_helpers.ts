@@ -185,6 +185,7 @@ export function cipherOf(
     previous,
     names: {
       current: "appKey",
+      previousList: "previousAppKeys",
       previous: previous.map((_, index) => `previousAppKeys[${index}]`),
     },
   });

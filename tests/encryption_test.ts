@@ -22,9 +22,12 @@ import {
   PermanentError,
   Queue,
   type QueueEventMap,
+  type QueueOptions,
   ValidationError,
   withoutOverlapping,
 } from "../mod.ts";
+import { PayloadCipher } from "../src/encryption.ts";
+import { readAppKeys } from "../src/queue_options.ts";
 import { cipherOf, unfinishedCount } from "./_helpers.ts";
 import { orQueueError, type StoreContext, storeTest } from "./_stores.ts";
 import { runCli } from "./fixtures/cli/cli_process.ts";
@@ -405,7 +408,7 @@ Deno.test("PayloadCipher: every single-bit flip of IV, ciphertext and tag, and a
   });
 });
 
-Deno.test("PayloadCipher: previous keys decrypt what they sealed; an unknown key id is named", async () => {
+Deno.test("PayloadCipher: previous keys decrypt what they sealed; an unknown key id is named, and where the keys were set (options or environment)", async () => {
   const a = await cipherOf(KEY_A);
   const rotated = await cipherOf(KEY_B, [KEY_A]);
   const onlyB = await cipherOf(KEY_B);
@@ -416,14 +419,75 @@ Deno.test("PayloadCipher: previous keys decrypt what they sealed; an unknown key
   assert.equal(await rotated.decrypt("job", fromB), "new");
   assert.equal(await onlyB.decrypt("job", fromB), "new");
   const idA = await keyIdOf(KEY_A);
-  await assert.rejects(
-    onlyB.decrypt("job", fromA),
-    (error: Error) =>
-      error instanceof PayloadIntegrityError &&
-      error.message ===
-        `Stored payload of "job" cannot be used: it was encrypted with key ${idA}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS`,
-  );
+  const unknownKey = (keys: string) =>
+    `Stored payload of "job" cannot be used: it was encrypted with key ${idA}, which is neither ${keys}`;
+  await assert.rejects(onlyB.decrypt("job", fromA), (error: Error) => {
+    assert.ok(error instanceof PayloadIntegrityError);
+    assert.equal(error.message, unknownKey("appKey nor in previousAppKeys"));
+    return true;
+  });
+  // Named where they were set: the options above, the environment or both here.
+  for (
+    const [current, previousList] of [
+      ["APP_KEY", "APP_PREVIOUS_KEYS"],
+      ["appKey", "APP_PREVIOUS_KEYS"],
+      ["APP_KEY", "previousAppKeys"],
+    ] as const
+  ) {
+    const named = await PayloadCipher.fromKeys({
+      current: KEY_B,
+      previous: [],
+      names: { current, previousList, previous: [] },
+    });
+    await assert.rejects(named.decrypt("job", fromA), (error: Error) => {
+      assert.equal(error.message, unknownKey(`${current} nor in ${previousList}`));
+      return true;
+    });
+  }
   await assert.rejects(a.decrypt("job", fromB), PayloadIntegrityError);
+});
+
+Deno.test("Queue.open() names each of its keys where it was set, the option or the variable, for the errors about them", async () => {
+  await withEnv({ APP_KEY: KEY_A, APP_PREVIOUS_KEYS: `${KEY_B}` }, () => {
+    const names = (options: Partial<QueueOptions>) =>
+      readAppKeys({ jobs: [], ...options }, [])?.names;
+    assert.deepEqual(names({}), {
+      current: "APP_KEY",
+      previousList: "APP_PREVIOUS_KEYS",
+      previous: ["APP_PREVIOUS_KEYS[0]"],
+    });
+    assert.deepEqual(names({ appKey: KEY_B }), {
+      current: "appKey",
+      previousList: "APP_PREVIOUS_KEYS",
+      previous: ["APP_PREVIOUS_KEYS[0]"],
+    });
+    assert.deepEqual(names({ previousAppKeys: [] }), {
+      current: "APP_KEY",
+      previousList: "previousAppKeys",
+      previous: [],
+    });
+    return Promise.resolve();
+  });
+});
+
+Deno.test("PayloadCipher: with only previous keys it refuses to seal, naming where the current key was not set", async () => {
+  for (
+    const [current, previousList] of [
+      ["APP_KEY", "APP_PREVIOUS_KEYS"],
+      ["appKey", "previousAppKeys"],
+    ] as const
+  ) {
+    const opener = await PayloadCipher.fromKeys({
+      current: null,
+      previous: [KEY_A],
+      names: { current, previousList, previous: [`${previousList}[0]`] },
+    });
+    assert.equal(opener.canSeal, false);
+    await assert.rejects(
+      opener.encrypt("job", "x"),
+      new TypeError(`Cannot seal for "job": ${current} is not set, only ${previousList}`),
+    );
+  }
 });
 
 Deno.test("PayloadCipher: 100,000 encryptions never repeat an IV", async () => {
@@ -800,6 +864,7 @@ storeTest(
     const idA = await keyIdOf(KEY_A);
     const otherId = idA.slice(0, -1) + (idA.endsWith("0") ? "1" : "0");
     const withIv = (s: string, iv: Uint8Array<ArrayBuffer>) => build({ ...parse(s), iv });
+    // The queue's key comes from its appKey option, its previous keys from the environment.
     await assertTamperedJobsFail(db, [
       { label: "enc2 prefix", detail: NOT_ENCRYPTED, tamper: (s) => s.replace(/^enc1:/, "enc2:") },
       {
@@ -815,19 +880,19 @@ storeTest(
       {
         label: "key id changed in its last digit",
         detail: new RegExp(
-          `^it was encrypted with key ${otherId}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS$`,
+          `^it was encrypted with key ${otherId}, which is neither appKey nor in APP_PREVIOUS_KEYS$`,
         ),
         tamper: (s) => s.replace(`enc1:${idA}:`, `enc1:${otherId}:`),
       },
       {
         label: "key id of zeros",
         detail:
-          /^it was encrypted with key 0{16}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS$/,
+          /^it was encrypted with key 0{16}, which is neither appKey nor in APP_PREVIOUS_KEYS$/,
         tamper: (s) => s.replace(`enc1:${idA}:`, `enc1:${"0".repeat(16)}:`),
       },
       {
         label: "key id missing",
-        detail: /^it was encrypted with key , which is neither APP_KEY nor in APP_PREVIOUS_KEYS$/,
+        detail: /^it was encrypted with key , which is neither appKey nor in APP_PREVIOUS_KEYS$/,
         tamper: (s) => s.replace(`enc1:${idA}:`, "enc1::"),
       },
       { label: "extra field", detail: MALFORMED, tamper: (s) => `${s}:AAAA` },
@@ -996,6 +1061,10 @@ for (
     `S02: rotating APP_KEY (keys through ${via}, ${executor} executor): old jobs run with the old key listed, fail naming it once dropped`,
     async (db) => {
       const [idA, idB] = [await keyIdOf(KEY_A), await keyIdOf(KEY_B)];
+      // The failure names the keys where they were set.
+      const keysNamed = via === "options"
+        ? "appKey nor in previousAppKeys"
+        : "APP_KEY nor in APP_PREVIOUS_KEYS";
       using side = openSeen(db);
       const payload = (n: number) => ({ db: side.path, secret: SECRET, n });
       const work = async (queue: Queue, queues: string[]) => {
@@ -1052,7 +1121,7 @@ for (
         for (const row of failed) {
           assert.equal(
             row.error,
-            `PayloadIntegrityError: Stored payload of "enc.fx.secret" cannot be used: it was encrypted with key ${idA}, which is neither APP_KEY nor in APP_PREVIOUS_KEYS`,
+            `PayloadIntegrityError: Stored payload of "enc.fx.secret" cannot be used: it was encrypted with key ${idA}, which is neither ${keysNamed}`,
           );
           assert.equal(row.attempts, 1);
           assertNoSecret("failed row", row.payload, row.error, row.stack);

@@ -3,7 +3,8 @@
  * caller opened with `migrate: false`, or `Queue.open({ path | url })` given
  * the stores' `migrate: false`, is refused with an error naming the missing
  * steps and how to apply them, the same on every store, and nothing is
- * applied; once migrated, it opens. On SQLite always; on PostgreSQL and Redis
+ * applied; once migrated, it opens. `migrate` beside a store the caller
+ * opened is refused by name: the queue migrates only a store it opens. On SQLite always; on PostgreSQL and Redis
  * when `QUEUE_TEST_POSTGRES_URL` and `QUEUE_TEST_REDIS_URL` are set.
  *
  * @module
@@ -133,6 +134,37 @@ for (const kind of KINDS) {
         await (await Queue.open({ ...db.where, jobs: [ping] })).close();
         await using queue = await Queue.open(unmigrated);
         assert.equal(typeof await queue.dispatch(ping, null), "number");
+      }),
+  });
+
+  Deno.test({
+    name:
+      `${kind.name}: Queue.open({ store, migrate }) refuses migrate by name, pointing to store.migrate(), behind or not, and applies no step; migrate: false (none applied) opens a migrated store`,
+    ignore: kind.ignore,
+    fn: () =>
+      kind.fresh(async (db) => {
+        await using store = await db.unmigrated();
+        const refused = (migrate: unknown) =>
+          new RegExp(
+            `^TypeError: Queue\\.open: migrate applies to a store the queue opens \\(path or url\\), so it takes no store: got ${
+              RegExp.escape(JSON.stringify(migrate))
+            }; migrate the store before Queue\\.open with store\\.migrate\\(\\), which takes the same options$`,
+          );
+        const open = (migrate: unknown) =>
+          Queue.open({ store, jobs: [ping], migrate } as unknown as QueueOptions);
+        for (const migrate of [{}, { force: true }, { waitMs: 60_000 }, true]) {
+          await assert.rejects(open(migrate), refused(migrate));
+        }
+        assert.equal((await store.migrationPlan()).databaseStep, 0, "no step applied");
+        await store.migrate();
+        // Migrated, the store would open: the setting must not be dropped in silence then either.
+        await assert.rejects(open({ force: true }), refused({ force: true }));
+        const queue = await open(false);
+        try {
+          assert.equal(typeof await queue.dispatch(ping, null), "number");
+        } finally {
+          await queue.close();
+        }
       }),
   });
 

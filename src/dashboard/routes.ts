@@ -6,7 +6,7 @@
  * @internal
  * @module
  */
-import { QueueClosedError, QueueMovedError } from "../errors.ts";
+import { QueueClosedError, QueueLostError, QueueMovedError } from "../errors.ts";
 import type { Queue } from "../queue.ts";
 import { type Action, answerStatus, findAction, type FormField } from "./actions.ts";
 import { FAVICON_SVG } from "./assets.ts";
@@ -299,8 +299,10 @@ async function readForm(request: Request, bytes: Uint8Array<ArrayBuffer>): Promi
 
 /**
  * A request the queue refused (a bad filter: 400), a closed queue (503), a
- * write to a queue moved to another store (409, naming where), or an
- * unexpected error (500, reported as `queue:error`, told without detail).
+ * store that lost its data (503, saying so and what to do: every call fails
+ * until the app opens the queue again), a write to a queue moved to another
+ * store (409, naming where), or an unexpected error (500, reported as
+ * `queue:error`, told without detail).
  */
 function failure(
   queue: Queue,
@@ -317,6 +319,9 @@ function failure(
   } else if (error instanceof QueueClosedError) {
     status = 503;
     text = "503 Service Unavailable: the queue is closed";
+  } else if (error instanceof QueueLostError) {
+    status = 503;
+    text = `503 Service Unavailable: ${error.message}`;
   } else if (error instanceof QueueMovedError) {
     // Reads go on, writes are refused for good: say where the queue went, as the app is told.
     status = 409;
