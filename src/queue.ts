@@ -274,10 +274,11 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   }
 
   /**
-   * Deletes the flows dispatched more than `olderThanMs` ago that have
-   * finished, with their nodes and kept outputs; returns how many. Their
-   * jobs (finished, failed) are not touched; a failed node retried after
-   * its flow was pruned runs on its own.
+   * Deletes the flows that ended more than `olderThanMs` ago, with their
+   * nodes and kept outputs; returns how many. A flow ends when no node is
+   * left waiting, queued or running, cancelled or not, and its age counts
+   * from then, however long it ran. Their jobs (finished, failed) are not
+   * touched; a failed node retried after its flow was pruned runs on its own.
    */
   async pruneFlows(options: PruneOptions): Promise<number> {
     this.#assertOpen("prune flows");

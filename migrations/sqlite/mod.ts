@@ -30,6 +30,7 @@ import * as groupIds from "./0025_group_ids.ts";
 import * as groupIdsFromListing from "./0026_group_ids_from_listing.ts";
 import * as groupIdsNeverReused from "./0027_group_ids_never_reused.ts";
 import * as rateWindowLengths from "./0028_rate_window_lengths.ts";
+import * as flowEnds from "./0029_flow_ends.ts";
 
 /** Every step, oldest first. Append only: an applied step is never edited. */
 export const migrations: readonly Migration[] = [
@@ -58,6 +59,7 @@ export const migrations: readonly Migration[] = [
   groupIdsFromListing,
   groupIdsNeverReused,
   rateWindowLengths,
+  flowEnds,
 ];
 
 /**

@@ -1,5 +1,5 @@
 /**
- * Looking after flows: read one's status, list them, cancel one, prune finished ones.
+ * Looking after flows: read one's status, list them, cancel one, prune ended ones.
  *
  * @internal
  * @module
@@ -33,10 +33,10 @@ export class Flows {
     return (await this.#parts.store.flows(page(options, "flows"))).map(toFlowStatus);
   }
 
-  /** Deletes finished flows dispatched more than `options.olderThanMs` ago; how many. */
+  /** Deletes flows that ended more than `options.olderThanMs` ago; how many. */
   prune(options: PruneOptions): Promise<number> {
     const now = this.#parts.clock.now();
-    return this.#parts.store.pruneFlows(cutoff(now, options, "pruneFlows"));
+    return this.#parts.store.pruneFlows(cutoff(now, options, "pruneFlows"), now);
   }
 
   /**

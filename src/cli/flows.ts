@@ -106,9 +106,9 @@ const flow: Command = {
 const pruneFlows: Command = {
   name: "prune-flows",
   operands: "",
-  summary: "delete finished flows dispatched more than some hours ago",
+  summary: "delete flows that ended more than some hours ago",
   description:
-    "Deletes the flows dispatched more than --hours ago that have finished (no node waiting, queued\nor running), with their nodes and kept outputs. Their jobs are not touched.",
+    "Deletes the flows that ended (no node left waiting, queued or running, cancelled or not) more\nthan --hours ago, counted from their end, not their dispatch, with their nodes and kept outputs.\nTheir jobs are not touched.",
   flags: HOURS_FLAG,
   async run(args) {
     expectPositionals(args, 0, 0, "");
@@ -116,7 +116,7 @@ const pruneFlows: Command = {
     await using queue = await openAdminQueue(args);
     const count = await queue.pruneFlows({ olderThanMs: hours * 3_600_000 });
     console.log(
-      `Deleted ${plural(count, "flow")} dispatched more than ${plural(hours, "hour")} ago`,
+      `Deleted ${plural(count, "flow")} that ended more than ${plural(hours, "hour")} ago`,
     );
     return 0;
   },

@@ -313,12 +313,14 @@ export interface AdminStore {
   /** Flows with every node, newest first. */
   flows(page: Page): Promise<FlowRow[]>;
   /**
-   * Deletes the flows dispatched before `before` (on the clock their
-   * `createdAt` was given on) that have finished (no node waiting, queued
-   * or running), with their nodes, edges and the jobs still waiting for
-   * them; how many flows. Their nodes' jobs, finished or failed, are not touched.
+   * Deletes the flows that ended (no node waiting, queued or running,
+   * cancelled or not: a flow's age counts from when its last node ended,
+   * not from its dispatch) before `before` (`now` being the caller's now,
+   * as for {@linkcode AdminStore.pruneFailed}), with their nodes, edges and
+   * the jobs still waiting for them; how many flows. Their nodes' jobs,
+   * finished or failed, are not touched.
    */
-  pruneFlows(before: number): Promise<number>;
+  pruneFlows(before: number, now: number): Promise<number>;
   /**
    * Cancels a flow in one transaction: marks it cancelled, its waiting nodes
    * cancelled, and drops its catch; cancels the jobs of its queued nodes

@@ -77,7 +77,7 @@ Deno.test("flows prints a table of flows newest first with their node counts; fl
   assert.match(missing.stderr, /queue flow: no flow 999/);
 });
 
-Deno.test("prune-flows deletes finished flows older than --hours and says how many", async () => {
+Deno.test("prune-flows deletes the flows that ended more than --hours ago and says how many", async () => {
   await using tmp = await tempDir();
   // The CLI goes by the real clock: the old flow is dispatched 3 hours before it, the fresh one now.
   const clock = new ManualClock(Date.now() - 3 * 3_600_000);
@@ -94,7 +94,7 @@ Deno.test("prune-flows deletes finished flows older than --hours and says how ma
 
   const pruned = await runCli(["prune-flows", "--hours", "2", "--db", tmp.dbPath]);
   assert.equal(pruned.code, 0, pruned.stderr);
-  assert.equal(pruned.stdout.trim(), "Deleted 1 flow dispatched more than 2 hours ago");
+  assert.equal(pruned.stdout.trim(), "Deleted 1 flow that ended more than 2 hours ago");
   assert.equal(await queue.flowStatus(oldId), null);
   assert.equal((await queue.flowStatus(freshId))?.state, "succeeded");
 });

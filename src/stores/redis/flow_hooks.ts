@@ -6,8 +6,10 @@
  * Keys (`P` is the prefix):
  * - `P:seq:flow` STRING: the last flow id.
  * - `P:flow:<id>` HASH: `id`, `name`, `created_at`, `nodes` (how many),
- *   `cancelled_at` once cancelled, `staged` while the transaction that
- *   inserted it is open.
+ *   `cancelled_at` once cancelled, `ended_at` once no node is left waiting,
+ *   queued or running (cancelled or not; `pruneFlows` counts the flow's age
+ *   from it: older code wrote none, and the prune gives such a flow its
+ *   own now), `staged` while the transaction that inserted it is open.
  * - `P:flow:<id>:n` HASH, per node at position `<p>` (parents before
  *   children): `<p>` its JSON (`key`, `name`, `parents` as `[position,
  *   continueOnFailure 0|1]` pairs, `children` as positions), `<p>:s` its
@@ -51,6 +53,23 @@ function Flows.nodes(id) return P .. ':flow:' .. id .. ':n' end
 function Flows.jobs(id) return P .. ':flow:' .. id .. ':j' end
 function Flows.catchKey(id) return P .. ':flow:' .. id .. ':catch' end
 function Flows.meta(id, pos) return cjson.decode(redis.call('HGET', Flows.nodes(id), pos)) end
+
+-- Whether flow id has a node waiting, queued or running: it has not ended.
+function Flows.open(id)
+  local nodes = Flows.nodes(id)
+  for pos = 0, tonumber(redis.call('HGET', Flows.key(id), 'nodes')) - 1 do
+    local state = redis.call('HGET', nodes, pos .. ':s')
+    if state == 'waiting' or state == 'pending' then return true end
+  end
+  return false
+end
+
+-- Flow id ended at t once no node is left open (an end written before stays: nothing moved
+-- since), and has not ended while one is (a retry opened it again).
+function Flows.markEnd(id, t)
+  if Flows.open(id) then redis.call('HDEL', Flows.key(id), 'ended_at')
+  else redis.call('HSETNX', Flows.key(id), 'ended_at', t) end
+end
 
 -- Queues waiting node pos of flow id at t, carrying its parents' outputs and errors; how many (1).
 function Flows.queueNode(id, pos, t)
@@ -127,7 +146,9 @@ function Flows.ended(id, cancelled, positions, kind, err, t)
   for _, pos in ipairs(positions) do redis.call('HSET', nodes, pos .. ':s', state, pos .. ':e', message) end
   local queued = 0
   if not cancelled and kind ~= 'clear' then queued = Links.release(Flows.catchKey(id), t, nil) end
-  return queued + Flows.settleGraph(id, cancelled, t)
+  queued = queued + Flows.settleGraph(id, cancelled, t)
+  Flows.markEnd(id, t)
+  return queued
 end
 
 -- The flow of a node's job and the node's position, or nil when it is none (or gone).
@@ -149,14 +170,16 @@ function H.flowSettled(jobId, job, kind, output, err, t)
   if kind == 'complete' then
     redis.call('HSET', nodes, pos .. ':s', 'succeeded')
     if output ~= nil and output ~= NULL then redis.call('HSET', nodes, pos .. ':o', output) end
-    if cancelled then return 0 end
     local queued = 0
-    for _, child in ipairs(Flows.meta(id, pos).children) do
-      if redis.call('HGET', nodes, child .. ':s') == 'waiting'
-        and redis.call('HINCRBY', nodes, child .. ':w', -1) == 0 then
-        queued = queued + Flows.queueNode(id, child, t)
+    if not cancelled then
+      for _, child in ipairs(Flows.meta(id, pos).children) do
+        if redis.call('HGET', nodes, child .. ':s') == 'waiting'
+          and redis.call('HINCRBY', nodes, child .. ':w', -1) == 0 then
+          queued = queued + Flows.queueNode(id, child, t)
+        end
       end
     end
+    Flows.markEnd(id, t)
     return queued
   end
   return Flows.ended(id, cancelled, {pos}, kind, err, t)
@@ -190,7 +213,9 @@ function H.flowRetried(jobId, failed, t)
   if state ~= 'failed' and state ~= 'cancelled' then return 0 end
   redis.call('HSET', nodes, pos .. ':s', 'pending')
   redis.call('HDEL', nodes, pos .. ':e')
-  return Flows.settleGraph(id, redis.call('HEXISTS', Flows.key(id), 'cancelled_at') == 1, t)
+  local queued = Flows.settleGraph(id, redis.call('HEXISTS', Flows.key(id), 'cancelled_at') == 1, t)
+  Flows.markEnd(id, t)
+  return queued
 end
 
 function H.commit_flow(id)

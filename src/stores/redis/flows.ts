@@ -115,10 +115,12 @@ return cjson.encode(redis.call('ZREVRANGE', P .. ':flows', INPUT.offset, last))
 const PRUNE_CHUNK = 500;
 
 /**
- * Input: `before`, `after` (an id), `limit`. Deletes the finished flows
- * dispatched before `before` among the `limit` oldest committed flows with
- * an id above `after`. Reply: `{pruned, last}` (the last id looked at, or
- * null when none was left).
+ * Input: `before`, `after` (an id), `limit`. Deletes the flows that ended
+ * before `before` among the `limit` oldest committed flows with an id above
+ * `after`. A flow older code ended has no `ended_at`: it ends now, so it is
+ * kept for the retention from the first prune that saw it ended; one older
+ * code opened again (a retry) has its end cleared. Reply: `{pruned, last}`
+ * (the last id looked at, or null when none was left).
  */
 const PRUNE_FLOWS = luaScript(
   "pruneFlows",
@@ -129,14 +131,14 @@ local ids = redis.call('ZRANGEBYSCORE', P .. ':flows', '(' .. INPUT.after, '+inf
 local pruned = 0
 local cutoff = at(INPUT.before)
 for _, id in ipairs(ids) do
-  local f = redis.call('HMGET', Flows.key(id), 'created_at', 'nodes')
-  if tonumber(f[1]) ~= nil and tonumber(f[1]) < cutoff then
-    local open = false
-    for pos = 0, tonumber(f[2]) - 1 do
-      local state = redis.call('HGET', Flows.nodes(id), pos .. ':s')
-      if state == 'waiting' or state == 'pending' then open = true; break end
-    end
-    if not open then
+  local key = Flows.key(id)
+  if redis.call('EXISTS', key) == 1 then
+    local ended = tonumber(redis.call('HGET', key, 'ended_at'))
+    if Flows.open(id) then
+      if ended ~= nil then redis.call('HDEL', key, 'ended_at') end
+    elseif ended == nil then
+      redis.call('HSET', key, 'ended_at', NOW)
+    elseif ended < cutoff then
       H.undo_flow(id)
       redis.call('ZREM', P .. ':flows', id)
       pruned = pruned + 1
@@ -284,13 +286,21 @@ export async function flows(redis: RedisConnection, page: Page): Promise<FlowRow
   return found;
 }
 
-/** Deletes finished flows dispatched before `before`, a chunk per call; how many. */
-export async function pruneFlows(redis: RedisConnection, before: number): Promise<number> {
+/**
+ * Deletes the flows that ended before `before` (`now` being the caller's
+ * now: on the store's clock, as long before its now), a chunk per call; how
+ * many.
+ */
+export async function pruneFlows(
+  redis: RedisConnection,
+  before: number,
+  now: number,
+): Promise<number> {
   let pruned = 0;
   let after = 0;
   for (;;) {
     const reply = await redis.call<{ pruned: number; last: number | null }>(PRUNE_FLOWS, {
-      now: Date.now(),
+      now,
       before,
       after,
       limit: PRUNE_CHUNK,

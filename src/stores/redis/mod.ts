@@ -330,8 +330,8 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
   }
 
   /** See {@linkcode Store.pruneFlows}. */
-  pruneFlows(before: number): Promise<number> {
-    return flows.pruneFlows(this.#redis, before);
+  pruneFlows(before: number, now: number): Promise<number> {
+    return flows.pruneFlows(this.#redis, before, now);
   }
 
   /** See {@linkcode Store.cancelFlow}. */

@@ -65,7 +65,13 @@ export const TRANSFER_COLUMNS: Readonly<Record<TransferTable, readonly Column[]>
     intNull("cancelled_at"),
     intNull("finished_at"),
   ],
-  flows: [int("id"), text("name"), int("created_at"), intNull("cancelled_at")],
+  flows: [
+    int("id"),
+    text("name"),
+    int("created_at"),
+    intNull("cancelled_at"),
+    intNull("ended_at"),
+  ],
   flow_nodes: [
     int("flow_id"),
     int("position"),

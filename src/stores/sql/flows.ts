@@ -6,7 +6,10 @@
  * settles. Nodes not yet queued wait in `waiting_jobs` (role `node`) as
  * chain links do; moving one out is what makes it fire at most once. Every
  * script that changes a flow first locks its row, so the settles of one
- * flow's nodes in concurrent transactions apply one after another.
+ * flow's nodes in concurrent transactions apply one after another. A flow
+ * ends when no node is left waiting, queued or running, cancelled or not:
+ * each script that moves its nodes records then (`flows.ended_at`, schema
+ * step 29), and `pruneFlows` counts its age from it.
  *
  * @internal
  * @module
@@ -23,7 +26,7 @@ import type {
   StoredFlowNodeState,
 } from "../store.ts";
 import { cancelUnheld } from "./cancel.ts";
-import { type Dialect, PLAIN } from "./dialect.ts";
+import { clockParam, type Dialect, PLAIN } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 import type { JobLinks } from "./stored_rows.ts";
@@ -130,10 +133,31 @@ const NODES_SHOWN = statement(
   WHERE n.flow_id = $1 ORDER BY n.position`,
 );
 
+/** Whether the flow of the row `flows` has a node waiting, queued or running: it has not ended. */
+const OPEN = `EXISTS (SELECT 1 FROM flow_nodes n
+  WHERE n.flow_id = flows.id AND n.state IN ('waiting', 'pending'))`;
+/**
+ * Flow `$1` ended at `$2` once no node is left open (kept when it had
+ * ended before: nothing moved since), and not ended while one is (a retry
+ * opened it again).
+ */
+const MARK_END = statement(
+  `UPDATE flows SET ended_at = CASE WHEN ${OPEN} THEN NULL ELSE COALESCE(ended_at, $2) END
+  WHERE id = $1`,
+);
+/**
+ * The flows whose end code before schema step 29 left unsaid: one that
+ * ended with no `ended_at` ends at `{{now $1}}`, one opened again with one
+ * has not ended.
+ */
+const MARK_UNSAID_ENDS = statement(
+  `UPDATE flows SET ended_at = CASE WHEN ended_at IS NULL THEN {{now $1}} ELSE NULL END
+  WHERE CASE WHEN ended_at IS NULL THEN NOT ${OPEN} ELSE ${OPEN} END`,
+);
+
 const FLOW_PAGE = statement("SELECT id FROM flows ORDER BY id DESC LIMIT $1 OFFSET $2");
 const PRUNE_FLOWS = statement(
-  `DELETE FROM flows WHERE created_at < $1 AND NOT EXISTS (SELECT 1 FROM flow_nodes n
-    WHERE n.flow_id = flows.id AND n.state IN ('waiting', 'pending')) RETURNING id`,
+  `DELETE FROM flows WHERE ended_at < (SELECT {{now $1}} - $2) AND NOT ${OPEN} RETURNING id`,
 );
 const PRUNE_NODES = statement("DELETE FROM flow_nodes WHERE flow_id = $1");
 const PRUNE_EDGES = statement("DELETE FROM flow_edges WHERE flow_id = $1");
@@ -221,18 +245,21 @@ export function* settled(
       links.id,
       output,
     );
-    if (node === undefined || flow.cancelled_at !== null) return 0;
-    const { rows: children } = yield* exec<{ position: number; waiting_for: number }>(
-      CHILDREN_WAIT_LESS,
-      flowId,
-      node.position,
-    );
+    if (node === undefined) return 0;
     let queued = 0;
-    for (const child of children) {
-      if (Number(child.waiting_for) === 0) {
-        queued += yield* queueNode(flowId, Number(child.position), at);
+    if (flow.cancelled_at === null) {
+      const { rows: children } = yield* exec<{ position: number; waiting_for: number }>(
+        CHILDREN_WAIT_LESS,
+        flowId,
+        node.position,
+      );
+      for (const child of children) {
+        if (Number(child.waiting_for) === 0) {
+          queued += yield* queueNode(flowId, Number(child.position), at);
+        }
       }
     }
+    yield* exec(MARK_END, flowId, at);
     return queued;
   }
   return yield* ended(flowId, flow.cancelled_at !== null, [links.id], kind, at, error);
@@ -286,7 +313,9 @@ function* ended(
     queued += (yield* exec(INSERT_CATCH, at, flowId)).count;
     yield* exec(DROP_CATCH, flowId);
   }
-  return queued + (yield* settleGraph(flowId, isCancelled, at));
+  queued += yield* settleGraph(flowId, isCancelled, at);
+  yield* exec(MARK_END, flowId, at);
+  return queued;
 }
 
 /** Moves the flows of node jobs deleted unrun by a clear: each node is cancelled, its descendants skipped. */
@@ -317,6 +346,7 @@ export function* retried(
     if (flow === undefined) continue;
     yield* exec(NODE_RETRIED, flowId, job.id);
     queued += yield* settleGraph(flowId, flow.cancelled_at !== null, at);
+    yield* exec(MARK_END, flowId, at);
   }
   return queued;
 }
@@ -428,9 +458,15 @@ export function* flows(page: Page): Script<FlowRow[]> {
   return found;
 }
 
-/** Deletes finished flows dispatched before `before`, with what they hold; how many. */
-export function* prune(before: number): Script<number> {
-  const { rows } = yield* exec<{ id: number }>(PRUNE_FLOWS, before);
+/**
+ * Deletes the flows that ended (no node waiting, queued or running) before
+ * `before` (`now` being the caller's now: on the store's clock, as long
+ * before its now), with what they hold; how many.
+ */
+export function* prune(dialect: Dialect, before: number, now: number): Script<number> {
+  const clock = clockParam(dialect, now);
+  yield* exec(MARK_UNSAID_ENDS, clock);
+  const { rows } = yield* exec<{ id: number }>(PRUNE_FLOWS, clock, now - before);
   const ids = rows.map((row) => [Number(row.id)]);
   yield* each(PRUNE_NODES, ids);
   yield* each(PRUNE_EDGES, ids);

@@ -80,10 +80,10 @@
  *   groups) a limited group gives at most what its window has left; after
  *   the lease its count grows by the jobs leased. On PostgreSQL the group's
  *   row, locked by step 1, keeps two claims from counting the same window
- *   at once. A settle drops the ended windows of the names it limits at
- *   most once a minute ({@linkcode dropEndedWindows}). The next-due read
- *   makes a group over its limit with a job due now due when its window
- *   turns.
+ *   at once. A settle drops the windows of the names it limits a minute
+ *   after they end, at most once a minute ({@linkcode dropEndedWindows}).
+ *   The next-due read makes a group over its limit with a job due now due
+ *   when its window turns.
  *
  * @internal
  * @module
@@ -242,8 +242,8 @@ const COUNT_CLAIMS = statement(
 
 /**
  * Drops the rate windows of the groups of one queue and job name (keys that
- * start with `$1`) that ended by `$2` (window start at or before it, less
- * the window's length): an ended window counts nothing.
+ * start with `$1`) that started at or before `$2`: those that ended by `$2`
+ * plus the window's length.
  */
 const DROP_ENDED_WINDOWS = statement(
   `DELETE FROM rate_windows
@@ -362,18 +362,21 @@ export function* rateWindowsTurn(
 }
 
 /**
- * Drops the ended rate windows of the groups of `queues` of each job name
- * in `rates` (by its `perMs`), at `now` (the store's): a group's window row
- * outlives its window only until then. Run by settles at most once a
- * minute (a scan of `rate_windows` per queue and name).
+ * Drops the rate windows of the groups of `queues` of each job name in
+ * `rates` (by its `perMs`) that ended by `endedBy` (the store's clock). Run
+ * by settles at most once a minute (a scan of `rate_windows` per queue and
+ * name), a minute behind their now (`ENDED_WINDOW_KEPT_MS` in upkeep.ts).
  */
 export function* dropEndedWindows(
   queues: readonly string[],
   rates: Readonly<Record<string, GroupRate>>,
-  now: number,
+  endedBy: number,
 ): Script<void> {
   const drops = queues.flatMap((queue) =>
-    Object.entries(rates).map(([name, rate]) => [groupRateKey(queue, name, ""), now - rate.perMs])
+    Object.entries(rates).map(([name, { perMs }]) => {
+      const startedBy = endedBy - perMs; // a window that started by then ended by `endedBy`
+      return [groupRateKey(queue, name, ""), startedBy];
+    })
   );
   if (drops.length > 0) yield* each(DROP_ENDED_WINDOWS, drops);
 }

@@ -76,13 +76,6 @@ const DROP_ENDED_RATE_WINDOWS = statement(
   "DELETE FROM rate_windows WHERE window_start + per_ms <= $1",
 );
 
-/**
- * How long a `rateLimited` window is kept after it ends, as the Redis store
- * keeps a window's HASH: an acquire whose transaction read its now before
- * the window ended, still to read the row, finds it.
- */
-const ENDED_WINDOW_KEPT_MS = 60_000;
-
 /** Inserts each row unless its key names a job that holds it; see {@linkcode KeyedInsert}. */
 export function* insertKeyed(
   dialect: Dialect,
@@ -201,14 +194,14 @@ export function* acquire(
 }
 
 /**
- * Drops the `rateLimited` windows that ended a minute or more before `now`
- * (the store's clock): an ended window counts nothing, and a window is
- * written for every key a job named, so without this the table grows with
- * every key ever used. Run by settles at most once a minute, with the
- * groups' windows (`dropEndedWindows` in groups.ts).
+ * Drops the `rateLimited` windows that ended by `endedBy` (the store's
+ * clock): a window is written for every key a job named, so without this
+ * the table grows with every key ever used. Run by settles at most once a
+ * minute, with the groups' windows (`dropEndedWindows` in groups.ts), a
+ * minute behind their now (`ENDED_WINDOW_KEPT_MS` in upkeep.ts).
  */
-export function* dropEndedRateWindows(now: number): Script<void> {
-  yield* exec(DROP_ENDED_RATE_WINDOWS, now - ENDED_WINDOW_KEPT_MS);
+export function* dropEndedRateWindows(endedBy: number): Script<void> {
+  yield* exec(DROP_ENDED_RATE_WINDOWS, endedBy);
 }
 
 /** The job holding unique key `key` at `at`, or null when none does. */

@@ -186,9 +186,9 @@ export class SqlStore implements Store, MoveStore {
     return this.#read(() => flows.flows(page));
   }
 
-  /** Deletes finished flows dispatched before `before`; how many. */
-  pruneFlows(before: number): Promise<number> {
-    return this.#write(() => flows.prune(before));
+  /** Deletes the flows that ended before `before`; how many. */
+  pruneFlows(before: number, now: number): Promise<number> {
+    return this.#write(() => flows.prune(this.#dialect, before, now));
   }
 
   /** Cancels a flow, its waiting nodes and catch, and its queued and running nodes' jobs. */

@@ -33,7 +33,7 @@ import { markBegun } from "./handler_begun.ts";
 import { statement } from "./statement.ts";
 import { recordSpans, writeLogs } from "./job_logs.ts";
 import * as steps from "./steps.ts";
-import type { PruneSchedule } from "./upkeep.ts";
+import { ENDED_WINDOW_KEPT_MS, type PruneSchedule } from "./upkeep.ts";
 import { recordMetrics } from "./stats.ts";
 
 const PROGRESS = statement("UPDATE jobs SET progress = $1 WHERE id = $2 AND token = $3");
@@ -231,9 +231,11 @@ export function* settle(
   yield* writeLogs(dialect, records.logs, upkeep.logs, at);
   // Ended rate windows, of `rateLimited` keys and of groups, at most once a minute.
   if (then !== undefined && upkeep.rateWindows.due(then.now)) {
-    const now = yield* dialect.now(then.now);
-    yield* dropEndedRateWindows(now);
-    if (then.groupRates !== undefined) yield* dropEndedWindows(then.queues, then.groupRates, now);
+    const endedBy = (yield* dialect.now(then.now)) - ENDED_WINDOW_KEPT_MS;
+    yield* dropEndedRateWindows(endedBy);
+    if (then.groupRates !== undefined) {
+      yield* dropEndedWindows(then.queues, then.groupRates, endedBy);
+    }
   }
   // Holds whose end has passed, after this settle's own holds (which replace a passed one).
   const upkeepAt = then?.now ?? at;

@@ -35,6 +35,15 @@ export function jobStored(id: string): string {
 /** The least time between two prunes of one table by one store's settles. */
 export const PRUNE_EVERY_MS = 60_000;
 
+/**
+ * How long a rate window (of a `rateLimited` key or of a group) is kept
+ * after it ends, as the Redis store keeps a window's HASH: a claim or an
+ * acquire whose now is still in the window (its clock a little behind, or
+ * read before the window ended) finds the window's count instead of
+ * counting the window again from nothing.
+ */
+export const ENDED_WINDOW_KEPT_MS = 60_000;
+
 /** When one table was last pruned by a settle of this store: a prune is due at most once a minute. */
 export class PruneSchedule {
   #prunedAt = -Infinity;

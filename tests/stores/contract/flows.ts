@@ -128,25 +128,88 @@ function register(test: ContractTest): void {
     assert.deepEqual(await store.flows({ limit: 10, offset: 2 }), []);
   });
 
-  test("pruneFlows() deletes the finished flows dispatched before the cutoff, and no running one", async (store) => {
+  test("pruneFlows(before) deletes the flows that ended (no node waiting, queued or running) strictly before it, counting from their end, and no running one", async (store) => {
+    const ran = 10_000; // how long the long flows ran after their dispatch at T0
     const done = await store.insertFlow(newFlow(node("a"), node("b", [0])));
-    const [a] = await take(store);
-    assert.deepEqual((await store.settle([fail(a!.id, a!.token, T0)])).applied, [true]);
-    const running = await store.insertFlow(newFlow(node("c")));
-    const young = await store.insertFlow({ ...newFlow(node("d")), createdAt: T0 + 10_000 });
-    const d = (await take(store, T0 + 10_000)).find((job) => job.name === "d")!;
-    assert.deepEqual((await store.settle([fail(d.id, d.token, T0)])).applied, [true]);
-    assert.equal((await store.flow(young.id))?.nodes[0]?.state, "failed");
-    assert.equal(await store.pruneFlows(T0 + 1), 1);
+    const long = await store.insertFlow(newFlow(node("long")));
+    const retried = await store.insertFlow(newFlow(node("again")));
+    const cancelled = await store.insertFlow(newFlow(node("stop")));
+    const byName = new Map((await take(store)).map((job) => [job.name, job]));
+    const queued = node("queued");
+    const running = await store.insertFlow(
+      newFlow({ ...queued, job: { ...queued.job, queue: "q" } }),
+    );
+    const a = byName.get("a")!;
+    assert.deepEqual((await store.settle([fail(a.id, a.token, T0)])).applied, [true]);
+    const first = byName.get("again")!;
+    assert.deepEqual((await store.settle([fail(first.id, first.token, T0)])).applied, [true]);
+    assert.deepEqual(await store.retry([first.id], T0 + 1), [first.id]);
+    const [again] = await take(store, T0 + 1);
+    assert.equal(again?.name, "again");
+    const stop = byName.get("stop")!;
+    assert.deepEqual(await store.cancelFlow(cancelOf(cancelled.id)), {
+      cancelled: [],
+      cancelling: [stop.id],
+    });
+
+    assert.equal(await store.pruneFlows(T0 + 1, T0 + 1), 1, "done ended at T0");
     assert.equal(await store.flow(done.id), null);
-    assert.notEqual(await store.flow(running.id), null, "a node still queued");
-    assert.notEqual(await store.flow(young.id), null, "dispatched after the cutoff");
+    const long1 = byName.get("long")!;
+    assert.deepEqual(
+      (await store.settle([
+        complete(long1.id, long1.token, T0 + ran),
+        complete(again!.id, again!.token, T0 + ran),
+        fail(stop.id, stop.token, T0 + ran),
+      ])).applied,
+      [true, true, true],
+    );
+    for (const { id } of [long, retried, cancelled]) {
+      assert.deepEqual(
+        (await store.flow(id))?.nodes.map((n) => n.state).filter((state) =>
+          state === "waiting" || state === "pending" || state === "running"
+        ),
+        [],
+        "it ended",
+      );
+    }
+    assert.equal(await store.pruneFlows(T0 + ran, T0 + ran), 0, "they ended at T0 + ran");
+    assert.equal(await store.pruneFlows(T0 + ran + 1, T0 + ran + 1), 3);
+    for (const { id } of [long, retried, cancelled]) assert.equal(await store.flow(id), null);
     assert.deepEqual((await store.flows({ limit: 10, offset: 0 })).map((row) => row.id), [
-      young.id,
       running.id,
     ]);
-    assert.equal(await store.pruneFlows(T0 + 1), 0);
+    assert.equal(await store.pruneFlows(LATER, LATER), 0, "a node still queued");
   });
+
+  test(
+    "pruneFlows() gives a flow that code before schema step 29 ended without an end its own now, keeps it for the retention from then, and clears the end of an open one",
+    async (store) => {
+      const ended = await store.insertFlow(newFlow(node("a")));
+      const open = await store.insertFlow(newFlow(node("b")));
+      const a = (await take(store)).find((job) => job.name === "a")!;
+      await succeed(store, a, null, T0);
+      // As code before step 29 leaves them: an end never written, or one written before a retry.
+      await store.transaction(async (tx) => {
+        await tx.query(`UPDATE flows SET ended_at = NULL WHERE id = ${ended.id}`);
+        await tx.query(`UPDATE flows SET ended_at = ${T0} WHERE id = ${open.id}`);
+      });
+      const endOf = async (id: number) => {
+        const [row] = await store.transaction((tx) =>
+          tx.query<{ ended_at: number | null }>(`SELECT ended_at FROM flows WHERE id = ${id}`)
+        );
+        return row?.ended_at === null || row === undefined ? null : Number(row.ended_at);
+      };
+
+      const seen = T0 + 60_000;
+      assert.equal(await store.pruneFlows(seen, seen), 0, "an end never written is not before");
+      assert.equal(await endOf(ended.id), seen);
+      assert.equal(await endOf(open.id), null, "a node still queued");
+      assert.equal(await store.pruneFlows(seen + 1, seen + 1), 1);
+      assert.equal(await store.flow(ended.id), null);
+      assert.notEqual(await store.flow(open.id), null);
+    },
+    { sql: true },
+  );
 
   test("the last parent's settle queues the child once, carrying each parent's output by key", async (store) => {
     const { id } = await store.insertFlow(newFlow(node("a"), node("b"), node("join", [0, 1])));

@@ -578,6 +578,27 @@ function registerRates(test: ContractTest): void {
     );
   });
 
+  test("claim() with groupRates: a settle's prune keeps a group's window a minute after it ends, so a claim whose now is still in it takes nothing more from it", async (store) => {
+    await store.insertJobs([...grouped("g", 4), ...grouped("h", 4)]);
+    assert.equal((await claim(store, { limit: 20, groupRates: RATES })).length, 4, "2 of each");
+    // Just after the windows end, a worker's settle prunes ended windows (a store's first prune is
+    // due at once) and claims one job in the next window.
+    const { claimed } = await store.settle([], {
+      queues: ["default"],
+      limit: 1,
+      now: NEXT_WINDOW + 10,
+      leaseMs: LEASE_MS,
+      token: 2,
+      groupRates: RATES,
+    });
+    assert.equal(claimed.length, 1);
+    assert.deepEqual(
+      await claim(store, { limit: 20, token: 3, now: NEXT_WINDOW - 1, groupRates: RATES }),
+      [],
+      "a claim that read its clock before the windows turned finds them full",
+    );
+  });
+
   test("claim() with groupRates: a group's window counts each claim, a retry's and a lease run out's included; nextDueAt() of a group with nothing due ignores its window", async (store) => {
     const jobs = await store.insertJobs(grouped("g", 2));
     const [first] = await claim(store, { limit: 1, groupRates: RATES });

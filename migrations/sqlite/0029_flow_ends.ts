@@ -1,0 +1,31 @@
+/**
+ * When a flow ended (docs/flows.md): `flows.ended_at`, the time its last
+ * node stopped waiting, queued or running (nothing left open, cancelled or
+ * not), written by the scripts that settle, cancel, clear and retry its
+ * nodes. `pruneFlows` counts a flow's age from it, where it counted from
+ * the flow's dispatch and deleted a flow that ran longer than the retention
+ * the moment it ended.
+ *
+ * An expand step: a nullable column that code of the step before never
+ * names. A flow that code ends keeps `ended_at` null, and one it opens again
+ * (a retry) keeps the end written before; the prune sets such a flow's end
+ * to its own now when it finds it ended with none, and clears it when it
+ * finds it open with one, so the flow is kept for the whole retention
+ * counted from when the prune first saw it ended.
+ *
+ * @module
+ */
+
+/** Number of the step. */
+export const version = 29;
+
+/**
+ * Whether code of the step before keeps working on it (expand): a nullable
+ * column it never names; the prune gives the flows that code ends an end.
+ */
+export const kind = "expand";
+
+/** The statements. */
+export const sql = `
+ALTER TABLE flows ADD COLUMN ended_at INTEGER;
+`;

@@ -1,0 +1,58 @@
+/**
+ * Flows on Redis beyond the contract: flows as older code left them (no
+ * `ended_at` on a flow it ended, or one still there on a flow it opened
+ * again by a retry) never let `pruneFlows` delete a flow before the
+ * retention counted from when it ended. Runs when `QUEUE_TEST_REDIS_URL` is
+ * set.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { hashField, openTestRedisStore, redisCommand, redisTestUrl } from "../../_redis.ts";
+import { claim, newJob, T0 } from "../contract/fixtures.ts";
+import type { NewFlowRow } from "../../../src/stores/store.ts";
+
+const url = redisTestUrl();
+
+/** A flow of one node, job `name` in queue `queue`. */
+function oneNode(name: string, queue: string): NewFlowRow {
+  return {
+    name,
+    createdAt: T0,
+    nodes: [{
+      key: name,
+      job: { ...newJob({ name, queue }), delayMs: 0, retryForMs: null },
+      parents: [],
+      continueOnFailure: false,
+    }],
+    onFailure: [],
+  };
+}
+
+Deno.test({
+  name:
+    "RedisStore: pruneFlows() gives a flow older code ended without an end its own now, keeps it for the retention from then, and clears the end of an open one",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestRedisStore(url!, { clock: "caller" });
+    const { store, prefix } = opened;
+    const ended = await store.insertFlow(oneNode("a", "a"));
+    const open = await store.insertFlow(oneNode("b", "b"));
+    const [a] = await claim(store, { queues: ["a"], limit: 1 });
+    const settled = await store.settle([{ kind: "complete", id: a!.id, token: 1, at: T0 }]);
+    assert.deepEqual(settled.applied, [true]);
+    const key = (id: number) => `{${prefix}}:flow:${id}`;
+    assert.equal(await hashField(url!, key(ended.id), "ended_at"), String(T0));
+    // As older code leaves them: an end never written, or one written before a retry.
+    await redisCommand(url!, ["HDEL", key(ended.id), "ended_at"]);
+    await redisCommand(url!, ["HSET", key(open.id), "ended_at", String(T0)]);
+
+    const seen = T0 + 60_000;
+    assert.equal(await store.pruneFlows(seen, seen), 0, "an end never written is not before");
+    assert.equal(await hashField(url!, key(ended.id), "ended_at"), String(seen));
+    assert.equal(await hashField(url!, key(open.id), "ended_at"), null, "a node still queued");
+    assert.equal(await store.pruneFlows(seen + 1, seen + 1), 1);
+    assert.equal(await store.flow(ended.id), null);
+    assert.notEqual(await store.flow(open.id), null);
+  },
+});
