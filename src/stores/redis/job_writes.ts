@@ -127,16 +127,22 @@ async function runStaged<T>(
   fn: (tx: StoreTransaction) => T | Promise<T>,
 ): Promise<T> {
   const stage = crypto.randomUUID();
-  const state = { open: true };
+  // abortedBy: set when a dispatch gave up to end a deadlock, which rolled the transaction back.
+  const state: { open: boolean; abortedBy?: Error } = { open: true };
   // Worded as the SQL stores' engines word it: a handle kept past its callback is refused alike.
   const inside =
-    <A extends unknown[], R>(write: (...args: A) => Promise<R>) => (...args: A): Promise<R> =>
-      state.open
-        ? redis.transactionWrite(() => write(...args))
-        : Promise.reject(new Error("This transaction has ended: use it only inside its callback"));
+    <A extends unknown[], R>(write: (...args: A) => Promise<R>) => (...args: A): Promise<R> => {
+      if (!state.open) {
+        return Promise.reject(
+          new Error("This transaction has ended: use it only inside its callback"),
+        );
+      }
+      if (state.abortedBy !== undefined) return Promise.reject(aborted(state.abortedBy));
+      return redis.transactionWrite(() => write(...args));
+    };
   const tx: StoreTransaction = {
     insertJobs: inside((rows) => insertJobs(redis, rows, stage)),
-    insertKeyed: inside((rows) => keys.insertKeyed(redis, rows, stage)),
+    insertKeyed: inside((rows) => keys.insertKeyed(redis, rows, stage, state)),
     insertChain: inside((chain) => chainsBatches.insertChain(redis, chain, stage)),
     insertBatch: inside((batch) => chainsBatches.insertBatch(redis, batch, stage)),
     insertFlow: inside((flow) => flows.insertFlow(redis, flow, stage)),
@@ -153,6 +159,19 @@ async function runStaged<T>(
     throw error;
   }
   state.open = false;
+  // A callback that went on after its deadlock: the transaction was rolled back then.
+  if (state.abortedBy !== undefined) throw aborted(state.abortedBy);
   await redis.call(END_TRANSACTION, { now: Date.now(), stage, commit: true });
   return result;
+}
+
+/**
+ * The error of a write or commit of a transaction that a deadlock aborted,
+ * as PostgreSQL refuses what an aborted transaction is asked next.
+ */
+function aborted(deadlock: Error): Error {
+  return new Error(
+    "This transaction was aborted by a deadlock and stored nothing: a dispatch in it gave up, and a transaction goes on after a deadlock only by running again",
+    { cause: deadlock },
+  );
 }

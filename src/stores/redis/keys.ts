@@ -27,6 +27,7 @@ import type { RedisConnection } from "./connection.ts";
 import { dispatch, dispatchScript } from "./dispatch_script.ts";
 import { AREA_HOOKS } from "./hooks.ts";
 import { luaScript } from "./lua.ts";
+import { STAGE_ENDS } from "./stages.ts";
 
 /**
  * Input: `rows` (KeyedJobRow[]), `token` (the dispatch's), `waitsMs` (how
@@ -42,11 +43,14 @@ import { luaScript } from "./lua.ts";
  * holds, directly or through others, wait in a cycle that none of them
  * ends on its own. The one of the cycle begun last (the later start in
  * `P:stages`, then the greater id) gives up, as the one its next ask
- * finds it is; the others go on waiting for it to roll back.
+ * finds it is: that script rolls it back (aborts it, as PostgreSQL does the
+ * transaction it picks), so the keys it held come free at once and the
+ * others go on.
  */
 const INSERT_KEYED = dispatchScript(
   "insertKeyed",
   String.raw`
+${STAGE_ENDS}
 local waiting = P .. ':stages:waiting'
 
 -- The transaction that gives up in the cycle of waits from this call's transaction through holder
@@ -77,7 +81,7 @@ for i, row in ipairs(INPUT.rows) do
   if holder ~= nil then
     storedNothing = true
     if STAGE ~= nil and deadlockLoser(holder) == STAGE then
-      redis.call('HDEL', waiting, STAGE)
+      endStage(STAGE, false)
       reply = cjson.encode({held = i, deadlock = true})
     else
       if STAGE ~= nil then redis.call('HSET', waiting, STAGE, (serverMs() + INPUT.waitsMs) .. ' ' .. holder) end
@@ -182,12 +186,14 @@ return cjson.encode(verdicts)
  * transaction holds the key of a row, waits for its end and asks again, for
  * `connectTimeoutMs` at most (then rejects naming the key); rejects at once
  * when that transaction waits for this one and this one began later (a
- * deadlock, see {@linkcode INSERT_KEYED}).
+ * deadlock, see {@linkcode INSERT_KEYED}): its transaction was then rolled
+ * back, and `transaction.abortedBy` is set to the error.
  */
 export async function insertKeyed(
   redis: RedisConnection,
   rows: readonly KeyedJobRow[],
   stage?: string,
+  transaction?: { abortedBy?: Error },
 ): Promise<KeyedInsert[]> {
   if (rows.length === 0) return [];
   // One outcome per row, and there are rows: never an empty Lua table (which encodes as {}).
@@ -198,17 +204,21 @@ export async function insertKeyed(
     const reply = await dispatch<KeyedInsert[] | HeldKey>(redis, INSERT_KEYED, input, stage);
     if (Array.isArray(reply)) return reply;
     const row = rows[reply.held - 1]!;
-    if (reply.deadlock === true) throw deadlocked(row);
+    if (reply.deadlock === true) {
+      const error = deadlocked(row);
+      if (transaction !== undefined) transaction.abortedBy = error;
+      throw error;
+    }
     const left = deadline - Date.now();
     if (left <= 0) throw heldTooLong(row, redis.connectTimeoutMs);
     await new Promise((resolve) => setTimeout(resolve, Math.min(waitMs, left)));
   }
 }
 
-/** The error of a dispatch of `row` whose transaction gives up to end a deadlock. */
+/** The error of a dispatch of `row` whose transaction gives up, and is aborted, to end a deadlock. */
 function deadlocked(row: KeyedJobRow): Error {
   return new Error(
-    `Cannot dispatch "${row.name}": an open transaction holds its ${row.key.kind} key "${row.key.key}" and waits for a key this transaction holds (a deadlock); this transaction, begun later, gives up: dispatch the same keys in the same order in overlapping transactions`,
+    `Cannot dispatch "${row.name}": an open transaction holds its ${row.key.kind} key "${row.key.key}" and waits for a key this transaction holds (a deadlock); this transaction, begun later, gives up: it is aborted, storing nothing and holding no key, so run it again; dispatch the same keys in the same order in overlapping transactions`,
   );
 }
 

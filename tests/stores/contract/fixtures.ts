@@ -33,15 +33,28 @@ export interface OpenedStore extends AsyncDisposable {
    * @default {true}
    */
   readonly sql?: boolean;
+  /**
+   * Whether two transactions can be open at once, each holding what it
+   * wrote: false for a store with one writer (SQLite), where a transaction
+   * waits for the open one to end, so that none ever waits for another in
+   * a cycle (a deadlock). Cases about deadlocks run only where this is true.
+   * @default {true}
+   */
+  readonly concurrentTransactions?: boolean;
 }
 
-/** Which stores a case is for, by whether they run SQL; every store when absent. */
+/**
+ * Which stores a case is for, by whether they run SQL and whether their
+ * transactions can be open together; every store when absent.
+ */
 export interface ContractCaseOptions {
   /**
    * `true`: the case needs `tx.query` (stores that run SQL); `false`: the
    * case states what a store without SQL does instead.
    */
   readonly sql?: boolean;
+  /** `true`: the case needs two transactions open at once (see `OpenedStore.concurrentTransactions`). */
+  readonly concurrentTransactions?: true;
 }
 
 /** A method of the `Store` interface. */

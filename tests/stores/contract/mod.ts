@@ -183,6 +183,15 @@ export function storeContract(
         });
         return;
       }
+      if (options.concurrentTransactions && opened.concurrentTransactions === false) {
+        await t.step({
+          name:
+            "not run: this case needs two transactions open at once, and this store has one writer",
+          ignore: true,
+          fn() {},
+        });
+        return;
+      }
       await fn(opened.store, opened);
     });
   for (const area of areas) area.register(test);

@@ -11,7 +11,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import type { KeyedJobRow, Store } from "../../../src/stores/store.ts";
+import type { KeyedJobRow, Store, StoreTransaction } from "../../../src/stores/store.ts";
 import {
   claim,
   type ContractArea,
@@ -324,5 +324,72 @@ function register(test: ContractTest): void {
       }
     },
     { sql: false },
+  );
+
+  test(
+    "of two transactions that each dispatch a unique key the other holds, one gives up (a deadlock) and is aborted: the other commits while it is still open, and its later writes and its commit reject saying so",
+    async (store) => {
+      const firstHolds = Promise.withResolvers<void>();
+      const secondHolds = Promise.withResolvers<void>();
+      const winnerDone = Promise.withResolvers<void>();
+      const seen: Record<string, unknown> = {};
+      /**
+       * Dispatches `mine`, then, once the other transaction holds its key,
+       * `theirs`; the one that gives up catches the error and carries on.
+       */
+      const run =
+        (mine: string, theirs: string, holds: () => void, otherHolds: Promise<void>) =>
+        async (tx: StoreTransaction) => {
+          const [first] = await tx.insertKeyed([keyedRow(unique(mine), 1)]);
+          holds();
+          await otherHolds;
+          const second = await tx.insertKeyed([keyedRow(unique(theirs), 2)]).catch((e: Error) => e);
+          if (!(second instanceof Error) || !/deadlock/.test(second.message)) {
+            winnerDone.resolve();
+            if (second instanceof Error) throw second;
+            return [first?.outcome, second[0]?.outcome];
+          }
+          seen.gaveUp = second;
+          // Still open: the other commits meanwhile only if this one let go of its key.
+          await winnerDone.promise;
+          seen.dispatch = await tx.insertJobs([newJob()]).then(() => null, (e: unknown) => e);
+          seen.dispatchKeyed = await tx.insertKeyed([keyedRow(unique("c"), 3)])
+            .then(() => null, (e: unknown) => e);
+          return ["carried on"];
+        };
+      const first = store.transaction(run("a", "b", firstHolds.resolve, secondHolds.promise));
+      await firstHolds.promise;
+      const second = store.transaction(run("b", "a", secondHolds.resolve, firstHolds.promise));
+      const results = await Promise.allSettled([first, second]);
+      const committed = results.filter((result) => result.status === "fulfilled");
+      const aborted = results.filter((result) => result.status === "rejected");
+      assert.equal(committed.length, 1, `one commits: ${results.map((r) => r.status)}`);
+      assert.deepEqual(committed[0]?.value, ["stored", "stored"], "the other stored both");
+      assert.match(String(seen.gaveUp), /deadlock/, "the one that gives up says why");
+      for (
+        const [what, error] of Object.entries({
+          dispatch: seen.dispatch,
+          keyed: seen.dispatchKeyed,
+        })
+      ) {
+        assert.ok(error instanceof Error, `its later ${what} rejected: ${error}`);
+        assert.match(
+          error.message,
+          /aborted/,
+          `its later ${what} says the transaction was aborted`,
+        );
+      }
+      const commit = aborted[0]?.reason;
+      assert.ok(commit instanceof Error, `its commit rejected: ${commit}`);
+      assert.match(commit.message, /deadlock/, "its commit says why");
+      assert.deepEqual(
+        await countsAt(store, T0 + 60_000),
+        { default: [2, 0, 0, 0] },
+        "the winner's jobs alone",
+      );
+      const [again] = await store.insertKeyed([keyedRow(unique("c"), 4)]);
+      assert.equal(again?.outcome, "stored", "the aborted one holds no key");
+    },
+    { concurrentTransactions: true },
   );
 }

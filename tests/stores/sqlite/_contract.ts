@@ -16,6 +16,7 @@ export function sqliteContract(part: number): void {
     return {
       store,
       another: () => SqliteStore.open(dir.dbPath),
+      concurrentTransactions: false,
       async [Symbol.asyncDispose]() {
         await store.close();
         await dir[Symbol.asyncDispose]();
@@ -24,6 +25,6 @@ export function sqliteContract(part: number): void {
   }, part);
   storeContract("SqliteStore (:memory:)", async () => {
     const store = await SqliteStore.open(":memory:");
-    return { store, [Symbol.asyncDispose]: () => store.close() };
+    return { store, concurrentTransactions: false, [Symbol.asyncDispose]: () => store.close() };
   }, part);
 }
