@@ -187,8 +187,9 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * them; {@linkcode Queue.forgetSchedule} removes one. A schedule that is
    * wrong (its job not registered, its payload refused by the job's schema,
    * two with one name) is refused here, with an error naming it, before
-   * anything is written. With `mode: "inline"` no database is opened: jobs
-   * run at dispatch, and schedules are not synced.
+   * anything is written. With `mode: "inline"` no database is opened (a
+   * `store` given is refused): jobs run at dispatch, and schedules are not
+   * synced.
    */
   static async open(options: QueueOptions): Promise<Queue> {
     return new Queue(await openQueueParts(options));

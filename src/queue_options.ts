@@ -63,8 +63,9 @@ export interface QueueOptions extends StoreOptions {
   /**
    * What this process does with jobs: `"worker"` stores them and may work
    * them; `"external"` only dispatches (another process works them:
-   * `work()` refuses); `"inline"` needs no store and runs each job at
-   * dispatch, here and now (for tests and tools).
+   * `work()` refuses); `"inline"` needs no store (a given `store` is
+   * refused) and runs each job at dispatch, here and now (for tests and
+   * tools).
    * @default {"worker"}
    */
   mode?: QueueMode;
@@ -91,12 +92,21 @@ export const QUEUE_OPTIONS = optionNames<QueueOptions>()([
 /** What a process does with jobs: see {@linkcode QueueOptions.mode}. */
 export type QueueMode = "worker" | "external" | "inline";
 
-/** The mode from the options, checked. @internal */
+/**
+ * The mode from the options, checked; an inline queue given a `store` is
+ * refused, as it would neither use nor close it. @internal
+ */
 export function modeOf(options: QueueOptions): QueueMode {
   const mode = options.mode ?? "worker";
   if (mode !== "worker" && mode !== "external" && mode !== "inline") {
     throw new TypeError(
       `Queue.open: mode must be "worker", "external" or "inline": got ${shown(mode)}`,
+    );
+  }
+  if (mode === "inline" && options.store !== undefined) {
+    throw new TypeError(
+      'Queue.open: mode "inline" takes no store: an inline queue runs each job at dispatch and stores nothing, ' +
+        'so it would neither use nor close the store: drop store (and close it yourself), or drop mode "inline" to keep the jobs in it',
     );
   }
   return mode;

@@ -41,7 +41,7 @@ export interface StoreOptions {
   url?: string;
   /**
    * A store opened by the caller, given instead of `path` and `url` (with either it is refused);
-   * the queue closes it on close. Its database must have every schema step of this code: a
+   * the queue closes it on close. Refused beside `mode: "inline"`, which stores nothing. Its database must have every schema step of this code: a
    * store opened with `migrate: false` and not migrated since is refused, naming the missing
    * steps.
    */

@@ -4,7 +4,8 @@
  * the stores' `migrate: false`, is refused with an error naming the missing
  * steps and how to apply them, the same on every store, and nothing is
  * applied; once migrated, it opens. `migrate` beside a store the caller
- * opened is refused by name: the queue migrates only a store it opens. On SQLite always; on PostgreSQL and Redis
+ * opened is refused by name: the queue migrates only a store it opens. A store given beside
+ * `mode: "inline"`, which stores nothing, is refused and left to the caller. On SQLite always; on PostgreSQL and Redis
  * when `QUEUE_TEST_POSTGRES_URL` and `QUEUE_TEST_REDIS_URL` are set.
  *
  * @module
@@ -189,6 +190,33 @@ for (const kind of KINDS) {
           await assert.rejects(store.migrate(migrate as never), message);
         }
         assert.equal((await store.migrationPlan()).databaseStep, 0, "no step applied");
+      }),
+  });
+}
+
+for (const kind of KINDS) {
+  Deno.test({
+    name:
+      `${kind.name}: Queue.open({ store, mode: "inline" }) refuses the store with a TypeError naming both, and leaves it open for the caller`,
+    ignore: kind.ignore,
+    fn: () =>
+      kind.fresh(async (db) => {
+        await using store = await db.unmigrated();
+        await store.migrate();
+        await assert.rejects(
+          Queue.open({ store, mode: "inline", jobs: [ping] }),
+          (error) => {
+            assert.ok(error instanceof TypeError, String(error));
+            assert.match(
+              error.message,
+              /^Queue\.open: mode "inline" takes no store: .*drop store .*or drop mode "inline"/,
+            );
+            return true;
+          },
+        );
+        // Still the caller's and still open: a queue in worker mode uses it.
+        await using queue = await Queue.open({ store, jobs: [ping] });
+        assert.equal(typeof await queue.dispatch(ping, null), "number");
       }),
   });
 }
