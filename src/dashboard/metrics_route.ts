@@ -1,13 +1,16 @@
 /**
  * The dashboard's `GET /metrics` (with `metrics: true`): behind its own
  * gate (`metricsGate`, else the dashboard's), answered before any page, and
- * a {@linkcode bearerToken} gate for a scraper that sends a token.
+ * a {@linkcode bearerToken} gate for a scraper that sends a token. A queue
+ * that fails it is answered as on the other routes (a closed queue or a
+ * lost store: 503), in plain text.
  *
  * @internal
  * @module
  */
 import { timingSafeEqual } from "node:crypto";
 import type { Queue } from "../queue.ts";
+import { failureAnswer } from "./failures.ts";
 import { askGate, type DashboardGate } from "./gate.ts";
 import { metricsText, OPENMETRICS_TYPE, PROMETHEUS_TYPE } from "./prometheus.ts";
 import { textResponse } from "./responses.ts";
@@ -38,7 +41,13 @@ export async function serveMetrics(
   const openMetrics = (request.headers.get("accept") ?? "").includes(
     "application/openmetrics-text",
   );
-  const body = await metricsText(setup.queue, openMetrics);
+  let body: string;
+  try {
+    body = await metricsText(setup.queue, openMetrics);
+  } catch (error) {
+    const { status, text } = failureAnswer(setup.queue, error, "GET /metrics");
+    return textResponse(text, status);
+  }
   const headers = baseHeaders(openMetrics ? OPENMETRICS_TYPE : PROMETHEUS_TYPE);
   headers.set("content-security-policy", "default-src 'none'; frame-ancestors 'none'");
   headers.set("cache-control", "no-store");

@@ -6,12 +6,12 @@
  * @internal
  * @module
  */
-import { QueueClosedError, QueueLostError, QueueMovedError } from "../errors.ts";
 import type { Queue } from "../queue.ts";
 import { type Action, answerStatus, findAction, type FormField } from "./actions.ts";
 import { FAVICON_SVG } from "./assets.ts";
 import type { PageContext } from "./context.ts";
 import { CSRF_FIELD, CSRF_HEADER, CsrfTokens } from "./csrf.ts";
+import { failureAnswer } from "./failures.ts";
 import { askGate, type DashboardGate } from "./gate.ts";
 import { newNonce } from "./headers.ts";
 import { type Html, html } from "./html.ts";
@@ -297,13 +297,7 @@ async function readForm(request: Request, bytes: Uint8Array<ArrayBuffer>): Promi
   };
 }
 
-/**
- * A request the queue refused (a bad filter: 400), a closed queue (503), a
- * store that lost its data (503, saying so and what to do: every call fails
- * until the app opens the queue again), a write to a queue moved to another
- * store (409, naming where), or an unexpected error (500, reported as
- * `queue:error`, told without detail).
- */
+/** The answer to a request the queue failed ({@linkcode failureAnswer}), as a page or JSON. */
 function failure(
   queue: Queue,
   ctx: PageContext,
@@ -311,25 +305,7 @@ function failure(
   json: boolean,
   during: string,
 ): Response {
-  let status = 500;
-  let text = "500 Internal Server Error: the dashboard failed; see the app's log";
-  if (error instanceof TypeError || error instanceof RangeError) {
-    status = 400;
-    text = `400 Bad Request: ${error.message}`;
-  } else if (error instanceof QueueClosedError) {
-    status = 503;
-    text = "503 Service Unavailable: the queue is closed";
-  } else if (error instanceof QueueLostError) {
-    status = 503;
-    text = `503 Service Unavailable: ${error.message}`;
-  } else if (error instanceof QueueMovedError) {
-    // Reads go on, writes are refused for good: say where the queue went, as the app is told.
-    status = 409;
-    text = `409 Conflict: ${error.message}`;
-  } else {
-    const reported = error instanceof Error ? error : new Error(String(error));
-    queue.emit("queue:error", { error: reported, during: `dashboard ${during}` });
-  }
+  const { status, text } = failureAnswer(queue, error, during);
   if (json) return jsonResponse({ error: text }, status);
   return pageResponse(message(ctx, `Error ${status}`, text), ctx.nonce, status);
 }

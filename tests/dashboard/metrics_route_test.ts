@@ -1,7 +1,8 @@
 /**
  * What the dashboard and the CLI show of observability: `GET /metrics`
  * (parsed with a real Prometheus text parser, matched against
- * `queue.metrics()` and `queue.counts()`, behind its gate), job logs on the
+ * `queue.metrics()` and `queue.counts()`, behind its gate, a failing queue
+ * answered as on the other routes), job logs on the
  * job and failed-job pages (escaped, an encrypted job's never opened), and
  * the `logs` command.
  *
@@ -15,6 +16,9 @@ import { bearerToken, dashboard } from "../../src/dashboard.ts";
 import { connection, fetchFrom, LOCAL } from "../_dashboard.ts";
 import { ManualClock, tempDir } from "../_helpers.ts";
 import { runCli } from "../fixtures/cli/cli_process.ts";
+import { deletePrefix, freshPrefix, redisTestUrl } from "../_redis.ts";
+import { storeTest } from "../_stores.ts";
+import { RedisStore } from "../../src/stores/redis/mod.ts";
 
 interface ParsedFamily {
   readonly name: string;
@@ -189,6 +193,63 @@ Deno.test("GET /metrics is behind the dashboard's gate, or behind metricsGate fo
     () => dashboard(queue, { metrics: "yes" as unknown as boolean }),
     /metrics must be true or false/,
   );
+});
+
+storeTest(
+  "GET /metrics answers 503 on a closed queue, as the other routes do, and an unexpected error 500 without details, reported as queue:error",
+  async (db) => {
+    const queue = await db.open({ jobs: [works] });
+    const errors: string[] = [];
+    queue.addEventListener("queue:error", ({ detail }) => errors.push(detail.during));
+    const handler = dashboard(queue, { metrics: true });
+    // A queue whose figures throw something unexpected: the answer must not leak it.
+    const metrics = queue.metrics.bind(queue);
+    Object.defineProperty(queue, "metrics", {
+      value: () => Promise.reject(new Error("disk on fire at /secret/path")),
+      configurable: true,
+    });
+    const broken = await fetchFrom(handler, "/metrics");
+    assert.equal(broken.status, 500);
+    const text = await broken.text();
+    assert.doesNotMatch(text, /secret\/path/);
+    assert.equal(text, "500 Internal Server Error: the dashboard failed; see the app's log\n");
+    assert.deepEqual(errors, ["dashboard GET /metrics"]);
+    Object.defineProperty(queue, "metrics", { value: metrics });
+    await queue.close();
+    const closed = await fetchFrom(handler, "/metrics");
+    assert.equal(closed.status, 503);
+    assert.match(closed.headers.get("content-type")!, /^text\/plain/);
+    assert.equal(await closed.text(), "503 Service Unavailable: the queue is closed\n");
+    assert.deepEqual(errors, ["dashboard GET /metrics"], "a closed queue is no unexpected error");
+  },
+);
+
+Deno.test({
+  name:
+    "GET /metrics answers 503 naming the cause on a Redis store that lost its data, as the other routes do, not reported as unexpected",
+  ignore: redisTestUrl() === null,
+  async fn() {
+    const url = redisTestUrl()!;
+    const prefix = freshPrefix();
+    const store = await RedisStore.open(url, { prefix });
+    await using queue = await Queue.open({ store, jobs: [works] });
+    try {
+      await queue.dispatch(works, { n: 1 });
+      const errors: string[] = [];
+      queue.addEventListener("queue:error", ({ detail }) => errors.push(detail.during));
+      const handler = dashboard(queue, { metrics: true });
+      const before = await fetchFrom(handler, "/metrics");
+      assert.equal(before.status, 200);
+      await before.body?.cancel();
+      await deletePrefix(url, prefix); // as a restart without persistence leaves it
+      const lost = await fetchFrom(handler, "/metrics");
+      assert.equal(lost.status, 503);
+      assert.match(await lost.text(), /^503 Service Unavailable: the Redis store lost its data: /);
+      assert.deepEqual(errors, []);
+    } finally {
+      await deletePrefix(url, prefix);
+    }
+  },
 });
 
 Deno.test("the failed job page and the job page show its log, escaped; an encrypted job's lines stay closed", async () => {
