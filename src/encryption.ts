@@ -130,6 +130,11 @@ export class PayloadCipher {
     return this.#byId.has(stored.slice(PREFIX.length).split(":")[0]!);
   }
 
+  /** Where its keys were set, as an error about them names them (`APP_KEY` or `appKey`, …). */
+  get keyNames(): AppKeyNames {
+    return this.#names;
+  }
+
   /** The id of the key that encrypts, as stored payloads name it; null when it cannot seal. */
   get keyId(): string | null {
     return this.#current?.id ?? null;

@@ -1347,7 +1347,7 @@ storeTest(
         await using queue = await db.open({ jobs: [plain] });
         await assert.rejects(
           queue.signal(parked, "go", { secret: SECRET }),
-          /job \d+ is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with \(this queue's keys do not include it\)/,
+          /job \d+ is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with \(its key is neither APP_KEY nor in APP_PREVIOUS_KEYS\)$/,
         );
       });
       await withEnv({ APP_KEY: undefined, APP_PREVIOUS_KEYS: `${KEY_B},${KEY_A}` }, async () => {
@@ -1356,7 +1356,7 @@ storeTest(
         assert.equal((await queue.result(done))?.output, `charged ${SECRET.length}`);
         await assert.rejects(
           queue.signal(parked, "go", { secret: SECRET }),
-          /job \d+ is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with \(this queue has only previous keys, which never seal\)/,
+          /job \d+ is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with \(this queue has only APP_PREVIOUS_KEYS, which never seal\)$/,
         );
       });
       {
@@ -1368,6 +1368,54 @@ storeTest(
         assert.equal(result?.output, "charged 4");
         assert.deepEqual(await queue.failed(), []);
       }
+    });
+  },
+);
+
+storeTest(
+  "queue.signal() to an encrypted job it cannot seal for names the keys where they were set: the options when given, else the variables",
+  async (db) => {
+    const sealed = defineJob({
+      name: "enc.signal.names",
+      schema: z.object({ card: z.string() }),
+      encrypted: true,
+      handle() {},
+    });
+    const plain = makeJobs().plain;
+    await withEnv({ APP_KEY: undefined, APP_PREVIOUS_KEYS: undefined }, async () => {
+      let parked: number;
+      {
+        await using queue = await db.open({ jobs: [sealed], appKey: KEY_A });
+        parked = await queue.dispatch(sealed, { card: SECRET }, { delayMs: 3_600_000 });
+      }
+      const refused = (why: string) =>
+        new RegExp(
+          `^Error: queue\\.signal: job ${parked} is encrypted, and so must its signals be: ${why}$`,
+        );
+      const cases: [options: { appKey?: string; previousAppKeys?: string[] }, why: string][] = [
+        [
+          { appKey: KEY_B },
+          "set appKey to the key it was dispatched with \\(its key is neither appKey nor in APP_PREVIOUS_KEYS\\)",
+        ],
+        [
+          { appKey: KEY_B, previousAppKeys: [generateAppKey()] },
+          "set appKey to the key it was dispatched with \\(its key is neither appKey nor in previousAppKeys\\)",
+        ],
+        [
+          { previousAppKeys: [KEY_B] },
+          "set APP_KEY to the key it was dispatched with \\(this queue has only previousAppKeys, which never seal\\)",
+        ],
+        [
+          {},
+          "set APP_KEY \\(or Queue\\.open's appKey\\) to the key it was dispatched with \\(this queue has none\\)",
+        ],
+      ];
+      for (const [options, why] of cases) {
+        await using queue = await db.open({ jobs: [plain], ...options });
+        await assert.rejects(queue.signal(parked, "go", { secret: SECRET }), refused(why));
+      }
+      await using keyed = await db.open({ jobs: [plain], appKey: KEY_A });
+      assert.equal(await keyed.signal(parked, "go", { secret: SECRET }), "buffered");
     });
   },
 );

@@ -101,6 +101,21 @@ export function signalPayloadJson(payload: unknown, where: string, what: string)
 }
 
 /**
+ * What to do when `cipher` cannot seal a signal to an encrypted job (it
+ * holds no key, only previous keys, or not the job's), naming the keys
+ * where they were set: the option or the variable.
+ */
+function unsealableWhy(cipher: PayloadCipher | null): string {
+  const fix = "to the key it was dispatched with";
+  if (cipher === null) return `set APP_KEY (or Queue.open's appKey) ${fix} (this queue has none)`;
+  const { current, previousList } = cipher.keyNames;
+  if (!cipher.canSeal) {
+    return `set ${current} ${fix} (this queue has only ${previousList}, which never seal)`;
+  }
+  return `set ${current} ${fix} (its key is neither ${current} nor in ${previousList})`;
+}
+
+/**
  * Sends signal `name` to job `id`: its payload (JSON) goes to the job's
  * mailbox, sealed with the app key (bound to the job and the name) when the
  * job is encrypted (its stored payload is), as its handler takes only sealed
@@ -126,13 +141,7 @@ export async function sendSignal(
   if (job !== null && isEncryptedPayload(job.payload)) {
     if (cipher === null || !cipher.canSeal || !cipher.holdsKeyOf(job.payload)) {
       throw new Error(
-        `${where}: job ${id} is encrypted, and so must its signals be: set APP_KEY to the key it was dispatched with (${
-          cipher === null
-            ? "this queue has none"
-            : !cipher.canSeal
-            ? "this queue has only previous keys, which never seal"
-            : "this queue's keys do not include it"
-        })`,
+        `${where}: job ${id} is encrypted, and so must its signals be: ${unsealableWhy(cipher)}`,
       );
     }
     stored = await cipher.encrypt(signalSealedAs(id, name), json);
