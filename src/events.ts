@@ -58,7 +58,10 @@ export interface JobEventDetail {
   /**
    * The attempt concerned: 1 for the first start of the handler; 0 for a job
    * whose handler never started (`job:queued`, and `job:cancelled` for a
-   * job that expired), as `queue.result()` counts its attempts.
+   * job that expired). `job:cancelled` gives the starts of the handler, as
+   * `queue.result()` counts its attempts: a job cancelled at a claim that
+   * did not start it (the cancel was asked while an earlier attempt ran,
+   * which then ended) counts the starts before that claim.
    */
   readonly attempt: number;
 }

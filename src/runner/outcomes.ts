@@ -48,20 +48,20 @@ export type Outcome =
   };
 
 /**
- * The outcome of a job cancelled while it ran (or claimed with a cancel
- * asked): deleted, kept as cancelled until `keepUntil`.
+ * The outcome of a job cancelled while it ran, or claimed with a cancel
+ * asked while an earlier attempt ran (`handler` `"not started"`: the
+ * attempt the claim counted is given back): deleted, kept as cancelled
+ * until `keepUntil`.
  */
 export function cancelled(
   job: ClaimedJob,
   reason: string,
   now: number,
   keepUntil: number,
+  handler: "started" | "not started",
 ): Outcome {
-  return {
-    kind: "cancelled",
-    reason,
-    settlement: { kind: "cancel", id: job.id, token: job.token, at: now, reason, keepUntil },
-  };
+  const marks: CancelMarks = handler === "not started" ? { refundAttempt: true } : {};
+  return cancelOutcome(job, reason, now, keepUntil, marks);
 }
 
 /**
@@ -81,18 +81,25 @@ export function expiryBeforeStart(job: ClaimedJob, now: number): string | null {
  * skipped) that is kept and counted as `expired`.
  */
 export function expired(job: ClaimedJob, reason: string, now: number, keepUntil: number): Outcome {
+  return cancelOutcome(job, reason, now, keepUntil, { refundAttempt: true, expired: true });
+}
+
+/** What marks a cancel settlement: an attempt given back, an expiry. */
+type CancelMarks = Pick<Extract<Settlement, { kind: "cancel" }>, "refundAttempt" | "expired">;
+
+/** A cancel settlement of `job`'s claim, with `marks`. */
+function cancelOutcome(
+  job: ClaimedJob,
+  reason: string,
+  now: number,
+  keepUntil: number,
+  marks: CancelMarks,
+): Outcome {
+  const { id, token } = job;
   return {
     kind: "cancelled",
     reason,
-    settlement: {
-      kind: "cancel",
-      id: job.id,
-      token: job.token,
-      at: now,
-      reason,
-      keepUntil,
-      expired: true,
-    },
+    settlement: { kind: "cancel", id, token, at: now, reason, keepUntil, ...marks },
   };
 }
 

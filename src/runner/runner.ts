@@ -807,7 +807,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       const keepUntil = now + this.#keepMs(definition);
       this.#settleLater({
         job,
-        outcome: cancelled(job, job.cancelRequested, now, keepUntil),
+        outcome: cancelled(job, job.cancelRequested, now, keepUntil, "not started"),
         durationMs: 0,
       });
       return;
@@ -1036,7 +1036,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       const now = this.#deps.clock.now();
       this.#settleLater({
         job,
-        outcome: cancelled(job, reason, now, now + this.#keepMs(definition)),
+        outcome: cancelled(job, reason, now, now + this.#keepMs(definition), "started"),
         durationMs: performance.now() - entry.startedAt,
         ran: true,
       });
@@ -1109,8 +1109,9 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       case "parked": // a sleep or a wait: not an attempt, nor a retry
         return; // not an attempt: the handler never ran (held back, or claimed and not started)
       case "cancelled": {
-        // An expired job never started: the attempt its claim counted is given back, as stored.
-        const attempt = outcome.settlement.expired === true ? job.attempts - 1 : job.attempts;
+        // A job this claim never started (expired, or cancelled while an earlier attempt ran): the
+        // attempt its claim counted is given back, as stored.
+        const attempt = outcome.settlement.refundAttempt === true ? job.attempts - 1 : job.attempts;
         this.emit("job:cancelled", { ...detail(), attempt, reason: outcome.reason });
         return;
       }

@@ -412,6 +412,49 @@ for (const executor of ["isolate", "workers"] as const) {
 }
 
 storeTest(
+  "a cancel asked while an attempt ran that then failed ends the job at its next claim, unstarted: job:cancelled and result() count the one start",
+  async (db) => {
+    const opened: { asker?: Queue } = {};
+    const starts: number[] = [];
+    const failsOnce = defineJob({
+      name: "fails-once",
+      schema: z.null(),
+      maxAttempts: 3,
+      backoff: [0, 0],
+      async handle(_, ctx) {
+        starts.push(ctx.attempt);
+        // Asked from another handle, so this worker sees it only after the attempt failed.
+        assert.equal(await opened.asker!.cancel(ctx.id, { reason: "asked" }), "cancelling");
+        throw new Error("attempt 1 fails");
+      },
+    });
+    const queue = await db.open({ jobs: [failsOnce] });
+    opened.asker = await db.open({ jobs: [failsOnce] });
+    const id = await queue.dispatch(failsOnce, null);
+    const events: string[] = [];
+    queue.addEventListener("job:start", (event) => events.push(`start ${event.detail.attempt}`));
+    queue.addEventListener("job:retry", (event) => events.push(`retry ${event.detail.attempt}`));
+    const cancelled = nextEvent<QueueEventMap["job:cancelled"]>(
+      queue,
+      "job:cancelled",
+      (detail) => detail.id === id,
+      30_000,
+    );
+    const worker = queue.work({ executor: "isolate" });
+    try {
+      const { attempt, reason } = await cancelled;
+      assert.deepEqual(starts, [1]);
+      assert.deepEqual(events, ["start 1", "retry 1"], "the next claim did not start it");
+      assert.deepEqual({ attempt, reason }, { attempt: 1, reason: "asked" }, "its one start");
+      assert.deepEqual(await queue.result(id), { state: "cancelled", attempts: 1, error: "asked" });
+      assert.equal((await queue.finishedJob(id))?.attempts, 1);
+    } finally {
+      await worker.stop();
+    }
+  },
+);
+
+storeTest(
   "dispatchAndWait() of a job cancelled meanwhile rejects with JobCancelledError",
   async (db) => {
     const { jobs, add } = controlJobs();
@@ -692,7 +735,7 @@ storeTest(
     assert.deepEqual(log, []);
     assert.deepEqual(await queue.result(id), {
       state: "cancelled",
-      attempts: 1,
+      attempts: 0, // the handler never started: the claim's attempt is given back
       error: "asked while it ran",
     });
   },

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { PermanentError } from "../../src/errors.ts";
 import { defineJob } from "../../src/job.ts";
 import {
+  cancelled,
   expired,
   expiryBeforeStart,
   failBeforeStart,
@@ -117,7 +118,7 @@ Deno.test("expiryBeforeStart() never expires a job that started before: a retry 
   );
 });
 
-Deno.test("expired() settles as a cancel marked expired, kept until keepUntil", () => {
+Deno.test("expired() settles as a cancel marked expired, its claim's attempt given back, kept until keepUntil", () => {
   const outcome = expired(claimed({ token: 9 }), "expired: late", NOW, NOW + 5_000);
   assert.deepEqual(outcome, {
     kind: "cancelled",
@@ -129,9 +130,28 @@ Deno.test("expired() settles as a cancel marked expired, kept until keepUntil", 
       at: NOW,
       reason: "expired: late",
       keepUntil: NOW + 5_000,
+      refundAttempt: true,
       expired: true,
     },
   });
+});
+
+Deno.test("cancelled() gives the claim's attempt back only for a handler not started", () => {
+  const job = claimed({ token: 9, attempts: 2 });
+  const settlement = (handler: "started" | "not started") => {
+    const outcome = cancelled(job, "asked", NOW, NOW + 5_000, handler);
+    return outcome.kind === "cancelled" ? outcome.settlement : null;
+  };
+  const base = {
+    kind: "cancel",
+    id: 7,
+    token: 9,
+    at: NOW,
+    reason: "asked",
+    keepUntil: NOW + 5_000,
+  };
+  assert.deepEqual(settlement("started"), base);
+  assert.deepEqual(settlement("not started"), { ...base, refundAttempt: true });
 });
 
 Deno.test("refusalBeforeStart() refuses a job whose retry deadline has passed", () => {

@@ -58,10 +58,12 @@ export const PAGE_CHUNK = 1000;
  *   clock); `History.keep` renames each job's hash to its kept record
  *   (`P:done:<id>`, replacing an earlier record of `id`) and writes those
  *   fields and `id` over it, then adds every job to its listings, one
- *   `ZADD` per listing for the whole call. An expired job never started:
- *   the attempt its claim counted is taken off. The kept record keeps the
- *   job's other fields (its lease, priority, crashes, …); every reader of
- *   `P:done:<id>` names the fields it reads.
+ *   `ZADD` per listing for the whole call. A job whose claim never started
+ *   its handler (`fields.refund` true: it expired, or a cancel asked during
+ *   an earlier attempt was seen by this claim) has the attempt its claim
+ *   counted taken off. The kept record keeps the job's other fields (its
+ *   lease, priority, crashes, …); every reader of `P:done:<id>` names the
+ *   fields it reads.
  * - `History.record(id, job, fields)`: the same for one job.
  * - `History.list(id, queue, name, finishedAt, keepUntil)`: puts a kept job
  *   in every listing of it, by `finishedAt`, and in the prune's index by
@@ -155,7 +157,7 @@ function History.add(batch, id, job, fields)
   table.insert(batch.ids, id)
   table.insert(batch.texts, idText)
   local row = {'id', idText, 'state', fields.state, 'finished_at', finishedAt, 'keep_until', keepUntil}
-  if fields.state == 'expired' then
+  if fields.refund then
     table.insert(row, 'attempts'); table.insert(row, num(job, 'attempts') - 1)
   end
   -- Field by field, not through a list made for each job.
@@ -296,7 +298,7 @@ function H.finished(id, job, s, kept)
     end
     -- One table made with all its fields (no growth as fields are added).
     local fields = {finished_at = at(s.at), keep_until = at(keepUntil), state = state, output = output,
-      error = err, duration_ms = durationMs, started_at = startedAt}
+      error = err, duration_ms = durationMs, started_at = startedAt, refund = s.refundAttempt == true}
     History.add(kept, id, job, fields)
     return true
   end

@@ -209,9 +209,16 @@ export type Settlement =
     /** How long the handler ran, in ms. */
     readonly durationMs?: number;
     /**
+     * True when the claim it settles never started the handler (a cancel
+     * asked while an earlier attempt ran, seen by the next claim; an
+     * expiry): the attempt that claim counted is given back, so the kept
+     * job's attempts are the handler's starts.
+     */
+    readonly refundAttempt?: true;
+    /**
      * True when it is not a cancel but an expiry (the job was claimed past
-     * its `expireAt`, unstarted): kept as `expired` and counted so in the
-     * metrics; the rest is a cancel's.
+     * its `expireAt`, unstarted, so `refundAttempt` too): kept as `expired`
+     * and counted so in the metrics; the rest is a cancel's.
      */
     readonly expired?: true;
   }

@@ -27,16 +27,19 @@ const UNLEASED = -1;
  * Copies jobs about to be deleted into `completed_jobs`, each fenced by its
  * token (`-1`: none), all of a settle's in one statement. Each row's times
  * are given as ms after `{{now $2}}` (the caller's now, or the database's).
- * An expired job never started: the attempt its claim counted is taken off.
+ * A job whose claim never started its handler (`refund` 1: it expired, or
+ * a cancel asked during an earlier attempt was seen by this claim) has the
+ * attempt its claim counted taken off.
  */
 const RECORD = statement(
   `INSERT INTO completed_jobs (id, queue, name, state, payload, output, error, attempts,
     created_at, started_at, finished_at, duration_ms, keep_until)
-  SELECT j.id, j.queue, j.name, r.state, j.payload, r.output, r.error,
-    j.attempts - CASE WHEN r.state = 'expired' THEN 1 ELSE 0 END, j.created_at,
-    clock.t + r.started_ms, clock.t + r.finished_ms, r.duration_ms, clock.t + r.keep_ms
+  SELECT j.id, j.queue, j.name, r.state, j.payload, r.output, r.error, j.attempts - r.refund,
+    j.created_at, clock.t + r.started_ms, clock.t + r.finished_ms, r.duration_ms,
+    clock.t + r.keep_ms
   FROM {{rows $1 id int, token int, state text, output text, error text, started_ms int,
-    finished_ms int, duration_ms int, keep_ms int}} r CROSS JOIN (SELECT {{now $2}} AS t) clock,
+    finished_ms int, duration_ms int, keep_ms int, refund int}} r
+    CROSS JOIN (SELECT {{now $2}} AS t) clock,
     jobs j
   WHERE j.id = r.id AND COALESCE(j.token, -1) = r.token
   ON CONFLICT (id) DO UPDATE SET state = excluded.state, output = excluded.output,
@@ -121,6 +124,7 @@ export function* recordFinished(
           settlement.at - at,
           duration,
           (settlement.keepUntil ?? 0) - at,
+          settlement.kind === "cancel" && settlement.refundAttempt === true ? 1 : 0,
         ];
       }),
       clockParam(dialect, at),
@@ -149,6 +153,7 @@ export function* recordCancelled(
     0,
     null,
     keepMs,
+    0,
   ]);
   yield* exec(RECORD, rows, now);
 }

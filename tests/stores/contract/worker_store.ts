@@ -156,7 +156,16 @@ function register(test: ContractTest): void {
     await claim(store, { token: 3 });
     const reason = "expired: not started by 2025-12-31T23:59:59.999Z";
     const settled = await store.settle([
-      { kind: "cancel", id: id!, token: 3, at: T0, reason, keepUntil: T0 + 60_000, expired: true },
+      {
+        kind: "cancel",
+        id: id!,
+        token: 3,
+        at: T0,
+        reason,
+        keepUntil: T0 + 60_000,
+        refundAttempt: true,
+        expired: true,
+      },
     ]);
     assert.deepEqual(settled.applied, [true]);
     const result = await store.result(id!, T0 + 1);
@@ -171,6 +180,39 @@ function register(test: ContractTest): void {
     assert.deepEqual(rows.map((row) => [row.name, row.expired, row.completed, row.failed]), [
       ["contract-job", 1, 0, 0],
     ]);
+  });
+
+  test("settle() of a cancel whose claim never started the handler keeps the attempts it started: the claim's is given back", async (store) => {
+    const [unstarted, running] = await store.insertJobs([newJob(), newJob()]);
+    await claim(store, { token: 1 });
+    const keepUntil = T0 + 60_000;
+    for (const id of [unstarted!, running!]) {
+      assert.equal(await store.cancel({ id, reason: "asked", now: T0, keepUntil }), "cancelling");
+    }
+    // The first attempt of `unstarted` ends before its worker saw the cancel; the next claim sees it.
+    await store.settle([release(unstarted!, 1, T0, "Error: boom")]);
+    const [again] = await claim(store, { token: 2 });
+    assert.deepEqual([again?.id, again?.attempts, again?.cancelRequested], [unstarted, 2, "asked"]);
+    const settled = await store.settle([
+      {
+        kind: "cancel",
+        id: unstarted!,
+        token: 2,
+        at: T0,
+        reason: "asked",
+        keepUntil,
+        refundAttempt: true,
+      },
+      { kind: "cancel", id: running!, token: 1, at: T0, reason: "asked", keepUntil, durationMs: 5 },
+    ]);
+    assert.deepEqual(settled.applied, [true, true]);
+    const kept = await Promise.all([unstarted!, running!].map((id) => store.result(id, T0 + 1)));
+    assert.deepEqual(kept.map((result) => [result?.state, result?.attempts]), [
+      ["cancelled", 1],
+      ["cancelled", 1],
+    ], "each handler started once");
+    const listed = await store.finished({}, { limit: 10, offset: 0 });
+    assert.deepEqual(listed.map((job) => job.attempts), [1, 1], "the kept history says the same");
   });
 
   test("claim() past aheadFrom holds jobs ahead unstarted: a worker death charges them nothing", async (store) => {
