@@ -17,15 +17,24 @@ export interface FailureAnswer {
   readonly text: string;
 }
 
+/** Whether the failed request gave the queue input it may refuse (a filter, a form), or none. */
+export type RequestInput = "input" | "no input";
+
 /**
  * A request the queue refused (a bad filter: 400), a closed queue or a
  * store that lost its data (503, naming the cause), a write to a queue
  * moved to another store (409, naming where), or an unexpected error (500,
  * reported as `queue:error` during `dashboard <during>`, told without
- * detail).
+ * detail). A request with `"no input"` (`GET /metrics`) cannot be refused:
+ * a `TypeError` or `RangeError` there is unexpected too.
  */
-export function failureAnswer(queue: Queue, error: unknown, during: string): FailureAnswer {
-  if (error instanceof TypeError || error instanceof RangeError) {
+export function failureAnswer(
+  queue: Queue,
+  error: unknown,
+  during: string,
+  input: RequestInput,
+): FailureAnswer {
+  if (input === "input" && (error instanceof TypeError || error instanceof RangeError)) {
     return { status: 400, text: `400 Bad Request: ${error.message}` };
   }
   if (error instanceof QueueClosedError) {

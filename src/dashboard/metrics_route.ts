@@ -45,7 +45,7 @@ export async function serveMetrics(
   try {
     body = await metricsText(setup.queue, openMetrics);
   } catch (error) {
-    const { status, text } = failureAnswer(setup.queue, error, "GET /metrics");
+    const { status, text } = failureAnswer(setup.queue, error, "GET /metrics", "no input");
     return textResponse(text, status);
   }
   const headers = baseHeaders(openMetrics ? OPENMETRICS_TYPE : PROMETHEUS_TYPE);

@@ -305,7 +305,7 @@ function failure(
   json: boolean,
   during: string,
 ): Response {
-  const { status, text } = failureAnswer(queue, error, during);
+  const { status, text } = failureAnswer(queue, error, during, "input");
   if (json) return jsonResponse({ error: text }, status);
   return pageResponse(message(ctx, `Error ${status}`, text), ctx.nonce, status);
 }

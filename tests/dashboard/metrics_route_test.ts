@@ -196,31 +196,39 @@ Deno.test("GET /metrics is behind the dashboard's gate, or behind metricsGate fo
 });
 
 storeTest(
-  "GET /metrics answers 503 on a closed queue, as the other routes do, and an unexpected error 500 without details, reported as queue:error",
+  "GET /metrics answers 503 on a closed queue, as the other routes do, and an unexpected error (a TypeError too: /metrics takes no input to refuse) 500 without details, reported as queue:error",
   async (db) => {
     const queue = await db.open({ jobs: [works] });
-    const errors: string[] = [];
-    queue.addEventListener("queue:error", ({ detail }) => errors.push(detail.during));
-    const handler = dashboard(queue, { metrics: true });
-    // A queue whose figures throw something unexpected: the answer must not leak it.
-    const metrics = queue.metrics.bind(queue);
-    Object.defineProperty(queue, "metrics", {
-      value: () => Promise.reject(new Error("disk on fire at /secret/path")),
-      configurable: true,
-    });
-    const broken = await fetchFrom(handler, "/metrics");
-    assert.equal(broken.status, 500);
-    const text = await broken.text();
-    assert.doesNotMatch(text, /secret\/path/);
-    assert.equal(text, "500 Internal Server Error: the dashboard failed; see the app's log\n");
-    assert.deepEqual(errors, ["dashboard GET /metrics"]);
-    Object.defineProperty(queue, "metrics", { value: metrics });
-    await queue.close();
-    const closed = await fetchFrom(handler, "/metrics");
-    assert.equal(closed.status, 503);
-    assert.match(closed.headers.get("content-type")!, /^text\/plain/);
-    assert.equal(await closed.text(), "503 Service Unavailable: the queue is closed\n");
-    assert.deepEqual(errors, ["dashboard GET /metrics"], "a closed queue is no unexpected error");
+    try {
+      const errors: string[] = [];
+      queue.addEventListener("queue:error", ({ detail }) => errors.push(detail.during));
+      const handler = dashboard(queue, { metrics: true });
+      // A queue whose figures throw something unexpected: the answer must not leak it.
+      const metrics = queue.metrics.bind(queue);
+      for (
+        const thrown of [new Error("disk on fire at /secret/path"), new TypeError("/secret/path")]
+      ) {
+        Object.defineProperty(queue, "metrics", {
+          value: () => Promise.reject(thrown),
+          configurable: true,
+        });
+        const broken = await fetchFrom(handler, "/metrics");
+        assert.equal(broken.status, 500, thrown.name);
+        const text = await broken.text();
+        assert.doesNotMatch(text, /secret\/path/);
+        assert.equal(text, "500 Internal Server Error: the dashboard failed; see the app's log\n");
+      }
+      assert.deepEqual(errors, ["dashboard GET /metrics", "dashboard GET /metrics"]);
+      Object.defineProperty(queue, "metrics", { value: metrics });
+      await queue.close();
+      const closed = await fetchFrom(handler, "/metrics");
+      assert.equal(closed.status, 503);
+      assert.match(closed.headers.get("content-type")!, /^text\/plain/);
+      assert.equal(await closed.text(), "503 Service Unavailable: the queue is closed\n");
+      assert.equal(errors.length, 2, "a closed queue is no unexpected error");
+    } finally {
+      await queue.close();
+    }
   },
 );
 
