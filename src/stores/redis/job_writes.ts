@@ -137,8 +137,15 @@ async function runStaged<T>(
           new Error("This transaction has ended: use it only inside its callback"),
         );
       }
-      if (state.abortedBy !== undefined) return Promise.reject(aborted(state.abortedBy));
-      return redis.transactionWrite(() => write(...args));
+      // A write sent beside the dispatch that gave up, and run after it, found its stage gone:
+      // it says why, as the writes asked after the deadlock do. The dispatch's reply came first,
+      // but its handling may still be in the microtasks the event loop runs before a timer.
+      return redis.transactionWrite(() => write(...args)).catch(async (error: unknown) => {
+        if (state.abortedBy === undefined) await new Promise((resolve) => setTimeout(resolve, 0));
+        throw state.abortedBy === undefined || error === state.abortedBy
+          ? error
+          : aborted(state.abortedBy);
+      });
     };
   const tx: StoreTransaction = {
     insertJobs: inside((rows) => insertJobs(redis, rows, stage)),

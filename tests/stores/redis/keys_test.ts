@@ -134,3 +134,64 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "RedisStore: a write queued in a transaction behind its dispatch that gave up to a deadlock rejects saying the transaction was aborted by it",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestRedisStore(url!, { clock: "caller" });
+    const { store, prefix } = opened;
+    const other = await RedisStore.open(url!, { prefix, clock: "caller" });
+    try {
+      const earlierHeld = Promise.withResolvers<void>();
+      const laterHeld = Promise.withResolvers<void>();
+      const earlier = store.transaction(async (tx) => {
+        await tx.insertKeyed([uniqueRow("a")]);
+        earlierHeld.resolve();
+        await laterHeld.promise;
+        return (await tx.insertKeyed([uniqueRow("b")]))[0]?.outcome;
+      });
+      await earlierHeld.promise;
+      // Begun on a later millisecond of the server's clock: this one gives up.
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      let settled: PromiseSettledResult<unknown>[] = [];
+      const later = other.transaction(async (tx) => {
+        await tx.insertKeyed([uniqueRow("b")]);
+        const [earlierStage] = await evalScript(
+          url!,
+          "return redis.call('ZRANGE', ARGV[1], 0, -1)",
+          [
+            `{${prefix}}:stages`,
+          ],
+        ) as string[];
+        laterHeld.resolve();
+        await waitUntil(
+          async () =>
+            await evalScript(url!, "return redis.call('HEXISTS', ARGV[1], ARGV[2])", [
+              `{${prefix}}:stages:waiting`,
+              earlierStage!,
+            ]) === 1,
+          { what: "the earlier transaction waits" },
+        );
+        // Sent together: the keyed dispatch gives up at once, and the plain one runs after it.
+        settled = await Promise.allSettled([
+          tx.insertKeyed([uniqueRow("a")]),
+          tx.insertJobs([newJob()]),
+        ]);
+      });
+      await assert.rejects(within(later, 60_000, "its end"), /aborted by a deadlock/);
+      const [keyed, queued] = settled as PromiseRejectedResult[];
+      assert.equal(keyed?.status, "rejected");
+      assert.match(String(keyed.reason), /a deadlock/);
+      assert.equal(queued?.status, "rejected", "the queued write stores nothing");
+      assert.match(
+        String(queued.reason),
+        /^Error: This transaction was aborted by a deadlock and stored nothing/,
+      );
+      assert.equal(await earlier, "stored");
+    } finally {
+      await other.close();
+    }
+  },
+});
