@@ -21,7 +21,7 @@ import {
 import { optionBag } from "./option_bags.ts";
 import { JobRegistry } from "./registry.ts";
 import { scheduleRows } from "./schedules/slot_jobs.ts";
-import { openStore } from "./store_options.ts";
+import { appliesNoStep, openStore } from "./store_options.ts";
 import type { Store } from "./stores/store.ts";
 
 /** What an opened queue is made of. */
@@ -67,10 +67,8 @@ export async function openQueueParts(given: QueueOptions): Promise<QueueParts> {
   try {
     // A store opened by the caller, or without migrating, may lack steps: refused here rather
     // than with a driver's "no such table" at the first call, or keys laid out by no layout.
-    // `migrate: false` is the stores' option, not in QueueOptions' type; given anyway (from
-    // JavaScript), openStore applies no step, so the database must already have them all.
-    const unmigrated = (options.migrate as unknown) === false;
-    if (mode !== "inline" && (options.store !== undefined || unmigrated)) {
+    // With `migrate: false` openStore applies no step, so the database must already have them all.
+    if (mode !== "inline" && (options.store !== undefined || appliesNoStep(options))) {
       await assertSchemaCurrent(store);
     }
     // A queue with no jobs (the CLI's admin commands) reads schedules; it does not define them.

@@ -65,7 +65,9 @@ export interface QueueOptions extends StoreOptions {
    * them; `"external"` only dispatches (another process works them:
    * `work()` refuses); `"inline"` needs no store (a given `store` is
    * refused) and runs each job at dispatch, here and now (for tests and
-   * tools).
+   * tools): the settings of a database (`path`, `url`, `migrate`,
+   * `durability`, `busyTimeoutMs`) are not read, so that one config can
+   * open both kinds of queue.
    * @default {"worker"}
    */
   mode?: QueueMode;

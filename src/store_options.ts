@@ -117,7 +117,7 @@ function assertOneStore(options: StoreOptions): void {
     );
   }
   // `false` (the stores' own option, from JavaScript) holds for a store given: none is applied.
-  if (options.store !== undefined && options.migrate !== undefined && !isFalse(options.migrate)) {
+  if (options.store !== undefined && options.migrate !== undefined && !appliesNoStep(options)) {
     throw new TypeError(
       `Queue.open: migrate applies to a store the queue opens (path or url), so it takes no store: got ${
         shown(options.migrate)
@@ -126,9 +126,12 @@ function assertOneStore(options: StoreOptions): void {
   }
 }
 
-/** Whether `migrate` is `false`, outside the option's type but the stores' "apply no step". */
-function isFalse(migrate: MigrateOptions): boolean {
-  return (migrate as unknown) === false;
+/**
+ * Whether `migrate` is `false`: outside `QueueOptions`' type, but the
+ * stores' "apply no step", given anyway from JavaScript.
+ */
+export function appliesNoStep(options: { readonly migrate?: MigrateOptions }): boolean {
+  return (options.migrate as unknown) === false;
 }
 
 /**
