@@ -667,7 +667,8 @@ storeTest("a handler that goes on after a sleep parked it cannot record more ste
     await worker.stop();
   }
   // Refused either way: at the call when the park came first, or when the attempt ended, on a
-  // machine slow enough that the sleep parked only after the 50 ms (the step then stopped).
+  // machine slow enough that the sleep parked only after the 50 ms (the step then stopped). The
+  // refusal at the call is held exactly by park_check_test.ts, which hears the park.
   assert.match(
     seen[0]!,
     /^ctx: "later" was called after "nap" parked the attempt|^Job \d+ parked: its attempt ended$/,
