@@ -10,8 +10,9 @@
  * names. A flow that code ends keeps `ended_at` null, and one it opens again
  * (a retry) keeps the end written before; the prune sets such a flow's end
  * to its own now when it finds it ended with none, and clears it when it
- * finds it open with one, so the flow is kept for the whole retention
- * counted from when the prune first saw it ended.
+ * finds it open with one, and the next script of this code that ends it
+ * writes its end anew, so the flow is kept for the whole retention counted
+ * from when it ended, or from when the prune first saw it ended.
  *
  * @module
  */

@@ -64,11 +64,12 @@ function Flows.open(id)
   return false
 end
 
--- Flow id ended at t once no node is left open (an end written before stays: nothing moved
--- since), and has not ended while one is (a retry opened it again).
+-- Flow id, one of whose nodes just moved, ended at t once no node is left open (the move ended it
+-- then, even over an end older code left before its retry opened the flow again), and has not
+-- ended while one is.
 function Flows.markEnd(id, t)
   if Flows.open(id) then redis.call('HDEL', Flows.key(id), 'ended_at')
-  else redis.call('HSETNX', Flows.key(id), 'ended_at', t) end
+  else redis.call('HSET', Flows.key(id), 'ended_at', t) end
 end
 
 -- Queues waiting node pos of flow id at t, carrying its parents' outputs and errors; how many (1).

@@ -137,12 +137,13 @@ const NODES_SHOWN = statement(
 const OPEN = `EXISTS (SELECT 1 FROM flow_nodes n
   WHERE n.flow_id = flows.id AND n.state IN ('waiting', 'pending'))`;
 /**
- * Flow `$1` ended at `$2` once no node is left open (kept when it had
- * ended before: nothing moved since), and not ended while one is (a retry
- * opened it again).
+ * Flow `$1`, one of whose nodes just moved, ended at `$2` once no node is
+ * left open (the move ended it then, even over an end older code left
+ * before its retry opened the flow again), and has not ended while one is
+ * (cast: PostgreSQL would read a bare `$2` beside `NULL` as text).
  */
 const MARK_END = statement(
-  `UPDATE flows SET ended_at = CASE WHEN ${OPEN} THEN NULL ELSE COALESCE(ended_at, $2) END
+  `UPDATE flows SET ended_at = CASE WHEN ${OPEN} THEN NULL ELSE CAST($2 AS bigint) END
   WHERE id = $1`,
 );
 /**
@@ -344,7 +345,8 @@ export function* retried(
     const flowId = Number(job.flow_id);
     const { rows: [flow] } = yield* exec<{ cancelled_at: number | null }>(FLOW_LOCK, flowId);
     if (flow === undefined) continue;
-    yield* exec(NODE_RETRIED, flowId, job.id);
+    // No node moved (it was not failed nor cancelled): the flow is as it was.
+    if ((yield* exec(NODE_RETRIED, flowId, job.id)).count === 0) continue;
     queued += yield* settleGraph(flowId, flow.cancelled_at !== null, at);
     yield* exec(MARK_END, flowId, at);
   }
