@@ -82,3 +82,49 @@ Deno.test({
     assert.equal(await store.pruneFlows(T0 + ran + 1, T0 + ran + 1), 1);
   },
 });
+
+Deno.test({
+  name:
+    "RedisStore: a flow's settles walk its nodes from open_from, the first that may still be open, which a retry lowers to the node it opens",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestRedisStore(url!, { clock: "caller" });
+    const { store, prefix } = opened;
+    const root = (key: string) => ({
+      key,
+      job: { ...newJob({ name: key, queue: key }), delayMs: 0, retryForMs: null },
+      parents: [],
+      continueOnFailure: false,
+    });
+    const { id } = await store.insertFlow({
+      name: "f",
+      createdAt: T0,
+      nodes: [root("a"), root("b"), root("c")],
+      onFailure: [],
+    });
+    const key = `{${prefix}}:flow:${id}`;
+    const field = (name: string) => hashField(url!, key, name);
+    let token = 10;
+    const run = async (queue: string, kind: "complete" | "fail") => {
+      const [job] = await claim(store, { queues: [queue], limit: 1, token: ++token });
+      const settle = kind === "fail"
+        ? fail(job!.id, token, T0)
+        : { kind, id: job!.id, token, at: T0 } as const;
+      assert.deepEqual((await store.settle([settle])).applied, [true]);
+      return job!;
+    };
+    assert.equal(await field("open_from"), null, "a flow starts with none (read as 0)");
+    const a = await run("a", "fail");
+    assert.equal(await field("open_from"), "1");
+    await run("b", "complete");
+    assert.equal(await field("open_from"), "2");
+    assert.deepEqual(await store.retry([a.id], T0), [a.id]);
+    assert.equal(await field("open_from"), "0", "the retried node is open again");
+    await run("c", "complete");
+    assert.equal(await field("ended_at"), null, "a is queued again");
+    assert.equal(await field("open_from"), "0");
+    await run("a", "complete");
+    assert.equal(await field("ended_at"), String(T0));
+    assert.equal(await field("open_from"), "3");
+  },
+});
