@@ -59,3 +59,17 @@ export async function openTestPostgresStore(
     },
   };
 }
+
+/** One node of a plan PostgreSQL gives for `EXPLAIN (FORMAT JSON)`, with the nodes below it. */
+export type PlanNode = Record<string, unknown> & { Plans?: PlanNode[] };
+
+/** Every node of the plan in `row`, the one row of an `EXPLAIN (FORMAT JSON)`, top first. */
+export function planNodes(row: Record<string, unknown>): PlanNode[] {
+  const nodes: PlanNode[] = [];
+  const walk = (node: PlanNode) => {
+    nodes.push(node);
+    for (const child of node.Plans ?? []) walk(child);
+  };
+  walk((Object.values(row)[0] as { Plan: PlanNode }[])[0]!.Plan);
+  return nodes;
+}

@@ -9,7 +9,9 @@
  *   `cancelled_at` once cancelled, `ended_at` once no node is left waiting,
  *   queued or running (cancelled or not; `pruneFlows` counts the flow's age
  *   from it: older code wrote none, and the prune gives such a flow its
- *   own now), `staged` while the transaction that inserted it is open.
+ *   own now), `open_from` the first position whose node may still be open
+ *   (every node before it has ended; none: 0), `staged` while the
+ *   transaction that inserted it is open.
  * - `P:flow:<id>:n` HASH, per node at position `<p>` (parents before
  *   children): `<p>` its JSON (`key`, `name`, `parents` as `[position,
  *   continueOnFailure 0|1]` pairs, `children` as positions), `<p>:s` its
@@ -54,21 +56,36 @@ function Flows.jobs(id) return P .. ':flow:' .. id .. ':j' end
 function Flows.catchKey(id) return P .. ':flow:' .. id .. ':catch' end
 function Flows.meta(id, pos) return cjson.decode(redis.call('HGET', Flows.nodes(id), pos)) end
 
--- Whether flow id has a node waiting, queued or running: it has not ended.
-function Flows.open(id)
+-- The first node of flow id from position from on that is waiting, queued or running (open), or
+-- nil when none is: the flow has ended.
+function Flows.firstOpen(id, from)
   local nodes = Flows.nodes(id)
-  for pos = 0, tonumber(redis.call('HGET', Flows.key(id), 'nodes')) - 1 do
+  for pos = from, tonumber(redis.call('HGET', Flows.key(id), 'nodes')) - 1 do
     local state = redis.call('HGET', nodes, pos .. ':s')
-    if state == 'waiting' or state == 'pending' then return true end
+    if state == 'waiting' or state == 'pending' then return pos end
   end
-  return false
+  return nil
 end
 
--- Flow id ended at t once no node is left open (an end written before stays: nothing moved
--- since), and has not ended while one is (a retry opened it again).
+-- Flow id, one of whose nodes just moved, ended at t once no node is left open (the move ended it
+-- then, even over an end older code left before its retry opened the flow again), and has not
+-- ended while one is. The walk starts at open_from and keeps where it stopped, so the settles of
+-- a flow read each node about once, not every node settled before; a retry lowers it
+-- (Flows.reopened).
 function Flows.markEnd(id, t)
-  if Flows.open(id) then redis.call('HDEL', Flows.key(id), 'ended_at')
-  else redis.call('HSETNX', Flows.key(id), 'ended_at', t) end
+  local key = Flows.key(id)
+  local from = tonumber(redis.call('HGET', key, 'open_from')) or 0
+  local open = Flows.firstOpen(id, from)
+  local stop = open or tonumber(redis.call('HGET', key, 'nodes'))
+  if stop ~= from then redis.call('HSET', key, 'open_from', stop) end
+  if open then redis.call('HDEL', key, 'ended_at') else redis.call('HSET', key, 'ended_at', t) end
+end
+
+-- Node pos of flow id is open again: the walk of Flows.markEnd starts at it at the latest (its
+-- descendants, which the walk of the graph may make wait again, come after it).
+function Flows.reopened(id, pos)
+  local from = tonumber(redis.call('HGET', Flows.key(id), 'open_from'))
+  if from ~= nil and from > tonumber(pos) then redis.call('HSET', Flows.key(id), 'open_from', pos) end
 end
 
 -- Queues waiting node pos of flow id at t, carrying its parents' outputs and errors; how many (1).
@@ -179,7 +196,9 @@ function H.flowSettled(jobId, job, kind, output, err, t)
         end
       end
     end
-    Flows.markEnd(id, t)
+    -- A child queued keeps the flow open: nothing to write (an end older code left on it is the
+    -- prune's to clear, and the settle that ends the flow writes its own).
+    if queued == 0 then Flows.markEnd(id, t) end
     return queued
   end
   return Flows.ended(id, cancelled, {pos}, kind, err, t)
@@ -213,6 +232,7 @@ function H.flowRetried(jobId, failed, t)
   if state ~= 'failed' and state ~= 'cancelled' then return 0 end
   redis.call('HSET', nodes, pos .. ':s', 'pending')
   redis.call('HDEL', nodes, pos .. ':e')
+  Flows.reopened(id, pos)
   local queued = Flows.settleGraph(id, redis.call('HEXISTS', Flows.key(id), 'cancelled_at') == 1, t)
   Flows.markEnd(id, t)
   return queued

@@ -119,7 +119,8 @@ const PRUNE_CHUNK = 500;
  * before `before` among the `limit` oldest committed flows with an id above
  * `after`. A flow older code ended has no `ended_at`: it ends now, so it is
  * kept for the retention from the first prune that saw it ended; one older
- * code opened again (a retry) has its end cleared. Reply: `{pruned, last}`
+ * code opened again (a retry) has its end cleared, and its `open_from`
+ * lowered to its first open node. Reply: `{pruned, last}`
  * (the last id looked at, or null when none was left).
  */
 const PRUNE_FLOWS = luaScript(
@@ -134,8 +135,11 @@ for _, id in ipairs(ids) do
   local key = Flows.key(id)
   if redis.call('EXISTS', key) == 1 then
     local ended = tonumber(redis.call('HGET', key, 'ended_at'))
-    if Flows.open(id) then
+    -- Every node read: older code's retries open a node again without lowering open_from.
+    local open = Flows.firstOpen(id, 0)
+    if open then
       if ended ~= nil then redis.call('HDEL', key, 'ended_at') end
+      Flows.reopened(id, open)
     elseif ended == nil then
       redis.call('HSET', key, 'ended_at', NOW)
     elseif ended < cutoff then

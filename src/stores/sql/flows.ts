@@ -133,17 +133,29 @@ const NODES_SHOWN = statement(
   WHERE n.flow_id = $1 ORDER BY n.position`,
 );
 
-/** Whether the flow of the row `flows` has a node waiting, queued or running: it has not ended. */
+/**
+ * Whether the flow of the row `flows` has a node waiting, queued or running:
+ * it has not ended. One seek of the index `flow_nodes_open` (schema step
+ * 29), which holds the open nodes only, where reading the flow's nodes by
+ * its key made each settle of a large flow read every node settled before.
+ */
 const OPEN = `EXISTS (SELECT 1 FROM flow_nodes n
   WHERE n.flow_id = flows.id AND n.state IN ('waiting', 'pending'))`;
 /**
- * Flow `$1` ended at `$2` once no node is left open (kept when it had
- * ended before: nothing moved since), and not ended while one is (a retry
- * opened it again).
+ * The end of the row `flows` at `$2`, just after one of its nodes moved
+ * (cast: PostgreSQL would read a bare `$2` beside `NULL` as text).
+ */
+const END_NOW = `CASE WHEN ${OPEN} THEN NULL ELSE CAST($2 AS bigint) END`;
+/**
+ * Flow `$1`, one of whose nodes just moved, ended at `$2` once no node is
+ * left open (the move ended it then, even over an end older code left
+ * before its retry opened the flow again), and has not ended while one is.
+ * Written only when it changes: a settle that leaves the flow open writes
+ * no new version of its row.
  */
 const MARK_END = statement(
-  `UPDATE flows SET ended_at = CASE WHEN ${OPEN} THEN NULL ELSE COALESCE(ended_at, $2) END
-  WHERE id = $1`,
+  `UPDATE flows SET ended_at = ${END_NOW}
+  WHERE id = $1 AND ended_at IS DISTINCT FROM ${END_NOW}`,
 );
 /**
  * The flows whose end code before schema step 29 left unsaid: one that
@@ -259,7 +271,9 @@ export function* settled(
         }
       }
     }
-    yield* exec(MARK_END, flowId, at);
+    // A child queued keeps the flow open: nothing to write (an end older code left on it is the
+    // prune's to clear, and the settle that ends the flow writes its own).
+    if (queued === 0) yield* exec(MARK_END, flowId, at);
     return queued;
   }
   return yield* ended(flowId, flow.cancelled_at !== null, [links.id], kind, at, error);
@@ -344,7 +358,8 @@ export function* retried(
     const flowId = Number(job.flow_id);
     const { rows: [flow] } = yield* exec<{ cancelled_at: number | null }>(FLOW_LOCK, flowId);
     if (flow === undefined) continue;
-    yield* exec(NODE_RETRIED, flowId, job.id);
+    // No node moved (it was not failed nor cancelled): the flow is as it was.
+    if ((yield* exec(NODE_RETRIED, flowId, job.id)).count === 0) continue;
     queued += yield* settleGraph(flowId, flow.cancelled_at !== null, at);
     yield* exec(MARK_END, flowId, at);
   }

@@ -211,6 +211,28 @@ function register(test: ContractTest): void {
     { sql: true },
   );
 
+  test(
+    "a flow that code before schema step 29 opened again by a retry, keeping its end, counts its age from when it ends again",
+    async (store) => {
+      const ran = 10_000; // how long the retried node ran
+      const { id } = await store.insertFlow(newFlow(node("a")));
+      const [a] = await take(store);
+      assert.deepEqual((await store.settle([fail(a!.id, a!.token, T0)])).applied, [true]);
+      assert.deepEqual(await store.retry([a!.id], T0), [a!.id]);
+      // As a retry by code before step 29 leaves it: the end written before the retry kept.
+      await store.transaction((tx) =>
+        tx.query(`UPDATE flows SET ended_at = ${T0} WHERE id = ${id}`)
+      );
+      const [again] = await take(store);
+      await succeed(store, again!, null, T0 + ran);
+
+      assert.equal(await store.pruneFlows(T0 + ran, T0 + ran), 0, "it ended at T0 + ran");
+      assert.notEqual(await store.flow(id), null);
+      assert.equal(await store.pruneFlows(T0 + ran + 1, T0 + ran + 1), 1);
+    },
+    { sql: true },
+  );
+
   test("the last parent's settle queues the child once, carrying each parent's output by key", async (store) => {
     const { id } = await store.insertFlow(newFlow(node("a"), node("b"), node("join", [0, 1])));
     const [a, b] = (await take(store)).sort((x, y) => x.name.localeCompare(y.name));

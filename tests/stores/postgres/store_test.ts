@@ -14,7 +14,7 @@ import { postgresDialect } from "../../../src/stores/postgres/dialect.ts";
 import { WAKE_UP } from "../../../src/stores/sql/script.ts";
 import { PostgresStore } from "../../../src/stores/postgres/mod.ts";
 import { claim, newJob, T0 } from "../contract/mod.ts";
-import { openTestPostgresStore, postgresTestUrl } from "../../_postgres.ts";
+import { openTestPostgresStore, planNodes, postgresTestUrl } from "../../_postgres.ts";
 import { postgresContract } from "./_contract.ts";
 
 const url = postgresTestUrl();
@@ -81,13 +81,7 @@ Deno.test({
           params as never[],
         );
       });
-      type PlanNode = Record<string, unknown> & { Plans?: PlanNode[] };
-      const nodes: PlanNode[] = [];
-      const walk = (node: PlanNode) => {
-        nodes.push(node);
-        for (const child of node.Plans ?? []) walk(child);
-      };
-      walk((Object.values(row!)[0] as { Plan: PlanNode }[])[0]!.Plan);
+      const nodes = planNodes(row!);
       // Every read of the jobs table (the levels' seeks, the due jobs' scan, the update's lookups).
       const scans = nodes.filter((node) =>
         node["Relation Name"] === "jobs" && String(node["Node Type"]).endsWith("Scan")
