@@ -41,7 +41,14 @@ import { WakeUps } from "./wake_ups.ts";
 const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 /** A wake-up of the watchers on channel `$1`. */
 const WAKE = "SELECT pg_notify($1, '')";
-/** The advisory lock that lets one process at a time migrate a schema. */
+/**
+ * The advisory lock of migrations in this database. Code of before 2026-12-06
+ * takes it exclusive, so one process migrates at a time whatever its schema;
+ * this code takes it shared, beside an exclusive lock of the schema's own
+ * (`pg_advisory_xact_lock(MIGRATION_LOCK, hashtext(schema))`, a key space
+ * of its own), so schemas migrate side by side, and both codes still exclude
+ * each other on one schema.
+ */
 const MIGRATION_LOCK = 7_204_310;
 /** PostgreSQL's SQLSTATE for a transaction it rolled back to break a cycle of lock waits. */
 const DEADLOCK_DETECTED = "40P01";
@@ -244,8 +251,11 @@ export class PostgresEngine implements Engine {
         );
         return found?.found === true ? await read() : planSteps(migrations, [], []);
       }
-      await tx.unsafe("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
-      // Under the same lock: creating the schema races otherwise.
+      await tx.unsafe(
+        "SELECT pg_advisory_xact_lock_shared($1::bigint), pg_advisory_xact_lock($1::int, hashtext($2))",
+        [MIGRATION_LOCK, this.#schema],
+      );
+      // Under the schema's lock: creating it races otherwise.
       await tx.unsafe(`CREATE SCHEMA IF NOT EXISTS "${this.#schema}"`);
       await tx.unsafe(STEPS_RECORD);
       const plan = await read();

@@ -1,0 +1,74 @@
+/**
+ * Migrations on PostgreSQL under the advisory locks: this code migrates a
+ * schema beside another schema's migration, and still waits for code of
+ * before 2026-12-06, which takes the database's migration lock exclusive
+ * whatever its schema. Runs when `QUEUE_TEST_POSTGRES_URL` is set.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { PostgresStore } from "../../../src/stores/postgres/mod.ts";
+import { freshSchema, postgresTestUrl } from "../../_postgres.ts";
+import { within } from "../../_helpers.ts";
+
+const url = postgresTestUrl();
+/** The database's migration lock (src/stores/postgres/engine.ts). */
+const MIGRATION_LOCK = 7_204_310;
+
+/** Opens a store on a fresh schema; drops the schema and closes it. */
+async function openAndDrop(schema: string): Promise<void> {
+  const store = await PostgresStore.open(url!, { schema });
+  await store.transaction((tx) => tx.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
+  await store.close();
+}
+
+/**
+ * Runs `inside` while a transaction of a connection of its own holds the
+ * advisory locks `lock` takes.
+ */
+async function holding(lock: string, params: (string | number)[], inside: () => Promise<void>) {
+  const sql = postgres(url!, { max: 1, onnotice: () => {} });
+  try {
+    await sql.begin(async (tx) => {
+      await tx.unsafe(lock, params);
+      await inside();
+    });
+  } finally {
+    await sql.end();
+  }
+}
+
+Deno.test({
+  name:
+    "PostgreSQL: a schema migrates while another process migrates another schema (it holds the database's lock shared and that schema's own)",
+  ignore: url === null,
+  async fn() {
+    const other = freshSchema();
+    await holding(
+      "SELECT pg_advisory_xact_lock_shared($1::bigint), pg_advisory_xact_lock($1::int, hashtext($2))",
+      [MIGRATION_LOCK, other],
+      () => within(openAndDrop(freshSchema()), 60_000, "the migration of a schema of its own"),
+    );
+  },
+});
+
+Deno.test({
+  name:
+    "PostgreSQL: a migration waits for code of before 2026-12-06 migrating any schema (the database's lock held exclusive), then applies",
+  ignore: url === null,
+  async fn() {
+    let migrated = false;
+    let migration: Promise<void> | undefined;
+    await holding("SELECT pg_advisory_xact_lock($1::bigint)", [MIGRATION_LOCK], async () => {
+      migration = openAndDrop(freshSchema()).then(() => {
+        migrated = true;
+      });
+      // Long enough for a migration to finish when nothing stops it; it may only pass wrongly.
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      assert.equal(migrated, false, "it waited for the older code's lock");
+    });
+    await within(migration!, 60_000, "the migration after the older code's lock was let go");
+    assert.equal(migrated, true);
+  },
+});
