@@ -9,7 +9,9 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, generateAppKey, PermanentError, Queue } from "../mod.ts";
 import type { DashboardHandler } from "../src/dashboard.ts";
+import { RedisStore } from "../src/stores/redis/mod.ts";
 import { ManualClock } from "./_helpers.ts";
+import { deletePrefix, freshPrefix } from "./_redis.ts";
 
 /** Where every fixture request goes. */
 export const ORIGIN = "http://127.0.0.1:8080";
@@ -157,4 +159,30 @@ export async function drainQueue(queue: Queue): Promise<void> {
 /** The ids of the failed jobs, newest first. */
 export async function failedIds(queue: Queue): Promise<number[]> {
   return (await queue.failed()).map((job) => job.id);
+}
+
+/**
+ * A queue on a Redis prefix of its own at `url`, with one `job` of payload
+ * `{ n: 1 }` dispatched, the `queue:error` reports it hears, and `lose()`,
+ * which deletes the prefix's keys as a restart without persistence leaves
+ * them. Disposing it closes the queue and deletes the keys.
+ */
+export async function redisQueueToLose(
+  url: string,
+  job: typeof plain,
+): Promise<{ queue: Queue; errors: string[]; lose(): Promise<void> } & AsyncDisposable> {
+  const prefix = freshPrefix();
+  const queue = await Queue.open({ store: await RedisStore.open(url, { prefix }), jobs: [job] });
+  await queue.dispatch(job, { n: 1 });
+  const errors: string[] = [];
+  queue.addEventListener("queue:error", ({ detail }) => errors.push(detail.during));
+  return {
+    queue,
+    errors,
+    lose: () => deletePrefix(url, prefix),
+    async [Symbol.asyncDispose]() {
+      await queue.close();
+      await deletePrefix(url, prefix);
+    },
+  };
 }

@@ -9,7 +9,6 @@ import { defineJob, Queue } from "../../mod.ts";
 import { dashboard } from "../../src/dashboard.ts";
 import { migrations } from "../../migrations/sqlite/mod.ts";
 import { SqliteStore } from "../../src/stores/sqlite/mod.ts";
-import { RedisStore } from "../../src/stores/redis/mod.ts";
 import {
   drainQueue,
   failedIds,
@@ -23,10 +22,11 @@ import {
   ORIGIN,
   plain,
   postForm,
+  redisQueueToLose,
   secret,
 } from "../_dashboard.ts";
 import { ManualClock, waitUntil } from "../_helpers.ts";
-import { deletePrefix, freshPrefix, redisTestUrl } from "../_redis.ts";
+import { redisTestUrl } from "../_redis.ts";
 
 /** The JSON of `path`, checked to be a 200 JSON response. */
 async function json<T = Record<string, unknown>>(
@@ -766,32 +766,23 @@ Deno.test({
     "dashboard: a Redis store that lost its data answers 503 naming the cause, to a page, the JSON API and an action, not a 500 reported as unexpected",
   ignore: redisTestUrl() === null,
   async fn() {
-    const url = redisTestUrl()!;
-    const prefix = freshPrefix();
-    const store = await RedisStore.open(url, { prefix });
-    await using queue = await Queue.open({ store, jobs: [plain] });
-    try {
-      await queue.dispatch(plain, { n: 1 });
-      const errors: string[] = [];
-      queue.addEventListener("queue:error", ({ detail }) => errors.push(detail.during));
-      const handler = dashboard(queue);
-      const session = await openSession(handler, "/");
-      await deletePrefix(url, prefix); // as a restart without persistence leaves it
-      const cause = /^503 Service Unavailable: the Redis store lost its data: /;
-      const api = await fetchFrom(handler, "/api/jobs");
-      assert.equal(api.status, 503);
-      assert.match((await api.json()).error, cause);
-      const page = await fetchFrom(handler, "/failed");
-      assert.equal(page.status, 503);
-      assert.match(await page.text(), /503 Service Unavailable: the Redis store lost its data: /);
-      const paused = await postForm(handler, "/queues/default/pause", session, {
-        headers: { accept: "application/json" },
-      });
-      assert.equal(paused.status, 503);
-      assert.match((await paused.json()).error, cause);
-      assert.deepEqual(errors, []);
-    } finally {
-      await deletePrefix(url, prefix);
-    }
+    await using lost = await redisQueueToLose(redisTestUrl()!, plain);
+    const { queue, errors } = lost;
+    const handler = dashboard(queue);
+    const session = await openSession(handler, "/");
+    await lost.lose(); // as a restart without persistence leaves it
+    const cause = /^503 Service Unavailable: the Redis store lost its data: /;
+    const api = await fetchFrom(handler, "/api/jobs");
+    assert.equal(api.status, 503);
+    assert.match((await api.json()).error, cause);
+    const page = await fetchFrom(handler, "/failed");
+    assert.equal(page.status, 503);
+    assert.match(await page.text(), /503 Service Unavailable: the Redis store lost its data: /);
+    const paused = await postForm(handler, "/queues/default/pause", session, {
+      headers: { accept: "application/json" },
+    });
+    assert.equal(paused.status, 503);
+    assert.match((await paused.json()).error, cause);
+    assert.deepEqual(errors, []);
   },
 });

@@ -13,12 +13,11 @@ import parsePrometheus from "parse-prometheus-text-format";
 import { z } from "zod";
 import { defineJob, generateAppKey, PermanentError, Queue } from "../../mod.ts";
 import { bearerToken, dashboard } from "../../src/dashboard.ts";
-import { connection, fetchFrom, LOCAL } from "../_dashboard.ts";
+import { connection, fetchFrom, LOCAL, redisQueueToLose } from "../_dashboard.ts";
 import { ManualClock, tempDir } from "../_helpers.ts";
 import { runCli } from "../fixtures/cli/cli_process.ts";
-import { deletePrefix, freshPrefix, redisTestUrl } from "../_redis.ts";
+import { redisTestUrl } from "../_redis.ts";
 import { storeTest } from "../_stores.ts";
-import { RedisStore } from "../../src/stores/redis/mod.ts";
 
 interface ParsedFamily {
   readonly name: string;
@@ -237,26 +236,19 @@ Deno.test({
     "GET /metrics answers 503 naming the cause on a Redis store that lost its data, as the other routes do, not reported as unexpected",
   ignore: redisTestUrl() === null,
   async fn() {
-    const url = redisTestUrl()!;
-    const prefix = freshPrefix();
-    const store = await RedisStore.open(url, { prefix });
-    await using queue = await Queue.open({ store, jobs: [works] });
-    try {
-      await queue.dispatch(works, { n: 1 });
-      const errors: string[] = [];
-      queue.addEventListener("queue:error", ({ detail }) => errors.push(detail.during));
-      const handler = dashboard(queue, { metrics: true });
-      const before = await fetchFrom(handler, "/metrics");
-      assert.equal(before.status, 200);
-      await before.body?.cancel();
-      await deletePrefix(url, prefix); // as a restart without persistence leaves it
-      const lost = await fetchFrom(handler, "/metrics");
-      assert.equal(lost.status, 503);
-      assert.match(await lost.text(), /^503 Service Unavailable: the Redis store lost its data: /);
-      assert.deepEqual(errors, []);
-    } finally {
-      await deletePrefix(url, prefix);
-    }
+    await using lost = await redisQueueToLose(redisTestUrl()!, works);
+    const handler = dashboard(lost.queue, { metrics: true });
+    const before = await fetchFrom(handler, "/metrics");
+    assert.equal(before.status, 200);
+    await before.body?.cancel();
+    await lost.lose(); // as a restart without persistence leaves it
+    const response = await fetchFrom(handler, "/metrics");
+    assert.equal(response.status, 503);
+    assert.match(
+      await response.text(),
+      /^503 Service Unavailable: the Redis store lost its data: /,
+    );
+    assert.deepEqual(lost.errors, []);
   },
 });
 
