@@ -8,7 +8,9 @@
  */
 import { resolve } from "node:path";
 import { type DatabaseOptions, databaseOptions } from "../config.ts";
+import { PayloadCipher } from "../encryption.ts";
 import { Queue } from "../queue.ts";
+import { type QueueOptions, readAppKeys } from "../queue_options.ts";
 import {
   expectPositionals,
   type ParsedArgs,
@@ -36,11 +38,14 @@ export interface AdminQueueOptions {
   /** Create a missing SQLite file (migrate). @default {false} */
   readonly create?: boolean;
   /**
-   * Pass `APP_KEY` as the queue's `appKey` when set, so a malformed one is an
-   * error rather than left unused; the queue reads `APP_PREVIOUS_KEYS` itself.
+   * Refuse a set `APP_KEY` or `APP_PREVIOUS_KEYS` entry that is not a key
+   * (not the base64 of 32 bytes), naming it as set (`APP_PREVIOUS_KEYS[2]`),
+   * for a command that opens or seals with them: a queue with no encrypted
+   * job leaves such a value unused, and with it the well-formed keys beside
+   * it. The queue then reads the keys itself, under their names.
    * @default {false}
    */
-  readonly appKey?: boolean;
+  readonly keys?: boolean;
   /**
    * The jobs module's URL, opened with `mode: "external"` (this process
    * stores jobs, for instance a schedule run now, and never runs one).
@@ -57,7 +62,7 @@ export interface AdminQueueOptions {
  */
 export async function openAdminQueue(
   args: ParsedArgs,
-  { create = false, appKey = false, jobs }: AdminQueueOptions = {},
+  { create = false, keys = false, jobs }: AdminQueueOptions = {},
 ): Promise<Queue> {
   const db = readDb(args);
   const options = databaseOptions(db);
@@ -65,12 +70,16 @@ export async function openAdminQueue(
     if ("path" in options) assertDatabaseFile(options.path);
     await assertQueueAt(db, options);
   }
-  const key = appKey ? Deno.env.get("APP_KEY") : undefined;
-  return await Queue.open({
+  const queueOptions: QueueOptions = {
     ...options,
     ...(jobs === undefined ? { jobs: [] } : { jobs, mode: "external" }),
-    ...(key !== undefined && key !== "" && { appKey: key }),
-  });
+  };
+  if (keys) {
+    // The keys the queue will read, imported as a queue with an encrypted job imports them.
+    const appKeys = readAppKeys(queueOptions, []);
+    if (appKeys !== null) await PayloadCipher.fromKeys(appKeys);
+  }
+  return await Queue.open(queueOptions);
 }
 
 /** Whether nothing is at the SQLite file `path` (never for `:memory:` and `file:` URIs). */

@@ -17,7 +17,7 @@ export const logsCommand: Command = {
   operands: "<id>",
   summary: "print a job's log, oldest line first",
   description:
-    "Prints what a job's handler wrote with ctx.log() (and, with captureConsole, printed), across its\nattempts, oldest line first: time (UTC), attempt, level, text and fields. An encrypted job's lines\nare opened with APP_KEY. A job's log is kept as long as the job or its history (keepFinishedMs).",
+    "Prints what a job's handler wrote with ctx.log() (and, with captureConsole, printed), across its\nattempts, oldest line first: time (UTC), attempt, level, text and fields. An encrypted job's lines\nare opened with APP_KEY or APP_PREVIOUS_KEYS; a value set in them that is not a key is refused.\nA job's log is kept as long as the job or its history (keepFinishedMs).",
   flags: {
     json: { type: "boolean", help: "print a JSON array of the lines" },
   },
@@ -25,7 +25,7 @@ export const logsCommand: Command = {
     expectPositionals(args, 1, 1, "<id>");
     const [id] = readIds(args);
     const json = readSwitch(args, "json");
-    await using queue = await openAdminQueue(args, { appKey: true });
+    await using queue = await openAdminQueue(args, { keys: true });
     const lines = await queue.logs(id!);
     if (json) {
       console.log(JSON.stringify(lines, null, 2));

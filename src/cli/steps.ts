@@ -125,7 +125,7 @@ async function send(
   name: string,
   payload: unknown,
 ): Promise<SignalOutcome> {
-  await using queue = await openAdminQueue(args, { appKey: true });
+  await using queue = await openAdminQueue(args, { keys: true });
   return await queue.signal(id, name, payload);
 }
 
@@ -134,7 +134,7 @@ const signal: Command = {
   operands: "<id> <name> [json]",
   summary: "send a signal to a job's ctx.waitFor",
   description:
-    "Sends signal <name> to job <id> with [json] as its payload (null when absent), for the job's\nctx.waitFor(name). Prints the outcome: delivered (the job was waiting for it and is due now) or\nbuffered (kept in the job's mailbox for a wait to come: it has not reached it yet, or runs now).\nExits 1 when the job has finished or does not exist (nothing is stored). The payload of a\nsignal to an encrypted job is sealed with APP_KEY (required then). Write the JSON in single\nquotes: '{\"score\": 9}'.",
+    "Sends signal <name> to job <id> with [json] as its payload (null when absent), for the job's\nctx.waitFor(name). Prints the outcome: delivered (the job was waiting for it and is due now) or\nbuffered (kept in the job's mailbox for a wait to come: it has not reached it yet, or runs now).\nExits 1 when the job has finished or does not exist (nothing is stored). The payload of a\nsignal to an encrypted job is sealed with APP_KEY (required then; a value set in APP_KEY or\nAPP_PREVIOUS_KEYS that is not a key is refused). Write the JSON in single quotes: '{\"score\": 9}'.",
   flags: {},
   async run(args) {
     expectPositionals(args, 2, 3, "<id> and <name>");

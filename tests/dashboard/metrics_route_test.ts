@@ -18,6 +18,7 @@ import { ManualClock, tempDir } from "../_helpers.ts";
 import { runCli } from "../fixtures/cli/cli_process.ts";
 import { redisTestUrl } from "../_redis.ts";
 import { storeTest } from "../_stores.ts";
+import { SqliteStore } from "../../src/stores/sqlite/mod.ts";
 
 interface ParsedFamily {
   readonly name: string;
@@ -340,4 +341,50 @@ Deno.test("the logs command opens an encrypted job's lines with APP_KEY or APP_P
     /cannot be opened: sealed with a key this queue does not have, or changed since/,
   );
   assert.doesNotMatch(wrong.stdout, /4111/);
+});
+
+Deno.test("the logs and signal commands refuse a set APP_KEY or APP_PREVIOUS_KEYS entry that is not a key, naming it as set, with APP_KEY or without", async () => {
+  await using dir = await tempDir();
+  const db = `${dir.dir}/queue.db`;
+  const appKey = generateAppKey();
+  const secret = defineJob({
+    name: "secret",
+    schema: z.null(),
+    encrypted: true,
+    handle(_, ctx) {
+      ctx.log("card 4111-1111");
+    },
+  });
+  let parked: number;
+  {
+    await using queue = await Queue.open({ path: db, jobs: [secret], appKey });
+    await queue.dispatch(secret, null);
+    await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+    parked = await queue.dispatch(secret, null, { delayMs: 3_600_000 });
+  }
+  const short = "c2hvcnQ="; // base64 of 5 bytes
+  const cases: [env: Record<string, string>, name: string][] = [
+    // Before, the well-formed previous key beside a bad one was left unused with it: not opened.
+    [{ APP_KEY: "", APP_PREVIOUS_KEYS: `${short},${appKey}` }, "APP_PREVIOUS_KEYS\\[0\\]"],
+    [{ APP_KEY: "", APP_PREVIOUS_KEYS: `${appKey}, ,${short}` }, "APP_PREVIOUS_KEYS\\[2\\]"],
+    [{ APP_KEY: appKey, APP_PREVIOUS_KEYS: `,${short}` }, "APP_PREVIOUS_KEYS\\[1\\]"],
+    // Before, named as the option the CLI passed it as: appKey.
+    [{ APP_KEY: short, APP_PREVIOUS_KEYS: appKey }, "APP_KEY"],
+  ];
+  for (const [env, name] of cases) {
+    for (const args of [["logs", "1"], ["signal", String(parked), "go", '{"n":1}']]) {
+      const label = `${args[0]} with ${JSON.stringify(env)}`;
+      const result = await runCli([...args, "--db", db], env);
+      assert.equal(result.code, 1, `${label}: ${result.stdout}${result.stderr}`);
+      assert.match(
+        result.stderr,
+        new RegExp(`^queue ${args[0]}: ${name} must be the base64 of 32 random bytes .*\\n$`),
+        label,
+      );
+      assert.equal(result.stdout, "", label);
+      assert.ok(!result.stderr.includes(short) && !result.stderr.includes(appKey), label);
+    }
+  }
+  await using store = await SqliteStore.open(db);
+  assert.deepEqual((await store.jobSteps(parked)).signals, [], "no signal was stored");
 });
