@@ -227,8 +227,18 @@ function fromBase64(text: string): Uint8Array<ArrayBuffer> | null {
   }
 }
 
+/** The bytes of a key as `APP_KEY` holds it (base64, `base64:` prefix allowed), or null when not base64. */
+function keyBytes(text: string): Uint8Array<ArrayBuffer> | null {
+  return typeof text === "string" ? fromBase64(text.trim().replace(/^base64:/, "")) : null;
+}
+
+/** Whether `text` is a key ({@linkcode PayloadCipher.fromKeys} imports it): the base64 of 32 bytes. */
+export function isAppKey(text: string): boolean {
+  return keyBytes(text)?.length === KEY_BYTES;
+}
+
 async function importKey(text: string, name: string): Promise<Key> {
-  const raw = typeof text === "string" ? fromBase64(text.trim().replace(/^base64:/, "")) : null;
+  const raw = keyBytes(text);
   if (raw === null || raw.length !== KEY_BYTES) {
     throw new TypeError(
       `${name} must be the base64 of 32 random bytes (generate one with the CLI's key:generate)${

@@ -7,7 +7,7 @@
 import { optionNames } from "./option_bags.ts";
 import { shown } from "./shown.ts";
 import type { Clock } from "./clock.ts";
-import { type AppKeys, PayloadCipher } from "./encryption.ts";
+import { type AppKeys, isAppKey, PayloadCipher } from "./encryption.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "./payload.ts";
 import type { JobsSource } from "./registry.ts";
 import type { StoreOptions } from "./store_options.ts";
@@ -190,22 +190,31 @@ function previousKeysGiven(keys: readonly string[]): PreviousKeys {
 }
 
 /**
- * The app's keys ({@linkcode readAppKeys}) and the cipher made of them. Keys
- * from the environment of a process with no encrypted job and no `appKey`
- * that are not keys at all (not the base64 of 32 bytes) are left unused
- * rather than refused: that process needs none. @internal
+ * The app's keys ({@linkcode readAppKeys}) and the cipher made of them. In a
+ * process with no encrypted job and no `appKey`, a value that is not a key
+ * at all (not the base64 of 32 bytes) is left unused rather than refused:
+ * that process needs none. The well-formed keys beside it are still used. @internal
  */
 export async function openAppKeys(
   options: QueueOptions,
   encrypted: readonly string[],
 ): Promise<{ readonly appKeys: AppKeys | null; readonly cipher: PayloadCipher | null }> {
-  const appKeys = readAppKeys(options, encrypted);
-  if (appKeys === null) return { appKeys, cipher: null };
+  const read = readAppKeys(options, encrypted);
   const required = encrypted.length > 0 || options.appKey !== undefined;
-  try {
-    return { appKeys, cipher: await PayloadCipher.fromKeys(appKeys) };
-  } catch (error) {
-    if (required || !(error instanceof TypeError)) throw error;
-    return { appKeys: null, cipher: null };
-  }
+  const appKeys = read === null || required ? read : wellFormedKeys(read);
+  return { appKeys, cipher: appKeys === null ? null : await PayloadCipher.fromKeys(appKeys) };
+}
+
+/** `keys` without the values that are not keys, each kept key with its name; null when none is left. */
+function wellFormedKeys(keys: AppKeys): AppKeys | null {
+  const current = keys.current !== null && isAppKey(keys.current) ? keys.current : null;
+  const kept = keys.previous.flatMap((key, index) =>
+    isAppKey(key) ? [{ key, name: keys.names.previous[index]! }] : []
+  );
+  if (current === null && kept.length === 0) return null;
+  return {
+    current,
+    previous: kept.map(({ key }) => key),
+    names: { ...keys.names, previous: kept.map(({ name }) => name) },
+  };
 }

@@ -1373,6 +1373,56 @@ storeTest(
 );
 
 storeTest(
+  "a process with no encrypted job leaves unused only the values that are not keys: the well-formed keys beside one still open what they sealed, and APP_KEY still seals",
+  async (db) => {
+    const sealed = defineJob({
+      name: "enc.beside.charge",
+      schema: z.object({ card: z.string() }),
+      output: z.string(),
+      encrypted: true,
+      handle: ({ card }) => `charged ${card.length}`,
+    });
+    const plain = makeJobs().plain;
+    await withEnv({ APP_KEY: undefined, APP_PREVIOUS_KEYS: undefined }, async () => {
+      let done: number, parked: number;
+      {
+        await using queue = await db.open({ jobs: [sealed], appKey: KEY_A });
+        done = await queue.dispatch(sealed, { card: SECRET });
+        await queue.drain({ maxTimeMs: 20_000 });
+        parked = await queue.dispatch(sealed, { card: SECRET }, { delayMs: 3_600_000 });
+      }
+      const cases: [env: Record<string, string | undefined>, previousAppKeys?: string[]][] = [
+        [{ APP_KEY: KEY_A, APP_PREVIOUS_KEYS: "garbage" }],
+        [{ APP_KEY: KEY_A, APP_PREVIOUS_KEYS: `${KEY_B},garbage` }],
+        [{ APP_KEY: undefined, APP_PREVIOUS_KEYS: `garbage,${KEY_A}` }],
+        [{ APP_KEY: "garbage!", APP_PREVIOUS_KEYS: KEY_A }],
+        [{ APP_KEY: undefined, APP_PREVIOUS_KEYS: undefined }, ["garbage", KEY_A]],
+      ];
+      for (const [env, previousAppKeys] of cases) {
+        const label = JSON.stringify({ ...env, previousAppKeys });
+        await withEnv(env, async () => {
+          await using queue = await db.open({
+            jobs: [plain],
+            ...(previousAppKeys !== undefined && { previousAppKeys }),
+          });
+          const result = await queue.result(done);
+          assert.equal(
+            result?.output,
+            `charged ${SECRET.length}`,
+            `${label}: ${JSON.stringify(result)}`,
+          );
+          assert.equal(result?.outputWithheld, undefined, label);
+        });
+      }
+      await withEnv({ APP_KEY: KEY_A, APP_PREVIOUS_KEYS: "garbage" }, async () => {
+        await using queue = await db.open({ jobs: [plain] });
+        assert.equal(await queue.signal(parked, "go", { secret: SECRET }), "buffered");
+      });
+    });
+  },
+);
+
+storeTest(
   "queue.signal() to an encrypted job it cannot seal for names the keys where they were set: the options when given, else the variables",
   async (db) => {
     const sealed = defineJob({
