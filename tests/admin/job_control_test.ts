@@ -21,6 +21,7 @@ import {
 } from "../../mod.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
 import {
+  cipherOf,
   failedCount,
   ManualClock,
   nextEvent,
@@ -32,6 +33,7 @@ import { type StoreContext, storeTest } from "../_stores.ts";
 import * as moduleJobs from "../fixtures/job_control/jobs.ts";
 
 const TEST_KEY = btoa(String.fromCharCode(...new Uint8Array(32).fill(7)));
+const FOREIGN_KEY = btoa(String.fromCharCode(...new Uint8Array(32).fill(9)));
 
 /** How long kept job `id` is kept after it finished, as stored: `keep_until - finished_at`. */
 async function keptForMs(db: StoreContext, id: number): Promise<number> {
@@ -236,7 +238,7 @@ storeTest(
 );
 
 storeTest(
-  "result() without APP_KEY gives an encrypted job's state and says why its output is withheld",
+  "result() without APP_KEY gives an encrypted job's state and says why its output is withheld; with a key that is not the job's, or on a changed output, it throws PayloadIntegrityError (docs/results.md)",
   async (db) => {
     const { jobs, secret } = controlJobs();
     const queue = await db.open({ appKey: TEST_KEY, jobs });
@@ -253,6 +255,16 @@ storeTest(
       attempts: 1,
       output: { token: "t-4242" },
     });
+    // A well-formed key that is not the job's (another app's sharing the queue) opens nothing:
+    // documented to throw naming the key the output was sealed with, not to withhold it.
+    const keyId = (await cipherOf(TEST_KEY)).keyId!;
+    const foreign = await db.open({ appKey: FOREIGN_KEY, jobs: [], mode: "external" });
+    await assert.rejects(
+      foreign.result(id),
+      new RegExp(
+        `^PayloadIntegrityError: Stored output of "secret" cannot be used: it was encrypted with key ${keyId}, which is neither appKey nor in `,
+      ),
+    );
     // A changed sealed output does not open, and the error says "output".
     const output = await db.stored("completed_jobs", id, "output");
     assert.ok(output !== null);
