@@ -558,6 +558,10 @@ export interface Store
    * where to look (docs/backups.md), writing nothing.
    */
   backup(file: string): Promise<BackupResult>;
-  /** Closes the connection once the open transactions have ended; later calls fail. */
+  /**
+   * Closes the connection once the open transactions have ended (a store
+   * may roll back one still open after a time of its own: PostgreSQL and
+   * Redis after 5 s); later calls fail.
+   */
   close(): Promise<void>;
 }
