@@ -182,7 +182,8 @@ return cjson.encode({pruned = pruned, last = last})
  * the rule of a single job's cancel (`H.cancel`): a job not started
  * (queued, or claimed ahead) is deleted and kept as cancelled, a running
  * one asked to stop. Reply: `{cancelled, cancelling}` (job ids), or null
- * when there is no flow.
+ * when there is no flow or it has ended (no node waiting, queued or
+ * running), which it reads before it writes anything.
  */
 const CANCEL_FLOW = luaScript(
   "cancelFlow",
@@ -192,14 +193,16 @@ const CANCEL_FLOW = luaScript(
 local key = Flows.key(INPUT.id)
 local f = redis.call('HMGET', key, 'id', 'cancelled_at', 'staged', 'nodes')
 if not f[1] or f[3] then return cjson.encode(NULL) end
-if not f[2] then redis.call('HSET', key, 'cancelled_at', NOW) end
 local nodes = Flows.nodes(INPUT.id)
-local queued = {}
+local waiting, queued = {}, {}
 for pos = 0, tonumber(f[4]) - 1 do
   local node = redis.call('HMGET', nodes, pos .. ':s', pos .. ':j')
-  if node[1] == 'waiting' then redis.call('HSET', nodes, pos .. ':s', 'cancelled')
+  if node[1] == 'waiting' then table.insert(waiting, pos)
   elseif node[1] == 'pending' then table.insert(queued, tonumber(node[2])) end
 end
+if #waiting == 0 and #queued == 0 then return cjson.encode(NULL) end
+if not f[2] then redis.call('HSET', key, 'cancelled_at', NOW) end
+for _, pos in ipairs(waiting) do redis.call('HSET', nodes, pos .. ':s', 'cancelled') end
 redis.call('DEL', Flows.catchKey(INPUT.id))
 -- Marked first: the jobs' cancel then moves the flow as a cancelled one's (no catch, no child).
 local jobs = {}
