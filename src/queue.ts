@@ -996,7 +996,9 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
 
   /**
    * Stops every worker of this queue (each with its grace period), then
-   * closes the database once its open transactions have ended.
+   * closes the database once its open transactions have ended: on
+   * PostgreSQL and Redis, one still open after 5 s is rolled back, and its
+   * `queue.transaction()` rejects.
    */
   close(): Promise<void> {
     this.#closing ??= (async () => {

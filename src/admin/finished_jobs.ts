@@ -78,19 +78,19 @@ export class FinishedJobs {
   }
 
   /**
-   * Until when jobs of `names` cancelled at `now` are kept as finished: the
-   * queue's `keepFinishedMs`, and the names whose type keeps them for a
-   * time of its own.
+   * Until when jobs cancelled at `now` are kept as finished: the queue's
+   * `keepFinishedMs`, and each job name defined here whose type keeps them
+   * for a time of its own (for a cancel that learns the names of the jobs
+   * it cancels only in its write, as a flow's).
    */
-  keepsOfCancelled(
-    names: readonly string[],
-    now: number,
-  ): { keepUntil: number; keepUntilByName: Record<string, number> } {
+  keepsOfCancelled(now: number): { keepUntil: number; keepUntilByName: Record<string, number> } {
     // Own properties even for a name such as "__proto__".
-    const keepUntilByName = Object.fromEntries([...new Set(names)].flatMap((name) => {
-      const keepMs = this.#parts.registry.get(name)?.keepFinishedMs;
-      return keepMs === undefined ? [] : [[name, now + keepMs] as const];
-    }));
+    const keepUntilByName = Object.fromEntries(
+      this.#parts.registry.names().flatMap((name) => {
+        const keepMs = this.#parts.registry.get(name)?.keepFinishedMs;
+        return keepMs === undefined ? [] : [[name, now + keepMs] as const];
+      }),
+    );
     return { keepUntil: now + this.#parts.keepFinishedMs, keepUntilByName };
   }
 

@@ -329,8 +329,10 @@ export interface AdminStore {
    * one of its nodes. Where the engine locks rows, a node's job whose row
    * another transaction holds at that moment (a claim, a start
    * confirmation, its settle) is cancelled as `cancel` does right after the
-   * transaction, before this returns. Null when there is no such flow. A
-   * node that succeeds afterwards queues no child.
+   * transaction, before this returns. Null, changing nothing, when there is
+   * no such flow or it has ended (no node waiting, queued or running), as
+   * that transaction reads it. A node that succeeds afterwards queues no
+   * child.
    */
   cancelFlow(request: CancelFlowRequest): Promise<CancelledFlow | null>;
 }
@@ -558,6 +560,10 @@ export interface Store
    * where to look (docs/backups.md), writing nothing.
    */
   backup(file: string): Promise<BackupResult>;
-  /** Closes the connection once the open transactions have ended; later calls fail. */
+  /**
+   * Closes the connection once the open transactions have ended (a store
+   * may roll back one still open after a time of its own: PostgreSQL and
+   * Redis after 5 s); later calls fail.
+   */
   close(): Promise<void>;
 }

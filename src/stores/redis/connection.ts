@@ -45,8 +45,12 @@ export class RedisConnection {
   #closed = false;
   /** Set by close(): no transaction begins, and the connection closes once those open have ended. */
   #closing = false;
-  /** The transactions begun and not yet ended, each settling when it ends. */
-  readonly #transactions = new Set<Promise<unknown>>();
+  /**
+   * The transactions begun and not yet ended, each settling when it ends,
+   * with the controller close() aborts once it has waited for them
+   * {@linkcode CLOSE_WAITS_MS}.
+   */
+  readonly #transactions = new Map<Promise<unknown>, AbortController>();
   /** The client's last error (a failed reconnect says why), for a call that waited in vain. */
   #lastError: unknown = null;
   /** Whether the store goes by the server's clock. */
@@ -199,13 +203,16 @@ export class RedisConnection {
 
   /**
    * Runs `transaction` (a transaction, from its begin to its end), which
-   * close() waits for, as the SQL stores' close does; refused once the
-   * store is closing.
+   * close() waits for, as the SQL stores' close does, for
+   * {@linkcode CLOSE_WAITS_MS} at most: then it aborts `closing`, for the
+   * transaction to roll back and reject, and waits for that. Refused once
+   * the store is closing.
    */
-  async keptOpenFor<T>(transaction: () => Promise<T>): Promise<T> {
+  async keptOpenFor<T>(transaction: (closing: AbortSignal) => Promise<T>): Promise<T> {
     if (this.#closing) throw new QueueClosedError("start a transaction");
-    const running = transaction();
-    this.#transactions.add(running);
+    const closing = new AbortController();
+    const running = transaction(closing.signal);
+    this.#transactions.set(running, closing);
     try {
       return await running;
     } finally {
@@ -346,10 +353,30 @@ export class RedisConnection {
     };
   }
 
-  /** Closes both connections once the open transactions have ended; later calls fail. */
+  /**
+   * Closes both connections once the open transactions have ended, aborting
+   * those still open after {@linkcode CLOSE_WAITS_MS} (they roll back); later
+   * calls fail.
+   */
   async close(): Promise<void> {
     this.#closing = true;
-    while (this.#transactions.size > 0) await Promise.allSettled(this.#transactions);
+    const deadline = Date.now() + CLOSE_WAITS_MS;
+    while (this.#transactions.size > 0) {
+      const leftMs = deadline - Date.now();
+      if (leftMs <= 0) {
+        for (const closing of this.#transactions.values()) {
+          closing.abort(new QueueClosedError(ABORTED_BY_CLOSE));
+        }
+        await Promise.allSettled(this.#transactions.keys());
+      } else {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([
+          Promise.allSettled(this.#transactions.keys()),
+          new Promise((resolve) => timer = setTimeout(resolve, leftMs)),
+        ]);
+        clearTimeout(timer);
+      }
+    }
     if (this.#closed) return;
     this.#closed = true;
     const subscriber = this.#subscriber;
@@ -360,6 +387,17 @@ export class RedisConnection {
     ]);
   }
 }
+
+/**
+ * How long close() waits for the open transactions before it aborts those
+ * still open, in ms: PostgreSQL's driver waits as long (`end({ timeout: 5 })`)
+ * before it cuts their connections, which rolls them back.
+ */
+export const CLOSE_WAITS_MS = 5_000;
+
+/** What a transaction that close() aborted refuses, as the action of its `QueueClosedError`. */
+const ABORTED_BY_CLOSE =
+  `go on with this transaction: close() waited ${CLOSE_WAITS_MS} ms for it to end, then rolled it back, storing nothing`;
 
 function newClient(settings: ConnectionSettings): Client {
   return createClient({

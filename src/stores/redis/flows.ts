@@ -115,13 +115,27 @@ return cjson.encode(redis.call('ZREVRANGE', P .. ':flows', INPUT.offset, last))
 const PRUNE_CHUNK = 500;
 
 /**
- * Input: `before`, `after` (an id), `limit`. Deletes the flows that ended
- * before `before` among the `limit` oldest committed flows with an id above
- * `after`. A flow older code ended has no `ended_at`: it ends now, so it is
- * kept for the retention from the first prune that saw it ended; one older
- * code opened again (a retry) has its end cleared, and its `open_from`
- * lowered to its first open node. Reply: `{pruned, last}`
- * (the last id looked at, or null when none was left).
+ * Most nodes one call of the prune script reads, besides one hash read per
+ * flow: it stops after the flow that reaches it, so a call holds the
+ * server for a bounded time whatever the flows it finds to delete (a flow
+ * larger than this is read in one call, as its insert wrote it in one).
+ */
+export const PRUNE_NODE_BUDGET = 5_000;
+
+/**
+ * Input: `before`, `after` (an id), `limit`, `budget`. Deletes the flows
+ * that ended before `before` among the `limit` oldest committed flows with
+ * an id above `after`, reading each flow's hash, and the nodes of a flow
+ * only where its end says it may go: a flow that ended later is kept
+ * unread. A flow with no `ended_at` is open, or older code ended it (it
+ * wrote none): the walk from its `open_from` tells, and one that ended gets
+ * its end now, so it is kept for the retention from the first prune that
+ * saw it ended. A flow to delete has every node read first: older code's
+ * retries open a node again keeping the end and `open_from`, so one found
+ * open has its end cleared and its `open_from` lowered to that node. The
+ * call stops once it read `budget` nodes. A deleted flow's keys go by
+ * `UNLINK`, which frees a large hash off the server's main thread. Reply:
+ * `{pruned, last}` (the last id looked at, or null when none was left).
  */
 const PRUNE_FLOWS = luaScript(
   "pruneFlows",
@@ -129,27 +143,35 @@ const PRUNE_FLOWS = luaScript(
   AREA_HOOKS,
   String.raw`
 local ids = redis.call('ZRANGEBYSCORE', P .. ':flows', '(' .. INPUT.after, '+inf', 'LIMIT', 0, INPUT.limit)
-local pruned = 0
+local pruned, read, last = 0, 0, NULL
 local cutoff = at(INPUT.before)
 for _, id in ipairs(ids) do
+  last = tonumber(id)
   local key = Flows.key(id)
-  if redis.call('EXISTS', key) == 1 then
-    local ended = tonumber(redis.call('HGET', key, 'ended_at'))
-    -- Every node read: older code's retries open a node again without lowering open_from.
-    local open = Flows.firstOpen(id, 0)
-    if open then
-      if ended ~= nil then redis.call('HDEL', key, 'ended_at') end
-      Flows.reopened(id, open)
-    elseif ended == nil then
-      redis.call('HSET', key, 'ended_at', NOW)
+  local f = redis.call('HMGET', key, 'ended_at', 'nodes', 'open_from')
+  if f[2] then
+    local ended = tonumber(f[1])
+    if ended == nil then
+      local from = tonumber(f[3]) or 0
+      local open = Flows.firstOpen(id, from)
+      read = read + (open or tonumber(f[2])) - from + 1
+      if not open then redis.call('HSET', key, 'ended_at', NOW) end
     elseif ended < cutoff then
-      H.undo_flow(id)
-      redis.call('ZREM', P .. ':flows', id)
-      pruned = pruned + 1
+      local open = Flows.firstOpen(id, 0)
+      read = read + (open or tonumber(f[2])) + 1
+      if open then
+        redis.call('HDEL', key, 'ended_at')
+        Flows.reopened(id, open)
+      else
+        redis.call('UNLINK', key, Flows.nodes(id), Flows.jobs(id), Flows.catchKey(id))
+        redis.call('ZREM', P .. ':flows', id)
+        pruned = pruned + 1
+      end
     end
   end
+  if read >= INPUT.budget then break end
 end
-return cjson.encode({pruned = pruned, last = tonumber(ids[#ids]) or NULL})
+return cjson.encode({pruned = pruned, last = last})
 `,
 );
 
@@ -160,7 +182,8 @@ return cjson.encode({pruned = pruned, last = tonumber(ids[#ids]) or NULL})
  * the rule of a single job's cancel (`H.cancel`): a job not started
  * (queued, or claimed ahead) is deleted and kept as cancelled, a running
  * one asked to stop. Reply: `{cancelled, cancelling}` (job ids), or null
- * when there is no flow.
+ * when there is no flow or it has ended (no node waiting, queued or
+ * running), which it reads before it writes anything.
  */
 const CANCEL_FLOW = luaScript(
   "cancelFlow",
@@ -170,14 +193,16 @@ const CANCEL_FLOW = luaScript(
 local key = Flows.key(INPUT.id)
 local f = redis.call('HMGET', key, 'id', 'cancelled_at', 'staged', 'nodes')
 if not f[1] or f[3] then return cjson.encode(NULL) end
-if not f[2] then redis.call('HSET', key, 'cancelled_at', NOW) end
 local nodes = Flows.nodes(INPUT.id)
-local queued = {}
+local waiting, queued = {}, {}
 for pos = 0, tonumber(f[4]) - 1 do
   local node = redis.call('HMGET', nodes, pos .. ':s', pos .. ':j')
-  if node[1] == 'waiting' then redis.call('HSET', nodes, pos .. ':s', 'cancelled')
+  if node[1] == 'waiting' then table.insert(waiting, pos)
   elseif node[1] == 'pending' then table.insert(queued, tonumber(node[2])) end
 end
+if #waiting == 0 and #queued == 0 then return cjson.encode(NULL) end
+if not f[2] then redis.call('HSET', key, 'cancelled_at', NOW) end
+for _, pos in ipairs(waiting) do redis.call('HSET', nodes, pos .. ':s', 'cancelled') end
 redis.call('DEL', Flows.catchKey(INPUT.id))
 -- Marked first: the jobs' cancel then moves the flow as a cancelled one's (no catch, no child).
 local jobs = {}
@@ -308,6 +333,7 @@ export async function pruneFlows(
       before,
       after,
       limit: PRUNE_CHUNK,
+      budget: PRUNE_NODE_BUDGET,
     });
     pruned += reply.pruned;
     if (reply.last === null) return pruned;

@@ -117,30 +117,36 @@ export function transaction<T>(
   redis: RedisConnection,
   fn: (tx: StoreTransaction) => T | Promise<T>,
 ): Promise<T> {
-  // The store's close waits for it: closing under it would lose its commit or its rollback.
-  return redis.keptOpenFor(() => runStaged(redis, fn));
+  // The store's close waits for it: closing under it would lose its commit or its rollback. Past
+  // its wait, close aborts it: it rolls back then, as PostgreSQL's cut connection rolls back.
+  return redis.keptOpenFor((closing) => runStaged(redis, fn, closing));
 }
 
 /** Runs `fn` as {@linkcode transaction} says, its writes staged until it ends. */
 async function runStaged<T>(
   redis: RedisConnection,
   fn: (tx: StoreTransaction) => T | Promise<T>,
+  closing: AbortSignal,
 ): Promise<T> {
   const stage = crypto.randomUUID();
-  // abortedBy: set when a dispatch gave up to end a deadlock, which rolled the transaction back.
-  const state: { open: boolean; abortedBy?: Error } = { open: true };
+  // abortedBy: set when a dispatch gave up to end a deadlock, which rolled the transaction back;
+  // closedBy: set when the store's close gave up waiting for the callback, and rolled it back.
+  const state: { open: boolean; abortedBy?: Error; closedBy?: Error } = { open: true };
   // Worded as the SQL stores' engines word it: a handle kept past its callback is refused alike.
   const inside =
     <A extends unknown[], R>(write: (...args: A) => Promise<R>) => (...args: A): Promise<R> => {
       if (!state.open) {
         return Promise.reject(
-          new Error("This transaction has ended: use it only inside its callback"),
+          state.closedBy ??
+            new Error("This transaction has ended: use it only inside its callback"),
         );
       }
       // A write sent beside the dispatch that gave up, and run after it, found its stage gone:
       // it says why, as the writes asked after the deadlock do. The dispatch's reply came first,
       // but its handling may still be in the microtasks the event loop runs before a timer.
       return redis.transactionWrite(() => write(...args)).catch(async (error: unknown) => {
+        // Sent before the close rolled the stage back, and run after it: its stage was gone.
+        if (state.closedBy !== undefined) throw state.closedBy;
         if (state.abortedBy === undefined) await new Promise((resolve) => setTimeout(resolve, 0));
         throw state.abortedBy === undefined || error === state.abortedBy
           ? error
@@ -159,9 +165,10 @@ async function runStaged<T>(
   let result: T;
   try {
     // The store's own calls from the callback are refused: they would escape the transaction.
-    result = await redis.transactionCallback(state, () => fn(tx));
+    result = await untilAborted(redis.transactionCallback(state, () => fn(tx)), closing);
   } catch (error) {
     state.open = false;
+    if (closing.aborted && error === closing.reason) state.closedBy = error as Error;
     await redis.call(END_TRANSACTION, { now: Date.now(), stage, commit: false }).catch(() => {});
     throw error;
   }
@@ -170,6 +177,21 @@ async function runStaged<T>(
   if (state.abortedBy !== undefined) throw aborted(state.abortedBy);
   await redis.call(END_TRANSACTION, { now: Date.now(), stage, commit: true });
   return result;
+}
+
+/**
+ * What `work` (a callback's outcome) settles with, or `signal`'s reason once
+ * it is aborted first; `work` may then never settle.
+ */
+function untilAborted<T>(work: T | Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => reject(signal.reason);
+    signal.addEventListener("abort", abort, { once: true });
+    Promise.resolve(work).then(resolve, reject).finally(() =>
+      signal.removeEventListener("abort", abort)
+    );
+  });
 }
 
 /**

@@ -98,7 +98,7 @@ export interface CancelFlowRequest {
   readonly keepUntilByName: Readonly<Record<string, number>>;
 }
 
-/** What `cancelFlow` did: null when there is no such flow. */
+/** What `cancelFlow` did: null when there is no such flow, or it has ended. */
 export interface CancelledFlow {
   /** The jobs of its nodes that had not started (queued, or claimed ahead): cancelled. */
   readonly cancelled: readonly number[];

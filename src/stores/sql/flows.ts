@@ -117,6 +117,11 @@ const INSERT_CATCH = statement(
 const DROP_CATCH = statement(
   "DELETE FROM waiting_jobs WHERE flow_id = $1 AND role = 'flow-catch'",
 );
+/** A node of flow `$1` still waiting, queued or running: the flow has not ended. */
+const ANY_OPEN_NODE = statement(
+  "SELECT 1 AS open FROM flow_nodes WHERE flow_id = $1 AND state IN ('waiting', 'pending') LIMIT 1",
+  { oneRow: true },
+);
 const CANCEL_FLOW = statement("UPDATE flows SET cancelled_at = $2 WHERE id = $1");
 const CANCEL_WAITING_NODES = statement(
   "UPDATE flow_nodes SET state = 'cancelled' WHERE flow_id = $1 AND state = 'waiting'",
@@ -367,14 +372,16 @@ export function* retried(
 }
 
 /**
- * Cancels a flow in one write: marks it and its waiting nodes cancelled,
+ * Cancels a flow that has not ended in one write: marks it and its waiting nodes cancelled,
  * drops its catch, and cancels its queued and running nodes' jobs by the
  * rule of a job's cancel (`cancel.ts`): one not started (queued, or claimed
  * ahead and not confirmed) is removed and kept as cancelled, its node
  * cancelled, so no claim after the commit takes it; a running one gets its
  * cancel asked. A job whose row another transaction holds at that moment
  * (a claim taking it, a start confirmation, its own settle) is left to the
- * caller to cancel after the commit (`held`). Null when there is no such flow.
+ * caller to cancel after the commit (`held`). Null when there is no such
+ * flow, or it has ended (no node waiting, queued or running), read under
+ * the flow's lock: a settle that ends it commits before, or sees it cancelled.
  */
 export function* cancelFlow(
   dialect: Dialect,
@@ -389,6 +396,7 @@ export function* cancelFlow(
   // holding nothing yet, and takes no part in a cycle of waits.
   const { rows: [flow] } = yield* exec<{ cancelled_at: number | null }>(FLOW_LOCK, id);
   if (flow === undefined) return null;
+  if ((yield* exec(ANY_OPEN_NODE, id)).rows.length === 0) return null;
   if (flow.cancelled_at === null) yield* exec(CANCEL_FLOW, id, now);
   yield* exec(CANCEL_WAITING_NODES, id);
   yield* exec(DROP_CATCH, id);

@@ -416,6 +416,67 @@ function register(test: ContractTest): void {
     assert.equal((await states(store, id))["run"], "cancelled");
     assert.deepEqual(await take(store, LATER, ["default", "cb"]), []);
   });
+
+  test("cancelFlow() of a flow that has ended gives null and writes nothing: the flow keeps its state", async (store) => {
+    const { id } = await store.insertFlow(newFlow(node("a"), node("b", [0])));
+    await succeed(store, (await take(store))[0]!, "1", T0);
+    await succeed(store, (await take(store))[0]!, "2", T0);
+    assert.equal(await store.cancelFlow(cancelOf(id)), null);
+    assert.equal((await store.flow(id))?.cancelledAt, null, "not marked cancelled");
+    assert.deepEqual(await states(store, id), { a: "succeeded", b: "succeeded" });
+  });
+
+  test("cancelFlow() racing claims that run its nodes to their end: it marks the flow only while a node is open at its write, and no claim after it takes a node", async (store) => {
+    const size = 6;
+    const seen = { ended: 0, cancelled: 0 };
+    // Rounds until the cancel has come both before the flow's end and after it (the claims race
+    // it to the last node), or 100 rounds.
+    for (let round = 0; round < 100 && (seen.ended === 0 || seen.cancelled === 0); round++) {
+      const { id } = await store.insertFlow(
+        newFlow(...Array.from({ length: size }, (_, n) => node(`n${n}`))),
+      );
+      let completed = 0;
+      let stop = false;
+      let failure: unknown = null;
+      const claimer = async () => {
+        while (!stop && failure === null) {
+          const [job] = await claim(store, { limit: 1, token: ++lastToken });
+          if (job === undefined) {
+            await new Promise((resolve) => setTimeout(resolve, 1));
+            continue;
+          }
+          await store.settle([complete(job.id, job.token, T0)]);
+          completed++;
+          await new Promise((resolve) => setTimeout(resolve, 0)); // the cancel's turn too
+        }
+      };
+      const claimers = Array.from({ length: 4 }, () => claimer().catch((e) => failure = e));
+      // Fire at once, while the last two nodes run, as the last one does, or once every node ended.
+      const fireAt = [0, size - 2, size - 1, size][round % 4]!;
+      while (completed < fireAt && failure === null) await new Promise((r) => setTimeout(r, 1));
+      if (failure !== null) throw failure;
+      const reply = await store.cancelFlow(cancelOf(id));
+      const claimedAfter = await take(store, T0);
+      stop = true;
+      await Promise.all(claimers);
+      const row = (await store.flow(id))!;
+      assert.deepEqual(claimedAfter, [], "no claim after the cancel takes a node");
+      // Every node had ended before the call: nothing open, nothing to mark.
+      if (fireAt === size) assert.equal(reply, null, `round ${round}: the flow had ended`);
+      if (reply === null) {
+        seen.ended++;
+        assert.equal(row.cancelledAt, null, `round ${round}: an ended flow is not marked`);
+        assert.ok(row.nodes.every((n) => n.state === "succeeded"), `round ${round}: it ended`);
+      } else {
+        seen.cancelled++;
+        assert.notEqual(row.cancelledAt, null);
+        // A node open at its write was cancelled, or asked to stop and may still have succeeded
+        // (as a settle that held its row then, on an engine that locks rows, left it).
+        for (const n of row.nodes) assert.ok(["succeeded", "cancelled"].includes(n.state));
+      }
+    }
+    assert.ok(seen.ended > 0 && seen.cancelled > 0, `both outcomes seen: ${JSON.stringify(seen)}`);
+  });
 }
 
 /** The flows area of the contract. */

@@ -63,6 +63,54 @@ function register(test: ContractTest): void {
     },
   );
 
+  test(
+    "close() rolls back a transaction whose callback never settles after waiting 5 s for it, and resolves: nothing it wrote is stored, its key is free, its handle refuses",
+    async (store, opened) => {
+      let entered!: () => void;
+      const inside = new Promise<void>((resolve) => entered = resolve);
+      // Let go only when the case ends, so that a close that waits for ever fails it, not hangs it.
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => release = resolve);
+      let handle!: StoreTransaction;
+      const key = { kind: "unique", key: "order:7", expiresAt: T0 + 3_600_000 } as const;
+      const stuck = store.transaction(async (tx) => {
+        handle = tx;
+        await tx.insertJobs([newJob()]);
+        await tx.insertKeyed([{ ...newJob(), key: { ...key, releaseOnStart: false } }]);
+        entered();
+        await released;
+      });
+      const outcome = stuck.then(() => "committed", (error: Error) => error);
+      await inside;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const gaveUp = new Promise<string>((resolve) => {
+        timer = setTimeout(() => resolve("still open after 60 s"), 60_000);
+      });
+      try {
+        assert.equal(await Promise.race([store.close().then(() => "closed"), gaveUp]), "closed");
+      } finally {
+        clearTimeout(timer);
+        release();
+      }
+      assert.ok((await outcome) instanceof Error, "the transaction rejected");
+      const refused = await handle.insertJobs([newJob()]).then(() => null, (error: Error) => error);
+      assert.ok(refused instanceof Error, "its handle refuses a write once closed");
+      if (opened.sql === false) assert.match(refused.message, /the queue is closed/);
+      if (opened.another === undefined) return;
+      const another = await opened.another();
+      try {
+        assert.deepEqual(await another.counts(T0), [], "nothing it wrote was stored");
+        const [again] = await another.insertKeyed([
+          { ...newJob(), key: { ...key, releaseOnStart: false } },
+        ]);
+        assert.equal(again?.outcome, "stored", "its unique key is free");
+      } finally {
+        await another.close();
+      }
+    },
+    { closeRollsBack: true },
+  );
+
   test("operations fail by rejecting their promise, never by throwing synchronously", async (store) => {
     const tx = await endedTransaction(store);
     await store.close();

@@ -2,15 +2,26 @@
  * Flows on Redis beyond the contract: flows as older code left them (no
  * `ended_at` on a flow it ended, or one still there on a flow it opened
  * again by a retry) never let `pruneFlows` delete a flow before the
- * retention counted from when it ended, or ended again. Runs when
- * `QUEUE_TEST_REDIS_URL` is set.
+ * retention counted from when it ended, or ended again; and a prune reads
+ * only what it needs: no node of a flow that ended within the retention,
+ * and a bounded count of nodes per call. Runs when `QUEUE_TEST_REDIS_URL`
+ * is set.
  *
  * @module
  */
 import assert from "node:assert/strict";
-import { hashField, openTestRedisStore, redisCommand, redisTestUrl } from "../../_redis.ts";
+import {
+  evalScript,
+  hashField,
+  openTestRedisStore,
+  prefixKeys,
+  redisCommand,
+  redisTestUrl,
+} from "../../_redis.ts";
 import { claim, fail, newJob, T0 } from "../contract/fixtures.ts";
 import type { NewFlowRow } from "../../../src/stores/store.ts";
+import { PRUNE_NODE_BUDGET } from "../../../src/stores/redis/flows.ts";
+import { watchCommands } from "./_monitor.ts";
 
 const url = redisTestUrl();
 
@@ -126,5 +137,76 @@ Deno.test({
     await run("a", "complete");
     assert.equal(await field("ended_at"), String(T0));
     assert.equal(await field("open_from"), "3");
+  },
+});
+
+Deno.test({
+  name:
+    "RedisStore: pruneFlows() reads no node of a flow that ended within the retention, and deletes one that ended before it",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestRedisStore(url!, { clock: "caller" });
+    const { store, prefix } = opened;
+    const ids: number[] = [];
+    for (const name of ["a", "b", "c"]) {
+      ids.push((await store.insertFlow(oneNode(name, "q"))).id);
+      const [job] = await claim(store, { queues: ["q"], limit: 1 });
+      const settled = await store.settle([{ kind: "complete", id: job!.id, token: 1, at: T0 }]);
+      assert.deepEqual(settled.applied, [true]);
+    }
+    await using watch = await watchCommands(url!, prefix);
+    let pruned = -1;
+    const kept = await watch.during(async () => pruned = await store.pruneFlows(T0, T0));
+    assert.equal(pruned, 0, "they ended at T0, not before");
+    assert.deepEqual(kept.filter((line) => /:flow:\d+:n"/.test(line)), [], "no node read");
+    assert.equal(await store.pruneFlows(T0 + 1, T0 + 1), 3);
+    for (const id of ids) assert.equal(await store.flow(id), null);
+    const left = (await prefixKeys(url!, prefix)).filter((key) => key.includes(":flow:"));
+    assert.deepEqual(left, [], "every key of the pruned flows is gone");
+  },
+});
+
+Deno.test({
+  name:
+    "RedisStore: a call of the prune script stops after the flow whose nodes reach its budget of node reads; the next call goes on",
+  ignore: url === null,
+  async fn() {
+    await using opened = await openTestRedisStore(url!, { clock: "caller" });
+    const { store, prefix } = opened;
+    // Three flows of half the budget each: the second reaches it, so the third needs a call of
+    // its own (then one call finds none left).
+    const size = PRUNE_NODE_BUDGET / 2;
+    const ids: number[] = [];
+    for (let flow = 0; flow < 3; flow++) {
+      const { id } = await store.insertFlow({
+        name: "long",
+        createdAt: T0,
+        nodes: Array.from({ length: size }, (_, i) => ({
+          key: `n${i}`,
+          job: { ...newJob({ name: "node", queue: "long" }), delayMs: 0, retryForMs: null },
+          parents: i === 0 ? [] : [i - 1],
+          continueOnFailure: false,
+        })),
+        onFailure: [],
+      });
+      ids.push(id);
+    }
+    // Every node succeeded and the flows ended at T0, as their settles would leave them.
+    await evalScript(
+      url!,
+      `for i = 2, #ARGV do
+        local key = ARGV[1] .. ':flow:' .. ARGV[i]
+        local count = tonumber(redis.call('HGET', key, 'nodes'))
+        for pos = 0, count - 1 do redis.call('HSET', key .. ':n', pos .. ':s', 'succeeded') end
+        redis.call('HSET', key, 'ended_at', ${T0}, 'open_from', count)
+      end
+      return 1`,
+      [`{${prefix}}`, ...ids.map(String)],
+    );
+    await using watch = await watchCommands(url!, prefix);
+    let pruned = -1;
+    const lines = await watch.during(async () => pruned = await store.pruneFlows(T0 + 1, T0 + 1));
+    assert.equal(pruned, 3);
+    assert.equal(lines.filter((line) => line.includes('"FCALL"')).length, 3, "script calls");
   },
 });

@@ -17,6 +17,7 @@ export function sqliteContract(part: number): void {
       store,
       another: () => SqliteStore.open(dir.dbPath),
       concurrentTransactions: false,
+      closeRollsBack: false,
       async [Symbol.asyncDispose]() {
         await store.close();
         await dir[Symbol.asyncDispose]();
@@ -25,6 +26,11 @@ export function sqliteContract(part: number): void {
   }, part);
   storeContract("SqliteStore (:memory:)", async () => {
     const store = await SqliteStore.open(":memory:");
-    return { store, concurrentTransactions: false, [Symbol.asyncDispose]: () => store.close() };
+    return {
+      store,
+      concurrentTransactions: false,
+      closeRollsBack: false,
+      [Symbol.asyncDispose]: () => store.close(),
+    };
   }, part);
 }
