@@ -37,6 +37,9 @@ export interface QueueTransaction extends Dispatcher {
    * Rejects with a `TypeError` a text of no statement or of several, params
    * that are no array, transaction control (`COMMIT`, …) and what changes
    * the connection past the transaction (`SET` but `SET LOCAL`, `PRAGMA`, …).
+   * On PostgreSQL, what else a statement changes on the connection
+   * (`set_config(…, false)`, `LISTEN`, `PREPARE`, a temporary table, …) is
+   * reset when the transaction ends.
    */
   query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<Row[]>;
 }
