@@ -75,3 +75,18 @@ for (const [ending, callback] of Object.entries(endings)) {
     },
   });
 }
+
+Deno.test({
+  name:
+    "PostgresStore: a transaction whose callback returned before an app statement it did not await failed rejects with that statement's error and keeps none of its jobs",
+  ignore: url === null,
+  async fn() {
+    await using pg = await openTestPostgresStore(url!, { clock: "caller" });
+    const outcome = await pg.store.transaction(async (tx) => {
+      await tx.insertJobs([newJob()]);
+      void tx.query("SELECT 1 / 0").catch(() => {}); // PostgreSQL aborts the transaction here
+    }).then(() => "committed", String);
+    assert.equal(outcome, "PostgresError: division by zero");
+    assert.deepEqual(await claim(pg.store, { now: T0 }), [], "the job rolled back with it");
+  },
+});
