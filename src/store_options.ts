@@ -18,6 +18,9 @@ import {
 import { type Durability, SqliteStore } from "./stores/sqlite/mod.ts";
 import type { MigrateOptions, Store } from "./stores/store.ts";
 
+/** The options of the SQLite file, which no other store takes. */
+const SQLITE_OPTIONS = ["durability", "busyTimeoutMs"] as const;
+
 /** The options of {@linkcode Queue.open} that choose and open its store. */
 export interface StoreOptions {
   /**
@@ -48,13 +51,16 @@ export interface StoreOptions {
   store?: Store;
   /**
    * SQLite `synchronous` level: `"normal"` survives a process crash, `"full"` also power loss.
-   * Refused beside `url` or `store`, which it would not reach.
+   * Refused beside `url` or `store`, which it would not reach. Without `path`, when
+   * `DATABASE_URL` names PostgreSQL, it is ignored with a warning (once per process), so one
+   * config serves SQLite on a laptop and PostgreSQL where the variable is set.
    * @default {"normal"}
    */
   durability?: Durability;
   /**
    * How long to wait for another process's write lock before failing (SQLite). Refused beside
-   * `url` or `store`, which it would not reach.
+   * `url` or `store`, which it would not reach. Without `path`, when `DATABASE_URL` names
+   * PostgreSQL, it is ignored with a warning (once per process), as `durability` is.
    * @default {30_000}
    */
   busyTimeoutMs?: number;
@@ -82,7 +88,10 @@ export async function openStore(
   if (options.store !== undefined) return options.store;
   if (options.path !== undefined) assertPath(options.path);
   const url = options.url ?? (options.path === undefined ? databaseUrl() : undefined);
-  if (url !== undefined) return await openServer(url, migrate);
+  if (url !== undefined) {
+    if (options.url === undefined) warnSqliteOptionsIgnored(options);
+    return await openServer(url, migrate);
+  }
   const path = options.path ?? "./.renox/queue.db";
   try {
     return await SqliteStore.open(path, {
@@ -108,9 +117,7 @@ function assertOneStore(options: StoreOptions): void {
     throw new TypeError(`Queue.open: give one of path, url and store: got ${places.join(" and ")}`);
   }
   const other = places.find((name) => name !== "path");
-  const sqlite = (["durability", "busyTimeoutMs"] as const).find((name) =>
-    options[name] !== undefined
-  );
+  const sqlite = SQLITE_OPTIONS.find((name) => options[name] !== undefined);
   if (other !== undefined && sqlite !== undefined) {
     throw new TypeError(
       `Queue.open: ${sqlite} is an option of the SQLite file (path), so it takes no ${other}`,
@@ -124,6 +131,27 @@ function assertOneStore(options: StoreOptions): void {
       }; migrate the store before Queue.open with store.migrate(), which takes the same options`,
     );
   }
+}
+
+/** The SQLite options named in a warning so far: each warns once per process. */
+const warnedIgnored = new Set<string>();
+
+/**
+ * Warns, once per process for each set of them, that the SQLite file's
+ * options in `options` are ignored, the queue keeping its jobs in the
+ * PostgreSQL database `DATABASE_URL` names. Not refused, as beside `url`:
+ * an app may give them for its local SQLite file and run where the
+ * variable is set with the same code.
+ */
+function warnSqliteOptionsIgnored(options: StoreOptions): void {
+  const ignored = SQLITE_OPTIONS.filter((name) => options[name] !== undefined).join(" and ");
+  if (ignored === "" || warnedIgnored.has(ignored)) return;
+  warnedIgnored.add(ignored);
+  console.warn(
+    `@renox/queue: Queue.open ignores ${ignored}: ${
+      ignored.includes(" and ") ? "they are options" : "it is an option"
+    } of the SQLite file, and the queue keeps its jobs in the PostgreSQL database DATABASE_URL names (pass path to keep them in a SQLite file)`,
+  );
 }
 
 /**

@@ -320,3 +320,40 @@ for (const kind of ["PostgreSQL", "Redis"] as const) {
     },
   });
 }
+
+Deno.test({
+  name:
+    "Queue.open() without path on a postgres:// DATABASE_URL keeps the jobs in PostgreSQL and warns once that it ignores the SQLite file's durability and busyTimeoutMs, naming them",
+  ignore: postgresUrl === null,
+  async fn() {
+    const schema = freshSchema();
+    const url = new URL(postgresUrl!);
+    url.searchParams.set("schema", schema);
+    const variable = Deno.env.get("DATABASE_URL");
+    const warn = console.warn;
+    const warnings: string[] = [];
+    console.warn = (...args: unknown[]) => warnings.push(args.map(String).join(" "));
+    Deno.env.set("DATABASE_URL", url.href);
+    try {
+      for (const options of [{ durability: "full" as const, busyTimeoutMs: 1_000 }, {}]) {
+        await using queue = await Queue.open({ jobs: [noop], ...options });
+        await queue.dispatch(noop, null);
+      }
+      await using again = await Queue.open({ jobs: [noop], durability: "full", busyTimeoutMs: 1 });
+      assert.equal((await again.counts()).default?.pending, 2, "both jobs are in PostgreSQL");
+      assert.deepEqual(warnings, [
+        "@renox/queue: Queue.open ignores durability and busyTimeoutMs: they are options of the " +
+        "SQLite file, and the queue keeps its jobs in the PostgreSQL database DATABASE_URL names " +
+        "(pass path to keep them in a SQLite file)",
+      ]);
+      await using alone = await Queue.open({ jobs: [noop], busyTimeoutMs: 1_000 });
+      assert.match(warnings[1] ?? "", /ignores busyTimeoutMs: it is an option of the SQLite file/);
+    } finally {
+      console.warn = warn;
+      if (variable === undefined) Deno.env.delete("DATABASE_URL");
+      else Deno.env.set("DATABASE_URL", variable);
+      await using dropper = await PostgresStore.open(postgresUrl!, { migrate: false });
+      await dropper.transaction((tx) => tx.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
+    }
+  },
+});

@@ -35,8 +35,12 @@ export interface QueueTransaction extends Dispatcher {
    * Runs one statement of the app's own in the same transaction (`?`
    * placeholders on SQLite, `$1` on PostgreSQL) and returns its rows.
    * Rejects with a `TypeError` a text of no statement or of several, params
-   * that are no array, transaction control (`COMMIT`, …) and what changes
+   * that are no array or, on SQLite, not as many as the statement's
+   * placeholders (PostgreSQL's server refuses fewer), transaction control (`COMMIT`, …) and what changes
    * the connection past the transaction (`SET` but `SET LOCAL`, `PRAGMA`, …).
+   * On PostgreSQL, what else a statement changes on the connection
+   * (`set_config(…, false)`, `LISTEN`, `PREPARE`, a temporary table, …) is
+   * reset when the transaction ends.
    */
   query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<Row[]>;
 }

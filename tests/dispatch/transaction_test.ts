@@ -333,3 +333,52 @@ storeTest(
     assert.deepEqual((await queue.jobs()).jobs.map((job) => job.id), [id]);
   },
 );
+
+storeTest.sql(
+  "Queue.transaction(): tx.query refuses fewer params than its statement's placeholders, naming both counts, and the transaction keeps nothing",
+  async (db) => {
+    await using queue = await db.open({ jobs: [note] });
+    const cases = [
+      { text: "SELECT CAST(? AS INTEGER) AS a, CAST(? AS INTEGER) AS b", params: [1], takes: 2 },
+      { text: "SELECT CAST(? AS INTEGER) AS a", params: [], takes: 1 },
+    ];
+    for (const { text, params, takes } of cases) {
+      const refused = await queue.transaction(async (tx) => {
+        await tx.dispatch(note, { n: 1 });
+        await tx.query(db.sql(text), params);
+      }).then(() => null, (error: Error) => error);
+      const counts = db.kind === "sqlite"
+        ? new RegExp(`takes ${takes} params?\\b.*: got ${params.length}\\b`)
+        : new RegExp(`supplies ${params.length} parameters, but .* requires ${takes}\\b`);
+      assert.match(String(refused), counts, `${text} with ${params.length}`);
+    }
+    assert.deepEqual((await queue.jobs()).jobs, [], "every transaction rolled back");
+    const rows = await queue.transaction((tx) =>
+      tx.query(db.sql("SELECT CAST(? AS INTEGER) AS a, CAST(?2 AS INTEGER) AS b"), [1, 2])
+    );
+    assert.deepEqual(rows.map((row) => ({ ...row })), [{ a: 1, b: 2 }]);
+  },
+);
+
+Deno.test("SQLite: tx.query refuses more params than its statement takes, counting a ?NNN placeholder up to its number and a repeated one once", async () => {
+  await using dir = await tempDir();
+  await using queue = await Queue.open({ path: dir.dbPath, jobs: [note] });
+  const cases = [
+    { text: "SELECT ? AS a", params: [1, 2], takes: 1 },
+    { text: "SELECT 1 AS a", params: [1], takes: 0 },
+    { text: "SELECT ?3 AS a", params: [1, 2], takes: 3 },
+    { text: "SELECT ?1 AS a, ?1 AS b", params: [1, 2], takes: 1 },
+  ];
+  for (const { text, params, takes } of cases) {
+    await assert.rejects(
+      queue.transaction((tx) => tx.query(text, params)),
+      (error: Error) =>
+        error instanceof TypeError &&
+        error.message.includes(`takes ${takes} param`) &&
+        error.message.includes(`: got ${params.length} in "${text}"`),
+      text,
+    );
+  }
+  const [row] = await queue.transaction((tx) => tx.query("SELECT ?3 AS a", [1, 2, 3]));
+  assert.equal(row?.a, 3);
+});

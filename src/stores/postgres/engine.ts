@@ -31,6 +31,7 @@ import {
   planSteps,
 } from "../schema_steps.ts";
 import { oneWriteAtMost, type Result, runAsync, type Script, type Step } from "../sql/script.ts";
+import { SessionReset } from "./session_reset.ts";
 import { WakeUps } from "./wake_ups.ts";
 
 /**
@@ -65,7 +66,8 @@ export type Sql = postgres.Sql<Record<string, never>>;
  * statements"` scripts (each its own commit).
  */
 export type PoolKind = "shared" | "unflushed";
-type Connection = postgres.TransactionSql<Record<string, never>> | Sql;
+/** A transaction's connection, or the pool. */
+export type Connection = postgres.TransactionSql<Record<string, never>> | Sql;
 
 /** What a {@linkcode PostgresEngine} works on, besides its pools. */
 export interface EngineNames {
@@ -196,6 +198,8 @@ export class PostgresEngine implements Engine {
           throw new Error("This transaction has ended: use it only inside its callback");
         }
       };
+      // What the app's statements change on the connection must not reach the queue's next ones.
+      const session = new SessionReset(connection);
       const tx: EngineTransaction = {
         run: async (script) => {
           check();
@@ -203,17 +207,21 @@ export class PostgresEngine implements Engine {
         },
         query: async <Row>(text: string, params: readonly unknown[]) => {
           check();
-          // The extended protocol, which runs one statement: without params the driver would send
-          // the text by the simple one, which runs each statement of it (a COMMIT past the check).
-          const options = { prepare: true, simple: false };
-          return [...await connection.unsafe(text, params as never[], options)] as Row[];
+          return await session.query<Row>(text, params);
         },
       };
+      let result: T;
       try {
-        return await this.#insideTransaction.run(inside, () => fn(tx));
+        result = await this.#insideTransaction.run(inside, () => fn(tx));
+      } catch (error) {
+        // The callback's error is the one to report: a reset that fails too rolls back with it.
+        await session.reset(true).catch(() => {});
+        throw error;
       } finally {
         inside.open = false;
       }
+      await session.reset(false);
+      return result;
     });
   }
 

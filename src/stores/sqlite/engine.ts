@@ -27,6 +27,7 @@ import { FileIdentity } from "./file_identity.ts";
 import { FileWatch } from "./file_watch.ts";
 import { isBusy, retryWhileBusy } from "./connection.ts";
 import { explainWriteError } from "./write_errors.ts";
+import { assertParamCount } from "./positional_params.ts";
 import { IdleCheckpoint } from "./wal_checkpoint.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
 import { kindUpdates, type MigrationQuery, readPlan } from "../sql/engine.ts";
@@ -178,7 +179,10 @@ export class SqliteEngine implements Engine {
         // deno-lint-ignore require-await
         query: async <Row>(text: string, params: readonly unknown[]) => {
           check();
-          return this.#db.prepare(text).all(...params.map(bind)) as unknown as Row[];
+          const statement = this.#db.prepare(text);
+          // node:sqlite would read a placeholder left without a value as NULL.
+          assertParamCount(statement, params.length);
+          return statement.all(...params.map(bind)) as unknown as Row[];
         },
       };
       const result = await this.#insideTransaction.run(ended, () => fn(tx));
