@@ -59,9 +59,9 @@ export const PAGE_CHUNK = 1000;
  *   (`P:done:<id>`, replacing an earlier record of `id`) and writes those
  *   fields and `id` over it, then adds every job to its listings, one
  *   `ZADD` per listing for the whole call. A job whose claim never started
- *   its handler (`fields.refund` true: it expired, or a cancel asked during
- *   an earlier attempt was seen by this claim) has the attempt its claim
- *   counted taken off. The kept record keeps the job's other fields (its
+ *   its handler (`fields.refund` true: it expired, a cancel asked during an
+ *   earlier attempt was seen by this claim, or a cancel removed it held
+ *   ahead) has the attempt its claim counted taken off. The kept record keeps the job's other fields (its
  *   lease, priority, crashes, …); every reader of `P:done:<id>` names the
  *   fields it reads.
  * - `History.record(id, job, fields)`: the same for one job.
@@ -265,8 +265,9 @@ function H.cancel(jobs, reason)
       outcomes[i] = 'cancelling'
     else
       if entry.keepUntil > INPUT.now then
+        -- A job held ahead never started: the attempt its claim counted is not one.
         History.record(id, job, {state = 'cancelled', error = reason, finished_at = NOW,
-          keep_until = at(entry.keepUntil)})
+          keep_until = at(entry.keepUntil), refund = startedAttempts(job) < num(job, 'attempts')})
       end
       deleteJob(id, job)
       H.linksRemoved(id, job, NOW, 'cancel')

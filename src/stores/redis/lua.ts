@@ -537,4 +537,13 @@ local function wake() redis.call('PUBLISH', P .. ':wake', '') end
 
 -- A number field of a job row (absent = 0).
 local function num(job, field) return tonumber(job[field] or 0) end
+
+-- A job row's attempts as the queue counts them, the starts of its handler: a job held ahead
+-- (leased, claimed_ahead '1') has not started, so the attempt its claim counted is not one yet
+-- (as the SQL stores' STARTED_ATTEMPTS). What every read of an unfinished job's attempts reports.
+local function startedAttempts(job)
+  local attempts = num(job, 'attempts')
+  if job.token ~= nil and job.claimed_ahead == '1' then return attempts - 1 end
+  return attempts
+end
 `;

@@ -34,7 +34,7 @@ import type {
   WorkerHeartbeat,
   WorkerInfo,
 } from "../store.ts";
-import { clockParam, type Dialect } from "./dialect.ts";
+import { clockParam, type Dialect, STARTED_ATTEMPTS } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
@@ -117,7 +117,8 @@ const MATCHING = `${JOBS_AT} WHERE (CAST($2 AS text) IS NULL OR ${STATE} = CAST(
   AND (CAST($3 AS text) IS NULL OR queue = CAST($3 AS text))
   AND (CAST($4 AS text) IS NULL OR name = CAST($4 AS text))`;
 const LIST_JOBS = statement(
-  `SELECT id, queue, name, ${STATE} AS state, priority, attempts, available_at,
+  `SELECT id, queue, name, ${STATE} AS state, priority, ${STARTED_ATTEMPTS} AS attempts,
+    available_at,
     created_at, progress, batch_id, last_error
   ${MATCHING} ORDER BY id LIMIT $5 OFFSET $6`,
 );
