@@ -689,7 +689,11 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       // Short of jobs ahead (none more due, or batch jobs given back): claim none ahead a while.
       if (limit > free && result.claimed.length < limit) this.#ahead.pause();
       const startable = await this.#middleware.check(result.claimed);
-      if (startable.some((job) => job.retryUntil !== null)) await this.#findParkResumes(startable);
+      const asked = (job: ClaimedJob) =>
+        job.cancelRequested !== undefined && job.cancelRequested !== null;
+      if (startable.some((job) => job.retryUntil !== null || asked(job))) {
+        await this.#findParkResumes(startable);
+      }
       // The claim started the jobs of the free slots; those claimed ahead wait for a confirmation.
       const ahead: ClaimedJob[] = [];
       for (const job of startable) {
@@ -793,7 +797,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       });
       return;
     }
-    const refusal = refusalBeforeStart(job, definition, now, this.#parkResumes.delete(job.id));
+    const resumesPark = this.#parkResumes.delete(job.id);
+    const refusal = refusalBeforeStart(job, definition, now, resumesPark);
     if (refusal !== null || definition === undefined) {
       this.#settleLater({
         job,
@@ -803,11 +808,13 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       return;
     }
     if (job.cancelRequested !== undefined && job.cancelRequested !== null) {
-      // Cancelled while an earlier attempt ran, which ended before its worker saw it.
+      // Cancelled while an earlier attempt ran, which ended before its worker saw it: unstarted,
+      // unless that run parked (its start counts, as the claim resuming it counted it again).
       const keepUntil = now + this.#keepMs(definition);
+      const handler = resumesPark ? "started" : "not started";
       this.#settleLater({
         job,
-        outcome: cancelled(job, job.cancelRequested, now, keepUntil, "not started"),
+        outcome: cancelled(job, job.cancelRequested, now, keepUntil, handler),
         durationMs: 0,
       });
       return;

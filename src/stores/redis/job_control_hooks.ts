@@ -58,10 +58,12 @@ export const PAGE_CHUNK = 1000;
  *   clock); `History.keep` renames each job's hash to its kept record
  *   (`P:done:<id>`, replacing an earlier record of `id`) and writes those
  *   fields and `id` over it, then adds every job to its listings, one
- *   `ZADD` per listing for the whole call. A job whose claim never started
- *   its handler (`fields.refund` true: it expired, or a cancel asked during
- *   an earlier attempt was seen by this claim) has the attempt its claim
- *   counted taken off. The kept record keeps the job's other fields (its
+ *   `ZADD` per listing for the whole call. Its attempts are the starts of
+ *   its handler (`startedAttempts`, lua.ts): a job whose claim never
+ *   started its handler (`fields.refund` true: it expired, or a cancel asked
+ *   during an earlier attempt was seen by this claim; absent: read from the
+ *   row, where a cancel removes a job held ahead) has the attempt its claim
+ *   counted taken off, and a run that parked counts. The kept record keeps the job's other fields (its
  *   lease, priority, crashes, …); every reader of `P:done:<id>` names the
  *   fields it reads.
  * - `History.record(id, job, fields)`: the same for one job.
@@ -157,9 +159,8 @@ function History.add(batch, id, job, fields)
   table.insert(batch.ids, id)
   table.insert(batch.texts, idText)
   local row = {'id', idText, 'state', fields.state, 'finished_at', finishedAt, 'keep_until', keepUntil}
-  if fields.refund then
-    table.insert(row, 'attempts'); table.insert(row, num(job, 'attempts') - 1)
-  end
+  local attempts = startedAttempts(id, job, fields.refund)
+  if attempts ~= num(job, 'attempts') then table.insert(row, 'attempts'); table.insert(row, attempts) end
   -- Field by field, not through a list made for each job.
   local n = #row
   if fields.output ~= nil then row[n + 1] = 'output'; row[n + 2] = fields.output; n = n + 2 end

@@ -22,7 +22,7 @@ import * as steps from "./steps.ts";
  * What a cancel reads of a job: whether it runs (its lease still runs at
  * `now`, `{{now $2}}`, and it started: a job claimed ahead has not).
  */
-const FOUND_COLUMNS = `id, keyed, ${LINK_COLUMNS}, token,
+const FOUND_COLUMNS = `id, keyed, ${LINK_COLUMNS}, token, claimed_ahead,
     CASE WHEN token IS NOT NULL AND available_at > {{now $2}} AND claimed_ahead = 0 THEN 1
       ELSE 0 END AS leased,
     {{now $2}} AS now`;
@@ -50,6 +50,8 @@ const CANCELS_ASKED = statement(
 type FoundJob = JobLinks & {
   id: number;
   token: number | null;
+  /** 1 when a worker holds it ahead: the attempt its claim counted is not one. */
+  claimed_ahead: number;
   leased: number;
   now: number;
   keyed: number;
@@ -133,7 +135,8 @@ function* cancelFound(
       unstarted.flatMap((job) => {
         const keepMs = keepUntil.get(Number(job.id))! - request.now;
         const token = job.token === null ? null : Number(job.token);
-        return keepMs > 0 ? [{ id: Number(job.id), token, keepMs }] : [];
+        const heldAhead = token !== null && Number(job.claimed_ahead) === 1;
+        return keepMs > 0 ? [{ id: Number(job.id), token, keepMs, heldAhead }] : [];
       }),
       reason,
       now,

@@ -14,6 +14,7 @@ import type {
 } from "../rows/job_control.ts";
 import type { Page, Settlement } from "../store.ts";
 import { clockParam, type Dialect } from "./dialect.ts";
+import { STARTED_ATTEMPTS, startedAttempts } from "./started_attempts.ts";
 import { type StoredFinished, toFinishedJob } from "./stored_rows.ts";
 import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
@@ -27,14 +28,17 @@ const UNLEASED = -1;
  * Copies jobs about to be deleted into `completed_jobs`, each fenced by its
  * token (`-1`: none), all of a settle's in one statement. Each row's times
  * are given as ms after `{{now $2}}` (the caller's now, or the database's).
- * A job whose claim never started its handler (`refund` 1: it expired, or
- * a cancel asked during an earlier attempt was seen by this claim) has the
- * attempt its claim counted taken off.
+ * A job whose claim never started its handler (`refund` 1: it expired, a
+ * cancel asked during an earlier attempt was seen by this claim, or a
+ * cancel removed it held ahead) has the attempt its claim counted taken off;
+ * a run it resumed that parked counts (see `./started_attempts.ts`).
  */
 const RECORD = statement(
   `INSERT INTO completed_jobs (id, queue, name, state, payload, output, error, attempts,
     created_at, started_at, finished_at, duration_ms, keep_until)
-  SELECT j.id, j.queue, j.name, r.state, j.payload, r.output, r.error, j.attempts - r.refund,
+  SELECT j.id, j.queue, j.name, r.state, j.payload, r.output, r.error, ${
+    startedAttempts("j", "r.refund")
+  },
     j.created_at, clock.t + r.started_ms, clock.t + r.finished_ms, r.duration_ms,
     clock.t + r.keep_ms
   FROM {{rows $1 id int, token int, state text, output text, error text, started_ms int,
@@ -58,10 +62,10 @@ const PRUNE_FINISHED = statement(
 /**
  * Where each of the jobs `{{ids $1}}` stands, one row per job some table
  * holds; `leased` is 1 when its lease still runs at `{{now $2}}` and it
- * started (a job claimed ahead has not).
+ * started (a job claimed ahead has not, nor counted its attempt).
  */
 const RESULTS = statement(
-  `SELECT 'job' AS source, id, name, attempts,
+  `SELECT 'job' AS source, id, name, ${STARTED_ATTEMPTS} AS attempts,
     CASE WHEN token IS NOT NULL AND available_at > {{now $2}} AND claimed_ahead = 0 THEN 1
       ELSE 0 END AS leased,
     CAST(NULL AS TEXT) AS output, CAST(NULL AS TEXT) AS error, cancel_requested AS state
@@ -133,17 +137,30 @@ export function* recordFinished(
   if (pruning.due(at)) yield* exec(PRUNE_KEPT, clockParam(dialect, at));
 }
 
+/** A job a cancel removes, as {@linkcode recordCancelled} keeps it. */
+export interface CancelledJob {
+  /** Its id. */
+  readonly id: number;
+  /** The token of the claim that holds it, or null. */
+  readonly token: number | null;
+  /** How long after the store's now it is kept, in ms. */
+  readonly keepMs: number;
+  /** True when a worker holds it ahead, unstarted: the attempt that claim counted is not one. */
+  readonly heldAhead: boolean;
+}
+
 /**
  * Records `jobs`, about to be deleted without running to their end, as
- * cancelled with `reason`, each kept `keepMs` after `now` (the store's now).
+ * cancelled with `reason`, each kept `keepMs` after `now` (the store's now),
+ * with the attempts its handler started.
  */
 export function* recordCancelled(
-  jobs: readonly { readonly id: number; readonly token: number | null; readonly keepMs: number }[],
+  jobs: readonly CancelledJob[],
   reason: string,
   now: number,
 ): Script<void> {
   if (jobs.length === 0) return;
-  const rows = jobs.map(({ id, token, keepMs }) => [
+  const rows = jobs.map(({ id, token, keepMs, heldAhead }) => [
     id,
     token ?? UNLEASED,
     "cancelled",
@@ -153,7 +170,7 @@ export function* recordCancelled(
     0,
     null,
     keepMs,
-    0,
+    heldAhead ? 1 : 0,
   ]);
   yield* exec(RECORD, rows, now);
 }

@@ -35,6 +35,7 @@ import type {
   WorkerInfo,
 } from "../store.ts";
 import { clockParam, type Dialect } from "./dialect.ts";
+import { STARTED_ATTEMPTS } from "./started_attempts.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
@@ -117,7 +118,8 @@ const MATCHING = `${JOBS_AT} WHERE (CAST($2 AS text) IS NULL OR ${STATE} = CAST(
   AND (CAST($3 AS text) IS NULL OR queue = CAST($3 AS text))
   AND (CAST($4 AS text) IS NULL OR name = CAST($4 AS text))`;
 const LIST_JOBS = statement(
-  `SELECT id, queue, name, ${STATE} AS state, priority, attempts, available_at,
+  `SELECT id, queue, name, ${STATE} AS state, priority, ${STARTED_ATTEMPTS} AS attempts,
+    available_at,
     created_at, progress, batch_id, last_error
   ${MATCHING} ORDER BY id LIMIT $5 OFFSET $6`,
 );

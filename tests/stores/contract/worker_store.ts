@@ -246,6 +246,52 @@ function register(test: ContractTest): void {
     );
   });
 
+  test("a job held ahead has started no attempt: result(), jobs() and a cancel's kept record count only the attempts its handler started", async (store) => {
+    const [a, b, c] = await store.insertJobs([
+      newJob({ availableAt: T0 - 2 }),
+      newJob({ availableAt: T0 - 3 }),
+      newJob(),
+    ]);
+    // b ran once and failed: its next claim holds it ahead at attempt 2, not yet started.
+    assert.deepEqual(ids(await claim(store, { limit: 1, token: 1 })), [b]);
+    await store.settle([release(b!, 1, T0 - 1, "Error: boom")]);
+    const held = await claim(store, { limit: 3, aheadFrom: 1, token: 2 });
+    assert.deepEqual(held.map((job) => [job.id, job.attempts, job.ahead === true]), [
+      [a, 1, false],
+      [b, 2, true],
+      [c, 1, true],
+    ]);
+    const attempts = async (now: number) => {
+      const results = await store.results([b!, c!], now);
+      const listing = await store.jobs({ state: null, queue: null, name: null }, {
+        limit: 10,
+        offset: 0,
+      }, now);
+      return {
+        results: [b!, c!].map((id) => results.get(id)?.attempts),
+        listed: listing.jobs.filter((job) => job.id !== a).map((job) => job.attempts),
+      };
+    };
+    assert.deepEqual(await attempts(T0), { results: [1, 0], listed: [1, 0] }, "not started");
+    // Its worker died (the lease ran out, unconfirmed): still started nothing, as R18 charges it.
+    assert.deepEqual(await attempts(T0 + LEASE_MS + 1), { results: [1, 0], listed: [1, 0] });
+    const keepUntil = T0 + 60_000;
+    for (const id of [b!, c!]) {
+      assert.equal(await store.cancel({ id, reason: "asked", now: T0, keepUntil }), "cancelled");
+    }
+    const kept = await Promise.all([b!, c!].map((id) => store.result(id, T0 + 1)));
+    assert.deepEqual(kept.map((row) => [row?.state, row?.attempts]), [
+      ["cancelled", 1],
+      ["cancelled", 0],
+    ]);
+    const listed = await store.finished({}, { limit: 10, offset: 0 });
+    assert.deepEqual(
+      listed.map((job) => [job.id, job.attempts]).sort(([x], [y]) => x! - y!),
+      [[b, 1], [c, 0]],
+      "the kept history says the same",
+    );
+  });
+
   test("claim() with room to hold jobs ahead that finds no more than aheadFrom starts them all: a worker death charges each", async (store) => {
     const [a, b] = await store.insertJobs([newJob(), newJob()]);
     const first = await claim(store, { limit: 5, aheadFrom: 2, token: 1 });
