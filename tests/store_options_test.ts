@@ -346,7 +346,7 @@ Deno.test({
         "SQLite file, and the queue keeps its jobs in the PostgreSQL database DATABASE_URL names " +
         "(pass path to keep them in a SQLite file)",
       ]);
-      await using alone = await Queue.open({ jobs: [noop], busyTimeoutMs: 1_000 });
+      await using _alone = await Queue.open({ jobs: [noop], busyTimeoutMs: 1_000 });
       assert.match(warnings[1] ?? "", /ignores busyTimeoutMs: it is an option of the SQLite file/);
     } finally {
       console.warn = warn;
