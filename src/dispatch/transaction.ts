@@ -38,9 +38,6 @@ export interface QueueTransaction extends Dispatcher {
    * that are no array or, on SQLite, not as many as the statement's
    * placeholders (PostgreSQL's server refuses fewer), transaction control (`COMMIT`, …) and what changes
    * the connection past the transaction (`SET` but `SET LOCAL`, `PRAGMA`, …).
-   * On PostgreSQL, what else a statement changes on the connection
-   * (`set_config(…, false)`, `LISTEN`, `PREPARE`, a temporary table, …) is
-   * reset when the transaction ends.
    */
   query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<Row[]>;
 }

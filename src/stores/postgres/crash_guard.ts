@@ -7,11 +7,10 @@
  * "ended by the other party" error) escapes every `await` and ends the
  * process. The transaction itself has already rejected with the
  * connection's error, which the store reports, so the stray error is
- * dropped. So is a connection error of a driver promise nobody awaits:
- * queries of a pool the store ended after losing its connections, and the
- * query for the server's array types that the driver sends, unawaited, on
- * each new connection (a connection cut during it rejects that query with
- * the server's shutdown error, 57P01 when `pg_terminate_backend` ended it).
+ * dropped. So is a connection error of a driver promise nobody awaits, such
+ * as a query of a pool the store ended after losing its connections (the
+ * driver's own array types query, the worst of them, is never sent: see
+ * `./array_types.ts`).
  * Only errors raised inside the driver's connection code with those
  * messages or codes are dropped: anything else still reaches the app.
  * Installed while a PostgreSQL store is open.
@@ -48,7 +47,7 @@ const CONNECTION_ENDS = new Set([
   "57P03",
 ]);
 
-/** Whether `reason` is a connection error of a driver promise nobody awaits (a query of a pool being ended, the array types query of a new connection). */
+/** Whether `reason` is a connection error of a driver promise nobody awaits (a query of a pool being ended). */
 export function isStrayRejection(reason: unknown): boolean {
   if (isStrayWrite(reason)) return true;
   if (!(reason instanceof Error)) return false;

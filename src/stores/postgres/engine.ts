@@ -20,6 +20,12 @@ import { STEPS_RECORD } from "../../../migrations/postgres/mod.ts";
 import { QueueClosedError, QueueMovedError } from "../../errors.ts";
 import { QUEUE_MOVED_SQLSTATE } from "./move_fence.ts";
 import { guardStrayWrites } from "./crash_guard.ts";
+import {
+  type ArrayType,
+  readArrayTypes,
+  teachArrayTypes,
+  type TypeOptions,
+} from "./array_types.ts";
 import { isConnectionLost } from "../store_outage.ts";
 import type { BackupResult } from "../store.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
@@ -31,7 +37,6 @@ import {
   planSteps,
 } from "../schema_steps.ts";
 import { oneWriteAtMost, type Result, runAsync, type Script, type Step } from "../sql/script.ts";
-import { SessionReset } from "./session_reset.ts";
 import { WakeUps } from "./wake_ups.ts";
 
 /**
@@ -86,6 +91,8 @@ export class PostgresEngine implements Engine {
   /** The pool of unflushed statements, opened on first use; replaced with `#sql`. */
   #unflushed: Sql | null = null;
   readonly #connect: (kind: PoolKind) => Sql;
+  /** The server's array types, read at the first app statement; taught to each pool opened. */
+  #arrayTypes: readonly ArrayType[] | null = null;
   readonly #schema: string;
   readonly #channel: string;
   readonly #server: string;
@@ -198,8 +205,8 @@ export class PostgresEngine implements Engine {
           throw new Error("This transaction has ended: use it only inside its callback");
         }
       };
-      // What the app's statements change on the connection must not reach the queue's next ones.
-      const session = new SessionReset(connection);
+      // The app's statements, awaited before the transaction ends (see `settledStatements`).
+      const statements = new Set<Promise<unknown>>();
       const tx: EngineTransaction = {
         run: async (script) => {
           check();
@@ -207,22 +214,35 @@ export class PostgresEngine implements Engine {
         },
         query: async <Row>(text: string, params: readonly unknown[]) => {
           check();
-          return await session.query<Row>(text, params);
+          const statement = this.#appStatement<Row>(connection, text, params);
+          statements.add(statement);
+          return await statement;
         },
       };
-      let result: T;
       try {
-        result = await this.#insideTransaction.run(inside, () => fn(tx));
-      } catch (error) {
-        // The callback's error is the one to report: a reset that fails too rolls back with it.
-        await session.reset(true).catch(() => {});
-        throw error;
+        const result = await this.#insideTransaction.run(inside, () => fn(tx));
+        await settledStatements(statements);
+        return result;
       } finally {
         inside.open = false;
       }
-      await session.reset(false);
-      return result;
     });
+  }
+
+  /**
+   * Runs one app statement on the transaction's `connection`, by the
+   * extended protocol (one statement: without params the driver would send
+   * the text by the simple one, which runs each statement of it, a COMMIT
+   * past the text's check), once the pool knows the server's array types.
+   */
+  async #appStatement<Row>(
+    connection: Connection,
+    text: string,
+    params: readonly unknown[],
+  ): Promise<Row[]> {
+    await this.#learnArrayTypes(connection);
+    const options = { prepare: true, simple: false };
+    return [...await connection.unsafe(text, params as never[], options)] as Row[];
   }
 
   /**
@@ -374,9 +394,23 @@ export class PostgresEngine implements Engine {
   #renewPool(): void {
     const old = [this.#sql, this.#unflushed];
     this.#sql = this.#connect("shared");
+    if (this.#arrayTypes !== null) teachArrayTypes(typeOptions(this.#sql), this.#arrayTypes);
     this.#unflushed = null;
     this.#listening = null; // the old pool's LISTEN ends with it; taken again once calls work
     for (const pool of old) void pool?.end({ timeout: 0 }).catch(() => {});
+  }
+
+  /**
+   * Reads the server's array types on `connection` (the transaction's, as a
+   * pool of one connection has no other free) before the first app
+   * statement, once, and teaches them to the pool: the app's array
+   * parameters and columns of every type, as the driver's own lookup would.
+   */
+  async #learnArrayTypes(connection: Connection): Promise<void> {
+    if (this.#arrayTypes !== null) return;
+    const types = await readArrayTypes(connection);
+    this.#arrayTypes = types;
+    teachArrayTypes(typeOptions(this.#sql), types);
   }
 
   /** Drops the LISTEN subscription, if any, and takes a new one. */
@@ -437,6 +471,24 @@ class WakeUpAsked {
     this.#asked = false;
     return start();
   }
+}
+
+/**
+ * Waits for every app statement of a transaction whose callback returned,
+ * awaited or not, and rejects with the first one's error. A statement still
+ * running when the callback returns would otherwise fail after the driver
+ * checked, and its COMMIT would answer ROLLBACK without an error: the
+ * transaction would resolve with nothing of it stored.
+ */
+async function settledStatements(statements: ReadonlySet<Promise<unknown>>): Promise<void> {
+  for (const outcome of await Promise.allSettled(statements)) {
+    if (outcome.status === "rejected") throw outcome.reason;
+  }
+}
+
+/** What of `pool`'s options arrays are taught to. */
+function typeOptions(pool: Sql): TypeOptions {
+  return pool.options as unknown as TypeOptions;
 }
 
 /**

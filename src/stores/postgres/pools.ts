@@ -11,7 +11,7 @@
 // its own import map, which need not list this dependency.
 // deno-lint-ignore no-import-prefix
 import postgres from "npm:postgres@^3.4.9";
-import { writeArraysWithoutLookup } from "./array_types.ts";
+import { teachArrayTypes, type TypeOptions } from "./array_types.ts";
 import { redactPassword } from "../database_url.ts";
 import type { PoolKind, Sql } from "./engine.ts";
 
@@ -39,7 +39,7 @@ export function openPool(settings: PoolSettings, kind: PoolKind): Sql {
     if (error instanceof Deno.errors.NotCapable) throw envPermissionError(settings.server, error);
     throw error;
   }
-  writeArraysWithoutLookup(sql.options.serializers);
+  teachArrayTypes(sql.options as unknown as TypeOptions);
   return sql as unknown as Sql;
 }
 
@@ -52,6 +52,9 @@ function newPool(settings: PoolSettings, kind: PoolKind) {
     // and the first calls after the server is back. Callers pace their own tries (workers
     // every 250 ms), and the driver connects only for a call that waits.
     backoff: () => 0,
+    // No pg_type query of the driver's own on each new connection: it awaits it nowhere, so a
+    // connection lost during it would end the process (see ./array_types.ts).
+    fetch_types: false,
     onnotice: () => {},
     connection: {
       search_path: settings.schema,
