@@ -27,7 +27,7 @@ import { FileIdentity } from "./file_identity.ts";
 import { FileWatch } from "./file_watch.ts";
 import { isBusy, retryWhileBusy } from "./connection.ts";
 import { explainWriteError } from "./write_errors.ts";
-import { assertParamCount } from "./positional_params.ts";
+import { ParamCounts } from "./positional_params.ts";
 import { IdleCheckpoint } from "./wal_checkpoint.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
 import { kindUpdates, type MigrationQuery, readPlan } from "../sql/engine.ts";
@@ -52,6 +52,8 @@ const NOW_MS = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 /** One SQLite connection that runs scripts. */
 export class SqliteEngine implements Engine {
   readonly #db: DatabaseSync;
+  /** The param counts of the app's `tx.query` texts, read once each. */
+  readonly #paramCounts = new ParamCounts();
   readonly #path: string;
   readonly #busyTimeoutMs: number;
   readonly #changes: FileWatch;
@@ -181,7 +183,7 @@ export class SqliteEngine implements Engine {
           check();
           const statement = this.#db.prepare(text);
           // node:sqlite would read a placeholder left without a value as NULL.
-          assertParamCount(statement, params.length);
+          this.#paramCounts.assert(statement, params.length);
           return statement.all(...params.map(bind)) as unknown as Row[];
         },
       };

@@ -15,18 +15,34 @@ import { shown } from "../../shown.ts";
 /** SQLite's result code for a value bound past the statement's last placeholder. */
 const SQLITE_RANGE = 25;
 
+/** How many texts' counts a {@linkcode ParamCounts} keeps before it starts again. */
+const KEPT_COUNTS = 512;
+
 /**
- * Throws a `TypeError` naming both counts when `statement`, a text of the
- * app's `tx.query`, takes another number of params than `given`.
+ * The param counts of the app's statement texts, each read from SQLite
+ * once (a few probes of a statement) and then known by its text.
  */
-export function assertParamCount(statement: StatementSync, given: number): void {
-  // Binds as many as given and one more: refused just past the last placeholder.
-  if (binds(statement, given) && !binds(statement, given + 1)) return;
-  const takes = positionalParams(statement);
-  throw new TypeError(
-    `tx.query: the statement takes ${takes} ${takes === 1 ? "param" : "params"} ` +
-      `(one for each ?, or up to the highest ?NNN): got ${given} in ${shown(statement.sourceSQL)}`,
-  );
+export class ParamCounts {
+  readonly #known = new Map<string, number>();
+
+  /**
+   * Throws a `TypeError` naming both counts when `statement`, a text of the
+   * app's `tx.query`, takes another number of params than `given`.
+   */
+  assert(statement: StatementSync, given: number): void {
+    const text = statement.sourceSQL;
+    let takes = this.#known.get(text);
+    if (takes === undefined) {
+      takes = positionalParams(statement);
+      if (this.#known.size >= KEPT_COUNTS) this.#known.clear();
+      this.#known.set(text, takes);
+    }
+    if (takes === given) return;
+    throw new TypeError(
+      `tx.query: the statement takes ${takes} ${takes === 1 ? "param" : "params"} ` +
+        `(one for each ?, or up to the highest ?NNN): got ${given} in ${shown(text)}`,
+    );
+  }
 }
 
 /** How many values `statement` takes by position. */
