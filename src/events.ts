@@ -61,8 +61,7 @@ export interface JobEventDetail {
    * job that expired). `job:cancelled` gives the starts of the handler, as
    * `queue.result()` counts its attempts: a job cancelled at a claim that
    * did not start it (the cancel was asked while an earlier attempt ran,
-   * which then ended) counts the starts before that claim, a run that
-   * parked in a sleep or a wait among them.
+   * which then ended) counts the starts before that claim.
    */
   readonly attempt: number;
 }

@@ -50,9 +50,8 @@ export type Outcome =
 /**
  * The outcome of a job cancelled while it ran, or claimed with a cancel
  * asked while an earlier attempt ran (`handler` `"not started"`: the
- * attempt the claim counted is given back; `"started"` where the claim
- * resumes a run that parked, whose start that attempt counts): deleted,
- * kept as cancelled until `keepUntil`.
+ * attempt the claim counted is given back): deleted, kept as cancelled
+ * until `keepUntil`.
  */
 export function cancelled(
   job: ClaimedJob,

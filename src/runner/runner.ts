@@ -689,11 +689,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       // Short of jobs ahead (none more due, or batch jobs given back): claim none ahead a while.
       if (limit > free && result.claimed.length < limit) this.#ahead.pause();
       const startable = await this.#middleware.check(result.claimed);
-      const asked = (job: ClaimedJob) =>
-        job.cancelRequested !== undefined && job.cancelRequested !== null;
-      if (startable.some((job) => job.retryUntil !== null || asked(job))) {
-        await this.#findParkResumes(startable);
-      }
+      if (startable.some((job) => job.retryUntil !== null)) await this.#findParkResumes(startable);
       // The claim started the jobs of the free slots; those claimed ahead wait for a confirmation.
       const ahead: ClaimedJob[] = [];
       for (const job of startable) {
@@ -797,8 +793,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       });
       return;
     }
-    const resumesPark = this.#parkResumes.delete(job.id);
-    const refusal = refusalBeforeStart(job, definition, now, resumesPark);
+    const refusal = refusalBeforeStart(job, definition, now, this.#parkResumes.delete(job.id));
     if (refusal !== null || definition === undefined) {
       this.#settleLater({
         job,
@@ -808,13 +803,11 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       return;
     }
     if (job.cancelRequested !== undefined && job.cancelRequested !== null) {
-      // Cancelled while an earlier attempt ran, which ended before its worker saw it: unstarted,
-      // unless that run parked (its start counts, as the claim resuming it counted it again).
+      // Cancelled while an earlier attempt ran, which ended before its worker saw it.
       const keepUntil = now + this.#keepMs(definition);
-      const handler = resumesPark ? "started" : "not started";
       this.#settleLater({
         job,
-        outcome: cancelled(job, job.cancelRequested, now, keepUntil, handler),
+        outcome: cancelled(job, job.cancelRequested, now, keepUntil, "not started"),
         durationMs: 0,
       });
       return;

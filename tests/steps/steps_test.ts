@@ -10,13 +10,7 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import {
-  defineJob,
-  type JobContext,
-  PermanentError,
-  type Queue,
-  type QueueEventMap,
-} from "../../mod.ts";
+import { defineJob, type JobContext, PermanentError, type Queue } from "../../mod.ts";
 import { StepMismatchError, StepTimeoutError } from "../../src/errors.ts";
 import { generateAppKey } from "../../src/encryption.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
@@ -987,81 +981,6 @@ storeTest(
     assert.equal(failed.get(sleeping)!.attempts, 1, "its failure past the deadline is final");
     assert.deepEqual(runs, { first: 1, after: 1, boom: 1 });
     assert.match(failed.get(failing)!.error, /retry deadline passed/);
-  },
-);
-
-storeTest(
-  "a parked job counts the attempt that parked it: result(), jobs() and the kept record of its cancel say so (River's snooze and Laravel's release count the run)",
-  async (db) => {
-    const starts: number[] = [];
-    const job = defineJob({
-      name: "fails-then-sleeps",
-      schema: payload,
-      maxAttempts: 3,
-      backoff: [0],
-      async handle(_, ctx) {
-        starts.push(ctx.attempt);
-        if (ctx.attempt === 1) throw new Error("attempt 1 fails");
-        await ctx.sleep("long", 3_600_000);
-      },
-    });
-    await using queue = await db.open({ jobs: [job] });
-    const id = await queue.dispatch(job, { n: 1 });
-    const worker = queue.work({ pollMs: 20, executor: "isolate" });
-    try {
-      await waitUntil(async () => (await queue.steps(id)).length === 1, { what: "it slept" });
-    } finally {
-      await worker.stop();
-    }
-    assert.deepEqual(starts, [1, 2]);
-    assert.deepEqual(await queue.result(id), { state: "pending", attempts: 2 }, "two starts");
-    const { jobs } = await queue.jobs({ name: "fails-then-sleeps" });
-    assert.deepEqual(jobs.map((listed) => [listed.id, listed.attempts]), [[id, 2]]);
-    assert.equal(await queue.cancel(id, { reason: "no more" }), "cancelled");
-    assert.deepEqual(await queue.result(id), {
-      state: "cancelled",
-      attempts: 2,
-      error: "no more",
-    });
-    assert.equal((await queue.finishedJob(id))?.attempts, 2, "the kept history says the same");
-  },
-);
-
-storeTest(
-  "a parked job whose cancel its next claim sees is cancelled at the attempt that parked it: job:cancelled and result() count that start",
-  async (db) => {
-    const opened: { asker?: Queue } = {};
-    const starts: number[] = [];
-    const job = defineJob({
-      name: "asked-then-sleeps",
-      schema: payload,
-      async handle(_, ctx) {
-        starts.push(ctx.attempt);
-        // Asked from another handle, so this worker sees it only at the next claim.
-        assert.equal(await opened.asker!.cancel(ctx.id, { reason: "asked" }), "cancelling");
-        await ctx.sleep("nap", 10);
-      },
-    });
-    await using queue = await db.open({ jobs: [job] });
-    await using asker = await db.open({ jobs: [job] });
-    opened.asker = asker;
-    const id = await queue.dispatch(job, { n: 1 });
-    const cancelled = nextEvent<QueueEventMap["job:cancelled"]>(
-      queue,
-      "job:cancelled",
-      (detail) => detail.id === id,
-      30_000,
-    );
-    const worker = queue.work({ pollMs: 20, executor: "isolate" });
-    try {
-      const { attempt, reason } = await cancelled;
-      assert.deepEqual(starts, [1], "the next claim did not start it");
-      assert.deepEqual({ attempt, reason }, { attempt: 1, reason: "asked" }, "its one start");
-      assert.deepEqual(await queue.result(id), { state: "cancelled", attempts: 1, error: "asked" });
-      assert.equal((await queue.finishedJob(id))?.attempts, 1);
-    } finally {
-      await worker.stop();
-    }
   },
 );
 

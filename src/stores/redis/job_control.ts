@@ -57,7 +57,7 @@ for _, id in ipairs(INPUT.ids) do
     if job ~= nil and job.staged == nil then
       local running = job.token ~= nil and num(job, 'available_at') > NOW and job.claimed_ahead ~= '1'
       row = {state = running and 'running' or 'pending', name = job.name,
-        attempts = startedAttempts(id, job), output = NULL, error = NULL,
+        attempts = startedAttempts(job), output = NULL, error = NULL,
         cancel_requested = job.cancel_requested or NULL}
     end
   end

@@ -58,12 +58,10 @@ export const PAGE_CHUNK = 1000;
  *   clock); `History.keep` renames each job's hash to its kept record
  *   (`P:done:<id>`, replacing an earlier record of `id`) and writes those
  *   fields and `id` over it, then adds every job to its listings, one
- *   `ZADD` per listing for the whole call. Its attempts are the starts of
- *   its handler (`startedAttempts`, lua.ts): a job whose claim never
- *   started its handler (`fields.refund` true: it expired, or a cancel asked
- *   during an earlier attempt was seen by this claim; absent: read from the
- *   row, where a cancel removes a job held ahead) has the attempt its claim
- *   counted taken off, and a run that parked counts. The kept record keeps the job's other fields (its
+ *   `ZADD` per listing for the whole call. A job whose claim never started
+ *   its handler (`fields.refund` true: it expired, a cancel asked during an
+ *   earlier attempt was seen by this claim, or a cancel removed it held
+ *   ahead) has the attempt its claim counted taken off. The kept record keeps the job's other fields (its
  *   lease, priority, crashes, …); every reader of `P:done:<id>` names the
  *   fields it reads.
  * - `History.record(id, job, fields)`: the same for one job.
@@ -159,8 +157,9 @@ function History.add(batch, id, job, fields)
   table.insert(batch.ids, id)
   table.insert(batch.texts, idText)
   local row = {'id', idText, 'state', fields.state, 'finished_at', finishedAt, 'keep_until', keepUntil}
-  local attempts = startedAttempts(id, job, fields.refund)
-  if attempts ~= num(job, 'attempts') then table.insert(row, 'attempts'); table.insert(row, attempts) end
+  if fields.refund then
+    table.insert(row, 'attempts'); table.insert(row, num(job, 'attempts') - 1)
+  end
   -- Field by field, not through a list made for each job.
   local n = #row
   if fields.output ~= nil then row[n + 1] = 'output'; row[n + 2] = fields.output; n = n + 2 end
@@ -266,8 +265,9 @@ function H.cancel(jobs, reason)
       outcomes[i] = 'cancelling'
     else
       if entry.keepUntil > INPUT.now then
+        -- A job held ahead never started: the attempt its claim counted is not one.
         History.record(id, job, {state = 'cancelled', error = reason, finished_at = NOW,
-          keep_until = at(entry.keepUntil)})
+          keep_until = at(entry.keepUntil), refund = startedAttempts(job) < num(job, 'attempts')})
       end
       deleteJob(id, job)
       H.linksRemoved(id, job, NOW, 'cancel')

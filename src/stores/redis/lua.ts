@@ -538,31 +538,12 @@ local function wake() redis.call('PUBLISH', P .. ':wake', '') end
 -- A number field of a job row (absent = 0).
 local function num(job, field) return tonumber(job[field] or 0) end
 
--- The attempt that recorded job id's last memo when that memo is a sleep or a wait (where a run
--- parked), else nil.
-local function parkedAttempt(id)
-  local last, lastField = nil, nil
-  for _, field in ipairs(redis.call('HKEYS', stepsKey(id))) do
-    local seq = tonumber(field)
-    if last == nil or seq > last then last, lastField = seq, field end
-  end
-  if last == nil then return nil end
-  local memo = cjson.decode(redis.call('HGET', stepsKey(id), lastField))
-  if memo.kind == 'step' then return nil end
-  return tonumber(memo.attempt)
-end
-
--- The attempts of job row job (id id) as the queue counts them, the starts of its handler, as the
--- SQL stores' startedAttempts (src/stores/sql/started_attempts.ts): unstarted true when the claim
--- holding it counted an attempt its handler has not started (nil: read from the row, true for a
--- job held ahead), which is then not one; a job not running under a started claim whose last
--- memo is a sleep or a wait recorded by the attempt after the ones counted parked there, and
--- that run counts (its park gave its attempt back for the claim resuming it to count again).
-local function startedAttempts(id, job, unstarted)
-  if unstarted == nil then unstarted = job.token ~= nil and job.claimed_ahead == '1' end
-  local counted = num(job, 'attempts')
-  if unstarted then counted = counted - 1 end
-  if (job.token == nil or unstarted) and parkedAttempt(id) == counted + 1 then return counted + 1 end
-  return counted
+-- A job row's attempts as the queue counts them, the starts of its handler: a job held ahead
+-- (leased, claimed_ahead '1') has not started, so the attempt its claim counted is not one yet
+-- (as the SQL stores' STARTED_ATTEMPTS). What every read of an unfinished job's attempts reports.
+local function startedAttempts(job)
+  local attempts = num(job, 'attempts')
+  if job.token ~= nil and job.claimed_ahead == '1' then return attempts - 1 end
+  return attempts
 end
 `;

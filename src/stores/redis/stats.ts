@@ -273,7 +273,7 @@ for i = INPUT.offset + 1, math.min(#found, INPUT.offset + INPUT.limit) do
   local entry = found[i]
   local job = redis.call('HMGET', jobKey(entry.id), 'queue', 'name', 'priority', 'attempts',
     'available_at', 'created_at', 'progress', 'batch_id', 'last_error', 'token', 'claimed_ahead')
-  local attempts = startedAttempts(entry.id, {attempts = job[4], token = job[10] or nil,
+  local attempts = startedAttempts({attempts = job[4], token = job[10] or nil,
     claimed_ahead = job[11] or nil})
   table.insert(jobs, {id = entry.id, queue = job[1], name = job[2], state = entry.state,
     priority = tonumber(job[3]), attempts = attempts, available_at = stored(tonumber(job[5])),

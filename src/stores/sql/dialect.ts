@@ -83,6 +83,16 @@ export function claimSets(heldAhead: boolean): string {
     ELSE 0 END`;
 }
 
+/**
+ * A job row's attempts as the queue counts them, the starts of its handler:
+ * a job held ahead (`claimed_ahead` 1) has not started, so the attempt its
+ * claim counted is not one yet (it becomes one when its start is confirmed,
+ * and is given back when it is put back or cancelled unstarted). What every
+ * read of an unfinished job's attempts reports (`result()`, `jobs()`, the
+ * kept record of a cancel).
+ */
+export const STARTED_ATTEMPTS = "attempts - claimed_ahead";
+
 /** The columns a claim returns, in the order of `ClaimRow`. */
 export const CLAIMED_COLUMNS =
   "id, queue, name, payload, priority, attempts, crashes, retry_until, last_error, created_at, batch_id, keyed, recovered, cancel_requested, waited_ms, trace, last_span, expire_at, flow_parents";

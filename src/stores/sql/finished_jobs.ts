@@ -13,8 +13,7 @@ import type {
   JobResultRow,
 } from "../rows/job_control.ts";
 import type { Page, Settlement } from "../store.ts";
-import { clockParam, type Dialect } from "./dialect.ts";
-import { STARTED_ATTEMPTS, startedAttempts } from "./started_attempts.ts";
+import { clockParam, type Dialect, STARTED_ATTEMPTS } from "./dialect.ts";
 import { type StoredFinished, toFinishedJob } from "./stored_rows.ts";
 import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
@@ -30,15 +29,12 @@ const UNLEASED = -1;
  * are given as ms after `{{now $2}}` (the caller's now, or the database's).
  * A job whose claim never started its handler (`refund` 1: it expired, a
  * cancel asked during an earlier attempt was seen by this claim, or a
- * cancel removed it held ahead) has the attempt its claim counted taken off;
- * a run it resumed that parked counts (see `./started_attempts.ts`).
+ * cancel removed it held ahead) has the attempt its claim counted taken off.
  */
 const RECORD = statement(
   `INSERT INTO completed_jobs (id, queue, name, state, payload, output, error, attempts,
     created_at, started_at, finished_at, duration_ms, keep_until)
-  SELECT j.id, j.queue, j.name, r.state, j.payload, r.output, r.error, ${
-    startedAttempts("j", "r.refund")
-  },
+  SELECT j.id, j.queue, j.name, r.state, j.payload, r.output, r.error, j.attempts - r.refund,
     j.created_at, clock.t + r.started_ms, clock.t + r.finished_ms, r.duration_ms,
     clock.t + r.keep_ms
   FROM {{rows $1 id int, token int, state text, output text, error text, started_ms int,

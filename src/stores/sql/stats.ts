@@ -34,8 +34,7 @@ import type {
   WorkerHeartbeat,
   WorkerInfo,
 } from "../store.ts";
-import { clockParam, type Dialect } from "./dialect.ts";
-import { STARTED_ATTEMPTS } from "./started_attempts.ts";
+import { clockParam, type Dialect, STARTED_ATTEMPTS } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 

@@ -202,60 +202,6 @@ function register(test: ContractTest): void {
     assert.deepEqual(await memos(store, id), [{ ...memo, at: T0 }]);
   });
 
-  test("a run that parked counts as an attempt started: result(), jobs() and the kept record of a cancel say so, unleased, held ahead or at the claim resuming it", async (store) => {
-    const [a, p, r] = await store.insertJobs([
-      newJob({ availableAt: T0 + 500 }),
-      newJob({ availableAt: T0 - 2 }),
-      newJob({ availableAt: T0 - 1 }),
-    ]);
-    assert.deepEqual(ids(await claim(store, { limit: 2, token: 1 })), [p, r]);
-    await store.settle([
-      parkSleep(p!, 1, 0, "nap", T0 + 1_000),
-      parkSleep(r!, 1, 0, "nap", T0 + 1_000),
-    ]);
-    const attempts = async (now: number) => {
-      const results = await store.results([p!, r!], now);
-      const listing = await store.jobs({ state: null, queue: null, name: null }, {
-        limit: 10,
-        offset: 0,
-      }, now);
-      return {
-        results: [p!, r!].map((id) => results.get(id)?.attempts),
-        listed: listing.jobs.filter((job) => job.id !== a).map((job) => job.attempts),
-      };
-    };
-    assert.deepEqual(await attempts(T0), { results: [1, 1], listed: [1, 1] }, "parked");
-    // Due again: a starts, p and r are held ahead by the claim that resumes their runs.
-    const at = T0 + 1_000;
-    const resumed = await claim(store, { limit: 3, aheadFrom: 1, token: 2, now: at });
-    assert.deepEqual(resumed.map((job) => [job.id, job.attempts, job.ahead === true]), [
-      [a, 1, false],
-      [p, 1, true],
-      [r, 1, true],
-    ]);
-    assert.deepEqual(await attempts(at), { results: [1, 1], listed: [1, 1] }, "held ahead");
-    const keepUntil = at + DAY_MS;
-    assert.equal(await store.cancel({ id: p!, reason: "asked", now: at, keepUntil }), "cancelled");
-    // r's claim sees a cancel asked and settles it unstarted, giving back what it counted.
-    const cancelR: Settlement = {
-      kind: "cancel",
-      id: r!,
-      token: 2,
-      at,
-      reason: "asked",
-      keepUntil,
-      refundAttempt: true,
-    };
-    assert.deepEqual((await store.settle([cancelR])).applied, [true]);
-    const kept = await store.results([p!, r!], at + 1);
-    assert.deepEqual([p!, r!].map((id) => [kept.get(id)?.state, kept.get(id)?.attempts]), [
-      ["cancelled", 1],
-      ["cancelled", 1],
-    ]);
-    const listed = await store.finished({}, { limit: 10, offset: 0 });
-    assert.deepEqual(listed.map((job) => job.attempts), [1, 1], "the kept history says the same");
-  });
-
   test("a park gives the job back unleased, due at availableAt, its attempt given back, crashes and last error kept", async (store) => {
     const [id] = await store.insertJobs([newJob()]);
     // A first worker dies: the second claim counts a crash and says so in the last error.
