@@ -93,6 +93,8 @@ export class PostgresEngine implements Engine {
   readonly #connect: (kind: PoolKind) => Sql;
   /** The server's array types, read at the first app statement; taught to each pool opened. */
   #arrayTypes: readonly ArrayType[] | null = null;
+  /** Their read, while it runs: the statements sent meanwhile wait for the one read. */
+  #readingArrayTypes: Promise<void> | null = null;
   readonly #schema: string;
   readonly #channel: string;
   readonly #server: string;
@@ -408,9 +410,13 @@ export class PostgresEngine implements Engine {
    */
   async #learnArrayTypes(connection: Connection): Promise<void> {
     if (this.#arrayTypes !== null) return;
-    const types = await readArrayTypes(connection);
-    this.#arrayTypes = types;
-    teachArrayTypes(typeOptions(this.#sql), types);
+    this.#readingArrayTypes ??= readArrayTypes(connection).then(
+      (types) => {
+        this.#arrayTypes = types;
+        teachArrayTypes(typeOptions(this.#sql), types);
+      },
+    ).finally(() => this.#readingArrayTypes = null);
+    await this.#readingArrayTypes;
   }
 
   /** Drops the LISTEN subscription, if any, and takes a new one. */
