@@ -1,10 +1,11 @@
 /**
  * Runs a feature test once per store: on SQLite (a temp file), when
- * `QUEUE_TEST_POSTGRES_URL` is set on PostgreSQL (a fresh schema, dropped
- * afterwards), and when `QUEUE_TEST_REDIS_URL` is set on Redis (a fresh
- * prefix, its keys deleted afterwards). Without a variable its variants are
- * not registered: each test file that uses this says once why, and lists
- * one ignored test that names the variable.
+ * `QUEUE_TEST_POSTGRES_URL` is set on PostgreSQL (a schema of its own, as a
+ * fresh migration leaves it: one another test handed back emptied, or a
+ * new one; see tests/_schema_pool.ts), and when `QUEUE_TEST_REDIS_URL` is
+ * set on Redis (a fresh prefix, its keys deleted afterwards). Without a
+ * variable its variants are not registered: each test file that uses this
+ * says once why, and lists one ignored test that names the variable.
  *
  * A test that reads the database with SQL (`db.query`, `db.count`,
  * `db.sql`, `db.pick`) is registered with {@linkcode storeTest.sql}: it runs
@@ -216,10 +217,12 @@ function noteOnce(what: "postgres" | "redis" | "sql", message: string): void {
 
 /**
  * Registers `fn` as one test per store, named `"SQLite: <name>"`,
- * `"PostgreSQL: <name>"` and `"Redis: <name>"`. Each run gets a fresh
- * database, removed when the test ends after every queue it opened is
- * closed. `fn` reads the database only through the queue and the store,
- * never with SQL: a test that does is registered with {@linkcode storeTest.sql}.
+ * `"PostgreSQL: <name>"` and `"Redis: <name>"`. Each run gets a database
+ * as fresh (on PostgreSQL maybe a schema another test emptied and handed
+ * back, which no test can tell from a fresh one), removed or handed back
+ * when the test ends after every queue it opened is closed. `fn` reads the
+ * database only through the queue and the store, never with SQL: a test
+ * that does is registered with {@linkcode storeTest.sql}.
  */
 export function storeTest(name: string, fn: (db: StoreContext) => Promise<void>): void {
   register(name, fn, true);
@@ -392,14 +395,18 @@ async function openContext(
   const queues: Queue[] = [];
   /**
    * The store `query` reads through, opened on first use and closed last. On
-   * PostgreSQL it makes the test's schema, and drops it when disposed.
+   * PostgreSQL it takes the test's schema, and hands it back (or drops it)
+   * when disposed.
    */
-  let reader: Promise<{ store: Store; schema: string } & AsyncDisposable> | null = null;
+  let reader:
+    | Promise<{ store: Store; schema: string; sharedOutside(): void } & AsyncDisposable>
+    | null = null;
   const openReader = () =>
     reader ??= kind === "sqlite"
       ? SqliteStore.open(dbPath).then((store) => ({
         store,
         schema: "",
+        sharedOutside() {},
         [Symbol.asyncDispose]: () => store.close(),
       }))
       : openTestPostgresStore(url!, { maxConnections: 2 });
@@ -414,14 +421,18 @@ async function openContext(
     dir: dir.dir,
     file: kind === "sqlite" ? dbPath : null,
     async childArgs() {
-      return kind === "sqlite" ? [dbPath] : [url!, (await openReader()).schema];
+      if (kind === "sqlite") return [dbPath];
+      const opened = await openReader();
+      // A child's connections may outlive the test's sight of them: no other test gets the schema.
+      opened.sharedOutside();
+      return [url!, opened.schema];
     },
     async open(options) {
       let queue: Queue;
       if (kind === "sqlite") {
         queue = await Queue.open({ ...options, path: dbPath });
       } else {
-        // The schema is made (and later dropped) by the reader's store.
+        // The schema is taken (and later handed back or dropped) by the reader's store.
         const { schema } = await openReader();
         const clock = options.clock === undefined ? "database" : "caller";
         queue = await openOnStore(options, await PostgresStore.open(url!, { schema, clock }));

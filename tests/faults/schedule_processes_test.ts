@@ -80,6 +80,7 @@ async function onSqlite(fn: (shared: Shared) => Promise<void>): Promise<void> {
 
 async function onPostgres(url: string, fn: (shared: Shared) => Promise<void>): Promise<void> {
   await using pg = await openTestPostgresStore(url, { maxConnections: 2 });
+  pg.sharedOutside(); // worker processes, some killed, work on the schema
   const reader = await Queue.open({ store: pg.store, jobs: JOBS });
   await fn({ target: url, schema: pg.schema, reader, count: (where) => countRows(reader, where) });
 }
