@@ -6,19 +6,16 @@
  * connection before its first call, and awaits it nowhere: a connection
  * lost during it (a server stopped or restarted, `pg_terminate_backend`)
  * rejects a promise nobody handles, which ends a Deno process. The pools
- * are opened with that lookup off (`fetch_types: false`), and arrays are
- * written and read here instead:
- *
- * - the store's own array parameters (`$n::text[]`, `int[]`, `bigint[]`)
- *   are written from a pool's first call, with no lookup at all;
- * - the server's other array types, for the app's statements (`tx.query`),
- *   are read once, awaited, on the connection of the first app statement
- *   ({@linkcode readArrayTypes}), and taught to every pool the store opens
- *   after ({@linkcode teachArrayTypes}).
+ * are opened with that lookup off (`fetch_types: false`), and every pool is
+ * taught, as it opens, to write and read the arrays of PostgreSQL's
+ * built-in types ({@linkcode BUILT_IN_ARRAYS}): the store's own array
+ * parameters, and the app's through `tx.query`. An array of a type the app
+ * or an extension created (an enum, a domain) is written from and read as
+ * PostgreSQL's text form: cast it in the statement (`$1::text[]::mood[]`,
+ * `moods::text[]`).
  *
  * @module
  */
-import type { Connection } from "./engine.ts";
 
 /** One array type of the server. */
 export interface ArrayType {
@@ -26,22 +23,72 @@ export interface ArrayType {
   readonly element: number;
   /** Its own `pg_type` oid. */
   readonly array: number;
-  /** The character between its elements in PostgreSQL's text form (`;` for `box`, `,` for the rest). */
-  readonly delimiter: string;
 }
 
-/** The store's own array parameters: `text[]`, `int4[]` and `int8[]`. */
-const STORE_ARRAYS: readonly ArrayType[] = [
-  { element: 25, array: 1009, delimiter: "," },
-  { element: 23, array: 1007, delimiter: "," },
-  { element: 20, array: 1016, delimiter: "," },
+/**
+ * PostgreSQL's built-in types and their array types, `[element, array]`
+ * `pg_type` oids, fixed by the server's own catalog (`pg_type.dat`) in
+ * every release; tests/stores/postgres/array_types_test.ts checks each
+ * against the server.
+ */
+const BUILT_IN_PAIRS: readonly (readonly [number, number])[] = [
+  [16, 1000], // bool
+  [17, 1001], // bytea
+  [18, 1002], // char
+  [19, 1003], // name
+  [20, 1016], // int8
+  [21, 1005], // int2
+  [23, 1007], // int4
+  [25, 1009], // text
+  [26, 1028], // oid
+  [114, 199], // json
+  [142, 143], // xml
+  [600, 1017], // point
+  [601, 1018], // lseg
+  [602, 1019], // path
+  [603, 1020], // box, whose array literal alone puts ";" between elements
+  [604, 1027], // polygon
+  [628, 629], // line
+  [650, 651], // cidr
+  [700, 1021], // float4
+  [701, 1022], // float8
+  [718, 719], // circle
+  [774, 775], // macaddr8
+  [790, 791], // money
+  [829, 1040], // macaddr
+  [869, 1041], // inet
+  [1042, 1014], // bpchar
+  [1043, 1015], // varchar
+  [1082, 1182], // date
+  [1083, 1183], // time
+  [1114, 1115], // timestamp
+  [1184, 1185], // timestamptz
+  [1186, 1187], // interval
+  [1266, 1270], // timetz
+  [1560, 1561], // bit
+  [1562, 1563], // varbit
+  [1700, 1231], // numeric
+  [2950, 2951], // uuid
+  [3220, 3221], // pg_lsn
+  [3614, 3643], // tsvector
+  [3615, 3645], // tsquery
+  [3802, 3807], // jsonb
+  [3904, 3905], // int4range
+  [3906, 3907], // numrange
+  [3908, 3909], // tsrange
+  [3910, 3911], // tstzrange
+  [3912, 3913], // daterange
+  [3926, 3927], // int8range
 ];
 
-/** Every array type of the server, with its element type and delimiter. */
-const ARRAY_TYPES_QUERY = `
-  SELECT e.oid AS element, a.oid AS array, e.typdelim AS delimiter
-  FROM pg_catalog.pg_type a JOIN pg_catalog.pg_type e ON e.oid = a.typelem
-  WHERE a.typcategory = 'A' AND a.typelem <> 0`;
+/** PostgreSQL's built-in array types (see {@linkcode BUILT_IN_PAIRS}). */
+export const BUILT_IN_ARRAYS: readonly ArrayType[] = BUILT_IN_PAIRS.map(([element, array]) => ({
+  element,
+  array,
+}));
+
+/** The array type whose elements its literal separates with `;`: `box[]`. */
+const BOX_ARRAY = 1020;
 
 /** What of a postgres.js client's options arrays are taught to. */
 export interface TypeOptions {
@@ -51,28 +98,14 @@ export interface TypeOptions {
   readonly parsers: Record<number, (text: string) => unknown>;
 }
 
-/** Reads the server's array types on `connection`. */
-export async function readArrayTypes(connection: Connection): Promise<readonly ArrayType[]> {
-  const rows = await connection.unsafe<{ element: number; array: number; delimiter: string }[]>(
-    ARRAY_TYPES_QUERY,
-  );
-  return rows.map(({ element, array, delimiter }) => ({
-    element: Number(element),
-    array: Number(array),
-    delimiter: String(delimiter),
-  }));
-}
-
 /**
- * Teaches a pool's `options` to write and read `types` (the store's own
- * when none are given), each through its element type's writer and reader
- * where the pool has one. A type the pool already knows is left as it is.
+ * Teaches a pool's `options` to write and read PostgreSQL's built-in array
+ * types, each through its element type's writer and reader where the pool
+ * has one. A type the pool already knows is left as it is.
  */
-export function teachArrayTypes(
-  options: TypeOptions,
-  types: readonly ArrayType[] = STORE_ARRAYS,
-): void {
-  for (const { element, array, delimiter } of types) {
+export function teachArrayTypes(options: TypeOptions): void {
+  for (const { element, array } of BUILT_IN_ARRAYS) {
+    const delimiter = array === BOX_ARRAY ? ";" : ",";
     options.serializers[array] ??= (values: never) =>
       arrayLiteral(values, options.serializers[element], delimiter);
     options.parsers[array] ??= (text: string) =>
@@ -83,7 +116,8 @@ export function teachArrayTypes(
 /**
  * `values` as PostgreSQL's array literal: each element written by `write`
  * (as text when none), quoted, with `"` and `\` escaped; `null` and
- * `undefined` are `NULL`, and nested arrays are nested literals. A value
+ * `undefined` are `NULL` (the store's own rows leave absent values
+ * `undefined`), and nested arrays are nested literals. A value
  * that is not an array is passed through, as the driver does.
  */
 export function arrayLiteral(

@@ -20,12 +20,6 @@ import { STEPS_RECORD } from "../../../migrations/postgres/mod.ts";
 import { QueueClosedError, QueueMovedError } from "../../errors.ts";
 import { QUEUE_MOVED_SQLSTATE } from "./move_fence.ts";
 import { guardStrayWrites } from "./crash_guard.ts";
-import {
-  type ArrayType,
-  readArrayTypes,
-  teachArrayTypes,
-  type TypeOptions,
-} from "./array_types.ts";
 import { isConnectionLost } from "../store_outage.ts";
 import type { BackupResult } from "../store.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
@@ -91,10 +85,6 @@ export class PostgresEngine implements Engine {
   /** The pool of unflushed statements, opened on first use; replaced with `#sql`. */
   #unflushed: Sql | null = null;
   readonly #connect: (kind: PoolKind) => Sql;
-  /** The server's array types, read at the first app statement; taught to each pool opened. */
-  #arrayTypes: readonly ArrayType[] | null = null;
-  /** Their read, while it runs: the statements sent meanwhile wait for the one read. */
-  #readingArrayTypes: Promise<void> | null = null;
   readonly #schema: string;
   readonly #channel: string;
   readonly #server: string;
@@ -216,35 +206,20 @@ export class PostgresEngine implements Engine {
         },
         query: async <Row>(text: string, params: readonly unknown[]) => {
           check();
-          const statement = this.#appStatement<Row>(connection, text, params);
+          const statement = appStatement<Row>(connection, text, params);
           statements.add(statement);
           return await statement;
         },
       };
       try {
         const result = await this.#insideTransaction.run(inside, () => fn(tx));
+        inside.open = false; // a statement sent from now on is refused, not left unawaited
         await settledStatements(statements);
         return result;
       } finally {
         inside.open = false;
       }
     });
-  }
-
-  /**
-   * Runs one app statement on the transaction's `connection`, by the
-   * extended protocol (one statement: without params the driver would send
-   * the text by the simple one, which runs each statement of it, a COMMIT
-   * past the text's check), once the pool knows the server's array types.
-   */
-  async #appStatement<Row>(
-    connection: Connection,
-    text: string,
-    params: readonly unknown[],
-  ): Promise<Row[]> {
-    await this.#learnArrayTypes(connection);
-    const options = { prepare: true, simple: false };
-    return [...await connection.unsafe(text, params as never[], options)] as Row[];
   }
 
   /**
@@ -396,27 +371,9 @@ export class PostgresEngine implements Engine {
   #renewPool(): void {
     const old = [this.#sql, this.#unflushed];
     this.#sql = this.#connect("shared");
-    if (this.#arrayTypes !== null) teachArrayTypes(typeOptions(this.#sql), this.#arrayTypes);
     this.#unflushed = null;
     this.#listening = null; // the old pool's LISTEN ends with it; taken again once calls work
     for (const pool of old) void pool?.end({ timeout: 0 }).catch(() => {});
-  }
-
-  /**
-   * Reads the server's array types on `connection` (the transaction's, as a
-   * pool of one connection has no other free) before the first app
-   * statement, once, and teaches them to the pool: the app's array
-   * parameters and columns of every type, as the driver's own lookup would.
-   */
-  async #learnArrayTypes(connection: Connection): Promise<void> {
-    if (this.#arrayTypes !== null) return;
-    this.#readingArrayTypes ??= readArrayTypes(connection).then(
-      (types) => {
-        this.#arrayTypes = types;
-        teachArrayTypes(typeOptions(this.#sql), types);
-      },
-    ).finally(() => this.#readingArrayTypes = null);
-    await this.#readingArrayTypes;
   }
 
   /** Drops the LISTEN subscription, if any, and takes a new one. */
@@ -480,6 +437,21 @@ class WakeUpAsked {
 }
 
 /**
+ * Runs one app statement on a transaction's `connection`, by the extended
+ * protocol: one statement (without params the driver would send the text
+ * by the simple one, which runs each statement of it, a COMMIT past the
+ * text's check).
+ */
+async function appStatement<Row>(
+  connection: Connection,
+  text: string,
+  params: readonly unknown[],
+): Promise<Row[]> {
+  const options = { prepare: true, simple: false };
+  return [...await connection.unsafe(text, params as never[], options)] as Row[];
+}
+
+/**
  * Waits for every app statement of a transaction whose callback returned,
  * awaited or not, and rejects with the first one's error. A statement still
  * running when the callback returns would otherwise fail after the driver
@@ -490,11 +462,6 @@ async function settledStatements(statements: ReadonlySet<Promise<unknown>>): Pro
   for (const outcome of await Promise.allSettled(statements)) {
     if (outcome.status === "rejected") throw outcome.reason;
   }
-}
-
-/** What of `pool`'s options arrays are taught to. */
-function typeOptions(pool: Sql): TypeOptions {
-  return pool.options as unknown as TypeOptions;
 }
 
 /**

@@ -1,9 +1,9 @@
 /**
  * Arrays on the store's pools, which never let the driver look types up:
- * the store's own array parameters from a pool's first call, the app's
- * arrays of every type through `tx.query` (the server's types read once,
- * awaited), and no promise left for nobody when a connection is lost right
- * after its login (the driver's own lookup, unawaited, ended the process).
+ * the built-in array types from a pool's first call (the store's own
+ * parameters, and the app's through `tx.query`), and no promise left for
+ * nobody when a connection is lost right after its login (the driver's own
+ * lookup, unawaited, ended the process).
  *
  * @module
  */
@@ -12,6 +12,7 @@ import process from "node:process";
 import postgres from "postgres";
 import {
   arrayLiteral,
+  BUILT_IN_ARRAYS,
   parseArrayLiteral,
   teachArrayTypes,
   type TypeOptions,
@@ -78,7 +79,27 @@ Deno.test({
 
 Deno.test({
   name:
-    "PostgreSQL tx.query: arrays of the server's types, an enum's included, are written from and read into JavaScript arrays",
+    "PostgreSQL: the built-in array types the pools are taught are the server's own, element and array oids alike",
+  ignore: url === null,
+  async fn() {
+    const sql = postgres(url!, { max: 1, onnotice: () => {}, fetch_types: false });
+    try {
+      teachArrayTypes(sql.options as unknown as TypeOptions);
+      const rows = await sql.unsafe<{ element: number; array: number }[]>(
+        "SELECT oid::int AS element, typarray::int AS array FROM pg_catalog.pg_type WHERE oid = ANY($1::int[]) ORDER BY oid",
+        [BUILT_IN_ARRAYS.map(({ element }) => element)] as never[],
+      );
+      const known = [...BUILT_IN_ARRAYS].sort((a, b) => a.element - b.element);
+      assert.deepEqual(rows.map((row) => ({ ...row })), known);
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgreSQL tx.query: arrays of built-in types are written from and read into JavaScript arrays; an enum's array reads as its text form, and as an array once cast to text[]",
   ignore: url === null,
   async fn() {
     const schema = freshSchema();
@@ -93,22 +114,25 @@ Deno.test({
     const uuid = crypto.randomUUID();
     const [row] = await pg.store.transaction((tx) =>
       tx.query<Record<string, unknown>>(
-        `SELECT ARRAY[1, NULL]::int[] AS ints, ARRAY['x', 'y "z", {w}']::text[] AS texts,
+        `SELECT ARRAY[1, NULL]::int[] AS ints, ARRAY['x', 'y "z", {w}', '', 'NULL']::text[] AS texts,
           ARRAY[true, false] AS flags, ARRAY['{"k": 1}'::jsonb] AS docs,
           ARRAY[ARRAY[1.5, 2], ARRAY[3, 4]]::float8[] AS grid, ARRAY['calm'::mood] AS moods,
-          $1::uuid[] AS uuids, $2::float8[] AS floats`,
-        [[uuid], [0.25, -1]],
+          ARRAY['calm'::mood]::text[] AS mood_texts, $1::uuid[] AS uuids, $2::float8[] AS floats,
+          $3::text[]::mood[] AS moods_in`,
+        [[uuid], [0.25, -1], ["busy"]],
       )
     );
     assert.deepEqual(row, {
       ints: [1, null],
-      texts: ["x", 'y "z", {w}'],
+      texts: ["x", 'y "z", {w}', "", "NULL"],
       flags: [true, false],
       docs: [{ k: 1 }],
       grid: [[1.5, 2], [3, 4]],
-      moods: ["calm"],
+      moods: "{calm}",
+      mood_texts: ["calm"],
       uuids: [uuid],
       floats: [0.25, -1],
+      moods_in: "{busy}",
     });
   },
 });

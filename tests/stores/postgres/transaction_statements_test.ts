@@ -44,3 +44,48 @@ Deno.test({
     assert.deepEqual(rows, [{ n: 7 }]);
   },
 });
+
+Deno.test({
+  name:
+    "PostgresStore: an app statement and a store call sent one after the other without an await run in that order",
+  ignore: url === null,
+  async fn() {
+    await using pg = await openTestPostgresStore(url!, { clock: "caller" });
+    const [counted] = await pg.store.transaction(async (tx) => {
+      const counting = tx.query<{ n: number }>("SELECT count(*)::int AS n FROM jobs");
+      const inserting = tx.insertJobs([newJob()]);
+      const [rows] = await Promise.all([counting, inserting]);
+      return rows;
+    });
+    assert.deepEqual(counted, { n: 0 });
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore: an app statement sent after the callback returned, while the transaction waits for the earlier ones, is refused and the rest commits",
+  ignore: url === null,
+  async fn() {
+    await using pg = await openTestPostgresStore(url!, { clock: "caller" });
+    let late: unknown = null;
+    let sentLate = false;
+    const outcome = await pg.store.transaction(async (tx) => {
+      await tx.query("CREATE TABLE app_rows (n int)");
+      await tx.query("INSERT INTO app_rows VALUES (1)");
+      // Keeps the transaction waiting after the callback returns.
+      const waiting = tx.query("SELECT pg_sleep(0.3)");
+      void waiting.then(async () => {
+        sentLate = true;
+        await tx.query("INSERT INTO app_rows VALUES (1 / 0)");
+      }).catch((error) => late = error);
+      return "done";
+    });
+    assert.equal(outcome, "done");
+    assert.ok(sentLate);
+    assert.match(String(late), /This transaction has ended/);
+    const rows = await pg.store.transaction((tx) =>
+      tx.query<{ n: number }>("SELECT n FROM app_rows")
+    );
+    assert.deepEqual(rows, [{ n: 1 }]);
+  },
+});
