@@ -26,66 +26,59 @@ export interface ArrayType {
 }
 
 /**
- * PostgreSQL's built-in types and their array types, `[element, array]`
- * `pg_type` oids, fixed by the server's own catalog (`pg_type.dat`) in
- * every release; tests/stores/postgres/array_types_test.ts checks each
- * against the server.
+ * PostgreSQL's built-in types and their array types, by `pg_type` oid,
+ * fixed by the server's own catalog (`pg_type.dat`) in every release;
+ * tests/stores/postgres/array_types_test.ts checks each against the server.
  */
-const BUILT_IN_PAIRS: readonly (readonly [number, number])[] = [
-  [16, 1000], // bool
-  [17, 1001], // bytea
-  [18, 1002], // char
-  [19, 1003], // name
-  [20, 1016], // int8
-  [21, 1005], // int2
-  [23, 1007], // int4
-  [25, 1009], // text
-  [26, 1028], // oid
-  [114, 199], // json
-  [142, 143], // xml
-  [600, 1017], // point
-  [601, 1018], // lseg
-  [602, 1019], // path
-  [603, 1020], // box, whose array literal alone puts ";" between elements
-  [604, 1027], // polygon
-  [628, 629], // line
-  [650, 651], // cidr
-  [700, 1021], // float4
-  [701, 1022], // float8
-  [718, 719], // circle
-  [774, 775], // macaddr8
-  [790, 791], // money
-  [829, 1040], // macaddr
-  [869, 1041], // inet
-  [1042, 1014], // bpchar
-  [1043, 1015], // varchar
-  [1082, 1182], // date
-  [1083, 1183], // time
-  [1114, 1115], // timestamp
-  [1184, 1185], // timestamptz
-  [1186, 1187], // interval
-  [1266, 1270], // timetz
-  [1560, 1561], // bit
-  [1562, 1563], // varbit
-  [1700, 1231], // numeric
-  [2950, 2951], // uuid
-  [3220, 3221], // pg_lsn
-  [3614, 3643], // tsvector
-  [3615, 3645], // tsquery
-  [3802, 3807], // jsonb
-  [3904, 3905], // int4range
-  [3906, 3907], // numrange
-  [3908, 3909], // tsrange
-  [3910, 3911], // tstzrange
-  [3912, 3913], // daterange
-  [3926, 3927], // int8range
+export const BUILT_IN_ARRAYS: readonly ArrayType[] = [
+  { element: 16, array: 1000 }, // bool
+  { element: 17, array: 1001 }, // bytea
+  { element: 18, array: 1002 }, // char
+  { element: 19, array: 1003 }, // name
+  { element: 20, array: 1016 }, // int8
+  { element: 21, array: 1005 }, // int2
+  { element: 23, array: 1007 }, // int4
+  { element: 25, array: 1009 }, // text
+  { element: 26, array: 1028 }, // oid
+  { element: 114, array: 199 }, // json
+  { element: 142, array: 143 }, // xml
+  { element: 600, array: 1017 }, // point
+  { element: 601, array: 1018 }, // lseg
+  { element: 602, array: 1019 }, // path
+  { element: 603, array: 1020 }, // box, whose array literal alone puts ";" between elements
+  { element: 604, array: 1027 }, // polygon
+  { element: 628, array: 629 }, // line
+  { element: 650, array: 651 }, // cidr
+  { element: 700, array: 1021 }, // float4
+  { element: 701, array: 1022 }, // float8
+  { element: 718, array: 719 }, // circle
+  { element: 774, array: 775 }, // macaddr8
+  { element: 790, array: 791 }, // money
+  { element: 829, array: 1040 }, // macaddr
+  { element: 869, array: 1041 }, // inet
+  { element: 1042, array: 1014 }, // bpchar
+  { element: 1043, array: 1015 }, // varchar
+  { element: 1082, array: 1182 }, // date
+  { element: 1083, array: 1183 }, // time
+  { element: 1114, array: 1115 }, // timestamp
+  { element: 1184, array: 1185 }, // timestamptz
+  { element: 1186, array: 1187 }, // interval
+  { element: 1266, array: 1270 }, // timetz
+  { element: 1560, array: 1561 }, // bit
+  { element: 1562, array: 1563 }, // varbit
+  { element: 1700, array: 1231 }, // numeric
+  { element: 2950, array: 2951 }, // uuid
+  { element: 3220, array: 3221 }, // pg_lsn
+  { element: 3614, array: 3643 }, // tsvector
+  { element: 3615, array: 3645 }, // tsquery
+  { element: 3802, array: 3807 }, // jsonb
+  { element: 3904, array: 3905 }, // int4range
+  { element: 3906, array: 3907 }, // numrange
+  { element: 3908, array: 3909 }, // tsrange
+  { element: 3910, array: 3911 }, // tstzrange
+  { element: 3912, array: 3913 }, // daterange
+  { element: 3926, array: 3927 }, // int8range
 ];
-
-/** PostgreSQL's built-in array types (see {@linkcode BUILT_IN_PAIRS}). */
-export const BUILT_IN_ARRAYS: readonly ArrayType[] = BUILT_IN_PAIRS.map(([element, array]) => ({
-  element,
-  array,
-}));
 
 /** The array type whose elements its literal separates with `;`: `box[]`. */
 const BOX_ARRAY = 1020;
