@@ -21,6 +21,7 @@ import { QueueClosedError, QueueMovedError } from "../../errors.ts";
 import { QUEUE_MOVED_SQLSTATE } from "./move_fence.ts";
 import { guardStrayWrites } from "./crash_guard.ts";
 import { isConnectionLost } from "../store_outage.ts";
+import { CLOSE_WAITS_MS } from "../close_wait.ts";
 import type { BackupResult } from "../store.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
 import { kindUpdates, type MigrationQuery, readPlan } from "../sql/engine.ts";
@@ -66,7 +67,7 @@ export type Sql = postgres.Sql<Record<string, never>>;
  */
 export type PoolKind = "shared" | "unflushed";
 /** A transaction's connection, or the pool. */
-export type Connection = postgres.TransactionSql<Record<string, never>> | Sql;
+type Connection = postgres.TransactionSql<Record<string, never>> | Sql;
 
 /** What a {@linkcode PostgresEngine} works on, besides its pools. */
 export interface EngineNames {
@@ -326,7 +327,9 @@ export class PostgresEngine implements Engine {
       await this.#wakeUps.settled();
       const listening = await this.#listening;
       await listening?.unlisten().catch(() => {});
-      await Promise.all([this.#sql.end({ timeout: 5 }), this.#unflushed?.end({ timeout: 5 })]);
+      // The driver cuts a connection still in a transaction after this long, which rolls it back.
+      const timeout = CLOSE_WAITS_MS / 1000;
+      await Promise.all([this.#sql.end({ timeout }), this.#unflushed?.end({ timeout })]);
     } finally {
       this.#unguard();
     }

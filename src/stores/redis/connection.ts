@@ -15,6 +15,7 @@ import { ClientOfflineError, createClient } from "npm:@redis/client@^6.4";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { QueueClosedError, QueueLostError, QueueMovedError } from "../../errors.ts";
 import { redactPassword } from "../database_url.ts";
+import { CLOSE_WAITS_MS, closedUnderTransaction, waitAtMost } from "../close_wait.ts";
 import { type FunctionLibrary, functionLibrary, type LuaScript } from "./lua.ts";
 
 /** The client of `@redis/client`, as the store uses it. */
@@ -359,23 +360,11 @@ export class RedisConnection {
    * calls fail.
    */
   async close(): Promise<void> {
-    this.#closing = true;
-    const deadline = Date.now() + CLOSE_WAITS_MS;
-    while (this.#transactions.size > 0) {
-      const leftMs = deadline - Date.now();
-      if (leftMs <= 0) {
-        for (const closing of this.#transactions.values()) {
-          closing.abort(new QueueClosedError(ABORTED_BY_CLOSE));
-        }
-        await Promise.allSettled(this.#transactions.keys());
-      } else {
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        await Promise.race([
-          Promise.allSettled(this.#transactions.keys()),
-          new Promise((resolve) => timer = setTimeout(resolve, leftMs)),
-        ]);
-        clearTimeout(timer);
-      }
+    this.#closing = true; // no transaction begins from here on
+    if (this.#transactions.size > 0) {
+      await waitAtMost(Promise.allSettled(this.#transactions.keys()), CLOSE_WAITS_MS);
+      for (const closing of this.#transactions.values()) closing.abort(closedUnderTransaction());
+      await Promise.allSettled(this.#transactions.keys());
     }
     if (this.#closed) return;
     this.#closed = true;
@@ -387,17 +376,6 @@ export class RedisConnection {
     ]);
   }
 }
-
-/**
- * How long close() waits for the open transactions before it aborts those
- * still open, in ms: PostgreSQL's driver waits as long (`end({ timeout: 5 })`)
- * before it cuts their connections, which rolls them back.
- */
-export const CLOSE_WAITS_MS = 5_000;
-
-/** What a transaction that close() aborted refuses, as the action of its `QueueClosedError`. */
-const ABORTED_BY_CLOSE =
-  `go on with this transaction: close() waited ${CLOSE_WAITS_MS} ms for it to end, then rolled it back, storing nothing`;
 
 function newClient(settings: ConnectionSettings): Client {
   return createClient({

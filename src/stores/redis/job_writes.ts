@@ -25,6 +25,7 @@ import { AREA_HOOKS } from "./hooks.ts";
 import * as keys from "./keys.ts";
 import { dispatch, dispatchScript } from "./dispatch_script.ts";
 import { luaScript } from "./lua.ts";
+import { untilAborted } from "../close_wait.ts";
 import { STAGE_ENDS } from "./stages.ts";
 
 /** Why `tx.query` is refused on Redis, and what to do instead. */
@@ -177,21 +178,6 @@ async function runStaged<T>(
   if (state.abortedBy !== undefined) throw aborted(state.abortedBy);
   await redis.call(END_TRANSACTION, { now: Date.now(), stage, commit: true });
   return result;
-}
-
-/**
- * What `work` (a callback's outcome) settles with, or `signal`'s reason once
- * it is aborted first; `work` may then never settle.
- */
-function untilAborted<T>(work: T | Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const abort = () => reject(signal.reason);
-    signal.addEventListener("abort", abort, { once: true });
-    Promise.resolve(work).then(resolve, reject).finally(() =>
-      signal.removeEventListener("abort", abort)
-    );
-  });
 }
 
 /**

@@ -19,6 +19,7 @@ import type { DatabaseSync, SQLInputValue, SQLOutputValue, StatementSync } from 
 import type { Migration } from "../../../migrations/migration.ts";
 import { STEPS_RECORD } from "../../../migrations/sqlite/mod.ts";
 import { QueueClosedError, QueueMovedError } from "../../errors.ts";
+import { CLOSE_WAITS_MS, closedUnderTransaction, untilAborted, waitAtMost } from "../close_wait.ts";
 import { TimerTurns } from "../../timer_turns.ts";
 import { SQLITE_CONSTRAINT_TRIGGER } from "./move_fence.ts";
 import type { BackupResult } from "../store.ts";
@@ -66,6 +67,10 @@ export class SqliteEngine implements Engine {
   /** Set inside a transaction's callback, to refuse calls that would wait for it forever. */
   readonly #insideTransaction = new AsyncLocalStorage<Promise<void>>();
   #closed = false;
+  /** Set by close(): an app transaction asked for from here on is refused. */
+  #closing = false;
+  /** Aborted by close() when the running app transaction is still open after its wait. */
+  #transactionClosing: AbortController | null = null;
   /** When this process's timers last had a turn between calls (see `#whenFree`). */
   readonly #timerTurns = new TimerTurns();
   readonly #step = (step: Step): unknown => {
@@ -92,6 +97,7 @@ export class SqliteEngine implements Engine {
 
   /** Runs the script in one write transaction, or statement by statement. */
   run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
+    if (this.#closing) return Promise.reject(new QueueClosedError("start a transaction"));
     const replaced = this.#fileReplaced();
     if (replaced !== null) return Promise.reject(replaced);
     this.#checkpoint?.start();
@@ -109,6 +115,7 @@ export class SqliteEngine implements Engine {
 
   /** Runs `fn` inside `BEGIN IMMEDIATE` … `COMMIT`, rolling back if it throws. */
   transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+    if (this.#closing) return Promise.reject(new QueueClosedError("start a transaction"));
     const replaced = this.#fileReplaced();
     if (replaced !== null) return Promise.reject(replaced);
     this.#checkpoint?.start();
@@ -162,11 +169,13 @@ export class SqliteEngine implements Engine {
     while (this.#transaction !== null) await this.#transaction;
     if (this.#closed) throw new QueueClosedError("start a transaction");
     this.#transaction = ended;
+    const closing = this.#transactionClosing = new AbortController();
     let open = false;
     try {
       await retryWhileBusy(() => this.#db.exec("BEGIN IMMEDIATE"), this.#busyTimeoutMs);
       open = true;
       const check = () => {
+        if (closing.signal.aborted) throw closing.signal.reason;
         if (!open) {
           throw new Error("This transaction has ended: use it only inside its callback");
         }
@@ -187,7 +196,10 @@ export class SqliteEngine implements Engine {
           return statement.all(...params.map(bind)) as unknown as Row[];
         },
       };
-      const result = await this.#insideTransaction.run(ended, () => fn(tx));
+      const result = await untilAborted(
+        this.#insideTransaction.run(ended, () => fn(tx)),
+        closing.signal,
+      );
       this.#assertStillOpen();
       this.#db.exec("COMMIT");
       open = false;
@@ -199,6 +211,7 @@ export class SqliteEngine implements Engine {
       } finally {
         open = false;
         this.#transaction = null;
+        this.#transactionClosing = null;
         end();
       }
     }
@@ -263,9 +276,21 @@ export class SqliteEngine implements Engine {
     return await copyDatabase(this.#path, file, this.#busyTimeoutMs);
   }
 
-  /** Closes the connection once the running transaction, if any, has ended. */
+  /**
+   * Closes the connection once the app transactions begun before it have
+   * ended, rolling back those still open {@linkcode CLOSE_WAITS_MS} after
+   * it was called; a transaction begun after it is refused.
+   */
   async close(): Promise<void> {
-    while (!this.#closed && this.#transaction !== null) await this.#transaction;
+    this.#closing = true;
+    const deadline = Date.now() + CLOSE_WAITS_MS;
+    while (this.#transaction !== null) {
+      const running = this.#transaction;
+      await waitAtMost(running, deadline - Date.now());
+      if (this.#transaction !== running) continue;
+      this.#transactionClosing?.abort(closedUnderTransaction());
+      await running;
+    }
     if (this.#closed) return;
     this.#closed = true;
     this.#changes.close();

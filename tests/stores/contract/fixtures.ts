@@ -41,13 +41,6 @@ export interface OpenedStore extends AsyncDisposable {
    * @default {true}
    */
   readonly concurrentTransactions?: boolean;
-  /**
-   * Whether close() rolls back a transaction still open after a time of its
-   * own (PostgreSQL's driver and Redis: 5 s): false for a store whose close
-   * waits for the callback as long as it takes (SQLite).
-   * @default {true}
-   */
-  readonly closeRollsBack?: boolean;
 }
 
 /**
@@ -62,8 +55,6 @@ export interface ContractCaseOptions {
   readonly sql?: boolean;
   /** `true`: the case needs two transactions open at once (see `OpenedStore.concurrentTransactions`). */
   readonly concurrentTransactions?: true;
-  /** `true`: the case needs a close that rolls back a transaction left open (see `OpenedStore.closeRollsBack`). */
-  readonly closeRollsBack?: true;
 }
 
 /** A method of the `Store` interface. */

@@ -5,6 +5,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { QueueClosedError } from "../../../src/errors.ts";
 import type { Store, StoreTransaction } from "../../../src/stores/store.ts";
 import { claim, complete, type ContractArea, type ContractTest, newJob, T0 } from "./fixtures.ts";
 
@@ -108,7 +109,40 @@ function register(test: ContractTest): void {
         await another.close();
       }
     },
-    { closeRollsBack: true },
+  );
+
+  test(
+    "a transaction asked for while close() waits for an open one is refused with QueueClosedError; the open one commits",
+    async (store, opened) => {
+      let entered!: () => void;
+      const inside = new Promise<void>((resolve) => entered = resolve);
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => release = resolve);
+      const open = store.transaction(async (tx) => {
+        await tx.insertJobs([newJob()]);
+        entered();
+        await released;
+      });
+      await inside;
+      const closing = store.close();
+      const late = await store.transaction((tx) => tx.insertJobs([newJob()])).then(
+        () => null,
+        (error: Error) => error,
+      );
+      release();
+      await open;
+      await closing;
+      assert.ok(late instanceof QueueClosedError, `refused as closed, not: ${late}`);
+      if (opened.another === undefined) return;
+      const another = await opened.another();
+      try {
+        const counts = await another.counts(T0);
+        const stored = counts.reduce((sum, row) => sum + row.pending + row.delayed, 0);
+        assert.equal(stored, 1, "the open one's job, and only it, is stored");
+      } finally {
+        await another.close();
+      }
+    },
   );
 
   test("operations fail by rejecting their promise, never by throwing synchronously", async (store) => {

@@ -192,15 +192,6 @@ export function storeContract(
         });
         return;
       }
-      if (options.closeRollsBack && opened.closeRollsBack === false) {
-        await t.step({
-          name:
-            "not run: this case needs a close that rolls back a transaction left open, and this store's close waits for it",
-          ignore: true,
-          fn() {},
-        });
-        return;
-      }
       await fn(opened.store, opened);
     });
   for (const area of areas) area.register(test);

@@ -17,7 +17,6 @@ export function sqliteContract(part: number): void {
       store,
       another: () => SqliteStore.open(dir.dbPath),
       concurrentTransactions: false,
-      closeRollsBack: false,
       async [Symbol.asyncDispose]() {
         await store.close();
         await dir[Symbol.asyncDispose]();
@@ -29,7 +28,6 @@ export function sqliteContract(part: number): void {
     return {
       store,
       concurrentTransactions: false,
-      closeRollsBack: false,
       [Symbol.asyncDispose]: () => store.close(),
     };
   }, part);

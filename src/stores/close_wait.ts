@@ -1,0 +1,50 @@
+/**
+ * How a store's `close()` ends an app transaction whose callback does not
+ * return: it waits {@linkcode CLOSE_WAITS_MS} for it, then rolls it back,
+ * and the transaction rejects with {@linkcode closedUnderTransaction}'s
+ * error. Every store does so alike: PostgreSQL's driver cuts the
+ * connection after as long (`end({ timeout })`), which rolls it back; the
+ * SQLite and Redis stores abort the callback's wait for it
+ * ({@linkcode untilAborted}) and roll back themselves.
+ *
+ * @internal
+ * @module
+ */
+import { QueueClosedError } from "../errors.ts";
+
+/** How long close() waits for the open app transactions before it rolls them back, in ms. */
+export const CLOSE_WAITS_MS = 5_000;
+
+/** The error of a transaction that close() rolled back, and of the calls on its `tx` after it. */
+export function closedUnderTransaction(): QueueClosedError {
+  return new QueueClosedError(
+    `go on with this transaction: close() waited ${CLOSE_WAITS_MS} ms for it to end, then rolled it back, storing nothing`,
+  );
+}
+
+/** Settles when `ended` settles, or after `ms` (none when not above 0), whichever comes first. */
+export async function waitAtMost(ended: Promise<unknown>, ms: number): Promise<void> {
+  if (ms <= 0) return;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([
+    ended.then(() => {}, () => {}),
+    new Promise((resolve) => timer = setTimeout(resolve, ms)),
+  ]);
+  clearTimeout(timer);
+}
+
+/**
+ * What `work` (a callback's outcome) settles with, or `signal`'s reason once
+ * it is aborted first; `work` may then never settle, and what it settles
+ * with later is dropped.
+ */
+export function untilAborted<T>(work: T | Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => reject(signal.reason);
+    signal.addEventListener("abort", abort, { once: true });
+    Promise.resolve(work).then(resolve, reject).finally(() =>
+      signal.removeEventListener("abort", abort)
+    );
+  });
+}
