@@ -996,9 +996,10 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
 
   /**
    * Stops every worker of this queue (each with its grace period), then
-   * closes the database once its open transactions have ended: on
-   * PostgreSQL and Redis, one still open after 5 s is rolled back, and its
-   * `queue.transaction()` rejects.
+   * closes the database once its open transactions have ended: one still
+   * open 5 s after that is rolled back, and its `queue.transaction()`
+   * rejects. On SQLite a worker's writes wait for an open transaction, so
+   * its stop waits for the transaction first.
    */
   close(): Promise<void> {
     this.#closing ??= (async () => {

@@ -119,8 +119,13 @@ class TransactionDispatches {
 
   /** Follows `dispatching`; the promise the caller gets in its place. */
   readonly track = <R>(dispatching: Promise<R>): Promise<R> => {
-    // A handle kept past the transaction: its store refuses the dispatch, as it says.
-    if (this.#outcome !== null) return dispatching;
+    if (this.#outcome !== null) {
+      // A handle kept past the transaction: its store refuses the dispatch, as it says. After a
+      // roll-back the callback may still run (close() or a deadlock stopped waiting for it): its
+      // dispatches are refused and, as before, never reported as unhandled.
+      if (this.#outcome !== "committed") markHandled(dispatching);
+      return dispatching;
+    }
     let resolve!: (value: R) => void;
     let reject!: (error: unknown) => void;
     const promise = new DispatchPromise<R>((resolved, rejected) => {

@@ -3,9 +3,10 @@
  * return: it waits {@linkcode CLOSE_WAITS_MS} for it, then rolls it back,
  * and the transaction rejects with {@linkcode closedUnderTransaction}'s
  * error. Every store does so alike: PostgreSQL's driver cuts the
- * connection after as long (`end({ timeout })`), which rolls it back; the
- * SQLite and Redis stores abort the callback's wait for it
- * ({@linkcode untilAborted}) and roll back themselves.
+ * connection after as long (`end({ timeout })`), which rolls it back, and
+ * the store words the cut as this error; the SQLite and Redis stores abort
+ * the wait for the callback ({@linkcode untilAborted}) and roll back
+ * themselves.
  *
  * @internal
  * @module
@@ -16,9 +17,10 @@ import { QueueClosedError } from "../errors.ts";
 export const CLOSE_WAITS_MS = 5_000;
 
 /** The error of a transaction that close() rolled back, and of the calls on its `tx` after it. */
-export function closedUnderTransaction(): QueueClosedError {
+export function closedUnderTransaction(options?: ErrorOptions): QueueClosedError {
   return new QueueClosedError(
     `go on with this transaction: close() waited ${CLOSE_WAITS_MS} ms for it to end, then rolled it back, storing nothing`,
+    options,
   );
 }
 

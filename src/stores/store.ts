@@ -562,8 +562,8 @@ export interface Store
   backup(file: string): Promise<BackupResult>;
   /**
    * Closes the connection once the open transactions have ended (a store
-   * may roll back one still open after a time of its own: PostgreSQL and
-   * Redis after 5 s); later calls fail.
+   * may roll back one still open after a time of its own: the three stores
+   * here after 5 s); later calls fail.
    */
   close(): Promise<void>;
 }

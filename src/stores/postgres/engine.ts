@@ -21,7 +21,7 @@ import { QueueClosedError, QueueMovedError } from "../../errors.ts";
 import { QUEUE_MOVED_SQLSTATE } from "./move_fence.ts";
 import { guardStrayWrites } from "./crash_guard.ts";
 import { isConnectionLost } from "../store_outage.ts";
-import { CLOSE_WAITS_MS } from "../close_wait.ts";
+import { CLOSE_WAITS_MS, closedUnderTransaction } from "../close_wait.ts";
 import type { BackupResult } from "../store.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
 import { kindUpdates, type MigrationQuery, readPlan } from "../sql/engine.ts";
@@ -191,9 +191,24 @@ export class PostgresEngine implements Engine {
     fn: (tx: EngineTransaction) => Promise<T>,
     wakeUp: WakeUpAsked,
   ): Promise<T> {
+    // closedBy: set when close() cut the connection of this transaction, still open after its wait.
+    const inside: { open: boolean; closedBy?: QueueClosedError } = { open: true };
+    try {
+      return await this.#inTransaction(fn, wakeUp, inside);
+    } catch (error) {
+      if (!this.#closed || !isConnectionLost(error)) throw error;
+      throw inside.closedBy = closedUnderTransaction({ cause: error });
+    }
+  }
+
+  async #inTransaction<T>(
+    fn: (tx: EngineTransaction) => Promise<T>,
+    wakeUp: WakeUpAsked,
+    inside: { open: boolean; closedBy?: QueueClosedError },
+  ): Promise<T> {
     return await this.#begin(async (connection) => {
-      const inside = { open: true };
       const check = () => {
+        if (inside.closedBy !== undefined) throw inside.closedBy;
         if (!inside.open) {
           throw new Error("This transaction has ended: use it only inside its callback");
         }
@@ -350,7 +365,7 @@ export class PostgresEngine implements Engine {
       if ((error as { code?: unknown } | null)?.code === QUEUE_MOVED_SQLSTATE) {
         throw movedError(error as Error);
       }
-      if (!isConnectionLost(error)) throw error;
+      if (!isConnectionLost(error) || error instanceof QueueClosedError) throw error;
       if (!this.#disconnected && !this.#closed) this.#renewPool();
       this.#disconnected = true;
       throw unreachable(error, this.#server);

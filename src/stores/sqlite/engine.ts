@@ -69,6 +69,8 @@ export class SqliteEngine implements Engine {
   #closed = false;
   /** Set by close(): an app transaction asked for from here on is refused. */
   #closing = false;
+  /** When close() stops waiting for the app transactions asked for before it. */
+  #closeDeadline = Infinity;
   /** Aborted by close() when the running app transaction is still open after its wait. */
   #transactionClosing: AbortController | null = null;
   /** When this process's timers last had a turn between calls (see `#whenFree`). */
@@ -97,7 +99,6 @@ export class SqliteEngine implements Engine {
 
   /** Runs the script in one write transaction, or statement by statement. */
   run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
-    if (this.#closing) return Promise.reject(new QueueClosedError("start a transaction"));
     const replaced = this.#fileReplaced();
     if (replaced !== null) return Promise.reject(replaced);
     this.#checkpoint?.start();
@@ -174,6 +175,8 @@ export class SqliteEngine implements Engine {
     try {
       await retryWhileBusy(() => this.#db.exec("BEGIN IMMEDIATE"), this.#busyTimeoutMs);
       open = true;
+      // Its turn came after close() stopped waiting: refused before its callback runs.
+      if (Date.now() >= this.#closeDeadline) throw new QueueClosedError("start a transaction");
       const check = () => {
         if (closing.signal.aborted) throw closing.signal.reason;
         if (!open) {
@@ -282,11 +285,11 @@ export class SqliteEngine implements Engine {
    * it was called; a transaction begun after it is refused.
    */
   async close(): Promise<void> {
+    if (!this.#closing) this.#closeDeadline = Date.now() + CLOSE_WAITS_MS;
     this.#closing = true;
-    const deadline = Date.now() + CLOSE_WAITS_MS;
     while (this.#transaction !== null) {
       const running = this.#transaction;
-      await waitAtMost(running, deadline - Date.now());
+      await waitAtMost(running, this.#closeDeadline - Date.now());
       if (this.#transaction !== running) continue;
       this.#transactionClosing?.abort(closedUnderTransaction());
       await running;

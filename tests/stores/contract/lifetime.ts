@@ -93,10 +93,17 @@ function register(test: ContractTest): void {
         clearTimeout(timer);
         release();
       }
-      assert.ok((await outcome) instanceof Error, "the transaction rejected");
+      const rejected = await outcome;
+      assert.ok(
+        rejected instanceof QueueClosedError,
+        `the transaction rejected as closed: ${rejected}`,
+      );
+      assert.match(rejected.message, /close\(\) waited 5000 ms for it to end, then rolled it back/);
       const refused = await handle.insertJobs([newJob()]).then(() => null, (error: Error) => error);
-      assert.ok(refused instanceof Error, "its handle refuses a write once closed");
-      if (opened.sql === false) assert.match(refused.message, /the queue is closed/);
+      assert.ok(
+        refused instanceof QueueClosedError,
+        `its handle refuses a write as closed: ${refused}`,
+      );
       if (opened.another === undefined) return;
       const another = await opened.another();
       try {

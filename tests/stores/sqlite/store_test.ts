@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
-import { OutdatedCodeError, QueueMovedError } from "../../../src/errors.ts";
+import { OutdatedCodeError, QueueClosedError, QueueMovedError } from "../../../src/errors.ts";
 import type { Migration } from "../../../migrations/migration.ts";
 import { migrations, STEPS_RECORD } from "../../../migrations/sqlite/mod.ts";
 import { openConnection } from "../../../src/stores/sqlite/connection.ts";
@@ -319,6 +319,34 @@ Deno.test("SqliteStore: close() lets transactions started before it finish", asy
     ["ok", "ok", "ok"],
   );
   assert.equal(only(queryFile(dir.dbPath, "SELECT COUNT(*) FROM jobs")), 2);
+});
+
+Deno.test("SqliteStore: a transaction asked for before close() whose turn comes after close() stopped waiting is refused before its callback runs", async () => {
+  await using dir = await tempDir();
+  const store = await SqliteStore.open(dir.dbPath);
+  let entered!: () => void;
+  const inside = new Promise<void>((resolve) => entered = resolve);
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => release = resolve);
+  const stuck = store.transaction(async (tx) => {
+    await tx.insertJobs([newJob()]);
+    entered();
+    await released;
+  }).then(() => null, (error: Error) => error);
+  await inside;
+  let calledBack = false;
+  const queued = store.transaction(async (tx) => {
+    calledBack = true;
+    await tx.insertJobs([newJob()]);
+  }).then(() => null, (error: Error) => error);
+  await store.close();
+  release();
+  const [first, second] = await Promise.all([stuck, queued]);
+  assert.match(String(first), /close\(\) waited 5000 ms for it to end, then rolled it back/);
+  assert.ok(second instanceof QueueClosedError, `refused as closed: ${second}`);
+  assert.doesNotMatch(second.message, /waited/, "it was not waited for: it had not begun");
+  assert.equal(calledBack, false, "its callback never ran");
+  assert.equal(only(queryFile(dir.dbPath, "SELECT COUNT(*) FROM jobs")), 0);
 });
 
 Deno.test("SqliteStore: two stores on one file never claim the same job", async () => {
