@@ -100,6 +100,8 @@ export class PostgresEngine implements Engine {
   /** Set when a call failed for want of a connection: LISTEN is taken again once calls work. */
   #disconnected = false;
   #closed = false;
+  /** When close() has the driver cut the connections still in a transaction (see `#cutByClose`). */
+  #cutsAt = Infinity;
   readonly #unguard = guardStrayWrites();
   /** `NOTIFY` on the channel, each in a transaction of its own that writes no WAL. */
   readonly #wakeUps = new WakeUps(() =>
@@ -196,7 +198,7 @@ export class PostgresEngine implements Engine {
     try {
       return await this.#inTransaction(fn, wakeUp, inside);
     } catch (error) {
-      if (!this.#closed || !isConnectionLost(error)) throw error;
+      if (!this.#cutByClose(error)) throw error;
       throw inside.closedBy = closedUnderTransaction({ cause: error });
     }
   }
@@ -343,6 +345,7 @@ export class PostgresEngine implements Engine {
       const listening = await this.#listening;
       await listening?.unlisten().catch(() => {});
       // The driver cuts a connection still in a transaction after this long, which rolls it back.
+      this.#cutsAt = Date.now() + CLOSE_WAITS_MS;
       const timeout = CLOSE_WAITS_MS / 1000;
       await Promise.all([this.#sql.end({ timeout }), this.#unflushed?.end({ timeout })]);
     } finally {
@@ -410,6 +413,15 @@ export class PostgresEngine implements Engine {
       if (isConnectionLost(error)) this.#disconnected = true; // listen once the server answers
       return null;
     });
+  }
+
+  /**
+   * Whether `error` is close() cutting a connection still in a transaction
+   * once its wait ran out, not an outage nor the callback's own error.
+   */
+  #cutByClose(error: unknown): boolean {
+    return Date.now() >= this.#cutsAt && !(error instanceof QueueClosedError) &&
+      isConnectionLost(error);
   }
 
   async #begin<T>(step: (tx: Connection) => Promise<T>): Promise<T> {
