@@ -387,28 +387,23 @@ storeTest(
   "a dispatch the callback starts without awaiting it after close() rolled its transaction back is refused, never reported as unhandled",
   async (db) => {
     const queue = await db.open({ jobs: [note] });
-    let entered!: () => void;
-    const inside = new Promise<void>((resolve) => entered = resolve);
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => release = resolve);
+    const entered = Promise.withResolvers<void>();
+    const released = Promise.withResolvers<void>();
     let late!: Promise<unknown>;
-    let lateSent!: () => void;
-    const sent = new Promise<void>((resolve) => lateSent = resolve);
     const abandoned = queue.transaction(async (tx) => {
       await tx.dispatch(note, { n: 1 });
-      entered();
-      await released;
+      entered.resolve();
+      await released.promise;
       late = tx.dispatch(note, { n: 2 }); // not awaited: the callback goes on and returns
-      lateSent();
     }).then(() => null, (error: Error) => error);
-    await inside;
+    await entered.promise;
     await queue.close();
     assert.match(
       String(await abandoned),
       /close\(\) waited 5000 ms for it to end, then rolled it back/,
     );
-    release();
-    await sent;
+    released.resolve();
+    await released.promise; // the callback's continuation runs before this test's
     // Deno fails a test that leaves a rejection unhandled: this one must have been taken.
     await new Promise((resolve) => setTimeout(resolve, 50));
     await assert.rejects(late, /the queue is closed/);

@@ -121,22 +121,20 @@ function register(test: ContractTest): void {
   test(
     "a transaction asked for while close() waits for an open one is refused with QueueClosedError; the open one commits",
     async (store, opened) => {
-      let entered!: () => void;
-      const inside = new Promise<void>((resolve) => entered = resolve);
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => release = resolve);
+      const entered = Promise.withResolvers<void>();
+      const released = Promise.withResolvers<void>();
       const open = store.transaction(async (tx) => {
         await tx.insertJobs([newJob()]);
-        entered();
-        await released;
+        entered.resolve();
+        await released.promise;
       });
-      await inside;
+      await entered.promise;
       const closing = store.close();
       const late = await store.transaction((tx) => tx.insertJobs([newJob()])).then(
         () => null,
         (error: Error) => error,
       );
-      release();
+      released.resolve();
       await open;
       await closing;
       assert.ok(late instanceof QueueClosedError, `refused as closed, not: ${late}`);

@@ -324,23 +324,21 @@ Deno.test("SqliteStore: close() lets transactions started before it finish", asy
 Deno.test("SqliteStore: a transaction asked for before close() whose turn comes after close() stopped waiting is refused before its callback runs", async () => {
   await using dir = await tempDir();
   const store = await SqliteStore.open(dir.dbPath);
-  let entered!: () => void;
-  const inside = new Promise<void>((resolve) => entered = resolve);
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => release = resolve);
+  const entered = Promise.withResolvers<void>();
+  const released = Promise.withResolvers<void>();
   const stuck = store.transaction(async (tx) => {
     await tx.insertJobs([newJob()]);
-    entered();
-    await released;
+    entered.resolve();
+    await released.promise;
   }).then(() => null, (error: Error) => error);
-  await inside;
+  await entered.promise;
   let calledBack = false;
   const queued = store.transaction(async (tx) => {
     calledBack = true;
     await tx.insertJobs([newJob()]);
   }).then(() => null, (error: Error) => error);
   await store.close();
-  release();
+  released.resolve();
   const [first, second] = await Promise.all([stuck, queued]);
   assert.match(String(first), /close\(\) waited 5000 ms for it to end, then rolled it back/);
   assert.ok(second instanceof QueueClosedError, `refused as closed: ${second}`);
