@@ -998,11 +998,12 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * Stops every worker of this queue (each with its grace period), then
    * closes the database once its open transactions have ended: one still
    * open 5 s after that is rolled back, and its `queue.transaction()`
-   * rejects. On SQLite a worker's writes wait for an open transaction, so
-   * its stop waits for the transaction first.
+   * rejects. On SQLite, whose workers' writes wait for an open
+   * transaction, those 5 s count from this call.
    */
   close(): Promise<void> {
     this.#closing ??= (async () => {
+      this.#store.startClosing?.();
       await this.#workers.stop();
       this.#gauges.remove();
       await this.#store.close();

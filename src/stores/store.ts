@@ -561,6 +561,16 @@ export interface Store
    */
   backup(file: string): Promise<BackupResult>;
   /**
+   * Called by a queue's `close()` before it stops its workers, for a store
+   * whose other writes, a worker's among them, wait for an open
+   * `transaction()` (SQLite's one writer): from then on the store refuses
+   * transactions, and rolls back one still open after the time `close()`
+   * would give it, so that the workers' stop does not wait for it as long
+   * as its callback runs. A store whose writes never wait for a
+   * transaction leaves it out; `close()` then does the same.
+   */
+  startClosing?(): void;
+  /**
    * Closes the connection once the open transactions have ended (a store
    * may roll back one still open after a time of its own: the three stores
    * here after 5 s); later calls fail.

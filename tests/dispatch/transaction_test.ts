@@ -409,3 +409,27 @@ storeTest(
     await assert.rejects(late, /the queue is closed/);
   },
 );
+
+storeTest(
+  "queue.close() with a worker running ends, rolling back a transaction whose callback never settles",
+  async (db) => {
+    const queue = await db.open({ jobs: [note] });
+    const worker = queue.work({ pollMs: 50 });
+    const entered = Promise.withResolvers<void>();
+    const stuck = queue.transaction(async (tx) => {
+      await tx.dispatch(note, { n: 1 });
+      entered.resolve();
+      await new Promise(() => {}); // never settles
+    }).then(() => null, (error: Error) => error);
+    await entered.promise;
+    // Generous: the close waits 5 s for the transaction, and the worker its grace period.
+    await within(queue.close(), 60_000, "queue.close()");
+    await worker.done;
+    assert.match(
+      String(await stuck),
+      /close\(\) waited 5000 ms for it to end, then rolled it back/,
+    );
+    const again = await db.open({ jobs: [note] });
+    assert.equal((await again.jobs()).total, 0, "nothing it dispatched is stored");
+  },
+);

@@ -86,6 +86,8 @@ export interface Engine {
    * rejects naming the server's own tools (see `Store.backup`).
    */
   backup(file: string): Promise<BackupResult>;
+  /** See {@linkcode Store.startClosing}. */
+  startClosing?(): void;
   /** Closes the connection once running work has ended; later calls fail. */
   close(): Promise<void>;
 }

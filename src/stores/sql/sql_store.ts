@@ -563,6 +563,11 @@ export class SqlStore implements Store, MoveStore {
     return this.#engine.backup(file);
   }
 
+  /** See {@linkcode Store.startClosing}: what the engine needs of it, if anything. */
+  startClosing(): void {
+    this.#engine.startClosing?.();
+  }
+
   /** Closes the connection; later calls fail. */
   close(): Promise<void> {
     return this.#engine.close();

@@ -67,10 +67,12 @@ export class SqliteEngine implements Engine {
   /** Set inside a transaction's callback, to refuse calls that would wait for it forever. */
   readonly #insideTransaction = new AsyncLocalStorage<Promise<void>>();
   #closed = false;
-  /** Set by close(): an app transaction asked for from here on is refused. */
+  /** Set by close() or `startClosing()`: an app transaction asked for from here on is refused. */
   #closing = false;
   /** When close() stops waiting for the app transactions asked for before it. */
   #closeDeadline = Infinity;
+  /** Settles once the app transactions asked for before the close have ended. */
+  #transactionsEnded: Promise<void> = Promise.resolve();
   /** Aborted by close() when the running app transaction is still open after its wait. */
   #transactionClosing: AbortController | null = null;
   /** When this process's timers last had a turn between calls (see `#whenFree`). */
@@ -280,13 +282,21 @@ export class SqliteEngine implements Engine {
   }
 
   /**
-   * Closes the connection once the app transactions begun before it have
-   * ended, rolling back those still open {@linkcode CLOSE_WAITS_MS} after
-   * it was called; a transaction begun after it is refused.
+   * Refuses app transactions from now on, and rolls back those asked for
+   * before that are still open {@linkcode CLOSE_WAITS_MS} later (see
+   * {@linkcode Engine.startClosing}): this connection's other writes, a
+   * worker's among them, wait for an open transaction, so a worker's stop
+   * would otherwise wait for it as long as its callback runs.
    */
-  async close(): Promise<void> {
-    if (!this.#closing) this.#closeDeadline = Date.now() + CLOSE_WAITS_MS;
+  startClosing(): void {
+    if (this.#closing) return;
     this.#closing = true;
+    this.#closeDeadline = Date.now() + CLOSE_WAITS_MS;
+    this.#transactionsEnded = this.#endTransactions();
+  }
+
+  /** Waits for the running transaction and those queued behind it, each until the close's deadline. */
+  async #endTransactions(): Promise<void> {
     while (this.#transaction !== null) {
       const running = this.#transaction;
       await waitAtMost(running, this.#closeDeadline - Date.now());
@@ -294,6 +304,17 @@ export class SqliteEngine implements Engine {
       this.#transactionClosing?.abort(closedUnderTransaction());
       await running;
     }
+  }
+
+  /**
+   * Closes the connection once the app transactions begun before it (or
+   * before {@linkcode startClosing}) have ended, rolling back those still
+   * open {@linkcode CLOSE_WAITS_MS} after that; a transaction asked for
+   * after it is refused.
+   */
+  async close(): Promise<void> {
+    this.startClosing();
+    await this.#transactionsEnded;
     if (this.#closed) return;
     this.#closed = true;
     this.#changes.close();

@@ -6,12 +6,13 @@
  */
 import assert from "node:assert/strict";
 import { QueueClosedError } from "../../../src/errors.ts";
+import { within } from "../../_helpers.ts";
 import type { Store, StoreTransaction } from "../../../src/stores/store.ts";
 import { claim, complete, type ContractArea, type ContractTest, newJob, T0 } from "./fixtures.ts";
 
 /** A store's schema and close. */
 export const lifetime: ContractArea = {
-  covers: ["migrate", "migrationPlan", "close"],
+  covers: ["migrate", "migrationPlan", "startClosing", "close"],
   register,
 };
 
@@ -147,6 +148,25 @@ function register(test: ContractTest): void {
       } finally {
         await another.close();
       }
+    },
+  );
+
+  test(
+    "startClosing(), then close(): a transaction whose callback never settles is rolled back after the wait, and close() ends",
+    async (store) => {
+      const entered = Promise.withResolvers<void>();
+      const stuck = store.transaction(async (tx) => {
+        await tx.insertJobs([newJob()]);
+        entered.resolve();
+        await new Promise(() => {}); // never settles
+      }).then(() => null, (error: Error) => error);
+      await entered.promise;
+      store.startClosing?.();
+      await within(store.close(), 60_000, "close() after startClosing()");
+      assert.match(
+        String(await stuck),
+        /close\(\) waited 5000 ms for it to end, then rolled it back/,
+      );
     },
   );
 

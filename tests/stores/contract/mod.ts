@@ -127,6 +127,7 @@ export const STORE_MEMBERS: Record<StoreMethod, true> = {
   importRows: true,
   countRows: true,
   finishImport: true,
+  startClosing: true,
   close: true,
 };
 

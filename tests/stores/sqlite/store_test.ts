@@ -15,7 +15,7 @@ import { openConnection } from "../../../src/stores/sqlite/connection.ts";
 import { type Durability, SqliteStore } from "../../../src/stores/sqlite/mod.ts";
 import { Queue } from "../../../mod.ts";
 import { ChildScript } from "../../_child.ts";
-import { tempDir } from "../../_helpers.ts";
+import { tempDir, within } from "../../_helpers.ts";
 import { claim, LEASE_MS, newJob, T0 } from "../contract/mod.ts";
 import { sqliteContract } from "./_contract.ts";
 
@@ -345,6 +345,35 @@ Deno.test("SqliteStore: a transaction asked for before close() whose turn comes 
   assert.doesNotMatch(second.message, /waited/, "it was not waited for: it had not begun");
   assert.equal(calledBack, false, "its callback never ran");
   assert.equal(only(queryFile(dir.dbPath, "SELECT COUNT(*) FROM jobs")), 0);
+});
+
+Deno.test("SqliteStore: after startClosing(), a write waiting behind a transaction whose callback never settles goes through once the wait ran out, before close() is called", async () => {
+  await using dir = await tempDir();
+  const store = await SqliteStore.open(dir.dbPath);
+  try {
+    const entered = Promise.withResolvers<void>();
+    const stuck = store.transaction(async (tx) => {
+      await tx.insertJobs([newJob()]);
+      entered.resolve();
+      await new Promise(() => {}); // never settles
+    }).then(() => null, (error: Error) => error);
+    await entered.promise;
+    store.startClosing();
+    // A worker's settle would wait here the same way.
+    const ids = await within(store.insertJobs([newJob()]), 60_000, "the waiting write");
+    assert.equal(ids.length, 1);
+    assert.match(
+      String(await stuck),
+      /close\(\) waited 5000 ms for it to end, then rolled it back/,
+    );
+    assert.equal(
+      only(queryFile(dir.dbPath, "SELECT COUNT(*) FROM jobs")),
+      1,
+      "the write's job only",
+    );
+  } finally {
+    await store.close();
+  }
 });
 
 Deno.test("SqliteStore: two stores on one file never claim the same job", async () => {
