@@ -82,6 +82,7 @@ import type { WorkOptions } from "./runner/work_options.ts";
 import { ManualRuns } from "./schedules/manual_runs.ts";
 import type { BackfillOptions, BackfillResult, ScheduleInfo } from "./schedules/views.ts";
 import type { BackupResult, NewJobRow, Store } from "./stores/store.ts";
+import { CLOSE_WAITS_MS } from "./stores/close_wait.ts";
 
 export type { QueueMode, QueueOptions } from "./queue_options.ts";
 
@@ -999,11 +1000,13 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * closes the database once its open transactions have ended: one still
    * open 5 s after that is rolled back, and its `queue.transaction()`
    * rejects. On SQLite, whose workers' writes wait for an open
-   * transaction, those 5 s count from this call.
+   * transaction, one still open once the workers' grace period and those
+   * 5 s have passed since this call is rolled back then, so that the
+   * workers' stop ends.
    */
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      this.#store.startClosing?.();
+      this.#store.startClosing?.(this.#workers.longestGraceMs + CLOSE_WAITS_MS);
       await this.#workers.stop();
       this.#gauges.remove();
       await this.#store.close();

@@ -125,6 +125,11 @@ export class QueueWorkers {
     }
   }
 
+  /** The longest grace period a running worker's stop gives its jobs, in ms; 0 when none runs. */
+  get longestGraceMs(): number {
+    return Math.max(0, ...[...this.#running].map((worker) => worker.options.graceMs));
+  }
+
   /** Unregisters the drain cron job and stops every running worker. */
   async stop(): Promise<void> {
     this.#closed.abort();

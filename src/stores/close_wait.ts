@@ -19,7 +19,7 @@ export const CLOSE_WAITS_MS = 5_000;
 /** The error of a transaction that close() rolled back, and of the calls on its `tx` after it. */
 export function closedUnderTransaction(options?: ErrorOptions): QueueClosedError {
   return new QueueClosedError(
-    `go on with this transaction: close() waited ${CLOSE_WAITS_MS} ms for it to end, then rolled it back, storing nothing`,
+    "go on with this transaction: close() stopped waiting for it to end and rolled it back, storing nothing",
     options,
   );
 }

@@ -564,12 +564,13 @@ export interface Store
    * Called by a queue's `close()` before it stops its workers, for a store
    * whose other writes, a worker's among them, wait for an open
    * `transaction()` (SQLite's one writer): from then on the store refuses
-   * transactions, and rolls back one still open after the time `close()`
-   * would give it, so that the workers' stop does not wait for it as long
-   * as its callback runs. A store whose writes never wait for a
-   * transaction leaves it out; `close()` then does the same.
+   * transactions, and rolls back one still open `waitMs` later (the
+   * workers' grace period and the time `close()` gives a transaction), so
+   * that the workers' stop does not wait for it as long as its callback
+   * runs. `close()` may then roll it back sooner, as it would have. A
+   * store whose writes never wait for a transaction leaves it out.
    */
-  startClosing?(): void;
+  startClosing?(waitMs: number): void;
   /**
    * Closes the connection once the open transactions have ended (a store
    * may roll back one still open after a time of its own: the three stores

@@ -10,6 +10,7 @@ import { z } from "zod";
 import { defineJob, Queue, type QueueTransaction, ValidationError } from "../../mod.ts";
 import { tempDir, within } from "../_helpers.ts";
 import { storeTest } from "../_stores.ts";
+import { CLOSE_WAITS_MS } from "../../src/stores/close_wait.ts";
 import { gate, readRows } from "../fixtures/runner/harness.ts";
 
 const note = defineJob({ name: "note", schema: z.object({ n: z.number() }), handle() {} });
@@ -400,7 +401,7 @@ storeTest(
     await queue.close();
     assert.match(
       String(await abandoned),
-      /close\(\) waited 5000 ms for it to end, then rolled it back/,
+      /close\(\) stopped waiting for it to end and rolled it back/,
     );
     released.resolve();
     await released.promise; // the callback's continuation runs before this test's
@@ -427,9 +428,39 @@ storeTest(
     await worker.done;
     assert.match(
       String(await stuck),
-      /close\(\) waited 5000 ms for it to end, then rolled it back/,
+      /close\(\) stopped waiting for it to end and rolled it back/,
     );
     const again = await db.open({ jobs: [note] });
     assert.equal((await again.jobs()).total, 0, "nothing it dispatched is stored");
   },
 );
+
+Deno.test("SQLite: queue.close() lets a job's transaction that ends within its worker's grace period commit, though past the 5 s close gives a transaction", async () => {
+  await using dir = await tempDir();
+  const began = Promise.withResolvers<void>();
+  const released = Promise.withResolvers<void>();
+  let queue!: Queue;
+  const slow = defineJob({
+    name: "slow",
+    schema: z.object({}),
+    async handle() {
+      await queue.transaction(async (tx) => {
+        await tx.dispatch(note, { n: 1 });
+        began.resolve();
+        await released.promise;
+      });
+    },
+  });
+  queue = await Queue.open({ path: dir.dbPath, jobs: [note, slow] });
+  await queue.dispatch(slow, {});
+  queue.work({ executor: "isolate", graceMs: 60_000 });
+  await began.promise;
+  const closed = queue.close();
+  // Past the 5 s: the transaction must still be open for the handler to end it.
+  await new Promise((resolve) => setTimeout(resolve, CLOSE_WAITS_MS + 1_000));
+  released.resolve();
+  await within(closed, 60_000, "queue.close()");
+  assert.deepEqual(storedNotes(dir.dbPath), [1], "the transaction committed");
+  const completed = readRows<{ name: string }>(dir.dbPath, "SELECT name FROM completed_jobs");
+  assert.deepEqual(completed.map((row) => row.name), ["slow"], "its job completed");
+});

@@ -87,7 +87,7 @@ export interface Engine {
    */
   backup(file: string): Promise<BackupResult>;
   /** See {@linkcode Store.startClosing}. */
-  startClosing?(): void;
+  startClosing?(waitMs: number): void;
   /** Closes the connection once running work has ended; later calls fail. */
   close(): Promise<void>;
 }

@@ -564,8 +564,8 @@ export class SqlStore implements Store, MoveStore {
   }
 
   /** See {@linkcode Store.startClosing}: what the engine needs of it, if anything. */
-  startClosing(): void {
-    this.#engine.startClosing?.();
+  startClosing(waitMs: number): void {
+    this.#engine.startClosing?.(waitMs);
   }
 
   /** Closes the connection; later calls fail. */

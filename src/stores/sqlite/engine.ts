@@ -73,6 +73,8 @@ export class SqliteEngine implements Engine {
   #closeDeadline = Infinity;
   /** Settles once the app transactions asked for before the close have ended. */
   #transactionsEnded: Promise<void> = Promise.resolve();
+  /** Resolved when `#closeDeadline` comes nearer, for the wait of `#endTransactions`. */
+  #deadlineMoved = Promise.withResolvers<void>();
   /** Aborted by close() when the running app transaction is still open after its wait. */
   #transactionClosing: AbortController | null = null;
   /** When this process's timers last had a turn between calls (see `#whenFree`). */
@@ -283,15 +285,21 @@ export class SqliteEngine implements Engine {
 
   /**
    * Refuses app transactions from now on, and rolls back those asked for
-   * before that are still open {@linkcode CLOSE_WAITS_MS} later (see
+   * before that are still open `waitMs` later (see
    * {@linkcode Engine.startClosing}): this connection's other writes, a
    * worker's among them, wait for an open transaction, so a worker's stop
-   * would otherwise wait for it as long as its callback runs.
+   * would otherwise wait for it as long as its callback runs. A later call
+   * may bring that time nearer, never push it back.
    */
-  startClosing(): void {
+  startClosing(waitMs: number): void {
+    const deadline = Date.now() + waitMs;
+    if (deadline < this.#closeDeadline) {
+      this.#closeDeadline = deadline;
+      this.#deadlineMoved.resolve();
+      this.#deadlineMoved = Promise.withResolvers();
+    }
     if (this.#closing) return;
     this.#closing = true;
-    this.#closeDeadline = Date.now() + CLOSE_WAITS_MS;
     this.#transactionsEnded = this.#endTransactions();
   }
 
@@ -299,8 +307,9 @@ export class SqliteEngine implements Engine {
   async #endTransactions(): Promise<void> {
     while (this.#transaction !== null) {
       const running = this.#transaction;
-      await waitAtMost(running, this.#closeDeadline - Date.now());
-      if (this.#transaction !== running) continue;
+      const ended = Promise.race([running, this.#deadlineMoved.promise]);
+      await waitAtMost(ended, this.#closeDeadline - Date.now());
+      if (this.#transaction !== running || Date.now() < this.#closeDeadline) continue;
       this.#transactionClosing?.abort(closedUnderTransaction());
       await running;
     }
@@ -309,11 +318,11 @@ export class SqliteEngine implements Engine {
   /**
    * Closes the connection once the app transactions begun before it (or
    * before {@linkcode startClosing}) have ended, rolling back those still
-   * open {@linkcode CLOSE_WAITS_MS} after that; a transaction asked for
-   * after it is refused.
+   * open {@linkcode CLOSE_WAITS_MS} after it was called (or earlier, when
+   * `startClosing` said so); a transaction asked for after it is refused.
    */
   async close(): Promise<void> {
-    this.startClosing();
+    this.startClosing(CLOSE_WAITS_MS);
     await this.#transactionsEnded;
     if (this.#closed) return;
     this.#closed = true;

@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { QueueClosedError } from "../../../src/errors.ts";
 import { within } from "../../_helpers.ts";
+import { CLOSE_WAITS_MS } from "../../../src/stores/close_wait.ts";
 import type { Store, StoreTransaction } from "../../../src/stores/store.ts";
 import { claim, complete, type ContractArea, type ContractTest, newJob, T0 } from "./fixtures.ts";
 
@@ -99,7 +100,7 @@ function register(test: ContractTest): void {
         rejected instanceof QueueClosedError,
         `the transaction rejected as closed: ${rejected}`,
       );
-      assert.match(rejected.message, /close\(\) waited 5000 ms for it to end, then rolled it back/);
+      assert.match(rejected.message, /close\(\) stopped waiting for it to end and rolled it back/);
       const refused = await handle.insertJobs([newJob()]).then(() => null, (error: Error) => error);
       assert.ok(
         refused instanceof QueueClosedError,
@@ -161,11 +162,11 @@ function register(test: ContractTest): void {
         await new Promise(() => {}); // never settles
       }).then(() => null, (error: Error) => error);
       await entered.promise;
-      store.startClosing?.();
+      store.startClosing?.(CLOSE_WAITS_MS);
       await within(store.close(), 60_000, "close() after startClosing()");
       assert.match(
         String(await stuck),
-        /close\(\) waited 5000 ms for it to end, then rolled it back/,
+        /close\(\) stopped waiting for it to end and rolled it back/,
       );
     },
   );
