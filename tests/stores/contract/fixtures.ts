@@ -163,3 +163,21 @@ export async function failedJobs(
   }
   return failed;
 }
+
+/**
+ * Opens a transaction on `store` that writes one job and then never ends:
+ * resolves once it wrote, with what the transaction settled with (null
+ * when it committed, else its error), once that comes.
+ */
+export async function stuckTransaction(
+  store: Pick<Store, "transaction">,
+): Promise<{ readonly outcome: Promise<Error | null> }> {
+  const entered = Promise.withResolvers<void>();
+  const outcome = store.transaction(async (tx) => {
+    await tx.insertJobs([newJob()]);
+    entered.resolve();
+    await new Promise(() => {}); // never settles
+  }).then(() => null, (error: Error) => error);
+  await entered.promise;
+  return { outcome };
+}

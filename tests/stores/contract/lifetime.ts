@@ -9,7 +9,15 @@ import { QueueClosedError } from "../../../src/errors.ts";
 import { within } from "../../_helpers.ts";
 import { CLOSE_WAITS_MS } from "../../../src/stores/close_wait.ts";
 import type { Store, StoreTransaction } from "../../../src/stores/store.ts";
-import { claim, complete, type ContractArea, type ContractTest, newJob, T0 } from "./fixtures.ts";
+import {
+  claim,
+  complete,
+  type ContractArea,
+  type ContractTest,
+  newJob,
+  stuckTransaction,
+  T0,
+} from "./fixtures.ts";
 
 /** A store's schema and close. */
 export const lifetime: ContractArea = {
@@ -155,17 +163,11 @@ function register(test: ContractTest): void {
   test(
     "startClosing(), then close(): a transaction whose callback never settles is rolled back after the wait, and close() ends",
     async (store) => {
-      const entered = Promise.withResolvers<void>();
-      const stuck = store.transaction(async (tx) => {
-        await tx.insertJobs([newJob()]);
-        entered.resolve();
-        await new Promise(() => {}); // never settles
-      }).then(() => null, (error: Error) => error);
-      await entered.promise;
+      const stuck = await stuckTransaction(store);
       store.startClosing?.(CLOSE_WAITS_MS);
       await within(store.close(), 60_000, "close() after startClosing()");
       assert.match(
-        String(await stuck),
+        String(await stuck.outcome),
         /close\(\) stopped waiting for it to end and rolled it back/,
       );
     },

@@ -17,6 +17,7 @@ import { Queue } from "../../../mod.ts";
 import { ChildScript } from "../../_child.ts";
 import { tempDir, within } from "../../_helpers.ts";
 import { claim, LEASE_MS, newJob, T0 } from "../contract/mod.ts";
+import { stuckTransaction } from "../contract/fixtures.ts";
 import { sqliteContract } from "./_contract.ts";
 
 sqliteContract(0);
@@ -351,19 +352,13 @@ Deno.test("SqliteStore: after startClosing(), a write waiting behind a transacti
   await using dir = await tempDir();
   const store = await SqliteStore.open(dir.dbPath);
   try {
-    const entered = Promise.withResolvers<void>();
-    const stuck = store.transaction(async (tx) => {
-      await tx.insertJobs([newJob()]);
-      entered.resolve();
-      await new Promise(() => {}); // never settles
-    }).then(() => null, (error: Error) => error);
-    await entered.promise;
+    const stuck = await stuckTransaction(store);
     store.startClosing(1_000);
     // A worker's settle would wait here the same way.
     const ids = await within(store.insertJobs([newJob()]), 60_000, "the waiting write");
     assert.equal(ids.length, 1);
     assert.match(
-      String(await stuck),
+      String(await stuck.outcome),
       /close\(\) stopped waiting for it to end and rolled it back/,
     );
     assert.equal(
