@@ -78,7 +78,7 @@ export async function runTransaction<T>(
         value = await dispatches.endWith(fn({
           dispatch: (job, payload, options) => dispatch.dispatch(job, payload, options),
           dispatchMany: (job, payloads, options) => dispatch.dispatchMany(job, payloads, options),
-          query: (sql, params) => storeTx.query(sql, params),
+          query: (sql, params) => dispatches.afterRollBack(storeTx.query(sql, params)),
           chain: (options) => dispatch.chain(options),
           batch: (name) => dispatch.batch(name),
           flow: (name) => dispatch.flow(name),
@@ -117,15 +117,21 @@ class TransactionDispatches {
   /** The dispatches that failed, in the order they failed, each with its error. */
   readonly #failed: { readonly promise: DispatchPromise<unknown>; readonly error: unknown }[] = [];
 
+  /**
+   * `call` (a dispatch or a statement on the transaction's handle), kept
+   * from being reported as unhandled once the transaction has rolled back:
+   * the callback may still run then (close() or a deadlock stopped waiting
+   * for it, or the app kept the handle), and its store refuses the call.
+   */
+  readonly afterRollBack = <R>(call: Promise<R>): Promise<R> => {
+    if (this.#outcome !== null && this.#outcome !== "committed") markHandled(call);
+    return call;
+  };
+
   /** Follows `dispatching`; the promise the caller gets in its place. */
   readonly track = <R>(dispatching: Promise<R>): Promise<R> => {
-    if (this.#outcome !== null) {
-      // A handle kept past the transaction: its store refuses the dispatch, as it says. After a
-      // roll-back the callback may still run (close() or a deadlock stopped waiting for it): its
-      // dispatches are refused and, as before, never reported as unhandled.
-      if (this.#outcome !== "committed") markHandled(dispatching);
-      return dispatching;
-    }
+    // A handle kept past the transaction: its store refuses the dispatch, as it says.
+    if (this.#outcome !== null) return this.afterRollBack(dispatching);
     let resolve!: (value: R) => void;
     let reject!: (error: unknown) => void;
     const promise = new DispatchPromise<R>((resolved, rejected) => {

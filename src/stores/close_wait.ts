@@ -24,13 +24,19 @@ export function closedUnderTransaction(options?: ErrorOptions): QueueClosedError
   );
 }
 
-/** Settles when `ended` settles, or after `ms` (none when not above 0), whichever comes first. */
+/** The longest delay a timer takes (a longer one fires at once, with a warning). */
+const LONGEST_TIMER_MS = 2_147_483_647;
+
+/**
+ * Settles when `ended` settles, or after `ms` (none when not above 0; at
+ * most the longest a timer takes), whichever comes first.
+ */
 export async function waitAtMost(ended: Promise<unknown>, ms: number): Promise<void> {
   if (ms <= 0) return;
   let timer: ReturnType<typeof setTimeout> | undefined;
   await Promise.race([
     ended.then(() => {}, () => {}),
-    new Promise((resolve) => timer = setTimeout(resolve, ms)),
+    new Promise((resolve) => timer = setTimeout(resolve, Math.min(ms, LONGEST_TIMER_MS))),
   ]);
   clearTimeout(timer);
 }

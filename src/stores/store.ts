@@ -568,7 +568,8 @@ export interface Store
    * workers' grace period and the time `close()` gives a transaction), so
    * that the workers' stop does not wait for it as long as its callback
    * runs. `close()` may then roll it back sooner, as it would have. A
-   * store whose writes never wait for a transaction leaves it out.
+   * store whose writes never wait for a transaction leaves it out or does
+   * nothing on it (PostgreSQL's).
    */
   startClosing?(waitMs: number): void;
   /**

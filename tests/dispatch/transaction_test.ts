@@ -385,17 +385,20 @@ Deno.test("SQLite: tx.query refuses more params than its statement takes, counti
 });
 
 storeTest(
-  "a dispatch the callback starts without awaiting it after close() rolled its transaction back is refused, never reported as unhandled",
+  "a dispatch or a tx.query() the callback starts without awaiting it after close() rolled its transaction back is refused, never reported as unhandled",
   async (db) => {
     const queue = await db.open({ jobs: [note] });
     const entered = Promise.withResolvers<void>();
     const released = Promise.withResolvers<void>();
     let late!: Promise<unknown>;
+    let lateQuery!: Promise<unknown>;
     const abandoned = queue.transaction(async (tx) => {
       await tx.dispatch(note, { n: 1 });
       entered.resolve();
       await released.promise;
-      late = tx.dispatch(note, { n: 2 }); // not awaited: the callback goes on and returns
+      // Neither awaited: the callback goes on and returns.
+      late = tx.dispatch(note, { n: 2 });
+      lateQuery = tx.query("SELECT 1 AS one");
     }).then(() => null, (error: Error) => error);
     await entered.promise;
     await queue.close();
@@ -408,6 +411,7 @@ storeTest(
     // Deno fails a test that leaves a rejection unhandled: this one must have been taken.
     await new Promise((resolve) => setTimeout(resolve, 50));
     await assert.rejects(late, /the queue is closed/);
+    await assert.rejects(lateQuery); // closed, or on Redis: no SQL
   },
 );
 
