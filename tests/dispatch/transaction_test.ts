@@ -443,19 +443,21 @@ Deno.test("SQLite: queue.close() lets a job's transaction that ends within its w
   await using dir = await tempDir();
   const began = Promise.withResolvers<void>();
   const released = Promise.withResolvers<void>();
-  let queue!: Queue;
+  // The handler's own queue, known once it is open.
+  const opened = Promise.withResolvers<Queue>();
   const slow = defineJob({
     name: "slow",
     schema: z.object({}),
     async handle() {
-      await queue.transaction(async (tx) => {
+      await (await opened.promise).transaction(async (tx) => {
         await tx.dispatch(note, { n: 1 });
         began.resolve();
         await released.promise;
       });
     },
   });
-  queue = await Queue.open({ path: dir.dbPath, jobs: [note, slow] });
+  const queue = await Queue.open({ path: dir.dbPath, jobs: [note, slow] });
+  opened.resolve(queue);
   await queue.dispatch(slow, {});
   queue.work({ executor: "isolate", graceMs: 60_000 });
   await began.promise;
