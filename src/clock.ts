@@ -13,3 +13,6 @@ export interface Clock {
 
 /** The wall clock. */
 export const systemClock: Clock = { now: () => Date.now() };
+
+/** The longest delay a timer takes (2^31 - 1 ms); a longer one fires at once, with a warning. */
+export const LONGEST_TIMER_MS = 2_147_483_647;

@@ -9,7 +9,7 @@
  * @module
  */
 import { shown } from "../shown.ts";
-import type { Clock } from "../clock.ts";
+import { type Clock, LONGEST_TIMER_MS } from "../clock.ts";
 import type { PayloadCipher } from "../encryption.ts";
 import {
   asError,
@@ -68,9 +68,6 @@ import type {
 import type { ResolvedWorkOptions } from "./work_options.ts";
 
 export type { RunnerStats, StopReason, WorkerStats } from "../events.ts";
-
-/** The longest delay a timer takes (2^31 - 1 ms): the grace of a stop that lets running jobs finish. */
-const LONGEST_TIMER_MS = 2_147_483_647;
 
 /** What a runner needs from the queue that starts it. @internal */
 export interface RunnerDeps {

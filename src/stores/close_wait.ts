@@ -11,6 +11,7 @@
  * @internal
  * @module
  */
+import { LONGEST_TIMER_MS } from "../clock.ts";
 import { QueueClosedError } from "../errors.ts";
 
 /** How long close() waits for the open app transactions before it rolls them back, in ms. */
@@ -23,9 +24,6 @@ export function closedUnderTransaction(options?: ErrorOptions): QueueClosedError
     options,
   );
 }
-
-/** The longest delay a timer takes (a longer one fires at once, with a warning). */
-const LONGEST_TIMER_MS = 2_147_483_647;
 
 /**
  * Settles when `ended` settles, or after `ms` (none when not above 0; at
