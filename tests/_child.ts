@@ -19,12 +19,16 @@ export class ChildScript implements AsyncDisposable {
   #wake: () => void = () => {};
   #changed = this.#nextChange();
 
-  /** Starts `deno run -A <script> ...args` from the project's folder. */
-  constructor(script: URL, args: readonly string[]) {
-    const url = script;
+  /**
+   * Starts `deno run -A <script> ...args` from the project's folder, with this process's
+   * environment plus `env` (set here, never in `Deno.env`, which every file of a parallel test
+   * run shares).
+   */
+  constructor(script: URL, args: readonly string[], env: Record<string, string> = {}) {
     this.#process = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", fileURLToPath(url), ...args],
+      args: ["run", "-A", fileURLToPath(script), ...args],
       cwd: fileURLToPath(new URL("..", import.meta.url)),
+      env,
       stdin: "piped",
       stdout: "piped",
       stderr: "piped",

@@ -20,9 +20,7 @@ const JOBS = new URL("../fixtures/job_control/jobs.ts", import.meta.url).href;
 /** A worker process on this test's database, working once it said `ready`. */
 async function workerProcess(db: StoreContext): Promise<ChildScript> {
   const args = await db.childArgs();
-  Deno.env.set("JOB_CONTROL_CHILD", "1");
-  const child = new ChildScript(CHILD, args);
-  Deno.env.delete("JOB_CONTROL_CHILD");
+  const child = new ChildScript(CHILD, args, { JOB_CONTROL_CHILD: "1" });
   await child.line("ready", 60_000);
   return child;
 }

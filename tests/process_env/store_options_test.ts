@@ -11,18 +11,18 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { z } from "zod";
-import { defineJob, Queue, readConfig, SqliteStore } from "../mod.ts";
-import { workUntilEmpty } from "../src/testing.ts";
-import { PostgresStore } from "../src/stores/postgres/mod.ts";
-import { tempDir } from "./_helpers.ts";
-import { freshSchema, openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
+import { defineJob, Queue, readConfig, SqliteStore } from "../../mod.ts";
+import { workUntilEmpty } from "../../src/testing.ts";
+import { PostgresStore } from "../../src/stores/postgres/mod.ts";
+import { tempDir } from "../_helpers.ts";
+import { freshSchema, openTestPostgresStore, postgresTestUrl } from "../_postgres.ts";
 import {
   deletePrefix,
   freshPrefix,
   openTestRedisStore,
   prefixKeys,
   redisTestUrl,
-} from "./_redis.ts";
+} from "../_redis.ts";
 
 const noop = defineJob({ name: "store-options.noop", schema: z.null(), handle() {} });
 
@@ -177,7 +177,7 @@ Deno.test("Queue.open() refuses a postgres:// URL with the schema parameter twic
 });
 
 Deno.test("RedisStore.open() gives up on a server that does not answer after connectTimeoutMs, naming it without its password", async () => {
-  const { RedisStore } = await import("../src/stores/redis/mod.ts");
+  const { RedisStore } = await import("../../src/stores/redis/mod.ts");
   const started = Date.now();
   await assert.rejects(
     RedisStore.open("redis://app:secret@127.0.0.1:1/0", { connectTimeoutMs: 300 }),
@@ -195,7 +195,7 @@ Deno.test("RedisStore.open() gives up on a server that does not answer after con
 });
 
 Deno.test("Queue.open() and a PostgreSQL store's first call on a server that refuses connections name it without its password", async () => {
-  const { PostgresStore } = await import("../src/stores/postgres/mod.ts");
+  const { PostgresStore } = await import("../../src/stores/postgres/mod.ts");
   const down = "postgres://app:secret@127.0.0.1:1/app?schema=jobs";
   await assert.rejects(Queue.open({ url: down, jobs: [noop] }), (error: unknown) => {
     assert.ok(error instanceof Error, String(error));

@@ -25,15 +25,20 @@ import {
   type QueueOptions,
   ValidationError,
   withoutOverlapping,
-} from "../mod.ts";
-import { PayloadCipher } from "../src/encryption.ts";
-import { readAppKeys } from "../src/queue_options.ts";
-import { cipherOf, unfinishedCount } from "./_helpers.ts";
-import { orQueueError, type StoreContext, storeTest } from "./_stores.ts";
-import { runCli } from "./fixtures/cli/cli_process.ts";
-import { failingSecretJob, secretJob, SEEN_SQL, type SeenRow } from "./fixtures/encryption/jobs.ts";
+} from "../../mod.ts";
+import { PayloadCipher } from "../../src/encryption.ts";
+import { readAppKeys } from "../../src/queue_options.ts";
+import { cipherOf, unfinishedCount } from "../_helpers.ts";
+import { orQueueError, type StoreContext, storeTest } from "../_stores.ts";
+import { runCli } from "../fixtures/cli/cli_process.ts";
+import {
+  failingSecretJob,
+  secretJob,
+  SEEN_SQL,
+  type SeenRow,
+} from "../fixtures/encryption/jobs.ts";
 
-const JOBS_URL = new URL("./fixtures/encryption/jobs.ts", import.meta.url).href;
+const JOBS_URL = new URL("../fixtures/encryption/jobs.ts", import.meta.url).href;
 
 const KEY_A = generateAppKey();
 const KEY_B = generateAppKey();
@@ -1288,7 +1293,7 @@ Deno.test("Queue.open() without an encrypted job needs no key, and leaves an APP
 
 Deno.test("Queue.open() without an encrypted job reads no APP_KEY it may not read, and never prompts for it", async () => {
   const script = `
-    import { Queue } from ${JSON.stringify(new URL("../mod.ts", import.meta.url).href)};
+    import { Queue } from ${JSON.stringify(new URL("../../mod.ts", import.meta.url).href)};
     await using queue = await Queue.open({ path: ":memory:", jobs: [] });
     console.log(String(await queue.result(1)));
   `;
