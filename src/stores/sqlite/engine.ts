@@ -26,7 +26,8 @@ import type { BackupResult } from "../store.ts";
 import { copyDatabase } from "./backup.ts";
 import { FileIdentity } from "./file_identity.ts";
 import { FileWatch } from "./file_watch.ts";
-import { isBusy, retryWhileBusy } from "./connection.ts";
+import { CheckpointThread } from "./checkpoint_thread.ts";
+import { type Durability, isBusy, retryWhileBusy } from "./connection.ts";
 import { explainWriteError } from "./write_errors.ts";
 import { ParamCounts } from "./positional_params.ts";
 import { IdleCheckpoint } from "./wal_checkpoint.ts";
@@ -50,6 +51,16 @@ function sendsNoWakeUp(): void {}
 /** Now in ms, as the workers' heartbeats on SQLite are stamped (the caller's clock, this machine's). */
 const NOW_MS = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 
+/** How a {@linkcode SqliteEngine}'s connection was opened. */
+export interface SqliteEngineOptions {
+  /** The file's path, `:memory:` or a `file:` URI. */
+  readonly path: string;
+  /** How long a call waits for another connection's lock. */
+  readonly busyTimeoutMs: number;
+  /** The connection's `synchronous` level. */
+  readonly durability: Durability;
+}
+
 /** One SQLite connection that runs scripts. */
 export class SqliteEngine implements Engine {
   readonly #db: DatabaseSync;
@@ -59,6 +70,8 @@ export class SqliteEngine implements Engine {
   readonly #busyTimeoutMs: number;
   readonly #changes: FileWatch;
   readonly #checkpoint: IdleCheckpoint | null;
+  /** Copies the WAL into the file beside the commits; null for `:memory:` and URIs. */
+  readonly #checkpointThread: CheckpointThread | null;
   /** The file opened, checked to be the one at its path still; null for `:memory:` and URIs. */
   readonly #file: FileIdentity | null;
   readonly #statements = new Map<string, Prepared>();
@@ -67,6 +80,8 @@ export class SqliteEngine implements Engine {
   /** Set inside a transaction's callback, to refuse calls that would wait for it forever. */
   readonly #insideTransaction = new AsyncLocalStorage<Promise<void>>();
   #closed = false;
+  /** Settles once close() has closed the connection: every call of close() waits for it. */
+  #closeDone: Promise<void> | null = null;
   /** Set by close() or `startClosing()`: an app transaction asked for from here on is refused. */
   #closing = false;
   /** When close() stops waiting for the app transactions asked for before it. */
@@ -87,8 +102,12 @@ export class SqliteEngine implements Engine {
     return this.#execute(prepared, step.statement, step.params);
   };
 
-  /** Runs on `db`, opened at `path` (`:memory:` or a `file:` URI watch nothing). */
-  constructor(db: DatabaseSync, path: string, busyTimeoutMs: number) {
+  /**
+   * Runs on `db`, opened as `options` say (`:memory:` or a `file:` URI
+   * watch nothing and checkpoint on no thread).
+   */
+  constructor(db: DatabaseSync, options: SqliteEngineOptions) {
+    const { path, busyTimeoutMs, durability } = options;
     this.#db = db;
     this.#path = path;
     this.#busyTimeoutMs = busyTimeoutMs;
@@ -99,6 +118,7 @@ export class SqliteEngine implements Engine {
     this.#checkpoint = file === null
       ? null
       : new IdleCheckpoint(db, `${file}-wal`, () => this.#transaction === null && !this.#closed);
+    this.#checkpointThread = file === null ? null : new CheckpointThread(file, durability);
   }
 
   /** Runs the script in one write transaction, or statement by statement. */
@@ -106,6 +126,7 @@ export class SqliteEngine implements Engine {
     const replaced = this.#fileReplaced();
     if (replaced !== null) return Promise.reject(replaced);
     this.#checkpoint?.start();
+    this.#checkpointThread?.countCall();
     // Explained where SQLite throws, rather than in a `catch` of the promise: one promise fewer
     // per statement on the hot path (a single dispatch).
     return this.#whenFree(
@@ -124,6 +145,7 @@ export class SqliteEngine implements Engine {
     const replaced = this.#fileReplaced();
     if (replaced !== null) return Promise.reject(replaced);
     this.#checkpoint?.start();
+    this.#checkpointThread?.countCall();
     return this.#runTransaction(fn).catch(this.#explain);
   }
 
@@ -321,13 +343,18 @@ export class SqliteEngine implements Engine {
    * open {@linkcode CLOSE_WAITS_MS} after it was called (or earlier, when
    * `startClosing` said so); a transaction asked for after it is refused.
    */
-  async close(): Promise<void> {
+  close(): Promise<void> {
+    this.#closeDone ??= this.#close();
+    return this.#closeDone;
+  }
+
+  async #close(): Promise<void> {
     this.startClosing(CLOSE_WAITS_MS);
     await this.#transactionsEnded;
-    if (this.#closed) return;
     this.#closed = true;
     this.#changes.close();
     this.#checkpoint?.close();
+    await this.#checkpointThread?.close();
     this.#db.close();
   }
 

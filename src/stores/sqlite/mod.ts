@@ -80,7 +80,7 @@ export class SqliteStore extends SqlStore {
       );
     }
     const db = await openConnection(path, durability, busyTimeoutMs);
-    const store = new SqliteStore(new SqliteEngine(db, path, busyTimeoutMs), steps);
+    const store = new SqliteStore(new SqliteEngine(db, { path, busyTimeoutMs, durability }), steps);
     try {
       if (options.migrate !== false) await store.migrate(options.migrate ?? {});
     } catch (error) {

@@ -1,6 +1,6 @@
 /**
- * Keeping the WAL small. SQLite checkpoints on its own every 1,000 pages,
- * but a reader that holds a read transaction pins the WAL: it grows for as
+ * Keeping the WAL small. A commit checkpoints every
+ * {@linkcode WAL_CHECKPOINT_PAGES} pages, but a reader that holds a read transaction pins the WAL: it grows for as
  * long as the reader holds on, and SQLite never shrinks the file again, it
  * only reuses it. So every connection sets `journal_size_limit` (the WAL is
  * cut back to {@linkcode WAL_CAP_BYTES} whenever it restarts from the
@@ -16,8 +16,22 @@
  */
 import type { DatabaseSync } from "node:sqlite";
 
-/** The size the WAL is cut back to whenever it restarts: 4 MiB, SQLite's autocheckpoint size. */
-export const WAL_CAP_BYTES = 4 * 1024 * 1024;
+/**
+ * How many pages the WAL takes before a commit checkpoints it (SQLite's
+ * default is 1,000). The checkpoint thread (`./checkpoint_thread.ts`) copies
+ * the WAL into the file beside the commits; a commit's own checkpoint then
+ * flushes the last frames and starts the WAL over, and each such flush
+ * holds that commit up for milliseconds, so it comes every 10,000 pages
+ * (about 40 MiB) instead.
+ */
+export const WAL_CHECKPOINT_PAGES = 10_000;
+
+/**
+ * The size the WAL is cut back to whenever it restarts: 48 MiB, above the
+ * {@linkcode WAL_CHECKPOINT_PAGES} of 4 KiB pages, so that a WAL of a steady
+ * stream of writes is reused as it is rather than cut and grown again.
+ */
+export const WAL_CAP_BYTES = 48 * 1024 * 1024;
 
 /** How long the WAL goes unwritten before a connection empties it. */
 export const IDLE_CHECKPOINT_MS = 1_000;
