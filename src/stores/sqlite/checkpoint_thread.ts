@@ -7,46 +7,57 @@
  * their own"). Here a second connection, on a `node:worker_threads` thread,
  * runs `PRAGMA wal_checkpoint(PASSIVE)` every {@linkcode CHECKPOINT_EVERY}
  * calls of the store's connection, so the flushes happen beside the
- * commits. A commit still checkpoints every `WAL_CHECKPOINT_PAGES` pages
- * (`./wal_checkpoint.ts`): only the writer can start the WAL over from its
- * beginning, once it finds it all copied, which a thread copying beside a
- * steady stream of commits never leaves it; that commit then has only the
- * frames the thread has not copied yet to flush. A PASSIVE checkpoint never
- * waits for a lock; while it runs, a commit's own checkpoint is skipped
- * until a later commit. It is SQLite's own checkpoint, as safe to kill as
- * any other.
+ * commits. While the thread runs, a commit checkpoints every
+ * {@linkcode THREAD_COMMIT_CHECKPOINT_PAGES} pages instead: only the writer
+ * can start the WAL over from its beginning, once it finds it all copied,
+ * which a thread copying beside a steady stream of commits never leaves it;
+ * that commit then has only the frames the thread has not copied yet to
+ * flush. A PASSIVE checkpoint never waits for a lock; while it runs, a
+ * commit's own checkpoint is skipped until a later commit. It is SQLite's
+ * own checkpoint, as safe to kill as any other.
  *
  * The thread is started with the first request, so a connection that makes
  * few calls never starts one; starting it holds the event loop for some
- * tens of ms, once. It does not keep the process alive (a
- * `node:worker_threads` thread can be unref'd; a Web Worker cannot). Such a
- * thread loads only a `file:` or `data:` URL, and this library may be loaded
- * from `https:`, so the thread's code is {@linkcode threadMain}'s own
- * source, sent as a `data:` URL. When the thread cannot start or open the
- * file, the requests stop and the commits' own checkpoints do the work alone.
+ * tens of ms, once, and its first answer says it is ready (a message sent
+ * to it before it listens would be lost). It does not keep the process
+ * alive (a `node:worker_threads` thread can be unref'd; a Web Worker
+ * cannot). Such a thread loads only a `file:` or `data:` URL, and this
+ * library may be loaded from `https:`, so the thread's code is
+ * {@linkcode threadMain}'s own source, sent as a `data:` URL. When the
+ * thread cannot start or open the file, the requests stop and the commits
+ * checkpoint every 1,000 pages, alone.
  *
  * @internal
  * @module
  */
 import { resolve } from "node:path";
+import type { MessagePort } from "node:worker_threads";
 import { Worker } from "node:worker_threads";
-import { waitAtMost } from "../close_wait.ts";
+import type { DatabaseSync } from "node:sqlite";
 import type { Durability } from "./connection.ts";
 
 /** How many calls of the store's connection go between two requests for a checkpoint. */
 export const CHECKPOINT_EVERY = 64;
 
 /**
- * How long close() waits for the thread to close its connection, and then
- * for the thread to end once told to: a checkpoint it is running ends first.
+ * How many pages a commit lets the WAL take before it checkpoints, while
+ * the thread runs (about 40 MiB). That checkpoint flushes only what the
+ * thread has not copied yet, but its flushes still hold the commit up for
+ * milliseconds.
  */
-const THREAD_CLOSE_WAIT_MS = 5_000;
+export const THREAD_COMMIT_CHECKPOINT_PAGES = 10_000;
+
+/** SQLite's own: how many pages a commit lets the WAL take when no thread runs. */
+const SQLITE_COMMIT_CHECKPOINT_PAGES = 1_000;
 
 /** What the thread is told: copy what the WAL holds, or close the connection. */
 type Request = "checkpoint" | "close";
 
-/** What the thread answers: a checkpoint ended, or its connection is closed or never opened. */
-type Answer = "checkpointed" | "closed";
+/**
+ * What the thread answers: its connection is open, a checkpoint ended, or
+ * its connection is closed (or could not be opened).
+ */
+type Answer = "ready" | "checkpointed" | "closed";
 
 /** What the thread is started with. */
 interface ThreadData {
@@ -56,22 +67,23 @@ interface ThreadData {
 }
 
 /**
- * The thread's whole code. It must stand alone (its source is all the
- * thread gets): it imports what it needs itself, and answers every request.
+ * The thread's whole code, called with what the thread's module imports
+ * (its source is all the thread gets). It listens before its module has
+ * finished loading, and answers every request.
  */
-async function threadMain(): Promise<void> {
-  const { parentPort, workerData } = await import("node:worker_threads");
-  const { DatabaseSync } = await import("node:sqlite");
-  const { existsSync } = await import("node:fs");
-  const port = parentPort!;
-  const { path, durability } = workerData as ThreadData;
+function threadMain(
+  port: MessagePort,
+  { path, durability }: ThreadData,
+  Database: typeof DatabaseSync,
+  exists: (path: string) => boolean,
+): void {
   const answer = (message: Answer) => port.postMessage(message);
-  let db: InstanceType<typeof DatabaseSync>;
+  let db: DatabaseSync;
   try {
     // Opening makes a file that is not there; a `mode=rw` URI would not, but Deno's permission
     // check reads a URI as a path, and refuses it under --allow-read=<folder>.
-    if (!existsSync(path)) throw new Error(`${path} is gone`);
-    db = new DatabaseSync(path);
+    if (!exists(path)) throw new Error(`${path} is gone`);
+    db = new Database(path);
     db.exec(`PRAGMA synchronous = ${durability === "full" ? "FULL" : "NORMAL"}`);
   } catch {
     // The file is gone, or this process may not open it: the commits' checkpoints remain.
@@ -91,25 +103,36 @@ async function threadMain(): Promise<void> {
     }
     answer("checkpointed");
   });
+  answer("ready");
 }
+
+/** The thread's module: the imports {@linkcode threadMain} needs, then its call. */
+const THREAD_MODULE = `import { parentPort, workerData } from "node:worker_threads";
+import { DatabaseSync } from "node:sqlite";
+import { existsSync } from "node:fs";
+(${threadMain.toString()})(parentPort, workerData, DatabaseSync, existsSync);`;
 
 /** The checkpoint thread of one store connection (see the module's doc). */
 export class CheckpointThread {
+  readonly #db: DatabaseSync;
   readonly #data: ThreadData;
   #worker: Worker | null = null;
   /** Calls since the last request. */
   #calls = 0;
-  /** A checkpoint was asked for and has not ended: no second request meanwhile. */
+  /** A checkpoint was asked for (or the thread is starting) and has not ended: no second request. */
   #asked = false;
   /** The thread could not start, closed its connection, or close() was called: no more requests. */
   #stopped = false;
+  /** close() was called: the store's connection is about to close too. */
+  #closing = false;
+  /** Resolved once the thread is ready for requests, or will never be. */
+  readonly #ready = Promise.withResolvers<void>();
   /** Resolved once the thread's connection is closed (or was never opened). */
   readonly #connectionClosed = Promise.withResolvers<void>();
-  /** Resolved once the thread has ended. */
-  readonly #ended = Promise.withResolvers<void>();
 
-  /** For the database file at `path`, flushed as `durability` says. */
-  constructor(path: string, durability: Durability) {
+  /** For the store's connection `db` to the file at `path`, flushed as `durability` says. */
+  constructor(db: DatabaseSync, path: string, durability: Durability) {
+    this.#db = db;
     this.#data = { path: resolve(path), durability };
   }
 
@@ -118,28 +141,32 @@ export class CheckpointThread {
     if (++this.#calls < CHECKPOINT_EVERY || this.#asked || this.#stopped) return;
     this.#calls = 0;
     this.#asked = true;
-    (this.#worker ??= this.#start())?.postMessage("checkpoint" satisfies Request);
+    // A thread starting asks for its first checkpoint once it says it is ready.
+    if (this.#worker === null) this.#worker = this.#start();
+    else this.#worker.postMessage("checkpoint" satisfies Request);
   }
 
   /**
-   * Ends the thread once it closed its connection, waiting at most
-   * {@linkcode THREAD_CLOSE_WAIT_MS} for each.
+   * Ends the thread once it closed its connection, after the checkpoint it
+   * is running (a PASSIVE checkpoint never waits for a lock, and ends).
    */
   async close(): Promise<void> {
     this.#stopped = true;
+    this.#closing = true;
     const worker = this.#worker;
     if (worker === null) return;
+    // Unref'd, the thread's answers would not keep a process with nothing else to do waiting.
+    worker.ref();
+    await this.#ready.promise;
     worker.postMessage("close" satisfies Request);
-    await waitAtMost(this.#connectionClosed.promise, THREAD_CLOSE_WAIT_MS);
-    void worker.terminate();
-    await waitAtMost(this.#ended.promise, THREAD_CLOSE_WAIT_MS);
+    await this.#connectionClosed.promise;
+    await worker.terminate();
   }
 
   #start(): Worker | null {
-    const source = `(${threadMain.toString()})();`;
     let worker: Worker;
     try {
-      worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(source)}`), {
+      worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(THREAD_MODULE)}`), {
         workerData: this.#data,
       });
     } catch {
@@ -147,20 +174,32 @@ export class CheckpointThread {
       return null;
     }
     worker.unref();
-    const stop = () => {
-      this.#stopped = true;
-      this.#connectionClosed.resolve();
-    };
     worker.on("message", (answer: Answer) => {
-      if (answer === "checkpointed") this.#asked = false;
-      else stop();
+      if (answer === "ready") {
+        this.#ready.resolve();
+        if (this.#closing) return;
+        this.#db.exec(`PRAGMA wal_autocheckpoint = ${THREAD_COMMIT_CHECKPOINT_PAGES}`);
+        worker.postMessage("checkpoint" satisfies Request);
+      } else if (answer === "checkpointed") {
+        this.#asked = false;
+      } else {
+        this.#ended();
+      }
     });
     // Its code answers every failure of its own; an error here means the thread went down.
-    worker.on("error", stop);
-    worker.on("exit", () => {
-      stop();
-      this.#ended.resolve();
-    });
+    worker.on("error", () => this.#ended());
+    worker.on("exit", () => this.#ended());
     return worker;
+  }
+
+  /** The thread's connection is closed, or it never opened one, or the thread went down. */
+  #ended(): void {
+    this.#stopped = true;
+    // Without the thread, the commits checkpoint as SQLite's default has them do.
+    if (!this.#closing) {
+      this.#db.exec(`PRAGMA wal_autocheckpoint = ${SQLITE_COMMIT_CHECKPOINT_PAGES}`);
+    }
+    this.#ready.resolve();
+    this.#connectionClosed.resolve();
   }
 }

@@ -7,7 +7,7 @@
  */
 import { DatabaseSync } from "node:sqlite";
 import { dirname } from "node:path";
-import { WAL_CAP_BYTES, WAL_CHECKPOINT_PAGES } from "./wal_checkpoint.ts";
+import { WAL_CAP_BYTES } from "./wal_checkpoint.ts";
 
 /** How hard a commit is made durable. */
 export type Durability = "normal" | "full";
@@ -32,7 +32,6 @@ export async function openConnection(
     await retryWhileBusy(() => db.exec("PRAGMA journal_mode = WAL"), busyTimeoutMs);
     db.exec(`PRAGMA synchronous = ${durability === "full" ? "FULL" : "NORMAL"}`);
     db.exec("PRAGMA foreign_keys = ON");
-    db.exec(`PRAGMA wal_autocheckpoint = ${WAL_CHECKPOINT_PAGES}`);
     db.exec(`PRAGMA journal_size_limit = ${WAL_CAP_BYTES}`);
   } catch (error) {
     db.close();

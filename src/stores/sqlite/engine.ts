@@ -118,7 +118,7 @@ export class SqliteEngine implements Engine {
     this.#checkpoint = file === null
       ? null
       : new IdleCheckpoint(db, `${file}-wal`, () => this.#transaction === null && !this.#closed);
-    this.#checkpointThread = file === null ? null : new CheckpointThread(file, durability);
+    this.#checkpointThread = file === null ? null : new CheckpointThread(db, file, durability);
   }
 
   /** Runs the script in one write transaction, or statement by statement. */

@@ -1,8 +1,9 @@
 /**
- * Keeping the WAL small. A commit checkpoints every
- * {@linkcode WAL_CHECKPOINT_PAGES} pages, but a reader that holds a read transaction pins the WAL: it grows for as
- * long as the reader holds on, and SQLite never shrinks the file again, it
- * only reuses it. So every connection sets `journal_size_limit` (the WAL is
+ * Keeping the WAL small. A commit checkpoints every 1,000 pages (10,000
+ * while a checkpoint thread runs: `./checkpoint_thread.ts`), but a reader
+ * that holds a read transaction pins the WAL: it grows for as long as the
+ * reader holds on, and SQLite never shrinks the file again, it only reuses
+ * it. So every connection sets `journal_size_limit` (the WAL is
  * cut back to {@linkcode WAL_CAP_BYTES} whenever it restarts from the
  * beginning), and once no process has written to the WAL for
  * {@linkcode IDLE_CHECKPOINT_MS} (its size and modification time stay put),
@@ -17,19 +18,10 @@
 import type { DatabaseSync } from "node:sqlite";
 
 /**
- * How many pages the WAL takes before a commit checkpoints it (SQLite's
- * default is 1,000). The checkpoint thread (`./checkpoint_thread.ts`) copies
- * the WAL into the file beside the commits; a commit's own checkpoint then
- * flushes the last frames and starts the WAL over, and each such flush
- * holds that commit up for milliseconds, so it comes every 10,000 pages
- * (about 40 MiB) instead.
- */
-export const WAL_CHECKPOINT_PAGES = 10_000;
-
-/**
  * The size the WAL is cut back to whenever it restarts: 48 MiB, above the
- * {@linkcode WAL_CHECKPOINT_PAGES} of 4 KiB pages, so that a WAL of a steady
- * stream of writes is reused as it is rather than cut and grown again.
+ * 10,000 pages of 4 KiB a commit lets it take while a checkpoint thread
+ * runs, so that a WAL of a steady stream of writes is reused as it is
+ * rather than cut and grown again.
  */
 export const WAL_CAP_BYTES = 48 * 1024 * 1024;
 

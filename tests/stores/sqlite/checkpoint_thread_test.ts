@@ -1,38 +1,70 @@
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { defineJob, Queue, SqliteStore } from "../../../mod.ts";
-import { CHECKPOINT_EVERY } from "../../../src/stores/sqlite/checkpoint_thread.ts";
-import { WAL_CHECKPOINT_PAGES } from "../../../src/stores/sqlite/wal_checkpoint.ts";
+import {
+  CHECKPOINT_EVERY,
+  CheckpointThread,
+  THREAD_COMMIT_CHECKPOINT_PAGES,
+} from "../../../src/stores/sqlite/checkpoint_thread.ts";
 import { jobsInFile } from "../../fixtures/checkpoint/jobs_in_file.ts";
 import { tempDir, waitUntil, within } from "../../_helpers.ts";
 
 const noop = defineJob({ name: "noop", schema: z.object({ n: z.number() }), handle() {} });
 
-Deno.test("SQLite: while dispatches go on, the checkpoint thread copies the WAL into the database file long before a commit's own checkpoint would", async () => {
+/** A connection to a fresh file in WAL mode with `rows` rows in its `jobs` table, all in the WAL. */
+function walFile(path: string, rows: number): DatabaseSync {
+  const db = new DatabaseSync(path);
+  db.exec("PRAGMA journal_mode = WAL");
+  db.exec("CREATE TABLE jobs (n INTEGER)");
+  for (let n = 0; n < rows; n++) db.prepare("INSERT INTO jobs (n) VALUES (?)").run(n);
+  return db;
+}
+
+/** The connection's `wal_autocheckpoint`: how many pages a commit lets the WAL take. */
+function commitCheckpointPages(db: DatabaseSync): number {
+  return Number(db.prepare("PRAGMA wal_autocheckpoint").get()!.wal_autocheckpoint);
+}
+
+Deno.test("CheckpointThread: its first request starts the thread, which copies the WAL into the database file, and the connection's commits then checkpoint every 10,000 pages", async () => {
   await using dir = await tempDir();
-  await using queue = await Queue.open({ path: dir.dbPath, jobs: [noop] });
-  // A commit checkpoints at WAL_CHECKPOINT_PAGES pages, and a dispatch writes about two: the test
-  // stays far below, and never lets the WAL rest the second the idle checkpoint waits for.
-  const most = WAL_CHECKPOINT_PAGES / 4;
-  let dispatched = 0;
-  let copied = 0;
-  while (copied === 0) {
-    assert.ok(
-      dispatched < most,
-      `${dispatched} dispatches and the database file still holds no job: no checkpoint ran beside them`,
-    );
-    for (let n = 0; n < CHECKPOINT_EVERY + 1; n++) await queue.dispatch(noop, { n: dispatched++ });
-    copied = await waitUntil(() => jobsInFile(dir.dbPath, `${dir.dir}/copy.db`) || null, {
-      what: "the database file to hold jobs",
-      timeoutMs: 300,
-      everyMs: 50,
-    }).catch(() => 0);
+  const db = walFile(dir.dbPath, 10);
+  const thread = new CheckpointThread(db, dir.dbPath, "normal");
+  try {
+    for (let n = 0; n < CHECKPOINT_EVERY - 1; n++) thread.countCall();
+    assert.equal(jobsInFile(dir.dbPath, `${dir.dir}/copy.db`), 0, "the rows are in the WAL only");
+    thread.countCall();
+    // Nothing else checkpoints 10 rows: the commits' own checkpoint waits for 1,000 pages.
+    await waitUntil(() => jobsInFile(dir.dbPath, `${dir.dir}/copy.db`) === 10, {
+      what: "the thread to copy the rows into the database file",
+    });
+    assert.equal(commitCheckpointPages(db), THREAD_COMMIT_CHECKPOINT_PAGES);
+  } finally {
+    await thread.close();
+    db.close();
   }
-  assert.ok(copied <= dispatched);
+  assert.deepEqual(
+    [...Deno.readDirSync(dir.dir)].map((entry) => entry.name),
+    ["queue.db"],
+    "the thread's connection was closed: the last one here removed the WAL",
+  );
 });
 
-Deno.test("SQLite: a process with leave to read and write only its database's folder, whose checkpoint thread copied jobs into the file and that never closed its queue, exits with every job stored", async () => {
+Deno.test("CheckpointThread: for a database file that was deleted, the thread makes no new empty file, and the commits keep SQLite's 1,000 pages", async () => {
+  await using dir = await tempDir();
+  const db = walFile(dir.dbPath, 1);
+  for (const suffix of ["", "-wal", "-shm"]) await Deno.remove(`${dir.dbPath}${suffix}`);
+  const thread = new CheckpointThread(db, dir.dbPath, "normal");
+  for (let n = 0; n < CHECKPOINT_EVERY; n++) thread.countCall();
+  // close() waits for the thread's answer: it has tried to open the file by then.
+  await thread.close();
+  assert.deepEqual([...Deno.readDirSync(dir.dir)].map((entry) => entry.name), []);
+  assert.equal(commitCheckpointPages(db), 1_000);
+  db.close();
+});
+
+Deno.test("CheckpointThread: a process with leave to read and write only its database's folder, whose thread copied rows into the file and that closed neither, exits", async () => {
   await using dir = await tempDir();
   const child = new Deno.Command(Deno.execPath(), {
     args: [
@@ -45,13 +77,33 @@ Deno.test("SQLite: a process with leave to read and write only its database's fo
     stdout: "piped",
     stderr: "piped",
   }).spawn();
-  const { code, stdout, stderr } = await within(child.output(), 120_000, "the process to exit");
-  const decoder = new TextDecoder();
-  assert.equal(code, 0, decoder.decode(stderr));
-  assert.equal(decoder.decode(stderr), "", "nothing on stderr");
-  const dispatched = Number(/^copied (\d+)$/m.exec(decoder.decode(stdout))?.[1]);
+  try {
+    const { code, stdout, stderr } = await within(child.output(), 120_000, "the process to exit");
+    const decoder = new TextDecoder();
+    assert.equal(code, 0, decoder.decode(stderr));
+    assert.equal(decoder.decode(stderr), "", "nothing on stderr");
+    assert.equal(decoder.decode(stdout), "copied\n");
+  } finally {
+    try {
+      child.kill();
+    } catch {
+      // it has exited
+    }
+  }
+});
+
+Deno.test("SQLite: a queue on a file copies its jobs into the database file on its checkpoint thread, long before its commits' own checkpoint would", async () => {
+  await using dir = await tempDir();
   await using queue = await Queue.open({ path: dir.dbPath, jobs: [noop] });
-  assert.equal((await queue.counts()).default?.pending, dispatched, "every job is stored");
+  let n = 0;
+  while (n < CHECKPOINT_EVERY) await queue.dispatch(noop, { n: n++ });
+  // A dispatch now and then keeps the WAL from resting the second after which the queue empties it
+  // anyway; a dispatch writes about two pages, so its commits' own checkpoint (1,000 pages without
+  // the thread) is far off.
+  await waitUntil(async () => {
+    await queue.dispatch(noop, { n: n++ });
+    return jobsInFile(dir.dbPath, `${dir.dir}/copy.db`) > 0;
+  }, { what: "the database file to hold jobs", everyMs: 200 });
 });
 
 Deno.test("SQLite: close() called twice at once resolves, both times, only once the checkpoint thread and the connection are closed and the WAL is gone", async () => {
@@ -64,17 +116,4 @@ Deno.test("SQLite: close() called twice at once resolves, both times, only once 
   const left = [...Deno.readDirSync(dir.dir)].map((entry) => entry.name).sort();
   assert.deepEqual(left, ["queue.db"], "the second close() resolved with the WAL still there");
   await first;
-});
-
-Deno.test("SQLite: a checkpoint thread started after the database file was deleted makes no new empty file at its path", async () => {
-  await using dir = await tempDir();
-  await using queue = await Queue.open({ path: dir.dbPath, jobs: [noop] });
-  for (const suffix of ["", "-wal", "-shm"]) await Deno.remove(`${dir.dbPath}${suffix}`);
-  // The calls go on until the store sees the file gone (it looks at most once a second), and
-  // start the thread on the way.
-  for (let n = 0; n < CHECKPOINT_EVERY * 2; n++) {
-    if (!await queue.dispatch(noop, { n }).then(() => true, () => false)) break;
-  }
-  await new Promise((resolve) => setTimeout(resolve, 2_000));
-  assert.deepEqual([...Deno.readDirSync(dir.dir)].map((entry) => entry.name), []);
 });
