@@ -18,8 +18,8 @@
  *
  * The thread is started with the first request, so a connection that makes
  * few calls never starts one; starting it holds the event loop for some
- * tens of ms, once, and its first answer says it is ready (a message sent
- * to it before it listens would be lost). It does not keep the process
+ * tens of ms, once, and the store sends it nothing before it says it is
+ * ready (a message sent to such a thread before it listens is lost). It does not keep the process
  * alive (a `node:worker_threads` thread can be unref'd; a Web Worker
  * cannot). Such a thread loads only a `file:` or `data:` URL, and this
  * library may be loaded from `https:`, so the thread's code is
@@ -31,7 +31,6 @@
  * @module
  */
 import { resolve } from "node:path";
-import type { MessagePort } from "node:worker_threads";
 import { Worker } from "node:worker_threads";
 import type { DatabaseSync } from "node:sqlite";
 import type { Durability } from "./connection.ts";
@@ -67,23 +66,25 @@ interface ThreadData {
 }
 
 /**
- * The thread's whole code, called with what the thread's module imports
- * (its source is all the thread gets). It listens before its module has
- * finished loading, and answers every request.
+ * The thread's whole code (its source is all the thread gets, so it
+ * imports what it needs itself). The store sends nothing before the
+ * thread's `ready`, and the thread answers every request; what fails in it
+ * is answered with `closed`, never thrown (Deno prints a thread's uncaught
+ * error even to a parent that listens for it).
  */
-function threadMain(
-  port: MessagePort,
-  { path, durability }: ThreadData,
-  Database: typeof DatabaseSync,
-  exists: (path: string) => boolean,
-): void {
+async function threadMain(): Promise<void> {
+  const { parentPort, workerData } = await import("node:worker_threads");
+  const port = parentPort!;
   const answer = (message: Answer) => port.postMessage(message);
+  const { path, durability } = workerData as ThreadData;
   let db: DatabaseSync;
   try {
+    const { DatabaseSync } = await import("node:sqlite");
+    const { existsSync } = await import("node:fs");
     // Opening makes a file that is not there; a `mode=rw` URI would not, but Deno's permission
     // check reads a URI as a path, and refuses it under --allow-read=<folder>.
-    if (!exists(path)) throw new Error(`${path} is gone`);
-    db = new Database(path);
+    if (!existsSync(path)) throw new Error(`${path} is gone`);
+    db = new DatabaseSync(path);
     db.exec(`PRAGMA synchronous = ${durability === "full" ? "FULL" : "NORMAL"}`);
   } catch {
     // The file is gone, or this process may not open it: the commits' checkpoints remain.
@@ -106,11 +107,8 @@ function threadMain(
   answer("ready");
 }
 
-/** The thread's module: the imports {@linkcode threadMain} needs, then its call. */
-const THREAD_MODULE = `import { parentPort, workerData } from "node:worker_threads";
-import { DatabaseSync } from "node:sqlite";
-import { existsSync } from "node:fs";
-(${threadMain.toString()})(parentPort, workerData, DatabaseSync, existsSync);`;
+/** The thread's module: {@linkcode threadMain}'s source, called. */
+const THREAD_MODULE = `(${threadMain.toString()})();`;
 
 /** The checkpoint thread of one store connection (see the module's doc). */
 export class CheckpointThread {
@@ -178,7 +176,7 @@ export class CheckpointThread {
       if (answer === "ready") {
         this.#ready.resolve();
         if (this.#closing) return;
-        this.#db.exec(`PRAGMA wal_autocheckpoint = ${THREAD_COMMIT_CHECKPOINT_PAGES}`);
+        this.#setCommitCheckpointPages(THREAD_COMMIT_CHECKPOINT_PAGES);
         worker.postMessage("checkpoint" satisfies Request);
       } else if (answer === "checkpointed") {
         this.#asked = false;
@@ -196,10 +194,17 @@ export class CheckpointThread {
   #ended(): void {
     this.#stopped = true;
     // Without the thread, the commits checkpoint as SQLite's default has them do.
-    if (!this.#closing) {
-      this.#db.exec(`PRAGMA wal_autocheckpoint = ${SQLITE_COMMIT_CHECKPOINT_PAGES}`);
-    }
+    if (!this.#closing) this.#setCommitCheckpointPages(SQLITE_COMMIT_CHECKPOINT_PAGES);
     this.#ready.resolve();
     this.#connectionClosed.resolve();
+  }
+
+  /** Sets how many pages the store's connection lets the WAL take before a commit checkpoints. */
+  #setCommitCheckpointPages(pages: number): void {
+    try {
+      this.#db.exec(`PRAGMA wal_autocheckpoint = ${pages}`);
+    } catch {
+      // The connection was closed before this thread: nothing to set any more.
+    }
   }
 }
