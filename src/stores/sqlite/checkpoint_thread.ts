@@ -6,7 +6,7 @@
  * one-row commits' time (docs/performance.md, "Checkpoints on a thread of
  * their own"). Here a second connection, on a `node:worker_threads` thread,
  * runs `PRAGMA wal_checkpoint(PASSIVE)` every {@linkcode CHECKPOINT_EVERY}
- * calls of the store's connection, so the flushes happen beside the
+ * calls of the store's connection that wrote as many rows, so the flushes happen beside the
  * commits. While the thread runs, a commit checkpoints every
  * {@linkcode THREAD_COMMIT_CHECKPOINT_PAGES} pages instead: only the writer
  * can start the WAL over from its beginning, once it finds it all copied,
@@ -32,10 +32,16 @@
  */
 import { resolve } from "node:path";
 import { Worker } from "node:worker_threads";
-import type { DatabaseSync } from "node:sqlite";
+import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { Durability } from "./connection.ts";
 
-/** How many calls of the store's connection go between two requests for a checkpoint. */
+/**
+ * How many calls of the store's connection go between two requests for a
+ * checkpoint, and how many rows they must have written for one: a
+ * connection that mostly reads or polls (a worker waiting for jobs, a lease
+ * renewed now and then) never starts the thread, nor holds its event loop
+ * for the start.
+ */
 export const CHECKPOINT_EVERY = 64;
 
 /**
@@ -117,6 +123,10 @@ export class CheckpointThread {
   #worker: Worker | null = null;
   /** Calls since the last request. */
   #calls = 0;
+  /** The connection's `total_changes()` (rows it wrote) at the last request. */
+  #changesAsked = 0;
+  /** Reads the connection's `total_changes()`, prepared with the first look. */
+  #changesRead: StatementSync | null = null;
   /** A checkpoint was asked for (or the thread is starting) and has not ended: no second request. */
   #asked = false;
   /** The thread could not start, closed its connection, or close() was called: no more requests. */
@@ -134,10 +144,18 @@ export class CheckpointThread {
     this.#data = { path: resolve(path), durability };
   }
 
-  /** Counts one call of the store's connection; every {@linkcode CHECKPOINT_EVERY}th asks for a checkpoint. */
+  /**
+   * Counts one call of the store's connection; every
+   * {@linkcode CHECKPOINT_EVERY}th asks for a checkpoint, when the calls
+   * since the last request wrote as many rows.
+   */
   countCall(): void {
     if (++this.#calls < CHECKPOINT_EVERY || this.#asked || this.#stopped) return;
     this.#calls = 0;
+    this.#changesRead ??= this.#db.prepare("SELECT total_changes() AS changes");
+    const changes = Number(this.#changesRead.get()!.changes);
+    if (changes - this.#changesAsked < CHECKPOINT_EVERY) return;
+    this.#changesAsked = changes;
     this.#asked = true;
     // A thread starting asks for its first checkpoint once it says it is ready.
     if (this.#worker === null) this.#worker = this.#start();

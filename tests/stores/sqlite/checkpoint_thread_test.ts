@@ -29,14 +29,14 @@ function commitCheckpointPages(db: DatabaseSync): number {
 
 Deno.test("CheckpointThread: its first request starts the thread, which copies the WAL into the database file, and the connection's commits then checkpoint every 10,000 pages", async () => {
   await using dir = await tempDir();
-  const db = walFile(dir.dbPath, 10);
+  const db = walFile(dir.dbPath, CHECKPOINT_EVERY);
   const thread = new CheckpointThread(db, dir.dbPath, "normal");
   try {
     for (let n = 0; n < CHECKPOINT_EVERY - 1; n++) thread.countCall();
     assert.equal(jobsInFile(dir.dbPath, `${dir.dir}/copy.db`), 0, "the rows are in the WAL only");
     thread.countCall();
-    // Nothing else checkpoints 10 rows: the commits' own checkpoint waits for 1,000 pages.
-    await waitUntil(() => jobsInFile(dir.dbPath, `${dir.dir}/copy.db`) === 10, {
+    // Nothing else checkpoints so few rows: the commits' own checkpoint waits for 1,000 pages.
+    await waitUntil(() => jobsInFile(dir.dbPath, `${dir.dir}/copy.db`) === CHECKPOINT_EVERY, {
       what: "the thread to copy the rows into the database file",
     });
     assert.equal(commitCheckpointPages(db), THREAD_COMMIT_CHECKPOINT_PAGES);
@@ -51,9 +51,32 @@ Deno.test("CheckpointThread: its first request starts the thread, which copies t
   );
 });
 
+Deno.test("CheckpointThread: calls that wrote fewer rows than calls ask for nothing; once they wrote as many, the thread copies the WAL", async () => {
+  await using dir = await tempDir();
+  const db = walFile(dir.dbPath, 10);
+  const thread = new CheckpointThread(db, dir.dbPath, "normal");
+  try {
+    for (let n = 0; n < CHECKPOINT_EVERY * 2; n++) thread.countCall();
+    // Only a thread would copy the rows: give one the time it takes (a false pass at worst).
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    assert.equal(jobsInFile(dir.dbPath, `${dir.dir}/copy.db`), 0, "a checkpoint ran");
+    assert.equal(commitCheckpointPages(db), 1_000, "a thread started");
+    for (let n = 0; n < CHECKPOINT_EVERY; n++) {
+      db.prepare("INSERT INTO jobs (n) VALUES (?)").run(n);
+      thread.countCall();
+    }
+    await waitUntil(() => jobsInFile(dir.dbPath, `${dir.dir}/copy.db`) > 0, {
+      what: "the thread to copy the rows into the database file",
+    });
+  } finally {
+    await thread.close();
+    db.close();
+  }
+});
+
 Deno.test("CheckpointThread: for a database file that was deleted, the thread makes no new empty file, and the commits keep SQLite's 1,000 pages", async () => {
   await using dir = await tempDir();
-  const db = walFile(dir.dbPath, 1);
+  const db = walFile(dir.dbPath, CHECKPOINT_EVERY);
   for (const suffix of ["", "-wal", "-shm"]) await Deno.remove(`${dir.dbPath}${suffix}`);
   const thread = new CheckpointThread(db, dir.dbPath, "normal");
   for (let n = 0; n < CHECKPOINT_EVERY; n++) thread.countCall();
