@@ -581,7 +581,13 @@ Deno.test("moveQueue() refuses while a worker of the source runs, and with waitM
   await using dir = await tempDir();
   const { queue, jobs, to } = await oneJobQueue(dir);
   try {
-    const worker = queue.work({ executor: "isolate", queues: ["idle"], pollMs: 50 });
+    // No schedules: the jobs' every-minute schedule would add a job when the test spans a minute.
+    const worker = queue.work({
+      executor: "isolate",
+      queues: ["idle"],
+      pollMs: 50,
+      schedules: false,
+    });
     await waitUntil(async () => (await queue.workers()).length === 1, {
       what: "the worker's heartbeat",
     });
