@@ -6,8 +6,8 @@
  * one-row commits' time (docs/performance.md, "Checkpoints on a thread of
  * their own"). Here a second connection, on a `node:worker_threads` thread,
  * runs `PRAGMA wal_checkpoint(PASSIVE)` every {@linkcode CHECKPOINT_EVERY}
- * calls of the store's connection that wrote as many rows, so the flushes happen beside the
- * commits. While the thread runs, a commit checkpoints every
+ * calls of the store's connection that wrote as many rows, so the flushes
+ * happen beside the commits. While the thread runs, a commit checkpoints every
  * {@linkcode THREAD_COMMIT_CHECKPOINT_PAGES} pages instead: only the writer
  * can start the WAL over from its beginning, once it finds it all copied,
  * which a thread copying beside a steady stream of commits never leaves it;
@@ -19,9 +19,9 @@
  * The thread is started with the first request, so a connection that makes
  * few calls never starts one; starting it holds the event loop for some
  * tens of ms, once, and the store sends it nothing before it says it is
- * ready (a message sent to such a thread before it listens is lost). It does not keep the process
- * alive (a `node:worker_threads` thread can be unref'd; a Web Worker
- * cannot). Such a thread loads only a `file:` or `data:` URL, and this
+ * ready (a message sent to such a thread before it listens is lost). It
+ * does not keep the process alive (a `node:worker_threads` thread can be
+ * unref'd; a Web Worker cannot). Such a thread loads only a `file:` or `data:` URL, and this
  * library may be loaded from `https:`, so the thread's code is
  * {@linkcode threadMain}'s own source, sent as a `data:` URL. When the
  * thread cannot start or open the file, the requests stop and the commits

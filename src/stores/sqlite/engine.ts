@@ -125,8 +125,7 @@ export class SqliteEngine implements Engine {
   run<T>(start: () => Script<T>, mode: RunMode): Promise<T> {
     const replaced = this.#fileReplaced();
     if (replaced !== null) return Promise.reject(replaced);
-    this.#checkpoint?.start();
-    this.#checkpointThread?.countCall();
+    this.#countCall();
     // Explained where SQLite throws, rather than in a `catch` of the promise: one promise fewer
     // per statement on the hot path (a single dispatch).
     return this.#whenFree(
@@ -144,9 +143,14 @@ export class SqliteEngine implements Engine {
     if (this.#closing) return Promise.reject(new QueueClosedError("start a transaction"));
     const replaced = this.#fileReplaced();
     if (replaced !== null) return Promise.reject(replaced);
+    this.#countCall();
+    return this.#runTransaction(fn).catch(this.#explain);
+  }
+
+  /** Tells the WAL's keepers of a call: the idle checkpoint starts looking, the thread counts it. */
+  #countCall(): void {
     this.#checkpoint?.start();
     this.#checkpointThread?.countCall();
-    return this.#runTransaction(fn).catch(this.#explain);
   }
 
   /** The error every call gets once the path names another file or none (see `FileIdentity`). */
