@@ -210,7 +210,7 @@ export class JobWaitTimeoutError extends Error {
   /** Builds the error for job `jobId`, waited on for `timeoutMs`. */
   constructor(jobId: number, timeoutMs: number, options?: ErrorOptions) {
     super(
-      `Gave up waiting for job ${jobId} after ${timeoutMs} ms: it keeps running, see queue.result(${jobId})`,
+      `Gave up waiting for job ${jobId} after ${timeoutMs} ms: the job is not cancelled and keeps its course (queued, delayed or running); see queue.result(${jobId})`,
       options,
     );
     this.name = "JobWaitTimeoutError";

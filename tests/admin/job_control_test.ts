@@ -307,7 +307,10 @@ storeTest(
     const queue = await db.open({ appKey: TEST_KEY, jobs });
     await assert.rejects(
       queue.dispatchAndWait(add, { a: 1, b: 1 }, { timeoutMs: 50 }),
-      (error: Error) => error instanceof JobWaitTimeoutError && /keeps running/.test(error.message),
+      (error: Error) =>
+        error instanceof JobWaitTimeoutError &&
+        /job \d+ after 50 ms: the job is not cancelled and keeps its course \(queued, delayed or running\)/
+          .test(error.message),
     );
     const controller = new AbortController();
     const waiting = queue.dispatchAndWait(add, { a: 1, b: 2 }, { signal: controller.signal });

@@ -395,6 +395,42 @@ Deno.test({
 
 Deno.test({
   name:
+    "Redis: open() fails at once, with the server's answer, when the server refuses the password or the database number the URL gives",
+  ignore: refusal !== null,
+  async fn() {
+    await using redis = await startPrivateRedis({ aof: false, password: "right-one" });
+    const base = new URL(redis.url);
+    const withAuth = (password: string, path: string) => {
+      const url = new URL(base);
+      url.password = password;
+      url.pathname = path;
+      return url.href;
+    };
+    for (
+      const [url, answer] of [
+        [withAuth("wrong-one", "/0"), /the server refused it: WRONGPASS /],
+        [withAuth("", "/0"), /the server refused it: NOAUTH /],
+        [withAuth("right-one", "/99"), /the server refused it: ERR DB index is out of range/],
+      ] as const
+    ) {
+      // Without the refusal seen, open() would wait out connectTimeoutMs and say so instead.
+      await assert.rejects(
+        RedisStore.open(url, { prefix: "refused", connectTimeoutMs: 30_000 }),
+        (error: Error) => {
+          assert.match(error.message, /^could not connect to Redis at redis:\/\//);
+          assert.match(error.message, answer);
+          assert.ok(!error.message.includes("wrong-one"), error.message);
+          return true;
+        },
+      );
+    }
+    const store = await RedisStore.open(withAuth("right-one", "/3"), { prefix: "refused" });
+    await store.close();
+  },
+});
+
+Deno.test({
+  name:
     "Redis: clear() of 100,000 jobs goes in bounded chunks; the calls and the slowest command the server saw are printed",
   ignore: refusal !== null,
   async fn() {

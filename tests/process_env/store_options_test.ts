@@ -165,6 +165,27 @@ Deno.test("Queue.open() refuses a redis:// URL with a parameter other than prefi
   }
 });
 
+Deno.test("Queue.open() refuses a redis:// URL whose path is not a database number, before it connects, naming it without its password", async () => {
+  for (
+    const [url, path] of [
+      ["redis://app:secret@127.0.0.1:1/abc", "/abc"],
+      ["redis://app:secret@127.0.0.1:1/0/1", "/0/1"],
+      ["redis://app:secret@127.0.0.1:1/-1?prefix=app", "/-1"],
+    ]
+  ) {
+    await assert.rejects(Queue.open({ url: url!, jobs: [noop] }), (error: unknown) => {
+      assert.ok(error instanceof TypeError, String(error));
+      assert.equal(
+        error.message,
+        `url's path is a database number or nothing (redis://host:6379/0): got "${path}" in "${
+          url!.replace("app:secret@", "app:***@")
+        }"`,
+      );
+      return true;
+    });
+  }
+});
+
 Deno.test("Queue.open() refuses a postgres:// URL with the schema parameter twice, naming it without its password", async () => {
   await assert.rejects(
     Queue.open({ url: "postgres://app:secret@127.0.0.1:1/app?schema=a&schema=b", jobs: [noop] }),

@@ -11,7 +11,7 @@
 // A full specifier: an app importing this module from another folder resolves bare names with
 // its own import map, which need not list this dependency.
 // deno-lint-ignore no-import-prefix
-import { ClientOfflineError, createClient } from "npm:@redis/client@^6.4";
+import { ClientOfflineError, createClient, SimpleError } from "npm:@redis/client@^6.4";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { QueueClosedError, QueueLostError, QueueMovedError } from "../../errors.ts";
 import { redactPassword } from "../database_url.ts";
@@ -85,10 +85,18 @@ export class RedisConnection {
     databaseClock: boolean,
   ): Promise<RedisConnection> {
     const client = newClient(settings);
+    // The client retries a refused first connection forever: give up after connectTimeoutMs, or
+    // at once when the server refuses what the URL asks for (a password, a database).
+    const refused = Promise.withResolvers<never>();
     // An error event without a listener would end the process; a call that fails rejects.
     let lastError: unknown = null;
-    client.on("error", (error) => lastError = error);
-    // The client retries a refused first connection forever: give up after connectTimeoutMs.
+    let opening = true;
+    client.on("error", (error) => {
+      lastError = error;
+      if (opening && isRefusal(error)) {
+        refused.reject(new Error(`the server refused it: ${error.message}`));
+      }
+    });
     let timer: ReturnType<typeof setTimeout> | undefined;
     const connected = client.connect();
     const timedOut = new Promise<never>((_, reject) => {
@@ -98,13 +106,14 @@ export class RedisConnection {
       }, settings.connectTimeoutMs);
     });
     try {
-      await Promise.race([connected, timedOut]);
+      await Promise.race([connected, timedOut, refused.promise]);
     } catch (error) {
       connected.catch(() => {});
       client.destroy();
       throw error;
     } finally {
       clearTimeout(timer);
+      opening = false;
     }
     return new RedisConnection(settings, client, prefix, databaseClock);
   }
@@ -375,6 +384,19 @@ export class RedisConnection {
       ...(subscriber === null ? [] : [subscriber.close()]),
     ]);
   }
+}
+
+/**
+ * Whether `error` is the server's answer to the connection's handshake that
+ * no retry changes: a wrong or missing password, a user without the right,
+ * a database number the server does not have. A server still loading its
+ * data, or busy, answers otherwise, and is waited for.
+ */
+function isRefusal(error: unknown): error is SimpleError {
+  return error instanceof SimpleError &&
+    /^(NOAUTH|WRONGPASS|NOPERM)\b|^ERR (DB index is out of range|invalid password|AUTH)/.test(
+      error.message,
+    );
 }
 
 function newClient(settings: ConnectionSettings): Client {

@@ -13,8 +13,10 @@
  * handles at most {@linkcode CHUNK} jobs and the caller loops until nothing
  * is left. Each call is atomic; the whole is not, unlike the one SQL
  * transaction it mirrors: a job that fails while a retry of all runs may be
- * retried too, and a job dispatched (or a batch callback queued) while a
- * clear of more than one chunk runs may be cleared by a later chunk.
+ * retried too. A clear deletes only the jobs whose ids its first call saw
+ * given out (`P:seq`), as the SQL clear's one `DELETE` sees only the jobs
+ * before it: what it queues itself (a batch's callbacks, a flow's nodes
+ * that run on a failure) and what is dispatched while it runs stay.
  *
  * @internal
  * @module
@@ -213,10 +215,12 @@ return cjson.encode({deleted = deleted, more = #members == ${CHUNK}})
 );
 
 /**
- * Input: `queue`, or null for every queue. Deletes the first chunk of the
- * queues' unleased (waiting or delayed) then leased jobs; batch jobs among
- * them count as skipped, and a batch left with nothing pending finishes now
- * (store clock). Reply: `{deleted, more}`.
+ * Input: `queue`, or null for every queue, and `upTo`: the highest job id to
+ * delete, null in the first call (which takes the last id given out).
+ * Deletes the first chunk of the queues' unleased (waiting or delayed) then
+ * leased jobs with ids up to it; batch jobs among them count as skipped, and
+ * a batch left with nothing pending finishes now (store clock). Reply:
+ * `{deleted, more, upTo}`.
  */
 const CLEAR = luaScript(
   "clear",
@@ -225,25 +229,42 @@ const CLEAR = luaScript(
   String.raw`
 -- Defined by the chains and batches area; kept for a branch that lacks it.
 
--- Adds the queue's jobs to found ({id, from}: the ZSET holding it) until it holds CHUNK.
+local upTo = opt(INPUT.upTo)
+if upTo == nil then upTo = tonumber(redis.call('GET', P .. ':seq') or '0') end
+
+-- Calls visit(member) for each member of the ZSET key in order, a page at a time, until it
+-- returns true (found is full); whether one did.
+local function walk(key, visit)
+  local offset = 0
+  while true do
+    local members = redis.call('ZRANGE', key, offset, offset + ${CHUNK} - 1)
+    for _, member in ipairs(members) do
+      if visit(member) then return true end
+    end
+    if #members < ${CHUNK} then return false end
+    offset = offset + #members
+  end
+end
+
+-- Adds the jobs of the ZSET key with ids up to upTo to found ({id, from}); whether it is full.
+-- Those above stay, at the head of a level or not: each call walks past them.
+local function collectFrom(key, found)
+  return walk(key, function(member)
+    local id = tonumber(member)
+    if id <= upTo then table.insert(found, {id = id, from = key}) end
+    return #found >= ${CHUNK}
+  end)
+end
+
+-- Adds the queue's jobs to found until it holds CHUNK; whether it does.
 local function collect(queue, found)
   for _, priority in ipairs(redis.call('ZRANGE', queueKey(queue) .. ':lv', 0, -1)) do
-    local level = levelKey(queue, priority)
-    for _, member in ipairs(redis.call('ZRANGE', level, 0, ${CHUNK} - #found - 1)) do
-      table.insert(found, {id = tonumber(member), from = level})
-    end
-    if #found >= ${CHUNK} then return end
+    if collectFrom(levelKey(queue, priority), found) then return true end
   end
-  for _, gid in ipairs(redis.call('ZRANGE', groupsKey(queue), 0, ${CHUNK} - #found - 1)) do
-    local group = groupKey(queue, gid)
-    for _, member in ipairs(redis.call('ZRANGE', group, 0, ${CHUNK} - #found - 1)) do
-      table.insert(found, {id = tonumber(member), from = group})
-    end
-    if #found >= ${CHUNK} then return end
+  if walk(groupsKey(queue), function(gid) return collectFrom(groupKey(queue, gid), found) end) then
+    return true
   end
-  for _, member in ipairs(redis.call('ZRANGE', leasedKey(queue), 0, ${CHUNK} - #found - 1)) do
-    table.insert(found, {id = tonumber(member), from = leasedKey(queue)})
-  end
+  return collectFrom(leasedKey(queue), found)
 end
 
 local queues
@@ -251,8 +272,7 @@ if opt(INPUT.queue) == nil then queues = redis.call('SMEMBERS', P .. ':queues')
 else queues = {INPUT.queue} end
 local found = {}
 for _, queue in ipairs(queues) do
-  if #found >= ${CHUNK} then break end
-  collect(queue, found)
+  if collect(queue, found) then break end
 end
 
 local removed = {}
@@ -273,7 +293,7 @@ for _, each in ipairs(removed) do
 end
 for _, each in ipairs(removed) do H.keysRemoved(each.id, each.job) end
 if queued > 0 then wake() end
-return cjson.encode({deleted = #removed, more = #found == ${CHUNK}})
+return cjson.encode({deleted = #removed, more = #found == ${CHUNK}, upTo = upTo})
 `,
 );
 
@@ -369,7 +389,14 @@ export function clear(
   queue: string | undefined,
   now: number,
 ): Promise<number> {
-  return deleteInChunks(redis, CLEAR, { now, queue: queue ?? null });
+  return deleteInChunks(redis, CLEAR, { now, queue: queue ?? null, upTo: null });
+}
+
+/** What one call of a deleting script gives back: `upTo`, where given, goes into the next call. */
+interface DeletedChunk {
+  readonly deleted: number;
+  readonly more: boolean;
+  readonly upTo?: number;
 }
 
 /** Calls a deleting script until it says nothing is left; how many it deleted in all. */
@@ -380,9 +407,10 @@ async function deleteInChunks(
 ): Promise<number> {
   let deleted = 0;
   for (let more = true; more;) {
-    const chunk = await redis.call<{ deleted: number; more: boolean }>(script, input);
+    const chunk = await redis.call<DeletedChunk>(script, input);
     deleted += chunk.deleted;
     more = chunk.more;
+    if (chunk.upTo !== undefined) input = { ...input, upTo: chunk.upTo };
   }
   return deleted;
 }

@@ -176,6 +176,13 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
       // The URL parser's own message quotes the whole URL, password included.
       throw new TypeError(`url is not a valid URL: got ${shown(redactPassword(url))}`);
     }
+    if (!/^\/?(\d+)?$/.test(target.pathname)) {
+      throw new TypeError(
+        `url's path is a database number or nothing (redis://host:6379/0): got ${
+          shown(target.pathname)
+        } in ${shown(redactPassword(url))}`,
+      );
+    }
     const unread = [...new Set(target.searchParams.keys())].filter((name) => name !== "prefix");
     if (unread.length > 0 || target.searchParams.getAll("prefix").length > 1) {
       throw new TypeError(

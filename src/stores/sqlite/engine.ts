@@ -15,6 +15,7 @@
  * @module
  */
 import { AsyncLocalStorage } from "node:async_hooks";
+import { resolve } from "node:path";
 import type { DatabaseSync, SQLInputValue, SQLOutputValue, StatementSync } from "node:sqlite";
 import type { Migration } from "../../../migrations/migration.ts";
 import { STEPS_RECORD } from "../../../migrations/sqlite/mod.ts";
@@ -108,11 +109,13 @@ export class SqliteEngine implements Engine {
    */
   constructor(db: DatabaseSync, options: SqliteEngineOptions) {
     const { path, busyTimeoutMs, durability } = options;
+    // As opened: a relative path names the file in the directory of the open, not of a later
+    // Deno.chdir(), for the WAL's watchers and the backup alike.
+    const file = path === ":memory:" || path.startsWith("file:") ? null : resolve(path);
     this.#db = db;
-    this.#path = path;
+    this.#path = file ?? path;
     this.#busyTimeoutMs = busyTimeoutMs;
     // Every commit in WAL mode writes the -wal file: a change there may be new jobs.
-    const file = path === ":memory:" || path.startsWith("file:") ? null : path;
     this.#changes = new FileWatch(file === null ? null : `${file}-wal`);
     this.#file = file === null ? null : new FileIdentity(file);
     this.#checkpoint = file === null

@@ -873,6 +873,18 @@ function register(test: ContractTest): void {
     assert.deepEqual(names(await take(store, ["x"], T0 + 9)), [`x-finally@${other.id}`]);
   });
 
+  test("clear() of more jobs than one chunk of a chunked store keeps the callbacks it queues", async (store) => {
+    const { id } = await store.insertBatch(newBatch({
+      jobs: [member("b1")],
+      finally: [waiting("b-finally", { queue: "default" })],
+    }));
+    // Redis clears 250 jobs per call: the callback, queued by the first, comes after them all.
+    await store.insertJobs(Array.from({ length: 600 }, () => newJob()));
+    assert.equal(await store.clear(undefined, T0 + 5), 601);
+    await expectBatch(store, id, { ...fresh(1), pending: 0, skipped: 1, finishedAt: T0 + 5 });
+    assert.deepEqual(names(await take(store, ["default"], LATER)), [`b-finally@${id}`]);
+  });
+
   // Progress
 
   test("running(now) lists leased jobs with the progress a progress settlement wrote; expired leases are not listed", async (store) => {
