@@ -140,3 +140,36 @@ Deno.test("SQLite: close() called twice at once resolves, both times, only once 
   assert.deepEqual(left, ["queue.db"], "the second close() resolved with the WAL still there");
   await first;
 });
+
+Deno.test({
+  name:
+    "SQLite: five queues on five files in one process share one checkpoint thread, which goes on serving the others when one closes and ends with the last",
+  // The fixture counts the process's threads by their names in /proc (Linux).
+  ignore: Deno.build.os !== "linux",
+  async fn() {
+    await using dir = await tempDir();
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        fileURLToPath(new URL("../../fixtures/checkpoint/many_files.ts", import.meta.url)),
+        dir.dir,
+        "5",
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    try {
+      const { code, stdout, stderr } = await within(child.output(), 300_000, "the process to exit");
+      const decoder = new TextDecoder();
+      assert.equal(code, 0, decoder.decode(stderr));
+      assert.equal(decoder.decode(stdout), "copied 1\nserved\nended 0\n");
+    } finally {
+      try {
+        child.kill();
+      } catch {
+        // it has exited
+      }
+    }
+  },
+});
