@@ -29,7 +29,10 @@
  * loaded from `https:`, so the thread's code is {@linkcode threadMain}'s
  * own source, sent as a `data:` URL. When the thread cannot start or open
  * a connection's file, that connection's requests stop and its commits
- * checkpoint every 1,000 pages, alone.
+ * checkpoint every 1,000 pages, alone; when it goes down, so do those of
+ * every connection it served (a store that asks later starts a new one).
+ * A store's close waits behind the checkpoints asked for before it, at most
+ * one per connection the thread serves.
  *
  * @internal
  * @module
@@ -279,6 +282,8 @@ export class CheckpointThread {
   #stopped = false;
   /** close() was called: the store's connection is about to close too. */
   #closing = false;
+  /** Settles once close() has closed the connection in the thread: every call of close() waits for it. */
+  #closed: Promise<void> | null = null;
 
   /** For the store's connection `db` to the file at `path`, flushed as `durability` says. */
   constructor(db: DatabaseSync, path: string, durability: Durability) {
@@ -311,10 +316,11 @@ export class CheckpointThread {
    * Closes its connection in the thread, after the checkpoint it may be
    * running; the thread ends with the last one.
    */
-  async close(): Promise<void> {
+  close(): Promise<void> {
     this.#stopped = true;
     this.#closing = true;
-    await this.#host?.close(this.#id);
+    this.#closed ??= this.#host?.close(this.#id) ?? Promise.resolve();
+    return this.#closed;
   }
 
   #heard(answer: ConnectionAnswer): void {

@@ -173,3 +173,20 @@ Deno.test({
     }
   },
 });
+
+Deno.test("CheckpointThread: close() called twice at once resolves both times, once the thread closed its connection", async () => {
+  await using dir = await tempDir();
+  const db = walFile(dir.dbPath, CHECKPOINT_EVERY);
+  const thread = new CheckpointThread(db, dir.dbPath, "normal");
+  for (let n = 0; n < CHECKPOINT_EVERY; n++) thread.countCall();
+  await waitUntil(() => commitCheckpointPages(db) === THREAD_COMMIT_CHECKPOINT_PAGES, {
+    what: "the thread's connection to be open",
+  });
+  await within(Promise.all([thread.close(), thread.close()]), 60_000, "both closes");
+  db.close();
+  assert.deepEqual(
+    [...Deno.readDirSync(dir.dir)].map((entry) => entry.name),
+    ["queue.db"],
+    "the thread's connection was closed: the last one here removed the WAL",
+  );
+});
