@@ -9,6 +9,7 @@ import { resolve } from "node:path";
 import { type Clock, systemClock } from "./clock.ts";
 import { type MoveReport, moveStores } from "./moving/move_stores.ts";
 import { shown } from "./shown.ts";
+import { optionBag, optionNames } from "./option_bags.ts";
 import { MOVE_PAGE_BYTES } from "./stores/rows/transfer.ts";
 import { isServerUrl, redactPassword } from "./stores/database_url.ts";
 import type { MoveFence, Store } from "./stores/store.ts";
@@ -36,6 +37,9 @@ export interface MoveQueueOptions {
   /** The clock of the fence and of what the move leaves behind (tests). @default {systemClock} */
   clock?: Clock;
 }
+
+/** The options {@linkcode moveQueue} takes. */
+const MOVE_QUEUE_OPTIONS = optionNames<MoveQueueOptions>()(["waitMs", "pageSize", "clock"]);
 
 /**
  * Moves everything a queue holds from the store `from` to the store `to`:
@@ -103,8 +107,9 @@ export async function abortMove(from: string): Promise<MoveFence | null> {
 export async function moveQueueReport(
   from: string,
   to: string,
-  options: MoveQueueOptions = {},
+  given: MoveQueueOptions = {},
 ): Promise<MoveReport> {
+  const options = optionBag(given, "moveQueue", MOVE_QUEUE_OPTIONS) ?? {};
   const waitMs = options.waitMs ?? 0;
   if (!(Number.isFinite(waitMs) && waitMs >= 0)) {
     throw new RangeError(`waitMs must be a number of ms >= 0: got ${shown(waitMs)}`);

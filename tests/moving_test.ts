@@ -563,6 +563,19 @@ async function oneJobQueue(dir: { dir: string; dbPath: string }) {
   return { queue, jobs, to: join(dir.dir, "to.db") };
 }
 
+Deno.test("moveQueue() refuses an option it does not take, naming it, before it opens either store", async () => {
+  await using dir = await tempDir();
+  const from = join(dir.dir, "from.db");
+  await assert.rejects(
+    moveQueue(from, join(dir.dir, "to.db"), { waitMS: 60_000 } as unknown as { waitMs: number }),
+    {
+      name: "TypeError",
+      message: 'moveQueue: unknown option "waitMS" (it takes "waitMs", "pageSize", "clock")',
+    },
+  );
+  assert.deepEqual([...Deno.readDirSync(dir.dir)], [], "neither store was made");
+});
+
 Deno.test("moveQueue() refuses a destination that holds jobs, naming its tables, and leaves the source as it was", async () => {
   await using dir = await tempDir();
   const { queue, jobs, to } = await oneJobQueue(dir);

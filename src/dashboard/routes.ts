@@ -56,6 +56,8 @@ export interface DashboardSetup {
 interface PageRoute {
   readonly load: (ctx: PageContext) => Promise<unknown>;
   readonly render: (ctx: PageContext, data: never) => Html;
+  /** What a 404 says of it (null data): what is not there, and why it may be gone. */
+  readonly missing?: string;
 }
 
 /** The largest action body read. */
@@ -68,17 +70,27 @@ function findPage(segments: readonly string[]): PageRoute | null {
   if (section === undefined) return { load: loadOverview, render: renderOverview };
   if (section === "jobs" && second !== undefined) {
     const id = readId(second);
-    return id === null ? null : { load: (ctx) => loadJobDetail(ctx, id), render: renderJobDetail };
+    return id === null ? null : {
+      load: (ctx) => loadJobDetail(ctx, id),
+      render: renderJobDetail,
+      missing: `no job ${id} (none had that id, or its kept history was pruned)`,
+    };
   }
   if (section === "failed" && second !== undefined) {
     const id = readId(second);
-    return id === null
-      ? null
-      : { load: (ctx) => loadFailedDetail(ctx, id), render: renderFailedDetail };
+    return id === null ? null : {
+      load: (ctx) => loadFailedDetail(ctx, id),
+      render: renderFailedDetail,
+      missing: `no failed job ${id} (a failed job that was retried or forgotten is gone)`,
+    };
   }
   if (section === "flows" && second !== undefined) {
     const id = readId(second);
-    return id === null ? null : { load: (ctx) => loadFlow(ctx, id), render: renderFlow };
+    return id === null ? null : {
+      load: (ctx) => loadFlow(ctx, id),
+      render: renderFlow,
+      missing: `no flow ${id} (none had that id, or it ended and was pruned)`,
+    };
   }
   if (second !== undefined) return null;
   switch (section) {
@@ -185,8 +197,7 @@ async function showPage(
     return failure(setup.queue, ctx, error, isApi, `GET ${url.pathname}`);
   }
   if (data === null) {
-    const what =
-      `Not found: nothing at ${url.pathname} (a failed job that was retried or forgotten is gone)`;
+    const what = `Not found: ${page.missing ?? `nothing at ${url.pathname}`}`;
     if (isApi) return jsonResponse({ error: what }, 404);
     return pageResponse(message(ctx, "Not found", what), nonce, 404, cookie);
   }

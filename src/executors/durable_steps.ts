@@ -27,10 +27,16 @@ import { holdsTransform, jsonChange } from "../json_safe.ts";
 import { dataDetail, schemaRefusal } from "../schema_issues.ts";
 import { assertStepName, signalSealedAs, stepSealedAs } from "../admin/steps.ts";
 import type { StepOptions, WaitOptions } from "../steps.ts";
+import { optionBag, optionNames } from "../option_bags.ts";
 import type { JobStepsRow, StepRow, StepWrite } from "../stores/store.ts";
 import type { ParkRequest, StepPort } from "./executor.ts";
 
 const encoder = new TextEncoder();
+
+/** The options `ctx.step` takes. */
+const STEP_OPTIONS = optionNames<StepOptions>()(["timeoutMs", "maxAttempts", "backoff", "output"]);
+/** The options `ctx.waitFor` takes. */
+const WAIT_OPTIONS = optionNames<WaitOptions>()(["timeoutMs", "schema"]);
 
 /** The longest a timer can wait (a longer `setTimeout` fires at once): a step's timeout and backoff. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -90,6 +96,7 @@ export class DurableSteps {
         `${where}(${JSON.stringify(name)}): fn must be a function: got ${typeof fn}`,
       );
     }
+    options = optionBag(options, `${where}(${JSON.stringify(name)})`, STEP_OPTIONS) ?? {};
     const tries = checkedTries(options, name);
     const timeoutMs = checkedDurationMs(
       options.timeoutMs,
@@ -151,6 +158,7 @@ export class DurableSteps {
   async waitFor<T>(name: string, options: WaitOptions<T> = {}): Promise<T | null> {
     const where = `ctx.waitFor(${JSON.stringify(name)})`;
     assertStepName(name, "ctx.waitFor", "the signal's name");
+    options = optionBag(options, where, WAIT_OPTIONS) ?? {};
     const timeoutMs = checkedDurationMs(options.timeoutMs, where, "timeoutMs");
     this.#requirePort(where);
     const { seq, key } = this.#next(name);
@@ -534,6 +542,12 @@ function checkedTries(options: StepOptions<unknown>, name: string): number {
     throw new TypeError(
       `ctx.step(${JSON.stringify(name)}): backoff must be an array of delays or a function`,
     );
+  }
+  // A list is checked whole before the first run, not when a retry comes to a bad delay.
+  if (Array.isArray(backoff)) {
+    for (let retry = 1; retry <= Math.max(backoff.length, 1); retry++) {
+      retryWait(name, backoff, retry);
+    }
   }
   return tries;
 }

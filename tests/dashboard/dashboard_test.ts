@@ -707,10 +707,24 @@ Deno.test("dashboard: every page has its JSON under /api/; unknown routes, a gon
 
   const missing = await fetchFrom(handler, "/failed/12345");
   assert.equal(missing.status, 404);
-  assert.match(await missing.text(), /Not found: nothing at \/failed\/12345/);
-  const missingJson = await fetchFrom(handler, "/api/failed/12345");
-  assert.equal(missingJson.status, 404);
-  assert.match((await missingJson.json()).error, /nothing at \/api\/failed\/12345/);
+  assert.match(
+    await missing.text(),
+    /Not found: no failed job 12345 \(a failed job that was retried or forgotten is gone\)/,
+  );
+  for (
+    const [path, said] of [
+      [
+        "/api/failed/12345",
+        "no failed job 12345 (a failed job that was retried or forgotten is gone)",
+      ],
+      ["/api/jobs/12345", "no job 12345 (none had that id, or its kept history was pruned)"],
+      ["/api/flows/12345", "no flow 12345 (none had that id, or it ended and was pruned)"],
+    ]
+  ) {
+    const missingJson = await fetchFrom(handler, path!);
+    assert.equal(missingJson.status, 404, path);
+    assert.equal((await missingJson.json()).error, `Not found: ${said}`, path);
+  }
   for (
     const path of [
       "/nope",

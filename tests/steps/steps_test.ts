@@ -283,6 +283,7 @@ storeTest(
   "bad durations and names are refused with a RangeError or TypeError naming them (DBOS: workflow-sleep-fractional-duration; OpenWorkflow: invalid duration)",
   async (db) => {
     const errors: string[] = [];
+    let ran = 0;
     const job = defineJob({
       name: "bad-durations",
       schema: payload,
@@ -298,6 +299,10 @@ storeTest(
             () => ctx.step("", () => 1),
             () => ctx.step("x", "not a function" as unknown as () => number),
             () => ctx.step("x", () => 1, { maxAttempts: 0 }),
+            () => ctx.waitFor("w", { timeoutMS: 50 } as unknown as { timeoutMs: number }),
+            () => ctx.waitFor("w", 50 as unknown as { timeoutMs: number }),
+            () => ctx.step("x", () => 1, { maxAtempts: 3 } as unknown as { maxAttempts: number }),
+            () => ctx.step("x", () => ran++, { maxAttempts: 3, backoff: [100, -100] }),
           ]
         ) {
           try {
@@ -321,6 +326,20 @@ storeTest(
     assert.match(errors[5]!, /TypeError: ctx\.step: the step's name must be a string of 1 to 255/);
     assert.match(errors[6]!, /TypeError: ctx\.step\("x"\): fn must be a function: got string/);
     assert.match(errors[7]!, /RangeError: ctx\.step\("x"\): maxAttempts must be an integer/);
+    assert.equal(
+      errors[8],
+      'TypeError: ctx.waitFor("w"): unknown option "timeoutMS" (it takes "timeoutMs", "schema")',
+    );
+    assert.equal(errors[9], 'TypeError: ctx.waitFor("w"): options must be an object: got 50');
+    assert.match(
+      errors[10]!,
+      /^TypeError: ctx\.step\("x"\): unknown option "maxAtempts" \(it takes/,
+    );
+    assert.match(
+      errors[11]!,
+      /^RangeError: ctx\.step\("x"\): backoff for retry 2 must be a delay from 0 to \d+ ms: got -100/,
+    );
+    assert.equal(ran, 0, "a step with a bad backoff list never ran");
     assert.deepEqual(await queue.steps(id), [], "nothing was recorded");
   },
 );

@@ -235,6 +235,19 @@ local function back(t) if t == nil then return NULL end return t - SHIFT end
 -- retry times) goes back to its clock with back().
 local function stored(t) if t == nil then return NULL end return t end
 
+-- The move fence's refusal of a write to a store whose data moved to movedTo at movedAt.
+local function movedReply(movedTo, movedAt)
+  return redis.error_reply('RENOX_MOVED ' .. (movedAt or '0') .. ' ' .. movedTo)
+end
+
+-- The move fence's refusal when the store moved, or nil: for an unfenced rule that writes only now
+-- and then, checked before its first write.
+local function moveRefusal()
+  local meta = redis.call('HMGET', P .. ':meta', 'moved_to', 'moved_at')
+  if meta[1] then return movedReply(meta[1], meta[2]) end
+  return nil
+end
+
 -- Starts a call: reads its prefix and input, the server's clock, and checks the epoch and, for a
 -- fenced write, the move fence (one read of the meta hash); an error reply when the store lost its
 -- data or its queue moved to another store.
@@ -257,7 +270,7 @@ local function enter(keys, args, fenced)
         'this store read at open (it restarted without persistence, or its keys were deleted); ' ..
         'open the queue again (a new process) to start on the empty store')
     end
-    if fenced and meta[2] then return redis.error_reply('RENOX_MOVED ' .. (meta[3] or '0') .. ' ' .. meta[2]) end
+    if fenced and meta[2] then return movedReply(meta[2], meta[3]) end
   end
   return nil
 end

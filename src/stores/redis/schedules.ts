@@ -12,7 +12,7 @@
 import type { ScheduleRow, ScheduleRun, StoredScheduleRow } from "../store.ts";
 import type { RedisConnection } from "./connection.ts";
 import { AREA_HOOKS } from "./hooks.ts";
-import { luaScript } from "./lua.ts";
+import { luaScript, unfencedScript } from "./lua.ts";
 import { OVERLAP_NEVER_ENDS, RUNS_PER_CALL, SCHEDULE_RUNS, timesOf } from "./schedule_runs.ts";
 import { list } from "./script_replies.ts";
 
@@ -24,13 +24,24 @@ const STORE_NOW = luaScript("storeNow", "no-writes", "return cjson.encode(NOW)")
  * store's now, and `overlapKey`). Adds new schedules, updates changed ones
  * (a change of cron, interval or time zone restarts at `nextSlot`). A new
  * one takes the overlap a forget kept (see `FORGET`) while its job is stored.
+ * Writes nothing when nothing changed, and is then no write the move's
+ * fence refuses, as on SQL: an app still opens a store its queue moved from
+ * with its jobs module, and reads it.
  */
-const SYNC = luaScript(
+const SYNC = unfencedScript(
   "syncSchedules",
   "writes",
   AREA_HOOKS,
   SCHEDULE_RUNS,
   String.raw`
+for _, row in ipairs(INPUT.rows) do
+  local state = S.read(row.name)
+  if state == nil or state.definition ~= row.definition then
+    local refused = moveRefusal()
+    if refused then return refused end
+    break
+  end
+end
 for _, row in ipairs(INPUT.rows) do
   local state = S.read(row.name)
   local overlapKey = row.overlapKey

@@ -10,6 +10,7 @@ import type {
   ClaimedJob,
   ClaimRequest,
   NewJobRow,
+  ScheduleRow,
   Settlement,
   Store,
   StoredError,
@@ -180,4 +181,22 @@ export async function stuckTransaction(
   }).then(() => null, (error: Error) => error);
   await entered.promise;
   return { outcome };
+}
+
+/** A schedule of job "tick" every minute in "default", with `overrides` (its definition follows them). */
+export function schedule(name: string, overrides: Partial<ScheduleRow> = {}): ScheduleRow {
+  const row = {
+    name,
+    job: "tick",
+    queue: "default",
+    cron: null,
+    everyMs: 60_000,
+    timezone: "UTC",
+    missed: "once",
+    maxCatchUp: 1,
+    overlap: "allow",
+    jitterMs: 0,
+    ...overrides,
+  };
+  return { ...row, definition: JSON.stringify(row) };
 }

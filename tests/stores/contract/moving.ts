@@ -23,6 +23,7 @@ import {
   type ContractTest,
   newJob,
   plain,
+  schedule,
   T0,
 } from "./fixtures.ts";
 
@@ -326,6 +327,8 @@ function register(test: ContractTest): void {
   test("fenceForMove() refuses every write from then on with a QueueMovedError naming the destination; reads go on; liftMoveFence() lets writes through again", async (any) => {
     const store = movable(any);
     await store.insertJobs([newJob()]);
+    const every = schedule("every");
+    await store.syncSchedules([every], T0);
     assert.equal(await store.moveFence(), null);
     const fence = await store.fenceForMove("postgres://db.example/app", T0);
     assert.deepEqual({ ...fence }, { to: "postgres://db.example/app", at: T0 });
@@ -356,6 +359,18 @@ function register(test: ContractTest): void {
       }, T0 - 60_000),
       QueueMovedError,
     );
+    // An app opening the moved store with its jobs module syncs schedules that did not change: no
+    // write, so it opens and reads; a new or changed one is a write.
+    await store.syncSchedules([every], T0 + 2);
+    await assert.rejects(store.syncSchedules([every, schedule("new")], T0 + 2), QueueMovedError);
+    await assert.rejects(
+      store.syncSchedules([schedule("every", { everyMs: 5_000 })], T0 + 2),
+      QueueMovedError,
+    );
+    assert.deepEqual((await store.schedules()).map((row) => [row.name, row.everyMs]), [[
+      "every",
+      60_000,
+    ]]);
     assert.equal(await store.countRows("jobs"), 1);
     assert.equal((await store.exportRows("jobs", null, 10)).rows.length, 1);
     assert.equal((await store.counts(T0))[0]?.pending, 1);

@@ -15,6 +15,7 @@ import {
   ids,
   newJob,
   plain,
+  schedule,
   T0,
 } from "./fixtures.ts";
 
@@ -25,24 +26,6 @@ export const scheduleStore: ContractArea = {
 };
 
 const MINUTE = 60_000;
-
-/** A schedule of job "tick" every minute in "default", with `overrides` (its definition follows them). */
-function schedule(name: string, overrides: Partial<ScheduleRow> = {}): ScheduleRow {
-  const row = {
-    name,
-    job: "tick",
-    queue: "default",
-    cron: null,
-    everyMs: MINUTE,
-    timezone: "UTC",
-    missed: "once",
-    maxCatchUp: 1,
-    overlap: "allow",
-    jitterMs: 0,
-    ...overrides,
-  };
-  return { ...row, definition: JSON.stringify(row) };
-}
 
 /** What `schedules()` lists for `row` before it ever ran. */
 function stored(row: ScheduleRow, nextSlot: number, paused = false) {
