@@ -159,3 +159,48 @@ export class ChildScript implements AsyncDisposable {
     });
   }
 }
+
+/** How a script run to its end by {@linkcode runToEnd} ended. */
+export interface ScriptEnd {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Runs `deno run <permissions> <script> ...args` to its end and gives its
+ * exit code and output; kills it and rejects when it has not ended within
+ * `timeoutMs`.
+ */
+export async function runToEnd(
+  script: URL,
+  args: readonly string[],
+  options: { readonly permissions?: readonly string[]; readonly timeoutMs: number },
+): Promise<ScriptEnd> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", ...(options.permissions ?? ["-A"]), fileURLToPath(script), ...args],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    const { code, stdout, stderr } = await Promise.race([
+      child.output(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`${script.pathname} did not end within ${options.timeoutMs} ms`)),
+          options.timeoutMs,
+        );
+      }),
+    ]);
+    const decoder = new TextDecoder();
+    return { code, stdout: decoder.decode(stdout), stderr: decoder.decode(stderr) };
+  } finally {
+    clearTimeout(timer);
+    try {
+      child.kill();
+    } catch {
+      // it has ended
+    }
+  }
+}

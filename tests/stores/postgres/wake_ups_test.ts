@@ -13,7 +13,15 @@ import postgres from "postgres";
 import { WakeUps } from "../../../src/stores/postgres/wake_ups.ts";
 import { PostgresStore } from "../../../src/stores/postgres/mod.ts";
 import type { Settlement } from "../../../src/stores/store.ts";
-import { claim, complete, failedJobs, newJob, release, T0 } from "../contract/fixtures.ts";
+import {
+  claim,
+  complete,
+  failedJobs,
+  newJob,
+  release,
+  schedule,
+  T0,
+} from "../contract/fixtures.ts";
 import { freshSchema, postgresTestUrl, schemaClient } from "../../_postgres.ts";
 
 const url = postgresTestUrl();
@@ -224,19 +232,7 @@ const WAKING_WRITES: readonly WakingWrite[] = [
   {
     what: "a schedule's run",
     async prepare(store, queue) {
-      const row = {
-        name: queue,
-        job: "tick",
-        queue,
-        cron: null,
-        everyMs: 60_000,
-        timezone: "UTC",
-        missed: "once",
-        maxCatchUp: 1,
-        overlap: "allow",
-        jitterMs: 0,
-      } as const;
-      await store.syncSchedules([{ ...row, definition: JSON.stringify(row) }], T0);
+      await store.syncSchedules([schedule(queue, { queue })], T0);
       return (store) =>
         store.runSchedule(queue, [{ slot: T0, manual: true, row: newJob({ queue }) }], T0);
     },

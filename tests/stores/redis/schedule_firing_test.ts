@@ -17,6 +17,7 @@ import type {
   Store,
 } from "../../../src/stores/store.ts";
 import { openTestRedisStore, redisTestUrl } from "../../_redis.ts";
+import { schedule as everyMinute } from "../contract/fixtures.ts";
 
 const MINUTE = 60_000;
 /** A whole minute, so `everyMs: MINUTE` slots fall on it. */
@@ -24,22 +25,9 @@ const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);
 
 const url = redisTestUrl();
 
-/** A schedule of job "tick" every minute in "default", with `overrides`. */
+/** The contract's schedule of job "tick" every minute in "default", named "every-minute". */
 function schedule(overrides: Partial<ScheduleRow> = {}): ScheduleRow {
-  const row = {
-    name: "every-minute",
-    job: "tick",
-    queue: "default",
-    cron: null,
-    everyMs: MINUTE,
-    timezone: "UTC",
-    missed: "once",
-    maxCatchUp: 1,
-    overlap: "allow",
-    jitterMs: 0,
-    ...overrides,
-  };
-  return { ...row, definition: JSON.stringify(row) };
+  return everyMinute("every-minute", overrides);
 }
 
 /** Fires the schedules named in `rows` (a row per slot: `{"slot":<slot>}`), or what `row` says. */

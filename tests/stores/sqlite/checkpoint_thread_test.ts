@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { defineJob, Queue, SqliteStore } from "../../../mod.ts";
 import {
@@ -9,6 +8,7 @@ import {
   THREAD_COMMIT_CHECKPOINT_PAGES,
 } from "../../../src/stores/sqlite/checkpoint_thread.ts";
 import { jobsInFile } from "../../fixtures/checkpoint/jobs_in_file.ts";
+import { runToEnd } from "../../_child.ts";
 import { tempDir, waitUntil, within } from "../../_helpers.ts";
 
 const noop = defineJob({ name: "noop", schema: z.object({ n: z.number() }), handle() {} });
@@ -89,30 +89,12 @@ Deno.test("CheckpointThread: for a database file that was deleted, the thread ma
 
 Deno.test("CheckpointThread: a process with leave to read and write only its database's folder, whose thread copied rows into the file and that closed neither, exits", async () => {
   await using dir = await tempDir();
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      `--allow-read=${dir.dir}`,
-      `--allow-write=${dir.dir}`,
-      fileURLToPath(new URL("../../fixtures/checkpoint/unclosed_writer.ts", import.meta.url)),
-      dir.dbPath,
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  try {
-    const { code, stdout, stderr } = await within(child.output(), 120_000, "the process to exit");
-    const decoder = new TextDecoder();
-    assert.equal(code, 0, decoder.decode(stderr));
-    assert.equal(decoder.decode(stderr), "", "nothing on stderr");
-    assert.equal(decoder.decode(stdout), "copied\n");
-  } finally {
-    try {
-      child.kill();
-    } catch {
-      // it has exited
-    }
-  }
+  const end = await runToEnd(
+    new URL("../../fixtures/checkpoint/unclosed_writer.ts", import.meta.url),
+    [dir.dbPath],
+    { permissions: [`--allow-read=${dir.dir}`, `--allow-write=${dir.dir}`], timeoutMs: 120_000 },
+  );
+  assert.deepEqual(end, { code: 0, stdout: "copied\n", stderr: "" });
 });
 
 Deno.test("SQLite: a queue on a file copies its jobs into the database file on its checkpoint thread, long before its commits' own checkpoint would", async () => {
@@ -148,29 +130,13 @@ Deno.test({
   ignore: Deno.build.os !== "linux",
   async fn() {
     await using dir = await tempDir();
-    const child = new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "-A",
-        fileURLToPath(new URL("../../fixtures/checkpoint/many_files.ts", import.meta.url)),
-        dir.dir,
-        "5",
-      ],
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    try {
-      const { code, stdout, stderr } = await within(child.output(), 300_000, "the process to exit");
-      const decoder = new TextDecoder();
-      assert.equal(code, 0, decoder.decode(stderr));
-      assert.equal(decoder.decode(stdout), "copied 1\nserved\nended 0\n");
-    } finally {
-      try {
-        child.kill();
-      } catch {
-        // it has exited
-      }
-    }
+    const end = await runToEnd(
+      new URL("../../fixtures/checkpoint/many_files.ts", import.meta.url),
+      [dir.dir, "5"],
+      { timeoutMs: 300_000 },
+    );
+    assert.equal(end.code, 0, end.stderr);
+    assert.equal(end.stdout, "copied 1\nserved\nended 0\n");
   },
 });
 

@@ -1,11 +1,10 @@
 import assert from "node:assert/strict";
-import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import type { QueueEventMap } from "../../../src/events.ts";
 import { defineJob } from "../../../src/job.ts";
 import { Queue } from "../../../src/queue.ts";
 import { SqliteStore } from "../../../src/stores/sqlite/mod.ts";
-import { ChildScript } from "../../_child.ts";
+import { ChildScript, runToEnd } from "../../_child.ts";
 import { nextEvent, tempDir, within } from "../../_helpers.ts";
 
 /** A fixture script under tests/fixtures/watch/. */
@@ -126,28 +125,12 @@ Deno.test("a worker polling every 2 min picks up a job another process dispatche
 Deno.test("SQLite: a queue opened on a relative path watches and empties its own WAL after Deno.chdir(): a worker is woken by another connection's dispatch, and the quiet WAL is emptied", async () => {
   await using dir = await tempDir();
   await using elsewhere = await tempDir();
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      fileURLToPath(new URL("../../fixtures/watch/relative_path_chdir.ts", import.meta.url)),
-      dir.dir,
-      elsewhere.dir,
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  try {
-    const { code, stdout, stderr } = await within(child.output(), 180_000, "the process to exit");
-    const decoder = new TextDecoder();
-    assert.equal(code, 0, decoder.decode(stderr));
-    assert.equal(decoder.decode(stdout), "woken\nemptied\n");
-    assert.deepEqual([...Deno.readDirSync(elsewhere.dir)], [], "nothing was made elsewhere");
-  } finally {
-    try {
-      child.kill();
-    } catch {
-      // it has exited
-    }
-  }
+  const end = await runToEnd(
+    new URL("../../fixtures/watch/relative_path_chdir.ts", import.meta.url),
+    [dir.dir, elsewhere.dir],
+    { timeoutMs: 180_000 },
+  );
+  assert.equal(end.code, 0, end.stderr);
+  assert.equal(end.stdout, "woken\nemptied\n");
+  assert.deepEqual([...Deno.readDirSync(elsewhere.dir)], [], "nothing was made elsewhere");
 });
