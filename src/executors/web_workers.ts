@@ -65,6 +65,12 @@ export interface WebWorkerPoolOptions {
   readonly fallback: () => Executor;
   /** Told once, with the cause, when the pool falls back. */
   readonly onFallback: (error: Error) => void;
+  /**
+   * Told, with the cause, when a Web Worker started in place of one that
+   * ended fails before it is ready while others run: the pool goes on with
+   * one fewer.
+   */
+  readonly onShrink: (error: Error) => void;
 }
 
 interface PendingRun {
@@ -238,7 +244,7 @@ export class WebWorkerPool implements Executor {
     worker.onmessage = ({ data }: MessageEvent<FromWorker>) => this.#receive(slot, data);
     worker.onerror = (event) => {
       event.preventDefault(); // an error in a Web Worker must not end this process
-      if (!slot.ready) this.#fallBack(new Error(`Web Worker failed to start: ${event.message}`));
+      if (!slot.ready) this.#failedToStart(slot, `Web Worker failed to start: ${event.message}`);
       else this.#retire(slot, "died", `Web Worker died: ${event.message}`);
     };
     this.#post(slot, {
@@ -260,10 +266,9 @@ export class WebWorkerPool implements Executor {
         if (this.#workers.every((each) => each.ready)) this.#reportReady();
         return;
       case "init-failed":
-        this.#fallBack(
-          new Error(
-            `Web Worker failed to load the jobs module: ${fromWire(message.error).message}`,
-          ),
+        this.#failedToStart(
+          slot,
+          `Web Worker failed to load the jobs module: ${fromWire(message.error).message}`,
         );
         return;
       case "results":
@@ -469,10 +474,39 @@ export class WebWorkerPool implements Executor {
   }
 
   /**
-   * A Web Worker failed before it was ready: no Web Worker of this process
-   * will do better (same script, same permissions), so every Web Worker is
-   * terminated, the attempts they held run in the fallback executor without
-   * being charged anything, and so does every later one. Said once.
+   * Web Worker `slot` failed before it was ready, so no handler began in
+   * it. While another Web Worker is ready, the pool goes on without this
+   * one: its attempts and hooks go to the others, charged nothing (a Web
+   * Worker that started in place of one that ended, and could not load,
+   * must not stop the handlers running beside it). Else the pool falls back.
+   */
+  #failedToStart(slot: PoolWorker, why: string): void {
+    if (slot.retired || this.#closed || this.#fallback !== null) return;
+    const running = this.#workers.filter((each) => each !== slot && each.ready).length;
+    if (running === 0) return this.#fallBack(new Error(why));
+    slot.retired = true;
+    this.#workers.splice(this.#workers.indexOf(slot), 1);
+    slot.worker.terminate();
+    this.#options.onShrink(
+      new Error(`${why}; going on with ${running} Web Worker${running === 1 ? "" : "s"}`),
+    );
+    for (const [runId, pending] of [...slot.runs]) {
+      this.#settle(slot, runId, pending);
+      void this.run(pending.request).then(pending.resolve);
+    }
+    for (const hook of slot.hooks.values()) {
+      this.runFailedHook(hook.request).then(hook.resolve, hook.reject);
+    }
+    slot.hooks.clear();
+    if (this.#workers.every((each) => each.ready)) this.#reportReady();
+  }
+
+  /**
+   * No Web Worker is ready and one failed before it was: no Web Worker of
+   * this process will do better (same script, same permissions), so every
+   * Web Worker is terminated, the attempts they held (none had begun) run in
+   * the fallback executor without being charged anything, and so does every
+   * later one. Said once.
    */
   #fallBack(cause: Error): void {
     if (this.#fallback !== null || this.#closed) return;
@@ -525,7 +559,7 @@ export class WebWorkerPool implements Executor {
     if (threads === null) return;
     for (const slot of [...this.#workers]) {
       if (slot.thread !== null && !threads.has(slot.thread)) {
-        if (!slot.ready) this.#fallBack(new Error("Web Worker ended before it was ready"));
+        if (!slot.ready) this.#failedToStart(slot, "Web Worker ended before it was ready");
         else this.#retire(slot, "died", "Web Worker ended while running the job");
       }
     }

@@ -60,6 +60,7 @@ export function startWorker(parts: WorkerParts, resolved: ResolvedWorkOptions): 
       maxPayloadBytes: parts.jobRows.maxPayloadBytes,
       fallback: () => new IsolateExecutor(registry, handlerQueue, cipher),
       onFallback: (error) => events.emit("queue:error", { error, during: "starting Web Workers" }),
+      onShrink: (error) => events.emit("queue:error", { error, during: "replacing a Web Worker" }),
     })
     : new IsolateExecutor(registry, handlerQueue, cipher);
   const schedules = registry.schedules();

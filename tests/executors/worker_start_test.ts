@@ -83,3 +83,97 @@ console.log(JSON.stringify({ stats: worker.stats, errors, failed: failed.map((jo
   assert.match(report.errors[0], /^starting Web Workers: Web Worker failed to start: .*read/i);
   assert.match(report.errors[0], /running jobs in this isolate instead/);
 });
+
+Deno.test("a Web Worker started in place of one that ended, that cannot load the jobs module, is dropped: the handlers running beside it finish where they are, once, and the pool goes on with the others", async () => {
+  await using tmp = await tempDir();
+  const mark = join(tmp.dir, "no-more-loads");
+  const ledger = join(tmp.dir, "ledger.txt");
+  await Deno.writeTextFile(
+    join(tmp.dir, "jobs.ts"),
+    `import { z } from "npm:zod@4";
+import { defineJob } from ${JSON.stringify(MOD)};
+const scope = (globalThis as { WorkerGlobalScope?: unknown }).WorkerGlobalScope;
+const inWebWorker = typeof scope === "function" && globalThis instanceof scope;
+// A Web Worker started once the mark is there cannot load this module.
+let marked = true;
+try { Deno.statSync(${JSON.stringify(mark)}); } catch { marked = false; }
+if (inWebWorker && marked) throw new Error("loads refused from now on");
+const note = (line: string) =>
+  Deno.writeTextFileSync(${JSON.stringify(ledger)}, line + "\\n", { append: true });
+export const long = defineJob({
+  name: "late.long",
+  schema: z.object({ n: z.number() }),
+  maxAttempts: 1,
+  async handle({ n }, ctx) {
+    note("start " + n + " attempt " + ctx.attempt + (inWebWorker ? " in a Web Worker" : " in the isolate"));
+    while (!marked) {
+      try { Deno.statSync(${JSON.stringify(mark)}); marked = true; } catch { /* not yet */ }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    note("end " + n);
+  },
+});
+export const killer = defineJob({
+  name: "late.killer",
+  schema: z.null(),
+  maxAttempts: 1,
+  maxCrashes: 1,
+  async handle() {
+    Deno.writeTextFileSync(${JSON.stringify(mark)}, "");
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    (globalThis as unknown as { close(): void }).close(); // ends its Web Worker
+  },
+});
+`,
+  );
+  await Deno.writeTextFile(
+    join(tmp.dir, "app.ts"),
+    `import { Queue } from ${JSON.stringify(MOD)};
+import { killer, long } from "./jobs.ts";
+const errors: string[] = [];
+await using queue = await Queue.open({
+  path: ${JSON.stringify(tmp.dbPath)},
+  jobs: import.meta.resolve("./jobs.ts"),
+});
+queue.addEventListener("queue:error", (event) => {
+  const { error, during } = (event as CustomEvent<{ error: Error; during: string }>).detail;
+  errors.push(during + ": " + error.message);
+});
+const longs = await queue.dispatchMany(long, [{ n: 1 }, { n: 2 }]);
+const worker = queue.work({ executor: "workers", workers: 3, concurrency: 3, stopWhenEmpty: true });
+// Both long jobs run before the killer is dispatched: it lands in the third Web Worker.
+while (Deno.readTextFileSync(${JSON.stringify(ledger)}).split("\\n").length < 3) {
+  await new Promise((resolve) => setTimeout(resolve, 20));
+}
+await queue.dispatch(killer, null);
+await worker.done;
+const results = await Promise.all(longs.map((id) => queue.result(id)));
+console.log(JSON.stringify({ errors, states: results.map((result) => result?.state) }));
+`,
+  );
+  await Deno.writeTextFile(ledger, "");
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--quiet", "--no-config", join(tmp.dir, "app.ts")],
+    cwd: tmp.dir,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+  assert.equal(code, 0, decode(stderr));
+  const report = JSON.parse(decode(stdout).trim().split("\n").at(-1)!);
+  assert.deepEqual(report.states, ["completed", "completed"]);
+  const lines = (await Deno.readTextFile(ledger)).trim().split("\n").sort();
+  assert.deepEqual(lines, [
+    "end 1",
+    "end 2",
+    "start 1 attempt 1 in a Web Worker",
+    "start 2 attempt 1 in a Web Worker",
+  ], "each long job ran once, where it began");
+  assert.equal(report.errors.length, 1, JSON.stringify(report.errors));
+  assert.match(
+    report.errors[0],
+    /^replacing a Web Worker: Web Worker failed to load the jobs module: .*loads refused from now on; going on with 2 Web Workers$/,
+  );
+});
