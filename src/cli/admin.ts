@@ -95,26 +95,44 @@ function isMissingFile(path: string): boolean {
 }
 
 /**
- * Throws unless the SQLite file `path` exists (`file:` URIs pass). `:memory:`
- * never holds a queue: each command opens a new, empty one.
+ * Throws unless the SQLite file `path` (or the file a `file:` URI names)
+ * exists: opening one that is not there would make it. `:memory:` never
+ * holds a queue: each command opens a new, empty one.
  */
 function assertDatabaseFile(path: string): void {
-  if (path === ":memory:") {
+  const file = path.startsWith("file:") ? uriFile(path) : path;
+  if (file === ":memory:") {
     throw new Error(
-      "no queue at :memory:: an in-memory database is new and empty for each command; check --db or QUEUE_DB",
+      `no queue at ${path}: an in-memory database is new and empty for each command; check --db or QUEUE_DB`,
     );
   }
-  if (path.startsWith("file:")) return;
   try {
-    if (Deno.statSync(path).isFile) return;
+    if (Deno.statSync(file).isFile) return;
   } catch (error) {
     if (!(error instanceof Deno.errors.NotFound)) throw error;
   }
   throw new Error(
     `no database at ${
-      resolve(path)
+      shownPath(path)
     }: check --db or QUEUE_DB (the work and migrate commands create it)`,
   );
+}
+
+/**
+ * The file a SQLite `file:` URI names, as SQLite reads it: after an empty
+ * or `localhost` authority, up to its query, percent-decoded (relative
+ * when it does not start with `/`); `:memory:` for an in-memory database.
+ */
+function uriFile(uri: string): string {
+  let rest = uri.slice("file:".length).split(/[?#]/)[0]!;
+  if (rest.startsWith("//")) rest = rest.slice(2).replace(/^(localhost)?(?=\/)/, "");
+  const file = decodeURIComponent(rest);
+  return file === ":memory:" || /[?&]mode=memory(&|$)/.test(uri) ? ":memory:" : file;
+}
+
+/** A SQLite path as messages show it: a URI as given, a path resolved. */
+function shownPath(path: string): string {
+  return path.startsWith("file:") ? path : resolve(path);
 }
 
 /**
@@ -130,7 +148,7 @@ async function assertQueueAt(db: string, options: DatabaseOptions): Promise<void
   const create = "(the work and migrate commands create it)";
   if ("path" in options) {
     throw new Error(
-      `no queue at ${resolve(options.path)}: ${missing}; check --db or QUEUE_DB ${create}`,
+      `no queue at ${shownPath(options.path)}: ${missing}; check --db or QUEUE_DB ${create}`,
     );
   }
   throw new Error(

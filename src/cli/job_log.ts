@@ -6,6 +6,7 @@
  * @module
  * @internal
  */
+import type { StopCause } from "./stop_signals.ts";
 import type { QueueEvent } from "../events.ts";
 import type { Queue } from "../queue.ts";
 import type { QueueWorker } from "../runner/runner.ts";
@@ -76,9 +77,16 @@ export class JsonLog {
     });
   }
 
-  /** Writes `worker:stopping`: a signal came, running jobs get `graceMs` to finish. */
-  stopping(signal: Deno.Signal, graceMs: number): void {
-    write({ event: "worker:stopping", signal, graceMs });
+  /**
+   * Writes `worker:stopping`: a signal came (`signal`) or the supervisor is
+   * gone (`reason`), running jobs get `graceMs` to finish.
+   */
+  stopping(cause: StopCause, graceMs: number): void {
+    write({
+      event: "worker:stopping",
+      ...(cause === "supervisor gone" ? { reason: cause } : { signal: cause }),
+      graceMs,
+    });
   }
 
   /** Writes `worker:stop` with why and what the worker did, and stops listening. */

@@ -6,6 +6,7 @@
  * @module
  * @internal
  */
+import type { StopCause } from "./stop_signals.ts";
 import type { QueueEvent } from "../events.ts";
 import type { Queue } from "../queue.ts";
 import type { QueueWorker, WorkerStats } from "../runner/runner.ts";
@@ -98,14 +99,14 @@ export class StatusLine {
     this.#timer = setInterval(() => void this.#refresh(), REFRESH_MS);
   }
 
-  /** Says that a signal came and how long running jobs get. */
-  stopping(signal: Deno.Signal, graceMs: number): void {
+  /** Says that a signal came (or the supervisor is gone) and how long running jobs get. */
+  stopping(cause: StopCause, graceMs: number): void {
     this.#above(
       graceMs > 0
-        ? `${signal}: claiming nothing more; running jobs get ${
+        ? `${cause}: claiming nothing more; running jobs get ${
           graceMs / 1000
         } s (again to stop now)`
-        : `${signal} again: stopping now, running jobs go back to their queues`,
+        : `${cause} again: stopping now, running jobs go back to their queues`,
     );
   }
 

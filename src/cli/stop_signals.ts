@@ -11,6 +11,9 @@ export const STOP_SIGNALS: readonly Deno.Signal[] = Deno.build.os === "windows"
   ? ["SIGINT", "SIGBREAK"]
   : ["SIGINT", "SIGTERM"];
 
+/** What asks a worker to stop: a signal, or its supervisor gone (see `work`). */
+export type StopCause = Deno.Signal | "supervisor gone";
+
 /**
  * Calls `listener` on each of `signals` with how many have come so far,
  * until disposed. While it listens, those signals no longer end the process.

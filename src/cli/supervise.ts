@@ -16,6 +16,13 @@ const MAX_DELAY_MS = 30_000;
 /** A child that ran this long was healthy: the next pause starts from the first again. */
 const HEALTHY_RUN_MS = 60_000;
 
+/**
+ * The variable that gives a supervised worker its supervisor's pid: the
+ * worker stops once its parent is another process (the supervisor was
+ * killed with SIGKILL, which reaches no child of another process group).
+ */
+export const SUPERVISOR_PID_ENV = "QUEUE_SUPERVISOR_PID";
+
 /** The CLI's entry module, which the child runs. */
 export const CLI_URL = new URL("../cli.ts", import.meta.url).href;
 /**
@@ -111,11 +118,17 @@ export async function supervise(
         stderr: "inherit",
         // Its own process group: Ctrl-C reaches only this process, which passes it on once.
         detached: true,
+        // So it stops once this process is gone (SIGKILL reaches no child): see `work`.
+        env: { [SUPERVISOR_PID_ENV]: String(Deno.pid) },
       }).spawn();
       const status = await child.status;
       child = null;
       clearTimeout(killTimer);
-      if (stopping) return status.signal === "SIGKILL" ? EXIT.stuck : status.code;
+      if (stopping) {
+        if (status.signal === "SIGKILL") return EXIT.stuck;
+        // Ended by the stop signal passed on before it listened for one: it had claimed nothing.
+        return status.signal === "SIGTERM" || status.signal === "SIGINT" ? EXIT.ok : status.code;
+      }
       if (status.success && options.mayFinish) return status.code;
       if (status.signal === null && status.code === EXIT.usage) return EXIT.usage;
       // Started again, the same old code would refuse the database: the next restart must bring the new.

@@ -30,7 +30,8 @@ import { type Command, EXIT } from "./command.ts";
 import { JsonLog } from "./job_log.ts";
 import { StatusLine } from "./status_line.ts";
 import { onSignals } from "./stop_signals.ts";
-import { CLI_URL, supervise } from "./supervise.ts";
+import { CLI_URL, supervise, SUPERVISOR_PID_ENV } from "./supervise.ts";
+import type { StopCause } from "./stop_signals.ts";
 import { openStore } from "../store_options.ts";
 
 const MAX_MS = 2_147_483_647;
@@ -50,7 +51,7 @@ interface WorkSettings {
 /** What a worker process shows while it runs: a status line or JSON lines. */
 interface WorkReport {
   started(worker: QueueWorker): void;
-  stopping(signal: Deno.Signal, graceMs: number): void;
+  stopping(cause: StopCause, graceMs: number): void;
   stopped(worker: QueueWorker): Promise<void>;
 }
 
@@ -142,6 +143,10 @@ async function runWorker(settings: WorkSettings): Promise<number> {
     });
     const worker = started.worker = queue.work(settings.options);
     report.started(worker);
+    using _orphaned = whenSupervisorGone(() => {
+      report.stopping("supervisor gone", worker.options.graceMs);
+      void worker.stop({ graceMs: worker.options.graceMs });
+    });
     await worker.done;
     await report.stopped(worker);
     stuck = worker.stopReason === "stuck";
@@ -170,6 +175,30 @@ async function runWorker(settings: WorkSettings): Promise<number> {
     // A Web Worker stuck in synchronous code may never answer; the process exits regardless.
     await (stuck ? closeWithin(queue, 2_000) : queue.close());
   }
+}
+
+/**
+ * Calls `onGone` once, when this process was started by a supervisor
+ * ({@linkcode SUPERVISOR_PID_ENV}) that is no longer its parent: a
+ * supervisor killed with SIGKILL leaves its worker to the init process,
+ * where a restarted supervisor would run a second one. Looked at every
+ * second; nothing for a worker that no supervisor started.
+ */
+function whenSupervisorGone(onGone: () => void): Disposable {
+  let supervisor = NaN;
+  try {
+    supervisor = Number(Deno.env.get(SUPERVISOR_PID_ENV));
+  } catch {
+    // Not granted: a supervisor grants it (childNeeds), so no supervisor started this process.
+  }
+  if (supervisor !== Deno.ppid) return { [Symbol.dispose]() {} };
+  const timer = setInterval(() => {
+    if (Deno.ppid === supervisor) return;
+    clearInterval(timer);
+    onGone();
+  }, 1_000);
+  Deno.unrefTimer(timer);
+  return { [Symbol.dispose]: () => clearInterval(timer) };
 }
 
 /**
@@ -202,7 +231,15 @@ function childNeeds(settings: WorkSettings): Parameters<typeof childDenoFlags>[1
     read: [Deno.cwd(), ...files.flatMap((path) => withFolder(path)), ...sqlite],
     write: sqlite,
     net: host === null ? [] : [host.host],
-    env: ["QUEUE_DB", "QUEUE_WORKERS", "DATABASE_URL", "APP_KEY", "APP_PREVIOUS_KEYS", "NO_COLOR"],
+    env: [
+      "QUEUE_DB",
+      "QUEUE_WORKERS",
+      "DATABASE_URL",
+      "APP_KEY",
+      "APP_PREVIOUS_KEYS",
+      "NO_COLOR",
+      SUPERVISOR_PID_ENV,
+    ],
   };
 }
 
@@ -232,7 +269,8 @@ exits with code 3. A child that exits 0 because of a limit (--stop-when-empty, -
 SIGINT and SIGTERM are passed to the child, and it exits with the child's code; after a second
 signal a child still running 2 s later (stuck in synchronous code) is killed with SIGKILL. Before
 the first child it opens the queue once, so a jobs module that cannot load fails at once (exit 1).
---no-supervise runs the worker in this process.
+A child whose supervisor is gone (killed with SIGKILL) stops gracefully within a second.
+--no-supervise runs the worker in this process (--db :memory: needs it).
 
 Rolling upgrades: a worker whose code is older than the database keeps working while every newer
 schema step is an expand step. Once its heartbeat finds a newer contract step, it claims nothing
@@ -312,6 +350,12 @@ job:failed, job:cancelled with its reason) and for worker:start, worker:stopping
   async run(args) {
     const settings = readSettings(args);
     if (!settings.supervise) return await runWorker(settings);
+    if (settings.db === ":memory:") {
+      throw new UsageError(
+        "work",
+        "--db :memory: is a database of one process, and a supervised worker runs in a child process of its own: add --no-supervise",
+      );
+    }
     // Fail fast on what every child would fail on: a jobs module that cannot load, a bad database,
     // a queue moved to another store. What the store only warns about (a Redis server without an
     // append-only file) each child says when it opens the queue: said here as well, it was twice.

@@ -61,6 +61,22 @@ Deno.test("admin commands refuse a SQLite file that does not exist, creating not
   assert.equal((await runCli(["failed", "--db", missing])).stdout.trim(), "No failed jobs");
 });
 
+Deno.test("admin commands refuse a file: URI naming a file that does not exist, creating nothing, and read one that does", async () => {
+  await using tmp = await tempDir();
+  for (const uri of [`file:${tmp.dbPath}`, `file://${tmp.dbPath}?mode=rw`]) {
+    const result = await runCli(["stats", "--db", uri]);
+    assert.equal(result.code, 1, result.stdout);
+    assert.equal(
+      result.stderr,
+      `queue stats: no database at ${uri}: check --db or QUEUE_DB (the work and migrate commands create it)\n`,
+    );
+  }
+  assert.deepEqual([...Deno.readDirSync(tmp.dir)], [], "no database was made");
+  assert.equal((await runCli(["migrate", "--db", tmp.dbPath])).code, 0);
+  const stats = await runCli(["stats", "--db", `file://${tmp.dbPath}`, "--json"]);
+  assert.equal(stats.code, 0, stats.stderr);
+});
+
 Deno.test("admin commands on --db :memory: say an in-memory database holds no queue; the CLI module's example (migrate, then stats) exits 0", async () => {
   const memory = await runCli(["stats", "--db", ":memory:", "--json"]);
   assert.equal(memory.code, 1, memory.stdout);

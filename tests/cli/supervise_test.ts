@@ -208,3 +208,63 @@ Deno.test("work (supervised): a second SIGTERM SIGKILLs a worker stuck in synchr
   assert.equal(exists(`/proc/${childPid}`), false, "the stuck worker is gone");
   assert.match(await cli.stderr, /did not stop within 2 s of the second signal: SIGKILL/);
 });
+
+Deno.test({
+  name:
+    "work (supervised): SIGTERM as soon as its worker process exists, before the worker listens for it, ends with 0",
+  // The child is found through /proc (Linux).
+  ignore: Deno.build.os !== "linux",
+  async fn() {
+    await using tmp = await tempDir();
+    await (await SqliteStore.open(tmp.dbPath)).close();
+    await using cli = startCli(["work", "--jobs", JOBS, "--db", tmp.dbPath]);
+    const children = `/proc/${cli.child.pid}/task/${cli.child.pid}/children`;
+    await waitUntil(() => Promise.resolve(Deno.readTextFileSync(children).trim() !== ""), {
+      what: "the worker process to exist",
+      timeoutMs: 60_000,
+      everyMs: 5,
+    });
+    cli.kill("SIGTERM");
+    const status = await within(cli.child.status, 60_000, "the supervisor exits on SIGTERM");
+    assert.equal(status.code, 0, await cli.stderr);
+  },
+});
+
+Deno.test("work (supervised) refuses --db :memory:, a database of one process, naming --no-supervise", async () => {
+  await using cli = startCli(["work", "--jobs", JOBS, "--db", ":memory:", "--stop-when-empty"]);
+  const status = await within(cli.child.status, 60_000, "work exits");
+  assert.equal(status.code, 2);
+  assert.match(await cli.stderr, /--db :memory: is a database of one process.*add --no-supervise/);
+});
+
+Deno.test({
+  name:
+    "work (supervised): its worker stops by itself once the supervisor was killed with SIGKILL, which reaches no child",
+  // The child is found through /proc (Linux).
+  ignore: Deno.build.os !== "linux",
+  async fn() {
+    await using tmp = await tempDir();
+    await (await SqliteStore.open(tmp.dbPath)).close();
+    await using cli = startCli(["work", "--jobs", JOBS, "--db", tmp.dbPath]);
+    const children = `/proc/${cli.child.pid}/task/${cli.child.pid}/children`;
+    await waitUntil(() => Promise.resolve(Deno.readTextFileSync(children).trim() !== ""), {
+      what: "the worker process to exist",
+      timeoutMs: 60_000,
+    });
+    const worker = Number(Deno.readTextFileSync(children).trim());
+    // It looks for the supervisor's loss from the moment it says it started.
+    await waitUntil(
+      () => Promise.resolve(cli.lines.some((line) => line.includes('"worker:start"'))),
+      {
+        what: "the worker to start",
+        timeoutMs: 60_000,
+      },
+    );
+    cli.kill("SIGKILL");
+    await cli.child.status;
+    await waitUntil(() => Promise.resolve(!exists(`/proc/${worker}`)), {
+      what: "the orphaned worker to exit",
+      timeoutMs: 60_000,
+    });
+  },
+});
