@@ -490,14 +490,7 @@ export class WebWorkerPool implements Executor {
     this.#options.onShrink(
       new Error(`${why}; going on with ${running} Web Worker${running === 1 ? "" : "s"}`),
     );
-    for (const [runId, pending] of [...slot.runs]) {
-      this.#settle(slot, runId, pending);
-      void this.run(pending.request).then(pending.resolve);
-    }
-    for (const hook of slot.hooks.values()) {
-      this.runFailedHook(hook.request).then(hook.resolve, hook.reject);
-    }
-    slot.hooks.clear();
+    this.#handOver(slot, this);
     if (this.#workers.every((each) => each.ready)) this.#reportReady();
   }
 
@@ -523,15 +516,23 @@ export class WebWorkerPool implements Executor {
       slot.retired = true;
       this.#workers.splice(this.#workers.indexOf(slot), 1);
       slot.worker.terminate();
-      for (const [runId, pending] of [...slot.runs]) {
-        this.#settle(slot, runId, pending);
-        void fallback.run(pending.request).then(pending.resolve);
-      }
-      for (const hook of slot.hooks.values()) {
-        fallback.runFailedHook(hook.request).then(hook.resolve, hook.reject);
-      }
-      slot.hooks.clear();
+      this.#handOver(slot, fallback);
     }
+  }
+
+  /**
+   * Gives the attempts and hooks of Web Worker `slot`, which began none of
+   * them, to `executor`, each to settle as it settles there.
+   */
+  #handOver(slot: PoolWorker, executor: Executor): void {
+    for (const [runId, pending] of [...slot.runs]) {
+      this.#settle(slot, runId, pending);
+      void executor.run(pending.request).then(pending.resolve);
+    }
+    for (const hook of slot.hooks.values()) {
+      executor.runFailedHook(hook.request).then(hook.resolve, hook.reject);
+    }
+    slot.hooks.clear();
   }
 
   /** After terminate(): a thread still there at `until` (performance.now) is stuck in synchronous code. */

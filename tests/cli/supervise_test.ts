@@ -12,12 +12,23 @@ import { fileURLToPath } from "node:url";
 import { Queue } from "../../mod.ts";
 import { SqliteStore } from "../../src/stores/sqlite/mod.ts";
 import { exists, tempDir, waitUntil, within } from "../_helpers.ts";
-import { startCli } from "../fixtures/cli/cli_process.ts";
+import { type CliProcess, startCli } from "../fixtures/cli/cli_process.ts";
 import { exitOnce, fenceAndExit, spin } from "../fixtures/cli/supervise_jobs.ts";
 
 const JOBS = fileURLToPath(import.meta.resolve("../fixtures/cli/supervise_jobs.ts"));
 const CLI = fileURLToPath(import.meta.resolve("../../src/cli.ts"));
 const MOD = import.meta.resolve("../../mod.ts");
+
+/** The pid of the supervised `work` command's worker process, as soon as it exists (Linux: /proc). */
+async function workerProcess(cli: CliProcess): Promise<number> {
+  const children = `/proc/${cli.child.pid}/task/${cli.child.pid}/children`;
+  await waitUntil(() => Promise.resolve(Deno.readTextFileSync(children).trim() !== ""), {
+    what: "the worker process to exist",
+    timeoutMs: 60_000,
+    everyMs: 5,
+  });
+  return Number(Deno.readTextFileSync(children).trim().split(" ")[0]);
+}
 
 Deno.test("work (supervised) starts its child with the parent's Deno flags: --config, and its permissions, not -A", async () => {
   await using app = await tempDir();
@@ -218,12 +229,7 @@ Deno.test({
     await using tmp = await tempDir();
     await (await SqliteStore.open(tmp.dbPath)).close();
     await using cli = startCli(["work", "--jobs", JOBS, "--db", tmp.dbPath]);
-    const children = `/proc/${cli.child.pid}/task/${cli.child.pid}/children`;
-    await waitUntil(() => Promise.resolve(Deno.readTextFileSync(children).trim() !== ""), {
-      what: "the worker process to exist",
-      timeoutMs: 60_000,
-      everyMs: 5,
-    });
+    await workerProcess(cli);
     cli.kill("SIGTERM");
     const status = await within(cli.child.status, 60_000, "the supervisor exits on SIGTERM");
     assert.equal(status.code, 0, await cli.stderr);
@@ -246,12 +252,7 @@ Deno.test({
     await using tmp = await tempDir();
     await (await SqliteStore.open(tmp.dbPath)).close();
     await using cli = startCli(["work", "--jobs", JOBS, "--db", tmp.dbPath]);
-    const children = `/proc/${cli.child.pid}/task/${cli.child.pid}/children`;
-    await waitUntil(() => Promise.resolve(Deno.readTextFileSync(children).trim() !== ""), {
-      what: "the worker process to exist",
-      timeoutMs: 60_000,
-    });
-    const worker = Number(Deno.readTextFileSync(children).trim());
+    const worker = await workerProcess(cli);
     // It looks for the supervisor's loss from the moment it says it started.
     await waitUntil(
       () => Promise.resolve(cli.lines.some((line) => line.includes('"worker:start"'))),

@@ -14,6 +14,40 @@ import { tempDir } from "../_helpers.ts";
 
 const MOD = import.meta.resolve("../../mod.ts");
 
+/**
+ * Runs `app.ts` in `dir` with the permission flags `permissions`, expects
+ * it to exit 0, and gives what its last line of output says (JSON).
+ */
+// deno-lint-ignore no-explicit-any -- each app prints a report of its own shape
+async function runApp(dir: string, permissions: readonly string[]): Promise<any> {
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", ...permissions, "--quiet", "--no-config", join(dir, "app.ts")],
+    cwd: dir,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+  assert.equal(code, 0, decode(stderr));
+  return JSON.parse(decode(stdout).trim().split("\n").at(-1)!);
+}
+
+/**
+ * The app's lines that open the queue on `dbPath` with the jobs module
+ * beside it, collecting each `queue:error` into `errors` as "during: message".
+ */
+function openQueue(dbPath: string): string {
+  return `const errors: string[] = [];
+await using queue = await Queue.open({
+  path: ${JSON.stringify(dbPath)},
+  jobs: import.meta.resolve("./jobs.ts"),
+});
+queue.addEventListener("queue:error", (event) => {
+  const { error, during } = (event as CustomEvent<{ error: Error; during: string }>).detail;
+  errors.push(during + ": " + error.message);
+});`;
+}
+
 Deno.test("Web Workers that fail before their first job are reported once, and the jobs run in the isolate, charged nothing, under its timeout rule", async () => {
   await using tmp = await tempDir();
   await Deno.writeTextFile(
@@ -38,15 +72,7 @@ export const holds = defineJob({
     join(tmp.dir, "app.ts"),
     `import { Queue } from ${JSON.stringify(MOD)};
 import { holds, note } from "./jobs.ts";
-const errors: string[] = [];
-await using queue = await Queue.open({
-  path: ${JSON.stringify(tmp.dbPath)},
-  jobs: import.meta.resolve("./jobs.ts"),
-});
-queue.addEventListener("queue:error", (event) => {
-  const { error, during } = (event as CustomEvent<{ error: Error; during: string }>).detail;
-  errors.push(during + ": " + error.message);
-});
+${openQueue(tmp.dbPath)}
 await queue.dispatchMany(note, [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }]);
 await queue.dispatch(holds, null);
 const worker = queue.work({ executor: "workers", workers: 2, concurrency: 2, stopWhenEmpty: true });
@@ -55,24 +81,11 @@ const failed = await queue.failed();
 console.log(JSON.stringify({ stats: worker.stats, errors, failed: failed.map((job) => job.error) }));
 `,
   );
-  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      `--allow-read=${tmp.dir}`,
-      `--allow-write=${tmp.dir}`,
-      "--allow-env",
-      "--quiet",
-      "--no-config",
-      join(tmp.dir, "app.ts"),
-    ],
-    cwd: tmp.dir,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
-  assert.equal(code, 0, decode(stderr));
-  const report = JSON.parse(decode(stdout).trim().split("\n").at(-1)!);
+  const report = await runApp(tmp.dir, [
+    `--allow-read=${tmp.dir}`,
+    `--allow-write=${tmp.dir}`,
+    "--allow-env",
+  ]);
   assert.deepEqual(report.stats, { completed: 4, failed: 1, retried: 0 });
   assert.deepEqual(
     report.failed,
@@ -131,15 +144,7 @@ export const killer = defineJob({
     join(tmp.dir, "app.ts"),
     `import { Queue } from ${JSON.stringify(MOD)};
 import { killer, long } from "./jobs.ts";
-const errors: string[] = [];
-await using queue = await Queue.open({
-  path: ${JSON.stringify(tmp.dbPath)},
-  jobs: import.meta.resolve("./jobs.ts"),
-});
-queue.addEventListener("queue:error", (event) => {
-  const { error, during } = (event as CustomEvent<{ error: Error; during: string }>).detail;
-  errors.push(during + ": " + error.message);
-});
+${openQueue(tmp.dbPath)}
 const longs = await queue.dispatchMany(long, [{ n: 1 }, { n: 2 }]);
 const worker = queue.work({ executor: "workers", workers: 3, concurrency: 3, stopWhenEmpty: true });
 // Both long jobs run before the killer is dispatched: it lands in the third Web Worker.
@@ -153,16 +158,7 @@ console.log(JSON.stringify({ errors, states: results.map((result) => result?.sta
 `,
   );
   await Deno.writeTextFile(ledger, "");
-  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--quiet", "--no-config", join(tmp.dir, "app.ts")],
-    cwd: tmp.dir,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
-  assert.equal(code, 0, decode(stderr));
-  const report = JSON.parse(decode(stdout).trim().split("\n").at(-1)!);
+  const report = await runApp(tmp.dir, ["-A"]);
   assert.deepEqual(report.states, ["completed", "completed"]);
   const lines = (await Deno.readTextFile(ledger)).trim().split("\n").sort();
   assert.deepEqual(lines, [
