@@ -13,6 +13,7 @@
  * @internal
  * @module
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import { MAX_DELAY_MS } from "../backoff.ts";
 import { assertSealedIfEncrypted, isEncryptedPayload, type PayloadCipher } from "../encryption.ts";
 import {
@@ -37,6 +38,13 @@ const encoder = new TextEncoder();
 const STEP_OPTIONS = optionNames<StepOptions>()(["timeoutMs", "maxAttempts", "backoff", "output"]);
 /** The options `ctx.waitFor` takes. */
 const WAIT_OPTIONS = optionNames<WaitOptions>()(["timeoutMs", "schema"]);
+
+/**
+ * The step whose function runs where the code is: a step, sleep or wait
+ * called from there would take a call position that a later run, reading
+ * that step's memo back without calling its function, never reaches.
+ */
+const insideStep = new AsyncLocalStorage<{ readonly steps: DurableSteps; readonly key: string }>();
 
 /** The longest a timer can wait (a longer `setTimeout` fires at once): a step's timeout and backoff. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -113,7 +121,7 @@ export class DurableSteps {
     const ended = timeoutMs === undefined ? null : this.#port?.timeStep(key, timeoutMs);
     let value: T;
     try {
-      value = await this.#runTries(name, fn, tries, options.backoff);
+      value = await this.#runTries(name, key, fn, tries, options.backoff);
     } finally {
       ended?.();
     }
@@ -258,6 +266,16 @@ export class DurableSteps {
 
   /** The next call position, and the key of `name` there (`name#n` from its second use). */
   #next(name: string): { seq: number; key: string } {
+    const outer = insideStep.getStore();
+    if (outer?.steps === this) {
+      throw new PermanentError(
+        `ctx: ${JSON.stringify(name)} was called inside step ${
+          JSON.stringify(outer.key)
+        }: steps do not nest (a later run reads ${
+          JSON.stringify(outer.key)
+        } back without calling its function, so the inner call would not come again); call it before or after that step`,
+      );
+    }
     if (this.#parkRequest !== null) {
       throw new TypeError(
         `ctx: ${JSON.stringify(name)} was called after ${
@@ -315,6 +333,7 @@ export class DurableSteps {
   /** Runs `fn` up to `tries` times within the attempt, waiting `backoff` between. */
   async #runTries<T>(
     name: string,
+    key: string,
     fn: (signal: AbortSignal) => T | Promise<T>,
     tries: number,
     backoff: StepOptions["backoff"],
@@ -322,7 +341,7 @@ export class DurableSteps {
     for (let run = 1;; run++) {
       if (this.#signal.aborted) throw asError(this.#signal.reason);
       try {
-        return await fn(this.#signal);
+        return await insideStep.run({ steps: this, key }, () => fn(this.#signal));
       } catch (error) {
         if (run >= tries || error instanceof PermanentError || this.#signal.aborted) throw error;
         await abortableDelay(retryWait(name, backoff, run), this.#signal);

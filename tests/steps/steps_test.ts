@@ -214,6 +214,51 @@ storeTest(
 );
 
 storeTest(
+  "a step, sleep or wait called inside a step's function is refused at once, for good, naming both: nothing is recorded that a later run would misplace",
+  async (db) => {
+    const runs = { outer: 0, inner: 0 };
+    const nested = defineJob({
+      name: "nested-steps",
+      schema: payload,
+      maxAttempts: 3,
+      backoff: [0],
+      async handle({ n }, ctx) {
+        await ctx.step("before", () => "recorded");
+        await ctx.step("outer", async () => {
+          runs.outer++;
+          if (n === 1) return 1 + await ctx.step("inner", () => runs.inner++);
+          if (n === 2) return await ctx.sleep("nap", 10);
+          return await ctx.waitFor("word", { timeoutMs: 10 });
+        }, { maxAttempts: 3, backoff: [0] });
+        await ctx.step("after", () => "after");
+      },
+    });
+    await using queue = await db.open({ jobs: [nested] });
+    const ids = await queue.dispatchMany(nested, [{ n: 1 }, { n: 2 }, { n: 3 }]);
+    await workUntilEmpty(queue);
+    const inner = ['"inner"', '"nap"', '"word"'];
+    for (const [index, id] of ids.entries()) {
+      const result = await queue.result(id);
+      assert.equal(result?.state, "failed");
+      assert.equal(result?.attempts, 1, "a nested call is the code's fault: no retry");
+      assert.deepEqual(
+        (await queue.steps(id)).map(({ key }) => key),
+        ["before"],
+        "neither the outer step nor the inner call is recorded",
+      );
+      const failed = (await queue.failed()).find((job) => job.id === id);
+      assert.equal(
+        failed?.error,
+        `PermanentError: ctx: ${
+          inner[index]
+        } was called inside step "outer": steps do not nest (a later run reads "outer" back without calling its function, so the inner call would not come again); call it before or after that step`,
+      );
+    }
+    assert.deepEqual(runs, { outer: 3, inner: 0 }, "the outer step's own retries are not spent");
+  },
+);
+
+storeTest(
   "a sleep frees the slot and is not an attempt; the steps before it are not run again (OpenWorkflow: step.sleep postpones; sleep does not consume the retry budget)",
   async (db) => {
     let firstRuns = 0;
