@@ -67,6 +67,31 @@ Deno.test("Queue.pruneFailed() and pruneBatches() without options say olderThanM
 });
 
 storeTest(
+  "every prune refuses an option it does not take by name (a queue filter would have pruned every queue), deleting nothing",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    await queue.dispatch(note, { n: 1 });
+    await queue.dispatch(huge, { size: 10 });
+    await workUntilEmpty(queue);
+    const prunes = ["pruneFailed", "pruneFinished", "pruneBatches", "pruneFlows"] as const;
+    for (const method of prunes) {
+      const prune = queue[method] as (options: unknown) => Promise<number>;
+      await assert.rejects(prune.call(queue, { olderThanMs: 0, queue: "mail" }), {
+        name: "TypeError",
+        message: `${method}: unknown option "queue" (it takes "olderThanMs")`,
+      });
+      await assert.rejects(prune.call(queue, [0]), {
+        name: "TypeError",
+        message:
+          `${method}: options with olderThanMs are required, e.g. { olderThanMs: 86_400_000 }`,
+      });
+    }
+    assert.equal((await queue.failed()).length, 1, "the failed job is kept");
+    assert.equal((await queue.finished()).length, 1, "the finished job is kept");
+  },
+);
+
+storeTest(
   "Options that are not an object, a misspelt pause or cancel option, and a dispatchAndWait whose signal is aborted already are refused, storing nothing",
   async (db) => {
     await using queue = await db.open({ jobs: JOBS });

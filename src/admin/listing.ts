@@ -42,7 +42,7 @@ export interface ListOptions {
   offset?: number;
 }
 
-/** Options for `Queue.pruneFailed` and `Queue.pruneBatches`. */
+/** Options for `Queue.pruneFailed`, `Queue.pruneFinished`, `Queue.pruneBatches` and `Queue.pruneFlows`. */
 export interface PruneOptions {
   /** Delete what ended longer ago than this. */
   olderThanMs: number;
@@ -84,17 +84,23 @@ export function page(
   return { limit, offset };
 }
 
+/** The options of a prune. */
+const PRUNE_OPTIONS = optionNames<PruneOptions>()(["olderThanMs"]);
+
 /**
  * The time before which {@linkcode PruneOptions} prune: a whole ms, and
  * never before the epoch (nothing is stored before it), so that an
- * `olderThanMs` of any size reads the same on every store.
+ * `olderThanMs` of any size reads the same on every store. Any other option
+ * is refused by name: a prune takes no filter, and one that looked like it
+ * did (`queue`) would delete the rows of every queue.
  */
 export function cutoff(now: number, options: PruneOptions | undefined, method: string): number {
-  if (typeof options !== "object" || options === null) {
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
     throw new TypeError(
       `${method}: options with olderThanMs are required, e.g. { olderThanMs: 86_400_000 }`,
     );
   }
+  optionBag(options, method, PRUNE_OPTIONS);
   const { olderThanMs } = options;
   if (typeof olderThanMs !== "number" || !Number.isFinite(olderThanMs) || olderThanMs < 0) {
     throw new RangeError(

@@ -14,6 +14,7 @@ import type { JobRows } from "../dispatch/job_rows.ts";
 import { runNow } from "../dispatch/run_now.ts";
 import type { Executor } from "../executors/executor.ts";
 import type { JobRegistry } from "../registry.ts";
+import { assertName } from "../names.ts";
 import { type ScheduleDefinition, timesOf } from "../schedule.ts";
 import { slotsBetween } from "../schedule_times.ts";
 import { shown } from "../shown.ts";
@@ -62,7 +63,12 @@ export class ManualRuns {
   /** Pauses (`paused` true) or resumes a stored schedule; false when none has that name. */
   async setPaused(name: string, paused: boolean): Promise<boolean> {
     const { store, clock } = this.#parts;
-    const changed = await store.setSchedulePaused(assertScheduleName(name), paused, clock.now());
+    const method = paused ? "pauseSchedule" : "resumeSchedule";
+    const changed = await store.setSchedulePaused(
+      assertName(name, method, "the schedule name"),
+      paused,
+      clock.now(),
+    );
     if (!paused) this.#parts.notify();
     return changed;
   }
@@ -74,7 +80,7 @@ export class ManualRuns {
 
   /** Deletes a stored schedule no process defines; refuses one this process defines. */
   forget(name: string): Promise<boolean> {
-    assertScheduleName(name);
+    assertName(name, "forgetSchedule", "the schedule name");
     if (this.defines(name)) {
       throw new TypeError(
         `Cannot forget schedule ${
@@ -157,11 +163,4 @@ export class ManualRuns {
     }
     return schedule;
   }
-}
-
-function assertScheduleName(name: unknown): string {
-  if (typeof name !== "string") {
-    throw new TypeError(`A schedule name must be a string: got ${typeof name}`);
-  }
-  return name;
 }

@@ -223,7 +223,7 @@ for (
 }
 
 storeTest(
-  "a pause survives a restart and a sync; resume fires by the missed policy",
+  "a pause survives a restart and a sync; resume fires by the missed policy; pause, resume and forget refuse a name no schedule can have, naming it",
   async (db) => {
     const clock = new ManualClock(T0 + 1_000);
     const { job, runs } = recordingJob("report");
@@ -231,6 +231,17 @@ storeTest(
     let queue = await db.open({ jobs, clock });
     assert.equal(await queue.pauseSchedule("every-minute"), true);
     assert.equal(await queue.pauseSchedule("no-such-schedule"), false);
+    for (const name of ["", "a\0b", "\ud800", "x".repeat(256)]) {
+      for (const method of ["pauseSchedule", "resumeSchedule", "forgetSchedule"] as const) {
+        await assert.rejects(queue[method](name), {
+          name: "TypeError",
+          message:
+            `${method}: the schedule name must be a string of 1 to 255 characters, without NUL or lone surrogates: got ${
+              JSON.stringify(name.slice(0, 64))
+            }`,
+        });
+      }
+    }
     await queue.close();
     // A changed definition syncs, and the pause is kept.
     const changed = [
