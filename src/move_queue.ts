@@ -135,9 +135,23 @@ export async function moveQueueReport(
   });
 }
 
-/** The error for a move whose counts differ, naming the tables (`id_counters`: counters behind). @internal */
+/**
+ * The error for a move whose counts differ, naming the tables (`id_counters`:
+ * counters behind) and what to do: run it again when rows are missing; when
+ * the destination holds more than the move could have copied (the app wrote
+ * there before the move ended), check the new store, since a run again is
+ * refused. @internal
+ */
 export function mismatchError(report: MoveReport): Error {
   const tables = report.tables.filter(({ table }) => report.mismatched.includes(table));
+  const grown = tables.filter(({ source, leftBehind, destination }) =>
+    destination > source - leftBehind
+  );
+  const advice = grown.length === 0
+    ? "run the move again to finish it"
+    : `${report.to} holds more than the move copied in ${
+      grown.map(({ table }) => table).join(", ")
+    } (something else wrote there since the move started, such as the app pointed at it): nothing is lost, and running the move again would refuse; check the new store's jobs before starting its workers`;
   return new Error(
     `The move of ${report.from} to ${report.to} is not complete: counts differ in ${
       tables.map(({ table, source, leftBehind, destination }) =>
@@ -145,7 +159,7 @@ export function mismatchError(report: MoveReport): Error {
           leftBehind > 0 ? ` less ${leftBehind} left behind` : ""
         }, destination ${destination})`
       ).join(", ")
-    }; run the move again to finish it`,
+    }; ${advice}`,
   );
 }
 

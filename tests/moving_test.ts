@@ -29,6 +29,7 @@ import {
   withoutOverlapping,
 } from "../mod.ts";
 import { moveStores } from "../src/moving/move_stores.ts";
+import { mismatchError } from "../src/move_queue.ts";
 import { workUntilEmpty } from "../src/testing.ts";
 import { MoveRules } from "../src/moving/rules.ts";
 import { systemClock } from "../src/clock.ts";
@@ -385,6 +386,29 @@ async function scenario(
     await moved.close();
   }
 }
+
+Deno.test("a move whose counts differ says to run it again when rows are missing, and to check the new store when it holds more than the move copied (a run again would refuse)", () => {
+  const report = (jobs: { source: number; destination: number }) => ({
+    from: "/srv/old.db",
+    to: "/srv/new.db",
+    tables: [
+      { table: "jobs" as const, leftBehind: 0, ...jobs },
+      { table: "job_locks" as const, source: 2, leftBehind: 1, destination: 1 },
+    ],
+    mismatched: ["jobs" as const],
+    fencedAt: new Date(0),
+    resumed: true,
+    ms: 1,
+  });
+  assert.equal(
+    mismatchError(report({ source: 3, destination: 2 })).message,
+    "The move of /srv/old.db to /srv/new.db is not complete: counts differ in jobs (source 3, destination 2); run the move again to finish it",
+  );
+  assert.equal(
+    mismatchError(report({ source: 3, destination: 4 })).message,
+    "The move of /srv/old.db to /srv/new.db is not complete: counts differ in jobs (source 3, destination 4); /srv/new.db holds more than the move copied in jobs (something else wrote there since the move started, such as the app pointed at it): nothing is lost, and running the move again would refuse; check the new store's jobs before starting its workers",
+  );
+});
 
 Deno.test("moveQueue() moves a SQLite queue with every kind of state to another SQLite file: every job runs once there", async () => {
   await scenario((dir) => sqliteAt(dir, "moved.db"));

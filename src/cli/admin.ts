@@ -158,9 +158,10 @@ async function assertQueueAt(db: string, options: DatabaseOptions): Promise<void
   );
 }
 
-/** Reads the positional ids (of jobs, or of what `noun` names), each a positive whole number. */
+/** Reads the positional ids (of jobs, or of what `noun` names), each a positive whole number, each once. */
 export function readIds(args: ParsedArgs, noun = "job"): number[] {
-  return args.positionals.map((text) => readIdText(args, text, noun));
+  // An id given twice is acted on once (a second retry or forget of it would say it is gone).
+  return [...new Set(args.positionals.map((text) => readIdText(args, text, noun)))];
 }
 
 /** Reads the positional id at `index` (of a job, or of what `noun` names): a positive whole number. */

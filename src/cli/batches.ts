@@ -10,7 +10,7 @@ import { type BatchStatus, ranShare } from "../batch.ts";
 import { expectPositionals, readInteger, readSwitch } from "./args.ts";
 import { HOURS_FLAG, openAdminQueue, plural, readHours, readIds } from "./admin.ts";
 import type { Command } from "./command.ts";
-import { firstLine, formatTable, tableTime } from "./table.ts";
+import { formatTable, shortName, tableTime } from "./table.ts";
 
 /** A batch's state in one word. */
 function state(batch: BatchStatus): string {
@@ -56,7 +56,7 @@ const batches: Command = {
         ],
         list.map((batch) => [
           String(batch.id),
-          firstLine(batch.name, 40),
+          shortName(batch.name, 40),
           state(batch),
           `${ranShare(batch)}%`,
           String(batch.total),

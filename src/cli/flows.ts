@@ -10,7 +10,7 @@ import type { FlowStatus } from "../flow.ts";
 import { expectPositionals, readInteger, readSwitch } from "./args.ts";
 import { HOURS_FLAG, openAdminQueue, plural, readHours, readIds } from "./admin.ts";
 import type { Command } from "./command.ts";
-import { firstLine, formatTable, tableTime } from "./table.ts";
+import { firstLine, formatTable, shortName, tableTime } from "./table.ts";
 
 /** How many of a flow's nodes are in `state`. */
 function count(flow: FlowStatus, state: string): string {
@@ -42,7 +42,7 @@ const flows: Command = {
         ["id", "name", "state", "nodes", "succeeded", "failed", "skipped", "left", "created at"],
         list.map((flow) => [
           String(flow.id),
-          firstLine(flow.name, 40),
+          shortName(flow.name, 40),
           flow.state,
           String(flow.nodes.length),
           count(flow, "succeeded"),
@@ -83,18 +83,18 @@ const flow: Command = {
       return 0;
     }
     console.log(
-      `Flow ${status.id} "${firstLine(status.name, 60)}": ${status.state}, created ${
+      `Flow ${status.id} "${shortName(status.name, 60)}": ${status.state}, created ${
         tableTime(status.createdAt)
       }`,
     );
     console.log(formatTable(
       ["key", "job", "state", "job id", "after", "error"],
       status.nodes.map((node) => [
-        firstLine(node.key, 40),
+        shortName(node.key, 40),
         node.name,
         node.state,
         node.jobId === null ? "-" : String(node.jobId),
-        node.parents.length === 0 ? "-" : firstLine(node.parents.join(", "), 60),
+        node.parents.length === 0 ? "-" : shortName(node.parents.join(", "), 60),
         node.error === null ? "" : firstLine(node.error, 60),
       ]),
       ["left", "left", "left", "right", "left", "left"],

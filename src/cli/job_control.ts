@@ -22,7 +22,7 @@ import { MAX_PAUSE_MS } from "../admin/job_control.ts";
 import { groupTarget } from "../dispatch/group_key.ts";
 import { openAdminQueue, readIds } from "./admin.ts";
 import type { Command } from "./command.ts";
-import { firstLine, formatTable, tableTime } from "./table.ts";
+import { firstLine, formatTable, shortName, tableTime } from "./table.ts";
 
 /** The units `--for` takes: `500ms`, `30s`, `10m`, `2h`, `1d`. */
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -151,7 +151,7 @@ const paused: Command = {
       console.log(formatTable(
         ["queue", "paused at", "until", "reason"],
         list.map((row) => [
-          firstLine(row.queue, 64),
+          shortName(row.queue, 64),
           tableTime(row.pausedAt),
           row.until === null ? "resumed by hand" : tableTime(row.until),
           row.reason === null ? "" : firstLine(row.reason, 60),

@@ -25,7 +25,7 @@ import {
 } from "./args.ts";
 import { openAdminQueue, plural } from "./admin.ts";
 import type { Command } from "./command.ts";
-import { firstLine, formatTable, tableTime } from "./table.ts";
+import { firstLine, formatTable, shortName, tableTime } from "./table.ts";
 
 function time(date: Date | null): string {
   return date === null ? "-" : tableTime(date);
@@ -111,8 +111,8 @@ const schedules: Command = {
       console.log(formatTable(
         ["name", "job", "rule", "state", "next", "last slot", "last job", "missed", "overlap"],
         list.map((schedule) => [
-          firstLine(schedule.name, 40),
-          firstLine(schedule.job, 40),
+          shortName(schedule.name, 40),
+          shortName(schedule.job, 40),
           firstLine(rule(schedule), 40),
           schedule.paused ? "paused" : "active",
           time(schedule.paused ? null : schedule.nextRuns[0] ?? null),

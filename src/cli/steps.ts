@@ -12,7 +12,7 @@ import type { JobStep, SignalOutcome } from "../steps.ts";
 import { expectPositionals, type ParsedArgs, readSwitch, UsageError } from "./args.ts";
 import { openAdminQueue, readId } from "./admin.ts";
 import { type Command, EXIT } from "./command.ts";
-import { firstLine, formatTable, printable, tableTime } from "./table.ts";
+import { firstLine, formatTable, printable, shortName, tableTime } from "./table.ts";
 
 /** A step's run time: `850 ms`, `1.2 s`, `4.5 min`; `-` for sleeps and waits, which run nothing. */
 function duration(step: JobStep): string {
@@ -58,7 +58,7 @@ const steps: Command = {
         ["seq", "key", "kind", "state", "attempt", "duration", "output"],
         list.map((step) => [
           String(step.seq),
-          firstLine(step.key, 64),
+          shortName(step.key, 64),
           step.kind,
           stepState(step, now),
           String(step.attempt),

@@ -51,10 +51,19 @@ export function formatTable(
     .join("\n");
 }
 
-/** The first line of `text`, {@linkcode printable}, cut to `max` characters with an ellipsis. */
+/**
+ * A name, {@linkcode printable} whole (a newline in it shows as `\n`, so two
+ * names that differ after one stay apart), cut to `max` characters with an
+ * ellipsis.
+ */
+export function shortName(text: string, max: number): string {
+  const shown = printable(text);
+  return shown.length <= max ? shown : `${shown.slice(0, max - 1)}…`;
+}
+
+/** The first line of `text` (an error message), {@linkcode printable}, cut to `max` characters with an ellipsis. */
 export function firstLine(text: string, max: number): string {
-  const line = printable(text.split("\n", 1)[0]!);
-  return line.length <= max ? line : `${line.slice(0, max - 1)}…`;
+  return shortName(text.split("\n", 1)[0]!, max);
 }
 
 /** A time as the tables print it, `2026-01-01 12:00:05`: UTC, without the zone. */

@@ -466,15 +466,19 @@ Deno.test("failed lists failed jobs as a table, as JSON, and up to --limit", asy
   assert.equal(none.stdout.trim(), "No failed jobs");
 });
 
-Deno.test("retry <id…> and retry all put failed jobs back; an id that is not failed exits 1", async () => {
+Deno.test("retry <id…> and retry all put failed jobs back, an id given twice once; an id that is not failed exits 1", async () => {
   await using tmp = await tempDir();
   await using queue = await openQueue(tmp.dbPath);
   const [first, second, third, fourth] = await withFailed(queue, 4);
   const db = ["--db", tmp.dbPath];
 
-  const some = await runCli(["retry", String(first), String(second), ...db]);
+  const some = await runCli(["retry", String(first), String(second), String(first), ...db]);
   assert.equal(some.code, 0, some.stderr);
-  assert.equal(some.stdout, `Retried job ${first}\nRetried job ${second}\n`);
+  assert.equal(
+    some.stdout,
+    `Retried job ${first}\nRetried job ${second}\n`,
+    "an id given twice is retried once",
+  );
   assert.equal((await queue.counts()).default!.pending, 2);
   assert.equal(await queue.failedJob(first!), null);
 

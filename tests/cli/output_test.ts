@@ -11,7 +11,7 @@ import { DatabaseSync } from "node:sqlite";
 import { programFor } from "../../src/cli/command.ts";
 import { join } from "node:path";
 import { z } from "zod";
-import { defineJob, PermanentError, Queue } from "../../mod.ts";
+import { defineJob, defineSchedule, PermanentError, Queue } from "../../mod.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
 import { tempDir } from "../_helpers.ts";
 import { ROOT, runCli } from "../fixtures/cli/cli_process.ts";
@@ -45,6 +45,55 @@ Deno.test("failed and batches print stored text with its control characters esca
     assert.equal(result.stdout.trim().split("\n").length, 3, `${command}: header, rule, one row`);
     assert.match(result.stdout, /\\x1b\]0;TITLE\\x07\\x1b\[2J/);
   }
+});
+
+Deno.test("schedules and batches show a name whole with its newline escaped, so names that differ after one stay apart", async () => {
+  await using tmp = await tempDir();
+  const report = defineJob({ name: "cli-output.report", schema: z.null(), handle() {} });
+  const schedules = ["daily", "hourly"].map((every) =>
+    defineSchedule({ name: `report\n${every}`, everyMs: 3_600_000, job: report, payload: null })
+  );
+  {
+    await using queue = await Queue.open({ path: tmp.dbPath, jobs: [report, ...schedules] });
+    await queue.batch("upload\nsecond line.csv").push(report, null).dispatch();
+  }
+  const listed = await runCli(["schedules", "--db", tmp.dbPath]);
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, /^report\\ndaily +cli-output\.report/m);
+  assert.match(listed.stdout, /^report\\nhourly +cli-output\.report/m);
+  const batches = await runCli(["batches", "--db", tmp.dbPath]);
+  assert.equal(batches.code, 0, batches.stderr);
+  assert.match(batches.stdout, /upload\\nsecond line\.csv/);
+});
+
+Deno.test("a --db file that is not a SQLite database is named in the error of migrate, stats and move, and left as it was", async () => {
+  await using tmp = await tempDir();
+  const garbage = join(tmp.dir, "notes.db");
+  await Deno.writeTextFile(garbage, "not a database, only some notes\n".repeat(100));
+  const commands = [
+    ["migrate"],
+    ["migrate", "--plan"],
+    ["stats"],
+    ["move", "--from", garbage, "--to", join(tmp.dir, "new.db")],
+  ];
+  for (const command of commands) {
+    const result = await runCli(
+      command[0] === "move" ? command : [...command, "--db", garbage],
+    );
+    assert.equal(result.code, 1, `${command.join(" ")}: ${result.stdout}`);
+    assert.match(
+      result.stderr,
+      new RegExp(
+        `Cannot open ${garbage}: it is not a SQLite database \\(SQLite: file is not a database\\)`,
+      ),
+      command.join(" "),
+    );
+  }
+  assert.equal(
+    await Deno.readTextFile(garbage),
+    "not a database, only some notes\n".repeat(100),
+    "the file is as it was",
+  );
 });
 
 Deno.test("admin commands refuse a SQLite file that does not exist, creating nothing; migrate creates it", async () => {

@@ -8,7 +8,7 @@ import { shown } from "../../shown.ts";
 import { migrations } from "../../../migrations/sqlite/mod.ts";
 import type { Migration } from "../../../migrations/migration.ts";
 import type { MigrateOptions } from "../schema_steps.ts";
-import { type Durability, openConnection } from "./connection.ts";
+import { asOpenError, type Durability, openConnection } from "./connection.ts";
 import { sqliteDialect } from "./dialect.ts";
 import { SqliteEngine } from "./engine.ts";
 import { SqlStore } from "../sql/sql_store.ts";
@@ -104,6 +104,8 @@ export class SqliteStore extends SqlStore {
       ).get();
       return table !== undefined &&
         db.prepare("SELECT 1 FROM queue_migrations LIMIT 1").get() !== undefined;
+    } catch (error) {
+      throw asOpenError(path, error);
     } finally {
       db.close();
     }
