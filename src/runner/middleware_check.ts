@@ -65,7 +65,9 @@ export class MiddlewareCheck {
     const free: ClaimedJob[] = [];
     for (const job of claimed) {
       const definition = registry.get(job.name);
-      if (definition?.middleware === undefined) {
+      // A job whose cancel was asked ends cancelled at its start, taking no lock: held back, it
+      // would come back and be held back again while another job holds the lock.
+      if (definition?.middleware === undefined || isCancelAsked(job)) {
         free.push(job);
         continue;
       }
@@ -121,4 +123,9 @@ export class MiddlewareCheck {
     });
     return free;
   }
+}
+
+/** Whether a cancel was asked of `job` during an earlier attempt (its start cancels it). */
+function isCancelAsked(job: ClaimedJob): boolean {
+  return job.cancelRequested !== undefined && job.cancelRequested !== null;
 }

@@ -59,9 +59,10 @@ export const KEY_HOOKS = String.raw`
 function H.uniqueHolder(key, t)
   local held = redis.call('HMGET', P .. ':key:' .. key, 'kind', 'job_id', 'expires_at')
   if held[1] ~= 'unique' or tonumber(held[3]) <= t then return nil end
-  local job = redis.call('HMGET', jobKey(held[2]), 'queue', 'staged')
-  -- A key whose job is gone is stale, and so is one whose job an abandoned transaction stored.
-  if not job[1] or (job[2] and job[2] ~= STAGE) then return nil end
+  local job = redis.call('HMGET', jobKey(held[2]), 'queue', 'staged', 'cancel_requested')
+  -- A key whose job is gone is stale, and so is one whose job an abandoned transaction stored,
+  -- or one whose job had a cancel asked (it ends cancelled: a dispatch taken for it never runs).
+  if not job[1] or (job[2] and job[2] ~= STAGE) or job[3] then return nil end
   return tonumber(held[2])
 end
 
@@ -125,9 +126,10 @@ function H.insertKeyed(row)
   if held[1] == 'debounce' then
     local id = tonumber(held[2])
     local job = readJob(id)
-    -- Not a job an abandoned transaction stored: it goes when that transaction's writes do.
+    -- Not a job an abandoned transaction stored (it goes when that transaction's writes do), nor
+    -- one that had a cancel asked (it ends cancelled).
     if job ~= nil and job.token == nil and num(job, 'attempts') == 0
-        and (job.staged == nil or job.staged == STAGE) then
+        and job.cancel_requested == nil and (job.staged == nil or job.staged == STAGE) then
       local due = at(row.availableAt)
       local latest = tonumber(held[3])
       if latest ~= nil and latest < due then due = latest end

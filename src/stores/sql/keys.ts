@@ -14,14 +14,19 @@ import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
 const FIND_UNIQUE = statement(
-  // A key whose job is gone is stale (a process older than schema step 5 did not mark its job).
+  // A key whose job is gone is stale (a process older than schema step 5 did not mark its job),
+  // and so is one whose job had a cancel asked: it ends cancelled, and a dispatch taken for it
+  // would never run. The key then names the new job, and the cancelled job's release leaves it.
   `SELECT job_id FROM job_keys WHERE key = $1 AND kind = 'unique' AND expires_at > $2
-    AND EXISTS (SELECT 1 FROM jobs WHERE jobs.id = job_keys.job_id)`,
+    AND EXISTS (SELECT 1 FROM jobs WHERE jobs.id = job_keys.job_id
+      AND jobs.cancel_requested IS NULL)`,
   { oneRow: true },
 );
+/** The waiting job holding debounce key `$1`, unless it had a cancel asked (it ends cancelled). */
 const FIND_DEBOUNCED = statement(
   `SELECT k.job_id, k.latest_at FROM job_keys k JOIN jobs j ON j.id = k.job_id
   WHERE k.key = $1 AND k.kind = 'debounce' AND j.token IS NULL AND j.attempts = 0
+    AND j.cancel_requested IS NULL
   {{forUpdate j}}`,
   { oneRow: true },
 );

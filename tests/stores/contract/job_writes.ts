@@ -168,6 +168,55 @@ function register(test: ContractTest): void {
     assert.equal(afterStart?.outcome, "stored", "a started job is not debounced into");
   });
 
+  test("a job that had a cancel asked holds its unique or debounce key for no new dispatch: the next is stored as a job of its own, and the cancelled job's end leaves that one the key", async (store) => {
+    const unique = {
+      kind: "unique",
+      key: "u",
+      expiresAt: T0 + 60_000,
+      releaseOnStart: false,
+    } as const;
+    const debounce = { kind: "debounce", key: "d", latestAt: null } as const;
+    const [first] = await store.insertKeyed([{ ...newJob(), key: unique }]);
+    const [waiting] = await store.insertKeyed([{ ...newJob(), key: debounce }]);
+    assert.deepEqual(
+      sorted(ids(await claim(store, { token: 7 }))),
+      sorted([first!.id, waiting!.id]),
+    );
+    const cancel = (id: number) => store.cancel({ id, reason: "stop", now: T0, keepUntil: T0 + 1 });
+    assert.equal(await cancel(first!.id), "cancelling");
+    assert.equal(await cancel(waiting!.id), "cancelling");
+    // The debounced job goes back unleased with its attempt (held back by middleware, say): it
+    // would be debounced into, and then end cancelled, the new payload with it.
+    const holdBack = {
+      kind: "release",
+      id: waiting!.id,
+      token: 7,
+      at: T0,
+      availableAt: T0 + 1_000,
+      error: null,
+      refundAttempt: true,
+    } as const;
+    await store.settle([holdBack], undefined);
+    const [second] = await store.insertKeyed([{ ...newJob(), key: unique }]);
+    assert.equal(second?.outcome, "stored");
+    assert.notEqual(second?.id, first?.id);
+    const [debounced] = await store.insertKeyed([{ ...newJob(), key: debounce }]);
+    assert.equal(debounced?.outcome, "stored");
+    assert.notEqual(debounced?.id, waiting?.id);
+    // The cancelled job ends (its worker saw the cancel): the new job keeps the key.
+    const ended = {
+      kind: "cancel",
+      id: first!.id,
+      token: 7,
+      at: T0,
+      reason: "stop",
+      keepUntil: T0 + 1,
+    } as const;
+    await store.settle([ended], undefined);
+    const [third] = await store.insertKeyed([{ ...newJob(), key: unique }]);
+    assert.deepEqual({ ...third }, { id: second!.id, outcome: "duplicate" });
+  });
+
   test("tx.insertKeyed() inside a transaction that throws holds no key afterwards", async (store) => {
     const key = {
       kind: "unique",
