@@ -283,7 +283,9 @@ export class QueueFake implements Dispatcher {
    * store does: a duplicate of a unique job records nothing and returns the
    * holder's id (until its `uniqueForMs` has passed: the fake runs no job,
    * so nothing else releases it); a debounced one gives the recorded job its
-   * payload, keeping the first dispatch's options, and returns its id.
+   * payload and its due time (`delayMs` or `at`, or neither), as the store
+   * gives the waiting job; its other options stay the first dispatch's. It
+   * returns the recorded job's id.
    */
   async dispatchMany<J extends JobDefinition>(
     job: J,
@@ -302,7 +304,14 @@ export class QueueFake implements Dispatcher {
       return holder.id;
     }
     if (keyed?.key.kind === "debounce" && holder !== undefined) {
-      const latest = { ...holder.dispatch, payload: dispatch.payload };
+      const { delayMs: _delayMs, at: _at, ...kept } = holder.dispatch.options;
+      const due = dispatch.options;
+      const options = {
+        ...kept,
+        ...(due.delayMs !== undefined && { delayMs: due.delayMs }),
+        ...(due.at !== undefined && { at: due.at }),
+      };
+      const latest = { ...holder.dispatch, payload: dispatch.payload, options };
       this.#recorded[this.#recorded.indexOf(holder.dispatch)] = latest;
       const at = this.#counted.findIndex((entry) => entry.dispatch === holder.dispatch);
       this.#counted[at] = { ...this.#counted[at]!, dispatch: latest };

@@ -210,7 +210,7 @@ Deno.test("QueueFake records each dispatch as the queue would store it, with mad
   assert.deepEqual(await fake.dispatchMany(invoice, []), []);
 });
 
-Deno.test("QueueFake keeps unique and debounce keys as a queue's store does: a held key records nothing more, a debounced job takes the latest payload", async () => {
+Deno.test("QueueFake keeps unique and debounce keys as a queue's store does: a held key records nothing more, a debounced job takes the latest payload and due time", async () => {
   const schema = z.object({ user: z.number(), n: z.number() });
   const unique = defineJob({
     name: "fake.unique",
@@ -261,7 +261,11 @@ Deno.test("QueueFake keeps unique and debounce keys as a queue's store does: a h
   fake.assertNotDispatched(unique, ({ n }) => n === 2);
   fake.assertDispatchedTimes(debounced, 1);
   fake.assertDispatched(debounced, ({ n }) => n === 7);
-  assert.deepEqual(fake.dispatched.find(({ job }) => job === debounced)?.options, {});
+  assert.deepEqual(
+    fake.dispatched.find(({ job }) => job === debounced)?.options,
+    { delayMs: 5 },
+    "the due time of the last dispatch, as the store takes it",
+  );
 });
 
 Deno.test("QueueFake refuses a payload that fails its schema and records nothing", async () => {
