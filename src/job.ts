@@ -185,10 +185,7 @@ export function resolveDispatch(
   const deadlineMs = options?.deadlineMs === undefined
     ? job.deadlineMs
     : assertLifetimeMs(options.deadlineMs, where, "deadlineMs");
-  let retryUntil = job.retryUntil === undefined ? null : job.retryUntil(new Date(now)).getTime();
-  if (retryUntil !== null && !Number.isFinite(retryUntil)) {
-    throw new RangeError(`${where}: retryUntil returned an invalid date`);
-  }
+  let retryUntil = job.retryUntil === undefined ? null : retryDeadline(job, now, where);
   if (deadlineMs !== undefined) {
     retryUntil = Math.min(retryUntil ?? Infinity, now + deadlineMs);
   }
@@ -997,4 +994,23 @@ function positive(where: string, field: string, value: number, integer: boolean)
     throw new RangeError(`${where}: ${field} must be ${kind}: got ${shown(value)}`);
   }
   return value;
+}
+
+/** When the job's `retryUntil` says its retries end, for a dispatch at `now`; `where` starts the error. */
+function retryDeadline(job: JobDefinition, now: number, where: string): number {
+  let until: unknown;
+  try {
+    until = job.retryUntil!(new Date(now));
+  } catch (error) {
+    throw new TypeError(`${where}: its retryUntil threw: ${(error as Error)?.message ?? error}`, {
+      cause: error,
+    });
+  }
+  if (!(until instanceof Date)) {
+    throw new TypeError(`${where}: retryUntil must return a Date: got ${shown(until)}`);
+  }
+  if (!Number.isFinite(until.getTime())) {
+    throw new RangeError(`${where}: retryUntil returned an invalid date`);
+  }
+  return until.getTime();
 }

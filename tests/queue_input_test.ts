@@ -48,6 +48,42 @@ Deno.test("Queue.dispatchMany() refuses an array with holes, naming the first, a
   assert.equal((await queue.counts())["default"]!.pending, 0);
 });
 
+Deno.test("dispatch() refuses a retryUntil that throws or returns no valid Date, naming the job and the option, and stores nothing", async () => {
+  const returning = (value: () => unknown) =>
+    defineJob({
+      name: "input.until",
+      schema: z.null(),
+      retryUntil: value as () => Date,
+      handle() {},
+    });
+  const cases: [() => unknown, string][] = [
+    [
+      () => "2030-01-01",
+      'TypeError: Cannot dispatch "input.until": retryUntil must return a Date: got "2030-01-01"',
+    ],
+    [
+      () => 1_900_000_000_000,
+      'TypeError: Cannot dispatch "input.until": retryUntil must return a Date: got 1900000000000',
+    ],
+    [
+      () => new Date(NaN),
+      'RangeError: Cannot dispatch "input.until": retryUntil returned an invalid date',
+    ],
+    [() => {
+      throw new Error("no clock");
+    }, 'TypeError: Cannot dispatch "input.until": its retryUntil threw: no clock'],
+  ];
+  for (const [value, message] of cases) {
+    const job = returning(value);
+    await using queue = await Queue.open({ path: ":memory:", jobs: [job] });
+    await assert.rejects(queue.dispatch(job, null), (error: Error) => {
+      assert.equal(`${error.name}: ${error.message}`, message);
+      return true;
+    });
+    assert.equal(await unfinishedCount(queue), 0, "nothing stored");
+  }
+});
+
 Deno.test("Queue.pruneFailed() and pruneBatches() without options say olderThanMs is required", async () => {
   await using queue = await Queue.open({ path: ":memory:", jobs: JOBS });
   const prune = queue.pruneFailed as (options?: unknown) => Promise<number>;

@@ -261,7 +261,13 @@ export function outcomeOf(
         job.attempts >= definition.maxAttempts ||
         (job.retryUntil !== null && now >= job.retryUntil);
       if (final) return failure(job, error, stored, job.attempts, now, crashed);
-      const delayMs = retryDelayMs(definition.backoff, job.attempts, definition.jitter, random);
+      let delayMs: number;
+      try {
+        delayMs = retryDelayMs(definition.backoff, job.attempts, definition.jitter, random);
+      } catch (backoffError) {
+        const broken = backoffFailure(job, backoffError, error);
+        return failure(job, broken, storedError(broken), job.attempts, now, crashed);
+      }
       return {
         kind: "retry",
         error,
@@ -351,6 +357,23 @@ function storable(text: unknown): string {
   // A character cut in two decodes as U+FFFD, which the stores keep.
   const kept = decoder.decode(bytes.subarray(0, MAX_ERROR_BYTES - encoder.encode(note).length));
   return kept + note;
+}
+
+/**
+ * The error a job fails for good with when its backoff, asked for the delay
+ * before its next attempt, threw or gave no delay: it names the job and the
+ * backoff's fault, and keeps the attempt's own `error` (its message, its
+ * stack, as the cause), which is what the job failed of.
+ */
+function backoffFailure(job: ClaimedJob, backoffError: unknown, error: Error): Error {
+  const fault = backoffError instanceof Error ? backoffError.message : String(backoffError);
+  const message =
+    `Job "${job.name}" is not retried: its backoff failed after attempt ${job.attempts} (${fault}); the attempt failed with ${
+      String(error.name)
+    }: ${String(error.message)}`;
+  const broken = new Error(message, { cause: error });
+  broken.stack = `Error: ${message}\n${error.stack ?? ""}`;
+  return broken;
 }
 
 /** A job whose rules themselves failed (e.g. a backoff function that threw): it fails for good. */

@@ -518,10 +518,36 @@ storeTest(
     assert.equal(await unfinishedCount(queue), 0);
     const failed = await queue.failed();
     assert.deepEqual(failed.map((job) => job.id), [badId]);
-    assert.match(
+    assert.equal(
       failed[0]!.error,
-      /^RangeError: Backoff for attempt 1 must be a delay from 0 to 3153600000000 ms/,
+      'Error: Job "wild-backoff" is not retried: its backoff failed after attempt 1 (Backoff for attempt 1 must be a delay from 0 to 3153600000000 ms: got 10000000000000000000); the attempt failed with Error: boom',
     );
+    assert.match(failed[0]!.stack ?? "", /\nError: boom\n/, "the attempt's own stack is kept");
     assert.equal(failed[0]!.attempts, 1);
+  },
+);
+
+storeTest(
+  "a backoff function that throws fails its job for good, naming the job and the backoff, and keeps the attempt's own error",
+  async (db) => {
+    const throwing = defineJob({
+      name: "throwing-backoff",
+      schema: z.null(),
+      maxAttempts: 3,
+      backoff: () => {
+        throw new Error("no table");
+      },
+      handle() {
+        throw new TypeError("the handler's fault");
+      },
+    });
+    await using queue = await db.open({ jobs: [throwing] });
+    const id = await queue.dispatch(throwing, null);
+    await orQueueError(queue, queue.work({ executor: "isolate", stopWhenEmpty: true }).done);
+    const failed = await queue.failedJob(id);
+    assert.equal(
+      failed?.error,
+      'Error: Job "throwing-backoff" is not retried: its backoff failed after attempt 1 (no table); the attempt failed with TypeError: the handler\'s fault',
+    );
   },
 );
