@@ -8,6 +8,7 @@
  * @module
  */
 
+import { optionBag, optionNames } from "./option_bags.ts";
 import { shown } from "./shown.ts";
 import { assertName } from "./names.ts";
 import type { MiddlewareRequest } from "./stores/store.ts";
@@ -60,6 +61,13 @@ export interface WithoutOverlappingOptions {
   limit?: number;
 }
 
+/** The options `withoutOverlapping` takes. */
+const WITHOUT_OVERLAPPING_OPTIONS = optionNames<WithoutOverlappingOptions>()([
+  "limit",
+  "releaseAfterMs",
+  "expireAfterMs",
+]);
+
 /**
  * Lets at most `limit` (default 1) jobs that name `key` run at once, across
  * every process; the others are put back without using an attempt and come
@@ -83,6 +91,7 @@ export function withoutOverlapping(
   options: WithoutOverlappingOptions = {},
 ): WithoutOverlapping {
   const where = "withoutOverlapping";
+  options = optionBag(options, where, WITHOUT_OVERLAPPING_OPTIONS) ?? {};
   return {
     kind: "without-overlapping",
     key: assertKey(key, where),

@@ -5,6 +5,7 @@
  * @internal
  * @module
  */
+import { previousOutput } from "./chain.ts";
 import { assertSealedIfEncrypted, isEncryptedPayload, type PayloadCipher } from "./encryption.ts";
 import { PayloadIntegrityError, ValidationError } from "./errors.ts";
 import type { JobDefinition } from "./job.ts";
@@ -26,6 +27,11 @@ export function encodePayload(
   maxBytes: number,
   role = "",
 ): string {
+  if (payload === previousOutput) {
+    throw new TypeError(
+      `Cannot dispatch "${job.name}"${role}: previousOutput stands for the output of the chain link before, so only a later link of a chain takes it (.then(job, previousOutput)): give a payload`,
+    );
+  }
   let json: string | undefined;
   try {
     json = JSON.stringify(payload);

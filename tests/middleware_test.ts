@@ -413,6 +413,16 @@ Deno.test("withoutOverlapping and rateLimited refuse bad arguments naming the ru
     [() => withoutOverlapping("x".repeat(256)), TypeError, /^withoutOverlapping: key /],
     [() => withoutOverlapping(7 as never), TypeError, /^withoutOverlapping: key /],
     [() => withoutOverlapping("k", { limit: 0 }), RangeError, /^withoutOverlapping: limit .*0/],
+    [
+      () => withoutOverlapping("k", { relaseAfterMs: 60_000 } as never),
+      TypeError,
+      /^withoutOverlapping: unknown option "relaseAfterMs" \(it takes "limit", "releaseAfterMs", "expireAfterMs"\)$/,
+    ],
+    [
+      () => withoutOverlapping("k", 5 as never),
+      TypeError,
+      /^withoutOverlapping: options must be an object: got 5$/,
+    ],
     [() => withoutOverlapping("k", { limit: 1.5 }), RangeError, /^withoutOverlapping: limit /],
     [
       () => withoutOverlapping("k", { releaseAfterMs: -1 }),

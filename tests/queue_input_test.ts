@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, defineSchedule, PermanentError, Queue } from "../mod.ts";
+import { defineJob, defineSchedule, PermanentError, previousOutput, Queue } from "../mod.ts";
 import { dashboard } from "../src/dashboard.ts";
 /** The cap the issue asks for, 64 KiB of UTF-8 (`MAX_ERROR_BYTES` in src/lifecycle.ts). */
 const MAX_ERROR_BYTES = 64 * 1024;
@@ -82,6 +82,27 @@ Deno.test("dispatch() refuses a retryUntil that throws or returns no valid Date,
     });
     assert.equal(await unfinishedCount(queue), 0, "nothing stored");
   }
+});
+
+Deno.test("previousOutput given where no chain link comes before (a dispatch, a batch, a chain's catch) is refused naming it, and nothing is stored", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: JOBS });
+  const marker = previousOutput as never;
+  const attempts: [string, () => Promise<unknown>][] = [
+    ["", () => queue.dispatch(note, marker)],
+    [' in batch "b"', () => queue.batch("b").push(note, marker).dispatch()],
+    [
+      " as the catch of a chain",
+      () => queue.chain().then(mail, null).catch(note, marker).dispatch(),
+    ],
+  ];
+  for (const [role, attempt] of attempts) {
+    await assert.rejects(attempt(), {
+      name: "TypeError",
+      message:
+        `Cannot dispatch "input.note"${role}: previousOutput stands for the output of the chain link before, so only a later link of a chain takes it (.then(job, previousOutput)): give a payload`,
+    });
+  }
+  assert.equal(await unfinishedCount(queue), 0);
 });
 
 Deno.test("Queue.pruneFailed() and pruneBatches() without options say olderThanMs is required", async () => {
