@@ -84,6 +84,23 @@ Deno.test("dispatch() refuses a retryUntil that throws or returns no valid Date,
   }
 });
 
+Deno.test("dispatchMany() names the payload a refusal is about by its index; one payload is named as dispatch() names it", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: JOBS, maxPayloadBytes: 64 });
+  await assert.rejects(
+    queue.dispatchMany(note, [{ n: 1 }, { n: 2 }, { n: "3" } as never]),
+    /^ValidationError: Cannot dispatch "input\.note" \(payloads\[2\]\): payload\.n: /,
+  );
+  await assert.rejects(
+    queue.dispatchMany(note, [{ n: 1 }, { n: 2, pad: "x".repeat(100) } as never]),
+    /^ValidationError: Cannot dispatch "input\.note" \(payloads\[1\]\): payload is \d+ bytes of JSON: over the cap of 64 bytes$/,
+  );
+  await assert.rejects(
+    queue.dispatchMany(note, [{ n: "1" } as never]),
+    /^ValidationError: Cannot dispatch "input\.note": payload\.n: /,
+  );
+  assert.equal(await unfinishedCount(queue), 0);
+});
+
 Deno.test("previousOutput given where no chain link comes before (a dispatch, a batch, a chain's catch) is refused naming it, and nothing is stored", async () => {
   await using queue = await Queue.open({ path: ":memory:", jobs: JOBS });
   const marker = previousOutput as never;

@@ -112,8 +112,8 @@ export class JobRows {
     role = "",
     flowNode = false,
   ): NewJobRow[] {
-    return this.#build(job, payloads, options, role, flowNode, (payload, where) => ({
-      payload: encodePayload(job, payload, this.#maxPayloadBytes, role),
+    return this.#build(job, payloads, options, role, flowNode, (payload, where, at) => ({
+      payload: encodePayload(job, payload, this.#maxPayloadBytes, at),
       group: groupOf(job, payload, where),
     }));
   }
@@ -158,14 +158,22 @@ export class JobRows {
     });
   }
 
-  /** The rows, with `encodeAt` giving each payload's stored text and group. */
+  /**
+   * The rows, with `encodeAt` giving each payload's stored text and group;
+   * of several payloads, its errors name the payload's index (`where`
+   * starts them, `at` is the role that places it).
+   */
   #build(
     job: JobDefinition,
     payloads: readonly unknown[],
     options: DispatchOptions | undefined,
     role: string,
     flowNode: boolean,
-    encodeAt: (payload: unknown, where: string) => { payload: string; group: JobGroup | null },
+    encodeAt: (
+      payload: unknown,
+      where: string,
+      at: string,
+    ) => { payload: string; group: JobGroup | null },
   ): NewJobRow[] {
     if (!isJobDefinition(job) || !this.#registry.has(job)) {
       const name = shown(typeof job?.name === "string" ? job.name : job);
@@ -196,8 +204,9 @@ export class JobRows {
       createdAt,
     );
     const trace = activeTraceparent();
-    return payloads.map((payload) => {
-      const encoded = encodeAt(payload, where);
+    return payloads.map((payload, index) => {
+      const at = payloads.length > 1 ? `${role} (payloads[${index}])` : role;
+      const encoded = encodeAt(payload, `Cannot dispatch "${job.name}"${at}`, at);
       return {
         queue,
         name: job.name,

@@ -196,7 +196,7 @@ export class SqliteEngine implements Engine {
     const ended = new Promise<void>((resolve) => end = resolve);
     if (this.#transaction !== null && this.#insideTransaction.getStore() === this.#transaction) {
       throw new Error(
-        "Cannot start a transaction inside another on the same queue: use its tx handle",
+        "Cannot use the queue inside its own transaction callback: a transaction inside it would wait for it; use the tx handle (tx.dispatch, tx.query)",
       );
     }
     // Take the lane in the same tick the previous holder is seen gone, so no one slips in.
