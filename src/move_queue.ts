@@ -7,7 +7,7 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { type Clock, systemClock } from "./clock.ts";
-import { type MoveReport, moveStores } from "./moving/move_stores.ts";
+import { type MovedTable, type MoveReport, moveStores } from "./moving/move_stores.ts";
 import { shown } from "./shown.ts";
 import { optionBag, optionNames } from "./option_bags.ts";
 import { MOVE_PAGE_BYTES } from "./stores/rows/transfer.ts";
@@ -144,14 +144,22 @@ export async function moveQueueReport(
  */
 export function mismatchError(report: MoveReport): Error {
   const tables = report.tables.filter(({ table }) => report.mismatched.includes(table));
+  const names = (rows: readonly MovedTable[]) => rows.map(({ table }) => table).join(", ");
   const grown = tables.filter(({ source, leftBehind, destination }) =>
     destination > source - leftBehind
   );
+  const short = tables.filter((row) => !grown.includes(row));
   const advice = grown.length === 0
     ? "run the move again to finish it"
     : `${report.to} holds more than the move copied in ${
-      grown.map(({ table }) => table).join(", ")
-    } (something else wrote there since the move started, such as the app pointed at it): nothing is lost, and running the move again would refuse; check the new store's jobs before starting its workers`;
+      names(grown)
+    } (something else wrote there since the move started, such as the app pointed at it), so running the move again would refuse; ${
+      short.length === 0
+        ? "nothing is lost: check the new store's jobs before starting its workers"
+        : `and rows are missing in ${
+          names(short)
+        }: check both stores before starting the new store's workers`
+    }`;
   return new Error(
     `The move of ${report.from} to ${report.to} is not complete: counts differ in ${
       tables.map(({ table, source, leftBehind, destination }) =>

@@ -407,6 +407,42 @@ storeTest(
   },
 );
 
+storeTest(
+  "a job whose cancel was asked is cancelled at its next claim, not held back by a lock another job holds",
+  async (db) => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => release = resolve);
+    let holderRuns = 0;
+    const locked = defineJob({
+      name: "cancel-asked.locked",
+      schema: payload,
+      middleware: () => [withoutOverlapping("shared-lock", { releaseAfterMs: 20 })],
+      async handle({ n }) {
+        if (n !== 0) return;
+        holderRuns++;
+        await held;
+      },
+    });
+    await using queue = await db.open({ jobs: [locked] });
+    await queue.dispatch(locked, { n: 0 });
+    const worker = queue.work({ executor: "isolate", concurrency: 2, pollMs: 10 });
+    try {
+      await waitUntil(() => holderRuns === 1, { what: "the holder runs, holding the lock" });
+      const asked = await queue.dispatch(locked, { n: 1 });
+      // As a worker's hold-back leaves it when the cancel came while it held the job.
+      await db.setStored("jobs", asked, "cancel_requested", "not wanted");
+      await waitUntil(async () => (await queue.result(asked))?.state === "cancelled", {
+        what: "the job cancelled while the lock is still held",
+      });
+      assert.equal(holderRuns, 1);
+      assert.equal((await queue.result(asked))?.error, "not wanted");
+    } finally {
+      release();
+      await worker.stop();
+    }
+  },
+);
+
 Deno.test("withoutOverlapping and rateLimited refuse bad arguments naming the rule and field", () => {
   const cases: [() => unknown, ErrorConstructor, RegExp][] = [
     [() => withoutOverlapping(""), TypeError, /^withoutOverlapping: key /],

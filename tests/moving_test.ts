@@ -393,9 +393,9 @@ Deno.test("a move whose counts differ says to run it again when rows are missing
     to: "/srv/new.db",
     tables: [
       { table: "jobs" as const, leftBehind: 0, ...jobs },
-      { table: "job_locks" as const, source: 2, leftBehind: 1, destination: 1 },
+      { table: "job_locks" as const, source: 2, leftBehind: 1, destination: 0 },
     ],
-    mismatched: ["jobs" as const],
+    mismatched: ["jobs"] as ("jobs" | "job_locks")[],
     fencedAt: new Date(0),
     resumed: true,
     ms: 1,
@@ -406,7 +406,12 @@ Deno.test("a move whose counts differ says to run it again when rows are missing
   );
   assert.equal(
     mismatchError(report({ source: 3, destination: 4 })).message,
-    "The move of /srv/old.db to /srv/new.db is not complete: counts differ in jobs (source 3, destination 4); /srv/new.db holds more than the move copied in jobs (something else wrote there since the move started, such as the app pointed at it): nothing is lost, and running the move again would refuse; check the new store's jobs before starting its workers",
+    "The move of /srv/old.db to /srv/new.db is not complete: counts differ in jobs (source 3, destination 4); /srv/new.db holds more than the move copied in jobs (something else wrote there since the move started, such as the app pointed at it), so running the move again would refuse; nothing is lost: check the new store's jobs before starting its workers",
+  );
+  const both = report({ source: 3, destination: 4 });
+  assert.equal(
+    mismatchError({ ...both, mismatched: ["jobs", "job_locks"] }).message,
+    "The move of /srv/old.db to /srv/new.db is not complete: counts differ in jobs (source 3, destination 4), job_locks (source 2 less 1 left behind, destination 0); /srv/new.db holds more than the move copied in jobs (something else wrote there since the move started, such as the app pointed at it), so running the move again would refuse; and rows are missing in job_locks: check both stores before starting the new store's workers",
   );
 });
 

@@ -91,7 +91,7 @@ const flow: Command = {
       ["key", "job", "state", "job id", "after", "error"],
       status.nodes.map((node) => [
         shortName(node.key, 40),
-        node.name,
+        shortName(node.name, 40),
         node.state,
         node.jobId === null ? "-" : String(node.jobId),
         node.parents.length === 0 ? "-" : shortName(node.parents.join(", "), 60),

@@ -112,8 +112,8 @@ export class JobRows {
     role = "",
     flowNode = false,
   ): NewJobRow[] {
-    return this.#build(job, payloads, options, role, flowNode, (payload, where, at) => ({
-      payload: encodePayload(job, payload, this.#maxPayloadBytes, at),
+    return this.#build(job, payloads, options, role, flowNode, (payload, where, placed) => ({
+      payload: encodePayload(job, payload, this.#maxPayloadBytes, placed),
       group: groupOf(job, payload, where),
     }));
   }
@@ -137,7 +137,9 @@ export class JobRows {
     return rows.map((row, index) => ({
       payload: row.payload,
       group: row.group ?? null,
-      uniqueId: keyed ? uniqueIdOf(job, payloads[index]) : null,
+      uniqueId: keyed
+        ? uniqueIdOf(job, payloads[index], payloadRole("", index, rows.length))
+        : null,
     }));
   }
 
@@ -161,7 +163,7 @@ export class JobRows {
   /**
    * The rows, with `encodeAt` giving each payload's stored text and group;
    * of several payloads, its errors name the payload's index (`where`
-   * starts them, `at` is the role that places it).
+   * starts them, `placed` is the role that places it, {@linkcode payloadRole}).
    */
   #build(
     job: JobDefinition,
@@ -172,7 +174,7 @@ export class JobRows {
     encodeAt: (
       payload: unknown,
       where: string,
-      at: string,
+      placed: string,
     ) => { payload: string; group: JobGroup | null },
   ): NewJobRow[] {
     if (!isJobDefinition(job) || !this.#registry.has(job)) {
@@ -205,8 +207,8 @@ export class JobRows {
     );
     const trace = activeTraceparent();
     return payloads.map((payload, index) => {
-      const at = payloads.length > 1 ? `${role} (payloads[${index}])` : role;
-      const encoded = encodeAt(payload, `Cannot dispatch "${job.name}"${at}`, at);
+      const placed = payloadRole(role, index, payloads.length);
+      const encoded = encodeAt(payload, `Cannot dispatch "${job.name}"${placed}`, placed);
       return {
         queue,
         name: job.name,
@@ -238,7 +240,11 @@ export class JobRows {
     payloads: readonly unknown[],
     rows: readonly NewJobRow[],
   ): KeyedJobRow[] | null {
-    return this.#keyed(job, rows, (index) => uniqueIdOf(job, payloads[index]));
+    return this.#keyed(
+      job,
+      rows,
+      (index) => uniqueIdOf(job, payloads[index], payloadRole("", index, payloads.length)),
+    );
   }
 
   /** {@linkcode JobRows.keyed} for payloads a Web Worker encoded: their unique ids came with them. */
@@ -303,20 +309,30 @@ export function toWaiting(row: NewJobRow): WaitingJobRow {
   };
 }
 
-/** A unique or debounced job's `uniqueId` for one payload, checked. */
-function uniqueIdOf(job: JobDefinition, payload: unknown): string {
+/**
+ * Where payload `index` of `count` sits, after `role` in an error message:
+ * ` (payloads[2])` when the call has several, else `role` alone.
+ */
+function payloadRole(role: string, index: number, count: number): string {
+  return count > 1 ? `${role} (payloads[${index}])` : role;
+}
+
+/** A unique or debounced job's `uniqueId` for one payload, checked; `role` places it in errors. */
+function uniqueIdOf(job: JobDefinition, payload: unknown, role: string): string {
   let id: unknown;
   try {
     id = job.uniqueId(payload);
   } catch (error) {
     throw new TypeError(
-      `Cannot dispatch "${job.name}": its uniqueId threw: ${(error as Error)?.message ?? error}`,
+      `Cannot dispatch "${job.name}"${role}: its uniqueId threw: ${
+        (error as Error)?.message ?? error
+      }`,
       { cause: error },
     );
   }
   if (typeof id !== "string" || id.length > 255) {
     throw new TypeError(
-      `Cannot dispatch "${job.name}": uniqueId must return a string of at most 255 characters: got ${
+      `Cannot dispatch "${job.name}"${role}: uniqueId must return a string of at most 255 characters: got ${
         typeof id === "string" ? `${id.length} characters` : typeof id
       }`,
     );

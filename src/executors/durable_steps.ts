@@ -44,7 +44,7 @@ const WAIT_OPTIONS = optionNames<WaitOptions>()(["timeoutMs", "schema"]);
  * called from there would take a call position that a later run, reading
  * that step's memo back without calling its function, never reaches.
  */
-const insideStep = new AsyncLocalStorage<{ readonly steps: DurableSteps; readonly key: string }>();
+const insideStep = new AsyncLocalStorage<{ readonly attempt: symbol; readonly key: string }>();
 
 /** The longest a timer can wait (a longer `setTimeout` fires at once): a step's timeout and backoff. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -61,6 +61,8 @@ export class DurableSteps {
   #stored: Promise<Stored> | null = null;
   #seq = 0;
   readonly #uses = new Map<string, number>();
+  /** This attempt in {@linkcode insideStep}: a token, so a timer a step started keeps no memos alive. */
+  readonly #inside = Symbol("attempt");
   /** How a sleep or a wait parked the attempt; null while it runs. */
   #parkRequest: ParkRequest | null = null;
   /** Hears the park, once the executor listens for it. */
@@ -267,11 +269,11 @@ export class DurableSteps {
   /** The next call position, and the key of `name` there (`name#n` from its second use). */
   #next(name: string): { seq: number; key: string } {
     const outer = insideStep.getStore();
-    if (outer?.steps === this) {
+    if (outer?.attempt === this.#inside) {
       throw new PermanentError(
         `ctx: ${JSON.stringify(name)} was called inside step ${
           JSON.stringify(outer.key)
-        }: steps do not nest (a later run reads ${
+        } (its function, or code it started): steps do not nest (a later run reads ${
           JSON.stringify(outer.key)
         } back without calling its function, so the inner call would not come again); call it before or after that step`,
       );
@@ -341,7 +343,7 @@ export class DurableSteps {
     for (let run = 1;; run++) {
       if (this.#signal.aborted) throw asError(this.#signal.reason);
       try {
-        return await insideStep.run({ steps: this, key }, () => fn(this.#signal));
+        return await insideStep.run({ attempt: this.#inside, key }, () => fn(this.#signal));
       } catch (error) {
         if (run >= tries || error instanceof PermanentError || this.#signal.aborted) throw error;
         await abortableDelay(retryWait(name, backoff, run), this.#signal);

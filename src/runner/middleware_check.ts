@@ -125,7 +125,7 @@ export class MiddlewareCheck {
   }
 }
 
-/** Whether a cancel was asked of `job` during an earlier attempt (its start cancels it). */
-function isCancelAsked(job: ClaimedJob): boolean {
+/** Whether a cancel was asked of claimed `job` before this claim: its start cancels it. */
+export function isCancelAsked(job: ClaimedJob): job is ClaimedJob & { cancelRequested: string } {
   return job.cancelRequested !== undefined && job.cancelRequested !== null;
 }

@@ -363,7 +363,8 @@ function storable(text: unknown): string {
  * The error a job fails for good with when its backoff, asked for the delay
  * before its next attempt, threw or gave no delay: it names the job and the
  * backoff's fault, and keeps the attempt's own `error` (its message, its
- * stack, as the cause), which is what the job failed of.
+ * stack, as the cause), which is what the job failed of, then the backoff's
+ * own stack.
  */
 function backoffFailure(job: ClaimedJob, backoffError: unknown, error: Error): Error {
   const fault = backoffError instanceof Error ? backoffError.message : String(backoffError);
@@ -372,11 +373,12 @@ function backoffFailure(job: ClaimedJob, backoffError: unknown, error: Error): E
       String(error.name)
     }: ${String(error.message)}`;
   const broken = new Error(message, { cause: error });
-  broken.stack = `Error: ${message}\n${error.stack ?? ""}`;
+  const backoffStack = backoffError instanceof Error ? backoffError.stack ?? fault : fault;
+  broken.stack = `Error: ${message}\n${error.stack ?? ""}\nThe backoff's error: ${backoffStack}`;
   return broken;
 }
 
-/** A job whose rules themselves failed (e.g. a backoff function that threw): it fails for good. */
+/** A job whose outcome could not be made (a rule of its own threw): it fails for good. */
 export function failWith(job: ClaimedJob, error: Error, now: number): Outcome {
   return failure(job, error, storedError(error), job.attempts, now, false);
 }

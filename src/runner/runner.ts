@@ -44,7 +44,7 @@ import { FailedHooks } from "./failed_hooks.ts";
 import { JobLogBuffer } from "./log_buffer.ts";
 import { JobMetrics } from "./job_metrics.ts";
 import { LeaseKeeper } from "./lease_keeper.ts";
-import { MiddlewareCheck } from "./middleware_check.ts";
+import { isCancelAsked, MiddlewareCheck } from "./middleware_check.ts";
 import { parkResumes } from "./park_resumes.ts";
 import { PollSleep } from "./poll_sleep.ts";
 import { ProgressWrites } from "./progress_writes.ts";
@@ -799,7 +799,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       });
       return;
     }
-    if (job.cancelRequested !== undefined && job.cancelRequested !== null) {
+    if (isCancelAsked(job)) {
       // Cancelled while an earlier attempt ran, which ended before its worker saw it.
       const keepUntil = now + this.#keepMs(definition);
       this.#settleLater({
@@ -998,7 +998,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
         outcome = { ...outcome, settlement: { ...outcome.settlement, keepUntil } };
       }
     } catch (error) {
-      outcome = failWith(entry.job, asError(error), now); // e.g. a backoff function that threw
+      outcome = failWith(entry.job, asError(error), now); // a rule of the job threw
     }
     const error = "error" in outcome ? outcome.error : null;
     endAttemptSpan(entry.span, spanOutcomeOf(outcome), error, entry.definition.encrypted);

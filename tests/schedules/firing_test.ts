@@ -161,6 +161,42 @@ storeTest(
   },
 );
 
+storeTest(
+  'overlap "skip" waits for a running job whose cancel was asked until it ends (a dispatch of a unique key does not)',
+  async (db) => {
+    const clock = new ManualClock(T0 + MINUTE);
+    let open!: () => void;
+    const gate = { promise: new Promise<void>((resolve) => open = resolve) };
+    const { job, runs } = recordingJob("deaf", gate); // its handler does not watch ctx.signal
+    const queue = await db.open({ jobs: [job, scheduleOf(job, { overlap: "skip" })], clock });
+    clock.advance(MINUTE);
+    const worker = queue.work({
+      executor: "isolate",
+      concurrency: 3,
+      pollMs: 10,
+      leaseMs: 60 * MINUTE,
+      graceMs: 60 * MINUTE,
+    });
+    try {
+      await waitUntil(() => Promise.resolve(runs.length === 1), { what: "the first run" });
+      const [first] = await queue.schedules();
+      assert.equal(await queue.cancel(first!.lastJobId!), "cancelling");
+      clock.advance(MINUTE);
+      worker.notify();
+      await waitUntil(async () => {
+        const [info] = await queue.schedules();
+        return info!.nextSlot!.getTime() === T0 + 4 * MINUTE;
+      }, { what: "slot 3 handled" });
+      assert.equal(runs.length, 1, "the slot was skipped: the cancelled job still runs");
+      assert.equal((await db.scheduleSlots("every-minute")).length, 1);
+    } finally {
+      open();
+      await worker.stop();
+      await queue.close();
+    }
+  },
+);
+
 /** Steps the clock every 10 minutes from `from` to `to`, draining at each step. */
 async function stepThrough(queue: Queue, clock: ManualClock, to: number): Promise<void> {
   while (clock.now() < to) {

@@ -251,7 +251,7 @@ storeTest(
         failed?.error,
         `PermanentError: ctx: ${
           inner[index]
-        } was called inside step "outer": steps do not nest (a later run reads "outer" back without calling its function, so the inner call would not come again); call it before or after that step`,
+        } was called inside step "outer" (its function, or code it started): steps do not nest (a later run reads "outer" back without calling its function, so the inner call would not come again); call it before or after that step`,
       );
     }
     assert.deepEqual(runs, { outer: 3, inner: 0 }, "the outer step's own retries are not spent");

@@ -59,10 +59,9 @@ export const KEY_HOOKS = String.raw`
 function H.uniqueHolder(key, t)
   local held = redis.call('HMGET', P .. ':key:' .. key, 'kind', 'job_id', 'expires_at')
   if held[1] ~= 'unique' or tonumber(held[3]) <= t then return nil end
-  local job = redis.call('HMGET', jobKey(held[2]), 'queue', 'staged', 'cancel_requested')
-  -- A key whose job is gone is stale, and so is one whose job an abandoned transaction stored,
-  -- or one whose job had a cancel asked (it ends cancelled: a dispatch taken for it never runs).
-  if not job[1] or (job[2] and job[2] ~= STAGE) or job[3] then return nil end
+  local job = redis.call('HMGET', jobKey(held[2]), 'queue', 'staged')
+  -- A key whose job is gone is stale, and so is one whose job an abandoned transaction stored.
+  if not job[1] or (job[2] and job[2] ~= STAGE) then return nil end
   return tonumber(held[2])
 end
 
@@ -117,7 +116,11 @@ function H.insertKeyed(row)
   local key = row.key
   if key.kind == 'unique' then
     local holder = H.uniqueHolder(key.key, at(row.createdAt))
-    if holder ~= nil then return holder, 'duplicate' end
+    -- A job that had a cancel asked ends cancelled: a dispatch taken for it would never run, so
+    -- it holds the key for none (a schedule's overlap still waits for it to end).
+    if holder ~= nil and redis.call('HEXISTS', jobKey(holder), 'cancel_requested') == 0 then
+      return holder, 'duplicate'
+    end
     local id = insertJob(row, {keyed = key.releaseOnStart and 2 or 1})
     H.holdKey(key.key, 'unique', id, at(key.expiresAt), key.releaseOnStart, nil)
     return id, 'stored'

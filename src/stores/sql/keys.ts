@@ -13,15 +13,26 @@ import { type Dialect, KEYED } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
-const FIND_UNIQUE = statement(
-  // A key whose job is gone is stale (a process older than schema step 5 did not mark its job),
-  // and so is one whose job had a cancel asked: it ends cancelled, and a dispatch taken for it
-  // would never run. The key then names the new job, and the cancelled job's release leaves it.
-  `SELECT job_id FROM job_keys WHERE key = $1 AND kind = 'unique' AND expires_at > $2
-    AND EXISTS (SELECT 1 FROM jobs WHERE jobs.id = job_keys.job_id
-      AND jobs.cancel_requested IS NULL)`,
-  { oneRow: true },
-);
+/**
+ * The job holding unique key `$1` at `$2` whose row also meets `also` (SQL
+ * on `jobs`, or empty). A key whose job is gone is stale (a process older
+ * than schema step 5 did not mark its job).
+ */
+function findUnique(also: string) {
+  return statement(
+    `SELECT job_id FROM job_keys WHERE key = $1 AND kind = 'unique' AND expires_at > $2
+    AND EXISTS (SELECT 1 FROM jobs WHERE jobs.id = job_keys.job_id${also})`,
+    { oneRow: true },
+  );
+}
+/** The job holding a unique key: a schedule's overlap waits for it to end. */
+const FIND_UNIQUE = findUnique("");
+/**
+ * The job holding a unique key for a dispatch: not one that had a cancel
+ * asked, which ends cancelled, so a dispatch taken for it would never run.
+ * The key then names the new job, and the cancelled job's release leaves it.
+ */
+const FIND_UNIQUE_FOR_DISPATCH = findUnique(" AND jobs.cancel_requested IS NULL");
 /** The waiting job holding debounce key `$1`, unless it had a cancel asked (it ends cancelled). */
 const FIND_DEBOUNCED = statement(
   `SELECT k.job_id, k.latest_at FROM job_keys k JOIN jobs j ON j.id = k.job_id
@@ -96,7 +107,7 @@ export function* insertKeyed(
     const { key } = row;
     if (key.kind === "unique") {
       const { rows: [holder] } = yield* exec<{ job_id: number }>(
-        FIND_UNIQUE,
+        FIND_UNIQUE_FOR_DISPATCH,
         key.key,
         row.createdAt + shift,
       );
