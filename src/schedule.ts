@@ -163,6 +163,10 @@ export function defineSchedule<J extends JobDefinition>(
   given: ScheduleConfig<J>,
 ): ScheduleDefinition {
   const name = assertName(given?.name, "defineSchedule", "name");
+  if (name === "." || name === "..") {
+    // A URL resolves such a path segment away: the dashboard's actions on it could not name it.
+    throw new TypeError(`defineSchedule: name must not be "." or "..": got ${JSON.stringify(name)}`);
+  }
   const where = `Schedule "${name}"`;
   const config = optionBag(given, where, SCHEDULE_OPTIONS)!;
   if (!isJobDefinition(config.job)) {

@@ -39,6 +39,18 @@ Deno.test("defineSchedule refuses wrong settings, a misspelt one by name, with a
     assert.throws(() => defineSchedule({ name: "s", job, ...config } as never), message);
   }
   assert.throws(() => defineSchedule({ name: "", everyMs: 60_000, job }), /name must be a string/);
+  for (const name of [".", ".."]) {
+    assert.throws(
+      () => defineSchedule({ name, everyMs: 60_000, job }),
+      new RegExp(
+        `^TypeError: defineSchedule: name must not be "\\." or "\\.\\.": got "${
+          name.replaceAll(".", "\\.")
+        }"$`,
+      ),
+      "a URL resolves the path segment away",
+    );
+  }
+  assert.equal(defineSchedule({ name: "...", everyMs: 60_000, job }).name, "...");
   const six = defineSchedule({ name: "six", cron: "*/10 * * * * *", job, payload: null });
   assert.equal(six.cron, "*/10 * * * * *");
   assert.equal(six.timezone, "UTC");
