@@ -76,6 +76,9 @@ export class QueueWorkers {
   /** Drains once `after` settles, or on the next turn (`queue.drainAfter()`); `closing` skips it. */
   drainAfter(options: DrainAfterOptions | undefined, closing: boolean): void {
     const { after, ...drainOptions } = optionBag(options, "drainAfter", DRAIN_AFTER_OPTIONS) ?? {};
+    if (after !== undefined && typeof (after as { then?: unknown } | null)?.then !== "function") {
+      throw new TypeError(`drainAfter: after must be a promise (or thenable): got ${shown(after)}`);
+    }
     const resolved = { ...drainOptions, maxTimeMs: maxTimeMsOf(drainOptions, 5_000) };
     resolveDrainOptions(resolved, this.#parts.registry.defaultQueues()); // a bad option throws here
     this.#assertWorks();

@@ -246,6 +246,48 @@ storeTest(
 );
 
 storeTest(
+  "drainAfter() asked for other queues while a drain runs drains each of them after it, not only the last one asked",
+  async (db) => {
+    const release = Promise.withResolvers<void>();
+    const started = Promise.withResolvers<void>();
+    const slow = defineJob({
+      name: "slow",
+      schema: z.null(),
+      async handle() {
+        started.resolve();
+        await release.promise;
+      },
+    });
+    const queue = await db.open({ jobs: [slow, ok] });
+    await queue.dispatch(slow, null);
+    queue.drainAfter(new Response(), { maxTimeMs: 30_000 });
+    await within(started.promise, 10_000, "the first drain started the slow job");
+    const onB = await queue.dispatch(ok, 1, { queue: "b" });
+    const onC = await queue.dispatch(ok, 2, { queue: "c" });
+    queue.drainAfter(new Response(), { maxTimeMs: 30_000, queues: ["b"] });
+    queue.drainAfter(new Response(), { maxTimeMs: 30_000, queues: ["c"] });
+    queue.drainAfter(new Response(), { maxTimeMs: 30_000, queues: ["c"] }); // once is enough
+    release.resolve();
+    for (const [id, on] of [[onB, "b"], [onC, "c"]] as const) {
+      await within(
+        (async () => {
+          while ((await queue.result(id))?.state !== "completed") {
+            await new Promise((resolve) => setTimeout(resolve, 10));
+          }
+        })(),
+        10_000,
+        `the job on queue ${on} drained`,
+      );
+    }
+    assert.throws(
+      () => queue.drainAfter(new Response(), { after: 5 as never }),
+      /^TypeError: drainAfter: after must be a promise \(or thenable\): got 5$/,
+    );
+    await queue.close();
+  },
+);
+
+storeTest(
   "drainAfter() refuses a bad option at once, and drains nothing after close",
   async (db) => {
     const queue = await db.open({ jobs: [ok] });
