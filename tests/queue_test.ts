@@ -409,6 +409,20 @@ storeTest("Queue refuses every use after close() with QueueClosedError", async (
 });
 
 storeTest(
+  "a wait for a result still pending when the queue closes rejects with QueueClosedError",
+  async (db) => {
+    const queue = await openQueue(db);
+    const waiting = queue.dispatchAndWait(order, { orderId: 1 }, { timeoutMs: 60_000 });
+    const outcome = waiting.then(() => null, (error: unknown) => error);
+    // The wait has read the job once and is waiting for the next look when close() comes.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await queue.close();
+    const error = await outcome;
+    assert.ok(error instanceof QueueClosedError, String(error));
+  },
+);
+
+storeTest(
   "Queue.close() is idempotent, stops workers, and await using closes the queue",
   async (db) => {
     let kept: Queue;

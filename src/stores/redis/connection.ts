@@ -125,7 +125,7 @@ export class RedisConnection {
 
   /** The client, for plain commands (reads of `INFO`, cleanup). */
   get client(): Client {
-    if (this.#closed) throw new Error("the Redis store is closed");
+    if (this.#closed) throw new QueueClosedError("use the Redis store");
     return this.#client;
   }
 
@@ -153,6 +153,8 @@ export class RedisConnection {
         reply = await this.#evaluate(script, argument);
         break;
       } catch (error) {
+        // Closed meanwhile (a wait for a result, say): said as the SQL stores say it.
+        if (error instanceof QueueClosedError) throw error;
         if (isConnectionError(error)) {
           // Sent, its reply lost: the store decides whether to send it again.
           if (!(error instanceof ClientOfflineError)) throw this.#unreachable(error);
