@@ -68,7 +68,9 @@ export class JobRegistry {
     for (const definition of definitions) {
       const known = this.#byName.get(definition.name);
       if (known !== undefined && known !== definition) {
-        throw new TypeError(`Two different jobs are named "${definition.name}": names must be unique`);
+        throw new TypeError(
+          `Two different jobs are named "${definition.name}": names must be unique`,
+        );
       }
       this.#byName.set(definition.name, definition);
     }

@@ -165,7 +165,9 @@ export function defineSchedule<J extends JobDefinition>(
   const name = assertName(given?.name, "defineSchedule", "name");
   if (name === "." || name === "..") {
     // A URL resolves such a path segment away: the dashboard's actions on it could not name it.
-    throw new TypeError(`defineSchedule: name must not be "." or "..": got ${JSON.stringify(name)}`);
+    throw new TypeError(
+      `defineSchedule: name must not be "." or "..": got ${JSON.stringify(name)}`,
+    );
   }
   const where = `Schedule "${name}"`;
   const config = optionBag(given, where, SCHEDULE_OPTIONS)!;

@@ -136,19 +136,25 @@ storeTest(
   },
 );
 
+/** A job that says when it started (`started`) and then runs until `release` resolves. */
+function heldJob() {
+  const release = Promise.withResolvers<void>();
+  const started = Promise.withResolvers<void>();
+  const slow = defineJob({
+    name: "slow",
+    schema: z.null(),
+    async handle() {
+      started.resolve();
+      await release.promise;
+    },
+  });
+  return { slow, started, release };
+}
+
 storeTest(
   "drain() that is running when the queue closes lets its job finish and says closed, in its result and its worker:stop",
   async (db) => {
-    const release = Promise.withResolvers<void>();
-    const started = Promise.withResolvers<void>();
-    const slow = defineJob({
-      name: "slow",
-      schema: z.null(),
-      async handle() {
-        started.resolve();
-        await release.promise;
-      },
-    });
+    const { slow, started, release } = heldJob();
     const queue = await db.open({ jobs: [slow] });
     await queue.dispatchMany(slow, [null, null]);
     const stops: string[] = [];
@@ -191,16 +197,7 @@ storeTest(
 storeTest(
   "drainAfter() runs one drain at a time, and one more for a job dispatched while it ran",
   async (db) => {
-    const release = Promise.withResolvers<void>();
-    const started = Promise.withResolvers<void>();
-    const slow = defineJob({
-      name: "slow",
-      schema: z.null(),
-      async handle() {
-        started.resolve();
-        await release.promise;
-      },
-    });
+    const { slow, started, release } = heldJob();
     const queue = await db.open({ jobs: [slow, ok] });
     const drains: string[] = [];
     queue.addEventListener("worker:stop", () => drains.push("stop"));
@@ -248,16 +245,7 @@ storeTest(
 storeTest(
   "drainAfter() asked for other queues while a drain runs drains each of them after it, not only the last one asked",
   async (db) => {
-    const release = Promise.withResolvers<void>();
-    const started = Promise.withResolvers<void>();
-    const slow = defineJob({
-      name: "slow",
-      schema: z.null(),
-      async handle() {
-        started.resolve();
-        await release.promise;
-      },
-    });
+    const { slow, started, release } = heldJob();
     const queue = await db.open({ jobs: [slow, ok] });
     await queue.dispatch(slow, null);
     queue.drainAfter(new Response(), { maxTimeMs: 30_000 });

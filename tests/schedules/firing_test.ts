@@ -9,6 +9,7 @@ import { defineJob, type JobDefinition, type ScheduledRun } from "../../src/job.
 // deno-lint-ignore no-import-prefix
 import { Cron } from "npm:croner@11";
 import { Queue } from "../../src/queue.ts";
+import type { WorkOptions } from "../../src/runner/work_options.ts";
 import { defineSchedule, type ScheduleConfig } from "../../src/schedule.ts";
 import { ManualClock, unfinishedCount, waitUntil, within } from "../_helpers.ts";
 import { storeTest } from "../_stores.ts";
@@ -47,6 +48,20 @@ function scheduleOf<J extends JobDefinition>(
     payload: (slot: Date) => ({ slot: slot.toISOString() }),
     ...config,
   } as ScheduleConfig<J>);
+}
+
+/**
+ * A worker for slots that overlap: with a lease longer than the clock moves,
+ * so the running job is not taken for a dead one.
+ */
+function slotWorker(queue: Queue, more: WorkOptions = {}) {
+  return queue.work({
+    executor: "isolate",
+    concurrency: 3,
+    pollMs: 10,
+    leaseMs: 60 * MINUTE,
+    ...more,
+  });
 }
 
 /** Runs a worker until nothing is due, firing what is due first. */
@@ -129,13 +144,7 @@ storeTest(
       const queue = await db.open({ jobs: [job, scheduleOf(job, { name, overlap })], clock });
       // The first slot after opening is T0 + 2 min.
       clock.advance(MINUTE);
-      // A lease longer than the clock moves, so the running job is not taken for a dead one.
-      const worker = queue.work({
-        executor: "isolate",
-        concurrency: 3,
-        pollMs: 10,
-        leaseMs: 60 * MINUTE,
-      });
+      const worker = slotWorker(queue);
       await waitUntil(() => Promise.resolve(runs.length === 1), { what: "the first run" });
       for (const slot of [3, 4]) {
         clock.advance(MINUTE);
@@ -170,13 +179,7 @@ storeTest(
     const { job, runs } = recordingJob("deaf", gate); // its handler does not watch ctx.signal
     const queue = await db.open({ jobs: [job, scheduleOf(job, { overlap: "skip" })], clock });
     clock.advance(MINUTE);
-    const worker = queue.work({
-      executor: "isolate",
-      concurrency: 3,
-      pollMs: 10,
-      leaseMs: 60 * MINUTE,
-      graceMs: 60 * MINUTE,
-    });
+    const worker = slotWorker(queue, { graceMs: 60 * MINUTE });
     try {
       await waitUntil(() => Promise.resolve(runs.length === 1), { what: "the first run" });
       const [first] = await queue.schedules();
