@@ -186,17 +186,21 @@ Deno.test("a handler that throws something other than an Error fails with an Err
 
 for (
   const [what, backoff, message] of [
-    ["throws", () => {
-      throw new Error("backoff bug");
-    }, /^Error: backoff bug$/],
+    [
+      "throws",
+      () => {
+        throw new Error("backoff bug");
+      },
+      /^Error: Job "bad-backoff" is not retried: its backoff failed after attempt 1 \(backoff bug\); the attempt failed with Error: handler failure$/,
+    ],
     [
       "returns NaN",
       () => NaN,
-      /^RangeError: .*NaN/,
+      /^Error: Job "bad-backoff" is not retried: its backoff failed after attempt 1 \(Backoff for attempt 1 must be .*: got NaN\); the attempt failed with Error: handler failure$/,
     ],
   ] as const
 ) {
-  Deno.test(`a job whose backoff function ${what} fails for good with that error, with no unhandled rejection`, async () => {
+  Deno.test(`a job whose backoff function ${what} fails for good naming that and the attempt's error, with no unhandled rejection`, async () => {
     // Were the error to escape the worker as an unhandled rejection, Deno would fail this test.
     let runs = 0;
     const job = defineJob({
