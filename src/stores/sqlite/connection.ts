@@ -7,6 +7,7 @@
  */
 import { DatabaseSync } from "node:sqlite";
 import { dirname } from "node:path";
+import { explainOpenError } from "./file_errors.ts";
 import { WAL_CAP_BYTES } from "./wal_checkpoint.ts";
 
 /** How hard a commit is made durable. */
@@ -35,43 +36,16 @@ export async function openConnection(
     db.exec(`PRAGMA journal_size_limit = ${WAL_CAP_BYTES}`);
   } catch (error) {
     db.close();
-    throw asOpenError(path, error);
+    throw explainOpenError(error, path);
   }
   return db;
-}
-
-/**
- * What to throw for `error`, met while opening the file at `path`: SQLite
- * says only "file is not a database", so that one names the file.
- */
-export function asOpenError(path: string, error: unknown): unknown {
-  if (!isNotADatabase(error)) return error;
-  return new Error(
-    `Cannot open ${path}: it is not a SQLite database (SQLite: ${(error as Error).message})`,
-    { cause: error },
-  );
-}
-
-/** SQLite's primary result code for a file that is not a database. */
-const SQLITE_NOTADB = 26;
-
-/** Whether `error` is SQLite finding that the file is not a database (some builds give no code). */
-function isNotADatabase(error: unknown): boolean {
-  return sqliteCode(error) === SQLITE_NOTADB ||
-    (error instanceof Error && error.message === "file is not a database");
-}
-
-/** SQLite's primary result code of `error`, or null when it carries none. */
-function sqliteCode(error: unknown): number | null {
-  const code = (error as { errcode?: unknown } | null)?.errcode;
-  return typeof code === "number" ? code & 0xff : null;
 }
 
 /** Whether `error` is SQLite saying another connection holds the lock. */
 export function isBusy(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
-  const code = sqliteCode(error);
-  if (code !== null) return code === 5 || code === 6;
+  const code = (error as { errcode?: unknown }).errcode;
+  if (typeof code === "number") return (code & 0xff) === 5 || (code & 0xff) === 6;
   return /database (table )?is locked|database is busy/i.test(error.message);
 }
 

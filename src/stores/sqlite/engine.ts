@@ -29,7 +29,7 @@ import { FileIdentity } from "./file_identity.ts";
 import { FileWatch } from "./file_watch.ts";
 import { CheckpointThread } from "./checkpoint_thread.ts";
 import { type Durability, isBusy, retryWhileBusy } from "./connection.ts";
-import { explainWriteError } from "./write_errors.ts";
+import { explainWriteError } from "./file_errors.ts";
 import { ParamCounts } from "./positional_params.ts";
 import { IdleCheckpoint } from "./wal_checkpoint.ts";
 import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";

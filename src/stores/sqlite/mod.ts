@@ -8,7 +8,8 @@ import { shown } from "../../shown.ts";
 import { migrations } from "../../../migrations/sqlite/mod.ts";
 import type { Migration } from "../../../migrations/migration.ts";
 import type { MigrateOptions } from "../schema_steps.ts";
-import { asOpenError, type Durability, openConnection } from "./connection.ts";
+import { type Durability, openConnection } from "./connection.ts";
+import { explainOpenError } from "./file_errors.ts";
 import { sqliteDialect } from "./dialect.ts";
 import { SqliteEngine } from "./engine.ts";
 import { SqlStore } from "../sql/sql_store.ts";
@@ -105,7 +106,7 @@ export class SqliteStore extends SqlStore {
       return table !== undefined &&
         db.prepare("SELECT 1 FROM queue_migrations LIMIT 1").get() !== undefined;
     } catch (error) {
-      throw asOpenError(path, error);
+      throw explainOpenError(error, path);
     } finally {
       db.close();
     }

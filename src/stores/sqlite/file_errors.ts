@@ -1,8 +1,10 @@
 /**
- * SQLite's errors for a database that cannot take writes, reworded to name
- * the cause: "database or disk is full", "attempt to write a readonly
- * database", and the bare "disk I/O error" that a file made read-only under
- * an open connection gives. The original stays as `cause`, with its code.
+ * SQLite's errors about the database file, reworded to name the file and
+ * the cause: for a database that cannot take writes, "database or disk is
+ * full", "attempt to write a readonly database", and the bare "disk I/O
+ * error" that a file made read-only under an open connection gives; for a
+ * file being opened, "file is not a database". The original stays as
+ * `cause`, with its code.
  *
  * @internal
  * @module
@@ -11,6 +13,15 @@
 const SQLITE_READONLY = 8;
 const SQLITE_IOERR = 10;
 const SQLITE_FULL = 13;
+const SQLITE_NOTADB = 26;
+
+/** `error` as an error naming `path` when SQLite found it is not a database; else `error`. */
+export function explainOpenError(error: unknown, path: string): unknown {
+  if (!(error instanceof Error) || ((codeOf(error) ?? 0) & 0xff) !== SQLITE_NOTADB) return error;
+  return new Error(`Cannot open ${path}: it is not a SQLite database (SQLite: ${error.message})`, {
+    cause: error,
+  });
+}
 
 /** `error` as a clearer error naming the cause when SQLite could not write `path`; else `error`. */
 export function explainWriteError(error: unknown, path: string): unknown {
@@ -45,6 +56,7 @@ function codeOf(error: Error): number | null {
   if (/database or disk is full/i.test(error.message)) return SQLITE_FULL;
   if (/readonly database/i.test(error.message)) return SQLITE_READONLY;
   if (/disk I\/O error/i.test(error.message)) return SQLITE_IOERR;
+  if (/^file is not a database$/i.test(error.message)) return SQLITE_NOTADB;
   return null;
 }
 
