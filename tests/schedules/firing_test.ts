@@ -8,6 +8,7 @@ import { defineJob, type JobDefinition, type ScheduledRun } from "../../src/job.
 // The same croner module the schedules use, to count the slots it computes.
 // deno-lint-ignore no-import-prefix
 import { Cron } from "npm:croner@11";
+import { withoutOverlapping } from "../../src/middleware.ts";
 import { Queue } from "../../src/queue.ts";
 import type { WorkOptions } from "../../src/runner/work_options.ts";
 import { defineSchedule, type ScheduleConfig } from "../../src/schedule.ts";
@@ -175,8 +176,19 @@ storeTest(
   async (db) => {
     const clock = new ManualClock(T0 + MINUTE);
     let open!: () => void;
-    const gate = { promise: new Promise<void>((resolve) => open = resolve) };
-    const { job, runs } = recordingJob("deaf", gate); // its handler does not watch ctx.signal
+    const gate = new Promise<void>((resolve) => open = resolve);
+    const runs: number[] = [];
+    const job = defineJob({
+      name: "deaf",
+      schema: z.strictObject({ slot: z.string() }),
+      // With a lock, a cancelled attempt keeps its slot, lease and key until its handler stops
+      // (graceMs), however soon the worker sees the cancel: the overlap is held throughout.
+      middleware: () => [withoutOverlapping("deaf")],
+      async handle() {
+        runs.push(runs.length + 1);
+        await gate; // does not watch ctx.signal
+      },
+    });
     const queue = await db.open({ jobs: [job, scheduleOf(job, { overlap: "skip" })], clock });
     clock.advance(MINUTE);
     const worker = slotWorker(queue, { graceMs: 60 * MINUTE });
