@@ -574,3 +574,49 @@ Deno.test({
     assert.equal((await patient.result(ids[0]!))?.state, "pending");
   },
 });
+
+Deno.test({
+  name:
+    "Redis: a socket that connects and never answers (a frozen server, a proxy without a backend) is given up after a quiet spell, and calls reach the server once it is back",
+  ignore: refusal !== null,
+  async fn() {
+    // Every write in the AOF before its reply: the restart below loses nothing.
+    await using redis = await startPrivateRedis({
+      aof: true,
+      settings: ["--appendfsync", "always"],
+    });
+    const store = await RedisStore.open(redis.url, { prefix: "mute", connectTimeoutMs: 1_000 });
+    await using queue = await Queue.open({ store, jobs: [tick] });
+    await queue.dispatch(tick, { n: 1 });
+    await redis.kill();
+    // In the server's place, a listener that accepts and keeps connections but reads and answers
+    // nothing: the client reconnects to it and waits for its handshake's reply.
+    const port = Number(new URL(redis.url).port);
+    const mute = Deno.listen({ hostname: "127.0.0.1", port });
+    const held: Deno.Conn[] = [];
+    const accepting = (async () => {
+      for await (const conn of mute) held.push(conn);
+    })();
+    try {
+      await waitUntil(() => held.length > 0, { what: "the client connected to the mute listener" });
+      mute.close();
+      await accepting;
+      // The real server is back, but the client's socket is still the mute one, kept open.
+      await redis.start();
+      const waited = Date.now();
+      let id: number | null = null;
+      await waitUntil(async () => {
+        id = await queue.dispatch(tick, { n: 2 }).catch(() => null);
+        return id !== null;
+      }, { what: "a dispatch through once the server is back", timeoutMs: 60_000 });
+      console.log(
+        `Redis after a mute socket: a dispatch went through ${
+          Date.now() - waited
+        } ms after the server was back`,
+      );
+      assert.equal((await queue.counts()).default?.pending, 2);
+    } finally {
+      for (const conn of held) conn.close();
+    }
+  },
+});

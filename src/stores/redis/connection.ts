@@ -75,7 +75,9 @@ export class RedisConnection {
     this.#channel = `${prefix}:wake`;
     this.databaseClock = db;
     client.on("error", (error) => this.#lastError = error);
-    client.on("ready", () => this.#lastError = null); // a later outage names its own cause
+    // A later outage names its own cause: a connection made (it may still not answer) or ready.
+    client.on("connect", () => this.#lastError = null);
+    client.on("ready", () => this.#lastError = null);
   }
 
   /** Connects to `settings.url`; keys go under `prefix` (a hash tag, braces included). */
@@ -402,9 +404,22 @@ function isRefusal(error: unknown): error is SimpleError {
 }
 
 function newClient(settings: ConnectionSettings): Client {
+  const quietMs = Math.max(settings.connectTimeoutMs, QUIET_SOCKET_MS);
   return createClient({
     url: settings.url,
-    socket: { connectTimeout: settings.connectTimeoutMs },
+    // connectTimeout bounds the TCP connect only: a socket that connects and then never answers
+    // (a frozen server, a proxy without a backend, a dropped route) would hold the handshake, or
+    // a call, forever, and every call after it would fail though the server is back. A socket
+    // with nothing sent or received for quietMs is closed and the client connects anew; a PING
+    // every half of it keeps a healthy idle connection from looking quiet.
+    socket: {
+      connectTimeout: settings.connectTimeoutMs,
+      socketTimeout: quietMs,
+      // The client's own strategy, but it gives up on a quiet socket, which is to connect anew.
+      reconnectStrategy: (retries: number) =>
+        Math.min(2 ** retries * 50, 2_000) + Math.floor(Math.random() * 200),
+    },
+    pingInterval: quietMs / 2,
     // Reject calls while disconnected rather than queueing them for later.
     disableOfflineQueue: true,
     // Redis Enterprise's maintenance hand-offs (on by default with RESP3) read the environment
@@ -413,6 +428,13 @@ function newClient(settings: ConnectionSettings): Client {
     maintNotifications: "disabled",
   });
 }
+
+/**
+ * The least time a socket may go quiet (nothing sent or received) before it
+ * is closed as mute, in ms: above the 5 s after which a server busy with a
+ * long script answers BUSY, and above any pause of a loaded event loop.
+ */
+const QUIET_SOCKET_MS = 6_000;
 
 /** The `code` of a call's error when the server could not be reached (the call may have run). */
 const UNREACHABLE = "REDIS_UNREACHABLE";
