@@ -21,6 +21,8 @@ const SEALED_AHEAD = 2;
 /** The schedule firing of one worker. */
 export class ScheduleFirer implements ScheduleFiring {
   readonly #byName: ReadonlyMap<string, ScheduleDefinition>;
+  /** The schedules this process defines; see {@linkcode ScheduleFiring.names}. */
+  readonly names: readonly string[];
   readonly #jobRows: JobRows;
   readonly #random: () => number;
   readonly #onError: (error: Error) => void;
@@ -39,6 +41,7 @@ export class ScheduleFirer implements ScheduleFiring {
     onError: (error: Error) => void,
   ) {
     this.#byName = new Map(schedules.map((schedule) => [schedule.name, schedule]));
+    this.names = [...this.#byName.keys()];
     this.#encrypted = schedules.some((schedule) => schedule.job.encrypted);
     this.#jobRows = jobRows;
     this.#random = random;
@@ -66,10 +69,7 @@ export class ScheduleFirer implements ScheduleFiring {
     }
   }
 
-  /** Whether this process defines schedule `name`; see {@linkcode ScheduleFiring.defines}. */
-  defines(name: string): boolean {
-    return this.#byName.has(name);
-  }
+
 
   /** Whether ticks must seal rows first ({@linkcode ScheduleFirer.prepare}): an encrypted job is scheduled. */
   get needsPreparing(): boolean {

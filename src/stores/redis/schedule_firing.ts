@@ -54,21 +54,32 @@ interface FiringPlan {
   readonly next: number | null;
 }
 
-/** Input: none. Reply: `{now, due}`, the store's now and the due schedules not paused. */
+/**
+ * Input: `names`, the schedules the caller defines. Reply: `{now, due}`, the
+ * store's now and those of them due and not paused, {@linkcode DUE_PER_TICK}
+ * at most. Due schedules of other names never hold them up.
+ */
 const DUE = luaScript(
   "dueSchedules",
   "no-writes",
   String.raw`
 local due = {}
-local names = redis.call('ZRANGEBYSCORE', P .. ':sched:next', '-inf', NOW, 'LIMIT', 0, ${DUE_PER_TICK})
-for _, name in ipairs(names) do
-  local raw = redis.call('HGET', P .. ':sched', name)
-  if raw then
-    local state = cjson.decode(raw)
-    if not state.paused then
-      table.insert(due, {name = name, cron = state.cron, everyMs = state.everyMs,
-        timezone = state.timezone, missed = state.missed, maxCatchUp = state.maxCatchUp,
-        nextSlot = state.nextSlot})
+local names = INPUT.names
+for first = 1, #names, ${DUE_PER_TICK} do
+  local page = {}
+  for i = first, math.min(first + ${DUE_PER_TICK} - 1, #names) do page[#page + 1] = names[i] end
+  local slots = redis.call('ZMSCORE', P .. ':sched:next', unpack(page))
+  for i, slot in ipairs(slots) do
+    if slot and tonumber(slot) <= NOW and #due < ${DUE_PER_TICK} then
+      local raw = redis.call('HGET', P .. ':sched', page[i])
+      if raw then
+        local state = cjson.decode(raw)
+        if not state.paused then
+          table.insert(due, {name = page[i], cron = state.cron, everyMs = state.everyMs,
+            timezone = state.timezone, missed = state.missed, maxCatchUp = state.maxCatchUp,
+            nextSlot = state.nextSlot})
+        end
+      end
     end
   end
 end
@@ -135,14 +146,14 @@ export async function fireDue(
   firing: ScheduleFiring,
   now: number,
 ): Promise<number> {
+  if (firing.names.length === 0) return 0;
   const read = await redis.call<{ now: number; due: DueSchedule[] | Record<string, never> }>(
     DUE,
-    { now },
+    { now, names: firing.names },
   );
   const due = Array.isArray(read.due) ? read.due : [];
   const plans: FiringPlan[] = [];
   for (const schedule of due.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) {
-    if (!firing.defines(schedule.name)) continue;
     const times = timesOf(schedule);
     const slots = dueSlots(
       times,

@@ -63,11 +63,12 @@ export interface ScheduleFiring {
    */
   row(name: string, slot: number, now: number): FiredJobRow | null | undefined;
   /**
-   * Whether this process defines schedule `name`: a tick passes over the
-   * due schedules it does not define (another process fires them, or none
-   * does any more) before computing any of their slots.
+   * The schedules this process defines: a tick reads and locks only those
+   * that are due. The others are another process's to fire, or no process's
+   * any more (left stored until forgotten), and however many are due they
+   * never hold up this process's own.
    */
-  defines(name: string): boolean;
+  readonly names: readonly string[];
 }
 
 /** A job a schedule stores outside its tick: a trigger (manual) or a backfilled slot. */

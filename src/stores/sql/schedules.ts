@@ -70,7 +70,8 @@ const FORGET_RUNS = statement(
 const DUE = statement(
   `SELECT name, cron, every_ms, timezone, missed, max_catch_up, overlap, next_slot,
     {{now $1}} AS now
-  FROM schedules WHERE paused = 0 AND next_slot <= {{now $1}} ORDER BY name {{forUpdate}}`,
+  FROM schedules WHERE paused = 0 AND next_slot <= {{now $1}} AND name IN {{texts $2}}
+  ORDER BY name {{forUpdate}}`,
 );
 const LOCK = statement(
   `SELECT ${COLUMNS} FROM schedules WHERE name = $1 {{forUpdate}}`,
@@ -206,10 +207,10 @@ export function* forgetSchedule(name: string): Script<boolean> {
  * `now` (the database's clock where the dialect reads it); how many jobs it stored.
  */
 export function* fireDue(dialect: Dialect, firing: ScheduleFiring, now: number): Script<number> {
-  const { rows } = yield* exec<DueRow>(DUE, clockParam(dialect, now));
+  if (firing.names.length === 0) return 0;
+  const { rows } = yield* exec<DueRow>(DUE, clockParam(dialect, now), firing.names);
   let stored = 0;
   for (const due of rows) {
-    if (!firing.defines(due.name)) continue;
     const at = Number(due.now);
     const times = timesOf(due);
     const nextSlot = Number(due.next_slot);

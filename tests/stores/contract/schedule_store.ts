@@ -36,7 +36,7 @@ function stored(row: ScheduleRow, nextSlot: number, paused = false) {
 /** A worker's firing of schedule `name`: each slot's job due when it fires. */
 function firing(name: string): ScheduleFiring {
   return {
-    defines: (defined) => defined === name,
+    names: [name],
     row: (_, slot, now) =>
       newJob({ payload: `{"slot":${slot}}`, availableAt: now, createdAt: now }),
   };
@@ -157,6 +157,23 @@ function register(test: ContractTest): void {
     }], T0);
     assert.deepEqual(runs, [null]);
     assert.deepEqual(ids(await claim(store)), [holder?.id]);
+  });
+
+  test("a tick fires the schedules its process defines however many due schedules no process defines are stored", async (store) => {
+    // An older deploy's schedules, removed from the code but never forgotten: due for good, as no
+    // process advances them. More than a tick reads at once.
+    const stale = Array.from({ length: 1_001 }, (_, i) => schedule(`a-stale-${i}`));
+    await store.syncSchedules([...stale, schedule("z-mine")], T0);
+    for (let minute = 1; minute <= 3; minute++) {
+      assert.equal(
+        (await tick(store, "z-mine", T0 + minute * MINUTE, minute)).length,
+        1,
+        `slot ${minute} of the defined schedule fires`,
+      );
+    }
+    const listed = await store.schedules();
+    assert.equal(listed.find((row) => row.name === "a-stale-0")?.nextSlot, T0 + MINUTE);
+    assert.equal(listed.find((row) => row.name === "z-mine")?.nextSlot, T0 + 4 * MINUTE);
   });
 
   test('overlap "skip": a slot job that failed for good and is retried holds the overlap again', async (store) => {

@@ -36,7 +36,7 @@ function firing(
   row?: (name: string, slot: number) => FiredJobRow | null | undefined,
 ): ScheduleFiring {
   return {
-    defines: (name) => names.includes(name),
+    names,
     row: (name, slot, now) =>
       row !== undefined ? row(name, slot) : {
         queue: "default",
