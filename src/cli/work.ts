@@ -78,6 +78,14 @@ function readSettings(args: ParsedArgs): WorkSettings {
     );
   }
   const maxTime = readNumber(args, "max-time", true);
+  if (maxTime !== undefined && maxTime * 1000 > MAX_MS) {
+    throw new UsageError(
+      args.command,
+      `--max-time must be a number of seconds > 0 and at most ${MAX_MS / 1000}: got ${
+        shown(readString(args, "max-time"))
+      }`,
+    );
+  }
   const options = given<WorkOptions>({
     queues: readQueueNames(args, "queue"),
     concurrency: readInteger(args, "concurrency", 1, 10_000),
@@ -85,7 +93,7 @@ function readSettings(args: ParsedArgs): WorkSettings {
     executor,
     stopWhenEmpty: readSwitch(args, "stop-when-empty"),
     maxJobs: once ? 1 : maxJobs,
-    maxTimeMs: maxTime === undefined ? undefined : Math.min(maxTime * 1000, MAX_MS),
+    maxTimeMs: maxTime === undefined ? undefined : maxTime * 1000,
     pollMs: readInteger(args, "sleep-ms", 1, MAX_MS),
     leaseMs: readInteger(args, "lease-ms", 100, MAX_MS),
     graceMs: readInteger(args, "grace-ms", 0, MAX_MS),
@@ -318,7 +326,8 @@ job:failed, job:cancelled with its reason) and for worker:start, worker:stopping
     "max-time": {
       type: "string",
       value: "S",
-      help: "stop claiming after S seconds, exit once running jobs settle",
+      help:
+        "stop claiming S seconds after the worker started (in each process the supervisor starts), exit once running jobs settle",
     },
     "sleep-ms": {
       type: "string",

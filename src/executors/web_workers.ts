@@ -97,6 +97,8 @@ interface PoolWorker {
   >;
   /** Whether it loaded the jobs module: a failure before that is the pool's, not a job's. */
   ready: boolean;
+  /** Ends its wait for the jobs module to load ({@linkcode LOAD_WAIT_MS}); null once ready. */
+  loading: ReturnType<typeof setTimeout> | null;
   /** Of its runs, how many were aborted and have not stopped yet. */
   aborting: number;
   /** Attempts to post together at the end of this tick. */
@@ -104,6 +106,12 @@ interface PoolWorker {
   retired: boolean;
 }
 
+/**
+ * How long a Web Worker may take to load the jobs module before it counts as
+ * failed to start, in ms: a module whose top-level await never settles in a
+ * Web Worker would otherwise hold the worker back for good, claiming nothing.
+ */
+const LOAD_WAIT_MS = 20_000;
 /** The cap on a job's log without `maxLogBytes`, the worker's default. */
 const DEFAULT_MAX_LOG_BYTES = 65_536;
 /** How often the pool looks for Web Workers that ended on their own (`self.close()`). */
@@ -237,10 +245,22 @@ export class WebWorkerPool implements Executor {
       runs: new Map(),
       hooks: new Map(),
       ready: false,
+      loading: null,
       aborting: 0,
       outgoing: [],
       retired: false,
     };
+    const loading = slot.loading = setTimeout(() => {
+      this.#timers.delete(loading);
+      slot.loading = null;
+      this.#failedToStart(
+        slot,
+        `Web Worker did not load the jobs module within ${
+          LOAD_WAIT_MS / 1000
+        } s (a top-level await that never settles?)`,
+      );
+    }, LOAD_WAIT_MS);
+    this.#timers.add(loading);
     worker.onmessage = ({ data }: MessageEvent<FromWorker>) => this.#receive(slot, data);
     worker.onerror = (event) => {
       event.preventDefault(); // an error in a Web Worker must not end this process
@@ -262,6 +282,11 @@ export class WebWorkerPool implements Executor {
     switch (message.type) {
       case "ready":
         slot.ready = true;
+        if (slot.loading !== null) {
+          clearTimeout(slot.loading);
+          this.#timers.delete(slot.loading);
+          slot.loading = null;
+        }
         this.#post(slot, { type: "go" });
         if (this.#workers.every((each) => each.ready)) this.#reportReady();
         return;

@@ -336,8 +336,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 
   /**
    * Waits until the executor can call handlers at once (Web Workers load the
-   * jobs module first), or until a stop: a job claimed before would spend
-   * its lease and its timeout waiting.
+   * jobs module first), or until a stop or `maxTimeMs`: a job claimed before
+   * would spend its lease and its timeout waiting.
    */
   async #untilExecutorReady(): Promise<void> {
     const { ready } = this.#deps.executor;
@@ -347,7 +347,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       isReady = true;
       this.notify();
     });
-    while (!isReady && this.#state.phase === "running") {
+    while (!isReady && this.#state.phase === "running" && this.#withinTime()) {
       await this.#pollSleep.sleep(this.#options.pollMs);
     }
   }

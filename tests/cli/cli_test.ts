@@ -67,6 +67,10 @@ Deno.test("CLI: unknown flags and commands, bad values, missing and extra argume
     [["work", "--jobs", JOBS, "--bogus"], /unknown flag --bogus/],
     [["work", "--jobs", JOBS, "--concurrency", "0"], /--concurrency .*"0"/],
     [["work", "--jobs", JOBS, "--max-time", "soon"], /--max-time .*"soon"/],
+    [
+      ["work", "--jobs", JOBS, "--max-time", "2592000"],
+      /--max-time .*at most 2147483.647: got "2592000"/,
+    ],
     [["work", "--jobs", JOBS, "--executor", "threads"], /--executor .*"threads"/],
     [["work", "--jobs", JOBS, "--queue", "high,no way"], /--queue.*"no way"/],
     [["work", "--jobs", JOBS, "--once", "--max-jobs", "3"], /--once/],

@@ -498,3 +498,35 @@ Deno.test("Web Worker pool: a job that timed out while it waited behind a handle
     await worker.stop();
   }
 });
+
+Deno.test("Web Worker pool: a jobs module that never finishes loading in the Web Workers holds back no stop: maxTimeMs ends the worker; without it the pool gives up on them after its wait, says so, and runs the jobs in this isolate", async () => {
+  await using tmp = await tempDir();
+  const jobs = new URL("../fixtures/web_workers/hangs_in_web_workers.ts", import.meta.url).href;
+  await using queue = await Queue.open({ path: `${tmp.dir}/q.db`, jobs });
+  const errors: string[] = [];
+  queue.addEventListener("queue:error", (event) => {
+    errors.push((event as CustomEvent<QueueEventMap["queue:error"]>).detail.error.message);
+  });
+  const timed = queue.work({ executor: "workers", maxTimeMs: 1_000 });
+  const { reason } = await new Promise<QueueEventMap["worker:stop"]>((resolve) =>
+    queue.addEventListener(
+      "worker:stop",
+      (event) => resolve((event as CustomEvent<QueueEventMap["worker:stop"]>).detail),
+      { once: true },
+    )
+  );
+  assert.equal(reason, "time");
+  await timed.stop();
+  const id = await queue.dispatchByName("hangs-in-web-workers.loaded", { n: 1 });
+  await using worker = queue.work({ executor: "workers", pollMs: 20 });
+  await waitUntil(
+    "the job run once the pool gave up on its Web Workers",
+    () => worker.stats.completed === 1,
+    90_000,
+  );
+  assert.equal((await queue.result(id))?.state, "completed");
+  assert.ok(
+    errors.some((message) => /did not load the jobs module within 20 s/.test(message)),
+    errors.join("\n"),
+  );
+});
