@@ -323,6 +323,8 @@ export interface JobContext<P extends ParentJobs = NoParents> {
   /**
    * Ends this attempt without failing it once the handler returns: the job
    * comes back after `delayMs` (default 0). It still counts as an attempt.
+   * An error thrown after it keeps the release and goes into the job's log;
+   * a `PermanentError` thrown after it fails the job.
    */
   release(delayMs?: number): void;
   /**

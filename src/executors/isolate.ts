@@ -179,9 +179,19 @@ export class IsolateExecutor implements Executor {
         output = await encodeOutput(job, returned, this.#cipher);
       }
     } catch (thrown) {
-      if (releaseDelayMs !== undefined) return released(releaseDelayMs, holdsGroup);
       const error = asError(thrown);
       const permanent = error instanceof PermanentError || error instanceof PayloadIntegrityError;
+      // Thrown after ctx.release() or ctx.rateLimitGroup(): the job goes back as asked, as Laravel
+      // keeps a release that an exception follows, and the error goes into the job's log rather
+      // than nowhere; a PermanentError still fails the job, as it says.
+      if (releaseDelayMs !== undefined && !permanent) {
+        request.onLog?.({
+          level: "error",
+          message: `released, then threw: ${error.stack ?? `${error.name}: ${error.message}`}`,
+          fields: null,
+        });
+        return released(releaseDelayMs, holdsGroup);
+      }
       return { kind: "error", error, permanent };
     }
     return releaseDelayMs === undefined

@@ -271,6 +271,33 @@ storeTest(
   },
 );
 
+storeTest(
+  "an error thrown after ctx.release() keeps the release and goes into the job's log; a PermanentError after it fails the job",
+  async (db) => {
+    const job = defineJob({
+      name: "released-then-threw",
+      schema: z.object({ permanent: z.boolean() }),
+      handle({ permanent }, ctx) {
+        if (ctx.attempt > 1) return;
+        ctx.release(0);
+        if (permanent) throw new PermanentError("no point retrying");
+        throw new Error("boom after release");
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const kept = await queue.dispatch(job, { permanent: false });
+    const failed = await queue.dispatch(job, { permanent: true });
+    assert.deepEqual(await workUntilEmpty(queue), { completed: 1, failed: 1, retried: 1 });
+    assert.equal((await queue.result(kept))?.state, "completed");
+    const lines = await queue.logs(kept);
+    assert.deepEqual(lines.map((line) => [line.attempt, line.level]), [[1, "error"]]);
+    assert.match(lines[0]!.message, /^released, then threw: Error: boom after release\n/);
+    const [record] = await queue.failed();
+    assert.equal(record?.id, failed);
+    assert.match(record?.error ?? "", /PermanentError: no point retrying/);
+  },
+);
+
 storeTest("the failed hook runs once, with the payload, the error and the attempts", async (db) => {
   const calls: { payload: unknown; error: string; ctx: FailedJobContext }[] = [];
   const job = defineJob({
