@@ -481,6 +481,32 @@ storeTest.sql(
   },
 );
 
+storeTest.sql(
+  "Queue.transaction(): a tx.query() that fails ends the transaction though the callback catches it; later calls on tx reject, and it rolls back with that error",
+  async (db) => {
+    await using queue = await openQueue(db);
+    await queue.transaction((tx) => tx.query(db.pick(ORDERS_SQL)));
+    await queue.transaction((tx) => tx.query("INSERT INTO orders (id, total) VALUES (1, 1)"));
+    let later: unknown = null;
+    await assert.rejects(
+      queue.transaction(async (tx) => {
+        await tx.query("INSERT INTO orders (id, total) VALUES (1, 2)").catch(() => {});
+        later = await tx.dispatch(order, { orderId: 2 }).catch((error: Error) => error);
+        await tx.query("INSERT INTO orders (id, total) VALUES (3, 3)").catch(() => {});
+      }),
+      /UNIQUE|unique|duplicate/,
+    );
+    assert.match(
+      (later as Error | null)?.message ?? "no error",
+      /current transaction is aborted/,
+      "a dispatch after the failed statement is refused",
+    );
+    assert.deepEqual(await storedCounts(queue), {});
+    const rows = await queue.transaction((tx) => tx.query("SELECT id FROM orders ORDER BY id"));
+    assert.deepEqual(rows.map((row) => ({ ...row })), [{ id: 1 }]);
+  },
+);
+
 storeTest(
   "Queue.transaction() keeps none of the jobs tx.dispatch pushed when its callback throws, or a payload is bad",
   async (db) => {
@@ -577,8 +603,8 @@ storeTest(
         settle(() => tx.query("SELEC nonsense")),
       ]);
     });
-    if (db.kind === "postgres") {
-      // A failed statement aborts a PostgreSQL transaction: it cannot commit.
+    if (db.kind !== "redis") {
+      // A failed statement ends the transaction, caught or not: it cannot commit.
       await assert.rejects(transaction, /syntax error/);
     } else {
       await transaction;

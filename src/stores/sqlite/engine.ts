@@ -210,11 +210,16 @@ export class SqliteEngine implements Engine {
       open = true;
       // Its turn came after close() stopped waiting: refused before its callback runs.
       if (Date.now() >= this.#closeDeadline) throw new QueueClosedError("start a transaction");
+      // The first of the app's statements that failed: it ends the transaction, caught or not,
+      // as PostgreSQL ends one at its first failed statement, so that a callback that catches it
+      // commits on neither store.
+      let failed: { readonly error: unknown } | null = null;
       const check = () => {
         if (closing.signal.aborted) throw closing.signal.reason;
         if (!open) {
           throw new Error("This transaction has ended: use it only inside its callback");
         }
+        if (failed !== null) throw abortedBy(failed.error);
         this.#assertStillOpen();
       };
       const tx: EngineTransaction = {
@@ -226,16 +231,22 @@ export class SqliteEngine implements Engine {
         // deno-lint-ignore require-await
         query: async <Row>(text: string, params: readonly unknown[]) => {
           check();
-          const statement = this.#db.prepare(text);
-          // node:sqlite would read a placeholder left without a value as NULL.
-          this.#paramCounts.assert(statement, params.length);
-          return statement.all(...params.map(bind)) as unknown as Row[];
+          try {
+            const statement = this.#db.prepare(text);
+            // node:sqlite would read a placeholder left without a value as NULL.
+            this.#paramCounts.assert(statement, params.length);
+            return statement.all(...params.map(bind)) as unknown as Row[];
+          } catch (error) {
+            failed = { error };
+            throw error;
+          }
         },
       };
       const result = await untilAborted(
         this.#insideTransaction.run(ended, () => fn(tx)),
         closing.signal,
       );
+      if (failed !== null) throw (failed as { readonly error: unknown }).error;
       this.#assertStillOpen();
       this.#db.exec("COMMIT");
       open = false;
@@ -494,4 +505,16 @@ function bind(value: unknown): SQLInputValue {
   if (typeof value === "boolean") return value ? 1 : 0;
   if (Array.isArray(value)) return JSON.stringify(value);
   return value as SQLInputValue;
+}
+
+/**
+ * The error of a call on a transaction whose statement failed before
+ * (`cause`): worded as PostgreSQL words it, with what failed.
+ */
+function abortedBy(cause: unknown): Error {
+  const first = cause instanceof Error ? cause.message : String(cause);
+  return new Error(
+    `current transaction is aborted, commands ignored until end of transaction block: an earlier tx.query() failed (${first}), which ends the transaction whether or not the callback caught it`,
+    { cause },
+  );
 }
