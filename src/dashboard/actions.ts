@@ -28,7 +28,8 @@ export interface ActionResult {
  * The status of an action's JSON answer: 200 when it acted; when it did
  * not, 400 for a missing confirmation, 409 when the state of what it names
  * refuses the action (the job, batch or flow has finished, the queue or
- * group is not paused, the schedule's unique job is queued), 404 when that
+ * group is not paused, the schedule's unique job is queued, the schedule is
+ * stored but this dashboard's jobs module does not define it), 404 when that
  * is not there.
  */
 export function answerStatus(result: ActionResult): 200 | 400 | 404 | 409 {
@@ -42,6 +43,7 @@ export function answerStatus(result: ActionResult): 200 | 400 | 404 | 409 {
     case "queue-not-paused":
     case "group-gone":
     case "schedule-held":
+    case "schedule-not-defined":
       return 409;
     default:
       return 404;
@@ -121,9 +123,14 @@ async function cancelBatch(ctx: PageContext, id: number): Promise<ActionResult> 
   return { ok: false, notice: ended ? "batch-finished" : "gone", count: 0, back: "/batches" };
 }
 
+/**
+ * Puts a batch's failed jobs back: done, with a count of 0, for a batch
+ * with none (a second click, say), as retrying every failed job is; "gone"
+ * only for a batch that is not there.
+ */
 async function retryBatch(ctx: PageContext, id: number): Promise<ActionResult> {
   const count = await ctx.queue.retryBatch(id);
-  const ok = count > 0;
+  const ok = count > 0 || await ctx.queue.batchStatus(id) !== null;
   return { ok, notice: ok ? "batch-retried" : "gone", count, back: "/batches" };
 }
 
@@ -159,6 +166,12 @@ function scheduleAction(name: string | null, verb: string): Action | null {
       };
     case "run":
       return async (ctx) => {
+        if (!ctx.queue.definesSchedule(name)) {
+          // Only the jobs module builds a schedule's job: stored without it here, it cannot run.
+          const stored = (await ctx.queue.schedules()).some((each) => each.name === name);
+          const notice = stored ? "schedule-not-defined" : "schedule-gone";
+          return { ok: false, notice, count: 0, back: "/schedules" };
+        }
         // Null: the job is unique and one holds its key, so nothing was queued.
         const id = await ctx.queue.triggerSchedule(name);
         return id === null

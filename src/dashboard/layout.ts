@@ -39,13 +39,18 @@ const NOTICES: Record<string, (count: number) => string> = {
   cancelled: () => "Cancelled the batch: its jobs that had not started are skipped.",
   "flow-cancelled": () =>
     "Cancelled the flow: its waiting nodes never run, queued ones are cancelled, running ones asked to stop.",
-  "batch-retried": (n) => `Put the batch's ${n} failed ${n === 1 ? "job" : "jobs"} back.`,
+  "batch-retried": (n) =>
+    n === 0
+      ? "Nothing changed: the batch has no failed job to put back."
+      : `Put the batch's ${n} failed ${n === 1 ? "job" : "jobs"} back.`,
   "flush-unconfirmed": () => "Nothing deleted: tick the box to confirm the flush.",
   "schedule-paused": () => "Paused the schedule: no slot fires until it is resumed.",
   "schedule-resumed": () => "Resumed the schedule: the slots it missed fire by its missed policy.",
   "schedule-run": () => "Queued one job of the schedule.",
   "schedule-gone": () => "Nothing changed: no schedule of that name is stored.",
   "schedule-held": () => "Nothing queued: the schedule's job is unique and one is already queued.",
+  "schedule-not-defined": () =>
+    "Nothing queued: the dashboard's jobs module does not define that schedule (start the dashboard with --jobs).",
   "job-cancelled": () => "Cancelled the job: it had not started, and is kept as cancelled.",
   "job-cancelling": () =>
     "The job is running: its worker was asked to stop it, and does within about a second.",
@@ -117,6 +122,7 @@ function notice(params: URLSearchParams): Html | null {
   if (tell === undefined) return null;
   const bad = code === "gone" || code === "flush-unconfirmed" || code === "job-finished" ||
     code === "batch-finished" || code === "flow-finished" || code === "schedule-gone" ||
+    code === "schedule-not-defined" ||
     code === "schedule-held" || code === "group-gone" ||
     code === "queue-not-paused";
   return html`<p class="notice${bad ? " bad" : ""}" role="status">${tell(readCount(params))}</p>`;

@@ -481,6 +481,24 @@ Deno.test("dashboard: the batches page shows progress and status; cancel and ret
   assert.equal(retried.headers.get("location"), "/batches?notice=batch-retried&count=1");
   const status = (await queue.batchStatus(done))!;
   assert.deepEqual([status.failed, status.pending, status.finished], [0, 1, false]);
+  const twice = await postForm(handler, `/batches/${done}/retry`, session, {
+    headers: { accept: "application/json" },
+  });
+  assert.equal(twice.status, 200, "a batch with no failed job left: done, nothing to do");
+  assert.deepEqual(await twice.json(), {
+    ok: true,
+    notice: "batch-retried",
+    count: 0,
+    back: "/batches",
+  });
+  assert.match(
+    squash(await page(handler, "/batches?notice=batch-retried&count=0")),
+    /Nothing changed: the batch has no failed job to put back./,
+  );
+  const missing = await postForm(handler, `/batches/424242/retry`, session, {
+    headers: { accept: "application/json" },
+  });
+  assert.equal(missing.status, 404);
 });
 
 Deno.test("dashboard: the flows page lists flows with their node counts; a flow's page shows each node, its job and its edges, escaped; cancel acts on a running flow", async () => {

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { defineJob, defineSchedule, Queue } from "../../mod.ts";
 import { dashboard } from "../../src/dashboard.ts";
-import { ManualClock } from "../_helpers.ts";
+import { ManualClock, tempDir } from "../_helpers.ts";
 import { fetchFrom, openSession, postForm } from "../_dashboard.ts";
 
 const NAME = `<script>alert("schedule")</script>/x`;
@@ -99,4 +99,22 @@ Deno.test("Run now of a schedule whose unique job is already queued tells that n
     back: "/schedules",
   });
   assert.equal((await queue.jobs()).total, 1, "still one job");
+});
+
+Deno.test("Run now of a schedule not stored answers 404 (schedule-gone); of one stored that the dashboard's jobs module does not define, 409", async () => {
+  await using tmp = await tempDir();
+  {
+    await using _ = await Queue.open({ path: tmp.dbPath, jobs: [single, hourly] });
+  }
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [] });
+  const handler = dashboard(queue);
+  const session = await openSession(handler, "/schedules");
+  const json = { headers: { accept: "application/json" } };
+  const missing = await postForm(handler, "/schedules/nope/run", session, json);
+  assert.equal(missing.status, 404);
+  assert.equal((await missing.json()).notice, "schedule-gone");
+  const undefinedHere = await postForm(handler, "/schedules/hourly/run", session, json);
+  assert.equal(undefinedHere.status, 409);
+  assert.equal((await undefinedHere.json()).notice, "schedule-not-defined");
+  assert.equal((await queue.jobs()).total, 0);
 });
