@@ -84,7 +84,7 @@ Deno.test("a --db file that is not a SQLite database is named in the error of mi
     assert.match(
       result.stderr,
       new RegExp(
-        `Cannot open ${garbage}: it is not a SQLite database \\(SQLite: file is not a database\\)`,
+        `Cannot open the queue database ${garbage}: it is not a SQLite database \\(SQLite: file is not a database\\)`,
       ),
       command.join(" "),
     );
@@ -94,6 +94,30 @@ Deno.test("a --db file that is not a SQLite database is named in the error of mi
     "not a database, only some notes\n".repeat(100),
     "the file is as it was",
   );
+});
+
+Deno.test("a damaged SQLite file (cut short) is named in the error, which says to restore it from a backup", async () => {
+  await using tmp = await tempDir();
+  const path = join(tmp.dir, "cut.db");
+  const note = defineJob({ name: "note", schema: z.object({ text: z.string() }), handle() {} });
+  {
+    await using queue = await Queue.open({ path, jobs: [note] });
+    await queue.dispatchMany(
+      note,
+      Array.from({ length: 2_000 }, (_, i) => ({ text: `${"x".repeat(200)}${i}` })),
+    );
+  }
+  await Deno.truncate(path, Math.floor((await Deno.stat(path)).size / 3));
+  for (const command of [["stats"], ["migrate"]]) {
+    const result = await runCli([...command, "--db", path]);
+    assert.equal(result.code, 1, `${command.join(" ")}: ${result.stdout}`);
+    assert.match(
+      result.stderr,
+      new RegExp(
+        `Cannot open the queue database ${path}: the file is damaged: restore it from a backup .*\\(SQLite: database disk image is malformed\\)`,
+      ),
+    );
+  }
 });
 
 Deno.test("admin commands refuse a SQLite file that does not exist, creating nothing; migrate creates it", async () => {

@@ -28,7 +28,12 @@ export async function openConnection(
   if (path !== ":memory:" && !path.startsWith("file:")) {
     await Deno.mkdir(dirname(path), { recursive: true });
   }
-  const db = new DatabaseSync(path, { timeout: Math.min(STEP_WAIT_MS, busyTimeoutMs) });
+  let db: DatabaseSync;
+  try {
+    db = new DatabaseSync(path, { timeout: Math.min(STEP_WAIT_MS, busyTimeoutMs) });
+  } catch (error) {
+    throw explainOpenError(error, path);
+  }
   try {
     await retryWhileBusy(() => db.exec("PRAGMA journal_mode = WAL"), busyTimeoutMs);
     db.exec(`PRAGMA synchronous = ${durability === "full" ? "FULL" : "NORMAL"}`);

@@ -98,7 +98,12 @@ export class SqliteStore extends SqlStore {
    * too).
    */
   static holdsQueue(path: string): boolean {
-    const db = new DatabaseSync(path, { timeout: 5_000 });
+    let db: DatabaseSync;
+    try {
+      db = new DatabaseSync(path, { timeout: 5_000 });
+    } catch (error) {
+      throw explainOpenError(error, path);
+    }
     try {
       const table = db.prepare(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'queue_migrations'",
