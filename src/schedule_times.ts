@@ -37,7 +37,7 @@ export interface ScheduleTimes {
  */
 export function scheduleTimes(rule: SlotRule): ScheduleTimes {
   if ("everyMs" in rule) return intervalTimes(rule.everyMs);
-  const fields = rule.cron.trim().split(/\s+/);
+  const fields = rule.cron.trim() === "" ? [] : rule.cron.trim().split(/\s+/);
   if (fields.length !== 5 && fields.length !== 6) {
     throw new TypeError(
       `cron must have 5 fields (minute hour day month weekday) or 6 (seconds first): got ${fields.length} in ${
@@ -54,7 +54,9 @@ export function scheduleTimes(rule: SlotRule): ScheduleTimes {
     const message = (error as Error).message.replace(/^Cron\w*: /, "");
     const what = /time ?zone/i.test(message)
       ? `timezone ${JSON.stringify(rule.timezone)} is not an IANA time zone`
-      : `cron ${JSON.stringify(rule.cron)} does not parse: ${message}`;
+      : `cron ${JSON.stringify(rule.cron)} does not parse: ${
+        outOfRange(message, fields) ?? message
+      }`;
     throw new TypeError(what, { cause: error });
   }
   // Dates repeat every 400 years (the Gregorian cycle): a cron with no slot after the epoch has none.
@@ -76,6 +78,37 @@ export function scheduleTimes(rule: SlotRule): ScheduleTimes {
     },
   };
 }
+
+/** Each field of a cron expression as croner names it in its errors, with its name and range for a reader. */
+const CRON_FIELDS: Readonly<Record<string, { readonly name: string; readonly range: string }>> = {
+  second: { name: "second", range: "0 to 59" },
+  minute: { name: "minute", range: "0 to 59" },
+  hour: { name: "hour", range: "0 to 23" },
+  day: { name: "day of the month", range: "1 to 31" },
+  month: { name: "month", range: "1 to 12 or JAN to DEC" },
+  dayOfWeek: { name: "weekday", range: "0 to 7 (0 and 7 are Sunday) or SUN to SAT" },
+};
+
+/**
+ * Croner's "Invalid value for <field>: <n>" as the field's name, the text
+ * the expression gives it and its range: croner's number is its own
+ * reading, one less than what was written for the day of the month and the
+ * month. Null for any other message.
+ */
+function outOfRange(message: string, fields: readonly string[]): string | null {
+  const field = /^Invalid value for (\w+):/.exec(message)?.[1];
+  const known = field === undefined ? undefined : CRON_FIELDS[field];
+  if (known === undefined) return null;
+  const order = fields.length === 6 ? ["second", ...FIVE_FIELDS] : FIVE_FIELDS;
+  const given = fields[order.indexOf(field!)];
+  const note = fields.length === 6 && field === "dayOfWeek"
+    ? " (6 fields are read with seconds first)"
+    : "";
+  return `its ${known.name} field ${JSON.stringify(given)} is out of range: ${known.range}${note}`;
+}
+
+/** The fields of a 5-field cron expression, in order, as croner names them. */
+const FIVE_FIELDS = ["minute", "hour", "day", "month", "dayOfWeek"];
 
 function intervalTimes(everyMs: number): ScheduleTimes {
   return {

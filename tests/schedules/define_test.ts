@@ -15,6 +15,14 @@ Deno.test("defineSchedule refuses wrong settings, a misspelt one by name, with a
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ cron: "61 * * * *" }, /Schedule "s": cron "61 \* \* \* \*" does not parse: .*minute/],
     [{ cron: "* * * *" }, /Schedule "s": cron must have 5 fields .* got 4/],
+    [{ cron: "   " }, /Schedule "s": cron must have 5 fields .* got 0/],
+    // croner reads the day of the month and the month one less than written: told as written.
+    [{ cron: "0 0 32 * *" }, /its day of the month field "32" is out of range: 1 to 31$/],
+    [{ cron: "0 0 * 0 *" }, /its month field "0" is out of range: 1 to 12/],
+    [
+      { cron: "0 0 1 1 * 2030" },
+      /its weekday field "2030" is out of range: .*\(6 fields are read with seconds first\)$/,
+    ],
     [{ cron: "0 0 0 * * * 2030" }, /got 7/],
     [
       { cron: "* * * * *", timezone: "Mars/Olympus" },
