@@ -68,7 +68,10 @@ export interface JobEventDetail {
 
 /** Every event name with the `detail` its `CustomEvent` carries. */
 export interface QueueEventMap {
-  /** A job was stored. `attempt` is 0. */
+  /**
+   * This process stored a job it dispatched (not one a store made on its
+   * own: a chain link, a callback, a retry, a schedule slot). `attempt` is 0.
+   */
   "job:queued": JobEventDetail & {
     /** When it is due, in ms since the epoch. */ readonly availableAt: number;
   };
