@@ -15,12 +15,13 @@ import type { Migration } from "../../migrations/migration.ts";
 import { migrations as sqliteSteps } from "../../migrations/sqlite/mod.ts";
 import { migrations as postgresSteps } from "../../migrations/postgres/mod.ts";
 import { Queue } from "../../mod.ts";
-import { OutdatedCodeError } from "../../src/errors.ts";
+import { OutdatedCodeError, QueueMovedError } from "../../src/errors.ts";
 import { SqliteStore } from "../../src/stores/sqlite/mod.ts";
 import { PostgresStore } from "../../src/stores/postgres/mod.ts";
 import type { MigrateOptions, Store, WorkerHeartbeat } from "../../src/stores/store.ts";
 import { LIVE_WORKER_WINDOW_MS } from "../../src/stores/schema_steps.ts";
 import { tempDir } from "../_helpers.ts";
+import { newJob } from "./contract/fixtures.ts";
 import { freshSchema, postgresTestUrl } from "../_postgres.ts";
 
 /** A contract step no release ships: a table of its own, so that applying it shows. */
@@ -128,6 +129,33 @@ for (const engine of ENGINES) {
           await recorded(store),
           steps.map((step) => ({ version: step.version, kind: step.kind })),
         );
+      }),
+  });
+
+  Deno.test({
+    name:
+      `${engine.name}: a store fenced by a move takes a step that writes the rows of a fenced table, in the transaction that lifts the fence and sets it again: it opens, reads, still refuses writes, and move --abort lifts the fence`,
+    ignore: engine.ignore,
+    fn: () =>
+      engine.fresh(async (open) => {
+        {
+          await using old = await open([]);
+          await old.insertJobs([newJob()]);
+          await old.fenceForMove("postgres://elsewhere/app", Date.now());
+        }
+        // A later release's step that rewrites rows, as step 25 rewrote job_groups and jobs.
+        const rewrite: Migration = {
+          version: 9005,
+          kind: "expand",
+          sql: "UPDATE jobs SET priority = priority",
+        };
+        await using store = await open([rewrite]);
+        assert.equal((await recorded(store)).at(-1)?.version, 9005);
+        const [counted] = await store.counts(Date.now());
+        assert.equal(counted?.pending, 1, "reads go on");
+        await assert.rejects(store.insertJobs([newJob()]), QueueMovedError);
+        assert.equal(await store.liftMoveFence(), true);
+        await store.insertJobs([newJob()]);
       }),
   });
 

@@ -23,7 +23,7 @@ import { guardStrayWrites } from "./crash_guard.ts";
 import { isConnectionLost } from "../store_outage.ts";
 import { CLOSE_WAITS_MS, closedUnderTransaction } from "../close_wait.ts";
 import type { BackupResult } from "../store.ts";
-import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
+import type { AroundSteps, Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
 import { kindUpdates, type MigrationQuery, readPlan } from "../sql/engine.ts";
 import {
   blockedStep,
@@ -249,15 +249,17 @@ export class PostgresEngine implements Engine {
     migrations: readonly Migration[],
     options: MigrateOptions,
     apply: boolean,
+    around?: AroundSteps,
   ): Promise<MigrationPlan> {
     this.#assertUsable();
-    return await this.#connected(() => this.#migrate(migrations, options, apply));
+    return await this.#connected(() => this.#migrate(migrations, options, apply, around));
   }
 
   async #migrate(
     migrations: readonly Migration[],
     options: MigrateOptions,
     apply: boolean,
+    around: AroundSteps | undefined,
   ): Promise<MigrationPlan> {
     return await this.#begin(async (tx) => {
       const all = async ({ text, params }: MigrationQuery) =>
@@ -283,6 +285,10 @@ export class PostgresEngine implements Engine {
       await tx.unsafe(STEPS_RECORD);
       const plan = await read();
       if (blockedStep(plan, options) !== undefined) return plan;
+      const framed = plan.steps.length > 0 ? around : undefined;
+      const write = (script: Script<unknown>) =>
+        runAsync(script, (step) => execute(tx, step, true), () => {});
+      if (framed) await write(framed.before(plan.databaseStep));
       for (const step of plan.steps) {
         const migration = migrations.find(({ version }) => version === step.version)!;
         await tx.unsafe(migration.sql);
@@ -291,6 +297,7 @@ export class PostgresEngine implements Engine {
           Date.now(),
         ]);
       }
+      if (framed) await write(framed.after());
       for (const update of kindUpdates(migrations, plan)) await all(update);
       return plan;
     });

@@ -69,7 +69,8 @@ export interface Engine {
   transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T>;
   /**
    * Applies the steps the database lacks, safe from several processes at
-   * once, and resolves with the plan: the steps it applied, or, while live
+   * once, with `around`'s writes before and after them in their transaction
+   * (only when a step is applied), and resolves with the plan: the steps it applied, or, while live
    * older workers block a contract step and `options.force` is not set, the
    * steps it did not apply (none is, then; see `../schema_steps.ts`). With
    * `apply` false, writes nothing and resolves with what it would do.
@@ -78,6 +79,7 @@ export interface Engine {
     migrations: readonly Migration[],
     options: MigrateOptions,
     apply: boolean,
+    around?: AroundSteps,
   ): Promise<MigrationPlan>;
   /** Calls `listener` soon after another connection may have added or freed jobs; best effort. */
   watch(listener: () => void): Disposable;
@@ -110,6 +112,19 @@ export interface MigrationQuery {
 
 /** A plan being read: yields statements, receives each one's rows. */
 export type PlanReading = Generator<MigrationQuery, MigrationPlan, Record<string, unknown>[]>;
+
+/**
+ * The store's own writes a migration makes in its transaction around the
+ * steps it applies, only when it applies one: a moved store's fence is
+ * lifted before them (its triggers would refuse a step's writes) and set
+ * again after them, so no other write ever finds the store unfenced.
+ */
+export interface AroundSteps {
+  /** Before the first step, on a database at `databaseStep`. */
+  before(databaseStep: number): Script<unknown>;
+  /** After the last step. */
+  after(): Script<unknown>;
+}
 
 /**
  * Reads what migrating the database would do: the steps it has (with their

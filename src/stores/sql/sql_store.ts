@@ -115,15 +115,27 @@ export class SqlStore implements Store, MoveStore {
 
   /** See {@linkcode Store.migrate}; a moved store's fence outlives every step applied. */
   async migrate(options: MigrateOptions = {}): Promise<MigrationPlan> {
+    // Only code that has the fence's table (a test may open with fewer steps than this release).
+    const knowsFences = this.#migrations.some(({ version }) => version === transfer.FENCE_STEP);
+    const dialect = this.#dialect;
     const plan = await migrateWaiting(
-      () => this.#engine.migrate(this.#migrations, options, true),
+      () =>
+        this.#engine.migrate(
+          this.#migrations,
+          options,
+          true,
+          knowsFences
+            ? {
+              before: (databaseStep) => transfer.fenceOffForSteps(dialect, databaseStep),
+              after: () => transfer.keepFence(dialect),
+            }
+            : undefined,
+        ),
       options,
       "schema step",
     );
-    // On every open, not only after a step: a crash between a step's commit and this write would
-    // otherwise leave a rebuilt table unfenced for good. Only code that has the fence's table (a
-    // test may open with fewer steps than this release).
-    const knowsFences = this.#migrations.some(({ version }) => version === transfer.FENCE_STEP);
+    // On every open, not only after a step: a store an older release migrated may have lost its
+    // fence's triggers with a table a step built anew.
     if (knowsFences && (await this.moveFence()) !== null) {
       await this.#write(() => transfer.keepFence(this.#dialect));
     }

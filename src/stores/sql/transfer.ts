@@ -338,6 +338,17 @@ export function* keepFence(dialect: Dialect): Script<void> {
   if ((yield* moveFence()) !== null) yield* dialect.fenceWrites(true);
 }
 
+/**
+ * Drops the fence's triggers, its record kept, when a store at schema step
+ * `databaseStep` carries a fence: for a migration's steps, whose writes they
+ * would refuse; {@linkcode keepFence} sets them again in the same transaction.
+ */
+export function* fenceOffForSteps(dialect: Dialect, databaseStep: number): Script<void> {
+  if (databaseStep >= FENCE_STEP && (yield* moveFence()) !== null) {
+    yield* dialect.fenceWrites(false);
+  }
+}
+
 /** Drops the triggers and the fence; whether there was one. */
 export function* liftFence(dialect: Dialect): Script<boolean> {
   const there = (yield* moveFence()) !== null;

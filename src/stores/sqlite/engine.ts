@@ -32,7 +32,7 @@ import { type Durability, isBusy, retryWhileBusy } from "./connection.ts";
 import { explainWriteError } from "./file_errors.ts";
 import { ParamCounts } from "./positional_params.ts";
 import { IdleCheckpoint } from "./wal_checkpoint.ts";
-import type { Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
+import type { AroundSteps, Engine, EngineTransaction, RunMode } from "../sql/engine.ts";
 import { kindUpdates, type MigrationQuery, readPlan } from "../sql/engine.ts";
 import {
   blockedStep,
@@ -272,6 +272,7 @@ export class SqliteEngine implements Engine {
     migrations: readonly Migration[],
     options: MigrateOptions,
     apply: boolean,
+    around?: AroundSteps,
   ): Promise<MigrationPlan> {
     const all = ({ text, params }: MigrationQuery) =>
       this.#db.prepare(text.replace(/\$(\d+)/g, "?$1")).all(
@@ -296,12 +297,15 @@ export class SqliteEngine implements Engine {
         this.#db.exec(STEPS_RECORD);
         const plan = read();
         if (blockedStep(plan, options) !== undefined) return plan;
+        const framed = plan.steps.length > 0 ? around : undefined;
+        if (framed) runSync(framed.before(plan.databaseStep), this.#step, sendsNoWakeUp);
         for (const step of plan.steps) {
           const migration = migrations.find(({ version }) => version === step.version)!;
           this.#db.exec(migration.sql);
           this.#db.prepare("INSERT INTO queue_migrations (version, applied_at) VALUES (?, ?)")
             .run(migration.version, Date.now());
         }
+        if (framed) runSync(framed.after(), this.#step, sendsNoWakeUp);
         for (const update of kindUpdates(migrations, plan)) all(update);
         return plan;
       })
