@@ -167,7 +167,8 @@ export class PostgresEngine implements Engine {
    * the script made no change, and the other side of the cycle goes on, so
    * the next try meets its locks released. Two scripts that lock a job's
    * row and a flow's or a group's in different orders (an admin cancel or
-   * clear beside a worker's settle) cannot always be ordered alike.
+   * clear beside a worker's settle) cannot always be ordered alike; nor can
+   * a migration's steps beside the claims of a worker of older code.
    */
   async #retriedOnDeadlock<T>(mode: RunMode, attempt: () => Promise<T>): Promise<T> {
     for (let tries = 1;; tries++) {
@@ -252,7 +253,12 @@ export class PostgresEngine implements Engine {
     around?: AroundSteps,
   ): Promise<MigrationPlan> {
     this.#assertUsable();
-    return await this.#connected(() => this.#migrate(migrations, options, apply, around));
+    // A step's ALTER TABLE locks its tables in its own order, which a worker of older code running
+    // beside it (docs/upgrading.md) may meet the other way round: the whole migration rolled back.
+    return await this.#retriedOnDeadlock(
+      "write",
+      () => this.#connected(() => this.#migrate(migrations, options, apply, around)),
+    );
   }
 
   async #migrate(

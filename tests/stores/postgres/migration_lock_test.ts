@@ -10,7 +10,9 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { PostgresStore } from "../../../src/stores/postgres/mod.ts";
 import { freshSchema, postgresTestUrl } from "../../_postgres.ts";
-import { within } from "../../_helpers.ts";
+import { waitUntil, within } from "../../_helpers.ts";
+import type { Migration } from "../../../migrations/migration.ts";
+import { migrations } from "../../../migrations/postgres/mod.ts";
 
 const url = postgresTestUrl();
 /** The database's migration lock (src/stores/postgres/engine.ts). */
@@ -70,5 +72,56 @@ Deno.test({
     });
     await within(migration!, 60_000, "the migration after the older code's lock was let go");
     assert.equal(migrated, true);
+  },
+});
+
+Deno.test({
+  name:
+    "PostgreSQL: a migration that PostgreSQL rolls back to break a deadlock with a worker of older code (its steps lock two tables one way, the worker's reads the other) is run again and applies",
+  ignore: url === null,
+  async fn() {
+    const schema = freshSchema();
+    await (await PostgresStore.open(url!, { schema })).close();
+    // A later release's step that alters two tables one after the other, as step 25 did.
+    const step: Migration = {
+      version: 9006,
+      kind: "expand",
+      sql: `ALTER TABLE jobs ADD COLUMN deadlock_a integer;
+        ALTER TABLE job_groups ADD COLUMN deadlock_b integer`,
+    };
+    const sql = postgres(url!, { max: 2, onnotice: () => {}, connection: { search_path: schema } });
+    let opening: Promise<PostgresStore> | null = null;
+    try {
+      const victim = await sql.begin(async (worker) => {
+        // The older worker reads job_groups, then jobs; the migration takes jobs, then waits for
+        // job_groups; the worker's read of jobs closes the cycle, and PostgreSQL rolls back the
+        // side that has waited longer: the migration.
+        await worker.unsafe("SELECT count(*) FROM job_groups");
+        opening = PostgresStore.openWithSteps(url!, { schema }, [...migrations, step]);
+        opening.catch(() => {});
+        await waitUntil(async () => {
+          const [row] = await sql.unsafe(
+            `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+            WHERE NOT l.granted AND c.relname = 'job_groups'`,
+          );
+          return (row?.n ?? 0) > 0;
+        }, { what: "the migration waiting for job_groups", timeoutMs: 30_000 });
+        await worker.unsafe("SELECT count(*) FROM jobs");
+        return "the migration";
+      }).catch((error: Error) => `the worker (${error.message})`);
+      console.log(`PostgreSQL rolled back ${victim} to break the deadlock`);
+      const store = await within(opening!, 60_000, "the migration run again");
+      const rows = await store.transaction((tx) =>
+        tx.query<{ version: number }>(
+          "SELECT version FROM queue_migrations WHERE version = 9006",
+          [],
+        )
+      );
+      await store.close();
+      assert.equal(rows.length, 1, "the step was applied");
+    } finally {
+      await sql.end();
+      await openAndDrop(schema);
+    }
   },
 });
