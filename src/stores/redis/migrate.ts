@@ -75,8 +75,10 @@ return cjson.encode({tonumber(redis.call('HGET', meta, 'layout') or '0'),
 );
 
 /**
- * Input: `epoch` (a fresh one, kept only when the store has none). Reply:
- * the store's epoch. Refuses a store past a contract layout newer than this
+ * Input: `fresh` (an epoch, kept only when the store has none). Reply:
+ * `{epoch, from}`, the store's epoch and the layout it had before this call
+ * (of several processes migrating at once, the one that moved it on is the
+ * one that applied the layouts). Refuses a store past a contract layout newer than this
  * code; keeps a newer layout as it is. Unfenced: a moved store still opens,
  * for its reads and to lift the fence of a move given up.
  */
@@ -94,7 +96,7 @@ end
 redis.call('HSETNX', meta, 'epoch', INPUT.fresh)
 if layout < ${LAYOUT_VERSION} then redis.call('HSET', meta, 'layout', ${LAYOUT_VERSION}) end
 if contract < ${CONTRACT_LAYOUT} then redis.call('HSET', meta, 'contract_layout', ${CONTRACT_LAYOUT}) end
-return cjson.encode(redis.call('HGET', meta, 'epoch'))
+return cjson.encode({epoch = redis.call('HGET', meta, 'epoch'), from = layout})
 `,
 );
 
@@ -265,7 +267,9 @@ export async function layoutPlan(redis: RedisConnection): Promise<MigrationPlan>
 /**
  * Checks the server, applies the layouts the store lacks (a contract one
  * only once no older worker is seen, unless `options.force`) and takes the
- * store's epoch (see the module's doc); resolves with the plan it carried out.
+ * store's epoch (see the module's doc); resolves with the plan it carried
+ * out: the layouts it moved the store on to, none when another process
+ * migrating at once did first.
  */
 export async function migrate(
   redis: RedisConnection,
@@ -302,10 +306,11 @@ export async function migrate(
   const plan = await migrateWaiting(() => layoutPlan(redis), options, "key layout");
   await convertHistory(redis);
   await convertQueueKeys(redis);
-  const epoch = await redis.call<string>(TAKE_EPOCH, {
+  const { epoch, from } = await redis.call<{ epoch: string; from: number }>(TAKE_EPOCH, {
     now: Date.now(),
     fresh: crypto.randomUUID(),
   });
   redis.epoch = epoch;
-  return plan;
+  // The layouts another process applied first are not this one's to report.
+  return { ...plan, steps: plan.steps.filter((step) => step.version > from) };
 }

@@ -343,3 +343,24 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "RedisStore: of three processes migrating a new store at once, each layout is reported applied by one only",
+  ignore: url === null,
+  async fn() {
+    const prefix = freshPrefix();
+    const stores = await Promise.all(
+      [1, 2, 3].map(() => RedisStore.open(url!, { prefix, migrate: false })),
+    );
+    try {
+      const plans = await Promise.all(stores.map((store) => store.migrate()));
+      const reported = plans.flatMap((plan) => plan.steps.map((step) => step.version)).sort();
+      assert.deepEqual(reported, Array.from({ length: LAYOUT_VERSION }, (_, i) => i + 1));
+      assert.equal(await hashField(url!, `{${prefix}}:meta`, "layout"), String(LAYOUT_VERSION));
+    } finally {
+      await Promise.all(stores.map((store) => store.close()));
+      await deletePrefix(url!, prefix);
+    }
+  },
+});
