@@ -11,7 +11,11 @@ export interface WorkerStats {
   readonly completed: number;
   /** Jobs that failed for good. */
   readonly failed: number;
-  /** Attempts that ended in a retry or a release. */
+  /**
+   * Attempts that ended in a retry or a release, or were cut short and put
+   * back with their attempt given back (a stop's grace ran out, their Web
+   * Worker was terminated for another job): each sent `job:retry`.
+   */
   readonly retried: number;
 }
 

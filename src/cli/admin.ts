@@ -180,6 +180,17 @@ function readIdText(args: ParsedArgs, text: string, noun: string): number {
   return id;
 }
 
+/** Whether job `id` is there: waiting, running, failed, or finished and kept. */
+export async function jobKnown(queue: Queue, id: number): Promise<boolean> {
+  // A job whose output cannot be opened here (encrypted, no key) is known all the same.
+  return await queue.result(id).then((result) => result !== null, () => true);
+}
+
+/** What a command says of a job id that {@linkcode jobKnown} does not know. */
+export function noSuchJob(id: number): string {
+  return `no job ${id} (it never was, or it ended and its history is no longer kept)`;
+}
+
 /** `count` and `noun`, in its plural form (`nouns` by default) unless the count is 1. */
 export function plural(count: number, noun: string, nouns = `${noun}s`): string {
   return `${count} ${count === 1 ? noun : nouns}`;

@@ -22,7 +22,8 @@ import { MAX_PAUSE_MS } from "../admin/job_control.ts";
 import { groupTarget } from "../dispatch/group_key.ts";
 import { openAdminQueue, readIds } from "./admin.ts";
 import type { Command } from "./command.ts";
-import { firstLine, formatTable, shortName, tableTime } from "./table.ts";
+import { firstLine, formatTable, printable, shortName, tableTime } from "./table.ts";
+import type { Queue } from "../queue.ts";
 
 /** The units `--for` takes: `500ms`, `30s`, `10m`, `2h`, `1d`. */
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -221,12 +222,14 @@ const pauseGroup: Command = {
       ...(forMs !== undefined && { forMs }),
       ...(until !== undefined && { until }),
     });
-    const end = forText !== undefined
-      ? ` for ${forText}`
-      : until !== undefined
-      ? ` until ${until.toISOString()}`
-      : "";
-    console.log(`Paused group ${JSON.stringify(key)} of ${name}${end}`);
+    // A pause in force is never shortened: say the end the group has now, not the one asked for.
+    const end = await groupPauseEnd(queue, name, key);
+    const told = end === undefined
+      ? ", a hold that has already ended"
+      : end === null
+      ? " until resumed"
+      : ` until ${end.toISOString()}`;
+    console.log(`Paused group ${JSON.stringify(key)} of ${printable(name)}${told}`);
     return 0;
   },
 };
@@ -242,10 +245,12 @@ const resumeGroup: Command = {
     const [name, key] = readGroupOperands(args);
     await using queue = await openAdminQueue(args);
     if (!await queue.resumeGroup(name, key)) {
-      console.error(`queue resume-group: group ${JSON.stringify(key)} of ${name} is not paused`);
+      console.error(
+        `queue resume-group: group ${JSON.stringify(key)} of ${printable(name)} is not paused`,
+      );
       return 1;
     }
-    console.log(`Resumed group ${JSON.stringify(key)} of ${name}`);
+    console.log(`Resumed group ${JSON.stringify(key)} of ${printable(name)}`);
     return 0;
   },
 };
@@ -294,3 +299,21 @@ export const JOB_CONTROL_COMMANDS: readonly Command[] = [
   resumeGroup,
   pausedGroups,
 ];
+
+/**
+ * When group `key` of job `name` resumes on its own: null for a pause until
+ * resumed, undefined when it is not paused (a hold that has ended).
+ */
+async function groupPauseEnd(
+  queue: Queue,
+  name: string,
+  key: string,
+): Promise<Date | null | undefined> {
+  const PAGE = 1000;
+  for (let offset = 0;; offset += PAGE) {
+    const page = await queue.pausedGroups({ limit: PAGE, offset });
+    const found = page.find((group) => group.name === name && group.key === key);
+    if (found !== undefined) return found.until;
+    if (page.length < PAGE) return undefined;
+  }
+}

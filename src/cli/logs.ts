@@ -6,7 +6,7 @@
  * @module
  * @internal
  */
-import { openAdminQueue, readIds } from "./admin.ts";
+import { jobKnown, noSuchJob, openAdminQueue, readIds } from "./admin.ts";
 import { expectPositionals, readSwitch } from "./args.ts";
 import { type Command, EXIT } from "./command.ts";
 import { printable } from "./table.ts";
@@ -27,6 +27,10 @@ export const logsCommand: Command = {
     const json = readSwitch(args, "json");
     await using queue = await openAdminQueue(args, { keys: true });
     const lines = await queue.logs(id!);
+    if (lines.length === 0 && !await jobKnown(queue, id!)) {
+      console.error(`queue logs: ${noSuchJob(id!)}`);
+      return EXIT.failure;
+    }
     if (json) {
       console.log(JSON.stringify(lines, null, 2));
     } else if (lines.length === 0) {

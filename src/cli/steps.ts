@@ -10,7 +10,7 @@
 import { assertStepName, signalPayloadJson, stepStateText } from "../admin/steps.ts";
 import type { JobStep, SignalOutcome } from "../steps.ts";
 import { expectPositionals, type ParsedArgs, readSwitch, UsageError } from "./args.ts";
-import { openAdminQueue, readId } from "./admin.ts";
+import { jobKnown, noSuchJob, openAdminQueue, readId } from "./admin.ts";
 import { type Command, EXIT } from "./command.ts";
 import { firstLine, formatTable, printable, shortName, tableTime } from "./table.ts";
 
@@ -48,6 +48,10 @@ const steps: Command = {
     const json = readSwitch(args, "json");
     await using queue = await openAdminQueue(args);
     const list = await queue.steps(id);
+    if (list.length === 0 && !await jobKnown(queue, id)) {
+      console.error(`queue steps: ${noSuchJob(id)}`);
+      return EXIT.failure;
+    }
     if (json) {
       console.log(JSON.stringify(list, null, 2));
     } else if (list.length === 0) {

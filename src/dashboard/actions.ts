@@ -66,7 +66,7 @@ export function findAction(segments: readonly string[]): Action | null {
     return null;
   }
   if (section === "schedules" && second !== undefined && verb !== undefined) {
-    return scheduleAction(decodeSegment(second), verb);
+    return scheduleAction(second, verb);
   }
   if (section === "queues" && second !== undefined && verb === "pause") {
     return (ctx) => pauseQueue(ctx, second);
@@ -152,12 +152,12 @@ function decodeSegment(segment: string): string | null {
   }
 }
 
-function scheduleAction(name: string | null, verb: string): Action | null {
-  if (name === null) return null;
+function scheduleAction(segment: string, verb: string): Action | null {
   switch (verb) {
     case "pause":
     case "resume":
       return async (ctx) => {
+        const name = pathName(segment, "schedule");
         const ok = verb === "pause"
           ? await ctx.queue.pauseSchedule(name)
           : await ctx.queue.resumeSchedule(name);
@@ -166,6 +166,7 @@ function scheduleAction(name: string | null, verb: string): Action | null {
       };
     case "run":
       return async (ctx) => {
+        const name = pathName(segment, "schedule");
         if (!ctx.queue.definesSchedule(name)) {
           // Only the jobs module builds a schedule's job: stored without it here, it cannot run.
           const stored = (await ctx.queue.schedules()).some((each) => each.name === name);
@@ -192,12 +193,12 @@ async function cancelJob(ctx: PageContext, id: number): Promise<ActionResult> {
 
 /** `queue` is a path segment: the queue checks its name (a bad one is a 400). */
 async function pauseQueue(ctx: PageContext, queue: string): Promise<ActionResult> {
-  await ctx.queue.pause(queueName(queue), { reason: "paused from the dashboard" });
+  await ctx.queue.pause(pathName(queue, "queue"), { reason: "paused from the dashboard" });
   return { ok: true, notice: "paused", count: 1, back: "/" };
 }
 
 async function resumeQueue(ctx: PageContext, queue: string): Promise<ActionResult> {
-  const ok = await ctx.queue.resume(queueName(queue));
+  const ok = await ctx.queue.resume(pathName(queue, "queue"));
   return { ok, notice: ok ? "resumed" : "queue-not-paused", count: ok ? 1 : 0, back: "/" };
 }
 
@@ -239,11 +240,11 @@ export function formEncoded(text: string): string {
   return new TextEncoder().encode(text).toBase64({ alphabet: "base64url", omitPadding: true });
 }
 
-/** A queue name from its path segment; a malformed escape is a bad request. */
-function queueName(segment: string): string {
+/** The name a path segment encodes; a `TypeError` (a 400) when it is not valid percent-encoding. */
+function pathName(segment: string, what: string): string {
   const name = decodeSegment(segment);
   if (name === null) {
-    throw new TypeError(`the queue name in the path is not valid percent-encoding: ${segment}`);
+    throw new TypeError(`the ${what} name in the path is not valid percent-encoding: ${segment}`);
   }
   return name;
 }

@@ -79,7 +79,13 @@ Deno.test("pause-group and resume-group pause one group of a job for every proce
   const db = ["--db", tmp.dbPath];
   const paused = await runCli(["pause-group", "cli.grouped", "tenant a", ...db]);
   assert.equal(paused.code, 0, paused.stderr);
-  assert.match(paused.stdout, /Paused group "tenant a" of cli.grouped/);
+  assert.match(paused.stdout, /Paused group "tenant a" of cli.grouped until resumed$/m);
+  const kept = await runCli(["pause-group", "cli.grouped", "tenant a", "--for", "1m", ...db]);
+  assert.match(
+    kept.stdout,
+    /Paused group "tenant a" of cli.grouped until resumed$/m,
+    "a pause in force is not shortened, and the output says the end the group has",
+  );
   await queue.dispatchMany(grouped, [{ tenant: "tenant a" }, { tenant: "b" }]);
   await workUntilEmpty(queue, { executor: "isolate" });
   assert.deepEqual(ran, ["b"]);
@@ -109,7 +115,7 @@ Deno.test("pause-group --for and --until hold a group until then; resume-group e
   const db = ["--db", tmp.dbPath];
   const held = await runCli(["pause-group", "cli.grouped", "a", "--for", "10m", ...db]);
   assert.equal(held.code, 0, held.stderr);
-  assert.match(held.stdout, /Paused group "a" of cli.grouped for 10m/);
+  assert.match(held.stdout, /Paused group "a" of cli.grouped until \d{4}-\d\d-\d\dT/);
   await queue.dispatchMany(grouped, [{ tenant: "a" }, { tenant: "b" }]);
   await workUntilEmpty(queue, { executor: "isolate" });
   assert.deepEqual(ran, ["b"], "a is held");

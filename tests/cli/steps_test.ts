@@ -82,8 +82,8 @@ Deno.test("steps <id> prints each recorded step: seq, key, kind, state, attempt,
   assert.equal(listed[1].state, "parked");
 
   const none = await runCli(["steps", "999", ...db]);
-  assert.equal(none.code, 0, none.stderr);
-  assert.match(none.stdout, /No steps recorded for job 999/);
+  assert.equal(none.code, 1, none.stdout);
+  assert.match(none.stderr, /^queue steps: no job 999 \(it never was, or it ended/);
   const bad = await runCli(["steps", "x", ...db]);
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /a job id must be a positive whole number: got "x"/);

@@ -298,7 +298,8 @@ Deno.test("the logs command prints a job's log, control characters escaped", asy
   const json = await runCli(["logs", "1", "--db", db, "--json"]);
   assert.equal(JSON.parse(json.stdout)[1].message, "second");
   const none = await runCli(["logs", "99", "--db", db]);
-  assert.match(none.stdout, /No log lines for job 99/);
+  assert.equal(none.code, 1, none.stdout);
+  assert.match(none.stderr, /^queue logs: no job 99 \(it never was/);
   const bad = await runCli(["logs", "x", "--db", db]);
   assert.equal(bad.code, 2);
 });

@@ -117,4 +117,6 @@ Deno.test("Run now of a schedule not stored answers 404 (schedule-gone); of one 
   assert.equal(undefinedHere.status, 409);
   assert.equal((await undefinedHere.json()).notice, "schedule-not-defined");
   assert.equal((await queue.jobs()).total, 0);
+  const malformed = await postForm(handler, "/schedules/%ZZ/pause", session, json);
+  assert.equal(malformed.status, 400, "a name that is not valid percent-encoding, as for a queue");
 });
