@@ -320,17 +320,24 @@ storeTest(
       maxAttempts: 1,
       handle(kind, ctx) {
         if (kind === "number") ctx.log(42 as unknown as string);
+        // JSON.stringify gives undefined for it: in a Web Worker this reached the main thread's
+        // log buffer and ended the process.
+        if (kind === "no-json") ctx.log("no json", { toJSON: () => undefined });
         const cyclic: Record<string, unknown> = {};
         cyclic.self = cyclic;
         ctx.log("cyclic", cyclic);
       },
     });
     const queue = await db.open({ jobs: [bad] });
-    const [a, b] = await queue.dispatchMany(bad, ["number", "cyclic"]);
+    const [a, b, c] = await queue.dispatchMany(bad, ["number", "cyclic", "no-json"]);
     await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
-    const failed = await Promise.all([queue.failedJob(a!), queue.failedJob(b!)]);
+    const failed = await Promise.all([a, b, c].map((id) => queue.failedJob(id!)));
     assert.match(failed[0]!.error, /ctx\.log: message must be a string: got number/);
     assert.match(failed[1]!.error, /ctx\.log: fields must be JSON-serializable/);
+    assert.match(
+      failed[2]!.error,
+      /ctx\.log: fields must be JSON-serializable to an object: its toJSON\(\) gave undefined/,
+    );
   },
 );
 

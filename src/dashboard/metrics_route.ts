@@ -67,9 +67,15 @@ export function bearerToken(token: string): DashboardGate {
   if (typeof token !== "string" || token.length < 16) {
     throw new TypeError("bearerToken: the token must be a string of at least 16 characters");
   }
-  const expected = new TextEncoder().encode(`Bearer ${token}`);
+  const expected = new TextEncoder().encode(token);
   return (request) => {
-    const given = new TextEncoder().encode(request.headers.get("authorization") ?? "");
-    return given.length === expected.length && timingSafeEqual(given, expected) ? "read" : false;
+    // The scheme's name is case-insensitive (RFC 9110); the token is compared as it is.
+    const [, scheme = "", credentials = ""] =
+      /^(\S+) (.*)$/.exec(request.headers.get("authorization") ?? "") ?? [];
+    const given = new TextEncoder().encode(credentials);
+    return scheme.toLowerCase() === "bearer" && given.length === expected.length &&
+        timingSafeEqual(given, expected)
+      ? "read"
+      : false;
   };
 }

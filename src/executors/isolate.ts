@@ -239,13 +239,21 @@ export function checkedLogLine(level: string, message: unknown, fields: unknown)
   if (typeof fields !== "object" || Array.isArray(fields)) {
     throw new TypeError(`ctx.log: fields must be an object: got ${describe(fields)}`);
   }
-  let text: string;
+  let text: string | undefined;
   try {
     text = JSON.stringify(fields);
   } catch (error) {
     throw new TypeError(
       `ctx.log: fields must be JSON-serializable: ${
         error instanceof Error ? error.message : error
+      }`,
+    );
+  }
+  // A toJSON() that gives undefined (or a function) leaves no JSON text at all.
+  if (typeof text !== "string" || !text.startsWith("{")) {
+    throw new TypeError(
+      `ctx.log: fields must be JSON-serializable to an object: its toJSON() gave ${
+        text === undefined ? "undefined" : text
       }`,
     );
   }

@@ -173,7 +173,13 @@ Deno.test("GET /metrics is behind the dashboard's gate, or behind metricsGate fo
   const token = "scrape-token-0123456789";
   const scraped = dashboard(queue, { metrics: true, metricsGate: bearerToken(token) });
   for (
-    const [authorization, status] of [[`Bearer ${token}`, 200], ["Bearer wrong", 403]] as const
+    const [authorization, status] of [
+      [`Bearer ${token}`, 200],
+      [`bearer ${token}`, 200], // the scheme's name is case-insensitive
+      ["Bearer wrong", 403],
+      [`Basic ${token}`, 403],
+      [token, 403],
+    ] as const
   ) {
     const response = await fetchFrom(scraped, "/metrics", { headers: { authorization } }, remote);
     assert.equal(response.status, status, authorization);
