@@ -334,7 +334,8 @@ export interface JobContext<P extends ParentJobs = NoParents> {
    * as `queue.pauseGroup(job, key, { forMs: ms })` pauses it (its other
    * jobs running now finish; the other groups go on), and this job comes
    * back when the hold ends, its attempt given back. The hold is written
-   * with the job's put back, when the handler returns (or throws), so
+   * with the job's put back, when the handler returns (or throws, unless it
+   * throws a `PermanentError`, which fails the job and holds nothing), so
    * return soon after. Throws a `TypeError` in a job without `group`, a
    * `RangeError` for an `ms` that is not a positive number of ms up to
    * about 69 years (2^41).

@@ -50,7 +50,7 @@ const NOTICES: Record<string, (count: number) => string> = {
   "schedule-gone": () => "Nothing changed: no schedule of that name is stored.",
   "schedule-held": () => "Nothing queued: the schedule's job is unique and one is already queued.",
   "schedule-not-defined": () =>
-    "Nothing queued: the dashboard's jobs module does not define that schedule (start the dashboard with --jobs).",
+    "Nothing queued: the dashboard's queue was not opened with a jobs module that defines that schedule, which only it can build.",
   "job-cancelled": () => "Cancelled the job: it had not started, and is kept as cancelled.",
   "job-cancelling": () =>
     "The job is running: its worker was asked to stop it, and does within about a second.",

@@ -185,6 +185,8 @@ export class IsolateExecutor implements Executor {
       // keeps a release that an exception follows, and the error goes into the job's log rather
       // than nowhere; a PermanentError still fails the job, as it says.
       if (releaseDelayMs !== undefined && !permanent) {
+        // The attempt's own abort (a stop, a timeout) rethrown is no error of the handler's.
+        if (thrown === request.signal.reason) return released(releaseDelayMs, holdsGroup);
         request.onLog?.({
           level: "error",
           message: `released, then threw: ${error.stack ?? `${error.name}: ${error.message}`}`,

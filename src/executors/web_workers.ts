@@ -278,15 +278,19 @@ export class WebWorkerPool implements Executor {
     return slot;
   }
 
+  /** Ends `slot`'s wait for the jobs module to load ({@linkcode LOAD_WAIT_MS}). */
+  #stopLoadWait(slot: PoolWorker): void {
+    if (slot.loading === null) return;
+    clearTimeout(slot.loading);
+    this.#timers.delete(slot.loading);
+    slot.loading = null;
+  }
+
   #receive(slot: PoolWorker, message: FromWorker): void {
     switch (message.type) {
       case "ready":
         slot.ready = true;
-        if (slot.loading !== null) {
-          clearTimeout(slot.loading);
-          this.#timers.delete(slot.loading);
-          slot.loading = null;
-        }
+        this.#stopLoadWait(slot);
         this.#post(slot, { type: "go" });
         if (this.#workers.every((each) => each.ready)) this.#reportReady();
         return;
@@ -486,6 +490,7 @@ export class WebWorkerPool implements Executor {
     resultOf: (runId: number, pending: PendingRun) => ExecutionResult,
   ): void {
     slot.retired = true;
+    this.#stopLoadWait(slot);
     this.#workers.splice(this.#workers.indexOf(slot), 1);
     slot.worker.terminate();
     for (const [runId, pending] of [...slot.runs]) {
@@ -511,6 +516,7 @@ export class WebWorkerPool implements Executor {
     if (running === 0) return this.#fallBack(new Error(why));
     slot.retired = true;
     this.#workers.splice(this.#workers.indexOf(slot), 1);
+    this.#stopLoadWait(slot);
     slot.worker.terminate();
     this.#options.onShrink(
       new Error(`${why}; going on with ${running} Web Worker${running === 1 ? "" : "s"}`),
@@ -540,6 +546,7 @@ export class WebWorkerPool implements Executor {
     for (const slot of [...this.#workers]) {
       slot.retired = true;
       this.#workers.splice(this.#workers.indexOf(slot), 1);
+      this.#stopLoadWait(slot);
       slot.worker.terminate();
       this.#handOver(slot, fallback);
     }

@@ -69,8 +69,6 @@ export class ScheduleFirer implements ScheduleFiring {
     }
   }
 
-
-
   /** Whether ticks must seal rows first ({@linkcode ScheduleFirer.prepare}): an encrypted job is scheduled. */
   get needsPreparing(): boolean {
     return this.#encrypted;

@@ -577,7 +577,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "Redis: a socket that connects and never answers (a frozen server, a proxy without a backend) is given up after a quiet spell, and calls reach the server once it is back",
+    "Redis: a socket that connects and never answers (a frozen server, a proxy without a backend) has its unanswered handshake given up, and calls reach the server once it is back",
   ignore: refusal !== null,
   async fn() {
     // Every write in the AOF before its reply: the restart below loses nothing.

@@ -38,7 +38,10 @@ export interface CallContext {
 /** One client, its scripts loaded on demand, and a subscriber opened for watchers. */
 export class RedisConnection {
   readonly #settings: ConnectionSettings;
-  readonly #client: Client;
+  /** The client of every call: replaced when its handshake hangs (see {@linkcode watchHandshake}). */
+  #client: Client;
+  /** Stops watching the current client's handshake. */
+  #unwatchHandshake: () => void = () => {};
   readonly #metaKey: string;
   readonly #channel: string;
   #subscriber: Client | null = null;
@@ -74,10 +77,32 @@ export class RedisConnection {
     this.#metaKey = `${prefix}:meta`;
     this.#channel = `${prefix}:wake`;
     this.databaseClock = db;
+    this.#adopt(client);
+  }
+
+  /**
+   * Makes `client` the one every call uses: its errors name a later outage,
+   * and a handshake that hangs replaces it with a new one.
+   */
+  #adopt(client: Client): void {
     client.on("error", (error) => this.#lastError = error);
-    // A later outage names its own cause: a connection made (it may still not answer) or ready.
-    client.on("connect", () => this.#lastError = null);
-    client.on("ready", () => this.#lastError = null);
+    client.on("ready", () => this.#lastError = null); // a later outage names its own cause
+    this.#unwatchHandshake = watchHandshake(client, this.#handshakeWaitMs, () => {
+      if (this.#closed || this.#client !== client) return;
+      const fresh = newClient(this.#settings);
+      this.#adopt(fresh);
+      this.#client = fresh;
+      client.destroy(); // no call waits on it: calls are refused until it is ready
+      fresh.connect().catch(() => {/* it connects again on its own, calls wait for it */});
+      this.#lastError = new Error(
+        `a connection was made, but the server did not answer its handshake within ${this.#handshakeWaitMs} ms`,
+      );
+    });
+  }
+
+  /** How long a connection made may go without the server's answer to its handshake, in ms. */
+  get #handshakeWaitMs(): number {
+    return Math.max(this.#settings.connectTimeoutMs, HANDSHAKE_WAIT_MIN_MS);
   }
 
   /** Connects to `settings.url`; keys go under `prefix` (a hash tag, braces included). */
@@ -348,23 +373,34 @@ export class RedisConnection {
    */
   watch(listener: () => void): Disposable {
     this.#listeners.add(listener);
-    if (this.#subscriber === null && !this.#closed) {
-      const subscriber = newClient(this.#settings);
-      subscriber.on("error", () => {});
-      this.#subscriber = subscriber;
-      subscriber.connect()
-        .then(() =>
-          subscriber.subscribe(this.#channel, () => {
-            for (const each of [...this.#listeners]) each();
-          })
-        )
-        .catch(() => {/* best effort: workers keep polling */});
-    }
+    if (this.#subscriber === null && !this.#closed) this.#subscribe();
     return {
       [Symbol.dispose]: () => {
         this.#listeners.delete(listener);
       },
     };
+  }
+
+  /**
+   * Opens the subscriber connection and subscribes it to the wake-up
+   * channel; a handshake that hangs replaces it with a new one.
+   */
+  #subscribe(): void {
+    const subscriber = newClient(this.#settings);
+    subscriber.on("error", () => {});
+    this.#subscriber = subscriber;
+    watchHandshake(subscriber, this.#handshakeWaitMs, () => {
+      if (this.#closed || this.#subscriber !== subscriber) return;
+      subscriber.destroy();
+      this.#subscribe();
+    });
+    subscriber.connect()
+      .then(() =>
+        subscriber.subscribe(this.#channel, () => {
+          for (const each of [...this.#listeners]) each();
+        })
+      )
+      .catch(() => {/* best effort: workers keep polling */});
   }
 
   /**
@@ -381,6 +417,7 @@ export class RedisConnection {
     }
     if (this.#closed) return;
     this.#closed = true;
+    this.#unwatchHandshake();
     const subscriber = this.#subscriber;
     this.#subscriber = null;
     await Promise.allSettled([
@@ -404,22 +441,9 @@ function isRefusal(error: unknown): error is SimpleError {
 }
 
 function newClient(settings: ConnectionSettings): Client {
-  const quietMs = Math.max(settings.connectTimeoutMs, QUIET_SOCKET_MS);
   return createClient({
     url: settings.url,
-    // connectTimeout bounds the TCP connect only: a socket that connects and then never answers
-    // (a frozen server, a proxy without a backend, a dropped route) would hold the handshake, or
-    // a call, forever, and every call after it would fail though the server is back. A socket
-    // with nothing sent or received for quietMs is closed and the client connects anew; a PING
-    // every half of it keeps a healthy idle connection from looking quiet.
-    socket: {
-      connectTimeout: settings.connectTimeoutMs,
-      socketTimeout: quietMs,
-      // The client's own strategy, but it gives up on a quiet socket, which is to connect anew.
-      reconnectStrategy: (retries: number) =>
-        Math.min(2 ** retries * 50, 2_000) + Math.floor(Math.random() * 200),
-    },
-    pingInterval: quietMs / 2,
+    socket: { connectTimeout: settings.connectTimeoutMs },
     // Reject calls while disconnected rather than queueing them for later.
     disableOfflineQueue: true,
     // Redis Enterprise's maintenance hand-offs (on by default with RESP3) read the environment
@@ -430,11 +454,32 @@ function newClient(settings: ConnectionSettings): Client {
 }
 
 /**
- * The least time a socket may go quiet (nothing sent or received) before it
- * is closed as mute, in ms: above the 5 s after which a server busy with a
- * long script answers BUSY, and above any pause of a loaded event loop.
+ * Calls `hung` when `client` has connected and is still not ready `waitMs`
+ * later: the server (a frozen one, a proxy whose backend is gone) took the
+ * connection and never answered its handshake, which the client would wait
+ * for as long as the socket stays open (its `connectTimeout` ends at the
+ * TCP connect). Returns what stops the watch.
  */
-const QUIET_SOCKET_MS = 6_000;
+function watchHandshake(client: Client, waitMs: number, hung: () => void): () => void {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stop = () => clearTimeout(timer);
+  client.on("connect", () => {
+    stop();
+    timer = setTimeout(() => {
+      if (!client.isReady) hung();
+    }, waitMs);
+  });
+  client.on("ready", stop);
+  client.on("end", stop);
+  return stop;
+}
+
+/**
+ * The least time a connection made may wait for the server's answer to its
+ * handshake, in ms: above the 5 s a server busy with another client's long
+ * script takes to answer BUSY, and any pause of a loaded event loop.
+ */
+const HANDSHAKE_WAIT_MIN_MS = 6_000;
 
 /** The `code` of a call's error when the server could not be reached (the call may have run). */
 const UNREACHABLE = "REDIS_UNREACHABLE";

@@ -66,6 +66,7 @@ const DUE = luaScript(
 local due = {}
 local names = INPUT.names
 for first = 1, #names, ${DUE_PER_TICK} do
+  if #due >= ${DUE_PER_TICK} then break end
   local page = {}
   for i = first, math.min(first + ${DUE_PER_TICK} - 1, #names) do page[#page + 1] = names[i] end
   local slots = redis.call('ZMSCORE', P .. ':sched:next', unpack(page))

@@ -355,7 +355,10 @@ Deno.test({
     );
     try {
       const plans = await Promise.all(stores.map((store) => store.migrate()));
-      const reported = plans.flatMap((plan) => plan.steps.map((step) => step.version)).sort();
+      const reported = plans.flatMap((plan) => plan.steps.map((step) => step.version)).sort((
+        a,
+        b,
+      ) => a - b);
       assert.deepEqual(reported, Array.from({ length: LAYOUT_VERSION }, (_, i) => i + 1));
       assert.equal(await hashField(url!, `{${prefix}}:meta`, "layout"), String(LAYOUT_VERSION));
     } finally {
