@@ -684,8 +684,11 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   }
 
   /**
-   * Deletes the jobs of one queue (of every queue when omitted) that have not
-   * finished; batch jobs among them count as skipped in their batch.
+   * Deletes the jobs of one queue (of every queue when omitted) that are not
+   * running: waiting, delayed, held ahead by a worker that has not started
+   * them, or whose worker died; batch jobs among them count as skipped in
+   * their batch. A running job is left to finish, keeping its unique key,
+   * its locks and its group's slot (`cancel()` stops one).
    */
   async clear(queue?: string): Promise<number> {
     this.#assertOpen("clear jobs");

@@ -338,7 +338,7 @@ const clear: Command = {
   operands: "",
   summary: "delete the jobs waiting in a queue (or in every queue)",
   description:
-    "Deletes the jobs of one queue, or of every queue without --queue, that have not finished:\npending, delayed and reserved. Failed jobs stay (see flush).",
+    "Deletes the jobs of one queue, or of every queue without --queue, that are not running:\npending, delayed, held ahead by a worker, and those whose worker died. Running jobs finish\n(cancel stops one); failed jobs stay (see flush).",
   flags: { queue: { type: "string", value: "NAME", help: "only this queue" } },
   async run(args) {
     expectPositionals(args, 0, 0, "");

@@ -218,7 +218,8 @@ return cjson.encode({deleted = deleted, more = #members == ${CHUNK}})
  * Input: `queue`, or null for every queue, and `upTo`: the highest job id to
  * delete, null in the first call (which takes the last id given out).
  * Deletes the first chunk of the queues' unleased (waiting or delayed) then
- * leased jobs with ids up to it; batch jobs among them count as skipped, and
+ * leased jobs with ids up to it, but for those running (left to finish, with
+ * their keys and locks); batch jobs among them count as skipped, and
  * a batch left with nothing pending finishes now (store clock). Reply:
  * `{deleted, more, upTo}`.
  */
@@ -246,14 +247,22 @@ local function walk(key, visit)
   end
 end
 
--- Adds the jobs of the ZSET key with ids up to upTo to found ({id, from}); whether it is full.
--- Those above stay, at the head of a level or not: each call walks past them.
-local function collectFrom(key, found)
+-- Adds the jobs of the ZSET key with ids up to upTo to found ({id, from}), but those for which
+-- keep(id) holds; whether it is full. Those left stay, at the head of a level or not: each call
+-- walks past them.
+local function collectFrom(key, found, keep)
   return walk(key, function(member)
     local id = tonumber(member)
-    if id <= upTo then table.insert(found, {id = id, from = key}) end
+    if id <= upTo and not (keep and keep(id)) then table.insert(found, {id = id, from = key}) end
     return #found >= ${CHUNK}
   end)
+end
+
+-- Whether job id runs: leased, its lease not run out, and started (not held ahead), as a cancel
+-- tells it (H.cancel).
+local function running(id)
+  local fields = redis.call('HMGET', jobKey(id), 'token', 'available_at', 'claimed_ahead')
+  return fields[1] ~= false and tonumber(fields[2] or 0) > NOW and fields[3] ~= '1'
 end
 
 -- Adds the queue's jobs to found until it holds CHUNK; whether it does.
@@ -264,7 +273,7 @@ local function collect(queue, found)
   if walk(groupsKey(queue), function(gid) return collectFrom(groupKey(queue, gid), found) end) then
     return true
   end
-  return collectFrom(leasedKey(queue), found)
+  return collectFrom(leasedKey(queue), found, running)
 end
 
 local queues

@@ -1,7 +1,8 @@
 /**
- * Clearing a queue: deleting its waiting and leased jobs (with their memos
+ * Clearing a queue: deleting its jobs that are not running (with their memos
  * and signals), counting batch jobs among them as skipped, in one write
- * transaction.
+ * transaction. A running job is left to finish, with its keys and locks: a
+ * job of its key or group must not start beside its handler.
  *
  * @internal
  * @module
@@ -9,25 +10,32 @@
 import type { JobLinks } from "./stored_rows.ts";
 import * as chainsBatches from "./chains_batches.ts";
 import * as flows from "./flows.ts";
-import { type Dialect, LINK_COLUMNS } from "./dialect.ts";
+import { clockParam, type Dialect, LINK_COLUMNS } from "./dialect.ts";
 import { releaseRemoved } from "./keys.ts";
 import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
 import * as steps from "./steps.ts";
 
-const CLEAR_ONE = statement(`DELETE FROM jobs WHERE queue = $1 RETURNING id, ${LINK_COLUMNS}`);
-const CLEAR_ALL = statement(`DELETE FROM jobs RETURNING id, ${LINK_COLUMNS}`);
+/** Not running at `{{now $1}}`: not leased, held ahead and not started, or its lease ran out. */
+const NOT_RUNNING = "NOT (token IS NOT NULL AND available_at > {{now $1}} AND claimed_ahead = 0)";
+const CLEAR_ONE = statement(
+  `DELETE FROM jobs WHERE queue = $2 AND ${NOT_RUNNING} RETURNING id, ${LINK_COLUMNS}`,
+);
+const CLEAR_ALL = statement(`DELETE FROM jobs WHERE ${NOT_RUNNING} RETURNING id, ${LINK_COLUMNS}`);
 
 /**
- * Deletes waiting and leased jobs of one queue, or of all; batch jobs count
+ * Deletes the jobs of one queue, or of all, that are not running at `now`
+ * (waiting, delayed, held ahead by a worker that has not started them, or
+ * whose worker died); batch jobs count
  * as skipped, and a batch left with nothing pending finishes at `now`
  * (moved onto the database's clock where the store goes by it); a flow
  * node is cancelled and its descendants skipped.
  */
 export function* clear(dialect: Dialect, queue: string | undefined, now: number): Script<number> {
+  const clock = clockParam(dialect, now);
   const { rows: deleted } = queue === undefined
-    ? yield* exec<JobLinks & { id: number }>(CLEAR_ALL)
-    : yield* exec<JobLinks & { id: number }>(CLEAR_ONE, queue);
+    ? yield* exec<JobLinks & { id: number }>(CLEAR_ALL, clock)
+    : yield* exec<JobLinks & { id: number }>(CLEAR_ONE, clock, queue);
   // What a batch left with nothing pending queues (its finally callbacks), or a flow's node
   // running on its parent's failure, is due by the store's clock.
   const linked = deleted.some((row) =>

@@ -142,22 +142,44 @@ function register(test: ContractTest): void {
     assert.deepEqual(ids(await claim(store)), [queued], "queued jobs are untouched");
   });
 
-  test("clear(queue) deletes that queue's waiting, delayed and leased jobs, nothing else", async (store) => {
+  test("clear(queue) deletes that queue's jobs that are not running, nothing else: a running job finishes and settles", async (store) => {
     await failedJobs(store, [T0], { queue: "a" });
-    const [leased] = await store.insertJobs([newJob({ queue: "a" })]);
-    await claim(store, { queues: ["a"], token: 1 });
+    const [running, ahead, dead] = await store.insertJobs([
+      newJob({ queue: "a" }),
+      newJob({ queue: "a" }),
+      newJob({ queue: "d" }),
+    ]);
+    // The first starts now; the second is held ahead, not started.
+    assert.deepEqual(ids(await claim(store, { queues: ["a"], token: 1, aheadFrom: 1 })), [
+      running,
+      ahead,
+    ]);
+    // Its worker died: its lease runs out at T0 + LEASE_MS.
+    assert.deepEqual(ids(await claim(store, { queues: ["d"], token: 3 })), [dead]);
     await store.insertJobs([
       newJob({ queue: "a" }),
       newJob({ queue: "a", availableAt: T0 + 5_000 }),
     ]);
     const [kept] = await store.insertJobs([newJob({ queue: "b" })]);
-    assert.equal(await store.clear("a", T0), 3);
+    assert.equal(await store.clear("a", T0), 3, "the one held ahead, the waiting and the delayed");
     assert.equal(await store.clear("nothing-here", T0), 0);
-    assert.deepEqual(await countsAt(store, T0), { a: [0, 0, 0, 1], b: [1, 0, 0, 0] });
-    assert.deepEqual((await store.settle([complete(leased!, 1)])).applied, [false]);
-    assert.deepEqual(ids(await claim(store, { queues: ["a", "b"], token: 2 })), [kept]);
+    assert.deepEqual(await countsAt(store, T0), {
+      a: [0, 0, 1, 1],
+      b: [1, 0, 0, 0],
+      d: [0, 0, 1, 0],
+    });
+    assert.deepEqual((await store.settle([complete(running!, 1)])).applied, [true]);
+    const later = T0 + LEASE_MS; // kept's lease runs past d's
+    assert.deepEqual(ids(await claim(store, { queues: ["a", "b"], token: 2, now: later })), [kept]);
     await store.insertJobs([newJob({ queue: "c" })]);
-    assert.equal(await store.clear(undefined, T0), 2);
-    assert.deepEqual(await countsAt(store, T0), { a: [0, 0, 0, 1] });
+    assert.equal(
+      await store.clear(undefined, T0 + LEASE_MS + 1),
+      2,
+      "c's, and d's whose lease ran out",
+    );
+    assert.deepEqual(await countsAt(store, T0 + LEASE_MS + 1), {
+      a: [0, 0, 0, 1],
+      b: [0, 0, 1, 0],
+    });
   });
 }
