@@ -21,7 +21,7 @@ import {
 import { workUntilEmpty } from "../src/testing.ts";
 import { ManualClock, nextEvent, tempDir, unfinishedCount, waitUntil } from "./_helpers.ts";
 import { orQueueError, type StoreContext, storeTest } from "./_stores.ts";
-import { DEAD_LOCK_EXPIRE_MS, holdsLock } from "./fixtures/guards/jobs.ts";
+import { DEAD_LOCK_EXPIRE_MS, holdsLock, holdsLockOnce } from "./fixtures/guards/jobs.ts";
 import { count, JOBS_URL, startWork, workerStarted } from "./fixtures/guards/harness.ts";
 import { openReader } from "./fixtures/reliability/harness.ts";
 import { readLedger } from "./fixtures/reliability/ledger.ts";
@@ -371,6 +371,34 @@ Deno.test("withoutOverlapping: the lock of a `work` process killed with SIGKILL 
   );
   assert.deepEqual(starts.map(({ id }) => id).sort(), [hung, other].sort());
   assert.equal(count(db, "job_locks"), 0);
+});
+
+// SQLite only, as the case above.
+Deno.test("withoutOverlapping: a job whose only attempt's worker was killed with SIGKILL fails saying so at its next claim, not held back by its own dead attempt's lock", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS_URL });
+  using db = openReader(tmp.dbPath);
+  const id = await queue.dispatch(holdsLockOnce, { n: 1 });
+  await using child = startWork(tmp.dbPath, ["--lease-ms", "500", "--sleep-ms", "50"]);
+  await workerStarted(child);
+  await waitUntil(() => readLedger(db, "job_id = ?", id).length > 0, {
+    what: "the attempt started",
+  });
+  await waitUntil(() => count(db, "jobs", `id = ${id} AND begun = 1`) === 1, {
+    what: "the attempt's begin recorded",
+  });
+  child.kill("SIGKILL");
+  assert.equal((await child.exit(10_000)).signal, "SIGKILL");
+  const worker = queue.work({ executor: "isolate", pollMs: 20, leaseMs: 500 });
+  const failed = await waitUntil(() => queue.failedJob(id), {
+    what: "the job failed",
+    timeoutMs: 30_000,
+  });
+  await worker.stop();
+  // Held back by its own dead attempt's lock, it was put back as released, lost the mark of its
+  // worker's death, and failed as "released 1 times" once the lock expired.
+  assert.match(failed.error, /attempts spent: worker died during its last attempt/);
+  assert.equal(readLedger(db, "job_id = ?", id).length, 1, "its handler started once");
 });
 
 storeTest(

@@ -20,6 +20,7 @@ import {
 import { openPayload } from "../payload.ts";
 import { type JobRegistry, keptUntilChecked } from "../registry.ts";
 import type { ClaimedJob, WorkerStore } from "../stores/store.ts";
+import { spent } from "../stores/rows/spend_limits.ts";
 import type { ResolvedWorkOptions } from "./work_options.ts";
 import type { FinishedJob } from "./attempts.ts";
 
@@ -65,9 +66,14 @@ export class MiddlewareCheck {
     const free: ClaimedJob[] = [];
     for (const job of claimed) {
       const definition = registry.get(job.name);
-      // A job whose cancel was asked ends cancelled at its start, taking no lock: held back, it
-      // would come back and be held back again while another job holds the lock.
-      if (definition?.middleware === undefined || isCancelAsked(job)) {
+      // A job whose cancel was asked ends cancelled at its start, and one that spent its attempts
+      // or crashes fails there, taking no lock: held back, it would come back and be held back
+      // again while another job (or its own dead attempt) holds the lock, and its put-back would
+      // lose why it fails (a worker that died).
+      if (
+        definition?.middleware === undefined || isCancelAsked(job) ||
+        spent(job, { attempts: definition.maxAttempts, crashes: definition.maxCrashes })
+      ) {
         free.push(job);
         continue;
       }
