@@ -8,6 +8,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import type { DatabaseSync } from "node:sqlite";
 import { z } from "zod";
 import {
   defineJob,
@@ -317,6 +318,25 @@ storeTest(
   },
 );
 
+/**
+ * Runs a `work` process (lease 500 ms) on the SQLite file `path` until job
+ * `id` ran its handler, then kills it with SIGKILL.
+ */
+async function killedInAttempt(path: string, db: DatabaseSync, id: number): Promise<void> {
+  await using child = startWork(path, ["--lease-ms", "500", "--sleep-ms", "50"]);
+  await workerStarted(child);
+  await waitUntil(() => readLedger(db, "job_id = ?", id).length > 0, {
+    what: `job ${id}'s attempt started`,
+  });
+  // A death is charged once the handler's begin is recorded (written just after it starts; a job
+  // not yet claimed has begun = 1 too, hence the ledger first): the kill waits for it.
+  await waitUntil(() => count(db, "jobs", `id = ${id} AND begun = 1`) === 1, {
+    what: `job ${id}'s begin recorded`,
+  });
+  child.kill("SIGKILL");
+  assert.equal((await child.exit(10_000)).signal, "SIGKILL");
+}
+
 // SQLite only: the `work` child process and its ledger are on the test's SQLite file.
 Deno.test("withoutOverlapping: the lock of a `work` process killed with SIGKILL lasts until expireAfterMs, then others run", async () => {
   await using tmp = await tempDir();
@@ -325,18 +345,7 @@ Deno.test("withoutOverlapping: the lock of a `work` process killed with SIGKILL 
   const hung = await queue.dispatch(holdsLock, { n: 1, hang: true });
 
   const beforeWork = Date.now();
-  await using child = startWork(tmp.dbPath, ["--lease-ms", "500", "--sleep-ms", "50"]);
-  await workerStarted(child);
-  await waitUntil(() => readLedger(db, "job_id = ?", hung).length > 0, {
-    what: "the hanging attempt started",
-  });
-  // A death is charged once the handler's begin is recorded (written just after it starts): the
-  // charge is what ends the hanging job here, so the kill waits for it.
-  await waitUntil(() => count(db, "jobs", `id = ${hung} AND begun = 1`) === 1, {
-    what: "the hanging attempt's begin recorded",
-  });
-  child.kill("SIGKILL");
-  assert.equal((await child.exit(10_000)).signal, "SIGKILL");
+  await killedInAttempt(tmp.dbPath, db, hung);
   const [lock] = db.prepare("SELECT job_id, expires_at FROM job_locks").all() as {
     job_id: number;
     expires_at: number;
@@ -379,16 +388,7 @@ Deno.test("withoutOverlapping: a job whose only attempt's worker was killed with
   await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS_URL });
   using db = openReader(tmp.dbPath);
   const id = await queue.dispatch(holdsLockOnce, { n: 1 });
-  await using child = startWork(tmp.dbPath, ["--lease-ms", "500", "--sleep-ms", "50"]);
-  await workerStarted(child);
-  await waitUntil(() => readLedger(db, "job_id = ?", id).length > 0, {
-    what: "the attempt started",
-  });
-  await waitUntil(() => count(db, "jobs", `id = ${id} AND begun = 1`) === 1, {
-    what: "the attempt's begin recorded",
-  });
-  child.kill("SIGKILL");
-  assert.equal((await child.exit(10_000)).signal, "SIGKILL");
+  await killedInAttempt(tmp.dbPath, db, id);
   const worker = queue.work({ executor: "isolate", pollMs: 20, leaseMs: 500 });
   const failed = await waitUntil(() => queue.failedJob(id), {
     what: "the job failed",
