@@ -294,7 +294,7 @@ export class PostgresEngine implements Engine {
       const framed = plan.steps.length > 0 ? around : undefined;
       const write = (script: Script<unknown>) =>
         runAsync(script, (step) => execute(tx, step, true), () => {});
-      if (framed) await write(framed.before(plan.databaseStep));
+      if (framed) await write(framed.before());
       for (const step of plan.steps) {
         const migration = migrations.find(({ version }) => version === step.version)!;
         await tx.unsafe(migration.sql);

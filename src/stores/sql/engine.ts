@@ -120,8 +120,8 @@ export type PlanReading = Generator<MigrationQuery, MigrationPlan, Record<string
  * again after them, so no other write ever finds the store unfenced.
  */
 export interface AroundSteps {
-  /** Before the first step, on a database at `databaseStep`. */
-  before(databaseStep: number): Script<unknown>;
+  /** Before the first step. */
+  before(): Script<unknown>;
   /** After the last step. */
   after(): Script<unknown>;
 }

@@ -126,7 +126,7 @@ export class SqlStore implements Store, MoveStore {
           true,
           knowsFences
             ? {
-              before: (databaseStep) => transfer.fenceOffForSteps(dialect, databaseStep),
+              before: () => transfer.fenceOffForSteps(dialect),
               after: () => transfer.keepFence(dialect),
             }
             : undefined,

@@ -338,15 +338,19 @@ export function* keepFence(dialect: Dialect): Script<void> {
   if ((yield* moveFence()) !== null) yield* dialect.fenceWrites(true);
 }
 
+/** Whether step {@linkcode FENCE_STEP} is applied (a release may have applied later steps first). */
+const FENCE_STEP_APPLIED = statement(
+  "SELECT 1 AS applied FROM queue_migrations WHERE version = $1",
+);
+
 /**
- * Drops the fence's triggers, its record kept, when a store at schema step
- * `databaseStep` carries a fence: for a migration's steps, whose writes they
- * would refuse; {@linkcode keepFence} sets them again in the same transaction.
+ * Drops the fence's triggers, its record kept, when the store carries a
+ * fence: for a migration's steps, whose writes they would refuse;
+ * {@linkcode keepFence} sets them again in the same transaction.
  */
-export function* fenceOffForSteps(dialect: Dialect, databaseStep: number): Script<void> {
-  if (databaseStep >= FENCE_STEP && (yield* moveFence()) !== null) {
-    yield* dialect.fenceWrites(false);
-  }
+export function* fenceOffForSteps(dialect: Dialect): Script<void> {
+  const { rows } = yield* exec(FENCE_STEP_APPLIED, FENCE_STEP);
+  if (rows.length > 0 && (yield* moveFence()) !== null) yield* dialect.fenceWrites(false);
 }
 
 /** Drops the triggers and the fence; whether there was one. */

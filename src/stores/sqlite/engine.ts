@@ -298,7 +298,7 @@ export class SqliteEngine implements Engine {
         const plan = read();
         if (blockedStep(plan, options) !== undefined) return plan;
         const framed = plan.steps.length > 0 ? around : undefined;
-        if (framed) runSync(framed.before(plan.databaseStep), this.#step, sendsNoWakeUp);
+        if (framed) runSync(framed.before(), this.#step, sendsNoWakeUp);
         for (const step of plan.steps) {
           const migration = migrations.find(({ version }) => version === step.version)!;
           this.#db.exec(migration.sql);
