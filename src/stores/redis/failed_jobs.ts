@@ -258,11 +258,10 @@ local function collectFrom(key, found, keep)
   end)
 end
 
--- Whether job id runs: leased, its lease not run out, and started (not held ahead), as a cancel
--- tells it (H.cancel).
+-- Whether job id runs (H.running): left to finish.
 local function running(id)
-  local fields = redis.call('HMGET', jobKey(id), 'token', 'available_at', 'claimed_ahead')
-  return fields[1] ~= false and tonumber(fields[2] or 0) > NOW and fields[3] ~= '1'
+  local job = readJob(id)
+  return job ~= nil and H.running(job)
 end
 
 -- Adds the queue's jobs to found until it holds CHUNK; whether it does.

@@ -238,6 +238,8 @@ end
  *   attempts and times); whether it did. A
  *   settle its process finds a prune due in prunes expired kept jobs once
  *   after its settlements (`History.pruneExpired`, tick.ts).
+ * - `H.running(job)`: whether `job` (a stored row) runs: leased, its lease
+ *   not run out, and started (a job held ahead has not).
  * - `H.cancel(jobs, reason)`: the rule of a cancel, for each of `jobs`
  *   (`{id, job, keepUntil}`, `job` the stored row, committed): one running
  *   (leased, its lease not run out, and started: a job claimed ahead has
@@ -256,11 +258,15 @@ function H.paused(queue)
   return untilAt == nil or untilAt > NOW
 end
 
+function H.running(job)
+  return job.token ~= nil and num(job, 'available_at') > NOW and job.claimed_ahead ~= '1'
+end
+
 function H.cancel(jobs, reason)
   local outcomes, removed = {}, {}
   for i, entry in ipairs(jobs) do
     local id, job = entry.id, entry.job
-    if job.token ~= nil and num(job, 'available_at') > NOW and job.claimed_ahead ~= '1' then
+    if H.running(job) then
       redis.call('HSET', jobKey(id), 'cancel_requested', reason)
       outcomes[i] = 'cancelling'
     else

@@ -11,7 +11,7 @@ import type { CancelOutcome, CancelRequest, CancelRequested } from "../rows/job_
 import type { Lease } from "../store.ts";
 import * as chainsBatches from "./chains_batches.ts";
 import * as flows from "./flows.ts";
-import { clockParam, type Dialect, LINK_COLUMNS } from "./dialect.ts";
+import { clockParam, type Dialect, LINK_COLUMNS, runningAt } from "./dialect.ts";
 import { recordCancelled } from "./finished_jobs.ts";
 import { releaseRemoved } from "./keys.ts";
 import { exec, type Script, wakeAfterCommit } from "./script.ts";
@@ -23,8 +23,7 @@ import * as steps from "./steps.ts";
  * `now`, `{{now $2}}`, and it started: a job claimed ahead has not).
  */
 const FOUND_COLUMNS = `id, keyed, ${LINK_COLUMNS}, token, claimed_ahead,
-    CASE WHEN token IS NOT NULL AND available_at > {{now $2}} AND claimed_ahead = 0 THEN 1
-      ELSE 0 END AS leased,
+    CASE WHEN ${runningAt("{{now $2}}")} THEN 1 ELSE 0 END AS leased,
     {{now $2}} AS now`;
 /** Job `$1`, locked. */
 const FIND = statement(`SELECT ${FOUND_COLUMNS} FROM jobs WHERE id = $1 {{forUpdate}}`, {

@@ -10,14 +10,14 @@
 import type { JobLinks } from "./stored_rows.ts";
 import * as chainsBatches from "./chains_batches.ts";
 import * as flows from "./flows.ts";
-import { clockParam, type Dialect, LINK_COLUMNS } from "./dialect.ts";
+import { clockParam, type Dialect, LINK_COLUMNS, runningAt } from "./dialect.ts";
 import { releaseRemoved } from "./keys.ts";
 import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
 import * as steps from "./steps.ts";
 
 /** Not running at `{{now $1}}`: not leased, held ahead and not started, or its lease ran out. */
-const NOT_RUNNING = "NOT (token IS NOT NULL AND available_at > {{now $1}} AND claimed_ahead = 0)";
+const NOT_RUNNING = `NOT ${runningAt("{{now $1}}")}`;
 const CLEAR_ONE = statement(
   `DELETE FROM jobs WHERE queue = $2 AND ${NOT_RUNNING} RETURNING id, ${LINK_COLUMNS}`,
 );

@@ -93,6 +93,15 @@ export function claimSets(heldAhead: boolean): string {
  */
 export const STARTED_ATTEMPTS = "attempts - claimed_ahead";
 
+/**
+ * Whether a job row runs at `now` (a clock expression such as
+ * `{{now $2}}`): leased, its lease not run out, and started (a job held
+ * ahead has not). What a cancel asks rather than removes, and a clear leaves.
+ */
+export function runningAt(now: string): string {
+  return `(token IS NOT NULL AND available_at > ${now} AND claimed_ahead = 0)`;
+}
+
 /** The columns a claim returns, in the order of `ClaimRow`. */
 export const CLAIMED_COLUMNS =
   "id, queue, name, payload, priority, attempts, crashes, retry_until, last_error, created_at, batch_id, keyed, recovered, cancel_requested, waited_ms, trace, last_span, expire_at, flow_parents";

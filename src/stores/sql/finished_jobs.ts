@@ -13,7 +13,7 @@ import type {
   JobResultRow,
 } from "../rows/job_control.ts";
 import type { Page, Settlement } from "../store.ts";
-import { clockParam, type Dialect, STARTED_ATTEMPTS } from "./dialect.ts";
+import { clockParam, type Dialect, runningAt, STARTED_ATTEMPTS } from "./dialect.ts";
 import { type StoredFinished, toFinishedJob } from "./stored_rows.ts";
 import { exec, type Script, wakeAfterCommit } from "./script.ts";
 import { statement } from "./statement.ts";
@@ -62,8 +62,7 @@ const PRUNE_FINISHED = statement(
  */
 const RESULTS = statement(
   `SELECT 'job' AS source, id, name, ${STARTED_ATTEMPTS} AS attempts,
-    CASE WHEN token IS NOT NULL AND available_at > {{now $2}} AND claimed_ahead = 0 THEN 1
-      ELSE 0 END AS leased,
+    CASE WHEN ${runningAt("{{now $2}}")} THEN 1 ELSE 0 END AS leased,
     CAST(NULL AS TEXT) AS output, CAST(NULL AS TEXT) AS error, cancel_requested AS state
     FROM jobs WHERE id IN {{ids $1}}
   UNION ALL SELECT 'kept', id, name, attempts, 0, output, error, state FROM completed_jobs
