@@ -40,6 +40,17 @@ function openQueue(db: StoreContext, clock?: ManualClock): Promise<Queue> {
 }
 
 /** A table of the app's own, with an id the database assigns. */
+/** An app's trigger that refuses every insert into the queue's jobs table, as statements per engine. */
+const REFUSE_INSERTS_SQL = {
+  sqlite: [
+    "CREATE TRIGGER refuse_jobs BEFORE INSERT ON jobs BEGIN SELECT RAISE(ABORT, 'refused by the app'); END",
+  ],
+  postgres: [
+    "CREATE FUNCTION refuse_jobs() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the app'; END $$",
+    "CREATE TRIGGER refuse_jobs BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION refuse_jobs()",
+  ],
+};
+
 const ORDERS_SQL = {
   sqlite: "CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER)",
   postgres: "CREATE TABLE orders (id serial PRIMARY KEY, total integer)",
@@ -504,6 +515,31 @@ storeTest.sql(
     assert.deepEqual(await storedCounts(queue), {});
     const rows = await queue.transaction((tx) => tx.query("SELECT id FROM orders ORDER BY id"));
     assert.deepEqual(rows.map((row) => ({ ...row })), [{ id: 1 }]);
+  },
+);
+
+storeTest.sql(
+  "Queue.transaction(): a tx.dispatch() whose statement fails ends the transaction though the callback catches it, as a failed tx.query() does",
+  async (db) => {
+    await using queue = await openQueue(db);
+    await queue.dispatch(order, { orderId: 1 });
+    let later: unknown = null;
+    await assert.rejects(
+      queue.transaction(async (tx) => {
+        for (const statement of db.pick(REFUSE_INSERTS_SQL)) await tx.query(statement);
+        await tx.dispatch(order, { orderId: 2 }).catch(() => {});
+        later = await tx.dispatch(order, { orderId: 3 }).catch((error: Error) => error);
+      }),
+      /refused by the app/,
+    );
+    assert.match(
+      (later as Error | null)?.message ?? "no error",
+      /current transaction is aborted/,
+      "a dispatch after the failed one is refused",
+    );
+    assert.equal((await queue.counts()).default?.pending, 1);
+    await queue.dispatch(order, { orderId: 4 });
+    assert.equal((await queue.counts()).default?.pending, 2, "the app's trigger rolled back too");
   },
 );
 

@@ -210,10 +210,18 @@ export class SqliteEngine implements Engine {
       open = true;
       // Its turn came after close() stopped waiting: refused before its callback runs.
       if (Date.now() >= this.#closeDeadline) throw new QueueClosedError("start a transaction");
-      // The first of the app's statements that failed: it ends the transaction, caught or not,
+      // The first statement that failed (the app's own or a dispatch's): it ends the transaction, caught or not,
       // as PostgreSQL ends one at its first failed statement, so that a callback that catches it
       // commits on neither store.
       let failed: { readonly error: unknown } | null = null;
+      const failing = <T>(statement: () => T): T => {
+        try {
+          return statement();
+        } catch (error) {
+          failed = { error };
+          throw error;
+        }
+      };
       const check = () => {
         if (closing.signal.aborted) throw closing.signal.reason;
         if (!open) {
@@ -226,20 +234,17 @@ export class SqliteEngine implements Engine {
         // deno-lint-ignore require-await
         run: async (script) => {
           check();
-          return runSync(script, this.#step, sendsNoWakeUp);
+          return runSync(script, (step) => failing(() => this.#step(step)), sendsNoWakeUp);
         },
         // deno-lint-ignore require-await
         query: async <Row>(text: string, params: readonly unknown[]) => {
           check();
-          try {
+          return failing(() => {
             const statement = this.#db.prepare(text);
             // node:sqlite would read a placeholder left without a value as NULL.
             this.#paramCounts.assert(statement, params.length);
             return statement.all(...params.map(bind)) as unknown as Row[];
-          } catch (error) {
-            failed = { error };
-            throw error;
-          }
+          });
         },
       };
       const result = await untilAborted(
@@ -518,7 +523,7 @@ function bind(value: unknown): SQLInputValue {
 function abortedBy(cause: unknown): Error {
   const first = cause instanceof Error ? cause.message : String(cause);
   return new Error(
-    `current transaction is aborted, commands ignored until end of transaction block: an earlier tx.query() failed (${first}), which ends the transaction whether or not the callback caught it`,
+    `current transaction is aborted, commands ignored until end of transaction block: an earlier statement failed (${first}), which ends the transaction whether or not the callback caught it`,
     { cause },
   );
 }
