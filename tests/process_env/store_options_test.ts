@@ -344,6 +344,40 @@ for (const kind of ["PostgreSQL", "Redis"] as const) {
 
 Deno.test({
   name:
+    "Queue.open() on a postgres:// URL with a parameter the server refuses as a setting names that parameter and says the URL sent it",
+  ignore: postgresUrl === null,
+  async fn() {
+    const schema = freshSchema();
+    const url = new URL(postgresUrl!);
+    url.searchParams.set("schema", schema);
+    url.searchParams.set("shcema", "app");
+    try {
+      await assert.rejects(Queue.open({ url: url.href, jobs: [noop] }), (error: unknown) => {
+        assert.ok(error instanceof TypeError, String(error));
+        assert.match(
+          error.message,
+          /^url has a parameter the PostgreSQL server does not know, "shcema": .*unrecognized configuration parameter "shcema"/,
+        );
+        return true;
+      });
+      url.searchParams.delete("shcema");
+      url.searchParams.set("application_name", "store-options-test");
+      await using queue = await Queue.open({ url: url.href, jobs: [noop] });
+      await queue.dispatch(noop, null);
+      assert.equal(
+        (await queue.counts()).default?.pending,
+        1,
+        "a setting the server knows is sent",
+      );
+    } finally {
+      await using dropper = await PostgresStore.open(postgresUrl!, { migrate: false });
+      await dropper.transaction((tx) => tx.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
+    }
+  },
+});
+
+Deno.test({
+  name:
     "Queue.open() without path on a postgres:// DATABASE_URL keeps the jobs in PostgreSQL and warns once that it ignores the SQLite file's durability and busyTimeoutMs, naming them",
   ignore: postgresUrl === null,
   async fn() {

@@ -153,6 +153,17 @@ export class PostgresStore extends SqlStore {
       if (options.migrate !== false) await store.migrate(options.migrate ?? {});
     } catch (error) {
       await store.close().catch(() => {});
+      const setting = refusedUrlSetting(error, server);
+      if (setting !== null) {
+        throw new TypeError(
+          `url has a parameter the PostgreSQL server does not know, ${
+            shown(setting)
+          }: the driver sends every parameter of the URL other than its own and schema to the server as a setting, and the server refused it (${
+            (error as Error).message
+          })`,
+          { cause: error },
+        );
+      }
       if (!isConnectionLost(error) && !REFUSED_LOGIN.test(String((error as PgError)?.code))) {
         throw error;
       }
@@ -174,6 +185,24 @@ const REFUSED_LOGIN = /^(28[0-9A-Z]{3}|3D000)$/;
 
 /** A driver error's SQLSTATE, where it has one. */
 type PgError = { readonly code?: unknown };
+
+/** SQLSTATE of a setting the server does not know (`unrecognized configuration parameter`). */
+const UNKNOWN_SETTING = "42704";
+
+/**
+ * The name of the parameter of `url` the server refused as an unknown
+ * setting when `error` is that refusal, or null.
+ */
+function refusedUrlSetting(error: unknown, url: string): string | null {
+  if ((error as PgError)?.code !== UNKNOWN_SETTING) return null;
+  const name = /configuration parameter "([^"]+)"/.exec((error as Error).message)?.[1];
+  if (name === undefined) return null;
+  try {
+    return new URL(url).searchParams.has(name) ? name : null;
+  } catch {
+    return null;
+  }
+}
 
 /**
  * `url`'s `schema` parameter, and the URL without it for the driver (which
