@@ -140,10 +140,27 @@ export class StepTimeoutError extends Error {
   }
 }
 
-/** `thrown` as an `Error`, wrapping anything else that was thrown. @internal */
+/**
+ * `thrown` as an `Error`, wrapping anything else that was thrown: an object
+ * shown as its JSON (cut to 1,000 characters), so that a thrown
+ * `{ message }` keeps its message. @internal
+ */
 export function asError(thrown: unknown): Error {
   if (thrown instanceof Error) return thrown;
-  return new Error(`Non-error thrown: ${String(thrown)}`, { cause: thrown });
+  return new Error(`Non-error thrown: ${thrownShown(thrown)}`, { cause: thrown });
+}
+
+/** How {@linkcode asError} shows a thrown value that is no `Error`. */
+function thrownShown(thrown: unknown): string {
+  if (typeof thrown !== "object" || thrown === null) return String(thrown);
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(thrown);
+  } catch {
+    // a cycle, a BigInt, a throwing toJSON: shown as the object's string
+  }
+  if (json === undefined || json === "{}") return String(thrown);
+  return json.length > 1_000 ? `${json.slice(0, 1_000)}…` : json;
 }
 
 /** The queue was used after {@linkcode Queue.close}. */

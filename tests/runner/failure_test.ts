@@ -166,22 +166,35 @@ Deno.test("a job whose name this process does not know is left waiting, unclaime
   assert.equal(waiting?.attempts, 0);
 });
 
-Deno.test("a handler that throws something other than an Error fails with an Error that shows it", async () => {
+Deno.test("a handler that throws something other than an Error fails with an Error that shows it, an object as its JSON", async () => {
+  const cycle: Record<string, unknown> = {};
+  cycle.self = cycle;
+  const thrown = [
+    "plain string",
+    { message: "an object's message", code: 7 },
+    { toString: () => "no JSON of its own" },
+    cycle,
+  ];
   const odd = defineJob({
     name: "odd",
-    schema: z.null(),
+    schema: z.number().int(),
     maxAttempts: 1,
-    handle() {
-      throw "plain string";
+    handle(index) {
+      throw thrown[index];
     },
   });
   await using queue = await Queue.open({ path: ":memory:", jobs: [odd] });
-  await queue.dispatch(odd, null);
+  await queue.dispatchMany(odd, [0, 1, 2, 3]);
   const failures = record<Detail<"job:failed">>(queue, "job:failed");
   await workUntilEmpty(queue);
   assert.ok(failures[0]?.error instanceof Error);
-  const [failed] = await queue.failed();
-  assert.equal(failed?.error, "Error: Non-error thrown: plain string");
+  const failed = await queue.failed();
+  assert.deepEqual(failed.map((job) => job.error).sort(), [
+    "Error: Non-error thrown: [object Object]",
+    "Error: Non-error thrown: no JSON of its own",
+    "Error: Non-error thrown: plain string",
+    'Error: Non-error thrown: {"message":"an object\'s message","code":7}',
+  ]);
 });
 
 for (
