@@ -55,9 +55,44 @@ export function encodePayload(
   const result = job.schema.safeParse(JSON.parse(json));
   if (!result.success) {
     const { detail, issues, options } = schemaRefusal(job, "payload", result.error);
-    throw new ValidationError(job.name, detail, issues, { ...options, role });
+    const notes = job.encrypted ? [] : roundTripNotes(payload, issues.map(({ path }) => path));
+    const noted = notes.length === 0 ? detail : `${detail} (${notes.join("; ")})`;
+    throw new ValidationError(job.name, noted, issues, { ...options, role });
   }
   return json;
+}
+
+/**
+ * For each refused path where `payload`, as given, held a value its JSON
+ * text changes (NaN stored as null, a Date as a string), a note saying so:
+ * the schema saw the value after the round trip, not the one passed.
+ */
+function roundTripNotes(payload: unknown, paths: readonly (readonly PropertyKey[])[]): string[] {
+  const notes: string[] = [];
+  for (const path of paths) {
+    let value = payload;
+    let inArray = false;
+    for (const key of path) {
+      if (typeof value !== "object" || value === null) {
+        value = undefined;
+        break;
+      }
+      inArray = Array.isArray(value);
+      value = (value as Record<PropertyKey, unknown>)[key];
+    }
+    const where = ["payload", ...path.map(String)].join(".");
+    const stored = typeof value === "number" && !Number.isFinite(value)
+      ? `was ${value}, which JSON stores as null`
+      : value instanceof Date
+      ? "was a Date, which JSON stores as its ISO string"
+      : value instanceof Map || value instanceof Set
+      ? `was a ${value.constructor.name}, which JSON stores as {}`
+      : value === undefined && inArray && path.length > 0
+      ? "was undefined, which JSON stores as null in an array"
+      : null;
+    if (stored !== null) notes.push(`${where} ${stored}`);
+  }
+  return notes;
 }
 
 /**

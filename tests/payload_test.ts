@@ -140,19 +140,42 @@ Deno.test("Queue.dispatch() refuses a payload that fails its schema with zod's i
   assert.deepEqual(await storedCounts(queue), {});
 });
 
-Deno.test("Queue.dispatch() checks the payload as the worker will see it after JSON", async () => {
-  const numbers = defineJob({ name: "numbers", schema: z.object({ n: z.number() }), handle() {} });
+Deno.test("Queue.dispatch() checks the payload as the worker will see it after JSON, and says which given value JSON changed", async () => {
+  const numbers = defineJob({
+    name: "numbers",
+    schema: z.object({ n: z.number(), list: z.array(z.number()).optional() }),
+    handle() {},
+  });
   const dates = defineJob({ name: "dates", schema: z.object({ at: z.date() }), handle() {} });
   await using queue = await Queue.open({ path: ":memory:", jobs: [numbers, dates] });
   for (const n of [NaN, Infinity, -Infinity]) {
     await assert.rejects(
       queue.dispatch(numbers, { n }),
-      assertValidationError("numbers", /payload\.n: /),
+      assertValidationError(
+        "numbers",
+        new RegExp(
+          `payload\\.n: .*received null \\(payload\\.n was ${n}, which JSON stores as null\\)$`,
+        ),
+      ),
     );
   }
   await assert.rejects(
+    queue.dispatch(numbers, { n: 1, list: [1, undefined as unknown as number] }),
+    assertValidationError(
+      "numbers",
+      /\(payload\.list\.1 was undefined, which JSON stores as null in an array\)$/,
+    ),
+  );
+  await assert.rejects(
+    queue.dispatch(numbers, { n: "1" as unknown as number }),
+    assertValidationError("numbers", /payload\.n: [^(]*$/),
+  );
+  await assert.rejects(
     queue.dispatch(dates, { at: new Date() }),
-    assertValidationError("dates", /payload\.at: /),
+    assertValidationError(
+      "dates",
+      /payload\.at: .*\(payload\.at was a Date, which JSON stores as its ISO string\)$/,
+    ),
   );
   assert.deepEqual(await storedCounts(queue), {});
 });
