@@ -782,7 +782,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * Dispatches a job and waits until it ends, wherever it runs (another
    * process included: the wait wakes on the store's watch, not by polling).
    * Resolves with its output (undefined for a job without an `output`
-   * schema); rejects with its final error once it failed for good, a
+   * schema); rejects with its final error once it failed for good (an
+   * `Error` with its stored `name` and message, not its class), a
    * `JobCancelledError` if it was cancelled, or a `JobWaitTimeoutError`
    * after `timeoutMs` (the job keeps its course). A job no longer stored
    * when the wait reads it (its kept history pruned, say) rejects it with an
