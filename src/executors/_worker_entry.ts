@@ -452,6 +452,7 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
     case "steps-done": {
       const call = stepCalls.get(data.callId);
       stepCalls.delete(data.callId);
+      if (data.ended) return;
       if (data.error !== undefined) call?.reject(fromWire(data.error));
       else call?.resolve(data.read);
       return;

@@ -112,6 +112,8 @@ export type ToWorker =
     readonly callId: number;
     readonly read?: JobStepsRow;
     readonly error?: WireError;
+    /** The attempt had ended: nothing was read or recorded, and the call never settles. */
+    readonly ended?: true;
   }
   | {
     readonly type: "dispatched";

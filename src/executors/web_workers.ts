@@ -437,11 +437,15 @@ export class WebWorkerPool implements Executor {
   /** Reads or records an attempt's durable steps for its Web Worker, and answers it. */
   async #steps(slot: PoolWorker, message: Extract<FromWorker, { type: "steps" }>): Promise<void> {
     const { callId, runId, write } = message;
-    const steps = slot.runs.get(runId)?.request.steps;
+    const run = slot.runs.get(runId);
+    if (run === undefined) {
+      // Its attempt ended: the Web Worker drops the call, which never settles (see the runner's).
+      this.#post(slot, { type: "steps-done", callId, ended: true });
+      return;
+    }
+    const steps = run.request.steps;
     try {
-      if (steps === undefined) {
-        throw new Error(`Run ${runId} has ended: its steps are not recorded`);
-      }
+      if (steps === undefined) throw new Error(`Run ${runId} keeps no durable steps here`);
       if (write === undefined) {
         this.#post(slot, { type: "steps-done", callId, read: await steps.load() });
       } else {

@@ -890,17 +890,16 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     return {
       load: () => this.#deps.store.jobSteps(entry.job.id),
       record: (write) => {
-        if (this.#running.get(entry.job.id) !== entry) {
-          return Promise.reject(
-            new Error(`Step ${JSON.stringify(write.key)} was not recorded: its attempt has ended`),
-          );
-        }
+        // A step its handler did not await, ending after the attempt: not recorded, and never
+        // settles (as a park), since a rejection nobody awaits would end the process.
+        if (this.#running.get(entry.job.id) !== entry) return new Promise<never>(() => {});
         const recorded = this.#steps.add(entry.job, write, this.#deps.clock.now());
         this.notify();
         return recorded;
       },
       timeStep: (key, timeoutMs) => {
         const timers = entry.stepTimers ??= new Set();
+        const deadline = performance.now() + timeoutMs;
         const timer = setTimeout(() => {
           timers.delete(timer);
           this.#stepTimedOut(entry, key, timeoutMs);
@@ -908,7 +907,11 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
         timers.add(timer);
         return () => {
           clearTimeout(timer);
-          timers.delete(timer);
+          // A step that held this isolate's event loop past its deadline (a synchronous one)
+          // ended before its timer could fire: it timed out all the same, and is not recorded.
+          if (timers.delete(timer) && performance.now() >= deadline) {
+            this.#stepTimedOut(entry, key, timeoutMs);
+          }
         };
       },
     };

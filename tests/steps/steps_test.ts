@@ -9,13 +9,18 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import { z } from "zod";
 import { defineJob, type JobContext, PermanentError, type Queue } from "../../mod.ts";
 import { StepMismatchError, StepTimeoutError } from "../../src/errors.ts";
 import { generateAppKey } from "../../src/encryption.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
-import { ManualClock, nextEvent, waitUntil } from "../_helpers.ts";
+import { ManualClock, nextEvent, tempDir, waitUntil } from "../_helpers.ts";
 import { storeTest } from "../_stores.ts";
+import { floatingStep, napper, readLedger } from "../fixtures/steps/jobs.ts";
+
+/** The jobs module of the tests that need Web Workers. */
+const STEP_JOBS = new URL("../fixtures/steps/jobs.ts", import.meta.url).href;
 
 const payload = z.object({ n: z.number() });
 
@@ -579,6 +584,74 @@ storeTest(
     assert.deepEqual(retries, ['StepTimeoutError: Step "slow" timed out after 100 ms']);
   },
 );
+
+storeTest(
+  "in the isolate, a synchronous step that holds the event loop past its timeoutMs times out all the same: not recorded, and the next attempt runs it again",
+  async (db) => {
+    const job = defineJob({
+      name: "sync-slow-step",
+      schema: payload,
+      maxAttempts: 2,
+      backoff: [0],
+      output: z.string(),
+      async handle(_, ctx) {
+        return await ctx.step("spin", () => {
+          const until = performance.now() + (ctx.attempt === 1 ? 300 : 0);
+          while (performance.now() < until) { /* synchronous work, past the timeout */ }
+          return `spun@${ctx.attempt}`;
+        }, { timeoutMs: 50 });
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    const retries: string[] = [];
+    queue.addEventListener("job:retry", (event) => retries.push(String(event.detail.error)));
+    const id = await queue.dispatch(job, { n: 1 });
+    await workUntilEmpty(queue, { executor: "isolate" });
+    const result = await queue.result(id);
+    assert.equal(result?.state, "completed");
+    assert.equal(result?.output, "spun@2");
+    assert.deepEqual(retries, ['StepTimeoutError: Step "spin" timed out after 50 ms']);
+    assert.deepEqual(
+      (await queue.steps(id)).map(({ key, attempt }) => ({ key, attempt })),
+      [{ key: "spin", attempt: 2 }],
+    );
+  },
+);
+
+for (const executor of ["isolate", "workers"] as const) {
+  storeTest(
+    `a step its handler did not await, ending after the attempt, is not recorded and ends neither the ${executor} nor a job running beside it`,
+    async (db) => {
+      await using dir = await tempDir();
+      const ledger = join(dir.dir, "ledger");
+      await using queue = await db.open({ jobs: STEP_JOBS });
+      const floating = await queue.dispatch(floatingStep, { ledger });
+      const beside = await queue.dispatch(napper, { ledger, ms: 0 });
+      const worker = queue.work({ executor, concurrency: 2, workers: 1, pollMs: 20 });
+      try {
+        await waitUntil(
+          () =>
+            readLedger(ledger).some((line) => line.what === "late-ran") &&
+            readLedger(ledger).some((line) => line.id === beside && line.what === "second"),
+          { what: "the floating step and the job beside it ran", timeoutMs: 60_000 },
+        );
+        // The floating step's end went through the executor; a job after it still runs.
+        const after = await queue.dispatch(napper, { ledger, ms: 0 });
+        await waitUntil(async () => (await queue.result(after))?.state === "completed", {
+          what: "a job dispatched after the floating step ended completed",
+          timeoutMs: 60_000,
+        });
+      } finally {
+        await worker.stop();
+      }
+      for (const id of [floating, beside]) {
+        const result = await queue.result(id);
+        assert.deepEqual([result?.state, result?.attempts], ["completed", 1], `job ${id}`);
+      }
+      assert.deepEqual(await queue.steps(floating), [], "the floating step is not recorded");
+    },
+  );
+}
 
 storeTest(
   "a step's maxAttempts retries it inside the attempt with its backoff; a PermanentError is not retried",
