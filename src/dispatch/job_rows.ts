@@ -292,7 +292,7 @@ export class JobRows {
 export function toWaiting(row: NewJobRow): WaitingJobRow {
   if (row.group !== null && row.group !== undefined) {
     throw new TypeError(
-      `Cannot dispatch "${row.name}": a job with a group cannot wait for another job's outcome (a chain link after the first, a batch's then, catch or finally, a flow's node or catch): dispatch it on its own, or as a chain's first link or a batch job`,
+      `Cannot dispatch "${row.name}": a job with a group cannot wait for another job's outcome (a chain link after the first, a batch's then, catch or finally, any node of a flow, a root too, or its catch): dispatch it on its own, or as a chain's first link or a batch job`,
     );
   }
   return {
