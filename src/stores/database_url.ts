@@ -24,9 +24,10 @@ export function isPostgresUrl(text: string): boolean {
   return scheme === "postgres" || scheme === "postgresql";
 }
 
-/** `text` with a URL's password replaced by `***`, for messages and status lines. */
+/** `text` with a URL's password (in its user info or a `password` parameter) replaced by `***`, for messages and status lines. */
 export function redactPassword(text: string): string {
-  return text.replace(/^(\s*[a-z][a-z0-9+.-]*:\/\/[^:/@]*):[^@]*@/i, "$1:***@");
+  return text.replace(/^(\s*[a-z][a-z0-9+.-]*:\/\/[^:/@]*):[^@]*@/i, "$1:***@")
+    .replace(/([?&]password=)[^&#]*/gi, "$1***");
 }
 
 /** Whether `text` names a Redis server (`redis://` or `rediss://`). */

@@ -197,6 +197,36 @@ Deno.test("Queue.open() refuses a postgres:// URL with the schema parameter twic
   );
 });
 
+Deno.test("Queue.open() refuses a postgres:// URL that sets search_path, which would put the queue's tables in another schema, before it connects", async () => {
+  for (
+    const query of [
+      "schema=a&search_path=b",
+      "search_path=public",
+      "options=-c%20search_path%3Dapp",
+    ]
+  ) {
+    await assert.rejects(
+      Queue.open({
+        url: `postgres://app:secret@127.0.0.1:1/app?${query}&password=hidden`,
+        jobs: [noop],
+      }),
+      (error: unknown) => {
+        assert.ok(error instanceof TypeError, String(error));
+        assert.match(
+          error.message,
+          /^url sets search_path, which the store sets itself to the queue's schema: give the schema parameter/,
+        );
+        assert.ok(
+          !error.message.includes("secret") && !error.message.includes("hidden"),
+          error.message,
+        );
+        assert.match(error.message, /app:\*\*\*@.*&password=\*\*\*"$/);
+        return true;
+      },
+    );
+  }
+});
+
 Deno.test("RedisStore.open() gives up on a server that does not answer after connectTimeoutMs, naming it without its password", async () => {
   const { RedisStore } = await import("../../src/stores/redis/mod.ts");
   const started = Date.now();

@@ -222,6 +222,15 @@ function schemaParameter(url: string): { server: string; schema: string | undefi
       `url takes the schema parameter once: got ${shown(redactPassword(url))}`,
     );
   }
+  // The driver would send it over the store's own, and the queue's tables would go there.
+  const options = parsed.searchParams.get("options") ?? "";
+  if (parsed.searchParams.has("search_path") || /search_path/i.test(options)) {
+    throw new TypeError(
+      `url sets search_path, which the store sets itself to the queue's schema: give the schema parameter (or the schema option) instead: got ${
+        shown(redactPassword(url))
+      }`,
+    );
+  }
   const schema = parsed.searchParams.get("schema") ?? undefined;
   if (schema === undefined) return { server: url, schema };
   parsed.searchParams.delete("schema");
