@@ -47,11 +47,12 @@ export interface AdminQueueOptions {
    */
   readonly keys?: boolean;
   /**
-   * The jobs module's URL, opened with `mode: "external"` (this process
-   * stores jobs, for instance a schedule run now, and never runs one).
+   * The jobs module's URL, or the definitions (a schedule and its job),
+   * opened with `mode: "external"` (this process stores jobs, for instance
+   * a schedule run now, and never runs one).
    * @default {no jobs registered}
    */
-  readonly jobs?: string;
+  readonly jobs?: QueueOptions["jobs"];
 }
 
 /**

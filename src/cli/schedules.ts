@@ -10,14 +10,12 @@
  * @module
  * @internal
  */
-import { databaseOptions } from "../config.ts";
-import { Queue } from "../queue.ts";
+import type { Queue } from "../queue.ts";
 import { JobRegistry, moduleUrl } from "../registry.ts";
 import type { ScheduleInfo } from "../schedules/views.ts";
 import {
   expectPositionals,
   type ParsedArgs,
-  readDb,
   readString,
   readSwitch,
   readTime,
@@ -47,7 +45,8 @@ function readName(args: ParsedArgs): string {
 /**
  * Opens the queue with schedule `name` of the jobs module of `--jobs` (which
  * builds its payloads) and its job only: the other schedules stored stay as
- * they are, and `APP_KEY` is needed only when that job is encrypted.
+ * they are, and `APP_KEY` is needed only when that job is encrypted. The
+ * queue must exist, as for every admin command.
  */
 async function openWithSchedule(args: ParsedArgs, name: string): Promise<Queue> {
   const jobs = readString(args, "jobs");
@@ -64,11 +63,8 @@ async function openWithSchedule(args: ParsedArgs, name: string): Promise<Queue> 
       `no schedule named ${JSON.stringify(name)} is defined in the jobs module ${jobs}`,
     );
   }
-  return await Queue.open({
-    ...databaseOptions(readDb(args)),
-    jobs: [schedule.job, schedule],
-    mode: "external",
-  });
+  // Like every admin command's, it opens an existing queue only: a mistyped --db is no new queue.
+  return await openAdminQueue(args, { jobs: [schedule.job, schedule] });
 }
 
 /** A required ISO 8601 time flag (`--from`, `--to`). */

@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { Queue } from "../../mod.ts";
-import { tempDir } from "../_helpers.ts";
+import { exists, tempDir } from "../_helpers.ts";
 import { runCli } from "../fixtures/cli/cli_process.ts";
 
 const JOBS = new URL("../fixtures/schedules/jobs.ts", import.meta.url).pathname;
@@ -51,6 +51,21 @@ Deno.test("schedules lists them; pause, resume, run and backfill change them; ba
     2,
     "--jobs is required",
   );
+  const typo = `${tmp.dir}/typo.db`;
+  for (
+    const command of [["schedule:run"], [
+      "schedule:backfill",
+      "--from",
+      "2026-01-01T00:00:00Z",
+      "--to",
+      "2026-01-01T00:00:05Z",
+    ]]
+  ) {
+    const mistyped = await runCli([...command, "every-second", "--jobs", JOBS, "--db", typo]);
+    assert.equal(mistyped.code, 1, `${command[0]}: ${mistyped.stderr}`);
+    assert.match(mistyped.stderr, /no database at/, command[0]);
+    assert.equal(exists(typo), false, `${command[0]} made no queue at a mistyped --db`);
+  }
 
   const to = Math.floor(Date.now() / 1000) * 1000 - 10_000;
   const range = ["--from", new Date(to - 3_000).toISOString(), "--to", new Date(to).toISOString()];
