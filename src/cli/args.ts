@@ -63,24 +63,31 @@ export function parseFlags(
     ) => [name, { type, ...(short && { short }) }]),
   );
   const { joined, from, negatives } = readNegativeNumbers(args, flags);
+  const parse = () =>
+    parseArgs({ args: joined, options, strict: true, allowPositionals: true, tokens: true });
+  let parsed: ReturnType<typeof parse>;
   try {
-    const { values, tokens } = parseArgs({
-      args: joined,
-      options,
-      strict: true,
-      allowPositionals: true,
-      tokens: true,
-    });
-    const positionals = [
-      ...negatives,
-      ...tokens.flatMap((token) =>
-        token.kind === "positional" ? [{ at: from[token.index]!, value: token.value }] : []
-      ),
-    ].sort((a, b) => a.at - b.at).map((positional) => positional.value);
-    return { command, values, positionals, raw: args };
+    parsed = parse();
   } catch (error) {
     throw new UsageError(command, describeParseError(joined, flags, options, error));
   }
+  const { values, tokens } = parsed;
+  // parseArgs keeps the last of a flag given twice: which one was meant is not known.
+  const given = new Set<string>();
+  for (const token of tokens) {
+    if (token.kind !== "option" || flags[token.name]?.type !== "string") continue;
+    if (given.has(token.name)) {
+      throw new UsageError(command, `--${token.name} is given twice: give it once`);
+    }
+    given.add(token.name);
+  }
+  const positionals = [
+    ...negatives,
+    ...tokens.flatMap((token) =>
+      token.kind === "positional" ? [{ at: from[token.index]!, value: token.value }] : []
+    ),
+  ].sort((a, b) => a.at - b.at).map((positional) => positional.value);
+  return { command, values, positionals, raw: args };
 }
 
 /**

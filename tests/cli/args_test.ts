@@ -23,3 +23,16 @@ Deno.test("parseFlags() reads a negative number as a flag's value after a flag t
   ]);
   assert.throws(() => parseFlags("logs", ["-x"], FLAGS), /unknown flag -x/);
 });
+
+Deno.test("parseFlags() refuses a flag that takes a value given twice, in either form, since which one was meant is not known; a switch twice is taken", () => {
+  for (const args of [["--limit", "1", "--limit", "2"], ["--limit=1", "--limit", "1"]]) {
+    assert.throws(
+      () => parseFlags("failed", args, FLAGS),
+      {
+        name: "UsageError",
+        message: "queue failed: --limit is given twice: give it once (see failed --help)",
+      },
+    );
+  }
+  assert.deepEqual({ ...parseFlags("failed", ["--json", "--json"], FLAGS).values }, { json: true });
+});
