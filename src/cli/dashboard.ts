@@ -87,7 +87,10 @@ export const dashboardCommand: Command = {
     );
     try {
       const { hostname, port: listening } = server.addr;
-      const urlHost = hostname.includes(":") ? `[${hostname}]` : hostname;
+      // Every address (0.0.0.0, ::) is no host a browser can ask for, and the gate wants a
+      // loopback one: the URL names this machine's loopback address of that family.
+      const reachable = hostname === "0.0.0.0" ? "127.0.0.1" : hostname === "::" ? "::1" : hostname;
+      const urlHost = reachable.includes(":") ? `[${reachable}]` : reachable;
       console.log(
         `Dashboard of ${redactPassword(readDb(args))}${
           readOnly ? " (read-only)" : ""

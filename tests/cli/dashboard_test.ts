@@ -48,6 +48,27 @@ Deno.test("CLI dashboard: serves --db on 127.0.0.1 at a free --port 0, prints it
   assert.equal(await cli.stderr, "");
 });
 
+Deno.test("CLI dashboard --host 0.0.0.0: prints a loopback URL the gate lets in, and says only loopback requests get in", async () => {
+  await using tmp = await tempDir();
+  await databaseWithFailedJob(tmp.dbPath);
+  await using cli = startCli(["dashboard", "--db", tmp.dbPath, "--port", "0", "--host", "0.0.0.0"]);
+  await waitUntil(() => Promise.resolve(cli.lines.some((l) => URL_LINE.test(l))), {
+    what: "the URL printed",
+  });
+  const [, , , url] = URL_LINE.exec(cli.lines.find((line) => URL_LINE.test(line))!)!;
+  const page = await fetch(`${url}failed`);
+  assert.equal(page.status, 200, "the printed URL gets in");
+  await page.body?.cancel();
+  assert.ok(
+    cli.lines.some((line) =>
+      line.startsWith("Listening on 0.0.0.0, but only requests from a loopback address get in")
+    ),
+    cli.lines.join("\n"),
+  );
+  cli.kill("SIGTERM");
+  assert.equal((await cli.child.status).code, 0);
+});
+
 Deno.test("CLI dashboard: --read-only says so and draws no forms; bad flags exit 2 naming them", async () => {
   await using tmp = await tempDir();
   await databaseWithFailedJob(tmp.dbPath);
