@@ -48,7 +48,7 @@ const cancel: Command = {
   operands: "<id>",
   summary: "cancel a job: remove it if it waits, stop it if it runs",
   description:
-    "Cancels one job. A job that waits (pending or delayed) is removed and kept as cancelled; a\nrunning job is asked to stop: its worker aborts it within about a second and it is not\nretried. Exits 1 if there is no such job or it has already finished.",
+    "Cancels one job. A job that waits (pending or delayed) is removed and kept as cancelled; a\nrunning job is asked to stop: its worker aborts it within about a second and it is not\nretried. Exits 1 if there is no such job or it has already ended (completed, failed or cancelled).",
   flags: {
     reason: {
       type: "string",
@@ -70,7 +70,7 @@ const cancel: Command = {
         console.log(`Job ${id} is running: its worker was asked to stop it`);
         return 0;
       case "finished":
-        console.error(`queue cancel: job ${id} has already finished`);
+        console.error(`queue cancel: job ${id} has already ended (completed, failed or cancelled)`);
         return 1;
       case "not-found":
         console.error(`queue cancel: no job ${id}`);

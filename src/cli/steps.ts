@@ -155,7 +155,9 @@ const signal: Command = {
         console.log(`buffered: kept in job ${id}'s mailbox for its ctx.waitFor(${shown})`);
         return EXIT.ok;
       case "finished":
-        console.error(`queue signal: finished: job ${id} has already finished; nothing stored`);
+        console.error(
+          `queue signal: finished: job ${id} has already ended (completed, failed or cancelled); nothing stored`,
+        );
         return EXIT.failure;
       case "not-found":
         console.error(`queue signal: not-found: no job ${id}; nothing stored`);

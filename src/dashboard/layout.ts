@@ -54,7 +54,8 @@ const NOTICES: Record<string, (count: number) => string> = {
   "job-cancelled": () => "Cancelled the job: it had not started, and is kept as cancelled.",
   "job-cancelling": () =>
     "The job is running: its worker was asked to stop it, and does within about a second.",
-  "job-finished": () => "Nothing changed: the job has already finished.",
+  "job-finished": () =>
+    "Nothing changed: the job has already ended (completed, failed or cancelled).",
   "batch-finished": () => "Nothing changed: the batch has already finished or was cancelled.",
   "flow-finished": () => "Nothing changed: the flow has already finished or was cancelled.",
   paused: () => "Paused the queue: no worker claims its jobs until it is resumed.",

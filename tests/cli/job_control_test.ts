@@ -30,7 +30,7 @@ Deno.test("cancel removes a waiting job; a second cancel and an unknown id exit 
   });
   const again = await runCli(["cancel", String(id), ...db]);
   assert.equal(again.code, 1);
-  assert.match(again.stderr, /has already finished/);
+  assert.match(again.stderr, /has already ended \(completed, failed or cancelled\)/);
   const unknown = await runCli(["cancel", "999", ...db]);
   assert.equal(unknown.code, 1);
   assert.match(unknown.stderr, /no job 999/);

@@ -120,7 +120,7 @@ Deno.test("signal <id> <name> [json] prints delivered for a job waiting for it, 
   assert.equal(await queue.cancel(pending), "cancelled");
   const finished = await runCli(["signal", String(pending), "survey", "1", ...db]);
   assert.equal(finished.code, 1);
-  assert.match(finished.stderr, new RegExp(`finished: job ${pending} has already finished`));
+  assert.match(finished.stderr, new RegExp(`finished: job ${pending} has already ended`));
   const unknown = await runCli(["signal", "999", "survey", ...db]);
   assert.equal(unknown.code, 1);
   assert.match(unknown.stderr, /not-found: no job 999/);

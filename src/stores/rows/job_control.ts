@@ -64,7 +64,8 @@ export interface FinishedFilter {
 /**
  * What a cancel did: `"cancelled"` (the job had not started: removed and
  * recorded), `"cancelling"` (it runs: its worker was asked to stop it),
- * `"finished"` (it had already ended) or `"not-found"`.
+ * `"finished"` (it had already ended: completed, failed or cancelled) or
+ * `"not-found"`.
  */
 export type CancelOutcome = "cancelled" | "cancelling" | "finished" | "not-found";
 
