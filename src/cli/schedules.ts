@@ -10,6 +10,7 @@
  * @module
  * @internal
  */
+import { assertName } from "../names.ts";
 import type { Queue } from "../queue.ts";
 import { JobRegistry, moduleUrl } from "../registry.ts";
 import type { ScheduleInfo } from "../schedules/views.ts";
@@ -39,7 +40,17 @@ function rule(schedule: ScheduleInfo): string {
 /** The one positional: the schedule's name. */
 function readName(args: ParsedArgs): string {
   expectPositionals(args, 1, 1, "NAME");
-  return args.positionals[0]!;
+  const name = args.positionals[0]!;
+  try {
+    return assertName(name, args.command, "NAME");
+  } catch {
+    throw new UsageError(
+      args.command,
+      `NAME must be 1 to 255 characters without NUL or lone surrogates: got ${
+        JSON.stringify(name.slice(0, 64))
+      }`,
+    );
+  }
 }
 
 /**

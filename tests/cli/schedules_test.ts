@@ -41,6 +41,12 @@ Deno.test("schedules lists them; pause, resume, run and backfill change them; ba
   assert.equal(unknown.code, 1);
   assert.match(unknown.stderr, /no schedule named "nope"/);
   assert.equal((await runCli(["schedule:pause", ...db])).code, 2, "NAME is required");
+  const empty = await runCli(["schedule:pause", "", ...db]);
+  assert.equal(empty.code, 2, "an empty NAME is a usage error");
+  assert.match(
+    empty.stderr,
+    /^queue schedule:pause: NAME must be 1 to 255 characters without NUL or lone surrogates: got ""/,
+  );
 
   const ran = await runCli(["schedule:run", "every-second", "--jobs", JOBS, ...db]);
   assert.equal(ran.code, 0, ran.stderr);
@@ -138,6 +144,7 @@ Deno.test("schedule:run and schedule:backfill store only the schedule named, and
   await using tmp = await tempDir();
   const db = ["--db", tmp.dbPath];
   const env = { APP_KEY: "" };
+  assert.equal((await runCli(["migrate", ...db], env)).code, 0, "the queue is made first");
   const ran = await runCli(["schedule:run", "report-a", "--jobs", CLI_JOBS, ...db], env);
   assert.equal(ran.code, 0, ran.stderr);
   assert.match(ran.stdout, /Queued job \d+ of schedule "report-a"/);
