@@ -912,8 +912,7 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * still stores them; running ones finish, and one claimed ahead does not
    * start. A pause in force is never shortened: pausing a held group
    * without an end makes it paused until resumed, and of two holds the
-   * later end wins. A job this queue defines without `group` is refused
-   * (a `TypeError`): none of its jobs is in a group.
+   * later end wins.
    *
    * @example Pausing one tenant's mailbox syncs
    * ```ts ignore
@@ -929,15 +928,6 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
   ): Promise<void> {
     this.#assertOpen("pause a group");
     const [name, group] = groupTarget(job, key, "pauseGroup");
-    const definition = typeof job === "string" ? this.#registry.get(name) : job;
-    if (definition !== undefined && definition.group === undefined) {
-      // Its jobs belong to no group, so the pause would hold back nothing.
-      throw new TypeError(
-        `pauseGroup: job ${
-          JSON.stringify(name)
-        } has no group: pause a job with group (docs/groups.md), or the queue with pause()`,
-      );
-    }
     const now = this.#clock.now();
     const until = groupPauseEnd(options, now, "pauseGroup");
     await this.#store.pauseGroup(name, group, now, until);
