@@ -142,8 +142,8 @@ export class StepTimeoutError extends Error {
 
 /**
  * `thrown` as an `Error`, wrapping anything else that was thrown: an object
- * shown as its JSON (cut to 1,000 characters), so that a thrown
- * `{ message }` keeps its message. @internal
+ * shown as its JSON (its first 1,000 code points, then `…`, when longer), so
+ * that a thrown `{ message }` keeps its message. @internal
  */
 export function asError(thrown: unknown): Error {
   if (thrown instanceof Error) return thrown;
@@ -160,7 +160,10 @@ function thrownShown(thrown: unknown): string {
     // a cycle, a BigInt, a throwing toJSON: shown as the object's string
   }
   if (json === undefined || json === "{}") return String(thrown);
-  return json.length > 1_000 ? `${json.slice(0, 1_000)}…` : json;
+  if (json.length <= 1_000) return json;
+  // 2,000 UTF-16 units hold the first 1,000 code points whole.
+  const points = [...json.slice(0, 2_000)];
+  return points.length > 1_000 ? `${points.slice(0, 1_000).join("")}…` : json;
 }
 
 /** The queue was used after {@linkcode Queue.close}. */

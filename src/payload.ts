@@ -75,6 +75,7 @@ function roundTripNotes(payload: unknown, paths: readonly (readonly PropertyKey[
     for (const key of path) {
       if (typeof value !== "object" || value === null) {
         value = undefined;
+        inArray = false;
         break;
       }
       inArray = Array.isArray(value);

@@ -39,7 +39,6 @@ function openQueue(db: StoreContext, clock?: ManualClock): Promise<Queue> {
   return db.open({ jobs: JOBS, ...(clock && { clock }) });
 }
 
-/** A table of the app's own, with an id the database assigns. */
 /** An app's trigger that refuses every insert into the queue's jobs table, as statements per engine. */
 const REFUSE_INSERTS_SQL = {
   sqlite: [
@@ -51,6 +50,7 @@ const REFUSE_INSERTS_SQL = {
   ],
 };
 
+/** A table of the app's own, with an id the database assigns. */
 const ORDERS_SQL = {
   sqlite: "CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER)",
   postgres: "CREATE TABLE orders (id serial PRIMARY KEY, total integer)",

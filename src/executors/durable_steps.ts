@@ -125,7 +125,7 @@ export class DurableSteps {
     try {
       value = await this.#runTries(name, key, fn, tries, options.backoff);
     } finally {
-      ended?.();
+      ended?.(performance.now() - startedAt >= timeoutMs!);
     }
     const { output, readBack } = await this.#sealOutput(key, value, options.output);
     await this.#record({

@@ -85,9 +85,12 @@ export interface StepPort {
    * A step with a `timeoutMs` began: past it the runner ends the attempt
    * with a `StepTimeoutError` (aborting its signal; a Web Worker that does
    * not stop within `graceMs` more is terminated). Call what it returns when
-   * the step ends first.
+   * the step ends, with whether it ran past `timeoutMs` by the clock of the
+   * isolate that ran it: in the runner's own isolate, a synchronous step
+   * holds the timer back, and one that ran past ends the attempt all the
+   * same (a Web Worker's step is timed by the runner's timer alone).
    */
-  timeStep(key: string, timeoutMs: number): () => void;
+  timeStep(key: string, timeoutMs: number): (ranPast: boolean) => void;
 }
 
 /** How a sleep or a wait parks its attempt. */

@@ -83,7 +83,7 @@ interface PendingRun {
   aborted: boolean;
   killTimer: ReturnType<typeof setTimeout> | undefined;
   /** The timers of its steps that run with a timeout, by the Web Worker's timer id. */
-  stepTimers?: Map<number, () => void>;
+  stepTimers?: Map<number, (ranPast: boolean) => void>;
 }
 
 interface PoolWorker {
@@ -354,7 +354,8 @@ export class WebWorkerPool implements Executor {
         if (pending === undefined || steps === undefined) return;
         pending.stepTimers ??= new Map();
         if (message.timeoutMs === undefined) {
-          pending.stepTimers.get(message.timerId)?.();
+          // Timed by this thread's timer alone: when the message comes is no time of the step's.
+          pending.stepTimers.get(message.timerId)?.(false);
           pending.stepTimers.delete(message.timerId);
         } else {
           pending.stepTimers.set(message.timerId, steps.timeStep(message.key, message.timeoutMs));
@@ -445,7 +446,11 @@ export class WebWorkerPool implements Executor {
     }
     const steps = run.request.steps;
     try {
-      if (steps === undefined) throw new Error(`Run ${runId} keeps no durable steps here`);
+      if (steps === undefined) {
+        throw new Error(
+          `Run ${runId} has no durable steps: a job run now without being stored keeps none`,
+        );
+      }
       if (write === undefined) {
         this.#post(slot, { type: "steps-done", callId, read: await steps.load() });
       } else {

@@ -887,29 +887,30 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    * timeout ends the attempt when it runs past it.
    */
   #stepPort(entry: RunningJob): StepPort {
+    // A step its handler did not await, going on after the attempt ended: its read or record
+    // never settles (as a park's calls), so its fn does not run and nothing is recorded; a
+    // rejection nobody awaits would end the process.
+    const ended = () => this.#running.get(entry.job.id) !== entry;
     return {
-      load: () => this.#deps.store.jobSteps(entry.job.id),
+      load: () => ended() ? new Promise<never>(() => {}) : this.#deps.store.jobSteps(entry.job.id),
       record: (write) => {
-        // A step its handler did not await, ending after the attempt: not recorded, and never
-        // settles (as a park), since a rejection nobody awaits would end the process.
-        if (this.#running.get(entry.job.id) !== entry) return new Promise<never>(() => {});
+        if (ended()) return new Promise<never>(() => {});
         const recorded = this.#steps.add(entry.job, write, this.#deps.clock.now());
         this.notify();
         return recorded;
       },
       timeStep: (key, timeoutMs) => {
         const timers = entry.stepTimers ??= new Set();
-        const deadline = performance.now() + timeoutMs;
         const timer = setTimeout(() => {
           timers.delete(timer);
           this.#stepTimedOut(entry, key, timeoutMs);
         }, timeoutMs);
         timers.add(timer);
-        return () => {
+        return (ranPast) => {
           clearTimeout(timer);
-          // A step that held this isolate's event loop past its deadline (a synchronous one)
+          // A step that held this isolate's event loop past its timeout (a synchronous one)
           // ended before its timer could fire: it timed out all the same, and is not recorded.
-          if (timers.delete(timer) && performance.now() >= deadline) {
+          if (timers.delete(timer) && ranPast) {
             this.#stepTimedOut(entry, key, timeoutMs);
           }
         };

@@ -174,6 +174,7 @@ Deno.test("a handler that throws something other than an Error fails with an Err
     { message: "an object's message", code: 7 },
     { toString: () => "no JSON of its own" },
     cycle,
+    { long: "😀".repeat(1_200) },
   ];
   const odd = defineJob({
     name: "odd",
@@ -184,7 +185,7 @@ Deno.test("a handler that throws something other than an Error fails with an Err
     },
   });
   await using queue = await Queue.open({ path: ":memory:", jobs: [odd] });
-  await queue.dispatchMany(odd, [0, 1, 2, 3]);
+  await queue.dispatchMany(odd, [0, 1, 2, 3, 4]);
   const failures = record<Detail<"job:failed">>(queue, "job:failed");
   await workUntilEmpty(queue);
   assert.ok(failures[0]?.error instanceof Error);
@@ -193,6 +194,7 @@ Deno.test("a handler that throws something other than an Error fails with an Err
     "Error: Non-error thrown: [object Object]",
     "Error: Non-error thrown: no JSON of its own",
     "Error: Non-error thrown: plain string",
+    `Error: Non-error thrown: {"long":"${"😀".repeat(991)}…`,
     'Error: Non-error thrown: {"message":"an object\'s message","code":7}',
   ]);
 });

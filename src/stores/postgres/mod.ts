@@ -191,7 +191,9 @@ const UNKNOWN_SETTING = "42704";
 
 /**
  * The name of the parameter of `url` the server refused as an unknown
- * setting when `error` is that refusal, or null.
+ * setting when `error` is that refusal, or null. The name is read from the
+ * server's message, in English unless the server's `lc_messages` says
+ * otherwise: in another language the server's own error stands.
  */
 function refusedUrlSetting(error: unknown, url: string): string | null {
   if ((error as PgError)?.code !== UNKNOWN_SETTING) return null;
