@@ -471,6 +471,67 @@ storeTest(
   },
 );
 
+storeTest(
+  "withoutOverlapping: a job claimed ahead takes its lock when it starts, not at its claim, so a lock it would have taken then cannot run out before its end while another job of the key runs",
+  async (db) => {
+    const runs: { n: number; from: number; to: number }[] = [];
+    const span = (n: number, ms: number) => async (signal: AbortSignal) => {
+      const from = performance.now();
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, ms);
+        signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+      });
+      runs.push({ n, from, to: performance.now() });
+    };
+    let slowStarted = false;
+    const slow = defineJob({
+      name: "ahead.slow",
+      schema: z.object({ ms: z.number() }),
+      async handle({ ms }, ctx) {
+        if (ms > 1) slowStarted = true;
+        await span(0, ms)(ctx.signal);
+      },
+    });
+    const keyed = defineJob({
+      name: "ahead.keyed",
+      schema: z.object({ n: z.number(), ms: z.number() }),
+      // Its lock, taken at a check, runs out 1 s + graceMs after it.
+      timeoutMs: 1_000,
+      middleware: () => [withoutOverlapping("ahead-key")],
+      async handle({ n, ms }, ctx) {
+        await span(n, ms)(ctx.signal);
+      },
+    });
+    await using queue = await db.open({ jobs: [slow, keyed] });
+    // Quick jobs first, so that the worker (concurrency 1) claims ahead: then job 1 is held
+    // ahead behind the slow job, as long as the slow job runs.
+    await queue.dispatchMany(slow, Array.from({ length: 30 }, () => ({ ms: 1 })));
+    await queue.dispatch(slow, { ms: 2_500 });
+    await queue.dispatch(keyed, { n: 1, ms: 800 });
+    const first = queue.work({ executor: "isolate", graceMs: 100, pollMs: 20 });
+    const second = queue.work({ executor: "isolate", queues: ["other"], pollMs: 20 });
+    try {
+      await waitUntil(() => slowStarted, { what: "the slow job started" });
+      // Past the 1.1 s a lock taken at the claim would last, while the slow job still runs.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await queue.dispatch(keyed, { n: 2, ms: 2_000 }, { queue: "other" });
+      await waitUntil(() => runs.filter((run) => run.n > 0).length === 2, {
+        what: "both jobs of the key ran",
+        timeoutMs: 60_000,
+      });
+    } finally {
+      await Promise.all([first.stop(), second.stop()]);
+    }
+    const [a, b] = runs.filter((run) => run.n > 0);
+    assert.ok(
+      a!.to <= b!.from,
+      `job ${a!.n} ran ${a!.from.toFixed(0)}-${a!.to.toFixed(0)}, job ${b!.n} ${
+        b!.from.toFixed(0)
+      }-${b!.to.toFixed(0)}: at once`,
+    );
+  },
+);
+
 Deno.test("withoutOverlapping and rateLimited refuse bad arguments naming the rule and field", () => {
   const cases: [() => unknown, ErrorConstructor, RegExp][] = [
     [() => withoutOverlapping(""), TypeError, /^withoutOverlapping: key /],

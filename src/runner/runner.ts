@@ -425,29 +425,46 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 
   /**
    * Starts the jobs claimed ahead whose start the tick confirmed, in claim
-   * order, and drops the others: each was cancelled, taken over by another
-   * worker, or given back because its queue is paused. The jobs still held
-   * ahead of a paused queue are put back too: they would be refused alike.
+   * order, once their middleware lets them, and drops the others: each was
+   * cancelled, taken over by another worker, or given back because its
+   * queue is paused. The jobs still held ahead of a paused queue are put
+   * back too: they would be refused alike.
    */
-  #confirmed(starting: readonly ClaimedJob[], started: readonly number[]): void {
+  async #confirmed(starting: readonly ClaimedJob[], started: readonly number[]): Promise<void> {
     if (starting.length === 0) return;
     const confirmed = new Set(started);
     const refusedQueues = new Set<string>();
+    const starts: ClaimedJob[] = [];
     for (const job of starting) {
-      if (confirmed.has(job.id)) {
-        this.#start(job);
-        continue;
+      if (confirmed.has(job.id)) starts.push(job);
+      else {
+        this.#claimed--;
+        refusedQueues.add(job.queue);
       }
-      this.#claimed--;
-      refusedQueues.add(job.queue);
     }
-    if (refusedQueues.size === 0) return;
-    const held = this.#ahead.takeWhere((job) => refusedQueues.has(job.queue));
-    this.#claimed -= held.length;
-    this.#putBackUnstarted(
-      held,
-      "claimed ahead and not started: a job of its queue could not start",
-    );
+    if (refusedQueues.size > 0) {
+      const held = this.#ahead.takeWhere((job) => refusedQueues.has(job.queue));
+      this.#claimed -= held.length;
+      this.#putBackUnstarted(
+        held,
+        "claimed ahead and not started: a job of its queue could not start",
+      );
+    }
+    await this.#startChecked(starts);
+  }
+
+  /**
+   * Starts `jobs` once their middleware lets them; the others are held back
+   * (put back without using an attempt). A job's middleware is checked at
+   * its start, not at its claim: a job claimed ahead may wait for a slot,
+   * and a lock taken at its claim would expire that much before its end, a
+   * rate window count a start that came in a later window.
+   */
+  async #startChecked(jobs: readonly ClaimedJob[]): Promise<void> {
+    if (jobs.length === 0) return;
+    const startable = await this.#middleware.check(jobs);
+    if (startable.some((job) => job.retryUntil !== null)) await this.#findParkResumes(startable);
+    for (const job of startable) this.#start(job);
   }
 
   /** Slots running a job, or held by a job claimed ahead until its start is confirmed. */
@@ -665,7 +682,6 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       if (this.#state.phase !== "grace over") await this.#pollSleep.sleep(this.#outageRetryMs);
       return null;
     }
-    this.#confirming = [];
     this.#outage = null;
     steps?.written(result.applied.slice(0, stepCount));
     settling.forEach((finished, index) => {
@@ -676,24 +692,21 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     this.#claimed += result.claimed.length;
     // A stop that came while the claim waited on the store: start nothing, put it back.
     if (this.#state.phase !== "running") {
+      this.#confirming = [];
       const confirmed = new Set(result.started);
       this.#putBackUnstarted(
         starting.filter((job) => confirmed.has(job.id)).concat(result.claimed),
         "worker stopped before the attempt began",
       );
     } else {
-      this.#confirmed(starting, result.started);
+      // The confirmed jobs hold their slots until they started or were held back.
+      await this.#confirmed(starting, result.started);
+      this.#confirming = [];
       // Short of jobs ahead (none more due, or batch jobs given back): claim none ahead a while.
       if (limit > free && result.claimed.length < limit) this.#ahead.pause();
-      const startable = await this.#middleware.check(result.claimed);
-      if (startable.some((job) => job.retryUntil !== null)) await this.#findParkResumes(startable);
       // The claim started the jobs of the free slots; those claimed ahead wait for a confirmation.
-      const ahead: ClaimedJob[] = [];
-      for (const job of startable) {
-        if (job.ahead === true) ahead.push(job);
-        else this.#start(job);
-      }
-      this.#ahead.add(ahead);
+      await this.#startChecked(result.claimed.filter((job) => job.ahead !== true));
+      this.#ahead.add(result.claimed.filter((job) => job.ahead === true));
       this.#startAhead();
     }
     return result.claimed.length;
