@@ -102,3 +102,42 @@ storeTest(
     assert.match(error.message, /pruneFinished/);
   },
 );
+
+storeTest(
+  "ResultWaiters: a sweep held up for seconds (a stalled server, a lock) keeps the waits blind for at most a second after it, not nine times as long as it took",
+  async (db) => {
+    const queue = await db.open({ jobs: [add] });
+    const id = await queue.dispatch(add, { a: 2, b: 3 });
+    const store = await db.store();
+    let stallNext = false;
+    const waiters = new ResultWaiters({
+      store: {
+        async results(ids, now) {
+          const rows = await store.results(ids, now);
+          if (stallNext) {
+            // This read saw the job pending, and answers 5 s later: a read held up on its way.
+            stallNext = false;
+            await new Promise((resolve) => setTimeout(resolve, 5_000));
+          }
+          return rows;
+        },
+        watch: (listener) => store.watch(listener),
+      },
+      clock: { now: () => Date.now() },
+      events: new QueueEventTarget(),
+    });
+    const waiting = waiters.wait(id, 30_000, undefined).then(
+      (row) => row,
+      (error: Error) => error,
+    );
+    // The first read (of the new wait) is done; the next, the once-a-second sweep, is held up.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    stallNext = true;
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    await queue.drain();
+    assert.equal((await queue.result(id))?.state, "completed");
+    const row = await within(waiting, 60_000, "the wait's end");
+    assert.ok(!(row instanceof Error), `the wait ended with ${row}, though its job completed`);
+    assert.deepEqual([row.state, JSON.parse(row.output!).sum], ["completed", 5]);
+  },
+);

@@ -11,10 +11,12 @@
  *   the wake-up channel on Redis, sent by the settle of an awaited job) says
  *   another connection wrote, and once
  *   a second a safety net fires for a store that cannot watch: then every
- *   awaited job is read, 1,000 ids per statement. Such a sweep waits at
- *   least nine times as long as the last one took, so sweeps take at most a
- *   tenth of the time however many jobs are awaited (a few milliseconds
- *   apart for a few waiters).
+ *   awaited job is read, 1,000 ids per statement. Such a sweep waits nine
+ *   times as long as the last one took, at most a second, so sweeps take at
+ *   most a tenth of the time until a sweep takes more than 111 ms (a few
+ *   milliseconds apart for a few waiters); a read held up by a stalled
+ *   server, a lock or a transaction of this process does not keep the
+ *   waits from seeing the jobs that end after it for more than a second.
  *
  * One read runs at a time; what is asked meanwhile is read next. A read the
  * store cannot serve for now (an outage: the server down, the connection
@@ -36,7 +38,7 @@ import type { JobControlStore, JobResultRow, WorkerStore } from "../stores/store
 const SAFETY_POLL_MS = 1_000;
 /** The most ids one statement reads: a SQLite read holds the event loop while it runs. */
 const IDS_PER_READ = 1_000;
-/** A sweep waits this many times as long as the last one took, after it ended. */
+/** A sweep waits this many times as long as the last one took, after it ended ({@linkcode SAFETY_POLL_MS} at most). */
 const SWEEP_GAP_FACTOR = 9;
 
 /** What the waits read and listen to. */
@@ -207,7 +209,8 @@ export class ResultWaiters {
         // safety read tries again, and finds the jobs that ended meanwhile.
         if (sweep && answered) {
           const tookMs = performance.now() - startedAt;
-          this.#nextSweepAt = performance.now() + tookMs * SWEEP_GAP_FACTOR;
+          this.#nextSweepAt = performance.now() +
+            Math.min(tookMs * SWEEP_GAP_FACTOR, SAFETY_POLL_MS);
         }
       }
     } finally {
