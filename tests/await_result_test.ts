@@ -5,10 +5,12 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { Queue } from "../mod.ts";
 import { ResultWaiters } from "../src/admin/await_result.ts";
 import { QueueEventTarget } from "../src/events.ts";
 import { ChildScript } from "./_child.ts";
-import { within } from "./_helpers.ts";
+import { tempDir, waitUntil, within } from "./_helpers.ts";
 import { storeTest } from "./_stores.ts";
 import { add } from "./fixtures/job_control/jobs.ts";
 
@@ -141,3 +143,28 @@ storeTest(
     assert.deepEqual([row.state, JSON.parse(row.output!).sum], ["completed", 5]);
   },
 );
+
+Deno.test("dispatchAndWait(): an abort while its dispatch is held up (the file locked by another connection) rejects at once, as fetch() does; the job is stored once the lock goes", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [add] });
+  const other = new DatabaseSync(tmp.dbPath);
+  other.exec("BEGIN IMMEDIATE");
+  let locked = true;
+  try {
+    const controller = new AbortController();
+    const waiting = queue.dispatchAndWait(add, { a: 1, b: 1 }, { signal: controller.signal })
+      .then(() => null, (error: unknown) => ({ error, locked }));
+    controller.abort(new Error("the caller gave up"));
+    const ended = await within(waiting, 20_000, "the wait's end while the file is locked");
+    assert.ok(ended !== null, "the wait resolved");
+    assert.equal(ended.locked, true, "it ended while the dispatch was held up");
+    assert.match(String(ended.error), /the caller gave up/);
+  } finally {
+    other.exec("COMMIT");
+    locked = false;
+    other.close();
+  }
+  await waitUntil(async () => (await queue.counts()).default?.pending === 1, {
+    what: "the job dispatched before the abort stored",
+  });
+});

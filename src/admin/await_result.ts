@@ -84,7 +84,8 @@ export class ResultWaiters {
 
   /**
    * Resolves with job `id`'s result once it completed, failed for good or
-   * was cancelled; rejects after `timeoutMs` with `JobWaitTimeoutError`, on
+   * was cancelled; rejects `timeoutMs` after the wait began, `spentMs` ago
+   * (at once when that has passed), with `JobWaitTimeoutError`, on
    * `signal`'s abort with its reason, when the job is no longer stored, or
    * when the store refuses the read for good (closed, moved); an outage
    * only delays it.
@@ -93,6 +94,7 @@ export class ResultWaiters {
     id: number,
     timeoutMs: number | undefined,
     signal: AbortSignal | undefined,
+    spentMs = 0,
   ): Promise<JobResultRow> {
     return new Promise<JobResultRow>((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
@@ -112,7 +114,7 @@ export class ResultWaiters {
       if (timeoutMs !== undefined) {
         timer = setTimeout(
           () => end(() => reject(new JobWaitTimeoutError(id, timeoutMs))),
-          timeoutMs,
+          Math.max(0, timeoutMs - spentMs),
         );
       }
       signal?.addEventListener("abort", onAbort, { once: true });

@@ -21,6 +21,7 @@ import type { JobRegistry } from "../registry.ts";
 import { decodeOutput, isEncryptedOutput, OUTPUT_WITHHELD_NO_KEY } from "../output.ts";
 import type { JobControlStore, JobResultRow, WorkerStore } from "../stores/store.ts";
 import { ResultWaiters } from "./await_result.ts";
+import { untilAborted } from "../stores/close_wait.ts";
 import { isPassingOutage } from "../stores/store_outage.ts";
 import {
   DISPATCH_AND_WAIT_OPTIONS,
@@ -85,10 +86,17 @@ export class JobResults {
       const output = await runNow(this.#parts.executor, job, row!);
       return (output === null ? undefined : await decodeOutput(job, output, cipher)) as OutputOf<J>;
     }
-    const id = await this.#parts.dispatch.dispatch(job, payload, dispatchOptions);
-    await this.#markAwaited(id);
+    // timeoutMs counts from this call: a dispatch held up (a stalled server, a lock) spends it.
+    const calledAt = performance.now();
+    const stored = (async () => {
+      const id = await this.#parts.dispatch.dispatch(job, payload, dispatchOptions);
+      await this.#markAwaited(id);
+      return id;
+    })();
+    // An abort meanwhile rejects at once, as fetch() does; the job may be stored all the same.
+    const id = await (signal === undefined ? stored : untilAborted(stored, signal));
     this.#parts.notify(); // a claim that ran while the mark held the row skipped it
-    const row = await this.#waiters.wait(id, timeoutMs, signal);
+    const row = await this.#waiters.wait(id, timeoutMs, signal, performance.now() - calledAt);
     return (await this.#output(id, row)) as OutputOf<J>;
   }
 
