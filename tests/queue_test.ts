@@ -396,6 +396,28 @@ storeTest(
   },
 );
 
+storeTest(
+  "reads in flight when close() is called finish, or reject with QueueClosedError: never with an error that says the server is down",
+  async (db) => {
+    const queue = await openQueue(db);
+    await queue.dispatchMany(order, Array.from({ length: 50 }, (_, n) => ({ orderId: n })));
+    for (let round = 0; round < 3; round++) {
+      const reads = [
+        queue.counts(),
+        queue.jobs(),
+        queue.failed(),
+        queue.metrics(),
+        queue.schedules(),
+      ]
+        .map((read) => read.then(() => null, (error: unknown) => error));
+      if (round === 2) await queue.close();
+      for (const error of await Promise.all(reads)) {
+        if (error !== null) assert.ok(error instanceof QueueClosedError, String(error));
+      }
+    }
+  },
+);
+
 storeTest("Queue refuses every use after close() with QueueClosedError", async (db) => {
   const queue = await openQueue(db);
   await queue.close();

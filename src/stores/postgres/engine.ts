@@ -382,7 +382,10 @@ export class PostgresEngine implements Engine {
         throw movedError(error as Error);
       }
       if (!isConnectionLost(error) || error instanceof QueueClosedError) throw error;
-      if (!this.#disconnected && !this.#closed) this.#renewPool();
+      // close() ended the pool under a call it had not sent yet: the server is fine, the queue
+      // closed. No cause: the driver's error would make it read as an outage, to be waited out.
+      if (this.#closed) throw new QueueClosedError("use the PostgreSQL store");
+      if (!this.#disconnected) this.#renewPool();
       this.#disconnected = true;
       throw unreachable(error, this.#server);
     }
