@@ -11,6 +11,15 @@ export const STOP_SIGNALS: readonly Deno.Signal[] = Deno.build.os === "windows"
   ? ["SIGINT", "SIGBREAK"]
   : ["SIGINT", "SIGTERM"];
 
+/**
+ * The signals that ask `work` to stop: {@linkcode STOP_SIGNALS}, and a
+ * hang-up (its terminal closed), which would otherwise end the process with
+ * its jobs still leased.
+ */
+export const WORK_STOP_SIGNALS: readonly Deno.Signal[] = Deno.build.os === "windows"
+  ? STOP_SIGNALS
+  : [...STOP_SIGNALS, "SIGHUP"];
+
 /** What asks a worker to stop: a signal, or its supervisor gone (see `work`). */
 export type StopCause = Deno.Signal | "supervisor gone";
 

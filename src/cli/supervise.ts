@@ -7,7 +7,7 @@
  * @internal
  */
 import { EXIT } from "./command.ts";
-import { onSignals, STOP_SIGNALS } from "./stop_signals.ts";
+import { onSignals, WORK_STOP_SIGNALS } from "./stop_signals.ts";
 
 /** The pause before the first restart; it doubles on each crash in a row. */
 const FIRST_DELAY_MS = 500;
@@ -97,8 +97,7 @@ export async function supervise(
     }
   };
   // A hang-up (the terminal closed) would end this process and orphan the child: stop it instead.
-  const signals = Deno.build.os === "windows" ? STOP_SIGNALS : [...STOP_SIGNALS, "SIGHUP"] as const;
-  const listening = onSignals(forward, signals);
+  const listening = onSignals(forward, WORK_STOP_SIGNALS);
   try {
     return await superviseLoop();
   } finally {

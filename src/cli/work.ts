@@ -29,7 +29,7 @@ import { OutdatedCodeError, QueueLostError, QueueMovedError } from "../errors.ts
 import { type Command, EXIT } from "./command.ts";
 import { JsonLog } from "./job_log.ts";
 import { StatusLine } from "./status_line.ts";
-import { onSignals } from "./stop_signals.ts";
+import { onSignals, WORK_STOP_SIGNALS } from "./stop_signals.ts";
 import { CLI_URL, supervise, SUPERVISOR_PID_ENV } from "./supervise.ts";
 import type { StopCause } from "./stop_signals.ts";
 import { openStore } from "../store_options.ts";
@@ -140,7 +140,7 @@ async function runWorker(settings: WorkSettings): Promise<number> {
       const graceMs = count === 1 ? worker.options.graceMs : 0;
       report.stopping(signal, graceMs);
       void worker.stop({ graceMs });
-    });
+    }, WORK_STOP_SIGNALS);
     let outdated: OutdatedCodeError | null = null;
     let gone: QueueMovedError | QueueLostError | null = null;
     queue.addEventListener("queue:error", ({ detail }) => {

@@ -240,46 +240,53 @@ Deno.test("work --queue high,default takes every high job before any default job
   ]);
 });
 
-Deno.test("work --no-supervise: SIGTERM releases a running job after --grace-ms and exits 0 (R02)", async () => {
-  await using tmp = await tempDir();
-  await using queue = await openQueue(tmp.dbPath);
-  const id = await queue.dispatch(waitForStop, null);
-  await using worker = startCli([
-    "work",
-    "--no-supervise",
-    "--grace-ms",
-    "500",
-    "--sleep-ms",
-    "20",
-    "--jobs",
-    JOBS,
-    "--db",
-    tmp.dbPath,
-  ]);
-  await waitUntil(async () => (await queue.counts()).default?.reserved === 1, {
-    what: "the job runs",
-  });
+for (const signal of ["SIGTERM", "SIGHUP"] as const) {
+  Deno.test(
+    `work --no-supervise: ${signal} releases a running job after --grace-ms and exits 0 (${
+      signal === "SIGHUP" ? "its terminal closed" : "R02"
+    })`,
+    async () => {
+      await using tmp = await tempDir();
+      await using queue = await openQueue(tmp.dbPath);
+      const id = await queue.dispatch(waitForStop, null);
+      await using worker = startCli([
+        "work",
+        "--no-supervise",
+        "--grace-ms",
+        "500",
+        "--sleep-ms",
+        "20",
+        "--jobs",
+        JOBS,
+        "--db",
+        tmp.dbPath,
+      ]);
+      await waitUntil(async () => (await queue.counts()).default?.reserved === 1, {
+        what: "the job runs",
+      });
 
-  const signalledAt = performance.now();
-  worker.kill("SIGTERM");
-  const status = await worker.child.status;
-  const exitMs = performance.now() - signalledAt;
+      const signalledAt = performance.now();
+      worker.kill(signal);
+      const status = await worker.child.status;
+      const exitMs = performance.now() - signalledAt;
 
-  assert.equal(status.code, 0, await worker.stderr);
-  console.log(`time to exit after SIGTERM with a 500 ms grace: ${exitMs.toFixed(0)} ms`);
-  await worker.stdout;
-  const records = worker.records();
-  assert.deepEqual(records.find((line) => line.event === "worker:stopping"), {
-    event: "worker:stopping",
-    signal: "SIGTERM",
-    graceMs: 500,
-  });
-  assert.equal(records.at(-1)!.reason, "requested");
-  assert.deepEqual(await queue.counts(), {
-    default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
-  });
-  assert.equal(await queue.failedJob(id), null);
-});
+      assert.equal(status.code, 0, await worker.stderr);
+      console.log(`time to exit after ${signal} with a 500 ms grace: ${exitMs.toFixed(0)} ms`);
+      await worker.stdout;
+      const records = worker.records();
+      assert.deepEqual(records.find((line) => line.event === "worker:stopping"), {
+        event: "worker:stopping",
+        signal,
+        graceMs: 500,
+      });
+      assert.equal(records.at(-1)!.reason, "requested");
+      assert.deepEqual(await queue.counts(), {
+        default: { pending: 1, delayed: 0, reserved: 0, failed: 0, running: [] },
+      });
+      assert.equal(await queue.failedJob(id), null);
+    },
+  );
+}
 
 Deno.test("work prints a job:cancelled line for a running job cancelled from another process, and worker:stop counts it", async () => {
   await using tmp = await tempDir();
