@@ -124,10 +124,11 @@ function given<T extends object>(options: { [K in keyof T]: T[K] | undefined }):
  * was moved to another store (docs/moving.md) or its store lost its data
  * (docs/redis.md: a supervisor starts another, on the empty store), else 0.
  */
-async function runWorker(settings: WorkSettings): Promise<number> {
+async function runWorker(settings: WorkSettings, early: EarlyStop): Promise<number> {
   const queue = await Queue.open({ ...databaseOptions(settings.db), jobs: settings.jobs });
   let stuck = false;
   try {
+    if (early.stopped()) return EXIT.ok;
     // Listening before the worker starts: it may claim a job within `queue.work()`.
     const shown = shownDb(settings.db);
     const report: WorkReport = Deno.stdout.isTerminal()
@@ -141,6 +142,7 @@ async function runWorker(settings: WorkSettings): Promise<number> {
       report.stopping(signal, graceMs);
       void worker.stop({ graceMs });
     }, WORK_STOP_SIGNALS);
+    early[Symbol.dispose]();
     let outdated: OutdatedCodeError | null = null;
     let gone: QueueMovedError | QueueLostError | null = null;
     queue.addEventListener("queue:error", ({ detail }) => {
@@ -182,6 +184,35 @@ async function runWorker(settings: WorkSettings): Promise<number> {
   } finally {
     // A Web Worker stuck in synchronous code may never answer; the process exits regardless.
     await (stuck ? closeWithin(queue, 2_000) : queue.close());
+  }
+}
+
+/**
+ * A stop signal that came while `work` was starting (loading the jobs module,
+ * opening the queue), before the worker or the supervisor listened: the
+ * signal's default action would end the process with 143 (SIGTERM) or 130
+ * (SIGINT). The first such signal lets the start finish and then ends the
+ * command with 0, having claimed nothing; a second ends the process at once,
+ * also with 0, for a start that hangs.
+ */
+class EarlyStop implements Disposable {
+  #signal: Deno.Signal | null = null;
+  #listening: Disposable | null = onSignals((signal, count) => {
+    this.#signal ??= signal;
+    if (count > 1) Deno.exit(EXIT.ok);
+  }, WORK_STOP_SIGNALS);
+
+  /** Whether a stop signal came; if so, says so on stderr. */
+  stopped(): boolean {
+    if (this.#signal === null) return false;
+    console.error(`queue work: stopped by ${this.#signal} before the worker started`);
+    return true;
+  }
+
+  /** Stops listening (once the worker or the supervisor listens itself); again, does nothing. */
+  [Symbol.dispose](): void {
+    this.#listening?.[Symbol.dispose]();
+    this.#listening = null;
   }
 }
 
@@ -292,7 +323,8 @@ and, on Linux, its other flags (--config, --import-map, --unstable-*, --no-lock,
 /proc/self/cmdline. Where those cannot be read, give them with --deno-flags="...".
 
 SIGINT or SIGTERM stops the worker gracefully: it claims nothing more, lets running jobs finish
-within --grace-ms, then puts the rest back on their queues. A second signal stops it at once.
+within --grace-ms, then puts the rest back on their queues. A second signal stops it at once. A
+signal while it starts (the jobs module loading) ends it with 0 once the start is done.
 
 In a terminal it shows a status line; otherwise it prints one JSON line per job outcome
 ({"event":"job:complete","id":…,"name":…,"queue":…,"attempt":…,"durationMs":…}, job:retry,
@@ -358,7 +390,8 @@ job:failed, job:cancelled with its reason) and for worker:start, worker:stopping
   },
   async run(args) {
     const settings = readSettings(args);
-    if (!settings.supervise) return await runWorker(settings);
+    using early = new EarlyStop();
+    if (!settings.supervise) return await runWorker(settings, early);
     if (settings.db === ":memory:") {
       throw new UsageError(
         "work",
@@ -374,10 +407,13 @@ job:failed, job:cancelled with its reason) and for worker:start, worker:stopping
     await (await Queue.open({ ...databaseOptions(settings.db), jobs: settings.jobs })).close();
     const moved = await movedAway(settings.db);
     if (moved !== null) throw moved;
-    return await supervise(["work", "--no-supervise", ...args.raw], {
+    if (early.stopped()) return EXIT.ok;
+    const supervising = supervise(["work", "--no-supervise", ...args.raw], {
       denoFlags: childDenoFlags(settings.denoFlags, childNeeds(settings)),
       mayFinish: mayFinish(settings.options),
       movedAway: async () => (await movedAway(settings.db)) !== null,
     });
+    early[Symbol.dispose](); // the supervisor listens from its first line
+    return await supervising;
   },
 };

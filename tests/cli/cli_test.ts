@@ -288,6 +288,37 @@ for (const signal of ["SIGTERM", "SIGHUP"] as const) {
   );
 }
 
+for (const supervised of [false, true]) {
+  Deno.test(
+    `work${
+      supervised ? "" : " --no-supervise"
+    }: a SIGTERM while the jobs module loads ends it with 0 once the start is done, claiming nothing`,
+    async () => {
+      await using tmp = await tempDir();
+      const jobsUrl = import.meta.resolve("../fixtures/cli/slow_load_jobs.ts");
+      const { idle } = await import(jobsUrl);
+      await using queue = await Queue.open({ path: tmp.dbPath, jobs: jobsUrl });
+      await queue.dispatch(idle, null);
+      await using worker = startCli([
+        "work",
+        ...(supervised ? [] : ["--no-supervise"]),
+        "--jobs",
+        "tests/fixtures/cli/slow_load_jobs.ts",
+        "--db",
+        tmp.dbPath,
+      ]);
+      await worker.waitForRecord((line) => line.event === "jobs-module:loading", 30_000);
+      worker.kill("SIGTERM");
+      const status = await worker.child.status;
+      const stderr = await worker.stderr;
+      assert.equal(status.code, 0, stderr);
+      assert.match(stderr, /queue work: stopped by SIGTERM before the worker started/);
+      assert.equal(worker.records().some((line) => line.event === "worker:start"), false);
+      assert.equal((await queue.counts())["default"]?.pending, 1);
+    },
+  );
+}
+
 Deno.test("work prints a job:cancelled line for a running job cancelled from another process, and worker:stop counts it", async () => {
   await using tmp = await tempDir();
   await using queue = await openQueue(tmp.dbPath);
