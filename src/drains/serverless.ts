@@ -58,10 +58,12 @@ export function registerDrainCron(
       await drain(drainOptions);
     });
   } catch (error) {
+    const message = (error as Error).message;
+    const way = /already exists/i.test(message)
+      ? " (each serverless() call registers a cron job of its own: give this one another name option)"
+      : "";
     throw new TypeError(
-      `serverless: Deno.cron refused the job "${name}" on "${schedule}": ${
-        (error as Error).message
-      }`,
+      `serverless: Deno.cron refused the job "${name}" on "${schedule}": ${message}${way}`,
       { cause: error },
     );
   }

@@ -218,7 +218,7 @@ Deno.test("a jobs module by URL the app does not import says how to load it with
   assert.match(stdout, /or grant --allow-read/);
 });
 
-Deno.test("serverless() with --unstable-cron registers its Deno.cron job, refuses a bad expression, and its signal unregisters it", async () => {
+Deno.test("serverless() with --unstable-cron registers its Deno.cron job, refuses a bad expression and a second job of the same name, and its signal unregisters it", async () => {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "--no-prompt", "--quiet", "--unstable-cron", "tests/fixtures/deploy/cron_app.ts"],
     cwd: ROOT,
@@ -235,6 +235,7 @@ Deno.test("serverless() with --unstable-cron registers its Deno.cron job, refuse
   assert.deepEqual(decode(stdout).trim().split("\n"), [
     'refused: serverless: Deno.cron refused the job "bad-expression" on "every minute": Invalid cron schedule',
     "registered",
+    'second: serverless: Deno.cron refused the job "renox-queue drain" on "* * * * *": Cron with this name already exists (each serverless() call registers a cron job of its own: give this one another name option)',
     "unregistered",
   ]);
 });
