@@ -299,8 +299,13 @@ for _, each in ipairs(removed) do
   queued = queued + H.linksRemoved(each.id, each.job, NOW, 'clear')
   queued = queued + H.flowSettled(each.id, each.job, 'clear', NULL, 'deleted by a clear of its queue', NOW)
 end
-for _, each in ipairs(removed) do H.keysRemoved(each.id, each.job) end
-if queued > 0 then wake() end
+-- An awaited job deleted: its awaiters (who watch the wake-up channel too) look again.
+local awaitedEnded = false
+for _, each in ipairs(removed) do
+  H.keysRemoved(each.id, each.job)
+  if each.job.awaited == '1' then awaitedEnded = true end
+end
+if queued > 0 or awaitedEnded then wake() end
 return cjson.encode({deleted = #removed, more = #found == ${CHUNK}, upTo = upTo})
 `,
 );

@@ -27,7 +27,8 @@
  * - No channel of its own for awaited jobs: a settle that ends a job
  *   `markAwaited` marked (its row's `awaited` field; completed, failed or
  *   cancelled) publishes on the wake-up channel `P:wake` (lua.ts), as
- *   `cancel` does for every job it cancels; awaiters watch that channel and
+ *   `cancel` does for every job it cancels and `clear` when it deleted an
+ *   awaited job (failed_jobs.ts); awaiters watch that channel and
  *   also read their results once a second, since pub/sub may lose a message.
  *
  * @internal

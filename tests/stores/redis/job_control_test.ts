@@ -15,7 +15,7 @@ const url = redisTestUrl();
 
 Deno.test({
   name:
-    "RedisStore publishes on {prefix}:wake when an awaited job completes, fails or is cancelled, and not for a job nobody awaits (no other channel)",
+    "RedisStore publishes on {prefix}:wake when an awaited job completes, fails, is cancelled or is deleted by a clear, and not for a job nobody awaits (no other channel)",
   ignore: url === null,
   async fn() {
     await using opened = await openTestRedisStore(url!, { clock: "caller" });
@@ -59,6 +59,20 @@ Deno.test({
       await heard(
         "an awaited job waiting is cancelled",
         () => store.cancel({ id: waiting, reason: "no", now: T0 + 4, keepUntil: T0 }),
+        true,
+      );
+      const [unawaited] = await store.insertJobs([newJob()]);
+      await heard(
+        "a job nobody awaits is deleted by a clear",
+        () => store.clear(undefined, T0 + 5),
+        false,
+      );
+      assert.equal(await store.unfinishedJob(unawaited!), null);
+      const [cleared] = await store.insertJobs([newJob()]);
+      assert.equal(await store.markAwaited(cleared!), true);
+      await heard(
+        "an awaited job is deleted by a clear",
+        () => store.clear(undefined, T0 + 6),
         true,
       );
       assert.equal(onDone, 0, "nothing published on {prefix}:done");
