@@ -146,11 +146,37 @@ export function holdsTransform(schema: unknown): boolean {
 
 /**
  * The deepest nesting of arrays and objects a stored value may have: a
- * deeper one is refused when it is stored (as a step's output, a job's
- * output or a signal's payload), with an error naming where, rather than
- * overflowing the stack of whatever walks it.
+ * deeper one is refused when it is stored (as a job's payload, a step's
+ * output, a job's output or a signal's payload), with an error naming where,
+ * rather than overflowing the stack of whatever walks it (a page of the
+ * dashboard that shows it, a recursive schema).
  */
 export const MAX_JSON_DEPTH = 1_000;
+
+/**
+ * Whether the JSON text `json` nests arrays and objects deeper than
+ * {@linkcode MAX_JSON_DEPTH}: one pass over the text, skipping strings. A
+ * text shorter than twice the limit cannot, and is not read.
+ */
+export function jsonTooDeep(json: string): boolean {
+  if (json.length <= 2 * MAX_JSON_DEPTH) return false;
+  let depth = 0;
+  let inString = false;
+  for (let index = 0; index < json.length; index++) {
+    const code = json.charCodeAt(index);
+    if (inString) {
+      if (code === 0x5c) index++; // a backslash: the next unit is escaped
+      else if (code === 0x22) inString = false;
+    } else if (code === 0x22) {
+      inString = true;
+    } else if (code === 0x5b || code === 0x7b) {
+      if (++depth > MAX_JSON_DEPTH) return true;
+    } else if (code === 0x5d || code === 0x7d) {
+      depth--;
+    }
+  }
+  return false;
+}
 
 /**
  * Where and how `value` would come back from JSON changed (`"output.when:

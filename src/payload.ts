@@ -9,6 +9,7 @@ import { previousOutput } from "./chain.ts";
 import { assertSealedIfEncrypted, isEncryptedPayload, type PayloadCipher } from "./encryption.ts";
 import { PayloadIntegrityError, ValidationError } from "./errors.ts";
 import type { JobDefinition } from "./job.ts";
+import { jsonTooDeep, MAX_JSON_DEPTH } from "./json_safe.ts";
 import { dataDetail, schemaRefusal } from "./schema_issues.ts";
 
 /** The default cap on a stored payload: 256 KiB of UTF-8. */
@@ -48,6 +49,14 @@ export function encodePayload(
     throw new ValidationError(
       job.name,
       `payload is ${bytes} bytes of JSON: over the cap of ${maxBytes} bytes`,
+      [],
+      { role },
+    );
+  }
+  if (jsonTooDeep(json)) {
+    throw new ValidationError(
+      job.name,
+      `payload is nested deeper than ${MAX_JSON_DEPTH} arrays and objects, the most a stored value may hold`,
       [],
       { role },
     );

@@ -11,7 +11,7 @@ import { type Action, answerStatus, findAction, type FormField } from "./actions
 import { FAVICON_SVG } from "./assets.ts";
 import type { PageContext } from "./context.ts";
 import { CSRF_FIELD, CSRF_HEADER, CsrfTokens } from "./csrf.ts";
-import { failureAnswer } from "./failures.ts";
+import { failureAnswer, type RequestInput } from "./failures.ts";
 import { askGate, type DashboardGate } from "./gate.ts";
 import { newNonce } from "./headers.ts";
 import { type Html, html } from "./html.ts";
@@ -201,8 +201,14 @@ async function showPage(
     if (isApi) return jsonResponse({ error: what }, 404);
     return pageResponse(message(ctx, "Not found", what), nonce, 404, cookie);
   }
-  if (isApi) return jsonResponse(data);
-  return pageResponse(page.render(ctx, data as never), nonce, 200, cookie);
+  try {
+    if (isApi) return jsonResponse(data);
+    return pageResponse(page.render(ctx, data as never), nonce, 200, cookie);
+  } catch (error) {
+    // What the page shows cannot be written (a stored value nested too deep for the call stack):
+    // never the request's fault, whatever the error's class.
+    return failure(setup.queue, ctx, error, isApi, `GET ${url.pathname}`, "no input");
+  }
 }
 
 /** Runs an action after the body, origin and CSRF checks; a redirect back, or JSON when asked. */
@@ -315,8 +321,9 @@ function failure(
   error: unknown,
   json: boolean,
   during: string,
+  input: RequestInput = "input",
 ): Response {
-  const { status, text } = failureAnswer(queue, error, during, "input");
+  const { status, text } = failureAnswer(queue, error, during, input);
   if (json) return jsonResponse({ error: text }, status);
   return pageResponse(message(ctx, `Error ${status}`, text), ctx.nonce, status);
 }

@@ -25,7 +25,8 @@ import {
   redisQueueToLose,
   secret,
 } from "../_dashboard.ts";
-import { ManualClock, waitUntil } from "../_helpers.ts";
+import { DatabaseSync } from "node:sqlite";
+import { ManualClock, tempDir, waitUntil } from "../_helpers.ts";
 import { redisTestUrl } from "../_redis.ts";
 
 /** The JSON of `path`, checked to be a 200 JSON response. */
@@ -791,6 +792,25 @@ Deno.test("dashboard: a queue closed under it answers 503, and an unexpected err
   assert.doesNotMatch(text, /secret\/path/);
   assert.match(text, /500 Internal Server Error: the dashboard failed; see the app&#39;s log/);
   assert.deepEqual(errors, ["dashboard GET /batches"]);
+});
+
+Deno.test("dashboard: a stored payload too deep to show (stored before payloads were limited) answers 500 reported as queue:error, as any unexpected error", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: [plain] });
+  const id = await queue.dispatch(plain, { n: 1 });
+  const db = new DatabaseSync(tmp.dbPath);
+  db.prepare("UPDATE jobs SET payload = ? WHERE id = ?")
+    .run(`${"[".repeat(20_000)}${"]".repeat(20_000)}`, id);
+  db.close();
+  const errors: string[] = [];
+  queue.addEventListener("queue:error", ({ detail }) => errors.push(detail.during));
+  const handler = dashboard(queue, { gate: () => true });
+  const response = await fetchFrom(handler, `/jobs/${id}`, {}, LOCAL);
+  assert.equal(response.status, 500);
+  assert.match(await response.text(), /500 Internal Server Error: the dashboard failed/);
+  assert.deepEqual(errors, [`dashboard GET /jobs/${id}`]);
+  // Its JSON gives the payload as the stored text: nothing to overflow there.
+  assert.equal((await fetchFrom(handler, `/api/jobs/${id}`, {}, LOCAL)).status, 200);
 });
 
 Deno.test({
