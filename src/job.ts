@@ -530,7 +530,8 @@ export interface JobConfig<
   priority?: number;
   /**
    * Keep the payload encrypted at rest with `APP_KEY` (AES-256-GCM): the
-   * database, failed jobs, logs and errors never hold its plaintext.
+   * database, failed jobs, logs and errors never hold its plaintext. The
+   * job's name may then not hold `#` or start with `job-log:` (docs/encryption.md).
    * @default {false}
    */
   encrypted?: boolean;
@@ -814,6 +815,11 @@ export function defineJob<
   if (typeof definition.encrypted !== "boolean") {
     throw new TypeError(
       `${where}: encrypted must be true or false: got ${shown(config.encrypted)}`,
+    );
+  }
+  if (definition.encrypted && /#|^job-log:/.test(definition.name)) {
+    throw new TypeError(
+      `${where}: an encrypted job's name cannot hold "#" or start with "job-log:": its payload is sealed for its name, and those mark what its other sealed values (outputs, step outputs, signals, log lines) are sealed for, which a copied ciphertext could then pass for`,
     );
   }
   if (definition.uniqueUntil !== "completed" && definition.uniqueUntil !== "processing") {

@@ -165,6 +165,19 @@ Deno.test("defineJob() refuses an empty or overlong name, naming the field", () 
   );
 });
 
+Deno.test("defineJob() refuses an encrypted job whose name holds # or starts with job-log: (what its other sealed values are bound to), and takes them unencrypted", () => {
+  for (const name of ["charge#output", "7#step:x", "#", "job-log:7"]) {
+    assertRefused(
+      { name, encrypted: true },
+      TypeError,
+      'cannot hold "#" or start with "job-log:"',
+      name,
+    );
+    assert.equal(defineJob(config({ name })).name, name);
+  }
+  assert.equal(defineJob(config({ name: "log-job-log:7", encrypted: true })).encrypted, true);
+});
+
 Deno.test("defineJob() refuses a schema that is not a zod schema", () => {
   assertRefused({ schema: {} }, TypeError, "schema");
   assertRefused({ schema: undefined }, TypeError, "schema");
