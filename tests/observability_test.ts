@@ -638,6 +638,40 @@ Deno.test("a queue opened and a worker started before the app installs its Meter
   }
 });
 
+Deno.test("the per-queue gauges read 0 once a queue they counted emptied, not their last value", async () => {
+  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+  const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+  const provider = new MeterProvider({ readers: [reader] });
+  metrics.setGlobalMeterProvider(provider);
+  try {
+    await using queue = await Queue.open({ path: ":memory:", jobs: [jobs.chatty] });
+    const gauges = async () => {
+      exporter.reset();
+      await reader.forceFlush();
+      const found = exporter.getMetrics().flatMap((resource) => resource.scopeMetrics)
+        .filter((scope) => scope.scope.name === "@renox/queue")
+        .flatMap((scope) => scope.metrics);
+      return Object.fromEntries(
+        ["pending", "delayed", "running"].map((state) => [
+          state,
+          found.find((metric) => metric.descriptor.name === `renox.jobs.${state}`)?.dataPoints
+            .filter((point) => point.attributes["messaging.destination.name"] === "default")
+            .map((point) => point.value),
+        ]),
+      );
+    };
+    await queue.dispatchMany(jobs.chatty, [{ lines: 0 }, { lines: 0 }]);
+    await queue.dispatch(jobs.chatty, { lines: 0 }, { delayMs: 60_000 });
+    assert.deepEqual(await gauges(), { pending: [2], delayed: [1], running: [0] });
+    await queue.clear();
+    await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 10 }).done;
+    assert.deepEqual(await gauges(), { pending: [0], delayed: [0], running: [0] });
+  } finally {
+    await provider.shutdown();
+    metrics.disable();
+  }
+});
+
 Deno.test("metrics go through the OpenTelemetry API: counters, histograms and per-queue gauges", async () => {
   const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
   const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });

@@ -28,6 +28,8 @@ export class QueueGauges {
   readonly #clock: Clock;
   #registered: Registered | null = null;
   readonly #unfollow: () => void;
+  /** The queues a collection read jobs of: each reads 0 once its jobs are gone. */
+  readonly #seen = new Set<string>();
 
   /**
    * Registers the gauges, read from `store` at `clock`'s now, with the
@@ -63,11 +65,19 @@ export class QueueGauges {
       } catch {
         return; // a closed or busy store: this collection has no reading
       }
+      const empty = new Set(this.#seen);
       for (const row of rows) {
         const attributes = { "messaging.destination.name": row.queue };
         result.observe(pending, row.pending, attributes);
         result.observe(delayed, row.delayed, attributes);
         result.observe(running, row.reserved, attributes);
+        this.#seen.add(row.queue);
+        empty.delete(row.queue);
+      }
+      // The store counts only queues that hold jobs: one that emptied reads 0, not its last value.
+      for (const queue of empty) {
+        const attributes = { "messaging.destination.name": queue };
+        for (const gauge of [pending, delayed, running]) result.observe(gauge, 0, attributes);
       }
     };
     const gauges = [pending, delayed, running];

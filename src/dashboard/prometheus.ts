@@ -29,6 +29,15 @@ interface Family {
   readonly samples: { readonly suffix?: string; readonly labels: Labels; readonly value: number }[];
 }
 
+/**
+ * A summary's sum in seconds, from the mean of `runs` in ms: to the µs, so that
+ * the float error of mean × runs never makes a sum read less than the scrape
+ * before (a counter that falls reads to Prometheus as a reset).
+ */
+function seconds(meanMs: number | null, runs: number): number {
+  return Math.round((meanMs ?? 0) * runs * 1e3) / 1e6;
+}
+
 /** The exposition of `queue`'s figures; `openMetrics` for the OpenMetrics flavour. */
 export async function metricsText(queue: Queue, openMetrics: boolean): Promise<string> {
   const [metrics, counts] = [await queue.metrics({ windowMs: RETENTION_MS }), await queue.counts()];
@@ -70,10 +79,13 @@ export async function metricsText(queue: Queue, openMetrics: boolean): Promise<s
     retried.samples.push({ suffix: "_total", labels, value: job.retried });
     expired.samples.push({ suffix: "_total", labels, value: job.expired });
     if (job.p95RuntimeMs !== null) p95.samples.push({ labels, value: job.p95RuntimeMs / 1e3 });
-    const runtimeSum = (job.averageRuntimeMs ?? 0) * job.runs / 1e3;
-    duration.samples.push({ suffix: "_sum", labels, value: runtimeSum });
+    duration.samples.push({
+      suffix: "_sum",
+      labels,
+      value: seconds(job.averageRuntimeMs, job.runs),
+    });
     duration.samples.push({ suffix: "_count", labels, value: job.runs });
-    wait.samples.push({ suffix: "_sum", labels, value: (job.averageWaitMs ?? 0) * job.runs / 1e3 });
+    wait.samples.push({ suffix: "_sum", labels, value: seconds(job.averageWaitMs, job.runs) });
     wait.samples.push({ suffix: "_count", labels, value: job.runs });
   }
   const gauge = (name: string, help: string): Family => ({

@@ -145,6 +145,26 @@ Deno.test("GET /metrics parses as Prometheus text, and its figures match queue.m
   assert.equal(family(families, "renox_jobs_pending").type, "GAUGE");
 });
 
+Deno.test("GET /metrics: a summary's sum never reads less than the scrape before (no float error of mean × runs)", async () => {
+  const clock = new ManualClock(Date.UTC(2026, 0, 1, 12));
+  await using queue = await Queue.open({ path: ":memory:", jobs: [works], clock });
+  const handler = dashboard(queue, { metrics: true });
+  const waitSum = async () => {
+    const families = parsePrometheus(await (await fetchFrom(handler, "/metrics")).text());
+    const found = family(families as ParsedFamily[], "renox_job_wait_seconds").metrics
+      .find((metric) => metric.labels?.job === "works");
+    return [Number(found?.sum), Number(found?.count)];
+  };
+  await queue.dispatch(works, { n: 0 });
+  clock.advance(29); // claimed 29 ms after it was due
+  await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 5 }).done;
+  assert.deepEqual(await waitSum(), [0.029, 1]);
+  // 49 more claimed as they came due: the mean is 0.58 ms, and 0.58 × 50 is 28.999999999999996.
+  await queue.dispatchMany(works, Array.from({ length: 49 }, (_, n) => ({ n })));
+  await queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 5 }).done;
+  assert.deepEqual(await waitSum(), [0.029, 50]);
+});
+
 Deno.test("GET /metrics speaks OpenMetrics when asked, and is off unless metrics: true", async () => {
   const { queue } = await openWorked();
   await using _ = queue;
