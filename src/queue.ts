@@ -504,7 +504,8 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    * What settled in the last `windowMs` (default an hour), from the metrics
    * rollup the workers' settles write: jobs per minute, and per queue and per
    * job type the runs, failures, average and p95 runtime, and average wait.
-   * The rollup keeps 7 days.
+   * The rollup keeps 7 days of minutes, and carries the totals of older ones:
+   * `windowMs: Infinity` adds those to the per-queue and per-job figures.
    */
   async metrics(options: MetricsOptions = {}): Promise<QueueMetrics> {
     this.#assertOpen("read metrics");

@@ -9,7 +9,12 @@
 import { optionBag } from "../option_bags.ts";
 import { shown } from "../shown.ts";
 import type { Clock } from "../clock.ts";
-import { type MetricsRow, RUNTIME_BUCKETS_MS, type StatsStore } from "../stores/store.ts";
+import {
+  METRICS_CARRIED_MINUTE,
+  type MetricsRow,
+  RUNTIME_BUCKETS_MS,
+  type StatsStore,
+} from "../stores/store.ts";
 
 const MINUTE_MS = 60_000;
 /** The longest window: the rollup keeps 7 days. */
@@ -19,7 +24,11 @@ const MAX_WINDOW_MS = 7 * 24 * 60 * MINUTE_MS;
 export interface MetricsOptions {
   /**
    * How far back to look, in ms, rounded up to whole minutes (the current
-   * one included), from 1 minute to 7 days.
+   * one included), from 1 minute to 7 days; or `Infinity` for everything
+   * the rollup counted: the last 7 days' minutes, and the totals of the
+   * minutes pruned before them (kept per queue and job name), which
+   * `byQueue` and `byJob` add in (never falling, as counters should) and
+   * `perMinute` does not.
    * @default {3_600_000}
    */
   windowMs?: number;
@@ -96,20 +105,26 @@ export interface MetricsWindow {
   readonly since: number;
   /** End of the current minute, ms since the epoch. */
   readonly until: number;
+  /** Whether the totals of pruned minutes count too (`windowMs: Infinity`). */
+  readonly carried: boolean;
 }
 
 /** Checks {@linkcode MetricsOptions} and places the window at `now`. */
 export function metricsWindow(now: number, options: MetricsOptions | undefined): MetricsWindow {
   const windowMs = optionBag(options, "metrics", ["windowMs"])?.windowMs ?? 3_600_000;
-  if (!(Number.isFinite(windowMs) && windowMs >= MINUTE_MS && windowMs <= MAX_WINDOW_MS)) {
+  const carried = windowMs === Infinity;
+  if (
+    !carried && !(Number.isFinite(windowMs) && windowMs >= MINUTE_MS && windowMs <= MAX_WINDOW_MS)
+  ) {
     throw new RangeError(
-      `metrics: windowMs must be a number of ms from ${MINUTE_MS} (1 minute) to ${MAX_WINDOW_MS} (7 days): got ${
+      `metrics: windowMs must be a number of ms from ${MINUTE_MS} (1 minute) to ${MAX_WINDOW_MS} (7 days), or Infinity for everything counted: got ${
         shown(windowMs)
       }`,
     );
   }
   const until = Math.floor(now / MINUTE_MS) * MINUTE_MS + MINUTE_MS;
-  return { since: until - Math.ceil(windowMs / MINUTE_MS) * MINUTE_MS, until };
+  const minutes = Math.ceil((carried ? MAX_WINDOW_MS : windowMs) / MINUTE_MS);
+  return { since: until - minutes * MINUTE_MS, until, carried };
 }
 
 /** Reads and adds up the metrics of the window `options` place at `clock`'s now. */
@@ -119,7 +134,8 @@ export async function readMetrics(
   options: MetricsOptions,
 ): Promise<QueueMetrics> {
   const window = metricsWindow(clock.now(), options);
-  return summarizeMetrics(await store.metrics(window.since, window.until), window);
+  const from = window.carried ? METRICS_CARRIED_MINUTE : window.since;
+  return summarizeMetrics(await store.metrics(from, window.until), window);
 }
 
 /** Adds up the rollup's rows of a window. */

@@ -2,17 +2,14 @@
  * `GET /metrics`: the queue's figures in the Prometheus text exposition
  * format (or OpenMetrics, when the scraper asks for it), read from the
  * store, so every process's work counts, not only this one's. Counters are
- * per queue and job name, summed over the metrics rollup's retention (7
- * days: a count that falls as old minutes are pruned reads to Prometheus as
- * a counter reset); gauges are per queue, running jobs also per job name.
+ * per queue and job name, everything the metrics rollup counted (its last 7
+ * days and the totals it carried from the minutes it pruned, so they never
+ * fall); gauges are per queue, running jobs also per job name.
  *
  * @internal
  * @module
  */
 import type { Queue } from "../queue.ts";
-
-/** The rollup's whole retention: what the counters add up. */
-const RETENTION_MS = 7 * 24 * 60 * 60 * 1_000;
 
 /** The content type of the Prometheus text format. */
 export const PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8";
@@ -40,7 +37,7 @@ function seconds(meanMs: number | null, runs: number): number {
 
 /** The exposition of `queue`'s figures; `openMetrics` for the OpenMetrics flavour. */
 export async function metricsText(queue: Queue, openMetrics: boolean): Promise<string> {
-  const [metrics, counts] = [await queue.metrics({ windowMs: RETENTION_MS }), await queue.counts()];
+  const [metrics, counts] = [await queue.metrics({ windowMs: Infinity }), await queue.counts()];
   const counter = (name: string, help: string): Family => ({
     name,
     type: "counter",

@@ -85,7 +85,12 @@ export type {
   SchemaStepKind,
 } from "./schema_steps.ts";
 export { FROM_PREVIOUS_OUTPUT } from "./rows/dispatch.ts";
-export { METRICS_RETENTION_MS, RUNTIME_BUCKETS_MS, runtimeBucket } from "./rows/read.ts";
+export {
+  METRICS_CARRIED_MINUTE,
+  METRICS_RETENTION_MS,
+  RUNTIME_BUCKETS_MS,
+  runtimeBucket,
+} from "./rows/read.ts";
 
 /** The part of a store usable inside {@linkcode Store.transaction}. */
 export interface StoreTransaction {
@@ -176,8 +181,10 @@ export interface WorkerStore {
    * ({@linkcode runtimeBucket}), and adds the job's wait (see
    * {@linkcode Store.claim}) to `waitMs`. Progress writes and settlements
    * that did not apply count nowhere. Rows of minutes more than
-   * {@linkcode METRICS_RETENTION_MS} before `at` are deleted, at most once a
-   * minute (of `at`) per store instance.
+   * {@linkcode METRICS_RETENTION_MS} before `at` are added to the rows of
+   * {@linkcode METRICS_CARRIED_MINUTE} (per queue and name) and deleted, at
+   * most once a minute (of `at`) per store instance: the rollup's totals
+   * never fall.
    *
    * `records`, in the same transaction: the log lines handlers wrote (each
    * job's lines kept under `maxBytesPerJob`, the oldest dropped and one

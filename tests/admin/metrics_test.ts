@@ -40,18 +40,26 @@ Deno.test("metricsWindow() covers whole minutes ending with the current one, 1 m
   assert.deepEqual(metricsWindow(NOON + 30_000, {}), {
     since: NOON + MINUTE - 60 * MINUTE,
     until: NOON + MINUTE,
+    carried: false,
   });
   assert.deepEqual(metricsWindow(NOON, { windowMs: 90_000 }), {
     since: NOON + MINUTE - 2 * MINUTE,
     until: NOON + MINUTE,
+    carried: false,
   });
-  for (const windowMs of [0, 59_999, 7 * 24 * 60 * MINUTE + 1, Number.NaN, Infinity]) {
+  // Everything counted: the minutes of the last 7 days, and the totals carried from pruned ones.
+  assert.deepEqual(metricsWindow(NOON, { windowMs: Infinity }), {
+    since: NOON + MINUTE - 7 * 24 * 60 * MINUTE,
+    until: NOON + MINUTE,
+    carried: true,
+  });
+  for (const windowMs of [0, 59_999, 7 * 24 * 60 * MINUTE + 1, Number.NaN, -Infinity]) {
     assert.throws(
       () => metricsWindow(NOON, { windowMs }),
       (error) =>
         error instanceof RangeError &&
         error.message ===
-          `metrics: windowMs must be a number of ms from 60000 (1 minute) to 604800000 (7 days): got ${windowMs}`,
+          `metrics: windowMs must be a number of ms from 60000 (1 minute) to 604800000 (7 days), or Infinity for everything counted: got ${windowMs}`,
     );
   }
 });
@@ -70,7 +78,7 @@ Deno.test("summarizeMetrics() fills every minute, and adds up per queue and per 
     runtimeBuckets: buckets({}),
     ...fields,
   });
-  const window = { since: NOON - 2 * MINUTE, until: NOON + MINUTE };
+  const window = { since: NOON - 2 * MINUTE, until: NOON + MINUTE, carried: false };
   const summary = summarizeMetrics([
     row(NOON - 2 * MINUTE, "mail", "send", {
       completed: 2,

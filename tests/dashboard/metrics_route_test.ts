@@ -165,6 +165,32 @@ Deno.test("GET /metrics: a summary's sum never reads less than the scrape before
   assert.deepEqual(await waitSum(), [0.029, 50]);
 });
 
+Deno.test("GET /metrics: a counter never falls as minutes leave the rollup's 7 days (their counts are carried)", async () => {
+  const clock = new ManualClock(Date.UTC(2026, 0, 1, 12));
+  await using queue = await Queue.open({ path: ":memory:", jobs: [works], clock });
+  const handler = dashboard(queue, { metrics: true });
+  const completed = async () => {
+    const text = await (await fetchFrom(handler, "/metrics")).text();
+    return sample(
+      family(parsePrometheus(text) as ParsedFamily[], "renox_jobs_completed_total"),
+      { queue: "mail", job: "works" },
+    );
+  };
+  const workAll = () => queue.work({ executor: "isolate", stopWhenEmpty: true, pollMs: 5 }).done;
+  await queue.dispatchMany(works, [{ n: 1 }, { n: 2 }]);
+  await workAll();
+  assert.equal(await completed(), 2);
+  clock.advance(8 * 24 * 60 * 60 * 1_000); // the first minute left the 7 days; the next settle prunes it
+  await queue.dispatch(works, { n: 3 });
+  await workAll();
+  assert.equal(await completed(), 3);
+  assert.equal(
+    (await queue.metrics({ windowMs: 7 * 24 * 60 * 60 * 1_000 })).byJob[0]?.completed,
+    1,
+  );
+  assert.equal((await queue.metrics({ windowMs: Infinity })).byJob[0]?.completed, 3);
+});
+
 Deno.test("GET /metrics speaks OpenMetrics when asked, and is off unless metrics: true", async () => {
   const { queue } = await openWorked();
   await using _ = queue;

@@ -91,6 +91,14 @@ export function runtimeBucket(durationMs: number): number {
 /** How long metrics rows are kept: rows of minutes older than this before a settle are pruned. */
 export const METRICS_RETENTION_MS = 7 * 24 * 60 * 60 * 1_000;
 
+/**
+ * The "minute" of the metrics rollup's carried totals: the rows a prune
+ * deletes are first added to the row of this minute (per queue and job
+ * name), so the rollup's totals never fall. No settle writes it: real
+ * minutes are multiples of 60,000 ms.
+ */
+export const METRICS_CARRIED_MINUTE = -1;
+
 /** One row of the metrics rollup: what settled in one minute, for one job name on one queue. */
 export interface MetricsRow {
   /** The minute's start, in ms since the epoch (a multiple of 60,000). */

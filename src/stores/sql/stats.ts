@@ -34,30 +34,37 @@ import type {
   WorkerHeartbeat,
   WorkerInfo,
 } from "../store.ts";
+import { METRICS_CARRIED_MINUTE } from "../store.ts";
 import { clockParam, type Dialect, STARTED_ATTEMPTS } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
 const BUCKETS = RUNTIME_BUCKET_COLUMNS;
 
+/** An upsert's update: the counts given added to the row's. */
+const ADDED = ["completed", "failed", "retried", "runtime_ms", "wait_ms", "expired", ...BUCKETS]
+  .map((column) => `${column} = job_metrics.${column} + excluded.${column}`).join(", ");
 /** Adds to the row of (minute, queue, name, shard): `$1` … `$4`, then the counts. */
 const ADD_METRICS = statement(
   `INSERT INTO job_metrics
   (minute, queue, name, shard, completed, failed, retried, runtime_ms, wait_ms,
     ${BUCKETS.join(", ")}, expired)
   VALUES (${Array.from({ length: 10 + BUCKETS.length }, (_, index) => `$${index + 1}`).join(", ")})
-  ON CONFLICT (minute, queue, name, shard) DO UPDATE SET
-    completed = job_metrics.completed + excluded.completed,
-    failed = job_metrics.failed + excluded.failed,
-    retried = job_metrics.retried + excluded.retried,
-    runtime_ms = job_metrics.runtime_ms + excluded.runtime_ms,
-    wait_ms = job_metrics.wait_ms + excluded.wait_ms,
-    expired = job_metrics.expired + excluded.expired,
-    ${
-    BUCKETS.map((column) => `${column} = job_metrics.${column} + excluded.${column}`).join(", ")
-  }`,
+  ON CONFLICT (minute, queue, name, shard) DO UPDATE SET ${ADDED}`,
 );
-const PRUNE_METRICS = statement("DELETE FROM job_metrics WHERE minute < $1");
+/** What a prune deletes: the rows of minutes before `$1`, never the carried totals' ($2). */
+const PRUNED_MINUTES = "minute < $1 AND minute <> $2";
+/** Adds the rows a prune deletes to the carried totals: minute `$2`, shard 0. */
+const CARRY_METRICS = statement(
+  `INSERT INTO job_metrics
+  (minute, queue, name, shard, completed, failed, retried, runtime_ms, wait_ms,
+    ${BUCKETS.join(", ")}, expired)
+  SELECT CAST($2 AS BIGINT), queue, name, 0, SUM(completed), SUM(failed), SUM(retried), SUM(runtime_ms),
+    SUM(wait_ms), ${BUCKETS.map((column) => `SUM(${column})`).join(", ")}, SUM(expired)
+  FROM job_metrics WHERE ${PRUNED_MINUTES} GROUP BY queue, name
+  ON CONFLICT (minute, queue, name, shard) DO UPDATE SET ${ADDED}`,
+);
+const PRUNE_METRICS = statement(`DELETE FROM job_metrics WHERE ${PRUNED_MINUTES}`);
 /** The rollup's rows of minutes `$1` up to `$2`, each store's shards added up. */
 const METRICS = statement(
   `SELECT minute, queue, name, SUM(completed) AS completed, SUM(failed) AS failed,
@@ -185,7 +192,10 @@ export function* recordMetrics(
     ]),
   );
   const cutoff = settlements.length === 0 ? null : rollup.due(settlements);
-  if (cutoff !== null) yield* exec(PRUNE_METRICS, cutoff);
+  if (cutoff !== null) {
+    yield* exec(CARRY_METRICS, cutoff, METRICS_CARRIED_MINUTE);
+    yield* exec(PRUNE_METRICS, cutoff, METRICS_CARRIED_MINUTE);
+  }
 }
 
 /** The rollup's rows with `since <= minute < until`. */

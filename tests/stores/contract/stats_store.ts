@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import {
   type ListedJob,
+  METRICS_CARRIED_MINUTE,
   type MetricsRow,
   type NewJobRow,
   RUNTIME_BUCKETS_MS,
@@ -370,6 +371,53 @@ function register(test: ContractTest): void {
     assert.deepEqual(await minutes(), [0, 7 * 24 * 60]);
     await settleOne(T0 + 7 * DAY + MINUTE, 4); // cutoff T0 + 1 minute: the row of minute T0 goes
     assert.deepEqual(await minutes(), [7 * 24 * 60, 7 * 24 * 60 + 1]);
+  });
+
+  test("settle()'s prune adds the rows it deletes to the carried totals (minute -1), which it never prunes, so the rollup's totals never fall", async (store) => {
+    const settle = async (at: number, token: number, kinds: ("complete" | "fail")[]) => {
+      const rows = kinds.map((_, index) => ({ availableAt: at - 10, name: `job-${index % 2}` }));
+      const ids = await claimed(store, rows, at - 10, token);
+      await store.settle(
+        ids.map((id, index): Settlement =>
+          kinds[index] === "complete"
+            ? { kind: "complete", id, token, at, durationMs: 3 }
+            : { kind: "fail", id, token, at, error: BOOM, attempts: 1, durationMs: 2 }
+        ),
+      );
+    };
+    const totals = async () => {
+      const byName = new Map<string, [number, number, number, number, number]>();
+      for (const row of await store.metrics(METRICS_CARRIED_MINUTE, T0 + 30 * DAY)) {
+        const sums = byName.get(row.name) ?? [0, 0, 0, 0, 0];
+        byName.set(row.name, [
+          sums[0] + row.completed,
+          sums[1] + row.failed,
+          sums[2] + row.runtimeMs,
+          sums[3] + row.waitMs,
+          sums[4] + row.runtimeBuckets.reduce((sum, count) => sum + count, 0),
+        ]);
+      }
+      return Object.fromEntries([...byName].sort(([a], [b]) => a < b ? -1 : 1));
+    };
+    await settle(T0, 1, ["complete", "complete", "fail"]);
+    await settle(T0 + MINUTE, 2, ["complete"]);
+    assert.deepEqual(await totals(), { "job-0": [2, 1, 8, 0, 3], "job-1": [1, 0, 3, 0, 1] });
+    // 8 days on: both minutes are pruned, their counts carried.
+    await settle(T0 + 8 * DAY, 3, ["complete"]);
+    assert.deepEqual(await totals(), { "job-0": [3, 1, 11, 0, 4], "job-1": [1, 0, 3, 0, 1] });
+    const carried = (await store.metrics(METRICS_CARRIED_MINUTE, METRICS_CARRIED_MINUTE + 1))
+      .map((row) => [row.minute, row.name, row.completed, row.failed]);
+    assert.deepEqual(carried, [[-1, "job-0", 2, 1], [-1, "job-1", 1, 0]]);
+    const kept = await store.metrics(0, T0 + 30 * DAY);
+    assert.deepEqual(kept.map((row) => row.minute), [T0 + 8 * DAY]);
+    // Another 8 days: the minute of T0 + 8 days is carried too, added to what was carried.
+    await settle(T0 + 16 * DAY, 4, ["fail", "complete"]);
+    assert.deepEqual(await totals(), { "job-0": [3, 2, 13, 0, 5], "job-1": [2, 0, 6, 0, 2] });
+    assert.deepEqual(
+      (await store.metrics(METRICS_CARRIED_MINUTE, METRICS_CARRIED_MINUTE + 1))
+        .map((row) => [row.name, row.completed, row.failed, row.runtimeMs]),
+      [["job-0", 3, 1, 11], ["job-1", 1, 0, 3]],
+    );
   });
 
   test("heartbeat() writes and replaces a worker's row; workers() lists those seen since, earliest started first", async (store) => {
