@@ -38,7 +38,11 @@ export interface ScheduleInfo {
   readonly nextSlot: Date | null;
   /** Its next 5 slots after now. */
   readonly nextRuns: readonly Date[];
-  /** The last slot fired (or the time of the last trigger), or null. */
+  /**
+   * The slot fired last (or the time of the last trigger), or null: after a
+   * backfill, the newest slot it fired, which may be older than one fired
+   * before it (the slots to come do not go by it).
+   */
   readonly lastSlot: Date | null;
   /** The id of the job the last slot fired, or null. */
   readonly lastJobId: number | null;
