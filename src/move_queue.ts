@@ -7,7 +7,12 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { type Clock, systemClock } from "./clock.ts";
-import { type MovedTable, type MoveReport, moveStores } from "./moving/move_stores.ts";
+import {
+  assertNotMovedElsewhere,
+  type MovedTable,
+  type MoveReport,
+  moveStores,
+} from "./moving/move_stores.ts";
 import { shown } from "./shown.ts";
 import { optionBag, optionNames } from "./option_bags.ts";
 import { MOVE_PAGE_BYTES } from "./stores/rows/transfer.ts";
@@ -124,6 +129,8 @@ export async function moveQueueReport(
     throw new TypeError(`Cannot move a queue to the store it is in: ${fromShown}`);
   }
   await using source = await openMovable(from, "from", false);
+  // Before the destination is created or migrated: a refused move writes nothing there.
+  assertNotMovedElsewhere(await source.store.moveFence(), fromShown, toShown);
   await using destination = await openMovable(to, "to", true);
   return await moveStores(source.store, destination.store, {
     from: fromShown,

@@ -38,7 +38,7 @@ import { RedisStore } from "../src/stores/redis/mod.ts";
 import { SqliteStore } from "../src/stores/sqlite/mod.ts";
 import { type MoveStore, type Store, TRANSFER_TABLES } from "../src/stores/store.ts";
 import { MOVE_PAGE_BYTES } from "../src/stores/rows/transfer.ts";
-import { ManualClock, tempDir, waitUntil } from "./_helpers.ts";
+import { exists, ManualClock, tempDir, waitUntil } from "./_helpers.ts";
 import { openSession, postForm } from "./_dashboard.ts";
 import { dashboard } from "../src/dashboard.ts";
 import { postgresTestUrl } from "./_postgres.ts";
@@ -708,7 +708,7 @@ Deno.test({
   },
 });
 
-Deno.test("a move run again resumes: the same destination is finished without duplicates; another is refused", async () => {
+Deno.test("a move run again resumes: the same destination is finished without duplicates; another is refused, and not created", async () => {
   await using dir = await tempDir();
   const { queue, to } = await oneJobQueue(dir);
   await queue.close();
@@ -716,7 +716,9 @@ Deno.test("a move run again resumes: the same destination is finished without du
   const again = await moveQueue(dir.dbPath, to);
   assert.equal(again.resumed, true);
   assert.deepEqual(again.tables, first.tables);
-  await assert.rejects(moveQueue(dir.dbPath, join(dir.dir, "other.db")), /it was moved to/);
+  const other = join(dir.dir, "other.db");
+  await assert.rejects(moveQueue(dir.dbPath, other), /it was moved to/);
+  assert.equal(exists(other), false, "a refused move wrote nothing at its destination");
   const source = await SqliteStore.open(dir.dbPath) as SqliteStore & MoveStore;
   try {
     assert.equal(await source.liftMoveFence(), true);

@@ -87,6 +87,20 @@ export interface MoveSettings {
 const WORKERS_POLL_MS = 500;
 
 /**
+ * Throws unless the source's `fence` (null when it has none) is for a move
+ * to `to`: a source fenced for another destination belongs to that move,
+ * to be run again or given up, never copied elsewhere.
+ */
+export function assertNotMovedElsewhere(fence: MoveFence | null, from: string, to: string): void {
+  if (fence === null || fence.to === to) return;
+  throw new Error(
+    `Cannot move ${from} to ${to}: it was moved to ${fence.to} (fenced at ${
+      new Date(fence.at).toISOString()
+    }); run that move again to finish it, or give it up with move --abort`,
+  );
+}
+
+/**
  * Moves everything `source` holds to `destination` (see the module doc).
  * Resolves with the report, whose `mismatched` lists the tables whose
  * counts differ; rejects, changing nothing, when the move may not start.
@@ -107,13 +121,7 @@ export async function moveStores(
   let fence: MoveFence | null = await source.moveFence();
   const resumed = fence !== null;
   await assertNoWorkers(destination, settings);
-  if (fence !== null && fence.to !== to) {
-    throw new Error(
-      `Cannot move ${from} to ${to}: it was moved to ${fence.to} (fenced at ${
-        new Date(fence.at).toISOString()
-      }); run that move again to finish it, or give it up with move --abort`,
-    );
-  }
+  assertNotMovedElsewhere(fence, from, to);
   if (fence === null) {
     await waitForWorkers(source, settings);
     const held = await tablesHolding(destination);
