@@ -8,7 +8,15 @@
  */
 import { parseArgs } from "node:util";
 import { DATABASE_PROBLEM, readConfig } from "../config.ts";
-import { isOtherUrl, readDatabaseUrlVariable, redactPassword } from "../stores/database_url.ts";
+import {
+  isOtherUrl,
+  isPostgresUrl,
+  isRedisUrl,
+  postgresUrlParts,
+  readDatabaseUrlVariable,
+  redactPassword,
+  redisUrlParts,
+} from "../stores/database_url.ts";
 import { assertName, assertQueueName } from "../names.ts";
 import { shown } from "../shown.ts";
 
@@ -304,7 +312,16 @@ export function readDatabase(args: ParsedArgs, name: string): string | undefined
       `--${name} ${DATABASE_PROBLEM}: got ${shown(redactPassword(given))}`,
     );
   }
-  return given.trim();
+  const db = given.trim();
+  try {
+    // What the store would refuse when it opens (a schema or prefix that is no name, a parameter
+    // twice): a mistyped flag, said before anything is opened.
+    if (isPostgresUrl(db)) postgresUrlParts(db);
+    if (isRedisUrl(db)) redisUrlParts(db);
+  } catch (error) {
+    throw new UsageError(args.command, `--${name}: ${(error as Error).message}`);
+  }
+  return db;
 }
 
 /**

@@ -96,6 +96,17 @@ Deno.test("CLI: unknown flags and commands, bad values, missing and extra argume
       ["stats", "--db", " mysql://app:secret@db.internal/app"],
       /--db must be a path, a postgres:\/\/ URL or a redis:\/\/ URL: got " mysql:\/\/app:\*\*\*@db/,
     ],
+    // What a store would refuse at open, refused as the flag it is, before anything is opened.
+    [
+      ["stats", "--db", "postgres://app:secret@db.internal/app?schema=Bad-Name"],
+      /--db: schema must be 1 to 51 lower-case letters, .*got "Bad-Name"/,
+    ],
+    [
+      ["failed", "--db", "postgres://db.internal/app?schema=a&schema=b"],
+      /--db: url takes the schema parameter once/,
+    ],
+    [["stats", "--db", "redis://db.internal:6379/0?prefx=app"], /--db: url takes one parameter/],
+    [["stats", "--db", "redis://db.internal:6379/0?prefix=a b"], /--db: prefix must be 1 to 100/],
   ];
   // Four at a time, each given a minute: 27 processes at once on a loaded 2-core machine took
   // longer than runCli's default deadline to start.

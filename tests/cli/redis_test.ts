@@ -47,12 +47,12 @@ function redisTest(name: string, fn: (db: string, prefix: string) => Promise<voi
   });
 }
 
-Deno.test("CLI: a --db redis:// URL that does not parse is refused, named without its password", async () => {
+Deno.test("CLI: a --db redis:// URL that does not parse is a usage error, named without its password", async () => {
   const result = await runCli(["stats", "--db", "redis://app:secret@cache.internal:port/0"]);
-  assert.equal(result.code, 1, result.stderr);
+  assert.equal(result.code, 2, result.stderr);
   assert.match(
     result.stderr,
-    /^queue stats: url is not a valid URL: got "redis:\/\/app:\*\*\*@cache\.internal:port\/0"/,
+    /^queue stats: --db: url is not a valid URL: got "redis:\/\/app:\*\*\*@cache\.internal:port\/0"/,
   );
   assert.doesNotMatch(result.stderr + result.stdout, /secret/);
 });

@@ -27,7 +27,7 @@ import type { MigrateOptions } from "../schema_steps.ts";
 import { postgresDialect } from "./dialect.ts";
 import { PostgresEngine } from "./engine.ts";
 import { openPool } from "./pools.ts";
-import { isPostgresUrl, redactPassword } from "../database_url.ts";
+import { isPostgresUrl, postgresUrlParts, redactPassword } from "../database_url.ts";
 import { SqlStore } from "../sql/sql_store.ts";
 import { isConnectionLost } from "../store_outage.ts";
 
@@ -112,17 +112,7 @@ export class PostgresStore extends SqlStore {
         `url must start with postgres:// or postgresql://: got ${redactPassword(url)}`,
       );
     }
-    const { server, schema: schemaOfUrl } = schemaParameter(url);
-    const schema = options.schema ?? schemaOfUrl ?? "public";
-    // Lower case only (the unquoted name in search_path is folded to lower case), and short
-    // enough that "renox_queue_" + schema is a valid NOTIFY channel (63 bytes).
-    if (!/^[a-z_][a-z0-9_]{0,50}$/.test(schema)) {
-      throw new TypeError(
-        `schema must be 1 to 51 lower-case letters, digits and underscores, not starting with a digit: got ${
-          shown(schema)
-        }`,
-      );
-    }
+    const { server, schema } = postgresUrlParts(url, options.schema);
     const clock = options.clock ?? "database";
     if (clock !== "database" && clock !== "caller") {
       throw new TypeError(`clock must be "database" or "caller": got ${shown(clock)}`);
@@ -204,37 +194,4 @@ function refusedUrlSetting(error: unknown, url: string): string | null {
   } catch {
     return null;
   }
-}
-
-/**
- * `url`'s `schema` parameter, and the URL without it for the driver (which
- * would send it to the server as a setting of that name); the URL as given
- * when it has none.
- */
-function schemaParameter(url: string): { server: string; schema: string | undefined } {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    // The driver reads URLs the URL parser refuses (several hosts): no parameter of ours there.
-    return { server: url, schema: undefined };
-  }
-  if (parsed.searchParams.getAll("schema").length > 1) {
-    throw new TypeError(
-      `url takes the schema parameter once: got ${shown(redactPassword(url))}`,
-    );
-  }
-  // The driver would send it over the store's own, and the queue's tables would go there.
-  const options = parsed.searchParams.get("options") ?? "";
-  if (parsed.searchParams.has("search_path") || /search_path/i.test(options)) {
-    throw new TypeError(
-      `url sets search_path, which the store sets itself to the queue's schema: give the schema parameter (or the schema option) instead: got ${
-        shown(redactPassword(url))
-      }`,
-    );
-  }
-  const schema = parsed.searchParams.get("schema") ?? undefined;
-  if (schema === undefined) return { server: url, schema };
-  parsed.searchParams.delete("schema");
-  return { server: parsed.href, schema };
 }

@@ -97,7 +97,7 @@ import { LAYOUT_VERSION, layoutPlan, migrate } from "./migrate.ts";
 import * as moveExport from "./move_export.ts";
 import * as moveImport from "./move_import.ts";
 import * as moving from "./moving.ts";
-import { isRedisUrl, redactPassword } from "../database_url.ts";
+import { isRedisUrl, redactPassword, redisUrlParts } from "../database_url.ts";
 import * as schedules from "./schedules.ts";
 import * as stats from "./stats.ts";
 import * as steps from "./steps.ts";
@@ -169,34 +169,7 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
         `url must start with redis:// or rediss://: got ${shown(redactPassword(url))}`,
       );
     }
-    let target: URL;
-    try {
-      target = new URL(url);
-    } catch {
-      // The URL parser's own message quotes the whole URL, password included.
-      throw new TypeError(`url is not a valid URL: got ${shown(redactPassword(url))}`);
-    }
-    if (!/^\/?(\d+)?$/.test(target.pathname)) {
-      throw new TypeError(
-        `url's path is a database number or nothing (redis://host:6379/0): got ${
-          shown(target.pathname)
-        } in ${shown(redactPassword(url))}`,
-      );
-    }
-    const unread = [...new Set(target.searchParams.keys())].filter((name) => name !== "prefix");
-    if (unread.length > 0 || target.searchParams.getAll("prefix").length > 1) {
-      throw new TypeError(
-        `url takes one parameter, prefix, once: got ${
-          shown(redactPassword(url))
-        } (a parameter the store does not read would be ignored, and a misspelt prefix would open another queue)`,
-      );
-    }
-    const prefix = options.prefix ?? target.searchParams.get("prefix") ?? "renox";
-    if (!/^[A-Za-z0-9_.:-]{1,100}$/.test(prefix)) {
-      throw new TypeError(
-        `prefix must be 1 to 100 letters, digits, "_", "-", "." and ":": got ${shown(prefix)}`,
-      );
-    }
+    const { server, prefix } = redisUrlParts(url, options.prefix);
     const clock = options.clock ?? "database";
     if (clock !== "database" && clock !== "caller") {
       throw new TypeError(`clock must be "database" or "caller": got ${shown(clock)}`);
@@ -207,11 +180,10 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
         `connectTimeoutMs must be a number of ms >= 100: got ${shown(connectTimeoutMs)}`,
       );
     }
-    target.searchParams.delete("prefix");
     let redis: RedisConnection;
     try {
       redis = await RedisConnection.open(
-        { url: target.href, connectTimeoutMs },
+        { url: server, connectTimeoutMs },
         `{${prefix}}`,
         clock === "database",
       );
