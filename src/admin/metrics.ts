@@ -134,8 +134,12 @@ export async function readMetrics(
   options: MetricsOptions,
 ): Promise<QueueMetrics> {
   const window = metricsWindow(clock.now(), options);
-  const from = window.carried ? METRICS_CARRIED_MINUTE : window.since;
-  return summarizeMetrics(await store.metrics(from, window.until), window);
+  // Everything counted: every row kept (a minute leaves the window before its prune carries it)
+  // up to and with the carried totals, in one read, so a prune between two reads cannot show.
+  const rows = window.carried
+    ? await store.metrics(0, METRICS_CARRIED_MINUTE + MINUTE_MS)
+    : await store.metrics(window.since, window.until);
+  return summarizeMetrics(rows, window);
 }
 
 /** Adds up the rollup's rows of a window. */

@@ -28,7 +28,7 @@ export class QueueGauges {
   readonly #clock: Clock;
   #registered: Registered | null = null;
   readonly #unfollow: () => void;
-  /** The queues a collection read jobs of: each reads 0 once its jobs are gone. */
+  /** The queues the last collection read jobs of: each reads 0 once when its jobs are gone. */
   readonly #seen = new Set<string>();
 
   /**
@@ -74,10 +74,12 @@ export class QueueGauges {
         this.#seen.add(row.queue);
         empty.delete(row.queue);
       }
-      // The store counts only queues that hold jobs: one that emptied reads 0, not its last value.
+      // The store counts only queues that hold jobs: one that emptied reads 0 once, not its last
+      // value, and then no more (an exporter keeps that 0), until it holds jobs again.
       for (const queue of empty) {
         const attributes = { "messaging.destination.name": queue };
         for (const gauge of [pending, delayed, running]) result.observe(gauge, 0, attributes);
+        this.#seen.delete(queue);
       }
     };
     const gauges = [pending, delayed, running];

@@ -181,10 +181,11 @@ export interface WorkerStore {
    * ({@linkcode runtimeBucket}), and adds the job's wait (see
    * {@linkcode Store.claim}) to `waitMs`. Progress writes and settlements
    * that did not apply count nowhere. Rows of minutes more than
-   * {@linkcode METRICS_RETENTION_MS} before `at` are added to the rows of
-   * {@linkcode METRICS_CARRIED_MINUTE} (per queue and name) and deleted, at
-   * most once a minute (of `at`) per store instance: the rollup's totals
-   * never fall.
+   * {@linkcode METRICS_RETENTION_MS} before `at` are deleted and added to
+   * the rows of {@linkcode METRICS_CARRIED_MINUTE} (per queue and name), at
+   * most once a minute (of `at`) per store instance, each deleted row counted
+   * there once however many stores prune at once: the rollup's totals never
+   * fall.
    *
    * `records`, in the same transaction: the log lines handlers wrote (each
    * job's lines kept under `maxBytesPerJob`, the oldest dropped and one

@@ -8,9 +8,9 @@
  * `retried`, `expired`, `runtime_ms`, `wait_ms`, `b0` … `b16` for the runtime
  * buckets); `P:m` ZSET of the minutes held (score and member the minute);
  * `P:m:<minute>:moved` HASH, the rows a move imported into the minute
- * (moving.ts), pruned with it; `P:m:-1` HASH (`METRICS_CARRIED_MINUTE`, in
- * `P:m` with score -1), the carried totals: what a prune deletes is first
- * added to it, so the rollup's totals never fall. Minutes are those of the settlements' times,
+ * (moving.ts), pruned with it; `P:m:<METRICS_CARRIED_MINUTE>` HASH (in
+ * `P:m` with that score, a minute after every cutoff), the carried totals:
+ * what a prune deletes is added to it, so the rollup's totals never fall. Minutes are those of the settlements' times,
  * on the caller's clock, as on SQL. When a settle last pruned is kept by
  * each store's process (tick.ts), as on SQL; older code kept it for every
  * process in `P:m:pruned`, which this code neither reads nor writes.
@@ -127,27 +127,33 @@ function H.flushMetrics(batch)
   end
 end
 
--- Deletes old minutes, their counters first added to the carried totals' hash (minute
--- ${METRICS_CARRIED_MINUTE}, which is never pruned), so that the rollup's totals never fall.
+-- Deletes up to ${PRUNE_MINUTES} minutes before before, and adds their counters to the carried totals'
+-- hash (minute ${METRICS_CARRIED_MINUTE}, after every cutoff), so that the rollup's totals never fall.
+-- Reads and adds up first, writes last.
 function H.pruneMetrics(before)
   local cutoff = string.format('%d', before)
-  local carried = P .. ':m:${METRICS_CARRIED_MINUTE}'
-  local minutes = redis.call('ZRANGEBYSCORE', P .. ':m', '-inf', '(' .. cutoff, 'LIMIT', 0, ${PRUNE_MINUTES} + 1)
+  local minutes = redis.call('ZRANGEBYSCORE', P .. ':m', '-inf', '(' .. cutoff, 'LIMIT', 0, ${PRUNE_MINUTES})
+  if #minutes == 0 then return end
+  local ints, floats, fields = {}, {}, {}
   for _, old in ipairs(minutes) do
-    if old ~= '${METRICS_CARRIED_MINUTE}' then
-      local flat = redis.call('HGETALL', P .. ':m:' .. old)
-      for i = 1, #flat, 2 do
-        local column = string.match(flat[i], '([^]*)$')
-        if column == 'runtime_ms' or column == 'wait_ms' then
-          redis.call('HINCRBYFLOAT', carried, flat[i], flat[i + 1])
-        else
-          redis.call('HINCRBY', carried, flat[i], flat[i + 1])
-        end
-      end
-      if #flat > 0 then redis.call('ZADD', P .. ':m', ${METRICS_CARRIED_MINUTE}, '${METRICS_CARRIED_MINUTE}') end
-      redis.call('DEL', P .. ':m:' .. old, P .. ':m:' .. old .. ':moved')
-      redis.call('ZREM', P .. ':m', old)
+    local flat = redis.call('HGETALL', P .. ':m:' .. old)
+    for i = 1, #flat, 2 do
+      local field = flat[i]
+      local column = string.match(field, '${SEPARATOR}([^${SEPARATOR}]*)$')
+      local into = (column == 'runtime_ms' or column == 'wait_ms') and floats or ints
+      if ints[field] == nil and floats[field] == nil then table.insert(fields, field) end
+      into[field] = (into[field] or 0) + tonumber(flat[i + 1])
     end
+  end
+  local carried = P .. ':m:${METRICS_CARRIED_MINUTE}'
+  for _, field in ipairs(fields) do
+    if ints[field] ~= nil then redis.call('HINCRBY', carried, field, string.format('%d', ints[field])) end
+    if floats[field] ~= nil then redis.call('HINCRBYFLOAT', carried, field, floats[field]) end
+  end
+  if #fields > 0 then redis.call('ZADD', P .. ':m', ${METRICS_CARRIED_MINUTE}, '${METRICS_CARRIED_MINUTE}') end
+  for _, old in ipairs(minutes) do
+    redis.call('DEL', P .. ':m:' .. old, P .. ':m:' .. old .. ':moved')
+    redis.call('ZREM', P .. ':m', old)
   end
 end
 `;

@@ -93,11 +93,13 @@ export const METRICS_RETENTION_MS = 7 * 24 * 60 * 60 * 1_000;
 
 /**
  * The "minute" of the metrics rollup's carried totals: the rows a prune
- * deletes are first added to the row of this minute (per queue and job
- * name), so the rollup's totals never fall. No settle writes it: real
- * minutes are multiples of 60,000 ms.
+ * deletes are added to the row of this minute (per queue and job name), so
+ * the rollup's totals never fall. The last minute a `Date` can hold, which
+ * no settle reaches, and which code of earlier versions (whose prunes delete
+ * every minute before a cutoff, and whose reads look at a window up to now)
+ * never deletes nor reads.
  */
-export const METRICS_CARRIED_MINUTE = -1;
+export const METRICS_CARRIED_MINUTE = 8_640_000_000_000_000;
 
 /** One row of the metrics rollup: what settled in one minute, for one job name on one queue. */
 export interface MetricsRow {

@@ -11,6 +11,7 @@
 import {
   type JobState,
   type ListedJob,
+  METRICS_CARRIED_MINUTE,
   METRICS_RETENTION_MS,
   type MetricsRow,
   RUNTIME_BUCKETS_MS,
@@ -103,6 +104,41 @@ export function metricsIncrements(
     group.completed + group.failed + group.retried + group.expired > 0 ||
     group.buckets.some((count) => count > 0)
   );
+}
+
+/**
+ * What pruned rollup rows add to the carried totals: one increment per
+ * queue and name, at {@linkcode METRICS_CARRIED_MINUTE}.
+ */
+export function carriedIncrements(rows: readonly MetricsRow[]): MetricsIncrement[] {
+  const groups = new Map<string, MetricsIncrement>();
+  for (const row of rows) {
+    const key = JSON.stringify([row.queue, row.name]);
+    let group = groups.get(key);
+    if (group === undefined) {
+      group = {
+        minute: METRICS_CARRIED_MINUTE,
+        queue: row.queue,
+        name: row.name,
+        completed: 0,
+        failed: 0,
+        retried: 0,
+        expired: 0,
+        runtimeMs: 0,
+        waitMs: 0,
+        buckets: RUNTIME_BUCKET_COLUMNS.map(() => 0),
+      };
+      groups.set(key, group);
+    }
+    group.completed += row.completed;
+    group.failed += row.failed;
+    group.retried += row.retried;
+    group.expired += row.expired;
+    group.runtimeMs += row.runtimeMs;
+    group.waitMs += row.waitMs;
+    row.runtimeBuckets.forEach((count, index) => group.buckets[index]! += count);
+  }
+  return [...groups.values()];
 }
 
 /**

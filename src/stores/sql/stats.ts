@@ -9,6 +9,8 @@
 import type { SchemaNews } from "../schema_steps.ts";
 import { type FailedRow, type RunningRow, toFailedJob, toRunningJob } from "./stored_rows.ts";
 import {
+  carriedIncrements,
+  type MetricsIncrement,
   metricsIncrements,
   type MetricsRollup,
   RUNTIME_BUCKET_COLUMNS,
@@ -34,7 +36,6 @@ import type {
   WorkerHeartbeat,
   WorkerInfo,
 } from "../store.ts";
-import { METRICS_CARRIED_MINUTE } from "../store.ts";
 import { clockParam, type Dialect, STARTED_ATTEMPTS } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
@@ -52,19 +53,16 @@ const ADD_METRICS = statement(
   VALUES (${Array.from({ length: 10 + BUCKETS.length }, (_, index) => `$${index + 1}`).join(", ")})
   ON CONFLICT (minute, queue, name, shard) DO UPDATE SET ${ADDED}`,
 );
-/** What a prune deletes: the rows of minutes before `$1`, never the carried totals' ($2). */
-const PRUNED_MINUTES = "minute < $1 AND minute <> $2";
-/** Adds the rows a prune deletes to the carried totals: minute `$2`, shard 0. */
-const CARRY_METRICS = statement(
-  `INSERT INTO job_metrics
-  (minute, queue, name, shard, completed, failed, retried, runtime_ms, wait_ms,
-    ${BUCKETS.join(", ")}, expired)
-  SELECT CAST($2 AS BIGINT), queue, name, 0, SUM(completed), SUM(failed), SUM(retried), SUM(runtime_ms),
-    SUM(wait_ms), ${BUCKETS.map((column) => `SUM(${column})`).join(", ")}, SUM(expired)
-  FROM job_metrics WHERE ${PRUNED_MINUTES} GROUP BY queue, name
-  ON CONFLICT (minute, queue, name, shard) DO UPDATE SET ${ADDED}`,
+/**
+ * A prune: deletes the rows of minutes before `$1` (never the carried totals', a minute no cutoff
+ * passes), handing them back to be carried. The delete drives the carry: a row two stores prune at
+ * once is deleted, so carried, by one of them.
+ */
+const PRUNE_METRICS = statement(
+  `DELETE FROM job_metrics WHERE minute < $1
+  RETURNING minute, queue, name, completed, failed, retried, runtime_ms, wait_ms,
+    ${BUCKETS.join(", ")}, expired`,
 );
-const PRUNE_METRICS = statement(`DELETE FROM job_metrics WHERE ${PRUNED_MINUTES}`);
 /** The rollup's rows of minutes `$1` up to `$2`, each store's shards added up. */
 const METRICS = statement(
   `SELECT minute, queue, name, SUM(completed) AS completed, SUM(failed) AS failed,
@@ -174,14 +172,22 @@ export function* recordMetrics(
   jobs: readonly SettledJobRow[],
   rollup: MetricsRollup,
 ): Script<void> {
-  const increments = metricsIncrements(settlements, applied, jobs);
+  yield* addMetrics(metricsIncrements(settlements, applied, jobs), rollup.shard);
+  const cutoff = settlements.length === 0 ? null : rollup.due(settlements);
+  if (cutoff === null) return;
+  const { rows: pruned } = yield* exec<StoredMetrics>(PRUNE_METRICS, cutoff);
+  yield* addMetrics(carriedIncrements(pruned.map(toMetricsRow)), rollup.shard);
+}
+
+/** Adds each of `increments` to its row of the store's `shard`. */
+function* addMetrics(increments: readonly MetricsIncrement[], shard: number): Script<void> {
   yield* each(
     ADD_METRICS,
     increments.map((group) => [
       group.minute,
       group.queue,
       group.name,
-      rollup.shard,
+      shard,
       group.completed,
       group.failed,
       group.retried,
@@ -191,11 +197,6 @@ export function* recordMetrics(
       group.expired,
     ]),
   );
-  const cutoff = settlements.length === 0 ? null : rollup.due(settlements);
-  if (cutoff !== null) {
-    yield* exec(CARRY_METRICS, cutoff, METRICS_CARRIED_MINUTE);
-    yield* exec(PRUNE_METRICS, cutoff, METRICS_CARRIED_MINUTE);
-  }
 }
 
 /** The rollup's rows with `since <= minute < until`. */

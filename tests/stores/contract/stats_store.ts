@@ -373,21 +373,23 @@ function register(test: ContractTest): void {
     assert.deepEqual(await minutes(), [7 * 24 * 60, 7 * 24 * 60 + 1]);
   });
 
-  test("settle()'s prune adds the rows it deletes to the carried totals (minute -1), which it never prunes, so the rollup's totals never fall", async (store) => {
+  test("settle()'s prune deletes the rows it finds past the 7 days and adds them to the carried totals, which no prune deletes, so the rollup's totals never fall", async (store) => {
+    // Each job due 1,000 ms before its settle and claimed 10 ms before it: it waited 990 ms.
     const settle = async (at: number, token: number, kinds: ("complete" | "fail")[]) => {
-      const rows = kinds.map((_, index) => ({ availableAt: at - 10, name: `job-${index % 2}` }));
+      const rows = kinds.map((_, index) => ({ availableAt: at - 1_000, name: `job-${index % 2}` }));
       const ids = await claimed(store, rows, at - 10, token);
       await store.settle(
         ids.map((id, index): Settlement =>
           kinds[index] === "complete"
             ? { kind: "complete", id, token, at, durationMs: 3 }
-            : { kind: "fail", id, token, at, error: BOOM, attempts: 1, durationMs: 2 }
+            : { kind: "fail", id, token, at, error: BOOM, attempts: 1, durationMs: 2.5 }
         ),
       );
     };
-    const totals = async () => {
+    /** [completed, failed, runtimeMs, waitMs, runs] per name, of the rows read from `since` to `until`. */
+    const sums = async (since: number, until: number) => {
       const byName = new Map<string, [number, number, number, number, number]>();
-      for (const row of await store.metrics(METRICS_CARRIED_MINUTE, T0 + 30 * DAY)) {
+      for (const row of await store.metrics(since, until)) {
         const sums = byName.get(row.name) ?? [0, 0, 0, 0, 0];
         byName.set(row.name, [
           sums[0] + row.completed,
@@ -399,25 +401,39 @@ function register(test: ContractTest): void {
       }
       return Object.fromEntries([...byName].sort(([a], [b]) => a < b ? -1 : 1));
     };
+    const totals = () => sums(0, METRICS_CARRIED_MINUTE + MINUTE);
+    const carried = () => sums(METRICS_CARRIED_MINUTE, METRICS_CARRIED_MINUTE + MINUTE);
     await settle(T0, 1, ["complete", "complete", "fail"]);
     await settle(T0 + MINUTE, 2, ["complete"]);
-    assert.deepEqual(await totals(), { "job-0": [2, 1, 8, 0, 3], "job-1": [1, 0, 3, 0, 1] });
+    assert.deepEqual(await totals(), {
+      "job-0": [2, 1, 8.5, 2_970, 3],
+      "job-1": [1, 0, 3, 990, 1],
+    });
+    assert.deepEqual(await carried(), {});
     // 8 days on: both minutes are pruned, their counts carried.
     await settle(T0 + 8 * DAY, 3, ["complete"]);
-    assert.deepEqual(await totals(), { "job-0": [3, 1, 11, 0, 4], "job-1": [1, 0, 3, 0, 1] });
-    const carried = (await store.metrics(METRICS_CARRIED_MINUTE, METRICS_CARRIED_MINUTE + 1))
-      .map((row) => [row.minute, row.name, row.completed, row.failed]);
-    assert.deepEqual(carried, [[-1, "job-0", 2, 1], [-1, "job-1", 1, 0]]);
-    const kept = await store.metrics(0, T0 + 30 * DAY);
-    assert.deepEqual(kept.map((row) => row.minute), [T0 + 8 * DAY]);
+    assert.deepEqual(await totals(), {
+      "job-0": [3, 1, 11.5, 3_960, 4],
+      "job-1": [1, 0, 3, 990, 1],
+    });
+    assert.deepEqual(await carried(), {
+      "job-0": [2, 1, 8.5, 2_970, 3],
+      "job-1": [1, 0, 3, 990, 1],
+    });
+    assert.deepEqual(
+      (await store.metrics(0, T0 + 30 * DAY)).map((row) => row.minute),
+      [T0 + 8 * DAY],
+    );
     // Another 8 days: the minute of T0 + 8 days is carried too, added to what was carried.
     await settle(T0 + 16 * DAY, 4, ["fail", "complete"]);
-    assert.deepEqual(await totals(), { "job-0": [3, 2, 13, 0, 5], "job-1": [2, 0, 6, 0, 2] });
-    assert.deepEqual(
-      (await store.metrics(METRICS_CARRIED_MINUTE, METRICS_CARRIED_MINUTE + 1))
-        .map((row) => [row.name, row.completed, row.failed, row.runtimeMs]),
-      [["job-0", 3, 1, 11], ["job-1", 1, 0, 3]],
-    );
+    assert.deepEqual(await totals(), {
+      "job-0": [3, 2, 14, 4_950, 5],
+      "job-1": [2, 0, 6, 1_980, 2],
+    });
+    assert.deepEqual(await carried(), {
+      "job-0": [3, 1, 11.5, 3_960, 4],
+      "job-1": [1, 0, 3, 990, 1],
+    });
   });
 
   test("heartbeat() writes and replaces a worker's row; workers() lists those seen since, earliest started first", async (store) => {
