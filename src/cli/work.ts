@@ -187,19 +187,28 @@ async function runWorker(settings: WorkSettings, early: EarlyStop): Promise<numb
   }
 }
 
+/** The exit code of a process its signal ended: 128 + the signal's number, as shells report it. */
+const SIGNAL_EXIT: Partial<Record<Deno.Signal, number>> = {
+  SIGHUP: 129,
+  SIGINT: 130,
+  SIGTERM: 143,
+  SIGBREAK: 149,
+};
+
 /**
  * A stop signal that came while `work` was starting (loading the jobs module,
  * opening the queue), before the worker or the supervisor listened: the
  * signal's default action would end the process with 143 (SIGTERM) or 130
  * (SIGINT). The first such signal lets the start finish and then ends the
- * command with 0, having claimed nothing; a second ends the process at once,
- * also with 0, for a start that hangs.
+ * command with 0, having claimed nothing; a second ends a start that hangs
+ * at once, with the code the signal's default action gives (not 0: nothing
+ * finished).
  */
 class EarlyStop implements Disposable {
   #signal: Deno.Signal | null = null;
   #listening: Disposable | null = onSignals((signal, count) => {
     this.#signal ??= signal;
-    if (count > 1) Deno.exit(EXIT.ok);
+    if (count > 1) Deno.exit(SIGNAL_EXIT[signal] ?? EXIT.failure);
   }, WORK_STOP_SIGNALS);
 
   /** Whether a stop signal came; if so, says so on stderr. */
@@ -324,7 +333,8 @@ and, on Linux, its other flags (--config, --import-map, --unstable-*, --no-lock,
 
 SIGINT or SIGTERM stops the worker gracefully: it claims nothing more, lets running jobs finish
 within --grace-ms, then puts the rest back on their queues. A second signal stops it at once. A
-signal while it starts (the jobs module loading) ends it with 0 once the start is done.
+signal while it starts (the jobs module loading) ends it with 0 once the start is done (a second,
+at once, with the signal's own code).
 
 In a terminal it shows a status line; otherwise it prints one JSON line per job outcome
 ({"event":"job:complete","id":…,"name":…,"queue":…,"attempt":…,"durationMs":…}, job:retry,

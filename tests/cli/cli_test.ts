@@ -299,37 +299,6 @@ for (const signal of ["SIGTERM", "SIGHUP"] as const) {
   );
 }
 
-for (const supervised of [false, true]) {
-  Deno.test(
-    `work${
-      supervised ? "" : " --no-supervise"
-    }: a SIGTERM while the jobs module loads ends it with 0 once the start is done, claiming nothing`,
-    async () => {
-      await using tmp = await tempDir();
-      const jobsUrl = import.meta.resolve("../fixtures/cli/slow_load_jobs.ts");
-      const { idle } = await import(jobsUrl);
-      await using queue = await Queue.open({ path: tmp.dbPath, jobs: jobsUrl });
-      await queue.dispatch(idle, null);
-      await using worker = startCli([
-        "work",
-        ...(supervised ? [] : ["--no-supervise"]),
-        "--jobs",
-        "tests/fixtures/cli/slow_load_jobs.ts",
-        "--db",
-        tmp.dbPath,
-      ]);
-      await worker.waitForRecord((line) => line.event === "jobs-module:loading", 30_000);
-      worker.kill("SIGTERM");
-      const status = await worker.child.status;
-      const stderr = await worker.stderr;
-      assert.equal(status.code, 0, stderr);
-      assert.match(stderr, /queue work: stopped by SIGTERM before the worker started/);
-      assert.equal(worker.records().some((line) => line.event === "worker:start"), false);
-      assert.equal((await queue.counts())["default"]?.pending, 1);
-    },
-  );
-}
-
 Deno.test("work prints a job:cancelled line for a running job cancelled from another process, and worker:stop counts it", async () => {
   await using tmp = await tempDir();
   await using queue = await openQueue(tmp.dbPath);
@@ -651,3 +620,51 @@ Deno.test("the status line shows processed, failed, retried, running, rate and p
     "processed 12 · failed 2 · retried 3 · running 4 · 5.3/s · pending high 0, default 12",
   );
 });
+for (const supervised of [false, true]) {
+  Deno.test(
+    `work${
+      supervised ? "" : " --no-supervise"
+    }: a SIGTERM while the jobs module loads ends it with 0 once the start is done, claiming nothing; a second SIGTERM ends a start that hangs with 143`,
+    async () => {
+      await using tmp = await tempDir();
+      const jobsUrl = import.meta.resolve("../fixtures/cli/slow_load_jobs.ts");
+      const { idle } = await import(jobsUrl);
+      await using queue = await Queue.open({ path: tmp.dbPath, jobs: jobsUrl });
+      await queue.dispatch(idle, null);
+      const args = [
+        "work",
+        ...(supervised ? [] : ["--no-supervise"]),
+        "--jobs",
+        "tests/fixtures/cli/slow_load_jobs.ts",
+        "--db",
+        tmp.dbPath,
+      ];
+      const go = join(tmp.dir, "go");
+      const env = { CLI_FIXTURE_LOAD: go };
+      {
+        await using worker = startCli(args, env);
+        await worker.waitForRecord((line) => line.event === "jobs-module:loading", 60_000);
+        worker.kill("SIGTERM");
+        // The signal is heard while the module still loads: only then may the start finish.
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        await Deno.writeTextFile(go, "");
+        const status = await worker.child.status;
+        const stderr = await worker.stderr;
+        assert.equal(status.code, 0, stderr);
+        assert.match(stderr, /queue work: stopped by SIGTERM before the worker started/);
+        assert.equal(worker.records().some((line) => line.event === "worker:start"), false);
+      }
+      await Deno.remove(go);
+      {
+        await using worker = startCli(args, env);
+        await worker.waitForRecord((line) => line.event === "jobs-module:loading", 60_000);
+        // Signals sent at once may arrive as one: send them until the start gives up.
+        const resend = setInterval(() => worker.kill("SIGTERM"), 100);
+        worker.kill("SIGTERM");
+        const status = await worker.child.status.finally(() => clearInterval(resend));
+        assert.equal(status.code, 143, await worker.stderr);
+      }
+      assert.equal((await queue.counts())["default"]?.pending, 1);
+    },
+  );
+}
