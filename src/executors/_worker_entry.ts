@@ -23,6 +23,7 @@ import { activeTraceparent } from "../trace_context.ts";
 import { IsolateExecutor } from "./isolate.ts";
 import { WorkerLogLines } from "./_worker_log_lines.ts";
 import {
+  BeginCell,
   fromWire,
   type FromWorker,
   toWire,
@@ -46,6 +47,8 @@ let executor: Promise<IsolateExecutor> | null = null;
  * before it crosses to the main thread; set once the jobs module loaded.
  */
 let jobRows: JobRows | null = null;
+/** The begin cells the pool shares with this Web Worker (`BeginCell`), from "init". */
+let beginCells: Int32Array | null = null;
 /** Resolves on the pool's "go", after it heard "ready": no attempt starts before. */
 const go = Promise.withResolvers<void>();
 /** The loaded executor once "go" came: attempts then start without waiting on either. */
@@ -311,6 +314,22 @@ function stepPort(runId: number): StepPort {
  */
 const LATE_RUN_MS = 10;
 
+/**
+ * Marks attempt `cell` begun, right before its handler is called; when the
+ * pool abandoned it first (it timed out or was cancelled while it waited),
+ * aborts it instead, so its handler is not called.
+ */
+function mayBegin(cell: number, controller: AbortController): void {
+  if (cell < 0 || beginCells === null) return;
+  if (
+    Atomics.compareExchange(beginCells, cell, BeginCell.Queued, BeginCell.Begun) ===
+      BeginCell.Queued
+  ) {
+    return;
+  }
+  controller.abort(new Error("The pool gave this attempt up before its handler began"));
+}
+
 /** Runs one attempt, which `controller` aborts, and reports how it ended. */
 async function attempt(run: WireRun, controller: AbortController): Promise<void> {
   const [
@@ -324,6 +343,7 @@ async function attempt(run: WireRun, controller: AbortController): Promise<void>
     scheduled,
     traceparent,
     flowParents,
+    cell,
   ] = run;
   if (traceparent !== null) traceparents.set(runId, traceparent);
   let outcome: WireResult;
@@ -348,7 +368,14 @@ async function attempt(run: WireRun, controller: AbortController): Promise<void>
         begun.add(runId);
         scheduleFlush();
       },
-      beforeHandler: threadFree,
+      beforeHandler() {
+        const waiting = threadFree();
+        if (waiting === undefined) {
+          mayBegin(cell, controller);
+          return undefined;
+        }
+        return waiting.then(() => mayBegin(cell, controller));
+      },
       onLog(line) {
         logLines.add(runId, line);
         flushSoon();
@@ -394,6 +421,7 @@ self.onmessage = async ({ data }: MessageEvent<ToWorker>) => {
   switch (data.type) {
     case "init":
       logLines = new WorkerLogLines(data.maxLogBytes);
+      beginCells = new Int32Array(data.beginCells);
       if (data.captureConsole === true) {
         consoleCaptured = true;
         captureConsole((level, message) => {

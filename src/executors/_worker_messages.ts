@@ -57,7 +57,22 @@ export type WireRun = readonly [
   scheduled: { readonly name: string; readonly slot: number } | null,
   traceparent: string | null,
   flowParents: string | null,
+  /** Its cell in the Web Worker's begin cells ({@linkcode BeginCell}), or -1 for none. */
+  cell: number,
 ];
+
+/**
+ * The states of an attempt's cell in the begin cells a pool shares with each
+ * Web Worker (an `Int32Array` on a `SharedArrayBuffer`, sent with "init").
+ * The Web Worker moves a cell from `Queued` to `Begun` right before it calls
+ * the handler, and the pool from `Queued` to `Abandoned` when it gives up on
+ * an attempt that has not begun (it timed out or was cancelled while it
+ * waited behind another handler); each with one compare-and-exchange, so
+ * exactly one of them wins. An abandoned attempt's handler is never called,
+ * so the Web Worker need not be terminated for it; and when a Web Worker
+ * dies, the attempts whose handler had not begun are put back uncharged.
+ */
+export const BeginCell = { Queued: 0, Begun: 1, Abandoned: 2 } as const;
 
 /** What a failed hook sent to a Web Worker needs (its error travels beside it). */
 export interface WireFailedHook {
@@ -80,6 +95,8 @@ export type ToWorker =
     readonly maxLogBytes: number;
     /** The queue's `maxPayloadBytes`: what handlers dispatch is checked here against it. */
     readonly maxPayloadBytes: number;
+    /** The begin cells, an `Int32Array`'s buffer ({@linkcode BeginCell}). */
+    readonly beginCells: SharedArrayBuffer;
   }
   | {
     /**

@@ -13,6 +13,7 @@ import { asError } from "../errors.ts";
 import { withTraceparent } from "../trace_context.ts";
 import { workerThreads } from "./_thread_probe.ts";
 import {
+  BeginCell,
   fromWire,
   type FromWorker,
   toWire,
@@ -82,6 +83,8 @@ interface PendingRun {
   readonly onAbort: () => void;
   aborted: boolean;
   killTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Its begin cell in its Web Worker's ({@linkcode BeginCell}), or -1 when none was free. */
+  readonly cell: number;
   /** The timers of its steps that run with a timeout, by the Web Worker's timer id. */
   stepTimers?: Map<number, (ranPast: boolean) => void>;
 }
@@ -91,6 +94,16 @@ interface PoolWorker {
   /** Its thread's name (`worker-N`), or null where threads cannot be seen. */
   readonly thread: string | null;
   readonly runs: Map<number, PendingRun>;
+  /** The begin cells shared with it ({@linkcode BeginCell}). */
+  readonly cells: Int32Array;
+  /** Its cells free for a new attempt. */
+  readonly freeCells: number[];
+  /**
+   * The cells of attempts given up before their handler began, by run id:
+   * free again once the Web Worker reports that run (it ends without calling
+   * the handler).
+   */
+  readonly abandoned: Map<number, number>;
   readonly hooks: Map<
     number,
     { request: FailedHookRequest; resolve(): void; reject(error: Error): void }
@@ -116,6 +129,13 @@ const LOAD_WAIT_MS = 20_000;
 const DEFAULT_MAX_LOG_BYTES = 65_536;
 /** How often the pool looks for Web Workers that ended on their own (`self.close()`). */
 const LIVENESS_MS = 500;
+
+/**
+ * Begin cells per Web Worker ({@linkcode BeginCell}): attempts held by one
+ * Web Worker at once beyond this have no cell, and are treated as begun
+ * (terminated with the Web Worker when aborted, charged when it dies).
+ */
+const BEGIN_CELLS = 4_096;
 /** How often the pool looks whether a terminated thread has ended. */
 const TERMINATE_CHECK_MS = 250;
 /**
@@ -176,6 +196,8 @@ export class WebWorkerPool implements Executor {
     const runId = ++this.#nextId;
     return new Promise((resolve) => {
       const onAbort = () => this.#abort(slot, runId, signal.reason);
+      const cell = slot.freeCells.pop() ?? -1;
+      if (cell >= 0) Atomics.store(slot.cells, cell, BeginCell.Queued);
       const pending: PendingRun = {
         jobId: request.id,
         request,
@@ -183,6 +205,7 @@ export class WebWorkerPool implements Executor {
         onAbort,
         aborted: false,
         killTimer: undefined,
+        cell,
       };
       slot.runs.set(runId, pending);
       this.#send(slot, [
@@ -196,6 +219,7 @@ export class WebWorkerPool implements Executor {
         request.scheduled,
         request.traceparent ?? null,
         request.flowParents ?? null,
+        cell,
       ]);
       if (signal.aborted) onAbort();
       else signal.addEventListener("abort", onAbort);
@@ -239,10 +263,14 @@ export class WebWorkerPool implements Executor {
     const worker = new Worker(new URL("./_worker_entry.ts", import.meta.url), { type: "module" });
     const after = workerThreads();
     const born = before === null || after === null ? [] : [...after].filter((n) => !before.has(n));
+    const beginCells = new SharedArrayBuffer(BEGIN_CELLS * Int32Array.BYTES_PER_ELEMENT);
     const slot: PoolWorker = {
       worker,
       thread: born.length === 1 ? born[0]! : null,
       runs: new Map(),
+      cells: new Int32Array(beginCells),
+      freeCells: Array.from({ length: BEGIN_CELLS }, (_, index) => BEGIN_CELLS - 1 - index),
+      abandoned: new Map(),
       hooks: new Map(),
       ready: false,
       loading: null,
@@ -274,6 +302,7 @@ export class WebWorkerPool implements Executor {
       captureConsole: this.#options.captureConsole ?? false,
       maxLogBytes: this.#options.maxLogBytes ?? DEFAULT_MAX_LOG_BYTES,
       maxPayloadBytes: this.#options.maxPayloadBytes,
+      beginCells,
     });
     return slot;
   }
@@ -303,13 +332,19 @@ export class WebWorkerPool implements Executor {
       case "results":
         for (const runId of message.done) {
           const pending = slot.runs.get(runId);
-          if (pending === undefined) continue;
+          if (pending === undefined) {
+            this.#reported(slot, runId);
+            continue;
+          }
           this.#settle(slot, runId, pending);
           pending.resolve({ kind: "success", output: null });
         }
         for (const result of message.results) {
           const pending = slot.runs.get(result.runId);
-          if (pending === undefined) continue;
+          if (pending === undefined) {
+            this.#reported(slot, result.runId);
+            continue;
+          }
           this.#settle(slot, result.runId, pending);
           if (result.kind === "success") {
             pending.resolve({ kind: "success", output: result.output ?? null });
@@ -427,12 +462,46 @@ export class WebWorkerPool implements Executor {
     slot.aborting++;
     this.#post(slot, { type: "abort", runId, reason: toWire(asError(reason)) });
     pending.killTimer = this.#after(this.#options.graceMs, () => {
+      pending.killTimer = undefined;
+      if (this.#giveUp(slot, runId, pending)) return;
       this.#retire(
         slot,
         "hung",
         `Web Worker terminated: job ${pending.jobId} did not stop within ${this.#options.graceMs} ms of being aborted`,
       );
     });
+  }
+
+  /**
+   * Gives up an aborted attempt whose handler has not begun (it waits behind
+   * another handler that holds its Web Worker): its cell marked abandoned, the
+   * Web Worker will not call its handler, so it ends now without terminating
+   * the Web Worker and the handler running there. False when it had begun.
+   */
+  #giveUp(slot: PoolWorker, runId: number, pending: PendingRun): boolean {
+    if (pending.cell < 0) return false;
+    const was = Atomics.compareExchange(
+      slot.cells,
+      pending.cell,
+      BeginCell.Queued,
+      BeginCell.Abandoned,
+    );
+    if (was !== BeginCell.Queued) return false;
+    slot.abandoned.set(runId, pending.cell);
+    this.#settle(slot, runId, pending, false);
+    pending.resolve({
+      kind: "interrupted",
+      error: new Error(`Job ${pending.jobId} was aborted before its handler began`),
+    });
+    return true;
+  }
+
+  /** Web Worker `slot` reported run `runId`, which the pool gave up before it began: its cell is free. */
+  #reported(slot: PoolWorker, runId: number): void {
+    const cell = slot.abandoned.get(runId);
+    if (cell === undefined) return;
+    slot.abandoned.delete(runId);
+    slot.freeCells.push(cell);
   }
 
   /** Reads or records an attempt's durable steps for its Web Worker, and answers it. */
@@ -462,8 +531,10 @@ export class WebWorkerPool implements Executor {
     }
   }
 
-  #settle(slot: PoolWorker, runId: number, pending: PendingRun): void {
+  /** Ends run `runId`'s bookkeeping; its cell is freed unless `freeCell` is false (given up). */
+  #settle(slot: PoolWorker, runId: number, pending: PendingRun, freeCell = true): void {
     slot.runs.delete(runId);
+    if (freeCell && pending.cell >= 0) slot.freeCells.push(pending.cell);
     pending.request.signal.removeEventListener("abort", pending.onAbort);
     if (pending.aborted) slot.aborting--;
     if (pending.killTimer !== undefined) {
@@ -482,7 +553,7 @@ export class WebWorkerPool implements Executor {
     this.#end(
       slot,
       (_runId, pending) =>
-        cause === "died" && !pending.aborted
+        cause === "died" && !pending.aborted && this.#mayHaveBegun(slot, pending)
           ? { kind: "crash", error: new Error(why) }
           : { kind: "interrupted", error: new Error(why) },
     );
@@ -491,6 +562,11 @@ export class WebWorkerPool implements Executor {
       const until = performance.now() + TERMINATE_WAIT_MS;
       this.#after(TERMINATE_CHECK_MS, () => this.#checkStopped(slot, why, until));
     }
+  }
+
+  /** Whether attempt `pending`'s handler began, or may have (it has no cell). */
+  #mayHaveBegun(slot: PoolWorker, pending: PendingRun): boolean {
+    return pending.cell < 0 || Atomics.load(slot.cells, pending.cell) === BeginCell.Begun;
   }
 
   /** Terminates a Web Worker and ends what it still ran. */

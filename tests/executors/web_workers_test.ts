@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { type JobDefinition, type PayloadOf, Queue, ValidationError } from "../../mod.ts";
 import type { QueueEventMap } from "../../src/events.ts";
-import { storedCounts, tempDir } from "../_helpers.ts";
+import { storedCounts, tempDir, waitUntil as waitFor } from "../_helpers.ts";
 import { currentThread, type LedgerRow, readLedger } from "../fixtures/reliability/ledger.ts";
 import { openReader, waitUntil } from "../fixtures/reliability/harness.ts";
 import {
@@ -19,6 +19,7 @@ import {
   hangs,
   hash,
   holdsGroup,
+  holdsThenDies,
   holdsUntil,
   meet,
   outOfRange,
@@ -493,6 +494,81 @@ Deno.test("Web Worker pool: a job that timed out while it waited behind a handle
     );
     assert.match((await queue.failedJob(waiting))!.error, /^JobTimeoutError: /);
     assert.deepEqual(readLedger(db, "job_id = ?", waiting), [], "its handler was never called");
+  } finally {
+    await Deno.writeTextFile(release, "");
+    await worker.stop();
+  }
+});
+
+Deno.test("Web Worker pool: a job aborted while it waits behind a handler holding its Web Worker is given up without terminating that Web Worker, so the handler holding it runs once", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  const release = `${tmp.dbPath}.release`;
+  const worker = queue.work({
+    executor: "workers",
+    workers: 1,
+    concurrency: 2,
+    pollMs: 20,
+    graceMs: 100,
+  });
+  try {
+    const holding = await queue.dispatch(holdsUntil, { db: tmp.dbPath, release });
+    await waitUntil(
+      "the first job holds the Web Worker",
+      () => readLedger(db, "job_id = ?", holding).length === 1,
+      90_000,
+    );
+    const waiting = await queue.dispatch(quick, { db: tmp.dbPath }); // times out after 300 ms
+    for (const deadline = Date.now() + 90_000; (await queue.failedJob(waiting)) === null;) {
+      if (Date.now() > deadline) throw new Error("the waiting job did not time out");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    // Ten times the grace after the abort: a Web Worker terminated for the waiting job would have
+    // put the holding job back, and its next start would be in the ledger by the release.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await Deno.writeTextFile(release, "");
+    await waitUntil(
+      "the holding job completed",
+      () => readLedger(db, "job_id = ? AND outcome = 'success'", holding).length === 1,
+      90_000,
+    );
+    assert.equal(readLedger(db, "job_id = ? AND outcome = 'start'", holding).length, 1);
+    assert.match((await queue.failedJob(waiting))!.error, /^JobTimeoutError: /);
+    assert.deepEqual(readLedger(db, "job_id = ?", waiting), [], "its handler was never called");
+    assert.equal((await queue.result(holding))?.attempts, 1);
+  } finally {
+    await Deno.writeTextFile(release, "");
+    await worker.stop();
+  }
+});
+
+Deno.test("Web Worker pool: when a job kills its Web Worker, a job waiting there whose handler had not begun is put back uncharged, and runs once", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  const release = `${tmp.dbPath}.release`;
+  const worker = queue.work({ executor: "workers", workers: 1, concurrency: 2, pollMs: 20 });
+  try {
+    const dies = await queue.dispatch(holdsThenDies, { db: tmp.dbPath, release });
+    await waitUntil(
+      "the dying job holds the Web Worker",
+      () => readLedger(db, "job_id = ?", dies).length === 1,
+      90_000,
+    );
+    const waiting = await queue.dispatch(where, { db: tmp.dbPath });
+    await waitFor(async () => {
+      const running = (await queue.counts())["default"]?.running ?? [];
+      return running.some((job) => job.id === waiting);
+    }, { what: "the waiting job is handed over", timeoutMs: 90_000 });
+    await Deno.writeTextFile(release, "");
+    await waitFor(async () => (await queue.result(waiting))?.state === "completed", {
+      what: "the waiting job completed",
+      timeoutMs: 90_000,
+    });
+    assert.equal(readLedger(db, "job_id = ? AND outcome = 'start'", waiting).length, 1);
+    assert.equal((await queue.result(waiting))?.attempts, 1);
+    assert.match((await queue.failedJob(dies))?.error ?? "", /Web Worker/);
   } finally {
     await Deno.writeTextFile(release, "");
     await worker.stop();
