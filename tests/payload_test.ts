@@ -3,6 +3,7 @@ import { storedCounts } from "./_helpers.ts";
 import { z } from "zod";
 import { defineJob, Queue, type QueueCounts, ValidationError } from "../mod.ts";
 import { workUntilEmpty } from "../src/testing.ts";
+import { storeTest } from "./_stores.ts";
 
 const CAP = 256 * 1024;
 
@@ -291,3 +292,43 @@ Deno.test("A __proto__ payload does not pollute prototypes through a zod object 
   assert.equal(got.polluted, undefined, "the payload's own prototype is untouched");
   assert.equal(({} as Record<string, unknown>).polluted, undefined);
 });
+
+storeTest(
+  "a payload nested deeper than 1000 arrays and objects is refused at dispatch with a ValidationError naming it, and nothing is stored; 1000 levels are stored and run",
+  async (db) => {
+    const nested = (depth: number, wrap: (inner: unknown) => unknown) => {
+      let value: unknown = '[{\\"';
+      for (let level = 0; level < depth; level++) value = wrap(value);
+      return value;
+    };
+    let ran = 0;
+    const deep = defineJob({
+      name: "deep-payload",
+      schema: z.any(),
+      handle() {
+        ran++;
+      },
+    });
+    const queue = await db.open({ jobs: [deep] });
+    for (const wrap of [(inner: unknown) => [inner], (inner: unknown) => ({ next: inner })]) {
+      for (const refused of [1_001, 20_000]) {
+        await assert.rejects(
+          queue.dispatch(deep, nested(refused, wrap)),
+          (error: Error) =>
+            error instanceof ValidationError &&
+            /payload is nested deeper than 1000 arrays and objects, the most a stored value may hold/
+              .test(error.message),
+        );
+        await assert.rejects(
+          queue.dispatchMany(deep, [null, nested(refused, wrap)]),
+          ValidationError,
+        );
+      }
+      await queue.dispatch(deep, nested(1_000, wrap));
+    }
+    assert.equal((await queue.counts())["default"]?.pending, 2);
+    await queue.work({ executor: "isolate", stopWhenEmpty: true }).done;
+    assert.equal(ran, 2);
+    await queue.close();
+  },
+);

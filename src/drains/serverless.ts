@@ -17,6 +17,12 @@ type Cron = (
   handler: () => Promise<void>,
 ) => Promise<void>;
 
+/**
+ * The names of the cron jobs `serverless()` registered in this isolate and
+ * not unregistered yet: `Deno.cron` takes a name once.
+ */
+const registered = new Set<string>();
+
 /** What {@linkcode Queue.serverless} says when the runtime has no `Deno.cron`. */
 export const NO_CRON_MESSAGE =
   'serverless: Deno.cron is not available: run with --unstable-cron, or add "unstable": ["cron"] to the app\'s deno.json';
@@ -52,19 +58,25 @@ export function registerDrainCron(
   }
   const cron = (Deno as unknown as { cron?: Cron }).cron;
   if (typeof cron !== "function") throw new Error(NO_CRON_MESSAGE);
+  if (registered.has(name)) {
+    throw new TypeError(
+      `serverless: a cron job named "${name}" is registered already: each serverless() call registers one of its own, so give this one another name option`,
+    );
+  }
   const cronOptions = options.signal === undefined ? {} : { signal: options.signal };
+  let unregistered: Promise<void>;
   try {
-    return cron(name, schedule, cronOptions, async () => {
+    unregistered = cron(name, schedule, cronOptions, async () => {
       await drain(drainOptions);
     });
   } catch (error) {
-    const message = (error as Error).message;
-    const way = /already exists/i.test(message)
-      ? " (each serverless() call registers a cron job of its own: give this one another name option)"
-      : "";
     throw new TypeError(
-      `serverless: Deno.cron refused the job "${name}" on "${schedule}": ${message}${way}`,
+      `serverless: Deno.cron refused the job "${name}" on "${schedule}": ${
+        (error as Error).message
+      }`,
       { cause: error },
     );
   }
+  registered.add(name);
+  return unregistered.finally(() => registered.delete(name));
 }

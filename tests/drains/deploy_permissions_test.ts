@@ -235,7 +235,7 @@ Deno.test("serverless() with --unstable-cron registers its Deno.cron job, refuse
   assert.deepEqual(decode(stdout).trim().split("\n"), [
     'refused: serverless: Deno.cron refused the job "bad-expression" on "every minute": Invalid cron schedule',
     "registered",
-    'second: serverless: Deno.cron refused the job "renox-queue drain" on "* * * * *": Cron with this name already exists (each serverless() call registers a cron job of its own: give this one another name option)',
+    'second: serverless: a cron job named "renox-queue drain" is registered already: each serverless() call registers one of its own, so give this one another name option',
     "unregistered",
   ]);
 });
