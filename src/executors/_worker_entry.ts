@@ -414,6 +414,9 @@ async function attempt(run: WireRun, controller: AbortController): Promise<void>
     traceparents.delete(runId);
     running--;
   }
+  if (outcome.kind === "success" && outcome.output === null && cell >= 0 && beginCells !== null) {
+    Atomics.store(beginCells, cell, BeginCell.Succeeded); // counted even if this thread dies now
+  }
   report(outcome);
 }
 

@@ -71,8 +71,11 @@ export type WireRun = readonly [
  * exactly one of them wins. An abandoned attempt's handler is never called,
  * so the Web Worker need not be terminated for it; and when a Web Worker
  * dies, the attempts whose handler had not begun are put back uncharged.
+ * The Web Worker moves a cell to `Succeeded` when its handler succeeded
+ * without output, as it queues that result: a Web Worker that ends before
+ * the result is sent (a promise its handler left rejects) still counts it.
  */
-export const BeginCell = { Queued: 0, Begun: 1, Abandoned: 2 } as const;
+export const BeginCell = { Queued: 0, Begun: 1, Abandoned: 2, Succeeded: 3 } as const;
 
 /** What a failed hook sent to a Web Worker needs (its error travels beside it). */
 export interface WireFailedHook {

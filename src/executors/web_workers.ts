@@ -579,8 +579,11 @@ export class WebWorkerPool implements Executor {
     this.#workers.splice(this.#workers.indexOf(slot), 1);
     slot.worker.terminate();
     for (const [runId, pending] of [...slot.runs]) {
+      // Its success was queued, not sent, when the Web Worker ended: it counts.
+      const succeeded = !pending.aborted && pending.cell >= 0 &&
+        Atomics.load(slot.cells, pending.cell) === BeginCell.Succeeded;
       this.#settle(slot, runId, pending);
-      pending.resolve(resultOf(runId, pending));
+      pending.resolve(succeeded ? { kind: "success", output: null } : resultOf(runId, pending));
     }
     for (const hook of slot.hooks.values()) {
       hook.reject(new Error("The Web Worker running this failed hook was terminated"));

@@ -21,6 +21,7 @@ import {
   holdsGroup,
   holdsThenDies,
   holdsUntil,
+  leavesRejection,
   meet,
   outOfRange,
   parent,
@@ -571,6 +572,31 @@ Deno.test("Web Worker pool: when a job kills its Web Worker, a job waiting there
     assert.match((await queue.failedJob(dies))?.error ?? "", /Web Worker/);
   } finally {
     await Deno.writeTextFile(release, "");
+    await worker.stop();
+  }
+});
+
+Deno.test("Web Worker pool: a job that succeeded counts as completed when a promise it left rejecting ends its Web Worker before the result is sent", async () => {
+  await using tmp = await tempDir();
+  await using queue = await Queue.open({ path: tmp.dbPath, jobs: JOBS });
+  using db = openReader(tmp.dbPath);
+  const worker = queue.work({ executor: "workers", workers: 1, concurrency: 2, pollMs: 20 });
+  try {
+    // A job beside it, so its result waits to go out with the next batch instead of at once.
+    const beside = await queue.dispatch(where, { db: tmp.dbPath, holdMs: 60_000 });
+    await waitUntil(
+      "the job beside runs",
+      () => readLedger(db, "job_id = ?", beside).length === 1,
+      90_000,
+    );
+    const leaves = await queue.dispatch(leavesRejection, { db: tmp.dbPath });
+    await waitFor(async () => (await queue.result(leaves))?.state === "completed", {
+      what: "the job that left a rejection completed",
+      timeoutMs: 90_000,
+    });
+    assert.equal(readLedger(db, "job_id = ? AND outcome = 'start'", leaves).length, 1);
+    assert.equal((await queue.result(leaves))?.attempts, 1);
+  } finally {
     await worker.stop();
   }
 });
