@@ -52,6 +52,22 @@ export interface MetricsIncrement {
   readonly buckets: number[];
 }
 
+/** An increment of (minute, queue, name) that counts nothing yet. */
+function emptyIncrement(minute: number, queue: string, name: string): MetricsIncrement {
+  return {
+    minute,
+    queue,
+    name,
+    completed: 0,
+    failed: 0,
+    retried: 0,
+    expired: 0,
+    runtimeMs: 0,
+    waitMs: 0,
+    buckets: RUNTIME_BUCKET_COLUMNS.map(() => 0),
+  };
+}
+
 /**
  * Adds up a tick's applied settlements into one increment per (minute of
  * `at`, queue, name), as `Store.settle` specifies; `jobs` are the settled
@@ -75,21 +91,7 @@ export function metricsIncrements(
     const minute = Math.floor(settlement.at / MINUTE_MS) * MINUTE_MS;
     const key = JSON.stringify([minute, job.queue, job.name]);
     let group = groups.get(key);
-    if (group === undefined) {
-      group = {
-        minute,
-        queue: job.queue,
-        name: job.name,
-        completed: 0,
-        failed: 0,
-        retried: 0,
-        expired: 0,
-        runtimeMs: 0,
-        waitMs: 0,
-        buckets: RUNTIME_BUCKET_COLUMNS.map(() => 0),
-      };
-      groups.set(key, group);
-    }
+    if (group === undefined) groups.set(key, group = emptyIncrement(minute, job.queue, job.name));
     if (settlement.kind === "cancel") group.expired++;
     else if (settlement.kind === "complete") group.completed++;
     else if (settlement.kind === "fail") group.failed++;
@@ -116,19 +118,7 @@ export function carriedIncrements(rows: readonly MetricsRow[]): MetricsIncrement
     const key = JSON.stringify([row.queue, row.name]);
     let group = groups.get(key);
     if (group === undefined) {
-      group = {
-        minute: METRICS_CARRIED_MINUTE,
-        queue: row.queue,
-        name: row.name,
-        completed: 0,
-        failed: 0,
-        retried: 0,
-        expired: 0,
-        runtimeMs: 0,
-        waitMs: 0,
-        buckets: RUNTIME_BUCKET_COLUMNS.map(() => 0),
-      };
-      groups.set(key, group);
+      groups.set(key, group = emptyIncrement(METRICS_CARRIED_MINUTE, row.queue, row.name));
     }
     group.completed += row.completed;
     group.failed += row.failed;
