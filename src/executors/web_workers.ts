@@ -655,21 +655,24 @@ export class WebWorkerPool implements Executor {
     slot.hooks.clear();
   }
 
-  /** After terminate(): a thread still there at `until` (performance.now) is stuck in synchronous code. */
+  /**
+   * After terminate(): a thread still there at `until` (performance.now) is
+   * stuck in synchronous code. One this process cannot see (no read access
+   * to `/proc/self/task`, an OS without it, a thread not told apart when it
+   * started) is taken to have ended: stopping the worker on every
+   * termination would stall its jobs, where a thread truly stuck only keeps
+   * its core until its loop ends.
+   */
   #checkStopped(slot: PoolWorker, why: string, until: number): void {
     const threads = workerThreads();
-    if (threads !== null && slot.thread !== null) {
-      if (!threads.has(slot.thread)) return;
-      if (performance.now() < until) {
-        this.#after(TERMINATE_CHECK_MS, () => this.#checkStopped(slot, why, until));
-        return;
-      }
+    if (threads === null || slot.thread === null || !threads.has(slot.thread)) return;
+    if (performance.now() < until) {
+      this.#after(TERMINATE_CHECK_MS, () => this.#checkStopped(slot, why, until));
+      return;
     }
     this.#reportStuck(
       new Error(
-        `${why}; its thread ${
-          slot.thread === null ? "cannot be checked here" : "is still running"
-        }: a synchronous loop cannot be stopped, so this process should exit and be restarted`,
+        `${why}; its thread is still running: a synchronous loop cannot be stopped, so this process should exit and be restarted`,
       ),
     );
   }

@@ -10,6 +10,7 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { tempDir } from "../_helpers.ts";
 
 const MOD = import.meta.resolve("../../mod.ts");
@@ -186,4 +187,51 @@ console.log(JSON.stringify({ errors, states: results.map((result) => result?.sta
     report.errors[0],
     /^replacing a Web Worker: Web Worker failed to load the jobs module: .*loads refused from now on; going on with 2 Web Workers$/,
   );
+});
+
+Deno.test("where this process cannot see its threads (no read access to /proc), a Web Worker terminated for a job that ignored its timeout is taken to have ended: the worker goes on with the next jobs instead of stopping as stuck", async () => {
+  await using tmp = await tempDir();
+  await Deno.writeTextFile(
+    join(tmp.dir, "jobs.ts"),
+    `import { z } from "npm:zod@4";
+import { defineJob } from ${JSON.stringify(MOD)};
+export const ignores = defineJob({
+  name: "blind.ignores",
+  schema: z.null(),
+  timeoutMs: 300,
+  maxAttempts: 1,
+  handle: () => new Promise(() => {}), // ignores its signal, without holding the thread
+});
+export const note = defineJob({ name: "blind.note", schema: z.object({ n: z.number() }), handle() {} });
+`,
+  );
+  await Deno.writeTextFile(
+    join(tmp.dir, "app.ts"),
+    `import { Queue } from ${JSON.stringify(MOD)};
+import { ignores, note } from "./jobs.ts";
+${openQueue(tmp.dbPath)}
+await queue.dispatch(ignores, null);
+// Due once the termination is long over: the worker must still be working by then.
+await queue.dispatchMany(note, [{ n: 1 }, { n: 2 }], { delayMs: 3_000 });
+const worker = queue.work({
+  executor: "workers",
+  workers: 1,
+  concurrency: 1,
+  graceMs: 100,
+  maxJobs: 3,
+  pollMs: 50,
+});
+await worker.done;
+console.log(JSON.stringify({ stopReason: worker.stopReason, stats: worker.stats, errors }));
+`,
+  );
+  const root = fileURLToPath(new URL("../../", import.meta.url));
+  const report = await runApp(tmp.dir, [
+    `--allow-read=${tmp.dir},${root}`,
+    `--allow-write=${tmp.dir}`,
+    "--allow-env",
+  ]);
+  assert.equal(report.stopReason, "jobs", JSON.stringify(report));
+  assert.deepEqual(report.stats, { completed: 2, failed: 1, retried: 0 });
+  assert.deepEqual(report.errors, [], "the Web Workers started, and nothing was reported stuck");
 });
