@@ -15,6 +15,7 @@ import {
   RUNTIME_BUCKETS_MS,
   type StatsStore,
 } from "../stores/store.ts";
+import { addMetricsRow, type MetricsTotals } from "../stores/rows/read.ts";
 
 const MINUTE_MS = 60_000;
 /** The longest window: the rollup keeps 7 days. */
@@ -151,8 +152,8 @@ export function summarizeMetrics(rows: readonly MetricsRow[], window: MetricsWin
   for (let minute = window.since; minute < window.until; minute += MINUTE_MS) {
     minutes.set(minute, { completed: 0, failed: 0, retried: 0, expired: 0 });
   }
-  const byQueue = new Map<string, Totals>();
-  const byJob = new Map<string, Totals & { queue: string; name: string }>();
+  const byQueue = new Map<string, MetricsTotals>();
+  const byJob = new Map<string, MetricsTotals & { queue: string; name: string }>();
   for (const row of rows) {
     const slot = minutes.get(row.minute);
     if (slot !== undefined) {
@@ -209,36 +210,23 @@ export function estimateQuantile(buckets: readonly number[], q: number): number 
   return RUNTIME_BUCKETS_MS.at(-1)!;
 }
 
-interface Totals {
-  completed: number;
-  failed: number;
-  retried: number;
-  expired: number;
-  runtimeMs: number;
-  waitMs: number;
-  buckets: number[];
-}
-
-function emptyTotals(): Totals {
+function emptyTotals(): MetricsTotals {
   const buckets = Array<number>(RUNTIME_BUCKETS_MS.length + 1).fill(0);
   return { completed: 0, failed: 0, retried: 0, expired: 0, runtimeMs: 0, waitMs: 0, buckets };
 }
 
-function add<T extends Totals>(map: Map<string, T>, key: string, row: MetricsRow, make: () => T) {
+function add<T extends MetricsTotals>(
+  map: Map<string, T>,
+  key: string,
+  row: MetricsRow,
+  make: () => T,
+) {
   let totals = map.get(key);
   if (totals === undefined) map.set(key, totals = make());
-  totals.completed += row.completed;
-  totals.failed += row.failed;
-  totals.retried += row.retried;
-  totals.expired += row.expired;
-  totals.runtimeMs += row.runtimeMs;
-  totals.waitMs += row.waitMs;
-  row.runtimeBuckets.forEach((count, index) =>
-    totals.buckets[index] = (totals.buckets[index] ?? 0) + count
-  );
+  addMetricsRow(totals, row);
 }
 
-function summary(totals: Totals): MetricsSummary {
+function summary(totals: MetricsTotals): MetricsSummary {
   const runs = totals.buckets.reduce((sum, count) => sum + count, 0);
   return {
     completed: totals.completed,

@@ -10,8 +10,9 @@
  * `P:m:<minute>:moved` HASH, the rows a move imported into the minute
  * (moving.ts), pruned with it; `P:m:<METRICS_CARRIED_MINUTE>` HASH (in
  * `P:m` with that score, a minute after every cutoff), the carried totals:
- * what a prune deletes is added to it, so the rollup's totals never fall. Minutes are those of the settlements' times,
- * on the caller's clock, as on SQL. When a settle last pruned is kept by
+ * what a prune deletes is added to it, so the rollup's totals never fall.
+ * Minutes are those of the settlements' times, on the caller's clock, as on
+ * SQL. When a settle last pruned is kept by
  * each store's process (tick.ts), as on SQL; older code kept it for every
  * process in `P:m:pruned`, which this code neither reads nor writes.
  *

@@ -129,6 +129,37 @@ export interface MetricsRow {
   readonly runtimeBuckets: readonly number[];
 }
 
+/** What rollup rows add up to: {@linkcode MetricsRow}'s counts, its runtime buckets as `buckets`. */
+export interface MetricsTotals {
+  /** Attempts that succeeded. */
+  completed: number;
+  /** Jobs that failed for good. */
+  failed: number;
+  /** Attempts that ended in an error and were released for a retry. */
+  retried: number;
+  /** Jobs that expired before they started. */
+  expired: number;
+  /** Total runtime of the timed attempts, in ms. */
+  runtimeMs: number;
+  /** Total wait of the same attempts, in ms. */
+  waitMs: number;
+  /** Runs per runtime bucket, in the order of {@linkcode RUNTIME_BUCKETS_MS}. */
+  readonly buckets: number[];
+}
+
+/** Adds rollup row `row`'s counts to `totals`. */
+export function addMetricsRow(totals: MetricsTotals, row: MetricsRow): void {
+  totals.completed += row.completed;
+  totals.failed += row.failed;
+  totals.retried += row.retried;
+  totals.expired += row.expired;
+  totals.runtimeMs += row.runtimeMs;
+  totals.waitMs += row.waitMs;
+  row.runtimeBuckets.forEach((count, index) =>
+    totals.buckets[index] = (totals.buckets[index] ?? 0) + count
+  );
+}
+
 /** What a worker writes at each heartbeat: {@linkcode WorkerInfo} with times in ms since the epoch. */
 export interface WorkerHeartbeat
   extends Omit<WorkerInfo, "startedAt" | "lastSeenAt" | "schemaStep"> {

@@ -19,6 +19,7 @@ import {
   type Settlement,
   type WorkerInfo,
 } from "../store.ts";
+import { addMetricsRow, type MetricsTotals } from "../rows/read.ts";
 import { PruneSchedule } from "./upkeep.ts";
 
 const MINUTE_MS = 60_000;
@@ -37,19 +38,14 @@ export interface SettledJobRow {
   readonly waited_ms: number | null;
 }
 
-/** What one tick adds to one rollup row: the values of one upsert. */
-export interface MetricsIncrement {
+/**
+ * What one tick adds to one rollup row: the values of one upsert, `buckets`
+ * one count per {@linkcode RUNTIME_BUCKET_COLUMNS}.
+ */
+export interface MetricsIncrement extends MetricsTotals {
   readonly minute: number;
   readonly queue: string;
   readonly name: string;
-  completed: number;
-  failed: number;
-  retried: number;
-  expired: number;
-  runtimeMs: number;
-  waitMs: number;
-  /** One count per {@linkcode RUNTIME_BUCKET_COLUMNS}. */
-  readonly buckets: number[];
 }
 
 /** An increment of (minute, queue, name) that counts nothing yet. */
@@ -120,13 +116,7 @@ export function carriedIncrements(rows: readonly MetricsRow[]): MetricsIncrement
     if (group === undefined) {
       groups.set(key, group = emptyIncrement(METRICS_CARRIED_MINUTE, row.queue, row.name));
     }
-    group.completed += row.completed;
-    group.failed += row.failed;
-    group.retried += row.retried;
-    group.expired += row.expired;
-    group.runtimeMs += row.runtimeMs;
-    group.waitMs += row.waitMs;
-    row.runtimeBuckets.forEach((count, index) => group.buckets[index]! += count);
+    addMetricsRow(group, row);
   }
   return [...groups.values()];
 }
