@@ -56,7 +56,9 @@ export function assertBackoff(jobName: string, backoff: Backoff): void {
   for (const delay of backoff) {
     if (typeof delay !== "number" || !(delay >= 0 && delay <= MAX_DELAY_MS)) {
       throw new RangeError(
-        `Job "${jobName}": backoff delays must be finite numbers >= 0: got ${shown(delay)}`,
+        `Job "${jobName}": backoff delays must be numbers of ms from 0 to ${MAX_DELAY_MS}: got ${
+          shown(delay)
+        }`,
       );
     }
   }

@@ -15,6 +15,7 @@ import {
   readDatabaseUrlVariable,
   redactPassword,
 } from "./stores/database_url.ts";
+import { shown } from "./shown.ts";
 
 /** The queue's settings, as {@linkcode readConfig} returns them. */
 export interface QueueConfig {
@@ -111,6 +112,13 @@ const schema = z.object({
 export function readConfig(
   env: Record<string, string | undefined> = processEnv(),
 ): QueueConfig {
+  if (typeof env !== "object" || env === null) {
+    throw new TypeError(
+      `readConfig: env must be an object of environment variables (or nothing, for Deno.env): got ${
+        shown(env)
+      }`,
+    );
+  }
   // An empty variable (`QUEUE_WORKERS=`) is read as unset, as shells and .env files often leave
   // them; so is one of spaces only, and `QUEUE_DB= postgres://…` names PostgreSQL, not a file.
   const result = schema.safeParse({

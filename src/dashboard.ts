@@ -33,6 +33,7 @@ import {
 } from "./dashboard/gate.ts";
 import { bearerToken } from "./dashboard/metrics_route.ts";
 import { route } from "./dashboard/routes.ts";
+import { optionBag, optionNames } from "./option_bags.ts";
 import { shown } from "./shown.ts";
 
 export { bearerToken, type DashboardAccess, type DashboardGate, isLoopbackAddress, loopbackOnly };
@@ -80,6 +81,15 @@ export interface DashboardOptions {
   metricsGate?: DashboardGate;
 }
 
+const DASHBOARD_OPTIONS = optionNames<DashboardOptions>()([
+  "basePath",
+  "gate",
+  "readOnly",
+  "title",
+  "metrics",
+  "metricsGate",
+]);
+
 /** The handler {@linkcode dashboard} returns: a `Deno.serve` handler, or part of an app's. */
 export type DashboardHandler = (
   request: Request,
@@ -113,7 +123,11 @@ const BASE_PATH = /^(\/[A-Za-z0-9._~-]+)*$/;
  * console.log(response.status); // 200
  * ```
  */
-export function dashboard(queue: Queue, options: DashboardOptions = {}): DashboardHandler {
+export function dashboard(queue: Queue, bag: DashboardOptions = {}): DashboardHandler {
+  if (typeof queue !== "object" || queue === null || typeof queue.counts !== "function") {
+    throw new TypeError(`dashboard: queue must be a Queue (Queue.open()): got ${shown(queue)}`);
+  }
+  const options = optionBag(bag, "dashboard", DASHBOARD_OPTIONS) ?? {};
   const given: unknown = options.basePath ?? "";
   if (typeof given !== "string") {
     throw new TypeError(`dashboard: basePath must be a string: got ${shown(given)}`);

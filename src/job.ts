@@ -375,7 +375,11 @@ export interface JobContext<P extends ParentJobs = NoParents> {
    * from the top, its recorded steps returned as they were.
    */
   sleep(name: string, ms: number): Promise<void>;
-  /** As {@linkcode JobContext.sleep}, until `until`. */
+  /**
+   * As {@linkcode JobContext.sleep}, until `until`. A time past the longest
+   * sleep, about 100 years from the runner's now, wakes at that longest
+   * sleep; a time already past wakes at once.
+   */
   sleepUntil(name: string, until: Date | number): Promise<void>;
   /**
    * Waits for a signal named `name` (`queue.signal(id, name, payload)`)
@@ -744,6 +748,11 @@ export function defineJob<
   O extends PayloadSchema | undefined = undefined,
   P extends ParentJobs = NoParents,
 >(given: JobConfig<S, O, P>): JobDefinition<S, O> {
+  if (typeof given !== "object" || given === null || Array.isArray(given)) {
+    throw new TypeError(
+      `defineJob: give an object with name, schema and handle: got ${shown(given)}`,
+    );
+  }
   const name = assertName(given.name, "defineJob", "name");
   const where = `Job "${name}"`;
   const config = optionBag(given, where, JOB_OPTIONS)!;
@@ -996,10 +1005,12 @@ function optionalMs(where: string, field: string, value: number | undefined): nu
 
 function positive(where: string, field: string, value: number, integer: boolean): number {
   const ok = integer
-    ? value === Infinity || (Number.isInteger(value) && value > 0)
+    ? value === Infinity || (Number.isSafeInteger(value) && value > 0)
     : Number.isFinite(value) && value > 0 && value <= 2_147_483_647;
   if (!ok) {
-    const kind = integer ? "a positive integer" : "a positive number of ms up to 2147483647";
+    const kind = integer
+      ? "a positive integer up to 9007199254740991, or Infinity"
+      : "a positive number of ms up to 2147483647";
     throw new RangeError(`${where}: ${field} must be ${kind}: got ${shown(value)}`);
   }
   return value;

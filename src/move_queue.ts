@@ -6,7 +6,7 @@
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { type Clock, systemClock } from "./clock.ts";
+import { checkedClock, type Clock } from "./clock.ts";
 import {
   assertNotMovedElsewhere,
   type MovedTable,
@@ -98,6 +98,7 @@ export async function moveQueue(
  * Resolves with the fence lifted, or null when `from` had none.
  */
 export async function abortMove(from: string): Promise<MoveFence | null> {
+  shownStore(from, "from");
   await using source = await openMovable(from, "from", false);
   const fence = await source.store.moveFence();
   if (fence === null) return null;
@@ -123,6 +124,7 @@ export async function moveQueueReport(
   if (!Number.isSafeInteger(pageSize) || pageSize < 1) {
     throw new RangeError(`pageSize must be a whole number >= 1: got ${shown(pageSize)}`);
   }
+  const clock = checkedClock(options.clock, "moveQueue: clock");
   const fromShown = shownStore(from, "from");
   const toShown = shownStore(to, "to");
   if (fromShown === toShown) {
@@ -138,7 +140,7 @@ export async function moveQueueReport(
     waitMs,
     pageSize,
     pageBytes: MOVE_PAGE_BYTES,
-    clock: options.clock ?? systemClock,
+    clock,
   });
 }
 

@@ -233,7 +233,10 @@ export class Queue extends QueueEventTarget implements Dispatcher, AsyncDisposab
    */
   async dispatchByName(name: string, payload: unknown, options?: DispatchOptions): Promise<number> {
     this.#assertOpen("dispatch");
-    if (typeof name !== "string" || this.#registry.get(name) === undefined) {
+    if (typeof name !== "string") {
+      throw new TypeError(`dispatchByName: the job's name must be a string: got ${shown(name)}`);
+    }
+    if (this.#registry.get(name) === undefined) {
       throw new TypeError(
         `Cannot dispatch ${JSON.stringify(name)}: no job of that name is registered`,
       );

@@ -7,7 +7,7 @@
  * @module
  */
 import { keepFinishedMsOf } from "./admin/job_control.ts";
-import { type Clock, systemClock } from "./clock.ts";
+import { checkedClock, type Clock } from "./clock.ts";
 import { JobRows } from "./dispatch/job_rows.ts";
 import type { AppKeys, PayloadCipher } from "./encryption.ts";
 import {
@@ -59,7 +59,7 @@ export async function openQueueParts(given: QueueOptions): Promise<QueueParts> {
   const keepFinishedMs = keepFinishedMsOf(options);
   const registry = await JobRegistry.load(options.jobs);
   const { appKeys, cipher } = await openAppKeys(options, registry.encryptedJobs());
-  const clock = options.clock ?? systemClock;
+  const clock = checkedClock(options.clock, "Queue.open: clock");
   const jobRows = new JobRows(registry, clock, maxPayloadBytes, cipher);
   const schedules = scheduleRows(registry, jobRows, clock.now());
   // Inline: nothing is stored; an empty store in memory answers the admin reads.

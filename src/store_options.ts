@@ -85,7 +85,7 @@ export async function openStore(
   migrate: MigrateOptions | false = options.migrate ?? {},
 ): Promise<Store> {
   assertOneStore(options);
-  if (options.store !== undefined) return options.store;
+  if (options.store !== undefined) return assertStore(options.store);
   if (options.path !== undefined) assertPath(options.path);
   const url = options.url ?? (options.path === undefined ? databaseUrl() : undefined);
   if (url !== undefined) {
@@ -205,6 +205,21 @@ function sqlitePermissionError(path: string, cause: Error): Error {
       cause.message,
     { cause },
   );
+}
+
+/** `store`, unless it is no store (a plain object, a URL): then a `TypeError` naming the way. */
+function assertStore(store: Store): Store {
+  if (
+    typeof store !== "object" || store === null || typeof store.migrationPlan !== "function" ||
+    typeof store.insertJobs !== "function"
+  ) {
+    throw new TypeError(
+      `Queue.open: store must be a store opened by SqliteStore.open(), PostgresStore.open() or RedisStore.open() (a URL goes in url): got ${
+        shown(store)
+      }`,
+    );
+  }
+  return store;
 }
 
 /** Throws a `TypeError` unless `path` can name a SQLite file: not empty, not a URL. */

@@ -47,6 +47,7 @@ import { PlanRows } from "./dispatch/plan_rows.ts";
 import { FlowBuilder, type FlowPlan } from "./flow.ts";
 import type { Dispatcher, DispatchOptions, JobDefinition, PayloadOf, PlannedJobs } from "./job.ts";
 import { assertName } from "./names.ts";
+import { optionBag, optionNames } from "./option_bags.ts";
 import { shown } from "./shown.ts";
 import type { Queue } from "./queue.ts";
 import { maxPayloadBytesOf } from "./queue_options.ts";
@@ -92,8 +93,10 @@ export type DrainOptions = WorkUntilEmptyOptions;
  */
 export async function workUntilEmpty(
   queue: Queue,
-  options: WorkUntilEmptyOptions = {},
+  given: WorkUntilEmptyOptions = {},
 ): Promise<WorkerStats> {
+  // Its own keys are read here and the rest go to work(), which names any it does not take.
+  const options = optionBag(given, "workUntilEmpty") ?? {};
   const { maxTimeMs, timeoutMs, ...work } = options;
   // Checked as work() checks its own maxTimeMs, before anything runs: a value a timer cannot
   // wait for (NaN, a negative, over 2^31 - 1 ms, a string) would fire at once.
@@ -131,6 +134,8 @@ export interface QueueFakeOptions {
    */
   maxPayloadBytes?: number;
 }
+
+const QUEUE_FAKE_OPTIONS = optionNames<QueueFakeOptions>()(["maxPayloadBytes"]);
 
 /** One dispatch a {@linkcode QueueFake} recorded. */
 export interface RecordedDispatch {
@@ -236,7 +241,8 @@ export class QueueFake implements Dispatcher {
   #nextId = 1;
 
   /** Checks payloads against the same cap as the real queue. */
-  constructor(options: QueueFakeOptions = {}) {
+  constructor(given: QueueFakeOptions = {}) {
+    const options = optionBag(given, "QueueFake", QUEUE_FAKE_OPTIONS) ?? {};
     // The queue's own checks, by the queue's own code: any job definition counts as registered
     // (the fake has no jobs module), and nothing is sealed, since nothing is stored.
     const jobRows = new JobRows(ANY_JOB, systemClock, maxPayloadBytesOf(options), NO_SEALING);

@@ -8,13 +8,24 @@
  */
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { defineJob, defineSchedule, PermanentError, previousOutput, Queue } from "../mod.ts";
+import {
+  defineJob,
+  defineSchedule,
+  PermanentError,
+  previousOutput,
+  Queue,
+  SqliteStore,
+} from "../mod.ts";
 import { dashboard } from "../src/dashboard.ts";
+import { PostgresStore } from "../src/stores/postgres/mod.ts";
+import { RedisStore } from "../src/stores/redis/mod.ts";
 /** The cap the issue asks for, 64 KiB of UTF-8 (`MAX_ERROR_BYTES` in src/lifecycle.ts). */
 const MAX_ERROR_BYTES = 64 * 1024;
-import { workUntilEmpty } from "../src/testing.ts";
+import { QueueFake, workUntilEmpty } from "../src/testing.ts";
 import { fetchFrom } from "./_dashboard.ts";
 import { tempDir, unfinishedCount, waitUntil } from "./_helpers.ts";
+import { postgresTestUrl } from "./_postgres.ts";
+import { redisTestUrl } from "./_redis.ts";
 import { storeTest } from "./_stores.ts";
 import { runCli } from "./fixtures/cli/cli_process.ts";
 
@@ -270,6 +281,29 @@ storeTest.sql(
     // Ordinary statements still run.
     const [row] = await queue.transaction((tx) => tx.query<{ one: number }>("SELECT 1 AS one"));
     assert.equal(Number(row!.one), 1);
+  },
+);
+
+storeTest.sql(
+  "A transaction whose callback caught a failed statement and went on rejects with that statement's error, and commits nothing",
+  async (db) => {
+    await using queue = await db.open({ jobs: JOBS });
+    let refusal = "";
+    const rejected = await queue.transaction(async (tx) => {
+      await tx.dispatch(note, { n: 1 });
+      await tx.query("SELECT * FROM no_such_table").catch(() => {});
+      try {
+        await tx.query("SELECT 1");
+      } catch (error) {
+        refusal = (error as Error).message;
+        throw error;
+      }
+    }).then(() => null, (error: Error) => error);
+    assert.match(refusal, /^current transaction is aborted/);
+    assert.ok(rejected !== null, "the transaction committed");
+    assert.match(rejected.message, /no_such_table/);
+    assert.doesNotMatch(rejected.message, /current transaction is aborted/);
+    assert.equal(await db.count("jobs"), 0);
   },
 );
 
@@ -702,4 +736,249 @@ Deno.test("An option given as null reads as its default, as ?? reads it, on ever
     undefined,
   );
   await worker.stop();
+});
+
+storeTest(
+  "A clock whose now() reads no integer ms since the epoch is refused naming the value, and a job dispatched before it went bad is kept as stored",
+  async (db) => {
+    let reading: unknown = Date.UTC(2030, 0, 1);
+    const clock = { now: () => reading as number };
+    const queue = await db.open({ jobs: [note], clock });
+    const id = await queue.dispatch(note, { n: 1 });
+    for (const bad of [Infinity, NaN, -1, 1.5, 1e300, "123", undefined]) {
+      reading = bad;
+      await assert.rejects(queue.dispatch(note, { n: 2 }), (error: Error) => {
+        assert.ok(error instanceof TypeError, String(error));
+        assert.match(
+          error.message,
+          /^Queue\.open: clock\.now\(\) must return an integer number of ms since the epoch, up to the year 9999: got /,
+        );
+        return true;
+      });
+    }
+    reading = Date.UTC(2030, 0, 1, 0, 0, 1);
+    const listed = (await queue.jobs()).jobs;
+    assert.deepEqual(listed.map((job) => [job.id, job.availableAt?.toISOString()]), [[
+      id,
+      "2030-01-01T00:00:00.000Z",
+    ]]);
+    await assert.rejects(
+      Queue.open({ path: ":memory:", jobs: [note], clock: 5 as never }),
+      {
+        name: "TypeError",
+        message: "Queue.open: clock must be an object with a now() method: got 5",
+      },
+    );
+  },
+);
+
+Deno.test("maxAttempts and maxCrashes past 2^53 - 1 are refused as retrying forever would be; a backoff past 100 years names the limit", () => {
+  assert.throws(
+    () =>
+      defineJob({ name: "input.far", schema: z.null(), backoff: [3_153_600_000_001], handle() {} }),
+    {
+      name: "RangeError",
+      message:
+        'Job "input.far": backoff delays must be numbers of ms from 0 to 3153600000000: got 3153600000001',
+    },
+  );
+  for (const option of ["maxAttempts", "maxCrashes"]) {
+    for (const value of [1e300, 2 ** 53 + 2]) {
+      assert.throws(
+        () => defineJob({ name: "input.many", schema: z.null(), handle() {}, [option]: value }),
+        (error: Error) =>
+          error instanceof RangeError &&
+          error.message.startsWith(
+            `Job "input.many": ${option} must be a positive integer up to 9007199254740991, or Infinity: got `,
+          ),
+      );
+    }
+  }
+});
+
+Deno.test("SqliteStore.open() refuses an empty path (a temporary file, lost on close), a path that is no string, and options it does not take, by name", async () => {
+  for (const path of ["", "  ", 42]) {
+    await assert.rejects(SqliteStore.open(path as never), {
+      name: "TypeError",
+      message: `SqliteStore.open: path must name a SQLite file (or ":memory:"): got ${
+        typeof path === "string" ? JSON.stringify(path) : path
+      }`,
+    });
+  }
+  await assert.rejects(SqliteStore.open(":memory:", { durabilty: "full" } as never), {
+    name: "TypeError",
+    message:
+      'SqliteStore.open: unknown option "durabilty" (it takes "durability", "busyTimeoutMs", "migrate")',
+  });
+  await assert.rejects(SqliteStore.open(":memory:", "full" as never), {
+    name: "TypeError",
+    message: 'SqliteStore.open: options must be an object: got "full"',
+  });
+  // -0 passes as 0, where node:sqlite refused it as no integer.
+  await (await SqliteStore.open(":memory:", { busyTimeoutMs: -0 })).close();
+  await (await SqliteStore.open(":memory:", null as never)).close();
+  await assert.rejects(
+    Queue.open({ store: {} as never, jobs: [note] }),
+    (error: Error) =>
+      error instanceof TypeError &&
+      error.message.startsWith(
+        "Queue.open: store must be a store opened by SqliteStore.open(), PostgresStore.open() or RedisStore.open()",
+      ),
+  );
+});
+
+const postgresUrl = postgresTestUrl();
+const redisUrl = redisTestUrl();
+
+Deno.test({
+  name:
+    "PostgresStore.open() refuses a url that is no string, options it does not take, a schema that is no string and a connectTimeoutMs no timer can wait, before connecting",
+  ignore: postgresUrl === null,
+  async fn() {
+    await assert.rejects(PostgresStore.open(42 as never), {
+      name: "TypeError",
+      message: "PostgresStore.open: url must be a string: got 42",
+    });
+    await assert.rejects(
+      PostgresStore.open(postgresUrl!, { shema: "x" } as never),
+      (error: Error) =>
+        error instanceof TypeError &&
+        error.message.startsWith('PostgresStore.open: unknown option "shema" (it takes "schema"'),
+    );
+    await assert.rejects(
+      PostgresStore.open(postgresUrl!, { schema: true } as never),
+      (error: Error) =>
+        error instanceof TypeError && error.message.startsWith("schema must be") &&
+        error.message.endsWith("got true"),
+    );
+    for (const connectTimeoutMs of [2 ** 31, 2 ** 53]) {
+      await assert.rejects(PostgresStore.open(postgresUrl!, { connectTimeoutMs }), {
+        name: "RangeError",
+        message:
+          `connectTimeoutMs must be a number of ms from 1000 to 2147483647: got ${connectTimeoutMs}`,
+      });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "RedisStore.open() refuses a url that is no string, options it does not take, a prefix that is no string and a connectTimeoutMs no timer can wait, before connecting",
+  ignore: redisUrl === null,
+  async fn() {
+    await assert.rejects(RedisStore.open(undefined as never), {
+      name: "TypeError",
+      message: "RedisStore.open: url must be a string: got undefined",
+    });
+    await assert.rejects(
+      RedisStore.open(redisUrl!, { prefx: "x" } as never),
+      (error: Error) =>
+        error instanceof TypeError &&
+        error.message.startsWith('RedisStore.open: unknown option "prefx" (it takes "prefix"'),
+    );
+    for (const prefix of [123, true, NaN]) {
+      await assert.rejects(
+        RedisStore.open(redisUrl!, { prefix } as never),
+        (error: Error) =>
+          error instanceof TypeError && error.message.startsWith("prefix must be 1 to 100"),
+      );
+    }
+    await assert.rejects(RedisStore.open(redisUrl!, { connectTimeoutMs: 2 ** 31 }), {
+      name: "RangeError",
+      message: "connectTimeoutMs must be a number of ms from 100 to 2147483647: got 2147483648",
+    });
+  },
+});
+
+Deno.test("Names that are no string are refused as such by dispatchByName() and the schedule actions, not by a JSON error", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: JOBS });
+  const circular: Record<string, unknown> = {};
+  circular.self = circular;
+  for (const name of [1n, circular, 42]) {
+    await assert.rejects(
+      queue.dispatchByName(name as never, {}),
+      (error: Error) =>
+        error instanceof TypeError &&
+        error.message.startsWith("dispatchByName: the job's name must be a string: got "),
+    );
+    await assert.rejects(
+      queue.triggerSchedule(name as never),
+      (error: Error) =>
+        error instanceof TypeError &&
+        error.message.startsWith("triggerSchedule: the schedule's name must be a string: got "),
+    );
+    await assert.rejects(
+      queue.backfillSchedule(name as never, { from: new Date(0), to: new Date(1) }),
+      (error: Error) =>
+        error instanceof TypeError &&
+        error.message.startsWith("backfillSchedule: the schedule's name must be a string: got "),
+    );
+  }
+});
+
+Deno.test("Handler context errors show the value given, however odd: an object without a prototype, a 1 MB string", async () => {
+  const seen: string[] = [];
+  const probe = defineJob({
+    name: "input.ctx",
+    schema: z.null(),
+    maxAttempts: 1,
+    async handle(_, ctx) {
+      const bare = Object.create(null);
+      const calls: (() => unknown)[] = [
+        () => ctx.progress(bare),
+        () => ctx.release(bare),
+        () => ctx.sleep("s", bare),
+        () => ctx.sleepUntil("s", bare),
+        () => ctx.sleepUntil("s", "x".repeat(1 << 20) as never),
+      ];
+      for (const call of calls) {
+        try {
+          await call();
+          seen.push("returned");
+        } catch (error) {
+          seen.push(`${(error as Error).name}: ${(error as Error).message}`);
+        }
+      }
+    },
+  });
+  await using queue = await Queue.open({ path: ":memory:", jobs: [probe] });
+  await queue.dispatch(probe, null);
+  await workUntilEmpty(queue, { executor: "isolate" });
+  assert.deepEqual(seen.slice(0, 4), [
+    "RangeError: ctx.progress: percent must be a number from 0 to 100: got {}",
+    "RangeError: ctx.release: delayMs must be a number of ms from 0 to 3153600000000: got {}",
+    'RangeError: ctx.sleep("s"): ms must be a number of ms from 0 to 3153600000000: got {}',
+    'RangeError: ctx.sleepUntil("s"): until must be a valid Date or ms since the epoch: got {}',
+  ]);
+  assert.ok(seen[4]!.length < 1_000, `the 1 MB string is shown cut: ${seen[4]!.length} characters`);
+});
+
+Deno.test("The test helpers and the dashboard refuse what is not their options, or not a queue, by name", async () => {
+  await using queue = await Queue.open({ path: ":memory:", jobs: JOBS });
+  await assert.rejects(workUntilEmpty(queue, "fast" as never), {
+    name: "TypeError",
+    message: 'workUntilEmpty: options must be an object: got "fast"',
+  });
+  assert.throws(() => new QueueFake("x" as never), {
+    name: "TypeError",
+    message: 'QueueFake: options must be an object: got "x"',
+  });
+  assert.throws(() => dashboard(42 as never), {
+    name: "TypeError",
+    message: "dashboard: queue must be a Queue (Queue.open()): got 42",
+  });
+  assert.throws(
+    () => dashboard(queue, { titel: "x" } as never),
+    (error: Error) =>
+      error instanceof TypeError &&
+      error.message.startsWith('dashboard: unknown option "titel" (it takes "basePath"'),
+  );
+  assert.throws(() => defineJob(undefined as never), {
+    name: "TypeError",
+    message: "defineJob: give an object with name, schema and handle: got undefined",
+  });
+  assert.throws(() => queue.work({ executor: "isolate", workers: Symbol() as never }), {
+    name: "RangeError",
+    message: "work: workers must be an integer from 1 to 10000: got Symbol()",
+  });
 });

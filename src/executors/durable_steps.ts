@@ -29,6 +29,7 @@ import { dataDetail, schemaRefusal } from "../schema_issues.ts";
 import { assertStepName, signalSealedAs, stepSealedAs } from "../admin/steps.ts";
 import type { StepOptions, WaitOptions } from "../steps.ts";
 import { optionBag, optionNames } from "../option_bags.ts";
+import { shown } from "../shown.ts";
 import type { JobStepsRow, StepRow, StepWrite } from "../stores/store.ts";
 import type { ParkRequest, StepPort } from "./executor.ts";
 
@@ -144,20 +145,20 @@ export class DurableSteps {
 
   /** `ctx.sleep(name, ms)`. */
   async sleep(name: string, ms: number): Promise<void> {
-    const where = `ctx.sleep(${JSON.stringify(name)})`;
     assertStepName(name, "ctx.sleep", "the sleep's name");
+    const where = `ctx.sleep(${JSON.stringify(name)})`;
     if (ms === undefined) throw new RangeError(`${where}: ms is required: how long to sleep`);
     await this.#sleep(name, { delayMs: checkedDurationMs(ms, where, "ms")! });
   }
 
   /** `ctx.sleepUntil(name, until)`. */
   async sleepUntil(name: string, until: Date | number): Promise<void> {
-    const where = `ctx.sleepUntil(${JSON.stringify(name)})`;
     assertStepName(name, "ctx.sleepUntil", "the sleep's name");
+    const where = `ctx.sleepUntil(${JSON.stringify(name)})`;
     const time = until instanceof Date ? until.getTime() : until;
     if (typeof time !== "number" || !Number.isFinite(time)) {
       throw new RangeError(
-        `${where}: until must be a valid Date or ms since the epoch: got ${String(until)}`,
+        `${where}: until must be a valid Date or ms since the epoch: got ${shown(until)}`,
       );
     }
     // A whole ms, never before the time asked (a store keeps times as whole ms).
@@ -166,8 +167,8 @@ export class DurableSteps {
 
   /** `ctx.waitFor(name, options)`. */
   async waitFor<T>(name: string, options: WaitOptions<T> = {}): Promise<T | null> {
-    const where = `ctx.waitFor(${JSON.stringify(name)})`;
     assertStepName(name, "ctx.waitFor", "the signal's name");
+    const where = `ctx.waitFor(${JSON.stringify(name)})`;
     options = optionBag(options, where, WAIT_OPTIONS) ?? {};
     const timeoutMs = checkedDurationMs(options.timeoutMs, where, "timeoutMs");
     this.#requirePort(where);
@@ -554,7 +555,7 @@ function checkedTries(options: StepOptions<unknown>, name: string): number {
   if (!Number.isSafeInteger(tries) || tries < 1 || tries > 1_000) {
     throw new RangeError(
       `ctx.step(${JSON.stringify(name)}): maxAttempts must be an integer from 1 to 1000: got ${
-        String(tries)
+        shown(tries)
       }`,
     );
   }
@@ -583,7 +584,7 @@ function checkedDurationMs(
   if (ms === undefined) return undefined;
   if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0 || ms > max) {
     throw new RangeError(
-      `${where}: ${what} must be a number of ms from 0 to ${max}: got ${String(ms)}`,
+      `${where}: ${what} must be a number of ms from 0 to ${max}: got ${shown(ms)}`,
     );
   }
   return Math.round(ms);
@@ -601,7 +602,7 @@ function retryWait(name: string, backoff: StepOptions["backoff"], run: number): 
       `ctx.step(${
         JSON.stringify(name)
       }): backoff for retry ${run} must be a delay from 0 to ${MAX_TIMER_MS} ms: got ${
-        String(wait)
+        shown(wait)
       }`,
     );
   }

@@ -29,6 +29,7 @@ import type {
   LogCall,
   ParkRequest,
 } from "./executor.ts";
+import { shown } from "../shown.ts";
 
 /** The result of an attempt that `ctx.release` or `ctx.rateLimitGroup` (`holdsGroup`) ended. */
 function released(delayMs: number, holdsGroup: boolean): ExecutionResult {
@@ -114,9 +115,8 @@ export class IsolateExecutor implements Executor {
         },
         progress(percent) {
           if (typeof percent !== "number" || !(percent >= 0 && percent <= 100)) {
-            const shown = typeof percent === "string" ? JSON.stringify(percent) : String(percent);
             throw new RangeError(
-              `ctx.progress: percent must be a number from 0 to 100: got ${shown}`,
+              `ctx.progress: percent must be a number from 0 to 100: got ${shown(percent)}`,
             );
           }
           request.onProgress(percent);
@@ -128,7 +128,7 @@ export class IsolateExecutor implements Executor {
           if (!(typeof delayMs === "number" && delayMs >= 0 && delayMs <= MAX_DELAY_MS)) {
             throw new RangeError(
               `ctx.release: delayMs must be a number of ms from 0 to ${MAX_DELAY_MS}: got ${
-                String(delayMs)
+                shown(delayMs)
               }`,
             );
           }
@@ -143,9 +143,7 @@ export class IsolateExecutor implements Executor {
           }
           if (!(typeof ms === "number" && ms > 0 && ms <= MAX_PAUSE_MS)) {
             throw new RangeError(
-              `ctx.rateLimitGroup: ms must be a positive number of ms up to 2^41: got ${
-                typeof ms === "string" ? JSON.stringify(ms) : String(ms)
-              }`,
+              `ctx.rateLimitGroup: ms must be a positive number of ms up to 2^41: got ${shown(ms)}`,
             );
           }
           releaseDelayMs = Math.ceil(ms);

@@ -124,15 +124,13 @@ export function resolveWorkOptions(
     );
   }
   const cores = Math.max(1, navigator.hardwareConcurrency ?? 1);
+  // Checked whatever the executor: a bad value is refused, not left for a change of executor.
+  const workers = options.workers === undefined ? undefined : count("workers", options.workers);
   return {
     queues: [...queues],
     concurrency,
     executor,
-    workers: executor === "isolate"
-      ? 0
-      : options.workers === undefined
-      ? Math.min(concurrency, cores)
-      : Math.min(count("workers", options.workers), concurrency),
+    workers: executor === "isolate" ? 0 : Math.min(workers ?? cores, concurrency),
     leaseMs: duration("leaseMs", options.leaseMs ?? 30_000, 100),
     graceMs: duration("graceMs", options.graceMs ?? 10_000, 0),
     pollMs: duration("pollMs", options.pollMs ?? 1_000, 1),

@@ -153,6 +153,11 @@ export class ManualRuns {
   }
 
   #schedule(name: string, action: string): ScheduleDefinition {
+    if (typeof name !== "string") {
+      throw new TypeError(
+        `${action}Schedule: the schedule's name must be a string: got ${shown(name)}`,
+      );
+    }
     const schedule = this.#parts.registry.schedules().find((each) => each.name === name);
     if (schedule === undefined) {
       throw new TypeError(

@@ -109,7 +109,7 @@ export function postgresUrlParts(
   const schema = schemaOption ?? ofUrl ?? "public";
   // Lower case only (the unquoted name in search_path is folded to lower case), and short
   // enough that "renox_queue_" + schema is a valid NOTIFY channel (63 bytes).
-  if (!/^[a-z_][a-z0-9_]{0,50}$/.test(schema)) {
+  if (typeof schema !== "string" || !/^[a-z_][a-z0-9_]{0,50}$/.test(schema)) {
     throw new TypeError(
       `schema must be 1 to 51 lower-case letters, digits and underscores, not starting with a digit: got ${
         shown(schema)
@@ -156,7 +156,7 @@ export function redisUrlParts(
     );
   }
   const prefix = prefixOption ?? target.searchParams.get("prefix") ?? "renox";
-  if (!/^[A-Za-z0-9_.:-]{1,100}$/.test(prefix)) {
+  if (typeof prefix !== "string" || !/^[A-Za-z0-9_.:-]{1,100}$/.test(prefix)) {
     throw new TypeError(
       `prefix must be 1 to 100 letters, digits, "_", "-", "." and ":": got ${shown(prefix)}`,
     );

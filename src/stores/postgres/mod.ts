@@ -20,6 +20,8 @@
  *
  * @module
  */
+import { LONGEST_TIMER_MS } from "../../clock.ts";
+import { optionBag, optionNames } from "../../option_bags.ts";
 import { shown } from "../../shown.ts";
 import { migrations } from "../../../migrations/postgres/mod.ts";
 import type { Migration } from "../../../migrations/migration.ts";
@@ -76,6 +78,14 @@ export interface PostgresStoreOptions {
   migrate?: MigrateOptions | false;
 }
 
+const POSTGRES_STORE_OPTIONS = optionNames<PostgresStoreOptions>()([
+  "schema",
+  "clock",
+  "maxConnections",
+  "connectTimeoutMs",
+  "migrate",
+]);
+
 /**
  * Jobs in a PostgreSQL database, shared by any number of processes on any
  * number of machines. Each operation takes a pooled connection; every write
@@ -102,11 +112,15 @@ export class PostgresStore extends SqlStore {
    */
   static async openWithSteps(
     url: string,
-    options: PostgresStoreOptions,
+    given: PostgresStoreOptions,
     steps: readonly Migration[],
   ): Promise<PostgresStore> {
+    if (typeof url !== "string") {
+      throw new TypeError(`PostgresStore.open: url must be a string: got ${shown(url)}`);
+    }
+    const options = optionBag(given, "PostgresStore.open", POSTGRES_STORE_OPTIONS) ?? {};
     // As QUEUE_DB is read: a space before the URL (left by a .env file) does not hide it.
-    if (typeof url === "string") url = url.trim();
+    url = url.trim();
     if (!isPostgresUrl(url)) {
       throw new TypeError(
         `url must start with postgres:// or postgresql://: got ${redactPassword(url)}`,
@@ -124,9 +138,12 @@ export class PostgresStore extends SqlStore {
       );
     }
     const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
-    if (!Number.isFinite(connectTimeoutMs) || connectTimeoutMs < 1_000) {
+    // A longer timer fires at once.
+    if (!(connectTimeoutMs >= 1_000 && connectTimeoutMs <= LONGEST_TIMER_MS)) {
       throw new RangeError(
-        `connectTimeoutMs must be a number of ms >= 1000: got ${shown(connectTimeoutMs)}`,
+        `connectTimeoutMs must be a number of ms from 1000 to ${LONGEST_TIMER_MS}: got ${
+          shown(connectTimeoutMs)
+        }`,
       );
     }
     const poolSettings = { server, schema, maxConnections, connectTimeoutMs };

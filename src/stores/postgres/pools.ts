@@ -7,6 +7,7 @@
  * @internal
  * @module
  */
+import { LONGEST_TIMER_MS } from "../../clock.ts";
 // A full specifier: an app importing this module from another folder resolves bare names with
 // its own import map, which need not list this dependency.
 // deno-lint-ignore no-import-prefix
@@ -46,7 +47,11 @@ export function openPool(settings: PoolSettings, kind: PoolKind): Sql {
 function newPool(settings: PoolSettings, kind: PoolKind) {
   return postgres(settings.server, {
     max: kind === "shared" ? settings.maxConnections : 1,
-    connect_timeout: Math.ceil(settings.connectTimeoutMs / 1000),
+    // Whole seconds, which the driver times in ms again: rounded up, no longer than a timer takes.
+    connect_timeout: Math.min(
+      Math.ceil(settings.connectTimeoutMs / 1000),
+      Math.floor(LONGEST_TIMER_MS / 1000),
+    ),
     // No wait before a new connection: the driver's default backoff (up to 20 s, growing
     // with each failed connection of the outage) would hold a call past connectTimeoutMs
     // and the first calls after the server is back. Callers pace their own tries (workers

@@ -25,6 +25,8 @@
  *
  * @module
  */
+import { LONGEST_TIMER_MS } from "../../clock.ts";
+import { optionBag, optionNames } from "../../option_bags.ts";
 import { shown } from "../../shown.ts";
 import type {
   BackupResult,
@@ -140,6 +142,13 @@ export interface RedisStoreOptions {
   migrate?: MigrateOptions | false;
 }
 
+const REDIS_STORE_OPTIONS = optionNames<RedisStoreOptions>()([
+  "prefix",
+  "clock",
+  "connectTimeoutMs",
+  "migrate",
+]);
+
 /**
  * Jobs in Redis, shared by any number of processes on any number of
  * machines: every store rule is one Lua script, atomic on the server.
@@ -161,9 +170,13 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
    * parameter), checks the server (Redis 7 or later, `noeviction`) and
    * migrates the store's layout.
    */
-  static async open(url: string, options: RedisStoreOptions = {}): Promise<RedisStore> {
+  static async open(url: string, given: RedisStoreOptions = {}): Promise<RedisStore> {
+    if (typeof url !== "string") {
+      throw new TypeError(`RedisStore.open: url must be a string: got ${shown(url)}`);
+    }
+    const options = optionBag(given, "RedisStore.open", REDIS_STORE_OPTIONS) ?? {};
     // As QUEUE_DB is read: a space before the URL (left by a .env file) does not hide it.
-    if (typeof url === "string") url = url.trim();
+    url = url.trim();
     if (!isRedisUrl(url)) {
       throw new TypeError(
         `url must start with redis:// or rediss://: got ${shown(redactPassword(url))}`,
@@ -175,9 +188,12 @@ export class RedisStore implements Store, MoveStore, AsyncDisposable {
       throw new TypeError(`clock must be "database" or "caller": got ${shown(clock)}`);
     }
     const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
-    if (!Number.isFinite(connectTimeoutMs) || connectTimeoutMs < 100) {
+    // A longer timer fires at once.
+    if (!(connectTimeoutMs >= 100 && connectTimeoutMs <= LONGEST_TIMER_MS)) {
       throw new RangeError(
-        `connectTimeoutMs must be a number of ms >= 100: got ${shown(connectTimeoutMs)}`,
+        `connectTimeoutMs must be a number of ms from 100 to ${LONGEST_TIMER_MS}: got ${
+          shown(connectTimeoutMs)
+        }`,
       );
     }
     let redis: RedisConnection;

@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { shown } from "../../shown.ts";
 
 /**
  * The tables a move copies, in the order it copies them:
@@ -162,7 +163,7 @@ export const MOVE_PAGE_BYTES = 4 * 1024 * 1024;
 /** Throws a `RangeError` unless `bytes` is a page's bound: a whole number >= 1. */
 export function assertPageBytes(bytes: unknown): asserts bytes is number {
   if (!Number.isSafeInteger(bytes) || (bytes as number) < 1) {
-    throw new RangeError(`maxBytes must be a whole number of bytes >= 1: got ${String(bytes)}`);
+    throw new RangeError(`maxBytes must be a whole number of bytes >= 1: got ${shown(bytes)}`);
   }
 }
 

@@ -4,6 +4,7 @@
  * @module
  */
 import { DatabaseSync } from "node:sqlite";
+import { optionBag, optionNames } from "../../option_bags.ts";
 import { shown } from "../../shown.ts";
 import { migrations } from "../../../migrations/sqlite/mod.ts";
 import type { Migration } from "../../../migrations/migration.ts";
@@ -39,6 +40,12 @@ export interface SqliteStoreOptions {
   migrate?: MigrateOptions | false;
 }
 
+const SQLITE_STORE_OPTIONS = optionNames<SqliteStoreOptions>()([
+  "durability",
+  "busyTimeoutMs",
+  "migrate",
+]);
+
 /**
  * Jobs in one SQLite file. One connection per store; its operations run one
  * at a time, and an app transaction holds the others back until it ends.
@@ -67,9 +74,16 @@ export class SqliteStore extends SqlStore {
    */
   static async openWithSteps(
     path: string,
-    options: SqliteStoreOptions,
+    given: SqliteStoreOptions,
     steps: readonly Migration[],
   ): Promise<SqliteStore> {
+    // SQLite opens an empty name as a temporary file, deleted on close: every job lost.
+    if (typeof path !== "string" || path.trim() === "") {
+      throw new TypeError(
+        `SqliteStore.open: path must name a SQLite file (or ":memory:"): got ${shown(path)}`,
+      );
+    }
+    const options = optionBag(given, "SqliteStore.open", SQLITE_STORE_OPTIONS) ?? {};
     const durability = options.durability ?? "normal";
     if (durability !== "normal" && durability !== "full") {
       throw new TypeError(`durability must be "normal" or "full": got ${shown(durability)}`);
@@ -80,7 +94,8 @@ export class SqliteStore extends SqlStore {
         `busyTimeoutMs must be a whole number of ms >= 0: got ${shown(busyTimeoutMs)}`,
       );
     }
-    const db = await openConnection(path, durability, busyTimeoutMs);
+    // -0 passes the check, and node:sqlite refuses it as no integer.
+    const db = await openConnection(path, durability, Math.abs(busyTimeoutMs));
     const store = new SqliteStore(new SqliteEngine(db, { path, busyTimeoutMs, durability }), steps);
     try {
       if (options.migrate !== false) await store.migrate(options.migrate ?? {});
