@@ -247,10 +247,19 @@ export class SqliteEngine implements Engine {
           });
         },
       };
-      const result = await untilAborted(
-        this.#insideTransaction.run(ended, () => fn(tx)),
-        closing.signal,
-      );
+      let result: T;
+      try {
+        result = await untilAborted(
+          this.#insideTransaction.run(ended, () => fn(tx)),
+          closing.signal,
+        );
+      } catch (error) {
+        // The refusal of a call after the failure, let through by the callback: the transaction
+        // rejects with the failure itself, as on PostgreSQL.
+        const first = failed as { readonly error: unknown } | null;
+        if (first !== null && (error as Error | null)?.cause === first.error) throw first.error;
+        throw error;
+      }
       if (failed !== null) throw (failed as { readonly error: unknown }).error;
       this.#assertStillOpen();
       this.#db.exec("COMMIT");
