@@ -86,6 +86,8 @@ export class ClaimAhead {
   readonly #most: number;
   #jobs: AheadJob[] = [];
   #first = 0;
+  /** When each job the worker holds was claimed (see {@linkcode noteClaimed}). */
+  readonly #claimedAt = new WeakMap<ClaimedJob, number>();
   /** Running mean of handler run times, in ms; NaN until one ran. */
   #meanRunMs = NaN;
   /** Claims take nothing ahead until then (performance.now). */
@@ -128,10 +130,25 @@ export class ClaimAhead {
     this.#pausedUntil = performance.now() + PAUSE_AFTER_SHORT_CLAIM_MS;
   }
 
+  /**
+   * Notes that `jobs` were claimed by a call sent at `sentAt`
+   * (performance.now), before the claim read their due times: each is held
+   * since then, whether it is kept here or starts at once.
+   */
+  noteClaimed(jobs: readonly ClaimedJob[], sentAt: number): void {
+    for (const job of jobs) this.#claimedAt.set(job, sentAt);
+  }
+
   /** Keeps `jobs`, claimed now, after those already here. */
   add(jobs: readonly ClaimedJob[]): void {
-    const claimedAt = performance.now();
-    for (const job of jobs) this.#jobs.push({ job, claimedAt });
+    const now = performance.now();
+    for (const job of jobs) this.#jobs.push({ job, claimedAt: this.#claimedAt.get(job) ?? now });
+  }
+
+  /** How long ago `job` was claimed, in ms, as {@linkcode noteClaimed} noted it; 0 if it did not. */
+  heldMs(job: ClaimedJob): number {
+    const claimedAt = this.#claimedAt.get(job);
+    return claimedAt === undefined ? 0 : performance.now() - claimedAt;
   }
 
   /** The next job in claim order, or undefined. */

@@ -656,6 +656,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       return 0;
     }
     let result: SettleResult;
+    const sentAt = performance.now();
     try {
       result = writes
         ? await store.settle(settlements, request, {
@@ -683,6 +684,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       return null;
     }
     this.#outage = null;
+    this.#ahead.noteClaimed(result.claimed, sentAt);
     steps?.written(result.applied.slice(0, stepCount));
     settling.forEach((finished, index) => {
       if (result.applied[stepCount + index]) this.#report(finished);
@@ -775,11 +777,13 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     return limits !== undefined && oneDeathSpends(job, limits);
   }
 
-  /** Gives back jobs claimed and not started: not an attempt, nor a retry. */
+  /** Gives back jobs claimed and not started, each where it was in claim order: not an attempt, nor a retry. */
   #putBackUnstarted(jobs: readonly ClaimedJob[], reason: string): void {
     const now = this.#deps.clock.now();
     for (const job of jobs) {
-      this.#settleLater({ job, outcome: putBackUnstarted(job, now, reason), durationMs: 0 });
+      const held = { ms: this.#ahead.heldMs(job), leaseMs: this.#options.leaseMs };
+      const outcome = putBackUnstarted(job, now, held, reason);
+      this.#settleLater({ job, outcome, durationMs: 0 });
     }
   }
 

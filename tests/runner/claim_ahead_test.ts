@@ -154,6 +154,42 @@ storeTest(
 );
 
 storeTest(
+  "jobs claimed ahead and given back by a stop keep their place: the next worker runs every job in dispatch order",
+  async (db) => {
+    const order: number[] = [];
+    const stopAt = MANY_JOBS / 2;
+    const opened: { stop?: () => void } = {};
+    const job = defineJob({
+      name: "in-order",
+      schema: z.number(),
+      handle(n) {
+        order.push(n);
+        if (n === stopAt) opened.stop!();
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    await queue.dispatchMany(job, Array.from({ length: MANY_JOBS }, (_, n) => n));
+    const first = queue.work({ executor: "isolate", concurrency: 1 });
+    const given = record(queue, "job:start");
+    opened.stop = () => void first.stop();
+    await first.done;
+    const ranFirst = order.length;
+    // Jobs were held ahead when it stopped, and given back unstarted.
+    const heldAhead =
+      (await queue.jobs({ limit: 1000 })).jobs.filter((row) =>
+        row.lastError?.includes("worker stopped before the attempt began")
+      ).length;
+    assert.ok(heldAhead > 0, `no job was held ahead at the stop (${given.length} started)`);
+    await workUntilEmpty(queue, { executor: "isolate", concurrency: 1, timeoutMs: 60_000 });
+    assert.deepEqual(
+      order,
+      Array.from({ length: MANY_JOBS }, (_, n) => n),
+      `the first worker ran ${ranFirst}, ${heldAhead} given back`,
+    );
+  },
+);
+
+storeTest(
   "a batch job is never claimed ahead: a cancel from inside a running member skips every member not started",
   async (db) => {
     const ran: number[] = [];

@@ -434,6 +434,10 @@ for i, s in ipairs(settlements) do
     elseif s.kind == 'release' then
       unplace(s.id, job.queue, job.priority, true, job)
       local due = at(s.availableAt)
+      -- Never started, still held ahead: due when its claim found it due (see unclaim).
+      if opt(s.unclaimedLeaseMs) ~= nil and job.claimed_ahead == '1' then
+        due = num(job, 'available_at') - s.unclaimedLeaseMs - num(job, 'waited_ms')
+      end
       local refund = s.refundAttempt and 1 or 0
       local crashed = s.crashed and 1 or 0
       redis.call('HDEL', key, 'token', 'claimed_ahead')

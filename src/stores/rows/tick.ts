@@ -261,6 +261,15 @@ export type Settlement =
     /** True when the attempt ended because its worker died: counts a crash. */
     readonly crashed?: boolean;
     /**
+     * Set when the job was claimed and never started (given back by a
+     * stopping worker): the lease its claim gave, in ms. A job its claim
+     * still holds ahead then goes back due when the claim found it due (its
+     * lease end less this lease and less what it had waited), keeping its
+     * place among the jobs of its priority; `availableAt` is the worker's
+     * reckoning of that time, for a job whose start was confirmed already.
+     */
+    readonly unclaimedLeaseMs?: number;
+    /**
      * True when the handler held its own group back (`ctx.rateLimitGroup`):
      * in the same write, the job's group (as its row keeps it; none for a
      * job without one) is paused until `availableAt`, as `pauseGroup` with

@@ -42,10 +42,14 @@ const PROGRESS = statement("UPDATE jobs SET progress = $1 WHERE id = $2 AND toke
  * PostgreSQL the database's now when null, so a worker whose clock is off
  * still waits out the delay it asked for). With `$8` 1 its handler
  * started, so it no longer expires, and it ended without killing its
- * worker, so it is no longer suspect.
+ * worker, so it is no longer suspect. With `$9` the lease of a claim that
+ * never started it (`unclaimedLeaseMs`), a job still held ahead goes back
+ * due when that claim found it due, as {@linkcode UNCLAIM} gives it back.
  */
 const RELEASE = statement(
-  `UPDATE jobs SET token = NULL, available_at = {{now $7}} + $1, last_error = $2,
+  `UPDATE jobs SET token = NULL, last_error = $2,
+    available_at = CASE WHEN $9 > 0 AND claimed_ahead = 1
+      THEN available_at - $9 - COALESCE(waited_ms, 0) ELSE {{now $7}} + $1 END,
     attempts = attempts - $3, crashes = crashes + $4, claimed_ahead = 0,
     expire_at = CASE WHEN $8 = 1 THEN NULL ELSE expire_at END,
     suspect = CASE WHEN $8 = 1 THEN 0 ELSE suspect END
@@ -424,6 +428,7 @@ function* applyToJob(dialect: Dialect, settlement: Settlement): Script<SettledJo
         token,
         clockParam(dialect, settlement.at),
         !settlement.refundAttempt || settlement.started ? 1 : 0,
+        settlement.unclaimedLeaseMs ?? 0,
       );
       return job ?? "lost";
     }
