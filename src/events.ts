@@ -100,9 +100,12 @@ export interface QueueEventMap {
     /** Why. */ readonly error: Error;
   };
   /**
-   * A job was cancelled while its worker held it (`queue.cancel()`), and
+   * A job was cancelled while its handler ran (`queue.cancel()`), and
    * settled as cancelled; or it was claimed past its `expireInMs` and
-   * settled as expired, unrun (its reason then starts with `expired:`).
+   * settled as expired, unrun (its reason then starts with `expired:`). A
+   * job cancelled before it started, claimed ahead by a worker or not, is
+   * removed by the cancel itself: no event (`cancel()` returns
+   * `"cancelled"`).
    */
   "job:cancelled": JobEventDetail & {
     /** Why. */ readonly reason: string;
