@@ -11,6 +11,7 @@ import { ResultWaiters } from "../src/admin/await_result.ts";
 import { QueueEventTarget } from "../src/events.ts";
 import { ChildScript } from "./_child.ts";
 import { tempDir, waitUntil, within } from "./_helpers.ts";
+import { openTestRedisStore, redisTestUrl } from "./_redis.ts";
 import { storeTest } from "./_stores.ts";
 import { add } from "./fixtures/job_control/jobs.ts";
 
@@ -167,4 +168,28 @@ Deno.test("dispatchAndWait(): an abort while its dispatch is held up (the file l
   await waitUntil(async () => (await queue.counts()).default?.pending === 1, {
     what: "the job dispatched before the abort stored",
   });
+});
+
+const redisUrl = redisTestUrl();
+
+/**
+ * A watch that starts listening (SUBSCRIBE) some ms after it is asked for
+ * misses a wake-up sent meanwhile: a fresh queue's `dispatchAndWait()` of a
+ * job another process ends at once read its end only at the once-a-second
+ * sweep (8 of 20 tries). So the store calls the listener once its
+ * subscription takes hold, with no write at all.
+ */
+Deno.test({
+  name:
+    "Redis: a new watch calls its listener once it listens, so a wake-up sent before then is not missed",
+  ignore: redisUrl === null,
+  async fn() {
+    await using opened = await openTestRedisStore(redisUrl!);
+    let calls = 0;
+    using _watching = opened.store.watch(() => calls++);
+    await waitUntil(() => calls > 0, {
+      what: "the listener called once the watch listens",
+      timeoutMs: 30_000,
+    });
+  },
 });

@@ -394,12 +394,14 @@ export class RedisConnection {
       subscriber.destroy();
       this.#subscribe();
     });
+    const wake = () => {
+      for (const each of [...this.#listeners]) each();
+    };
     subscriber.connect()
-      .then(() =>
-        subscriber.subscribe(this.#channel, () => {
-          for (const each of [...this.#listeners]) each();
-        })
-      )
+      .then(() => subscriber.subscribe(this.#channel, wake))
+      // A wake-up published before the subscription took hold reached no one: look once now (a
+      // fresh queue's dispatchAndWait() of a job that another process ends within milliseconds).
+      .then(wake)
       .catch(() => {/* best effort: workers keep polling */});
   }
 
