@@ -11,6 +11,7 @@ import { ResultWaiters } from "../src/admin/await_result.ts";
 import { QueueEventTarget } from "../src/events.ts";
 import { ChildScript } from "./_child.ts";
 import { tempDir, waitUntil, within } from "./_helpers.ts";
+import { openTestPostgresStore, postgresTestUrl } from "./_postgres.ts";
 import { openTestRedisStore, redisTestUrl } from "./_redis.ts";
 import { storeTest } from "./_stores.ts";
 import { add } from "./fixtures/job_control/jobs.ts";
@@ -170,26 +171,34 @@ Deno.test("dispatchAndWait(): an abort while its dispatch is held up (the file l
   });
 });
 
+const postgresUrl = postgresTestUrl();
 const redisUrl = redisTestUrl();
 
 /**
- * A watch that starts listening (SUBSCRIBE) some ms after it is asked for
- * misses a wake-up sent meanwhile: a fresh queue's `dispatchAndWait()` of a
- * job another process ends at once read its end only at the once-a-second
- * sweep (8 of 20 tries). So the store calls the listener once its
- * subscription takes hold, with no write at all.
+ * A watch that starts listening (LISTEN, SUBSCRIBE) some ms after it is
+ * asked for misses a wake-up sent meanwhile: a fresh queue's
+ * `dispatchAndWait()` of a job another process ends at once read its end
+ * only at the once-a-second sweep (8 of 20 tries on Redis). So the store
+ * calls the listener once its listening takes hold, with no write at all.
  */
-Deno.test({
-  name:
-    "Redis: a new watch calls its listener once it listens, so a wake-up sent before then is not missed",
-  ignore: redisUrl === null,
-  async fn() {
-    await using opened = await openTestRedisStore(redisUrl!);
-    let calls = 0;
-    using _watching = opened.store.watch(() => calls++);
-    await waitUntil(() => calls > 0, {
-      what: "the listener called once the watch listens",
-      timeoutMs: 30_000,
-    });
-  },
-});
+for (
+  const [name, url, open] of [
+    ["PostgreSQL", postgresUrl, (url: string) => openTestPostgresStore(url)],
+    ["Redis", redisUrl, (url: string) => openTestRedisStore(url)],
+  ] as const
+) {
+  Deno.test({
+    name:
+      `${name}: a new watch calls its listener once it listens, so a wake-up sent before then is not missed`,
+    ignore: url === null,
+    async fn() {
+      await using opened = await open(url!);
+      let calls = 0;
+      using _watching = opened.store.watch(() => calls++);
+      await waitUntil(() => calls > 0, {
+        what: "the listener called once the watch listens",
+        timeoutMs: 30_000,
+      });
+    },
+  });
+}

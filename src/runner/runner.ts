@@ -261,6 +261,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     });
     this.#leases.start();
     let emptied = false;
+    /** The last empty claim passed a due job over: a row locked then may be free by now. */
+    let passedOver = false;
     try {
       await this.#untilExecutorReady();
       for (;;) {
@@ -280,12 +282,17 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
           this.#ahead.size === 0 && this.#toStart.length === 0;
         if (idle && !this.#mayClaim()) break;
         const sealing = this.#deps.schedules?.missedRows === true; // a slot waits for its row
+        if (claimed !== 0) passedOver = false;
         if (idle && stopWhenEmpty && claimed === 0 && !sealing) {
-          if (!await this.#claimPassedOver()) {
+          const passedBefore = passedOver;
+          passedOver = await this.#claimPassedOver();
+          // After a claim that passed a locked row over, the row may have been freed between this
+          // claim and its answer (a dispatch's transaction committed): claim once more first.
+          if (!passedOver && !passedBefore) {
             emptied = true;
             break;
           }
-          await this.#pollSleep.sleep(Math.min(pollMs, PASSED_OVER_RETRY_MS));
+          if (passedOver) await this.#pollSleep.sleep(Math.min(pollMs, PASSED_OVER_RETRY_MS));
           continue;
         }
         if (this.#pollSleep.timersStarved) await this.#pollSleep.yieldToTimers();

@@ -423,9 +423,12 @@ export class PostgresEngine implements Engine {
   }
 
   #listen(): void {
-    this.#listening ??= this.#sql.listen(this.#channel, () => {
+    const wake = () => {
       for (const each of [...this.#listeners]) each();
-    }).catch((error) => {
+    };
+    // The driver calls the third function each time the LISTEN takes hold (at first and after a
+    // reconnect): a NOTIFY sent before then reached no one, so the watchers look once.
+    this.#listening ??= this.#sql.listen(this.#channel, wake, wake).catch((error) => {
       if (isConnectionLost(error)) this.#disconnected = true; // listen once the server answers
       return null;
     });
