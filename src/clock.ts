@@ -21,8 +21,9 @@ const LATEST_CLOCK_MS = 253_402_300_799_999;
 /**
  * The clock an option gives (`where` names the option), checked: its
  * `now()` must read an integer number of ms from the epoch to the year 9999,
- * or the call that read it throws a `TypeError` naming the option and the
- * value, before anything is stored with it. The wall clock is used as is.
+ * or the call that read it throws naming the option and the value (a
+ * `RangeError` for another number, a `TypeError` for anything else), before
+ * anything is stored with it. The wall clock is used as is.
  */
 export function checkedClock(clock: Clock | undefined, where: string): Clock {
   if (clock === undefined || clock === systemClock) return systemClock;
@@ -33,11 +34,11 @@ export function checkedClock(clock: Clock | undefined, where: string): Clock {
     now() {
       const now = clock.now();
       if (Number.isInteger(now) && now >= 0 && now <= LATEST_CLOCK_MS) return now;
-      throw new TypeError(
+      const message =
         `${where}.now() must return an integer number of ms since the epoch, up to the year 9999: got ${
           shown(now)
-        }`,
-      );
+        }`;
+      throw typeof now === "number" ? new RangeError(message) : new TypeError(message);
     },
   };
 }

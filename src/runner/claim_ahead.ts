@@ -71,6 +71,14 @@ interface AheadJob {
   readonly claimedAt: number;
 }
 
+/** A claim as {@linkcode ClaimAhead.noteClaimed} notes it. */
+export interface ClaimNoted {
+  /** When the call was sent (performance.now). */
+  readonly sentAt: number;
+  /** The worker's clock's now it claimed at. */
+  readonly now: number;
+}
+
 /** What {@linkcode ClaimAhead.take} hands out. */
 export interface TakenJob {
   /** The job, leased to this worker. */
@@ -86,8 +94,8 @@ export class ClaimAhead {
   readonly #most: number;
   #jobs: AheadJob[] = [];
   #first = 0;
-  /** When each job the worker holds was claimed (see {@linkcode noteClaimed}). */
-  readonly #claimedAt = new WeakMap<ClaimedJob, number>();
+  /** The claim of each job the worker holds (see {@linkcode noteClaimed}). */
+  readonly #claims = new WeakMap<ClaimedJob, ClaimNoted>();
   /** Running mean of handler run times, in ms; NaN until one ran. */
   #meanRunMs = NaN;
   /** Claims take nothing ahead until then (performance.now). */
@@ -131,24 +139,25 @@ export class ClaimAhead {
   }
 
   /**
-   * Notes that `jobs` were claimed by a call sent at `sentAt`
-   * (performance.now), before the claim read their due times: each is held
-   * since then, whether it is kept here or starts at once.
+   * Notes the claim that took `jobs`, whether they are kept here or start at
+   * once: sent at `sentAt` (performance.now, before the claim read their due
+   * times), asking for the jobs due at `now` (the worker's clock).
    */
-  noteClaimed(jobs: readonly ClaimedJob[], sentAt: number): void {
-    for (const job of jobs) this.#claimedAt.set(job, sentAt);
+  noteClaimed(jobs: readonly ClaimedJob[], claim: ClaimNoted): void {
+    for (const job of jobs) this.#claims.set(job, claim);
   }
 
   /** Keeps `jobs`, claimed now, after those already here. */
   add(jobs: readonly ClaimedJob[]): void {
     const now = performance.now();
-    for (const job of jobs) this.#jobs.push({ job, claimedAt: this.#claimedAt.get(job) ?? now });
+    for (const job of jobs) {
+      this.#jobs.push({ job, claimedAt: this.#claims.get(job)?.sentAt ?? now });
+    }
   }
 
-  /** How long ago `job` was claimed, in ms, as {@linkcode noteClaimed} noted it; 0 if it did not. */
-  heldMs(job: ClaimedJob): number {
-    const claimedAt = this.#claimedAt.get(job);
-    return claimedAt === undefined ? 0 : performance.now() - claimedAt;
+  /** The worker's clock's now of the claim that took `job`, as noted; undefined if none was. */
+  claimNow(job: ClaimedJob): number | undefined {
+    return this.#claims.get(job)?.now;
   }
 
   /** The next job in claim order, or undefined. */

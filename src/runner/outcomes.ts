@@ -300,23 +300,25 @@ export function putBack(job: ClaimedJob, now: number, error: Error): Outcome {
 
 /**
  * A job claimed and not started (claimed ahead when its worker stopped, or
- * when a job of its queue could not start), held `held.ms` under a claim of
- * `held.leaseMs`: given back due when it was before its claim (so it keeps
- * its place among the jobs of its priority, ahead of those due later; the
- * store knows that time exactly for a job still held ahead, see
- * `unclaimedLeaseMs`), or now if that reads later; its attempt given back,
- * neither an attempt nor a retry.
+ * when a job of its queue could not start, or held ahead past a third of its
+ * lease), by a claim at `claim.now` of `claim.leaseMs`: given back due when
+ * that claim found it due, its wait before the claim before `claim.now` (so
+ * it keeps its place among the jobs of its priority, ahead of those due
+ * later; the store reads that time from the row exactly for a job still held
+ * ahead, see `unclaimedLeaseMs`), never later than now (nor now when the
+ * claim is not known); its attempt given back, neither an attempt nor a
+ * retry.
  */
 export function putBackUnstarted(
   job: ClaimedJob,
   now: number,
-  held: { readonly ms: number; readonly leaseMs: number },
+  claim: { readonly now: number | undefined; readonly leaseMs: number },
   reason: string,
 ): Outcome {
-  const dueAt = Math.min(now, Math.floor(now - held.ms) - (job.waitedMs ?? 0));
+  const dueAt = Math.min(now, (claim.now ?? now) - (job.waitedMs ?? 0));
   const settlement: Release = {
     ...giveBack(job, now, dueAt, reason),
-    unclaimedLeaseMs: held.leaseMs,
+    unclaimedLeaseMs: claim.leaseMs,
   };
   return { kind: "notStarted", settlement };
 }

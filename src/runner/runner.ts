@@ -691,7 +691,7 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       return null;
     }
     this.#outage = null;
-    this.#ahead.noteClaimed(result.claimed, sentAt);
+    this.#ahead.noteClaimed(result.claimed, { sentAt, now });
     steps?.written(result.applied.slice(0, stepCount));
     settling.forEach((finished, index) => {
       if (result.applied[stepCount + index]) this.#report(finished);
@@ -788,8 +788,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   #putBackUnstarted(jobs: readonly ClaimedJob[], reason: string): void {
     const now = this.#deps.clock.now();
     for (const job of jobs) {
-      const held = { ms: this.#ahead.heldMs(job), leaseMs: this.#options.leaseMs };
-      const outcome = putBackUnstarted(job, now, held, reason);
+      const claim = { now: this.#ahead.claimNow(job), leaseMs: this.#options.leaseMs };
+      const outcome = putBackUnstarted(job, now, claim, reason);
       this.#settleLater({ job, outcome, durationMs: 0 });
     }
   }

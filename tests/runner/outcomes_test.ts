@@ -9,10 +9,11 @@ import {
   failBeforeStart,
   outcomeOf,
   putBack,
+  putBackUnstarted,
   refusalBeforeStart,
   storedError,
 } from "../../src/runner/outcomes.ts";
-import type { ClaimedJob } from "../../src/stores/store.ts";
+import type { ClaimedJob, Settlement } from "../../src/stores/store.ts";
 
 const NOW = Date.UTC(2026, 0, 1);
 
@@ -359,6 +360,27 @@ Deno.test("putBack() puts the job back at once and gives its attempt back, marke
 });
 
 // storedError
+
+Deno.test("putBackUnstarted() gives a job back due when its claim found it due, never later than now, with its claim's lease for the store", () => {
+  const leaseMs = 30_000;
+  const back = (job: ClaimedJob, claimNow: number | undefined) => {
+    const outcome = putBackUnstarted(job, NOW, { now: claimNow, leaseMs }, "worker stopped");
+    assert.equal(outcome.kind, "notStarted");
+    const settlement = outcome.settlement as Extract<Settlement, { kind: "release" }>;
+    assert.deepEqual(
+      [settlement.at, settlement.refundAttempt, settlement.unclaimedLeaseMs, settlement.error],
+      [NOW, true, leaseMs, "worker stopped"],
+    );
+    return settlement.availableAt;
+  };
+  // Claimed 5 s ago, 2 s after it was due: due 7 s ago.
+  assert.equal(back(claimed({ waitedMs: 2_000 }), NOW - 5_000), NOW - 7_000);
+  assert.equal(back(claimed({ waitedMs: 0 }), NOW - 5_000), NOW - 5_000);
+  // No claim noted (its time unknown): its wait before now.
+  assert.equal(back(claimed({ waitedMs: 2_000 }), undefined), NOW - 2_000);
+  // A claim the clock reads after now (a clock moved back): never due later than now.
+  assert.equal(back(claimed({ waitedMs: 0 }), NOW + 60_000), NOW);
+});
 
 Deno.test("storedError() keeps the error as `Name: message` with its stack", () => {
   const error = new TypeError("bad");

@@ -395,7 +395,14 @@ export class RedisConnection {
       this.#subscribe();
     });
     const wake = () => {
-      for (const each of [...this.#listeners]) each();
+      if (this.#closed) return;
+      for (const each of [...this.#listeners]) {
+        try {
+          each();
+        } catch {
+          // A listener that throws keeps no other from its wake-up.
+        }
+      }
     };
     subscriber.connect()
       .then(() => subscriber.subscribe(this.#channel, wake))

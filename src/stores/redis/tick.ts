@@ -239,9 +239,16 @@ local function claimJobs(req)
   return claimed
 end
 
+-- When a job its claim still holds ahead was due before that claim of leaseMs: the claim set
+-- available_at to its now + leaseMs and waited_ms to its now less the old due time, and nothing
+-- changes them while the job is held ahead.
+local function dueBeforeClaim(job, leaseMs)
+  return tonumber(job.available_at) - leaseMs - num(job, 'waited_ms')
+end
+
 -- Puts a job claimed ahead back as it was before its claim.
 local function unclaim(id, job, leaseMs)
-  local due = tonumber(job.available_at) - leaseMs - num(job, 'waited_ms')
+  local due = dueBeforeClaim(job, leaseMs)
   unplace(id, job.queue, job.priority)
   local key = jobKey(id)
   redis.call('HDEL', key, 'token', 'claimed_ahead')
@@ -434,9 +441,9 @@ for i, s in ipairs(settlements) do
     elseif s.kind == 'release' then
       unplace(s.id, job.queue, job.priority, true, job)
       local due = at(s.availableAt)
-      -- Never started, still held ahead: due when its claim found it due (see unclaim).
-      if opt(s.unclaimedLeaseMs) ~= nil and job.claimed_ahead == '1' then
-        due = num(job, 'available_at') - s.unclaimedLeaseMs - num(job, 'waited_ms')
+      -- Never started, still held ahead: due when its claim found it due.
+      if (opt(s.unclaimedLeaseMs) or 0) > 0 and job.claimed_ahead == '1' then
+        due = dueBeforeClaim(job, s.unclaimedLeaseMs)
       end
       local refund = s.refundAttempt and 1 or 0
       local crashed = s.crashed and 1 or 0

@@ -262,11 +262,13 @@ export type Settlement =
     readonly crashed?: boolean;
     /**
      * Set when the job was claimed and never started (given back by a
-     * stopping worker): the lease its claim gave, in ms. A job its claim
-     * still holds ahead then goes back due when the claim found it due (its
-     * lease end less this lease and less what it had waited), keeping its
-     * place among the jobs of its priority; `availableAt` is the worker's
-     * reckoning of that time, for a job whose start was confirmed already.
+     * stopping worker, because a job of its paused queue could not start, or
+     * because it was held ahead past a third of its lease): the lease its
+     * claim gave, in ms. A job its claim still holds ahead then goes back due
+     * when the claim found it due (its lease end less this lease and less
+     * what it had waited), keeping its place among the jobs of its priority;
+     * `availableAt` is the worker's reckoning of that time, for a job whose
+     * start was confirmed already.
      */
     readonly unclaimedLeaseMs?: number;
     /**

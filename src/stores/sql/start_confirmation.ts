@@ -27,12 +27,22 @@ import { exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
 
 /**
+ * When a row its claim still holds ahead was due before that claim, the
+ * claim's lease being `lease` ms (an SQL expression): the claim set
+ * `available_at` to its now + the lease and `waited_ms` to its now less the
+ * old due time, and nothing changes them while the row is held ahead.
+ */
+export function dueBeforeClaim(lease: string): string {
+  return `available_at - ${lease} - COALESCE(waited_ms, 0)`;
+}
+
+/**
  * Gives claimed rows still held ahead back as the claim found them:
- * unleased, due when they were (the claim set `available_at` to now + lease
- * and `waited_ms` to now less the old due time), their attempt not counted.
+ * unleased, due when they were ({@linkcode dueBeforeClaim}), their attempt
+ * not counted.
  */
 export const UNCLAIM = statement(
-  `UPDATE jobs SET token = NULL, available_at = available_at - $1 - waited_ms,
+  `UPDATE jobs SET token = NULL, available_at = ${dueBeforeClaim("$1")},
     attempts = attempts - 1, claimed_ahead = 0
   WHERE id IN {{ids $2}} AND token = $3 AND claimed_ahead = 1`,
 );

@@ -27,7 +27,7 @@ import { dropEndedRateWindows, releaseHeld, releaseOnStart, releaseRemoved } fro
 import { claimFairly, dropEndedWindows, groupsNextDue, rateWindowsTurn } from "./groups.ts";
 import { fireDue, withScheduled } from "./schedules.ts";
 import { each, exec, type Script, wakeAfterCommit } from "./script.ts";
-import { confirmStarts, UNCLAIM } from "./start_confirmation.ts";
+import { confirmStarts, dueBeforeClaim, UNCLAIM } from "./start_confirmation.ts";
 import { holdGroup, type HoldsWalk, pruneHolds } from "./group_pauses.ts";
 import { markBegun } from "./handler_begun.ts";
 import { statement } from "./statement.ts";
@@ -49,7 +49,7 @@ const PROGRESS = statement("UPDATE jobs SET progress = $1 WHERE id = $2 AND toke
 const RELEASE = statement(
   `UPDATE jobs SET token = NULL, last_error = $2,
     available_at = CASE WHEN $9 > 0 AND claimed_ahead = 1
-      THEN available_at - $9 - COALESCE(waited_ms, 0) ELSE {{now $7}} + $1 END,
+      THEN ${dueBeforeClaim("$9")} ELSE {{now $7}} + $1 END,
     attempts = attempts - $3, crashes = crashes + $4, claimed_ahead = 0,
     expire_at = CASE WHEN $8 = 1 THEN NULL ELSE expire_at END,
     suspect = CASE WHEN $8 = 1 THEN 0 ELSE suspect END
@@ -428,7 +428,7 @@ function* applyToJob(dialect: Dialect, settlement: Settlement): Script<SettledJo
         token,
         clockParam(dialect, settlement.at),
         !settlement.refundAttempt || settlement.started ? 1 : 0,
-        settlement.unclaimedLeaseMs ?? 0,
+        settlement.unclaimedLeaseMs ?? 0, // 0: not a give-back of an unstarted claim
       );
       return job ?? "lost";
     }

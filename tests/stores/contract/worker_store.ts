@@ -394,6 +394,44 @@ function register(test: ContractTest): void {
     assert.deepEqual(again.map((job) => [job.id, job.attempts, job.crashes]), [[a, 1, 0]]);
   });
 
+  test("settle() gives back jobs claimed and never started (unclaimedLeaseMs) due when their claim found them due: one still held ahead exactly, one confirmed at the worker's availableAt", async (store) => {
+    const [a, b, c, d] = await store.insertJobs([
+      newJob({ availableAt: T0 - 30 }),
+      newJob({ availableAt: T0 - 20 }),
+      newJob({ availableAt: T0 - 10 }),
+      newJob({ availableAt: T0 }),
+    ]);
+    const claimedAt = T0 + 1_000;
+    const first = await claim(store, { limit: 3, aheadFrom: 1, token: 1, now: claimedAt });
+    assert.deepEqual(first.map((job) => [job.id, job.waitedMs]), [[a, 1_030], [b, 1_020], [
+      c,
+      1_010,
+    ]]);
+    const starts = { leases: [{ id: b!, token: 1 }], leaseMs: LEASE_MS, now: claimedAt };
+    assert.deepEqual((await store.settle([], undefined, { starts })).started, [b]);
+    const stoppedAt = T0 + 2_000;
+    const givenBack = (id: number, availableAt: number) => ({
+      ...release(id, 1, availableAt, "worker stopped before the attempt began"),
+      at: stoppedAt,
+      refundAttempt: true,
+      unclaimedLeaseMs: LEASE_MS,
+    });
+    // b's start was confirmed: the worker's reckoning stands. c is still held ahead: the store
+    // reads its due time from the row, whatever the worker reckoned.
+    const { applied } = await store.settle([
+      complete(a!, 1, stoppedAt),
+      givenBack(b!, T0 - 20),
+      givenBack(c!, stoppedAt),
+    ]);
+    assert.deepEqual(applied, [true, true, true]);
+    const again = await claim(store, { limit: 3, token: 2, now: stoppedAt });
+    assert.deepEqual(again.map((job) => [job.id, job.waitedMs, job.attempts]), [
+      [b, 2_020, 1],
+      [c, 2_010, 1],
+      [d, 2_000, 1],
+    ]);
+  });
+
   test("a start refused for a pause releases the overlap lock the job claimed ahead took", async (store) => {
     const [a, b, c] = await store.insertJobs([
       newJob({ availableAt: T0 - 2 }),
