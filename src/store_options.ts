@@ -15,7 +15,7 @@ import {
   readDatabaseUrlVariable,
   redactPassword,
 } from "./stores/database_url.ts";
-import { type Durability, SqliteStore } from "./stores/sqlite/mod.ts";
+import { assertSqlitePath, type Durability, SqliteStore } from "./stores/sqlite/mod.ts";
 import type { MigrateOptions, Store } from "./stores/store.ts";
 
 /** The options of the SQLite file, which no other store takes. */
@@ -224,11 +224,7 @@ function assertStore(store: Store): Store {
 
 /** Throws a `TypeError` unless `path` can name a SQLite file: not empty, not a URL. */
 function assertPath(path: unknown): void {
-  if (typeof path !== "string" || path.trim() === "") {
-    throw new TypeError(
-      `Queue.open: path must name a SQLite file (or ":memory:"): got ${shown(path)}`,
-    );
-  }
+  assertSqlitePath(path, "Queue.open");
   // `file:` is SQLite's own URI filename form; any other scheme names another kind of database.
   if (isServerUrl(path)) {
     throw new TypeError(

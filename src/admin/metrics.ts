@@ -15,7 +15,7 @@ import {
   RUNTIME_BUCKETS_MS,
   type StatsStore,
 } from "../stores/store.ts";
-import { addMetricsRow, type MetricsTotals } from "../stores/rows/read.ts";
+import { addMetricsRow, emptyMetricsTotals, type MetricsTotals } from "../stores/rows/read.ts";
 
 const MINUTE_MS = 60_000;
 /** The longest window: the rollup keeps 7 days. */
@@ -162,12 +162,12 @@ export function summarizeMetrics(rows: readonly MetricsRow[], window: MetricsWin
       slot.retried += row.retried;
       slot.expired += row.expired;
     }
-    add(byQueue, row.queue, row, () => emptyTotals());
+    add(byQueue, row.queue, row, () => emptyMetricsTotals());
     add(
       byJob,
       JSON.stringify([row.queue, row.name]),
       row,
-      () => ({ ...emptyTotals(), queue: row.queue, name: row.name }),
+      () => ({ ...emptyMetricsTotals(), queue: row.queue, name: row.name }),
     );
   }
   return {
@@ -208,11 +208,6 @@ export function estimateQuantile(buckets: readonly number[], q: number): number 
     before += count;
   }
   return RUNTIME_BUCKETS_MS.at(-1)!;
-}
-
-function emptyTotals(): MetricsTotals {
-  const buckets = Array<number>(RUNTIME_BUCKETS_MS.length + 1).fill(0);
-  return { completed: 0, failed: 0, retried: 0, expired: 0, runtimeMs: 0, waitMs: 0, buckets };
 }
 
 function add<T extends MetricsTotals>(

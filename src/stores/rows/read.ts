@@ -147,6 +147,12 @@ export interface MetricsTotals {
   readonly buckets: number[];
 }
 
+/** Totals of no row: every count 0, one bucket per runtime bucket and one for longer runs. */
+export function emptyMetricsTotals(): MetricsTotals {
+  const buckets = Array<number>(RUNTIME_BUCKETS_MS.length + 1).fill(0);
+  return { completed: 0, failed: 0, retried: 0, expired: 0, runtimeMs: 0, waitMs: 0, buckets };
+}
+
 /** Adds rollup row `row`'s counts to `totals`. */
 export function addMetricsRow(totals: MetricsTotals, row: MetricsRow): void {
   totals.completed += row.completed;

@@ -19,7 +19,7 @@ import {
   type Settlement,
   type WorkerInfo,
 } from "../store.ts";
-import { addMetricsRow, type MetricsTotals } from "../rows/read.ts";
+import { addMetricsRow, emptyMetricsTotals, type MetricsTotals } from "../rows/read.ts";
 import { PruneSchedule } from "./upkeep.ts";
 
 const MINUTE_MS = 60_000;
@@ -50,18 +50,7 @@ export interface MetricsIncrement extends MetricsTotals {
 
 /** An increment of (minute, queue, name) that counts nothing yet. */
 function emptyIncrement(minute: number, queue: string, name: string): MetricsIncrement {
-  return {
-    minute,
-    queue,
-    name,
-    completed: 0,
-    failed: 0,
-    retried: 0,
-    expired: 0,
-    runtimeMs: 0,
-    waitMs: 0,
-    buckets: RUNTIME_BUCKET_COLUMNS.map(() => 0),
-  };
+  return { minute, queue, name, ...emptyMetricsTotals() };
 }
 
 /**

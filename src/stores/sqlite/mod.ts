@@ -47,6 +47,20 @@ const SQLITE_STORE_OPTIONS = optionNames<SqliteStoreOptions>()([
 ]);
 
 /**
+ * Throws a `TypeError` starting with `where` unless `path` is a string that
+ * names a file: SQLite opens an empty name as a temporary file, deleted on
+ * close, with every job in it.
+ * @internal
+ */
+export function assertSqlitePath(path: unknown, where: string): asserts path is string {
+  if (typeof path !== "string" || path.trim() === "") {
+    throw new TypeError(
+      `${where}: path must name a SQLite file (or ":memory:"): got ${shown(path)}`,
+    );
+  }
+}
+
+/**
  * Jobs in one SQLite file. One connection per store; its operations run one
  * at a time, and an app transaction holds the others back until it ends.
  *
@@ -77,12 +91,7 @@ export class SqliteStore extends SqlStore {
     given: SqliteStoreOptions,
     steps: readonly Migration[],
   ): Promise<SqliteStore> {
-    // SQLite opens an empty name as a temporary file, deleted on close: every job lost.
-    if (typeof path !== "string" || path.trim() === "") {
-      throw new TypeError(
-        `SqliteStore.open: path must name a SQLite file (or ":memory:"): got ${shown(path)}`,
-      );
-    }
+    assertSqlitePath(path, "SqliteStore.open");
     const options = optionBag(given, "SqliteStore.open", SQLITE_STORE_OPTIONS) ?? {};
     const durability = options.durability ?? "normal";
     if (durability !== "normal" && durability !== "full") {
