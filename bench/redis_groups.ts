@@ -2,10 +2,11 @@
  * What `deno task bench --store redis` measures, by group: our rows on the
  * Redis store, each beside BullMQ on the same server and workload in the
  * same run, BullMQ's figure the baseline (so each ratio says how many times
- * BullMQ's ours is): dispatch one at a time (and beside it a bare round trip,
- * its floor), bulk dispatch, isolate drains
+ * BullMQ's ours is): dispatch one at a time (and beside it a bare round trip
+ * and a minimal queue's insert, its floors), bulk dispatch, isolate drains
  * at concurrency 1, 8 and 32 in this process, the drain by
- * {@linkcode DRAIN_PROCESSES} worker processes at 32 each, and pick-up
+ * {@linkcode DRAIN_PROCESSES} worker processes at 32 each (and beside them a
+ * minimal queue's take, one job and 50 jobs per call), and pick-up
  * latency; and the durable-step drains against our own drain at 32. `main.ts` imports this module only for `--store redis`.
  *
  * @module
@@ -45,6 +46,7 @@ import { redactPassword } from "../src/stores/database_url.ts";
 import type { RedisServer } from "./redis_environment.ts";
 import { redisPickupHere } from "./redis_pickup_here.ts";
 import { withRedisQueue } from "./redis_queue.ts";
+import { FLOOR_BATCH, redisInsertFloorRate, redisTakeFloorRate } from "./redis_floors.ts";
 import { rawRedisRoundTripRate } from "./redis_round_trip.ts";
 import {
   MAX_REDIS_JOBS,
@@ -114,6 +116,24 @@ export async function redisBench(url: string, jobs: number): Promise<RedisBench>
           baseline: "bullmq-add",
           run: (jobs) => rawRedisRoundTripRate(url, jobs),
         },
+        {
+          ...fixed(size),
+          id: "raw-redis-insert-floor",
+          name: "raw Redis insert",
+          label: `raw minimal queue: one function call per job (INCR, HSET, ZADD), one at a ` +
+            `time (no queue; the floor of a one-call dispatch) (${count(size)} jobs)`,
+          baseline: "bullmq-add",
+          run: (jobs) => redisInsertFloorRate(url, jobs, "bare"),
+        },
+        {
+          ...fixed(size),
+          id: "raw-redis-insert-floor-kept",
+          name: "raw Redis insert, rules kept",
+          label: `the same, keeping what every dispatch must (the server's clock, the epoch ` +
+            `check, the reply kept under the dispatch's token, the wake-up) (${count(size)} jobs)`,
+          baseline: "bullmq-add",
+          run: (jobs) => redisInsertFloorRate(url, jobs, "kept"),
+        },
         ...pair({
           id: "dispatch-many",
           name: "dispatchMany",
@@ -143,6 +163,45 @@ export async function redisBench(url: string, jobs: number): Promise<RedisBench>
             run: (jobs) => bullDrain(jobs, concurrency, connection),
           }, size)
         ),
+        {
+          ...fixed(size),
+          id: "raw-redis-take-floor-c1",
+          name: "raw Redis take, 1 per call",
+          label: `raw minimal queue: one awaited function call per job that deletes the job ` +
+            `before it and pops the next (no queue; the floor of a drain at concurrency 1) ` +
+            `(${count(size)} jobs)`,
+          baseline: "bullmq-drain-c1",
+          run: (jobs) => redisTakeFloorRate(url, jobs, 1, "bare"),
+        },
+        {
+          ...fixed(size),
+          id: "raw-redis-take-floor-c1-kept",
+          name: "raw Redis take, 1 per call, rules kept",
+          label: `the same, keeping what every claim and settle must (the server's clock, the ` +
+            `epoch check, a lease and its token, the attempt counted, a settle fenced by the ` +
+            `token that keeps the finished job) (${count(size)} jobs)`,
+          baseline: "bullmq-drain-c1",
+          run: (jobs) => redisTakeFloorRate(url, jobs, 1, "kept"),
+        },
+        {
+          ...fixed(size),
+          id: "raw-redis-take-floor-batched",
+          name: `raw Redis take, ${FLOOR_BATCH} per call`,
+          label: `raw minimal queue: ${FLOOR_BATCH} jobs deleted and ${FLOOR_BATCH} popped per ` +
+            `awaited function call (no queue; the ceiling of a batched drain) ` +
+            `(${count(size)} jobs)`,
+          baseline: "bullmq-drain-c32",
+          run: (jobs) => redisTakeFloorRate(url, jobs, FLOOR_BATCH, "bare"),
+        },
+        {
+          ...fixed(size),
+          id: "raw-redis-take-floor-batched-kept",
+          name: `raw Redis take, ${FLOOR_BATCH} per call, rules kept`,
+          label: `the same ${FLOOR_BATCH} per call, keeping the rules of the take above ` +
+            `(${count(size)} jobs)`,
+          baseline: "bullmq-drain-c32",
+          run: (jobs) => redisTakeFloorRate(url, jobs, FLOOR_BATCH, "kept"),
+        },
         ...pair({
           id: `drain-${DRAIN_PROCESSES}p-c${c}`,
           name: `${DRAIN_PROCESSES}-process drain c${c}`,
