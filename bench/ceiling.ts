@@ -83,6 +83,19 @@ const MINIMAL_TABLE: RawSchema = {
   claim: MINIMAL_CLAIM,
 };
 
+/**
+ * The minimal queue table on a connection that never checkpoints (`wal_autocheckpoint = 0`): its
+ * commits only append to the WAL, the cheapest commit of one row there is. The store's own
+ * checkpoints run on a thread beside its commits; a raw loop's run inside them.
+ */
+const MINIMAL_TABLE_NO_CHECKPOINT: RawSchema = {
+  ...MINIMAL_TABLE,
+  create: (db) => {
+    db.exec("PRAGMA wal_autocheckpoint = 0");
+    MINIMAL_TABLE.create(db);
+  },
+};
+
 /** Statements of one raw connection, prepared once. */
 interface RawStatements {
   readonly db: DatabaseSync;
@@ -99,7 +112,8 @@ interface RawStatements {
  * claim + delete per commit, and {@linkcode CEILING_BATCH_SIZE} claimed and
  * deleted per transaction (the drain ceiling our drains are read against).
  * The batched cycle is the baseline of the others. The inserts and the
- * batched drain are measured on the minimal table too.
+ * batched drain are measured on the minimal table too, and the autocommit
+ * insert once more there on a connection that never checkpoints.
  */
 export function ceilingMeasurements(): Measurement[] {
   return [
@@ -116,6 +130,14 @@ export function ceilingMeasurements(): Measurement[] {
       label: "raw SQLite: INSERT … RETURNING id, autocommit, minimal queue table",
       baseline: "ceiling-batched",
       run: (jobs) => withRaw(jobs, jobs, insertAutocommit, undefined, MINIMAL_TABLE),
+    },
+    {
+      id: "raw-insert-autocommit-minimal-no-checkpoint",
+      name: "raw autocommit insert, minimal table, no checkpoint",
+      label: "raw SQLite: INSERT … RETURNING id, autocommit, minimal queue table, never " +
+        "checkpointed (the floor of one row per commit)",
+      baseline: "ceiling-batched",
+      run: (jobs) => withRaw(jobs, jobs, insertAutocommit, undefined, MINIMAL_TABLE_NO_CHECKPOINT),
     },
     {
       id: "raw-insert-one-transaction",

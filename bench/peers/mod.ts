@@ -69,7 +69,10 @@ export async function peerMeasurements(onSkip: (why: string) => void): Promise<M
       name: "plainjob add",
       label: `peer: plainjob queue.add(), one at a time (${ON_NODE_SQLITE})`,
       baseline: "dispatch-single",
-      alsoComparedWith: ["raw-insert-autocommit-minimal"],
+      alsoComparedWith: [
+        "raw-insert-autocommit-minimal",
+        "raw-insert-autocommit-minimal-no-checkpoint",
+      ],
       targetAtMost: PLAINJOB_DISPATCH_SHARE,
       run: plainjobAddSingle,
     },
