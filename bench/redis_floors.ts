@@ -97,8 +97,9 @@ end)
 
 -- The take, keeping the rules every claim and settle must (input: the id and lease token of each
 -- job taken before, how many to take, the epoch): a settle fenced by the claim's token that keeps
--- the finished job (renamed, stamped, listed by finish time); a claim that counts the attempt and
--- leases the job (a token and a lease end, listed by lease end for the reclaim of abandoned ones).
+-- the finished job (renamed, stamped, listed by finish time); a claim of jobs due by the server's
+-- clock that counts the attempt and leases each (a token and a lease end, listed by lease end for
+-- the reclaim of abandoned ones).
 -- The jobs taken, as a flat list of id, token and payload.
 redis.register_function('renox_floor_take_kept_${suffix}', function(keys, args)
   local p = prefix(keys)
@@ -113,10 +114,11 @@ redis.register_function('renox_floor_take_kept_${suffix}', function(keys, args)
       redis.call('ZADD', p .. ':done', now, args[i])
     end
   end
-  local popped = redis.call('ZPOPMIN', p .. ':due', tonumber(args[#args - 1]))
+  local count = tonumber(args[#args - 1])
+  local due = redis.call('ZRANGEBYSCORE', p .. ':due', '-inf', now, 'LIMIT', 0, count)
+  if #due > 0 then redis.call('ZREM', p .. ':due', unpack(due)) end
   local taken = {}
-  for i = 1, #popped, 2 do
-    local id = popped[i]
+  for _, id in ipairs(due) do
     local key = p .. ':job:' .. id
     local token = tostring(redis.call('INCR', p .. ':tokens'))
     redis.call('HINCRBY', key, 'attempts', 1)
