@@ -973,16 +973,15 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   }
 
   /**
-   * Ends an attempt whose end a timeout or a cancel decided, with `end`: at
-   * once, or, for a job with middleware (a `withoutOverlapping` lock, held
-   * until the settle), once its handler stopped: the executor's run ended
-   * (the handler returned, or its Web Worker was terminated `graceMs` after
-   * the abort), at most `graceMs` + {@linkcode STOP_MARGIN_MS} later. Until
-   * then the job keeps its slot, lease and lock, so no job of the same key
+   * Ends an attempt whose end a timeout, a cancel or a stop decided, with
+   * `end`, once its handler stopped: the executor's run ended (the handler
+   * returned, or its Web Worker was terminated `graceMs` after the abort), at
+   * most `graceMs` + {@linkcode STOP_MARGIN_MS} later. Until then the job
+   * keeps its slot, its lease and its `withoutOverlapping` locks: neither its
+   * next attempt, nor a job of the same key, nor another job in its slot
    * starts beside a handler that still runs.
    */
   #endOnceStopped(entry: RunningJob, end: () => void): void {
-    if (entry.definition.middleware === undefined) return end();
     let ended = false;
     const once = () => {
       if (ended) return;
@@ -1048,8 +1047,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   /**
    * A cancel was asked of a running job: its signal aborts with a
    * `JobCancelledError` (a Web Worker that does not stop within `graceMs` is
-   * terminated, as on a timeout) and it settles as cancelled at once, its
-   * span ending as `cancelled`.
+   * terminated, as on a timeout), and it settles as cancelled once its
+   * handler stopped, its span ending as `cancelled`.
    */
   #cancel(entry: RunningJob, reason: string): void {
     if (this.#running.get(entry.job.id) !== entry || entry.afterStop !== undefined) return;
@@ -1088,9 +1087,12 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 
   /**
    * The stop's grace is over: every running attempt is aborted and put back
-   * without using an attempt, a job with middleware once its handler
+   * without using an attempt; a job with middleware once its handler
    * stopped (as after a timeout), so that its lock is not released beside a
-   * handler that still runs.
+   * handler that still runs. The others at once: the worker takes no job
+   * into their slots any more, and its executor's close terminates their
+   * Web Workers right after their put-back is written, where waiting would
+   * add up to another `graceMs` to every stop.
    */
   #abortRunning(): void {
     const state = this.#state;
@@ -1099,14 +1101,16 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     for (const entry of [...this.#running.values()]) {
       if (entry.afterStop !== undefined) continue; // a timeout or a cancel decided its end
       entry.controller.abort(new Error("Job aborted: the worker is stopping"));
-      this.#endOnceStopped(entry, () => {
+      const putBackNow = () => {
         if (!this.#forget(entry)) return;
         const why = new Error("worker stopped during the attempt");
         const outcome = putBack(entry.job, this.#deps.clock.now(), why);
         endAttemptSpan(entry.span, spanOutcomeOf(outcome), why, entry.definition.encrypted);
         this.#settleLater({ job: entry.job, outcome, durationMs: 0 });
         this.notify();
-      });
+      };
+      if (entry.definition.middleware === undefined) putBackNow();
+      else this.#endOnceStopped(entry, putBackNow);
     }
     this.notify();
   }

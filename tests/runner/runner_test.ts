@@ -10,7 +10,7 @@ import type { QueueEventMap } from "../../src/events.ts";
 import { defineJob } from "../../src/job.ts";
 import { Queue } from "../../src/queue.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
-import { ManualClock, nextEvent, unfinishedCount } from "../_helpers.ts";
+import { ManualClock, nextEvent, unfinishedCount, waitUntil } from "../_helpers.ts";
 import { events, gate } from "../fixtures/runner/harness.ts";
 import { storeTest } from "../_stores.ts";
 
@@ -139,6 +139,84 @@ storeTest("a worker never runs more handlers at once than its concurrency", asyn
   assert.equal(stats.completed, 15);
   assert.equal(peak, 3);
 });
+
+/** A run of a handler deaf to its signal: its job, attempt, and when it started and ended. */
+interface DeafRun {
+  readonly id: number;
+  readonly attempt: number;
+  readonly start: number;
+  end: number;
+}
+
+/**
+ * A job whose handler runs `ms` awaiting timers but ignoring `ctx.signal`, so
+ * that it runs past its timeout or a cancel; each run noted in `runs`.
+ */
+function deafJob(name: string, timeoutMs: number, runs: DeafRun[]) {
+  return defineJob({
+    name,
+    schema: z.object({ ms: z.number() }),
+    timeoutMs,
+    maxAttempts: 2,
+    backoff: [0],
+    async handle({ ms }, ctx) {
+      const run = { id: ctx.id, attempt: ctx.attempt, start: performance.now(), end: Infinity };
+      runs.push(run);
+      const until = performance.now() + ms;
+      while (performance.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
+      run.end = performance.now();
+    },
+  });
+}
+
+storeTest(
+  "an attempt that timed out or was cancelled keeps its slot until its handler, deaf to its signal, stopped: neither its job's retry nor the next job starts beside it",
+  async (db) => {
+    const runs: DeafRun[] = [];
+    const timesOut = deafJob("deaf-times-out", 150, runs);
+    const cancelled = deafJob("deaf-cancelled", 60_000, runs);
+    await using queue = await db.open({ jobs: [timesOut, cancelled] });
+    const assertOneAtATime = (what: string) => {
+      for (const [i, run] of runs.entries()) {
+        const before = runs[i - 1];
+        if (before === undefined) continue;
+        assert.ok(
+          run.start >= before.end,
+          `${what}: job ${run.id} attempt ${run.attempt} started while job ${before.id} attempt ${before.attempt} ran`,
+        );
+      }
+    };
+
+    // A timeout: the retry, due at once, waits for the first attempt's handler.
+    const late = await queue.dispatch(timesOut, { ms: 500 });
+    const retried = await workUntilEmpty(queue, {
+      executor: "isolate",
+      concurrency: 1,
+      graceMs: 5_000,
+    });
+    assert.deepEqual(retried, { completed: 0, failed: 1, retried: 1 });
+    assert.deepEqual(runs.map(({ id, attempt }) => [id, attempt]), [[late, 1], [late, 2]]);
+    assertOneAtATime("after a timeout");
+
+    // A cancel: the next job waits for the cancelled one's handler, which settles after it ended.
+    runs.length = 0;
+    const first = await queue.dispatch(cancelled, { ms: 500 });
+    const next = await queue.dispatch(cancelled, { ms: 10 });
+    const worker = queue.work({ executor: "isolate", concurrency: 1, pollMs: 20, graceMs: 5_000 });
+    try {
+      await waitUntil(() => Promise.resolve(runs.length === 1), { what: "the first run" });
+      assert.equal(await queue.cancel(first), "cancelling");
+      await waitUntil(async () => (await queue.result(next))?.state === "completed", {
+        what: "the next job to complete",
+      });
+    } finally {
+      await worker.stop();
+    }
+    assert.deepEqual(runs.map(({ id }) => id), [first, next]);
+    assertOneAtATime("after a cancel");
+    assert.equal((await queue.result(first))?.state, "cancelled");
+  },
+);
 
 storeTest("jobs that finish together are settled together, in one transaction", async (db) => {
   const release = gate();
