@@ -136,6 +136,16 @@ const debounce = defineJob({
   },
 });
 
+/** Debounced by 1 s, but started at the latest 200 ms after its first dispatch. */
+const debounceShortCap = defineJob({
+  name: "u.debounce-short-cap",
+  schema: byUser,
+  debounceMs: 1_000,
+  debounceMaxWaitMs: 200,
+  uniqueId: ({ user }) => user,
+  handle() {},
+});
+
 /** Debounced by 1 s, no cap; its handler waits for `hold.gate`. */
 const debounceGated = defineJob({
   name: "u.debounce-gated",
@@ -206,6 +216,7 @@ const ALL = [
   longId,
   debounce,
   debounceGated,
+  debounceShortCap,
   r12Ok,
   r12Permanent,
   r12Timeout,
@@ -604,6 +615,27 @@ storeTest(
     const other = await queue.dispatch(debounce, { user: "bob", n: 5 });
     assert.notEqual(other, id);
     assert.equal(await dueAt(queue, other), clock.now() + 1_000);
+  },
+);
+
+storeTest(
+  "a debounced job's first dispatch is capped at debounceMaxWaitMs too: alone it is due no later than with a second dispatch",
+  async (db) => {
+    const { queue, clock } = await open(db);
+    await using _ = queue;
+    const t0 = clock.now();
+    // A max wait shorter than the debounce: the first dispatch alone is due at the cap.
+    const shortCap = await queue.dispatch(debounceShortCap, { user: "ann", n: 1 });
+    assert.equal(await dueAt(queue, shortCap), t0 + 200);
+    // A delay past the max wait: the cap counts from the first dispatch, as for a second one.
+    const delayed = await queue.dispatch(debounce, { user: "ann", n: 1 }, { delayMs: 3_000 });
+    assert.equal(await dueAt(queue, delayed), t0 + 2_500);
+    clock.advance(100);
+    assert.equal(
+      await queue.dispatch(debounce, { user: "ann", n: 2 }, { delayMs: 3_000 }),
+      delayed,
+    );
+    assert.equal(await dueAt(queue, delayed), t0 + 2_500);
   },
 );
 

@@ -275,9 +275,11 @@ export class JobRows {
       const latestAt = job.debounceMaxWaitMs === undefined
         ? null
         : row.createdAt + job.debounceMaxWaitMs;
+      // The first dispatch is capped as each later one is (keys.ts): never past the max wait.
+      const debouncedAt = row.availableAt + job.debounceMs!;
       return {
         ...row,
-        availableAt: row.availableAt + job.debounceMs!,
+        availableAt: latestAt === null ? debouncedAt : Math.min(debouncedAt, latestAt),
         key: { kind: "debounce", key, latestAt },
       };
     });
