@@ -135,7 +135,7 @@ export function ceilingMeasurements(): Measurement[] {
       id: "raw-insert-autocommit-minimal-no-checkpoint",
       name: "raw autocommit insert, minimal table, no checkpoint",
       label: "raw SQLite: INSERT … RETURNING id, autocommit, minimal queue table, never " +
-        "checkpointed (the floor of one row per commit)",
+        "checkpointed (the ceiling of one row per commit)",
       baseline: "ceiling-batched",
       run: (jobs) => withRaw(jobs, jobs, insertAutocommit, undefined, MINIMAL_TABLE_NO_CHECKPOINT),
     },

@@ -3,7 +3,7 @@
  * Redis store, each beside BullMQ on the same server and workload in the
  * same run, BullMQ's figure the baseline (so each ratio says how many times
  * BullMQ's ours is): dispatch one at a time (and beside it a bare round trip
- * and a minimal queue's insert, its floors), bulk dispatch, isolate drains
+ * and a minimal queue's insert, its ceilings), bulk dispatch, isolate drains
  * at concurrency 1, 8 and 32 in this process, the drain by
  * {@linkcode DRAIN_PROCESSES} worker processes at 32 each (and beside them a
  * minimal queue's take, one job and 50 jobs per call), and pick-up
@@ -46,7 +46,8 @@ import { redactPassword } from "../src/stores/database_url.ts";
 import type { RedisServer } from "./redis_environment.ts";
 import { redisPickupHere } from "./redis_pickup_here.ts";
 import { withRedisQueue } from "./redis_queue.ts";
-import { FLOOR_BATCH, redisInsertFloorRate, redisTakeFloorRate } from "./redis_floors.ts";
+import { CEILING_BATCH_SIZE } from "./ceiling.ts";
+import { redisInsertCeilingRate, redisTakeCeilingRate } from "./redis_ceilings.ts";
 import { rawRedisRoundTripRate } from "./redis_round_trip.ts";
 import {
   MAX_REDIS_JOBS,
@@ -118,21 +119,21 @@ export async function redisBench(url: string, jobs: number): Promise<RedisBench>
         },
         {
           ...fixed(size),
-          id: "raw-redis-insert-floor",
+          id: "raw-redis-insert-ceiling",
           name: "raw Redis insert",
           label: `raw minimal queue: one function call per job (INCR, HSET, ZADD), one at a ` +
-            `time (no queue; the floor of a one-call dispatch) (${count(size)} jobs)`,
+            `time (no queue; the ceiling of a one-call dispatch) (${count(size)} jobs)`,
           baseline: "bullmq-add",
-          run: (jobs) => redisInsertFloorRate(url, jobs, "bare"),
+          run: (jobs) => redisInsertCeilingRate(url, jobs, "bare"),
         },
         {
           ...fixed(size),
-          id: "raw-redis-insert-floor-kept",
+          id: "raw-redis-insert-ceiling-kept",
           name: "raw Redis insert, rules kept",
           label: `the same, keeping what every dispatch must (the server's clock, the epoch ` +
             `check, the reply kept under the dispatch's token, the wake-up) (${count(size)} jobs)`,
           baseline: "bullmq-add",
-          run: (jobs) => redisInsertFloorRate(url, jobs, "kept"),
+          run: (jobs) => redisInsertCeilingRate(url, jobs, "kept"),
         },
         ...pair({
           id: "dispatch-many",
@@ -165,42 +166,43 @@ export async function redisBench(url: string, jobs: number): Promise<RedisBench>
         ),
         {
           ...fixed(size),
-          id: "raw-redis-take-floor-c1",
+          id: "raw-redis-take-ceiling-c1",
           name: "raw Redis take, 1 per call",
           label: `raw minimal queue: one awaited function call per job that deletes the job ` +
-            `before it and pops the next (no queue; the floor of a drain at concurrency 1) ` +
+            `before it and pops the next (no queue; the ceiling of a drain at concurrency 1) ` +
             `(${count(size)} jobs)`,
           baseline: "bullmq-drain-c1",
-          run: (jobs) => redisTakeFloorRate(url, jobs, 1, "bare"),
+          run: (jobs) => redisTakeCeilingRate(url, jobs, 1, "bare"),
         },
         {
           ...fixed(size),
-          id: "raw-redis-take-floor-c1-kept",
+          id: "raw-redis-take-ceiling-c1-kept",
           name: "raw Redis take, 1 per call, rules kept",
           label: `the same, keeping what every claim and settle must (the server's clock, the ` +
             `epoch check, a lease and its token, the attempt counted, a settle fenced by the ` +
             `token that keeps the finished job) (${count(size)} jobs)`,
           baseline: "bullmq-drain-c1",
-          run: (jobs) => redisTakeFloorRate(url, jobs, 1, "kept"),
+          run: (jobs) => redisTakeCeilingRate(url, jobs, 1, "kept"),
         },
         {
           ...fixed(size),
-          id: "raw-redis-take-floor-batched",
-          name: `raw Redis take, ${FLOOR_BATCH} per call`,
-          label: `raw minimal queue: ${FLOOR_BATCH} jobs deleted and ${FLOOR_BATCH} popped per ` +
+          id: "raw-redis-take-ceiling-batched",
+          name: `raw Redis take, ${CEILING_BATCH_SIZE} per call`,
+          label:
+            `raw minimal queue: ${CEILING_BATCH_SIZE} jobs deleted and ${CEILING_BATCH_SIZE} popped per ` +
             `awaited function call (no queue; the ceiling of a batched drain) ` +
             `(${count(size)} jobs)`,
           baseline: "bullmq-drain-c32",
-          run: (jobs) => redisTakeFloorRate(url, jobs, FLOOR_BATCH, "bare"),
+          run: (jobs) => redisTakeCeilingRate(url, jobs, CEILING_BATCH_SIZE, "bare"),
         },
         {
           ...fixed(size),
-          id: "raw-redis-take-floor-batched-kept",
-          name: `raw Redis take, ${FLOOR_BATCH} per call, rules kept`,
-          label: `the same ${FLOOR_BATCH} per call, keeping the rules of the take above ` +
+          id: "raw-redis-take-ceiling-batched-kept",
+          name: `raw Redis take, ${CEILING_BATCH_SIZE} per call, rules kept`,
+          label: `the same ${CEILING_BATCH_SIZE} per call, keeping the rules of the take above ` +
             `(${count(size)} jobs)`,
           baseline: "bullmq-drain-c32",
-          run: (jobs) => redisTakeFloorRate(url, jobs, FLOOR_BATCH, "kept"),
+          run: (jobs) => redisTakeCeilingRate(url, jobs, CEILING_BATCH_SIZE, "kept"),
         },
         ...pair({
           id: `drain-${DRAIN_PROCESSES}p-c${c}`,

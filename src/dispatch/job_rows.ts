@@ -233,7 +233,8 @@ export class JobRows {
   /**
    * The rows of a unique or debounced job with their keys (its name and
    * `uniqueId(payload)`); null for a job that is neither. A debounced job is
-   * due `debounceMs` later than its row.
+   * due `debounceMs` later than its row, or at `debounceMaxWaitMs` after its
+   * dispatch where that comes first.
    */
   keyed(
     job: JobDefinition,

@@ -979,9 +979,15 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    * most `graceMs` + {@linkcode STOP_MARGIN_MS} later. Until then the job
    * keeps its slot, its lease and its `withoutOverlapping` locks: neither its
    * next attempt, nor a job of the same key, nor another job in its slot
-   * starts beside a handler that still runs.
+   * starts beside a handler that still runs. Where handlers run in this
+   * isolate nothing stops one that ignores its signal, and waiting would only
+   * put its overlap off: there only a job with middleware waits, its lock
+   * kept for a handler that stops late.
    */
   #endOnceStopped(entry: RunningJob, end: () => void): void {
+    if (this.#deps.executor.inThisIsolate === true && entry.definition.middleware === undefined) {
+      return end();
+    }
     let ended = false;
     const once = () => {
       if (ended) return;
@@ -1047,8 +1053,8 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
   /**
    * A cancel was asked of a running job: its signal aborts with a
    * `JobCancelledError` (a Web Worker that does not stop within `graceMs` is
-   * terminated, as on a timeout), and it settles as cancelled once its
-   * handler stopped, its span ending as `cancelled`.
+   * terminated, as on a timeout), and it settles as cancelled, where its
+   * handler can be stopped once it stopped, its span ending as `cancelled`.
    */
   #cancel(entry: RunningJob, reason: string): void {
     if (this.#running.get(entry.job.id) !== entry || entry.afterStop !== undefined) return;
@@ -1089,17 +1095,22 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
    * The stop's grace is over: every running attempt is aborted and put back
    * without using an attempt; a job with middleware once its handler
    * stopped (as after a timeout), so that its lock is not released beside a
-   * handler that still runs. The others at once: the worker takes no job
+   * handler that still runs. The others at once, and an attempt whose end a
+   * timeout or a cancel decided ends now with it: the worker takes no job
    * into their slots any more, and its executor's close terminates their
-   * Web Workers right after their put-back is written, where waiting would
-   * add up to another `graceMs` to every stop.
+   * Web Workers right after their settles are written, where waiting would
+   * add up to another `graceMs` to a stop, whatever grace it asked for.
    */
   #abortRunning(): void {
     const state = this.#state;
     if (state.phase !== "stopping") return;
     this.#state = { phase: "grace over", reason: state.reason };
     for (const entry of [...this.#running.values()]) {
-      if (entry.afterStop !== undefined) continue; // a timeout or a cancel decided its end
+      if (entry.afterStop !== undefined) {
+        // A timeout or a cancel decided its end: a lock (middleware) waits for its handler.
+        if (entry.definition.middleware === undefined) entry.afterStop();
+        continue;
+      }
       entry.controller.abort(new Error("Job aborted: the worker is stopping"));
       const putBackNow = () => {
         if (!this.#forget(entry)) return;
@@ -1158,9 +1169,9 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 /** The longest pause before a refused tick is tried again, in ms. */
 const OUTAGE_RETRY_MS = 250;
 /**
- * How long past `graceMs` a timed-out or cancelled attempt of a job with
- * middleware waits for its handler to stop before it is settled anyway
- * (a Web Worker is terminated at `graceMs`; an isolate handler that ignores
+ * How long past `graceMs` a timed-out or cancelled attempt waits for its
+ * handler to stop before it is settled anyway (a Web Worker is terminated
+ * at `graceMs`; an isolate handler of a job with middleware that ignores
  * its signal may never stop).
  */
 const STOP_MARGIN_MS = 1_000;

@@ -10,7 +10,10 @@ import type { QueueEventMap } from "../../src/events.ts";
 import { defineJob } from "../../src/job.ts";
 import { Queue } from "../../src/queue.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
-import { ManualClock, nextEvent, unfinishedCount, waitUntil } from "../_helpers.ts";
+import { ManualClock, nextEvent, tempDir, unfinishedCount, waitUntil } from "../_helpers.ts";
+import { deafTimesOut, deafToCancel } from "../fixtures/web_workers/jobs.ts";
+import { openReader } from "../fixtures/reliability/harness.ts";
+import { readLedger } from "../fixtures/reliability/ledger.ts";
 import { events, gate } from "../fixtures/runner/harness.ts";
 import { storeTest } from "../_stores.ts";
 
@@ -140,71 +143,55 @@ storeTest("a worker never runs more handlers at once than its concurrency", asyn
   assert.equal(peak, 3);
 });
 
-/** A run of a handler deaf to its signal: its job, attempt, and when it started and ended. */
-interface DeafRun {
-  readonly id: number;
-  readonly attempt: number;
-  readonly start: number;
-  end: number;
-}
-
-/**
- * A job whose handler runs `ms` awaiting timers but ignoring `ctx.signal`, so
- * that it runs past its timeout or a cancel; each run noted in `runs`.
- */
-function deafJob(name: string, timeoutMs: number, runs: DeafRun[]) {
-  return defineJob({
-    name,
-    schema: z.object({ ms: z.number() }),
-    timeoutMs,
-    maxAttempts: 2,
-    backoff: [0],
-    async handle({ ms }, ctx) {
-      const run = { id: ctx.id, attempt: ctx.attempt, start: performance.now(), end: Infinity };
-      runs.push(run);
-      const until = performance.now() + ms;
-      while (performance.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
-      run.end = performance.now();
-    },
-  });
-}
+const WEB_WORKER_JOBS = new URL("../fixtures/web_workers/jobs.ts", import.meta.url).href;
 
 storeTest(
-  "an attempt that timed out or was cancelled keeps its slot until its handler, deaf to its signal, stopped: neither its job's retry nor the next job starts beside it",
+  "Web Workers: an attempt that timed out or was cancelled keeps its slot until its handler, deaf to its signal, stopped: neither its job's retry nor the next job starts beside it",
   async (db) => {
-    const runs: DeafRun[] = [];
-    const timesOut = deafJob("deaf-times-out", 150, runs);
-    const cancelled = deafJob("deaf-cancelled", 60_000, runs);
-    await using queue = await db.open({ jobs: [timesOut, cancelled] });
+    await using tmp = await tempDir();
+    await using queue = await db.open({ jobs: WEB_WORKER_JOBS });
+    using ledger = openReader(tmp.dbPath);
+    const work = { executor: "workers", workers: 1, concurrency: 1, graceMs: 5_000 } as const;
+    /** The handlers' runs as the ledger has them: each starts after the one before it ended. */
     const assertOneAtATime = (what: string) => {
-      for (const [i, run] of runs.entries()) {
-        const before = runs[i - 1];
-        if (before === undefined) continue;
-        assert.ok(
-          run.start >= before.end,
-          `${what}: job ${run.id} attempt ${run.attempt} started while job ${before.id} attempt ${before.attempt} ran`,
+      const rows = readLedger(ledger);
+      for (const [i, row] of rows.entries()) {
+        if (row.outcome !== "start" || i === 0) continue;
+        const before = rows[i - 1]!;
+        assert.equal(
+          before.outcome,
+          "success",
+          `${what}: job ${row.job_id} attempt ${row.attempt} started while job ${before.job_id} attempt ${before.attempt} ran`,
         );
       }
+      return rows;
     };
 
     // A timeout: the retry, due at once, waits for the first attempt's handler.
-    const late = await queue.dispatch(timesOut, { ms: 500 });
-    const retried = await workUntilEmpty(queue, {
-      executor: "isolate",
-      concurrency: 1,
-      graceMs: 5_000,
-    });
-    assert.deepEqual(retried, { completed: 0, failed: 1, retried: 1 });
-    assert.deepEqual(runs.map(({ id, attempt }) => [id, attempt]), [[late, 1], [late, 2]]);
-    assertOneAtATime("after a timeout");
+    const late = await queue.dispatch(deafTimesOut, { db: tmp.dbPath, ms: 60_000, deafMs: 300 });
+    assert.deepEqual(await workUntilEmpty(queue, work), { completed: 0, failed: 1, retried: 1 });
+    const afterTimeout = assertOneAtATime("after a timeout");
+    assert.deepEqual(
+      afterTimeout.map(({ job_id, attempt, outcome }) => [job_id, attempt, outcome]),
+      [
+        [late, 1, "start"],
+        [late, 1, "aborted"],
+        [late, 1, "success"],
+        [late, 2, "start"],
+        [late, 2, "aborted"],
+        [late, 2, "success"],
+      ],
+    );
 
     // A cancel: the next job waits for the cancelled one's handler, which settles after it ended.
-    runs.length = 0;
-    const first = await queue.dispatch(cancelled, { ms: 500 });
-    const next = await queue.dispatch(cancelled, { ms: 10 });
-    const worker = queue.work({ executor: "isolate", concurrency: 1, pollMs: 20, graceMs: 5_000 });
+    ledger.exec("DELETE FROM ledger");
+    const first = await queue.dispatch(deafToCancel, { db: tmp.dbPath, ms: 60_000, deafMs: 300 });
+    const next = await queue.dispatch(deafToCancel, { db: tmp.dbPath, ms: 10, deafMs: 0 });
+    const worker = queue.work({ ...work, pollMs: 20 });
     try {
-      await waitUntil(() => Promise.resolve(runs.length === 1), { what: "the first run" });
+      await waitUntil(() => Promise.resolve(readLedger(ledger).length === 1), {
+        what: "the first run",
+      });
       assert.equal(await queue.cancel(first), "cancelling");
       await waitUntil(async () => (await queue.result(next))?.state === "completed", {
         what: "the next job to complete",
@@ -212,9 +199,34 @@ storeTest(
     } finally {
       await worker.stop();
     }
-    assert.deepEqual(runs.map(({ id }) => id), [first, next]);
-    assertOneAtATime("after a cancel");
+    const afterCancel = assertOneAtATime("after a cancel");
+    assert.deepEqual(afterCancel.map(({ job_id }) => job_id), [first, first, first, next, next]);
     assert.equal((await queue.result(first))?.state, "cancelled");
+  },
+);
+
+storeTest(
+  "Web Workers: a stop whose grace ran out ends an attempt held for its deaf handler at once, whatever the worker's graceMs",
+  async (db) => {
+    await using tmp = await tempDir();
+    await using queue = await db.open({ jobs: WEB_WORKER_JOBS });
+    using ledger = openReader(tmp.dbPath);
+    const id = await queue.dispatch(deafTimesOut, { db: tmp.dbPath, ms: 60_000, deafMs: 60_000 });
+    const worker = queue.work({ executor: "workers", workers: 1, concurrency: 1, graceMs: 60_000 });
+    await waitUntil(
+      () => Promise.resolve(readLedger(ledger).some((row) => row.outcome === "aborted")),
+      { what: "the timeout's abort" },
+    );
+    // Held for its handler, which stays deaf for a minute: the worker's grace would wait as long.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const stopped = await Promise.race([
+      worker.stop({ graceMs: 0 }).then(() => true),
+      new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), 20_000)),
+    ]);
+    clearTimeout(timer);
+    assert.ok(stopped, "stop({ graceMs: 0 }) still waited for the held attempt after 20 s");
+    assert.equal(readLedger(ledger, "outcome = 'start'").length, 1, "its retry never started");
+    assert.equal((await queue.result(id))?.state, "pending", "its retry is queued");
   },
 );
 

@@ -1,5 +1,5 @@
 /**
- * The floors of the Redis rows, with no queue in the way: a minimal queue
+ * The ceilings of the Redis rows, with no queue in the way: a minimal queue
  * in the functions of a small library of its own (a job is an id from a
  * counter, a hash of its payload and due time, and a member of one sorted
  * set by due time, the Redis counterpart of SQLite's minimal queue table),
@@ -12,15 +12,16 @@
  * - the batched take: the same for 50 jobs per call, the ceiling of a drain
  *   that claims and settles in batches.
  *
- * Each also once keeping the rules that issue 28 asks of every store and
- * that no one-call design can leave out: the server's clock and the epoch
- * check on every call; for the insert, the reply kept under the dispatch's
- * token and the wake-up; for the take, a lease with its token and the
- * attempt counted at the claim, and a settle fenced by that token that
- * keeps the finished job. A queue's dispatch or drain does at least what
- * the kept variant does, so each bounds the row of ours beside it; beside
- * BullMQ's figure of the same run, it says whether a target set as a
- * multiple of BullMQ's is within reach on the machine of the run.
+ * Each also once keeping the rules our store keeps on every such call: the
+ * server's clock and the epoch check; for the insert, the reply kept under
+ * the dispatch's token and the wake-up; for the take, a lease with its
+ * token and the attempt counted at the claim, and a settle fenced by that
+ * token that keeps the finished job. Our dispatch and drains do at least
+ * what the kept variant does, so each bounds the row of ours beside it
+ * (another design could leave out some of it: a wake-up only when a worker
+ * idles, say); beside BullMQ's figure of the same run, it says how far a
+ * target set as a multiple of BullMQ's is from what this design can reach
+ * on the machine of the run.
  *
  * @module
  */
@@ -29,24 +30,21 @@ import { createClient } from "npm:@redis/client@^6.4";
 import { measureRate } from "./measurement.ts";
 import { withTempPrefix } from "./redis_queue.ts";
 
-/** Jobs each call of the batched take deletes and pops: the SQLite ceiling's batch. */
-export const FLOOR_BATCH = 50;
-
-/** The epoch the floors that keep the rules check on every call. */
-const EPOCH = "floor-epoch";
+/** The epoch the ceilings that keep the rules check on every call. */
+const EPOCH = "ceiling-epoch";
 
 /**
- * The floors' library, its name and its functions' ending with `suffix`:
+ * The ceilings' library, its name and its functions' ending with `suffix`:
  * a function's name is the server's to all its libraries, and two benches
  * on one server (two test suites side by side) each load and delete their own.
  */
 function libraryCode(suffix: string): string {
-  return String.raw`#!lua name=renox_bench_floors_${suffix}
+  return String.raw`#!lua name=renox_bench_ceilings_${suffix}
 -- Keys: {prefix}:seq, the counter of ids; jobs at <prefix>:job:<id> and in <prefix>:due.
 local function prefix(keys) return string.sub(keys[1], 1, -5) end
 
 -- Input: payload, due (ms). Stores one job; its id.
-redis.register_function('renox_floor_insert_${suffix}', function(keys, args)
+redis.register_function('renox_ceiling_insert_${suffix}', function(keys, args)
   local p = prefix(keys)
   local id = redis.call('INCR', keys[1])
   redis.call('HSET', p .. ':job:' .. id, 'payload', args[1], 'due', args[2])
@@ -56,7 +54,7 @@ end)
 
 -- Input: the ids taken before (deleted now), then how many to take. The jobs taken, as a flat
 -- list of id and payload; empty when none is left.
-redis.register_function('renox_floor_take_${suffix}', function(keys, args)
+redis.register_function('renox_ceiling_take_${suffix}', function(keys, args)
   local p = prefix(keys)
   local count = tonumber(args[#args])
   for i = 1, #args - 1 do redis.call('DEL', p .. ':job:' .. args[i]) end
@@ -82,7 +80,7 @@ end
 -- The insert, keeping the rules every dispatch must (input: payload, delay in ms, the dispatch's
 -- token, the epoch): due on the server's clock, the reply kept under the token for a call sent
 -- again after its reply was lost, idle workers woken.
-redis.register_function('renox_floor_insert_kept_${suffix}', function(keys, args)
+redis.register_function('renox_ceiling_insert_kept_${suffix}', function(keys, args)
   local p = prefix(keys)
   local now, refused = enter(keys, args)
   if refused then return refused end
@@ -101,7 +99,7 @@ end)
 -- clock that counts the attempt and leases each (a token and a lease end, listed by lease end for
 -- the reclaim of abandoned ones).
 -- The jobs taken, as a flat list of id, token and payload.
-redis.register_function('renox_floor_take_kept_${suffix}', function(keys, args)
+redis.register_function('renox_ceiling_take_kept_${suffix}', function(keys, args)
   local p = prefix(keys)
   local now, refused = enter(keys, args)
   if refused then return refused end
@@ -133,17 +131,17 @@ end)
 `;
 }
 
-/** A client on a server that has the floors' library, and the keys of a prefix no one uses. */
-interface Floors {
+/** A client on a server that has the ceilings' library, and the keys of a prefix no one uses. */
+interface Ceilings {
   readonly client: { sendCommand(args: string[]): Promise<unknown> };
   /** The prefix's id counter: the key every call names. */
   readonly seq: string;
-  /** The floors' library's ending of its functions' names. */
+  /** The ceilings' library's ending of its functions' names. */
   readonly suffix: string;
 }
 
-/** Calls `fn` with {@linkcode Floors} on `url`, and deletes the library and the keys after it. */
-function withFloors<T>(url: string, fn: (floors: Floors) => Promise<T>): Promise<T> {
+/** Calls `fn` with {@linkcode Ceilings} on `url`, and deletes the library and the keys after it. */
+function withCeilings<T>(url: string, fn: (ceilings: Ceilings) => Promise<T>): Promise<T> {
   return withTempPrefix(url, async (prefix) => {
     const client = createClient({ url });
     client.on("error", () => {});
@@ -154,24 +152,28 @@ function withFloors<T>(url: string, fn: (floors: Floors) => Promise<T>): Promise
       await client.sendCommand(["HSET", `{${prefix}}:meta`, "epoch", EPOCH]);
       return await fn({ client, seq: `{${prefix}}:seq`, suffix });
     } finally {
-      await client.sendCommand(["FUNCTION", "DELETE", `renox_bench_floors_${suffix}`])
+      await client.sendCommand(["FUNCTION", "DELETE", `renox_bench_ceilings_${suffix}`])
         .catch(() => {});
       await client.close();
     }
   });
 }
 
-/** Which floor: the bare minimal queue, or the one that keeps the rules every queue must. */
-export type FloorRules = "bare" | "kept";
+/** Which ceiling: the bare minimal queue, or the one that keeps the rules every queue must. */
+export type CeilingRules = "bare" | "kept";
 
-function insert({ client, seq, suffix }: Floors, n: number, rules: FloorRules): Promise<unknown> {
+function insert(
+  { client, seq, suffix }: Ceilings,
+  n: number,
+  rules: CeilingRules,
+): Promise<unknown> {
   const payload = JSON.stringify({ n });
   return client.sendCommand(
     rules === "bare"
-      ? ["FCALL", `renox_floor_insert_${suffix}`, "1", seq, payload, String(Date.now())]
+      ? ["FCALL", `renox_ceiling_insert_${suffix}`, "1", seq, payload, String(Date.now())]
       : [
         "FCALL",
-        `renox_floor_insert_kept_${suffix}`,
+        `renox_ceiling_insert_kept_${suffix}`,
         "1",
         seq,
         payload,
@@ -187,35 +189,35 @@ function insert({ client, seq, suffix }: Floors, n: number, rules: FloorRules): 
  * what it took, in the same shape.
  */
 async function take(
-  { client, seq, suffix }: Floors,
+  { client, seq, suffix }: Ceilings,
   before: string[],
   count: number,
-  rules: FloorRules,
+  rules: CeilingRules,
 ): Promise<string[]> {
   const bare = rules === "bare";
   const reply = await client.sendCommand(
     bare
-      ? ["FCALL", `renox_floor_take_${suffix}`, "1", seq, ...before, String(count)]
-      : ["FCALL", `renox_floor_take_kept_${suffix}`, "1", seq, ...before, String(count), EPOCH],
+      ? ["FCALL", `renox_ceiling_take_${suffix}`, "1", seq, ...before, String(count)]
+      : ["FCALL", `renox_ceiling_take_kept_${suffix}`, "1", seq, ...before, String(count), EPOCH],
   ) as string[];
   const fields = bare ? 2 : 3;
   const taken: string[] = [];
   for (let i = 0; i < reply.length; i += fields) {
-    JSON.parse(reply[i + fields - 1]!);
+    JSON.parse(reply[i + fields - 1]!); // each payload decoded, as a worker hands it to a handler
     taken.push(...reply.slice(i, i + fields - 1));
   }
   return taken;
 }
 
 /** Times `jobs` awaited inserts of the minimal queue, one at a time; per second. */
-export function redisInsertFloorRate(
+export function redisInsertCeilingRate(
   url: string,
   jobs: number,
-  rules: FloorRules,
+  rules: CeilingRules,
 ): Promise<number> {
-  return withFloors(url, (floors) =>
+  return withCeilings(url, (ceilings) =>
     measureRate(jobs, async () => {
-      for (let n = 0; n < jobs; n++) await insert(floors, n, rules);
+      for (let n = 0; n < jobs; n++) await insert(ceilings, n, rules);
     }));
 }
 
@@ -223,17 +225,17 @@ export function redisInsertFloorRate(
  * Inserts `jobs` jobs (pipelined), then times taking them all, `batch` per
  * awaited call, each call settling the jobs of the call before; per second.
  */
-export function redisTakeFloorRate(
+export function redisTakeCeilingRate(
   url: string,
   jobs: number,
   batch: number,
-  rules: FloorRules,
+  rules: CeilingRules,
 ): Promise<number> {
-  return withFloors(url, async (floors) => {
+  return withCeilings(url, async (ceilings) => {
     for (let first = 0; first < jobs; first += 1_000) {
       const calls = [];
       for (let n = first; n < Math.min(jobs, first + 1_000); n++) {
-        calls.push(insert(floors, n, rules));
+        calls.push(insert(ceilings, n, rules));
       }
       await Promise.all(calls);
     }
@@ -241,12 +243,12 @@ export function redisTakeFloorRate(
     const rate = await measureRate(jobs, async () => {
       let before: string[] = [];
       for (;;) {
-        before = await take(floors, before, batch, rules);
+        before = await take(ceilings, before, batch, rules);
         if (before.length === 0) break;
         taken += rules === "bare" ? before.length : before.length / 2;
       }
     });
-    if (taken !== jobs) throw new Error(`The floor's drain took ${taken} of ${jobs} jobs`);
+    if (taken !== jobs) throw new Error(`The ceiling's drain took ${taken} of ${jobs} jobs`);
     return rate;
   });
 }
