@@ -23,7 +23,7 @@ export interface WithoutOverlapping {
   readonly limit: number;
   /** How long a held-back job waits before it is due again. */
   readonly releaseAfterMs: number;
-  /** When a lock its worker never released (killed) expires; undefined: the job's `timeoutMs` plus the worker's grace. */
+  /** When a lock its worker never released (killed) expires; undefined: the job's `timeoutMs` plus the worker's grace and 2 s. */
   readonly expireAfterMs: number | undefined;
 }
 
@@ -51,7 +51,7 @@ export interface WithoutOverlappingOptions {
   releaseAfterMs?: number;
   /**
    * How long a lock lasts if its worker dies without releasing it.
-   * @default {the job's timeoutMs plus the worker's graceMs}
+   * @default {the job's timeoutMs plus the worker's graceMs and 2 s}
    */
   expireAfterMs?: number;
   /**
@@ -170,7 +170,7 @@ export function assertMiddleware(rules: unknown, jobName: string): readonly JobM
 
 /**
  * What the store checks for one claimed job: its overlap locks (expiring
- * after `expireAfterMs`, else `timeoutMs + graceMs`) and its rate limits.
+ * after `expireAfterMs`, else after `defaultExpireMs`) and its rate limits.
  * Rules that name one key (a transfer's `acct:${from}` and `acct:${to}`
  * with from = to) take one lock: the job holds the key once, under the
  * smallest of their limits, until the latest of their expiries.

@@ -318,6 +318,32 @@ storeTest(
   },
 );
 
+storeTest(
+  "withoutOverlapping: a lock's default expiry outlasts the hold of a timed-out attempt whose handler stops late, within graceMs plus 1 s",
+  async (db) => {
+    await using queue = await db.open({ jobs: ALL });
+    deafRuns.length = 0;
+    // Its handler stops 900 ms after its start: after timeoutMs (100) + graceMs (600), where the
+    // lock expired before, and well inside the hold's cap (the abort + 600 + 1,000 ms).
+    await queue.dispatch(deaf, { ms: 900 });
+    await queue.dispatch(deaf, { ms: 10 });
+    const worker = queue.work({ executor: "isolate", concurrency: 2, pollMs: 20, graceMs: 600 });
+    try {
+      await waitUntil(
+        () => Promise.resolve(deafRuns.length === 2 && deafRuns[1]!.end < Infinity),
+        { what: "the second run to end" },
+      );
+    } finally {
+      await worker.stop();
+    }
+    const [a, b] = deafRuns;
+    assert.ok(
+      b!.start >= a!.end,
+      `the second started ${a!.end - b!.start} ms before the first ended`,
+    );
+  },
+);
+
 /**
  * Runs a `work` process (lease 500 ms) on the SQLite file `path` until job
  * `id` ran its handler, then kills it with SIGKILL.

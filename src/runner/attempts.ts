@@ -11,6 +11,14 @@ import type { ClaimedJob } from "../stores/store.ts";
 import type { Deadline } from "./attempt_timeouts.ts";
 import type { AttemptSpan } from "./tracing.ts";
 
+/**
+ * How long past `graceMs` a timed-out or cancelled attempt waits for its
+ * handler to stop before it is settled anyway (a Web Worker is terminated
+ * at `graceMs`; an isolate handler of a job with middleware that ignores
+ * its signal may never stop).
+ */
+export const STOP_MARGIN_MS = 1_000;
+
 /** An attempt whose handler runs now. */
 export interface RunningJob {
   /** The claimed job. */

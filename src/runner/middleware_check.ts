@@ -22,7 +22,18 @@ import { type JobRegistry, keptUntilChecked } from "../registry.ts";
 import type { ClaimedJob, WorkerStore } from "../stores/store.ts";
 import { spent } from "../stores/rows/spend_limits.ts";
 import type { ResolvedWorkOptions } from "./work_options.ts";
-import type { FinishedJob } from "./attempts.ts";
+import { type FinishedJob, STOP_MARGIN_MS } from "./attempts.ts";
+
+/**
+ * The default expiry of a job's `withoutOverlapping` lock, from its start:
+ * past its timeout and the grace its handler gets to stop, the cap of an
+ * attempt held for its handler (`STOP_MARGIN_MS`) twice over, so the lock
+ * outlasts the hold however late the timeout's timer fired. It only ends
+ * the lock of a worker that died holding it.
+ */
+export function lockExpiryMs(timeoutMs: number, graceMs: number): number {
+  return timeoutMs + graceMs + 2 * STOP_MARGIN_MS;
+}
 
 /** What the middleware check needs. */
 export interface MiddlewareCheckDeps {
@@ -104,7 +115,8 @@ export class MiddlewareCheck {
     if (guarded.length === 0) return free;
     let verdicts: (number | null)[];
     try {
-      const expireMs = (job: ClaimedJob) => registry.get(job.name)!.timeoutMs + this.#graceMs;
+      const expireMs = (job: ClaimedJob) =>
+        lockExpiryMs(registry.get(job.name)!.timeoutMs, this.#graceMs);
       verdicts = await store.acquire(
         guarded.map(({ job, rules }) => middlewareRequest(job, rules, now, expireMs(job))),
         now,

@@ -37,7 +37,7 @@ import {
 } from "./outcomes.ts";
 import type { JobRegistry } from "../registry.ts";
 import { AttemptTimeouts } from "./attempt_timeouts.ts";
-import type { FinishedJob, RunningJob } from "./attempts.ts";
+import { type FinishedJob, type RunningJob, STOP_MARGIN_MS } from "./attempts.ts";
 import { BeginMarks } from "./begin_marks.ts";
 import { ClaimAhead } from "./claim_ahead.ts";
 import { FailedHooks } from "./failed_hooks.ts";
@@ -995,7 +995,10 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
       clearTimeout(cap);
       end();
     };
-    const cap = setTimeout(once, this.#options.graceMs + STOP_MARGIN_MS);
+    const cap = setTimeout(
+      once,
+      Math.min(this.#options.graceMs + STOP_MARGIN_MS, LONGEST_TIMER_MS),
+    );
     entry.afterStop = once;
   }
 
@@ -1168,13 +1171,6 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
 
 /** The longest pause before a refused tick is tried again, in ms. */
 const OUTAGE_RETRY_MS = 250;
-/**
- * How long past `graceMs` a timed-out or cancelled attempt waits for its
- * handler to stop before it is settled anyway (a Web Worker is terminated
- * at `graceMs`; an isolate handler of a job with middleware that ignores
- * its signal may never stop).
- */
-const STOP_MARGIN_MS = 1_000;
 
 /**
  * How long a worker that stops when its queues are empty waits before it

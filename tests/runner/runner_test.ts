@@ -151,7 +151,14 @@ storeTest(
     await using tmp = await tempDir();
     await using queue = await db.open({ jobs: WEB_WORKER_JOBS });
     using ledger = openReader(tmp.dbPath);
-    const work = { executor: "workers", workers: 1, concurrency: 1, graceMs: 5_000 } as const;
+    // A grace near the longest a timer takes: the hold's cap past it must not overflow and fire at
+    // once. The handlers end on their own, so no Web Worker is ever terminated here.
+    const work = {
+      executor: "workers",
+      workers: 1,
+      concurrency: 1,
+      graceMs: 2_147_483_000,
+    } as const;
     /** The handlers' runs as the ledger has them: each starts after the one before it ended. */
     const assertOneAtATime = (what: string) => {
       const rows = readLedger(ledger);
