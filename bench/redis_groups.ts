@@ -130,7 +130,8 @@ export async function redisBench(url: string, jobs: number): Promise<RedisBench>
           ...fixed(size),
           id: "raw-redis-insert-ceiling-kept",
           name: "raw Redis insert, rules kept",
-          label: `the same, keeping what every dispatch must (the server's clock, the epoch ` +
+          label:
+            `the same, keeping what our store keeps on every dispatch (the server's clock, the epoch ` +
             `check, the reply kept under the dispatch's token, the wake-up) (${count(size)} jobs)`,
           baseline: "bullmq-add",
           run: (jobs) => redisInsertCeilingRate(url, jobs, "kept"),
@@ -178,7 +179,8 @@ export async function redisBench(url: string, jobs: number): Promise<RedisBench>
           ...fixed(size),
           id: "raw-redis-take-ceiling-c1-kept",
           name: "raw Redis take, 1 per call, rules kept",
-          label: `the same, keeping what every claim and settle must (the server's clock, the ` +
+          label:
+            `the same, keeping what our store keeps on every claim and settle (the server's clock, the ` +
             `epoch check, a lease and its token, the attempt counted, a settle fenced by the ` +
             `token that keeps the finished job) (${count(size)} jobs)`,
           baseline: "bullmq-drain-c1",
