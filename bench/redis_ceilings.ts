@@ -159,7 +159,7 @@ function withCeilings<T>(url: string, fn: (ceilings: Ceilings) => Promise<T>): P
   });
 }
 
-/** Which ceiling: the bare minimal queue, or the one that keeps the rules every queue must. */
+/** Which ceiling: the bare minimal queue, or the one that keeps what our store keeps per call. */
 export type CeilingRules = "bare" | "kept";
 
 function insert(
@@ -184,29 +184,40 @@ function insert(
   );
 }
 
-/**
- * Settles `before` (as `take` gave them back) and takes up to `count` jobs;
- * what it took, in the same shape.
- */
+/** What one take gave back: how many jobs, and what the next take settles them by. */
+interface Taken {
+  readonly count: number;
+  /** Each job's id (and, keeping the rules, its lease token), as the next call takes them. */
+  readonly settle: string[];
+}
+
+/** Settles the jobs of `before` and takes up to `count` more. */
 async function take(
   { client, seq, suffix }: Ceilings,
-  before: string[],
+  before: Taken,
   count: number,
   rules: CeilingRules,
-): Promise<string[]> {
+): Promise<Taken> {
   const bare = rules === "bare";
   const reply = await client.sendCommand(
-    bare
-      ? ["FCALL", `renox_ceiling_take_${suffix}`, "1", seq, ...before, String(count)]
-      : ["FCALL", `renox_ceiling_take_kept_${suffix}`, "1", seq, ...before, String(count), EPOCH],
+    bare ? ["FCALL", `renox_ceiling_take_${suffix}`, "1", seq, ...before.settle, String(count)] : [
+      "FCALL",
+      `renox_ceiling_take_kept_${suffix}`,
+      "1",
+      seq,
+      ...before.settle,
+      String(count),
+      EPOCH,
+    ],
   ) as string[];
+  // Each job: its id, its lease token when the rules are kept, then its payload.
   const fields = bare ? 2 : 3;
-  const taken: string[] = [];
+  const settle: string[] = [];
   for (let i = 0; i < reply.length; i += fields) {
     JSON.parse(reply[i + fields - 1]!); // each payload decoded, as a worker hands it to a handler
-    taken.push(...reply.slice(i, i + fields - 1));
+    settle.push(...reply.slice(i, i + fields - 1));
   }
-  return taken;
+  return { count: reply.length / fields, settle };
 }
 
 /** Times `jobs` awaited inserts of the minimal queue, one at a time; per second. */
@@ -241,11 +252,11 @@ export function redisTakeCeilingRate(
     }
     let taken = 0;
     const rate = await measureRate(jobs, async () => {
-      let before: string[] = [];
+      let before: Taken = { count: 0, settle: [] };
       for (;;) {
         before = await take(ceilings, before, batch, rules);
-        if (before.length === 0) break;
-        taken += rules === "bare" ? before.length : before.length / 2;
+        if (before.count === 0) break;
+        taken += before.count;
       }
     });
     if (taken !== jobs) throw new Error(`The ceiling's drain took ${taken} of ${jobs} jobs`);

@@ -130,9 +130,9 @@ export async function redisBench(url: string, jobs: number): Promise<RedisBench>
           ...fixed(size),
           id: "raw-redis-insert-ceiling-kept",
           name: "raw Redis insert, rules kept",
-          label:
-            `the same, keeping what our store keeps on every dispatch (the server's clock, the epoch ` +
-            `check, the reply kept under the dispatch's token, the wake-up) (${count(size)} jobs)`,
+          label: `the same, keeping what our store keeps on every dispatch (the server's clock, ` +
+            `the epoch check, the reply kept under the dispatch's token, the wake-up) ` +
+            `(${count(size)} jobs)`,
           baseline: "bullmq-add",
           run: (jobs) => redisInsertCeilingRate(url, jobs, "kept"),
         },
@@ -179,10 +179,9 @@ export async function redisBench(url: string, jobs: number): Promise<RedisBench>
           ...fixed(size),
           id: "raw-redis-take-ceiling-c1-kept",
           name: "raw Redis take, 1 per call, rules kept",
-          label:
-            `the same, keeping what our store keeps on every claim and settle (the server's clock, the ` +
-            `epoch check, a lease and its token, the attempt counted, a settle fenced by the ` +
-            `token that keeps the finished job) (${count(size)} jobs)`,
+          label: `the same, keeping what our store keeps on every claim and settle (the ` +
+            `server's clock, the epoch check, a lease and its token, the attempt counted, a ` +
+            `settle fenced by the token that keeps the finished job) (${count(size)} jobs)`,
           baseline: "bullmq-drain-c1",
           run: (jobs) => redisTakeCeilingRate(url, jobs, 1, "kept"),
         },
@@ -190,10 +189,9 @@ export async function redisBench(url: string, jobs: number): Promise<RedisBench>
           ...fixed(size),
           id: "raw-redis-take-ceiling-batched",
           name: `raw Redis take, ${CEILING_BATCH_SIZE} per call`,
-          label:
-            `raw minimal queue: ${CEILING_BATCH_SIZE} jobs deleted and ${CEILING_BATCH_SIZE} popped per ` +
-            `awaited function call (no queue; the ceiling of a batched drain) ` +
-            `(${count(size)} jobs)`,
+          label: `raw minimal queue: ${CEILING_BATCH_SIZE} jobs deleted and ` +
+            `${CEILING_BATCH_SIZE} popped per awaited function call (no queue; the ceiling of a ` +
+            `batched drain) (${count(size)} jobs)`,
           baseline: "bullmq-drain-c32",
           run: (jobs) => redisTakeCeilingRate(url, jobs, CEILING_BATCH_SIZE, "bare"),
         },
