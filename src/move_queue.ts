@@ -12,6 +12,7 @@ import {
   type MovedTable,
   type MoveReport,
   moveStores,
+  waitForWorkers,
 } from "./moving/move_stores.ts";
 import { shown } from "./shown.ts";
 import { optionBag, optionNames } from "./option_bags.ts";
@@ -131,17 +132,21 @@ export async function moveQueueReport(
     throw new TypeError(`Cannot move a queue to the store it is in: ${fromShown}`);
   }
   await using source = await openMovable(from, "from", false);
-  // Before the destination is created or migrated: a refused move writes nothing there.
-  assertNotMovedElsewhere(await source.store.moveFence(), fromShown, toShown);
-  await using destination = await openMovable(to, "to", true);
-  return await moveStores(source.store, destination.store, {
+  const settings = {
     from: fromShown,
     to: toShown,
     waitMs,
     pageSize,
     pageBytes: MOVE_PAGE_BYTES,
     clock,
-  });
+  };
+  // Before the destination is created or migrated: a refused move writes nothing there. The
+  // source's workers are waited for again once the destination is open (one may start meanwhile).
+  const fence = await source.store.moveFence();
+  assertNotMovedElsewhere(fence, fromShown, toShown);
+  if (fence === null) await waitForWorkers(source.store, settings);
+  await using destination = await openMovable(to, "to", true);
+  return await moveStores(source.store, destination.store, settings);
 }
 
 /**

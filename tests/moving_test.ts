@@ -634,6 +634,7 @@ Deno.test("moveQueue() refuses while a worker of the source runs, and with waitM
       what: "the worker's heartbeat",
     });
     await assert.rejects(moveQueue(dir.dbPath, to), /1 worker\(s\) of it were seen/);
+    assert.equal(exists(to), false, "the refused move created its destination");
     await queue.dispatch(jobs.work, { label: "no fence yet" });
     const moving = moveQueue(dir.dbPath, to, { waitMs: 60_000 });
     await worker.stop();

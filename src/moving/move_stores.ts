@@ -291,7 +291,7 @@ async function assertNoWorkers(
 }
 
 /** Waits up to `waitMs` until no worker of `source` was seen within the live window; else throws naming them. */
-async function waitForWorkers(source: Store, settings: MoveSettings): Promise<void> {
+export async function waitForWorkers(source: Store, settings: MoveSettings): Promise<void> {
   const { clock, waitMs, from } = settings;
   const deadline = clock.now() + waitMs;
   for (;;) {
