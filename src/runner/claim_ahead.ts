@@ -22,7 +22,9 @@
  * How much is claimed ahead is bounded by time, not only by count: no more
  * jobs than the recent handlers would run in {@linkcode AHEAD_BUDGET_MS}
  * (a tenth of the lease at most), and never more than
- * {@linkcode mostAhead} (50, or 16 per slot where that is more). A job that
+ * {@linkcode mostAhead} (50, or 16 per slot where that is more); when the
+ * handlers turn out slower than the claim took them to be, the jobs held
+ * past twice that budget are put back at once, charged nothing. A job that
  * waited here longer than a third of its lease is not started but put back,
  * so a job never starts on a lease nobody renewed. What a crash holds back:
  * the jobs claimed ahead and not yet started (at most
@@ -62,6 +64,13 @@ export const AHEAD_BUDGET_MS = 20;
  * at once would only claim and give them back again.
  */
 export const PAUSE_AFTER_SHORT_CLAIM_MS = 1_000;
+/**
+ * Jobs held ahead are put back past this many times the budget's run time
+ * ({@linkcode ClaimAhead.takeBeyondBudget}): a margin over what a claim
+ * takes, so that run times that vary a little do not claim jobs only to put
+ * them back.
+ */
+export const BEYOND_BUDGET_FACTOR = 2;
 /** The weight of the newest run time in the running mean. */
 const MEAN_WEIGHT = 0.25;
 
@@ -128,9 +137,32 @@ export class ClaimAhead {
   allowance(most: number): number {
     const mean = this.#meanRunMs;
     if (Number.isNaN(mean) || most <= 0 || performance.now() < this.#pausedUntil) return 0;
-    const budgetMs = Math.min(AHEAD_BUDGET_MS, this.#leaseMs / 10) * this.#concurrency;
-    const fits = Math.floor(budgetMs / Math.max(mean, 0.01));
+    const fits = Math.floor(this.#budgetMs / Math.max(mean, 0.01));
     return Math.max(0, Math.min(this.#most, most, fits));
+  }
+
+  /**
+   * Takes the jobs held here beyond what the recent run times fit in twice
+   * the budget, the last claimed first, for the worker to put back: a claim
+   * made while handlers were quick (one quick run, say) holds no more than
+   * that once they turn out slow, so a job of higher priority and the other
+   * workers are not kept waiting behind seconds of held work.
+   */
+  takeBeyondBudget(): ClaimedJob[] {
+    const mean = this.#meanRunMs;
+    if (Number.isNaN(mean) || this.size === 0) return [];
+    const kept = Math.floor(BEYOND_BUDGET_FACTOR * this.#budgetMs / Math.max(mean, 0.01));
+    if (this.size <= kept) return [];
+    const cut = this.#first + kept;
+    const taken = this.#jobs.slice(cut).map(({ job }) => job);
+    this.#jobs = this.#jobs.slice(this.#first, cut);
+    this.#first = 0;
+    return taken;
+  }
+
+  /** The run time the jobs claimed ahead may add up to, in ms: the budget for every slot. */
+  get #budgetMs(): number {
+    return Math.min(AHEAD_BUDGET_MS, this.#leaseMs / 10) * this.#concurrency;
   }
 
   /** Claims nothing ahead for {@linkcode PAUSE_AFTER_SHORT_CLAIM_MS}. */

@@ -1040,6 +1040,11 @@ export class QueueWorker extends QueueEventTarget implements AsyncDisposable {
     endAttemptSpan(entry.span, spanOutcomeOf(outcome), error, entry.definition.encrypted);
     const durationMs = performance.now() - entry.startedAt;
     this.#ahead.noteRun(durationMs);
+    const beyond = this.#ahead.takeBeyondBudget();
+    if (beyond.length > 0) {
+      this.#claimed -= beyond.length;
+      this.#putBackUnstarted(beyond, "claimed ahead beyond what the recent run times fit");
+    }
     this.#settleLater({
       job: entry.job,
       outcome,

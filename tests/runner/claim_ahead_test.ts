@@ -7,7 +7,7 @@ import { Queue } from "../../src/queue.ts";
 import { workUntilEmpty } from "../../src/testing.ts";
 import { gate, record } from "../fixtures/runner/harness.ts";
 import { storeTest } from "../_stores.ts";
-import { tempDir } from "../_helpers.ts";
+import { tempDir, waitUntil, within } from "../_helpers.ts";
 import { ClaimAhead } from "../../src/runner/claim_ahead.ts";
 import type { ClaimedJob } from "../../src/stores/store.ts";
 
@@ -240,3 +240,45 @@ Deno.test("ClaimAhead hands out jobs in claim order when more are claimed before
   assert.deepEqual(taken, [1, 2, 3, 4, 5, 6]);
   assert.equal(ahead.take(), undefined);
 });
+
+/** Slow jobs the urgent job may see start after its dispatch: those held ahead within twice the budget. */
+const MOST_SLOW_BEFORE_URGENT = 5;
+
+storeTest(
+  "a worker whose jobs turn out slow after one quick run puts back the jobs it claimed ahead past its budget: a job of higher priority dispatched meanwhile starts after a few, not after all of them",
+  async (db) => {
+    const started: string[] = [];
+    const firstSlow = Promise.withResolvers<void>();
+    const job = defineJob({
+      name: "varied",
+      schema: z.object({ label: z.string(), ms: z.number() }),
+      async handle({ label, ms }) {
+        started.push(label);
+        if (label === "slow-0") firstSlow.resolve();
+        await new Promise((resolve) => setTimeout(resolve, ms));
+      },
+    });
+    await using queue = await db.open({ jobs: [job] });
+    // One quick run teaches the worker that its jobs are quick: its next claim takes 30 ahead.
+    await queue.dispatch(job, { label: "quick", ms: 0 });
+    await queue.dispatchMany(
+      job,
+      Array.from({ length: 30 }, (_, i) => ({ label: `slow-${i}`, ms: 50 })),
+    );
+    const worker = queue.work({ executor: "isolate", concurrency: 1, pollMs: 50 });
+    try {
+      await within(firstSlow.promise, 30_000, "the first slow job's start");
+      await queue.dispatch(job, { label: "urgent", ms: 0 }, { priority: 100 });
+      await waitUntil(() => started.includes("urgent"), { what: "the urgent job's start" });
+      const slowBefore = started.indexOf("urgent") - started.indexOf("slow-0") - 1;
+      assert.ok(
+        slowBefore <= MOST_SLOW_BEFORE_URGENT,
+        `${slowBefore} slow jobs started after the urgent job was dispatched, before it`,
+      );
+      await waitUntil(() => started.length === 32, { what: "every job's start" });
+    } finally {
+      await worker.stop();
+    }
+    assert.equal(new Set(started).size, 32, `a job ran twice: ${started.join(", ")}`);
+  },
+);
