@@ -756,15 +756,8 @@ export function defineJob<
   const name = assertName(given.name, "defineJob", "name");
   const where = `Job "${name}"`;
   const config = optionBag(given, where, JOB_OPTIONS)!;
-  if (typeof config.schema?.safeParse !== "function") {
-    throw new TypeError(`${where}: schema must be a zod schema`);
-  }
-  if (
-    config.output !== undefined &&
-    typeof (config.output as { safeParse?: unknown } | null)?.safeParse !== "function"
-  ) {
-    throw new TypeError(`${where}: output must be a zod schema: got ${typeOf(config.output)}`);
-  }
+  assertSchema(config.schema, where, "schema");
+  if (config.output !== undefined) assertSchema(config.output, where, "output");
   const unsafeOutput = config.output === undefined ? null : jsonUnsafePart(config.output, "output");
   if (unsafeOutput !== null) {
     throw new TypeError(
@@ -824,6 +817,11 @@ export function defineJob<
   if (typeof definition.encrypted !== "boolean") {
     throw new TypeError(
       `${where}: encrypted must be true or false: got ${shown(config.encrypted)}`,
+    );
+  }
+  if (definition.group !== undefined && definition.parents !== undefined) {
+    throw new TypeError(
+      `${where}: group and parents cannot go together: a job that declares parents runs only as a flow's node, and a job with a group cannot be one (docs/groups.md)`,
     );
   }
   if (definition.encrypted && /#|^job-log:/.test(definition.name)) {
@@ -931,12 +929,18 @@ function declaredParents(parents: unknown, where: string): ParentJobs | undefine
   return Object.freeze({ ...parents as ParentJobs });
 }
 
+/** The fields of `defineJob({ groupRate })`. */
+const GROUP_RATE_FIELDS = optionNames<GroupRate>()(["max", "perMs"]);
+
 /** A `groupRate` checked: `max` a whole number >= 1, `perMs` a whole number of ms >= 1. */
 function assertGroupRate(rate: unknown, where: string): GroupRate {
-  if (typeof rate !== "object" || rate === null) {
+  if (typeof rate !== "object" || rate === null || Array.isArray(rate)) {
     throw new TypeError(`${where}: groupRate must be { max, perMs }: got ${shown(rate)}`);
   }
-  const { max, perMs } = rate as Record<string, unknown>;
+  const { max, perMs } = optionBag(rate, `${where}: groupRate`, GROUP_RATE_FIELDS) as Record<
+    string,
+    unknown
+  >;
   for (const [field, value] of [["max", max], ["perMs", perMs]] as const) {
     if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
       throw new RangeError(
@@ -993,6 +997,18 @@ export function assertKeepMs(keepMs: unknown, where: string, field = "keepFinish
 
 /** The longest a finished job can be kept: ten years. */
 const MAX_KEEP_MS = 10 * 365 * 24 * 60 * 60 * 1_000;
+
+/**
+ * Throws a `TypeError` naming `where` and `option` unless `schema` is a zod
+ * schema (it parses with `safeParse`): what every option that takes a
+ * schema checks (a job's `schema` and `output`, a step's `output`, a
+ * wait's `schema`).
+ */
+export function assertSchema(schema: unknown, where: string, option: string): void {
+  if (typeof (schema as { safeParse?: unknown } | null)?.safeParse !== "function") {
+    throw new TypeError(`${where}: ${option} must be a zod schema: got ${typeOf(schema)}`);
+  }
+}
 
 function typeOf(value: unknown): string {
   return value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;

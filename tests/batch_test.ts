@@ -854,7 +854,7 @@ storeTest(
     assert.deepEqual(await rowCounts(db, queue), { jobs: 1, held: 1, batches: 2 });
     await assert.rejects(queue.pruneBatches({ olderThanMs: -1 }), {
       name: "RangeError",
-      message: "pruneBatches: olderThanMs must be a number >= 0: got -1",
+      message: "pruneBatches: olderThanMs must be a finite number >= 0: got -1",
     });
   },
 );

@@ -39,6 +39,11 @@ Deno.test("defineJob() refuses ordered without groupConcurrency 1, and groupConc
     () => defineJob({ ...base, name: "g", group: "tenant" as never }),
     /Job "g": group must be a function/,
   );
+  const parent = defineJob({ name: "parent", schema: tenant, handle() {} });
+  assert.throws(
+    () => defineJob({ ...base, name: "gp", parents: { parent } }),
+    /Job "gp": group and parents cannot go together/,
+  );
   const ok = defineJob({ ...base, name: "ok", groupConcurrency: 1, ordered: true });
   assert.deepEqual([ok.groupConcurrency, ok.ordered], [1, true]);
 });
@@ -72,6 +77,11 @@ storeTest(
     await assert.rejects(
       queue.dispatch(job, { tenant: "a", n: 3 }),
       /Cannot dispatch "sync-mailbox": its group threw: no tenant/,
+    );
+    keys[0] = Promise.reject(new Error("an async group"));
+    await assert.rejects(
+      queue.dispatch(job, { tenant: "a", n: 0 }),
+      /Cannot dispatch "sync-mailbox": group must return the key itself, not a Promise/,
     );
     keys[0] = "fine";
     await assert.rejects(
@@ -321,6 +331,11 @@ storeTest("pauseGroup() refuses bad hold options, naming what was wrong", async 
   for (const [options, error] of refused) {
     await assert.rejects(queue.pauseGroup(job, "a", options as never), error);
   }
+  const groupless = defineJob({ name: "groupless", schema: tenant, handle() {} });
+  await assert.rejects(
+    queue.pauseGroup(groupless, "a"),
+    /pauseGroup: job "groupless" has no group \(defineJob\(\{ group \}\)\): none of its jobs is in one/,
+  );
   assert.equal(await queue.resumeGroup(job, "a"), false, "nothing was paused");
 });
 
@@ -440,6 +455,11 @@ Deno.test("defineJob() refuses a groupRate without group or with a bad max or pe
   assert.throws(
     () => defineJob({ ...base, name: "r2", groupRate: 10 as never }),
     /Job "r2": groupRate must be \{ max, perMs \}: got 10/,
+  );
+  assert.throws(
+    () =>
+      defineJob({ ...base, name: "r3", groupRate: { max: 1, perMs: 1_000, burst: 3 } as never }),
+    /Job "r3": groupRate: unknown option "burst"/,
   );
   const ok = defineJob({ ...base, name: "ok", groupRate: { max: 3, perMs: 60_000 } });
   assert.deepEqual(ok.groupRate, { max: 3, perMs: 60_000 });

@@ -124,12 +124,14 @@ Deno.test("defineJob() refuses a misspelt setting by name, which it would ignore
     groupRate: { max: 1, perMs: 1_000 },
     middleware: () => [],
     output: z.null(),
-    parents: { parent },
     maxOutputBytes: 100,
     keepFinishedMs: 0,
     failed() {},
   } as never);
   assert.equal(every.uniqueUntil, "processing");
+  // The one setting that cannot go with a group: a job with parents runs only as a flow's node.
+  const child = defineJob({ ...config(), parents: { parent } } as never);
+  assert.deepEqual(Object.keys(child.parents ?? {}), ["parent"]);
   const debounced = defineJob({ ...config(), debounceMs: 1_000, debounceMaxWaitMs: 2_000 });
   assert.equal(debounced.debounceMaxWaitMs, 2_000);
   assert.equal(defineJob({ ...config(), keepCompletedMs: 5 }).keepFinishedMs, 5);

@@ -147,7 +147,7 @@ Deno.test("Queue.pruneFailed() and pruneBatches() without options say olderThanM
   );
   await assert.rejects(prune.call(queue, {}), {
     name: "RangeError",
-    message: "pruneFailed: olderThanMs must be a number >= 0: got undefined",
+    message: "pruneFailed: olderThanMs must be a finite number >= 0: got undefined",
   });
 });
 

@@ -139,6 +139,25 @@ storeTest("Queue.dispatch() with a priority runs the job before lower ones", asy
 });
 
 storeTest(
+  "Queue.dispatch() of jobs one by one for the same `at` runs them in dispatch order, on the database's clock too",
+  async (db) => {
+    const ran: number[] = [];
+    const job = defineJob({
+      name: "same-time",
+      schema: z.number(),
+      handle: (i) => void ran.push(i),
+    });
+    await using queue = await db.open({ jobs: [job] });
+    // Due already: each dispatch's times move onto the store's clock by a shift read in its call.
+    const at = new Date(Date.now() - 60_000);
+    const count = 40;
+    for (let i = 0; i < count; i++) await queue.dispatch(job, i, { at });
+    await workUntilEmpty(queue, { concurrency: 1 });
+    assert.deepEqual(ran, Array.from({ length: count }, (_, i) => i));
+  },
+);
+
+storeTest(
   "Queue.dispatchMany() stores every job in one go and returns the ids in order",
   async (db) => {
     await using queue = await openQueue(db);

@@ -104,7 +104,7 @@ export function cutoff(now: number, options: PruneOptions | undefined, method: s
   const { olderThanMs } = options;
   if (typeof olderThanMs !== "number" || !Number.isFinite(olderThanMs) || olderThanMs < 0) {
     throw new RangeError(
-      `${method}: olderThanMs must be a number >= 0: got ${shown(olderThanMs)}`,
+      `${method}: olderThanMs must be a finite number >= 0: got ${shown(olderThanMs)}`,
     );
   }
   return Math.max(0, Math.floor(now - olderThanMs));

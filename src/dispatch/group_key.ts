@@ -33,6 +33,13 @@ export function groupOf(job: JobDefinition, payload: unknown, where: string): Jo
       cause: error,
     });
   }
+  if (typeof (key as { then?: unknown } | null)?.then === "function") {
+    // Its rejection is no one's: the error below says what was wrong.
+    Promise.resolve(key).catch(() => {});
+    throw new TypeError(
+      `${where}: group must return the key itself, not a Promise: it is called at dispatch, synchronously`,
+    );
+  }
   return {
     key: checkedGroupKey(key, `${where}: group must return`),
     limit: job.groupConcurrency ?? null,
@@ -50,6 +57,12 @@ export function groupTarget(
   method: string,
 ): [name: string, key: string] {
   const name = assertName(typeof job === "string" ? job : job?.name, method, "the job name");
+  // A name alone is taken as given (the CLI may not load the jobs module); a definition says more.
+  if (typeof job === "object" && job !== null && job.group === undefined) {
+    throw new TypeError(
+      `${method}: job "${name}" has no group (defineJob({ group })): none of its jobs is in one`,
+    );
+  }
   return [name, checkedGroupKey(key, `${method}: the group key must be`)];
 }
 

@@ -23,7 +23,7 @@ import {
   StepMismatchError,
   ValidationError,
 } from "../errors.ts";
-import type { JobDefinition, PayloadSchema } from "../job.ts";
+import { assertSchema, type JobDefinition, type PayloadSchema } from "../job.ts";
 import { holdsTransform, jsonChange } from "../json_safe.ts";
 import { dataDetail, schemaRefusal } from "../schema_issues.ts";
 import { assertStepName, signalSealedAs, stepSealedAs } from "../admin/steps.ts";
@@ -66,6 +66,8 @@ export class DurableSteps {
   readonly #inside = Symbol("attempt");
   /** How a sleep or a wait parked the attempt; null while it runs. */
   #parkRequest: ParkRequest | null = null;
+  /** Set once the attempt's handler returned, threw or parked (see {@linkcode DurableSteps.end}). */
+  #ended = false;
   /** Hears the park, once the executor listens for it. */
   onPark: ((request: ParkRequest) => void) | undefined = undefined;
 
@@ -94,11 +96,51 @@ export class DurableSteps {
     return this.#parkRequest;
   }
 
+  /**
+   * Ends the attempt (its handler returned, threw or parked): a call of its
+   * steps still going, or made later (by code the handler did not await),
+   * never settles, as a parked attempt's calls never return. Its function
+   * does not run if it had not yet, and nothing more is recorded: a
+   * rejection nobody awaits would end the process (or the Web Worker) and
+   * every job running in it. The runner's step port (`#stepPort` in
+   * src/runner/runner.ts) holds back the reads and writes of an attempt it
+   * saw end as well, for a Web Worker's calls already on their way.
+   */
+  end(): void {
+    this.#ended = true;
+  }
+
+  /** `work`'s outcome while the attempt runs; past its end or its park, a promise that never settles. */
+  async #live<T>(work: () => Promise<T>): Promise<T> {
+    if (this.#over) return await new Promise<never>(() => {});
+    try {
+      const value = await work();
+      if (this.#over) return await new Promise<never>(() => {});
+      return value;
+    } catch (error) {
+      if (this.#over) return await new Promise<never>(() => {});
+      throw error;
+    }
+  }
+
+  /** Whether the attempt ended or parked. */
+  get #over(): boolean {
+    return this.#ended || this.#parkRequest !== null;
+  }
+
   /** `ctx.step(name, fn, options)`. */
-  async step<T, O = T>(
+  step<T, O = T>(
     name: string,
     fn: (signal: AbortSignal) => T | Promise<T>,
     options: StepOptions<T, O> = {},
+  ): Promise<O> {
+    return this.#live(() => this.#step(name, fn, options));
+  }
+
+  async #step<T, O>(
+    name: string,
+    fn: (signal: AbortSignal) => T | Promise<T>,
+    options: StepOptions<T, O>,
   ): Promise<O> {
     const where = "ctx.step";
     assertStepName(name, where, "the step's name");
@@ -108,6 +150,9 @@ export class DurableSteps {
       );
     }
     options = optionBag(options, `${where}(${JSON.stringify(name)})`, STEP_OPTIONS) ?? {};
+    if (options.output !== undefined) {
+      assertSchema(options.output, `${where}(${JSON.stringify(name)})`, "output");
+    }
     const tries = checkedTries(options, name);
     const timeoutMs = checkedDurationMs(
       options.timeoutMs,
@@ -144,32 +189,41 @@ export class DurableSteps {
   }
 
   /** `ctx.sleep(name, ms)`. */
-  async sleep(name: string, ms: number): Promise<void> {
-    assertStepName(name, "ctx.sleep", "the sleep's name");
-    const where = `ctx.sleep(${JSON.stringify(name)})`;
-    if (ms === undefined) throw new RangeError(`${where}: ms is required: how long to sleep`);
-    await this.#sleep(name, { delayMs: checkedDurationMs(ms, where, "ms")! });
+  sleep(name: string, ms: number): Promise<void> {
+    return this.#live(() => {
+      assertStepName(name, "ctx.sleep", "the sleep's name");
+      const where = `ctx.sleep(${JSON.stringify(name)})`;
+      if (ms === undefined) throw new RangeError(`${where}: ms is required: how long to sleep`);
+      return this.#sleep(name, { delayMs: checkedDurationMs(ms, where, "ms")! });
+    });
   }
 
   /** `ctx.sleepUntil(name, until)`. */
-  async sleepUntil(name: string, until: Date | number): Promise<void> {
-    assertStepName(name, "ctx.sleepUntil", "the sleep's name");
-    const where = `ctx.sleepUntil(${JSON.stringify(name)})`;
-    const time = until instanceof Date ? until.getTime() : until;
-    if (typeof time !== "number" || !Number.isFinite(time)) {
-      throw new RangeError(
-        `${where}: until must be a valid Date or ms since the epoch: got ${shown(until)}`,
-      );
-    }
-    // A whole ms, never before the time asked (a store keeps times as whole ms).
-    await this.#sleep(name, { untilMs: Math.ceil(time) });
+  sleepUntil(name: string, until: Date | number): Promise<void> {
+    return this.#live(() => {
+      assertStepName(name, "ctx.sleepUntil", "the sleep's name");
+      const where = `ctx.sleepUntil(${JSON.stringify(name)})`;
+      const time = until instanceof Date ? until.getTime() : until;
+      if (typeof time !== "number" || !Number.isFinite(time)) {
+        throw new RangeError(
+          `${where}: until must be a valid Date or ms since the epoch: got ${shown(until)}`,
+        );
+      }
+      // A whole ms, never before the time asked (a store keeps times as whole ms).
+      return this.#sleep(name, { untilMs: Math.ceil(time) });
+    });
   }
 
   /** `ctx.waitFor(name, options)`. */
-  async waitFor<T>(name: string, options: WaitOptions<T> = {}): Promise<T | null> {
+  waitFor<T>(name: string, options: WaitOptions<T> = {}): Promise<T | null> {
+    return this.#live(() => this.#waitFor(name, options));
+  }
+
+  async #waitFor<T>(name: string, options: WaitOptions<T>): Promise<T | null> {
     assertStepName(name, "ctx.waitFor", "the signal's name");
     const where = `ctx.waitFor(${JSON.stringify(name)})`;
     options = optionBag(options, where, WAIT_OPTIONS) ?? {};
+    if (options.schema !== undefined) assertSchema(options.schema, where, "schema");
     const timeoutMs = checkedDurationMs(options.timeoutMs, where, "timeoutMs");
     this.#requirePort(where);
     const { seq, key } = this.#next(name);
@@ -253,8 +307,12 @@ export class DurableSteps {
 
   /** Parks the attempt: the executor ends it with `request`; the handler's call never returns. */
   #parkAt(request: ParkRequest): Promise<never> {
-    this.#parkRequest = request;
-    this.onPark?.(request);
+    // The first park ends the attempt; another started beside it (`Promise.all` of two waits)
+    // never settles, and a later run reaches it again.
+    if (this.#parkRequest === null) {
+      this.#parkRequest = request;
+      this.onPark?.(request);
+    }
     return new Promise<never>(() => {});
   }
 
@@ -277,13 +335,6 @@ export class DurableSteps {
         } (its function, or code it started): steps do not nest (a later run reads ${
           JSON.stringify(outer.key)
         } back without calling its function, so the inner call would not come again); call it before or after that step`,
-      );
-    }
-    if (this.#parkRequest !== null) {
-      throw new TypeError(
-        `ctx: ${JSON.stringify(name)} was called after ${
-          JSON.stringify(this.#parkRequest.step.key)
-        } parked the attempt: a sleep or a wait ends it`,
       );
     }
     const uses = (this.#uses.get(name) ?? 0) + 1;
@@ -330,6 +381,7 @@ export class DurableSteps {
   async #record(write: StepWrite): Promise<void> {
     if (this.#port === undefined) return;
     if (this.#signal.aborted) throw asError(this.#signal.reason);
+    if (this.#over) return await new Promise<never>(() => {}); // never recorded (see end())
     await this.#port.record(write);
   }
 
@@ -343,6 +395,8 @@ export class DurableSteps {
   ): Promise<T> {
     for (let run = 1;; run++) {
       if (this.#signal.aborted) throw asError(this.#signal.reason);
+      // Its attempt ended since the first try (a step the handler did not await): no try more.
+      if (run > 1 && this.#over) return await new Promise<never>(() => {});
       try {
         return await insideStep.run({ attempt: this.#inside, key }, () => fn(this.#signal));
       } catch (error) {

@@ -66,13 +66,13 @@ export class IsolateExecutor implements Executor {
     let releaseDelayMs: number | undefined;
     let holdsGroup = false;
     let output: string | null = null;
+    // Made on the first step, sleep or wait: most handlers have none.
+    let steps: DurableSteps | undefined;
     try {
       const job = this.#definition(request.name);
       const payload = await openPayload(job, request.payload, this.#cipher);
       const { batchId } = request;
       const queue = this.#queue;
-      // Made on the first step, sleep or wait: most handlers have none.
-      let steps: DurableSteps | undefined;
       /** Ends the attempt as parked, once the handler runs. */
       let parkListener: ((park: ParkRequest) => void) | undefined;
       const durable = (): DurableSteps => {
@@ -193,6 +193,8 @@ export class IsolateExecutor implements Executor {
         return released(releaseDelayMs, holdsGroup);
       }
       return { kind: "error", error, permanent };
+    } finally {
+      steps?.end();
     }
     return releaseDelayMs === undefined
       ? { kind: "success", output }

@@ -62,7 +62,7 @@ async function fixture(): Promise<{ queue: Queue; state: () => Promise<unknown> 
   await queue.dispatch(hostile, { note: HOSTILE.note });
   await drainQueue(queue);
   await queue.batch("b").push(plain, { n: 1 }, { delayMs: 60_000 }).dispatch();
-  await queue.pauseGroup(plain, "g");
+  await queue.pauseGroup("plain", "g"); // by name: "plain" has no group of its own
   const state = async () => ({
     failed: await failedIds(queue),
     jobs: (await queue.jobs()).jobs.map((job) => job.id),

@@ -479,7 +479,7 @@ storeTest(
     assert.equal((await queue.flowStatus(openId))?.state, "running");
     await assert.rejects(
       queue.pruneFlows({ olderThanMs: -1 }),
-      /pruneFlows: olderThanMs must be a number >= 0/,
+      /pruneFlows: olderThanMs must be a finite number >= 0/,
     );
   },
 );

@@ -353,6 +353,8 @@ storeTest(
             () => ctx.waitFor("w", 50 as unknown as { timeoutMs: number }),
             () => ctx.step("x", () => 1, { maxAtempts: 3 } as unknown as { maxAttempts: number }),
             () => ctx.step("x", () => ran++, { maxAttempts: 3, backoff: [100, -100] }),
+            () => ctx.step("x", () => ran++, { output: {} as unknown as z.ZodNumber }),
+            () => ctx.waitFor("w", { schema: { parse: () => 1 } as unknown as z.ZodNumber }),
           ]
         ) {
           try {
@@ -389,7 +391,9 @@ storeTest(
       errors[11]!,
       /^RangeError: ctx\.step\("x"\): backoff for retry 2 must be a delay from 0 to \d+ ms: got -100/,
     );
-    assert.equal(ran, 0, "a step with a bad backoff list never ran");
+    assert.equal(errors[12], 'TypeError: ctx.step("x"): output must be a zod schema: got object');
+    assert.match(errors[13]!, /^TypeError: ctx\.waitFor\("w"\): schema must be a zod schema: got/);
+    assert.equal(ran, 0, "a step with a bad backoff list or output schema never ran");
     assert.deepEqual(await queue.steps(id), [], "nothing was recorded");
   },
 );
@@ -779,35 +783,28 @@ storeTest(
 );
 
 storeTest("a handler that goes on after a sleep parked it cannot record more steps", async (db) => {
-  const seen: string[] = [];
+  let ran = false;
   const job = defineJob({
     name: "parallel-after-park",
     schema: payload,
     async handle(_, ctx: JobContext) {
       // The sleep parks the attempt (it never resolves); the handler goes on regardless.
       await Promise.race([ctx.sleep("nap", 60_000), new Promise((r) => setTimeout(r, 50))]);
-      try {
-        await ctx.step("later", () => 1);
-      } catch (error) {
-        seen.push((error as Error).message);
-      }
+      // Called once the attempt parked (or, on a machine slow enough that the sleep parked only
+      // after the 50 ms, once it ends): never settles, and its function never runs.
+      await ctx.step("later", () => ran = true);
     },
   });
   await using queue = await db.open({ jobs: [job] });
   const id = await queue.dispatch(job, { n: 1 });
   const worker = queue.work({ pollMs: 20 });
   try {
-    await waitUntil(() => seen.length === 1, { what: "the step was refused" });
+    await waitUntil(async () => (await queue.steps(id)).length > 0, { what: "the park" });
+    await new Promise((resolve) => setTimeout(resolve, 200));
   } finally {
     await worker.stop();
   }
-  // Refused either way: at the call when the park came first, or when the attempt ended, on a
-  // machine slow enough that the sleep parked only after the 50 ms (the step then stopped). The
-  // refusal at the call is held exactly by park_check_test.ts, which hears the park.
-  assert.match(
-    seen[0]!,
-    /^ctx: "later" was called after "nap" parked the attempt|^Job \d+ parked: its attempt ended$/,
-  );
+  assert.equal(ran, false, "the step's function ran after the park");
   assert.equal((await queue.result(id))?.state, "pending");
   assert.deepEqual((await queue.steps(id)).map((step) => step.key), ["nap"], "later not recorded");
 });
@@ -1449,5 +1446,133 @@ storeTest(
       await worker.stop();
     }
     assert.deepEqual(await queue.failed(), []);
+  },
+);
+
+storeTest(
+  "a debounced dispatch leaves a job its sleep or wait parked as it was (it started, on its payload): the dispatch stores a new job",
+  async (db) => {
+    const runs: string[] = [];
+    const debounced = defineJob({
+      name: "debounced-parks",
+      schema: z.object({ doc: z.number(), text: z.string(), wait: z.boolean() }),
+      debounceMs: 100,
+      uniqueId: ({ doc }) => String(doc),
+      async handle({ text, wait }, ctx) {
+        await ctx.step("first", () => text);
+        if (wait) await ctx.waitFor("answer", { timeoutMs: 60_000 });
+        else await ctx.sleep("nap", 60_000);
+        runs.push(text);
+      },
+    });
+    await using queue = await db.open({ jobs: [debounced] });
+    const worker = queue.work({ executor: "isolate", pollMs: 20 });
+    try {
+      for (const [doc, wait] of [[1, false], [2, true]] as const) {
+        const parked = await queue.dispatch(debounced, { doc, text: "one", wait });
+        await waitUntil(async () => (await queue.steps(parked)).length === 2, {
+          what: `job ${parked} parked`,
+        });
+        const next = await queue.dispatch(debounced, { doc, text: "two", wait });
+        assert.notEqual(next, parked, "the dispatch was merged into the parked job");
+        await waitUntil(async () => (await queue.steps(next)).length === 2, {
+          what: `job ${next} parked`,
+        });
+        // The parked job still sleeps (or waits) on its own payload, its memo unchanged.
+        const memos = await queue.steps(parked);
+        assert.deepEqual(memos.map((memo) => [memo.key, memo.state, memo.output]), [
+          ["first", "done", "one"],
+          [wait ? "answer" : "nap", wait ? "parked" : "done", undefined],
+        ]);
+        assert.ok(memos[1]!.until!.getTime() > Date.now() + 30_000, "its wake time moved");
+        assert.equal((await queue.result(parked))?.state, "pending");
+      }
+      assert.deepEqual(runs, [], "a parked job resumed before its sleep or wait ended");
+    } finally {
+      await worker.stop();
+    }
+  },
+);
+
+storeTest(
+  "two waits started together (Promise.all) park on one at a time and end with both signals, sent in either order",
+  async (db) => {
+    const both = defineJob({
+      name: "two-waits",
+      schema: z.null(),
+      output: z.array(z.number()),
+      async handle(_payload, ctx) {
+        const [a, b] = await Promise.all([ctx.waitFor("a"), ctx.waitFor("b")]);
+        return [a as number, b as number];
+      },
+    });
+    await using queue = await db.open({ jobs: [both] });
+    const id = await queue.dispatch(both, null);
+    const worker = queue.work({ executor: "isolate", pollMs: 20 });
+    try {
+      await waitUntil(async () => (await queue.steps(id)).length > 0, { what: "the park" });
+      await queue.signal(id, "b", 2);
+      await queue.signal(id, "a", 1);
+      const result = await waitUntil(async () => {
+        const read = await queue.result(id);
+        return read?.state === "completed" ? read : null;
+      }, { what: `job ${id} completed` });
+      assert.deepEqual(result.output, [1, 2]);
+    } finally {
+      await worker.stop();
+    }
+  },
+);
+
+storeTest(
+  "steps the handler did not await, called or ending after its attempt parked or returned, never run late and never end the process",
+  async (db) => {
+    const calls: string[] = [];
+    const later = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    const contexts = new Map<string, JobContext>();
+    const loose = defineJob({
+      name: "loose-steps",
+      schema: z.string(),
+      async handle(kind, ctx) {
+        contexts.set(kind, ctx);
+        if (kind === "after-park") return await ctx.sleep("nap", 60_000);
+        await ctx.step("before", () => 1);
+        if (kind === "throws-late") {
+          // Its fn throws once the attempt ended: the rejection goes nowhere.
+          void ctx.step("throws-late", async () => {
+            await later(50);
+            calls.push("throws-late threw");
+            throw new Error("thrown after the attempt ended");
+          });
+        }
+      },
+    });
+    await using queue = await db.open({ jobs: [loose] });
+    const [parked, returned, throwing] = await queue.dispatchMany(loose, [
+      "after-park",
+      "after-return",
+      "throws-late",
+    ]);
+    const worker = queue.work({ executor: "isolate", pollMs: 20 });
+    try {
+      await waitUntil(async () => (await queue.steps(parked!)).length === 1, {
+        what: "the sleep parked",
+      });
+      for (const id of [returned!, throwing!]) {
+        await waitUntil(async () => (await queue.result(id))?.state === "completed", {
+          what: `job ${id} completed`,
+        });
+      }
+      // Called once the attempt parked, or once its handler returned: never settles, never runs.
+      void contexts.get("after-park")!.step("late", () => void calls.push("late ran"));
+      void contexts.get("after-return")!.step("after", () => void calls.push("after ran"));
+      await waitUntil(() => calls.includes("throws-late threw"), { what: "the late throw" });
+      await later(100);
+    } finally {
+      await worker.stop();
+    }
+    assert.deepEqual(calls, ["throws-late threw"]);
+    assert.deepEqual((await queue.steps(parked!)).map((memo) => memo.key), ["nap"]);
+    assert.deepEqual((await queue.steps(returned!)).map((memo) => memo.key), ["before"]);
   },
 );

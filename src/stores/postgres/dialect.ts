@@ -31,18 +31,40 @@ import { notPaused } from "../sql/pauses.ts";
 import { each, exec, type Script, wakeAfterCommit } from "../sql/script.ts";
 import { fenceWrites, idCounters, raiseIdCounter } from "./move_fence.ts";
 import { POSTGRES_NOW, type Statement, statement } from "../sql/statement.ts";
+import {
+  DispatchShift,
+  SHIFT_KEPT_ABOVE_MS,
+  SHIFT_KEPT_BELOW_MS,
+  steadyShift,
+} from "../steady_shift.ts";
 
+const INSERT_COLUMNS =
+  "queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member, keyed, trace, expire_at, group_key, group_limit, group_ordered, group_id";
 /**
- * New rows as one array per column; ids follow the rows' order, as the
+ * Inserts new rows given as one array per column, returning each id with
+ * the clock shift the statement used; ids follow the rows' order, as the
  * sequence does. With `$12` true the rows' times are moved onto the
- * database's clock: each row's due time, retry deadline and creation time
- * keep their distance from its creation time, which becomes the database's
- * now (a dispatcher whose clock is off then still delays by what it asked).
- * A grouped row takes its group's id: its group is listed first.
+ * database's clock by one shift: the database's now minus the first row's
+ * creation time (a dispatcher whose clock is off then still delays by what
+ * it asked), or `$17`, the shift the store's last dispatch used, while the
+ * one read is within the band around it (src/stores/steady_shift.ts). A
+ * time not after the row's creation (its creation, a due time that asked
+ * for no delay) is never past the database's now: the hint may be a ms or
+ * two over the shift read. A grouped row takes its group's id: its group is
+ * listed first.
  */
-const NEW_ROWS = `SELECT queue, name, payload, priority, available_at + shift.ms,
-    retry_until + shift.ms, created_at + shift.ms, batch_id, batch_member, keyed, trace,
-    expire_at + shift.ms, group_key, group_limit, group_ordered,
+const INSERT = statement(
+  `WITH clock AS (SELECT CASE WHEN $12::boolean THEN ${POSTGRES_NOW} END AS now_ms),
+  shift AS (SELECT now_ms, CASE WHEN now_ms IS NULL THEN 0
+      WHEN now_ms - ($7::bigint[])[1] BETWEEN $17::bigint - ${SHIFT_KEPT_BELOW_MS}
+        AND $17::bigint + ${SHIFT_KEPT_ABOVE_MS} THEN $17::bigint
+      ELSE now_ms - ($7::bigint[])[1] END AS ms FROM clock)
+  INSERT INTO jobs (${INSERT_COLUMNS})
+  SELECT queue, name, payload, priority,
+    CASE WHEN available_at <= created_at THEN LEAST(available_at + shift.ms, shift.now_ms)
+      ELSE available_at + shift.ms END,
+    retry_until + shift.ms, LEAST(created_at + shift.ms, shift.now_ms), batch_id, batch_member,
+    keyed, trace, expire_at + shift.ms, group_key, group_limit, group_ordered,
     (SELECT g.id FROM job_groups g WHERE g.queue = row.queue AND g.name = row.name
       AND g.group_key = row.group_key)
   FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::bigint[],
@@ -50,12 +72,10 @@ const NEW_ROWS = `SELECT queue, name, payload, priority, available_at + shift.ms
     $15::int[], $16::int[]) WITH ORDINALITY
     AS row(queue, name, payload, priority, available_at, retry_until, created_at, batch_id,
       batch_member, keyed, trace, expire_at, group_key, group_limit, group_ordered, position)
-  CROSS JOIN LATERAL (SELECT CASE WHEN $12::boolean THEN ${POSTGRES_NOW} - row.created_at ELSE 0 END
-    AS ms) AS shift
-  ORDER BY position`;
-const INSERT_COLUMNS =
-  "queue, name, payload, priority, available_at, retry_until, created_at, batch_id, batch_member, keyed, trace, expire_at, group_key, group_limit, group_ordered, group_id";
-const INSERT = statement(`INSERT INTO jobs (${INSERT_COLUMNS}) ${NEW_ROWS} RETURNING id`);
+  CROSS JOIN shift
+  ORDER BY position
+  RETURNING id, (SELECT ms FROM shift) AS shift`,
+);
 const NOW = statement(`SELECT ${POSTGRES_NOW} AS t`, { oneRow: true });
 /**
  * A tick's successes: each job deleted if its token still matches, rows
@@ -278,6 +298,8 @@ export interface PostgresDialectOptions {
 
 /** PostgreSQL's operations for one store. */
 export function postgresDialect({ dbClock }: PostgresDialectOptions): Dialect {
+  // The shift onto the database's clock the store's last dispatch used, the next one's hint.
+  const shifts = new DispatchShift();
   const dialect: Dialect = {
     engine: "postgres",
     usesDatabaseClock: dbClock,
@@ -303,10 +325,14 @@ export function postgresDialect({ dbClock }: PostgresDialectOptions): Dialect {
         column((row) => row.group?.key ?? null),
         column((row) => row.group?.limit ?? null),
         column((row) => row.group?.ordered ? 1 : 0),
+        shifts.hint,
       ];
       // The groups first: each grouped row takes its group's id.
       yield* enterGroups(rows);
-      const { rows: inserted } = yield* exec<{ id: number }>(INSERT, ...params);
+      const { rows: inserted } = yield* exec<{ id: number; shift: number }>(INSERT, ...params);
+      if (dbClock && inserted[0] !== undefined) {
+        shifts.learn(Number(inserted[0].shift));
+      }
       return inserted.map((row) => Number(row.id)).sort((a, b) => a - b);
     },
 
@@ -403,6 +429,14 @@ export function postgresDialect({ dbClock }: PostgresDialectOptions): Dialect {
     *now(given: number): Script<number> {
       if (!dbClock) return given;
       return Number((yield* exec<{ t: number }>(NOW)).rows[0]!.t);
+    },
+
+    *dispatchClock(createdAt: number) {
+      if (!dbClock) return { shift: 0, now: createdAt };
+      const now = yield* dialect.now(createdAt);
+      const shift = steadyShift(now - createdAt, shifts.hint);
+      shifts.learn(shift);
+      return { shift, now };
     },
 
     fenceWrites,

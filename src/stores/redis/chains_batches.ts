@@ -54,7 +54,7 @@ redis.call('HSET', jobKey(id), 'chain_id', id)
 Links.hold(Links.chainHeld(id, 'next'), chain.next)
 Links.hold(Links.chainHeld(id, 'catch'), chain.onFailure)
 if STAGE ~= nil then staged('chain:' .. id) end
-local reply = cjson.encode(id)
+reply = cjson.encode(id)
 `,
 );
 
@@ -83,7 +83,7 @@ Links.hold(Links.batchHeld(id, 'then'), batch['then'])
 Links.hold(Links.batchHeld(id, 'catch'), batch['catch'])
 Links.hold(Links.batchHeld(id, 'finally'), batch['finally'])
 Links.finishIfDone(id, createdAt)
-local reply = cjson.encode({id = id, jobIds = jobIds})
+reply = cjson.encode({id = id, jobIds = jobIds})
 `,
 );
 
@@ -98,16 +98,18 @@ if not fields[1] or fields[4] then refusal = 'no such batch'
 elseif fields[2] then refusal = 'it was cancelled'
 elseif fields[3] then refusal = 'it has finished' end
 if refusal ~= nil then
-  return cjson.encode({refused = 'Cannot add jobs to batch ' .. batchId .. ': ' .. refusal})
+  reply = cjson.encode({refused = 'Cannot add jobs to batch ' .. batchId .. ': ' .. refusal})
+  storedNothing = true
+else
+  local ids = {}
+  for i, row in ipairs(INPUT.rows) do
+    ids[i] = insertJob(row, {batch_id = batchId, batch_member = 1})
+    redis.call('SADD', Links.membersKey(batchId), ids[i])
+  end
+  redis.call('HINCRBY', Links.batchKey(batchId), 'total', #ids)
+  redis.call('HINCRBY', Links.batchKey(batchId), 'pending', #ids)
+  reply = cjson.encode(ids)
 end
-local ids = {}
-for i, row in ipairs(INPUT.rows) do
-  ids[i] = insertJob(row, {batch_id = batchId, batch_member = 1})
-  redis.call('SADD', Links.membersKey(batchId), ids[i])
-end
-redis.call('HINCRBY', Links.batchKey(batchId), 'total', #ids)
-redis.call('HINCRBY', Links.batchKey(batchId), 'pending', #ids)
-local reply = cjson.encode(ids)
 `,
 );
 

@@ -17,6 +17,7 @@ import { QueueClosedError, QueueLostError, QueueMovedError } from "../../errors.
 import { redactPassword } from "../database_url.ts";
 import { CLOSE_WAITS_MS, closedUnderTransaction, waitAtMost } from "../close_wait.ts";
 import { type FunctionLibrary, functionLibrary, type LuaScript } from "./lua.ts";
+import { DispatchShift } from "../steady_shift.ts";
 
 /** The client of `@redis/client`, as the store uses it. */
 type Client = ReturnType<typeof createClient>;
@@ -59,6 +60,8 @@ export class RedisConnection {
   #lastError: unknown = null;
   /** Whether the store goes by the server's clock. */
   readonly databaseClock: boolean;
+  /** The shift onto the server's clock its last dispatch used, the next one's hint. */
+  readonly dispatchShift: DispatchShift = new DispatchShift();
   /** The epoch every call checks; null until the store read it. */
   epoch: string | null = null;
   /** The prefix every key starts with, braces included (`{renox}`). */

@@ -12,8 +12,11 @@ import { type LuaScript, luaScript } from "./lua.ts";
 
 /**
  * A script named `name` whose `body` stores jobs and sets the local
- * `reply` (a JSON string); input `token`, the dispatch's, `keepS`, and
- * `resent` on a call sent again (all added by {@linkcode dispatch}). The
+ * `reply` (a JSON string; a refusal is a reply too: the body never returns
+ * itself, so every answer carries the shift below); input `token`, the dispatch's, `keepS`,
+ * `resent` on a call sent again, and `shiftHint`, the clock shift the
+ * store's last dispatch used (all added by {@linkcode dispatch}). The
+ * call answers `[shift, reply]`, the shift it used beside the reply. The
  * reply is kept under the token for `keepS` seconds (as long as a retry may
  * come: `RedisConnection.callIdempotent` sets it from how long it waits for
  * the connection), and idle workers are woken unless the call writes inside
@@ -30,6 +33,8 @@ export function dispatchScript(name: string, body: string): LuaScript {
     AREA_HOOKS,
     String.raw`
 local record = P .. ':dispatch:' .. INPUT.token
+-- The reply with the clock shift the call used, which the store sends with its next dispatch.
+local function withShift(kept) return '[' .. string.format('%.17g', SHIFT) .. ',' .. kept .. ']' end
 -- Only a call sent again can find its token's record (a token is new to each first send).
 if INPUT.resent then
   local done = redis.call('GET', record)
@@ -40,6 +45,8 @@ if STAGE ~= nil and not stageOpen(STAGE) then return abandonedStage() end
 local reply
 local storedNothing = false
 ${body}
+-- Kept with the shift its jobs were stored with: a call sent again answers the same.
+reply = withShift(reply)
 redis.call('SET', record, reply, 'EX', INPUT.keepS)
 if STAGE == nil and not storedNothing then wake() end
 return reply
@@ -52,11 +59,18 @@ return reply
  * transaction `stage` when given, sent once more if its reply was lost
  * (`RedisConnection.callIdempotent`, which gives it its token).
  */
-export function dispatch<T>(
+export async function dispatch<T>(
   redis: RedisConnection,
   script: LuaScript,
   input: CallContext & Record<string, unknown>,
   stage?: string,
 ): Promise<T> {
-  return redis.callIdempotent<T>(script, stage === undefined ? input : { ...input, stage });
+  const { dispatchShift } = redis;
+  const [shift, reply] = await redis.callIdempotent<[number, T]>(script, {
+    ...input,
+    ...(stage !== undefined && { stage }),
+    ...(dispatchShift.hint !== null && { shiftHint: dispatchShift.hint }),
+  });
+  if (redis.databaseClock) dispatchShift.learn(shift);
+  return reply;
 }

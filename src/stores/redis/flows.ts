@@ -70,7 +70,7 @@ for i, meta in ipairs(INPUT.metas) do
   end
 end
 Links.hold(Flows.catchKey(id), flow.onFailure)
-local reply = cjson.encode({id = id, jobIds = jobIds})
+reply = cjson.encode({id = id, jobIds = jobIds})
 `,
 );
 

@@ -130,9 +130,11 @@ function H.insertKeyed(row)
     local id = tonumber(held[2])
     local job = readJob(id)
     -- Not a job an abandoned transaction stored (it goes when that transaction's writes do), nor
-    -- one that had a cancel asked (it ends cancelled).
+    -- one that had a cancel asked (it ends cancelled), nor one whose durable steps recorded
+    -- something (a sleep or a wait gave its attempt back, but it started, on its payload).
     if job ~= nil and job.token == nil and num(job, 'attempts') == 0
-        and job.cancel_requested == nil and (job.staged == nil or job.staged == STAGE) then
+        and job.cancel_requested == nil and (job.staged == nil or job.staged == STAGE)
+        and redis.call('EXISTS', stepsKey(id)) == 0 then
       local due = at(row.availableAt)
       local latest = tonumber(held[3])
       if latest ~= nil and latest < due then due = latest end

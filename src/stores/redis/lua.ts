@@ -32,6 +32,7 @@
  * @internal
  * @module
  */
+import { SHIFT_KEPT_ABOVE_MS, SHIFT_KEPT_BELOW_MS } from "../steady_shift.ts";
 
 /**
  * How long a transaction may stay open before it counts as abandoned (its
@@ -217,9 +218,9 @@ function compare(a: string, b: string): number {
  *   become claimable, and when an awaited job ended (job_control_hooks.ts).
  */
 export const PRELUDE = String.raw`
--- JSON null, and the call's prefix, input, clock shift, now and transaction: set by enter() at
--- each call (cjson is not there while the library loads).
-local NULL, P, INPUT, SHIFT, NOW, STAGE
+-- JSON null, and the call's prefix, input, clock shift, now, the store's now as read and
+-- transaction: set by enter() at each call (cjson is not there while the library loads).
+local NULL, P, INPUT, SHIFT, NOW, READ_NOW, STAGE
 
 -- The input's value, or nil for JSON null.
 local function opt(value)
@@ -227,8 +228,14 @@ local function opt(value)
   return value
 end
 
--- A time of the caller's clock on the store's clock, and back.
-local function at(t) if t == nil or t == NULL then return nil end return t + SHIFT end
+-- A time of the caller's clock on the store's clock, and back. A time not after the call's now
+-- (a job's creation, a due time with no delay) is never past the store's now as read: a dispatch's
+-- steady shift may be a ms or two over the one read (see enter).
+local function at(t)
+  if t == nil or t == NULL then return nil end
+  if t <= INPUT.now and t + SHIFT > READ_NOW then return READ_NOW end
+  return t + SHIFT
+end
 local function back(t) if t == nil then return NULL end return t - SHIFT end
 -- A stored time as reads give it back: on the store's clock, as PostgreSQL's reads give the
 -- database's (JSON null for none). Only what the caller computes with (due times it sleeps until,
@@ -259,6 +266,15 @@ local function enter(keys, args, fenced)
   if INPUT.db then
     local time = redis.call('TIME')
     SHIFT = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) - INPUT.now
+    -- A dispatch's hint, the shift its store's last dispatch used: kept while the shift read is
+    -- within the band around it, so jobs for the same time stay in order (steady_shift.ts).
+    READ_NOW = INPUT.now + SHIFT
+    local hint = INPUT.shiftHint
+    if hint ~= nil and SHIFT >= hint - ${SHIFT_KEPT_BELOW_MS} and SHIFT <= hint + ${SHIFT_KEPT_ABOVE_MS} then
+      SHIFT = hint
+    end
+  else
+    READ_NOW = INPUT.now
   end
   NOW = INPUT.now + SHIFT
   -- The transaction this call writes in, or nil: its jobs stay out of claim order until it commits.

@@ -149,6 +149,13 @@ export interface Dialect {
   /** Whether {@linkcode Dialect.insertJobs} stores any number of rows in one statement. */
   readonly insertsInOneStatement: boolean;
   /**
+   * The shift a dispatch created at `createdAt` moves its times by onto the
+   * store's clock, kept steady from the store's last dispatch, and the
+   * store's now it read (src/stores/steady_shift.ts): 0 and `createdAt`
+   * where the store goes by the caller's clock.
+   */
+  dispatchClock(createdAt: number): Script<{ readonly shift: number; readonly now: number }>;
+  /**
    * Inserts jobs `as` members of a batch or holders of a key (or neither);
    * their ids in order.
    */

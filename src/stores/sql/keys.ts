@@ -12,6 +12,7 @@ import type { KeyedInsert, KeyedJobRow, Lease, MiddlewareRequest } from "../stor
 import { type Dialect, KEYED } from "./dialect.ts";
 import { each, exec, type Script } from "./script.ts";
 import { statement } from "./statement.ts";
+import { capAtNow } from "../steady_shift.ts";
 
 /**
  * The job holding unique key `$1` at `$2` whose row also meets `also` (SQL
@@ -33,11 +34,16 @@ const FIND_UNIQUE = findUnique("");
  * The key then names the new job, and the cancelled job's release leaves it.
  */
 const FIND_UNIQUE_FOR_DISPATCH = findUnique(" AND jobs.cancel_requested IS NULL");
-/** The waiting job holding debounce key `$1`, unless it had a cancel asked (it ends cancelled). */
+/**
+ * The waiting job holding debounce key `$1`, unless it had a cancel asked (it
+ * ends cancelled) or its durable steps recorded something (a sleep or a wait
+ * gave its attempt back, but it started, on its payload).
+ */
 const FIND_DEBOUNCED = statement(
   `SELECT k.job_id, k.latest_at FROM job_keys k JOIN jobs j ON j.id = k.job_id
   WHERE k.key = $1 AND k.kind = 'debounce' AND j.token IS NULL AND j.attempts = 0
     AND j.cancel_requested IS NULL
+    AND NOT EXISTS (SELECT 1 FROM job_steps s WHERE s.job_id = j.id)
   {{forUpdate j}}`,
   { oneRow: true },
 );
@@ -100,16 +106,17 @@ export function* insertKeyed(
   const first = rows[0];
   if (first === undefined) return [];
   yield* dialect.lockKeys(rows.map((row) => row.key.key));
-  // Key times on the store's clock, as insertJobs puts the job's times: read once per call.
-  const shift = (yield* dialect.now(first.createdAt)) - first.createdAt;
+  // Key times on the store's clock, as insertJobs puts the job's times (the same steady shift).
+  const { shift, now } = yield* dialect.dispatchClock(first.createdAt);
   const pushed: KeyedInsert[] = [];
   for (const row of rows) {
     const { key } = row;
+    const onStore = (at: number) => capAtNow(at, row.createdAt, shift, now);
     if (key.kind === "unique") {
       const { rows: [holder] } = yield* exec<{ job_id: number }>(
         FIND_UNIQUE_FOR_DISPATCH,
         key.key,
-        row.createdAt + shift,
+        onStore(row.createdAt),
       );
       if (holder !== undefined) {
         pushed.push({ id: Number(holder.job_id), outcome: "duplicate" });
@@ -122,7 +129,7 @@ export function* insertKeyed(
         key.key,
         "unique",
         id,
-        key.expiresAt + shift,
+        onStore(key.expiresAt),
         key.releaseOnStart ? 1 : 0,
         null,
       );
@@ -135,8 +142,8 @@ export function* insertKeyed(
     );
     if (waiting !== undefined) {
       const due = waiting.latest_at === null
-        ? row.availableAt + shift
-        : Math.min(row.availableAt + shift, Number(waiting.latest_at));
+        ? onStore(row.availableAt)
+        : Math.min(onStore(row.availableAt), Number(waiting.latest_at));
       yield* exec(DEBOUNCE, row.payload, due, waiting.job_id);
       pushed.push({ id: Number(waiting.job_id), outcome: "debounced" });
       continue;
@@ -145,7 +152,7 @@ export function* insertKeyed(
       [row],
       { batchId: null, keyed: KEYED.untilSettled },
     );
-    const latestAt = key.latestAt === null ? null : key.latestAt + shift;
+    const latestAt = key.latestAt === null ? null : onStore(key.latestAt);
     yield* exec(SET_KEY, key.key, "debounce", id, null, 0, latestAt);
     pushed.push({ id: id!, outcome: "stored" });
   }

@@ -406,6 +406,7 @@ export const sqliteDialect: Dialect = {
   lockKeys: () => done(undefined),
   waitOutStarts: () => done(undefined),
   // One machine, one clock.
+  dispatchClock: (createdAt) => done({ shift: 0, now: createdAt }),
   now: (given) => done(given),
   fenceWrites,
   idCounters,
