@@ -41,7 +41,7 @@ import { MOVE_PAGE_BYTES } from "../src/stores/rows/transfer.ts";
 import { exists, ManualClock, tempDir, waitUntil } from "./_helpers.ts";
 import { openSession, postForm } from "./_dashboard.ts";
 import { dashboard } from "../src/dashboard.ts";
-import { postgresTestUrl } from "./_postgres.ts";
+import { freshSchema, postgresTestUrl } from "./_postgres.ts";
 import { deletePrefix, freshPrefix, redisTestUrl } from "./_redis.ts";
 import { freshDatabase } from "./fixtures/deploy/serve_process.ts";
 
@@ -891,3 +891,95 @@ Deno.test("MoveRules: a running job comes as pending with its attempts, and a jo
     ],
   );
 });
+
+for (const onto of ["SQLite", "PostgreSQL", "Redis"] as const) {
+  Deno.test({
+    name:
+      `a move onto ${onto} whose destination the app opens while the move runs keeps the source's schedule state: a paused schedule stays paused, its last slot kept`,
+    ignore: (onto === "Redis" && redisUrl === null) ||
+      (onto === "PostgreSQL" && postgresTestUrl() === null),
+    async fn() {
+      await using dir = await tempDir();
+      const jobs = movingJobs();
+      const prefix = freshPrefix();
+      const schema = freshSchema();
+      const to = onto === "SQLite"
+        ? join(dir.dir, "to.db")
+        : onto === "Redis"
+        ? `${redisUrl}/0?prefix=${prefix}`
+        : `${postgresTestUrl()}?schema=${schema}`;
+      // Where the app's queue opens the destination: a store of its own, as another process's.
+      const where = onto === "SQLite" ? { path: to } : { url: to };
+      try {
+        let before;
+        {
+          await using queue = await Queue.open({
+            path: dir.dbPath,
+            jobs: jobs.all,
+            appKey: APP_KEY,
+          });
+          assert.notEqual(await queue.triggerSchedule("every-minute"), null);
+          assert.equal(await queue.pauseSchedule("every-minute"), true);
+          [before] = await queue.schedules();
+        }
+        await using source = await SqliteStore.open(dir.dbPath);
+        await using destination = onto === "SQLite"
+          ? await SqliteStore.open(to)
+          : onto === "Redis"
+          ? await RedisStore.open(to)
+          : await PostgresStore.open(postgresTestUrl()!, { schema });
+        // The app, pointed at the new store early, opens it while the jobs are copied: its open
+        // stores the jobs module's schedules there, active and never fired.
+        let opened = false;
+        const appOpening = new Proxy(destination, {
+          get(target, property) {
+            if (property === "importRows") {
+              return async (...args: Parameters<Store["importRows"]>) => {
+                if (args[0] === "jobs" && !opened) {
+                  opened = true;
+                  const app = await Queue.open({ ...where, jobs: jobs.all, appKey: APP_KEY });
+                  await app.close();
+                }
+                return await target.importRows(...args);
+              };
+            }
+            const value = Reflect.get(target, property);
+            return typeof value === "function" ? value.bind(target) : value;
+          },
+        });
+        await moveStores(source, appOpening, {
+          from: dir.dbPath,
+          to,
+          waitMs: 0,
+          pageSize: 500,
+          pageBytes: MOVE_PAGE_BYTES,
+          clock: systemClock,
+        });
+        assert.equal(opened, true);
+        await using moved = await Queue.open({
+          ...where,
+          jobs: jobs.all,
+          appKey: APP_KEY,
+        });
+        const [after] = await moved.schedules();
+        const state = (schedule: typeof after) => ({
+          paused: schedule?.paused,
+          lastSlot: schedule?.lastSlot,
+          lastJobId: schedule?.lastJobId,
+          lastFiredAt: schedule?.lastFiredAt,
+        });
+        assert.equal(before?.paused, true);
+        assert.deepEqual(state(after), state(before));
+      } finally {
+        if (onto === "Redis") await deletePrefix(redisUrl!, prefix);
+        if (onto === "PostgreSQL") {
+          await using dropper = await PostgresStore.open(postgresTestUrl()!, {
+            schema,
+            migrate: false,
+          });
+          await dropper.transaction((tx) => tx.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
+        }
+      }
+    },
+  });
+}

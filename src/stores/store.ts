@@ -516,7 +516,9 @@ export interface MoveStore {
    * Stores `rows` of `table` in one transaction, each unless a row with its
    * primary key is already there (so a move run again stores nothing twice),
    * with whatever the store keeps beside the rows (indexes; Redis's sets),
-   * and resolves with how many were new. A row of `id_counters` raises its
+   * and resolves with how many were new. A schedule there that never fired
+   * (the app's open stored it from its jobs module) takes a row that fired
+   * or was paused whole, counted as new. A row of `id_counters` raises its
    * counter to at least its value, and counts as there when the counter is
    * at or past it. A row that does not fit the table's layout is refused
    * whole, naming the table and the column. The rows go to the store as

@@ -280,7 +280,15 @@ I.rate_windows = {
 
 I.schedules = {
   key = function(r) return r.name end,
-  exists = function(r) return redis.call('HEXISTS', P .. ':sched', r.name) == 1 end,
+  -- A schedule there that never fired (the app's open stored it from its jobs module) takes the
+  -- row whole when the row's fired or was paused, as the SQL import's SCHEDULE_TAKES_STATE says.
+  exists = function(r)
+    local there = redis.call('HGET', P .. ':sched', r.name)
+    if not there then return false end
+    local state = cjson.decode(there)
+    local neverFired = state.lastSlot == nil or state.lastSlot == NULL
+    return not (neverFired and (v(r, 'last_slot') ~= nil or (r.paused == '1') ~= (state.paused == true)))
+  end,
   write = function(r, i)
     local state = {name = r.name, job = r.job, queue = r.queue, cron = v(r, 'cron') or NULL,
       everyMs = numOrNull(r, 'every_ms'), timezone = r.timezone, missed = r.missed,
@@ -294,6 +302,8 @@ I.schedules = {
     redis.call('HSET', P .. ':sched', r.name, cjson.encode(state))
     if not state.paused and state.nextSlot ~= NULL then
       redis.call('ZADD', P .. ':sched:next', r.next_slot, r.name)
+    else
+      redis.call('ZREM', P .. ':sched:next', r.name)
     end
   end,
 }

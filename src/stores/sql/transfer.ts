@@ -171,6 +171,22 @@ interface TableStatements {
   readonly insert: Statement;
 }
 
+/**
+ * A schedule already on the destination that never fired (the app's
+ * `Queue.open` stored it there from its jobs module while the move ran, or
+ * before a run again) takes the source's row whole when that one fired or
+ * was paused: what the source's schedule did is not lost, and a paused
+ * schedule stays paused. The app's next open brings its definition up to
+ * date as on any store. Held together with the Lua import's `I.schedules`
+ * by tests/moving_test.ts.
+ */
+const SCHEDULE_TAKES_STATE = `ON CONFLICT (name) DO UPDATE SET ${
+  TABLE_LAYOUTS.schedules.columns.filter((column) => column !== "name")
+    .map((column) => `${column} = excluded.${column}`).join(", ")
+}
+  WHERE schedules.last_slot IS NULL
+    AND (excluded.last_slot IS NOT NULL OR excluded.paused <> schedules.paused)`;
+
 function tableStatements(table: SchemaTable): TableStatements {
   const { columns, key } = TABLE_LAYOUTS[table];
   const list = columns.join(", ");
@@ -190,7 +206,7 @@ function tableStatements(table: SchemaTable): TableStatements {
         WHERE l.key = r.key AND l.job_id = r.job_id AND l.token = r.token)`
     // WHERE true: SQLite would read ON CONFLICT as a join's ON without it.
     : `INSERT INTO ${table} (${list}) SELECT ${list} FROM ${records} r WHERE true
-      ON CONFLICT DO NOTHING`;
+      ${table === "schedules" ? SCHEDULE_TAKES_STATE : "ON CONFLICT DO NOTHING"}`;
   return {
     first: statement(`SELECT ${list} FROM ${table} ORDER BY ${order} LIMIT $1`),
     next: statement(
